@@ -1,0 +1,1 @@
+//! rqvs-classify (being written).

@@ -1,0 +1,1 @@
+//! pcap / pcapng (placeholder while the module is written).

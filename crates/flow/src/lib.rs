@@ -1,0 +1,30 @@
+//! # rqvs-flow: the flow layer
+//!
+//! Everything above this layer speaks in the types defined here:
+//!
+//! - [`FlowKey`] — one packet's header fields (in_port, dl_src, dl_dst, dl_type, vlan_tci, nw_src,
+//!   nw_dst, nw_proto, nw_tos, nw_frag, tp_src, tp_dst, tcp_flags), fixed-size and `Copy`. The same
+//!   type is used as a mask.
+//! - [`Match`] — value/mask on every field plus native inclusive ranges on the two ports.
+//! - [`Rule`] — `{ id, priority, matches, actions }` and the **winner rule** used everywhere:
+//!   highest priority wins, equal priority → lowest id ([`Rule::beats`]).
+//! - [`formats`] — readers and writers for ClassBench rules and traces, ovs-ofctl flows, pcap and
+//!   pcapng, and the ClassBench → OpenFlow conversion. Errors name file, line, column and what was
+//!   expected ([`ParseError`]).
+//! - [`prefix`] — range ↔ prefix arithmetic.
+//!
+//! This crate has no `unsafe` code.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod formats;
+pub mod io;
+pub mod key;
+pub mod matching;
+pub mod prefix;
+pub mod rule;
+
+pub use error::{ParseError, Position, Result};
+pub use key::FlowKey;
+pub use matching::{Match, MatchError, PortRange};
+pub use rule::{Action, Actions, Rule, RuleId};
