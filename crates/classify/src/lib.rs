@@ -1,1 +1,32 @@
-//! rqvs-classify (being written).
+//! # rqvs-classify: the classify layer
+//!
+//! One trait, [`Classifier`], and the classifiers that implement it. Every classifier is
+//! differential-tested against [`Reference`], a linear scan that is the oracle for all others.
+//!
+//! The winner rule is the one of the flow layer ([`rqvs_flow::Rule::beats`]): highest priority,
+//! then lowest id.
+#![forbid(unsafe_code)]
+
+mod classifier;
+pub mod reference;
+
+pub use classifier::{Classifier, ClassifierError, BATCH};
+pub use reference::Reference;
+
+/// Names accepted by [`build_by_name`], in the order reports list them.
+pub const CLASSIFIER_NAMES: &[&str] = &["ref"];
+
+/// Builds the classifier called `name` over `rules`.
+pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
+    match name {
+        "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
+    }
+}
+
+/// The winner by definition: the first rule, in winner order, whose [`rqvs_flow::Match`]
+/// accepts the key. `sorted` must be in winner order (`Rule::rank`). This is the semantic
+/// definition every classifier, the reference included, is verified against.
+pub fn winner_by_definition(sorted: &[rqvs_flow::Rule], key: &rqvs_flow::FlowKey) -> Option<rqvs_flow::RuleId> {
+    sorted.iter().find(|r| r.matches.matches(key)).map(|r| r.id)
+}

@@ -1,1 +1,58 @@
-fn main() {}
+//! `rqvs`: the command line of the rqvs userspace datapath.
+//!
+//! Exit codes: 0 success, 1 failure (bad input, mismatches against the reference), 2 usage.
+
+mod classify;
+mod convert;
+mod inputs;
+mod report;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// rqvs: a userspace virtual-switch datapath whose classifier can be a learned index.
+///
+/// With no subcommand, classifies the embedded default workload (ClassBench acl1, 1K rules, and
+/// its trace) and verifies every packet against the reference classifier.
+#[derive(Parser, Debug)]
+#[command(name = "rqvs", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Classify a trace against a rule-set and verify the winners against the reference.
+    Classify(classify::Args),
+    /// Convert between formats: ClassBench rules → ofctl flows, traces ↔ pcap.
+    #[command(subcommand)]
+    Convert(convert::Command),
+}
+
+/// A failure to report: a one-line message and exit code 1.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => classify::run(&classify::Args::default()),
+        Some(Command::Classify(args)) => classify::run(&args),
+        Some(Command::Convert(cmd)) => convert::run(&cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("rqvs: error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The `Classifier` trait and its concurrency contract.
+
+use std::fmt;
+
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+/// The datapath's unit of work: packets are looked up in batches of this many.
+pub const BATCH: usize = 32;
+
+/// Why an update was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClassifierError {
+    /// A rule with this id is already present.
+    DuplicateId(RuleId),
+    /// The classifier cannot hold this rule (it says why).
+    Unsupported(RuleId, String),
+}
+
+impl fmt::Display for ClassifierError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassifierError::DuplicateId(id) => write!(f, "rule id {id} is already present"),
+            ClassifierError::Unsupported(id, why) => write!(f, "rule {id}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ClassifierError {}
+
+/// A multi-field packet classifier: given a packet's [`FlowKey`], the id of the winning rule.
+///
+/// # Concurrency contract
+/// - **Lookups** (`lookup`, `lookup_batch`, `len`, `memory_bytes`, `name`) take `&self` and may run
+///   concurrently from any number of threads, provided nothing mutates the classifier meanwhile.
+/// - **Modifiers** (`insert`, `remove`) take `&mut self`: the caller excludes every other call.
+///   Designs that update while lookups run (CFLOWS, CCACHE) do so by building a new version and
+///   swapping it in atomically, not by mutating under readers.
+pub trait Classifier: Send + Sync {
+    /// Short name used on the command line and in reports (`ref`, `tss`, `tm`, ...).
+    fn name(&self) -> &'static str;
+
+    /// The winning rule for `key` ([`Rule::beats`]), or `None` when no rule matches.
+    fn lookup(&self, key: &FlowKey) -> Option<RuleId>;
+
+    /// Looks up every key of `keys` into the same position of `out`.
+    ///
+    /// # Panics
+    /// When `out` is shorter than `keys`.
+    fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.lookup(k);
+        }
+    }
+
+    /// Adds a rule; refuses an id that is already present.
+    fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError>;
+
+    /// Removes the rule with this id, returning it, or `None` when absent.
+    fn remove(&mut self, id: RuleId) -> Option<Rule>;
+
+    /// Number of rules held.
+    fn len(&self) -> usize;
+
+    /// True when no rule is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap and inline bytes used by the classifier's own structures (an estimate that counts
+    /// every allocation it makes, not allocator overhead).
+    fn memory_bytes(&self) -> usize;
+}

@@ -1,0 +1,160 @@
+//! `rqvs classify`: classify a trace and verify every sampled winner against the definition.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rqvs_classify::{build_by_name, winner_by_definition, BATCH};
+use rqvs_flow::{FlowKey, Rule, RuleId};
+use serde_json::{json, Map};
+
+use crate::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
+use crate::report::{self, Out};
+use crate::Failure;
+
+/// Above this many rule×packet checks, verification samples instead of checking every packet.
+const FULL_VERIFY_BUDGET: u64 = 4_000_000_000;
+/// Packets sampled when the set is too big to verify in full and `--verify` is not given.
+const DEFAULT_SAMPLE: usize = 10_000;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz (default: embedded acl1_1k).
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Packets: ClassBench trace, pcap or pcapng, plain or .xz (default: embedded acl1_1k trace).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Classifier to run (ref).
+    #[arg(long, default_value = "ref")]
+    pub classifier: String,
+    /// Verify N sampled packets against the reference (default: all packets when the set is
+    /// small, 10,000 otherwise; 0 disables verification).
+    #[arg(long)]
+    pub verify: Option<usize>,
+    /// Seed of the verification sample.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// in_port given to every packet.
+    #[arg(long, default_value_t = 1)]
+    pub in_port: u32,
+    /// Write a JSON report to this file (`-` = stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Args { rules: None, trace: None, classifier: "ref".into(), verify: None, seed: 1, in_port: 1, json: None }
+    }
+}
+
+pub fn run(args: &Args) -> Result<(), Failure> {
+    let out = Out::new(args.json.as_deref());
+    let rules = inputs::load_rules(args.rules.as_deref())?;
+    let packets = inputs::load_packets(args.trace.as_deref(), args.in_port)?;
+    let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
+    if keys.is_empty() {
+        return Err(Failure(format!("{}: no packets to classify", report::show(&args.trace, DEFAULT_TRACE_NAME))));
+    }
+
+    let t0 = Instant::now();
+    let classifier = build_by_name(&args.classifier, &rules)?;
+    let build = t0.elapsed();
+
+    // Timed run: the whole trace in batches of 32, the datapath's unit.
+    let mut results: Vec<Option<RuleId>> = vec![None; keys.len()];
+    let t1 = Instant::now();
+    for (k, r) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
+        classifier.lookup_batch(k, r);
+    }
+    let elapsed = t1.elapsed();
+    let ns_per_packet = elapsed.as_nanos() as f64 / keys.len() as f64;
+    let mpps = keys.len() as f64 / elapsed.as_secs_f64() / 1e6;
+
+    // Verification against the semantic definition (winner-ordered linear scan of `Match`).
+    let budget = rules.len() as u64 * keys.len() as u64;
+    let n_verify = match args.verify {
+        Some(n) => n.min(keys.len()),
+        None if budget <= FULL_VERIFY_BUDGET => keys.len(),
+        None => DEFAULT_SAMPLE.min(keys.len()),
+    };
+    let mut sorted: Vec<Rule> = rules.clone();
+    sorted.sort_by_key(|r| r.rank());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let indexes: Vec<usize> = if n_verify == keys.len() {
+        (0..keys.len()).collect()
+    } else {
+        sample(&mut rng, keys.len(), n_verify).into_vec()
+    };
+    let (mut mismatches, mut intended_checked, mut intended_differs) = (0usize, 0usize, 0usize);
+    let mut first_mismatch = None;
+    for &i in &indexes {
+        let want = winner_by_definition(&sorted, &keys[i]);
+        if results[i] != want {
+            mismatches += 1;
+            first_mismatch.get_or_insert((i, results[i], want));
+        }
+        if let Some(intended) = packets.entries[i].intended {
+            intended_checked += 1;
+            if want != Some(intended) {
+                intended_differs += 1;
+            }
+        }
+    }
+    let matched = results.iter().filter(|r| r.is_some()).count();
+    let distinct: usize = keys.iter().collect::<HashSet<_>>().len();
+
+    let rules_name = report::show(&args.rules, DEFAULT_RULES_NAME);
+    let trace_name = report::show(&args.trace, DEFAULT_TRACE_NAME);
+    out.line(format!("rules       {rules_name}: {} rules", rules.len()));
+    out.line(format!("packets     {trace_name}: {} packets, {distinct} distinct flows", keys.len()));
+    if let Some(c) = &packets.capture {
+        out.line(format!("capture     {c:?}"));
+    }
+    out.line(format!("classifier  {} (build {:.3} ms, {} bytes)", classifier.name(), build.as_secs_f64() * 1e3, classifier.memory_bytes()));
+    out.line(format!("lookup      {ns_per_packet:.1} ns/packet, {mpps:.3} Mpps (batches of {BATCH}, one thread)"));
+    out.line(format!("matched     {matched} of {} packets", keys.len()));
+    out.line(format!("verified    {n_verify} packets against the reference: {mismatches} mismatches (seed {})", args.seed));
+    if intended_checked > 0 {
+        out.line(format!(
+            "intended    the trace's intended rule is not the true winner for {intended_differs} of {intended_checked} verified packets ({:.2}%)",
+            100.0 * intended_differs as f64 / intended_checked as f64
+        ));
+    }
+
+    if let Some(path) = &args.json {
+        let mut f = Map::new();
+        f.insert("rules_file".into(), rules_name.into());
+        f.insert("trace_file".into(), trace_name.into());
+        f.insert("classifier".into(), classifier.name().into());
+        f.insert("rules".into(), rules.len().into());
+        f.insert("packets".into(), keys.len().into());
+        f.insert("distinct_flows".into(), distinct.into());
+        f.insert("build_ms".into(), json!(build.as_secs_f64() * 1e3));
+        f.insert("memory_bytes".into(), classifier.memory_bytes().into());
+        f.insert("ns_per_packet".into(), json!(ns_per_packet));
+        f.insert("mpps".into(), json!(mpps));
+        f.insert("matched".into(), matched.into());
+        f.insert("verified".into(), n_verify.into());
+        f.insert("mismatches".into(), mismatches.into());
+        f.insert("intended_checked".into(), intended_checked.into());
+        f.insert("intended_differs".into(), intended_differs.into());
+        f.insert("seed".into(), args.seed.into());
+        if let Some(c) = &packets.capture {
+            f.insert("capture".into(), json!({
+                "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated, "non_ethernet": c.non_ethernet,
+            }));
+        }
+        report::write_json(path, "classify", f)?;
+    }
+    if let Some((i, got, want)) = first_mismatch {
+        return Err(Failure(format!(
+            "{mismatches} mismatches against the reference; first at packet {i} ({:?}): {} returned {:?}, the reference {:?}",
+            keys[i], classifier.name(), got.map(|r| r.0), want.map(|r| r.0)
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! Loading the inputs of a command: rule files (ClassBench or ofctl), packet files (ClassBench
+//! trace, pcap or pcapng), and the embedded default workload used when no files are given.
+
+use std::path::Path;
+
+use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
+use rqvs_flow::io::{decompress_if_xz, read_bytes, text_from_bytes};
+use rqvs_flow::Rule;
+
+use crate::Failure;
+
+/// ClassBench acl1 with 927 rules and its 9,328-header trace, shipped in the repository.
+const DEFAULT_RULES: &[u8] = include_bytes!("../../../data/default/acl1_1k_rules.xz");
+const DEFAULT_TRACE: &[u8] = include_bytes!("../../../data/default/acl1_1k_trace.xz");
+pub const DEFAULT_RULES_NAME: &str = "<default: ClassBench acl1_1k>";
+pub const DEFAULT_TRACE_NAME: &str = "<default: ClassBench acl1_1k trace>";
+
+/// Packets to classify, with what the input said about them.
+pub struct Packets {
+    pub entries: Vec<TraceEntry>,
+    /// Capture statistics when the input was a pcap/pcapng file.
+    pub capture: Option<pcap::CaptureStats>,
+}
+
+pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Failure> {
+    match path {
+        Some(p) => Ok(formats::read_rules(p)?),
+        None => {
+            let text = text_from_bytes(DEFAULT_RULES_NAME, decompress_if_xz(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
+            Ok(formats::parse_rules(DEFAULT_RULES_NAME, &text)?)
+        }
+    }
+}
+
+/// True when `bytes` start with a pcap or pcapng magic number.
+pub fn is_capture(bytes: &[u8]) -> bool {
+    const MAGICS: [[u8; 4]; 5] = [
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0xc3, 0xd4],
+        [0x4d, 0x3c, 0xb2, 0xa1],
+        [0xa1, 0xb2, 0x3c, 0x4d],
+        [0x0a, 0x0d, 0x0d, 0x0a],
+    ];
+    bytes.len() >= 4 && MAGICS.iter().any(|m| bytes[..4] == m[..])
+}
+
+/// Packets from a ClassBench trace or a pcap/pcapng capture (sniffed by magic), plain or xz.
+pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Failure> {
+    let (name, bytes) = match path {
+        Some(p) => (p.display().to_string(), read_bytes(p)?),
+        None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
+    };
+    if is_capture(&bytes) {
+        let cap = pcap::parse_capture(&name, &bytes, in_port)?;
+        let entries = cap.keys.iter().map(|&k| TraceEntry::from_key(k)).collect();
+        return Ok(Packets { entries, capture: Some(cap.stats) });
+    }
+    let text = text_from_bytes(&name, bytes)?;
+    let mut entries = formats::trace::parse_trace(&name, &text)?;
+    for e in &mut entries {
+        e.key.in_port = in_port;
+    }
+    Ok(Packets { entries, capture: None })
+}

@@ -1,0 +1,74 @@
+//! Reports: the human summary and the `--json` object, with the machine and revision they came from.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::Failure;
+
+/// Where the human summary goes: stdout, or stderr when the JSON object goes to stdout.
+pub struct Out {
+    to_stderr: bool,
+}
+
+impl Out {
+    pub fn new(json: Option<&Path>) -> Out {
+        Out { to_stderr: json.is_some_and(|p| p == Path::new("-")) }
+    }
+
+    pub fn line(&self, s: impl AsRef<str>) {
+        if self.to_stderr {
+            eprintln!("{}", s.as_ref());
+        } else {
+            println!("{}", s.as_ref());
+        }
+    }
+}
+
+/// The CPU model from /proc/cpuinfo, or "unknown".
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The git revision the binary was built from (set by the build environment) or of the working
+/// directory, or "unknown".
+pub fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`
+/// and `cpu`.
+pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) -> Result<(), Failure> {
+    fields.insert("command".into(), command.into());
+    fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
+    fields.insert("git_rev".into(), git_revision().into());
+    fields.insert("cpu".into(), cpu_model().into());
+    let text = serde_json::to_string_pretty(&Value::Object(fields))?;
+    if path == Path::new("-") {
+        println!("{text}");
+    } else {
+        let mut f = std::fs::File::create(path).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
+        writeln!(f, "{text}").map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// A path shown in reports.
+pub fn show(p: &Option<PathBuf>, default: &str) -> String {
+    p.as_ref().map_or_else(|| default.to_string(), |p| p.display().to_string())
+}
