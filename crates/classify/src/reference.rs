@@ -280,13 +280,31 @@ mod tests {
     fn arb_rule() -> impl Strategy<Value = (u32, Match)> {
         (arb_key(), any::<[bool; 8]>(), 0u16..8, 0u16..8, 0u32..6).prop_map(|(k, wild, a, b, prio)| {
             let mut m = FlowKey::EXACT;
-            if wild[0] { m.nw_src = 0 } else if wild[7] { m.nw_src = 0xc000_0000 }
-            if wild[1] { m.nw_dst = 0 }
-            if wild[2] { m.tp_src = 0 } else { m.tp_src = 0x6 }
-            if wild[3] { m.tp_dst = 0 }
-            if wild[4] { m.nw_proto = 0 }
-            if wild[5] { m.tcp_flags = 0 }
-            if wild[6] { m.in_port = 0 }
+            if wild[0] {
+                m.nw_src = 0
+            } else if wild[7] {
+                m.nw_src = 0xc000_0000
+            }
+            if wild[1] {
+                m.nw_dst = 0
+            }
+            if wild[2] {
+                m.tp_src = 0
+            } else {
+                m.tp_src = 0x6
+            }
+            if wild[3] {
+                m.tp_dst = 0
+            }
+            if wild[4] {
+                m.nw_proto = 0
+            }
+            if wild[5] {
+                m.tcp_flags = 0
+            }
+            if wild[6] {
+                m.in_port = 0
+            }
             m.dl_src = if wild[7] { [0; 6] } else { [0xff; 6] };
             m.vlan_tci = 0;
             m.nw_tos = 0;

@@ -6,7 +6,8 @@
 
 use std::path::PathBuf;
 
-pub const SEEDS: [&str; 12] = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"];
+pub const SEEDS: [&str; 12] =
+    ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"];
 
 /// The ClassBench data directory, or `None` (after printing why) when the test should skip.
 pub fn classbench_dir() -> Option<PathBuf> {

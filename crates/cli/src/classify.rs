@@ -114,10 +114,18 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     if let Some(c) = &packets.capture {
         out.line(format!("capture     {c:?}"));
     }
-    out.line(format!("classifier  {} (build {:.3} ms, {} bytes)", classifier.name(), build.as_secs_f64() * 1e3, classifier.memory_bytes()));
+    out.line(format!(
+        "classifier  {} (build {:.3} ms, {} bytes)",
+        classifier.name(),
+        build.as_secs_f64() * 1e3,
+        classifier.memory_bytes()
+    ));
     out.line(format!("lookup      {ns_per_packet:.1} ns/packet, {mpps:.3} Mpps (batches of {BATCH}, one thread)"));
     out.line(format!("matched     {matched} of {} packets", keys.len()));
-    out.line(format!("verified    {n_verify} packets against the reference: {mismatches} mismatches (seed {})", args.seed));
+    out.line(format!(
+        "verified    {n_verify} packets against the reference: {mismatches} mismatches (seed {})",
+        args.seed
+    ));
     if intended_checked > 0 {
         out.line(format!(
             "intended    the trace's intended rule is not the true winner for {intended_differs} of {intended_checked} verified packets ({:.2}%)",

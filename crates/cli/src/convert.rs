@@ -9,7 +9,7 @@ use rqvs_flow::{Actions, Rule};
 use serde_json::{json, Map};
 
 use crate::inputs;
-use crate::report::{self, Out};
+use crate::report;
 use crate::Failure;
 
 #[derive(clap::Subcommand, Debug)]
@@ -79,7 +79,9 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
 fn emit(output: Option<&Path>, json_to_stdout: bool, bytes: &[u8]) -> Result<(), Failure> {
     match output {
         Some(p) => std::fs::write(p, bytes).map_err(|e| Failure(format!("{}: cannot write: {e}", p.display()))),
-        None if json_to_stdout => Err(Failure("--json - writes the report to stdout: give --output for the converted file".into())),
+        None if json_to_stdout => {
+            Err(Failure("--json - writes the report to stdout: give --output for the converted file".into()))
+        }
         None => std::io::stdout().write_all(bytes).map_err(|e| Failure(format!("stdout: {e}"))),
     }
 }
@@ -90,7 +92,6 @@ fn parse_actions(text: &str) -> Result<Actions, Failure> {
 }
 
 fn rules(a: &RulesArgs) -> Result<(), Failure> {
-    let out = Out::new(a.json.as_deref());
     let json_stdout = a.json.as_deref() == Some(Path::new("-"));
     let name = a.input.display().to_string();
     let text = rqvs_flow::io::read_text(&a.input)?;
@@ -110,10 +111,11 @@ fn rules(a: &RulesArgs) -> Result<(), Failure> {
                         rules.len()
                     );
                 }
-                out.line(format!(
-                    "{name}: {} rules → {} flows ({} converted, {} added by port-range expansion, {} skipped, max priority {})",
+                // The converted flows may go to stdout: the summary goes to stderr.
+                eprintln!(
+                    "rqvs: {name}: {} rules → {} flows ({} converted, {} added by port-range expansion, {} skipped, max priority {})",
                     rules.len(), conv.flows.len(), conv.converted, conv.expansion(), conv.skipped.len(), conv.max_priority
-                ));
+                );
                 f.insert("flows".into(), conv.flows.len().into());
                 f.insert("converted".into(), conv.converted.into());
                 f.insert("expansion".into(), conv.expansion().into());
@@ -152,7 +154,12 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
             "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated, "non_ethernet": c.non_ethernet,
         }));
         if c.truncated > 0 || c.non_ethernet > 0 {
-            eprintln!("rqvs: warning: {}: skipped {} truncated and {} non-Ethernet frames", a.input.display(), c.truncated, c.non_ethernet);
+            eprintln!(
+                "rqvs: warning: {}: skipped {} truncated and {} non-Ethernet frames",
+                a.input.display(),
+                c.truncated,
+                c.non_ethernet
+            );
         }
     }
     match a.to {

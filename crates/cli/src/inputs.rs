@@ -26,7 +26,8 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Failure> {
     match path {
         Some(p) => Ok(formats::read_rules(p)?),
         None => {
-            let text = text_from_bytes(DEFAULT_RULES_NAME, decompress_if_xz(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
+            let text =
+                text_from_bytes(DEFAULT_RULES_NAME, decompress_if_xz(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
             Ok(formats::parse_rules(DEFAULT_RULES_NAME, &text)?)
         }
     }

@@ -62,7 +62,8 @@ pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) ->
     if path == Path::new("-") {
         println!("{text}");
     } else {
-        let mut f = std::fs::File::create(path).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
+        let mut f =
+            std::fs::File::create(path).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
         writeln!(f, "{text}").map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
     }
     Ok(())

@@ -24,19 +24,11 @@ pub struct ParseError {
 
 impl ParseError {
     pub fn at_line(file: &str, line: usize, column: usize, message: impl Into<String>) -> Self {
-        ParseError {
-            file: file.to_string(),
-            position: Position::Line { line, column },
-            message: message.into(),
-        }
+        ParseError { file: file.to_string(), position: Position::Line { line, column }, message: message.into() }
     }
 
     pub fn at_packet(file: &str, index: usize, offset: u64, message: impl Into<String>) -> Self {
-        ParseError {
-            file: file.to_string(),
-            position: Position::Packet { index, offset },
-            message: message.into(),
-        }
+        ParseError { file: file.to_string(), position: Position::Packet { index, offset }, message: message.into() }
     }
 
     pub fn in_file(file: &str, message: impl Into<String>) -> Self {

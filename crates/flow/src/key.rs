@@ -79,16 +79,7 @@ impl FlowKey {
 
     /// An IPv4 5-tuple key, the shape of a ClassBench header (`in_port` 1, no MACs, no VLAN).
     pub fn ipv4(nw_src: u32, nw_dst: u32, nw_proto: u8, tp_src: u16, tp_dst: u16) -> FlowKey {
-        FlowKey {
-            nw_src,
-            nw_dst,
-            tp_src,
-            tp_dst,
-            in_port: 1,
-            dl_type: ETH_TYPE_IP,
-            nw_proto,
-            ..FlowKey::default()
-        }
+        FlowKey { nw_src, nw_dst, tp_src, tp_dst, in_port: 1, dl_type: ETH_TYPE_IP, nw_proto, ..FlowKey::default() }
     }
 
     /// `self & mask`, field by field.
@@ -161,10 +152,7 @@ fn or6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
 
 /// Formats a MAC address as `xx:xx:xx:xx:xx:xx`.
 pub fn fmt_mac(mac: &[u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
-    )
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
 }
 
 /// Formats an IPv4 address held in host order.

@@ -56,8 +56,7 @@ impl PortRange {
 
     /// The range as one value/mask prefix, when it is one.
     pub fn as_prefix(&self) -> Option<(u16, u16)> {
-        prefix::range_as_prefix(u32::from(self.lo), u32::from(self.hi), 16)
-            .map(|(v, m)| (v as u16, m as u16))
+        prefix::range_as_prefix(u32::from(self.lo), u32::from(self.hi), 16).map(|(v, m)| (v as u16, m as u16))
     }
 
     /// The exact list of value/mask prefixes whose union is this range (at most 30).
@@ -155,12 +154,7 @@ impl Match {
 
     /// A pure value/mask match (no port ranges); the value is masked first.
     pub fn from_masked(value: FlowKey, mask: FlowKey) -> Match {
-        Match {
-            value: value.masked(&mask),
-            mask,
-            tp_src_range: PortRange::ANY,
-            tp_dst_range: PortRange::ANY,
-        }
+        Match { value: value.masked(&mask), mask, tp_src_range: PortRange::ANY, tp_dst_range: PortRange::ANY }
     }
 
     /// The match that accepts exactly `key` on every field.
@@ -223,8 +217,7 @@ impl Match {
                 continue;
             };
             for &(dv, dm) in &dsts {
-                let Some((dv, dm)) = and_prefix(self.value.tp_dst, self.mask.tp_dst, dv, dm)
-                else {
+                let Some((dv, dm)) = and_prefix(self.value.tp_dst, self.mask.tp_dst, dv, dm) else {
                     continue;
                 };
                 let mut value = self.value;
@@ -233,12 +226,7 @@ impl Match {
                 mask.tp_src = sm;
                 value.tp_dst = dv;
                 mask.tp_dst = dm;
-                out.push(Match {
-                    value,
-                    mask,
-                    tp_src_range: PortRange::ANY,
-                    tp_dst_range: PortRange::ANY,
-                });
+                out.push(Match { value, mask, tp_src_range: PortRange::ANY, tp_dst_range: PortRange::ANY });
             }
         }
         out
@@ -248,8 +236,22 @@ impl Match {
     pub fn overlaps(&self, other: &Match) -> bool {
         let common = self.mask.masked(&other.mask);
         self.value.masked(&common) == other.value.masked(&common)
-            && ports_overlap(self.tp_src_range, self.value.tp_src, self.mask.tp_src, other.tp_src_range, other.value.tp_src, other.mask.tp_src)
-            && ports_overlap(self.tp_dst_range, self.value.tp_dst, self.mask.tp_dst, other.tp_dst_range, other.value.tp_dst, other.mask.tp_dst)
+            && ports_overlap(
+                self.tp_src_range,
+                self.value.tp_src,
+                self.mask.tp_src,
+                other.tp_src_range,
+                other.value.tp_src,
+                other.mask.tp_src,
+            )
+            && ports_overlap(
+                self.tp_dst_range,
+                self.value.tp_dst,
+                self.mask.tp_dst,
+                other.tp_dst_range,
+                other.value.tp_dst,
+                other.mask.tp_dst,
+            )
     }
 }
 
@@ -273,8 +275,7 @@ fn ports_overlap(r1: PortRange, v1: u16, m1: u16, r2: PortRange, v2: u16, m2: u1
         return true;
     }
     // Smallest x >= lo with x & m == v, compared with hi.
-    prefix::min_masked_at_least(u32::from(lo), u32::from(v), u32::from(m), 16)
-        .is_some_and(|x| x <= u32::from(hi))
+    prefix::min_masked_at_least(u32::from(lo), u32::from(v), u32::from(m), 16).is_some_and(|x| x <= u32::from(hi))
 }
 
 fn port_interval(range: PortRange, v: u16, m: u16) -> Option<PortRange> {

@@ -135,11 +135,7 @@ mod tests {
     #[test]
     fn actions_display() {
         assert_eq!(Actions::default().to_string(), "drop");
-        let a = Actions(vec![
-            Action::Output(2),
-            Action::Controller(Some(128)),
-            Action::Other("resubmit(,1)".into()),
-        ]);
+        let a = Actions(vec![Action::Output(2), Action::Controller(Some(128)), Action::Other("resubmit(,1)".into())]);
         assert_eq!(a.to_string(), "output:2,controller:128,resubmit(,1)");
         assert!(!a.is_drop());
         assert!(Actions::drop().is_drop());

@@ -18,7 +18,10 @@ fn every_rule_and_trace_file_parses_with_the_summary_counts() {
         assert_eq!(rules.len().to_string(), rules_actual, "{seed}_{size}: rule count");
         let t = trace::read_trace(&trace_path(&dir, seed, size)).unwrap();
         assert_eq!(t.len().to_string(), trace_headers, "{seed}_{size}: trace length");
-        assert!(t.iter().all(|e| e.intended.is_some_and(|i| (i.0 as usize) < rules.len())), "{seed}_{size}: intended index in range");
+        assert!(
+            t.iter().all(|e| e.intended.is_some_and(|i| (i.0 as usize) < rules.len())),
+            "{seed}_{size}: intended index in range"
+        );
         checked += 1;
     }
     assert_eq!(checked, 48, "summary.tsv lists 12 seeds x 4 sizes");

@@ -54,11 +54,7 @@ pub fn parse_rules(file: &str, text: &str) -> Result<Vec<Rule>> {
         matches.push(m);
     }
     let n = matches.len() as u32;
-    Ok(matches
-        .into_iter()
-        .enumerate()
-        .map(|(i, m)| Rule::new(i as u32, n - i as u32, m, Actions::drop()))
-        .collect())
+    Ok(matches.into_iter().enumerate().map(|(i, m)| Rule::new(i as u32, n - i as u32, m, Actions::drop())).collect())
 }
 
 /// Parses one rule line (without its newline); `line_no` is 1-based.
@@ -171,16 +167,7 @@ pub fn from_match(m: &Match) -> std::result::Result<ClassBenchFields, String> {
     if v.dl_type != ETH_TYPE_IP || k.dl_type != u16::MAX {
         return Err("ClassBench rules are IPv4 rules: dl_type must be exactly 0x0800".into());
     }
-    let extra = FlowKey {
-        nw_src: 0,
-        nw_dst: 0,
-        tp_src: 0,
-        tp_dst: 0,
-        dl_type: 0,
-        tcp_flags: 0,
-        nw_proto: 0,
-        ..*k
-    };
+    let extra = FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*k };
     if extra != FlowKey::default() {
         return Err("ClassBench rules match only addresses, ports, protocol and flags".into());
     }
@@ -286,7 +273,8 @@ mod tests {
 
     #[test]
     fn icmp_type_matches_like_openflow() {
-        let rules = parse_rules("t", "@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x01/0xFF\t0x0800/0xff00\t").unwrap();
+        let rules =
+            parse_rules("t", "@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x01/0xFF\t0x0800/0xff00\t").unwrap();
         let m = &rules[0].matches;
         assert!(m.matches(&FlowKey::ipv4(1, 2, 1, 8, 0)));
         assert!(!m.matches(&FlowKey::ipv4(1, 2, 1, 0xff08, 0)));
@@ -317,7 +305,6 @@ mod tests {
         assert!(err("\n1.2.3.4/32").starts_with("r.txt:2:1: expected '@'"));
         assert!(err("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x11/0xFF\t0x1000/0x1000")
             .contains("rqvs reads flags only for TCP and ICMP"));
-        assert!(err("@0.0.0.0/0\t0.0.0.0/0\t0 : 65536\t0 : 65535\t0x11/0xFF\t0x0000/0x0000")
-            .contains("at most 65535"));
+        assert!(err("@0.0.0.0/0\t0.0.0.0/0\t0 : 65536\t0 : 65535\t0x11/0xFF\t0x0000/0x0000").contains("at most 65535"));
     }
 }

@@ -44,12 +44,7 @@ impl<'a> Cursor<'a> {
     /// An error at byte position `at`: "expected `expected`, found `<token there>`".
     pub fn error_at(&self, at: usize, expected: &str) -> ParseError {
         let found = describe_token(&self.text[at..]);
-        ParseError::at_line(
-            self.file,
-            self.line_no,
-            self.column_of(at),
-            format!("expected {expected}, found {found}"),
-        )
+        ParseError::at_line(self.file, self.line_no, self.column_of(at), format!("expected {expected}, found {found}"))
     }
 
     /// An error at the current position.
@@ -100,7 +95,10 @@ impl<'a> Cursor<'a> {
             Ok(v) if v <= max => Ok(v),
             Ok(_) | Err(_) if !digits.is_empty() => {
                 self.pos = start;
-                Err(self.message_at(start, format!("expected {expected} (at most {max}), found {}", describe_token(&self.text[start..]))))
+                Err(self.message_at(
+                    start,
+                    format!("expected {expected} (at most {max}), found {}", describe_token(&self.text[start..])),
+                ))
             }
             _ => {
                 self.pos = start;
@@ -123,7 +121,10 @@ impl<'a> Cursor<'a> {
             Ok(v) if v <= max => Ok(v),
             _ => {
                 self.pos = start;
-                Err(self.message_at(start, format!("expected {expected} (at most {max:#x}), found {}", describe_token(&self.text[start..]))))
+                Err(self.message_at(
+                    start,
+                    format!("expected {expected} (at most {max:#x}), found {}", describe_token(&self.text[start..])),
+                ))
             }
         }
     }

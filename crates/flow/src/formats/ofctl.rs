@@ -76,11 +76,7 @@ pub fn parse_flow(file: &str, line_no: usize, line: &str, id: u32) -> Result<Rul
             break;
         }
         let vstart = c.pos();
-        let value = if has_value {
-            c.take_while(|ch| ch != ',' && !ch.is_whitespace())
-        } else {
-            ""
-        };
+        let value = if has_value { c.take_while(|ch| ch != ',' && !ch.is_whitespace()) } else { "" };
         if has_value && value.is_empty() {
             return Err(c.error(&format!("a value for '{name}'")));
         }
@@ -90,8 +86,7 @@ pub fn parse_flow(file: &str, line_no: usize, line: &str, id: u32) -> Result<Rul
         return Err(c.message_at(c.pos(), "expected 'actions=...' at the end of the flow, found end of line"));
     };
     b.check_prerequisites(&c)?;
-    let m = Match::new(b.value, b.mask, PortRange::ANY, PortRange::ANY)
-        .map_err(|e| c.message_at(0, e.to_string()))?;
+    let m = Match::new(b.value, b.mask, PortRange::ANY, PortRange::ANY).map_err(|e| c.message_at(0, e.to_string()))?;
     Ok(Rule {
         id: RuleId(id),
         priority: b.priority.unwrap_or(DEFAULT_PRIORITY),
@@ -122,7 +117,10 @@ const PORT_PROTOS: &[u8] = &[IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP];
 impl Builder {
     fn set_dl_type(&mut self, c: &Cursor<'_>, at: usize, t: u16) -> Result<()> {
         if self.mask.dl_type != 0 && self.value.dl_type != t {
-            return Err(c.message_at(at, format!("dl_type {t:#06x} contradicts dl_type {:#06x} set earlier in the flow", self.value.dl_type)));
+            return Err(c.message_at(
+                at,
+                format!("dl_type {t:#06x} contradicts dl_type {:#06x} set earlier in the flow", self.value.dl_type),
+            ));
         }
         self.value.dl_type = t;
         self.mask.dl_type = u16::MAX;
@@ -131,7 +129,10 @@ impl Builder {
 
     fn set_proto(&mut self, c: &Cursor<'_>, at: usize, p: u8) -> Result<()> {
         if self.mask.nw_proto != 0 && self.value.nw_proto != p {
-            return Err(c.message_at(at, format!("nw_proto {p} contradicts nw_proto {} set earlier in the flow", self.value.nw_proto)));
+            return Err(c.message_at(
+                at,
+                format!("nw_proto {p} contradicts nw_proto {} set earlier in the flow", self.value.nw_proto),
+            ));
         }
         self.value.nw_proto = p;
         self.mask.nw_proto = u8::MAX;
@@ -359,7 +360,9 @@ impl Builder {
             // nw_src/nw_dst/nw_proto also mean the ARP fields in OVS when dl_type is ARP.
             let arp_ok = arp && matches!(f, "nw_src" | "nw_dst" | "nw_proto");
             if !ip && !arp_ok {
-                return Err(c.message_at(at, format!("{f} needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow")));
+                return Err(
+                    c.message_at(at, format!("{f} needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow"))
+                );
             }
         }
         if let Some(&(at, f)) = self.needs_arp.first() {
@@ -371,7 +374,10 @@ impl Builder {
             let ok = ip && self.mask.nw_proto == u8::MAX && allowed.contains(&self.value.nw_proto);
             if !ok {
                 let names: Vec<&str> = allowed.iter().map(|&p| proto_name(p)).collect();
-                return Err(c.message_at(at, format!("{f} needs the protocol to be {} (add '{}' to the flow)", names.join(" or "), names[0])));
+                return Err(c.message_at(
+                    at,
+                    format!("{f} needs the protocol to be {} (add '{}' to the flow)", names.join(" or "), names[0]),
+                ));
             }
         }
         Ok(())
@@ -421,8 +427,9 @@ fn ipv4_masked(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u32, u32)> {
     let addr = parse_ipv4(a).ok_or_else(|| c.message_at(at, format!("expected {expected}, found '{s}'")))?;
     let mask = match m {
         None => u32::MAX,
-        Some(m) if m.contains('.') => parse_ipv4(m)
-            .ok_or_else(|| c.message_at(at + a.len() + 1, format!("expected a dotted mask like 255.255.0.0, found '{m}'")))?,
+        Some(m) if m.contains('.') => parse_ipv4(m).ok_or_else(|| {
+            c.message_at(at + a.len() + 1, format!("expected a dotted mask like 255.255.0.0, found '{m}'"))
+        })?,
         Some(m) => match m.parse::<u32>() {
             Ok(len) if len <= 32 => crate::prefix::prefix_mask(len, 32),
             _ => return Err(c.message_at(at + a.len() + 1, format!("expected a prefix length 0..32, found '/{m}'"))),
@@ -436,9 +443,10 @@ fn mac_masked(c: &Cursor<'_>, at: usize, s: &str) -> Result<([u8; 6], [u8; 6])> 
         let mut out = [0u8; 6];
         let parts: Vec<&str> = t.split(':').collect();
         let ok = parts.len() == 6
-            && parts.iter().zip(out.iter_mut()).all(|(p, o)| {
-                p.len() <= 2 && !p.is_empty() && u8::from_str_radix(p, 16).map(|v| *o = v).is_ok()
-            });
+            && parts
+                .iter()
+                .zip(out.iter_mut())
+                .all(|(p, o)| p.len() <= 2 && !p.is_empty() && u8::from_str_radix(p, 16).map(|v| *o = v).is_ok());
         if ok {
             Ok(out)
         } else {
@@ -483,11 +491,12 @@ fn tcp_flags(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u16, u16)> {
             let body = &rest[1..];
             let end = body.find(['+', '-']).unwrap_or(body.len());
             let name = &body[..end];
-            let bit = TCP_FLAG_NAMES
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|&(_, b)| b)
-                .ok_or_else(|| c.message_at(pos + 1, format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'")))?;
+            let bit = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, b)| b).ok_or_else(|| {
+                c.message_at(
+                    pos + 1,
+                    format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'"),
+                )
+            })?;
             mask |= bit;
             if sign == '+' {
                 val |= bit;
@@ -767,7 +776,10 @@ mod tests {
         );
 
         let r = one("ip,nw_dst=10.0.0.0/255.0.255.0,nw_proto=47,actions=drop # comment");
-        assert_eq!(format_flows(&r).unwrap(), vec!["priority=32768,ip,nw_dst=10.0.0.0/255.0.255.0,nw_proto=47,actions=drop"]);
+        assert_eq!(
+            format_flows(&r).unwrap(),
+            vec!["priority=32768,ip,nw_dst=10.0.0.0/255.0.255.0,nw_proto=47,actions=drop"]
+        );
         assert_eq!(one("arp,arp_tpa=10.0.0.1,actions=NORMAL").actions.0, vec![Action::Other("NORMAL".into())]);
         assert_eq!(one("actions=").actions, Actions::default());
     }
@@ -784,12 +796,26 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_column() {
-        assert_eq!(err("tcp,tp_dst=80,nw_srcx=1.2.3.4,actions=drop").split(" (").next().unwrap(),
-                   "f.ofctl:1:15: unknown or unsupported field 'nw_srcx'");
-        assert_eq!(err("ip,nw_src=10.0.0.0/33,actions=drop"), "f.ofctl:1:20: expected a prefix length 0..32, found '/33'");
-        assert_eq!(err("ip,nw_src=10.0.0.256,actions=drop").split(',').next().unwrap(), "f.ofctl:1:11: expected an IPv4 address like 10.0.0.0");
-        assert_eq!(err("ip,tp_dst=80,actions=drop"), "f.ofctl:1:4: tp_dst needs the protocol to be tcp or udp or sctp (add 'tcp' to the flow)");
-        assert_eq!(err("nw_src=1.2.3.4,actions=drop"), "f.ofctl:1:1: nw_src needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow");
+        assert_eq!(
+            err("tcp,tp_dst=80,nw_srcx=1.2.3.4,actions=drop").split(" (").next().unwrap(),
+            "f.ofctl:1:15: unknown or unsupported field 'nw_srcx'"
+        );
+        assert_eq!(
+            err("ip,nw_src=10.0.0.0/33,actions=drop"),
+            "f.ofctl:1:20: expected a prefix length 0..32, found '/33'"
+        );
+        assert_eq!(
+            err("ip,nw_src=10.0.0.256,actions=drop").split(',').next().unwrap(),
+            "f.ofctl:1:11: expected an IPv4 address like 10.0.0.0"
+        );
+        assert_eq!(
+            err("ip,tp_dst=80,actions=drop"),
+            "f.ofctl:1:4: tp_dst needs the protocol to be tcp or udp or sctp (add 'tcp' to the flow)"
+        );
+        assert_eq!(
+            err("nw_src=1.2.3.4,actions=drop"),
+            "f.ofctl:1:1: nw_src needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow"
+        );
         assert!(err("\ntcp,tp_dst=80").starts_with("f.ofctl:2:"));
         assert!(err("tcp,tp_dst=80").contains("expected 'actions=...'"));
         assert!(err("udp,tcp_flags=+syn,actions=drop").contains("tcp_flags needs the protocol to be tcp"));
@@ -802,8 +828,20 @@ mod tests {
 
     fn arb_rule() -> impl Strategy<Value = Rule> {
         let proto = prop::sample::select(vec![None, Some(0u8), Some(1), Some(6), Some(17), Some(47), Some(132)]);
-        (proto, any::<u32>(), 0u32..=32, any::<u32>(), 0u32..=32, any::<u16>(), any::<u16>(), any::<u16>(),
-         prop::option::of(0u32..100), 0u32..65536, prop::sample::select(vec![0u16, 0x12, 0xfff]), any::<u8>())
+        (
+            proto,
+            any::<u32>(),
+            0u32..=32,
+            any::<u32>(),
+            0u32..=32,
+            any::<u16>(),
+            any::<u16>(),
+            any::<u16>(),
+            prop::option::of(0u32..100),
+            0u32..65536,
+            prop::sample::select(vec![0u16, 0x12, 0xfff]),
+            any::<u8>(),
+        )
             .prop_map(|(proto, s, sl, d, dl, p1, m1, p2, port, prio, fm, tos)| {
                 let mut v = FlowKey::default();
                 let mut k = FlowKey::default();

@@ -48,8 +48,12 @@ pub fn openflow_obstacle(rule: &Rule) -> Option<String> {
             (rule.matches.has_port_ranges() || !exact(k.tp_src) || !exact(k.tp_dst))
                 .then(|| "ICMP type/code must be exact in OpenFlow, found a range or partial mask".to_string())
         }
-        Some(p) if has_ports => Some(format!("ports on protocol {p}: OpenFlow matches ports only for TCP, UDP and SCTP")),
-        None if has_ports => Some("ports with any protocol: OpenFlow matches ports only for TCP, UDP and SCTP".to_string()),
+        Some(p) if has_ports => {
+            Some(format!("ports on protocol {p}: OpenFlow matches ports only for TCP, UDP and SCTP"))
+        }
+        None if has_ports => {
+            Some("ports with any protocol: OpenFlow matches ports only for TCP, UDP and SCTP".to_string())
+        }
         _ => None,
     }
 }
@@ -95,10 +99,8 @@ fn assign_priorities(rules: &[&Rule], distinct_limit: usize) -> Result<Vec<u32>,
     let mut levels: Vec<Vec<usize>> = Vec::new();
     for i in (0..n).rev() {
         let m = &rules[i].matches;
-        let above = levels
-            .iter()
-            .rposition(|level| level.iter().any(|&j| rules[j].matches.overlaps(m)))
-            .map_or(0, |p| p + 1);
+        let above =
+            levels.iter().rposition(|level| level.iter().any(|&j| rules[j].matches.overlaps(m))).map_or(0, |p| p + 1);
         if above >= 0xffff {
             return Err(format!(
                 "rule {} sits above a chain of {above} overlapping rules: more than OpenFlow's 16-bit priorities can order",
@@ -164,9 +166,17 @@ mod tests {
         assert_eq!(prio[0], 3, "10.0.0.0/32 overlaps the /8");
         assert_eq!(prio[1], 2, "11.0.0.1/32 overlaps only the catch-all");
         // Same winners as first match, for a few probes.
-        for k in [FlowKey::ipv4(0x0a00_0000, 1, 6, 1, 1), FlowKey::ipv4(0x0a00_0001, 1, 6, 1, 1), FlowKey::ipv4(0x0b00_0001, 1, 6, 1, 1), FlowKey::ipv4(0x0c00_0000, 1, 6, 1, 1)] {
+        for k in [
+            FlowKey::ipv4(0x0a00_0000, 1, 6, 1, 1),
+            FlowKey::ipv4(0x0a00_0001, 1, 6, 1, 1),
+            FlowKey::ipv4(0x0b00_0001, 1, 6, 1, 1),
+            FlowKey::ipv4(0x0c00_0000, 1, 6, 1, 1),
+        ] {
             let first = rules.iter().position(|r| r.matches.matches(&k)).unwrap();
-            let by_prio = (0..rules.len()).filter(|&i| rules[i].matches.matches(&k)).max_by_key(|&i| (prio[i], std::cmp::Reverse(i))).unwrap();
+            let by_prio = (0..rules.len())
+                .filter(|&i| rules[i].matches.matches(&k))
+                .max_by_key(|&i| (prio[i], std::cmp::Reverse(i)))
+                .unwrap();
             assert_eq!(first, by_prio);
             let best = prio[first];
             assert_eq!((0..rules.len()).filter(|&i| rules[i].matches.matches(&k) && prio[i] == best).count(), 1);

@@ -81,16 +81,14 @@
 use std::path::Path;
 
 use pcap_file::pcap::PcapParser;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 
 use crate::error::{ParseError, Result};
 use crate::key::{
-    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
-    IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
+    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP,
+    IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
 };
 
 /// `dl_type` of an 802.1ad (QinQ) service tag.
@@ -122,12 +120,8 @@ const IP_DSCP_MASK: u8 = 0xfc;
 const LATER_FRAGMENT_OFFSET: u16 = 185;
 const TTL: u8 = 64;
 
-const PCAP_MAGICS: [[u8; 4]; 4] = [
-    [0xa1, 0xb2, 0xc3, 0xd4],
-    [0xd4, 0xc3, 0xb2, 0xa1],
-    [0xa1, 0xb2, 0x3c, 0x4d],
-    [0x4d, 0x3c, 0xb2, 0xa1],
-];
+const PCAP_MAGICS: [[u8; 4]; 4] =
+    [[0xa1, 0xb2, 0xc3, 0xd4], [0xd4, 0xc3, 0xb2, 0xa1], [0xa1, 0xb2, 0x3c, 0x4d], [0x4d, 0x3c, 0xb2, 0xa1]];
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0x00];
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -148,10 +142,7 @@ pub enum Extract {
     /// `"ipv4"`, `"tcp"`, `"udp"`, `"sctp"`, `"icmp"`, `"arp"`).
     Truncated { layer: &'static str },
     /// A header contradicts itself (IP version, IHL, total length, TCP data offset).
-    Malformed {
-        layer: &'static str,
-        reason: &'static str,
-    },
+    Malformed { layer: &'static str, reason: &'static str },
 }
 
 impl Extract {
@@ -179,10 +170,7 @@ pub fn extract(frame: &[u8], in_port: u32) -> Extract {
     // Offset of the first byte after the type field just read.
     let mut at = ETH_HEADER_LEN;
     while dl_type == ETH_TYPE_VLAN || dl_type == ETH_TYPE_VLAN_8021AD {
-        let Some(tag) = frame
-            .get(at..)
-            .and_then(<[u8]>::first_chunk::<VLAN_HEADER_LEN>)
-        else {
+        let Some(tag) = frame.get(at..).and_then(<[u8]>::first_chunk::<VLAN_HEADER_LEN>) else {
             return Extract::Truncated { layer: "vlan" };
         };
         if key.vlan_tci == 0 {
@@ -206,17 +194,10 @@ pub fn extract(frame: &[u8], in_port: u32) -> Extract {
 /// OVS `parse_ethertype` for an 802.3 frame: the SNAP ethertype and the offset after the LLC/SNAP
 /// header, or [`FLOW_DL_TYPE_NONE`].
 fn llc_snap(frame: &[u8], at: usize) -> (u16, usize) {
-    match frame
-        .get(at..)
-        .and_then(<[u8]>::first_chunk::<LLC_SNAP_HEADER_LEN>)
-    {
+    match frame.get(at..).and_then(<[u8]>::first_chunk::<LLC_SNAP_HEADER_LEN>) {
         Some([0xaa, 0xaa, 0x03, 0, 0, 0, hi, lo]) => {
             let snap_type = u16::from_be_bytes([*hi, *lo]);
-            let dl_type = if snap_type >= ETH_TYPE_MIN {
-                snap_type
-            } else {
-                FLOW_DL_TYPE_NONE
-            };
+            let dl_type = if snap_type >= ETH_TYPE_MIN { snap_type } else { FLOW_DL_TYPE_NONE };
             (dl_type, at + LLC_SNAP_HEADER_LEN)
         }
         _ => (FLOW_DL_TYPE_NONE, at),
@@ -228,17 +209,11 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
         return Extract::Truncated { layer: "ipv4" };
     };
     if h[0] >> 4 != 4 {
-        return Extract::Malformed {
-            layer: "ipv4",
-            reason: "version field is not 4",
-        };
+        return Extract::Malformed { layer: "ipv4", reason: "version field is not 4" };
     }
     let header_len = usize::from(h[0] & 0x0f) * 4;
     if header_len < IPV4_HEADER_LEN {
-        return Extract::Malformed {
-            layer: "ipv4",
-            reason: "header length (IHL) below 5 words",
-        };
+        return Extract::Malformed { layer: "ipv4", reason: "header length (IHL) below 5 words" };
     }
     if ip.len() < header_len {
         return Extract::Truncated { layer: "ipv4" };
@@ -247,10 +222,7 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
     let end = match total_len {
         0 => ip.len(),
         n if n < header_len => {
-            return Extract::Malformed {
-                layer: "ipv4",
-                reason: "total length shorter than the header",
-            }
+            return Extract::Malformed { layer: "ipv4", reason: "total length shorter than the header" }
         }
         n => n.min(ip.len()),
     };
@@ -273,10 +245,7 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
                 return Extract::Truncated { layer: "tcp" };
             };
             if t[12] >> 4 < 5 {
-                return Extract::Malformed {
-                    layer: "tcp",
-                    reason: "data offset below 5 words",
-                };
+                return Extract::Malformed { layer: "tcp", reason: "data offset below 5 words" };
             }
             key.tp_src = u16::from_be_bytes([t[0], t[1]]);
             key.tp_dst = u16::from_be_bytes([t[2], t[3]]);
@@ -468,10 +437,9 @@ fn link_type_name(link: DataLink) -> String {
 fn parse_pcap(name: &str, bytes: &[u8], in_port: u32) -> Result<Capture> {
     let (mut rest, parser) = PcapParser::new(bytes).map_err(|e| {
         let message = match e {
-            PcapError::IncompleteBuffer => format!(
-                "capture ends inside the {PCAP_FILE_HEADER_LEN}-byte pcap file header ({} bytes)",
-                bytes.len()
-            ),
+            PcapError::IncompleteBuffer => {
+                format!("capture ends inside the {PCAP_FILE_HEADER_LEN}-byte pcap file header ({} bytes)", bytes.len())
+            }
             e => format!("bad pcap file header: {e}"),
         };
         ParseError::in_file(name, message)
@@ -495,16 +463,10 @@ fn parse_pcap(name: &str, bytes: &[u8], in_port: u32) -> Result<Capture> {
     while !rest.is_empty() {
         index += 1;
         let offset = (bytes.len() - rest.len()) as u64;
-        let (remainder, record) = parser.next_raw_packet(rest).map_err(|e| {
-            ParseError::at_packet(
-                name,
-                index,
-                offset,
-                pcap_record_error(rest, header.endianness, e),
-            )
-        })?;
-        let timestamp_ns =
-            u64::from(record.ts_sec) * 1_000_000_000 + u64::from(record.ts_frac) * ns_per_tick;
+        let (remainder, record) = parser
+            .next_raw_packet(rest)
+            .map_err(|e| ParseError::at_packet(name, index, offset, pcap_record_error(rest, header.endianness, e)))?;
+        let timestamp_ns = u64::from(record.ts_sec) * 1_000_000_000 + u64::from(record.ts_frac) * ns_per_tick;
         collector.frame(&record.data, timestamp_ns);
         rest = remainder;
     }
@@ -519,10 +481,9 @@ fn pcap_record_error(rest: &[u8], endianness: Endianness, e: PcapError) -> Strin
             read_u32([h[8], h[9], h[10], h[11]], endianness),
             rest.len() - PCAP_RECORD_HEADER_LEN
         ),
-        (PcapError::IncompleteBuffer, None) => format!(
-            "capture ends inside the {PCAP_RECORD_HEADER_LEN}-byte record header: {} bytes remain",
-            rest.len()
-        ),
+        (PcapError::IncompleteBuffer, None) => {
+            format!("capture ends inside the {PCAP_RECORD_HEADER_LEN}-byte record header: {} bytes remain", rest.len())
+        }
         (e, _) => format!("corrupt record: {e}"),
     }
 }
@@ -539,12 +500,7 @@ struct Interface {
 
 impl Interface {
     fn new(idb: &InterfaceDescriptionBlock<'_>) -> Interface {
-        let mut interface = Interface {
-            link: idb.linktype,
-            snaplen: idb.snaplen,
-            tsresol: 6,
-            tsoffset: 0,
-        };
+        let mut interface = Interface { link: idb.linktype, snaplen: idb.snaplen, tsresol: 6, tsoffset: 0 };
         for option in &idb.options {
             match option {
                 InterfaceDescriptionOption::IfTsResol(r) => interface.tsresol = *r,
@@ -622,7 +578,7 @@ fn check_block_framing(rest: &[u8], endianness: Endianness) -> std::result::Resu
     let block_len = read_u32([h[4], h[5], h[6], h[7]], endianness);
     if usize::try_from(block_len).map_or(true, |n| n > rest.len()) {
         return Err(format!(
-            "capture ends inside a {} block: its header promises {block_len} bytes, {} remain",
+            "capture ends inside this {} block: its header promises {block_len} bytes, {} remain",
             block_name(block_type),
             rest.len()
         ));
@@ -653,12 +609,8 @@ fn parse_pcapng(name: &str, bytes: &[u8], in_port: u32) -> Result<Capture> {
         let at = |message: String| ParseError::at_packet(name, index, offset, message);
         let endianness = parser.section().endianness;
         check_block_framing(rest, endianness).map_err(at)?;
-        let block_type = rest
-            .first_chunk::<4>()
-            .map_or_else(String::new, |t| block_name(read_u32(*t, endianness)));
-        let (remainder, block) = parser
-            .next_block(rest)
-            .map_err(|e| at(describe_block_error(&block_type, e)))?;
+        let block_type = rest.first_chunk::<4>().map_or_else(String::new, |t| block_name(read_u32(*t, endianness)));
+        let (remainder, block) = parser.next_block(rest).map_err(|e| at(describe_block_error(&block_type, e)))?;
         rest = remainder;
         // (interface id, raw timestamp or None for "no timestamp", captured bytes)
         let (interface_id, raw_timestamp, data): (usize, Option<u64>, &[u8]) = match &block {
@@ -735,11 +687,7 @@ pub fn wire_key(key: &FlowKey) -> FlowKey {
         dl_src: key.dl_src,
         dl_dst: key.dl_dst,
         dl_type: key.dl_type,
-        vlan_tci: if key.vlan_tci & VLAN_CFI != 0 {
-            key.vlan_tci
-        } else {
-            0
-        },
+        vlan_tci: if key.vlan_tci & VLAN_CFI != 0 { key.vlan_tci } else { 0 },
         ..FlowKey::default()
     };
     match key.dl_type {
@@ -956,11 +904,7 @@ fn crc32c(data: &[u8]) -> u32 {
     for &byte in data {
         crc ^= u32::from(byte);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82f6_3b78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
         }
     }
     !crc
@@ -984,9 +928,7 @@ pub struct WriteStats {
 /// `u32::MAX`); without them, or past their end, packets follow each other 1 µs apart (the first
 /// at 0).
 pub fn write_pcap(keys: &[FlowKey], timestamps_ns: Option<&[u64]>) -> (Vec<u8>, WriteStats) {
-    let mut out = Vec::with_capacity(
-        PCAP_FILE_HEADER_LEN + keys.len() * (PCAP_RECORD_HEADER_LEN + MIN_FRAME_LEN),
-    );
+    let mut out = Vec::with_capacity(PCAP_FILE_HEADER_LEN + keys.len() * (PCAP_RECORD_HEADER_LEN + MIN_FRAME_LEN));
     out.extend_from_slice(&0xa1b2_c3d4_u32.to_le_bytes());
     out.extend_from_slice(&2_u16.to_le_bytes());
     out.extend_from_slice(&4_u16.to_le_bytes());
@@ -1031,7 +973,7 @@ mod tests {
     use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
     use pcap_file::pcapng::PcapNgWriter;
 
-    use crate::key::{ETH_TYPE_IPV6, VLAN_VID_MASK};
+    use crate::key::ETH_TYPE_IPV6;
 
     /// TCP SYN 10.0.0.1:12345 → 192.168.1.2:80 in VLAN 100 (PCP 5), DSCP EF, TTL 64. Checksums
     /// computed independently (Python).
@@ -1139,18 +1081,10 @@ mod tests {
         // Not Ethernet/IPv4 ARP: L2 fields only.
         let mut other_hw = frame;
         other_hw[15] = 6;
-        let l2_only = FlowKey {
-            nw_src: 0,
-            nw_dst: 0,
-            nw_proto: 0,
-            ..want
-        };
+        let l2_only = FlowKey { nw_src: 0, nw_dst: 0, nw_proto: 0, ..want };
         assert_eq!(extract(&other_hw, 3), Extract::Other(l2_only));
         // Cut inside the ARP body.
-        assert_eq!(
-            extract(&frame[..41], 3),
-            Extract::Truncated { layer: "arp" }
-        );
+        assert_eq!(extract(&frame[..41], 3), Extract::Truncated { layer: "arp" });
         // The builder writes the same ARP body (sender MAC from dl_src, target MAC zero).
         assert_eq!(build_frame(&want), frame.to_vec());
     }
@@ -1185,10 +1119,7 @@ mod tests {
         assert_eq!(k.dl_type, ETH_TYPE_IP);
         assert_eq!((k.tp_src, k.tp_dst, k.tcp_flags), (12345, 80, 2));
         assert_eq!(extract(&f[..19], 7), Extract::Truncated { layer: "vlan" });
-        assert_eq!(
-            extract(&f[..13], 7),
-            Extract::Truncated { layer: "ethernet" }
-        );
+        assert_eq!(extract(&f[..13], 7), Extract::Truncated { layer: "ethernet" });
     }
 
     #[test]
@@ -1209,22 +1140,13 @@ mod tests {
         g[14] = 0x4f;
         assert_eq!(extract(&g[..60], 7), Extract::Truncated { layer: "ipv4" });
         g[14] = 0x44;
-        assert!(matches!(
-            extract(&g, 7),
-            Extract::Malformed { layer: "ipv4", .. }
-        ));
+        assert!(matches!(extract(&g, 7), Extract::Malformed { layer: "ipv4", .. }));
         let mut h = f.clone();
         h[16..18].copy_from_slice(&20u16.to_be_bytes());
-        assert!(matches!(
-            extract(&h, 7),
-            Extract::Malformed { layer: "ipv4", .. }
-        ));
+        assert!(matches!(extract(&h, 7), Extract::Malformed { layer: "ipv4", .. }));
         let mut v6 = f.clone();
         v6[14] = 0x66;
-        assert!(matches!(
-            extract(&v6, 7),
-            Extract::Malformed { layer: "ipv4", .. }
-        ));
+        assert!(matches!(extract(&v6, 7), Extract::Malformed { layer: "ipv4", .. }));
         // Total length 40 (header + 16 bytes): the TCP header is cut by the IP length itself.
         let mut short = f.clone();
         short[16..18].copy_from_slice(&40u16.to_be_bytes());
@@ -1240,13 +1162,7 @@ mod tests {
         // TCP data offset below 5.
         let mut bad_tcp = f.clone();
         bad_tcp[38 + 12] = 0x40;
-        assert_eq!(
-            extract(&bad_tcp, 7),
-            Extract::Malformed {
-                layer: "tcp",
-                reason: "data offset below 5 words"
-            }
-        );
+        assert_eq!(extract(&bad_tcp, 7), Extract::Malformed { layer: "tcp", reason: "data offset below 5 words" });
     }
 
     #[test]
@@ -1305,10 +1221,7 @@ mod tests {
     fn built_checksums_verify() {
         for proto in [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP] {
             let key = FlowKey::ipv4(0xc0a8_0001, 0x0a00_00fe, proto, 40000, 443);
-            let key = FlowKey {
-                tp_src: key.tp_src & 0xff,
-                ..key
-            };
+            let key = FlowKey { tp_src: key.tp_src & 0xff, ..key };
             let f = build_frame(&key);
             let ip = &f[14..34];
             assert_eq!(fold(sum16(0, ip)), 0);
@@ -1316,11 +1229,7 @@ mod tests {
             let l4 = &f[34..14 + total];
             let mut pseudo = sum16(0, &f[26..34]);
             pseudo += u64::from(proto) + l4.len() as u64;
-            let sum = if proto == IPPROTO_ICMP {
-                sum16(0, l4)
-            } else {
-                sum16(pseudo, l4)
-            };
+            let sum = if proto == IPPROTO_ICMP { sum16(0, l4) } else { sum16(pseudo, l4) };
             assert_eq!(fold(sum), 0, "proto {proto}");
         }
     }
@@ -1331,32 +1240,13 @@ mod tests {
             any::<[u8; 6]>(),
             prop_oneof![Just(0u16), any::<u16>().prop_map(|t| t | VLAN_CFI)],
             any::<(u32, u32, u32)>(),
-            prop_oneof![
-                Just(IPPROTO_TCP),
-                Just(IPPROTO_UDP),
-                Just(IPPROTO_ICMP),
-                Just(IPPROTO_SCTP),
-                any::<u8>()
-            ],
+            prop_oneof![Just(IPPROTO_TCP), Just(IPPROTO_UDP), Just(IPPROTO_ICMP), Just(IPPROTO_SCTP), any::<u8>()],
             any::<u8>(),
-            prop_oneof![
-                Just(0u8),
-                Just(FLOW_NW_FRAG_ANY),
-                Just(FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER)
-            ],
+            prop_oneof![Just(0u8), Just(FLOW_NW_FRAG_ANY), Just(FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER)],
             any::<(u16, u16, u16)>(),
         )
             .prop_map(
-                |(
-                    dl_src,
-                    dl_dst,
-                    vlan_tci,
-                    (nw_src, nw_dst, in_port),
-                    proto,
-                    tos,
-                    frag,
-                    (sp, dp, flags),
-                )| {
+                |(dl_src, dl_dst, vlan_tci, (nw_src, nw_dst, in_port), proto, tos, frag, (sp, dp, flags))| {
                     let mut k = FlowKey {
                         in_port,
                         dl_src,
@@ -1372,9 +1262,7 @@ mod tests {
                     };
                     if frag & FLOW_NW_FRAG_LATER == 0 {
                         match proto {
-                            IPPROTO_TCP => {
-                                (k.tp_src, k.tp_dst, k.tcp_flags) = (sp, dp, flags & TCP_FLAGS_MASK)
-                            }
+                            IPPROTO_TCP => (k.tp_src, k.tp_dst, k.tcp_flags) = (sp, dp, flags & TCP_FLAGS_MASK),
                             IPPROTO_UDP | IPPROTO_SCTP => (k.tp_src, k.tp_dst) = (sp, dp),
                             IPPROTO_ICMP => (k.tp_src, k.tp_dst) = (sp & 0xff, dp & 0xff),
                             _ => {}
@@ -1414,33 +1302,26 @@ mod tests {
             ],
             any::<(u16, u16, u16, u8, u8, u8)>(),
         )
-            .prop_map(
-                |((dl_src, dl_dst, in_port, vlan_tci, nw_src, nw_dst), dl_type, t)| {
-                    let (tp_src, tp_dst, tcp_flags, nw_proto, nw_tos, nw_frag) = t;
-                    let nw_proto = [
-                        IPPROTO_TCP,
-                        IPPROTO_UDP,
-                        IPPROTO_SCTP,
-                        IPPROTO_ICMP,
-                        nw_proto,
-                    ][usize::from(nw_frag >> 5) % 5];
-                    FlowKey {
-                        nw_src,
-                        nw_dst,
-                        tp_src,
-                        tp_dst,
-                        in_port,
-                        dl_type,
-                        vlan_tci,
-                        tcp_flags,
-                        nw_proto,
-                        nw_tos,
-                        nw_frag: nw_frag & 3,
-                        dl_src,
-                        dl_dst,
-                    }
-                },
-            )
+            .prop_map(|((dl_src, dl_dst, in_port, vlan_tci, nw_src, nw_dst), dl_type, t)| {
+                let (tp_src, tp_dst, tcp_flags, nw_proto, nw_tos, nw_frag) = t;
+                let nw_proto =
+                    [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP, IPPROTO_ICMP, nw_proto][usize::from(nw_frag >> 5) % 5];
+                FlowKey {
+                    nw_src,
+                    nw_dst,
+                    tp_src,
+                    tp_dst,
+                    in_port,
+                    dl_type,
+                    vlan_tci,
+                    tcp_flags,
+                    nw_proto,
+                    nw_tos,
+                    nw_frag: nw_frag & 3,
+                    dl_src,
+                    dl_dst,
+                }
+            })
     }
 
     proptest! {
@@ -1540,16 +1421,9 @@ mod tests {
     /// the default microseconds), packets `i` at `i * 1000 + 7` units.
     fn pcapng_of(keys: &[FlowKey], endianness: Endianness, tsresol: Option<u8>) -> Vec<u8> {
         let mut w = PcapNgWriter::with_endianness(Vec::new(), endianness).unwrap();
-        let options = tsresol
-            .map(InterfaceDescriptionOption::IfTsResol)
-            .into_iter()
-            .collect();
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0xffff,
-            options,
-        })
-        .unwrap();
+        let options = tsresol.map(InterfaceDescriptionOption::IfTsResol).into_iter().collect();
+        w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0xffff, options })
+            .unwrap();
         for (i, key) in keys.iter().enumerate() {
             let frame = build_frame(key);
             let epb = EnhancedPacketBlock {
@@ -1587,12 +1461,7 @@ mod tests {
         let c = parse_capture("t.pcapng", &pcapng_of(&keys, Endianness::Little, None), 7).unwrap();
         assert_eq!(c.timestamps_ns, vec![7_000, 1_007_000, 2_007_000]);
         // Binary resolution 2^-10 s: 1024 units = 1 s.
-        let c = parse_capture(
-            "t.pcapng",
-            &pcapng_of(&keys[..1], Endianness::Little, Some(0x8a)),
-            7,
-        )
-        .unwrap();
+        let c = parse_capture("t.pcapng", &pcapng_of(&keys[..1], Endianness::Little, Some(0x8a)), 7).unwrap();
         assert_eq!(c.timestamps_ns, vec![7 * 1_000_000_000 / 1024]);
     }
 
@@ -1601,18 +1470,10 @@ mod tests {
         let key = golden_syn_key();
         let frame = build_frame(&key);
         let mut w = PcapNgWriter::new(Vec::new()).unwrap();
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::RAW,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
+            .unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::RAW, snaplen: 0, options: vec![] })
+            .unwrap();
         let epb = |iface: u32, us: u64| EnhancedPacketBlock {
             interface_id: iface,
             timestamp: Duration::from_nanos(us),
@@ -1624,89 +1485,44 @@ mod tests {
         w.write_pcapng_block(epb(1, 6)).unwrap();
         // A simple packet block (no timestamp: gets the previous packet's) of a 46-byte frame,
         // stored padded to 48 bytes: only 46 bytes are the frame.
-        let arp = FlowKey {
-            dl_type: ETH_TYPE_ARP,
-            nw_src: 1,
-            nw_dst: 2,
-            nw_proto: 2,
-            ..key
-        };
+        let arp = FlowKey { dl_type: ETH_TYPE_ARP, nw_src: 1, nw_dst: 2, nw_proto: 2, ..key };
         let arp_frame = build_frame(&arp)[..46].to_vec();
-        w.write_pcapng_block(SimplePacketBlock {
-            original_len: 46,
-            data: Cow::Owned(arp_frame),
-        })
-        .unwrap();
+        w.write_pcapng_block(SimplePacketBlock { original_len: 46, data: Cow::Owned(arp_frame) }).unwrap();
         let bytes = w.into_inner();
         let c = parse_capture("mixed.pcapng", &bytes, 7).unwrap();
         assert_eq!(c.keys, vec![key, wire_key(&arp)]);
         assert_eq!(c.timestamps_ns, vec![5_000, 6_000]);
-        assert_eq!(
-            c.stats,
-            CaptureStats {
-                frames: 3,
-                ipv4: 1,
-                other: 1,
-                non_ethernet: 1,
-                ..CaptureStats::default()
-            }
-        );
+        assert_eq!(c.stats, CaptureStats { frames: 3, ipv4: 1, other: 1, non_ethernet: 1, ..CaptureStats::default() });
 
         // Only non-Ethernet packets: an error naming the link type.
         let mut w = PcapNgWriter::new(Vec::new()).unwrap();
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::RAW,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::RAW, snaplen: 0, options: vec![] })
+            .unwrap();
         w.write_pcapng_block(epb(0, 1)).unwrap();
-        let e = parse_capture("raw.pcapng", &w.into_inner(), 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("raw.pcapng: none of the 1 packets is on an Ethernet interface"),
-            "{e}"
-        );
+        let e = parse_capture("raw.pcapng", &w.into_inner(), 1).unwrap_err().to_string();
+        assert!(e.contains("raw.pcapng: none of the 1 packets is on an Ethernet interface"), "{e}");
         assert!(e.contains("101 (RAW)"), "{e}");
 
         // A packet naming an interface the section does not describe.
         let mut w = PcapNgWriter::new(Vec::new()).unwrap();
-        w.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
+            .unwrap();
         w.write_pcapng_block(epb(0, 1)).unwrap();
         let mut bytes = w.into_inner();
         let good_len = bytes.len();
         let mut w2 = PcapNgWriter::new(Vec::new()).unwrap();
-        w2.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
-        w2.write_pcapng_block(InterfaceDescriptionBlock {
-            linktype: DataLink::ETHERNET,
-            snaplen: 0,
-            options: vec![],
-        })
-        .unwrap();
+        w2.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
+            .unwrap();
+        w2.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
+            .unwrap();
         w2.write_pcapng_block(epb(1, 1)).unwrap();
         let other = w2.into_inner();
         // Append just the EPB naming interface 1 (the last block of `other`).
         let epb_len = good_len - 28 - 20; // SHB 28 bytes, IDB 20 bytes in `bytes`
         bytes.extend_from_slice(&other[other.len() - epb_len..]);
-        let e = parse_capture("iface.pcapng", &bytes, 1)
-            .unwrap_err()
-            .to_string();
+        let e = parse_capture("iface.pcapng", &bytes, 1).unwrap_err().to_string();
         assert!(e.contains("packet 2"), "{e}");
-        assert!(
-            e.contains("names interface 1, but its section describes 1 interface"),
-            "{e}"
-        );
+        assert!(e.contains("names interface 1, but its section describes 1 interface"), "{e}");
     }
 
     #[test]
@@ -1735,37 +1551,20 @@ mod tests {
         let c = parse_capture("be.pcap", &bytes, 7).unwrap();
         assert_eq!(c.keys, vec![key]);
         assert_eq!(c.timestamps_ns, vec![10_000_000_001]);
-        assert_eq!(
-            c.stats,
-            CaptureStats {
-                frames: 2,
-                ipv4: 1,
-                truncated: 1,
-                ..CaptureStats::default()
-            }
-        );
+        assert_eq!(c.stats, CaptureStats { frames: 2, ipv4: 1, truncated: 1, ..CaptureStats::default() });
     }
 
     #[test]
     fn write_pcap_layout_and_stats() {
         let keys = vec![
             FlowKey::ipv4(1, 2, IPPROTO_TCP, 10, 20),
-            FlowKey::ipv4(1, 2, 47, 10, 20), // GRE: ports lost
+            FlowKey::ipv4(1, 2, 47, 10, 20),           // GRE: ports lost
             FlowKey::ipv4(1, 2, IPPROTO_ICMP, 300, 0), // ICMP type > 255: lost
-            FlowKey::ipv4(1, 2, 47, 0, 0),   // no ports to lose
-            FlowKey {
-                nw_frag: 3,
-                ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 1, 2)
-            }, // later fragment
+            FlowKey::ipv4(1, 2, 47, 0, 0),             // no ports to lose
+            FlowKey { nw_frag: 3, ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 1, 2) }, // later fragment
         ];
         let (bytes, stats) = write_pcap(&keys, None);
-        assert_eq!(
-            stats,
-            WriteStats {
-                packets: 5,
-                ports_dropped: 3
-            }
-        );
+        assert_eq!(stats, WriteStats { packets: 5, ports_dropped: 3 });
         assert_eq!(bytes.len(), 24 + 5 * (16 + 60));
         assert_eq!(bytes[..4], [0xd4, 0xc3, 0xb2, 0xa1]);
         assert_eq!(bytes[16..20], 65535u32.to_le_bytes());
@@ -1777,10 +1576,7 @@ mod tests {
         // Timestamps shorter than the keys: continue 1 µs apart.
         let (bytes, _) = write_pcap(&keys[..3], Some(&[5_000_000_000]));
         let c = parse_capture("w.pcap", &bytes, 1).unwrap();
-        assert_eq!(
-            c.timestamps_ns,
-            vec![5_000_000_000, 5_000_001_000, 5_000_002_000]
-        );
+        assert_eq!(c.timestamps_ns, vec![5_000_000_000, 5_000_001_000, 5_000_002_000]);
     }
 
     #[test]
@@ -1788,40 +1584,21 @@ mod tests {
         let (bytes, _) = write_pcap(&some_keys(), None);
         // Cut 20 bytes into the data of packet 2 (record at byte 24 + 76 = 100).
         let e = parse_capture("cut.pcap", &bytes[..24 + 76 + 16 + 20], 1).unwrap_err();
-        assert_eq!(
-            e.position,
-            crate::Position::Packet {
-                index: 2,
-                offset: 100
-            }
-        );
+        assert_eq!(e.position, crate::Position::Packet { index: 2, offset: 100 });
         assert_eq!(
             e.to_string(),
             "cut.pcap: packet 2 (byte 100): capture ends inside the packet data: the record header \
              promises 60 bytes of packet data, 20 remain"
         );
         // Cut inside the record header of packet 3.
-        let e = parse_capture("cut.pcap", &bytes[..24 + 2 * 76 + 5], 1)
-            .unwrap_err()
-            .to_string();
+        let e = parse_capture("cut.pcap", &bytes[..24 + 2 * 76 + 5], 1).unwrap_err().to_string();
         assert!(e.contains("packet 3 (byte 176)"), "{e}");
         assert!(e.contains("16-byte record header: 5 bytes remain"), "{e}");
         // Cut inside the file header.
-        let e = parse_capture("cut.pcap", &bytes[..10], 1)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "cut.pcap: capture ends inside the 24-byte pcap file header (10 bytes)"
-        );
+        let e = parse_capture("cut.pcap", &bytes[..10], 1).unwrap_err().to_string();
+        assert_eq!(e, "cut.pcap: capture ends inside the 24-byte pcap file header (10 bytes)");
         // Cut at a record boundary: fine.
-        assert_eq!(
-            parse_capture("cut.pcap", &bytes[..100], 1)
-                .unwrap()
-                .keys
-                .len(),
-            1
-        );
+        assert_eq!(parse_capture("cut.pcap", &bytes[..100], 1).unwrap().keys.len(), 1);
         // Not Ethernet.
         let mut raw = bytes.clone();
         raw[20] = 101;
@@ -1832,61 +1609,30 @@ mod tests {
         let ng = pcapng_of(&some_keys(), Endianness::Little, None);
         let epb_start = 28 + 20 + (ng.len() - 48) / 3;
         let e = parse_capture("cut.pcapng", &ng[..epb_start + 30], 1).unwrap_err();
-        assert_eq!(
-            e.position,
-            crate::Position::Packet {
-                index: 2,
-                offset: epb_start as u64
-            }
-        );
+        assert_eq!(e.position, crate::Position::Packet { index: 2, offset: epb_start as u64 });
         let e = e.to_string();
-        assert!(
-            e.contains("capture ends inside a enhanced packet block: its header promises"),
-            "{e}"
-        );
+        assert!(e.contains("capture ends inside this enhanced packet block: its header promises"), "{e}");
         // pcapng with a corrupt trailer length.
         let mut bad = ng.clone();
         let last = bad.len() - 1;
         bad[last] ^= 0x40;
-        let e = parse_capture("bad.pcapng", &bad, 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("packet 3") && e.contains("corrupt enhanced packet block"),
-            "{e}"
-        );
+        let e = parse_capture("bad.pcapng", &bad, 1).unwrap_err().to_string();
+        assert!(e.contains("packet 3") && e.contains("corrupt enhanced packet block"), "{e}");
     }
 
     #[test]
     fn empty_garbage_and_compressed_files() {
         let e = parse_capture("e.pcap", &[], 1).unwrap_err();
         assert_eq!(e.position, crate::Position::File);
-        assert_eq!(
-            e.to_string(),
-            "e.pcap: empty file: expected a pcap or pcapng capture"
-        );
-        let e = parse_capture("s.pcap", &[0xd4, 0xc3], 1)
-            .unwrap_err()
-            .to_string();
+        assert_eq!(e.to_string(), "e.pcap: empty file: expected a pcap or pcapng capture");
+        let e = parse_capture("s.pcap", &[0xd4, 0xc3], 1).unwrap_err().to_string();
         assert!(e.contains("2 bytes long, too short"), "{e}");
-        let e = parse_capture("g.pcap", b"hello, world\n", 1)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("g.pcap: not a pcap or pcapng capture: the file starts with 68 65 6c 6c"),
-            "{e}"
-        );
-        let e = parse_capture("g.pcap.gz", &[0x1f, 0x8b, 8, 0, 0, 0], 1)
-            .unwrap_err()
-            .to_string();
+        let e = parse_capture("g.pcap", b"hello, world\n", 1).unwrap_err().to_string();
+        assert!(e.starts_with("g.pcap: not a pcap or pcapng capture: the file starts with 68 65 6c 6c"), "{e}");
+        let e = parse_capture("g.pcap.gz", &[0x1f, 0x8b, 8, 0, 0, 0], 1).unwrap_err().to_string();
         assert!(e.contains("gzip"), "{e}");
-        let e = parse_capture(
-            "n.pcapng",
-            &[0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 1, 2, 3, 4],
-            1,
-        )
-        .unwrap_err()
-        .to_string();
+        let e =
+            parse_capture("n.pcapng", &[0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 1, 2, 3, 4], 1).unwrap_err().to_string();
         assert!(e.contains("invalid byte-order magic 01 02 03 04"), "{e}");
         // xz-compressed captures are decompressed.
         let (bytes, _) = write_pcap(&some_keys(), None);
@@ -1913,6 +1659,5 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         let e = read_capture(&path, 4).unwrap_err().to_string();
         assert!(e.contains("cannot read"), "{e}");
-        let _ = VLAN_VID_MASK;
     }
 }

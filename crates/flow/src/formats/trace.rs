@@ -82,11 +82,7 @@ pub fn parse_line(file: &str, line_no: usize, line: &str) -> Result<TraceEntry> 
         v[i] = c.decimal(max[i], COLUMNS[i])?;
     }
     c.skip_ws();
-    let intended = if c.at_end() {
-        None
-    } else {
-        Some(RuleId(c.decimal(u64::from(u32::MAX), COLUMNS[6])? as u32))
-    };
+    let intended = if c.at_end() { None } else { Some(RuleId(c.decimal(u64::from(u32::MAX), COLUMNS[6])? as u32)) };
     c.skip_ws();
     if !c.at_end() {
         return Err(c.error("end of line after 7 columns"));
@@ -110,11 +106,8 @@ pub fn write_trace(entries: &[TraceEntry]) -> String {
     let mut out = String::with_capacity(entries.len() * 48);
     for e in entries {
         let k = &e.key;
-        let _ = write!(
-            out,
-            "{}\t{}\t{}\t{}\t{}\t{}",
-            k.nw_src, k.nw_dst, k.tp_src, k.tp_dst, k.nw_proto, e.flags_column
-        );
+        let _ =
+            write!(out, "{}\t{}\t{}\t{}\t{}\t{}", k.nw_src, k.nw_dst, k.tp_src, k.tp_dst, k.nw_proto, e.flags_column);
         if let Some(id) = e.intended {
             let _ = write!(out, "\t{}", id.0);
         }

@@ -1,0 +1,157 @@
+//! The `rqvs` binary as a new user meets it: the default run, JSON output, exit codes, and
+//! one-line errors naming file and line for malformed inputs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn rqvs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
+}
+
+fn tmp(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rqvs-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+const GOOD_RULE: &str = "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0x0000\t\n";
+const GOOD_TRACE: &str = "167772161\t1\t1000\t80\t6\t0\t0\n";
+
+#[test]
+fn default_run_verifies_the_embedded_workload() {
+    let out = rqvs(&[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("927 rules") && s.contains("9328 packets") && s.contains(": 0 mismatches"), "{s}");
+}
+
+#[test]
+fn json_to_stdout_is_one_object_with_stable_fields() {
+    let out = rqvs(&["classify", "--json", "-", "--verify", "500"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    for field in [
+        "command",
+        "rules",
+        "packets",
+        "distinct_flows",
+        "build_ms",
+        "ns_per_packet",
+        "mpps",
+        "verified",
+        "mismatches",
+        "intended_checked",
+        "intended_differs",
+        "seed",
+        "git_rev",
+        "cpu",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(v["mismatches"], 0);
+    assert_eq!(v["verified"], 500);
+    assert_eq!(v["rules"], 927);
+}
+
+fn expect_error(args: &[&str], needle: &str) {
+    let out = rqvs(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "args {args:?}: stderr {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one-line error expected, got: {err}");
+    assert!(err.contains(needle), "error {err:?} should contain {needle:?}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn malformed_inputs_give_one_line_errors_with_file_and_line() {
+    let trace = tmp("good.trace", GOOD_TRACE.as_bytes());
+    let t = trace.to_str().unwrap();
+    let cases: [(&str, String, &str); 6] = [
+        ("columns.rules", format!("{GOOD_RULE}@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\n"), "columns.rules:2:"),
+        (
+            "badip.rules",
+            "@10.0.0.300/8\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\n".into(),
+            "badip.rules:1:2: expected source address",
+        ),
+        (
+            "len33.rules",
+            "@10.0.0.0/33\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\n".into(),
+            "len33.rules:1:11: expected source prefix length 0..32",
+        ),
+        (
+            "reversed.rules",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t90 : 80\t0x06/0xFF\t0x0000/0x0000\n".into(),
+            "reversed.rules:1:",
+        ),
+        (
+            "unknown.ofctl",
+            "priority=5,tcp,tp_dst=80,actions=drop\npriority=4,tcp,nw_srcc=1.2.3.4,actions=drop\n".into(),
+            "unknown.ofctl:2:16: unknown or unsupported field 'nw_srcc'",
+        ),
+        ("prereq.ofctl", "priority=5,tp_dst=80,actions=drop\n".into(), "prereq.ofctl:1:12: tp_dst needs"),
+    ];
+    for (name, text, needle) in cases {
+        let p = tmp(name, text.as_bytes());
+        expect_error(&["classify", "--rules", p.to_str().unwrap(), "--trace", t], needle);
+    }
+    let rules = tmp("good.rules", GOOD_RULE.as_bytes());
+    let r = rules.to_str().unwrap();
+    let bad_trace = tmp("cols.trace", format!("{GOOD_TRACE}1\t2\t3\n").as_bytes());
+    expect_error(
+        &["classify", "--rules", r, "--trace", bad_trace.to_str().unwrap()],
+        "cols.trace:2:6: expected destination port",
+    );
+    expect_error(&["classify", "--rules", "/nonexistent/x.rules"], "/nonexistent/x.rules: cannot read");
+}
+
+#[test]
+fn truncated_pcap_is_a_clear_error() {
+    let trace = tmp("for-pcap.trace", GOOD_TRACE.repeat(3).as_bytes());
+    let pcap = trace.with_extension("pcap");
+    let out = rqvs(&["convert", "trace", trace.to_str().unwrap(), "--to", "pcap", "-o", pcap.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&pcap).unwrap();
+    let cut = tmp("cut.pcap", &bytes[..bytes.len() - 10]);
+    let rules = tmp("good2.rules", GOOD_RULE.as_bytes());
+    expect_error(
+        &["classify", "--rules", rules.to_str().unwrap(), "--trace", cut.to_str().unwrap()],
+        "cut.pcap: packet 3",
+    );
+    // The whole capture classifies like the trace it came from.
+    let out = rqvs(&["classify", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["packets"].as_u64(), v["matched"].as_u64(), v["mismatches"].as_u64()), (Some(3), Some(3), Some(0)));
+}
+
+#[test]
+fn usage_errors_exit_2_and_every_subcommand_has_help() {
+    assert_eq!(rqvs(&["classify", "--no-such-flag"]).status.code(), Some(2));
+    assert_eq!(rqvs(&["convert", "rules"]).status.code(), Some(2));
+    for args in [
+        &["--help"][..],
+        &["classify", "--help"],
+        &["convert", "--help"],
+        &["convert", "rules", "--help"],
+        &["convert", "trace", "--help"],
+    ] {
+        let out = rqvs(args);
+        assert!(out.status.success() && !out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn convert_rules_to_ofctl_and_back_to_classbench() {
+    let rules = tmp(
+        "conv.rules",
+        format!("{GOOD_RULE}@0.0.0.0/0\t0.0.0.0/0\t1024 : 65535\t0 : 65535\t0x11/0xFF\t0x0000/0x0000\t\n").as_bytes(),
+    );
+    let out = rqvs(&["convert", "rules", rules.to_str().unwrap(), "--to", "ofctl", "--actions", "output:2"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1 + 6, "{text}");
+    assert!(text.starts_with("priority=2,tcp,nw_src=10.0.0.0/8,tp_dst=80,actions=output:2\n"), "{text}");
+    let rt = rqvs(&["convert", "rules", rules.to_str().unwrap(), "--to", "classbench"]);
+    assert_eq!(String::from_utf8_lossy(&rt.stdout), std::fs::read_to_string(&rules).unwrap());
+}
