@@ -112,7 +112,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     out.line(format!("rules       {rules_name}: {} rules", rules.len()));
     out.line(format!("packets     {trace_name}: {} packets, {distinct} distinct flows", keys.len()));
     if let Some(c) = &packets.capture {
-        out.line(format!("capture     {c:?}"));
+        out.line(format!("capture     {}", report::capture_line(c)));
     }
     out.line(format!(
         "classifier  {} (build {:.3} ms, {} bytes)",
@@ -152,9 +152,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         f.insert("intended_differs".into(), intended_differs.into());
         f.insert("seed".into(), args.seed.into());
         if let Some(c) = &packets.capture {
-            f.insert("capture".into(), json!({
-                "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated, "non_ethernet": c.non_ethernet,
-            }));
+            f.insert("capture".into(), report::capture_json(c));
         }
         report::write_json(path, "classify", f)?;
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::ValueEnum;
 use rqvs_flow::formats::{self, classbench, ofctl, openflow, pcap, trace, RuleFormat};
 use rqvs_flow::{Actions, Rule};
-use serde_json::{json, Map};
+use serde_json::Map;
 
 use crate::inputs;
 use crate::report;
@@ -150,9 +150,7 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
     f.insert("input".into(), a.input.display().to_string().into());
     f.insert("packets".into(), p.entries.len().into());
     if let Some(c) = &p.capture {
-        f.insert("capture".into(), json!({
-            "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated, "non_ethernet": c.non_ethernet,
-        }));
+        f.insert("capture".into(), report::capture_json(c));
         if c.truncated > 0 || c.non_ethernet > 0 {
             eprintln!(
                 "rqvs: warning: {}: skipped {} truncated and {} non-Ethernet frames",

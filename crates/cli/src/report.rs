@@ -73,3 +73,19 @@ pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) ->
 pub fn show(p: &Option<PathBuf>, default: &str) -> String {
     p.as_ref().map_or_else(|| default.to_string(), |p| p.display().to_string())
 }
+
+/// The JSON of a capture's statistics.
+pub fn capture_json(c: &rqvs_flow::formats::pcap::CaptureStats) -> Value {
+    serde_json::json!({
+        "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
+        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
+    })
+}
+
+/// One line about a capture: frames read, and what was skipped.
+pub fn capture_line(c: &rqvs_flow::formats::pcap::CaptureStats) -> String {
+    format!(
+        "{} frames: {} IPv4, {} other; skipped {} truncated, {} malformed, {} non-Ethernet",
+        c.frames, c.ipv4, c.other, c.truncated, c.malformed, c.non_ethernet
+    )
+}

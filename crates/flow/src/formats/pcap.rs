@@ -14,10 +14,8 @@
 //!   ethertype.
 //! - **IPv4**: `nw_src`, `nw_dst` (host order), `nw_proto`, `nw_tos`, `nw_frag`. The header length
 //!   (IHL, i.e. options) is honoured; bytes after the IP total length (Ethernet padding, an FCS) are
-//!   ignored. `nw_tos` is the DSCP part of the TOS byte kept in place (`tos & 0xfc`): OVS's
-//!   `struct flow` holds the whole byte but matches its two ECN bits as a separate field (`nw_ecn`)
-//!   that `FlowKey` does not have, so the ECN bits are dropped and `nw_tos` means what an ovs-ofctl
-//!   `nw_tos=` match means. `nw_frag` is [`FLOW_NW_FRAG_ANY`] when MF is set or the fragment offset
+//!   ignored. `nw_tos` is the whole TOS byte, DSCP and ECN, as in OVS's `struct flow`; an ovs-ofctl
+//!   `nw_tos=` match examines only its DSCP bits (mask 0xfc). `nw_frag` is [`FLOW_NW_FRAG_ANY`] when MF is set or the fragment offset
 //!   is non-zero, plus [`FLOW_NW_FRAG_LATER`] when the offset is non-zero.
 //! - **L4**, for unfragmented packets and first fragments (later fragments have no L4 fields): TCP
 //!   → ports and `tcp_flags` (the low 12 bits of the data-offset/flags word); UDP and SCTP → ports;
@@ -114,7 +112,6 @@ const ARP_ETH_HEADER_LEN: usize = 28;
 
 const IP_MORE_FRAGMENTS: u16 = 0x2000;
 const IP_FRAG_OFF_MASK: u16 = 0x1fff;
-const IP_DSCP_MASK: u8 = 0xfc;
 /// Fragment offset (in 8-byte units) [`build_frame`] gives a later fragment: 1480 bytes, the
 /// second fragment of a 1500-byte-MTU datagram.
 const LATER_FRAGMENT_OFFSET: u16 = 185;
@@ -226,7 +223,7 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
         }
         n => n.min(ip.len()),
     };
-    key.nw_tos = h[1] & IP_DSCP_MASK;
+    key.nw_tos = h[1];
     key.nw_proto = h[9];
     key.nw_src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     key.nw_dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
@@ -677,7 +674,7 @@ fn parse_pcapng(name: &str, bytes: &[u8], in_port: u32) -> Result<Capture> {
 /// The key [`extract`] reads back from [`build_frame`]`(key)`: what of `key` a real frame carries.
 ///
 /// `vlan_tci` survives only with [`VLAN_CFI`] set; non-IPv4 keys keep their L2 fields (ARP/RARP
-/// also `nw_src`, `nw_dst` and `nw_proto` as the opcode); IPv4 keeps `nw_tos & 0xfc`, `nw_frag`
+/// also `nw_src`, `nw_dst` and `nw_proto` as the opcode); IPv4 keeps `nw_tos`, `nw_frag`
 /// (`FLOW_NW_FRAG_LATER` implies `FLOW_NW_FRAG_ANY`) and, unless the key is a later fragment, the
 /// ports of TCP/UDP/SCTP, the low bytes of `tp_src`/`tp_dst` for ICMP and `tcp_flags` for TCP. An
 /// ethertype below 0x0600 reads back as [`FLOW_DL_TYPE_NONE`], a VLAN ethertype as a tag.
@@ -695,7 +692,7 @@ pub fn wire_key(key: &FlowKey) -> FlowKey {
             w.nw_src = key.nw_src;
             w.nw_dst = key.nw_dst;
             w.nw_proto = key.nw_proto;
-            w.nw_tos = key.nw_tos & IP_DSCP_MASK;
+            w.nw_tos = key.nw_tos;
             if key.nw_frag & FLOW_NW_FRAG_LATER != 0 {
                 w.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
                 return w;
@@ -1014,11 +1011,11 @@ mod tests {
         assert_eq!(extract(&TCP_SYN_VLAN, 7), Extract::Ipv4(golden_syn_key()));
         // build_frame makes the same choices as the hand-written frame, checksums included.
         assert_eq!(build_frame(&golden_syn_key()), TCP_SYN_VLAN.to_vec());
-        // ECN bits are not part of nw_tos; the wire CFI/DEI bit is folded into "tag present".
+        // ECN bits are part of nw_tos, as in OVS; the wire CFI/DEI bit is folded into "tag present".
         let mut f = TCP_SYN_VLAN;
         f[19] = 0xbb;
         f[14] = 0xb0;
-        assert_eq!(extract(&f, 7), Extract::Ipv4(golden_syn_key()));
+        assert_eq!(extract(&f, 7), Extract::Ipv4(FlowKey { nw_tos: 0xbb, ..golden_syn_key() }));
     }
 
     #[test]
@@ -1256,7 +1253,7 @@ mod tests {
                         nw_src,
                         nw_dst,
                         nw_proto: proto,
-                        nw_tos: tos & IP_DSCP_MASK,
+                        nw_tos: tos,
                         nw_frag: frag,
                         ..FlowKey::default()
                     };
