@@ -8,7 +8,10 @@
 #![forbid(unsafe_code)]
 
 mod classifier;
+mod compact;
 pub mod reference;
+#[cfg(test)]
+mod testing;
 
 pub use classifier::{Classifier, ClassifierError, BATCH};
 pub use reference::Reference;

@@ -1,0 +1,136 @@
+//! `CompactMatch`: a rule's match flattened for fast validation, shared by the classifiers that
+//! check candidates field by field (the reference scan, TupleMerge buckets, and later iSets).
+//!
+//! The 48-byte entry holds what ClassBench-style rules use — addresses, port ranges and port
+//! masks, protocol, TCP flags, dl_type — tested cheapest and most selective first. A rule that also
+//! matches other fields (in_port, MACs, VLAN, ToS, fragments) keeps its full [`Match`] in an
+//! [`Extras`] slab and the entry holds its index, checked last.
+
+use rqvs_flow::{FlowKey, Match};
+
+/// A match flattened for validation. `extra` is an index into the owner's [`Extras`], or
+/// [`CompactMatch::NO_EXTRA`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(16))]
+pub(crate) struct CompactMatch {
+    src_v: u32,
+    src_m: u32,
+    dst_v: u32,
+    dst_m: u32,
+    sp_lo: u16,
+    sp_hi: u16,
+    dp_lo: u16,
+    dp_hi: u16,
+    sp_v: u16,
+    sp_m: u16,
+    dp_v: u16,
+    dp_m: u16,
+    dl_type_v: u16,
+    dl_type_m: u16,
+    flags_v: u16,
+    flags_m: u16,
+    proto_v: u8,
+    proto_m: u8,
+    pub(crate) extra: u32,
+}
+
+impl CompactMatch {
+    pub(crate) const NO_EXTRA: u32 = u32::MAX;
+
+    /// Flattens `m`, storing its full match in `extras` when it uses fields outside the entry.
+    pub(crate) fn new(m: &Match, extras: &mut Extras) -> CompactMatch {
+        let (v, k) = (m.value(), m.mask());
+        let extra = if needs_extra(m) { extras.add(*m) } else { Self::NO_EXTRA };
+        CompactMatch {
+            src_v: v.nw_src,
+            src_m: k.nw_src,
+            dst_v: v.nw_dst,
+            dst_m: k.nw_dst,
+            sp_lo: m.tp_src_range().lo,
+            sp_hi: m.tp_src_range().hi,
+            dp_lo: m.tp_dst_range().lo,
+            dp_hi: m.tp_dst_range().hi,
+            sp_v: v.tp_src,
+            sp_m: k.tp_src,
+            dp_v: v.tp_dst,
+            dp_m: k.tp_dst,
+            dl_type_v: v.dl_type,
+            dl_type_m: k.dl_type,
+            flags_v: v.tcp_flags,
+            flags_m: k.tcp_flags,
+            proto_v: v.nw_proto,
+            proto_m: k.nw_proto,
+            extra,
+        }
+    }
+
+    /// Frees the entry's slot in `extras`, if it has one.
+    pub(crate) fn release(&self, extras: &mut Extras) {
+        if self.extra != Self::NO_EXTRA {
+            extras.free(self.extra);
+        }
+    }
+
+    /// Does `k` satisfy the match?
+    #[inline(always)]
+    pub(crate) fn matches(&self, k: &FlowKey, extras: &Extras) -> bool {
+        self.matches_compact(k) && (self.extra == Self::NO_EXTRA || extras.get(self.extra).matches(k))
+    }
+
+    #[inline(always)]
+    fn matches_compact(&self, k: &FlowKey) -> bool {
+        (k.nw_src & self.src_m) == self.src_v
+            && (k.nw_dst & self.dst_m) == self.dst_v
+            && self.sp_lo <= k.tp_src
+            && k.tp_src <= self.sp_hi
+            && self.dp_lo <= k.tp_dst
+            && k.tp_dst <= self.dp_hi
+            && (k.nw_proto & self.proto_m) == self.proto_v
+            && (k.tp_src & self.sp_m) == self.sp_v
+            && (k.tp_dst & self.dp_m) == self.dp_v
+            && (k.tcp_flags & self.flags_m) == self.flags_v
+            && (k.dl_type & self.dl_type_m) == self.dl_type_v
+    }
+}
+
+/// Does the match use any field outside the compact entry?
+fn needs_extra(m: &Match) -> bool {
+    let k = m.mask();
+    k.in_port != 0 || k.dl_src != [0; 6] || k.dl_dst != [0; 6] || k.vlan_tci != 0 || k.nw_tos != 0 || k.nw_frag != 0
+}
+
+/// Full matches of the rules whose compact entry is not enough, in stable slots.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Extras {
+    slots: Vec<Match>,
+    free: Vec<u32>,
+}
+
+impl Extras {
+    fn add(&mut self, m: Match) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = m;
+                i
+            }
+            None => {
+                self.slots.push(m);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    fn free(&mut self, i: u32) {
+        // A freed slot matches nothing until reused (it is never reached: its entry is gone).
+        self.free.push(i);
+    }
+
+    #[inline]
+    fn get(&self, i: u32) -> &Match {
+        &self.slots[i as usize]
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Match>() + self.free.capacity() * 4
+    }
+}
