@@ -10,19 +10,22 @@
 mod classifier;
 mod compact;
 pub mod reference;
+pub mod tss;
 #[cfg(test)]
 mod testing;
 
 pub use classifier::{Classifier, ClassifierError, BATCH};
 pub use reference::Reference;
+pub use tss::TupleSpace;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
     match name {
         "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        "tss" => TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
     }
 }

@@ -1,0 +1,316 @@
+//! `TupleSpace`: tuple space search (Srinivasan et al. 1999) as Open vSwitch's classifier does it.
+//!
+//! One *subtable* per distinct mask; each hashes the packet's key under its mask and finds the
+//! rules whose masked value is exactly that. Port ranges cannot be hashed, so each rule is
+//! **expanded** into the exact prefix combinations of its port ranges (`Match::expand_port_ranges`;
+//! the number of extra entries is reported by [`TupleSpace::expansion`]); every entry of one rule
+//! shares its id and priority.
+//!
+//! **Priority sorting** (OVS's pvector): subtables are kept in descending order of the highest
+//! priority they hold, and a lookup stops as soon as the best match found outranks every remaining
+//! subtable. Insert and remove touch one hash table per entry plus a reposition of the subtable in
+//! the order — O(1) hashing and O(subtables) for the reposition, independent of the rule count.
+//!
+//! Keys are hashed as the five words of [`FlowKey::to_words`], only over the words the subtable's
+//! mask uses.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hashbrown::HashTable;
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::classifier::{Classifier, ClassifierError};
+
+type Words = [u64; 5];
+
+/// Hash of the masked words `w` over the words set in `active` (bit i = word i).
+#[inline(always)]
+pub(crate) fn hash_words(w: &Words, active: u8) -> u64 {
+    let mut h: u64 = 0x243f_6a88_85a3_08d3;
+    for (i, &x) in w.iter().enumerate() {
+        if active & (1 << i) != 0 {
+            h = (h.rotate_left(23) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    h ^ (h >> 29)
+}
+
+#[inline(always)]
+fn mask_words(k: &Words, m: &Words) -> Words {
+    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
+}
+
+/// All rules (entries) whose masked value is `key`, best first.
+struct Bucket {
+    key: Words,
+    hash: u64,
+    /// (priority, id), in winner order.
+    rules: Vec<(u32, RuleId)>,
+}
+
+struct Subtable {
+    mask: Words,
+    active: u8,
+    table: HashTable<Bucket>,
+    /// priority → number of entries with it (for the max after removals).
+    priorities: BTreeMap<u32, u32>,
+    entries: usize,
+}
+
+impl Subtable {
+    fn max_priority(&self) -> u32 {
+        self.priorities.keys().next_back().copied().unwrap_or(0)
+    }
+}
+
+/// Where one entry of a rule lives.
+struct Placement {
+    subtable: u32,
+    key: Words,
+}
+
+struct Record {
+    rule: Rule,
+    placements: Vec<Placement>,
+}
+
+/// Tuple space search with priority sorting and exact port-range expansion.
+#[derive(Default)]
+pub struct TupleSpace {
+    /// Subtable slots; `None` when freed (its index may be reused).
+    subtables: Vec<Option<Subtable>>,
+    free: Vec<u32>,
+    /// Live subtable indexes, by descending max priority.
+    order: Vec<u32>,
+    /// Cached max priority of each slot (parallel to `subtables`), read by lookups.
+    max_priority: Vec<u32>,
+    by_mask: HashMap<Words, u32>,
+    rules: HashMap<RuleId, Record>,
+    entries: usize,
+}
+
+impl TupleSpace {
+    /// Builds from rules in any order; duplicate ids are an error.
+    pub fn build(rules: &[Rule]) -> Result<TupleSpace, ClassifierError> {
+        let mut t = TupleSpace::default();
+        for r in rules {
+            t.insert(r.clone())?;
+        }
+        Ok(t)
+    }
+
+    /// Number of distinct masks (subtables).
+    pub fn subtables(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Entries added by port-range expansion beyond one per rule.
+    pub fn expansion(&self) -> usize {
+        self.entries - self.rules.len()
+    }
+
+    fn subtable_for(&mut self, mask: Words) -> u32 {
+        if let Some(&i) = self.by_mask.get(&mask) {
+            return i;
+        }
+        let active = (0..5).filter(|&i| mask[i] != 0).fold(0u8, |a, i| a | (1 << i));
+        let st = Subtable { mask, active, table: HashTable::new(), priorities: BTreeMap::new(), entries: 0 };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.subtables[i as usize] = Some(st);
+                i
+            }
+            None => {
+                self.subtables.push(Some(st));
+                self.max_priority.push(0);
+                (self.subtables.len() - 1) as u32
+            }
+        };
+        self.by_mask.insert(mask, i);
+        self.order.push(i);
+        i
+    }
+
+    /// Puts subtable `i` back in its place in `order` after its max priority changed.
+    fn reposition(&mut self, i: u32) {
+        let Some(st) = self.subtables[i as usize].as_ref() else { return };
+        let max = st.max_priority();
+        self.max_priority[i as usize] = max;
+        if let Some(p) = self.order.iter().position(|&x| x == i) {
+            self.order.remove(p);
+        }
+        let maxes = &self.max_priority;
+        let at = self.order.partition_point(|&x| maxes[x as usize] >= max);
+        self.order.insert(at, i);
+    }
+
+    fn release_if_empty(&mut self, i: u32) {
+        let empty = self.subtables[i as usize].as_ref().is_some_and(|s| s.entries == 0);
+        if empty {
+            let st = self.subtables[i as usize].take().expect("checked above");
+            self.by_mask.remove(&st.mask);
+            self.order.retain(|&x| x != i);
+            self.free.push(i);
+        } else {
+            self.reposition(i);
+        }
+    }
+
+    fn add_entry(&mut self, i: u32, key: Words, prio: u32, id: RuleId) {
+        let st = self.subtables[i as usize].as_mut().expect("live subtable");
+        let hash = hash_words(&key, st.active);
+        let rank = |&(p, id): &(u32, RuleId)| (std::cmp::Reverse(p), id);
+        match st.table.find_mut(hash, |b| b.key == key) {
+            Some(b) => {
+                let at = b.rules.partition_point(|e| rank(e) < (std::cmp::Reverse(prio), id));
+                b.rules.insert(at, (prio, id));
+            }
+            None => {
+                st.table.insert_unique(hash, Bucket { key, hash, rules: vec![(prio, id)] }, |b| b.hash);
+            }
+        }
+        *st.priorities.entry(prio).or_insert(0) += 1;
+        st.entries += 1;
+        self.entries += 1;
+    }
+
+    fn remove_entry(&mut self, i: u32, key: &Words, prio: u32, id: RuleId) {
+        let st = self.subtables[i as usize].as_mut().expect("live subtable");
+        let hash = hash_words(key, st.active);
+        if let Ok(mut entry) = st.table.find_entry(hash, |b| b.key == *key) {
+            let b = entry.get_mut();
+            b.rules.retain(|&(_, x)| x != id);
+            if b.rules.is_empty() {
+                entry.remove();
+            }
+        }
+        if let Some(n) = st.priorities.get_mut(&prio) {
+            *n -= 1;
+            if *n == 0 {
+                st.priorities.remove(&prio);
+            }
+        }
+        st.entries -= 1;
+        self.entries -= 1;
+    }
+}
+
+impl Classifier for TupleSpace {
+    fn name(&self) -> &'static str {
+        "tss"
+    }
+
+    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        let words = key.to_words();
+        let mut best: Option<(u32, RuleId)> = None;
+        for &i in &self.order {
+            if let Some((bp, _)) = best {
+                if self.max_priority[i as usize] < bp {
+                    break;
+                }
+            }
+            let Some(st) = self.subtables[i as usize].as_ref() else { continue };
+            let masked = mask_words(&words, &st.mask);
+            let hash = hash_words(&masked, st.active);
+            if let Some(b) = st.table.find(hash, |b| b.key == masked) {
+                let (p, id) = b.rules[0];
+                if best.is_none_or(|(bp, bid)| rqvs_flow::rule::beats(p, id, bp, bid)) {
+                    best = Some((p, id));
+                }
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
+        if self.rules.contains_key(&rule.id) {
+            return Err(ClassifierError::DuplicateId(rule.id));
+        }
+        let mut placements = Vec::new();
+        let mut touched = Vec::new();
+        for m in rule.matches.expand_port_ranges() {
+            let mask = m.mask().to_words();
+            let key = m.value().to_words();
+            let i = self.subtable_for(mask);
+            self.add_entry(i, key, rule.priority, rule.id);
+            placements.push(Placement { subtable: i, key });
+            touched.push(i);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for i in touched {
+            self.reposition(i);
+        }
+        self.rules.insert(rule.id, Record { rule, placements });
+        Ok(())
+    }
+
+    fn remove(&mut self, id: RuleId) -> Option<Rule> {
+        let rec = self.rules.remove(&id)?;
+        let mut touched = Vec::new();
+        for p in &rec.placements {
+            self.remove_entry(p.subtable, &p.key, rec.rule.priority, id);
+            touched.push(p.subtable);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for i in touched {
+            self.release_if_empty(i);
+        }
+        Some(rec.rule)
+    }
+
+    fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let mut bytes = size_of::<Self>()
+            + self.subtables.capacity() * size_of::<Option<Subtable>>()
+            + self.order.capacity() * 4
+            + self.max_priority.capacity() * 4
+            + self.by_mask.capacity() * (size_of::<Words>() + 4)
+            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<Record>());
+        for st in self.subtables.iter().flatten() {
+            bytes += st.table.capacity() * (size_of::<Bucket>() + 1);
+            bytes += st.table.iter().map(|b| b.rules.capacity() * size_of::<(u32, RuleId)>()).sum::<usize>();
+            bytes += st.priorities.len() * 16;
+        }
+        bytes += self.rules.values().map(|r| r.placements.capacity() * size_of::<Placement>()).sum::<usize>();
+        bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn differential_with_updates(case in testing::arb_case()) {
+            testing::check_differential(&case, |rules| Box::new(TupleSpace::build(rules).unwrap()))?;
+        }
+    }
+
+    #[test]
+    fn empty_subtables_are_released_and_reused() {
+        let rules = rqvs_flow::formats::classbench::parse_rules(
+            "t",
+            "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t1024 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n\
+             @10.0.0.0/16\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n",
+        )
+        .unwrap();
+        let mut t = TupleSpace::build(&rules).unwrap();
+        assert_eq!(t.expansion(), 5);
+        assert_eq!(t.subtables(), 7);
+        t.remove(RuleId(0)).unwrap();
+        assert_eq!((t.subtables(), t.expansion(), t.len()), (1, 0, 1));
+        t.insert(rules[0].clone()).unwrap();
+        assert_eq!(t.subtables(), 7);
+        assert_eq!(t.subtables.len(), 7, "slots are reused");
+    }
+}
