@@ -11,21 +11,24 @@ mod classifier;
 mod compact;
 pub mod reference;
 pub mod tss;
+pub mod tuplemerge;
 #[cfg(test)]
 mod testing;
 
 pub use classifier::{Classifier, ClassifierError, BATCH};
 pub use reference::Reference;
 pub use tss::TupleSpace;
+pub use tuplemerge::TupleMerge;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
     match name {
         "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         "tss" => TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        "tm" => TupleMerge::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
     }
 }
