@@ -329,7 +329,7 @@ impl TupleMerge {
         if delta == 0 {
             return; // the colliding rules share one tuple: no longer tuple separates them
         }
-        compat[d] = compat[d] + delta.div_ceil(2);
+        compat[d] += delta.div_ceil(2);
         if compat == self.table(i).tuple {
             return;
         }
