@@ -66,6 +66,12 @@ pub trait Classifier: Send + Sync {
         self.len() == 0
     }
 
+    /// Classifier-specific figures for reports (subtables, tables, expansion, coverage, ...), as
+    /// `(name, value)` pairs with stable names.
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
     /// Heap and inline bytes used by the classifier's own structures (an estimate that counts
     /// every allocation it makes, not allocator overhead).
     fn memory_bytes(&self) -> usize;

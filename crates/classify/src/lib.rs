@@ -10,10 +10,10 @@
 mod classifier;
 mod compact;
 pub mod reference;
-pub mod tss;
-pub mod tuplemerge;
 #[cfg(test)]
 mod testing;
+pub mod tss;
+pub mod tuplemerge;
 
 pub use classifier::{Classifier, ClassifierError, BATCH};
 pub use reference::Reference;

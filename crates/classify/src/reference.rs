@@ -71,7 +71,6 @@ impl Reference {
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
-
 }
 
 impl Classifier for Reference {

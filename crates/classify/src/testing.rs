@@ -41,10 +41,22 @@ pub fn arb_match() -> impl Strategy<Value = Match> {
     (arb_key(), any::<[bool; 10]>(), 0u16..8, 0u16..8, 0u32..=32, 0u16..8, 0u16..8).prop_map(
         |(k, w, a, b, slen, c, d)| {
             let mut m = FlowKey::EXACT;
-            m.nw_src = if w[0] { 0 } else if w[7] { 0xc000_000f } else { rqvs_flow::prefix::prefix_mask(slen, 32) };
+            m.nw_src = if w[0] {
+                0
+            } else if w[7] {
+                0xc000_000f
+            } else {
+                rqvs_flow::prefix::prefix_mask(slen, 32)
+            };
             m.nw_dst = if w[1] { 0 } else { 0xf000_0000 };
             m.tp_src = if w[2] { 0 } else { 0x6 };
-            m.tp_dst = if w[3] { 0 } else if w[8] { 0xe000 } else { 0xffff };
+            m.tp_dst = if w[3] {
+                0
+            } else if w[8] {
+                0xe000
+            } else {
+                0xffff
+            };
             m.nw_proto = if w[4] { 0 } else { 0xff };
             m.tcp_flags = if w[5] { 0 } else { 0x3 };
             m.in_port = if w[6] { 0 } else { u32::MAX };
@@ -100,10 +112,7 @@ fn check_all(c: &dyn Classifier, rules: &[Rule], keys: &[FlowKey], stage: &str) 
 
 /// Builds from half the rules, inserts the rest, checks; removes some (and re-removes, which must
 /// fail), checks; re-inserts them, checks; and checks a duplicate insert is refused.
-pub fn check_differential(
-    case: &Case,
-    build: impl Fn(&[Rule]) -> Box<dyn Classifier>,
-) -> Result<(), TestCaseError> {
+pub fn check_differential(case: &Case, build: impl Fn(&[Rule]) -> Box<dyn Classifier>) -> Result<(), TestCaseError> {
     let mut rules = case.rules.clone();
     let half = rules.len() / 2;
     let mut c = build(&rules[..half]);

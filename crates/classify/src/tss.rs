@@ -264,6 +264,10 @@ impl Classifier for TupleSpace {
         self.rules.len()
     }
 
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        vec![("subtables", self.subtables() as f64), ("expansion", self.expansion() as f64)]
+    }
+
     fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
         let mut bytes = size_of::<Self>()

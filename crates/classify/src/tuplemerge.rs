@@ -72,13 +72,8 @@ fn rule_tuple(m: &Match) -> (Tuple, Values) {
     let (v, k) = (m.value(), m.mask());
     let (sp, spl) = port_prefix(m.tp_src_range(), v.tp_src, k.tp_src);
     let (dp, dpl) = port_prefix(m.tp_dst_range(), v.tp_dst, k.tp_dst);
-    let lens = [
-        leading_ones(k.nw_src, 32),
-        leading_ones(k.nw_dst, 32),
-        spl,
-        dpl,
-        leading_ones(u32::from(k.nw_proto), 8),
-    ];
+    let lens =
+        [leading_ones(k.nw_src, 32), leading_ones(k.nw_dst, 32), spl, dpl, leading_ones(u32::from(k.nw_proto), 8)];
     let values = [v.nw_src, v.nw_dst, sp, dp, u32::from(v.nw_proto)];
     (lens.map(|l| l as u8), values)
 }
@@ -198,7 +193,9 @@ impl Table {
     /// Ids in the bucket the given values hash to.
     fn bucket_ids(&self, values: &Values) -> Vec<RuleId> {
         let key = self.key(values);
-        self.table.find(hash_values(&key), |b| b.key == key).map_or_else(Vec::new, |b| b.rules.iter().map(|c| c.id).collect())
+        self.table
+            .find(hash_values(&key), |b| b.key == key)
+            .map_or_else(Vec::new, |b| b.rules.iter().map(|c| c.id).collect())
     }
 }
 
@@ -323,7 +320,8 @@ impl TupleMerge {
         let tuples: Vec<Tuple> = ids.iter().map(|id| self.rules[id].tuple).collect();
         let mut compat: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).min().unwrap_or(0));
         let sup: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).max().unwrap_or(0));
-        let Some((d, delta)) = (0..5).map(|d| (d, sup[d] - compat[d])).max_by_key(|&(d, delta)| (delta, Reverse(d))) else {
+        let Some((d, delta)) = (0..5).map(|d| (d, sup[d] - compat[d])).max_by_key(|&(d, delta)| (delta, Reverse(d)))
+        else {
             return;
         };
         if delta == 0 {
@@ -387,7 +385,8 @@ impl Classifier for TupleMerge {
             Some(i) => i,
             None => self.find_or_make(relax(tuple)),
         };
-        let c = Candidate { priority: rule.priority, id: rule.id, m: CompactMatch::new(&rule.matches, &mut self.extras) };
+        let c =
+            Candidate { priority: rule.priority, id: rule.id, m: CompactMatch::new(&rule.matches, &mut self.extras) };
         let id = rule.id;
         self.rules.insert(id, Record { rule, tuple, values, table: i });
         let bucket = self.table_mut(i).add(&values, c);
@@ -408,6 +407,10 @@ impl Classifier for TupleMerge {
 
     fn len(&self) -> usize {
         self.rules.len()
+    }
+
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        vec![("tables", self.tables() as f64)]
     }
 
     fn memory_bytes(&self) -> usize {

@@ -4,20 +4,14 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rand::seq::index::sample;
-use rand::SeedableRng;
 use rqvs_classify::{build_by_name, winner_by_definition, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map};
 
 use crate::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
 use crate::report::{self, Out};
+use crate::verify;
 use crate::Failure;
-
-/// Above this many rule×packet checks, verification samples instead of checking every packet.
-const FULL_VERIFY_BUDGET: u64 = 4_000_000_000;
-/// Packets sampled when the set is too big to verify in full and `--verify` is not given.
-const DEFAULT_SAMPLE: usize = 10_000;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -75,20 +69,10 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let mpps = keys.len() as f64 / elapsed.as_secs_f64() / 1e6;
 
     // Verification against the semantic definition (winner-ordered linear scan of `Match`).
-    let budget = rules.len() as u64 * keys.len() as u64;
-    let n_verify = match args.verify {
-        Some(n) => n.min(keys.len()),
-        None if budget <= FULL_VERIFY_BUDGET => keys.len(),
-        None => DEFAULT_SAMPLE.min(keys.len()),
-    };
+    let indexes = verify::sample_indexes(rules.len(), keys.len(), args.verify, args.seed);
+    let n_verify = indexes.len();
     let mut sorted: Vec<Rule> = rules.clone();
     sorted.sort_by_key(|r| r.rank());
-    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
-    let indexes: Vec<usize> = if n_verify == keys.len() {
-        (0..keys.len()).collect()
-    } else {
-        sample(&mut rng, keys.len(), n_verify).into_vec()
-    };
     let (mut mismatches, mut intended_checked, mut intended_differs) = (0usize, 0usize, 0usize);
     let mut first_mismatch = None;
     for &i in &indexes {

@@ -2,10 +2,12 @@
 //!
 //! Exit codes: 0 success, 1 failure (bad input, mismatches against the reference), 2 usage.
 
+mod bench;
 mod classify;
 mod convert;
 mod inputs;
 mod report;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,9 @@ enum Command {
     /// Convert between formats: ClassBench rules → ofctl flows, traces ↔ pcap.
     #[command(subcommand)]
     Convert(convert::Command),
+    /// Benchmarks: classifiers side by side.
+    #[command(subcommand)]
+    Bench(bench::Command),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -47,6 +52,7 @@ fn main() -> ExitCode {
         None => classify::run(&classify::Args::default()),
         Some(Command::Classify(args)) => classify::run(&args),
         Some(Command::Convert(cmd)) => convert::run(&cmd),
+        Some(Command::Bench(cmd)) => bench::run(&cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
