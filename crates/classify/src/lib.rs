@@ -9,6 +9,7 @@
 
 mod classifier;
 mod compact;
+pub mod ofproto;
 pub mod reference;
 #[cfg(test)]
 mod testing;
@@ -16,6 +17,7 @@ pub mod tss;
 pub mod tuplemerge;
 
 pub use classifier::{Classifier, ClassifierError, BATCH};
+pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;
 pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;

@@ -1,0 +1,389 @@
+//! Megaflows: the packet's value under the wildcard mask the slow path produced, and their text
+//! in the notation of `ovs-appctl ofproto/trace` ("Megaflow: ...", OVS's `match_format`).
+//!
+//! The mask is the classifier's wildcards plus what OVS's translation (`xlate_wc_init` and
+//! `xlate_wc_finish` in `ofproto-dpif-xlate.c`) always adds or removes for the rules rqvs holds:
+//! - always examined: `in_port`, `dl_type` (and `recirc_id` and the packet type, which rqvs keys
+//!   do not carry: a megaflow always prints `recirc_id=0,eth`);
+//! - IPv4 (and IPv6) packets: both `nw_frag` bits;
+//! - ICMP: only the low 8 bits of `tp_src`/`tp_dst` (type and code are 8-bit in the datapath);
+//! - a VLAN TCI examined at all has its CFI bit examined;
+//! - later IP fragments: no port bits (their ports are always zero).
+//!
+//! Actions rqvs executes (`output`, `drop`, `controller`) add no bits in OVS.
+
+use std::fmt::{self, Write as _};
+
+use rqvs_flow::key::*;
+use rqvs_flow::FlowKey;
+
+/// A megaflow: `value` is the packet masked with `mask`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Megaflow {
+    pub value: FlowKey,
+    pub mask: FlowKey,
+}
+
+impl Megaflow {
+    /// The megaflow of `key` for the classifier's wildcards `wc`, with OVS's translation-time
+    /// additions (module docs).
+    pub fn from_wildcards(key: &FlowKey, wc: &FlowKey) -> Megaflow {
+        let mut mask = *wc;
+        mask.in_port = u32::MAX;
+        mask.dl_type = u16::MAX;
+        if key.is_ip() || key.dl_type == ETH_TYPE_IPV6 {
+            mask.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
+        }
+        if key.is_ip() && key.nw_proto == IPPROTO_ICMP {
+            mask.tp_src &= 0xff;
+            mask.tp_dst &= 0xff;
+        }
+        if mask.vlan_tci != 0 {
+            mask.vlan_tci |= VLAN_CFI;
+        }
+        if key.nw_frag & FLOW_NW_FRAG_LATER != 0 {
+            mask.tp_src = 0;
+            mask.tp_dst = 0;
+        }
+        Megaflow { value: key.masked(&mask), mask }
+    }
+
+    /// Does `key` fall in this megaflow?
+    #[inline]
+    pub fn contains(&self, key: &FlowKey) -> bool {
+        key.masked(&self.mask) == self.value
+    }
+}
+
+const TCP_FLAG_NAMES: [&str; 12] =
+    ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns", "[200]", "[400]", "[800]"];
+
+fn fmt_be16_masked(s: &mut String, name: &str, v: u16, m: u16) {
+    match m {
+        0 => {}
+        u16::MAX => {
+            let _ = write!(s, "{name}={v},");
+        }
+        _ => {
+            let _ = write!(s, "{name}={v:#x}/{m:#x},");
+        }
+    }
+}
+
+fn fmt_ip_masked(s: &mut String, name: &str, v: u32, m: u32) {
+    if m == 0 {
+        return;
+    }
+    let _ = write!(s, "{name}={}", fmt_ipv4(v));
+    if m != u32::MAX {
+        if m.leading_ones() + m.trailing_zeros() == 32 {
+            let _ = write!(s, "/{}", m.leading_ones());
+        } else {
+            let _ = write!(s, "/{}", fmt_ipv4(m));
+        }
+    }
+    s.push(',');
+}
+
+fn fmt_eth_masked(s: &mut String, name: &str, v: &[u8; 6], m: &[u8; 6]) {
+    if *m == [0; 6] {
+        return;
+    }
+    let _ = write!(s, "{name}={}", fmt_mac(v));
+    if *m != [0xff; 6] {
+        let _ = write!(s, "/{}", fmt_mac(m));
+    }
+    s.push(',');
+}
+
+fn fmt_tcp_flags(s: &mut String, flags: u16, mask: u16) {
+    s.push_str("tcp_flags=");
+    if mask == TCP_FLAGS_MASK {
+        if flags == 0 {
+            s.push('0');
+        } else {
+            let names: Vec<&str> = (0..12).filter(|b| flags & (1 << b) != 0).map(|b| TCP_FLAG_NAMES[b]).collect();
+            s.push_str(&names.join("|"));
+        }
+    } else {
+        for b in (0..12).filter(|b| mask & (1 << b) != 0) {
+            s.push(if flags & (1 << b) != 0 { '+' } else { '-' });
+            s.push_str(TCP_FLAG_NAMES[b]);
+        }
+    }
+    s.push(',');
+}
+
+/// A value/mask pair in the notation of OVS's `match_format` for a megaflow (the fields rqvs
+/// keys carry), prefixed with `recirc_id=0,eth,` as every megaflow of a bridge is.
+pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
+    let (f, w) = (value, mask);
+    let mut s = String::from("recirc_id=0,eth,");
+    let mut skip_type = false;
+    let mut skip_proto = false;
+    if w.dl_type != 0 {
+        skip_type = true;
+        match f.dl_type {
+            ETH_TYPE_IP => {
+                if w.nw_proto != 0 {
+                    skip_proto = true;
+                    match f.nw_proto {
+                        IPPROTO_ICMP => s.push_str("icmp,"),
+                        IPPROTO_TCP => s.push_str("tcp,"),
+                        IPPROTO_UDP => s.push_str("udp,"),
+                        IPPROTO_SCTP => s.push_str("sctp,"),
+                        _ => {
+                            s.push_str("ip,");
+                            skip_proto = false;
+                        }
+                    }
+                } else {
+                    s.push_str("ip,");
+                }
+            }
+            ETH_TYPE_IPV6 => s.push_str("ipv6,"),
+            ETH_TYPE_ARP => s.push_str("arp,"),
+            _ => skip_type = false,
+        }
+    }
+    if w.in_port != 0 {
+        if f.in_port == rqvs_flow::formats::ofctl::OFPP_LOCAL {
+            s.push_str("in_port=LOCAL,");
+        } else {
+            let _ = write!(s, "in_port={},", f.in_port);
+        }
+    }
+    if w.vlan_tci != 0 {
+        let vid = w.vlan_tci & VLAN_VID_MASK;
+        let pcp = w.vlan_tci & VLAN_PCP_MASK;
+        let cfi = w.vlan_tci & VLAN_CFI;
+        if cfi != 0
+            && f.vlan_tci & VLAN_CFI != 0
+            && (vid == 0 || vid == VLAN_VID_MASK)
+            && (pcp == 0 || pcp == VLAN_PCP_MASK)
+            && (vid != 0 || pcp != 0)
+        {
+            if vid != 0 {
+                let _ = write!(s, "dl_vlan={},", f.vlan_tci & VLAN_VID_MASK);
+            }
+            if pcp != 0 {
+                let _ = write!(s, "dl_vlan_pcp={},", f.vlan_tci >> 13);
+            }
+        } else if w.vlan_tci == u16::MAX {
+            let _ = write!(s, "vlan_tci={:#06x},", f.vlan_tci);
+        } else {
+            let _ = write!(s, "vlan_tci={:#06x}/{:#06x},", f.vlan_tci, w.vlan_tci);
+        }
+    }
+    fmt_eth_masked(&mut s, "dl_src", &f.dl_src, &w.dl_src);
+    fmt_eth_masked(&mut s, "dl_dst", &f.dl_dst, &w.dl_dst);
+    if !skip_type && w.dl_type != 0 {
+        let _ = write!(s, "dl_type={:#06x},", f.dl_type);
+    }
+    let arp = f.dl_type == ETH_TYPE_ARP;
+    fmt_ip_masked(&mut s, if arp { "arp_spa" } else { "nw_src" }, f.nw_src, w.nw_src);
+    fmt_ip_masked(&mut s, if arp { "arp_tpa" } else { "nw_dst" }, f.nw_dst, w.nw_dst);
+    if !skip_proto && w.nw_proto != 0 {
+        let _ = write!(s, "{}={},", if arp { "arp_op" } else { "nw_proto" }, f.nw_proto);
+    }
+    if w.nw_tos & 0xfc != 0 {
+        let _ = write!(s, "nw_tos={},", f.nw_tos & 0xfc);
+    }
+    if w.nw_tos & 0x03 != 0 {
+        let _ = write!(s, "nw_ecn={},", f.nw_tos & 0x03);
+    }
+    let any = f.nw_frag & FLOW_NW_FRAG_ANY != 0;
+    let later = f.nw_frag & FLOW_NW_FRAG_LATER != 0;
+    match w.nw_frag & 3 {
+        3 => {
+            let _ = write!(
+                s,
+                "nw_frag={},",
+                match (any, later) {
+                    (true, true) => "later",
+                    (true, false) => "first",
+                    (false, true) => "<error>",
+                    (false, false) => "no",
+                }
+            );
+        }
+        FLOW_NW_FRAG_ANY => {
+            let _ = write!(s, "nw_frag={},", if any { "yes" } else { "no" });
+        }
+        FLOW_NW_FRAG_LATER => {
+            let _ = write!(s, "nw_frag={},", if later { "later" } else { "not_later" });
+        }
+        _ => {}
+    }
+    if f.dl_type == ETH_TYPE_IP && f.nw_proto == IPPROTO_ICMP {
+        fmt_be16_masked(&mut s, "icmp_type", f.tp_src, w.tp_src);
+        fmt_be16_masked(&mut s, "icmp_code", f.tp_dst, w.tp_dst);
+    } else {
+        fmt_be16_masked(&mut s, "tp_src", f.tp_src, w.tp_src);
+        fmt_be16_masked(&mut s, "tp_dst", f.tp_dst, w.tp_dst);
+    }
+    if f.dl_type == ETH_TYPE_IP && f.nw_proto == IPPROTO_TCP && w.tcp_flags != 0 {
+        fmt_tcp_flags(&mut s, f.tcp_flags, w.tcp_flags & TCP_FLAGS_MASK);
+    }
+    s.pop();
+    s
+}
+
+impl fmt::Display for Megaflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_megaflow(&self.value, &self.mask))
+    }
+}
+
+/// A packet as `ofproto/trace` takes it (`in_port=1,tcp,nw_src=...,tp_dst=...`): every field rqvs
+/// keys carry that differs from zero, with the protocol's own port names (`udp_src`, `icmp_type`).
+/// Ports of protocols without ports are left out (OVS keeps them zero), as are TCP flags of
+/// non-TCP packets.
+pub fn format_packet(k: &FlowKey) -> String {
+    let mut parts: Vec<String> = vec![format!("in_port={}", k.in_port)];
+    if k.vlan_tci & VLAN_CFI != 0 {
+        parts.push(format!("vlan_tci={:#06x}", k.vlan_tci));
+    }
+    if k.dl_src != [0; 6] {
+        parts.push(format!("dl_src={}", fmt_mac(&k.dl_src)));
+    }
+    if k.dl_dst != [0; 6] {
+        parts.push(format!("dl_dst={}", fmt_mac(&k.dl_dst)));
+    }
+    match k.dl_type {
+        ETH_TYPE_IP => {
+            let names = match k.nw_proto {
+                IPPROTO_TCP => Some(("tcp", "tcp_src", "tcp_dst")),
+                IPPROTO_UDP => Some(("udp", "udp_src", "udp_dst")),
+                IPPROTO_SCTP => Some(("sctp", "sctp_src", "sctp_dst")),
+                IPPROTO_ICMP => Some(("icmp", "icmp_type", "icmp_code")),
+                _ => None,
+            };
+            match names {
+                Some((p, _, _)) => parts.push(p.into()),
+                None => parts.push(format!("ip,nw_proto={}", k.nw_proto)),
+            }
+            parts.push(format!("nw_src={},nw_dst={}", fmt_ipv4(k.nw_src), fmt_ipv4(k.nw_dst)));
+            if k.nw_tos & 0xfc != 0 {
+                parts.push(format!("nw_tos={}", k.nw_tos & 0xfc));
+            }
+            if k.nw_tos & 3 != 0 {
+                parts.push(format!("nw_ecn={}", k.nw_tos & 3));
+            }
+            match k.nw_frag & 3 {
+                0 => {}
+                FLOW_NW_FRAG_ANY => parts.push("nw_frag=first".into()),
+                _ => parts.push("nw_frag=later".into()),
+            }
+            if let Some((_, src, dst)) = names {
+                if k.nw_frag & FLOW_NW_FRAG_LATER == 0 {
+                    parts.push(format!("{src}={},{dst}={}", k.tp_src, k.tp_dst));
+                }
+            }
+            if k.nw_proto == IPPROTO_TCP && k.tcp_flags != 0 {
+                parts.push(format!("tcp_flags={:#05x}", k.tcp_flags));
+            }
+        }
+        ETH_TYPE_ARP => parts.push(format!(
+            "arp,arp_spa={},arp_tpa={},arp_op={}",
+            fmt_ipv4(k.nw_src),
+            fmt_ipv4(k.nw_dst),
+            k.nw_proto
+        )),
+        t => parts.push(format!("dl_type={t:#06x}")),
+    }
+    parts.join(",")
+}
+
+/// The key OVS would hold for `k` as a packet: ports zero for protocols without ports (and for
+/// later fragments), ICMP type/code in 8 bits, TCP flags only for TCP. ClassBench traces may carry
+/// ports for any protocol; a slow path compared with OVS sees this key.
+pub fn wire_key(k: &FlowKey) -> FlowKey {
+    let mut k = *k;
+    let icmp = k.is_ip() && k.nw_proto == IPPROTO_ICMP;
+    if !(k.has_ports() || icmp) || k.nw_frag & FLOW_NW_FRAG_LATER != 0 {
+        k.tp_src = 0;
+        k.tp_dst = 0;
+    }
+    if icmp {
+        k.tp_src &= 0xff;
+        k.tp_dst &= 0xff;
+    }
+    if !(k.is_ip() && k.nw_proto == IPPROTO_TCP) {
+        k.tcp_flags = 0;
+    }
+    if !k.is_ip() && k.dl_type != ETH_TYPE_ARP {
+        k.nw_src = 0;
+        k.nw_dst = 0;
+        k.nw_proto = 0;
+    }
+    if !k.is_ip() {
+        k.nw_tos = 0;
+        k.nw_frag = 0;
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_like_ovs() {
+        // From a real ofproto/trace: rule tcp,nw_src=10.1.0.0/16,nw_dst=192.168.2.0/24,tp_dst=0x400/0xfc00.
+        let k = FlowKey::ipv4(0x0a01_0203, 0xc0a8_0207, 6, 1030, 1025);
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.nw_src = 0xffff_0000;
+        wc.nw_dst = 0xffff_ff00;
+        wc.tp_dst = 0xfc00;
+        let m = Megaflow::from_wildcards(&k, &wc);
+        assert_eq!(
+            m.to_string(),
+            "recirc_id=0,eth,tcp,in_port=1,nw_src=10.1.0.0/16,nw_dst=192.168.2.0/24,nw_frag=no,tp_dst=0x400/0xfc00"
+        );
+        // ICMP: only the low byte of type/code; masked type printed in hex.
+        let k = FlowKey::ipv4(0x0102_0304, 0x0203_0405, 1, 3, 1);
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.nw_src = 0xf800_0000;
+        wc.nw_dst = 0x8000_0000;
+        wc.tp_src = 0xfff8;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,icmp,in_port=1,nw_src=0.0.0.0/5,nw_dst=0.0.0.0/1,nw_frag=no,icmp_type=0x0/0xf8"
+        );
+        // Unmasked protocol: "ip"; other protocol: nw_proto=.
+        let k = FlowKey::ipv4(0x0102_0304, 0x0203_0405, 47, 0, 0);
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &FlowKey::default()).to_string(),
+            "recirc_id=0,eth,ip,in_port=1,nw_frag=no"
+        );
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,ip,in_port=1,nw_proto=47,nw_frag=no"
+        );
+        let mut k = FlowKey::ipv4(1, 2, 6, 1, 2);
+        k.tcp_flags = 0x012;
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.tcp_flags = 0x012;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tcp_flags=+syn+ack"
+        );
+        wc.tcp_flags = TCP_FLAGS_MASK;
+        assert!(Megaflow::from_wildcards(&k, &wc).to_string().ends_with("tcp_flags=syn|ack"));
+    }
+
+    #[test]
+    fn packet_text() {
+        let mut k = FlowKey::ipv4(0x0a01_0203, 0xc0a8_0207, 17, 53, 81);
+        assert_eq!(format_packet(&k), "in_port=1,udp,nw_src=10.1.2.3,nw_dst=192.168.2.7,udp_src=53,udp_dst=81");
+        k.nw_proto = 47;
+        assert_eq!(format_packet(&wire_key(&k)), "in_port=1,ip,nw_proto=47,nw_src=10.1.2.3,nw_dst=192.168.2.7");
+        assert_eq!(wire_key(&k).tp_src, 0);
+    }
+}

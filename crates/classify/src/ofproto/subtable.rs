@@ -1,0 +1,356 @@
+//! A subtable: the rules of one OpenFlow table that share one mask, and the staged lookup.
+//!
+//! **Stages.** A subtable's mask is split into the four segments of OVS 3.1's `struct flow`
+//! (`FLOW_SEGMENT_*_ENDS_AT`): metadata (`in_port`), L2 (`dl_dst`, `dl_src`, `dl_type`,
+//! `vlan_tci`), L3 (`nw_src`, `nw_dst`, `nw_frag`, `nw_tos`, `nw_proto`) and L4 (`tcp_flags`,
+//! `tp_src`, `tp_dst` — in OVS 3.1 `tcp_flags` lies after `nd_target`, so in the L4 segment).
+//! Only segments where the mask has bits become stages; the last of them is the final stage.
+//! For every stage but the final one the subtable keeps an index of the rules' values masked
+//! with the mask of that stage *and all earlier ones* (OVS chains the stage hashes); a packet
+//! whose masked value is not in the index cannot match any rule of the subtable, and only the
+//! stages examined so far are added to the wildcards. The final stage looks the packet up among
+//! the rules themselves.
+//!
+//! **Tries.** Before a stage that holds a prefix field (`nw_dst`, `nw_src`, in that order), the
+//! classifier-wide trie is consulted (`check_tries` in OVS): if no rule of any subtable has this
+//! subtable's prefix length matching the packet, the subtable is skipped after adding only the
+//! trie's `maskbits` bits of the field to the wildcards (and the stages before this one), provided
+//! that is not more bits than the subtable itself would examine, or those bits are already
+//! examined.
+//!
+//! **Ports trie.** When the final stage finds no rule and the mask has port bits, every bit of the
+//! subtable's mask is added except the ports, of which only as many leading bits of
+//! `tp_src:tp_dst` (as one 32-bit value, `tp_src` high) are added as the subtable's own ports trie
+//! needs to rule the packet out. (OVS before commit 489553b1c, "classifier: Fix missing masks on a
+//! final stage with ports trie", added only the ports bits and dropped the final stage's other
+//! fields such as `tcp_flags`, a real megaflow bug; the OVS 3.1 Debian ships behaves as fixed,
+//! and so does rqvs.)
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use rqvs_flow::{FlowKey, RuleId};
+
+use super::trie::{PrefixTrie, TrieLookup};
+
+/// The four segments of a flow, in lookup order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segment {
+    Metadata,
+    L2,
+    L3,
+    L4,
+}
+
+impl Segment {
+    pub const ALL: [Segment; 4] = [Segment::Metadata, Segment::L2, Segment::L3, Segment::L4];
+
+    /// The part of `mask` that lies in this segment.
+    pub fn restrict(self, mask: &FlowKey) -> FlowKey {
+        let mut m = FlowKey::default();
+        match self {
+            Segment::Metadata => m.in_port = mask.in_port,
+            Segment::L2 => {
+                m.dl_src = mask.dl_src;
+                m.dl_dst = mask.dl_dst;
+                m.dl_type = mask.dl_type;
+                m.vlan_tci = mask.vlan_tci;
+            }
+            Segment::L3 => {
+                m.nw_src = mask.nw_src;
+                m.nw_dst = mask.nw_dst;
+                m.nw_frag = mask.nw_frag;
+                m.nw_tos = mask.nw_tos;
+                m.nw_proto = mask.nw_proto;
+            }
+            Segment::L4 => {
+                m.tcp_flags = mask.tcp_flags;
+                m.tp_src = mask.tp_src;
+                m.tp_dst = mask.tp_dst;
+            }
+        }
+        m
+    }
+}
+
+/// The prefix fields with a classifier-wide trie, in the order OVS checks them
+/// (`default_prefix_fields` of ofproto: `nw_dst`, then `nw_src`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefixField {
+    NwDst,
+    NwSrc,
+}
+
+impl PrefixField {
+    pub const ALL: [PrefixField; 2] = [PrefixField::NwDst, PrefixField::NwSrc];
+
+    #[inline]
+    pub fn get(self, k: &FlowKey) -> u32 {
+        match self {
+            PrefixField::NwDst => k.nw_dst,
+            PrefixField::NwSrc => k.nw_src,
+        }
+    }
+
+    #[inline]
+    pub fn get_mut(self, k: &mut FlowKey) -> &mut u32 {
+        match self {
+            PrefixField::NwDst => &mut k.nw_dst,
+            PrefixField::NwSrc => &mut k.nw_src,
+        }
+    }
+}
+
+/// The prefix length of a mask when it is a CIDR mask (`0` for no bits or a non-prefix mask: OVS
+/// then keeps the subtable out of the trie).
+pub fn cidr_len(mask: u32) -> u32 {
+    if mask != 0 && (!mask).wrapping_add(1) & !mask == 0 {
+        mask.count_ones()
+    } else {
+        0
+    }
+}
+
+/// `tp_src:tp_dst` as one 32-bit value, `tp_src` in the high half (OVS's `TP_PORTS_OFS32`).
+#[inline]
+pub fn ports_of(k: &FlowKey) -> u32 {
+    (u32::from(k.tp_src) << 16) | u32::from(k.tp_dst)
+}
+
+#[inline]
+fn prefix_mask(bits: u32) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    }
+}
+
+/// One stage of a subtable.
+#[derive(Clone, Debug)]
+struct Stage {
+    segment: Segment,
+    /// The mask bits of this stage.
+    mask: FlowKey,
+    /// The mask bits of this stage and all earlier ones.
+    cumulative: FlowKey,
+}
+
+/// A rule as a subtable holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub priority: u32,
+    pub id: RuleId,
+}
+
+impl Entry {
+    #[inline]
+    pub fn rank(&self) -> (Reverse<u32>, RuleId) {
+        (Reverse(self.priority), self.id)
+    }
+}
+
+/// The per-lookup state of the classifier-wide tries (looked up on demand, once per packet).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TrieCtx {
+    pub result: [Option<TrieLookup>; 2],
+}
+
+/// Rules sharing one mask.
+#[derive(Clone, Debug)]
+pub struct Subtable {
+    pub mask: FlowKey,
+    stages: Vec<Stage>,
+    /// For each stage but the final one: masked values (this stage and earlier) → rule count.
+    indices: Vec<HashMap<FlowKey, u32>>,
+    /// Masked value → its rules in winner order.
+    rules: HashMap<FlowKey, Vec<Entry>>,
+    /// Every rule's rank → its number of parts here, for the maximum priority and the best rank.
+    ranks: BTreeMap<(Reverse<u32>, RuleId), u32>,
+    /// Prefix length on each [`PrefixField`] (0: not in that trie).
+    pub trie_plen: [u32; 2],
+    /// OVS's `ports_mask_len`: 32 minus the trailing zeros of the ports mask as one 32-bit value.
+    ports_mask_len: u32,
+    ports_trie: PrefixTrie,
+    /// Creation order (ties among equal maximum priorities keep it, as OVS's stable pvector sort).
+    pub seq: u64,
+}
+
+impl Subtable {
+    pub fn new(mask: FlowKey, seq: u64) -> Subtable {
+        let mut stages = Vec::new();
+        let mut cumulative = FlowKey::default();
+        for seg in Segment::ALL {
+            let m = seg.restrict(&mask);
+            if m != FlowKey::default() {
+                cumulative = cumulative.union(&m);
+                stages.push(Stage { segment: seg, mask: m, cumulative });
+            }
+        }
+        let n_indices = stages.len().saturating_sub(1);
+        let ports_mask = ports_of(&mask);
+        Subtable {
+            mask,
+            stages,
+            indices: vec![HashMap::new(); n_indices],
+            rules: HashMap::new(),
+            ranks: BTreeMap::new(),
+            trie_plen: [cidr_len(mask.nw_dst), cidr_len(mask.nw_src)],
+            ports_mask_len: if ports_mask == 0 { 0 } else { 32 - ports_mask.trailing_zeros() },
+            ports_trie: PrefixTrie::default(),
+            seq,
+        }
+    }
+
+    /// Number of rules held (a rule split into several parts here counts once).
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+
+    /// The highest priority held (the subtable's place in the search order).
+    pub fn max_priority(&self) -> Option<u32> {
+        self.ranks.keys().next().map(|(Reverse(p), _)| *p)
+    }
+
+    /// The best rank held.
+    pub fn best_rank(&self) -> Option<(Reverse<u32>, RuleId)> {
+        self.ranks.keys().next().copied()
+    }
+
+    /// Adds a rule whose value is already masked with this subtable's mask.
+    pub fn insert(&mut self, value: FlowKey, entry: Entry) {
+        for (stage, index) in self.stages.iter().zip(&mut self.indices) {
+            *index.entry(value.masked(&stage.cumulative)).or_insert(0) += 1;
+        }
+        let list = self.rules.entry(value).or_default();
+        let at = list.partition_point(|e| e.rank() < entry.rank());
+        list.insert(at, entry);
+        *self.ranks.entry(entry.rank()).or_insert(0) += 1;
+        if self.ports_mask_len > 0 {
+            self.ports_trie.insert(ports_of(&value), self.ports_mask_len);
+        }
+    }
+
+    /// Removes a rule; returns false when it is not here.
+    pub fn remove(&mut self, value: FlowKey, entry: Entry) -> bool {
+        let Some(list) = self.rules.get_mut(&value) else {
+            return false;
+        };
+        let Some(at) = list.iter().position(|e| *e == entry) else {
+            return false;
+        };
+        list.remove(at);
+        if list.is_empty() {
+            self.rules.remove(&value);
+        }
+        for (stage, index) in self.stages.iter().zip(&mut self.indices) {
+            let key = value.masked(&stage.cumulative);
+            if let Some(n) = index.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    index.remove(&key);
+                }
+            }
+        }
+        if let Some(n) = self.ranks.get_mut(&entry.rank()) {
+            *n -= 1;
+            if *n == 0 {
+                self.ranks.remove(&entry.rank());
+            }
+        }
+        if self.ports_mask_len > 0 {
+            self.ports_trie.remove(ports_of(&value), self.ports_mask_len);
+        }
+        true
+    }
+
+    /// The best rule of this subtable matching `key` (no wildcard tracking).
+    pub fn find(&self, key: &FlowKey) -> Option<Entry> {
+        self.rules.get(&key.masked(&self.mask)).map(|l| l[0])
+    }
+
+    /// The staged lookup of OVS's `find_match_wc`: the best rule of this subtable matching `key`,
+    /// adding to `wc` every bit the lookup examined. `tries` holds the classifier-wide tries in
+    /// [`PrefixField`] order.
+    pub fn find_wc(
+        &self,
+        key: &FlowKey,
+        tries: &[PrefixTrie; 2],
+        ctx: &mut TrieCtx,
+        wc: &mut FlowKey,
+    ) -> Option<Entry> {
+        let mut so_far = FlowKey::default();
+        let last = self.stages.len().saturating_sub(1);
+        for (i, stage) in self.stages.iter().enumerate() {
+            if stage.segment == Segment::L3 && self.check_tries(key, tries, ctx, wc) {
+                *wc = wc.union(&so_far);
+                return None;
+            }
+            if i == last {
+                break;
+            }
+            so_far = so_far.union(&stage.mask);
+            if !self.indices[i].contains_key(&key.masked(&stage.cumulative)) {
+                *wc = wc.union(&so_far);
+                return None;
+            }
+        }
+        let found = self.find(key);
+        if found.is_none() && self.ports_mask_len > 0 {
+            let pmask = ports_of(&self.mask);
+            let mbits = self.ports_trie.lookup(ports_of(key) & pmask).maskbits;
+            // Every bit of the subtable was used to decide there is no match, but the ports
+            // examined are only those the ports trie needs (OVS fix 489553b1c).
+            let ports = ports_of(wc) | (pmask & prefix_mask(mbits));
+            *wc = wc.union(&self.mask);
+            wc.tp_src = (ports >> 16) as u16;
+            wc.tp_dst = ports as u16;
+            return None;
+        }
+        *wc = wc.union(&self.mask);
+        found
+    }
+
+    /// OVS's `check_tries`: true when the tries prove no rule of this subtable can match, after
+    /// adding the bits that proof needs to `wc`.
+    fn check_tries(&self, key: &FlowKey, tries: &[PrefixTrie; 2], ctx: &mut TrieCtx, wc: &mut FlowKey) -> bool {
+        for (j, field) in PrefixField::ALL.into_iter().enumerate() {
+            let plen = self.trie_plen[j];
+            if plen == 0 {
+                continue;
+            }
+            let res = *ctx.result[j].get_or_insert_with(|| {
+                // The prerequisite of nw_src/nw_dst (OVS: `mf_are_prereqs_ok`) is IPv4.
+                if key.is_ip() {
+                    tries[j].lookup(field.get(key))
+                } else {
+                    TrieLookup::ALL
+                }
+            });
+            if !res.has_plen(plen) {
+                let bits = prefix_mask(res.maskbits);
+                if res.maskbits <= plen {
+                    *field.get_mut(wc) |= bits;
+                    return true;
+                }
+                if field.get(wc) & bits == bits {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Bytes held (estimate: every allocation this subtable makes).
+    pub fn memory_bytes(&self) -> usize {
+        let fk = std::mem::size_of::<FlowKey>();
+        let idx: usize = self.indices.iter().map(|i| i.capacity() * (fk + 8)).sum();
+        let rules: usize = self.rules.values().map(|l| l.capacity() * std::mem::size_of::<Entry>()).sum::<usize>()
+            + self.rules.capacity() * (fk + 32);
+        std::mem::size_of::<Self>() + idx + rules + self.ranks.len() * 32 + self.ports_trie.memory_bytes()
+    }
+}
