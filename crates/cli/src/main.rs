@@ -7,6 +7,7 @@ mod classify;
 mod convert;
 mod inputs;
 mod report;
+mod trace;
 mod verify;
 
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     /// Benchmarks: classifiers side by side.
     #[command(subcommand)]
     Bench(bench::Command),
+    /// The OpenFlow slow path: a packet's rule and megaflow, or megaflow counts over a trace.
+    Trace(trace::Args),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Some(Command::Classify(args)) => classify::run(&args),
         Some(Command::Convert(cmd)) => convert::run(&cmd),
         Some(Command::Bench(cmd)) => bench::run(&cmd),
+        Some(Command::Trace(args)) => trace::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

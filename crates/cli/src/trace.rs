@@ -1,0 +1,189 @@
+//! `rqvs trace`: the OpenFlow slow path on one packet, or megaflow counts over a trace.
+//!
+//! - `rqvs trace --rules FILE 'in_port=1,tcp,nw_src=...,tp_dst=...'` prints the matched rule and
+//!   the megaflow in the notation of `ovs-appctl ofproto/trace` (`Megaflow: ...`).
+//! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets through a
+//!   megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
+//!   hit; any other is an upcall that classifies it (`OfprotoClassifier`) and installs its
+//!   megaflow. Prints packets, upcalls, distinct megaflows and distinct masks, and checks every hit
+//!   against the slow path's own verdict (`mismatches`, which must be 0: megaflows never change a
+//!   packet's rule).
+//!
+//! A ClassBench rule file is first converted to OpenFlow exactly as `rqvs convert rules --to
+//! ofctl` does (port ranges expanded to prefixes, cookie = ClassBench rule id), so the table is the
+//! one real OVS would hold.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use rqvs_classify::ofproto::{format_packet, wire_key, Megaflow, OfprotoClassifier};
+use rqvs_classify::Classifier;
+use rqvs_flow::formats::{self, ofctl, openflow, RuleFormat};
+use rqvs_flow::{Actions, FlowKey, Rule};
+
+use crate::{inputs, Failure};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Rule file: ovs-ofctl flows or ClassBench rules (converted to OpenFlow), plain or .xz.
+    #[arg(long)]
+    pub rules: PathBuf,
+    /// One packet in ofproto/trace syntax, e.g. 'in_port=1,tcp,nw_src=10.1.2.3,tp_dst=80'.
+    pub flow: Option<String>,
+    /// Replay a ClassBench trace or pcap/pcapng capture through a megaflow cache instead.
+    #[arg(long, conflicts_with = "flow")]
+    pub trace: Option<PathBuf>,
+    /// With --trace: how many packets from the start of the trace.
+    #[arg(long, default_value_t = 100_000)]
+    pub packets: usize,
+    /// With --trace: in_port given to trace packets.
+    #[arg(long, default_value_t = 1)]
+    pub in_port: u32,
+    /// Write a JSON report here ('-' = stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+fn load_table(path: &std::path::Path) -> Result<Vec<Rule>, Failure> {
+    let text = rqvs_flow::io::read_text(path)?;
+    let name = path.display().to_string();
+    match formats::sniff_rule_format(&text) {
+        RuleFormat::Ofctl => Ok(ofctl::parse_flows(&name, &text)?),
+        RuleFormat::ClassBench => {
+            let rules = formats::classbench::parse_rules(&name, &text)?;
+            let conv =
+                openflow::classbench_to_openflow(&rules, &Actions::drop()).map_err(|e| format!("{name}: {e}"))?;
+            if !conv.skipped.is_empty() {
+                eprintln!("rqvs: {name}: {} rules OpenFlow cannot express were left out", conv.skipped.len());
+            }
+            Ok(conv.flows)
+        }
+    }
+}
+
+/// Parses a packet written in ofproto/trace syntax into a key (unnamed fields are zero).
+pub fn parse_packet(text: &str) -> Result<FlowKey, Failure> {
+    if text.contains("actions") {
+        return Err(Failure(format!("packet '{text}': expected header fields only, found 'actions'")));
+    }
+    let rule = ofctl::parse_flow("packet", 1, &format!("{text},actions=drop"), 0)?;
+    Ok(*rule.matches.value())
+}
+
+pub fn run(args: &Args) -> Result<(), Failure> {
+    let flows = load_table(&args.rules)?;
+    let c = OfprotoClassifier::build(&flows)?;
+    match (&args.flow, &args.trace) {
+        (Some(flow), _) => trace_one(&c, flow, args),
+        (None, Some(_)) => megaflows(&c, args),
+        (None, None) => Err(Failure("expected a packet (e.g. 'in_port=1,tcp,tp_dst=80') or --trace FILE".into())),
+    }
+}
+
+fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failure> {
+    let key = wire_key(&parse_packet(flow)?);
+    let l = c.lookup_wc(&key);
+    let mf = l.megaflow(&key);
+    println!("Flow: {}", format_packet(&key));
+    match l.rule.and_then(|id| c.rule(id)) {
+        Some(r) => {
+            let m = ofctl::format_match(&r.matches)?;
+            let mut line =
+                if m.is_empty() { format!("priority {}", r.priority) } else { format!("{m}, priority {}", r.priority) };
+            if r.cookie != 0 {
+                line.push_str(&format!(", cookie {:#x}", r.cookie));
+            }
+            println!(" 0. {line}\n    {}", r.actions);
+        }
+        None => println!(" 0. No match.\n    drop"),
+    }
+    println!("Megaflow: {mf}");
+    if let Some(out) = &args.json {
+        let v = serde_json::json!({
+            "command": "trace",
+            "rules_file": args.rules.display().to_string(),
+            "flow": format_packet(&key),
+            "rule": l.rule.map(|id| id.0),
+            "cookie": l.rule.and_then(|id| c.rule(id)).map(|r| r.cookie),
+            "megaflow": mf.to_string(),
+            "subtables_searched": l.subtables_searched,
+        });
+        write_json(out, &v)?;
+    }
+    Ok(())
+}
+
+fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
+    let path = args.trace.as_deref().expect("checked by run");
+    let packets = inputs::load_packets(Some(path), args.in_port)?;
+    let keys: Vec<FlowKey> = packets.entries.iter().take(args.packets).map(|e| wire_key(&e.key)).collect();
+    // mask → (masked value → rule), masks in installation order.
+    let mut cache: HashMap<FlowKey, HashMap<FlowKey, Option<rqvs_flow::RuleId>>> = HashMap::new();
+    let mut masks: Vec<FlowKey> = Vec::new();
+    let (mut upcalls, mut mismatches, mut searched) = (0usize, 0usize, 0u64);
+    let start = std::time::Instant::now();
+    for k in &keys {
+        let hit = masks.iter().find_map(|m| cache[m].get(&k.masked(m)).copied());
+        match hit {
+            Some(rule) => {
+                if rule != c.lookup(k) {
+                    mismatches += 1;
+                }
+            }
+            None => {
+                upcalls += 1;
+                let l = c.lookup_wc(k);
+                searched += u64::from(l.subtables_searched);
+                let Megaflow { value, mask } = l.megaflow(k);
+                if !cache.contains_key(&mask) {
+                    masks.push(mask);
+                }
+                cache.entry(mask).or_default().insert(value, l.rule);
+            }
+        }
+    }
+    let distinct: HashSet<&FlowKey> = keys.iter().collect();
+    let megaflows: usize = cache.values().map(HashMap::len).sum();
+    println!("rules file        {}", args.rules.display());
+    println!("flows (OpenFlow)  {}", c.len());
+    println!("subtables         {}", c.subtables(0));
+    println!("trace             {}", path.display());
+    println!("packets           {}", keys.len());
+    println!("distinct headers  {}", distinct.len());
+    println!("upcalls           {upcalls}");
+    println!("megaflows         {megaflows}");
+    println!("masks             {}", masks.len());
+    println!("subtables/upcall  {:.1}", searched as f64 / upcalls.max(1) as f64);
+    println!("mismatches        {mismatches}");
+    println!("time              {:.2} s", start.elapsed().as_secs_f64());
+    if let Some(out) = &args.json {
+        let v = serde_json::json!({
+            "command": "trace",
+            "rules_file": args.rules.display().to_string(),
+            "trace_file": path.display().to_string(),
+            "flows": c.len(),
+            "subtables": c.subtables(0),
+            "packets": keys.len(),
+            "distinct_headers": distinct.len(),
+            "upcalls": upcalls,
+            "megaflows": megaflows,
+            "masks": masks.len(),
+            "mismatches": mismatches,
+        });
+        write_json(out, &v)?;
+    }
+    if mismatches > 0 {
+        return Err(Failure(format!("{mismatches} packets hit a megaflow whose rule differs from the slow path's")));
+    }
+    Ok(())
+}
+
+fn write_json(out: &std::path::Path, v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v)?;
+    if out.as_os_str() == "-" {
+        println!("{text}");
+    } else {
+        std::fs::write(out, text + "\n").map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    Ok(())
+}
