@@ -23,7 +23,7 @@ pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
@@ -31,6 +31,9 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
         "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         "tss" => TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         "tm" => TupleMerge::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        "ofproto" => {
+            OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
+        }
         _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
     }
 }

@@ -36,7 +36,7 @@ pub struct Args {
     /// Packets: ClassBench trace, pcap or pcapng (default: embedded acl1_1k trace).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Comma-separated classifiers (known: ref, tss, tm).
+    /// Comma-separated classifiers (known: ref, tss, tm, ofproto).
     #[arg(long, default_value = "ref,tss,tm", value_delimiter = ',')]
     pub classifiers: Vec<String>,
     /// Packets verified against the reference (default: all when rules × packets ≤ 4·10⁹, else

@@ -21,7 +21,7 @@ pub struct Args {
     /// Packets: ClassBench trace, pcap or pcapng, plain or .xz (default: embedded acl1_1k trace).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Classifier to run: ref, tss or tm.
+    /// Classifier to run: ref, tss, tm or ofproto.
     #[arg(long, default_value = "ref")]
     pub classifier: String,
     /// Verify N sampled packets against the reference (default: all packets when the set is
