@@ -101,3 +101,19 @@ fn every_classifier_agrees_with_the_reference_on_real_sets() {
         }
     }
 }
+
+/// TupleMerge's table-by-table batch path (used from 100K rules) on every 1K and 10K trace.
+#[test]
+fn tuplemerge_table_major_batches_agree_on_real_sets() {
+    let Some(dir) = classbench_dir() else { return };
+    for seed in SEEDS {
+        for size in ["1k", "10k"] {
+            let (rules, keys) = load(&dir, seed, size);
+            let want = batch(&Reference::build(&rules).unwrap(), &keys);
+            let mut tm = rqvs_classify::TupleMerge::build(&rules).unwrap();
+            tm.set_table_major_batch_from(0);
+            let got = batch(&tm, &keys);
+            assert_eq!(got.iter().zip(&want).filter(|(g, w)| g != w).count(), 0, "{seed}_{size}");
+        }
+    }
+}
