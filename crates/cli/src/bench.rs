@@ -1,7 +1,7 @@
 //! `rqvs bench classifiers`: every classifier on the same rules and packets, side by side.
 //!
 //! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the median
-//! of several passes over the whole trace), memory, mismatches against the reference on a sample
+//! of several passes over the whole trace, after a warm-up pass), memory, mismatches against the reference on a sample
 //! (all packets when the set is small), mismatches against another classifier on every packet, and
 //! update rates — remove 10% of the rules in random order, re-insert them in another order — with
 //! every packet re-checked afterwards.
@@ -98,9 +98,10 @@ fn lookup_all(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId>], 
     }
 }
 
-/// Median ns/packet over passes of the whole `keys`, passes repeated until `min` has elapsed
-/// (at least one, at most 15).
+/// Median ns/packet over passes of the whole `keys`, after one untimed warm-up pass, passes
+/// repeated until `min` has elapsed (at least one, at most 15).
 fn time_lookups(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId>], batched: bool, min: Duration) -> f64 {
+    lookup_all(c, keys, out, batched);
     let mut per_pass = Vec::new();
     let start = Instant::now();
     while per_pass.is_empty() || (start.elapsed() < min && per_pass.len() < 15) {
