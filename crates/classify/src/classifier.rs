@@ -76,3 +76,11 @@ pub trait Classifier: Send + Sync {
     /// every allocation it makes, not allocator overhead).
     fn memory_bytes(&self) -> usize;
 }
+
+/// A classifier that can serve as the *remainder* of a learned classifier: it answers "the best
+/// rule that beats this one", so rules found elsewhere (in iSets) let it skip what cannot win.
+pub trait Remainder: Classifier {
+    /// The winner among the rules that beat `floor` (a `(priority, id)` found elsewhere, compared
+    /// by the winner rule), with its priority; `None` when no rule matching `key` beats it.
+    fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)>;
+}

@@ -6,7 +6,14 @@
 //! matches other fields (in_port, MACs, VLAN, ToS, fragments) keeps its full [`Match`] in an
 //! [`Extras`] slab and the entry holds its index, checked last.
 
-use rqvs_flow::{FlowKey, Match};
+use rqvs_flow::{FlowKey, Match, RuleId};
+
+/// A rule as hash buckets and iSet buckets hold it: rank and compact match.
+pub(crate) struct Candidate {
+    pub(crate) priority: u32,
+    pub(crate) id: RuleId,
+    pub(crate) m: CompactMatch,
+}
 
 /// A match flattened for validation. `extra` is an index into the owner's [`Extras`], or
 /// [`CompactMatch::NO_EXTRA`].

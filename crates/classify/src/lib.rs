@@ -16,7 +16,7 @@ mod testing;
 pub mod tss;
 pub mod tuplemerge;
 
-pub use classifier::{Classifier, ClassifierError, BATCH};
+pub use classifier::{Classifier, ClassifierError, Remainder, BATCH};
 pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;
 pub use tss::TupleSpace;

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError};
+use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{CompactMatch, Extras};
 
 /// The linear-scan reference classifier.
@@ -70,6 +70,20 @@ impl Reference {
     /// Rules in winner order.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+}
+
+impl Remainder for Reference {
+    fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        for (r, e) in self.rules.iter().zip(&self.entries) {
+            if floor.is_some_and(|(fp, fid)| !rqvs_flow::rule::beats(r.priority, r.id, fp, fid)) {
+                return None; // rules are in winner order: none of the rest beats the floor
+            }
+            if self.entry_matches(e, key) {
+                return Some((r.priority, r.id));
+            }
+        }
+        None
     }
 }
 
@@ -156,6 +170,11 @@ mod tests {
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| Box::new(Reference::build(rules).unwrap()))?;
+        }
+
+        #[test]
+        fn remainder_lookups(case in testing::arb_case()) {
+            testing::check_remainder(&case, &Reference::build(&case.rules).unwrap())?;
         }
     }
 

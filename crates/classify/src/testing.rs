@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
-use crate::Classifier;
+use crate::{Classifier, Remainder};
 
 /// Brute force over `Rule::beats`, independent of any classifier's layout or sorting.
 pub fn brute(rules: &[Rule], k: &FlowKey) -> Option<RuleId> {
@@ -138,4 +138,27 @@ pub fn check_differential(case: &Case, build: impl Fn(&[Rule]) -> Box<dyn Classi
         rules.push(r);
     }
     check_all(c.as_ref(), &rules, &case.keys, "re-insert")
+}
+
+/// `lookup_beating` against a brute force over the rules that beat the floor, for no floor and
+/// for the rank of every rule of the case as the floor.
+pub fn check_remainder(case: &Case, c: &dyn Remainder) -> Result<(), TestCaseError> {
+    let floors: Vec<Option<(u32, RuleId)>> =
+        std::iter::once(None).chain(case.rules.iter().map(|r| Some((r.priority, r.id)))).collect();
+    for k in &case.keys {
+        for &floor in &floors {
+            let beating: Vec<Rule> = case
+                .rules
+                .iter()
+                .filter(|r| floor.is_none_or(|(fp, fid)| rqvs_flow::rule::beats(r.priority, r.id, fp, fid)))
+                .cloned()
+                .collect();
+            let want = brute(&beating, k).map(|id| {
+                let r = beating.iter().find(|r| r.id == id).expect("winner is in the set");
+                (r.priority, r.id)
+            });
+            prop_assert_eq!(c.lookup_beating(k, floor), want, "floor {:?} key {:?}", floor, k);
+        }
+    }
+    Ok(())
 }

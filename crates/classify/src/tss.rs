@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use hashbrown::HashTable;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError};
+use crate::classifier::{Classifier, ClassifierError, Remainder};
 
 type Words = [u64; 5];
 
@@ -195,14 +195,11 @@ impl TupleSpace {
     }
 }
 
-impl Classifier for TupleSpace {
-    fn name(&self) -> &'static str {
-        "tss"
-    }
-
-    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+impl TupleSpace {
+    /// The best of `best` and the rules matching `key`.
+    #[inline]
+    fn search(&self, key: &FlowKey, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         let words = key.to_words();
-        let mut best: Option<(u32, RuleId)> = None;
         for &i in &self.order {
             if let Some((bp, _)) = best {
                 if self.max_priority[i as usize] < bp {
@@ -219,7 +216,23 @@ impl Classifier for TupleSpace {
                 }
             }
         }
-        best.map(|(_, id)| id)
+        best
+    }
+}
+
+impl Remainder for TupleSpace {
+    fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        self.search(key, floor).filter(|b| Some(*b) != floor)
+    }
+}
+
+impl Classifier for TupleSpace {
+    fn name(&self) -> &'static str {
+        "tss"
+    }
+
+    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        self.search(key, None).map(|(_, id)| id)
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
@@ -294,6 +307,11 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn remainder_lookups(case in testing::arb_case()) {
+            testing::check_remainder(&case, &TupleSpace::build(&case.rules).unwrap())?;
+        }
+
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| Box::new(TupleSpace::build(rules).unwrap()))?;

@@ -34,8 +34,8 @@ use hashbrown::HashTable;
 use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError, BATCH};
-use crate::compact::{CompactMatch, Extras};
+use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
+use crate::compact::{Candidate, CompactMatch, Extras};
 
 /// Width in bits of each hashed field: nw_src, nw_dst, tp_src, tp_dst, nw_proto.
 const WIDTH: [u32; 5] = [32, 32, 16, 16, 8];
@@ -111,13 +111,6 @@ fn relax(mut t: Tuple) -> Tuple {
 
 fn fits(rule: &Tuple, table: &Tuple) -> bool {
     (0..5).all(|d| rule[d] >= table[d])
-}
-
-/// One candidate rule in a bucket.
-struct Candidate {
-    priority: u32,
-    id: RuleId,
-    m: CompactMatch,
 }
 
 /// The rules of one hash key, in winner order. The best is stored inline: most buckets hold one
@@ -423,14 +416,11 @@ impl TupleMerge {
     }
 }
 
-impl Classifier for TupleMerge {
-    fn name(&self) -> &'static str {
-        "tm"
-    }
-
-    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+impl TupleMerge {
+    /// The best of `best` and the rules matching `key`.
+    #[inline]
+    fn search(&self, key: &FlowKey, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         let values = packet_values(key);
-        let mut best: Option<(u32, RuleId)> = None;
         for t in &self.tables {
             if best.is_some_and(|(bp, _)| t.max_priority < bp) {
                 break; // tables are in descending max priority: nothing left can win
@@ -438,7 +428,23 @@ impl Classifier for TupleMerge {
             let k = t.key(&values);
             t.probe(&k, t.hash(&k), key, &self.extras, &mut best);
         }
-        best.map(|(_, id)| id)
+        best
+    }
+}
+
+impl Remainder for TupleMerge {
+    fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        self.search(key, floor).filter(|b| Some(*b) != floor)
+    }
+}
+
+impl Classifier for TupleMerge {
+    fn name(&self) -> &'static str {
+        "tm"
+    }
+
+    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        self.search(key, None).map(|(_, id)| id)
     }
 
     /// On large sets, table by table for the whole batch: the hashes of every key that still needs
@@ -547,6 +553,11 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn remainder_lookups(case in testing::arb_case()) {
+            testing::check_remainder(&case, &TupleMerge::build(&case.rules).unwrap())?;
+        }
+
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| Box::new(TupleMerge::build(rules).unwrap()))?;
