@@ -9,6 +9,7 @@
 
 mod classifier;
 mod compact;
+pub mod nuevomatch;
 pub mod ofproto;
 pub mod reference;
 #[cfg(test)]
@@ -17,13 +18,14 @@ pub mod tss;
 pub mod tuplemerge;
 
 pub use classifier::{Classifier, ClassifierError, Remainder, BATCH};
+pub use nuevomatch::NuevoMatchUp;
 pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;
 pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
@@ -34,6 +36,7 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
         "ofproto" => {
             OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
+        "nmu" => NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
     }
 }

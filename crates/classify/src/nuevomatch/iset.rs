@@ -1,0 +1,234 @@
+//! iSets with buckets (NSDI'22 §5.1, "relaxed iSets").
+//!
+//! An **iSet** is a set of rules and one of the five indexed fields (nw_src, nw_dst, tp_src,
+//! tp_dst, nw_proto) on which its rules are grouped into **buckets**: disjoint ranges of the field,
+//! each holding at most `l` rules whose ranges on the field lie inside the bucket. A packet's value
+//! on the field falls in at most one bucket, so one bucket scan per iSet finds every candidate.
+//!
+//! Construction, per field, over the rules still unassigned (a rule is eligible on a field when
+//! its match there is one interval — prefixes, port ranges, exact or wildcard protocol):
+//! 1. sort the intervals by high end (then low end), and sweep: an interval that starts after the
+//!    current bucket ends opens a new bucket; one that overlaps it joins it while the bucket has
+//!    fewer than `l` rules and the grown bucket stays clear of the previous one; any other is left
+//!    for the next iSet or the remainder. With `l = 1` this is interval scheduling by earliest end,
+//!    the maximum set of non-overlapping intervals; wide intervals (wildcards) end last and
+//!    rarely fit;
+//! 2. merge adjacent buckets while the merged bucket holds at most `l` rules (fewer, wider ranges
+//!    for the index to learn, as the paper does).
+//!
+//! The field giving the most rules becomes the iSet; repeat on what is left while the next iSet
+//! would cover at least `min_coverage` of all rules and fewer than `max_isets` exist. The rest is
+//! the remainder's.
+
+use rqvs_flow::prefix::mask_as_range;
+use rqvs_flow::{FlowKey, Match, Rule};
+
+/// The fields iSets are built on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    NwSrc,
+    NwDst,
+    TpSrc,
+    TpDst,
+    NwProto,
+}
+
+impl Field {
+    pub const ALL: [Field; 5] = [Field::NwSrc, Field::NwDst, Field::TpSrc, Field::TpDst, Field::NwProto];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Field::NwSrc => "nw_src",
+            Field::NwDst => "nw_dst",
+            Field::TpSrc => "tp_src",
+            Field::TpDst => "tp_dst",
+            Field::NwProto => "nw_proto",
+        }
+    }
+
+    /// The packet's value on this field.
+    #[inline(always)]
+    pub fn value(self, k: &FlowKey) -> u32 {
+        match self {
+            Field::NwSrc => k.nw_src,
+            Field::NwDst => k.nw_dst,
+            Field::TpSrc => u32::from(k.tp_src),
+            Field::TpDst => u32::from(k.tp_dst),
+            Field::NwProto => u32::from(k.nw_proto),
+        }
+    }
+
+    /// The values a match accepts on this field, when they form one interval.
+    pub fn interval(self, m: &Match) -> Option<(u32, u32)> {
+        let (v, k) = (m.value(), m.mask());
+        match self {
+            Field::NwSrc => mask_as_range(v.nw_src, k.nw_src, 32),
+            Field::NwDst => mask_as_range(v.nw_dst, k.nw_dst, 32),
+            Field::TpSrc => m.tp_src_interval().map(|r| (u32::from(r.lo), u32::from(r.hi))),
+            Field::TpDst => m.tp_dst_interval().map(|r| (u32::from(r.lo), u32::from(r.hi))),
+            Field::NwProto => mask_as_range(u32::from(v.nw_proto), u32::from(k.nw_proto), 8),
+        }
+    }
+}
+
+/// iSet construction parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct ISetConfig {
+    /// Most rules per bucket (`l`; paper: 40).
+    pub bucket_size: usize,
+    /// Most iSets (paper: 2).
+    pub max_isets: usize,
+    /// Least share of all rules a new iSet must hold (paper: 0.45).
+    pub min_coverage: f64,
+}
+
+impl Default for ISetConfig {
+    fn default() -> Self {
+        ISetConfig { bucket_size: 40, max_isets: 2, min_coverage: 0.45 }
+    }
+}
+
+/// One bucket of a planned iSet: its range and its rules (indexes into the input).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedBucket {
+    pub lo: u32,
+    pub hi: u32,
+    pub rules: Vec<usize>,
+}
+
+/// A planned iSet.
+#[derive(Clone, Debug)]
+pub struct PlannedISet {
+    pub field: Field,
+    pub buckets: Vec<PlannedBucket>,
+}
+
+impl PlannedISet {
+    pub fn rules(&self) -> usize {
+        self.buckets.iter().map(|b| b.rules.len()).sum()
+    }
+}
+
+/// Buckets on `field` over the rules `candidates` (indexes into `rules`).
+pub fn buckets_on(rules: &[Rule], candidates: &[usize], field: Field, l: usize) -> Vec<PlannedBucket> {
+    let mut iv: Vec<(u32, u32, usize)> =
+        candidates.iter().filter_map(|&i| field.interval(&rules[i].matches).map(|(lo, hi)| (lo, hi, i))).collect();
+    iv.sort_unstable_by_key(|&(lo, hi, i)| (hi, lo, i));
+    let mut out: Vec<PlannedBucket> = Vec::new();
+    let mut cur: Option<PlannedBucket> = None;
+    for (lo, hi, i) in iv {
+        let prev_hi = out.last().map(|b| b.hi);
+        let clear_of_prev = |x: u32| prev_hi.is_none_or(|p| x > p);
+        match cur.as_mut() {
+            Some(b) if lo <= b.hi => {
+                // Overlaps the open bucket (sorted by high end, so hi >= b.hi).
+                if b.rules.len() < l && clear_of_prev(lo) {
+                    b.lo = b.lo.min(lo);
+                    b.hi = hi;
+                    b.rules.push(i);
+                }
+            }
+            _ => {
+                if let Some(done) = cur.take() {
+                    out.push(done);
+                }
+                cur = Some(PlannedBucket { lo, hi, rules: vec![i] });
+            }
+        }
+    }
+    out.extend(cur);
+    merge_small(out, l)
+}
+
+/// Merges adjacent buckets while the merged bucket holds at most `l` rules.
+fn merge_small(buckets: Vec<PlannedBucket>, l: usize) -> Vec<PlannedBucket> {
+    let mut out: Vec<PlannedBucket> = Vec::with_capacity(buckets.len());
+    for b in buckets {
+        match out.last_mut() {
+            Some(last) if last.rules.len() + b.rules.len() <= l => {
+                last.hi = b.hi;
+                last.rules.extend(b.rules);
+            }
+            _ => out.push(b),
+        }
+    }
+    out
+}
+
+/// Partitions `rules` into iSets and the remainder (indexes into `rules`).
+pub fn partition(rules: &[Rule], cfg: &ISetConfig) -> (Vec<PlannedISet>, Vec<usize>) {
+    let mut left: Vec<usize> = (0..rules.len()).collect();
+    let mut isets = Vec::new();
+    let l = cfg.bucket_size.max(1);
+    while isets.len() < cfg.max_isets && !left.is_empty() {
+        let best = Field::ALL
+            .iter()
+            .map(|&f| (f, buckets_on(rules, &left, f, l)))
+            .max_by_key(|(f, b)| (b.iter().map(|x| x.rules.len()).sum::<usize>(), std::cmp::Reverse(*f as u8)));
+        let Some((field, buckets)) = best else { break };
+        let iset = PlannedISet { field, buckets };
+        let n = iset.rules();
+        if n == 0 || (n as f64) < cfg.min_coverage * rules.len() as f64 {
+            break;
+        }
+        let mut taken = vec![false; rules.len()];
+        for b in &iset.buckets {
+            for &i in &b.rules {
+                taken[i] = true;
+            }
+        }
+        left.retain(|&i| !taken[i]);
+        isets.push(iset);
+    }
+    (isets, left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Buckets are disjoint, sorted, hold at most l rules, and contain their rules' intervals;
+        /// every rule is in exactly one iSet or the remainder.
+        #[test]
+        fn partition_invariants(case in testing::arb_case(), l in 1usize..6, max_isets in 0usize..4, cov in 0.0f64..0.6) {
+            let rules = &case.rules;
+            let cfg = ISetConfig { bucket_size: l, max_isets, min_coverage: cov };
+            let (isets, rest) = partition(rules, &cfg);
+            prop_assert!(isets.len() <= max_isets);
+            let mut seen = vec![0u32; rules.len()];
+            for s in &isets {
+                prop_assert!(s.rules() as f64 >= cov * rules.len() as f64);
+                for w in s.buckets.windows(2) {
+                    prop_assert!(w[0].hi < w[1].lo, "buckets overlap or are unsorted");
+                }
+                for b in &s.buckets {
+                    prop_assert!(b.lo <= b.hi && !b.rules.is_empty() && b.rules.len() <= l);
+                    for &i in &b.rules {
+                        let (lo, hi) = s.field.interval(&rules[i].matches).expect("eligible");
+                        prop_assert!(b.lo <= lo && hi <= b.hi);
+                        seen[i] += 1;
+                    }
+                }
+            }
+            for &i in &rest { seen[i] += 1; }
+            prop_assert!(seen.iter().all(|&n| n == 1));
+        }
+    }
+
+    #[test]
+    fn wildcards_are_left_out_and_l1_is_interval_scheduling() {
+        let text = "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n\
+                    @10.1.0.0/16\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n\
+                    @11.0.0.0/8\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n\
+                    @0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n";
+        let rules = rqvs_flow::formats::classbench::parse_rules("t", text).unwrap();
+        let b = buckets_on(&rules, &[0, 1, 2, 3], Field::NwSrc, 1);
+        // 10.1/16 ends first, then 11/8: two non-overlapping; 10/8 overlaps 10.1/16; 0/0 all.
+        assert_eq!(b.iter().map(|b| b.rules.clone()).collect::<Vec<_>>(), vec![vec![1], vec![2]]);
+        let b = buckets_on(&rules, &[0, 1, 2, 3], Field::NwSrc, 2);
+        assert_eq!(b.iter().map(|b| b.rules.len()).sum::<usize>(), 3);
+    }
+}

@@ -1,0 +1,299 @@
+//! `NuevoMatchUp`: the learned classifier of NSDI'22 (§2.2, §5) — iSets with buckets, each indexed
+//! by a range index, and a remainder classifier for the rules no iSet holds.
+//!
+//! **Lookup.** For each iSet, the packet's value on the iSet's field is looked up in the iSet's
+//! [`RangeIndex`] (which bucket's range holds it); the bucket's rules, kept in winner order, are
+//! validated on every field ([`crate::compact`]) until the first that matches — the bucket's best —
+//! or until none left can beat the best found so far. The best over all iSets is handed to the
+//! remainder as a floor ([`Remainder::lookup_beating`]), so it skips every table that cannot win.
+//! iSets index five fields but validate all, so rules with more fields stay exact.
+//!
+//! **Updates** (instant policy). A removed rule is taken out of its bucket; the bucket's range and
+//! the index stay as they are (no retraining: a bucket may become empty and still be found). An
+//! inserted rule goes to the remainder. [`NuevoMatchUp::coverage`] is the share of live rules held
+//! by iSets. Rebuilding (retraining) is the caller's decision: [`NuevoMatchUp::rebuild`].
+//!
+//! **Small sets.** When the iSets would cover less than the configured minimum, there are none and
+//! every lookup is the remainder's alone, at the remainder's speed.
+//!
+//! The range index is pluggable: [`index::SortedRanges`] (binary search, exact) today; the RQ-RMI
+//! model slots in through the same trait.
+
+pub mod index;
+pub mod iset;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::classifier::{Classifier, ClassifierError, Remainder};
+use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::TupleMerge;
+use index::{RangeIndex, SortedRanges};
+use iset::{Field, ISetConfig};
+
+/// Builds a range index over sorted disjoint ranges.
+pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
+
+fn sorted_ranges(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String> {
+    SortedRanges::new(ranges).map(|i| Box::new(i) as Box<dyn RangeIndex>)
+}
+
+/// Configuration of a NuevoMatchUp classifier.
+#[derive(Clone, Copy)]
+pub struct NuevoMatchConfig {
+    pub isets: ISetConfig,
+    /// How each iSet's bucket ranges are indexed.
+    pub index: IndexBuilder,
+}
+
+impl Default for NuevoMatchConfig {
+    fn default() -> Self {
+        NuevoMatchConfig { isets: ISetConfig::default(), index: sorted_ranges }
+    }
+}
+
+struct ISet {
+    field: Field,
+    index: Box<dyn RangeIndex>,
+    /// Per bucket, its rules in winner order.
+    buckets: Vec<Vec<Candidate>>,
+    live: usize,
+}
+
+/// Where a rule lives.
+#[derive(Clone, Copy)]
+enum Location {
+    ISet { iset: u32, bucket: u32 },
+    Remainder,
+}
+
+/// iSets + remainder. `R` is the remainder classifier (TupleMerge by default).
+pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
+    config: NuevoMatchConfig,
+    isets: Vec<ISet>,
+    remainder: R,
+    /// Every rule, with where it lives (kept here for `remove` and `rebuild`).
+    rules: HashMap<RuleId, (Location, Rule)>,
+    extras: Extras,
+    build_time: Duration,
+}
+
+impl NuevoMatchUp<TupleMerge> {
+    /// Builds with the default configuration and a TupleMerge remainder.
+    pub fn build(rules: &[Rule]) -> Result<Self, ClassifierError> {
+        Self::build_with(rules, NuevoMatchConfig::default(), TupleMerge::build)
+    }
+}
+
+impl<R: Remainder> NuevoMatchUp<R> {
+    /// Builds iSets over `rules` and the remainder (with `make_remainder`) over the rest.
+    pub fn build_with(
+        rules: &[Rule],
+        config: NuevoMatchConfig,
+        make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
+    ) -> Result<Self, ClassifierError> {
+        let t0 = Instant::now();
+        let mut by_id: HashMap<RuleId, (Location, Rule)> = HashMap::with_capacity(rules.len());
+        for r in rules {
+            if by_id.insert(r.id, (Location::Remainder, r.clone())).is_some() {
+                return Err(ClassifierError::DuplicateId(r.id));
+            }
+        }
+        let (plans, rest) = iset::partition(rules, &config.isets);
+        let mut extras = Extras::default();
+        let mut isets = Vec::with_capacity(plans.len());
+        for (s, plan) in plans.iter().enumerate() {
+            let ranges: Vec<(u32, u32)> = plan.buckets.iter().map(|b| (b.lo, b.hi)).collect();
+            let index = (config.index)(&ranges).map_err(|e| ClassifierError::Unsupported(RuleId(0), e))?;
+            let mut buckets = Vec::with_capacity(plan.buckets.len());
+            for (b, pb) in plan.buckets.iter().enumerate() {
+                let mut cands: Vec<Candidate> = pb
+                    .rules
+                    .iter()
+                    .map(|&i| {
+                        let r = &rules[i];
+                        if let Some(e) = by_id.get_mut(&r.id) {
+                            e.0 = Location::ISet { iset: s as u32, bucket: b as u32 };
+                        }
+                        Candidate { priority: r.priority, id: r.id, m: CompactMatch::new(&r.matches, &mut extras) }
+                    })
+                    .collect();
+                cands.sort_by_key(|c| (std::cmp::Reverse(c.priority), c.id));
+                buckets.push(cands);
+            }
+            isets.push(ISet { field: plan.field, index, buckets, live: plan.rules() });
+        }
+        let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
+        let remainder = make_remainder(&rest_rules)?;
+        Ok(NuevoMatchUp { config, isets, remainder, rules: by_id, extras, build_time: t0.elapsed() })
+    }
+
+    /// Rebuilds iSets and remainder from the current rules (what a trainer does in the
+    /// background), keeping the configuration.
+    pub fn rebuild(
+        &self,
+        make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
+    ) -> Result<Self, ClassifierError> {
+        let all: Vec<Rule> = self.rules.values().map(|(_, r)| r.clone()).collect();
+        Self::build_with(&all, self.config, make_remainder)
+    }
+
+    /// Share of live rules held by iSets.
+    pub fn coverage(&self) -> f64 {
+        let live: usize = self.isets.iter().map(|s| s.live).sum();
+        if self.rules.is_empty() {
+            0.0
+        } else {
+            live as f64 / self.rules.len() as f64
+        }
+    }
+
+    /// Number of iSets.
+    pub fn isets(&self) -> usize {
+        self.isets.len()
+    }
+
+    /// Buckets over all iSets.
+    pub fn buckets(&self) -> usize {
+        self.isets.iter().map(|s| s.buckets.len()).sum()
+    }
+
+    /// Bytes of the iSets' indexes.
+    pub fn index_bytes(&self) -> usize {
+        self.isets.iter().map(|s| s.index.memory_bytes()).sum()
+    }
+
+    /// The remainder classifier.
+    pub fn remainder(&self) -> &R {
+        &self.remainder
+    }
+
+    /// The best rule over the iSets for `key` (by the winner rule).
+    #[inline]
+    fn search_isets(&self, key: &FlowKey) -> Option<(u32, RuleId)> {
+        let mut best: Option<(u32, RuleId)> = None;
+        for s in &self.isets {
+            let Some(b) = s.index.find(s.field.value(key)) else { continue };
+            for c in &s.buckets[b] {
+                if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
+                    break;
+                }
+                if c.m.matches(key, &self.extras) {
+                    best = Some((c.priority, c.id));
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+impl<R: Remainder> Classifier for NuevoMatchUp<R> {
+    fn name(&self) -> &'static str {
+        "nmu"
+    }
+
+    fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        let best = self.search_isets(key);
+        self.remainder.lookup_beating(key, best).or(best).map(|(_, id)| id)
+    }
+
+    fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
+        if self.rules.contains_key(&rule.id) {
+            return Err(ClassifierError::DuplicateId(rule.id));
+        }
+        self.remainder.insert(rule.clone())?;
+        self.rules.insert(rule.id, (Location::Remainder, rule));
+        Ok(())
+    }
+
+    fn remove(&mut self, id: RuleId) -> Option<Rule> {
+        let (loc, rule) = self.rules.remove(&id)?;
+        match loc {
+            Location::Remainder => {
+                self.remainder.remove(id);
+            }
+            Location::ISet { iset, bucket } => {
+                let s = &mut self.isets[iset as usize];
+                let cands = &mut s.buckets[bucket as usize];
+                if let Some(at) = cands.iter().position(|c| c.id == id) {
+                    cands.remove(at).m.release(&mut self.extras);
+                    s.live -= 1;
+                }
+            }
+        }
+        Some(rule)
+    }
+
+    fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    fn stats(&self) -> Vec<(&'static str, f64)> {
+        let mut v = vec![
+            ("isets", self.isets.len() as f64),
+            ("coverage", (self.coverage() * 1e4).round() / 1e4),
+            ("buckets", self.buckets() as f64),
+            ("index_bytes", self.index_bytes() as f64),
+            ("build_ms", (self.build_time.as_secs_f64() * 1e5).round() / 100.0),
+        ];
+        for (i, s) in self.isets.iter().enumerate() {
+            v.push((["iset0_field", "iset1_field", "iset2_field", "iset3_field"][i.min(3)], s.field as u8 as f64));
+        }
+        v
+    }
+
+    fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let mut bytes = size_of::<Self>()
+            + self.remainder.memory_bytes()
+            + self.extras.memory_bytes()
+            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Rule)>());
+        for s in &self.isets {
+            bytes += s.index.memory_bytes();
+            bytes += s.buckets.capacity() * size_of::<Vec<Candidate>>();
+            bytes += s.buckets.iter().map(|b| b.capacity() * size_of::<Candidate>()).sum::<usize>();
+        }
+        bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use proptest::prelude::*;
+
+    fn small_buckets() -> NuevoMatchConfig {
+        NuevoMatchConfig { isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0 }, ..Default::default() }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn differential_with_updates(case in testing::arb_case()) {
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
+            })?;
+        }
+
+        #[test]
+        fn differential_default_config(case in testing::arb_case()) {
+            testing::check_differential(&case, |rules| Box::new(NuevoMatchUp::build(rules).unwrap()))?;
+        }
+
+        #[test]
+        fn rebuild_keeps_every_answer(case in testing::arb_case()) {
+            let mut c = NuevoMatchUp::build_with(&case.rules, small_buckets(), TupleMerge::build).unwrap();
+            let extra: Vec<Rule> = case.rules.iter().map(|r| Rule { id: RuleId(r.id.0 + 1000), ..r.clone() }).collect();
+            for r in &extra { c.insert(r.clone()).unwrap(); }
+            let rebuilt = c.rebuild(TupleMerge::build).unwrap();
+            prop_assert_eq!(rebuilt.len(), c.len());
+            for k in &case.keys {
+                prop_assert_eq!(rebuilt.lookup(k), c.lookup(k));
+            }
+        }
+    }
+}
