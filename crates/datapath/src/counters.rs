@@ -1,0 +1,118 @@
+//! The datapath's counters, in one type (like `dpif-netdev/pmd-stats-show`).
+//!
+//! **Per-packet outcomes** — exactly one per received packet, so they never overlap and
+//! `emc_hit + cd_hit + megaflow_hit + upcall + lost == received` ([`Counters::outcome_sum_ok`]):
+//! - `emc_hit`: found in the EMC;
+//! - `cd_hit`: found in the megaflow subtable the cuckoo distributor named;
+//! - `megaflow_hit`: found by the megaflow subtable walk;
+//! - `upcall`: missed everything and was queued to the slow path (counted when queued; the
+//!   handler gives it its action);
+//! - `lost`: missed everything and the upcall queue was full: dropped.
+//!
+//! The rest are costs and gauges: `upcall_ns` (slow-path classification and installation time),
+//! `megaflow_subtables` (subtables probed by all CD and megaflow hits — divided by those hits,
+//! OVS's "avg. subtable lookups per megaflow hit"), CD hints that failed, installations,
+//! deletions by cause, and the gauges `megaflows` and `masks`, filled in by
+//! [`crate::Datapath::counters`].
+
+/// The counters (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub received: u64,
+    pub emc_hit: u64,
+    pub cd_hit: u64,
+    pub megaflow_hit: u64,
+    pub upcall: u64,
+    pub lost: u64,
+
+    /// Time the handler spent on upcalls (slow path + install), ns.
+    pub upcall_ns: u64,
+    /// Subtables probed by CD and megaflow hits (the hinted probe counts as one).
+    pub megaflow_subtables: u64,
+    /// Packets for which the CD had a hint that did not hit (then the walk ran).
+    pub cd_wrong_hint: u64,
+    /// Packets for which the CD (while active) had no hint.
+    pub cd_no_hint: u64,
+    /// EMC insertions performed.
+    pub emc_inserts: u64,
+
+    /// Megaflows installed by upcalls; upcalls whose megaflow was already installed (another
+    /// upcall of the same batch installed it) or not installed (flow limit).
+    pub installed: u64,
+    pub install_existing: u64,
+    pub install_refused: u64,
+    /// Megaflows deleted: by revalidation after rule changes, as idle, over the flow limit.
+    pub deleted_revalidated: u64,
+    pub deleted_idle: u64,
+    pub deleted_limit: u64,
+
+    /// Packets by action: output to a port, dropped by the rule (or no rule).
+    pub tx: u64,
+    pub dropped_by_action: u64,
+
+    /// Gauges.
+    pub megaflows: u64,
+    pub masks: u64,
+
+    /// PMD clock, ns, and its parts measured per stage (measured clock only).
+    pub pmd_ns: u64,
+    pub emc_ns: u64,
+    pub dpcls_ns: u64,
+}
+
+impl Counters {
+    /// Sum of the per-packet outcomes.
+    pub fn outcome_sum(&self) -> u64 {
+        self.emc_hit + self.cd_hit + self.megaflow_hit + self.upcall + self.lost
+    }
+
+    /// The invariant: outcomes sum to packets received.
+    pub fn outcome_sum_ok(&self) -> bool {
+        self.outcome_sum() == self.received
+    }
+
+    /// Average subtables probed per CD or megaflow hit.
+    pub fn avg_subtables_per_hit(&self) -> f64 {
+        let hits = self.cd_hit + self.megaflow_hit;
+        if hits == 0 {
+            0.0
+        } else {
+            self.megaflow_subtables as f64 / hits as f64
+        }
+    }
+
+    /// All megaflow deletions.
+    pub fn deleted(&self) -> u64 {
+        self.deleted_revalidated + self.deleted_idle + self.deleted_limit
+    }
+
+    /// `(name, value)` pairs, for reports.
+    pub fn fields(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("received", self.received),
+            ("emc_hit", self.emc_hit),
+            ("cd_hit", self.cd_hit),
+            ("megaflow_hit", self.megaflow_hit),
+            ("upcall", self.upcall),
+            ("lost", self.lost),
+            ("upcall_ns", self.upcall_ns),
+            ("megaflow_subtables", self.megaflow_subtables),
+            ("cd_wrong_hint", self.cd_wrong_hint),
+            ("cd_no_hint", self.cd_no_hint),
+            ("emc_inserts", self.emc_inserts),
+            ("installed", self.installed),
+            ("install_existing", self.install_existing),
+            ("install_refused", self.install_refused),
+            ("deleted_revalidated", self.deleted_revalidated),
+            ("deleted_idle", self.deleted_idle),
+            ("deleted_limit", self.deleted_limit),
+            ("tx", self.tx),
+            ("dropped_by_action", self.dropped_by_action),
+            ("megaflows", self.megaflows),
+            ("masks", self.masks),
+            ("pmd_ns", self.pmd_ns),
+            ("emc_ns", self.emc_ns),
+            ("dpcls_ns", self.dpcls_ns),
+        ]
+    }
+}

@@ -1,0 +1,356 @@
+//! The PMD loop's datapath: one batch of up to [`BATCH`] packets at a time through EMC →
+//! (cuckoo distributor) → megaflow cache → upcall queue, then the handler, ranking and the
+//! revalidator at batch boundaries.
+//!
+//! **Single-threaded, deterministic mode** (the only one built): the caller alternates
+//! [`Datapath::process_batch`] (the PMD's work) with [`Datapath::handle_upcalls`] (the handler:
+//! slow path and megaflow installation for everything queued) and [`Datapath::maintain`]
+//! (subtable ranking, CD on/off, idle expiry). This is OVS-DPDK's own arrangement for upcalls —
+//! its PMD thread runs the upcall inline — so the handler's time is PMD time here, while the
+//! revalidator's (rule changes, sweeps) is not (it runs on another core in OVS).
+//!
+//! **The clock** ([`Clock`]): `Measured` advances the PMD clock by the measured time of
+//! `process_batch` and `handle_upcalls` (and records the EMC and megaflow-cache stages
+//! separately); `Virtual` advances it by fixed costs per packet and per upcall, so every result —
+//! counters, expiry, ranking — is a pure function of the inputs (the tests use it).
+//!
+//! **Hot path**: `process_batch` allocates nothing and takes no locks: fixed arrays per batch,
+//! preallocated EMC/CD, hash maps probed by value, a preallocated upcall queue.
+
+use std::time::Instant;
+
+use rqvs_classify::ClassifierError;
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::cd::CuckooDistributor;
+use crate::counters::Counters;
+use crate::dpcls::{Dpcls, FlowRef};
+use crate::emc::Emc;
+use crate::revalidator::{Revalidator, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS};
+use crate::upcall::{packet_key, SlowPath, Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
+use crate::{flow_hash, DpAction, BATCH};
+
+/// How the PMD clock advances (module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Clock {
+    Measured,
+    Virtual { packet_ns: u64, upcall_ns: u64 },
+}
+
+/// Datapath settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// EMC enabled.
+    pub emc: bool,
+    /// EMC insertion probability (OVS default 1/100).
+    pub emc_insert_prob: f64,
+    /// Cuckoo distributor enabled (it may still turn itself off).
+    pub cd: bool,
+    pub flow_limit: usize,
+    pub idle_ns: u64,
+    pub upcall_queue: usize,
+    pub clock: Clock,
+    /// Seed of the EMC insertion draws.
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            emc: true,
+            emc_insert_prob: 0.01,
+            cd: false,
+            flow_limit: DEFAULT_FLOW_LIMIT,
+            idle_ns: DEFAULT_IDLE_NS,
+            upcall_queue: UPCALL_QUEUE_CAP,
+            clock: Clock::Measured,
+            seed: 1,
+        }
+    }
+}
+
+/// The ORIG datapath (module docs).
+pub struct Datapath {
+    cfg: Config,
+    emc: Emc,
+    dpcls: Dpcls,
+    cd: Option<CuckooDistributor>,
+    queue: UpcallQueue,
+    slow: SlowPath,
+    reval: Revalidator,
+    c: Counters,
+    now_ns: u64,
+    results: Vec<(u64, DpAction)>,
+    pub handler_batches: u64,
+}
+
+impl Datapath {
+    /// A datapath whose slow path holds `rules` (OpenFlow or ClassBench rules; port ranges are
+    /// expanded by the slow path).
+    pub fn new(rules: &[Rule], cfg: Config) -> Result<Datapath, ClassifierError> {
+        Ok(Datapath {
+            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            dpcls: Dpcls::new(),
+            cd: cfg.cd.then(CuckooDistributor::new),
+            queue: UpcallQueue::new(cfg.upcall_queue),
+            slow: SlowPath::build(rules)?,
+            reval: Revalidator::new(cfg.idle_ns, cfg.flow_limit),
+            c: Counters::default(),
+            now_ns: 0,
+            results: Vec::with_capacity(cfg.upcall_queue),
+            handler_batches: 0,
+            cfg,
+        })
+    }
+
+    /// PMD clock, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// The counters, with the gauges filled in.
+    pub fn counters(&self) -> Counters {
+        let mut c = self.c;
+        c.megaflows = self.dpcls.len() as u64;
+        c.masks = self.dpcls.masks() as u64;
+        c.pmd_ns = self.now_ns;
+        c.emc_inserts = self.emc.inserts;
+        c
+    }
+
+    pub fn dpcls(&self) -> &Dpcls {
+        &self.dpcls
+    }
+
+    pub fn slow_path(&self) -> &SlowPath {
+        &self.slow
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The cuckoo distributor's (intervals on, intervals off), when configured.
+    pub fn cd_intervals(&self) -> Option<(u64, u64)> {
+        self.cd.as_ref().map(|cd| (cd.intervals_on, cd.intervals_off))
+    }
+
+    pub fn emc_occupancy(&self) -> usize {
+        self.emc.occupancy(&self.dpcls)
+    }
+
+    /// Upcalls waiting for the handler.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The PMD's work on one batch. `out[i]` receives packet `i`'s action, or
+    /// [`DpAction::Pending`] (queued; its action comes from [`Datapath::handle_upcalls`] with
+    /// sequence number `seq0 + i`) or [`DpAction::Lost`] (upcall queue full).
+    pub fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
+        let n = keys.len();
+        assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
+        let measured = self.cfg.clock == Clock::Measured;
+        let t0 = measured.then(Instant::now);
+        let now = self.now_ns;
+        let mut k = [FlowKey::default(); BATCH];
+        let mut h = [0u32; BATCH];
+        let mut miss = [0u8; BATCH];
+        let mut nmiss = 0;
+        self.c.received += n as u64;
+
+        // Stage 1: EMC.
+        for i in 0..n {
+            k[i] = packet_key(&keys[i]);
+            h[i] = flow_hash(&k[i]);
+            if self.cfg.emc {
+                if let Some(f) = self.emc.lookup(h[i], &k[i], &self.dpcls) {
+                    out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
+                    self.dpcls.touch(f, now);
+                    self.c.emc_hit += 1;
+                    continue;
+                }
+            }
+            miss[nmiss] = i as u8;
+            nmiss += 1;
+        }
+        let t1 = measured.then(Instant::now);
+
+        // Stage 2: cuckoo distributor and megaflow cache; misses are queued.
+        for &mi in &miss[..nmiss] {
+            let i = usize::from(mi);
+            let words = k[i].to_words();
+            let mut found: Option<FlowRef> = None;
+            let mut extra = 0;
+            let cd_active = self.cd.as_ref().is_some_and(|cd| cd.active);
+            if cd_active {
+                match self.cd.as_ref().and_then(|cd| cd.lookup(h[i])) {
+                    Some(st) => match self.dpcls.lookup_in(st, &words) {
+                        Some(f) => {
+                            self.c.cd_hit += 1;
+                            self.c.megaflow_subtables += 1;
+                            found = Some(f);
+                        }
+                        None => {
+                            self.c.cd_wrong_hint += 1;
+                            extra = 1;
+                        }
+                    },
+                    None => self.c.cd_no_hint += 1,
+                }
+            }
+            if found.is_none() {
+                let (hit, probed) = self.dpcls.lookup(&words);
+                if let Some(hit) = hit {
+                    self.c.megaflow_hit += 1;
+                    self.c.megaflow_subtables += u64::from(probed) + extra;
+                    if cd_active {
+                        if let Some(cd) = self.cd.as_mut() {
+                            cd.insert(h[i], hit.subtable);
+                        }
+                    }
+                    found = Some(hit.flow);
+                }
+            }
+            match found {
+                Some(f) => {
+                    out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
+                    self.dpcls.touch(f, now);
+                    if self.cfg.emc {
+                        self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
+                    }
+                }
+                None => {
+                    if self.queue.push(Upcall { key: k[i], hash: h[i], seq: seq0 + i as u64 }) {
+                        self.c.upcall += 1;
+                        out[i] = DpAction::Pending;
+                    } else {
+                        self.c.lost += 1;
+                        out[i] = DpAction::Lost;
+                    }
+                }
+            }
+        }
+        let t2 = measured.then(Instant::now);
+
+        // Stage 3: actions on the batch.
+        for a in &out[..n] {
+            match a {
+                DpAction::Output(_) => self.c.tx += 1,
+                DpAction::Drop => self.c.dropped_by_action += 1,
+                DpAction::Pending | DpAction::Lost => {}
+            }
+        }
+
+        match (self.cfg.clock, t0, t1, t2) {
+            (Clock::Measured, Some(t0), Some(t1), Some(t2)) => {
+                self.c.emc_ns += (t1 - t0).as_nanos() as u64;
+                self.c.dpcls_ns += (t2 - t1).as_nanos() as u64;
+                self.now_ns += t0.elapsed().as_nanos() as u64;
+            }
+            (Clock::Virtual { packet_ns, .. }, ..) => self.now_ns += n as u64 * packet_ns,
+            _ => unreachable!("measured clock has timestamps"),
+        }
+    }
+
+    /// The handler: every queued upcall through the slow path, its megaflow installed, in
+    /// batches of [`HANDLER_BATCH`]. Returns `(sequence number, action)` of each handled packet.
+    pub fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
+        self.results.clear();
+        if self.queue.is_empty() {
+            return &self.results;
+        }
+        let t0 = Instant::now();
+        let now = self.now_ns;
+        let mut handled = 0u64;
+        while !self.queue.is_empty() {
+            self.handler_batches += 1;
+            for _ in 0..HANDLER_BATCH {
+                let Some(u) = self.queue.pop() else { break };
+                handled += 1;
+                let v = self.slow.classify(&u.key);
+                let existing = self.dpcls.find(&v.megaflow).or_else(|| self.dpcls.peek(&u.key.to_words()));
+                let f = if let Some(f) = existing {
+                    self.c.install_existing += 1;
+                    Some(f)
+                } else if self.dpcls.len() >= self.reval.flow_limit {
+                    self.c.install_refused += 1;
+                    None
+                } else {
+                    self.c.installed += 1;
+                    Some(self.dpcls.insert(u.key, v.megaflow, v.action, v.rule, now))
+                };
+                if let Some(f) = f {
+                    self.dpcls.touch(f, now);
+                    if self.cfg.emc {
+                        self.emc.probabilistic_insert(u.hash, &u.key, f, &self.dpcls);
+                    }
+                }
+                match v.action {
+                    DpAction::Output(_) => self.c.tx += 1,
+                    _ => self.c.dropped_by_action += 1,
+                }
+                self.results.push((u.seq, v.action));
+            }
+        }
+        let ns = match self.cfg.clock {
+            Clock::Measured => t0.elapsed().as_nanos() as u64,
+            Clock::Virtual { upcall_ns, .. } => handled * upcall_ns,
+        };
+        self.c.upcall_ns += ns;
+        self.now_ns += ns;
+        &self.results
+    }
+
+    /// Batch-boundary housekeeping: subtable ranking (and the CD's on/off decision) every
+    /// second, the revalidator's sweep every 500 ms. Returns megaflows deleted.
+    pub fn maintain(&mut self) -> u64 {
+        if self.dpcls.maybe_rank(self.now_ns) {
+            let (masks, share) = (self.dpcls.masks(), self.dpcls.top_share());
+            if let Some(cd) = self.cd.as_mut() {
+                cd.decide(masks, share);
+            }
+        }
+        self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c)
+    }
+
+    /// Adds OpenFlow rules, then revalidates every megaflow. Returns megaflows deleted.
+    pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        for r in rules {
+            self.slow.insert(r)?;
+        }
+        Ok(self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c))
+    }
+
+    /// Removes OpenFlow rules (absent ids are ignored), then revalidates. Returns megaflows
+    /// deleted.
+    pub fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
+        for &id in ids {
+            self.slow.remove(id);
+        }
+        self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c)
+    }
+
+    /// Replays `keys` in order, batch by batch, with the handler and housekeeping at every batch
+    /// boundary; returns each packet's final action (upcalled packets get the handler's).
+    /// Allocates the result; the measured loop of `rqvs replay` is its own.
+    pub fn run_keys(&mut self, keys: &[FlowKey]) -> Vec<DpAction> {
+        let mut actions = vec![DpAction::Drop; keys.len()];
+        let mut out = [DpAction::Drop; BATCH];
+        for (b, chunk) in keys.chunks(BATCH).enumerate() {
+            let base = b * BATCH;
+            self.process_batch(chunk, base as u64, &mut out);
+            actions[base..base + chunk.len()].copy_from_slice(&out[..chunk.len()]);
+            for &(seq, a) in self.handle_upcalls() {
+                actions[seq as usize] = a;
+            }
+            self.maintain();
+        }
+        actions
+    }
+
+    /// Runs the idle/limit sweep now (tests; `maintain` runs it periodically).
+    pub fn sweep_now(&mut self) -> u64 {
+        self.reval.sweep(&mut self.dpcls, self.now_ns, &mut self.c)
+    }
+}
