@@ -71,6 +71,13 @@ impl CompactMatch {
         }
     }
 
+    /// A match no key satisfies (for slots of removed rules).
+    pub(crate) fn never() -> CompactMatch {
+        let mut m = CompactMatch::new(&Match::ANY, &mut Extras::default());
+        m.src_v = 1; // with src_m = 0: (k & 0) == 1 never holds
+        m
+    }
+
     /// Frees the entry's slot in `extras`, if it has one.
     pub(crate) fn release(&self, extras: &mut Extras) {
         if self.extra != Self::NO_EXTRA {
