@@ -1,0 +1,27 @@
+//! # rqvs-workload: the workload layer
+//!
+//! Makes the inputs the layers above measure themselves on:
+//!
+//! - [`seedfile`] — the 12 ClassBench parameter ("seed") files, parsed with `file:line` errors.
+//! - [`rules`] — ClassBench-compatible rule-set generation (Taylor & Turner, ToN 2007): the same
+//!   algorithm as the original `db_generator -bc`, re-implemented to run in O(n · 33) and seeded.
+//! - [`stats`] — the statistics generated sets are compared on (prefix-length histograms, port
+//!   classes, protocol mix, distinct tuples).
+//! - [`trace`] — header traces: headers drawn inside a chosen rule (or at its corners, as the
+//!   original), Pareto bursts with a per-header cap, Zipf or uniform flow popularity; the intended
+//!   rule is recorded and the true winner computed.
+//! - [`map`] — maps the 5-tuples of a real capture onto rules, keeping order and timing.
+//! - [`updates`] — insert/remove/modify streams drawn from a held-out part of a rule-set, in a
+//!   small documented text format.
+//!
+//! Randomness comes from [`rng::Rng`], a self-contained xoshiro256** generator, so a given
+//! `--rng-seed` produces the same output whatever the versions of external crates.
+#![forbid(unsafe_code)]
+
+pub mod map;
+pub mod rng;
+pub mod rules;
+pub mod seedfile;
+pub mod stats;
+pub mod trace;
+pub mod updates;
