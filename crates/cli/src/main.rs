@@ -6,6 +6,8 @@ mod bench;
 mod classify;
 mod convert;
 mod inputs;
+mod plot;
+mod replay;
 mod report;
 mod trace;
 mod verify;
@@ -37,6 +39,8 @@ enum Command {
     Bench(bench::Command),
     /// The OpenFlow slow path: a packet's rule and megaflow, or megaflow counts over a trace.
     Trace(trace::Args),
+    /// Replay a trace through a datapath design (ORIG): throughput, counters, time series.
+    Replay(replay::Args),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Some(Command::Convert(cmd)) => convert::run(&cmd),
         Some(Command::Bench(cmd)) => bench::run(&cmd),
         Some(Command::Trace(args)) => trace::run(&args),
+        Some(Command::Replay(args)) => replay::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

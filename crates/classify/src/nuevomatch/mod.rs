@@ -21,6 +21,7 @@
 
 pub mod index;
 pub mod iset;
+pub mod live;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -1,0 +1,294 @@
+//! `LiveNuevoMatch`: NuevoMatchUP under updates, with a background trainer (NSDI'22 §5, §6.1).
+//!
+//! One thread owns the classifier and does lookups and updates (the datapath thread); a trainer
+//! thread builds new models. They never wait for each other:
+//!
+//! - **remove**: the rule is marked dead where it is (iSet bucket or remainder); no retraining.
+//! - **insert**, *instant* policy: into the remainder at once (visible to the next lookup);
+//!   *delayed* policy: staged, invisible until the next model is swapped in.
+//! - **training**: when the remainder holds more than `threshold` of the rules (or, delayed, when
+//!   rules are staged), [`LiveNuevoMatch::poll`] hands a snapshot of the rules to the trainer
+//!   thread and logs every update made after it. When the trained model comes back, `poll` replays
+//!   the log onto it and swaps it in — between two batches, so a lookup never sees a half-built
+//!   model and the owner never blocks (`poll` only ever `try_recv`s).
+//!
+//! Coverage is reported at all times ([`LiveNuevoMatch::coverage`]).
+
+use std::sync::mpsc::{channel, Receiver};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use super::{NuevoMatchConfig, NuevoMatchUp};
+use crate::classifier::{Classifier, ClassifierError};
+use crate::TupleMerge;
+
+/// When inserted rules become visible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Into the remainder at once.
+    Instant,
+    /// Staged until the next model.
+    Delayed,
+}
+
+enum Update {
+    Insert(Rule),
+    Remove(RuleId),
+}
+
+/// One finished training session.
+#[derive(Clone, Copy, Debug)]
+pub struct Session {
+    /// Rules trained on.
+    pub rules: usize,
+    /// Time the trainer spent building.
+    pub train: Duration,
+    /// From snapshot to swap (train + waiting for the owner's `poll`).
+    pub latency: Duration,
+    /// Updates replayed onto the new model at the swap.
+    pub replayed: usize,
+}
+
+struct Training {
+    started: Instant,
+    done: Receiver<(NuevoMatchUp, Duration)>,
+    worker: JoinHandle<()>,
+    rules: usize,
+}
+
+/// NuevoMatchUP with online updates and a background trainer.
+pub struct LiveNuevoMatch {
+    current: NuevoMatchUp,
+    policy: Policy,
+    threshold: f64,
+    config: NuevoMatchConfig,
+    /// Delayed policy: inserted rules not yet in any model.
+    staged: Vec<Rule>,
+    /// Updates since the snapshot the running training started from.
+    log: Vec<Update>,
+    training: Option<Training>,
+    sessions: Vec<Session>,
+}
+
+impl LiveNuevoMatch {
+    /// Builds the first model synchronously. `threshold` is the remainder share that triggers
+    /// training (paper: 0.1).
+    pub fn new(rules: &[Rule], policy: Policy, threshold: f64) -> Result<LiveNuevoMatch, ClassifierError> {
+        let config = NuevoMatchConfig::default();
+        Ok(LiveNuevoMatch {
+            current: NuevoMatchUp::build_with(rules, config, TupleMerge::build)?,
+            policy,
+            threshold,
+            config,
+            staged: Vec::new(),
+            log: Vec::new(),
+            training: None,
+            sessions: Vec::new(),
+        })
+    }
+
+    /// The model lookups use now.
+    pub fn current(&self) -> &NuevoMatchUp {
+        &self.current
+    }
+
+    pub fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        self.current.lookup(key)
+    }
+
+    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
+        self.current.lookup_batch(keys, out)
+    }
+
+    /// Share of all rules (staged included) that iSets serve.
+    pub fn coverage(&self) -> f64 {
+        let total = self.current.len() + self.staged.len();
+        if total == 0 {
+            0.0
+        } else {
+            self.current.coverage() * self.current.len() as f64 / total as f64
+        }
+    }
+
+    /// Rules in the remainder now.
+    pub fn remainder_rules(&self) -> usize {
+        self.current.remainder().len()
+    }
+
+    /// Rules staged (delayed policy).
+    pub fn staged(&self) -> usize {
+        self.staged.len()
+    }
+
+    /// Finished training sessions.
+    pub fn sessions(&self) -> &[Session] {
+        &self.sessions
+    }
+
+    /// True while a model is being trained.
+    pub fn training(&self) -> bool {
+        self.training.is_some()
+    }
+
+    /// Adds a rule by the policy.
+    pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
+        if self.training.is_some() {
+            self.log.push(Update::Insert(rule.clone()));
+        }
+        match self.policy {
+            Policy::Instant => self.current.insert(rule),
+            Policy::Delayed => {
+                if self.current.rules.contains_key(&rule.id) || self.staged.iter().any(|r| r.id == rule.id) {
+                    return Err(ClassifierError::DuplicateId(rule.id));
+                }
+                self.staged.push(rule);
+                Ok(())
+            }
+        }
+    }
+
+    /// Removes a rule wherever it is (model or staging); `false` when absent.
+    pub fn remove(&mut self, id: RuleId) -> bool {
+        let found = if let Some(at) = self.staged.iter().position(|r| r.id == id) {
+            self.staged.swap_remove(at);
+            true
+        } else {
+            self.current.remove(id).is_some()
+        };
+        if found && self.training.is_some() {
+            self.log.push(Update::Remove(id));
+        }
+        found
+    }
+
+    /// Swaps in a trained model if one is ready, and starts training if needed. Never blocks.
+    pub fn poll(&mut self) {
+        if let Some(t) = &self.training {
+            if let Ok((mut model, train)) = t.done.try_recv() {
+                let t = self.training.take().expect("checked");
+                let _ = t.worker.join(); // it has sent its result: it is finishing
+                let replayed = self.log.len();
+                let mut staged = Vec::new();
+                for u in std::mem::take(&mut self.log) {
+                    match u {
+                        Update::Insert(r) => match self.policy {
+                            Policy::Instant => {
+                                let _ = model.insert(r);
+                            }
+                            Policy::Delayed => staged.push(r),
+                        },
+                        Update::Remove(id) => {
+                            if model.remove(id).is_none() {
+                                staged.retain(|r: &Rule| r.id != id);
+                            }
+                        }
+                    }
+                }
+                // Delayed: the snapshot included the rules staged then; those staged since stay.
+                self.staged = staged;
+                self.current = model;
+                self.sessions.push(Session { rules: t.rules, train, latency: t.started.elapsed(), replayed });
+            }
+        }
+        if self.training.is_none() && self.needs_training() {
+            self.start_training();
+        }
+    }
+
+    fn needs_training(&self) -> bool {
+        let total = self.current.len() + self.staged.len();
+        total > 0 && (!self.staged.is_empty() || self.current.remainder().len() as f64 > self.threshold * total as f64)
+    }
+
+    fn start_training(&mut self) {
+        let mut snapshot: Vec<Rule> = self.current.rules.values().map(|(_, r)| r.clone()).collect();
+        snapshot.extend(self.staged.iter().cloned());
+        let rules = snapshot.len();
+        let config = self.config;
+        let (tx, rx) = channel();
+        let worker = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            if let Ok(model) = NuevoMatchUp::build_with(&snapshot, config, TupleMerge::build) {
+                let _ = tx.send((model, t0.elapsed()));
+            }
+        });
+        self.log.clear();
+        self.training = Some(Training { started: Instant::now(), done: rx, worker, rules });
+    }
+
+    /// Ids of the staged rules (delayed policy).
+    pub fn staged_ids(&self) -> Vec<RuleId> {
+        self.staged.iter().map(|r| r.id).collect()
+    }
+
+    /// Waits until the training running now (if any) has been swapped in. `poll` may start the
+    /// next session right after; that one is not waited for.
+    pub fn finish_training(&mut self) {
+        let done = self.sessions.len();
+        while self.training.is_some() && self.sessions.len() == done {
+            std::thread::sleep(Duration::from_millis(1));
+            self.poll();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(60))]
+        /// Interleaved inserts, removes, polls and swaps: lookups always equal the brute force over
+        /// the live rules that are not staged; with the delayed policy, staged rules become visible
+        /// once training has caught up.
+        #[test]
+        fn lookups_follow_the_visible_rules(case in testing::arb_case(), ops in prop::collection::vec(0u8..4, 1..80),
+                                            delayed: bool, threshold in 0.0f64..0.5) {
+            let policy = if delayed { Policy::Delayed } else { Policy::Instant };
+            let half = case.rules.len() / 2;
+            let mut live = LiveNuevoMatch::new(&case.rules[..half], policy, threshold).unwrap();
+            let mut all: Vec<Rule> = case.rules[..half].to_vec();
+            let mut pool: Vec<Rule> = case.rules[half..].to_vec();
+            let check = |live: &LiveNuevoMatch, all: &[Rule], step: usize| -> Result<(), TestCaseError> {
+                let staged = live.staged_ids();
+                prop_assert!(delayed || staged.is_empty());
+                let visible: Vec<Rule> = all.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+                for k in &case.keys {
+                    prop_assert_eq!(live.lookup(k), testing::brute(&visible, k), "step {}", step);
+                }
+                Ok(())
+            };
+            for (step, op) in ops.into_iter().enumerate() {
+                match op {
+                    0 | 1 if !pool.is_empty() => {
+                        let r = pool.remove(step % pool.len());
+                        live.insert(r.clone()).unwrap();
+                        all.push(r);
+                    }
+                    2 if !all.is_empty() => {
+                        let r = all.remove(step % all.len());
+                        prop_assert!(live.remove(r.id));
+                        prop_assert!(!live.remove(r.id));
+                        pool.push(r);
+                    }
+                    _ => {
+                        live.finish_training();
+                        live.poll();
+                    }
+                }
+                check(&live, &all, step)?;
+            }
+            // With no more updates, two rounds of training make every staged rule visible.
+            for _ in 0..2 {
+                live.poll();
+                live.finish_training();
+            }
+            prop_assert_eq!(live.staged(), 0);
+            check(&live, &all, usize::MAX)?;
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! SVG plots of `rqvs replay` time series (plotters, SVG backend only).
+//!
+//! Three stacked panels sharing the time axis (seconds of PMD time): throughput (Mpps);
+//! upcalls/s and megaflow deletions/s; megaflows and masks installed. Rule updates are marked
+//! with a vertical line in every panel, so the plot reads without the JSON.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::Failure;
+
+/// One sample of the series (the fields `replay` records).
+pub trait Point {
+    fn t(&self) -> f64;
+    fn values(&self) -> [f64; 6]; // mpps, upcalls/s, deletions/s, megaflows, masks, lost
+}
+
+fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Failure + '_ {
+    move |e| Failure(format!("{}: cannot draw plot: {e}", path.display()))
+}
+
+/// Draws the time series with rule updates (their `at_s`) marked.
+pub fn time_series<P: Point>(
+    path: &Path,
+    title: &str,
+    series: &[P],
+    updates: &[serde_json::Value],
+) -> Result<(), Failure> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (1000, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(&e)?;
+    let panels = root.split_evenly((3, 1));
+    let tmax = series.last().map_or(1.0, |p| p.t()).max(0.1);
+    let marks: Vec<f64> = updates.iter().filter_map(|u| u["at_s"].as_f64()).collect();
+    // (panel, y label, [(value index, name, colour)])
+    let specs: [(&str, Vec<(usize, &str, RGBColor)>); 3] = [
+        ("Mpps", vec![(0, "throughput (Mpps)", BLUE)]),
+        ("per second", vec![(1, "upcalls/s", RED), (2, "megaflow deletions/s", MAGENTA)]),
+        ("count", vec![(3, "megaflows", GREEN), (4, "masks (x100)", BLACK)]),
+    ];
+    for (area, (ylabel, lines)) in panels.iter().zip(specs) {
+        let scale = |i: usize| if i == 4 { 100.0 } else { 1.0 };
+        let ymax = series
+            .iter()
+            .flat_map(|p| lines.iter().map(|&(i, _, _)| p.values()[i] * scale(i)).collect::<Vec<_>>())
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..tmax, 0f64..ymax)
+            .map_err(&e)?;
+        chart.configure_mesh().x_desc("PMD time (s)").y_desc(ylabel).draw().map_err(&e)?;
+        for &(i, name, colour) in &lines {
+            chart
+                .draw_series(LineSeries::new(series.iter().map(|p| (p.t(), p.values()[i] * scale(i))), colour))
+                .map_err(&e)?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        }
+        for &m in &marks {
+            chart.draw_series(LineSeries::new(vec![(m, 0.0), (m, ymax)], RGBColor(150, 150, 150))).map_err(&e)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(&e)?;
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
