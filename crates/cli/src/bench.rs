@@ -26,6 +26,9 @@ pub enum Command {
     /// Compare classifiers on one rule-set and trace: build, lookup rate, memory, mismatches,
     /// update rates.
     Classifiers(Args),
+    /// NuevoMatchUP under a stream of rule updates with a background trainer: lookup rate,
+    /// coverage, training sessions and mismatches over time.
+    Updates(crate::bench_updates::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -83,6 +86,7 @@ struct Updates {
 pub fn run(cmd: &Command) -> Result<(), Failure> {
     match cmd {
         Command::Classifiers(a) => classifiers(a),
+        Command::Updates(a) => crate::bench_updates::run(a),
     }
 }
 
