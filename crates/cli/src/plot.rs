@@ -20,6 +20,9 @@ fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Failure + '_ {
     move |e| Failure(format!("{}: cannot draw plot: {e}", path.display()))
 }
 
+/// One panel: y label and its lines (value index, name, colour).
+type Panel = (&'static str, Vec<(usize, &'static str, RGBColor)>);
+
 /// Draws the time series with rule updates (their `at_s`) marked.
 pub fn time_series<P: Point>(
     path: &Path,
@@ -34,8 +37,7 @@ pub fn time_series<P: Point>(
     let panels = root.split_evenly((3, 1));
     let tmax = series.last().map_or(1.0, |p| p.t()).max(0.1);
     let marks: Vec<f64> = updates.iter().filter_map(|u| u["at_s"].as_f64()).collect();
-    // (panel, y label, [(value index, name, colour)])
-    let specs: [(&str, Vec<(usize, &str, RGBColor)>); 3] = [
+    let specs: [Panel; 3] = [
         ("Mpps", vec![(0, "throughput (Mpps)", BLUE)]),
         ("per second", vec![(1, "upcalls/s", RED), (2, "megaflow deletions/s", MAGENTA)]),
         ("count", vec![(3, "megaflows", GREEN), (4, "masks (x100)", BLACK)]),
