@@ -6,6 +6,7 @@ mod bench;
 mod bench_updates;
 mod classify;
 mod convert;
+mod gen;
 mod inputs;
 mod plot;
 mod replay;
@@ -35,6 +36,9 @@ enum Command {
     /// Convert between formats: ClassBench rules → ofctl flows, traces ↔ pcap.
     #[command(subcommand)]
     Convert(convert::Command),
+    /// Workloads: ClassBench-compatible rules, traces, capture mapping, update streams.
+    #[command(subcommand)]
+    Gen(gen::Command),
     /// Benchmarks: classifiers side by side.
     #[command(subcommand)]
     Bench(bench::Command),
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         None => classify::run(&classify::Args::default()),
         Some(Command::Classify(args)) => classify::run(&args),
         Some(Command::Convert(cmd)) => convert::run(&cmd),
+        Some(Command::Gen(cmd)) => gen::run(&cmd),
         Some(Command::Bench(cmd)) => bench::run(&cmd),
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
