@@ -65,6 +65,51 @@ fn ns_per_key(reps: usize, keys: usize, mut f: impl FnMut()) -> f64 {
     t.elapsed().as_nanos() as f64 / (reps * keys) as f64
 }
 
+/// Training time, error and AVX2 lookup time of several stage widths on the same sets.
+fn widths_table(seed: u64) {
+    println!("\nstage widths (same sets; paper Table 1 categories first)");
+    println!(
+        "{:<8} {:>7} {:<14} {:>8} {:>6} {:>7} {:>9} {:>8}",
+        "set", "ranges", "widths", "train_ms", "maxerr", "meanerr", "memory", "ns_avx2"
+    );
+    for kind in ["random", "prefix"] {
+        for n in [100_000usize, 500_000] {
+            let mut rng = StdRng::seed_from_u64(seed ^ n as u64);
+            let r = if kind == "random" { random_ranges(n, &mut rng) } else { prefix_ranges(n, &mut rng) };
+            let keys: Vec<u32> = (0..1 << 16)
+                .map(|_| {
+                    let (lo, hi) = r[rng.gen_range(0..r.len())];
+                    rng.gen_range(lo..=hi)
+                })
+                .collect();
+            let mut out = vec![None; keys.len()];
+            for w in [
+                vec![1, 4, 128],
+                vec![1, 8, 256],
+                vec![1, 8, 512],
+                vec![1, 16, 1024],
+                vec![1, 16, 4096],
+                vec![1, 4, 32, 512],
+            ] {
+                let cfg = TrainConfig { stage_widths: Some(w.clone()), seed, ..TrainConfig::default() };
+                let m = RqRmi::train(&r, &cfg).expect("train");
+                let ns = ns_per_key(20, keys.len(), || m.lookup_batch(black_box(&keys), &mut out));
+                println!(
+                    "{:<8} {:>7} {:<14} {:>8.1} {:>6} {:>7.1} {:>9} {:>8.1}",
+                    kind,
+                    r.len(),
+                    format!("{w:?}").replace(' ', ""),
+                    m.stats().train_ms,
+                    m.max_error(),
+                    m.mean_error(),
+                    m.memory_bytes(),
+                    ns
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     let seed: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     println!("seed {seed}, AVX2 {}", rqvs_rqrmi::simd_available());
@@ -128,4 +173,5 @@ fn main() {
             );
         }
     }
+    widths_table(seed);
 }
