@@ -25,7 +25,7 @@ pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu", "nmu-bs"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
@@ -37,6 +37,12 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
             OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
         "nmu" => NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        "nmu-bs" => {
+            let config = nuevomatch::NuevoMatchConfig { index: nuevomatch::sorted_ranges, ..Default::default() };
+            NuevoMatchUp::build_with(rules, config, TupleMerge::build)
+                .map(|c| Box::new(c) as Box<dyn Classifier>)
+                .map_err(|e| e.to_string())
+        }
         _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
     }
 }

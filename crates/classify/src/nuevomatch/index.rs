@@ -1,13 +1,21 @@
 //! Range indexes: key → the index of the range (iSet bucket) containing it.
 //!
 //! The iSet layer asks one question of its index: which of these sorted, disjoint, inclusive
-//! ranges holds this key, if any. [`SortedRanges`] answers it exactly by binary search; the
-//! learned RQ-RMI model answers it by inference plus a search bounded by the model's error.
+//! ranges holds this key, if any. [`SortedRanges`] answers it exactly by binary search;
+//! [`LearnedRanges`] (the RQ-RMI model) answers it by inference plus a search bounded by the
+//! model's sound error bound — exact too, whatever the model's quality.
 
 /// Maps a key to the index of the range that contains it.
 pub trait RangeIndex: Send + Sync {
     /// Index of the range holding `key`, or `None` when `key` falls in a gap.
     fn find(&self, key: u32) -> Option<usize>;
+
+    /// [`RangeIndex::find`] for every key of `keys` into `out` (same length).
+    fn find_batch(&self, keys: &[u32], out: &mut [Option<usize>]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.find(*k);
+        }
+    }
 
     /// Bytes of the index itself (model and range arrays).
     fn memory_bytes(&self) -> usize;
@@ -60,6 +68,40 @@ impl RangeIndex for SortedRanges {
     }
 }
 
+/// The learned index: RQ-RMI inference, then a binary search bounded by the model's (sound)
+/// error bound over the same ranges (`rqvs-rqrmi`).
+pub struct LearnedRanges(pub rqvs_rqrmi::RqRmi<u32>);
+
+impl LearnedRanges {
+    /// Trains a model over sorted, disjoint, inclusive ranges with the default configuration
+    /// (4K samples per submodel, error target 128, at most 6 sessions).
+    pub fn train(ranges: &[(u32, u32)]) -> Result<LearnedRanges, String> {
+        rqvs_rqrmi::RqRmi::train(ranges, &rqvs_rqrmi::TrainConfig::default())
+            .map(LearnedRanges)
+            .map_err(|e| format!("{e:?}"))
+    }
+}
+
+impl RangeIndex for LearnedRanges {
+    #[inline]
+    fn find(&self, key: u32) -> Option<usize> {
+        self.0.lookup(key)
+    }
+
+    /// Batched inference (AVX2 when the CPU has it, bit-identical to scalar).
+    fn find_batch(&self, keys: &[u32], out: &mut [Option<usize>]) {
+        self.0.lookup_batch(keys, out)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.0.memory_bytes()
+    }
+
+    fn name(&self) -> &'static str {
+        "rq-rmi"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +117,21 @@ mod tests {
             for k in keys.into_iter().chain(pts.iter().copied()) {
                 let want = ranges.iter().position(|&(lo, hi)| lo <= k && k <= hi);
                 prop_assert_eq!(idx.find(k), want);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn learned_equals_binary_search(mut points in prop::collection::btree_set(any::<u32>(), 2..400), keys in prop::collection::vec(any::<u32>(), 1..200)) {
+            let mut pts: Vec<u32> = std::mem::take(&mut points).into_iter().collect();
+            if pts.len() % 2 == 1 { pts.pop(); }
+            let ranges: Vec<(u32, u32)> = pts.chunks(2).map(|c| (c[0], c[1])).collect();
+            let exact = SortedRanges::new(&ranges).unwrap();
+            let learned = LearnedRanges::train(&ranges).unwrap();
+            for k in keys.into_iter().chain(pts.iter().copied()).chain(pts.iter().map(|p| p.wrapping_add(1))) {
+                prop_assert_eq!(learned.find(k), exact.find(k));
             }
         }
     }

@@ -16,8 +16,8 @@
 //! **Small sets.** When the iSets would cover less than the configured minimum, there are none and
 //! every lookup is the remainder's alone, at the remainder's speed.
 //!
-//! The range index is pluggable: [`index::SortedRanges`] (binary search, exact) today; the RQ-RMI
-//! model slots in through the same trait.
+//! The range index is pluggable: [`index::LearnedRanges`] (the RQ-RMI model, default) or
+//! [`index::SortedRanges`] (binary search; classifier name `nmu-bs`), both exact.
 
 pub mod index;
 pub mod iset;
@@ -31,14 +31,20 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{Candidate, CompactMatch, Extras};
 use crate::TupleMerge;
-use index::{RangeIndex, SortedRanges};
+use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
 
 /// Builds a range index over sorted disjoint ranges.
 pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
 
-fn sorted_ranges(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String> {
+/// Binary search over the bucket ranges.
+pub fn sorted_ranges(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String> {
     SortedRanges::new(ranges).map(|i| Box::new(i) as Box<dyn RangeIndex>)
+}
+
+/// An RQ-RMI model over the bucket ranges (the default).
+pub fn learned_ranges(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String> {
+    LearnedRanges::train(ranges).map(|i| Box::new(i) as Box<dyn RangeIndex>)
 }
 
 /// Configuration of a NuevoMatchUp classifier.
@@ -51,7 +57,7 @@ pub struct NuevoMatchConfig {
 
 impl Default for NuevoMatchConfig {
     fn default() -> Self {
-        NuevoMatchConfig { isets: ISetConfig::default(), index: sorted_ranges }
+        NuevoMatchConfig { isets: ISetConfig::default(), index: learned_ranges }
     }
 }
 
@@ -200,22 +206,29 @@ impl<R: Remainder> NuevoMatchUp<R> {
     fn search_isets(&self, key: &FlowKey) -> Option<(u32, RuleId)> {
         let mut best: Option<(u32, RuleId)> = None;
         for s in &self.isets {
-            let Some(b) = s.index.find(s.field.value(key)) else { continue };
-            let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
-            for (p, c) in s.pre[from..to].iter().zip(&s.cands[from..to]) {
-                if key.nw_src & p[1] != p[0] || key.nw_dst & p[3] != p[2] {
-                    continue;
-                }
-                if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
-                    break; // in winner order: nothing further in the bucket beats `best`
-                }
-                if c.m.matches(key, &self.extras) {
-                    best = Some((c.priority, c.id));
-                    break;
-                }
+            if let Some(b) = s.index.find(s.field.value(key)) {
+                self.scan_bucket(s, b, key, &mut best);
             }
         }
         best
+    }
+
+    /// Scans bucket `b` of iSet `s` for `key`, improving `best`.
+    #[inline(always)]
+    fn scan_bucket(&self, s: &ISet, b: usize, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
+        let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
+        for (p, c) in s.pre[from..to].iter().zip(&s.cands[from..to]) {
+            if key.nw_src & p[1] != p[0] || key.nw_dst & p[3] != p[2] {
+                continue;
+            }
+            if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
+                return; // in winner order: nothing further in the bucket beats `best`
+            }
+            if c.m.matches(key, &self.extras) {
+                *best = Some((c.priority, c.id));
+                return;
+            }
+        }
     }
 }
 
@@ -227,6 +240,33 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
         let best = self.search_isets(key);
         self.remainder.lookup_beating(key, best).or(best).map(|(_, id)| id)
+    }
+
+    /// Per iSet, the bucket of every key of the batch in one batched index call (the RQ-RMI
+    /// model's batched inference), then the scans; then the remainder per key.
+    fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
+        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
+        for (chunk, out) in keys.chunks(crate::BATCH).zip(out.chunks_mut(crate::BATCH)) {
+            let n = chunk.len();
+            let mut best: [Option<(u32, RuleId)>; crate::BATCH] = [None; crate::BATCH];
+            let mut values = [0u32; crate::BATCH];
+            let mut buckets = [None; crate::BATCH];
+            for s in &self.isets {
+                for (v, k) in values.iter_mut().zip(chunk) {
+                    *v = s.field.value(k);
+                }
+                s.index.find_batch(&values[..n], &mut buckets[..n]);
+                for j in 0..n {
+                    if let Some(b) = buckets[j] {
+                        self.scan_bucket(s, b, &chunk[j], &mut best[j]);
+                    }
+                }
+            }
+            for j in 0..n {
+                let b = best[j];
+                out[j] = self.remainder.lookup_beating(&chunk[j], b).or(b).map(|(_, id)| id);
+            }
+        }
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
