@@ -110,12 +110,7 @@ fn compare(o: &ovs::Ovs, name: &str, flows: &[Rule], keys: &[FlowKey]) -> Outcom
             }
             _ => false,
         };
-        assert!(
-            same_rule,
-            "{name}: packet {text}: rqvs rule {:?}, OVS {:?}",
-            ours.map(ofctl::format_flows),
-            t.rule
-        );
+        assert!(same_rule, "{name}: packet {text}: rqvs rule {:?}, OVS {:?}", ours.map(ofctl::format_flows), t.rule);
         out.rule_agree += 1;
         let mf = l.megaflow(k);
         let ours_text = mf.to_string();

@@ -27,7 +27,9 @@
 //! and so does rqvs.)
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use hashbrown::HashMap;
 
 use rqvs_flow::{FlowKey, RuleId};
 
