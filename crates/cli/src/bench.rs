@@ -174,6 +174,8 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         mismatches += sample_got.iter().zip(&want).filter(|(g, w)| g != w).count();
 
         progress.set_message(format!("{name}: updates"));
+        // Size and classifier figures as built, before the update round changes them.
+        let (memory, stats) = (c.memory_bytes(), c.stats());
         let updates = if name == "ref" && rules.len() > REFERENCE_UPDATE_LIMIT {
             None
         } else {
@@ -183,14 +185,14 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         rows.push(Row {
             name: name.clone(),
             build,
-            memory: c.memory_bytes(),
+            memory,
             timed_packets: timed.len(),
             ns_batch,
             ns_single,
             mismatches,
             cross: None,
             updates,
-            stats: c.stats(),
+            stats,
         });
         results.push((timed.len() == keys.len()).then_some(got));
     }

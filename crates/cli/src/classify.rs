@@ -21,9 +21,13 @@ pub struct Args {
     /// Packets: ClassBench trace, pcap or pcapng, plain or .xz (default: embedded acl1_1k trace).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Classifier to run: ref, tss, tm or ofproto.
+    /// Classifier to run: ref, tss, tm, ofproto, nmu or nmu-bs.
     #[arg(long, default_value = "ref")]
     pub classifier: String,
+    /// A NuevoMatchUP model saved by `rqvs train` (its rules and trained indexes; replaces
+    /// --rules and --classifier).
+    #[arg(long, conflicts_with = "rules")]
+    pub model: Option<PathBuf>,
     /// Verify N sampled packets against the reference (default: all packets when the set is
     /// small, 10,000 otherwise; 0 disables verification).
     #[arg(long)]
@@ -41,13 +45,34 @@ pub struct Args {
 
 impl Default for Args {
     fn default() -> Self {
-        Args { rules: None, trace: None, classifier: "ref".into(), verify: None, seed: 1, in_port: 1, json: None }
+        Args {
+            rules: None,
+            trace: None,
+            classifier: "ref".into(),
+            model: None,
+            verify: None,
+            seed: 1,
+            in_port: 1,
+            json: None,
+        }
     }
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
     let out = Out::new(args.json.as_deref());
-    let rules = inputs::load_rules(args.rules.as_deref())?;
+    let model = match &args.model {
+        Some(p) => {
+            let bytes = rqvs_flow::io::read_bytes(p)?;
+            let nmu = rqvs_classify::NuevoMatchUp::from_model_bytes(&bytes)
+                .map_err(|e| Failure(format!("{}: {e}", p.display())))?;
+            Some(nmu)
+        }
+        None => None,
+    };
+    let rules = match &model {
+        Some(m) => m.rules(),
+        None => inputs::load_rules(args.rules.as_deref())?,
+    };
     let packets = inputs::load_packets(args.trace.as_deref(), args.in_port)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
     if keys.is_empty() {
@@ -55,7 +80,10 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
 
     let t0 = Instant::now();
-    let classifier = build_by_name(&args.classifier, &rules)?;
+    let classifier: Box<dyn rqvs_classify::Classifier> = match model {
+        Some(m) => Box::new(m),
+        None => build_by_name(&args.classifier, &rules)?,
+    };
     let build = t0.elapsed();
 
     // Timed run: the whole trace in batches of 32, the datapath's unit.
@@ -91,7 +119,10 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let matched = results.iter().filter(|r| r.is_some()).count();
     let distinct: usize = keys.iter().collect::<HashSet<_>>().len();
 
-    let rules_name = report::show(&args.rules, DEFAULT_RULES_NAME);
+    let rules_name = match &args.model {
+        Some(p) => format!("{} (model)", p.display()),
+        None => report::show(&args.rules, DEFAULT_RULES_NAME),
+    };
     let trace_name = report::show(&args.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules       {rules_name}: {} rules", rules.len()));
     out.line(format!("packets     {trace_name}: {} packets, {distinct} distinct flows", keys.len()));

@@ -12,6 +12,7 @@ mod plot;
 mod replay;
 mod report;
 mod trace;
+mod train;
 mod verify;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ enum Command {
     /// Workloads: ClassBench-compatible rules, traces, capture mapping, update streams.
     #[command(subcommand)]
     Gen(gen::Command),
+    /// Train NuevoMatchUP over a rule file and save the model (for `classify --model`).
+    Train(train::Args),
     /// Benchmarks: classifiers side by side.
     #[command(subcommand)]
     Bench(bench::Command),
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Some(Command::Convert(cmd)) => convert::run(&cmd),
         Some(Command::Gen(cmd)) => gen::run(&cmd),
         Some(Command::Bench(cmd)) => bench::run(&cmd),
+        Some(Command::Train(args)) => train::run(&args),
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
     };

@@ -105,3 +105,24 @@ fn bad_seed_file_is_a_one_line_error() {
     let out = rqvs(&["gen", "rules", "--seed-file", "no-such-seed", "--count", "10"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn train_then_classify_with_the_model() {
+    let model = tmp("default.nmu");
+    let out = rqvs(&["train", "--out", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = rqvs(&["classify", "--model", model.to_str().unwrap(), "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["classifier"].as_str(), v["rules"].as_u64(), v["mismatches"].as_u64()),
+        (Some("nmu"), Some(927), Some(0))
+    );
+    let bytes = std::fs::read(&model).unwrap();
+    let cut = tmp("cut.nmu");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = rqvs(&["classify", "--model", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("cut.nmu: model file is truncated"), "{err}");
+}

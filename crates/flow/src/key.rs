@@ -147,6 +147,30 @@ impl FlowKey {
         ]
     }
 
+    /// The inverse of [`FlowKey::to_words`]; bits outside the fields (the top bytes of the MAC
+    /// words, bit 56.. of word 3) are ignored.
+    pub fn from_words(w: &[u64; 5]) -> FlowKey {
+        let mac = |x: u64| {
+            let b = x.to_le_bytes();
+            [b[0], b[1], b[2], b[3], b[4], b[5]]
+        };
+        FlowKey {
+            nw_src: w[0] as u32,
+            nw_dst: (w[0] >> 32) as u32,
+            tp_src: w[1] as u16,
+            tp_dst: (w[1] >> 16) as u16,
+            in_port: (w[1] >> 32) as u32,
+            dl_type: w[2] as u16,
+            vlan_tci: (w[2] >> 16) as u16,
+            tcp_flags: (w[2] >> 32) as u16,
+            nw_proto: (w[2] >> 48) as u8,
+            nw_tos: (w[2] >> 56) as u8,
+            nw_frag: w[3] as u8,
+            dl_src: mac(w[3] >> 8),
+            dl_dst: mac(w[4]),
+        }
+    }
+
     /// True when this is an IPv4 packet.
     #[inline]
     pub fn is_ip(&self) -> bool {
@@ -241,6 +265,8 @@ mod tests {
         let fields = [k.nw_src != 0, k.dl_src != [0; 6], k.dl_dst != [0; 6], k.nw_frag != 0];
         assert!(fields.iter().all(|&f| f));
         assert_ne!(FlowKey { dl_dst: [0; 6], ..k }.to_words(), kw);
+        assert_eq!(FlowKey::from_words(&kw), k);
+        assert_eq!(FlowKey::from_words(&FlowKey::EXACT.to_words()), FlowKey::EXACT);
     }
 
     #[test]

@@ -20,6 +20,16 @@ pub trait RangeIndex: Send + Sync {
     /// Bytes of the index itself (model and range arrays).
     fn memory_bytes(&self) -> usize;
 
+    /// Range `i`, when the index can tell.
+    fn range(&self, _i: usize) -> Option<(u32, u32)> {
+        None
+    }
+
+    /// The index in a file format of its own, when it has one (the learned model does).
+    fn to_bytes(&self) -> Option<Vec<u8>> {
+        None
+    }
+
     /// Short name for reports.
     fn name(&self) -> &'static str;
 }
@@ -63,6 +73,10 @@ impl RangeIndex for SortedRanges {
         (self.lo.capacity() + self.hi.capacity()) * 4
     }
 
+    fn range(&self, i: usize) -> Option<(u32, u32)> {
+        Some((*self.lo.get(i)?, *self.hi.get(i)?))
+    }
+
     fn name(&self) -> &'static str {
         "binary-search"
     }
@@ -95,6 +109,14 @@ impl RangeIndex for LearnedRanges {
 
     fn memory_bytes(&self) -> usize {
         self.0.memory_bytes()
+    }
+
+    fn range(&self, i: usize) -> Option<(u32, u32)> {
+        (i < self.0.len()).then(|| self.0.range(i))
+    }
+
+    fn to_bytes(&self) -> Option<Vec<u8>> {
+        Some(self.0.to_bytes())
     }
 
     fn name(&self) -> &'static str {

@@ -22,6 +22,7 @@
 pub mod index;
 pub mod iset;
 pub mod live;
+pub mod model_file;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -115,18 +116,38 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
+        let (plans, rest) = iset::partition(rules, &config.isets);
+        let mut indexes = Vec::with_capacity(plans.len());
+        for plan in &plans {
+            let ranges: Vec<(u32, u32)> = plan.buckets.iter().map(|b| (b.lo, b.hi)).collect();
+            indexes.push((config.index)(&ranges).map_err(|e| ClassifierError::Unsupported(RuleId(0), e))?);
+        }
+        let mut c = Self::assemble(rules, config, &plans, indexes, &rest, make_remainder)?;
+        c.build_time = t0.elapsed();
+        Ok(c)
+    }
+
+    /// Puts a classifier together from a partition (`plans` and `rest` index into `rules`) and
+    /// one ready index per plan — what `build_with` does after training, and what loading a
+    /// saved model does instead of training.
+    pub(crate) fn assemble(
+        rules: &[Rule],
+        config: NuevoMatchConfig,
+        plans: &[iset::PlannedISet],
+        indexes: Vec<Box<dyn RangeIndex>>,
+        rest: &[usize],
+        make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
+    ) -> Result<Self, ClassifierError> {
+        let t0 = Instant::now();
         let mut by_id: HashMap<RuleId, (Location, Rule)> = HashMap::with_capacity(rules.len());
         for r in rules {
             if by_id.insert(r.id, (Location::Remainder, r.clone())).is_some() {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
-        let (plans, rest) = iset::partition(rules, &config.isets);
         let mut extras = Extras::default();
         let mut isets = Vec::with_capacity(plans.len());
-        for (s, plan) in plans.iter().enumerate() {
-            let ranges: Vec<(u32, u32)> = plan.buckets.iter().map(|b| (b.lo, b.hi)).collect();
-            let index = (config.index)(&ranges).map_err(|e| ClassifierError::Unsupported(RuleId(0), e))?;
+        for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
             let mut offsets = Vec::with_capacity(plan.buckets.len() + 1);
             let mut all: Vec<Candidate> = Vec::with_capacity(plan.rules());
             offsets.push(0u32);
@@ -169,6 +190,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
     ) -> Result<Self, ClassifierError> {
         let all: Vec<Rule> = self.rules.values().map(|(_, r)| r.clone()).collect();
         Self::build_with(&all, self.config, make_remainder)
+    }
+
+    /// Every live rule (any order).
+    pub fn rules(&self) -> Vec<Rule> {
+        self.rules.values().map(|(_, r)| r.clone()).collect()
     }
 
     /// Share of live rules held by iSets.
