@@ -62,18 +62,71 @@ impl Default for NuevoMatchConfig {
     }
 }
 
-/// An address pre-filter entry that no key passes (a removed rule's slot).
-const DEAD: [u32; 4] = [1, 0, 1, 0];
+/// Candidates are scanned in groups of this many (buckets are padded to a multiple of it).
+const LANES: usize = 8;
+
+/// The address pre-filter of an iSet's candidates, one array per word (structure of arrays), so
+/// a group of [`LANES`] candidates is checked with a few vector compares (the loop below is
+/// plain Rust that the compiler vectorizes; there is no `unsafe`). A slot with `src_v = 1,
+/// src_m = 0` passes no key: removed rules and padding.
+#[derive(Default)]
+struct Prefilter {
+    src_v: Vec<u32>,
+    src_m: Vec<u32>,
+    dst_v: Vec<u32>,
+    dst_m: Vec<u32>,
+}
+
+impl Prefilter {
+    fn push(&mut self, [sv, sm, dv, dm]: [u32; 4]) {
+        self.src_v.push(sv);
+        self.src_m.push(sm);
+        self.dst_v.push(dv);
+        self.dst_m.push(dm);
+    }
+
+    fn push_dead(&mut self) {
+        self.push([1, 0, 1, 0]);
+    }
+
+    fn is_dead(&self, j: usize) -> bool {
+        self.src_m[j] == 0 && self.src_v[j] == 1
+    }
+
+    fn kill(&mut self, j: usize) {
+        self.src_v[j] = 1;
+        self.src_m[j] = 0;
+    }
+
+    /// Bit `i` set when slot `j + i` passes for these addresses (`j` a multiple of [`LANES`]).
+    #[inline(always)]
+    fn group(&self, j: usize, src: u32, dst: u32) -> u32 {
+        let sv: &[u32; LANES] = self.src_v[j..j + LANES].try_into().expect("padded");
+        let sm: &[u32; LANES] = self.src_m[j..j + LANES].try_into().expect("padded");
+        let dv: &[u32; LANES] = self.dst_v[j..j + LANES].try_into().expect("padded");
+        let dm: &[u32; LANES] = self.dst_m[j..j + LANES].try_into().expect("padded");
+        let mut bits = 0u32;
+        for i in 0..LANES {
+            let ok = ((src & sm[i]) == sv[i]) & ((dst & dm[i]) == dv[i]);
+            bits |= u32::from(ok) << i;
+        }
+        bits
+    }
+
+    fn memory_bytes(&self) -> usize {
+        4 * 4 * self.src_v.capacity()
+    }
+}
 
 struct ISet {
     field: Field,
     index: Box<dyn RangeIndex>,
-    /// Bucket `b` is `cands[offsets[b]..offsets[b + 1]]`, in winner order.
+    /// Bucket `b` is `cands[offsets[b]..offsets[b + 1]]`, in winner order, padded with dead
+    /// slots to a multiple of [`LANES`].
     offsets: Vec<u32>,
     cands: Vec<Candidate>,
-    /// Parallel to `cands`: `[src_v, src_m, dst_v, dst_m]`, a 16-byte address check made before
-    /// touching the 64-byte candidate — a bucket scan reads 4 of these per cache line.
-    pre: Vec<[u32; 4]>,
+    /// Parallel to `cands`: the address check made before touching a 64-byte candidate.
+    pre: Prefilter,
     live: usize,
 }
 
@@ -149,7 +202,8 @@ impl<R: Remainder> NuevoMatchUp<R> {
         let mut isets = Vec::with_capacity(plans.len());
         for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
             let mut offsets = Vec::with_capacity(plan.buckets.len() + 1);
-            let mut all: Vec<Candidate> = Vec::with_capacity(plan.rules());
+            let mut all: Vec<Candidate> = Vec::with_capacity(plan.rules() + LANES * plan.buckets.len());
+            let mut pre = Prefilter::default();
             offsets.push(0u32);
             for (b, pb) in plan.buckets.iter().enumerate() {
                 let mut cands: Vec<Candidate> = pb
@@ -164,17 +218,20 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     })
                     .collect();
                 cands.sort_by_key(|c| (std::cmp::Reverse(c.priority), c.id));
-                all.extend(cands);
+                for c in cands {
+                    let (v, k) = {
+                        let m = &by_id[&c.id].1.matches;
+                        (*m.value(), *m.mask())
+                    };
+                    pre.push([v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]);
+                    all.push(c);
+                }
+                while all.len() % LANES != 0 {
+                    pre.push_dead();
+                    all.push(Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() });
+                }
                 offsets.push(all.len() as u32);
             }
-            let pre = all
-                .iter()
-                .map(|c| {
-                    let r = &by_id[&c.id].1.matches;
-                    let (v, k) = (r.value(), r.mask());
-                    [v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]
-                })
-                .collect();
             isets.push(ISet { field: plan.field, index, offsets, cands: all, pre, live: plan.rules() });
         }
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
@@ -243,17 +300,21 @@ impl<R: Remainder> NuevoMatchUp<R> {
     #[inline(always)]
     fn scan_bucket(&self, s: &ISet, b: usize, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
         let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
-        for (p, c) in s.pre[from..to].iter().zip(&s.cands[from..to]) {
-            if key.nw_src & p[1] != p[0] || key.nw_dst & p[3] != p[2] {
-                continue;
+        let mut j = from;
+        while j < to {
+            let mut bits = s.pre.group(j, key.nw_src, key.nw_dst);
+            while bits != 0 {
+                let c = &s.cands[j + bits.trailing_zeros() as usize];
+                bits &= bits - 1;
+                if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
+                    return; // in winner order: nothing further in the bucket beats `best`
+                }
+                if c.m.matches(key, &self.extras) {
+                    *best = Some((c.priority, c.id));
+                    return;
+                }
             }
-            if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
-                return; // in winner order: nothing further in the bucket beats `best`
-            }
-            if c.m.matches(key, &self.extras) {
-                *best = Some((c.priority, c.id));
-                return;
-            }
+            j += LANES;
         }
     }
 }
@@ -313,9 +374,9 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
             Location::ISet { iset, bucket } => {
                 let s = &mut self.isets[iset as usize];
                 let (from, to) = (s.offsets[bucket as usize] as usize, s.offsets[bucket as usize + 1] as usize);
-                if let Some(at) = (from..to).find(|&j| s.cands[j].id == id && s.pre[j] != DEAD) {
+                if let Some(at) = (from..to).find(|&j| s.cands[j].id == id && !s.pre.is_dead(j)) {
                     // Marked dead in place: the bucket's layout (and the index) stay as they are.
-                    s.pre[at] = DEAD;
+                    s.pre.kill(at);
                     s.cands[at].m.release(&mut self.extras);
                     s.cands[at].m = CompactMatch::never();
                     s.live -= 1;
@@ -351,7 +412,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
             + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Rule)>());
         for s in &self.isets {
             bytes += s.index.memory_bytes();
-            bytes += s.offsets.capacity() * 4 + s.pre.capacity() * 16 + s.cands.capacity() * size_of::<Candidate>();
+            bytes += s.offsets.capacity() * 4 + s.pre.memory_bytes() + s.cands.capacity() * size_of::<Candidate>();
         }
         bytes
     }

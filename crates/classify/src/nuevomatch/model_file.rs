@@ -20,7 +20,7 @@ use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::index::LearnedRanges;
 use super::iset::{Field, PlannedBucket, PlannedISet};
-use super::{Location, NuevoMatchConfig, NuevoMatchUp, DEAD};
+use super::{Location, NuevoMatchConfig, NuevoMatchUp};
 use crate::{ClassifierError, TupleMerge};
 
 const MAGIC: &[u8; 8] = b"RQVSNMU\0";
@@ -203,7 +203,7 @@ impl NuevoMatchUp<TupleMerge> {
                 let (lo, hi) = s.index.range(b).ok_or(ModelError::NotLearned)?;
                 p.u32(lo);
                 p.u32(hi);
-                let live: Vec<u32> = (from..to).filter(|&j| s.pre[j] != DEAD).map(|j| s.cands[j].id.0).collect();
+                let live: Vec<u32> = (from..to).filter(|&j| !s.pre.is_dead(j)).map(|j| s.cands[j].id.0).collect();
                 p.u32(live.len() as u32);
                 for id in live {
                     p.u32(id);
