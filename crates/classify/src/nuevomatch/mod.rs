@@ -226,7 +226,8 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     pre.push([v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]);
                     all.push(c);
                 }
-                while all.len() % LANES != 0 {
+                let pad = (LANES - all.len() % LANES) % LANES;
+                for _ in 0..pad {
                     pre.push_dead();
                     all.push(Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() });
                 }
