@@ -1,6 +1,8 @@
 //! The reference classifier on the real ClassBench sets, and the ClassBench → OpenFlow conversion
 //! checked packet by packet.
 
+// One copy, shared by the crates whose tests read the ClassBench data.
+#[path = "../../flow/tests/shared_data/mod.rs"]
 mod shared_data;
 
 use rqvs_classify::{winner_by_definition, Classifier, Reference};

@@ -13,6 +13,8 @@
 //! Skips with a message when OVS cannot start, unless `RQVS_REQUIRE_OVS=1`.
 
 mod ovs;
+// One copy, shared by the crates whose tests read the ClassBench data.
+#[path = "../../flow/tests/shared_data/mod.rs"]
 mod shared_data;
 
 use rand::{Rng, SeedableRng};

@@ -3,6 +3,8 @@
 //! with and without the cuckoo distributor), gets the action of the reference classifier's winning
 //! rule and the slow path's action. Counters sum exactly.
 
+// One copy, shared by the crates whose tests read the ClassBench data.
+#[path = "../../flow/tests/shared_data/mod.rs"]
 mod shared_data;
 
 use rqvs_classify::ofproto::wire_key;
