@@ -193,6 +193,7 @@ impl OfTable {
         let mut ctx = TrieCtx::default();
         let mut best: Option<Entry> = None;
         let mut searched = 0;
+        let kw = key.to_words();
         for &si in &self.order {
             let st = self.subtables[si].as_ref().expect("live subtable");
             if let Some(b) = best {
@@ -210,7 +211,7 @@ impl OfTable {
                 }
             }
             searched += 1;
-            if let Some(e) = st.find_wc(key, &self.tries, &mut ctx, &mut wc) {
+            if let Some(e) = st.find_wc(key, &kw, &self.tries, &mut ctx, &mut wc) {
                 match best {
                     Some(b) if b.rank() <= e.rank() => {}
                     _ => best = Some(e),

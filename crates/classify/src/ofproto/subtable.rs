@@ -134,8 +134,17 @@ struct Stage {
     segment: Segment,
     /// The mask bits of this stage.
     mask: FlowKey,
-    /// The mask bits of this stage and all earlier ones.
-    cumulative: FlowKey,
+    /// The mask bits of this stage and all earlier ones, as the words of [`FlowKey::to_words`]
+    /// (what the stage index is keyed by).
+    cumulative_words: Words,
+}
+
+/// A key as the five words of [`FlowKey::to_words`].
+type Words = [u64; 5];
+
+#[inline(always)]
+fn mask_words(k: &Words, m: &Words) -> Words {
+    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
 }
 
 /// A rule as a subtable holds it.
@@ -163,12 +172,16 @@ pub struct TrieCtx {
 pub struct Subtable {
     pub mask: FlowKey,
     stages: Vec<Stage>,
-    /// For each stage but the final one: masked values (this stage and earlier) → rule count.
-    indices: Vec<HashMap<FlowKey, u32>>,
-    /// Masked value → its rules in winner order.
-    rules: HashMap<FlowKey, Vec<Entry>>,
+    /// For each stage but the final one: masked values (this stage and earlier, as words) → rule
+    /// count.
+    indices: Vec<HashMap<Words, u32>>,
+    /// Masked value (as words) → its rules in winner order.
+    rules: HashMap<Words, Vec<Entry>>,
+    mask_words: Words,
     /// Every rule's rank → its number of parts here, for the maximum priority and the best rank.
     ranks: BTreeMap<(Reverse<u32>, RuleId), u32>,
+    /// The first key of `ranks`, cached: lookups read it for every subtable they consider.
+    best: Option<(Reverse<u32>, RuleId)>,
     /// Prefix length on each [`PrefixField`] (0: not in that trie).
     pub trie_plen: [u32; 2],
     /// OVS's `ports_mask_len`: 32 minus the trailing zeros of the ports mask as one 32-bit value.
@@ -186,7 +199,7 @@ impl Subtable {
             let m = seg.restrict(&mask);
             if m != FlowKey::default() {
                 cumulative = cumulative.union(&m);
-                stages.push(Stage { segment: seg, mask: m, cumulative });
+                stages.push(Stage { segment: seg, mask: m, cumulative_words: cumulative.to_words() });
             }
         }
         let n_indices = stages.len().saturating_sub(1);
@@ -196,7 +209,9 @@ impl Subtable {
             stages,
             indices: vec![HashMap::new(); n_indices],
             rules: HashMap::new(),
+            mask_words: mask.to_words(),
             ranks: BTreeMap::new(),
+            best: None,
             trie_plen: [cidr_len(mask.nw_dst), cidr_len(mask.nw_src)],
             ports_mask_len: if ports_mask == 0 { 0 } else { 32 - ports_mask.trailing_zeros() },
             ports_trie: PrefixTrie::default(),
@@ -215,23 +230,25 @@ impl Subtable {
 
     /// The highest priority held (the subtable's place in the search order).
     pub fn max_priority(&self) -> Option<u32> {
-        self.ranks.keys().next().map(|(Reverse(p), _)| *p)
+        self.best.map(|(Reverse(p), _)| p)
     }
 
     /// The best rank held.
     pub fn best_rank(&self) -> Option<(Reverse<u32>, RuleId)> {
-        self.ranks.keys().next().copied()
+        self.best
     }
 
     /// Adds a rule whose value is already masked with this subtable's mask.
     pub fn insert(&mut self, value: FlowKey, entry: Entry) {
+        let words = value.to_words();
         for (stage, index) in self.stages.iter().zip(&mut self.indices) {
-            *index.entry(value.masked(&stage.cumulative)).or_insert(0) += 1;
+            *index.entry(mask_words(&words, &stage.cumulative_words)).or_insert(0) += 1;
         }
-        let list = self.rules.entry(value).or_default();
+        let list = self.rules.entry(words).or_default();
         let at = list.partition_point(|e| e.rank() < entry.rank());
         list.insert(at, entry);
         *self.ranks.entry(entry.rank()).or_insert(0) += 1;
+        self.best = self.ranks.keys().next().copied();
         if self.ports_mask_len > 0 {
             self.ports_trie.insert(ports_of(&value), self.ports_mask_len);
         }
@@ -239,7 +256,8 @@ impl Subtable {
 
     /// Removes a rule; returns false when it is not here.
     pub fn remove(&mut self, value: FlowKey, entry: Entry) -> bool {
-        let Some(list) = self.rules.get_mut(&value) else {
+        let words = value.to_words();
+        let Some(list) = self.rules.get_mut(&words) else {
             return false;
         };
         let Some(at) = list.iter().position(|e| *e == entry) else {
@@ -247,10 +265,10 @@ impl Subtable {
         };
         list.remove(at);
         if list.is_empty() {
-            self.rules.remove(&value);
+            self.rules.remove(&words);
         }
         for (stage, index) in self.stages.iter().zip(&mut self.indices) {
-            let key = value.masked(&stage.cumulative);
+            let key = mask_words(&words, &stage.cumulative_words);
             if let Some(n) = index.get_mut(&key) {
                 *n -= 1;
                 if *n == 0 {
@@ -264,6 +282,7 @@ impl Subtable {
                 self.ranks.remove(&entry.rank());
             }
         }
+        self.best = self.ranks.keys().next().copied();
         if self.ports_mask_len > 0 {
             self.ports_trie.remove(ports_of(&value), self.ports_mask_len);
         }
@@ -272,7 +291,13 @@ impl Subtable {
 
     /// The best rule of this subtable matching `key` (no wildcard tracking).
     pub fn find(&self, key: &FlowKey) -> Option<Entry> {
-        self.rules.get(&key.masked(&self.mask)).map(|l| l[0])
+        self.find_words(&key.to_words())
+    }
+
+    /// [`Subtable::find`] on a key already packed with [`FlowKey::to_words`].
+    #[inline]
+    fn find_words(&self, kw: &Words) -> Option<Entry> {
+        self.rules.get(&mask_words(kw, &self.mask_words)).map(|l| l[0])
     }
 
     /// The staged lookup of OVS's `find_match_wc`: the best rule of this subtable matching `key`,
@@ -281,6 +306,7 @@ impl Subtable {
     pub fn find_wc(
         &self,
         key: &FlowKey,
+        kw: &Words,
         tries: &[PrefixTrie; 2],
         ctx: &mut TrieCtx,
         wc: &mut FlowKey,
@@ -296,12 +322,12 @@ impl Subtable {
                 break;
             }
             so_far = so_far.union(&stage.mask);
-            if !self.indices[i].contains_key(&key.masked(&stage.cumulative)) {
+            if !self.indices[i].contains_key(&mask_words(kw, &stage.cumulative_words)) {
                 *wc = wc.union(&so_far);
                 return None;
             }
         }
-        let found = self.find(key);
+        let found = self.find_words(kw);
         if found.is_none() && self.ports_mask_len > 0 {
             let pmask = ports_of(&self.mask);
             let mbits = self.ports_trie.lookup(ports_of(key) & pmask).maskbits;
@@ -349,10 +375,9 @@ impl Subtable {
 
     /// Bytes held (estimate: every allocation this subtable makes).
     pub fn memory_bytes(&self) -> usize {
-        let fk = std::mem::size_of::<FlowKey>();
-        let idx: usize = self.indices.iter().map(|i| i.capacity() * (fk + 8)).sum();
+        let idx: usize = self.indices.iter().map(|i| i.capacity() * (40 + 8)).sum();
         let rules: usize = self.rules.values().map(|l| l.capacity() * std::mem::size_of::<Entry>()).sum::<usize>()
-            + self.rules.capacity() * (fk + 32);
+            + self.rules.capacity() * (40 + 32);
         std::mem::size_of::<Self>() + idx + rules + self.ranks.len() * 32 + self.ports_trie.memory_bytes()
     }
 }
