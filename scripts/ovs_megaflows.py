@@ -133,6 +133,8 @@ def main():
             sig = re.sub(r"=([^,()/]*)(/[^,()]*)?", lambda m: "=" + (m.group(2) or "*"), key)
             # tcp_flags(VALUE/MASK) has no "=": keep the mask only.
             sig = re.sub(r"tcp_flags\(([^/)]*)(/[^)]*)?\)", lambda m: "tcp_flags(" + (m.group(2) or "*") + ")", sig)
+            # A datapath mask is bits, not protocol names: tcp/udp/sctp ports are the same bits.
+            sig = re.sub(r"\b(tcp|udp|sctp)\(", "l4(", sig)
             masks.add(sig)
         hit, missed, lost = (int(x) for x in looked.groups()) if looked else (-1, -1, -1)
         print(json.dumps({"packets": done, "hit": hit, "missed": missed, "lost": lost,
