@@ -126,13 +126,20 @@ def main():
         looked = re.search(r"lookups: hit:(\d+) missed:(\d+) lost:(\d+)", show)
         out = run(["ovs-appctl", "-t", ctl, "dpctl/dump-flows"], env=env)
         lines = [l for l in out.splitlines() if l.startswith("recirc_id")]
+        if os.environ.get("OVS_DUMP"):
+            open(os.environ["OVS_DUMP"], "w").write(out)
         masks = set()
         for l in lines:
             key = l.split(", packets:")[0]
             # Keep field names and masks; drop values: "dst=10.1.2.3/255.0.0.0" -> "dst=/255.0.0.0".
             sig = re.sub(r"=([^,()/]*)(/[^,()]*)?", lambda m: "=" + (m.group(2) or "*"), key)
-            # tcp_flags(VALUE/MASK) has no "=": keep the mask only.
-            sig = re.sub(r"tcp_flags\(([^/)]*)(/[^)]*)?\)", lambda m: "tcp_flags(" + (m.group(2) or "*") + ")", sig)
+            # tcp_flags(+syn-ack) or tcp_flags(VALUE/MASK): the mask is the set of flags named.
+            def flags_mask(m):
+                body = m.group(1)
+                if "/" in body:
+                    return "tcp_flags(" + body.split("/", 1)[1] + ")"
+                return "tcp_flags(" + ",".join(sorted(re.findall(r"[+-]([a-z0-9\[\]]+)", body))) + ")"
+            sig = re.sub(r"tcp_flags\(([^)]*)\)", flags_mask, sig)
             # A datapath mask is bits, not protocol names: tcp/udp/sctp ports are the same bits.
             sig = re.sub(r"\b(tcp|udp|sctp)\(", "l4(", sig)
             masks.add(sig)
