@@ -84,7 +84,8 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     let key = wire_key(&parse_packet(flow)?);
     let l = c.lookup_wc(&key);
     let mf = l.megaflow(&key);
-    println!("Flow: {}", format_packet(&key));
+    let out = crate::report::Out::new(args.json.as_deref());
+    out.line(format!("Flow: {}", format_packet(&key)));
     match l.rule.and_then(|id| c.rule(id)) {
         Some(r) => {
             let m = ofctl::format_match(&r.matches)?;
@@ -93,14 +94,13 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
             if r.cookie != 0 {
                 line.push_str(&format!(", cookie {:#x}", r.cookie));
             }
-            println!(" 0. {line}\n    {}", r.actions);
+            out.line(format!(" 0. {line}\n    {}", r.actions));
         }
-        None => println!(" 0. No match.\n    drop"),
+        None => out.line(" 0. No match.\n    drop"),
     }
-    println!("Megaflow: {mf}");
-    if let Some(out) = &args.json {
+    out.line(format!("Megaflow: {mf}"));
+    if let Some(path_out) = &args.json {
         let v = serde_json::json!({
-            "command": "trace",
             "rules_file": args.rules.display().to_string(),
             "flow": format_packet(&key),
             "rule": l.rule.map(|id| id.0),
@@ -108,7 +108,8 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
             "megaflow": mf.to_string(),
             "subtables_searched": l.subtables_searched,
         });
-        write_json(out, &v)?;
+        let serde_json::Value::Object(map) = v else { unreachable!("a JSON object literal") };
+        crate::report::write_json(path_out, "trace", map)?;
     }
     Ok(())
 }
@@ -144,21 +145,21 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     }
     let distinct: HashSet<&FlowKey> = keys.iter().collect();
     let megaflows: usize = cache.values().map(HashMap::len).sum();
-    println!("rules file        {}", args.rules.display());
-    println!("flows (OpenFlow)  {}", c.len());
-    println!("subtables         {}", c.subtables(0));
-    println!("trace             {}", path.display());
-    println!("packets           {}", keys.len());
-    println!("distinct headers  {}", distinct.len());
-    println!("upcalls           {upcalls}");
-    println!("megaflows         {megaflows}");
-    println!("masks             {}", masks.len());
-    println!("subtables/upcall  {:.1}", searched as f64 / upcalls.max(1) as f64);
-    println!("mismatches        {mismatches}");
-    println!("time              {:.2} s", start.elapsed().as_secs_f64());
-    if let Some(out) = &args.json {
+    let out = crate::report::Out::new(args.json.as_deref());
+    out.line(format!("rules file        {}", args.rules.display()));
+    out.line(format!("flows (OpenFlow)  {}", c.len()));
+    out.line(format!("subtables         {}", c.subtables(0)));
+    out.line(format!("trace             {}", path.display()));
+    out.line(format!("packets           {}", keys.len()));
+    out.line(format!("distinct headers  {}", distinct.len()));
+    out.line(format!("upcalls           {upcalls}"));
+    out.line(format!("megaflows         {megaflows}"));
+    out.line(format!("masks             {}", masks.len()));
+    out.line(format!("subtables/upcall  {:.1}", searched as f64 / upcalls.max(1) as f64));
+    out.line(format!("mismatches        {mismatches}"));
+    out.line(format!("time              {:.2} s", start.elapsed().as_secs_f64()));
+    if let Some(path_out) = &args.json {
         let v = serde_json::json!({
-            "command": "trace",
             "rules_file": args.rules.display().to_string(),
             "trace_file": path.display().to_string(),
             "flows": c.len(),
@@ -170,7 +171,8 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
             "masks": masks.len(),
             "mismatches": mismatches,
         });
-        write_json(out, &v)?;
+        let serde_json::Value::Object(map) = v else { unreachable!("a JSON object literal") };
+        crate::report::write_json(path_out, "trace", map)?;
     }
     if mismatches > 0 {
         return Err(Failure(format!("{mismatches} packets hit a megaflow whose rule differs from the slow path's")));
@@ -178,12 +180,3 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
-fn write_json(out: &std::path::Path, v: &serde_json::Value) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(v)?;
-    if out.as_os_str() == "-" {
-        println!("{text}");
-    } else {
-        std::fs::write(out, text + "\n").map_err(|e| format!("{}: {e}", out.display()))?;
-    }
-    Ok(())
-}
