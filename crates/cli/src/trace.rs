@@ -179,4 +179,3 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     }
     Ok(())
 }
-
