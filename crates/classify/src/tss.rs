@@ -17,11 +17,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use hashbrown::HashTable;
+use rqvs_flow::key::mask_words;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 
-type Words = [u64; 5];
+type Words = rqvs_flow::key::KeyWords;
 
 /// Hash of the masked words `w` over the words set in `active` (bit i = word i).
 #[inline(always)]
@@ -33,11 +34,6 @@ pub(crate) fn hash_words(w: &Words, active: u8) -> u64 {
         }
     }
     h ^ (h >> 29)
-}
-
-#[inline(always)]
-fn mask_words(k: &Words, m: &Words) -> Words {
-    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
 }
 
 /// All rules (entries) whose masked value is `key`, best first.

@@ -38,6 +38,15 @@ pub const FLOW_NW_FRAG_LATER: u8 = 2;
 /// The TCP flag bits OVS can match (12 bits).
 pub const TCP_FLAGS_MASK: u16 = 0x0fff;
 
+/// A key packed by [`FlowKey::to_words`]: what hash tables over masked keys store and hash.
+pub type KeyWords = [u64; 5];
+
+/// `k & m`, word by word (masking commutes with packing: see [`FlowKey::to_words`]).
+#[inline(always)]
+pub fn mask_words(k: &KeyWords, m: &KeyWords) -> KeyWords {
+    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
+}
+
 /// One packet's header fields (or, used as a mask, the bits of them that are examined).
 ///
 /// Plain old data, 40 bytes, `Copy`; `Default` is the all-zero key (or the all-wildcard mask).

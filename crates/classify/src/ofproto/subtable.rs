@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
+use rqvs_flow::key::mask_words;
 use rqvs_flow::{FlowKey, RuleId};
 
 use super::trie::{PrefixTrie, TrieLookup};
@@ -140,12 +141,7 @@ struct Stage {
 }
 
 /// A key as the five words of [`FlowKey::to_words`].
-type Words = [u64; 5];
-
-#[inline(always)]
-fn mask_words(k: &Words, m: &Words) -> Words {
-    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
-}
+type Words = rqvs_flow::key::KeyWords;
 
 /// A rule as a subtable holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
