@@ -33,25 +33,13 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Failure> {
     }
 }
 
-/// True when `bytes` start with a pcap or pcapng magic number.
-pub fn is_capture(bytes: &[u8]) -> bool {
-    const MAGICS: [[u8; 4]; 5] = [
-        [0xd4, 0xc3, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0xc3, 0xd4],
-        [0x4d, 0x3c, 0xb2, 0xa1],
-        [0xa1, 0xb2, 0x3c, 0x4d],
-        [0x0a, 0x0d, 0x0d, 0x0a],
-    ];
-    bytes.len() >= 4 && MAGICS.iter().any(|m| bytes[..4] == m[..])
-}
-
 /// Packets from a ClassBench trace or a pcap/pcapng capture (sniffed by magic), plain or xz.
 pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Failure> {
     let (name, bytes) = match path {
         Some(p) => (p.display().to_string(), read_bytes(p)?),
         None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
     };
-    if is_capture(&bytes) {
+    if pcap::is_capture(&bytes) {
         let cap = pcap::parse_capture(&name, &bytes, in_port)?;
         let entries = cap.keys.iter().map(|&k| TraceEntry::from_key(k)).collect();
         return Ok(Packets { entries, capture: Some(cap.stats) });

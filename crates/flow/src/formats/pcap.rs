@@ -122,6 +122,11 @@ const PCAP_MAGICS: [[u8; 4]; 4] =
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0x00];
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// True when `bytes` start like a pcap (either byte order, µs or ns) or pcapng file.
+pub fn is_capture(bytes: &[u8]) -> bool {
+    bytes.get(..4).is_some_and(|m| PCAP_MAGICS.iter().any(|p| p[..] == *m) || *m == PCAPNG_MAGIC)
+}
 const PCAP_FILE_HEADER_LEN: usize = 24;
 const PCAP_RECORD_HEADER_LEN: usize = 16;
 const PCAPNG_BLOCK_HEADER_LEN: usize = 12;
