@@ -114,6 +114,9 @@ impl TupleSpace {
         let i = match self.free.pop() {
             Some(i) => {
                 self.subtables[i as usize] = Some(st);
+                // The slot's cached max belongs to the freed subtable; a new, empty one ranks
+                // last, or `order` stops being sorted and `reposition` misplaces its neighbours.
+                self.max_priority[i as usize] = 0;
                 i
             }
             None => {
@@ -150,6 +153,14 @@ impl TupleSpace {
         } else {
             self.reposition(i);
         }
+    }
+
+    /// The invariant lookups rely on: `order` by descending max priority, and the cache true.
+    fn order_is_sorted(&self) -> bool {
+        let cached_ok = self.order.iter().all(|&i| {
+            self.subtables[i as usize].as_ref().is_some_and(|s| s.max_priority() == self.max_priority[i as usize])
+        });
+        cached_ok && self.order.windows(2).all(|w| self.max_priority[w[0] as usize] >= self.max_priority[w[1] as usize])
     }
 
     fn add_entry(&mut self, i: u32, key: Words, prio: u32, id: RuleId) {
@@ -251,6 +262,7 @@ impl Classifier for TupleSpace {
             self.reposition(i);
         }
         self.rules.insert(rule.id, Record { rule, placements });
+        debug_assert!(self.order_is_sorted());
         Ok(())
     }
 
@@ -266,6 +278,7 @@ impl Classifier for TupleSpace {
         for i in touched {
             self.release_if_empty(i);
         }
+        debug_assert!(self.order_is_sorted());
         Some(rec.rule)
     }
 
@@ -311,6 +324,25 @@ mod tests {
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| Box::new(TupleSpace::build(rules).unwrap()))?;
+        }
+
+        /// Churn that frees and reuses subtable slots keeps `order` sorted after every update
+        /// (a reused slot once kept its old cached max and broke lookups after re-insertion).
+        #[test]
+        fn order_stays_sorted_under_churn(case in testing::arb_case(), picks in prop::collection::vec(any::<prop::sample::Index>(), 1..40)) {
+            let mut t = TupleSpace::build(&case.rules).unwrap();
+            let mut out: Vec<Rule> = Vec::new();
+            for (n, ix) in picks.iter().enumerate() {
+                if n % 3 == 2 && !out.is_empty() {
+                    t.insert(out.remove(ix.index(out.len()))).unwrap();
+                } else {
+                    let live: Vec<RuleId> = case.rules.iter().map(|r| r.id).filter(|id| t.rules.contains_key(id)).collect();
+                    if live.is_empty() { continue; }
+                    out.push(t.remove(live[ix.index(live.len())]).unwrap());
+                }
+                prop_assert!(t.order_is_sorted(), "after update {}", n);
+            }
+            for r in out { t.insert(r).unwrap(); prop_assert!(t.order_is_sorted()); }
         }
     }
 
