@@ -5,6 +5,7 @@
 mod bench;
 mod bench_updates;
 mod classify;
+mod compare;
 mod convert;
 mod gen;
 mod inputs;
@@ -47,8 +48,10 @@ enum Command {
     Bench(bench::Command),
     /// The OpenFlow slow path: a packet's rule and megaflow, or megaflow counts over a trace.
     Trace(trace::Args),
-    /// Replay a trace through a datapath design (ORIG): throughput, counters, time series.
+    /// Replay a trace through a datapath design (orig, cflows): throughput, counters, time series.
     Replay(replay::Args),
+    /// Several datapath designs on the same rules and trace: speedups, counters, one plot.
+    Compare(compare::Args),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
         Some(Command::Train(args)) => train::run(&args),
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
+        Some(Command::Compare(args)) => compare::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

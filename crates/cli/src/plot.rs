@@ -1,8 +1,10 @@
 //! SVG plots of `rqvs replay` time series (plotters, SVG backend only).
 //!
-//! Three stacked panels sharing the time axis (seconds of PMD time): throughput (Mpps);
-//! upcalls/s and megaflow deletions/s; megaflows and masks installed. Rule updates are marked
-//! with a vertical line in every panel, so the plot reads without the JSON.
+//! Stacked panels sharing the time axis (seconds of PMD time): throughput (Mpps); upcalls/s and
+//! megaflow deletions/s; megaflows and masks installed; the learned model's coverage (%). Panels
+//! with nothing to show (e.g. megaflows in CFLOWS, coverage in ORIG) are left out. Rule updates
+//! are marked with a vertical line in every panel, so the plot reads without the JSON.
+//! [`compare`] draws several designs' throughput and coverage in one plot.
 
 use std::path::Path;
 
@@ -13,7 +15,7 @@ use crate::Failure;
 /// One sample of the series (the fields `replay` records).
 pub trait Point {
     fn t(&self) -> f64;
-    fn values(&self) -> [f64; 6]; // mpps, upcalls/s, deletions/s, megaflows, masks, lost
+    fn values(&self) -> [f64; 7]; // mpps, upcalls/s, deletions/s, megaflows, masks, lost, coverage %
 }
 
 fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> Failure + '_ {
@@ -34,14 +36,22 @@ pub fn time_series<P: Point>(
     let root = SVGBackend::new(path, (1000, 900)).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
     let root = root.titled(title, ("sans-serif", 18)).map_err(&e)?;
-    let panels = root.split_evenly((3, 1));
     let tmax = series.last().map_or(1.0, |p| p.t()).max(0.1);
     let marks: Vec<f64> = updates.iter().filter_map(|u| u["at_s"].as_f64()).collect();
-    let specs: [Panel; 3] = [
+    let specs: Vec<Panel> = vec![
         ("Mpps", vec![(0, "throughput (Mpps)", BLUE)]),
         ("per second", vec![(1, "upcalls/s", RED), (2, "megaflow deletions/s", MAGENTA)]),
         ("count", vec![(3, "megaflows", GREEN), (4, "masks (x100)", BLACK)]),
+        ("%", vec![(6, "coverage (%)", CYAN)]),
     ];
+    // The throughput panel always; the others when they have something to show.
+    let specs: Vec<Panel> = specs
+        .into_iter()
+        .enumerate()
+        .filter(|(k, (_, lines))| *k == 0 || series.iter().any(|p| lines.iter().any(|&(i, _, _)| p.values()[i] != 0.0)))
+        .map(|(_, s)| s)
+        .collect();
+    let panels = root.split_evenly((specs.len(), 1));
     for (area, (ylabel, lines)) in panels.iter().zip(specs) {
         let scale = |i: usize| if i == 4 { 100.0 } else { 1.0 };
         let ymax = series
@@ -72,6 +82,44 @@ pub fn time_series<P: Point>(
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(&e)?;
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
+/// Several designs in one plot: throughput (top) and coverage (bottom) over PMD time.
+pub fn compare<P: Point>(path: &Path, title: &str, runs: &[(&str, &[P])]) -> Result<(), Failure> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(&e)?;
+    let panels = root.split_evenly((2, 1));
+    let colours = [BLUE, RED, GREEN, MAGENTA, BLACK];
+    let tmax = runs.iter().filter_map(|(_, s)| s.last().map(|p| p.t())).fold(0.1, f64::max);
+    for (area, (ylabel, i)) in panels.iter().zip([("Mpps (log)", 0usize), ("coverage (%)", 6)]) {
+        let ymax = runs.iter().flat_map(|(_, s)| s.iter().map(|p| p.values()[i])).fold(1e-3, f64::max) * 1.2;
+        let mut chart = ChartBuilder::on(area)
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..tmax, (1e-3f64..ymax).log_scale())
+            .map_err(&e)?;
+        chart.configure_mesh().x_desc("PMD time (s)").y_desc(ylabel).draw().map_err(&e)?;
+        for (k, (name, s)) in runs.iter().enumerate() {
+            let colour = colours[k % colours.len()];
+            chart
+                .draw_series(LineSeries::new(s.iter().map(|p| (p.t(), p.values()[i].max(1e-3))), colour))
+                .map_err(&e)?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
             .draw()
             .map_err(&e)?;
     }

@@ -1,10 +1,14 @@
 //! `rqvs replay`: a trace through a datapath design, as fast as the PMD takes it.
 //!
 //! ```text
-//! rqvs replay --rules FILE --trace FILE --design orig [--cd] [--emc-prob P | --no-emc]
-//!             [--duration S] [--updates SPEC] [--verify N] [--json OUT] [--plot OUT.svg]
+//! rqvs replay --rules FILE --trace FILE --design orig|cflows [--cd] [--emc-prob P | --no-emc]
+//!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
+//!             [--json OUT] [--plot OUT.svg]
 //! ```
 //!
+//! - **Designs** ([`rqvs_datapath::Design`]): `orig` (EMC → megaflow cache → upcall to the
+//!   OpenFlow slow path) and `cflows` (EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge
+//!   remainder; no megaflows, no upcalls). `rqvs compare` runs several on the same input.
 //! - **Rules.** ClassBench files go to the slow path as they are (the OpenFlow classifier expands
 //!   port ranges itself, with u32 priorities, so 100K/500K sets need no 16-bit priority layering),
 //!   and every rule gets the action `output:(id+1)` ([`rqvs_datapath::assign_rule_outputs`]), so
@@ -18,10 +22,12 @@
 //! - **Updates** (`--updates add:60@7s,del:10@9s`): `add:N@Ts` holds N rules out of the initial
 //!   table — chosen at random (seed `--seed`) among all rules, so they interleave in priority with
 //!   the rest — and inserts them when the PMD clock reaches T; `del:N@Ts` removes N random
-//!   installed rules at T. Each update is followed by revalidation of every megaflow.
+//!   installed rules at T. ORIG revalidates every megaflow after each update; CFLOWS applies it
+//!   by `--policy` (instant: visible at once; delayed: at the next model swap).
 //! - **Verification**: `--verify N` trace positions are sampled (seed `--seed`); the action each
-//!   gets is recorded once per table version (between updates) and compared, after the run, with
-//!   the reference classifier's winning rule for that table. Mismatches are printed next to the
+//!   gets is recorded once per version of the *visible* rule table (it changes at each update, or
+//!   at the model swap for the delayed policy) and compared, after the run, with the reference
+//!   classifier's winning rule for that version. Mismatches are printed next to the
 //!   throughput; any makes the exit code 1.
 
 use std::collections::HashSet;
@@ -30,10 +36,11 @@ use std::path::{Path, PathBuf};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
+use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_datapath::pmd::{Clock, Config};
-use rqvs_datapath::{assign_rule_outputs, Counters, Datapath, DpAction, BATCH};
+use rqvs_datapath::{assign_rule_outputs, Cflows, Counters, Datapath, Design, DpAction, LearnedConfig, BATCH};
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -41,15 +48,25 @@ use crate::{inputs, Failure};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Datapath design.
+    #[arg(long, default_value = "orig", value_parser = DESIGNS)]
+    pub design: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// The designs `--design` / `--designs` accept.
+pub const DESIGNS: [&str; 2] = ["orig", "cflows"];
+
+/// Settings shared by `rqvs replay` and `rqvs compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
     /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz.
     #[arg(long)]
     pub rules: PathBuf,
     /// ClassBench trace or pcap/pcapng capture, plain or .xz.
     #[arg(long)]
     pub trace: PathBuf,
-    /// Datapath design.
-    #[arg(long, default_value = "orig", value_parser = ["orig"])]
-    pub design: String,
     /// Enable the cuckoo distributor.
     #[arg(long)]
     pub cd: bool,
@@ -75,6 +92,13 @@ pub struct Args {
     /// Megaflow flow limit.
     #[arg(long, default_value_t = 200_000)]
     pub flow_limit: usize,
+    /// CFLOWS: when inserted rules become visible — at once, into the remainder (instant) or
+    /// at the next model swap (delayed).
+    #[arg(long, default_value = "instant", value_parser = ["instant", "delayed"])]
+    pub policy: String,
+    /// CFLOWS: retrain when the remainder holds more than this share of the rules.
+    #[arg(long, default_value_t = 0.1)]
+    pub retrain_threshold: f64,
     /// Idle expiry of megaflows, seconds of PMD time.
     #[arg(long, default_value_t = 10.0)]
     pub idle: f64,
@@ -84,7 +108,7 @@ pub struct Args {
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write an SVG plot of the time series here.
+    /// Write an SVG plot of the time series here (compare: all designs in one plot).
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
@@ -147,30 +171,45 @@ fn load_rules(path: &Path) -> Result<(Vec<Rule>, &'static str), Failure> {
 }
 
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-struct Sample {
-    t_s: f64,
-    mpps: f64,
-    upcalls_per_s: f64,
-    deletions_per_s: f64,
-    lost: u64,
-    megaflows: u64,
-    masks: u64,
+pub struct Sample {
+    pub t_s: f64,
+    pub mpps: f64,
+    pub upcalls_per_s: f64,
+    pub deletions_per_s: f64,
+    pub lost: u64,
+    pub megaflows: u64,
+    pub masks: u64,
+    /// Learned designs: share of entries (rules or megaflows) the model holds.
+    pub coverage: f64,
 }
 
-pub fn run(args: &Args) -> Result<(), Failure> {
-    if !(0.0..=1.0).contains(&args.emc_prob) {
-        return Err(Failure(format!("--emc-prob: expected a probability 0..1, found '{}'", args.emc_prob)));
+/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs).
+pub struct Prepared {
+    pub all_rules: Vec<Rule>,
+    pub rules_format: &'static str,
+    pub keys: Vec<FlowKey>,
+    updates: Vec<Update>,
+    pub initial: Vec<Rule>,
+    /// Sampled trace positions.
+    sampled: Vec<bool>,
+    pub n_verify: usize,
+}
+
+pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
+    if !(0.0..=1.0).contains(&c.emc_prob) {
+        return Err(Failure(format!("--emc-prob: expected a probability 0..1, found '{}'", c.emc_prob)));
     }
-    let (all_rules, rules_format) = load_rules(&args.rules)?;
-    let packets = inputs::load_packets(Some(&args.trace), args.in_port)?;
+    if !(0.0..=1.0).contains(&c.retrain_threshold) {
+        return Err(Failure(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
+    }
+    let (all_rules, rules_format) = load_rules(&c.rules)?;
+    let packets = inputs::load_packets(Some(&c.trace), c.in_port)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
     if keys.is_empty() {
-        return Err(Failure(format!("{}: no packets", args.trace.display())));
+        return Err(Failure(format!("{}: no packets", c.trace.display())));
     }
-    let mut rng = StdRng::seed_from_u64(args.seed);
-
-    // Updates: held-out rules for additions.
-    let mut updates = match &args.updates {
+    let mut rng = StdRng::seed_from_u64(c.seed);
+    let mut updates = match &c.updates {
         Some(s) => parse_updates(s)?,
         None => Vec::new(),
     };
@@ -190,37 +229,74 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
     let initial: Vec<Rule> =
         all_rules.iter().enumerate().filter(|(i, _)| !held.contains(i)).map(|(_, r)| r.clone()).collect();
-
-    let cfg = Config {
-        emc: !args.no_emc,
-        emc_insert_prob: args.emc_prob,
-        cd: args.cd,
-        flow_limit: args.flow_limit,
-        idle_ns: (args.idle * 1e9) as u64,
-        clock: Clock::Measured,
-        seed: args.seed,
-        ..Config::default()
-    };
-    let build_start = std::time::Instant::now();
-    let mut dp = Datapath::new(&initial, cfg)?;
-    let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
-    let masks_of_table = dp.slow_path().classifier().subtables(0);
-
-    // Verification sample: trace positions; each recorded once per table version.
-    let n_verify = args.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
+    let n_verify = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
     let mut positions: Vec<usize> = (0..keys.len()).collect();
     positions.shuffle(&mut rng);
     let mut sampled = vec![false; keys.len()];
     for &p in &positions[..n_verify] {
         sampled[p] = true;
     }
+    Ok(Prepared { all_rules, rules_format, keys, updates, initial, sampled, n_verify })
+}
+
+/// Builds a design over the initial rules.
+fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Failure> {
+    let cfg = Config {
+        emc: !c.no_emc,
+        emc_insert_prob: c.emc_prob,
+        cd: c.cd,
+        flow_limit: c.flow_limit,
+        idle_ns: (c.idle * 1e9) as u64,
+        clock: Clock::Measured,
+        seed: c.seed,
+        ..Config::default()
+    };
+    Ok(match design {
+        "orig" => Box::new(Datapath::new(rules, cfg)?),
+        "cflows" => {
+            let policy = if c.policy == "delayed" { Policy::Delayed } else { Policy::Instant };
+            Box::new(Cflows::new(rules, cfg, LearnedConfig { policy, retrain_threshold: c.retrain_threshold })?)
+        }
+        other => return Err(Failure(format!("--design: unknown design '{other}'; expected one of {DESIGNS:?}"))),
+    })
+}
+
+/// The result of one design's run.
+pub struct Run {
+    pub design: String,
+    pub build_ms: f64,
+    pub c: Counters,
+    pub series: Vec<Sample>,
+    pub update_log: Vec<serde_json::Value>,
+    pub verified: usize,
+    pub mismatches: usize,
+    pub first_mismatch: Option<String>,
+    pub mpps: f64,
+    /// (Mpps, megaflow-cache share of PMD time) after the first pass over the trace.
+    pub steady: Option<(f64, f64)>,
+    pub wall_s: f64,
+    pub reval_ms: f64,
+    pub report: Vec<(&'static str, f64)>,
+    pub cd_intervals: Option<(u64, u64)>,
+}
+
+/// Replays the prepared trace through one design (module docs).
+pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure> {
+    let keys = &p.keys;
+    let mut rng = StdRng::seed_from_u64(c.seed ^ 0x5eed);
+    let build_start = std::time::Instant::now();
+    let mut dp = build(c, design, &p.initial)?;
+    let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
+    let cd_probe = (design == "orig" && c.cd).then_some(());
+
     let mut recorded = vec![false; keys.len()];
     // (version, position, action)
-    let mut checks: Vec<(usize, usize, DpAction)> = Vec::with_capacity(n_verify * (updates.len() + 1));
-    let mut versions: Vec<Vec<Rule>> = vec![initial.clone()];
-    let mut table = initial;
+    let mut checks: Vec<(usize, usize, DpAction)> = Vec::with_capacity(p.n_verify * (p.updates.len() + 1));
+    let mut versions: Vec<Vec<Rule>> = vec![p.initial.clone()];
+    let mut table = p.initial.clone();
+    let mut epoch = dp.visible_epoch();
 
-    let duration_ns = args.duration.map(|s| (s * 1e9) as u64);
+    let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
     let mut out = [DpAction::Drop; BATCH];
     let mut seq: u64 = 0;
     let mut series: Vec<Sample> = Vec::new();
@@ -230,7 +306,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let mut last_t = 0u64;
     let mut reval_ms = 0.0;
     let mut update_log = Vec::new();
-    let mut pending_updates = updates.into_iter().peekable();
+    let mut pending_updates = p.updates.iter().cloned().peekable();
     let wall = std::time::Instant::now();
     let mut pos = 0usize;
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
@@ -239,18 +315,19 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         let end = (pos + BATCH).min(keys.len());
         let chunk = &keys[pos..end];
         dp.process_batch(chunk, seq, &mut out);
+        let v = versions.len() - 1;
         for (i, a) in out[..chunk.len()].iter().enumerate() {
-            let p = pos + i;
-            if sampled[p] && !recorded[p] && !matches!(a, DpAction::Pending | DpAction::Lost) {
-                recorded[p] = true;
-                checks.push((versions.len() - 1, p, *a));
+            let q = pos + i;
+            if p.sampled[q] && !recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
+                recorded[q] = true;
+                checks.push((v, q, *a));
             }
         }
         for &(s, a) in dp.handle_upcalls() {
-            let p = (s % keys.len() as u64) as usize;
-            if sampled[p] && !recorded[p] {
-                recorded[p] = true;
-                checks.push((versions.len() - 1, p, a));
+            let q = (s % keys.len() as u64) as usize;
+            if p.sampled[q] && !recorded[q] {
+                recorded[q] = true;
+                checks.push((v, q, a));
             }
         }
         dp.maintain();
@@ -261,18 +338,19 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         }
         let now = dp.now_ns();
         while now >= next_sample {
-            let c = dp.counters();
+            let cs = dp.counters();
             let dt = (now - last_t) as f64 / 1e9;
             series.push(Sample {
                 t_s: now as f64 / 1e9,
-                mpps: (c.received - last.received) as f64 / dt / 1e6,
-                upcalls_per_s: (c.upcall - last.upcall) as f64 / dt,
-                deletions_per_s: (c.deleted() - last.deleted()) as f64 / dt,
-                lost: c.lost - last.lost,
-                megaflows: c.megaflows,
-                masks: c.masks,
+                mpps: (cs.received - last.received) as f64 / dt / 1e6,
+                upcalls_per_s: (cs.upcall - last.upcall) as f64 / dt,
+                deletions_per_s: (cs.deleted() - last.deleted()) as f64 / dt,
+                lost: cs.lost - last.lost,
+                megaflows: cs.megaflows,
+                masks: cs.masks,
+                coverage: coverage(&cs),
             });
-            last = c;
+            last = cs;
             last_t = now;
             next_sample = now - now % interval_ns + interval_ns;
         }
@@ -288,7 +366,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
                     let mut ids: Vec<RuleId> = table.iter().map(|r| r.id).collect();
                     ids.shuffle(&mut rng);
                     ids.truncate(u.n);
-                    table.retain(|r| !ids.contains(&r.id));
+                    let gone: HashSet<RuleId> = ids.iter().copied().collect();
+                    table.retain(|r| !gone.contains(&r.id));
                     dp.remove_rules(&ids)
                 }
             };
@@ -296,9 +375,13 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             reval_ms += ms;
             update_log.push(serde_json::json!({
                 "op": if u.op == UpdateOp::Add { "add" } else { "del" },
-                "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "revalidation_ms": ms,
+                "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "update_ms": ms,
             }));
-            versions.push(table.clone());
+        }
+        if dp.visible_epoch() != epoch {
+            epoch = dp.visible_epoch();
+            let staged: HashSet<RuleId> = dp.staged_rules().into_iter().collect();
+            versions.push(table.iter().filter(|r| !staged.contains(&r.id)).cloned().collect());
             recorded.iter_mut().for_each(|r| *r = false);
         }
         let done = match duration_ns {
@@ -310,12 +393,12 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         }
     }
     let wall_s = wall.elapsed().as_secs_f64();
-    let c = dp.counters();
-    if !c.outcome_sum_ok() {
-        return Err(Failure(format!("internal error: counters do not sum to packets received: {c:?}")));
+    let cs = dp.counters();
+    if !cs.outcome_sum_ok() {
+        return Err(Failure(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
 
-    // Verification against the reference of each table version.
+    // Verification against the reference of each visible table version.
     let mut mismatches = 0usize;
     let mut first_mismatch = None;
     for (v, rules) in versions.iter().enumerate() {
@@ -324,120 +407,204 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             continue;
         }
         let reference = Reference::build(rules)?;
-        for &&(_, p, a) in &these {
-            let want = DpAction::of_rule(reference.lookup_rule(&wire_key(&keys[p])));
+        for &&(_, q, a) in &these {
+            let want = DpAction::of_rule(reference.lookup_rule(&wire_key(&keys[q])));
             if want != a {
                 mismatches += 1;
-                first_mismatch.get_or_insert(format!("packet {p}: datapath {a:?}, reference {want:?}"));
+                first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
             }
         }
     }
-
-    let pmd_s = c.pmd_ns as f64 / 1e9;
-    let mpps = c.received as f64 / pmd_s.max(1e-12) / 1e6;
-    let steady = first_pass.filter(|f| f.pmd_ns < c.pmd_ns).map(|f| {
-        let ns = c.pmd_ns - f.pmd_ns;
-        let pk = c.received - f.received;
-        (pk as f64 / (ns as f64 / 1e9) / 1e6, (c.dpcls_ns - f.dpcls_ns) as f64 / ns as f64)
+    let pmd_s = cs.pmd_ns as f64 / 1e9;
+    let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
+        let ns = cs.pmd_ns - f.pmd_ns;
+        let pk = cs.received - f.received;
+        (pk as f64 / (ns as f64 / 1e9) / 1e6, (cs.dpcls_ns - f.dpcls_ns) as f64 / ns as f64)
     });
-    let share = |ns: u64| ns as f64 / c.pmd_ns.max(1) as f64;
-    println!("rules file          {} ({} rules, {rules_format})", args.rules.display(), all_rules.len());
-    println!("trace               {} ({} packets)", args.trace.display(), keys.len());
+    let cd_intervals = cd_probe.and_then(|_| {
+        let r = dp.report();
+        let get = |n: &str| r.iter().find(|x| x.0 == n).map(|x| x.1 as u64);
+        get("cd_intervals_on").zip(get("cd_intervals_off"))
+    });
+    Ok(Run {
+        design: design.to_string(),
+        build_ms,
+        c: cs,
+        series,
+        update_log,
+        verified: checks.len(),
+        mismatches,
+        first_mismatch,
+        mpps: cs.received as f64 / pmd_s.max(1e-12) / 1e6,
+        steady,
+        wall_s,
+        reval_ms,
+        report: dp.report(),
+        cd_intervals,
+    })
+}
+
+/// Coverage from the gauges: model entries over rules (CFLOWS) or megaflows (CCACHE).
+fn coverage(c: &Counters) -> f64 {
+    let total = if c.rules > 0 { c.rules } else { c.megaflows };
+    if total == 0 {
+        0.0
+    } else {
+        c.model_entries as f64 / total as f64
+    }
+}
+
+/// Prints one run's report.
+pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
+    let cs = &r.c;
+    let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
+    let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
+    println!("rules file          {} ({} rules, {})", c.rules.display(), p.all_rules.len(), p.rules_format);
+    println!("trace               {} ({} packets)", c.trace.display(), p.keys.len());
+    match r.design.as_str() {
+        "orig" => println!("design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        d => println!("design              {d} (EMC {emc}, policy {}, retrain at {})", c.policy, c.retrain_threshold),
+    }
+    let extra: Vec<String> = r.report.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))).collect();
+    println!("build               {:.0} ms ({})", r.build_ms, extra.join(", "));
+    println!("packets             {}", cs.received);
     println!(
-        "design              orig (EMC {}, CD {})",
-        if args.no_emc { "off".to_string() } else { format!("insert p={}", args.emc_prob) },
-        if args.cd { "on" } else { "off" }
+        "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
+        r.mpps,
+        cs.pmd_ns as f64 / cs.received as f64,
+        r.mismatches,
+        r.verified
     );
-    println!("slow path build     {build_ms:.0} ms ({masks_of_table} OpenFlow subtables)");
-    println!("packets             {}", c.received);
-    println!(
-        "throughput          {mpps:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {mismatches} of {} checked",
-        c.pmd_ns as f64 / c.received as f64,
-        checks.len()
-    );
-    if let Some((m, sh)) = steady {
+    if let Some((m, sh)) = r.steady {
         println!("after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
     }
-    println!("PMD time            {pmd_s:.3} s (wall {wall_s:.3} s; revalidation {reval_ms:.0} ms off the PMD)");
     println!(
-        "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  upcalls {:.1}%  other {:.1}%",
-        100.0 * share(c.emc_ns),
-        100.0 * share(c.dpcls_ns),
-        100.0 * share(c.upcall_ns),
-        100.0 * (1.0 - share(c.emc_ns) - share(c.dpcls_ns) - share(c.upcall_ns))
+        "PMD time            {:.3} s (wall {:.3} s; updates/revalidation {:.0} ms off the PMD)",
+        cs.pmd_ns as f64 / 1e9,
+        r.wall_s,
+        r.reval_ms
     );
     println!(
-        "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  upcall {}  lost {}  (sum {} = received)",
-        c.emc_hit,
-        c.cd_hit,
-        c.megaflow_hit,
-        c.upcall,
-        c.lost,
-        c.outcome_sum()
+        "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  other {:.1}%",
+        100.0 * share(cs.emc_ns),
+        100.0 * share(cs.dpcls_ns),
+        100.0 * share(cs.model_ns),
+        100.0 * share(cs.upcall_ns),
+        100.0 * (1.0 - share(cs.emc_ns) - share(cs.dpcls_ns) - share(cs.model_ns) - share(cs.upcall_ns))
     );
     println!(
-        "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
-        c.avg_subtables_per_hit(),
-        c.upcall_ns as f64 / c.upcall.max(1) as f64 / 1e3,
-        c.megaflows,
-        c.masks
+        "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  upcall {}  lost {}  (sum {} = received)",
+        cs.emc_hit,
+        cs.cd_hit,
+        cs.megaflow_hit,
+        cs.model_hit,
+        cs.remainder_hit,
+        cs.upcall,
+        cs.lost,
+        cs.outcome_sum()
     );
-    if let Some((on, off)) = dp.cd_intervals() {
+    if r.design == "orig" {
         println!(
-            "cd                  wrong hints {}  no hint {}  active intervals {on}, off {off}",
-            c.cd_wrong_hint, c.cd_no_hint
+            "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
+            cs.avg_subtables_per_hit(),
+            cs.upcall_ns as f64 / cs.upcall.max(1) as f64 / 1e3,
+            cs.megaflows,
+            cs.masks
+        );
+        if let Some((on, off)) = r.cd_intervals {
+            println!(
+                "cd                  wrong hints {}  no hint {}  active intervals {on}, off {off}",
+                cs.cd_wrong_hint, cs.cd_no_hint
+            );
+        }
+        println!(
+            "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
+            cs.deleted_revalidated, cs.deleted_idle, cs.deleted_limit, cs.install_refused
+        );
+    } else {
+        println!(
+            "model               coverage {:.4}  rules {}  in the model {}  swaps {}",
+            coverage(cs),
+            cs.rules,
+            cs.model_entries,
+            cs.model_swaps
         );
     }
-    println!(
-        "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
-        c.deleted_revalidated, c.deleted_idle, c.deleted_limit, c.install_refused
-    );
-    for u in &update_log {
+    for u in &r.update_log {
         println!("update              {u}");
     }
-    if let Some(m) = &first_mismatch {
+    if let Some(m) = &r.first_mismatch {
         println!("first mismatch      {m}");
     }
+}
 
-    if let Some(path) = &args.plot {
-        crate::plot::time_series(path, &plot_title(args), &series, &update_log)?;
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.4}")
     }
-    if let Some(out) = &args.json {
-        let counters: serde_json::Map<String, serde_json::Value> =
-            c.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
-        let mut o = serde_json::Map::new();
-        for (k, val) in [
-            ("rules_file", serde_json::json!(args.rules.display().to_string())),
-            ("trace_file", serde_json::json!(args.trace.display().to_string())),
-            ("design", serde_json::json!(args.design)),
-            ("cd", serde_json::json!(args.cd)),
-            ("emc", serde_json::json!(!args.no_emc)),
-            ("emc_prob", serde_json::json!(args.emc_prob)),
-            ("rules", serde_json::json!(all_rules.len())),
-            ("trace_packets", serde_json::json!(keys.len())),
-            ("packets", serde_json::json!(c.received)),
-            ("pmd_s", serde_json::json!(pmd_s)),
-            ("mpps", serde_json::json!(mpps)),
-            ("ns_per_packet", serde_json::json!(c.pmd_ns as f64 / c.received as f64)),
-            ("mpps_after_first_pass", serde_json::json!(steady.map(|s| s.0))),
-            ("share_megaflow_after_first_pass", serde_json::json!(steady.map(|s| s.1))),
-            ("share_emc", serde_json::json!(share(c.emc_ns))),
-            ("share_megaflow", serde_json::json!(share(c.dpcls_ns))),
-            ("share_upcall", serde_json::json!(share(c.upcall_ns))),
-            ("avg_subtables_per_hit", serde_json::json!(c.avg_subtables_per_hit())),
-            ("verified", serde_json::json!(checks.len())),
-            ("mismatches", serde_json::json!(mismatches)),
-            ("counters", serde_json::Value::Object(counters)),
-            ("updates", serde_json::json!(update_log)),
-            ("series", serde_json::to_value(&series)?),
-            ("seed", serde_json::json!(args.seed)),
-        ] {
-            o.insert(k.to_string(), val);
-        }
-        crate::report::write_json(out, "replay", o)?;
+}
+
+/// One run as JSON fields.
+pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
+    let cs = &r.c;
+    let pmd_s = cs.pmd_ns as f64 / 1e9;
+    let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
+    let counters: serde_json::Map<String, serde_json::Value> =
+        cs.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+    let report: serde_json::Map<String, serde_json::Value> =
+        r.report.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
+    let mut o = serde_json::Map::new();
+    for (k, val) in [
+        ("rules_file", serde_json::json!(c.rules.display().to_string())),
+        ("trace_file", serde_json::json!(c.trace.display().to_string())),
+        ("design", serde_json::json!(r.design)),
+        ("cd", serde_json::json!(c.cd)),
+        ("emc", serde_json::json!(!c.no_emc)),
+        ("emc_prob", serde_json::json!(c.emc_prob)),
+        ("policy", serde_json::json!(c.policy)),
+        ("rules", serde_json::json!(p.all_rules.len())),
+        ("trace_packets", serde_json::json!(p.keys.len())),
+        ("build_ms", serde_json::json!(r.build_ms)),
+        ("packets", serde_json::json!(cs.received)),
+        ("pmd_s", serde_json::json!(pmd_s)),
+        ("mpps", serde_json::json!(r.mpps)),
+        ("ns_per_packet", serde_json::json!(cs.pmd_ns as f64 / cs.received as f64)),
+        ("mpps_after_first_pass", serde_json::json!(r.steady.map(|s| s.0))),
+        ("share_megaflow_after_first_pass", serde_json::json!(r.steady.map(|s| s.1))),
+        ("share_emc", serde_json::json!(share(cs.emc_ns))),
+        ("share_megaflow", serde_json::json!(share(cs.dpcls_ns))),
+        ("share_model", serde_json::json!(share(cs.model_ns))),
+        ("share_upcall", serde_json::json!(share(cs.upcall_ns))),
+        ("avg_subtables_per_hit", serde_json::json!(cs.avg_subtables_per_hit())),
+        ("coverage", serde_json::json!(coverage(cs))),
+        ("verified", serde_json::json!(r.verified)),
+        ("mismatches", serde_json::json!(r.mismatches)),
+        ("counters", serde_json::Value::Object(counters)),
+        ("design_report", serde_json::Value::Object(report)),
+        ("updates", serde_json::json!(r.update_log)),
+        ("series", serde_json::to_value(&r.series)?),
+        ("seed", serde_json::json!(c.seed)),
+    ] {
+        o.insert(k.to_string(), val);
     }
-    if mismatches > 0 {
-        return Err(Failure(format!("{mismatches} packets got an action other than the reference's")));
+    Ok(o)
+}
+
+pub fn run(args: &Args) -> Result<(), Failure> {
+    let c = &args.common;
+    let p = prepare(c)?;
+    let r = run_design(c, &p, &args.design)?;
+    print_run(c, &p, &r);
+    if let Some(path) = &c.plot {
+        crate::plot::time_series(path, &plot_title(c, &r.design), &r.series, &r.update_log)?;
+    }
+    if let Some(out) = &c.json {
+        crate::report::write_json(out, "replay", run_json(c, &p, &r)?)?;
+    }
+    if r.mismatches > 0 {
+        return Err(Failure(format!("{} packets got an action other than the reference's", r.mismatches)));
     }
     Ok(())
 }
@@ -446,7 +613,7 @@ impl crate::plot::Point for Sample {
     fn t(&self) -> f64 {
         self.t_s
     }
-    fn values(&self) -> [f64; 6] {
+    fn values(&self) -> [f64; 7] {
         [
             self.mpps,
             self.upcalls_per_s,
@@ -454,18 +621,19 @@ impl crate::plot::Point for Sample {
             self.megaflows as f64,
             self.masks as f64,
             self.lost as f64,
+            100.0 * self.coverage,
         ]
     }
 }
 
-fn plot_title(args: &Args) -> String {
+pub fn plot_title(c: &Common, design: &str) -> String {
     let name = |p: &Path| p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     format!(
-        "rqvs replay orig: {} / {}{}{}",
-        name(&args.rules),
-        name(&args.trace),
-        if args.cd { ", CD" } else { "" },
-        args.updates.as_ref().map_or(String::new(), |u| format!(", updates {u}"))
+        "rqvs {design}: {} / {}{}{}",
+        name(&c.rules),
+        name(&c.trace),
+        if c.cd { ", CD" } else { "" },
+        c.updates.as_ref().map_or(String::new(), |u| format!(", updates {u}"))
     )
 }
 

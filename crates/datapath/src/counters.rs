@@ -8,6 +8,9 @@
 //! - `upcall`: missed everything and was queued to the slow path (counted when queued; the
 //!   handler gives it its action);
 //! - `lost`: missed everything and the upcall queue was full: dropped.
+//! - `model_hit` (CFLOWS, CCACHE): the learned model's iSets gave the winner;
+//! - `remainder_hit` (CFLOWS): classified by the remainder after the model (the remainder had a
+//!   better rule, or neither had one — no rule: the packet is dropped).
 //!
 //! The rest are costs and gauges: `upcall_ns` (slow-path classification and installation time),
 //! `megaflow_subtables` (subtables probed by all CD and megaflow hits — divided by those hits,
@@ -24,6 +27,8 @@ pub struct Counters {
     pub megaflow_hit: u64,
     pub upcall: u64,
     pub lost: u64,
+    pub model_hit: u64,
+    pub remainder_hit: u64,
 
     /// Time the handler spent on upcalls (slow path + install), ns.
     pub upcall_ns: u64,
@@ -50,20 +55,28 @@ pub struct Counters {
     pub tx: u64,
     pub dropped_by_action: u64,
 
-    /// Gauges.
+    /// Gauges. `rules`: OpenFlow rules visible to the fast path (CFLOWS); `model_entries`:
+    /// rules (CFLOWS) or megaflows (CCACHE) the model's iSets hold — coverage is
+    /// `model_entries / rules` or `/ megaflows`.
     pub megaflows: u64,
     pub masks: u64,
+    pub rules: u64,
+    pub model_entries: u64,
+    /// Models trained and swapped in.
+    pub model_swaps: u64,
 
     /// PMD clock, ns, and its parts measured per stage (measured clock only).
     pub pmd_ns: u64,
     pub emc_ns: u64,
     pub dpcls_ns: u64,
+    /// Time in the learned model and its remainder (CFLOWS, CCACHE).
+    pub model_ns: u64,
 }
 
 impl Counters {
     /// Sum of the per-packet outcomes.
     pub fn outcome_sum(&self) -> u64 {
-        self.emc_hit + self.cd_hit + self.megaflow_hit + self.upcall + self.lost
+        self.emc_hit + self.cd_hit + self.megaflow_hit + self.model_hit + self.remainder_hit + self.upcall + self.lost
     }
 
     /// The invariant: outcomes sum to packets received.
@@ -95,6 +108,8 @@ impl Counters {
             ("megaflow_hit", self.megaflow_hit),
             ("upcall", self.upcall),
             ("lost", self.lost),
+            ("model_hit", self.model_hit),
+            ("remainder_hit", self.remainder_hit),
             ("upcall_ns", self.upcall_ns),
             ("megaflow_subtables", self.megaflow_subtables),
             ("cd_wrong_hint", self.cd_wrong_hint),
@@ -110,9 +125,13 @@ impl Counters {
             ("dropped_by_action", self.dropped_by_action),
             ("megaflows", self.megaflows),
             ("masks", self.masks),
+            ("rules", self.rules),
+            ("model_entries", self.model_entries),
+            ("model_swaps", self.model_swaps),
             ("pmd_ns", self.pmd_ns),
             ("emc_ns", self.emc_ns),
             ("dpcls_ns", self.dpcls_ns),
+            ("model_ns", self.model_ns),
         ]
     }
 }

@@ -11,10 +11,25 @@
 //!   empty or dead candidate is used; else the candidate whose stored hash is smaller (a cheap
 //!   pseudo-random choice).
 //! - The EMC can be disabled ([`crate::Config::emc`]): no lookups, no insertions.
+//! - **What an entry points at** is a [`FlowRef`] whose liveness the owner decides
+//!   ([`EmcTarget`]): a megaflow of the [`Dpcls`] in ORIG and CCACHE, a rule of the current table
+//!   version in CFLOWS (stale after any rule update).
 
 use rqvs_flow::FlowKey;
 
 use crate::dpcls::{Dpcls, FlowRef};
+
+/// Whatever an EMC entry's [`FlowRef`] points into, and whether it is still there.
+pub trait EmcTarget {
+    fn is_live(&self, f: FlowRef) -> bool;
+}
+
+impl EmcTarget for Dpcls {
+    #[inline]
+    fn is_live(&self, f: FlowRef) -> bool {
+        self.get(f).is_some()
+    }
+}
 
 pub const EMC_ENTRIES: usize = 8192;
 const MASK: u32 = EMC_ENTRIES as u32 - 1;
@@ -51,10 +66,10 @@ impl Emc {
 
     /// The live megaflow `key` maps to, if any.
     #[inline]
-    pub fn lookup(&self, hash: u32, key: &FlowKey, dpcls: &Dpcls) -> Option<FlowRef> {
+    pub fn lookup(&self, hash: u32, key: &FlowKey, dpcls: &impl EmcTarget) -> Option<FlowRef> {
         for i in Self::slots(hash) {
             let e = &self.entries[i];
-            if e.hash == hash && e.key == *key && dpcls.get(e.flow).is_some() {
+            if e.hash == hash && e.key == *key && dpcls.is_live(e.flow) {
                 return Some(e.flow);
             }
         }
@@ -73,7 +88,7 @@ impl Emc {
 
     /// Inserts with the configured probability.
     #[inline]
-    pub fn probabilistic_insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &Dpcls) {
+    pub fn probabilistic_insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &impl EmcTarget) {
         if self.threshold == 0 || self.draw() >= self.threshold {
             return;
         }
@@ -81,7 +96,7 @@ impl Emc {
     }
 
     /// Inserts unconditionally (module docs for the replacement rule).
-    pub fn insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &Dpcls) {
+    pub fn insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &impl EmcTarget) {
         self.inserts += 1;
         let [a, b] = Self::slots(hash);
         let mut victim = None;
@@ -91,7 +106,7 @@ impl Emc {
                 self.entries[i].flow = flow;
                 return;
             }
-            if victim.is_none() && dpcls.get(e.flow).is_none() {
+            if victim.is_none() && !dpcls.is_live(e.flow) {
                 victim = Some(i);
             }
         }
@@ -100,8 +115,8 @@ impl Emc {
     }
 
     /// Live entries (for reports and tests).
-    pub fn occupancy(&self, dpcls: &Dpcls) -> usize {
-        self.entries.iter().filter(|e| dpcls.get(e.flow).is_some()).count()
+    pub fn occupancy(&self, dpcls: &impl EmcTarget) -> usize {
+        self.entries.iter().filter(|e| dpcls.is_live(e.flow)).count()
     }
 }
 

@@ -32,14 +32,18 @@
 #![forbid(unsafe_code)]
 
 pub mod cd;
+pub mod cflows;
 pub mod counters;
+pub mod design;
 pub mod dpcls;
 pub mod emc;
 pub mod pmd;
 pub mod revalidator;
 pub mod upcall;
 
+pub use cflows::{Cflows, LearnedConfig};
 pub use counters::Counters;
+pub use design::Design;
 pub use pmd::{Config, Datapath};
 pub use rqvs_classify::BATCH;
 

@@ -82,6 +82,8 @@ pub struct Datapath {
     now_ns: u64,
     results: Vec<(u64, DpAction)>,
     pub handler_batches: u64,
+    /// Rule-change count (the [`crate::design::Design::visible_epoch`]).
+    epoch: u64,
 }
 
 impl Datapath {
@@ -99,6 +101,7 @@ impl Datapath {
             now_ns: 0,
             results: Vec::with_capacity(cfg.upcall_queue),
             handler_batches: 0,
+            epoch: 0,
             cfg,
         })
     }
@@ -352,5 +355,46 @@ impl Datapath {
     /// Runs the idle/limit sweep now (tests; `maintain` runs it periodically).
     pub fn sweep_now(&mut self) -> u64 {
         self.reval.sweep(&mut self.dpcls, self.now_ns, &mut self.c)
+    }
+}
+
+impl crate::design::Design for Datapath {
+    fn name(&self) -> &'static str {
+        "orig"
+    }
+    fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
+        Datapath::process_batch(self, keys, seq0, out)
+    }
+    fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
+        Datapath::handle_upcalls(self)
+    }
+    fn maintain(&mut self) -> u64 {
+        Datapath::maintain(self)
+    }
+    fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        let deleted = Datapath::add_rules(self, rules)?;
+        self.epoch += 1;
+        Ok(deleted)
+    }
+    fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
+        self.epoch += 1;
+        Datapath::remove_rules(self, ids)
+    }
+    fn counters(&self) -> Counters {
+        Datapath::counters(self)
+    }
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    fn visible_epoch(&self) -> u64 {
+        self.epoch
+    }
+    fn report(&self) -> Vec<(&'static str, f64)> {
+        let mut v = vec![("openflow_subtables", self.slow.classifier().subtables(0) as f64)];
+        if let Some((on, off)) = self.cd_intervals() {
+            v.push(("cd_intervals_on", on as f64));
+            v.push(("cd_intervals_off", off as f64));
+        }
+        v
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! Coverage is reported at all times ([`LiveNuevoMatch::coverage`]).
 
+use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,7 +66,7 @@ pub struct LiveNuevoMatch {
     threshold: f64,
     config: NuevoMatchConfig,
     /// Delayed policy: inserted rules not yet in any model.
-    staged: Vec<Rule>,
+    staged: HashMap<RuleId, Rule>,
     /// Updates since the snapshot the running training started from.
     log: Vec<Update>,
     training: Option<Training>,
@@ -82,7 +83,7 @@ impl LiveNuevoMatch {
             policy,
             threshold,
             config,
-            staged: Vec::new(),
+            staged: HashMap::new(),
             log: Vec::new(),
             training: None,
             sessions: Vec::new(),
@@ -100,6 +101,16 @@ impl LiveNuevoMatch {
 
     pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
         self.current.lookup_batch(keys, out)
+    }
+
+    /// `lookup_batch`, returning how many winners the iSets gave ([`NuevoMatchUp::lookup_batch_counted`]).
+    pub fn lookup_batch_counted(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) -> usize {
+        self.current.lookup_batch_counted(keys, out)
+    }
+
+    /// The policy inserted rules follow.
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
     /// Share of all rules (staged included) that iSets serve.
@@ -140,10 +151,10 @@ impl LiveNuevoMatch {
         match self.policy {
             Policy::Instant => self.current.insert(rule),
             Policy::Delayed => {
-                if self.current.rules.contains_key(&rule.id) || self.staged.iter().any(|r| r.id == rule.id) {
+                if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));
                 }
-                self.staged.push(rule);
+                self.staged.insert(rule.id, rule);
                 Ok(())
             }
         }
@@ -151,12 +162,7 @@ impl LiveNuevoMatch {
 
     /// Removes a rule wherever it is (model or staging); `false` when absent.
     pub fn remove(&mut self, id: RuleId) -> bool {
-        let found = if let Some(at) = self.staged.iter().position(|r| r.id == id) {
-            self.staged.swap_remove(at);
-            true
-        } else {
-            self.current.remove(id).is_some()
-        };
+        let found = if self.staged.remove(&id).is_some() { true } else { self.current.remove(id).is_some() };
         if found && self.training.is_some() {
             self.log.push(Update::Remove(id));
         }
@@ -170,18 +176,20 @@ impl LiveNuevoMatch {
                 let t = self.training.take().expect("checked");
                 let _ = t.worker.join(); // it has sent its result: it is finishing
                 let replayed = self.log.len();
-                let mut staged = Vec::new();
+                let mut staged = HashMap::new();
                 for u in std::mem::take(&mut self.log) {
                     match u {
                         Update::Insert(r) => match self.policy {
                             Policy::Instant => {
                                 let _ = model.insert(r);
                             }
-                            Policy::Delayed => staged.push(r),
+                            Policy::Delayed => {
+                                staged.insert(r.id, r);
+                            }
                         },
                         Update::Remove(id) => {
                             if model.remove(id).is_none() {
-                                staged.retain(|r: &Rule| r.id != id);
+                                staged.remove(&id);
                             }
                         }
                     }
@@ -204,7 +212,7 @@ impl LiveNuevoMatch {
 
     fn start_training(&mut self) {
         let mut snapshot: Vec<Rule> = self.current.rules.values().map(|(_, r)| r.clone()).collect();
-        snapshot.extend(self.staged.iter().cloned());
+        snapshot.extend(self.staged.values().cloned());
         let rules = snapshot.len();
         let config = self.config;
         let (tx, rx) = channel();
@@ -220,7 +228,7 @@ impl LiveNuevoMatch {
 
     /// Ids of the staged rules (delayed policy).
     pub fn staged_ids(&self) -> Vec<RuleId> {
-        self.staged.iter().map(|r| r.id).collect()
+        self.staged.keys().copied().collect()
     }
 
     /// Waits until the training running now (if any) has been swapped in. `poll` may start the

@@ -285,6 +285,41 @@ impl<R: Remainder> NuevoMatchUp<R> {
         &self.remainder
     }
 
+    /// `lookup_batch`, also returning how many keys' winners the iSets gave (the remainder had
+    /// nothing better) — the datapath's "model hit" count.
+    pub fn lookup_batch_counted(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) -> usize {
+        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
+        let mut from_isets = 0;
+        for (chunk, out) in keys.chunks(crate::BATCH).zip(out.chunks_mut(crate::BATCH)) {
+            let n = chunk.len();
+            let mut best: [Option<(u32, RuleId)>; crate::BATCH] = [None; crate::BATCH];
+            let mut values = [0u32; crate::BATCH];
+            let mut buckets = [None; crate::BATCH];
+            for s in &self.isets {
+                for (v, k) in values.iter_mut().zip(chunk) {
+                    *v = s.field.value(k);
+                }
+                s.index.find_batch(&values[..n], &mut buckets[..n]);
+                for j in 0..n {
+                    if let Some(b) = buckets[j] {
+                        self.scan_bucket(s, b, &chunk[j], &mut best[j]);
+                    }
+                }
+            }
+            for j in 0..n {
+                let b = best[j];
+                out[j] = match self.remainder.lookup_beating(&chunk[j], b) {
+                    Some((_, id)) => Some(id),
+                    None => {
+                        from_isets += usize::from(b.is_some());
+                        b.map(|(_, id)| id)
+                    }
+                };
+            }
+        }
+        from_isets
+    }
+
     /// The best rule over the iSets for `key` (by the winner rule).
     #[inline]
     fn search_isets(&self, key: &FlowKey) -> Option<(u32, RuleId)> {
@@ -333,30 +368,8 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     /// Per iSet, the bucket of every key of the batch in one batched index call (the RQ-RMI
     /// model's batched inference), then the scans; then the remainder per key.
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
-        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
-        for (chunk, out) in keys.chunks(crate::BATCH).zip(out.chunks_mut(crate::BATCH)) {
-            let n = chunk.len();
-            let mut best: [Option<(u32, RuleId)>; crate::BATCH] = [None; crate::BATCH];
-            let mut values = [0u32; crate::BATCH];
-            let mut buckets = [None; crate::BATCH];
-            for s in &self.isets {
-                for (v, k) in values.iter_mut().zip(chunk) {
-                    *v = s.field.value(k);
-                }
-                s.index.find_batch(&values[..n], &mut buckets[..n]);
-                for j in 0..n {
-                    if let Some(b) = buckets[j] {
-                        self.scan_bucket(s, b, &chunk[j], &mut best[j]);
-                    }
-                }
-            }
-            for j in 0..n {
-                let b = best[j];
-                out[j] = self.remainder.lookup_beating(&chunk[j], b).or(b).map(|(_, id)| id);
-            }
-        }
+        self.lookup_batch_counted(keys, out);
     }
-
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
         if self.rules.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));

@@ -1,0 +1,104 @@
+//! `rqvs compare`: several datapath designs on the same rules and trace, in one process.
+//!
+//! ```text
+//! rqvs compare --rules FILE --trace FILE [--designs orig,cflows] [replay options]
+//!              [--json OUT] [--plot OUT.svg]
+//! ```
+//!
+//! The inputs are loaded once ([`replay::prepare`]); each design is built and replayed in turn
+//! ([`replay::run_design`]) with the same settings, updates and verification sample, so the
+//! designs see identical packets. Speedups are throughput ratios against the first design
+//! listed, measured in this one run (ratios from one run survive a noisy machine better than
+//! figures from separate runs). Any mismatch in any design fails the command (exit code 1).
+
+use crate::replay::{self, Common, DESIGNS};
+use crate::Failure;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Designs to run, comma-separated; speedups are against the first.
+    #[arg(long, default_value = "orig,cflows")]
+    pub designs: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub fn run(args: &Args) -> Result<(), Failure> {
+    let designs: Vec<&str> = args.designs.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    if designs.is_empty() {
+        return Err(Failure("--designs: expected at least one design".into()));
+    }
+    for d in &designs {
+        if !DESIGNS.contains(d) {
+            return Err(Failure(format!("--designs: unknown design '{d}'; expected some of {}", DESIGNS.join(","))));
+        }
+    }
+    let c = &args.common;
+    let p = replay::prepare(c)?;
+    let mut runs = Vec::new();
+    for d in &designs {
+        let r = replay::run_design(c, &p, d)?;
+        replay::print_run(c, &p, &r);
+        println!();
+        runs.push(r);
+    }
+    let base = runs[0].mpps;
+    let base_steady = runs[0].steady.map(|s| s.0);
+    println!(
+        "{:<8} {:>10} {:>9} {:>14} {:>9} {:>10} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "design",
+        "Mpps",
+        "speedup",
+        "Mpps(warm)",
+        "speedup",
+        "mismatch",
+        "coverage",
+        "emc",
+        "megaflow",
+        "model",
+        "remaind.",
+        "upcall"
+    );
+    let mut rows = Vec::new();
+    for r in &runs {
+        let cs = &r.c;
+        let sh = |x: u64| x as f64 / cs.received.max(1) as f64;
+        let warm = r.steady.map(|s| s.0);
+        let warm_speedup = warm.zip(base_steady).map(|(a, b)| a / b);
+        let coverage = r.report.iter().find(|x| x.0 == "coverage").map_or(0.0, |x| x.1);
+        println!(
+            "{:<8} {:>10.3} {:>8.2}x {:>14} {:>9} {:>10} {:>9.4}  {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.2}%",
+            r.design,
+            r.mpps,
+            r.mpps / base,
+            warm.map_or("-".into(), |w| format!("{w:.3}")),
+            warm_speedup.map_or("-".into(), |s| format!("{s:.2}x")),
+            format!("{}/{}", r.mismatches, r.verified),
+            coverage,
+            100.0 * sh(cs.emc_hit),
+            100.0 * sh(cs.megaflow_hit + cs.cd_hit),
+            100.0 * sh(cs.model_hit),
+            100.0 * sh(cs.remainder_hit),
+            100.0 * sh(cs.upcall + cs.lost),
+        );
+        let mut o = replay::run_json(c, &p, r)?;
+        o.insert("speedup".into(), serde_json::json!(r.mpps / base));
+        o.insert("speedup_after_first_pass".into(), serde_json::json!(warm_speedup));
+        rows.push(serde_json::Value::Object(o));
+    }
+    if let Some(path) = &c.plot {
+        let series: Vec<(&str, &[replay::Sample])> = runs.iter().map(|r| (r.design.as_str(), &r.series[..])).collect();
+        crate::plot::compare(path, &replay::plot_title(c, &args.designs), &series)?;
+    }
+    if let Some(out) = &c.json {
+        let mut o = serde_json::Map::new();
+        o.insert("designs".into(), serde_json::json!(designs));
+        o.insert("runs".into(), serde_json::Value::Array(rows));
+        crate::report::write_json(out, "compare", o)?;
+    }
+    let bad: usize = runs.iter().map(|r| r.mismatches).sum();
+    if bad > 0 {
+        return Err(Failure(format!("{bad} packets got an action other than the reference's")));
+    }
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! **CFLOWS** (NSDI'22 §4.2): the fast path classifies packets against the OpenFlow rules
+//! themselves — EMC → NuevoMatchUP over the rules → TupleMerge remainder. No megaflows, no
+//! upcalls, no revalidation.
+//!
+//! - **EMC**: the same cache as ORIG ([`Emc`]), whole key → the winning rule. An entry holds the
+//!   rule id and the *table generation* it was computed under ([`FlowRef`] `{slot: rule id, gen}`;
+//!   `slot = NO_RULE` caches "no rule matches"). A rule's action is read at hit time, so modifying
+//!   actions needs no invalidation; removing a rule makes the entries naming it dead at once (its
+//!   action is gone); a rule becoming visible (an insert, or a model swap under the delayed
+//!   policy) bumps the generation, which retires every entry — a new rule may outrank any cached
+//!   winner, and finding just the entries it outranks would cost more than the EMC saves.
+//! - **Classifier**: [`LiveNuevoMatch`] — inserts go to the TupleMerge remainder at once
+//!   (**instant** policy) or are staged until the next model (**delayed**); removals mark the rule
+//!   dead in place; the trainer thread retrains when the remainder holds more than
+//!   `retrain_threshold` of the rules, and [`Design::maintain`] swaps the new model in between
+//!   batches (the PMD never waits for training).
+//! - **Counters**: `emc_hit`, `model_hit` (an iSet gave the winner), `remainder_hit` (the
+//!   remainder gave a better rule, or nothing matched) — they sum to `received`. Gauges `rules`
+//!   and `model_entries` (coverage = model_entries / rules), `model_swaps`.
+//! - **Time**: the same PMD clock as ORIG ([`Clock`]); training runs on another thread and is not
+//!   PMD time, but swapping a model in (`maintain`) is.
+
+use std::time::Instant;
+
+use hashbrown::HashMap;
+use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
+use rqvs_classify::ofproto::wire_key;
+use rqvs_classify::{Classifier, ClassifierError};
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::counters::Counters;
+use crate::design::Design;
+use crate::dpcls::FlowRef;
+use crate::emc::{Emc, EmcTarget};
+use crate::pmd::{Clock, Config};
+use crate::{flow_hash, DpAction, BATCH};
+
+/// EMC slot value meaning "no rule matches" (the packet is dropped).
+const NO_RULE: u32 = u32::MAX;
+
+/// Settings of the learned classifier.
+#[derive(Clone, Copy, Debug)]
+pub struct LearnedConfig {
+    pub policy: Policy,
+    /// Remainder share of the rules that starts a training session (paper: 10%).
+    pub retrain_threshold: f64,
+}
+
+impl Default for LearnedConfig {
+    fn default() -> Self {
+        LearnedConfig { policy: Policy::Instant, retrain_threshold: 0.1 }
+    }
+}
+
+/// The visible rules' actions and the EMC generation (the EMC's [`EmcTarget`]).
+struct Table {
+    actions: HashMap<u32, DpAction>,
+    gen: u32,
+}
+
+impl EmcTarget for Table {
+    #[inline]
+    fn is_live(&self, f: FlowRef) -> bool {
+        f.gen == self.gen && (f.slot == NO_RULE || self.actions.contains_key(&f.slot))
+    }
+}
+
+impl Table {
+    #[inline]
+    fn action(&self, slot: u32) -> DpAction {
+        if slot == NO_RULE {
+            DpAction::Drop
+        } else {
+            self.actions.get(&slot).copied().unwrap_or(DpAction::Drop)
+        }
+    }
+}
+
+/// The CFLOWS datapath (module docs).
+pub struct Cflows {
+    cfg: Config,
+    emc: Emc,
+    nm: LiveNuevoMatch,
+    table: Table,
+    c: Counters,
+    now_ns: u64,
+    epoch: u64,
+    swaps_seen: usize,
+}
+
+impl Cflows {
+    /// Builds the first model synchronously (its training time is reported by
+    /// [`Design::report`], not counted as PMD time).
+    pub fn new(rules: &[Rule], cfg: Config, learned: LearnedConfig) -> Result<Cflows, ClassifierError> {
+        let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
+        let actions = rules.iter().map(|r| (r.id.0, DpAction::from_actions(&r.actions))).collect();
+        Ok(Cflows {
+            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            nm,
+            table: Table { actions, gen: 0 },
+            c: Counters::default(),
+            now_ns: 0,
+            epoch: 0,
+            swaps_seen: 0,
+            cfg,
+        })
+    }
+
+    /// The learned classifier (coverage, sessions, ...).
+    pub fn classifier(&self) -> &LiveNuevoMatch {
+        &self.nm
+    }
+
+    fn retire_emc(&mut self) {
+        self.table.gen = self.table.gen.wrapping_add(1);
+    }
+
+    /// Swaps a trained model in if one is ready (and starts training when needed).
+    fn poll_model(&mut self) {
+        self.nm.poll();
+        let swaps = self.nm.sessions().len();
+        if swaps != self.swaps_seen {
+            self.swaps_seen = swaps;
+            if self.nm.policy() == Policy::Delayed {
+                // Staged rules just became visible.
+                self.retire_emc();
+                self.epoch += 1;
+            }
+        }
+    }
+}
+
+impl Design for Cflows {
+    fn name(&self) -> &'static str {
+        "cflows"
+    }
+
+    fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
+        let n = keys.len();
+        assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
+        let measured = self.cfg.clock == Clock::Measured;
+        let t0 = measured.then(Instant::now);
+        let mut k = [FlowKey::default(); BATCH];
+        let mut h = [0u32; BATCH];
+        let mut miss_keys = [FlowKey::default(); BATCH];
+        let mut miss_at = [0u8; BATCH];
+        let mut nmiss = 0;
+        self.c.received += n as u64;
+
+        for i in 0..n {
+            k[i] = wire_key(&keys[i]);
+            h[i] = flow_hash(&k[i]);
+            if self.cfg.emc {
+                if let Some(f) = self.emc.lookup(h[i], &k[i], &self.table) {
+                    out[i] = self.table.action(f.slot);
+                    self.c.emc_hit += 1;
+                    continue;
+                }
+            }
+            miss_keys[nmiss] = k[i];
+            miss_at[nmiss] = i as u8;
+            nmiss += 1;
+        }
+        let t1 = measured.then(Instant::now);
+
+        if nmiss > 0 {
+            let mut ids = [None; BATCH];
+            let from_model = self.nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
+            self.c.model_hit += from_model;
+            self.c.remainder_hit += nmiss as u64 - from_model;
+            for j in 0..nmiss {
+                let i = usize::from(miss_at[j]);
+                let slot = ids[j].map_or(NO_RULE, |id| id.0);
+                out[i] = self.table.action(slot);
+                if self.cfg.emc {
+                    let f = FlowRef { slot, gen: self.table.gen };
+                    self.emc.probabilistic_insert(h[i], &k[i], f, &self.table);
+                }
+            }
+        }
+        for a in &out[..n] {
+            match a {
+                DpAction::Output(_) => self.c.tx += 1,
+                _ => self.c.dropped_by_action += 1,
+            }
+        }
+
+        match (self.cfg.clock, t0, t1) {
+            (Clock::Measured, Some(t0), Some(t1)) => {
+                self.c.emc_ns += (t1 - t0).as_nanos() as u64;
+                self.c.model_ns += t1.elapsed().as_nanos() as u64;
+                self.now_ns += t0.elapsed().as_nanos() as u64;
+            }
+            (Clock::Virtual { packet_ns, .. }, ..) => self.now_ns += n as u64 * packet_ns,
+            _ => unreachable!("measured clock has timestamps"),
+        }
+    }
+
+    fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
+        &[]
+    }
+
+    fn maintain(&mut self) -> u64 {
+        let t0 = Instant::now();
+        self.poll_model();
+        if self.cfg.clock == Clock::Measured {
+            self.now_ns += t0.elapsed().as_nanos() as u64;
+        }
+        0
+    }
+
+    fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        for r in rules {
+            let (id, action) = (r.id.0, DpAction::from_actions(&r.actions));
+            self.nm.insert(r)?;
+            self.table.actions.insert(id, action);
+        }
+        if self.nm.policy() == Policy::Instant {
+            self.retire_emc();
+            self.epoch += 1;
+        }
+        Ok(0)
+    }
+
+    fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
+        let mut changed = false;
+        for &id in ids {
+            if self.nm.remove(id) {
+                self.table.actions.remove(&id.0);
+                changed = true;
+            }
+        }
+        if changed {
+            self.epoch += 1;
+        }
+        0
+    }
+
+    fn counters(&self) -> Counters {
+        let mut c = self.c;
+        let cur = self.nm.current();
+        c.rules = (cur.len() + self.nm.staged()) as u64;
+        c.model_entries = (self.nm.coverage() * c.rules as f64).round() as u64;
+        c.model_swaps = self.nm.sessions().len() as u64;
+        c.pmd_ns = self.now_ns;
+        c.emc_inserts = self.emc.inserts;
+        c
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn visible_epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn staged_rules(&self) -> Vec<RuleId> {
+        self.nm.staged_ids()
+    }
+
+    fn report(&self) -> Vec<(&'static str, f64)> {
+        let cur = self.nm.current();
+        let mut v = vec![
+            ("coverage", self.nm.coverage()),
+            ("isets", cur.isets() as f64),
+            ("remainder_rules", self.nm.remainder_rules() as f64),
+            ("staged_rules", self.nm.staged() as f64),
+            ("training_sessions", self.nm.sessions().len() as f64),
+        ];
+        if let Some(s) = self.nm.sessions().last() {
+            v.push(("last_training_ms", s.train.as_secs_f64() * 1e3));
+        }
+        v
+    }
+
+    fn settle(&mut self) {
+        self.nm.finish_training();
+        self.poll_model();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assign_rule_outputs;
+    use rqvs_classify::Reference;
+
+    fn rules(n: usize) -> Vec<Rule> {
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
+                    i / 250,
+                    i % 250,
+                    1000 + i,
+                    2000 + i
+                )
+            })
+            .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
+            .collect();
+        let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        assign_rule_outputs(&mut r);
+        r
+    }
+
+    fn keys(n: usize) -> Vec<FlowKey> {
+        (0..n as u32)
+            .map(|i| {
+                let mut k = FlowKey::ipv4(
+                    0x0a00_0000 | ((i % 1000 / 250) << 16) | ((i % 250) << 8) | 7,
+                    0x0b00_0001,
+                    6,
+                    1234,
+                    (1000 + i % 1300) as u16,
+                );
+                k.in_port = 1;
+                k
+            })
+            .collect()
+    }
+
+    fn virtual_cfg(emc_prob: f64) -> Config {
+        Config {
+            emc_insert_prob: emc_prob,
+            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 0 },
+            ..Config::default()
+        }
+    }
+
+    fn run(dp: &mut Cflows, keys: &[FlowKey]) -> Vec<DpAction> {
+        let mut all = Vec::new();
+        let mut out = [DpAction::Drop; BATCH];
+        for chunk in keys.chunks(BATCH) {
+            dp.process_batch(chunk, 0, &mut out);
+            all.extend_from_slice(&out[..chunk.len()]);
+            dp.maintain();
+        }
+        all
+    }
+
+    fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
+        let r = Reference::build(rules).unwrap();
+        keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
+    }
+
+    #[test]
+    fn actions_equal_the_reference_and_counters_sum() {
+        let rules = rules(1200);
+        let keys = keys(5000);
+        let mut dp = Cflows::new(&rules, virtual_cfg(0.2), LearnedConfig::default()).unwrap();
+        let got = run(&mut dp, &keys);
+        assert_eq!(got, expect(&rules, &keys));
+        let again = run(&mut dp, &keys);
+        assert_eq!(again, got);
+        let c = dp.counters();
+        assert!(c.outcome_sum_ok(), "{c:?}");
+        assert!(c.emc_hit > 0 && c.model_hit > 0, "{c:?}");
+        assert_eq!(c.rules, rules.len() as u64);
+    }
+
+    #[test]
+    fn updates_instant_and_delayed_follow_the_visible_rules() {
+        let all = rules(1200);
+        let keys = keys(3000);
+        for policy in [Policy::Instant, Policy::Delayed] {
+            let (initial, held) = all.split_at(900);
+            let cfg = LearnedConfig { policy, retrain_threshold: 0.1 };
+            let mut dp = Cflows::new(initial, virtual_cfg(1.0), cfg).unwrap();
+            assert_eq!(run(&mut dp, &keys), expect(initial, &keys));
+            let e0 = dp.visible_epoch();
+            dp.add_rules(held.to_vec()).unwrap();
+            let staged = dp.staged_rules();
+            let visible: Vec<Rule> = all.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+            match policy {
+                Policy::Instant => assert!(staged.is_empty() && dp.visible_epoch() != e0),
+                Policy::Delayed => assert!(staged.len() == held.len() && dp.visible_epoch() == e0),
+            }
+            assert_eq!(run(&mut dp, &keys), expect(&visible, &keys), "{policy:?} before the swap");
+            dp.settle();
+            assert!(dp.staged_rules().is_empty());
+            assert_eq!(run(&mut dp, &keys), expect(&all, &keys), "{policy:?} after the swap");
+            let victims: Vec<RuleId> = all.iter().step_by(3).map(|r| r.id).collect();
+            dp.remove_rules(&victims);
+            let left: Vec<Rule> = all.iter().filter(|r| !victims.contains(&r.id)).cloned().collect();
+            assert_eq!(run(&mut dp, &keys), expect(&left, &keys), "{policy:?} after removals");
+            assert!(dp.counters().outcome_sum_ok());
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! The [`Design`] trait: what `rqvs replay` and `rqvs compare` drive, whichever datapath design
+//! is behind it — ORIG ([`crate::Datapath`]), CFLOWS ([`crate::cflows::Cflows`]).
+//!
+//! The contract is the PMD loop's: [`Design::process_batch`] on each batch (the PMD's work),
+//! [`Design::handle_upcalls`] for the packets it queued (empty for designs without upcalls),
+//! [`Design::maintain`] at batch boundaries (ranking, sweeps, model swaps), and OpenFlow rule
+//! changes through [`Design::add_rules`] / [`Design::remove_rules`] between batches.
+//!
+//! **Visibility.** [`Design::visible_epoch`] changes whenever the set of OpenFlow rules that
+//! decides packets' actions changes: at each update for ORIG and for CFLOWS' instant policy, at
+//! the model swap for the delayed policy (rules staged until then are not visible:
+//! [`Design::staged_rules`]). Verification compares each packet with the reference over the rules
+//! visible when it was classified.
+
+use rqvs_classify::ClassifierError;
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::{Counters, DpAction};
+
+pub trait Design {
+    /// `orig`, `cflows`, ...
+    fn name(&self) -> &'static str;
+    /// The PMD's work on one batch (see [`crate::Datapath::process_batch`] for `seq0`/`out`).
+    fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]);
+    /// Handles queued upcalls; `(sequence number, action)` per handled packet.
+    fn handle_upcalls(&mut self) -> &[(u64, DpAction)];
+    /// Batch-boundary housekeeping; returns cache entries deleted.
+    fn maintain(&mut self) -> u64;
+    /// Adds OpenFlow rules; returns cache entries deleted as a consequence.
+    fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError>;
+    /// Removes OpenFlow rules (absent ids ignored); returns cache entries deleted.
+    fn remove_rules(&mut self, ids: &[RuleId]) -> u64;
+    /// Counters with gauges filled in.
+    fn counters(&self) -> Counters;
+    /// PMD clock, ns.
+    fn now_ns(&self) -> u64;
+    /// Changes whenever the visible rule set changes (module docs).
+    fn visible_epoch(&self) -> u64;
+    /// Rules added but not yet visible (delayed policy).
+    fn staged_rules(&self) -> Vec<RuleId> {
+        Vec::new()
+    }
+    /// Design-specific figures for reports (name, value).
+    fn report(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+    /// Waits for background work (training) to finish and be applied; for tests and for a
+    /// clean end of a run.
+    fn settle(&mut self) {}
+}
