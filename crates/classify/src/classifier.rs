@@ -84,3 +84,44 @@ pub trait Remainder: Classifier {
     /// by the winner rule), with its priority; `None` when no rule matching `key` beats it.
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)>;
 }
+
+/// A remainder that holds no rules and matches nothing: for a learned classifier whose caller
+/// keeps the rules the iSets do not take somewhere else (CCACHE keeps them in the megaflow
+/// cache). Building over rules keeps nothing; `insert` refuses, because a rule put here would
+/// silently never match.
+#[derive(Default, Debug)]
+pub struct NoRemainder;
+
+impl NoRemainder {
+    /// Keeps none of `rules`: the caller serves them.
+    pub fn build(_rules: &[Rule]) -> Result<NoRemainder, ClassifierError> {
+        Ok(NoRemainder)
+    }
+}
+
+impl Classifier for NoRemainder {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn lookup(&self, _: &FlowKey) -> Option<RuleId> {
+        None
+    }
+    fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
+        Err(ClassifierError::Unsupported(rule.id, "this learned classifier has no remainder".into()))
+    }
+    fn remove(&mut self, _: RuleId) -> Option<Rule> {
+        None
+    }
+    fn len(&self) -> usize {
+        0
+    }
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl Remainder for NoRemainder {
+    fn lookup_beating(&self, _: &FlowKey, _: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        None
+    }
+}

@@ -17,7 +17,7 @@ mod testing;
 pub mod tss;
 pub mod tuplemerge;
 
-pub use classifier::{Classifier, ClassifierError, Remainder, BATCH};
+pub use classifier::{Classifier, ClassifierError, NoRemainder, Remainder, BATCH};
 pub use nuevomatch::NuevoMatchUp;
 pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;

@@ -1,7 +1,7 @@
 //! `rqvs compare`: several datapath designs on the same rules and trace, in one process.
 //!
 //! ```text
-//! rqvs compare --rules FILE --trace FILE [--designs orig,cflows] [replay options]
+//! rqvs compare --rules FILE --trace FILE [--designs orig,ccache,cflows] [replay options]
 //!              [--json OUT] [--plot OUT.svg]
 //! ```
 //!
@@ -17,7 +17,7 @@ use crate::Failure;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Designs to run, comma-separated; speedups are against the first.
-    #[arg(long, default_value = "orig,cflows")]
+    #[arg(long, default_value = "orig,ccache,cflows")]
     pub designs: String,
     #[command(flatten)]
     pub common: Common,

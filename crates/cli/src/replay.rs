@@ -1,14 +1,16 @@
 //! `rqvs replay`: a trace through a datapath design, as fast as the PMD takes it.
 //!
 //! ```text
-//! rqvs replay --rules FILE --trace FILE --design orig|cflows [--cd] [--emc-prob P | --no-emc]
+//! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
 //!             [--json OUT] [--plot OUT.svg]
 //! ```
 //!
 //! - **Designs** ([`rqvs_datapath::Design`]): `orig` (EMC → megaflow cache → upcall to the
-//!   OpenFlow slow path) and `cflows` (EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge
-//!   remainder; no megaflows, no upcalls). `rqvs compare` runs several on the same input.
+//!   OpenFlow slow path), `ccache` (EMC → NuevoMatchUP over the megaflows → megaflow cache →
+//!   upcall; the model retrained in the background) and `cflows` (EMC → NuevoMatchUP over the
+//!   OpenFlow rules → TupleMerge remainder; no megaflows, no upcalls). `rqvs compare` runs several
+//!   on the same input.
 //! - **Rules.** ClassBench files go to the slow path as they are (the OpenFlow classifier expands
 //!   port ranges itself, with u32 priorities, so 100K/500K sets need no 16-bit priority layering),
 //!   and every rule gets the action `output:(id+1)` ([`rqvs_datapath::assign_rule_outputs`]), so
@@ -39,6 +41,7 @@ use rand::SeedableRng;
 use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
+use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::{assign_rule_outputs, Cflows, Counters, Datapath, Design, DpAction, LearnedConfig, BATCH};
 use rqvs_flow::formats::{self, RuleFormat};
@@ -56,7 +59,7 @@ pub struct Args {
 }
 
 /// The designs `--design` / `--designs` accept.
-pub const DESIGNS: [&str; 2] = ["orig", "cflows"];
+pub const DESIGNS: [&str; 3] = ["orig", "ccache", "cflows"];
 
 /// Settings shared by `rqvs replay` and `rqvs compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -96,7 +99,8 @@ pub struct Common {
     /// at the next model swap (delayed).
     #[arg(long, default_value = "instant", value_parser = ["instant", "delayed"])]
     pub policy: String,
-    /// CFLOWS: retrain when the remainder holds more than this share of the rules.
+    /// CFLOWS: retrain when the remainder holds more than this share of the rules; CCACHE: when
+    /// the megaflow cache holds more than this share of the megaflows.
     #[arg(long, default_value_t = 0.1)]
     pub retrain_threshold: f64,
     /// Idle expiry of megaflows, seconds of PMD time.
@@ -253,6 +257,10 @@ fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Fa
     };
     Ok(match design {
         "orig" => Box::new(Datapath::new(rules, cfg)?),
+        "ccache" => {
+            let cc = CcacheConfig { retrain_threshold: c.retrain_threshold, ..CcacheConfig::default() };
+            Box::new(Datapath::new(rules, Config { ccache: Some(cc), ..cfg })?)
+        }
         "cflows" => {
             let policy = if c.policy == "delayed" { Policy::Delayed } else { Policy::Instant };
             Box::new(Cflows::new(rules, cfg, LearnedConfig { policy, retrain_threshold: c.retrain_threshold })?)
@@ -287,7 +295,7 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
     let build_start = std::time::Instant::now();
     let mut dp = build(c, design, &p.initial)?;
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
-    let cd_probe = (design == "orig" && c.cd).then_some(());
+    let cd_probe = (design != "cflows" && c.cd).then_some(());
 
     let mut recorded = vec![false; keys.len()];
     // (version, position, action)
@@ -466,7 +474,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         d => println!("design              {d} (EMC {emc}, policy {}, retrain at {})", c.policy, c.retrain_threshold),
     }
     let extra: Vec<String> = r.report.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))).collect();
-    println!("build               {:.0} ms ({})", r.build_ms, extra.join(", "));
+    println!("build               {:.0} ms", r.build_ms);
+    println!("at the end          {}", extra.join(", "));
     println!("packets             {}", cs.received);
     println!(
         "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
@@ -503,7 +512,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         cs.lost,
         cs.outcome_sum()
     );
-    if r.design == "orig" {
+    if r.design != "cflows" {
         println!(
             "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
             cs.avg_subtables_per_hit(),
@@ -521,7 +530,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
             cs.deleted_revalidated, cs.deleted_idle, cs.deleted_limit, cs.install_refused
         );
-    } else {
+    }
+    if r.design != "orig" {
         println!(
             "model               coverage {:.4}  rules {}  in the model {}  swaps {}",
             coverage(cs),

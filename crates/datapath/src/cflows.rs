@@ -18,7 +18,8 @@
 //!   remainder gave a better rule, or nothing matched) — they sum to `received`. Gauges `rules`
 //!   and `model_entries` (coverage = model_entries / rules), `model_swaps`.
 //! - **Time**: the same PMD clock as ORIG ([`Clock`]); training runs on another thread and is not
-//!   PMD time, but swapping a model in (`maintain`) is.
+//!   PMD time, but swapping a model in (`maintain`) is. Under the virtual clock `maintain` waits
+//!   for a started training, so runs are a pure function of their inputs.
 
 use std::time::Instant;
 
@@ -203,6 +204,11 @@ impl Design for Cflows {
     fn maintain(&mut self) -> u64 {
         let t0 = Instant::now();
         self.poll_model();
+        if self.cfg.clock != Clock::Measured && self.nm.training() {
+            // Virtual clock: training finishes "instantly", so runs are deterministic.
+            self.nm.finish_training();
+            self.poll_model();
+        }
         if self.cfg.clock == Clock::Measured {
             self.now_ns += t0.elapsed().as_nanos() as u64;
         }
@@ -329,14 +335,7 @@ mod tests {
     }
 
     fn run(dp: &mut Cflows, keys: &[FlowKey]) -> Vec<DpAction> {
-        let mut all = Vec::new();
-        let mut out = [DpAction::Drop; BATCH];
-        for chunk in keys.chunks(BATCH) {
-            dp.process_batch(chunk, 0, &mut out);
-            all.extend_from_slice(&out[..chunk.len()]);
-            dp.maintain();
-        }
-        all
+        crate::design::run_keys(dp, keys)
     }
 
     fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
@@ -359,6 +358,16 @@ mod tests {
         assert_eq!(c.rules, rules.len() as u64);
     }
 
+    /// Batch by batch (no `maintain` in between), the actions equal the reference's over `rules`.
+    fn check_batches(dp: &mut Cflows, rules: &[Rule], keys: &[FlowKey]) {
+        let want = expect(rules, keys);
+        let mut out = [DpAction::Drop; BATCH];
+        for (b, chunk) in keys.chunks(BATCH).enumerate() {
+            dp.process_batch(chunk, 0, &mut out);
+            assert_eq!(&out[..chunk.len()], &want[b * BATCH..b * BATCH + chunk.len()], "batch {b}");
+        }
+    }
+
     #[test]
     fn updates_instant_and_delayed_follow_the_visible_rules() {
         let all = rules(1200);
@@ -370,19 +379,25 @@ mod tests {
             assert_eq!(run(&mut dp, &keys), expect(initial, &keys));
             let e0 = dp.visible_epoch();
             dp.add_rules(held.to_vec()).unwrap();
-            let staged = dp.staged_rules();
-            let visible: Vec<Rule> = all.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+            // Before any model swap: instant shows the new rules, delayed does not.
             match policy {
-                Policy::Instant => assert!(staged.is_empty() && dp.visible_epoch() != e0),
-                Policy::Delayed => assert!(staged.len() == held.len() && dp.visible_epoch() == e0),
+                Policy::Instant => {
+                    assert!(dp.staged_rules().is_empty() && dp.visible_epoch() != e0);
+                    check_batches(&mut dp, &all, &keys);
+                }
+                Policy::Delayed => {
+                    assert!(dp.staged_rules().len() == held.len() && dp.visible_epoch() == e0);
+                    check_batches(&mut dp, initial, &keys);
+                }
             }
-            assert_eq!(run(&mut dp, &keys), expect(&visible, &keys), "{policy:?} before the swap");
-            dp.settle();
-            assert!(dp.staged_rules().is_empty());
+            // `maintain` trains (synchronously under the virtual clock) and swaps.
             assert_eq!(run(&mut dp, &keys), expect(&all, &keys), "{policy:?} after the swap");
+            assert!(dp.staged_rules().is_empty());
+            assert!(dp.counters().model_swaps > 0);
             let victims: Vec<RuleId> = all.iter().step_by(3).map(|r| r.id).collect();
             dp.remove_rules(&victims);
             let left: Vec<Rule> = all.iter().filter(|r| !victims.contains(&r.id)).cloned().collect();
+            check_batches(&mut dp, &left, &keys);
             assert_eq!(run(&mut dp, &keys), expect(&left, &keys), "{policy:?} after removals");
             assert!(dp.counters().outcome_sum_ok());
         }

@@ -15,7 +15,7 @@
 use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::{Counters, DpAction};
+use crate::{Counters, DpAction, BATCH};
 
 pub trait Design {
     /// `orig`, `cflows`, ...
@@ -47,4 +47,21 @@ pub trait Design {
     /// Waits for background work (training) to finish and be applied; for tests and for a
     /// clean end of a run.
     fn settle(&mut self) {}
+}
+
+/// Replays `keys` in order, batch by batch, with the handler and housekeeping at every batch
+/// boundary; returns each packet's final action (upcalled packets get the handler's).
+pub fn run_keys(d: &mut dyn Design, keys: &[FlowKey]) -> Vec<DpAction> {
+    let mut actions = vec![DpAction::Drop; keys.len()];
+    let mut out = [DpAction::Drop; BATCH];
+    for (b, chunk) in keys.chunks(BATCH).enumerate() {
+        let base = b * BATCH;
+        d.process_batch(chunk, base as u64, &mut out);
+        actions[base..base + chunk.len()].copy_from_slice(&out[..chunk.len()]);
+        for &(seq, a) in d.handle_upcalls() {
+            actions[seq as usize] = a;
+        }
+        d.maintain();
+    }
+    actions
 }

@@ -24,6 +24,9 @@ use crate::DpAction;
 /// Subtables are re-ranked by hits this often (PMD clock), as OVS does every second.
 pub const RANK_INTERVAL_NS: u64 = 1_000_000_000;
 
+/// `MegaflowEntry::subtable` of a detached megaflow ([`Dpcls::detach`]).
+const DETACHED: u32 = u32::MAX;
+
 /// A megaflow's handle: slot and generation. Stale once the megaflow is deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowRef {
@@ -193,30 +196,7 @@ impl Dpcls {
         if let Some(f) = self.find(&megaflow) {
             return f;
         }
-        let si = match self.by_mask.get(&megaflow.mask) {
-            Some(&si) => si,
-            None => {
-                let st = Subtable {
-                    mask: megaflow.mask,
-                    mask_words: megaflow.mask.to_words(),
-                    table: HashMap::new(),
-                    hits: 0,
-                };
-                let si = match self.free_subtables.pop() {
-                    Some(si) => {
-                        self.subtables[si as usize] = Some(st);
-                        si
-                    }
-                    None => {
-                        self.subtables.push(Some(st));
-                        (self.subtables.len() - 1) as u32
-                    }
-                };
-                self.by_mask.insert(megaflow.mask, si);
-                self.order.push(si);
-                si
-            }
-        };
+        let si = self.subtable_for(&megaflow.mask);
         let entry = MegaflowEntry {
             key,
             megaflow,
@@ -254,9 +234,16 @@ impl Dpcls {
         s.gen = s.gen.wrapping_add(1);
         self.free_slots.push(f.slot);
         self.n_flows -= 1;
-        let si = e.subtable;
+        if e.subtable != DETACHED {
+            self.unlink(e.subtable, &e.megaflow);
+        }
+        true
+    }
+
+    /// Takes `megaflow` out of subtable `si`, destroying the subtable when it empties.
+    fn unlink(&mut self, si: u32, megaflow: &Megaflow) {
         let st = self.subtables[si as usize].as_mut().expect("live");
-        st.table.remove(&e.megaflow.value.to_words());
+        st.table.remove(&megaflow.value.to_words());
         if st.table.is_empty() {
             let mask = st.mask;
             self.subtables[si as usize] = None;
@@ -264,7 +251,60 @@ impl Dpcls {
             self.by_mask.remove(&mask);
             self.order.retain(|&x| x != si);
         }
+    }
+
+    /// The subtable for `mask`, created (last in walk order) when missing.
+    fn subtable_for(&mut self, mask: &FlowKey) -> u32 {
+        if let Some(&si) = self.by_mask.get(mask) {
+            return si;
+        }
+        let st = Subtable { mask: *mask, mask_words: mask.to_words(), table: HashMap::new(), hits: 0 };
+        let si = match self.free_subtables.pop() {
+            Some(si) => {
+                self.subtables[si as usize] = Some(st);
+                si
+            }
+            None => {
+                self.subtables.push(Some(st));
+                (self.subtables.len() - 1) as u32
+            }
+        };
+        self.by_mask.insert(*mask, si);
+        self.order.push(si);
+        si
+    }
+
+    /// CCACHE: takes a live megaflow out of the subtables (a learned model serves it now). It
+    /// stays installed — its handle, stats, expiry and revalidation are unchanged — but the
+    /// subtable walk no longer finds it. False when stale or already detached.
+    pub fn detach(&mut self, f: FlowRef) -> bool {
+        let Some(e) = self.get(f) else { return false };
+        if e.subtable == DETACHED {
+            return false;
+        }
+        let (si, mf) = (e.subtable, e.megaflow);
+        self.unlink(si, &mf);
+        self.slots[f.slot as usize].flow.as_mut().expect("live").subtable = DETACHED;
         true
+    }
+
+    /// CCACHE: puts a detached megaflow back into the subtables. False when stale or attached.
+    pub fn attach(&mut self, f: FlowRef) -> bool {
+        let Some(e) = self.get(f) else { return false };
+        if e.subtable != DETACHED {
+            return false;
+        }
+        let mf = e.megaflow;
+        let si = self.subtable_for(&mf.mask);
+        let st = self.subtables[si as usize].as_mut().expect("live");
+        st.table.insert(mf.value.to_words(), f.slot);
+        self.slots[f.slot as usize].flow.as_mut().expect("live").subtable = si;
+        true
+    }
+
+    /// True for a live megaflow that is detached (served by a model).
+    pub fn is_detached(&self, f: FlowRef) -> bool {
+        self.get(f).is_some_and(|e| e.subtable == DETACHED)
     }
 
     /// Handles of every installed megaflow (for the revalidator; allocates).

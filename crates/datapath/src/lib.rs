@@ -31,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ccache;
 pub mod cd;
 pub mod cflows;
 pub mod counters;

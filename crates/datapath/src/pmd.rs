@@ -22,6 +22,7 @@ use std::time::Instant;
 use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::ccache::{CcacheConfig, MegaflowModel};
 use crate::cd::CuckooDistributor;
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, FlowRef};
@@ -52,6 +53,8 @@ pub struct Config {
     pub clock: Clock,
     /// Seed of the EMC insertion draws.
     pub seed: u64,
+    /// CCACHE: a learned model over the megaflows before the megaflow cache ([`crate::ccache`]).
+    pub ccache: Option<CcacheConfig>,
 }
 
 impl Default for Config {
@@ -65,6 +68,7 @@ impl Default for Config {
             upcall_queue: UPCALL_QUEUE_CAP,
             clock: Clock::Measured,
             seed: 1,
+            ccache: None,
         }
     }
 }
@@ -75,6 +79,7 @@ pub struct Datapath {
     emc: Emc,
     dpcls: Dpcls,
     cd: Option<CuckooDistributor>,
+    model: Option<MegaflowModel>,
     queue: UpcallQueue,
     slow: SlowPath,
     reval: Revalidator,
@@ -94,6 +99,7 @@ impl Datapath {
             emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
             dpcls: Dpcls::new(),
             cd: cfg.cd.then(CuckooDistributor::new),
+            model: cfg.ccache.map(MegaflowModel::new),
             queue: UpcallQueue::new(cfg.upcall_queue),
             slow: SlowPath::build(rules)?,
             reval: Revalidator::new(cfg.idle_ns, cfg.flow_limit),
@@ -111,6 +117,11 @@ impl Datapath {
         self.now_ns
     }
 
+    /// Moves the PMD clock forward by `ns` with no packets (an idle PMD; tests of expiry).
+    pub fn advance_clock(&mut self, ns: u64) {
+        self.now_ns += ns;
+    }
+
     /// The counters, with the gauges filled in.
     pub fn counters(&self) -> Counters {
         let mut c = self.c;
@@ -118,7 +129,25 @@ impl Datapath {
         c.masks = self.dpcls.masks() as u64;
         c.pmd_ns = self.now_ns;
         c.emc_inserts = self.emc.inserts;
+        if let Some(m) = &self.model {
+            c.model_entries = m.len() as u64;
+            c.model_swaps = m.swaps;
+        }
         c
+    }
+
+    /// CCACHE's model over the megaflows, when configured.
+    pub fn megaflow_model(&self) -> Option<&MegaflowModel> {
+        self.model.as_ref()
+    }
+
+    /// CCACHE: trains over the current megaflows now and swaps the model in (tests).
+    pub fn train_model_now(&mut self) {
+        if let Some(m) = self.model.as_mut() {
+            m.finish(&mut self.dpcls);
+            m.train_now(&self.dpcls);
+            m.finish(&mut self.dpcls);
+        }
     }
 
     pub fn dpcls(&self) -> &Dpcls {
@@ -178,6 +207,37 @@ impl Datapath {
             nmiss += 1;
         }
         let t1 = measured.then(Instant::now);
+
+        // Stage 1b (CCACHE): the learned model over megaflows.
+        if let (Some(m), true) = (&self.model, nmiss > 0) {
+            let mut mk = [FlowKey::default(); BATCH];
+            for (j, &mi) in miss[..nmiss].iter().enumerate() {
+                mk[j] = k[usize::from(mi)];
+            }
+            let mut found = [None; BATCH];
+            if m.lookup_batch(&mk[..nmiss], &mut found[..nmiss]) > 0 {
+                let mut left = 0;
+                for j in 0..nmiss {
+                    let i = usize::from(miss[j]);
+                    match found[j] {
+                        Some(f) => {
+                            out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
+                            self.dpcls.touch(f, now);
+                            self.c.model_hit += 1;
+                            if self.cfg.emc {
+                                self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
+                            }
+                        }
+                        None => {
+                            miss[left] = miss[j];
+                            left += 1;
+                        }
+                    }
+                }
+                nmiss = left;
+            }
+        }
+        let t1b = measured.then(Instant::now);
 
         // Stage 2: cuckoo distributor and megaflow cache; misses are queued.
         for &mi in &miss[..nmiss] {
@@ -247,8 +307,10 @@ impl Datapath {
 
         match (self.cfg.clock, t0, t1, t2) {
             (Clock::Measured, Some(t0), Some(t1), Some(t2)) => {
+                let t1b = t1b.expect("measured");
                 self.c.emc_ns += (t1 - t0).as_nanos() as u64;
-                self.c.dpcls_ns += (t2 - t1).as_nanos() as u64;
+                self.c.model_ns += (t1b - t1).as_nanos() as u64;
+                self.c.dpcls_ns += (t2 - t1b).as_nanos() as u64;
                 self.now_ns += t0.elapsed().as_nanos() as u64;
             }
             (Clock::Virtual { packet_ns, .. }, ..) => self.now_ns += n as u64 * packet_ns,
@@ -314,7 +376,22 @@ impl Datapath {
                 cd.decide(masks, share);
             }
         }
-        self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c)
+        let deleted = self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+        if let Some(m) = self.model.as_mut() {
+            if deleted > 0 {
+                m.sync(&self.dpcls);
+            }
+            // The swap (detach/attach) is PMD work; the snapshot stands for the manager thread's.
+            let t0 = Instant::now();
+            if m.poll(&mut self.dpcls, self.now_ns) && self.cfg.clock == Clock::Measured {
+                self.now_ns += t0.elapsed().as_nanos() as u64;
+            }
+            if self.cfg.clock != Clock::Measured {
+                // Virtual clock: training finishes "instantly", so runs are deterministic.
+                m.finish(&mut self.dpcls);
+            }
+        }
+        deleted
     }
 
     /// Adds OpenFlow rules, then revalidates every megaflow. Returns megaflows deleted.
@@ -322,7 +399,15 @@ impl Datapath {
         for r in rules {
             self.slow.insert(r)?;
         }
-        Ok(self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c))
+        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
+        self.sync_model();
+        Ok(deleted)
+    }
+
+    fn sync_model(&mut self) {
+        if let Some(m) = self.model.as_mut() {
+            m.sync(&self.dpcls);
+        }
     }
 
     /// Removes OpenFlow rules (absent ids are ignored), then revalidates. Returns megaflows
@@ -331,36 +416,33 @@ impl Datapath {
         for &id in ids {
             self.slow.remove(id);
         }
-        self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c)
+        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
+        self.sync_model();
+        deleted
     }
 
     /// Replays `keys` in order, batch by batch, with the handler and housekeeping at every batch
     /// boundary; returns each packet's final action (upcalled packets get the handler's).
     /// Allocates the result; the measured loop of `rqvs replay` is its own.
     pub fn run_keys(&mut self, keys: &[FlowKey]) -> Vec<DpAction> {
-        let mut actions = vec![DpAction::Drop; keys.len()];
-        let mut out = [DpAction::Drop; BATCH];
-        for (b, chunk) in keys.chunks(BATCH).enumerate() {
-            let base = b * BATCH;
-            self.process_batch(chunk, base as u64, &mut out);
-            actions[base..base + chunk.len()].copy_from_slice(&out[..chunk.len()]);
-            for &(seq, a) in self.handle_upcalls() {
-                actions[seq as usize] = a;
-            }
-            self.maintain();
-        }
-        actions
+        crate::design::run_keys(self, keys)
     }
 
     /// Runs the idle/limit sweep now (tests; `maintain` runs it periodically).
     pub fn sweep_now(&mut self) -> u64 {
-        self.reval.sweep(&mut self.dpcls, self.now_ns, &mut self.c)
+        let deleted = self.reval.sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+        self.sync_model();
+        deleted
     }
 }
 
 impl crate::design::Design for Datapath {
     fn name(&self) -> &'static str {
-        "orig"
+        if self.model.is_some() {
+            "ccache"
+        } else {
+            "orig"
+        }
     }
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         Datapath::process_batch(self, keys, seq0, out)
@@ -389,11 +471,23 @@ impl crate::design::Design for Datapath {
     fn visible_epoch(&self) -> u64 {
         self.epoch
     }
+    fn settle(&mut self) {
+        if let Some(m) = self.model.as_mut() {
+            m.finish(&mut self.dpcls);
+        }
+    }
     fn report(&self) -> Vec<(&'static str, f64)> {
         let mut v = vec![("openflow_subtables", self.slow.classifier().subtables(0) as f64)];
         if let Some((on, off)) = self.cd_intervals() {
             v.push(("cd_intervals_on", on as f64));
             v.push(("cd_intervals_off", off as f64));
+        }
+        if let Some(m) = &self.model {
+            let total = self.dpcls.len().max(1) as f64;
+            v.push(("coverage", m.len() as f64 / total));
+            v.push(("model_megaflows", m.len() as f64));
+            v.push(("model_swaps", m.swaps as f64));
+            v.push(("last_training_ms", m.last_train.as_secs_f64() * 1e3));
         }
         v
     }

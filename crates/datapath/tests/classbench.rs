@@ -1,7 +1,9 @@
 //! The megaflow property on the real ClassBench sets: every packet of the 12 seeds' 1K traces and
 //! a stride of the 10K traces, replayed in order through the ORIG datapath (EMC insertion 1/5,
 //! with and without the cuckoo distributor), gets the action of the reference classifier's winning
-//! rule and the slow path's action. Counters sum exactly.
+//! rule and the slow path's action. Counters sum exactly. The learned designs (CCACHE with a
+//! model retrained as megaflows accumulate — every 10K packets at most —, and CFLOWS) are held to
+//! the same: every packet's action equals the reference's.
 
 // One copy, shared by the crates whose tests read the ClassBench data.
 #[path = "../../flow/tests/shared_data/mod.rs"]
@@ -9,8 +11,9 @@ mod shared_data;
 
 use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
+use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::pmd::{Clock, Config};
-use rqvs_datapath::{assign_rule_outputs, Datapath, DpAction};
+use rqvs_datapath::{assign_rule_outputs, design, Cflows, Datapath, Design, DpAction, LearnedConfig};
 use rqvs_flow::formats;
 use shared_data::{classbench_dir, rules_path, trace_path, SEEDS};
 
@@ -76,4 +79,66 @@ fn every_packet_of_the_1k_traces_with_cd() {
 #[test]
 fn stride_of_the_10k_traces() {
     check("10k", 7, true);
+}
+
+fn check_learned(size: &str, stride: usize) {
+    let Some(dir) = classbench_dir() else { return };
+    for seed in SEEDS {
+        let mut rules = formats::read_rules(&rules_path(&dir, seed, size)).unwrap();
+        assign_rule_outputs(&mut rules);
+        let keys: Vec<_> = formats::trace::read_trace(&trace_path(&dir, seed, size))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.key)
+            .step_by(stride)
+            .collect();
+        let reference = Reference::build(&rules).unwrap();
+        let want: Vec<DpAction> = keys.iter().map(|k| DpAction::of_rule(reference.lookup_rule(&wire_key(k)))).collect();
+        let cfg = Config {
+            emc_insert_prob: 0.2,
+            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 20_000 },
+            ..Config::default()
+        };
+        let ccache = Config {
+            ccache: Some(CcacheConfig { train_interval_ns: 1_000_000, ..CcacheConfig::default() }),
+            ..cfg.clone()
+        };
+        let designs: Vec<Box<dyn Design>> = vec![
+            Box::new(Datapath::new(&rules, ccache).unwrap()),
+            Box::new(Cflows::new(&rules, cfg, LearnedConfig::default()).unwrap()),
+        ];
+        for mut d in designs {
+            // Twice: the second pass meets trained models and warm caches.
+            for pass in 0..2 {
+                let got = design::run_keys(d.as_mut(), &keys);
+                let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                let c = d.counters();
+                assert_eq!(bad, 0, "{seed}_{size} {} pass {pass}: {bad} of {} mismatch", d.name(), keys.len());
+                assert!(c.outcome_sum_ok(), "{seed}_{size} {}: {c:?}", d.name());
+            }
+            let c = d.counters();
+            assert!(c.model_hit > 0, "{seed}_{size} {}: the model served nothing: {c:?}", d.name());
+            eprintln!(
+                "{seed}_{size} {}: emc {} megaflow {} model {} remainder {} upcall {}, model entries {}, swaps {}",
+                d.name(),
+                c.emc_hit,
+                c.megaflow_hit,
+                c.model_hit,
+                c.remainder_hit,
+                c.upcall,
+                c.model_entries,
+                c.model_swaps
+            );
+        }
+    }
+}
+
+#[test]
+fn learned_designs_every_packet_of_the_1k_traces() {
+    check_learned("1k", 1);
+}
+
+#[test]
+fn learned_designs_stride_of_the_10k_traces() {
+    check_learned("10k", 7);
 }

@@ -8,6 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
+use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::{assign_rule_outputs, Datapath, DpAction};
 use rqvs_flow::matching::PortRange;
@@ -103,6 +104,13 @@ fn config(rng: &mut StdRng) -> Config {
         // idle expiry all happen within a run.
         clock: Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 },
         seed: rng.gen(),
+        // CCACHE half the time: a model over the megaflows trained in the background every
+        // 50 ms of PMD clock (and synchronously between phases, see `run_case`).
+        ccache: rng.gen_bool(0.5).then_some(CcacheConfig {
+            train_interval_ns: 50_000_000,
+            retrain_threshold: 0.1,
+            min_megaflows: 2,
+        }),
     }
 }
 
@@ -126,6 +134,8 @@ fn run_case(seed: u64) -> (usize, rqvs_datapath::Counters) {
         }
     };
     let keys = random_packets(&mut rng, 60, 400);
+    check(&mut dp, &initial, &keys);
+    dp.train_model_now();
     check(&mut dp, &initial, &keys);
     dp.add_rules(held).unwrap();
     check(&mut dp, &rules, &keys);
@@ -156,7 +166,9 @@ fn every_path_is_exercised_and_counters_sum() {
     for seed in 0..64 {
         let (bad, c) = run_case(seed);
         assert_eq!(bad, 0, "seed {seed}");
-        assert_eq!(c.emc_hit + c.cd_hit + c.megaflow_hit + c.upcall + c.lost, c.received, "seed {seed}");
+        assert_eq!(c.emc_hit + c.cd_hit + c.megaflow_hit + c.model_hit + c.upcall + c.lost, c.received, "seed {seed}");
+        assert_eq!(c.remainder_hit, 0, "ORIG and CCACHE have no remainder stage");
+        total.model_hit += c.model_hit;
         total.emc_hit += c.emc_hit;
         total.cd_hit += c.cd_hit;
         total.megaflow_hit += c.megaflow_hit;
@@ -167,6 +179,7 @@ fn every_path_is_exercised_and_counters_sum() {
         total.install_refused += c.install_refused;
     }
     assert!(total.emc_hit > 0 && total.cd_hit > 0 && total.megaflow_hit > 0 && total.upcall > 0, "{total:?}");
+    assert!(total.model_hit > 0, "CCACHE's model served packets: {total:?}");
     assert!(total.deleted_revalidated > 0 && total.deleted_idle > 0 && total.install_refused > 0, "{total:?}");
 }
 

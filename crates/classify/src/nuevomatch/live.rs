@@ -6,8 +6,8 @@
 //! - **remove**: the rule is marked dead where it is (iSet bucket or remainder); no retraining.
 //! - **insert**, *instant* policy: into the remainder at once (visible to the next lookup);
 //!   *delayed* policy: staged, invisible until the next model is swapped in.
-//! - **training**: when the remainder holds more than `threshold` of the rules (or, delayed, when
-//!   rules are staged), [`LiveNuevoMatch::poll`] hands a snapshot of the rules to the trainer
+//! - **training**: when the rules inserted into the remainder since the last model exceed
+//!   `threshold` of all rules (or, delayed, when rules are staged), [`LiveNuevoMatch::poll`] hands a snapshot of the rules to the trainer
 //!   thread and logs every update made after it. When the trained model comes back, `poll` replays
 //!   the log onto it and swaps it in — between two batches, so a lookup never sees a half-built
 //!   model and the owner never blocks (`poll` only ever `try_recv`s).
@@ -71,15 +71,19 @@ pub struct LiveNuevoMatch {
     log: Vec<Update>,
     training: Option<Training>,
     sessions: Vec<Session>,
+    /// Remainder size of the current model as trained (before any insert since).
+    base_remainder: usize,
 }
 
 impl LiveNuevoMatch {
-    /// Builds the first model synchronously. `threshold` is the remainder share that triggers
-    /// training (paper: 0.1).
+    /// Builds the first model synchronously. `threshold`: training starts when the rules
+    /// inserted into the remainder since the last model exceed this share of all rules (paper: 0.1).
     pub fn new(rules: &[Rule], policy: Policy, threshold: f64) -> Result<LiveNuevoMatch, ClassifierError> {
         let config = NuevoMatchConfig::default();
+        let current = NuevoMatchUp::build_with(rules, config, TupleMerge::build)?;
         Ok(LiveNuevoMatch {
-            current: NuevoMatchUp::build_with(rules, config, TupleMerge::build)?,
+            base_remainder: current.remainder().len(),
+            current,
             policy,
             threshold,
             config,
@@ -176,6 +180,7 @@ impl LiveNuevoMatch {
                 let t = self.training.take().expect("checked");
                 let _ = t.worker.join(); // it has sent its result: it is finishing
                 let replayed = self.log.len();
+                self.base_remainder = model.remainder().len();
                 let mut staged = HashMap::new();
                 for u in std::mem::take(&mut self.log) {
                     match u {
@@ -205,9 +210,14 @@ impl LiveNuevoMatch {
         }
     }
 
+    /// Staged rules wait for a model; otherwise train when the rules inserted into the remainder
+    /// since the last training exceed `threshold` of all rules. (Not on the remainder's share
+    /// alone: rules the iSets cannot take stay in the remainder after any training, and
+    /// retraining would not move them.)
     fn needs_training(&self) -> bool {
         let total = self.current.len() + self.staged.len();
-        total > 0 && (!self.staged.is_empty() || self.current.remainder().len() as f64 > self.threshold * total as f64)
+        let grown = self.current.remainder().len().saturating_sub(self.base_remainder);
+        total > 0 && (!self.staged.is_empty() || grown as f64 > self.threshold * total as f64)
     }
 
     fn start_training(&mut self) {

@@ -255,6 +255,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.rules.values().map(|(_, r)| r.clone()).collect()
     }
 
+    /// Ids of the live rules the iSets hold.
+    pub fn iset_ids(&self) -> Vec<RuleId> {
+        self.rules.iter().filter(|(_, (loc, _))| matches!(loc, Location::ISet { .. })).map(|(id, _)| *id).collect()
+    }
+
     /// Share of live rules held by iSets.
     pub fn coverage(&self) -> f64 {
         let live: usize = self.isets.iter().map(|s| s.live).sum();

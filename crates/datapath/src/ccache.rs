@@ -1,0 +1,323 @@
+//! **CCACHE** (NSDI'22 §4.1): a learned model over the *megaflows*, between the EMC and the
+//! megaflow cache — EMC → NuevoMatchUP over megaflows → megaflow cache (the remainder) → upcall.
+//!
+//! - **Where megaflows live.** Upcalls install new megaflows in the megaflow cache as in ORIG.
+//!   Periodically ([`CcacheConfig::train_interval_ns`] of PMD time, when the megaflows added to
+//!   the megaflow cache since the last model exceed [`CcacheConfig::retrain_threshold`] of all) a snapshot of every live
+//!   megaflow goes to a trainer thread, which builds NuevoMatchUP over them (each megaflow a rule:
+//!   id = its slot, one priority — megaflows never disagree on a packet's action, so any match is
+//!   the right one). When the model is ready, [`MegaflowModel::poll`] swaps it in between
+//!   batches: the megaflows its iSets hold are **detached** from the megaflow cache's subtables
+//!   ([`Dpcls::detach`]; they stay installed, with their handle, stats, expiry and revalidation),
+//!   and megaflows the previous model held but this one does not are attached back. The model's
+//!   remainder is empty ([`NoRemainder`]): the megaflow cache is the remainder.
+//! - **Deletions** (idle expiry, flow limit, revalidation after rule changes) delete megaflows
+//!   from the megaflow cache as in ORIG; [`MegaflowModel::sync`] then marks them dead in the
+//!   model (no retraining). The datapath calls it right after every deletion pass, so the model
+//!   never returns a deleted megaflow.
+//! - **Snapshot and swap.** Taking the snapshot stands for the manager thread reading the
+//!   megaflow table (OVS would do it under RCU on another core): not PMD time. The swap — detach
+//!   and attach — is PMD time. Under the virtual clock the datapath waits for a started training
+//!   at once, so runs are a pure function of their inputs.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Receiver};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rqvs_classify::nuevomatch::{NuevoMatchConfig, NuevoMatchUp};
+use rqvs_classify::{Classifier, NoRemainder};
+use rqvs_flow::{Actions, FlowKey, Match, Rule, RuleId};
+
+use crate::dpcls::{Dpcls, FlowRef};
+
+/// CCACHE settings.
+#[derive(Clone, Copy, Debug)]
+pub struct CcacheConfig {
+    /// How often (PMD clock) the manager considers training.
+    pub train_interval_ns: u64,
+    /// Train when the megaflows installed in the megaflow cache since the last model exceed this
+    /// share of all megaflows (those the iSets would not take stay there and do not count).
+    pub retrain_threshold: f64,
+    /// Do not train over fewer megaflows than this.
+    pub min_megaflows: usize,
+}
+
+impl Default for CcacheConfig {
+    fn default() -> Self {
+        CcacheConfig { train_interval_ns: 200_000_000, retrain_threshold: 0.1, min_megaflows: 64 }
+    }
+}
+
+type Model = NuevoMatchUp<NoRemainder>;
+
+struct Training {
+    done: Receiver<(Model, Duration)>,
+    worker: JoinHandle<()>,
+    /// Generation of each snapshotted megaflow's slot.
+    gens: HashMap<u32, u32>,
+}
+
+/// The learned model over megaflows and its trainer (module docs).
+pub struct MegaflowModel {
+    cfg: CcacheConfig,
+    model: Option<Model>,
+    /// Slot → generation of each live megaflow the model holds.
+    held: HashMap<u32, u32>,
+    training: Option<Training>,
+    next_train_ns: u64,
+    pub swaps: u64,
+    pub last_train: Duration,
+    /// Megaflows left in the megaflow cache right after the last swap.
+    base_outside: usize,
+}
+
+impl MegaflowModel {
+    pub fn new(cfg: CcacheConfig) -> MegaflowModel {
+        MegaflowModel {
+            cfg,
+            model: None,
+            held: HashMap::new(),
+            training: None,
+            next_train_ns: cfg.train_interval_ns,
+            swaps: 0,
+            last_train: Duration::ZERO,
+            base_outside: 0,
+        }
+    }
+
+    /// Megaflows the model serves now.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// True while a model is being trained.
+    pub fn training(&self) -> bool {
+        self.training.is_some()
+    }
+
+    /// For each key, the live megaflow the model holds that covers it. Returns the number found.
+    #[inline]
+    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowRef>]) -> usize {
+        let Some(m) = &self.model else { return 0 };
+        let mut ids = [None; crate::BATCH];
+        let n = keys.len();
+        m.lookup_batch(keys, &mut ids[..n]);
+        let mut found = 0;
+        for (o, id) in out.iter_mut().zip(&ids[..n]) {
+            *o = id.and_then(|id| self.held.get(&id.0).map(|&gen| FlowRef { slot: id.0, gen }));
+            found += usize::from(o.is_some());
+        }
+        found
+    }
+
+    /// Marks megaflows the megaflow cache deleted as dead in the model.
+    pub fn sync(&mut self, dpcls: &Dpcls) {
+        let Some(m) = &mut self.model else { return };
+        self.held.retain(|&slot, &mut gen| {
+            let live = dpcls.get(FlowRef { slot, gen }).is_some();
+            if !live {
+                m.remove(RuleId(slot));
+            }
+            live
+        });
+    }
+
+    /// Starts training when due; swaps a trained model in when ready. Returns true on a swap.
+    pub fn poll(&mut self, dpcls: &mut Dpcls, now_ns: u64) -> bool {
+        let mut swapped = false;
+        if let Some(t) = &self.training {
+            if let Ok((model, took)) = t.done.try_recv() {
+                let t = self.training.take().expect("checked");
+                let _ = t.worker.join();
+                self.swap(model, &t.gens, dpcls);
+                self.last_train = took;
+                self.swaps += 1;
+                swapped = true;
+            }
+        }
+        if self.training.is_none() && now_ns >= self.next_train_ns {
+            self.next_train_ns = now_ns + self.cfg.train_interval_ns;
+            let total = dpcls.len();
+            let grown = (total - self.held.len()).saturating_sub(self.base_outside);
+            if total >= self.cfg.min_megaflows && grown as f64 > self.cfg.retrain_threshold * total as f64 {
+                self.start_training(dpcls);
+            }
+        }
+        swapped
+    }
+
+    /// Waits for the running training (if any) and swaps it in (tests, end of runs).
+    pub fn finish(&mut self, dpcls: &mut Dpcls) {
+        if let Some(t) = self.training.take() {
+            if let Ok((model, took)) = t.done.recv() {
+                let _ = t.worker.join();
+                self.swap(model, &t.gens, dpcls);
+                self.last_train = took;
+                self.swaps += 1;
+            }
+        }
+    }
+
+    /// Starts training now over every live megaflow, regardless of the schedule (tests).
+    pub fn train_now(&mut self, dpcls: &Dpcls) {
+        if self.training.is_none() {
+            self.start_training(dpcls);
+        }
+    }
+
+    fn start_training(&mut self, dpcls: &Dpcls) {
+        let mut gens = HashMap::with_capacity(dpcls.len());
+        let mut rules = Vec::with_capacity(dpcls.len());
+        for f in dpcls.flow_refs() {
+            let e = dpcls.get(f).expect("listed flow is live");
+            gens.insert(f.slot, f.gen);
+            let m = Match::from_masked(e.megaflow.value, e.megaflow.mask);
+            rules.push(Rule::new(f.slot, 0, m, Actions::drop()));
+        }
+        let (tx, rx) = channel();
+        let worker = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            if let Ok(m) = NuevoMatchUp::build_with(&rules, NuevoMatchConfig::default(), NoRemainder::build) {
+                let _ = tx.send((m, t0.elapsed()));
+            }
+        });
+        self.training = Some(Training { done: rx, worker, gens });
+    }
+
+    /// Installs `model`: its iSet megaflows that are still live are detached from the megaflow
+    /// cache, the previous model's that it does not hold are attached back.
+    fn swap(&mut self, mut model: Model, gens: &HashMap<u32, u32>, dpcls: &mut Dpcls) {
+        let mut held = HashMap::with_capacity(model.len());
+        for id in model.iset_ids() {
+            let f = FlowRef { slot: id.0, gen: gens[&id.0] };
+            if dpcls.get(f).is_some() {
+                held.insert(id.0, f.gen);
+            }
+        }
+        // Everything else leaves the model's bookkeeping (dead ones, and the rules the iSets
+        // did not take, which the megaflow cache keeps serving).
+        for (&slot, _) in gens.iter().filter(|(s, _)| !held.contains_key(s)) {
+            model.remove(RuleId(slot));
+        }
+        for (&slot, &gen) in &self.held {
+            if !held.contains_key(&slot) {
+                dpcls.attach(FlowRef { slot, gen });
+            }
+        }
+        for (&slot, &gen) in &held {
+            dpcls.detach(FlowRef { slot, gen });
+        }
+        self.held = held;
+        self.base_outside = dpcls.len() - self.held.len();
+        self.model = Some(model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmd::{Clock, Config};
+    use crate::{assign_rule_outputs, Datapath, Design, DpAction};
+    use rqvs_classify::ofproto::wire_key;
+    use rqvs_classify::Reference;
+
+    fn rules(n: usize) -> Vec<Rule> {
+        let text: String = (0..n)
+            .map(|i| {
+                format!(
+                    "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
+                    i / 250,
+                    i % 250,
+                    1000 + i,
+                    2000 + i
+                )
+            })
+            .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
+            .collect();
+        let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        assign_rule_outputs(&mut r);
+        r
+    }
+
+    fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
+        (0..n as u32)
+            .map(|i| {
+                let j = i.wrapping_mul(2_654_435_761).wrapping_add(salt) % 1500;
+                let mut k = FlowKey::ipv4(
+                    0x0a00_0000 | ((j % 1000 / 250) << 16) | ((j % 250) << 8) | (i % 3),
+                    0x0b00_0001,
+                    6,
+                    1234,
+                    (1000 + j) as u16,
+                );
+                k.in_port = 1;
+                k
+            })
+            .collect()
+    }
+
+    fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
+        let r = Reference::build(rules).unwrap();
+        keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
+    }
+
+    fn ccache() -> Datapath {
+        let cfg = Config {
+            emc: false,
+            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 1000 },
+            ccache: Some(CcacheConfig { train_interval_ns: u64::MAX, ..CcacheConfig::default() }),
+            ..Config::default()
+        };
+        Datapath::new(&rules(1000)[..800], cfg).unwrap()
+    }
+
+    #[test]
+    fn learned_megaflows_leave_the_cache_and_answers_stay_exact() {
+        let all = rules(1000);
+        let initial = &all[..800];
+        let mut dp = ccache();
+        let ks = keys(6000, 0);
+        assert_eq!(dp.run_keys(&ks), expect(initial, &ks));
+        let (megaflows, masks) = (dp.counters().megaflows, dp.counters().masks);
+        dp.train_model_now();
+        let c = dp.counters();
+        assert_eq!(c.megaflows, megaflows, "detached megaflows stay installed");
+        assert!(c.model_entries > megaflows / 2, "{c:?}");
+        assert!(c.masks < masks, "learned megaflows leave the subtables: {} -> {}", masks, c.masks);
+        let ks2 = keys(6000, 7);
+        assert_eq!(dp.run_keys(&ks2), expect(initial, &ks2));
+        let c = dp.counters();
+        assert!(c.model_hit > 0 && c.outcome_sum_ok(), "{c:?}");
+
+        // Rule changes: revalidation deletes megaflows, the model forgets them, answers follow.
+        Design::add_rules(&mut dp, all[800..].to_vec()).unwrap();
+        assert_eq!(dp.run_keys(&ks), expect(&all, &ks));
+        let victims: Vec<RuleId> = all.iter().step_by(4).map(|r| r.id).collect();
+        Design::remove_rules(&mut dp, &victims);
+        let left: Vec<Rule> = all.iter().filter(|r| !victims.contains(&r.id)).cloned().collect();
+        assert_eq!(dp.run_keys(&ks2), expect(&left, &ks2));
+        // Retrain over the new megaflow set (previous model's megaflows re-attached or kept).
+        dp.train_model_now();
+        assert_eq!(dp.run_keys(&ks), expect(&left, &ks));
+        assert!(dp.counters().outcome_sum_ok());
+    }
+
+    #[test]
+    fn idle_expiry_removes_megaflows_from_the_model() {
+        let mut dp = ccache();
+        let ks = keys(3000, 0);
+        dp.run_keys(&ks);
+        dp.train_model_now();
+        assert!(dp.counters().model_entries > 0);
+        dp.advance_clock(20_000_000_000);
+        dp.sweep_now();
+        let c = dp.counters();
+        assert_eq!((c.megaflows, c.model_entries), (0, 0), "{c:?}");
+        assert_eq!(dp.run_keys(&ks), expect(&rules(1000)[..800], &ks));
+    }
+}
