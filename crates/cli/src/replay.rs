@@ -103,6 +103,9 @@ pub struct Common {
     /// the megaflow cache holds more than this share of the megaflows.
     #[arg(long, default_value_t = 0.1)]
     pub retrain_threshold: f64,
+    /// CCACHE: how often (seconds of PMD time) the manager considers training a new model.
+    #[arg(long, default_value_t = 0.2)]
+    pub train_interval: f64,
     /// Idle expiry of megaflows, seconds of PMD time.
     #[arg(long, default_value_t = 10.0)]
     pub idle: f64,
@@ -206,6 +209,9 @@ pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Failure(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
     }
+    if !(c.train_interval > 0.0 && c.train_interval.is_finite()) {
+        return Err(Failure(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
+    }
     let (all_rules, rules_format) = load_rules(&c.rules)?;
     let packets = inputs::load_packets(Some(&c.trace), c.in_port)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
@@ -258,7 +264,11 @@ fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Fa
     Ok(match design {
         "orig" => Box::new(Datapath::new(rules, cfg)?),
         "ccache" => {
-            let cc = CcacheConfig { retrain_threshold: c.retrain_threshold, ..CcacheConfig::default() };
+            let cc = CcacheConfig {
+                retrain_threshold: c.retrain_threshold,
+                train_interval_ns: (c.train_interval * 1e9) as u64,
+                ..CcacheConfig::default()
+            };
             Box::new(Datapath::new(rules, Config { ccache: Some(cc), ..cfg })?)
         }
         "cflows" => {
