@@ -5,7 +5,9 @@
                            [--out DIR] [--rqvs target/release/rqvs] [-- EXTRA rqvs compare ARGS]
 
 Each (seed, size) is one `rqvs compare` process, so the designs' speedups are ratios measured in
-one run on the same packets. The JSON of every run is kept in --out (default target/compare);
+one run on the same packets. "cold" is the first pass over the trace (every flow's first packet
+meets empty caches: ORIG and CCACHE upcall); "warm" is the later passes when `--passes 2` (or
+more) is given after `--`: caches full, models trained — the steady state the paper measures. The JSON of every run is kept in --out (default target/compare);
 an existing JSON is reused, so an interrupted sweep resumes. The table gives Mpps per design, the
 speedup of each design over the first, mismatches (which must be 0), and the geometric mean of
 the speedups per size.
@@ -52,35 +54,47 @@ def main():
                 os.replace(out + ".tmp", out)
             with open(out) as f:
                 rows.append((seed, size, json.load(f)))
+    warm = any(r.get("mpps_after_first_pass") for _, _, j in rows for r in j["runs"])
     head = "| seed | size | " + " | ".join(f"{d} Mpps" for d in designs)
-    head += " | " + " | ".join(f"{d}/{designs[0]}" for d in designs[1:]) + " | mismatches |"
+    head += " | " + " | ".join(f"{d}/{designs[0]}" for d in designs[1:])
+    if warm:
+        head += " | " + " | ".join(f"{d} warm Mpps" for d in designs)
+        head += " | " + " | ".join(f"{d}/{designs[0]} warm" for d in designs[1:])
+    head += " | mismatches |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     speedups = {}
     for seed, size, j in rows:
         runs = {r["design"]: r for r in j["runs"]}
-        mpps = [runs[d]["mpps"] for d in designs]
-        sp = [runs[d]["speedup"] for d in designs[1:]]
+        cells = [f"{runs[d]['mpps']:.3f}" for d in designs]
+        for d in designs[1:]:
+            speedups.setdefault((size, d, "cold"), []).append(runs[d]["speedup"])
+            cells.append(f"{runs[d]['speedup']:.2f}x")
+        if warm:
+            w = [runs[d].get("mpps_after_first_pass") for d in designs]
+            cells += [f"{x:.3f}" if x else "-" for x in w]
+            for d, x in zip(designs[1:], w[1:]):
+                if x and w[0]:
+                    speedups.setdefault((size, d, "warm"), []).append(x / w[0])
+                    cells.append(f"{x / w[0]:.2f}x")
+                else:
+                    cells.append("-")
         bad = sum(runs[d]["mismatches"] for d in designs)
         checked = sum(runs[d]["verified"] for d in designs)
-        for d, s in zip(designs[1:], sp):
-            speedups.setdefault((size, d), []).append(s)
-        print(
-            f"| {seed} | {size} | " + " | ".join(f"{m:.3f}" for m in mpps) + " | "
-            + " | ".join(f"{s:.2f}x" for s in sp) + f" | {bad} of {checked} |"
-        )
+        print(f"| {seed} | {size} | " + " | ".join(cells) + f" | {bad} of {checked} |")
     print()
-    print("| size | " + " | ".join(f"{d}/{designs[0]} geomean" for d in designs[1:]) + " | seeds |")
-    print("|---|" + "---|" * len(designs))
+    kinds = ["cold", "warm"] if warm else ["cold"]
+    cols = [(d, k) for k in kinds for d in designs[1:]]
+    print("| size | " + " | ".join(f"{d}/{designs[0]} {k} geomean" for d, k in cols) + " | seeds |")
+    print("|---|" + "---|" * (len(cols) + 1))
     for size in a.sizes.split(","):
         gm = []
         n = 0
-        for d in designs[1:]:
-            v = speedups.get((size, d), [])
-            n = len(v)
-            gm.append(math.exp(sum(map(math.log, v)) / len(v)) if v else float("nan"))
-        print(f"| {size} | " + " | ".join(f"{g:.2f}x" for g in gm) + f" | {n} |")
-
+        for d, k in cols:
+            v = speedups.get((size, d, k), [])
+            n = max(n, len(v))
+            gm.append(f"{math.exp(sum(map(math.log, v)) / len(v)):.2f}x" if v else "-")
+        print(f"| {size} | " + " | ".join(gm) + f" | {n} |")
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,8 @@
 //! - **Time** is PMD time: the measured time of the PMD's batches and of the upcalls it handles
 //!   (OVS-DPDK's PMD handles its own upcalls); revalidation after rule updates and periodic sweeps
 //!   are not PMD time (another core in OVS). Throughput is packets / PMD time. The trace is
-//!   replayed in a loop until `--duration` seconds of PMD time (default: one pass).
+//!   replayed `--passes` times (default 1) or in a loop until `--duration` seconds of PMD time;
+//!   after the first pass the report adds the steady-state throughput of the later passes.
 //! - **Time series**: a sample every 100 ms of PMD time: throughput, upcalls/s, deletions/s,
 //!   megaflows, masks.
 //! - **Updates** (`--updates add:60@7s,del:10@9s`): `add:N@Ts` holds N rules out of the initial
@@ -80,8 +81,12 @@ pub struct Common {
     #[arg(long)]
     pub no_emc: bool,
     /// Replay the trace in a loop until this many seconds of PMD time (default: one pass).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "passes")]
     pub duration: Option<f64>,
+    /// Replay the trace this many times (default 1). With 2 or more, the report adds the
+    /// throughput after the first pass: the steady state, caches warm and models trained.
+    #[arg(long, default_value_t = 1)]
+    pub passes: u32,
     /// Rule updates, e.g. 'add:60@7s' or 'add:60@7s,del:10@9s'.
     #[arg(long)]
     pub updates: Option<String>,
@@ -209,6 +214,9 @@ pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Failure(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
     }
+    if c.passes == 0 {
+        return Err(Failure("--passes: expected at least 1".into()));
+    }
     if !(c.train_interval > 0.0 && c.train_interval.is_finite()) {
         return Err(Failure(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
@@ -329,6 +337,7 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
     let mut pos = 0usize;
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
     let mut first_pass: Option<Counters> = None;
+    let mut passes_done = 0u32;
     loop {
         let end = (pos + BATCH).min(keys.len());
         let chunk = &keys[pos..end];
@@ -351,8 +360,11 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
         dp.maintain();
         seq += chunk.len() as u64;
         pos = if end == keys.len() { 0 } else { end };
-        if pos == 0 && first_pass.is_none() {
-            first_pass = Some(dp.counters());
+        if pos == 0 {
+            passes_done += 1;
+            if first_pass.is_none() {
+                first_pass = Some(dp.counters());
+            }
         }
         let now = dp.now_ns();
         while now >= next_sample {
@@ -404,7 +416,7 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
         }
         let done = match duration_ns {
             Some(d) => now >= d && pending_updates.peek().is_none(),
-            None => pos == 0,
+            None => pos == 0 && passes_done >= c.passes,
         };
         if done {
             break;
