@@ -43,7 +43,8 @@ pub struct Args {
     /// When inserted rules become visible.
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
-    /// Remainder share that triggers retraining.
+    /// Retrain when the rules inserted into the remainder since the last model exceed this
+    /// share of all rules.
     #[arg(long, default_value_t = 0.1)]
     pub threshold: f64,
     /// Duration of the run, in seconds.

@@ -20,7 +20,7 @@
 //!   and attach — is PMD time. Under the virtual clock the datapath waits for a started training
 //!   at once, so runs are a pure function of their inputs.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -201,7 +201,7 @@ impl MegaflowModel {
         }
         // Everything else leaves the model's bookkeeping (dead ones, and the rules the iSets
         // did not take, which the megaflow cache keeps serving).
-        for (&slot, _) in gens.iter().filter(|(s, _)| !held.contains_key(s)) {
+        for (&slot, _) in gens.iter().filter(|(s, _)| !held.contains_key(*s)) {
             model.remove(RuleId(slot));
         }
         for (&slot, &gen) in &self.held {
