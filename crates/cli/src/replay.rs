@@ -104,12 +104,12 @@ pub struct Common {
     /// at the next model swap (delayed).
     #[arg(long, default_value = "instant", value_parser = ["instant", "delayed"])]
     pub policy: String,
-    /// CFLOWS: retrain when the remainder holds more than this share of the rules; CCACHE: when
-    /// the megaflow cache holds more than this share of the megaflows.
+    /// Retrain when what was added outside the model since the last one exceeds this share:
+    /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache.
     #[arg(long, default_value_t = 0.1)]
     pub retrain_threshold: f64,
-    /// CCACHE: how often (seconds of PMD time) the manager considers training a new model.
-    #[arg(long, default_value_t = 0.2)]
+    /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model.
+    #[arg(long, default_value_t = 0.01)]
     pub train_interval: f64,
     /// Idle expiry of megaflows, seconds of PMD time.
     #[arg(long, default_value_t = 10.0)]
@@ -331,7 +331,9 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
     let mut last = Counters::default();
     let mut last_t = 0u64;
     let mut reval_ms = 0.0;
-    let mut update_log = Vec::new();
+    let mut update_log: Vec<serde_json::Value> = Vec::new();
+    // Updates not yet visible: (index in update_log, call time, rule ids added).
+    let mut waiting: Vec<(usize, std::time::Instant, Vec<RuleId>)> = Vec::new();
     let mut pending_updates = p.updates.iter().cloned().peekable();
     let wall = std::time::Instant::now();
     let mut pos = 0usize;
@@ -406,11 +408,26 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
             update_log.push(serde_json::json!({
                 "op": if u.op == UpdateOp::Add { "add" } else { "del" },
                 "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "update_ms": ms,
+                "visible_ms": serde_json::Value::Null,
             }));
+            if u.op == UpdateOp::Add {
+                waiting.push((update_log.len() - 1, t, u.rules.iter().map(|r| r.id).collect()));
+            } else {
+                // Removals take effect in the call, in every design.
+                update_log.last_mut().expect("pushed")["visible_ms"] = serde_json::json!(ms);
+            }
         }
         if dp.visible_epoch() != epoch {
             epoch = dp.visible_epoch();
             let staged: HashSet<RuleId> = dp.staged_rules().into_iter().collect();
+            // Update latency as the controller sees it: from the call until lookups reflect it.
+            waiting.retain(|(i, t, ids)| {
+                let visible = ids.iter().all(|id| !staged.contains(id));
+                if visible {
+                    update_log[*i]["visible_ms"] = serde_json::json!(t.elapsed().as_secs_f64() * 1e3);
+                }
+                !visible
+            });
             versions.push(table.iter().filter(|r| !staged.contains(&r.id)).cloned().collect());
             recorded.iter_mut().for_each(|r| *r = false);
         }

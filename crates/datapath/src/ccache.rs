@@ -45,7 +45,7 @@ pub struct CcacheConfig {
 
 impl Default for CcacheConfig {
     fn default() -> Self {
-        CcacheConfig { train_interval_ns: 200_000_000, retrain_threshold: 0.1, min_megaflows: 64 }
+        CcacheConfig { train_interval_ns: 10_000_000, retrain_threshold: 0.1, min_megaflows: 64 }
     }
 }
 
