@@ -96,6 +96,12 @@ fn cflows_updates_under_both_policies_keep_every_action_right() {
         let r = json(&out);
         check_run(&r);
         assert_eq!(r["updates"].as_array().unwrap().len(), 3, "{policy}");
+        if policy == "instant" {
+            for u in r["updates"].as_array().unwrap() {
+                let (call, visible) = (u["update_ms"].as_f64().unwrap(), u["visible_ms"].as_f64().unwrap());
+                assert!(visible >= call, "visible once the call returned: {u}");
+            }
+        }
         assert_eq!(r["policy"], policy);
     }
 }
