@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The highest rule-update rate NuevoMatchUP sustains while keeping coverage (NSDI'22 Fig. 15).
+
+    scripts/update_rate.py --rules FILE --trace FILE [--coverage 0.75,0.9] [--seconds 6]
+                           [--policy instant] [--rqvs target/release/rqvs] [--json OUT]
+
+For each coverage target, a bisection over the update rate R (updates/s, half inserts from a
+held-out 10% of the set and half removals — `rqvs bench updates`): a rate is *sustained* when the
+coverage never falls below the target after the first second (the warm-up, while the first
+trainer session runs) and the run had 0 mismatches. The lookup thread runs on one core and the
+trainer on the other, as in `rqvs bench updates`. Each probe is one `rqvs bench updates` run of
+--seconds; the rate reported is the largest sustained rate found, to within 10%.
+
+Measured, not derived from the paper's formula: the limit comes from how fast the remainder grows
+(R/2 inserts per second) against how often a model can be trained (the trainer's session time on
+the second core).
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+
+
+def probe(a, rate):
+    cmd = [a.rqvs, "bench", "updates", "--rules", a.rules, "--trace", a.trace, "--rate", str(int(rate)),
+           "--seconds", str(a.seconds), "--policy", a.policy, "--json", "-"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    text = out.stdout
+    start = 0 if text.startswith("{") else text.index("\n{") + 1
+    j, _ = json.JSONDecoder().raw_decode(text[start:])
+    cov = [p["coverage"] for p in j["series"] if p["t_s"] >= 1.0]
+    applied = j["updates"] / max(j["seconds"], 1e-9)
+    res = {"rate": int(rate), "applied_per_s": applied, "min_coverage": min(cov) if cov else None,
+           "mpps": j["mpps"], "sessions": j["sessions"], "mean_train_ms": j["mean_train_ms"],
+           "mismatches": j["mismatches"], "exit": out.returncode}
+    print(json.dumps(res), file=sys.stderr, flush=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rules", required=True)
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--coverage", default="0.75,0.9")
+    ap.add_argument("--seconds", type=float, default=6)
+    ap.add_argument("--policy", default="instant")
+    ap.add_argument("--rqvs", default="target/release/rqvs")
+    ap.add_argument("--lo", type=float, default=1000)
+    ap.add_argument("--hi", type=float, default=2_000_000)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    results = {}
+    for target in map(float, a.coverage.split(",")):
+        ok = lambda r: r["exit"] == 0 and r["mismatches"] == 0 and r["min_coverage"] is not None \
+            and r["min_coverage"] >= target and r["applied_per_s"] >= 0.9 * r["rate"]
+        lo, hi = a.lo, a.hi
+        best = None
+        r = probe(a, lo)
+        if not ok(r):
+            results[target] = {"sustained_rate": None, "note": f"not even {int(lo)}/s", "probe": r}
+            continue
+        best = r
+        while hi / lo > 1.1:
+            mid = (lo * hi) ** 0.5
+            r = probe(a, mid)
+            if ok(r):
+                lo, best = mid, r
+            else:
+                hi = mid
+        results[target] = {"sustained_rate": best["rate"], "probe": best}
+        print(f"coverage >= {target}: {best['rate']} updates/s sustained "
+              f"(min coverage {best['min_coverage']:.3f}, {best['applied_per_s']:.0f}/s applied, "
+              f"{best['sessions']} training sessions of {best['mean_train_ms']:.0f} ms mean, "
+              f"{best['mpps']:.2f} Mpps lookups, 0 mismatches)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rules": a.rules, "trace": a.trace, "policy": a.policy, "seconds": a.seconds,
+                       "results": {str(k): v for k, v in results.items()}}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
