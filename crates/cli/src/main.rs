@@ -64,7 +64,24 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// A reader that closes our stdout early (`rqvs ... | head`) is not an error: `println!` panics
+/// on the broken pipe (Rust ignores SIGPIPE), so that one panic ends the process quietly with
+/// status 0 instead of a backtrace (and a writer's `stdout: Broken pipe` error likewise, in
+/// `main`). Every other panic goes to the default hook.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let p = info.payload();
+        let msg = p.downcast_ref::<String>().map(String::as_str).or_else(|| p.downcast_ref::<&str>().copied());
+        if msg.is_some_and(|m| m.starts_with("failed printing to stdout") && m.contains("Broken pipe")) {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         None => classify::run(&classify::Args::default()),
@@ -79,6 +96,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Writers that report errors (rather than panicking) name stdout: same quiet end.
+        Err(Failure(msg)) if msg.starts_with("stdout:") && msg.contains("Broken pipe") => ExitCode::SUCCESS,
         Err(Failure(msg)) => {
             eprintln!("rqvs: error: {msg}");
             ExitCode::from(1)

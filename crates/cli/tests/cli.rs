@@ -155,3 +155,25 @@ fn convert_rules_to_ofctl_and_back_to_classbench() {
     let rt = rqvs(&["convert", "rules", rules.to_str().unwrap(), "--to", "classbench"]);
     assert_eq!(String::from_utf8_lossy(&rt.stdout), std::fs::read_to_string(&rules).unwrap());
 }
+
+#[test]
+fn a_reader_closing_stdout_early_is_not_a_panic() {
+    let data_file =
+        |n: &str| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/default").join(n).display().to_string();
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        // ~1 MB of ClassBench trace lines on stdout: far more than a pipe buffers.
+        .args(["gen", "trace", "--rules", &data_file("acl1_1k_rules.xz"), "--packets", "50000", "--rng-seed", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 1];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(child.stdout.take()); // like `| head -c 1`
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{:?} {err}", out.status);
+}
