@@ -214,7 +214,9 @@ impl MegaflowModel {
         }
         self.held = held;
         self.base_outside = dpcls.len() - self.held.len();
-        self.model = Some(model);
+        if let Some(old) = self.model.replace(model) {
+            std::thread::spawn(move || drop(old)); // freeing it is not the PMD's work
+        }
     }
 }
 
