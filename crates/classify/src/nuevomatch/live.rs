@@ -265,10 +265,12 @@ impl LiveNuevoMatch {
             let Ok(mut model) = NuevoMatchUp::build_with(&snapshot, config, TupleMerge::build) else { return };
             let train = t0.elapsed();
             let mut applied = 0;
-            while catch_up {
-                let chunk: Vec<Update> = {
+            loop {
+                let chunk: Vec<Update> = if catch_up {
                     let log = log.lock().expect("log lock");
                     log[applied..log.len().min(applied + CATCH_UP_CHUNK)].to_vec()
+                } else {
+                    Vec::new()
                 };
                 if chunk.is_empty() {
                     break;
