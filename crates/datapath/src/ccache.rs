@@ -224,49 +224,8 @@ impl MegaflowModel {
 mod tests {
     use super::*;
     use crate::pmd::{Clock, Config};
-    use crate::{assign_rule_outputs, Datapath, Design, DpAction};
-    use rqvs_classify::ofproto::wire_key;
-    use rqvs_classify::Reference;
-
-    fn rules(n: usize) -> Vec<Rule> {
-        let text: String = (0..n)
-            .map(|i| {
-                format!(
-                    "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
-                    i / 250,
-                    i % 250,
-                    1000 + i,
-                    2000 + i
-                )
-            })
-            .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
-            .collect();
-        let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
-        assign_rule_outputs(&mut r);
-        r
-    }
-
-    fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
-        (0..n as u32)
-            .map(|i| {
-                let j = i.wrapping_mul(2_654_435_761).wrapping_add(salt) % 1500;
-                let mut k = FlowKey::ipv4(
-                    0x0a00_0000 | ((j % 1000 / 250) << 16) | ((j % 250) << 8) | (i % 3),
-                    0x0b00_0001,
-                    6,
-                    1234,
-                    (1000 + j) as u16,
-                );
-                k.in_port = 1;
-                k
-            })
-            .collect()
-    }
-
-    fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
-        let r = Reference::build(rules).unwrap();
-        keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
-    }
+    use crate::testutil::{expect, keys, rules};
+    use crate::{Datapath, Design};
 
     fn ccache() -> Datapath {
         let cfg = Config {

@@ -289,41 +289,10 @@ impl Design for Cflows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assign_rule_outputs;
-    use rqvs_classify::Reference;
-
-    fn rules(n: usize) -> Vec<Rule> {
-        let text: String = (0..n)
-            .map(|i| {
-                format!(
-                    "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
-                    i / 250,
-                    i % 250,
-                    1000 + i,
-                    2000 + i
-                )
-            })
-            .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
-            .collect();
-        let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
-        assign_rule_outputs(&mut r);
-        r
-    }
+    use crate::testutil::{expect, rules};
 
     fn keys(n: usize) -> Vec<FlowKey> {
-        (0..n as u32)
-            .map(|i| {
-                let mut k = FlowKey::ipv4(
-                    0x0a00_0000 | ((i % 1000 / 250) << 16) | ((i % 250) << 8) | 7,
-                    0x0b00_0001,
-                    6,
-                    1234,
-                    (1000 + i % 1300) as u16,
-                );
-                k.in_port = 1;
-                k
-            })
-            .collect()
+        crate::testutil::keys(n, 0)
     }
 
     fn virtual_cfg(emc_prob: f64) -> Config {
@@ -336,11 +305,6 @@ mod tests {
 
     fn run(dp: &mut Cflows, keys: &[FlowKey]) -> Vec<DpAction> {
         crate::design::run_keys(dp, keys)
-    }
-
-    fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
-        let r = Reference::build(rules).unwrap();
-        keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
     }
 
     #[test]
@@ -391,6 +355,8 @@ mod tests {
                 }
             }
             // `maintain` trains (synchronously under the virtual clock) and swaps.
+            dp.maintain();
+            assert!(dp.staged_rules().is_empty());
             assert_eq!(run(&mut dp, &keys), expect(&all, &keys), "{policy:?} after the swap");
             assert!(dp.staged_rules().is_empty());
             assert!(dp.counters().model_swaps > 0);

@@ -40,6 +40,8 @@ pub mod dpcls;
 pub mod emc;
 pub mod pmd;
 pub mod revalidator;
+#[cfg(test)]
+mod testutil;
 pub mod upcall;
 
 pub use cflows::{Cflows, LearnedConfig};

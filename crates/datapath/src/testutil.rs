@@ -1,0 +1,51 @@
+//! Shared fixtures of the datapath's unit tests: a rule-set whose rules overlap (a /24 source and
+//! a port range each, plus a catch-all), packets that hit it, and the reference's actions.
+
+use rqvs_classify::ofproto::wire_key;
+use rqvs_classify::Reference;
+use rqvs_flow::{FlowKey, Rule};
+
+use crate::{assign_rule_outputs, DpAction};
+
+/// `n` TCP rules `10.a.b.0/24 → any, dport 1000+i..2000+i`, then a catch-all, with distinct outputs.
+pub fn rules(n: usize) -> Vec<Rule> {
+    let text: String = (0..n)
+        .map(|i| {
+            format!(
+                "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
+                i / 250,
+                i % 250,
+                1000 + i,
+                2000 + i
+            )
+        })
+        .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
+        .collect();
+    let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+    assign_rule_outputs(&mut r);
+    r
+}
+
+/// `n` packets over ~4,500 distinct flows (so caches hit), shuffled by `salt`.
+pub fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
+    (0..n as u32)
+        .map(|i| {
+            let j = i.wrapping_mul(2_654_435_761).wrapping_add(salt) % 1500;
+            let mut k = FlowKey::ipv4(
+                0x0a00_0000 | ((j % 1000 / 250) << 16) | ((j % 250) << 8) | (i % 3),
+                0x0b00_0001,
+                6,
+                1234,
+                (1000 + j) as u16,
+            );
+            k.in_port = 1;
+            k
+        })
+        .collect()
+}
+
+/// The reference classifier's action for each key.
+pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
+    let r = Reference::build(rules).unwrap();
+    keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
+}
