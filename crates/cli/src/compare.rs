@@ -88,7 +88,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
     if let Some(path) = &c.plot {
         let series: Vec<(&str, &[replay::Sample])> = runs.iter().map(|r| (r.design.as_str(), &r.series[..])).collect();
-        crate::plot::compare(path, &replay::plot_title(c, &args.designs), &series)?;
+        crate::plot::compare(path, &replay::plot_title(c, &args.designs), &series, &runs[0].update_log)?;
     }
     if let Some(out) = &c.json {
         let mut o = serde_json::Map::new();

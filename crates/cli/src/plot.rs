@@ -89,8 +89,15 @@ pub fn time_series<P: Point>(
     Ok(())
 }
 
-/// Several designs in one plot: throughput (top) and coverage (bottom) over PMD time.
-pub fn compare<P: Point>(path: &Path, title: &str, runs: &[(&str, &[P])]) -> Result<(), Failure> {
+/// Several designs in one plot: throughput (top) and coverage (bottom) over PMD time, rule
+/// updates (their `at_s`, from the first run) marked.
+pub fn compare<P: Point>(
+    path: &Path,
+    title: &str,
+    runs: &[(&str, &[P])],
+    updates: &[serde_json::Value],
+) -> Result<(), Failure> {
+    let marks: Vec<f64> = updates.iter().filter_map(|u| u["at_s"].as_f64()).collect();
     let e = err(path);
     let root = SVGBackend::new(path, (1000, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
@@ -114,6 +121,9 @@ pub fn compare<P: Point>(path: &Path, title: &str, runs: &[(&str, &[P])]) -> Res
                 .map_err(&e)?
                 .label(*name)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        }
+        for &m in &marks {
+            chart.draw_series(LineSeries::new(vec![(m, 1e-3), (m, ymax)], RGBColor(150, 150, 150))).map_err(&e)?;
         }
         chart
             .configure_series_labels()
