@@ -87,6 +87,18 @@ pub struct Common {
     /// throughput after the first pass: the steady state, caches warm and models trained.
     #[arg(long, default_value_t = 1)]
     pub passes: u32,
+    /// Constant-rate mode: packets are offered at this many per second of PMD time into a
+    /// receive ring of `--rx-ring` packets; what arrives while the ring is full is dropped and
+    /// counted (the paper's constant-TX method; the first 5% of packets are warm-up).
+    #[arg(long, conflicts_with = "duration")]
+    pub rate: Option<f64>,
+    /// Receive-ring size for `--rate`, packets (a DPDK ring of 4096 descriptors).
+    #[arg(long, default_value_t = 4096)]
+    pub rx_ring: u64,
+    /// Search for the highest `--rate` with < 1% drops after the warm-up (bisection; each probe
+    /// replays the trace through a freshly built design).
+    #[arg(long, conflicts_with_all = ["duration", "rate"])]
+    pub rate_search: bool,
     /// Rule updates, e.g. 'add:60@7s' or 'add:60@7s,del:10@9s'.
     #[arg(long)]
     pub updates: Option<String>,
@@ -214,6 +226,12 @@ pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Failure(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
     }
+    if c.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(Failure(format!("--rate: expected packets per second > 0, found '{}'", c.rate.unwrap_or(0.0))));
+    }
+    if c.rx_ring == 0 {
+        return Err(Failure("--rx-ring: expected at least 1 packet".into()));
+    }
     if c.passes == 0 {
         return Err(Failure("--passes: expected at least 1".into()));
     }
@@ -304,6 +322,25 @@ pub struct Run {
     pub reval_ms: f64,
     pub report: Vec<(&'static str, f64)>,
     pub cd_intervals: Option<(u64, u64)>,
+    /// Constant-rate mode: offered packets and ring drops.
+    pub rx: Option<RxStats>,
+}
+
+/// Ring drops in constant-rate mode (`--rate`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RxStats {
+    pub offered: u64,
+    pub dropped: u64,
+    /// Drops of packets after the first 5% (the warm-up, as in the paper).
+    pub dropped_after_warmup: u64,
+    pub offered_after_warmup: u64,
+}
+
+impl RxStats {
+    /// Drop rate after the warm-up.
+    pub fn drop_rate(&self) -> f64 {
+        self.dropped_after_warmup as f64 / self.offered_after_warmup.max(1) as f64
+    }
 }
 
 /// Replays the prepared trace through one design (module docs).
@@ -340,8 +377,47 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
     let mut first_pass: Option<Counters> = None;
     let mut passes_done = 0u32;
+    // Constant-rate mode: packets offered (global sequence numbers) and dropped at the ring.
+    let total = keys.len() as u64 * u64::from(c.passes);
+    let warmup = total / 20;
+    let mut rx = RxStats::default();
     loop {
+        if let Some(rate) = c.rate {
+            // Packet `i` arrives at i / rate seconds of PMD time.
+            let now = dp.now_ns();
+            let arrived = ((now as f64 * rate / 1e9) as u64 + 1).min(total);
+            if arrived <= seq {
+                dp.idle_until((seq as f64 * 1e9 / rate).ceil() as u64);
+                continue;
+            }
+            let backlog = arrived - seq;
+            if backlog > c.rx_ring {
+                // The ring holds `rx_ring` packets; the rest are lost. (Counted as head drops:
+                // the number is what a tail-dropping NIC loses; which packets differs.)
+                let lost = backlog - c.rx_ring;
+                rx.dropped += lost;
+                rx.dropped_after_warmup += (seq + lost).saturating_sub(seq.max(warmup));
+                for _ in 0..lost {
+                    seq += 1;
+                    pos += 1;
+                    if pos == keys.len() {
+                        pos = 0;
+                        passes_done += 1;
+                    }
+                }
+                if seq >= total {
+                    break;
+                }
+            }
+        }
         let end = (pos + BATCH).min(keys.len());
+        let end = match c.rate {
+            Some(rate) => {
+                let arrived = ((dp.now_ns() as f64 * rate / 1e9) as u64 + 1).min(total);
+                end.min(pos + (arrived - seq) as usize)
+            }
+            None => end,
+        };
         let chunk = &keys[pos..end];
         dp.process_batch(chunk, seq, &mut out);
         let v = versions.len() - 1;
@@ -431,9 +507,10 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
             versions.push(table.iter().filter(|r| !staged.contains(&r.id)).cloned().collect());
             recorded.iter_mut().for_each(|r| *r = false);
         }
-        let done = match duration_ns {
-            Some(d) => now >= d && pending_updates.peek().is_none(),
-            None => pos == 0 && passes_done >= c.passes,
+        let done = match (duration_ns, c.rate) {
+            (Some(d), _) => now >= d && pending_updates.peek().is_none(),
+            (None, Some(_)) => seq >= total,
+            (None, None) => pos == 0 && passes_done >= c.passes,
         };
         if done {
             break;
@@ -488,6 +565,7 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
         reval_ms,
         report: dp.report(),
         cd_intervals,
+        rx: c.rate.map(|_| RxStats { offered: total, offered_after_warmup: total - warmup, ..rx }),
     })
 }
 
@@ -516,6 +594,16 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     println!("build               {:.0} ms", r.build_ms);
     println!("at the end          {}", extra.join(", "));
     println!("packets             {}", cs.received);
+    if let (Some(rx), Some(rate)) = (r.rx, c.rate) {
+        println!(
+            "offered             {} packets at {:.0} pps into a {}-packet ring: {} dropped, {:.3}% after the 5% warm-up",
+            rx.offered,
+            rate,
+            c.rx_ring,
+            rx.dropped,
+            100.0 * rx.drop_rate()
+        );
+    }
     println!(
         "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
         r.mpps,
@@ -635,15 +723,75 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("updates", serde_json::json!(r.update_log)),
         ("series", serde_json::to_value(&r.series)?),
         ("seed", serde_json::json!(c.seed)),
+        ("rate", serde_json::json!(c.rate)),
+        ("rx_offered", serde_json::json!(r.rx.map(|x| x.offered))),
+        ("rx_dropped", serde_json::json!(r.rx.map(|x| x.dropped))),
+        ("drop_rate_after_warmup", serde_json::json!(r.rx.map(|x| x.drop_rate()))),
     ] {
         o.insert(k.to_string(), val);
     }
     Ok(o)
 }
 
+/// `--rate-search`: the highest offered rate with < 1% drops after the warm-up, by bisection
+/// between 1/100 and 1.5× the rate the design sustains unconstrained (to within 5%).
+fn rate_search(c: &Common, p: &Prepared, design: &str) -> Result<(), Failure> {
+    let free = run_design(c, p, design)?;
+    let probe = |rate: f64| -> Result<Run, Failure> {
+        let r = run_design(&Common { rate: Some(rate), ..c.clone() }, p, design)?;
+        let rx = r.rx.expect("rate mode reports drops");
+        println!(
+            "probe {:>12.0} pps: {:>8.3}% dropped after warm-up, {} mismatches of {}",
+            rate,
+            100.0 * rx.drop_rate(),
+            r.mismatches,
+            r.verified
+        );
+        if r.mismatches > 0 {
+            return Err(Failure(format!("{} packets got an action other than the reference's", r.mismatches)));
+        }
+        Ok(r)
+    };
+    println!("design {design}: {:.3} Mpps unconstrained; searching the highest rate with < 1% drops", free.mpps);
+    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, free.mpps * 1e6 * 1.5);
+    let ok = |r: &Run| r.rx.is_some_and(|x| x.drop_rate() < 0.01);
+    let mut best = probe(lo)?;
+    if !ok(&best) {
+        println!("result              not even {lo:.0} pps with < 1% drops");
+        return Ok(());
+    }
+    let mut best_rate = lo;
+    while hi / lo > 1.05 {
+        let mid = (lo * hi).sqrt();
+        let r = probe(mid)?;
+        if ok(&r) {
+            (lo, best, best_rate) = (mid, r, mid);
+        } else {
+            hi = mid;
+        }
+    }
+    println!(
+        "result              {:.3} Mpps offered with {:.3}% drops after the warm-up ({} ring, EMC {})",
+        best_rate / 1e6,
+        100.0 * best.rx.map_or(0.0, |x| x.drop_rate()),
+        c.rx_ring,
+        c.emc_prob
+    );
+    if let Some(out) = &c.json {
+        let mut o = run_json(&Common { rate: Some(best_rate), ..c.clone() }, p, &best)?;
+        o.insert("max_rate_below_1pct_drops".into(), serde_json::json!(best_rate));
+        o.insert("unconstrained_mpps".into(), serde_json::json!(free.mpps));
+        crate::report::write_json(out, "replay", o)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
     let p = prepare(c)?;
+    if c.rate_search {
+        return rate_search(c, &p, &args.design);
+    }
     let r = run_design(c, &p, &args.design)?;
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {

@@ -164,3 +164,52 @@ fn bad_designs_are_one_line_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--retrain-threshold"));
 }
+
+#[test]
+fn constant_rate_counts_ring_drops_and_the_search_finds_a_rate() {
+    let run = |rate: &str| {
+        json(&rqvs(&[
+            "replay",
+            "--rules",
+            &data("acl1_1k_rules.xz"),
+            "--trace",
+            &data("acl1_1k_trace.xz"),
+            "--passes",
+            "3",
+            "--rate",
+            rate,
+            "--json",
+            "-",
+        ]))
+    };
+    // Far below what the PMD takes: nothing dropped, every offered packet processed.
+    let slow = run("10000");
+    check_run(&slow);
+    assert_eq!(slow["rx_dropped"], 0);
+    assert_eq!(slow["packets"], slow["rx_offered"]);
+    // Far above: the ring overflows; processed + dropped = offered.
+    let fast = run("1000000000");
+    check_run(&fast);
+    let (offered, dropped, got) =
+        (fast["rx_offered"].as_u64().unwrap(), fast["rx_dropped"].as_u64().unwrap(), fast["packets"].as_u64().unwrap());
+    assert!(dropped > offered / 2, "{dropped} of {offered}");
+    assert_eq!(got + dropped, offered);
+    assert!(fast["drop_rate_after_warmup"].as_f64().unwrap() > 0.5);
+
+    let out = rqvs(&[
+        "replay",
+        "--design",
+        "cflows",
+        "--rules",
+        &data("acl1_1k_rules.xz"),
+        "--trace",
+        &data("acl1_1k_trace.xz"),
+        "--rate-search",
+        "--json",
+        "-",
+    ]);
+    let r = json(&out);
+    let best = r["max_rate_below_1pct_drops"].as_f64().unwrap();
+    assert!(best > 0.0 && best <= 1.5e6 * r["unconstrained_mpps"].as_f64().unwrap());
+    assert!(r["drop_rate_after_warmup"].as_f64().unwrap() < 0.01);
+}

@@ -257,6 +257,10 @@ impl Design for Cflows {
         self.now_ns
     }
 
+    fn idle_until(&mut self, ns: u64) {
+        self.now_ns = self.now_ns.max(ns);
+    }
+
     fn visible_epoch(&self) -> u64 {
         self.epoch
     }

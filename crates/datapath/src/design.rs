@@ -34,6 +34,8 @@ pub trait Design {
     fn counters(&self) -> Counters;
     /// PMD clock, ns.
     fn now_ns(&self) -> u64;
+    /// An idle PMD waiting for packets: the clock moves to `ns` (if later).
+    fn idle_until(&mut self, ns: u64);
     /// Changes whenever the visible rule set changes (module docs).
     fn visible_epoch(&self) -> u64;
     /// Rules added but not yet visible (delayed policy).

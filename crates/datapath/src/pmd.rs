@@ -468,6 +468,9 @@ impl crate::design::Design for Datapath {
     fn now_ns(&self) -> u64 {
         self.now_ns
     }
+    fn idle_until(&mut self, ns: u64) {
+        self.now_ns = self.now_ns.max(ns);
+    }
     fn visible_epoch(&self) -> u64 {
         self.epoch
     }
