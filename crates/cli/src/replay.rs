@@ -382,13 +382,15 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
     let warmup = total / 20;
     let mut rx = RxStats::default();
     loop {
+        // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
+        let mut avail: Option<u64> = None;
         if let Some(rate) = c.rate {
             // Packet `i` arrives at i / rate seconds of PMD time.
-            let now = dp.now_ns();
-            let arrived = ((now as f64 * rate / 1e9) as u64 + 1).min(total);
+            let mut arrived = ((dp.now_ns() as f64 * rate / 1e9) as u64 + 1).min(total);
             if arrived <= seq {
+                // Idle until packet `seq` arrives (by definition it has then; no float round trip).
                 dp.idle_until((seq as f64 * 1e9 / rate).ceil() as u64);
-                continue;
+                arrived = seq + 1;
             }
             let backlog = arrived - seq;
             if backlog > c.rx_ring {
@@ -409,15 +411,10 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
                     break;
                 }
             }
+            avail = Some(arrived - seq);
         }
         let end = (pos + BATCH).min(keys.len());
-        let end = match c.rate {
-            Some(rate) => {
-                let arrived = ((dp.now_ns() as f64 * rate / 1e9) as u64 + 1).min(total);
-                end.min(pos + (arrived - seq) as usize)
-            }
-            None => end,
-        };
+        let end = avail.map_or(end, |n| end.min(pos + n as usize));
         let chunk = &keys[pos..end];
         dp.process_batch(chunk, seq, &mut out);
         let v = versions.len() - 1;
