@@ -62,6 +62,10 @@ pub struct RulesArgs {
     /// Turn off the skew scaling with set size (the original's -b, on by default).
     #[arg(long)]
     pub no_scale_skew: bool,
+    /// ClassBench smoothing 0..=64: spread each prefix-length spike binomially over lengths up to
+    /// this far (Manhattan distance in source/destination length); 0 = the seed's exact lengths.
+    #[arg(long, default_value_t = 0)]
+    pub smoothing: u32,
     /// Output file (default: stdout).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
@@ -196,6 +200,7 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
         addr_scope: a.addr_scope,
         port_scope: a.port_scope,
         scale_skew: !a.no_scale_skew,
+        smoothing: a.smoothing,
     };
     let t = Instant::now();
     let g = rules::generate(&seed, &params)?;

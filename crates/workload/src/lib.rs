@@ -22,6 +22,7 @@ pub mod map;
 pub mod rng;
 pub mod rules;
 pub mod seedfile;
+pub mod smoothing;
 pub mod stats;
 pub mod trace;
 pub mod updates;

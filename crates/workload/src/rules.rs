@@ -33,8 +33,11 @@
 //!    scope keep their tuples' order of first appearance and, within a tuple, generation order.
 //!    Like the original, the result can be smaller than `count`.
 //!
-//! Simplifications, stated: smoothing (the binomial spreading of `<smoothness>`) is not
-//! implemented — the shared sets used 0, and so does rqvs; `-extra` fields must be 0 (they are in
+//! **Smoothing** (`Params::smoothing`, the original's `<smoothness>`): each class's prefix-length
+//! distribution is spread binomially before drawing ([`crate::smoothing`]); 0 — the shared sets'
+//! value and rqvs' default — leaves it untouched.
+//!
+//! Simplifications, stated: `-extra` fields must be 0 (they are in
 //! all 12 seeds); probabilities are f64 where the original used f32; the random generator is
 //! [`Rng`], so a seed never reproduces the original's bytes, only its statistics. A total prefix
 //! length whose source distribution has no valid length (source > total, or total − source > 32)
@@ -49,7 +52,7 @@ use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{Actions, PortRange, Rule};
 
 use crate::rng::Rng;
-use crate::seedfile::{SeedFile, Skew, PORT_PAIR_CLASSES};
+use crate::seedfile::{SeedFile, Skew, TotalLength, PORT_PAIR_CLASSES};
 
 /// What to generate.
 #[derive(Clone, Copy, Debug)]
@@ -63,11 +66,14 @@ pub struct Params {
     pub port_scope: f64,
     /// The original's `-b` switch (skew scaling with the set size); on for the shared sets.
     pub scale_skew: bool,
+    /// The original's `<smoothness>`: spreads each prefix-length spike over lengths up to this
+    /// far away ([`crate::smoothing`]); 0 (no smoothing) as in the shared sets.
+    pub smoothing: u32,
 }
 
 impl Params {
     pub fn new(count: usize, rng_seed: u64) -> Params {
-        Params { count, rng_seed, addr_scope: 0.0, port_scope: 0.0, scale_skew: true }
+        Params { count, rng_seed, addr_scope: 0.0, port_scope: 0.0, scale_skew: true, smoothing: 0 }
     }
 }
 
@@ -153,6 +159,13 @@ pub fn generate(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
     }
     if !(-1.0..=1.0).contains(&params.addr_scope) || !(-1.0..=1.0).contains(&params.port_scope) {
         return Err("expected address and port scopes in -1..1".into());
+    }
+    if params.smoothing > crate::smoothing::MAX_SMOOTHING {
+        return Err(format!(
+            "expected a smoothing of 0..={}, found {}",
+            crate::smoothing::MAX_SMOOTHING,
+            params.smoothing
+        ));
     }
     let n = params.count;
     let mut rng = Rng::new(params.rng_seed);
@@ -249,8 +262,13 @@ fn specify(seed: &SeedFile, params: &Params, rng: &mut Rng) -> Vec<Filter> {
     let spem = ports(&seed.sport_exact);
     let dpar = ports(&seed.dport_ranges);
     let dpem = ports(&seed.dport_exact);
-    let lengths: Vec<LengthDist> = seed
-        .prefix_lengths
+    let smoothed: Vec<Vec<TotalLength>> = if params.smoothing > 0 {
+        seed.prefix_lengths.iter().map(|c| crate::smoothing::smooth(c, params.smoothing)).collect()
+    } else {
+        Vec::new()
+    };
+    let classes: &[Vec<TotalLength>] = if params.smoothing > 0 { &smoothed } else { &seed.prefix_lengths };
+    let lengths: Vec<LengthDist> = classes
         .iter()
         .map(|class| {
             let usable: Vec<UsableTotal> = class
