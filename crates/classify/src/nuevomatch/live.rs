@@ -93,7 +93,7 @@ pub struct LiveNuevoMatch {
     threshold: f64,
     config: NuevoMatchConfig,
     /// Delayed policy: inserted rules not yet in any model.
-    staged: HashMap<RuleId, Rule>,
+    staged: HashMap<RuleId, Arc<Rule>>,
     /// Updates since the snapshot the running training started from.
     log: Arc<Mutex<Vec<Update>>>,
     training: Option<Training>,
@@ -185,7 +185,7 @@ impl LiveNuevoMatch {
                 if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));
                 }
-                self.staged.insert(rule.id, rule);
+                self.staged.insert(rule.id, Arc::new(rule));
                 Ok(())
             }
         }
@@ -214,7 +214,7 @@ impl LiveNuevoMatch {
                     match (self.policy, u) {
                         (Policy::Instant, u) => apply_instant(&mut model, u),
                         (Policy::Delayed, Update::Insert(r)) => {
-                            staged.insert(r.id, r);
+                            staged.insert(r.id, Arc::new(r));
                         }
                         (Policy::Delayed, Update::Remove(id)) => {
                             if model.remove(id).is_none() {
@@ -252,7 +252,8 @@ impl LiveNuevoMatch {
     }
 
     fn start_training(&mut self) {
-        let mut snapshot: Vec<Rule> = self.current.rules.values().map(|(_, r)| r.clone()).collect();
+        // Shared, not copied: the trainer copies the rules on its own thread.
+        let mut snapshot: Vec<Arc<Rule>> = self.current.rule_arcs();
         snapshot.extend(self.staged.values().cloned());
         let rules = snapshot.len();
         let config = self.config;
@@ -262,7 +263,9 @@ impl LiveNuevoMatch {
         let (log, catch_up) = (Arc::clone(&self.log), self.policy == Policy::Instant);
         let worker = std::thread::spawn(move || {
             let t0 = Instant::now();
-            let Ok(mut model) = NuevoMatchUp::build_with(&snapshot, config, TupleMerge::build) else { return };
+            let rules: Vec<Rule> = snapshot.iter().map(|r| Rule::clone(r)).collect();
+            drop(snapshot);
+            let Ok(mut model) = NuevoMatchUp::build_with(&rules, config, TupleMerge::build) else { return };
             let train = t0.elapsed();
             let mut applied = 0;
             loop {

@@ -25,6 +25,7 @@ pub mod live;
 pub mod model_file;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -149,7 +150,8 @@ pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
     isets: Vec<ISet>,
     remainder: R,
     /// Every rule, with where it lives (kept here for `remove` and `rebuild`).
-    rules: HashMap<RuleId, (Location, Rule)>,
+    /// Behind `Arc`s so that a trainer's snapshot costs the owner a reference count per rule.
+    rules: HashMap<RuleId, (Location, Arc<Rule>)>,
     extras: Extras,
     build_time: Duration,
 }
@@ -192,9 +194,9 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let mut by_id: HashMap<RuleId, (Location, Rule)> = HashMap::with_capacity(rules.len());
+        let mut by_id: HashMap<RuleId, (Location, Arc<Rule>)> = HashMap::with_capacity(rules.len());
         for r in rules {
-            if by_id.insert(r.id, (Location::Remainder, r.clone())).is_some() {
+            if by_id.insert(r.id, (Location::Remainder, Arc::new(r.clone()))).is_some() {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
@@ -246,13 +248,18 @@ impl<R: Remainder> NuevoMatchUp<R> {
         &self,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
-        let all: Vec<Rule> = self.rules.values().map(|(_, r)| r.clone()).collect();
+        let all: Vec<Rule> = self.rules.values().map(|(_, r)| Rule::clone(r)).collect();
         Self::build_with(&all, self.config, make_remainder)
     }
 
     /// Every live rule (any order).
     pub fn rules(&self) -> Vec<Rule> {
-        self.rules.values().map(|(_, r)| r.clone()).collect()
+        self.rules.values().map(|(_, r)| Rule::clone(r)).collect()
+    }
+
+    /// Every rule, shared (a trainer's snapshot: no rule is copied on the caller's thread).
+    pub fn rule_arcs(&self) -> Vec<Arc<Rule>> {
+        self.rules.values().map(|(_, r)| Arc::clone(r)).collect()
     }
 
     /// Ids of the live rules the iSets hold.
@@ -380,7 +387,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
         self.remainder.insert(rule.clone())?;
-        self.rules.insert(rule.id, (Location::Remainder, rule));
+        self.rules.insert(rule.id, (Location::Remainder, Arc::new(rule)));
         Ok(())
     }
 
@@ -402,7 +409,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
                 }
             }
         }
-        Some(rule)
+        Some(Arc::try_unwrap(rule).unwrap_or_else(|shared| Rule::clone(&shared)))
     }
 
     fn len(&self) -> usize {
@@ -428,7 +435,8 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         let mut bytes = size_of::<Self>()
             + self.remainder.memory_bytes()
             + self.extras.memory_bytes()
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Rule)>());
+            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<Rule>)>())
+            + self.rules.len() * size_of::<Rule>();
         for s in &self.isets {
             bytes += s.index.memory_bytes();
             bytes += s.offsets.capacity() * 4 + s.pre.memory_bytes() + s.cands.capacity() * size_of::<Candidate>();
