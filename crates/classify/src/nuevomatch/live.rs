@@ -76,8 +76,9 @@ pub struct Session {
     pub replayed: usize,
 }
 
-/// A built model, its training time, and how many log entries the trainer already applied.
-type Trained = (NuevoMatchUp, Duration, usize);
+/// A built model, its training time, how many log entries the trainer already applied, and its
+/// remainder's size as built (before those).
+type Trained = (NuevoMatchUp, Duration, usize, usize);
 
 struct Training {
     started: Instant,
@@ -100,6 +101,9 @@ pub struct LiveNuevoMatch {
     sessions: Vec<Session>,
     /// Remainder size of the current model as trained (before any insert since).
     base_remainder: usize,
+    /// Training sessions whose build failed, and when to try again after one.
+    pub failed_sessions: usize,
+    retry_at: Option<Instant>,
 }
 
 impl LiveNuevoMatch {
@@ -110,6 +114,8 @@ impl LiveNuevoMatch {
         let current = NuevoMatchUp::build_with(rules, config, TupleMerge::build)?;
         Ok(LiveNuevoMatch {
             base_remainder: current.remainder().len(),
+            failed_sessions: 0,
+            retry_at: None,
             current,
             policy,
             threshold,
@@ -203,10 +209,19 @@ impl LiveNuevoMatch {
     /// Swaps in a trained model if one is ready, and starts training if needed. Never blocks.
     pub fn poll(&mut self) {
         if let Some(t) = &self.training {
-            if let Ok((mut model, train, caught_up)) = t.done.try_recv() {
+            let result = t.done.try_recv();
+            if let Err(std::sync::mpsc::TryRecvError::Disconnected) = result {
+                // The build failed (it should not on rules the current model holds): keep the
+                // current model, which has every update, and retry after a pause.
+                let t = self.training.take().expect("checked");
+                let _ = t.worker.join();
+                self.log.lock().expect("log lock").clear();
+                self.failed_sessions += 1;
+                self.retry_at = Some(Instant::now() + Duration::from_secs(1));
+            } else if let Ok((mut model, train, caught_up, built_remainder)) = result {
                 let t = self.training.take().expect("checked");
                 let _ = t.worker.join(); // it has sent its result: it is finishing
-                self.base_remainder = model.remainder().len();
+                self.base_remainder = built_remainder;
                 let log = std::mem::take(&mut *self.log.lock().expect("log lock"));
                 let replayed = log.len() - caught_up;
                 let mut staged = HashMap::new();
@@ -236,7 +251,8 @@ impl LiveNuevoMatch {
                 });
             }
         }
-        if self.training.is_none() && self.needs_training() {
+        let waiting = self.retry_at.is_some_and(|t| Instant::now() < t);
+        if self.training.is_none() && !waiting && self.needs_training() {
             self.start_training();
         }
     }
@@ -267,6 +283,7 @@ impl LiveNuevoMatch {
             drop(snapshot);
             let Ok(mut model) = NuevoMatchUp::build_with(&rules, config, TupleMerge::build) else { return };
             let train = t0.elapsed();
+            let built_remainder = model.remainder().len();
             let mut applied = 0;
             loop {
                 let chunk: Vec<Update> = if catch_up {
@@ -283,7 +300,7 @@ impl LiveNuevoMatch {
                     apply_instant(&mut model, u);
                 }
             }
-            let _ = tx.send((model, train, applied));
+            let _ = tx.send((model, train, applied, built_remainder));
         });
         self.training = Some(Training { started: Instant::now(), done: rx, worker, rules });
     }
