@@ -6,12 +6,14 @@
 //!   rule id and the *table generation* it was computed under ([`FlowRef`] `{slot: rule id, gen}`;
 //!   `slot = NO_RULE` caches "no rule matches"). A rule's action is read at hit time, so modifying
 //!   actions needs no invalidation; removing a rule makes the entries naming it dead at once (its
-//!   action is gone); a rule becoming visible (an insert, or a model swap under the delayed
-//!   policy) bumps the generation, which retires every entry — a new rule may outrank any cached
-//!   winner, and finding just the entries it outranks would cost more than the EMC saves.
+//!   action is gone); every insert, and a model swap under the delayed policy, bumps the
+//!   generation, which retires every entry — a new rule may outrank any cached winner (and a
+//!   reused id must not revive entries that named the old rule), and finding just the entries
+//!   concerned would cost more than the EMC saves.
 //! - **Classifier**: [`LiveNuevoMatch`] — inserts go to the TupleMerge remainder at once
 //!   (**instant** policy) or are staged until the next model (**delayed**); removals mark the rule
-//!   dead in place; the trainer thread retrains when the remainder holds more than
+//!   dead in place; the trainer thread retrains when the rules inserted into the remainder since
+//!   the last model exceed
 //!   `retrain_threshold` of the rules, and [`Design::maintain`] swaps the new model in between
 //!   batches (the PMD never waits for training).
 //! - **Counters**: `emc_hit`, `model_hit` (an iSet gave the winner), `remainder_hit` (the
@@ -221,8 +223,11 @@ impl Design for Cflows {
             self.nm.insert(r)?;
             self.table.actions.insert(id, action);
         }
+        // Retired under both policies: under the delayed one the new rules are not visible yet,
+        // but an id may come back (removed, then added as another rule) and revive entries that
+        // named the old rule.
+        self.retire_emc();
         if self.nm.policy() == Policy::Instant {
-            self.retire_emc();
             self.epoch += 1;
         }
         Ok(0)
@@ -334,6 +339,27 @@ mod tests {
             dp.process_batch(chunk, 0, &mut out);
             assert_eq!(&out[..chunk.len()], &want[b * BATCH..b * BATCH + chunk.len()], "batch {b}");
         }
+    }
+
+    /// A removed rule id added again (delayed: staged, not visible) must not revive EMC entries
+    /// that named the old rule.
+    #[test]
+    fn a_reused_id_does_not_revive_old_emc_entries() {
+        let all = rules(50);
+        let keys = keys(2000);
+        let cfg = LearnedConfig { policy: Policy::Delayed, retrain_threshold: 0.1 };
+        let mut dp = Cflows::new(&all, virtual_cfg(1.0), cfg).unwrap();
+        assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
+        assert!(dp.counters().emc_hit > 0);
+        // Rule 3 leaves; a different rule comes back under the same id, with another action.
+        let old = all[3].clone();
+        dp.remove_rules(&[old.id]);
+        let mut again = all[40].clone();
+        again.id = old.id;
+        again.actions = rqvs_flow::Actions::output(999);
+        dp.add_rules(vec![again]).unwrap();
+        let visible: Vec<Rule> = all.iter().filter(|r| r.id != old.id).cloned().collect();
+        check_batches(&mut dp, &visible, &keys);
     }
 
     #[test]
