@@ -755,6 +755,12 @@ fn rate_search(c: &Common, p: &Prepared, design: &str) -> Result<(), Failure> {
     let mut best = probe(lo)?;
     if !ok(&best) {
         println!("result              not even {lo:.0} pps with < 1% drops");
+        if let Some(out) = &c.json {
+            let mut o = run_json(&Common { rate: Some(lo), ..c.clone() }, p, &best)?;
+            o.insert("max_rate_below_1pct_drops".into(), serde_json::Value::Null);
+            o.insert("unconstrained_mpps".into(), serde_json::json!(free.mpps));
+            crate::report::write_json(out, "replay", o)?;
+        }
         return Ok(());
     }
     let mut best_rate = lo;
