@@ -13,11 +13,15 @@
 //! - [`map`] — maps the 5-tuples of a real capture onto rules, keeping order and timing.
 //! - [`updates`] — insert/remove/modify streams drawn from a held-out part of a rule-set, in a
 //!   small documented text format.
+//! - [`coflow`] — coflow workloads (base flows and associated flows between pod groups, the
+//!   study's flow-size distributions, a coflowiness knob) with their load-balancer rules and the
+//!   ground truth of which flows follow which.
 //!
 //! Randomness comes from [`rng::Rng`], a self-contained xoshiro256** generator, so a given
 //! `--rng-seed` produces the same output whatever the versions of external crates.
 #![forbid(unsafe_code)]
 
+pub mod coflow;
 pub mod map;
 pub mod rng;
 pub mod rules;
