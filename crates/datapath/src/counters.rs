@@ -17,6 +17,10 @@
 //! OVS's "avg. subtable lookups per megaflow hit"), CD hints that failed, installations,
 //! deletions by cause, and the gauges `megaflows` and `masks`, filled in by
 //! [`crate::Datapath::counters`].
+//!
+//! Flow prediction ([`crate::predict`]) installs megaflows without packets: `preinstalled`,
+//! `preinstall_existing`, `preinstall_refused` and its handler time `predict_ns` are not
+//! per-packet outcomes and stay out of the sum.
 
 /// The counters (module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +54,14 @@ pub struct Counters {
     pub deleted_revalidated: u64,
     pub deleted_idle: u64,
     pub deleted_limit: u64,
+
+    /// Megaflows installed ahead of packets (flow prediction, `Datapath::preinstall`); keys an
+    /// installed megaflow already covered; keys refused at the flow limit.
+    pub preinstalled: u64,
+    pub preinstall_existing: u64,
+    pub preinstall_refused: u64,
+    /// Handler time spent on flow prediction (learning, proposing, preinstalling), ns.
+    pub predict_ns: u64,
 
     /// Packets by action: output to a port, dropped by the rule (or no rule).
     pub tx: u64,
@@ -121,6 +133,10 @@ impl Counters {
             ("deleted_revalidated", self.deleted_revalidated),
             ("deleted_idle", self.deleted_idle),
             ("deleted_limit", self.deleted_limit),
+            ("preinstalled", self.preinstalled),
+            ("preinstall_existing", self.preinstall_existing),
+            ("preinstall_refused", self.preinstall_refused),
+            ("predict_ns", self.predict_ns),
             ("tx", self.tx),
             ("dropped_by_action", self.dropped_by_action),
             ("megaflows", self.megaflows),

@@ -13,7 +13,8 @@
 //!    the packet its action. Overflowing packets are dropped and counted (`lost`).
 //!
 //! The [`revalidator`] re-checks installed megaflows after OpenFlow rule changes, expires idle
-//! ones and enforces the flow limit. All counters are in one [`counters::Counters`] whose
+//! ones and enforces the flow limit. [`predict`] (off by default) installs the megaflows of flows
+//! expected to follow a coflow's base flow, through the same slow path. All counters are in one [`counters::Counters`] whose
 //! per-packet outcomes never overlap and sum to the packets received.
 //!
 //! **Time.** Everything that depends on time (idle expiry, subtable ranking, the CD's on/off
@@ -39,6 +40,7 @@ pub mod design;
 pub mod dpcls;
 pub mod emc;
 pub mod pmd;
+pub mod predict;
 pub mod revalidator;
 #[cfg(test)]
 mod testutil;

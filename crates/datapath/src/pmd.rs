@@ -27,6 +27,7 @@ use crate::cd::CuckooDistributor;
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, FlowRef};
 use crate::emc::Emc;
+use crate::predict::{self, PredictStats, Predictor, Preinstalled};
 use crate::revalidator::{Revalidator, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS};
 use crate::upcall::{packet_key, SlowPath, Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
 use crate::{flow_hash, DpAction, BATCH};
@@ -89,6 +90,8 @@ pub struct Datapath {
     pub handler_batches: u64,
     /// Rule-change count (the [`crate::design::Design::visible_epoch`]).
     epoch: u64,
+    /// Flow prediction ([`crate::predict`]), off unless set.
+    predictor: Option<Predictor>,
 }
 
 impl Datapath {
@@ -108,6 +111,7 @@ impl Datapath {
             results: Vec::with_capacity(cfg.upcall_queue),
             handler_batches: 0,
             epoch: 0,
+            predictor: None,
             cfg,
         })
     }
@@ -174,6 +178,43 @@ impl Datapath {
     /// Upcalls waiting for the handler.
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Turns flow prediction on (or off with `None`): the handler feeds it every upcall and
+    /// installs what it predicts ([`crate::predict`]).
+    pub fn set_predictor(&mut self, p: Option<Predictor>) {
+        self.predictor = p;
+    }
+
+    /// The predictor's counters, its predictions' use checked now; `None` when prediction is off.
+    pub fn prediction_stats(&mut self) -> Option<PredictStats> {
+        let p = self.predictor.as_mut()?;
+        p.account(&self.dpcls, self.now_ns, true);
+        Some(p.stats())
+    }
+
+    /// Installs the megaflows of `keys` ahead of their packets: each key goes through the slow
+    /// path as an upcall would, and its megaflow is installed unless one covering it is installed
+    /// or the flow limit is reached. No packet is received or counted: the work is counted in
+    /// `preinstalled`, `preinstall_existing`, `preinstall_refused` and `predict_ns` (the PMD clock
+    /// does not move). Returns the megaflows installed.
+    pub fn preinstall(&mut self, keys: &[FlowKey]) -> usize {
+        let t0 = Instant::now();
+        let (mut installed, mut lookups) = (0, 0);
+        for k in keys {
+            let (o, looked) = predict::preinstall_key(
+                &mut self.dpcls,
+                &self.slow,
+                &mut self.c,
+                self.reval.flow_limit,
+                self.now_ns,
+                k,
+            );
+            installed += usize::from(matches!(o, Preinstalled::Installed(_)));
+            lookups += u64::from(looked);
+        }
+        self.c.predict_ns += predict::cost_ns(self.cfg.clock, t0, lookups);
+        installed
     }
 
     /// The PMD's work on one batch. `out[i]` receives packet `i`'s action, or
@@ -333,6 +374,9 @@ impl Datapath {
             for _ in 0..HANDLER_BATCH {
                 let Some(u) = self.queue.pop() else { break };
                 handled += 1;
+                if let Some(p) = self.predictor.as_mut() {
+                    p.note(&u.key);
+                }
                 let v = self.slow.classify(&u.key);
                 let existing = self.dpcls.find(&v.megaflow).or_else(|| self.dpcls.peek(&u.key.to_words()));
                 let f = if let Some(f) = existing {
@@ -364,6 +408,10 @@ impl Datapath {
         };
         self.c.upcall_ns += ns;
         self.now_ns += ns;
+        if let Some(p) = self.predictor.as_mut() {
+            let (limit, clock) = (self.reval.flow_limit, self.cfg.clock);
+            self.now_ns += p.after_upcalls(&mut self.dpcls, &self.slow, &mut self.c, limit, self.now_ns, clock);
+        }
         &self.results
     }
 
@@ -375,6 +423,9 @@ impl Datapath {
             if let Some(cd) = self.cd.as_mut() {
                 cd.decide(masks, share);
             }
+        }
+        if let Some(p) = self.predictor.as_mut() {
+            p.account(&self.dpcls, self.now_ns, false);
         }
         let deleted = self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
         if let Some(m) = self.model.as_mut() {
@@ -399,9 +450,17 @@ impl Datapath {
         for r in rules {
             self.slow.insert(r)?;
         }
+        self.account_predictions();
         let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
         self.sync_model();
         Ok(deleted)
+    }
+
+    /// Before revalidation deletes megaflows: which predictions were used.
+    fn account_predictions(&mut self) {
+        if let Some(p) = self.predictor.as_mut() {
+            p.account(&self.dpcls, self.now_ns, true);
+        }
     }
 
     fn sync_model(&mut self) {
@@ -416,6 +475,7 @@ impl Datapath {
         for &id in ids {
             self.slow.remove(id);
         }
+        self.account_predictions();
         let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
         self.sync_model();
         deleted
