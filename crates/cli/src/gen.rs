@@ -1,4 +1,5 @@
-//! `rqvs gen`: workloads — ClassBench-compatible rules, traces, capture mapping, update streams.
+//! `rqvs gen`: workloads — ClassBench-compatible rules, traces, capture mapping, update streams,
+//! coflows (`crate::coflows`).
 //! The algorithms live in `rqvs-workload`; this module is arguments, files and reports.
 
 use std::io::Write;
@@ -26,6 +27,8 @@ pub enum Command {
     Map(MapArgs),
     /// An update stream (insert:remove:modify) from a held-out part of a rule-set.
     Updates(UpdatesArgs),
+    /// A coflow workload (pcap with timestamps), its OpenFlow rules and ground truth.
+    Coflows(crate::coflows::GenArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -161,6 +164,7 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
         Command::Trace(a) => gen_trace(a),
         Command::Map(a) => gen_map(a),
         Command::Updates(a) => gen_updates(a),
+        Command::Coflows(a) => crate::coflows::gen(a),
     }
 }
 

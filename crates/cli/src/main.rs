@@ -5,6 +5,7 @@
 mod bench;
 mod bench_updates;
 mod classify;
+mod coflows;
 mod compare;
 mod convert;
 mod gen;
@@ -38,7 +39,7 @@ enum Command {
     /// Convert between formats: ClassBench rules → ofctl flows, traces ↔ pcap.
     #[command(subcommand)]
     Convert(convert::Command),
-    /// Workloads: ClassBench-compatible rules, traces, capture mapping, update streams.
+    /// Workloads: ClassBench-compatible rules, traces, capture mapping, update streams, coflows.
     #[command(subcommand)]
     Gen(gen::Command),
     /// Train NuevoMatchUP over a rule file and save the model (for `classify --model`).
@@ -52,6 +53,9 @@ enum Command {
     Replay(replay::Args),
     /// Several datapath designs on the same rules and trace: speedups, counters, one plot.
     Compare(compare::Args),
+    /// Flow prediction for coflows: upcalls, first-packet latency and handler CPU over
+    /// coflowiness, prediction off / online / oracle / preload (time-ordered replay, ORIG).
+    Coflows(coflows::Args),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Compare(args)) => compare::run(&args),
+        Some(Command::Coflows(args)) => coflows::run_cmd(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

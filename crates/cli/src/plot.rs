@@ -4,10 +4,13 @@
 //! megaflow deletions/s; megaflows and masks installed; the learned model's coverage (%). Panels
 //! with nothing to show (e.g. megaflows in CFLOWS, coverage in ORIG) are left out. Rule updates
 //! are marked with a vertical line in every panel, so the plot reads without the JSON.
-//! [`compare`] draws several designs' throughput and coverage in one plot.
+//! [`compare`] draws several designs' throughput and coverage in one plot; [`xy_panels`] draws
+//! any named (x, y) lines in a grid of panels (`rqvs coflows`).
 
 use std::path::Path;
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::Failure;
@@ -134,5 +137,74 @@ pub fn compare<P: Point>(
             .map_err(&e)?;
     }
     root.present().map_err(&e)?;
+    Ok(())
+}
+
+/// One panel of [`xy_panels`]: axis descriptions, a logarithmic y axis or not, named lines.
+pub struct XyPanel {
+    pub x_desc: String,
+    pub y_desc: String,
+    pub log_y: bool,
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Panels of named (x, y) lines with point markers, `cols` panels per row, in the style of the
+/// time series (colours by line order). On a logarithmic axis values below the smallest
+/// positive one are drawn at it.
+pub fn xy_panels(path: &Path, title: &str, cols: usize, panels: &[XyPanel]) -> Result<(), Failure> {
+    let e = err(path);
+    let cols = cols.max(1);
+    let rows = panels.len().div_ceil(cols).max(1);
+    let root = SVGBackend::new(path, (600 * cols as u32, 330 * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(&e)?;
+    for (area, p) in root.split_evenly((rows, cols)).iter().zip(panels) {
+        let xs = p.lines.iter().flat_map(|(_, v)| v.iter().map(|q| q.0));
+        let (xmin, xmax) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+        let (xmin, xmax) = if xmin < xmax { (xmin, xmax) } else { (xmin.min(0.0), xmin.max(0.0) + 1.0) };
+        let ys: Vec<f64> = p.lines.iter().flat_map(|(_, v)| v.iter().map(|q| q.1)).collect();
+        let ymax = ys.iter().copied().fold(0.0f64, f64::max).max(1e-9);
+        let mut chart = ChartBuilder::on(area);
+        chart.margin(8).x_label_area_size(30).y_label_area_size(70);
+        if p.log_y {
+            let floor = ys.iter().copied().filter(|&y| y > 0.0).fold(ymax, f64::min);
+            let mut c = chart.build_cartesian_2d(xmin..xmax, (floor * 0.8..ymax * 1.5).log_scale()).map_err(&e)?;
+            draw_lines(&mut c, p, floor, path)?;
+        } else {
+            let mut c = chart.build_cartesian_2d(xmin..xmax, 0f64..ymax * 1.1).map_err(&e)?;
+            draw_lines(&mut c, p, f64::MIN, path)?;
+        }
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
+fn draw_lines<'a, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    p: &XyPanel,
+    floor: f64,
+    path: &Path,
+) -> Result<(), Failure>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let e = err(path);
+    chart.configure_mesh().x_desc(p.x_desc.as_str()).y_desc(p.y_desc.as_str()).draw().map_err(&e)?;
+    let colours = [BLUE, RED, GREEN, MAGENTA, BLACK, CYAN, RGBColor(255, 140, 0), RGBColor(128, 0, 128)];
+    for (k, (name, pts)) in p.lines.iter().enumerate() {
+        let colour = colours[k % colours.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().map(|&(x, y)| (x, y.max(floor))), colour).point_size(3))
+            .map_err(&e)?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(&e)?;
     Ok(())
 }

@@ -29,22 +29,33 @@
 //!   prediction uses `b`'s, which is right whenever the megaflow does not look at it); the other
 //!   fields are `u`'s. The template's **count** under `b`'s signature goes up by one (at most once
 //!   per occurrence of `b`).
-//! - **Confidence** = count / *resolved* occurrences of the signature (those whose window is
-//!   over, so that numerator and denominator cover the same upcalls). On an upcall, the templates
-//!   of its signature with count ≥ [`PredictConfig::min_support`] and confidence ≥
-//!   [`PredictConfig::min_confidence`] (best first, at most [`PredictConfig::max_per_trigger`])
-//!   are instantiated with the upcall's fields and proposed.
+//! - **Confidence**: the follow rate count / occurrences of the signature, taken conservatively
+//!   as the lower end of its one-sigma Wilson score interval ([`confidence`]): 3 follow-ups in 5
+//!   occurrences is not yet 0.6. (Occurrences whose window is still open are in the denominator
+//!   already, so the rate is, if anything, low.) On an upcall, the templates of its signature with
+//!   count ≥ [`PredictConfig::min_support`] and confidence ≥ [`PredictConfig::min_confidence`]
+//!   (best first, at most [`PredictConfig::max_per_trigger`]) are instantiated with the upcall's
+//!   fields and proposed.
+//! - **Default threshold 0.5** — the break-even of handler work: a prediction costs one slow-path
+//!   lookup, a right one saves one upcall (about one lookup). Above it, predicting does not add
+//!   handler work in expectation and at most about half the predictions are wasted; lower
+//!   thresholds buy first-packet latency with handler CPU.
 //! - **Feedback**: once a prediction works, the follow-up flow no longer upcalls, so the predictor
-//!   would stop seeing it. Each prediction is therefore checked when its base's window ends: if
-//!   its megaflow was hit (its per-flow hit count grew) the template is credited as if the
-//!   follow-up had been seen.
+//!   would stop seeing it. A prediction that installs a megaflow therefore counts for its
+//!   template at once, as if the follow-up had been seen, and is checked when its base's window
+//!   ends: if the megaflow was not hit by then, the count is taken back. (A proposal whose
+//!   megaflow was already installed counts neither way: hits on it say nothing about the
+//!   prediction.)
 //! - Bounded memory: at most [`PredictConfig::max_signatures`] signatures (new ones are ignored
 //!   when full) and [`PredictConfig::max_templates`] templates each (when full, a new template
 //!   replaces the one with the lowest count, oldest first).
 //!
 //! ## Rate limit and counters
-//! Proposals pass a token bucket on the datapath clock ([`PredictConfig::rate_per_s`],
-//! [`PredictConfig::burst`]); the rest are counted `rate_limited`. [`PredictStats`]: `proposed`,
+//! Proposals pass a token bucket that earns [`PredictConfig::per_upcall`] tokens (default 4) per
+//! upcall the predictor sees, up to [`PredictConfig::burst`]: prediction work is at most that many
+//! slow-path lookups per upcall (plus the burst) whatever the traffic — the limit follows the load
+//! instead of a fixed rate that would either cripple a busy switch's predictor or let an idle
+//! one's run away. Proposals over the limit are counted `rate_limited`. [`PredictStats`]: `proposed`,
 //! `predicted` (megaflows installed), `already` (a megaflow covered the key), `used` (a predicted
 //! megaflow was hit before it was deleted), `wasted` (deleted unused: idle expiry, revalidation or
 //! the flow limit) and `outstanding` (installed, not hit yet). Use is checked at least every
@@ -80,8 +91,9 @@ pub struct PredictConfig {
     pub min_support: u32,
     /// Most keys proposed on one upcall.
     pub max_per_trigger: usize,
-    /// Token-bucket refill, predictions per second of datapath clock (`f64::INFINITY`: no limit).
-    pub rate_per_s: f64,
+    /// Tokens earned per upcall seen, i.e. predictions per upcall at most (`f64::INFINITY`: no
+    /// limit).
+    pub per_upcall: f64,
     /// Token-bucket depth.
     pub burst: f64,
     pub max_signatures: usize,
@@ -92,10 +104,10 @@ impl Default for PredictConfig {
     fn default() -> Self {
         PredictConfig {
             window_ns: 5_000_000,
-            min_confidence: 0.2,
+            min_confidence: 0.5,
             min_support: 3,
             max_per_trigger: 16,
-            rate_per_s: 100_000.0,
+            per_upcall: 4.0,
             burst: 1024.0,
             max_signatures: 1 << 16,
             max_templates: 64,
@@ -109,8 +121,8 @@ impl PredictConfig {
         if !(0.0..=1.0).contains(&self.min_confidence) {
             return Err(format!("expected a minimum confidence in 0..1, found {}", self.min_confidence));
         }
-        if self.rate_per_s.is_nan() || self.rate_per_s <= 0.0 {
-            return Err(format!("expected a prediction rate > 0 per second, found {}", self.rate_per_s));
+        if self.per_upcall.is_nan() || self.per_upcall <= 0.0 {
+            return Err(format!("expected a prediction budget > 0 per upcall, found {}", self.per_upcall));
         }
         if !(self.burst >= 1.0 && self.burst.is_finite()) {
             return Err(format!("expected a prediction burst >= 1, found {}", self.burst));
@@ -267,8 +279,7 @@ struct TemplateStat {
 
 #[derive(Default)]
 struct SigTable {
-    /// Occurrences whose window is over.
-    resolved: u32,
+    occurrences: u32,
     templates: Vec<TemplateStat>,
 }
 
@@ -301,15 +312,12 @@ struct Tracked {
     flow: FlowRef,
 }
 
-/// A prediction to learn from when its base's window ends: was the megaflow hit by then?
+/// A prediction counted for its template, checked when its base's window ends.
 struct Pending {
     due_ns: u64,
     flow: FlowRef,
-    /// Hits of the megaflow when predicted (0 for one the prediction installed).
-    hits0: u64,
     sig: u32,
     template: u64,
-    instance: u64,
 }
 
 enum Mode {
@@ -325,7 +333,6 @@ pub struct Predictor {
     noted: Vec<FlowKey>,
     proposals: Vec<(FlowKey, Credit)>,
     tokens: f64,
-    refilled_ns: u64,
     tracked: Vec<Tracked>,
     learning: VecDeque<Pending>,
     accounted_ns: u64,
@@ -369,6 +376,18 @@ pub(crate) fn preinstall_key(
     (Preinstalled::Installed(dpcls.insert(k, v.megaflow, v.action, v.rule, now_ns)), true)
 }
 
+/// The confidence of a template seen after `count` of `occurrences` occurrences of its
+/// signature: the lower end of the one-sigma Wilson score interval of the rate.
+pub fn confidence(count: u32, occurrences: u32) -> f64 {
+    let n = f64::from(occurrences.max(count));
+    if n == 0.0 {
+        return 0.0;
+    }
+    let p = f64::from(count) / n;
+    let z2 = 1.0;
+    (p + z2 / (2.0 * n) - (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt()) / (1.0 + z2 / n)
+}
+
 /// Handler time of work that started at `t0` and consulted the slow path `lookups` times.
 pub(crate) fn cost_ns(clock: Clock, t0: Instant, lookups: u64) -> u64 {
     match clock {
@@ -395,9 +414,6 @@ impl Learner {
     fn forget_before(&mut self, t_ns: u64) {
         while self.recent.front().is_some_and(|r| r.t_ns < t_ns) {
             let r = self.recent.pop_front().expect("checked");
-            if let Some(sig) = r.sig {
-                self.sigs[sig as usize].resolved += 1;
-            }
             for a in [r.key.nw_src, r.key.nw_dst] {
                 if let Some(q) = self.by_addr.get_mut(&a) {
                     while q.front().is_some_and(|&n| n <= self.first) {
@@ -453,12 +469,13 @@ impl Learner {
         // As a base: an occurrence of its signature, and its confident templates proposed.
         let sig = self.sig_id(key, cfg.max_signatures);
         if let Some(s) = sig {
-            let table = &self.sigs[s as usize];
-            let occ = f64::from(table.resolved.max(1));
+            let table = &mut self.sigs[s as usize];
+            table.occurrences += 1;
+            let occ = table.occurrences;
             let mut picks: Vec<&TemplateStat> = table
                 .templates
                 .iter()
-                .filter(|ts| ts.count >= cfg.min_support && f64::from(ts.count) / occ >= cfg.min_confidence)
+                .filter(|ts| ts.count >= cfg.min_support && confidence(ts.count, occ) >= cfg.min_confidence)
                 .collect();
             picks.sort_by_key(|ts| std::cmp::Reverse(ts.count));
             for ts in picks.into_iter().take(cfg.max_per_trigger) {
@@ -477,13 +494,27 @@ impl Learner {
         }
     }
 
-    /// A used prediction counts as an observed follow-up.
-    fn credit(&mut self, sig: u32, id: u64, instance: u64) {
-        if let Some(ts) = self.sigs.get_mut(sig as usize).and_then(|t| t.templates.iter_mut().find(|ts| ts.id == id)) {
-            if ts.last_instance != instance {
+    fn template_mut(&mut self, sig: u32, id: u64) -> Option<&mut TemplateStat> {
+        self.sigs.get_mut(sig as usize).and_then(|t| t.templates.iter_mut().find(|ts| ts.id == id))
+    }
+
+    /// A prediction counts as an observed follow-up (once per base); false when it did not count
+    /// (already counted for this base, or the template was replaced).
+    fn credit(&mut self, sig: u32, id: u64, instance: u64) -> bool {
+        match self.template_mut(sig, id) {
+            Some(ts) if ts.last_instance != instance => {
                 ts.count += 1;
                 ts.last_instance = instance;
+                true
             }
+            _ => false,
+        }
+    }
+
+    /// A prediction's count taken back: its megaflow was not hit within the window.
+    fn retract(&mut self, sig: u32, id: u64) {
+        if let Some(ts) = self.template_mut(sig, id) {
+            ts.count = ts.count.saturating_sub(1);
         }
     }
 }
@@ -510,7 +541,6 @@ impl Predictor {
             mode,
             noted: Vec::new(),
             proposals: Vec::new(),
-            refilled_ns: 0,
             tracked: Vec::new(),
             learning: VecDeque::new(),
             accounted_ns: 0,
@@ -579,39 +609,43 @@ impl Predictor {
                 self.stats.triggers += 1;
             }
         }
+        let limited = self.cfg.per_upcall.is_finite();
+        self.tokens = (self.tokens + self.cfg.per_upcall * self.noted.len() as f64).min(self.cfg.burst);
         self.noted.clear();
-        self.refill(now_ns);
         let mut lookups = 0;
         for i in 0..self.proposals.len() {
             let (key, credit) = self.proposals[i];
             self.stats.proposed += 1;
-            if self.tokens < 1.0 {
-                self.stats.rate_limited += 1;
-                continue;
+            if limited {
+                if self.tokens < 1.0 {
+                    self.stats.rate_limited += 1;
+                    continue;
+                }
+                self.tokens -= 1.0;
             }
-            self.tokens -= 1.0;
             let (outcome, classified) = preinstall_key(dpcls, slow, c, flow_limit, now_ns, &key);
             lookups += u64::from(classified);
-            let flow = match outcome {
+            let (flow, installed) = match outcome {
                 Preinstalled::Installed(flow) => {
                     self.stats.predicted += 1;
                     self.stats.outstanding += 1;
                     self.tracked.push(Tracked { flow });
-                    flow
+                    (flow, true)
                 }
                 Preinstalled::Existing(flow) => {
                     self.stats.already += 1;
-                    flow
+                    (flow, false)
                 }
                 Preinstalled::Refused => {
                     self.stats.refused += 1;
                     continue;
                 }
             };
-            if let Some((sig, template, instance)) = credit {
-                let hits0 = dpcls.get(flow).map_or(0, |e| e.hits);
-                let due_ns = now_ns + self.cfg.window_ns;
-                self.learning.push_back(Pending { due_ns, flow, hits0, sig, template, instance });
+            if let (Some((sig, template, instance)), true, Mode::Online(l)) = (credit, installed, &mut self.mode) {
+                if l.credit(sig, template, instance) {
+                    let due_ns = now_ns + self.cfg.window_ns;
+                    self.learning.push_back(Pending { due_ns, flow, sig, template });
+                }
             }
         }
         let ns = cost_ns(clock, t0, lookups);
@@ -619,20 +653,15 @@ impl Predictor {
         ns
     }
 
-    fn refill(&mut self, now_ns: u64) {
-        let dt = now_ns.saturating_sub(self.refilled_ns) as f64 / 1e9;
-        self.tokens = (self.tokens + dt * self.cfg.rate_per_s).min(self.cfg.burst);
-        self.refilled_ns = now_ns;
-    }
-
-    /// Credits the templates of predictions whose base's window is over and whose megaflow was
-    /// hit by then (module docs: feedback).
+    /// Takes back the counts of predictions whose base's window is over and whose megaflow was
+    /// not hit by then (module docs: feedback).
     fn learn_from_predictions(&mut self, dpcls: &Dpcls, now_ns: u64) {
         let Mode::Online(l) = &mut self.mode else { return };
         while self.learning.front().is_some_and(|p| p.due_ns <= now_ns) {
             let p = self.learning.pop_front().expect("checked");
-            if dpcls.get(p.flow).is_some_and(|e| e.hits > p.hits0) {
-                l.credit(p.sig, p.template, p.instance);
+            let hit = matches!(dpcls.get(p.flow), Some(e) if e.hits > 0);
+            if !hit {
+                l.retract(p.sig, p.template);
             }
         }
     }
@@ -782,7 +811,7 @@ mod tests {
 
     #[test]
     fn rare_follow_ups_are_not_predicted() {
-        // A follow-up after 1 coflow in 10: confidence 0.1 < 0.2.
+        // A follow-up after 1 coflow in 10: confidence about 0.1 < 0.5.
         let rules = lb_rules(64);
         let packets = coflows(60, |i| usize::from(i % 10 == 0));
         let mut dp = virtual_dp(&rules);
@@ -794,7 +823,7 @@ mod tests {
         assert!(s.templates >= 1, "the template was still learned: {s:?}");
         // With a threshold below 0.1 they are predicted, and mostly wasted.
         let mut dp = virtual_dp(&rules);
-        let cfg = PredictConfig { min_confidence: 0.05, min_support: 2, ..PredictConfig::default() };
+        let cfg = PredictConfig { min_confidence: 0.02, min_support: 2, ..PredictConfig::default() };
         dp.set_predictor(Some(Predictor::online(cfg)));
         let got = replay(&mut dp, &packets);
         check_actions(&rules, &packets, &got);
@@ -827,14 +856,15 @@ mod tests {
         let rules = lb_rules(64);
         let packets = coflows(60, |_| 2);
         let mut dp = virtual_dp(&rules);
-        // One token to start with, one more per 10 ms: about 1 + 60 ms / 10 ms.
-        let cfg = PredictConfig { rate_per_s: 100.0, burst: 1.0, ..PredictConfig::default() };
+        // One token to start with, one more per 10 upcalls.
+        let cfg = PredictConfig { per_upcall: 0.1, burst: 1.0, ..PredictConfig::default() };
         dp.set_predictor(Some(Predictor::online(cfg)));
         let got = replay(&mut dp, &packets);
         check_actions(&rules, &packets, &got);
         let s = dp.prediction_stats().unwrap();
-        assert!(s.predicted <= 8 && s.predicted >= 1, "{s:?}");
+        assert!(s.predicted >= 1 && s.predicted as f64 <= 1.0 + 0.1 * s.observed as f64, "{s:?}");
         assert!(s.rate_limited > 50, "{s:?}");
+        assert_eq!(s.proposed, s.rate_limited + s.predicted + s.already + s.refused);
     }
 
     #[test]
@@ -922,6 +952,16 @@ mod tests {
     }
 
     #[test]
+    fn confidence_is_conservative_on_few_occurrences() {
+        assert_eq!(confidence(0, 0), 0.0);
+        assert!(confidence(3, 5) < 0.5 && confidence(3, 5) > 0.3);
+        assert!(confidence(3, 3) > 0.7, "three of three");
+        assert!((confidence(750, 1000) - 0.75).abs() < 0.02, "close to the rate on many");
+        assert!(confidence(750, 1000) < 0.75);
+        assert!(confidence(10, 100) < 0.1 && confidence(10, 100) > 0.06);
+    }
+
+    #[test]
     fn templates_copy_fields_from_the_base() {
         let b = udp(pod(1), VIP, 40_000, 2100);
         let u = udp(pod(1), VIP + 1, 51_234, 2130);
@@ -948,8 +988,8 @@ mod tests {
         assert!(PredictConfig::default().validate().is_ok());
         for c in [
             PredictConfig { min_confidence: 1.5, ..PredictConfig::default() },
-            PredictConfig { rate_per_s: 0.0, ..PredictConfig::default() },
-            PredictConfig { rate_per_s: f64::NAN, ..PredictConfig::default() },
+            PredictConfig { per_upcall: 0.0, ..PredictConfig::default() },
+            PredictConfig { per_upcall: f64::NAN, ..PredictConfig::default() },
             PredictConfig { burst: 0.0, ..PredictConfig::default() },
             PredictConfig { max_per_trigger: 0, ..PredictConfig::default() },
         ] {

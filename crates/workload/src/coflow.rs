@@ -8,15 +8,16 @@
 //!   (`pods_per_group`, default 254), each pod on its own OpenFlow port `2 + g·pods + h`.
 //! - `services` (default 16) service VIPs `172.30.0.(s+1)`, each load-balanced on the nine UDP
 //!   ports 2100, 2110, …, 2180 (the study's setup).
-//! - Rules ([`rules`]), highest priority first:
-//!   1. **per-pod network policy** (priority 400): `udp,nw_src=POD,tp_dst=9100 → drop`. Every pod
+//! - Rules ([`rules`]), highest priority first (each class in a band of distinct priorities:
+//!   its rules are disjoint, so this is the same table as one priority per class):
+//!   1. **per-pod network policy**: `udp,nw_src=POD,tp_dst=9100 → drop`. Every pod
 //!      has one, as OVN installs per-port flows; what matters here is that the slow path must look
 //!      at the whole source address, so a megaflow is per source pod (checked by a test) — as in
 //!      the study, where every new 5-tuple needed its own upcall.
-//!   2. **service load balancing** (priority 300): one rule per VIP, port and source pod group,
+//!   2. **service load balancing**: one rule per VIP, port and source pod group,
 //!      `udp,nw_src=10.1.g.0/24,nw_dst=VIP,tp_dst=P → output:BACKEND` (a backend pod of the
 //!      service's group, chosen per rule by a fixed hash).
-//!   3. **pod delivery** (priority 200): `ip,nw_dst=POD → output:POD_PORT`.
+//!   3. **pod delivery**: `ip,nw_dst=POD → output:POD_PORT`.
 //!   4. a default route (priority 1): `ip → output:1`.
 //!
 //!   The megaflow of a flow to a service is then `nw_src=POD, nw_dst=VIP, udp, tp_dst=P` (plus
@@ -420,6 +421,15 @@ impl Params {
         if self.groups * self.pods_per_group < 2 {
             return Err("expected at least 2 pods in all (uncoupled flows need another source)".into());
         }
+        // Rule `i` of a band has priority `band − i` (global index): all must stay above 1.
+        let rules = 2 * u64::from(self.groups * self.pods_per_group)
+            + u64::from(self.services) * u64::from(SERVICE_PORTS) * u64::from(self.groups);
+        if rules >= u64::from(PRIORITY_DELIVERY) - 1 {
+            return Err(format!(
+                "expected fewer than {} rules (2 per pod, 9 per service and group), found {rules}: fewer --groups, --pods or --services",
+                PRIORITY_DELIVERY - 1
+            ));
+        }
         if !(3..=254).contains(&self.services) {
             return Err(format!(
                 "expected --services in 3..=254 (uncoupled flows need a VIP other than two), found {}",
@@ -592,12 +602,23 @@ fn mix(a: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The rules of the module docs for these address parameters (ids in order, priorities 400,
-/// 300, 200, 1).
+/// Top of the priority band of the policy rules (rule `i` has priority `band − i`).
+pub const PRIORITY_POLICY: u32 = 65_000;
+/// Top of the band of the service rules.
+pub const PRIORITY_SERVICE: u32 = 50_000;
+/// Top of the band of the delivery rules.
+pub const PRIORITY_DELIVERY: u32 = 35_000;
+
+/// The rules of the module docs for these address parameters, ids in order; each class in its
+/// own priority band (policy, service, delivery, default 1; [`Params::validate`] bounds the rule
+/// count so the bands stay apart).
 pub fn rules(p: &Params) -> Vec<Rule> {
     let mut out = Vec::new();
-    let mut push = |priority: u32, value: FlowKey, mask: FlowKey, actions: Actions| {
+    // Each class in its own band, one priority per rule (the rules of a class are disjoint, so
+    // this changes no winner; it spares the slow path's check of equal-priority overlaps).
+    let mut push = |band: u32, value: FlowKey, mask: FlowKey, actions: Actions| {
         let id = out.len() as u32;
+        let priority = if band == 0 { 1 } else { band - id };
         out.push(Rule::new(id, priority, Match::from_masked(value, mask), actions));
     };
     let ip = FlowKey { dl_type: ETH_TYPE_IP, ..FlowKey::default() };
@@ -607,7 +628,7 @@ pub fn rules(p: &Params) -> Vec<Rule> {
     for g in 0..p.groups {
         for h in 0..p.pods_per_group {
             push(
-                400,
+                PRIORITY_POLICY,
                 FlowKey { nw_src: pod_ip(g, h), tp_dst: POLICY_PORT, ..udp },
                 FlowKey { nw_src: u32::MAX, tp_dst: u16::MAX, ..udp_mask },
                 Actions::drop(),
@@ -621,7 +642,7 @@ pub fn rules(p: &Params) -> Vec<Rule> {
                 let h =
                     (mix(u64::from(s) << 40 | u64::from(j) << 20 | u64::from(g)) % u64::from(p.pods_per_group)) as u32;
                 push(
-                    300,
+                    PRIORITY_SERVICE,
                     FlowKey {
                         nw_src: pod_ip(g, 0) & 0xffff_ff00,
                         nw_dst: vip(s),
@@ -637,14 +658,14 @@ pub fn rules(p: &Params) -> Vec<Rule> {
     for g in 0..p.groups {
         for h in 0..p.pods_per_group {
             push(
-                200,
+                PRIORITY_DELIVERY,
                 FlowKey { nw_dst: pod_ip(g, h), ..ip },
                 FlowKey { nw_dst: u32::MAX, ..ip_mask },
                 Actions::output(pod_port(p, g, h)),
             );
         }
     }
-    push(1, ip, ip_mask, Actions::output(1));
+    push(0, ip, ip_mask, Actions::output(1));
     out
 }
 
@@ -943,7 +964,8 @@ mod tests {
         let k = udp_key(pod_ip(3, 7), vip(2), 40000, 2110);
         let l = slow.lookup_wc(&k);
         let r = slow.rule(l.rule.unwrap()).unwrap();
-        assert_eq!(r.priority, 300, "a service rule wins");
+        assert!((PRIORITY_DELIVERY..=PRIORITY_SERVICE).contains(&r.priority), "a service rule wins");
+        assert_eq!(r.actions.0.len(), 1);
         let mf = l.megaflow(&k);
         assert_eq!(mf.mask.nw_src, u32::MAX, "megaflows are per source pod");
         assert_eq!(mf.mask.nw_dst, u32::MAX);
@@ -968,6 +990,7 @@ mod tests {
             (Params { rate_pps: 0.0, ..Params::new(SizeDist::Rpc, 1, 0.0, 1) }, "--rate"),
             (Params { burst: 0.5, ..Params::new(SizeDist::Rpc, 1, 0.0, 1) }, "--burst"),
             (Params { max_associated: 9, ..Params::new(SizeDist::Rpc, 1, 0.0, 1) }, "--max-associated"),
+            (Params { groups: 100, ..Params::new(SizeDist::Rpc, 1, 0.0, 1) }, "fewer than"),
         ] {
             let e = generate(&f).unwrap_err();
             assert!(e.contains(what), "{e}");

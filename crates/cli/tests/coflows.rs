@@ -1,0 +1,231 @@
+//! Flow prediction for coflows: the predictor never changes a packet's action (every packet of
+//! generated workloads against the reference), the oracle avoids at least as many upcalls as the
+//! online predictor and it at least as many as no prediction, `rqvs coflows` runs a small
+//! experiment end to end, and `rqvs gen coflows` writes files the rest of rqvs reads.
+
+use std::process::{Command, Output};
+
+use rqvs_classify::ofproto::wire_key;
+use rqvs_classify::Reference;
+use rqvs_datapath::pmd::{Clock, Config};
+use rqvs_datapath::predict::{PredictConfig, Predictor};
+use rqvs_datapath::{Datapath, DpAction};
+use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
+
+fn rqvs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
+}
+
+fn text(o: &Output) -> String {
+    format!("stdout: {}\nstderr: {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(out));
+    let s = String::from_utf8_lossy(&out.stdout);
+    let start = s.find("\n{").map_or(0, |i| i + 1);
+    serde_json::from_str(&s[start..]).expect("JSON report at the end of stdout")
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rqvs-coflows-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn workload(dist: SizeDist, coflows: usize, x: f64) -> Workload {
+    coflow::generate(&Params::new(dist, coflows, x, 7)).unwrap()
+}
+
+/// Every packet in trace order through a datapath (batches of 32, handler at batch boundaries);
+/// returns the actions and the upcall count.
+fn replay(w: &Workload, predictor: Option<Predictor>) -> (Vec<DpAction>, u64) {
+    let cfg = Config { clock: Clock::Virtual { packet_ns: 1_000, upcall_ns: 1_000 }, ..Config::default() };
+    let mut dp = Datapath::new(&w.rules, cfg).unwrap();
+    dp.set_predictor(predictor);
+    let actions = dp.run_keys(&w.keys());
+    let c = dp.counters();
+    assert!(c.outcome_sum_ok(), "{c:?}");
+    assert_eq!(c.received, w.packets.len() as u64, "predictions are not packets");
+    (actions, c.upcall)
+}
+
+#[test]
+fn predictions_never_change_an_action() {
+    for (dist, n, x) in [(SizeDist::Rpc, 3_000, 0.75), (SizeDist::Hadoop, 150, 0.5)] {
+        let w = workload(dist, n, x);
+        let reference = Reference::build(&w.rules).unwrap();
+        let want: Vec<DpAction> =
+            w.keys().iter().map(|k| DpAction::of_rule(reference.lookup_rule(&wire_key(k)))).collect();
+        // An eager online predictor (no thresholds: many wrong predictions) and the oracle.
+        let eager = PredictConfig { min_confidence: 0.0, min_support: 1, per_upcall: 16.0, ..PredictConfig::default() };
+        let oracle =
+            Predictor::oracle(PredictConfig { per_upcall: f64::INFINITY, ..PredictConfig::default() }, w.oracle());
+        for (name, p) in [("off", None), ("online", Some(Predictor::online(eager))), ("oracle", Some(oracle))] {
+            let (got, _) = replay(&w, p);
+            let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(wrong, 0, "{dist:?} {name}: {wrong} of {} packets", got.len());
+        }
+    }
+}
+
+#[test]
+fn oracle_avoids_more_upcalls_than_online_and_online_more_than_off() {
+    let w = workload(SizeDist::Hadoop, 300, 1.0);
+    let (_, off) = replay(&w, None);
+    let (_, online) = replay(&w, Some(Predictor::online(PredictConfig::default())));
+    let oracle = Predictor::oracle(PredictConfig { per_upcall: f64::INFINITY, ..PredictConfig::default() }, w.oracle());
+    let (_, oracle) = replay(&w, Some(oracle));
+    assert!(off > online && online > oracle, "upcalls: off {off}, online {online}, oracle {oracle}");
+    // Every coupled associated flow can be predicted: the oracle leaves little but base flows.
+    assert!(oracle <= off / 3, "upcalls: off {off}, oracle {oracle}");
+    // At coflowiness 0 there is nothing to predict.
+    let w0 = workload(SizeDist::Hadoop, 300, 0.0);
+    let (_, off0) = replay(&w0, None);
+    let (_, online0) = replay(&w0, Some(Predictor::online(PredictConfig::default())));
+    assert_eq!(off0, online0);
+}
+
+#[test]
+fn coflows_experiment_end_to_end() {
+    let plot = tmp("coflows.svg");
+    let out = rqvs(&[
+        "coflows",
+        "--dist",
+        "hadoop",
+        "--coflows",
+        "200",
+        "--coflowiness",
+        "0,0.25,1",
+        "--cost",
+        "virtual:200,1500",
+        "--plot",
+        plot.to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    let j = json(&out);
+    assert_eq!(j["command"], "coflows");
+    assert_eq!(j["mismatches"], 0);
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 12, "3 coflowiness values × off, online, oracle, preload");
+    let get = |x: f64, m: &str| {
+        runs.iter()
+            .find(|r| r["coflowiness"].as_f64() == Some(x) && r["predict"] == m)
+            .unwrap_or_else(|| panic!("{x} {m}"))
+    };
+    for r in runs {
+        assert_eq!(r["mismatches"], 0);
+        assert!(r["verified"].as_u64().unwrap() > 5_000, "{}", r["verified"]);
+        let c = &r["counters"];
+        let sum: u64 = ["emc_hit", "cd_hit", "megaflow_hit", "model_hit", "remainder_hit", "upcall", "lost"]
+            .iter()
+            .map(|k| c[*k].as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, c["received"].as_u64().unwrap(), "outcomes sum to packets received");
+        let share = r["handler_cpu_share"].as_f64().unwrap();
+        assert!(share > 0.0 && share < 1.0, "{share}");
+        assert_eq!(r["upcalls_per_s"]["values"].as_array().unwrap().len(), 50);
+    }
+    let up = |x, m| get(x, m)["upcalls"].as_u64().unwrap();
+    // Nothing to predict at coflowiness 0: every setting sees the same trace the same way.
+    for m in ["online", "oracle", "preload"] {
+        assert_eq!(up(0.0, m), up(0.0, "off"), "{m}");
+    }
+    assert!(up(1.0, "off") > up(1.0, "online") && up(1.0, "online") > up(1.0, "oracle"));
+    assert!(up(1.0, "preload") <= up(1.0, "oracle"));
+    let lat = |x, m: &str, k: &str| get(x, m)["first_assoc_latency"][k].as_f64().unwrap();
+    assert!(lat(1.0, "preload", "mean_us") < lat(1.0, "off", "mean_us") / 3.0);
+    // The oracle's and the preload's predictions are all used; the handler does not pay for the
+    // preload.
+    assert_eq!(get(1.0, "oracle")["wasted"], 0);
+    assert!(get(1.0, "preload")["preloaded"].as_u64().unwrap() > 500);
+    let busy = |m: &str| get(1.0, m)["handler_busy_s"].as_f64().unwrap();
+    assert!(busy("preload") < busy("off"));
+    let wr = get(1.0, "online")["wasted_ratio"].as_f64().unwrap();
+    assert!((0.0..0.5).contains(&wr), "wasted ratio {wr}");
+    assert!(j["study_check"]["preload"]["vs_off_same_trace"]["handler_cpu_change_pct"].is_number());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("coflowiness") && svg.contains("online"));
+    // The human table names the mismatches.
+    let o = rqvs(&["coflows", "--dist", "rpc", "--coflows", "100", "--coflowiness", "0.5", "--predict", "off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("0 mismatches"), "{}", text(&o));
+}
+
+#[test]
+fn gen_coflows_writes_a_trace_its_rules_and_the_truth() {
+    let (pcap, rules, truth) = (tmp("c.pcap"), tmp("c.ofctl"), tmp("c.tsv"));
+    let o = rqvs(&[
+        "gen",
+        "coflows",
+        "--dist",
+        "rpc",
+        "--coflowiness",
+        "0.5",
+        "--coflows",
+        "500",
+        "--rng-seed",
+        "3",
+        "--out",
+        pcap.to_str().unwrap(),
+        "--rules-out",
+        rules.to_str().unwrap(),
+        "--truth-out",
+        truth.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let w = coflow::generate(&Params::new(SizeDist::Rpc, 500, 0.5, 3)).unwrap();
+    let t = std::fs::read_to_string(&truth).unwrap();
+    assert_eq!(t.lines().count(), w.flows.len() + 1);
+    assert_eq!(t.lines().filter(|l| l.contains("\tassociated\tyes\t")).count(), w.summary().coupled);
+    // The slow path replays the capture against the rules (every megaflow hit checked).
+    let o = rqvs(&["trace", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
+    let j = json(&o);
+    assert_eq!(j["mismatches"], 0);
+    assert_eq!(j["packets"].as_u64().unwrap(), w.packets.len() as u64);
+    // Same seed, same bytes.
+    let again = tmp("c2.pcap");
+    let o = rqvs(&[
+        "gen",
+        "coflows",
+        "--dist",
+        "rpc",
+        "--coflowiness",
+        "0.5",
+        "--coflows",
+        "500",
+        "--rng-seed",
+        "3",
+        "--out",
+        again.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(&pcap).unwrap(), std::fs::read(&again).unwrap());
+}
+
+#[test]
+fn bad_options_are_one_line_errors() {
+    for (args, what) in [
+        (vec!["coflows", "--dist", "web"], "--dist"),
+        (vec!["coflows", "--dist", "rpc", "--coflowiness", "0,1.5"], "--coflowiness: item 2 '1.5'"),
+        (vec!["coflows", "--dist", "rpc", "--predict", "off,magic"], "--predict: item 2 'magic'"),
+        (vec!["coflows", "--dist", "rpc", "--cost", "virtual:x"], "--cost"),
+        (vec!["coflows", "--dist", "rpc", "--coflows", "0"], "--coflows"),
+        (vec!["coflows", "--dist", "rpc", "--min-confidence", "2"], "minimum confidence"),
+        (vec!["coflows", "--dist", "rpc", "--predict-budget", "0"], "budget"),
+        (vec!["gen", "coflows", "--dist", "rpc", "--coflowiness", "1.5", "--out", "/tmp/x.pcap"], "--coflowiness"),
+        (
+            vec!["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5", "--out", "/nonexistent/dir/x.pcap"],
+            "cannot write",
+        ),
+    ] {
+        let o = rqvs(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(what) && err.lines().count() == 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let o = rqvs(&["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5"]);
+    assert_eq!(o.status.code(), Some(2), "missing --out is a usage error");
+}
