@@ -149,8 +149,9 @@ pub struct XyPanel {
 }
 
 /// Panels of named (x, y) lines with point markers, `cols` panels per row, in the style of the
-/// time series (colours by line order). On a logarithmic axis values below the smallest
-/// positive one are drawn at it.
+/// time series (colours by line order). A `log_y` panel is drawn on a logarithmic axis when its
+/// values span more than a factor of 10 (values below the smallest positive one drawn at it),
+/// on a linear one otherwise.
 pub fn xy_panels(path: &Path, title: &str, cols: usize, panels: &[XyPanel]) -> Result<(), Failure> {
     let e = err(path);
     let cols = cols.max(1);
@@ -166,8 +167,8 @@ pub fn xy_panels(path: &Path, title: &str, cols: usize, panels: &[XyPanel]) -> R
         let ymax = ys.iter().copied().fold(0.0f64, f64::max).max(1e-9);
         let mut chart = ChartBuilder::on(area);
         chart.margin(8).x_label_area_size(30).y_label_area_size(70);
-        if p.log_y {
-            let floor = ys.iter().copied().filter(|&y| y > 0.0).fold(ymax, f64::min);
+        let floor = ys.iter().copied().filter(|&y| y > 0.0).fold(ymax, f64::min);
+        if p.log_y && ymax / floor > 10.0 {
             let mut c = chart.build_cartesian_2d(xmin..xmax, (floor * 0.8..ymax * 1.5).log_scale()).map_err(&e)?;
             draw_lines(&mut c, p, floor, path)?;
         } else {
