@@ -5,12 +5,13 @@
 //!
 //! The winner rule is the one of the flow layer ([`rqvs_flow::Rule::beats`]): highest priority,
 //! then lowest id.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod classifier;
 mod compact;
 pub mod nuevomatch;
 pub mod ofproto;
+mod prefetch;
 pub mod reference;
 #[cfg(test)]
 mod testing;

@@ -30,6 +30,12 @@ pub trait RangeIndex: Send + Sync {
         None
     }
 
+    /// The learned index's error bound in positions of the range array: `(max, mean)` over its
+    /// leaves (the mean weighted by the range pieces each leaf serves); `None` for exact indexes.
+    fn error_bound(&self) -> Option<(u64, f64)> {
+        None
+    }
+
     /// Short name for reports.
     fn name(&self) -> &'static str;
 }
@@ -117,6 +123,10 @@ impl RangeIndex for LearnedRanges {
 
     fn to_bytes(&self) -> Option<Vec<u8>> {
         Some(self.0.to_bytes())
+    }
+
+    fn error_bound(&self) -> Option<(u64, f64)> {
+        Some((self.0.max_error(), self.0.mean_error()))
     }
 
     fn name(&self) -> &'static str {

@@ -32,6 +32,7 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::prefetch::prefetch;
 use crate::TupleMerge;
 use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
@@ -66,24 +67,42 @@ impl Default for NuevoMatchConfig {
 /// Candidates are scanned in groups of this many (buckets are padded to a multiple of it).
 const LANES: usize = 8;
 
-/// The address pre-filter of an iSet's candidates, one array per word (structure of arrays), so
-/// a group of [`LANES`] candidates is checked with a few vector compares (the loop below is
-/// plain Rust that the compiler vectorizes; there is no `unsafe`). A slot with `src_v = 1,
-/// src_m = 0` passes no key: removed rules and padding.
+/// The address pre-filter of one group of [`LANES`] candidates: their address values and masks
+/// side by side (two cache lines, so a group is checked with a few vector compares after one
+/// adjacent-line fetch). A slot with `src_v = 1, src_m = 0` passes no key: removed rules and padding.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Group {
+    src_v: [u32; LANES],
+    src_m: [u32; LANES],
+    dst_v: [u32; LANES],
+    dst_m: [u32; LANES],
+}
+
+impl Group {
+    const DEAD: Group = Group { src_v: [1; LANES], src_m: [0; LANES], dst_v: [1; LANES], dst_m: [0; LANES] };
+}
+
+/// The address pre-filter of an iSet's candidates, one [`Group`] per [`LANES`] slots (an array
+/// of structures of arrays; the loop below is plain Rust that the compiler vectorizes).
 #[derive(Default)]
 struct Prefilter {
-    src_v: Vec<u32>,
-    src_m: Vec<u32>,
-    dst_v: Vec<u32>,
-    dst_m: Vec<u32>,
+    groups: Vec<Group>,
+    len: usize,
 }
 
 impl Prefilter {
     fn push(&mut self, [sv, sm, dv, dm]: [u32; 4]) {
-        self.src_v.push(sv);
-        self.src_m.push(sm);
-        self.dst_v.push(dv);
-        self.dst_m.push(dm);
+        let lane = self.len % LANES;
+        if lane == 0 {
+            self.groups.push(Group::DEAD);
+        }
+        let g = self.groups.last_mut().expect("pushed above");
+        g.src_v[lane] = sv;
+        g.src_m[lane] = sm;
+        g.dst_v[lane] = dv;
+        g.dst_m[lane] = dm;
+        self.len += 1;
     }
 
     fn push_dead(&mut self) {
@@ -91,31 +110,36 @@ impl Prefilter {
     }
 
     fn is_dead(&self, j: usize) -> bool {
-        self.src_m[j] == 0 && self.src_v[j] == 1
+        let g = &self.groups[j / LANES];
+        g.src_m[j % LANES] == 0 && g.src_v[j % LANES] == 1
     }
 
     fn kill(&mut self, j: usize) {
-        self.src_v[j] = 1;
-        self.src_m[j] = 0;
+        let g = &mut self.groups[j / LANES];
+        g.src_v[j % LANES] = 1;
+        g.src_m[j % LANES] = 0;
     }
 
     /// Bit `i` set when slot `j + i` passes for these addresses (`j` a multiple of [`LANES`]).
     #[inline(always)]
     fn group(&self, j: usize, src: u32, dst: u32) -> u32 {
-        let sv: &[u32; LANES] = self.src_v[j..j + LANES].try_into().expect("padded");
-        let sm: &[u32; LANES] = self.src_m[j..j + LANES].try_into().expect("padded");
-        let dv: &[u32; LANES] = self.dst_v[j..j + LANES].try_into().expect("padded");
-        let dm: &[u32; LANES] = self.dst_m[j..j + LANES].try_into().expect("padded");
+        let g = &self.groups[j / LANES];
         let mut bits = 0u32;
         for i in 0..LANES {
-            let ok = ((src & sm[i]) == sv[i]) & ((dst & dm[i]) == dv[i]);
+            let ok = ((src & g.src_m[i]) == g.src_v[i]) & ((dst & g.dst_m[i]) == g.dst_v[i]);
             bits |= u32::from(ok) << i;
         }
         bits
     }
 
+    /// The group of slot `j`, to prefetch.
+    #[inline(always)]
+    fn group_ref(&self, j: usize) -> &Group {
+        &self.groups[j / LANES]
+    }
+
     fn memory_bytes(&self) -> usize {
-        4 * 4 * self.src_v.capacity()
+        self.groups.capacity() * std::mem::size_of::<Group>()
     }
 }
 
@@ -312,10 +336,37 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     *v = s.field.value(k);
                 }
                 s.index.find_batch(&values[..n], &mut buckets[..n]);
+                // The scans' memory is fetched for every key before any scan starts: first the
+                // pre-filter groups of each key's bucket, then the first candidate that passes.
+                let mut spans = [(0usize, 0usize); crate::BATCH];
                 for j in 0..n {
                     if let Some(b) = buckets[j] {
-                        self.scan_bucket(s, b, &chunk[j], &mut best[j]);
+                        let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
+                        spans[j] = (from, to);
+                        for g in (from..to).step_by(LANES) {
+                            let g = s.pre.group_ref(g);
+                            prefetch(&g.src_v);
+                            prefetch(&g.dst_v);
+                        }
                     }
+                }
+                let mut first = [0u32; crate::BATCH];
+                for j in 0..n {
+                    let (mut from, to) = spans[j];
+                    while from < to {
+                        let bits = s.pre.group(from, chunk[j].nw_src, chunk[j].nw_dst);
+                        if bits != 0 {
+                            first[j] = bits;
+                            prefetch(&s.cands[from + bits.trailing_zeros() as usize]);
+                            break;
+                        }
+                        from += LANES;
+                    }
+                    spans[j].0 = from;
+                }
+                for j in 0..n {
+                    let (from, to) = spans[j];
+                    self.scan_span(s, from, to, first[j], &chunk[j], &mut best[j]);
                 }
             }
             for j in 0..n {
@@ -348,9 +399,19 @@ impl<R: Remainder> NuevoMatchUp<R> {
     #[inline(always)]
     fn scan_bucket(&self, s: &ISet, b: usize, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
         let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
+        if from < to {
+            let first = s.pre.group(from, key.nw_src, key.nw_dst);
+            self.scan_span(s, from, to, first, key, best);
+        }
+    }
+
+    /// Scans the slots `from..to` of iSet `s` (one bucket) for `key`, improving `best`; `first`
+    /// is the pre-filter's answer for the first group (unused when the span is empty).
+    #[inline(always)]
+    fn scan_span(&self, s: &ISet, from: usize, to: usize, first: u32, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
         let mut j = from;
+        let mut bits = first;
         while j < to {
-            let mut bits = s.pre.group(j, key.nw_src, key.nw_dst);
             while bits != 0 {
                 let c = &s.cands[j + bits.trailing_zeros() as usize];
                 bits &= bits - 1;
@@ -363,6 +424,9 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
             }
             j += LANES;
+            if j < to {
+                bits = s.pre.group(j, key.nw_src, key.nw_dst);
+            }
         }
     }
 }
@@ -426,6 +490,13 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         ];
         for (i, s) in self.isets.iter().enumerate() {
             v.push((["iset0_field", "iset1_field", "iset2_field", "iset3_field"][i.min(3)], s.field as u8 as f64));
+        }
+        let bounds: Vec<(u64, f64)> = self.isets.iter().filter_map(|s| s.index.error_bound()).collect();
+        if !bounds.is_empty() {
+            let max = bounds.iter().map(|b| b.0).max().unwrap_or(0);
+            let mean = bounds.iter().map(|b| b.1).sum::<f64>() / bounds.len() as f64;
+            v.push(("max_err", max as f64));
+            v.push(("mean_err", (mean * 100.0).round() / 100.0));
         }
         v
     }
