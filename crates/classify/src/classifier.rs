@@ -83,6 +83,17 @@ pub trait Remainder: Classifier {
     /// The winner among the rules that beat `floor` (a `(priority, id)` found elsewhere, compared
     /// by the winner rule), with its priority; `None` when no rule matching `key` beats it.
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)>;
+
+    /// For every key, replaces `best[j]` by the winner among it and the rules matching
+    /// `keys[j]` (`best` at least as long as `keys`): `lookup_beating` for a batch, which a
+    /// remainder may run in an order that overlaps the keys' cache misses.
+    fn improve_batch(&self, keys: &[FlowKey], best: &mut [Option<(u32, RuleId)>]) {
+        for (k, b) in keys.iter().zip(best.iter_mut()) {
+            if let Some(better) = self.lookup_beating(k, *b) {
+                *b = Some(better);
+            }
+        }
+    }
 }
 
 /// A remainder that holds no rules and matches nothing: for a learned classifier whose caller

@@ -432,6 +432,37 @@ impl TupleMerge {
     }
 }
 
+impl TupleMerge {
+    /// [`search`](Self::search) for a batch of at most [`BATCH`] keys, table by table: the
+    /// hashes of every key that still needs a table are computed before any of them probes it, so
+    /// the probes' cache misses overlap. `best[j]` is improved in place.
+    fn search_batch(&self, keys: &[FlowKey], best: &mut [Option<(u32, RuleId)>]) {
+        let n = keys.len();
+        debug_assert!(n <= BATCH && best.len() >= n);
+        let values: [Values; BATCH] = std::array::from_fn(|j| keys.get(j).map_or([0; 5], packet_values));
+        let mut masked = [[0u32; 5]; BATCH];
+        let mut hashes = [0u64; BATCH];
+        for t in &self.tables {
+            let mut need: u32 = 0;
+            for j in 0..n {
+                if best[j].is_none_or(|(bp, _)| t.max_priority >= bp) {
+                    masked[j] = t.key(&values[j]);
+                    hashes[j] = t.hash(&masked[j]);
+                    need |= 1 << j;
+                }
+            }
+            if need == 0 {
+                break; // every key has a match no later table can beat
+            }
+            while need != 0 {
+                let j = need.trailing_zeros() as usize;
+                need &= need - 1;
+                t.probe(&masked[j], hashes[j], &keys[j], &self.extras, &mut best[j]);
+            }
+        }
+    }
+}
+
 impl Remainder for TupleMerge {
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.search(key, floor).filter(|b| Some(*b) != floor)
@@ -460,29 +491,8 @@ impl Classifier for TupleMerge {
             return;
         }
         for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let n = chunk.len();
-            let values: [Values; BATCH] = std::array::from_fn(|j| chunk.get(j).map_or([0; 5], packet_values));
             let mut best: [Option<(u32, RuleId)>; BATCH] = [None; BATCH];
-            let mut masked = [[0u32; 5]; BATCH];
-            let mut hashes = [0u64; BATCH];
-            for t in &self.tables {
-                let mut need: u32 = 0;
-                for j in 0..n {
-                    if best[j].is_none_or(|(bp, _)| t.max_priority >= bp) {
-                        masked[j] = t.key(&values[j]);
-                        hashes[j] = t.hash(&masked[j]);
-                        need |= 1 << j;
-                    }
-                }
-                if need == 0 {
-                    break; // every key has a match no later table can beat
-                }
-                while need != 0 {
-                    let j = need.trailing_zeros() as usize;
-                    need &= need - 1;
-                    t.probe(&masked[j], hashes[j], &chunk[j], &self.extras, &mut best[j]);
-                }
-            }
+            self.search_batch(chunk, &mut best);
             for (o, b) in out.iter_mut().zip(&best) {
                 *o = b.map(|(_, id)| id);
             }

@@ -369,15 +369,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     self.scan_span(s, from, to, first[j], &chunk[j], &mut best[j]);
                 }
             }
+            let from_iset = best;
+            self.remainder.improve_batch(chunk, &mut best[..n]);
             for j in 0..n {
-                let b = best[j];
-                out[j] = match self.remainder.lookup_beating(&chunk[j], b) {
-                    Some((_, id)) => Some(id),
-                    None => {
-                        from_isets += usize::from(b.is_some());
-                        b.map(|(_, id)| id)
-                    }
-                };
+                from_isets += usize::from(best[j].is_some() && best[j] == from_iset[j]);
+                out[j] = best[j].map(|(_, id)| id);
             }
         }
         from_isets
