@@ -20,6 +20,8 @@
 //! would cover at least `min_coverage` of all rules and fewer than `max_isets` exist. The rest is
 //! the remainder's.
 
+use std::borrow::Borrow;
+
 use rqvs_flow::prefix::mask_as_range;
 use rqvs_flow::{FlowKey, Match, Rule};
 
@@ -110,63 +112,107 @@ impl PlannedISet {
 }
 
 /// Buckets on `field` over the rules `candidates` (indexes into `rules`).
-pub fn buckets_on(rules: &[Rule], candidates: &[usize], field: Field, l: usize) -> Vec<PlannedBucket> {
-    let mut iv: Vec<(u32, u32, usize)> =
-        candidates.iter().filter_map(|&i| field.interval(&rules[i].matches).map(|(lo, hi)| (lo, hi, i))).collect();
+pub fn buckets_on<B: Borrow<Rule>>(rules: &[B], candidates: &[usize], field: Field, l: usize) -> Vec<PlannedBucket> {
+    sweep(rules, candidates, field, l).planned()
+}
+
+/// Buckets as the sweep makes them, without an allocation per bucket: bucket `b` is
+/// `(lo[b], hi[b])` holding `members[start[b]..start[b + 1]]`.
+struct Swept {
+    lo: Vec<u32>,
+    hi: Vec<u32>,
+    start: Vec<usize>,
+    members: Vec<usize>,
+}
+
+impl Swept {
+    fn rules(&self) -> usize {
+        self.members.len()
+    }
+
+    fn planned(self) -> Vec<PlannedBucket> {
+        (0..self.lo.len())
+            .map(|b| PlannedBucket {
+                lo: self.lo[b],
+                hi: self.hi[b],
+                rules: self.members[self.start[b]..self.start[b + 1]].to_vec(),
+            })
+            .collect()
+    }
+}
+
+/// The sweep of the module docs (step 1), then the merge of adjacent small buckets (step 2).
+fn sweep<B: Borrow<Rule>>(rules: &[B], candidates: &[usize], field: Field, l: usize) -> Swept {
+    let mut iv: Vec<(u32, u32, usize)> = candidates
+        .iter()
+        .filter_map(|&i| field.interval(&rules[i].borrow().matches).map(|(lo, hi)| (lo, hi, i)))
+        .collect();
     iv.sort_unstable_by_key(|&(lo, hi, i)| (hi, lo, i));
-    let mut out: Vec<PlannedBucket> = Vec::new();
-    let mut cur: Option<PlannedBucket> = None;
+    let mut out = Swept { lo: Vec::new(), hi: Vec::new(), start: Vec::new(), members: Vec::with_capacity(iv.len()) };
+    // The open bucket is the last one; `prev_hi` is the end of the one before it.
+    let mut prev_hi: Option<u32> = None;
     for (lo, hi, i) in iv {
-        let prev_hi = out.last().map(|b| b.hi);
-        let clear_of_prev = |x: u32| prev_hi.is_none_or(|p| x > p);
-        match cur.as_mut() {
-            Some(b) if lo <= b.hi => {
-                // Overlaps the open bucket (sorted by high end, so hi >= b.hi).
-                if b.rules.len() < l && clear_of_prev(lo) {
-                    b.lo = b.lo.min(lo);
-                    b.hi = hi;
-                    b.rules.push(i);
+        let open = out.lo.len().checked_sub(1);
+        match open {
+            Some(b) if lo <= out.hi[b] => {
+                // Overlaps the open bucket (sorted by high end, so hi >= its end).
+                let size = out.members.len() - out.start[b];
+                if size < l && prev_hi.is_none_or(|p| lo > p) {
+                    out.lo[b] = out.lo[b].min(lo);
+                    out.hi[b] = hi;
+                    out.members.push(i);
                 }
             }
             _ => {
-                if let Some(done) = cur.take() {
-                    out.push(done);
-                }
-                cur = Some(PlannedBucket { lo, hi, rules: vec![i] });
+                prev_hi = open.map(|b| out.hi[b]);
+                out.lo.push(lo);
+                out.hi.push(hi);
+                out.start.push(out.members.len());
+                out.members.push(i);
             }
         }
     }
-    out.extend(cur);
+    out.start.push(out.members.len());
     merge_small(out, l)
 }
 
-/// Merges adjacent buckets while the merged bucket holds at most `l` rules.
-fn merge_small(buckets: Vec<PlannedBucket>, l: usize) -> Vec<PlannedBucket> {
-    let mut out: Vec<PlannedBucket> = Vec::with_capacity(buckets.len());
-    for b in buckets {
-        match out.last_mut() {
-            Some(last) if last.rules.len() + b.rules.len() <= l => {
-                last.hi = b.hi;
-                last.rules.extend(b.rules);
+/// Merges adjacent buckets while the merged bucket holds at most `l` rules (their members are
+/// adjacent already).
+fn merge_small(s: Swept, l: usize) -> Swept {
+    let n = s.lo.len();
+    let mut out = Swept {
+        lo: Vec::with_capacity(n),
+        hi: Vec::with_capacity(n),
+        start: Vec::with_capacity(n + 1),
+        members: s.members,
+    };
+    for b in 0..n {
+        let size = s.start[b + 1] - s.start[b];
+        match out.lo.len().checked_sub(1) {
+            Some(last) if s.start[b] - out.start[last] + size <= l => out.hi[last] = s.hi[b],
+            _ => {
+                out.lo.push(s.lo[b]);
+                out.hi.push(s.hi[b]);
+                out.start.push(s.start[b]);
             }
-            _ => out.push(b),
         }
     }
+    out.start.push(out.members.len());
     out
 }
 
 /// Partitions `rules` into iSets and the remainder (indexes into `rules`).
-pub fn partition(rules: &[Rule], cfg: &ISetConfig) -> (Vec<PlannedISet>, Vec<usize>) {
+pub fn partition<B: Borrow<Rule>>(rules: &[B], cfg: &ISetConfig) -> (Vec<PlannedISet>, Vec<usize>) {
     let mut left: Vec<usize> = (0..rules.len()).collect();
     let mut isets = Vec::new();
     let l = cfg.bucket_size.max(1);
     while isets.len() < cfg.max_isets && !left.is_empty() {
         let best = Field::ALL
             .iter()
-            .map(|&f| (f, buckets_on(rules, &left, f, l)))
-            .max_by_key(|(f, b)| (b.iter().map(|x| x.rules.len()).sum::<usize>(), std::cmp::Reverse(*f as u8)));
-        let Some((field, buckets)) = best else { break };
-        let iset = PlannedISet { field, buckets };
+            .map(|&f| (f, sweep(rules, &left, f, l)))
+            .max_by_key(|(f, b)| (b.rules(), std::cmp::Reverse(*f as u8)));
+        let Some((field, swept)) = best else { break };
+        let iset = PlannedISet { field, buckets: swept.planned() };
         let n = iset.rules();
         if n == 0 || (n as f64) < cfg.min_coverage * rules.len() as f64 {
             break;

@@ -279,9 +279,7 @@ impl LiveNuevoMatch {
         let (log, catch_up) = (Arc::clone(&self.log), self.policy == Policy::Instant);
         let worker = std::thread::spawn(move || {
             let t0 = Instant::now();
-            let rules: Vec<Rule> = snapshot.iter().map(|r| Rule::clone(r)).collect();
-            drop(snapshot);
-            let Ok(mut model) = NuevoMatchUp::build_with(&rules, config, TupleMerge::build) else { return };
+            let Ok(mut model) = NuevoMatchUp::build_shared(snapshot, config, TupleMerge::build) else { return };
             let train = t0.elapsed();
             let built_remainder = model.remainder().len();
             let mut applied = 0;

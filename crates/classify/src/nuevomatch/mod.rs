@@ -24,7 +24,7 @@ pub mod iset;
 pub mod live;
 pub mod model_file;
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -178,6 +178,18 @@ pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
     rules: HashMap<RuleId, (Location, Arc<Rule>)>,
     extras: Extras,
     build_time: Duration,
+    /// Where `build_time` went.
+    phases: BuildPhases,
+}
+
+/// The parts of a build: the iSet partition, training the indexes, laying out the buckets (and
+/// the rule map), building the remainder.
+#[derive(Clone, Copy, Debug, Default)]
+struct BuildPhases {
+    partition: Duration,
+    train: Duration,
+    layout: Duration,
+    remainder: Duration,
 }
 
 impl NuevoMatchUp<TupleMerge> {
@@ -195,14 +207,32 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let (plans, rest) = iset::partition(rules, &config.isets);
+        let shared: Vec<Arc<Rule>> = rules.iter().map(|r| Arc::new(r.clone())).collect();
+        let mut c = Self::build_shared(shared, config, make_remainder)?;
+        c.build_time = t0.elapsed();
+        Ok(c)
+    }
+
+    /// [`build_with`](Self::build_with) over rules that are already shared (a trainer's
+    /// snapshot): the classifier keeps these `Arc`s and copies no rule but the remainder's.
+    pub fn build_shared(
+        rules: Vec<Arc<Rule>>,
+        config: NuevoMatchConfig,
+        make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
+    ) -> Result<Self, ClassifierError> {
+        let t0 = Instant::now();
+        let (plans, rest) = iset::partition(&rules, &config.isets);
+        let partition = t0.elapsed();
         let mut indexes = Vec::with_capacity(plans.len());
         for plan in &plans {
             let ranges: Vec<(u32, u32)> = plan.buckets.iter().map(|b| (b.lo, b.hi)).collect();
             indexes.push((config.index)(&ranges).map_err(|e| ClassifierError::Unsupported(RuleId(0), e))?);
         }
+        let train = t0.elapsed() - partition;
         let mut c = Self::assemble(rules, config, &plans, indexes, &rest, make_remainder)?;
         c.build_time = t0.elapsed();
+        c.phases.partition = partition;
+        c.phases.train = train;
         Ok(c)
     }
 
@@ -210,7 +240,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// one ready index per plan — what `build_with` does after training, and what loading a
     /// saved model does instead of training.
     pub(crate) fn assemble(
-        rules: &[Rule],
+        rules: Vec<Arc<Rule>>,
         config: NuevoMatchConfig,
         plans: &[iset::PlannedISet],
         indexes: Vec<Box<dyn RangeIndex>>,
@@ -218,39 +248,29 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let mut by_id: HashMap<RuleId, (Location, Arc<Rule>)> = HashMap::with_capacity(rules.len());
-        for r in rules {
-            if by_id.insert(r.id, (Location::Remainder, Arc::new(r.clone()))).is_some() {
-                return Err(ClassifierError::DuplicateId(r.id));
-            }
-        }
+        let mut located = vec![Location::Remainder; rules.len()];
         let mut extras = Extras::default();
         let mut isets = Vec::with_capacity(plans.len());
+        let mut order: Vec<usize> = Vec::new();
         for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
             let mut offsets = Vec::with_capacity(plan.buckets.len() + 1);
             let mut all: Vec<Candidate> = Vec::with_capacity(plan.rules() + LANES * plan.buckets.len());
             let mut pre = Prefilter::default();
             offsets.push(0u32);
             for (b, pb) in plan.buckets.iter().enumerate() {
-                let mut cands: Vec<Candidate> = pb
-                    .rules
-                    .iter()
-                    .map(|&i| {
-                        let r = &rules[i];
-                        if let Some(e) = by_id.get_mut(&r.id) {
-                            e.0 = Location::ISet { iset: s as u32, bucket: b as u32 };
-                        }
-                        Candidate { priority: r.priority, id: r.id, m: CompactMatch::new(&r.matches, &mut extras) }
-                    })
-                    .collect();
-                cands.sort_by_key(|c| (std::cmp::Reverse(c.priority), c.id));
-                for c in cands {
-                    let (v, k) = {
-                        let m = &by_id[&c.id].1.matches;
-                        (*m.value(), *m.mask())
-                    };
+                order.clear();
+                order.extend_from_slice(&pb.rules);
+                order.sort_unstable_by_key(|&i| (std::cmp::Reverse(rules[i].priority), rules[i].id, i));
+                for &i in &order {
+                    let r = &rules[i];
+                    located[i] = Location::ISet { iset: s as u32, bucket: b as u32 };
+                    let (v, k) = (r.matches.value(), r.matches.mask());
                     pre.push([v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]);
-                    all.push(c);
+                    all.push(Candidate {
+                        priority: r.priority,
+                        id: r.id,
+                        m: CompactMatch::new(&r.matches, &mut extras),
+                    });
                 }
                 let pad = (LANES - all.len() % LANES) % LANES;
                 for _ in 0..pad {
@@ -261,9 +281,18 @@ impl<R: Remainder> NuevoMatchUp<R> {
             }
             isets.push(ISet { field: plan.field, index, offsets, cands: all, pre, live: plan.rules() });
         }
-        let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
+        let rest_rules: Vec<Rule> = rest.iter().map(|&i| Rule::clone(&rules[i])).collect();
+        let mut by_id: HashMap<RuleId, (Location, Arc<Rule>)> = HashMap::with_capacity(rules.len());
+        for (r, at) in rules.into_iter().zip(located) {
+            let id = r.id;
+            if by_id.insert(id, (at, r)).is_some() {
+                return Err(ClassifierError::DuplicateId(id));
+            }
+        }
+        let layout = t0.elapsed();
         let remainder = make_remainder(&rest_rules)?;
-        Ok(NuevoMatchUp { config, isets, remainder, rules: by_id, extras, build_time: t0.elapsed() })
+        let phases = BuildPhases { layout, remainder: t0.elapsed() - layout, ..BuildPhases::default() };
+        Ok(NuevoMatchUp { config, isets, remainder, rules: by_id, extras, build_time: t0.elapsed(), phases })
     }
 
     /// Rebuilds iSets and remainder from the current rules (what a trainer does in the
@@ -272,8 +301,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
         &self,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
-        let all: Vec<Rule> = self.rules.values().map(|(_, r)| Rule::clone(r)).collect();
-        Self::build_with(&all, self.config, make_remainder)
+        Self::build_shared(self.rule_arcs(), self.config, make_remainder)
     }
 
     /// Every live rule (any order).
@@ -427,6 +455,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
     }
 }
 
+/// Milliseconds, two decimals.
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e5).round() / 100.0
+}
+
 impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     fn name(&self) -> &'static str {
         "nmu"
@@ -482,7 +515,11 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
             ("coverage", (self.coverage() * 1e4).round() / 1e4),
             ("buckets", self.buckets() as f64),
             ("index_bytes", self.index_bytes() as f64),
-            ("build_ms", (self.build_time.as_secs_f64() * 1e5).round() / 100.0),
+            ("build_ms", ms(self.build_time)),
+            ("partition_ms", ms(self.phases.partition)),
+            ("train_ms", ms(self.phases.train)),
+            ("layout_ms", ms(self.phases.layout)),
+            ("remainder_ms", ms(self.phases.remainder)),
         ];
         for (i, s) in self.isets.iter().enumerate() {
             v.push((["iset0_field", "iset1_field", "iset2_field", "iset3_field"][i.min(3)], s.field as u8 as f64));

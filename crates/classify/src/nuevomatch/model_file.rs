@@ -212,7 +212,7 @@ impl NuevoMatchUp<TupleMerge> {
             p.bytes(&model);
         }
         let rest: Vec<u32> =
-            ids.iter().filter(|id| matches!(self.rules[id].0, Location::Remainder)).map(|id| id.0).collect();
+            ids.iter().filter(|id| matches!(self.rules[*id].0, Location::Remainder)).map(|id| id.0).collect();
         p.u32(rest.len() as u32);
         for id in rest {
             p.u32(id);
@@ -320,8 +320,15 @@ impl NuevoMatchUp<TupleMerge> {
                 rules[i].id, placed[i]
             )));
         }
-        NuevoMatchUp::assemble(&rules, NuevoMatchConfig::default(), &plans, indexes, &rest, TupleMerge::build)
-            .map_err(|e: ClassifierError| ModelError::Invalid(e.to_string()))
+        NuevoMatchUp::assemble(
+            rules.into_iter().map(std::sync::Arc::new).collect(),
+            NuevoMatchConfig::default(),
+            &plans,
+            indexes,
+            &rest,
+            TupleMerge::build,
+        )
+        .map_err(|e: ClassifierError| ModelError::Invalid(e.to_string()))
     }
 }
 
