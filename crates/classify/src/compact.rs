@@ -144,6 +144,21 @@ impl Extras {
         &self.slots[i as usize]
     }
 
+    /// True when no match is in the slab (nothing to prefetch).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.slots.len() == self.free.len()
+    }
+
+    /// Prefetches the full match `m` will need, if it has one in the slab.
+    #[inline(always)]
+    pub(crate) fn prefetch_for(&self, m: &CompactMatch) {
+        if m.extra != CompactMatch::NO_EXTRA {
+            if let Some(slot) = self.slots.get(m.extra as usize) {
+                crate::prefetch::prefetch(slot);
+            }
+        }
+    }
+
     pub(crate) fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Match>() + self.free.capacity() * 4
     }

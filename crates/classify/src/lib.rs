@@ -26,7 +26,7 @@ pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 
 /// Names accepted by [`build_by_name`], in the order reports list them.
-pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu", "nmu-bs"];
+pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu", "nmu-isets", "nmu-bs"];
 
 /// Builds the classifier called `name` over `rules`.
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
@@ -38,8 +38,16 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
             OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
         "nmu" => NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
+        "nmu-isets" => {
+            NuevoMatchUp::build_with(rules, nuevomatch::NuevoMatchConfig::always_learned(), TupleMerge::build)
+                .map(|c| Box::new(c) as Box<dyn Classifier>)
+                .map_err(|e| e.to_string())
+        }
         "nmu-bs" => {
-            let config = nuevomatch::NuevoMatchConfig { index: nuevomatch::sorted_ranges, ..Default::default() };
+            let config = nuevomatch::NuevoMatchConfig {
+                index: nuevomatch::sorted_ranges,
+                ..nuevomatch::NuevoMatchConfig::always_learned()
+            };
             NuevoMatchUp::build_with(rules, config, TupleMerge::build)
                 .map(|c| Box::new(c) as Box<dyn Classifier>)
                 .map_err(|e| e.to_string())

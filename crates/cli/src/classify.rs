@@ -21,7 +21,7 @@ pub struct Args {
     /// Packets: ClassBench trace, pcap or pcapng, plain or .xz (default: embedded acl1_1k trace).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Classifier to run: ref, tss, tm, ofproto, nmu or nmu-bs.
+    /// Classifier to run: ref, tss, tm, ofproto, nmu, nmu-isets (iSets at every size) or nmu-bs.
     #[arg(long, default_value = "ref")]
     pub classifier: String,
     /// A NuevoMatchUP model saved by `rqvs train` (its rules and trained indexes; replaces

@@ -19,6 +19,10 @@ pub struct Args {
     /// Where to write the model.
     #[arg(long)]
     pub out: PathBuf,
+    /// Fewer rules than this: no iSets, every rule in the remainder (TupleMerge alone is faster
+    /// on small sets); 0 always trains iSets.
+    #[arg(long, default_value_t = rqvs_classify::nuevomatch::MIN_RULES)]
+    pub min_rules: usize,
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -28,7 +32,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
     let rules = inputs::load_rules(a.rules.as_deref())?;
     let t0 = Instant::now();
-    let nmu = NuevoMatchUp::build(&rules)?;
+    let config = rqvs_classify::nuevomatch::NuevoMatchConfig { min_rules: a.min_rules, ..Default::default() };
+    let nmu = NuevoMatchUp::build_with(&rules, config, rqvs_classify::TupleMerge::build)?;
     let build = t0.elapsed();
     let bytes = nmu.to_model_bytes()?;
     std::fs::write(&a.out, &bytes).map_err(|e| Failure(format!("{}: cannot write: {e}", a.out.display())))?;

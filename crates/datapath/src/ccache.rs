@@ -182,7 +182,7 @@ impl MegaflowModel {
         let (tx, rx) = channel();
         let worker = std::thread::spawn(move || {
             let t0 = Instant::now();
-            if let Ok(m) = NuevoMatchUp::build_with(&rules, NuevoMatchConfig::default(), NoRemainder::build) {
+            if let Ok(m) = NuevoMatchUp::build_with(&rules, NuevoMatchConfig::always_learned(), NoRemainder::build) {
                 let _ = tx.send((m, t0.elapsed()));
             }
         });

@@ -110,7 +110,9 @@ impl LiveNuevoMatch {
     /// Builds the first model synchronously. `threshold`: training starts when the rules
     /// inserted into the remainder since the last model exceed this share of all rules (paper: 0.1).
     pub fn new(rules: &[Rule], policy: Policy, threshold: f64) -> Result<LiveNuevoMatch, ClassifierError> {
-        let config = NuevoMatchConfig::default();
+        // iSets at every size: the learned designs measure the learned path (the standalone
+        // classifier's small-set fallback, `NuevoMatchConfig::min_rules`, is not used here).
+        let config = NuevoMatchConfig::always_learned();
         let current = NuevoMatchUp::build_with(rules, config, TupleMerge::build)?;
         Ok(LiveNuevoMatch {
             base_remainder: current.remainder().len(),

@@ -342,7 +342,7 @@ mod tests {
     fn cfg() -> NuevoMatchConfig {
         NuevoMatchConfig {
             isets: super::super::iset::ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0 },
-            ..Default::default()
+            ..NuevoMatchConfig::always_learned()
         }
     }
 
