@@ -8,6 +8,14 @@
 //!              [--rules-out OUT.ofctl] [--truth-out OUT.tsv]
 //! ```
 //!
+//! **`rqvs coflows` and `rqvs replay --predict`.** This command is the experiment: it generates
+//! the workload at every coflowiness, replays it with packets arriving at their timestamps
+//! through the two-core model below, and reports latencies and handler CPU. `rqvs replay
+//! --predict off|online|oracle` attaches the same predictor to one replay of any trace (a
+//! `gen coflows` pcap, with `--coflow-truth` the `--truth-out` file for the oracle): packets come
+//! as fast as the PMD takes them, the handler runs inline, and it reports upcalls, predicted /
+//! used / wasted megaflows and throughput, not latencies.
+//!
 //! For each coflowiness the workload is generated ([`rqvs_workload::coflow`]: same seed, so the
 //! traces differ only in the endpoints of uncoupled associated flows) and replayed, in time order,
 //! through a fresh ORIG datapath ([`rqvs_datapath::Datapath`]) for each prediction setting:
@@ -28,7 +36,10 @@
 //!   the end of its batch: **latency = batch end − arrival**.
 //! - **Handler** (slow path, the other core): a packet that misses is queued at its batch's end.
 //!   When the handler is free and upcalls are waiting, it takes all of them as one job at
-//!   `s = max(handler free, last upcall queued)`. The job is the datapath's `handle_upcalls`:
+//!   `s = max(handler free, last upcall queued)` (an approximation: when the handler frees up
+//!   during a PMD batch that then queues more upcalls, the job starts at that batch's end with
+//!   them, not at `handler free` without them — earlier upcalls wait up to one batch longer,
+//!   the later ones less). The job is the datapath's `handle_upcalls`:
 //!   first the upcalls (slow path, megaflow installation: time `u`, the `upcall_ns` delta), then
 //!   the predictor's work they triggered (time `q`, the `predict_ns` delta). Every upcalled packet
 //!   of the job gets its action when the upcalls are done, at `s + u` (as OVS's handler executes
@@ -187,20 +198,8 @@ pub struct Args {
     /// Prediction settings, comma-separated: off, online, oracle, preload.
     #[arg(long, default_value = "off,online,oracle,preload")]
     pub predict: String,
-    /// Online predictor: least confidence (follow rate, conservatively) for a template to be
-    /// predicted; 0.5 is the break-even of handler work.
-    #[arg(long, default_value_t = 0.5)]
-    pub min_confidence: f64,
-    /// Online predictor: least count for a template to be predicted.
-    #[arg(long, default_value_t = 3)]
-    pub min_support: u32,
-    /// Online predictor: predictions per upcall at most (a token bucket earning this many per
-    /// upcall, burst 1,024). The oracle is not limited.
-    #[arg(long, default_value_t = 4.0)]
-    pub predict_budget: f64,
-    /// Online predictor: how long after a base flow a follow-up counts, ms.
-    #[arg(long, default_value_t = 5.0)]
-    pub window_ms: f64,
+    #[command(flatten)]
+    pub predictor: PredictorArgs,
     /// EMC insertion probability.
     #[arg(long, default_value_t = 0.01)]
     pub emc_prob: f64,
@@ -220,6 +219,66 @@ pub struct Args {
     /// Write an SVG plot here.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+/// The online predictor's settings, shared by `rqvs coflows` and `rqvs replay --predict`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PredictorArgs {
+    /// Online predictor: least confidence (follow rate, conservatively) for a template to be
+    /// predicted; at 0.5, at most about one prediction in two is expected to be wasted.
+    #[arg(long, default_value_t = 0.5)]
+    pub min_confidence: f64,
+    /// Online predictor: least count for a template to be predicted.
+    #[arg(long, default_value_t = 3)]
+    pub min_support: u32,
+    /// Online predictor: predictions per upcall on average (a token bucket earning this many
+    /// per upcall, burst 1,024; at most 16 on one upcall). The oracle is not limited.
+    #[arg(long, default_value_t = 4.0)]
+    pub predict_budget: f64,
+    /// Online predictor: how long after a base flow a follow-up counts, ms of datapath clock.
+    #[arg(long, default_value_t = 5.0)]
+    pub window_ms: f64,
+}
+
+impl PredictorArgs {
+    /// The online predictor's settings, checked; errors name the option.
+    pub fn config(&self) -> Result<PredictConfig, Failure> {
+        if !(self.window_ms.is_finite() && self.window_ms > 0.0) {
+            return Err(Failure(format!("--window-ms: expected a time > 0, found '{}'", self.window_ms)));
+        }
+        if self.min_support == 0 {
+            return Err(Failure("--min-support: expected at least 1".into()));
+        }
+        let cfg = PredictConfig {
+            window_ns: (self.window_ms * 1e6) as u64,
+            min_confidence: self.min_confidence,
+            min_support: self.min_support,
+            per_upcall: self.predict_budget,
+            ..PredictConfig::default()
+        };
+        cfg.validate().map_err(|e| Failure(format!("--min-confidence/--predict-budget: {e}")))?;
+        Ok(cfg)
+    }
+
+    fn json(&self) -> Value {
+        json!({"min_confidence": self.min_confidence, "min_support": self.min_support, "per_upcall": self.predict_budget, "window_ms": self.window_ms})
+    }
+}
+
+/// The oracle predictor over a ground truth (each base flow's key → its coupled associated
+/// flows' keys): not rate-limited, every listed flow proposed.
+pub fn oracle_predictor(cfg: PredictConfig, truth: Vec<(FlowKey, Vec<FlowKey>)>) -> Predictor {
+    Predictor::oracle(PredictConfig { per_upcall: f64::INFINITY, max_per_trigger: usize::MAX, ..cfg }, truth)
+}
+
+/// The predictor's counters as JSON.
+pub fn predict_json(s: &PredictStats) -> Value {
+    json!({
+        "observed": s.observed, "triggers": s.triggers, "proposed": s.proposed,
+        "rate_limited": s.rate_limited, "predicted": s.predicted, "already": s.already,
+        "refused": s.refused, "used": s.used, "wasted": s.wasted, "outstanding": s.outstanding,
+        "signatures": s.signatures, "templates": s.templates,
+    })
 }
 
 /// `rqvs gen coflows`: the workload as a pcap, its rules and ground truth.
@@ -436,7 +495,7 @@ impl RunResult {
     fn made_used_wasted(&self) -> (u64, u64, u64) {
         match self.predict {
             Some(s) => (s.predicted, s.used, s.wasted + s.outstanding),
-            None => (self.preloaded, self.preload_used, self.preloaded - self.preload_used),
+            None => (self.preloaded, self.preload_used, self.preloaded.saturating_sub(self.preload_used)),
         }
     }
     fn wasted_ratio(&self) -> f64 {
@@ -482,21 +541,12 @@ fn run(
     let n = keys.len();
     let cfg = Config { emc_insert_prob: a.emc_prob, clock, seed: a.seed, ..Config::default() };
     let mut dp = Datapath::new(&w.rules, cfg)?;
-    let pcfg = PredictConfig {
-        window_ns: (a.window_ms * 1e6) as u64,
-        min_confidence: a.min_confidence,
-        min_support: a.min_support,
-        per_upcall: a.predict_budget,
-        ..PredictConfig::default()
-    };
+    let pcfg = a.predictor.config()?;
     let mut preload_keys = Vec::new();
     let mut preload_ms = 0.0;
     match mode {
         "online" => dp.set_predictor(Some(Predictor::online(pcfg))),
-        "oracle" => {
-            let cfg = PredictConfig { per_upcall: f64::INFINITY, max_per_trigger: usize::MAX, ..pcfg };
-            dp.set_predictor(Some(Predictor::oracle(cfg, w.oracle())))
-        }
+        "oracle" => dp.set_predictor(Some(oracle_predictor(pcfg, w.oracle()))),
         "preload" => {
             preload_keys = w.oracle().into_iter().flat_map(|(_, v)| v).collect();
             dp.preinstall(&preload_keys);
@@ -698,12 +748,7 @@ fn run_json(r: &RunResult) -> Value {
         "used": used,
         "wasted": wasted,
         "wasted_ratio": r.wasted_ratio(),
-        "predictor": r.predict.map(|s| json!({
-            "observed": s.observed, "triggers": s.triggers, "proposed": s.proposed,
-            "rate_limited": s.rate_limited, "predicted": s.predicted, "already": s.already,
-            "refused": s.refused, "used": s.used, "wasted": s.wasted, "outstanding": s.outstanding,
-            "signatures": s.signatures, "templates": s.templates,
-        })),
+        "predictor": r.predict.as_ref().map(predict_json),
         "preloaded": r.preloaded,
         "preload_ms": r.preload_ms,
         "megaflows": r.megaflows,
@@ -727,15 +772,7 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
     if !(0.0..=1.0).contains(&a.emc_prob) {
         return Err(Failure(format!("--emc-prob: expected a probability 0..1, found '{}'", a.emc_prob)));
     }
-    if !(a.window_ms.is_finite() && a.window_ms > 0.0) {
-        return Err(Failure(format!("--window-ms: expected a time > 0, found '{}'", a.window_ms)));
-    }
-    let pcfg =
-        PredictConfig { min_confidence: a.min_confidence, per_upcall: a.predict_budget, ..PredictConfig::default() };
-    pcfg.validate().map_err(|e| Failure(format!("--min-confidence/--predict-budget: {e}")))?;
-    if a.min_support == 0 {
-        return Err(Failure("--min-support: expected at least 1".into()));
-    }
+    a.predictor.config()?;
     let dist = a.workload.dist()?;
     let base_params = a.workload.params(xs[0])?;
     let reference = Reference::build(&coflow::rules(&base_params))?;
@@ -763,10 +800,10 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
         dist.name(),
         a.cost,
         a.emc_prob,
-        a.min_confidence,
-        a.min_support,
-        a.predict_budget,
-        a.window_ms,
+        a.predictor.min_confidence,
+        a.predictor.min_support,
+        a.predictor.predict_budget,
+        a.predictor.window_ms,
         a.verify
     ));
     for &x in &xs {
@@ -803,10 +840,7 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
         f.insert("calibration".into(), calibration);
         f.insert("emc_prob".into(), a.emc_prob.into());
         f.insert("seed".into(), a.seed.into());
-        f.insert(
-            "predictor".into(),
-            json!({"min_confidence": a.min_confidence, "min_support": a.min_support, "per_upcall": a.predict_budget, "window_ms": a.window_ms}),
-        );
+        f.insert("predictor".into(), a.predictor.json());
         f.insert("workloads".into(), Value::Array(workloads));
         f.insert("runs".into(), Value::Array(runs.iter().map(run_json).collect()));
         f.insert("study_check".into(), study.0);

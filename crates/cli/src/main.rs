@@ -49,12 +49,14 @@ enum Command {
     Bench(bench::Command),
     /// The OpenFlow slow path: a packet's rule and megaflow, or megaflow counts over a trace.
     Trace(trace::Args),
-    /// Replay a trace through a datapath design (orig, cflows): throughput, counters, time series.
+    /// Replay a trace through a datapath design (orig, ccache, cflows): throughput, counters, time
+    /// series; flow prediction on ORIG with --predict online|oracle.
     Replay(replay::Args),
     /// Several datapath designs on the same rules and trace: speedups, counters, one plot.
     Compare(compare::Args),
     /// Flow prediction for coflows: upcalls, first-packet latency and handler CPU over
-    /// coflowiness, prediction off / online / oracle / preload (time-ordered replay, ORIG).
+    /// coflowiness, prediction off / online / oracle / preload (time-ordered replay with arrival
+    /// times, ORIG). `replay --predict` runs the same predictor on one trace, without latencies.
     Coflows(coflows::Args),
 }
 

@@ -3,7 +3,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
-//!             [--json OUT] [--plot OUT.svg]
+//!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--plot OUT.svg]
 //! ```
 //!
 //! - **Designs** ([`rqvs_datapath::Design`]): `orig` (EMC → megaflow cache → upcall to the
@@ -32,6 +32,16 @@
 //!   at the model swap for the delayed policy) and compared, after the run, with the reference
 //!   classifier's winning rule for that version. Mismatches are printed next to the
 //!   throughput; any makes the exit code 1.
+//! - **Flow prediction** (`--predict`, ORIG only, off by default; [`rqvs_datapath::predict`]):
+//!   `online` attaches the online predictor — it learns from the upcalls of any trace which flows
+//!   follow which, and installs the megaflows of expected follow-ups through the slow path;
+//!   `oracle` installs, on a base flow's upcall, exactly the coupled associated flows a coflow
+//!   ground truth lists (`--coflow-truth`, as `rqvs gen coflows --truth-out` writes it; its flows
+//!   are matched to the trace by 5-tuple). Predicted megaflows, their use and waste are reported;
+//!   the prediction work is handler time on the PMD clock (`predict_ns`). The replay ignores
+//!   capture timestamps (packets come as fast as the PMD takes them), so the predictor's window
+//!   is PMD time and there is no latency model: `rqvs coflows` is the experiment with arrival
+//!   times, first-packet latency and handler CPU over coflowiness.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -44,6 +54,7 @@ use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::pmd::{Clock, Config};
+use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
 use rqvs_datapath::{assign_rule_outputs, Cflows, Counters, Datapath, Design, DpAction, LearnedConfig, BATCH};
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -55,6 +66,16 @@ pub struct Args {
     /// Datapath design.
     #[arg(long, default_value = "orig", value_parser = DESIGNS)]
     pub design: String,
+    /// Flow prediction (ORIG): off; online (learns from upcalls, any trace); oracle (the coflow
+    /// ground truth of --coflow-truth). Counters: predicted, used, wasted. `rqvs coflows` is the
+    /// coflow experiment with arrival times and latencies; this is the same predictor on a replay.
+    #[arg(long, default_value = "off", value_parser = ["off", "online", "oracle"])]
+    pub predict: String,
+    /// --predict oracle: the coflow ground truth (`rqvs gen coflows --truth-out`) of --trace.
+    #[arg(long)]
+    pub coflow_truth: Option<PathBuf>,
+    #[command(flatten)]
+    pub predictor: crate::coflows::PredictorArgs,
     #[command(flatten)]
     pub common: Common,
 }
@@ -194,6 +215,89 @@ fn load_rules(path: &Path) -> Result<(Vec<Rule>, &'static str), Failure> {
     }
 }
 
+/// Flow prediction for the runs of a replay (module docs): a fresh predictor per run.
+pub struct Prediction {
+    pub mode: &'static str,
+    cfg: PredictConfig,
+    /// Oracle: base flow key → coupled associated flow keys, as the trace carries them.
+    truth: Vec<(FlowKey, Vec<FlowKey>)>,
+}
+
+impl Prediction {
+    /// `--predict` and its options, checked against the design and the trace; `None` for off.
+    pub fn from_args(a: &Args, p: &Prepared) -> Result<Option<Prediction>, Failure> {
+        let cfg = a.predictor.config()?;
+        let mode = match a.predict.as_str() {
+            "off" => {
+                if a.coflow_truth.is_some() {
+                    return Err(Failure("--coflow-truth: only --predict oracle uses a ground truth".into()));
+                }
+                return Ok(None);
+            }
+            "online" => "online",
+            "oracle" => "oracle",
+            other => return Err(Failure(format!("--predict: expected off, online or oracle, found '{other}'"))),
+        };
+        if a.design != "orig" {
+            return Err(Failure(format!(
+                "--predict {mode}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
+                a.design
+            )));
+        }
+        let truth = match (mode, &a.coflow_truth) {
+            ("oracle", None) => {
+                return Err(Failure(
+                    "--predict oracle needs the coflow ground truth: --coflow-truth FILE (written by `rqvs gen coflows --truth-out`)".into(),
+                ))
+            }
+            ("oracle", Some(path)) => truth_in_trace(path, &a.common.trace, &p.keys)?,
+            (_, Some(_)) => return Err(Failure("--coflow-truth: only --predict oracle uses a ground truth".into())),
+            (_, None) => Vec::new(),
+        };
+        Ok(Some(Prediction { mode, cfg, truth }))
+    }
+
+    fn predictor(&self) -> Predictor {
+        match self.mode {
+            "oracle" => crate::coflows::oracle_predictor(self.cfg.clone(), self.truth.clone()),
+            _ => Predictor::online(self.cfg.clone()),
+        }
+    }
+}
+
+/// The oracle's table from a ground-truth file, its flows matched to the trace's keys by
+/// 5-tuple (so in_port, MACs and the rest are the trace's). Every flow it names must be in the
+/// trace.
+fn truth_in_trace(path: &Path, trace: &Path, keys: &[FlowKey]) -> Result<Vec<(FlowKey, Vec<FlowKey>)>, Failure> {
+    use rqvs_workload::coflow;
+    let name = path.display().to_string();
+    let text = rqvs_flow::io::read_text(path)?;
+    let flows = coflow::parse_truth(&name, &text).map_err(Failure)?;
+    let table = coflow::truth_oracle(&flows).map_err(|e| Failure(format!("{name}: {e}")))?;
+    let five = |k: &FlowKey| (k.nw_src, k.nw_dst, k.nw_proto, k.tp_src, k.tp_dst);
+    let mut in_trace: std::collections::HashMap<_, FlowKey> = std::collections::HashMap::new();
+    for k in keys {
+        in_trace.entry(five(k)).or_insert(*k);
+    }
+    let find = |k: &FlowKey| {
+        in_trace.get(&five(k)).copied().ok_or_else(|| {
+            Failure(format!(
+                "{name}: flow {} {}:{} -> {}:{} is not in the trace {}: expected the ground truth written with this trace",
+                k.nw_proto,
+                rqvs_flow::key::fmt_ipv4(k.nw_src),
+                k.tp_src,
+                rqvs_flow::key::fmt_ipv4(k.nw_dst),
+                k.tp_dst,
+                trace.display()
+            ))
+        })
+    };
+    table
+        .iter()
+        .map(|(base, assoc)| Ok((find(base)?, assoc.iter().map(find).collect::<Result<Vec<_>, _>>()?)))
+        .collect()
+}
+
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Sample {
     pub t_s: f64,
@@ -275,9 +379,9 @@ pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
     Ok(Prepared { all_rules, rules_format, keys, updates, initial, sampled, n_verify })
 }
 
-/// Builds a design over the initial rules.
-fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Failure> {
-    let cfg = Config {
+/// The datapath settings of the options.
+fn dp_config(c: &Common) -> Config {
+    Config {
         emc: !c.no_emc,
         emc_insert_prob: c.emc_prob,
         cd: c.cd,
@@ -286,7 +390,12 @@ fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Fa
         clock: Clock::Measured,
         seed: c.seed,
         ..Config::default()
-    };
+    }
+}
+
+/// Builds a design over the initial rules.
+fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Failure> {
+    let cfg = dp_config(c);
     Ok(match design {
         "orig" => Box::new(Datapath::new(rules, cfg)?),
         "ccache" => {
@@ -324,6 +433,8 @@ pub struct Run {
     pub cd_intervals: Option<(u64, u64)>,
     /// Constant-rate mode: offered packets and ring drops.
     pub rx: Option<RxStats>,
+    /// Flow prediction: the mode and the predictor's counters at the end.
+    pub prediction: Option<(&'static str, PredictStats)>,
 }
 
 /// Ring drops in constant-rate mode (`--rate`).
@@ -343,12 +454,30 @@ impl RxStats {
     }
 }
 
-/// Replays the prepared trace through one design (module docs).
+/// Replays the prepared trace through one design (module docs), without flow prediction.
 pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure> {
+    run_design_with(c, p, design, None)
+}
+
+/// Replays the prepared trace through one design, with flow prediction when given (ORIG).
+pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Prediction>) -> Result<Run, Failure> {
     let keys = &p.keys;
     let mut rng = StdRng::seed_from_u64(c.seed ^ 0x5eed);
     let build_start = std::time::Instant::now();
-    let mut dp = build(c, design, &p.initial)?;
+    // With prediction the ORIG datapath is kept as itself, for its predictor's counters.
+    let (mut orig, mut other): (Option<Datapath>, Option<Box<dyn Design>>) = match pred {
+        Some(pr) => {
+            let mut d = Datapath::new(&p.initial, dp_config(c))?;
+            d.set_predictor(Some(pr.predictor()));
+            (Some(d), None)
+        }
+        None => (None, Some(build(c, design, &p.initial)?)),
+    };
+    let dp: &mut dyn Design = match (orig.as_mut(), other.as_deref_mut()) {
+        (Some(d), _) => d,
+        (None, Some(d)) => d,
+        (None, None) => unreachable!("one design is built"),
+    };
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
     let cd_probe = (design != "cflows" && c.cd).then_some(());
 
@@ -547,6 +676,8 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
         let get = |n: &str| r.iter().find(|x| x.0 == n).map(|x| x.1 as u64);
         get("cd_intervals_on").zip(get("cd_intervals_off"))
     });
+    let report = dp.report();
+    let prediction = pred.zip(orig.as_mut().and_then(Datapath::prediction_stats)).map(|(pr, s)| (pr.mode, s));
     Ok(Run {
         design: design.to_string(),
         build_ms,
@@ -560,9 +691,10 @@ pub fn run_design(c: &Common, p: &Prepared, design: &str) -> Result<Run, Failure
         steady,
         wall_s,
         reval_ms,
-        report: dp.report(),
+        report,
         cd_intervals,
         rx: c.rate.map(|_| RxStats { offered: total, offered_after_warmup: total - warmup, ..rx }),
+        prediction,
     })
 }
 
@@ -664,6 +796,21 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.model_swaps
         );
     }
+    if let Some((mode, s)) = &r.prediction {
+        println!(
+            "prediction          {mode}: {} megaflows predicted, {} used, {} wasted + {} unused at the end (wasted ratio {:.1}%); {} proposed, {} already covered, {} rate-limited, {} refused; {:.1}% of PMD time",
+            s.predicted,
+            s.used,
+            s.wasted,
+            s.outstanding,
+            100.0 * s.wasted_ratio(),
+            s.proposed,
+            s.already,
+            s.rate_limited,
+            s.refused,
+            100.0 * share(cs.predict_ns)
+        );
+    }
     for u in &r.update_log {
         println!("update              {u}");
     }
@@ -724,18 +871,29 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("rx_offered", serde_json::json!(r.rx.map(|x| x.offered))),
         ("rx_dropped", serde_json::json!(r.rx.map(|x| x.dropped))),
         ("drop_rate_after_warmup", serde_json::json!(r.rx.map(|x| x.drop_rate()))),
+        ("predict", serde_json::json!(r.prediction.as_ref().map_or("off", |p| p.0))),
+        ("prediction", prediction_json(r)),
     ] {
         o.insert(k.to_string(), val);
     }
     Ok(o)
 }
 
+/// The predictor's counters, wasted ratio and share of PMD time (`null` when prediction is off).
+fn prediction_json(r: &Run) -> serde_json::Value {
+    let Some((_, s)) = &r.prediction else { return serde_json::Value::Null };
+    let mut v = crate::coflows::predict_json(s);
+    v["wasted_ratio"] = serde_json::json!(s.wasted_ratio());
+    v["share_predict"] = serde_json::json!(r.c.predict_ns as f64 / r.c.pmd_ns.max(1) as f64);
+    v
+}
+
 /// `--rate-search`: the highest offered rate with < 1% drops after the warm-up, by bisection
 /// between 1/100 and 1.5× the rate the design sustains unconstrained (to within 5%).
-fn rate_search(c: &Common, p: &Prepared, design: &str) -> Result<(), Failure> {
-    let free = run_design(c, p, design)?;
+fn rate_search(c: &Common, p: &Prepared, design: &str, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let free = run_design_with(c, p, design, pred)?;
     let probe = |rate: f64| -> Result<Run, Failure> {
-        let r = run_design(&Common { rate: Some(rate), ..c.clone() }, p, design)?;
+        let r = run_design_with(&Common { rate: Some(rate), ..c.clone() }, p, design, pred)?;
         let rx = r.rx.expect("rate mode reports drops");
         println!(
             "probe {:>12.0} pps: {:>8.3}% dropped after warm-up, {} mismatches of {}",
@@ -792,10 +950,11 @@ fn rate_search(c: &Common, p: &Prepared, design: &str) -> Result<(), Failure> {
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
     let p = prepare(c)?;
+    let pred = Prediction::from_args(args, &p)?;
     if c.rate_search {
-        return rate_search(c, &p, &args.design);
+        return rate_search(c, &p, &args.design, pred.as_ref());
     }
-    let r = run_design(c, &p, &args.design)?;
+    let r = run_design_with(c, &p, &args.design, pred.as_ref())?;
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {
         crate::plot::time_series(path, &plot_title(c, &r.design), &r.series, &r.update_log)?;

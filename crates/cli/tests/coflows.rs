@@ -2,6 +2,12 @@
 //! generated workloads against the reference), the oracle avoids at least as many upcalls as the
 //! online predictor and it at least as many as no prediction, `rqvs coflows` runs a small
 //! experiment end to end, and `rqvs gen coflows` writes files the rest of rqvs reads.
+//!
+//! `rqvs replay --predict off|online|oracle`: on a generated coflow trace, online prediction
+//! installs megaflows that are used and removes upcalls, the oracle (the ground truth `rqvs gen
+//! coflows --truth-out` writes) removes more and wastes nothing, every packet still gets the
+//! reference's action; online prediction runs on a ClassBench trace too; a missing or wrong
+//! ground truth and other designs are one-line errors.
 
 use std::process::{Command, Output};
 
@@ -31,6 +37,15 @@ fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("rqvs-coflows-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// Every received packet has one outcome (predictions are not packets).
+fn assert_outcomes_sum(c: &serde_json::Value) {
+    let sum: u64 = ["emc_hit", "cd_hit", "megaflow_hit", "model_hit", "remainder_hit", "upcall", "lost"]
+        .iter()
+        .map(|k| c[*k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, c["received"].as_u64().unwrap(), "outcomes sum to packets received: {c}");
 }
 
 fn workload(dist: SizeDist, coflows: usize, x: f64) -> Workload {
@@ -117,12 +132,7 @@ fn coflows_experiment_end_to_end() {
     for r in runs {
         assert_eq!(r["mismatches"], 0);
         assert!(r["verified"].as_u64().unwrap() > 5_000, "{}", r["verified"]);
-        let c = &r["counters"];
-        let sum: u64 = ["emc_hit", "cd_hit", "megaflow_hit", "model_hit", "remainder_hit", "upcall", "lost"]
-            .iter()
-            .map(|k| c[*k].as_u64().unwrap())
-            .sum();
-        assert_eq!(sum, c["received"].as_u64().unwrap(), "outcomes sum to packets received");
+        assert_outcomes_sum(&r["counters"]);
         let share = r["handler_cpu_share"].as_f64().unwrap();
         assert!(share > 0.0 && share < 1.0, "{share}");
         assert_eq!(r["upcalls_per_s"]["values"].as_array().unwrap().len(), 50);
@@ -155,52 +165,18 @@ fn coflows_experiment_end_to_end() {
 
 #[test]
 fn gen_coflows_writes_a_trace_its_rules_and_the_truth() {
-    let (pcap, rules, truth) = (tmp("c.pcap"), tmp("c.ofctl"), tmp("c.tsv"));
-    let o = rqvs(&[
-        "gen",
-        "coflows",
-        "--dist",
-        "rpc",
-        "--coflowiness",
-        "0.5",
-        "--coflows",
-        "500",
-        "--rng-seed",
-        "3",
-        "--out",
-        pcap.to_str().unwrap(),
-        "--rules-out",
-        rules.to_str().unwrap(),
-        "--truth-out",
-        truth.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let (pcap, rules, truth) = gen("rpc", "0.5", "500", "3", "c");
     let w = coflow::generate(&Params::new(SizeDist::Rpc, 500, 0.5, 3)).unwrap();
     let t = std::fs::read_to_string(&truth).unwrap();
     assert_eq!(t.lines().count(), w.flows.len() + 1);
     assert_eq!(t.lines().filter(|l| l.contains("\tassociated\tyes\t")).count(), w.summary().coupled);
     // The slow path replays the capture against the rules (every megaflow hit checked).
-    let o = rqvs(&["trace", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
+    let o = rqvs(&["trace", "--rules", &rules, "--trace", &pcap, "--json", "-"]);
     let j = json(&o);
     assert_eq!(j["mismatches"], 0);
     assert_eq!(j["packets"].as_u64().unwrap(), w.packets.len() as u64);
     // Same seed, same bytes.
-    let again = tmp("c2.pcap");
-    let o = rqvs(&[
-        "gen",
-        "coflows",
-        "--dist",
-        "rpc",
-        "--coflowiness",
-        "0.5",
-        "--coflows",
-        "500",
-        "--rng-seed",
-        "3",
-        "--out",
-        again.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let (again, _, _) = gen("rpc", "0.5", "500", "3", "c2");
     assert_eq!(std::fs::read(&pcap).unwrap(), std::fs::read(&again).unwrap());
 }
 
@@ -228,4 +204,120 @@ fn bad_options_are_one_line_errors() {
     }
     let o = rqvs(&["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5"]);
     assert_eq!(o.status.code(), Some(2), "missing --out is a usage error");
+}
+
+fn data(name: &str) -> String {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/default").join(name).display().to_string()
+}
+
+/// `rqvs gen coflows` into files named by `tag`: (trace, rules, ground truth).
+fn gen(dist: &str, x: &str, coflows: &str, seed: &str, tag: &str) -> (String, String, String) {
+    let (pcap, rules, truth) = (tmp(&format!("{tag}.pcap")), tmp(&format!("{tag}.ofctl")), tmp(&format!("{tag}.tsv")));
+    let o = rqvs(&[
+        "gen",
+        "coflows",
+        "--dist",
+        dist,
+        "--coflowiness",
+        x,
+        "--coflows",
+        coflows,
+        "--rng-seed",
+        seed,
+        "--out",
+        pcap.to_str().unwrap(),
+        "--rules-out",
+        rules.to_str().unwrap(),
+        "--truth-out",
+        truth.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let s = |p: std::path::PathBuf| p.to_str().unwrap().to_string();
+    (s(pcap), s(rules), s(truth))
+}
+
+fn replay_cli(rules: &str, trace: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["replay", "--rules", rules, "--trace", trace, "--verify", "1000000", "--json", "-"];
+    args.extend_from_slice(extra);
+    let j = json(&rqvs(&args));
+    assert_eq!(j["mismatches"], 0, "{extra:?}");
+    assert_eq!(j["verified"], j["packets"], "{extra:?}: every packet checked");
+    assert_outcomes_sum(&j["counters"]);
+    j
+}
+
+#[test]
+fn prediction_on_a_coflow_trace_removes_upcalls_without_changing_actions() {
+    let (trace, rules, truth) = gen("hadoop", "1", "150", "5", "h1");
+    let off = replay_cli(&rules, &trace, &[]);
+    let online = replay_cli(&rules, &trace, &["--predict", "online"]);
+    let oracle = replay_cli(&rules, &trace, &["--predict", "oracle", "--coflow-truth", &truth]);
+    let upcalls = |j: &serde_json::Value| j["counters"]["upcall"].as_u64().unwrap();
+    let get = |j: &serde_json::Value, k: &str| j["prediction"][k].as_u64().unwrap_or_else(|| panic!("{k}: {j}"));
+
+    assert_eq!(off["predict"], "off");
+    assert!(off["prediction"].is_null());
+    assert_eq!(off["counters"]["preinstalled"], 0);
+
+    assert_eq!(online["predict"], "online");
+    assert!(get(&online, "predicted") > 50 && get(&online, "used") > 50, "{}", online["prediction"]);
+    assert_eq!(get(&online, "predicted"), online["counters"]["preinstalled"].as_u64().unwrap());
+    assert!(upcalls(&online) < upcalls(&off), "upcalls: off {}, online {}", upcalls(&off), upcalls(&online));
+    // The ratio is what the counters say: not hit by the end / installed.
+    let ratio = online["prediction"]["wasted_ratio"].as_f64().unwrap();
+    let unused = get(&online, "wasted") + get(&online, "outstanding");
+    assert!((ratio - unused as f64 / get(&online, "predicted") as f64).abs() < 1e-12);
+    assert_eq!(get(&online, "used") + unused, get(&online, "predicted"));
+    assert!(online["prediction"]["share_predict"].as_f64().unwrap() > 0.0);
+
+    // The oracle predicts exactly the coupled flows: all used, fewer upcalls than online.
+    assert_eq!(oracle["predict"], "oracle");
+    assert!(get(&oracle, "predicted") > 300, "{}", oracle["prediction"]);
+    assert_eq!(get(&oracle, "used"), get(&oracle, "predicted"), "{}", oracle["prediction"]);
+    assert!(upcalls(&oracle) < upcalls(&online), "upcalls: online {}, oracle {}", upcalls(&online), upcalls(&oracle));
+
+    // The text report has the prediction line.
+    let o = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--predict", "online"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("prediction          online: ") && out.contains("wasted ratio"), "{out}");
+    assert!(out.contains("mismatches 0 of"), "{out}");
+}
+
+#[test]
+fn online_prediction_runs_on_a_classbench_trace() {
+    let j = replay_cli(&data("acl1_1k_rules.xz"), &data("acl1_1k_trace.xz"), &["--predict", "online"]);
+    assert_eq!(j["predict"], "online");
+    let p = &j["prediction"];
+    assert!(p["observed"].as_u64().unwrap() > 0, "{p}");
+    assert_eq!(p["observed"], j["counters"]["upcall"], "the predictor sees every upcall");
+}
+
+#[test]
+fn prediction_errors_name_what_is_missing() {
+    let (trace, rules, truth) = gen("hadoop", "0.5", "150", "6", "h6");
+    let (_, _, other_truth) = gen("hadoop", "0.5", "150", "8", "h8");
+    let bad_truth = tmp("bad.tsv");
+    std::fs::write(&bad_truth, "0\t0\tbase\t-\t10.1.0.1\t172.30.0.1\t17\t40000\t2100\t100\t1\t0\n1\t0\tbass\n")
+        .unwrap();
+    let bad = bad_truth.to_str().unwrap();
+    for (extra, what) in [
+        (vec!["--predict", "oracle"], "--predict oracle needs the coflow ground truth: --coflow-truth FILE"),
+        (vec!["--coflow-truth", truth.as_str()], "--coflow-truth: only --predict oracle"),
+        (vec!["--predict", "online", "--design", "cflows"], "expected --design orig"),
+        (vec!["--predict", "oracle", "--coflow-truth", other_truth.as_str()], "is not in the trace"),
+        (vec!["--predict", "oracle", "--coflow-truth", bad], "bad.tsv:2:1: expected 12 tab-separated columns"),
+        (vec!["--predict", "oracle", "--coflow-truth", "/nonexistent/t.tsv"], "/nonexistent/t.tsv"),
+        (vec!["--predict", "online", "--min-confidence", "1.5"], "minimum confidence"),
+        (vec!["--predict", "online", "--window-ms", "0"], "--window-ms"),
+    ] {
+        let mut args = vec!["replay", "--rules", rules.as_str(), "--trace", trace.as_str()];
+        args.extend_from_slice(&extra);
+        let o = rqvs(&args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(what) && err.lines().count() == 1, "{extra:?}: {err}");
+    }
+    let o = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--predict", "magic"]);
+    assert_eq!(o.status.code(), Some(2), "an unknown mode is a usage error: {}", text(&o));
 }

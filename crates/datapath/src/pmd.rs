@@ -183,7 +183,7 @@ impl Datapath {
     /// Turns flow prediction on (or off with `None`): the handler feeds it every upcall and
     /// installs what it predicts ([`crate::predict`]).
     pub fn set_predictor(&mut self, p: Option<Predictor>) {
-        self.predictor = p;
+        self.predictor = p.map(|p| p.account_within(self.cfg.idle_ns));
     }
 
     /// The predictor's counters, its predictions' use checked now; `None` when prediction is off.

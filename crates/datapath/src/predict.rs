@@ -36,10 +36,13 @@
 //!   count ≥ [`PredictConfig::min_support`] and confidence ≥ [`PredictConfig::min_confidence`]
 //!   (best first, at most [`PredictConfig::max_per_trigger`]) are instantiated with the upcall's
 //!   fields and proposed.
-//! - **Default threshold 0.5** — the break-even of handler work: a prediction costs one slow-path
-//!   lookup, a right one saves one upcall (about one lookup). Above it, predicting does not add
-//!   handler work in expectation and at most about half the predictions are wasted; lower
-//!   thresholds buy first-packet latency with handler CPU.
+//! - **Default threshold 0.5**: a template is predicted once (conservatively) at least half of
+//!   its signature's occurrences were followed by it, so in expectation at most about half the
+//!   predictions are wasted — about one wasted slow-path lookup per upcall removed. It is not a
+//!   break-even of handler work: a prediction costs a slow-path lookup, a right one saves an
+//!   upcall, which costs about the same lookup, so every wasted prediction is extra handler work
+//!   (only the upcall's own overhead and duplicate upcalls are saved). What prediction buys is
+//!   first-packet latency; lower thresholds buy more of it with more waste.
 //! - **Feedback**: once a prediction works, the follow-up flow no longer upcalls, so the predictor
 //!   would stop seeing it. A prediction that installs a megaflow therefore counts for its
 //!   template at once, as if the follow-up had been seen, and is checked when its base's window
@@ -58,9 +61,12 @@
 //! one's run away. Proposals over the limit are counted `rate_limited`. [`PredictStats`]: `proposed`,
 //! `predicted` (megaflows installed), `already` (a megaflow covered the key), `used` (a predicted
 //! megaflow was hit before it was deleted), `wasted` (deleted unused: idle expiry, revalidation or
-//! the flow limit) and `outstanding` (installed, not hit yet). Use is checked at least every
-//! 100 ms of datapath clock, and before every revalidation; a used megaflow cannot idle-expire
-//! within 10 s of its hit, so none is missed by idle expiry.
+//! the flow limit) and `outstanding` (installed, not hit yet). Use is checked before every
+//! revalidation and at batch boundaries at least every 100 ms of datapath clock, or every idle
+//! expiry time if that is shorter: a megaflow the idle sweep deletes was not hit for that long,
+//! so a hit on it was seen by an earlier check and none is counted wasted by mistake. (Only the
+//! least-recently-used deletions of a cache over its flow limit — after the limit was lowered —
+//! can delete a used megaflow unseen.)
 //!
 //! **Cost.** The predictor runs in the handler, after each batch of upcalls: learning, proposing
 //! and the slow-path lookups of its proposals are handler time, counted in the datapath's
@@ -336,6 +342,9 @@ pub struct Predictor {
     tracked: Vec<Tracked>,
     learning: VecDeque<Pending>,
     accounted_ns: u64,
+    /// At most [`ACCOUNT_INTERVAL_NS`], and no longer than the datapath's idle expiry (module
+    /// docs: rate limit and counters).
+    account_interval_ns: u64,
     stats: PredictStats,
 }
 
@@ -544,8 +553,16 @@ impl Predictor {
             tracked: Vec::new(),
             learning: VecDeque::new(),
             accounted_ns: 0,
+            account_interval_ns: ACCOUNT_INTERVAL_NS,
             stats: PredictStats::default(),
         }
+    }
+
+    /// Checks the use of predictions at least once per `idle_ns` (the datapath's idle expiry), so
+    /// that a used megaflow is seen used before the idle sweep can delete it.
+    pub(crate) fn account_within(mut self, idle_ns: u64) -> Predictor {
+        self.account_interval_ns = ACCOUNT_INTERVAL_NS.min(idle_ns);
+        self
     }
 
     /// `online` or `oracle`.
@@ -667,9 +684,9 @@ impl Predictor {
     }
 
     /// Checks which predicted megaflows were used or deleted (at most every
-    /// [`ACCOUNT_INTERVAL_NS`] unless `force`).
+    /// [`ACCOUNT_INTERVAL_NS`], or the idle expiry if shorter, unless `force`).
     pub(crate) fn account(&mut self, dpcls: &Dpcls, now_ns: u64, force: bool) {
-        if !force && now_ns.saturating_sub(self.accounted_ns) < ACCOUNT_INTERVAL_NS {
+        if !force && now_ns.saturating_sub(self.accounted_ns) < self.account_interval_ns {
             return;
         }
         self.accounted_ns = now_ns;
@@ -849,6 +866,28 @@ mod tests {
         let s = dp.prediction_stats().unwrap();
         assert_eq!((s.wasted, s.outstanding), (20, 0), "{s:?}");
         assert!((s.wasted_ratio() - 20.0 / s.predicted as f64).abs() < 1e-12);
+    }
+
+    #[test]
+    fn used_predictions_are_counted_before_a_short_idle_expiry_deletes_them() {
+        // Coflows 7 ms apart over 560 ms, megaflows idle-expire after 5 ms: the sweep at 504 ms
+        // deletes predictions hit since the last check of their use (420 ms). Every prediction
+        // is right, so none may be counted wasted.
+        let rules = lb_rules(80);
+        let packets: Vec<(u64, FlowKey)> = coflows(80, |_| 2).into_iter().map(|(t, k)| (t * 7, k)).collect();
+        let cfg = Config {
+            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 },
+            idle_ns: 5_000_000,
+            ..Config::default()
+        };
+        let mut dp = Datapath::new(&rules, cfg).unwrap();
+        dp.set_predictor(Some(Predictor::online(PredictConfig::default())));
+        let got = replay(&mut dp, &packets);
+        check_actions(&rules, &packets, &got);
+        assert!(dp.counters().deleted_idle > 0, "the sweep ran: {:?}", dp.counters());
+        let s = dp.prediction_stats().unwrap();
+        assert!(s.predicted >= 2 * 50, "{s:?}");
+        assert_eq!((s.used, s.wasted, s.outstanding), (s.predicted, 0, 0), "{s:?}");
     }
 
     #[test]

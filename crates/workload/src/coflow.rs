@@ -531,21 +531,12 @@ impl Workload {
     }
 
     /// The ground truth an oracle preloads: each base flow's key with the keys of its coupled
-    /// associated flows (those that share endpoints with it; coflows without any are left out).
+    /// associated flows (those that share endpoints with it; coflows without any are left out),
+    /// in coflow order.
     pub fn oracle(&self) -> Vec<(FlowKey, Vec<FlowKey>)> {
-        self.coflows
-            .iter()
-            .filter_map(|c| {
-                let keys: Vec<FlowKey> = c
-                    .associated
-                    .iter()
-                    .map(|&f| &self.flows[f as usize])
-                    .filter(|f| f.role == Role::Associated { coupled: true })
-                    .map(|f| f.key)
-                    .collect();
-                (!keys.is_empty()).then(|| (self.flows[c.base as usize].key, keys))
-            })
-            .collect()
+        let flows: Vec<TruthFlow> =
+            self.flows.iter().map(|f| TruthFlow { coflow: f.coflow, role: f.role, key: f.key }).collect();
+        truth_oracle(&flows).expect("every generated coflow has a base flow")
     }
 
     pub fn summary(&self) -> Summary {
@@ -840,6 +831,98 @@ pub fn write_truth(w: &Workload) -> String {
     s
 }
 
+/// One flow of a ground truth ([`write_truth`], [`parse_truth`]): its coflow, role and key
+/// (UDP/TCP 5-tuple on in_port 1, as [`FlowKey::ipv4`] makes it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TruthFlow {
+    pub coflow: u32,
+    pub role: Role,
+    pub key: FlowKey,
+}
+
+/// Reads the ground truth [`write_truth`] writes (`#` lines are comments). Errors name
+/// `name:line:column` and what was expected there.
+pub fn parse_truth(name: &str, text: &str) -> Result<Vec<TruthFlow>, String> {
+    const COLUMNS: usize = 12;
+    let mut out = Vec::new();
+    for (ln, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = Vec::with_capacity(COLUMNS);
+        let mut col = 1;
+        for f in line.split('\t') {
+            fields.push((col, f));
+            col += f.chars().count() + 1;
+        }
+        let err = |i: usize, what: &str| {
+            let (c, f) = fields.get(i).copied().unwrap_or((col, ""));
+            format!("{name}:{}:{c}: expected {what}, found '{f}'", ln + 1)
+        };
+        if fields.len() != COLUMNS {
+            return Err(format!(
+                "{name}:{}:1: expected {COLUMNS} tab-separated columns (flow, coflow, role, coupled, nw_src, nw_dst, nw_proto, tp_src, tp_dst, bytes, packets, start_ns), found {}",
+                ln + 1,
+                fields.len()
+            ));
+        }
+        fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
+            if s.bytes().all(|b| b.is_ascii_digit()) {
+                s.parse().ok()
+            } else {
+                None
+            }
+        }
+        let ip =
+            |i: usize| fields[i].1.parse::<std::net::Ipv4Addr>().map(u32::from).map_err(|_| err(i, "an IPv4 address"));
+        let coflow: u32 = num(fields[1].1).ok_or_else(|| err(1, "a coflow number"))?;
+        let role = match (fields[2].1, fields[3].1) {
+            ("base", "-") => Role::Base,
+            ("associated", "yes") => Role::Associated { coupled: true },
+            ("associated", "no") => Role::Associated { coupled: false },
+            ("base", _) => return Err(err(3, "'-' (a base flow is not coupled)")),
+            ("associated", _) => return Err(err(3, "'yes' or 'no'")),
+            _ => return Err(err(2, "'base' or 'associated'")),
+        };
+        let (src, dst) = (ip(4)?, ip(5)?);
+        let proto: u8 = num(fields[6].1).ok_or_else(|| err(6, "an IP protocol number 0..255"))?;
+        let sport: u16 = num(fields[7].1).ok_or_else(|| err(7, "a port 0..65535"))?;
+        let dport: u16 = num(fields[8].1).ok_or_else(|| err(8, "a port 0..65535"))?;
+        for i in [0, 9, 10, 11] {
+            num::<u64>(fields[i].1).ok_or_else(|| err(i, "a number"))?;
+        }
+        out.push(TruthFlow { coflow, role, key: FlowKey::ipv4(src, dst, proto, sport, dport) });
+    }
+    if out.is_empty() {
+        return Err(format!("{name}: no flows (expected the ground truth `rqvs gen coflows --truth-out` writes)"));
+    }
+    Ok(out)
+}
+
+/// The oracle's table from a ground truth: per coflow (ascending), its base flow's key and the
+/// keys of its coupled associated flows in the order given; coflows without coupled flows are
+/// left out. Fails when a coflow has no base flow or two.
+pub fn truth_oracle(flows: &[TruthFlow]) -> Result<Vec<(FlowKey, Vec<FlowKey>)>, String> {
+    let mut by_coflow: std::collections::BTreeMap<u32, (Option<FlowKey>, Vec<FlowKey>)> = Default::default();
+    for f in flows {
+        let e = by_coflow.entry(f.coflow).or_default();
+        match f.role {
+            Role::Base if e.0.is_some() => return Err(format!("coflow {} has two base flows", f.coflow)),
+            Role::Base => e.0 = Some(f.key),
+            Role::Associated { coupled: true } => e.1.push(f.key),
+            Role::Associated { coupled: false } => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (c, (base, coupled)) in by_coflow {
+        let base = base.ok_or_else(|| format!("coflow {c} has no base flow"))?;
+        if !coupled.is_empty() {
+            out.push((base, coupled));
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -978,6 +1061,42 @@ mod tests {
         for (a, b) in rules.iter().zip(&back) {
             assert_eq!((a.priority, a.matches, &a.actions), (b.priority, b.matches, &b.actions));
         }
+    }
+
+    #[test]
+    fn the_ground_truth_reads_back_as_the_oracle() {
+        for x in [0.0, 0.5, 1.0] {
+            let w = small(SizeDist::Rpc, x, 6);
+            let flows = parse_truth("t.tsv", &write_truth(&w)).unwrap();
+            assert_eq!(flows.len(), w.flows.len());
+            for (t, f) in flows.iter().zip(&w.flows) {
+                assert_eq!((t.coflow, t.role, t.key), (f.coflow, f.role, f.key));
+            }
+            assert_eq!(truth_oracle(&flows).unwrap(), w.oracle());
+        }
+    }
+
+    #[test]
+    fn bad_ground_truth_is_an_error_naming_line_and_column() {
+        let w = small(SizeDist::Rpc, 0.5, 6);
+        let text = write_truth(&w);
+        let line2 = text.lines().nth(1).unwrap().to_string();
+        for (bad, want) in [
+            (line2.replacen("\tbase\t", "\tbass\t", 1), "t.tsv:1:"),
+            (line2.replacen("10.1.", "10.1.300.", 1), "expected an IPv4 address"),
+            (line2.replacen("\t17\t", "\t999\t", 1), "expected an IP protocol number"),
+            (line2.replacen("\t2100\t", "\t70000\t", 1), "expected a port"),
+            ("0\t1\tbase".to_string(), "expected 12 tab-separated columns"),
+            ("# only a comment".to_string(), "no flows"),
+        ] {
+            let e = parse_truth("t.tsv", &bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let e = parse_truth("t.tsv", &line2.replacen("\tbase\t", "\tbass\t", 1)).unwrap_err();
+        assert!(e.starts_with("t.tsv:1:") && e.contains("'base' or 'associated', found 'bass'"), "{e}");
+        // Structure: a coflow without its base flow.
+        let assoc: Vec<TruthFlow> = parse_truth("t.tsv", &text).unwrap().into_iter().skip(1).collect();
+        assert!(truth_oracle(&assoc).unwrap_err().contains("coflow 0 has no base flow"));
     }
 
     #[test]
