@@ -25,13 +25,18 @@
 //! - **Updates** (`--updates add:60@7s,del:10@9s`): `add:N@Ts` holds N rules out of the initial
 //!   table — chosen at random (seed `--seed`) among all rules, so they interleave in priority with
 //!   the rest — and inserts them when the PMD clock reaches T; `del:N@Ts` removes N random
-//!   installed rules at T. ORIG revalidates every megaflow after each update; CFLOWS applies it
-//!   by `--policy` (instant: visible at once; delayed: at the next model swap).
+//!   installed rules at T. ORIG (and CCACHE) revalidate every megaflow after each update — on the
+//!   revalidator thread by default (`--revalidator thread`: the PMD goes on forwarding, the
+//!   stale megaflows are deleted at a batch boundary once the thread has re-checked them; the
+//!   update log gives `revalidated_ms`, from the call until then), or in the call (`inline`);
+//!   CFLOWS applies it by `--policy` (instant: visible at once; delayed: at the next model swap).
 //! - **Verification**: `--verify N` trace positions are sampled (seed `--seed`); the action each
 //!   gets is recorded once per version of the *visible* rule table (it changes at each update, or
 //!   at the model swap for the delayed policy) and compared, after the run, with the reference
-//!   classifier's winning rule for that version. Mismatches are printed next to the
-//!   throughput; any makes the exit code 1.
+//!   classifier's winning rule for that version — or, for a packet that ran while the
+//!   revalidator thread had stale megaflows to check, with any version from the oldest of them
+//!   on (OVS's eventual consistency; the report counts these packets). Mismatches are printed
+//!   next to the throughput; any makes the exit code 1.
 //! - **Flow prediction** (`--predict`, ORIG only, off by default; [`rqvs_datapath::predict`]):
 //!   `online` attaches the online predictor — it learns from the upcalls of any trace which flows
 //!   follow which, and installs the megaflows of expected follow-ups through the slow path;
@@ -55,6 +60,7 @@ use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
+use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{assign_rule_outputs, Cflows, Counters, Datapath, Design, DpAction, LearnedConfig, BATCH};
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -133,6 +139,10 @@ pub struct Common {
     /// Megaflow flow limit.
     #[arg(long, default_value_t = 200_000)]
     pub flow_limit: usize,
+    /// ORIG/CCACHE: where megaflows are revalidated after rule changes — on a second thread
+    /// while the PMD forwards (as OVS), or inline in the update call (deterministic).
+    #[arg(long, default_value = "thread", value_parser = ["thread", "inline"])]
+    pub revalidator: String,
     /// CFLOWS: when inserted rules become visible — at once, into the remainder (instant) or
     /// at the next model swap (delayed).
     #[arg(long, default_value = "instant", value_parser = ["instant", "delayed"])]
@@ -389,6 +399,7 @@ fn dp_config(c: &Common) -> Config {
         idle_ns: (c.idle * 1e9) as u64,
         clock: Clock::Measured,
         seed: c.seed,
+        revalidator: if c.revalidator == "inline" { RevalidatorMode::Inline } else { RevalidatorMode::Thread },
         ..Config::default()
     }
 }
@@ -423,6 +434,9 @@ pub struct Run {
     pub update_log: Vec<serde_json::Value>,
     pub verified: usize,
     pub mismatches: usize,
+    /// Checked packets that got an older table's action (a stale megaflow while the revalidator
+    /// thread was catching up) — allowed, and counted.
+    pub stale_checks: usize,
     pub first_mismatch: Option<String>,
     pub mpps: f64,
     /// (Mpps, megaflow-cache share of PMD time) after the first pass over the trace.
@@ -482,11 +496,14 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     let cd_probe = (design != "cflows" && c.cd).then_some(());
 
     let mut recorded = vec![false; keys.len()];
-    // (version, position, action)
-    let mut checks: Vec<(usize, usize, DpAction)> = Vec::with_capacity(p.n_verify * (p.updates.len() + 1));
+    // (oldest version the action may come from, version, position, action)
+    let mut checks: Vec<(usize, usize, usize, DpAction)> = Vec::with_capacity(p.n_verify * (p.updates.len() + 1));
     let mut versions: Vec<Vec<Rule>> = vec![p.initial.clone()];
     let mut table = p.initial.clone();
     let mut epoch = dp.visible_epoch();
+    // The visible epoch of each version, for the oldest version a packet may see.
+    let mut version_epochs: Vec<u64> = vec![epoch];
+    let mut windowed_checks = 0usize;
 
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
     let mut out = [DpAction::Drop; BATCH];
@@ -545,23 +562,39 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         let end = (pos + BATCH).min(keys.len());
         let end = avail.map_or(end, |n| end.min(pos + n as usize));
         let chunk = &keys[pos..end];
-        dp.process_batch(chunk, seq, &mut out);
         let v = versions.len() - 1;
+        // Stale megaflows awaiting the revalidator thread: the batch may get older tables' actions.
+        let oldest = dp.oldest_epoch();
+        let lo = version_epochs.partition_point(|&e| e <= oldest).saturating_sub(1).min(v);
+        dp.process_batch(chunk, seq, &mut out);
         for (i, a) in out[..chunk.len()].iter().enumerate() {
             let q = pos + i;
             if p.sampled[q] && !recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
                 recorded[q] = true;
-                checks.push((v, q, *a));
+                checks.push((lo, v, q, *a));
             }
         }
         for &(s, a) in dp.handle_upcalls() {
             let q = (s % keys.len() as u64) as usize;
             if p.sampled[q] && !recorded[q] {
                 recorded[q] = true;
-                checks.push((v, q, a));
+                // The handler classifies with the current table.
+                checks.push((v, v, q, a));
             }
         }
         dp.maintain();
+        for r in dp.take_revalidations() {
+            for e in update_log.iter_mut().filter(|e| e["epoch"].as_u64().is_some_and(|x| x <= r.epoch)) {
+                if e["revalidated_ms"].is_null() {
+                    let t = e["called_ms"].as_f64().unwrap_or(0.0);
+                    e["revalidated_ms"] = serde_json::json!(wall.elapsed().as_secs_f64() * 1e3 - t);
+                    e["revalidator_thread_ms"] = serde_json::json!(r.thread_ms);
+                }
+            }
+            if let Some(e) = update_log.iter_mut().rev().find(|e| e["epoch"].as_u64() == Some(r.epoch)) {
+                e["megaflows_deleted"] = serde_json::json!(r.deleted);
+            }
+        }
         seq += chunk.len() as u64;
         pos = if end == keys.len() { 0 } else { end };
         if pos == 0 {
@@ -607,10 +640,15 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
             };
             let ms = t.elapsed().as_secs_f64() * 1e3;
             reval_ms += ms;
+            let threaded = dp.oldest_epoch() != dp.visible_epoch();
             update_log.push(serde_json::json!({
                 "op": if u.op == UpdateOp::Add { "add" } else { "del" },
                 "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "update_ms": ms,
                 "visible_ms": serde_json::Value::Null,
+                // Revalidator thread: deletions and their latency arrive later (filled in then).
+                "epoch": dp.visible_epoch(),
+                "called_ms": (t - wall).as_secs_f64() * 1e3,
+                "revalidated_ms": if threaded { serde_json::Value::Null } else { serde_json::json!(ms) },
             }));
             if u.op == UpdateOp::Add {
                 waiting.push((update_log.len() - 1, t, u.rules.iter().map(|r| r.id).collect()));
@@ -631,6 +669,7 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
                 !visible
             });
             versions.push(table.iter().filter(|r| !staged.contains(&r.id)).cloned().collect());
+            version_epochs.push(epoch);
             recorded.iter_mut().for_each(|r| *r = false);
         }
         let done = match (duration_ns, c.rate) {
@@ -648,21 +687,33 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         return Err(Failure(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
 
-    // Verification against the reference of each visible table version.
+    // Verification against the reference of each visible table version (or of any version in
+    // the packet's window of stale megaflows).
     let mut mismatches = 0usize;
     let mut first_mismatch = None;
-    for (v, rules) in versions.iter().enumerate() {
-        let these: Vec<_> = checks.iter().filter(|c| c.0 == v).collect();
-        if these.is_empty() {
+    let mut references: Vec<Option<Reference>> = (0..versions.len()).map(|_| None).collect();
+    let mut want_in = |v: usize, q: usize| -> Result<DpAction, Failure> {
+        if references[v].is_none() {
+            references[v] = Some(Reference::build(&versions[v])?);
+        }
+        let r = references[v].as_ref().expect("built");
+        Ok(DpAction::of_rule(r.lookup_rule(&wire_key(&keys[q]))))
+    };
+    checks.sort_by_key(|c| c.1);
+    for &(lo, v, q, a) in &checks {
+        let want = want_in(v, q)?;
+        if want == a {
             continue;
         }
-        let reference = Reference::build(rules)?;
-        for &&(_, q, a) in &these {
-            let want = DpAction::of_rule(reference.lookup_rule(&wire_key(&keys[q])));
-            if want != a {
-                mismatches += 1;
-                first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
-            }
+        let mut older = false;
+        for w in lo..v {
+            older |= want_in(w, q)? == a;
+        }
+        if older {
+            windowed_checks += 1;
+        } else {
+            mismatches += 1;
+            first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
         }
     }
     let pmd_s = cs.pmd_ns as f64 / 1e9;
@@ -686,6 +737,7 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         update_log,
         verified: checks.len(),
         mismatches,
+        stale_checks: windowed_checks,
         first_mismatch,
         mpps: cs.received as f64 / pmd_s.max(1e-12) / 1e6,
         steady,
@@ -740,6 +792,12 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.mismatches,
         r.verified
     );
+    if r.stale_checks > 0 {
+        println!(
+            "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
+            r.stale_checks
+        );
+    }
     if let Some((m, sh)) = r.steady {
         println!("after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
     }
@@ -862,6 +920,8 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("coverage", serde_json::json!(coverage(cs))),
         ("verified", serde_json::json!(r.verified)),
         ("mismatches", serde_json::json!(r.mismatches)),
+        ("stale_checks", serde_json::json!(r.stale_checks)),
+        ("revalidator", serde_json::json!(c.revalidator)),
         ("counters", serde_json::Value::Object(counters)),
         ("design_report", serde_json::Value::Object(report)),
         ("updates", serde_json::json!(r.update_log)),

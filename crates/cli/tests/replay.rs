@@ -129,6 +129,46 @@ fn ccache_with_updates_keeps_every_action_right() {
 }
 
 #[test]
+fn orig_updates_with_the_revalidator_thread_or_inline_keep_every_action_right() {
+    let mut deleted = Vec::new();
+    for mode in ["thread", "inline"] {
+        let out = rqvs(&[
+            "replay",
+            "--revalidator",
+            mode,
+            "--rules",
+            &data("acl1_1k_rules.xz"),
+            "--trace",
+            &data("acl1_1k_trace.xz"),
+            "--emc-prob",
+            "0.2",
+            "--duration",
+            "0.4",
+            "--updates",
+            "add:60@50ms,del:100@100ms,add:40@150ms",
+            "--json",
+            "-",
+        ]);
+        let r = json(&out);
+        check_run(&r);
+        assert_eq!(r["revalidator"], mode);
+        let ups = r["updates"].as_array().unwrap();
+        assert_eq!(ups.len(), 3, "{mode}");
+        for u in ups {
+            let done = u["revalidated_ms"].as_f64().unwrap_or_else(|| panic!("{mode}: revalidated within 0.25 s: {u}"));
+            if mode == "inline" {
+                assert_eq!(done, u["update_ms"].as_f64().unwrap(), "inline: in the call: {u}");
+            } else {
+                assert!(u["revalidator_thread_ms"].as_f64().is_some(), "{u}");
+            }
+        }
+        deleted.push(ups.iter().map(|u| u["megaflows_deleted"].as_u64().unwrap()).sum::<u64>());
+        assert_eq!(deleted.last().copied(), r["counters"]["deleted_revalidated"].as_u64(), "{mode}");
+    }
+    assert!(deleted.iter().all(|&d| d > 0), "both modes delete megaflows: {deleted:?}");
+}
+
+#[test]
 fn bad_designs_are_one_line_errors() {
     let out = rqvs(&[
         "compare",

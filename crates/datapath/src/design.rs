@@ -10,11 +10,13 @@
 //! decides packets' actions changes: at each update for ORIG and for CFLOWS' instant policy, at
 //! the model swap for the delayed policy (rules staged until then are not visible:
 //! [`Design::staged_rules`]). Verification compares each packet with the reference over the rules
-//! visible when it was classified.
+//! visible when it was classified — or, while [`Design::oldest_epoch`] lags behind (ORIG with
+//! the revalidator thread), over any of the rule sets from that epoch to the visible one.
 
 use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::revalidator::Revalidation;
 use crate::{Counters, DpAction, BATCH};
 
 pub trait Design {
@@ -38,6 +40,16 @@ pub trait Design {
     fn idle_until(&mut self, ns: u64);
     /// Changes whenever the visible rule set changes (module docs).
     fn visible_epoch(&self) -> u64;
+    /// The oldest epoch whose rule set may still decide a packet: cache entries of an earlier
+    /// table waiting for an asynchronous revalidation ([`crate::revalidator`]); the visible
+    /// epoch when none are.
+    fn oldest_epoch(&self) -> u64 {
+        self.visible_epoch()
+    }
+    /// Asynchronous revalidations finished since the last call.
+    fn take_revalidations(&mut self) -> Vec<Revalidation> {
+        Vec::new()
+    }
     /// Rules added but not yet visible (delayed policy).
     fn staged_rules(&self) -> Vec<RuleId> {
         Vec::new()

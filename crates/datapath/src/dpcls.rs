@@ -93,6 +93,22 @@ pub struct Dpcls {
     next_rank_ns: u64,
     /// Share of the last ranking interval's hits taken by the top subtable (1.0 when no hits).
     top_share: f64,
+    /// Installs and deletions since the last [`Dpcls::take_journal`], when enabled (for the
+    /// revalidator thread's copy of the megaflows, [`crate::revalidator::RevalidatorThread`]).
+    journal: Option<Journal>,
+}
+
+/// Megaflows installed and deleted, in order of each kind, since the journal was last taken.
+#[derive(Clone, Debug, Default)]
+pub struct Journal {
+    pub installed: Vec<FlowRef>,
+    pub removed: Vec<FlowRef>,
+}
+
+impl Journal {
+    pub fn is_empty(&self) -> bool {
+        self.installed.is_empty() && self.removed.is_empty()
+    }
 }
 
 #[inline]
@@ -220,7 +236,27 @@ impl Dpcls {
         let st = self.subtables[si as usize].as_mut().expect("live");
         st.table.insert(megaflow.value.to_words(), slot);
         self.n_flows += 1;
-        FlowRef { slot, gen: self.slots[slot as usize].gen }
+        let f = FlowRef { slot, gen: self.slots[slot as usize].gen };
+        if let Some(j) = self.journal.as_mut() {
+            j.installed.push(f);
+        }
+        f
+    }
+
+    /// Starts recording installs and deletions ([`Journal`]).
+    pub fn enable_journal(&mut self) {
+        self.journal.get_or_insert_with(Journal::default);
+    }
+
+    /// Entries in the journal.
+    pub fn journal_len(&self) -> usize {
+        self.journal.as_ref().map_or(0, |j| j.installed.len() + j.removed.len())
+    }
+
+    /// What was installed and deleted since the last call (empty when not enabled). A handle in
+    /// `installed` may be stale already (deleted since); it is then in `removed` too.
+    pub fn take_journal(&mut self) -> Journal {
+        self.journal.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Deletes a megaflow; its handle (and every EMC/CD reference) goes stale. False when it was
@@ -234,6 +270,9 @@ impl Dpcls {
         s.gen = s.gen.wrapping_add(1);
         self.free_slots.push(f.slot);
         self.n_flows -= 1;
+        if let Some(j) = self.journal.as_mut() {
+            j.removed.push(f);
+        }
         if e.subtable != DETACHED {
             self.unlink(e.subtable, &e.megaflow);
         }

@@ -2,12 +2,14 @@
 //! (cuckoo distributor) → megaflow cache → upcall queue, then the handler, ranking and the
 //! revalidator at batch boundaries.
 //!
-//! **Single-threaded, deterministic mode** (the only one built): the caller alternates
-//! [`Datapath::process_batch`] (the PMD's work) with [`Datapath::handle_upcalls`] (the handler:
-//! slow path and megaflow installation for everything queued) and [`Datapath::maintain`]
-//! (subtable ranking, CD on/off, idle expiry). This is OVS-DPDK's own arrangement for upcalls —
-//! its PMD thread runs the upcall inline — so the handler's time is PMD time here, while the
-//! revalidator's (rule changes, sweeps) is not (it runs on another core in OVS).
+//! **The PMD's thread**: the caller alternates [`Datapath::process_batch`] (the PMD's work) with
+//! [`Datapath::handle_upcalls`] (the handler: slow path and megaflow installation for everything
+//! queued) and [`Datapath::maintain`] (subtable ranking, CD on/off, idle expiry, deletions from
+//! the revalidator thread). This is OVS-DPDK's own arrangement for upcalls — its PMD thread runs
+//! the upcall inline — so the handler's time is PMD time here, while the revalidator's (rule
+//! changes, sweeps) is not (it runs on another core in OVS). Revalidation after rule changes
+//! runs inline (deterministic; the default) or on a second thread ([`Config::revalidator`],
+//! [`crate::revalidator`]).
 //!
 //! **The clock** ([`Clock`]): `Measured` advances the PMD clock by the measured time of
 //! `process_batch` and `handle_upcalls` (and records the EMC and megaflow-cache stages
@@ -28,7 +30,9 @@ use crate::counters::Counters;
 use crate::dpcls::{Dpcls, FlowRef};
 use crate::emc::Emc;
 use crate::predict::{self, PredictStats, Predictor, Preinstalled};
-use crate::revalidator::{Revalidator, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS};
+use crate::revalidator::{
+    Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
+};
 use crate::upcall::{packet_key, SlowPath, Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
 use crate::{flow_hash, DpAction, BATCH};
 
@@ -56,6 +60,8 @@ pub struct Config {
     pub seed: u64,
     /// CCACHE: a learned model over the megaflows before the megaflow cache ([`crate::ccache`]).
     pub ccache: Option<CcacheConfig>,
+    /// Where rule-change revalidation runs ([`crate::revalidator`]).
+    pub revalidator: RevalidatorMode,
 }
 
 impl Default for Config {
@@ -70,6 +76,7 @@ impl Default for Config {
             clock: Clock::Measured,
             seed: 1,
             ccache: None,
+            revalidator: RevalidatorMode::Inline,
         }
     }
 }
@@ -92,19 +99,29 @@ pub struct Datapath {
     epoch: u64,
     /// Flow prediction ([`crate::predict`]), off unless set.
     predictor: Option<Predictor>,
+    /// The revalidator thread ([`RevalidatorMode::Thread`]).
+    reval_thread: Option<RevalidatorThread>,
+    /// Revalidations the thread finished and the PMD applied, not yet taken by the caller.
+    revalidations: Vec<Revalidation>,
 }
 
 impl Datapath {
     /// A datapath whose slow path holds `rules` (OpenFlow or ClassBench rules; port ranges are
     /// expanded by the slow path).
     pub fn new(rules: &[Rule], cfg: Config) -> Result<Datapath, ClassifierError> {
+        let slow = SlowPath::build(rules)?;
+        let mut dpcls = Dpcls::new();
+        let reval_thread = (cfg.revalidator == RevalidatorMode::Thread).then(|| {
+            dpcls.enable_journal();
+            RevalidatorThread::spawn(slow.clone())
+        });
         Ok(Datapath {
             emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
-            dpcls: Dpcls::new(),
+            dpcls,
             cd: cfg.cd.then(CuckooDistributor::new),
             model: cfg.ccache.map(MegaflowModel::new),
             queue: UpcallQueue::new(cfg.upcall_queue),
-            slow: SlowPath::build(rules)?,
+            slow,
             reval: Revalidator::new(cfg.idle_ns, cfg.flow_limit),
             c: Counters::default(),
             now_ns: 0,
@@ -112,6 +129,8 @@ impl Datapath {
             handler_batches: 0,
             epoch: 0,
             predictor: None,
+            reval_thread,
+            revalidations: Vec::new(),
             cfg,
         })
     }
@@ -427,7 +446,8 @@ impl Datapath {
         if let Some(p) = self.predictor.as_mut() {
             p.account(&self.dpcls, self.now_ns, false);
         }
-        let deleted = self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+        let mut deleted = self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+        deleted += self.apply_revalidations(false);
         if let Some(m) = self.model.as_mut() {
             if deleted > 0 {
                 m.sync(&self.dpcls);
@@ -445,15 +465,98 @@ impl Datapath {
         deleted
     }
 
-    /// Adds OpenFlow rules, then revalidates every megaflow. Returns megaflows deleted.
+    /// Adds OpenFlow rules, then revalidates every megaflow (inline; with the revalidator
+    /// thread, the deletions come at a later batch boundary). Returns megaflows deleted now.
     pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        let mut added = Vec::with_capacity(rules.len());
+        let mut failed = None;
         for r in rules {
-            self.slow.insert(r)?;
+            match self.slow.insert(r.clone()) {
+                Ok(()) => added.push(r),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
+        self.epoch += 1;
+        let deleted = match self.reval_thread.as_mut() {
+            Some(t) => {
+                t.rules_added(&mut self.dpcls, self.epoch, added);
+                0
+            }
+            None => self.revalidate_inline(),
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    fn revalidate_inline(&mut self) -> u64 {
         self.account_predictions();
         let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
         self.sync_model();
-        Ok(deleted)
+        deleted
+    }
+
+    /// Deletes what the revalidator thread found stale (all of it pending when `wait`); returns
+    /// megaflows deleted. Also sends the thread the megaflows installed and deleted since the
+    /// last call.
+    fn apply_revalidations(&mut self, wait: bool) -> u64 {
+        let Some(t) = self.reval_thread.as_mut() else { return 0 };
+        let journal = self.dpcls.journal_len();
+        if t.idle() && !wait && journal < JOURNAL_BATCH {
+            return 0;
+        }
+        let t0 = Instant::now();
+        if wait || journal >= JOURNAL_BATCH {
+            t.sync(&mut self.dpcls);
+        }
+        let done = t.finished(wait);
+        let mut deleted = 0;
+        if !done.is_empty() {
+            if let Some(p) = self.predictor.as_mut() {
+                p.account(&self.dpcls, self.now_ns, true);
+            }
+            for mut r in done {
+                r.deleted = r.delete.iter().filter(|&&f| self.dpcls.remove(f)).count() as u64;
+                deleted += r.deleted;
+                r.delete = Vec::new();
+                self.revalidations.push(r);
+            }
+            self.c.deleted_revalidated += deleted;
+            // The thread learns of these deletions with the next journal.
+            self.sync_model();
+        }
+        if self.cfg.clock == Clock::Measured {
+            // Sending the journal and deleting are the PMD's work.
+            self.now_ns += t0.elapsed().as_nanos() as u64;
+        }
+        deleted
+    }
+
+    /// Rule-change revalidations finished since the last call (the revalidator thread's; none
+    /// inline), with the megaflows each deleted.
+    pub fn take_revalidations(&mut self) -> Vec<Revalidation> {
+        std::mem::take(&mut self.revalidations)
+    }
+
+    /// The epoch of the oldest rule table whose megaflows may still decide packets: the current
+    /// one unless a revalidation is pending on the thread.
+    pub fn oldest_epoch(&self) -> u64 {
+        self.reval_thread.as_ref().and_then(RevalidatorThread::oldest_pending).unwrap_or(self.epoch)
+    }
+
+    /// Rule-change count.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Waits for the revalidator thread's pending work and applies it (a no-op inline);
+    /// returns megaflows deleted.
+    pub fn settle_revalidation(&mut self) -> u64 {
+        self.apply_revalidations(true)
     }
 
     /// Before revalidation deletes megaflows: which predictions were used.
@@ -475,10 +578,14 @@ impl Datapath {
         for &id in ids {
             self.slow.remove(id);
         }
-        self.account_predictions();
-        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
-        self.sync_model();
-        deleted
+        self.epoch += 1;
+        match self.reval_thread.as_mut() {
+            Some(t) => {
+                t.rules_removed(&mut self.dpcls, self.epoch, ids.to_vec());
+                0
+            }
+            None => self.revalidate_inline(),
+        }
     }
 
     /// Replays `keys` in order, batch by batch, with the handler and housekeeping at every batch
@@ -514,12 +621,9 @@ impl crate::design::Design for Datapath {
         Datapath::maintain(self)
     }
     fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
-        let deleted = Datapath::add_rules(self, rules)?;
-        self.epoch += 1;
-        Ok(deleted)
+        Datapath::add_rules(self, rules)
     }
     fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
-        self.epoch += 1;
         Datapath::remove_rules(self, ids)
     }
     fn counters(&self) -> Counters {
@@ -534,7 +638,14 @@ impl crate::design::Design for Datapath {
     fn visible_epoch(&self) -> u64 {
         self.epoch
     }
+    fn oldest_epoch(&self) -> u64 {
+        Datapath::oldest_epoch(self)
+    }
+    fn take_revalidations(&mut self) -> Vec<Revalidation> {
+        Datapath::take_revalidations(self)
+    }
     fn settle(&mut self) {
+        self.settle_revalidation();
         if let Some(m) = self.model.as_mut() {
             m.finish(&mut self.dpcls);
         }

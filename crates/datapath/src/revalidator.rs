@@ -13,14 +13,44 @@
 //!   holds more than the limit (after the limit was lowered), a sweep uses a 100 ms idle time (as
 //!   OVS does) and, if still over, deletes the least recently used down to the limit.
 //!
-//! Revalidation runs on "the other core" in OVS: `rqvs replay` does not count its time as PMD
-//! time (its effect — deletions, then upcalls — lands on the PMD).
+//! Revalidation runs on "the other core" in OVS. Two modes ([`RevalidatorMode`]):
+//!
+//! - **Inline** (the library default; deterministic): a rule change revalidates every megaflow in
+//!   the call, before the next packet. `rqvs replay` does not count its time as PMD time (its
+//!   effect — deletions, then upcalls — lands on the PMD).
+//! - **Thread** (`rqvs replay`'s default): [`RevalidatorThread`], a second thread that holds its
+//!   own copy of the OpenFlow table and of every installed megaflow's key, mask and action (OVS's
+//!   ukeys). The PMD sends it, in order on one channel, the megaflows installed and deleted (from
+//!   the megaflow cache's [`crate::dpcls::Journal`], at batch boundaries once it holds
+//!   [`JOURNAL_BATCH`] entries, and always before a rule change) and each rule change;
+//!   the thread applies the change to its table, re-checks every megaflow it holds and sends back
+//!   the ones to delete, which the PMD deletes at its next batch boundary (by handle: one
+//!   deleted or replaced meanwhile is left alone). Until then packets may still hit megaflows of
+//!   the previous table — OVS's eventual consistency: each packet gets the action of one of the
+//!   tables between the oldest not yet revalidated and the current
+//!   ([`crate::design::Design::oldest_epoch`]), and `rqvs replay` verifies it against that
+//!   window. Megaflows the handler installs after the change come from the new table. Idle
+//!   expiry and the flow limit stay at the PMD's batch boundaries (the megaflow cache is the
+//!   PMD's, without locks), counted as before.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use hashbrown::HashMap;
+use rqvs_classify::ClassifierError;
+use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::counters::Counters;
-use crate::dpcls::Dpcls;
+use crate::dpcls::{Dpcls, FlowRef, Journal};
 use crate::upcall::SlowPath;
+use crate::DpAction;
 
 pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+/// The revalidator thread is sent the megaflow cache's journal once it holds this many entries
+/// (and before every rule change, which is all its order matters for).
+pub const JOURNAL_BATCH: usize = 1024;
 pub const DEFAULT_IDLE_NS: u64 = 10_000_000_000;
 pub const DEFAULT_FLOW_LIMIT: usize = 200_000;
 const OVER_LIMIT_IDLE_NS: u64 = 100_000_000;
@@ -41,9 +71,7 @@ impl Revalidator {
         let mut deleted = 0;
         for f in dpcls.flow_refs() {
             let e = dpcls.get(f).expect("listed flow is live");
-            let v = slow.classify(&e.key);
-            let keep = v.action == e.action && v.megaflow.mask.is_subset_of(&e.megaflow.mask);
-            if !keep {
+            if !still_valid(slow, &e.key, &e.megaflow.mask, e.action) {
                 dpcls.remove(f);
                 deleted += 1;
             }
@@ -88,4 +116,238 @@ impl Revalidator {
         }
         deleted
     }
+}
+
+/// Where rule-change revalidation runs (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RevalidatorMode {
+    #[default]
+    Inline,
+    Thread,
+}
+
+/// What the revalidator thread keeps of one megaflow (OVS's ukey): enough to re-check it.
+#[derive(Clone, Copy, Debug)]
+struct Ukey {
+    key: FlowKey,
+    mask: FlowKey,
+    action: DpAction,
+}
+
+/// A rule change, as applied to the thread's copy of the table.
+enum RuleChange {
+    Add(Vec<Rule>),
+    Remove(Vec<RuleId>),
+}
+
+enum ToThread {
+    Installed(Vec<(FlowRef, Ukey)>),
+    Removed(Vec<FlowRef>),
+    Change { epoch: u64, change: RuleChange },
+}
+
+/// One finished revalidation: every megaflow installed before the rule change of `epoch` (and
+/// of the changes coalesced with it) re-checked against the table after it.
+#[derive(Clone, Debug)]
+pub struct Revalidation {
+    /// The latest rule change it covers ([`crate::design::Design::visible_epoch`] after it).
+    pub epoch: u64,
+    /// Megaflows re-checked, and the handles to delete.
+    pub checked: usize,
+    pub delete: Vec<FlowRef>,
+    /// Megaflows the PMD actually deleted (the others were gone already).
+    pub deleted: u64,
+    /// The thread's time on it (applying the change to its table, re-checking).
+    pub thread_ms: f64,
+}
+
+/// The revalidator thread and the PMD's ends of its channels (module docs).
+pub struct RevalidatorThread {
+    to: Option<Sender<ToThread>>,
+    from: Receiver<Revalidation>,
+    handle: Option<JoinHandle<()>>,
+    /// Epochs of rule changes sent and not yet revalidated, oldest first.
+    pending: VecDeque<u64>,
+}
+
+impl RevalidatorThread {
+    /// Starts the thread with its own copy of the OpenFlow table.
+    pub fn spawn(slow: SlowPath) -> RevalidatorThread {
+        let (to, rx) = mpsc::channel::<ToThread>();
+        let (tx, from) = mpsc::channel::<Revalidation>();
+        let handle = std::thread::Builder::new()
+            .name("rqvs-revalidator".into())
+            .spawn(move || thread_main(slow, rx, tx))
+            .expect("spawning the revalidator thread");
+        RevalidatorThread { to: Some(to), from, handle: Some(handle), pending: VecDeque::new() }
+    }
+
+    fn send(&self, m: ToThread) {
+        // A send fails only when the thread is gone, which `finished` reports as a panic.
+        if let Some(to) = &self.to {
+            let _ = to.send(m);
+        }
+    }
+
+    /// Sends the megaflow cache's journal (installs and deletions since the last call).
+    pub fn sync(&self, dpcls: &mut Dpcls) {
+        let j: Journal = dpcls.take_journal();
+        if j.is_empty() {
+            return;
+        }
+        let installed: Vec<(FlowRef, Ukey)> = j
+            .installed
+            .iter()
+            .filter_map(|&f| {
+                let e = dpcls.get(f)?;
+                Some((f, Ukey { key: e.key, mask: e.megaflow.mask, action: e.action }))
+            })
+            .collect();
+        if !installed.is_empty() {
+            self.send(ToThread::Installed(installed));
+        }
+        if !j.removed.is_empty() {
+            self.send(ToThread::Removed(j.removed));
+        }
+    }
+
+    /// Sends a rule change (after the PMD's own table took it) for revalidation; `dpcls`'s
+    /// journal goes first, so the thread re-checks exactly the megaflows installed before it.
+    pub fn rules_added(&mut self, dpcls: &mut Dpcls, epoch: u64, rules: Vec<Rule>) {
+        self.change(dpcls, epoch, RuleChange::Add(rules));
+    }
+
+    pub fn rules_removed(&mut self, dpcls: &mut Dpcls, epoch: u64, ids: Vec<RuleId>) {
+        self.change(dpcls, epoch, RuleChange::Remove(ids));
+    }
+
+    fn change(&mut self, dpcls: &mut Dpcls, epoch: u64, change: RuleChange) {
+        self.sync(dpcls);
+        self.send(ToThread::Change { epoch, change });
+        self.pending.push_back(epoch);
+    }
+
+    /// No rule change waiting for its revalidation.
+    pub fn idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// The epoch of the oldest table whose megaflows may still be installed unchecked, if any
+    /// revalidation is pending.
+    pub fn oldest_pending(&self) -> Option<u64> {
+        self.pending.front().map(|e| e - 1)
+    }
+
+    /// Revalidations finished (waiting for them all when `wait`), oldest first; each deletes
+    /// nothing yet — the PMD applies them. Panics if the thread died (a bug, not an input).
+    pub fn finished(&mut self, wait: bool) -> Vec<Revalidation> {
+        let mut done = Vec::new();
+        loop {
+            let r = if wait && !self.pending.is_empty() {
+                match self.from.recv() {
+                    Ok(r) => r,
+                    Err(_) => self.died(),
+                }
+            } else {
+                match self.from.try_recv() {
+                    Ok(r) => r,
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => self.died(),
+                }
+            };
+            while self.pending.front().is_some_and(|&e| e <= r.epoch) {
+                self.pending.pop_front();
+            }
+            done.push(r);
+        }
+        done
+    }
+
+    fn died(&mut self) -> ! {
+        let msg = match self.handle.take().map(JoinHandle::join) {
+            Some(Err(e)) => e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        panic!("the revalidator thread stopped: {msg}");
+    }
+}
+
+impl Drop for RevalidatorThread {
+    fn drop(&mut self) {
+        self.to.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidation>) {
+    let mut ukeys: HashMap<FlowRef, Ukey> = HashMap::new();
+    while let Ok(first) = rx.recv() {
+        // Everything queued now is applied in order; the rule changes among it are revalidated
+        // together, against the table after the last of them.
+        let t0 = Instant::now();
+        let mut epoch = None;
+        let mut next = Some(first);
+        while let Some(m) = next {
+            match m {
+                ToThread::Installed(v) => ukeys.extend(v),
+                ToThread::Removed(v) => {
+                    for f in v {
+                        ukeys.remove(&f);
+                    }
+                }
+                ToThread::Change { epoch: e, change } => {
+                    if let Err(err) = apply(&mut slow, change) {
+                        panic!("applying a rule change the PMD's table took: {err}");
+                    }
+                    epoch = Some(e);
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        let Some(epoch) = epoch else { continue };
+        let mut delete = Vec::new();
+        for (&f, u) in &ukeys {
+            if !still_valid(&slow, &u.key, &u.mask, u.action) {
+                delete.push(f);
+            }
+        }
+        for f in &delete {
+            ukeys.remove(f);
+        }
+        let r = Revalidation {
+            epoch,
+            checked: ukeys.len() + delete.len(),
+            delete,
+            deleted: 0,
+            thread_ms: t0.elapsed().as_secs_f64() * 1e3,
+        };
+        if tx.send(r).is_err() {
+            return;
+        }
+    }
+}
+
+fn apply(slow: &mut SlowPath, change: RuleChange) -> Result<(), ClassifierError> {
+    match change {
+        RuleChange::Add(rules) => rules.into_iter().try_for_each(|r| slow.insert(r)),
+        RuleChange::Remove(ids) => {
+            for id in ids {
+                slow.remove(id);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// OVS's `revalidate_ukey`: a megaflow stays when the table gives its key the same action and
+/// the new lookup examines no bit its mask does not (module docs).
+fn still_valid(slow: &SlowPath, key: &FlowKey, mask: &FlowKey, action: DpAction) -> bool {
+    let v = slow.classify(key);
+    v.action == action && v.megaflow.mask.is_subset_of(mask)
 }

@@ -80,6 +80,7 @@ pub struct Verdict {
 }
 
 /// The OpenFlow table and the slow path's classification (module docs).
+#[derive(Clone)]
 pub struct SlowPath {
     classifier: OfprotoClassifier,
 }
