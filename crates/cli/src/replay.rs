@@ -570,7 +570,8 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         for (i, a) in out[..chunk.len()].iter().enumerate() {
             let q = pos + i;
             if p.sampled[q] && !recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
-                recorded[q] = true;
+                // Checked within a window: checked again once the window closes.
+                recorded[q] = lo == v;
                 checks.push((lo, v, q, *a));
             }
         }
