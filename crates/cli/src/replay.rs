@@ -809,12 +809,19 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.reval_ms
     );
     println!(
-        "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  other {:.1}%",
+        "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  revalidator {:.1}%  other {:.1}%",
         100.0 * share(cs.emc_ns),
         100.0 * share(cs.dpcls_ns),
         100.0 * share(cs.model_ns),
         100.0 * share(cs.upcall_ns),
-        100.0 * (1.0 - share(cs.emc_ns) - share(cs.dpcls_ns) - share(cs.model_ns) - share(cs.upcall_ns))
+        100.0 * share(cs.reval_ns),
+        100.0
+            * (1.0
+                - share(cs.emc_ns)
+                - share(cs.dpcls_ns)
+                - share(cs.model_ns)
+                - share(cs.upcall_ns)
+                - share(cs.reval_ns))
     );
     println!(
         "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  upcall {}  lost {}  (sum {} = received)",
@@ -917,6 +924,7 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("share_megaflow", serde_json::json!(share(cs.dpcls_ns))),
         ("share_model", serde_json::json!(share(cs.model_ns))),
         ("share_upcall", serde_json::json!(share(cs.upcall_ns))),
+        ("share_revalidator", serde_json::json!(share(cs.reval_ns))),
         ("avg_subtables_per_hit", serde_json::json!(cs.avg_subtables_per_hit())),
         ("coverage", serde_json::json!(coverage(cs))),
         ("verified", serde_json::json!(r.verified)),

@@ -83,6 +83,9 @@ pub struct Counters {
     pub dpcls_ns: u64,
     /// Time in the learned model and its remainder (CFLOWS, CCACHE).
     pub model_ns: u64,
+    /// PMD time in the idle/flow-limit sweeps and in applying the revalidator thread's work
+    /// (sending it the journal, deleting what it returns).
+    pub reval_ns: u64,
 }
 
 impl Counters {
@@ -148,6 +151,7 @@ impl Counters {
             ("emc_ns", self.emc_ns),
             ("dpcls_ns", self.dpcls_ns),
             ("model_ns", self.model_ns),
+            ("reval_ns", self.reval_ns),
         ]
     }
 }

@@ -446,7 +446,13 @@ impl Datapath {
         if let Some(p) = self.predictor.as_mut() {
             p.account(&self.dpcls, self.now_ns, false);
         }
-        let mut deleted = self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+        let mut deleted = 0;
+        if self.reval.sweep_due(self.now_ns) {
+            // Idle expiry and the flow limit run on the PMD thread here: PMD time.
+            let t0 = Instant::now();
+            deleted += self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
+            self.charge_reval(t0);
+        }
         deleted += self.apply_revalidations(false);
         if let Some(m) = self.model.as_mut() {
             if deleted > 0 {
@@ -529,11 +535,18 @@ impl Datapath {
             // The thread learns of these deletions with the next journal.
             self.sync_model();
         }
-        if self.cfg.clock == Clock::Measured {
-            // Sending the journal and deleting are the PMD's work.
-            self.now_ns += t0.elapsed().as_nanos() as u64;
-        }
+        // Sending the journal and deleting are the PMD's work.
+        self.charge_reval(t0);
         deleted
+    }
+
+    /// Housekeeping since `t0` is PMD time (`reval_ns`), with the measured clock.
+    fn charge_reval(&mut self, t0: Instant) {
+        if self.cfg.clock == Clock::Measured {
+            let ns = t0.elapsed().as_nanos() as u64;
+            self.now_ns += ns;
+            self.c.reval_ns += ns;
+        }
     }
 
     /// Rule-change revalidations finished since the last call (the revalidator thread's; none

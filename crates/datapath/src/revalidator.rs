@@ -17,7 +17,7 @@
 //!
 //! - **Inline** (the library default; deterministic): a rule change revalidates every megaflow in
 //!   the call, before the next packet. `rqvs replay` does not count its time as PMD time (its
-//!   effect — deletions, then upcalls — lands on the PMD).
+//!   effect — deletions, then upcalls — lands on the PMD): as if it took no time at all.
 //! - **Thread** (`rqvs replay`'s default): [`RevalidatorThread`], a second thread that holds its
 //!   own copy of the OpenFlow table and of every installed megaflow's key, mask and action (OVS's
 //!   ukeys). The PMD sends it, in order on one channel, the megaflows installed and deleted (from
@@ -31,7 +31,8 @@
 //!   ([`crate::design::Design::oldest_epoch`]), and `rqvs replay` verifies it against that
 //!   window. Megaflows the handler installs after the change come from the new table. Idle
 //!   expiry and the flow limit stay at the PMD's batch boundaries (the megaflow cache is the
-//!   PMD's, without locks), counted as before.
+//!   PMD's, without locks), and their time is PMD time (`reval_ns`), as is the PMD's side of
+//!   the thread's work (sending the journal, deleting).
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -78,6 +79,11 @@ impl Revalidator {
         }
         c.deleted_revalidated += deleted;
         deleted
+    }
+
+    /// The periodic sweep's interval is over.
+    pub fn sweep_due(&self, now_ns: u64) -> bool {
+        now_ns >= self.next_sweep_ns
     }
 
     /// Periodic sweep (idle expiry and flow limit) when its interval is over; returns deletions.
