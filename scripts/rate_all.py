@@ -3,7 +3,12 @@
 each design takes with < 1% drops after a 5% warm-up (`rqvs replay --rate-search`).
 
     scripts/rate_all.py [--sizes 1k,100k,500k] [--seeds acl1,...] [--designs orig,ccache,cflows]
-                        [--out target/rate] [--rqvs target/release/rqvs] [-- EXTRA rqvs replay ARGS]
+                        [--locality zipf:1.0,20000] [--out target/rate] [--rqvs target/release/rqvs]
+                        [-- EXTRA rqvs replay ARGS]
+
+--locality SPEC: instead of the shared ClassBench trace, a locality trace generated from the
+rules (`rqvs gen trace --rules R --packets 1000000 --locality SPEC --rng-seed 1`, kept in --out),
+the traffic of docs/orig-scaling.md — the stand-in for the paper's CAIDA trace.
 
 One `rqvs replay --design D --rate-search --json …` per (seed, size, design); each probe of the
 search replays the trace through a freshly built design at one rate. JSON kept in --out (reused
@@ -29,6 +34,7 @@ def main():
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
     ap.add_argument("--out", default="target/rate")
     ap.add_argument("--rqvs", default="target/release/rqvs")
+    ap.add_argument("--locality", default=None)
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -37,12 +43,23 @@ def main():
     for size in a.sizes.split(","):
         for seed in a.seeds.split(","):
             rates = {}
+            rules = f"{a.data}/rules/{seed}_{size}.xz"
+            trace = f"{a.data}/traces/{seed}_{size}_trace.xz"
+            if a.locality:
+                trace = os.path.join(a.out, f"{seed}_{size}_{a.locality.replace(':', '_').replace(',', '_')}.trace")
+                if not os.path.exists(trace):
+                    cmd = [a.rqvs, "gen", "trace", "--rules", rules, "--packets", "1000000",
+                           "--locality", a.locality, "--rng-seed", "1", "-o", trace + ".tmp"]
+                    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+                    if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+                        print(f"{seed}_{size}: trace generation failed", file=sys.stderr)
+                        continue
+                    os.replace(trace + ".tmp", trace)
             for d in designs:
                 out = os.path.join(a.out, f"{seed}_{size}_{d}.json")
                 if not os.path.exists(out):
                     cmd = [a.rqvs, "replay", "--design", d, "--rate-search",
-                           "--rules", f"{a.data}/rules/{seed}_{size}.xz",
-                           "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz",
+                           "--rules", rules, "--trace", trace,
                            "--json", out + ".tmp", *a.extra]
                     print("+", " ".join(cmd), file=sys.stderr, flush=True)
                     r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
