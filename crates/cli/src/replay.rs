@@ -434,6 +434,9 @@ pub struct Run {
     pub update_log: Vec<serde_json::Value>,
     pub verified: usize,
     pub mismatches: usize,
+    /// Batches the PMD took (packets taken / batches: the average batch, as OVS's
+    /// `pmd-perf-show` reports it; small at a constant rate the PMD keeps up with).
+    pub batches: u64,
     /// Checked packets that got an older table's action (a stale megaflow while the revalidator
     /// thread was catching up) — allowed, and counted.
     pub stale_checks: usize,
@@ -449,6 +452,13 @@ pub struct Run {
     pub rx: Option<RxStats>,
     /// Flow prediction: the mode and the predictor's counters at the end.
     pub prediction: Option<(&'static str, PredictStats)>,
+}
+
+impl Run {
+    /// Packets the PMD took per batch, on average (ring drops are not taken).
+    pub fn avg_batch(&self) -> f64 {
+        (self.c.received as f64) / (self.batches.max(1) as f64)
+    }
 }
 
 /// Ring drops in constant-rate mode (`--rate`).
@@ -504,6 +514,7 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     // The visible epoch of each version, for the oldest version a packet may see.
     let mut version_epochs: Vec<u64> = vec![epoch];
     let mut windowed_checks = 0usize;
+    let mut batches = 0u64;
 
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
     let mut out = [DpAction::Drop; BATCH];
@@ -562,6 +573,7 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         let end = (pos + BATCH).min(keys.len());
         let end = avail.map_or(end, |n| end.min(pos + n as usize));
         let chunk = &keys[pos..end];
+        batches += 1;
         let v = versions.len() - 1;
         // Stale megaflows awaiting the revalidator thread: the batch may get older tables' actions.
         let oldest = dp.oldest_epoch();
@@ -739,6 +751,7 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         verified: checks.len(),
         mismatches,
         stale_checks: windowed_checks,
+        batches,
         first_mismatch,
         mpps: cs.received as f64 / pmd_s.max(1e-12) / 1e6,
         steady,
@@ -834,6 +847,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         cs.lost,
         cs.outcome_sum()
     );
+    println!("avg packets/batch   {:.2}", r.avg_batch());
     if r.design != "cflows" {
         println!(
             "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
@@ -926,6 +940,7 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("share_upcall", serde_json::json!(share(cs.upcall_ns))),
         ("share_revalidator", serde_json::json!(share(cs.reval_ns))),
         ("avg_subtables_per_hit", serde_json::json!(cs.avg_subtables_per_hit())),
+        ("avg_batch", serde_json::json!(r.avg_batch())),
         ("coverage", serde_json::json!(coverage(cs))),
         ("verified", serde_json::json!(r.verified)),
         ("mismatches", serde_json::json!(r.mismatches)),
