@@ -6,10 +6,11 @@
 //! [`Datapath::handle_upcalls`] (the handler: slow path and megaflow installation for everything
 //! queued) and [`Datapath::maintain`] (subtable ranking, CD on/off, idle expiry, deletions from
 //! the revalidator thread). This is OVS-DPDK's own arrangement for upcalls — its PMD thread runs
-//! the upcall inline — so the handler's time is PMD time here, while the revalidator's (rule
-//! changes, sweeps) is not (it runs on another core in OVS). Revalidation after rule changes
-//! runs inline (deterministic; the default) or on a second thread ([`Config::revalidator`],
-//! [`crate::revalidator`]).
+//! the upcall inline — so the handler's time is PMD time here. Revalidation after rule changes
+//! runs on another core in OVS: here on a second thread ([`RevalidatorMode::Thread`], the PMD
+//! paying only for sending it the megaflow journal and deleting what it returns) or inline in
+//! the update call, not counted (deterministic; the default, [`Config::revalidator`],
+//! [`crate::revalidator`]). The idle/flow-limit sweeps run at batch boundaries and are PMD time.
 //!
 //! **The clock** ([`Clock`]): `Measured` advances the PMD clock by the measured time of
 //! `process_batch` and `handle_upcalls` (and records the EMC and megaflow-cache stages
