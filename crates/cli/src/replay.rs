@@ -705,15 +705,24 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     let mut mismatches = 0usize;
     let mut first_mismatch = None;
     let mut references: Vec<Option<Reference>> = (0..versions.len()).map(|_| None).collect();
-    let mut want_in = |v: usize, q: usize| -> Result<DpAction, Failure> {
-        if references[v].is_none() {
-            references[v] = Some(Reference::build(&versions[v])?);
-        }
-        let r = references[v].as_ref().expect("built");
-        Ok(DpAction::of_rule(r.lookup_rule(&wire_key(&keys[q]))))
-    };
     checks.sort_by_key(|c| c.1);
-    for &(lo, v, q, a) in &checks {
+    // The oldest version any later check may need: references older than it are dropped (one
+    // reference of a 500K-rule table is large; a run may have many versions).
+    let mut need_from = vec![usize::MAX; checks.len() + 1];
+    for i in (0..checks.len()).rev() {
+        need_from[i] = need_from[i + 1].min(checks[i].0);
+    }
+    for (i, &(lo, v, q, a)) in checks.iter().enumerate() {
+        for r in references.iter_mut().take(need_from[i]) {
+            r.take();
+        }
+        let mut want_in = |v: usize, q: usize| -> Result<DpAction, Failure> {
+            if references[v].is_none() {
+                references[v] = Some(Reference::build(&versions[v])?);
+            }
+            let r = references[v].as_ref().expect("built");
+            Ok(DpAction::of_rule(r.lookup_rule(&wire_key(&keys[q]))))
+        };
         let want = want_in(v, q)?;
         if want == a {
             continue;
