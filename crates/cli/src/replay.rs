@@ -425,6 +425,28 @@ fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Fa
     })
 }
 
+/// The reference classifier of each rule-table version, built when first needed.
+struct References<'a> {
+    versions: &'a [Vec<Rule>],
+    built: Vec<Option<Reference>>,
+}
+
+impl References<'_> {
+    /// The reference's action for `key` under version `v`.
+    fn action(&mut self, v: usize, key: &FlowKey) -> Result<DpAction, Failure> {
+        let r = match &mut self.built[v] {
+            Some(r) => r,
+            slot => slot.insert(Reference::build(&self.versions[v])?),
+        };
+        Ok(DpAction::of_rule(r.lookup_rule(&wire_key(key))))
+    }
+
+    /// Frees the references of versions before `v` (no later check needs them).
+    fn drop_before(&mut self, v: usize) {
+        self.built.iter_mut().take(v).for_each(|r| *r = None);
+    }
+}
+
 /// The result of one design's run.
 pub struct Run {
     pub design: String,
@@ -513,7 +535,6 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     let mut epoch = dp.visible_epoch();
     // The visible epoch of each version, for the oldest version a packet may see.
     let mut version_epochs: Vec<u64> = vec![epoch];
-    let mut windowed_checks = 0usize;
     let mut batches = 0u64;
 
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
@@ -703,8 +724,9 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     // Verification against the reference of each visible table version (or of any version in
     // the packet's window of stale megaflows).
     let mut mismatches = 0usize;
+    let mut windowed_checks = 0usize;
     let mut first_mismatch = None;
-    let mut references: Vec<Option<Reference>> = (0..versions.len()).map(|_| None).collect();
+    let mut references = References { versions: &versions, built: (0..versions.len()).map(|_| None).collect() };
     checks.sort_by_key(|c| c.1);
     // The oldest version any later check may need: references older than it are dropped (one
     // reference of a 500K-rule table is large; a run may have many versions).
@@ -713,23 +735,14 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         need_from[i] = need_from[i + 1].min(checks[i].0);
     }
     for (i, &(lo, v, q, a)) in checks.iter().enumerate() {
-        for r in references.iter_mut().take(need_from[i]) {
-            r.take();
-        }
-        let mut want_in = |v: usize, q: usize| -> Result<DpAction, Failure> {
-            if references[v].is_none() {
-                references[v] = Some(Reference::build(&versions[v])?);
-            }
-            let r = references[v].as_ref().expect("built");
-            Ok(DpAction::of_rule(r.lookup_rule(&wire_key(&keys[q]))))
-        };
-        let want = want_in(v, q)?;
+        references.drop_before(need_from[i]);
+        let want = references.action(v, &keys[q])?;
         if want == a {
             continue;
         }
         let mut older = false;
         for w in lo..v {
-            older |= want_in(w, q)? == a;
+            older |= references.action(w, &keys[q])? == a;
         }
         if older {
             windowed_checks += 1;

@@ -475,11 +475,14 @@ impl Datapath {
     /// Adds OpenFlow rules, then revalidates every megaflow (inline; with the revalidator
     /// thread, the deletions come at a later batch boundary). Returns megaflows deleted now.
     pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
-        let mut added = Vec::with_capacity(rules.len());
+        // The revalidator thread's table takes the same rules (inline: nothing to keep).
+        let keep = self.reval_thread.is_some();
+        let mut added = Vec::with_capacity(if keep { rules.len() } else { 0 });
         let mut failed = None;
         for r in rules {
-            match self.slow.insert(r.clone()) {
-                Ok(()) => added.push(r),
+            let copy = keep.then(|| r.clone());
+            match self.slow.insert(r) {
+                Ok(()) => added.extend(copy),
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -523,18 +526,16 @@ impl Datapath {
         let done = t.finished(wait);
         let mut deleted = 0;
         if !done.is_empty() {
-            if let Some(p) = self.predictor.as_mut() {
-                p.account(&self.dpcls, self.now_ns, true);
-            }
+            self.account_predictions();
             for mut r in done {
                 r.deleted = r.delete.iter().filter(|&&f| self.dpcls.remove(f)).count() as u64;
                 deleted += r.deleted;
                 r.delete = Vec::new();
                 self.revalidations.push(r);
             }
+            // The thread learns of these deletions with the next journal; CCACHE's model, from
+            // the caller (`maintain`, `settle_revalidation`).
             self.c.deleted_revalidated += deleted;
-            // The thread learns of these deletions with the next journal.
-            self.sync_model();
         }
         // Sending the journal and deleting are the PMD's work.
         self.charge_reval(t0);
@@ -570,7 +571,11 @@ impl Datapath {
     /// Waits for the revalidator thread's pending work and applies it (a no-op inline);
     /// returns megaflows deleted.
     pub fn settle_revalidation(&mut self) -> u64 {
-        self.apply_revalidations(true)
+        let deleted = self.apply_revalidations(true);
+        if deleted > 0 {
+            self.sync_model();
+        }
+        deleted
     }
 
     /// Before revalidation deletes megaflows: which predictions were used.

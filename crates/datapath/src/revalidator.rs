@@ -158,9 +158,8 @@ enum ToThread {
 pub struct Revalidation {
     /// The latest rule change it covers ([`crate::design::Design::visible_epoch`] after it).
     pub epoch: u64,
-    /// Megaflows re-checked, and the handles to delete.
-    pub checked: usize,
-    pub delete: Vec<FlowRef>,
+    /// The handles to delete (emptied once the PMD has deleted them).
+    pub(crate) delete: Vec<FlowRef>,
     /// Megaflows the PMD actually deleted (the others were gone already).
     pub deleted: u64,
     /// The thread's time on it (applying the change to its table, re-checking).
@@ -318,21 +317,14 @@ fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidati
         }
         let Some(epoch) = epoch else { continue };
         let mut delete = Vec::new();
-        for (&f, u) in &ukeys {
-            if !still_valid(&slow, &u.key, &u.mask, u.action) {
+        ukeys.retain(|&f, u| {
+            let valid = still_valid(&slow, &u.key, &u.mask, u.action);
+            if !valid {
                 delete.push(f);
             }
-        }
-        for f in &delete {
-            ukeys.remove(f);
-        }
-        let r = Revalidation {
-            epoch,
-            checked: ukeys.len() + delete.len(),
-            delete,
-            deleted: 0,
-            thread_ms: t0.elapsed().as_secs_f64() * 1e3,
-        };
+            valid
+        });
+        let r = Revalidation { epoch, delete, deleted: 0, thread_ms: t0.elapsed().as_secs_f64() * 1e3 };
         if tx.send(r).is_err() {
             return;
         }
