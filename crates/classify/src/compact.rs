@@ -9,6 +9,7 @@
 use rqvs_flow::{FlowKey, Match, RuleId};
 
 /// A rule as hash buckets and iSet buckets hold it: rank and compact match.
+#[derive(Clone, Copy)]
 pub(crate) struct Candidate {
     pub(crate) priority: u32,
     pub(crate) id: RuleId,

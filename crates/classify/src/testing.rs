@@ -98,7 +98,7 @@ pub fn arb_case() -> impl Strategy<Value = Case> {
         })
 }
 
-fn check_all(c: &dyn Classifier, rules: &[Rule], keys: &[FlowKey], stage: &str) -> Result<(), TestCaseError> {
+pub fn check_all(c: &dyn Classifier, rules: &[Rule], keys: &[FlowKey], stage: &str) -> Result<(), TestCaseError> {
     prop_assert_eq!(c.len(), rules.len(), "{}: len", stage);
     let mut batch = vec![None; keys.len()];
     c.lookup_batch(keys, &mut batch);

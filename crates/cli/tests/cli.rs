@@ -177,3 +177,31 @@ fn a_reader_closing_stdout_early_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.success(), "{:?} {err}", out.status);
 }
+
+#[test]
+fn bench_updates_checks_every_recorded_batch_and_tells_where_inserts_went() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["bench", "updates", "--rate", "20000", "--seconds", "1", "--json", "-"];
+        args.extend_from_slice(extra);
+        let out = rqvs(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let s = String::from_utf8_lossy(&out.stdout);
+        let start = s.find("\n{").map_or(0, |i| i + 1);
+        serde_json::from_str(&s[start..]).expect("one JSON object after the text lines")
+    };
+    for (extra, into_buckets) in [(&[][..], true), (&["--insert-slack", "none"][..], false)] {
+        let j = run(extra);
+        assert_eq!(j["mismatches"], 0, "{extra:?}");
+        assert!(j["checked"].as_u64().unwrap() > 1000, "{extra:?}: {}", j["checked"]);
+        let inserts = j["inserts_into_buckets"].as_u64().unwrap() + j["inserts_into_remainder"].as_u64().unwrap();
+        let updates = j["updates"].as_u64().unwrap();
+        assert!(updates > 15_000 && inserts.abs_diff(updates / 2) <= 1, "{extra:?}: {inserts} inserts of {updates}");
+        assert_eq!(j["inserts_into_buckets"].as_u64().unwrap() > 0, into_buckets, "{extra:?}");
+    }
+    let j = run(&["--policy", "delayed"]);
+    assert_eq!(j["mismatches"], 0);
+    assert!(j["sessions"].as_u64().unwrap() > 0);
+    let out = rqvs(&["bench", "updates", "--insert-slack", "some"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected a number of rules or 'none'"));
+}

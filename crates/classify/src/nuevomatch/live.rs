@@ -104,6 +104,8 @@ pub struct LiveNuevoMatch {
     /// Training sessions whose build failed, and when to try again after one.
     pub failed_sessions: usize,
     retry_at: Option<Instant>,
+    /// Instant inserts made so far: into an iSet's bucket, into the remainder.
+    placed: (u64, u64),
 }
 
 impl LiveNuevoMatch {
@@ -112,12 +114,22 @@ impl LiveNuevoMatch {
     pub fn new(rules: &[Rule], policy: Policy, threshold: f64) -> Result<LiveNuevoMatch, ClassifierError> {
         // iSets at every size: the learned designs measure the learned path (the standalone
         // classifier's small-set fallback, `NuevoMatchConfig::min_rules`, is not used here).
-        let config = NuevoMatchConfig::always_learned();
+        Self::with_config(rules, policy, threshold, NuevoMatchConfig::always_learned())
+    }
+
+    /// [`LiveNuevoMatch::new`] with a configuration of its own (every model it trains uses it).
+    pub fn with_config(
+        rules: &[Rule],
+        policy: Policy,
+        threshold: f64,
+        config: NuevoMatchConfig,
+    ) -> Result<LiveNuevoMatch, ClassifierError> {
         let current = NuevoMatchUp::build_with(rules, config, TupleMerge::build)?;
         Ok(LiveNuevoMatch {
             base_remainder: current.remainder().len(),
             failed_sessions: 0,
             retry_at: None,
+            placed: (0, 0),
             current,
             policy,
             threshold,
@@ -167,6 +179,12 @@ impl LiveNuevoMatch {
         self.current.remainder().len()
     }
 
+    /// Instant inserts so far that went into an iSet's bucket, and into the remainder
+    /// ([`super::NuevoMatchConfig::insert_slack`]).
+    pub fn insert_counts(&self) -> (u64, u64) {
+        self.placed
+    }
+
     /// Rules staged (delayed policy).
     pub fn staged(&self) -> usize {
         self.staged.len()
@@ -188,7 +206,15 @@ impl LiveNuevoMatch {
             self.log.lock().expect("log lock").push(Update::Insert(rule.clone()));
         }
         match self.policy {
-            Policy::Instant => self.current.insert(rule),
+            Policy::Instant => {
+                let into_iset = self.current.insert_placed(rule)?;
+                if into_iset {
+                    self.placed.0 += 1;
+                } else {
+                    self.placed.1 += 1;
+                }
+                Ok(())
+            }
             Policy::Delayed => {
                 if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));

@@ -199,7 +199,7 @@ impl NuevoMatchUp<TupleMerge> {
             p.u8(field_code(s.field));
             p.u32(s.buckets() as u32);
             for b in 0..s.buckets() {
-                let (from, to) = (s.offsets[b] as usize, s.offsets[b + 1] as usize);
+                let (from, to) = s.span(b);
                 let (lo, hi) = s.index.range(b).ok_or(ModelError::NotLearned)?;
                 p.u32(lo);
                 p.u32(hi);
