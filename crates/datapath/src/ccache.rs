@@ -51,6 +51,12 @@ impl Default for CcacheConfig {
 
 type Model = NuevoMatchUp<NoRemainder>;
 
+/// The model never takes inserts (new megaflows go to the megaflow cache until the next model), so
+/// it reserves no room for them.
+fn model_config() -> NuevoMatchConfig {
+    NuevoMatchConfig { insert_slack: None, ..NuevoMatchConfig::always_learned() }
+}
+
 struct Training {
     done: Receiver<(Model, Duration)>,
     worker: JoinHandle<()>,
@@ -182,7 +188,7 @@ impl MegaflowModel {
         let (tx, rx) = channel();
         let worker = std::thread::spawn(move || {
             let t0 = Instant::now();
-            if let Ok(m) = NuevoMatchUp::build_with(&rules, NuevoMatchConfig::always_learned(), NoRemainder::build) {
+            if let Ok(m) = NuevoMatchUp::build_with(&rules, model_config(), NoRemainder::build) {
                 let _ = tx.send((m, t0.elapsed()));
             }
         });

@@ -10,8 +10,9 @@
 //!   generation, which retires every entry — a new rule may outrank any cached winner (and a
 //!   reused id must not revive entries that named the old rule), and finding just the entries
 //!   concerned would cost more than the EMC saves.
-//! - **Classifier**: [`LiveNuevoMatch`] — inserts go to the TupleMerge remainder at once
-//!   (**instant** policy) or are staged until the next model (**delayed**); removals mark the rule
+//! - **Classifier**: [`LiveNuevoMatch`] — inserts are visible at once (**instant** policy: into
+//!   the iSet bucket whose range holds the rule when it has room, else the TupleMerge remainder)
+//!   or staged until the next model (**delayed**); removals mark the rule
 //!   dead in place; the trainer thread retrains when the rules inserted into the remainder since
 //!   the last model exceed
 //!   `retrain_threshold` of the rules, and [`Design::maintain`] swaps the new model in between
