@@ -345,6 +345,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     } else {
         sessions.iter().map(|s| s.train.as_secs_f64()).sum::<f64>() / sessions.len() as f64 * 1e3
     };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let max_swap = sessions.iter().map(|s| ms(s.swap)).fold(0.0, f64::max);
+    let max_start = sessions.iter().map(|s| ms(s.start)).fold(0.0, f64::max);
     let min_cov = series.iter().filter_map(|p| p["coverage"].as_f64()).fold(f64::INFINITY, f64::min);
     let update_us = totals.update.as_secs_f64() * 1e6 / totals.updates.max(1) as f64;
     let share = |d: Duration| d.as_secs_f64() / elapsed;
@@ -385,6 +388,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         fresh_placed.0,
         fresh_placed.1,
     ));
+    if !sessions.is_empty() {
+        out.line(format!(
+            "sessions: longest pause of the lookup thread to start one {max_start:.1} ms, to swap one in {max_swap:.1} ms"
+        ));
+    }
     out.line(format!(
         "checked {checked} lookups against the visible rules after the run ({verify_s:.1} s): {mismatches} mismatches"
     ));
@@ -411,6 +419,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         f.insert("updates".into(), totals.updates.into());
         f.insert("sessions".into(), sessions.len().into());
         f.insert("mean_train_ms".into(), json!(mean_train));
+        f.insert("max_start_ms".into(), json!(max_start));
+        f.insert("max_swap_ms".into(), json!(max_swap));
         f.insert("min_coverage".into(), json!(if min_cov.is_finite() { min_cov } else { live.coverage() }));
         f.insert("checked".into(), checked.into());
         f.insert("mismatches".into(), mismatches.into());

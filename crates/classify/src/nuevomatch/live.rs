@@ -8,18 +8,21 @@
 //!   *delayed* policy: staged, invisible until the next model is swapped in.
 //! - **training**: when the rules inserted into the remainder since the last model exceed
 //!   `threshold` of all rules (or, delayed, when rules are staged), [`LiveNuevoMatch::poll`] hands
-//!   a snapshot of the rules to the trainer thread and logs every update made after it. Under the
-//!   instant policy the trainer, once its model is built, **catches up** with the log itself
-//!   (copying it in chunks of [`CATCH_UP_CHUNK`] under a lock the owner holds only to append),
-//!   so the owner replays just the few updates logged after that; under the delayed policy the
-//!   owner's replay is cheap anyway (inserts only move into staging). `poll` then swaps the model
+//!   a snapshot of the rules to the trainer thread and logs every update made after it. The
+//!   trainer, once its model is built, **catches up** with the log itself (taking chunks of
+//!   [`CATCH_UP_CHUNK`] from its front under a lock the owner holds only to append; inserted
+//!   rules are shared, not copied): instant, it applies the updates to its model; delayed, it
+//!   applies the removals and stages the inserts in a map it hands over with the model. So the
+//!   owner replays, and frees, just the few updates logged after the trainer's last look. `poll` then swaps the model
 //!   in — between two batches, so a lookup never sees a half-built model and the owner never
 //!   waits for training (`poll` only ever `try_recv`s). The old model is dropped on another
-//!   thread (freeing 500K rules takes milliseconds the datapath should not pay).
+//!   thread (freeing 500K rules takes milliseconds the datapath should not pay): by the next
+//!   session's trainer before it builds when one starts at once, so that two cores never carry
+//!   three busy threads, else by a thread of its own.
 //!
 //! Coverage is reported at all times ([`LiveNuevoMatch::coverage`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -40,23 +43,32 @@ pub enum Policy {
     Delayed,
 }
 
-#[derive(Clone)]
+/// One logged update. Inserts are shared with the owner's model (no copy of the rule).
 enum Update {
-    Insert(Rule),
+    Insert(Arc<Rule>),
     Remove(RuleId),
 }
 
 /// Log entries the trainer copies per lock acquisition while catching up.
 pub const CATCH_UP_CHUNK: usize = 1024;
 
-/// Applies logged updates to a model under the instant policy.
-fn apply_instant(model: &mut NuevoMatchUp, u: Update) {
-    match u {
-        Update::Insert(r) => {
-            let _ = model.insert(r);
+/// Applies a logged update to a new model (and, under the delayed policy, to the rules staged
+/// since its snapshot) — what the trainer does while catching up and the owner for the tail.
+fn apply(policy: Policy, model: &mut NuevoMatchUp, staged: &mut HashMap<RuleId, Arc<Rule>>, u: Update) {
+    match (policy, u) {
+        (Policy::Instant, Update::Insert(r)) => {
+            let _ = model.insert_shared(r);
         }
-        Update::Remove(id) => {
+        (Policy::Instant, Update::Remove(id)) => {
             model.remove(id);
+        }
+        (Policy::Delayed, Update::Insert(r)) => {
+            staged.insert(r.id, r);
+        }
+        (Policy::Delayed, Update::Remove(id)) => {
+            if model.remove(id).is_none() {
+                staged.remove(&id);
+            }
         }
     }
 }
@@ -74,14 +86,21 @@ pub struct Session {
     /// owner at the swap.
     pub caught_up: usize,
     pub replayed: usize,
+    /// The owner's time in `poll` swapping this model in (the replay included): a pause of its
+    /// lookups.
+    pub swap: Duration,
+    /// The owner's time starting this session (taking the snapshot).
+    pub start: Duration,
 }
 
-/// A built model, its training time, how many log entries the trainer already applied, and its
-/// remainder's size as built (before those).
-type Trained = (NuevoMatchUp, Duration, usize, usize);
+/// A built model, its training time, how many log entries the trainer already applied, its
+/// remainder's size as built (before those), and (delayed policy) the rules those entries staged.
+type Trained = (NuevoMatchUp, Duration, usize, usize, HashMap<RuleId, Arc<Rule>>);
 
 struct Training {
     started: Instant,
+    /// The owner's time taking the snapshot.
+    start: Duration,
     done: Receiver<Trained>,
     worker: JoinHandle<()>,
     rules: usize,
@@ -96,7 +115,9 @@ pub struct LiveNuevoMatch {
     /// Delayed policy: inserted rules not yet in any model.
     staged: HashMap<RuleId, Arc<Rule>>,
     /// Updates since the snapshot the running training started from.
-    log: Arc<Mutex<Vec<Update>>>,
+    /// The trainer takes entries from the front as it applies them; what is left at the swap
+    /// is the owner's to replay.
+    log: Arc<Mutex<VecDeque<Update>>>,
     training: Option<Training>,
     sessions: Vec<Session>,
     /// Remainder size of the current model as trained (before any insert since).
@@ -135,7 +156,7 @@ impl LiveNuevoMatch {
             threshold,
             config,
             staged: HashMap::new(),
-            log: Arc::new(Mutex::new(Vec::new())),
+            log: Arc::new(Mutex::new(VecDeque::new())),
             training: None,
             sessions: Vec::new(),
         })
@@ -202,40 +223,42 @@ impl LiveNuevoMatch {
 
     /// Adds a rule by the policy.
     pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        if self.training.is_some() {
-            self.log.lock().expect("log lock").push(Update::Insert(rule.clone()));
-        }
+        let rule = Arc::new(rule);
         match self.policy {
             Policy::Instant => {
-                let into_iset = self.current.insert_placed(rule)?;
+                let into_iset = self.current.insert_shared(Arc::clone(&rule))?;
                 if into_iset {
                     self.placed.0 += 1;
                 } else {
                     self.placed.1 += 1;
                 }
-                Ok(())
             }
             Policy::Delayed => {
                 if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));
                 }
-                self.staged.insert(rule.id, Arc::new(rule));
-                Ok(())
+                self.staged.insert(rule.id, Arc::clone(&rule));
             }
         }
+        // Logged once accepted: the trainer's model gets exactly the owner's updates.
+        if self.training.is_some() {
+            self.log.lock().expect("log lock").push_back(Update::Insert(rule));
+        }
+        Ok(())
     }
 
     /// Removes a rule wherever it is (model or staging); `false` when absent.
     pub fn remove(&mut self, id: RuleId) -> bool {
         let found = if self.staged.remove(&id).is_some() { true } else { self.current.remove(id).is_some() };
         if found && self.training.is_some() {
-            self.log.lock().expect("log lock").push(Update::Remove(id));
+            self.log.lock().expect("log lock").push_back(Update::Remove(id));
         }
         found
     }
 
     /// Swaps in a trained model if one is ready, and starts training if needed. Never blocks.
     pub fn poll(&mut self) {
+        let mut retired = None;
         if let Some(t) = &self.training {
             let result = t.done.try_recv();
             if let Err(std::sync::mpsc::TryRecvError::Disconnected) = result {
@@ -246,42 +269,37 @@ impl LiveNuevoMatch {
                 self.log.lock().expect("log lock").clear();
                 self.failed_sessions += 1;
                 self.retry_at = Some(Instant::now() + Duration::from_secs(1));
-            } else if let Ok((mut model, train, caught_up, built_remainder)) = result {
+            } else if let Ok((mut model, train, caught_up, built_remainder, mut staged)) = result {
+                let swap_start = Instant::now();
                 let t = self.training.take().expect("checked");
                 let _ = t.worker.join(); // it has sent its result: it is finishing
                 self.base_remainder = built_remainder;
+                // What the trainer did not take: the updates since its last look at the log.
                 let log = std::mem::take(&mut *self.log.lock().expect("log lock"));
-                let replayed = log.len() - caught_up;
-                let mut staged = HashMap::new();
-                for u in log.into_iter().skip(caught_up) {
-                    match (self.policy, u) {
-                        (Policy::Instant, u) => apply_instant(&mut model, u),
-                        (Policy::Delayed, Update::Insert(r)) => {
-                            staged.insert(r.id, Arc::new(r));
-                        }
-                        (Policy::Delayed, Update::Remove(id)) => {
-                            if model.remove(id).is_none() {
-                                staged.remove(&id);
-                            }
-                        }
-                    }
+                let replayed = log.len();
+                for u in log {
+                    apply(self.policy, &mut model, &mut staged, u);
                 }
                 // Delayed: the snapshot included the rules staged then; those staged since stay.
                 self.staged = staged;
-                let old = std::mem::replace(&mut self.current, model);
-                std::thread::spawn(move || drop(old));
+                retired = Some(std::mem::replace(&mut self.current, model));
                 self.sessions.push(Session {
                     rules: t.rules,
                     train,
                     latency: t.started.elapsed(),
                     caught_up,
                     replayed,
+                    swap: swap_start.elapsed(),
+                    start: t.start,
                 });
             }
         }
         let waiting = self.retry_at.is_some_and(|t| Instant::now() < t);
         if self.training.is_none() && !waiting && self.needs_training() {
-            self.start_training();
+            self.start_training(retired);
+        } else if let Some(old) = retired {
+            // Freeing a model of 500K rules takes milliseconds the datapath should not pay.
+            std::thread::spawn(move || drop(old));
         }
     }
 
@@ -295,7 +313,10 @@ impl LiveNuevoMatch {
         total > 0 && (!self.staged.is_empty() || grown as f64 > self.threshold * total as f64)
     }
 
-    fn start_training(&mut self) {
+    /// Starts a session; the trainer first frees `retired` (the model just swapped out), so the
+    /// two cores are not shared by three busy threads.
+    fn start_training(&mut self, retired: Option<NuevoMatchUp>) {
+        let t_start = Instant::now();
         // Shared, not copied: the trainer copies the rules on its own thread.
         let mut snapshot: Vec<Arc<Rule>> = self.current.rule_arcs();
         snapshot.extend(self.staged.values().cloned());
@@ -304,31 +325,31 @@ impl LiveNuevoMatch {
         // Before the trainer can read it: the log holds exactly the updates after the snapshot.
         self.log.lock().expect("log lock").clear();
         let (tx, rx) = channel();
-        let (log, catch_up) = (Arc::clone(&self.log), self.policy == Policy::Instant);
+        let (log, policy) = (Arc::clone(&self.log), self.policy);
         let worker = std::thread::spawn(move || {
+            drop(retired);
             let t0 = Instant::now();
             let Ok(mut model) = NuevoMatchUp::build_shared(snapshot, config, TupleMerge::build) else { return };
             let train = t0.elapsed();
             let built_remainder = model.remainder().len();
-            let mut applied = 0;
+            let (mut applied, mut staged) = (0, HashMap::new());
             loop {
-                let chunk: Vec<Update> = if catch_up {
-                    let log = log.lock().expect("log lock");
-                    log[applied..log.len().min(applied + CATCH_UP_CHUNK)].to_vec()
-                } else {
-                    Vec::new()
+                let chunk: Vec<Update> = {
+                    let mut log = log.lock().expect("log lock");
+                    let n = log.len().min(CATCH_UP_CHUNK);
+                    log.drain(..n).collect()
                 };
                 if chunk.is_empty() {
                     break;
                 }
                 applied += chunk.len();
                 for u in chunk {
-                    apply_instant(&mut model, u);
+                    apply(policy, &mut model, &mut staged, u);
                 }
             }
-            let _ = tx.send((model, train, applied, built_remainder));
+            let _ = tx.send((model, train, applied, built_remainder, staged));
         });
-        self.training = Some(Training { started: Instant::now(), done: rx, worker, rules });
+        self.training = Some(Training { started: Instant::now(), start: t_start.elapsed(), done: rx, worker, rules });
     }
 
     /// Ids of the staged rules (delayed policy).

@@ -563,17 +563,23 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// [`Classifier::insert`], telling where the rule went: `true` into an iSet's bucket, `false`
     /// into the remainder.
     pub fn insert_placed(&mut self, rule: Rule) -> Result<bool, ClassifierError> {
+        self.insert_shared(Arc::new(rule))
+    }
+
+    /// [`insert_placed`](Self::insert_placed) of a shared rule (the owner of a
+    /// [`live::LiveNuevoMatch`] and its trainer insert the same rule without copying it).
+    pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<bool, ClassifierError> {
         if self.rules.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
         let at = match self.insert_into_bucket(&rule) {
             Some(at) => at,
             None => {
-                self.remainder.insert(rule.clone())?;
+                self.remainder.insert(Rule::clone(&rule))?;
                 Location::Remainder
             }
         };
-        self.rules.insert(rule.id, (at, Arc::new(rule)));
+        self.rules.insert(rule.id, (at, rule));
         Ok(matches!(at, Location::ISet { .. }))
     }
 
