@@ -22,9 +22,10 @@ rate counts only when lookups run at >= 50% of their rate in the lowest-rate pro
 --insert-slack is passed on (`none`: every insert goes to the remainder, as in the paper; a
 number: inserts join a bucket whose range holds them, up to bucket size + slack rules).
 
-Measured, not derived from the paper's formula: the limit comes from how fast the remainder grows
-(R/2 inserts per second) against how often a model can be trained (the trainer's session time on
-the second core).
+Measured, not derived from the paper's formula. With the paper's inserts the limit is how fast
+the remainder grows (R/2 inserts per second) against how often a model can be trained (the
+trainer's session time on the second core); with in-place inserts coverage barely moves and the
+limit is the lookup thread's time spent applying updates.
 """
 
 import argparse
