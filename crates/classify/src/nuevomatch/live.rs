@@ -13,8 +13,8 @@
 //!   [`CATCH_UP_CHUNK`] from its front under a lock the owner holds only to append; inserted
 //!   rules are shared, not copied): instant, it applies the updates to its model; delayed, it
 //!   applies the removals and stages the inserts in a map it hands over with the model. So the
-//!   owner replays, and frees, just the few updates logged after the trainer's last look. `poll` then swaps the model
-//!   in — between two batches, so a lookup never sees a half-built model and the owner never
+//!   owner replays, and frees, just the few updates logged after the trainer's last look. `poll`
+//!   then swaps the model in — between two batches, so a lookup never sees a half-built model and the owner never
 //!   waits for training (`poll` only ever `try_recv`s). The old model is dropped on another
 //!   thread (freeing 500K rules takes milliseconds the datapath should not pay): by the next
 //!   session's trainer before it builds when one starts at once, so that two cores never carry
@@ -60,13 +60,13 @@ fn apply(policy: Policy, model: &mut NuevoMatchUp, staged: &mut HashMap<RuleId, 
             let _ = model.insert_shared(r);
         }
         (Policy::Instant, Update::Remove(id)) => {
-            model.remove(id);
+            model.remove_shared(id);
         }
         (Policy::Delayed, Update::Insert(r)) => {
             staged.insert(r.id, r);
         }
         (Policy::Delayed, Update::Remove(id)) => {
-            if model.remove(id).is_none() {
+            if model.remove_shared(id).is_none() {
                 staged.remove(&id);
             }
         }
@@ -249,7 +249,7 @@ impl LiveNuevoMatch {
 
     /// Removes a rule wherever it is (model or staging); `false` when absent.
     pub fn remove(&mut self, id: RuleId) -> bool {
-        let found = if self.staged.remove(&id).is_some() { true } else { self.current.remove(id).is_some() };
+        let found = self.staged.remove(&id).is_some() || self.current.remove_shared(id).is_some();
         if found && self.training.is_some() {
             self.log.lock().expect("log lock").push_back(Update::Remove(id));
         }

@@ -583,6 +583,29 @@ impl<R: Remainder> NuevoMatchUp<R> {
         Ok(matches!(at, Location::ISet { .. }))
     }
 
+    /// [`Classifier::remove`] without copying the rule out when it is shared (the owner of a
+    /// [`live::LiveNuevoMatch`] drops it anyway).
+    pub fn remove_shared(&mut self, id: RuleId) -> Option<Arc<Rule>> {
+        let (loc, rule) = self.rules.remove(&id)?;
+        match loc {
+            Location::Remainder => {
+                self.remainder.remove(id);
+            }
+            Location::ISet { iset, bucket } => {
+                let s = &mut self.isets[iset as usize];
+                if let Some(at) = s.find_live(bucket as usize, rule.priority, id) {
+                    // Marked dead in place, keeping its rank (the span stays sorted): the
+                    // bucket's layout and the index stay as they are.
+                    s.pre.kill(at);
+                    s.cands[at].m.release(&mut self.extras);
+                    s.cands[at].m = CompactMatch::never();
+                    s.live -= 1;
+                }
+            }
+        }
+        Some(rule)
+    }
+
     /// Puts `rule` into the first iSet bucket whose range holds its interval on the iSet's field
     /// and that has room ([`NuevoMatchConfig::insert_slack`]); `None` when there is none.
     ///
@@ -714,23 +737,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let (loc, rule) = self.rules.remove(&id)?;
-        match loc {
-            Location::Remainder => {
-                self.remainder.remove(id);
-            }
-            Location::ISet { iset, bucket } => {
-                let s = &mut self.isets[iset as usize];
-                if let Some(at) = s.find_live(bucket as usize, rule.priority, id) {
-                    // Marked dead in place, keeping its rank (the span stays sorted): the
-                    // bucket's layout and the index stay as they are.
-                    s.pre.kill(at);
-                    s.cands[at].m.release(&mut self.extras);
-                    s.cands[at].m = CompactMatch::never();
-                    s.live -= 1;
-                }
-            }
-        }
+        let rule = self.remove_shared(id)?;
         Some(Arc::try_unwrap(rule).unwrap_or_else(|shared| Rule::clone(&shared)))
     }
 
