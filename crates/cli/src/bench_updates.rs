@@ -199,7 +199,17 @@ fn verify(
     Ok(per)
 }
 
+/// Most updates one run makes (`--rate` × `--seconds`): the sequence is made beforehand, and
+/// each update holds a copy of its rule for the checker (~170 bytes on average), so 20M is ~3.4 GB.
+const MAX_UPDATES: f64 = 20e6;
+
 pub fn run(a: &Args) -> Result<(), Failure> {
+    if a.seconds.is_nan() || a.seconds <= 0.0 || a.rate as f64 * a.seconds > MAX_UPDATES {
+        return Err(Failure(format!(
+            "bench updates makes its update sequence beforehand: --rate x --seconds must be positive and at most {MAX_UPDATES:.0} (got {} x {})",
+            a.rate, a.seconds
+        )));
+    }
     let out = Out::new(a.json.as_deref());
     let mut rules = inputs::load_rules(a.rules.as_deref())?;
     let packets = inputs::load_packets(a.trace.as_deref(), 1)?;

@@ -201,6 +201,13 @@ fn bench_updates_checks_every_recorded_batch_and_tells_where_inserts_went() {
     let j = run(&["--policy", "delayed"]);
     assert_eq!(j["mismatches"], 0);
     assert!(j["sessions"].as_u64().unwrap() > 0);
+    let out = rqvs(&["bench", "updates", "--rate", "1000000", "--seconds", "100"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("at most 20000000"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = rqvs(&["bench", "updates", "--insert-slack", "some"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected a number of rules or 'none'"));
