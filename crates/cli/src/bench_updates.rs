@@ -110,24 +110,21 @@ enum Op {
 /// The update sequence: alternately an insert of a random rule of the pool (at first the
 /// held-out rules) and a removal of a random live rule, which returns to the pool. Also returns
 /// which inserts are of rules never in the classifier before (fresh).
-fn make_ops(n: usize, live: &[Rule], mut pool: Vec<Rule>, rng: &mut impl Rng) -> (Vec<Op>, Vec<bool>) {
+fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl Rng) -> (Vec<Op>, Vec<bool>) {
+    let rules: HashMap<RuleId, &Rule> = live.iter().chain(pool).map(|r| (r.id, r)).collect();
     let mut live_ids: Vec<RuleId> = live.iter().map(|r| r.id).collect();
+    let mut pool_ids: Vec<RuleId> = pool.iter().map(|r| r.id).collect();
     let mut seen: HashSet<RuleId> = live_ids.iter().copied().collect();
     let (mut ops, mut fresh) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let by_id: HashMap<RuleId, &Rule> = live.iter().map(|r| (r.id, r)).collect();
-    // Rules inserted by the sequence and live: their copy, for when they return to the pool.
-    let mut inserted: HashMap<RuleId, Rule> = HashMap::new();
     for i in 0..n {
-        if i % 2 == 0 && !pool.is_empty() {
-            let r = pool.swap_remove(rng.gen_range(0..pool.len()));
-            fresh.push(seen.insert(r.id));
-            live_ids.push(r.id);
-            ops.push(Op::Insert(r.clone()));
-            inserted.insert(r.id, r);
+        if i % 2 == 0 && !pool_ids.is_empty() {
+            let id = pool_ids.swap_remove(rng.gen_range(0..pool_ids.len()));
+            fresh.push(seen.insert(id));
+            live_ids.push(id);
+            ops.push(Op::Insert(rules[&id].clone()));
         } else if !live_ids.is_empty() {
             let id = live_ids.swap_remove(rng.gen_range(0..live_ids.len()));
-            let r = inserted.remove(&id).unwrap_or_else(|| by_id[&id].clone());
-            pool.push(r);
+            pool_ids.push(id);
             ops.push(Op::Remove(id));
             fresh.push(false);
         }
@@ -230,7 +227,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let mut live = LiveNuevoMatch::with_config(&rules, policy, a.threshold, config)?;
     let first_build = t0.elapsed();
     // Enough for the whole run (the loop stops at `seconds`).
-    let (ops, fresh) = make_ops((a.rate as f64 * a.seconds) as usize + 2, &rules, pool, &mut rng);
+    let (ops, fresh) = make_ops((a.rate as f64 * a.seconds) as usize + 2, &rules, &pool, &mut rng);
     // The rules to insert, in order, moved into the classifier one by one (`ops` keeps its copies
     // for the checker).
     let mut inserts = ops
@@ -456,7 +453,7 @@ mod tests {
         let keys: Vec<FlowKey> = inputs::load_packets(None, 1).unwrap().entries.iter().map(|e| e.key).collect();
         let pool = rules.split_off(rules.len() - 100);
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let (ops, fresh) = make_ops(400, &rules, pool, &mut rng);
+        let (ops, fresh) = make_ops(400, &rules, &pool, &mut rng);
         let fresh = fresh.iter().filter(|f| **f).count();
         assert!(ops.len() == 400 && fresh > 0 && fresh <= 100, "{} ops, {fresh} fresh", ops.len());
         let mut tm = TupleMerge::build(&rules).unwrap();

@@ -49,7 +49,7 @@ enum Update {
     Remove(RuleId),
 }
 
-/// Log entries the trainer copies per lock acquisition while catching up.
+/// Log entries the trainer takes per lock acquisition while catching up.
 pub const CATCH_UP_CHUNK: usize = 1024;
 
 /// Applies a logged update to a new model (and, under the delayed policy, to the rules staged
@@ -93,9 +93,18 @@ pub struct Session {
     pub start: Duration,
 }
 
-/// A built model, its training time, how many log entries the trainer already applied, its
-/// remainder's size as built (before those), and (delayed policy) the rules those entries staged.
-type Trained = (NuevoMatchUp, Duration, usize, usize, HashMap<RuleId, Arc<Rule>>);
+/// What the trainer hands over.
+struct Trained {
+    model: NuevoMatchUp,
+    /// Time spent building.
+    train: Duration,
+    /// Log entries it already applied.
+    caught_up: usize,
+    /// The remainder's size as built (before those entries).
+    built_remainder: usize,
+    /// Delayed policy: the rules those entries staged.
+    staged: HashMap<RuleId, Arc<Rule>>,
+}
 
 struct Training {
     started: Instant,
@@ -269,7 +278,7 @@ impl LiveNuevoMatch {
                 self.log.lock().expect("log lock").clear();
                 self.failed_sessions += 1;
                 self.retry_at = Some(Instant::now() + Duration::from_secs(1));
-            } else if let Ok((mut model, train, caught_up, built_remainder, mut staged)) = result {
+            } else if let Ok(Trained { mut model, train, caught_up, built_remainder, mut staged }) = result {
                 let swap_start = Instant::now();
                 let t = self.training.take().expect("checked");
                 let _ = t.worker.join(); // it has sent its result: it is finishing
@@ -347,7 +356,7 @@ impl LiveNuevoMatch {
                     apply(policy, &mut model, &mut staged, u);
                 }
             }
-            let _ = tx.send((model, train, applied, built_remainder, staged));
+            let _ = tx.send(Trained { model, train, caught_up: applied, built_remainder, staged });
         });
         self.training = Some(Training { started: Instant::now(), start: t_start.elapsed(), done: rx, worker, rules });
     }

@@ -398,7 +398,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 let from = all.len() as u32;
                 order.clear();
                 order.extend_from_slice(&pb.rules);
-                order.sort_unstable_by_key(|&i| (std::cmp::Reverse(rules[i].priority), rules[i].id, i));
+                order.sort_unstable_by_key(|&i| (rank(rules[i].priority, rules[i].id), i));
                 for &i in &order {
                     let r = &rules[i];
                     located[i] = Location::ISet { iset: s as u32, bucket: b as u32 };
@@ -560,14 +560,9 @@ impl<R: Remainder> NuevoMatchUp<R> {
         from_isets
     }
 
-    /// [`Classifier::insert`], telling where the rule went: `true` into an iSet's bucket, `false`
-    /// into the remainder.
-    pub fn insert_placed(&mut self, rule: Rule) -> Result<bool, ClassifierError> {
-        self.insert_shared(Arc::new(rule))
-    }
-
-    /// [`insert_placed`](Self::insert_placed) of a shared rule (the owner of a
-    /// [`live::LiveNuevoMatch`] and its trainer insert the same rule without copying it).
+    /// [`Classifier::insert`] of a shared rule (the owner of a [`live::LiveNuevoMatch`] and its
+    /// trainer insert the same rule without copying it), telling where the rule went: `true` into
+    /// an iSet's bucket, `false` into the remainder.
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<bool, ClassifierError> {
         if self.rules.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
@@ -733,7 +728,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         self.lookup_batch_counted(keys, out);
     }
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        self.insert_placed(rule).map(|_| ())
+        self.insert_shared(Arc::new(rule)).map(|_| ())
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
