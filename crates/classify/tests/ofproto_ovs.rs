@@ -18,7 +18,7 @@ mod ovs;
 mod shared_data;
 
 use rand::{Rng, SeedableRng};
-use rqvs_classify::ofproto::{format_packet, wire_key, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_packet, OfprotoClassifier};
 use rqvs_classify::winner_by_definition;
 use rqvs_flow::formats::{classbench, ofctl, openflow, trace};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -73,7 +73,7 @@ fn hand_packets(n: usize) -> Vec<FlowKey> {
                 k.dl_type = rqvs_flow::key::ETH_TYPE_ARP;
                 k.nw_proto = 1;
             }
-            wire_key(&k)
+            k.wire()
         })
         .collect()
 }
@@ -144,7 +144,7 @@ fn compare(o: &ovs::Ovs, name: &str, flows: &[Rule], keys: &[FlowKey]) -> Outcom
                     nw_tos: mf.value.nw_tos | (r.nw_tos & !mf.mask.nw_tos),
                     ..*k
                 };
-                let q = wire_key(&q);
+                let q = q.wire();
                 if mf.contains(&q) {
                     assert_eq!(winner_by_definition(&sorted, &q), l.rule, "{name}: megaflow {ours_text} is too wide");
                 }
@@ -181,7 +181,7 @@ fn ofproto_classifier_agrees_with_ovs() {
                 let rules = classbench::read_rules(&shared_data::rules_path(&dir, seed, size)).unwrap();
                 let conv = openflow::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
                 let entries = trace::read_trace(&shared_data::trace_path(&dir, seed, size)).unwrap();
-                let keys: Vec<FlowKey> = entries.iter().take(n).map(|e| wire_key(&e.key)).collect();
+                let keys: Vec<FlowKey> = entries.iter().take(n).map(|e| e.key.wire()).collect();
                 let name: &'static str = Box::leak(format!("{seed}_{size}").into_boxed_str());
                 report.push((name, compare(&o, name, &conv.flows, &keys)));
             }

@@ -6,13 +6,13 @@
 //!   `winner_by_definition`.
 //! - Megaflow property: any packet that agrees with a classified packet on every bit of its
 //!   megaflow's mask is classified to the same rule — checked with random packets drawn inside
-//!   each megaflow (free bits random), realised as OVS would hold them (`wire_key`).
+//!   each megaflow (free bits random), realised as OVS would hold them (`FlowKey::wire`).
 //! - Megaflows of one table never overlap in effect: a packet inside a megaflow gets that same
 //!   megaflow's rule (the property above) — so installing megaflows is order-independent for
 //!   correctness.
 
 use proptest::prelude::*;
-use rqvs_classify::ofproto::{wire_key, OfprotoClassifier};
+use rqvs_classify::ofproto::OfprotoClassifier;
 use rqvs_classify::{winner_by_definition, Classifier};
 use rqvs_flow::key::*;
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
@@ -182,7 +182,7 @@ fn packet(rules: &[Rule], pick: usize, noise: [u32; 4], keep: u8) -> FlowKey {
         k.nw_tos = (noise[2] >> 5) as u8 & 0xfc;
         k.vlan_tci = if noise[0] % 5 < 1 { VLAN_CFI | (noise[1] % 4) as u16 } else { 0 };
     }
-    wire_key(&k)
+    k.wire()
 }
 
 fn sorted(rules: &[Rule]) -> Vec<Rule> {
@@ -232,7 +232,7 @@ fn check(c: &OfprotoClassifier, sorted: &[Rule], k: &FlowKey, inside: &[[u32; 4]
             q.dl_src[i] |= r.dl_src[i] & !mf.mask.dl_src[i];
             q.dl_dst[i] |= r.dl_dst[i] & !mf.mask.dl_dst[i];
         }
-        let q = wire_key(&q);
+        let q = q.wire();
         if !mf.contains(&q) {
             continue; // not a packet that can exist inside this megaflow
         }

@@ -18,14 +18,14 @@
 //!
 //! For each coflowiness the workload is generated ([`rqvs_workload::coflow`]: same seed, so the
 //! traces differ only in the endpoints of uncoupled associated flows) and replayed, in time order,
-//! through a fresh ORIG datapath ([`rqvs_datapath::Datapath`]) for each prediction setting:
+//! through a fresh ORIG datapath ([`rqvs_datapath::Orig`]) for each prediction setting:
 //! - `off` — no prediction (the study's baseline);
 //! - `online` — the online predictor ([`rqvs_datapath::predict`]), learning as it goes;
 //! - `oracle` — the oracle predictor: on a base flow's upcall, exactly its coupled associated
 //!   flows (those that share endpoints with it) are installed — the best any predictor acting on
 //!   the base flow's upcall can do;
 //! - `preload` — the study's own method: the megaflows of all coupled associated flows are
-//!   installed *before* the replay ([`rqvs_datapath::Datapath::preinstall`]); that work is
+//!   installed *before* the replay ([`rqvs_datapath::Orig::preinstall`]); that work is
 //!   reported (`preload_ms`) but, as in the study, is not in the measured handler time.
 //!
 //! ## The timing model
@@ -82,11 +82,9 @@
 
 use std::path::{Path, PathBuf};
 
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
-use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
-use rqvs_datapath::{Datapath, Design, DpAction, BATCH};
+use rqvs_datapath::{Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig, BATCH};
 use rqvs_flow::formats::{ofctl, pcap};
 use rqvs_flow::FlowKey;
 use rqvs_workload::coflow::{self, Params, Role, SizeDist, Workload};
@@ -523,8 +521,7 @@ fn prepare<'a>(w: &'a Workload, reference: &Reference, a: &Args) -> Prepared<'a>
     let keys = w.keys();
     let ts = w.timestamps();
     let sample = crate::verify::sample_indexes(w.rules.len(), keys.len(), Some(a.verify), a.seed);
-    let expected =
-        sample.into_iter().map(|q| (q, DpAction::of_rule(reference.lookup_rule(&wire_key(&keys[q]))))).collect();
+    let expected = sample.into_iter().map(|q| (q, DpAction::of_rule(reference.lookup_rule(&keys[q].wire())))).collect();
     Prepared { w, keys, ts, expected }
 }
 
@@ -539,8 +536,8 @@ fn run(
     let w = p.w;
     let (keys, ts) = (&p.keys, &p.ts);
     let n = keys.len();
-    let cfg = Config { emc_insert_prob: a.emc_prob, clock, seed: a.seed, ..Config::default() };
-    let mut dp = Datapath::new(&w.rules, cfg)?;
+    let cfg = DatapathConfig { emc_insert_prob: a.emc_prob, clock, seed: a.seed, ..DatapathConfig::default() };
+    let mut dp = Orig::new(&w.rules, cfg, OrigConfig::default())?;
     let pcfg = a.predictor.config()?;
     let mut preload_keys = Vec::new();
     let mut preload_ms = 0.0;
@@ -646,7 +643,7 @@ fn run(
     let dpcls = dp.dpcls();
     let mut hit: Vec<_> = preload_keys
         .iter()
-        .filter_map(|k| dpcls.peek(&wire_key(k).to_words()))
+        .filter_map(|k| dpcls.peek(&k.wire().to_words()))
         .filter(|&f| dpcls.get(f).is_some_and(|e| e.hits > 0))
         .collect();
     hit.sort_unstable_by_key(|f| (f.slot, f.gen));

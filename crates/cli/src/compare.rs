@@ -78,7 +78,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             100.0 * sh(cs.emc_hit),
             100.0 * sh(cs.megaflow_hit + cs.cd_hit),
             100.0 * sh(cs.model_hit),
-            100.0 * sh(cs.remainder_hit),
+            // The remainder stage's share: its hits and the packets no rule matched (CFLOWS).
+            100.0 * sh(cs.remainder_hit + cs.no_match),
             100.0 * sh(cs.upcall + cs.lost),
         );
         let mut o = replay::run_json(c, &p, r)?;

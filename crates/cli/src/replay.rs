@@ -55,13 +55,14 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rqvs_classify::nuevomatch::live::Policy;
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{assign_rule_outputs, Cflows, Counters, Datapath, Design, DpAction, LearnedConfig, BATCH};
+use rqvs_datapath::{
+    assign_rule_outputs, Ccache, Cflows, CflowsConfig, Clock, Counters, DatapathConfig, Design, DpAction, Orig,
+    OrigConfig, BATCH,
+};
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -390,36 +391,34 @@ pub fn prepare(c: &Common) -> Result<Prepared, Failure> {
 }
 
 /// The datapath settings of the options.
-fn dp_config(c: &Common) -> Config {
-    Config {
-        emc: !c.no_emc,
-        emc_insert_prob: c.emc_prob,
+fn dp_config(c: &Common) -> (DatapathConfig, OrigConfig) {
+    let dp = DatapathConfig { emc: !c.no_emc, emc_insert_prob: c.emc_prob, clock: Clock::Measured, seed: c.seed };
+    let orig = OrigConfig {
         cd: c.cd,
         flow_limit: c.flow_limit,
         idle_ns: (c.idle * 1e9) as u64,
-        clock: Clock::Measured,
-        seed: c.seed,
         revalidator: if c.revalidator == "inline" { RevalidatorMode::Inline } else { RevalidatorMode::Thread },
-        ..Config::default()
-    }
+        ..OrigConfig::default()
+    };
+    (dp, orig)
 }
 
 /// Builds a design over the initial rules.
 fn build(c: &Common, design: &str, rules: &[Rule]) -> Result<Box<dyn Design>, Failure> {
-    let cfg = dp_config(c);
+    let (cfg, orig) = dp_config(c);
     Ok(match design {
-        "orig" => Box::new(Datapath::new(rules, cfg)?),
+        "orig" => Box::new(Orig::new(rules, cfg, orig)?),
         "ccache" => {
             let cc = CcacheConfig {
                 retrain_threshold: c.retrain_threshold,
                 train_interval_ns: (c.train_interval * 1e9) as u64,
                 ..CcacheConfig::default()
             };
-            Box::new(Datapath::new(rules, Config { ccache: Some(cc), ..cfg })?)
+            Box::new(Ccache::new(rules, cfg, orig, cc)?)
         }
         "cflows" => {
             let policy = if c.policy == "delayed" { Policy::Delayed } else { Policy::Instant };
-            Box::new(Cflows::new(rules, cfg, LearnedConfig { policy, retrain_threshold: c.retrain_threshold })?)
+            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy, retrain_threshold: c.retrain_threshold })?)
         }
         other => return Err(Failure(format!("--design: unknown design '{other}'; expected one of {DESIGNS:?}"))),
     })
@@ -438,7 +437,7 @@ impl References<'_> {
             Some(r) => r,
             slot => slot.insert(Reference::build(&self.versions[v])?),
         };
-        Ok(DpAction::of_rule(r.lookup_rule(&wire_key(key))))
+        Ok(DpAction::of_rule(r.lookup_rule(&key.wire())))
     }
 
     /// Frees the references of versions before `v` (no later check needs them).
@@ -510,20 +509,16 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
     let keys = &p.keys;
     let mut rng = StdRng::seed_from_u64(c.seed ^ 0x5eed);
     let build_start = std::time::Instant::now();
-    // With prediction the ORIG datapath is kept as itself, for its predictor's counters.
-    let (mut orig, mut other): (Option<Datapath>, Option<Box<dyn Design>>) = match pred {
+    let mut built: Box<dyn Design> = match pred {
         Some(pr) => {
-            let mut d = Datapath::new(&p.initial, dp_config(c))?;
+            let (cfg, orig) = dp_config(c);
+            let mut d = Orig::new(&p.initial, cfg, orig)?;
             d.set_predictor(Some(pr.predictor()));
-            (Some(d), None)
+            Box::new(d)
         }
-        None => (None, Some(build(c, design, &p.initial)?)),
+        None => build(c, design, &p.initial)?,
     };
-    let dp: &mut dyn Design = match (orig.as_mut(), other.as_deref_mut()) {
-        (Some(d), _) => d,
-        (None, Some(d)) => d,
-        (None, None) => unreachable!("one design is built"),
-    };
+    let dp: &mut dyn Design = built.as_mut();
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
     let cd_probe = (design != "cflows" && c.cd).then_some(());
 
@@ -757,13 +752,10 @@ pub fn run_design_with(c: &Common, p: &Prepared, design: &str, pred: Option<&Pre
         let pk = cs.received - f.received;
         (pk as f64 / (ns as f64 / 1e9) / 1e6, (cs.dpcls_ns - f.dpcls_ns) as f64 / ns as f64)
     });
-    let cd_intervals = cd_probe.and_then(|_| {
-        let r = dp.report();
-        let get = |n: &str| r.iter().find(|x| x.0 == n).map(|x| x.1 as u64);
-        get("cd_intervals_on").zip(get("cd_intervals_off"))
-    });
-    let report = dp.report();
-    let prediction = pred.zip(orig.as_mut().and_then(Datapath::prediction_stats)).map(|(pr, s)| (pr.mode, s));
+    let design_report = dp.report();
+    let cd_intervals = cd_probe.and_then(|_| design_report.orig().and_then(|o| o.cd_intervals));
+    let report = design_report.fields();
+    let prediction = pred.zip(dp.prediction_stats()).map(|(pr, s)| (pr.mode, s));
     Ok(Run {
         design: design.to_string(),
         build_ms,
@@ -859,12 +851,13 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
                 - share(cs.reval_ns))
     );
     println!(
-        "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  upcall {}  lost {}  (sum {} = received)",
+        "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  no_match {}  upcall {}  lost {}  (sum {} = received)",
         cs.emc_hit,
         cs.cd_hit,
         cs.megaflow_hit,
         cs.model_hit,
         cs.remainder_hit,
+        cs.no_match,
         cs.upcall,
         cs.lost,
         cs.outcome_sum()

@@ -16,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use rqvs_classify::ofproto::{format_packet, wire_key, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_packet, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, openflow, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -81,7 +81,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
 }
 
 fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failure> {
-    let key = wire_key(&parse_packet(flow)?);
+    let key = parse_packet(flow)?.wire();
     let l = c.lookup_wc(&key);
     let mf = l.megaflow(&key);
     let out = crate::report::Out::new(args.json.as_deref());
@@ -117,7 +117,7 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
 fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     let path = args.trace.as_deref().expect("checked by run");
     let packets = inputs::load_packets(Some(path), args.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().take(args.packets).map(|e| wire_key(&e.key)).collect();
+    let keys: Vec<FlowKey> = packets.entries.iter().take(args.packets).map(|e| e.key.wire()).collect();
     // mask → (masked value → rule), masks in installation order.
     let mut cache: HashMap<FlowKey, HashMap<FlowKey, Option<rqvs_flow::RuleId>>> = HashMap::new();
     let mut masks: Vec<FlowKey> = Vec::new();

@@ -11,11 +11,9 @@
 
 use std::process::{Command, Output};
 
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
-use rqvs_datapath::pmd::{Clock, Config};
 use rqvs_datapath::predict::{PredictConfig, Predictor};
-use rqvs_datapath::{Datapath, DpAction};
+use rqvs_datapath::{Clock, DatapathConfig, DpAction, Orig, OrigConfig};
 use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
 
 fn rqvs(args: &[&str]) -> Output {
@@ -55,8 +53,9 @@ fn workload(dist: SizeDist, coflows: usize, x: f64) -> Workload {
 /// Every packet in trace order through a datapath (batches of 32, handler at batch boundaries);
 /// returns the actions and the upcall count.
 fn replay(w: &Workload, predictor: Option<Predictor>) -> (Vec<DpAction>, u64) {
-    let cfg = Config { clock: Clock::Virtual { packet_ns: 1_000, upcall_ns: 1_000 }, ..Config::default() };
-    let mut dp = Datapath::new(&w.rules, cfg).unwrap();
+    let cfg =
+        DatapathConfig { clock: Clock::Virtual { packet_ns: 1_000, upcall_ns: 1_000 }, ..DatapathConfig::default() };
+    let mut dp = Orig::new(&w.rules, cfg, OrigConfig::default()).unwrap();
     dp.set_predictor(predictor);
     let actions = dp.run_keys(&w.keys());
     let c = dp.counters();
@@ -71,7 +70,7 @@ fn predictions_never_change_an_action() {
         let w = workload(dist, n, x);
         let reference = Reference::build(&w.rules).unwrap();
         let want: Vec<DpAction> =
-            w.keys().iter().map(|k| DpAction::of_rule(reference.lookup_rule(&wire_key(k)))).collect();
+            w.keys().iter().map(|k| DpAction::of_rule(reference.lookup_rule(&k.wire()))).collect();
         // An eager online predictor (no thresholds: many wrong predictions) and the oracle.
         let eager = PredictConfig { min_confidence: 0.0, min_support: 1, per_upcall: 16.0, ..PredictConfig::default() };
         let oracle =

@@ -30,7 +30,7 @@ fn check_run(r: &serde_json::Value) {
     assert_eq!(r["mismatches"], 0, "{design}");
     assert!(r["verified"].as_u64().unwrap() > 500, "{design}: {}", r["verified"]);
     let c = &r["counters"];
-    let sum: u64 = ["emc_hit", "cd_hit", "megaflow_hit", "model_hit", "remainder_hit", "upcall", "lost"]
+    let sum: u64 = ["emc_hit", "cd_hit", "megaflow_hit", "model_hit", "remainder_hit", "no_match", "upcall", "lost"]
         .iter()
         .map(|k| c[*k].as_u64().unwrap())
         .sum();

@@ -29,7 +29,10 @@ use rqvs_classify::nuevomatch::{NuevoMatchConfig, NuevoMatchUp};
 use rqvs_classify::{Classifier, NoRemainder};
 use rqvs_flow::{Actions, FlowKey, Match, Rule, RuleId};
 
-use crate::dpcls::{Dpcls, FlowRef};
+use crate::counters::Counters;
+use crate::design::{CcacheReport, DesignReport, OrigReport};
+use crate::dpcls::{Dpcls, MegaflowRef};
+use crate::orig::ModelStage;
 
 /// CCACHE settings.
 #[derive(Clone, Copy, Debug)]
@@ -108,14 +111,14 @@ impl MegaflowModel {
 
     /// For each key, the live megaflow the model holds that covers it. Returns the number found.
     #[inline]
-    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<FlowRef>]) -> usize {
+    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<MegaflowRef>]) -> usize {
         let Some(m) = &self.model else { return 0 };
         let mut ids = [None; crate::BATCH];
         let n = keys.len();
         m.lookup_batch(keys, &mut ids[..n]);
         let mut found = 0;
         for (o, id) in out.iter_mut().zip(&ids[..n]) {
-            *o = id.and_then(|id| self.held.get(&id.0).map(|&gen| FlowRef { slot: id.0, gen }));
+            *o = id.and_then(|id| self.held.get(&id.0).map(|&gen| MegaflowRef { slot: id.0, gen }));
             found += usize::from(o.is_some());
         }
         found
@@ -125,7 +128,7 @@ impl MegaflowModel {
     pub fn sync(&mut self, dpcls: &Dpcls) {
         let Some(m) = &mut self.model else { return };
         self.held.retain(|&slot, &mut gen| {
-            let live = dpcls.get(FlowRef { slot, gen }).is_some();
+            let live = dpcls.get(MegaflowRef { slot, gen }).is_some();
             if !live {
                 m.remove(RuleId(slot));
             }
@@ -179,7 +182,7 @@ impl MegaflowModel {
     fn start_training(&mut self, dpcls: &Dpcls) {
         let mut gens = HashMap::with_capacity(dpcls.len());
         let mut rules = Vec::with_capacity(dpcls.len());
-        for f in dpcls.flow_refs() {
+        for f in dpcls.megaflow_refs() {
             let e = dpcls.get(f).expect("listed flow is live");
             gens.insert(f.slot, f.gen);
             let m = Match::from_masked(e.megaflow.value, e.megaflow.mask);
@@ -200,7 +203,7 @@ impl MegaflowModel {
     fn swap(&mut self, mut model: Model, gens: &HashMap<u32, u32>, dpcls: &mut Dpcls) {
         let mut held = HashMap::with_capacity(model.len());
         for id in model.iset_ids() {
-            let f = FlowRef { slot: id.0, gen: gens[&id.0] };
+            let f = MegaflowRef { slot: id.0, gen: gens[&id.0] };
             if dpcls.get(f).is_some() {
                 held.insert(id.0, f.gen);
             }
@@ -212,11 +215,11 @@ impl MegaflowModel {
         }
         for (&slot, &gen) in &self.held {
             if !held.contains_key(&slot) {
-                dpcls.attach(FlowRef { slot, gen });
+                dpcls.attach(MegaflowRef { slot, gen });
             }
         }
         for (&slot, &gen) in &held {
-            dpcls.detach(FlowRef { slot, gen });
+            dpcls.detach(MegaflowRef { slot, gen });
         }
         self.held = held;
         self.base_outside = dpcls.len() - self.held.len();
@@ -226,21 +229,59 @@ impl MegaflowModel {
     }
 }
 
+impl ModelStage for MegaflowModel {
+    const NAME: &'static str = "ccache";
+    const PRESENT: bool = true;
+    #[inline]
+    fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<MegaflowRef>]) -> usize {
+        MegaflowModel::lookup_batch(self, keys, out)
+    }
+    fn sync(&mut self, dpcls: &Dpcls) {
+        MegaflowModel::sync(self, dpcls)
+    }
+    fn poll(&mut self, dpcls: &mut Dpcls, now_ns: u64) -> bool {
+        MegaflowModel::poll(self, dpcls, now_ns)
+    }
+    fn finish(&mut self, dpcls: &mut Dpcls) {
+        MegaflowModel::finish(self, dpcls)
+    }
+    fn train_now(&mut self, dpcls: &mut Dpcls) {
+        MegaflowModel::finish(self, dpcls);
+        MegaflowModel::train_now(self, dpcls);
+        MegaflowModel::finish(self, dpcls);
+    }
+    fn gauges(&self, c: &mut Counters) {
+        c.model_entries = self.len() as u64;
+        c.model_swaps = self.swaps;
+    }
+    fn report(&self, dpcls: &Dpcls, orig: OrigReport) -> DesignReport {
+        let total = dpcls.len().max(1) as f64;
+        DesignReport::Ccache(
+            orig,
+            CcacheReport {
+                coverage: self.len() as f64 / total,
+                model_megaflows: self.len() as u64,
+                model_swaps: self.swaps,
+                last_training_ms: self.last_train.as_secs_f64() * 1e3,
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmd::{Clock, Config};
     use crate::testutil::{expect, keys, rules};
-    use crate::{Datapath, Design};
+    use crate::{Ccache, Clock, DatapathConfig, Design, OrigConfig};
 
-    fn ccache() -> Datapath {
-        let cfg = Config {
+    fn ccache() -> Ccache {
+        let cfg = DatapathConfig {
             emc: false,
             clock: Clock::Virtual { packet_ns: 100, upcall_ns: 1000 },
-            ccache: Some(CcacheConfig { train_interval_ns: u64::MAX, ..CcacheConfig::default() }),
-            ..Config::default()
+            ..DatapathConfig::default()
         };
-        Datapath::new(&rules(1000)[..800], cfg).unwrap()
+        let cc = CcacheConfig { train_interval_ns: u64::MAX, ..CcacheConfig::default() };
+        Ccache::new(&rules(1000)[..800], cfg, OrigConfig::default(), cc).unwrap()
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! upcalls, no revalidation.
 //!
 //! - **EMC**: the same cache as ORIG ([`Emc`]), whole key → the winning rule. An entry holds the
-//!   rule id and the *table generation* it was computed under ([`FlowRef`] `{slot: rule id, gen}`;
-//!   `slot = NO_RULE` caches "no rule matches"). A rule's action is read at hit time, so modifying
+//!   rule id and the *table generation* it was computed under ([`RuleRef`] `{id, gen}`;
+//!   `id = NO_RULE` caches "no rule matches"). A rule's action is read at hit time, so modifying
 //!   actions needs no invalidation; removing a rule makes the entries naming it dead at once (its
 //!   action is gone); every insert, and a model swap under the delayed policy, bumps the
 //!   generation, which retires every entry — a new rule may outrank any cached winner (and a
@@ -18,9 +18,10 @@
 //!   `retrain_threshold` of the rules, and [`Design::maintain`] swaps the new model in between
 //!   batches (the PMD never waits for training).
 //! - **Counters**: `emc_hit`, `model_hit` (an iSet gave the winner), `remainder_hit` (the
-//!   remainder gave a better rule, or nothing matched) — they sum to `received`. Gauges `rules`
+//!   remainder gave a better rule), `no_match` (no rule matched: dropped, OpenFlow's table-miss
+//!   default) — they sum to `received`. Gauges `rules`
 //!   and `model_entries` (coverage = model_entries / rules), `model_swaps`.
-//! - **Time**: the same PMD clock as ORIG ([`Clock`]); training runs on another thread and is not
+//! - **Time**: the same PMD clock as ORIG ([`crate::Clock`]); training runs on another thread and is not
 //!   PMD time, but swapping a model in (`maintain`) is. Under the virtual clock `maintain` waits
 //!   for a started training, so runs are a pure function of their inputs.
 
@@ -28,32 +29,41 @@ use std::time::Instant;
 
 use hashbrown::HashMap;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::counters::Counters;
-use crate::design::Design;
-use crate::dpcls::FlowRef;
-use crate::emc::{Emc, EmcTarget};
-use crate::pmd::{Clock, Config};
-use crate::{flow_hash, DpAction, BATCH};
+use crate::design::{CflowsReport, Design, DesignReport};
+use crate::emc::{Emc, EmcRef, EmcTarget};
+use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
 
 /// EMC slot value meaning "no rule matches" (the packet is dropped).
 const NO_RULE: u32 = u32::MAX;
 
-/// Settings of the learned classifier.
+/// CFLOWS' settings: its learned classifier's update policy and retraining.
 #[derive(Clone, Copy, Debug)]
-pub struct LearnedConfig {
+pub struct CflowsConfig {
     pub policy: Policy,
     /// Remainder share of the rules that starts a training session (paper: 10%).
     pub retrain_threshold: f64,
 }
 
-impl Default for LearnedConfig {
+impl Default for CflowsConfig {
     fn default() -> Self {
-        LearnedConfig { policy: Policy::Instant, retrain_threshold: 0.1 }
+        CflowsConfig { policy: Policy::Instant, retrain_threshold: 0.1 }
     }
+}
+
+/// What a CFLOWS EMC entry points at: a rule (or [`NO_RULE`]) of one table generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleRef {
+    pub id: u32,
+    pub gen: u32,
+}
+
+impl EmcRef for RuleRef {
+    /// Generation [`u32::MAX`] is never the table's ([`Cflows`] skips it), so never live.
+    const NONE: RuleRef = RuleRef { id: NO_RULE, gen: u32::MAX };
 }
 
 /// The visible rules' actions and the EMC generation (the EMC's [`EmcTarget`]).
@@ -62,10 +72,10 @@ struct Table {
     gen: u32,
 }
 
-impl EmcTarget for Table {
+impl EmcTarget<RuleRef> for Table {
     #[inline]
-    fn is_live(&self, f: FlowRef) -> bool {
-        f.gen == self.gen && (f.slot == NO_RULE || self.actions.get(f.slot).is_some())
+    fn is_live(&self, r: RuleRef) -> bool {
+        r.gen == self.gen && (r.id == NO_RULE || self.actions.get(r.id).is_some())
     }
 }
 
@@ -146,8 +156,8 @@ impl FromIterator<(u32, DpAction)> for ActionTable {
 
 /// The CFLOWS datapath (module docs).
 pub struct Cflows {
-    cfg: Config,
-    emc: Emc,
+    cfg: DatapathConfig,
+    emc: Emc<RuleRef>,
     nm: LiveNuevoMatch,
     table: Table,
     c: Counters,
@@ -159,7 +169,7 @@ pub struct Cflows {
 impl Cflows {
     /// Builds the first model synchronously (its training time is reported by
     /// [`Design::report`], not counted as PMD time).
-    pub fn new(rules: &[Rule], cfg: Config, learned: LearnedConfig) -> Result<Cflows, ClassifierError> {
+    pub fn new(rules: &[Rule], cfg: DatapathConfig, learned: CflowsConfig) -> Result<Cflows, ClassifierError> {
         let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
         let actions = rules.iter().map(|r| (r.id.0, DpAction::from_actions(&r.actions))).collect();
         Ok(Cflows {
@@ -180,7 +190,11 @@ impl Cflows {
     }
 
     fn retire_emc(&mut self) {
-        self.table.gen = self.table.gen.wrapping_add(1);
+        // Generation u32::MAX is RuleRef::NONE's: skipped, so an empty entry is never live.
+        self.table.gen = match self.table.gen.wrapping_add(1) {
+            u32::MAX => 0,
+            g => g,
+        };
     }
 
     /// Swaps a trained model in if one is ready (and starts training when needed).
@@ -206,8 +220,8 @@ impl Design for Cflows {
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
         let n = keys.len();
         assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
-        let measured = self.cfg.clock == Clock::Measured;
-        let t0 = measured.then(Instant::now);
+        let clock = self.cfg.clock;
+        let t0 = clock.start();
         let mut k = [FlowKey::default(); BATCH];
         let mut h = [0u32; BATCH];
         let mut miss_keys = [FlowKey::default(); BATCH];
@@ -216,11 +230,11 @@ impl Design for Cflows {
         self.c.received += n as u64;
 
         for i in 0..n {
-            k[i] = wire_key(&keys[i]);
+            k[i] = keys[i].wire();
             h[i] = flow_hash(&k[i]);
             if self.cfg.emc {
                 if let Some(f) = self.emc.lookup(h[i], &k[i], &self.table) {
-                    out[i] = self.table.action(f.slot);
+                    out[i] = self.table.action(f.id);
                     self.c.emc_hit += 1;
                     continue;
                 }
@@ -229,20 +243,22 @@ impl Design for Cflows {
             miss_at[nmiss] = i as u8;
             nmiss += 1;
         }
-        let t1 = measured.then(Instant::now);
+        let t1 = clock.start();
 
         if nmiss > 0 {
             let mut ids = [None; BATCH];
             let from_model = self.nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
+            let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
             self.c.model_hit += from_model;
-            self.c.remainder_hit += nmiss as u64 - from_model;
+            self.c.remainder_hit += nmiss as u64 - from_model - no_match;
+            self.c.no_match += no_match;
             for j in 0..nmiss {
                 let i = usize::from(miss_at[j]);
-                let slot = ids[j].map_or(NO_RULE, |id| id.0);
-                out[i] = self.table.action(slot);
+                let id = ids[j].map_or(NO_RULE, |id| id.0);
+                out[i] = self.table.action(id);
                 if self.cfg.emc {
-                    let f = FlowRef { slot, gen: self.table.gen };
-                    self.emc.probabilistic_insert(h[i], &k[i], f, &self.table);
+                    let r = RuleRef { id, gen: self.table.gen };
+                    self.emc.probabilistic_insert(h[i], &k[i], r, &self.table);
                 }
             }
         }
@@ -253,15 +269,11 @@ impl Design for Cflows {
             }
         }
 
-        match (self.cfg.clock, t0, t1) {
-            (Clock::Measured, Some(t0), Some(t1)) => {
-                self.c.emc_ns += (t1 - t0).as_nanos() as u64;
-                self.c.model_ns += t1.elapsed().as_nanos() as u64;
-                self.now_ns += t0.elapsed().as_nanos() as u64;
-            }
-            (Clock::Virtual { packet_ns, .. }, ..) => self.now_ns += n as u64 * packet_ns,
-            _ => unreachable!("measured clock has timestamps"),
+        if let (Some(t0), Some(t1)) = (t0, t1) {
+            self.c.emc_ns += (t1 - t0).as_nanos() as u64;
+            self.c.model_ns += t1.elapsed().as_nanos() as u64;
         }
+        self.now_ns += clock.batch_ns(t0, n);
     }
 
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
@@ -271,14 +283,12 @@ impl Design for Cflows {
     fn maintain(&mut self) -> u64 {
         let t0 = Instant::now();
         self.poll_model();
-        if self.cfg.clock != Clock::Measured && self.nm.training() {
+        if !self.cfg.clock.is_measured() && self.nm.training() {
             // Virtual clock: training finishes "instantly", so runs are deterministic.
             self.nm.finish_training();
             self.poll_model();
         }
-        if self.cfg.clock == Clock::Measured {
-            self.now_ns += t0.elapsed().as_nanos() as u64;
-        }
+        self.now_ns += self.cfg.clock.housekeeping_ns(t0);
         0
     }
 
@@ -339,19 +349,15 @@ impl Design for Cflows {
         self.nm.staged_ids()
     }
 
-    fn report(&self) -> Vec<(&'static str, f64)> {
-        let cur = self.nm.current();
-        let mut v = vec![
-            ("coverage", self.nm.coverage()),
-            ("isets", cur.isets() as f64),
-            ("remainder_rules", self.nm.remainder_rules() as f64),
-            ("staged_rules", self.nm.staged() as f64),
-            ("training_sessions", self.nm.sessions().len() as f64),
-        ];
-        if let Some(s) = self.nm.sessions().last() {
-            v.push(("last_training_ms", s.train.as_secs_f64() * 1e3));
-        }
-        v
+    fn report(&self) -> DesignReport {
+        DesignReport::Cflows(CflowsReport {
+            coverage: self.nm.coverage(),
+            isets: self.nm.current().isets() as u64,
+            remainder_rules: self.nm.remainder_rules() as u64,
+            staged_rules: self.nm.staged() as u64,
+            training_sessions: self.nm.sessions().len() as u64,
+            last_training_ms: self.nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
+        })
     }
 
     fn settle(&mut self) {
@@ -405,23 +411,23 @@ mod tests {
         crate::testutil::keys(n, 0)
     }
 
-    fn virtual_cfg(emc_prob: f64) -> Config {
-        Config {
+    fn virtual_cfg(emc_prob: f64) -> DatapathConfig {
+        DatapathConfig {
             emc_insert_prob: emc_prob,
-            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 0 },
-            ..Config::default()
+            clock: crate::Clock::Virtual { packet_ns: 100, upcall_ns: 0 },
+            ..DatapathConfig::default()
         }
     }
 
     fn run(dp: &mut Cflows, keys: &[FlowKey]) -> Vec<DpAction> {
-        crate::design::run_keys(dp, keys)
+        crate::pmd::run_keys(dp, keys)
     }
 
     #[test]
     fn actions_equal_the_reference_and_counters_sum() {
         let rules = rules(1200);
         let keys = keys(5000);
-        let mut dp = Cflows::new(&rules, virtual_cfg(0.2), LearnedConfig::default()).unwrap();
+        let mut dp = Cflows::new(&rules, virtual_cfg(0.2), CflowsConfig::default()).unwrap();
         let got = run(&mut dp, &keys);
         assert_eq!(got, expect(&rules, &keys));
         let again = run(&mut dp, &keys);
@@ -452,7 +458,7 @@ mod tests {
         for seed in 0..60u64 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
-            let cfg = LearnedConfig { policy, retrain_threshold: 0.05 };
+            let cfg = CflowsConfig { policy, retrain_threshold: 0.05 };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut dp = Cflows::new(&live, virtual_cfg(1.0), cfg).unwrap();
@@ -506,7 +512,7 @@ mod tests {
     fn a_reused_id_does_not_revive_old_emc_entries() {
         let all = rules(50);
         let keys = keys(2000);
-        let cfg = LearnedConfig { policy: Policy::Delayed, retrain_threshold: 0.1 };
+        let cfg = CflowsConfig { policy: Policy::Delayed, retrain_threshold: 0.1 };
         let mut dp = Cflows::new(&all, virtual_cfg(1.0), cfg).unwrap();
         assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
         assert!(dp.counters().emc_hit > 0);
@@ -527,7 +533,7 @@ mod tests {
         let keys = keys(3000);
         for policy in [Policy::Instant, Policy::Delayed] {
             let (initial, held) = all.split_at(900);
-            let cfg = LearnedConfig { policy, retrain_threshold: 0.1 };
+            let cfg = CflowsConfig { policy, retrain_threshold: 0.1 };
             let mut dp = Cflows::new(initial, virtual_cfg(1.0), cfg).unwrap();
             assert_eq!(run(&mut dp, &keys), expect(initial, &keys));
             let e0 = dp.visible_epoch();

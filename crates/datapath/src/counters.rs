@@ -1,7 +1,8 @@
 //! The datapath's counters, in one type (like `dpif-netdev/pmd-stats-show`).
 //!
 //! **Per-packet outcomes** — exactly one per received packet, so they never overlap and
-//! `emc_hit + cd_hit + megaflow_hit + upcall + lost == received` ([`Counters::outcome_sum_ok`]):
+//! `emc_hit + cd_hit + megaflow_hit + model_hit + remainder_hit + no_match + upcall + lost ==
+//! received` ([`Counters::outcome_sum_ok`]):
 //! - `emc_hit`: found in the EMC;
 //! - `cd_hit`: found in the megaflow subtable the cuckoo distributor named;
 //! - `megaflow_hit`: found by the megaflow subtable walk;
@@ -9,14 +10,16 @@
 //!   handler gives it its action);
 //! - `lost`: missed everything and the upcall queue was full: dropped.
 //! - `model_hit` (CFLOWS, CCACHE): the learned model's iSets gave the winner;
-//! - `remainder_hit` (CFLOWS): classified by the remainder after the model (the remainder had a
-//!   better rule, or neither had one — no rule: the packet is dropped).
+//! - `remainder_hit` (CFLOWS): the remainder after the model gave the winner (a better rule than
+//!   the iSets', or the only one);
+//! - `no_match` (CFLOWS): no rule matched — the packet is dropped (OpenFlow's table-miss
+//!   default). ORIG and CCACHE send such packets to the slow path like any other miss.
 //!
 //! The rest are costs and gauges: `upcall_ns` (slow-path classification and installation time),
 //! `megaflow_subtables` (subtables probed by all CD and megaflow hits — divided by those hits,
 //! OVS's "avg. subtable lookups per megaflow hit"), CD hints that failed, installations,
 //! deletions by cause, and the gauges `megaflows` and `masks`, filled in by
-//! [`crate::Datapath::counters`].
+//! [`crate::Design::counters`].
 //!
 //! Flow prediction ([`crate::predict`]) installs megaflows without packets: `preinstalled`,
 //! `preinstall_existing`, `preinstall_refused` and its handler time `predict_ns` are not
@@ -33,6 +36,7 @@ pub struct Counters {
     pub lost: u64,
     pub model_hit: u64,
     pub remainder_hit: u64,
+    pub no_match: u64,
 
     /// Time the handler spent on upcalls (slow path + install), ns.
     pub upcall_ns: u64,
@@ -55,7 +59,7 @@ pub struct Counters {
     pub deleted_idle: u64,
     pub deleted_limit: u64,
 
-    /// Megaflows installed ahead of packets (flow prediction, `Datapath::preinstall`); keys an
+    /// Megaflows installed ahead of packets (flow prediction, `Orig::preinstall`); keys an
     /// installed megaflow already covered; keys refused at the flow limit.
     pub preinstalled: u64,
     pub preinstall_existing: u64,
@@ -91,7 +95,14 @@ pub struct Counters {
 impl Counters {
     /// Sum of the per-packet outcomes.
     pub fn outcome_sum(&self) -> u64 {
-        self.emc_hit + self.cd_hit + self.megaflow_hit + self.model_hit + self.remainder_hit + self.upcall + self.lost
+        self.emc_hit
+            + self.cd_hit
+            + self.megaflow_hit
+            + self.model_hit
+            + self.remainder_hit
+            + self.no_match
+            + self.upcall
+            + self.lost
     }
 
     /// The invariant: outcomes sum to packets received.
@@ -125,6 +136,7 @@ impl Counters {
             ("lost", self.lost),
             ("model_hit", self.model_hit),
             ("remainder_hit", self.remainder_hit),
+            ("no_match", self.no_match),
             ("upcall_ns", self.upcall_ns),
             ("megaflow_subtables", self.megaflow_subtables),
             ("cd_wrong_hint", self.cd_wrong_hint),

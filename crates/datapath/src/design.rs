@@ -1,5 +1,6 @@
-//! The [`Design`] trait: what `rqvs replay` and `rqvs compare` drive, whichever datapath design
-//! is behind it — ORIG ([`crate::Datapath`]), CFLOWS ([`crate::cflows::Cflows`]).
+//! The [`Design`] trait: what the PMD loop ([`crate::pmd::Pmd`]) drives, whichever datapath
+//! design is behind it — ORIG ([`crate::Orig`]), CCACHE ([`crate::Ccache`]), CFLOWS
+//! ([`crate::Cflows`]) — and each design's typed report ([`DesignReport`]).
 //!
 //! The contract is the PMD loop's: [`Design::process_batch`] on each batch (the PMD's work),
 //! [`Design::handle_upcalls`] for the packets it queued (empty for designs without upcalls),
@@ -16,8 +17,9 @@
 use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
-use crate::{Counters, DpAction, BATCH};
+use crate::{Counters, DpAction};
 
 pub trait Design {
     /// `orig`, `cflows`, ...
@@ -26,11 +28,11 @@ pub trait Design {
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]);
     /// Handles queued upcalls; `(sequence number, action)` per handled packet.
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)];
-    /// Batch-boundary housekeeping; returns cache entries deleted.
+    /// Batch-boundary housekeeping; returns megaflows deleted.
     fn maintain(&mut self) -> u64;
-    /// Adds OpenFlow rules; returns cache entries deleted as a consequence.
+    /// Adds OpenFlow rules; returns megaflows deleted as a consequence (none in CFLOWS).
     fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError>;
-    /// Removes OpenFlow rules (absent ids ignored); returns cache entries deleted.
+    /// Removes OpenFlow rules (absent ids ignored); returns megaflows deleted.
     fn remove_rules(&mut self, ids: &[RuleId]) -> u64;
     /// Counters with gauges filled in.
     fn counters(&self) -> Counters;
@@ -40,7 +42,7 @@ pub trait Design {
     fn idle_until(&mut self, ns: u64);
     /// Changes whenever the visible rule set changes (module docs).
     fn visible_epoch(&self) -> u64;
-    /// The oldest epoch whose rule set may still decide a packet: cache entries of an earlier
+    /// The oldest epoch whose rule set may still decide a packet: megaflows of an earlier
     /// table waiting for an asynchronous revalidation ([`crate::revalidator`]); the visible
     /// epoch when none are.
     fn oldest_epoch(&self) -> u64 {
@@ -54,28 +56,96 @@ pub trait Design {
     fn staged_rules(&self) -> Vec<RuleId> {
         Vec::new()
     }
-    /// Design-specific figures for reports (name, value).
-    fn report(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
+    /// The design's own figures.
+    fn report(&self) -> DesignReport;
+    /// Flow prediction's counters, checked now ([`crate::predict`]; ORIG only, when on).
+    fn prediction_stats(&mut self) -> Option<PredictStats> {
+        None
     }
     /// Waits for background work (training) to finish and be applied; for tests and for a
     /// clean end of a run.
     fn settle(&mut self) {}
 }
 
-/// Replays `keys` in order, batch by batch, with the handler and housekeeping at every batch
-/// boundary; returns each packet's final action (upcalled packets get the handler's).
-pub fn run_keys(d: &mut dyn Design, keys: &[FlowKey]) -> Vec<DpAction> {
-    let mut actions = vec![DpAction::Drop; keys.len()];
-    let mut out = [DpAction::Drop; BATCH];
-    for (b, chunk) in keys.chunks(BATCH).enumerate() {
-        let base = b * BATCH;
-        d.process_batch(chunk, base as u64, &mut out);
-        actions[base..base + chunk.len()].copy_from_slice(&out[..chunk.len()]);
-        for &(seq, a) in d.handle_upcalls() {
-            actions[seq as usize] = a;
+/// ORIG's figures (and CCACHE's megaflow cache's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OrigReport {
+    /// Subtables of the OpenFlow table (the slow path's classifier).
+    pub openflow_subtables: u64,
+    /// The cuckoo distributor's ranking intervals (on, off), when configured.
+    pub cd_intervals: Option<(u64, u64)>,
+}
+
+/// CCACHE's model over the megaflows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CcacheReport {
+    /// Share of the installed megaflows the model serves.
+    pub coverage: f64,
+    pub model_megaflows: u64,
+    pub model_swaps: u64,
+    pub last_training_ms: f64,
+}
+
+/// CFLOWS' learned classifier over the OpenFlow rules.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CflowsReport {
+    /// Share of the rules the iSets serve.
+    pub coverage: f64,
+    pub isets: u64,
+    pub remainder_rules: u64,
+    /// Rules inserted and not yet visible (delayed policy).
+    pub staged_rules: u64,
+    pub training_sessions: u64,
+    /// The last training session's time, once one ran.
+    pub last_training_ms: Option<f64>,
+}
+
+/// A design's typed report.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DesignReport {
+    Orig(OrigReport),
+    Ccache(OrigReport, CcacheReport),
+    Cflows(CflowsReport),
+}
+
+impl DesignReport {
+    /// The megaflow datapath's part (ORIG, CCACHE).
+    pub fn orig(&self) -> Option<&OrigReport> {
+        match self {
+            DesignReport::Orig(o) | DesignReport::Ccache(o, _) => Some(o),
+            DesignReport::Cflows(_) => None,
         }
-        d.maintain();
     }
-    actions
+
+    /// `(name, value)` pairs, for JSON reports and tables.
+    pub fn fields(&self) -> Vec<(&'static str, f64)> {
+        let mut v = Vec::new();
+        if let Some(o) = self.orig() {
+            v.push(("openflow_subtables", o.openflow_subtables as f64));
+            if let Some((on, off)) = o.cd_intervals {
+                v.push(("cd_intervals_on", on as f64));
+                v.push(("cd_intervals_off", off as f64));
+            }
+        }
+        match self {
+            DesignReport::Orig(_) => {}
+            DesignReport::Ccache(_, c) => {
+                v.push(("coverage", c.coverage));
+                v.push(("model_megaflows", c.model_megaflows as f64));
+                v.push(("model_swaps", c.model_swaps as f64));
+                v.push(("last_training_ms", c.last_training_ms));
+            }
+            DesignReport::Cflows(c) => {
+                v.push(("coverage", c.coverage));
+                v.push(("isets", c.isets as f64));
+                v.push(("remainder_rules", c.remainder_rules as f64));
+                v.push(("staged_rules", c.staged_rules as f64));
+                v.push(("training_sessions", c.training_sessions as f64));
+                if let Some(ms) = c.last_training_ms {
+                    v.push(("last_training_ms", ms));
+                }
+            }
+        }
+        v
+    }
 }

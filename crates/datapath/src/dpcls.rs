@@ -8,10 +8,10 @@
 //!   are re-sorted by the hits they took in the past interval (stable sort, as OVS's pvector
 //!   `dpcls_sort_subtable_vector`), so the busiest subtable is probed first. An empty subtable is
 //!   destroyed, as OVS does.
-//! - **Megaflows** live in a slab of slots with generation numbers; a [`FlowRef`] (slot,
+//! - **Megaflows** live in a slab of slots with generation numbers; a [`MegaflowRef`] (slot,
 //!   generation) is how the EMC and the cuckoo distributor point at one, and goes stale when the
 //!   megaflow is deleted — so a deletion never has to find the EMC entries that point at it.
-//! - **Per-flow stats**: hits and last-used time (PMD clock), for idle expiry and reports.
+//! - **Per-megaflow stats**: hits and last-used time (PMD clock), for idle expiry and reports.
 //!
 //! Lookups allocate nothing: the hash tables are `hashbrown` maps keyed by `[u64; 5]`.
 
@@ -19,6 +19,7 @@ use hashbrown::HashMap;
 use rqvs_classify::ofproto::Megaflow;
 use rqvs_flow::{FlowKey, RuleId};
 
+use crate::upcall::Verdict;
 use crate::DpAction;
 
 /// Subtables are re-ranked by hits this often (PMD clock), as OVS does every second.
@@ -29,14 +30,14 @@ const DETACHED: u32 = u32::MAX;
 
 /// A megaflow's handle: slot and generation. Stale once the megaflow is deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FlowRef {
+pub struct MegaflowRef {
     pub slot: u32,
     pub gen: u32,
 }
 
-impl FlowRef {
+impl MegaflowRef {
     /// A handle that never refers to a live megaflow.
-    pub const NONE: FlowRef = FlowRef { slot: u32::MAX, gen: 0 };
+    pub const NONE: MegaflowRef = MegaflowRef { slot: u32::MAX, gen: 0 };
 }
 
 /// One installed megaflow.
@@ -58,7 +59,7 @@ pub struct MegaflowEntry {
 
 struct Slot {
     gen: u32,
-    flow: Option<MegaflowEntry>,
+    megaflow: Option<MegaflowEntry>,
 }
 
 struct Subtable {
@@ -69,10 +70,30 @@ struct Subtable {
     hits: u64,
 }
 
+/// What [`Dpcls::install`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Install {
+    Installed(MegaflowRef),
+    /// An installed megaflow already covered the key (its handle).
+    Existing(MegaflowRef),
+    /// The flow limit was reached.
+    Refused,
+}
+
+impl Install {
+    /// The megaflow the key now hits, if any.
+    pub fn megaflow(self) -> Option<MegaflowRef> {
+        match self {
+            Install::Installed(f) | Install::Existing(f) => Some(f),
+            Install::Refused => None,
+        }
+    }
+}
+
 /// The result of a subtable walk.
 #[derive(Clone, Copy, Debug)]
 pub struct Hit {
-    pub flow: FlowRef,
+    pub megaflow: MegaflowRef,
     /// The subtable's index (stable while it lives; what the cuckoo distributor remembers).
     pub subtable: u32,
     /// Subtables probed, including the one that hit.
@@ -84,7 +105,7 @@ pub struct Hit {
 pub struct Dpcls {
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    n_flows: usize,
+    n_megaflows: usize,
     subtables: Vec<Option<Subtable>>,
     free_subtables: Vec<u32>,
     by_mask: HashMap<FlowKey, u32>,
@@ -101,8 +122,8 @@ pub struct Dpcls {
 /// Megaflows installed and deleted, in order of each kind, since the journal was last taken.
 #[derive(Clone, Debug, Default)]
 pub struct Journal {
-    pub installed: Vec<FlowRef>,
-    pub removed: Vec<FlowRef>,
+    pub installed: Vec<MegaflowRef>,
+    pub removed: Vec<MegaflowRef>,
 }
 
 impl Journal {
@@ -123,11 +144,11 @@ impl Dpcls {
 
     /// Megaflows installed.
     pub fn len(&self) -> usize {
-        self.n_flows
+        self.n_megaflows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.n_flows == 0
+        self.n_megaflows == 0
     }
 
     /// Distinct masks (subtables).
@@ -137,10 +158,10 @@ impl Dpcls {
 
     /// The megaflow behind a handle, if it is still installed.
     #[inline]
-    pub fn get(&self, f: FlowRef) -> Option<&MegaflowEntry> {
+    pub fn get(&self, f: MegaflowRef) -> Option<&MegaflowEntry> {
         let s = self.slots.get(f.slot as usize)?;
         if s.gen == f.gen {
-            s.flow.as_ref()
+            s.megaflow.as_ref()
         } else {
             None
         }
@@ -148,10 +169,10 @@ impl Dpcls {
 
     /// Records a hit on a live megaflow (per-flow stats).
     #[inline]
-    pub fn touch(&mut self, f: FlowRef, now_ns: u64) {
+    pub fn touch(&mut self, f: MegaflowRef, now_ns: u64) {
         if let Some(s) = self.slots.get_mut(f.slot as usize) {
             if s.gen == f.gen {
-                if let Some(e) = s.flow.as_mut() {
+                if let Some(e) = s.megaflow.as_mut() {
                     e.hits += 1;
                     e.last_used_ns = now_ns;
                 }
@@ -161,11 +182,11 @@ impl Dpcls {
 
     /// Probes one subtable (by index; a dead or reused index is simply probed as it is now).
     #[inline]
-    pub fn lookup_in(&mut self, subtable: u32, words: &[u64; 5]) -> Option<FlowRef> {
+    pub fn lookup_in(&mut self, subtable: u32, words: &[u64; 5]) -> Option<MegaflowRef> {
         let st = self.subtables.get_mut(subtable as usize)?.as_mut()?;
         let slot = *st.table.get(&and_words(words, &st.mask_words))?;
         st.hits += 1;
-        Some(FlowRef { slot, gen: self.slots[slot as usize].gen })
+        Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
     }
 
     /// Walks the subtables in rank order; first hit wins. `probed` is also reported on a miss
@@ -176,28 +197,28 @@ impl Dpcls {
             let st = self.subtables[si as usize].as_mut().expect("ranked subtable is live");
             if let Some(&slot) = st.table.get(&and_words(words, &st.mask_words)) {
                 st.hits += 1;
-                let flow = FlowRef { slot, gen: self.slots[slot as usize].gen };
-                return (Some(Hit { flow, subtable: si, probed: i as u32 + 1 }), i as u32 + 1);
+                let megaflow = MegaflowRef { slot, gen: self.slots[slot as usize].gen };
+                return (Some(Hit { megaflow, subtable: si, probed: i as u32 + 1 }), i as u32 + 1);
             }
         }
         (None, self.order.len() as u32)
     }
 
     /// The first installed megaflow covering these key words, without counting a hit.
-    pub fn peek(&self, words: &[u64; 5]) -> Option<FlowRef> {
+    pub fn peek(&self, words: &[u64; 5]) -> Option<MegaflowRef> {
         self.order.iter().find_map(|&si| {
             let st = self.subtables[si as usize].as_ref().expect("ranked subtable is live");
             let slot = *st.table.get(&and_words(words, &st.mask_words))?;
-            Some(FlowRef { slot, gen: self.slots[slot as usize].gen })
+            Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
         })
     }
 
     /// The installed megaflow with exactly this mask and value, if any.
-    pub fn find(&self, mf: &Megaflow) -> Option<FlowRef> {
+    pub fn find(&self, mf: &Megaflow) -> Option<MegaflowRef> {
         let si = *self.by_mask.get(&mf.mask)?;
         let st = self.subtables[si as usize].as_ref()?;
         let slot = *st.table.get(&mf.value.to_words())?;
-        Some(FlowRef { slot, gen: self.slots[slot as usize].gen })
+        Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
     }
 
     /// Installs a megaflow created by `key`'s upcall (or returns the identical one installed).
@@ -208,7 +229,7 @@ impl Dpcls {
         action: DpAction,
         rule: Option<RuleId>,
         now_ns: u64,
-    ) -> FlowRef {
+    ) -> MegaflowRef {
         if let Some(f) = self.find(&megaflow) {
             return f;
         }
@@ -225,22 +246,36 @@ impl Dpcls {
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
-                self.slots[s as usize].flow = Some(entry);
+                self.slots[s as usize].megaflow = Some(entry);
                 s
             }
             None => {
-                self.slots.push(Slot { gen: 0, flow: Some(entry) });
+                self.slots.push(Slot { gen: 0, megaflow: Some(entry) });
                 (self.slots.len() - 1) as u32
             }
         };
         let st = self.subtables[si as usize].as_mut().expect("live");
         st.table.insert(megaflow.value.to_words(), slot);
-        self.n_flows += 1;
-        let f = FlowRef { slot, gen: self.slots[slot as usize].gen };
+        self.n_megaflows += 1;
+        let f = MegaflowRef { slot, gen: self.slots[slot as usize].gen };
         if let Some(j) = self.journal.as_mut() {
             j.installed.push(f);
         }
         f
+    }
+
+    /// Installs the slow path's megaflow for an upcall of `key`, as OVS's handler does: an
+    /// installed megaflow with the same mask and value, or one already covering `key` (another
+    /// upcall of the same batch installed it), is reused; at `flow_limit` megaflows nothing is
+    /// installed. The one place megaflows are installed (upcalls and flow prediction).
+    pub fn install(&mut self, key: FlowKey, v: &Verdict, flow_limit: usize, now_ns: u64) -> Install {
+        if let Some(f) = self.find(&v.megaflow).or_else(|| self.peek(&key.to_words())) {
+            return Install::Existing(f);
+        }
+        if self.len() >= flow_limit {
+            return Install::Refused;
+        }
+        Install::Installed(self.insert(key, v.megaflow, v.action, v.rule, now_ns))
     }
 
     /// Starts recording installs and deletions ([`Journal`]).
@@ -261,15 +296,15 @@ impl Dpcls {
 
     /// Deletes a megaflow; its handle (and every EMC/CD reference) goes stale. False when it was
     /// not installed.
-    pub fn remove(&mut self, f: FlowRef) -> bool {
+    pub fn remove(&mut self, f: MegaflowRef) -> bool {
         let Some(s) = self.slots.get_mut(f.slot as usize) else { return false };
-        if s.gen != f.gen || s.flow.is_none() {
+        if s.gen != f.gen || s.megaflow.is_none() {
             return false;
         }
-        let e = s.flow.take().expect("checked");
+        let e = s.megaflow.take().expect("checked");
         s.gen = s.gen.wrapping_add(1);
         self.free_slots.push(f.slot);
-        self.n_flows -= 1;
+        self.n_megaflows -= 1;
         if let Some(j) = self.journal.as_mut() {
             j.removed.push(f);
         }
@@ -316,19 +351,19 @@ impl Dpcls {
     /// CCACHE: takes a live megaflow out of the subtables (a learned model serves it now). It
     /// stays installed — its handle, stats, expiry and revalidation are unchanged — but the
     /// subtable walk no longer finds it. False when stale or already detached.
-    pub fn detach(&mut self, f: FlowRef) -> bool {
+    pub fn detach(&mut self, f: MegaflowRef) -> bool {
         let Some(e) = self.get(f) else { return false };
         if e.subtable == DETACHED {
             return false;
         }
         let (si, mf) = (e.subtable, e.megaflow);
         self.unlink(si, &mf);
-        self.slots[f.slot as usize].flow.as_mut().expect("live").subtable = DETACHED;
+        self.slots[f.slot as usize].megaflow.as_mut().expect("live").subtable = DETACHED;
         true
     }
 
     /// CCACHE: puts a detached megaflow back into the subtables. False when stale or attached.
-    pub fn attach(&mut self, f: FlowRef) -> bool {
+    pub fn attach(&mut self, f: MegaflowRef) -> bool {
         let Some(e) = self.get(f) else { return false };
         if e.subtable != DETACHED {
             return false;
@@ -337,22 +372,22 @@ impl Dpcls {
         let si = self.subtable_for(&mf.mask);
         let st = self.subtables[si as usize].as_mut().expect("live");
         st.table.insert(mf.value.to_words(), f.slot);
-        self.slots[f.slot as usize].flow.as_mut().expect("live").subtable = si;
+        self.slots[f.slot as usize].megaflow.as_mut().expect("live").subtable = si;
         true
     }
 
     /// True for a live megaflow that is detached (served by a model).
-    pub fn is_detached(&self, f: FlowRef) -> bool {
+    pub fn is_detached(&self, f: MegaflowRef) -> bool {
         self.get(f).is_some_and(|e| e.subtable == DETACHED)
     }
 
     /// Handles of every installed megaflow (for the revalidator; allocates).
-    pub fn flow_refs(&self) -> Vec<FlowRef> {
+    pub fn megaflow_refs(&self) -> Vec<MegaflowRef> {
         self.slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.flow.is_some())
-            .map(|(i, s)| FlowRef { slot: i as u32, gen: s.gen })
+            .filter(|(_, s)| s.megaflow.is_some())
+            .map(|(i, s)| MegaflowRef { slot: i as u32, gen: s.gen })
             .collect()
     }
 
@@ -414,14 +449,14 @@ mod tests {
         assert_eq!((d.len(), d.masks()), (2, 2));
         let other = FlowKey::ipv4(9, 0x0a01_9999, 17, 5, 81);
         let (hit, _) = d.lookup(&other.to_words());
-        assert_eq!(hit.map(|h| h.flow), Some(f1));
+        assert_eq!(hit.map(|h| h.megaflow), Some(f1));
         assert!(d.remove(f1));
         assert!(!d.remove(f1));
         assert!(d.get(f1).is_none(), "stale handle");
         assert_eq!(d.masks(), 1, "empty subtable destroyed");
         assert!(d.lookup(&other.to_words()).0.is_none());
         let (hit, probed) = d.lookup(&k.to_words());
-        assert_eq!((hit.map(|h| h.flow), probed), (Some(f2), 1));
+        assert_eq!((hit.map(|h| h.megaflow), probed), (Some(f2), 1));
         // A reused slot gives a new generation.
         let f3 = d.insert(other, mf(other, m1), DpAction::Drop, None, 0);
         assert_eq!(f3.slot, f1.slot);

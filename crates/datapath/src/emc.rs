@@ -1,32 +1,43 @@
-//! The exact-match cache (OVS's EMC): whole packet keys → the megaflow they hit.
+//! The exact-match cache (OVS's EMC): whole packet keys → what classified them last.
 //!
 //! - [`EMC_ENTRIES`] = 8192 entries; a key has **2 candidate slots**, taken from two 13-bit
 //!   segments of its flow hash (OVS's `EM_FLOW_HASH_SEGS` = 2, `EM_FLOW_HASH_SHIFT` = 13).
-//! - A hit compares the stored hash and the whole key, then checks that the megaflow it points at
-//!   is still installed (the [`FlowRef`] generation), so deleting a megaflow needs no EMC sweep.
+//! - A hit compares the stored hash and the whole key, then asks the owner whether what the
+//!   entry points at is still there ([`EmcTarget::is_live`]), so deleting a megaflow or retiring
+//!   a rule table needs no EMC sweep.
 //! - **Probabilistic insertion**: after a megaflow hit or an upcall, the key is inserted with
 //!   probability `p` (OVS's `emc-insert-inv-prob`, default 1/100; the paper used 1/5), drawn from
 //!   a seeded xorshift generator so runs are reproducible. `p = 0` never inserts.
 //! - **Replacement**, as OVS's `emc_insert`: a candidate holding the same key is updated; else an
 //!   empty or dead candidate is used; else the candidate whose stored hash is smaller (a cheap
 //!   pseudo-random choice).
-//! - The EMC can be disabled ([`crate::Config::emc`]): no lookups, no insertions.
-//! - **What an entry points at** is a [`FlowRef`] whose liveness the owner decides
-//!   ([`EmcTarget`]): a megaflow of the [`Dpcls`] in ORIG and CCACHE, a rule of the current table
-//!   version in CFLOWS (stale after any rule update).
+//! - The EMC can be disabled ([`crate::DatapathConfig::emc`]): no lookups, no insertions.
+//! - **What an entry points at** is the type parameter `R` ([`EmcRef`]): a [`MegaflowRef`] in
+//!   ORIG and CCACHE (live while the megaflow is installed), a [`crate::cflows::RuleRef`] in
+//!   CFLOWS (a rule of one table generation).
 
 use rqvs_flow::FlowKey;
 
-use crate::dpcls::{Dpcls, FlowRef};
+use crate::dpcls::{Dpcls, MegaflowRef};
 
-/// Whatever an EMC entry's [`FlowRef`] points into, and whether it is still there.
-pub trait EmcTarget {
-    fn is_live(&self, f: FlowRef) -> bool;
+/// What an EMC entry holds: a small `Copy` handle with a value that is never live.
+pub trait EmcRef: Copy + PartialEq + std::fmt::Debug {
+    /// A handle no owner considers live (empty entries hold it).
+    const NONE: Self;
 }
 
-impl EmcTarget for Dpcls {
+impl EmcRef for MegaflowRef {
+    const NONE: MegaflowRef = MegaflowRef::NONE;
+}
+
+/// Whatever an EMC entry's handle points into, and whether it is still there.
+pub trait EmcTarget<R> {
+    fn is_live(&self, r: R) -> bool;
+}
+
+impl EmcTarget<MegaflowRef> for Dpcls {
     #[inline]
-    fn is_live(&self, f: FlowRef) -> bool {
+    fn is_live(&self, f: MegaflowRef) -> bool {
         self.get(f).is_some()
     }
 }
@@ -36,27 +47,27 @@ const MASK: u32 = EMC_ENTRIES as u32 - 1;
 const SHIFT: u32 = 13;
 
 #[derive(Clone, Copy)]
-struct Entry {
+struct Entry<R> {
     hash: u32,
-    flow: FlowRef,
+    target: R,
     key: FlowKey,
 }
 
-const EMPTY: Entry = Entry { hash: 0, flow: FlowRef::NONE, key: FlowKey::EXACT };
-
-pub struct Emc {
-    entries: Vec<Entry>,
+/// The exact-match cache (module docs), its entries pointing at `R`s.
+pub struct Emc<R: EmcRef> {
+    entries: Vec<Entry<R>>,
     /// Insert when a uniform u32 draw is below this (`p · 2³²`, saturating).
     threshold: u64,
     rng: u64,
     pub inserts: u64,
 }
 
-impl Emc {
+impl<R: EmcRef> Emc<R> {
     /// An empty EMC inserting with probability `insert_prob` (clamped to 0..=1).
-    pub fn new(insert_prob: f64, seed: u64) -> Emc {
+    pub fn new(insert_prob: f64, seed: u64) -> Emc<R> {
         let p = insert_prob.clamp(0.0, 1.0);
-        Emc { entries: vec![EMPTY; EMC_ENTRIES], threshold: (p * 4_294_967_296.0) as u64, rng: seed | 1, inserts: 0 }
+        let empty = Entry { hash: 0, target: R::NONE, key: FlowKey::EXACT };
+        Emc { entries: vec![empty; EMC_ENTRIES], threshold: (p * 4_294_967_296.0) as u64, rng: seed | 1, inserts: 0 }
     }
 
     #[inline]
@@ -64,13 +75,13 @@ impl Emc {
         [(hash & MASK) as usize, ((hash >> SHIFT) & MASK) as usize]
     }
 
-    /// The live megaflow `key` maps to, if any.
+    /// The live target `key` maps to, if any.
     #[inline]
-    pub fn lookup(&self, hash: u32, key: &FlowKey, dpcls: &impl EmcTarget) -> Option<FlowRef> {
+    pub fn lookup(&self, hash: u32, key: &FlowKey, owner: &impl EmcTarget<R>) -> Option<R> {
         for i in Self::slots(hash) {
             let e = &self.entries[i];
-            if e.hash == hash && e.key == *key && dpcls.is_live(e.flow) {
-                return Some(e.flow);
+            if e.hash == hash && e.key == *key && owner.is_live(e.target) {
+                return Some(e.target);
             }
         }
         None
@@ -88,35 +99,35 @@ impl Emc {
 
     /// Inserts with the configured probability.
     #[inline]
-    pub fn probabilistic_insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &impl EmcTarget) {
+    pub fn probabilistic_insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
         if self.threshold == 0 || self.draw() >= self.threshold {
             return;
         }
-        self.insert(hash, key, flow, dpcls);
+        self.insert(hash, key, target, owner);
     }
 
     /// Inserts unconditionally (module docs for the replacement rule).
-    pub fn insert(&mut self, hash: u32, key: &FlowKey, flow: FlowRef, dpcls: &impl EmcTarget) {
+    pub fn insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
         self.inserts += 1;
         let [a, b] = Self::slots(hash);
         let mut victim = None;
         for i in [a, b] {
             let e = &self.entries[i];
             if e.hash == hash && e.key == *key {
-                self.entries[i].flow = flow;
+                self.entries[i].target = target;
                 return;
             }
-            if victim.is_none() && !dpcls.is_live(e.flow) {
+            if victim.is_none() && !owner.is_live(e.target) {
                 victim = Some(i);
             }
         }
         let i = victim.unwrap_or(if self.entries[a].hash <= self.entries[b].hash { a } else { b });
-        self.entries[i] = Entry { hash, flow, key: *key };
+        self.entries[i] = Entry { hash, target, key: *key };
     }
 
     /// Live entries (for reports and tests).
-    pub fn occupancy(&self, dpcls: &impl EmcTarget) -> usize {
-        self.entries.iter().filter(|e| dpcls.is_live(e.flow)).count()
+    pub fn occupancy(&self, owner: &impl EmcTarget<R>) -> usize {
+        self.entries.iter().filter(|e| owner.is_live(e.target)).count()
     }
 }
 
@@ -131,7 +142,7 @@ mod tests {
         let mut d = Dpcls::new();
         let k = FlowKey::ipv4(1, 2, 6, 3, 4);
         let f = d.insert(k, Megaflow { value: k, mask: FlowKey::EXACT }, DpAction::Drop, None, 0);
-        let mut emc = Emc::new(1.0, 7);
+        let mut emc: Emc<MegaflowRef> = Emc::new(1.0, 7);
         let h = crate::flow_hash(&k);
         assert!(emc.lookup(h, &k, &d).is_none());
         emc.probabilistic_insert(h, &k, f, &d);
@@ -147,14 +158,14 @@ mod tests {
     fn insertion_probability_is_respected() {
         let d = Dpcls::new();
         let k = FlowKey::ipv4(1, 2, 6, 3, 4);
-        let mut emc = Emc::new(0.2, 99);
+        let mut emc: Emc<MegaflowRef> = Emc::new(0.2, 99);
         for _ in 0..10_000 {
-            emc.probabilistic_insert(1, &k, FlowRef::NONE, &d);
+            emc.probabilistic_insert(1, &k, MegaflowRef::NONE, &d);
         }
         assert!((1_700..2_300).contains(&emc.inserts), "{}", emc.inserts);
-        let mut never = Emc::new(0.0, 99);
+        let mut never: Emc<MegaflowRef> = Emc::new(0.0, 99);
         for _ in 0..1000 {
-            never.probabilistic_insert(1, &k, FlowRef::NONE, &d);
+            never.probabilistic_insert(1, &k, MegaflowRef::NONE, &d);
         }
         assert_eq!(never.inserts, 0);
     }

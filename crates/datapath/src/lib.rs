@@ -1,44 +1,62 @@
-//! rqvs datapath layer: OVS's userspace (dpif-netdev) fast path in front of the OpenFlow slow
-//! path — the **ORIG** design of NSDI'22 §2.1.
+//! rqvs datapath layer: the fast paths of the three designs of NSDI'22 (§2.1, §4), one batch of
+//! [`BATCH`] = 32 packets at a time, driven by one PMD loop ([`pmd::Pmd`]).
 //!
-//! A packet's path ([`pmd::Datapath::process_batch`], batches of [`BATCH`] = 32):
-//! 1. **EMC** ([`emc`]): exact match on the whole key, 8192 entries, 2 candidate slots per hash,
-//!    probabilistic insertion; an entry points at a megaflow and dies with it.
-//! 2. **Cuckoo distributor** ([`cd`], optional): flow hash → the subtable it hit last time; the
-//!    hinted subtable is probed first.
-//! 3. **Megaflow cache** ([`dpcls`]): tuple space search over megaflow masks, no priorities,
-//!    first hit wins, subtables ranked by hits every second of PMD time.
-//! 4. **Upcall** ([`upcall`]): a bounded queue to the handler, which classifies with the slow path
-//!    ([`rqvs_classify::OfprotoClassifier`] with wildcard tracking), installs the megaflow and gives
-//!    the packet its action. Overflowing packets are dropped and counted (`lost`).
+//! # Designs ([`Design`])
 //!
-//! The [`revalidator`] re-checks installed megaflows after OpenFlow rule changes, expires idle
-//! ones and enforces the flow limit. [`predict`] (off by default) installs the megaflows of flows
-//! expected to follow a coflow's base flow, through the same slow path. All counters are in one [`counters::Counters`] whose
+//! - **ORIG** ([`Orig`], OVS's userspace dpif-netdev): EMC → (cuckoo distributor) → megaflow
+//!   cache → upcall. The [`emc`] matches whole keys (8192 entries, 2 candidate slots,
+//!   probabilistic insertion); the cuckoo distributor ([`cd`], optional) names the subtable a flow
+//!   hit last time; the megaflow cache ([`dpcls`]) is a tuple space search over megaflow masks,
+//!   first hit wins, subtables ranked by hits every second of PMD time; a miss is an
+//!   [`upcall`]: a bounded queue to the handler, which classifies with the OpenFlow slow path
+//!   ([`rqvs_classify::OfprotoClassifier`] with wildcard tracking), installs the megaflow
+//!   ([`dpcls::Dpcls::install`], the one place megaflows are installed) and gives the packet its
+//!   action. Overflowing packets are dropped and counted (`lost`).
+//! - **CCACHE** ([`Ccache`]): ORIG with a learned model over the megaflows ([`ccache`]) between
+//!   the EMC and the megaflow cache; both are [`orig::MegaflowDatapath`] with a different model
+//!   stage ([`orig::ModelStage`]).
+//! - **CFLOWS** ([`Cflows`]): EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge
+//!   remainder; no megaflows, no upcalls ([`cflows`]).
+//!
+//! Settings common to every design are one [`DatapathConfig`]; each design has its own
+//! ([`orig::OrigConfig`], [`ccache::CcacheConfig`], [`cflows::CflowsConfig`]) and its own typed
+//! report ([`design::DesignReport`]). All counters are in one [`counters::Counters`] whose
 //! per-packet outcomes never overlap and sum to the packets received.
 //!
-//! **Time.** Everything that depends on time (idle expiry, subtable ranking, the CD's on/off
-//! decision, the replay's 100 ms series, timed rule updates) reads the datapath's *PMD clock*,
-//! a nanosecond count the caller advances ([`pmd::Datapath::advance_clock`]): by measured PMD
-//! time in `rqvs replay`, by a fixed cost per packet in tests, so tests are deterministic.
+//! # Threads
 //!
-//! **Threads.** This version runs the PMD and the handler/revalidator interleaved in one thread
-//! (upcalls handled at batch boundaries, as OVS-DPDK's PMD does its own upcalls inline);
-//! the two-thread mode is not built yet.
+//! The PMD thread runs [`pmd::Pmd`]: the batch through the design, then the handler (upcalls are
+//! handled on the PMD thread, as OVS-DPDK's PMD does), then housekeeping. Beside it: the
+//! [`revalidator`] thread (ORIG/CCACHE, [`orig::OrigConfig::revalidator`]) re-checks megaflows
+//! after OpenFlow rule changes while the PMD forwards, the PMD applying its deletions at batch
+//! boundaries; a trainer thread per learned model (CCACHE's model over megaflows, CFLOWS'
+//! `LiveNuevoMatch`) trains in the background, the PMD swapping the new model in between batches.
+//! The PMD never waits for either. [`predict`] (off by default) installs the megaflows of flows
+//! expected to follow a coflow's base flow, through the same slow path.
 //!
-//! **The megaflow property** (tested): a packet that hits an installed megaflow gets the action
-//! the slow path would give it, so the datapath's action for every packet is the action of the
-//! reference classifier's winning rule.
+//! # Time
+//!
+//! Everything that depends on time (idle expiry, subtable ranking, the CD's on/off decision,
+//! training intervals, a replay's time series, timed rule updates) reads the design's *PMD
+//! clock* ([`clock::Clock`]): measured PMD time in `rqvs replay` and the switch, fixed costs per
+//! packet and upcall in tests, so tests are deterministic.
+//!
+//! # The megaflow property (tested)
+//!
+//! A packet that hits an installed megaflow gets the action the slow path would give it, so the
+//! datapath's action for every packet is the action of the reference classifier's winning rule.
 
 #![forbid(unsafe_code)]
 
 pub mod ccache;
 pub mod cd;
 pub mod cflows;
+pub mod clock;
 pub mod counters;
 pub mod design;
 pub mod dpcls;
 pub mod emc;
+pub mod orig;
 pub mod pmd;
 pub mod predict;
 pub mod revalidator;
@@ -46,11 +64,31 @@ pub mod revalidator;
 mod testutil;
 pub mod upcall;
 
-pub use cflows::{Cflows, LearnedConfig};
+pub use cflows::{Cflows, CflowsConfig};
+pub use clock::Clock;
 pub use counters::Counters;
-pub use design::Design;
-pub use pmd::{Config, Datapath};
+pub use design::{Design, DesignReport};
+pub use orig::{Ccache, Orig, OrigConfig};
+pub use pmd::Pmd;
 pub use rqvs_classify::BATCH;
+
+/// Settings every design shares.
+#[derive(Clone, Copy, Debug)]
+pub struct DatapathConfig {
+    /// EMC enabled.
+    pub emc: bool,
+    /// EMC insertion probability (OVS default 1/100).
+    pub emc_insert_prob: f64,
+    pub clock: Clock,
+    /// Seed of the EMC insertion draws.
+    pub seed: u64,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig { emc: true, emc_insert_prob: 0.01, clock: Clock::Measured, seed: 1 }
+    }
+}
 
 use rqvs_flow::{Action, Actions, FlowKey, Rule};
 
@@ -99,7 +137,8 @@ pub fn assign_rule_outputs(rules: &mut [Rule]) {
 }
 
 /// The 32-bit flow hash of a packet key (OVS's RSS hash plays this role): a multiply-xorshift
-/// mix of [`FlowKey::to_words`]. Used by the EMC and the cuckoo distributor.
+/// mix of [`FlowKey::to_words`]. Used by the EMC and the cuckoo distributor (and, in the
+/// switch, to spread flows over PMD threads).
 #[inline]
 pub fn flow_hash(k: &FlowKey) -> u32 {
     let w = k.to_words();

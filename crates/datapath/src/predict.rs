@@ -78,10 +78,10 @@ use std::time::Instant;
 use hashbrown::HashMap;
 use rqvs_flow::FlowKey;
 
+use crate::clock::Clock;
 use crate::counters::Counters;
-use crate::dpcls::{Dpcls, FlowRef};
-use crate::pmd::Clock;
-use crate::upcall::{packet_key, SlowPath};
+use crate::dpcls::{Dpcls, Install, MegaflowRef};
+use crate::upcall::SlowPath;
 
 /// How often (datapath clock) the use of predictions is checked, at least.
 pub const ACCOUNT_INTERVAL_NS: u64 = 100_000_000;
@@ -315,13 +315,13 @@ type Credit = Option<(u32, u64, u64)>;
 
 /// A predicted megaflow whose use is not known yet (for the counters).
 struct Tracked {
-    flow: FlowRef,
+    flow: MegaflowRef,
 }
 
 /// A prediction counted for its template, checked when its base's window ends.
 struct Pending {
     due_ns: u64,
-    flow: FlowRef,
+    flow: MegaflowRef,
     sig: u32,
     template: u64,
 }
@@ -348,14 +348,6 @@ pub struct Predictor {
     stats: PredictStats,
 }
 
-/// What became of a key given to [`preinstall_key`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Preinstalled {
-    Installed(FlowRef),
-    Existing(FlowRef),
-    Refused,
-}
-
 /// Installs the megaflow of `key` through the slow path (module docs: the handler's checks), not
 /// as a packet: counted in `preinstalled`, `preinstall_existing`, `preinstall_refused`. The second
 /// value is true when the slow path was consulted (the cost of a virtual clock).
@@ -366,23 +358,23 @@ pub(crate) fn preinstall_key(
     flow_limit: usize,
     now_ns: u64,
     key: &FlowKey,
-) -> (Preinstalled, bool) {
-    let k = packet_key(key);
-    if let Some(f) = dpcls.peek(&k.to_words()) {
-        c.preinstall_existing += 1;
-        return (Preinstalled::Existing(f), false);
+) -> (Install, bool) {
+    let k = key.wire();
+    // A covering megaflow spares the slow-path lookup.
+    let outcome = match dpcls.peek(&k.to_words()) {
+        Some(f) => return (count(c, Install::Existing(f)), false),
+        None => dpcls.install(k, &slow.classify(&k), flow_limit, now_ns),
+    };
+    (count(c, outcome), true)
+}
+
+fn count(c: &mut Counters, o: Install) -> Install {
+    match o {
+        Install::Installed(_) => c.preinstalled += 1,
+        Install::Existing(_) => c.preinstall_existing += 1,
+        Install::Refused => c.preinstall_refused += 1,
     }
-    let v = slow.classify(&k);
-    if let Some(f) = dpcls.find(&v.megaflow) {
-        c.preinstall_existing += 1;
-        return (Preinstalled::Existing(f), true);
-    }
-    if dpcls.len() >= flow_limit {
-        c.preinstall_refused += 1;
-        return (Preinstalled::Refused, true);
-    }
-    c.preinstalled += 1;
-    (Preinstalled::Installed(dpcls.insert(k, v.megaflow, v.action, v.rule, now_ns)), true)
+    o
 }
 
 /// The confidence of a template seen after `count` of `occurrences` occurrences of its
@@ -395,14 +387,6 @@ pub fn confidence(count: u32, occurrences: u32) -> f64 {
     let p = f64::from(count) / n;
     let z2 = 1.0;
     (p + z2 / (2.0 * n) - (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt()) / (1.0 + z2 / n)
-}
-
-/// Handler time of work that started at `t0` and consulted the slow path `lookups` times.
-pub(crate) fn cost_ns(clock: Clock, t0: Instant, lookups: u64) -> u64 {
-    match clock {
-        Clock::Measured => t0.elapsed().as_nanos() as u64,
-        Clock::Virtual { upcall_ns, .. } => lookups * upcall_ns,
-    }
 }
 
 impl Learner {
@@ -538,7 +522,7 @@ impl Predictor {
     pub fn oracle(cfg: PredictConfig, table: impl IntoIterator<Item = (FlowKey, Vec<FlowKey>)>) -> Predictor {
         let mut map: HashMap<FlowKey, Vec<FlowKey>> = HashMap::new();
         for (k, v) in table {
-            map.entry(packet_key(&k)).or_default().extend(v.iter().map(packet_key));
+            map.entry(k.wire()).or_default().extend(v.iter().map(FlowKey::wire));
         }
         Predictor::new(cfg, Mode::Oracle(map))
     }
@@ -643,17 +627,17 @@ impl Predictor {
             let (outcome, classified) = preinstall_key(dpcls, slow, c, flow_limit, now_ns, &key);
             lookups += u64::from(classified);
             let (flow, installed) = match outcome {
-                Preinstalled::Installed(flow) => {
+                Install::Installed(flow) => {
                     self.stats.predicted += 1;
                     self.stats.outstanding += 1;
                     self.tracked.push(Tracked { flow });
                     (flow, true)
                 }
-                Preinstalled::Existing(flow) => {
+                Install::Existing(flow) => {
                     self.stats.already += 1;
                     (flow, false)
                 }
-                Preinstalled::Refused => {
+                Install::Refused => {
                     self.stats.refused += 1;
                     continue;
                 }
@@ -665,7 +649,7 @@ impl Predictor {
                 }
             }
         }
-        let ns = cost_ns(clock, t0, lookups);
+        let ns = clock.upcall_ns(t0, lookups);
         c.predict_ns += ns;
         ns
     }
@@ -711,9 +695,7 @@ impl Predictor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmd::Config;
-    use crate::{testutil, Datapath, DpAction};
-    use rqvs_classify::ofproto::wire_key;
+    use crate::{testutil, DatapathConfig, DpAction, Orig, OrigConfig};
     use rqvs_classify::Reference;
     use rqvs_flow::key::{ETH_TYPE_IP, IPPROTO_UDP};
     use rqvs_flow::{Actions, Match, Rule};
@@ -755,14 +737,15 @@ mod tests {
         FlowKey::ipv4(src, dst, IPPROTO_UDP, sport, dport)
     }
 
-    fn virtual_dp(rules: &[Rule]) -> Datapath {
-        let cfg = Config { clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 }, ..Config::default() };
-        Datapath::new(rules, cfg).unwrap()
+    fn virtual_dp(rules: &[Rule]) -> Orig {
+        let cfg =
+            DatapathConfig { clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 }, ..DatapathConfig::default() };
+        Orig::new(rules, cfg, OrigConfig::default()).unwrap()
     }
 
     /// Replays `(time, key)` packets one per batch at their times; returns each packet's action
     /// and whether it upcalled.
-    fn replay(dp: &mut Datapath, packets: &[(u64, FlowKey)]) -> Vec<(DpAction, bool)> {
+    fn replay(dp: &mut Orig, packets: &[(u64, FlowKey)]) -> Vec<(DpAction, bool)> {
         let mut res = Vec::new();
         let mut out = [DpAction::Drop; 1];
         for (i, &(t, k)) in packets.iter().enumerate() {
@@ -795,7 +778,7 @@ mod tests {
     fn check_actions(rules: &[Rule], packets: &[(u64, FlowKey)], got: &[(DpAction, bool)]) {
         let r = Reference::build(rules).unwrap();
         for (&(_, k), &(a, _)) in packets.iter().zip(got) {
-            assert_eq!(a, DpAction::of_rule(r.lookup_rule(&wire_key(&k))), "{k:?}");
+            assert_eq!(a, DpAction::of_rule(r.lookup_rule(&k.wire())), "{k:?}");
         }
     }
 
@@ -875,12 +858,9 @@ mod tests {
         // is right, so none may be counted wasted.
         let rules = lb_rules(80);
         let packets: Vec<(u64, FlowKey)> = coflows(80, |_| 2).into_iter().map(|(t, k)| (t * 7, k)).collect();
-        let cfg = Config {
-            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 },
-            idle_ns: 5_000_000,
-            ..Config::default()
-        };
-        let mut dp = Datapath::new(&rules, cfg).unwrap();
+        let cfg =
+            DatapathConfig { clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 }, ..DatapathConfig::default() };
+        let mut dp = Orig::new(&rules, cfg, OrigConfig { idle_ns: 5_000_000, ..OrigConfig::default() }).unwrap();
         dp.set_predictor(Some(Predictor::online(PredictConfig::default())));
         let got = replay(&mut dp, &packets);
         check_actions(&rules, &packets, &got);
@@ -947,7 +927,9 @@ mod tests {
         assert!(warm.counters().upcall < cold.counters().upcall);
         assert!(warm.counters().outcome_sum_ok());
         // At the flow limit nothing is installed.
-        let mut full = Datapath::new(&rules, Config { flow_limit: 10, ..Config::default() }).unwrap();
+        let mut full =
+            Orig::new(&rules, DatapathConfig::default(), OrigConfig { flow_limit: 10, ..OrigConfig::default() })
+                .unwrap();
         full.preinstall(&keys[..2_000]);
         let c = full.counters();
         assert_eq!(c.megaflows, 10);
@@ -971,7 +953,12 @@ mod tests {
         }
         let want = testutil::expect(&rules, &keys);
         for oracle in [false, true] {
-            let mut dp = Datapath::new(&rules, Config { emc_insert_prob: 0.2, ..Config::default() }).unwrap();
+            let mut dp = Orig::new(
+                &rules,
+                DatapathConfig { emc_insert_prob: 0.2, ..DatapathConfig::default() },
+                OrigConfig::default(),
+            )
+            .unwrap();
             let cfg = PredictConfig { min_confidence: 0.0, min_support: 1, ..PredictConfig::default() };
             let p = if oracle {
                 // A nonsense table: a key → 5 keys 500 packets later.

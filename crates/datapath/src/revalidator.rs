@@ -44,7 +44,7 @@ use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::counters::Counters;
-use crate::dpcls::{Dpcls, FlowRef, Journal};
+use crate::dpcls::{Dpcls, Journal, MegaflowRef};
 use crate::upcall::SlowPath;
 use crate::DpAction;
 
@@ -70,7 +70,7 @@ impl Revalidator {
     /// Re-checks every megaflow against the current table; returns how many were deleted.
     pub fn revalidate_all(&mut self, dpcls: &mut Dpcls, slow: &SlowPath, c: &mut Counters) -> u64 {
         let mut deleted = 0;
-        for f in dpcls.flow_refs() {
+        for f in dpcls.megaflow_refs() {
             let e = dpcls.get(f).expect("listed flow is live");
             if !still_valid(slow, &e.key, &e.megaflow.mask, e.action) {
                 dpcls.remove(f);
@@ -101,7 +101,7 @@ impl Revalidator {
         let idle = if over { self.idle_ns.min(OVER_LIMIT_IDLE_NS) } else { self.idle_ns };
         let mut deleted = 0;
         let mut live = Vec::new();
-        for f in dpcls.flow_refs() {
+        for f in dpcls.megaflow_refs() {
             let last = dpcls.get(f).expect("live").last_used_ns;
             if now_ns.saturating_sub(last) >= idle {
                 dpcls.remove(f);
@@ -147,8 +147,8 @@ enum RuleChange {
 }
 
 enum ToThread {
-    Installed(Vec<(FlowRef, Ukey)>),
-    Removed(Vec<FlowRef>),
+    Installed(Vec<(MegaflowRef, Ukey)>),
+    Removed(Vec<MegaflowRef>),
     Change { epoch: u64, change: RuleChange },
 }
 
@@ -159,7 +159,7 @@ pub struct Revalidation {
     /// The latest rule change it covers ([`crate::design::Design::visible_epoch`] after it).
     pub epoch: u64,
     /// The handles to delete (emptied once the PMD has deleted them).
-    pub(crate) delete: Vec<FlowRef>,
+    pub(crate) delete: Vec<MegaflowRef>,
     /// Megaflows the PMD actually deleted (the others were gone already).
     pub deleted: u64,
     /// The thread's time on it (applying the change to its table, re-checking).
@@ -200,7 +200,7 @@ impl RevalidatorThread {
         if j.is_empty() {
             return;
         }
-        let installed: Vec<(FlowRef, Ukey)> = j
+        let installed: Vec<(MegaflowRef, Ukey)> = j
             .installed
             .iter()
             .filter_map(|&f| {
@@ -291,7 +291,7 @@ impl Drop for RevalidatorThread {
 }
 
 fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidation>) {
-    let mut ukeys: HashMap<FlowRef, Ukey> = HashMap::new();
+    let mut ukeys: HashMap<MegaflowRef, Ukey> = HashMap::new();
     while let Ok(first) = rx.recv() {
         // Everything queued now is applied in order; the rule changes among it are revalidated
         // together, against the table after the last of them.

@@ -1,7 +1,6 @@
 //! Shared fixtures of the datapath's unit tests: a rule-set whose rules overlap (a /24 source and
 //! a port range each, plus a catch-all), packets that hit it, and the reference's actions.
 
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_flow::{FlowKey, Rule};
 
@@ -47,5 +46,5 @@ pub fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
 /// The reference classifier's action for each key.
 pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
     let r = Reference::build(rules).unwrap();
-    keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&wire_key(k)))).collect()
+    keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&k.wire()))).collect()
 }

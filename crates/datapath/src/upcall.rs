@@ -9,13 +9,13 @@
 //!   OVS's translation always examines, [`Megaflow::from_wildcards`]) and the rule's action. The
 //!   datapath then installs the megaflow unless an identical one is installed or the flow limit
 //!   is reached (OVS's handler checks both), and the packet gets the slow path's action.
-//! - Keys reach the slow path as [`wire_key`]s: what OVS would parse from the packet (ports zero
+//! - Keys reach the slow path as [`FlowKey::wire`] keys: what a frame carries (ports zero
 //!   for protocols without ports, 8-bit ICMP type/code, TCP flags only on TCP). The PMD applies
 //!   the same normalisation to every packet, so fast and slow path see the same key.
 
 use std::collections::VecDeque;
 
-use rqvs_classify::ofproto::{wire_key, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier};
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -109,12 +109,6 @@ impl SlowPath {
     pub fn classifier(&self) -> &OfprotoClassifier {
         &self.classifier
     }
-}
-
-/// The key the datapath works on for a packet (module docs).
-#[inline]
-pub fn packet_key(k: &FlowKey) -> FlowKey {
-    wire_key(k)
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@
 #[path = "../../flow/tests/shared_data/mod.rs"]
 mod shared_data;
 
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::pmd::{Clock, Config};
-use rqvs_datapath::{assign_rule_outputs, design, Cflows, Datapath, Design, DpAction, LearnedConfig};
+use rqvs_datapath::{
+    assign_rule_outputs, pmd, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig,
+};
 use rqvs_flow::formats;
 use shared_data::{classbench_dir, rules_path, trace_path, SEEDS};
 
@@ -24,24 +24,23 @@ fn check(size: &str, stride: usize, cd: bool) {
         assign_rule_outputs(&mut rules);
         let keys: Vec<_> =
             formats::trace::read_trace(&trace_path(&dir, seed, size)).unwrap().into_iter().map(|e| e.key).collect();
-        let cfg = Config {
+        let cfg = DatapathConfig {
             emc_insert_prob: 0.2,
-            cd,
             clock: Clock::Virtual { packet_ns: 100, upcall_ns: 20_000 },
-            ..Config::default()
+            ..DatapathConfig::default()
         };
-        let mut dp = Datapath::new(&rules, cfg).unwrap();
+        let mut dp = Orig::new(&rules, cfg, OrigConfig { cd, ..OrigConfig::default() }).unwrap();
         let got = dp.run_keys(&keys);
         let reference = Reference::build(&rules).unwrap();
         let mut bad = 0;
         let mut checked = 0;
         for (i, (k, a)) in keys.iter().zip(&got).enumerate() {
             if i % stride == 0 {
-                if *a != dp.slow_path().classify(&wire_key(k)).action {
+                if *a != dp.slow_path().classify(&k.wire()).action {
                     bad += 1;
                 }
                 checked += 1;
-                if *a != DpAction::of_rule(reference.lookup_rule(&wire_key(k))) {
+                if *a != DpAction::of_rule(reference.lookup_rule(&k.wire())) {
                     bad += 1;
                 }
             }
@@ -93,24 +92,21 @@ fn check_learned(size: &str, stride: usize) {
             .step_by(stride)
             .collect();
         let reference = Reference::build(&rules).unwrap();
-        let want: Vec<DpAction> = keys.iter().map(|k| DpAction::of_rule(reference.lookup_rule(&wire_key(k)))).collect();
-        let cfg = Config {
+        let want: Vec<DpAction> = keys.iter().map(|k| DpAction::of_rule(reference.lookup_rule(&k.wire()))).collect();
+        let cfg = DatapathConfig {
             emc_insert_prob: 0.2,
             clock: Clock::Virtual { packet_ns: 100, upcall_ns: 20_000 },
-            ..Config::default()
+            ..DatapathConfig::default()
         };
-        let ccache = Config {
-            ccache: Some(CcacheConfig { train_interval_ns: 1_000_000, ..CcacheConfig::default() }),
-            ..cfg.clone()
-        };
+        let ccache = CcacheConfig { train_interval_ns: 1_000_000, ..CcacheConfig::default() };
         let designs: Vec<Box<dyn Design>> = vec![
-            Box::new(Datapath::new(&rules, ccache).unwrap()),
-            Box::new(Cflows::new(&rules, cfg, LearnedConfig::default()).unwrap()),
+            Box::new(Ccache::new(&rules, cfg, OrigConfig::default(), ccache).unwrap()),
+            Box::new(Cflows::new(&rules, cfg, CflowsConfig::default()).unwrap()),
         ];
         for mut d in designs {
             // Twice: the second pass meets trained models and warm caches.
             for pass in 0..2 {
-                let got = design::run_keys(d.as_mut(), &keys);
+                let got = pmd::run_keys(d.as_mut(), &keys);
                 let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
                 let c = d.counters();
                 assert_eq!(bad, 0, "{seed}_{size} {} pass {pass}: {bad} of {} mismatch", d.name(), keys.len());

@@ -9,12 +9,11 @@
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rqvs_classify::ofproto::wire_key;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::pmd::{Clock, Config};
+use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{assign_rule_outputs, Datapath, DpAction};
+use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, DpAction, Orig, OrigConfig};
 use rqvs_flow::matching::PortRange;
 use rqvs_flow::{FlowKey, Match, Rule, RuleId};
 
@@ -93,30 +92,35 @@ fn random_packets(rng: &mut StdRng, pool: usize, n: usize) -> Vec<FlowKey> {
 }
 
 fn expected(reference: &Reference, k: &FlowKey) -> DpAction {
-    DpAction::of_rule(reference.lookup_rule(&wire_key(k)))
+    DpAction::of_rule(reference.lookup_rule(&k.wire()))
+}
+
+/// A random configuration: ORIG's settings, and CCACHE's half the time.
+struct Config {
+    dp: DatapathConfig,
+    orig: OrigConfig,
+    ccache: Option<CcacheConfig>,
 }
 
 fn config(rng: &mut StdRng) -> Config {
-    Config {
-        emc: rng.gen_bool(0.7),
-        emc_insert_prob: [1.0, 0.2, 0.01][rng.gen_range(0..3)],
-        cd: rng.gen_bool(0.5),
-        flow_limit: [5, 50, 200_000][rng.gen_range(0..3)],
-        idle_ns: 300_000_000,
-        upcall_queue: 4096,
-        // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and
-        // idle expiry all happen within a run.
-        clock: Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 },
-        seed: rng.gen(),
-        // CCACHE half the time: a model over the megaflows trained in the background every
-        // 50 ms of PMD clock (and synchronously between phases, see `run_case`).
-        ccache: rng.gen_bool(0.5).then_some(CcacheConfig {
-            train_interval_ns: 50_000_000,
-            retrain_threshold: 0.1,
-            min_megaflows: 2,
-        }),
-        revalidator: RevalidatorMode::Inline,
-    }
+    let emc = rng.gen_bool(0.7);
+    let emc_insert_prob = [1.0, 0.2, 0.01][rng.gen_range(0..3)];
+    let cd = rng.gen_bool(0.5);
+    let flow_limit = [5, 50, 200_000][rng.gen_range(0..3)];
+    let orig =
+        OrigConfig { cd, flow_limit, idle_ns: 300_000_000, upcall_queue: 4096, revalidator: RevalidatorMode::Inline };
+    // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
+    // expiry all happen within a run.
+    let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };
+    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.gen() };
+    // CCACHE half the time: a model over the megaflows trained in the background every 50 ms of
+    // PMD clock (and synchronously between phases, see `run_case`).
+    let ccache = rng.gen_bool(0.5).then_some(CcacheConfig {
+        train_interval_ns: 50_000_000,
+        retrain_threshold: 0.1,
+        min_megaflows: 2,
+    });
+    Config { dp, orig, ccache }
 }
 
 /// Replays three phases (initial rules; held-out rules added; some rules removed) and returns
@@ -127,9 +131,21 @@ fn run_case(seed: u64) -> (usize, rqvs_datapath::Counters) {
     let rules = random_rules(&mut rng, n);
     let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.3));
     let cfg = config(&mut rng);
-    let mut dp = Datapath::new(&initial, cfg).unwrap();
+    match cfg.ccache {
+        Some(cc) => run_phases(&mut rng, Ccache::new(&initial, cfg.dp, cfg.orig, cc).unwrap(), &rules, held, &initial),
+        None => run_phases(&mut rng, Orig::new(&initial, cfg.dp, cfg.orig).unwrap(), &rules, held, &initial),
+    }
+}
+
+fn run_phases<S: ModelStage>(
+    rng: &mut StdRng,
+    mut dp: MegaflowDatapath<S>,
+    rules: &[Rule],
+    held: Vec<Rule>,
+    initial: &[Rule],
+) -> (usize, rqvs_datapath::Counters) {
     let mut bad = 0;
-    let mut check = |dp: &mut Datapath, table: &[Rule], keys: &[FlowKey]| {
+    let mut check = |dp: &mut MegaflowDatapath<S>, table: &[Rule], keys: &[FlowKey]| {
         let reference = Reference::build(table).unwrap();
         let got = dp.run_keys(keys);
         for (k, a) in keys.iter().zip(&got) {
@@ -138,12 +154,12 @@ fn run_case(seed: u64) -> (usize, rqvs_datapath::Counters) {
             }
         }
     };
-    let keys = random_packets(&mut rng, 60, 400);
-    check(&mut dp, &initial, &keys);
+    let keys = random_packets(rng, 60, 400);
+    check(&mut dp, initial, &keys);
     dp.train_model_now();
-    check(&mut dp, &initial, &keys);
+    check(&mut dp, initial, &keys);
     dp.add_rules(held).unwrap();
-    check(&mut dp, &rules, &keys);
+    check(&mut dp, rules, &keys);
     let removed: Vec<RuleId> = rules.iter().filter(|_| rng.gen_bool(0.3)).map(|r| r.id).collect();
     dp.remove_rules(&removed);
     let remaining: Vec<Rule> = rules.iter().filter(|r| !removed.contains(&r.id)).cloned().collect();
@@ -193,8 +209,8 @@ fn overflowing_upcalls_are_lost_and_counted() {
     let mut rng = StdRng::seed_from_u64(5);
     let rules = random_rules(&mut rng, 30);
     let cfg =
-        Config { upcall_queue: 3, clock: Clock::Virtual { packet_ns: 1000, upcall_ns: 1000 }, ..Config::default() };
-    let mut dp = Datapath::new(&rules, cfg).unwrap();
+        DatapathConfig { clock: Clock::Virtual { packet_ns: 1000, upcall_ns: 1000 }, ..DatapathConfig::default() };
+    let mut dp = Orig::new(&rules, cfg, OrigConfig { upcall_queue: 3, ..OrigConfig::default() }).unwrap();
     let keys = random_packets(&mut rng, 200, 640);
     let got = dp.run_keys(&keys);
     let c = dp.counters();
@@ -220,13 +236,25 @@ fn run_threaded_case(seed: u64) -> (usize, usize, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let n = rng.gen_range(2..40);
     let rules = random_rules(&mut rng, n);
-    let (mut held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.4));
-    let cfg = Config { revalidator: RevalidatorMode::Thread, ..config(&mut rng) };
-    let mut dp = Datapath::new(&initial, cfg).unwrap();
+    let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.4));
+    let cfg = config(&mut rng);
+    let orig = OrigConfig { revalidator: RevalidatorMode::Thread, ..cfg.orig };
+    match cfg.ccache {
+        Some(cc) => threaded_phases(&mut rng, Ccache::new(&initial, cfg.dp, orig, cc).unwrap(), held, initial),
+        None => threaded_phases(&mut rng, Orig::new(&initial, cfg.dp, orig).unwrap(), held, initial),
+    }
+}
+
+fn threaded_phases<S: ModelStage>(
+    rng: &mut StdRng,
+    mut dp: MegaflowDatapath<S>,
+    mut held: Vec<Rule>,
+    initial: Vec<Rule>,
+) -> (usize, usize, u64) {
     // tables[e]: the rule table after e changes.
     let mut table = initial.clone();
     let mut tables = vec![Reference::build(&table).unwrap()];
-    let keys = random_packets(&mut rng, 60, 2_000);
+    let keys = random_packets(rng, 60, 2_000);
     let (mut bad, mut windowed) = (0, 0);
     let mut out = [DpAction::Drop; rqvs_datapath::BATCH];
     for (b, chunk) in keys.chunks(rqvs_datapath::BATCH).enumerate() {
@@ -263,7 +291,7 @@ fn run_threaded_case(seed: u64) -> (usize, usize, u64) {
     dp.settle_revalidation();
     assert_eq!(dp.oldest_epoch(), dp.epoch());
     // Settled: every megaflow left agrees with the current table (what inline revalidation keeps).
-    for f in dp.dpcls().flow_refs() {
+    for f in dp.dpcls().megaflow_refs() {
         let e = dp.dpcls().get(f).unwrap();
         let v = dp.slow_path().classify(&e.key);
         assert!(v.action == e.action && v.megaflow.mask.is_subset_of(&e.megaflow.mask), "stale megaflow {e:?}");

@@ -18,6 +18,7 @@
 
 pub mod error;
 pub mod formats;
+pub mod frame;
 pub mod io;
 pub mod key;
 pub mod matching;

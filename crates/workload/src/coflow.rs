@@ -1034,7 +1034,7 @@ mod tests {
         assert!((s.rate_pps / 1e6 - 1.0).abs() < 0.5, "offered rate {}", s.rate_pps);
         // Keys are what the wire carries (the datapath's keys).
         for f in &w.flows {
-            assert_eq!(rqvs_classify::ofproto::wire_key(&f.key), f.key);
+            assert_eq!(f.key.wire(), f.key);
         }
     }
 

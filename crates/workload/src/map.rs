@@ -15,15 +15,15 @@
 //! unchanged. The output is rebuilt as minimal frames ([`build_frame`], no payload): the paper's
 //! method rewrites headers only, and rqvs reads nothing past them.
 //!
-//! Winners are computed on what the frames carry ([`wire_key`]); `packets_off_target` counts
+//! Winners are computed on what the frames carry ([`FlowKey::wire`]); `packets_off_target` counts
 //! packets whose true winner is not their flow's rule (unplaced flows, and TCP flag bytes that let a
 //! higher-priority flag-matching rule win for some packets of a flow).
 //!
-//! [`build_frame`]: rqvs_flow::formats::pcap::build_frame
+//! [`build_frame`]: rqvs_flow::frame::build_frame
 
 use hashbrown::HashMap;
 use rqvs_classify::{Classifier, TupleMerge};
-use rqvs_flow::formats::pcap::{wire_key, Capture};
+use rqvs_flow::formats::pcap::Capture;
 use rqvs_flow::key::{ETH_TYPE_IP, IPPROTO_TCP};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -103,7 +103,7 @@ pub fn map_capture(rules: &[Rule], capture: &Capture, params: &Params) -> Result
                 let mut last = None;
                 for _ in 0..params.attempts.max(1) {
                     let h = header_inside(&rule.matches, &mut rng);
-                    let probe = wire_key(&rewrite(orig, &h, rule, params.syn, &mut 0));
+                    let probe = rewrite(orig, &h, rule, params.syn, &mut 0).wire();
                     last = Some(h);
                     if tm.lookup(&probe) == Some(rule.id) {
                         chosen = Some(h);
@@ -120,7 +120,7 @@ pub fn map_capture(rules: &[Rule], capture: &Capture, params: &Params) -> Result
             }
         };
         let rule = by_id[&rule_id];
-        let key = wire_key(&rewrite(orig, &header, rule, params.syn, &mut report.syn_refused));
+        let key = rewrite(orig, &header, rule, params.syn, &mut report.syn_refused).wire();
         report.rewritten += 1;
         out.push(Mapped { key, rule: Some(rule_id) });
     }

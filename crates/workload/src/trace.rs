@@ -24,12 +24,11 @@
 //! The trace has exactly `packets` headers (the original overshoots by its last burst). The
 //! *intended* rule is recorded; the **true winner** is computed with TupleMerge (checked against
 //! the definition in tests). With `wire`, each header is first reduced to what a real frame carries
-//! ([`wire_key`]: no ports on protocols other than TCP/UDP/SCTP/ICMP), and the winner is the
+//! ([`FlowKey::wire`]: no ports on protocols other than TCP/UDP/SCTP/ICMP), and the winner is the
 //! winner of that — use it for pcap output.
 
 use hashbrown::HashMap;
 use rqvs_classify::{Classifier, TupleMerge};
-use rqvs_flow::formats::pcap::wire_key;
 use rqvs_flow::key::{IPPROTO_ICMP, IPPROTO_TCP};
 use rqvs_flow::prefix::min_masked_at_least;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
@@ -245,7 +244,7 @@ pub fn generate(rules: &[Rule], params: &Params) -> Result<(Vec<Packet>, TraceSt
             }
         }
     }
-    let keys: Vec<FlowKey> = out.iter().map(|&(k, _)| if params.wire { wire_key(&k) } else { k }).collect();
+    let keys: Vec<FlowKey> = out.iter().map(|&(k, _)| if params.wire { k.wire() } else { k }).collect();
     let winners = winners(rules, &keys)?;
     let packets: Vec<Packet> = keys
         .iter()

@@ -295,35 +295,6 @@ pub fn format_packet(k: &FlowKey) -> String {
     parts.join(",")
 }
 
-/// The key OVS would hold for `k` as a packet: ports zero for protocols without ports (and for
-/// later fragments), ICMP type/code in 8 bits, TCP flags only for TCP. ClassBench traces may carry
-/// ports for any protocol; a slow path compared with OVS sees this key.
-pub fn wire_key(k: &FlowKey) -> FlowKey {
-    let mut k = *k;
-    let icmp = k.is_ip() && k.nw_proto == IPPROTO_ICMP;
-    if !(k.has_ports() || icmp) || k.nw_frag & FLOW_NW_FRAG_LATER != 0 {
-        k.tp_src = 0;
-        k.tp_dst = 0;
-    }
-    if icmp {
-        k.tp_src &= 0xff;
-        k.tp_dst &= 0xff;
-    }
-    if !(k.is_ip() && k.nw_proto == IPPROTO_TCP) {
-        k.tcp_flags = 0;
-    }
-    if !k.is_ip() && k.dl_type != ETH_TYPE_ARP {
-        k.nw_src = 0;
-        k.nw_dst = 0;
-        k.nw_proto = 0;
-    }
-    if !k.is_ip() {
-        k.nw_tos = 0;
-        k.nw_frag = 0;
-    }
-    k
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,7 +354,7 @@ mod tests {
         let mut k = FlowKey::ipv4(0x0a01_0203, 0xc0a8_0207, 17, 53, 81);
         assert_eq!(format_packet(&k), "in_port=1,udp,nw_src=10.1.2.3,nw_dst=192.168.2.7,udp_src=53,udp_dst=81");
         k.nw_proto = 47;
-        assert_eq!(format_packet(&wire_key(&k)), "in_port=1,ip,nw_proto=47,nw_src=10.1.2.3,nw_dst=192.168.2.7");
-        assert_eq!(wire_key(&k).tp_src, 0);
+        assert_eq!(format_packet(&k.wire()), "in_port=1,ip,nw_proto=47,nw_src=10.1.2.3,nw_dst=192.168.2.7");
+        assert_eq!(k.wire().tp_src, 0);
     }
 }
