@@ -16,10 +16,10 @@ use rqvs_classify::{build_by_name, Classifier, Reference, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map, Value};
 
-use crate::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
 use crate::report::{self, Out};
-use crate::verify;
 use crate::Failure;
+use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
+use rqvs_experiment::verify;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {

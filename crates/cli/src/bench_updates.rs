@@ -24,9 +24,9 @@ use rqvs_classify::{Classifier, TupleMerge, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map, Value};
 
-use crate::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
 use crate::report::{self, Out};
 use crate::Failure;
+use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum PolicyArg {

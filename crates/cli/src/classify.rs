@@ -8,10 +8,10 @@ use rqvs_classify::{build_by_name, winner_by_definition, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map};
 
-use crate::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
 use crate::report::{self, Out};
-use crate::verify;
 use crate::Failure;
+use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
+use rqvs_experiment::verify;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -263,12 +263,6 @@ impl PredictorArgs {
     }
 }
 
-/// The oracle predictor over a ground truth (each base flow's key → its coupled associated
-/// flows' keys): not rate-limited, every listed flow proposed.
-pub fn oracle_predictor(cfg: PredictConfig, truth: Vec<(FlowKey, Vec<FlowKey>)>) -> Predictor {
-    Predictor::oracle(PredictConfig { per_upcall: f64::INFINITY, max_per_trigger: usize::MAX, ..cfg }, truth)
-}
-
 /// The predictor's counters as JSON.
 pub fn predict_json(s: &PredictStats) -> Value {
     json!({
@@ -520,7 +514,7 @@ struct Prepared<'a> {
 fn prepare<'a>(w: &'a Workload, reference: &Reference, a: &Args) -> Prepared<'a> {
     let keys = w.keys();
     let ts = w.timestamps();
-    let sample = crate::verify::sample_indexes(w.rules.len(), keys.len(), Some(a.verify), a.seed);
+    let sample = rqvs_experiment::verify::sample_indexes(w.rules.len(), keys.len(), Some(a.verify), a.seed);
     let expected = sample.into_iter().map(|q| (q, DpAction::of_rule(reference.lookup_rule(&keys[q].wire())))).collect();
     Prepared { w, keys, ts, expected }
 }
@@ -543,7 +537,7 @@ fn run(
     let mut preload_ms = 0.0;
     match mode {
         "online" => dp.set_predictor(Some(Predictor::online(pcfg))),
-        "oracle" => dp.set_predictor(Some(oracle_predictor(pcfg, w.oracle()))),
+        "oracle" => dp.set_predictor(Some(rqvs_experiment::replay::oracle_predictor(pcfg, w.oracle()))),
         "preload" => {
             preload_keys = w.oracle().into_iter().flat_map(|(_, v)| v).collect();
             dp.preinstall(&preload_keys);

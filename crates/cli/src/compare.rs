@@ -5,39 +5,39 @@
 //!              [--json OUT] [--plot OUT.svg]
 //! ```
 //!
-//! The inputs are loaded once ([`replay::prepare`]); each design is built and replayed in turn
-//! ([`replay::run_design`]) with the same settings, updates and verification sample, so the
+//! The inputs are loaded once ([`experiment::prepare`]); each design is built and replayed in turn
+//! ([`experiment::run_design`]) with the same settings, updates and verification sample, so the
 //! designs see identical packets. Speedups are throughput ratios against the first design
 //! listed, measured in this one run (ratios from one run survive a noisy machine better than
 //! figures from separate runs). Any mismatch in any design fails the command (exit code 1).
 
-use crate::replay::{self, Common, DESIGNS};
+use rqvs_experiment::replay as experiment;
+use rqvs_experiment::DesignKind;
+
+use crate::replay::{self, Common};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Designs to run, comma-separated; speedups are against the first.
-    #[arg(long, default_value = "orig,ccache,cflows")]
-    pub designs: String,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "orig,ccache,cflows")]
+    pub designs: Vec<DesignKind>,
     #[command(flatten)]
     pub common: Common,
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
-    let designs: Vec<&str> = args.designs.split(',').map(str::trim).filter(|d| !d.is_empty()).collect();
+    let designs = &args.designs;
     if designs.is_empty() {
         return Err(Failure("--designs: expected at least one design".into()));
     }
-    for d in &designs {
-        if !DESIGNS.contains(d) {
-            return Err(Failure(format!("--designs: unknown design '{d}'; expected some of {}", DESIGNS.join(","))));
-        }
-    }
+    let names: Vec<&str> = designs.iter().map(|d| d.name()).collect();
     let c = &args.common;
-    let p = replay::prepare(c)?;
+    let cfg = c.config();
+    let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();
-    for d in &designs {
-        let r = replay::run_design(c, &p, d)?;
+    for &d in designs {
+        let r = experiment::run_design(&cfg, &p, d)?;
         replay::print_run(c, &p, &r);
         println!();
         runs.push(r);
@@ -65,10 +65,10 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         let sh = |x: u64| x as f64 / cs.received.max(1) as f64;
         let warm = r.steady.map(|s| s.0);
         let warm_speedup = warm.zip(base_steady).map(|(a, b)| a / b);
-        let coverage = r.report.iter().find(|x| x.0 == "coverage").map_or(0.0, |x| x.1);
+        let coverage = r.report.coverage().unwrap_or(0.0);
         println!(
             "{:<8} {:>10.3} {:>8.2}x {:>14} {:>9} {:>10} {:>9.4}  {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.2}%",
-            r.design,
+            r.design.name(),
             r.mpps,
             r.mpps / base,
             warm.map_or("-".into(), |w| format!("{w:.3}")),
@@ -88,12 +88,13 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         rows.push(serde_json::Value::Object(o));
     }
     if let Some(path) = &c.plot {
-        let series: Vec<(&str, &[replay::Sample])> = runs.iter().map(|r| (r.design.as_str(), &r.series[..])).collect();
-        crate::plot::compare(path, &replay::plot_title(c, &args.designs), &series, &runs[0].update_log)?;
+        let series: Vec<(&str, &[experiment::Sample])> =
+            runs.iter().map(|r| (r.design.name(), &r.series[..])).collect();
+        crate::plot::compare(path, &replay::plot_title_named(c, &names.join(",")), &series, &runs[0].update_log)?;
     }
     if let Some(out) = &c.json {
         let mut o = serde_json::Map::new();
-        o.insert("designs".into(), serde_json::json!(designs));
+        o.insert("designs".into(), serde_json::json!(names));
         o.insert("runs".into(), serde_json::Value::Array(rows));
         crate::report::write_json(out, "compare", o)?;
     }

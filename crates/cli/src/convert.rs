@@ -8,9 +8,9 @@ use rqvs_flow::formats::{self, classbench, ofctl, openflow, pcap, trace, RuleFor
 use rqvs_flow::{Actions, Rule};
 use serde_json::Map;
 
-use crate::inputs;
 use crate::report;
 use crate::Failure;
+use rqvs_experiment::inputs;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {

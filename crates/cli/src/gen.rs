@@ -13,9 +13,9 @@ use rqvs_workload::trace::{Locality, Mode};
 use rqvs_workload::{map, rules, seedfile, stats, trace, updates};
 use serde_json::{json, Map, Value};
 
-use crate::inputs;
 use crate::report::{self, Out};
 use crate::Failure;
+use rqvs_experiment::inputs;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {

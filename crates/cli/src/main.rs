@@ -9,13 +9,11 @@ mod coflows;
 mod compare;
 mod convert;
 mod gen;
-mod inputs;
 mod plot;
 mod replay;
 mod report;
 mod trace;
 mod train;
-mod verify;
 
 use std::process::ExitCode;
 

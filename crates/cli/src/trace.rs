@@ -21,7 +21,8 @@ use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, openflow, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
 
-use crate::{inputs, Failure};
+use crate::Failure;
+use rqvs_experiment::inputs;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -7,9 +7,9 @@ use std::time::Instant;
 use rqvs_classify::{Classifier, NuevoMatchUp};
 use serde_json::{json, Map, Value};
 
-use crate::inputs::{self, DEFAULT_RULES_NAME};
 use crate::report::{self, Out};
 use crate::Failure;
+use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -117,6 +117,15 @@ impl DesignReport {
         }
     }
 
+    /// The learned model's coverage (CCACHE: of the megaflows; CFLOWS: of the rules).
+    pub fn coverage(&self) -> Option<f64> {
+        match self {
+            DesignReport::Orig(_) => None,
+            DesignReport::Ccache(_, c) => Some(c.coverage),
+            DesignReport::Cflows(c) => Some(c.coverage),
+        }
+    }
+
     /// `(name, value)` pairs, for JSON reports and tables.
     pub fn fields(&self) -> Vec<(&'static str, f64)> {
         let mut v = Vec::new();

@@ -7,7 +7,7 @@ use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
 use rqvs_flow::io::{decompress_if_xz, read_bytes, text_from_bytes};
 use rqvs_flow::Rule;
 
-use crate::Failure;
+use crate::Error;
 
 /// ClassBench acl1 with 927 rules and its 9,328-header trace, shipped in the repository.
 const DEFAULT_RULES: &[u8] = include_bytes!("../../../data/default/acl1_1k_rules.xz");
@@ -22,7 +22,7 @@ pub struct Packets {
     pub capture: Option<pcap::CaptureStats>,
 }
 
-pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Failure> {
+pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
     match path {
         Some(p) => Ok(formats::read_rules(p)?),
         None => {
@@ -34,7 +34,7 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Failure> {
 }
 
 /// Packets from a ClassBench trace or a pcap/pcapng capture (sniffed by magic), plain or xz.
-pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Failure> {
+pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
     let (name, bytes) = match path {
         Some(p) => (p.display().to_string(), read_bytes(p)?),
         None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),

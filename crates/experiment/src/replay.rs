@@ -1,0 +1,933 @@
+//! Replay: a trace through a datapath design, as fast as the PMD takes it or at a constant rate
+//! — what `rqvs replay` and `rqvs compare` run ([`prepare`], then [`run_design`] per design; the
+//! settings are a plain [`ReplayConfig`]).
+//!
+//! - **Designs** ([`rqvs_datapath::Design`]): `orig` (EMC → megaflow cache → upcall to the
+//!   OpenFlow slow path), `ccache` (EMC → NuevoMatchUP over the megaflows → megaflow cache →
+//!   upcall; the model retrained in the background) and `cflows` (EMC → NuevoMatchUP over the
+//!   OpenFlow rules → TupleMerge remainder; no megaflows, no upcalls). `rqvs compare` runs several
+//!   on the same input.
+//! - **Rules.** ClassBench files go to the slow path as they are (the OpenFlow classifier expands
+//!   port ranges itself, with u32 priorities, so 100K/500K sets need no 16-bit priority layering),
+//!   and every rule gets the action `output:(id+1)` ([`rqvs_datapath::assign_rule_outputs`]), so
+//!   an action mismatch always means a wrong rule. ovs-ofctl files keep their actions.
+//! - **Time** is PMD time: the measured time of the PMD's batches and of the upcalls it handles
+//!   (OVS-DPDK's PMD handles its own upcalls); revalidation after rule updates and periodic sweeps
+//!   are not PMD time (another core in OVS). Throughput is packets / PMD time. The trace is
+//!   replayed `--passes` times (default 1) or in a loop until `--duration` seconds of PMD time;
+//!   after the first pass the report adds the steady-state throughput of the later passes.
+//! - **Time series**: a sample every 100 ms of PMD time: throughput, upcalls/s, deletions/s,
+//!   megaflows, masks.
+//! - **Updates** ([`ReplayConfig::updates`], e.g. `add:60@7s,del:10@9s`): `add:N@Ts` holds N rules out of the initial
+//!   table — chosen at random (seed `--seed`) among all rules, so they interleave in priority with
+//!   the rest — and inserts them when the PMD clock reaches T; `del:N@Ts` removes N random
+//!   installed rules at T. ORIG (and CCACHE) revalidate every megaflow after each update — on the
+//!   revalidator thread by default (`--revalidator thread`: the PMD goes on forwarding, the
+//!   stale megaflows are deleted at a batch boundary once the thread has re-checked them; the
+//!   update log gives `revalidated_ms`, from the call until then), or in the call (`inline`);
+//!   CFLOWS applies it by `--policy` (instant: visible at once; delayed: at the next model swap).
+//! - **Verification**: `--verify N` trace positions are sampled (seed `--seed`); the action each
+//!   gets is recorded once per version of the *visible* rule table (it changes at each update, or
+//!   at the model swap for the delayed policy) and compared, after the run, with the reference
+//!   classifier's winning rule for that version — or, for a packet that ran while the
+//!   revalidator thread had stale megaflows to check, with any version from the oldest of them
+//!   on (OVS's eventual consistency; the report counts these packets). Mismatches are printed
+//!   next to the throughput; any makes the exit code 1.
+//! - **Flow prediction** (`--predict`, ORIG only, off by default; [`rqvs_datapath::predict`]):
+//!   `online` attaches the online predictor — it learns from the upcalls of any trace which flows
+//!   follow which, and installs the megaflows of expected follow-ups through the slow path;
+//!   `oracle` installs, on a base flow's upcall, exactly the coupled associated flows a coflow
+//!   ground truth lists (`--coflow-truth`, as `rqvs gen coflows --truth-out` writes it; its flows
+//!   are matched to the trace by 5-tuple). Predicted megaflows, their use and waste are reported;
+//!   the prediction work is handler time on the PMD clock (`predict_ns`). The replay ignores
+//!   capture timestamps (packets come as fast as the PMD takes them), so the predictor's window
+//!   is PMD time and there is no latency model: `rqvs coflows` is the experiment with arrival
+//!   times, first-packet latency and handler CPU over coflowiness.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rqvs_classify::nuevomatch::live::Policy;
+use rqvs_classify::Reference;
+use rqvs_datapath::ccache::CcacheConfig;
+use rqvs_datapath::pmd::Pmd;
+use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
+use rqvs_datapath::revalidator::RevalidatorMode;
+use rqvs_datapath::{
+    assign_rule_outputs, Ccache, Cflows, CflowsConfig, Clock, Counters, DatapathConfig, Design, DesignReport, DpAction,
+    Orig, OrigConfig, BATCH,
+};
+use rqvs_flow::formats::{self, RuleFormat};
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::{inputs, Error};
+
+/// A datapath design.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum DesignKind {
+    /// EMC → megaflow cache → upcall to the OpenFlow slow path.
+    Orig,
+    /// EMC → NuevoMatchUP over the megaflows → megaflow cache → upcall.
+    Ccache,
+    /// EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge remainder; no upcalls.
+    Cflows,
+}
+
+impl DesignKind {
+    pub const ALL: [DesignKind; 3] = [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows];
+
+    /// `orig`, `ccache`, `cflows` (the names in reports and on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            DesignKind::Orig => "orig",
+            DesignKind::Ccache => "ccache",
+            DesignKind::Cflows => "cflows",
+        }
+    }
+
+    /// The design named `s`.
+    pub fn from_name(s: &str) -> Option<DesignKind> {
+        DesignKind::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
+/// package fill the same). [`Default`] gives the command line's defaults for everything but the
+/// two files.
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz.
+    pub rules: PathBuf,
+    /// ClassBench trace or pcap/pcapng capture, plain or .xz.
+    pub trace: PathBuf,
+    /// The cuckoo distributor (ORIG, CCACHE).
+    pub cd: bool,
+    pub emc: bool,
+    /// EMC insertion probability (OVS default 0.01; the paper used 0.2).
+    pub emc_prob: f64,
+    /// Replay the trace in a loop until this many seconds of PMD time (else `passes` times).
+    pub duration: Option<f64>,
+    pub passes: u32,
+    /// Constant-rate mode: packets offered per second of PMD time into a ring of `rx_ring`.
+    pub rate: Option<f64>,
+    pub rx_ring: u64,
+    /// Rule updates, e.g. `add:60@7s,del:10@9s`.
+    pub updates: Option<String>,
+    /// Trace positions checked against the reference (default 10,000; 2,000 above 100,000 rules).
+    pub verify: Option<usize>,
+    /// Seed for held-out rules, the verification sample and EMC insertion draws.
+    pub seed: u64,
+    pub flow_limit: usize,
+    pub revalidator: RevalidatorMode,
+    /// CFLOWS: when inserted rules become visible.
+    pub policy: Policy,
+    /// Retrain when what was added outside the model exceeds this share (CFLOWS: rules in the
+    /// remainder; CCACHE: megaflows in the megaflow cache).
+    pub retrain_threshold: f64,
+    /// CCACHE: seconds of PMD time between the manager's checks.
+    pub train_interval: f64,
+    /// Idle expiry of megaflows, seconds of PMD time.
+    pub idle: f64,
+    /// in_port given to trace packets.
+    pub in_port: u32,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            rules: PathBuf::new(),
+            trace: PathBuf::new(),
+            cd: false,
+            emc: true,
+            emc_prob: 0.01,
+            duration: None,
+            passes: 1,
+            rate: None,
+            rx_ring: 4096,
+            updates: None,
+            verify: None,
+            seed: 1,
+            flow_limit: 200_000,
+            revalidator: RevalidatorMode::Thread,
+            policy: Policy::Instant,
+            retrain_threshold: 0.1,
+            train_interval: 0.01,
+            idle: 10.0,
+            in_port: 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UpdateOp {
+    Add,
+    Del,
+}
+
+#[derive(Clone, Debug)]
+struct Update {
+    op: UpdateOp,
+    n: usize,
+    at_ns: u64,
+    rules: Vec<Rule>,
+}
+
+/// Parses `add:60@7s,del:10@9.5s` (seconds; `ms` also accepted).
+fn parse_updates(spec: &str) -> Result<Vec<Update>, Error> {
+    let mut out = Vec::new();
+    for (i, part) in spec.split(',').enumerate() {
+        let err = |what: &str| Error(format!("--updates: item {} '{part}': expected {what} (e.g. 'add:60@7s')", i + 1));
+        let (op, rest) = part.split_once(':').ok_or_else(|| err("OP:N@TIME"))?;
+        let op = match op.trim() {
+            "add" => UpdateOp::Add,
+            "del" => UpdateOp::Del,
+            _ => return Err(err("operation 'add' or 'del'")),
+        };
+        let (n, t) = rest.split_once('@').ok_or_else(|| err("N@TIME"))?;
+        let n: usize = n.trim().parse().map_err(|_| err("a rule count"))?;
+        let t = t.trim();
+        let secs: f64 = if let Some(ms) = t.strip_suffix("ms") {
+            ms.parse::<f64>().map_err(|_| err("a time like 7s or 500ms"))? / 1e3
+        } else {
+            t.strip_suffix('s').unwrap_or(t).parse().map_err(|_| err("a time like 7s or 500ms"))?
+        };
+        if !(secs >= 0.0 && secs.is_finite()) {
+            return Err(err("a non-negative time"));
+        }
+        out.push(Update { op, n, at_ns: (secs * 1e9) as u64, rules: Vec::new() });
+    }
+    out.sort_by_key(|u| u.at_ns);
+    Ok(out)
+}
+
+/// Rules from a ClassBench file (with `output:(id+1)` actions) or an ofctl file.
+fn load_rules(path: &Path) -> Result<(Vec<Rule>, &'static str), Error> {
+    let text = rqvs_flow::io::read_text(path)?;
+    let name = path.display().to_string();
+    match formats::sniff_rule_format(&text) {
+        RuleFormat::Ofctl => Ok((formats::ofctl::parse_flows(&name, &text)?, "ofctl")),
+        RuleFormat::ClassBench => {
+            let mut rules = formats::classbench::parse_rules(&name, &text)?;
+            assign_rule_outputs(&mut rules);
+            Ok((rules, "classbench"))
+        }
+    }
+}
+
+/// Flow prediction for the runs of a replay (module docs): a fresh predictor per run.
+pub struct Prediction {
+    pub mode: &'static str,
+    cfg: PredictConfig,
+    /// Oracle: base flow key → coupled associated flow keys, as the trace carries them.
+    truth: Vec<(FlowKey, Vec<FlowKey>)>,
+}
+
+impl Prediction {
+    /// The online predictor ([`Predictor::online`]), fresh for each run.
+    pub fn online(cfg: PredictConfig) -> Prediction {
+        Prediction { mode: "online", cfg, truth: Vec::new() }
+    }
+
+    /// The oracle, its table read from a coflow ground truth (`rqvs gen coflows --truth-out`)
+    /// whose flows are matched to the prepared trace's keys by 5-tuple.
+    pub fn oracle(cfg: PredictConfig, truth: &Path, c: &ReplayConfig, p: &Prepared) -> Result<Prediction, Error> {
+        Ok(Prediction { mode: "oracle", cfg, truth: truth_in_trace(truth, &c.trace, &p.keys)? })
+    }
+
+    fn predictor(&self) -> Predictor {
+        match self.mode {
+            "oracle" => oracle_predictor(self.cfg.clone(), self.truth.clone()),
+            _ => Predictor::online(self.cfg.clone()),
+        }
+    }
+}
+
+/// The oracle predictor over a ground-truth table: it installs every associated flow of a base
+/// flow at once (no rate limit, no cap per trigger).
+pub fn oracle_predictor(cfg: PredictConfig, truth: Vec<(FlowKey, Vec<FlowKey>)>) -> Predictor {
+    Predictor::oracle(PredictConfig { per_upcall: f64::INFINITY, max_per_trigger: usize::MAX, ..cfg }, truth)
+}
+
+/// The oracle's table from a ground-truth file, its flows matched to the trace's keys by
+/// 5-tuple (so in_port, MACs and the rest are the trace's). Every flow it names must be in the
+/// trace.
+fn truth_in_trace(path: &Path, trace: &Path, keys: &[FlowKey]) -> Result<Vec<(FlowKey, Vec<FlowKey>)>, Error> {
+    use rqvs_workload::coflow;
+    let name = path.display().to_string();
+    let text = rqvs_flow::io::read_text(path)?;
+    let flows = coflow::parse_truth(&name, &text).map_err(Error)?;
+    let table = coflow::truth_oracle(&flows).map_err(|e| Error(format!("{name}: {e}")))?;
+    let five = |k: &FlowKey| (k.nw_src, k.nw_dst, k.nw_proto, k.tp_src, k.tp_dst);
+    let mut in_trace: std::collections::HashMap<_, FlowKey> = std::collections::HashMap::new();
+    for k in keys {
+        in_trace.entry(five(k)).or_insert(*k);
+    }
+    let find = |k: &FlowKey| {
+        in_trace.get(&five(k)).copied().ok_or_else(|| {
+            Error(format!(
+                "{name}: flow {} {}:{} -> {}:{} is not in the trace {}: expected the ground truth written with this trace",
+                k.nw_proto,
+                rqvs_flow::key::fmt_ipv4(k.nw_src),
+                k.tp_src,
+                rqvs_flow::key::fmt_ipv4(k.nw_dst),
+                k.tp_dst,
+                trace.display()
+            ))
+        })
+    };
+    table
+        .iter()
+        .map(|(base, assoc)| Ok((find(base)?, assoc.iter().map(find).collect::<Result<Vec<_>, _>>()?)))
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Sample {
+    pub t_s: f64,
+    pub mpps: f64,
+    pub upcalls_per_s: f64,
+    pub deletions_per_s: f64,
+    pub lost: u64,
+    pub megaflows: u64,
+    pub masks: u64,
+    /// Learned designs: share of entries (rules or megaflows) the model holds.
+    pub coverage: f64,
+}
+
+/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs).
+pub struct Prepared {
+    pub all_rules: Vec<Rule>,
+    pub rules_format: &'static str,
+    pub keys: Vec<FlowKey>,
+    updates: Vec<Update>,
+    pub initial: Vec<Rule>,
+    /// Sampled trace positions.
+    sampled: Vec<bool>,
+    pub n_verify: usize,
+}
+
+/// Loads and checks everything a run needs (once for all the designs of a comparison).
+pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
+    if !(0.0..=1.0).contains(&c.emc_prob) {
+        return Err(Error(format!("--emc-prob: expected a probability 0..1, found '{}'", c.emc_prob)));
+    }
+    if !(0.0..=1.0).contains(&c.retrain_threshold) {
+        return Err(Error(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
+    }
+    if c.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(Error(format!("--rate: expected packets per second > 0, found '{}'", c.rate.unwrap_or(0.0))));
+    }
+    if c.rx_ring == 0 {
+        return Err(Error("--rx-ring: expected at least 1 packet".into()));
+    }
+    if c.passes == 0 {
+        return Err(Error("--passes: expected at least 1".into()));
+    }
+    if !(c.train_interval > 0.0 && c.train_interval.is_finite()) {
+        return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
+    }
+    let (all_rules, rules_format) = load_rules(&c.rules)?;
+    let packets = inputs::load_packets(Some(&c.trace), c.in_port)?;
+    let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
+    if keys.is_empty() {
+        return Err(Error(format!("{}: no packets", c.trace.display())));
+    }
+    let mut rng = StdRng::seed_from_u64(c.seed);
+    let mut updates = match &c.updates {
+        Some(s) => parse_updates(s)?,
+        None => Vec::new(),
+    };
+    let mut order: Vec<usize> = (0..all_rules.len()).collect();
+    order.shuffle(&mut rng);
+    let mut held: HashSet<usize> = HashSet::new();
+    let mut next = 0;
+    for u in updates.iter_mut().filter(|u| u.op == UpdateOp::Add) {
+        if next + u.n > order.len() {
+            return Err(Error(format!("--updates: cannot hold out {} more rules of {}", u.n, all_rules.len())));
+        }
+        for &i in &order[next..next + u.n] {
+            held.insert(i);
+            u.rules.push(all_rules[i].clone());
+        }
+        next += u.n;
+    }
+    let initial: Vec<Rule> =
+        all_rules.iter().enumerate().filter(|(i, _)| !held.contains(i)).map(|(_, r)| r.clone()).collect();
+    let n_verify = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
+    let mut positions: Vec<usize> = (0..keys.len()).collect();
+    positions.shuffle(&mut rng);
+    let mut sampled = vec![false; keys.len()];
+    for &p in &positions[..n_verify] {
+        sampled[p] = true;
+    }
+    Ok(Prepared { all_rules, rules_format, keys, updates, initial, sampled, n_verify })
+}
+
+/// The datapath settings of the options.
+fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
+    let dp = DatapathConfig { emc: c.emc, emc_insert_prob: c.emc_prob, clock: Clock::Measured, seed: c.seed };
+    let orig = OrigConfig {
+        cd: c.cd,
+        flow_limit: c.flow_limit,
+        idle_ns: (c.idle * 1e9) as u64,
+        revalidator: c.revalidator,
+        ..OrigConfig::default()
+    };
+    (dp, orig)
+}
+
+/// Builds a design over the initial rules (with flow prediction when given: ORIG only).
+pub fn build(
+    c: &ReplayConfig,
+    design: DesignKind,
+    rules: &[Rule],
+    pred: Option<&Prediction>,
+) -> Result<Box<dyn Design>, Error> {
+    let (cfg, orig) = dp_config(c);
+    Ok(match (design, pred) {
+        (DesignKind::Orig, None) => Box::new(Orig::new(rules, cfg, orig)?),
+        (DesignKind::Orig, Some(pr)) => {
+            let mut d = Orig::new(rules, cfg, orig)?;
+            d.set_predictor(Some(pr.predictor()));
+            Box::new(d)
+        }
+        (_, Some(pr)) => {
+            return Err(Error(format!(
+                "--predict {}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
+                pr.mode,
+                design.name()
+            )))
+        }
+        (DesignKind::Ccache, None) => {
+            let cc = CcacheConfig {
+                retrain_threshold: c.retrain_threshold,
+                train_interval_ns: (c.train_interval * 1e9) as u64,
+                ..CcacheConfig::default()
+            };
+            Box::new(Ccache::new(rules, cfg, orig, cc)?)
+        }
+        (DesignKind::Cflows, None) => {
+            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold })?)
+        }
+    })
+}
+
+/// The reference classifier of each rule-table version, built when first needed.
+struct References<'a> {
+    versions: &'a [Vec<Rule>],
+    built: Vec<Option<Reference>>,
+}
+
+impl References<'_> {
+    /// The reference's action for `key` under version `v`.
+    fn action(&mut self, v: usize, key: &FlowKey) -> Result<DpAction, Error> {
+        let r = match &mut self.built[v] {
+            Some(r) => r,
+            slot => slot.insert(Reference::build(&self.versions[v])?),
+        };
+        Ok(DpAction::of_rule(r.lookup_rule(&key.wire())))
+    }
+
+    /// Frees the references of versions before `v` (no later check needs them).
+    fn drop_before(&mut self, v: usize) {
+        self.built.iter_mut().take(v).for_each(|r| *r = None);
+    }
+}
+
+/// The result of one design's run.
+pub struct Run {
+    pub design: DesignKind,
+    pub build_ms: f64,
+    pub c: Counters,
+    pub series: Vec<Sample>,
+    pub update_log: Vec<serde_json::Value>,
+    pub verified: usize,
+    pub mismatches: usize,
+    /// Batches the PMD took (packets taken / batches: the average batch, as OVS's
+    /// `pmd-perf-show` reports it; small at a constant rate the PMD keeps up with).
+    pub batches: u64,
+    /// Checked packets that got an older table's action (a stale megaflow while the revalidator
+    /// thread was catching up) — allowed, and counted.
+    pub stale_checks: usize,
+    pub first_mismatch: Option<String>,
+    pub mpps: f64,
+    /// (Mpps, megaflow-cache share of PMD time) after the first pass over the trace.
+    pub steady: Option<(f64, f64)>,
+    pub wall_s: f64,
+    pub reval_ms: f64,
+    pub report: DesignReport,
+    /// Constant-rate mode: offered packets and ring drops.
+    pub rx: Option<RxStats>,
+    /// Flow prediction: the mode and the predictor's counters at the end.
+    pub prediction: Option<(&'static str, PredictStats)>,
+}
+
+impl Run {
+    /// Packets the PMD took per batch, on average (ring drops are not taken).
+    pub fn avg_batch(&self) -> f64 {
+        (self.c.received as f64) / (self.batches.max(1) as f64)
+    }
+}
+
+/// Ring drops in constant-rate mode (`--rate`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RxStats {
+    pub offered: u64,
+    pub dropped: u64,
+    /// Drops of packets after the first 5% (the warm-up, as in the paper).
+    pub dropped_after_warmup: u64,
+    pub offered_after_warmup: u64,
+}
+
+impl RxStats {
+    /// Drop rate after the warm-up.
+    pub fn drop_rate(&self) -> f64 {
+        self.dropped_after_warmup as f64 / self.offered_after_warmup.max(1) as f64
+    }
+}
+
+/// Replays the prepared trace through one design (module docs), without flow prediction.
+pub fn run_design(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Run, Error> {
+    run_design_with(c, p, design, None)
+}
+
+/// The constant-rate receive ring (`rate`): which packets have arrived by the PMD clock, and
+/// which the full ring dropped.
+struct Admission {
+    rate: f64,
+    ring: u64,
+    total: u64,
+    warmup: u64,
+    rx: RxStats,
+}
+
+impl Admission {
+    /// Packets the PMD may take now, from sequence number `seq` (the PMD idles until the next
+    /// one arrives); drops what overflowed the ring, advancing `seq` past it. `None` when the
+    /// last packet was dropped.
+    fn admit(&mut self, dp: &mut dyn Design, seq: &mut u64) -> Option<u64> {
+        // Packet `i` arrives at i / rate seconds of PMD time.
+        let mut arrived = ((dp.now_ns() as f64 * self.rate / 1e9) as u64 + 1).min(self.total);
+        if arrived <= *seq {
+            // Idle until packet `seq` arrives (by definition it has then; no float round trip).
+            dp.idle_until((*seq as f64 * 1e9 / self.rate).ceil() as u64);
+            arrived = *seq + 1;
+        }
+        let backlog = arrived - *seq;
+        if backlog > self.ring {
+            // The ring holds `ring` packets; the rest are lost. (Counted as head drops: the
+            // number is what a tail-dropping NIC loses; which packets differs.)
+            let lost = backlog - self.ring;
+            self.rx.dropped += lost;
+            self.rx.dropped_after_warmup += (*seq + lost).saturating_sub((*seq).max(self.warmup));
+            *seq += lost;
+            if *seq >= self.total {
+                return None;
+            }
+        }
+        Some(arrived - *seq)
+    }
+}
+
+/// Verification bookkeeping: the actions sampled packets got, per version of the visible rule
+/// table, checked against the reference after the run.
+struct Verifier {
+    recorded: Vec<bool>,
+    /// (oldest version the action may come from, version, position, action)
+    checks: Vec<(usize, usize, usize, DpAction)>,
+    versions: Vec<Vec<Rule>>,
+    /// The visible epoch of each version, for the oldest version a packet may see.
+    version_epochs: Vec<u64>,
+}
+
+impl Verifier {
+    fn new(p: &Prepared, epoch: u64) -> Verifier {
+        Verifier {
+            recorded: vec![false; p.keys.len()],
+            checks: Vec::with_capacity(p.n_verify * (p.updates.len() + 1)),
+            versions: vec![p.initial.clone()],
+            version_epochs: vec![epoch],
+        }
+    }
+
+    /// The versions a batch run with `oldest_epoch` pending may get actions from.
+    fn window(&self, oldest_epoch: u64) -> (usize, usize) {
+        let v = self.versions.len() - 1;
+        (self.version_epochs.partition_point(|&e| e <= oldest_epoch).saturating_sub(1).min(v), v)
+    }
+
+    /// A fast-path action of the packet at trace position `q`.
+    fn fast_path(&mut self, p: &Prepared, (lo, v): (usize, usize), q: usize, a: DpAction) {
+        if p.sampled[q] && !self.recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
+            // Checked within a window: checked again once the window closes.
+            self.recorded[q] = lo == v;
+            self.checks.push((lo, v, q, a));
+        }
+    }
+
+    /// The handler's action (classified with the current table, version `v`).
+    fn handled(&mut self, p: &Prepared, v: usize, q: usize, a: DpAction) {
+        if p.sampled[q] && !self.recorded[q] {
+            self.recorded[q] = true;
+            self.checks.push((v, v, q, a));
+        }
+    }
+
+    /// The visible table changed to `table` at `epoch`.
+    fn new_version(&mut self, table: Vec<Rule>, epoch: u64) {
+        self.versions.push(table);
+        self.version_epochs.push(epoch);
+        self.recorded.iter_mut().for_each(|r| *r = false);
+    }
+
+    /// Compares every recorded action with the reference of its version (or of any version in
+    /// its window): (checks, mismatches, windowed checks, first mismatch).
+    fn finish(mut self, keys: &[FlowKey]) -> Result<(usize, usize, usize, Option<String>), Error> {
+        let mut mismatches = 0usize;
+        let mut windowed_checks = 0usize;
+        let mut first_mismatch = None;
+        let mut references =
+            References { versions: &self.versions, built: (0..self.versions.len()).map(|_| None).collect() };
+        self.checks.sort_by_key(|c| c.1);
+        // The oldest version any later check may need: references older than it are dropped (one
+        // reference of a 500K-rule table is large; a run may have many versions).
+        let mut need_from = vec![usize::MAX; self.checks.len() + 1];
+        for i in (0..self.checks.len()).rev() {
+            need_from[i] = need_from[i + 1].min(self.checks[i].0);
+        }
+        for (i, &(lo, v, q, a)) in self.checks.iter().enumerate() {
+            references.drop_before(need_from[i]);
+            let want = references.action(v, &keys[q])?;
+            if want == a {
+                continue;
+            }
+            let mut older = false;
+            for w in lo..v {
+                older |= references.action(w, &keys[q])? == a;
+            }
+            if older {
+                windowed_checks += 1;
+            } else {
+                mismatches += 1;
+                first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
+            }
+        }
+        Ok((self.checks.len(), mismatches, windowed_checks, first_mismatch))
+    }
+}
+
+/// The timed rule updates of a run and their log.
+struct Updates<'a> {
+    pending: std::iter::Peekable<std::slice::Iter<'a, Update>>,
+    /// The rule table as the updates leave it (visible or staged).
+    table: Vec<Rule>,
+    rng: StdRng,
+    log: Vec<serde_json::Value>,
+    /// Updates not yet visible: (index in `log`, call time, rule ids added).
+    waiting: Vec<(usize, std::time::Instant, Vec<RuleId>)>,
+    /// Time spent in the update calls.
+    call_ms: f64,
+    wall: std::time::Instant,
+}
+
+impl Updates<'_> {
+    fn done(&mut self) -> bool {
+        self.pending.peek().is_none()
+    }
+
+    /// Applies every update due at PMD time `now`.
+    fn apply_due(&mut self, dp: &mut dyn Design, now: u64) -> Result<(), Error> {
+        while let Some(u) = self.pending.next_if(|u| u.at_ns <= now) {
+            let t = std::time::Instant::now();
+            let deleted = match u.op {
+                UpdateOp::Add => {
+                    self.table.extend(u.rules.iter().cloned());
+                    dp.add_rules(u.rules.clone())?
+                }
+                UpdateOp::Del => {
+                    let mut ids: Vec<RuleId> = self.table.iter().map(|r| r.id).collect();
+                    ids.shuffle(&mut self.rng);
+                    ids.truncate(u.n);
+                    let gone: HashSet<RuleId> = ids.iter().copied().collect();
+                    self.table.retain(|r| !gone.contains(&r.id));
+                    dp.remove_rules(&ids)
+                }
+            };
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            self.call_ms += ms;
+            let threaded = dp.oldest_epoch() != dp.visible_epoch();
+            self.log.push(serde_json::json!({
+                "op": if u.op == UpdateOp::Add { "add" } else { "del" },
+                "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "update_ms": ms,
+                "visible_ms": serde_json::Value::Null,
+                // Revalidator thread: deletions and their latency arrive later (filled in then).
+                "epoch": dp.visible_epoch(),
+                "called_ms": (t - self.wall).as_secs_f64() * 1e3,
+                "revalidated_ms": if threaded { serde_json::Value::Null } else { serde_json::json!(ms) },
+            }));
+            if u.op == UpdateOp::Add {
+                self.waiting.push((self.log.len() - 1, t, u.rules.iter().map(|r| r.id).collect()));
+            } else {
+                // Removals take effect in the call, in every design.
+                self.log.last_mut().expect("pushed")["visible_ms"] = serde_json::json!(ms);
+            }
+        }
+        Ok(())
+    }
+
+    /// The revalidator thread finished `revalidations`: their latency and deletions.
+    fn revalidated(&mut self, revalidations: &[rqvs_datapath::revalidator::Revalidation]) {
+        for r in revalidations {
+            for e in self.log.iter_mut().filter(|e| e["epoch"].as_u64().is_some_and(|x| x <= r.epoch)) {
+                if e["revalidated_ms"].is_null() {
+                    let t = e["called_ms"].as_f64().unwrap_or(0.0);
+                    e["revalidated_ms"] = serde_json::json!(self.wall.elapsed().as_secs_f64() * 1e3 - t);
+                    e["revalidator_thread_ms"] = serde_json::json!(r.thread_ms);
+                }
+            }
+            if let Some(e) = self.log.iter_mut().rev().find(|e| e["epoch"].as_u64() == Some(r.epoch)) {
+                e["megaflows_deleted"] = serde_json::json!(r.deleted);
+            }
+        }
+    }
+
+    /// The visible rules changed: updates whose rules are all visible now get their latency as
+    /// the controller sees it (from the call until lookups reflect it). Returns the visible table.
+    fn visible_table(&mut self, dp: &dyn Design) -> Vec<Rule> {
+        let staged: HashSet<RuleId> = dp.staged_rules().into_iter().collect();
+        let log = &mut self.log;
+        self.waiting.retain(|(i, t, ids)| {
+            let visible = ids.iter().all(|id| !staged.contains(id));
+            if visible {
+                log[*i]["visible_ms"] = serde_json::json!(t.elapsed().as_secs_f64() * 1e3);
+            }
+            !visible
+        });
+        self.table.iter().filter(|r| !staged.contains(&r.id)).cloned().collect()
+    }
+}
+
+/// The 100 ms time series of a run.
+struct Series {
+    samples: Vec<Sample>,
+    next_ns: u64,
+    last: Counters,
+    last_t: u64,
+}
+
+impl Series {
+    const INTERVAL_NS: u64 = 100_000_000;
+
+    fn sample(&mut self, dp: &dyn Design, now: u64) {
+        while now >= self.next_ns {
+            let cs = dp.counters();
+            let dt = (now - self.last_t) as f64 / 1e9;
+            self.samples.push(Sample {
+                t_s: now as f64 / 1e9,
+                mpps: (cs.received - self.last.received) as f64 / dt / 1e6,
+                upcalls_per_s: (cs.upcall - self.last.upcall) as f64 / dt,
+                deletions_per_s: (cs.deleted() - self.last.deleted()) as f64 / dt,
+                lost: cs.lost - self.last.lost,
+                megaflows: cs.megaflows,
+                masks: cs.masks,
+                coverage: coverage(&cs),
+            });
+            self.last = cs;
+            self.last_t = now;
+            self.next_ns = now - now % Self::INTERVAL_NS + Self::INTERVAL_NS;
+        }
+    }
+}
+
+/// Replays the prepared trace through one design, with flow prediction when given (ORIG): the
+/// trace in batches through the PMD loop ([`Pmd::run_batch`]), with the receive ring, the
+/// update schedule, the time series and the verification record around it.
+pub fn run_design_with(
+    c: &ReplayConfig,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+) -> Result<Run, Error> {
+    let keys = &p.keys;
+    let build_start = std::time::Instant::now();
+    let mut built = build(c, design, &p.initial, pred)?;
+    let dp: &mut dyn Design = built.as_mut();
+    let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
+
+    let mut verifier = Verifier::new(p, dp.visible_epoch());
+    let mut epoch = dp.visible_epoch();
+    let wall = std::time::Instant::now();
+    let mut updates = Updates {
+        pending: p.updates.iter().peekable(),
+        table: p.initial.clone(),
+        rng: StdRng::seed_from_u64(c.seed ^ 0x5eed),
+        log: Vec::new(),
+        waiting: Vec::new(),
+        call_ms: 0.0,
+        wall,
+    };
+    let mut series = Series { samples: Vec::new(), next_ns: Series::INTERVAL_NS, last: Counters::default(), last_t: 0 };
+    let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
+    let total = keys.len() as u64 * u64::from(c.passes);
+    let mut admission =
+        c.rate.map(|rate| Admission { rate, ring: c.rx_ring, total, warmup: total / 20, rx: RxStats::default() });
+    let mut pmd = Pmd::new();
+    let mut seq: u64 = 0;
+    // Counters at the end of the first pass: later passes meet a warm cache (steady state).
+    let mut first_pass: Option<Counters> = None;
+    let mut passes_done = 0u64;
+    let len = keys.len() as u64;
+    loop {
+        // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
+        let avail = match admission.as_mut() {
+            Some(adm) => match adm.admit(dp, &mut seq) {
+                Some(n) => Some(n),
+                None => break,
+            },
+            None => None,
+        };
+        let pos = (seq % len) as usize;
+        let end = (pos + BATCH).min(keys.len());
+        let end = avail.map_or(end, |n| end.min(pos + n as usize));
+        let chunk = &keys[pos..end];
+        let o = pmd.run_batch(dp, chunk, seq);
+        let (lo, v) = verifier.window(o.window.oldest);
+        for (i, a) in o.actions.iter().enumerate() {
+            verifier.fast_path(p, (lo, v), pos + i, *a);
+        }
+        for &(s, a) in o.upcalls {
+            verifier.handled(p, v, (s % len) as usize, a);
+        }
+        updates.revalidated(o.revalidations);
+        seq += chunk.len() as u64;
+        if seq / len > passes_done {
+            passes_done = seq / len;
+            first_pass.get_or_insert_with(|| dp.counters());
+        }
+        let now = dp.now_ns();
+        series.sample(dp, now);
+        updates.apply_due(dp, now)?;
+        if dp.visible_epoch() != epoch {
+            epoch = dp.visible_epoch();
+            verifier.new_version(updates.visible_table(dp), epoch);
+        }
+        let done = match (duration_ns, c.rate) {
+            (Some(d), _) => now >= d && updates.done(),
+            (None, Some(_)) => seq >= total,
+            (None, None) => seq >= total,
+        };
+        if done {
+            break;
+        }
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    let cs = dp.counters();
+    if !cs.outcome_sum_ok() {
+        return Err(Error(format!("internal error: counters do not sum to packets received: {cs:?}")));
+    }
+    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(keys)?;
+    let pmd_s = cs.pmd_ns as f64 / 1e9;
+    let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
+        let ns = cs.pmd_ns - f.pmd_ns;
+        let pk = cs.received - f.received;
+        (pk as f64 / (ns as f64 / 1e9) / 1e6, (cs.dpcls_ns - f.dpcls_ns) as f64 / ns as f64)
+    });
+    let prediction = pred.zip(dp.prediction_stats()).map(|(pr, s)| (pr.mode, s));
+    Ok(Run {
+        design,
+        build_ms,
+        c: cs,
+        series: series.samples,
+        update_log: updates.log,
+        verified,
+        mismatches,
+        stale_checks,
+        batches: pmd.batches,
+        first_mismatch,
+        mpps: cs.received as f64 / pmd_s.max(1e-12) / 1e6,
+        steady,
+        wall_s,
+        reval_ms: updates.call_ms,
+        report: dp.report(),
+        rx: admission.map(|a| RxStats { offered: total, offered_after_warmup: total - a.warmup, ..a.rx }),
+        prediction,
+    })
+}
+
+/// Coverage from the gauges: model entries over rules (CFLOWS) or megaflows (CCACHE).
+pub fn coverage(c: &Counters) -> f64 {
+    let total = if c.rules > 0 { c.rules } else { c.megaflows };
+    if total == 0 {
+        0.0
+    } else {
+        c.model_entries as f64 / total as f64
+    }
+}
+
+/// What [`rate_search`] found.
+pub struct RateSearch {
+    /// The run at full speed (no rate limit).
+    pub free: Run,
+    /// The highest probe with < 1% drops after the warm-up (rate, run) — or, when even the
+    /// lowest probe dropped more (`passed` false), that probe.
+    pub probe: (f64, Run),
+    pub passed: bool,
+}
+
+/// The highest offered rate with < 1% drops after the warm-up, by bisection between 1/100 and
+/// 1.5× the rate the design sustains unconstrained (to within 5%); each probe replays the trace
+/// through a freshly built design and is reported to `on_probe`. A probe with mismatches is an
+/// error.
+pub fn rate_search(
+    c: &ReplayConfig,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+    on_probe: &mut dyn FnMut(f64, &Run),
+) -> Result<RateSearch, Error> {
+    let free = run_design_with(c, p, design, pred)?;
+    let mut probe = |rate: f64| -> Result<Run, Error> {
+        let r = run_design_with(&ReplayConfig { rate: Some(rate), ..c.clone() }, p, design, pred)?;
+        on_probe(rate, &r);
+        if r.mismatches > 0 {
+            return Err(Error(format!("{} packets got an action other than the reference's", r.mismatches)));
+        }
+        Ok(r)
+    };
+    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, free.mpps * 1e6 * 1.5);
+    let ok = |r: &Run| r.rx.is_some_and(|x| x.drop_rate() < 0.01);
+    let mut best = (lo, probe(lo)?);
+    if !ok(&best.1) {
+        return Ok(RateSearch { free, probe: best, passed: false });
+    }
+    while hi / lo > 1.05 {
+        let mid = (lo * hi).sqrt();
+        let r = probe(mid)?;
+        if ok(&r) {
+            lo = mid;
+            best = (mid, r);
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(RateSearch { free, probe: best, passed: true })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_specs() {
+        let u = parse_updates("del:3@500ms, add:60@7s").unwrap();
+        assert_eq!((u[0].op, u[0].n, u[0].at_ns), (UpdateOp::Del, 3, 500_000_000));
+        assert_eq!((u[1].op, u[1].n, u[1].at_ns), (UpdateOp::Add, 60, 7_000_000_000));
+        assert!(parse_updates("mod:1@1s").is_err());
+        assert!(parse_updates("add:x@1s").is_err());
+        assert!(parse_updates("add:1@-1s").is_err());
+    }
+}
