@@ -87,6 +87,11 @@ fn quiet_broken_pipe() {
 fn main() -> ExitCode {
     quiet_broken_pipe();
     let cli = Cli::parse();
+    // A kernel forced by the environment that this CPU lacks is a usage error, said once.
+    if let Err(e) = rqvs_rqrmi::Kernel::from_env() {
+        eprintln!("rqvs: error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         None => classify::run(&classify::Args::default()),
         Some(Command::Classify(args)) => classify::run(&args),

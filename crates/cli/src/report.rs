@@ -51,13 +51,14 @@ pub fn git_revision() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`
-/// and `cpu`.
+/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`,
+/// `cpu` and the learned index's SIMD `kernel`.
 pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) -> Result<(), Failure> {
     fields.insert("command".into(), command.into());
     fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
     fields.insert("git_rev".into(), git_revision().into());
     fields.insert("cpu".into(), cpu_model().into());
+    fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
     let text = serde_json::to_string_pretty(&Value::Object(fields))?;
     if path == Path::new("-") {
         println!("{text}");

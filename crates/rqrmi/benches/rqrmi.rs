@@ -55,9 +55,10 @@ fn bench_lookup(c: &mut Criterion) {
         g.bench_function(format!("scalar_single_{n}"), |b| {
             b.iter(|| ks.iter().map(|&k| m.lookup(k).unwrap_or(0)).sum::<usize>())
         });
-        g.bench_function(format!("scalar_batch_{n}"), |b| b.iter(|| m.lookup_batch_scalar(&ks, &mut out)));
-        if rqvs_rqrmi::simd_available() {
-            g.bench_function(format!("avx2_batch_{n}"), |b| b.iter(|| m.lookup_batch(&ks, &mut out)));
+        for k in rqvs_rqrmi::Kernel::available() {
+            g.bench_function(format!("{}_batch_{n}", k.name()), |b| {
+                b.iter(|| m.lookup_batch_with(k, &ks, &mut out).unwrap())
+            });
         }
     }
     g.finish();

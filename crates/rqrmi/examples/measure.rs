@@ -11,6 +11,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use rqvs_rqrmi::Kernel;
 use rqvs_rqrmi::{RqRmi, TrainConfig};
 
 /// `n` disjoint ranges spread over the 32-bit space, random widths and gaps.
@@ -112,9 +113,10 @@ fn widths_table(seed: u64) {
 
 fn main() {
     let seed: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
-    println!("seed {seed}, AVX2 {}", rqvs_rqrmi::simd_available());
+    let kernels: Vec<String> = Kernel::available().iter().map(|k| k.name().to_string()).collect();
+    println!("seed {seed}, kernels {}", kernels.join(","));
     println!(
-        "{:<8} {:>7} {:<12} {:>8} {:>4} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>6}",
+        "{:<8} {:>7} {:<12} {:>8} {:>4} {:>6} {:>7} {:>9} {:>8} {:>9} {:>8} {:>9} {:>6}",
         "set",
         "ranges",
         "widths",
@@ -124,8 +126,9 @@ fn main() {
         "meanerr",
         "memory",
         "ns_one",
-        "ns_batch",
+        "ns_scalar",
         "ns_avx2",
+        "ns_avx512",
         "wrong"
     );
     for kind in ["random", "prefix"] {
@@ -142,10 +145,14 @@ fn main() {
             keys.extend((0..1 << 12).map(|_| rng.gen::<u32>()));
             let mut out = vec![None; keys.len()];
             let mut wrong = 0;
-            m.lookup_batch(&keys, &mut out);
-            for (k, o) in keys.iter().zip(&out) {
-                let t = truth(&r, *k);
-                wrong += usize::from(*o != t) + usize::from(m.lookup(*k) != t);
+            for k in Kernel::available() {
+                m.lookup_batch_with(k, &keys, &mut out).expect("available");
+                for (key, o) in keys.iter().zip(&out) {
+                    wrong += usize::from(*o != truth(&r, *key));
+                }
+            }
+            for &key in &keys {
+                wrong += usize::from(m.lookup(key) != truth(&r, key));
             }
             let reps = 20;
             let one = ns_per_key(reps, keys.len(), || {
@@ -153,11 +160,20 @@ fn main() {
                     black_box(m.lookup(black_box(k)));
                 }
             });
-            let batch = ns_per_key(reps, keys.len(), || m.lookup_batch_scalar(black_box(&keys), &mut out));
-            let avx2 = ns_per_key(reps, keys.len(), || m.lookup_batch(black_box(&keys), &mut out));
+            let mut per_kernel = |k: Kernel| {
+                if !k.is_available() {
+                    return "-".to_string();
+                }
+                let ns = ns_per_key(reps, keys.len(), || {
+                    m.lookup_batch_with(k, black_box(&keys), &mut out).expect("available")
+                });
+                format!("{ns:.1}")
+            };
+            let (scalar, avx2, avx512) =
+                (per_kernel(Kernel::Scalar), per_kernel(Kernel::Avx2), per_kernel(Kernel::Avx512));
             let s = m.stats();
             println!(
-                "{:<8} {:>7} {:<12} {:>8.1} {:>4} {:>6} {:>7.1} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>6}",
+                "{:<8} {:>7} {:<12} {:>8.1} {:>4} {:>6} {:>7.1} {:>9} {:>8.1} {:>9} {:>8} {:>9} {:>6}",
                 kind,
                 r.len(),
                 format!("{:?}", m.stage_widths()).replace(' ', ""),
@@ -167,8 +183,9 @@ fn main() {
                 m.mean_error(),
                 m.memory_bytes(),
                 one,
-                batch,
+                scalar,
                 avx2,
+                avx512,
                 wrong
             );
         }

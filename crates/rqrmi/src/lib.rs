@@ -87,10 +87,13 @@
 //! ## Inference
 //!
 //! [`RqRmi::lookup`] and [`RqRmi::predict`] are scalar and are the truth.
-//! [`RqRmi::lookup_batch`] runs groups of 8 keys stage by stage, with the AVX2 twin of the
-//! submodel evaluation when the CPU has it (runtime detection), scalar otherwise. The AVX2
-//! code performs the same operations in the same order (8 hidden units in two 4-lane
-//! vectors, the reduction tree above), so results agree bit for bit; a test checks it. FMA is
+//! [`RqRmi::lookup_batch`] runs groups of 8 keys stage by stage with the active [`Kernel`]:
+//! the scalar definition or a SIMD twin of the submodel evaluation (AVX2: 8 hidden units in two
+//! 4-lane vectors; AVX-512: in one 8-lane vector), chosen at run time — the best the CPU has,
+//! or the one `RQVS_KERNEL=scalar|avx2|avx512` forces ([`Kernel::active`],
+//! [`RqRmi::lookup_batch_with`] for an explicit one). Every twin performs the same operations
+//! in the same order (the reduction tree above), so results agree bit for bit; the tests run
+//! every kernel the CPU has against the scalar one. FMA is
 //! deliberately *not* used: a fused multiply-add rounds once where the scalar code rounds
 //! twice, and the scalar fallback (machines without FMA) would need a slow software FMA to match.
 //!
@@ -110,6 +113,7 @@
 pub mod bound;
 mod fit;
 mod format;
+mod kernel;
 mod key;
 mod model;
 #[cfg(target_arch = "x86_64")]
@@ -118,18 +122,7 @@ mod simd;
 mod train;
 
 pub use format::FormatError;
+pub use kernel::{Kernel, KernelUnavailable, KERNEL_ENV};
 pub use key::Key;
 pub use model::{RqRmi, SubModel, HIDDEN};
 pub use train::{auto_stage_widths, TrainConfig, TrainError, TrainStats};
-
-/// Whether [`RqRmi::lookup_batch`] uses the AVX2 path on this CPU.
-pub fn simd_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        simd::available()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}

@@ -1,5 +1,6 @@
 //! The trained model and its scalar inference (the truth every other path is compared with).
 
+use crate::kernel::{Kernel, KernelUnavailable};
 use crate::key::Key;
 use crate::train::TrainStats;
 
@@ -77,18 +78,18 @@ impl SubModel {
         Forward { d, x, z, y }
     }
 
-    /// The AVX2 twin of [`eval`](Self::eval), or `None` when the CPU (or target) has no
-    /// AVX2. Bit-for-bit equal to `eval` (tested).
-    pub fn eval_avx2(&self, key: f64) -> Option<f64> {
-        #[cfg(target_arch = "x86_64")]
-        {
-            crate::simd::eval_checked(self, key)
+    /// [`eval`](Self::eval) computed by `kernel`; bit-for-bit equal to `eval` (tested).
+    pub fn eval_with(&self, kernel: Kernel, key: f64) -> Result<f64, KernelUnavailable> {
+        if !kernel.is_available() {
+            return Err(KernelUnavailable(kernel));
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = key;
-            None
-        }
+        Ok(match kernel {
+            Kernel::Scalar => self.eval(key),
+            #[cfg(target_arch = "x86_64")]
+            simd => crate::simd::eval(simd, self, key),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("no SIMD kernel is available off x86-64"),
+        })
     }
 
     /// All parameters finite and of magnitude below [`PARAM_LIMIT`], `inv_std > 0`: then no
@@ -299,23 +300,44 @@ impl<K: Key> RqRmi<K> {
         self.search(key, lo, hi)
     }
 
-    /// [`lookup`](Self::lookup) for each key: `out[i] = lookup(keys[i])`. Uses the AVX2
-    /// path when the CPU has it, the scalar one otherwise; both give identical results.
+    /// [`lookup`](Self::lookup) for each key: `out[i] = lookup(keys[i])`, with the active
+    /// kernel ([`Kernel::active`]); every kernel gives identical results.
     ///
     /// # Panics
     /// If `out` is shorter than `keys`.
+    #[inline]
     pub fn lookup_batch(&self, keys: &[K], out: &mut [Option<usize>]) {
-        assert!(out.len() >= keys.len(), "lookup_batch: out shorter than keys");
-        #[cfg(target_arch = "x86_64")]
-        if crate::simd::available() {
-            crate::simd::lookup_batch(self, keys, out);
-            return;
-        }
-        self.lookup_batch_scalar(keys, out);
+        let k = Kernel::active();
+        self.lookup_batch_with(k, keys, out).expect("the active kernel is available");
     }
 
-    /// The scalar batch path (groups of [`GROUP`] keys, stage by stage).
-    pub fn lookup_batch_scalar(&self, keys: &[K], out: &mut [Option<usize>]) {
+    /// [`lookup_batch`](Self::lookup_batch) with a chosen kernel.
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys`.
+    pub fn lookup_batch_with(
+        &self,
+        kernel: Kernel,
+        keys: &[K],
+        out: &mut [Option<usize>],
+    ) -> Result<(), KernelUnavailable> {
+        assert!(out.len() >= keys.len(), "lookup_batch: out shorter than keys");
+        if !kernel.is_available() {
+            return Err(KernelUnavailable(kernel));
+        }
+        match kernel {
+            Kernel::Scalar => self.lookup_batch_scalar(keys, out),
+            #[cfg(target_arch = "x86_64")]
+            simd => crate::simd::lookup_batch(simd, self, keys, out),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => unreachable!("no SIMD kernel is available off x86-64"),
+        }
+        Ok(())
+    }
+
+    /// The scalar batch path (groups of [`GROUP`] keys, stage by stage): the definition the
+    /// SIMD kernels are twins of.
+    fn lookup_batch_scalar(&self, keys: &[K], out: &mut [Option<usize>]) {
         assert!(out.len() >= keys.len(), "lookup_batch: out shorter than keys");
         let last = self.widths.len() - 1;
         for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
