@@ -335,10 +335,17 @@ impl<K: Key> RqRmi<K> {
         Ok(())
     }
 
-    /// The scalar batch path (groups of [`GROUP`] keys, stage by stage): the definition the
-    /// SIMD kernels are twins of.
+    /// The scalar batch path: the definition the SIMD kernels are twins of.
     fn lookup_batch_scalar(&self, keys: &[K], out: &mut [Option<usize>]) {
-        assert!(out.len() >= keys.len(), "lookup_batch: out shorter than keys");
+        self.batch_loop(keys, out, |m, x| m.eval(x));
+    }
+
+    /// The batch loop every kernel runs, with its own submodel evaluation `eval`: groups of
+    /// [`GROUP`] keys, stage by stage (for instruction-level parallelism), then the bounded
+    /// searches. Inlined into each kernel, so a SIMD `eval` is compiled with its kernel's
+    /// target features.
+    #[inline(always)]
+    pub(crate) fn batch_loop(&self, keys: &[K], out: &mut [Option<usize>], eval: impl Fn(&SubModel, f64) -> f64) {
         let last = self.widths.len() - 1;
         for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             let mut x = [0.0; GROUP];
@@ -350,7 +357,7 @@ impl<K: Key> RqRmi<K> {
             for s in 0..=last {
                 let base = self.offsets[s];
                 for g in 0..kc.len() {
-                    y[g] = self.subs[base + m[g]].eval(x[g]);
+                    y[g] = eval(&self.subs[base + m[g]], x[g]);
                 }
                 if s < last {
                     for g in 0..kc.len() {

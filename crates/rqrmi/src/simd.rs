@@ -23,7 +23,7 @@ use std::arch::x86_64::*;
 
 use crate::kernel::Kernel;
 use crate::key::Key;
-use crate::model::{bin, RqRmi, SubModel, GROUP};
+use crate::model::{RqRmi, SubModel};
 
 /// One submodel by a SIMD kernel.
 ///
@@ -98,31 +98,9 @@ unsafe fn eval_avx2(m: &SubModel, key: f64) -> f64 {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 unsafe fn lookup_batch_avx2<K: Key>(model: &RqRmi<K>, keys: &[K], out: &mut [Option<usize>]) {
-    let last = model.widths.len() - 1;
-    for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-        let mut x = [0.0; GROUP];
-        let mut m = [0usize; GROUP];
-        let mut y = [0.0; GROUP];
-        for (xi, k) in x.iter_mut().zip(kc) {
-            *xi = k.to_f64();
-        }
-        for s in 0..=last {
-            let base = model.offsets[s];
-            for g in 0..kc.len() {
-                // SAFETY: this function runs only with AVX2 (its own precondition).
-                y[g] = unsafe { eval_avx2(&model.subs[base + m[g]], x[g]) };
-            }
-            if s < last {
-                for g in 0..kc.len() {
-                    m[g] = bin(y[g], model.widths[s + 1]);
-                }
-            }
-        }
-        for g in 0..kc.len() {
-            let (_, lo, hi) = model.window(m[g], y[g]);
-            oc[g] = model.search(kc[g], lo, hi);
-        }
-    }
+    // SAFETY: this function runs only with AVX2 (its own precondition); the closure inherits
+    // its target features.
+    model.batch_loop(keys, out, |m, x| unsafe { eval_avx2(m, x) });
 }
 
 /// AVX-512 evaluation of one submodel: the 8 units in one vector.
@@ -143,35 +121,13 @@ unsafe fn eval_avx512(m: &SubModel, key: f64) -> f64 {
     _mm_cvtsd_f64(u) + m.b2
 }
 
-/// The AVX-512 batch loop: as the AVX2 one, each submodel's 8 units in one vector.
+/// The AVX-512 batch loop, twin of the scalar one.
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
 #[target_feature(enable = "avx512f")]
 unsafe fn lookup_batch_avx512<K: Key>(model: &RqRmi<K>, keys: &[K], out: &mut [Option<usize>]) {
-    let last = model.widths.len() - 1;
-    for (kc, oc) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-        let mut x = [0.0; GROUP];
-        let mut m = [0usize; GROUP];
-        let mut y = [0.0; GROUP];
-        for (xi, k) in x.iter_mut().zip(kc) {
-            *xi = k.to_f64();
-        }
-        for s in 0..=last {
-            let base = model.offsets[s];
-            for g in 0..kc.len() {
-                // SAFETY: this function runs only with AVX-512F (its own precondition).
-                y[g] = unsafe { eval_avx512(&model.subs[base + m[g]], x[g]) };
-            }
-            if s < last {
-                for g in 0..kc.len() {
-                    m[g] = bin(y[g], model.widths[s + 1]);
-                }
-            }
-        }
-        for g in 0..kc.len() {
-            let (_, lo, hi) = model.window(m[g], y[g]);
-            oc[g] = model.search(kc[g], lo, hi);
-        }
-    }
+    // SAFETY: this function runs only with AVX-512F (its own precondition); the closure
+    // inherits its target features.
+    model.batch_loop(keys, out, |m, x| unsafe { eval_avx512(m, x) });
 }
