@@ -2,11 +2,10 @@
 //! checked packet by packet.
 
 // One copy, shared by the crates whose tests read the ClassBench data.
-#[path = "../../flow/tests/shared_data/mod.rs"]
-mod shared_data;
+use rqvs_testkit::data as shared_data;
 
 use rqvs_classify::{winner_by_definition, Classifier, Reference};
-use rqvs_flow::formats::{classbench, ofctl, openflow, trace};
+use rqvs_flow::formats::{classbench, ofctl, trace};
 use rqvs_flow::{Actions, FlowKey, Rule, RuleId};
 use shared_data::*;
 
@@ -54,7 +53,7 @@ fn openflow_conversion_keeps_every_winner() {
     for seed in SEEDS {
         for size in ["1k", "10k"] {
             let (rules, keys) = load(&dir, seed, size);
-            let conv = openflow::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
+            let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
             let convertible = !matches!(seed, "fw2" | "fw4");
             assert_eq!(conv.skipped.is_empty(), convertible, "{seed}_{size}: skipped {}", conv.skipped.len());
             let text = ofctl::write_flows(&conv.flows).unwrap();

@@ -12,15 +12,14 @@
 //! Packets per ClassBench set: the first `RQVS_OVS_PACKETS` (default 3000) of its trace.
 //! Skips with a message when OVS cannot start, unless `RQVS_REQUIRE_OVS=1`.
 
-mod ovs;
+use rqvs_testkit::ovs;
 // One copy, shared by the crates whose tests read the ClassBench data.
-#[path = "../../flow/tests/shared_data/mod.rs"]
-mod shared_data;
+use rqvs_testkit::data as shared_data;
 
 use rand::{Rng, SeedableRng};
 use rqvs_classify::ofproto::{format_packet, OfprotoClassifier};
 use rqvs_classify::winner_by_definition;
-use rqvs_flow::formats::{classbench, ofctl, openflow, trace};
+use rqvs_flow::formats::{classbench, ofctl, trace};
 use rqvs_flow::{Actions, FlowKey, Rule};
 
 const HAND: &str = "\
@@ -179,7 +178,7 @@ fn ofproto_classifier_agrees_with_ovs() {
         for seed in ["acl1", "fw1", "ipc1"] {
             for size in ["1k", "10k"] {
                 let rules = classbench::read_rules(&shared_data::rules_path(&dir, seed, size)).unwrap();
-                let conv = openflow::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
+                let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
                 let entries = trace::read_trace(&shared_data::trace_path(&dir, seed, size)).unwrap();
                 let keys: Vec<FlowKey> = entries.iter().take(n).map(|e| e.key.wire()).collect();
                 let name: &'static str = Box::leak(format!("{seed}_{size}").into_boxed_str());

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
-use rqvs_flow::formats::{self, classbench, ofctl, openflow, pcap, trace, RuleFormat};
+use rqvs_flow::formats::{self, classbench, ofctl, pcap, trace, RuleFormat};
 use rqvs_flow::{Actions, Rule};
 use serde_json::Map;
 
@@ -103,7 +103,7 @@ fn rules(a: &RulesArgs) -> Result<(), Failure> {
     match a.to {
         RulesTo::Ofctl => {
             let table = if from == RuleFormat::ClassBench {
-                let conv = openflow::classbench_to_openflow(&rules, &parse_actions(&a.actions)?)?;
+                let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &parse_actions(&a.actions)?)?;
                 if let Some((id, why)) = conv.skipped.first() {
                     eprintln!(
                         "rqvs: warning: {name}: {} of {} rules have no OpenFlow form and were left out (first: rule {id}: {why})",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::ValueEnum;
-use rqvs_flow::formats::{classbench, ofctl, openflow, pcap, trace as cbtrace};
+use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_flow::{Actions, FlowKey};
 use rqvs_workload::trace::{Locality, Mode};
 use rqvs_workload::{map, rules, seedfile, stats, trace, updates};
@@ -213,7 +213,7 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
     let text = match a.format {
         RulesFormat::Classbench => classbench::write_rules(&g.rules)?,
         RulesFormat::Ofctl => {
-            let conv = openflow::classbench_to_openflow(&g.rules, &Actions::drop())?;
+            let conv = rqvs_flow::convert::classbench_to_openflow(&g.rules, &Actions::drop())?;
             if !conv.skipped.is_empty() {
                 eprintln!("rqvs: warning: {} rules have no OpenFlow form and were left out", conv.skipped.len());
             }

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use rqvs_classify::ofproto::{format_packet, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
-use rqvs_flow::formats::{self, ofctl, openflow, RuleFormat};
+use rqvs_flow::formats::{self, ofctl, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
 
 use crate::Failure;
@@ -52,8 +52,8 @@ fn load_table(path: &std::path::Path) -> Result<Vec<Rule>, Failure> {
         RuleFormat::Ofctl => Ok(ofctl::parse_flows(&name, &text)?),
         RuleFormat::ClassBench => {
             let rules = formats::classbench::parse_rules(&name, &text)?;
-            let conv =
-                openflow::classbench_to_openflow(&rules, &Actions::drop()).map_err(|e| format!("{name}: {e}"))?;
+            let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop())
+                .map_err(|e| format!("{name}: {e}"))?;
             if !conv.skipped.is_empty() {
                 eprintln!("rqvs: {name}: {} rules OpenFlow cannot express were left out", conv.skipped.len());
             }

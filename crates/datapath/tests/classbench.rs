@@ -6,8 +6,7 @@
 //! the same: every packet's action equals the reference's.
 
 // One copy, shared by the crates whose tests read the ClassBench data.
-#[path = "../../flow/tests/shared_data/mod.rs"]
-mod shared_data;
+use rqvs_testkit::data as shared_data;
 
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;

@@ -16,6 +16,7 @@
 //! This crate has no `unsafe` code.
 #![forbid(unsafe_code)]
 
+pub mod convert;
 pub mod error;
 pub mod formats;
 pub mod frame;

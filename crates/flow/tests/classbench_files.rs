@@ -1,7 +1,7 @@
 //! Every ClassBench file in the shared data parses, with the counts `summary.tsv` gives, and
 //! rule files written back are byte-identical to the originals.
 
-mod shared_data;
+use rqvs_testkit::data as shared_data;
 
 use rqvs_flow::formats::{classbench, trace};
 use shared_data::*;

@@ -7,11 +7,11 @@
 //!
 //! Skips when `ovs-ofctl` is not installed, unless `RQVS_REQUIRE_OVS=1` (set by `.ci/run`).
 
-mod shared_data;
+use rqvs_testkit::data as shared_data;
 
 use std::process::Command;
 
-use rqvs_flow::formats::{classbench, ofctl, openflow};
+use rqvs_flow::formats::{classbench, ofctl};
 use rqvs_flow::Actions;
 use shared_data::*;
 
@@ -45,7 +45,7 @@ fn ovs_ofctl_reads_converted_classbench_sets_as_rqvs_does() {
     for seed in SEEDS {
         for size in ["1k", "10k"] {
             let rules = classbench::read_rules(&rules_path(&dir, seed, size)).unwrap();
-            let conv = openflow::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
+            let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
             let text = ofctl::write_flows(&conv.flows).unwrap();
             let file = tmp.join(format!("{seed}_{size}.ofctl"));
             std::fs::write(&file, &text).unwrap();

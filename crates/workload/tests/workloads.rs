@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use rqvs_classify::{winner_by_definition, Classifier, TupleMerge};
-use rqvs_flow::formats::{classbench, ofctl, openflow, pcap, trace as cbtrace};
+use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_flow::{Actions, FlowKey, Rule};
 use rqvs_workload::rules::{generate, Params};
 use rqvs_workload::seedfile;
@@ -97,7 +97,7 @@ fn generated_sets_round_trip_through_classbench_and_ofctl() {
         let text = classbench::write_rules(&rules).unwrap();
         let back = classbench::parse_rules("g", &text).unwrap();
         assert_eq!(back, rules, "{s}");
-        let conv = openflow::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
+        let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop()).unwrap();
         let flows = ofctl::parse_flows("g.flows", &ofctl::write_flows(&conv.flows).unwrap()).unwrap();
         assert_eq!(flows.len(), conv.flows.len());
         assert_eq!(conv.converted + conv.skipped.len(), rules.len());

@@ -25,7 +25,7 @@
 //!
 //! **Port ranges.** OpenFlow has none; a rule with port ranges (a ClassBench rule) is held as the
 //! exact prefix expansion of its ranges, every part with the rule's id and priority. To compare
-//! with OVS, convert the set first (`formats::openflow::classbench_to_openflow`), as OVS holds
+//! with OVS, convert the set first (`rqvs_flow::convert::classbench_to_openflow`), as OVS holds
 //! what was converted.
 //!
 //! **Equal priorities.** OVS leaves the winner among overlapping rules of equal priority

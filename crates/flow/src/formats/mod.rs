@@ -5,7 +5,6 @@
 //! | ClassBench rules | yes | yes | [`classbench`] |
 //! | ClassBench traces | yes | yes | [`trace`] |
 //! | ovs-ofctl flows (`add-flows` files) | yes | yes | [`ofctl`] |
-//! | ClassBench → OpenFlow conversion | | yes | [`openflow`] |
 //! | pcap / pcapng frames → `FlowKey` | yes | pcap | [`pcap`] |
 //!
 //! Every reader returns a [`crate::ParseError`] naming the file, the line (or packet) and column,
@@ -14,7 +13,6 @@
 pub mod classbench;
 pub(crate) mod cursor;
 pub mod ofctl;
-pub mod openflow;
 pub mod pcap;
 pub mod trace;
 

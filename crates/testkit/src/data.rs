@@ -1,6 +1,4 @@
-#![allow(dead_code)] // each test file uses part of this module
-//! Locating the shared ClassBench data (`../shared/data/classbench` beside the checkout). The
-//! classify and datapath tests include this same file (`#[path]`).
+//! Locating the shared ClassBench data (`../shared/data/classbench` beside the checkout).
 //!
 //! Tests that need it skip with a message when it is absent, unless `RQVS_REQUIRE_DATA=1` (set
 //! by `.ci/run`), in which case its absence is a failure.

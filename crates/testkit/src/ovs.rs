@@ -1,10 +1,8 @@
-#![allow(dead_code)] // each test file uses part of this module
 //! A private, userspace-only Open vSwitch instance for tests (the recipe of
 //! `../shared/ovs-oracle.md`): `ovsdb-server` + `ovs-vswitchd --enable-dummy=override
 //! --disable-system`, one netdev bridge `br0` with dummy ports 1 and 2, and a JSON-RPC client on
 //! the vswitchd control socket that keeps many `ofproto/trace` requests in flight.
 //!
-//! Reusable: `#[path = "../../classify/tests/ovs/mod.rs"] mod ovs;` from another crate's tests.
 //! Everything runs under a fresh directory in the system temp dir; `Drop` stops both daemons
 //! through their control sockets (never by process name) and removes the directory.
 

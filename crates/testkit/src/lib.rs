@@ -1,0 +1,11 @@
+//! Test fixtures shared by rqvs's crates (a dev-dependency only; never published):
+//!
+//! - [`data`]: where the shared ClassBench data is (`../shared/data/classbench` beside the
+//!   checkout, or `RQVS_CLASSBENCH_DIR`); tests skip with a message when it is absent, and fail
+//!   instead under `RQVS_REQUIRE_DATA=1`.
+//! - [`ovs`]: a private, userspace-only Open vSwitch 3.1 instance with a JSON-RPC client for
+//!   `ofproto/trace` — the oracle for the slow path; `RQVS_REQUIRE_OVS=1` makes its absence a
+//!   failure.
+
+pub mod data;
+pub mod ovs;
