@@ -1,7 +1,8 @@
 //! Ethernet frames: parsing a frame into a [`FlowKey`] ([`extract`]), building the smallest
 //! frame that carries a key ([`build_frame`]), and what of a key a frame carries
 //! ([`FlowKey::wire`]). Capture files (`crate::formats::pcap`), the slow path and the switch's
-//! ports all read frames through [`extract`]; nothing else parses a frame.
+//! ports all read frames through [`extract`]; nothing else parses a frame. Actions rewrite a
+//! frame in place through the zero-copy view [`Frame`].
 //!
 //! # Frames → keys ([`extract`])
 //!
@@ -53,6 +54,10 @@
 //! in a TCP, UDP or SCTP header, or as an ICMP type and code below 256, and never in a later
 //! fragment. Those ports are lost in the frame and [`WriteStats::ports_dropped`] counts the keys
 //! that had some.
+
+mod view;
+
+pub use view::{push_vlan, strip_vlan, Frame, FrameError, Layout};
 
 use crate::key::{
     FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP,

@@ -1,0 +1,294 @@
+//! [`Frame`]: a zero-copy view over a frame's bytes that actions rewrite in place — the
+//! `Packet` half of smoltcp's Packet/Repr split, whose `Repr` here is the [`FlowKey`]
+//! ([`super::extract`] reads it; [`super::build_frame`] writes one).
+//!
+//! [`Frame::new_checked`] finds the headers once ([`Layout`]: the 802.1Q tag, the IPv4 header)
+//! and every accessor and setter afterwards is bounds-safe by construction. Setters keep the
+//! IPv4 header checksum right by incremental update (RFC 1624); the fields they touch (MACs,
+//! the VLAN ID, TOS, TTL) are in no L4 checksum's pseudo-header, so L4 checksums stay valid.
+//! Tag push/pop changes the length, so it works on a `Vec<u8>` ([`push_vlan`], [`strip_vlan`]).
+
+use super::{ETH_HEADER_LEN, IPV4_HEADER_LEN, VLAN_HEADER_LEN};
+use crate::key::{ETH_TYPE_IP, ETH_TYPE_VLAN, VLAN_VID_MASK};
+
+/// Why a frame could not be viewed: a small `Copy` error for the hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// Shorter than an Ethernet header.
+    Truncated,
+}
+
+/// Where a frame's headers are (offsets into its bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Offset of the first (outer) 802.1Q tag's TCI, when tagged.
+    pub vlan: Option<usize>,
+    /// Offset of the innermost ethertype field.
+    pub ethertype: usize,
+    /// Offset of a complete IPv4 header (version 4, IHL ≥ 5, all of it present).
+    pub ipv4: Option<usize>,
+}
+
+impl Layout {
+    /// The layout of `b` (module docs).
+    pub fn of(b: &[u8]) -> Result<Layout, FrameError> {
+        if b.len() < ETH_HEADER_LEN {
+            return Err(FrameError::Truncated);
+        }
+        let mut at = 12;
+        let mut vlan = None;
+        // One 802.1Q tag is interpreted (the outer one); inner tags are left as they are.
+        if be16(b, at) == Some(ETH_TYPE_VLAN) && b.len() >= at + 2 + VLAN_HEADER_LEN {
+            vlan = Some(at + 2);
+            at += VLAN_HEADER_LEN;
+        }
+        let ipv4 = (be16(b, at) == Some(ETH_TYPE_IP))
+            .then_some(at + 2)
+            .filter(|&ip| b.len() >= ip + IPV4_HEADER_LEN && b[ip] >> 4 == 4)
+            .filter(|&ip| {
+                let ihl = usize::from(b[ip] & 0x0f) * 4;
+                ihl >= IPV4_HEADER_LEN && b.len() >= ip + ihl
+            });
+        Ok(Layout { vlan, ethertype: at, ipv4 })
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at + 2).map(|x| u16::from_be_bytes([x[0], x[1]]))
+}
+
+/// A checked view over a frame's bytes (module docs).
+#[derive(Debug)]
+pub struct Frame<T> {
+    buf: T,
+    layout: Layout,
+}
+
+impl<T: AsRef<[u8]>> Frame<T> {
+    /// Views `buf` as an Ethernet frame, finding its headers once.
+    pub fn new_checked(buf: T) -> Result<Frame<T>, FrameError> {
+        let layout = Layout::of(buf.as_ref())?;
+        Ok(Frame { buf, layout })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+
+    pub fn dl_dst(&self) -> [u8; 6] {
+        self.mac(0)
+    }
+
+    pub fn dl_src(&self) -> [u8; 6] {
+        self.mac(6)
+    }
+
+    fn mac(&self, at: usize) -> [u8; 6] {
+        let b = self.buf.as_ref();
+        [b[at], b[at + 1], b[at + 2], b[at + 3], b[at + 4], b[at + 5]]
+    }
+
+    /// The outer tag's VLAN ID, when tagged.
+    pub fn vlan_vid(&self) -> Option<u16> {
+        let at = self.layout.vlan?;
+        be16(self.buf.as_ref(), at).map(|tci| tci & VLAN_VID_MASK)
+    }
+
+    /// The IPv4 TOS byte and TTL, for IPv4 frames.
+    pub fn nw_tos(&self) -> Option<u8> {
+        self.layout.ipv4.map(|ip| self.buf.as_ref()[ip + 1])
+    }
+
+    pub fn nw_ttl(&self) -> Option<u8> {
+        self.layout.ipv4.map(|ip| self.buf.as_ref()[ip + 8])
+    }
+
+    /// Whether the IPv4 header checksum verifies (`None` for non-IPv4 frames).
+    pub fn ipv4_checksum_ok(&self) -> Option<bool> {
+        let ip = self.layout.ipv4?;
+        let b = self.buf.as_ref();
+        let ihl = usize::from(b[ip] & 0x0f) * 4;
+        Some(super::fold(super::sum16(0, &b[ip..ip + ihl])) == 0)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    pub fn set_dl_dst(&mut self, mac: [u8; 6]) {
+        self.buf.as_mut()[0..6].copy_from_slice(&mac);
+    }
+
+    pub fn set_dl_src(&mut self, mac: [u8; 6]) {
+        self.buf.as_mut()[6..12].copy_from_slice(&mac);
+    }
+
+    /// Sets the outer tag's VLAN ID (priority and DEI kept). False when the frame is untagged.
+    pub fn set_vlan_vid(&mut self, vid: u16) -> bool {
+        let Some(at) = self.layout.vlan else { return false };
+        let b = self.buf.as_mut();
+        let tci = (u16::from_be_bytes([b[at], b[at + 1]]) & !VLAN_VID_MASK) | (vid & VLAN_VID_MASK);
+        b[at..at + 2].copy_from_slice(&tci.to_be_bytes());
+        true
+    }
+
+    /// Sets the IPv4 TOS byte's DSCP bits (OpenFlow's `mod_nw_tos`: the ECN bits are kept),
+    /// updating the header checksum. False for non-IPv4 frames.
+    pub fn set_nw_tos(&mut self, tos: u8) -> bool {
+        let Some(ip) = self.layout.ipv4 else { return false };
+        let b = self.buf.as_mut();
+        let old = u16::from_be_bytes([b[ip], b[ip + 1]]);
+        b[ip + 1] = (tos & 0xfc) | (b[ip + 1] & 0x03);
+        let new = u16::from_be_bytes([b[ip], b[ip + 1]]);
+        update_checksum(&mut b[ip + 10..ip + 12], old, new);
+        true
+    }
+
+    /// Decrements the IPv4 TTL, updating the header checksum. `Some(ttl)` after the decrement
+    /// — `Some(0)` means the packet must be dropped — or `None` for non-IPv4 frames. A TTL of
+    /// 0 is left as it is (and reported as 0).
+    pub fn dec_ttl(&mut self) -> Option<u8> {
+        let ip = self.layout.ipv4?;
+        let b = self.buf.as_mut();
+        let ttl = b[ip + 8];
+        if ttl == 0 {
+            return Some(0);
+        }
+        let old = u16::from_be_bytes([b[ip + 8], b[ip + 9]]);
+        b[ip + 8] = ttl - 1;
+        let new = u16::from_be_bytes([b[ip + 8], b[ip + 9]]);
+        update_checksum(&mut b[ip + 10..ip + 12], old, new);
+        Some(ttl - 1)
+    }
+}
+
+/// RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')` for one changed 16-bit word `m` → `m'`.
+fn update_checksum(field: &mut [u8], old: u16, new: u16) {
+    let hc = u16::from_be_bytes([field[0], field[1]]);
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    field.copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// Inserts an 802.1Q tag (TPID 0x8100, priority 0, `vid`) after the MAC addresses — OpenFlow's
+/// `mod_vlan_vid` on an untagged frame. False (and nothing changed) when the frame is shorter
+/// than an Ethernet header.
+pub fn push_vlan(frame: &mut Vec<u8>, vid: u16) -> bool {
+    if frame.len() < ETH_HEADER_LEN {
+        return false;
+    }
+    let mut tag = [0u8; VLAN_HEADER_LEN];
+    tag[..2].copy_from_slice(&ETH_TYPE_VLAN.to_be_bytes());
+    tag[2..].copy_from_slice(&(vid & VLAN_VID_MASK).to_be_bytes());
+    frame.splice(12..12, tag);
+    true
+}
+
+/// Removes the outer 802.1Q tag (`strip_vlan`). False when the frame has none.
+pub fn strip_vlan(frame: &mut Vec<u8>) -> bool {
+    match Layout::of(frame) {
+        Ok(Layout { vlan: Some(_), .. }) => {
+            frame.drain(12..12 + VLAN_HEADER_LEN);
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{build_frame, extract};
+    use crate::key::{FlowKey, IPPROTO_TCP, VLAN_CFI};
+    use proptest::prelude::*;
+
+    fn tcp_key(tos: u8) -> FlowKey {
+        let mut k = FlowKey::ipv4(0x0a00_0001, 0x0b00_0002, IPPROTO_TCP, 1234, 80);
+        k.nw_tos = tos;
+        k.dl_type = ETH_TYPE_IP;
+        k
+    }
+
+    proptest! {
+        #[test]
+        fn no_bytes_panic_the_view(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let mut b = bytes.clone();
+            if let Ok(mut f) = Frame::new_checked(&mut b[..]) {
+                let _ = (f.dl_src(), f.vlan_vid(), f.nw_tos(), f.ipv4_checksum_ok());
+                f.set_nw_tos(0xfc);
+                f.dec_ttl();
+                f.set_vlan_vid(7);
+            }
+            let mut v = bytes;
+            strip_vlan(&mut v);
+            push_vlan(&mut v, 3);
+        }
+
+        #[test]
+        fn rewrites_keep_the_ipv4_checksum_and_read_back(tos in any::<u8>(), new_tos in any::<u8>(), vid in 0u16..4096, tagged in any::<bool>()) {
+            let mut k = tcp_key(tos);
+            if tagged {
+                k.vlan_tci = VLAN_CFI | 5;
+            }
+            let mut b = build_frame(&k);
+            let mut f = Frame::new_checked(&mut b[..]).unwrap();
+            prop_assert_eq!(f.ipv4_checksum_ok(), Some(true));
+            prop_assert!(f.set_nw_tos(new_tos));
+            prop_assert_eq!(f.ipv4_checksum_ok(), Some(true));
+            let ttl = f.nw_ttl().unwrap();
+            prop_assert_eq!(f.dec_ttl(), Some(ttl - 1));
+            prop_assert_eq!(f.ipv4_checksum_ok(), Some(true));
+            prop_assert_eq!(f.set_vlan_vid(vid), tagged);
+            f.set_dl_src([2, 0, 0, 0, 0, 9]);
+            let got = *extract(&b, 1).key().unwrap();
+            let mut want = k.wire();
+            want.nw_tos = (new_tos & 0xfc) | (tos & 0x03);
+            want.dl_src = [2, 0, 0, 0, 0, 9];
+            if tagged {
+                want.vlan_tci = (k.vlan_tci & !VLAN_VID_MASK) | vid;
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn push_and_strip_vlan_round_trip() {
+        let k = tcp_key(0);
+        let plain = build_frame(&k);
+        let mut b = plain.clone();
+        assert!(!strip_vlan(&mut b));
+        assert!(push_vlan(&mut b, 42));
+        let got = *extract(&b, 1).key().unwrap();
+        assert_eq!(got.vlan_tci, VLAN_CFI | 42);
+        assert_eq!(Frame::new_checked(&b[..]).unwrap().vlan_vid(), Some(42));
+        assert!(strip_vlan(&mut b));
+        assert_eq!(b, plain);
+    }
+
+    #[test]
+    fn ttl_zero_stays_and_non_ip_is_untouched() {
+        let mut b = build_frame(&tcp_key(0));
+        let ip = Frame::new_checked(&b[..]).unwrap().layout().ipv4.unwrap();
+        b[ip + 8] = 1;
+        let mut f = Frame::new_checked(&mut b[..]).unwrap();
+        // The checksum was broken by the raw write above; dec_ttl updates whatever is there.
+        assert_eq!(f.dec_ttl(), Some(0));
+        assert_eq!(f.dec_ttl(), Some(0));
+        let arp = FlowKey { dl_type: crate::key::ETH_TYPE_ARP, ..FlowKey::default() };
+        let mut a = build_frame(&arp);
+        let before = a.clone();
+        let mut f = Frame::new_checked(&mut a[..]).unwrap();
+        assert_eq!(f.dec_ttl(), None);
+        assert!(!f.set_nw_tos(4));
+        assert_eq!(a, before);
+        assert_eq!(Frame::new_checked(&[0u8; 13][..]).unwrap_err(), FrameError::Truncated);
+    }
+}
