@@ -36,7 +36,7 @@ import sys
 
 def probe(a, rate, threshold):
     cmd = [a.rqvs, "bench", "updates", "--rules", a.rules, "--trace", a.trace, "--rate", str(int(rate)),
-           "--seconds", str(a.seconds), "--policy", a.policy, "--threshold", str(threshold),
+           "--seconds", str(a.seconds), "--policy", a.policy, "--retrain-threshold", str(threshold),
            "--insert-slack", a.insert_slack, "--json", "-"]
     out = subprocess.run(cmd, capture_output=True, text=True)
     text = out.stdout

@@ -25,12 +25,69 @@ pub use reference::Reference;
 pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 
+/// The classifiers [`build`] makes, by the names reports and command lines use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum ClassifierKind {
+    /// The reference: a winner-ordered linear scan.
+    Ref,
+    /// Tuple space search.
+    Tss,
+    /// TupleMerge.
+    Tm,
+    /// The OpenFlow slow path (OVS 3.1 classifier semantics).
+    Ofproto,
+    /// NuevoMatchUP (TupleMerge alone below `min_rules`).
+    Nmu,
+    /// NuevoMatchUP with iSets at every size.
+    NmuIsets,
+    /// NuevoMatchUP with binary search instead of the learned index.
+    NmuBs,
+}
+
+impl ClassifierKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [ClassifierKind; 7] = [
+        ClassifierKind::Ref,
+        ClassifierKind::Tss,
+        ClassifierKind::Tm,
+        ClassifierKind::Ofproto,
+        ClassifierKind::Nmu,
+        ClassifierKind::NmuIsets,
+        ClassifierKind::NmuBs,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassifierKind::Ref => "ref",
+            ClassifierKind::Tss => "tss",
+            ClassifierKind::Tm => "tm",
+            ClassifierKind::Ofproto => "ofproto",
+            ClassifierKind::Nmu => "nmu",
+            ClassifierKind::NmuIsets => "nmu-isets",
+            ClassifierKind::NmuBs => "nmu-bs",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<ClassifierKind> {
+        ClassifierKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
 /// Names accepted by [`build_by_name`], in the order reports list them.
 pub const CLASSIFIER_NAMES: &[&str] = &["ref", "tss", "tm", "ofproto", "nmu", "nmu-isets", "nmu-bs"];
 
-/// Builds the classifier called `name` over `rules`.
+/// Builds the classifier called `name` over `rules` ([`ClassifierKind`]'s names).
 pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
-    match name {
+    match ClassifierKind::from_name(name) {
+        Some(k) => build(k, rules),
+        None => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
+    }
+}
+
+/// Builds a classifier of kind `kind` over `rules`.
+pub fn build(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
+    match kind.name() {
         "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         "tss" => TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
         "tm" => TupleMerge::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
@@ -52,7 +109,7 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
                 .map(|c| Box::new(c) as Box<dyn Classifier>)
                 .map_err(|e| e.to_string())
         }
-        _ => Err(format!("unknown classifier '{name}' (known: {})", CLASSIFIER_NAMES.join(", "))),
+        other => unreachable!("every kind is built above, not '{other}'"),
     }
 }
 

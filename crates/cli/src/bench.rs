@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use rqvs_classify::{build_by_name, Classifier, Reference, BATCH};
+use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map, Value};
 
+use crate::args::Workload;
 use crate::report::{self, Out};
 use crate::Failure;
 use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
@@ -33,28 +34,17 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz (default: embedded acl1_1k).
-    #[arg(long)]
-    pub rules: Option<PathBuf>,
-    /// Packets: ClassBench trace, pcap or pcapng (default: embedded acl1_1k trace).
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
-    /// Comma-separated classifiers (known: ref, tss, tm, ofproto).
-    #[arg(long, default_value = "ref,tss,tm", value_delimiter = ',')]
-    pub classifiers: Vec<String>,
-    /// Packets verified against the reference (default: all when rules × packets ≤ 4·10⁹, else
-    /// 10,000 sampled).
-    #[arg(long)]
-    pub verify: Option<usize>,
+    #[command(flatten)]
+    pub workload: Workload,
+    /// Comma-separated classifiers.
+    #[arg(long, value_enum, default_value = "ref,tss,tm", value_delimiter = ',')]
+    pub classifiers: Vec<ClassifierKind>,
     /// Share of the rules removed and re-inserted for the update rates.
     #[arg(long, default_value_t = 0.1)]
     pub update_fraction: f64,
     /// Minimum time spent per lookup measurement, in milliseconds (at least one full pass).
     #[arg(long, default_value_t = 300)]
     pub min_ms: u64,
-    /// Seed of the verification sample and the update order.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -119,19 +109,11 @@ fn time_lookups(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId>]
 
 fn classifiers(a: &Args) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
-    let rules = inputs::load_rules(a.rules.as_deref())?;
-    let packets = inputs::load_packets(a.trace.as_deref(), 1)?;
+    let rules = inputs::load_rules(a.workload.rules.as_deref())?;
+    let packets = inputs::load_packets(a.workload.trace.as_deref(), 1)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
     if keys.is_empty() {
-        return Err(Failure(format!("{}: no packets", report::show(&a.trace, DEFAULT_TRACE_NAME))));
-    }
-    for name in &a.classifiers {
-        if !rqvs_classify::CLASSIFIER_NAMES.contains(&name.as_str()) {
-            return Err(Failure(format!(
-                "unknown classifier '{name}' (known: {})",
-                rqvs_classify::CLASSIFIER_NAMES.join(", ")
-            )));
-        }
+        return Err(Failure(format!("{}: no packets", report::show(&a.workload.trace, DEFAULT_TRACE_NAME))));
     }
     let min = Duration::from_millis(a.min_ms);
     let progress = ProgressBar::new((a.classifiers.len() * 4 + 1) as u64);
@@ -139,7 +121,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
 
     // The reference's answers on the verification sample.
     progress.set_message("reference on the verification sample");
-    let sample = verify::sample_indexes(rules.len(), keys.len(), a.verify, a.seed);
+    let sample = verify::sample_indexes(rules.len(), keys.len(), a.workload.verify, a.workload.seed);
     let sample_keys: Vec<FlowKey> = sample.iter().map(|&i| keys[i]).collect();
     let reference = Reference::build(&rules)?;
     let mut want = vec![None; sample_keys.len()];
@@ -150,10 +132,11 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
     let full_scan_ok = verify::full_verification_affordable(rules.len(), keys.len());
     let mut rows: Vec<Row> = Vec::new();
     let mut results: Vec<Option<Vec<Option<RuleId>>>> = Vec::new();
-    for name in &a.classifiers {
+    for &kind in &a.classifiers {
+        let name = kind.name();
         progress.set_message(format!("{name}: build"));
         let t0 = Instant::now();
-        let mut c = build_by_name(name, &rules)?;
+        let mut c = rqvs_classify::build(kind, &rules)?;
         let build = t0.elapsed();
         progress.inc(1);
 
@@ -179,11 +162,11 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         let updates = if name == "ref" && rules.len() > REFERENCE_UPDATE_LIMIT {
             None
         } else {
-            Some(measure_updates(c.as_mut(), &rules, timed, &got, a.update_fraction, a.seed)?)
+            Some(measure_updates(c.as_mut(), &rules, timed, &got, a.update_fraction, a.workload.seed)?)
         };
         progress.inc(1);
         rows.push(Row {
-            name: name.clone(),
+            name: name.to_string(),
             build,
             memory,
             timed_packets: timed.len(),
@@ -210,13 +193,13 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         rows[i].cross = Some((rows[peer].name.clone(), n));
     }
 
-    let rules_name = report::show(&a.rules, DEFAULT_RULES_NAME);
-    let trace_name = report::show(&a.trace, DEFAULT_TRACE_NAME);
+    let rules_name = report::show(&a.workload.rules, DEFAULT_RULES_NAME);
+    let trace_name = report::show(&a.workload.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules {rules_name}: {} rules; packets {trace_name}: {} packets", rules.len(), keys.len()));
     out.line(format!(
         "verified {} packets against the reference (seed {}); update rates over {:.0}% of the rules",
         sample.len(),
-        a.seed,
+        a.workload.seed,
         a.update_fraction * 100.0
     ));
     out.line(format!(
@@ -265,7 +248,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         f.insert("rules".into(), rules.len().into());
         f.insert("packets".into(), keys.len().into());
         f.insert("verified".into(), sample.len().into());
-        f.insert("seed".into(), a.seed.into());
+        f.insert("seed".into(), a.workload.seed.into());
         f.insert("update_fraction".into(), json!(a.update_fraction));
         let list: Vec<Value> = rows
             .iter()

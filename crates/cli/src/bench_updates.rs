@@ -24,15 +24,10 @@ use rqvs_classify::{Classifier, TupleMerge, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map, Value};
 
+use crate::args::PolicyArg;
 use crate::report::{self, Out};
 use crate::Failure;
 use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum PolicyArg {
-    Instant,
-    Delayed,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -50,8 +45,8 @@ pub struct Args {
     pub policy: PolicyArg,
     /// Retrain when the rules inserted into the remainder since the last model exceed this
     /// share of all rules.
-    #[arg(long, default_value_t = 0.1)]
-    pub threshold: f64,
+    #[arg(long, alias = "threshold", default_value_t = 0.1)]
+    pub retrain_threshold: f64,
     /// Duration of the run, in seconds.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -224,7 +219,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     };
     let t0 = Instant::now();
     let config = NuevoMatchConfig { insert_slack: a.insert_slack.0, ..NuevoMatchConfig::always_learned() };
-    let mut live = LiveNuevoMatch::with_config(&rules, policy, a.threshold, config)?;
+    let mut live = LiveNuevoMatch::with_config(&rules, policy, a.retrain_threshold, config)?;
     let first_build = t0.elapsed();
     // Enough for the whole run (the loop stops at `seconds`).
     let (ops, fresh) = make_ops((a.rate as f64 * a.seconds) as usize + 2, &rules, &pool, &mut rng);
@@ -368,7 +363,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         report::show(&a.trace, DEFAULT_TRACE_NAME),
         keys.len(),
         a.policy,
-        a.threshold,
+        a.retrain_threshold,
         a.insert_slack.0.map_or("none (inserts into the remainder)".to_string(), |n| n.to_string()),
         first_build.as_secs_f64() * 1e3
     ));
@@ -409,7 +404,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         f.insert("trace_file".into(), report::show(&a.trace, DEFAULT_TRACE_NAME).into());
         f.insert("policy".into(), format!("{:?}", a.policy).to_lowercase().into());
         f.insert("rate".into(), a.rate.into());
-        f.insert("threshold".into(), json!(a.threshold));
+        f.insert("threshold".into(), json!(a.retrain_threshold));
         f.insert("insert_slack".into(), json!(a.insert_slack.0));
         f.insert("seconds".into(), json!(elapsed));
         f.insert("first_build_ms".into(), json!(first_build.as_secs_f64() * 1e3));

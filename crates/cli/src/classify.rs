@@ -4,10 +4,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rqvs_classify::{build_by_name, winner_by_definition, BATCH};
+use rqvs_classify::{winner_by_definition, ClassifierKind, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 use serde_json::{json, Map};
 
+use crate::args::Workload;
 use crate::report::{self, Out};
 use crate::Failure;
 use rqvs_experiment::inputs::{self, DEFAULT_RULES_NAME, DEFAULT_TRACE_NAME};
@@ -15,26 +16,15 @@ use rqvs_experiment::verify;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz (default: embedded acl1_1k).
-    #[arg(long)]
-    pub rules: Option<PathBuf>,
-    /// Packets: ClassBench trace, pcap or pcapng, plain or .xz (default: embedded acl1_1k trace).
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
-    /// Classifier to run: ref, tss, tm, ofproto, nmu, nmu-isets (iSets at every size) or nmu-bs.
-    #[arg(long, default_value = "ref")]
-    pub classifier: String,
+    #[command(flatten)]
+    pub workload: Workload,
+    /// Classifier to run (nmu-isets: iSets at every size; nmu-bs: binary search for the index).
+    #[arg(long, value_enum, default_value_t = ClassifierKind::Ref)]
+    pub classifier: ClassifierKind,
     /// A NuevoMatchUP model saved by `rqvs train` (its rules and trained indexes; replaces
     /// --rules and --classifier).
     #[arg(long, conflicts_with = "rules")]
     pub model: Option<PathBuf>,
-    /// Verify N sampled packets against the reference (default: all packets when the set is
-    /// small, 10,000 otherwise; 0 disables verification).
-    #[arg(long)]
-    pub verify: Option<usize>,
-    /// Seed of the verification sample.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// in_port given to every packet.
     #[arg(long, default_value_t = 1)]
     pub in_port: u32,
@@ -45,16 +35,7 @@ pub struct Args {
 
 impl Default for Args {
     fn default() -> Self {
-        Args {
-            rules: None,
-            trace: None,
-            classifier: "ref".into(),
-            model: None,
-            verify: None,
-            seed: 1,
-            in_port: 1,
-            json: None,
-        }
+        Args { workload: Workload::default(), classifier: ClassifierKind::Ref, model: None, in_port: 1, json: None }
     }
 }
 
@@ -71,18 +52,21 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     };
     let rules = match &model {
         Some(m) => m.rules(),
-        None => inputs::load_rules(args.rules.as_deref())?,
+        None => inputs::load_rules(args.workload.rules.as_deref())?,
     };
-    let packets = inputs::load_packets(args.trace.as_deref(), args.in_port)?;
+    let packets = inputs::load_packets(args.workload.trace.as_deref(), args.in_port)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
     if keys.is_empty() {
-        return Err(Failure(format!("{}: no packets to classify", report::show(&args.trace, DEFAULT_TRACE_NAME))));
+        return Err(Failure(format!(
+            "{}: no packets to classify",
+            report::show(&args.workload.trace, DEFAULT_TRACE_NAME)
+        )));
     }
 
     let t0 = Instant::now();
     let classifier: Box<dyn rqvs_classify::Classifier> = match model {
         Some(m) => Box::new(m),
-        None => build_by_name(&args.classifier, &rules)?,
+        None => rqvs_classify::build(args.classifier, &rules)?,
     };
     let build = t0.elapsed();
 
@@ -97,7 +81,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let mpps = keys.len() as f64 / elapsed.as_secs_f64() / 1e6;
 
     // Verification against the semantic definition (winner-ordered linear scan of `Match`).
-    let indexes = verify::sample_indexes(rules.len(), keys.len(), args.verify, args.seed);
+    let indexes = verify::sample_indexes(rules.len(), keys.len(), args.workload.verify, args.workload.seed);
     let n_verify = indexes.len();
     let mut sorted: Vec<Rule> = rules.clone();
     sorted.sort_by_key(|r| r.rank());
@@ -121,9 +105,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
 
     let rules_name = match &args.model {
         Some(p) => format!("{} (model)", p.display()),
-        None => report::show(&args.rules, DEFAULT_RULES_NAME),
+        None => report::show(&args.workload.rules, DEFAULT_RULES_NAME),
     };
-    let trace_name = report::show(&args.trace, DEFAULT_TRACE_NAME);
+    let trace_name = report::show(&args.workload.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules       {rules_name}: {} rules", rules.len()));
     out.line(format!("packets     {trace_name}: {} packets, {distinct} distinct flows", keys.len()));
     if let Some(c) = &packets.capture {
@@ -139,7 +123,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     out.line(format!("matched     {matched} of {} packets", keys.len()));
     out.line(format!(
         "verified    {n_verify} packets against the reference: {mismatches} mismatches (seed {})",
-        args.seed
+        args.workload.seed
     ));
     if intended_checked > 0 {
         out.line(format!(
@@ -165,7 +149,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         f.insert("mismatches".into(), mismatches.into());
         f.insert("intended_checked".into(), intended_checked.into());
         f.insert("intended_differs".into(), intended_differs.into());
-        f.insert("seed".into(), args.seed.into());
+        f.insert("seed".into(), args.workload.seed.into());
         if let Some(c) = &packets.capture {
             f.insert("capture".into(), report::capture_json(c));
         }

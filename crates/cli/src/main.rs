@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 success, 1 failure (bad input, mismatches against the reference), 2 usage.
 
+mod args;
 mod bench;
 mod bench_updates;
 mod classify;

@@ -13,11 +13,11 @@
 
 use std::path::{Path, PathBuf};
 
-use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
+use crate::args::{PolicyArg, Workload};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -65,33 +65,11 @@ impl RevalidatorArg {
     }
 }
 
-/// `--policy`: when CFLOWS makes inserted rules visible.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum PolicyArg {
-    /// At once, into the remainder.
-    Instant,
-    /// At the next model swap.
-    Delayed,
-}
-
-impl PolicyArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyArg::Instant => "instant",
-            PolicyArg::Delayed => "delayed",
-        }
-    }
-}
-
 /// Settings shared by `rqvs replay` and `rqvs compare` (their meaning: [`ReplayConfig`]).
 #[derive(clap::Args, Debug, Clone)]
 pub struct Common {
-    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz.
-    #[arg(long)]
-    pub rules: PathBuf,
-    /// ClassBench trace or pcap/pcapng capture, plain or .xz.
-    #[arg(long)]
-    pub trace: PathBuf,
+    #[command(flatten)]
+    pub workload: Workload,
     /// Enable the cuckoo distributor.
     #[arg(long)]
     pub cd: bool,
@@ -123,13 +101,6 @@ pub struct Common {
     /// Rule updates, e.g. 'add:60@7s' or 'add:60@7s,del:10@9s'.
     #[arg(long)]
     pub updates: Option<String>,
-    /// Trace positions whose actions are checked against the reference (default 10,000; 2,000
-    /// above 100,000 rules).
-    #[arg(long)]
-    pub verify: Option<usize>,
-    /// Seed for held-out rules, verification sample and EMC insertion draws.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
     /// Megaflow flow limit.
     #[arg(long, default_value_t = 200_000)]
     pub flow_limit: usize,
@@ -143,7 +114,7 @@ pub struct Common {
     pub policy: PolicyArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
     /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache.
-    #[arg(long, alias = "threshold", default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1)]
     pub retrain_threshold: f64,
     /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model.
     #[arg(long, default_value_t = 0.01)]
@@ -166,8 +137,8 @@ impl Common {
     /// The replay's settings.
     pub fn config(&self) -> ReplayConfig {
         ReplayConfig {
-            rules: self.rules.clone(),
-            trace: self.trace.clone(),
+            rules: self.workload.rules.clone(),
+            trace: self.workload.trace.clone(),
             cd: self.cd,
             emc: !self.no_emc,
             emc_prob: self.emc_prob,
@@ -176,17 +147,14 @@ impl Common {
             rate: self.rate,
             rx_ring: self.rx_ring,
             updates: self.updates.clone(),
-            verify: self.verify,
-            seed: self.seed,
+            verify: self.workload.verify,
+            seed: self.workload.seed,
             flow_limit: self.flow_limit,
             revalidator: match self.revalidator {
                 RevalidatorArg::Thread => RevalidatorMode::Thread,
                 RevalidatorArg::Inline => RevalidatorMode::Inline,
             },
-            policy: match self.policy {
-                PolicyArg::Instant => Policy::Instant,
-                PolicyArg::Delayed => Policy::Delayed,
-            },
+            policy: self.policy.policy(),
             retrain_threshold: self.retrain_threshold,
             train_interval: self.train_interval,
             idle: self.idle,
@@ -229,8 +197,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
-    println!("rules file          {} ({} rules, {})", c.rules.display(), p.all_rules.len(), p.rules_format);
-    println!("trace               {} ({} packets)", c.trace.display(), p.keys.len());
+    println!("rules file          {} ({} rules, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
+    println!("trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
         DesignKind::Orig => println!("design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
         d => println!(
@@ -374,8 +342,8 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         r.report.fields().iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
     let mut o = serde_json::Map::new();
     for (k, val) in [
-        ("rules_file", serde_json::json!(c.rules.display().to_string())),
-        ("trace_file", serde_json::json!(c.trace.display().to_string())),
+        ("rules_file", serde_json::json!(c.config().rules_name())),
+        ("trace_file", serde_json::json!(c.config().trace_name())),
         ("design", serde_json::json!(r.design.name())),
         ("cd", serde_json::json!(c.cd)),
         ("emc", serde_json::json!(!c.no_emc)),
@@ -406,7 +374,7 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("design_report", serde_json::Value::Object(report)),
         ("updates", serde_json::json!(r.update_log)),
         ("series", serde_json::to_value(&r.series)?),
-        ("seed", serde_json::json!(c.seed)),
+        ("seed", serde_json::json!(c.workload.seed)),
         ("rate", serde_json::json!(c.rate)),
         ("rx_offered", serde_json::json!(r.rx.map(|x| x.offered))),
         ("rx_dropped", serde_json::json!(r.rx.map(|x| x.dropped))),
@@ -513,11 +481,13 @@ pub fn plot_title(c: &Common, design: DesignKind) -> String {
 
 /// The plot's title for `designs` (names, comma-separated).
 pub fn plot_title_named(c: &Common, design: &str) -> String {
-    let name = |p: &Path| p.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = |p: &Option<PathBuf>| {
+        p.as_deref().and_then(Path::file_name).map_or_else(|| "default".into(), |n| n.to_string_lossy().into_owned())
+    };
     format!(
         "rqvs {design}: {} / {}{}{}",
-        name(&c.rules),
-        name(&c.trace),
+        name(&c.workload.rules),
+        name(&c.workload.trace),
         if c.cd { ", CD" } else { "" },
         c.updates.as_ref().map_or(String::new(), |u| format!(", updates {u}"))
     )

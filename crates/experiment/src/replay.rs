@@ -96,14 +96,16 @@ impl DesignKind {
 }
 
 /// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
-/// package fill the same). [`Default`] gives the command line's defaults for everything but the
-/// two files.
+/// package fill the same). [`Default`] gives the command line's defaults: the embedded
+/// workload, ORIG's OVS defaults.
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
-    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz.
-    pub rules: PathBuf,
-    /// ClassBench trace or pcap/pcapng capture, plain or .xz.
-    pub trace: PathBuf,
+    /// Rule file: ClassBench or ovs-ofctl flows, plain or .xz (`None`: the embedded ClassBench
+    /// acl1_1k set).
+    pub rules: Option<PathBuf>,
+    /// ClassBench trace or pcap/pcapng capture, plain or .xz (`None`: the embedded acl1_1k
+    /// trace).
+    pub trace: Option<PathBuf>,
     /// The cuckoo distributor (ORIG, CCACHE).
     pub cd: bool,
     pub emc: bool,
@@ -136,11 +138,23 @@ pub struct ReplayConfig {
     pub in_port: u32,
 }
 
+impl ReplayConfig {
+    /// The rule file as reports name it.
+    pub fn rules_name(&self) -> String {
+        self.rules.as_ref().map_or(inputs::DEFAULT_RULES_NAME.to_string(), |p| p.display().to_string())
+    }
+
+    /// The trace as reports name it.
+    pub fn trace_name(&self) -> String {
+        self.trace.as_ref().map_or(inputs::DEFAULT_TRACE_NAME.to_string(), |p| p.display().to_string())
+    }
+}
+
 impl Default for ReplayConfig {
     fn default() -> Self {
         ReplayConfig {
-            rules: PathBuf::new(),
-            trace: PathBuf::new(),
+            rules: None,
+            trace: None,
             cd: false,
             emc: true,
             emc_prob: 0.01,
@@ -204,8 +218,14 @@ fn parse_updates(spec: &str) -> Result<Vec<Update>, Error> {
     Ok(out)
 }
 
-/// Rules from a ClassBench file (with `output:(id+1)` actions) or an ofctl file.
-fn load_rules(path: &Path) -> Result<(Vec<Rule>, &'static str), Error> {
+/// Rules from a ClassBench file (with `output:(id+1)` actions) or an ofctl file; the embedded
+/// ClassBench set without one.
+fn load_rules(path: Option<&Path>) -> Result<(Vec<Rule>, &'static str), Error> {
+    let Some(path) = path else {
+        let mut rules = inputs::load_rules(None)?;
+        assign_rule_outputs(&mut rules);
+        return Ok((rules, "classbench"));
+    };
     let text = rqvs_flow::io::read_text(path)?;
     let name = path.display().to_string();
     match formats::sniff_rule_format(&text) {
@@ -235,7 +255,7 @@ impl Prediction {
     /// The oracle, its table read from a coflow ground truth (`rqvs gen coflows --truth-out`)
     /// whose flows are matched to the prepared trace's keys by 5-tuple.
     pub fn oracle(cfg: PredictConfig, truth: &Path, c: &ReplayConfig, p: &Prepared) -> Result<Prediction, Error> {
-        Ok(Prediction { mode: "oracle", cfg, truth: truth_in_trace(truth, &c.trace, &p.keys)? })
+        Ok(Prediction { mode: "oracle", cfg, truth: truth_in_trace(truth, &c.trace_name(), &p.keys)? })
     }
 
     fn predictor(&self) -> Predictor {
@@ -255,7 +275,7 @@ pub fn oracle_predictor(cfg: PredictConfig, truth: Vec<(FlowKey, Vec<FlowKey>)>)
 /// The oracle's table from a ground-truth file, its flows matched to the trace's keys by
 /// 5-tuple (so in_port, MACs and the rest are the trace's). Every flow it names must be in the
 /// trace.
-fn truth_in_trace(path: &Path, trace: &Path, keys: &[FlowKey]) -> Result<Vec<(FlowKey, Vec<FlowKey>)>, Error> {
+fn truth_in_trace(path: &Path, trace: &str, keys: &[FlowKey]) -> Result<Vec<(FlowKey, Vec<FlowKey>)>, Error> {
     use rqvs_workload::coflow;
     let name = path.display().to_string();
     let text = rqvs_flow::io::read_text(path)?;
@@ -275,7 +295,7 @@ fn truth_in_trace(path: &Path, trace: &Path, keys: &[FlowKey]) -> Result<Vec<(Fl
                 k.tp_src,
                 rqvs_flow::key::fmt_ipv4(k.nw_dst),
                 k.tp_dst,
-                trace.display()
+                trace
             ))
         })
     };
@@ -330,11 +350,11 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     if !(c.train_interval > 0.0 && c.train_interval.is_finite()) {
         return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
-    let (all_rules, rules_format) = load_rules(&c.rules)?;
-    let packets = inputs::load_packets(Some(&c.trace), c.in_port)?;
+    let (all_rules, rules_format) = load_rules(c.rules.as_deref())?;
+    let packets = inputs::load_packets(c.trace.as_deref(), c.in_port)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
     if keys.is_empty() {
-        return Err(Error(format!("{}: no packets", c.trace.display())));
+        return Err(Error(format!("{}: no packets", c.trace_name())));
     }
     let mut rng = StdRng::seed_from_u64(c.seed);
     let mut updates = match &c.updates {
