@@ -19,7 +19,7 @@ use hashbrown::HashMap;
 use rqvs_classify::ofproto::Megaflow;
 use rqvs_flow::{FlowKey, RuleId};
 
-use crate::upcall::Verdict;
+use crate::ofproto::Verdict;
 use crate::DpAction;
 
 /// Subtables are re-ranked by hits this often (PMD clock), as OVS does every second.

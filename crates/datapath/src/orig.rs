@@ -37,11 +37,12 @@ use crate::counters::Counters;
 use crate::design::{Design, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, Install, MegaflowRef};
 use crate::emc::Emc;
+use crate::ofproto::{OfprotoTable, RuleChange};
 use crate::predict::{self, PredictStats, Predictor};
 use crate::revalidator::{
     Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
 };
-use crate::upcall::{SlowPath, Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
+use crate::upcall::{Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
 use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
 
 /// The settings of the megaflow datapath (ORIG, and CCACHE's megaflow cache): OVS's options.
@@ -127,7 +128,9 @@ pub struct MegaflowDatapath<S: ModelStage> {
     cd: Option<CuckooDistributor>,
     stage: S,
     queue: UpcallQueue,
-    slow: SlowPath,
+    /// The OpenFlow table (shared with the revalidator thread, and with other PMDs when built
+    /// with [`MegaflowDatapath::with_table`]).
+    table: OfprotoTable,
     reval: Revalidator,
     c: Counters,
     now_ns: u64,
@@ -147,6 +150,12 @@ impl Orig {
     /// ORIG over `rules` (OpenFlow or ClassBench rules; port ranges are expanded by the slow path).
     pub fn new(rules: &[Rule], cfg: DatapathConfig, orig: OrigConfig) -> Result<Orig, ClassifierError> {
         MegaflowDatapath::with_stage(rules, cfg, orig, NoModel)
+    }
+
+    /// ORIG over a table other PMDs share: rule changes are committed to the table once, then
+    /// each PMD is told ([`MegaflowDatapath::table_changed`]).
+    pub fn with_table(table: OfprotoTable, cfg: DatapathConfig, orig: OrigConfig) -> Orig {
+        MegaflowDatapath::with_table_and_stage(table, cfg, orig, NoModel)
     }
 }
 
@@ -169,19 +178,22 @@ impl Ccache {
 
 impl<S: ModelStage> MegaflowDatapath<S> {
     fn with_stage(rules: &[Rule], cfg: DatapathConfig, orig: OrigConfig, stage: S) -> Result<Self, ClassifierError> {
-        let slow = SlowPath::build(rules)?;
+        Ok(Self::with_table_and_stage(OfprotoTable::build(rules)?, cfg, orig, stage))
+    }
+
+    fn with_table_and_stage(table: OfprotoTable, cfg: DatapathConfig, orig: OrigConfig, stage: S) -> Self {
         let mut dpcls = Dpcls::new();
         let reval_thread = (orig.revalidator == RevalidatorMode::Thread).then(|| {
             dpcls.enable_journal();
-            RevalidatorThread::spawn(slow.clone())
+            RevalidatorThread::spawn(table.clone())
         });
-        Ok(MegaflowDatapath {
+        MegaflowDatapath {
             emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
             dpcls,
             cd: orig.cd.then(CuckooDistributor::new),
             stage,
             queue: UpcallQueue::new(orig.upcall_queue),
-            slow,
+            table,
             reval: Revalidator::new(orig.idle_ns, orig.flow_limit),
             c: Counters::default(),
             now_ns: 0,
@@ -193,7 +205,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             revalidations: Vec::new(),
             cfg,
             orig,
-        })
+        }
     }
 
     /// PMD clock, ns.
@@ -221,8 +233,9 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         &self.dpcls
     }
 
-    pub fn slow_path(&self) -> &SlowPath {
-        &self.slow
+    /// The OpenFlow table the slow path classifies with.
+    pub fn table(&self) -> &OfprotoTable {
+        &self.table
     }
 
     pub fn config(&self) -> &DatapathConfig {
@@ -271,7 +284,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         for k in keys {
             let (o, looked) = predict::preinstall_key(
                 &mut self.dpcls,
-                &self.slow,
+                &self.table,
                 &mut self.c,
                 self.reval.flow_limit,
                 self.now_ns,
@@ -434,13 +447,15 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         let mut handled = 0u64;
         while !self.queue.is_empty() {
             self.handler_batches += 1;
+            // One read of the table per handler batch.
+            let table = self.table.read();
             for _ in 0..HANDLER_BATCH {
                 let Some(u) = self.queue.pop() else { break };
                 handled += 1;
                 if let Some(p) = self.predictor.as_mut() {
                     p.note(&u.key);
                 }
-                let v = self.slow.classify(&u.key);
+                let v = table.classify(&u.key);
                 let install = self.dpcls.install(u.key, &v, self.reval.flow_limit, now);
                 match install {
                     Install::Installed(_) => self.c.installed += 1,
@@ -465,7 +480,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         self.now_ns += ns;
         if let Some(p) = self.predictor.as_mut() {
             let (limit, clock) = (self.reval.flow_limit, self.cfg.clock);
-            self.now_ns += p.after_upcalls(&mut self.dpcls, &self.slow, &mut self.c, limit, self.now_ns, clock);
+            self.now_ns += p.after_upcalls(&mut self.dpcls, &self.table, &mut self.c, limit, self.now_ns, clock);
         }
         &self.results
     }
@@ -507,40 +522,30 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         deleted
     }
 
-    /// Adds OpenFlow rules, then revalidates every megaflow (inline; with the revalidator
-    /// thread, the deletions come at a later batch boundary). Returns megaflows deleted now.
+    /// Adds OpenFlow rules as one change set (all or none: a rule the table refuses leaves it
+    /// unchanged and is an error), then revalidates. Returns megaflows deleted now.
     pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
-        // The revalidator thread's table takes the same rules (inline: nothing to keep).
-        let keep = self.reval_thread.is_some();
-        let mut added = Vec::with_capacity(if keep { rules.len() } else { 0 });
-        let mut failed = None;
-        for r in rules {
-            let copy = keep.then(|| r.clone());
-            match self.slow.insert(r) {
-                Ok(()) => added.extend(copy),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
+        self.table.commit(rules.into_iter().map(RuleChange::Add).collect())?;
+        Ok(self.table_changed())
+    }
+
+    /// The shared table changed (a commit by this PMD or another one): every megaflow is
+    /// revalidated — inline, or on the revalidator thread with the deletions at a later batch
+    /// boundary. Returns megaflows deleted now.
+    pub fn table_changed(&mut self) -> u64 {
         self.epoch += 1;
-        let deleted = match self.reval_thread.as_mut() {
+        match self.reval_thread.as_mut() {
             Some(t) => {
-                t.rules_added(&mut self.dpcls, self.epoch, added);
+                t.revalidate(&mut self.dpcls, self.epoch);
                 0
             }
             None => self.revalidate_inline(),
-        };
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(deleted),
         }
     }
 
     fn revalidate_inline(&mut self) -> u64 {
         self.account_predictions();
-        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.slow, &mut self.c);
+        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.table, &mut self.c);
         self.sync_model();
         deleted
     }
@@ -625,17 +630,8 @@ impl<S: ModelStage> MegaflowDatapath<S> {
     /// Removes OpenFlow rules (absent ids are ignored), then revalidates. Returns megaflows
     /// deleted.
     pub fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
-        for &id in ids {
-            self.slow.remove(id);
-        }
-        self.epoch += 1;
-        match self.reval_thread.as_mut() {
-            Some(t) => {
-                t.rules_removed(&mut self.dpcls, self.epoch, ids.to_vec());
-                0
-            }
-            None => self.revalidate_inline(),
-        }
+        self.table.commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect()).expect("removals cannot fail");
+        self.table_changed()
     }
 
     /// The model stage trains over the installed megaflows now and swaps the model in (tests; a
@@ -700,7 +696,7 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     }
     fn report(&self) -> DesignReport {
         let orig = OrigReport {
-            openflow_subtables: self.slow.classifier().subtables(0) as u64,
+            openflow_subtables: self.table.read().classifier().subtables(0) as u64,
             cd_intervals: self.cd_intervals(),
         };
         self.stage.report(&self.dpcls, orig)

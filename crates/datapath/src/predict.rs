@@ -11,7 +11,7 @@
 //!   any predictor that acts on the base flow's upcall.
 //!
 //! **Correct by construction.** A predicted key goes through the slow path exactly as an upcall
-//! would ([`crate::upcall::SlowPath::classify`], wildcard tracking) and its megaflow is installed
+//! would ([`crate::ofproto::OfprotoTable::classify`], wildcard tracking) and its megaflow is installed
 //! unless an installed megaflow already covers the key or the flow limit is reached — the same
 //! checks as the handler's. A predicted megaflow is therefore a megaflow the slow path itself
 //! computed: a packet that hits it gets the action of the winning rule, whether or not the
@@ -81,7 +81,7 @@ use rqvs_flow::FlowKey;
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Install, MegaflowRef};
-use crate::upcall::SlowPath;
+use crate::ofproto::OfprotoTable;
 
 /// How often (datapath clock) the use of predictions is checked, at least.
 pub const ACCOUNT_INTERVAL_NS: u64 = 100_000_000;
@@ -353,7 +353,7 @@ pub struct Predictor {
 /// value is true when the slow path was consulted (the cost of a virtual clock).
 pub(crate) fn preinstall_key(
     dpcls: &mut Dpcls,
-    slow: &SlowPath,
+    slow: &OfprotoTable,
     c: &mut Counters,
     flow_limit: usize,
     now_ns: u64,
@@ -583,7 +583,7 @@ impl Predictor {
     pub(crate) fn after_upcalls(
         &mut self,
         dpcls: &mut Dpcls,
-        slow: &SlowPath,
+        slow: &OfprotoTable,
         c: &mut Counters,
         flow_limit: usize,
         now_ns: u64,

@@ -18,12 +18,14 @@
 //! - **Inline** (the library default; deterministic): a rule change revalidates every megaflow in
 //!   the call, before the next packet. `rqvs replay` does not count its time as PMD time (its
 //!   effect — deletions, then upcalls — lands on the PMD): as if it took no time at all.
-//! - **Thread** (`rqvs replay`'s default): [`RevalidatorThread`], a second thread that holds its
-//!   own copy of the OpenFlow table and of every installed megaflow's key, mask and action (OVS's
-//!   ukeys). The PMD sends it, in order on one channel, the megaflows installed and deleted (from
-//!   the megaflow cache's [`crate::dpcls::Journal`], at batch boundaries once it holds
-//!   [`JOURNAL_BATCH`] entries, and always before a rule change) and each rule change;
-//!   the thread applies the change to its table, re-checks every megaflow it holds and sends back
+//! - **Thread** (`rqvs replay`'s default): [`RevalidatorThread`], a second thread that reads the
+//!   PMD's OpenFlow table (the one shared [`OfprotoTable`], never a copy) and holds a copy of
+//!   every installed megaflow's key, mask and action (OVS's ukeys). The PMD sends it, in order on
+//!   one channel, the megaflows installed and deleted (from the megaflow cache's
+//!   [`crate::dpcls::Journal`], at batch boundaries once it holds [`JOURNAL_BATCH`] entries, and
+//!   always before a rule change) and each rule change's epoch; the thread re-checks every
+//!   megaflow it holds against the table (the latest version, as OVS's revalidators; a read per
+//!   [`crate::ofproto::REVALIDATE_CHUNK`] megaflows, so a commit never waits long) and sends back
 //!   the ones to delete, which the PMD deletes at its next batch boundary (by handle: one
 //!   deleted or replaced meanwhile is left alone). Until then packets may still hit megaflows of
 //!   the previous table — OVS's eventual consistency: each packet gets the action of one of the
@@ -40,12 +42,11 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use hashbrown::HashMap;
-use rqvs_classify::ClassifierError;
-use rqvs_flow::{FlowKey, Rule, RuleId};
+use rqvs_flow::FlowKey;
 
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Journal, MegaflowRef};
-use crate::upcall::SlowPath;
+use crate::ofproto::{OfprotoTable, TableRead, REVALIDATE_CHUNK};
 use crate::DpAction;
 
 pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
@@ -68,13 +69,16 @@ impl Revalidator {
     }
 
     /// Re-checks every megaflow against the current table; returns how many were deleted.
-    pub fn revalidate_all(&mut self, dpcls: &mut Dpcls, slow: &SlowPath, c: &mut Counters) -> u64 {
+    pub fn revalidate_all(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, c: &mut Counters) -> u64 {
         let mut deleted = 0;
-        for f in dpcls.megaflow_refs() {
-            let e = dpcls.get(f).expect("listed flow is live");
-            if !still_valid(slow, &e.key, &e.megaflow.mask, e.action) {
-                dpcls.remove(f);
-                deleted += 1;
+        for chunk in dpcls.megaflow_refs().chunks(REVALIDATE_CHUNK) {
+            let t = table.read();
+            for &f in chunk {
+                let e = dpcls.get(f).expect("listed megaflow is live");
+                if !still_valid(&t, &e.key, &e.megaflow.mask, e.action) {
+                    dpcls.remove(f);
+                    deleted += 1;
+                }
             }
         }
         c.deleted_revalidated += deleted;
@@ -140,16 +144,13 @@ struct Ukey {
     action: DpAction,
 }
 
-/// A rule change, as applied to the thread's copy of the table.
-enum RuleChange {
-    Add(Vec<Rule>),
-    Remove(Vec<RuleId>),
-}
-
 enum ToThread {
     Installed(Vec<(MegaflowRef, Ukey)>),
     Removed(Vec<MegaflowRef>),
-    Change { epoch: u64, change: RuleChange },
+    /// The table changed: the change of this epoch is to be revalidated.
+    Revalidate {
+        epoch: u64,
+    },
 }
 
 /// One finished revalidation: every megaflow installed before the rule change of `epoch` (and
@@ -162,7 +163,7 @@ pub struct Revalidation {
     pub(crate) delete: Vec<MegaflowRef>,
     /// Megaflows the PMD actually deleted (the others were gone already).
     pub deleted: u64,
-    /// The thread's time on it (applying the change to its table, re-checking).
+    /// The thread's time on it (re-checking).
     pub thread_ms: f64,
 }
 
@@ -176,13 +177,13 @@ pub struct RevalidatorThread {
 }
 
 impl RevalidatorThread {
-    /// Starts the thread with its own copy of the OpenFlow table.
-    pub fn spawn(slow: SlowPath) -> RevalidatorThread {
+    /// Starts the thread over the shared OpenFlow table.
+    pub fn spawn(table: OfprotoTable) -> RevalidatorThread {
         let (to, rx) = mpsc::channel::<ToThread>();
         let (tx, from) = mpsc::channel::<Revalidation>();
         let handle = std::thread::Builder::new()
             .name("rqvs-revalidator".into())
-            .spawn(move || thread_main(slow, rx, tx))
+            .spawn(move || thread_main(table, rx, tx))
             .expect("spawning the revalidator thread");
         RevalidatorThread { to: Some(to), from, handle: Some(handle), pending: VecDeque::new() }
     }
@@ -216,19 +217,11 @@ impl RevalidatorThread {
         }
     }
 
-    /// Sends a rule change (after the PMD's own table took it) for revalidation; `dpcls`'s
-    /// journal goes first, so the thread re-checks exactly the megaflows installed before it.
-    pub fn rules_added(&mut self, dpcls: &mut Dpcls, epoch: u64, rules: Vec<Rule>) {
-        self.change(dpcls, epoch, RuleChange::Add(rules));
-    }
-
-    pub fn rules_removed(&mut self, dpcls: &mut Dpcls, epoch: u64, ids: Vec<RuleId>) {
-        self.change(dpcls, epoch, RuleChange::Remove(ids));
-    }
-
-    fn change(&mut self, dpcls: &mut Dpcls, epoch: u64, change: RuleChange) {
+    /// Asks for the revalidation of the table change of `epoch` (committed already); `dpcls`'s
+    /// journal goes first, so the thread re-checks every megaflow installed before it.
+    pub fn revalidate(&mut self, dpcls: &mut Dpcls, epoch: u64) {
         self.sync(dpcls);
-        self.send(ToThread::Change { epoch, change });
+        self.send(ToThread::Revalidate { epoch });
         self.pending.push_back(epoch);
     }
 
@@ -290,11 +283,11 @@ impl Drop for RevalidatorThread {
     }
 }
 
-fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidation>) {
+fn thread_main(table: OfprotoTable, rx: Receiver<ToThread>, tx: Sender<Revalidation>) {
     let mut ukeys: HashMap<MegaflowRef, Ukey> = HashMap::new();
     while let Ok(first) = rx.recv() {
         // Everything queued now is applied in order; the rule changes among it are revalidated
-        // together, against the table after the last of them.
+        // together, against the latest table.
         let t0 = Instant::now();
         let mut epoch = None;
         let mut next = Some(first);
@@ -306,24 +299,20 @@ fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidati
                         ukeys.remove(&f);
                     }
                 }
-                ToThread::Change { epoch: e, change } => {
-                    if let Err(err) = apply(&mut slow, change) {
-                        panic!("applying a rule change the PMD's table took: {err}");
-                    }
-                    epoch = Some(e);
-                }
+                ToThread::Revalidate { epoch: e } => epoch = Some(e),
             }
             next = rx.try_recv().ok();
         }
         let Some(epoch) = epoch else { continue };
+        let all: Vec<(MegaflowRef, Ukey)> = ukeys.iter().map(|(&f, &u)| (f, u)).collect();
         let mut delete = Vec::new();
-        ukeys.retain(|&f, u| {
-            let valid = still_valid(&slow, &u.key, &u.mask, u.action);
-            if !valid {
-                delete.push(f);
-            }
-            valid
-        });
+        for chunk in all.chunks(REVALIDATE_CHUNK) {
+            let t = table.read();
+            delete.extend(chunk.iter().filter(|(_, u)| !still_valid(&t, &u.key, &u.mask, u.action)).map(|&(f, _)| f));
+        }
+        for f in &delete {
+            ukeys.remove(f);
+        }
         let r = Revalidation { epoch, delete, deleted: 0, thread_ms: t0.elapsed().as_secs_f64() * 1e3 };
         if tx.send(r).is_err() {
             return;
@@ -331,21 +320,9 @@ fn thread_main(mut slow: SlowPath, rx: Receiver<ToThread>, tx: Sender<Revalidati
     }
 }
 
-fn apply(slow: &mut SlowPath, change: RuleChange) -> Result<(), ClassifierError> {
-    match change {
-        RuleChange::Add(rules) => rules.into_iter().try_for_each(|r| slow.insert(r)),
-        RuleChange::Remove(ids) => {
-            for id in ids {
-                slow.remove(id);
-            }
-            Ok(())
-        }
-    }
-}
-
 /// OVS's `revalidate_ukey`: a megaflow stays when the table gives its key the same action and
 /// the new lookup examines no bit its mask does not (module docs).
-fn still_valid(slow: &SlowPath, key: &FlowKey, mask: &FlowKey, action: DpAction) -> bool {
-    let v = slow.classify(key);
+fn still_valid(table: &TableRead, key: &FlowKey, mask: &FlowKey, action: DpAction) -> bool {
+    let v = table.classify(key);
     v.action == action && v.megaflow.mask.is_subset_of(mask)
 }

@@ -293,7 +293,7 @@ fn threaded_phases<S: ModelStage>(
     // Settled: every megaflow left agrees with the current table (what inline revalidation keeps).
     for f in dp.dpcls().megaflow_refs() {
         let e = dp.dpcls().get(f).unwrap();
-        let v = dp.slow_path().classify(&e.key);
+        let v = dp.table().classify(&e.key);
         assert!(v.action == e.action && v.megaflow.mask.is_subset_of(&e.megaflow.mask), "stale megaflow {e:?}");
     }
     // And every packet now gets the current table's action.
