@@ -83,19 +83,17 @@
 use std::path::{Path, PathBuf};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
-use rqvs_datapath::{Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig, BATCH};
+use rqvs_datapath::predict::{PredictConfig, PredictStats};
+use rqvs_datapath::Clock;
 use rqvs_flow::formats::{ofctl, pcap};
-use rqvs_flow::FlowKey;
-use rqvs_workload::coflow::{self, Params, Role, SizeDist, Workload};
+use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
 use serde_json::{json, Map, Value};
+
+use rqvs_experiment::coflows::{self as study, PredictMode, RunResult, StudyConfig};
 
 use crate::plot::XyPanel;
 use crate::report::{self, Out};
 use crate::Failure;
-
-/// The prediction settings `--predict` accepts.
-pub const MODES: [&str; 4] = ["off", "online", "oracle", "preload"];
 
 /// Workload options shared by `rqvs coflows` and `rqvs gen coflows`.
 #[derive(clap::Args, Debug, Clone)]
@@ -193,9 +191,9 @@ pub struct Args {
     /// Coflowiness values, comma-separated, each 0..1.
     #[arg(long, default_value = "0,0.1,0.25,0.5,0.75,0.9,1.0")]
     pub coflowiness: String,
-    /// Prediction settings, comma-separated: off, online, oracle, preload.
-    #[arg(long, default_value = "off,online,oracle,preload")]
-    pub predict: String,
+    /// Prediction settings, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "off,online,oracle,preload")]
+    pub predict: Vec<PredictMode>,
     #[command(flatten)]
     pub predictor: PredictorArgs,
     /// EMC insertion probability.
@@ -372,18 +370,6 @@ fn parse_coflowiness(s: &str) -> Result<Vec<f64>, Failure> {
         .collect()
 }
 
-fn parse_modes(s: &str) -> Result<Vec<&'static str>, Failure> {
-    s.split(',')
-        .enumerate()
-        .map(|(i, m)| {
-            let m = m.trim();
-            MODES.iter().copied().find(|&x| x == m).ok_or_else(|| {
-                Failure(format!("--predict: item {} '{m}': expected one of {}", i + 1, MODES.join(", ")))
-            })
-        })
-        .collect()
-}
-
 /// `--cost`: `None` for `calibrated`.
 fn parse_cost(s: &str) -> Result<Option<Clock>, Failure> {
     match s {
@@ -399,328 +385,11 @@ fn parse_cost(s: &str) -> Result<Option<Clock>, Failure> {
     Ok(Some(Clock::Virtual { packet_ns, upcall_ns }))
 }
 
-/// Timings of one measured replay: per batch, ns per packet; per job, ns per upcall.
-#[derive(Default)]
-struct Samples {
-    per_packet: Vec<f64>,
-    per_upcall: Vec<f64>,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let k = v.len() / 2;
-    *v.select_nth_unstable_by(k, f64::total_cmp).1
-}
-
-/// `calibrated` costs: medians of a measured replay of `p` without prediction.
-fn calibrate(p: &Prepared, a: &Args) -> Result<(Clock, usize, usize), Failure> {
-    let mut s = Samples::default();
-    run(p, "off", a, Clock::Measured, Some(&mut s))?;
-    let packet_ns = median(&mut s.per_packet).round().max(1.0) as u64;
-    let upcall_ns = median(&mut s.per_upcall).round().max(1.0) as u64;
-    Ok((Clock::Virtual { packet_ns, upcall_ns }, s.per_packet.len(), s.per_upcall.len()))
-}
-
-/// Latency figures, µs.
-#[derive(Clone, Copy, Debug, Default)]
-struct Lat {
-    n: usize,
-    mean_us: f64,
-    max_us: f64,
-}
-
-impl Lat {
-    fn of(v: impl Iterator<Item = u64>) -> Lat {
-        let (mut n, mut sum, mut max) = (0usize, 0u128, 0u64);
-        for x in v {
-            n += 1;
-            sum += u128::from(x);
-            max = max.max(x);
-        }
-        Lat { n, mean_us: if n == 0 { 0.0 } else { sum as f64 / n as f64 / 1e3 }, max_us: max as f64 / 1e3 }
-    }
-
-    fn json(&self) -> Value {
-        json!({"n": self.n, "mean_us": self.mean_us, "max_us": self.max_us})
-    }
-}
-
-/// One replay's results.
-struct RunResult {
-    x: f64,
-    mode: &'static str,
-    upcalls: u64,
-    lost: u64,
-    /// Upcalls per second in `bins` equal intervals of the trace's span.
-    upcall_series: Vec<f64>,
-    bin_s: f64,
-    first_assoc: Lat,
-    first_assoc_coupled: Lat,
-    first_base: Lat,
-    all: Lat,
-    p99_us: f64,
-    handler_busy_ns: u64,
-    pmd_busy_ns: u64,
-    wall_ns: u64,
-    handler_jobs: u64,
-    predict: Option<PredictStats>,
-    preloaded: u64,
-    preload_ms: f64,
-    preload_used: u64,
-    megaflows: u64,
-    verified: usize,
-    mismatches: usize,
-    first_mismatch: Option<String>,
-    counters: Vec<(&'static str, u64)>,
-}
-
-impl RunResult {
-    fn handler_share(&self) -> f64 {
-        self.handler_busy_ns as f64 / self.wall_ns.max(1) as f64
-    }
-    fn pmd_share(&self) -> f64 {
-        self.pmd_busy_ns as f64 / self.wall_ns.max(1) as f64
-    }
-    /// Megaflows installed by prediction, hit, and not hit.
-    fn made_used_wasted(&self) -> (u64, u64, u64) {
-        match self.predict {
-            Some(s) => (s.predicted, s.used, s.wasted + s.outstanding),
-            None => (self.preloaded, self.preload_used, self.preloaded.saturating_sub(self.preload_used)),
-        }
-    }
-    fn wasted_ratio(&self) -> f64 {
-        let (made, _, wasted) = self.made_used_wasted();
-        if made == 0 {
-            0.0
-        } else {
-            wasted as f64 / made as f64
-        }
-    }
-}
-
-const SERIES_BINS: usize = 50;
-
-/// Everything one workload's runs share.
-struct Prepared<'a> {
-    w: &'a Workload,
-    keys: Vec<FlowKey>,
-    ts: Vec<u64>,
-    /// Sampled packet positions and the reference's action for each.
-    expected: Vec<(usize, DpAction)>,
-}
-
-fn prepare<'a>(w: &'a Workload, reference: &Reference, a: &Args) -> Prepared<'a> {
-    let keys = w.keys();
-    let ts = w.timestamps();
-    let sample = rqvs_experiment::verify::sample_indexes(w.rules.len(), keys.len(), Some(a.verify), a.seed);
-    let expected = sample.into_iter().map(|q| (q, DpAction::of_rule(reference.lookup_rule(&keys[q].wire())))).collect();
-    Prepared { w, keys, ts, expected }
-}
-
-/// Replays one workload in time order through a fresh datapath (module docs: the model).
-fn run(
-    p: &Prepared,
-    mode: &'static str,
-    a: &Args,
-    clock: Clock,
-    mut samples: Option<&mut Samples>,
-) -> Result<RunResult, Failure> {
-    let w = p.w;
-    let (keys, ts) = (&p.keys, &p.ts);
-    let n = keys.len();
-    let cfg = DatapathConfig { emc_insert_prob: a.emc_prob, clock, seed: a.seed, ..DatapathConfig::default() };
-    let mut dp = Orig::new(&w.rules, cfg, OrigConfig::default())?;
-    let pcfg = a.predictor.config()?;
-    let mut preload_keys = Vec::new();
-    let mut preload_ms = 0.0;
-    match mode {
-        "online" => dp.set_predictor(Some(Predictor::online(pcfg))),
-        "oracle" => dp.set_predictor(Some(rqvs_experiment::replay::oracle_predictor(pcfg, w.oracle()))),
-        "preload" => {
-            preload_keys = w.oracle().into_iter().flat_map(|(_, v)| v).collect();
-            dp.preinstall(&preload_keys);
-            preload_ms = dp.counters().predict_ns as f64 / 1e6;
-        }
-        _ => {}
-    }
-    let preloaded = dp.counters().preinstalled;
-    let t0 = ts[0];
-    let span = (ts[n - 1] - t0).max(1);
-    let bin_ns = span.div_ceil(SERIES_BINS as u64).max(1);
-    let mut bins = vec![0u64; SERIES_BINS + 1];
-
-    let mut lat = vec![u64::MAX; n];
-    let mut sampled = vec![usize::MAX; n];
-    for (i, &(q, _)) in p.expected.iter().enumerate() {
-        sampled[q] = i;
-    }
-    let mut got: Vec<Option<DpAction>> = vec![None; p.expected.len()];
-    let mut out = [DpAction::Drop; BATCH];
-    let (mut pmd_free, mut handler_free) = (0u64, 0u64);
-    let (mut pmd_busy, mut handler_busy, mut jobs) = (0u64, 0u64, 0u64);
-    let mut pending: Vec<usize> = Vec::new();
-    let mut last_queued = 0u64;
-    let mut i = 0usize;
-    while i < n || !pending.is_empty() {
-        let next = if i < n { pmd_free.max(ts[i]) } else { u64::MAX };
-        if !pending.is_empty() {
-            let s = handler_free.max(last_queued);
-            if s <= next {
-                dp.idle_until(s);
-                let before = dp.counters();
-                for &(seq, act) in dp.handle_upcalls() {
-                    let q = seq as usize;
-                    if sampled[q] != usize::MAX {
-                        got[sampled[q]] = Some(act);
-                    }
-                }
-                let after = dp.counters();
-                let d_up = after.upcall_ns - before.upcall_ns;
-                let d = d_up + (after.predict_ns - before.predict_ns);
-                if let Some(sm) = samples.as_deref_mut() {
-                    sm.per_upcall.push(d_up as f64 / pending.len() as f64);
-                }
-                for q in pending.drain(..) {
-                    lat[q] = s + d_up - ts[q];
-                }
-                handler_busy += d;
-                handler_free = s + d;
-                jobs += 1;
-                dp.maintain();
-                continue;
-            }
-        }
-        let t = next;
-        let mut j = i + 1;
-        while j < n && j - i < BATCH && ts[j] <= t {
-            j += 1;
-        }
-        dp.idle_until(t);
-        let before = dp.now_ns();
-        dp.process_batch(&keys[i..j], i as u64, &mut out);
-        let c = dp.now_ns() - before;
-        let e = t + c;
-        if let Some(sm) = samples.as_deref_mut() {
-            sm.per_packet.push(c as f64 / (j - i) as f64);
-        }
-        pmd_free = e;
-        pmd_busy += c;
-        for (k, act) in out[..j - i].iter().enumerate() {
-            let q = i + k;
-            match act {
-                DpAction::Pending => {
-                    pending.push(q);
-                    last_queued = e;
-                    bins[((ts[q] - t0) / bin_ns) as usize] += 1;
-                }
-                DpAction::Lost => {}
-                _ => {
-                    lat[q] = e - ts[q];
-                    if sampled[q] != usize::MAX {
-                        got[sampled[q]] = Some(*act);
-                    }
-                }
-            }
-        }
-        dp.maintain();
-        i = j;
-    }
-    let wall_ns = pmd_free.max(handler_free) - t0;
-    let cs = dp.counters();
-    if !cs.outcome_sum_ok() {
-        return Err(Failure(format!("internal error: counters do not sum to packets received: {cs:?}")));
-    }
-    let predict = dp.prediction_stats();
-    // The preloaded megaflows (distinct) that were hit.
-    let dpcls = dp.dpcls();
-    let mut hit: Vec<_> = preload_keys
-        .iter()
-        .filter_map(|k| dpcls.peek(&k.wire().to_words()))
-        .filter(|&f| dpcls.get(f).is_some_and(|e| e.hits > 0))
-        .collect();
-    hit.sort_unstable_by_key(|f| (f.slot, f.gen));
-    hit.dedup();
-    let preload_used = hit.len() as u64;
-
-    // Verification.
-    let mut mismatches = 0;
-    let mut first_mismatch = None;
-    let mut verified = 0;
-    for ((q, want), g) in p.expected.iter().zip(&got) {
-        if let Some(g) = g {
-            verified += 1;
-            if g != want {
-                mismatches += 1;
-                first_mismatch
-                    .get_or_insert_with(|| format!("packet {q} {:?}: datapath {g:?}, reference {want:?}", keys[*q]));
-            }
-        }
-    }
-
-    // Latencies.
-    let mut first = vec![usize::MAX; w.flows.len()];
-    for (q, pk) in w.packets.iter().enumerate() {
-        let f = &mut first[pk.flow as usize];
-        if *f == usize::MAX {
-            *f = q;
-        }
-    }
-    let firsts = |pred: &dyn Fn(Role) -> bool| {
-        Lat::of(
-            w.flows
-                .iter()
-                .zip(&first)
-                .filter(|(f, &q)| pred(f.role) && q != usize::MAX && lat[q] != u64::MAX)
-                .map(|(_, &q)| lat[q]),
-        )
-    };
-    let first_assoc = firsts(&|r| matches!(r, Role::Associated { .. }));
-    let first_assoc_coupled = firsts(&|r| r == Role::Associated { coupled: true });
-    let first_base = firsts(&|r| r == Role::Base);
-    let all = Lat::of(lat.iter().copied().filter(|&l| l != u64::MAX));
-    let mut delivered: Vec<u64> = lat.iter().copied().filter(|&l| l != u64::MAX).collect();
-    let p99_us = if delivered.is_empty() {
-        0.0
-    } else {
-        let k = (delivered.len() * 99 / 100).min(delivered.len() - 1);
-        *delivered.select_nth_unstable(k).1 as f64 / 1e3
-    };
-    let bin_s = bin_ns as f64 / 1e9;
-    Ok(RunResult {
-        x: w.params.coflowiness,
-        mode,
-        upcalls: cs.upcall,
-        lost: cs.lost,
-        upcall_series: bins[..SERIES_BINS].iter().map(|&b| b as f64 / bin_s).collect(),
-        bin_s,
-        first_assoc,
-        first_assoc_coupled,
-        first_base,
-        all,
-        p99_us,
-        handler_busy_ns: handler_busy,
-        pmd_busy_ns: pmd_busy,
-        wall_ns,
-        handler_jobs: jobs,
-        predict,
-        preloaded,
-        preload_ms,
-        preload_used,
-        megaflows: cs.megaflows,
-        verified,
-        mismatches,
-        first_mismatch,
-        counters: cs.fields(),
-    })
-}
-
 fn run_json(r: &RunResult) -> Value {
     let (made, used, wasted) = r.made_used_wasted();
     json!({
         "coflowiness": r.x,
-        "predict": r.mode,
+        "predict": r.mode.name(),
         "upcalls": r.upcalls,
         "lost": r.lost,
         "upcalls_per_s": {"bin_s": r.bin_s, "values": r.upcall_series},
@@ -749,21 +418,15 @@ fn run_json(r: &RunResult) -> Value {
     })
 }
 
-/// `(change of mean latency, change of handler CPU)` of `b` relative to `a`, in percent.
-fn change(a: &RunResult, b: &RunResult) -> (f64, f64) {
-    let pct = |x: f64, y: f64| if x == 0.0 { 0.0 } else { 100.0 * (y - x) / x };
-    (pct(a.all.mean_us, b.all.mean_us), pct(a.handler_share(), b.handler_share()))
-}
-
 pub fn run_cmd(a: &Args) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
     let xs = parse_coflowiness(&a.coflowiness)?;
-    let modes = parse_modes(&a.predict)?;
+    let modes = &a.predict;
     let clock = parse_cost(&a.cost)?;
     if !(0.0..=1.0).contains(&a.emc_prob) {
         return Err(Failure(format!("--emc-prob: expected a probability 0..1, found '{}'", a.emc_prob)));
     }
-    a.predictor.config()?;
+    let cfg = StudyConfig { emc_prob: a.emc_prob, seed: a.seed, verify: a.verify, predictor: a.predictor.config()? };
     let dist = a.workload.dist()?;
     let base_params = a.workload.params(xs[0])?;
     let reference = Reference::build(&coflow::rules(&base_params))?;
@@ -775,7 +438,7 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
         Some(c) => c,
         None => {
             let w = coflow::generate(&base_params).map_err(Failure)?;
-            let (c, batches, jobs) = calibrate(&prepare(&w, &reference, a), a)?;
+            let (c, batches, jobs) = study::calibrate(&study::prepare(&w, &reference, &cfg), &cfg)?;
             if let Clock::Virtual { packet_ns, upcall_ns } = c {
                 out.line(format!(
                     "cost      calibrated on coflowiness {} (prediction off): PMD {packet_ns} ns/packet, handler {upcall_ns} ns/upcall (medians of {batches} batches and {jobs} handler jobs)",
@@ -800,9 +463,9 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
     for &x in &xs {
         let w = coflow::generate(&a.workload.params(x)?).map_err(Failure)?;
         out.line(format!("workload  {}", describe(&w)));
-        let p = prepare(&w, &reference, a);
-        for &m in &modes {
-            runs.push(run(&p, m, a, clock, None)?);
+        let p = study::prepare(&w, &reference, &cfg);
+        for &m in modes {
+            runs.push(study::run(&p, m, &cfg, clock, None)?);
         }
         workloads.push(Value::Object(workload_json(&w)));
     }
@@ -870,7 +533,7 @@ fn print_table(out: &Out, runs: &[RunResult]) {
         out.line(format!(
             "{:>5} {:<8} {:>8} {:>6} {:>10.2} {:>10.1} {:>10.2} {:>7.2}% {:>5.1}% {:>9.2} {:>9.1} {:>8} {:>7} {:>7} {:>6.1}% {:>10}",
             r.x,
-            r.mode,
+            r.mode.name(),
             r.upcalls,
             r.lost,
             r.first_assoc.mean_us,
@@ -893,7 +556,7 @@ fn print_table(out: &Out, runs: &[RunResult]) {
 /// this run measures at coflowiness 0.25 for each prediction setting, against `off` on the same
 /// trace and against `off` at coflowiness 0 (the study's baseline).
 fn study_check(runs: &[RunResult]) -> (Value, Vec<String>) {
-    let find = |x: f64, m: &str| runs.iter().find(|r| (r.x - x).abs() < 1e-9 && r.mode == m);
+    let find = |x: f64, m: &str| runs.iter().find(|r| (r.x - x).abs() < 1e-9 && r.mode.name() == m);
     let mut lines = Vec::new();
     let mut v = Map::new();
     let base0 = find(0.0, "off");
@@ -903,7 +566,7 @@ fn study_check(runs: &[RunResult]) -> (Value, Vec<String>) {
         let mut o = Map::new();
         for (name, b) in [("vs_off_same_trace", same), ("vs_off_coflowiness_0", base0)] {
             if let Some(b) = b {
-                let (dl, dc) = change(b, r);
+                let (dl, dc) = study::change(b, r);
                 o.insert(name.into(), json!({"mean_latency_change_pct": dl, "handler_cpu_change_pct": dc}));
                 lines.push(format!(
                     "study     coflowiness 0.25, {m} {}: mean latency {dl:+.1}%, handler CPU {dc:+.1}% (study: -24%, -12%)",
@@ -919,14 +582,14 @@ fn study_check(runs: &[RunResult]) -> (Value, Vec<String>) {
 fn plot(path: &Path, dist: SizeDist, runs: &[RunResult]) -> Result<(), Failure> {
     let mut modes: Vec<&str> = Vec::new();
     for r in runs {
-        if !modes.contains(&r.mode) {
-            modes.push(r.mode);
+        if !modes.contains(&r.mode.name()) {
+            modes.push(r.mode.name());
         }
     }
     let by_mode = |f: &dyn Fn(&RunResult) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
         modes
             .iter()
-            .map(|&m| (m.to_string(), runs.iter().filter(|r| r.mode == m).map(|r| (r.x, f(r))).collect()))
+            .map(|&m| (m.to_string(), runs.iter().filter(|r| r.mode.name() == m).map(|r| (r.x, f(r))).collect()))
             .collect()
     };
     let panel = |y: &str, log_y: bool, f: &dyn Fn(&RunResult) -> f64| XyPanel {
@@ -937,7 +600,7 @@ fn plot(path: &Path, dist: SizeDist, runs: &[RunResult]) -> Result<(), Failure> 
     };
     let mut series = Vec::new();
     for (m, x) in [("off", 0.0), ("online", 0.25), ("online", 0.75), ("preload", 0.25), ("preload", 0.75)] {
-        if let Some(r) = runs.iter().find(|r| r.mode == m && (r.x - x).abs() < 1e-9) {
+        if let Some(r) = runs.iter().find(|r| r.mode.name() == m && (r.x - x).abs() < 1e-9) {
             let pts = r.upcall_series.iter().enumerate().map(|(k, &v)| ((k as f64 + 0.5) * r.bin_s, v)).collect();
             series.push((format!("{m} x={x}"), pts));
         }
@@ -976,8 +639,6 @@ mod tests {
         assert!(parse_coflowiness("0,0.5,1").is_ok());
         assert!(parse_coflowiness("0,1.5").unwrap_err().0.contains("item 2 '1.5'"));
         assert!(parse_coflowiness("x").is_err());
-        assert_eq!(parse_modes("off, oracle").unwrap(), vec!["off", "oracle"]);
-        assert!(parse_modes("off,magic").unwrap_err().0.contains("'magic'"));
         assert_eq!(parse_cost("virtual:100,2000").unwrap(), Some(Clock::Virtual { packet_ns: 100, upcall_ns: 2000 }));
         assert_eq!(parse_cost("calibrated").unwrap(), None);
         assert!(parse_cost("virtual:1").is_err());
@@ -995,14 +656,20 @@ mod tests {
         let a = args(&["--coflows", "300", "--cost", "virtual:100,2000", "--verify", "100000"]);
         let w = coflow::generate(&a.workload.params(1.0).unwrap()).unwrap();
         let reference = Reference::build(&w.rules).unwrap();
-        let p = prepare(&w, &reference, &a);
+        let cfg = StudyConfig {
+            emc_prob: a.emc_prob,
+            seed: a.seed,
+            verify: a.verify,
+            predictor: a.predictor.config().unwrap(),
+        };
+        let p = study::prepare(&w, &reference, &cfg);
         let clock = parse_cost(&a.cost).unwrap().unwrap();
-        let off = run(&p, "off", &a, clock, None).unwrap();
-        let again = run(&p, "off", &a, clock, None).unwrap();
-        let oracle = run(&p, "oracle", &a, clock, None).unwrap();
-        let preload = run(&p, "preload", &a, clock, None).unwrap();
+        let off = study::run(&p, PredictMode::Off, &cfg, clock, None).unwrap();
+        let again = study::run(&p, PredictMode::Off, &cfg, clock, None).unwrap();
+        let oracle = study::run(&p, PredictMode::Oracle, &cfg, clock, None).unwrap();
+        let preload = study::run(&p, PredictMode::Preload, &cfg, clock, None).unwrap();
         for r in [&off, &oracle, &preload] {
-            assert_eq!((r.mismatches, r.verified), (0, p.keys.len()), "{}", r.mode);
+            assert_eq!((r.mismatches, r.verified), (0, p.keys.len()), "{:?}", r.mode);
             assert_eq!(r.lost, 0);
         }
         // Deterministic under fixed costs.
