@@ -21,7 +21,7 @@ fn cargo_deps() -> BTreeMap<String, BTreeSet<String>> {
             if line.starts_with('[') {
                 section = line.to_string();
             } else if section == "[dependencies]" && line.starts_with("rqvs-") {
-                let name = line.split(|c: char| c == '.' || c == ' ' || c == '=').next().unwrap();
+                let name = line.split(['.', ' ', '=']).next().unwrap();
                 deps.insert(name.trim_start_matches("rqvs-").to_string());
             }
         }
