@@ -11,11 +11,13 @@
 //!   loop ([`rqvs_datapath::pmd::Pmd`]).
 //! - [`coflows`]: the coflow study — flow prediction replayed in time order with a two-core
 //!   latency model, on the same PMD loop taken step by step.
+//! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).
 //! - [`verify`]: which packets a classification run checks against the reference.
 
 pub mod coflows;
 pub mod inputs;
 pub mod replay;
+pub mod updates;
 pub mod verify;
 
 pub use replay::{prepare, rate_search, run_design, run_design_with, DesignKind, Prepared, ReplayConfig, Run};
