@@ -1,0 +1,242 @@
+//! The classifier benchmark: every classifier on the same rules and packets, side by side —
+//! what `rqvs bench classifiers` runs ([`classifiers`]).
+//!
+//! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
+//! median of several passes over the whole trace, after a warm-up pass), memory, mismatches
+//! against the reference on a sample (all packets when the set is small), mismatches against
+//! another classifier on every packet, and update rates — remove a share of the rules in random
+//! order, re-insert them in another order — with every packet re-checked afterwards.
+
+use std::time::{Duration, Instant};
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::{verify, Error};
+
+/// Above this many rules the reference's updates (linear time each) are not measured.
+pub const REFERENCE_UPDATE_LIMIT: usize = 20_000;
+
+/// The benchmark's settings.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub classifiers: Vec<ClassifierKind>,
+    /// Packets verified against the reference (`None`: all when affordable, else 10,000).
+    pub verify: Option<usize>,
+    /// Share of the rules removed and re-inserted for the update rates.
+    pub update_fraction: f64,
+    /// Minimum time per lookup measurement (at least one full pass).
+    pub min_time: Duration,
+    /// Seed of the verification sample and the update order.
+    pub seed: u64,
+}
+
+/// A step of the benchmark, for progress reports.
+pub enum Step<'a> {
+    /// A step starts (what it does).
+    Start(&'a str),
+    /// The step is done.
+    Done,
+}
+
+/// One classifier's figures.
+pub struct Row {
+    pub kind: ClassifierKind,
+    pub build: Duration,
+    pub memory: usize,
+    /// Packets the lookup rates were timed on (the sample, for the reference on a big set).
+    pub timed_packets: usize,
+    pub ns_batch: f64,
+    pub ns_single: f64,
+    /// Against the reference on the sample, and batch against single lookups.
+    pub mismatches: usize,
+    /// Against another classifier on every packet: (its name, mismatches).
+    pub cross: Option<(String, usize)>,
+    pub updates: Option<Updates>,
+    pub stats: Vec<(&'static str, f64)>,
+}
+
+/// The update round's figures.
+pub struct Updates {
+    pub rules: usize,
+    pub remove_per_s: f64,
+    pub insert_per_s: f64,
+    /// Packets classified differently after the round.
+    pub mismatches: usize,
+}
+
+/// What [`classifiers`] measured.
+pub struct Bench {
+    pub rows: Vec<Row>,
+    /// Packets verified against the reference.
+    pub verified: usize,
+}
+
+impl Bench {
+    /// Every mismatch of every kind.
+    pub fn mismatches(&self) -> usize {
+        self.rows
+            .iter()
+            .map(|r| {
+                r.mismatches + r.cross.as_ref().map_or(0, |c| c.1) + r.updates.as_ref().map_or(0, |u| u.mismatches)
+            })
+            .sum()
+    }
+}
+
+pub fn lookup_all(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId>], batched: bool) {
+    if batched {
+        for (k, o) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            c.lookup_batch(k, o);
+        }
+    } else {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = c.lookup(k);
+        }
+    }
+}
+
+/// Median ns/packet over passes of the whole `keys`, after one untimed warm-up pass, passes
+/// repeated until `min` has elapsed (at least one, at most 15).
+pub fn time_lookups(
+    c: &dyn Classifier,
+    keys: &[FlowKey],
+    out: &mut [Option<RuleId>],
+    batched: bool,
+    min: Duration,
+) -> f64 {
+    lookup_all(c, keys, out, batched);
+    let mut per_pass = Vec::new();
+    let start = Instant::now();
+    while per_pass.is_empty() || (start.elapsed() < min && per_pass.len() < 15) {
+        let t = Instant::now();
+        lookup_all(c, keys, out, batched);
+        per_pass.push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
+    }
+    per_pass.sort_by(f64::total_cmp);
+    per_pass[per_pass.len() / 2]
+}
+
+/// Runs the benchmark over `rules` and `keys` (not empty); `progress` hears of each of its
+/// `4 × classifiers + 1` steps.
+pub fn classifiers(
+    cfg: &BenchConfig,
+    rules: &[Rule],
+    keys: &[FlowKey],
+    progress: &mut dyn FnMut(Step),
+) -> Result<Bench, Error> {
+    let min = cfg.min_time;
+
+    // The reference's answers on the verification sample.
+    progress(Step::Start("reference on the verification sample"));
+    let sample = verify::sample_indexes(rules.len(), keys.len(), cfg.verify, cfg.seed);
+    let sample_keys: Vec<FlowKey> = sample.iter().map(|&i| keys[i]).collect();
+    let reference = Reference::build(rules)?;
+    let mut want = vec![None; sample_keys.len()];
+    lookup_all(&reference, &sample_keys, &mut want, true);
+    drop(reference);
+    progress(Step::Done);
+
+    let full_scan_ok = verify::full_verification_affordable(rules.len(), keys.len());
+    let mut rows: Vec<Row> = Vec::new();
+    let mut results: Vec<Option<Vec<Option<RuleId>>>> = Vec::new();
+    for &kind in &cfg.classifiers {
+        let name = kind.name();
+        progress(Step::Start(&format!("{name}: build")));
+        let t0 = Instant::now();
+        let mut c = rqvs_classify::build(kind, rules)?;
+        let build = t0.elapsed();
+        progress(Step::Done);
+
+        // The reference on a big set is timed on the sample only.
+        let timed: &[FlowKey] = if kind == ClassifierKind::Ref && !full_scan_ok { &sample_keys } else { keys };
+        let mut got = vec![None; timed.len()];
+        progress(Step::Start(&format!("{name}: lookups in batches of {BATCH}")));
+        let ns_batch = time_lookups(c.as_ref(), timed, &mut got, true, min);
+        progress(Step::Done);
+        progress(Step::Start(&format!("{name}: lookups one at a time")));
+        let mut single = vec![None; timed.len()];
+        let ns_single = time_lookups(c.as_ref(), timed, &mut single, false, min);
+        let mut mismatches = got.iter().zip(&single).filter(|(x, y)| x != y).count();
+        progress(Step::Done);
+
+        let mut sample_got = vec![None; sample_keys.len()];
+        lookup_all(c.as_ref(), &sample_keys, &mut sample_got, true);
+        mismatches += sample_got.iter().zip(&want).filter(|(g, w)| g != w).count();
+
+        progress(Step::Start(&format!("{name}: updates")));
+        // Size and classifier figures as built, before the update round changes them.
+        let (memory, stats) = (c.memory_bytes(), c.stats());
+        let updates = if kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT {
+            None
+        } else {
+            Some(measure_updates(c.as_mut(), rules, timed, &got, cfg.update_fraction, cfg.seed)?)
+        };
+        progress(Step::Done);
+        rows.push(Row {
+            kind,
+            build,
+            memory,
+            timed_packets: timed.len(),
+            ns_batch,
+            ns_single,
+            mismatches,
+            cross: None,
+            updates,
+            stats,
+        });
+        results.push((timed.len() == keys.len()).then_some(got));
+    }
+
+    // Every packet against another classifier: each full result set against the next one's.
+    let full: Vec<usize> = (0..rows.len()).filter(|&i| results[i].is_some()).collect();
+    for (j, &i) in full.iter().enumerate() {
+        if full.len() < 2 {
+            break;
+        }
+        let peer = full[(j + 1) % full.len()];
+        let (x, y) = (results[i].as_ref().expect("full"), results[peer].as_ref().expect("full"));
+        let n = x.iter().zip(y).filter(|(p, q)| p != q).count();
+        rows[i].cross = Some((rows[peer].kind.name().to_string(), n));
+    }
+    Ok(Bench { rows, verified: sample.len() })
+}
+
+/// Removes a random `fraction` of the rules in random order, re-inserts them in another random
+/// order, and checks every packet of `keys` still classifies as in `before`.
+pub fn measure_updates(
+    c: &mut dyn Classifier,
+    rules: &[Rule],
+    keys: &[FlowKey],
+    before: &[Option<RuleId>],
+    fraction: f64,
+    seed: u64,
+) -> Result<Updates, Error> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+    let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
+    let mut victims: Vec<&Rule> = rules.choose_multiple(&mut rng, n).collect();
+    victims.shuffle(&mut rng);
+    let t = Instant::now();
+    for r in &victims {
+        if c.remove(r.id).is_none() {
+            return Err(Error(format!("{}: rule {} could not be removed", c.name(), r.id)));
+        }
+    }
+    let removal = t.elapsed();
+    victims.shuffle(&mut rng);
+    let t = Instant::now();
+    for r in &victims {
+        c.insert((*r).clone())?;
+    }
+    let insertion = t.elapsed();
+    let mut after = vec![None; keys.len()];
+    lookup_all(c, keys, &mut after, true);
+    Ok(Updates {
+        rules: n,
+        remove_per_s: n as f64 / removal.as_secs_f64(),
+        insert_per_s: n as f64 / insertion.as_secs_f64(),
+        mismatches: after.iter().zip(before).filter(|(x, y)| x != y).count(),
+    })
+}
