@@ -87,7 +87,7 @@ pub struct TraceArgs {
     pub rules: PathBuf,
     #[arg(long)]
     pub packets: usize,
-    /// pareto:A,B | zipf:S[,FLOWS] | uniform.
+    /// pareto:A,B | zipf:S | zipf:S,FLOWS | uniform.
     #[arg(long, default_value = "pareto:1,0.1")]
     pub locality: String,
     #[arg(long, default_value_t = 1)]

@@ -54,7 +54,8 @@ impl Default for CflowsConfig {
     }
 }
 
-/// What a CFLOWS EMC entry points at: a rule (or [`NO_RULE`]) of one table generation.
+/// What a CFLOWS EMC entry points at: a rule (or `NO_RULE`: no rule matched) of one table
+/// generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RuleRef {
     pub id: u32,

@@ -24,7 +24,7 @@ use crate::{Counters, DpAction};
 pub trait Design {
     /// `orig`, `cflows`, ...
     fn name(&self) -> &'static str;
-    /// The PMD's work on one batch (see [`crate::Datapath::process_batch`] for `seq0`/`out`).
+    /// The PMD's work on one batch (see [`crate::orig::MegaflowDatapath::process_batch`] for `seq0`/`out`).
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]);
     /// Handles queued upcalls; `(sequence number, action)` per handled packet.
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)];

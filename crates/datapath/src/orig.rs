@@ -298,7 +298,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
     }
 
     /// The PMD's work on one batch. `out[i]` receives packet `i`'s action, or
-    /// [`DpAction::Pending`] (queued; its action comes from [`Datapath::handle_upcalls`] with
+    /// [`DpAction::Pending`] (queued; its action comes from [`MegaflowDatapath::handle_upcalls`] with
     /// sequence number `seq0 + i`) or [`DpAction::Lost`] (upcall queue full).
     pub fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         let n = keys.len();

@@ -2,8 +2,8 @@
 //! *coflow* upcalls, install the megaflows of the flows expected to follow it, so their first
 //! packets hit the megaflow cache instead of waiting for the slow path.
 //!
-//! **Off by default**: a [`crate::Datapath`] predicts only after
-//! [`crate::Datapath::set_predictor`]. Two modes:
+//! **Off by default**: an [`crate::Orig`] predicts only after
+//! [`crate::orig::MegaflowDatapath::set_predictor`]. Two modes:
 //! - **online** ([`Predictor::online`]): learns from the upcalls the handler sees, and from the
 //!   use of its own predictions (below);
 //! - **oracle** ([`Predictor::oracle`]): given the ground truth (each base flow's key → the keys of
@@ -561,7 +561,7 @@ impl Predictor {
         &self.cfg
     }
 
-    /// The counters (use is as of the last check: see [`crate::Datapath::prediction_stats`]).
+    /// The counters (use is as of the last check: see [`crate::orig::MegaflowDatapath::prediction_stats`]).
     pub fn stats(&self) -> PredictStats {
         let mut s = self.stats;
         if let Mode::Online(l) = &self.mode {

@@ -9,7 +9,7 @@
 //!   method, timed rule updates, the time series and the verification of every sampled packet
 //!   against the reference classifier of the rule table it saw — around the datapath's one PMD
 //!   loop ([`rqvs_datapath::pmd::Pmd`]).
-//! - [`bench`]: the classifier benchmark (build, lookup rates, memory, updates, mismatches).
+//! - [`mod@bench`]: the classifier benchmark (build, lookup rates, memory, updates, mismatches).
 //! - [`coflows`]: the coflow study — flow prediction replayed in time order with a two-core
 //!   latency model, on the same PMD loop taken step by step.
 //! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).

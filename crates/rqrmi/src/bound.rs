@@ -3,12 +3,12 @@
 //! See the crate docs ("Why the error bound is sound") for the argument. In short, every
 //! function here answers a question about *every* key of an interval, not about samples:
 //!
-//! - [`linear_pieces`] cuts a key interval where a hidden unit's computed pre-activation
+//! - `linear_pieces` cuts a key interval where a hidden unit's computed pre-activation
 //!   changes sign (found exactly by binary search: that value is monotone in the key) and
 //!   gives, per piece, an interval that contains the computed output of every key of the piece.
-//! - [`route`] partitions a key interval by the child submodel the computed routing picks.
-//! - [`leaf_bound`] gives a leaf's `(err_lo, err_hi)` over all pieces it is responsible for.
-//! - [`all_bounds`] recomputes every leaf bound of a model (used on load).
+//! - `route` partitions a key interval by the child submodel the computed routing picks.
+//! - `leaf_bound` gives a leaf's `(err_lo, err_hi)` over all pieces it is responsible for.
+//! - `all_bounds` recomputes every leaf bound of a model (used on load).
 
 use crate::key::Key;
 use crate::model::{bin, Forward, RqRmi, SubModel, HIDDEN};

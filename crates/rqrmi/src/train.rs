@@ -88,8 +88,8 @@ impl std::error::Error for TrainError {}
 /// 133, 265/521 networks); above 10^4 ranges the leaves are wider than the paper's, because
 /// measurement (`examples/measure.rs`) showed that a leaf costs almost nothing to train here
 /// (the time goes into routing and bounding every range piece, whatever the width) while
-/// wider leaves cut the error: on 500K clustered-prefix ranges, [1,8,512] trains in 94 ms
-/// with max/mean error 127/68, [1,16,1024] in 95 ms with 86/38, at equal lookup time.
+/// wider leaves cut the error: on 500K clustered-prefix ranges, `[1,8,512]` trains in 94 ms
+/// with max/mean error 127/68, `[1,16,1024]` in 95 ms with 86/38, at equal lookup time.
 pub fn auto_stage_widths(n: usize) -> Vec<usize> {
     match n {
         0..=1_000 => vec![1, 4],

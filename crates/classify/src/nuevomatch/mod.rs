@@ -3,7 +3,7 @@
 //!
 //! **Lookup.** For each iSet, the packet's value on the iSet's field is looked up in the iSet's
 //! [`RangeIndex`] (which bucket's range holds it); the bucket's rules, kept in winner order, are
-//! validated on every field ([`crate::compact`]) until the first that matches — the bucket's best —
+//! validated on every field (`crate::compact`) until the first that matches — the bucket's best —
 //! or until none left can beat the best found so far. The best over all iSets is handed to the
 //! remainder as a floor ([`Remainder::lookup_beating`]), so it skips every table that cannot win.
 //! iSets index five fields but validate all, so rules with more fields stay exact.
@@ -78,7 +78,7 @@ pub struct NuevoMatchConfig {
 }
 
 /// Default [`NuevoMatchConfig::insert_slack`]: a bucket of `l` = 40 rules may grow to 56 by inserts
-/// (seven groups of [`LANES`]) before inserts into its range go to the remainder.
+/// (seven groups of `LANES`) before inserts into its range go to the remainder.
 pub const INSERT_SLACK: usize = 16;
 
 impl Default for NuevoMatchConfig {

@@ -43,7 +43,7 @@
 //!   TCP options need not be present. Any amount of trailing padding is ignored (OVS gives up past
 //!   255 bytes).
 //!
-//! # Keys → frames ([`build_frame`], [`write_pcap`])
+//! # Keys → frames ([`build_frame`]; [`crate::formats::pcap::write_pcap`] writes them to a pcap)
 //!
 //! [`build_frame`] writes the smallest Ethernet frame that carries a key: headers only, zero-padded
 //! to 60 bytes (the 64-byte minimum without the FCS, which pcap files normally omit), with correct
@@ -52,7 +52,7 @@
 //!
 //! ClassBench traces set ports on any protocol, but a real packet can carry `tp_src`/`tp_dst` only
 //! in a TCP, UDP or SCTP header, or as an ICMP type and code below 256, and never in a later
-//! fragment. Those ports are lost in the frame and [`WriteStats::ports_dropped`] counts the keys
+//! fragment. Those ports are lost in the frame and [`crate::formats::pcap::WriteStats::ports_dropped`] counts the keys
 //! that had some.
 
 mod view;
