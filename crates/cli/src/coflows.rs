@@ -100,8 +100,8 @@ use crate::Failure;
 pub struct WorkloadArgs {
     /// Flow-size distribution: hadoop (FB Hadoop, mean ~122 KB, long tail) or rpc (Google Search
     /// RPC, mean ~426 B, bursty).
-    #[arg(long)]
-    pub dist: String,
+    #[arg(long, value_parser = SizeDist::parse)]
+    pub dist: SizeDist,
     /// Coflows (default: 1,000 for hadoop, 20,000 for rpc).
     #[arg(long)]
     pub coflows: Option<usize>,
@@ -135,7 +135,7 @@ pub struct WorkloadArgs {
 
 impl WorkloadArgs {
     fn dist(&self) -> Result<SizeDist, Failure> {
-        SizeDist::parse(&self.dist).map_err(|e| Failure(format!("--dist: {e}")))
+        Ok(self.dist)
     }
 
     /// The generator's parameters at coflowiness `x`.
@@ -643,11 +643,7 @@ mod tests {
         assert_eq!(parse_cost("calibrated").unwrap(), None);
         assert!(parse_cost("virtual:1").is_err());
         assert!(args(&["--coflows", "0"]).workload.params(0.5).is_err());
-        assert!(WorkloadArgs { dist: "web".into(), ..args(&[]).workload }
-            .params(0.5)
-            .unwrap_err()
-            .0
-            .contains("--dist"));
+        assert!(T::try_parse_from(["t", "--dist", "web"]).err().unwrap().to_string().contains("'hadoop' or 'rpc'"));
     }
 
     /// A tiny workload under fixed costs: the model's latencies follow from them exactly.

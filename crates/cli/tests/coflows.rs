@@ -182,7 +182,6 @@ fn gen_coflows_writes_a_trace_its_rules_and_the_truth() {
 #[test]
 fn bad_options_are_one_line_errors() {
     for (args, what) in [
-        (vec!["coflows", "--dist", "web"], "--dist"),
         (vec!["coflows", "--dist", "rpc", "--coflowiness", "0,1.5"], "--coflowiness: item 2 '1.5'"),
         (vec!["coflows", "--dist", "rpc", "--cost", "virtual:x"], "--cost"),
         (vec!["coflows", "--dist", "rpc", "--coflows", "0"], "--coflows"),
@@ -202,6 +201,10 @@ fn bad_options_are_one_line_errors() {
     }
     let o = rqvs(&["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5"]);
     assert_eq!(o.status.code(), Some(2), "missing --out is a usage error");
+    // An unknown distribution is a usage error too.
+    let o = rqvs(&["coflows", "--dist", "web"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'hadoop' or 'rpc'"));
     // An unknown prediction setting is a usage error (clap names the value and the choices).
     let o = rqvs(&["coflows", "--dist", "rpc", "--predict", "off,magic"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
