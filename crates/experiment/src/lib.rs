@@ -15,6 +15,8 @@
 //! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).
 //! - [`verify`]: which packets a classification run checks against the reference.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod coflows;
 pub mod inputs;

@@ -7,5 +7,7 @@
 //!   `ofproto/trace` — the oracle for the slow path; `RQVS_REQUIRE_OVS=1` makes its absence a
 //!   failure.
 
+#![forbid(unsafe_code)]
+
 pub mod data;
 pub mod ovs;
