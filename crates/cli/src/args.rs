@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// The workload and its verification: `--rules`, `--trace`, `--verify`, `--seed`.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Workload {
     /// Rules: ClassBench or ovs-ofctl flows, plain or .xz (default: the embedded ClassBench
     /// acl1_1k set).
@@ -22,6 +22,13 @@ pub struct Workload {
     /// Seed of the verification sample and of the command's other random draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+impl Default for Workload {
+    /// The command line's defaults: the embedded workload, seed 1.
+    fn default() -> Self {
+        Workload { rules: None, trace: None, verify: None, seed: 1 }
+    }
 }
 
 /// `--policy`: when CFLOWS (NuevoMatchUP with live updates) makes inserted rules visible.

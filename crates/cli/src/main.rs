@@ -94,7 +94,14 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
-        None => classify::run(&classify::Args::default()),
+        // What rqvs is for: the three datapath designs side by side on the embedded workload.
+        None => {
+            println!("rqvs: ORIG, CCACHE and CFLOWS on the embedded ClassBench acl1_1k workload (`rqvs compare`; `rqvs --help` for the rest)\n");
+            match Cli::parse_from(["rqvs", "compare", "--passes", "3"]).command {
+                Some(Command::Compare(args)) => compare::run(&args),
+                _ => unreachable!("parsed as compare"),
+            }
+        }
         Some(Command::Classify(args)) => classify::run(&args),
         Some(Command::Convert(cmd)) => convert::run(&cmd),
         Some(Command::Gen(cmd)) => gen::run(&cmd),

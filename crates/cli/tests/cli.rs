@@ -20,11 +20,23 @@ const GOOD_RULE: &str = "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t
 const GOOD_TRACE: &str = "167772161\t1\t1000\t80\t6\t0\t0\n";
 
 #[test]
-fn default_run_verifies_the_embedded_workload() {
+fn default_run_compares_the_three_designs_on_the_embedded_workload() {
     let out = rqvs(&[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("927 rules") && s.contains("9328 packets") && s.contains(": 0 mismatches"), "{s}");
+    assert!(s.contains("927 rules") && s.contains("9328 packets"), "{s}");
+    for design in ["orig", "ccache", "cflows"] {
+        let row = s.lines().find(|l| l.starts_with(&format!("{design} "))).unwrap_or_else(|| panic!("{design} row: {s}"));
+        assert!(row.contains(" 0/"), "{design}: no mismatch: {row}");
+    }
+}
+
+#[test]
+fn classify_without_arguments_verifies_the_embedded_workload() {
+    let out = rqvs(&["classify"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("927 rules") && s.contains("9328 packets") && s.contains(": 0 mismatches (seed 1)"), "{s}");
 }
 
 #[test]
