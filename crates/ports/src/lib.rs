@@ -42,6 +42,9 @@
 //! ## Port types
 //! - [`afpacket`]: AF_PACKET, TPACKET_V3 receive rings, `PACKET_FANOUT` hash over the queues,
 //!   promiscuous, `sendmmsg` transmit with qdisc bypass; own transmissions never received.
+//! - [`afxdp`]: AF_XDP sockets in copy mode, one per queue, with a five-instruction XDP program
+//!   (redirect by receive queue into an XSKMAP) loaded and attached by this crate through
+//!   `bpf(2)` and a `bpf_link` — no C libraries, no BPF toolchain; detached on drop.
 //! - [`pcap`]: `pcap-in:FILE` (pcap or pcapng, frames split over queues by [`flow_hash`]) and
 //!   `pcap-out:FILE` — offline ports, so a switch runs with no interfaces at all.
 //!
@@ -58,6 +61,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+pub mod afxdp;
 mod error;
 mod frame;
 pub mod pcap;
@@ -68,6 +72,7 @@ mod sys;
 pub mod testnet;
 
 pub use afpacket::AfPacketConfig;
+pub use afxdp::{AfXdpConfig, XdpMode};
 pub use error::PortError;
 pub use frame::{FrameMut, MIN_HEADROOM};
 pub use pcap::{flow_hash, PcapConfig};

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::afpacket::{self, AfPacketConfig};
+use crate::afxdp::{self, AfXdpConfig};
 use crate::error::PortError;
 use crate::frame::FrameMut;
 use crate::pcap::{self, PcapConfig};
@@ -105,6 +106,7 @@ pub struct PortConfig {
     /// Receive queues, and as many transmit queues: one of each per PMD thread (at least 1).
     pub queues: usize,
     pub afpacket: AfPacketConfig,
+    pub afxdp: AfXdpConfig,
     pub pcap: PcapConfig,
     /// Where events go (link changes, end of input, first errors); `None` counts them only.
     pub hook: Option<EventHook>,
@@ -133,7 +135,11 @@ pub fn open(spec: &PortSpec, cfg: &PortConfig) -> Result<Port, PortError> {
             (rx, tx, kernel, Some((ifindex, ctl)))
         }
         PortType::AfXdp => {
-            return Err(PortError::Unsupported { port: name.to_string(), what: "afxdp ports are not built yet".into() })
+            let (ifindex, ctl) = interface(name)?;
+            let (rx, tx, kernel) = afxdp::open(name, ifindex, &ctl, queues, &cfg.afxdp)?;
+            let rx = rx.into_iter().map(RxBackend::AfXdp).collect();
+            let tx = tx.into_iter().map(TxBackend::AfXdp).collect();
+            (rx, tx, kernel, Some((ifindex, ctl)))
         }
         PortType::PcapIn(path) => {
             let rx = pcap::open_in(path, queues, &cfg.pcap)?.into_iter().map(RxBackend::PcapIn).collect();
@@ -266,8 +272,11 @@ impl PortHandle {
 }
 
 /// The receive-side state of each port type.
+// One per queue and never moved on the packet path; boxing would add an indirection per poll.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum RxBackend {
     AfPacket(afpacket::Rx),
+    AfXdp(afxdp::Rx),
     PcapIn(pcap::Rx),
     /// Never has frames (the receive side of a `pcap-out` port).
     Idle,
@@ -303,6 +312,7 @@ impl RxQueue {
         self.release();
         let n = match &mut self.backend {
             RxBackend::AfPacket(rx) => rx.fill(&mut self.slots, &self.counters),
+            RxBackend::AfXdp(rx) => rx.fill(&mut self.slots, &self.counters),
             RxBackend::PcapIn(rx) => rx.fill(&mut self.slots, &self.shared),
             RxBackend::Idle => 0,
         };
@@ -346,6 +356,7 @@ impl RxQueue {
         self.n = 0;
         match &mut self.backend {
             RxBackend::AfPacket(rx) => rx.release(),
+            RxBackend::AfXdp(rx) => rx.release(&self.shared),
             RxBackend::PcapIn(_) | RxBackend::Idle => {}
         }
     }
@@ -395,6 +406,7 @@ impl Drop for RxBatch<'_> {
 /// The transmit-side state of each port type.
 pub(crate) enum TxBackend {
     AfPacket(afpacket::Tx),
+    AfXdp(afxdp::Tx),
     PcapOut(pcap::Tx),
     /// Counts every frame as dropped (the transmit side of a `pcap-in` port).
     Sink,
@@ -432,6 +444,7 @@ impl TxQueue {
         }
         match &mut self.backend {
             TxBackend::AfPacket(tx) => tx.staging.push(frame),
+            TxBackend::AfXdp(tx) => tx.stage(frame, &self.counters),
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
             TxBackend::Sink => {}
         }
@@ -442,6 +455,7 @@ impl TxQueue {
     pub fn pending(&self) -> usize {
         match &self.backend {
             TxBackend::AfPacket(tx) => tx.staging.len(),
+            TxBackend::AfXdp(tx) => tx.pending(),
             TxBackend::PcapOut(tx) => tx.staging.len(),
             TxBackend::Sink => 0,
         }
@@ -452,6 +466,7 @@ impl TxQueue {
         let (c, shared) = (&*self.counters, &*self.shared);
         match &mut self.backend {
             TxBackend::AfPacket(tx) => tx.flush(c, shared),
+            TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.flush(c, shared),
             TxBackend::Sink => {}
         }
@@ -463,6 +478,7 @@ impl Drop for TxQueue {
         let (c, shared) = (&*self.counters, &*self.shared);
         match &mut self.backend {
             TxBackend::AfPacket(tx) => tx.flush(c, shared),
+            TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.sync(c, shared),
             TxBackend::Sink => {}
         }

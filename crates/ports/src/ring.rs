@@ -16,8 +16,6 @@
 //! - **Lifetime.** Slots point into an [`Mmap`] (or a heap buffer) owned by the same queue that owns
 //!   the slots, so the memory outlives them.
 #![allow(unsafe_code)]
-// TEMPORARY until the afxdp commit uses the AF_XDP half.
-#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -306,13 +304,6 @@ impl Umem {
         Umem { map, chunk_size }
     }
 
-    pub(crate) fn base(&self) -> u64 {
-        self.map.ptr() as u64
-    }
-    pub(crate) fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// A slot over the chunk holding the rx descriptor `(addr, len)`, if it lies in the UMEM.
     /// The chunk must belong to user space (consumed from the rx ring, not yet refilled).
     pub(crate) fn rx_slot(&self, addr: u64, len: u32) -> Option<Slot> {
@@ -335,9 +326,9 @@ impl Umem {
         if frame.len() > self.chunk_size || addr % self.chunk_size != 0 || addr + self.chunk_size > self.map.len() {
             return false;
         }
-        // SAFETY: the chunk is in bounds (checked) and owned by user space, so no one else reads
-        // or writes it; `frame` is a separate borrow, so the ranges do not overlap... unless the
-        // caller passes a view of this very chunk, which `copy` (memmove) also handles.
+        // SAFETY: the chunk is in bounds (checked) and owned by user space (a free tx chunk, which
+        // no view and no kernel ring refers to); `copy` is a memmove, so even a source inside the
+        // UMEM is fine.
         unsafe { std::ptr::copy(frame.as_ptr(), self.map.ptr().add(addr), frame.len()) };
         true
     }

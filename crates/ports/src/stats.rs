@@ -161,7 +161,6 @@ pub type EventHook = Arc<dyn Fn(&PortEvent) + Send + Sync>;
 pub(crate) enum KernelCounter {
     /// `PACKET_STATISTICS` of a packet socket: reset on every read, so deltas are added.
     Packet(Arc<OwnedFd>),
-    #[allow(dead_code)] // TEMPORARY until the afxdp commit
     /// `XDP_STATISTICS` of an XDP socket: cumulative, so the counter is raised to it.
     Xdp(Arc<OwnedFd>),
 }

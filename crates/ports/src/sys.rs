@@ -7,8 +7,6 @@
 //! `#[repr(C)]` plain data ([`Pod`]), so reading them back from the kernel cannot produce an
 //! invalid value.
 #![allow(unsafe_code)]
-// TEMPORARY until the afxdp commit uses the AF_XDP half.
-#![allow(dead_code)]
 
 use std::ffi::CStr;
 use std::io;
@@ -292,14 +290,6 @@ pub(crate) fn recv_frame(fd: &OwnedFd, buf: &mut [u8], timeout_ms: i32) -> io::R
     Ok(Some(Received { len, vlan, outgoing: from.sll_pkttype == libc::PACKET_OUTGOING }))
 }
 
-/// `poll(2)` with a zero timeout: the socket's pending error condition, if any.
-pub(crate) fn poll_error(fd: &OwnedFd) -> bool {
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: 0, revents: 0 };
-    // SAFETY: one valid pollfd.
-    let r = unsafe { libc::poll(&mut pfd, 1, 0) };
-    r > 0 && pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0
-}
-
 /// The `struct ifreq` of the interface ioctls: a name and a 24-byte union.
 #[repr(C, align(8))]
 struct IfReq {
@@ -308,7 +298,9 @@ struct IfReq {
 }
 
 fn ifreq_ioctl(fd: &OwnedFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
-    // SAFETY: `req` is a 40-byte ifreq the kernel reads and writes within its size.
+    // SAFETY: `req` is a 40-byte ifreq the kernel reads and writes within its size; for
+    // SIOCETHTOOL its data holds the address of the caller's live `EthtoolChannels`, whose
+    // address was exposed by the integer cast and which the kernel writes within its size.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut IfReq) }).map(drop)
 }
 
@@ -349,6 +341,31 @@ pub(crate) fn interface_mtu(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     let mut req = named_ifreq(name)?;
     ifreq_ioctl(fd, libc::SIOCGIFMTU, &mut req)?;
     Ok(i32::from_ne_bytes([req.data[0], req.data[1], req.data[2], req.data[3]]).max(0) as u32)
+}
+
+/// `struct ethtool_channels` (ETHTOOL_GCHANNELS).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// The receive queues of `name` (its rx plus combined channels, per ETHTOOL_GCHANNELS).
+pub(crate) fn interface_rx_queues(fd: &OwnedFd, name: &str) -> io::Result<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..EthtoolChannels::default() };
+    let mut req = named_ifreq(name)?;
+    req.data[..8].copy_from_slice(&((&mut ch as *mut EthtoolChannels) as u64).to_ne_bytes());
+    ifreq_ioctl(fd, libc::SIOCETHTOOL, &mut req)?;
+    Ok(ch.rx_count + ch.combined_count)
 }
 
 /// Moves the calling thread into the network namespace `fd` refers to.

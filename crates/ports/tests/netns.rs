@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rqvs_ports::testnet::{self, Netns, RawSocket};
-use rqvs_ports::{open, EventKind, LinkState, Port, PortConfig, PortSpec, QueueStats};
+use rqvs_ports::{open, EventKind, LinkState, Port, PortConfig, PortSpec, QueueStats, XdpMode};
 
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -103,7 +103,10 @@ fn transmit_exact(ty: &str) {
 fn fanout_spreads_flows(ty: &str) {
     let queues = 2;
     let topo = Topo::new(1, queues);
-    let mut port = topo.open(&format!("p1:{ty}"), &PortConfig::with_queues(queues));
+    let mut cfg = PortConfig::with_queues(queues);
+    // On a veth, only driver-mode XDP sees the receive queue the sender chose (see afxdp's docs).
+    cfg.afxdp.mode = XdpMode::Native;
+    let mut port = topo.open(&format!("p1:{ty}"), &cfg);
     let h1 = topo.host(1);
     // 64 flows, 4 frames each, interleaved; the payload names the flow and the frame.
     let (flows, per_flow) = (64u16, 4u8);
@@ -258,6 +261,44 @@ fn forwarder(ty: &str) {
     assert_eq!(got, frames, "forwarded byte for byte, in order");
 }
 
+/// Dropping an afxdp port detaches its program: the interface can be opened again, and an
+/// afpacket port on it sees frames again.
+fn afxdp_detaches_on_drop(_: &str) {
+    let topo = Topo::new(1, 1);
+    let h1 = topo.host(1);
+    let f = udp([10, 0, 0, 1], [10, 0, 0, 2], 5, 6, 64, 1);
+    for round in 0..2 {
+        let mut port = topo.open("p1:afxdp", &PortConfig::with_queues(1));
+        h1.send(&f).unwrap();
+        assert_eq!(collect(port.rx(0).unwrap(), 1, WAIT), vec![f.clone()], "round {round}");
+        let (handle, rx, tx) = port.split();
+        drop(rx);
+        drop(handle);
+        drop(tx);
+    }
+    let mut port = topo.open("p1:afpacket", &PortConfig::with_queues(1));
+    h1.send(&f).unwrap();
+    assert_eq!(collect(port.rx(0).unwrap(), 1, WAIT), vec![f]);
+    let out =
+        std::process::Command::new("ip").args(["-n", topo.sw.name(), "-d", "link", "show", "p1"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("xdp"), "no XDP program left attached");
+}
+
+/// Opening errors are one line and leave nothing behind.
+fn afxdp_refuses_clearly(_: &str) {
+    let topo = Topo::new(1, 2);
+    let spec: PortSpec = "p1:afxdp".parse().unwrap();
+    let one = topo.sw.run(move || open(&spec, &PortConfig::with_queues(1)).err().unwrap().to_string()).unwrap();
+    assert!(one.starts_with("port p1: the interface has 2 receive queues but the port was opened with 1"), "{one}");
+    let _held = topo.open("p1:afxdp", &PortConfig::with_queues(2));
+    let spec: PortSpec = "p1:afxdp".parse().unwrap();
+    let busy = topo.sw.run(move || open(&spec, &PortConfig::with_queues(2)).err().unwrap().to_string()).unwrap();
+    assert!(busy.starts_with("port p1: busy: ") && !busy.contains('\n'), "{busy}");
+    let spec: PortSpec = "nosuch0:afxdp".parse().unwrap();
+    let missing = topo.sw.run(move || open(&spec, &PortConfig::default()).err().unwrap().to_string()).unwrap();
+    assert_eq!(missing, "port nosuch0: no such interface in this network namespace");
+}
+
 macro_rules! netns_tests {
     ($ty:literal, $($name:ident => $body:ident),* $(,)?) => {
         $(
@@ -277,4 +318,17 @@ netns_tests!("afpacket",
     afpacket_fanout_spreads_flows => fanout_spreads_flows,
     afpacket_link_events => link_events,
     afpacket_forwarder_accounts_every_frame => forwarder,
+);
+
+netns_tests!("afxdp",
+    afxdp_receives_exact_bytes => receive_exact,
+    afxdp_transmits_exact_bytes => transmit_exact,
+    afxdp_spreads_flows_over_queues => fanout_spreads_flows,
+    afxdp_link_events => link_events,
+    afxdp_forwarder_accounts_every_frame => forwarder,
+);
+
+netns_tests!("afxdp",
+    afxdp_program_is_detached_on_drop => afxdp_detaches_on_drop,
+    afxdp_opening_errors_are_one_line => afxdp_refuses_clearly,
 );
