@@ -144,6 +144,8 @@ pub(crate) struct Rx {
     sock: Arc<Socket>,
     rx_cons: u32,
     fill_prod: u32,
+    /// Rx descriptors read for the current batch.
+    consumed: u32,
     /// Chunk addresses of the frames handed out in the current batch.
     held: [u64; BATCH],
     held_n: usize,
@@ -159,24 +161,29 @@ impl Rx {
         let mut n = 0;
         for i in 0..take {
             let d = self.rx.read_desc(self.rx_cons.wrapping_add(i as u32));
-            self.held[i] = d.addr - d.addr % self.chunk_size;
             match self.sock.umem.rx_slot(d.addr, d.len) {
                 Some(slot) => {
+                    // Only chunks of our UMEM go back on the fill ring.
+                    self.held[n] = d.addr - d.addr % self.chunk_size;
                     slots[n] = slot;
                     n += 1;
                 }
                 None => bump(&c.rx_errors, 1),
             }
         }
-        self.held_n = take;
+        self.consumed = take as u32;
+        self.held_n = n;
         n
     }
 
     /// Returns the batch's chunks to the fill ring and its descriptors to the rx ring.
     pub(crate) fn release(&mut self, shared: &PortShared) {
-        let n = std::mem::take(&mut self.held_n);
-        self.rx_cons = self.rx_cons.wrapping_add(n as u32);
+        if self.consumed == 0 {
+            return;
+        }
+        self.rx_cons = self.rx_cons.wrapping_add(std::mem::take(&mut self.consumed));
         self.rx.store_consumer(self.rx_cons);
+        let n = std::mem::take(&mut self.held_n);
         self.spare.extend_from_slice(&self.held[..n]);
         self.refill(shared);
     }
@@ -469,6 +476,7 @@ fn open_socket(
         rx: rx_ring,
         sock: sock.clone(),
         rx_cons: 0,
+        consumed: 0,
         fill_prod: nrx,
         held: [0; BATCH],
         held_n: 0,
