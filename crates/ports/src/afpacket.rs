@@ -110,6 +110,9 @@ impl Rx {
         while n < slots.len() {
             let cur = match &mut self.cursor {
                 Some(cur) => cur,
+                // Wrapped around to a block this batch has read and not yet given back: its
+                // status still says "user", but its frames are not new.
+                None if self.finished.contains(&self.block) => break,
                 None => match self.ring.user_block(self.block) {
                     None => break,
                     Some((left, first)) => self.cursor.insert(Cursor { left, off: first as usize }),

@@ -83,3 +83,17 @@ pub use sys::is_root;
 /// Frames per batch: at most this many per [`RxQueue::recv`], and a [`TxQueue`] flushes on its
 /// own when this many are staged. Equal to the datapath's `BATCH`.
 pub const BATCH: usize = 32;
+
+#[cfg(test)]
+mod tests {
+    /// Queues go to PMD threads and handles to the management thread.
+    #[test]
+    fn queues_and_handles_cross_threads() {
+        fn send<T: Send>() {}
+        fn sync<T: Send + Sync>() {}
+        send::<crate::Port>();
+        send::<crate::RxQueue>();
+        send::<crate::TxQueue>();
+        sync::<crate::PortHandle>();
+    }
+}

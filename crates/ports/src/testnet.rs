@@ -73,12 +73,16 @@ impl Netns {
             }
         };
         let ns = Netns { name, file };
-        ns.run(|| {
+        ns.run(|| -> io::Result<()> {
             for conf in ["all", "default"] {
+                let path = format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6");
                 // Absent when the kernel has no IPv6: then there is nothing to silence.
-                let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1");
+                if std::fs::write(&path, "1").is_ok() && std::fs::read_to_string(&path)?.trim() != "1" {
+                    return Err(io::Error::other(format!("{path} did not take the value 1")));
+                }
             }
-        })?;
+            Ok(())
+        })??;
         Ok(ns)
     }
 

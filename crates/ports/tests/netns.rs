@@ -180,6 +180,10 @@ fn overflow_counts_lost(ty: &str) {
         let s = port.handle().stats().total;
         assert_eq!(s.rx_packets + s.rx_lost, sent, "round {round}: every frame received or counted lost");
         assert!(s.rx_lost > 0 && !got.is_empty(), "round {round}: the ring overflowed and recovered");
+        let mut distinct = got.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), got.len(), "round {round}: no frame is delivered twice");
         assert_eq!(s.rx_errors, 0);
     }
     // Paced below the ring's size, nothing more is lost.
@@ -336,6 +340,35 @@ fn afxdp_refuses_clearly(_: &str) {
     let spec: PortSpec = "nosuch0:afxdp".parse().unwrap();
     let missing = topo.sw.run(move || open(&spec, &PortConfig::default()).err().unwrap().to_string()).unwrap();
     assert_eq!(missing, "port nosuch0: no such interface in this network namespace");
+}
+
+/// The test kit itself: IPv6 off inside (and only inside), namespace gone after drop, also when
+/// the test panics.
+#[test]
+fn testnet_namespaces_are_private_and_removed() {
+    if !testnet::available("testnet_namespaces_are_private_and_removed") {
+        return;
+    }
+    let sysctl = "/proc/sys/net/ipv6/conf/all/disable_ipv6";
+    let host_before = std::fs::read_to_string(sysctl).ok();
+    let ns = Netns::new("kit").unwrap();
+    let name = ns.name().to_string();
+    let inside = std::process::Command::new("ip").args(["netns", "exec", &name, "cat", sysctl]).output().unwrap();
+    if host_before.is_some() {
+        assert_eq!(String::from_utf8_lossy(&inside.stdout).trim(), "1");
+    }
+    assert_eq!(std::fs::read_to_string(sysctl).ok(), host_before, "the host's setting is untouched");
+    let listed = || {
+        String::from_utf8_lossy(&std::process::Command::new("ip").args(["netns", "list"]).output().unwrap().stdout)
+            .into_owned()
+    };
+    assert!(listed().contains(&name));
+    let panicked = std::panic::catch_unwind(move || {
+        let _ns = ns;
+        panic!("a failing test");
+    });
+    assert!(panicked.is_err());
+    assert!(!listed().contains(&name), "removed during unwinding");
 }
 
 macro_rules! netns_tests {
