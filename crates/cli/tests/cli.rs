@@ -26,7 +26,8 @@ fn default_run_compares_the_three_designs_on_the_embedded_workload() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("927 rules") && s.contains("9328 packets"), "{s}");
     for design in ["orig", "ccache", "cflows"] {
-        let row = s.lines().find(|l| l.starts_with(&format!("{design} "))).unwrap_or_else(|| panic!("{design} row: {s}"));
+        let row =
+            s.lines().find(|l| l.starts_with(&format!("{design} "))).unwrap_or_else(|| panic!("{design} row: {s}"));
         assert!(row.contains(" 0/"), "{design}: no mismatch: {row}");
     }
 }
