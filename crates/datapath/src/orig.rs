@@ -170,6 +170,12 @@ impl Ccache {
         MegaflowDatapath::with_stage(rules, cfg, orig, MegaflowModel::new(ccache))
     }
 
+    /// CCACHE over a table other PMDs share (as [`Orig::with_table`]); each PMD has its own model
+    /// over its own megaflows.
+    pub fn with_table(table: OfprotoTable, cfg: DatapathConfig, orig: OrigConfig, ccache: CcacheConfig) -> Ccache {
+        MegaflowDatapath::with_table_and_stage(table, cfg, orig, MegaflowModel::new(ccache))
+    }
+
     /// CCACHE's model over the megaflows.
     pub fn megaflow_model(&self) -> &MegaflowModel {
         &self.stage
