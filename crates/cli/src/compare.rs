@@ -33,6 +33,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
     let names: Vec<&str> = designs.iter().map(|d| d.name()).collect();
     let c = &args.common;
+    if c.pmds != 1 {
+        return Err(Failure("--pmds: rqvs replay only, for now".into()));
+    }
     let cfg = c.config();
     let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();

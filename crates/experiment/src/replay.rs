@@ -58,7 +58,7 @@ use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
     assign_rule_outputs, Ccache, Cflows, CflowsConfig, Clock, Counters, DatapathConfig, Design, DesignReport, DpAction,
-    Orig, OrigConfig, BATCH,
+    OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -136,6 +136,8 @@ pub struct ReplayConfig {
     pub idle: f64,
     /// in_port given to trace packets.
     pub in_port: u32,
+    /// PMD threads the trace is split over by flow hash ([`run_pmds`]; 1 = [`run_design`]).
+    pub pmds: usize,
 }
 
 impl ReplayConfig {
@@ -172,6 +174,7 @@ impl Default for ReplayConfig {
             train_interval: 0.01,
             idle: 10.0,
             in_port: 1,
+            pmds: 1,
         }
     }
 }
@@ -407,7 +410,27 @@ pub fn build(
     rules: &[Rule],
     pred: Option<&Prediction>,
 ) -> Result<Box<dyn Design>, Error> {
+    build_on(c, design, rules, pred, None)
+}
+
+/// [`build`], ORIG and CCACHE over `table` when given (shared with other PMDs; `rules` are
+/// then only CFLOWS').
+fn build_on(
+    c: &ReplayConfig,
+    design: DesignKind,
+    rules: &[Rule],
+    pred: Option<&Prediction>,
+    table: Option<&OfprotoTable>,
+) -> Result<Box<dyn Design>, Error> {
     let (cfg, orig) = dp_config(c);
+    if let Some(t) = table {
+        let cc = ccache_config(c);
+        match (design, pred) {
+            (DesignKind::Orig, None) => return Ok(Box::new(Orig::with_table(t.clone(), cfg, orig))),
+            (DesignKind::Ccache, None) => return Ok(Box::new(Ccache::with_table(t.clone(), cfg, orig, cc))),
+            _ => {}
+        }
+    }
     Ok(match (design, pred) {
         (DesignKind::Orig, None) => Box::new(Orig::new(rules, cfg, orig)?),
         (DesignKind::Orig, Some(pr)) => {
@@ -422,18 +445,19 @@ pub fn build(
                 design.name()
             )))
         }
-        (DesignKind::Ccache, None) => {
-            let cc = CcacheConfig {
-                retrain_threshold: c.retrain_threshold,
-                train_interval_ns: (c.train_interval * 1e9) as u64,
-                ..CcacheConfig::default()
-            };
-            Box::new(Ccache::new(rules, cfg, orig, cc)?)
-        }
+        (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => {
             Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold })?)
         }
     })
+}
+
+fn ccache_config(c: &ReplayConfig) -> CcacheConfig {
+    CcacheConfig {
+        retrain_threshold: c.retrain_threshold,
+        train_interval_ns: (c.train_interval * 1e9) as u64,
+        ..CcacheConfig::default()
+    }
 }
 
 /// The reference classifier of each rule-table version, built when first needed.
@@ -772,9 +796,19 @@ pub fn run_design_with(
     design: DesignKind,
     pred: Option<&Prediction>,
 ) -> Result<Run, Error> {
+    run_design_on(c, p, design, pred, None)
+}
+
+fn run_design_on(
+    c: &ReplayConfig,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+    table: Option<&OfprotoTable>,
+) -> Result<Run, Error> {
     let keys = &p.keys;
     let build_start = std::time::Instant::now();
-    let mut built = build(c, design, &p.initial, pred)?;
+    let mut built = build_on(c, design, &p.initial, pred, table)?;
     let dp: &mut dyn Design = built.as_mut();
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
 
@@ -886,6 +920,66 @@ pub fn coverage(c: &Counters) -> f64 {
     } else {
         c.model_entries as f64 / total as f64
     }
+}
+
+/// What [`run_pmds`] measured.
+pub struct PmdRuns {
+    /// One run per PMD thread, over its share of the trace.
+    pub runs: Vec<Run>,
+    /// All PMDs together: packets, and packets per second of the longest PMD time (the rate at
+    /// which the PMDs, each on its own core, took the whole trace).
+    pub packets: u64,
+    pub mpps: f64,
+}
+
+impl PmdRuns {
+    pub fn mismatches(&self) -> usize {
+        self.runs.iter().map(|r| r.mismatches).sum()
+    }
+}
+
+/// The paper's Fig. 10 offline: the trace split over `c.pmds` PMD threads by flow hash (every
+/// packet of a flow on one PMD, in trace order, as RSS spreads flows over receive queues), each
+/// thread its own design — its EMC, megaflow cache and models — ORIG and CCACHE over one
+/// shared OpenFlow table, each verified like a single run. Timed rule updates and the constant
+/// rate are not split yet (an error says so).
+pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<PmdRuns, Error> {
+    let n = c.pmds;
+    if n == 0 {
+        return Err(Error("--pmds: expected at least 1".into()));
+    }
+    if c.updates.is_some() || c.rate.is_some() {
+        return Err(Error("--pmds: timed --updates and --rate run on one PMD only, for now".into()));
+    }
+    let mut shares: Vec<Prepared> = (0..n)
+        .map(|_| Prepared {
+            all_rules: Vec::new(),
+            rules_format: p.rules_format,
+            keys: Vec::new(),
+            updates: Vec::new(),
+            initial: p.initial.clone(),
+            sampled: Vec::new(),
+            n_verify: 0,
+        })
+        .collect();
+    for (k, &s) in p.keys.iter().zip(&p.sampled) {
+        let share = &mut shares[rqvs_datapath::flow_hash(&k.wire()) as usize % n];
+        share.keys.push(*k);
+        share.sampled.push(s);
+        share.n_verify += usize::from(s);
+    }
+    if let Some(i) = shares.iter().position(|s| s.keys.is_empty()) {
+        return Err(Error(format!("--pmds {n}: PMD {i} gets no packet of this trace (too few flows)")));
+    }
+    let table = OfprotoTable::build(&p.initial)?;
+    let runs = std::thread::scope(|s| {
+        let handles: Vec<_> =
+            shares.iter().map(|share| s.spawn(|| run_design_on(c, share, design, None, Some(&table)))).collect();
+        handles.into_iter().map(|h| h.join().expect("a PMD thread panicked")).collect::<Result<Vec<Run>, Error>>()
+    })?;
+    let packets: u64 = runs.iter().map(|r| r.c.received).sum();
+    let longest = runs.iter().map(|r| r.c.pmd_ns).max().unwrap_or(0) as f64 / 1e9;
+    Ok(PmdRuns { packets, mpps: packets as f64 / longest.max(1e-12) / 1e6, runs })
 }
 
 /// What [`rate_search`] found.

@@ -145,3 +145,29 @@ fn bad_settings_are_one_line_errors() {
     let e = replay::prepare(&config(|c| c.rules = Some("/nonexistent/rules".into()))).err().unwrap();
     assert!(e.to_string().contains("/nonexistent/rules"), "{e}");
 }
+
+#[test]
+fn several_pmds_split_the_trace_by_flow_and_stay_exact() {
+    for d in DesignKind::ALL {
+        let c = config(|c| {
+            c.pmds = 2;
+            c.passes = 2;
+            c.train_interval = 0.005;
+        });
+        let p = replay::prepare(&c).unwrap();
+        let r = replay::run_pmds(&c, &p, d).unwrap();
+        assert_eq!(r.runs.len(), 2);
+        for run in &r.runs {
+            check(run);
+            assert!(run.c.received > 0, "{}: every PMD gets packets", d.name());
+        }
+        assert_eq!(r.packets, 2 * p.keys.len() as u64, "{}: every packet on exactly one PMD", d.name());
+        assert!(r.mpps > 0.0);
+    }
+    let c = config(|c| {
+        c.pmds = 2;
+        c.updates = Some("add:10@1ms".into());
+    });
+    let p = replay::prepare(&c).unwrap();
+    assert!(replay::run_pmds(&c, &p, DesignKind::Orig).err().unwrap().to_string().contains("--pmds"));
+}
