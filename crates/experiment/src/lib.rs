@@ -12,6 +12,7 @@
 //! - [`mod@bench`]: the classifier benchmark (build, lookup rates, memory, updates, mismatches).
 //! - [`coflows`]: the coflow study — flow prediction replayed in time order with a two-core
 //!   latency model, on the same PMD loop taken step by step.
+//! - [`prediction`]: flow prediction for replays (online, or the oracle over a ground truth).
 //! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).
 //! - [`verify`]: which packets a classification run checks against the reference.
 
@@ -20,6 +21,7 @@
 pub mod bench;
 pub mod coflows;
 pub mod inputs;
+pub mod prediction;
 pub mod replay;
 pub mod updates;
 pub mod verify;
