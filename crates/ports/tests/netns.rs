@@ -322,9 +322,18 @@ fn afxdp_detaches_on_drop(_: &str) {
     let mut port = topo.open("p1:afpacket", &PortConfig::with_queues(1));
     h1.send(&f).unwrap();
     assert_eq!(collect(port.rx(0).unwrap(), 1, WAIT), vec![f]);
-    let out =
-        std::process::Command::new("ip").args(["-n", topo.sw.name(), "-d", "link", "show", "p1"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("xdp"), "no XDP program left attached");
+    // The kernel releases a closed bpf_link's attachment asynchronously on some kernels: wait
+    // for it (2 s at most) rather than read the link state once.
+    let attached = || {
+        let out =
+            std::process::Command::new("ip").args(["-n", topo.sw.name(), "-d", "link", "show", "p1"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("xdp")
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while attached() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!attached(), "no XDP program left attached");
 }
 
 /// Opening errors are one line and leave nothing behind.
