@@ -87,20 +87,28 @@ pub fn build_by_name(name: &str, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Cl
 
 /// Builds a classifier of kind `kind` over `rules`.
 pub fn build(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn Classifier>, String> {
-    match kind.name() {
-        "ref" => Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
-        "tss" => TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
-        "tm" => TupleMerge::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
-        "ofproto" => {
+    match kind {
+        ClassifierKind::Ref => {
+            Reference::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
+        }
+        ClassifierKind::Tss => {
+            TupleSpace::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
+        }
+        ClassifierKind::Tm => {
+            TupleMerge::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
+        }
+        ClassifierKind::Ofproto => {
             OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
-        "nmu" => NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string()),
-        "nmu-isets" => {
+        ClassifierKind::Nmu => {
+            NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
+        }
+        ClassifierKind::NmuIsets => {
             NuevoMatchUp::build_with(rules, nuevomatch::NuevoMatchConfig::always_learned(), TupleMerge::build)
                 .map(|c| Box::new(c) as Box<dyn Classifier>)
                 .map_err(|e| e.to_string())
         }
-        "nmu-bs" => {
+        ClassifierKind::NmuBs => {
             let config = nuevomatch::NuevoMatchConfig {
                 index: nuevomatch::sorted_ranges,
                 ..nuevomatch::NuevoMatchConfig::always_learned()
@@ -109,7 +117,6 @@ pub fn build(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn 
                 .map(|c| Box::new(c) as Box<dyn Classifier>)
                 .map_err(|e| e.to_string())
         }
-        other => unreachable!("every kind is built above, not '{other}'"),
     }
 }
 

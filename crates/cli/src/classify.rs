@@ -33,12 +33,6 @@ pub struct Args {
     pub json: Option<PathBuf>,
 }
 
-impl Default for Args {
-    fn default() -> Self {
-        Args { workload: Workload::default(), classifier: ClassifierKind::Ref, model: None, in_port: 1, json: None }
-    }
-}
-
 pub fn run(args: &Args) -> Result<(), Failure> {
     let out = Out::new(args.json.as_deref());
     let model = match &args.model {
