@@ -265,7 +265,7 @@ impl Design for Cflows {
         }
         for a in &out[..n] {
             match a {
-                DpAction::Output(_) => self.c.tx += 1,
+                DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
                 _ => self.c.dropped_by_action += 1,
             }
         }

@@ -21,6 +21,36 @@ use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
 use crate::{Counters, DpAction};
 
+/// A datapath design.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum DesignKind {
+    /// EMC → megaflow cache → upcall to the OpenFlow slow path.
+    Orig,
+    /// EMC → NuevoMatchUP over the megaflows → megaflow cache → upcall.
+    Ccache,
+    /// EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge remainder; no upcalls.
+    Cflows,
+}
+
+impl DesignKind {
+    pub const ALL: [DesignKind; 3] = [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows];
+
+    /// `orig`, `ccache`, `cflows` (the names in reports and on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            DesignKind::Orig => "orig",
+            DesignKind::Ccache => "ccache",
+            DesignKind::Cflows => "cflows",
+        }
+    }
+
+    /// The design named `s`.
+    pub fn from_name(s: &str) -> Option<DesignKind> {
+        DesignKind::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
 pub trait Design {
     /// `orig`, `cflows`, ...
     fn name(&self) -> &'static str;

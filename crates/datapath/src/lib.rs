@@ -48,6 +48,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod ccache;
 pub mod cd;
 pub mod cflows;
@@ -68,7 +69,7 @@ pub mod upcall;
 pub use cflows::{Cflows, CflowsConfig};
 pub use clock::Clock;
 pub use counters::Counters;
-pub use design::{Design, DesignReport};
+pub use design::{Design, DesignKind, DesignReport};
 pub use ofproto::OfprotoTable;
 pub use orig::{Ccache, Orig, OrigConfig};
 pub use pmd::Pmd;
@@ -92,20 +93,26 @@ impl Default for DatapathConfig {
     }
 }
 
-use rqvs_flow::{Action, Actions, FlowKey, Rule};
+use std::fmt;
+
+use actions::{ActionsId, Op};
+use rqvs_flow::{Actions, FlowKey, Rule};
 
 /// What the datapath does with a packet: a compact, `Copy` form of a rule's actions that the
-/// fast path can hold and apply without allocating.
+/// fast path can hold and apply without allocating ([`actions`]).
 ///
-/// A rule's actions map to the first `output` they contain ([`DpAction::Output`]); a rule with
-/// no output (drop, controller, anything rqvs does not execute) drops the packet; no matching
-/// rule drops it too (OpenFlow's table-miss default with no miss rule). `Pending` marks, in a
-/// batch's output, a packet whose action the upcall handler decides later.
+/// A rule whose actions are one `output` is [`DpAction::Output`]; a rule with no action rqvs
+/// executes (drop, or only actions it does not know) drops the packet; any other list is
+/// [`DpAction::Apply`], an interned op list. No matching rule drops the packet too (OpenFlow
+/// 1.3's table-miss default with no miss rule). `Pending` marks, in a batch's output, a packet
+/// whose action the upcall handler decides later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum DpAction {
     #[default]
     Drop,
     Output(u32),
+    /// Apply the interned op list ([`actions::ops`]).
+    Apply(ActionsId),
     /// Queued for the slow path (upcall); its action is reported when handled.
     Pending,
     /// Lost: the upcall queue was full.
@@ -115,17 +122,38 @@ pub enum DpAction {
 impl DpAction {
     /// The datapath action of a rule's OpenFlow actions (see the type's docs).
     pub fn from_actions(a: &Actions) -> DpAction {
-        a.0.iter()
-            .find_map(|x| match x {
-                Action::Output(p) => Some(DpAction::Output(*p)),
-                _ => None,
-            })
-            .unwrap_or(DpAction::Drop)
+        let mut ops = a.0.iter().filter_map(Op::of);
+        match (ops.next(), ops.next()) {
+            (None, _) => DpAction::Drop,
+            (Some(Op::Output(p)), None) => DpAction::Output(p),
+            _ => DpAction::Apply(actions::intern(&a.0.iter().filter_map(Op::of).collect::<Vec<_>>())),
+        }
     }
 
     /// The action for a classification result.
     pub fn of_rule(rule: Option<&Rule>) -> DpAction {
         rule.map_or(DpAction::Drop, |r| DpAction::from_actions(&r.actions))
+    }
+}
+
+impl fmt::Display for DpAction {
+    /// `ovs-appctl dpctl/dump-flows` style: `drop`, `2`, `set(eth(src=..)),2,3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DpAction::Drop => f.write_str("drop"),
+            DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::Apply(id) => {
+                for (i, op) in actions::ops(*id).iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                Ok(())
+            }
+            DpAction::Pending => f.write_str("pending"),
+            DpAction::Lost => f.write_str("lost"),
+        }
     }
 }
 

@@ -427,7 +427,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         // Stage 3: actions on the batch.
         for a in &out[..n] {
             match a {
-                DpAction::Output(_) => self.c.tx += 1,
+                DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
                 DpAction::Drop => self.c.dropped_by_action += 1,
                 DpAction::Pending | DpAction::Lost => {}
             }
@@ -475,7 +475,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                     }
                 }
                 match v.action {
-                    DpAction::Output(_) => self.c.tx += 1,
+                    DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
                     _ => self.c.dropped_by_action += 1,
                 }
                 self.results.push((u.seq, v.action));

@@ -65,36 +65,7 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 pub use crate::prediction::{oracle_predictor, Prediction};
 use crate::{inputs, Error};
-
-/// A datapath design.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-pub enum DesignKind {
-    /// EMC → megaflow cache → upcall to the OpenFlow slow path.
-    Orig,
-    /// EMC → NuevoMatchUP over the megaflows → megaflow cache → upcall.
-    Ccache,
-    /// EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge remainder; no upcalls.
-    Cflows,
-}
-
-impl DesignKind {
-    pub const ALL: [DesignKind; 3] = [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows];
-
-    /// `orig`, `ccache`, `cflows` (the names in reports and on the command line).
-    pub fn name(self) -> &'static str {
-        match self {
-            DesignKind::Orig => "orig",
-            DesignKind::Ccache => "ccache",
-            DesignKind::Cflows => "cflows",
-        }
-    }
-
-    /// The design named `s`.
-    pub fn from_name(s: &str) -> Option<DesignKind> {
-        DesignKind::ALL.into_iter().find(|d| d.name() == s)
-    }
-}
+pub use rqvs_datapath::DesignKind;
 
 /// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
 /// package fill the same). [`Default`] gives the command line's defaults: the embedded

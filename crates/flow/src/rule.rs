@@ -20,17 +20,46 @@ impl fmt::Display for RuleId {
     }
 }
 
-/// One action of a rule. Actions rqvs does not execute are kept verbatim.
+/// One action of a rule, in OpenFlow 1.0's terms (`ovs-ofctl` names). Those the switch executes
+/// are typed; anything else is kept verbatim in [`Action::Other`] (the replay model ignores it;
+/// the switch refuses a rule holding one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// `output:N`
     Output(u32),
+    /// `in_port`: back out of the port the packet came in on.
+    InPort,
+    /// `all`: every port but the input port.
+    All,
+    /// `flood`: every port but the input port (rqvs has no per-port no-flood flag, so the same
+    /// ports as `all`).
+    Flood,
     /// `drop`
     Drop,
     /// `controller` or `controller:MAX_LEN`
     Controller(Option<u16>),
-    /// Anything else (`mod_vlan_vid:3`, `resubmit(,1)`, ...), exactly as written.
+    /// `mod_dl_src:MAC`
+    SetDlSrc([u8; 6]),
+    /// `mod_dl_dst:MAC`
+    SetDlDst([u8; 6]),
+    /// `mod_vlan_vid:VID` (0..4095): sets the outer tag's VLAN ID, pushing a tag on an untagged
+    /// frame.
+    SetVlanVid(u16),
+    /// `strip_vlan`: removes the outer 802.1Q tag, if any.
+    StripVlan,
+    /// `mod_nw_tos:TOS` (a multiple of 4: the DSCP bits; ECN is kept).
+    SetNwTos(u8),
+    /// `dec_ttl`: IPv4 TTL − 1 (checksum updated); a packet whose TTL reaches 0 is dropped.
+    DecTtl,
+    /// Anything else (`resubmit(,1)`, `NORMAL`, ...), exactly as written.
     Other(String),
+}
+
+impl Action {
+    /// True for the actions the switch executes (all but [`Action::Other`]).
+    pub fn is_executable(&self) -> bool {
+        !matches!(self, Action::Other(_))
+    }
 }
 
 /// A rule's action list, in order. An empty list means drop, as in OpenFlow.
@@ -59,9 +88,22 @@ impl fmt::Display for Action {
             Action::Drop => f.write_str("drop"),
             Action::Controller(None) => f.write_str("controller"),
             Action::Controller(Some(n)) => write!(f, "controller:{n}"),
+            Action::InPort => f.write_str("in_port"),
+            Action::All => f.write_str("all"),
+            Action::Flood => f.write_str("flood"),
+            Action::SetDlSrc(m) => write!(f, "mod_dl_src:{}", fmt_mac(m)),
+            Action::SetDlDst(m) => write!(f, "mod_dl_dst:{}", fmt_mac(m)),
+            Action::SetVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
+            Action::StripVlan => f.write_str("strip_vlan"),
+            Action::SetNwTos(t) => write!(f, "mod_nw_tos:{t}"),
+            Action::DecTtl => f.write_str("dec_ttl"),
             Action::Other(s) => f.write_str(s),
         }
     }
+}
+
+fn fmt_mac(m: &[u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
 }
 
 impl fmt::Display for Actions {

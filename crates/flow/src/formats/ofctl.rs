@@ -11,6 +11,11 @@
 //! `nw_proto` (`ip_proto`), `arp_op`; `nw_tos`, `ip_dscp`; `nw_frag`; `tp_src`/`tp_dst` and
 //! `tcp_src`/`tcp_dst`/`udp_src`/`udp_dst`/`sctp_src`/`sctp_dst` with optional `/mask`; `tcp_flags`
 //! (`0x012/0x0ff`, a number, or `+syn-ack`); `icmp_type`, `icmp_code`; `actions`.
+//!
+//! Actions read as typed values (arguments checked): `output:N` (or a bare `N`), `in_port`, `all`,
+//! `flood`, `drop`, `controller[:MAX_LEN]`, `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
+//! `strip_vlan`, `mod_nw_tos:TOS` (a multiple of 4), `dec_ttl`. Any other action is kept as
+//! written ([`Action::Other`]).
 //! Prerequisites are checked as OVS does (`tp_dst` needs `tcp`, `udp` or `sctp`, ...). Anything
 //! else — IPv6, tunnels, registers, timeouts — is an error naming the field, never ignored.
 //!
@@ -543,26 +548,83 @@ fn parse_actions(c: &Cursor<'_>) -> Result<Actions> {
             }
             return Err(c.message_at(c.pos() + off, "expected an action between commas, found nothing"));
         }
-        let lower = a.to_ascii_lowercase();
-        let action = if lower == "drop" {
-            Action::Drop
-        } else if lower == "controller" {
-            Action::Controller(None)
-        } else if let Some(n) = lower.strip_prefix("controller:") {
-            match n.parse::<u16>() {
-                Ok(n) => Action::Controller(Some(n)),
-                Err(_) => Action::Other(a.to_string()),
-            }
-        } else if let Some(p) = lower.strip_prefix("output:").and_then(|p| p.parse::<u32>().ok()) {
-            Action::Output(p)
-        } else if let Ok(p) = a.parse::<u32>() {
-            Action::Output(p)
-        } else {
-            Action::Other(a.to_string())
-        };
-        list.push(action);
+        list.push(parse_action(c, c.pos() + off + (raw.len() - raw.trim_start().len()), a)?);
     }
     Ok(Actions(list))
+}
+
+/// One action (`a`, trimmed, at column `at`). The actions the switch executes are typed, with
+/// their arguments checked; any other name is kept verbatim ([`Action::Other`]).
+fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
+    let lower = a.to_ascii_lowercase();
+    let (name, arg) = match lower.split_once(':') {
+        Some((n, v)) => (n, Some(v)),
+        None => (lower.as_str(), None),
+    };
+    let arg_at = at + name.len() + 1;
+    let need = |what: &str| -> Result<&str> {
+        arg.ok_or_else(|| c.message_at(at, format!("expected '{name}:{what}', found '{a}'")))
+    };
+    let no_arg = |action: Action| -> Result<Action> {
+        match arg {
+            None => Ok(action),
+            Some(_) => Err(c.message_at(at, format!("expected '{name}' with no argument, found '{a}'"))),
+        }
+    };
+    Ok(match name {
+        "drop" => no_arg(Action::Drop)?,
+        "in_port" => no_arg(Action::InPort)?,
+        "all" => no_arg(Action::All)?,
+        "flood" => no_arg(Action::Flood)?,
+        "strip_vlan" => no_arg(Action::StripVlan)?,
+        "dec_ttl" => no_arg(Action::DecTtl)?,
+        "controller" => match arg {
+            None => Action::Controller(None),
+            Some(n) => match n.parse::<u16>() {
+                Ok(n) => Action::Controller(Some(n)),
+                // controller(reason=...,id=...) and the like: kept as written.
+                Err(_) => Action::Other(a.to_string()),
+            },
+        },
+        "output" => match need("PORT")? {
+            "in_port" => Action::InPort,
+            "all" => Action::All,
+            "flood" => Action::Flood,
+            p => Action::Output(num(c, arg_at, p, u64::from(MAX_PORT), "a port number 1..0xffffff00")? as u32),
+        },
+        "mod_dl_src" => {
+            Action::SetDlSrc(mac_masked(c, arg_at, need("MAC")?).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
+        }
+        "mod_dl_dst" => {
+            Action::SetDlDst(mac_masked(c, arg_at, need("MAC")?).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
+        }
+        "mod_vlan_vid" => Action::SetVlanVid(num(c, arg_at, need("VID")?, 4095, "a VLAN ID 0..4095")? as u16),
+        "mod_nw_tos" => {
+            let t = num(c, arg_at, need("TOS")?, 255, "a TOS value 0..252, a multiple of 4")?;
+            if t % 4 != 0 {
+                return Err(c.message_at(
+                    arg_at,
+                    format!("expected a TOS value that is a multiple of 4 (the DSCP bits), found '{t}'"),
+                ));
+            }
+            Action::SetNwTos(t as u8)
+        }
+        _ => match a.parse::<u32>() {
+            Ok(p) if p <= MAX_PORT => Action::Output(p),
+            _ => Action::Other(a.to_string()),
+        },
+    })
+}
+
+/// OpenFlow's highest physical port number (`OFPP_MAX`).
+const MAX_PORT: u32 = 0xffff_ff00;
+
+fn exact_mac(c: &Cursor<'_>, at: usize, v: [u8; 6], m: [u8; 6]) -> Result<[u8; 6]> {
+    if m == [0xff; 6] {
+        Ok(v)
+    } else {
+        Err(c.message_at(at, "expected a MAC address without a mask (an action sets all 48 bits)"))
+    }
 }
 
 /// The flow lines (one per prefix combination of the port ranges) of a rule, without newlines.
@@ -792,6 +854,57 @@ mod tests {
         let lines = format_flows(&r).unwrap();
         assert_eq!(lines.len(), 6);
         assert_eq!(lines[0], "priority=7,udp,tp_src=0x400/0xfc00,tp_dst=53,actions=drop");
+    }
+
+    #[test]
+    fn typed_actions_read_and_write_back() {
+        let line = "ip,actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:0A:0b:0c:0d:0e:0f,mod_vlan_vid:7,strip_vlan,mod_nw_tos:184,dec_ttl,output:3,in_port,all,flood,controller,4";
+        let r = one(line);
+        assert_eq!(
+            r.actions.0,
+            vec![
+                Action::SetDlSrc([2, 0, 0, 0, 0, 1]),
+                Action::SetDlDst([10, 11, 12, 13, 14, 15]),
+                Action::SetVlanVid(7),
+                Action::StripVlan,
+                Action::SetNwTos(184),
+                Action::DecTtl,
+                Action::Output(3),
+                Action::InPort,
+                Action::All,
+                Action::Flood,
+                Action::Controller(None),
+                Action::Output(4),
+            ]
+        );
+        assert!(r.actions.0.iter().all(Action::is_executable));
+        let written = format_flows(&r).unwrap().remove(0);
+        assert!(written.ends_with("actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:0a:0b:0c:0d:0e:0f,mod_vlan_vid:7,strip_vlan,mod_nw_tos:184,dec_ttl,output:3,in_port,all,flood,controller,output:4"), "{written}");
+        assert_eq!(one(&written).actions, r.actions, "written actions read back the same");
+        assert_eq!(one("actions=output:in_port,output:flood").actions.0, vec![Action::InPort, Action::Flood]);
+        assert!(!one("actions=NORMAL").actions.0[0].is_executable());
+    }
+
+    #[test]
+    fn bad_action_arguments_are_errors() {
+        assert!(
+            err("actions=mod_vlan_vid:4096").contains("expected a VLAN ID 0..4095, found '4096'"),
+            "{}",
+            err("actions=mod_vlan_vid:4096")
+        );
+        assert!(err("actions=mod_nw_tos:3").contains("multiple of 4"));
+        assert!(err("actions=mod_nw_tos:256").contains("found '256'"));
+        assert!(err("actions=mod_dl_src:00:11:22").contains("expected a MAC address"));
+        assert!(err("actions=mod_dl_dst:00:11:22:33:44:55/ff:ff:ff:00:00:00").contains("without a mask"));
+        assert!(err("actions=mod_vlan_vid").contains("expected 'mod_vlan_vid:VID'"));
+        assert!(err("actions=dec_ttl:3").contains("with no argument"));
+        assert!(err("actions=output:x").contains("expected a port number"));
+        // The column points at the argument.
+        assert!(
+            err("actions=drop,mod_vlan_vid:9999").starts_with("f.ofctl:1:27:"),
+            "{}",
+            err("actions=drop,mod_vlan_vid:9999")
+        );
     }
 
     #[test]

@@ -1,0 +1,177 @@
+//! The datapath's form of a rule's actions: a compact list of [`Op`]s that the fast path holds
+//! as a `Copy` handle ([`crate::DpAction`]) and applies without allocating.
+//!
+//! A rule's OpenFlow actions ([`rqvs_flow::Actions`]) become ops once, when the slow path (or
+//! CFLOWS' classifier) hands out the rule's action: `drop` and actions rqvs does not execute
+//! ([`Action::Other`]) are left out; what remains is
+//! - nothing → [`crate::DpAction::Drop`],
+//! - exactly one `output:N` → [`crate::DpAction::Output`] (the common case: no lookup at all),
+//! - anything else → [`crate::DpAction::Apply`] with an [`ActionsId`]: the list's index in the
+//!   process-wide **action table**.
+//!
+//! The action table interns lists: equal lists get the same id, so two actions compare equal
+//! exactly when their op lists are equal (the revalidator's "same action" and verification's
+//! comparisons keep working on `DpAction`). It is append-only: an id stays valid for the life of
+//! the process, and [`ops`] reads it without a lock (segments of slots that are written once).
+//! Interning takes a mutex, on the slow path only. The table grows with the number of distinct
+//! action lists ever seen (never with packets or megaflows); nothing is freed — a controller
+//! that keeps inventing new lists grows it (a documented limit, as OVS's ofpacts are per rule).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, OnceLock};
+
+use rqvs_flow::Action;
+
+/// One datapath action, applied in order to the frame (see [`rqvs_flow::Action`] for each
+/// one's meaning). `all` and `flood` are one op: rqvs has no per-port no-flood flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Output(u32),
+    InPort,
+    Flood,
+    /// To the controller (the `u16` is the byte count to send; `u16::MAX` = whole frame).
+    Controller(u16),
+    SetDlSrc([u8; 6]),
+    SetDlDst([u8; 6]),
+    SetVlanVid(u16),
+    StripVlan,
+    SetNwTos(u8),
+    /// Decrement the IPv4 TTL; when it reaches 0 the remaining ops are skipped (OVS's
+    /// `compose_dec_ttl`: outputs already done stay done).
+    DecTtl,
+}
+
+impl Op {
+    /// The op of one OpenFlow action (`None` for `drop` and actions rqvs does not execute).
+    pub fn of(a: &Action) -> Option<Op> {
+        Some(match a {
+            Action::Output(p) => Op::Output(*p),
+            Action::InPort => Op::InPort,
+            Action::All | Action::Flood => Op::Flood,
+            Action::Controller(n) => Op::Controller(n.unwrap_or(u16::MAX)),
+            Action::SetDlSrc(m) => Op::SetDlSrc(*m),
+            Action::SetDlDst(m) => Op::SetDlDst(*m),
+            Action::SetVlanVid(v) => Op::SetVlanVid(*v),
+            Action::StripVlan => Op::StripVlan,
+            Action::SetNwTos(t) => Op::SetNwTos(*t),
+            Action::DecTtl => Op::DecTtl,
+            Action::Drop | Action::Other(_) => return None,
+        })
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mac =
+            |m: &[u8; 6]| format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+        match self {
+            Op::Output(p) => write!(f, "{p}"),
+            Op::InPort => f.write_str("in_port"),
+            Op::Flood => f.write_str("flood"),
+            Op::Controller(u16::MAX) => f.write_str("controller"),
+            Op::Controller(n) => write!(f, "controller:{n}"),
+            Op::SetDlSrc(m) => write!(f, "set(eth(src={}))", mac(m)),
+            Op::SetDlDst(m) => write!(f, "set(eth(dst={}))", mac(m)),
+            Op::SetVlanVid(v) => write!(f, "set_vlan(vid={v})"),
+            Op::StripVlan => f.write_str("pop_vlan"),
+            Op::SetNwTos(t) => write!(f, "set(ipv4(tos={t:#x}/0xfc))"),
+            Op::DecTtl => f.write_str("dec_ttl"),
+        }
+    }
+}
+
+/// An action list's index in the action table (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActionsId(pub u32);
+
+/// Slots in the first segment; segment `s` has `FIRST << s`.
+const FIRST: usize = 1024;
+const SEGMENTS: usize = 32;
+
+type Slots = Box<[OnceLock<Box<[Op]>>]>;
+
+struct Table {
+    segments: [OnceLock<Slots>; SEGMENTS],
+    index: Mutex<HashMap<Box<[Op]>, u32>>,
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE
+        .get_or_init(|| Table { segments: std::array::from_fn(|_| OnceLock::new()), index: Mutex::new(HashMap::new()) })
+}
+
+/// (segment, offset) of id `i`.
+fn slot_of(i: u32) -> (usize, usize) {
+    let x = i as usize + FIRST;
+    let seg = (usize::BITS - 1 - x.leading_zeros()) as usize - FIRST.trailing_zeros() as usize;
+    (seg, x - (FIRST << seg))
+}
+
+/// The id of `ops` in the action table, added if new.
+///
+/// # Panics
+/// Past 2^41 distinct lists (the table's capacity) — unreachable in practice.
+pub fn intern(ops: &[Op]) -> ActionsId {
+    let t = table();
+    // A poisoned lock only means another thread panicked while holding it; the map is still a
+    // consistent map (insertion is its last step).
+    let mut index = t.index.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&i) = index.get(ops) {
+        return ActionsId(i);
+    }
+    let i = u32::try_from(index.len()).expect("action table full (2^32 distinct action lists)");
+    let (seg, off) = slot_of(i);
+    let slots = t.segments[seg].get_or_init(|| (0..FIRST << seg).map(|_| OnceLock::new()).collect());
+    // The slot is fresh: ids are handed out once, under the lock.
+    let _ = slots[off].set(ops.into());
+    index.insert(ops.into(), i);
+    ActionsId(i)
+}
+
+/// The ops of an interned list. Lock-free. An id that was never handed out gives an empty list
+/// (drop) rather than a panic.
+pub fn ops(id: ActionsId) -> &'static [Op] {
+    let (seg, off) = slot_of(id.0);
+    table()
+        .segments
+        .get(seg)
+        .and_then(OnceLock::get)
+        .and_then(|s| s.get(off))
+        .and_then(OnceLock::get)
+        .map_or(&[], |b| b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cover_ids_without_gaps() {
+        let mut next = (0, 0);
+        for i in 0..(FIRST as u32 * 7) {
+            assert_eq!(slot_of(i), next, "id {i}");
+            next = if next.1 + 1 == FIRST << next.0 { (next.0 + 1, 0) } else { (next.0, next.1 + 1) };
+        }
+    }
+
+    #[test]
+    fn equal_lists_share_an_id_and_read_back() {
+        let a = [Op::SetVlanVid(5), Op::Output(2), Op::Output(3)];
+        let b = [Op::DecTtl, Op::Flood];
+        let (ia, ib) = (intern(&a), intern(&b));
+        assert_ne!(ia, ib);
+        assert_eq!(intern(&a), ia);
+        assert_eq!(ops(ia), &a);
+        assert_eq!(ops(ib), &b);
+        assert_eq!(ops(ActionsId(u32::MAX - 1)), &[] as &[Op], "unknown id: empty, no panic");
+        // Many lists, across segment boundaries, from two threads at once.
+        let lists = |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(t as u16)]);
+        let h = std::thread::spawn(move || lists(1).map(|l| (intern(&l), l)).collect::<Vec<_>>());
+        let mine: Vec<_> = lists(2).map(|l| (intern(&l), l)).collect();
+        for (id, l) in mine.into_iter().chain(h.join().unwrap()) {
+            assert_eq!(ops(id), &l[..]);
+        }
+    }
+}
