@@ -13,6 +13,7 @@ mod gen;
 mod plot;
 mod replay;
 mod report;
+mod switch;
 mod trace;
 mod train;
 
@@ -57,6 +58,12 @@ enum Command {
     /// coflowiness, prediction off / online / oracle / preload (time-ordered replay with arrival
     /// times, ORIG). `replay --predict` runs the same predictor on one trace, without latencies.
     Coflows(coflows::Args),
+    /// Run a switch on real ports (AF_PACKET, AF_XDP) or capture files: PMD threads, a
+    /// datapath design, the rules' actions applied to frames, a management socket.
+    Switch(switch::Args),
+    /// Talk to a running switch's management socket (pmd-stats-show, dump-flows, show,
+    /// ofproto/trace, add-flows, del-flows, exit, ...).
+    Ctl(switch::CtlArgs),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -111,6 +118,8 @@ fn main() -> ExitCode {
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Compare(args)) => compare::run(&args),
         Some(Command::Coflows(args)) => coflows::run_cmd(&args),
+        Some(Command::Switch(args)) => switch::run(&args),
+        Some(Command::Ctl(args)) => switch::run_ctl(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,6 +17,7 @@
 use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::dpcls::MegaflowEntry;
 use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
 use crate::{Counters, DpAction};
@@ -95,6 +96,15 @@ pub trait Design {
     /// Waits for background work (training) to finish and be applied; for tests and for a
     /// clean end of a run.
     fn settle(&mut self) {}
+    /// The OpenFlow table this design shares with others ([`crate::OfprotoTable`]) was changed
+    /// by someone else's commit: revalidate (ORIG, CCACHE). Returns megaflows deleted now. A
+    /// no-op for designs that own their rules (CFLOWS: changes go through
+    /// [`Design::add_rules`]).
+    fn table_changed(&mut self) -> u64 {
+        0
+    }
+    /// Calls `f` on every installed megaflow (none for designs without a megaflow cache).
+    fn for_each_megaflow(&self, _f: &mut dyn FnMut(&MegaflowEntry)) {}
 }
 
 /// ORIG's figures (and CCACHE's megaflow cache's).

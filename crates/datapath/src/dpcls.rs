@@ -156,6 +156,11 @@ impl Dpcls {
         self.order.len()
     }
 
+    /// Every installed megaflow (CCACHE's learned ones included), in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &MegaflowEntry> {
+        self.slots.iter().filter_map(|s| s.megaflow.as_ref())
+    }
+
     /// The megaflow behind a handle, if it is still installed.
     #[inline]
     pub fn get(&self, f: MegaflowRef) -> Option<&MegaflowEntry> {

@@ -35,7 +35,7 @@ use crate::ccache::{CcacheConfig, MegaflowModel};
 use crate::cd::CuckooDistributor;
 use crate::counters::Counters;
 use crate::design::{Design, DesignReport, OrigReport};
-use crate::dpcls::{Dpcls, Install, MegaflowRef};
+use crate::dpcls::{Dpcls, Install, MegaflowEntry, MegaflowRef};
 use crate::emc::Emc;
 use crate::ofproto::{OfprotoTable, RuleChange};
 use crate::predict::{self, PredictStats, Predictor};
@@ -709,5 +709,11 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     }
     fn prediction_stats(&mut self) -> Option<PredictStats> {
         MegaflowDatapath::prediction_stats(self)
+    }
+    fn table_changed(&mut self) -> u64 {
+        MegaflowDatapath::table_changed(self)
+    }
+    fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
+        self.dpcls.iter().for_each(f)
     }
 }

@@ -1,0 +1,214 @@
+//! `rqvs switch` (the running switch over ports, library `rqvs-switch`) and `rqvs ctl` (its
+//! management socket's client).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rqvs_datapath::DesignKind;
+use rqvs_experiment::inputs;
+use rqvs_flow::formats::{self, RuleFormat};
+use rqvs_flow::frame::build_frame;
+use rqvs_flow::io::read_text;
+use rqvs_ports::{PortEvent, PortSpec};
+use rqvs_switch::ctl::{self, Listener, Request};
+use rqvs_switch::{PortSource, Switch, SwitchConfig};
+
+use crate::Failure;
+
+/// The management socket when none is named.
+pub const DEFAULT_CTL: &str = "/run/rqvs-switch.ctl";
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A port: NAME or NAME:afpacket (an interface through AF_PACKET), NAME:afxdp, pcap-in:FILE,
+    /// pcap-out:FILE. Repeat for each port; they are numbered 1, 2, ... in this order. Without
+    /// any: the embedded workload's frames on pcap-in port 1 and two pcap-out ports in a
+    /// temporary directory.
+    #[arg(long = "port", value_name = "NAME[:TYPE]")]
+    ports: Vec<String>,
+    /// Rule file: ovs-ofctl flows (with actions), or ClassBench (no actions: rule i outputs to
+    /// port 2 + i mod (ports − 1)); plain or .xz. Default: the embedded acl1_1k set.
+    #[arg(long)]
+    rules: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "orig")]
+    design: DesignKind,
+    /// PMD threads (each polls one queue of every port).
+    #[arg(long, default_value_t = 1)]
+    pmds: usize,
+    /// CPUs to pin the PMD threads to, e.g. `0,1` or `0-3` (PMD i on the i-th, cycling).
+    #[arg(long, value_name = "LIST")]
+    pmd_cpus: Option<String>,
+    /// Management socket (Unix) for `rqvs ctl`.
+    #[arg(long, value_name = "SOCKET")]
+    ctl: Option<PathBuf>,
+    /// Write the final counters as JSON here.
+    #[arg(long, value_name = "OUT")]
+    json: Option<PathBuf>,
+    /// Spin when idle, as OVS-DPDK's PMDs do (default: nap 50 µs after 1024 empty polls).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
+    /// port is a pcap-in port that has delivered all its frames).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// EMC insertion probability (OVS default 0.01).
+    #[arg(long, default_value_t = 0.01)]
+    emc_prob: f64,
+}
+
+fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || Failure(format!("--pmd-cpus '{s}': expected CPU numbers like 0,1 or 0-3, found '{part}'"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b || b >= 1024 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok().filter(|&c: &usize| c < 1024).ok_or_else(bad)?),
+        }
+    }
+    if out.is_empty() {
+        return Err(Failure(format!("--pmd-cpus '{s}': no CPU given")));
+    }
+    Ok(out)
+}
+
+pub fn run(a: &Args) -> Result<(), Failure> {
+    if a.pmds == 0 || a.pmds > 64 {
+        return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
+    }
+    let pmd_cpus = a.pmd_cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default();
+    let mut ports = Vec::new();
+    let mut out_dir = None;
+    if a.ports.is_empty() {
+        let packets = inputs::load_packets(None, 1)?;
+        let frames = packets.entries.iter().map(|e| build_frame(&e.key)).collect();
+        let dir = std::env::temp_dir().join(format!("rqvs-switch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+        ports.push(PortSource::Frames { name: "embedded-acl1_1k-trace".into(), frames });
+        for p in [2, 3] {
+            let f = dir.join(format!("port{p}.pcap"));
+            ports.push(PortSource::Spec(format!("pcap-out:{}", f.display()).parse::<PortSpec>()?));
+        }
+        out_dir = Some(dir);
+    } else {
+        for p in &a.ports {
+            ports.push(PortSource::Spec(p.parse::<PortSpec>()?));
+        }
+    }
+    let (mut rules, classbench) = match &a.rules {
+        None => (inputs::load_rules(None)?, true),
+        Some(p) => {
+            let text = read_text(p)?;
+            let classbench = formats::sniff_rule_format(&text) == RuleFormat::ClassBench;
+            (formats::parse_rules(&p.display().to_string(), &text)?, classbench)
+        }
+    };
+    if classbench {
+        rqvs_switch::assign_switch_outputs(&mut rules, ports.len());
+    }
+    // The socket first: a stale one is an error before any port is opened.
+    let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
+    let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
+    let mut cfg = SwitchConfig::new(ports, rules, a.design);
+    cfg.pmds = a.pmds;
+    cfg.pmd_cpus = pmd_cpus;
+    cfg.busy_poll = a.busy_poll;
+    cfg.datapath.emc_insert_prob = a.emc_prob;
+    cfg.hook = Some(hook);
+    let n_rules = cfg.rules.len();
+    let names: Vec<String> = a.ports.clone();
+    let switch = Switch::start(cfg)?;
+    let control = switch.control();
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        signal_hook::flag::register(sig, signalled.clone())
+            .map_err(|e| Failure(format!("installing a signal handler: {e}")))?;
+    }
+    let server = listener.map(|l| {
+        let c = control.clone();
+        std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
+    });
+    let server = server.transpose().map_err(|e| Failure(format!("starting the management thread: {e}")))?;
+    eprintln!(
+        "rqvs switch: ready: {} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
+        a.design.name(),
+        if classbench { " (ClassBench: rule i outputs to port 2 + i mod (ports - 1))" } else { "" },
+        a.pmds,
+        if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
+        a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
+    );
+    let t0 = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if signalled.load(Ordering::Relaxed) {
+            control.request_stop();
+        }
+        let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
+        if control.stop_requested() || timed_out || switch.is_finished() {
+            break;
+        }
+    }
+    control.request_stop();
+    let report = switch.stop()?;
+    if let Some(s) = server {
+        let _ = s.join();
+    }
+    print!("{}", report.format());
+    if let Some(d) = &out_dir {
+        println!("  output captures: {}", d.display());
+    }
+    if let Some(p) = &a.json {
+        let serde_json::Value::Object(fields) = serde_json::json!(report) else { unreachable!("a struct") };
+        crate::report::write_json(p, "switch", fields)?;
+    }
+    if !report.balanced() {
+        return Err(Failure(
+            "frame accounting does not balance (a bug: please report it with the counters above)".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CtlArgs {
+    /// The switch's management socket (`rqvs switch --ctl`).
+    #[arg(long, default_value = DEFAULT_CTL)]
+    socket: PathBuf,
+    /// Print the reply as JSON.
+    #[arg(long)]
+    json: bool,
+    /// pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace FLOW, show,
+    /// add-flows FILE, del-flows FILE|--all, exit.
+    command: String,
+    #[arg(allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+pub fn run_ctl(a: &CtlArgs) -> Result<(), Failure> {
+    let mut req = Request { cmd: a.command.clone(), args: a.args.clone(), ..Request::default() };
+    let takes_file = matches!(a.command.as_str(), "add-flows" | "del-flows");
+    if takes_file {
+        if let Some(f) = a.args.iter().find(|x| !x.starts_with("--")) {
+            let path = Path::new(f);
+            req.body = Some(read_text(path)?);
+            req.file = Some(f.clone());
+        }
+    }
+    let reply = ctl::request(&a.socket, &req)?;
+    if !reply.ok {
+        return Err(Failure(reply.error));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reply.json)?);
+    } else {
+        print!("{}", reply.text);
+    }
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The management socket: a Unix stream socket (`--ctl PATH`) serving one request per
+//! connection, and its client (`rqvs ctl`).
+//!
+//! A request is one line of JSON, `{"cmd": "...", "args": [...], "body": "...", "file": "..."}`
+//! (`body`: the contents of a flow file the client read, `file` its name for error messages); the
+//! reply is one JSON object, `{"ok": true, "text": "...", "json": ...}` or
+//! `{"ok": false, "error": "..."}`, and the server closes the connection. Commands:
+//!
+//! | command | does |
+//! |---|---|
+//! | `pmd-stats-show` | each PMD's counters, OVS's `dpif-netdev/pmd-stats-show` layout |
+//! | `pmd-stats-clear` | clears them (a baseline, as OVS) |
+//! | `dump-flows` | megaflows per PMD, `ovs-appctl dpctl/dump-flows` notation |
+//! | `dump-rules` | the OpenFlow table, `ovs-ofctl dump-flows` syntax |
+//! | `ofproto/trace FLOW` | the slow path's rule, megaflow and actions for a packet |
+//! | `show` | ports, queues, counters |
+//! | `add-flows FILE` | adds the flows (ovs-ofctl syntax) as one commit |
+//! | `del-flows FILE` / `del-flows --all` | removes flows (non-strict match) as one commit |
+//! | `exit` | stops the switch |
+//!
+//! No request can stop the server or the switch except `exit`: malformed JSON, unknown
+//! commands, bad flows and clients that hang up get an error reply (or none) and are forgotten.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rqvs_flow::formats::ofctl;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{Control, Error};
+
+/// One request (module docs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Request {
+    pub cmd: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+/// One reply (module docs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub json: Value,
+    #[serde(default)]
+    pub error: String,
+}
+
+impl Reply {
+    fn ok(text: String, json: Value) -> Reply {
+        Reply { ok: true, text, json, error: String::new() }
+    }
+
+    fn err(e: impl std::fmt::Display) -> Reply {
+        Reply { ok: false, error: e.to_string(), ..Reply::default() }
+    }
+}
+
+/// The largest request accepted (a flow file of a few million flows).
+const MAX_REQUEST: u64 = 1 << 30;
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bound socket; the file is removed when this is dropped.
+pub struct Listener {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl Listener {
+    /// Binds `path`. An existing file there is an error (a running switch's socket, or a stale
+    /// one from a switch that was killed: the operator removes it), never silently replaced.
+    pub fn bind(path: &Path) -> Result<Listener, Error> {
+        if path.exists() || path.symlink_metadata().is_ok() {
+            let running = UnixStream::connect(path).is_ok();
+            return Err(Error(format!(
+                "control socket {}: {}",
+                path.display(),
+                if running {
+                    "another rqvs switch is listening there".to_string()
+                } else {
+                    "the file exists (a stale socket from a switch that did not stop cleanly? remove it)".to_string()
+                }
+            )));
+        }
+        let listener =
+            UnixListener::bind(path).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        listener.set_nonblocking(true).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        Ok(Listener { listener, path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Serves requests until the switch is asked to stop (polling every 20 ms).
+    pub fn serve(&self, control: &Arc<Control>) {
+        while !control.stop_requested() {
+            match self.listener.accept() {
+                Ok((stream, _)) => serve_one(stream, control),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve_one(stream: UnixStream, control: &Arc<Control>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
+    let mut line = String::new();
+    let reply = match BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line) {
+        Ok(0) => return,
+        Ok(_) => match serde_json::from_str::<Request>(&line) {
+            Ok(req) => execute(&req, control),
+            Err(e) => Reply::err(format!("bad request (expected one line of JSON): {e}")),
+        },
+        Err(e) => Reply::err(format!("reading the request: {e}")),
+    };
+    let mut out =
+        serde_json::to_string(&reply).unwrap_or_else(|_| r#"{"ok":false,"error":"reply not serialisable"}"#.into());
+    out.push('\n');
+    let _ = (&stream).write_all(out.as_bytes());
+}
+
+/// Runs one request against the switch.
+pub fn execute(req: &Request, control: &Control) -> Reply {
+    let file = req.file.as_deref().unwrap_or("<request>");
+    match req.cmd.as_str() {
+        "pmd-stats-show" => {
+            let stats = control.pmd_stats();
+            let mut text = String::new();
+            stats.iter().for_each(|p| p.format(&mut text));
+            Reply::ok(text, json!(stats))
+        }
+        "pmd-stats-clear" => {
+            control.pmd_stats_clear();
+            Reply::ok(String::new(), Value::Null)
+        }
+        "dump-flows" => {
+            let flows = control.dump_flows();
+            let mut text = String::new();
+            for (pmd, lines) in &flows {
+                text += &format!("flow-dump from pmd {pmd}:\n");
+                lines.iter().for_each(|l| text += &format!("{l}\n"));
+            }
+            let j: Vec<Value> = flows.iter().map(|(p, l)| json!({"pmd": p, "flows": l})).collect();
+            Reply::ok(text, json!(j))
+        }
+        "dump-rules" => {
+            let flows = control.flows();
+            let mut text = String::new();
+            flows.iter().for_each(|l| text += &format!("{l}\n"));
+            Reply::ok(text, json!(flows))
+        }
+        "ofproto/trace" => match req.args.first() {
+            None => Reply::err("ofproto/trace: expected a flow, e.g. 'in_port=1,tcp,nw_src=10.0.0.1,tp_dst=80'"),
+            Some(flow) => match control.trace(&req.args.join(",")) {
+                Ok(text) => Reply::ok(text.clone(), json!({"flow": flow, "trace": text})),
+                Err(e) => Reply::err(e),
+            },
+        },
+        "show" => {
+            let r = control.show();
+            Reply::ok(r.format(), json!(r))
+        }
+        "add-flows" => {
+            let Some(body) = &req.body else { return Reply::err("add-flows: expected the flows (a file)") };
+            match ofctl::parse_flows(file, body) {
+                Err(e) => Reply::err(e),
+                Ok(rules) => match control.add_flows(rules) {
+                    Ok((added, replaced)) => Reply::ok(
+                        format!("added {added} flows ({replaced} replaced)\n"),
+                        json!({"added": added, "replaced": replaced}),
+                    ),
+                    Err(e) => Reply::err(e),
+                },
+            }
+        }
+        "del-flows" => {
+            let all = req.args.iter().any(|a| a == "--all");
+            let result = if all {
+                control.del_flows(None)
+            } else {
+                let Some(body) = &req.body else { return Reply::err("del-flows: expected a file of flows, or --all") };
+                match ofctl::parse_flows(file, &with_actions(body)) {
+                    Err(e) => return Reply::err(e),
+                    Ok(rules) => {
+                        let ms: Vec<_> = rules.into_iter().map(|r| r.matches).collect();
+                        control.del_flows(Some(&ms))
+                    }
+                }
+            };
+            match result {
+                Ok(n) => Reply::ok(format!("deleted {n} flows\n"), json!({"deleted": n})),
+                Err(e) => Reply::err(e),
+            }
+        }
+        "exit" => {
+            control.request_stop();
+            Reply::ok("stopping\n".into(), Value::Null)
+        }
+        other => Reply::err(format!(
+            "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, exit)"
+        )),
+    }
+}
+
+/// `del-flows` files hold matches without actions (as `ovs-ofctl del-flows`): each flow line
+/// without `actions` gets `actions=drop` so the flow parser reads it (line numbers kept).
+fn with_actions(body: &str) -> String {
+    body.lines()
+        .map(|l| {
+            let t = l.split('#').next().unwrap_or("").trim();
+            if t.is_empty() || t.contains("actions") {
+                l.to_string()
+            } else {
+                format!("{t},actions=drop")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Sends one request and waits for the reply (the `rqvs ctl` client).
+pub fn request(path: &Path, req: &Request) -> Result<Reply, Error> {
+    let e = |what: &str, x: std::io::Error| Error(format!("control socket {}: {what}: {x}", path.display()));
+    let mut s =
+        UnixStream::connect(path).map_err(|x| e("connecting (is an rqvs switch running with --ctl here?)", x))?;
+    s.set_read_timeout(Some(IO_TIMEOUT * 2)).map_err(|x| e("setting a timeout", x))?;
+    let mut line = serde_json::to_string(req).map_err(|x| Error(format!("request: {x}")))?;
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(|x| e("sending", x))?;
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply).map_err(|x| e("reading the reply", x))?;
+    if reply.is_empty() {
+        return Err(Error(format!(
+            "control socket {}: the switch closed the connection without a reply",
+            path.display()
+        )));
+    }
+    serde_json::from_str(&reply).map_err(|x| Error(format!("control socket {}: bad reply: {x}", path.display())))
+}

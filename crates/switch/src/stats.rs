@@ -1,0 +1,247 @@
+//! The switch's counters: per PMD thread and input port, what became of every frame taken from
+//! a receive queue, and the reports `pmd-stats-show` and `show` print.
+//!
+//! **Accounting.** Every frame a PMD takes from port *p* ends as exactly one of: `forwarded`
+//! (at least one copy staged for transmission), `dropped` (no copy: the rule drops it, no rule
+//! matched, every output was skipped, or `dec_ttl` expired it before any output), `malformed`
+//! (not a parseable Ethernet frame: dropped) or `lost` (the upcall queue was full). So per port
+//! and in total `rx = forwarded + dropped + malformed + lost`. Copies are counted once more on
+//! the transmit side by the ports: `outputs = tx_packets + tx_dropped` over all ports. What the
+//! kernel dropped before the switch saw it is the ports' `rx_lost`.
+
+use rqvs_datapath::{Counters, DesignReport};
+use serde::Serialize;
+
+/// A PMD thread's own counters (module docs); vectors are indexed by input port − 1.
+#[derive(Clone, Debug, Default)]
+pub struct PmdCounters {
+    pub rx: Vec<u64>,
+    pub forwarded: Vec<u64>,
+    pub dropped: Vec<u64>,
+    pub malformed: Vec<u64>,
+    pub lost: Vec<u64>,
+    /// Of `forwarded` and `dropped`: packets whose action list stopped at an expired TTL.
+    pub ttl_expired: Vec<u64>,
+    /// Copies staged for transmission.
+    pub outputs: u64,
+    /// Outputs skipped (to the input port, to a port that does not exist).
+    pub skipped_outputs: u64,
+    /// `controller` actions met (packet-ins once the OpenFlow channel exists).
+    pub controller: u64,
+    /// Time spent on batches that had frames.
+    pub busy_ns: u64,
+    /// Loop iterations (every port polled once).
+    pub iterations: u64,
+}
+
+fn sub(a: &[u64], b: &[u64]) -> Vec<u64> {
+    a.iter().enumerate().map(|(i, x)| x - b.get(i).copied().unwrap_or(0)).collect()
+}
+
+impl PmdCounters {
+    pub fn new(ports: usize) -> PmdCounters {
+        let z = vec![0; ports];
+        PmdCounters {
+            rx: z.clone(),
+            forwarded: z.clone(),
+            dropped: z.clone(),
+            malformed: z.clone(),
+            lost: z.clone(),
+            ttl_expired: z,
+            ..PmdCounters::default()
+        }
+    }
+
+    /// These counters since `base` (a copy taken at `pmd-stats-clear`).
+    pub fn minus(&self, base: &PmdCounters) -> PmdCounters {
+        PmdCounters {
+            rx: sub(&self.rx, &base.rx),
+            forwarded: sub(&self.forwarded, &base.forwarded),
+            dropped: sub(&self.dropped, &base.dropped),
+            malformed: sub(&self.malformed, &base.malformed),
+            lost: sub(&self.lost, &base.lost),
+            ttl_expired: sub(&self.ttl_expired, &base.ttl_expired),
+            outputs: self.outputs - base.outputs,
+            skipped_outputs: self.skipped_outputs - base.skipped_outputs,
+            controller: self.controller - base.controller,
+            busy_ns: self.busy_ns - base.busy_ns,
+            iterations: self.iterations - base.iterations,
+        }
+    }
+}
+
+/// One input port's frames at one PMD (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PortFrames {
+    pub rx: u64,
+    pub forwarded: u64,
+    pub dropped: u64,
+    pub malformed: u64,
+    pub lost: u64,
+    pub ttl_expired: u64,
+}
+
+impl PortFrames {
+    pub fn add(&mut self, o: &PortFrames) {
+        self.rx += o.rx;
+        self.forwarded += o.forwarded;
+        self.dropped += o.dropped;
+        self.malformed += o.malformed;
+        self.lost += o.lost;
+        self.ttl_expired += o.ttl_expired;
+    }
+
+    /// `rx = forwarded + dropped + malformed + lost`.
+    pub fn balanced(&self) -> bool {
+        self.rx == self.forwarded + self.dropped + self.malformed + self.lost
+    }
+}
+
+/// The datapath's view of the packets (OVS's `pmd-stats-show` lines).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DatapathStats {
+    pub packets: u64,
+    pub emc_hits: u64,
+    pub megaflow_hits: u64,
+    /// Model hits (CCACHE: megaflows found by the model; CFLOWS: rules found by the model).
+    pub model_hits: u64,
+    /// CFLOWS: rules found in the TupleMerge remainder.
+    pub remainder_hits: u64,
+    /// CFLOWS: packets no rule matched.
+    pub no_match: u64,
+    pub avg_subtable_lookups_per_megaflow_hit: f64,
+    pub miss_with_success_upcall: u64,
+    pub lost: u64,
+    pub megaflows: u64,
+    pub masks: u64,
+    /// Share of rules (CFLOWS) or megaflows (CCACHE) the model's iSets hold.
+    pub coverage: Option<f64>,
+}
+
+/// One PMD thread's report (`pmd-stats-show`, the final counters).
+#[derive(Clone, Debug, Serialize)]
+pub struct PmdReport {
+    pub pmd: usize,
+    pub cpu: Option<usize>,
+    pub design: &'static str,
+    pub ports: Vec<PortFrames>,
+    pub total: PortFrames,
+    pub outputs: u64,
+    pub skipped_outputs: u64,
+    pub controller: u64,
+    pub datapath: DatapathStats,
+    pub busy_ns: u64,
+    pub uptime_s: f64,
+    pub avg_ns_per_packet: f64,
+}
+
+impl PmdReport {
+    pub(crate) fn new(
+        pmd: usize,
+        cpu: Option<usize>,
+        c: PmdCounters,
+        d: Counters,
+        dbase: Counters,
+        design: DesignReport,
+        uptime: std::time::Duration,
+    ) -> PmdReport {
+        let ports: Vec<PortFrames> = (0..c.rx.len())
+            .map(|i| PortFrames {
+                rx: c.rx[i],
+                forwarded: c.forwarded[i],
+                dropped: c.dropped[i],
+                malformed: c.malformed[i],
+                lost: c.lost[i],
+                ttl_expired: c.ttl_expired[i],
+            })
+            .collect();
+        let mut total = PortFrames::default();
+        ports.iter().for_each(|p| total.add(p));
+        let mf_hits = d.megaflow_hit + d.cd_hit - dbase.megaflow_hit - dbase.cd_hit;
+        let datapath = DatapathStats {
+            packets: d.received - dbase.received,
+            emc_hits: d.emc_hit - dbase.emc_hit,
+            megaflow_hits: mf_hits,
+            model_hits: d.model_hit - dbase.model_hit,
+            remainder_hits: d.remainder_hit - dbase.remainder_hit,
+            no_match: d.no_match - dbase.no_match,
+            avg_subtable_lookups_per_megaflow_hit: if mf_hits == 0 {
+                0.0
+            } else {
+                (d.megaflow_subtables - dbase.megaflow_subtables) as f64 / mf_hits as f64
+            },
+            miss_with_success_upcall: d.upcall - dbase.upcall,
+            lost: d.lost - dbase.lost,
+            megaflows: d.megaflows,
+            masks: d.masks,
+            coverage: design.coverage(),
+        };
+        let avg = if total.rx == 0 { 0.0 } else { c.busy_ns as f64 / total.rx as f64 };
+        PmdReport {
+            pmd,
+            cpu,
+            design: design_name(&design),
+            ports,
+            total,
+            outputs: c.outputs,
+            skipped_outputs: c.skipped_outputs,
+            controller: c.controller,
+            datapath,
+            busy_ns: c.busy_ns,
+            uptime_s: uptime.as_secs_f64(),
+            avg_ns_per_packet: avg,
+        }
+    }
+
+    /// OVS's `dpif-netdev/pmd-stats-show` layout, with the learned designs' lines added.
+    pub fn format(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let d = &self.datapath;
+        let core = self.cpu.map_or("unpinned".to_string(), |c| c.to_string());
+        let _ = writeln!(out, "pmd thread {} core_id {core} ({}):", self.pmd, self.design);
+        let _ = writeln!(out, "  packets received: {}", self.total.rx);
+        let _ = writeln!(out, "  emc hits: {}", d.emc_hits);
+        let _ = writeln!(out, "  megaflow hits: {}", d.megaflow_hits);
+        if self.design != "orig" {
+            let _ = writeln!(out, "  model hits: {}", d.model_hits);
+        }
+        if self.design == "cflows" {
+            let _ = writeln!(out, "  remainder hits: {}", d.remainder_hits);
+            let _ = writeln!(out, "  no match: {}", d.no_match);
+        }
+        let _ =
+            writeln!(out, "  avg. subtable lookups per megaflow hit: {:.2}", d.avg_subtable_lookups_per_megaflow_hit);
+        let _ = writeln!(out, "  miss with success upcall: {}", d.miss_with_success_upcall);
+        let _ = writeln!(out, "  miss with failed upcall: 0");
+        let _ = writeln!(out, "  lost: {}", d.lost + self.total.lost);
+        if let Some(c) = d.coverage {
+            let _ = writeln!(out, "  coverage: {:.1}%", c * 100.0);
+        }
+        let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
+        let _ = writeln!(out, "  dropped: {} (ttl expired: {})", self.total.dropped, self.total.ttl_expired);
+        let _ = writeln!(out, "  to controller: {}", self.controller);
+        let _ = writeln!(out, "  processing time: {:.3} s of {:.3} s", self.busy_ns as f64 / 1e9, self.uptime_s);
+        let _ = writeln!(out, "  avg processing ns per packet: {:.1}", self.avg_ns_per_packet);
+        if let Some(mhz) = cpu_mhz() {
+            let _ = writeln!(
+                out,
+                "  avg processing cycles per packet: {:.1} (at {mhz:.0} MHz)",
+                self.avg_ns_per_packet * mhz / 1e3
+            );
+        }
+    }
+}
+
+fn design_name(r: &DesignReport) -> &'static str {
+    match r {
+        DesignReport::Orig(_) => "orig",
+        DesignReport::Ccache(..) => "ccache",
+        DesignReport::Cflows(_) => "cflows",
+    }
+}
+
+/// The CPU's clock from /proc/cpuinfo (cycles are derived from time: no cycle counter is read).
+fn cpu_mhz() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse().ok()
+}
