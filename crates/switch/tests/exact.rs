@@ -1,0 +1,392 @@
+//! The switch forwards exactly what its rules say, byte for byte, for every design, port type
+//! and PMD count.
+//!
+//! Rules with every action the switch executes (outputs, in_port, flood, VLAN push/rewrite/strip,
+//! MAC and TOS rewrites, dec_ttl with expiring TTLs, controller, drop) and overlapping matches;
+//! frames of every kind (TCP, UDP, ICMP, ARP, tagged, TTL 1, malformed) enter on port 1. The
+//! expected frames on every port come from the reference classifier's winner and an independent
+//! interpreter of the OpenFlow action list (below); the frames that leave each port are compared
+//! as multisets (PMDs may interleave flows). Every frame is accounted for.
+//!
+//! Offline (pcap ports) always; on veth pairs between private namespaces (afpacket, afxdp) as
+//! root, skipped otherwise (a failure with `RQVS_REQUIRE_NETNS=1`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rqvs_classify::Reference;
+use rqvs_datapath::DesignKind;
+use rqvs_flow::frame::{build_frame, extract, push_vlan, strip_vlan, Frame};
+use rqvs_flow::key::{ETH_TYPE_ARP, ETH_TYPE_IP, IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI};
+use rqvs_flow::{Action, Actions, FlowKey, Match, Rule};
+use rqvs_ports::testnet::{self, Netns, RawSocket};
+use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig};
+
+const PORTS: u32 = 3;
+
+/// A deterministic xorshift, so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The action lists rules draw from: every executed action, alone and in combination.
+fn palette() -> Vec<Vec<Action>> {
+    use Action::*;
+    vec![
+        vec![Output(2)],
+        vec![Output(3)],
+        vec![Output(2), Output(3)],
+        vec![Drop],
+        vec![],
+        vec![Flood],
+        vec![All],
+        vec![InPort],
+        vec![Output(1)], // to the input port: skipped, so dropped
+        vec![Output(9)], // no such port: skipped
+        vec![SetDlSrc([2, 0, 0, 0, 0, 0xaa]), Output(2)],
+        vec![Output(3), SetDlDst([2, 0, 0, 0, 0, 0xbb]), Output(2)],
+        vec![SetVlanVid(77), Output(3)],
+        vec![StripVlan, Output(2)],
+        vec![SetNwTos(0xb8), Output(3)],
+        vec![Output(2), DecTtl, Output(3)],
+        vec![DecTtl, SetVlanVid(5), Output(2), StripVlan, Output(3)],
+        vec![Controller(None), Output(2)],
+        vec![Controller(Some(128))],
+    ]
+}
+
+/// Overlapping rules: /24 and /16 destinations, TCP/UDP port ranges and exact ports, some on
+/// VLAN-tagged frames only, ARP, a few broad low-priority ones; no catch-all (misses are
+/// dropped).
+fn rules(rng: &mut Rng) -> Vec<Rule> {
+    let pal = palette();
+    let mut out = Vec::new();
+    let mut add = |m: Match, prio: u32, rng: &mut Rng| {
+        let id = out.len() as u32;
+        let acts = pal[rng.below(pal.len() as u64) as usize].clone();
+        out.push(Rule::new(id, prio, m, Actions(acts)));
+    };
+    for i in 0..120u32 {
+        let mut v = FlowKey::default();
+        let mut k = FlowKey::default();
+        v.dl_type = ETH_TYPE_IP;
+        k.dl_type = u16::MAX;
+        v.nw_dst = 0x0a00_0000 | ((i % 40) << 16) | ((i % 8) << 8);
+        k.nw_dst = if i % 3 == 0 { 0xffff_0000 } else { 0xffff_ff00 };
+        v.nw_dst &= k.nw_dst;
+        let (mut sp, mut dp) = (rqvs_flow::PortRange::ANY, rqvs_flow::PortRange::ANY);
+        match i % 4 {
+            0 => {
+                v.nw_proto = IPPROTO_TCP;
+                k.nw_proto = u8::MAX;
+                dp = rqvs_flow::PortRange::new(1000 * (i as u16 % 5), 1000 * (i as u16 % 5) + 1500).unwrap();
+            }
+            1 => {
+                v.nw_proto = IPPROTO_UDP;
+                k.nw_proto = u8::MAX;
+                sp = rqvs_flow::PortRange::exact(53 + i as u16 % 3);
+            }
+            2 => {
+                v.vlan_tci = VLAN_CFI;
+                k.vlan_tci = VLAN_CFI;
+            }
+            _ => {}
+        }
+        add(Match::new(v, k, sp, dp).unwrap(), 100 + rng.below(400) as u32, rng);
+    }
+    let mut v = FlowKey::default();
+    let mut k = FlowKey::default();
+    v.dl_type = ETH_TYPE_ARP;
+    k.dl_type = u16::MAX;
+    add(Match::new(v, k, rqvs_flow::PortRange::ANY, rqvs_flow::PortRange::ANY).unwrap(), 50, rng);
+    v.dl_type = ETH_TYPE_IP;
+    v.nw_proto = IPPROTO_ICMP;
+    k.nw_proto = u8::MAX;
+    add(Match::new(v, k, rqvs_flow::PortRange::ANY, rqvs_flow::PortRange::ANY).unwrap(), 40, rng);
+    out
+}
+
+/// Frames of every kind, each a distinct flow now and then repeated (EMC and megaflow hits).
+fn frames(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
+    let mut flows = Vec::new();
+    for i in 0..n / 4 {
+        let mut k = FlowKey::ipv4(
+            0xc0a8_0000 | rng.below(65536) as u32,
+            0x0a00_0000 | (rng.below(48) as u32) << 16 | (rng.below(8) as u32) << 8 | rng.below(256) as u32,
+            [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMP, 47][rng.below(4) as usize],
+            [53, 54, 80, 1234, 4000][rng.below(5) as usize],
+            rng.below(6000) as u16,
+        );
+        k.dl_src = [2, 0, 0, 0, 1, (i % 250) as u8];
+        k.dl_dst = [2, 0, 0, 0, 2, 1];
+        k.nw_tos = (rng.below(64) as u8) << 2 | 1;
+        if k.nw_proto == IPPROTO_ICMP {
+            k.tp_src &= 0xff;
+            k.tp_dst &= 0xff;
+        }
+        if rng.below(4) == 0 {
+            k.vlan_tci = VLAN_CFI | (rng.below(4096) as u16);
+        }
+        if rng.below(20) == 0 {
+            k = FlowKey { dl_type: ETH_TYPE_ARP, nw_proto: 1, nw_src: 0x0a00_0001, nw_dst: 0x0a00_0002, ..k };
+            k.tp_src = 0;
+            k.tp_dst = 0;
+            k.nw_tos = 0;
+        }
+        let mut f = build_frame(&k.wire());
+        if rng.below(5) == 0 {
+            set_ttl(&mut f, rng.below(2) as u8); // TTL 0 or 1: dec_ttl expires it
+        }
+        flows.push(f);
+    }
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(flows[rng.below(flows.len() as u64) as usize].clone());
+    }
+    // Malformed: an IPv4 frame that ends inside its IP header.
+    out.push(vec![2, 0, 0, 0, 2, 1, 2, 0, 0, 0, 1, 1, 0x08, 0x00, 0x45, 0x00]);
+    out
+}
+
+fn set_ttl(f: &mut [u8], ttl: u8) {
+    let Ok(fr) = Frame::new_checked(&f[..]) else { return };
+    let Some(ip) = fr.layout().ipv4 else { return };
+    f[ip + 8] = ttl;
+    f[ip + 10] = 0;
+    f[ip + 11] = 0;
+    let ihl = usize::from(f[ip] & 0x0f) * 4;
+    let mut sum: u32 = f[ip..ip + ihl].chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], c[1]]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// The expected frames per output port (1-based index into the map) for one input frame: the
+/// OpenFlow action list interpreted on its own, independently of the switch's op lists.
+fn expect(frame: &[u8], in_port: u32, actions: &[Action], out: &mut BTreeMap<u32, Vec<Vec<u8>>>) {
+    let mut f = frame.to_vec();
+    let mut emit = |p: u32, f: &Vec<u8>| {
+        if (1..=PORTS).contains(&p) {
+            out.entry(p).or_default().push(f.clone());
+        }
+    };
+    for a in actions {
+        match a {
+            Action::Output(p) if *p != in_port => emit(*p, &f),
+            Action::Output(_) | Action::Drop | Action::Controller(_) | Action::Other(_) => {}
+            Action::InPort => emit(in_port, &f),
+            Action::All | Action::Flood => (1..=PORTS).filter(|&p| p != in_port).for_each(|p| emit(p, &f)),
+            Action::SetDlSrc(m) => f[6..12].copy_from_slice(m),
+            Action::SetDlDst(m) => f[0..6].copy_from_slice(m),
+            Action::SetVlanVid(v) => {
+                if !Frame::new_checked(&mut f[..]).unwrap().set_vlan_vid(*v) {
+                    push_vlan(&mut f, *v);
+                }
+            }
+            Action::StripVlan => {
+                strip_vlan(&mut f);
+            }
+            Action::SetNwTos(t) => {
+                Frame::new_checked(&mut f[..]).unwrap().set_nw_tos(*t);
+            }
+            Action::DecTtl => {
+                let mut fr = Frame::new_checked(&mut f[..]).unwrap();
+                match fr.nw_ttl() {
+                    Some(t) if t <= 1 => return,
+                    Some(_) => {
+                        fr.dec_ttl();
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+fn expected(rules: &[Rule], frames: &[Vec<u8>]) -> BTreeMap<u32, Vec<Vec<u8>>> {
+    let reference = Reference::build(rules).unwrap();
+    let mut out = BTreeMap::new();
+    for f in frames {
+        let Some(key) = extract(f, 1).key().copied() else { continue };
+        if let Some(r) = reference.lookup_rule(&key) {
+            expect(f, 1, &r.actions.0, &mut out);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort();
+    }
+    out
+}
+
+fn check(
+    report: &FinalReport,
+    sent: usize,
+    got: &BTreeMap<u32, Vec<Vec<u8>>>,
+    want: &BTreeMap<u32, Vec<Vec<u8>>>,
+    what: &str,
+) {
+    // The workload exercises what it claims to: many frames out of ports 2 and 3, drops,
+    // expired TTLs, controller actions.
+    eprintln!("{what}: want {:?}", want.iter().map(|(p, v)| (*p, v.len())).collect::<Vec<_>>());
+    assert!(
+        want.get(&2).map_or(0, Vec::len) > 300 && want.get(&3).map_or(0, Vec::len) > 300,
+        "{what}: a weak workload"
+    );
+    assert!(
+        report.total.dropped > 100
+            && report.total.ttl_expired > 0
+            && report.pmds.iter().map(|p| p.controller).sum::<u64>() > 0,
+        "{what}: a weak workload\n{}",
+        report.format()
+    );
+    assert!(report.balanced(), "{what}: every frame accounted for\n{}", report.format());
+    assert_eq!(report.ports[0].rx_packets, sent as u64, "{what}: every frame sent was received\n{}", report.format());
+    assert_eq!(report.total.lost, 0, "{what}: nothing lost below capacity");
+    assert_eq!(report.total.malformed, 1, "{what}: the malformed frame");
+    for p in 1..=PORTS {
+        let (g, w) = (got.get(&p).map_or(0, Vec::len), want.get(&p).map_or(0, Vec::len));
+        assert_eq!(g, w, "{what}: frames out of port {p}\n{}", report.format());
+        assert!(got.get(&p) == want.get(&p) || w == 0, "{what}: port {p}: the bytes differ");
+    }
+}
+
+fn config(ports: Vec<PortSource>, rules: Vec<Rule>, design: DesignKind, pmds: usize) -> SwitchConfig {
+    let mut cfg = SwitchConfig::new(ports, rules, design);
+    cfg.pmds = pmds;
+    cfg.datapath.emc_insert_prob = 0.2;
+    cfg
+}
+
+/// Offline: port 1 a pcap-in of the frames, ports 2 and 3 pcap-out files.
+fn offline(design: DesignKind, pmds: usize) {
+    let mut rng = Rng(0x5eed_0000 + pmds as u64);
+    let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
+    let want = expected(&rules, &frames);
+    let dir = std::env::temp_dir().join(format!("rqvs-switch-exact-{}-{}-{pmds}", std::process::id(), design.name()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = |p: u32| dir.join(format!("p{p}.pcap"));
+    let ports = vec![
+        PortSource::Frames { name: "in".into(), frames: frames.clone() },
+        PortSource::Spec(format!("pcap-out:{}", out(2).display()).parse().unwrap()),
+        PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
+    ];
+    let sw = Switch::start(config(ports, rules, design, pmds)).unwrap();
+    let t0 = Instant::now();
+    while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = sw.stop().unwrap();
+    let mut got = BTreeMap::new();
+    for p in [2, 3] {
+        got.insert(p, read_pcap(&out(p)));
+    }
+    // Port 1 is a pcap-in port: what the rules send back there is counted as dropped by it.
+    let mut want = want;
+    let back = want.remove(&1).map_or(0, |v| v.len() as u64);
+    assert_eq!(report.ports[0].tx_dropped, back, "in_port/flood copies to the offline input port");
+    std::fs::remove_dir_all(&dir).unwrap();
+    check(&report, frames.len(), &got, &want, &format!("pcap {} {pmds} PMDs", design.name()));
+}
+
+fn read_pcap(path: &PathBuf) -> Vec<Vec<u8>> {
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        v.push(p.unwrap().data.into_owned());
+    }
+    v.sort();
+    v
+}
+
+/// On veths: `sw` holds p1..p3, `hN` holds eN; frames are injected on e1 and captured on e1..e3.
+fn on_veths(ty: &str, design: DesignKind, pmds: usize) {
+    let mut rng = Rng(0x5eed_1000 + pmds as u64);
+    let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
+    let want = expected(&rules, &frames);
+    let sw_ns = Netns::new("sw").unwrap();
+    let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("h{i}")).unwrap()).collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
+        sw_ns.veth(&p, h, &e, pmds).unwrap();
+        sw_ns.wait_running(&p, Duration::from_secs(3)).unwrap();
+        h.wait_running(&e, Duration::from_secs(3)).unwrap();
+    }
+    let socks: Vec<RawSocket> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let e = format!("e{}", i + 1);
+            h.run(move || RawSocket::open(&e)).unwrap().unwrap()
+        })
+        .collect();
+    let ports: Vec<PortSource> = (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:{ty}").parse().unwrap())).collect();
+    let cfg = config(ports, rules, design, pmds);
+    let sw = sw_ns.run(move || Switch::start(cfg)).unwrap().unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        socks[0].send(f).unwrap();
+        if i % 32 == 31 {
+            // Below capacity: this test checks exactness, not speed.
+            std::thread::sleep(Duration::from_micros(300));
+        }
+    }
+    let mut got = BTreeMap::new();
+    for (i, s) in socks.iter().enumerate() {
+        let mut v = s.drain(Duration::from_millis(400)).unwrap();
+        v.sort();
+        got.insert(i as u32 + 1, v);
+    }
+    let report = sw.stop().unwrap();
+    check(&report, frames.len(), &got, &want, &format!("{ty} {} {pmds} PMDs", design.name()));
+}
+
+macro_rules! offline_tests {
+    ($($name:ident => ($d:expr, $p:expr)),* $(,)?) => {
+        $( #[test] fn $name() { offline($d, $p); } )*
+    };
+}
+
+offline_tests!(
+    pcap_orig_1 => (DesignKind::Orig, 1),
+    pcap_orig_2 => (DesignKind::Orig, 2),
+    pcap_ccache_1 => (DesignKind::Ccache, 1),
+    pcap_ccache_2 => (DesignKind::Ccache, 2),
+    pcap_cflows_1 => (DesignKind::Cflows, 1),
+    pcap_cflows_4 => (DesignKind::Cflows, 4),
+    pcap_orig_4 => (DesignKind::Orig, 4),
+);
+
+macro_rules! veth_tests {
+    ($($name:ident => ($ty:literal, $d:expr, $p:expr)),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if testnet::available(stringify!($name)) {
+                    on_veths($ty, $d, $p);
+                }
+            }
+        )*
+    };
+}
+
+veth_tests!(
+    afpacket_orig_1 => ("afpacket", DesignKind::Orig, 1),
+    afpacket_orig_2 => ("afpacket", DesignKind::Orig, 2),
+    afpacket_ccache_2 => ("afpacket", DesignKind::Ccache, 2),
+    afpacket_cflows_1 => ("afpacket", DesignKind::Cflows, 1),
+    afpacket_cflows_4 => ("afpacket", DesignKind::Cflows, 4),
+    afxdp_orig_1 => ("afxdp", DesignKind::Orig, 1),
+    afxdp_ccache_1 => ("afxdp", DesignKind::Ccache, 1),
+    afxdp_cflows_2 => ("afxdp", DesignKind::Cflows, 2),
+    afxdp_orig_4 => ("afxdp", DesignKind::Orig, 4),
+);
