@@ -1,0 +1,202 @@
+//! `rqvs switch` and `rqvs ctl` as an operator uses them: the built-in workload, one-line
+//! errors that leave nothing behind, and (as root, in private namespaces) the management socket
+//! driving a switch on veths while frames flow, and a clean stop on SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rqvs_ports::testnet::{self, Netns, RawSocket};
+
+fn rqvs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rqvs-cli-switch-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn runs_on_the_embedded_workload_and_accounts_for_every_frame() {
+    let dir = temp("embedded");
+    let json = dir.join("out.json");
+    let out = rqvs(&["switch", "--design", "cflows", "--pmds", "2", "--json", json.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("every frame accounted for"), "{text}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["total"]["rx"], v["ports"][0]["rx_packets"]);
+    assert!(v["total"]["rx"].as_u64().unwrap() > 9000);
+    // The output captures named in the summary exist.
+    let line = text.lines().find(|l| l.contains("output captures:")).unwrap();
+    let outdir = Path::new(line.split(": ").nth(1).unwrap().trim());
+    assert!(outdir.join("port2.pcap").exists());
+    std::fs::remove_dir_all(outdir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line_and_leaves_nothing_behind() {
+    let dir = temp("bad");
+    let sock = dir.join("ctl.sock");
+    // A stale socket path: refused, and still the operator's to remove.
+    std::fs::write(&sock, b"").unwrap();
+    let out = rqvs(&["switch", "--ctl", sock.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("control socket") && err.contains("stale"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    std::fs::remove_file(&sock).unwrap();
+    // A rule file with an action the switch does not execute, and a malformed one.
+    let flows = dir.join("flows.txt");
+    std::fs::write(&flows, "priority=5,ip,actions=NORMAL\n").unwrap();
+    let out = rqvs(&["switch", "--rules", flows.to_str().unwrap(), "--ctl", sock.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("action 'NORMAL' is not one the switch executes"), "{err}");
+    assert!(!sock.exists(), "no socket left behind");
+    std::fs::write(&flows, "priority=5,ip,nw_src=1.2.3,actions=output:2\n").unwrap();
+    let out = rqvs(&["switch", "--rules", flows.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("flows.txt:1:"), "{err}");
+    // Port specs.
+    let out = rqvs(&["switch", "--port", "p1:dpdk"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown port type 'dpdk'"));
+    // No switch behind a socket.
+    let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "show"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is an rqvs switch running"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+struct Running {
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> String {
+    let mut a = vec!["ctl", "--socket", sock.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let out = rqvs(&a);
+    assert!(out.status.success(), "rqvs ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn udp_frame(dst_port: u16) -> Vec<u8> {
+    let mut k = rqvs_flow::FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 17, 1000, dst_port);
+    k.dl_src = [2, 0, 0, 0, 0, 1];
+    k.dl_dst = [2, 0, 0, 0, 0, 2];
+    rqvs_flow::frame::build_frame(&k.wire())
+}
+
+/// The management socket while the switch forwards: flows added and deleted take effect,
+/// counters and megaflows are reported, `ofproto/trace` names the rule, `exit` and SIGTERM
+/// stop it cleanly (exit 0, socket removed, every frame accounted for).
+#[test]
+fn management_socket_drives_a_running_switch() {
+    if !testnet::available("management_socket_drives_a_running_switch") {
+        return;
+    }
+    let dir = temp("ctl");
+    let sock = dir.join("ctl.sock");
+    let flows = dir.join("flows.txt");
+    std::fs::write(&flows, "priority=10,udp,tp_dst=53,actions=mod_dl_src:02:00:00:00:00:99,output:2\n").unwrap();
+    let sw = Netns::new("sw").unwrap();
+    let (h1, h2) = (Netns::new("h1").unwrap(), Netns::new("h2").unwrap());
+    for (h, p, e) in [(&h1, "p1", "e1"), (&h2, "p2", "e2")] {
+        sw.veth(p, h, e, 1).unwrap();
+        sw.wait_running(p, Duration::from_secs(3)).unwrap();
+        h.wait_running(e, Duration::from_secs(3)).unwrap();
+    }
+    let s1 = h1.run(|| RawSocket::open("e1")).unwrap().unwrap();
+    let s2 = h2.run(|| RawSocket::open("e2")).unwrap().unwrap();
+    for (stop_with_signal, design) in [(false, "orig"), (true, "cflows")] {
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                sw.name(),
+                env!("CARGO_BIN_EXE_rqvs"),
+                "switch",
+                "--port",
+                "p1",
+                "--port",
+                "p2:afxdp",
+            ])
+            .args(["--rules", flows.to_str().unwrap(), "--design", design, "--ctl", sock.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut running = Running { child };
+        let t0 = Instant::now();
+        while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(ctl(&sock, &["show"]).contains("p2:afxdp"));
+        // The file's flow forwards port 53 with its MAC rewritten; port 80 has no flow.
+        s1.send(&udp_frame(53)).unwrap();
+        let got = s2.recv(Duration::from_secs(2)).unwrap().expect("forwarded");
+        assert_eq!(got[6..12], [2, 0, 0, 0, 0, 0x99]);
+        s1.send(&udp_frame(80)).unwrap();
+        assert_eq!(s2.recv(Duration::from_millis(300)).unwrap(), None, "no flow: dropped");
+        let add = dir.join("add.txt");
+        std::fs::write(&add, "priority=20,udp,tp_dst=80,actions=output:2\n").unwrap();
+        assert!(ctl(&sock, &["add-flows", add.to_str().unwrap()]).contains("added 1"));
+        s1.send(&udp_frame(80)).unwrap();
+        assert_eq!(s2.recv(Duration::from_secs(2)).unwrap().expect("forwarded after add-flows"), udp_frame(80));
+        let stats = ctl(&sock, &["pmd-stats-show"]);
+        assert!(stats.contains("packets received: 3"), "{stats}");
+        let trace =
+            ctl(&sock, &["ofproto/trace", "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=80"]);
+        assert!(trace.contains("priority=20") && trace.contains("Datapath actions: 2"), "{trace}");
+        if design == "orig" {
+            let dump = ctl(&sock, &["dump-flows"]);
+            assert!(dump.contains("actions:2") && dump.contains("packets:"), "{dump}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
+        assert_eq!(json["ports"][0]["frames"]["forwarded"], 2);
+        assert!(ctl(&sock, &["del-flows", "--all"]).contains("deleted 2"));
+        s1.send(&udp_frame(53)).unwrap();
+        assert_eq!(s2.recv(Duration::from_millis(300)).unwrap(), None, "deleted: dropped");
+        // A bad request does not hurt it.
+        let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "no-such-command"]);
+        assert_eq!(out.status.code(), Some(1));
+        if stop_with_signal {
+            sigterm(running.child.id());
+        } else {
+            ctl(&sock, &["exit"]);
+        }
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = running.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out =
+            std::mem::replace(&mut running.child, Command::new("true").spawn().unwrap()).wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("every frame accounted for"), "{text}");
+        assert!(!sock.exists(), "socket removed at exit");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// SIGTERM to a process we started (by pid), through `kill(1)`.
+fn sigterm(pid: u32) {
+    // `ip netns exec` execs the switch, so the pid is the switch's.
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+}
