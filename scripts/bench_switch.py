@@ -36,6 +36,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -583,6 +584,7 @@ class Rqvs:
             self.cmd += ["--pmd-cpus", str(a.switch_cpu)]
         if "--json" in have:
             self.cmd += ["--json", str(self.d / "report.json")]
+        self.cmd += shlex.split(a.rqvs_args)
 
     def load(self, flows, n_flows):
         # rqvs takes its rules on the command line: start it here, once the rule file is known.
@@ -601,7 +603,7 @@ class Rqvs:
                 raise RuntimeError(f"rqvs switch exited ({self.p.returncode}) before it was ready: "
                                    f"{self.log_text().strip()[-600:]}")
             now = time.monotonic()
-            if now - t0 >= 1.0 and self.ports_attached():
+            if self.args.ready_grace > 0 and now - t0 >= 1.0 and self.ports_attached():
                 ports_since = ports_since or now
                 if now - ports_since >= self.args.ready_grace:
                     self.info["ready_by"] = f"ports attached, no ready line within {self.args.ready_grace} s"
@@ -865,6 +867,7 @@ def parse_args(argv=None):
                          "native (veth has it), best-effort")
     ap.add_argument("--rqvs-ports", default="afxdp,afpacket", help="rqvs port types: afxdp, afpacket")
     ap.add_argument("--designs", default="orig,ccache,cflows", help="rqvs designs")
+    ap.add_argument("--rqvs-args", default="", help="more arguments for `rqvs switch`, e.g. --rqvs-args=--busy-poll")
     target = os.environ.get("CARGO_TARGET_DIR", str(REPO / "target"))
     ap.add_argument("--rqvs", default=str(Path(target) / "release/rqvs"),
                     help="rqvs binary (also used to convert the rules and traces); default $CARGO_TARGET_DIR "
@@ -884,9 +887,11 @@ def parse_args(argv=None):
     ap.add_argument("--switch-cpu", type=int, default=1, help="CPU of the switch and its one PMD (default 1)")
     ap.add_argument("--prefix", default="rqvsb", help="namespace prefix: PREFIX-src, PREFIX-sw, PREFIX-sink")
     ap.add_argument("--cache", default=str(REPO / "target/bench-switch"), help="converted flows and pcaps")
-    ap.add_argument("--ready-timeout", type=float, default=600, help="seconds for rqvs to print `ready`")
-    ap.add_argument("--ready-grace", type=float, default=5,
-                    help="with its ports attached, seconds to still wait for rqvs's `ready` line")
+    ap.add_argument("--ready-timeout", type=float, default=1800,
+                    help="seconds for rqvs to print `ready` (default 1800: 136K flows take 4.5 minutes)")
+    ap.add_argument("--ready-grace", type=float, default=0,
+                    help="for a switch that prints no `ready` line: go on this many seconds after it has "
+                         "lived 1 s and its ports are attached (default 0: wait for the line)")
     ap.add_argument("--json", help="write the results here (rewritten after every row)")
     ap.add_argument("--plot", help="draw rate vs rules to this SVG")
     ap.add_argument("--remove-stale", action="store_true",
