@@ -396,18 +396,28 @@ impl Control {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
-    pub fn pmd_stats(&self) -> Vec<PmdReport> {
+    /// Sends every PMD the message `make` builds around a reply channel, then collects the
+    /// answers: `(pmd, answer)` of each PMD that answered within [`REPLY_WAIT`] (a stopped PMD
+    /// does not).
+    fn ask<T>(&self, make: impl Fn(Sender<T>) -> PmdMsg) -> Vec<(usize, T)> {
         let replies: Vec<_> = self
             .inboxes
             .iter()
             .map(|i| {
                 let (s, r) = mpsc::channel();
-                let sent = i.send(PmdMsg::Stats(s)).is_ok();
-                (sent, r)
+                i.send(make(s)).ok().map(|()| r)
             })
             .collect();
-        replies.into_iter().filter(|(sent, _)| *sent).filter_map(|(_, r)| r.recv_timeout(REPLY_WAIT).ok()).collect()
+        replies
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.and_then(|r| r.recv_timeout(REPLY_WAIT).ok()).map(|t| (i, t)))
+            .collect()
+    }
+
+    /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
+    pub fn pmd_stats(&self) -> Vec<PmdReport> {
+        self.ask(PmdMsg::Stats).into_iter().map(|(_, r)| r).collect()
     }
 
     pub fn pmd_stats_clear(&self) {
@@ -418,16 +428,7 @@ impl Control {
 
     /// Megaflows per PMD, in `ovs-appctl dpctl/dump-flows` notation.
     pub fn dump_flows(&self) -> Vec<(usize, Vec<String>)> {
-        let replies: Vec<_> = self
-            .inboxes
-            .iter()
-            .map(|i| {
-                let (s, r) = mpsc::channel();
-                let _ = i.send(PmdMsg::DumpFlows(s));
-                r
-            })
-            .collect();
-        replies.into_iter().enumerate().filter_map(|(i, r)| r.recv_timeout(REPLY_WAIT).ok().map(|l| (i, l))).collect()
+        self.ask(PmdMsg::DumpFlows)
     }
 
     /// The ports with their counters, and the PMDs' view of their frames.
