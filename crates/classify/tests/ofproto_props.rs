@@ -297,4 +297,43 @@ proptest! {
         }
         prop_assert_eq!(c.remove(RuleId(9999)), None);
     }
+
+    /// The count of overlapping equal-priority pairs (what decides whether a lookup may stop at
+    /// OVS's point) equals the pairwise definition through inserts and removals.
+    #[test]
+    fn tied_overlaps_equal_pairwise_count(
+        specs in prop::collection::vec(spec(), 1..40),
+        prios in prop::collection::vec(0u32..4, 40),
+        removals in prop::collection::vec(any::<bool>(), 40),
+    ) {
+        let rules: Vec<Rule> = specs.iter().enumerate().map(|(i, s)| to_rule(i as u32, prios[i], s)).collect();
+        let pairs = |held: &[&Rule]| {
+            let mut n = 0;
+            for (i, a) in held.iter().enumerate() {
+                for b in &held[i + 1..] {
+                    if a.priority == b.priority && a.matches.overlaps(&b.matches) {
+                        n += 1;
+                    }
+                }
+            }
+            n
+        };
+        let mut c = OfprotoClassifier::build(&rules).unwrap();
+        prop_assert_eq!(c.tied_overlaps(0), pairs(&rules.iter().collect::<Vec<_>>()));
+        let mut held: Vec<&Rule> = rules.iter().collect();
+        for (i, r) in rules.iter().enumerate() {
+            if removals[i] {
+                c.remove(r.id).unwrap();
+                held.retain(|h| h.id != r.id);
+                prop_assert_eq!(c.tied_overlaps(0), pairs(&held));
+            }
+        }
+        for (i, r) in rules.iter().enumerate().rev() {
+            if removals[i] {
+                c.insert(r.clone()).unwrap();
+                held.push(r);
+                prop_assert_eq!(c.tied_overlaps(0), pairs(&held));
+            }
+        }
+    }
 }
