@@ -13,7 +13,7 @@ use rqvs_flow::frame::build_frame;
 use rqvs_flow::io::read_text;
 use rqvs_ports::{PortEvent, PortSpec};
 use rqvs_switch::ctl::{self, Listener, Request};
-use rqvs_switch::{PortSource, Switch, SwitchConfig};
+use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 
 use crate::Failure;
 
@@ -56,6 +56,17 @@ pub struct Args {
     /// EMC insertion probability (OVS default 0.01).
     #[arg(long, default_value_t = 0.01)]
     emc_prob: f64,
+    /// Where ORIG and CCACHE run the slow path: `handler` (one handler thread serves every PMD
+    /// through bounded queues; overflow is lost and counted) or `inline` (each PMD runs it
+    /// between batches, as OVS-DPDK's PMDs do).
+    #[arg(long, value_enum, default_value = "handler")]
+    upcalls: Upcalls,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Upcalls {
+    Handler,
+    Inline,
 }
 
 fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
@@ -120,6 +131,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;
+    cfg.upcalls = match a.upcalls {
+        Upcalls::Handler => UpcallMode::Handler,
+        Upcalls::Inline => UpcallMode::Inline,
+    };
     cfg.datapath.emc_insert_prob = a.emc_prob;
     cfg.hook = Some(hook);
     let n_rules = cfg.rules.len();

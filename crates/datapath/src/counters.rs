@@ -54,6 +54,10 @@ pub struct Counters {
     pub installed: u64,
     pub install_existing: u64,
     pub install_refused: u64,
+    /// Upcalls a handler thread answered from a table older than one the PMD had already
+    /// revalidated against: the packet got that answer, the megaflow was not installed (it
+    /// could outlive its revalidation). Always 0 with the handler inline.
+    pub install_stale: u64,
     /// Megaflows deleted: by revalidation after rule changes, as idle, over the flow limit.
     pub deleted_revalidated: u64,
     pub deleted_idle: u64,
@@ -145,6 +149,7 @@ impl Counters {
             ("installed", self.installed),
             ("install_existing", self.install_existing),
             ("install_refused", self.install_refused),
+            ("install_stale", self.install_stale),
             ("deleted_revalidated", self.deleted_revalidated),
             ("deleted_idle", self.deleted_idle),
             ("deleted_limit", self.deleted_limit),

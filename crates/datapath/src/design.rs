@@ -18,8 +18,10 @@ use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::dpcls::MegaflowEntry;
+use crate::ofproto::Verdict;
 use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
+use crate::upcall::Upcall;
 use crate::{Counters, DpAction};
 
 /// A datapath design.
@@ -59,6 +61,19 @@ pub trait Design {
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]);
     /// Handles queued upcalls; `(sequence number, action)` per handled packet.
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)];
+    /// Moves the upcalls [`Design::process_batch`] queued to `out`, for a handler on another
+    /// thread — the alternative to [`Design::handle_upcalls`] (the switch's handler thread
+    /// classifies them with the shared OpenFlow table and hands the verdicts back to
+    /// [`Design::complete_upcall`] on this PMD). Nothing for designs without upcalls.
+    fn take_upcalls(&mut self, _out: &mut Vec<Upcall>) {}
+    /// The handler's verdict for an upcall from [`Design::take_upcalls`]: installs its
+    /// megaflow (unless `install` is false: the verdict came from a table older than one this
+    /// PMD has revalidated against — the packet still gets its action, counted
+    /// `install_stale`), tells the EMC, counts the action; returns it. `None`: the handler's
+    /// queue was full, the packet is lost (counted `lost` instead of `upcall`).
+    fn complete_upcall(&mut self, _u: &Upcall, _v: Option<&Verdict>, _install: bool) -> DpAction {
+        DpAction::Drop
+    }
     /// Batch-boundary housekeeping; returns megaflows deleted.
     fn maintain(&mut self) -> u64;
     /// Adds OpenFlow rules; returns megaflows deleted as a consequence (none in CFLOWS).

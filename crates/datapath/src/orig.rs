@@ -37,7 +37,7 @@ use crate::counters::Counters;
 use crate::design::{Design, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, Install, MegaflowEntry, MegaflowRef};
 use crate::emc::Emc;
-use crate::ofproto::{OfprotoTable, RuleChange};
+use crate::ofproto::{OfprotoTable, RuleChange, Verdict};
 use crate::predict::{self, PredictStats, Predictor};
 use crate::revalidator::{
     Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
@@ -453,32 +453,16 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         let mut handled = 0u64;
         while !self.queue.is_empty() {
             self.handler_batches += 1;
-            // One read of the table per handler batch.
-            let table = self.table.read();
+            // One read of the table per handler batch (through a second handle to the shared
+            // table, so the datapath stays free to install).
+            let shared = self.table.clone();
+            let table = shared.read();
             for _ in 0..HANDLER_BATCH {
                 let Some(u) = self.queue.pop() else { break };
                 handled += 1;
-                if let Some(p) = self.predictor.as_mut() {
-                    p.note(&u.key);
-                }
                 let v = table.classify(&u.key);
-                let install = self.dpcls.install(u.key, &v, self.reval.flow_limit, now);
-                match install {
-                    Install::Installed(_) => self.c.installed += 1,
-                    Install::Existing(_) => self.c.install_existing += 1,
-                    Install::Refused => self.c.install_refused += 1,
-                }
-                if let Some(f) = install.megaflow() {
-                    self.dpcls.touch(f, now);
-                    if self.cfg.emc {
-                        self.emc.probabilistic_insert(u.hash, &u.key, f, &self.dpcls);
-                    }
-                }
-                match v.action {
-                    DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
-                    _ => self.c.dropped_by_action += 1,
-                }
-                self.results.push((u.seq, v.action));
+                let action = self.finish_upcall(&u, &v, true, now);
+                self.results.push((u.seq, action));
             }
         }
         let ns = self.cfg.clock.upcall_ns(t0, handled);
@@ -489,6 +473,55 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             self.now_ns += p.after_upcalls(&mut self.dpcls, &self.table, &mut self.c, limit, self.now_ns, clock);
         }
         &self.results
+    }
+
+    /// One handled upcall: its megaflow installed (unless `install` is false), the EMC told,
+    /// the action counted; returns the packet's action.
+    fn finish_upcall(&mut self, u: &Upcall, v: &Verdict, install: bool, now: u64) -> DpAction {
+        if let Some(p) = self.predictor.as_mut() {
+            p.note(&u.key);
+        }
+        if install {
+            let install = self.dpcls.install(u.key, v, self.reval.flow_limit, now);
+            match install {
+                Install::Installed(_) => self.c.installed += 1,
+                Install::Existing(_) => self.c.install_existing += 1,
+                Install::Refused => self.c.install_refused += 1,
+            }
+            if let Some(f) = install.megaflow() {
+                self.dpcls.touch(f, now);
+                if self.cfg.emc {
+                    self.emc.probabilistic_insert(u.hash, &u.key, f, &self.dpcls);
+                }
+            }
+        } else {
+            self.c.install_stale += 1;
+        }
+        match v.action {
+            DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
+            _ => self.c.dropped_by_action += 1,
+        }
+        v.action
+    }
+
+    /// Moves the queued upcalls to `out`, for a handler thread ([`Design::take_upcalls`]).
+    pub fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
+        while let Some(u) = self.queue.pop() {
+            out.push(u);
+        }
+    }
+
+    /// A handler thread's verdict for an upcall [`MegaflowDatapath::take_upcalls`] gave it
+    /// ([`Design::complete_upcall`]).
+    pub fn complete_upcall(&mut self, u: &Upcall, v: Option<&Verdict>, install: bool) -> DpAction {
+        match v {
+            Some(v) => self.finish_upcall(u, v, install, self.now_ns),
+            None => {
+                self.c.upcall -= 1;
+                self.c.lost += 1;
+                DpAction::Lost
+            }
+        }
     }
 
     /// Batch-boundary housekeeping: subtable ranking (and the CD's on/off decision) every
@@ -668,6 +701,12 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     }
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
         MegaflowDatapath::handle_upcalls(self)
+    }
+    fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
+        MegaflowDatapath::take_upcalls(self, out)
+    }
+    fn complete_upcall(&mut self, u: &Upcall, v: Option<&Verdict>, install: bool) -> DpAction {
+        MegaflowDatapath::complete_upcall(self, u, v, install)
     }
     fn maintain(&mut self) -> u64 {
         MegaflowDatapath::maintain(self)

@@ -341,6 +341,12 @@ impl RxQueue {
         }
     }
 
+    /// True for a file's queue (`pcap-in`, and the idle receive side of `pcap-out`): its frames
+    /// wait for the reader, nothing is lost by reading them later.
+    pub fn is_offline(&self) -> bool {
+        matches!(self.backend, RxBackend::PcapIn(_) | RxBackend::Idle)
+    }
+
     /// True once a `pcap-in` queue has delivered all its frames (never for interfaces).
     pub fn is_finished(&self) -> bool {
         match &self.backend {

@@ -148,6 +148,12 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             let stats = control.pmd_stats();
             let mut text = String::new();
             stats.iter().for_each(|p| p.format(&mut text));
+            if let Some((upcalls, batches, busy_ns)) = control.handler_stats() {
+                let avg = if upcalls == 0 { 0.0 } else { busy_ns as f64 / upcalls as f64 };
+                text.push_str(&format!(
+                    "handler thread:\n  upcalls handled: {upcalls} in {batches} batches\n  avg slow-path ns per upcall: {avg:.1}\n"
+                ));
+            }
             Reply::ok(text, json!(stats))
         }
         "pmd-stats-clear" => {

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //!              ┌─ PMD 0: rx queue 0 of every port → extract → EMC → … → actions → tx queue 0 ─┐
-//!  ports ──────┤                                                                               ├── ports
+//!  ports ──────┤                    misses ↓↑ verdicts (bounded queue)                         ├── ports
+//!              │                  handler thread (slow path, shared OpenFlow table)            │
 //!              └─ PMD 1: rx queue 1 of every port → extract → EMC → … → actions → tx queue 1 ─┘
 //!                          ▲ messages between batches (rule changes, stats, dump-flows)
 //!  management socket ── Control ── the OpenFlow table of record (ORIG/CCACHE PMDs share it)
@@ -16,12 +17,14 @@
 //! **Threads.** One PMD thread per `--pmds`, optionally pinned (`--pmd-cpus`). Each owns one
 //! receive and one transmit queue of every port (AF_PACKET fanout or AF_XDP queues spread the
 //! flows; a flow stays on one PMD) and one design instance: ORIG and CCACHE PMDs have their own
-//! EMC and megaflow cache over the one shared OpenFlow table, as in OVS; CFLOWS PMDs each have
-//! their own learned classifier and trainer (**partial**: the issue asks for one classifier
-//! shared by all PMDs, swapped atomically). Upcalls are handled inline by the PMD that queued
-//! them, as OVS-DPDK's PMDs do (**partial**: the issue's separate handler thread serving every
-//! PMD through bounded queues is not built). Revalidation runs on a revalidator thread per PMD
-//! (ORIG, CCACHE). Nothing on the packet path takes a lock.
+//! EMC and megaflow cache over the one shared OpenFlow table, as in OVS. Their upcalls go to
+//! one **handler thread** serving every PMD through a bounded queue ([`handler`]; overflow is
+//! lost and counted), or with [`UpcallMode::Inline`] are handled by the PMD itself between
+//! batches (OVS-DPDK's arrangement). CFLOWS PMDs each have their own learned classifier and
+//! trainer (**partial**: the issue asks for one classifier shared by all PMDs, swapped
+//! atomically, and one trainer thread). Revalidation runs on a revalidator thread per PMD
+//! (ORIG, CCACHE; **partial**: one revalidator thread for all is asked for). Nothing on the
+//! packet path takes a lock.
 //!
 //! **Rules.** The switch keeps the OpenFlow table of record ([`Control`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
@@ -35,6 +38,7 @@
 
 pub mod ctl;
 pub mod execute;
+pub mod handler;
 pub mod pmd;
 pub mod stats;
 mod sys;
@@ -103,6 +107,8 @@ pub struct SwitchConfig {
     pub pmd_cpus: Vec<usize>,
     /// Spin when idle (OVS-DPDK); otherwise an idle PMD naps 50 µs after 1024 empty polls.
     pub busy_poll: bool,
+    /// Where upcalls (ORIG, CCACHE) are handled.
+    pub upcalls: UpcallMode,
     pub datapath: DatapathConfig,
     pub orig: OrigConfig,
     pub ccache: CcacheConfig,
@@ -121,6 +127,7 @@ impl SwitchConfig {
             pmds: 1,
             pmd_cpus: Vec::new(),
             busy_poll: false,
+            upcalls: UpcallMode::Handler,
             datapath: DatapathConfig::default(),
             orig: OrigConfig { revalidator: RevalidatorMode::Thread, ..OrigConfig::default() },
             ccache: CcacheConfig::default(),
@@ -128,6 +135,15 @@ impl SwitchConfig {
             hook: None,
         }
     }
+}
+
+/// Where the switch's slow path runs (ORIG, CCACHE; CFLOWS has no upcalls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpcallMode {
+    /// One handler thread serves every PMD through bounded queues ([`handler`]).
+    Handler,
+    /// Each PMD runs the slow path itself between batches (OVS-DPDK's arrangement).
+    Inline,
 }
 
 /// The actions the switch executes, for error messages.
@@ -156,6 +172,7 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
 /// A running switch.
 pub struct Switch {
     threads: Vec<JoinHandle<PmdFinal>>,
+    handler: Option<handler::Handler>,
     control: Arc<Control>,
 }
 
@@ -169,6 +186,8 @@ pub struct Control {
     pmd_cpus: Vec<Option<usize>>,
     table: OfprotoTable,
     rules: Mutex<Rules>,
+    /// The handler thread's counters (when there is one).
+    handler: Option<Arc<handler::HandlerStats>>,
     stop: Arc<AtomicBool>,
     started: std::time::Instant,
 }
@@ -214,12 +233,17 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
+        // With the handler thread, a design's own upcall queue only stages one batch's misses
+        // on their way to the handler (whose queue is the bounded one).
+        let orig =
+            if handler_thread { OrigConfig { upcall_queue: rqvs_datapath::BATCH, ..cfg.orig } } else { cfg.orig };
         let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
         for i in 0..pmds {
             let dp = DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), ..cfg.datapath };
             designs.push(match cfg.design {
-                DesignKind::Orig => Box::new(Orig::with_table(table.clone(), dp, cfg.orig)),
-                DesignKind::Ccache => Box::new(Ccache::with_table(table.clone(), dp, cfg.orig, cfg.ccache)),
+                DesignKind::Orig => Box::new(Orig::with_table(table.clone(), dp, orig)),
+                DesignKind::Ccache => Box::new(Ccache::with_table(table.clone(), dp, orig, cfg.ccache)),
                 DesignKind::Cflows => {
                     Box::new(Cflows::new(&cfg.rules, dp, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
                 }
@@ -227,9 +251,22 @@ impl Switch {
         }
         let cpus: Vec<Option<usize>> =
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
+        // The handler thread, and each PMD's ends of its queues.
+        let mut links: Vec<Option<pmd::HandlerLink>> = (0..pmds).map(|_| None).collect();
+        let mut handler = None;
+        if handler_thread {
+            let (replies, answers): (Vec<_>, Vec<_>) = (0..pmds).map(|_| mpsc::channel()).unzip();
+            let (h, to) = handler::Handler::spawn(table.clone(), replies)
+                .map_err(|e| err(format!("starting the handler thread: {e}")))?;
+            for (link, from) in links.iter_mut().zip(answers) {
+                *link = Some(pmd::HandlerLink { to: to.clone(), from, cap: cfg.orig.upcall_queue });
+            }
+            handler = Some(h);
+        }
+        let handler_stats = handler.as_ref().map(|h: &handler::Handler| h.stats.clone());
         let mut inboxes = Vec::new();
         let mut threads = Vec::new();
-        for (i, ((design, rx), tx)) in designs.into_iter().zip(rx).zip(tx).enumerate() {
+        for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
             let (send, inbox) = mpsc::channel();
             inboxes.push(send);
             let setup = PmdSetup {
@@ -241,6 +278,7 @@ impl Switch {
                 inbox,
                 stop: stop.clone(),
                 busy_poll: cfg.busy_poll,
+                handler: link,
             };
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
@@ -257,10 +295,11 @@ impl Switch {
             pmd_cpus: cpus,
             table,
             rules: Mutex::new(Rules { by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(), next_id }),
+            handler: handler_stats,
             stop,
             started: std::time::Instant::now(),
         });
-        Ok(Switch { threads, control })
+        Ok(Switch { threads, handler, control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -281,6 +320,12 @@ impl Switch {
             match t.join() {
                 Ok(f) => pmds.push(f.report),
                 Err(_) => return Err(err(format!("PMD thread {i} panicked (a bug: please report it)"))),
+            }
+        }
+        // The PMDs held the handler's queue; it ends now.
+        if let Some(h) = self.handler {
+            if !h.join() {
+                return Err(err("the handler thread panicked (a bug: please report it)"));
             }
         }
         Ok(self.control.final_report(pmds))
@@ -415,6 +460,14 @@ impl Control {
             .collect()
     }
 
+    /// The handler thread's `(upcalls, batches, busy ns)` since start, when there is one.
+    pub fn handler_stats(&self) -> Option<(u64, u64, u64)> {
+        self.handler.as_ref().map(|h| {
+            let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            (get(&h.upcalls), get(&h.batches), get(&h.busy_ns))
+        })
+    }
+
     /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
     pub fn pmd_stats(&self) -> Vec<PmdReport> {
         self.ask(PmdMsg::Stats).into_iter().map(|(_, r)| r).collect()
@@ -533,17 +586,19 @@ impl Control {
         check_rules(&new)?;
         let mut rules = self.lock_rules();
         let mut replaced = Vec::new();
+        let held: std::collections::HashMap<(u32, Match), RuleId> =
+            rules.by_id.values().map(|o| ((o.priority, o.matches), o.id)).collect();
         for r in &mut new {
             r.id = RuleId(rules.next_id);
             rules.next_id += 1;
-            if let Some(old) = rules.by_id.values().find(|o| o.priority == r.priority && o.matches == r.matches) {
-                replaced.push(old.id);
+            if let Some(&old) = held.get(&(r.priority, r.matches)) {
+                replaced.push(old);
             }
         }
         let mut changes: Vec<RuleChange> = replaced.iter().map(|&id| RuleChange::Remove(id)).collect();
         changes.extend(new.iter().cloned().map(RuleChange::Add));
-        self.table.commit(changes).map_err(|e| err(format!("add-flows: {e}")))?;
-        self.apply(&new, &replaced)?;
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("add-flows: {e}")))?;
+        self.apply(version, &new, &replaced)?;
         for id in &replaced {
             rules.by_id.remove(id);
         }
@@ -566,38 +621,51 @@ impl Control {
         if ids.is_empty() {
             return Ok(0);
         }
-        self.table
+        let (version, _) = self
+            .table
             .commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect())
             .map_err(|e| err(format!("del-flows: {e}")))?;
-        self.apply(&[], &ids)?;
+        self.apply(version, &[], &ids)?;
         for id in &ids {
             rules.by_id.remove(id);
         }
         Ok(ids.len())
     }
 
-    /// Tells the PMDs about a committed change: ORIG/CCACHE revalidate against the shared
-    /// table; CFLOWS apply it to their own classifiers (and we wait for their answer).
-    fn apply(&self, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
-        if self.design != DesignKind::Cflows {
-            for i in &self.inboxes {
-                let _ = i.send(PmdMsg::TableChanged);
-            }
-            return Ok(());
-        }
-        let mut waits = Vec::new();
+    /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE
+    /// PMDs answer once their megaflows are revalidated (no megaflow of an older table decides
+    /// a packet any more), CFLOWS PMDs once their classifiers hold it. So a packet that arrives
+    /// after `add-flows`/`del-flows` returns meets the new rules, on every PMD. (A PMD that does
+    /// not answer within [`REPLY_WAIT`] — stopping, or a revalidation that long — is not waited
+    /// for; the change is committed either way.)
+    fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
+        let mut done = Vec::new();
+        let mut refused = Vec::new();
         for i in &self.inboxes {
+            if self.design != DesignKind::Cflows {
+                let (s, r) = mpsc::channel();
+                if i.send(PmdMsg::TableChanged(version, s)).is_ok() {
+                    done.push(r);
+                }
+                continue;
+            }
             if !removed.is_empty() {
-                let _ = i.send(PmdMsg::RemoveRules(removed.to_vec()));
+                let (s, r) = mpsc::channel();
+                if i.send(PmdMsg::RemoveRules(removed.to_vec(), s)).is_ok() {
+                    done.push(r);
+                }
             }
             if !added.is_empty() {
                 let (s, r) = mpsc::channel();
                 if i.send(PmdMsg::AddRules(added.to_vec(), s)).is_ok() {
-                    waits.push(r);
+                    refused.push(r);
                 }
             }
         }
-        for r in waits {
+        for r in done {
+            let _ = r.recv_timeout(REPLY_WAIT);
+        }
+        for r in refused {
             if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
                 return Err(err(format!("a PMD refused the rules: {e}")));
             }

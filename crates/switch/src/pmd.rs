@@ -5,15 +5,20 @@
 //! frame, flush the transmit queues, give the batch back; housekeeping and the management
 //! thread's messages between batches.
 //!
+//! Upcalls (ORIG, CCACHE) go to the handler thread ([`crate::handler`]) and come back with
+//! their verdicts, which the PMD installs and executes at its next iteration; or, with
+//! `--upcalls inline`, the PMD runs the slow path itself (OVS-DPDK's arrangement).
+//!
 //! Nothing on this path takes a lock: queues and the design are the thread's own; ORIG and
-//! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages are
-//! polled with a non-blocking `try_recv`.
+//! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages and
+//! the handler's answers are polled with a non-blocking `try_recv`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rqvs_datapath::upcall::Upcall;
 use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH};
 use rqvs_flow::frame::{extract, Extract};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -21,15 +26,17 @@ use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
 use crate::execute::Executor;
+use crate::handler::{UpcallBatch, UpcallItem};
 use crate::stats::{PmdCounters, PmdReport};
 
 /// A message from the management thread, handled between batches.
 pub enum PmdMsg {
-    /// The shared OpenFlow table was committed to (ORIG, CCACHE): revalidate.
-    TableChanged,
+    /// The shared OpenFlow table was committed to (ORIG, CCACHE), now at this version:
+    /// revalidate, and answer once no megaflow of an older table can decide a packet.
+    TableChanged(u64, Sender<()>),
     /// CFLOWS: rule changes for this PMD's own classifier.
     AddRules(Vec<Rule>, Sender<Result<(), String>>),
-    RemoveRules(Vec<RuleId>),
+    RemoveRules(Vec<RuleId>, Sender<()>),
     /// Counters now (since the last clear when `since_clear`).
     Stats(Sender<PmdReport>),
     /// Clears the counters `pmd-stats-show` reports (OVS keeps a baseline too).
@@ -50,7 +57,20 @@ pub struct PmdSetup {
     /// Spin without sleeping when idle (OVS-DPDK's behaviour); otherwise sleep briefly after a
     /// run of empty polls.
     pub busy_poll: bool,
+    /// The handler thread; `None`: upcalls handled inline.
+    pub handler: Option<HandlerLink>,
 }
+
+/// A PMD's ends of the handler thread's queues.
+pub struct HandlerLink {
+    pub to: SyncSender<UpcallBatch>,
+    pub from: Receiver<UpcallBatch>,
+    /// Packets this PMD may have at the handler at once.
+    pub cap: usize,
+}
+
+/// How long a stopping PMD waits for the handler's last answers before counting them lost.
+const HANDLER_DRAIN: Duration = Duration::from_secs(5);
 
 /// Empty polls of every queue before an idle PMD naps (when not busy-polling).
 const IDLE_POLLS: u32 = 1024;
@@ -60,6 +80,21 @@ const NAP: Duration = Duration::from_micros(50);
 #[derive(Clone, Debug, Serialize)]
 pub struct PmdFinal {
     pub report: PmdReport,
+}
+
+/// What the PMD owes: its upcalls at the handler thread, and answers to rule changes waiting
+/// for their revalidation.
+struct Inflight {
+    /// `(epoch, answer)`: sent once the design's oldest live epoch reaches the epoch.
+    revalidations: Vec<(u64, Sender<()>)>,
+    /// Packets at the handler, in all and by port.
+    n: usize,
+    by_port: Vec<usize>,
+    /// The newest table version this PMD has revalidated against.
+    known_version: u64,
+    /// Every receive queue is a file's: wait for room instead of losing packets.
+    offline: bool,
+    taken: Vec<Upcall>,
 }
 
 /// Runs a PMD thread to completion: until `stop`, or until every receive queue is an offline
@@ -79,8 +114,24 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut seq: u64 = 0;
     let mut idle_polls = 0u32;
     let ports = s.rx.len();
+    let mut up = Inflight {
+        revalidations: Vec::new(),
+        n: 0,
+        by_port: vec![0; ports],
+        known_version: 0,
+        offline: s.rx.iter().all(RxQueue::is_offline),
+        taken: Vec::new(),
+    };
     loop {
         let mut got = 0usize;
+        if let Some(link) = &s.handler {
+            if up.n > 0 {
+                let busy = Instant::now();
+                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, None) > 0 {
+                    c.busy_ns += busy.elapsed().as_nanos() as u64;
+                }
+            }
+        }
         for p in 0..ports {
             let in_port = p as u32 + 1;
             let batch = s.rx[p].recv();
@@ -112,23 +163,50 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                     a => account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
                 }
             }
-            for &(q, a) in pmd.handle(s.design.as_mut()) {
-                let j = (q - seq0) as usize;
-                account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx));
-            }
-            for q in s.tx.iter_mut() {
-                if q.pending() > 0 {
-                    q.flush();
+            match &s.handler {
+                Some(link) => {
+                    up.taken.clear();
+                    s.design.take_upcalls(&mut up.taken);
+                    if !up.taken.is_empty() {
+                        let items = up
+                            .taken
+                            .iter()
+                            .map(|u| UpcallItem {
+                                upcall: *u,
+                                port: p,
+                                frame: batch.get(frame_of[(u.seq - seq0) as usize]).unwrap_or(&[]).to_vec(),
+                                verdict: None,
+                            })
+                            .collect();
+                        drop(batch);
+                        send_upcalls(link, s.index, items, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx);
+                    }
+                }
+                None => {
+                    for &(q, a) in pmd.handle(s.design.as_mut()) {
+                        let j = (q - seq0) as usize;
+                        account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx));
+                    }
                 }
             }
-            drop(batch);
+            flush(&mut s.tx);
             c.busy_ns += busy.elapsed().as_nanos() as u64;
         }
         pmd.housekeep(s.design.as_mut());
+        if !up.revalidations.is_empty() {
+            let oldest = s.design.oldest_epoch();
+            up.revalidations.retain(|(epoch, answer)| {
+                let done = oldest >= *epoch;
+                if done {
+                    let _ = answer.send(());
+                }
+                !done
+            });
+        }
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &t0);
+            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &t0);
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -142,22 +220,157 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             idle_polls = 0;
             if s.stop.load(Ordering::Relaxed) {
                 // Stop after this iteration: what is queued in the kernel is counted by the
-                // ports (rx_lost) when they close; what we took has been sent.
+                // ports (rx_lost) when they close; what we took is sent below.
                 break;
             }
         }
     }
-    for q in s.tx.iter_mut() {
-        q.flush();
+    // The handler's last answers: every packet taken is sent or counted.
+    if let Some(link) = s.handler.take() {
+        while up.n > 0 {
+            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, Some(HANDLER_DRAIN)) == 0 {
+                // No answer in time (the handler is gone): what it held is lost.
+                for (p, n) in up.by_port.iter_mut().enumerate() {
+                    c.lost[p] += *n as u64;
+                    *n = 0;
+                }
+                up.n = 0;
+            }
+        }
     }
+    flush(&mut s.tx);
     s.design.settle();
     let report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
     // Answer anything still waiting, so no caller blocks on a stopped PMD.
     while let Ok(msg) = s.inbox.try_recv() {
         let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &t0);
+        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &t0);
     }
     PmdFinal { report }
+}
+
+fn flush(tx: &mut [TxQueue]) {
+    for q in tx.iter_mut() {
+        if q.pending() > 0 {
+            q.flush();
+        }
+    }
+}
+
+/// Sends one batch of upcalls to the handler: what does not fit (this PMD's in-flight cap, or
+/// the handler's full queue) is lost — unless the PMD reads files, which waits for room.
+#[allow(clippy::too_many_arguments)]
+fn send_upcalls(
+    link: &HandlerLink,
+    pmd: usize,
+    mut items: Vec<UpcallItem>,
+    design: &mut dyn Design,
+    up: &mut Inflight,
+    c: &mut PmdCounters,
+    exec: &mut Executor,
+    tx: &mut [TxQueue],
+) {
+    if up.offline {
+        // A file waits: in pieces of at most the cap, each when there is room for it.
+        while !items.is_empty() {
+            let rest = items.split_off(items.len().min(link.cap.max(1)));
+            while up.n > 0 && up.n + items.len() > link.cap {
+                if answers(link, design, up, c, exec, tx, Some(HANDLER_DRAIN)) == 0 {
+                    break;
+                }
+            }
+            send_batch(link, pmd, items, design, up, c, true);
+            items = rest;
+        }
+        return;
+    }
+    let room = link.cap.saturating_sub(up.n).min(items.len());
+    let excess = items.split_off(room);
+    lose(excess, design, c);
+    send_batch(link, pmd, items, design, up, c, false);
+}
+
+/// One batch into the handler's queue (waiting for room when `wait`); lost when it does not go.
+fn send_batch(
+    link: &HandlerLink,
+    pmd: usize,
+    items: Vec<UpcallItem>,
+    design: &mut dyn Design,
+    up: &mut Inflight,
+    c: &mut PmdCounters,
+    wait: bool,
+) {
+    if items.is_empty() {
+        return;
+    }
+    let n = items.len();
+    let by_port: Vec<usize> = items.iter().map(|it| it.port).collect();
+    let sent = match link.to.try_send(UpcallBatch { pmd, items }) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(b)) if wait => link.to.send(b).map_err(|e| e.0),
+        Err(TrySendError::Full(b) | TrySendError::Disconnected(b)) => Err(b),
+    };
+    match sent {
+        Ok(()) => {
+            up.n += n;
+            for p in by_port {
+                up.by_port[p] += 1;
+            }
+        }
+        Err(b) => lose(b.items, design, c),
+    }
+}
+
+/// Upcalls that never reached the handler: lost, on their ports and in the design's counters.
+fn lose(items: Vec<UpcallItem>, design: &mut dyn Design, c: &mut PmdCounters) {
+    for it in items {
+        design.complete_upcall(&it.upcall, None, false);
+        c.lost[it.port] += 1;
+    }
+}
+
+/// Takes the handler's answers — what has arrived, or (with `wait`) the next batch within that
+/// time — installs their megaflows, applies the actions to the frames and sends them. Returns
+/// the packets answered.
+fn answers(
+    link: &HandlerLink,
+    design: &mut dyn Design,
+    up: &mut Inflight,
+    c: &mut PmdCounters,
+    exec: &mut Executor,
+    tx: &mut [TxQueue],
+    wait: Option<Duration>,
+) -> usize {
+    let mut done = 0;
+    loop {
+        let b = match wait {
+            Some(d) if done == 0 => match link.from.recv_timeout(d) {
+                Ok(b) => b,
+                Err(_) => break,
+            },
+            _ => match link.from.try_recv() {
+                Ok(b) => b,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            },
+        };
+        for it in b.items {
+            up.n -= 1;
+            up.by_port[it.port] -= 1;
+            done += 1;
+            let a = match &it.verdict {
+                Some((v, version)) => design.complete_upcall(&it.upcall, Some(v), *version >= up.known_version),
+                None => design.complete_upcall(&it.upcall, None, false),
+            };
+            match a {
+                DpAction::Lost | DpAction::Pending => c.lost[it.port] += 1,
+                a => account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx)),
+            }
+        }
+    }
+    if done > 0 {
+        flush(tx);
+    }
+    done
 }
 
 fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
@@ -179,18 +392,22 @@ fn handle_msg(
     s: &mut PmdSetup,
     c: &mut PmdCounters,
     baseline: &mut (PmdCounters, rqvs_datapath::Counters),
+    up: &mut Inflight,
     t0: &Instant,
 ) {
     match msg {
-        PmdMsg::TableChanged => {
+        PmdMsg::TableChanged(version, answer) => {
+            up.known_version = up.known_version.max(version);
             s.design.table_changed();
+            up.revalidations.push((s.design.visible_epoch(), answer));
         }
         PmdMsg::AddRules(rules, reply) => {
             let r = s.design.add_rules(rules).map(|_| ()).map_err(|e| e.to_string());
             let _ = reply.send(r);
         }
-        PmdMsg::RemoveRules(ids) => {
+        PmdMsg::RemoveRules(ids, answer) => {
             s.design.remove_rules(&ids);
+            let _ = answer.send(());
         }
         PmdMsg::Stats(reply) => {
             let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));

@@ -213,7 +213,9 @@ impl PmdReport {
             writeln!(out, "  avg. subtable lookups per megaflow hit: {:.2}", d.avg_subtable_lookups_per_megaflow_hit);
         let _ = writeln!(out, "  miss with success upcall: {}", d.miss_with_success_upcall);
         let _ = writeln!(out, "  miss with failed upcall: 0");
-        let _ = writeln!(out, "  lost: {}", d.lost + self.total.lost);
+        // Every packet the design lost (its queue full) or the handler's queue refused is a
+        // frame lost on its port: the port count is the one count.
+        let _ = writeln!(out, "  lost: {}", self.total.lost);
         if let Some(c) = d.coverage {
             let _ = writeln!(out, "  coverage: {:.1}%", c * 100.0);
         }

@@ -21,7 +21,7 @@ use rqvs_flow::frame::{build_frame, extract, push_vlan, strip_vlan, Frame};
 use rqvs_flow::key::{ETH_TYPE_ARP, ETH_TYPE_IP, IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI};
 use rqvs_flow::{Action, Actions, FlowKey, Match, Rule};
 use rqvs_ports::testnet::{self, Netns, RawSocket};
-use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig};
+use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig, UpcallMode};
 
 const PORTS: u32 = 3;
 
@@ -268,12 +268,41 @@ fn config(ports: Vec<PortSource>, rules: Vec<Rule>, design: DesignKind, pmds: us
     cfg
 }
 
-/// Offline: port 1 a pcap-in of the frames, ports 2 and 3 pcap-out files.
+/// How the slow path runs in a test: the handler thread (the default; `cap` packets in flight
+/// per PMD) or inline.
+#[derive(Clone, Copy)]
+enum Up {
+    Handler(usize),
+    Inline,
+}
+
+fn with_upcalls(mut cfg: SwitchConfig, up: Up) -> SwitchConfig {
+    match up {
+        Up::Handler(cap) => {
+            cfg.upcalls = UpcallMode::Handler;
+            cfg.orig.upcall_queue = cap;
+        }
+        Up::Inline => cfg.upcalls = UpcallMode::Inline,
+    }
+    cfg
+}
+
 fn offline(design: DesignKind, pmds: usize) {
+    offline_with(design, pmds, Up::Handler(4096));
+}
+
+/// Offline: port 1 a pcap-in of the frames, ports 2 and 3 pcap-out files. With the handler
+/// thread, a PMD reading files waits for room instead of losing packets, however small its cap.
+fn offline_with(design: DesignKind, pmds: usize, up: Up) {
     let mut rng = Rng(0x5eed_0000 + pmds as u64);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
     let want = expected(&rules, &frames);
-    let dir = std::env::temp_dir().join(format!("rqvs-switch-exact-{}-{}-{pmds}", std::process::id(), design.name()));
+    let mode = match up {
+        Up::Handler(cap) => format!("handler{cap}"),
+        Up::Inline => "inline".into(),
+    };
+    let dir =
+        std::env::temp_dir().join(format!("rqvs-switch-exact-{}-{}-{pmds}-{mode}", std::process::id(), design.name()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = |p: u32| dir.join(format!("p{p}.pcap"));
     let ports = vec![
@@ -281,7 +310,7 @@ fn offline(design: DesignKind, pmds: usize) {
         PortSource::Spec(format!("pcap-out:{}", out(2).display()).parse().unwrap()),
         PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
     ];
-    let sw = Switch::start(config(ports, rules, design, pmds)).unwrap();
+    let sw = Switch::start(with_upcalls(config(ports, rules, design, pmds), up)).unwrap();
     let t0 = Instant::now();
     while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(10));
@@ -294,9 +323,13 @@ fn offline(design: DesignKind, pmds: usize) {
     // Port 1 is a pcap-in port: what the rules send back there is counted as dropped by it.
     let mut want = want;
     let back = want.remove(&1).map_or(0, |v| v.len() as u64);
-    assert_eq!(report.ports[0].tx_dropped, back, "in_port/flood copies to the offline input port");
+    assert_eq!(report.ports[0].tx_dropped, back, "in_port/flood copies to the offline input port\n{}", report.format());
     std::fs::remove_dir_all(&dir).unwrap();
     check(&report, frames.len(), &got, &want, &format!("pcap {} {pmds} PMDs", design.name()));
+    if design != DesignKind::Cflows {
+        let upcalls: u64 = report.pmds.iter().map(|p| p.datapath.miss_with_success_upcall).sum();
+        assert!(upcalls > 100, "the workload exercises the slow path ({upcalls} upcalls)");
+    }
 }
 
 fn read_pcap(path: &PathBuf) -> Vec<Vec<u8>> {
@@ -309,8 +342,12 @@ fn read_pcap(path: &PathBuf) -> Vec<Vec<u8>> {
     v
 }
 
-/// On veths: `sw` holds p1..p3, `hN` holds eN; frames are injected on e1 and captured on e1..e3.
 fn on_veths(ty: &str, design: DesignKind, pmds: usize) {
+    on_veths_with(ty, design, pmds, Up::Handler(4096));
+}
+
+/// On veths: `sw` holds p1..p3, `hN` holds eN; frames are injected on e1 and captured on e1..e3.
+fn on_veths_with(ty: &str, design: DesignKind, pmds: usize, up: Up) {
     let mut rng = Rng(0x5eed_1000 + pmds as u64);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
     let want = expected(&rules, &frames);
@@ -331,7 +368,7 @@ fn on_veths(ty: &str, design: DesignKind, pmds: usize) {
         })
         .collect();
     let ports: Vec<PortSource> = (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:{ty}").parse().unwrap())).collect();
-    let cfg = config(ports, rules, design, pmds);
+    let cfg = with_upcalls(config(ports, rules, design, pmds), up);
     let sw = sw_ns.run(move || Switch::start(cfg)).unwrap().unwrap();
     for (i, f) in frames.iter().enumerate() {
         socks[0].send(f).unwrap();
@@ -366,6 +403,29 @@ offline_tests!(
     pcap_orig_4 => (DesignKind::Orig, 4),
 );
 
+#[test]
+fn pcap_orig_inline_2() {
+    offline_with(DesignKind::Orig, 2, Up::Inline);
+}
+
+#[test]
+fn pcap_ccache_inline_1() {
+    offline_with(DesignKind::Ccache, 1, Up::Inline);
+}
+
+/// Four packets in flight per PMD: a file's PMD waits for the handler and loses nothing.
+#[test]
+fn pcap_orig_handler_cap_4() {
+    offline_with(DesignKind::Orig, 2, Up::Handler(4));
+}
+
+#[test]
+fn afpacket_orig_inline_2() {
+    if testnet::available("afpacket_orig_inline_2") {
+        on_veths_with("afpacket", DesignKind::Orig, 2, Up::Inline);
+    }
+}
+
 macro_rules! veth_tests {
     ($($name:ident => ($ty:literal, $d:expr, $p:expr)),* $(,)?) => {
         $(
@@ -390,3 +450,40 @@ veth_tests!(
     afxdp_cflows_2 => ("afxdp", DesignKind::Cflows, 2),
     afxdp_orig_4 => ("afxdp", DesignKind::Orig, 4),
 );
+
+/// A handler queue with no room (cap 0) on a live port: every upcall is lost — counted on its
+/// port and in `pmd-stats-show`'s `lost` — and every frame is still accounted for.
+#[test]
+fn afpacket_orig_handler_full_loses_and_counts() {
+    if !testnet::available("afpacket_orig_handler_full_loses_and_counts") {
+        return;
+    }
+    let mut rng = Rng(0x5eed_2000);
+    let (rules, frames) = (rules(&mut rng), frames(&mut rng, 500));
+    let sw_ns = Netns::new("swf").unwrap();
+    let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("hf{i}")).unwrap()).collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
+        sw_ns.veth(&p, h, &e, 1).unwrap();
+        sw_ns.wait_running(&p, Duration::from_secs(3)).unwrap();
+        h.wait_running(&e, Duration::from_secs(3)).unwrap();
+    }
+    let sock = hosts[0].run(|| RawSocket::open("e1")).unwrap().unwrap();
+    let ports: Vec<PortSource> =
+        (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:afpacket").parse().unwrap())).collect();
+    let cfg = with_upcalls(config(ports, rules, DesignKind::Orig, 1), Up::Handler(0));
+    let sw = sw_ns.run(move || Switch::start(cfg)).unwrap().unwrap();
+    for f in &frames {
+        sock.send(f).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = sw.control().pmd_stats();
+    let report = sw.stop().unwrap();
+    assert!(report.balanced(), "{}", report.format());
+    assert_eq!(report.ports[0].rx_packets, frames.len() as u64);
+    assert_eq!(report.total.lost + report.total.malformed, frames.len() as u64, "{}", report.format());
+    let mut text = String::new();
+    stats[0].format(&mut text);
+    assert!(text.contains(&format!("  lost: {}\n", report.total.lost)), "{text}");
+    assert_eq!(stats[0].datapath.miss_with_success_upcall, 0, "{text}");
+}
