@@ -628,6 +628,14 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         self.c.reval_ns += ns;
     }
 
+    /// Revalidates on `t` (a handle of a revalidator thread shared with other PMDs,
+    /// [`crate::revalidator::RevalidatorService`]) instead of its own thread or inline. Call
+    /// before the first packet.
+    pub fn set_revalidator(&mut self, t: RevalidatorThread) {
+        self.dpcls.enable_journal();
+        self.reval_thread = Some(t);
+    }
+
     /// Rule-change revalidations finished since the last call (the revalidator thread's; none
     /// inline), with the megaflows each deleted.
     pub fn take_revalidations(&mut self) -> Vec<Revalidation> {

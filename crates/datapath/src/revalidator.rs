@@ -145,6 +145,8 @@ struct Ukey {
 }
 
 enum ToThread {
+    /// A PMD connects: where its revalidations go.
+    Connect(Sender<Revalidation>),
     Installed(Vec<(MegaflowRef, Ukey)>),
     Removed(Vec<MegaflowRef>),
     /// The table changed: the change of this epoch is to be revalidated.
@@ -167,31 +169,60 @@ pub struct Revalidation {
     pub thread_ms: f64,
 }
 
-/// The revalidator thread and the PMD's ends of its channels (module docs).
+/// A PMD's ends of the revalidator thread's channels (module docs).
 pub struct RevalidatorThread {
-    to: Option<Sender<ToThread>>,
+    /// This PMD's number at the thread.
+    id: usize,
+    to: Option<Sender<(usize, ToThread)>>,
     from: Receiver<Revalidation>,
+    /// The thread, when this handle started it for itself ([`RevalidatorThread::spawn`]).
     handle: Option<JoinHandle<()>>,
     /// Epochs of rule changes sent and not yet revalidated, oldest first.
     pending: VecDeque<u64>,
 }
 
-impl RevalidatorThread {
+/// One revalidator thread serving several PMDs (module docs). The thread ends once this and
+/// every handle [`RevalidatorService::connect`] gave are dropped.
+pub struct RevalidatorService {
+    to: Sender<(usize, ToThread)>,
+    next_id: usize,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl RevalidatorService {
     /// Starts the thread over the shared OpenFlow table.
-    pub fn spawn(table: OfprotoTable) -> RevalidatorThread {
-        let (to, rx) = mpsc::channel::<ToThread>();
-        let (tx, from) = mpsc::channel::<Revalidation>();
+    pub fn spawn(table: OfprotoTable) -> RevalidatorService {
+        let (to, rx) = mpsc::channel::<(usize, ToThread)>();
         let handle = std::thread::Builder::new()
             .name("rqvs-revalidator".into())
-            .spawn(move || thread_main(table, rx, tx))
+            .spawn(move || thread_main(table, rx))
             .expect("spawning the revalidator thread");
-        RevalidatorThread { to: Some(to), from, handle: Some(handle), pending: VecDeque::new() }
+        RevalidatorService { to, next_id: 0, handle: Some(handle) }
+    }
+
+    /// A handle for one more PMD.
+    pub fn connect(&mut self) -> RevalidatorThread {
+        let (tx, from) = mpsc::channel::<Revalidation>();
+        let id = self.next_id;
+        self.next_id += 1;
+        let _ = self.to.send((id, ToThread::Connect(tx)));
+        RevalidatorThread { id, to: Some(self.to.clone()), from, handle: None, pending: VecDeque::new() }
+    }
+}
+
+impl RevalidatorThread {
+    /// Starts a revalidator thread of its own over the shared OpenFlow table.
+    pub fn spawn(table: OfprotoTable) -> RevalidatorThread {
+        let mut service = RevalidatorService::spawn(table);
+        let mut t = service.connect();
+        t.handle = service.handle.take();
+        t
     }
 
     fn send(&self, m: ToThread) {
         // A send fails only when the thread is gone, which `finished` reports as a panic.
         if let Some(to) = &self.to {
-            let _ = to.send(m);
+            let _ = to.send((self.id, m));
         }
     }
 
@@ -283,39 +314,62 @@ impl Drop for RevalidatorThread {
     }
 }
 
-fn thread_main(table: OfprotoTable, rx: Receiver<ToThread>, tx: Sender<Revalidation>) {
-    let mut ukeys: HashMap<MegaflowRef, Ukey> = HashMap::new();
+/// What the thread holds for one PMD: its ukeys and where its revalidations go.
+struct Client {
+    ukeys: HashMap<MegaflowRef, Ukey>,
+    reply: Sender<Revalidation>,
+}
+
+fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
+    let mut clients: HashMap<usize, Client> = HashMap::new();
     while let Ok(first) = rx.recv() {
-        // Everything queued now is applied in order; the rule changes among it are revalidated
-        // together, against the latest table.
+        // Everything queued now is applied in order (each PMD's messages arrive in the order it
+        // sent them); the rule changes among it are revalidated together, per PMD, against the
+        // latest table.
         let t0 = Instant::now();
-        let mut epoch = None;
+        let mut epochs: Vec<(usize, u64)> = Vec::new();
         let mut next = Some(first);
-        while let Some(m) = next {
+        while let Some((id, m)) = next {
             match m {
-                ToThread::Installed(v) => ukeys.extend(v),
-                ToThread::Removed(v) => {
-                    for f in v {
-                        ukeys.remove(&f);
+                ToThread::Connect(reply) => {
+                    clients.insert(id, Client { ukeys: HashMap::new(), reply });
+                }
+                ToThread::Installed(v) => {
+                    if let Some(c) = clients.get_mut(&id) {
+                        c.ukeys.extend(v);
                     }
                 }
-                ToThread::Revalidate { epoch: e } => epoch = Some(e),
+                ToThread::Removed(v) => {
+                    if let Some(c) = clients.get_mut(&id) {
+                        for f in v {
+                            c.ukeys.remove(&f);
+                        }
+                    }
+                }
+                ToThread::Revalidate { epoch } => match epochs.iter_mut().find(|(i, _)| *i == id) {
+                    Some(e) => e.1 = epoch,
+                    None => epochs.push((id, epoch)),
+                },
             }
             next = rx.try_recv().ok();
         }
-        let Some(epoch) = epoch else { continue };
-        let all: Vec<(MegaflowRef, Ukey)> = ukeys.iter().map(|(&f, &u)| (f, u)).collect();
-        let mut delete = Vec::new();
-        for chunk in all.chunks(REVALIDATE_CHUNK) {
-            let t = table.read();
-            delete.extend(chunk.iter().filter(|(_, u)| !still_valid(&t, &u.key, &u.mask, u.action)).map(|&(f, _)| f));
-        }
-        for f in &delete {
-            ukeys.remove(f);
-        }
-        let r = Revalidation { epoch, delete, deleted: 0, thread_ms: t0.elapsed().as_secs_f64() * 1e3 };
-        if tx.send(r).is_err() {
-            return;
+        for (id, epoch) in epochs {
+            let Some(c) = clients.get_mut(&id) else { continue };
+            let all: Vec<(MegaflowRef, Ukey)> = c.ukeys.iter().map(|(&f, &u)| (f, u)).collect();
+            let mut delete = Vec::new();
+            for chunk in all.chunks(REVALIDATE_CHUNK) {
+                let t = table.read();
+                delete
+                    .extend(chunk.iter().filter(|(_, u)| !still_valid(&t, &u.key, &u.mask, u.action)).map(|&(f, _)| f));
+            }
+            for f in &delete {
+                c.ukeys.remove(f);
+            }
+            let r = Revalidation { epoch, delete, deleted: 0, thread_ms: t0.elapsed().as_secs_f64() * 1e3 };
+            if c.reply.send(r).is_err() {
+                // That PMD is gone.
+                clients.remove(&id);
+            }
         }
     }
 }

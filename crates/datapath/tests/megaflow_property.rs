@@ -330,3 +330,67 @@ fn revalidator_thread_deletes_and_windows_happen() {
     }
     assert!(deleted > 0 && windowed > 0, "deleted {deleted}, windowed {windowed}");
 }
+
+/// The megaflows (key, mask, action) a datapath holds, sorted.
+fn megaflow_set<S: ModelStage>(dp: &MegaflowDatapath<S>) -> Vec<String> {
+    let mut v: Vec<String> = dp
+        .dpcls()
+        .megaflow_refs()
+        .into_iter()
+        .map(|f| {
+            let e = dp.dpcls().get(f).unwrap();
+            format!("{:?} {:?} {:?}", e.key, e.megaflow.mask, e.action)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Two PMDs over one OpenFlow table and one revalidator thread (the switch's arrangement): each
+/// keeps exactly the megaflows a twin revalidating inline keeps — the thread never mixes one
+/// PMD's megaflows (whose handles collide with the other's) with the other's.
+#[test]
+fn one_revalidator_thread_serves_two_pmds_apart() {
+    use rqvs_datapath::ofproto::RuleChange;
+    use rqvs_datapath::revalidator::RevalidatorService;
+    use rqvs_datapath::OfprotoTable;
+    for seed in 0..20u64 {
+        let mut rng = StdRng::seed_from_u64(1000 + seed);
+        let rules = random_rules(&mut rng, 30);
+        let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.3));
+        let cfg =
+            DatapathConfig { clock: Clock::Virtual { packet_ns: 1000, upcall_ns: 1000 }, ..DatapathConfig::default() };
+        let inline = OrigConfig { revalidator: RevalidatorMode::Inline, ..OrigConfig::default() };
+        let shared = OfprotoTable::build(&initial).unwrap();
+        let twin_table = OfprotoTable::build(&initial).unwrap();
+        let mut service = RevalidatorService::spawn(shared.clone());
+        let mut pmds: Vec<(Orig, Orig)> = (0..2)
+            .map(|_| {
+                let mut t = Orig::with_table(shared.clone(), cfg, inline);
+                t.set_revalidator(service.connect());
+                (t, Orig::with_table(twin_table.clone(), cfg, inline))
+            })
+            .collect();
+        drop(service);
+        for (t, twin) in &mut pmds {
+            let keys = random_packets(&mut rng, 40, 400);
+            t.run_keys(&keys);
+            twin.run_keys(&keys);
+            assert_eq!(megaflow_set(t), megaflow_set(twin));
+        }
+        // One commit to both tables, then every PMD revalidates.
+        let mut changes: Vec<RuleChange> = held.into_iter().map(RuleChange::Add).collect();
+        changes.extend(initial.iter().filter(|_| rng.gen_bool(0.2)).map(|r| RuleChange::Remove(r.id)));
+        shared.commit(changes.clone()).unwrap();
+        twin_table.commit(changes).unwrap();
+        for (t, twin) in &mut pmds {
+            t.table_changed();
+            twin.table_changed();
+        }
+        for (t, twin) in &mut pmds {
+            t.settle_revalidation();
+            assert_eq!(t.oldest_epoch(), t.epoch());
+            assert_eq!(megaflow_set(t), megaflow_set(twin), "seed {seed}");
+        }
+    }
+}
