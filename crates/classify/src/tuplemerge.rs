@@ -115,6 +115,7 @@ fn fits(rule: &Tuple, table: &Tuple) -> bool {
 
 /// The rules of one hash key, in winner order. The best is stored inline: most buckets hold one
 /// rule, and a lookup that finds it then touches no other memory.
+#[derive(Clone)]
 struct Bucket {
     key: Values,
     hash: u64,
@@ -143,6 +144,7 @@ impl Bucket {
     }
 }
 
+#[derive(Clone)]
 struct Table {
     /// Stable id (rules' records refer to it; the table's index changes as the order does).
     id: u32,
@@ -265,6 +267,7 @@ impl Table {
 }
 
 /// A rule and where it is.
+#[derive(Clone)]
 struct Record {
     rule: Rule,
     tuple: Tuple,
@@ -273,6 +276,7 @@ struct Record {
 }
 
 /// TupleMerge with online insert and remove.
+#[derive(Clone)]
 pub struct TupleMerge {
     /// Tables in lookup order: descending max priority.
     tables: Vec<Table>,

@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use hashbrown::HashMap;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
+use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -68,9 +69,10 @@ impl EmcRef for RuleRef {
 }
 
 /// The visible rules' actions and the EMC generation (the EMC's [`EmcTarget`]).
-struct Table {
-    actions: ActionTable,
-    gen: u32,
+#[derive(Clone)]
+pub(crate) struct Table {
+    pub(crate) actions: ActionTable,
+    pub(crate) gen: u32,
 }
 
 impl EmcTarget<RuleRef> for Table {
@@ -82,7 +84,7 @@ impl EmcTarget<RuleRef> for Table {
 
 impl Table {
     #[inline]
-    fn action(&self, slot: u32) -> DpAction {
+    pub(crate) fn action(&self, slot: u32) -> DpAction {
         if slot == NO_RULE {
             DpAction::Drop
         } else {
@@ -95,8 +97,8 @@ impl Table {
 /// the ids below a bound that grows with the table (ClassBench ids and the cookies of converted
 /// sets are small and dense), a map for the others. A map alone cost a dependent cache miss or
 /// two per packet at 500K rules (fw4_500k without EMC: 3.9 Mpps with the map).
-#[derive(Default)]
-struct ActionTable {
+#[derive(Clone, Default)]
+pub(crate) struct ActionTable {
     dense: Vec<Option<DpAction>>,
     sparse: HashMap<u32, DpAction>,
     len: usize,
@@ -109,7 +111,7 @@ impl ActionTable {
     }
 
     #[inline]
-    fn get(&self, id: u32) -> Option<DpAction> {
+    pub(crate) fn get(&self, id: u32) -> Option<DpAction> {
         match self.dense.get(id as usize) {
             Some(Some(a)) => Some(*a),
             // Not in the vector: in the map, if anywhere (an id can stay there after the vector
@@ -118,7 +120,7 @@ impl ActionTable {
         }
     }
 
-    fn insert(&mut self, id: u32, a: DpAction) {
+    pub(crate) fn insert(&mut self, id: u32, a: DpAction) {
         let i = id as usize;
         let was = if i < self.dense.len() || i < self.dense_limit() {
             if i >= self.dense.len() {
@@ -131,7 +133,7 @@ impl ActionTable {
         self.len += usize::from(was.is_none());
     }
 
-    fn remove(&mut self, id: u32) {
+    pub(crate) fn remove(&mut self, id: u32) {
         let gone = match self.dense.get_mut(id as usize).and_then(Option::take) {
             Some(a) => Some(a),
             None => self.sparse.remove(&id),
@@ -153,6 +155,76 @@ impl FromIterator<(u32, DpAction)> for ActionTable {
         }
         t
     }
+}
+
+/// CFLOWS' fast path on one batch: EMC, then the learned classifier `nm` on the misses, the
+/// actions from `table` (shared by [`Cflows`] and [`crate::cflows_shared::SharedCflows`]).
+/// Returns the batch's start time for the PMD clock.
+pub(crate) fn fast_path(
+    cfg: &DatapathConfig,
+    emc: &mut Emc<RuleRef>,
+    nm: &NuevoMatchUp,
+    table: &Table,
+    c: &mut Counters,
+    keys: &[FlowKey],
+    out: &mut [DpAction],
+) -> Option<Instant> {
+    let n = keys.len();
+    assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
+    let clock = cfg.clock;
+    let t0 = clock.start();
+    let mut k = [FlowKey::default(); BATCH];
+    let mut h = [0u32; BATCH];
+    let mut miss_keys = [FlowKey::default(); BATCH];
+    let mut miss_at = [0u8; BATCH];
+    let mut nmiss = 0;
+    c.received += n as u64;
+
+    for i in 0..n {
+        k[i] = keys[i].wire();
+        h[i] = flow_hash(&k[i]);
+        if cfg.emc {
+            if let Some(f) = emc.lookup(h[i], &k[i], table) {
+                out[i] = table.action(f.id);
+                c.emc_hit += 1;
+                continue;
+            }
+        }
+        miss_keys[nmiss] = k[i];
+        miss_at[nmiss] = i as u8;
+        nmiss += 1;
+    }
+    let t1 = clock.start();
+
+    if nmiss > 0 {
+        let mut ids = [None; BATCH];
+        let from_model = nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
+        let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
+        c.model_hit += from_model;
+        c.remainder_hit += nmiss as u64 - from_model - no_match;
+        c.no_match += no_match;
+        for j in 0..nmiss {
+            let i = usize::from(miss_at[j]);
+            let id = ids[j].map_or(NO_RULE, |id| id.0);
+            out[i] = table.action(id);
+            if cfg.emc {
+                let r = RuleRef { id, gen: table.gen };
+                emc.probabilistic_insert(h[i], &k[i], r, table);
+            }
+        }
+    }
+    for a in &out[..n] {
+        match a {
+            DpAction::Output(_) | DpAction::Apply(_) => c.tx += 1,
+            _ => c.dropped_by_action += 1,
+        }
+    }
+
+    if let (Some(t0), Some(t1)) = (t0, t1) {
+        c.emc_ns += (t1 - t0).as_nanos() as u64;
+        c.model_ns += t1.elapsed().as_nanos() as u64;
+    }
+    t0
 }
 
 /// The CFLOWS datapath (module docs).
@@ -219,62 +291,8 @@ impl Design for Cflows {
     }
 
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
-        let n = keys.len();
-        assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
-        let clock = self.cfg.clock;
-        let t0 = clock.start();
-        let mut k = [FlowKey::default(); BATCH];
-        let mut h = [0u32; BATCH];
-        let mut miss_keys = [FlowKey::default(); BATCH];
-        let mut miss_at = [0u8; BATCH];
-        let mut nmiss = 0;
-        self.c.received += n as u64;
-
-        for i in 0..n {
-            k[i] = keys[i].wire();
-            h[i] = flow_hash(&k[i]);
-            if self.cfg.emc {
-                if let Some(f) = self.emc.lookup(h[i], &k[i], &self.table) {
-                    out[i] = self.table.action(f.id);
-                    self.c.emc_hit += 1;
-                    continue;
-                }
-            }
-            miss_keys[nmiss] = k[i];
-            miss_at[nmiss] = i as u8;
-            nmiss += 1;
-        }
-        let t1 = clock.start();
-
-        if nmiss > 0 {
-            let mut ids = [None; BATCH];
-            let from_model = self.nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
-            let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
-            self.c.model_hit += from_model;
-            self.c.remainder_hit += nmiss as u64 - from_model - no_match;
-            self.c.no_match += no_match;
-            for j in 0..nmiss {
-                let i = usize::from(miss_at[j]);
-                let id = ids[j].map_or(NO_RULE, |id| id.0);
-                out[i] = self.table.action(id);
-                if self.cfg.emc {
-                    let r = RuleRef { id, gen: self.table.gen };
-                    self.emc.probabilistic_insert(h[i], &k[i], r, &self.table);
-                }
-            }
-        }
-        for a in &out[..n] {
-            match a {
-                DpAction::Output(_) | DpAction::Apply(_) => self.c.tx += 1,
-                _ => self.c.dropped_by_action += 1,
-            }
-        }
-
-        if let (Some(t0), Some(t1)) = (t0, t1) {
-            self.c.emc_ns += (t1 - t0).as_nanos() as u64;
-            self.c.model_ns += t1.elapsed().as_nanos() as u64;
-        }
-        self.now_ns += clock.batch_ns(t0, n);
+        let t0 = fast_path(&self.cfg, &mut self.emc, self.nm.current(), &self.table, &mut self.c, keys, out);
+        self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
     }
 
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {

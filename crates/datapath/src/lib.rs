@@ -52,6 +52,7 @@ pub mod actions;
 pub mod ccache;
 pub mod cd;
 pub mod cflows;
+pub mod cflows_shared;
 pub mod clock;
 pub mod counters;
 pub mod design;
@@ -67,6 +68,7 @@ mod testutil;
 pub mod upcall;
 
 pub use cflows::{Cflows, CflowsConfig};
+pub use cflows_shared::{CflowsPublisher, SharedCflows};
 pub use clock::Clock;
 pub use counters::Counters;
 pub use design::{Design, DesignKind, DesignReport};

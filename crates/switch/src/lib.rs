@@ -20,16 +20,18 @@
 //! EMC and megaflow cache over the one shared OpenFlow table, as in OVS. Their upcalls go to
 //! one **handler thread** serving every PMD through a bounded queue ([`handler`]; overflow is
 //! lost and counted), or with [`UpcallMode::Inline`] are handled by the PMD itself between
-//! batches (OVS-DPDK's arrangement). CFLOWS PMDs each have their own learned classifier and
-//! trainer (**partial**: the issue asks for one classifier shared by all PMDs, swapped
-//! atomically, and one trainer thread). One revalidator thread serves every ORIG/CCACHE PMD
-//! (each PMD's megaflows kept apart). Nothing on the packet path takes a lock.
+//! batches (OVS-DPDK's arrangement). CFLOWS PMDs share one learned classifier, owned by the
+//! **manager thread** ([`manager`]: rule changes, model swaps from its one trainer) and
+//! published to them with an atomic pointer swap; each PMD keeps its own EMC. One revalidator
+//! thread serves every ORIG/CCACHE PMD (each PMD's megaflows kept apart). Nothing on the packet
+//! path takes a lock.
 //!
 //! **Rules.** The switch keeps the OpenFlow table of record ([`Control`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
 //! every flow whose match is at least as specific as a given one (OpenFlow's non-strict
 //! delete), or all. Each change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
-//! megaflows, CFLOWS PMDs apply it to their classifiers. Only one table (table 0) and only the
+//! megaflows, CFLOWS' manager publishes the changed classifier; the call returns once every PMD
+//! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
 //!
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
@@ -38,6 +40,7 @@
 pub mod ctl;
 pub mod execute;
 pub mod handler;
+pub mod manager;
 pub mod pmd;
 pub mod stats;
 mod sys;
@@ -53,7 +56,9 @@ use rqvs_classify::ofproto::{format_megaflow, format_packet};
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
-use rqvs_datapath::{Ccache, Cflows, CflowsConfig, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig};
+use rqvs_datapath::{
+    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
+};
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
@@ -172,6 +177,7 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
 pub struct Switch {
     threads: Vec<JoinHandle<PmdFinal>>,
     handler: Option<handler::Handler>,
+    manager: Option<manager::Manager>,
     control: Arc<Control>,
 }
 
@@ -187,6 +193,8 @@ pub struct Control {
     rules: Mutex<Rules>,
     /// The handler thread's counters (when there is one).
     handler: Option<Arc<handler::HandlerStats>>,
+    /// The CFLOWS manager thread's queue (CFLOWS only).
+    manager: Mutex<Option<Sender<manager::ManagerMsg>>>,
     stop: Arc<AtomicBool>,
     started: std::time::Instant,
 }
@@ -242,6 +250,13 @@ impl Switch {
             .then(|| RevalidatorService::spawn(table.clone()));
         let orig =
             if revalidator.is_some() { OrigConfig { revalidator: RevalidatorMode::Inline, ..orig } } else { orig };
+        // CFLOWS: one learned classifier for every PMD, owned by the manager thread.
+        let publisher = match cfg.design {
+            DesignKind::Cflows => {
+                Some(CflowsPublisher::new(&cfg.rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
+            }
+            _ => None,
+        };
         let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
         for i in 0..pmds {
             let dp = DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), ..cfg.datapath };
@@ -261,13 +276,19 @@ impl Switch {
                     }
                     Box::new(d)
                 }
-                DesignKind::Cflows => {
-                    Box::new(Cflows::new(&cfg.rules, dp, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
-                }
+                DesignKind::Cflows => Box::new(publisher.as_ref().expect("built above").reader(dp)),
             });
         }
         let cpus: Vec<Option<usize>> =
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
+        let (manager, manager_inbox) = match publisher {
+            Some(p) => {
+                let (m, inbox) =
+                    manager::Manager::spawn(p).map_err(|e| err(format!("starting the CFLOWS manager thread: {e}")))?;
+                (Some(m), Some(inbox))
+            }
+            None => (None, None),
+        };
         // The handler thread, and each PMD's ends of its queues.
         let mut links: Vec<Option<pmd::HandlerLink>> = (0..pmds).map(|_| None).collect();
         let mut handler = None;
@@ -313,10 +334,11 @@ impl Switch {
             table,
             rules: Mutex::new(Rules { by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(), next_id }),
             handler: handler_stats,
+            manager: Mutex::new(manager_inbox),
             stop,
             started: std::time::Instant::now(),
         });
-        Ok(Switch { threads, handler, control })
+        Ok(Switch { threads, handler, manager, control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -337,6 +359,15 @@ impl Switch {
             match t.join() {
                 Ok(f) => pmds.push(f.report),
                 Err(_) => return Err(err(format!("PMD thread {i} panicked (a bug: please report it)"))),
+            }
+        }
+        // The manager ends when its queue closes.
+        if let Ok(mut m) = self.control.manager.lock() {
+            m.take();
+        }
+        if let Some(m) = self.manager {
+            if !m.join() {
+                return Err(err("the CFLOWS manager thread panicked (a bug: please report it)"));
             }
         }
         // The PMDs held the handler's queue; it ends now.
@@ -656,36 +687,37 @@ impl Control {
     /// not answer within [`REPLY_WAIT`] — stopping, or a revalidation that long — is not waited
     /// for; the change is committed either way.)
     fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
-        let mut done = Vec::new();
-        let mut refused = Vec::new();
-        for i in &self.inboxes {
-            if self.design != DesignKind::Cflows {
-                let (s, r) = mpsc::channel();
-                if i.send(PmdMsg::TableChanged(version, s)).is_ok() {
-                    done.push(r);
-                }
-                continue;
-            }
+        if self.design == DesignKind::Cflows {
+            // One classifier for all PMDs: the manager applies and publishes the change, and
+            // each PMD's next batch reads the publication.
+            let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(m) = manager.as_ref() else { return Ok(()) };
             if !removed.is_empty() {
                 let (s, r) = mpsc::channel();
-                if i.send(PmdMsg::RemoveRules(removed.to_vec(), s)).is_ok() {
-                    done.push(r);
+                if m.send(manager::ManagerMsg::Remove(removed.to_vec(), s)).is_ok() {
+                    let _ = r.recv_timeout(REPLY_WAIT);
                 }
             }
             if !added.is_empty() {
                 let (s, r) = mpsc::channel();
-                if i.send(PmdMsg::AddRules(added.to_vec(), s)).is_ok() {
-                    refused.push(r);
+                if m.send(manager::ManagerMsg::Add(added.to_vec(), s)).is_ok() {
+                    if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
+                        return Err(err(format!("the learned classifier refused the rules: {e}")));
+                    }
                 }
             }
+            return Ok(());
         }
+        let done: Vec<_> = self
+            .inboxes
+            .iter()
+            .filter_map(|i| {
+                let (s, r) = mpsc::channel();
+                i.send(PmdMsg::TableChanged(version, s)).is_ok().then_some(r)
+            })
+            .collect();
         for r in done {
             let _ = r.recv_timeout(REPLY_WAIT);
-        }
-        for r in refused {
-            if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
-                return Err(err(format!("a PMD refused the rules: {e}")));
-            }
         }
         Ok(())
     }

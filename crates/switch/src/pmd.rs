@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use rqvs_datapath::upcall::Upcall;
 use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH};
 use rqvs_flow::frame::{extract, Extract};
-use rqvs_flow::{FlowKey, Rule, RuleId};
+use rqvs_flow::FlowKey;
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
@@ -34,9 +34,6 @@ pub enum PmdMsg {
     /// The shared OpenFlow table was committed to (ORIG, CCACHE), now at this version:
     /// revalidate, and answer once no megaflow of an older table can decide a packet.
     TableChanged(u64, Sender<()>),
-    /// CFLOWS: rule changes for this PMD's own classifier.
-    AddRules(Vec<Rule>, Sender<Result<(), String>>),
-    RemoveRules(Vec<RuleId>, Sender<()>),
     /// Counters now (since the last clear when `since_clear`).
     Stats(Sender<PmdReport>),
     /// Clears the counters `pmd-stats-show` reports (OVS keeps a baseline too).
@@ -400,14 +397,6 @@ fn handle_msg(
             up.known_version = up.known_version.max(version);
             s.design.table_changed();
             up.revalidations.push((s.design.visible_epoch(), answer));
-        }
-        PmdMsg::AddRules(rules, reply) => {
-            let r = s.design.add_rules(rules).map(|_| ()).map_err(|e| e.to_string());
-            let _ = reply.send(r);
-        }
-        PmdMsg::RemoveRules(ids, answer) => {
-            s.design.remove_rules(&ids);
-            let _ = answer.send(());
         }
         PmdMsg::Stats(reply) => {
             let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));

@@ -120,7 +120,7 @@ impl Group {
 
 /// The address pre-filter of an iSet's candidates, one [`Group`] per [`LANES`] slots (an array
 /// of structures of arrays; the loop below is plain Rust that the compiler vectorizes).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Prefilter {
     groups: Vec<Group>,
     len: usize,
@@ -188,9 +188,11 @@ impl Prefilter {
     }
 }
 
+#[derive(Clone)]
 struct ISet {
     field: Field,
-    index: Box<dyn RangeIndex>,
+    /// Immutable once trained (inserts go to the buckets), so shared by clones.
+    index: Arc<dyn RangeIndex>,
     /// Bucket `b` is `cands[spans[b].0..spans[b].1]`, live rules in winner order among dead
     /// slots (removed rules, padding), a multiple of [`LANES`] long and starting at one. A bucket
     /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead).
@@ -297,7 +299,9 @@ enum Location {
     Remainder,
 }
 
-/// iSets + remainder. `R` is the remainder classifier (TupleMerge by default).
+/// iSets + remainder. `R` is the remainder classifier (TupleMerge by default). A clone shares the
+/// trained range indexes and copies the rest (buckets, rule map, remainder).
+#[derive(Clone)]
 pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
     config: NuevoMatchConfig,
     isets: Vec<ISet>,
@@ -419,7 +423,15 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
                 spans.push((from, all.len() as u32));
             }
-            isets.push(ISet { field: plan.field, index, spans, cands: all, pre, ranks, live: plan.rules() });
+            isets.push(ISet {
+                field: plan.field,
+                index: index.into(),
+                spans,
+                cands: all,
+                pre,
+                ranks,
+                live: plan.rules(),
+            });
         }
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| Rule::clone(&rules[i])).collect();
         let mut by_id: HashMap<RuleId, (Location, Arc<Rule>)> = HashMap::with_capacity(rules.len());

@@ -1,0 +1,336 @@
+//! **CFLOWS with one learned classifier for every PMD** (the switch's arrangement; NSDI'22 §6:
+//! one trainer for all models, PMDs that only read).
+//!
+//! - [`CflowsPublisher`] is the one place the rules change: it owns the live classifier
+//!   ([`LiveNuevoMatch`], whose training runs on its own thread, one session at a time) and the
+//!   actions, and after every change set and every model swap it **publishes** a copy — the
+//!   classifier as lookups see it, the actions, an EMC generation — with one atomic pointer swap
+//!   ([`arc_swap::ArcSwap`]). A copy shares the trained range indexes and copies the buckets, the
+//!   rule map and the remainder: O(rules) per publication (tens of milliseconds at 100K rules),
+//!   paid by the publisher's thread, never by a PMD.
+//! - [`SharedCflows`] is a PMD's design: its own EMC and counters over the latest publication,
+//!   loaded once per batch without a lock (an `ArcSwap` load is a few atomic operations) — so a
+//!   batch sees one rule set, and every batch after a publication sees the new one. EMC entries
+//!   name the generation they were made under; a publication that changes the rules bumps it,
+//!   retiring them all (as [`crate::Cflows`] does on each insert).
+//! - Rules change only through the publisher: [`Design::add_rules`] / [`Design::remove_rules`]
+//!   on a [`SharedCflows`] are refused (the switch routes `add-flows`/`del-flows` to the
+//!   publisher's thread).
+//!
+//! One copy of the classifier serves N PMDs (N private [`crate::Cflows`] would hold N, each
+//! training on its own), at the cost of the copy per change set.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
+use rqvs_classify::nuevomatch::NuevoMatchUp;
+use rqvs_classify::{Classifier, ClassifierError};
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::cflows::{fast_path, ActionTable, CflowsConfig, RuleRef, Table};
+use crate::counters::Counters;
+use crate::design::{CflowsReport, Design, DesignReport};
+use crate::emc::Emc;
+use crate::{DatapathConfig, DpAction};
+
+/// What the PMDs read: one publication of the classifier.
+pub struct Published {
+    nm: NuevoMatchUp,
+    table: Table,
+    /// Changes with every publication whose rules differ from the previous one.
+    epoch: u64,
+    report: CflowsReport,
+    rules: u64,
+    model_swaps: u64,
+}
+
+/// The owner of the shared classifier (module docs).
+pub struct CflowsPublisher {
+    nm: LiveNuevoMatch,
+    actions: ActionTable,
+    gen: u32,
+    epoch: u64,
+    swaps_seen: usize,
+    out: Arc<ArcSwap<Published>>,
+}
+
+impl CflowsPublisher {
+    /// Trains the first model (synchronously) and publishes it.
+    pub fn new(rules: &[Rule], learned: CflowsConfig) -> Result<CflowsPublisher, ClassifierError> {
+        let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
+        let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_actions(&r.actions))).collect();
+        let first = publication(&nm, &actions, 0, 0);
+        Ok(CflowsPublisher {
+            nm,
+            actions,
+            gen: 0,
+            epoch: 0,
+            swaps_seen: 0,
+            out: Arc::new(ArcSwap::from_pointee(first)),
+        })
+    }
+
+    /// A PMD's design over this publisher's classifier.
+    pub fn reader(&self, cfg: DatapathConfig) -> SharedCflows {
+        SharedCflows {
+            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            shared: self.out.clone(),
+            c: Counters::default(),
+            now_ns: 0,
+            cfg,
+        }
+    }
+
+    /// Adds rules as one change set (all or none), then publishes.
+    pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<(), ClassifierError> {
+        let mut added = Vec::new();
+        for r in rules {
+            let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+            if let Err(e) = self.nm.insert(r) {
+                for id in added {
+                    self.nm.remove(id);
+                    self.actions.remove(id.0);
+                }
+                return Err(e);
+            }
+            self.actions.insert(id.0, action);
+            added.push(id);
+        }
+        // Retired under both policies (see `Cflows::add_rules`).
+        self.next_gen();
+        if self.nm.policy() == Policy::Instant {
+            self.epoch += 1;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Removes rules (absent ids ignored), then publishes.
+    pub fn remove_rules(&mut self, ids: &[RuleId]) {
+        let mut changed = false;
+        for &id in ids {
+            if self.nm.remove(id) {
+                self.actions.remove(id.0);
+                changed = true;
+            }
+        }
+        if changed {
+            self.epoch += 1;
+            self.publish();
+        }
+    }
+
+    /// Swaps a trained model in when one is ready (and starts training when due); publishes on
+    /// a swap. True when it published.
+    pub fn poll(&mut self) -> bool {
+        self.nm.poll();
+        let swaps = self.nm.sessions().len();
+        if swaps == self.swaps_seen {
+            return false;
+        }
+        self.swaps_seen = swaps;
+        if self.nm.policy() == Policy::Delayed {
+            // Staged rules just became visible.
+            self.next_gen();
+            self.epoch += 1;
+        }
+        self.publish();
+        true
+    }
+
+    /// Waits for a running training and publishes its model.
+    pub fn settle(&mut self) {
+        self.nm.finish_training();
+        self.poll();
+    }
+
+    /// The live classifier (tests, reports).
+    pub fn classifier(&self) -> &LiveNuevoMatch {
+        &self.nm
+    }
+
+    fn next_gen(&mut self) {
+        // Generation u32::MAX is RuleRef::NONE's: skipped, so an empty entry is never live.
+        self.gen = match self.gen.wrapping_add(1) {
+            u32::MAX => 0,
+            g => g,
+        };
+    }
+
+    fn publish(&mut self) {
+        self.out.store(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
+    }
+}
+
+fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64) -> Published {
+    let rules = (nm.current().len() + nm.staged()) as u64;
+    Published {
+        nm: nm.current().clone(),
+        table: Table { actions: actions.clone(), gen },
+        epoch,
+        report: CflowsReport {
+            coverage: nm.coverage(),
+            isets: nm.current().isets() as u64,
+            remainder_rules: nm.remainder_rules() as u64,
+            staged_rules: nm.staged() as u64,
+            training_sessions: nm.sessions().len() as u64,
+            last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
+        },
+        rules,
+        model_swaps: nm.sessions().len() as u64,
+    }
+}
+
+/// A PMD's CFLOWS over the shared classifier (module docs).
+pub struct SharedCflows {
+    cfg: DatapathConfig,
+    emc: Emc<RuleRef>,
+    shared: Arc<ArcSwap<Published>>,
+    c: Counters,
+    now_ns: u64,
+}
+
+impl Design for SharedCflows {
+    fn name(&self) -> &'static str {
+        "cflows"
+    }
+
+    fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
+        let p = self.shared.load();
+        let t0 = fast_path(&self.cfg, &mut self.emc, &p.nm, &p.table, &mut self.c, keys, out);
+        self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
+    }
+
+    fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
+        &[]
+    }
+
+    fn maintain(&mut self) -> u64 {
+        0
+    }
+
+    fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        let id = rules.first().map_or(RuleId(0), |r| r.id);
+        Err(ClassifierError::Unsupported(id, "a shared CFLOWS classifier changes through its publisher".into()))
+    }
+
+    fn remove_rules(&mut self, _ids: &[RuleId]) -> u64 {
+        0
+    }
+
+    fn counters(&self) -> Counters {
+        let p = self.shared.load();
+        let mut c = self.c;
+        c.rules = p.rules;
+        c.model_entries = (p.report.coverage * p.rules as f64).round() as u64;
+        c.model_swaps = p.model_swaps;
+        c.pmd_ns = self.now_ns;
+        c.emc_inserts = self.emc.inserts;
+        c
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn idle_until(&mut self, ns: u64) {
+        self.now_ns = self.now_ns.max(ns);
+    }
+
+    fn visible_epoch(&self) -> u64 {
+        self.shared.load().epoch
+    }
+
+    fn report(&self) -> DesignReport {
+        DesignReport::Cflows(self.shared.load().report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{expect, keys, rules};
+    use crate::BATCH;
+
+    fn virtual_cfg(seed: u64) -> DatapathConfig {
+        DatapathConfig {
+            emc_insert_prob: 1.0,
+            clock: crate::Clock::Virtual { packet_ns: 100, upcall_ns: 0 },
+            seed,
+            ..DatapathConfig::default()
+        }
+    }
+
+    fn run(dp: &mut SharedCflows, keys: &[FlowKey]) -> Vec<DpAction> {
+        let mut out = vec![DpAction::Drop; keys.len()];
+        for (i, chunk) in keys.chunks(BATCH).enumerate() {
+            dp.process_batch(chunk, 0, &mut out[i * BATCH..i * BATCH + chunk.len()]);
+        }
+        out
+    }
+
+    /// Random change sets through the publisher (adds, some under removed ids; removals; model
+    /// swaps under both policies): two PMDs reading the one classifier, each with its own EMC
+    /// inserting every miss, give every packet the reference's action over the visible rules.
+    #[test]
+    fn two_readers_follow_every_publication() {
+        use rand::{Rng, SeedableRng};
+        let pool = rules(300);
+        let keys = keys(600, 0);
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
+            let learned = CflowsConfig { policy, retrain_threshold: 0.05 };
+            let mut live: Vec<Rule> = pool[..150].to_vec();
+            let mut removed: Vec<RuleId> = Vec::new();
+            let mut publisher = CflowsPublisher::new(&live, learned).unwrap();
+            let mut pmds = [publisher.reader(virtual_cfg(1)), publisher.reader(virtual_cfg(2))];
+            for step in 0..12 {
+                match rng.gen_range(0..3) {
+                    0 => {
+                        let mut add: Vec<Rule> = Vec::new();
+                        for _ in 0..rng.gen_range(1..20) {
+                            let mut r = pool[rng.gen_range(0..pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.gen_bool(0.5) {
+                                removed[rng.gen_range(0..removed.len())]
+                            } else {
+                                RuleId(rng.gen_range(0..400))
+                            };
+                            r.actions = rqvs_flow::Actions::output(1000 + step);
+                            if !live.iter().chain(&add).any(|x| x.id == r.id) {
+                                add.push(r);
+                            }
+                        }
+                        live.extend(add.iter().cloned());
+                        publisher.add_rules(add).unwrap();
+                    }
+                    1 if !live.is_empty() => {
+                        let n = rng.gen_range(1..10).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.gen_range(0..live.len())].id).collect();
+                        live.retain(|r| !gone.contains(&r.id));
+                        removed.extend(&gone);
+                        publisher.remove_rules(&gone);
+                    }
+                    _ => publisher.settle(),
+                }
+                let staged = publisher.classifier().staged_ids();
+                let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+                let want = expect(&visible, &keys);
+                for (i, dp) in pmds.iter_mut().enumerate() {
+                    assert_eq!(run(dp, &keys), want, "seed {seed} step {step} PMD {i}");
+                    assert!(dp.counters().outcome_sum_ok());
+                }
+            }
+            assert!(pmds.iter().all(|p| p.counters().emc_hit > 0));
+        }
+    }
+
+    /// Rules change only through the publisher.
+    #[test]
+    fn readers_refuse_rule_changes() {
+        let publisher = CflowsPublisher::new(&rules(10), CflowsConfig::default()).unwrap();
+        let mut dp = publisher.reader(virtual_cfg(0));
+        assert!(dp.add_rules(rules(2)).is_err());
+    }
+}

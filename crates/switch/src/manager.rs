@@ -1,0 +1,57 @@
+//! The CFLOWS manager thread: the one owner of the learned classifier every CFLOWS PMD reads
+//! ([`rqvs_datapath::CflowsPublisher`]). It applies `add-flows`/`del-flows` change sets,
+//! swaps in the models its trainer finishes (polling every [`POLL`]), and publishes each
+//! result with one atomic pointer swap; the PMDs pick it up at their next batch.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rqvs_datapath::CflowsPublisher;
+use rqvs_flow::{Rule, RuleId};
+
+/// How often the manager looks for a finished training.
+const POLL: Duration = Duration::from_millis(10);
+
+/// A change set for the shared classifier, answered once published.
+pub enum ManagerMsg {
+    Add(Vec<Rule>, Sender<Result<(), String>>),
+    Remove(Vec<RuleId>, Sender<()>),
+}
+
+/// The running manager thread.
+pub struct Manager {
+    thread: JoinHandle<()>,
+}
+
+impl Manager {
+    /// Starts the manager over `publisher`; it ends when every sender of its queue is gone.
+    pub fn spawn(mut publisher: CflowsPublisher) -> std::io::Result<(Manager, Sender<ManagerMsg>)> {
+        let (send, recv) = mpsc::channel();
+        let thread =
+            std::thread::Builder::new().name("cflows-manager".into()).spawn(move || serve(&mut publisher, &recv))?;
+        Ok((Manager { thread }, send))
+    }
+
+    /// Waits for the manager to end.
+    pub fn join(self) -> bool {
+        self.thread.join().is_ok()
+    }
+}
+
+fn serve(publisher: &mut CflowsPublisher, recv: &Receiver<ManagerMsg>) {
+    loop {
+        match recv.recv_timeout(POLL) {
+            Ok(ManagerMsg::Add(rules, answer)) => {
+                let _ = answer.send(publisher.add_rules(rules).map_err(|e| e.to_string()));
+            }
+            Ok(ManagerMsg::Remove(ids, answer)) => {
+                publisher.remove_rules(&ids);
+                let _ = answer.send(());
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        publisher.poll();
+    }
+}
