@@ -126,7 +126,8 @@ pub struct Common {
     #[arg(long, default_value_t = 1)]
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash, each with its own design over one
-    /// shared OpenFlow table (the paper's Fig. 10 offline; replay only, without --updates/--rate).
+    /// shared OpenFlow table (the paper's Fig. 10 offline; replay only). With --updates each PMD
+    /// applies the stream to a replica of the table; --rate is split over the PMDs.
     #[arg(long, default_value_t = 1)]
     pub pmds: usize,
     /// Write a JSON report here ('-' = stdout).

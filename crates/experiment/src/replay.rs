@@ -853,15 +853,13 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
     if n == 0 {
         return Err(Error("--pmds: expected at least 1".into()));
     }
-    if c.updates.is_some() || c.rate.is_some() {
-        return Err(Error("--pmds: timed --updates and --rate run on one PMD only, for now".into()));
-    }
     let mut shares: Vec<Prepared> = (0..n)
         .map(|_| Prepared {
             all_rules: Vec::new(),
             rules_format: p.rules_format,
             keys: Vec::new(),
-            updates: Vec::new(),
+            // Every PMD applies the whole update stream on its own clock.
+            updates: p.updates.clone(),
             initial: p.initial.clone(),
             sampled: Vec::new(),
             n_verify: 0,
@@ -876,10 +874,21 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
     if let Some(i) = shares.iter().position(|s| s.keys.is_empty()) {
         return Err(Error(format!("--pmds {n}: PMD {i} gets no packet of this trace (too few flows)")));
     }
-    let table = OfprotoTable::build(&p.initial)?;
+    // One OpenFlow table for all PMDs (ORIG, CCACHE) — unless a timed update stream runs: each
+    // PMD then applies it on its own clock to a table of its own (a replica), since committing
+    // one stream N times to one table would apply each change N times.
+    let table = if p.updates.is_empty() { Some(OfprotoTable::build(&p.initial)?) } else { None };
     let runs = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            shares.iter().map(|share| s.spawn(|| run_design_on(c, share, design, None, Some(&table)))).collect();
+        let handles: Vec<_> = shares
+            .iter()
+            .map(|share| {
+                // A constant offered rate is split over the PMDs as the trace is.
+                let rate = c.rate.map(|r| r * share.keys.len() as f64 / p.keys.len() as f64);
+                let cfg = ReplayConfig { rate, ..c.clone() };
+                let table = table.as_ref();
+                s.spawn(move || run_design_on(&cfg, share, design, None, table))
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().expect("a PMD thread panicked")).collect::<Result<Vec<Run>, Error>>()
     })?;
     let packets: u64 = runs.iter().map(|r| r.c.received).sum();
