@@ -242,8 +242,17 @@ impl Tx {
     }
 
     /// Copies `frame` into a free chunk and writes its descriptor (published by `flush`).
-    pub(crate) fn stage(&mut self, frame: &[u8], c: &QueueCounters) {
+    pub(crate) fn stage(&mut self, frame: &[u8], c: &QueueCounters, shared: &PortShared) {
         if self.free.is_empty() {
+            self.reap();
+        }
+        let stuck = self.staged == 0 && self.tx.load_consumer() != self.tx_prod;
+        if self.free.is_empty() && stuck && shared.link() == LinkState::Up {
+            // Every chunk sits in the tx ring, published by earlier flushes the kernel refused
+            // (ENETDOWN while the link was down). Nothing else would wake the kernel again: the
+            // caller flushes only queues with frames staged, and none can be staged without a free
+            // chunk — the port dropped everything for good after the link came back up.
+            self.wake(c, shared);
             self.reap();
         }
         let tagged = matches!(frame.get(12..14), Some([0x81, 0x00]) | Some([0x88, 0xa8]));
@@ -278,6 +287,15 @@ impl Tx {
             self.staged = 0;
             self.staged_bytes = 0;
         }
+        self.wake(c, shared);
+        self.reap();
+        if shared.link() == LinkState::Down && self.tx.load_consumer() == self.tx_prod {
+            shared.check_link();
+        }
+    }
+
+    /// Wakes the kernel until its tx ring is empty (a few calls at most).
+    fn wake(&mut self, c: &QueueCounters, shared: &PortShared) {
         // Copy mode sends in the sendto() call, at most 32 frames per call.
         for _ in 0..4 {
             if self.tx.load_consumer() == self.tx_prod {
@@ -299,10 +317,6 @@ impl Tx {
                     }
                 },
             }
-        }
-        self.reap();
-        if shared.link() == LinkState::Down && self.tx.load_consumer() == self.tx_prod {
-            shared.check_link();
         }
     }
 }

@@ -450,7 +450,7 @@ impl TxQueue {
         }
         match &mut self.backend {
             TxBackend::AfPacket(tx) => tx.staging.push(frame),
-            TxBackend::AfXdp(tx) => tx.stage(frame, &self.counters),
+            TxBackend::AfXdp(tx) => tx.stage(frame, &self.counters, &self.shared),
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
             TxBackend::Sink => {}
         }

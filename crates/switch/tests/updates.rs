@@ -1,0 +1,89 @@
+//! Exactness while rules change under traffic: for every design, on afpacket and afxdp ports,
+//! with 1 and 2 PMDs, a switch on veths between private namespaces forwards a continuous stream
+//! of frames while a set of higher-priority rules that changes the output of some flows is
+//! added and then deleted through [`Control`]. Every frame sent is accounted for, every copy
+//! that leaves a port is what the reference winner's actions under one rule set visible at the
+//! time say, byte for byte, and frames sent once a change is acknowledged and settled follow
+//! the new rules exactly. The definitions are in `churn/mod.rs` (shared with the CLI's test
+//! through the management socket).
+//!
+//! As root only (skipped otherwise, a failure with `RQVS_REQUIRE_NETNS=1`). The cases run one
+//! at a time (a lock): each measures a switch at a fixed rate and should not share the CPUs
+//! with another. About 2.5 s each.
+
+mod churn;
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use rqvs_datapath::DesignKind;
+use rqvs_ports::testnet;
+use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn accounting(r: &FinalReport) -> churn::Accounting {
+    churn::Accounting {
+        port1_rx: r.ports[0].rx_packets,
+        rx_lost: r.ports.iter().map(|p| p.rx_lost).sum(),
+        lost: r.total.lost,
+        malformed: r.total.malformed,
+        tx_dropped: r.ports.iter().map(|p| p.tx_dropped).sum(),
+        balanced: r.balanced(),
+        text: r.format(),
+    }
+}
+
+fn rules_change_under_traffic(ty: &str, design: DesignKind, pmds: usize) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let what = format!("{ty} {} {pmds} PMDs", design.name());
+    let t = Instant::now();
+    let topo = churn::Topo::new("upd", pmds);
+    let ports: Vec<PortSource> = (1..=3).map(|p| PortSource::Spec(format!("p{p}:{ty}").parse().unwrap())).collect();
+    let mut cfg = SwitchConfig::new(ports, churn::parse("base", churn::BASE), design);
+    cfg.pmds = pmds;
+    // Some EMC hits (entries that must die with a change) without every packet being one.
+    cfg.datapath.emc_insert_prob = 0.2;
+    let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
+    let control = sw.control();
+    let traffic = churn::Traffic::start(&topo);
+    std::thread::sleep(churn::PHASES[0]);
+    let (added, add) = churn::timed(|| control.add_flows(churn::parse("change", churn::CHANGE)));
+    assert_eq!(added.unwrap(), (5, 0), "{what}: add-flows");
+    std::thread::sleep(churn::PHASES[1]);
+    let (deleted, del) = churn::timed(|| control.del_flows(Some(&churn::delete_matches())));
+    assert_eq!(deleted.unwrap(), 5, "{what}: del-flows removes exactly the added flows");
+    std::thread::sleep(churn::PHASES[2]);
+    let (sent, captured) = traffic.finish();
+    let report = sw.stop().unwrap();
+    let s = churn::check(&what, &sent, &captured, add, del, &accounting(&report));
+    eprintln!("{what}: {s:?} in {:.1} s", t.elapsed().as_secs_f64());
+}
+
+macro_rules! churn_tests {
+    ($($name:ident => ($ty:literal, $d:expr, $p:expr)),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                if testnet::available(stringify!($name)) {
+                    rules_change_under_traffic($ty, $d, $p);
+                }
+            }
+        )*
+    };
+}
+
+churn_tests!(
+    afpacket_orig_1 => ("afpacket", DesignKind::Orig, 1),
+    afpacket_orig_2 => ("afpacket", DesignKind::Orig, 2),
+    afpacket_ccache_1 => ("afpacket", DesignKind::Ccache, 1),
+    afpacket_ccache_2 => ("afpacket", DesignKind::Ccache, 2),
+    afpacket_cflows_1 => ("afpacket", DesignKind::Cflows, 1),
+    afpacket_cflows_2 => ("afpacket", DesignKind::Cflows, 2),
+    afxdp_orig_1 => ("afxdp", DesignKind::Orig, 1),
+    afxdp_orig_2 => ("afxdp", DesignKind::Orig, 2),
+    afxdp_ccache_1 => ("afxdp", DesignKind::Ccache, 1),
+    afxdp_ccache_2 => ("afxdp", DesignKind::Ccache, 2),
+    afxdp_cflows_1 => ("afxdp", DesignKind::Cflows, 1),
+    afxdp_cflows_2 => ("afxdp", DesignKind::Cflows, 2),
+);
