@@ -1,6 +1,6 @@
 //! The CFLOWS manager thread: the one owner of the learned classifier every CFLOWS PMD reads
 //! ([`rqvs_datapath::CflowsPublisher`]). It applies `add-flows`/`del-flows` change sets,
-//! swaps in the models its trainer finishes (polling every [`POLL`]), and publishes each
+//! swaps in the models its trainer finishes (polling every 10 ms), and publishes each
 //! result with one atomic pointer swap; the PMDs pick it up at their next batch.
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
