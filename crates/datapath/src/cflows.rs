@@ -227,6 +227,18 @@ pub(crate) fn fast_path(
     t0
 }
 
+/// A live classifier's figures, as CFLOWS reports them.
+pub(crate) fn report_of(nm: &LiveNuevoMatch) -> CflowsReport {
+    CflowsReport {
+        coverage: nm.coverage(),
+        isets: nm.current().isets() as u64,
+        remainder_rules: nm.remainder_rules() as u64,
+        staged_rules: nm.staged() as u64,
+        training_sessions: nm.sessions().len() as u64,
+        last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
+    }
+}
+
 /// The CFLOWS datapath (module docs).
 pub struct Cflows {
     cfg: DatapathConfig,
@@ -369,14 +381,7 @@ impl Design for Cflows {
     }
 
     fn report(&self) -> DesignReport {
-        DesignReport::Cflows(CflowsReport {
-            coverage: self.nm.coverage(),
-            isets: self.nm.current().isets() as u64,
-            remainder_rules: self.nm.remainder_rules() as u64,
-            staged_rules: self.nm.staged() as u64,
-            training_sessions: self.nm.sessions().len() as u64,
-            last_training_ms: self.nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
-        })
+        DesignReport::Cflows(report_of(&self.nm))
     }
 
     fn settle(&mut self) {

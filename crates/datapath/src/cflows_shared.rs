@@ -28,7 +28,7 @@ use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::cflows::{fast_path, ActionTable, CflowsConfig, RuleRef, Table};
+use crate::cflows::{fast_path, report_of, ActionTable, CflowsConfig, RuleRef, Table};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
@@ -169,14 +169,7 @@ fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64)
         nm: nm.current().clone(),
         table: Table { actions: actions.clone(), gen },
         epoch,
-        report: CflowsReport {
-            coverage: nm.coverage(),
-            isets: nm.current().isets() as u64,
-            remainder_rules: nm.remainder_rules() as u64,
-            staged_rules: nm.staged() as u64,
-            training_sessions: nm.sessions().len() as u64,
-            last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
-        },
+        report: report_of(nm),
         rules,
         model_swaps: nm.sessions().len() as u64,
     }
