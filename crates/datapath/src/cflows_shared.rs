@@ -84,41 +84,74 @@ impl CflowsPublisher {
 
     /// Adds rules as one change set (all or none), then publishes.
     pub fn add_rules(&mut self, rules: Vec<Rule>) -> Result<(), ClassifierError> {
-        let mut added = Vec::new();
-        for r in rules {
-            let (id, action) = (r.id, DpAction::from_actions(&r.actions));
-            if let Err(e) = self.nm.insert(r) {
-                for id in added {
-                    self.nm.remove(id);
-                    self.actions.remove(id.0);
-                }
-                return Err(e);
-            }
-            self.actions.insert(id.0, action);
-            added.push(id);
-        }
-        // Retired under both policies (see `Cflows::add_rules`).
-        self.next_gen();
-        if self.nm.policy() == Policy::Instant {
-            self.epoch += 1;
-        }
-        self.publish();
-        Ok(())
+        self.change(&[], rules)
     }
 
     /// Removes rules (absent ids ignored), then publishes.
     pub fn remove_rules(&mut self, ids: &[RuleId]) {
-        let mut changed = false;
-        for &id in ids {
-            if self.nm.remove(id) {
-                self.actions.remove(id.0);
-                changed = true;
+        // Removals alone cannot fail.
+        let _ = self.change(ids, Vec::new());
+    }
+
+    /// One change set — `remove` (absent ids ignored), then `add` (all or none) — published
+    /// once, so no PMD ever sees the table between the two (OpenFlow's add that replaces a
+    /// flow). Ids are checked before anything changes; a rule the classifier refuses later
+    /// (none of the switch's do: `check_rules` runs first) puts the removed rules back — under
+    /// the delayed policy they then wait, staged, for the next model.
+    pub fn change(&mut self, remove: &[RuleId], add: Vec<Rule>) -> Result<(), ClassifierError> {
+        // Ids first, before anything changes: an id held (and not removed here) or given twice.
+        let mut ids = std::collections::HashSet::new();
+        for r in &add {
+            if !ids.insert(r.id) || (self.nm.rule(r.id).is_some() && !remove.contains(&r.id)) {
+                return Err(ClassifierError::DuplicateId(r.id));
             }
         }
-        if changed {
-            self.epoch += 1;
-            self.publish();
+        let mut removed: Vec<Rule> = Vec::new();
+        for &id in remove {
+            if let Some(r) = self.nm.rule(id).cloned() {
+                if self.nm.remove(id) {
+                    self.actions.remove(id.0);
+                    removed.push(r);
+                }
+            }
         }
+        let mut added = Vec::new();
+        let mut refused = None;
+        for r in add {
+            let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+            if let Err(e) = self.nm.insert(r) {
+                refused = Some(e);
+                break;
+            }
+            self.actions.insert(id.0, action);
+            added.push(id);
+        }
+        if let Some(e) = refused {
+            for id in added {
+                self.nm.remove(id);
+                self.actions.remove(id.0);
+            }
+            for r in removed {
+                let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+                self.nm.insert(r).expect("a rule the classifier held before goes back in");
+                self.actions.insert(id.0, action);
+            }
+            self.next_gen();
+            self.publish();
+            return Err(e);
+        }
+        if added.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        // Any insert retires the EMC (see `Cflows::add_rules`), under both policies.
+        if !added.is_empty() {
+            self.next_gen();
+        }
+        if !removed.is_empty() || self.nm.policy() == Policy::Instant {
+            self.epoch += 1;
+        }
+        self.publish();
+        Ok(())
     }
 
     /// Swaps a trained model in when one is ready (and starts training when due); publishes on
@@ -316,6 +349,38 @@ mod tests {
                 }
             }
             assert!(pmds.iter().all(|p| p.counters().emc_hit > 0));
+        }
+    }
+
+    /// A replace (removal and addition in one change set) is one publication: no PMD can see
+    /// the table with the old rule gone and the new one not there yet. A refused addition puts
+    /// the removed rule back.
+    #[test]
+    fn a_replace_is_one_publication_and_a_refusal_changes_nothing() {
+        let all = rules(60);
+        let keys = keys(600, 0);
+        for policy in [Policy::Instant, Policy::Delayed] {
+            let mut publisher = CflowsPublisher::new(&all, CflowsConfig { policy, retrain_threshold: 0.1 }).unwrap();
+            let mut dp = publisher.reader(virtual_cfg(0));
+            assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
+            let e0 = dp.visible_epoch();
+            let mut new = all[5].clone();
+            new.id = RuleId(1000);
+            new.actions = rqvs_flow::Actions::output(77);
+            publisher.change(&[all[5].id], vec![new.clone()]).unwrap();
+            assert_eq!(dp.visible_epoch(), e0 + 1, "{policy:?}: one publication");
+            publisher.settle();
+            let mut now: Vec<Rule> = all.iter().filter(|r| r.id != all[5].id).cloned().collect();
+            now.push(new.clone());
+            // Delayed: the new rule waits, staged, for a model (the old one is gone at once).
+            let staged = publisher.classifier().staged_ids();
+            let now: Vec<Rule> = now.into_iter().filter(|r| !staged.contains(&r.id)).collect();
+            assert_eq!(run(&mut dp, &keys), expect(&now, &keys), "{policy:?}");
+            // Adding an id already held is refused: the removal in the same set is undone.
+            let e1 = dp.visible_epoch();
+            assert!(publisher.change(&[all[7].id], vec![new.clone()]).is_err());
+            assert_eq!(dp.visible_epoch(), e1, "{policy:?}: nothing published");
+            assert_eq!(run(&mut dp, &keys), expect(&now, &keys), "{policy:?}: nothing changed");
         }
     }
 

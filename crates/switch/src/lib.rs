@@ -692,18 +692,12 @@ impl Control {
             // each PMD's next batch reads the publication.
             let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
             let Some(m) = manager.as_ref() else { return Ok(()) };
-            if !removed.is_empty() {
-                let (s, r) = mpsc::channel();
-                if m.send(manager::ManagerMsg::Remove(removed.to_vec(), s)).is_ok() {
-                    let _ = r.recv_timeout(REPLY_WAIT);
-                }
-            }
-            if !added.is_empty() {
-                let (s, r) = mpsc::channel();
-                if m.send(manager::ManagerMsg::Add(added.to_vec(), s)).is_ok() {
-                    if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
-                        return Err(err(format!("the learned classifier refused the rules: {e}")));
-                    }
+            // One change set: a replaced flow is never missing in between.
+            let (answer, r) = mpsc::channel();
+            let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
+            if m.send(msg).is_ok() {
+                if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
+                    return Err(err(format!("the learned classifier refused the rules: {e}")));
                 }
             }
             return Ok(());

@@ -13,10 +13,12 @@ use rqvs_flow::{Rule, RuleId};
 /// How often the manager looks for a finished training.
 const POLL: Duration = Duration::from_millis(10);
 
-/// A change set for the shared classifier, answered once published.
-pub enum ManagerMsg {
-    Add(Vec<Rule>, Sender<Result<(), String>>),
-    Remove(Vec<RuleId>, Sender<()>),
+/// A change set for the shared classifier — removals, then additions, published together —
+/// answered once published.
+pub struct ManagerMsg {
+    pub remove: Vec<RuleId>,
+    pub add: Vec<Rule>,
+    pub answer: Sender<Result<(), String>>,
 }
 
 /// The running manager thread.
@@ -42,12 +44,8 @@ impl Manager {
 fn serve(publisher: &mut CflowsPublisher, recv: &Receiver<ManagerMsg>) {
     loop {
         match recv.recv_timeout(POLL) {
-            Ok(ManagerMsg::Add(rules, answer)) => {
-                let _ = answer.send(publisher.add_rules(rules).map_err(|e| e.to_string()));
-            }
-            Ok(ManagerMsg::Remove(ids, answer)) => {
-                publisher.remove_rules(&ids);
-                let _ = answer.send(());
+            Ok(m) => {
+                let _ = m.answer.send(publisher.change(&m.remove, m.add).map_err(|e| e.to_string()));
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

@@ -189,6 +189,11 @@ impl LiveNuevoMatch {
         self.current.lookup_batch_counted(keys, out)
     }
 
+    /// The rule with this id, visible or staged.
+    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
+        self.staged.get(&id).map(|r| r.as_ref()).or_else(|| self.current.rule(id))
+    }
+
     /// The policy inserted rules follow.
     pub fn policy(&self) -> Policy {
         self.policy

@@ -461,6 +461,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.rules.values().map(|(_, r)| Rule::clone(r)).collect()
     }
 
+    /// The live rule with this id.
+    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
+        self.rules.get(&id).map(|(_, r)| r.as_ref())
+    }
+
     /// Every rule, shared (a trainer's snapshot: no rule is copied on the caller's thread).
     pub fn rule_arcs(&self) -> Vec<Arc<Rule>> {
         self.rules.values().map(|(_, r)| Arc::clone(r)).collect()
