@@ -121,9 +121,12 @@ fn assign_priorities(rules: &[&Rule], distinct_limit: usize) -> Result<Vec<u32>,
 /// masks specify, each group sorted by address (source first and destination first).
 #[derive(Default)]
 struct LevelIndex {
-    /// (source bits, destination bits) → [by `src:dst`, by `dst:src`] → rule indices.
-    groups: std::collections::HashMap<(u32, u32), [std::collections::BTreeMap<u64, Vec<usize>>; 2]>,
+    /// (source bits, destination bits) → [by `src:dst`, by `dst:src`].
+    groups: std::collections::HashMap<(u32, u32), [ByAddress; 2]>,
 }
+
+/// Rule indices by address key.
+type ByAddress = std::collections::BTreeMap<u64, Vec<usize>>;
 
 /// The address key of a match in order 0 (source first) or 1 (destination first).
 fn addr_key(m: &Match, order: usize) -> u64 {
