@@ -13,8 +13,10 @@
 //! (and on "any protocol"); such rules are *skipped*, counted and listed with their reason, and the
 //! table then differs from the ClassBench file for packets those rules would have won.
 
+use crate::key::FlowKey;
 use crate::key::{IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 use crate::matching::Match;
+use crate::prefix::prefix_mask;
 use crate::rule::{Actions, Rule, RuleId};
 
 /// The OpenFlow table made from a ClassBench rule-set.
@@ -128,13 +130,6 @@ struct LevelIndex {
 /// Rule indices by address key.
 type ByAddress = std::collections::BTreeMap<u64, Vec<usize>>;
 
-/// The address key of a match in order 0 (source first) or 1 (destination first).
-fn addr_key(m: &Match, order: usize) -> u64 {
-    let v = m.value();
-    let (a, b) = if order == 0 { (v.nw_src, v.nw_dst) } else { (v.nw_dst, v.nw_src) };
-    u64::from(a) << 32 | u64::from(b)
-}
-
 /// Leading bits of each address the match's mask specifies.
 fn addr_bits(m: &Match) -> (u32, u32) {
     (m.mask().nw_src.leading_ones(), m.mask().nw_dst.leading_ones())
@@ -144,7 +139,7 @@ impl LevelIndex {
     fn insert(&mut self, i: usize, m: &Match) {
         let g = self.groups.entry(addr_bits(m)).or_default();
         for (order, index) in g.iter_mut().enumerate() {
-            index.entry(addr_key(m, order)).or_default().push(i);
+            index.entry(m.value().addr_key(order == 1)).or_default().push(i);
         }
     }
 
@@ -153,13 +148,14 @@ impl LevelIndex {
     fn any_overlap(&self, rules: &[&Rule], m: &Match) -> bool {
         let (ms, md) = addr_bits(m);
         self.groups.iter().any(|(&(gs, gd), g)| {
-            let (s, d) = (ms.min(gs), md.min(gd));
-            // Leading bits of the key both specify, source first or destination first.
-            let covered = |first: u32, second: u32| if first == 32 { 32 + second } else { first };
-            let (order, bits) = if covered(d, s) > covered(s, d) { (1, covered(d, s)) } else { (0, covered(s, d)) };
-            let below = u64::MAX.checked_shr(bits).unwrap_or(0);
-            let lo = addr_key(m, order) & !below;
-            g[order].range(lo..=lo | below).flat_map(|(_, v)| v).any(|&j| rules[j].matches.overlaps(m))
+            // The leading address bits both specify.
+            let common = FlowKey {
+                nw_src: prefix_mask(ms.min(gs), 32),
+                nw_dst: prefix_mask(md.min(gd), 32),
+                ..FlowKey::default()
+            };
+            let (dst_first, range) = m.value().addr_range(&common);
+            g[usize::from(dst_first)].range(range).flat_map(|(_, v)| v).any(|&j| rules[j].matches.overlaps(m))
         })
     }
 }

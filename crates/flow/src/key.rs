@@ -136,6 +136,27 @@ impl FlowKey {
         self.union(other) == *other
     }
 
+    /// The two IPv4 addresses as one sort key: `nw_src:nw_dst`, or `nw_dst:nw_src` when
+    /// `dst_first`. Keys that agree on the leading bits of this number form a range of it — what
+    /// [`FlowKey::addr_range`] looks up in an index sorted by it.
+    #[inline]
+    pub fn addr_key(&self, dst_first: bool) -> u64 {
+        let (a, b) = if dst_first { (self.nw_dst, self.nw_src) } else { (self.nw_src, self.nw_dst) };
+        u64::from(a) << 32 | u64::from(b)
+    }
+
+    /// Every address key (in the returned order: `dst_first` or not) that agrees with `self` on
+    /// the leading bits `mask` specifies, in the order in which `mask` specifies more of them:
+    /// the candidates, in an index sorted by [`FlowKey::addr_key`], that can agree with `self` on
+    /// all the bits of `mask` (a full comparison must still follow).
+    pub fn addr_range(&self, mask: &FlowKey) -> (bool, std::ops::RangeInclusive<u64>) {
+        let dst_first = mask.addr_key(true).leading_ones() > mask.addr_key(false).leading_ones();
+        let bits = mask.addr_key(dst_first).leading_ones();
+        let free = u64::MAX.checked_shr(bits).unwrap_or(0);
+        let lo = self.addr_key(dst_first) & !free;
+        (dst_first, lo..=lo | free)
+    }
+
     /// The key packed into five 64-bit words, for hashing and word-wise masking (the layout of
     /// OVS's miniflow, simplified): `[nw_src|nw_dst, tp_src|tp_dst|in_port,
     /// dl_type|vlan_tci|tcp_flags|nw_proto|nw_tos, nw_frag|dl_src, dl_dst]`. Masking commutes

@@ -122,17 +122,6 @@ struct PeerGroup {
     by_addrs: [BTreeMap<u64, Vec<FlowKey>>; 2],
 }
 
-/// A value's address key in order 0 (source first) or 1 (destination first).
-fn addr_key(k: &FlowKey, order: usize) -> u64 {
-    let (a, b) = if order == 0 { (k.nw_src, k.nw_dst) } else { (k.nw_dst, k.nw_src) };
-    u64::from(a) << 32 | u64::from(b)
-}
-
-/// How many leading bits of an address key a mask specifies.
-fn covered_bits(mask: &FlowKey, order: usize) -> u32 {
-    addr_key(mask, order).leading_ones()
-}
-
 impl Peers {
     /// Rules (other than `id`) with a part overlapping `value`/`mask`, added to `out` once each.
     fn overlapping(&self, id: RuleId, value: &FlowKey, mask: &FlowKey, out: &mut Vec<RuleId>) {
@@ -158,12 +147,8 @@ impl Peers {
                 let w = v2.to_words();
                 (0..5).all(|i| (vw[i] ^ w[i]) & cw[i] == 0)
             };
-            let order = if covered_bits(&common, 1) > covered_bits(&common, 0) { 1 } else { 0 };
-            let bits = covered_bits(&common, order);
-            let below = u64::MAX.checked_shr(bits).unwrap_or(0); // the bits the range leaves free
-            let lo = addr_key(value, order) & !below;
-            let hi = lo | below;
-            for values in g.by_addrs[order].range(lo..=hi).map(|(_, v)| v) {
+            let (dst_first, range) = value.addr_range(&common);
+            for values in g.by_addrs[usize::from(dst_first)].range(range).map(|(_, v)| v) {
                 for v2 in values.iter().filter(|v2| agree(v2)) {
                     push(&g.by_value[v2]);
                 }
@@ -180,7 +165,7 @@ impl Peers {
         let ids = g.by_value.entry(value).or_default();
         if ids.is_empty() {
             for (order, index) in g.by_addrs.iter_mut().enumerate() {
-                index.entry(addr_key(&value, order)).or_default().push(value);
+                index.entry(value.addr_key(order == 1)).or_default().push(value);
             }
         }
         ids.push(id);
@@ -193,7 +178,7 @@ impl Peers {
             if ids.is_empty() {
                 g.by_value.remove(value);
                 for (order, index) in g.by_addrs.iter_mut().enumerate() {
-                    let key = addr_key(value, order);
+                    let key = value.addr_key(order == 1);
                     if let Some(values) = index.get_mut(&key) {
                         values.retain(|v| v != value);
                         if values.is_empty() {
