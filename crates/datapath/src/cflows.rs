@@ -239,6 +239,17 @@ pub(crate) fn report_of(nm: &LiveNuevoMatch) -> CflowsReport {
     }
 }
 
+/// CFLOWS' counters with its gauges filled in: `rules` (staged included), the share of them
+/// the iSets serve, model swaps, PMD time, EMC inserts.
+pub(crate) fn with_gauges(mut c: Counters, rules: u64, r: &CflowsReport, now_ns: u64, emc: &Emc<RuleRef>) -> Counters {
+    c.rules = rules;
+    c.model_entries = (r.coverage * rules as f64).round() as u64;
+    c.model_swaps = r.training_sessions;
+    c.pmd_ns = now_ns;
+    c.emc_inserts = emc.inserts;
+    c
+}
+
 /// The CFLOWS datapath (module docs).
 pub struct Cflows {
     cfg: DatapathConfig,
@@ -354,14 +365,8 @@ impl Design for Cflows {
     }
 
     fn counters(&self) -> Counters {
-        let mut c = self.c;
-        let cur = self.nm.current();
-        c.rules = (cur.len() + self.nm.staged()) as u64;
-        c.model_entries = (self.nm.coverage() * c.rules as f64).round() as u64;
-        c.model_swaps = self.nm.sessions().len() as u64;
-        c.pmd_ns = self.now_ns;
-        c.emc_inserts = self.emc.inserts;
-        c
+        let rules = (self.nm.current().len() + self.nm.staged()) as u64;
+        with_gauges(self.c, rules, &report_of(&self.nm), self.now_ns, &self.emc)
     }
 
     fn now_ns(&self) -> u64 {

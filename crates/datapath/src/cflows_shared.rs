@@ -28,7 +28,7 @@ use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::cflows::{fast_path, report_of, ActionTable, CflowsConfig, RuleRef, Table};
+use crate::cflows::{fast_path, report_of, with_gauges, ActionTable, CflowsConfig, RuleRef, Table};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
@@ -41,8 +41,8 @@ pub struct Published {
     /// Changes with every publication whose rules differ from the previous one.
     epoch: u64,
     report: CflowsReport,
+    /// Rules held, staged included.
     rules: u64,
-    model_swaps: u64,
 }
 
 /// The owner of the shared classifier (module docs).
@@ -204,7 +204,6 @@ fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64)
         epoch,
         report: report_of(nm),
         rules,
-        model_swaps: nm.sessions().len() as u64,
     }
 }
 
@@ -247,13 +246,7 @@ impl Design for SharedCflows {
 
     fn counters(&self) -> Counters {
         let p = self.shared.load();
-        let mut c = self.c;
-        c.rules = p.rules;
-        c.model_entries = (p.report.coverage * p.rules as f64).round() as u64;
-        c.model_swaps = p.model_swaps;
-        c.pmd_ns = self.now_ns;
-        c.emc_inserts = self.emc.inserts;
-        c
+        with_gauges(self.c, p.rules, &p.report, self.now_ns, &self.emc)
     }
 
     fn now_ns(&self) -> u64 {
