@@ -2,15 +2,14 @@
 //! errors that leave nothing behind, and (as root, in private namespaces) the management socket
 //! driving a switch on veths while frames flow, and a clean stop on SIGTERM.
 
+mod common;
+use common::{ctl, rqvs};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rqvs_ports::testnet::{self, Netns, RawSocket};
-
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
-}
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("rqvs-cli-switch-{}-{name}", std::process::id()));
@@ -81,14 +80,6 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn ctl(sock: &Path, args: &[&str]) -> String {
-    let mut a = vec!["ctl", "--socket", sock.to_str().unwrap()];
-    a.extend_from_slice(args);
-    let out = rqvs(&a);
-    assert!(out.status.success(), "rqvs ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn udp_frame(dst_port: u16) -> Vec<u8> {

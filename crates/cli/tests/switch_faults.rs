@@ -25,9 +25,12 @@
 #[path = "../../switch/tests/churn/mod.rs"]
 mod churn;
 
+mod common;
+use common::{ctl, rqvs};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -195,19 +198,6 @@ impl Drop for SwitchProc {
             let _ = self.child.wait();
         }
     }
-}
-
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(RQVS).args(args).output().expect("run rqvs")
-}
-
-/// `rqvs ctl --socket SOCK ARGS` (asserting success): its stdout.
-fn ctl(sock: &Path, args: &[&str]) -> String {
-    let mut a = vec!["ctl", "--socket", sock.to_str().unwrap()];
-    a.extend_from_slice(args);
-    let out = rqvs(&a);
-    assert!(out.status.success(), "rqvs ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A command's stderr, checked to be one line (`rqvs: error: ...`) with exit status 1.

@@ -1,0 +1,18 @@
+//! What the CLI tests of the switch share: running `rqvs`, and `rqvs ctl` against a socket.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the `rqvs` binary under test.
+pub fn rqvs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
+}
+
+/// `rqvs ctl --socket SOCK ARGS` (asserting success): its stdout.
+pub fn ctl(sock: &Path, args: &[&str]) -> String {
+    let mut a = vec!["ctl", "--socket", sock.to_str().unwrap()];
+    a.extend_from_slice(args);
+    let out = rqvs(&a);
+    assert!(out.status.success(), "rqvs ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
