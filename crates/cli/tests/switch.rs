@@ -3,23 +3,25 @@
 //! driving a switch on veths while frames flow, and a clean stop on SIGTERM.
 
 mod common;
-use common::{ctl, rqvs};
+use common::{ctl, rqvs, TempDir};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rqvs_ports::testnet::{self, Netns, RawSocket};
 
-fn temp(name: &str) -> PathBuf {
+/// The test's directory, removed when the test ends (also on failure).
+fn temp(name: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("rqvs-cli-switch-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 #[test]
 fn runs_on_the_embedded_workload_and_accounts_for_every_frame() {
-    let dir = temp("embedded");
+    let tmp = temp("embedded");
+    let dir = &tmp.0;
     let json = dir.join("out.json");
     let out = rqvs(&["switch", "--design", "cflows", "--pmds", "2", "--json", json.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -33,12 +35,12 @@ fn runs_on_the_embedded_workload_and_accounts_for_every_frame() {
     let outdir = Path::new(line.split(": ").nth(1).unwrap().trim());
     assert!(outdir.join("port2.pcap").exists());
     std::fs::remove_dir_all(outdir).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn bad_input_is_one_line_and_leaves_nothing_behind() {
-    let dir = temp("bad");
+    let tmp = temp("bad");
+    let dir = &tmp.0;
     let sock = dir.join("ctl.sock");
     // A stale socket path: refused, and still the operator's to remove.
     std::fs::write(&sock, b"").unwrap();
@@ -68,7 +70,6 @@ fn bad_input_is_one_line_and_leaves_nothing_behind() {
     let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "show"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is an rqvs switch running"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 struct Running {
@@ -97,7 +98,8 @@ fn management_socket_drives_a_running_switch() {
     if !testnet::available("management_socket_drives_a_running_switch") {
         return;
     }
-    let dir = temp("ctl");
+    let tmp = temp("ctl");
+    let dir = &tmp.0;
     let sock = dir.join("ctl.sock");
     let flows = dir.join("flows.txt");
     std::fs::write(&flows, "priority=10,udp,tp_dst=53,actions=mod_dl_src:02:00:00:00:00:99,output:2\n").unwrap();
@@ -183,7 +185,6 @@ fn management_socket_drives_a_running_switch() {
         assert!(text.contains("every frame accounted for"), "{text}");
         assert!(!sock.exists(), "socket removed at exit");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// SIGTERM to a process we started (by pid), through `kill(1)`.

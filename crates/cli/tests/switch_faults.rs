@@ -26,7 +26,7 @@
 mod churn;
 
 mod common;
-use common::{ctl, rqvs};
+use common::{ctl, rqvs, TempDir};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -50,15 +50,6 @@ fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("rqvs-cli-faults-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// Removes a test's directory at the end, also when it fails.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The switch's namespace with `p1..pN` and a host namespace `hI` with `eI` for each.

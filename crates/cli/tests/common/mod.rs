@@ -1,6 +1,7 @@
-//! What the CLI tests of the switch share: running `rqvs`, and `rqvs ctl` against a socket.
+//! What the CLI tests of the switch share: running `rqvs`, `rqvs ctl` against a socket, and
+//! a test directory removed also when the test fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `rqvs` binary under test.
@@ -15,4 +16,13 @@ pub fn ctl(sock: &Path, args: &[&str]) -> String {
     let out = rqvs(&a);
     assert!(out.status.success(), "rqvs ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Removes a test's directory at the end, also when it fails.
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
