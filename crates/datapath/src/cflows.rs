@@ -181,7 +181,7 @@ pub(crate) fn fast_path(
     c.received += n as u64;
 
     for i in 0..n {
-        k[i] = keys[i].wire();
+        k[i] = if cfg.wire_keys { keys[i].wire() } else { keys[i] };
         h[i] = flow_hash(&k[i]);
         if cfg.emc {
             if let Some(f) = emc.lookup(h[i], &k[i], table) {

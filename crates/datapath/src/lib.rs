@@ -87,11 +87,16 @@ pub struct DatapathConfig {
     pub clock: Clock,
     /// Seed of the EMC insertion draws.
     pub seed: u64,
+    /// Normalise every key with [`FlowKey::wire`] before the lookup: keys that are header
+    /// tuples (ClassBench traces, which put ports on any protocol). False for keys made from
+    /// real frames (the switch's ports, `rqvs_flow::frame::extract_datapath`): they are what
+    /// OVS's datapath reads already, and `wire` would re-read a cut VLAN tag's ethertype as a tag.
+    pub wire_keys: bool,
 }
 
 impl Default for DatapathConfig {
     fn default() -> Self {
-        DatapathConfig { emc: true, emc_insert_prob: 0.01, clock: Clock::Measured, seed: 1 }
+        DatapathConfig { emc: true, emc_insert_prob: 0.01, clock: Clock::Measured, seed: 1, wire_keys: true }
     }
 }
 

@@ -320,7 +320,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
 
         // Stage 1: EMC.
         for i in 0..n {
-            k[i] = keys[i].wire();
+            k[i] = if self.cfg.wire_keys { keys[i].wire() } else { keys[i] };
             h[i] = flow_hash(&k[i]);
             if self.cfg.emc {
                 if let Some(f) = self.emc.lookup(h[i], &k[i], &self.dpcls) {

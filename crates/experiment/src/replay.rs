@@ -297,7 +297,13 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
 
 /// The datapath settings of the options.
 fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
-    let dp = DatapathConfig { emc: c.emc, emc_insert_prob: c.emc_prob, clock: Clock::Measured, seed: c.seed };
+    let dp = DatapathConfig {
+        emc: c.emc,
+        emc_insert_prob: c.emc_prob,
+        clock: Clock::Measured,
+        seed: c.seed,
+        wire_keys: true,
+    };
     let orig = OrigConfig {
         cd: c.cd,
         flow_limit: c.flow_limit,

@@ -12,6 +12,13 @@
 //! non-IPv4 frame do nothing; `dec_ttl` on a TTL of 0 or 1 stops the list (outputs already done
 //! stay done) and counts the packet in `ttl_expired`; `controller` is counted (packet-in comes
 //! with the OpenFlow channel).
+//!
+//! Frames whose IPv4 header is damaged or whose protocol is 0, as OVS 3.1 treats them (checked
+//! with `ofproto/trace` on such frames): the slow path's flow of a damaged header (see
+//! `rqvs_flow::frame::extract_datapath`) has TTL 0, so `dec_ttl` expires it; and OVS writes IPv4
+//! fields into a frame only when the flow has "an L3 header", which it takes to be a non-zero
+//! `nw_proto` (`commit_set_nw_action`), so on a protocol-0 packet `mod_nw_tos` and `dec_ttl`
+//! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
 
 use rqvs_datapath::actions::{self, Op};
 use rqvs_datapath::DpAction;
@@ -61,6 +68,7 @@ impl Executor {
 
     fn apply(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue], out: &mut Outcome) {
         let mut copied = false;
+        let mut ttl = None;
         for op in ops {
             let cur: &[u8] = if copied { &self.scratch } else { frame };
             match *op {
@@ -80,7 +88,7 @@ impl Executor {
                         self.scratch.extend_from_slice(frame);
                         copied = true;
                     }
-                    if !rewrite(&mut self.scratch, op) {
+                    if !rewrite(&mut self.scratch, op, &mut ttl) {
                         out.ttl_expired = true;
                         return;
                     }
@@ -90,8 +98,9 @@ impl Executor {
     }
 }
 
-/// One rewriting op on `buf`; false when `dec_ttl` expired the packet.
-fn rewrite(buf: &mut Vec<u8>, op: &Op) -> bool {
+/// One rewriting op on `buf`; false when `dec_ttl` expired the packet. `ttl` is the TTL after
+/// the list's earlier `dec_ttl`s, as the slow path's flow holds it (module docs).
+fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool {
     match *op {
         Op::StripVlan => {
             strip_vlan(buf);
@@ -104,17 +113,26 @@ fn rewrite(buf: &mut Vec<u8>, op: &Op) -> bool {
         }
         _ => {
             let Ok(mut f) = Frame::new_checked(&mut buf[..]) else { return true };
+            // OVS's commit_set_nw_action: IPv4 fields are written only with a non-zero nw_proto.
+            let writable = f.nw_proto().is_some_and(|p| p != 0);
             match *op {
                 Op::SetDlSrc(m) => f.set_dl_src(m),
                 Op::SetDlDst(m) => f.set_dl_dst(m),
                 Op::SetNwTos(t) => {
-                    f.set_nw_tos(t);
+                    if writable {
+                        f.set_nw_tos(t);
+                    }
                 }
-                Op::DecTtl => {
-                    if f.nw_ttl().is_some_and(|t| t <= 1) {
+                Op::DecTtl if f.layout().is_ipv4 => {
+                    // A damaged IPv4 header's flow has TTL 0.
+                    let now = ttl.or(f.nw_ttl()).unwrap_or(0);
+                    if now <= 1 {
                         return false;
                     }
-                    f.dec_ttl();
+                    *ttl = Some(now - 1);
+                    if writable {
+                        f.dec_ttl();
+                    }
                 }
                 _ => {}
             }

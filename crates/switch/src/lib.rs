@@ -259,7 +259,9 @@ impl Switch {
         };
         let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
         for i in 0..pmds {
-            let dp = DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), ..cfg.datapath };
+            // Keys come from frames (`extract_datapath`): no header-tuple normalisation.
+            let dp =
+                DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), wire_keys: false, ..cfg.datapath };
             let reval = revalidator.as_mut().map(RevalidatorService::connect);
             designs.push(match cfg.design {
                 DesignKind::Orig => {

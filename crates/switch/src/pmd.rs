@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rqvs_datapath::upcall::Upcall;
 use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH};
-use rqvs_flow::frame::{extract, Extract};
+use rqvs_flow::frame::extract_datapath;
 use rqvs_flow::FlowKey;
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
@@ -141,13 +141,13 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             c.rx[p] += n_frames as u64;
             let mut n = 0;
             for (i, f) in batch.iter().enumerate() {
-                match extract(f, in_port) {
-                    Extract::Ipv4(k) | Extract::Other(k) => {
+                match extract_datapath(f, in_port) {
+                    Some(k) => {
                         keys[n] = k;
                         frame_of[n] = i;
                         n += 1;
                     }
-                    Extract::Truncated { .. } | Extract::Malformed { .. } => c.malformed[p] += 1,
+                    None => c.malformed[p] += 1,
                 }
             }
             let seq0 = seq;

@@ -4,7 +4,8 @@
 //! **Accounting.** Every frame a PMD takes from port *p* ends as exactly one of: `forwarded`
 //! (at least one copy staged for transmission), `dropped` (no copy: the rule drops it, no rule
 //! matched, every output was skipped, or `dec_ttl` expired it before any output), `malformed`
-//! (not a parseable Ethernet frame: dropped) or `lost` (the upcall queue was full). So per port
+//! (shorter than an Ethernet header: dropped, as OVS drops it; every longer frame is classified,
+//! a damaged header's fields zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (the upcall queue was full). So per port
 //! and in total `rx = forwarded + dropped + malformed + lost`. Copies are counted once more on
 //! the transmit side by the ports: `outputs = tx_packets + tx_dropped` over all ports. What the
 //! kernel dropped before the switch saw it is the ports' `rx_lost`.

@@ -1,7 +1,8 @@
-//! Ethernet frames: parsing a frame into a [`FlowKey`] ([`extract`]), building the smallest
+//! Ethernet frames: parsing a frame into a [`FlowKey`] ([`extract`] for captures,
+//! [`extract_datapath`] for frames arriving at a switch port), building the smallest
 //! frame that carries a key ([`build_frame`]), and what of a key a frame carries
-//! ([`FlowKey::wire`]). Capture files (`crate::formats::pcap`), the slow path and the switch's
-//! ports all read frames through [`extract`]; nothing else parses a frame. Actions rewrite a
+//! ([`FlowKey::wire`]). Capture files (`crate::formats::pcap`) read frames through [`extract`],
+//! the switch's ports through [`extract_datapath`]; nothing else parses a frame. Actions rewrite a
 //! frame in place through the zero-copy view [`Frame`].
 //!
 //! # Frames → keys ([`extract`])
@@ -12,7 +13,8 @@
 //! - **Ethernet II**: `dl_dst`, `dl_src`, `dl_type`. An 802.3 frame (type/length field below
 //!   0x0600) gets, as in OVS, the ethertype of its LLC/SNAP header when it has one with OUI 0, and
 //!   otherwise [`FLOW_DL_TYPE_NONE`] (0x05ff).
-//! - **VLAN**: any number of 802.1Q (0x8100) and 802.1ad (0x88a8) tags. `vlan_tci` is the first
+//! - **VLAN**: any number of 802.1Q (0x8100) and 802.1ad (0x88a8) tags (OVS, by default, one:
+//!   its `vlan-limit` is 1; [`extract_datapath`] does as OVS). `vlan_tci` is the first
 //!   (outer) tag's TCI with [`VLAN_CFI`] set, which is how OVS says "a tag is present" (so the wire's
 //!   CFI/DEI bit is not kept); untagged frames have `vlan_tci` 0. `dl_type` is the innermost
 //!   ethertype.
@@ -30,7 +32,8 @@
 //!   only). Other ARP flavours keep the L2 fields only.
 //! - **Every other ethertype**, IPv6 included: a key with the L2 fields only ([`Extract::Other`]).
 //!
-//! Where a capture is not a datapath, rqvs departs from OVS on purpose:
+//! Where a capture is not a datapath, [`extract`] departs from OVS on purpose
+//! ([`extract_datapath`] does not; its module lists what OVS does instead):
 //!
 //! - A frame too short for a header it announces (Ethernet, VLAN tag, IPv4 header with its
 //!   options, the fixed TCP/UDP/SCTP/ICMP header of a first fragment or unfragmented packet, ARP) is
@@ -55,8 +58,10 @@
 //! fragment. Those ports are lost in the frame and [`crate::formats::pcap::WriteStats::ports_dropped`] counts the keys
 //! that had some.
 
+mod datapath;
 mod view;
 
+pub use datapath::extract_datapath;
 pub use view::{push_vlan, strip_vlan, Frame, FrameError, Layout};
 
 use crate::key::{

@@ -8,7 +8,8 @@
 //! the VLAN ID, TOS, TTL) are in no L4 checksum's pseudo-header, so L4 checksums stay valid.
 //! Tag push/pop changes the length, so it works on a `Vec<u8>` ([`push_vlan`], [`strip_vlan`]).
 
-use super::{ETH_HEADER_LEN, IPV4_HEADER_LEN, VLAN_HEADER_LEN};
+use super::datapath::{ipv4_header, L2};
+use super::{ETH_HEADER_LEN, VLAN_HEADER_LEN};
 use crate::key::{ETH_TYPE_IP, ETH_TYPE_VLAN, VLAN_VID_MASK};
 
 /// Why a frame could not be viewed: a small `Copy` error for the hot path.
@@ -18,14 +19,19 @@ pub enum FrameError {
     Truncated,
 }
 
-/// Where a frame's headers are (offsets into its bytes).
+/// Where a frame's headers are (offsets into its bytes), found as OVS's userspace datapath
+/// finds them (see [`super::extract_datapath`]): one VLAN tag, an LLC/SNAP header, the IPv4
+/// header only when it passes OVS's sanity check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// Offset of the first (outer) 802.1Q tag's TCI, when tagged.
+    /// Offset of the (outer) VLAN tag's TCI, when tagged.
     pub vlan: Option<usize>,
-    /// Offset of the innermost ethertype field.
+    /// Offset of the type field that gives `dl_type` (the one after the tag).
     pub ethertype: usize,
-    /// Offset of a complete IPv4 header (version 4, IHL ≥ 5, all of it present).
+    /// `dl_type` is IPv4 (0x0800), whether or not its header is usable.
+    pub is_ipv4: bool,
+    /// Offset of a usable IPv4 header: IHL ≥ 5 words, all of it present, total length neither
+    /// past the frame nor shorter than the header (the version field is not read, as in OVS).
     pub ipv4: Option<usize>,
 }
 
@@ -35,21 +41,10 @@ impl Layout {
         if b.len() < ETH_HEADER_LEN {
             return Err(FrameError::Truncated);
         }
-        let mut at = 12;
-        let mut vlan = None;
-        // One 802.1Q tag is interpreted (the outer one); inner tags are left as they are.
-        if be16(b, at) == Some(ETH_TYPE_VLAN) && b.len() >= at + 2 + VLAN_HEADER_LEN {
-            vlan = Some(at + 2);
-            at += VLAN_HEADER_LEN;
-        }
-        let ipv4 = (be16(b, at) == Some(ETH_TYPE_IP))
-            .then_some(at + 2)
-            .filter(|&ip| b.len() >= ip + IPV4_HEADER_LEN && b[ip] >> 4 == 4)
-            .filter(|&ip| {
-                let ihl = usize::from(b[ip] & 0x0f) * 4;
-                ihl >= IPV4_HEADER_LEN && b.len() >= ip + ihl
-            });
-        Ok(Layout { vlan, ethertype: at, ipv4 })
+        let l2 = L2::of(b);
+        let is_ipv4 = l2.dl_type == ETH_TYPE_IP;
+        let ipv4 = (is_ipv4 && ipv4_header(&b[l2.l3..]).is_some()).then_some(l2.l3);
+        Ok(Layout { vlan: l2.vlan, ethertype: l2.ethertype, is_ipv4, ipv4 })
     }
 }
 
@@ -109,6 +104,11 @@ impl<T: AsRef<[u8]>> Frame<T> {
 
     pub fn nw_ttl(&self) -> Option<u8> {
         self.layout.ipv4.map(|ip| self.buf.as_ref()[ip + 8])
+    }
+
+    /// The IPv4 protocol number, for IPv4 frames.
+    pub fn nw_proto(&self) -> Option<u8> {
+        self.layout.ipv4.map(|ip| self.buf.as_ref()[ip + 9])
     }
 
     /// Whether the IPv4 header checksum verifies (`None` for non-IPv4 frames).
