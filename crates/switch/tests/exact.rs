@@ -5,7 +5,8 @@
 //! MAC and TOS rewrites, dec_ttl with expiring TTLs, controller, drop) and overlapping matches;
 //! frames of every kind (TCP, UDP, ICMP, ARP, tagged, TTL 1, malformed) enter on port 1. The
 //! expected frames on every port come from the reference classifier's winner and an independent
-//! interpreter of the OpenFlow action list (below); the frames that leave each port are compared
+//! interpreter of the OpenFlow action list (`common::outputs`, shared with `tests/updates.rs`);
+//! the frames that leave each port are compared
 //! as multisets (PMDs may interleave flows). Every frame is accounted for.
 //!
 //! Offline (pcap ports) always; on veth pairs between private namespaces (afpacket, afxdp) as
@@ -17,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
 use rqvs_datapath::DesignKind;
-use rqvs_flow::frame::{build_frame, extract, push_vlan, strip_vlan, Frame};
+use rqvs_flow::frame::{build_frame, extract, Frame};
 use rqvs_flow::key::{ETH_TYPE_ARP, ETH_TYPE_IP, IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI};
 use rqvs_flow::{Action, Actions, FlowKey, Match, Rule};
-use rqvs_ports::testnet::{self, Netns, RawSocket};
+use rqvs_ports::testnet::{self, RawSocket};
 use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig, UpcallMode};
 
-const PORTS: u32 = 3;
+mod common;
+use common::{Topo, PORTS};
 
 /// A deterministic xorshift, so failures reproduce.
 struct Rng(u64);
@@ -172,55 +174,17 @@ fn set_ttl(f: &mut [u8], ttl: u8) {
     f[ip + 10..ip + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
-/// The expected frames per output port (1-based index into the map) for one input frame: the
-/// OpenFlow action list interpreted on its own, independently of the switch's op lists.
-fn expect(frame: &[u8], in_port: u32, actions: &[Action], out: &mut BTreeMap<u32, Vec<Vec<u8>>>) {
-    let mut f = frame.to_vec();
-    let mut emit = |p: u32, f: &Vec<u8>| {
-        if (1..=PORTS).contains(&p) {
-            out.entry(p).or_default().push(f.clone());
-        }
-    };
-    for a in actions {
-        match a {
-            Action::Output(p) if *p != in_port => emit(*p, &f),
-            Action::Output(_) | Action::Drop | Action::Controller(_) | Action::Other(_) => {}
-            Action::InPort => emit(in_port, &f),
-            Action::All | Action::Flood => (1..=PORTS).filter(|&p| p != in_port).for_each(|p| emit(p, &f)),
-            Action::SetDlSrc(m) => f[6..12].copy_from_slice(m),
-            Action::SetDlDst(m) => f[0..6].copy_from_slice(m),
-            Action::SetVlanVid(v) => {
-                if !Frame::new_checked(&mut f[..]).unwrap().set_vlan_vid(*v) {
-                    push_vlan(&mut f, *v);
-                }
-            }
-            Action::StripVlan => {
-                strip_vlan(&mut f);
-            }
-            Action::SetNwTos(t) => {
-                Frame::new_checked(&mut f[..]).unwrap().set_nw_tos(*t);
-            }
-            Action::DecTtl => {
-                let mut fr = Frame::new_checked(&mut f[..]).unwrap();
-                match fr.nw_ttl() {
-                    Some(t) if t <= 1 => return,
-                    Some(_) => {
-                        fr.dec_ttl();
-                    }
-                    None => {}
-                }
-            }
-        }
-    }
-}
-
+/// The expected frames per output port (1-based index into the map), sorted: each frame's
+/// copies under its reference winner's actions, by the shared interpreter.
 fn expected(rules: &[Rule], frames: &[Vec<u8>]) -> BTreeMap<u32, Vec<Vec<u8>>> {
     let reference = Reference::build(rules).unwrap();
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
     for f in frames {
         let Some(key) = extract(f, 1).key().copied() else { continue };
         if let Some(r) = reference.lookup_rule(&key) {
-            expect(f, 1, &r.actions.0, &mut out);
+            for (p, copy) in common::outputs(f, 1, &r.actions.0) {
+                out.entry(p).or_default().push(copy);
+            }
         }
     }
     for v in out.values_mut() {
@@ -346,30 +310,17 @@ fn on_veths(ty: &str, design: DesignKind, pmds: usize) {
     on_veths_with(ty, design, pmds, Up::Handler(4096));
 }
 
-/// On veths: `sw` holds p1..p3, `hN` holds eN; frames are injected on e1 and captured on e1..e3.
+/// On veths (the common [`Topo`]: `sw` holds p1..p3, `hN` holds eN): frames are injected on e1
+/// and captured on e1..e3.
 fn on_veths_with(ty: &str, design: DesignKind, pmds: usize, up: Up) {
     let mut rng = Rng(0x5eed_1000 + pmds as u64);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
     let want = expected(&rules, &frames);
-    let sw_ns = Netns::new("sw").unwrap();
-    let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("h{i}")).unwrap()).collect();
-    for (i, h) in hosts.iter().enumerate() {
-        let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
-        sw_ns.veth(&p, h, &e, pmds).unwrap();
-        sw_ns.wait_running(&p, Duration::from_secs(3)).unwrap();
-        h.wait_running(&e, Duration::from_secs(3)).unwrap();
-    }
-    let socks: Vec<RawSocket> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let e = format!("e{}", i + 1);
-            h.run(move || RawSocket::open(&e)).unwrap().unwrap()
-        })
-        .collect();
+    let topo = Topo::new("exact", pmds);
+    let socks: Vec<RawSocket> = (1..=PORTS as usize).map(|p| topo.host_socket(p)).collect();
     let ports: Vec<PortSource> = (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:{ty}").parse().unwrap())).collect();
     let cfg = with_upcalls(config(ports, rules, design, pmds), up);
-    let sw = sw_ns.run(move || Switch::start(cfg)).unwrap().unwrap();
+    let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
     for (i, f) in frames.iter().enumerate() {
         socks[0].send(f).unwrap();
         if i % 32 == 31 {
@@ -460,19 +411,12 @@ fn afpacket_orig_handler_full_loses_and_counts() {
     }
     let mut rng = Rng(0x5eed_2000);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 500));
-    let sw_ns = Netns::new("swf").unwrap();
-    let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("hf{i}")).unwrap()).collect();
-    for (i, h) in hosts.iter().enumerate() {
-        let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
-        sw_ns.veth(&p, h, &e, 1).unwrap();
-        sw_ns.wait_running(&p, Duration::from_secs(3)).unwrap();
-        h.wait_running(&e, Duration::from_secs(3)).unwrap();
-    }
-    let sock = hosts[0].run(|| RawSocket::open("e1")).unwrap().unwrap();
+    let topo = Topo::new("exactf", 1);
+    let sock = topo.host_socket(1);
     let ports: Vec<PortSource> =
         (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:afpacket").parse().unwrap())).collect();
     let cfg = with_upcalls(config(ports, rules, DesignKind::Orig, 1), Up::Handler(0));
-    let sw = sw_ns.run(move || Switch::start(cfg)).unwrap().unwrap();
+    let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
     for f in &frames {
         sock.send(f).unwrap();
     }

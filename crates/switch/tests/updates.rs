@@ -5,7 +5,8 @@
 //! that leaves a port is what the reference winner's actions under one rule set visible at the
 //! time say, byte for byte, and frames sent once a change is acknowledged and settled follow
 //! the new rules exactly. The definitions are in `churn/mod.rs` (shared with the CLI's test
-//! through the management socket).
+//! through the management socket); its topology and action interpreter are the ones
+//! `tests/exact.rs` uses too (`common/mod.rs`).
 //!
 //! As root only (skipped otherwise, a failure with `RQVS_REQUIRE_NETNS=1`). The cases run one
 //! at a time (a lock): each measures a switch at a fixed rate and should not share the CPUs

@@ -3,10 +3,11 @@
 //! [`rqvs_switch::Control`]) and the CLI's `tests/switch_faults.rs` (changes through the
 //! management socket with `rqvs ctl`), which include this file.
 //!
-//! **Topology.** Three veth pairs between private namespaces: the switch's `p1..p3` in one,
-//! `eN` in host namespace `hN`. A sender thread injects frames on `e1` continuously (bursts of
-//! [`BURST`] every millisecond, below capacity); a capture thread on each `eN` records what
-//! leaves port N.
+//! **Topology.** The switch tests' common one ([`Topo`], from `tests/common/mod.rs`, which this
+//! file includes by path): three veth pairs between private namespaces, the switch's `p1..p3`
+//! in one, `eN` in host namespace `hN`. A sender thread injects frames on `e1` continuously
+//! (bursts of [`BURST`] every millisecond, below capacity); a capture thread on each `eN`
+//! records what leaves port N.
 //!
 //! **Attribution.** Every frame carries a unique sequence number in its last four bytes (Ethernet
 //! padding, beyond the IPv4 total length: no rule can match on it and no action used here
@@ -31,10 +32,10 @@
 //!    `rx_lost`), nothing was lost on the upcall path, every port balances (`rx = forwarded +
 //!    dropped + malformed + lost`) and no copy was dropped on transmit;
 //! 2. left exactly the ports, with exactly the bytes, that the actions of the reference winner
-//!    (`rqvs_classify::Reference`, interpreted independently of the switch's executor) name
-//!    under ONE rule set visible while it could have been processed — the versions whose
-//!    visibility overlaps `[t0, t1 + IN_FLIGHT]`. Not a mixture of two: the set of
-//!    `(port, bytes)` it produced equals one version's set;
+//!    (`rqvs_classify::Reference`, interpreted by the shared [`common::outputs`], independently
+//!    of the switch's executor) name under ONE rule set visible while it could have been
+//!    processed — the versions whose visibility overlaps `[t0, t1 + IN_FLIGHT]`. Not a mixture
+//!    of two: the set of `(port, bytes)` it produced equals one version's set;
 //! 3. hence, when sent after `add.ack + SETTLE` and before `del.start − IN_FLIGHT`, follows `v1`
 //!    exactly, and when sent after `del.ack + SETTLE`, `v0`'s rules exactly again.
 //!
@@ -54,7 +55,11 @@ use rqvs_flow::formats::ofctl;
 use rqvs_flow::frame::{build_frame, extract};
 use rqvs_flow::key::{IPPROTO_TCP, IPPROTO_UDP};
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
-use rqvs_ports::testnet::{Netns, RawSocket};
+
+#[path = "../common/mod.rs"]
+pub mod common;
+pub use common::Topo;
+use common::PORTS;
 
 /// The rules the switch starts with (`v0`, and `v2` after the change is deleted).
 pub const BASE: &str = "\
@@ -95,7 +100,6 @@ pub const PHASES: [Duration; 3] = [Duration::from_millis(300), Duration::from_mi
 
 /// Frames are 60 bytes (padded); the sequence number is the last four.
 const FRAME_LEN: usize = 60;
-const PORTS: u32 = 3;
 
 pub fn parse(name: &str, text: &str) -> Vec<Rule> {
     ofctl::parse_flows(name, text).unwrap()
@@ -134,32 +138,6 @@ pub fn frame(flows: &[FlowKey], seq: usize) -> Vec<u8> {
     assert_eq!(f.len(), FRAME_LEN, "a padded frame");
     f[FRAME_LEN - 4..].copy_from_slice(&(seq as u32).to_be_bytes());
     f
-}
-
-/// The switch's namespace (`p1..p3`) and three hosts (`e1..e3`), with `queues` queues per veth.
-pub struct Topo {
-    pub sw: Netns,
-    pub hosts: Vec<Netns>,
-}
-
-impl Topo {
-    pub fn new(tag: &str, queues: usize) -> Topo {
-        let sw = Netns::new(&format!("{tag}-sw")).unwrap();
-        let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("{tag}-h{i}")).unwrap()).collect();
-        for (i, h) in hosts.iter().enumerate() {
-            let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
-            sw.veth(&p, h, &e, queues).unwrap();
-            sw.wait_running(&p, Duration::from_secs(3)).unwrap();
-            h.wait_running(&e, Duration::from_secs(3)).unwrap();
-        }
-        Topo { sw, hosts }
-    }
-
-    /// A raw socket on `eN` (N = `port`).
-    pub fn host_socket(&self, port: usize) -> RawSocket {
-        let e = format!("e{port}");
-        self.hosts[port - 1].run(move || RawSocket::open(&e)).unwrap().unwrap()
-    }
 }
 
 /// When each frame was sent: the instants just before and after its `send`.
@@ -272,21 +250,10 @@ pub struct Summary {
     pub changed_strict: usize,
 }
 
-/// An independent interpreter of the actions used here: the `(port, bytes)` copies a frame in
-/// on port 1 leaves as.
+/// The copies a frame in on port 1 makes under `actions` (none: no rule matched), sorted: the
+/// shared interpreter's ([`common::outputs`]).
 fn outputs(frame: &[u8], actions: Option<&[Action]>) -> Vec<(u32, Vec<u8>)> {
-    let mut f = frame.to_vec();
-    let mut out = Vec::new();
-    for a in actions.unwrap_or(&[]) {
-        match a {
-            Action::Output(p) if *p != 1 && *p <= PORTS => out.push((*p, f.clone())),
-            Action::Output(_) | Action::Drop => {}
-            Action::InPort => out.push((1, f.clone())),
-            Action::SetDlSrc(m) => f[6..12].copy_from_slice(m),
-            Action::SetDlDst(m) => f[0..6].copy_from_slice(m),
-            other => panic!("the churn rules use no {other:?}"),
-        }
-    }
+    let mut out = common::outputs(frame, 1, actions.unwrap_or(&[]));
     out.sort();
     out
 }

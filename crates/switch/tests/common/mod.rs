@@ -1,0 +1,97 @@
+//! What the switch's integration tests share: the three-port veth topology between private
+//! namespaces ([`Topo`]) and the independent interpreter of OpenFlow action lists that says
+//! which frames a packet must leave the switch as ([`outputs`]).
+//!
+//! `tests/exact.rs` declares this module directly; `tests/churn/mod.rs` (the rule-change
+//! scenario of `tests/updates.rs`, also included by the CLI's `tests/switch_faults.rs`)
+//! includes it by path, so every test that checks the switch's output against its rules uses
+//! the same interpreter and the same topology.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
+use rqvs_flow::Action;
+use rqvs_ports::testnet::{Netns, RawSocket};
+
+/// The switch's ports in every topology here: 1..=PORTS.
+pub const PORTS: u32 = 3;
+
+/// The copies, `(port, bytes)` in the order the actions make them, that a frame entering on
+/// `in_port` leaves the switch as under `actions` (its winning rule's): the OpenFlow action list
+/// interpreted on its own, independently of the switch's executor and op lists.
+///
+/// Every action the switch executes: `output:N` (not back to the input port; no such port: no
+/// copy), `in_port`, `all`/`flood` (every port but the input), `drop`, `controller` (no copy on
+/// a port), `mod_dl_src/dst`, `mod_vlan_vid` (rewrites a tag, or pushes one), `strip_vlan`,
+/// `mod_nw_tos`, `dec_ttl` (the packet dies at TTL 0 or 1: no copies from there on).
+pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<u8>)> {
+    let mut f = frame.to_vec();
+    let mut out = Vec::new();
+    let mut emit = |p: u32, f: &[u8]| {
+        if (1..=PORTS).contains(&p) {
+            out.push((p, f.to_vec()));
+        }
+    };
+    for a in actions {
+        match a {
+            Action::Output(p) if *p != in_port => emit(*p, &f),
+            Action::Output(_) | Action::Drop | Action::Controller(_) | Action::Other(_) => {}
+            Action::InPort => emit(in_port, &f),
+            Action::All | Action::Flood => (1..=PORTS).filter(|&p| p != in_port).for_each(|p| emit(p, &f)),
+            Action::SetDlSrc(m) => f[6..12].copy_from_slice(m),
+            Action::SetDlDst(m) => f[0..6].copy_from_slice(m),
+            Action::SetVlanVid(v) => {
+                if !Frame::new_checked(&mut f[..]).unwrap().set_vlan_vid(*v) {
+                    push_vlan(&mut f, *v);
+                }
+            }
+            Action::StripVlan => {
+                strip_vlan(&mut f);
+            }
+            Action::SetNwTos(t) => {
+                Frame::new_checked(&mut f[..]).unwrap().set_nw_tos(*t);
+            }
+            Action::DecTtl => {
+                let mut fr = Frame::new_checked(&mut f[..]).unwrap();
+                match fr.nw_ttl() {
+                    Some(t) if t <= 1 => break,
+                    Some(_) => {
+                        fr.dec_ttl();
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The switch's namespace (ports `p1..p3`) and three hosts (`hN` holds `eN`, the peer of `pN`),
+/// with `queues` queues per veth. Frames go only over these veths; dropping the `Topo` deletes
+/// the namespaces (and with them the veths), also when a test fails.
+pub struct Topo {
+    pub sw: Netns,
+    pub hosts: Vec<Netns>,
+}
+
+impl Topo {
+    /// Namespaces `rqvs-TAG-sw-…` and `rqvs-TAG-hN-…`, every veth up with carrier.
+    pub fn new(tag: &str, queues: usize) -> Topo {
+        let sw = Netns::new(&format!("{tag}-sw")).unwrap();
+        let hosts: Vec<Netns> = (1..=PORTS).map(|i| Netns::new(&format!("{tag}-h{i}")).unwrap()).collect();
+        for (i, h) in hosts.iter().enumerate() {
+            let (p, e) = (format!("p{}", i + 1), format!("e{}", i + 1));
+            sw.veth(&p, h, &e, queues).unwrap();
+            sw.wait_running(&p, Duration::from_secs(3)).unwrap();
+            h.wait_running(&e, Duration::from_secs(3)).unwrap();
+        }
+        Topo { sw, hosts }
+    }
+
+    /// A raw socket on `eN` (N = `port`).
+    pub fn host_socket(&self, port: usize) -> RawSocket {
+        let e = format!("e{port}");
+        self.hosts[port - 1].run(move || RawSocket::open(&e)).unwrap().unwrap()
+    }
+}
