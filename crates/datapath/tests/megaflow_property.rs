@@ -112,7 +112,7 @@ fn config(rng: &mut StdRng) -> Config {
     // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
     // expiry all happen within a run.
     let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };
-    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.gen() };
+    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.gen(), wire_keys: true };
     // CCACHE half the time: a model over the megaflows trained in the background every 50 ms of
     // PMD clock (and synchronously between phases, see `run_case`).
     let ccache = rng.gen_bool(0.5).then_some(CcacheConfig {

@@ -118,10 +118,8 @@ fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool {
             match *op {
                 Op::SetDlSrc(m) => f.set_dl_src(m),
                 Op::SetDlDst(m) => f.set_dl_dst(m),
-                Op::SetNwTos(t) => {
-                    if writable {
-                        f.set_nw_tos(t);
-                    }
+                Op::SetNwTos(t) if writable => {
+                    f.set_nw_tos(t);
                 }
                 Op::DecTtl if f.layout().is_ipv4 => {
                     // A damaged IPv4 header's flow has TTL 0.

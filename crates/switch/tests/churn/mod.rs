@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
 use rqvs_flow::formats::ofctl;
-use rqvs_flow::frame::{build_frame, extract};
+use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::key::{IPPROTO_TCP, IPPROTO_UDP};
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 
@@ -296,7 +296,7 @@ pub fn check(
                 .map(|fl| {
                     let f = frame(&flows, fl * 45 % 64); // 37 · 45 ≡ 1 (mod 64): a frame of flow `fl`
                     assert_eq!(flow_of(fl * 45 % 64), fl);
-                    let key = *extract(&f, 1).key().expect("a parseable frame");
+                    let key = extract_datapath(&f, 1).expect("a whole frame");
                     reference.lookup_rule(&key).map(|r| r.actions.0.clone())
                 })
                 .collect()

@@ -24,10 +24,14 @@ pub const PORTS: u32 = 3;
 /// Every action the switch executes: `output:N` (not back to the input port; no such port: no
 /// copy), `in_port`, `all`/`flood` (every port but the input), `drop`, `controller` (no copy on
 /// a port), `mod_dl_src/dst`, `mod_vlan_vid` (rewrites a tag, or pushes one), `strip_vlan`,
-/// `mod_nw_tos`, `dec_ttl` (the packet dies at TTL 0 or 1: no copies from there on).
+/// `mod_nw_tos`, `dec_ttl` (the packet dies at TTL 0 or 1: no copies from there on) — the IPv4
+/// ones as OVS 3.1 commits them (tests/ovs_frames.rs checks that against OVS): a damaged IPv4
+/// header's TTL is 0, and a protocol-0 packet's IPv4 bytes are never written, its TTL counted
+/// down all the same.
 pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<u8>)> {
     let mut f = frame.to_vec();
     let mut out = Vec::new();
+    let mut ttl = None;
     let mut emit = |p: u32, f: &[u8]| {
         if (1..=PORTS).contains(&p) {
             out.push((p, f.to_vec()));
@@ -50,16 +54,22 @@ pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<
                 strip_vlan(&mut f);
             }
             Action::SetNwTos(t) => {
-                Frame::new_checked(&mut f[..]).unwrap().set_nw_tos(*t);
+                let mut fr = Frame::new_checked(&mut f[..]).unwrap();
+                if fr.nw_proto().is_some_and(|p| p != 0) {
+                    fr.set_nw_tos(*t);
+                }
             }
             Action::DecTtl => {
                 let mut fr = Frame::new_checked(&mut f[..]).unwrap();
-                match fr.nw_ttl() {
-                    Some(t) if t <= 1 => break,
-                    Some(_) => {
+                if fr.layout().is_ipv4 {
+                    let now: u8 = ttl.or(fr.nw_ttl()).unwrap_or(0);
+                    if now <= 1 {
+                        break;
+                    }
+                    ttl = Some(now - 1);
+                    if fr.nw_proto().is_some_and(|p| p != 0) {
                         fr.dec_ttl();
                     }
-                    None => {}
                 }
             }
         }
