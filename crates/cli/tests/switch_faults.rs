@@ -76,10 +76,12 @@ impl Topo {
         self.hosts[port - 1].run(move || RawSocket::open(&e)).unwrap().unwrap()
     }
 
-    /// Whether an XDP program is attached to `pN` (`ip link` shows it).
+    /// Whether an XDP program is attached to `pN` (`ip link` shows it: `xdpgeneric` or `xdp`
+    /// among the flags, a `prog/xdp` line). Words, not a substring: the peer's namespace is
+    /// named on the same lines (`link-netns fNAME-h1`), and a test's name may hold "xdp".
     fn xdp_attached(&self, ifname: &str) -> bool {
         let out = Command::new("ip").args(["-n", self.sw.name(), "link", "show", ifname]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).contains("xdp")
+        String::from_utf8_lossy(&out.stdout).split_whitespace().any(|w| w.starts_with("xdp") || w == "prog/xdp")
     }
 }
 
