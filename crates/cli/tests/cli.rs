@@ -1,17 +1,24 @@
 //! The `rqvs` binary as a new user meets it: the default run, JSON output, exit codes, and
 //! one-line errors naming file and line for malformed inputs.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+// `ctl` is the switch tests'.
+#[allow(dead_code)]
+mod common;
+use common::{rqvs, TempDir};
 
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
+use std::path::PathBuf;
+
+/// The directory of test `test` (`rqvs-cli-PID-TEST` in the temporary directory): removed when
+/// the test ends, also when it fails.
+fn test_dir(test: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!("rqvs-cli-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    TempDir(dir)
 }
 
-fn tmp(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rqvs-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// Writes `contents` to file `name` in `dir`.
+fn tmp(dir: &TempDir, name: &str, contents: &[u8]) -> PathBuf {
+    let p = dir.0.join(name);
     std::fs::write(&p, contents).unwrap();
     p
 }
@@ -79,7 +86,8 @@ fn expect_error(args: &[&str], needle: &str) {
 
 #[test]
 fn malformed_inputs_give_one_line_errors_with_file_and_line() {
-    let trace = tmp("good.trace", GOOD_TRACE.as_bytes());
+    let dir = test_dir("malformed");
+    let trace = tmp(&dir, "good.trace", GOOD_TRACE.as_bytes());
     let t = trace.to_str().unwrap();
     let cases: [(&str, String, &str); 6] = [
         ("columns.rules", format!("{GOOD_RULE}@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\n"), "columns.rules:2:"),
@@ -106,12 +114,12 @@ fn malformed_inputs_give_one_line_errors_with_file_and_line() {
         ("prereq.ofctl", "priority=5,tp_dst=80,actions=drop\n".into(), "prereq.ofctl:1:12: tp_dst needs"),
     ];
     for (name, text, needle) in cases {
-        let p = tmp(name, text.as_bytes());
+        let p = tmp(&dir, name, text.as_bytes());
         expect_error(&["classify", "--rules", p.to_str().unwrap(), "--trace", t], needle);
     }
-    let rules = tmp("good.rules", GOOD_RULE.as_bytes());
+    let rules = tmp(&dir, "good.rules", GOOD_RULE.as_bytes());
     let r = rules.to_str().unwrap();
-    let bad_trace = tmp("cols.trace", format!("{GOOD_TRACE}1\t2\t3\n").as_bytes());
+    let bad_trace = tmp(&dir, "cols.trace", format!("{GOOD_TRACE}1\t2\t3\n").as_bytes());
     expect_error(
         &["classify", "--rules", r, "--trace", bad_trace.to_str().unwrap()],
         "cols.trace:2:6: expected destination port",
@@ -121,13 +129,14 @@ fn malformed_inputs_give_one_line_errors_with_file_and_line() {
 
 #[test]
 fn truncated_pcap_is_a_clear_error() {
-    let trace = tmp("for-pcap.trace", GOOD_TRACE.repeat(3).as_bytes());
+    let dir = test_dir("pcap");
+    let trace = tmp(&dir, "for-pcap.trace", GOOD_TRACE.repeat(3).as_bytes());
     let pcap = trace.with_extension("pcap");
     let out = rqvs(&["convert", "trace", trace.to_str().unwrap(), "--to", "pcap", "-o", pcap.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let bytes = std::fs::read(&pcap).unwrap();
-    let cut = tmp("cut.pcap", &bytes[..bytes.len() - 10]);
-    let rules = tmp("good2.rules", GOOD_RULE.as_bytes());
+    let cut = tmp(&dir, "cut.pcap", &bytes[..bytes.len() - 10]);
+    let rules = tmp(&dir, "good2.rules", GOOD_RULE.as_bytes());
     expect_error(
         &["classify", "--rules", rules.to_str().unwrap(), "--trace", cut.to_str().unwrap()],
         "cut.pcap: packet 3",
@@ -156,7 +165,9 @@ fn usage_errors_exit_2_and_every_subcommand_has_help() {
 
 #[test]
 fn convert_rules_to_ofctl_and_back_to_classbench() {
+    let dir = test_dir("convert");
     let rules = tmp(
+        &dir,
         "conv.rules",
         format!("{GOOD_RULE}@0.0.0.0/0\t0.0.0.0/0\t1024 : 65535\t0 : 65535\t0x11/0xFF\t0x0000/0x0000\t\n").as_bytes(),
     );

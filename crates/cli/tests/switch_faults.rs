@@ -13,7 +13,11 @@
 //! - the traffic source (a process in the source namespace) killed mid-run: the switch is not
 //!   disturbed; bad flow files through `rqvs ctl` are one-line errors that leave it running;
 //! - rules added and deleted with `rqvs ctl add-flows/del-flows` while frames flow: the
-//!   exactness check of `switch/tests/churn/mod.rs`.
+//!   exactness check of `switch/tests/churn/mod.rs`;
+//! - (f) a port type the kernel lacks (AF_XDP, AF_PACKET: simulated by an LD_PRELOAD shim,
+//!   `lacks_family.c`, built with `cc` at test time): one-line error naming the port, exit 1,
+//!   no socket file, process, packet socket or XDP program left behind. The AF_PACKET case
+//!   fails before any interface is looked up and needs neither root nor a namespace.
 //!
 //! What `tests/switch.rs` already covers is not repeated: a stale socket path, a rule file with
 //! an action the switch does not execute or a syntax error, an unknown port type, `rqvs ctl`
@@ -76,10 +80,12 @@ impl Topo {
         self.hosts[port - 1].run(move || RawSocket::open(&e)).unwrap().unwrap()
     }
 
-    /// Whether an XDP program is attached to `pN` (`ip link` shows it).
+    /// Whether an XDP program is attached to `pN` (`ip link` shows it: `xdpgeneric` or `xdp`
+    /// among the flags, a `prog/xdp` line). Words, not a substring: the peer's namespace is
+    /// named on the same lines (`link-netns fNAME-h1`), and a test's name may hold "xdp".
     fn xdp_attached(&self, ifname: &str) -> bool {
         let out = Command::new("ip").args(["-n", self.sw.name(), "link", "show", ifname]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).contains("xdp")
+        String::from_utf8_lossy(&out.stdout).split_whitespace().any(|w| w.starts_with("xdp") || w == "prog/xdp")
     }
 }
 
@@ -110,16 +116,29 @@ fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) -> JoinHandl
     })
 }
 
+/// `rqvs switch ARGS` in namespace `ns` (through `ip netns exec`), or in this process's
+/// namespace with `None`.
+fn switch_cmd(ns: Option<&Netns>, args: &[&str]) -> Command {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns.name(), RQVS]);
+            c
+        }
+        None => Command::new(RQVS),
+    };
+    cmd.arg("switch").args(args);
+    cmd
+}
+
 impl SwitchProc {
     fn spawn(ns: &Netns, args: &[&str]) -> SwitchProc {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns.name(), RQVS, "switch"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        SwitchProc::start(switch_cmd(Some(ns), args))
+    }
+
+    /// Starts `cmd` (from [`switch_cmd`], perhaps with more environment).
+    fn start(mut cmd: Command) -> SwitchProc {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
         let (stdout, stderr) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
         let readers = vec![
             collect(child.stdout.take().unwrap(), stdout.clone()),
@@ -779,4 +798,145 @@ fn rules_changed_through_ctl_while_traffic_flows_cflows() {
     if testnet::available("rules_changed_through_ctl_while_traffic_flows_cflows") {
         rules_changed_through_ctl("afxdp", "cflows", 2);
     }
+}
+
+/// The LD_PRELOAD shim of (f): `socket()` of the family in `RQVS_LACKS_FAMILY` fails with
+/// EAFNOSUPPORT, as on a kernel built without it.
+const LACKS_SHIM: &str = include_str!("lacks_family.c");
+
+/// Builds the shim into `dir` with `cc` (the C compiler Rust links with): its path, or `None`
+/// (the reason printed; a failure with `RQVS_REQUIRE_NETNS=1`) when there is no C compiler.
+fn lacks_shim(test: &str, dir: &Path) -> Option<PathBuf> {
+    let (src, so) = (dir.join("lacks_family.c"), dir.join("lacks_family.so"));
+    std::fs::write(&src, LACKS_SHIM).unwrap();
+    let out = match Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&src).arg("-ldl").output() {
+        Ok(out) => out,
+        Err(e) => {
+            let reason = format!("no C compiler to build the LD_PRELOAD shim (cc: {e})");
+            if std::env::var("RQVS_REQUIRE_NETNS").as_deref() == Ok("1") {
+                panic!("{test}: RQVS_REQUIRE_NETNS=1 but the test cannot run: {reason}");
+            }
+            eprintln!("skipping {test}: {reason} (set RQVS_REQUIRE_NETNS=1 to make this a failure)");
+            return None;
+        }
+    };
+    assert!(out.status.success(), "building the shim: {}", String::from_utf8_lossy(&out.stderr));
+    Some(so)
+}
+
+/// Processes whose environment holds `mark` (`NAME=VALUE`, given only to the processes a test
+/// started): what of them is still running.
+fn marked_processes(mark: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // Others' processes cannot be read without root; they are not ours.
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else { continue };
+        if env.split(|&b| b == 0).any(|v| v == mark.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Runs `rqvs switch` on `ports` (in `ns`, or here) with the shim making `socket(family)` fail,
+/// and checks that it gives up cleanly: exit 1, one line naming `port` and saying that the
+/// kernel does not support `what`, no `--ctl` socket and no process left. Returns the line.
+fn run_lacking(
+    ns: Option<&Netns>,
+    shim: &Path,
+    family: i32,
+    ports: &[&str],
+    port: &str,
+    what: &str,
+    dir: &Path,
+) -> String {
+    let (sock, flows) = (dir.join("ctl.sock"), dir.join("flows.txt"));
+    std::fs::write(&flows, FLOWS).unwrap();
+    // A bound on the run should the shim not take: the switch would run, and fail the checks.
+    let mut args = vec!["--rules", flows.to_str().unwrap(), "--ctl", sock.to_str().unwrap(), "--duration", "2"];
+    for p in ports {
+        args.extend(["--port", p]);
+    }
+    let mark = format!("RQVS_FAULTS_LACKS={}-{family}-{}", std::process::id(), ports.join(","));
+    let (name, value) = mark.split_once('=').unwrap();
+    let mut cmd = switch_cmd(ns, &args);
+    cmd.env("LD_PRELOAD", shim).env("RQVS_LACKS_FAMILY", family.to_string()).env(name, value);
+    let mut sw = SwitchProc::start(cmd);
+    let f = sw.finish(Duration::from_secs(15));
+    let line = one_line_error(&format!("{ports:?} without family {family}"), f.status, &f.stderr);
+    assert!(
+        line.contains(&format!("port {port}: not supported by this kernel: {what}")),
+        "{ports:?} without family {family}: the line names the port and what the kernel lacks: {line}"
+    );
+    assert!(!sock.exists(), "{ports:?}: the control socket was left behind");
+    assert_eq!(marked_processes(&mark), Vec::<String>::new(), "{ports:?}: processes left running");
+    line
+}
+
+/// Packet sockets open in the namespace (`ss -0`), one line each. (`ss --xdp` would list XDP
+/// sockets only where the kernel has `xsk_diag`; they close with their process, which is checked.)
+fn packet_sockets_in(ns: &Netns) -> String {
+    let out = Command::new("ss").args(["-N", ns.name(), "-H", "-n", "-a", "-0"]).output().unwrap();
+    assert!(out.status.success(), "ss: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// (f) A kernel without AF_XDP (simulated with the LD_PRELOAD shim: `socket(AF_XDP)` fails with
+/// EAFNOSUPPORT; everything else is real) given afxdp ports, alone or after an afpacket port
+/// that opened: one line naming the port, exit 1, no socket file, no process, no packet socket
+/// and no XDP program left in the namespace — and the interfaces work for the next
+/// switch. The afxdp port gets as far as its interface (looked up) and its XSKMAP and program
+/// (loaded, not attached), so it needs a real one: a veth in a namespace of the test's.
+#[test]
+fn a_port_type_the_kernel_lacks_afxdp() {
+    const TEST: &str = "a_port_type_the_kernel_lacks_afxdp";
+    if !testnet::available(TEST) {
+        return;
+    }
+    let _one = serial();
+    let dir = TempDir(temp("lacks-xdp"));
+    let Some(shim) = lacks_shim(TEST, &dir.0) else { return };
+    let topo = Topo::new("lxdp", 2);
+    for ports in [vec!["p1:afxdp"], vec!["p1:afpacket", "p2:afxdp"]] {
+        let port = ports.last().unwrap().split(':').next().unwrap();
+        let line = run_lacking(Some(&topo.sw), &shim, libc::AF_XDP, &ports, port, "AF_XDP sockets", &dir.0);
+        eprintln!("{ports:?}: {line}");
+        assert_eq!(packet_sockets_in(&topo.sw), "", "{ports:?}: packet sockets left in the switch's namespace");
+        for p in ["p1", "p2"] {
+            assert!(!topo.xdp_attached(p), "{ports:?}: an XDP program was left on {p}");
+        }
+    }
+    // Without the shim the same ports open and forward.
+    let (sock, flows) = (dir.0.join("ctl.sock"), dir.0.join("flows.txt"));
+    let args = ["--port", "p1:afpacket", "--port", "p2:afxdp", "--rules", flows.to_str().unwrap()];
+    let mut sw = SwitchProc::spawn(&topo.sw, &[&args[..], &["--ctl", sock.to_str().unwrap()]].concat());
+    sw.wait_ready();
+    let (s1, s2) = (topo.socket(1), topo.socket(2));
+    s1.send(&udp(53, 7)).unwrap();
+    assert_eq!(s2.recv(Duration::from_secs(2)).unwrap(), Some(udp(53, 7)), "forwarded without the shim");
+    sw.stop_cleanly("without the shim");
+    assert!(!sock.exists());
+}
+
+/// (f) A kernel without AF_PACKET (the shim: `socket(AF_PACKET)` fails with EAFNOSUPPORT) given
+/// an afpacket port: one line naming the port, exit 1, no socket file, no process left. The
+/// port fails at its first socket, before its interface is looked up, so this needs neither a
+/// namespace nor root (the shim answers before the kernel would check permissions). The name is
+/// one no interface here has: a shim that did not take could not reach a host interface either
+/// (the switch would fail with "no such interface", or "permission denied", and so the test).
+#[test]
+fn a_port_type_the_kernel_lacks_afpacket() {
+    const TEST: &str = "a_port_type_the_kernel_lacks_afpacket";
+    let dir = TempDir(temp("lacks-packet"));
+    let Some(shim) = lacks_shim(TEST, &dir.0) else { return };
+    let name = "rqvsnosuch0";
+    assert!(!Path::new("/sys/class/net").join(name).exists(), "an interface {name} exists here");
+    let spec = format!("{name}:afpacket");
+    let line = run_lacking(None, &shim, libc::AF_PACKET, &[&spec], name, "AF_PACKET sockets", &dir.0);
+    assert!(line.contains("CONFIG_PACKET"), "{line}");
+    eprintln!("{line}");
 }

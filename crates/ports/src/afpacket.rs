@@ -274,7 +274,8 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
     let mut rx = Vec::with_capacity(queues);
     let mut kernel = Vec::with_capacity(queues);
     for _ in 0..queues {
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0).map_err(err("packet socket"))?;
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
+            .map_err(|e| PortError::packet_socket(port, e))?;
         set_int(&fd, libc::PACKET_VERSION, TPACKET_V3).map_err(err("TPACKET_V3"))?;
         set_int(&fd, libc::PACKET_RESERVE, cfg.reserve as libc::c_int).map_err(err("PACKET_RESERVE"))?;
         let frame_size = 2048u32;
@@ -321,7 +322,8 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
     }
     let mut tx = Vec::with_capacity(queues);
     for _ in 0..queues {
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0).map_err(err("packet socket"))?;
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
+            .map_err(|e| PortError::packet_socket(port, e))?;
         sys::bind_packet(&fd, ifindex, 0).map_err(err("bind"))?;
         if cfg.qdisc_bypass {
             set_int(&fd, libc::PACKET_QDISC_BYPASS, 1).map_err(err("PACKET_QDISC_BYPASS"))?;

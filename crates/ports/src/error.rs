@@ -38,6 +38,20 @@ impl PortError {
             _ => PortError::Os { port, op: op.to_string(), source: e },
         }
     }
+
+    /// A failed `socket(AF_PACKET, ...)` on `port` (its packet sockets, or the control socket
+    /// every interface port opens): a kernel without AF_PACKET is named as such, like one
+    /// without AF_XDP; anything else is classified by [`PortError::os`].
+    pub(crate) fn packet_socket(port: &str, e: io::Error) -> PortError {
+        if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+            PortError::Unsupported {
+                port: port.to_string(),
+                what: "AF_PACKET sockets (the kernel is built without CONFIG_PACKET)".into(),
+            }
+        } else {
+            PortError::os(port, "packet socket", e)
+        }
+    }
 }
 
 impl fmt::Display for PortError {
@@ -67,5 +81,22 @@ impl std::error::Error for PortError {
             PortError::Os { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_without_af_packet_is_named() {
+        let e = PortError::packet_socket("p1", io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+        assert!(matches!(e, PortError::Unsupported { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "port p1: not supported by this kernel: AF_PACKET sockets (the kernel is built without CONFIG_PACKET)"
+        );
+        let e = PortError::packet_socket("p1", io::Error::from_raw_os_error(libc::EPERM));
+        assert!(matches!(e, PortError::Permission { .. }), "{e:?}");
     }
 }

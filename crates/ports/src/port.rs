@@ -169,7 +169,7 @@ pub fn open_frames(name: &str, frames: &[Vec<u8>], cfg: &PortConfig) -> Port {
 
 /// Looks up an interface and opens the port's control socket (for link checks) in this namespace.
 fn interface(name: &str) -> Result<(u32, std::os::fd::OwnedFd), PortError> {
-    let ctl = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| PortError::os(name, "packet socket", e))?;
+    let ctl = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| PortError::packet_socket(name, e))?;
     let ifindex = sys::interface_index(&ctl, name).map_err(|e| PortError::os(name, "interface lookup", e))?;
     Ok((ifindex, ctl))
 }
