@@ -90,6 +90,21 @@ fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
     Ok(out)
 }
 
+/// The embedded run's output directory: removed again unless the switch got to run (a bad
+/// rule file or a stale socket leaves nothing behind).
+struct OutDir {
+    path: std::path::PathBuf,
+    keep: bool,
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 pub fn run(a: &Args) -> Result<(), Failure> {
     if a.pmds == 0 || a.pmds > 64 {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
@@ -102,9 +117,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         let frames = packets.entries.iter().map(|e| build_frame(&e.key)).collect();
         let dir = std::env::temp_dir().join(format!("rqvs-switch-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+        let dir = OutDir { path: dir, keep: false };
         ports.push(PortSource::Frames { name: "embedded-acl1_1k-trace".into(), frames });
         for p in [2, 3] {
-            let f = dir.join(format!("port{p}.pcap"));
+            let f = dir.path.join(format!("port{p}.pcap"));
             ports.push(PortSource::Spec(format!("pcap-out:{}", f.display()).parse::<PortSpec>()?));
         }
         out_dir = Some(dir);
@@ -140,6 +156,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let n_rules = cfg.rules.len();
     let names: Vec<String> = a.ports.clone();
     let switch = Switch::start(cfg)?;
+    if let Some(d) = &mut out_dir {
+        d.keep = true;
+    }
     let control = switch.control();
     let signalled = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -177,7 +196,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     print!("{}", report.format());
     if let Some(d) = &out_dir {
-        println!("  output captures: {}", d.display());
+        println!("  output captures: {}", d.path.display());
     }
     if let Some(p) = &a.json {
         let serde_json::Value::Object(fields) = serde_json::json!(report) else { unreachable!("a struct") };
