@@ -232,6 +232,15 @@ class Topology:
                     return False
 
             wait_for(inside, 10, f"holder process in {n}", p, step=0.005)
+        # Every veth end operationally up (carrier on) before a switch is started on it: a
+        # switch started earlier sees, and logs, the fresh link's carrier settle.
+        for a, ia, b, ib in self.PAIRS:
+            for side, dev in ((a, ia), (b, ib)):
+                def up(side=side, dev=dev):
+                    r = run(["cat", f"/sys/class/net/{dev}/operstate"], ns=self.ns[side], check=False)
+                    return r.stdout.strip() == "up"
+
+                wait_for(up, 10, f"{dev} up in {self.ns[side]}")
         return self
 
     def __exit__(self, *exc):

@@ -8,7 +8,9 @@ It starts a private userspace OVS (no kernel, as in shared/ovs-oracle.md) in a t
 directory, loads FLOWS with `ovs-ofctl add-flows`, raises max-idle so nothing expires, injects
 every frame of PACKETS.pcap in order on port 1 with `netdev-dummy/receive` (JSON-RPC over the
 control socket, pipelined on one connection, so the order is kept), then counts the megaflows of
-`dpctl/dump-flows` and their distinct masks (a flow's fields with values removed).
+`dpctl/dump-flows` and their distinct masks (a flow's fields with values removed). The temporary
+directory is removed at the end (OVS_KEEP_DIR=1 keeps it, with OVS's logs; OVS_DUMP=FILE writes
+the dump-flows text).
 Make the inputs with rqvs:
   rqvs convert rules RULES --to ofctl -o FLOWS.ofctl
   rqvs convert trace TRACE --to pcap -o PACKETS.pcap
@@ -16,6 +18,7 @@ Make the inputs with rqvs:
 import json
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -153,6 +156,11 @@ def main():
                 subprocess.run(["ovs-appctl", "-t", f"{d}/{name}.{pid}.ctl", "exit"], capture_output=True, env=env)
             except OSError:
                 pass
+        # The private OVS's directory (database, logs) goes too, unless asked to keep it.
+        if os.environ.get("OVS_KEEP_DIR"):
+            print(f"OVS directory kept: {d}", file=sys.stderr)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

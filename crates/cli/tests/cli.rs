@@ -11,9 +11,7 @@ use std::path::PathBuf;
 /// The directory of test `test` (`rqvs-cli-PID-TEST` in the temporary directory): removed when
 /// the test ends, also when it fails.
 fn test_dir(test: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("rqvs-cli-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    TempDir(dir)
+    TempDir::new(&format!("cli-{test}"))
 }
 
 /// Writes `contents` to file `name` in `dir`.

@@ -9,16 +9,17 @@
 //! reference's action; online prediction runs on a ClassBench trace too; a missing or wrong
 //! ground truth and other designs are one-line errors.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+// `ctl` is the switch tests'.
+#[allow(dead_code)]
+mod common;
+use common::{rqvs, TempDir};
 
 use rqvs_classify::Reference;
 use rqvs_datapath::predict::{PredictConfig, Predictor};
 use rqvs_datapath::{Clock, DatapathConfig, DpAction, Orig, OrigConfig};
 use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
-
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
-}
 
 fn text(o: &Output) -> String {
     format!("stdout: {}\nstderr: {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
@@ -31,9 +32,7 @@ fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&s[start..]).expect("JSON report at the end of stdout")
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("rqvs-coflows-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn tmp(dir: &TempDir, name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
@@ -102,7 +101,8 @@ fn oracle_avoids_more_upcalls_than_online_and_online_more_than_off() {
 
 #[test]
 fn coflows_experiment_end_to_end() {
-    let plot = tmp("coflows.svg");
+    let dir = TempDir::new("coflows-coflows-experiment-end-to-end");
+    let plot = tmp(&dir, "coflows.svg");
     let out = rqvs(&[
         "coflows",
         "--dist",
@@ -164,7 +164,8 @@ fn coflows_experiment_end_to_end() {
 
 #[test]
 fn gen_coflows_writes_a_trace_its_rules_and_the_truth() {
-    let (pcap, rules, truth) = gen("rpc", "0.5", "500", "3", "c");
+    let dir = TempDir::new("coflows-gen-coflows-writes-a-trace-its-rules-and");
+    let (pcap, rules, truth) = gen(&dir, "rpc", "0.5", "500", "3", "c");
     let w = coflow::generate(&Params::new(SizeDist::Rpc, 500, 0.5, 3)).unwrap();
     let t = std::fs::read_to_string(&truth).unwrap();
     assert_eq!(t.lines().count(), w.flows.len() + 1);
@@ -175,7 +176,7 @@ fn gen_coflows_writes_a_trace_its_rules_and_the_truth() {
     assert_eq!(j["mismatches"], 0);
     assert_eq!(j["packets"].as_u64().unwrap(), w.packets.len() as u64);
     // Same seed, same bytes.
-    let (again, _, _) = gen("rpc", "0.5", "500", "3", "c2");
+    let (again, _, _) = gen(&dir, "rpc", "0.5", "500", "3", "c2");
     assert_eq!(std::fs::read(&pcap).unwrap(), std::fs::read(&again).unwrap());
 }
 
@@ -217,8 +218,9 @@ fn data(name: &str) -> String {
 }
 
 /// `rqvs gen coflows` into files named by `tag`: (trace, rules, ground truth).
-fn gen(dist: &str, x: &str, coflows: &str, seed: &str, tag: &str) -> (String, String, String) {
-    let (pcap, rules, truth) = (tmp(&format!("{tag}.pcap")), tmp(&format!("{tag}.ofctl")), tmp(&format!("{tag}.tsv")));
+fn gen(dir: &TempDir, dist: &str, x: &str, coflows: &str, seed: &str, tag: &str) -> (String, String, String) {
+    let (pcap, rules, truth) =
+        (tmp(dir, &format!("{tag}.pcap")), tmp(dir, &format!("{tag}.ofctl")), tmp(dir, &format!("{tag}.tsv")));
     let o = rqvs(&[
         "gen",
         "coflows",
@@ -254,7 +256,8 @@ fn replay_cli(rules: &str, trace: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn prediction_on_a_coflow_trace_removes_upcalls_without_changing_actions() {
-    let (trace, rules, truth) = gen("hadoop", "1", "150", "5", "h1");
+    let dir = TempDir::new("coflows-prediction-on-a-coflow-trace-removes-upc");
+    let (trace, rules, truth) = gen(&dir, "hadoop", "1", "150", "5", "h1");
     let off = replay_cli(&rules, &trace, &[]);
     let online = replay_cli(&rules, &trace, &["--predict", "online"]);
     let oracle = replay_cli(&rules, &trace, &["--predict", "oracle", "--coflow-truth", &truth]);
@@ -301,9 +304,10 @@ fn online_prediction_runs_on_a_classbench_trace() {
 
 #[test]
 fn prediction_errors_name_what_is_missing() {
-    let (trace, rules, truth) = gen("hadoop", "0.5", "150", "6", "h6");
-    let (_, _, other_truth) = gen("hadoop", "0.5", "150", "8", "h8");
-    let bad_truth = tmp("bad.tsv");
+    let dir = TempDir::new("coflows-prediction-errors-name-what-is-missing");
+    let (trace, rules, truth) = gen(&dir, "hadoop", "0.5", "150", "6", "h6");
+    let (_, _, other_truth) = gen(&dir, "hadoop", "0.5", "150", "8", "h8");
+    let bad_truth = tmp(&dir, "bad.tsv");
     std::fs::write(&bad_truth, "0\t0\tbase\t-\t10.1.0.1\t172.30.0.1\t17\t40000\t2100\t100\t1\t0\n1\t0\tbass\n")
         .unwrap();
     let bad = bad_truth.to_str().unwrap();

@@ -2,15 +2,12 @@
 //! classify with no mismatch; bad inputs give one-line errors.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+// `ctl` is the switch tests'.
+#[allow(dead_code)]
+mod common;
+use common::{rqvs, TempDir};
 
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rqvs-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn tmp(dir: &TempDir, name: &str) -> PathBuf {
     dir.join(name)
 }
 
@@ -28,9 +25,10 @@ fn seed_file() -> Option<PathBuf> {
 
 #[test]
 fn generated_rules_and_trace_classify_without_mismatch() {
+    let dir = TempDir::new("gen-generated-rules-and-trace-classify-witho");
     let Some(seed) = seed_file() else { return };
-    let rules = tmp("acl1_2k.rules");
-    let trace = tmp("acl1_2k.trace");
+    let rules = tmp(&dir, "acl1_2k.rules");
+    let trace = tmp(&dir, "acl1_2k.trace");
     let out = rqvs(&[
         "gen",
         "rules",
@@ -44,7 +42,7 @@ fn generated_rules_and_trace_classify_without_mismatch() {
         rules.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let again = tmp("acl1_2k_again.rules");
+    let again = tmp(&dir, "acl1_2k_again.rules");
     rqvs(&[
         "gen",
         "rules",
@@ -95,7 +93,8 @@ fn generated_rules_and_trace_classify_without_mismatch() {
 
 #[test]
 fn bad_seed_file_is_a_one_line_error() {
-    let bad = tmp("bad_seed");
+    let dir = TempDir::new("gen-bad-seed-file-is-a-one-line-error");
+    let bad = tmp(&dir, "bad_seed");
     std::fs::write(&bad, "-scale\nnot a number\n").unwrap();
     let out = rqvs(&["gen", "rules", "--seed-file", bad.to_str().unwrap(), "--count", "10"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -108,7 +107,8 @@ fn bad_seed_file_is_a_one_line_error() {
 
 #[test]
 fn train_then_classify_with_the_model() {
-    let model = tmp("default.nmu");
+    let dir = TempDir::new("gen-train-then-classify-with-the-model");
+    let model = tmp(&dir, "default.nmu");
     let out = rqvs(&["train", "--out", model.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = rqvs(&["classify", "--model", model.to_str().unwrap(), "--json", "-"]);
@@ -119,7 +119,7 @@ fn train_then_classify_with_the_model() {
         (Some("nmu"), Some(927), Some(0))
     );
     let bytes = std::fs::read(&model).unwrap();
-    let cut = tmp("cut.nmu");
+    let cut = tmp(&dir, "cut.nmu");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let out = rqvs(&["classify", "--model", cut.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);

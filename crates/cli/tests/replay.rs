@@ -4,11 +4,12 @@
 //! `crates/experiment/tests/replay.rs`.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
-}
+// `ctl` is the switch tests'.
+#[allow(dead_code)]
+mod common;
+use common::{rqvs, TempDir};
 
 fn data(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/default").join(name).display().to_string()
@@ -40,8 +41,7 @@ fn check_run(r: &serde_json::Value) {
 
 #[test]
 fn compare_runs_every_design_on_the_same_packets() {
-    let dir = std::env::temp_dir().join(format!("rqvs-replay-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("replay-compare");
     let plot = dir.join("compare.svg");
     let out = rqvs(&[
         "compare",

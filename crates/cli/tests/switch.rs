@@ -13,9 +13,7 @@ use rqvs_ports::testnet::{self, Netns, RawSocket};
 
 /// The test's directory, removed when the test ends (also on failure).
 fn temp(name: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("rqvs-cli-switch-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
+    TempDir::new(&format!("cli-switch-{name}"))
 }
 
 #[test]

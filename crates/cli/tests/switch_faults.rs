@@ -50,10 +50,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rqvs-cli-faults-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> TempDir {
+    TempDir::new(&format!("cli-faults-{name}"))
 }
 
 /// The switch's namespace with `p1..pN` and a host namespace `hI` with `eI` for each.
@@ -341,7 +339,7 @@ fn unknown_interface_is_one_line_and_leaves_nothing_behind() {
         return;
     }
     let _one = serial();
-    let dir = TempDir(temp("unknown"));
+    let dir = temp("unknown");
     let (sock, flows) = (dir.0.join("ctl.sock"), dir.0.join("flows.txt"));
     std::fs::write(&flows, FLOWS).unwrap();
     let topo = Topo::new("unk", 2);
@@ -396,7 +394,7 @@ fn busy_interface_fails_cleanly_and_the_first_switch_keeps_forwarding() {
         return;
     }
     let _one = serial();
-    let dir = TempDir(temp("busy"));
+    let dir = temp("busy");
     let (sock_a, sock_b, flows) = (dir.0.join("a.sock"), dir.0.join("b.sock"), dir.0.join("flows.txt"));
     std::fs::write(&flows, FLOWS).unwrap();
     let topo = Topo::new("busy", 3);
@@ -476,7 +474,7 @@ fn three_ports(tag: &str, ty: &str, dir: &Path) -> (Topo, SwitchProc, Stream) {
 /// (c) Port 3's veth deleted while frames flow to ports 2 and 3.
 fn veth_deleted(ty: &str) {
     let _one = serial();
-    let dir = TempDir(temp(&format!("gone-{ty}")));
+    let dir = temp(&format!("gone-{ty}"));
     let (topo, mut sw, stream) = three_ports(&format!("gone{}", &ty[2..4]), ty, &dir.0);
     topo.sw.ip(&["link", "del", "p3"]).unwrap();
     // The switch notices at its next transmission to port 3 (or idle poll of it).
@@ -528,7 +526,7 @@ fn veth_of_a_port_deleted_mid_run_afxdp() {
 /// (d) Port 3's interface set down, then up, while frames flow to ports 2 and 3.
 fn down_then_up(ty: &str) {
     let _one = serial();
-    let dir = TempDir(temp(&format!("down-{ty}")));
+    let dir = temp(&format!("down-{ty}"));
     let sock = dir.0.join("ctl.sock");
     let (topo, mut sw, stream) = three_ports(&format!("down{}", &ty[2..4]), ty, &dir.0);
     topo.sw.ip(&["link", "set", "p3", "down"]).unwrap();
@@ -624,7 +622,7 @@ fn killing_the_traffic_source_does_not_disturb_the_switch() {
         return;
     }
     let _one = serial();
-    let dir = TempDir(temp("source"));
+    let dir = temp("source");
     let (sock, flows, json_path) = (dir.0.join("ctl.sock"), dir.0.join("flows.txt"), dir.0.join("out.json"));
     std::fs::write(&flows, FLOWS).unwrap();
     let topo = Topo::new("src", 2);
@@ -732,7 +730,7 @@ fn killing_the_traffic_source_does_not_disturb_the_switch() {
 fn rules_changed_through_ctl(ty: &str, design: &str, pmds: usize) {
     let _one = serial();
     let what = format!("rqvs ctl: {ty} {design} {pmds} PMDs");
-    let dir = TempDir(temp(&format!("churn-{ty}-{design}-{pmds}")));
+    let dir = temp(&format!("churn-{ty}-{design}-{pmds}"));
     let file = |name: &str, text: &str| {
         let p = dir.0.join(name);
         std::fs::write(&p, text).unwrap();
@@ -898,7 +896,7 @@ fn a_port_type_the_kernel_lacks_afxdp() {
         return;
     }
     let _one = serial();
-    let dir = TempDir(temp("lacks-xdp"));
+    let dir = temp("lacks-xdp");
     let Some(shim) = lacks_shim(TEST, &dir.0) else { return };
     let topo = Topo::new("lxdp", 2);
     for ports in [vec!["p1:afxdp"], vec!["p1:afpacket", "p2:afxdp"]] {
@@ -931,7 +929,7 @@ fn a_port_type_the_kernel_lacks_afxdp() {
 #[test]
 fn a_port_type_the_kernel_lacks_afpacket() {
     const TEST: &str = "a_port_type_the_kernel_lacks_afpacket";
-    let dir = TempDir(temp("lacks-packet"));
+    let dir = temp("lacks-packet");
     let Some(shim) = lacks_shim(TEST, &dir.0) else { return };
     let name = "rqvsnosuch0";
     assert!(!Path::new("/sys/class/net").join(name).exists(), "an interface {name} exists here");

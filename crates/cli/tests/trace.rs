@@ -2,15 +2,12 @@
 //! rules), megaflow counts over a trace, and one-line errors.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+// `ctl` is the switch tests'.
+#[allow(dead_code)]
+mod common;
+use common::{rqvs, TempDir};
 
-fn rqvs(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rqvs")).args(args).output().expect("run rqvs")
-}
-
-fn tmp(name: &str, contents: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rqvs-trace-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn tmp(dir: &TempDir, name: &str, contents: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, contents).unwrap();
     p
@@ -25,7 +22,8 @@ priority=0,actions=drop\n";
 
 #[test]
 fn one_packet_prints_rule_and_megaflow_like_ovs() {
-    let rules = tmp("rules.ofctl", RULES);
+    let dir = TempDir::new("trace-one-packet-prints-rule-and-megaflow-like");
+    let rules = tmp(&dir, "rules.ofctl", RULES);
     let out = rqvs(&[
         "trace",
         "--rules",
@@ -53,9 +51,10 @@ fn one_packet_prints_rule_and_megaflow_like_ovs() {
 
 #[test]
 fn trace_counts_megaflows_and_masks() {
-    let rules = tmp("rules2.ofctl", RULES);
+    let dir = TempDir::new("trace-trace-counts-megaflows-and-masks");
+    let rules = tmp(&dir, "rules2.ofctl", RULES);
     // ClassBench trace lines: src dst sport dport proto flags.
-    let trace = tmp("t.trace", "167772161\t3232236039\t1030\t1025\t6\t0\n167772162\t3232236039\t1030\t1025\t6\t0\n16909060\t33752069\t0\t0\t47\t0\n");
+    let trace = tmp(&dir, "t.trace", "167772161\t3232236039\t1030\t1025\t6\t0\n167772162\t3232236039\t1030\t1025\t6\t0\n16909060\t33752069\t0\t0\t47\t0\n");
     let out = rqvs(&["trace", "--rules", rules.to_str().unwrap(), "--trace", trace.to_str().unwrap(), "--json", "-"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -69,7 +68,8 @@ fn trace_counts_megaflows_and_masks() {
 
 #[test]
 fn bad_packet_is_a_one_line_error() {
-    let rules = tmp("rules3.ofctl", RULES);
+    let dir = TempDir::new("trace-bad-packet-is-a-one-line-error");
+    let rules = tmp(&dir, "rules3.ofctl", RULES);
     let out = rqvs(&["trace", "--rules", rules.to_str().unwrap(), "in_port=1,tcp,nw_src=10.2.2.300"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();

@@ -26,21 +26,7 @@ use rqvs_ports::testnet::{self, RawSocket};
 use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig, UpcallMode};
 
 mod common;
-use common::{Topo, PORTS};
-
-/// A deterministic xorshift, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use common::{Rng, Topo, PORTS};
 
 /// The action lists rules draw from: every executed action, alone and in combination.
 fn palette() -> Vec<Vec<Action>> {

@@ -24,6 +24,9 @@ use rqvs_flow::FlowKey;
 use rqvs_switch::{PortSource, Switch, SwitchConfig};
 use rqvs_testkit::ovs;
 
+mod common;
+use common::Rng;
+
 /// The table, in rqvs's (OpenFlow 1.0) notation; OVS gets it with `set_field` for the TOS.
 const FLOWS: &str = "\
 priority=40,tcp,tp_dst=80,actions=drop
@@ -34,20 +37,6 @@ priority=20,ip,actions=mod_nw_tos:32,output:2,dec_ttl,output:2
 priority=10,arp,actions=drop
 priority=0,actions=output:2
 ";
-
-/// A deterministic xorshift, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn base_key(rng: &mut Rng) -> FlowKey {
     let proto = [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP, IPPROTO_ICMP, 47, 0, 2][rng.below(7) as usize];

@@ -1,5 +1,5 @@
-//! What the CLI tests of the switch share: running `rqvs`, `rqvs ctl` against a socket, and
-//! a test directory removed also when the test fails.
+//! What the CLI tests share: running `rqvs`, `rqvs ctl` against a socket (the switch's tests),
+//! and a test directory removed also when the test fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,6 +20,21 @@ pub fn ctl(sock: &Path, args: &[&str]) -> String {
 
 /// Removes a test's directory at the end, also when it fails.
 pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// `rqvs-TAG-PID` in the system temporary directory, created; the tests of one binary run
+    /// in one process, so each gives its own tag.
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("rqvs-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// The path of `name` inside it.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
 
 impl Drop for TempDir {
     fn drop(&mut self) {

@@ -1,5 +1,5 @@
 //! What the switch's integration tests share: the three-port veth topology between private
-//! namespaces ([`Topo`]) and the independent interpreter of OpenFlow action lists that says
+//! namespaces ([`Topo`]), a seeded generator ([`Rng`]) and the independent interpreter of OpenFlow action lists that says
 //! which frames a packet must leave the switch as ([`outputs`]).
 //!
 //! `tests/exact.rs` declares this module directly; `tests/churn/mod.rs` (the rule-change
@@ -16,6 +16,22 @@ use rqvs_ports::testnet::{Netns, RawSocket};
 
 /// The switch's ports in every topology here: 1..=PORTS.
 pub const PORTS: u32 = 3;
+
+/// A deterministic xorshift, so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
 
 /// The copies, `(port, bytes)` in the order the actions make them, that a frame entering on
 /// `in_port` leaves the switch as under `actions` (its winning rule's): the OpenFlow action list
