@@ -1,8 +1,6 @@
 //! The `rqvs` binary as a new user meets it: the default run, JSON output, exit codes, and
 //! one-line errors naming file and line for malformed inputs.
 
-// `ctl` is the switch tests'.
-#[allow(dead_code)]
 mod common;
 use common::{rqvs, TempDir};
 

@@ -11,8 +11,6 @@
 
 use std::process::Output;
 
-// `ctl` is the switch tests'.
-#[allow(dead_code)]
 mod common;
 use common::{rqvs, TempDir};
 

@@ -2,8 +2,6 @@
 //! classify with no mismatch; bad inputs give one-line errors.
 
 use std::path::PathBuf;
-// `ctl` is the switch tests'.
-#[allow(dead_code)]
 mod common;
 use common::{rqvs, TempDir};
 

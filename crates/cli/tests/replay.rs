@@ -6,8 +6,6 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-// `ctl` is the switch tests'.
-#[allow(dead_code)]
 mod common;
 use common::{rqvs, TempDir};
 

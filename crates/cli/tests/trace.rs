@@ -2,8 +2,6 @@
 //! rules), megaflow counts over a trace, and one-line errors.
 
 use std::path::PathBuf;
-// `ctl` is the switch tests'.
-#[allow(dead_code)]
 mod common;
 use common::{rqvs, TempDir};
 

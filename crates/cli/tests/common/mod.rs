@@ -1,5 +1,8 @@
 //! What the CLI tests share: running `rqvs`, `rqvs ctl` against a socket (the switch's tests),
 //! and a test directory removed also when the test fails.
+//!
+//! Each test binary uses part of it.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
