@@ -19,6 +19,9 @@
 //!   megaflow table (OVS would do it under RCU on another core): not PMD time. The swap — detach
 //!   and attach — is PMD time. Under the virtual clock the datapath waits for a started training
 //!   at once, so runs are a pure function of their inputs.
+//! - **Trainer.** Each training session runs on a thread of its own, or, given one
+//!   ([`MegaflowModel::set_trainer`]), on a trainer thread shared by every PMD's model
+//!   ([`crate::trainer`], what the switch does).
 
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, Receiver};
@@ -33,6 +36,7 @@ use crate::counters::Counters;
 use crate::design::{CcacheReport, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, MegaflowRef};
 use crate::orig::ModelStage;
+use crate::trainer::{Job, TrainerHandle};
 
 /// CCACHE settings.
 #[derive(Clone, Copy, Debug)]
@@ -62,7 +66,8 @@ fn model_config() -> NuevoMatchConfig {
 
 struct Training {
     done: Receiver<(Model, Duration)>,
-    worker: JoinHandle<()>,
+    /// The session's own thread; `None` when a shared trainer runs it.
+    worker: Option<JoinHandle<()>>,
     /// Generation of each snapshotted megaflow's slot.
     gens: HashMap<u32, u32>,
 }
@@ -74,6 +79,8 @@ pub struct MegaflowModel {
     /// Slot → generation of each live megaflow the model holds.
     held: HashMap<u32, u32>,
     training: Option<Training>,
+    /// The trainer thread shared with other PMDs ([`crate::trainer`]); `None`: a thread per session.
+    trainer: Option<TrainerHandle>,
     next_train_ns: u64,
     pub swaps: u64,
     pub last_train: Duration,
@@ -88,6 +95,7 @@ impl MegaflowModel {
             model: None,
             held: HashMap::new(),
             training: None,
+            trainer: None,
             next_train_ns: cfg.train_interval_ns,
             swaps: 0,
             last_train: Duration::ZERO,
@@ -142,7 +150,9 @@ impl MegaflowModel {
         if let Some(t) = &self.training {
             if let Ok((model, took)) = t.done.try_recv() {
                 let t = self.training.take().expect("checked");
-                let _ = t.worker.join();
+                if let Some(w) = t.worker {
+                    let _ = w.join();
+                }
                 self.swap(model, &t.gens, dpcls);
                 self.last_train = took;
                 self.swaps += 1;
@@ -164,7 +174,9 @@ impl MegaflowModel {
     pub fn finish(&mut self, dpcls: &mut Dpcls) {
         if let Some(t) = self.training.take() {
             if let Ok((model, took)) = t.done.recv() {
-                let _ = t.worker.join();
+                if let Some(w) = t.worker {
+                    let _ = w.join();
+                }
                 self.swap(model, &t.gens, dpcls);
                 self.last_train = took;
                 self.swaps += 1;
@@ -189,13 +201,24 @@ impl MegaflowModel {
             rules.push(Rule::new(f.slot, 0, m, Actions::drop()));
         }
         let (tx, rx) = channel();
-        let worker = std::thread::spawn(move || {
+        let job: Job = Box::new(move || {
             let t0 = Instant::now();
             if let Ok(m) = NuevoMatchUp::build_with(&rules, model_config(), NoRemainder::build) {
                 let _ = tx.send((m, t0.elapsed()));
             }
         });
+        // On the shared trainer, or (none given, or it is gone) on a thread of its own.
+        let job = match &self.trainer {
+            Some(t) => t.submit(job).err(),
+            None => Some(job),
+        };
+        let worker = job.map(std::thread::spawn);
         self.training = Some(Training { done: rx, worker, gens });
+    }
+
+    /// Trains on `t` (a trainer thread shared with other PMDs) instead of a thread per session.
+    pub fn set_trainer(&mut self, t: TrainerHandle) {
+        self.trainer = Some(t);
     }
 
     /// Installs `model`: its iSet megaflows that are still live are detached from the megaflow
@@ -313,6 +336,40 @@ mod tests {
         dp.train_model_now();
         assert_eq!(dp.run_keys(&ks), expect(&left, &ks));
         assert!(dp.counters().outcome_sum_ok());
+    }
+
+    #[test]
+    fn two_models_train_on_one_shared_trainer_and_stay_exact() {
+        let trainer = crate::trainer::spawn_trainer().unwrap();
+        let initial = &rules(1000)[..800];
+        let mut pmds = [ccache(), ccache()];
+        for (i, dp) in pmds.iter_mut().enumerate() {
+            dp.set_trainer(trainer.clone());
+            let ks = keys(4000, i as u32);
+            assert_eq!(dp.run_keys(&ks), expect(initial, &ks));
+        }
+        // The first model queues behind a job the trainer is busy with: it is trained there.
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        assert!(trainer.submit(Box::new(move || drop(blocked.recv()))).is_ok());
+        let [mut first, mut second] = pmds;
+        let waiting = std::thread::spawn(move || {
+            first.train_model_now();
+            (first, Instant::now())
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        let released = Instant::now();
+        release.send(()).unwrap();
+        let (first, trained) = waiting.join().unwrap();
+        assert!(trained >= released, "trained on the shared trainer, after its other job");
+        second.train_model_now();
+        let mut pmds = [first, second];
+        for (i, dp) in pmds.iter_mut().enumerate() {
+            let c = dp.counters();
+            assert!(c.model_entries > c.megaflows / 2, "PMD {i}: {c:?}");
+            let ks = keys(4000, 10 + i as u32);
+            assert_eq!(dp.run_keys(&ks), expect(initial, &ks));
+            assert!(dp.counters().model_hit > 0);
+        }
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub mod predict;
 pub mod revalidator;
 #[cfg(test)]
 mod testutil;
+pub mod trainer;
 pub mod upcall;
 
 pub use cflows::{Cflows, CflowsConfig};

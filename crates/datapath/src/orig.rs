@@ -180,6 +180,12 @@ impl Ccache {
     pub fn megaflow_model(&self) -> &MegaflowModel {
         &self.stage
     }
+
+    /// Trains on `t`, a trainer thread shared with other PMDs' models
+    /// ([`crate::trainer::spawn_trainer`]). Call before the first packet.
+    pub fn set_trainer(&mut self, t: crate::trainer::TrainerHandle) {
+        self.stage.set_trainer(t);
+    }
 }
 
 impl<S: ModelStage> MegaflowDatapath<S> {

@@ -23,8 +23,11 @@
 //! batches (OVS-DPDK's arrangement). CFLOWS PMDs share one learned classifier, owned by the
 //! **manager thread** ([`manager`]: rule changes, model swaps from its one trainer) and
 //! published to them with an atomic pointer swap; each PMD keeps its own EMC. One revalidator
-//! thread serves every ORIG/CCACHE PMD (each PMD's megaflows kept apart). Nothing on the packet
-//! path takes a lock.
+//! thread serves every ORIG/CCACHE PMD (each PMD's megaflows kept apart), and one **trainer
+//! thread** trains every CCACHE PMD's model over its megaflows, one job at a time
+//! (`rqvs_datapath::trainer`). The paper has a manager thread per PMD; here CFLOWS has one
+//! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
+//! batches). Nothing on the packet path takes a lock.
 //!
 //! **Rules.** The switch keeps the OpenFlow table of record ([`Control`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
@@ -257,6 +260,14 @@ impl Switch {
             }
             _ => None,
         };
+        // CCACHE: one trainer thread for every PMD's model (the paper's §6).
+        let trainer = match cfg.design {
+            DesignKind::Ccache => Some(
+                rqvs_datapath::trainer::spawn_trainer()
+                    .map_err(|e| err(format!("starting the trainer thread: {e}")))?,
+            ),
+            _ => None,
+        };
         let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
         for i in 0..pmds {
             // Keys come from frames (`extract_datapath`): no header-tuple normalisation.
@@ -275,6 +286,9 @@ impl Switch {
                     let mut d = Ccache::with_table(table.clone(), dp, orig, cfg.ccache);
                     if let Some(t) = reval {
                         d.set_revalidator(t);
+                    }
+                    if let Some(t) = &trainer {
+                        d.set_trainer(t.clone());
                     }
                     Box::new(d)
                 }
