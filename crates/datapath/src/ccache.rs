@@ -350,7 +350,7 @@ mod tests {
         }
         // The first model queues behind a job the trainer is busy with: it is trained there.
         let (release, blocked) = std::sync::mpsc::channel::<()>();
-        assert!(trainer.submit(Box::new(move || drop(blocked.recv()))).is_ok());
+        assert!(trainer.submit(Box::new(move || blocked.recv().unwrap_or_default())).is_ok());
         let [mut first, mut second] = pmds;
         let waiting = std::thread::spawn(move || {
             first.train_model_now();
