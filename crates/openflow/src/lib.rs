@@ -1,0 +1,24 @@
+//! The OpenFlow codec of rqvs: OpenFlow 1.3 and 1.4 messages to and from bytes. No I/O: the
+//! switch's channel (and tests, and fuzzing) hand it whole messages and get bytes back.
+//!
+//! Layout (one module per part of the protocol):
+//! - [`wire`] — the byte cursor every decoder reads through (bounds-checked, never panics) and
+//!   the writer every encoder writes through; the 8-byte header.
+//! - [`error`] — [`DecodeError`] (what is wrong with the bytes) and [`OfError`], the OpenFlow
+//!   ERROR type and code a switch answers a bad message with.
+//!
+//! Decoding never panics, whatever the bytes; every length field is checked against what is
+//! there before anything is read.
+
+pub mod error;
+pub mod wire;
+
+pub use error::{DecodeError, OfError};
+pub use wire::{Header, Reader, Writer};
+
+/// OpenFlow 1.3's wire version.
+pub const OFP13: u8 = 0x04;
+/// OpenFlow 1.4's wire version.
+pub const OFP14: u8 = 0x05;
+/// The largest message: the header's 16-bit length.
+pub const MAX_MESSAGE: usize = u16::MAX as usize;
