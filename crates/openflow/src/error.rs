@@ -89,8 +89,12 @@ impl OfError {
     pub const BUNDLE_FAILED_BAD_ID: OfError = OfError { kind: 17, code: 2 };
     pub const BUNDLE_FAILED_BUNDLE_EXIST: OfError = OfError { kind: 17, code: 3 };
     pub const BUNDLE_FAILED_BUNDLE_CLOSED: OfError = OfError { kind: 17, code: 4 };
-    pub const BUNDLE_FAILED_BAD_TYPE: OfError = OfError { kind: 17, code: 8 };
-    pub const BUNDLE_FAILED_MSG_FAILED: OfError = OfError { kind: 17, code: 12 };
+    pub const BUNDLE_FAILED_BAD_TYPE: OfError = OfError { kind: 17, code: 6 };
+    pub const BUNDLE_FAILED_BAD_FLAGS: OfError = OfError { kind: 17, code: 7 };
+    pub const BUNDLE_FAILED_MSG_BAD_LEN: OfError = OfError { kind: 17, code: 8 };
+    pub const BUNDLE_FAILED_MSG_BAD_XID: OfError = OfError { kind: 17, code: 9 };
+    pub const BUNDLE_FAILED_MSG_UNSUP: OfError = OfError { kind: 17, code: 10 };
+    pub const BUNDLE_FAILED_MSG_FAILED: OfError = OfError { kind: 17, code: 13 };
 }
 
 impl fmt::Display for OfError {
