@@ -6,14 +6,26 @@
 //!   the writer every encoder writes through; the 8-byte header.
 //! - [`error`] — [`DecodeError`] (what is wrong with the bytes) and [`OfError`], the OpenFlow
 //!   ERROR type and code a switch answers a bad message with.
+//! - [`message`] — [`Message`], [`decode`] and [`encode`] of whole messages, HELLO and version
+//!   [`negotiate`]; the types not handled yet (FLOW_MOD, PACKET_IN/OUT, FLOW_REMOVED, ...) decode
+//!   to [`Message::Other`] with their raw body.
+//! - [`port`] — `ofp_port` (1.3's fixed 64 bytes, 1.4's with properties) and 1.4 properties.
+//! - [`multipart`] — MULTIPART requests and replies: DESC, TABLE, PORT_STATS, PORT_DESC (others,
+//!   FLOW and AGGREGATE among them, raw).
+//! - [`bundle`] — BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE (1.4, and ONF EXT-230 in 1.3).
 //!
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
 //! there before anything is read.
 
+pub mod bundle;
 pub mod error;
+pub mod message;
+pub mod multipart;
+pub mod port;
 pub mod wire;
 
 pub use error::{DecodeError, OfError};
+pub use message::{decode, encode, negotiate, Message};
 pub use wire::{Header, Reader, Writer};
 
 /// OpenFlow 1.3's wire version.
