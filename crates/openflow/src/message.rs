@@ -184,7 +184,7 @@ impl Hello {
             // The last element's padding may be missing; padding elsewhere must be there.
             r.skip(pad8(len).min(r.remaining()))?;
             if kind == HELLO_ELEM_VERSIONBITMAP {
-                if data.len() % 4 != 0 {
+                if !data.len().is_multiple_of(4) {
                     return Err(DecodeError::BadLength { what: "ofp_hello_elem_versionbitmap", len });
                 }
                 let mut d = Reader::new(data, "ofp_hello_elem_versionbitmap");

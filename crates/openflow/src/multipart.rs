@@ -260,7 +260,7 @@ impl MultipartReply {
                 MultipartReplyBody::Desc(d)
             }
             MP_TABLE => {
-                if r.remaining() % TABLE_STATS_LEN != 0 {
+                if !r.remaining().is_multiple_of(TABLE_STATS_LEN) {
                     return Err(DecodeError::BadLength { what: "ofp_table_stats array", len: r.remaining() });
                 }
                 let mut v = Vec::new();

@@ -163,7 +163,7 @@ impl Port {
         if len < PORT14_LEN {
             return Err(DecodeError::BadLength { what: "ofp_port", len });
         }
-        let mut body = r.sub(len - 8, "ofp_port")?;
+        let mut body = r.sub(len - 6, "ofp_port")?;
         body.skip(2)?;
         let mut p = Port { port_no, hw_addr: body.array()?, ..Port::default() };
         body.skip(2)?;
