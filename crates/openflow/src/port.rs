@@ -54,11 +54,19 @@ pub(crate) fn pad8(len: usize) -> usize {
     (8 - len % 8) % 8
 }
 
-/// A NUL-padded string field of `n` bytes: the bytes up to the first NUL (lossily UTF-8).
+/// A NUL-padded string field of `n` bytes: the bytes up to the first NUL, lossily UTF-8, cut
+/// to at most `n - 1` bytes (a field filled to the end, or invalid UTF-8 whose replacement
+/// characters are longer, is shortened), so that what decodes always encodes again.
 pub(crate) fn read_str(r: &mut Reader<'_>, n: usize) -> Result<String, DecodeError> {
     let b = r.take(n)?;
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    Ok(String::from_utf8_lossy(&b[..end]).into_owned())
+    let mut s = String::from_utf8_lossy(&b[..end]).into_owned();
+    let mut cut = s.len().min(n.saturating_sub(1));
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    Ok(s)
 }
 
 /// Writes `s` into a NUL-padded field of `n` bytes; it must leave room for the NUL.

@@ -202,8 +202,18 @@ fn message() -> impl Strategy<Value = (u8, u32, Message)> {
     })
 }
 
+/// 2000 cases unless `PROPTEST_CASES` says otherwise; no failure files.
+fn config() -> ProptestConfig {
+    let mut c = ProptestConfig::default();
+    if std::env::var("PROPTEST_CASES").is_err() {
+        c.cases = 2000;
+    }
+    c.failure_persistence = None;
+    c
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn every_message_round_trips((v, xid, msg) in message()) {
@@ -243,7 +253,10 @@ proptest! {
         let mut wire = encode(v, xid, &msg).unwrap();
         let i = at.index(wire.len());
         wire[i] = byte;
-        let _ = decode(&wire);
+        if let Ok((h, m)) = decode(&wire) {
+            let again = encode(h.version, h.xid, &m).unwrap();
+            prop_assert_eq!(decode(&again).unwrap().1, m);
+        }
         let c = cut.index(wire.len());
         let _ = decode(&wire[..c]);
     }
@@ -438,5 +451,15 @@ fn lengths_versions_and_types_are_checked() {
     ));
     // Names too long for their fields.
     let long = Port { name: "a-name-of-16-chr".into(), ..Default::default() };
-    assert!(encode(OFP13, 1, &Message::PortStatus(PortStatus { reason: 0, port: long })).is_err());
+    let status = Message::PortStatus(PortStatus { reason: 0, port: long });
+    assert!(encode(OFP13, 1, &status).is_err());
+    // A name filling its field (no NUL) or not UTF-8 decodes shortened, so it encodes again.
+    let mut wire = encode(OFP13, 1, &Message::PortStatus(PortStatus::default())).unwrap();
+    wire[32..48].copy_from_slice(b"abcdefghijklmno\xff");
+    let (_, m) = decode(&wire).unwrap();
+    let Message::PortStatus(p) = &m else { unreachable!() };
+    assert_eq!(p.port.name, "abcdefghijklmno");
+    wire[32..48].copy_from_slice(&[0xff; 16]);
+    let (_, m) = decode(&wire).unwrap();
+    assert!(encode(OFP13, 1, &m).is_ok());
 }
