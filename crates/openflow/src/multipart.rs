@@ -366,7 +366,7 @@ impl PortStats {
         Ok(())
     }
 
-    /// Reads one `ofp_port_stats` of `version`.
+    /// Reads one `ofp_port_stats` of `version` (1.3's layout, otherwise 1.4's).
     pub fn read(r: &mut Reader<'_>, version: u8) -> Result<PortStats, DecodeError> {
         let mut s = PortStats::default();
         if version == OFP13 {
@@ -414,8 +414,11 @@ impl PortStats {
         Ok(s)
     }
 
-    /// Writes one `ofp_port_stats` of `version`.
+    /// Writes one `ofp_port_stats` of `version` (1.3 or 1.4).
     pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), DecodeError> {
+        if version != OFP13 && version != crate::OFP14 {
+            return Err(DecodeError::BadVersion(version));
+        }
         let e = self.ethernet.unwrap_or_default();
         if version == OFP13 {
             if !self.properties.is_empty() {

@@ -153,7 +153,7 @@ pub const PORT13_LEN: usize = 64;
 pub const PORT14_LEN: usize = 40;
 
 impl Port {
-    /// Reads one port of `version` (1.3: 64 bytes; 1.4: its own length field).
+    /// Reads one port of `version` (1.3: 64 bytes; otherwise 1.4's layout, its own length field).
     pub fn read(r: &mut Reader<'_>, version: u8) -> Result<Port, DecodeError> {
         if version == OFP13 {
             let mut p = Port { port_no: r.u32()?, ..Port::default() };
@@ -193,8 +193,11 @@ impl Port {
         Ok(p)
     }
 
-    /// Writes the port as `version` lays it out.
+    /// Writes the port as `version` (1.3 or 1.4) lays it out.
     pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), DecodeError> {
+        if version != OFP13 && version != OFP14 {
+            return Err(DecodeError::BadVersion(version));
+        }
         let start = w.len();
         w.u32(self.port_no);
         if version == OFP13 {
@@ -215,7 +218,6 @@ impl Port {
             self.ethernet.unwrap_or_default().write(w);
             return Ok(());
         }
-        debug_assert_eq!(version, OFP14);
         if let Some(e) = &self.ethernet {
             let mut d = Writer::new();
             d.zeros(4);
