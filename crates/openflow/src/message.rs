@@ -181,8 +181,8 @@ impl Hello {
                 return Err(DecodeError::BadLength { what: "ofp_hello_elem", len });
             }
             let data = r.take(len - 4)?;
-            // The last element's padding may be missing; padding elsewhere must be there.
-            r.skip(pad8(len).min(r.remaining()))?;
+            // Every element is padded to 8 bytes, the last one too (as Open vSwitch requires).
+            r.skip(pad8(len))?;
             if kind == HELLO_ELEM_VERSIONBITMAP {
                 if !data.len().is_multiple_of(4) {
                     return Err(DecodeError::BadLength { what: "ofp_hello_elem_versionbitmap", len });

@@ -278,6 +278,19 @@ fn hello_with_version_bitmap_layout() {
     // A bare HELLO, and a 1.0 HELLO (no elements before 1.3).
     assert_eq!(decode(&hex("04 00 0008 00000001")).unwrap().1, Message::Hello(Hello::default()));
     assert_eq!(decode(&hex("01 00 0008 00000001")).unwrap().1, Message::Hello(Hello::default()));
+    // Two bitmap words (length 12) are padded to 16; without the padding the element is cut.
+    let two = hex("06 00 0018 00000001  0001 000c 00000050 00000001 00000000");
+    let (h, m) = decode(&two).unwrap();
+    assert_eq!(m, Message::Hello(Hello { elements: vec![HelloElement::VersionBitmap(vec![0x50, 1])] }));
+    let Message::Hello(hello) = &m else { unreachable!() };
+    // Bits 4 and 6 (and 32 in the second word): 1.3 is the common one.
+    assert_eq!(negotiate(rqvs_openflow::message::bitmap_of(&[OFP13, OFP14]), h.version, hello), Some(OFP13));
+    assert!(matches!(
+        decode(&hex("06 00 0014 00000001  0001 000c 00000050 00000001")),
+        Err(DecodeError::Truncated { .. })
+    ));
+    // Elements shorter than their own header.
+    assert!(matches!(decode(&hex("04 00 0010 00000001  0001 0002 00000000")), Err(DecodeError::BadLength { .. })));
 }
 
 #[test]
