@@ -2,7 +2,8 @@
 //! 127.0.0.1 decodes every message `ovs-ofctl` sends with [`rqvs_openflow::decode`] and answers
 //! with messages [`rqvs_openflow::encode`] builds (HELLO with a version bitmap, FEATURES_REPLY,
 //! PORT_DESC and DESC replies, GET_CONFIG_REPLY, BARRIER_REPLY, ECHO_REPLY, bundle control
-//! replies, and a TABLE_FEATURES reply written by hand, as this codec leaves that type raw). The
+//! replies, DESC/TABLE/PORT_STATS replies, and a TABLE_FEATURES reply written by hand, as this
+//! codec leaves that type raw). The
 //! tests check what rqvs decoded and what `ovs-ofctl` printed of rqvs's answers.
 //!
 //! What OVS 3.1 sends, as seen here: `show` opens two connections (HELLO, FEATURES_REQUEST,
@@ -21,7 +22,10 @@ use std::thread;
 
 use rqvs_openflow::bundle::{self, BundleControl};
 use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, SwitchConfig};
-use rqvs_openflow::multipart::{Desc, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody};
+use rqvs_openflow::multipart::{
+    Desc, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody, PortStats, PortStatsEthernet,
+    TableStats, OFPP_ANY,
+};
 use rqvs_openflow::port::{Port, PortEthernet};
 use rqvs_openflow::{decode, encode, negotiate, DecodeError, Header, Message, OfError, OFP13, OFP14};
 
@@ -126,6 +130,36 @@ fn serve(mut s: TcpStream) -> Seen {
                             dp_desc: "fake".into(),
                             ..Default::default()
                         }),
+                    }))
+                }
+                Message::MultipartRequest(MultipartRequest { body: MultipartRequestBody::Table, .. }) => {
+                    let t = |table_id, active_count| TableStats {
+                        table_id,
+                        active_count,
+                        lookup_count: 9328,
+                        matched_count: 9000,
+                    };
+                    Some(Message::MultipartReply(MultipartReply {
+                        flags: 0,
+                        body: MultipartReplyBody::Table(vec![t(0, 927), t(1, 0)]),
+                    }))
+                }
+                Message::MultipartRequest(MultipartRequest {
+                    body: MultipartRequestBody::PortStats { port_no },
+                    ..
+                }) => {
+                    let stats = |n: u32| PortStats {
+                        port_no: n,
+                        rx_packets: 1000 + u64::from(n),
+                        tx_bytes: 64_000,
+                        duration_sec: 3,
+                        ethernet: Some(PortStatsEthernet { collisions: 2, ..Default::default() }),
+                        ..Default::default()
+                    };
+                    let ports = if *port_no == OFPP_ANY { vec![stats(1), stats(2)] } else { vec![stats(*port_no)] };
+                    Some(Message::MultipartReply(MultipartReply {
+                        flags: 0,
+                        body: MultipartReplyBody::PortStats(ports),
                     }))
                 }
                 // TABLE_FEATURES (asked before a flow mod): one table, no properties, written raw
@@ -265,6 +299,31 @@ fn ovs_ofctl_bundle_add_flow_sends_onf_bundles_in_13_and_standard_ones_in_14() {
             let raw = encode(v, h.xid, &Message::BundleAdd(add.clone())).unwrap();
             assert_eq!(raw[1], kind::EXPERIMENTER);
             assert_eq!(&raw[8..16], &[0x4f, 0x4e, 0x46, 0x00, 0, 0, 0x08, 0xfd]);
+        }
+    }
+}
+
+#[test]
+fn ovs_ofctl_dump_desc_ports_and_tables() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    for flag in ["OpenFlow13", "OpenFlow14"] {
+        let (out, _) = session(&["-O", flag, "dump-desc", "TARGET"]);
+        assert!(out.contains("Manufacturer: rqvs") && out.contains("DP Description: fake"), "{out}");
+        let (out, _) = session(&["-O", flag, "dump-ports", "TARGET"]);
+        for p in ["2 ports", "port  1: rx pkts=1001", "port  2: rx pkts=1002", "bytes=64000", "coll=2", "duration=3s"] {
+            assert!(out.contains(p), "dump-ports printed no {p:?}:\n{out}");
+        }
+        let (out, seen) = session(&["-O", flag, "dump-ports", "TARGET", "2"]);
+        assert!(out.contains("1 ports") && out.contains("port  2:"), "{out}");
+        assert!(messages(&seen).iter().any(|(_, m)| matches!(
+            m,
+            Message::MultipartRequest(MultipartRequest { body: MultipartRequestBody::PortStats { port_no: 2 }, .. })
+        )));
+        let (out, _) = session(&["-O", flag, "dump-tables", "TARGET"]);
+        for p in ["table 0", "active=927, lookup=9328, matched=9000"] {
+            assert!(out.contains(p), "dump-tables printed no {p:?}:\n{out}");
         }
     }
 }
