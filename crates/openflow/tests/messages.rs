@@ -462,6 +462,9 @@ fn lengths_versions_and_types_are_checked() {
         decode(&hex("05 0c 0018 00000001 00 00000000000000 00000001 0010 0000")),
         Err(DecodeError::BadLength { .. })
     ));
+    // A reply over 64 KiB cannot be one message (the caller splits it with MORE).
+    let many = MultipartReply { flags: 0, body: MultipartReplyBody::PortDesc(vec![Port::default(); 1100]) };
+    assert!(matches!(encode(OFP13, 1, &Message::MultipartReply(many)), Err(DecodeError::BadLength { .. })));
     // Names too long for their fields.
     let long = Port { name: "a-name-of-16-chr".into(), ..Default::default() };
     let status = Message::PortStatus(PortStatus { reason: 0, port: long });
