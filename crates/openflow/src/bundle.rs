@@ -8,7 +8,7 @@
 //!
 //! The message added to a bundle is kept as the raw bytes of one whole inner message. Its header
 //! is checked — at least 8 bytes, its length within the outer message, the outer message's
-//! version and xid (§7.3.9.6; `OFPBFC_MSG_BAD_LEN`, `OFPBFC_MSG_BAD_XID`) — and
+//! version and xid (`OFPBFC_MSG_BAD_LEN`, `OFPBFC_MSG_BAD_XID`, as Open vSwitch checks too) — and
 //! [`BundleAdd::inner`] decodes it.
 
 use crate::error::{DecodeError, OfError};

@@ -170,7 +170,7 @@ impl Hello {
     fn read(r: &mut Reader<'_>, version: u8) -> Result<Hello, DecodeError> {
         let mut h = Hello::default();
         if version < OFP13 {
-            // Before 1.3 a HELLO has no elements; whatever follows is ignored (§6.3.1 of 1.0).
+            // Before 1.3 a HELLO has no elements; whatever follows it is ignored.
             r.rest();
             return Ok(h);
         }
@@ -219,8 +219,8 @@ pub fn bitmap_of(versions: &[u8]) -> u32 {
     versions.iter().filter(|&&v| v < 32).fold(0, |b, &v| b | (1 << v))
 }
 
-/// The version to speak after a HELLO exchange (OpenFlow 1.3.1+ §6.3.1, 1.4 §7.3.4... "Version
-/// negotiation"), from our supported versions (`our_bitmap`, bit `v` for version `v`) and the
+/// The version to speak after a HELLO exchange (the "Connection Setup" rules of OpenFlow 1.3.1+
+/// and 1.4), from our supported versions (`our_bitmap`, bit `v` for version `v`) and the
 /// peer's HELLO: its header version and its body.
 ///
 /// When the peer sent a version bitmap, the result is the highest version set in both bitmaps
