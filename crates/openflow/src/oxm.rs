@@ -495,7 +495,7 @@ fn build_match(fields: &[Oxm<'_>]) -> Result<Match, DecodeError> {
             }
             VlanPcp => {
                 let vid = get(VlanVid).map(num);
-                if !vid.is_some_and(|(vv, vm)| vv & vm & u32::from(OFPVID_PRESENT) != 0) {
+                if vid.is_none_or(|(vv, vm)| vv & vm & u32::from(OFPVID_PRESENT) == 0) {
                     return reject(
                         "match field vlan_pcp needs vlan_vid with OFPVID_PRESENT",
                         OfError::BAD_MATCH_BAD_PREREQ,
