@@ -562,7 +562,9 @@ fn build_match(fields: &[Oxm<'_>]) -> Result<Match, DecodeError> {
                     return bad_value(IpFrag, &format!("{x:#x}/{xm:#x} has bits other than 0x3"));
                 }
                 v.nw_frag = x as u8;
-                m.nw_frag = xm as u8;
+                // "Not a fragment" is 0/1 in rqvs (nw_frag=no) and 0/3 in OVS: the same packets,
+                // as a later fragment is also a fragment.
+                m.nw_frag = if x == 0 && xm == all { FLOW_NW_FRAG_ANY } else { xm as u8 };
             }
             TcpFlags => {
                 let xm = if o.mask.is_some() { xm } else { u32::from(TCP_FLAGS_MASK) };
@@ -677,7 +679,9 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
             put_u32_field(w, Ipv4Dst, v.nw_dst, k.nw_dst);
             if k.nw_frag != 0 {
                 let all = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
-                put(w, IpFrag, u64::from(v.nw_frag), u64::from(k.nw_frag), u64::from(all));
+                // nw_frag=no (0/1) goes as OVS sends it: exact 0.
+                let km = if v.nw_frag == 0 && k.nw_frag == FLOW_NW_FRAG_ANY { all } else { k.nw_frag };
+                put(w, IpFrag, u64::from(v.nw_frag), u64::from(km), u64::from(all));
             }
             match k.nw_tos & 0xfc {
                 0 => {}
