@@ -83,11 +83,18 @@ fn read_message(s: &mut TcpStream) -> Option<Vec<u8>> {
 /// Runs `ovs-ofctl --no-names -O VERSION CMD tcp:127.0.0.1:PORT ARG` against a listener that
 /// plays the switch; the FLOW_MODs it sent.
 fn capture(version: u8, cmd: &str, arg: &str) -> Vec<Vec<u8>> {
+    capture_with(version, &[], cmd, arg)
+}
+
+/// [`capture`] with options before the command (`--strict`).
+fn capture_with(version: u8, opts: &[&str], cmd: &str, arg: &str) -> Vec<Vec<u8>> {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let proto = if version == OFP13 { "OpenFlow13" } else { "OpenFlow14" };
     let mut child = Command::new("ovs-ofctl")
-        .args(["--no-names", "-O", proto, cmd, &format!("tcp:127.0.0.1:{port}"), arg])
+        .args(["--no-names", "-O", proto])
+        .args(opts)
+        .args([cmd, &format!("tcp:127.0.0.1:{port}"), arg])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -175,21 +182,82 @@ fn rqvs_decodes_ovs_ofctl_add_flows_of_converted_classbench() {
     if !ovs_ofctl_available() {
         return;
     }
-    let seed = SEEDS[0];
-    let rules = rqvs_flow::formats::classbench::read_rules(&rules_path(&dir, seed, "1k")).unwrap();
-    let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::output(1)).unwrap();
-    let text = ofctl::write_flows(&conv.flows).unwrap();
-    let file = std::env::temp_dir().join(format!("rqvs-openflow-ovs-{}.ofctl", std::process::id()));
-    std::fs::write(&file, &text).unwrap();
+    for seed in SEEDS {
+        let rules = rqvs_flow::formats::classbench::read_rules(&rules_path(&dir, seed, "1k")).unwrap();
+        let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::output(1)).unwrap();
+        let text = ofctl::write_flows(&conv.flows).unwrap();
+        let file = std::env::temp_dir().join(format!("rqvs-openflow-ovs-{}.ofctl", std::process::id()));
+        std::fs::write(&file, &text).unwrap();
+        // And OVS reads rqvs's encoding of the first rules (one ofp-print each).
+        if seed == SEEDS[0] {
+            for r in conv.flows.iter().take(100) {
+                check_printed(OFP13, r, &format!("{seed} rule {}", r.id));
+            }
+        }
+        for version in [OFP13, OFP14] {
+            let mods = capture(version, "add-flows", file.to_str().unwrap());
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(mods.len(), lines.len(), "{seed}: one FLOW_MOD per line");
+            for (line, m) in lines.iter().zip(&mods) {
+                check_captured(version, line, m, &parse(line));
+            }
+        }
+        std::fs::remove_file(&file).ok();
+    }
+}
+
+/// Timeouts, flags, importance, cookie masks, out_port and the modify/delete commands: what OVS
+/// sends decodes to what the command line says, and re-encodes to the same bytes.
+#[test]
+fn flow_mod_header_fields_agree_with_ovs() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    use rqvs_openflow::flow_mod::*;
+    use FlowModCommand::*;
+    type Check = fn(&FlowMod, u8);
+    let cases: &[(&[&str], &str, &str, Check)] = &[
+        (
+            &[],
+            "add-flow",
+            "priority=3,idle_timeout=10,hard_timeout=20,send_flow_rem,check_overlap,ip,actions=drop",
+            |f, _| {
+                assert_eq!((f.command, f.idle_timeout, f.hard_timeout, f.priority), (Add, 10, 20, 3));
+                assert_eq!(f.flags, OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP);
+                assert_eq!((f.buffer_id, f.out_port, f.out_group), (OFP_NO_BUFFER, 0xffff_ffff, OFPG_ANY));
+            },
+        ),
+        (&[], "mod-flows", "cookie=0x10/0xff,ip,actions=output:1", |f, _| {
+            assert_eq!((f.command, f.cookie, f.cookie_mask, f.table_id), (Modify, 0x10, 0xff, 0));
+        }),
+        (&["--strict"], "mod-flows", "priority=3,reset_counts,ip,actions=output:1", |f, _| {
+            assert_eq!((f.command, f.priority, f.flags), (ModifyStrict, 3, OFPFF_RESET_COUNTS));
+        }),
+        (&[], "del-flows", "out_port=2,ip", |f, _| {
+            assert_eq!((f.command, f.out_port, f.table_id), (Delete, 2, OFPTT_ALL));
+        }),
+        (&["--strict"], "del-flows", "priority=3,tcp,tp_dst=80", |f, _| {
+            assert_eq!((f.command, f.priority), (DeleteStrict, 3));
+        }),
+        (&[], "add-flow", "importance=7,ip,actions=drop", |f, v| {
+            assert_eq!(f.importance, if v == OFP14 { 7 } else { 0 });
+        }),
+    ];
     for version in [OFP13, OFP14] {
-        let mods = capture(version, "add-flows", file.to_str().unwrap());
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(mods.len(), lines.len(), "{seed}: one FLOW_MOD per line");
-        for (line, m) in lines.iter().zip(&mods) {
-            check_captured(version, line, m, &parse(line));
+        for (opts, cmd, arg, check) in cases {
+            if arg.contains("importance") && version == OFP13 {
+                continue; // importance is 1.4.
+            }
+            let mods = capture_with(version, opts, cmd, arg);
+            assert_eq!(mods.len(), 1, "{cmd} {arg}");
+            let body = &mods[0][8..];
+            let fm = FlowMod::decode(version, body).unwrap_or_else(|e| panic!("{cmd} {arg}: {e}"));
+            check(&fm, version);
+            let mut w = Writer::new();
+            fm.encode(version, &mut w).unwrap();
+            assert_eq!(hex(&w.bytes), hex(body), "{cmd} {arg}: re-encoded (left) vs OVS (right)");
         }
     }
-    std::fs::remove_file(&file).ok();
 }
 
 /// OVS's 1.3 action words as rqvs's ofctl words.
