@@ -107,6 +107,10 @@ fn match_from(s: [u64; 8]) -> Match {
     fixed.nw_tos = r.nw_tos;
     fixed.nw_frag = r.nw_frag;
     fixed.tcp_flags = r.tcp_flags;
+    // "Not a fragment" decodes to its canonical form, 0/1 (see oxm.rs).
+    if fixed.nw_frag & m.nw_frag == 0 && m.nw_frag == 3 {
+        m.nw_frag = 1;
+    }
     Match::from_masked(fixed, m)
 }
 
