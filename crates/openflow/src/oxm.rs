@@ -22,8 +22,9 @@
 //! [BAD_LEN]; value bits outside the mask [BAD_WILDCARDS]; values too wide for the field
 //! (VLAN_VID above 0x1fff, VLAN_PCP above 7, ...) [BAD_VALUE]; prerequisites as the spec lists
 //! them (IPV4_SRC needs ETH_TYPE=0x0800, TCP_SRC needs IP_PROTO=6, VLAN_PCP needs a VLAN
-//! present, ...) [BAD_PREREQ]. IP fields under ETH_TYPE=0x86dd are unsupported (rqvs parses IPv6
-//! only as far as `dl_type`). Malformed TLVs that cannot be walked (a length past the match) are
+//! present, ...) [BAD_PREREQ]. ETH_TYPE=0x86dd is unsupported [BAD_VALUE], as in
+//! `ofctl::parse_flow` (rqvs parses IPv6 only as far as `dl_type`), and so are IP fields over it
+//! [BAD_FIELD]. Malformed TLVs that cannot be walked (a length past the match) are
 //! [`DecodeError::BadLength`] / [`DecodeError::Truncated`].
 //!
 //! **Ports.** OpenFlow 1.3 port numbers are 32-bit; rqvs numbers ports as OpenFlow 1.0 and OVS
@@ -482,6 +483,10 @@ fn build_match(fields: &[Oxm<'_>]) -> Result<Match, DecodeError> {
                 m.dl_src = o.mask.map_or([0xff; 6], mac);
             }
             EthType => {
+                if x == u32::from(ETH_TYPE_IPV6) {
+                    // As ofctl::parse_flow: rqvs parses IPv6 only as far as dl_type.
+                    return bad_value(EthType, "0x86dd (IPv6) is not supported by rqvs");
+                }
                 v.dl_type = x as u16;
                 m.dl_type = u16::MAX;
             }

@@ -486,3 +486,41 @@ fn ovs_ofctl_prints_rqvs_flow_removed_packet_in_out_and_stats() {
         assert!(p.contains("packet_count=11 byte_count=1234 flow_count=2"), "{p}");
     }
 }
+
+/// What OVS sends for flows rqvs cannot honour is refused with the OpenFlow error a switch
+/// answers with, naming the field or action.
+#[test]
+fn rqvs_refuses_what_it_cannot_honour_in_ovs_flow_mods() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    use rqvs_openflow::OfError;
+    let unsup_inst = OfError::BAD_INSTRUCTION_UNSUP_INST;
+    let cases: &[(&str, OfError, &str)] = &[
+        ("ipv6,actions=drop", OfError::BAD_MATCH_BAD_VALUE, "0x86dd"),
+        ("tcp6,tp_dst=80,actions=drop", OfError::BAD_MATCH_BAD_VALUE, "0x86dd"),
+        ("ipv6,ipv6_src=::1,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "ipv6_src"),
+        ("arp,arp_sha=01:02:03:04:05:06,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "arp_sha"),
+        ("metadata=1,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "metadata"),
+        ("tun_id=5,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "tunnel_id"),
+        ("reg0=1,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "NXM_NX"),
+        ("ip,nw_ttl=5,actions=drop", OfError::BAD_MATCH_BAD_FIELD, "NXM_NX"),
+        ("ip,actions=resubmit(,1)", OfError { kind: 2, code: 2 }, "Nicira"),
+        ("ip,actions=group:1", OfError::BAD_ACTION_BAD_TYPE, "group"),
+        ("ip,actions=mod_nw_src:1.2.3.4", OfError::BAD_ACTION_BAD_SET_TYPE, "ipv4_src"),
+        ("ip,actions=goto_table:1", unsup_inst, "goto_table"),
+        ("ip,actions=write_actions(output:1)", unsup_inst, "write_actions"),
+        ("ip,actions=write_metadata:1", unsup_inst, "write_metadata"),
+        ("ip,actions=meter:1", unsup_inst, "meter"),
+        ("ip,actions=push_vlan:0x88a8,set_field:4097->vlan_vid", OfError::BAD_ACTION_BAD_ARGUMENT, "0x88a8"),
+    ];
+    for version in [OFP13, OFP14] {
+        for (text, error, named) in cases {
+            let mods = capture(version, "add-flow", text);
+            assert_eq!(mods.len(), 1, "{text}");
+            let e = FlowMod::decode(version, &mods[0][8..]).expect_err(text);
+            assert_eq!(e.of_error(), *error, "{text}: {e}");
+            assert!(e.to_string().contains(named), "{text}: {e} should name {named}");
+        }
+    }
+}
