@@ -72,9 +72,6 @@ pub const OFPP_MAX: u32 = 0xffff_ff00;
 /// OpenFlow 1.3's `OFPP_ANY` (no port; a wildcard in requests).
 pub const OFPP_ANY: u32 = 0xffff_ffff;
 
-/// `OFPBMC_BAD_LEN` and the other match errors used here that `error.rs` does not name.
-const BAD_MATCH_BAD_LEN: OfError = OfError::BAD_MATCH_BAD_LEN;
-
 /// Why a value cannot be written in OpenFlow 1.3/1.4 (a match OXM cannot express, an action
 /// with no OpenFlow equivalent, a port with no 32-bit number). The message names the part.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -320,7 +317,7 @@ pub(crate) fn read_oxm<'a>(r: &mut Reader<'a>) -> Result<Oxm<'a>, DecodeError> {
         OFPXMC_EXPERIMENTER => {
             let exp = payload.u32().map_err(|_| DecodeError::Unsupported {
                 what: "experimenter OXM shorter than its experimenter id".into(),
-                error: BAD_MATCH_BAD_LEN,
+                error: OfError::BAD_MATCH_BAD_LEN,
             })?;
             if exp == ONF_EXPERIMENTER_ID && field == 42 {
                 Field::TcpFlags
@@ -355,7 +352,7 @@ pub(crate) fn read_oxm<'a>(r: &mut Reader<'a>) -> Result<Oxm<'a>, DecodeError> {
     if payload.remaining() != want {
         return reject(
             format!("{} has {} payload bytes, expected {want}", f.name(), payload.remaining()),
-            BAD_MATCH_BAD_LEN,
+            OfError::BAD_MATCH_BAD_LEN,
         );
     }
     let value = payload.take(width)?;
