@@ -18,13 +18,13 @@
 //! [`DecodeError::Unsupported`] with `BAD_MATCH_BAD_FIELD`, naming it.
 //!
 //! **Checks on decoding** (answered with the OpenFlow error in brackets): a field twice
-//! [DUP_FIELD]; a mask on a field that has none [BAD_MASK]; a payload of the wrong size
-//! [BAD_LEN]; value bits outside the mask [BAD_WILDCARDS]; values too wide for the field
-//! (VLAN_VID above 0x1fff, VLAN_PCP above 7, ...) [BAD_VALUE]; prerequisites as the spec lists
+//! (`DUP_FIELD`); a mask on a field that has none (`BAD_MASK`); a payload of the wrong size
+//! (`BAD_LEN`); value bits outside the mask (`BAD_WILDCARDS`); values too wide for the field
+//! (VLAN_VID above 0x1fff, VLAN_PCP above 7, ...) (`BAD_VALUE`); prerequisites as the spec lists
 //! them (IPV4_SRC needs ETH_TYPE=0x0800, TCP_SRC needs IP_PROTO=6, VLAN_PCP needs a VLAN
-//! present, ...) [BAD_PREREQ]. ETH_TYPE=0x86dd is unsupported [BAD_VALUE], as in
+//! present, ...) (`BAD_PREREQ`). ETH_TYPE=0x86dd is unsupported (`BAD_VALUE`), as in
 //! `ofctl::parse_flow` (rqvs parses IPv6 only as far as `dl_type`), and so are IP fields over it
-//! [BAD_FIELD]. Malformed TLVs that cannot be walked (a length past the match) are
+//! (`BAD_FIELD`). Malformed TLVs that cannot be walked (a length past the match) are
 //! [`DecodeError::BadLength`] / [`DecodeError::Truncated`].
 //!
 //! **Ports.** OpenFlow 1.3 port numbers are 32-bit; rqvs numbers ports as OpenFlow 1.0 and OVS
