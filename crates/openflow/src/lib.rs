@@ -6,11 +6,19 @@
 //!   the writer every encoder writes through; the 8-byte header.
 //! - [`error`] — [`DecodeError`] (what is wrong with the bytes) and [`OfError`], the OpenFlow
 //!   ERROR type and code a switch answers a bad message with.
+//! - [`oxm`] — `ofp_match` (OXM TLVs, with OVS's NXM/ONF fields for `nw_frag` and `tcp_flags`)
+//!   to and from `rqvs_flow::Match`.
+//! - [`action`] — actions and instructions to and from `rqvs_flow::Actions`.
+//! - [`flow_mod`] — FLOW_MOD, FLOW_REMOVED, PACKET_IN, PACKET_OUT and the FLOW and AGGREGATE
+//!   multipart bodies.
 //!
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
 //! there before anything is read.
 
+pub mod action;
 pub mod error;
+pub mod flow_mod;
+pub mod oxm;
 pub mod wire;
 
 pub use error::{DecodeError, OfError};
