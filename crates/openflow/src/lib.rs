@@ -6,6 +6,11 @@
 //!   the writer every encoder writes through; the 8-byte header.
 //! - [`error`] — [`DecodeError`] (what is wrong with the bytes) and [`OfError`], the OpenFlow
 //!   ERROR type and code a switch answers a bad message with.
+//! - [`oxm`] — `ofp_match` (OXM TLVs, with OVS's NXM/ONF fields for `nw_frag` and `tcp_flags`)
+//!   to and from `rqvs_flow::Match`.
+//! - [`action`] — actions and instructions to and from `rqvs_flow::Actions`.
+//! - [`flow_mod`] — FLOW_MOD, FLOW_REMOVED, PACKET_IN, PACKET_OUT and the FLOW and AGGREGATE
+//!   multipart bodies.
 //! - [`message`] — [`Message`], [`decode`] and [`encode`] of whole messages, HELLO and version
 //!   [`negotiate`]; the types not handled yet (FLOW_MOD, PACKET_IN/OUT, FLOW_REMOVED, ...) decode
 //!   to [`Message::Other`] with their raw body.
@@ -17,10 +22,13 @@
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
 //! there before anything is read.
 
+pub mod action;
 pub mod bundle;
 pub mod error;
+pub mod flow_mod;
 pub mod message;
 pub mod multipart;
+pub mod oxm;
 pub mod port;
 pub mod wire;
 

@@ -7,7 +7,7 @@
 //! header's fields, and those of every header after it, stay zero and the frame is classified
 //! on the rest. Only a frame shorter than an Ethernet header has no key (OVS's `dfc_processing`
 //! drops it as an invalid packet). Checked against real OVS 3.1's `ofproto/trace` on crafted and
-//! randomly damaged frames (`crates/flow/tests/ovs_frames.rs`).
+//! randomly damaged frames (`crates/switch/tests/ovs_frames.rs`, frames and actions both).
 //!
 //! What OVS does, field by field, where it differs from the capture parser:
 //! - **VLAN**: one tag is parsed (TPID 0x8100 or 0x88a8), and only when the tag and the type
