@@ -11,7 +11,7 @@
 //! version and xid (`OFPBFC_MSG_BAD_LEN`, `OFPBFC_MSG_BAD_XID`, as Open vSwitch checks too) — and
 //! [`BundleAdd::inner`] decodes it.
 
-use crate::error::{DecodeError, OfError};
+use crate::error::{DecodeError, EncodeError, OfError};
 use crate::message::{decode, Message};
 use crate::port::{pad8, read_properties, write_property, Property};
 use crate::wire::{Header, Reader, Writer};
@@ -81,7 +81,7 @@ impl BundleControl {
     }
 
     /// Writes the body (bundle id onwards).
-    pub fn write(&self, w: &mut Writer) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer) -> Result<(), EncodeError> {
         w.u32(self.bundle_id);
         w.u16(self.kind);
         w.u16(self.flags);
@@ -138,10 +138,10 @@ impl BundleAdd {
     }
 
     /// Writes the body (bundle id onwards) of a message of `version` and `xid`.
-    pub fn write(&self, w: &mut Writer, version: u8, xid: u32) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer, version: u8, xid: u32) -> Result<(), EncodeError> {
         let h = check_inner(&self.message, version, xid)?;
         if usize::from(h.length) != self.message.len() {
-            return Err(DecodeError::BadLength { what: "bundled message", len: self.message.len() });
+            return Err(DecodeError::BadLength { what: "bundled message", len: self.message.len() }.into());
         }
         w.u32(self.bundle_id);
         w.zeros(2);

@@ -1,4 +1,5 @@
-//! What can be wrong with a message: [`DecodeError`] for the codec's caller, and [`OfError`],
+//! What can be wrong with a message: [`DecodeError`] for bytes that are not a message,
+//! [`EncodeError`] for a value that cannot be written as one, and [`OfError`],
 //! the OpenFlow ERROR (type, code) a switch answers with (OpenFlow 1.3 §A.4.4, 1.4 §7.5.4).
 
 use std::fmt;
@@ -100,5 +101,26 @@ impl OfError {
 impl fmt::Display for OfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "OpenFlow error type {} code {}", self.kind, self.code)
+    }
+}
+
+/// Why a value cannot be written in OpenFlow 1.3/1.4 (a match OXM cannot express, an action
+/// with no OpenFlow equivalent, a port with no 32-bit number, a message over 64 KiB, a type the
+/// version lacks). The message names the part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodeError(pub String);
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// An encoder that meets a value its decoder would refuse says so in the decoder's words.
+impl From<DecodeError> for EncodeError {
+    fn from(e: DecodeError) -> Self {
+        EncodeError(e.to_string())
     }
 }

@@ -32,7 +32,7 @@ pub mod oxm;
 pub mod port;
 pub mod wire;
 
-pub use error::{DecodeError, OfError};
+pub use error::{DecodeError, EncodeError, OfError};
 pub use message::{decode, encode, negotiate, Message};
 pub use wire::{Header, Reader, Writer};
 

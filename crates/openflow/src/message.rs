@@ -19,7 +19,7 @@
 //! whatever it is, and an ERROR may answer a HELLO whose version failed.
 
 use crate::bundle::{BundleAdd, BundleControl, ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL, ONF_EXPERIMENTER_ID};
-use crate::error::{DecodeError, OfError};
+use crate::error::{DecodeError, EncodeError, OfError};
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::port::{pad8, Port};
 use crate::wire::{Header, Reader, Writer};
@@ -200,7 +200,7 @@ impl Hello {
         Ok(h)
     }
 
-    fn write(&self, w: &mut Writer) -> Result<(), DecodeError> {
+    fn write(&self, w: &mut Writer) -> Result<(), EncodeError> {
         for e in &self.elements {
             match e {
                 HelloElement::VersionBitmap(words) => {
@@ -459,11 +459,11 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Message), DecodeError> {
 /// Encodes `msg` as one message of `version` with transaction id `xid`. Errors: a version other
 /// than 1.3/1.4 (except for HELLO and ERROR), something the version cannot carry, a string or
 /// message too long for its field, an [`Message::Other`] whose type has its own variant.
-pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, DecodeError> {
+pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeError> {
     use self::kind::*;
     let any_version = matches!(msg, Message::Hello(_) | Message::Error(_));
     if !any_version && version != OFP13 && version != OFP14 {
-        return Err(DecodeError::BadVersion(version));
+        return Err(DecodeError::BadVersion(version).into());
     }
     let onf13 = version == OFP13;
     let kind = match msg {
@@ -489,7 +489,7 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, DecodeErr
         Message::BundleAdd(_) if onf13 => EXPERIMENTER,
         Message::BundleAdd(_) => BUNDLE_ADD_MESSAGE,
         Message::Other { kind, .. } if is_other_kind(version, *kind) => *kind,
-        Message::Other { kind, .. } => return Err(DecodeError::BadType(*kind)),
+        Message::Other { kind, .. } => return Err(DecodeError::BadType(*kind).into()),
     };
     let mut w = Writer::new();
     Header { version, kind, length: 0, xid }.write(&mut w);
@@ -509,7 +509,8 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, DecodeErr
                 return Err(DecodeError::Unsupported {
                     what: "ONF bundle messages are Message::BundleControl/BundleAdd in OpenFlow 1.3".into(),
                     error: OfError::BAD_REQUEST_BAD_TYPE,
-                });
+                }
+                .into());
             }
             w.u32(e.experimenter);
             w.u32(e.exp_type);

@@ -6,7 +6,7 @@
 //! crate once it exists — comes out as [`MultipartRequestBody::Other`] /
 //! [`MultipartReplyBody::Other`] with its body as raw bytes, and is encoded back from them.
 
-use crate::error::{DecodeError, OfError};
+use crate::error::{DecodeError, EncodeError, OfError};
 use crate::port::{not_in_13, read_properties, read_str, write_property, write_str, Port, Property};
 use crate::wire::{Reader, Writer};
 use crate::OFP13;
@@ -207,7 +207,7 @@ impl MultipartRequest {
     }
 
     /// Encodes the body of a MULTIPART_REQUEST.
-    pub fn write(&self, w: &mut Writer, _version: u8) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer, _version: u8) -> Result<(), EncodeError> {
         let kind = match &self.body {
             MultipartRequestBody::Desc => MP_DESC,
             MultipartRequestBody::Table => MP_TABLE,
@@ -296,7 +296,7 @@ impl MultipartReply {
     }
 
     /// Encodes the body of a MULTIPART_REPLY.
-    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), EncodeError> {
         let kind = match &self.body {
             MultipartReplyBody::Desc(_) => MP_DESC,
             MultipartReplyBody::Table(_) => MP_TABLE,
@@ -415,14 +415,14 @@ impl PortStats {
     }
 
     /// Writes one `ofp_port_stats` of `version` (1.3 or 1.4).
-    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), EncodeError> {
         if version != OFP13 && version != crate::OFP14 {
-            return Err(DecodeError::BadVersion(version));
+            return Err(DecodeError::BadVersion(version).into());
         }
         let e = self.ethernet.unwrap_or_default();
         if version == OFP13 {
             if !self.properties.is_empty() {
-                return Err(not_in_13("port statistics properties"));
+                return Err(not_in_13("port statistics properties").into());
             }
             w.u32(self.port_no);
             w.zeros(4);

@@ -72,18 +72,7 @@ pub const OFPP_MAX: u32 = 0xffff_ff00;
 /// OpenFlow 1.3's `OFPP_ANY` (no port; a wildcard in requests).
 pub const OFPP_ANY: u32 = 0xffff_ffff;
 
-/// Why a value cannot be written in OpenFlow 1.3/1.4 (a match OXM cannot express, an action
-/// with no OpenFlow equivalent, a port with no 32-bit number). The message names the part.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncodeError(pub String);
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EncodeError {}
+pub use crate::error::EncodeError;
 
 pub(crate) fn enc_err<T>(msg: impl Into<String>) -> Result<T, EncodeError> {
     Err(EncodeError(msg.into()))

@@ -6,7 +6,7 @@
 //! one of them (`OFPPDPT_ETHERNET`, §7.2.1). [`Port`] holds both: `ethernet` is always `Some`
 //! after decoding 1.3; other properties exist only in 1.4.
 
-use crate::error::{DecodeError, OfError};
+use crate::error::{DecodeError, EncodeError, OfError};
 use crate::wire::{Reader, Writer};
 use crate::{OFP13, OFP14};
 
@@ -39,7 +39,7 @@ pub(crate) fn read_properties(r: &mut Reader<'_>, what: &'static str) -> Result<
 }
 
 /// Writes one property: type, length (4 + `data`), `data`, zeros to 8 bytes.
-pub(crate) fn write_property(w: &mut Writer, kind: u16, data: &[u8]) -> Result<(), DecodeError> {
+pub(crate) fn write_property(w: &mut Writer, kind: u16, data: &[u8]) -> Result<(), EncodeError> {
     let len = 4 + data.len();
     let l = u16::try_from(len).map_err(|_| DecodeError::BadLength { what: "property", len })?;
     w.u16(kind);
@@ -70,9 +70,9 @@ pub(crate) fn read_str(r: &mut Reader<'_>, n: usize) -> Result<String, DecodeErr
 }
 
 /// Writes `s` into a NUL-padded field of `n` bytes; it must leave room for the NUL.
-pub(crate) fn write_str(w: &mut Writer, s: &str, n: usize, what: &'static str) -> Result<(), DecodeError> {
+pub(crate) fn write_str(w: &mut Writer, s: &str, n: usize, what: &'static str) -> Result<(), EncodeError> {
     if s.len() >= n || s.as_bytes().contains(&0) {
-        return Err(DecodeError::BadLength { what, len: s.len() });
+        return Err(DecodeError::BadLength { what, len: s.len() }.into());
     }
     w.put(s.as_bytes());
     w.zeros(n - s.len());
@@ -194,15 +194,15 @@ impl Port {
     }
 
     /// Writes the port as `version` (1.3 or 1.4) lays it out.
-    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), DecodeError> {
+    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), EncodeError> {
         if version != OFP13 && version != OFP14 {
-            return Err(DecodeError::BadVersion(version));
+            return Err(DecodeError::BadVersion(version).into());
         }
         let start = w.len();
         w.u32(self.port_no);
         if version == OFP13 {
             if !self.properties.is_empty() {
-                return Err(not_in_13("port properties"));
+                return Err(not_in_13("port properties").into());
             }
             w.zeros(4);
         } else {

@@ -1,7 +1,7 @@
 //! Bytes in and out: [`Reader`], a bounds-checked cursor over a message (every read returns a
 //! [`DecodeError`] instead of panicking), [`Writer`], and the 8-byte OpenFlow [`Header`].
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, EncodeError};
 
 /// The OpenFlow header: version, type, total length (header included), transaction id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +167,7 @@ impl Writer {
 
     /// Patches the header's length (bytes 2..4) with the message's length; an error when the
     /// message is longer than OpenFlow's 64 KiB.
-    pub fn finish_message(mut self) -> Result<Vec<u8>, DecodeError> {
+    pub fn finish_message(mut self) -> Result<Vec<u8>, EncodeError> {
         let len = self.bytes.len();
         let l = u16::try_from(len).map_err(|_| DecodeError::BadLength { what: "message (over 65535 bytes)", len })?;
         self.patch_u16(2, l);

@@ -436,7 +436,7 @@ fn lengths_versions_and_types_are_checked() {
     assert_eq!(decode(&hex("01 05 0008 00000001")).unwrap_err(), DecodeError::BadVersion(1));
     assert_eq!(decode(&hex("04 1e 0008 00000001")).unwrap_err(), DecodeError::BadType(30));
     assert_eq!(decode(&hex("05 23 0008 00000001")).unwrap_err(), DecodeError::BadType(35));
-    assert_eq!(encode(6, 1, &Message::BarrierRequest).unwrap_err(), DecodeError::BadVersion(6));
+    assert_eq!(encode(6, 1, &Message::BarrierRequest).unwrap_err(), DecodeError::BadVersion(6).into());
     // Types left raw.
     assert_eq!(
         decode(&hex("04 0e 000a 00000001 abcd")).unwrap().1,
@@ -464,7 +464,7 @@ fn lengths_versions_and_types_are_checked() {
     ));
     // A reply over 64 KiB cannot be one message (the caller splits it with MORE).
     let many = MultipartReply { flags: 0, body: MultipartReplyBody::PortDesc(vec![Port::default(); 1100]) };
-    assert!(matches!(encode(OFP13, 1, &Message::MultipartReply(many)), Err(DecodeError::BadLength { .. })));
+    assert!(encode(OFP13, 1, &Message::MultipartReply(many)).unwrap_err().0.contains("65535"));
     // Names too long for their fields.
     let long = Port { name: "a-name-of-16-chr".into(), ..Default::default() };
     let status = Message::PortStatus(PortStatus { reason: 0, port: long });
