@@ -4,22 +4,20 @@
 //! Handled here: HELLO (with the version-bitmap element), ERROR, ECHO_REQUEST/REPLY,
 //! EXPERIMENTER, FEATURES_REQUEST/REPLY, GET_CONFIG_REQUEST/REPLY, SET_CONFIG, PORT_STATUS,
 //! MULTIPART_REQUEST/REPLY ([`crate::multipart`]), BARRIER_REQUEST/REPLY, ROLE_REQUEST/REPLY,
-//! and bundles ([`crate::bundle`]: types 33/34 in 1.4, the ONF EXT-230 experimenter messages in
-//! 1.3).
+//! bundles ([`crate::bundle`]: types 33/34 in 1.4, the ONF EXT-230 experimenter messages in
+//! 1.3), and, through [`crate::flow_mod`], FLOW_MOD, FLOW_REMOVED, PACKET_IN and PACKET_OUT.
 //!
-//! Every other type the version defines — PACKET_IN (10), FLOW_REMOVED (11), PACKET_OUT (13),
-//! FLOW_MOD (14), GROUP_MOD, PORT_MOD, TABLE_MOD, METER_MOD, the async-config and queue
-//! messages, ... — decodes to [`Message::Other`] with its body as raw bytes, and encodes back
-//! from them. The modules for matches, actions, FLOW_MOD, FLOW_REMOVED and PACKET_IN/OUT plug in
-//! by giving those types their own variants here (and FLOW/AGGREGATE multiparts theirs in
-//! [`crate::multipart`]).
-//!
+//! Every other type the version defines — GROUP_MOD, PORT_MOD, TABLE_MOD, METER_MOD, the
+//! async-config and queue messages, ... — decodes to [`Message::Other`] with its body as raw
+//! bytes, and encodes back from them (a channel answers them with an error).
+
 //! Versions: every message must be OpenFlow 1.3 ([`OFP13`]) or 1.4 ([`OFP14`]), except HELLO and
 //! ERROR, which decode and encode at any version: a HELLO carries the sender's highest version
 //! whatever it is, and an ERROR may answer a HELLO whose version failed.
 
 use crate::bundle::{BundleAdd, BundleControl, ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL, ONF_EXPERIMENTER_ID};
 use crate::error::{DecodeError, EncodeError, OfError};
+use crate::flow_mod::{FlowMod, FlowRemoved, PacketIn, PacketOut};
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::port::{pad8, Port};
 use crate::wire::{Header, Reader, Writer};
@@ -47,15 +45,15 @@ pub mod kind {
     pub const GET_CONFIG_REPLY: u8 = 8;
     /// `OFPT_SET_CONFIG`.
     pub const SET_CONFIG: u8 = 9;
-    /// `OFPT_PACKET_IN` (raw here).
+    /// `OFPT_PACKET_IN`.
     pub const PACKET_IN: u8 = 10;
-    /// `OFPT_FLOW_REMOVED` (raw here).
+    /// `OFPT_FLOW_REMOVED`.
     pub const FLOW_REMOVED: u8 = 11;
     /// `OFPT_PORT_STATUS`.
     pub const PORT_STATUS: u8 = 12;
-    /// `OFPT_PACKET_OUT` (raw here).
+    /// `OFPT_PACKET_OUT`.
     pub const PACKET_OUT: u8 = 13;
-    /// `OFPT_FLOW_MOD` (raw here).
+    /// `OFPT_FLOW_MOD`.
     pub const FLOW_MOD: u8 = 14;
     /// `OFPT_MULTIPART_REQUEST`.
     pub const MULTIPART_REQUEST: u8 = 18;
@@ -101,8 +99,16 @@ pub enum Message {
     GetConfigReply(SwitchConfig),
     /// `OFPT_SET_CONFIG`.
     SetConfig(SwitchConfig),
+    /// `OFPT_PACKET_IN` ([`crate::flow_mod`]).
+    PacketIn(PacketIn),
+    /// `OFPT_FLOW_REMOVED` ([`crate::flow_mod`]).
+    FlowRemoved(FlowRemoved),
     /// `OFPT_PORT_STATUS`.
     PortStatus(PortStatus),
+    /// `OFPT_PACKET_OUT` ([`crate::flow_mod`]).
+    PacketOut(PacketOut),
+    /// `OFPT_FLOW_MOD` ([`crate::flow_mod`]).
+    FlowMod(FlowMod),
     /// `OFPT_MULTIPART_REQUEST`.
     MultipartRequest(MultipartRequest),
     /// `OFPT_MULTIPART_REPLY`.
@@ -348,7 +354,11 @@ pub fn is_other_kind(version: u8, kind: u8) -> bool {
                 | GET_CONFIG_REQUEST
                 | GET_CONFIG_REPLY
                 | SET_CONFIG
+                | PACKET_IN
+                | FLOW_REMOVED
                 | PORT_STATUS
+                | PACKET_OUT
+                | FLOW_MOD
                 | MULTIPART_REQUEST
                 | MULTIPART_REPLY
                 | BARRIER_REQUEST
@@ -435,6 +445,10 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Message), DecodeError> {
             expect_len(&r, "ofp_port_status", 0)?;
             Message::PortStatus(PortStatus { reason, port })
         }
+        PACKET_IN => Message::PacketIn(PacketIn::decode(v, r.rest())?),
+        FLOW_REMOVED => Message::FlowRemoved(FlowRemoved::decode(v, r.rest())?),
+        PACKET_OUT => Message::PacketOut(PacketOut::decode(v, r.rest())?),
+        FLOW_MOD => Message::FlowMod(FlowMod::decode(v, r.rest())?),
         MULTIPART_REQUEST => Message::MultipartRequest(MultipartRequest::read(&mut r, v)?),
         MULTIPART_REPLY => Message::MultipartReply(MultipartReply::read(&mut r, v)?),
         ROLE_REQUEST | ROLE_REPLY => {
@@ -477,7 +491,11 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeErr
         Message::GetConfigRequest => GET_CONFIG_REQUEST,
         Message::GetConfigReply(_) => GET_CONFIG_REPLY,
         Message::SetConfig(_) => SET_CONFIG,
+        Message::PacketIn(_) => PACKET_IN,
+        Message::FlowRemoved(_) => FLOW_REMOVED,
         Message::PortStatus(_) => PORT_STATUS,
+        Message::PacketOut(_) => PACKET_OUT,
+        Message::FlowMod(_) => FLOW_MOD,
         Message::MultipartRequest(_) => MULTIPART_REQUEST,
         Message::MultipartReply(_) => MULTIPART_REPLY,
         Message::BarrierRequest => BARRIER_REQUEST,
@@ -535,6 +553,10 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeErr
             w.zeros(7);
             p.port.write(&mut w, version)?;
         }
+        Message::PacketIn(m) => m.encode(version, &mut w)?,
+        Message::FlowRemoved(m) => m.encode(version, &mut w)?,
+        Message::PacketOut(m) => m.encode(version, &mut w)?,
+        Message::FlowMod(m) => m.encode(version, &mut w)?,
         Message::MultipartRequest(m) => m.write(&mut w, version)?,
         Message::MultipartReply(m) => m.write(&mut w, version)?,
         Message::RoleRequest(r) | Message::RoleReply(r) => {

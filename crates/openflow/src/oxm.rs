@@ -42,7 +42,6 @@
 //! [`Match::expand_port_ranges`] — the expansion `ofctl::format_flows` writes one line per
 //! element of — as [`crate::flow_mod::FlowMod::from_rule`] does.
 
-
 use rqvs_flow::key::{
     ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP, IPPROTO_SCTP,
     IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI, VLAN_PCP_MASK, VLAN_VID_MASK,

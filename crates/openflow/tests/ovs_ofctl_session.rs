@@ -290,10 +290,11 @@ fn ovs_ofctl_bundle_add_flow_sends_onf_bundles_in_13_and_standard_ones_in_14() {
         let (h, add) = adds[0];
         assert_eq!(h.version, v);
         assert_eq!(add.bundle_id, controls[0].bundle_id);
-        // The bundled message is a whole FLOW_MOD of the same version (decoded raw here).
+        // The bundled message is a whole FLOW_MOD of the same version: the flow the command gave.
         let (ih, inner) = add.inner().unwrap();
         assert_eq!((ih.version, ih.xid), (v, h.xid));
-        assert!(matches!(inner, Message::Other { kind: kind::FLOW_MOD, .. }), "{inner:?}");
+        let Message::FlowMod(f) = &inner else { panic!("a FLOW_MOD, found {inner:?}") };
+        assert_eq!((f.priority, &f.actions), (7, &rqvs_flow::Actions::drop()), "{f:?}");
         if v == OFP13 {
             // On the wire: an EXPERIMENTER message, ONF's id, exp_type 2301.
             let raw = encode(v, h.xid, &Message::BundleAdd(add.clone())).unwrap();
