@@ -1,12 +1,14 @@
 //! MULTIPART_REQUEST and MULTIPART_REPLY (OpenFlow 1.3 §A.3.5, 1.4 §7.3.5): the 8-byte
 //! `ofp_multipart_request`/`reply` part (type, flags with [`MORE`]) and the bodies of DESC,
-//! TABLE (table statistics), PORT_STATS and PORT_DESC.
+//! FLOW and AGGREGATE (their bodies in [`crate::flow_mod`]), TABLE (table statistics),
+//! PORT_STATS and PORT_DESC.
 //!
-//! Every other multipart type — FLOW and AGGREGATE among them, decoded by another module of this
-//! crate once it exists — comes out as [`MultipartRequestBody::Other`] /
-//! [`MultipartReplyBody::Other`] with its body as raw bytes, and is encoded back from them.
+//! Every other multipart type (TABLE_FEATURES, GROUP, METER, QUEUE, ...) comes out as
+//! [`MultipartRequestBody::Other`] / [`MultipartReplyBody::Other`] with its body as raw bytes,
+//! and is encoded back from them.
 
 use crate::error::{DecodeError, EncodeError, OfError};
+use crate::flow_mod::{AggregateStats, AggregateStatsRequest, FlowStats, FlowStatsRequest};
 use crate::port::{not_in_13, read_properties, read_str, write_property, write_str, Port, Property};
 use crate::wire::{Reader, Writer};
 use crate::OFP13;
@@ -43,6 +45,10 @@ pub struct MultipartRequest {
 pub enum MultipartRequestBody {
     /// `OFPMP_DESC` (no body).
     Desc,
+    /// `OFPMP_FLOW`: which flows to report ([`crate::flow_mod`]).
+    Flow(FlowStatsRequest),
+    /// `OFPMP_AGGREGATE`: which flows to sum up.
+    Aggregate(AggregateStatsRequest),
     /// `OFPMP_TABLE` (no body).
     Table,
     /// `OFPMP_PORT_STATS` for one port or [`OFPP_ANY`].
@@ -52,7 +58,7 @@ pub enum MultipartRequestBody {
     },
     /// `OFPMP_PORT_DESC` (no body in 1.3 and 1.4).
     PortDesc,
-    /// Any other type (FLOW, AGGREGATE, ...), body as received.
+    /// Any other type (TABLE_FEATURES, GROUP, METER, ...), body as received.
     Other {
         /// The `OFPMP_*` type.
         kind: u16,
@@ -75,6 +81,10 @@ pub struct MultipartReply {
 pub enum MultipartReplyBody {
     /// `OFPMP_DESC`: the switch's description.
     Desc(Desc),
+    /// `OFPMP_FLOW`: one entry per flow ([`crate::flow_mod`]).
+    Flow(Vec<FlowStats>),
+    /// `OFPMP_AGGREGATE`: the sums.
+    Aggregate(AggregateStats),
     /// `OFPMP_TABLE`: one entry per table.
     Table(Vec<TableStats>),
     /// `OFPMP_PORT_STATS`: one entry per port.
@@ -182,7 +192,7 @@ fn expect_empty(r: &Reader<'_>, what: &'static str, fixed: usize) -> Result<(), 
 
 impl MultipartRequest {
     /// Decodes the body of a MULTIPART_REQUEST (after the 8-byte OpenFlow header).
-    pub fn read(r: &mut Reader<'_>, _version: u8) -> Result<MultipartRequest, DecodeError> {
+    pub fn read(r: &mut Reader<'_>, version: u8) -> Result<MultipartRequest, DecodeError> {
         let kind = r.u16()?;
         let flags = r.u16()?;
         r.skip(4)?;
@@ -201,15 +211,19 @@ impl MultipartRequest {
                 expect_empty(r, "ofp_port_stats_request", 24)?;
                 MultipartRequestBody::PortStats { port_no }
             }
+            MP_FLOW => MultipartRequestBody::Flow(FlowStatsRequest::decode(version, r.rest())?),
+            MP_AGGREGATE => MultipartRequestBody::Aggregate(AggregateStatsRequest::decode(version, r.rest())?),
             _ => MultipartRequestBody::Other { kind, body: r.rest().to_vec() },
         };
         Ok(MultipartRequest { flags, body })
     }
 
     /// Encodes the body of a MULTIPART_REQUEST.
-    pub fn write(&self, w: &mut Writer, _version: u8) -> Result<(), EncodeError> {
+    pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), EncodeError> {
         let kind = match &self.body {
             MultipartRequestBody::Desc => MP_DESC,
+            MultipartRequestBody::Flow(_) => MP_FLOW,
+            MultipartRequestBody::Aggregate(_) => MP_AGGREGATE,
             MultipartRequestBody::Table => MP_TABLE,
             MultipartRequestBody::PortStats { .. } => MP_PORT_STATS,
             MultipartRequestBody::PortDesc => MP_PORT_DESC,
@@ -223,6 +237,7 @@ impl MultipartRequest {
                 w.u32(*port_no);
                 w.zeros(4);
             }
+            MultipartRequestBody::Flow(f) | MultipartRequestBody::Aggregate(f) => f.encode(version, w)?,
             MultipartRequestBody::Other { body, .. } => w.put(body),
             _ => {}
         }
@@ -233,7 +248,7 @@ impl MultipartRequest {
 /// `kind` if it is a type this module leaves raw.
 fn other_kind(kind: u16) -> Result<u16, DecodeError> {
     match kind {
-        MP_DESC | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC => Err(DecodeError::Unsupported {
+        MP_DESC | MP_FLOW | MP_AGGREGATE | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC => Err(DecodeError::Unsupported {
             what: format!("multipart type {kind} given as raw bytes; it has its own variant"),
             error: OfError::BAD_REQUEST_BAD_MULTIPART,
         }),
@@ -290,6 +305,8 @@ impl MultipartReply {
                 }
                 MultipartReplyBody::PortDesc(v)
             }
+            MP_FLOW => MultipartReplyBody::Flow(FlowStats::decode_all(version, r.rest())?),
+            MP_AGGREGATE => MultipartReplyBody::Aggregate(AggregateStats::decode(version, r.rest())?),
             _ => MultipartReplyBody::Other { kind, body: r.rest().to_vec() },
         };
         Ok(MultipartReply { flags, body })
@@ -299,6 +316,8 @@ impl MultipartReply {
     pub fn write(&self, w: &mut Writer, version: u8) -> Result<(), EncodeError> {
         let kind = match &self.body {
             MultipartReplyBody::Desc(_) => MP_DESC,
+            MultipartReplyBody::Flow(_) => MP_FLOW,
+            MultipartReplyBody::Aggregate(_) => MP_AGGREGATE,
             MultipartReplyBody::Table(_) => MP_TABLE,
             MultipartReplyBody::PortStats(_) => MP_PORT_STATS,
             MultipartReplyBody::PortDesc(_) => MP_PORT_DESC,
@@ -334,6 +353,12 @@ impl MultipartReply {
                     p.write(w, version)?;
                 }
             }
+            MultipartReplyBody::Flow(v) => {
+                for f in v {
+                    f.encode(version, w)?;
+                }
+            }
+            MultipartReplyBody::Aggregate(a) => a.encode(version, w)?,
             MultipartReplyBody::Other { body, .. } => w.put(body),
         }
         Ok(())

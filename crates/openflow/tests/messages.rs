@@ -445,15 +445,34 @@ fn lengths_versions_and_types_are_checked() {
     );
     assert_eq!(decode(&hex("05 1e 0008 00000001")).unwrap().1, Message::Other { kind: 30, body: vec![] });
     assert!(encode(OFP13, 1, &Message::Other { kind: kind::HELLO, body: vec![] }).is_err());
-    // Multipart FLOW stays raw; a DESC request with a body is too long.
-    let flow = hex("04 12 0018 00000001 0001 0000 00000000 ff000000 00000000");
+    // Multipart TABLE_FEATURES stays raw; a DESC request with a body is too long.
+    let features = hex("04 12 0018 00000001 000c 0000 00000000 ff000000 00000000");
     assert_eq!(
-        decode(&flow).unwrap().1,
+        decode(&features).unwrap().1,
         Message::MultipartRequest(MultipartRequest {
             flags: 0,
-            body: MultipartRequestBody::Other { kind: 1, body: hex("ff000000 00000000") }
+            body: MultipartRequestBody::Other { kind: 12, body: hex("ff000000 00000000") }
         })
     );
+    // FLOW and AGGREGATE requests and replies have their own variants.
+    for v in [OFP13, OFP14] {
+        for body in [
+            MultipartRequestBody::Flow(rqvs_openflow::flow_mod::FlowStatsRequest::all()),
+            MultipartRequestBody::Aggregate(rqvs_openflow::flow_mod::FlowStatsRequest::all()),
+        ] {
+            let m = Message::MultipartRequest(MultipartRequest { flags: 0, body });
+            assert_eq!(decode(&encode(v, 3, &m).unwrap()).unwrap().1, m);
+        }
+        let m = Message::MultipartReply(MultipartReply {
+            flags: 0,
+            body: MultipartReplyBody::Aggregate(rqvs_openflow::flow_mod::AggregateStats {
+                packet_count: 5,
+                byte_count: 320,
+                flow_count: 2,
+            }),
+        });
+        assert_eq!(decode(&encode(v, 3, &m).unwrap()).unwrap().1, m);
+    }
     assert!(matches!(
         decode(&hex("04 12 0018 00000001 0000 0000 00000000 ff000000 00000000")),
         Err(DecodeError::BadLength { .. })
