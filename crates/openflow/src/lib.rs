@@ -4,19 +4,19 @@
 //! Layout (one module per part of the protocol):
 //! - [`wire`] — the byte cursor every decoder reads through (bounds-checked, never panics) and
 //!   the writer every encoder writes through; the 8-byte header.
-//! - [`error`] — [`DecodeError`] (what is wrong with the bytes) and [`OfError`], the OpenFlow
-//!   ERROR type and code a switch answers a bad message with.
+//! - [`error`] — [`DecodeError`] (what is wrong with the bytes), [`EncodeError`] (what cannot be
+//!   written) and [`OfError`], the OpenFlow ERROR type and code a switch answers a bad message with.
 //! - [`oxm`] — `ofp_match` (OXM TLVs, with OVS's NXM/ONF fields for `nw_frag` and `tcp_flags`)
 //!   to and from `rqvs_flow::Match`.
 //! - [`action`] — actions and instructions to and from `rqvs_flow::Actions`.
 //! - [`flow_mod`] — FLOW_MOD, FLOW_REMOVED, PACKET_IN, PACKET_OUT and the FLOW and AGGREGATE
 //!   multipart bodies.
 //! - [`message`] — [`Message`], [`decode`] and [`encode`] of whole messages, HELLO and version
-//!   [`negotiate`]; the types not handled yet (FLOW_MOD, PACKET_IN/OUT, FLOW_REMOVED, ...) decode
-//!   to [`Message::Other`] with their raw body.
+//!   [`negotiate`]; the types not handled (GROUP_MOD, METER_MOD, TABLE_MOD, ...) decode to
+//!   [`Message::Other`] with their raw body.
 //! - [`port`] — `ofp_port` (1.3's fixed 64 bytes, 1.4's with properties) and 1.4 properties.
-//! - [`multipart`] — MULTIPART requests and replies: DESC, TABLE, PORT_STATS, PORT_DESC (others,
-//!   FLOW and AGGREGATE among them, raw).
+//! - [`multipart`] — MULTIPART requests and replies: DESC, FLOW, AGGREGATE, TABLE, PORT_STATS,
+//!   PORT_DESC (others, TABLE_FEATURES among them, raw).
 //! - [`bundle`] — BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE (1.4, and ONF EXT-230 in 1.3).
 //!
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
