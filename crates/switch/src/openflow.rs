@@ -200,7 +200,7 @@ impl Connection {
     }
 
     fn error(&mut self, version: u8, xid: u32, e: OfError, offending: &[u8]) -> Result<(), End> {
-        let v = if version == OFP13 || version == OFP14 { version } else { self.version.unwrap_or(OFP14) };
+        let v = if (1..=OFP14).contains(&version) { version } else { self.version.unwrap_or(OFP14) };
         self.send(v, xid, &Message::Error(ErrorMsg::new(e, offending)))
     }
 

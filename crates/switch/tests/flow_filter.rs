@@ -52,7 +52,9 @@ fn delete_and_modify_select_as_openflow_does() {
         // Strict modify: only the priority-20 flow; cookie and match kept.
         let strict20 = FlowFilter { strict: Some(20), ..udp53.clone() };
         assert_eq!(c.modify_selected(&strict20, &Actions(vec![Action::Output(1)])).unwrap(), 1);
-        assert!(lines(&c).iter().any(|l| l.contains("cookie=0x2") && l.contains("priority=20") && l.ends_with("actions=output:1")));
+        assert!(lines(&c)
+            .iter()
+            .any(|l| l.contains("cookie=0x2") && l.contains("priority=20") && l.ends_with("actions=output:1")));
         // The slow path sees it.
         let trace = c.trace("in_port=2,udp,nw_src=10.0.0.9,tp_dst=53").unwrap();
         assert!(trace.contains("Datapath actions: 1"), "{design:?}: {trace}");
@@ -69,11 +71,8 @@ fn delete_and_modify_select_as_openflow_does() {
         assert_eq!(c.del_selected(&strict10).unwrap(), 1);
         assert_eq!(c.rules().len(), 4);
         // Non-strict delete with a cookie filter.
-        let tcp3 = FlowFilter {
-            matches: Some(one("tcp,actions=drop").matches),
-            cookie: (3, 0xff),
-            ..FlowFilter::all()
-        };
+        let tcp3 =
+            FlowFilter { matches: Some(one("tcp,actions=drop").matches), cookie: (3, 0xff), ..FlowFilter::all() };
         assert_eq!(c.del_selected(&tcp3).unwrap(), 2);
         assert_eq!(c.rules().len(), 2);
         assert_eq!(c.del_selected(&FlowFilter::all()).unwrap(), 2);
