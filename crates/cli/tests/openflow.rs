@@ -46,11 +46,11 @@ fn free_port() -> u16 {
 
 /// Starts the switch on its embedded ports with `rules`, the OpenFlow listener and a
 /// management socket; returns once the listener accepts.
-fn start(dir: &Path, rules: &Path, port: u16) -> Running {
+fn start(dir: &Path, rules: &Path, port: u16, design: &str) -> Running {
     let sock = dir.join("ctl.sock");
     let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
         .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
-        .args(["--openflow", &format!("ptcp:127.0.0.1:{port}"), "--duration", "300"])
+        .args(["--openflow", &format!("ptcp:127.0.0.1:{port}"), "--duration", "300", "--design", design])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -152,14 +152,14 @@ fn ovs_ofctl_programs_a_running_switch() {
     if !ovs_ofctl_available() {
         return;
     }
-    for version in ["OpenFlow13", "OpenFlow14"] {
+    for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {
         let tmp = TempDir::new(&format!("cli-openflow-{version}"));
         let sock = tmp.join("ctl.sock");
         let base = "priority=5,icmp,actions=output:2\npriority=7,arp,actions=drop\n";
         let rules = tmp.join("rules.txt");
         std::fs::write(&rules, base).unwrap();
         let port = free_port();
-        let mut sw = start(&tmp.0, &rules, port);
+        let mut sw = start(&tmp.0, &rules, port, design);
         let target = format!("tcp:127.0.0.1:{port}");
         let t = target.as_str();
 
@@ -239,6 +239,12 @@ fn ovs_ofctl_programs_a_running_switch() {
             .collect();
         assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), modified);
         assert_eq!(ctl_rules(&sock), modified, "rqvs ctl dump-rules agrees after mod-flows");
+        // The slow path agrees: the strictly modified flow outputs to 2, the others to 1.
+        let trace = |p: &str| ctl(&sock, &["ofproto/trace", p]);
+        let tr = trace("in_port=1,tcp,dl_src=02:00:00:00:00:01,nw_dst=192.168.1.9,tp_src=3001,tp_dst=80");
+        assert!(tr.contains("priority=501") && tr.contains("Datapath actions: 2"), "{design}: {tr}");
+        let tr = trace("in_port=1,tcp,dl_src=02:00:00:00:00:02,nw_dst=192.168.2.9,tp_src=3002,tp_dst=80");
+        assert!(tr.contains("priority=502") && tr.contains("Datapath actions: 1"), "{design}: {tr}");
         let json: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
         assert_eq!(json["rules"], modified.len());
 
@@ -293,7 +299,7 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     let rules = tmp.join("rules.txt");
     std::fs::write(&rules, "priority=5,icmp,actions=output:2\n").unwrap();
     let port = free_port();
-    let mut sw = start(&tmp.0, &rules, port);
+    let mut sw = start(&tmp.0, &rules, port, "orig");
     let sock = tmp.join("ctl.sock");
     let connect = || {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -357,4 +363,71 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     };
     assert!(status.success());
     assert!(read_msg(&mut a).is_none() && read_msg(&mut b).is_none(), "connections closed at stop");
+}
+
+/// Every design takes a converted ClassBench table (acl1 1K: 1,186 flows, `tcp_flags`, port
+/// prefixes, cookies) through `ovs-ofctl add-flows`, and its dump — several MULTIPART_REPLY parts
+/// — is that table; the slow path then answers with the loaded flows (`ofproto/trace`).
+#[test]
+fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).unwrap();
+    let acl = root.join("data/default/acl1_1k_rules.xz");
+    for (design, version) in [("orig", "OpenFlow13"), ("ccache", "OpenFlow14"), ("cflows", "OpenFlow13")] {
+        let tmp = TempDir::new(&format!("cli-openflow-acl-{design}"));
+        let flows = tmp.join("acl.ofctl");
+        let out = common::rqvs(&[
+            "convert",
+            "rules",
+            acl.to_str().unwrap(),
+            "--to",
+            "ofctl",
+            "--actions",
+            "output:2",
+            "-o",
+            flows.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&flows).unwrap();
+        let rules = tmp.join("rules.txt");
+        std::fs::write(&rules, "priority=1,arp,actions=drop\n").unwrap();
+        let port = free_port();
+        let sock = tmp.join("ctl.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
+            .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
+            .args(["--design", design, "--openflow", &format!("ptcp:{port}"), "--duration", "300"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut sw = Running(child);
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() || !sock.exists() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the switch's OpenFlow listener did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let t = format!("tcp:127.0.0.1:{port}");
+        ofctl_ok(version, &["del-flows", &t]);
+        ofctl_ok(version, &["add-flows", &t, flows.to_str().unwrap()]);
+        let want = normal(&text);
+        assert_eq!(want.len(), 1186);
+        let dump = ofctl_ok(version, &["dump-flows", &t]);
+        assert_eq!(dumped(&dump), want, "{design} {version}");
+        assert_eq!(ctl_rules(&sock), want, "{design}: rqvs ctl dump-rules");
+        // The first flow of the file wins for a packet made from it.
+        let trace = ctl(
+            &sock,
+            &["ofproto/trace", "in_port=1,tcp,nw_src=14.114.240.160,nw_dst=78.162.59.75,tp_dst=31000,tcp_flags=0x010"],
+        );
+        assert!(trace.contains("priority=927") && trace.contains("Datapath actions: 2"), "{design}: {trace}");
+        ctl(&sock, &["exit"]);
+        let t0 = Instant::now();
+        while sw.0.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sw.0.try_wait().unwrap().unwrap().success());
+    }
 }
