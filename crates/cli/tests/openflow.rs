@@ -431,3 +431,55 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
         assert!(sw.0.try_wait().unwrap().unwrap().success());
     }
 }
+
+/// `ovs-ofctl --bundle` (OpenFlow 1.4's bundles, OVS's ONF extension in 1.3): a bundle's flows
+/// appear together, and a bundle with one refused flow-mod changes nothing.
+#[test]
+fn bundles_commit_all_or_nothing() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {
+        let tmp = TempDir::new(&format!("cli-openflow-bundle-{version}"));
+        let sock = tmp.join("ctl.sock");
+        let base = "priority=5,icmp,actions=output:2\n";
+        let rules = tmp.join("rules.txt");
+        std::fs::write(&rules, base).unwrap();
+        let port = free_port();
+        let mut sw = start(&tmp.0, &rules, port, design);
+        let t = format!("tcp:127.0.0.1:{port}");
+        let (udp, tcp) = generated();
+        let good = format!("{}\n{}\n", udp.join("\n"), tcp.join("\n"));
+        let file = tmp.join("good.txt");
+        std::fs::write(&file, &good).unwrap();
+        ofctl_ok(version, &["--bundle", "add-flows", &t, file.to_str().unwrap()]);
+        let mut all = normal(base);
+        all.extend(normal(&good));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: after the bundle");
+        // One bad flow (table 4) among good ones: the bundle fails, the table is unchanged.
+        let bad = tmp.join("bad.txt");
+        std::fs::write(
+            &bad,
+            "priority=9,udp,tp_dst=5,actions=output:2\ntable=4,priority=9,udp,tp_dst=6,actions=output:2\n",
+        )
+        .unwrap();
+        let out = ofctl_run(version, &["--no-names", "--bundle", "add-flows", &t, bad.to_str().unwrap()]);
+        assert!(!out.status.success(), "{version}: a bundle with a bad flow-mod is refused");
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: nothing of it applied");
+        // A bundled delete and add together.
+        let mixed = tmp.join("mixed.txt");
+        std::fs::write(&mixed, "delete udp\nadd priority=77,udp,tp_dst=7,actions=output:3\n").unwrap();
+        ofctl_ok(version, &["--bundle", "add-flows", &t, mixed.to_str().unwrap()]);
+        all.retain(|f| !f.contains("udp"));
+        all.extend(normal("priority=77,udp,tp_dst=7,actions=output:3"));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: delete + add");
+        assert_eq!(ctl_rules(&sock), all);
+        ctl(&sock, &["exit"]);
+        let t0 = Instant::now();
+        while sw.0.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sw.0.try_wait().unwrap().unwrap().success());
+    }
+}

@@ -760,6 +760,51 @@ impl Control {
         Ok(n)
     }
 
+    /// A bundle: `ops` applied in order to a copy of the table, checked, and the difference
+    /// committed as one change set (all or nothing: an error leaves the table as it was).
+    /// Returns the number of flows (added, removed) by the whole.
+    pub fn apply_ops(&self, ops: &[FlowOp]) -> Result<(usize, usize), Error> {
+        let mut rules = self.lock_rules();
+        let mut sim = rules.by_id.clone();
+        let mut next = rules.next_id;
+        for op in ops {
+            match op {
+                FlowOp::Add(r) => {
+                    sim.retain(|_, o| !(o.priority == r.priority && o.matches == r.matches));
+                    let mut r = r.clone();
+                    r.id = RuleId(next);
+                    next += 1;
+                    sim.insert(r.id, r);
+                }
+                FlowOp::Modify(f, actions) => {
+                    let chosen: Vec<RuleId> = sim.values().filter(|r| f.selects(r)).map(|r| r.id).collect();
+                    for id in chosen {
+                        let mut r = sim.remove(&id).expect("selected above");
+                        r.id = RuleId(next);
+                        next += 1;
+                        r.actions = actions.clone();
+                        sim.insert(r.id, r);
+                    }
+                }
+                FlowOp::Delete(f) => sim.retain(|_, r| !f.selects(r)),
+            }
+        }
+        let removed: Vec<RuleId> = rules.by_id.keys().filter(|id| !sim.contains_key(id)).copied().collect();
+        let added: Vec<Rule> = sim.values().filter(|r| !rules.by_id.contains_key(&r.id)).cloned().collect();
+        check_rules(&added)?;
+        if removed.is_empty() && added.is_empty() {
+            rules.next_id = next;
+            return Ok((0, 0));
+        }
+        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+        changes.extend(added.iter().cloned().map(RuleChange::Add));
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("bundle: {e}")))?;
+        self.apply(version, &added, &removed)?;
+        rules.by_id = sim;
+        rules.next_id = next;
+        Ok((added.len(), removed.len()))
+    }
+
     /// The ports' names, numbered 1.. in this order.
     pub fn port_names(&self) -> &[String] {
         &self.port_names
@@ -805,6 +850,17 @@ impl Control {
     pub fn pmd_cpus(&self) -> &[Option<usize>] {
         &self.pmd_cpus
     }
+}
+
+/// One change of a bundle ([`Control::apply_ops`]).
+#[derive(Clone, Debug)]
+pub enum FlowOp {
+    /// Add (replacing an equal match and priority); the id is ignored.
+    Add(Rule),
+    /// Replace the actions of the selected flows.
+    Modify(FlowFilter, rqvs_flow::Actions),
+    /// Remove the selected flows.
+    Delete(FlowFilter),
 }
 
 /// Which flows an OpenFlow modify, delete or flow-stats request selects.

@@ -13,14 +13,17 @@
 //! | ROLE_REQUEST | the role asked for (no master election) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | [`Control::add_flows`], [`Control::modify_selected`], [`Control::del_selected`] |
+//! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
 //!
-//! A message the codec cannot decode gets the ERROR its [`DecodeError::of_error`] names; the
+//! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`] names; the
 //! table is not touched and the connection stays open (a header whose length is below 8 cannot
 //! be framed: ERROR and close). Flows have no counters yet: FLOW and AGGREGATE report 0 packets,
 //! 0 bytes and 0 s duration. Idle/hard timeouts, SEND_FLOW_REM and CHECK_OVERLAP are refused
-//! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. Bundles, PACKET_IN
-//! and PACKET_OUT are not served yet.
+//! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. PACKET_IN, PACKET_OUT
+//! and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
+//! none); its ORDERED flag changes nothing (messages are applied in order anyway); an
+//! uncommitted bundle is discarded when its connection ends.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -29,6 +32,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rqvs_flow::Rule;
+use rqvs_openflow::bundle::{self, BundleAdd, BundleControl};
 use rqvs_openflow::flow_mod::{
     AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_CHECK_OVERLAP, OFPFF_SEND_FLOW_REM,
     OFPG_ANY, OFPTT_ALL, OFP_NO_BUFFER,
@@ -40,7 +44,7 @@ use rqvs_openflow::multipart::{
 use rqvs_openflow::port::Port;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
-use crate::{Control, Error, FlowFilter};
+use crate::{Control, Error, FlowFilter, FlowOp};
 
 /// The datapath id the switch reports when none is configured.
 pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
@@ -126,6 +130,8 @@ struct Connection {
     version: Option<u8>,
     config: OfConfig,
     role: u32,
+    /// Open bundles by id (discarded when the connection ends).
+    bundles: std::collections::HashMap<u32, Bundle>,
 }
 
 /// Why a connection ends.
@@ -144,6 +150,7 @@ impl Connection {
             version: None,
             config: OfConfig { flags: 0, miss_send_len: 128 },
             role: 1,
+            bundles: std::collections::HashMap::new(),
         }
     }
 
@@ -277,9 +284,8 @@ impl Connection {
                 };
             }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
-            Message::BundleControl(_) | Message::BundleAdd(_) if v == OFP13 => {
-                return self.error(v, xid, BAD_EXPERIMENTER, bytes)
-            }
+            Message::BundleControl(bc) => return self.bundle_control(v, xid, bc, bytes),
+            Message::BundleAdd(ba) => return self.bundle_add(v, xid, ba, bytes),
             _ => return self.error(v, xid, OfError::BAD_REQUEST_BAD_TYPE, bytes),
         };
         match reply {
@@ -395,60 +401,147 @@ impl Connection {
     }
 
     fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), (OfError, String)> {
-        let is_add = matches!(fm.command, FlowModCommand::Add);
-        let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
-        let table_ok = fm.table_id == 0 || (!is_add && !is_modify && fm.table_id == OFPTT_ALL);
-        if !table_ok {
-            return Err((
-                OfError::FLOW_MOD_FAILED_BAD_TABLE_ID,
-                format!("table {} (the switch has one table, 0)", fm.table_id),
-            ));
-        }
-        if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
-            return Err((BUFFER_UNKNOWN, format!("buffer {} (the switch buffers no packets)", fm.buffer_id)));
-        }
-        if is_add && (fm.idle_timeout != 0 || fm.hard_timeout != 0) {
-            return Err((BAD_TIMEOUT, "idle/hard timeouts are not supported yet".into()));
-        }
-        if fm.flags & (OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP) != 0 {
-            return Err((
-                OfError::FLOW_MOD_FAILED_BAD_FLAGS,
-                "send_flow_rem and check_overlap are not supported yet".into(),
-            ));
-        }
-        if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
-            return Err((
-                OfError::BAD_ACTION_BAD_TYPE,
-                format!("actions {}: not all are ones the switch executes ({})", fm.actions, crate::EXECUTED_ACTIONS),
-            ));
-        }
         let failed = |e: Error| (OfError::FLOW_MOD_FAILED_UNKNOWN, e.0);
-        let strict = matches!(fm.command, FlowModCommand::ModifyStrict | FlowModCommand::DeleteStrict);
-        let filter = FlowFilter {
-            matches: Some(fm.matches),
-            strict: strict.then_some(u32::from(fm.priority)),
-            cookie: (fm.cookie, fm.cookie_mask),
-            out_port: (fm.out_port != OFPP_ANY).then_some(fm.out_port),
-        };
-        match fm.command {
-            FlowModCommand::Add => {
-                let rule: Rule = fm.to_rule(0);
+        match flow_op(fm)? {
+            None => {}
+            Some(FlowOp::Add(rule)) => {
                 self.control.add_flows(vec![rule]).map_err(failed)?;
             }
-            FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
-                let filter = FlowFilter { out_port: None, ..filter };
-                self.control.modify_selected(&filter, &fm.actions).map_err(failed)?;
+            Some(FlowOp::Modify(f, actions)) => {
+                self.control.modify_selected(&f, &actions).map_err(failed)?;
             }
-            FlowModCommand::Delete | FlowModCommand::DeleteStrict => {
-                if fm.out_group != OFPG_ANY {
-                    // No groups: no flow outputs to one.
-                    return Ok(());
-                }
-                self.control.del_selected(&filter).map_err(failed)?;
+            Some(FlowOp::Delete(f)) => {
+                self.control.del_selected(&f).map_err(failed)?;
             }
         }
         Ok(())
     }
+
+    /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),
+    /// discard.
+    fn bundle_control(&mut self, v: u8, xid: u32, bc: BundleControl, bytes: &[u8]) -> Result<(), End> {
+        let id = bc.bundle_id;
+        let reply_kind = match bc.kind {
+            bundle::OPEN_REQUEST => {
+                if self.bundles.contains_key(&id) {
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_EXIST, bytes);
+                }
+                if bc.flags & !(bundle::ATOMIC | bundle::ORDERED) != 0 {
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_FLAGS, bytes);
+                }
+                self.bundles.insert(id, Bundle { flags: bc.flags, closed: false, ops: Vec::new() });
+                bundle::OPEN_REPLY
+            }
+            bundle::CLOSE_REQUEST => match self.bundles.get_mut(&id) {
+                None => return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes),
+                Some(b) if b.closed => return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_CLOSED, bytes),
+                Some(b) => {
+                    b.closed = true;
+                    bundle::CLOSE_REPLY
+                }
+            },
+            bundle::COMMIT_REQUEST => {
+                let Some(b) = self.bundles.remove(&id) else {
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
+                };
+                if let Err(e) = self.control.apply_ops(&b.ops) {
+                    eprintln!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.peer);
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
+                }
+                bundle::COMMIT_REPLY
+            }
+            bundle::DISCARD_REQUEST => {
+                if self.bundles.remove(&id).is_none() {
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
+                }
+                bundle::DISCARD_REPLY
+            }
+            _ => return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_TYPE, bytes),
+        };
+        let flags = self.bundles.get(&id).map_or(bc.flags, |b| b.flags);
+        let reply = BundleControl { bundle_id: id, kind: reply_kind, flags, properties: Vec::new() };
+        self.send(v, xid, &Message::BundleControl(reply))
+    }
+
+    /// BUNDLE_ADD_MESSAGE: a FLOW_MOD checked now and kept for the commit (an unknown bundle
+    /// is opened, as the spec allows).
+    fn bundle_add(&mut self, v: u8, xid: u32, ba: BundleAdd, bytes: &[u8]) -> Result<(), End> {
+        let b = self.bundles.entry(ba.bundle_id).or_insert(Bundle { flags: ba.flags, closed: false, ops: Vec::new() });
+        if b.closed {
+            return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_CLOSED, bytes);
+        }
+        let fm = match ba.inner() {
+            Ok((_, Message::FlowMod(fm))) => fm,
+            Ok(_) => return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_UNSUP, bytes),
+            Err(e) => return self.error(v, xid, e.of_error(), bytes),
+        };
+        match flow_op(&fm) {
+            Ok(op) => {
+                b.ops.extend(op);
+                Ok(())
+            }
+            Err((e, why)) => {
+                eprintln!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.peer);
+                self.error(v, xid, e, bytes)
+            }
+        }
+    }
+}
+
+/// An open bundle of a connection.
+struct Bundle {
+    flags: u16,
+    closed: bool,
+    ops: Vec<FlowOp>,
+}
+
+/// What a FLOW_MOD asks of the table (`None`: nothing, e.g. a delete by group), or the error it
+/// is refused with.
+fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
+    let is_add = matches!(fm.command, FlowModCommand::Add);
+    let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
+    let table_ok = fm.table_id == 0 || (!is_add && !is_modify && fm.table_id == OFPTT_ALL);
+    if !table_ok {
+        return Err((
+            OfError::FLOW_MOD_FAILED_BAD_TABLE_ID,
+            format!("table {} (the switch has one table, 0)", fm.table_id),
+        ));
+    }
+    if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
+        return Err((BUFFER_UNKNOWN, format!("buffer {} (the switch buffers no packets)", fm.buffer_id)));
+    }
+    if is_add && (fm.idle_timeout != 0 || fm.hard_timeout != 0) {
+        return Err((BAD_TIMEOUT, "idle/hard timeouts are not supported yet".into()));
+    }
+    if fm.flags & (OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP) != 0 {
+        return Err((
+            OfError::FLOW_MOD_FAILED_BAD_FLAGS,
+            "send_flow_rem and check_overlap are not supported yet".into(),
+        ));
+    }
+    if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
+        return Err((
+            OfError::BAD_ACTION_BAD_TYPE,
+            format!("actions {}: not all are ones the switch executes ({})", fm.actions, crate::EXECUTED_ACTIONS),
+        ));
+    }
+    let strict = matches!(fm.command, FlowModCommand::ModifyStrict | FlowModCommand::DeleteStrict);
+    let filter = FlowFilter {
+        matches: Some(fm.matches),
+        strict: strict.then_some(u32::from(fm.priority)),
+        cookie: (fm.cookie, fm.cookie_mask),
+        out_port: (fm.out_port != OFPP_ANY).then_some(fm.out_port),
+    };
+    Ok(match fm.command {
+        FlowModCommand::Add => Some(FlowOp::Add(fm.to_rule(0))),
+        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1).
+        FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
+            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone()))
+        }
+        // No groups: no flow outputs to one.
+        FlowModCommand::Delete | FlowModCommand::DeleteStrict if fm.out_group != OFPG_ANY => None,
+        FlowModCommand::Delete | FlowModCommand::DeleteStrict => Some(FlowOp::Delete(filter)),
+    })
 }
 
 /// The selection of a FLOW/AGGREGATE request (`None`: nothing can match, e.g. another table).

@@ -81,3 +81,40 @@ fn delete_and_modify_select_as_openflow_does() {
         sw.stop().unwrap();
     }
 }
+
+#[test]
+fn a_bundle_of_ops_is_one_commit_or_none() {
+    use rqvs_switch::FlowOp;
+    for design in [DesignKind::Orig, DesignKind::Cflows] {
+        let sw = start(design);
+        let c = sw.control();
+        let before = lines(&c);
+        let udp53 = FlowFilter { matches: Some(one("udp,tp_dst=53,actions=drop").matches), ..FlowFilter::all() };
+        // Delete, add, modify the added flow, replace an existing one: in order, one commit.
+        let ops = vec![
+            FlowOp::Delete(udp53.clone()),
+            FlowOp::Add(one("priority=30,udp,tp_dst=53,actions=output:2")),
+            FlowOp::Modify(udp53.clone(), Actions(vec![Action::Output(3)])),
+            FlowOp::Add(one("priority=5,tcp,actions=drop")),
+        ];
+        assert_eq!(c.apply_ops(&ops).unwrap(), (2, 4), "{design:?}");
+        assert_eq!(
+            lines(&c),
+            vec![
+                "priority=30,udp,tp_dst=53,actions=output:3".to_string(),
+                "priority=5,cookie=0x3,tcp,nw_dst=10.0.0.0/8,actions=output:2".to_string(),
+                "priority=5,tcp,actions=drop".to_string(),
+            ]
+        );
+        let trace = c.trace("in_port=1,udp,nw_src=10.0.0.1,tp_dst=53").unwrap();
+        assert!(trace.contains("Datapath actions: 3"), "{trace}");
+        // One refused op: nothing changes.
+        let now = lines(&c);
+        let ops = vec![FlowOp::Delete(FlowFilter::all()), FlowOp::Add(one("priority=1,udp,actions=learn(x)"))];
+        assert!(c.apply_ops(&ops).is_err());
+        assert_eq!(lines(&c), now);
+        assert_ne!(now, before);
+        c.request_stop();
+        sw.stop().unwrap();
+    }
+}
