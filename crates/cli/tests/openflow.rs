@@ -44,12 +44,21 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts the switch on its embedded ports with `rules`, the OpenFlow listener and a
+/// `--port pcap-out:DIR/...` for ports 1-3 (files in the test's directory: nothing left behind).
+fn port_args(dir: &Path) -> Vec<String> {
+    ["p1.pcap", "port2.pcap", "port3.pcap"]
+        .iter()
+        .flat_map(|f| ["--port".to_string(), format!("pcap-out:{}", dir.join(f).display())])
+        .collect()
+}
+
+/// Starts the switch on three pcap-out ports with `rules`, the OpenFlow listener and a
 /// management socket; returns once the listener accepts.
 fn start(dir: &Path, rules: &Path, port: u16, design: &str) -> Running {
     let sock = dir.join("ctl.sock");
     let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
         .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
+        .args(port_args(dir))
         .args(["--openflow", &format!("ptcp:127.0.0.1:{port}"), "--duration", "300", "--design", design])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -163,12 +172,12 @@ fn ovs_ofctl_programs_a_running_switch() {
         let target = format!("tcp:127.0.0.1:{port}");
         let t = target.as_str();
 
-        // show: one table, the three embedded ports numbered 1.. as the switch numbers them.
+        // show: one table, the three ports numbered 1.. as the switch numbers them.
         let out = ofctl_run(version, &["show", t]);
         let show = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{show}{}", String::from_utf8_lossy(&out.stderr));
         assert!(show.contains("n_tables:1"), "{show}");
-        for p in ["1(", "2(port2.pcap)", "3(port3.pcap)"] {
+        for p in ["1(p1.pcap)", "2(port2.pcap)", "3(port3.pcap)"] {
             assert!(show.contains(p), "{p} in {show}");
         }
         assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), normal(base));
@@ -397,6 +406,7 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
         let sock = tmp.join("ctl.sock");
         let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
             .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
+            .args(port_args(&tmp.0))
             .args(["--design", design, "--openflow", &format!("ptcp:{port}"), "--duration", "300"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
