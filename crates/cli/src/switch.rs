@@ -13,6 +13,7 @@ use rqvs_flow::frame::build_frame;
 use rqvs_flow::io::read_text;
 use rqvs_ports::{PortEvent, PortSpec};
 use rqvs_switch::ctl::{self, Listener, Request};
+use rqvs_switch::openflow::{self, OpenflowListener};
 use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 
 use crate::Failure;
@@ -61,6 +62,11 @@ pub struct Args {
     /// between batches, as OVS-DPDK's PMDs do).
     #[arg(long, value_enum, default_value = "handler")]
     upcalls: Upcalls,
+    /// OpenFlow 1.3/1.4 channel: listen on ptcp:[IP:]PORT (IP default 127.0.0.1) for
+    /// `ovs-ofctl` and controllers. With it the switch keeps running after its pcap-in ports
+    /// are done (until SIGINT/SIGTERM, `rqvs ctl exit` or --duration).
+    #[arg(long, value_name = "ptcp:[IP:]PORT")]
+    openflow: Option<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -142,6 +148,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     // The socket first: a stale one is an error before any port is opened.
     let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
+    let of_listener = match &a.openflow {
+        Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?, openflow::DEFAULT_DATAPATH_ID)?),
+        None => None,
+    };
+    let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.pmds = a.pmds;
@@ -170,6 +181,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
     });
     let server = server.transpose().map_err(|e| Failure(format!("starting the management thread: {e}")))?;
+    let of_server = of_listener.map(|l| {
+        let c = control.clone();
+        std::thread::Builder::new().name("openflow".into()).spawn(move || l.serve(&c))
+    });
+    let of_server = of_server.transpose().map_err(|e| Failure(format!("starting the OpenFlow thread: {e}")))?;
     eprintln!(
         "rqvs switch: ready: {} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
         a.design.name(),
@@ -177,6 +193,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         a.pmds,
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
         a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
+            + &of_addr.map_or(String::new(), |s| format!("; OpenFlow ptcp:{s}"))
     );
     let t0 = Instant::now();
     loop {
@@ -185,13 +202,17 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             control.request_stop();
         }
         let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
-        if control.stop_requested() || timed_out || switch.is_finished() {
+        let finished = switch.is_finished() && a.openflow.is_none();
+        if control.stop_requested() || timed_out || finished {
             break;
         }
     }
     control.request_stop();
     let report = switch.stop()?;
     if let Some(s) = server {
+        let _ = s.join();
+    }
+    if let Some(s) = of_server {
         let _ = s.join();
     }
     print!("{}", report.format());

@@ -44,6 +44,7 @@ pub mod ctl;
 pub mod execute;
 pub mod handler;
 pub mod manager;
+pub mod openflow;
 pub mod pmd;
 pub mod stats;
 mod sys;
@@ -696,6 +697,119 @@ impl Control {
         Ok(ids.len())
     }
 
+    /// The table of record's rules, in winner order (a copy).
+    pub fn rules(&self) -> Vec<Rule> {
+        let rules = self.lock_rules();
+        let mut v: Vec<Rule> = rules.by_id.values().cloned().collect();
+        v.sort_by_key(|r| r.rank());
+        v
+    }
+
+    /// The flows `filter` selects (a copy, winner order).
+    pub fn select(&self, filter: &FlowFilter) -> Vec<Rule> {
+        self.rules().into_iter().filter(|r| filter.selects(r)).collect()
+    }
+
+    /// OpenFlow's delete (strict or not, with cookie and out_port filters): removes the flows
+    /// `filter` selects as one commit. Returns the number removed.
+    pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
+        let mut rules = self.lock_rules();
+        let ids: Vec<RuleId> = rules.by_id.values().filter(|r| filter.selects(r)).map(|r| r.id).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let (version, _) = self
+            .table
+            .commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect())
+            .map_err(|e| err(format!("del-flows: {e}")))?;
+        self.apply(version, &[], &ids)?;
+        for id in &ids {
+            rules.by_id.remove(id);
+        }
+        Ok(ids.len())
+    }
+
+    /// OpenFlow's modify (strict or not): the flows `filter` selects keep their match,
+    /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
+    /// added (OpenFlow 1.3's semantics). Returns the number modified.
+    pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
+        let mut rules = self.lock_rules();
+        let old: Vec<Rule> = rules.by_id.values().filter(|r| filter.selects(r)).cloned().collect();
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let mut new = Vec::with_capacity(old.len());
+        for o in &old {
+            let mut r = o.clone();
+            r.id = RuleId(rules.next_id);
+            rules.next_id += 1;
+            r.actions = actions.clone();
+            new.push(r);
+        }
+        check_rules(&new)?;
+        let removed: Vec<RuleId> = old.iter().map(|r| r.id).collect();
+        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+        changes.extend(new.iter().cloned().map(RuleChange::Add));
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("mod-flows: {e}")))?;
+        self.apply(version, &new, &removed)?;
+        for id in &removed {
+            rules.by_id.remove(id);
+        }
+        let n = new.len();
+        rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
+        Ok(n)
+    }
+
+    /// A bundle: `ops` applied in order to a copy of the table, checked, and the difference
+    /// committed as one change set (all or nothing: an error leaves the table as it was).
+    /// Returns the number of flows (added, removed) by the whole.
+    pub fn apply_ops(&self, ops: &[FlowOp]) -> Result<(usize, usize), Error> {
+        let mut rules = self.lock_rules();
+        let mut sim = rules.by_id.clone();
+        let mut next = rules.next_id;
+        for op in ops {
+            match op {
+                FlowOp::Add(r) => {
+                    sim.retain(|_, o| !(o.priority == r.priority && o.matches == r.matches));
+                    let mut r = r.clone();
+                    r.id = RuleId(next);
+                    next += 1;
+                    sim.insert(r.id, r);
+                }
+                FlowOp::Modify(f, actions) => {
+                    let chosen: Vec<RuleId> = sim.values().filter(|r| f.selects(r)).map(|r| r.id).collect();
+                    for id in chosen {
+                        let mut r = sim.remove(&id).expect("selected above");
+                        r.id = RuleId(next);
+                        next += 1;
+                        r.actions = actions.clone();
+                        sim.insert(r.id, r);
+                    }
+                }
+                FlowOp::Delete(f) => sim.retain(|_, r| !f.selects(r)),
+            }
+        }
+        let removed: Vec<RuleId> = rules.by_id.keys().filter(|id| !sim.contains_key(id)).copied().collect();
+        let added: Vec<Rule> = sim.values().filter(|r| !rules.by_id.contains_key(&r.id)).cloned().collect();
+        check_rules(&added)?;
+        if removed.is_empty() && added.is_empty() {
+            rules.next_id = next;
+            return Ok((0, 0));
+        }
+        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+        changes.extend(added.iter().cloned().map(RuleChange::Add));
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("bundle: {e}")))?;
+        self.apply(version, &added, &removed)?;
+        rules.by_id = sim;
+        rules.next_id = next;
+        Ok((added.len(), removed.len()))
+    }
+
+    /// The ports' names, numbered 1.. in this order.
+    pub fn port_names(&self) -> &[String] {
+        &self.port_names
+    }
+
     /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE
     /// PMDs answer once their megaflows are revalidated (no megaflow of an older table decides
     /// a packet any more), CFLOWS PMDs once their classifiers hold it. So a packet that arrives
@@ -735,6 +849,50 @@ impl Control {
     /// The number of PMD threads, and the CPU each is pinned to.
     pub fn pmd_cpus(&self) -> &[Option<usize>] {
         &self.pmd_cpus
+    }
+}
+
+/// One change of a bundle ([`Control::apply_ops`]).
+#[derive(Clone, Debug)]
+pub enum FlowOp {
+    /// Add (replacing an equal match and priority); the id is ignored.
+    Add(Rule),
+    /// Replace the actions of the selected flows.
+    Modify(FlowFilter, rqvs_flow::Actions),
+    /// Remove the selected flows.
+    Delete(FlowFilter),
+}
+
+/// Which flows an OpenFlow modify, delete or flow-stats request selects.
+#[derive(Clone, Debug)]
+pub struct FlowFilter {
+    /// The match: non-strict, every flow whose match is at least as specific (`None`: all);
+    /// strict, the flow with exactly this match and `strict`'s priority.
+    pub matches: Option<Match>,
+    /// `Some(priority)`: strict.
+    pub strict: Option<u32>,
+    /// `(cookie, mask)`: only flows whose cookie agrees on the mask's bits (mask 0: all).
+    pub cookie: (u64, u64),
+    /// Only flows with an `output:N` to this port.
+    pub out_port: Option<u32>,
+}
+
+impl FlowFilter {
+    /// Every flow.
+    pub fn all() -> FlowFilter {
+        FlowFilter { matches: None, strict: None, cookie: (0, 0), out_port: None }
+    }
+
+    /// Does it select `r`?
+    pub fn selects(&self, r: &Rule) -> bool {
+        let m = match (&self.matches, self.strict) {
+            (None, None) => true,
+            (Some(m), None) => covers(m, &r.matches),
+            (m, Some(p)) => r.priority == p && m.is_none_or(|m| m == r.matches),
+        };
+        let (cookie, mask) = self.cookie;
+        m && (r.cookie & mask) == (cookie & mask)
+            && self.out_port.is_none_or(|p| r.actions.0.contains(&Action::Output(p)))
     }
 }
 

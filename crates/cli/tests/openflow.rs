@@ -1,0 +1,495 @@
+//! `rqvs switch --openflow ptcp:127.0.0.1:PORT` driven by the real `ovs-ofctl`, in OpenFlow 1.3
+//! and 1.4: `show`, `add-flow`, `add-flows FILE`, `dump-flows` (parsed back and compared as a set
+//! with what was loaded), `del-flows` with a match, `del-flows --strict`, `mod-flows`, a refused
+//! flow-mod leaving the table alone, and `rqvs ctl dump-rules`/`show` agreeing throughout. A
+//! raw client checks the errors: an unknown message type, a HELLO with no common version, and
+//! several connections at once. Loopback TCP only.
+//!
+//! Skipped (with the reason printed) when `ovs-ofctl` is missing, unless `RQVS_REQUIRE_OVS=1`.
+
+mod common;
+use common::{ctl, TempDir};
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rqvs_flow::formats::ofctl;
+
+fn ovs_ofctl_available() -> bool {
+    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("RQVS_REQUIRE_OVS").as_deref() != Ok("1"),
+            "RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot be run"
+        );
+        eprintln!("skipped: ovs-ofctl is not installed (set RQVS_REQUIRE_OVS=1 to make this a failure)");
+    }
+    ok
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `--port pcap-out:DIR/...` for ports 1-3 (files in the test's directory: nothing left behind).
+fn port_args(dir: &Path) -> Vec<String> {
+    ["p1.pcap", "port2.pcap", "port3.pcap"]
+        .iter()
+        .flat_map(|f| ["--port".to_string(), format!("pcap-out:{}", dir.join(f).display())])
+        .collect()
+}
+
+/// Starts the switch on three pcap-out ports with `rules`, the OpenFlow listener and a
+/// management socket; returns once the listener accepts.
+fn start(dir: &Path, rules: &Path, port: u16, design: &str) -> Running {
+    let sock = dir.join("ctl.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
+        .args(port_args(dir))
+        .args(["--openflow", &format!("ptcp:127.0.0.1:{port}"), "--duration", "300", "--design", design])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = Running(child);
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() || !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "the switch's OpenFlow listener did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running
+}
+
+fn ofctl_run(version: &str, args: &[&str]) -> Output {
+    Command::new("ovs-ofctl").args(["-O", version]).args(args).output().unwrap()
+}
+
+/// `ovs-ofctl -O VERSION --no-names ARGS` (asserting success): its stdout.
+fn ofctl_ok(version: &str, args: &[&str]) -> String {
+    let mut a = vec!["--no-names"];
+    a.extend_from_slice(args);
+    let out = ofctl_run(version, &a);
+    assert!(out.status.success(), "ovs-ofctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Flow text in one normal form (rqvs's writer), ids and order ignored.
+fn normal(text: &str) -> BTreeSet<String> {
+    ofctl::parse_flows("flows", text).unwrap().iter().flat_map(|r| ofctl::format_flows(r).unwrap()).collect()
+}
+
+/// `ovs-ofctl dump-flows` output as flow text: the counters and table dropped.
+fn dumped(text: &str) -> BTreeSet<String> {
+    let flows: Vec<String> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cookie="))
+        .map(|l| {
+            l.split(", ")
+                .filter(|f| {
+                    !["duration=", "table=", "n_packets=", "n_bytes=", "idle_age=", "hard_age="]
+                        .iter()
+                        .any(|p| f.trim_start().starts_with(p))
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .map(|l| set_field_as_mod(&l))
+        .collect();
+    normal(&flows.join("\n"))
+}
+
+/// `ovs-ofctl` prints OpenFlow 1.2+'s MAC rewrites as `set_field:MAC->eth_dst`; rqvs's flow
+/// syntax names them `mod_dl_dst:MAC` (the same action).
+fn set_field_as_mod(line: &str) -> String {
+    let Some((m, actions)) = line.split_once("actions=") else { return line.to_string() };
+    let actions: Vec<String> = actions
+        .split(',')
+        .map(|a| match a.strip_prefix("set_field:").and_then(|x| x.split_once("->")) {
+            Some((mac, "eth_dst")) => format!("mod_dl_dst:{mac}"),
+            Some((mac, "eth_src")) => format!("mod_dl_src:{mac}"),
+            _ => a.to_string(),
+        })
+        .collect();
+    format!("{m}actions={}", actions.join(","))
+}
+
+/// The switch's table through the management socket.
+fn ctl_rules(sock: &Path) -> BTreeSet<String> {
+    normal(&ctl(sock, &["dump-rules"]))
+}
+
+/// A few dozen flows of several shapes: UDP and TCP on exact ports, prefixes, MACs, cookies.
+fn generated() -> (Vec<String>, Vec<String>) {
+    let mut udp = Vec::new();
+    let mut tcp = Vec::new();
+    for i in 0..24u32 {
+        udp.push(format!(
+            "cookie=0x{:x},priority={},udp,nw_src=10.{}.0.0/16,tp_dst={},actions=output:{}",
+            0x100 + i % 3,
+            1000 + i,
+            i,
+            2000 + i,
+            2 + i % 2
+        ));
+        tcp.push(format!(
+            "priority={},tcp,dl_src=02:00:00:00:00:{:02x},nw_dst=192.168.{}.0/24,tp_src={},actions=mod_dl_dst:02:00:00:00:01:{:02x},output:3",
+            500 + i,
+            i,
+            i,
+            3000 + i,
+            i
+        ));
+    }
+    (udp, tcp)
+}
+
+#[test]
+fn ovs_ofctl_programs_a_running_switch() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {
+        let tmp = TempDir::new(&format!("cli-openflow-{version}"));
+        let sock = tmp.join("ctl.sock");
+        let base = "priority=5,icmp,actions=output:2\npriority=7,arp,actions=drop\n";
+        let rules = tmp.join("rules.txt");
+        std::fs::write(&rules, base).unwrap();
+        let port = free_port();
+        let mut sw = start(&tmp.0, &rules, port, design);
+        let target = format!("tcp:127.0.0.1:{port}");
+        let t = target.as_str();
+
+        // show: one table, the three ports numbered 1.. as the switch numbers them.
+        let out = ofctl_run(version, &["show", t]);
+        let show = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{show}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(show.contains("n_tables:1"), "{show}");
+        for p in ["1(p1.pcap)", "2(port2.pcap)", "3(port3.pcap)"] {
+            assert!(show.contains(p), "{p} in {show}");
+        }
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), normal(base));
+
+        // add-flow, then add-flows of a file: the dump is what was loaded.
+        let one = "priority=60000,udp,tp_dst=53,actions=output:2";
+        ofctl_ok(version, &["add-flow", t, one]);
+        let (udp, tcp) = generated();
+        let file = tmp.join("add.txt");
+        std::fs::write(&file, format!("{}\n{}\n", udp.join("\n"), tcp.join("\n"))).unwrap();
+        ofctl_ok(version, &["add-flows", t, file.to_str().unwrap()]);
+        let mut all = normal(base);
+        all.extend(normal(one));
+        all.extend(normal(&udp.join("\n")));
+        all.extend(normal(&tcp.join("\n")));
+        assert_eq!(all.len(), 2 + 1 + 48);
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all, "{version}: dump-flows after add-flows");
+        assert_eq!(ctl_rules(&sock), all, "rqvs ctl dump-rules agrees");
+        let json: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
+        assert_eq!(json["rules"], 51);
+        // A filtered dump and the aggregate.
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t, "tcp"])), normal(&tcp.join("\n")));
+        assert!(ofctl_ok(version, &["dump-aggregate", t]).contains("flow_count=51"));
+
+        // Adding an existing match and priority replaces it.
+        let replaced = udp[0].replace("output:2", "output:3");
+        ofctl_ok(version, &["add-flow", t, &replaced]);
+        all.remove(normal(&udp[0]).iter().next().unwrap());
+        all.extend(normal(&replaced));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all);
+
+        // A refused flow-mod (another table; a timeout) changes nothing.
+        let out = ofctl_run(version, &["--no-names", "add-flow", t, "table=3,priority=1,udp,actions=drop"]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("BAD_TABLE_ID"), "{out:?}");
+        let out = ofctl_run(version, &["--no-names", "add-flow", t, "idle_timeout=5,priority=1,udp,actions=drop"]);
+        assert!(!out.status.success());
+        assert_eq!(ctl_rules(&sock), all);
+
+        // del-flows with a match (non-strict): every UDP flow under 10.3.0.0/16 and more.
+        ofctl_ok(version, &["del-flows", t, "udp,nw_src=10.3.0.0/16"]);
+        all.retain(|f| !f.contains("nw_src=10.3.0.0/16"));
+        assert_eq!(all.len(), 50);
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all);
+        // A cookie filter.
+        ofctl_ok(version, &["del-flows", t, "cookie=0x101/-1,udp"]);
+        all.retain(|f| !f.contains("cookie=0x101"));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all);
+        // --strict: only the exact match and priority; a wrong priority deletes nothing.
+        let strict = "priority=500,tcp,dl_src=02:00:00:00:00:00,nw_dst=192.168.0.0/24,tp_src=3000";
+        ofctl_ok(version, &["--strict", "del-flows", t, &strict.replace("500", "501")]);
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all);
+        ofctl_ok(version, &["--strict", "del-flows", t, strict]);
+        all.remove(normal(&tcp[0]).iter().next().unwrap());
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), all);
+
+        // mod-flows: every TCP flow gets new actions, keeping match, priority and cookie.
+        ofctl_ok(version, &["mod-flows", t, "tcp,actions=output:1"]);
+        let modified: BTreeSet<String> =
+            all.iter().map(|f| if f.contains("tcp") { retarget(f) } else { f.clone() }).collect();
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), modified);
+        // --strict mod-flows: one flow.
+        let one_tcp = "priority=501,tcp,dl_src=02:00:00:00:00:01,nw_dst=192.168.1.0/24,tp_src=3001";
+        ofctl_ok(version, &["--strict", "mod-flows", t, &format!("{one_tcp},actions=output:2")]);
+        let modified: BTreeSet<String> = modified
+            .into_iter()
+            .map(|f| if f.starts_with("priority=501,") { f.replace("actions=output:1", "actions=output:2") } else { f })
+            .collect();
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", t])), modified);
+        assert_eq!(ctl_rules(&sock), modified, "rqvs ctl dump-rules agrees after mod-flows");
+        // The slow path agrees: the strictly modified flow outputs to 2, the others to 1.
+        let trace = |p: &str| ctl(&sock, &["ofproto/trace", p]);
+        let tr = trace("in_port=1,tcp,dl_src=02:00:00:00:00:01,nw_dst=192.168.1.9,tp_src=3001,tp_dst=80");
+        assert!(tr.contains("priority=501") && tr.contains("Datapath actions: 2"), "{design}: {tr}");
+        let tr = trace("in_port=1,tcp,dl_src=02:00:00:00:00:02,nw_dst=192.168.2.9,tp_src=3002,tp_dst=80");
+        assert!(tr.contains("priority=502") && tr.contains("Datapath actions: 1"), "{design}: {tr}");
+        let json: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
+        assert_eq!(json["rules"], modified.len());
+
+        // del-flows without a match empties the table.
+        ofctl_ok(version, &["del-flows", t]);
+        assert!(dumped(&ofctl_ok(version, &["dump-flows", t])).is_empty());
+        assert!(ctl_rules(&sock).is_empty());
+
+        // A clean stop.
+        ctl(&sock, &["exit"]);
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = sw.0.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        sw.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(status.success(), "{err}");
+    }
+}
+
+/// A TCP flow's actions replaced by `output:1`.
+fn retarget(f: &str) -> String {
+    let (m, _) = f.split_once("actions=").unwrap();
+    format!("{m}actions=output:1")
+}
+
+/// Reads one whole OpenFlow message.
+fn read_msg(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).ok()?;
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut body = vec![0u8; len.saturating_sub(8)];
+    s.read_exact(&mut body).ok()?;
+    Some([h.to_vec(), body].concat())
+}
+
+/// A HELLO of `version` with a version bitmap of `bitmap`.
+fn hello(version: u8, bitmap: u32) -> Vec<u8> {
+    let mut m = vec![version, 0, 0, 16, 0, 0, 0, 1];
+    m.extend_from_slice(&[0, 1, 0, 8]);
+    m.extend_from_slice(&bitmap.to_be_bytes());
+    m
+}
+
+#[test]
+fn bad_messages_get_errors_and_connections_are_independent() {
+    let tmp = TempDir::new("cli-openflow-raw");
+    let rules = tmp.join("rules.txt");
+    std::fs::write(&rules, "priority=5,icmp,actions=output:2\n").unwrap();
+    let port = free_port();
+    let mut sw = start(&tmp.0, &rules, port, "orig");
+    let sock = tmp.join("ctl.sock");
+    let connect = || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let h = read_msg(&mut s).expect("the switch's HELLO");
+        assert_eq!(h[1], 0, "HELLO first");
+        s
+    };
+    // Two connections at once, 1.3 and 1.4.
+    let mut a = connect();
+    let mut b = connect();
+    a.write_all(&hello(4, 1 << 4)).unwrap();
+    b.write_all(&hello(5, (1 << 4) | (1 << 5))).unwrap();
+    // An unknown type on `a`: BAD_REQUEST/BAD_TYPE, quoting it; the connection stays.
+    a.write_all(&[4, 200, 0, 8, 0, 0, 0, 7]).unwrap();
+    let e = read_msg(&mut a).expect("an error");
+    assert_eq!((e[0], e[1], &e[4..8], &e[8..12]), (4, 1, &[0, 0, 0, 7][..], &[0, 1, 0, 1][..]), "{e:?}");
+    // A truncated FEATURES_REQUEST (length says 12, body of 4 junk bytes): BAD_LEN.
+    a.write_all(&[4, 5, 0, 12, 0, 0, 0, 8, 1, 2, 3, 4]).unwrap();
+    let e = read_msg(&mut a).expect("an error");
+    assert_eq!((e[1], &e[8..12]), (1, &[0, 1, 0, 6][..]), "{e:?}");
+    // A message of the other version on `a`: BAD_VERSION.
+    a.write_all(&[5, 2, 0, 8, 0, 0, 0, 9]).unwrap();
+    let e = read_msg(&mut a).expect("an error");
+    assert_eq!((e[1], &e[8..12]), (1, &[0, 1, 0, 0][..]), "{e:?}");
+    // `b` is unaffected: ECHO in 1.4.
+    b.write_all(&[5, 2, 0, 12, 0, 0, 0, 3, 9, 9, 9, 9]).unwrap();
+    let r = read_msg(&mut b).expect("an echo reply");
+    assert_eq!(r, vec![5, 3, 0, 12, 0, 0, 0, 3, 9, 9, 9, 9]);
+    // A GROUP_MOD (type 15): BAD_TYPE; BARRIER then answers.
+    let mut gm = vec![5, 15, 0, 16, 0, 0, 0, 4];
+    gm.extend_from_slice(&[0; 8]);
+    b.write_all(&gm).unwrap();
+    let e = read_msg(&mut b).expect("an error");
+    assert_eq!((e[1], &e[8..12]), (1, &[0, 1, 0, 1][..]), "{e:?}");
+    b.write_all(&[5, 20, 0, 8, 0, 0, 0, 5]).unwrap();
+    assert_eq!(read_msg(&mut b).expect("a barrier reply")[1], 21);
+    // No common version: HELLO_FAILED, then the switch closes.
+    let mut c = connect();
+    c.write_all(&hello(1, 1 << 1)).unwrap();
+    let e = read_msg(&mut c).expect("an error");
+    assert_eq!((e[1], &e[8..12]), (1, &[0, 0, 0, 0][..]), "{e:?}");
+    assert!(read_msg(&mut c).is_none(), "closed after HELLO_FAILED");
+    // A header whose length is below 8 cannot be framed: an error and a close.
+    let mut d = connect();
+    d.write_all(&hello(4, 1 << 4)).unwrap();
+    d.write_all(&[4, 2, 0, 3, 0, 0, 0, 1]).unwrap();
+    let e = read_msg(&mut d).expect("an error");
+    assert_eq!(&e[8..12], &[0, 1, 0, 6], "{e:?}");
+    assert!(read_msg(&mut d).is_none());
+    // The table is what it was; the switch stops cleanly with connections open.
+    assert_eq!(normal(&ctl(&sock, &["dump-rules"])), normal("priority=5,icmp,actions=output:2"));
+    ctl(&sock, &["exit"]);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = sw.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop with connections open");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    assert!(read_msg(&mut a).is_none() && read_msg(&mut b).is_none(), "connections closed at stop");
+}
+
+/// Every design takes a converted ClassBench table (acl1 1K: 1,186 flows, `tcp_flags`, port
+/// prefixes, cookies) through `ovs-ofctl add-flows`, and its dump — several MULTIPART_REPLY parts
+/// — is that table; the slow path then answers with the loaded flows (`ofproto/trace`).
+#[test]
+fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).unwrap();
+    let acl = root.join("data/default/acl1_1k_rules.xz");
+    for (design, version) in [("orig", "OpenFlow13"), ("ccache", "OpenFlow14"), ("cflows", "OpenFlow13")] {
+        let tmp = TempDir::new(&format!("cli-openflow-acl-{design}"));
+        let flows = tmp.join("acl.ofctl");
+        let out = common::rqvs(&[
+            "convert",
+            "rules",
+            acl.to_str().unwrap(),
+            "--to",
+            "ofctl",
+            "--actions",
+            "output:2",
+            "-o",
+            flows.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&flows).unwrap();
+        let rules = tmp.join("rules.txt");
+        std::fs::write(&rules, "priority=1,arp,actions=drop\n").unwrap();
+        let port = free_port();
+        let sock = tmp.join("ctl.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
+            .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
+            .args(port_args(&tmp.0))
+            .args(["--design", design, "--openflow", &format!("ptcp:{port}"), "--duration", "300"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut sw = Running(child);
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() || !sock.exists() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the switch's OpenFlow listener did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let t = format!("tcp:127.0.0.1:{port}");
+        ofctl_ok(version, &["del-flows", &t]);
+        ofctl_ok(version, &["add-flows", &t, flows.to_str().unwrap()]);
+        let want = normal(&text);
+        assert_eq!(want.len(), 1186);
+        let dump = ofctl_ok(version, &["dump-flows", &t]);
+        assert_eq!(dumped(&dump), want, "{design} {version}");
+        assert_eq!(ctl_rules(&sock), want, "{design}: rqvs ctl dump-rules");
+        // The first flow of the file wins for a packet made from it.
+        let trace = ctl(
+            &sock,
+            &["ofproto/trace", "in_port=1,tcp,nw_src=14.114.240.160,nw_dst=78.162.59.75,tp_dst=31000,tcp_flags=0x010"],
+        );
+        assert!(trace.contains("priority=927") && trace.contains("Datapath actions: 2"), "{design}: {trace}");
+        ctl(&sock, &["exit"]);
+        let t0 = Instant::now();
+        while sw.0.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sw.0.try_wait().unwrap().unwrap().success());
+    }
+}
+
+/// `ovs-ofctl --bundle` (OpenFlow 1.4's bundles, OVS's ONF extension in 1.3): a bundle's flows
+/// appear together, and a bundle with one refused flow-mod changes nothing.
+#[test]
+fn bundles_commit_all_or_nothing() {
+    if !ovs_ofctl_available() {
+        return;
+    }
+    for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {
+        let tmp = TempDir::new(&format!("cli-openflow-bundle-{version}"));
+        let sock = tmp.join("ctl.sock");
+        let base = "priority=5,icmp,actions=output:2\n";
+        let rules = tmp.join("rules.txt");
+        std::fs::write(&rules, base).unwrap();
+        let port = free_port();
+        let mut sw = start(&tmp.0, &rules, port, design);
+        let t = format!("tcp:127.0.0.1:{port}");
+        let (udp, tcp) = generated();
+        let good = format!("{}\n{}\n", udp.join("\n"), tcp.join("\n"));
+        let file = tmp.join("good.txt");
+        std::fs::write(&file, &good).unwrap();
+        ofctl_ok(version, &["--bundle", "add-flows", &t, file.to_str().unwrap()]);
+        let mut all = normal(base);
+        all.extend(normal(&good));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: after the bundle");
+        // One bad flow (table 4) among good ones: the bundle fails, the table is unchanged.
+        let bad = tmp.join("bad.txt");
+        std::fs::write(
+            &bad,
+            "priority=9,udp,tp_dst=5,actions=output:2\ntable=4,priority=9,udp,tp_dst=6,actions=output:2\n",
+        )
+        .unwrap();
+        let out = ofctl_run(version, &["--no-names", "--bundle", "add-flows", &t, bad.to_str().unwrap()]);
+        assert!(!out.status.success(), "{version}: a bundle with a bad flow-mod is refused");
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: nothing of it applied");
+        // A bundled delete and add together.
+        let mixed = tmp.join("mixed.txt");
+        std::fs::write(&mixed, "delete udp\nadd priority=77,udp,tp_dst=7,actions=output:3\n").unwrap();
+        ofctl_ok(version, &["--bundle", "add-flows", &t, mixed.to_str().unwrap()]);
+        all.retain(|f| !f.contains("udp"));
+        all.extend(normal("priority=77,udp,tp_dst=7,actions=output:3"));
+        assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: delete + add");
+        assert_eq!(ctl_rules(&sock), all);
+        ctl(&sock, &["exit"]);
+        let t0 = Instant::now();
+        while sw.0.try_wait().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sw.0.try_wait().unwrap().unwrap().success());
+    }
+}
