@@ -62,7 +62,7 @@ pub struct Args {
     /// between batches, as OVS-DPDK's PMDs do).
     #[arg(long, value_enum, default_value = "handler")]
     upcalls: Upcalls,
-    /// OpenFlow 1.3/1.4 channel: listen on ptcp:[IP:]PORT (IP default 127.0.0.1) for
+    /// OpenFlow 1.3/1.4 channel: listen on `ptcp:[IP:]PORT` (IP default 127.0.0.1) for
     /// `ovs-ofctl` and controllers. With it the switch keeps running after its pcap-in ports
     /// are done (until SIGINT/SIGTERM, `rqvs ctl exit` or --duration).
     #[arg(long, value_name = "ptcp:[IP:]PORT")]
