@@ -346,6 +346,19 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     assert_eq!((e[1], &e[8..12]), (1, &[0, 1, 0, 1][..]), "{e:?}");
     b.write_all(&[5, 20, 0, 8, 0, 0, 0, 5]).unwrap();
     assert_eq!(read_msg(&mut b).expect("a barrier reply")[1], 21);
+    // Open bundles are limited per connection (64): the 65th gets BUNDLE_FAILED/OUT_OF_BUNDLES.
+    for id in 0..65u32 {
+        let mut open = vec![5, 33, 0, 16, 0, 0, 0, 6];
+        open.extend_from_slice(&id.to_be_bytes());
+        open.extend_from_slice(&[0, 0, 0, 1]); // OPEN_REQUEST, ATOMIC
+        b.write_all(&open).unwrap();
+        let r = read_msg(&mut b).expect("a reply");
+        if id < 64 {
+            assert_eq!((r[1], &r[12..14]), (33, &[0, 1][..]), "bundle {id} opened: {r:?}");
+        } else {
+            assert_eq!((r[1], &r[8..12]), (1, &[0, 17, 0, 1][..]), "65th bundle refused: {r:?}");
+        }
+    }
     // No common version: HELLO_FAILED, then the switch closes.
     let mut c = connect();
     c.write_all(&hello(1, 1 << 1)).unwrap();

@@ -87,7 +87,9 @@ impl OfError {
     pub const FLOW_MOD_FAILED_BAD_FLAGS: OfError = OfError { kind: 5, code: 7 };
     pub const SWITCH_CONFIG_FAILED_BAD_FLAGS: OfError = OfError { kind: 10, code: 0 };
     pub const BUNDLE_FAILED_UNKNOWN: OfError = OfError { kind: 17, code: 0 };
+    pub const BUNDLE_FAILED_OUT_OF_BUNDLES: OfError = OfError { kind: 17, code: 1 };
     pub const BUNDLE_FAILED_BAD_ID: OfError = OfError { kind: 17, code: 2 };
+    pub const BUNDLE_FAILED_MSG_TOO_MANY: OfError = OfError { kind: 17, code: 11 };
     pub const BUNDLE_FAILED_BUNDLE_EXIST: OfError = OfError { kind: 17, code: 3 };
     pub const BUNDLE_FAILED_BUNDLE_CLOSED: OfError = OfError { kind: 17, code: 4 };
     pub const BUNDLE_FAILED_BAD_TYPE: OfError = OfError { kind: 17, code: 6 };

@@ -23,7 +23,8 @@
 //! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. PACKET_IN, PACKET_OUT
 //! and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
 //! none); its ORDERED flag changes nothing (messages are applied in order anyway); an
-//! uncommitted bundle is discarded when its connection ends.
+//! uncommitted bundle is discarded when its connection ends. A connection holds at most
+//! [`MAX_BUNDLES`] open bundles of at most [`MAX_BUNDLE_MSGS`] flow-mods each.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -59,6 +60,11 @@ const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 const CAPABILITIES: u32 = 1 | 2 | 4;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
 const PART: usize = 128;
+/// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
+pub const MAX_BUNDLES: usize = 64;
+/// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
+/// a client adding without end would otherwise grow the switch's memory without bound.
+pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
 
 /// Where to listen: `ptcp:[IP:]PORT`.
 pub fn parse_target(s: &str) -> Result<SocketAddr, Error> {
@@ -429,6 +435,9 @@ impl Connection {
                 if bc.flags & !(bundle::ATOMIC | bundle::ORDERED) != 0 {
                     return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_FLAGS, bytes);
                 }
+                if self.bundles.len() >= MAX_BUNDLES {
+                    return self.error(v, xid, OfError::BUNDLE_FAILED_OUT_OF_BUNDLES, bytes);
+                }
                 self.bundles.insert(id, Bundle { flags: bc.flags, closed: false, ops: Vec::new() });
                 bundle::OPEN_REPLY
             }
@@ -466,9 +475,15 @@ impl Connection {
     /// BUNDLE_ADD_MESSAGE: a FLOW_MOD checked now and kept for the commit (an unknown bundle
     /// is opened, as the spec allows).
     fn bundle_add(&mut self, v: u8, xid: u32, ba: BundleAdd, bytes: &[u8]) -> Result<(), End> {
+        if !self.bundles.contains_key(&ba.bundle_id) && self.bundles.len() >= MAX_BUNDLES {
+            return self.error(v, xid, OfError::BUNDLE_FAILED_OUT_OF_BUNDLES, bytes);
+        }
         let b = self.bundles.entry(ba.bundle_id).or_insert(Bundle { flags: ba.flags, closed: false, ops: Vec::new() });
         if b.closed {
             return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_CLOSED, bytes);
+        }
+        if b.ops.len() >= MAX_BUNDLE_MSGS {
+            return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
         let fm = match ba.inner() {
             Ok((_, Message::FlowMod(fm))) => fm,
