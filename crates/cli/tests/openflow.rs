@@ -19,18 +19,6 @@ use std::time::{Duration, Instant};
 
 use rqvs_flow::formats::ofctl;
 
-fn ovs_ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("RQVS_REQUIRE_OVS").as_deref() != Ok("1"),
-            "RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot be run"
-        );
-        eprintln!("skipped: ovs-ofctl is not installed (set RQVS_REQUIRE_OVS=1 to make this a failure)");
-    }
-    ok
-}
-
 struct Running(Child);
 
 impl Drop for Running {
@@ -158,7 +146,7 @@ fn generated() -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn ovs_ofctl_programs_a_running_switch() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {
@@ -392,7 +380,7 @@ fn bad_messages_get_errors_and_connections_are_independent() {
 /// — is that table; the slow path then answers with the loaded flows (`ofproto/trace`).
 #[test]
 fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).unwrap();
@@ -459,7 +447,7 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
 /// appear together, and a bundle with one refused flow-mod changes nothing.
 #[test]
 fn bundles_commit_all_or_nothing() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for (version, design) in [("OpenFlow13", "orig"), ("OpenFlow14", "cflows")] {

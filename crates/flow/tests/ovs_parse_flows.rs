@@ -15,17 +15,6 @@ use rqvs_flow::formats::{classbench, ofctl};
 use rqvs_flow::Actions;
 use shared_data::*;
 
-fn ovs_ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
-            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
-        }
-        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
-    }
-    ok
-}
-
 /// OVS's printed flow (`NXT_FLOW_MOD (xid=0x1): ADD table:255 priority=7,udp,... actions=drop`)
 /// as an ofctl line rqvs can read.
 fn ovs_line_to_ofctl(line: &str) -> Option<String> {
@@ -37,7 +26,7 @@ fn ovs_line_to_ofctl(line: &str) -> Option<String> {
 #[test]
 fn ovs_ofctl_reads_converted_classbench_sets_as_rqvs_does() {
     let Some(dir) = classbench_dir() else { return };
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     let tmp = std::env::temp_dir().join(format!("rqvs-ovs-parse-{}", std::process::id()));

@@ -25,17 +25,6 @@ use rqvs_testkit::data::{classbench_dir, rules_path, SEEDS};
 
 const OFPT_FLOW_MOD: u8 = 14;
 
-fn ovs_ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
-            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
-        }
-        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
-    }
-    ok
-}
-
 /// Flows covering every field and action rqvs maps.
 const FLOWS: &[&str] = &[
     "priority=5,in_port=3,actions=output:2",
@@ -164,7 +153,7 @@ fn hex(b: &[u8]) -> String {
 
 #[test]
 fn rqvs_decodes_and_reencodes_what_ovs_ofctl_sends() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for version in [OFP13, OFP14] {
@@ -179,7 +168,7 @@ fn rqvs_decodes_and_reencodes_what_ovs_ofctl_sends() {
 #[test]
 fn rqvs_decodes_ovs_ofctl_add_flows_of_converted_classbench() {
     let Some(dir) = classbench_dir() else { return };
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for seed in SEEDS {
@@ -210,7 +199,7 @@ fn rqvs_decodes_ovs_ofctl_add_flows_of_converted_classbench() {
 /// sends decodes to what the command line says, and re-encodes to the same bytes.
 #[test]
 fn flow_mod_header_fields_agree_with_ovs() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     use rqvs_openflow::flow_mod::*;
@@ -354,7 +343,7 @@ fn check_printed(version: u8, rule: &Rule, what: &str) {
 
 #[test]
 fn ovs_ofctl_prints_rqvs_flow_mods_as_rqvs_means_them() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for version in [OFP13, OFP14] {
@@ -390,7 +379,7 @@ fn multipart(version: u8, kind: u8, mp_type: u16, body: &[u8]) -> Vec<u8> {
 /// rqvs put there.
 #[test]
 fn ovs_ofctl_prints_rqvs_flow_removed_packet_in_out_and_stats() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     use rqvs_openflow::flow_mod::*;
@@ -491,7 +480,7 @@ fn ovs_ofctl_prints_rqvs_flow_removed_packet_in_out_and_stats() {
 /// answers with, naming the field or action.
 #[test]
 fn rqvs_refuses_what_it_cannot_honour_in_ovs_flow_mods() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     use rqvs_openflow::OfError;

@@ -29,17 +29,6 @@ use rqvs_openflow::multipart::{
 use rqvs_openflow::port::{Port, PortEthernet};
 use rqvs_openflow::{decode, encode, negotiate, DecodeError, Header, Message, OfError, OFP13, OFP14};
 
-fn ovs_ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
-            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
-        }
-        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
-    }
-    ok
-}
-
 /// One message off the stream (header, then the rest of its length); `None` at EOF.
 fn read_message(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; Header::LEN];
@@ -233,7 +222,7 @@ fn messages(seen: &Seen) -> Vec<(Header, Message)> {
 
 #[test]
 fn ovs_ofctl_show_against_an_rqvs_encoded_switch() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for (flag, v) in [("OpenFlow13", OFP13), ("OpenFlow14", OFP14)] {
@@ -264,7 +253,7 @@ fn ovs_ofctl_show_against_an_rqvs_encoded_switch() {
 
 #[test]
 fn ovs_ofctl_bundle_add_flow_sends_onf_bundles_in_13_and_standard_ones_in_14() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for (flag, v) in [("OpenFlow13", OFP13), ("OpenFlow14", OFP14)] {
@@ -306,7 +295,7 @@ fn ovs_ofctl_bundle_add_flow_sends_onf_bundles_in_13_and_standard_ones_in_14() {
 
 #[test]
 fn ovs_ofctl_dump_desc_ports_and_tables() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for flag in ["OpenFlow13", "OpenFlow14"] {

@@ -15,17 +15,6 @@ use rqvs_openflow::multipart::{
 use rqvs_openflow::port::{Port, PortEthernet};
 use rqvs_openflow::{decode, encode, Message, OfError, OFP13, OFP14};
 
-fn ovs_ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
-            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
-        }
-        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
-    }
-    ok
-}
-
 /// What `ovs-ofctl ofp-print` prints for `msg` encoded as `version`, after checking that OVS
 /// decoded it cleanly and that rqvs decodes its own bytes back to `msg`.
 fn ovs_print(version: u8, xid: u32, msg: &Message) -> String {
@@ -75,7 +64,7 @@ fn sample_port() -> Port {
 
 #[test]
 fn hello() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -86,7 +75,7 @@ fn hello() {
 
 #[test]
 fn error_echo_barrier() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -109,7 +98,7 @@ fn error_echo_barrier() {
 
 #[test]
 fn features_and_config() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -136,7 +125,7 @@ fn features_and_config() {
 
 #[test]
 fn role() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -149,7 +138,7 @@ fn role() {
 
 #[test]
 fn port_status() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -172,7 +161,7 @@ fn port_status() {
 
 #[test]
 fn multipart_desc_table_ports() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {
@@ -272,7 +261,7 @@ fn delete_all_flows(version: u8, xid: u32) -> Vec<u8> {
 
 #[test]
 fn bundles() {
-    if !ovs_ofctl_available() {
+    if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
     for v in BOTH {

@@ -35,6 +35,19 @@ pub fn start_or_skip(name: &str) -> Option<Ovs> {
     }
 }
 
+/// Whether `ovs-ofctl` runs here (tests that need only the client, no daemon). When it does not,
+/// prints why the test is skipped — or panics with `RQVS_REQUIRE_OVS=1` (set by `.ci/run`).
+pub fn ofctl_available() -> bool {
+    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
+            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
+        }
+        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
+    }
+    ok
+}
+
 fn run(cmd: &mut Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
     if !out.status.success() {
