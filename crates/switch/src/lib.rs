@@ -683,6 +683,12 @@ impl Control {
             .filter(|r| matches.is_none_or(|ms| ms.iter().any(|m| covers(m, &r.matches))))
             .map(|r| r.id)
             .collect();
+        self.remove_ids(&mut rules, ids)
+    }
+
+    /// Removes `ids` (rules of the table of record, locked by the caller) as one commit: the
+    /// shared table, the PMDs, then the record. Returns the number removed.
+    fn remove_ids(&self, rules: &mut Rules, ids: Vec<RuleId>) -> Result<usize, Error> {
         if ids.is_empty() {
             return Ok(0);
         }
@@ -715,18 +721,7 @@ impl Control {
     pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
         let mut rules = self.lock_rules();
         let ids: Vec<RuleId> = rules.by_id.values().filter(|r| filter.selects(r)).map(|r| r.id).collect();
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let (version, _) = self
-            .table
-            .commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect())
-            .map_err(|e| err(format!("del-flows: {e}")))?;
-        self.apply(version, &[], &ids)?;
-        for id in &ids {
-            rules.by_id.remove(id);
-        }
-        Ok(ids.len())
+        self.remove_ids(&mut rules, ids)
     }
 
     /// OpenFlow's modify (strict or not): the flows `filter` selects keep their match,
