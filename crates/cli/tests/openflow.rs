@@ -28,6 +28,21 @@ impl Drop for Running {
     }
 }
 
+impl Running {
+    /// `rqvs ctl exit` on `sock`, then waits (at most 10 s, else fails with `what`) for the exit.
+    fn exit(&mut self, sock: &Path, what: &str) -> std::process::ExitStatus {
+        ctl(sock, &["exit"]);
+        let t0 = Instant::now();
+        loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -40,14 +55,19 @@ fn port_args(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Starts the switch on three pcap-out ports with `rules`, the OpenFlow listener and a
-/// management socket; returns once the listener accepts.
+/// Starts the switch on three pcap-out ports with `rules`, the OpenFlow listener on
+/// `ptcp:127.0.0.1:PORT` and a management socket; returns once the listener accepts.
 fn start(dir: &Path, rules: &Path, port: u16, design: &str) -> Running {
+    start_on(dir, rules, &format!("ptcp:127.0.0.1:{port}"), port, design)
+}
+
+/// [`start`] with the listener given as `--openflow` takes it (`listen`, on 127.0.0.1:`port`).
+fn start_on(dir: &Path, rules: &Path, listen: &str, port: u16, design: &str) -> Running {
     let sock = dir.join("ctl.sock");
     let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
         .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
         .args(port_args(dir))
-        .args(["--openflow", &format!("ptcp:127.0.0.1:{port}"), "--duration", "300", "--design", design])
+        .args(["--openflow", listen, "--duration", "300", "--design", design])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -251,15 +271,7 @@ fn ovs_ofctl_programs_a_running_switch() {
         assert!(ctl_rules(&sock).is_empty());
 
         // A clean stop.
-        ctl(&sock, &["exit"]);
-        let t0 = Instant::now();
-        let status = loop {
-            if let Some(s) = sw.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = sw.exit(&sock, "the switch did not stop");
         let mut err = String::new();
         sw.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         assert!(status.success(), "{err}");
@@ -362,15 +374,7 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     assert!(read_msg(&mut d).is_none());
     // The table is what it was; the switch stops cleanly with connections open.
     assert_eq!(normal(&ctl(&sock, &["dump-rules"])), normal("priority=5,icmp,actions=output:2"));
-    ctl(&sock, &["exit"]);
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = sw.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop with connections open");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = sw.exit(&sock, "the switch did not stop with connections open");
     assert!(status.success());
     assert!(read_msg(&mut a).is_none() && read_msg(&mut b).is_none(), "connections closed at stop");
 }
@@ -405,20 +409,8 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
         std::fs::write(&rules, "priority=1,arp,actions=drop\n").unwrap();
         let port = free_port();
         let sock = tmp.join("ctl.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
-            .args(["switch", "--rules", rules.to_str().unwrap(), "--ctl", sock.to_str().unwrap()])
-            .args(port_args(&tmp.0))
-            .args(["--design", design, "--openflow", &format!("ptcp:{port}"), "--duration", "300"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut sw = Running(child);
-        let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() || !sock.exists() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "the switch's OpenFlow listener did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // The short form of the listener: ptcp:PORT on 127.0.0.1.
+        let mut sw = start_on(&tmp.0, &rules, &format!("ptcp:{port}"), port, design);
         let t = format!("tcp:127.0.0.1:{port}");
         ofctl_ok(version, &["del-flows", &t]);
         ofctl_ok(version, &["add-flows", &t, flows.to_str().unwrap()]);
@@ -433,13 +425,7 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
             &["ofproto/trace", "in_port=1,tcp,nw_src=14.114.240.160,nw_dst=78.162.59.75,tp_dst=31000,tcp_flags=0x010"],
         );
         assert!(trace.contains("priority=927") && trace.contains("Datapath actions: 2"), "{design}: {trace}");
-        ctl(&sock, &["exit"]);
-        let t0 = Instant::now();
-        while sw.0.try_wait().unwrap().is_none() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sw.0.try_wait().unwrap().unwrap().success());
+        assert!(sw.exit(&sock, "the switch did not stop").success());
     }
 }
 
@@ -485,12 +471,6 @@ fn bundles_commit_all_or_nothing() {
         all.extend(normal("priority=77,udp,tp_dst=7,actions=output:3"));
         assert_eq!(dumped(&ofctl_ok(version, &["dump-flows", &t])), all, "{version}: delete + add");
         assert_eq!(ctl_rules(&sock), all);
-        ctl(&sock, &["exit"]);
-        let t0 = Instant::now();
-        while sw.0.try_wait().unwrap().is_none() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sw.0.try_wait().unwrap().unwrap().success());
+        assert!(sw.exit(&sock, "the switch did not stop").success());
     }
 }
