@@ -12,6 +12,7 @@
 //! | BARRIER_REQUEST | BARRIER_REPLY (every message before it is done: changes are synchronous) |
 //! | ROLE_REQUEST | the role asked for (no master election) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
+//! | MULTIPART TABLE_FEATURES | what the table supports ([`TableFeatures::rqvs`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | [`Control::add_flows`], [`Control::modify_selected`], [`Control::del_selected`] |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
@@ -20,8 +21,8 @@
 //! table is not touched and the connection stays open (a header whose length is below 8 cannot
 //! be framed: ERROR and close). Flows have no counters yet: FLOW and AGGREGATE report 0 packets,
 //! 0 bytes and 0 s duration. Idle/hard timeouts, SEND_FLOW_REM and CHECK_OVERLAP are refused
-//! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. PACKET_IN, PACKET_OUT
-//! and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
+//! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. PACKET_IN and
+//! PACKET_OUT are not served yet. A bundle is atomic (the datapath sees all of it or
 //! none); its ORDERED flag changes nothing (messages are applied in order anyway); an
 //! uncommitted bundle is discarded when its connection ends. A connection holds at most
 //! [`MAX_BUNDLES`] open bundles of at most [`MAX_BUNDLE_MSGS`] flow-mods each.
@@ -43,6 +44,7 @@ use rqvs_openflow::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequestBody, PortStats, TableStats, MORE, OFPP_ANY,
 };
 use rqvs_openflow::port::Port;
+use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
 use crate::{Control, Error, FlowFilter, FlowOp};
@@ -54,6 +56,8 @@ pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
 /// `OFPBRC_BUFFER_UNKNOWN`.
 const BUFFER_UNKNOWN: OfError = OfError { kind: 1, code: 8 };
+/// `OFPTFFC_EPERM`: the table features cannot be changed.
+const TABLE_FEATURES_EPERM: OfError = OfError { kind: 13, code: 5 };
 /// `OFPFMFC_BAD_TIMEOUT`.
 const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
@@ -279,7 +283,7 @@ impl Connection {
                 }
                 Some(Message::RoleReply(Role { role: self.role, generation_id: r.generation_id }))
             }
-            Message::MultipartRequest(req) => return self.multipart(v, xid, req.body, bytes),
+            Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {
                 return match self.flow_mod(&fm) {
                     Ok(()) => Ok(()),
@@ -300,7 +304,7 @@ impl Connection {
         }
     }
 
-    fn multipart(&mut self, v: u8, xid: u32, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
+    fn multipart(&mut self, v: u8, xid: u32, flags: u16, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
         let one = |b: MultipartReplyBody| vec![b];
         let parts: Vec<MultipartReplyBody> = match body {
             MultipartRequestBody::Desc => one(MultipartReplyBody::Desc(Desc {
@@ -355,6 +359,11 @@ impl Connection {
                 };
                 one(MultipartReplyBody::Aggregate(AggregateStats { packet_count: 0, byte_count: 0, flow_count }))
             }
+            // A query (empty, one part); a request to change the features is refused.
+            MultipartRequestBody::TableFeatures(t) if t.is_empty() && flags & MORE == 0 => {
+                one(MultipartReplyBody::TableFeatures(vec![TableFeatures::rqvs()]))
+            }
+            MultipartRequestBody::TableFeatures(_) => return self.error(v, xid, TABLE_FEATURES_EPERM, bytes),
             MultipartRequestBody::Other { .. } => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
