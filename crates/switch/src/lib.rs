@@ -651,8 +651,17 @@ impl Control {
         check_rules(&new)?;
         let mut rules = self.lock_rules();
         let mut replaced = Vec::new();
-        let held: std::collections::HashMap<(u32, Match), RuleId> =
-            rules.by_id.values().map(|o| ((o.priority, o.matches), o.id)).collect();
+        // The held flows that share a priority with a new one (one flow-mod adds one flow: a
+        // scan comparing priorities, not a map of the whole table built per flow-mod).
+        let mut priorities: Vec<u32> = new.iter().map(|r| r.priority).collect();
+        priorities.sort_unstable();
+        priorities.dedup();
+        let held: std::collections::HashMap<(u32, Match), RuleId> = rules
+            .by_id
+            .values()
+            .filter(|o| priorities.binary_search(&o.priority).is_ok())
+            .map(|o| ((o.priority, o.matches), o.id))
+            .collect();
         for r in &mut new {
             r.id = RuleId(rules.next_id);
             rules.next_id += 1;

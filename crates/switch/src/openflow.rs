@@ -613,14 +613,18 @@ fn flow_stats(rules: &[Rule], f: &FlowFilter) -> Vec<FlowStats> {
     out
 }
 
-/// A port's OpenFlow name (at most 15 bytes): its own, or the last part of a path, or `pN`.
+/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
+/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
+/// `pcap-out:PATH`, or `pN` when that does not fit.
 fn short_name(name: &str, port: u32) -> String {
-    if name.len() <= 15 && !name.contains('\0') {
-        return name.to_string();
+    let base = match name.split_once(':') {
+        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
+        Some((ifname, _)) => ifname,
+        None => name,
+    };
+    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
+        base.to_string()
+    } else {
+        format!("p{port}")
     }
-    let tail = name.rsplit(['/', ':']).next().unwrap_or("");
-    if !tail.is_empty() && tail.len() <= 15 {
-        return tail.to_string();
-    }
-    format!("p{port}")
 }
