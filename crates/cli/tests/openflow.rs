@@ -7,7 +7,7 @@
 //! agreeing throughout. As root, the switch runs on veths between private namespaces and every
 //! operation is checked by traffic: frames built from the flows — the table's, and those just
 //! added, modified or deleted — must leave exactly as the reference winner of the table the
-//! switch should then hold says (`tests/ofctl/mod.rs`). ORIG, CCACHE and CFLOWS, each in both
+//! switch should then hold says (`tests/ofswitch/mod.rs`). ORIG, CCACHE and CFLOWS, each in both
 //! versions across the tests here and in `tests/openflow_traffic.rs` (the acl1_10k table).
 //!
 //! A raw client checks the errors: unknown types, malformed, truncated and oversize messages,
@@ -19,9 +19,9 @@
 //! `RQVS_REQUIRE_NETNS=1`.
 
 mod common;
-mod ofctl;
+mod ofswitch;
 use common::{ctl, TempDir};
-use ofctl::{matches_of, normal, selected, with_actions, OfSwitch};
+use ofswitch::{matches_of, normal, selected, with_actions, OfSwitch};
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -73,7 +73,7 @@ fn programs(version: &str, design: &str) {
     if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
-    let _one = ofctl::serial();
+    let _one = ofswitch::serial();
     let tag = format!("ofp{}{design}", &version[8..]);
     let tmp = TempDir::new(&format!("cli-openflow-{version}-{design}"));
     let base = "priority=5,icmp,actions=output:2\npriority=7,arp,actions=drop\n";
@@ -114,7 +114,7 @@ fn programs(version: &str, design: &str) {
     assert_eq!(json["rules"], 51);
     traffic(&mut sw, &all, &[], "add-flows");
     // A filtered dump and the aggregate.
-    assert_eq!(ofctl::dumped(&sw.ofctl_ok(version, &["dump-flows", t, "tcp"])), normal(&tcp.join("\n")));
+    assert_eq!(ofswitch::dumped(&sw.ofctl_ok(version, &["dump-flows", t, "tcp"])), normal(&tcp.join("\n")));
     assert!(sw.ofctl_ok(version, &["dump-aggregate", t]).contains("flow_count=51"));
 
     // Adding an existing match and priority replaces it.
@@ -262,7 +262,7 @@ fn a_converted_classbench_table_loads_and_dumps_in_every_design() {
         let want = normal(&text);
         assert_eq!(want.len(), 1186);
         let dump = sw.ofctl_ok(version, &["--no-names", "dump-flows", &t]);
-        assert_eq!(ofctl::dumped(&dump), want, "{design} {version}");
+        assert_eq!(ofswitch::dumped(&dump), want, "{design} {version}");
         assert_eq!(sw.ctl_rules(), want, "{design}: rqvs ctl dump-rules");
         // The first flow of the file wins for a packet made from it.
         let trace = ctl(
@@ -281,7 +281,7 @@ fn bundles(version: &str, design: &str) {
     if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
-    let _one = ofctl::serial();
+    let _one = ofswitch::serial();
     let tmp = TempDir::new(&format!("cli-openflow-bundle-{version}-{design}"));
     let base = "priority=5,icmp,actions=output:2\n";
     let rules = tmp.join("rules.txt");

@@ -6,9 +6,9 @@
 //! changes. Loopback TCP only.
 
 mod common;
-mod ofctl;
+mod ofswitch;
 use common::{ctl, TempDir};
-use ofctl::{normal, OfSwitch};
+use ofswitch::{normal, OfSwitch};
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

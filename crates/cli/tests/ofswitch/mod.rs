@@ -263,6 +263,7 @@ impl OfSwitch {
             want.push(copies);
             winners.push(w.map(|r| ofctl::format_flows(r).map(|v| v.join(" ")).unwrap_or_default()));
         }
+        let before = Counts::of(&self.sock);
         for (i, f) in frames.iter().enumerate() {
             socks[0].send(f).unwrap();
             if i % 32 == 31 {
@@ -270,11 +271,26 @@ impl OfSwitch {
                 std::thread::sleep(Duration::from_micros(300));
             }
         }
+        // Every frame received and decided, every copy sent, nothing lost: then the copies are
+        // on their way to the capturing sockets.
+        let t0 = Instant::now();
+        let after = loop {
+            let c = Counts::of(&self.sock);
+            if c.rx - before.rx == frames.len() as u64 && c.decided == c.rx && c.copies == c.accounted {
+                break c;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{what}: {} frames sent; the switch: {before:?} → {c:?}",
+                frames.len()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!((after.lost, after.tx_dropped), (before.lost, before.tx_dropped), "{what}: frames or copies lost");
         let mut got: BTreeMap<u32, Vec<(u32, Vec<u8>)>> = BTreeMap::new();
         let mut stray = Vec::new();
         for (i, s) in socks.iter().enumerate() {
-            let quiet = Duration::from_millis(if i == 0 { 300 } else { 100 });
-            for f in s.drain(quiet).unwrap() {
+            for f in s.drain(Duration::from_millis(100)).unwrap() {
                 let seq = (f.len() >= 60).then(|| u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap()));
                 match seq {
                     Some(q) if (first..self.seq).contains(&q) => got.entry(q).or_default().push((i as u32 + 1, f)),
@@ -314,6 +330,36 @@ impl OfSwitch {
         );
         let hits = winners.iter().filter(|w| w.is_some()).count();
         (frames.len(), hits)
+    }
+}
+
+/// The switch's counters the traffic check waits on (`rqvs ctl --json show`): port 1's frames
+/// received, decided (forwarded, dropped, malformed or lost) and lost, the copies made and
+/// accounted for (sent or dropped on transmit), the copies dropped on transmit.
+#[derive(Debug)]
+struct Counts {
+    rx: u64,
+    decided: u64,
+    lost: u64,
+    copies: u64,
+    accounted: u64,
+    tx_dropped: u64,
+}
+
+impl Counts {
+    fn of(sock: &Path) -> Counts {
+        let j: serde_json::Value = serde_json::from_str(&ctl(sock, &["--json", "show"])).unwrap();
+        let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("a count in {j}"));
+        let p1 = &j["ports"][0]["frames"];
+        let ports = j["ports"].as_array().unwrap();
+        Counts {
+            rx: n(&p1["rx"]),
+            decided: ["forwarded", "dropped", "malformed", "lost"].iter().map(|k| n(&p1[k])).sum(),
+            lost: n(&p1["lost"]) + n(&j["ports"][0]["rx_lost"]),
+            copies: n(&j["outputs"]),
+            accounted: n(&j["tx_accounted"]),
+            tx_dropped: ports.iter().map(|p| n(&p["tx_dropped"])).sum(),
+        }
     }
 }
 
@@ -430,7 +476,8 @@ pub fn selects(by: &Match, cookie: u64, cookie_mask: u64, flow: &Rule) -> bool {
 
 /// The match of an `ovs-ofctl` match argument (`tcp,nw_src=10.0.0.0/8`).
 pub fn match_of(text: &str) -> Match {
-    ofctl::parse_flow("match", 1, &format!("{text},actions=drop"), 0).unwrap().matches
+    let line = if text.is_empty() { "actions=drop".to_string() } else { format!("{text},actions=drop") };
+    ofctl::parse_flow("match", 1, &line, 0).unwrap().matches
 }
 
 /// The flows of `table` that `by` (with a cookie and mask) selects, as flow lines.
