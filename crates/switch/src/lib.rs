@@ -41,6 +41,7 @@
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
 //! malformed + lost`.
 
+pub mod bench;
 pub mod ctl;
 pub mod execute;
 pub mod handler;
@@ -97,6 +98,8 @@ pub enum PortSource {
     Spec(PortSpec),
     /// An in-memory `pcap-in` port (the built-in workload, tests).
     Frames { name: String, frames: Vec<Vec<u8>> },
+    /// An in-memory output port handing every frame to a function (in-process benchmarks).
+    Tap { name: String, tap: rqvs_ports::FrameTap },
 }
 
 impl PortSource {
@@ -104,6 +107,7 @@ impl PortSource {
         match self {
             PortSource::Spec(s) => s.to_string(),
             PortSource::Frames { name, .. } => format!("pcap-in:{name}"),
+            PortSource::Tap { name, .. } => format!("tap:{name}"),
         }
     }
 }
@@ -127,6 +131,8 @@ pub struct SwitchConfig {
     pub cflows: CflowsConfig,
     /// Where port events go (link changes, end of input, first errors).
     pub hook: Option<EventHook>,
+    /// How many times `pcap-in` ports deliver their frames (1: once; `u64::MAX`: until stopped).
+    pub input_loops: u64,
 }
 
 impl SwitchConfig {
@@ -145,6 +151,7 @@ impl SwitchConfig {
             ccache: CcacheConfig::default(),
             cflows: CflowsConfig::default(),
             hook: None,
+            input_loops: 1,
         }
     }
 }
@@ -216,7 +223,12 @@ impl Switch {
         }
         check_rules(&cfg.rules)?;
         let pmds = cfg.pmds.max(1);
-        let pcfg = PortConfig { queues: pmds, hook: cfg.hook.clone(), ..PortConfig::default() };
+        let pcfg = PortConfig {
+            queues: pmds,
+            hook: cfg.hook.clone(),
+            pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
+            ..PortConfig::default()
+        };
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
@@ -224,6 +236,7 @@ impl Switch {
                     rqvs_ports::open(spec, &pcfg).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?
                 }
                 PortSource::Frames { name, frames } => rqvs_ports::open_frames(name, frames, &pcfg),
+                PortSource::Tap { name, tap } => rqvs_ports::open_tap(name, tap.clone(), &pcfg),
             };
             opened.push(port);
         }
