@@ -184,6 +184,12 @@ impl Oracle {
         };
         if !ok {
             self.mismatches.fetch_add(1, Ordering::Relaxed);
+            if std::env::var_os("RQVS_BENCH_DEBUG").is_some() {
+                eprintln!(
+                    "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} key {key:?}",
+                    self.window.load(Ordering::Relaxed)
+                );
+            }
         }
     }
 }
