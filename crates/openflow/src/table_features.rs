@@ -21,7 +21,7 @@
 //! eviction or vacancy events, no next tables; instructions APPLY_ACTIONS and CLEAR_ACTIONS
 //! (the only ones [`crate::action::decode_instructions`] accepts); apply actions OUTPUT,
 //! PUSH_VLAN, POP_VLAN, DEC_NW_TTL and SET_FIELD of the fields
-//! [`crate::action::SET_FIELDS`] lists; no write actions; MATCH and WILDCARDS every field
+//! `action::SET_FIELDS` lists; no write actions; MATCH and WILDCARDS every field
 //! [`crate::oxm`] decodes, masked where it takes a mask — the lists are built from the codec's
 //! own tables, so they cannot drift from what it accepts. The same for the table-miss flow (it
 //! is an ordinary flow in rqvs). `max_entries` is 2³²−1: the table has no limit of its own.
