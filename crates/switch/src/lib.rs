@@ -172,13 +172,18 @@ pub const EXECUTED_ACTIONS: &str =
 /// Refuses rules the switch cannot run as written (another table, an action it does not
 /// execute), naming the rule.
 pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
+    // The rule's text only when it is refused (formatting every rule would cost more than
+    // checking it).
+    let text = |r: &Rule| {
+        ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
+    };
     for r in rules {
-        let flow =
-            ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id));
         if r.table != 0 {
+            let flow = text(r);
             return Err(err(format!("flow {} ({flow}): table {} — the switch has one table (0)", r.id.0 + 1, r.table)));
         }
         if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
+            let flow = text(r);
             return Err(err(format!(
                 "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
                 r.id.0 + 1
