@@ -186,8 +186,10 @@ impl Oracle {
             self.mismatches.fetch_add(1, Ordering::Relaxed);
             if std::env::var_os("RQVS_BENCH_DEBUG").is_some() {
                 eprintln!(
-                    "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} key {key:?}",
-                    self.window.load(Ordering::Relaxed)
+                    "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} held {} at_ms {} key {key:?}",
+                    self.window.load(Ordering::Relaxed),
+                    self.held.get(flow as usize).copied().unwrap_or(false),
+                    ns / 1_000_000
                 );
             }
         }

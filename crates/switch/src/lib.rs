@@ -803,9 +803,11 @@ impl Control {
     /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE
     /// PMDs answer once their megaflows are revalidated (no megaflow of an older table decides
     /// a packet any more), CFLOWS PMDs once their classifiers hold it. So a packet that arrives
-    /// after `add-flows`/`del-flows` returns meets the new rules, on every PMD. (A PMD that does
-    /// not answer within [`REPLY_WAIT`] — stopping, or a revalidation that long — is not waited
-    /// for; the change is committed either way.)
+    /// after `add-flows`/`del-flows` returns meets the new rules, on every PMD. A stopped PMD
+    /// (or manager) is not waited for; one that has not answered within [`APPLY_WAIT`] — a
+    /// revalidation of every megaflow takes seconds at 100K rules, so this is far above any
+    /// normal wait (it was 5 s, which a loaded machine exceeded: replies then came before the
+    /// datapath had the change) — is logged and no longer waited for.
     fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
         if self.design == DesignKind::Cflows {
             // One classifier for all PMDs: the manager applies and publishes the change, and
@@ -816,8 +818,13 @@ impl Control {
             let (answer, r) = mpsc::channel();
             let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
             if m.send(msg).is_ok() {
-                if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
-                    return Err(err(format!("the learned classifier refused the rules: {e}")));
+                match r.recv_timeout(APPLY_WAIT) {
+                    Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
+                    Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
+                        "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
+                        APPLY_WAIT.as_secs()
+                    ),
+                    Ok(Ok(())) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
                 }
             }
             return Ok(());
@@ -831,7 +838,12 @@ impl Control {
             })
             .collect();
         for r in done {
-            let _ = r.recv_timeout(REPLY_WAIT);
+            if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
+                eprintln!(
+                    "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
+                    APPLY_WAIT.as_secs()
+                );
+            }
         }
         Ok(())
     }
@@ -842,8 +854,10 @@ impl Control {
     }
 }
 
-/// How long the management thread waits for a PMD's answer.
+/// How long the management thread waits for a PMD's answer (counters, dumps).
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a rule change waits for the PMDs (or the CFLOWS manager) to apply it ([`Control::apply`]).
+pub const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Rules the switch uses for a ClassBench set, which carries no actions: rule `i` outputs to
 /// port `2 + i mod (ports − 1)` (port 1 is where traffic comes in), or to port 1 with one port.
