@@ -44,6 +44,7 @@ pub mod ctl;
 pub mod execute;
 pub mod handler;
 pub mod manager;
+pub mod normal;
 pub mod openflow;
 pub mod pmd;
 pub mod stats;
@@ -61,7 +62,7 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
 use rqvs_datapath::{
-    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
+    Ccache, DpAction, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
 };
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
@@ -123,6 +124,9 @@ pub struct SwitchConfig {
     pub cflows: CflowsConfig,
     /// Where port events go (link changes, end of input, first errors).
     pub hook: Option<EventHook>,
+    /// Give the PMDs a packet-in queue for an OpenFlow channel to take
+    /// ([`Control::take_packet_in_queue`]); without one, `controller` actions only count.
+    pub packet_in: bool,
 }
 
 impl SwitchConfig {
@@ -141,6 +145,7 @@ impl SwitchConfig {
             ccache: CcacheConfig::default(),
             cflows: CflowsConfig::default(),
             hook: None,
+            packet_in: false,
         }
     }
 }
@@ -155,8 +160,7 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str =
-    "output:N, in_port, all, flood, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
+pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
 
 /// Refuses rules the switch cannot run as written (another table, an action it does not
 /// execute), naming the rule.
@@ -201,12 +205,33 @@ pub struct Control {
     manager: Mutex<Option<Sender<manager::ManagerMsg>>>,
     stop: Arc<AtomicBool>,
     started: std::time::Instant,
+    /// The `NORMAL` action's MAC table (shared with the PMDs).
+    macs: Arc<normal::MacTable>,
+    /// The packet-in queue's receiving end, until the OpenFlow channel takes it.
+    packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
+    /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
+    packet_outs: std::sync::atomic::AtomicUsize,
 }
 
 /// The table of record: rules by id, and the next id to give.
 struct Rules {
     by_id: BTreeMap<RuleId, Rule>,
     next_id: u32,
+    /// The fail-open rule while the switch is failed open (`--fail-mode standalone`): in the
+    /// table like any rule, but hidden from OpenFlow (no flow-mod selects it, no stats report
+    /// it), as Open vSwitch hides it.
+    hidden: Option<RuleId>,
+}
+
+/// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
+/// OpenFlow priority.
+pub const FAIL_OPEN_PRIORITY: u32 = 0xf0_f0f0;
+
+impl Rules {
+    /// Does OpenFlow's selection `f` take `r`? (Never the hidden fail-open rule.)
+    fn selects(&self, f: &FlowFilter, r: &Rule) -> bool {
+        Some(r.id) != self.hidden && f.selects(r)
+    }
 }
 
 impl Switch {
@@ -244,6 +269,13 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let macs = Arc::new(normal::MacTable::new());
+        let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
+            let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
+            (Some(t), Some(r))
+        } else {
+            (None, None)
+        };
         let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
         // With the handler thread, a design's own upcall queue only stages one batch's misses
         // on their way to the handler (whose queue is the bounded one).
@@ -334,6 +366,8 @@ impl Switch {
                 stop: stop.clone(),
                 busy_poll: cfg.busy_poll,
                 handler: link,
+                macs: macs.clone(),
+                packet_in: packet_in_tx.clone(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
@@ -349,11 +383,18 @@ impl Switch {
             ports: handles,
             pmd_cpus: cpus,
             table,
-            rules: Mutex::new(Rules { by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(), next_id }),
+            rules: Mutex::new(Rules {
+                by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(),
+                next_id,
+                hidden: None,
+            }),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
             started: std::time::Instant::now(),
+            macs,
+            packet_ins: Mutex::new(packet_in_rx),
+            packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
         Ok(Switch { threads, handler, manager, control })
     }
@@ -427,14 +468,21 @@ pub struct FinalReport {
     /// (`tx_packets + tx_dropped` over the ports).
     pub outputs: u64,
     pub tx_accounted: u64,
+    /// Frames injected by PACKET_OUT and what became of them (summed over PMDs).
+    pub injected: PortFrames,
+    /// Packet-ins queued for the OpenFlow channel, and dropped because the queue was full.
+    pub packet_ins: u64,
+    pub packet_in_dropped: u64,
 }
 
 impl FinalReport {
-    /// Every frame accounted for: per port and in total `rx = forwarded + dropped + malformed +
-    /// lost`, the ports' `rx_packets` equal to what the PMDs took, and every output copy sent
-    /// or counted as dropped.
+    /// Every frame accounted for: per port and in total `rx = forwarded + to_controller +
+    /// dropped + malformed + lost`, the ports' `rx_packets` equal to what the PMDs took, the
+    /// injected frames the same way, and every output copy (of received and injected frames)
+    /// sent or counted as dropped.
     pub fn balanced(&self) -> bool {
         self.total.balanced()
+            && self.injected.balanced()
             && self.ports.iter().all(|p| p.frames.balanced() && p.frames.rx == p.rx_packets)
             && self.outputs == self.tx_accounted
     }
@@ -476,11 +524,20 @@ impl FinalReport {
             );
         }
         let t = &self.total;
+        if self.packet_ins + self.packet_in_dropped + self.injected.rx > 0 {
+            let i = &self.injected;
+            let _ = writeln!(
+                s,
+                "  controller: {} packet-ins sent, {} dropped (queue full); {} packet-outs injected = forwarded {} + to controller {} + dropped {}",
+                self.packet_ins, self.packet_in_dropped, i.rx, i.forwarded, i.to_controller, i.dropped
+            );
+        }
         let _ = writeln!(
             s,
-            "  total: rx {} = forwarded {} + dropped {} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
+            "  total: rx {} = forwarded {} + to_controller {} + dropped {} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
             t.rx,
             t.forwarded,
+            t.to_controller,
             t.dropped,
             t.malformed,
             t.lost,
@@ -556,11 +613,15 @@ impl Control {
 
     fn final_report(&self, pmds: Vec<PmdReport>) -> FinalReport {
         let mut total = PortFrames::default();
-        let mut outputs = 0;
+        let mut injected = PortFrames::default();
+        let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
         let mut per_port = vec![PortFrames::default(); self.ports.len()];
         for p in &pmds {
             total.add(&p.total);
+            injected.add(&p.injected);
             outputs += p.outputs;
+            packet_ins += p.packet_ins;
+            packet_in_dropped += p.packet_in_dropped;
             for (i, f) in p.ports.iter().enumerate() {
                 per_port[i].add(f);
             }
@@ -596,6 +657,9 @@ impl Control {
             total,
             outputs,
             tx_accounted,
+            injected,
+            packet_ins,
+            packet_in_dropped,
         }
     }
 
@@ -711,16 +775,21 @@ impl Control {
         v
     }
 
-    /// The flows `filter` selects (a copy, winner order).
+    /// The flows `filter` selects (a copy, winner order). OpenFlow's selections ([`Control::select`],
+    /// [`Control::del_selected`], [`Control::modify_selected`], [`Control::apply_ops`]) never
+    /// select the hidden fail-open rule.
     pub fn select(&self, filter: &FlowFilter) -> Vec<Rule> {
-        self.rules().into_iter().filter(|r| filter.selects(r)).collect()
+        let rules = self.lock_rules();
+        let mut v: Vec<Rule> = rules.by_id.values().filter(|r| rules.selects(filter, r)).cloned().collect();
+        v.sort_by_key(|r| r.rank());
+        v
     }
 
     /// OpenFlow's delete (strict or not, with cookie and out_port filters): removes the flows
     /// `filter` selects as one commit. Returns the number removed.
     pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
         let mut rules = self.lock_rules();
-        let ids: Vec<RuleId> = rules.by_id.values().filter(|r| filter.selects(r)).map(|r| r.id).collect();
+        let ids: Vec<RuleId> = rules.by_id.values().filter(|r| rules.selects(filter, r)).map(|r| r.id).collect();
         self.remove_ids(&mut rules, ids)
     }
 
@@ -729,7 +798,7 @@ impl Control {
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
         let mut rules = self.lock_rules();
-        let old: Vec<Rule> = rules.by_id.values().filter(|r| filter.selects(r)).cloned().collect();
+        let old: Vec<Rule> = rules.by_id.values().filter(|r| rules.selects(filter, r)).cloned().collect();
         if old.is_empty() {
             return Ok(0);
         }
@@ -772,7 +841,7 @@ impl Control {
                     sim.insert(r.id, r);
                 }
                 FlowOp::Modify(f, actions) => {
-                    let chosen: Vec<RuleId> = sim.values().filter(|r| f.selects(r)).map(|r| r.id).collect();
+                    let chosen: Vec<RuleId> = sim.values().filter(|r| rules.selects(f, r)).map(|r| r.id).collect();
                     for id in chosen {
                         let mut r = sim.remove(&id).expect("selected above");
                         r.id = RuleId(next);
@@ -781,7 +850,7 @@ impl Control {
                         sim.insert(r.id, r);
                     }
                 }
-                FlowOp::Delete(f) => sim.retain(|_, r| !f.selects(r)),
+                FlowOp::Delete(f) => sim.retain(|_, r| !rules.selects(f, r)),
             }
         }
         let removed: Vec<RuleId> = rules.by_id.keys().filter(|id| !sim.contains_key(id)).copied().collect();
@@ -844,6 +913,72 @@ impl Control {
     /// The number of PMD threads, and the CPU each is pinned to.
     pub fn pmd_cpus(&self) -> &[Option<usize>] {
         &self.pmd_cpus
+    }
+
+    /// The packet-in queue's receiving end (once: the OpenFlow channel takes it; `None` when
+    /// the switch was started without [`SwitchConfig::packet_in`], or it was taken).
+    pub fn take_packet_in_queue(&self) -> Option<mpsc::Receiver<execute::PacketIn>> {
+        self.packet_ins.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The datapath action the table of record gives `frame` arriving on `in_port` (a
+    /// packet-out's `TABLE`: the slow path's classification, no megaflow installed).
+    pub fn classify_frame(&self, frame: &[u8], in_port: u32) -> DpAction {
+        match rqvs_flow::frame::extract_datapath(frame, in_port) {
+            Some(key) => self.table.classify(&key).action,
+            None => DpAction::Drop,
+        }
+    }
+
+    /// Hands a packet-out to a PMD (they take turns), which sends it between two batches
+    /// through its transmit queues. Fails only when the PMDs have stopped.
+    pub fn packet_out(&self, po: pmd::PacketOut) -> Result<(), Error> {
+        let n = self.inboxes.len().max(1);
+        let i = self.packet_outs.fetch_add(1, Ordering::Relaxed) % n;
+        let inbox = self.inboxes.get(i).ok_or_else(|| err("the switch has no PMD thread"))?;
+        inbox.send(PmdMsg::PacketOut(po)).map_err(|_| err("the switch is stopping"))
+    }
+
+    /// The `NORMAL` action's learned addresses, `(address, port)`.
+    pub fn mac_entries(&self) -> Vec<([u8; 6], u32)> {
+        self.macs.entries()
+    }
+
+    /// Is the switch failed open ([`Control::fail_open`])?
+    pub fn is_failed_open(&self) -> bool {
+        self.lock_rules().hidden.is_some()
+    }
+
+    /// Fails open (`--fail-mode standalone` without a controller, as Open vSwitch's
+    /// `fail_open_run` does): every flow is removed and one rule added — match everything,
+    /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow. With `false`
+    /// the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that were
+    /// removed stay removed: the controller sets up its own). Idempotent.
+    pub fn fail_open(&self, on: bool) -> Result<(), Error> {
+        let mut rules = self.lock_rules();
+        match (on, rules.hidden) {
+            (true, None) => {
+                let mut all: Vec<RuleId> = rules.by_id.keys().copied().collect();
+                let id = RuleId(rules.next_id);
+                let rule = Rule::new(id.0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
+                let mut changes: Vec<RuleChange> = all.iter().map(|&id| RuleChange::Remove(id)).collect();
+                changes.push(RuleChange::Add(rule.clone()));
+                let (version, _) = self.table.commit(changes).map_err(|e| err(format!("fail-open: {e}")))?;
+                self.apply(version, std::slice::from_ref(&rule), &all)?;
+                rules.next_id += 1;
+                for id in all.drain(..) {
+                    rules.by_id.remove(&id);
+                }
+                rules.by_id.insert(id, rule);
+                rules.hidden = Some(id);
+            }
+            (false, Some(id)) => {
+                self.remove_ids(&mut rules, vec![id])?;
+                rules.hidden = None;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 
