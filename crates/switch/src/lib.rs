@@ -232,6 +232,14 @@ impl Rules {
     fn selects(&self, f: &FlowFilter, r: &Rule) -> bool {
         Some(r.id) != self.hidden && f.selects(r)
     }
+
+    /// After a change: the fail-open rule is no longer hidden once something (`rqvs ctl
+    /// del-flows`, an add replacing it) removed it.
+    fn forget_missing_hidden(&mut self) {
+        if self.hidden.is_some_and(|h| !self.by_id.contains_key(&h)) {
+            self.hidden = None;
+        }
+    }
 }
 
 impl Switch {
@@ -502,19 +510,31 @@ impl FinalReport {
         let w = self.ports.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
-            "port", "name", "link", "rx", "forwarded", "dropped", "malformed", "lost", "rx_lost", "tx", "tx_drop"
+            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+            "port",
+            "name",
+            "link",
+            "rx",
+            "forwarded",
+            "to_ctl",
+            "dropped",
+            "malformed",
+            "lost",
+            "rx_lost",
+            "tx",
+            "tx_drop"
         );
         for p in &self.ports {
             let f = &p.frames;
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
                 p.port,
                 p.name,
                 p.link,
                 p.rx_packets,
                 f.forwarded,
+                f.to_controller,
                 f.dropped,
                 f.malformed,
                 f.lost,
@@ -669,13 +689,22 @@ impl Control {
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order.
+    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order; the hidden
+    /// fail-open rule, if any, as a comment line.
     pub fn flows(&self) -> Vec<String> {
         let rules = self.lock_rules();
         let mut v: Vec<&Rule> = rules.by_id.values().collect();
         v.sort_by_key(|r| r.rank());
         v.iter()
-            .flat_map(|r| ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)]))
+            .flat_map(|r| {
+                if Some(r.id) == rules.hidden {
+                    return vec![format!(
+                        "# fail-open rule (hidden from OpenFlow): priority={},actions=NORMAL",
+                        r.priority
+                    )];
+                }
+                ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)])
+            })
             .collect()
     }
 
@@ -731,6 +760,7 @@ impl Control {
         for id in &replaced {
             rules.by_id.remove(id);
         }
+        rules.forget_missing_hidden();
         let added = new.len();
         rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
         Ok((added, replaced.len()))
@@ -764,6 +794,7 @@ impl Control {
         for id in &ids {
             rules.by_id.remove(id);
         }
+        rules.forget_missing_hidden();
         Ok(ids.len())
     }
 
@@ -866,6 +897,7 @@ impl Control {
         self.apply(version, &added, &removed)?;
         rules.by_id = sim;
         rules.next_id = next;
+        rules.forget_missing_hidden();
         Ok((added.len(), removed.len()))
     }
 
