@@ -971,6 +971,13 @@ impl Control {
         inbox.send(PmdMsg::PacketOut(po)).map_err(|_| err("the switch is stopping"))
     }
 
+    /// Waits until every PMD has handled the messages sent to it before this call — every
+    /// packet-out handed over is sent (an OpenFlow BARRIER). A PMD that does not answer within
+    /// [`REPLY_WAIT`] is not waited for.
+    pub fn sync_pmds(&self) {
+        let _ = self.ask(PmdMsg::Sync);
+    }
+
     /// The `NORMAL` action's learned addresses, `(address, port)`.
     pub fn mac_entries(&self) -> Vec<([u8; 6], u32)> {
         self.macs.entries()

@@ -47,6 +47,9 @@ pub enum PmdMsg {
     /// A packet-out to execute: its frame, its in_port, and its ops (a flow's ops already
     /// spliced in where the packet-out said `TABLE`).
     PacketOut(PacketOut),
+    /// Answered once every message before it is handled (a packet-out before it is sent): an
+    /// OpenFlow BARRIER's wait.
+    Sync(Sender<()>),
 }
 
 /// A PACKET_OUT as a PMD executes it.
@@ -458,6 +461,9 @@ fn handle_msg(
 ) {
     match msg {
         PmdMsg::PacketOut(po) => packet_out(c, exec, &mut s.tx, &po),
+        PmdMsg::Sync(answer) => {
+            let _ = answer.send(());
+        }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
             s.design.table_changed();

@@ -91,6 +91,7 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
         last_rx: Instant::now(),
         probe_sent: None,
         admitted: false,
+        packet_outs_pending: false,
     };
     c.run();
     hub.unregister(me.id);
@@ -138,6 +139,8 @@ struct Connection {
     probe_sent: Option<Instant>,
     /// An active connection the fail-open watch counts as a controller.
     admitted: bool,
+    /// Packet-outs handed to PMDs since the last BARRIER.
+    packet_outs_pending: bool,
 }
 
 /// Why a connection ends.
@@ -313,7 +316,13 @@ impl Connection {
                 self.me.miss_send_len.store(c.miss_send_len, Ordering::Relaxed);
                 None
             }
-            Message::BarrierRequest => Some(Message::BarrierReply),
+            Message::BarrierRequest => {
+                // Packet-outs are sent by the PMDs: done once they have handled them.
+                if std::mem::take(&mut self.packet_outs_pending) {
+                    self.hub.control.sync_pmds();
+                }
+                Some(Message::BarrierReply)
+            }
             Message::RoleRequest(r) => {
                 if r.role != 0 {
                     self.hub.set_role(&self.me, r.role);
@@ -335,6 +344,7 @@ impl Connection {
                 let sent = packet_out::prepare(&po, &self.hub.control)
                     .and_then(|p| self.hub.control.packet_out(p).map_err(|e| (OfError::BAD_REQUEST_BAD_PACKET, e.0)));
                 self.hub.count_packet_out(sent.is_ok());
+                self.packet_outs_pending |= sent.is_ok();
                 return match sent {
                     Ok(()) => Ok(()),
                     Err((e, why)) => {
