@@ -608,6 +608,13 @@ fn fail_modes_without_a_controller() {
     let l = TcpListener::bind(addr).unwrap();
     let (s, _) = accept(&l, Duration::from_secs(3)).expect("the switch connects");
     let mut of = Of::new(s, &[OFP14]);
+    // The handshake (as OVS counts it) does not admit.
+    of.send(&Message::FeaturesRequest);
+    of.expect(WAIT, "FEATURES_REPLY", |_, m| matches!(m, Message::FeaturesReply(_)).then_some(()));
+    of.send(&Message::SetConfig(OfConfig { flags: 0, miss_send_len: 0xffff }));
+    of.send(&Message::GetConfigRequest);
+    of.expect(WAIT, "GET_CONFIG_REPLY", |_, m| matches!(m, Message::GetConfigReply(_)).then_some(()));
+    std::thread::sleep(QUIET);
     assert!(rig.control.is_failed_open(), "the handshake alone does not admit");
     let fm = ofctl::parse_flows("fm", "cookie=0x9,priority=0,actions=controller").unwrap().remove(0);
     of.send(&Message::FlowMod(FlowMod::from_rule(&fm, FlowModCommand::Add).unwrap().remove(0)));
