@@ -173,8 +173,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?)?),
         None => None,
     };
-    let controllers =
-        a.controllers.iter().map(|c| openflow::parse_controller(c)).collect::<Result<Vec<_>, _>>()?;
+    let controllers = a.controllers.iter().map(|c| openflow::parse_controller(c)).collect::<Result<Vec<_>, _>>()?;
     if !(a.inactivity_probe.is_finite() && (0.1..=3600.0).contains(&a.inactivity_probe)) {
         return Err(Failure(format!("--inactivity-probe {}: expected 0.1..3600 seconds", a.inactivity_probe)));
     }

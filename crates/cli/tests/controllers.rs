@@ -201,7 +201,8 @@ fn ovs_testcontroller_drives_rqvs() {
     // What the controller saw: the version negotiated, table misses as PACKET_IN (no_match).
     let log = read(&dir.join("tc.log"));
     assert!(log.contains("received: OFPT_FEATURES_REPLY (OF1.4)"), "OpenFlow 1.4 negotiated:\n{log}");
-    let packet_ins = log.lines().filter(|l| l.contains("received: OFPT_PACKET_IN") && l.contains("(via no_match)")).count();
+    let packet_ins =
+        log.lines().filter(|l| l.contains("received: OFPT_PACKET_IN") && l.contains("(via no_match)")).count();
     assert!(packet_ins >= 3, "ARP request, ARP reply, first echo request at least: {packet_ins}\n{log}");
     assert!(!log.contains("OFPT_ERROR"), "the switch refused something:\n{log}");
     let s = show(&dir.join("ctl.sock"));
@@ -285,7 +286,11 @@ fn without_a_controller_secure_drops_standalone_fails_open_until_one_comes() {
     let sock = dir.join("ctl.sock");
     let t0 = Instant::now();
     while !ctl(&sock, &["dump-rules"]).contains("fail-open") {
-        assert!(t0.elapsed() < Duration::from_secs(10), "standalone did not fail open: {}", read(&dir.join("switch.err")));
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "standalone did not fail open: {}",
+            read(&dir.join("switch.err"))
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(ping(&t, 3), "standalone: the switch forwards on its own (NORMAL)");

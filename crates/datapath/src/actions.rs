@@ -71,10 +71,7 @@ impl ToController {
 /// Is `r` a table-miss flow: priority 0, matching every packet (OpenFlow 1.3 §5.4)?
 pub fn is_table_miss(r: &Rule) -> bool {
     let m = &r.matches;
-    r.priority == 0
-        && m.mask() == Match::ANY.mask()
-        && m.tp_src_range().is_any()
-        && m.tp_dst_range().is_any()
+    r.priority == 0 && m.mask() == Match::ANY.mask() && m.tp_src_range().is_any() && m.tp_dst_range().is_any()
 }
 
 impl Op {
@@ -214,7 +211,8 @@ mod tests {
         assert_eq!(ops(ib), &b);
         assert_eq!(ops(ActionsId(u32::MAX - 1)), &[] as &[Op], "unknown id: empty, no panic");
         // Many lists, across segment boundaries, from two threads at once.
-        let lists = |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(ToController::new(t as u16))]);
+        let lists =
+            |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(ToController::new(t as u16))]);
         let h = std::thread::spawn(move || lists(1).map(|l| (intern(&l), l)).collect::<Vec<_>>());
         let mine: Vec<_> = lists(2).map(|l| (intern(&l), l)).collect();
         for (id, l) in mine.into_iter().chain(h.join().unwrap()) {

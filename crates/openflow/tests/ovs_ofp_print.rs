@@ -300,7 +300,10 @@ fn packet_in_and_packet_out() {
         return;
     }
     let in_port = |p: u32| {
-        Match::from_masked(FlowKey { in_port: p, ..FlowKey::default() }, FlowKey { in_port: u32::MAX, ..FlowKey::default() })
+        Match::from_masked(
+            FlowKey { in_port: p, ..FlowKey::default() },
+            FlowKey { in_port: u32::MAX, ..FlowKey::default() },
+        )
     };
     let frame = udp_frame(90);
     for v in BOTH {

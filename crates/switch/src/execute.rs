@@ -138,7 +138,15 @@ impl Executor {
         out
     }
 
-    fn apply(&mut self, frame: &[u8], in_port: u32, ops: &[Op], packet_out: bool, tx: &mut [TxQueue], out: &mut Outcome) {
+    fn apply(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ops: &[Op],
+        packet_out: bool,
+        tx: &mut [TxQueue],
+        out: &mut Outcome,
+    ) {
         let mut copied = false;
         let mut ttl = None;
         for op in ops {

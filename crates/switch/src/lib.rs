@@ -37,8 +37,14 @@
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
 //!
-//! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
-//! malformed + lost`.
+//! **OpenFlow** ([`openflow`]): a passive listener and active connections to controllers; a
+//! `controller` action puts a packet-in into a bounded queue the PMD never waits on, and a
+//! controller's PACKET_OUT reaches a PMD as a message and leaves through its transmit queues.
+//! The `NORMAL` action ([`normal`]) is MAC learning over a lock-free table the PMDs share — what
+//! a standalone switch without a controller fails open to.
+//!
+//! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded +
+//! to_controller + dropped + malformed + lost`; frames injected by PACKET_OUT apart.
 
 pub mod ctl;
 pub mod execute;
@@ -62,7 +68,7 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
 use rqvs_datapath::{
-    Ccache, DpAction, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
+    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, DpAction, OfprotoTable, Orig, OrigConfig,
 };
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
@@ -973,7 +979,7 @@ impl Control {
 
     /// Waits until every PMD has handled the messages sent to it before this call — every
     /// packet-out handed over is sent (an OpenFlow BARRIER). A PMD that does not answer within
-    /// [`REPLY_WAIT`] is not waited for.
+    /// 5 s is not waited for.
     pub fn sync_pmds(&self) {
         let _ = self.ask(PmdMsg::Sync);
     }

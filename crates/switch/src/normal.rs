@@ -106,9 +106,11 @@ impl MacTable {
     pub fn lookup(&self, mac: &[u8; 6]) -> Option<u32> {
         let m = mac48(mac);
         let b = bucket(m);
-        self.slots[b..b + WAYS].iter().map(|s| s.load(Ordering::Relaxed)).find(|&e| e != 0 && e >> 16 == m).map(
-            |e| (e & 0xffff) as u32,
-        )
+        self.slots[b..b + WAYS]
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .find(|&e| e != 0 && e >> 16 == m)
+            .map(|e| (e & 0xffff) as u32)
     }
 
     /// Learned entries, `(address, port)` (for `fdb/show`).
@@ -186,7 +188,8 @@ mod tests {
     #[test]
     fn a_full_bucket_evicts_and_every_entry_reads_back_whole() {
         let t = MacTable::new();
-        let macs: Vec<[u8; 6]> = (0..3 * SLOTS as u32).map(|i| [2, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]).collect();
+        let macs: Vec<[u8; 6]> =
+            (0..3 * SLOTS as u32).map(|i| [2, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]).collect();
         std::thread::scope(|s| {
             for part in macs.chunks(macs.len() / 2) {
                 s.spawn(|| {

@@ -125,10 +125,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     let t0 = Instant::now();
     let mut pmd = Pmd::new();
-    let mut exec = Executor::new(
-        s.macs.clone(),
-        s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)),
-    );
+    let mut exec =
+        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut keys = [FlowKey::default(); BATCH];

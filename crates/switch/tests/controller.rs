@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, Actions, FlowKey};
-use rqvs_openflow::flow_mod::{FlowMod, FlowModCommand, PacketOut, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER};
+use rqvs_openflow::flow_mod::{
+    FlowMod, FlowModCommand, PacketOut, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER,
+};
 use rqvs_openflow::message::{bitmap_of, Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 use rqvs_ports::testnet::{self, RawSocket};
@@ -421,7 +423,11 @@ fn bad_packet_outs_are_refused_with_their_errors() {
         let cases: Vec<(Message, OfError, &str)> = vec![
             (po(7, 1, vec![Action::Output(2)], f.clone()), OfError::BAD_REQUEST_BUFFER_UNKNOWN, "a buffer"),
             (po(OFP_NO_BUFFER, 9, vec![Action::Output(2)], f.clone()), OfError::BAD_REQUEST_BAD_PORT, "in_port 9"),
-            (po(OFP_NO_BUFFER, 0xffff_fffe, vec![Action::Output(2)], f.clone()), OfError::BAD_REQUEST_BAD_PORT, "LOCAL"),
+            (
+                po(OFP_NO_BUFFER, 0xffff_fffe, vec![Action::Output(2)], f.clone()),
+                OfError::BAD_REQUEST_BAD_PORT,
+                "LOCAL",
+            ),
             (po(OFP_NO_BUFFER, 1, vec![Action::Output(9)], f.clone()), OfError::BAD_ACTION_BAD_OUT_PORT, "output:9"),
             (
                 po(OFP_NO_BUFFER, 1, vec![Action::Output(2), Action::Other("LOCAL".into())], f.clone()),
@@ -429,7 +435,11 @@ fn bad_packet_outs_are_refused_with_their_errors() {
                 "output:LOCAL",
             ),
             (po(OFP_NO_BUFFER, 1, vec![Action::Output(2)], Vec::new()), OfError::BAD_REQUEST_BAD_PACKET, "no data"),
-            (po(OFP_NO_BUFFER, 1, vec![Action::Output(2)], f[..10].to_vec()), OfError::BAD_REQUEST_BAD_PACKET, "10 bytes"),
+            (
+                po(OFP_NO_BUFFER, 1, vec![Action::Output(2)], f[..10].to_vec()),
+                OfError::BAD_REQUEST_BAD_PACKET,
+                "10 bytes",
+            ),
         ];
         for (m, want, what) in cases {
             let xid = of.send(&m);
@@ -510,7 +520,10 @@ fn controller_connection_probe_backoff_and_restart() {
             Ok(None) => panic!("the silent connection was not closed"),
         }
     };
-    assert!(closed >= probed + Duration::from_millis(800) && closed < Duration::from_millis(4000), "closed after {closed:?}");
+    assert!(
+        closed >= probed + Duration::from_millis(800) && closed < Duration::from_millis(4000),
+        "closed after {closed:?}"
+    );
     // It lasted longer than the backoff: back in ~1 s. Then each connection is cut at once:
     // 2 s, 4 s, 4 s (the maximum).
     let (s, mut last) = accept(&l, Duration::from_secs(3)).expect("reconnected");
@@ -590,7 +603,11 @@ fn fail_modes_without_a_controller() {
     }));
     client.expect(WAIT, "FLOW stats", |h, m| match m {
         Message::MultipartReply(r) if h.xid == xid => {
-            assert_eq!(r.body, rqvs_openflow::multipart::MultipartReplyBody::Flow(vec![]), "the fail-open rule is hidden");
+            assert_eq!(
+                r.body,
+                rqvs_openflow::multipart::MultipartReplyBody::Flow(vec![]),
+                "the fail-open rule is hidden"
+            );
             Some(())
         }
         _ => None,

@@ -54,7 +54,11 @@ pub fn testcontroller_available() -> bool {
 /// Whether `python3` can import os-ken (the OpenFlow controller framework, Ryu's successor);
 /// as [`ofctl_available`].
 pub fn osken_available() -> bool {
-    tool_available(Command::new("python3").args(["-c", "import os_ken.base.app_manager"]), "os-ken", "pip install os-ken")
+    tool_available(
+        Command::new("python3").args(["-c", "import os_ken.base.app_manager"]),
+        "os-ken",
+        "pip install os-ken",
+    )
 }
 
 /// Runs `cmd`; when it fails, prints that the test is skipped and how to get `what` — or panics

@@ -69,13 +69,14 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
         Kind::Passive => peer.to_string(),
         Kind::Active { .. } => format!("controller tcp:{peer}"),
     };
-    let writer = match std::thread::Builder::new().name("of-writer".into()).spawn(move || write_all(writer_stream, &queue)) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
-            return;
-        }
-    };
+    let writer =
+        match std::thread::Builder::new().name("of-writer".into()).spawn(move || write_all(writer_stream, &queue)) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
+                return;
+            }
+        };
     let me = hub.register(name.clone(), matches!(kind, Kind::Active { .. }), out.clone());
     let mut c = Connection {
         stream,

@@ -13,7 +13,7 @@
 //!  Control (the table of record)
 //! ```
 //!
-//! What a connection handles ([`connection`]):
+//! What a connection handles (`connection.rs`):
 //!
 //! | message | answer |
 //! |---|---|
@@ -21,12 +21,12 @@
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
-//! | BARRIER_REQUEST | BARRIER_REPLY (every message before it is done: changes are synchronous) |
+//! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
 //! | ROLE_REQUEST | the role asked for; a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | [`Control::add_flows`], [`Control::modify_selected`], [`Control::del_selected`] |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
-//! | PACKET_OUT | executed by a PMD ([`packet_out`]); errors below |
+//! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
 //!
 //! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`]
@@ -42,7 +42,7 @@
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
 //! [`MAX_BUNDLE_MSGS`] flow-mods each.
 //!
-//! **PACKET_IN** ([`packet_in`]). A `controller` action sends the frame, as it is at that point
+//! **PACKET_IN** (`packet_in.rs`). A `controller` action sends the frame, as it is at that point
 //! of the action list, to every connection that takes asynchronous messages: role master or
 //! equal (not slave), and for a passive connection only after it set a non-zero miss_send_len
 //! (OVS's rule for its "service" connections, so `ovs-ofctl` commands are not sent packet-ins;
@@ -61,7 +61,7 @@
 //! do not fit ([`WRITE_QUEUE`]; counted, logged once per connection), as OVS drops packet-ins on
 //! queue overflow.
 //!
-//! **PACKET_OUT** ([`packet_out`]): buffer_id must be `NO_BUFFER` (else BUFFER_UNKNOWN); the
+//! **PACKET_OUT** (`packet_out.rs`): buffer_id must be `NO_BUFFER` (else BUFFER_UNKNOWN); the
 //! frame must hold an Ethernet header (else BAD_PACKET); in_port is a port of the switch,
 //! `CONTROLLER` or `ANY` (else BAD_PORT); actions `output:N` (an existing port, else
 //! BAD_OUT_PORT), `IN_PORT`, `FLOOD`, `ALL`, `NORMAL`, `CONTROLLER`, `TABLE`, and the rewrites
@@ -74,7 +74,7 @@
 //! ([`crate::stats`]). One deviation: `dec_ttl` expiring inside the flow a `TABLE` ran stops
 //! the whole packet-out, where OVS stops only that flow's actions.
 //!
-//! **Active connections and fail mode** ([`controller`]): each `--controller` target has a
+//! **Active connections and fail mode** (`controller.rs`): each `--controller` target has a
 //! thread that connects, runs a connection like a passive one, and when it ends (or the
 //! connect fails) waits and tries again: 1 s, doubling to 8 s (OVS's default max-backoff), back
 //! to 1 s after a connection that lasted longer than the wait before it. An active connection

@@ -24,7 +24,10 @@ const ANY: u32 = 0xffff;
 pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, (OfError, String)> {
     let ports = control.port_names().len() as u32;
     if po.buffer_id != OFP_NO_BUFFER {
-        return Err((OfError::BAD_REQUEST_BUFFER_UNKNOWN, format!("buffer {} (the switch buffers no packets)", po.buffer_id)));
+        return Err((
+            OfError::BAD_REQUEST_BUFFER_UNKNOWN,
+            format!("buffer {} (the switch buffers no packets)", po.buffer_id),
+        ));
     }
     let in_port = match port_from_of(po.in_port) {
         Some(p) if (1..=ports).contains(&p) || p == CONTROLLER || p == ANY => p,
