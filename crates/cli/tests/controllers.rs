@@ -44,6 +44,23 @@ const OPENFLOW_PORT: u16 = 6654;
 const H1: &str = "10.77.0.1";
 const H2: &str = "10.77.0.2";
 
+/// The controller a test runs.
+enum Controller {
+    Ovs,
+    OsKen,
+}
+
+/// Root, `ip`, `ovs-ofctl` and the controller are here (else the test is skipped, with the
+/// reason printed — or fails under `RQVS_REQUIRE_NETNS=1` / `RQVS_REQUIRE_OVS=1`).
+fn can_run(test: &str, c: Controller) -> bool {
+    testnet::available(test)
+        && rqvs_testkit::ovs::ofctl_available()
+        && match c {
+            Controller::Ovs => rqvs_testkit::ovs::testcontroller_available(),
+            Controller::OsKen => rqvs_testkit::ovs::osken_available(),
+        }
+}
+
 /// A process started by a test; killed (by its pid) and reaped on drop.
 struct Proc {
     child: Child,
@@ -182,10 +199,7 @@ fn testcontroller(t: &Topo, dir: &TempDir, log: &str) -> Proc {
 #[test]
 fn ovs_testcontroller_drives_rqvs() {
     let _one = serial();
-    if !testnet::available("ovs_testcontroller_drives_rqvs")
-        || !rqvs_testkit::ovs::ofctl_available()
-        || !rqvs_testkit::ovs::testcontroller_available()
-    {
+    if !can_run("ovs_testcontroller_drives_rqvs", Controller::Ovs) {
         return;
     }
     let dir = TempDir::new("cli-ctl-tc");
@@ -215,10 +229,7 @@ fn ovs_testcontroller_drives_rqvs() {
 #[test]
 fn osken_app_drives_rqvs() {
     let _one = serial();
-    if !testnet::available("osken_app_drives_rqvs")
-        || !rqvs_testkit::ovs::ofctl_available()
-        || !rqvs_testkit::ovs::osken_available()
-    {
+    if !can_run("osken_app_drives_rqvs", Controller::OsKen) {
         return;
     }
     let dir = TempDir::new("cli-ctl-osken");
@@ -261,10 +272,7 @@ fn osken_app_drives_rqvs() {
 #[test]
 fn without_a_controller_secure_drops_standalone_fails_open_until_one_comes() {
     let _one = serial();
-    if !testnet::available("without_a_controller_secure_drops_standalone_fails_open_until_one_comes")
-        || !rqvs_testkit::ovs::ofctl_available()
-        || !rqvs_testkit::ovs::testcontroller_available()
-    {
+    if !can_run("without_a_controller_secure_drops_standalone_fails_open_until_one_comes", Controller::Ovs) {
         return;
     }
     // Nothing listens on the controller's port at first.

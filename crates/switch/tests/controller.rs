@@ -158,6 +158,14 @@ impl Of {
         v
     }
 
+    /// The next PACKET_IN (skipping other messages).
+    fn packet_in(&mut self, what: &str) -> rqvs_openflow::flow_mod::PacketIn {
+        self.expect(WAIT, what, |_, m| match m {
+            Message::PacketIn(p) => Some(p.clone()),
+            _ => None,
+        })
+    }
+
     fn set_miss_send_len(&mut self, n: u16) {
         self.send(&Message::SetConfig(OfConfig { flags: 0, miss_send_len: n }));
         self.barrier();
@@ -297,10 +305,7 @@ fn packet_in_reason_cookie_whole_frame_and_who_gets_it() {
         of.set_miss_send_len(128);
         rig.inject(1, &miss);
         sent_only_to_controller += 1;
-        let p = of.expect(WAIT, "PACKET_IN of the miss", |_, m| match m {
-            Message::PacketIn(p) => Some(p.clone()),
-            _ => None,
-        });
+        let p = of.packet_in("PACKET_IN of the miss");
         assert_eq!(p.reason, OFPR_NO_MATCH, "{v}: the table-miss flow's reason");
         assert_eq!(p.cookie, 0x11);
         assert_eq!((p.buffer_id, p.table_id, p.total_len), (OFP_NO_BUFFER, 0, 200));
@@ -309,10 +314,7 @@ fn packet_in_reason_cookie_whole_frame_and_who_gets_it() {
         assert_eq!(p.matches.mask().in_port, u32::MAX);
         assert_eq!(*p.matches.mask(), FlowKey { in_port: u32::MAX, ..FlowKey::default() }, "only in_port");
         rig.inject(1, &hit);
-        let p = of.expect(WAIT, "PACKET_IN of the hit", |_, m| match m {
-            Message::PacketIn(p) => Some(p.clone()),
-            _ => None,
-        });
+        let p = of.packet_in("PACKET_IN of the hit");
         let mut rewritten = hit.clone();
         rewritten[6..12].copy_from_slice(&mac(0x99));
         assert_eq!((p.reason, p.cookie, p.total_len), (OFPR_ACTION, 0x22, 300), "{v}");
@@ -384,18 +386,12 @@ fn packet_out_to_a_port_flood_table_normal_and_controller() {
         // TABLE from port 2: the flow's controller action; the reason is PACKET_OUT (1.4) or
         // ACTION (1.3), the cookie the flow's.
         of.send(&po(2, vec![Action::Other("TABLE".into())]));
-        let p = of.expect(WAIT, "PACKET_IN from TABLE", |_, m| match m {
-            Message::PacketIn(p) => Some(p.clone()),
-            _ => None,
-        });
+        let p = of.packet_in("PACKET_IN from TABLE");
         let reason = if v == OFP14 { OFPR_PACKET_OUT } else { OFPR_ACTION };
         assert_eq!((p.reason, p.cookie, p.matches.value().in_port, p.data.clone()), (reason, 0x33, 2, f.clone()));
         // Its own controller action: no flow, so the cookie is all ones; in_port CONTROLLER.
         of.send(&po(OF_CONTROLLER, vec![Action::Controller(None)]));
-        let p = of.expect(WAIT, "PACKET_IN of a packet-out", |_, m| match m {
-            Message::PacketIn(p) => Some(p.clone()),
-            _ => None,
-        });
+        let p = of.packet_in("PACKET_IN of a packet-out");
         assert_eq!((p.reason, p.cookie, p.matches.value().in_port), (reason, u64::MAX, 0xfffd), "{v}");
         // NORMAL: the destination is unknown, so flooded (port 1 excluded).
         of.send(&po(1, vec![Action::Normal]));
@@ -502,10 +498,7 @@ fn controller_connection_probe_backoff_and_restart() {
     // An active connection takes packet-ins without asking.
     let f = udp(mac(1), mac(2), 9, 64);
     rig.inject(1, &f);
-    let p = of.expect(WAIT, "PACKET_IN", |_, m| match m {
-        Message::PacketIn(p) => Some(p.clone()),
-        _ => None,
-    });
+    let p = of.packet_in("PACKET_IN");
     assert_eq!((p.reason, p.cookie, p.data), (OFPR_NO_MATCH, 5, f.clone()));
     // Silence: an ECHO_REQUEST after ~1 s, the end ~1 s later.
     of.echo = false;
@@ -544,10 +537,7 @@ fn controller_connection_probe_backoff_and_restart() {
     let (s, _) = accept(&l, Duration::from_secs(6)).expect("reconnected after the restart");
     let mut of = Of::new(s, &[OFP13]);
     rig.inject(1, &f);
-    let p = of.expect(WAIT, "PACKET_IN after the restart", |_, m| match m {
-        Message::PacketIn(p) => Some(p.clone()),
-        _ => None,
-    });
+    let p = of.packet_in("PACKET_IN after the restart");
     assert_eq!(p.data, f);
     let r = rig.finish();
     assert_eq!(r.ports[0].frames.to_controller, 2, "{}", r.format());
@@ -642,10 +632,7 @@ fn fail_modes_without_a_controller() {
         std::thread::sleep(Duration::from_millis(20));
     }
     rig.inject(1, &udp(a, b, 9, 60));
-    let p = of.expect(WAIT, "PACKET_IN once recovered", |_, m| match m {
-        Message::PacketIn(p) => Some(p.clone()),
-        _ => None,
-    });
+    let p = of.packet_in("PACKET_IN once recovered");
     assert_eq!((p.cookie, p.reason), (9, OFPR_NO_MATCH));
     assert_eq!(rig.arrivals(), vec![Vec::<Vec<u8>>::new(); 3], "no longer forwarded on its own");
     let r = rig.finish();
