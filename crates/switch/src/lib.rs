@@ -29,10 +29,11 @@
 //! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
 //! batches). Nothing on the packet path takes a lock.
 //!
-//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`]): `add-flows` with a
+//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`table`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
 //! every flow whose match is at least as specific as a given one (OpenFlow's non-strict
-//! delete), or all. Each change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
+//! delete), or all. Every change — a command, a bundle, a run of FLOW_MODs — is one transaction
+//! on the record ([`table::Txn`]) whose net change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
 //! megaflows, CFLOWS' manager publishes the changed classifier; the call returns once every PMD
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
@@ -46,6 +47,7 @@
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded +
 //! to_controller + dropped + malformed + lost`; frames injected by PACKET_OUT apart.
 
+pub mod bench;
 pub mod ctl;
 pub mod execute;
 pub mod handler;
@@ -55,8 +57,10 @@ pub mod openflow;
 pub mod pmd;
 pub mod stats;
 mod sys;
+pub mod table;
 
-use std::collections::BTreeMap;
+pub use table::{FlowFilter, FlowOp, NetChange};
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -77,6 +81,7 @@ use serde::Serialize;
 
 use crate::pmd::{PmdFinal, PmdMsg, PmdSetup};
 use crate::stats::{PmdReport, PortFrames};
+use crate::table::FlowTable;
 
 /// A switch error: one line, naming the port, rule or setting.
 #[derive(Debug)]
@@ -100,6 +105,8 @@ pub enum PortSource {
     Spec(PortSpec),
     /// An in-memory `pcap-in` port (the built-in workload, tests).
     Frames { name: String, frames: Vec<Vec<u8>> },
+    /// An in-memory output port handing every frame to a function (in-process benchmarks).
+    Tap { name: String, tap: rqvs_ports::FrameTap },
 }
 
 impl PortSource {
@@ -107,6 +114,7 @@ impl PortSource {
         match self {
             PortSource::Spec(s) => s.to_string(),
             PortSource::Frames { name, .. } => format!("pcap-in:{name}"),
+            PortSource::Tap { name, .. } => format!("tap:{name}"),
         }
     }
 }
@@ -130,6 +138,8 @@ pub struct SwitchConfig {
     pub cflows: CflowsConfig,
     /// Where port events go (link changes, end of input, first errors).
     pub hook: Option<EventHook>,
+    /// How many times `pcap-in` ports deliver their frames (1: once; `u64::MAX`: until stopped).
+    pub input_loops: u64,
     /// Give the PMDs a packet-in queue for an OpenFlow channel to take
     /// ([`Control::take_packet_in_queue`]); without one, `controller` actions only count.
     pub packet_in: bool,
@@ -151,6 +161,7 @@ impl SwitchConfig {
             ccache: CcacheConfig::default(),
             cflows: CflowsConfig::default(),
             hook: None,
+            input_loops: 1,
             packet_in: false,
         }
     }
@@ -168,16 +179,25 @@ pub enum UpcallMode {
 /// The actions the switch executes, for error messages.
 pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
 
+/// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
+/// OpenFlow priority.
+pub const FAIL_OPEN_PRIORITY: u32 = 0xf0_f0f0;
+
 /// Refuses rules the switch cannot run as written (another table, an action it does not
 /// execute), naming the rule.
 pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
+    // The rule's text only when it is refused (formatting every rule would cost more than
+    // checking it).
+    let text = |r: &Rule| {
+        ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
+    };
     for r in rules {
-        let flow =
-            ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id));
         if r.table != 0 {
+            let flow = text(r);
             return Err(err(format!("flow {} ({flow}): table {} — the switch has one table (0)", r.id.0 + 1, r.table)));
         }
         if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
+            let flow = text(r);
             return Err(err(format!(
                 "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
                 r.id.0 + 1
@@ -203,8 +223,13 @@ pub struct Control {
     ports: Vec<PortHandle>,
     port_names: Vec<String>,
     pmd_cpus: Vec<Option<usize>>,
+    /// The slow path's OpenFlow table: shared with the ORIG/CCACHE PMDs, the handler and the
+    /// revalidator; empty and unused in CFLOWS (see `trace_table`).
     table: OfprotoTable,
-    rules: Mutex<Rules>,
+    /// CFLOWS: the slow path's table of the record for `trace`, built when asked and dropped at
+    /// every rule change (`None`).
+    trace_table: Mutex<Option<OfprotoTable>>,
+    rules: Mutex<FlowTable>,
     /// The handler thread's counters (when there is one).
     handler: Option<Arc<handler::HandlerStats>>,
     /// The CFLOWS manager thread's queue (CFLOWS only).
@@ -219,35 +244,6 @@ pub struct Control {
     packet_outs: std::sync::atomic::AtomicUsize,
 }
 
-/// The table of record: rules by id, and the next id to give.
-struct Rules {
-    by_id: BTreeMap<RuleId, Rule>,
-    next_id: u32,
-    /// The fail-open rule while the switch is failed open (`--fail-mode standalone`): in the
-    /// table like any rule, but hidden from OpenFlow (no flow-mod selects it, no stats report
-    /// it), as Open vSwitch hides it.
-    hidden: Option<RuleId>,
-}
-
-/// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
-/// OpenFlow priority.
-pub const FAIL_OPEN_PRIORITY: u32 = 0xf0_f0f0;
-
-impl Rules {
-    /// Does OpenFlow's selection `f` take `r`? (Never the hidden fail-open rule.)
-    fn selects(&self, f: &FlowFilter, r: &Rule) -> bool {
-        Some(r.id) != self.hidden && f.selects(r)
-    }
-
-    /// After a change: the fail-open rule is no longer hidden once something (`rqvs ctl
-    /// del-flows`, an add replacing it) removed it.
-    fn forget_missing_hidden(&mut self) {
-        if self.hidden.is_some_and(|h| !self.by_id.contains_key(&h)) {
-            self.hidden = None;
-        }
-    }
-}
-
 impl Switch {
     /// Opens every port (all or none: on failure what was opened is closed), builds one
     /// design per PMD and starts the PMD threads.
@@ -257,7 +253,12 @@ impl Switch {
         }
         check_rules(&cfg.rules)?;
         let pmds = cfg.pmds.max(1);
-        let pcfg = PortConfig { queues: pmds, hook: cfg.hook.clone(), ..PortConfig::default() };
+        let pcfg = PortConfig {
+            queues: pmds,
+            hook: cfg.hook.clone(),
+            pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
+            ..PortConfig::default()
+        };
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
@@ -265,10 +266,15 @@ impl Switch {
                     rqvs_ports::open(spec, &pcfg).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?
                 }
                 PortSource::Frames { name, frames } => rqvs_ports::open_frames(name, frames, &pcfg),
+                PortSource::Tap { name, tap } => rqvs_ports::open_tap(name, tap.clone(), &pcfg),
             };
             opened.push(port);
         }
-        let table = OfprotoTable::build(&cfg.rules).map_err(|e| err(format!("rules: {e}")))?;
+        // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
+        // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
+        let table =
+            if cfg.design == DesignKind::Cflows { OfprotoTable::build(&[]) } else { OfprotoTable::build(&cfg.rules) }
+                .map_err(|e| err(format!("rules: {e}")))?;
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -389,7 +395,6 @@ impl Switch {
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
             threads.push(t);
         }
-        let next_id = cfg.rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
         let control = Arc::new(Control {
             design: cfg.design,
             inboxes,
@@ -397,11 +402,8 @@ impl Switch {
             ports: handles,
             pmd_cpus: cpus,
             table,
-            rules: Mutex::new(Rules {
-                by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(),
-                next_id,
-                hidden: None,
-            }),
+            trace_table: Mutex::new(None),
+            rules: Mutex::new(FlowTable::new(cfg.rules)),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
@@ -676,7 +678,7 @@ impl Control {
         let tx_accounted = ports.iter().map(|p| p.tx_packets + p.tx_dropped).sum();
         FinalReport {
             design: self.design.name(),
-            rules: self.lock_rules().by_id.len(),
+            rules: self.lock_rules().len(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             ports,
             pmds,
@@ -689,24 +691,24 @@ impl Control {
         }
     }
 
-    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Rules> {
+    fn lock_rules(&self) -> std::sync::MutexGuard<'_, FlowTable> {
         // A panic while holding the lock happens before any change is made (changes are
         // committed last), so the map is consistent.
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order; the hidden
-    /// fail-open rule, if any, as a comment line.
+    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order; a flow hidden
+    /// from OpenFlow (the fail-open rule) as a comment line.
     pub fn flows(&self) -> Vec<String> {
         let rules = self.lock_rules();
-        let mut v: Vec<&Rule> = rules.by_id.values().collect();
+        let mut v: Vec<&Rule> = rules.iter().collect();
         v.sort_by_key(|r| r.rank());
         v.iter()
             .flat_map(|r| {
-                if Some(r.id) == rules.hidden {
+                if rules.is_hidden(r) {
                     return vec![format!(
-                        "# fail-open rule (hidden from OpenFlow): priority={},actions=NORMAL",
-                        r.priority
+                        "# fail-open rule (hidden from OpenFlow): priority={},actions={}",
+                        r.priority, r.actions
                     )];
                 }
                 ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)])
@@ -724,9 +726,9 @@ impl Control {
             return Err(err("ofproto/trace: a packet has single port values, not masks"));
         }
         let key: FlowKey = rule.matches.value().wire();
-        let v = self.table.classify(&key);
+        let v = self.slow_path(&key).map_err(|e| err(format!("ofproto/trace: {e}")))?;
         let rules = self.lock_rules();
-        let winner = v.rule.and_then(|id| rules.by_id.get(&id));
+        let winner = v.rule.and_then(|id| rules.get(id));
         let mut s = format!("Flow: {}\n\n", format_packet(&key));
         match winner {
             Some(r) => {
@@ -743,81 +745,53 @@ impl Control {
         Ok(s)
     }
 
+    /// The slow path's verdict for `key`: the shared table's (ORIG, CCACHE), or in CFLOWS the
+    /// one built from the record when asked after a change (its PMDs never consult one).
+    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_datapath::ofproto::Verdict, Error> {
+        if self.design != DesignKind::Cflows {
+            return Ok(self.table.classify(key));
+        }
+        let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.is_none() {
+            *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?);
+        }
+        Ok(cached.as_ref().expect("built above").classify(key))
+    }
+
     /// `add-flows`: adds `rules` (their ids are ignored and new ones given) as one commit; a
     /// flow with the match and priority of an existing one replaces it. Returns (added,
     /// replaced).
-    pub fn add_flows(&self, mut new: Vec<Rule>) -> Result<(usize, usize), Error> {
-        check_rules(&new)?;
-        let mut rules = self.lock_rules();
-        let mut replaced = Vec::new();
-        let held: std::collections::HashMap<(u32, Match), RuleId> =
-            rules.by_id.values().map(|o| ((o.priority, o.matches), o.id)).collect();
-        for r in &mut new {
-            r.id = RuleId(rules.next_id);
-            rules.next_id += 1;
-            if let Some(&old) = held.get(&(r.priority, r.matches)) {
-                replaced.push(old);
-            }
-        }
-        let mut changes: Vec<RuleChange> = replaced.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(new.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("add-flows: {e}")))?;
-        self.apply(version, &new, &replaced)?;
-        for id in &replaced {
-            rules.by_id.remove(id);
-        }
-        rules.forget_missing_hidden();
-        let added = new.len();
-        rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
-        Ok((added, replaced.len()))
+    pub fn add_flows(&self, new: Vec<Rule>) -> Result<(usize, usize), Error> {
+        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::Add).collect();
+        let (effects, _) = self.transact("add-flows", &ops, true)?;
+        Ok(effects.iter().flatten().fold((0, 0), |(a, r), e| (a + e.added, r + e.removed)))
     }
 
     /// `del-flows`: removes every flow whose match is at least as specific as one of
     /// `matches` (OpenFlow's non-strict delete), or every flow when `matches` is `None`.
     /// Returns the number removed.
     pub fn del_flows(&self, matches: Option<&[Match]>) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let ids: Vec<RuleId> = rules
-            .by_id
-            .values()
-            .filter(|r| matches.is_none_or(|ms| ms.iter().any(|m| covers(m, &r.matches))))
-            .map(|r| r.id)
-            .collect();
-        self.remove_ids(&mut rules, ids)
-    }
-
-    /// Removes `ids` (rules of the table of record, locked by the caller) as one commit: the
-    /// shared table, the PMDs, then the record. Returns the number removed.
-    fn remove_ids(&self, rules: &mut Rules, ids: Vec<RuleId>) -> Result<usize, Error> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let (version, _) = self
-            .table
-            .commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect())
-            .map_err(|e| err(format!("del-flows: {e}")))?;
-        self.apply(version, &[], &ids)?;
-        for id in &ids {
-            rules.by_id.remove(id);
-        }
-        rules.forget_missing_hidden();
-        Ok(ids.len())
+        let ops: Vec<FlowOp> = match matches {
+            None => vec![FlowOp::Delete(FlowFilter::all())],
+            Some(ms) => {
+                ms.iter().map(|m| FlowOp::Delete(FlowFilter { matches: Some(*m), ..FlowFilter::all() })).collect()
+            }
+        };
+        Ok(self.transact("del-flows", &ops, true)?.1.removed.len())
     }
 
     /// The table of record's rules, in winner order (a copy).
     pub fn rules(&self) -> Vec<Rule> {
         let rules = self.lock_rules();
-        let mut v: Vec<Rule> = rules.by_id.values().cloned().collect();
+        let mut v: Vec<Rule> = rules.iter().cloned().collect();
         v.sort_by_key(|r| r.rank());
         v
     }
 
-    /// The flows `filter` selects (a copy, winner order). OpenFlow's selections ([`Control::select`],
-    /// [`Control::del_selected`], [`Control::modify_selected`], [`Control::apply_ops`]) never
-    /// select the hidden fail-open rule.
+    /// The flows `filter` selects (a copy, winner order).
     pub fn select(&self, filter: &FlowFilter) -> Vec<Rule> {
         let rules = self.lock_rules();
-        let mut v: Vec<Rule> = rules.by_id.values().filter(|r| rules.selects(filter, r)).cloned().collect();
+        let mut v: Vec<Rule> = rules.select(filter).into_iter().filter_map(|id| rules.get(id).cloned()).collect();
         v.sort_by_key(|r| r.rank());
         v
     }
@@ -825,86 +799,81 @@ impl Control {
     /// OpenFlow's delete (strict or not, with cookie and out_port filters): removes the flows
     /// `filter` selects as one commit. Returns the number removed.
     pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let ids: Vec<RuleId> = rules.by_id.values().filter(|r| rules.selects(filter, r)).map(|r| r.id).collect();
-        self.remove_ids(&mut rules, ids)
+        Ok(self.transact("del-flows", &[FlowOp::Delete(filter.clone())], true)?.1.removed.len())
     }
 
     /// OpenFlow's modify (strict or not): the flows `filter` selects keep their match,
     /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let old: Vec<Rule> = rules.by_id.values().filter(|r| rules.selects(filter, r)).cloned().collect();
-        if old.is_empty() {
-            return Ok(0);
-        }
-        let mut new = Vec::with_capacity(old.len());
-        for o in &old {
-            let mut r = o.clone();
-            r.id = RuleId(rules.next_id);
-            rules.next_id += 1;
-            r.actions = actions.clone();
-            new.push(r);
-        }
-        check_rules(&new)?;
-        let removed: Vec<RuleId> = old.iter().map(|r| r.id).collect();
-        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(new.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("mod-flows: {e}")))?;
-        self.apply(version, &new, &removed)?;
-        for id in &removed {
-            rules.by_id.remove(id);
-        }
-        let n = new.len();
-        rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
-        Ok(n)
+        let (effects, _) = self.transact("mod-flows", &[FlowOp::Modify(filter.clone(), actions.clone())], true)?;
+        Ok(effects.iter().flatten().map(|e| e.added).sum())
     }
 
-    /// A bundle: `ops` applied in order to a copy of the table, checked, and the difference
-    /// committed as one change set (all or nothing: an error leaves the table as it was).
-    /// Returns the number of flows (added, removed) by the whole.
+    /// A bundle: `ops` applied in order and committed as one change set (all or nothing: an
+    /// error leaves the table as it was). Returns the number of flows (added, removed) by the
+    /// whole (net: a flow added and deleted inside the bundle counts in neither).
     pub fn apply_ops(&self, ops: &[FlowOp]) -> Result<(usize, usize), Error> {
-        let mut rules = self.lock_rules();
-        let mut sim = rules.by_id.clone();
-        let mut next = rules.next_id;
-        for op in ops {
-            match op {
-                FlowOp::Add(r) => {
-                    sim.retain(|_, o| !(o.priority == r.priority && o.matches == r.matches));
-                    let mut r = r.clone();
-                    r.id = RuleId(next);
-                    next += 1;
-                    sim.insert(r.id, r);
-                }
-                FlowOp::Modify(f, actions) => {
-                    let chosen: Vec<RuleId> = sim.values().filter(|r| rules.selects(f, r)).map(|r| r.id).collect();
-                    for id in chosen {
-                        let mut r = sim.remove(&id).expect("selected above");
-                        r.id = RuleId(next);
-                        next += 1;
-                        r.actions = actions.clone();
-                        sim.insert(r.id, r);
-                    }
-                }
-                FlowOp::Delete(f) => sim.retain(|_, r| !rules.selects(f, r)),
-            }
+        let (_, net) = self.transact("bundle", ops, true)?;
+        Ok((net.added.len(), net.removed.len()))
+    }
+
+    /// A run of independent flow-mods (a controller's stream of FLOW_MODs): each applied in
+    /// order and atomic on its own — a refused one is left out, with its error, and changes
+    /// nothing — and all the accepted ones committed together, as one change set, so a stream
+    /// of thousands costs one revalidation (ORIG, CCACHE) or one publication (CFLOWS) instead
+    /// of one per flow-mod. When that commit fails every one is refused with its error.
+    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, Error>> {
+        match self.transact("flow-mod", ops, false) {
+            Ok((effects, _)) => effects,
+            Err(e) => ops.iter().map(|_| Err(err(e.0.clone()))).collect(),
         }
-        let removed: Vec<RuleId> = rules.by_id.keys().filter(|id| !sim.contains_key(id)).copied().collect();
-        let added: Vec<Rule> = sim.values().filter(|r| !rules.by_id.contains_key(&r.id)).cloned().collect();
-        check_rules(&added)?;
-        if removed.is_empty() && added.is_empty() {
-            rules.next_id = next;
-            return Ok((0, 0));
+    }
+
+    /// The one path every rule change takes: `ops` applied in order to the table of record
+    /// (`atomic`: the first refused one refuses them all, nothing changed; otherwise refused
+    /// ones are left out), the net change committed to the shared OpenFlow table, then to the
+    /// PMDs ([`Control::apply`]), then kept in the record. Returns each op's effect (or error)
+    /// and the net change.
+    fn transact(
+        &self,
+        what: &str,
+        ops: &[FlowOp],
+        atomic: bool,
+    ) -> Result<(Vec<Result<table::OpEffect, Error>>, NetChange), Error> {
+        let mut rules = self.lock_rules();
+        let mut txn = rules.txn();
+        let mut effects = Vec::with_capacity(ops.len());
+        for op in ops {
+            let e = txn.apply(op);
+            if atomic {
+                if let Err(e) = e {
+                    return Err(err(format!("{what}: {e}")));
+                }
+            }
+            effects.push(e);
+        }
+        let net = txn.net();
+        if net.is_empty() {
+            txn.keep();
+            return Ok((effects, net));
+        }
+        let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
+        if self.design == DesignKind::Cflows {
+            // The learned classifier takes it all or none of it (the record is dropped with
+            // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
+            self.apply(0, &net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
+            *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            txn.keep();
+            return Ok((effects, net));
         }
         let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(added.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("bundle: {e}")))?;
-        self.apply(version, &added, &removed)?;
-        rules.by_id = sim;
-        rules.next_id = next;
-        rules.forget_missing_hidden();
-        Ok((added.len(), removed.len()))
+        changes.extend(net.added.iter().cloned().map(RuleChange::Add));
+        // On error the transaction is dropped: the record goes back to what it was.
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
+        self.apply(version, &net.added, &removed)?;
+        txn.keep();
+        Ok((effects, net))
     }
 
     /// The ports' names, numbered 1.. in this order.
@@ -961,10 +930,10 @@ impl Control {
 
     /// The datapath action the table of record gives `frame` arriving on `in_port` (a
     /// packet-out's `TABLE`: the slow path's classification, no megaflow installed).
-    pub fn classify_frame(&self, frame: &[u8], in_port: u32) -> DpAction {
+    pub fn classify_frame(&self, frame: &[u8], in_port: u32) -> Result<DpAction, Error> {
         match rqvs_flow::frame::extract_datapath(frame, in_port) {
-            Some(key) => self.table.classify(&key).action,
-            None => DpAction::Drop,
+            Some(key) => Ok(self.slow_path(&key)?.action),
+            None => Ok(DpAction::Drop),
         }
     }
 
@@ -991,35 +960,32 @@ impl Control {
 
     /// Is the switch failed open ([`Control::fail_open`])?
     pub fn is_failed_open(&self) -> bool {
-        self.lock_rules().hidden.is_some()
+        self.lock_rules().hidden().is_some()
     }
 
     /// Fails open (`--fail-mode standalone` without a controller, as Open vSwitch's
     /// `fail_open_run` does): every flow is removed and one rule added — match everything,
-    /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow. With `false`
-    /// the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that were
-    /// removed stay removed: the controller sets up its own). Idempotent.
+    /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow (no flow-mod
+    /// selects it, no stats report it: [`table::FlowTable::set_hidden`]), as one commit. With
+    /// `false` the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that
+    /// were removed stay removed: the controller sets up its own). Idempotent.
     pub fn fail_open(&self, on: bool) -> Result<(), Error> {
-        let mut rules = self.lock_rules();
-        match (on, rules.hidden) {
+        let key = (FAIL_OPEN_PRIORITY, Match::ANY);
+        let hidden = self.lock_rules().hidden();
+        match (on, hidden) {
             (true, None) => {
-                let mut all: Vec<RuleId> = rules.by_id.keys().copied().collect();
-                let id = RuleId(rules.next_id);
-                let rule = Rule::new(id.0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
-                let mut changes: Vec<RuleChange> = all.iter().map(|&id| RuleChange::Remove(id)).collect();
-                changes.push(RuleChange::Add(rule.clone()));
-                let (version, _) = self.table.commit(changes).map_err(|e| err(format!("fail-open: {e}")))?;
-                self.apply(version, std::slice::from_ref(&rule), &all)?;
-                rules.next_id += 1;
-                for id in all.drain(..) {
-                    rules.by_id.remove(&id);
+                self.lock_rules().set_hidden(Some(key));
+                let rule = Rule::new(0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
+                let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::Add(rule)];
+                if let Err(e) = self.transact("fail-open", &ops, true) {
+                    self.lock_rules().set_hidden(None);
+                    return Err(e);
                 }
-                rules.by_id.insert(id, rule);
-                rules.hidden = Some(id);
             }
-            (false, Some(id)) => {
-                self.remove_ids(&mut rules, vec![id])?;
-                rules.hidden = None;
+            (false, Some(_)) => {
+                self.lock_rules().set_hidden(None);
+                let strict = FlowFilter { matches: Some(key.1), strict: Some(key.0), ..FlowFilter::all() };
+                self.transact("fail-open", &[FlowOp::Delete(strict)], true)?;
             }
             _ => {}
         }
@@ -1027,66 +993,8 @@ impl Control {
     }
 }
 
-/// One change of a bundle ([`Control::apply_ops`]).
-#[derive(Clone, Debug)]
-pub enum FlowOp {
-    /// Add (replacing an equal match and priority); the id is ignored.
-    Add(Rule),
-    /// Replace the actions of the selected flows.
-    Modify(FlowFilter, rqvs_flow::Actions),
-    /// Remove the selected flows.
-    Delete(FlowFilter),
-}
-
-/// Which flows an OpenFlow modify, delete or flow-stats request selects.
-#[derive(Clone, Debug)]
-pub struct FlowFilter {
-    /// The match: non-strict, every flow whose match is at least as specific (`None`: all);
-    /// strict, the flow with exactly this match and `strict`'s priority.
-    pub matches: Option<Match>,
-    /// `Some(priority)`: strict.
-    pub strict: Option<u32>,
-    /// `(cookie, mask)`: only flows whose cookie agrees on the mask's bits (mask 0: all).
-    pub cookie: (u64, u64),
-    /// Only flows with an `output:N` to this port.
-    pub out_port: Option<u32>,
-}
-
-impl FlowFilter {
-    /// Every flow.
-    pub fn all() -> FlowFilter {
-        FlowFilter { matches: None, strict: None, cookie: (0, 0), out_port: None }
-    }
-
-    /// Does it select `r`?
-    pub fn selects(&self, r: &Rule) -> bool {
-        let m = match (&self.matches, self.strict) {
-            (None, None) => true,
-            (Some(m), None) => covers(m, &r.matches),
-            (m, Some(p)) => r.priority == p && m.is_none_or(|m| m == r.matches),
-        };
-        let (cookie, mask) = self.cookie;
-        m && (r.cookie & mask) == (cookie & mask)
-            && self.out_port.is_none_or(|p| r.actions.0.contains(&Action::Output(p)))
-    }
-}
-
 /// How long the management thread waits for a PMD's answer.
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Does `general` match every packet `specific` matches? (Sound: value/mask containment on
-/// every field and range containment on the ports.)
-fn covers(general: &Match, specific: &Match) -> bool {
-    let (gm, sm) = (general.mask(), specific.mask());
-    gm.is_subset_of(sm)
-        && specific.value().masked(gm) == *general.value()
-        && range_within(specific.tp_src_range(), general.tp_src_range())
-        && range_within(specific.tp_dst_range(), general.tp_dst_range())
-}
-
-fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> bool {
-    outer.lo <= inner.lo && inner.hi <= outer.hi
-}
 
 /// Rules the switch uses for a ClassBench set, which carries no actions: rule `i` outputs to
 /// port `2 + i mod (ports − 1)` (port 1 is where traffic comes in), or to port 1 with one port.

@@ -24,7 +24,7 @@
 //! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
 //! | ROLE_REQUEST | the role asked for; a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
-//! | FLOW_MOD add, modify(_strict), delete(_strict) | [`Control::add_flows`], [`Control::modify_selected`], [`Control::del_selected`] |
+//! | FLOW_MOD add, modify(_strict), delete(_strict) | applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
@@ -110,6 +110,8 @@ use crate::{Control, Error};
 
 /// The datapath id the switch reports when none is configured.
 pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
+/// FLOW_MODs applied as one commit at most (a longer run is cut into several).
+pub const MAX_RUN: usize = 16 * 1024;
 /// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
 pub const MAX_BUNDLES: usize = 64;
 /// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;

@@ -56,7 +56,10 @@ pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, 
             Action::Output(p) if !(1..=ports).contains(p) => {
                 return Err((OfError::BAD_ACTION_BAD_OUT_PORT, format!("output:{p}: the switch has ports 1..={ports}")))
             }
-            Action::Other(s) if s == "TABLE" && !expired => control.classify_frame(&frame, in_port).to_ops(),
+            Action::Other(s) if s == "TABLE" && !expired => control
+                .classify_frame(&frame, in_port)
+                .map_err(|e| (OfError::BAD_REQUEST_BAD_PACKET, format!("TABLE: {e}")))?
+                .to_ops(),
             Action::Other(s) if s == "TABLE" => Vec::new(),
             Action::Other(s) => {
                 return Err((OfError::BAD_ACTION_BAD_OUT_PORT, format!("output to {s}: not a port of the switch")))
