@@ -101,12 +101,17 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
     if c.admitted {
         controller::gone(hub);
     }
-    // The writer ends once every sender is gone (this one, the hub's): shutting the socket
-    // down first makes a write blocked on a dead peer fail at once.
-    let _ = c.stream.shutdown(Shutdown::Both);
-    drop(c);
-    drop(me);
+    // The writer ends once every sender is gone (the connection's, the hub's entry) and it has
+    // written what was queued — a last ERROR (HELLO_FAILED, BAD_LEN) reaches the peer before the
+    // close. When the switch stops, the socket is shut down first: a write blocked on a dead
+    // peer fails at once.
+    let Connection { stream, out, me: entry, .. } = c;
+    drop((out, entry, me));
+    if hub.control.stop_requested() {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
     let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
 }
 
 /// The writer thread: writes queued messages in order until the queue closes or a write fails.
