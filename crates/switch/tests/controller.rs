@@ -450,6 +450,9 @@ fn bad_packet_outs_are_refused_with_their_errors() {
         raw[4..8].copy_from_slice(&777u32.to_be_bytes());
         of.write(&raw);
         assert_eq!(of.error_for(777), OfError::BAD_ACTION_BAD_TYPE, "{v}: group action");
+        // A role that does not exist: ROLE_REQUEST_FAILED/BAD_ROLE.
+        let xid = of.send(&Message::RoleRequest(Role { role: 7, generation_id: 0 }));
+        assert_eq!(of.error_for(xid), OfError { kind: 11, code: 2 }, "{v}: role 7");
         // A slave may not send packets.
         of.role(3);
         let xid = of.send(&po(OFP_NO_BUFFER, 1, vec![Action::Output(2)], f.clone()));

@@ -29,6 +29,8 @@ use crate::{FlowFilter, FlowOp};
 
 /// `OFPBRC_BAD_EXPERIMENTER`.
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
+/// `OFPRRFC_BAD_ROLE`: a role other than NOCHANGE, EQUAL, MASTER, SLAVE.
+const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
 /// `OFPFMFC_BAD_TIMEOUT`.
 const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
@@ -379,6 +381,9 @@ impl Connection {
                 Some(Message::BarrierReply)
             }
             Message::RoleRequest(r) => {
+                if r.role > ROLE_SLAVE {
+                    return self.error(v, xid, BAD_ROLE, bytes);
+                }
                 if r.role != 0 {
                     self.hub.set_role(&self.me, r.role);
                 }
