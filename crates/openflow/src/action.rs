@@ -55,6 +55,9 @@ pub const OFPAT_SET_FIELD: u16 = 25;
 /// `OFPAT_EXPERIMENTER`.
 pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
 
+/// The fields `SET_FIELD` may set (every other field is refused with `BAD_SET_TYPE`).
+pub(crate) const SET_FIELDS: [Field; 4] = [Field::EthDst, Field::EthSrc, Field::VlanVid, Field::IpDscp];
+
 /// `OFPIT_GOTO_TABLE`.
 pub const OFPIT_GOTO_TABLE: u16 = 1;
 /// `OFPIT_WRITE_METADATA`.

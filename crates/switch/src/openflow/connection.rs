@@ -22,6 +22,7 @@ use rqvs_openflow::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequestBody, PortStats, TableStats, MORE, OFPP_ANY,
 };
 use rqvs_openflow::port::Port;
+use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
@@ -31,6 +32,8 @@ use crate::{FlowFilter, FlowOp};
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
 /// `OFPRRFC_BAD_ROLE`: a role other than NOCHANGE, EQUAL, MASTER, SLAVE.
 const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
+/// `OFPTFFC_EPERM`: the table features cannot be changed.
+const TABLE_FEATURES_EPERM: OfError = OfError { kind: 13, code: 5 };
 /// `OFPFMFC_BAD_TIMEOUT`.
 const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
@@ -390,7 +393,7 @@ impl Connection {
                 let role = self.me.role.load(Ordering::Relaxed);
                 Some(Message::RoleReply(Role { role, generation_id: r.generation_id }))
             }
-            Message::MultipartRequest(req) => return self.multipart(v, xid, req.body, bytes),
+            Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {
                 let mut run = FlowModRun::default();
                 run.push(xid, bytes, flow_op(&fm));
@@ -420,7 +423,7 @@ impl Connection {
         }
     }
 
-    fn multipart(&mut self, v: u8, xid: u32, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
+    fn multipart(&mut self, v: u8, xid: u32, flags: u16, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
         let one = |b: MultipartReplyBody| vec![b];
         let parts: Vec<MultipartReplyBody> = match body {
             MultipartRequestBody::Desc => one(MultipartReplyBody::Desc(Desc {
@@ -475,6 +478,11 @@ impl Connection {
                 };
                 one(MultipartReplyBody::Aggregate(AggregateStats { packet_count: 0, byte_count: 0, flow_count }))
             }
+            // A query (empty, one part); a request to change the features is refused.
+            MultipartRequestBody::TableFeatures(t) if t.is_empty() && flags & MORE == 0 => {
+                one(MultipartReplyBody::TableFeatures(vec![TableFeatures::rqvs()]))
+            }
+            MultipartRequestBody::TableFeatures(_) => return self.error(v, xid, TABLE_FEATURES_EPERM, bytes),
             MultipartRequestBody::Other { .. } => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
@@ -749,14 +757,18 @@ fn flow_stats(rules: &[Rule], f: &FlowFilter) -> Vec<FlowStats> {
     out
 }
 
-/// A port's OpenFlow name (at most 15 bytes): its own, or the last part of a path, or `pN`.
+/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
+/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
+/// `pcap-out:PATH`, or `pN` when that does not fit.
 fn short_name(name: &str, port: u32) -> String {
-    if name.len() <= 15 && !name.contains('\0') {
-        return name.to_string();
+    let base = match name.split_once(':') {
+        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
+        Some((ifname, _)) => ifname,
+        None => name,
+    };
+    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
+        base.to_string()
+    } else {
+        format!("p{port}")
     }
-    let tail = name.rsplit(['/', ':']).next().unwrap_or("");
-    if !tail.is_empty() && tail.len() <= 15 {
-        return tail.to_string();
-    }
-    format!("p{port}")
 }

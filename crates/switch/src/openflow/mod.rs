@@ -24,6 +24,7 @@
 //! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
 //! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
+//! | MULTIPART TABLE_FEATURES | what the table supports ([`rqvs_openflow::table_features::TableFeatures::rqvs`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
@@ -36,8 +37,7 @@
 //! CHECK_OVERLAP are refused with their FLOW_MOD_FAILED codes; buffered packets with
 //! BUFFER_UNKNOWN. An add may name table 0 or, as Open vSwitch allows with one table, 0xff
 //! ("the switch chooses": `ovs-testcontroller`'s learned flows say so). A slave connection's
-//! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. TABLE_FEATURES and SET_ASYNC are not
-//! served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
+//! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
 //! [`MAX_BUNDLE_MSGS`] flow-mods each.
