@@ -9,6 +9,10 @@
 //! their verdicts, which the PMD installs and executes at its next iteration; or, with
 //! `--upcalls inline`, the PMD runs the slow path itself (OVS-DPDK's arrangement).
 //!
+//! Packet-outs (OpenFlow PACKET_OUT) arrive as [`PmdMsg::PacketOut`]: the PMD owns transmit
+//! queue *i* of every port, so the frame is sent from here, between batches, through the same
+//! executor (counted in `injected`, see [`crate::stats`]).
+//!
 //! Nothing on this path takes a lock: queues and the design are the thread's own; ORIG and
 //! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages and
 //! the handler's answers are polled with a non-blocking `try_recv`.
@@ -40,6 +44,21 @@ pub enum PmdMsg {
     Clear,
     /// The megaflows, one `ovs-appctl dpctl/dump-flows` line each.
     DumpFlows(Sender<Vec<String>>),
+    /// A packet-out to execute: its frame, its in_port, and its ops (a flow's ops already
+    /// spliced in where the packet-out said `TABLE`).
+    PacketOut(PacketOut),
+    /// Answered once every message before it is handled (a packet-out before it is sent): an
+    /// OpenFlow BARRIER's wait.
+    Sync(Sender<()>),
+}
+
+/// A PACKET_OUT as a PMD executes it.
+#[derive(Clone, Debug)]
+pub struct PacketOut {
+    pub frame: Vec<u8>,
+    /// The packet-out's in_port (rqvs numbering: `CONTROLLER` is 0xfffd).
+    pub in_port: u32,
+    pub ops: Vec<rqvs_datapath::actions::Op>,
 }
 
 /// What a PMD thread is given.
@@ -56,6 +75,10 @@ pub struct PmdSetup {
     pub busy_poll: bool,
     /// The handler thread; `None`: upcalls handled inline.
     pub handler: Option<HandlerLink>,
+    /// The `NORMAL` action's MAC table (shared by every PMD).
+    pub macs: Arc<crate::normal::MacTable>,
+    /// The packet-in queue's sending end (`None`: no OpenFlow channel).
+    pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
 }
 
 /// A PMD's ends of the handler thread's queues.
@@ -102,7 +125,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     let t0 = Instant::now();
     let mut pmd = Pmd::new();
-    let mut exec = Executor::new();
+    let mut exec =
+        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut keys = [FlowKey::default(); BATCH];
@@ -203,7 +227,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &t0);
+            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &t0);
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -241,7 +265,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // Answer anything still waiting, so no caller blocks on a stopped PMD.
     while let Ok(msg) = s.inbox.try_recv() {
         let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &t0);
+        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &t0);
     }
     PmdFinal { report }
 }
@@ -370,18 +394,58 @@ fn answers(
     done
 }
 
-fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
+/// Where a frame ended (see [`crate::stats`]).
+enum End {
+    Forwarded,
+    ToController,
+    Dropped,
+    Lost,
+}
+
+/// Counts the copies and packet-ins of one frame's outcome; says where the frame ended.
+fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
     c.outputs += u64::from(o.outputs);
     c.skipped_outputs += u64::from(o.skipped);
     c.controller += u64::from(o.to_controller);
+    c.packet_ins += u64::from(o.packet_ins);
+    c.packet_in_dropped += u64::from(o.packet_in_dropped);
+    if o.outputs > 0 {
+        End::Forwarded
+    } else if o.packet_ins > 0 {
+        End::ToController
+    } else if o.packet_in_dropped > 0 {
+        End::Lost
+    } else {
+        End::Dropped
+    }
+}
+
+fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
     if o.ttl_expired {
         c.ttl_expired[p] += 1;
     }
-    if o.outputs > 0 {
-        c.forwarded[p] += 1;
-    } else {
-        c.dropped[p] += 1;
+    match outcome(c, o) {
+        End::Forwarded => c.forwarded[p] += 1,
+        End::ToController => c.to_controller[p] += 1,
+        End::Dropped => c.dropped[p] += 1,
+        End::Lost => c.lost[p] += 1,
     }
+}
+
+/// A packet-out's frame through the executor, counted in `injected` (a full packet-in queue
+/// drops it: `dropped` there, the packet-in counted as dropped).
+fn packet_out(c: &mut PmdCounters, exec: &mut Executor, tx: &mut [TxQueue], po: &PacketOut) {
+    let o = exec.execute_packet_out(&po.frame, po.in_port, &po.ops, tx);
+    c.injected.rx += 1;
+    if o.ttl_expired {
+        c.injected.ttl_expired += 1;
+    }
+    match outcome(c, o) {
+        End::Forwarded => c.injected.forwarded += 1,
+        End::ToController => c.injected.to_controller += 1,
+        End::Dropped | End::Lost => c.injected.dropped += 1,
+    }
+    flush(tx);
 }
 
 fn handle_msg(
@@ -390,9 +454,14 @@ fn handle_msg(
     c: &mut PmdCounters,
     baseline: &mut (PmdCounters, rqvs_datapath::Counters),
     up: &mut Inflight,
+    exec: &mut Executor,
     t0: &Instant,
 ) {
     match msg {
+        PmdMsg::PacketOut(po) => packet_out(c, exec, &mut s.tx, &po),
+        PmdMsg::Sync(answer) => {
+            let _ = answer.send(());
+        }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
             s.design.table_changed();
