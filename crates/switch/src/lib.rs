@@ -1007,7 +1007,7 @@ impl Control {
 
 /// How long the management thread waits for a PMD's answer (counters, dumps).
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// How long a rule change waits for the PMDs (or the CFLOWS manager) to apply it ([`Control::apply`]).
+/// How long a rule change waits for the PMDs (or the CFLOWS manager) to apply it.
 pub const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Rules the switch uses for a ClassBench set, which carries no actions: rule `i` outputs to
