@@ -100,24 +100,26 @@ pub fn build(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn 
         ClassifierKind::Ofproto => {
             OfprotoClassifier::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
-        ClassifierKind::Nmu => {
-            NuevoMatchUp::build(rules).map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
-        }
-        ClassifierKind::NmuIsets => {
-            NuevoMatchUp::build_with(rules, nuevomatch::NuevoMatchConfig::always_learned(), TupleMerge::build)
-                .map(|c| Box::new(c) as Box<dyn Classifier>)
-                .map_err(|e| e.to_string())
-        }
-        ClassifierKind::NmuBs => {
-            let config = nuevomatch::NuevoMatchConfig {
-                index: nuevomatch::sorted_ranges,
-                ..nuevomatch::NuevoMatchConfig::always_learned()
-            };
-            NuevoMatchUp::build_with(rules, config, TupleMerge::build)
-                .map(|c| Box::new(c) as Box<dyn Classifier>)
-                .map_err(|e| e.to_string())
+        ClassifierKind::Nmu | ClassifierKind::NmuIsets | ClassifierKind::NmuBs => {
+            let nmu = build_nuevomatch(kind, rules).expect("a NuevoMatchUP kind");
+            nmu.map(|c| Box::new(c) as Box<dyn Classifier>).map_err(|e| e.to_string())
         }
     }
+}
+
+/// The NuevoMatchUP classifier of kind `kind` over `rules` as its own type (so it can be saved
+/// with [`NuevoMatchUp::to_model_bytes`]), or `None` when `kind` is not a NuevoMatchUP kind.
+pub fn build_nuevomatch(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Option<Result<NuevoMatchUp, ClassifierError>> {
+    let config = match kind {
+        ClassifierKind::Nmu => nuevomatch::NuevoMatchConfig::default(),
+        ClassifierKind::NmuIsets => nuevomatch::NuevoMatchConfig::always_learned(),
+        ClassifierKind::NmuBs => nuevomatch::NuevoMatchConfig {
+            index: nuevomatch::sorted_ranges,
+            ..nuevomatch::NuevoMatchConfig::always_learned()
+        },
+        _ => return None,
+    };
+    Some(NuevoMatchUp::build_with(rules, config, TupleMerge::build))
 }
 
 /// The winner by definition: the first rule, in winner order, whose [`rqvs_flow::Match`]

@@ -39,13 +39,19 @@ pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error>
         Some(p) => (p.display().to_string(), read_bytes(p)?),
         None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
     };
+    Ok(packets_from_bytes(&name, bytes, in_port)?)
+}
+
+/// Packets from the (decompressed) bytes of a ClassBench trace or a pcap/pcapng capture;
+/// `name` names them in errors; every packet gets `in_port`.
+pub fn packets_from_bytes(name: &str, bytes: Vec<u8>, in_port: u32) -> rqvs_flow::Result<Packets> {
     if pcap::is_capture(&bytes) {
-        let cap = pcap::parse_capture(&name, &bytes, in_port)?;
+        let cap = pcap::parse_capture(name, &bytes, in_port)?;
         let entries = cap.keys.iter().map(|&k| TraceEntry::from_key(k)).collect();
         return Ok(Packets { entries, capture: Some(cap.stats) });
     }
-    let text = text_from_bytes(&name, bytes)?;
-    let mut entries = formats::trace::parse_trace(&name, &text)?;
+    let text = text_from_bytes(name, bytes)?;
+    let mut entries = formats::trace::parse_trace(name, &text)?;
     for e in &mut entries {
         e.key.in_port = in_port;
     }

@@ -21,6 +21,10 @@
 //!   three busy threads, else by a thread of its own.
 //!
 //! Coverage is reported at all times ([`LiveNuevoMatch::coverage`]).
+//!
+//! `LiveNuevoMatch` is `Send + Sync`: lookups (`&self`) may run on other threads than the
+//! owner's when something excludes them from its updates (`&mut self`), e.g. a reader-writer
+//! lock, as the C library's live handle does.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver};
@@ -110,7 +114,9 @@ struct Training {
     started: Instant,
     /// The owner's time taking the snapshot.
     start: Duration,
-    done: Receiver<Trained>,
+    /// Behind a mutex only so that `LiveNuevoMatch` is `Sync` (lookups from other threads, behind
+    /// a reader-writer lock); only the owner's `poll` takes it.
+    done: Mutex<Receiver<Trained>>,
     worker: JoinHandle<()>,
     rules: usize,
 }
@@ -155,7 +161,13 @@ impl LiveNuevoMatch {
         config: NuevoMatchConfig,
     ) -> Result<LiveNuevoMatch, ClassifierError> {
         let current = NuevoMatchUp::build_with(rules, config, TupleMerge::build)?;
-        Ok(LiveNuevoMatch {
+        Ok(Self::from_model(current, policy, threshold, config))
+    }
+
+    /// Starts from a model built elsewhere (one loaded with [`NuevoMatchUp::from_model_bytes`]:
+    /// no training); every model it trains later uses `config`.
+    pub fn from_model(current: NuevoMatchUp, policy: Policy, threshold: f64, config: NuevoMatchConfig) -> LiveNuevoMatch {
+        LiveNuevoMatch {
             base_remainder: current.remainder().len(),
             failed_sessions: 0,
             retry_at: None,
@@ -168,7 +180,7 @@ impl LiveNuevoMatch {
             log: Arc::new(Mutex::new(VecDeque::new())),
             training: None,
             sessions: Vec::new(),
-        })
+        }
     }
 
     /// The model lookups use now.
@@ -274,7 +286,7 @@ impl LiveNuevoMatch {
     pub fn poll(&mut self) {
         let mut retired = None;
         if let Some(t) = &self.training {
-            let result = t.done.try_recv();
+            let result = t.done.lock().expect("done lock").try_recv();
             if let Err(std::sync::mpsc::TryRecvError::Disconnected) = result {
                 // The build failed (it should not on rules the current model holds): keep the
                 // current model, which has every update, and retry after a pause.
@@ -363,7 +375,7 @@ impl LiveNuevoMatch {
             }
             let _ = tx.send(Trained { model, train, caught_up: applied, built_remainder, staged });
         });
-        self.training = Some(Training { started: Instant::now(), start: t_start.elapsed(), done: rx, worker, rules });
+        self.training = Some(Training { started: Instant::now(), start: t_start.elapsed(), done: Mutex::new(rx), worker, rules });
     }
 
     /// Ids of the staged rules (delayed policy).
@@ -386,6 +398,12 @@ impl LiveNuevoMatch {
 mod tests {
     use super::*;
     use crate::testing;
+
+    #[test]
+    fn live_is_send_and_sync() {
+        fn both<T: Send + Sync>() {}
+        both::<LiveNuevoMatch>();
+    }
     use proptest::prelude::*;
 
     proptest! {

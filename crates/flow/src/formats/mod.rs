@@ -45,3 +45,53 @@ pub fn parse_rules(file: &str, text: &str) -> crate::Result<Vec<crate::Rule>> {
         RuleFormat::Ofctl => ofctl::parse_flows(file, text),
     }
 }
+
+/// One rule from one line of either format, with id `id` (what an embedding inserts).
+///
+/// A ClassBench line (starting with `@`) has no priority of its own: it gets
+/// `classbench_priority`. An ovs-ofctl flow has its own (`priority=`, default 32768) and the
+/// argument is not used. `file` and `line_no` name the input in errors.
+pub fn parse_rule_line(
+    file: &str,
+    line_no: usize,
+    line: &str,
+    id: u32,
+    classbench_priority: u32,
+) -> crate::Result<crate::Rule> {
+    if line.contains('\n') {
+        return Err(crate::ParseError::at_line(file, line_no, 1, "expected one rule on one line, found a newline"));
+    }
+    match sniff_rule_format(line) {
+        RuleFormat::ClassBench => {
+            let f = classbench::parse_line(file, line_no, line.trim())?;
+            let m = classbench::to_match(&f).map_err(|e| crate::ParseError::at_line(file, line_no, 1, e))?;
+            Ok(crate::Rule::new(id, classbench_priority, m, crate::Actions::drop()))
+        }
+        RuleFormat::Ofctl => {
+            let content = line.split('#').next().unwrap_or("");
+            if content.trim().is_empty() {
+                return Err(crate::ParseError::at_line(file, line_no, 1, "expected a rule, found an empty line"));
+            }
+            ofctl::parse_flow(file, line_no, content, id)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_rule_line_of_either_format() {
+        let r = parse_rule_line("x", 1, "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0x0000", 7, 99)
+            .unwrap();
+        assert_eq!((r.id.0, r.priority), (7, 99));
+        assert_eq!(r.matches.tp_dst_range(), crate::PortRange::exact(80));
+        let r = parse_rule_line("x", 1, "priority=5,tcp,tp_dst=22,actions=drop", 3, 99).unwrap();
+        assert_eq!((r.id.0, r.priority), (3, 5));
+        let e = parse_rule_line("x", 4, "@10.0.0.0/33 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF", 0, 1).unwrap_err();
+        assert!(e.to_string().starts_with("x:4:"), "{e}");
+        assert!(parse_rule_line("x", 1, "   ", 0, 1).is_err());
+        assert!(parse_rule_line("x", 1, "tcp,actions=drop\ntcp,actions=drop", 0, 1).is_err());
+    }
+}
