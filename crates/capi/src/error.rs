@@ -99,7 +99,9 @@ impl Error {
     }
 }
 
-/// An error as C holds it: created by a failing function, freed with `rqvs_error_free`.
+/// An error: its `rqvs_status` code (`rqvs_error_status`) and one-line message
+/// (`rqvs_error_message`). Made by a failing function, owned by the caller, freed with
+/// `rqvs_error_free`.
 #[allow(non_camel_case_types)]
 pub struct rqvs_error {
     pub(crate) status: Status,

@@ -83,6 +83,11 @@ pub fn parse_rule(text: &str, id: u32, classbench_priority: u32) -> Result<Rule,
     rqvs_flow::formats::parse_rule_line(RULE_TEXT_NAME, 1, text, id, classbench_priority).map_err(Error::parse)
 }
 
+/// One rule in struct form with id `id`; errors start with `rule: `.
+pub fn struct_rule(rule: &rqvs_rule, id: u32) -> Result<Rule, Error> {
+    rule.to_rule(id).map_err(|e| Error::new(e.status, format!("rule: {}", e.message)))
+}
+
 /// Classifies `keys` into `out` (ids, [`RQVS_NO_MATCH`]) in batches of [`BATCH`], as the CLI's
 /// `classify` does.
 fn classify_into(keys: &[FlowKey], out: &mut [i64], lookup_batch: impl Fn(&[FlowKey], &mut [Option<RuleId>])) {
@@ -100,7 +105,9 @@ fn refused(e: rqvs_classify::ClassifierError) -> Error {
     Error::new(RQVS_ERR_RULE, e.to_string())
 }
 
-/// A classifier of any kind (`CLASSIFIER_NAMES`).
+/// A classifier of one kind ("ref", "tss", "tm", "ofproto", "nmu", "nmu-isets", "nmu-bs") over a
+/// set of rules: lookups from any number of threads, updates with the caller excluding every
+/// other call (`rqvs_classify_batch`).
 #[allow(non_camel_case_types)]
 pub struct rqvs_classifier {
     kind: ClassifierKind,
@@ -142,7 +149,10 @@ impl rqvs_classifier {
             Inner::Nmu(nmu) => save_model(nmu, path),
             Inner::Other(_) => Err(Error::new(
                 RQVS_ERR_INVALID,
-                format!("{path}: a {} classifier has no model to save (only nmu and nmu-isets do)", self.kind.name()),
+                format!(
+                    "{path}: a classifier of kind {} has no model to save (only nmu and nmu-isets have)",
+                    self.kind.name()
+                ),
             )),
         }
     }
@@ -202,7 +212,8 @@ fn not_found(id: u32) -> Error {
     Error::new(RQVS_ERR_NOT_FOUND, format!("no rule has id {id}"))
 }
 
-/// A live NuevoMatchUP: lookups under a read lock from any thread, updates under the write lock.
+/// A live NuevoMatchUP classifier with its background trainer: lookups from any number of
+/// threads while one thread updates; it locks itself (`rqvs_live_from_file`).
 #[allow(non_camel_case_types)]
 pub struct rqvs_live {
     state: RwLock<LiveState>,

@@ -8,7 +8,7 @@ use crate::error::{Error, RQVS_ERR_INVALID};
 /// `dl_type` of IPv4: ClassBench rules require it, so a ClassBench packet is a zeroed key with
 /// `dl_type = RQVS_ETH_TYPE_IP` and its five fields (`nw_src`, `nw_dst`, `tp_src`, `tp_dst`,
 /// `nw_proto`) set.
-pub const RQVS_ETH_TYPE_IP: u16 = rqvs_flow::key::ETH_TYPE_IP;
+pub const RQVS_ETH_TYPE_IP: u16 = 0x0800;
 
 /// Result id of a packet no rule matches.
 pub const RQVS_NO_MATCH: i64 = -1;
@@ -141,7 +141,7 @@ impl rqvs_rule {
     pub fn to_rule(&self, id: u32) -> Result<Rule, Error> {
         let range = |lo: u16, hi: u16, port: &str| {
             PortRange::new(lo, hi).ok_or_else(|| {
-                Error::new(RQVS_ERR_INVALID, format!("rule: {port} range {lo}..{hi} is empty (lo > hi)"))
+                Error::new(RQVS_ERR_INVALID, format!("{port} range {lo}..{hi} is empty (lo > hi)"))
             })
         };
         let m = Match::new(
@@ -150,7 +150,7 @@ impl rqvs_rule {
             range(self.tp_src_lo, self.tp_src_hi, "tp_src")?,
             range(self.tp_dst_lo, self.tp_dst_hi, "tp_dst")?,
         )
-        .map_err(|e| Error::new(RQVS_ERR_INVALID, format!("rule: {e}")))?;
+        .map_err(|e| Error::new(RQVS_ERR_INVALID, e.to_string()))?;
         Ok(Rule::new(id, self.priority, m, rqvs_flow::Actions::drop()))
     }
 }
@@ -181,7 +181,7 @@ pub enum rqvs_policy {
     RQVS_POLICY_DELAYED = 1,
 }
 
-/// What a live NuevoMatchUP classifier is doing (`rqvs_live_stats`).
+/// What a live NuevoMatchUP classifier is doing (`rqvs_live_get_stats`).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -220,6 +220,11 @@ mod tests {
         assert!(bad.to_rule(0).unwrap_err().message.contains("tp_src range 9..8"));
         let any = rqvs_rule::any(3).to_rule(0).unwrap();
         assert!(any.matches.matches(&FlowKey::default()));
+    }
+
+    #[test]
+    fn constants_are_the_flow_layers() {
+        assert_eq!(RQVS_ETH_TYPE_IP, rqvs_flow::key::ETH_TYPE_IP);
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub unsafe extern "C" fn rqvs_classifier_insert_rule(
     unsafe {
         run(err, -1, || {
             let (c, rule) = (get_mut(c, "classifier")?, get(rule, "rule")?);
-            Ok(i64::from(c.insert(|id| rule.to_rule(id))?))
+            Ok(i64::from(c.insert(|id| handle::struct_rule(rule, id))?))
         })
     }
 }

@@ -21,7 +21,7 @@ use crate::types::{rqvs_live_stats, rqvs_rule};
 /// or a threshold outside 0..1 is RQVS_ERR_INVALID).
 ///
 /// Thread-safety contract of a live handle: lookups (`rqvs_live_classify_batch`, `_len`,
-/// `_stats`, `_save_model`) may run from any number of threads at once, concurrently with
+/// `_get_stats`, `_save_model`) may run from any number of threads at once, concurrently with
 /// updates (`_insert_*`, `_remove`, `_poll`, `_finish_training`) made from another thread.
 /// Updates are serialized with a reader-writer lock: one waits for the lookups in progress
 /// (each call holds the read lock for its whole batch, so one call sees one rule set), and
@@ -179,7 +179,7 @@ pub unsafe extern "C" fn rqvs_live_insert_rule(
     unsafe {
         run(err, -1, || {
             let (l, rule) = (get(live, "live")?, get(rule, "rule")?);
-            Ok(i64::from(l.insert(|id| rule.to_rule(id))?))
+            Ok(i64::from(l.insert(|id| handle::struct_rule(rule, id))?))
         })
     }
 }
@@ -237,7 +237,7 @@ pub unsafe extern "C" fn rqvs_live_finish_training(live: *mut rqvs_live) -> c_in
 /// # Safety
 /// `live` is NULL or a live handle; `stats` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rqvs_live_stats(live: *const rqvs_live, stats: *mut rqvs_live_stats) -> c_int {
+pub unsafe extern "C" fn rqvs_live_get_stats(live: *const rqvs_live, stats: *mut rqvs_live_stats) -> c_int {
     status(|| {
         // SAFETY: the pointers are as this function's contract says.
         let (l, out) = unsafe { (get(live, "live")?, get_mut(stats, "stats")?) };
