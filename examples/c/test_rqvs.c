@@ -43,6 +43,8 @@ static int passed, failed;
     } while (0)
 
 /* Prints how long the phase that ends now took (diagnostics: the suite's slow parts). */
+static void phase(const char *set, const char *what);
+static void phase_time(const char *set, const char *what) { phase(set, what); }
 static void phase(const char *set, const char *what) {
     static struct timespec last;
     struct timespec now;
@@ -85,8 +87,10 @@ static char *read_lines(const char *path, char ***lines, size_t *n) {
 static void compare_all(const char *set, const char *phase, handles *h, const rqvs_key *keys, size_t n,
                         int64_t *want, int64_t *got) {
     CHECK(rqvs_classify_batch(h->c[0], keys, n, want) == RQVS_OK, "%s %s: ref classify", set, phase);
+    phase_time(set, "ref");
     for (size_t k = 1; k <= NKINDS; k++) {
         CHECK(rqvs_classify_batch(h->c[k], keys, n, got) == RQVS_OK, "%s %s: classify", set, phase);
+        phase_time(set, KINDS[k - 1]);
         size_t bad = 0, first = 0;
         for (size_t i = 0; i < n; i++)
             if (got[i] != want[i] && bad++ == 0) first = i;

@@ -163,6 +163,36 @@ fn c_suite_10k_under_asan() {
     run_suite("c_suite_10k", &sets);
 }
 
+/// The README's C example compiles, runs from the checkout's root and prints what the README
+/// says it prints.
+#[test]
+fn readme_example_runs() {
+    if !have_cc("readme_example_runs") {
+        return;
+    }
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme.find("## The C library").expect("README has the C library section")..];
+    let code = section.split("cat > hello.c <<'EOF'\n").nth(1).and_then(|r| r.split("\nEOF\n").next()).unwrap();
+    let printed = section.split("prints\n```text\n").nth(1).and_then(|r| r.split("```").next()).unwrap();
+    let work = work_dir("readme");
+    std::fs::write(work.join("hello.c"), code).unwrap();
+    let o = Command::new("cc")
+        .arg("-I")
+        .arg(repo().join("include"))
+        .arg(work.join("hello.c"))
+        .args(shared_link())
+        .arg("-o")
+        .arg(work.join("hello"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the README's example does not compile:\n{}", text(&o).1);
+    let o = Command::new(work.join("hello")).current_dir(repo()).output().unwrap();
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "the README's example failed:\n{stdout}\n{stderr}");
+    assert_eq!(stdout, printed, "the README's example prints something else");
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
 /// The example, linked with the static library, classifies the embedded acl1_1k workload as the
 /// Rust classifier does; the benchmark builds and runs (once, untimed).
 #[test]
