@@ -117,7 +117,7 @@ pub struct rqvs_classifier {
 
 enum Inner {
     /// Kept as its own type so its model can be saved.
-    Nmu(NuevoMatchUp),
+    Nmu(Box<NuevoMatchUp>),
     Other(Box<dyn Classifier>),
 }
 
@@ -131,7 +131,7 @@ impl rqvs_classifier {
             ));
         };
         let inner = match rqvs_classify::build_nuevomatch(k, rules) {
-            Some(nmu) => Inner::Nmu(nmu.map_err(refused)?),
+            Some(nmu) => Inner::Nmu(Box::new(nmu.map_err(refused)?)),
             None => Inner::Other(rqvs_classify::build(k, rules).map_err(|e| Error::new(RQVS_ERR_RULE, e))?),
         };
         Ok(rqvs_classifier { kind: k, inner, next_id: next_id(rules) })
@@ -141,7 +141,7 @@ impl rqvs_classifier {
     pub fn load_model(path: &str) -> Result<rqvs_classifier, Error> {
         let nmu = load_model(path)?;
         let next_id = next_id(&nmu.rules());
-        Ok(rqvs_classifier { kind: ClassifierKind::Nmu, inner: Inner::Nmu(nmu), next_id })
+        Ok(rqvs_classifier { kind: ClassifierKind::Nmu, inner: Inner::Nmu(Box::new(nmu)), next_id })
     }
 
     pub fn save_model(&self, path: &str) -> Result<(), Error> {
@@ -159,14 +159,14 @@ impl rqvs_classifier {
 
     fn get(&self) -> &dyn Classifier {
         match &self.inner {
-            Inner::Nmu(c) => c,
+            Inner::Nmu(c) => c.as_ref(),
             Inner::Other(c) => c.as_ref(),
         }
     }
 
     fn get_mut(&mut self) -> &mut dyn Classifier {
         match &mut self.inner {
-            Inner::Nmu(c) => c,
+            Inner::Nmu(c) => c.as_mut(),
             Inner::Other(c) => c.as_mut(),
         }
     }
@@ -184,7 +184,8 @@ impl rqvs_classifier {
         }
     }
 
-    pub fn len(&self) -> usize {
+    /// Rules held.
+    pub fn rule_count(&self) -> usize {
         self.get().len()
     }
 
@@ -275,7 +276,8 @@ impl rqvs_live {
         self.state.write().map_err(|_| poisoned())
     }
 
-    pub fn len(&self) -> Result<usize, Error> {
+    /// Rules held, staged ones included.
+    pub fn rule_count(&self) -> Result<usize, Error> {
         let s = self.read()?;
         Ok(s.live.current().len() + s.live.staged())
     }
@@ -382,7 +384,7 @@ mod tests {
             // A refused or malformed rule uses up no id.
             assert_eq!(c.insert(|id| parse_rule("@bad", id, 0)).unwrap_err().status, RQVS_ERR_PARSE);
             assert_eq!(c.insert(|id| parse_rule("udp,actions=drop", id, 0)).unwrap(), 3);
-            assert_eq!(c.len(), 3);
+            assert_eq!(c.rule_count(), 3);
         }
     }
 
@@ -421,7 +423,7 @@ mod tests {
         assert_eq!(live.remove(0).unwrap().id, RuleId(0));
         live.classify(&keys, &mut out).unwrap();
         assert_eq!(out, [1, 2]);
-        assert_eq!(live.len().unwrap(), 2);
+        assert_eq!(live.rule_count().unwrap(), 2);
         assert!(policy(2).is_err() && threshold(1.5).is_err());
         let dir = std::env::temp_dir().join(format!("rqvs-capi-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -432,7 +434,7 @@ mod tests {
         assert_eq!(out, [1, 2]);
         let c = rqvs_classifier::load_model(&path).unwrap();
         c.classify(&keys, &mut out);
-        assert_eq!((out, c.len()), ([1, 2], 2));
+        assert_eq!((out, c.rule_count()), ([1, 2], 2));
         std::fs::write(&path, b"RQVSNMU\0garbage-garbage").unwrap();
         assert_eq!(rqvs_classifier::load_model(&path).err().unwrap().status, RQVS_ERR_MODEL);
         std::fs::remove_dir_all(&dir).unwrap();

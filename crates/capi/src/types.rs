@@ -63,7 +63,9 @@ macro_rules! same_layout {
         };
     };
 }
-same_layout!(nw_src, nw_dst, tp_src, tp_dst, in_port, dl_type, vlan_tci, tcp_flags, nw_proto, nw_tos, nw_frag, dl_src, dl_dst);
+same_layout!(
+    nw_src, nw_dst, tp_src, tp_dst, in_port, dl_type, vlan_tci, tcp_flags, nw_proto, nw_tos, nw_frag, dl_src, dl_dst
+);
 
 impl From<&rqvs_key> for FlowKey {
     fn from(k: &rqvs_key) -> FlowKey {
@@ -140,9 +142,8 @@ impl rqvs_rule {
     /// a port range is empty.
     pub fn to_rule(&self, id: u32) -> Result<Rule, Error> {
         let range = |lo: u16, hi: u16, port: &str| {
-            PortRange::new(lo, hi).ok_or_else(|| {
-                Error::new(RQVS_ERR_INVALID, format!("{port} range {lo}..{hi} is empty (lo > hi)"))
-            })
+            PortRange::new(lo, hi)
+                .ok_or_else(|| Error::new(RQVS_ERR_INVALID, format!("{port} range {lo}..{hi} is empty (lo > hi)")))
         };
         let m = Match::new(
             FlowKey::from(&self.value),

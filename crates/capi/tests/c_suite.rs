@@ -43,7 +43,8 @@ fn have_cc(test: &str) -> bool {
         Ok(o) if o.status.success() => true,
         other => {
             let reason = format!("no C compiler (cc: {:?})", other.map(|o| o.status));
-            let required = std::env::var("RQVS_REQUIRE_NETNS").as_deref() == Ok("1") || std::env::var_os("CI").is_some();
+            let required =
+                std::env::var("RQVS_REQUIRE_NETNS").as_deref() == Ok("1") || std::env::var_os("CI").is_some();
             assert!(!required, "{test}: a C compiler is required here (RQVS_REQUIRE_NETNS=1 or CI) but: {reason}");
             eprintln!("skipping {test}: {reason}");
             false

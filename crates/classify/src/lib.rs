@@ -109,7 +109,10 @@ pub fn build(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Result<Box<dyn 
 
 /// The NuevoMatchUP classifier of kind `kind` over `rules` as its own type (so it can be saved
 /// with [`NuevoMatchUp::to_model_bytes`]), or `None` when `kind` is not a NuevoMatchUP kind.
-pub fn build_nuevomatch(kind: ClassifierKind, rules: &[rqvs_flow::Rule]) -> Option<Result<NuevoMatchUp, ClassifierError>> {
+pub fn build_nuevomatch(
+    kind: ClassifierKind,
+    rules: &[rqvs_flow::Rule],
+) -> Option<Result<NuevoMatchUp, ClassifierError>> {
     let config = match kind {
         ClassifierKind::Nmu => nuevomatch::NuevoMatchConfig::default(),
         ClassifierKind::NmuIsets => nuevomatch::NuevoMatchConfig::always_learned(),

@@ -134,7 +134,7 @@ pub unsafe extern "C" fn rqvs_classifier_save_model(
 #[no_mangle]
 pub unsafe extern "C" fn rqvs_classifier_len(c: *const rqvs_classifier) -> usize {
     // SAFETY: `c` is as this function's contract says.
-    infallible(0, || unsafe { get(c, "classifier") }.map_or(0, |c| c.len()))
+    infallible(0, || unsafe { get(c, "classifier") }.map_or(0, |c| c.rule_count()))
 }
 
 /// The classifier's kind ("ref", "tss", "tm", "ofproto", "nmu", "nmu-isets", "nmu-bs"), a

@@ -115,7 +115,7 @@ pub unsafe extern "C" fn rqvs_live_save_model(
 #[no_mangle]
 pub unsafe extern "C" fn rqvs_live_len(live: *const rqvs_live) -> usize {
     // SAFETY: `live` is as this function's contract says.
-    infallible(0, || unsafe { get(live, "live") }.and_then(|l| l.len()).unwrap_or(0))
+    infallible(0, || unsafe { get(live, "live") }.and_then(|l| l.rule_count()).unwrap_or(0))
 }
 
 /// `rqvs_classify_batch` on the live classifier: `rule_ids[i]` = the winner's id or -1. Returns
@@ -134,8 +134,7 @@ pub unsafe extern "C" fn rqvs_live_classify_batch(
 ) -> c_int {
     status(|| {
         // SAFETY: the pointers are as this function's contract says.
-        let (l, k, out) =
-            unsafe { (get(live, "live")?, slice(keys, n, "keys")?, slice_mut(rule_ids, n, "rule_ids")?) };
+        let (l, k, out) = unsafe { (get(live, "live")?, slice(keys, n, "keys")?, slice_mut(rule_ids, n, "rule_ids")?) };
         l.classify(super::keys(k), out)
     })
 }

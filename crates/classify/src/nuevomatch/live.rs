@@ -166,7 +166,12 @@ impl LiveNuevoMatch {
 
     /// Starts from a model built elsewhere (one loaded with [`NuevoMatchUp::from_model_bytes`]:
     /// no training); every model it trains later uses `config`.
-    pub fn from_model(current: NuevoMatchUp, policy: Policy, threshold: f64, config: NuevoMatchConfig) -> LiveNuevoMatch {
+    pub fn from_model(
+        current: NuevoMatchUp,
+        policy: Policy,
+        threshold: f64,
+        config: NuevoMatchConfig,
+    ) -> LiveNuevoMatch {
         LiveNuevoMatch {
             base_remainder: current.remainder().len(),
             failed_sessions: 0,
@@ -375,7 +380,8 @@ impl LiveNuevoMatch {
             }
             let _ = tx.send(Trained { model, train, caught_up: applied, built_remainder, staged });
         });
-        self.training = Some(Training { started: Instant::now(), start: t_start.elapsed(), done: Mutex::new(rx), worker, rules });
+        self.training =
+            Some(Training { started: Instant::now(), start: t_start.elapsed(), done: Mutex::new(rx), worker, rules });
     }
 
     /// Ids of the staged rules (delayed policy).
