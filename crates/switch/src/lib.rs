@@ -42,6 +42,7 @@
 
 pub mod ctl;
 pub mod execute;
+pub mod flowstats;
 pub mod handler;
 pub mod manager;
 pub mod openflow;
@@ -68,6 +69,7 @@ use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
 use serde::Serialize;
 
+use crate::flowstats::FlowCount;
 use crate::pmd::{PmdFinal, PmdMsg, PmdSetup};
 use crate::stats::{PmdReport, PortFrames};
 
@@ -200,7 +202,10 @@ pub struct Control {
     /// The CFLOWS manager thread's queue (CFLOWS only).
     manager: Mutex<Option<Sender<manager::ManagerMsg>>>,
     stop: Arc<AtomicBool>,
+    /// The switch's clock base (per-flow last-hit times count from it) and start time.
     started: std::time::Instant,
+    /// Per-flow counters of the PMD threads that have ended.
+    parting: flowstats::Parting,
 }
 
 /// The table of record: rules by id, and the next id to give.
@@ -319,6 +324,8 @@ impl Switch {
             handler = Some(h);
         }
         let handler_stats = handler.as_ref().map(|h: &handler::Handler| h.stats.clone());
+        let started = std::time::Instant::now();
+        let parting = flowstats::Parting::new(pmds);
         let mut inboxes = Vec::new();
         let mut threads = Vec::new();
         for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
@@ -334,6 +341,8 @@ impl Switch {
                 stop: stop.clone(),
                 busy_poll: cfg.busy_poll,
                 handler: link,
+                clock: started,
+                parting: parting.clone(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
@@ -353,7 +362,8 @@ impl Switch {
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
-            started: std::time::Instant::now(),
+            started,
+            parting,
         });
         Ok(Switch { threads, handler, manager, control })
     }
@@ -542,6 +552,41 @@ impl Control {
         for i in &self.inboxes {
             let _ = i.send(PmdMsg::Clear);
         }
+    }
+
+    /// The per-flow counts of `rules` summed over the PMDs (cleared at every PMD when `take`:
+    /// the flows are gone; [`flowstats`]), in their order; a PMD thread that has ended counts
+    /// with what it left.
+    pub fn flow_counts(&self, rules: &[RuleId], take: bool) -> Vec<FlowCount> {
+        let mut sum = vec![FlowCount::default(); rules.len()];
+        if rules.is_empty() {
+            return sum;
+        }
+        let shared: Arc<[RuleId]> = rules.into();
+        let replies: Vec<_> = self
+            .inboxes
+            .iter()
+            .map(|i| {
+                let (reply, r) = mpsc::channel();
+                i.send(PmdMsg::FlowStats { rules: shared.clone(), take, reply }).ok().map(|()| r)
+            })
+            .collect();
+        for (pmd, r) in replies.into_iter().enumerate() {
+            // A PMD answers, or has ended (its counters are in `parting`), or — stuck longer than
+            // REPLY_WAIT — is skipped.
+            let counts = r
+                .and_then(|r| r.recv_timeout(REPLY_WAIT).ok())
+                .or_else(|| self.parting.counts(pmd, rules, take));
+            for (s, c) in sum.iter_mut().zip(counts.iter().flatten()) {
+                s.add(c);
+            }
+        }
+        sum
+    }
+
+    /// Nanoseconds on the switch's clock (per-flow last-hit times are on it).
+    pub fn clock_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
     }
 
     /// Megaflows per PMD, in `ovs-appctl dpctl/dump-flows` notation.

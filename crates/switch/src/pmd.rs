@@ -9,6 +9,10 @@
 //! their verdicts, which the PMD installs and executes at its next iteration; or, with
 //! `--upcalls inline`, the PMD runs the slow path itself (OVS-DPDK's arrangement).
 //!
+//! Each packet classified is counted for the rule that decided it, in the PMD's own per-flow
+//! counters ([`crate::flowstats`]), which the management side reads with
+//! [`PmdMsg::FlowStats`].
+//!
 //! Nothing on this path takes a lock: queues and the design are the thread's own; ORIG and
 //! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages and
 //! the handler's answers are polled with a non-blocking `try_recv`.
@@ -19,13 +23,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rqvs_datapath::upcall::Upcall;
-use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH};
+use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH, NO_RULE};
 use rqvs_flow::frame::extract_datapath;
-use rqvs_flow::FlowKey;
+use rqvs_flow::{FlowKey, RuleId};
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
 use crate::execute::Executor;
+use crate::flowstats::{FlowCount, FlowCounters, Parting};
 use crate::handler::{UpcallBatch, UpcallItem};
 use crate::stats::{PmdCounters, PmdReport};
 
@@ -40,6 +45,10 @@ pub enum PmdMsg {
     Clear,
     /// The megaflows, one `ovs-appctl dpctl/dump-flows` line each.
     DumpFlows(Sender<Vec<String>>),
+    /// The per-flow counts of `rules`, in their order; cleared here when `take` (the flows are
+    /// gone, or modified under new ids). A PMD that has ended does not answer: its counts are
+    /// in [`Parting`].
+    FlowStats { rules: Arc<[RuleId]>, take: bool, reply: Sender<Vec<FlowCount>> },
 }
 
 /// What a PMD thread is given.
@@ -56,6 +65,10 @@ pub struct PmdSetup {
     pub busy_poll: bool,
     /// The handler thread; `None`: upcalls handled inline.
     pub handler: Option<HandlerLink>,
+    /// The switch's clock base: per-flow last-hit times are ns since it.
+    pub clock: Instant,
+    /// Where this PMD leaves its per-flow counters when it ends.
+    pub parting: Parting,
 }
 
 /// A PMD's ends of the handler thread's queues.
@@ -105,6 +118,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut exec = Executor::new();
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
+    let mut flows = FlowCounters::new();
     let mut keys = [FlowKey::default(); BATCH];
     // Which frame of the batch each key came from.
     let mut frame_of = [0usize; BATCH];
@@ -124,7 +138,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         if let Some(link) = &s.handler {
             if up.n > 0 {
                 let busy = Instant::now();
-                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, None) > 0 {
+                let sink = (&mut flows, s.clock);
+                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink, None) > 0 {
                     c.busy_ns += busy.elapsed().as_nanos() as u64;
                 }
             }
@@ -137,6 +152,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                 continue;
             }
             let busy = Instant::now();
+            let now_ns = busy.saturating_duration_since(s.clock).as_nanos() as u64;
             got += n_frames;
             c.rx[p] += n_frames as u64;
             let mut n = 0;
@@ -153,11 +169,16 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             let seq0 = seq;
             seq += n as u64;
             let (_, actions) = pmd.receive(s.design.as_mut(), &keys[..n], seq0);
+            let rules = s.design.batch_rules();
             for (j, &a) in actions.iter().enumerate() {
                 match a {
                     DpAction::Pending => {}
                     DpAction::Lost => c.lost[p] += 1,
-                    a => account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
+                    a => {
+                        let frame = batch.get(frame_of[j]).unwrap_or(&[]);
+                        flows.hit(rules.get(j).copied().unwrap_or(NO_RULE), frame.len(), now_ns);
+                        account(&mut c, p, exec.execute(frame, in_port, a, &mut s.tx));
+                    }
                 }
             }
             match &s.handler {
@@ -176,13 +197,17 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             })
                             .collect();
                         drop(batch);
-                        send_upcalls(link, s.index, items, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx);
+                        let sink = (&mut flows, s.clock);
+                        send_upcalls(link, s.index, items, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink);
                     }
                 }
                 None => {
-                    for &(q, a) in pmd.handle(s.design.as_mut()) {
-                        let j = (q - seq0) as usize;
-                        account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx));
+                    let handled = pmd.handle(s.design.as_mut());
+                    let rules = s.design.upcall_rules();
+                    for (i, &(q, a)) in handled.iter().enumerate() {
+                        let frame = batch.get(frame_of[(q - seq0) as usize]).unwrap_or(&[]);
+                        flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len(), now_ns);
+                        account(&mut c, p, exec.execute(frame, in_port, a, &mut s.tx));
                     }
                 }
             }
@@ -203,7 +228,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &t0);
+            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut flows, &t0);
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -225,7 +250,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // The handler's last answers: every packet taken is sent or counted.
     if let Some(link) = s.handler.take() {
         while up.n > 0 {
-            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, Some(HANDLER_DRAIN)) == 0 {
+            let sink = (&mut flows, s.clock);
+            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink, Some(HANDLER_DRAIN)) == 0
+            {
                 // No answer in time (the handler is gone): what it held is lost.
                 for (p, n) in up.by_port.iter_mut().enumerate() {
                     c.lost[p] += *n as u64;
@@ -238,10 +265,16 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     flush(&mut s.tx);
     s.design.settle();
     let report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    // The per-flow counters stay readable after the thread ends (a flow-stats request now
+    // goes unanswered: the asker reads them there).
+    s.parting.leave(s.index, std::mem::take(&mut flows));
     // Answer anything still waiting, so no caller blocks on a stopped PMD.
     while let Ok(msg) = s.inbox.try_recv() {
+        if matches!(msg, PmdMsg::FlowStats { .. }) {
+            continue;
+        }
         let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &t0);
+        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut flows, &t0);
     }
     PmdFinal { report }
 }
@@ -266,13 +299,14 @@ fn send_upcalls(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
+    (flows, clock): (&mut FlowCounters, Instant),
 ) {
     if up.offline {
         // A file waits: in pieces of at most the cap, each when there is room for it.
         while !items.is_empty() {
             let rest = items.split_off(items.len().min(link.cap.max(1)));
             while up.n > 0 && up.n + items.len() > link.cap {
-                if answers(link, design, up, c, exec, tx, Some(HANDLER_DRAIN)) == 0 {
+                if answers(link, design, up, c, exec, tx, (&mut *flows, clock), Some(HANDLER_DRAIN)) == 0 {
                     break;
                 }
             }
@@ -327,8 +361,9 @@ fn lose(items: Vec<UpcallItem>, design: &mut dyn Design, c: &mut PmdCounters) {
 }
 
 /// Takes the handler's answers — what has arrived, or (with `wait`) the next batch within that
-/// time — installs their megaflows, applies the actions to the frames and sends them. Returns
-/// the packets answered.
+/// time — installs their megaflows, counts each packet for its verdict's rule, applies the
+/// actions to the frames and sends them. Returns the packets answered.
+#[allow(clippy::too_many_arguments)]
 fn answers(
     link: &HandlerLink,
     design: &mut dyn Design,
@@ -336,6 +371,7 @@ fn answers(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
+    (flows, clock): (&mut FlowCounters, Instant),
     wait: Option<Duration>,
 ) -> usize {
     let mut done = 0;
@@ -350,6 +386,7 @@ fn answers(
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             },
         };
+        let now_ns = Instant::now().saturating_duration_since(clock).as_nanos() as u64;
         for it in b.items {
             up.n -= 1;
             up.by_port[it.port] -= 1;
@@ -360,7 +397,11 @@ fn answers(
             };
             match a {
                 DpAction::Lost | DpAction::Pending => c.lost[it.port] += 1,
-                a => account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx)),
+                a => {
+                    let rule = it.verdict.as_ref().and_then(|(v, _)| v.rule).unwrap_or(NO_RULE);
+                    flows.hit(rule, it.frame.len(), now_ns);
+                    account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx));
+                }
             }
         }
     }
@@ -390,9 +431,13 @@ fn handle_msg(
     c: &mut PmdCounters,
     baseline: &mut (PmdCounters, rqvs_datapath::Counters),
     up: &mut Inflight,
+    flows: &mut FlowCounters,
     t0: &Instant,
 ) {
     match msg {
+        PmdMsg::FlowStats { rules, take, reply } => {
+            let _ = reply.send(if take { flows.take(&rules) } else { flows.read(&rules) });
+        }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
             s.design.table_changed();

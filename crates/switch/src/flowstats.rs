@@ -1,0 +1,185 @@
+//! Per-flow counters: packets, bytes and the time of the last hit of every OpenFlow rule, kept
+//! by each PMD thread on its own and summed by the management side.
+//!
+//! **Where a packet is counted.** The PMD counts each packet it classified for the rule that
+//! decided it — the design names it ([`rqvs_datapath::Design::batch_rules`] for the fast path,
+//! [`rqvs_datapath::Design::upcall_rules`] for upcalls handled inline, the verdict's `rule`
+//! for the handler thread's answers) — with the frame's length as received. Packets no rule
+//! matched (the table-miss drop), malformed frames and lost upcalls count for no flow.
+//!
+//! **Storage.** [`FlowCounters`] is the PMD's own: no lock, no atomic, no allocation per
+//! packet. Rule ids are never reused by the switch (every add and modify takes a new one), so
+//! over a long run the ids in use are a sparse subset of a growing range; the counters are
+//! kept in pages of [`PAGE`] rules, a page allocated the first time one of its rules is hit
+//! and freed when a [`FlowCounters::take`] leaves it empty — memory follows the rules that are
+//! hit, not the highest id ever given. A hit is two dependent loads (page, entry) and three
+//! stores.
+//!
+//! **Reading them.** The management side asks every PMD between its batches
+//! ([`crate::pmd::PmdMsg::FlowStats`]) for the counts of a list of rules and sums them
+//! ([`FlowCount::add`]); a removed (or modified) flow's counts are *taken* — read and cleared —
+//! once the change is applied on every PMD, so no later packet can count for it. A PMD thread
+//! that ends (its capture files are done) leaves its counters in [`Parting`], where the
+//! management side reads them from then on.
+//!
+//! **Time.** `used_ns` is nanoseconds since the switch's clock base (one `Instant` every PMD and
+//! the management side share), taken once per batch; 0 means never hit.
+
+use std::sync::{Arc, Mutex};
+
+use rqvs_datapath::NO_RULE;
+use rqvs_flow::RuleId;
+
+/// Rules per page of counters.
+pub const PAGE: usize = 1024;
+const PAGE_BITS: u32 = PAGE.trailing_zeros();
+
+/// One rule's counters at one PMD (or summed over PMDs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCount {
+    pub packets: u64,
+    /// Frame lengths as received.
+    pub bytes: u64,
+    /// The last hit, ns since the switch's clock base (0: never).
+    pub used_ns: u64,
+}
+
+impl FlowCount {
+    /// Sums `o` into this: packets and bytes add up, the last hit is the later one.
+    pub fn add(&mut self, o: &FlowCount) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.used_ns = self.used_ns.max(o.used_ns);
+    }
+}
+
+type Page = Box<[FlowCount]>;
+
+/// A PMD's counters of every rule it has seen (module docs).
+#[derive(Default)]
+pub struct FlowCounters {
+    pages: Vec<Option<Page>>,
+}
+
+impl FlowCounters {
+    pub fn new() -> FlowCounters {
+        FlowCounters::default()
+    }
+
+    /// A packet of `bytes` bytes decided by `rule` at `now_ns` ([`NO_RULE`]: counted nowhere).
+    #[inline]
+    pub fn hit(&mut self, rule: RuleId, bytes: usize, now_ns: u64) {
+        if rule == NO_RULE {
+            return;
+        }
+        let (p, i) = ((rule.0 >> PAGE_BITS) as usize, rule.0 as usize & (PAGE - 1));
+        if p >= self.pages.len() {
+            self.pages.resize_with(p + 1, || None);
+        }
+        let page = self.pages[p].get_or_insert_with(|| vec![FlowCount::default(); PAGE].into_boxed_slice());
+        let e = &mut page[i];
+        e.packets += 1;
+        e.bytes += bytes as u64;
+        e.used_ns = now_ns;
+    }
+
+    /// The counts of `rule` (zero when never hit).
+    pub fn get(&self, rule: RuleId) -> FlowCount {
+        let (p, i) = ((rule.0 >> PAGE_BITS) as usize, rule.0 as usize & (PAGE - 1));
+        self.pages.get(p).and_then(Option::as_ref).map_or_else(FlowCount::default, |page| page[i])
+    }
+
+    /// The counts of each of `rules`.
+    pub fn read(&self, rules: &[RuleId]) -> Vec<FlowCount> {
+        rules.iter().map(|&r| self.get(r)).collect()
+    }
+
+    /// The counts of each of `rules`, cleared here (their flows are gone); a page left with no
+    /// counts is freed.
+    pub fn take(&mut self, rules: &[RuleId]) -> Vec<FlowCount> {
+        let out = self.read(rules);
+        for &r in rules {
+            let (p, i) = ((r.0 >> PAGE_BITS) as usize, r.0 as usize & (PAGE - 1));
+            if let Some(slot) = self.pages.get_mut(p) {
+                if let Some(page) = slot.as_mut() {
+                    page[i] = FlowCount::default();
+                    if page.iter().all(|e| e.packets == 0) {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        while self.pages.last().is_some_and(Option::is_none) {
+            self.pages.pop();
+        }
+        out
+    }
+
+    /// Pages allocated (tests, memory reports).
+    pub fn pages(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count()
+    }
+}
+
+/// The counters of PMD threads that have ended, by PMD index (module docs).
+#[derive(Clone, Default)]
+pub struct Parting(Arc<Mutex<Vec<Option<FlowCounters>>>>);
+
+impl Parting {
+    pub fn new(pmds: usize) -> Parting {
+        Parting(Arc::new(Mutex::new((0..pmds).map(|_| None).collect())))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<FlowCounters>>> {
+        // Nothing panics while holding it.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// PMD `pmd` ends and leaves its counters.
+    pub fn leave(&self, pmd: usize, c: FlowCounters) {
+        if let Some(slot) = self.lock().get_mut(pmd) {
+            *slot = Some(c);
+        }
+    }
+
+    /// The counts of `rules` at PMD `pmd` if it has ended (cleared there when `take`).
+    pub fn counts(&self, pmd: usize, rules: &[RuleId], take: bool) -> Option<Vec<FlowCount>> {
+        let mut g = self.lock();
+        let c = g.get_mut(pmd)?.as_mut()?;
+        Some(if take { c.take(rules) } else { c.read(rules) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_count_per_rule_and_take_clears_and_frees() {
+        let mut c = FlowCounters::new();
+        c.hit(RuleId(3), 60, 10);
+        c.hit(RuleId(3), 100, 20);
+        c.hit(RuleId(5000), 1500, 30);
+        c.hit(NO_RULE, 64, 40);
+        assert_eq!(c.get(RuleId(3)), FlowCount { packets: 2, bytes: 160, used_ns: 20 });
+        assert_eq!(c.get(RuleId(5000)), FlowCount { packets: 1, bytes: 1500, used_ns: 30 });
+        assert_eq!(c.get(RuleId(4)), FlowCount::default());
+        assert_eq!(c.get(RuleId(1 << 30)), FlowCount::default());
+        assert_eq!(c.pages(), 2);
+        let t = c.take(&[RuleId(5000), RuleId(77_777)]);
+        assert_eq!(t[0].packets, 1);
+        assert_eq!(t[1], FlowCount::default());
+        assert_eq!(c.get(RuleId(5000)), FlowCount::default());
+        assert_eq!(c.pages(), 1, "the emptied page is freed");
+        assert_eq!(c.pages.len(), 1, "and the directory shrinks");
+        c.take(&[RuleId(3)]);
+        assert_eq!(c.pages(), 0);
+    }
+
+    #[test]
+    fn counts_add_up_over_pmds() {
+        let mut a = FlowCount { packets: 2, bytes: 100, used_ns: 50 };
+        a.add(&FlowCount { packets: 3, bytes: 7, used_ns: 20 });
+        assert_eq!(a, FlowCount { packets: 5, bytes: 107, used_ns: 50 });
+    }
+}
