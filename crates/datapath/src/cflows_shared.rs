@@ -103,8 +103,9 @@ impl CflowsPublisher {
     pub fn change(&mut self, remove: &[RuleId], add: Vec<Rule>) -> Result<(), ClassifierError> {
         // Ids first, before anything changes: an id held (and not removed here) or given twice.
         let mut ids = std::collections::HashSet::new();
+        let removing: std::collections::HashSet<RuleId> = remove.iter().copied().collect();
         for r in &add {
-            if !ids.insert(r.id) || (self.nm.rule(r.id).is_some() && !remove.contains(&r.id)) {
+            if !ids.insert(r.id) || (self.nm.rule(r.id).is_some() && !removing.contains(&r.id)) {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }

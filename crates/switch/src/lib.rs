@@ -29,10 +29,11 @@
 //! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
 //! batches). Nothing on the packet path takes a lock.
 //!
-//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`]): `add-flows` with a
+//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`table`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
 //! every flow whose match is at least as specific as a given one (OpenFlow's non-strict
-//! delete), or all. Each change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
+//! delete), or all. Every change — a command, a bundle, a run of FLOW_MODs — is one transaction
+//! on the record ([`table::Txn`]) whose net change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
 //! megaflows, CFLOWS' manager publishes the changed classifier; the call returns once every PMD
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
@@ -49,8 +50,10 @@ pub mod openflow;
 pub mod pmd;
 pub mod stats;
 mod sys;
+pub mod table;
 
-use std::collections::BTreeMap;
+pub use table::{FlowFilter, FlowOp, NetChange};
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -72,6 +75,7 @@ use serde::Serialize;
 use crate::flowstats::FlowCount;
 use crate::pmd::{PmdFinal, PmdMsg, PmdSetup};
 use crate::stats::{PmdReport, PortFrames};
+use crate::table::FlowTable;
 
 /// A switch error: one line, naming the port, rule or setting.
 #[derive(Debug)]
@@ -196,7 +200,7 @@ pub struct Control {
     port_names: Vec<String>,
     pmd_cpus: Vec<Option<usize>>,
     table: OfprotoTable,
-    rules: Mutex<Rules>,
+    rules: Mutex<FlowTable>,
     /// The handler thread's counters (when there is one).
     handler: Option<Arc<handler::HandlerStats>>,
     /// The CFLOWS manager thread's queue (CFLOWS only).
@@ -206,12 +210,6 @@ pub struct Control {
     started: std::time::Instant,
     /// Per-flow counters of the PMD threads that have ended.
     parting: flowstats::Parting,
-}
-
-/// The table of record: rules by id, and the next id to give.
-struct Rules {
-    by_id: BTreeMap<RuleId, Rule>,
-    next_id: u32,
 }
 
 impl Switch {
@@ -350,7 +348,6 @@ impl Switch {
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
             threads.push(t);
         }
-        let next_id = cfg.rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
         let control = Arc::new(Control {
             design: cfg.design,
             inboxes,
@@ -358,7 +355,7 @@ impl Switch {
             ports: handles,
             pmd_cpus: cpus,
             table,
-            rules: Mutex::new(Rules { by_id: cfg.rules.into_iter().map(|r| (r.id, r)).collect(), next_id }),
+            rules: Mutex::new(FlowTable::new(cfg.rules)),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
@@ -634,7 +631,7 @@ impl Control {
         let tx_accounted = ports.iter().map(|p| p.tx_packets + p.tx_dropped).sum();
         FinalReport {
             design: self.design.name(),
-            rules: self.lock_rules().by_id.len(),
+            rules: self.lock_rules().len(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             ports,
             pmds,
@@ -644,7 +641,7 @@ impl Control {
         }
     }
 
-    fn lock_rules(&self) -> std::sync::MutexGuard<'_, Rules> {
+    fn lock_rules(&self) -> std::sync::MutexGuard<'_, FlowTable> {
         // A panic while holding the lock happens before any change is made (changes are
         // committed last), so the map is consistent.
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
@@ -653,7 +650,7 @@ impl Control {
     /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order.
     pub fn flows(&self) -> Vec<String> {
         let rules = self.lock_rules();
-        let mut v: Vec<&Rule> = rules.by_id.values().collect();
+        let mut v: Vec<&Rule> = rules.iter().collect();
         v.sort_by_key(|r| r.rank());
         v.iter()
             .flat_map(|r| ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)]))
@@ -672,7 +669,7 @@ impl Control {
         let key: FlowKey = rule.matches.value().wire();
         let v = self.table.classify(&key);
         let rules = self.lock_rules();
-        let winner = v.rule.and_then(|id| rules.by_id.get(&id));
+        let winner = v.rule.and_then(|id| rules.get(id));
         let mut s = format!("Flow: {}\n\n", format_packet(&key));
         match winner {
             Some(r) => {
@@ -692,157 +689,120 @@ impl Control {
     /// `add-flows`: adds `rules` (their ids are ignored and new ones given) as one commit; a
     /// flow with the match and priority of an existing one replaces it. Returns (added,
     /// replaced).
-    pub fn add_flows(&self, mut new: Vec<Rule>) -> Result<(usize, usize), Error> {
-        check_rules(&new)?;
-        let mut rules = self.lock_rules();
-        let mut replaced = Vec::new();
-        let held: std::collections::HashMap<(u32, Match), RuleId> =
-            rules.by_id.values().map(|o| ((o.priority, o.matches), o.id)).collect();
-        for r in &mut new {
-            r.id = RuleId(rules.next_id);
-            rules.next_id += 1;
-            if let Some(&old) = held.get(&(r.priority, r.matches)) {
-                replaced.push(old);
-            }
-        }
-        let mut changes: Vec<RuleChange> = replaced.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(new.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("add-flows: {e}")))?;
-        self.apply(version, &new, &replaced)?;
-        for id in &replaced {
-            rules.by_id.remove(id);
-        }
-        let added = new.len();
-        rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
-        Ok((added, replaced.len()))
+    pub fn add_flows(&self, new: Vec<Rule>) -> Result<(usize, usize), Error> {
+        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::Add).collect();
+        let (effects, _) = self.transact("add-flows", &ops, true)?;
+        Ok(effects.iter().flatten().fold((0, 0), |(a, r), e| (a + e.added, r + e.removed)))
     }
 
     /// `del-flows`: removes every flow whose match is at least as specific as one of
     /// `matches` (OpenFlow's non-strict delete), or every flow when `matches` is `None`.
     /// Returns the number removed.
     pub fn del_flows(&self, matches: Option<&[Match]>) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let ids: Vec<RuleId> = rules
-            .by_id
-            .values()
-            .filter(|r| matches.is_none_or(|ms| ms.iter().any(|m| covers(m, &r.matches))))
-            .map(|r| r.id)
-            .collect();
-        self.remove_ids(&mut rules, ids)
-    }
-
-    /// Removes `ids` (rules of the table of record, locked by the caller) as one commit: the
-    /// shared table, the PMDs, then the record. Returns the number removed.
-    fn remove_ids(&self, rules: &mut Rules, ids: Vec<RuleId>) -> Result<usize, Error> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let (version, _) = self
-            .table
-            .commit(ids.iter().map(|&id| RuleChange::Remove(id)).collect())
-            .map_err(|e| err(format!("del-flows: {e}")))?;
-        self.apply(version, &[], &ids)?;
-        for id in &ids {
-            rules.by_id.remove(id);
-        }
-        Ok(ids.len())
+        let ops: Vec<FlowOp> = match matches {
+            None => vec![FlowOp::Delete(FlowFilter::all())],
+            Some(ms) => {
+                ms.iter().map(|m| FlowOp::Delete(FlowFilter { matches: Some(*m), ..FlowFilter::all() })).collect()
+            }
+        };
+        Ok(self.transact("del-flows", &ops, true)?.1.removed.len())
     }
 
     /// The table of record's rules, in winner order (a copy).
     pub fn rules(&self) -> Vec<Rule> {
         let rules = self.lock_rules();
-        let mut v: Vec<Rule> = rules.by_id.values().cloned().collect();
+        let mut v: Vec<Rule> = rules.iter().cloned().collect();
         v.sort_by_key(|r| r.rank());
         v
     }
 
     /// The flows `filter` selects (a copy, winner order).
     pub fn select(&self, filter: &FlowFilter) -> Vec<Rule> {
-        self.rules().into_iter().filter(|r| filter.selects(r)).collect()
+        let rules = self.lock_rules();
+        let mut v: Vec<Rule> = rules.select(filter).into_iter().filter_map(|id| rules.get(id).cloned()).collect();
+        v.sort_by_key(|r| r.rank());
+        v
     }
 
     /// OpenFlow's delete (strict or not, with cookie and out_port filters): removes the flows
     /// `filter` selects as one commit. Returns the number removed.
     pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let ids: Vec<RuleId> = rules.by_id.values().filter(|r| filter.selects(r)).map(|r| r.id).collect();
-        self.remove_ids(&mut rules, ids)
+        Ok(self.transact("del-flows", &[FlowOp::Delete(filter.clone())], true)?.1.removed.len())
     }
 
     /// OpenFlow's modify (strict or not): the flows `filter` selects keep their match,
     /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
-        let mut rules = self.lock_rules();
-        let old: Vec<Rule> = rules.by_id.values().filter(|r| filter.selects(r)).cloned().collect();
-        if old.is_empty() {
-            return Ok(0);
-        }
-        let mut new = Vec::with_capacity(old.len());
-        for o in &old {
-            let mut r = o.clone();
-            r.id = RuleId(rules.next_id);
-            rules.next_id += 1;
-            r.actions = actions.clone();
-            new.push(r);
-        }
-        check_rules(&new)?;
-        let removed: Vec<RuleId> = old.iter().map(|r| r.id).collect();
-        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(new.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("mod-flows: {e}")))?;
-        self.apply(version, &new, &removed)?;
-        for id in &removed {
-            rules.by_id.remove(id);
-        }
-        let n = new.len();
-        rules.by_id.extend(new.into_iter().map(|r| (r.id, r)));
-        Ok(n)
+        let (effects, _) = self.transact("mod-flows", &[FlowOp::Modify(filter.clone(), actions.clone())], true)?;
+        Ok(effects.iter().flatten().map(|e| e.added).sum())
     }
 
-    /// A bundle: `ops` applied in order to a copy of the table, checked, and the difference
-    /// committed as one change set (all or nothing: an error leaves the table as it was).
-    /// Returns the number of flows (added, removed) by the whole.
+    /// A bundle: `ops` applied in order and committed as one change set (all or nothing: an
+    /// error leaves the table as it was). Returns the number of flows (added, removed) by the
+    /// whole (net: a flow added and deleted inside the bundle counts in neither).
     pub fn apply_ops(&self, ops: &[FlowOp]) -> Result<(usize, usize), Error> {
+        let (_, net) = self.transact("bundle", ops, true)?;
+        Ok((net.added.len(), net.removed.len()))
+    }
+
+    /// A run of independent flow-mods (a controller's stream of FLOW_MODs): each applied in
+    /// order and atomic on its own — a refused one is left out, with its error, and changes
+    /// nothing — and all the accepted ones committed together, as one change set, so a stream
+    /// of thousands costs one revalidation (ORIG, CCACHE) or one publication (CFLOWS) instead
+    /// of one per flow-mod. When that commit fails every one is refused with its error.
+    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, Error>> {
+        match self.transact("flow-mod", ops, false) {
+            Ok((effects, _)) => effects,
+            Err(e) => ops.iter().map(|_| Err(err(e.0.clone()))).collect(),
+        }
+    }
+
+    /// The one path every rule change takes: `ops` applied in order to the table of record
+    /// (`atomic`: the first refused one refuses them all, nothing changed; otherwise refused
+    /// ones are left out), the net change committed to the shared OpenFlow table, then to the
+    /// PMDs ([`Control::apply`]), then kept in the record. Returns each op's effect (or error)
+    /// and the net change.
+    fn transact(
+        &self,
+        what: &str,
+        ops: &[FlowOp],
+        atomic: bool,
+    ) -> Result<(Vec<Result<table::OpEffect, Error>>, NetChange), Error> {
         let mut rules = self.lock_rules();
-        let mut sim = rules.by_id.clone();
-        let mut next = rules.next_id;
+        let mut txn = rules.txn();
+        let mut effects = Vec::with_capacity(ops.len());
         for op in ops {
-            match op {
-                FlowOp::Add(r) => {
-                    sim.retain(|_, o| !(o.priority == r.priority && o.matches == r.matches));
-                    let mut r = r.clone();
-                    r.id = RuleId(next);
-                    next += 1;
-                    sim.insert(r.id, r);
+            let e = txn.apply(op);
+            if atomic {
+                if let Err(e) = e {
+                    return Err(err(format!("{what}: {e}")));
                 }
-                FlowOp::Modify(f, actions) => {
-                    let chosen: Vec<RuleId> = sim.values().filter(|r| f.selects(r)).map(|r| r.id).collect();
-                    for id in chosen {
-                        let mut r = sim.remove(&id).expect("selected above");
-                        r.id = RuleId(next);
-                        next += 1;
-                        r.actions = actions.clone();
-                        sim.insert(r.id, r);
-                    }
-                }
-                FlowOp::Delete(f) => sim.retain(|_, r| !f.selects(r)),
             }
+            effects.push(e);
         }
-        let removed: Vec<RuleId> = rules.by_id.keys().filter(|id| !sim.contains_key(id)).copied().collect();
-        let added: Vec<Rule> = sim.values().filter(|r| !rules.by_id.contains_key(&r.id)).cloned().collect();
-        check_rules(&added)?;
-        if removed.is_empty() && added.is_empty() {
-            rules.next_id = next;
-            return Ok((0, 0));
+        let net = txn.net();
+        if net.is_empty() {
+            txn.keep();
+            return Ok((effects, net));
         }
-        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(added.iter().cloned().map(RuleChange::Add));
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("bundle: {e}")))?;
-        self.apply(version, &added, &removed)?;
-        rules.by_id = sim;
-        rules.next_id = next;
-        Ok((added.len(), removed.len()))
+        let mut changes: Vec<RuleChange> = net.removed.iter().map(|r| RuleChange::Remove(r.id)).collect();
+        changes.extend(net.added.iter().cloned().map(RuleChange::Add));
+        // On error the transaction is dropped: the record goes back to what it was.
+        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
+        let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
+        if let Err(e) = self.apply(version, &net.added, &removed) {
+            // CFLOWS' classifier refused the change (and kept none of it): the shared table
+            // goes back too, and the record with the transaction dropped.
+            let mut undo: Vec<RuleChange> = net.added.iter().map(|r| RuleChange::Remove(r.id)).collect();
+            undo.extend(net.removed.iter().cloned().map(RuleChange::Add));
+            if let Err(u) = self.table.commit(undo) {
+                eprintln!("rqvs switch: {what}: the OpenFlow table could not be put back after a refused change: {u}");
+            }
+            return Err(err(format!("{what}: {e}")));
+        }
+        txn.keep();
+        Ok((effects, net))
     }
 
     /// The ports' names, numbered 1.. in this order.
@@ -892,66 +852,8 @@ impl Control {
     }
 }
 
-/// One change of a bundle ([`Control::apply_ops`]).
-#[derive(Clone, Debug)]
-pub enum FlowOp {
-    /// Add (replacing an equal match and priority); the id is ignored.
-    Add(Rule),
-    /// Replace the actions of the selected flows.
-    Modify(FlowFilter, rqvs_flow::Actions),
-    /// Remove the selected flows.
-    Delete(FlowFilter),
-}
-
-/// Which flows an OpenFlow modify, delete or flow-stats request selects.
-#[derive(Clone, Debug)]
-pub struct FlowFilter {
-    /// The match: non-strict, every flow whose match is at least as specific (`None`: all);
-    /// strict, the flow with exactly this match and `strict`'s priority.
-    pub matches: Option<Match>,
-    /// `Some(priority)`: strict.
-    pub strict: Option<u32>,
-    /// `(cookie, mask)`: only flows whose cookie agrees on the mask's bits (mask 0: all).
-    pub cookie: (u64, u64),
-    /// Only flows with an `output:N` to this port.
-    pub out_port: Option<u32>,
-}
-
-impl FlowFilter {
-    /// Every flow.
-    pub fn all() -> FlowFilter {
-        FlowFilter { matches: None, strict: None, cookie: (0, 0), out_port: None }
-    }
-
-    /// Does it select `r`?
-    pub fn selects(&self, r: &Rule) -> bool {
-        let m = match (&self.matches, self.strict) {
-            (None, None) => true,
-            (Some(m), None) => covers(m, &r.matches),
-            (m, Some(p)) => r.priority == p && m.is_none_or(|m| m == r.matches),
-        };
-        let (cookie, mask) = self.cookie;
-        m && (r.cookie & mask) == (cookie & mask)
-            && self.out_port.is_none_or(|p| r.actions.0.contains(&Action::Output(p)))
-    }
-}
-
 /// How long the management thread waits for a PMD's answer.
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Does `general` match every packet `specific` matches? (Sound: value/mask containment on
-/// every field and range containment on the ports.)
-fn covers(general: &Match, specific: &Match) -> bool {
-    let (gm, sm) = (general.mask(), specific.mask());
-    gm.is_subset_of(sm)
-        && specific.value().masked(gm) == *general.value()
-        && range_within(specific.tp_src_range(), general.tp_src_range())
-        && range_within(specific.tp_dst_range(), general.tp_dst_range())
-}
-
-fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> bool {
-    outer.lo <= inner.lo && inner.hi <= outer.hi
-}
 
 /// Rules the switch uses for a ClassBench set, which carries no actions: rule `i` outputs to
 /// port `2 + i mod (ports − 1)` (port 1 is where traffic comes in), or to port 1 with one port.

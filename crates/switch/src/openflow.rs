@@ -12,7 +12,7 @@
 //! | BARRIER_REQUEST | BARRIER_REPLY (every message before it is done: changes are synchronous) |
 //! | ROLE_REQUEST | the role asked for (no master election) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
-//! | FLOW_MOD add, modify(_strict), delete(_strict) | [`Control::add_flows`], [`Control::modify_selected`], [`Control::del_selected`] |
+//! | FLOW_MOD add, modify(_strict), delete(_strict) | applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
 //!
@@ -60,6 +60,10 @@ const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 const CAPABILITIES: u32 = 1 | 2 | 4;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
 const PART: usize = 128;
+/// Bytes read from a connection at a time.
+const READ_CHUNK: usize = 256 * 1024;
+/// FLOW_MODs applied as one commit at most (a longer run is cut into several).
+pub const MAX_RUN: usize = 16 * 1024;
 /// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
 pub const MAX_BUNDLES: usize = 64;
 /// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
@@ -169,27 +173,39 @@ impl Connection {
             return;
         }
         let mut buf: Vec<u8> = Vec::new();
-        let mut chunk = vec![0u8; 64 * 1024];
+        let mut chunk = vec![0u8; READ_CHUNK];
+        let mut run = FlowModRun::default();
         loop {
-            // Every whole message in the buffer.
-            while buf.len() >= Header::LEN {
-                let len = usize::from(u16::from_be_bytes([buf[2], buf[3]]));
+            // Every whole message in the buffer; a run of FLOW_MODs is applied as one commit.
+            let mut pos = 0;
+            while buf.len() - pos >= Header::LEN {
+                let head = &buf[pos..];
+                let len = usize::from(u16::from_be_bytes([head[2], head[3]]));
                 if len < Header::LEN {
-                    let xid = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-                    let v = self.version.unwrap_or(buf[0]);
-                    let _ = self.error(v, xid, OfError::BAD_REQUEST_BAD_LEN, &buf[..Header::LEN]);
+                    let xid = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+                    let v = self.version.unwrap_or(head[0]);
+                    let head: [u8; Header::LEN] = head[..Header::LEN].try_into().expect("checked above");
+                    let _ = self.flush(&mut run);
+                    let _ = self.error(v, xid, OfError::BAD_REQUEST_BAD_LEN, &head);
                     return;
                 }
-                if buf.len() < len {
+                if head.len() < len {
                     break;
                 }
-                let msg: Vec<u8> = buf.drain(..len).collect();
-                match self.handle(&msg) {
-                    Ok(()) => {}
-                    Err(End::Closed | End::Fatal) => return,
+                let msg = &buf[pos..pos + len];
+                pos += len;
+                if run.take(self.version, msg) {
+                    if run.ops.len() >= MAX_RUN && self.flush(&mut run).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                if self.flush(&mut run).is_err() || self.handle(msg).is_err() {
+                    return;
                 }
             }
-            if self.control.stop_requested() {
+            buf.drain(..pos);
+            if self.flush(&mut run).is_err() || self.control.stop_requested() {
                 return;
             }
             match self.stream.read(&mut chunk) {
@@ -199,6 +215,40 @@ impl Connection {
                 Err(_) => return,
             }
         }
+    }
+
+    /// Applies a run of FLOW_MODs ([`Control::apply_each`]: each on its own, one commit for
+    /// all) and sends the errors of the refused ones, in the order they came.
+    fn flush(&mut self, run: &mut FlowModRun) -> Result<(), End> {
+        if run.items.is_empty() {
+            return Ok(());
+        }
+        let Some(v) = self.version else { return Ok(()) };
+        let mut results = self.control.apply_each(&run.ops).into_iter();
+        let mut refusals = 0usize;
+        for (xid, bytes, item) in std::mem::take(&mut run.items) {
+            let refused = match item {
+                Ok(false) => None,
+                Ok(true) => match results.next() {
+                    Some(Ok(_)) | None => None,
+                    Some(Err(e)) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
+                },
+                Err(e) => Some(e),
+            };
+            if let Some((e, why)) = refused {
+                // One line per run, however many a controller sends.
+                if refusals == 0 {
+                    eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.peer);
+                }
+                refusals += 1;
+                self.error(v, xid, e, &bytes)?;
+            }
+        }
+        if refusals > 1 {
+            eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.peer, refusals - 1);
+        }
+        run.ops.clear();
+        Ok(())
     }
 
     fn send(&mut self, version: u8, xid: u32, msg: &Message) -> Result<(), End> {
@@ -281,13 +331,9 @@ impl Connection {
             }
             Message::MultipartRequest(req) => return self.multipart(v, xid, req.body, bytes),
             Message::FlowMod(fm) => {
-                return match self.flow_mod(&fm) {
-                    Ok(()) => Ok(()),
-                    Err((e, why)) => {
-                        eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.peer);
-                        self.error(v, xid, e, bytes)
-                    }
-                };
+                let mut run = FlowModRun::default();
+                run.push(xid, bytes, flow_op(&fm));
+                return self.flush(&mut run);
             }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
             Message::BundleControl(bc) => return self.bundle_control(v, xid, bc, bytes),
@@ -406,23 +452,6 @@ impl Connection {
             .collect()
     }
 
-    fn flow_mod(&mut self, fm: &FlowMod) -> Result<(), (OfError, String)> {
-        let failed = |e: Error| (OfError::FLOW_MOD_FAILED_UNKNOWN, e.0);
-        match flow_op(fm)? {
-            None => {}
-            Some(FlowOp::Add(rule)) => {
-                self.control.add_flows(vec![rule]).map_err(failed)?;
-            }
-            Some(FlowOp::Modify(f, actions)) => {
-                self.control.modify_selected(&f, &actions).map_err(failed)?;
-            }
-            Some(FlowOp::Delete(f)) => {
-                self.control.del_selected(&f).map_err(failed)?;
-            }
-        }
-        Ok(())
-    }
-
     /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),
     /// discard.
     fn bundle_control(&mut self, v: u8, xid: u32, bc: BundleControl, bytes: &[u8]) -> Result<(), End> {
@@ -503,6 +532,43 @@ impl Connection {
     }
 }
 
+/// Why a FLOW_MOD is refused: the OpenFlow error, and the reason for the log.
+type Refusal = (OfError, String);
+
+/// FLOW_MODs taken from the read buffer and not yet applied: `(xid, bytes, what it asks)` in
+/// the order they came (`Ok(true)`: an op in `ops`; `Ok(false)`: nothing to do; `Err`: refused
+/// before the table).
+#[derive(Default)]
+struct FlowModRun {
+    items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+    ops: Vec<FlowOp>,
+}
+
+impl FlowModRun {
+    /// Takes `msg` into the run when it is a FLOW_MOD of the negotiated version that decodes
+    /// (anything else — another message, a version mismatch, a decode error — is handled on
+    /// its own, after the run is applied).
+    fn take(&mut self, version: Option<u8>, msg: &[u8]) -> bool {
+        if version != Some(msg[0]) || msg[1] != kind::FLOW_MOD {
+            return false;
+        }
+        let Ok((h, Message::FlowMod(fm))) = decode(msg) else { return false };
+        self.push(h.xid, msg, flow_op(&fm));
+        true
+    }
+
+    fn push(&mut self, xid: u32, msg: &[u8], op: Result<Option<FlowOp>, (OfError, String)>) {
+        let item = op.map(|op| match op {
+            Some(op) => {
+                self.ops.push(op);
+                true
+            }
+            None => false,
+        });
+        self.items.push((xid, msg.to_vec(), item));
+    }
+}
+
 /// An open bundle of a connection.
 struct Bundle {
     flags: u16,
@@ -580,7 +646,7 @@ fn flow_stats(rules: &[Rule], f: &FlowFilter) -> Vec<FlowStats> {
     for r in rules {
         for m in r.matches.expand_port_ranges() {
             if let Some(g) = &f.matches {
-                if !crate::covers(g, &m) {
+                if !crate::table::covers(g, &m) {
                     continue;
                 }
             }
