@@ -25,10 +25,17 @@
 //! **Time.** `used_ns` is nanoseconds since the switch's clock base (one `Instant` every PMD and
 //! the management side share), taken once per batch; 0 means never hit.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc, Mutex};
 
 use rqvs_datapath::NO_RULE;
-use rqvs_flow::RuleId;
+use rqvs_flow::{Rule, RuleId};
+use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
+
+use crate::events::{Event, FlowRemoved};
+use crate::pmd::PmdMsg;
+use crate::table::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
+use crate::{Control, REPLY_WAIT};
 
 /// Rules per page of counters.
 pub const PAGE: usize = 1024;
@@ -147,6 +154,115 @@ impl Parting {
         let mut g = self.lock();
         let c = g.get_mut(pmd)?.as_mut()?;
         Some(if take { c.take(rules) } else { c.read(rules) })
+    }
+}
+
+/// One flow's statistics (a FLOW multipart entry, a `dump-flows` line).
+#[derive(Clone, Debug)]
+pub struct FlowStat {
+    pub rule: Rule,
+    pub meta: FlowMeta,
+    /// Its packets, bytes and last hit: what it carries plus what the PMDs counted.
+    pub counts: FlowCount,
+    /// Since its add (a modify keeps it).
+    pub duration_ns: u64,
+}
+
+impl Control {
+    /// The per-flow counts of `rules` summed over the PMDs (cleared at every PMD when `take`:
+    /// the flows are gone; module docs), in their order; a PMD thread that has ended counts
+    /// with what it left.
+    pub fn flow_counts(&self, rules: &[RuleId], take: bool) -> Vec<FlowCount> {
+        let mut sum = vec![FlowCount::default(); rules.len()];
+        if rules.is_empty() {
+            return sum;
+        }
+        let shared: Arc<[RuleId]> = rules.into();
+        let replies: Vec<_> = self
+            .inboxes
+            .iter()
+            .map(|i| {
+                let (reply, r) = mpsc::channel();
+                i.send(PmdMsg::FlowStats { rules: shared.clone(), take, reply }).ok().map(|()| r)
+            })
+            .collect();
+        for (pmd, r) in replies.into_iter().enumerate() {
+            // A PMD answers, or has ended (its counters are in `parting`), or — stuck longer than
+            // REPLY_WAIT — is skipped.
+            let counts = r
+                .and_then(|r| r.recv_timeout(REPLY_WAIT).ok())
+                .or_else(|| self.parting.counts(pmd, rules, take));
+            for (s, c) in sum.iter_mut().zip(counts.iter().flatten()) {
+                s.add(c);
+            }
+        }
+        sum
+    }
+
+    /// The flows `filter` selects with their statistics, in winner order. The table of record
+    /// stays locked while the PMDs are asked, so no change moves counts between flows
+    /// meanwhile.
+    pub fn flow_stats(&self, filter: &FlowFilter) -> Vec<FlowStat> {
+        let rules = self.lock_rules();
+        let now = self.clock_ns();
+        let ids = rules.select(filter);
+        let counts = self.flow_counts(&ids, false);
+        let mut v: Vec<FlowStat> = ids
+            .iter()
+            .zip(counts)
+            .filter_map(|(&id, c)| {
+                let (rule, meta) = (rules.get(id)?.clone(), *rules.meta(id)?);
+                let mut counts = meta.carried;
+                counts.add(&c);
+                Some(FlowStat { rule, meta, counts, duration_ns: now.saturating_sub(meta.created_ns) })
+            })
+            .collect();
+        v.sort_by_key(|s| s.rule.rank());
+        v
+    }
+
+    /// After a transaction is committed and applied on every PMD: takes the PMDs' counts of the
+    /// flows it removed and gives them to the flows that took over ([`NetChange::heir`], packets
+    /// and bytes unless RESET_COUNTS, the last hit always), and returns a FLOW_REMOVED event
+    /// for each deleted or expired flow with SEND_FLOW_REM, with its counts. Called with the
+    /// table of record locked (`rules`), so no flow-stats request sees counts in between.
+    pub(crate) fn settle_counts(&self, rules: &mut FlowTable, net: &NetChange, now_ns: u64) -> Vec<Event> {
+        let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
+        let taken = self.flow_counts(&removed, true);
+        let mut owed: HashMap<RuleId, FlowCount> = HashMap::new();
+        for (&id, mut c) in removed.iter().zip(taken) {
+            // Along the chain of heirs (a flow modified twice in one bundle) to the last one.
+            let mut at = id;
+            for _ in 0..=net.heir.len() {
+                let Some(&(next, counts)) = net.heir.get(&at) else { break };
+                if counts == Counts::Reset {
+                    (c.packets, c.bytes) = (0, 0);
+                }
+                at = next;
+            }
+            owed.entry(at).or_default().add(&c);
+        }
+        for (id, c) in &owed {
+            rules.carry(*id, c);
+        }
+        net.deleted
+            .iter()
+            .filter(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM != 0)
+            .map(|(rule, m, reason)| {
+                let mut counts = m.carried;
+                if let Some(c) = owed.get(&rule.id) {
+                    counts.add(c);
+                }
+                Event::FlowRemoved(FlowRemoved {
+                    rule: rule.clone(),
+                    reason: *reason,
+                    duration_ns: now_ns.saturating_sub(m.created_ns),
+                    idle_timeout: m.idle_timeout,
+                    hard_timeout: m.hard_timeout,
+                    counts,
+                })
+            })
+            .collect()
     }
 }
 

@@ -42,7 +42,9 @@
 //! malformed + lost`.
 
 pub mod ctl;
+pub mod events;
 pub mod execute;
+mod expiry;
 pub mod flowstats;
 pub mod handler;
 pub mod manager;
@@ -52,7 +54,7 @@ pub mod stats;
 mod sys;
 pub mod table;
 
-pub use table::{FlowFilter, FlowOp, NetChange};
+pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, NetChange, OpError, Reason};
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,7 +74,6 @@ use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
 use serde::Serialize;
 
-use crate::flowstats::FlowCount;
 use crate::pmd::{PmdFinal, PmdMsg, PmdSetup};
 use crate::stats::{PmdReport, PortFrames};
 use crate::table::FlowTable;
@@ -188,6 +189,8 @@ pub struct Switch {
     threads: Vec<JoinHandle<PmdFinal>>,
     handler: Option<handler::Handler>,
     manager: Option<manager::Manager>,
+    /// The expiry thread (idle and hard timeouts, [`expiry`]).
+    expiry: Option<JoinHandle<()>>,
     control: Arc<Control>,
 }
 
@@ -210,6 +213,8 @@ pub struct Control {
     started: std::time::Instant,
     /// Per-flow counters of the PMD threads that have ended.
     parting: flowstats::Parting,
+    /// Where events go ([`events`]: the OpenFlow connections).
+    subscribers: Mutex<Vec<Sender<events::Event>>>,
 }
 
 impl Switch {
@@ -361,8 +366,10 @@ impl Switch {
             stop,
             started,
             parting,
+            subscribers: Mutex::new(Vec::new()),
         });
-        Ok(Switch { threads, handler, manager, control })
+        let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
+        Ok(Switch { threads, handler, manager, expiry: Some(expiry), control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -376,8 +383,13 @@ impl Switch {
 
     /// Stops the PMD threads (each finishes its batch and flushes), then closes the ports.
     /// Returns the final report.
-    pub fn stop(self) -> Result<FinalReport, Error> {
+    pub fn stop(mut self) -> Result<FinalReport, Error> {
         self.control.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.expiry.take() {
+            if t.join().is_err() {
+                return Err(err("the expiry thread panicked (a bug: please report it)"));
+            }
+        }
         let mut pmds = Vec::new();
         for (i, t) in self.threads.into_iter().enumerate() {
             match t.join() {
@@ -551,36 +563,6 @@ impl Control {
         }
     }
 
-    /// The per-flow counts of `rules` summed over the PMDs (cleared at every PMD when `take`:
-    /// the flows are gone; [`flowstats`]), in their order; a PMD thread that has ended counts
-    /// with what it left.
-    pub fn flow_counts(&self, rules: &[RuleId], take: bool) -> Vec<FlowCount> {
-        let mut sum = vec![FlowCount::default(); rules.len()];
-        if rules.is_empty() {
-            return sum;
-        }
-        let shared: Arc<[RuleId]> = rules.into();
-        let replies: Vec<_> = self
-            .inboxes
-            .iter()
-            .map(|i| {
-                let (reply, r) = mpsc::channel();
-                i.send(PmdMsg::FlowStats { rules: shared.clone(), take, reply }).ok().map(|()| r)
-            })
-            .collect();
-        for (pmd, r) in replies.into_iter().enumerate() {
-            // A PMD answers, or has ended (its counters are in `parting`), or — stuck longer than
-            // REPLY_WAIT — is skipped.
-            let counts = r
-                .and_then(|r| r.recv_timeout(REPLY_WAIT).ok())
-                .or_else(|| self.parting.counts(pmd, rules, take));
-            for (s, c) in sum.iter_mut().zip(counts.iter().flatten()) {
-                s.add(c);
-            }
-        }
-        sum
-    }
-
     /// Nanoseconds on the switch's clock (per-flow last-hit times are on it).
     pub fn clock_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
@@ -690,7 +672,7 @@ impl Control {
     /// flow with the match and priority of an existing one replaces it. Returns (added,
     /// replaced).
     pub fn add_flows(&self, new: Vec<Rule>) -> Result<(usize, usize), Error> {
-        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::Add).collect();
+        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::add).collect();
         let (effects, _) = self.transact("add-flows", &ops, true)?;
         Ok(effects.iter().flatten().fold((0, 0), |(a, r), e| (a + e.added, r + e.removed)))
     }
@@ -734,7 +716,7 @@ impl Control {
     /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
-        let (effects, _) = self.transact("mod-flows", &[FlowOp::Modify(filter.clone(), actions.clone())], true)?;
+        let (effects, _) = self.transact("mod-flows", &[FlowOp::modify(filter.clone(), actions.clone())], true)?;
         Ok(effects.iter().flatten().map(|e| e.added).sum())
     }
 
@@ -751,26 +733,28 @@ impl Control {
     /// nothing — and all the accepted ones committed together, as one change set, so a stream
     /// of thousands costs one revalidation (ORIG, CCACHE) or one publication (CFLOWS) instead
     /// of one per flow-mod. When that commit fails every one is refused with its error.
-    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, Error>> {
+    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, OpError>> {
         match self.transact("flow-mod", ops, false) {
             Ok((effects, _)) => effects,
-            Err(e) => ops.iter().map(|_| Err(err(e.0.clone()))).collect(),
+            Err(e) => ops.iter().map(|_| Err(OpError::Invalid(err(e.0.clone())))).collect(),
         }
     }
 
     /// The one path every rule change takes: `ops` applied in order to the table of record
     /// (`atomic`: the first refused one refuses them all, nothing changed; otherwise refused
     /// ones are left out), the net change committed to the shared OpenFlow table, then to the
-    /// PMDs ([`Control::apply`]), then kept in the record. Returns each op's effect (or error)
-    /// and the net change.
+    /// PMDs ([`Control::apply`]), then kept in the record; then the removed flows' counts are
+    /// settled ([`Control::settle_counts`]: carried to the flows that took over, or reported
+    /// in FLOW_REMOVED). Returns each op's effect (or error) and the net change.
     fn transact(
         &self,
         what: &str,
         ops: &[FlowOp],
         atomic: bool,
-    ) -> Result<(Vec<Result<table::OpEffect, Error>>, NetChange), Error> {
+    ) -> Result<(Vec<Result<table::OpEffect, OpError>>, NetChange), Error> {
         let mut rules = self.lock_rules();
-        let mut txn = rules.txn();
+        let now_ns = self.clock_ns();
+        let mut txn = rules.txn(now_ns);
         let mut effects = Vec::with_capacity(ops.len());
         for op in ops {
             let e = txn.apply(op);
@@ -784,6 +768,10 @@ impl Control {
         let net = txn.net();
         if net.is_empty() {
             txn.keep();
+            // Flows added and deleted inside the transaction may still owe a FLOW_REMOVED.
+            let events = self.settle_counts(&mut rules, &net, now_ns);
+            drop(rules);
+            self.emit(events);
             return Ok((effects, net));
         }
         let mut changes: Vec<RuleChange> = net.removed.iter().map(|r| RuleChange::Remove(r.id)).collect();
@@ -802,6 +790,9 @@ impl Control {
             return Err(err(format!("{what}: {e}")));
         }
         txn.keep();
+        let events = self.settle_counts(&mut rules, &net, now_ns);
+        drop(rules);
+        self.emit(events);
         Ok((effects, net))
     }
 

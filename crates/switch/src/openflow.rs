@@ -11,32 +11,33 @@
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
 //! | BARRIER_REQUEST | BARRIER_REPLY (every message before it is done: changes are synchronous) |
 //! | ROLE_REQUEST | the role asked for (no master election) |
-//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
-//! | FLOW_MOD add, modify(_strict), delete(_strict) | applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
+//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
+//! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::table`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
+//! | (sent) FLOW_REMOVED | when a flow with SEND_FLOW_REM is deleted or expires (reason DELETE, IDLE_TIMEOUT, HARD_TIMEOUT), to every connection whose role is not slave ([`crate::events`]) |
 //!
 //! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`] names; the
 //! table is not touched and the connection stays open (a header whose length is below 8 cannot
-//! be framed: ERROR and close). Flows have no counters yet: FLOW and AGGREGATE report 0 packets,
-//! 0 bytes and 0 s duration. Idle/hard timeouts, SEND_FLOW_REM and CHECK_OVERLAP are refused
-//! with their FLOW_MOD_FAILED codes; buffered packets with BUFFER_UNKNOWN. PACKET_IN, PACKET_OUT
-//! and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
+//! be framed: ERROR and close). A flow's counters are the PMDs' per-flow counts
+//! ([`crate::flowstats`]); a rule with port ranges (a ClassBench set) is several OpenFlow flows
+//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN.
+//! PACKET_IN, PACKET_OUT and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
 //! none); its ORDERED flag changes nothing (messages are applied in order anyway); an
 //! uncommitted bundle is discarded when its connection ends. A connection holds at most
 //! [`MAX_BUNDLES`] open bundles of at most [`MAX_BUNDLE_MSGS`] flow-mods each.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rqvs_flow::Rule;
 use rqvs_openflow::bundle::{self, BundleAdd, BundleControl};
 use rqvs_openflow::flow_mod::{
-    AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_CHECK_OVERLAP, OFPFF_SEND_FLOW_REM,
-    OFPG_ANY, OFPTT_ALL, OFP_NO_BUFFER,
+    AggregateStats, FlowMod, FlowModCommand, FlowRemoved, FlowStats, FlowStatsRequest, OFPFF_RESET_COUNTS, OFPG_ANY,
+    OFPTT_ALL, OFP_NO_BUFFER,
 };
 use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::multipart::{
@@ -45,7 +46,9 @@ use rqvs_openflow::multipart::{
 use rqvs_openflow::port::Port;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
-use crate::{Control, Error, FlowFilter, FlowOp};
+use crate::events::Event;
+use crate::flowstats::FlowStat;
+use crate::{Control, Counts, Error, FlowFilter, FlowOp, FlowSpec, OpError};
 
 /// The datapath id the switch reports when none is configured.
 pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
@@ -54,8 +57,8 @@ pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
 /// `OFPBRC_BUFFER_UNKNOWN`.
 const BUFFER_UNKNOWN: OfError = OfError { kind: 1, code: 8 };
-/// `OFPFMFC_BAD_TIMEOUT`.
-const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
+/// `OFPCR_ROLE_SLAVE`: a connection in this role gets no FLOW_REMOVED.
+const ROLE_SLAVE: u32 = 3;
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
 const CAPABILITIES: u32 = 1 | 2 | 4;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
@@ -142,6 +145,8 @@ struct Connection {
     role: u32,
     /// Open bundles by id (discarded when the connection ends).
     bundles: std::collections::HashMap<u32, Bundle>,
+    /// The switch's events ([`crate::events`]).
+    events: Receiver<Event>,
 }
 
 /// Why a connection ends.
@@ -155,13 +160,46 @@ impl Connection {
         Connection {
             stream,
             peer,
-            control,
             datapath_id,
             version: None,
             config: OfConfig { flags: 0, miss_send_len: 128 },
             role: 1,
             bundles: std::collections::HashMap::new(),
+            events: control.subscribe(),
+            control,
         }
+    }
+
+    /// Sends the events that have come (a FLOW_REMOVED per removed flow's OpenFlow flow, unless
+    /// this connection is a slave or has not said HELLO yet).
+    fn deliver(&mut self) -> Result<(), End> {
+        while let Ok(e) = self.events.try_recv() {
+            let Event::FlowRemoved(fr) = e;
+            let Some(v) = self.version else { continue };
+            if self.role == ROLE_SLAVE {
+                continue;
+            }
+            let r = &fr.rule;
+            for (i, m) in r.matches.expand_port_ranges().into_iter().enumerate() {
+                // The counts go with the first of a rule's OpenFlow flows (module docs).
+                let counts = if i == 0 { fr.counts } else { Default::default() };
+                let msg = FlowRemoved {
+                    cookie: r.cookie,
+                    priority: u16::try_from(r.priority).unwrap_or(u16::MAX),
+                    reason: fr.reason.code(),
+                    table_id: r.table,
+                    duration_sec: (fr.duration_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
+                    duration_nsec: (fr.duration_ns % 1_000_000_000) as u32,
+                    idle_timeout: fr.idle_timeout,
+                    hard_timeout: fr.hard_timeout,
+                    packet_count: counts.packets,
+                    byte_count: counts.bytes,
+                    matches: m,
+                };
+                self.send(v, 0, &Message::FlowRemoved(msg))?;
+            }
+        }
+        Ok(())
     }
 
     fn run(mut self) {
@@ -200,12 +238,12 @@ impl Connection {
                     }
                     continue;
                 }
-                if self.flush(&mut run).is_err() || self.handle(msg).is_err() {
+                if self.flush(&mut run).is_err() || self.handle(msg).is_err() || self.deliver().is_err() {
                     return;
                 }
             }
             buf.drain(..pos);
-            if self.flush(&mut run).is_err() || self.control.stop_requested() {
+            if self.flush(&mut run).is_err() || self.deliver().is_err() || self.control.stop_requested() {
                 return;
             }
             match self.stream.read(&mut chunk) {
@@ -231,7 +269,8 @@ impl Connection {
                 Ok(false) => None,
                 Ok(true) => match results.next() {
                     Some(Ok(_)) | None => None,
-                    Some(Err(e)) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
+                    Some(Err(OpError::Overlap(why))) => Some((OfError::FLOW_MOD_FAILED_OVERLAP, why)),
+                    Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
                 },
                 Err(e) => Some(e),
             };
@@ -386,7 +425,7 @@ impl Connection {
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
                 Some(f) => {
-                    let flows = flow_stats(&self.control.select(&f), &f);
+                    let flows = flow_stats(&self.control.flow_stats(&f), &f, v);
                     if flows.is_empty() {
                         one(MultipartReplyBody::Flow(Vec::new()))
                     } else {
@@ -395,11 +434,15 @@ impl Connection {
                 }
             },
             MultipartRequestBody::Aggregate(req) => {
-                let flow_count = match stats_filter(&req) {
-                    None => 0,
-                    Some(f) => flow_stats(&self.control.select(&f), &f).len() as u32,
+                let flows = match stats_filter(&req) {
+                    None => Vec::new(),
+                    Some(f) => flow_stats(&self.control.flow_stats(&f), &f, v),
                 };
-                one(MultipartReplyBody::Aggregate(AggregateStats { packet_count: 0, byte_count: 0, flow_count }))
+                one(MultipartReplyBody::Aggregate(AggregateStats {
+                    packet_count: flows.iter().map(|s| s.packet_count).sum(),
+                    byte_count: flows.iter().map(|s| s.byte_count).sum(),
+                    flow_count: flows.len() as u32,
+                }))
             }
             MultipartRequestBody::Other { .. } => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
@@ -591,15 +634,6 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
         return Err((BUFFER_UNKNOWN, format!("buffer {} (the switch buffers no packets)", fm.buffer_id)));
     }
-    if is_add && (fm.idle_timeout != 0 || fm.hard_timeout != 0) {
-        return Err((BAD_TIMEOUT, "idle/hard timeouts are not supported yet".into()));
-    }
-    if fm.flags & (OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP) != 0 {
-        return Err((
-            OfError::FLOW_MOD_FAILED_BAD_FLAGS,
-            "send_flow_rem and check_overlap are not supported yet".into(),
-        ));
-    }
     if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
         return Err((
             OfError::BAD_ACTION_BAD_TYPE,
@@ -614,10 +648,20 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
         out_port: (fm.out_port != OFPP_ANY).then_some(fm.out_port),
     };
     Ok(match fm.command {
-        FlowModCommand::Add => Some(FlowOp::Add(fm.to_rule(0))),
-        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1).
+        FlowModCommand::Add => Some(FlowOp::Add(
+            fm.to_rule(0),
+            FlowSpec {
+                idle_timeout: fm.idle_timeout,
+                hard_timeout: fm.hard_timeout,
+                flags: fm.flags,
+                importance: fm.importance,
+            },
+        )),
+        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps the flows'
+        // timeouts and flags (OVS); only RESET_COUNTS counts.
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
-            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone()))
+            let counts = if fm.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
+            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone(), counts))
         }
         // No groups: no flow outputs to one.
         FlowModCommand::Delete | FlowModCommand::DeleteStrict if fm.out_group != OFPG_ANY => None,
@@ -638,30 +682,34 @@ fn stats_filter(req: &FlowStatsRequest) -> Option<FlowFilter> {
     })
 }
 
-/// One entry per OpenFlow flow of `rules` (a rule with port ranges is several OpenFlow flows,
-/// as `ovs-ofctl` writes it; each entry must still be selected by `f`'s match). Priorities
-/// above 16 bits (ClassBench sets) are reported as 65535.
-fn flow_stats(rules: &[Rule], f: &FlowFilter) -> Vec<FlowStats> {
+/// One entry per OpenFlow flow of `flows` (a rule with port ranges is several OpenFlow flows,
+/// as `ovs-ofctl` writes it; each entry must still be selected by `f`'s match; the rule's
+/// counts go with the first). Priorities above 16 bits (ClassBench sets) are reported as
+/// 65535; the importance only in 1.4 (1.3 has none).
+fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats> {
     let mut out = Vec::new();
-    for r in rules {
+    for s in flows {
+        let (r, meta) = (&s.rule, &s.meta);
+        let mut counts = Some(s.counts);
         for m in r.matches.expand_port_ranges() {
             if let Some(g) = &f.matches {
                 if !crate::table::covers(g, &m) {
                     continue;
                 }
             }
+            let c = counts.take().unwrap_or_default();
             out.push(FlowStats {
                 table_id: 0,
-                duration_sec: 0,
-                duration_nsec: 0,
+                duration_sec: (s.duration_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
+                duration_nsec: (s.duration_ns % 1_000_000_000) as u32,
                 priority: u16::try_from(r.priority).unwrap_or(u16::MAX),
-                idle_timeout: 0,
-                hard_timeout: 0,
-                flags: 0,
-                importance: 0,
+                idle_timeout: meta.idle_timeout,
+                hard_timeout: meta.hard_timeout,
+                flags: meta.flags,
+                importance: if version >= OFP14 { meta.importance } else { 0 },
                 cookie: r.cookie,
-                packet_count: 0,
-                byte_count: 0,
+                packet_count: c.packets,
+                byte_count: c.bytes,
                 matches: m,
                 actions: r.actions.clone(),
             });

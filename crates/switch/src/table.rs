@@ -13,23 +13,189 @@
 //!
 //! Costs: an add, a strict modify and a strict delete find their flow through the index (no
 //! scan); a non-strict modify or delete scans the table, as its selection is by match
-//! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table.
+//! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table
+//! (an add with CHECK_OVERLAP scans the flows of its priority).
+//!
+//! **Flow state** ([`FlowMeta`], beside each rule): creation and modification times, idle and
+//! hard timeouts, the `OFPFF_*` flags, and the counts *carried* from the flows it replaced. A
+//! flow keeps OVS 3.1's semantics (`ofproto.c` `replace_rule_start`, `ofproto-dpif.c`
+//! `rule_insert`, `rule_expire`):
+//! - an **add** makes a new flow: duration, hard timeout and idle time count from now, with the
+//!   add's timeouts and flags; one that *replaces* a flow (equal match and priority) takes over
+//!   its packet and byte counts unless the add has RESET_COUNTS, and always its last-hit time;
+//! - a **modify** gives the selected flows new actions under new ids ([`crate::Control`]'s
+//!   datapaths key everything by id) and keeps their cookie, timeouts, flags and creation
+//!   time (so their duration), their counts unless the modify has RESET_COUNTS, and their
+//!   last-hit time; their hard timeout counts from the modify (OVS's `modified`);
+//! - a **delete** or an **expiry** ([`FlowOp::Expire`]) removes flows with a [`Reason`]; those
+//!   with SEND_FLOW_REM owe a FLOW_REMOVED ([`NetChange::deleted`]).
+//!
+//! The packet counts themselves live in the PMDs (by rule id, [`crate::flowstats`]): a
+//! transaction records which flow each removed flow's counts go to ([`NetChange::heir`]), and
+//! [`crate::Control`] moves them there once the change is applied everywhere.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
+use rqvs_openflow::flow_mod::{
+    OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
+    OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
+};
 
+use crate::flowstats::FlowCount;
 use crate::{check_rules, Error};
+
+/// The `OFPFF_*` flags a flow keeps and reports (OVS's `OFPUTIL_FF_STATE`).
+pub const KEPT_FLAGS: u16 =
+    OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP | OFPFF_RESET_COUNTS | OFPFF_NO_PKT_COUNTS | OFPFF_NO_BYT_COUNTS;
 
 /// One flow-mod against the table of record.
 #[derive(Clone, Debug)]
 pub enum FlowOp {
     /// Add (replacing the flow of equal match and priority); the id is ignored.
-    Add(Rule),
-    /// Replace the actions of the selected flows.
-    Modify(FlowFilter, Actions),
-    /// Remove the selected flows.
+    Add(Rule, FlowSpec),
+    /// Replace the actions of the selected flows (module docs: what they keep).
+    Modify(FlowFilter, Actions, Counts),
+    /// Remove the selected flows (reason [`Reason::Delete`]).
     Delete(FlowFilter),
+    /// Remove this flow, if it is still in the table: its idle or hard timeout passed.
+    Expire(RuleId, Reason),
+}
+
+impl FlowOp {
+    /// An add with no timeouts and no flags.
+    pub fn add(r: Rule) -> FlowOp {
+        FlowOp::Add(r, FlowSpec::default())
+    }
+
+    /// A modify that keeps the flows' counts.
+    pub fn modify(f: FlowFilter, actions: Actions) -> FlowOp {
+        FlowOp::Modify(f, actions, Counts::Keep)
+    }
+}
+
+/// What an add asks of its flow besides the rule: OpenFlow's FLOW_MOD timeouts and flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// Seconds without a packet before the flow expires (0: never).
+    pub idle_timeout: u16,
+    /// Seconds after its add (or last modify) before the flow expires (0: never).
+    pub hard_timeout: u16,
+    /// `OFPFF_*` (CHECK_OVERLAP is checked; [`KEPT_FLAGS`] are kept).
+    pub flags: u16,
+    /// OpenFlow 1.4's eviction importance (kept and reported; rqvs evicts nothing).
+    pub importance: u16,
+}
+
+/// Whether a modify keeps the flows' packet and byte counts (RESET_COUNTS: not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counts {
+    Keep,
+    Reset,
+}
+
+/// Why a flow left the table (OpenFlow's `OFPRR_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    IdleTimeout,
+    HardTimeout,
+    Delete,
+}
+
+impl Reason {
+    /// The `OFPRR_*` code.
+    pub fn code(self) -> u8 {
+        match self {
+            Reason::IdleTimeout => OFPRR_IDLE_TIMEOUT,
+            Reason::HardTimeout => OFPRR_HARD_TIMEOUT,
+            Reason::Delete => OFPRR_DELETE,
+        }
+    }
+}
+
+/// A flow's state beside its rule (module docs). Times are ns on the switch's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowMeta {
+    /// When the flow was added: its duration counts from it.
+    pub created_ns: u64,
+    /// When it was added or last modified: its hard timeout counts from it.
+    pub modified_ns: u64,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    /// The `OFPFF_*` flags it keeps ([`KEPT_FLAGS`]).
+    pub flags: u16,
+    pub importance: u16,
+    /// Packets and bytes of the flows it replaced (or was modified from), not counted at the
+    /// PMDs under its own id; `used_ns` is its last hit as far as those go (its creation, at
+    /// first: OVS counts a new flow as used when added).
+    pub carried: FlowCount,
+}
+
+impl FlowMeta {
+    /// A flow added at `now_ns` as `spec` asks.
+    pub fn new(spec: &FlowSpec, now_ns: u64) -> FlowMeta {
+        FlowMeta {
+            created_ns: now_ns,
+            modified_ns: now_ns,
+            idle_timeout: spec.idle_timeout,
+            hard_timeout: spec.hard_timeout,
+            flags: spec.flags & KEPT_FLAGS,
+            importance: spec.importance,
+            carried: FlowCount { used_ns: now_ns, ..FlowCount::default() },
+        }
+    }
+
+    /// Has a timeout (the expiry thread looks at it).
+    pub fn expires(&self) -> bool {
+        self.idle_timeout != 0 || self.hard_timeout != 0
+    }
+
+    /// Why the flow has expired at `now_ns`, if it has, given its last hit `used_ns` (OVS's
+    /// `rule_expire`: the hard timeout first).
+    pub fn expired(&self, now_ns: u64, used_ns: u64) -> Option<Reason> {
+        let s = |t: u16| u64::from(t) * 1_000_000_000;
+        if self.hard_timeout != 0 && now_ns > self.modified_ns + s(self.hard_timeout) {
+            return Some(Reason::HardTimeout);
+        }
+        if self.idle_timeout != 0 && now_ns > used_ns.max(self.carried.used_ns) + s(self.idle_timeout) {
+            return Some(Reason::IdleTimeout);
+        }
+        None
+    }
+
+    /// The counts carried into a flow that replaces this one (module docs).
+    fn heir_carries(&self, counts: Counts) -> FlowCount {
+        match counts {
+            Counts::Keep => self.carried,
+            Counts::Reset => FlowCount { used_ns: self.carried.used_ns, ..FlowCount::default() },
+        }
+    }
+}
+
+/// Why a flow-mod is refused (nothing changed).
+#[derive(Debug)]
+pub enum OpError {
+    /// The switch cannot run what it would add (another table, an action it does not execute),
+    /// or the change could not be committed.
+    Invalid(Error),
+    /// An add with CHECK_OVERLAP overlaps a flow of the same priority (`OFPFMFC_OVERLAP`).
+    Overlap(String),
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::Invalid(e) => write!(f, "{e}"),
+            OpError::Overlap(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> OpError {
+        OpError::Invalid(e)
+    }
 }
 
 /// Which flows an OpenFlow modify, delete or flow-stats request selects.
@@ -79,24 +245,35 @@ fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> boo
     outer.lo <= inner.lo && inner.hi <= outer.hi
 }
 
+/// A flow of the table: its rule and its state.
+type Flow = (Rule, FlowMeta);
+
 /// The table of record (module docs).
 pub struct FlowTable {
-    by_id: BTreeMap<RuleId, Rule>,
+    by_id: BTreeMap<RuleId, Flow>,
     index: HashMap<(u32, Match), RuleId>,
+    /// The flows with a timeout.
+    timed: BTreeSet<RuleId>,
     next_id: u32,
 }
 
 impl FlowTable {
     /// The table holding `rules` (their ids kept; a later duplicate of a (priority, match)
-    /// pair replaces the earlier one, as a sequence of adds would).
+    /// pair replaces the earlier one, as a sequence of adds would), added at time 0 with no
+    /// timeouts or flags.
     pub fn new(rules: Vec<Rule>) -> FlowTable {
         let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
-        let mut t = FlowTable { by_id: BTreeMap::new(), index: HashMap::with_capacity(rules.len()), next_id };
+        let mut t = FlowTable {
+            by_id: BTreeMap::new(),
+            index: HashMap::with_capacity(rules.len()),
+            timed: BTreeSet::new(),
+            next_id,
+        };
         for r in rules {
             if let Some(old) = t.index.insert((r.priority, r.matches), r.id) {
                 t.by_id.remove(&old);
             }
-            t.by_id.insert(r.id, r);
+            t.by_id.insert(r.id, (r, FlowMeta::default()));
         }
         t
     }
@@ -110,12 +287,30 @@ impl FlowTable {
     }
 
     pub fn get(&self, id: RuleId) -> Option<&Rule> {
-        self.by_id.get(&id)
+        self.by_id.get(&id).map(|(r, _)| r)
+    }
+
+    /// A flow's state.
+    pub fn meta(&self, id: RuleId) -> Option<&FlowMeta> {
+        self.by_id.get(&id).map(|(_, m)| m)
     }
 
     /// The flows in id order.
     pub fn iter(&self) -> impl Iterator<Item = &Rule> {
-        self.by_id.values()
+        self.by_id.values().map(|(r, _)| r)
+    }
+
+    /// The flows with a timeout, and their state.
+    pub fn timed(&self) -> impl Iterator<Item = (&Rule, &FlowMeta)> {
+        self.timed.iter().filter_map(|id| self.by_id.get(id)).map(|(r, m)| (r, m))
+    }
+
+    /// Adds counts a flow took over to what it carries ([`crate::Control`], once the PMDs'
+    /// counts of the flows it replaced are taken).
+    pub fn carry(&mut self, id: RuleId, c: &FlowCount) {
+        if let Some((_, m)) = self.by_id.get_mut(&id) {
+            m.carried.add(c);
+        }
     }
 
     /// The ids of the flows `f` selects: through the index when `f` is strict with a match.
@@ -124,31 +319,55 @@ impl FlowTable {
             (Some(m), Some(p)) => self
                 .index
                 .get(&(p, *m))
-                .filter(|id| self.by_id.get(id).is_some_and(|r| f.selects(r)))
+                .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r)))
                 .map(|&id| vec![id])
                 .unwrap_or_default(),
-            _ => self.by_id.values().filter(|r| f.selects(r)).map(|r| r.id).collect(),
+            _ => self.by_id.values().filter(|(r, _)| f.selects(r)).map(|(r, _)| r.id).collect(),
         }
     }
 
-    /// A transaction on the table (module docs).
-    pub fn txn(&mut self) -> Txn<'_> {
+    /// A transaction on the table at `now_ns` on the switch's clock (module docs).
+    pub fn txn(&mut self, now_ns: u64) -> Txn<'_> {
         let next_id = self.next_id;
-        Txn { table: self, undo: Vec::new(), next_id, added: HashMap::new(), removed: Vec::new() }
+        Txn {
+            table: self,
+            undo: Vec::new(),
+            next_id,
+            now_ns,
+            added: HashMap::new(),
+            removed: Vec::new(),
+            heir: HashMap::new(),
+            deleted: Vec::new(),
+        }
     }
 
-    fn insert(&mut self, r: Rule) -> Option<Rule> {
-        let old = self.index.insert((r.priority, r.matches), r.id).and_then(|old| self.by_id.remove(&old));
-        self.by_id.insert(r.id, r);
+    fn insert(&mut self, f: Flow) -> Option<Flow> {
+        let (id, key, expires) = (f.0.id, (f.0.priority, f.0.matches), f.1.expires());
+        let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
+        if let Some((o, _)) = &old {
+            self.timed.remove(&o.id);
+        }
+        if expires {
+            self.timed.insert(id);
+        }
+        self.by_id.insert(id, f);
         old
     }
 
-    fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let r = self.by_id.remove(&id)?;
-        if self.index.get(&(r.priority, r.matches)) == Some(&id) {
-            self.index.remove(&(r.priority, r.matches));
+    fn remove(&mut self, id: RuleId) -> Option<Flow> {
+        let f = self.by_id.remove(&id)?;
+        let key = (f.0.priority, f.0.matches);
+        if self.index.get(&key) == Some(&id) {
+            self.index.remove(&key);
         }
-        Some(r)
+        self.timed.remove(&id);
+        Some(f)
+    }
+
+    /// A flow of `priority` other than an identical one that some packet matches together
+    /// with `m` (CHECK_OVERLAP).
+    fn overlapping(&self, priority: u32, m: &Match) -> Option<&Rule> {
+        self.by_id.values().map(|(r, _)| r).find(|r| r.priority == priority && r.matches != *m && r.matches.overlaps(m))
     }
 }
 
@@ -168,6 +387,12 @@ pub struct NetChange {
     pub added: Vec<Rule>,
     /// Flows that existed before it and do not after.
     pub removed: Vec<Rule>,
+    /// Flows it deleted or expired (that existed before it, or that it added), with their state
+    /// and why: those with SEND_FLOW_REM owe a FLOW_REMOVED.
+    pub deleted: Vec<(Rule, FlowMeta, Reason)>,
+    /// A flow replaced (by an add) or modified (under a new id) → the flow that takes over its
+    /// counts, and whether the packets and bytes go along (`Reset`: only the last hit does).
+    pub heir: HashMap<RuleId, (RuleId, Counts)>,
 }
 
 impl NetChange {
@@ -178,8 +403,8 @@ impl NetChange {
 
 enum Undo {
     /// A flow was inserted (and replaced this one, if any).
-    Inserted(RuleId, Option<Rule>),
-    Removed(Rule),
+    Inserted(RuleId, Option<Flow>),
+    Removed(Flow),
 }
 
 /// A transaction of flow-mods on a [`FlowTable`] (module docs). Dropping it without
@@ -188,47 +413,80 @@ pub struct Txn<'a> {
     table: &'a mut FlowTable,
     undo: Vec<Undo>,
     next_id: u32,
+    now_ns: u64,
     /// Flows this transaction added that still exist.
     added: HashMap<RuleId, ()>,
     /// Flows that existed before it and it removed.
     removed: Vec<Rule>,
+    /// See [`NetChange::heir`].
+    heir: HashMap<RuleId, (RuleId, Counts)>,
+    /// See [`NetChange::deleted`].
+    deleted: Vec<(Rule, FlowMeta, Reason)>,
 }
 
 impl Txn<'_> {
     /// Applies one flow-mod: checked first (an error changes nothing), then applied.
-    pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, Error> {
+    pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, OpError> {
         match op {
-            FlowOp::Add(r) => {
+            FlowOp::Add(r, spec) => {
                 check_rules(std::slice::from_ref(r))?;
+                let replaces = self.table.index.get(&(r.priority, r.matches)).copied();
+                if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
+                    if let Some(o) = self.table.overlapping(r.priority, &r.matches) {
+                        let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
+                        return Err(OpError::Overlap(format!(
+                            "check_overlap: priority {} {} overlaps {}",
+                            r.priority,
+                            text(r),
+                            text(o)
+                        )));
+                    }
+                }
                 let mut r = r.clone();
                 r.id = self.new_id();
-                let replaced = self.insert(r);
-                Ok(OpEffect { added: 1, removed: usize::from(replaced) })
+                let mut meta = FlowMeta::new(spec, self.now_ns);
+                let counts = if spec.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
+                if let Some(old) = replaces.and_then(|id| self.table.meta(id)) {
+                    // OVS forwards the last hit too: the idle time goes on from the old flow's.
+                    meta.carried = old.heir_carries(counts);
+                }
+                let id = r.id;
+                if let Some(old) = self.insert((r, meta)) {
+                    self.heir.insert(old, (id, counts));
+                }
+                Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
             }
-            FlowOp::Modify(f, actions) => {
+            FlowOp::Modify(f, actions, counts) => {
                 let ids = self.table.select(f);
-                let mut new: Vec<Rule> = ids
+                let mut new: Vec<Flow> = ids
                     .iter()
-                    .filter_map(|id| self.table.get(*id))
-                    .map(|o| Rule { actions: actions.clone(), ..o.clone() })
+                    .filter_map(|id| self.table.by_id.get(id))
+                    .map(|(o, m)| (Rule { actions: actions.clone(), ..o.clone() }, *m))
                     .collect();
-                check_rules(&new)?;
-                for (id, r) in ids.iter().zip(&mut new) {
+                check_rules(&new.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>())?;
+                for (id, (r, m)) in ids.iter().zip(&mut new) {
                     self.remove(*id);
                     r.id = self.new_id();
+                    // Kept: created, timeouts, flags, importance; the hard timeout restarts.
+                    *m = FlowMeta { modified_ns: self.now_ns, carried: m.heir_carries(*counts), ..*m };
+                    self.heir.insert(*id, (r.id, *counts));
                 }
                 let n = new.len();
-                for r in new {
-                    self.insert(r);
+                for f in new {
+                    self.insert(f);
                 }
                 Ok(OpEffect { added: n, removed: n })
             }
             FlowOp::Delete(f) => {
                 let ids = self.table.select(f);
                 for id in &ids {
-                    self.remove(*id);
+                    self.delete(*id, Reason::Delete);
                 }
                 Ok(OpEffect { added: 0, removed: ids.len() })
+            }
+            FlowOp::Expire(id, reason) => {
+                let gone = self.delete(*id, *reason);
+                Ok(OpEffect { added: 0, removed: usize::from(gone) })
             }
         }
     }
@@ -237,7 +495,7 @@ impl Txn<'_> {
     pub fn net(&self) -> NetChange {
         let mut added: Vec<Rule> = self.added.keys().filter_map(|id| self.table.get(*id)).cloned().collect();
         added.sort_by_key(|r| r.id);
-        NetChange { added, removed: self.removed.clone() }
+        NetChange { added, removed: self.removed.clone(), deleted: self.deleted.clone(), heir: self.heir.clone() }
     }
 
     /// Keeps the changes (the transaction was committed downstream).
@@ -252,23 +510,34 @@ impl Txn<'_> {
         id
     }
 
-    /// Inserts `r`; true when it replaced a flow.
-    fn insert(&mut self, r: Rule) -> bool {
-        let id = r.id;
-        let old = self.table.insert(r);
+    /// Inserts `f`; the id of the flow it replaced, if any.
+    fn insert(&mut self, f: Flow) -> Option<RuleId> {
+        let id = f.0.id;
+        let old = self.table.insert(f);
         self.added.insert(id, ());
-        if let Some(o) = &old {
+        if let Some((o, _)) = &old {
             self.forget(o.clone());
         }
-        let replaced = old.is_some();
+        let replaced = old.as_ref().map(|(o, _)| o.id);
         self.undo.push(Undo::Inserted(id, old));
         replaced
     }
 
-    fn remove(&mut self, id: RuleId) {
-        if let Some(r) = self.table.remove(id) {
-            self.forget(r.clone());
-            self.undo.push(Undo::Removed(r));
+    fn remove(&mut self, id: RuleId) -> Option<Flow> {
+        let f = self.table.remove(id)?;
+        self.forget(f.0.clone());
+        self.undo.push(Undo::Removed(f.clone()));
+        Some(f)
+    }
+
+    /// Removes a flow for `reason` (a delete, an expiry); false when it is not there.
+    fn delete(&mut self, id: RuleId, reason: Reason) -> bool {
+        match self.remove(id) {
+            Some((r, m)) => {
+                self.deleted.push((r, m, reason));
+                true
+            }
+            None => false,
         }
     }
 
@@ -327,10 +596,10 @@ mod tests {
         let before = texts(&t);
         let index_before = t.index.clone();
         {
-            let mut x = t.txn();
-            x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
+            let mut x = t.txn(0);
+            x.apply(&FlowOp::add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
             x.apply(&FlowOp::Delete(FlowFilter::all())).unwrap();
-            x.apply(&FlowOp::Add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
+            x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
         }
         assert_eq!(texts(&t), before);
         assert_eq!(t.index, index_before);
@@ -340,12 +609,12 @@ mod tests {
     #[test]
     fn net_change_counts_only_what_crosses_the_transaction() {
         let mut t = table();
-        let mut x = t.txn();
+        let mut x = t.txn(0);
         // Replaces flow 0: removed (existed before), and the new one added.
-        let e = x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
+        let e = x.apply(&FlowOp::add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
         assert_eq!(e, OpEffect { added: 1, removed: 1 });
         // Added then deleted inside: never crosses.
-        x.apply(&FlowOp::Add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
+        x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
         let strict = |text: &str| {
             let r = rules(text).remove(0);
             FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
@@ -353,7 +622,7 @@ mod tests {
         assert_eq!(x.apply(&FlowOp::Delete(strict("priority=5,arp,actions=drop"))).unwrap().removed, 1);
         // A modify by cookie: the original removed, a replacement added.
         let by_cookie = FlowFilter { cookie: (5, u64::MAX), ..FlowFilter::all() };
-        let m = x.apply(&FlowOp::Modify(by_cookie, Actions(vec![Action::Output(1)]))).unwrap();
+        let m = x.apply(&FlowOp::modify(by_cookie, Actions(vec![Action::Output(1)]))).unwrap();
         assert_eq!(m, OpEffect { added: 1, removed: 1 });
         let net = x.net();
         let ids = |v: &[Rule]| v.iter().map(|r| r.id.0).collect::<Vec<_>>();
@@ -369,10 +638,10 @@ mod tests {
     fn a_refused_flow_mod_changes_nothing() {
         let mut t = table();
         let before = texts(&t);
-        let mut x = t.txn();
+        let mut x = t.txn(0);
         let mut bad = rules("priority=1,actions=output:1").remove(0);
         bad.table = 3;
-        assert!(x.apply(&FlowOp::Add(bad)).is_err());
+        assert!(x.apply(&FlowOp::add(bad)).is_err());
         assert!(x.net().is_empty());
         x.keep();
         assert_eq!(texts(&t), before);
@@ -410,8 +679,8 @@ mod tests {
             out_port: None,
         };
         match kind % 3 {
-            0 => FlowOp::Add(r),
-            1 => FlowOp::Modify(filter, r.actions),
+            0 => FlowOp::add(r),
+            1 => FlowOp::modify(filter, r.actions),
             _ => FlowOp::Delete(filter),
         }
     }
@@ -419,16 +688,17 @@ mod tests {
     /// The definition: each op on a plain list, scanning it.
     fn naive(list: &mut Vec<Rule>, op: &FlowOp) {
         match op {
-            FlowOp::Add(r) => {
+            FlowOp::Add(r, _) => {
                 list.retain(|o| !(o.priority == r.priority && o.matches == r.matches));
                 list.push(r.clone());
             }
-            FlowOp::Modify(f, a) => {
+            FlowOp::Modify(f, a, _) => {
                 for r in list.iter_mut().filter(|r| f.selects(r)) {
                     r.actions = a.clone();
                 }
             }
             FlowOp::Delete(f) => list.retain(|r| !f.selects(r)),
+            FlowOp::Expire(id, _) => list.retain(|r| r.id != *id),
         }
     }
 
@@ -452,7 +722,7 @@ mod tests {
             let mut list: Vec<Rule> = t.iter().cloned().collect();
             let before = contents(t.iter());
             let ops: Vec<FlowOp> = ops.iter().map(|&(k, p, m, c, o, s, a)| op_of(k, p, m, c, o, s, a)).collect();
-            let mut x = t.txn();
+            let mut x = t.txn(0);
             for op in &ops {
                 x.apply(op).unwrap();
                 naive(&mut list, op);
