@@ -237,7 +237,11 @@ impl Switch {
             };
             opened.push(port);
         }
-        let table = OfprotoTable::build(&cfg.rules).map_err(|e| err(format!("rules: {e}")))?;
+        // The table of record first: a later flow of an equal (priority, match) replaces an
+        // earlier one, and the datapath is built from what it keeps, so the two agree.
+        let record = FlowTable::new(cfg.rules);
+        let rules: Vec<Rule> = record.iter().cloned().collect();
+        let table = OfprotoTable::build(&rules).map_err(|e| err(format!("rules: {e}")))?;
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -265,7 +269,7 @@ impl Switch {
         // CFLOWS: one learned classifier for every PMD, owned by the manager thread.
         let publisher = match cfg.design {
             DesignKind::Cflows => {
-                Some(CflowsPublisher::new(&cfg.rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
+                Some(CflowsPublisher::new(&rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
             }
             _ => None,
         };
@@ -360,7 +364,7 @@ impl Switch {
             ports: handles,
             pmd_cpus: cpus,
             table,
-            rules: Mutex::new(FlowTable::new(cfg.rules)),
+            rules: Mutex::new(record),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
