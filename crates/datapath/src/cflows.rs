@@ -324,8 +324,16 @@ impl Design for Cflows {
     }
 
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
-        let t0 =
-            fast_path(&self.cfg, &mut self.emc, self.nm.current(), &self.table, &mut self.c, keys, out, &mut self.rules);
+        let t0 = fast_path(
+            &self.cfg,
+            &mut self.emc,
+            self.nm.current(),
+            &self.table,
+            &mut self.c,
+            keys,
+            out,
+            &mut self.rules,
+        );
         self.batch_len = keys.len();
         self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
     }

@@ -14,8 +14,8 @@ use rand::{Rng, SeedableRng};
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
-use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::pmd::run_keys_with_rules;
+use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, DpAction, Orig, OrigConfig, NO_RULE};
 use rqvs_flow::matching::PortRange;
 use rqvs_flow::{FlowKey, Match, Rule, RuleId};
@@ -412,7 +412,8 @@ fn one_revalidator_thread_serves_two_pmds_apart() {
 /// has settled. ORIG and CCACHE.
 #[test]
 fn a_kept_megaflow_is_reattributed_to_the_new_winner() {
-    for (ccache, mode) in [false, true].into_iter().flat_map(|c| [(c, RevalidatorMode::Inline), (c, RevalidatorMode::Thread)])
+    for (ccache, mode) in
+        [false, true].into_iter().flat_map(|c| [(c, RevalidatorMode::Inline), (c, RevalidatorMode::Thread)])
     {
         let mut rng = StdRng::seed_from_u64(77);
         let rules = random_rules(&mut rng, 30);

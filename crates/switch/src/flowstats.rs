@@ -189,9 +189,8 @@ impl Control {
         for (pmd, r) in replies.into_iter().enumerate() {
             // A PMD answers, or has ended (its counters are in `parting`), or — stuck longer than
             // REPLY_WAIT — is skipped.
-            let counts = r
-                .and_then(|r| r.recv_timeout(REPLY_WAIT).ok())
-                .or_else(|| self.parting.counts(pmd, rules, take));
+            let counts =
+                r.and_then(|r| r.recv_timeout(REPLY_WAIT).ok()).or_else(|| self.parting.counts(pmd, rules, take));
             for (s, c) in sum.iter_mut().zip(counts.iter().flatten()) {
                 s.add(c);
             }

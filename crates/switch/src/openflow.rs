@@ -287,7 +287,8 @@ impl Connection {
             eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.peer, refusals - 1);
         }
         run.ops.clear();
-        Ok(())
+        // The FLOW_REMOVED of the run's deletes before anything that follows it (a BARRIER_REPLY).
+        self.deliver()
     }
 
     fn send(&mut self, version: u8, xid: u32, msg: &Message) -> Result<(), End> {

@@ -198,7 +198,17 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             .collect();
                         drop(batch);
                         let sink = (&mut flows, s.clock);
-                        send_upcalls(link, s.index, items, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink);
+                        send_upcalls(
+                            link,
+                            s.index,
+                            items,
+                            s.design.as_mut(),
+                            &mut up,
+                            &mut c,
+                            &mut exec,
+                            &mut s.tx,
+                            sink,
+                        );
                     }
                 }
                 None => {

@@ -659,6 +659,136 @@ mod tests {
         }
     }
 
+    fn strict(text: &str) -> FlowFilter {
+        let r = rules(text).remove(0);
+        FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
+    }
+
+    fn spec(idle: u16, hard: u16, flags: u16) -> FlowSpec {
+        FlowSpec { idle_timeout: idle, hard_timeout: hard, flags, importance: 0 }
+    }
+
+    /// OVS 3.1's flow state: a modify keeps creation, timeouts, flags and counts (not with
+    /// RESET_COUNTS) and restarts the hard timeout; an add that replaces starts a new flow with
+    /// the old one's counts (not with RESET_COUNTS) and last hit; heirs are recorded for the
+    /// PMDs' counts; deletes and expiries are reported with their state and reason.
+    #[test]
+    fn flow_state_follows_ovs() {
+        let mut t = FlowTable::new(Vec::new());
+        let add = |r: &str, s: FlowSpec| FlowOp::Add(rules(r).remove(0), s);
+        let mut x = t.txn(1_000);
+        x.apply(&add("priority=10,tcp,actions=output:2", spec(5, 60, OFPFF_SEND_FLOW_REM | 0x20))).unwrap();
+        x.keep();
+        let id0 = t.iter().next().unwrap().id;
+        let m0 = *t.meta(id0).unwrap();
+        assert_eq!((m0.created_ns, m0.modified_ns, m0.idle_timeout, m0.hard_timeout), (1_000, 1_000, 5, 60));
+        assert_eq!(m0.flags, OFPFF_SEND_FLOW_REM, "only the kept flags");
+        assert_eq!(m0.carried, FlowCount { used_ns: 1_000, ..FlowCount::default() }, "used when added");
+        assert_eq!(t.timed().count(), 1);
+        t.carry(id0, &FlowCount { packets: 7, bytes: 700, used_ns: 1_500 });
+
+        // Modify: a new id; created, timeouts, flags and counts kept; modified now.
+        let mut x = t.txn(2_000);
+        x.apply(&FlowOp::modify(strict("priority=10,tcp,actions=drop"), Actions(vec![Action::Output(3)]))).unwrap();
+        let net = x.net();
+        x.keep();
+        let id1 = t.iter().next().unwrap().id;
+        assert_ne!(id1, id0);
+        assert_eq!(net.heir.get(&id0), Some(&(id1, Counts::Keep)));
+        let m1 = *t.meta(id1).unwrap();
+        assert_eq!(
+            (m1.created_ns, m1.modified_ns, m1.idle_timeout, m1.hard_timeout, m1.flags),
+            (1_000, 2_000, 5, 60, 1)
+        );
+        assert_eq!(m1.carried, FlowCount { packets: 7, bytes: 700, used_ns: 1_500 });
+
+        // Modify with RESET_COUNTS: the counts restart, the last hit stays.
+        let mut x = t.txn(3_000);
+        let reset =
+            FlowOp::Modify(strict("priority=10,tcp,actions=drop"), Actions(vec![Action::Output(2)]), Counts::Reset);
+        x.apply(&reset).unwrap();
+        let net = x.net();
+        x.keep();
+        let id2 = t.iter().next().unwrap().id;
+        assert_eq!(net.heir.get(&id1), Some(&(id2, Counts::Reset)));
+        assert_eq!(t.meta(id2).unwrap().carried, FlowCount { packets: 0, bytes: 0, used_ns: 1_500 });
+        t.carry(id2, &FlowCount { packets: 3, bytes: 300, used_ns: 3_500 });
+
+        // An add that replaces: a new flow (created now, its own timeouts and flags) with the
+        // old counts and last hit; no FLOW_REMOVED for the replaced one.
+        let mut x = t.txn(4_000);
+        x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, 0))).unwrap();
+        let net = x.net();
+        x.keep();
+        let id3 = t.iter().next().unwrap().id;
+        assert_eq!(net.heir.get(&id2), Some(&(id3, Counts::Keep)));
+        assert!(net.deleted.is_empty());
+        let m3 = *t.meta(id3).unwrap();
+        assert_eq!((m3.created_ns, m3.idle_timeout, m3.hard_timeout, m3.flags), (4_000, 0, 0, 0));
+        assert_eq!(m3.carried, FlowCount { packets: 3, bytes: 300, used_ns: 3_500 });
+        assert_eq!(t.timed().count(), 0, "no timeout any more");
+        // ... and with RESET_COUNTS, none.
+        let mut x = t.txn(5_000);
+        x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, OFPFF_RESET_COUNTS))).unwrap();
+        x.keep();
+        let id4 = t.iter().next().unwrap().id;
+        assert_eq!(t.meta(id4).unwrap().carried, FlowCount { packets: 0, bytes: 0, used_ns: 3_500 });
+
+        // Delete and expire: reported with state and reason; an expiry of a flow gone is nothing.
+        let mut x = t.txn(6_000);
+        x.apply(&add("priority=20,udp,actions=output:1", spec(1, 0, OFPFF_SEND_FLOW_REM))).unwrap();
+        let gone = x.apply(&FlowOp::Delete(strict("priority=10,tcp,actions=drop"))).unwrap();
+        assert_eq!(gone.removed, 1);
+        let udp = x.net().added[0].id;
+        assert_eq!(x.apply(&FlowOp::Expire(udp, Reason::IdleTimeout)).unwrap().removed, 1);
+        assert_eq!(x.apply(&FlowOp::Expire(udp, Reason::IdleTimeout)).unwrap().removed, 0);
+        let net = x.net();
+        x.keep();
+        let why: Vec<(RuleId, Reason)> = net.deleted.iter().map(|(r, _, w)| (r.id, *w)).collect();
+        assert_eq!(why, vec![(id4, Reason::Delete), (udp, Reason::IdleTimeout)]);
+        assert!(t.is_empty() && t.timed().count() == 0);
+    }
+
+    #[test]
+    fn timeouts_expire_as_ovs_counts_them() {
+        let s = 1_000_000_000u64;
+        let m =
+            FlowMeta { modified_ns: 10 * s, idle_timeout: 2, hard_timeout: 5, ..FlowMeta::new(&spec(2, 5, 0), 10 * s) };
+        assert_eq!(m.expired(12 * s, 0), None, "idle exactly 2 s: not yet (OVS: now > used + idle)");
+        assert_eq!(m.expired(12 * s + 1, 0), Some(Reason::IdleTimeout));
+        assert_eq!(m.expired(12 * s + 1, 11 * s), None, "a hit 1 s ago");
+        assert_eq!(m.expired(15 * s + 1, 15 * s), Some(Reason::HardTimeout), "hard first, however busy");
+        let never = FlowMeta::new(&spec(0, 0, 0), 0);
+        assert_eq!(never.expired(u64::MAX / 2, 0), None);
+        assert!(!never.expires());
+    }
+
+    /// CHECK_OVERLAP refuses an add that some packet could match together with a flow of the
+    /// same priority (not one of another priority, not the identical flow, which it replaces),
+    /// and changes nothing.
+    #[test]
+    fn check_overlap_refuses_overlapping_adds_of_equal_priority() {
+        let mut t = table();
+        let before = texts(&t);
+        let check = spec(0, 0, OFPFF_CHECK_OVERLAP);
+        let mut x = t.txn(0);
+        // tcp,tp_dst=80 at 10 holds; tcp,nw_src=10.0.0.0/8 at 10 overlaps it (a packet from
+        // 10.1.1.1 to port 80 matches both).
+        let r = x.apply(&FlowOp::Add(rules("priority=10,tcp,nw_src=10.0.0.0/8,actions=drop").remove(0), check));
+        assert!(matches!(r, Err(OpError::Overlap(_))), "{r:?}");
+        // Disjoint: udp at 10.
+        x.apply(&FlowOp::Add(rules("priority=10,udp,actions=drop").remove(0), check)).unwrap();
+        // Same match at another priority: no overlap at its priority.
+        x.apply(&FlowOp::Add(rules("priority=11,tcp,tp_dst=80,actions=drop").remove(0), check)).unwrap();
+        // The identical flow: replaced, not refused.
+        let e = x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:9").remove(0), check)).unwrap();
+        assert_eq!(e.removed, 1);
+        // Without the flag an overlapping add is taken.
+        x.apply(&FlowOp::add(rules("priority=10,tcp,nw_src=10.0.0.0/8,actions=drop").remove(0))).unwrap();
+        drop(x);
+        assert_eq!(texts(&t), before);
+    }
+
     /// The table's flows as comparable text: (priority, match, cookie, actions).
     fn contents<'a>(rules: impl Iterator<Item = &'a Rule>) -> Vec<String> {
         let mut v: Vec<String> =

@@ -204,8 +204,11 @@ fn check_flow_counts(control: &Control, rules: &[Rule], frames: &[Vec<u8>], what
     }
     let stats = control.flow_stats(&FlowFilter::all());
     assert_eq!(stats.len(), rules.len(), "{what}: every flow reported");
-    let got: BTreeMap<RuleId, (u64, u64)> =
-        stats.iter().filter(|s| s.counts.packets > 0).map(|s| (s.rule.id, (s.counts.packets, s.counts.bytes))).collect();
+    let got: BTreeMap<RuleId, (u64, u64)> = stats
+        .iter()
+        .filter(|s| s.counts.packets > 0)
+        .map(|s| (s.rule.id, (s.counts.packets, s.counts.bytes)))
+        .collect();
     assert!(want.len() > 20, "{what}: a weak workload ({} flows hit)", want.len());
     assert_eq!(got, want, "{what}: per-flow (packets, bytes)");
 }
