@@ -28,6 +28,9 @@ pub enum Command {
     /// NuevoMatchUP under a stream of rule updates with a background trainer: lookup rate,
     /// coverage, training sessions and mismatches over time.
     Updates(crate::bench_updates::Args),
+    /// Flow-mods through the OpenFlow channel into a running switch while traffic flows (every
+    /// frame checked), and a bundle's time to become visible.
+    Openflow(crate::bench_openflow::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -52,6 +55,7 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
     match cmd {
         Command::Classifiers(a) => classifiers(a),
         Command::Updates(a) => crate::bench_updates::run(a),
+        Command::Openflow(a) => crate::bench_openflow::run(a),
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod args;
 mod bench;
+mod bench_openflow;
 mod bench_updates;
 mod classify;
 mod coflows;

@@ -628,3 +628,27 @@ fn dump_flows_counts_each_flows_packets_and_bytes() {
         }
     }
 }
+
+/// `rqvs bench openflow` on the embedded workload: every design streams its flow-mods through
+/// the channel with no error and no frame decided wrongly, and the bundle becomes visible (a
+/// frame decided by one of its flows after the commit).
+#[test]
+fn bench_openflow_streams_flow_mods_with_every_frame_checked() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        .args(["bench", "openflow", "--flow-mods", "4000", "--bundle", "40", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let designs = j["designs"].as_array().unwrap();
+    assert_eq!(designs.len(), 3);
+    for d in designs {
+        let name = d["design"].as_str().unwrap();
+        assert_eq!(d["mismatches"], 0, "{name}: {d}");
+        assert_eq!(d["errors"], 0, "{name}");
+        assert!(d["flow_mods"].as_u64().unwrap() >= 4000, "{name}");
+        assert!(d["flow_mods_per_s"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(d["frames_exact"].as_u64().unwrap() > 0 && d["frames_during"].as_u64().unwrap() > 0, "{name}: {d}");
+        assert!(d["bundle"]["visible_s"].as_f64().is_some(), "{name}: the bundle never became visible: {d}");
+    }
+}

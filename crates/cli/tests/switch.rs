@@ -158,6 +158,10 @@ fn management_socket_drives_a_running_switch() {
         let json: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
         assert_eq!(json["ports"][0]["frames"]["forwarded"], 2);
         assert!(ctl(&sock, &["del-flows", "--all"]).contains("deleted 2"));
+        // The trace follows the change (CFLOWS rebuilds its table for trace after one).
+        let trace =
+            ctl(&sock, &["ofproto/trace", "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=80"]);
+        assert!(trace.contains("No match") && trace.contains("Datapath actions: drop"), "{trace}");
         s1.send(&udp_frame(53)).unwrap();
         assert_eq!(s2.recv(Duration::from_millis(300)).unwrap(), None, "deleted: dropped");
         // A bad request does not hurt it.

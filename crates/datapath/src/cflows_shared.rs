@@ -5,9 +5,15 @@
 //!   ([`LiveNuevoMatch`], whose training runs on its own thread, one session at a time) and the
 //!   actions, and after every change set and every model swap it **publishes** a copy — the
 //!   classifier as lookups see it, the actions, an EMC generation — with one atomic pointer swap
-//!   ([`arc_swap::ArcSwap`]). A copy shares the trained range indexes and copies the buckets, the
-//!   rule map and the remainder: O(rules) per publication (tens of milliseconds at 100K rules),
-//!   paid by the publisher's thread, never by a PMD.
+//!   ([`arc_swap::ArcSwap`]). **Two copies, left-right**: the publication before the current one
+//!   is kept as the *spare*; a change set is applied to the spare as well (with the change sets
+//!   it missed since it was published — the one before), which is then published in its place,
+//!   and the publication it replaces becomes the spare. So a change set costs O(its rules) twice,
+//!   not a copy of the classifier — the spare is only written once no PMD reads it any more
+//!   (every reader's hold ends with its batch; the publisher waits up to [`SPARE_WAIT`] for
+//!   that, then copies instead). A model swap (and a refused change set, which is rolled back)
+//!   publishes a fresh copy — O(rules) (tens of milliseconds at 100K rules), paid by the
+//!   publisher's thread, never by a PMD — and the left-right pair starts again from it.
 //! - [`SharedCflows`] is a PMD's design: its own EMC and counters over the latest publication,
 //!   loaded once per batch without a lock (an `ArcSwap` load is a few atomic operations) — so a
 //!   batch sees one rule set, and every batch after a publication sees the new one. EMC entries
@@ -53,6 +59,54 @@ pub struct CflowsPublisher {
     epoch: u64,
     swaps_seen: usize,
     out: Arc<ArcSwap<Published>>,
+    /// The publication before the current one (module docs), and the change sets it lacks.
+    spare: Option<Arc<Published>>,
+    lag: Vec<Mirror>,
+    /// Publications by applying change sets to the spare, and fresh copies.
+    publications: (u64, u64),
+}
+
+/// How long the publisher waits for the PMDs to let go of the spare before copying instead.
+pub const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// One change set as the current classifier took it, for the spare: the rules removed from it,
+/// the rules inserted into it (instant policy; staged rules are not in it), and the actions.
+struct Mirror {
+    removed: Vec<RuleId>,
+    inserted: Vec<Arc<Rule>>,
+    actions: Vec<(u32, Option<DpAction>)>,
+}
+
+impl Mirror {
+    fn apply(&self, p: &mut Published) {
+        for &id in &self.removed {
+            p.nm.remove_shared(id);
+        }
+        for r in &self.inserted {
+            // The current classifier took it, so this copy of it (the same rules) does.
+            let _ = p.nm.insert_shared(Arc::clone(r));
+        }
+        for &(id, a) in &self.actions {
+            match a {
+                Some(a) => p.table.actions.insert(id, a),
+                None => p.table.actions.remove(id),
+            }
+        }
+    }
+}
+
+/// `arc` once no one else holds it (within [`SPARE_WAIT`]).
+fn exclusive(mut arc: Arc<Published>) -> Option<Arc<Published>> {
+    let t0 = std::time::Instant::now();
+    loop {
+        if Arc::get_mut(&mut arc).is_some() {
+            return Some(arc);
+        }
+        if t0.elapsed() > SPARE_WAIT {
+            return None;
+        }
+        std::thread::yield_now();
+    }
 }
 
 impl CflowsPublisher {
@@ -68,6 +122,9 @@ impl CflowsPublisher {
             epoch: 0,
             swaps_seen: 0,
             out: Arc::new(ArcSwap::from_pointee(first)),
+            spare: None,
+            lag: Vec::new(),
+            publications: (0, 1),
         })
     }
 
@@ -109,11 +166,15 @@ impl CflowsPublisher {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
+        let instant = self.nm.policy() == Policy::Instant;
+        let mut mirror = Mirror { removed: Vec::new(), inserted: Vec::new(), actions: Vec::new() };
         let mut removed: Vec<Rule> = Vec::new();
         for &id in remove {
             if let Some(r) = self.nm.rule(id).cloned() {
                 if self.nm.remove(id) {
                     self.actions.remove(id.0);
+                    mirror.removed.push(id);
+                    mirror.actions.push((id.0, None));
                     removed.push(r);
                 }
             }
@@ -122,11 +183,14 @@ impl CflowsPublisher {
         let mut refused = None;
         for r in add {
             let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+            let copy = instant.then(|| Arc::new(r.clone()));
             if let Err(e) = self.nm.insert(r) {
                 refused = Some(e);
                 break;
             }
             self.actions.insert(id.0, action);
+            mirror.inserted.extend(copy);
+            mirror.actions.push((id.0, Some(action)));
             added.push(id);
         }
         if let Some(e) = refused {
@@ -153,8 +217,41 @@ impl CflowsPublisher {
         if !removed.is_empty() || self.nm.policy() == Policy::Instant {
             self.epoch += 1;
         }
-        self.publish();
+        self.publish_change(mirror);
         Ok(())
+    }
+
+    /// Publishes the change set `m` just applied: through the spare when it can be had
+    /// (module docs), else as a fresh copy.
+    fn publish_change(&mut self, m: Mirror) {
+        let swaps = self.nm.sessions().len();
+        let spare = self.spare.take().filter(|_| swaps == self.swaps_seen).and_then(exclusive);
+        let Some(mut p) = spare else {
+            let old = self.out.swap(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
+            self.publications.1 += 1;
+            // The replaced publication is the classifier before `m` (same model): it lacks `m`
+            // alone.
+            self.spare = (swaps == self.swaps_seen).then_some(old);
+            self.lag = vec![m];
+            return;
+        };
+        let pm = Arc::get_mut(&mut p).expect("exclusive() returned it unshared");
+        for l in self.lag.iter().chain(std::iter::once(&m)) {
+            l.apply(pm);
+        }
+        pm.table.gen = self.gen;
+        pm.epoch = self.epoch;
+        pm.report = report_of(&self.nm);
+        pm.rules = (self.nm.current().len() + self.nm.staged()) as u64;
+        let old = self.out.swap(p);
+        self.publications.0 += 1;
+        self.spare = Some(old);
+        self.lag = vec![m];
+    }
+
+    /// Publications so far: (through the spare, as fresh copies).
+    pub fn publications(&self) -> (u64, u64) {
+        self.publications
     }
 
     /// Swaps a trained model in when one is ready (and starts training when due); publishes on
@@ -194,8 +291,13 @@ impl CflowsPublisher {
         };
     }
 
+    /// Publishes a fresh copy; the left-right pair starts again from it (a model swap, a
+    /// rolled-back change set).
     fn publish(&mut self) {
         self.out.store(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
+        self.publications.1 += 1;
+        self.spare = None;
+        self.lag.clear();
     }
 }
 
@@ -315,6 +417,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let pool = rules(300);
         let keys = keys(600, 0);
+        let mut incremental = 0;
         for seed in 0..40u64 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
@@ -363,7 +466,10 @@ mod tests {
                 }
             }
             assert!(pmds.iter().all(|p| p.counters().emc_hit > 0));
+            incremental += publisher.publications().0;
         }
+        // The left-right path ran (each seed has change sets in a row without a model swap).
+        assert!(incremental > 40, "publications through the spare: {incremental}");
     }
 
     /// A replace (removal and addition in one change set) is one publication: no PMD can see

@@ -76,7 +76,9 @@ pub use afxdp::{AfXdpConfig, XdpMode};
 pub use error::PortError;
 pub use frame::{FrameMut, MIN_HEADROOM};
 pub use pcap::{flow_hash, PcapConfig};
-pub use port::{open, open_frames, Port, PortConfig, PortHandle, PortSpec, PortType, RxBatch, RxQueue, TxQueue};
+pub use port::{
+    open, open_frames, open_tap, FrameTap, Port, PortConfig, PortHandle, PortSpec, PortType, RxBatch, RxQueue, TxQueue,
+};
 pub use stats::{EventHook, EventKind, LinkState, PortEvent, PortStats, QueueStats};
 pub use sys::is_root;
 

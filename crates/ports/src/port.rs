@@ -167,6 +167,22 @@ pub fn open_frames(name: &str, frames: &[Vec<u8>], cfg: &PortConfig) -> Port {
     Port::assemble(spec, shared, rx, tx)
 }
 
+/// What a tap port does with each frame sent to it (see [`open_tap`]).
+pub type FrameTap = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// Opens a **tap** port named `name`: an output-only port in memory that hands every frame
+/// flushed to it to `tap`, on the transmitting thread (in-process benchmarks and tests that
+/// check a switch's output without files; counted sent like any port). Its receive queues are
+/// always empty.
+pub fn open_tap(name: &str, tap: FrameTap, cfg: &PortConfig) -> Port {
+    let queues = cfg.queues.max(1);
+    let spec = PortSpec { name: name.to_string(), port_type: PortType::PcapOut(PathBuf::from(name)) };
+    let rx = (0..queues).map(|_| RxBackend::Idle).collect();
+    let tx = (0..queues).map(|_| TxBackend::Tap(tap.clone(), Staging::new())).collect();
+    let shared = PortShared::new(name, None, (0..queues).map(|_| None).collect(), cfg.hook.clone());
+    Port::assemble(spec, shared, rx, tx)
+}
+
 /// Looks up an interface and opens the port's control socket (for link checks) in this namespace.
 fn interface(name: &str) -> Result<(u32, std::os::fd::OwnedFd), PortError> {
     let ctl = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| PortError::packet_socket(name, e))?;
@@ -414,6 +430,8 @@ pub(crate) enum TxBackend {
     AfPacket(afpacket::Tx),
     AfXdp(afxdp::Tx),
     PcapOut(pcap::Tx),
+    /// Hands every frame to a function ([`open_tap`]).
+    Tap(FrameTap, Staging),
     /// Counts every frame as dropped (the transmit side of a `pcap-in` port).
     Sink,
 }
@@ -452,6 +470,7 @@ impl TxQueue {
             TxBackend::AfPacket(tx) => tx.staging.push(frame),
             TxBackend::AfXdp(tx) => tx.stage(frame, &self.counters, &self.shared),
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
+            TxBackend::Tap(_, staging) => staging.push(frame),
             TxBackend::Sink => {}
         }
         true
@@ -463,6 +482,7 @@ impl TxQueue {
             TxBackend::AfPacket(tx) => tx.staging.len(),
             TxBackend::AfXdp(tx) => tx.pending(),
             TxBackend::PcapOut(tx) => tx.staging.len(),
+            TxBackend::Tap(_, staging) => staging.len(),
             TxBackend::Sink => 0,
         }
     }
@@ -474,8 +494,17 @@ impl TxQueue {
             TxBackend::AfPacket(tx) => tx.flush(c, shared),
             TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.flush(c, shared),
+            TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
             TxBackend::Sink => {}
         }
+    }
+}
+
+fn tap_flush(tap: &FrameTap, staging: &mut Staging, c: &QueueCounters) {
+    for frame in staging.take() {
+        tap(frame);
+        bump(&c.tx_packets, 1);
+        bump(&c.tx_bytes, frame.len() as u64);
     }
 }
 
@@ -486,6 +515,7 @@ impl Drop for TxQueue {
             TxBackend::AfPacket(tx) => tx.flush(c, shared),
             TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.sync(c, shared),
+            TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
             TxBackend::Sink => {}
         }
     }

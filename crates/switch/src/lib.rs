@@ -41,6 +41,7 @@
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
 //! malformed + lost`.
 
+pub mod bench;
 pub mod ctl;
 pub mod events;
 pub mod execute;
@@ -100,6 +101,8 @@ pub enum PortSource {
     Spec(PortSpec),
     /// An in-memory `pcap-in` port (the built-in workload, tests).
     Frames { name: String, frames: Vec<Vec<u8>> },
+    /// An in-memory output port handing every frame to a function (in-process benchmarks).
+    Tap { name: String, tap: rqvs_ports::FrameTap },
 }
 
 impl PortSource {
@@ -107,6 +110,7 @@ impl PortSource {
         match self {
             PortSource::Spec(s) => s.to_string(),
             PortSource::Frames { name, .. } => format!("pcap-in:{name}"),
+            PortSource::Tap { name, .. } => format!("tap:{name}"),
         }
     }
 }
@@ -130,6 +134,8 @@ pub struct SwitchConfig {
     pub cflows: CflowsConfig,
     /// Where port events go (link changes, end of input, first errors).
     pub hook: Option<EventHook>,
+    /// How many times `pcap-in` ports deliver their frames (1: once; `u64::MAX`: until stopped).
+    pub input_loops: u64,
 }
 
 impl SwitchConfig {
@@ -148,6 +154,7 @@ impl SwitchConfig {
             ccache: CcacheConfig::default(),
             cflows: CflowsConfig::default(),
             hook: None,
+            input_loops: 1,
         }
     }
 }
@@ -168,13 +175,18 @@ pub const EXECUTED_ACTIONS: &str =
 /// Refuses rules the switch cannot run as written (another table, an action it does not
 /// execute), naming the rule.
 pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
+    // The rule's text only when it is refused (formatting every rule would cost more than
+    // checking it).
+    let text = |r: &Rule| {
+        ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
+    };
     for r in rules {
-        let flow =
-            ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id));
         if r.table != 0 {
+            let flow = text(r);
             return Err(err(format!("flow {} ({flow}): table {} — the switch has one table (0)", r.id.0 + 1, r.table)));
         }
         if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
+            let flow = text(r);
             return Err(err(format!(
                 "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
                 r.id.0 + 1
@@ -202,7 +214,12 @@ pub struct Control {
     ports: Vec<PortHandle>,
     port_names: Vec<String>,
     pmd_cpus: Vec<Option<usize>>,
+    /// The slow path's OpenFlow table: shared with the ORIG/CCACHE PMDs, the handler and the
+    /// revalidator; empty and unused in CFLOWS (see `trace_table`).
     table: OfprotoTable,
+    /// CFLOWS: the slow path's table of the record for `trace`, built when asked and dropped at
+    /// every rule change (`None`).
+    trace_table: Mutex<Option<OfprotoTable>>,
     rules: Mutex<FlowTable>,
     /// The handler thread's counters (when there is one).
     handler: Option<Arc<handler::HandlerStats>>,
@@ -226,7 +243,12 @@ impl Switch {
         }
         check_rules(&cfg.rules)?;
         let pmds = cfg.pmds.max(1);
-        let pcfg = PortConfig { queues: pmds, hook: cfg.hook.clone(), ..PortConfig::default() };
+        let pcfg = PortConfig {
+            queues: pmds,
+            hook: cfg.hook.clone(),
+            pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
+            ..PortConfig::default()
+        };
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
@@ -234,6 +256,7 @@ impl Switch {
                     rqvs_ports::open(spec, &pcfg).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?
                 }
                 PortSource::Frames { name, frames } => rqvs_ports::open_frames(name, frames, &pcfg),
+                PortSource::Tap { name, tap } => rqvs_ports::open_tap(name, tap.clone(), &pcfg),
             };
             opened.push(port);
         }
@@ -241,7 +264,11 @@ impl Switch {
         // earlier one, and the datapath is built from what it keeps, so the two agree.
         let record = FlowTable::new(cfg.rules);
         let rules: Vec<Rule> = record.iter().cloned().collect();
-        let table = OfprotoTable::build(&rules).map_err(|e| err(format!("rules: {e}")))?;
+        // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
+        // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
+        let table =
+            if cfg.design == DesignKind::Cflows { OfprotoTable::build(&[]) } else { OfprotoTable::build(&rules) }
+                .map_err(|e| err(format!("rules: {e}")))?;
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -364,6 +391,7 @@ impl Switch {
             ports: handles,
             pmd_cpus: cpus,
             table,
+            trace_table: Mutex::new(None),
             rules: Mutex::new(record),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
@@ -653,7 +681,15 @@ impl Control {
             return Err(err("ofproto/trace: a packet has single port values, not masks"));
         }
         let key: FlowKey = rule.matches.value().wire();
-        let v = self.table.classify(&key);
+        let v = if self.design == DesignKind::Cflows {
+            let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
+            if cached.is_none() {
+                *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(format!("ofproto/trace: {e}")))?);
+            }
+            cached.as_ref().expect("built above").classify(&key)
+        } else {
+            self.table.classify(&key)
+        };
         let rules = self.lock_rules();
         let winner = v.rule.and_then(|id| rules.get(id));
         let mut s = format!("Flow: {}\n\n", format_packet(&key));
@@ -778,20 +814,18 @@ impl Control {
             self.emit(events);
             return Ok((effects, net));
         }
-        let mut changes: Vec<RuleChange> = net.removed.iter().map(|r| RuleChange::Remove(r.id)).collect();
-        changes.extend(net.added.iter().cloned().map(RuleChange::Add));
-        // On error the transaction is dropped: the record goes back to what it was.
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
-        if let Err(e) = self.apply(version, &net.added, &removed) {
-            // CFLOWS' classifier refused the change (and kept none of it): the shared table
-            // goes back too, and the record with the transaction dropped.
-            let mut undo: Vec<RuleChange> = net.added.iter().map(|r| RuleChange::Remove(r.id)).collect();
-            undo.extend(net.removed.iter().cloned().map(RuleChange::Add));
-            if let Err(u) = self.table.commit(undo) {
-                eprintln!("rqvs switch: {what}: the OpenFlow table could not be put back after a refused change: {u}");
-            }
-            return Err(err(format!("{what}: {e}")));
+        if self.design == DesignKind::Cflows {
+            // The learned classifier takes it all or none of it (the record is dropped with
+            // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
+            self.apply(0, &net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
+            *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        } else {
+            let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+            changes.extend(net.added.iter().cloned().map(RuleChange::Add));
+            // On error the transaction is dropped: the record goes back to what it was.
+            let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
+            self.apply(version, &net.added, &removed)?;
         }
         txn.keep();
         let events = self.settle_counts(&mut rules, &net, now_ns);

@@ -310,14 +310,18 @@ impl Live {
         (0..n).map(|i| frame(tp_dst, sport0 + i)).map(|f| self.host[0].send(&f).map(|()| f.len() as u64).unwrap()).sum()
     }
 
-    /// Waits until the switch has taken `n` frames in (so their counts are in).
+    /// Waits until the switch has taken `n` frames in and decided each (its upcalls answered),
+    /// so their counts are in.
     fn settle(&self, n: u64) {
         let t0 = Instant::now();
-        while self.sw.control().show().total.rx < n {
-            assert!(t0.elapsed() < Duration::from_secs(5), "the switch did not take {n} frames in");
+        loop {
+            let t = self.sw.control().show().total;
+            if t.rx >= n && t.balanced() {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the switch did not take {n} frames in: {t:?}");
             std::thread::sleep(Duration::from_millis(5));
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 
     fn stop(self) {
