@@ -7,8 +7,9 @@
 //!   classifier as lookups see it, the actions, an EMC generation — with one atomic pointer swap
 //!   ([`arc_swap::ArcSwap`]). **Two copies, left-right**: the publication before the current one
 //!   is kept as the *spare*; a change set is applied to the spare as well (with the change sets
-//!   it missed since it was published — the one before), which is then published in its place,
-//!   and the publication it replaces becomes the spare. So a change set costs O(its rules) twice,
+//!   it missed since it was published — the one before, unless [`CflowsPublisher::catch_up`]
+//!   applied it after the last commit), which is then published in its place, and the
+//!   publication it replaces becomes the spare. So a change set costs O(its rules) twice,
 //!   not a copy of the classifier — the spare is only written once no PMD reads it any more
 //!   (every reader's hold ends with its batch; the publisher waits up to [`SPARE_WAIT`] for
 //!   that, then copies instead). A model swap (and a refused change set, which is rolled back)
@@ -95,15 +96,15 @@ impl Mirror {
     }
 }
 
-/// `arc` once no one else holds it (within [`SPARE_WAIT`]).
-fn exclusive(mut arc: Arc<Published>) -> Option<Arc<Published>> {
+/// `arc` once no one else holds it (within [`SPARE_WAIT`]; `Err(arc)` when someone still does).
+fn exclusive(mut arc: Arc<Published>) -> Result<Arc<Published>, Arc<Published>> {
     let t0 = std::time::Instant::now();
     loop {
         if Arc::get_mut(&mut arc).is_some() {
-            return Some(arc);
+            return Ok(arc);
         }
         if t0.elapsed() > SPARE_WAIT {
-            return None;
+            return Err(arc);
         }
         std::thread::yield_now();
     }
@@ -225,7 +226,7 @@ impl CflowsPublisher {
     /// (module docs), else as a fresh copy.
     fn publish_change(&mut self, m: Mirror) {
         let swaps = self.nm.sessions().len();
-        let spare = self.spare.take().filter(|_| swaps == self.swaps_seen).and_then(exclusive);
+        let spare = self.spare.take().filter(|_| swaps == self.swaps_seen).and_then(|p| exclusive(p).ok());
         let Some(mut p) = spare else {
             let old = self.out.swap(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
             self.publications.1 += 1;
@@ -247,6 +248,27 @@ impl CflowsPublisher {
         self.publications.0 += 1;
         self.spare = Some(old);
         self.lag = vec![m];
+    }
+
+    /// Brings the spare up to date with the current publication, so that the next change set
+    /// applies only itself to it: the manager calls this after answering a change, taking the
+    /// second application off the commit's path. A spare still read (beyond [`SPARE_WAIT`])
+    /// is left as it is, its lag kept.
+    pub fn catch_up(&mut self) {
+        if self.lag.is_empty() {
+            return;
+        }
+        let Some(spare) = self.spare.take() else { return };
+        match exclusive(spare) {
+            Ok(mut p) => {
+                let pm = Arc::get_mut(&mut p).expect("exclusive() returned it unshared");
+                for l in self.lag.drain(..) {
+                    l.apply(pm);
+                }
+                self.spare = Some(p);
+            }
+            Err(p) => self.spare = Some(p),
+        }
     }
 
     /// Publications so far: (through the spare, as fresh copies).
@@ -453,6 +475,11 @@ mod tests {
                         publisher.remove_rules(&gone);
                     }
                     _ => publisher.settle(),
+                }
+                // As the switch's manager does after answering a change (half the time here,
+                // so both the caught-up and the lagging spare are exercised).
+                if step % 2 == 0 {
+                    publisher.catch_up();
                 }
                 let staged = publisher.classifier().staged_ids();
                 let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();

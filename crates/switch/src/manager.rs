@@ -46,6 +46,8 @@ fn serve(publisher: &mut CflowsPublisher, recv: &Receiver<ManagerMsg>) {
         match recv.recv_timeout(POLL) {
             Ok(m) => {
                 let _ = m.answer.send(publisher.change(&m.remove, m.add).map_err(|e| e.to_string()));
+                // The spare catches up after the answer, off the commit's path.
+                publisher.catch_up();
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
