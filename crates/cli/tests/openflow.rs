@@ -4,8 +4,8 @@
 //! flow-mod leaving the table alone, and `rqvs ctl dump-rules`/`show` agreeing throughout. A
 //! raw client checks the errors: an unknown message type, a HELLO with no common version, and
 //! several connections at once. Per-flow counters: a capture through the switch (every design,
-//! one and two PMDs), then `ovs-ofctl dump-flows`' `n_packets`/`n_bytes` and `dump-aggregate`
-//! are those of the frames each flow is the reference winner of. Loopback TCP only.
+//! one and two PMDs), then `ovs-ofctl dump-flows`' `n_packets`/`n_bytes`, `dump-aggregate` and
+//! `rqvs ctl dump-rules --stats` are those of the frames each flow is the reference winner of. Loopback TCP only.
 //!
 //! Skipped (with the reason printed) when `ovs-ofctl` is missing, unless `RQVS_REQUIRE_OVS=1`.
 
@@ -618,6 +618,16 @@ fn dump_flows_counts_each_flows_packets_and_bytes() {
             let want_normal: std::collections::BTreeMap<String, (u64, u64)> =
                 want.iter().map(|(f, c)| (normal(f).into_iter().next().unwrap(), *c)).collect();
             assert_eq!(got, want_normal, "{design} {pmds} PMDs: per-flow n_packets, n_bytes");
+            // `rqvs ctl dump-rules --stats` says the same.
+            let ctl_counts: std::collections::BTreeMap<String, (u64, u64)> = ctl(&sock, &["dump-rules", "--stats"])
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.splitn(4, ", ").collect();
+                    let n = |s: &str, k: &str| s.strip_prefix(k).unwrap().parse::<u64>().unwrap();
+                    (normal(f[3]).into_iter().next().unwrap(), (n(f[1], "n_packets="), n(f[2], "n_bytes=")))
+                })
+                .collect();
+            assert_eq!(ctl_counts, want_normal, "{design} {pmds} PMDs: rqvs ctl dump-rules --stats");
             let agg = ofctl_ok("OpenFlow13", &["dump-aggregate", &t]);
             assert!(
                 agg.contains(&format!("packet_count={packets} byte_count={bytes} flow_count={}", rules.len())),

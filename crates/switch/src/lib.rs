@@ -38,6 +38,14 @@
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
 //!
+//! **Flows' counters and lives.** Each PMD counts every packet it decides for the rule that
+//! decided it ([`flowstats`]); FLOW/AGGREGATE requests sum the PMDs' counts with what each flow
+//! carries from the flows it replaced ([`Control::flow_stats`]). A flow's state — timeouts,
+//! flags, creation and modification times — lives beside its rule in the record
+//! ([`table::FlowMeta`]); the **expiry thread** ([`expiry`]) removes flows whose idle or hard
+//! timeout passed through the same transaction path, and the removal of a flow with
+//! SEND_FLOW_REM is an event for the OpenFlow connections ([`events`]).
+//!
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
 //! malformed + lost`.
 
@@ -45,7 +53,7 @@ pub mod bench;
 pub mod ctl;
 pub mod events;
 pub mod execute;
-mod expiry;
+pub mod expiry;
 pub mod flowstats;
 pub mod handler;
 pub mod manager;
