@@ -1,5 +1,5 @@
-//! Per-flow counters: packets, bytes and the time of the last hit of every OpenFlow rule, kept
-//! by each PMD thread on its own and summed by the management side.
+//! Per-flow counters: the packets and bytes of every OpenFlow rule, kept by each PMD thread on
+//! its own and summed by the management side.
 //!
 //! **Where a packet is counted.** The PMD counts each packet it classified for the rule that
 //! decided it — the design names it ([`rqvs_datapath::Design::batch_rules`] for the fast path,
@@ -8,11 +8,11 @@
 //! matched (the table-miss drop), malformed frames and lost upcalls count for no flow.
 //!
 //! **Storage.** [`FlowCounters`] is the PMD's own: no lock, no atomic, no allocation per
-//! packet. Rule ids are never reused by the switch (every add and modify takes a new one), so
+//! packet, 16 bytes a rule (a cache line holds four; an entry never straddles two). Rule ids are never reused by the switch (every add and modify takes a new one), so
 //! over a long run the ids in use are a sparse subset of a growing range; the counters are
 //! kept in pages of [`PAGE`] rules, a page allocated the first time one of its rules is hit
 //! and freed when a [`FlowCounters::take`] leaves it empty — memory follows the rules that are
-//! hit, not the highest id ever given. A hit is two dependent loads (page, entry) and three
+//! hit, not the highest id ever given. A hit is two dependent loads (page, entry) and two
 //! stores; the entry is usually a cache miss (a table of 100K flows' counters does not fit the
 //! caches), so the PMD prefetches a batch's entries as soon as the design has named the rules
 //! and counts after applying the actions, which hides the misses behind the frame work.
@@ -24,8 +24,13 @@
 //! that ends (its capture files are done) leaves its counters in [`Parting`], where the
 //! management side reads them from then on.
 //!
-//! **Time.** `used_ns` is nanoseconds since the switch's clock base (one `Instant` every PMD and
-//! the management side share), taken once per batch; 0 means never hit.
+//! **Last hits.** The PMDs keep no time: a flow's last hit, which only idle timeouts need, is
+//! what the management side sees of its counts — the expiry thread ([`crate::expiry`]) reads the
+//! counts of the flows with an idle timeout a few times a second, and a count that moved means a
+//! hit since the last look ([`crate::table::FlowTable::observe`]). A time per packet would make
+//! an entry 24 bytes: measured on acl1_100k through CFLOWS (136K flows, the counters far beyond
+//! the caches), the counting took 4.6% of a PMD's time so, 1.8% at 16 bytes
+//! (docs/switch-bench.md).
 
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
@@ -49,16 +54,13 @@ pub struct FlowCount {
     pub packets: u64,
     /// Frame lengths as received.
     pub bytes: u64,
-    /// The last hit, ns since the switch's clock base (0: never).
-    pub used_ns: u64,
 }
 
 impl FlowCount {
-    /// Sums `o` into this: packets and bytes add up, the last hit is the later one.
+    /// Sums `o` into this.
     pub fn add(&mut self, o: &FlowCount) {
         self.packets += o.packets;
         self.bytes += o.bytes;
-        self.used_ns = self.used_ns.max(o.used_ns);
     }
 }
 
@@ -81,9 +83,9 @@ impl FlowCounters {
         FlowCounters::default()
     }
 
-    /// A packet of `bytes` bytes decided by `rule` at `now_ns` ([`NO_RULE`]: counted nowhere).
+    /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere).
     #[inline]
-    pub fn hit(&mut self, rule: RuleId, bytes: usize, now_ns: u64) {
+    pub fn hit(&mut self, rule: RuleId, bytes: usize) {
         if rule == NO_RULE {
             return;
         }
@@ -95,7 +97,6 @@ impl FlowCounters {
         let e = &mut page[i];
         e.packets += 1;
         e.bytes += bytes as u64;
-        e.used_ns = now_ns;
     }
 
     /// Asks the CPU to fetch `rule`'s counters ahead of its [`FlowCounters::hit`] (a hint; a
@@ -240,34 +241,39 @@ impl Control {
 
     /// After a transaction is committed and applied on every PMD: takes the PMDs' counts of the
     /// flows it removed and gives them to the flows that took over ([`NetChange::heir`], packets
-    /// and bytes unless RESET_COUNTS, the last hit always), and returns a FLOW_REMOVED event
-    /// for each deleted or expired flow with SEND_FLOW_REM, with its counts. Called with the
-    /// table of record locked (`rules`), so no flow-stats request sees counts in between.
+    /// and bytes unless RESET_COUNTS; a hit the expiry thread had not seen yet makes now the
+    /// heir's last hit), and returns a FLOW_REMOVED event for each deleted or expired flow with
+    /// SEND_FLOW_REM, with its counts. Called with the table of record locked (`rules`), so no
+    /// flow-stats request sees counts in between.
     pub(crate) fn settle_counts(&self, rules: &mut FlowTable, net: &NetChange, now_ns: u64) -> Vec<Event> {
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
         let taken = self.flow_counts(&removed, true);
-        let mut owed: HashMap<RuleId, FlowCount> = HashMap::new();
+        let mut owed: HashMap<RuleId, (FlowCount, bool)> = HashMap::new();
         for (&id, mut c) in removed.iter().zip(taken) {
             // Along the chain of heirs (a flow modified twice in one bundle) to the last one.
             let mut at = id;
+            let mut hit = false;
             for _ in 0..=net.heir.len() {
-                let Some(&(next, counts)) = net.heir.get(&at) else { break };
-                if counts == Counts::Reset {
-                    (c.packets, c.bytes) = (0, 0);
+                let Some(h) = net.heir.get(&at) else { break };
+                hit |= at == id && c.packets > h.seen;
+                if h.counts == Counts::Reset {
+                    c = FlowCount::default();
                 }
-                at = next;
+                at = h.to;
             }
-            owed.entry(at).or_default().add(&c);
+            let o = owed.entry(at).or_default();
+            o.0.add(&c);
+            o.1 |= hit;
         }
-        for (id, c) in &owed {
-            rules.carry(*id, c);
+        for (id, (c, hit)) in &owed {
+            rules.carry(*id, c, hit.then_some(now_ns));
         }
         net.deleted
             .iter()
             .filter(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM != 0)
             .map(|(rule, m, reason)| {
                 let mut counts = m.carried;
-                if let Some(c) = owed.get(&rule.id) {
+                if let Some((c, _)) = owed.get(&rule.id) {
                     counts.add(c);
                 }
                 Event::FlowRemoved(FlowRemoved {
@@ -290,12 +296,12 @@ mod tests {
     #[test]
     fn hits_count_per_rule_and_take_clears_and_frees() {
         let mut c = FlowCounters::new();
-        c.hit(RuleId(3), 60, 10);
-        c.hit(RuleId(3), 100, 20);
-        c.hit(RuleId(5000), 1500, 30);
-        c.hit(NO_RULE, 64, 40);
-        assert_eq!(c.get(RuleId(3)), FlowCount { packets: 2, bytes: 160, used_ns: 20 });
-        assert_eq!(c.get(RuleId(5000)), FlowCount { packets: 1, bytes: 1500, used_ns: 30 });
+        c.hit(RuleId(3), 60);
+        c.hit(RuleId(3), 100);
+        c.hit(RuleId(5000), 1500);
+        c.hit(NO_RULE, 64);
+        assert_eq!(c.get(RuleId(3)), FlowCount { packets: 2, bytes: 160 });
+        assert_eq!(c.get(RuleId(5000)), FlowCount { packets: 1, bytes: 1500 });
         assert_eq!(c.get(RuleId(4)), FlowCount::default());
         assert_eq!(c.get(RuleId(1 << 30)), FlowCount::default());
         assert_eq!(c.pages(), 2);
@@ -311,8 +317,8 @@ mod tests {
 
     #[test]
     fn counts_add_up_over_pmds() {
-        let mut a = FlowCount { packets: 2, bytes: 100, used_ns: 50 };
-        a.add(&FlowCount { packets: 3, bytes: 7, used_ns: 20 });
-        assert_eq!(a, FlowCount { packets: 5, bytes: 107, used_ns: 50 });
+        let mut a = FlowCount { packets: 2, bytes: 100 };
+        a.add(&FlowCount { packets: 3, bytes: 7 });
+        assert_eq!(a, FlowCount { packets: 5, bytes: 107 });
     }
 }

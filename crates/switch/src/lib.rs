@@ -63,7 +63,7 @@ pub mod stats;
 mod sys;
 pub mod table;
 
-pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, NetChange, OpError, Reason};
+pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -234,7 +234,7 @@ pub struct Control {
     /// The CFLOWS manager thread's queue (CFLOWS only).
     manager: Mutex<Option<Sender<manager::ManagerMsg>>>,
     stop: Arc<AtomicBool>,
-    /// The switch's clock base (per-flow last-hit times count from it) and start time.
+    /// The switch's clock base (flows' times count from it) and start time.
     started: std::time::Instant,
     /// Per-flow counters of the PMD threads that have ended.
     parting: flowstats::Parting,
@@ -383,7 +383,6 @@ impl Switch {
                 stop: stop.clone(),
                 busy_poll: cfg.busy_poll,
                 handler: link,
-                clock: started,
                 parting: parting.clone(),
             };
             let t = std::thread::Builder::new()
@@ -603,7 +602,7 @@ impl Control {
         }
     }
 
-    /// Nanoseconds on the switch's clock (per-flow last-hit times are on it).
+    /// Nanoseconds on the switch's clock (flows' times are on it: [`table::FlowMeta`]).
     pub fn clock_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }

@@ -65,8 +65,6 @@ pub struct PmdSetup {
     pub busy_poll: bool,
     /// The handler thread; `None`: upcalls handled inline.
     pub handler: Option<HandlerLink>,
-    /// The switch's clock base: per-flow last-hit times are ns since it.
-    pub clock: Instant,
     /// Where this PMD leaves its per-flow counters when it ends.
     pub parting: Parting,
 }
@@ -138,8 +136,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         if let Some(link) = &s.handler {
             if up.n > 0 {
                 let busy = Instant::now();
-                let sink = (&mut flows, s.clock);
-                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink, None) > 0 {
+                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, None) > 0 {
                     c.busy_ns += busy.elapsed().as_nanos() as u64;
                 }
             }
@@ -152,7 +149,6 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                 continue;
             }
             let busy = Instant::now();
-            let now_ns = busy.saturating_duration_since(s.clock).as_nanos() as u64;
             got += n_frames;
             c.rx[p] += n_frames as u64;
             let mut n = 0;
@@ -183,7 +179,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                 }
             }
             for (j, &rule) in rules.iter().enumerate() {
-                flows.hit(rule, batch.get(frame_of[j]).map_or(0, <[u8]>::len), now_ns);
+                flows.hit(rule, batch.get(frame_of[j]).map_or(0, <[u8]>::len));
             }
             match &s.handler {
                 Some(link) => {
@@ -201,7 +197,6 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             })
                             .collect();
                         drop(batch);
-                        let sink = (&mut flows, s.clock);
                         send_upcalls(
                             link,
                             s.index,
@@ -211,7 +206,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             &mut c,
                             &mut exec,
                             &mut s.tx,
-                            sink,
+                            &mut flows,
                         );
                     }
                 }
@@ -220,7 +215,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                     let rules = s.design.upcall_rules();
                     for (i, &(q, a)) in handled.iter().enumerate() {
                         let frame = batch.get(frame_of[(q - seq0) as usize]).unwrap_or(&[]);
-                        flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len(), now_ns);
+                        flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len());
                         account(&mut c, p, exec.execute(frame, in_port, a, &mut s.tx));
                     }
                 }
@@ -264,8 +259,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // The handler's last answers: every packet taken is sent or counted.
     if let Some(link) = s.handler.take() {
         while up.n > 0 {
-            let sink = (&mut flows, s.clock);
-            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, sink, Some(HANDLER_DRAIN)) == 0
+            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, Some(HANDLER_DRAIN))
+                == 0
             {
                 // No answer in time (the handler is gone): what it held is lost.
                 for (p, n) in up.by_port.iter_mut().enumerate() {
@@ -313,14 +308,14 @@ fn send_upcalls(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
-    (flows, clock): (&mut FlowCounters, Instant),
+    flows: &mut FlowCounters,
 ) {
     if up.offline {
         // A file waits: in pieces of at most the cap, each when there is room for it.
         while !items.is_empty() {
             let rest = items.split_off(items.len().min(link.cap.max(1)));
             while up.n > 0 && up.n + items.len() > link.cap {
-                if answers(link, design, up, c, exec, tx, (&mut *flows, clock), Some(HANDLER_DRAIN)) == 0 {
+                if answers(link, design, up, c, exec, tx, flows, Some(HANDLER_DRAIN)) == 0 {
                     break;
                 }
             }
@@ -385,7 +380,7 @@ fn answers(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
-    (flows, clock): (&mut FlowCounters, Instant),
+    flows: &mut FlowCounters,
     wait: Option<Duration>,
 ) -> usize {
     let mut done = 0;
@@ -400,7 +395,6 @@ fn answers(
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             },
         };
-        let now_ns = Instant::now().saturating_duration_since(clock).as_nanos() as u64;
         for it in b.items {
             up.n -= 1;
             up.by_port[it.port] -= 1;
@@ -413,7 +407,7 @@ fn answers(
                 DpAction::Lost | DpAction::Pending => c.lost[it.port] += 1,
                 a => {
                     let rule = it.verdict.as_ref().and_then(|(v, _)| v.rule).unwrap_or(NO_RULE);
-                    flows.hit(rule, it.frame.len(), now_ns);
+                    flows.hit(rule, it.frame.len());
                     account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx));
                 }
             }

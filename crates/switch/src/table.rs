@@ -17,7 +17,8 @@
 //! (an add with CHECK_OVERLAP scans the flows of its priority).
 //!
 //! **Flow state** ([`FlowMeta`], beside each rule): creation and modification times, idle and
-//! hard timeouts, the `OFPFF_*` flags, and the counts *carried* from the flows it replaced. A
+//! hard timeouts, the `OFPFF_*` flags, its last hit as the management side knows it, and the
+//! counts *carried* from the flows it replaced. A
 //! flow keeps OVS 3.1's semantics (`ofproto.c` `replace_rule_start`, `ofproto-dpif.c`
 //! `rule_insert`, `rule_expire`):
 //! - an **add** makes a new flow: duration, hard timeout and idle time count from now, with the
@@ -32,7 +33,9 @@
 //!
 //! The packet counts themselves live in the PMDs (by rule id, [`crate::flowstats`]): a
 //! transaction records which flow each removed flow's counts go to ([`NetChange::heir`]), and
-//! [`crate::Control`] moves them there once the change is applied everywhere.
+//! [`crate::Control`] moves them there once the change is applied everywhere. The PMDs keep no
+//! times: a flow's last hit is the last time the expiry thread saw its count move
+//! ([`FlowTable::observe`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -126,9 +129,14 @@ pub struct FlowMeta {
     /// The `OFPFF_*` flags it keeps ([`KEPT_FLAGS`]).
     pub flags: u16,
     pub importance: u16,
+    /// Its last hit as far as the management side knows: its add (OVS counts a new flow as
+    /// used when added), the flow it replaced or was modified from (OVS forwards it), or the
+    /// last time its count was seen to move ([`FlowTable::observe`]).
+    pub used_ns: u64,
+    /// The PMDs' packets under its id when last looked at (a count that moved since is a hit).
+    pub seen: u64,
     /// Packets and bytes of the flows it replaced (or was modified from), not counted at the
-    /// PMDs under its own id; `used_ns` is its last hit as far as those go (its creation, at
-    /// first: OVS counts a new flow as used when added).
+    /// PMDs under its own id.
     pub carried: FlowCount,
 }
 
@@ -142,7 +150,9 @@ impl FlowMeta {
             hard_timeout: spec.hard_timeout,
             flags: spec.flags & KEPT_FLAGS,
             importance: spec.importance,
-            carried: FlowCount { used_ns: now_ns, ..FlowCount::default() },
+            used_ns: now_ns,
+            seen: 0,
+            carried: FlowCount::default(),
         }
     }
 
@@ -151,25 +161,29 @@ impl FlowMeta {
         self.idle_timeout != 0 || self.hard_timeout != 0
     }
 
-    /// Why the flow has expired at `now_ns`, if it has, given its last hit `used_ns` (OVS's
-    /// `rule_expire`: the hard timeout first).
-    pub fn expired(&self, now_ns: u64, used_ns: u64) -> Option<Reason> {
+    /// Why the flow has expired at `now_ns`, if it has (OVS's `rule_expire`: the hard timeout
+    /// first, then the idle time since its last hit).
+    pub fn expired(&self, now_ns: u64) -> Option<Reason> {
         let s = |t: u16| u64::from(t) * 1_000_000_000;
         if self.hard_timeout != 0 && now_ns > self.modified_ns + s(self.hard_timeout) {
             return Some(Reason::HardTimeout);
         }
-        if self.idle_timeout != 0 && now_ns > used_ns.max(self.carried.used_ns) + s(self.idle_timeout) {
+        if self.idle_timeout != 0 && now_ns > self.used_ns + s(self.idle_timeout) {
             return Some(Reason::IdleTimeout);
         }
         None
     }
 
-    /// The counts carried into a flow that replaces this one (module docs).
-    fn heir_carries(&self, counts: Counts) -> FlowCount {
-        match counts {
-            Counts::Keep => self.carried,
-            Counts::Reset => FlowCount { used_ns: self.carried.used_ns, ..FlowCount::default() },
-        }
+    /// The state of a flow that takes over from this one at `now_ns`: `spec`'s (an add that
+    /// replaces it) or this one's with the hard timeout restarting (a modify); the counts
+    /// carried unless `Reset`, the last hit always (module docs).
+    fn heir(&self, spec: Option<&FlowSpec>, counts: Counts, now_ns: u64) -> FlowMeta {
+        let base = match spec {
+            Some(spec) => FlowMeta::new(spec, now_ns),
+            None => FlowMeta { modified_ns: now_ns, ..*self },
+        };
+        let carried = if counts == Counts::Keep { self.carried } else { FlowCount::default() };
+        FlowMeta { used_ns: self.used_ns, seen: 0, carried, ..base }
     }
 }
 
@@ -306,10 +320,23 @@ impl FlowTable {
     }
 
     /// Adds counts a flow took over to what it carries ([`crate::Control`], once the PMDs'
-    /// counts of the flows it replaced are taken).
-    pub fn carry(&mut self, id: RuleId, c: &FlowCount) {
+    /// counts of the flows it replaced are taken), with a hit at `used_ns` when they held one
+    /// not seen yet.
+    pub fn carry(&mut self, id: RuleId, c: &FlowCount, used_ns: Option<u64>) {
         if let Some((_, m)) = self.by_id.get_mut(&id) {
             m.carried.add(c);
+            m.used_ns = m.used_ns.max(used_ns.unwrap_or(0));
+        }
+    }
+
+    /// The PMDs count `packets` under `id` at `now_ns` (the expiry thread looks): a count that
+    /// moved since the last look is a hit, so the flow was used by now.
+    pub fn observe(&mut self, id: RuleId, packets: u64, now_ns: u64) {
+        if let Some((_, m)) = self.by_id.get_mut(&id) {
+            if packets != m.seen {
+                m.seen = packets;
+                m.used_ns = m.used_ns.max(now_ns);
+            }
         }
     }
 
@@ -391,8 +418,19 @@ pub struct NetChange {
     /// and why: those with SEND_FLOW_REM owe a FLOW_REMOVED.
     pub deleted: Vec<(Rule, FlowMeta, Reason)>,
     /// A flow replaced (by an add) or modified (under a new id) → the flow that takes over its
-    /// counts, and whether the packets and bytes go along (`Reset`: only the last hit does).
-    pub heir: HashMap<RuleId, (RuleId, Counts)>,
+    /// counts.
+    pub heir: HashMap<RuleId, Heir>,
+}
+
+/// The flow that takes over a replaced or modified flow's counts ([`NetChange::heir`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heir {
+    pub to: RuleId,
+    /// Whether the packets and bytes go along (`Reset`: they do not).
+    pub counts: Counts,
+    /// The replaced flow's packets at the PMDs when last looked at ([`FlowMeta::seen`]): more
+    /// when its counts are taken is a hit the heir's last hit must know of.
+    pub seen: u64,
 }
 
 impl NetChange {
@@ -419,7 +457,7 @@ pub struct Txn<'a> {
     /// Flows that existed before it and it removed.
     removed: Vec<Rule>,
     /// See [`NetChange::heir`].
-    heir: HashMap<RuleId, (RuleId, Counts)>,
+    heir: HashMap<RuleId, Heir>,
     /// See [`NetChange::deleted`].
     deleted: Vec<(Rule, FlowMeta, Reason)>,
 }
@@ -444,15 +482,14 @@ impl Txn<'_> {
                 }
                 let mut r = r.clone();
                 r.id = self.new_id();
-                let mut meta = FlowMeta::new(spec, self.now_ns);
                 let counts = if spec.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
-                if let Some(old) = replaces.and_then(|id| self.table.meta(id)) {
-                    // OVS forwards the last hit too: the idle time goes on from the old flow's.
-                    meta.carried = old.heir_carries(counts);
-                }
+                // OVS forwards the last hit too: the idle time goes on from the old flow's.
+                let old = replaces.and_then(|id| self.table.meta(id)).copied();
+                let meta =
+                    old.map_or_else(|| FlowMeta::new(spec, self.now_ns), |o| o.heir(Some(spec), counts, self.now_ns));
                 let id = r.id;
-                if let Some(old) = self.insert((r, meta)) {
-                    self.heir.insert(old, (id, counts));
+                if let (Some(from), Some(o)) = (self.insert((r, meta)), old) {
+                    self.heir.insert(from, Heir { to: id, counts, seen: o.seen });
                 }
                 Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
             }
@@ -468,8 +505,8 @@ impl Txn<'_> {
                     self.remove(*id);
                     r.id = self.new_id();
                     // Kept: created, timeouts, flags, importance; the hard timeout restarts.
-                    *m = FlowMeta { modified_ns: self.now_ns, carried: m.heir_carries(*counts), ..*m };
-                    self.heir.insert(*id, (r.id, *counts));
+                    self.heir.insert(*id, Heir { to: r.id, counts: *counts, seen: m.seen });
+                    *m = m.heir(None, *counts, self.now_ns);
                 }
                 let n = new.len();
                 for f in new {
@@ -676,31 +713,34 @@ mod tests {
     fn flow_state_follows_ovs() {
         let mut t = FlowTable::new(Vec::new());
         let add = |r: &str, s: FlowSpec| FlowOp::Add(rules(r).remove(0), s);
+        let only = |t: &FlowTable| t.iter().next().unwrap().id;
         let mut x = t.txn(1_000);
         x.apply(&add("priority=10,tcp,actions=output:2", spec(5, 60, OFPFF_SEND_FLOW_REM | 0x20))).unwrap();
         x.keep();
-        let id0 = t.iter().next().unwrap().id;
+        let id0 = only(&t);
         let m0 = *t.meta(id0).unwrap();
         assert_eq!((m0.created_ns, m0.modified_ns, m0.idle_timeout, m0.hard_timeout), (1_000, 1_000, 5, 60));
         assert_eq!(m0.flags, OFPFF_SEND_FLOW_REM, "only the kept flags");
-        assert_eq!(m0.carried, FlowCount { used_ns: 1_000, ..FlowCount::default() }, "used when added");
+        assert_eq!((m0.carried, m0.used_ns), (FlowCount::default(), 1_000), "used when added");
         assert_eq!(t.timed().count(), 1);
-        t.carry(id0, &FlowCount { packets: 7, bytes: 700, used_ns: 1_500 });
+        t.carry(id0, &FlowCount { packets: 7, bytes: 700 }, Some(1_500));
 
-        // Modify: a new id; created, timeouts, flags and counts kept; modified now.
+        // Modify: a new id; created, timeouts, flags, counts and last hit kept; modified now.
         let mut x = t.txn(2_000);
         x.apply(&FlowOp::modify(strict("priority=10,tcp,actions=drop"), Actions(vec![Action::Output(3)]))).unwrap();
         let net = x.net();
         x.keep();
-        let id1 = t.iter().next().unwrap().id;
+        let id1 = only(&t);
         assert_ne!(id1, id0);
-        assert_eq!(net.heir.get(&id0), Some(&(id1, Counts::Keep)));
+        assert_eq!(net.heir.get(&id0), Some(&Heir { to: id1, counts: Counts::Keep, seen: 0 }));
         let m1 = *t.meta(id1).unwrap();
-        assert_eq!(
-            (m1.created_ns, m1.modified_ns, m1.idle_timeout, m1.hard_timeout, m1.flags),
-            (1_000, 2_000, 5, 60, 1)
-        );
-        assert_eq!(m1.carried, FlowCount { packets: 7, bytes: 700, used_ns: 1_500 });
+        let state = |m: &FlowMeta| (m.created_ns, m.modified_ns, m.idle_timeout, m.hard_timeout, m.flags);
+        assert_eq!(state(&m1), (1_000, 2_000, 5, 60, 1));
+        assert_eq!((m1.carried, m1.used_ns), (FlowCount { packets: 7, bytes: 700 }, 1_500));
+        // The expiry thread sees its count move: a hit; a count that stays is none.
+        t.observe(id1, 4, 2_500);
+        t.observe(id1, 4, 2_700);
+        assert_eq!((t.meta(id1).unwrap().seen, t.meta(id1).unwrap().used_ns), (4, 2_500));
 
         // Modify with RESET_COUNTS: the counts restart, the last hit stays.
         let mut x = t.txn(3_000);
@@ -709,10 +749,11 @@ mod tests {
         x.apply(&reset).unwrap();
         let net = x.net();
         x.keep();
-        let id2 = t.iter().next().unwrap().id;
-        assert_eq!(net.heir.get(&id1), Some(&(id2, Counts::Reset)));
-        assert_eq!(t.meta(id2).unwrap().carried, FlowCount { packets: 0, bytes: 0, used_ns: 1_500 });
-        t.carry(id2, &FlowCount { packets: 3, bytes: 300, used_ns: 3_500 });
+        let id2 = only(&t);
+        assert_eq!(net.heir.get(&id1), Some(&Heir { to: id2, counts: Counts::Reset, seen: 4 }));
+        let m2 = *t.meta(id2).unwrap();
+        assert_eq!((m2.carried, m2.used_ns, m2.seen), (FlowCount::default(), 2_500, 0));
+        t.carry(id2, &FlowCount { packets: 3, bytes: 300 }, Some(3_500));
 
         // An add that replaces: a new flow (created now, its own timeouts and flags) with the
         // old counts and last hit; no FLOW_REMOVED for the replaced one.
@@ -720,19 +761,20 @@ mod tests {
         x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, 0))).unwrap();
         let net = x.net();
         x.keep();
-        let id3 = t.iter().next().unwrap().id;
-        assert_eq!(net.heir.get(&id2), Some(&(id3, Counts::Keep)));
+        let id3 = only(&t);
+        assert_eq!(net.heir.get(&id2).map(|h| (h.to, h.counts)), Some((id3, Counts::Keep)));
         assert!(net.deleted.is_empty());
         let m3 = *t.meta(id3).unwrap();
-        assert_eq!((m3.created_ns, m3.idle_timeout, m3.hard_timeout, m3.flags), (4_000, 0, 0, 0));
-        assert_eq!(m3.carried, FlowCount { packets: 3, bytes: 300, used_ns: 3_500 });
+        assert_eq!(state(&m3), (4_000, 4_000, 0, 0, 0));
+        assert_eq!((m3.carried, m3.used_ns), (FlowCount { packets: 3, bytes: 300 }, 3_500));
         assert_eq!(t.timed().count(), 0, "no timeout any more");
         // ... and with RESET_COUNTS, none.
         let mut x = t.txn(5_000);
         x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, OFPFF_RESET_COUNTS))).unwrap();
         x.keep();
-        let id4 = t.iter().next().unwrap().id;
-        assert_eq!(t.meta(id4).unwrap().carried, FlowCount { packets: 0, bytes: 0, used_ns: 3_500 });
+        let m4 = *t.meta(only(&t)).unwrap();
+        assert_eq!((m4.carried, m4.used_ns), (FlowCount::default(), 3_500));
+        let id4 = only(&t);
 
         // Delete and expire: reported with state and reason; an expiry of a flow gone is nothing.
         let mut x = t.txn(6_000);
@@ -752,14 +794,13 @@ mod tests {
     #[test]
     fn timeouts_expire_as_ovs_counts_them() {
         let s = 1_000_000_000u64;
-        let m =
-            FlowMeta { modified_ns: 10 * s, idle_timeout: 2, hard_timeout: 5, ..FlowMeta::new(&spec(2, 5, 0), 10 * s) };
-        assert_eq!(m.expired(12 * s, 0), None, "idle exactly 2 s: not yet (OVS: now > used + idle)");
-        assert_eq!(m.expired(12 * s + 1, 0), Some(Reason::IdleTimeout));
-        assert_eq!(m.expired(12 * s + 1, 11 * s), None, "a hit 1 s ago");
-        assert_eq!(m.expired(15 * s + 1, 15 * s), Some(Reason::HardTimeout), "hard first, however busy");
+        let m = FlowMeta::new(&spec(2, 5, 0), 10 * s);
+        assert_eq!(m.expired(12 * s), None, "idle exactly 2 s: not yet (OVS: now > used + idle)");
+        assert_eq!(m.expired(12 * s + 1), Some(Reason::IdleTimeout));
+        assert_eq!(FlowMeta { used_ns: 11 * s, ..m }.expired(12 * s + 1), None, "a hit 1 s ago");
+        assert_eq!(FlowMeta { used_ns: 15 * s, ..m }.expired(15 * s + 1), Some(Reason::HardTimeout), "hard first");
         let never = FlowMeta::new(&spec(0, 0, 0), 0);
-        assert_eq!(never.expired(u64::MAX / 2, 0), None);
+        assert_eq!(never.expired(u64::MAX / 2), None);
         assert!(!never.expires());
     }
 

@@ -243,6 +243,40 @@ fn timeouts_expire_flows_and_send_flow_removed() {
     }
 }
 
+/// A flow's hits that the expiry thread has not seen (the flow had no idle timeout, so it was
+/// never looked at) count as a last hit when an add replaces it: the replacement, with an idle
+/// timeout, lives that long from the replace (and not from the old flow's add, which is what
+/// it would inherit had the hits been lost), then expires; its counts are the old flow's.
+#[test]
+fn a_replacing_add_inherits_unseen_hits_as_a_last_hit() {
+    let frames: Vec<Vec<u8>> = (0..20).map(|i| frame(7000, i)).collect();
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+    let mut ports = vec![PortSource::Frames { name: "in".into(), frames }];
+    ports.extend((2..=PORTS).map(|p| PortSource::Frames { name: format!("p{p}"), frames: Vec::new() }));
+    let rules = ofctl::parse_flows("test", "priority=100,udp,tp_dst=7000,actions=output:2").unwrap();
+    let sw = Switch::start(SwitchConfig::new(ports, rules, DesignKind::Orig)).unwrap();
+    let t0 = Instant::now();
+    while !sw.is_finished() {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Long after the hits (and the flow's add), the add that replaces it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (addr, served) = listen(sw.control());
+    let mut c = Client::connect(addr);
+    let text = "priority=100,udp,tp_dst=7000,actions=output:3";
+    assert!(c.flow_mod(flow_mod(text, FlowModCommand::Add, 1, 0, OFPFF_SEND_FLOW_REM)).is_empty());
+    let e = entry(&c.flows(), 7000).unwrap();
+    assert_eq!((e.packet_count, e.byte_count, e.idle_timeout), (20, bytes, 1), "the counts carried");
+    let gone = c.removed(Duration::from_millis(1800));
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    assert_eq!((gone[0].0.reason, gone[0].0.packet_count), (OFPRR_IDLE_TIMEOUT, 20));
+    let lived = Duration::new(u64::from(gone[0].0.duration_sec), gone[0].0.duration_nsec);
+    assert!(lived >= Duration::from_secs(1), "expired {lived:?} after the replace: the unseen hits were lost");
+    sw.stop().unwrap();
+    served.join().unwrap();
+}
+
 /// CHECK_OVERLAP: an add overlapping a flow of its priority is refused with OVERLAP and the
 /// table is unchanged; one of another priority, or disjoint, is taken; so is the identical flow
 /// (it replaces).
@@ -345,6 +379,7 @@ fn timeouts_with_traffic(design: DesignKind) {
         assert!(l.c.flow_mod(flow_mod(&text, add, idle, hard, flags)).is_empty());
     }
     let mut rx = 0;
+    let t_sent_a = Instant::now();
     let bytes_a = l.send(1000, 1, 5);
     l.send(3000, 1, 5);
     let bytes_d = l.send(4000, 1, 3);
@@ -383,8 +418,11 @@ fn timeouts_with_traffic(design: DesignKind) {
     );
     let (a, at_a) = &removed[0];
     assert_eq!((a.packet_count, a.byte_count, a.idle_timeout), (5, bytes_a, 1));
-    let idle = at_a.duration_since(t_last_a);
-    assert!(idle >= Duration::from_secs(1) && idle < Duration::from_millis(1600), "{design:?}: A idle {idle:?}");
+    // No sooner than 1 s after its frames, within 1 s + two looks of the expiry thread (one to
+    // see the last hit, one to see the timeout) and this loop's 100 ms.
+    let (since_sent, idle) = (at_a.duration_since(t_sent_a), at_a.duration_since(t_last_a));
+    assert!(since_sent >= Duration::from_secs(1), "{design:?}: A went {since_sent:?} after its frames");
+    assert!(idle < Duration::from_millis(1700), "{design:?}: A idle {idle:?}");
     assert!(a.duration_sec >= 1, "{a:?}");
     let (b, at_b) = &removed[1];
     let lived = at_b.duration_since(t_add);
