@@ -54,6 +54,7 @@ pub mod ctl;
 pub mod events;
 pub mod execute;
 pub mod expiry;
+pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
 pub mod manager;

@@ -16,42 +16,20 @@
 //! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table
 //! (an add with CHECK_OVERLAP scans the flows of its priority).
 //!
-//! **Flow state** ([`FlowMeta`], beside each rule): creation and modification times, idle and
-//! hard timeouts, the `OFPFF_*` flags, its last hit as the management side knows it, and the
-//! counts *carried* from the flows it replaced. A
-//! flow keeps OVS 3.1's semantics (`ofproto.c` `replace_rule_start`, `ofproto-dpif.c`
-//! `rule_insert`, `rule_expire`):
-//! - an **add** makes a new flow: duration, hard timeout and idle time count from now, with the
-//!   add's timeouts and flags; one that *replaces* a flow (equal match and priority) takes over
-//!   its packet and byte counts unless the add has RESET_COUNTS, and always its last-hit time;
-//! - a **modify** gives the selected flows new actions under new ids ([`crate::Control`]'s
-//!   datapaths key everything by id) and keeps their cookie, timeouts, flags and creation
-//!   time (so their duration), their counts unless the modify has RESET_COUNTS, and their
-//!   last-hit time; their hard timeout counts from the modify (OVS's `modified`);
-//! - a **delete** or an **expiry** ([`FlowOp::Expire`]) removes flows with a [`Reason`]; those
-//!   with SEND_FLOW_REM owe a FLOW_REMOVED ([`NetChange::deleted`]).
-//!
-//! The packet counts themselves live in the PMDs (by rule id, [`crate::flowstats`]): a
-//! transaction records which flow each removed flow's counts go to ([`NetChange::heir`]), and
-//! [`crate::Control`] moves them there once the change is applied everywhere. The PMDs keep no
-//! times: a flow's last hit is the last time the expiry thread saw its count move
-//! ([`FlowTable::observe`]).
+//! Each flow keeps its state beside its rule ([`FlowMeta`], [`crate::flowstate`]: timeouts,
+//! flags, times, carried counts, with OVS 3.1's add/modify/RESET_COUNTS semantics); a
+//! transaction records which flow takes over each replaced or modified flow's counts
+//! ([`NetChange::heir`]) and the flows it deleted or expired, with why ([`NetChange::deleted`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
-use rqvs_openflow::flow_mod::{
-    OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
-    OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
-};
+use rqvs_openflow::flow_mod::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS};
 
+pub use crate::flowstate::{Counts, FlowMeta, FlowSpec, Heir, Reason, KEPT_FLAGS};
 use crate::flowstats::FlowCount;
 use crate::{check_rules, Error};
-
-/// The `OFPFF_*` flags a flow keeps and reports (OVS's `OFPUTIL_FF_STATE`).
-pub const KEPT_FLAGS: u16 =
-    OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP | OFPFF_RESET_COUNTS | OFPFF_NO_PKT_COUNTS | OFPFF_NO_BYT_COUNTS;
 
 /// One flow-mod against the table of record.
 #[derive(Clone, Debug)]
@@ -75,115 +53,6 @@ impl FlowOp {
     /// A modify that keeps the flows' counts.
     pub fn modify(f: FlowFilter, actions: Actions) -> FlowOp {
         FlowOp::Modify(f, actions, Counts::Keep)
-    }
-}
-
-/// What an add asks of its flow besides the rule: OpenFlow's FLOW_MOD timeouts and flags.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowSpec {
-    /// Seconds without a packet before the flow expires (0: never).
-    pub idle_timeout: u16,
-    /// Seconds after its add (or last modify) before the flow expires (0: never).
-    pub hard_timeout: u16,
-    /// `OFPFF_*` (CHECK_OVERLAP is checked; [`KEPT_FLAGS`] are kept).
-    pub flags: u16,
-    /// OpenFlow 1.4's eviction importance (kept and reported; rqvs evicts nothing).
-    pub importance: u16,
-}
-
-/// Whether a modify keeps the flows' packet and byte counts (RESET_COUNTS: not).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counts {
-    Keep,
-    Reset,
-}
-
-/// Why a flow left the table (OpenFlow's `OFPRR_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    IdleTimeout,
-    HardTimeout,
-    Delete,
-}
-
-impl Reason {
-    /// The `OFPRR_*` code.
-    pub fn code(self) -> u8 {
-        match self {
-            Reason::IdleTimeout => OFPRR_IDLE_TIMEOUT,
-            Reason::HardTimeout => OFPRR_HARD_TIMEOUT,
-            Reason::Delete => OFPRR_DELETE,
-        }
-    }
-}
-
-/// A flow's state beside its rule (module docs). Times are ns on the switch's clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowMeta {
-    /// When the flow was added: its duration counts from it.
-    pub created_ns: u64,
-    /// When it was added or last modified: its hard timeout counts from it.
-    pub modified_ns: u64,
-    pub idle_timeout: u16,
-    pub hard_timeout: u16,
-    /// The `OFPFF_*` flags it keeps ([`KEPT_FLAGS`]).
-    pub flags: u16,
-    pub importance: u16,
-    /// Its last hit as far as the management side knows: its add (OVS counts a new flow as
-    /// used when added), the flow it replaced or was modified from (OVS forwards it), or the
-    /// last time its count was seen to move ([`FlowTable::observe`]).
-    pub used_ns: u64,
-    /// The PMDs' packets under its id when last looked at (a count that moved since is a hit).
-    pub seen: u64,
-    /// Packets and bytes of the flows it replaced (or was modified from), not counted at the
-    /// PMDs under its own id.
-    pub carried: FlowCount,
-}
-
-impl FlowMeta {
-    /// A flow added at `now_ns` as `spec` asks.
-    pub fn new(spec: &FlowSpec, now_ns: u64) -> FlowMeta {
-        FlowMeta {
-            created_ns: now_ns,
-            modified_ns: now_ns,
-            idle_timeout: spec.idle_timeout,
-            hard_timeout: spec.hard_timeout,
-            flags: spec.flags & KEPT_FLAGS,
-            importance: spec.importance,
-            used_ns: now_ns,
-            seen: 0,
-            carried: FlowCount::default(),
-        }
-    }
-
-    /// Has a timeout (the expiry thread looks at it).
-    pub fn expires(&self) -> bool {
-        self.idle_timeout != 0 || self.hard_timeout != 0
-    }
-
-    /// Why the flow has expired at `now_ns`, if it has (OVS's `rule_expire`: the hard timeout
-    /// first, then the idle time since its last hit).
-    pub fn expired(&self, now_ns: u64) -> Option<Reason> {
-        let s = |t: u16| u64::from(t) * 1_000_000_000;
-        if self.hard_timeout != 0 && now_ns > self.modified_ns + s(self.hard_timeout) {
-            return Some(Reason::HardTimeout);
-        }
-        if self.idle_timeout != 0 && now_ns > self.used_ns + s(self.idle_timeout) {
-            return Some(Reason::IdleTimeout);
-        }
-        None
-    }
-
-    /// The state of a flow that takes over from this one at `now_ns`: `spec`'s (an add that
-    /// replaces it) or this one's with the hard timeout restarting (a modify); the counts
-    /// carried unless `Reset`, the last hit always (module docs).
-    fn heir(&self, spec: Option<&FlowSpec>, counts: Counts, now_ns: u64) -> FlowMeta {
-        let base = match spec {
-            Some(spec) => FlowMeta::new(spec, now_ns),
-            None => FlowMeta { modified_ns: now_ns, ..*self },
-        };
-        let carried = if counts == Counts::Keep { self.carried } else { FlowCount::default() };
-        FlowMeta { used_ns: self.used_ns, seen: 0, carried, ..base }
     }
 }
 
@@ -422,17 +291,6 @@ pub struct NetChange {
     pub heir: HashMap<RuleId, Heir>,
 }
 
-/// The flow that takes over a replaced or modified flow's counts ([`NetChange::heir`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Heir {
-    pub to: RuleId,
-    /// Whether the packets and bytes go along (`Reset`: they do not).
-    pub counts: Counts,
-    /// The replaced flow's packets at the PMDs when last looked at ([`FlowMeta::seen`]): more
-    /// when its counts are taken is a hit the heir's last hit must know of.
-    pub seen: u64,
-}
-
 impl NetChange {
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty()
@@ -608,6 +466,7 @@ impl Drop for Txn<'_> {
 mod tests {
     use super::*;
     use rqvs_flow::formats::ofctl;
+    use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
     fn rules(text: &str) -> Vec<Rule> {
         ofctl::parse_flows("t", text).unwrap()
@@ -789,19 +648,6 @@ mod tests {
         let why: Vec<(RuleId, Reason)> = net.deleted.iter().map(|(r, _, w)| (r.id, *w)).collect();
         assert_eq!(why, vec![(id4, Reason::Delete), (udp, Reason::IdleTimeout)]);
         assert!(t.is_empty() && t.timed().count() == 0);
-    }
-
-    #[test]
-    fn timeouts_expire_as_ovs_counts_them() {
-        let s = 1_000_000_000u64;
-        let m = FlowMeta::new(&spec(2, 5, 0), 10 * s);
-        assert_eq!(m.expired(12 * s), None, "idle exactly 2 s: not yet (OVS: now > used + idle)");
-        assert_eq!(m.expired(12 * s + 1), Some(Reason::IdleTimeout));
-        assert_eq!(FlowMeta { used_ns: 11 * s, ..m }.expired(12 * s + 1), None, "a hit 1 s ago");
-        assert_eq!(FlowMeta { used_ns: 15 * s, ..m }.expired(15 * s + 1), Some(Reason::HardTimeout), "hard first");
-        let never = FlowMeta::new(&spec(0, 0, 0), 0);
-        assert_eq!(never.expired(u64::MAX / 2), None);
-        assert!(!never.expires());
     }
 
     /// CHECK_OVERLAP refuses an add that some packet could match together with a flow of the
