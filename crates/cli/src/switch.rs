@@ -13,7 +13,7 @@ use rqvs_flow::frame::build_frame;
 use rqvs_flow::io::read_text;
 use rqvs_ports::{PortEvent, PortSpec};
 use rqvs_switch::ctl::{self, Listener, Request};
-use rqvs_switch::openflow::{self, OpenflowListener};
+use rqvs_switch::openflow::{self, Channel, ChannelConfig, FailMode, OpenflowListener};
 use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 
 use crate::Failure;
@@ -67,6 +67,27 @@ pub struct Args {
     /// are done (until SIGINT/SIGTERM, `rqvs ctl exit` or --duration).
     #[arg(long, value_name = "ptcp:[IP:]PORT")]
     openflow: Option<String>,
+    /// OpenFlow controller to connect to, `tcp:IP[:PORT]` (PORT default 6653); repeat for
+    /// several. The switch keeps reconnecting (backoff 1 s doubling to 8 s), probes an idle
+    /// connection with ECHO_REQUEST, sends table misses and `controller` actions as PACKET_IN.
+    #[arg(long = "controller", value_name = "tcp:IP[:PORT]")]
+    controllers: Vec<String>,
+    /// With --controller: what happens while no controller is there. `secure`: the flows stay,
+    /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
+    /// without a controller the flows are removed and the switch forwards as a MAC-learning
+    /// switch (NORMAL) until a controller is admitted.
+    #[arg(long, value_enum, default_value = "standalone")]
+    fail_mode: FailModeArg,
+    /// With --controller: seconds of silence after which a controller is sent an ECHO_REQUEST
+    /// (and disconnected after as long again without an answer); OVS's default is 5.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    inactivity_probe: f64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum FailModeArg {
+    Secure,
+    Standalone,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -149,9 +170,14 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     // The socket first: a stale one is an error before any port is opened.
     let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
     let of_listener = match &a.openflow {
-        Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?, openflow::DEFAULT_DATAPATH_ID)?),
+        Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?)?),
         None => None,
     };
+    let controllers = a.controllers.iter().map(|c| openflow::parse_controller(c)).collect::<Result<Vec<_>, _>>()?;
+    if !(a.inactivity_probe.is_finite() && (0.1..=3600.0).contains(&a.inactivity_probe)) {
+        return Err(Failure(format!("--inactivity-probe {}: expected 0.1..3600 seconds", a.inactivity_probe)));
+    }
+    let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
@@ -164,6 +190,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     };
     cfg.datapath.emc_insert_prob = a.emc_prob;
     cfg.hook = Some(hook);
+    cfg.packet_in = channel_wanted;
     let n_rules = cfg.rules.len();
     let names: Vec<String> = a.ports.clone();
     let switch = Switch::start(cfg)?;
@@ -181,11 +208,22 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
     });
     let server = server.transpose().map_err(|e| Failure(format!("starting the management thread: {e}")))?;
-    let of_server = of_listener.map(|l| {
-        let c = control.clone();
-        std::thread::Builder::new().name("openflow".into()).spawn(move || l.serve(&c))
-    });
-    let of_server = of_server.transpose().map_err(|e| Failure(format!("starting the OpenFlow thread: {e}")))?;
+    let n_controllers = controllers.len();
+    let channel = if channel_wanted {
+        let cfg = ChannelConfig {
+            listen: of_listener,
+            controllers,
+            fail_mode: match a.fail_mode {
+                FailModeArg::Secure => FailMode::Secure,
+                FailModeArg::Standalone => FailMode::Standalone,
+            },
+            inactivity_probe: Duration::from_secs_f64(a.inactivity_probe),
+            ..ChannelConfig::new()
+        };
+        Some(Channel::start(&control, cfg)?)
+    } else {
+        None
+    };
     eprintln!(
         "rqvs switch: ready: {} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
         a.design.name(),
@@ -194,6 +232,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
         a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
             + &of_addr.map_or(String::new(), |s| format!("; OpenFlow ptcp:{s}"))
+            + &if n_controllers > 0 {
+                format!("; {n_controllers} controller(s), fail mode {:?}", a.fail_mode).to_lowercase()
+            } else {
+                String::new()
+            }
     );
     let t0 = Instant::now();
     loop {
@@ -202,7 +245,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             control.request_stop();
         }
         let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
-        let finished = switch.is_finished() && a.openflow.is_none();
+        let finished = switch.is_finished() && channel.is_none();
         if control.stop_requested() || timed_out || finished {
             break;
         }
@@ -212,15 +255,26 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if let Some(s) = server {
         let _ = s.join();
     }
-    if let Some(s) = of_server {
-        let _ = s.join();
-    }
+    let channel_stats = channel.map(|c| {
+        let s = c.stats();
+        c.join();
+        s
+    });
     print!("{}", report.format());
+    if let Some(c) = &channel_stats {
+        println!(
+            "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times",
+            c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens
+        );
+    }
     if let Some(d) = &out_dir {
         println!("  output captures: {}", d.path.display());
     }
     if let Some(p) = &a.json {
-        let serde_json::Value::Object(fields) = serde_json::json!(report) else { unreachable!("a struct") };
+        let serde_json::Value::Object(mut fields) = serde_json::json!(report) else { unreachable!("a struct") };
+        if let Some(c) = &channel_stats {
+            fields.insert("openflow".into(), serde_json::json!(c));
+        }
         crate::report::write_json(p, "switch", fields)?;
     }
     if !report.balanced() {

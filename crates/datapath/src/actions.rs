@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock};
 
-use rqvs_flow::Action;
+use rqvs_flow::{Action, Match, Rule};
 
 /// One datapath action, applied in order to the frame (see [`rqvs_flow::Action`] for each
 /// one's meaning). `all` and `flood` are one op: rqvs has no per-port no-flood flag.
@@ -30,8 +30,11 @@ pub enum Op {
     Output(u32),
     InPort,
     Flood,
-    /// To the controller (the `u16` is the byte count to send; `u16::MAX` = whole frame).
-    Controller(u16),
+    /// To the controller: a packet-in ([`ToController`] says what it carries besides the frame).
+    Controller(ToController),
+    /// OpenFlow's `NORMAL`: the switch's MAC-learning forwarding (learn the source address on
+    /// the input port; send to the port the destination was learned on, or flood).
+    Normal,
     SetDlSrc([u8; 6]),
     SetDlDst([u8; 6]),
     SetVlanVid(u16),
@@ -42,14 +45,45 @@ pub enum Op {
     DecTtl,
 }
 
+/// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries
+/// the same in the cookie of its `userspace(controller(...))` action: which rule sent the packet
+/// is not known once a megaflow or the EMC decides, so the op itself says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ToController {
+    /// The action's max_len (`u16::MAX`: `OFPCML_NO_BUFFER`, what `controller` without a length
+    /// means).
+    pub max_len: u16,
+    /// The cookie of the rule whose action it is; all ones when no rule is known (a
+    /// packet-out's own actions: OpenFlow's "no cookie").
+    pub cookie: u64,
+    /// The rule is a table-miss flow (priority 0, matching every packet): its packet-ins say
+    /// `NO_MATCH` (OpenFlow 1.3) / `TABLE_MISS` (1.4) rather than `ACTION`.
+    pub table_miss: bool,
+}
+
+impl ToController {
+    /// A `controller:max_len` op outside any rule.
+    pub fn new(max_len: u16) -> ToController {
+        ToController { max_len, cookie: u64::MAX, table_miss: false }
+    }
+}
+
+/// Is `r` a table-miss flow: priority 0, matching every packet (OpenFlow 1.3 §5.4)?
+pub fn is_table_miss(r: &Rule) -> bool {
+    let m = &r.matches;
+    r.priority == 0 && m.mask() == Match::ANY.mask() && m.tp_src_range().is_any() && m.tp_dst_range().is_any()
+}
+
 impl Op {
-    /// The op of one OpenFlow action (`None` for `drop` and actions rqvs does not execute).
+    /// The op of one OpenFlow action (`None` for `drop` and actions rqvs does not execute),
+    /// outside any rule (see [`Op::of_rule`]).
     pub fn of(a: &Action) -> Option<Op> {
         Some(match a {
             Action::Output(p) => Op::Output(*p),
             Action::InPort => Op::InPort,
             Action::All | Action::Flood => Op::Flood,
-            Action::Controller(n) => Op::Controller(n.unwrap_or(u16::MAX)),
+            Action::Controller(n) => Op::Controller(ToController::new(n.unwrap_or(u16::MAX))),
+            Action::Normal => Op::Normal,
             Action::SetDlSrc(m) => Op::SetDlSrc(*m),
             Action::SetDlDst(m) => Op::SetDlDst(*m),
             Action::SetVlanVid(v) => Op::SetVlanVid(*v),
@@ -57,6 +91,15 @@ impl Op {
             Action::SetNwTos(t) => Op::SetNwTos(*t),
             Action::DecTtl => Op::DecTtl,
             Action::Drop | Action::Other(_) => return None,
+        })
+    }
+
+    /// The op of one of rule `r`'s actions: a `controller` op says `r`'s cookie and whether
+    /// `r` is a table-miss flow.
+    pub fn of_rule(a: &Action, r: &Rule) -> Option<Op> {
+        Some(match Op::of(a)? {
+            Op::Controller(c) => Op::Controller(ToController { cookie: r.cookie, table_miss: is_table_miss(r), ..c }),
+            op => op,
         })
     }
 }
@@ -69,8 +112,9 @@ impl fmt::Display for Op {
             Op::Output(p) => write!(f, "{p}"),
             Op::InPort => f.write_str("in_port"),
             Op::Flood => f.write_str("flood"),
-            Op::Controller(u16::MAX) => f.write_str("controller"),
-            Op::Controller(n) => write!(f, "controller:{n}"),
+            Op::Controller(ToController { max_len: u16::MAX, .. }) => f.write_str("controller"),
+            Op::Controller(c) => write!(f, "controller:{}", c.max_len),
+            Op::Normal => f.write_str("NORMAL"),
             Op::SetDlSrc(m) => write!(f, "set(eth(src={}))", mac(m)),
             Op::SetDlDst(m) => write!(f, "set(eth(dst={}))", mac(m)),
             Op::SetVlanVid(v) => write!(f, "set_vlan(vid={v})"),
@@ -167,7 +211,8 @@ mod tests {
         assert_eq!(ops(ib), &b);
         assert_eq!(ops(ActionsId(u32::MAX - 1)), &[] as &[Op], "unknown id: empty, no panic");
         // Many lists, across segment boundaries, from two threads at once.
-        let lists = |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(t as u16)]);
+        let lists =
+            |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(ToController::new(t as u16))]);
         let h = std::thread::spawn(move || lists(1).map(|l| (intern(&l), l)).collect::<Vec<_>>());
         let mine: Vec<_> = lists(2).map(|l| (intern(&l), l)).collect();
         for (id, l) in mine.into_iter().chain(h.join().unwrap()) {

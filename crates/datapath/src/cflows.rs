@@ -275,7 +275,7 @@ impl Cflows {
     /// [`Design::report`], not counted as PMD time).
     pub fn new(rules: &[Rule], cfg: DatapathConfig, learned: CflowsConfig) -> Result<Cflows, ClassifierError> {
         let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
-        let actions = rules.iter().map(|r| (r.id.0, DpAction::from_actions(&r.actions))).collect();
+        let actions = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         Ok(Cflows {
             emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
             nm,
@@ -360,7 +360,7 @@ impl Design for Cflows {
 
     fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
         for r in rules {
-            let (id, action) = (r.id.0, DpAction::from_actions(&r.actions));
+            let (id, action) = (r.id.0, DpAction::from_rule(&r));
             self.nm.insert(r)?;
             self.table.actions.insert(id, action);
         }

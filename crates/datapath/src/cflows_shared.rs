@@ -114,7 +114,7 @@ impl CflowsPublisher {
     /// Trains the first model (synchronously) and publishes it.
     pub fn new(rules: &[Rule], learned: CflowsConfig) -> Result<CflowsPublisher, ClassifierError> {
         let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
-        let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_actions(&r.actions))).collect();
+        let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         let first = publication(&nm, &actions, 0, 0);
         Ok(CflowsPublisher {
             nm,
@@ -183,7 +183,7 @@ impl CflowsPublisher {
         let mut added = Vec::new();
         let mut refused = None;
         for r in add {
-            let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+            let (id, action) = (r.id, DpAction::from_rule(&r));
             let copy = instant.then(|| Arc::new(r.clone()));
             if let Err(e) = self.nm.insert(r) {
                 refused = Some(e);
@@ -200,7 +200,7 @@ impl CflowsPublisher {
                 self.actions.remove(id.0);
             }
             for r in removed {
-                let (id, action) = (r.id, DpAction::from_actions(&r.actions));
+                let (id, action) = (r.id, DpAction::from_rule(&r));
                 self.nm.insert(r).expect("a rule the classifier held before goes back in");
                 self.actions.insert(id.0, action);
             }

@@ -133,19 +133,38 @@ pub enum DpAction {
 }
 
 impl DpAction {
-    /// The datapath action of a rule's OpenFlow actions (see the type's docs).
+    /// The datapath action of OpenFlow actions outside any rule (a packet-out's; see the type's
+    /// docs). A rule's actions are [`DpAction::from_rule`]'s: its `controller` ops carry the
+    /// rule's cookie.
     pub fn from_actions(a: &Actions) -> DpAction {
-        let mut ops = a.0.iter().filter_map(Op::of);
-        match (ops.next(), ops.next()) {
-            (None, _) => DpAction::Drop,
-            (Some(Op::Output(p)), None) => DpAction::Output(p),
-            _ => DpAction::Apply(actions::intern(&a.0.iter().filter_map(Op::of).collect::<Vec<_>>())),
+        DpAction::of_ops(a.0.iter().filter_map(Op::of).collect())
+    }
+
+    /// The datapath action of rule `r` (see the type's docs).
+    pub fn from_rule(r: &Rule) -> DpAction {
+        DpAction::of_ops(r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect())
+    }
+
+    fn of_ops(ops: Vec<Op>) -> DpAction {
+        match ops[..] {
+            [] => DpAction::Drop,
+            [Op::Output(p)] => DpAction::Output(p),
+            _ => DpAction::Apply(actions::intern(&ops)),
         }
     }
 
     /// The action for a classification result.
     pub fn of_rule(rule: Option<&Rule>) -> DpAction {
-        rule.map_or(DpAction::Drop, |r| DpAction::from_actions(&r.actions))
+        rule.map_or(DpAction::Drop, DpAction::from_rule)
+    }
+
+    /// The ops this action applies, in order (a copy; `Pending` and `Lost` have none).
+    pub fn to_ops(self) -> Vec<Op> {
+        match self {
+            DpAction::Output(p) => vec![Op::Output(p)],
+            DpAction::Apply(id) => actions::ops(id).to_vec(),
+            DpAction::Drop | DpAction::Pending | DpAction::Lost => Vec::new(),
+        }
     }
 }
 

@@ -51,7 +51,9 @@ pub enum Action {
     SetNwTos(u8),
     /// `dec_ttl`: IPv4 TTL − 1 (checksum updated); a packet whose TTL reaches 0 is dropped.
     DecTtl,
-    /// Anything else (`resubmit(,1)`, `NORMAL`, ...), exactly as written.
+    /// `NORMAL`: the switch's own MAC-learning forwarding (OpenFlow's `OFPP_NORMAL`).
+    Normal,
+    /// Anything else (`resubmit(,1)`, `LOCAL`, ...), exactly as written.
     Other(String),
 }
 
@@ -97,6 +99,7 @@ impl fmt::Display for Action {
             Action::StripVlan => f.write_str("strip_vlan"),
             Action::SetNwTos(t) => write!(f, "mod_nw_tos:{t}"),
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::Normal => f.write_str("NORMAL"),
             Action::Other(s) => f.write_str(s),
         }
     }

@@ -11,7 +11,8 @@
 //! | `SetNwTos(t)` | `SET_FIELD` ip_dscp = t >> 2 |
 //! | `DecTtl` | `DEC_NW_TTL` |
 //! | `Drop` / empty list | no action (and no instruction at all) |
-//! | `Other("NORMAL")`, `Other("LOCAL")` | `OUTPUT` to `OFPP_NORMAL`, `OFPP_LOCAL` (kept as OVS prints them; the switch refuses `Other`) |
+//! | `Normal` | `OUTPUT` to `OFPP_NORMAL` |
+//! | `Other("LOCAL")`, `Other("TABLE")` | `OUTPUT` to `OFPP_LOCAL`, `OFPP_TABLE` (kept as OVS prints them; the switch refuses `Other` in a flow, and takes `TABLE` only in a packet-out) |
 //!
 //! **VLAN.** `mod_vlan_vid` sets the VID of the outer tag, pushing one on an untagged frame. OVS
 //! 3.1 sends it in 1.3/1.4 as `push_vlan:0x8100,set_field:4096|VID->vlan_vid` when the flow's
@@ -53,6 +54,9 @@ pub const OFPAT_DEC_NW_TTL: u16 = 24;
 pub const OFPAT_SET_FIELD: u16 = 25;
 /// `OFPAT_EXPERIMENTER`.
 pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
+
+/// The fields `SET_FIELD` may set (every other field is refused with `BAD_SET_TYPE`).
+pub(crate) const SET_FIELDS: [Field; 4] = [Field::EthDst, Field::EthSrc, Field::VlanVid, Field::IpDscp];
 
 /// `OFPIT_GOTO_TABLE`.
 pub const OFPIT_GOTO_TABLE: u16 = 1;
@@ -138,8 +142,9 @@ pub fn decode_actions(bytes: &[u8]) -> Result<Actions, DecodeError> {
                     OFPP_ALL => Action::All,
                     OFPP_FLOOD => Action::Flood,
                     OFPP_CONTROLLER => Action::Controller((max_len != OFPCML_NO_BUFFER).then_some(max_len)),
-                    OFPP_NORMAL => Action::Other("NORMAL".into()),
+                    OFPP_NORMAL => Action::Normal,
                     OFPP_LOCAL => Action::Other("LOCAL".into()),
+                    OFPP_TABLE => Action::Other("TABLE".into()),
                     1..=0xfeff => Action::Output(port),
                     _ => {
                         return reject(
@@ -319,8 +324,9 @@ pub fn encode_actions(actions: &Actions, m: &Match, w: &mut Writer) -> Result<()
                 set_field(w, Field::IpDscp, u64::from(t >> 2));
             }
             Action::DecTtl => bare(w, OFPAT_DEC_NW_TTL),
-            Action::Other(s) if s.eq_ignore_ascii_case("NORMAL") => output(w, OFPP_NORMAL, 0),
+            Action::Normal => output(w, OFPP_NORMAL, 0),
             Action::Other(s) if s.eq_ignore_ascii_case("LOCAL") => output(w, OFPP_LOCAL, 0),
+            Action::Other(s) if s.eq_ignore_ascii_case("TABLE") => output(w, OFPP_TABLE, 0),
             Action::Other(s) => return enc_err(format!("action '{s}' has no OpenFlow encoding in rqvs")),
         }
     }

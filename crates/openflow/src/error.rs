@@ -62,6 +62,10 @@ impl OfError {
     pub const BAD_REQUEST_BAD_TYPE: OfError = OfError { kind: 1, code: 1 };
     pub const BAD_REQUEST_BAD_MULTIPART: OfError = OfError { kind: 1, code: 2 };
     pub const BAD_REQUEST_BAD_LEN: OfError = OfError { kind: 1, code: 6 };
+    pub const BAD_REQUEST_BUFFER_UNKNOWN: OfError = OfError { kind: 1, code: 8 };
+    pub const BAD_REQUEST_IS_SLAVE: OfError = OfError { kind: 1, code: 10 };
+    pub const BAD_REQUEST_BAD_PORT: OfError = OfError { kind: 1, code: 11 };
+    pub const BAD_REQUEST_BAD_PACKET: OfError = OfError { kind: 1, code: 12 };
     pub const BAD_ACTION_BAD_TYPE: OfError = OfError { kind: 2, code: 0 };
     pub const BAD_ACTION_BAD_LEN: OfError = OfError { kind: 2, code: 1 };
     pub const BAD_ACTION_BAD_OUT_PORT: OfError = OfError { kind: 2, code: 4 };

@@ -56,6 +56,13 @@ pub const OFPR_NO_MATCH: u8 = 0;
 pub const OFPR_ACTION: u8 = 1;
 /// `OFPR_INVALID_TTL`.
 pub const OFPR_INVALID_TTL: u8 = 2;
+/// `OFPR_PACKET_OUT` (1.4): a packet-out's action sent it.
+pub const OFPR_PACKET_OUT: u8 = 5;
+/// 1.4's names for 0 and 1: `OFPR_TABLE_MISS` is 1.3's `NO_MATCH`, `OFPR_APPLY_ACTION` its
+/// `ACTION` (same numbers).
+pub const OFPR_TABLE_MISS: u8 = OFPR_NO_MATCH;
+/// See [`OFPR_TABLE_MISS`].
+pub const OFPR_APPLY_ACTION: u8 = OFPR_ACTION;
 
 fn check_version(version: u8) -> Result<(), DecodeError> {
     if version == OFP13 || version == OFP14 {

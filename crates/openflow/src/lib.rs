@@ -16,7 +16,8 @@
 //!   [`Message::Other`] with their raw body.
 //! - [`port`] — `ofp_port` (1.3's fixed 64 bytes, 1.4's with properties) and 1.4 properties.
 //! - [`multipart`] — MULTIPART requests and replies: DESC, FLOW, AGGREGATE, TABLE, PORT_STATS,
-//!   PORT_DESC (others, TABLE_FEATURES among them, raw).
+//!   PORT_DESC, TABLE_FEATURES ([`table_features`]); the others (GROUP, METER, ...) raw.
+//! - [`table_features`] — the TABLE_FEATURES multipart body, and what rqvs's table supports.
 //! - [`bundle`] — BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE (1.4, and ONF EXT-230 in 1.3).
 //!
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
@@ -30,6 +31,7 @@ pub mod message;
 pub mod multipart;
 pub mod oxm;
 pub mod port;
+pub mod table_features;
 pub mod wire;
 
 pub use error::{DecodeError, EncodeError, OfError};

@@ -1,15 +1,16 @@
 //! MULTIPART_REQUEST and MULTIPART_REPLY (OpenFlow 1.3 §A.3.5, 1.4 §7.3.5): the 8-byte
 //! `ofp_multipart_request`/`reply` part (type, flags with [`MORE`]) and the bodies of DESC,
 //! FLOW and AGGREGATE (their bodies in [`crate::flow_mod`]), TABLE (table statistics),
-//! PORT_STATS and PORT_DESC.
+//! PORT_STATS, PORT_DESC and TABLE_FEATURES (its body in [`crate::table_features`]).
 //!
-//! Every other multipart type (TABLE_FEATURES, GROUP, METER, QUEUE, ...) comes out as
+//! Every other multipart type (GROUP, METER, QUEUE, ...) comes out as
 //! [`MultipartRequestBody::Other`] / [`MultipartReplyBody::Other`] with its body as raw bytes,
 //! and is encoded back from them.
 
 use crate::error::{DecodeError, EncodeError, OfError};
 use crate::flow_mod::{AggregateStats, AggregateStatsRequest, FlowStats, FlowStatsRequest};
 use crate::port::{not_in_13, read_properties, read_str, write_property, write_str, Port, Property};
+use crate::table_features::{TableFeatures, MP_TABLE_FEATURES};
 use crate::wire::{Reader, Writer};
 use crate::OFP13;
 
@@ -58,7 +59,9 @@ pub enum MultipartRequestBody {
     },
     /// `OFPMP_PORT_DESC` (no body in 1.3 and 1.4).
     PortDesc,
-    /// Any other type (TABLE_FEATURES, GROUP, METER, ...), body as received.
+    /// `OFPMP_TABLE_FEATURES`: empty to ask for the features, else the features asked for.
+    TableFeatures(Vec<TableFeatures>),
+    /// Any other type (GROUP, METER, ...), body as received.
     Other {
         /// The `OFPMP_*` type.
         kind: u16,
@@ -91,6 +94,8 @@ pub enum MultipartReplyBody {
     PortStats(Vec<PortStats>),
     /// `OFPMP_PORT_DESC`: the ports.
     PortDesc(Vec<Port>),
+    /// `OFPMP_TABLE_FEATURES`: one entry per table.
+    TableFeatures(Vec<TableFeatures>),
     /// Any other type, body as received.
     Other {
         /// The `OFPMP_*` type.
@@ -213,6 +218,7 @@ impl MultipartRequest {
             }
             MP_FLOW => MultipartRequestBody::Flow(FlowStatsRequest::decode(version, r.rest())?),
             MP_AGGREGATE => MultipartRequestBody::Aggregate(AggregateStatsRequest::decode(version, r.rest())?),
+            MP_TABLE_FEATURES => MultipartRequestBody::TableFeatures(TableFeatures::decode_all(r.rest())?),
             _ => MultipartRequestBody::Other { kind, body: r.rest().to_vec() },
         };
         Ok(MultipartRequest { flags, body })
@@ -227,6 +233,7 @@ impl MultipartRequest {
             MultipartRequestBody::Table => MP_TABLE,
             MultipartRequestBody::PortStats { .. } => MP_PORT_STATS,
             MultipartRequestBody::PortDesc => MP_PORT_DESC,
+            MultipartRequestBody::TableFeatures(_) => MP_TABLE_FEATURES,
             MultipartRequestBody::Other { kind, .. } => other_kind(*kind)?,
         };
         w.u16(kind);
@@ -238,6 +245,11 @@ impl MultipartRequest {
                 w.zeros(4);
             }
             MultipartRequestBody::Flow(f) | MultipartRequestBody::Aggregate(f) => f.encode(version, w)?,
+            MultipartRequestBody::TableFeatures(v) => {
+                for t in v {
+                    t.write(w)?;
+                }
+            }
             MultipartRequestBody::Other { body, .. } => w.put(body),
             _ => {}
         }
@@ -248,10 +260,12 @@ impl MultipartRequest {
 /// `kind` if it is a type this module leaves raw.
 fn other_kind(kind: u16) -> Result<u16, DecodeError> {
     match kind {
-        MP_DESC | MP_FLOW | MP_AGGREGATE | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC => Err(DecodeError::Unsupported {
-            what: format!("multipart type {kind} given as raw bytes; it has its own variant"),
-            error: OfError::BAD_REQUEST_BAD_MULTIPART,
-        }),
+        MP_DESC | MP_FLOW | MP_AGGREGATE | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC | MP_TABLE_FEATURES => {
+            Err(DecodeError::Unsupported {
+                what: format!("multipart type {kind} given as raw bytes; it has its own variant"),
+                error: OfError::BAD_REQUEST_BAD_MULTIPART,
+            })
+        }
         k => Ok(k),
     }
 }
@@ -307,6 +321,7 @@ impl MultipartReply {
             }
             MP_FLOW => MultipartReplyBody::Flow(FlowStats::decode_all(version, r.rest())?),
             MP_AGGREGATE => MultipartReplyBody::Aggregate(AggregateStats::decode(version, r.rest())?),
+            MP_TABLE_FEATURES => MultipartReplyBody::TableFeatures(TableFeatures::decode_all(r.rest())?),
             _ => MultipartReplyBody::Other { kind, body: r.rest().to_vec() },
         };
         Ok(MultipartReply { flags, body })
@@ -321,6 +336,7 @@ impl MultipartReply {
             MultipartReplyBody::Table(_) => MP_TABLE,
             MultipartReplyBody::PortStats(_) => MP_PORT_STATS,
             MultipartReplyBody::PortDesc(_) => MP_PORT_DESC,
+            MultipartReplyBody::TableFeatures(_) => MP_TABLE_FEATURES,
             MultipartReplyBody::Other { kind, .. } => other_kind(*kind)?,
         };
         w.u16(kind);
@@ -359,6 +375,11 @@ impl MultipartReply {
                 }
             }
             MultipartReplyBody::Aggregate(a) => a.encode(version, w)?,
+            MultipartReplyBody::TableFeatures(v) => {
+                for t in v {
+                    t.write(w)?;
+                }
+            }
             MultipartReplyBody::Other { body, .. } => w.put(body),
         }
         Ok(())

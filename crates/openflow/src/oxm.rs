@@ -134,8 +134,36 @@ pub(crate) enum Field {
 }
 
 impl Field {
+    /// Every field, in OpenFlow basic order, then the extensions.
+    pub(crate) const ALL: [Field; 24] = [
+        Field::InPort,
+        Field::EthDst,
+        Field::EthSrc,
+        Field::EthType,
+        Field::VlanVid,
+        Field::VlanPcp,
+        Field::IpDscp,
+        Field::IpEcn,
+        Field::IpProto,
+        Field::Ipv4Src,
+        Field::Ipv4Dst,
+        Field::TcpSrc,
+        Field::TcpDst,
+        Field::UdpSrc,
+        Field::UdpDst,
+        Field::SctpSrc,
+        Field::SctpDst,
+        Field::Icmpv4Type,
+        Field::Icmpv4Code,
+        Field::ArpOp,
+        Field::ArpSpa,
+        Field::ArpTpa,
+        Field::IpFrag,
+        Field::TcpFlags,
+    ];
+
     /// The value's size in bytes and whether a mask may follow.
-    fn shape(self) -> (usize, bool) {
+    pub(crate) fn shape(self) -> (usize, bool) {
         use Field::*;
         match self {
             InPort => (4, false),
@@ -212,15 +240,21 @@ impl Field {
     }
 
     fn from_basic(f: u8) -> Option<Field> {
-        use Field::*;
-        const ALL: [Field; 22] = [
-            InPort, EthDst, EthSrc, EthType, VlanVid, VlanPcp, IpDscp, IpEcn, IpProto, Ipv4Src, Ipv4Dst, TcpSrc,
-            TcpDst, UdpSrc, UdpDst, SctpSrc, SctpDst, Icmpv4Type, Icmpv4Code, ArpOp, ArpSpa, ArpTpa,
-        ];
         if f == 42 {
-            return Some(TcpFlags);
+            return Some(Field::TcpFlags);
         }
-        ALL.into_iter().find(|x| x.basic() == Some(f))
+        Field::ALL.into_iter().find(|x| x.basic() == Some(f))
+    }
+
+    /// The class, field number and experimenter id the encoder writes the field with: the
+    /// OpenFlow basic class; `NXM_NX_IP_FRAG` for `nw_frag`; for `tcp_flags`
+    /// `ONFOXM_ET_TCP_FLAGS`, as OVS sends it in 1.3 and 1.4.
+    pub(crate) fn oxm_class(self) -> (u16, u8, Option<u32>) {
+        match self.basic() {
+            Some(f) => (OFPXMC_OPENFLOW_BASIC, f, None),
+            None if self == Field::IpFrag => (OFPXMC_NXM_1, 26, None),
+            None => (OFPXMC_EXPERIMENTER, 42, Some(ONF_EXPERIMENTER_ID)),
+        }
     }
 }
 
@@ -580,18 +614,12 @@ fn put(w: &mut Writer, field: Field, value: u64, mask: u64, full: u64) {
     let has_mask = mask != full;
     let payload = if has_mask { 2 * width } else { width };
     let bytes = |x: u64| x.to_be_bytes()[8 - width..].to_vec();
-    match field.basic() {
-        Some(f) => w.u32(
-            u32::from(OFPXMC_OPENFLOW_BASIC) << 16 | u32::from(f) << 9 | u32::from(has_mask) << 8 | payload as u32,
-        ),
-        None if field == Field::IpFrag => {
-            w.u32(u32::from(OFPXMC_NXM_1) << 16 | 26 << 9 | u32::from(has_mask) << 8 | payload as u32)
-        }
-        None => {
-            // tcp_flags: ONFOXM_ET_TCP_FLAGS, as OVS sends it in 1.3 and 1.4.
-            w.u32(u32::from(OFPXMC_EXPERIMENTER) << 16 | 42 << 9 | u32::from(has_mask) << 8 | (payload + 4) as u32);
-            w.u32(ONF_EXPERIMENTER_ID);
-        }
+    let (class, f, experimenter) = field.oxm_class();
+    // An experimenter id counts in the TLV's length.
+    let len = payload + if experimenter.is_some() { 4 } else { 0 };
+    w.u32(u32::from(class) << 16 | u32::from(f) << 9 | u32::from(has_mask) << 8 | len as u32);
+    if let Some(e) = experimenter {
+        w.u32(e);
     }
     w.put(&bytes(value));
     if has_mask {

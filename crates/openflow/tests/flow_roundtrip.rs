@@ -130,7 +130,8 @@ fn actions_from(s: Vec<u64>) -> Actions {
             9 => Action::StripVlan,
             10 => Action::SetNwTos((x >> 8) as u8 & 0xfc),
             11 => Action::DecTtl,
-            _ => Action::Other(if x & 256 == 0 { "NORMAL".into() } else { "LOCAL".into() }),
+            12 if x & 256 == 0 => Action::Normal,
+            _ => Action::Other(if x & 512 == 0 { "TABLE".into() } else { "LOCAL".into() }),
         });
     }
     if out.is_empty() {

@@ -12,6 +12,7 @@ use rqvs_openflow::multipart::{
     TableStats,
 };
 use rqvs_openflow::port::{Port, PortEthernet, Property};
+use rqvs_openflow::table_features::{Id, OxmId, PropValue, TableFeatureProp, TableFeatures};
 use rqvs_openflow::{decode, encode, negotiate, DecodeError, Message, OfError, OFP13, OFP14};
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -83,7 +84,35 @@ fn port_stats(v: u8) -> BoxedStrategy<PortStats> {
 }
 
 fn other_mp_kind() -> impl Strategy<Value = u16> {
-    any::<u16>().prop_filter("own variant", |k| !matches!(k, 0 | 3 | 4 | 13))
+    any::<u16>().prop_filter("own variant", |k| !matches!(k, 0..=4 | 12 | 13))
+}
+
+/// Table features with properties of every shape (ids, tables, OXM headers, raw).
+fn table_features() -> impl Strategy<Value = Vec<TableFeatures>> {
+    let id = (any::<u16>(), prop_oneof![Just(vec![]), bytes(8)]).prop_map(|(kind, data)| Id { kind, data });
+    let oxm = any::<u32>()
+        .prop_map(|header| OxmId { header, experimenter: ((header >> 16) == 0xffff).then_some(header.rotate_left(7)) });
+    let prop = prop_oneof![
+        (prop::sample::select(vec![0u16, 1, 4, 5, 6, 7]), proptest::collection::vec(id, 0..4))
+            .prop_map(|(kind, ids)| TableFeatureProp { kind, value: PropValue::Ids(ids) }),
+        (2u16..4, bytes(10)).prop_map(|(kind, t)| TableFeatureProp { kind, value: PropValue::Tables(t) }),
+        (prop::sample::select(vec![8u16, 10, 12, 13, 14, 15]), proptest::collection::vec(oxm, 0..5))
+            .prop_map(|(kind, o)| TableFeatureProp { kind, value: PropValue::Oxms(o) }),
+        (prop::sample::select(vec![9u16, 11, 16, 0xfffe, 0xffff]), bytes(12))
+            .prop_map(|(kind, b)| TableFeatureProp { kind, value: PropValue::Raw(b) }),
+    ];
+    let one = (any::<(u8, u64, u64, u32, u32)>(), "[a-z0-9 ]{0,31}", proptest::collection::vec(prop, 0..6)).prop_map(
+        |((table_id, metadata_match, metadata_write, capabilities, max_entries), name, properties)| TableFeatures {
+            table_id,
+            name,
+            metadata_match,
+            metadata_write,
+            capabilities,
+            max_entries,
+            properties,
+        },
+    );
+    proptest::collection::vec(one, 0..3)
 }
 
 fn multipart_request(v: u8) -> BoxedStrategy<MultipartRequest> {
@@ -93,6 +122,7 @@ fn multipart_request(v: u8) -> BoxedStrategy<MultipartRequest> {
         Just(MultipartRequestBody::Table),
         Just(MultipartRequestBody::PortDesc),
         any::<u32>().prop_map(|port_no| MultipartRequestBody::PortStats { port_no }),
+        table_features().prop_map(MultipartRequestBody::TableFeatures),
         (other_mp_kind(), bytes(40)).prop_map(|(kind, body)| MultipartRequestBody::Other { kind, body }),
     ];
     (any::<u16>(), body).prop_map(|(flags, body)| MultipartRequest { flags, body }).boxed()
@@ -115,6 +145,7 @@ fn multipart_reply(v: u8) -> BoxedStrategy<MultipartReply> {
         proptest::collection::vec(table, 0..5).prop_map(MultipartReplyBody::Table),
         proptest::collection::vec(port_stats(v), 0..4).prop_map(MultipartReplyBody::PortStats),
         proptest::collection::vec(port(v), 0..4).prop_map(MultipartReplyBody::PortDesc),
+        table_features().prop_map(MultipartReplyBody::TableFeatures),
         (other_mp_kind(), bytes(40)).prop_map(|(kind, body)| MultipartReplyBody::Other { kind, body }),
     ];
     (any::<u16>(), body).prop_map(|(flags, body)| MultipartReply { flags, body }).boxed()
@@ -445,15 +476,22 @@ fn lengths_versions_and_types_are_checked() {
     );
     assert_eq!(decode(&hex("05 1e 0008 00000001")).unwrap().1, Message::Other { kind: 30, body: vec![] });
     assert!(encode(OFP13, 1, &Message::Other { kind: kind::HELLO, body: vec![] }).is_err());
-    // Multipart TABLE_FEATURES stays raw; a DESC request with a body is too long.
-    let features = hex("04 12 0018 00000001 000c 0000 00000000 ff000000 00000000");
+    // Multipart GROUP_DESC stays raw; TABLE_FEATURES has its variant (empty: a query; a body
+    // cut short: BAD_LEN); a DESC request with a body is too long.
+    let group = hex("04 12 0018 00000001 0007 0000 00000000 ff000000 00000000");
     assert_eq!(
-        decode(&features).unwrap().1,
+        decode(&group).unwrap().1,
         Message::MultipartRequest(MultipartRequest {
             flags: 0,
-            body: MultipartRequestBody::Other { kind: 12, body: hex("ff000000 00000000") }
+            body: MultipartRequestBody::Other { kind: 7, body: hex("ff000000 00000000") }
         })
     );
+    assert_eq!(
+        decode(&hex("05 12 0010 00000001 000c 0000 00000000")).unwrap().1,
+        Message::MultipartRequest(MultipartRequest { flags: 0, body: MultipartRequestBody::TableFeatures(vec![]) })
+    );
+    let features = hex("04 12 0018 00000001 000c 0000 00000000 ff000000 00000000");
+    assert_eq!(decode(&features).unwrap_err().of_error(), OfError::BAD_REQUEST_BAD_LEN);
     // FLOW and AGGREGATE requests and replies have their own variants.
     for v in [OFP13, OFP14] {
         for body in [

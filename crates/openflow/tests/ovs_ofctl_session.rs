@@ -2,8 +2,7 @@
 //! 127.0.0.1 decodes every message `ovs-ofctl` sends with [`rqvs_openflow::decode`] and answers
 //! with messages [`rqvs_openflow::encode`] builds (HELLO with a version bitmap, FEATURES_REPLY,
 //! PORT_DESC and DESC replies, GET_CONFIG_REPLY, BARRIER_REPLY, ECHO_REPLY, bundle control
-//! replies, DESC/TABLE/PORT_STATS replies, and a TABLE_FEATURES reply written by hand, as this
-//! codec leaves that type raw). The
+//! replies, DESC/TABLE/PORT_STATS replies, and a TABLE_FEATURES reply of rqvs's table). The
 //! tests check what rqvs decoded and what `ovs-ofctl` printed of rqvs's answers.
 //!
 //! What OVS 3.1 sends, as seen here: `show` opens two connections (HELLO, FEATURES_REQUEST,
@@ -27,6 +26,7 @@ use rqvs_openflow::multipart::{
     TableStats, OFPP_ANY,
 };
 use rqvs_openflow::port::{Port, PortEthernet};
+use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, DecodeError, Header, Message, OfError, OFP13, OFP14};
 
 /// One message off the stream (header, then the rest of its length); `None` at EOF.
@@ -56,23 +56,9 @@ fn port(n: u32) -> Port {
     }
 }
 
-/// One `ofp_table_features`: table 0, name, metadata match/write, config, max_entries, and
-/// empty required properties.
-fn table_features() -> Vec<u8> {
-    let mut b = vec![0, 64, 0, 0, 0, 0, 0, 0];
-    let mut name = b"classifier".to_vec();
-    name.resize(32, 0);
-    b.extend_from_slice(&name);
-    b.extend_from_slice(&[0; 16]);
-    b.extend_from_slice(&[0, 0, 0, 0]);
-    b.extend_from_slice(&1_000_000u32.to_be_bytes());
-    // The eight properties OVS requires (instructions, next tables, write/apply actions, match,
-    // wildcards, write/apply set-field), each an empty list padded to 8 bytes.
-    for kind in [0u8, 2, 4, 6, 8, 10, 12, 14] {
-        b.extend_from_slice(&[0, kind, 0, 4, 0, 0, 0, 0]);
-    }
-    b[1] = b.len() as u8;
-    b
+/// rqvs's table features ([`TableFeatures::rqvs`]), the table named "classifier".
+fn table_features() -> Vec<TableFeatures> {
+    vec![TableFeatures { name: "classifier".into(), ..TableFeatures::rqvs() }]
 }
 
 /// The switch: answers one connection until the peer closes it; returns every decode result.
@@ -151,14 +137,12 @@ fn serve(mut s: TcpStream) -> Seen {
                         body: MultipartReplyBody::PortStats(ports),
                     }))
                 }
-                // TABLE_FEATURES (asked before a flow mod): one table, no properties, written raw
-                // (`ofp_table_features`; this codec leaves the type raw).
+                // TABLE_FEATURES (asked before a flow mod): rqvs's one table.
                 Message::MultipartRequest(MultipartRequest {
-                    body: MultipartRequestBody::Other { kind: 12, .. },
-                    ..
+                    body: MultipartRequestBody::TableFeatures(_), ..
                 }) => Some(Message::MultipartReply(MultipartReply {
                     flags: 0,
-                    body: MultipartReplyBody::Other { kind: 12, body: table_features() },
+                    body: MultipartReplyBody::TableFeatures(table_features()),
                 })),
                 Message::MultipartRequest(MultipartRequest { body: MultipartRequestBody::Other { .. }, .. }) => {
                     Some(Message::Error(ErrorMsg::new(OfError::BAD_REQUEST_BAD_MULTIPART, &bytes)))

@@ -279,3 +279,85 @@ fn bundles() {
         has(&out, &[name, "bundle_id=0x42 flags=atomic", "OFPT_FLOW_MOD", "DEL"]);
     }
 }
+
+/// An Ethernet/IPv4/UDP frame of `len` bytes (OVS decodes and prints its headers).
+fn udp_frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let ip_len = (len - 14) as u16;
+    f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    let udp_len = ip_len - 20;
+    f.extend_from_slice(&[0x04, 0x00, 0, 53, (udp_len >> 8) as u8, udp_len as u8, 0, 0]);
+    f.resize(len, 0xab);
+    f
+}
+
+#[test]
+fn packet_in_and_packet_out() {
+    use rqvs_flow::{Action, Actions, FlowKey, Match};
+    use rqvs_openflow::flow_mod::{PacketIn, PacketOut, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER};
+    if !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let in_port = |p: u32| {
+        Match::from_masked(
+            FlowKey { in_port: p, ..FlowKey::default() },
+            FlowKey { in_port: u32::MAX, ..FlowKey::default() },
+        )
+    };
+    let frame = udp_frame(90);
+    for v in BOTH {
+        // What the switch sends: unbuffered, the whole frame, in_port in the match.
+        for (reason, cookie, via) in [
+            (OFPR_NO_MATCH, 0x0, "(via no_match)"),
+            (OFPR_ACTION, 0x1234, "(via action)"),
+            (OFPR_PACKET_OUT, u64::MAX, "(via packet_out)"),
+        ] {
+            if v == OFP13 && reason == OFPR_PACKET_OUT {
+                continue; // not a 1.3 reason: the switch sends ACTION there
+            }
+            let pi = PacketIn {
+                buffer_id: OFP_NO_BUFFER,
+                total_len: frame.len() as u16,
+                reason,
+                table_id: 0,
+                cookie,
+                matches: in_port(3),
+                data: frame.clone(),
+            };
+            let out = ovs_print(v, 7, &Message::PacketIn(pi));
+            let cookie_text = if cookie == u64::MAX { String::new() } else { format!("cookie={cookie:#x} ") };
+            has(
+                &out,
+                &[
+                    "OFPT_PACKET_IN",
+                    &format!("{cookie_text}total_len=90 in_port=3 {via} data_len=90 (unbuffered)"),
+                    "udp,vlan_tci=0x0000,dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,nw_src=10.0.0.1,nw_dst=10.0.0.2",
+                    "tp_src=1024,tp_dst=53",
+                ],
+            );
+        }
+        // What a controller sends.
+        let po = PacketOut {
+            buffer_id: OFP_NO_BUFFER,
+            in_port: 0xffff_fffd,
+            actions: Actions(vec![Action::SetDlDst([2, 0, 0, 0, 0, 9]), Action::Output(2), Action::Flood]),
+            data: frame.clone(),
+        };
+        has(
+            &ovs_print(v, 8, &Message::PacketOut(po)),
+            &[
+                "OFPT_PACKET_OUT",
+                "in_port=CONTROLLER actions=set_field:02:00:00:00:00:09->eth_dst,output:2,FLOOD data_len=90",
+                "udp,vlan_tci=0x0000,dl_src=02:00:00:00:00:01",
+            ],
+        );
+        let po = PacketOut {
+            buffer_id: OFP_NO_BUFFER,
+            in_port: 1,
+            actions: Actions(vec![Action::Other("TABLE".into()), Action::Normal, Action::Controller(Some(64))]),
+            data: frame.clone(),
+        };
+        has(&ovs_print(v, 9, &Message::PacketOut(po)), &["in_port=1 actions=TABLE,NORMAL,CONTROLLER:64 data_len=90"]);
+    }
+}

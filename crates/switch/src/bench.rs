@@ -47,7 +47,7 @@ use rqvs_openflow::message::{kind, Hello};
 use rqvs_openflow::{encode, Message, OFP14};
 use serde::Serialize;
 
-use crate::openflow::OpenflowListener;
+use crate::openflow::{Channel, ChannelConfig, OpenflowListener};
 use crate::{err, Error, PortSource, Switch, SwitchConfig};
 
 /// What to run.
@@ -186,8 +186,10 @@ impl Oracle {
             self.mismatches.fetch_add(1, Ordering::Relaxed);
             if std::env::var_os("RQVS_BENCH_DEBUG").is_some() {
                 eprintln!(
-                    "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} key {key:?}",
-                    self.window.load(Ordering::Relaxed)
+                    "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} held {} at_ms {} key {key:?}",
+                    self.window.load(Ordering::Relaxed),
+                    self.held.get(flow as usize).copied().unwrap_or(false),
+                    ns / 1_000_000
                 );
             }
         }
@@ -274,10 +276,9 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
     cfg.input_loops = u64::MAX;
     let switch = Switch::start(cfg)?;
     let control = switch.control();
-    let listener = OpenflowListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)), crate::openflow::DEFAULT_DATAPATH_ID)?;
+    let listener = OpenflowListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let addr = listener.local_addr().ok_or_else(|| err("bench openflow: the listener has no address"))?;
-    let serve_control = control.clone();
-    let server = std::thread::spawn(move || listener.serve(&serve_control));
+    let channel = Channel::start(&control, ChannelConfig { listen: Some(listener), ..ChannelConfig::new() })?;
 
     let result = (|| {
         let mut c = Client::connect(addr)?;
@@ -385,7 +386,7 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
         Ok((sent, stream_s, pps, errors, coverage_after_stream, bundle))
     })();
     control.request_stop();
-    let _ = server.join();
+    channel.join();
     let fin = switch.stop()?;
     let (flow_mods, stream_s, pps, errors, coverage_after_stream, bundle) = result?;
     let dropped = fin.total.dropped;

@@ -17,6 +17,7 @@
 //! | `show` | ports, queues, counters |
 //! | `add-flows FILE` | adds the flows (ovs-ofctl syntax) as one commit |
 //! | `del-flows FILE` / `del-flows --all` | removes flows (non-strict match) as one commit |
+//! | `fdb/show` | the `NORMAL` action's learned addresses (`ovs-appctl fdb/show`) |
 //! | `exit` | stops the switch |
 //!
 //! No request can stop the server or the switch except `exit`: malformed JSON, unknown
@@ -221,12 +222,20 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
                 Err(e) => Reply::err(e),
             }
         }
+        "fdb/show" => {
+            let entries = control.mac_entries();
+            let mac = |m: &[u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+            let mut text = String::from(" port  MAC\n");
+            entries.iter().for_each(|(m, p)| text += &format!("{p:>5}  {}\n", mac(m)));
+            let j: Vec<Value> = entries.iter().map(|(m, p)| json!({"port": p, "mac": mac(m)})).collect();
+            Reply::ok(text, json!(j))
+        }
         "exit" => {
             control.request_stop();
             Reply::ok("stopping\n".into(), Value::Null)
         }
         other => Reply::err(format!(
-            "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, exit)"
+            "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, fdb/show, exit)"
         )),
     }
 }

@@ -1,14 +1,12 @@
-//! Asynchronous events from the switch to its OpenFlow connections: a flow removed by a delete
-//! or a timeout ([`FlowRemoved`], sent as FLOW_REMOVED when the flow has SEND_FLOW_REM).
+//! Asynchronous events from the switch to the OpenFlow channel: a flow removed by a delete or a
+//! timeout ([`FlowRemoved`], sent as FLOW_REMOVED when the flow has SEND_FLOW_REM).
 //!
-//! Each connection subscribes when it starts ([`Control::subscribe`]) and gets every event from
-//! then on through its own unbounded channel; it decides what to send (its negotiated version,
-//! its role: a slave gets no FLOW_REMOVED, OpenFlow 1.3's default asynchronous configuration).
-//! The switch emits after the change is committed, applied on every PMD and the removed flows'
-//! counts taken ([`Control::settle_counts`]), outside the lock of the table of record. A
-//! subscriber that has gone is dropped at the next emit.
-
-use std::sync::mpsc::{self, Receiver};
+//! The channel registers a sink when it starts ([`Control::on_event`]; `openflow/flow_removed.rs`
+//! writes the messages into the connections' queues and decides who gets them). The switch
+//! calls the sinks after the change is committed, applied on every PMD and the removed flows'
+//! counts are taken (`Control::settle_counts`), outside the lock of the table of record, on
+//! the thread that made the change — so a FLOW_REMOVED for a connection's own delete is queued
+//! before its next reply (a BARRIER_REPLY).
 
 use rqvs_flow::Rule;
 
@@ -16,7 +14,7 @@ use crate::flowstats::FlowCount;
 use crate::table::Reason;
 use crate::Control;
 
-/// An event for the OpenFlow connections.
+/// An event for the OpenFlow channel.
 #[derive(Clone, Debug)]
 pub enum Event {
     FlowRemoved(FlowRemoved),
@@ -36,20 +34,23 @@ pub struct FlowRemoved {
     pub counts: FlowCount,
 }
 
+/// Where events go (module docs).
+pub type EventSink = Box<dyn Fn(&Event) + Send + Sync>;
+
 impl Control {
-    /// Every event from now on, on a channel of its own (module docs).
-    pub fn subscribe(&self) -> Receiver<Event> {
-        let (s, r) = mpsc::channel();
-        self.subscribers.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-        r
+    /// Calls `sink` with every event from now on (module docs).
+    pub fn on_event(&self, sink: EventSink) {
+        self.sinks.lock().unwrap_or_else(|e| e.into_inner()).push(sink);
     }
 
-    /// Sends `events` to every subscriber still there.
+    /// Hands `events` to every sink, in order.
     pub(crate) fn emit(&self, events: Vec<Event>) {
         if events.is_empty() {
             return;
         }
-        let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        subs.retain(|s| events.iter().all(|e| s.send(e.clone()).is_ok()));
+        let sinks = self.sinks.lock().unwrap_or_else(|e| e.into_inner());
+        for e in &events {
+            sinks.iter().for_each(|s| s(e));
+        }
     }
 }

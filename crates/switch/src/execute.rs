@@ -10,8 +10,17 @@
 //! `flood` send to every port but the input port; `mod_vlan_vid` pushes a tag (priority 0) on
 //! an untagged frame; `strip_vlan` on an untagged frame, `mod_nw_tos` and `dec_ttl` on a
 //! non-IPv4 frame do nothing; `dec_ttl` on a TTL of 0 or 1 stops the list (outputs already done
-//! stay done) and counts the packet in `ttl_expired`; `controller` is counted (packet-in comes
-//! with the OpenFlow channel).
+//! stay done) and counts the packet in `ttl_expired`; `NORMAL` is the MAC-learning forwarding
+//! of [`crate::normal`].
+//!
+//! **`controller`.** The frame as it is at that point of the list goes into the switch's
+//! bounded packet-in queue ([`PacketIn`]: the OpenFlow channel takes it from there, see
+//! `crate::openflow`) with the reason and cookie the op carries
+//! ([`rqvs_datapath::actions::ToController`]): `NO_MATCH` for a table-miss flow's action,
+//! `ACTION` for any other flow's, `PACKET_OUT` for the actions of a packet-out (OVS's
+//! `in_packet_out`: also those of the flow a packet-out's `TABLE` meets). The queue never blocks
+//! the PMD: when it is full the packet-in is dropped and counted (the first time logged). With
+//! no OpenFlow channel the switch has no queue and the op only counts.
 //!
 //! Frames whose IPv4 header is damaged or whose protocol is 0, as OVS 3.1 treats them (checked
 //! with `ofproto/trace` on such frames): the slow path's flow of a damaged header (see
@@ -20,10 +29,57 @@
 //! `nw_proto` (`commit_set_nw_action`), so on a protocol-0 packet `mod_nw_tos` and `dec_ttl`
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
 
-use rqvs_datapath::actions::{self, Op};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+
+use rqvs_datapath::actions::{self, Op, ToController};
 use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
 use rqvs_ports::TxQueue;
+
+use crate::normal::{Forward, MacTable};
+
+/// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
+/// `crate::openflow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketInReason {
+    /// A table-miss flow's action (OpenFlow 1.3 `NO_MATCH`, 1.4 `TABLE_MISS`).
+    NoMatch,
+    /// Any other flow's action (`ACTION`, 1.4 `APPLY_ACTION`).
+    Action,
+    /// A packet-out's action (1.4 `PACKET_OUT`; 1.3 has no such reason: `ACTION`).
+    PacketOut,
+}
+
+/// A packet on its way to the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    /// The frame as it was when the `controller` op met it (whole: rqvs buffers no packets).
+    pub frame: Vec<u8>,
+    /// The port it came in on (rqvs numbering: reserved ports are 0xff00..).
+    pub in_port: u32,
+    pub reason: PacketInReason,
+    /// The cookie of the flow that sent it (all ones for a packet-out's own action).
+    pub cookie: u64,
+    /// The table it was looked up in (always 0: the switch has one).
+    pub table_id: u8,
+}
+
+/// Packet-ins a switch's queue holds (all PMDs together); more are dropped and counted.
+pub const PACKET_IN_QUEUE: usize = 1024;
+
+/// A PMD's end of the packet-in queue.
+pub struct PacketInQueue {
+    tx: SyncSender<PacketIn>,
+    pmd: usize,
+    full_logged: bool,
+}
+
+impl PacketInQueue {
+    pub fn new(tx: SyncSender<PacketIn>, pmd: usize) -> PacketInQueue {
+        PacketInQueue { tx, pmd, full_logged: false }
+    }
+}
 
 /// What the executor did with one packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,6 +90,10 @@ pub struct Outcome {
     pub ttl_expired: bool,
     /// `controller` ops met.
     pub to_controller: u32,
+    /// Of those, packet-ins queued for the OpenFlow channel.
+    pub packet_ins: u32,
+    /// Of those, packet-ins dropped: the queue was full (or the channel gone).
+    pub packet_in_dropped: u32,
     /// Outputs skipped: to the input port, or to a port that does not exist.
     pub skipped: u32,
 }
@@ -41,17 +101,21 @@ pub struct Outcome {
 /// Applies actions to frames (module docs). One per PMD thread.
 pub struct Executor {
     scratch: Vec<u8>,
+    macs: Arc<MacTable>,
+    packet_in: Option<PacketInQueue>,
 }
 
 impl Default for Executor {
     fn default() -> Self {
-        Executor::new()
+        Executor::new(Arc::new(MacTable::new()), None)
     }
 }
 
 impl Executor {
-    pub fn new() -> Executor {
-        Executor { scratch: Vec::with_capacity(2048) }
+    /// An executor learning into `macs` (`NORMAL`), sending packet-ins into `packet_in` (none:
+    /// `controller` ops only count).
+    pub fn new(macs: Arc<MacTable>, packet_in: Option<PacketInQueue>) -> Executor {
+        Executor { scratch: Vec::with_capacity(2048), macs, packet_in }
     }
 
     /// Applies `action` to `frame`, received on port `in_port` (1-based; `tx[p - 1]` is port
@@ -60,13 +124,29 @@ impl Executor {
         let mut out = Outcome::default();
         match action {
             DpAction::Output(p) => send(frame, p, in_port, tx, &mut out),
-            DpAction::Apply(id) => self.apply(frame, in_port, actions::ops(id), tx, &mut out),
+            DpAction::Apply(id) => self.apply(frame, in_port, actions::ops(id), false, tx, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
         out
     }
 
-    fn apply(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue], out: &mut Outcome) {
+    /// Applies a packet-out's ops to its frame (`in_port`: the packet-out's, possibly a
+    /// reserved port such as `CONTROLLER`, 0xfffd). Packet-ins it sends say `PACKET_OUT`.
+    pub fn execute_packet_out(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue]) -> Outcome {
+        let mut out = Outcome::default();
+        self.apply(frame, in_port, ops, true, tx, &mut out);
+        out
+    }
+
+    fn apply(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ops: &[Op],
+        packet_out: bool,
+        tx: &mut [TxQueue],
+        out: &mut Outcome,
+    ) {
         let mut copied = false;
         let mut ttl = None;
         for op in ops {
@@ -74,14 +154,18 @@ impl Executor {
             match *op {
                 Op::Output(p) => send(cur, p, in_port, tx, out),
                 Op::InPort => send_to(cur, in_port, tx, out),
-                Op::Flood => {
-                    for p in 1..=tx.len() as u32 {
-                        if p != in_port {
-                            send_to(cur, p, tx, out);
-                        }
+                Op::Flood => flood(cur, in_port, tx, out),
+                Op::Normal => match self.macs.forward(cur, in_port) {
+                    Forward::Drop => {}
+                    Forward::Port(p) => send_to(cur, p, tx, out),
+                    Forward::Flood => flood(cur, in_port, tx, out),
+                },
+                Op::Controller(c) => {
+                    out.to_controller += 1;
+                    if let Some(q) = &mut self.packet_in {
+                        packet_in(q, cur, in_port, c, packet_out, out);
                     }
                 }
-                Op::Controller(_) => out.to_controller += 1,
                 _ => {
                     if !copied {
                         self.scratch.clear();
@@ -100,7 +184,7 @@ impl Executor {
 
 /// One rewriting op on `buf`; false when `dec_ttl` expired the packet. `ttl` is the TTL after
 /// the list's earlier `dec_ttl`s, as the slow path's flow holds it (module docs).
-fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool {
+pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool {
     match *op {
         Op::StripVlan => {
             strip_vlan(buf);
@@ -137,6 +221,39 @@ fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool {
         }
     }
     true
+}
+
+/// Queues a packet-in without waiting: a full queue drops it (counted; logged the first time).
+fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController, packet_out: bool, out: &mut Outcome) {
+    let reason = match (packet_out, c.table_miss) {
+        (true, _) => PacketInReason::PacketOut,
+        (false, true) => PacketInReason::NoMatch,
+        (false, false) => PacketInReason::Action,
+    };
+    let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: 0 };
+    match q.tx.try_send(p) {
+        Ok(()) => out.packet_ins += 1,
+        Err(TrySendError::Full(_)) => {
+            out.packet_in_dropped += 1;
+            if !q.full_logged {
+                q.full_logged = true;
+                eprintln!(
+                    "rqvs switch: PMD {}: the packet-in queue is full ({PACKET_IN_QUEUE}): packet-ins are dropped and counted (logged once)",
+                    q.pmd
+                );
+            }
+        }
+        Err(TrySendError::Disconnected(_)) => out.packet_in_dropped += 1,
+    }
+}
+
+/// `flood`/`all`: every port but the input port.
+fn flood(frame: &[u8], in_port: u32, tx: &mut [TxQueue], out: &mut Outcome) {
+    for p in 1..=tx.len() as u32 {
+        if p != in_port {
+            send_to(frame, p, tx, out);
+        }
+    }
 }
 
 /// `output:p` — skipped when `p` is the input port (OpenFlow: only `in_port` sends back).

@@ -86,7 +86,7 @@ pub struct FlowMeta {
     pub importance: u16,
     /// Its last hit as far as the management side knows: its add (OVS counts a new flow as
     /// used when added), the flow it replaced or was modified from (OVS forwards it), or the
-    /// last time its count was seen to move ([`FlowTable::observe`]).
+    /// last time its count was seen to move ([`crate::table::FlowTable::observe`]).
     pub used_ns: u64,
     /// The PMDs' packets under its id when last looked at (a count that moved since is a hit).
     pub seen: u64,
@@ -142,7 +142,7 @@ impl FlowMeta {
     }
 }
 
-/// The flow that takes over a replaced or modified flow's counts ([`NetChange::heir`]).
+/// The flow that takes over a replaced or modified flow's counts ([`crate::table::NetChange::heir`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heir {
     pub to: RuleId,

@@ -46,8 +46,14 @@
 //! timeout passed through the same transaction path, and the removal of a flow with
 //! SEND_FLOW_REM is an event for the OpenFlow connections ([`events`]).
 //!
-//! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded + dropped +
-//! malformed + lost`.
+//! **OpenFlow** ([`openflow`]): a passive listener and active connections to controllers; a
+//! `controller` action puts a packet-in into a bounded queue the PMD never waits on, and a
+//! controller's PACKET_OUT reaches a PMD as a message and leaves through its transmit queues.
+//! The `NORMAL` action ([`normal`]) is MAC learning over a lock-free table the PMDs share — what
+//! a standalone switch without a controller fails open to.
+//!
+//! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded +
+//! to_controller + dropped + malformed + lost`; frames injected by PACKET_OUT apart.
 
 pub mod bench;
 pub mod ctl;
@@ -58,6 +64,7 @@ pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
 pub mod manager;
+pub mod normal;
 pub mod openflow;
 pub mod pmd;
 pub mod stats;
@@ -77,7 +84,7 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
 use rqvs_datapath::{
-    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
+    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, DpAction, OfprotoTable, Orig, OrigConfig,
 };
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
@@ -145,6 +152,9 @@ pub struct SwitchConfig {
     pub hook: Option<EventHook>,
     /// How many times `pcap-in` ports deliver their frames (1: once; `u64::MAX`: until stopped).
     pub input_loops: u64,
+    /// Give the PMDs a packet-in queue for an OpenFlow channel to take
+    /// ([`Control::take_packet_in_queue`]); without one, `controller` actions only count.
+    pub packet_in: bool,
 }
 
 impl SwitchConfig {
@@ -164,6 +174,7 @@ impl SwitchConfig {
             cflows: CflowsConfig::default(),
             hook: None,
             input_loops: 1,
+            packet_in: false,
         }
     }
 }
@@ -178,8 +189,11 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str =
-    "output:N, in_port, all, flood, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
+pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
+
+/// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
+/// OpenFlow priority.
+pub const FAIL_OPEN_PRIORITY: u32 = 0xf0_f0f0;
 
 /// Refuses rules the switch cannot run as written (another table, an action it does not
 /// execute), naming the rule.
@@ -239,8 +253,14 @@ pub struct Control {
     started: std::time::Instant,
     /// Per-flow counters of the PMD threads that have ended.
     parting: flowstats::Parting,
-    /// Where events go ([`events`]: the OpenFlow connections).
-    subscribers: Mutex<Vec<Sender<events::Event>>>,
+    /// Where events go ([`events`]: the OpenFlow channel).
+    sinks: Mutex<Vec<events::EventSink>>,
+    /// The `NORMAL` action's MAC table (shared with the PMDs).
+    macs: Arc<normal::MacTable>,
+    /// The packet-in queue's receiving end, until the OpenFlow channel takes it.
+    packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
+    /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
+    packet_outs: std::sync::atomic::AtomicUsize,
 }
 
 impl Switch {
@@ -292,6 +312,13 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let macs = Arc::new(normal::MacTable::new());
+        let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
+            let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
+            (Some(t), Some(r))
+        } else {
+            (None, None)
+        };
         let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
         // With the handler thread, a design's own upcall queue only stages one batch's misses
         // on their way to the handler (whose queue is the bounded one).
@@ -385,6 +412,8 @@ impl Switch {
                 busy_poll: cfg.busy_poll,
                 handler: link,
                 parting: parting.clone(),
+                macs: macs.clone(),
+                packet_in: packet_in_tx.clone(),
             };
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
@@ -406,7 +435,10 @@ impl Switch {
             stop,
             started,
             parting,
-            subscribers: Mutex::new(Vec::new()),
+            sinks: Mutex::new(Vec::new()),
+            macs,
+            packet_ins: Mutex::new(packet_in_rx),
+            packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
         Ok(Switch { threads, handler, manager, expiry: Some(expiry), control })
@@ -486,14 +518,21 @@ pub struct FinalReport {
     /// (`tx_packets + tx_dropped` over the ports).
     pub outputs: u64,
     pub tx_accounted: u64,
+    /// Frames injected by PACKET_OUT and what became of them (summed over PMDs).
+    pub injected: PortFrames,
+    /// Packet-ins queued for the OpenFlow channel, and dropped because the queue was full.
+    pub packet_ins: u64,
+    pub packet_in_dropped: u64,
 }
 
 impl FinalReport {
-    /// Every frame accounted for: per port and in total `rx = forwarded + dropped + malformed +
-    /// lost`, the ports' `rx_packets` equal to what the PMDs took, and every output copy sent
-    /// or counted as dropped.
+    /// Every frame accounted for: per port and in total `rx = forwarded + to_controller +
+    /// dropped + malformed + lost`, the ports' `rx_packets` equal to what the PMDs took, the
+    /// injected frames the same way, and every output copy (of received and injected frames)
+    /// sent or counted as dropped.
     pub fn balanced(&self) -> bool {
         self.total.balanced()
+            && self.injected.balanced()
             && self.ports.iter().all(|p| p.frames.balanced() && p.frames.rx == p.rx_packets)
             && self.outputs == self.tx_accounted
     }
@@ -513,19 +552,31 @@ impl FinalReport {
         let w = self.ports.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
-            "port", "name", "link", "rx", "forwarded", "dropped", "malformed", "lost", "rx_lost", "tx", "tx_drop"
+            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+            "port",
+            "name",
+            "link",
+            "rx",
+            "forwarded",
+            "to_ctl",
+            "dropped",
+            "malformed",
+            "lost",
+            "rx_lost",
+            "tx",
+            "tx_drop"
         );
         for p in &self.ports {
             let f = &p.frames;
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
                 p.port,
                 p.name,
                 p.link,
                 p.rx_packets,
                 f.forwarded,
+                f.to_controller,
                 f.dropped,
                 f.malformed,
                 f.lost,
@@ -535,11 +586,20 @@ impl FinalReport {
             );
         }
         let t = &self.total;
+        if self.packet_ins + self.packet_in_dropped + self.injected.rx > 0 {
+            let i = &self.injected;
+            let _ = writeln!(
+                s,
+                "  controller: {} packet-ins sent, {} dropped (queue full); {} packet-outs injected = forwarded {} + to controller {} + dropped {}",
+                self.packet_ins, self.packet_in_dropped, i.rx, i.forwarded, i.to_controller, i.dropped
+            );
+        }
         let _ = writeln!(
             s,
-            "  total: rx {} = forwarded {} + dropped {} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
+            "  total: rx {} = forwarded {} + to_controller {} + dropped {} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
             t.rx,
             t.forwarded,
+            t.to_controller,
             t.dropped,
             t.malformed,
             t.lost,
@@ -620,11 +680,15 @@ impl Control {
 
     fn final_report(&self, pmds: Vec<PmdReport>) -> FinalReport {
         let mut total = PortFrames::default();
-        let mut outputs = 0;
+        let mut injected = PortFrames::default();
+        let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
         let mut per_port = vec![PortFrames::default(); self.ports.len()];
         for p in &pmds {
             total.add(&p.total);
+            injected.add(&p.injected);
             outputs += p.outputs;
+            packet_ins += p.packet_ins;
+            packet_in_dropped += p.packet_in_dropped;
             for (i, f) in p.ports.iter().enumerate() {
                 per_port[i].add(f);
             }
@@ -660,6 +724,9 @@ impl Control {
             total,
             outputs,
             tx_accounted,
+            injected,
+            packet_ins,
+            packet_in_dropped,
         }
     }
 
@@ -669,13 +736,22 @@ impl Control {
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order.
+    /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order; a flow hidden
+    /// from OpenFlow (the fail-open rule) as a comment line.
     pub fn flows(&self) -> Vec<String> {
         let rules = self.lock_rules();
         let mut v: Vec<&Rule> = rules.iter().collect();
         v.sort_by_key(|r| r.rank());
         v.iter()
-            .flat_map(|r| ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)]))
+            .flat_map(|r| {
+                if rules.is_hidden(r) {
+                    return vec![format!(
+                        "# fail-open rule (hidden from OpenFlow): priority={},actions={}",
+                        r.priority, r.actions
+                    )];
+                }
+                ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)])
+            })
             .collect()
     }
 
@@ -689,15 +765,7 @@ impl Control {
             return Err(err("ofproto/trace: a packet has single port values, not masks"));
         }
         let key: FlowKey = rule.matches.value().wire();
-        let v = if self.design == DesignKind::Cflows {
-            let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
-            if cached.is_none() {
-                *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(format!("ofproto/trace: {e}")))?);
-            }
-            cached.as_ref().expect("built above").classify(&key)
-        } else {
-            self.table.classify(&key)
-        };
+        let v = self.slow_path(&key).map_err(|e| err(format!("ofproto/trace: {e}")))?;
         let rules = self.lock_rules();
         let winner = v.rule.and_then(|id| rules.get(id));
         let mut s = format!("Flow: {}\n\n", format_packet(&key));
@@ -714,6 +782,19 @@ impl Control {
             v.action
         );
         Ok(s)
+    }
+
+    /// The slow path's verdict for `key`: the shared table's (ORIG, CCACHE), or in CFLOWS the
+    /// one built from the record when asked after a change (its PMDs never consult one).
+    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_datapath::ofproto::Verdict, Error> {
+        if self.design != DesignKind::Cflows {
+            return Ok(self.table.classify(key));
+        }
+        let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.is_none() {
+            *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?);
+        }
+        Ok(cached.as_ref().expect("built above").classify(key))
     }
 
     /// `add-flows`: adds `rules` (their ids are ignored and new ones given) as one commit; a
@@ -850,9 +931,11 @@ impl Control {
     /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE
     /// PMDs answer once their megaflows are revalidated (no megaflow of an older table decides
     /// a packet any more), CFLOWS PMDs once their classifiers hold it. So a packet that arrives
-    /// after `add-flows`/`del-flows` returns meets the new rules, on every PMD. (A PMD that does
-    /// not answer within [`REPLY_WAIT`] — stopping, or a revalidation that long — is not waited
-    /// for; the change is committed either way.)
+    /// after `add-flows`/`del-flows` returns meets the new rules, on every PMD. A stopped PMD
+    /// (or manager) is not waited for; one that has not answered within [`APPLY_WAIT`] — a
+    /// revalidation of every megaflow takes seconds at 100K rules, so this is far above any
+    /// normal wait (it was 5 s, which a loaded machine exceeded: replies then came before the
+    /// datapath had the change) — is logged and no longer waited for.
     fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
         if self.design == DesignKind::Cflows {
             // One classifier for all PMDs: the manager applies and publishes the change, and
@@ -863,8 +946,13 @@ impl Control {
             let (answer, r) = mpsc::channel();
             let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
             if m.send(msg).is_ok() {
-                if let Ok(Err(e)) = r.recv_timeout(REPLY_WAIT) {
-                    return Err(err(format!("the learned classifier refused the rules: {e}")));
+                match r.recv_timeout(APPLY_WAIT) {
+                    Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
+                    Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
+                        "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
+                        APPLY_WAIT.as_secs()
+                    ),
+                    Ok(Ok(())) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
                 }
             }
             return Ok(());
@@ -878,7 +966,12 @@ impl Control {
             })
             .collect();
         for r in done {
-            let _ = r.recv_timeout(REPLY_WAIT);
+            if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
+                eprintln!(
+                    "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
+                    APPLY_WAIT.as_secs()
+                );
+            }
         }
         Ok(())
     }
@@ -887,10 +980,82 @@ impl Control {
     pub fn pmd_cpus(&self) -> &[Option<usize>] {
         &self.pmd_cpus
     }
+
+    /// The packet-in queue's receiving end (once: the OpenFlow channel takes it; `None` when
+    /// the switch was started without [`SwitchConfig::packet_in`], or it was taken).
+    pub fn take_packet_in_queue(&self) -> Option<mpsc::Receiver<execute::PacketIn>> {
+        self.packet_ins.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The datapath action the table of record gives `frame` arriving on `in_port` (a
+    /// packet-out's `TABLE`: the slow path's classification, no megaflow installed).
+    pub fn classify_frame(&self, frame: &[u8], in_port: u32) -> Result<DpAction, Error> {
+        match rqvs_flow::frame::extract_datapath(frame, in_port) {
+            Some(key) => Ok(self.slow_path(&key)?.action),
+            None => Ok(DpAction::Drop),
+        }
+    }
+
+    /// Hands a packet-out to a PMD (they take turns), which sends it between two batches
+    /// through its transmit queues. Fails only when the PMDs have stopped.
+    pub fn packet_out(&self, po: pmd::PacketOut) -> Result<(), Error> {
+        let n = self.inboxes.len().max(1);
+        let i = self.packet_outs.fetch_add(1, Ordering::Relaxed) % n;
+        let inbox = self.inboxes.get(i).ok_or_else(|| err("the switch has no PMD thread"))?;
+        inbox.send(PmdMsg::PacketOut(po)).map_err(|_| err("the switch is stopping"))
+    }
+
+    /// Waits until every PMD has handled the messages sent to it before this call — every
+    /// packet-out handed over is sent (an OpenFlow BARRIER). A PMD that does not answer within
+    /// 5 s is not waited for.
+    pub fn sync_pmds(&self) {
+        let _ = self.ask(PmdMsg::Sync);
+    }
+
+    /// The `NORMAL` action's learned addresses, `(address, port)`.
+    pub fn mac_entries(&self) -> Vec<([u8; 6], u32)> {
+        self.macs.entries()
+    }
+
+    /// Is the switch failed open ([`Control::fail_open`])?
+    pub fn is_failed_open(&self) -> bool {
+        self.lock_rules().hidden().is_some()
+    }
+
+    /// Fails open (`--fail-mode standalone` without a controller, as Open vSwitch's
+    /// `fail_open_run` does): every flow is removed and one rule added — match everything,
+    /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow (no flow-mod
+    /// selects it, no stats report it: [`table::FlowTable::set_hidden`]), as one commit. With
+    /// `false` the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that
+    /// were removed stay removed: the controller sets up its own). Idempotent.
+    pub fn fail_open(&self, on: bool) -> Result<(), Error> {
+        let key = (FAIL_OPEN_PRIORITY, Match::ANY);
+        let hidden = self.lock_rules().hidden();
+        match (on, hidden) {
+            (true, None) => {
+                self.lock_rules().set_hidden(Some(key));
+                let rule = Rule::new(0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
+                let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::add(rule)];
+                if let Err(e) = self.transact("fail-open", &ops, true) {
+                    self.lock_rules().set_hidden(None);
+                    return Err(e);
+                }
+            }
+            (false, Some(_)) => {
+                self.lock_rules().set_hidden(None);
+                let strict = FlowFilter { matches: Some(key.1), strict: Some(key.0), ..FlowFilter::all() };
+                self.transact("fail-open", &[FlowOp::Delete(strict)], true)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
-/// How long the management thread waits for a PMD's answer.
+/// How long the management thread waits for a PMD's answer (counters, dumps).
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a rule change waits for the PMDs (or the CFLOWS manager) to apply it.
+pub const APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Rules the switch uses for a ClassBench set, which carries no actions: rule `i` outputs to
 /// port `2 + i mod (ports − 1)` (port 1 is where traffic comes in), or to port 1 with one port.

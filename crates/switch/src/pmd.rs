@@ -13,6 +13,10 @@
 //! counters ([`crate::flowstats`]), which the management side reads with
 //! [`PmdMsg::FlowStats`].
 //!
+//! Packet-outs (OpenFlow PACKET_OUT) arrive as [`PmdMsg::PacketOut`]: the PMD owns transmit
+//! queue *i* of every port, so the frame is sent from here, between batches, through the same
+//! executor (counted in `injected`, see [`crate::stats`]).
+//!
 //! Nothing on this path takes a lock: queues and the design are the thread's own; ORIG and
 //! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages and
 //! the handler's answers are polled with a non-blocking `try_recv`.
@@ -49,6 +53,21 @@ pub enum PmdMsg {
     /// gone, or modified under new ids). A PMD that has ended does not answer: its counts are
     /// in [`Parting`].
     FlowStats { rules: Arc<[RuleId]>, take: bool, reply: Sender<Vec<FlowCount>> },
+    /// A packet-out to execute: its frame, its in_port, and its ops (a flow's ops already
+    /// spliced in where the packet-out said `TABLE`).
+    PacketOut(PacketOut),
+    /// Answered once every message before it is handled (a packet-out before it is sent): an
+    /// OpenFlow BARRIER's wait.
+    Sync(Sender<()>),
+}
+
+/// A PACKET_OUT as a PMD executes it.
+#[derive(Clone, Debug)]
+pub struct PacketOut {
+    pub frame: Vec<u8>,
+    /// The packet-out's in_port (rqvs numbering: `CONTROLLER` is 0xfffd).
+    pub in_port: u32,
+    pub ops: Vec<rqvs_datapath::actions::Op>,
 }
 
 /// What a PMD thread is given.
@@ -67,6 +86,10 @@ pub struct PmdSetup {
     pub handler: Option<HandlerLink>,
     /// Where this PMD leaves its per-flow counters when it ends.
     pub parting: Parting,
+    /// The `NORMAL` action's MAC table (shared by every PMD).
+    pub macs: Arc<crate::normal::MacTable>,
+    /// The packet-in queue's sending end (`None`: no OpenFlow channel).
+    pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
 }
 
 /// A PMD's ends of the handler thread's queues.
@@ -113,7 +136,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     let t0 = Instant::now();
     let mut pmd = Pmd::new();
-    let mut exec = Executor::new();
+    let mut exec =
+        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut flows = FlowCounters::new();
@@ -237,7 +261,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut flows, &t0);
+            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &mut flows, &t0);
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -283,7 +307,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             continue;
         }
         let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut flows, &t0);
+        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &mut flows, &t0);
     }
     PmdFinal { report }
 }
@@ -419,32 +443,78 @@ fn answers(
     done
 }
 
-fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
+/// Where a frame ended (see [`crate::stats`]).
+enum End {
+    Forwarded,
+    ToController,
+    Dropped,
+    Lost,
+}
+
+/// Counts the copies and packet-ins of one frame's outcome; says where the frame ended.
+fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
     c.outputs += u64::from(o.outputs);
     c.skipped_outputs += u64::from(o.skipped);
     c.controller += u64::from(o.to_controller);
-    if o.ttl_expired {
-        c.ttl_expired[p] += 1;
-    }
+    c.packet_ins += u64::from(o.packet_ins);
+    c.packet_in_dropped += u64::from(o.packet_in_dropped);
     if o.outputs > 0 {
-        c.forwarded[p] += 1;
+        End::Forwarded
+    } else if o.packet_ins > 0 {
+        End::ToController
+    } else if o.packet_in_dropped > 0 {
+        End::Lost
     } else {
-        c.dropped[p] += 1;
+        End::Dropped
     }
 }
 
+fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
+    if o.ttl_expired {
+        c.ttl_expired[p] += 1;
+    }
+    match outcome(c, o) {
+        End::Forwarded => c.forwarded[p] += 1,
+        End::ToController => c.to_controller[p] += 1,
+        End::Dropped => c.dropped[p] += 1,
+        End::Lost => c.lost[p] += 1,
+    }
+}
+
+/// A packet-out's frame through the executor, counted in `injected` (a full packet-in queue
+/// drops it: `dropped` there, the packet-in counted as dropped).
+fn packet_out(c: &mut PmdCounters, exec: &mut Executor, tx: &mut [TxQueue], po: &PacketOut) {
+    let o = exec.execute_packet_out(&po.frame, po.in_port, &po.ops, tx);
+    c.injected.rx += 1;
+    if o.ttl_expired {
+        c.injected.ttl_expired += 1;
+    }
+    match outcome(c, o) {
+        End::Forwarded => c.injected.forwarded += 1,
+        End::ToController => c.injected.to_controller += 1,
+        End::Dropped | End::Lost => c.injected.dropped += 1,
+    }
+    flush(tx);
+}
+
+#[allow(clippy::too_many_arguments)]
 fn handle_msg(
     msg: PmdMsg,
     s: &mut PmdSetup,
     c: &mut PmdCounters,
     baseline: &mut (PmdCounters, rqvs_datapath::Counters),
     up: &mut Inflight,
+    exec: &mut Executor,
     flows: &mut FlowCounters,
     t0: &Instant,
 ) {
     match msg {
         PmdMsg::FlowStats { rules, take, reply } => {
             let _ = reply.send(if take { flows.take(&rules) } else { flows.read(&rules) });
+        }
+        PmdMsg::PacketOut(po) => packet_out(c, exec, &mut s.tx, &po),
+        PmdMsg::Sync(answer) => {
+            let _ = answer.send(());
         }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);

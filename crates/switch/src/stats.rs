@@ -2,13 +2,23 @@
 //! a receive queue, and the reports `pmd-stats-show` and `show` print.
 //!
 //! **Accounting.** Every frame a PMD takes from port *p* ends as exactly one of: `forwarded`
-//! (at least one copy staged for transmission), `dropped` (no copy: the rule drops it, no rule
-//! matched, every output was skipped, or `dec_ttl` expired it before any output), `malformed`
-//! (shorter than an Ethernet header: dropped, as OVS drops it; every longer frame is classified,
-//! a damaged header's fields zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (the upcall queue was full). So per port
-//! and in total `rx = forwarded + dropped + malformed + lost`. Copies are counted once more on
-//! the transmit side by the ports: `outputs = tx_packets + tx_dropped` over all ports. What the
-//! kernel dropped before the switch saw it is the ports' `rx_lost`.
+//! (at least one copy staged for transmission), `to_controller` (no copy on a port, but a
+//! packet-in queued for the OpenFlow channel), `dropped` (no copy: the rule drops it, no rule
+//! matched, every output was skipped, `dec_ttl` expired it before any output, or its
+//! `controller` action had no OpenFlow channel to go to), `malformed` (shorter than an Ethernet
+//! header: dropped, as OVS drops it; every longer frame is classified, a damaged header's fields
+//! zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (a queue was full: the upcall
+//! queue, or the packet-in queue when the controller was its only destination). So per port
+//! and in total `rx = forwarded + to_controller + dropped + malformed + lost`.
+//!
+//! **Injected frames** (PACKET_OUT) come from the controller, not from a port's receive queue:
+//! they are counted apart, in `injected` (its `rx` is the packet-outs executed; each ends as
+//! `forwarded`, `to_controller` or `dropped` the same way), so a port's `rx` stays equal to the
+//! frames its receive queues delivered. Their copies are outputs like any other.
+//!
+//! Copies are counted once more on the transmit side by the ports: `outputs = tx_packets +
+//! tx_dropped` over all ports. What the kernel dropped before the switch saw it is the ports'
+//! `rx_lost`.
 
 use rqvs_datapath::{Counters, DesignReport};
 use serde::Serialize;
@@ -18,6 +28,7 @@ use serde::Serialize;
 pub struct PmdCounters {
     pub rx: Vec<u64>,
     pub forwarded: Vec<u64>,
+    pub to_controller: Vec<u64>,
     pub dropped: Vec<u64>,
     pub malformed: Vec<u64>,
     pub lost: Vec<u64>,
@@ -27,8 +38,14 @@ pub struct PmdCounters {
     pub outputs: u64,
     /// Outputs skipped (to the input port, to a port that does not exist).
     pub skipped_outputs: u64,
-    /// `controller` actions met (packet-ins once the OpenFlow channel exists).
+    /// `controller` actions met.
     pub controller: u64,
+    /// Packet-ins queued for the OpenFlow channel.
+    pub packet_ins: u64,
+    /// Packet-ins dropped: the queue was full.
+    pub packet_in_dropped: u64,
+    /// Frames injected by PACKET_OUT (module docs).
+    pub injected: PortFrames,
     /// Time spent on batches that had frames.
     pub busy_ns: u64,
     /// Loop iterations (every port polled once).
@@ -45,6 +62,7 @@ impl PmdCounters {
         PmdCounters {
             rx: z.clone(),
             forwarded: z.clone(),
+            to_controller: z.clone(),
             dropped: z.clone(),
             malformed: z.clone(),
             lost: z.clone(),
@@ -58,6 +76,7 @@ impl PmdCounters {
         PmdCounters {
             rx: sub(&self.rx, &base.rx),
             forwarded: sub(&self.forwarded, &base.forwarded),
+            to_controller: sub(&self.to_controller, &base.to_controller),
             dropped: sub(&self.dropped, &base.dropped),
             malformed: sub(&self.malformed, &base.malformed),
             lost: sub(&self.lost, &base.lost),
@@ -65,6 +84,9 @@ impl PmdCounters {
             outputs: self.outputs - base.outputs,
             skipped_outputs: self.skipped_outputs - base.skipped_outputs,
             controller: self.controller - base.controller,
+            packet_ins: self.packet_ins - base.packet_ins,
+            packet_in_dropped: self.packet_in_dropped - base.packet_in_dropped,
+            injected: self.injected.minus(&base.injected),
             busy_ns: self.busy_ns - base.busy_ns,
             iterations: self.iterations - base.iterations,
         }
@@ -76,6 +98,7 @@ impl PmdCounters {
 pub struct PortFrames {
     pub rx: u64,
     pub forwarded: u64,
+    pub to_controller: u64,
     pub dropped: u64,
     pub malformed: u64,
     pub lost: u64,
@@ -86,15 +109,29 @@ impl PortFrames {
     pub fn add(&mut self, o: &PortFrames) {
         self.rx += o.rx;
         self.forwarded += o.forwarded;
+        self.to_controller += o.to_controller;
         self.dropped += o.dropped;
         self.malformed += o.malformed;
         self.lost += o.lost;
         self.ttl_expired += o.ttl_expired;
     }
 
-    /// `rx = forwarded + dropped + malformed + lost`.
+    /// These counts since `base`.
+    pub fn minus(&self, base: &PortFrames) -> PortFrames {
+        PortFrames {
+            rx: self.rx - base.rx,
+            forwarded: self.forwarded - base.forwarded,
+            to_controller: self.to_controller - base.to_controller,
+            dropped: self.dropped - base.dropped,
+            malformed: self.malformed - base.malformed,
+            lost: self.lost - base.lost,
+            ttl_expired: self.ttl_expired - base.ttl_expired,
+        }
+    }
+
+    /// `rx = forwarded + to_controller + dropped + malformed + lost`.
     pub fn balanced(&self) -> bool {
-        self.rx == self.forwarded + self.dropped + self.malformed + self.lost
+        self.rx == self.forwarded + self.to_controller + self.dropped + self.malformed + self.lost
     }
 }
 
@@ -130,6 +167,10 @@ pub struct PmdReport {
     pub outputs: u64,
     pub skipped_outputs: u64,
     pub controller: u64,
+    pub packet_ins: u64,
+    pub packet_in_dropped: u64,
+    /// Frames injected by PACKET_OUT, and what became of them (module docs).
+    pub injected: PortFrames,
     pub datapath: DatapathStats,
     pub busy_ns: u64,
     pub uptime_s: f64,
@@ -150,6 +191,7 @@ impl PmdReport {
             .map(|i| PortFrames {
                 rx: c.rx[i],
                 forwarded: c.forwarded[i],
+                to_controller: c.to_controller[i],
                 dropped: c.dropped[i],
                 malformed: c.malformed[i],
                 lost: c.lost[i],
@@ -187,6 +229,9 @@ impl PmdReport {
             outputs: c.outputs,
             skipped_outputs: c.skipped_outputs,
             controller: c.controller,
+            packet_ins: c.packet_ins,
+            packet_in_dropped: c.packet_in_dropped,
+            injected: c.injected,
             datapath,
             busy_ns: c.busy_ns,
             uptime_s: uptime.as_secs_f64(),
@@ -222,7 +267,19 @@ impl PmdReport {
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
         let _ = writeln!(out, "  dropped: {} (ttl expired: {})", self.total.dropped, self.total.ttl_expired);
-        let _ = writeln!(out, "  to controller: {}", self.controller);
+        let _ = writeln!(
+            out,
+            "  to controller: {} (packet-ins sent: {}, dropped: {}; frames sent only there: {})",
+            self.controller, self.packet_ins, self.packet_in_dropped, self.total.to_controller
+        );
+        if self.injected.rx > 0 {
+            let i = &self.injected;
+            let _ = writeln!(
+                out,
+                "  injected (packet-out): {} (forwarded {}, to controller {}, dropped {})",
+                i.rx, i.forwarded, i.to_controller, i.dropped
+            );
+        }
         let _ = writeln!(out, "  processing time: {:.3} s of {:.3} s", self.busy_ns as f64 / 1e9, self.uptime_s);
         let _ = writeln!(out, "  avg processing ns per packet: {:.1}", self.avg_ns_per_packet);
         if let Some(mhz) = cpu_mhz() {

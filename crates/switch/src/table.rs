@@ -11,6 +11,12 @@
 //! so a refused one changes nothing: a bundle aborts the whole transaction, a run of single
 //! flow-mods ([`crate::Control::apply_each`]) just leaves the refused one out.
 //!
+//! **Hidden flows.** While the switch is failed open (`--fail-mode standalone` without a
+//! controller, [`crate::Control::fail_open`]) the flow at one (priority, match) — the fail-open
+//! rule's — is hidden from OpenFlow, as Open vSwitch hides its fail-open rule: no selection
+//! ([`FlowTable::select`]: flow-mods' modify and delete, flow stats) takes it. It is still a
+//! flow of the table (`rqvs ctl dump-rules` shows it).
+//!
 //! Costs: an add, a strict modify and a strict delete find their flow through the index (no
 //! scan); a non-strict modify or delete scans the table, as its selection is by match
 //! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table
@@ -138,6 +144,8 @@ pub struct FlowTable {
     /// The flows with a timeout.
     timed: BTreeSet<RuleId>,
     next_id: u32,
+    /// The (priority, match) hidden from selections (module docs).
+    hidden: Option<(u32, Match)>,
 }
 
 impl FlowTable {
@@ -151,6 +159,7 @@ impl FlowTable {
             index: HashMap::with_capacity(rules.len()),
             timed: BTreeSet::new(),
             next_id,
+            hidden: None,
         };
         for r in rules {
             if let Some(old) = t.index.insert((r.priority, r.matches), r.id) {
@@ -210,16 +219,32 @@ impl FlowTable {
     }
 
     /// The ids of the flows `f` selects: through the index when `f` is strict with a match.
+    /// Never a hidden flow.
     pub fn select(&self, f: &FlowFilter) -> Vec<RuleId> {
         match (&f.matches, f.strict) {
             (Some(m), Some(p)) => self
                 .index
                 .get(&(p, *m))
-                .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r)))
+                .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r) && !self.is_hidden(r)))
                 .map(|&id| vec![id])
                 .unwrap_or_default(),
-            _ => self.by_id.values().filter(|(r, _)| f.selects(r)).map(|(r, _)| r.id).collect(),
+            _ => self.by_id.values().filter(|(r, _)| f.selects(r) && !self.is_hidden(r)).map(|(r, _)| r.id).collect(),
         }
+    }
+
+    /// Hides the flow at `key` (priority, match) from selections, or none (module docs).
+    pub fn set_hidden(&mut self, key: Option<(u32, Match)>) {
+        self.hidden = key;
+    }
+
+    /// The (priority, match) hidden from selections, if any.
+    pub fn hidden(&self) -> Option<(u32, Match)> {
+        self.hidden
+    }
+
+    /// Is `r` hidden from selections?
+    pub fn is_hidden(&self, r: &Rule) -> bool {
+        self.hidden == Some((r.priority, r.matches))
     }
 
     /// A transaction on the table at `now_ns` on the switch's clock (module docs).

@@ -1,7 +1,8 @@
 //! A flow's life through the OpenFlow channel, seen by a raw client speaking the codec: idle
 //! and hard timeouts expire flows (FLOW_REMOVED with the reason, the duration and the counts to
 //! connections that are not slaves, and only for flows with SEND_FLOW_REM; a flow whose packets
-//! keep coming stays), a delete sends DELETE, traffic after an expiry meets the table without
+//! keep coming stays; connections that take asynchronous messages, as Open vSwitch decides
+//! it), a delete sends DELETE, traffic after an expiry meets the table without
 //! the flow, a modify keeps the counters and RESET_COUNTS clears them, an add that replaces a
 //! flow keeps them (OVS 3.1), CHECK_OVERLAP is refused with OVERLAP and the table unchanged.
 //!
@@ -13,7 +14,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rqvs_datapath::DesignKind;
@@ -25,11 +25,11 @@ use rqvs_openflow::flow_mod::{
     FlowMod, FlowModCommand, FlowRemoved, FlowStats, FlowStatsRequest, OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS,
     OFPFF_SEND_FLOW_REM, OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
 };
-use rqvs_openflow::message::{Hello, Role};
+use rqvs_openflow::message::{Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::multipart::{MultipartReplyBody, MultipartRequest, MultipartRequestBody, MORE};
 use rqvs_openflow::{decode, encode, Message, OFP13};
 use rqvs_ports::testnet::{self, RawSocket};
-use rqvs_switch::openflow::{OpenflowListener, DEFAULT_DATAPATH_ID};
+use rqvs_switch::openflow::{Channel, ChannelConfig, OpenflowListener};
 use rqvs_switch::{Control, PortSource, Switch, SwitchConfig};
 
 mod common;
@@ -51,6 +51,14 @@ impl Client {
         let (_, hello, _) = c.read(Duration::from_secs(5)).expect("the switch's HELLO");
         assert!(matches!(hello, Message::Hello(_)));
         c.send(&Message::Hello(Hello::with_versions(&[OFP13])));
+        c
+    }
+
+    /// A client that takes asynchronous messages: a passive connection gets none until it
+    /// sets a miss_send_len (Open vSwitch's rule for its service connections).
+    fn connect_async(addr: SocketAddr) -> Client {
+        let mut c = Client::connect(addr);
+        c.send(&Message::SetConfig(OfConfig { flags: 0, miss_send_len: 0xffff }));
         c
     }
 
@@ -171,11 +179,13 @@ fn frame(tp_dst: u16, sport: u16) -> Vec<u8> {
 /// The catch-all every switch here starts with: what a packet meets once its flow is gone.
 const CATCH_ALL: &str = "priority=1,ip,actions=output:3";
 
-/// Starts the OpenFlow listener on loopback for `control`; it ends when the switch stops.
-fn listen(control: Arc<Control>) -> (SocketAddr, JoinHandle<()>) {
-    let l = OpenflowListener::bind("127.0.0.1:0".parse().unwrap(), DEFAULT_DATAPATH_ID).unwrap();
+/// Starts the OpenFlow channel with a listener on loopback for `control`; it ends when the
+/// switch stops ([`Channel::join`]).
+fn listen(control: Arc<Control>) -> (SocketAddr, Channel) {
+    let l = OpenflowListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
-    (addr, std::thread::spawn(move || l.serve(&control)))
+    let channel = Channel::start(&control, ChannelConfig { listen: Some(l), ..ChannelConfig::new() }).unwrap();
+    (addr, channel)
 }
 
 /// The UDP destination ports of frames captured on a host, counted.
@@ -191,7 +201,8 @@ fn by_port(frames: &[Vec<u8>]) -> BTreeMap<u16, u64> {
 
 /// Without traffic (in-memory ports that deliver nothing): hard and idle timeouts expire flows
 /// within ~1.2 s; FLOW_REMOVED comes for the ones with SEND_FLOW_REM only, to the equal
-/// connection and not to the slave; OVS reads the switch's FLOW_REMOVED bytes as such.
+/// connection that asked for asynchronous messages, not to the slave nor to one that did not
+/// (Open vSwitch's service connections); OVS reads the switch's FLOW_REMOVED bytes as such.
 #[test]
 fn timeouts_expire_flows_and_send_flow_removed() {
     for design in [DesignKind::Orig, DesignKind::Cflows] {
@@ -199,8 +210,9 @@ fn timeouts_expire_flows_and_send_flow_removed() {
         let rules = ofctl::parse_flows("test", CATCH_ALL).unwrap();
         let sw = Switch::start(SwitchConfig::new(ports, rules, design)).unwrap();
         let (addr, served) = listen(sw.control());
-        let mut c = Client::connect(addr);
-        let mut slave = Client::connect(addr);
+        let mut c = Client::connect_async(addr);
+        let mut slave = Client::connect_async(addr);
+        let mut service = Client::connect(addr);
         let r = slave.call(&Message::RoleRequest(Role { role: 3, generation_id: 1 }));
         assert!(matches!(r.as_slice(), [Message::RoleReply(Role { role: 3, .. })]), "{r:?}");
         let add = FlowModCommand::Add;
@@ -236,10 +248,11 @@ fn timeouts_expire_flows_and_send_flow_removed() {
             }
         }
         assert!(slave.removed(Duration::from_millis(100)).is_empty(), "a slave gets no FLOW_REMOVED");
+        assert!(service.removed(Duration::ZERO).is_empty(), "nor a passive connection with miss_send_len 0");
         let left: Vec<u16> = c.flows().iter().map(|f| f.matches.value().tp_dst).collect();
         assert_eq!(left, vec![0], "{design:?}: only the catch-all is left");
         sw.stop().unwrap();
-        served.join().unwrap();
+        served.join();
     }
 }
 
@@ -263,7 +276,7 @@ fn a_replacing_add_inherits_unseen_hits_as_a_last_hit() {
     // Long after the hits (and the flow's add), the add that replaces it.
     std::thread::sleep(Duration::from_millis(1500));
     let (addr, served) = listen(sw.control());
-    let mut c = Client::connect(addr);
+    let mut c = Client::connect_async(addr);
     let text = "priority=100,udp,tp_dst=7000,actions=output:3";
     assert!(c.flow_mod(flow_mod(text, FlowModCommand::Add, 1, 0, OFPFF_SEND_FLOW_REM)).is_empty());
     let e = entry(&c.flows(), 7000).unwrap();
@@ -274,7 +287,7 @@ fn a_replacing_add_inherits_unseen_hits_as_a_last_hit() {
     let lived = Duration::new(u64::from(gone[0].0.duration_sec), gone[0].0.duration_nsec);
     assert!(lived >= Duration::from_secs(1), "expired {lived:?} after the replace: the unseen hits were lost");
     sw.stop().unwrap();
-    served.join().unwrap();
+    served.join();
 }
 
 /// CHECK_OVERLAP: an add overlapping a flow of its priority is refused with OVERLAP and the
@@ -311,14 +324,14 @@ fn check_overlap_is_refused_with_overlap() {
         let flags: Vec<u16> = c.flows().iter().map(|f| f.flags).collect();
         assert_eq!(flags, vec![OFPFF_CHECK_OVERLAP; 3], "{design:?}: kept and reported");
         sw.stop().unwrap();
-        served.join().unwrap();
+        served.join();
     }
 }
 
 /// The switch on veths (two PMDs), its listener, a client, and sockets on the three hosts.
 struct Live {
     sw: Switch,
-    served: JoinHandle<()>,
+    served: Channel,
     c: Client,
     host: Vec<RawSocket>,
     _topo: Topo,
@@ -334,7 +347,7 @@ fn live(tag: &str, design: DesignKind) -> Live {
     cfg.datapath.emc_insert_prob = 1.0;
     let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
     let (addr, served) = listen(sw.control());
-    let c = Client::connect(addr);
+    let c = Client::connect_async(addr);
     Live { sw, served, c, host, _topo: topo }
 }
 
@@ -360,7 +373,7 @@ impl Live {
 
     fn stop(self) {
         self.sw.stop().unwrap();
-        self.served.join().unwrap();
+        self.served.join();
     }
 }
 

@@ -4,8 +4,9 @@
 //!   checkout, or `RQVS_CLASSBENCH_DIR`); tests skip with a message when it is absent, and fail
 //!   instead under `RQVS_REQUIRE_DATA=1`.
 //! - [`ovs`]: a private, userspace-only Open vSwitch 3.1 instance with a JSON-RPC client for
-//!   `ofproto/trace` — the oracle for the slow path; `RQVS_REQUIRE_OVS=1` makes its absence a
-//!   failure.
+//!   `ofproto/trace` — the oracle for the slow path; checks for `ovs-ofctl`,
+//!   `ovs-testcontroller` and os-ken (real controllers); `RQVS_REQUIRE_OVS=1` makes their absence
+//!   a failure.
 
 #![forbid(unsafe_code)]
 

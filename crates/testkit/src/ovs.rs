@@ -38,12 +38,38 @@ pub fn start_or_skip(name: &str) -> Option<Ovs> {
 /// Whether `ovs-ofctl` runs here (tests that need only the client, no daemon). When it does not,
 /// prints why the test is skipped — or panics with `RQVS_REQUIRE_OVS=1` (set by `.ci/run`).
 pub fn ofctl_available() -> bool {
-    let ok = Command::new("ovs-ofctl").arg("--version").output().is_ok_and(|o| o.status.success());
+    tool_available(Command::new("ovs-ofctl").arg("--version"), "ovs-ofctl", "apt-get install openvswitch-switch")
+}
+
+/// Whether `ovs-testcontroller` (OVS's learning-switch controller) runs here; as
+/// [`ofctl_available`].
+pub fn testcontroller_available() -> bool {
+    tool_available(
+        Command::new("ovs-testcontroller").arg("--version"),
+        "ovs-testcontroller",
+        "apt-get install openvswitch-testcontroller",
+    )
+}
+
+/// Whether `python3` can import os-ken (the OpenFlow controller framework, Ryu's successor);
+/// as [`ofctl_available`].
+pub fn osken_available() -> bool {
+    tool_available(
+        Command::new("python3").args(["-c", "import os_ken.base.app_manager"]),
+        "os-ken",
+        "pip install os-ken",
+    )
+}
+
+/// Runs `cmd`; when it fails, prints that the test is skipped and how to get `what` — or panics
+/// with `RQVS_REQUIRE_OVS=1`.
+fn tool_available(cmd: &mut Command, what: &str, install: &str) -> bool {
+    let ok = cmd.output().is_ok_and(|o| o.status.success());
     if !ok {
         if std::env::var("RQVS_REQUIRE_OVS").as_deref() == Ok("1") {
-            panic!("RQVS_REQUIRE_OVS=1 but ovs-ofctl cannot run (apt-get install openvswitch-switch)");
+            panic!("RQVS_REQUIRE_OVS=1 but {what} cannot run ({install})");
         }
-        eprintln!("skipped: ovs-ofctl not found (apt-get install openvswitch-switch)");
+        eprintln!("skipped: {what} not found ({install})");
     }
     ok
 }

@@ -578,6 +578,7 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
         "flood" => no_arg(Action::Flood)?,
         "strip_vlan" => no_arg(Action::StripVlan)?,
         "dec_ttl" => no_arg(Action::DecTtl)?,
+        "normal" => no_arg(Action::Normal)?,
         "controller" => match arg {
             None => Action::Controller(None),
             Some(n) => match n.parse::<u16>() {
@@ -590,6 +591,7 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
             "in_port" => Action::InPort,
             "all" => Action::All,
             "flood" => Action::Flood,
+            "normal" => Action::Normal,
             p => Action::Output(num(c, arg_at, p, u64::from(MAX_PORT), "a port number 1..0xffffff00")? as u32),
         },
         "mod_dl_src" => {
@@ -842,7 +844,9 @@ mod tests {
             format_flows(&r).unwrap(),
             vec!["priority=32768,ip,nw_dst=10.0.0.0/255.0.255.0,nw_proto=47,actions=drop"]
         );
-        assert_eq!(one("arp,arp_tpa=10.0.0.1,actions=NORMAL").actions.0, vec![Action::Other("NORMAL".into())]);
+        assert_eq!(one("arp,arp_tpa=10.0.0.1,actions=NORMAL").actions.0, vec![Action::Normal]);
+        assert_eq!(one("actions=output:normal").actions.0, vec![Action::Normal]);
+        assert_eq!(one("actions=LOCAL").actions.0, vec![Action::Other("LOCAL".into())]);
         assert_eq!(one("actions=").actions, Actions::default());
     }
 
@@ -882,7 +886,9 @@ mod tests {
         assert!(written.ends_with("actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:0a:0b:0c:0d:0e:0f,mod_vlan_vid:7,strip_vlan,mod_nw_tos:184,dec_ttl,output:3,in_port,all,flood,controller,output:4"), "{written}");
         assert_eq!(one(&written).actions, r.actions, "written actions read back the same");
         assert_eq!(one("actions=output:in_port,output:flood").actions.0, vec![Action::InPort, Action::Flood]);
-        assert!(!one("actions=NORMAL").actions.0[0].is_executable());
+        assert!(one("actions=NORMAL").actions.0[0].is_executable());
+        assert!(!one("actions=LOCAL").actions.0[0].is_executable());
+        assert!(err("actions=NORMAL:3").contains("with no argument"));
     }
 
     #[test]

@@ -1,152 +1,158 @@
-//! The OpenFlow channel: `--openflow ptcp:[IP:]PORT`, a passive TCP listener speaking OpenFlow
-//! 1.3 and 1.4 (the codec is `rqvs_openflow`), one thread per connection, several at once.
-//!
-//! What a connection handles:
-//!
-//! | message | answer |
-//! |---|---|
-//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED and close |
-//! | ECHO_REQUEST | ECHO_REPLY with the same data |
-//! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
-//! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
-//! | BARRIER_REQUEST | BARRIER_REPLY (every message before it is done: changes are synchronous) |
-//! | ROLE_REQUEST | the role asked for (no master election) |
-//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
-//! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::table`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
-//! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
-//! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
-//! | (sent) FLOW_REMOVED | when a flow with SEND_FLOW_REM is deleted or expires (reason DELETE, IDLE_TIMEOUT, HARD_TIMEOUT), to every connection whose role is not slave ([`crate::events`]) |
-//!
-//! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`] names; the
-//! table is not touched and the connection stays open (a header whose length is below 8 cannot
-//! be framed: ERROR and close). A flow's counters are the PMDs' per-flow counts
-//! ([`crate::flowstats`]); a rule with port ranges (a ClassBench set) is several OpenFlow flows
-//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN.
-//! PACKET_IN, PACKET_OUT and TABLE_FEATURES are not served yet. A bundle is atomic (the datapath sees all of it or
-//! none); its ORDERED flag changes nothing (messages are applied in order anyway); an
-//! uncommitted bundle is discarded when its connection ends. A connection holds at most
-//! [`MAX_BUNDLES`] open bundles of at most [`MAX_BUNDLE_MSGS`] flow-mods each.
+//! One OpenFlow connection, passive or active: a reader thread that frames and handles
+//! messages (the table in the module docs of [`crate::openflow`]), and a writer thread that
+//! writes what the reader and the packet-in thread queue for it ([`super::WRITE_QUEUE`]).
+//! Active connections (`--controller`) are also probed for inactivity and tell the fail-open
+//! watch when they are admitted ([`super::controller`]).
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::Receiver;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use rqvs_flow::Rule;
 use rqvs_openflow::bundle::{self, BundleAdd, BundleControl};
 use rqvs_openflow::flow_mod::{
-    AggregateStats, FlowMod, FlowModCommand, FlowRemoved, FlowStats, FlowStatsRequest, OFPFF_RESET_COUNTS, OFPG_ANY,
-    OFPTT_ALL, OFP_NO_BUFFER,
+    AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_RESET_COUNTS, OFPG_ANY, OFPTT_ALL,
+    OFP_NO_BUFFER,
 };
 use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequestBody, PortStats, TableStats, MORE, OFPP_ANY,
 };
 use rqvs_openflow::port::Port;
+use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
-use crate::events::Event;
+use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
-use crate::{Control, Counts, Error, FlowFilter, FlowOp, FlowSpec, OpError};
-
-/// The datapath id the switch reports when none is configured.
-pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
+use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
 
 /// `OFPBRC_BAD_EXPERIMENTER`.
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
-/// `OFPBRC_BUFFER_UNKNOWN`.
-const BUFFER_UNKNOWN: OfError = OfError { kind: 1, code: 8 };
-/// `OFPCR_ROLE_SLAVE`: a connection in this role gets no FLOW_REMOVED.
-const ROLE_SLAVE: u32 = 3;
+/// `OFPRRFC_BAD_ROLE`: a role other than NOCHANGE, EQUAL, MASTER, SLAVE.
+const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
+/// `OFPTFFC_EPERM`: the table features cannot be changed.
+const TABLE_FEATURES_EPERM: OfError = OfError { kind: 13, code: 5 };
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
 const CAPABILITIES: u32 = 1 | 2 | 4;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
 const PART: usize = 128;
 /// Bytes read from a connection at a time.
 const READ_CHUNK: usize = 256 * 1024;
-/// FLOW_MODs applied as one commit at most (a longer run is cut into several).
-pub const MAX_RUN: usize = 16 * 1024;
-/// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
-pub const MAX_BUNDLES: usize = 64;
-/// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
-/// a client adding without end would otherwise grow the switch's memory without bound.
-pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
+/// An active connection connected this long counts as admitted whatever it sent (OVS's rconn).
+const ADMIT_AFTER: Duration = Duration::from_secs(30);
+/// How long a read waits before the connection looks at the clock (probes, stop).
+const READ_TICK: Duration = Duration::from_millis(50);
 
-/// Where to listen: `ptcp:[IP:]PORT`.
-pub fn parse_target(s: &str) -> Result<SocketAddr, Error> {
-    let bad = || Error(format!("--openflow '{s}': expected ptcp:[IP:]PORT, e.g. ptcp:6653 or ptcp:127.0.0.1:6653"));
-    let rest = s.strip_prefix("ptcp:").ok_or_else(bad)?;
-    if let Ok(port) = rest.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    let rest = rest.replace(['[', ']'], "");
-    let (ip, port) = rest.rsplit_once(':').ok_or_else(bad)?;
-    let ip: std::net::IpAddr = ip.parse().map_err(|_| bad())?;
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    Ok(SocketAddr::new(ip, port))
+/// Who opened the connection.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    /// A client connected to `--openflow`.
+    Passive,
+    /// The switch connected to a `--controller`; probed after `probe` of silence.
+    Active { probe: Duration },
 }
 
-/// The bound OpenFlow listener.
-pub struct OpenflowListener {
-    listener: TcpListener,
-    datapath_id: u64,
-}
-
-impl OpenflowListener {
-    /// Binds `addr` (`ptcp:` target, see [`parse_target`]).
-    pub fn bind(addr: SocketAddr, datapath_id: u64) -> Result<OpenflowListener, Error> {
-        let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        Ok(OpenflowListener { listener, datapath_id })
-    }
-
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.listener.local_addr().ok()
-    }
-
-    /// Accepts connections until the switch is asked to stop, each on its own thread; returns
-    /// once every connection thread has ended.
-    pub fn serve(&self, control: &Arc<Control>) {
-        let mut conns: Vec<JoinHandle<()>> = Vec::new();
-        let mut n = 0u64;
-        while !control.stop_requested() {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    n += 1;
-                    let c = control.clone();
-                    let dpid = self.datapath_id;
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("of{n}"))
-                        .spawn(move || Connection::new(stream, peer, c, dpid).run());
-                    match spawned {
-                        Ok(t) => conns.push(t),
-                        Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
-                    }
-                    conns.retain(|t| !t.is_finished());
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
+/// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
+/// the switch stops): registers it with the hub, starts its writer thread, reads and handles
+/// messages; then unregisters it and waits for the writer.
+pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(READ_TICK));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    let writer_stream = match stream.try_clone() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("rqvs switch: openflow {peer}: {e}");
+            return;
         }
-        for t in conns {
-            let _ = t.join();
+    };
+    let (out, queue) = mpsc::sync_channel(WRITE_QUEUE);
+    let name = match kind {
+        Kind::Passive => peer.to_string(),
+        Kind::Active { .. } => format!("controller tcp:{peer}"),
+    };
+    let writer =
+        match std::thread::Builder::new().name("of-writer".into()).spawn(move || write_all(writer_stream, &queue)) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
+                return;
+            }
+        };
+    let me = hub.register(name.clone(), matches!(kind, Kind::Active { .. }), out.clone());
+    let mut c = Connection {
+        stream,
+        name,
+        hub: hub.clone(),
+        me: me.clone(),
+        out,
+        kind,
+        version: None,
+        config: OfConfig { flags: 0, miss_send_len: me.miss_send_len.load(Ordering::Relaxed) },
+        bundles: std::collections::HashMap::new(),
+        connected: Instant::now(),
+        last_rx: Instant::now(),
+        probe_sent: None,
+        admitted: false,
+        packet_outs_pending: false,
+    };
+    c.run();
+    hub.unregister(me.id);
+    if c.admitted {
+        controller::gone(hub);
+    }
+    // The writer ends once every sender is gone (the connection's, the hub's entry) and it has
+    // written what was queued — a last ERROR (HELLO_FAILED, BAD_LEN) reaches the peer before the
+    // close. When the switch stops, the socket is shut down first: a write blocked on a dead
+    // peer fails at once.
+    let Connection { stream, out, me: entry, .. } = c;
+    drop((out, entry, me));
+    if hub.control.stop_requested() {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// The writer thread: writes queued messages in order until the queue closes or a write fails.
+fn write_all(mut stream: TcpStream, queue: &Receiver<Vec<u8>>) {
+    while let Ok(bytes) = queue.recv() {
+        if stream.write_all(&bytes).is_err() {
+            let _ = stream.shutdown(Shutdown::Both);
+            // Drain, so senders never wait on a dead connection.
+            while queue.recv().is_ok() {}
+            return;
         }
     }
 }
 
 struct Connection {
+    /// The read side (the writer thread has a clone).
     stream: TcpStream,
-    peer: SocketAddr,
-    control: Arc<Control>,
-    datapath_id: u64,
+    name: String,
+    hub: Arc<Hub>,
+    /// This connection in the hub (version, role, miss_send_len for the packet-in thread).
+    me: Arc<Peer>,
+    /// The writer thread's queue.
+    out: SyncSender<Vec<u8>>,
+    kind: Kind,
     /// The negotiated version (`None` before HELLO).
     version: Option<u8>,
     config: OfConfig,
-    role: u32,
     /// Open bundles by id (discarded when the connection ends).
     bundles: std::collections::HashMap<u32, Bundle>,
-    /// The switch's events ([`crate::events`]).
-    events: Receiver<Event>,
+    connected: Instant,
+    /// When the peer last sent anything, and when a probe went out unanswered.
+    last_rx: Instant,
+    probe_sent: Option<Instant>,
+    /// An active connection the fail-open watch counts as a controller.
+    admitted: bool,
+    /// Packet-outs handed to PMDs since the last BARRIER.
+    packet_outs_pending: bool,
 }
 
 /// Why a connection ends.
@@ -156,57 +162,7 @@ enum End {
 }
 
 impl Connection {
-    fn new(stream: TcpStream, peer: SocketAddr, control: Arc<Control>, datapath_id: u64) -> Connection {
-        Connection {
-            stream,
-            peer,
-            datapath_id,
-            version: None,
-            config: OfConfig { flags: 0, miss_send_len: 128 },
-            role: 1,
-            bundles: std::collections::HashMap::new(),
-            events: control.subscribe(),
-            control,
-        }
-    }
-
-    /// Sends the events that have come (a FLOW_REMOVED per removed flow's OpenFlow flow, unless
-    /// this connection is a slave or has not said HELLO yet).
-    fn deliver(&mut self) -> Result<(), End> {
-        while let Ok(e) = self.events.try_recv() {
-            let Event::FlowRemoved(fr) = e;
-            let Some(v) = self.version else { continue };
-            if self.role == ROLE_SLAVE {
-                continue;
-            }
-            let r = &fr.rule;
-            for (i, m) in r.matches.expand_port_ranges().into_iter().enumerate() {
-                // The counts go with the first of a rule's OpenFlow flows (module docs).
-                let counts = if i == 0 { fr.counts } else { Default::default() };
-                let msg = FlowRemoved {
-                    cookie: r.cookie,
-                    priority: u16::try_from(r.priority).unwrap_or(u16::MAX),
-                    reason: fr.reason.code(),
-                    table_id: r.table,
-                    duration_sec: (fr.duration_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
-                    duration_nsec: (fr.duration_ns % 1_000_000_000) as u32,
-                    idle_timeout: fr.idle_timeout,
-                    hard_timeout: fr.hard_timeout,
-                    packet_count: counts.packets,
-                    byte_count: counts.bytes,
-                    matches: m,
-                };
-                self.send(v, 0, &Message::FlowRemoved(msg))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn run(mut self) {
-        let _ = self.stream.set_nonblocking(false);
-        let _ = self.stream.set_nodelay(true);
-        let _ = self.stream.set_read_timeout(Some(Duration::from_millis(50)));
-        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(10)));
+    fn run(&mut self) {
         if self.send(OFP14, 0, &Message::Hello(Hello::with_versions(&[OFP13, OFP14]))).is_err() {
             return;
         }
@@ -232,37 +188,83 @@ impl Connection {
                 }
                 let msg = &buf[pos..pos + len];
                 pos += len;
-                if run.take(self.version, msg) {
+                self.admit(msg[1]);
+                // A slave's FLOW_MODs are refused one by one (IS_SLAVE) in `handle`.
+                if !self.is_slave() && run.take(self.version, msg) {
                     if run.ops.len() >= MAX_RUN && self.flush(&mut run).is_err() {
                         return;
                     }
                     continue;
                 }
-                if self.flush(&mut run).is_err() || self.handle(msg).is_err() || self.deliver().is_err() {
+                if self.flush(&mut run).is_err() || self.handle(msg).is_err() {
                     return;
                 }
             }
             buf.drain(..pos);
-            if self.flush(&mut run).is_err() || self.deliver().is_err() || self.control.stop_requested() {
+            if self.flush(&mut run).is_err() || self.hub.control.stop_requested() || !self.probe() {
                 return;
             }
             match self.stream.read(&mut chunk) {
                 Ok(0) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    self.last_rx = Instant::now();
+                    self.probe_sent = None;
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
                 Err(_) => return,
             }
         }
     }
 
-    /// Applies a run of FLOW_MODs ([`Control::apply_each`]: each on its own, one commit for
-    /// all) and sends the errors of the refused ones, in the order they came.
+    /// The inactivity probe of an active connection: an ECHO_REQUEST after `probe` of silence,
+    /// the end after as long again. False: close the connection.
+    fn probe(&mut self) -> bool {
+        let Kind::Active { probe } = self.kind else { return true };
+        let Some(v) = self.version else {
+            // No HELLO within two intervals: not an OpenFlow peer that is alive.
+            return self.last_rx.elapsed() < 2 * probe || self.connected.elapsed() < 2 * probe;
+        };
+        match self.probe_sent {
+            None if self.last_rx.elapsed() >= probe => {
+                self.probe_sent = Some(Instant::now());
+                self.send(v, 0, &Message::EchoRequest(Vec::new())).is_ok()
+            }
+            Some(t) if t.elapsed() >= probe => {
+                eprintln!(
+                    "rqvs switch: openflow {}: no answer to the inactivity probe after {:.0} s: disconnecting",
+                    self.name,
+                    (self.last_rx.elapsed()).as_secs_f64()
+                );
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Admission of an active connection (OVS's `rconn`): a message of type `kind` other than
+    /// the handshake's, or 30 s connected.
+    fn admit(&mut self, kind: u8) {
+        if self.admitted || !matches!(self.kind, Kind::Active { .. }) || self.version.is_none() {
+            return;
+        }
+        // HELLO, ERROR, ECHO_REQUEST/REPLY, EXPERIMENTER, FEATURES_REQUEST/REPLY,
+        // GET_CONFIG_REQUEST/REPLY, SET_CONFIG (0..=9), GET_ASYNC (26, 27), QUEUE_GET_CONFIG (22, 23).
+        let handshake = kind <= 9 || matches!(kind, 22 | 23 | 26 | 27);
+        if !handshake || self.connected.elapsed() >= ADMIT_AFTER {
+            self.admitted = true;
+            controller::admitted(&self.hub);
+        }
+    }
+
+    /// Applies a run of FLOW_MODs ([`crate::Control::apply_each`]: each on its own, one commit
+    /// for all) and sends the errors of the refused ones, in the order they came.
     fn flush(&mut self, run: &mut FlowModRun) -> Result<(), End> {
         if run.items.is_empty() {
             return Ok(());
         }
         let Some(v) = self.version else { return Ok(()) };
-        let mut results = self.control.apply_each(&run.ops).into_iter();
+        let mut results = self.hub.control.apply_each(&run.ops).into_iter();
         let mut refusals = 0usize;
         for (xid, bytes, item) in std::mem::take(&mut run.items) {
             let refused = match item {
@@ -277,34 +279,37 @@ impl Connection {
             if let Some((e, why)) = refused {
                 // One line per run, however many a controller sends.
                 if refusals == 0 {
-                    eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.peer);
+                    eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
                 }
                 refusals += 1;
                 self.error(v, xid, e, &bytes)?;
             }
         }
         if refusals > 1 {
-            eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.peer, refusals - 1);
+            eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.name, refusals - 1);
         }
         run.ops.clear();
-        // The FLOW_REMOVED of the run's deletes before anything that follows it (a BARRIER_REPLY).
-        self.deliver()
+        Ok(())
     }
 
     fn send(&mut self, version: u8, xid: u32, msg: &Message) -> Result<(), End> {
         let bytes = match encode(version, xid, msg) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)", self.peer);
+                eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)", self.name);
                 return Err(End::Fatal);
             }
         };
-        self.stream.write_all(&bytes).map_err(|_| End::Closed)
+        self.out.send(bytes).map_err(|_| End::Closed)
     }
 
     fn error(&mut self, version: u8, xid: u32, e: OfError, offending: &[u8]) -> Result<(), End> {
         let v = if (1..=OFP14).contains(&version) { version } else { self.version.unwrap_or(OFP14) };
         self.send(v, xid, &Message::Error(ErrorMsg::new(e, offending)))
+    }
+
+    fn is_slave(&self) -> bool {
+        self.me.role.load(Ordering::Relaxed) == ROLE_SLAVE
     }
 
     fn handle(&mut self, bytes: &[u8]) -> Result<(), End> {
@@ -329,6 +334,7 @@ impl Connection {
             match negotiate(bitmap_of(&[OFP13, OFP14]), h.version, hello) {
                 Some(v) => {
                     self.version = Some(v);
+                    self.me.version.store(v, Ordering::Relaxed);
                     return Ok(());
                 }
                 None => {
@@ -340,15 +346,22 @@ impl Connection {
         if h.version != v && !matches!(msg, Message::Hello(_) | Message::Error(_)) {
             return self.error(v, xid, OfError::BAD_REQUEST_BAD_VERSION, bytes);
         }
+        let writes = matches!(
+            msg,
+            Message::FlowMod(_) | Message::PacketOut(_) | Message::BundleControl(_) | Message::BundleAdd(_)
+        );
+        if writes && self.is_slave() {
+            return self.error(v, xid, OfError::BAD_REQUEST_IS_SLAVE, bytes);
+        }
         let reply = match msg {
             Message::Hello(_) | Message::EchoReply(_) | Message::BarrierReply => None,
             Message::Error(e) => {
-                eprintln!("rqvs switch: openflow {}: the peer sent an error ({})", self.peer, e.of_error());
+                eprintln!("rqvs switch: openflow {}: the peer sent an error ({})", self.name, e.of_error());
                 None
             }
             Message::EchoRequest(data) => Some(Message::EchoReply(data)),
             Message::FeaturesRequest => Some(Message::FeaturesReply(Features {
-                datapath_id: self.datapath_id,
+                datapath_id: self.hub.datapath_id,
                 n_buffers: 0,
                 n_tables: 1,
                 auxiliary_id: 0,
@@ -360,20 +373,44 @@ impl Connection {
                     return self.error(v, xid, OfError::SWITCH_CONFIG_FAILED_BAD_FLAGS, bytes);
                 }
                 self.config = c;
+                self.me.miss_send_len.store(c.miss_send_len, Ordering::Relaxed);
                 None
             }
-            Message::BarrierRequest => Some(Message::BarrierReply),
-            Message::RoleRequest(r) => {
-                if r.role != 0 {
-                    self.role = r.role;
+            Message::BarrierRequest => {
+                // Packet-outs are sent by the PMDs: done once they have handled them.
+                if std::mem::take(&mut self.packet_outs_pending) {
+                    self.hub.control.sync_pmds();
                 }
-                Some(Message::RoleReply(Role { role: self.role, generation_id: r.generation_id }))
+                Some(Message::BarrierReply)
             }
-            Message::MultipartRequest(req) => return self.multipart(v, xid, req.body, bytes),
+            Message::RoleRequest(r) => {
+                if r.role > ROLE_SLAVE {
+                    return self.error(v, xid, BAD_ROLE, bytes);
+                }
+                if r.role != 0 {
+                    self.hub.set_role(&self.me, r.role);
+                }
+                let role = self.me.role.load(Ordering::Relaxed);
+                Some(Message::RoleReply(Role { role, generation_id: r.generation_id }))
+            }
+            Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {
                 let mut run = FlowModRun::default();
                 run.push(xid, bytes, flow_op(&fm));
                 return self.flush(&mut run);
+            }
+            Message::PacketOut(po) => {
+                let sent = packet_out::prepare(&po, &self.hub.control)
+                    .and_then(|p| self.hub.control.packet_out(p).map_err(|e| (OfError::BAD_REQUEST_BAD_PACKET, e.0)));
+                self.hub.count_packet_out(sent.is_ok());
+                self.packet_outs_pending |= sent.is_ok();
+                return match sent {
+                    Ok(()) => Ok(()),
+                    Err((e, why)) => {
+                        eprintln!("rqvs switch: openflow {}: packet_out refused: {why}", self.name);
+                        self.error(v, xid, e, bytes)
+                    }
+                };
             }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
             Message::BundleControl(bc) => return self.bundle_control(v, xid, bc, bytes),
@@ -386,7 +423,7 @@ impl Connection {
         }
     }
 
-    fn multipart(&mut self, v: u8, xid: u32, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
+    fn multipart(&mut self, v: u8, xid: u32, flags: u16, body: MultipartRequestBody, bytes: &[u8]) -> Result<(), End> {
         let one = |b: MultipartReplyBody| vec![b];
         let parts: Vec<MultipartReplyBody> = match body {
             MultipartRequestBody::Desc => one(MultipartReplyBody::Desc(Desc {
@@ -394,11 +431,11 @@ impl Connection {
                 hw_desc: "rqvs userspace switch".into(),
                 sw_desc: format!("rqvs {}", env!("CARGO_PKG_VERSION")),
                 serial_num: "None".into(),
-                dp_desc: format!("rqvs switch ({})", self.control.design().name()),
+                dp_desc: format!("rqvs switch ({})", self.hub.control.design().name()),
             })),
             MultipartRequestBody::PortDesc => one(MultipartReplyBody::PortDesc(self.ports())),
             MultipartRequestBody::PortStats { port_no } => {
-                let report = self.control.show();
+                let report = self.hub.control.show();
                 let stats: Vec<PortStats> = report
                     .ports
                     .iter()
@@ -419,14 +456,14 @@ impl Connection {
             }
             MultipartRequestBody::Table => one(MultipartReplyBody::Table(vec![TableStats {
                 table_id: 0,
-                active_count: self.control.rules().len() as u32,
+                active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
                 lookup_count: 0,
                 matched_count: 0,
             }])),
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
                 Some(f) => {
-                    let flows = flow_stats(&self.control.flow_stats(&f), &f, v);
+                    let flows = flow_stats(&self.hub.control.flow_stats(&f), &f, v);
                     if flows.is_empty() {
                         one(MultipartReplyBody::Flow(Vec::new()))
                     } else {
@@ -437,7 +474,7 @@ impl Connection {
             MultipartRequestBody::Aggregate(req) => {
                 let flows = match stats_filter(&req) {
                     None => Vec::new(),
-                    Some(f) => flow_stats(&self.control.flow_stats(&f), &f, v),
+                    Some(f) => flow_stats(&self.hub.control.flow_stats(&f), &f, v),
                 };
                 one(MultipartReplyBody::Aggregate(AggregateStats {
                     packet_count: flows.iter().map(|s| s.packet_count).sum(),
@@ -445,6 +482,11 @@ impl Connection {
                     flow_count: flows.len() as u32,
                 }))
             }
+            // A query (empty, one part); a request to change the features is refused.
+            MultipartRequestBody::TableFeatures(t) if t.is_empty() && flags & MORE == 0 => {
+                one(MultipartReplyBody::TableFeatures(vec![TableFeatures::rqvs()]))
+            }
+            MultipartRequestBody::TableFeatures(_) => return self.error(v, xid, TABLE_FEATURES_EPERM, bytes),
             MultipartRequestBody::Other { .. } => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
@@ -461,14 +503,14 @@ impl Connection {
     fn send_part(&mut self, v: u8, xid: u32, flags: u16, body: MultipartReplyBody) -> Result<(), End> {
         let msg = Message::MultipartReply(MultipartReply { flags, body });
         match encode(v, xid, &msg) {
-            Ok(b) => self.stream.write_all(&b).map_err(|_| End::Closed),
+            Ok(b) => self.out.send(b).map_err(|_| End::Closed),
             Err(e) => {
                 let Message::MultipartReply(MultipartReply { body: MultipartReplyBody::Flow(f), .. }) = msg else {
-                    eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.peer);
+                    eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.name);
                     return Err(End::Fatal);
                 };
                 if f.len() <= 1 {
-                    eprintln!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.peer);
+                    eprintln!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.name);
                     return Err(End::Fatal);
                 }
                 let (a, b) = f.split_at(f.len() / 2);
@@ -479,7 +521,7 @@ impl Connection {
     }
 
     fn ports(&self) -> Vec<Port> {
-        let report = self.control.show();
+        let report = self.hub.control.show();
         report
             .ports
             .iter()
@@ -526,8 +568,8 @@ impl Connection {
                 let Some(b) = self.bundles.remove(&id) else {
                     return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
                 };
-                if let Err(e) = self.control.apply_ops(&b.ops) {
-                    eprintln!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.peer);
+                if let Err(e) = self.hub.control.apply_ops(&b.ops) {
+                    eprintln!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
                     return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
                 }
                 bundle::COMMIT_REPLY
@@ -569,7 +611,7 @@ impl Connection {
                 Ok(())
             }
             Err((e, why)) => {
-                eprintln!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.peer);
+                eprintln!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.name);
                 self.error(v, xid, e, bytes)
             }
         }
@@ -601,7 +643,7 @@ impl FlowModRun {
         true
     }
 
-    fn push(&mut self, xid: u32, msg: &[u8], op: Result<Option<FlowOp>, (OfError, String)>) {
+    fn push(&mut self, xid: u32, msg: &[u8], op: Result<Option<FlowOp>, Refusal>) {
         let item = op.map(|op| match op {
             Some(op) => {
                 self.ops.push(op);
@@ -625,7 +667,9 @@ struct Bundle {
 fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     let is_add = matches!(fm.command, FlowModCommand::Add);
     let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
-    let table_ok = fm.table_id == 0 || (!is_add && !is_modify && fm.table_id == OFPTT_ALL);
+    // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes it with one
+    // table) — table 0 either way.
+    let table_ok = fm.table_id == 0 || fm.table_id == OFPTT_ALL;
     if !table_ok {
         return Err((
             OfError::FLOW_MOD_FAILED_BAD_TABLE_ID,
@@ -633,7 +677,10 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
         ));
     }
     if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
-        return Err((BUFFER_UNKNOWN, format!("buffer {} (the switch buffers no packets)", fm.buffer_id)));
+        return Err((
+            OfError::BAD_REQUEST_BUFFER_UNKNOWN,
+            format!("buffer {} (the switch buffers no packets)", fm.buffer_id),
+        ));
     }
     if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
         return Err((
@@ -650,7 +697,7 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     };
     Ok(match fm.command {
         FlowModCommand::Add => Some(FlowOp::Add(
-            fm.to_rule(0),
+            Rule { table: 0, ..fm.to_rule(0) },
             FlowSpec {
                 idle_timeout: fm.idle_timeout,
                 hard_timeout: fm.hard_timeout,
@@ -659,7 +706,7 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
             },
         )),
         // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps the flows'
-        // timeouts and flags (OVS); only RESET_COUNTS counts.
+        // timeouts and flags (OVS); of its flags only RESET_COUNTS counts.
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
             let counts = if fm.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
             Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone(), counts))
@@ -719,14 +766,18 @@ fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats>
     out
 }
 
-/// A port's OpenFlow name (at most 15 bytes): its own, or the last part of a path, or `pN`.
+/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
+/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
+/// `pcap-out:PATH`, or `pN` when that does not fit.
 fn short_name(name: &str, port: u32) -> String {
-    if name.len() <= 15 && !name.contains('\0') {
-        return name.to_string();
+    let base = match name.split_once(':') {
+        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
+        Some((ifname, _)) => ifname,
+        None => name,
+    };
+    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
+        base.to_string()
+    } else {
+        format!("p{port}")
     }
-    let tail = name.rsplit(['/', ':']).next().unwrap_or("");
-    if !tail.is_empty() && tail.len() <= 15 {
-        return tail.to_string();
-    }
-    format!("p{port}")
 }

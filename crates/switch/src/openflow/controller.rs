@@ -1,0 +1,156 @@
+//! The active side: `--controller tcp:IP:PORT` connections the switch opens and keeps
+//! (reconnecting with backoff), and the fail-open watch of `--fail-mode standalone` (see the
+//! module docs of [`crate::openflow`] for the semantics; they are Open vSwitch's `rconn` and
+//! `fail-open` ones).
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::{self, Kind};
+use super::{parse_ip_port, Hub};
+use crate::Error;
+
+/// What the switch does while no controller is there (OVS's `fail_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// The flows stay; nothing else happens.
+    Secure,
+    /// After three inactivity-probe intervals without an admitted controller: fail open
+    /// (flows removed, a hidden `NORMAL` rule forwards like a learning switch) until one is.
+    Standalone,
+}
+
+impl std::str::FromStr for FailMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<FailMode, Error> {
+        match s {
+            "secure" => Ok(FailMode::Secure),
+            "standalone" => Ok(FailMode::Standalone),
+            _ => Err(Error(format!("--fail-mode '{s}': expected secure or standalone"))),
+        }
+    }
+}
+
+/// OpenFlow's IANA port, the default of `tcp:IP`.
+const OFP_TCP_PORT: u16 = 6653;
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A controller: `tcp:IP[:PORT]` (PORT defaults to 6653, as in OVS).
+pub fn parse_controller(s: &str) -> Result<SocketAddr, Error> {
+    let bad = || Error(format!("--controller '{s}': expected tcp:IP[:PORT], e.g. tcp:127.0.0.1:6653"));
+    let rest = s.strip_prefix("tcp:").ok_or_else(bad)?;
+    if let Ok(ip) = rest.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, OFP_TCP_PORT));
+    }
+    parse_ip_port(rest).ok_or_else(bad)
+}
+
+/// Sleeps `d` in short steps; false when the switch was asked to stop meanwhile.
+fn sleep_unless_stopped(hub: &Hub, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if hub.control.stop_requested() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())));
+    }
+    !hub.control.stop_requested()
+}
+
+/// Keeps a connection to `addr` until the switch stops: connect, serve, and after a failure or
+/// the end of a connection wait 1 s, 2 s, 4 s, ... up to `max_backoff` (back to 1 s after a
+/// connection that lasted longer than the wait before it, as OVS's `rconn` does).
+pub(crate) fn run(addr: SocketAddr, hub: &Arc<Hub>, probe: Duration, max_backoff: Duration) {
+    let name = format!("tcp:{addr}");
+    let mut backoff = Duration::ZERO;
+    let mut failures = 0u64;
+    while !hub.control.stop_requested() {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(stream) => {
+                let t0 = Instant::now();
+                eprintln!(
+                    "rqvs switch: controller {name}: connected{}",
+                    if failures > 0 { format!(" (after {failures} failed attempts)") } else { String::new() }
+                );
+                failures = 0;
+                connection::serve(stream, addr, hub, Kind::Active { probe });
+                let lasted = t0.elapsed();
+                eprintln!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
+                if lasted > backoff {
+                    backoff = Duration::ZERO;
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    eprintln!("rqvs switch: controller {name}: connection failed ({e}); retrying with backoff up to {} s (logged once)", max_backoff.as_secs());
+                }
+            }
+        }
+        backoff = if backoff.is_zero() { Duration::from_secs(1) } else { (backoff * 2).min(max_backoff) };
+        if !sleep_unless_stopped(hub, backoff.min(max_backoff)) {
+            return;
+        }
+    }
+}
+
+/// The fail-open watch of a standalone switch: fails open once no controller has been admitted
+/// for three inactivity-probe intervals (OVS's `fail_open_run`); a controller's admission ends
+/// it ([`admitted`]).
+pub(crate) fn watch_fail_open(hub: &Hub) {
+    let trigger = hub.probe * 3;
+    while sleep_unless_stopped(hub, Duration::from_millis(100)) {
+        let mut fail = hub.lock_fail();
+        let waited = fail.none_since.elapsed();
+        if fail.admitted == 0 && waited >= trigger && !hub.control.is_failed_open() {
+            eprintln!(
+                "rqvs switch: no controller for {:.0} s: failing open (flows removed; NORMAL forwarding until a controller is admitted)",
+                waited.as_secs_f64()
+            );
+            match hub.control.fail_open(true) {
+                Ok(()) => fail.fail_opens += 1,
+                Err(e) => eprintln!("rqvs switch: failing open: {e}"),
+            }
+        }
+    }
+}
+
+/// An active connection was admitted: one more controller; the first ends fail-open.
+pub(crate) fn admitted(hub: &Hub) {
+    let mut fail = hub.lock_fail();
+    fail.admitted += 1;
+    if hub.control.is_failed_open() {
+        match hub.control.fail_open(false) {
+            Ok(()) => eprintln!("rqvs switch: a controller is admitted: no longer in fail-open mode"),
+            Err(e) => eprintln!("rqvs switch: leaving fail-open mode: {e}"),
+        }
+    }
+}
+
+/// An admitted active connection ended.
+pub(crate) fn gone(hub: &Hub) {
+    let mut fail = hub.lock_fail();
+    fail.admitted = fail.admitted.saturating_sub(1);
+    if fail.admitted == 0 {
+        fail.none_since = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!(parse_controller("tcp:127.0.0.1:6633").unwrap(), "127.0.0.1:6633".parse().unwrap());
+        assert_eq!(parse_controller("tcp:10.0.0.1").unwrap(), "10.0.0.1:6653".parse().unwrap());
+        assert_eq!(parse_controller("tcp:[::1]:7000").unwrap(), "[::1]:7000".parse().unwrap());
+        for bad in ["127.0.0.1:6653", "ptcp:6653", "tcp:", "tcp:host:1", "tcp:1.2.3.4:99999"] {
+            assert!(parse_controller(bad).unwrap_err().0.contains("expected tcp:IP[:PORT]"), "{bad}");
+        }
+        assert_eq!("secure".parse::<FailMode>().unwrap(), FailMode::Secure);
+        assert!("open".parse::<FailMode>().is_err());
+    }
+}

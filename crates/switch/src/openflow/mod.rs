@@ -1,0 +1,440 @@
+//! The OpenFlow channel: OpenFlow 1.3 and 1.4 (the codec is `rqvs_openflow`) over TCP, passive
+//! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch) and active
+//! (`--controller tcp:IP:PORT`, repeatable: the switch connects to controllers and keeps
+//! reconnecting). Several connections at once; each has a reader thread and a writer thread.
+//!
+//! ```text
+//!  PMD threads ── controller op ──► packet-in queue (bounded, never waits) ──► packet-in thread
+//!       ▲                                                                        │ PACKET_IN per connection
+//!       │ PmdMsg::PacketOut (between batches)                                    ▼ (its own bounded queue)
+//!  connection reader ◄── OpenFlow messages ── TCP ── writer thread ◄── replies, PACKET_INs
+//!       │ FLOW_MOD, bundles, stats
+//!       ▼
+//!  Control (the table of record)
+//! ```
+//!
+//! What a connection handles (`connection.rs`):
+//!
+//! | message | answer |
+//! |---|---|
+//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED and close |
+//! | ECHO_REQUEST | ECHO_REPLY with the same data |
+//! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
+//! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
+//! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
+//! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
+//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
+//! | MULTIPART TABLE_FEATURES | what the table supports ([`rqvs_openflow::table_features::TableFeatures::rqvs`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
+//! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::flowstate`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
+//! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
+//! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
+//! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
+//! | (sent) FLOW_REMOVED | when a flow with SEND_FLOW_REM is deleted or expires (reason DELETE, IDLE_TIMEOUT, HARD_TIMEOUT), to every connection that takes asynchronous messages, as PACKET_IN (`flow_removed.rs`) |
+//!
+//! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`]
+//! names; the table is not touched and the connection stays open (a header whose length is
+//! below 8 cannot be framed: ERROR and close). A flow's counters are the PMDs' per-flow counts
+//! ([`crate::flowstats`]); a rule with port ranges (a ClassBench set) is several OpenFlow flows
+//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN. An add may name table 0 or, as Open vSwitch allows with one table, 0xff
+//! ("the switch chooses": `ovs-testcontroller`'s learned flows say so). A slave connection's
+//! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
+//! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
+//! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
+//! [`MAX_BUNDLE_MSGS`] flow-mods each.
+//!
+//! **PACKET_IN** (`packet_in.rs`). A `controller` action sends the frame, as it is at that point
+//! of the action list, to every connection that takes asynchronous messages: role master or
+//! equal (not slave), and for a passive connection only after it set a non-zero miss_send_len
+//! (OVS's rule for its "service" connections, so `ovs-ofctl` commands are not sent packet-ins;
+//! active connections start at 128). Each PACKET_IN has buffer_id `NO_BUFFER`, total_len, the
+//! reason (`NO_MATCH` — 1.4's `TABLE_MISS`, the same number 0 — when the flow is a table-miss
+//! flow, priority 0 matching everything; `ACTION` otherwise; a packet-out's own actions
+//! `PACKET_OUT` in 1.4, `ACTION` in 1.3, as OVS encodes them), table 0, the flow's cookie (all
+//! ones for a packet-out's), a match holding `in_port`, and the **whole frame**: OpenFlow 1.3
+//! §A.4.1 sends the entire packet when it is not buffered, and rqvs buffers none, so neither the
+//! action's max_len nor miss_send_len cuts it — Open vSwitch does the same since it dropped
+//! buffering (2.7, commit c184807ce), and the learning-switch controllers rely on it: they
+//! PACKET_OUT the data they were sent, which a cut frame would truncate. Only a frame too long
+//! for one message (above ~65 400 bytes) is cut, total_len saying its length. The PMDs never
+//! wait for the channel: their queue ([`crate::execute::PACKET_IN_QUEUE`]) drops what does not
+//! fit (counted per PMD, logged once), and each connection's writer queue drops packet-ins that
+//! do not fit ([`WRITE_QUEUE`]; counted, logged once per connection), as OVS drops packet-ins on
+//! queue overflow.
+//!
+//! **PACKET_OUT** (`packet_out.rs`): buffer_id must be `NO_BUFFER` (else BUFFER_UNKNOWN); the
+//! frame must hold an Ethernet header (else BAD_PACKET); in_port is a port of the switch,
+//! `CONTROLLER` or `ANY` (else BAD_PORT); actions `output:N` (an existing port, else
+//! BAD_OUT_PORT), `IN_PORT`, `FLOOD`, `ALL`, `NORMAL`, `CONTROLLER`, `TABLE`, and the rewrites
+//! the switch executes; `LOCAL` and anything else are BAD_OUT_PORT / the codec's BAD_ACTION.
+//! `TABLE` runs the frame — as the actions before it left it — through the table of record with
+//! the packet-out's in_port, and the winning flow's actions are applied there (Open vSwitch
+//! does this translation in its main thread too: no megaflow is installed). The frame and its
+//! final op list then go to a PMD ([`crate::pmd::PmdMsg::PacketOut`]), which sends it through
+//! its transmit queues between two batches; it is counted in `injected`
+//! ([`crate::stats`]). One deviation: `dec_ttl` expiring inside the flow a `TABLE` ran stops
+//! the whole packet-out, where OVS stops only that flow's actions.
+//!
+//! **Active connections and fail mode** (`controller.rs`): each `--controller` target has a
+//! thread that connects, runs a connection like a passive one, and when it ends (or the
+//! connect fails) waits and tries again: 1 s, doubling to 8 s (OVS's default max-backoff), back
+//! to 1 s after a connection that lasted longer than the wait before it. An active connection
+//! silent for the inactivity probe interval (`--inactivity-probe`, OVS's 5 s) is sent an
+//! ECHO_REQUEST; silent for another interval, it is closed (a dead controller is noticed).
+//! `--fail-mode` says what happens while no controller is there, as Open vSwitch's fail modes
+//! do: `secure` — nothing: the flows stay, table misses stay misses; `standalone` (OVS's
+//! default) — once no controller has been *admitted* for three probe intervals (OVS: a
+//! controller is admitted when it sends a message other than the handshake's — HELLO, ECHO,
+//! FEATURES, GET/SET_CONFIG, ... — or has been connected 30 s), the switch fails open: every
+//! flow is removed and one hidden rule added (priority [`crate::FAIL_OPEN_PRIORITY`], match
+//! all, `actions=NORMAL`: MAC learning, [`crate::normal`]), so hosts on its ports reach each
+//! other; when a controller is admitted the rule is removed and the controller sets up its
+//! flows (OVS's `fail_open_recover`). Without `--controller` there is no fail mode: the table
+//! is what `--rules` and the passive channel make it (OVS instead adds a visible
+//! `priority=0,actions=NORMAL` flow to a standalone bridge with no controller).
+
+mod connection;
+mod controller;
+mod flow_removed;
+mod packet_in;
+mod packet_out;
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use controller::{parse_controller, FailMode};
+
+use crate::{Control, Error};
+
+/// The datapath id the switch reports when none is configured.
+pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
+/// FLOW_MODs applied as one commit at most (a longer run is cut into several).
+pub const MAX_RUN: usize = 16 * 1024;
+/// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
+pub const MAX_BUNDLES: usize = 64;
+/// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
+/// a client adding without end would otherwise grow the switch's memory without bound.
+pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
+/// Messages waiting for a connection's writer thread (replies wait for room; packet-ins that
+/// do not fit are dropped).
+pub const WRITE_QUEUE: usize = 256;
+/// OVS's default inactivity probe interval for controllers.
+pub const DEFAULT_INACTIVITY_PROBE: Duration = Duration::from_secs(5);
+/// OVS's default maximum reconnection backoff.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// `OFPCR_ROLE_*`.
+pub(crate) const ROLE_EQUAL: u32 = 1;
+pub(crate) const ROLE_MASTER: u32 = 2;
+pub(crate) const ROLE_SLAVE: u32 = 3;
+
+/// Where to listen: `ptcp:[IP:]PORT`.
+pub fn parse_target(s: &str) -> Result<SocketAddr, Error> {
+    let bad = || Error(format!("--openflow '{s}': expected ptcp:[IP:]PORT, e.g. ptcp:6653 or ptcp:127.0.0.1:6653"));
+    let rest = s.strip_prefix("ptcp:").ok_or_else(bad)?;
+    if let Ok(port) = rest.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    parse_ip_port(rest).ok_or_else(bad)
+}
+
+/// `IP:PORT` or `[IPv6]:PORT`.
+pub(crate) fn parse_ip_port(s: &str) -> Option<SocketAddr> {
+    let rest = s.replace(['[', ']'], "");
+    let (ip, port) = rest.rsplit_once(':')?;
+    Some(SocketAddr::new(ip.parse().ok()?, port.parse().ok()?))
+}
+
+/// The bound OpenFlow listener.
+pub struct OpenflowListener {
+    listener: TcpListener,
+}
+
+impl OpenflowListener {
+    /// Binds `addr` (`ptcp:` target, see [`parse_target`]).
+    pub fn bind(addr: SocketAddr) -> Result<OpenflowListener, Error> {
+        let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
+        Ok(OpenflowListener { listener })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Accepts connections until the switch is asked to stop, each on its own threads; returns
+    /// once every connection thread has ended.
+    fn serve(&self, hub: &Arc<Hub>) {
+        let mut conns: Vec<JoinHandle<()>> = Vec::new();
+        let mut n = 0u64;
+        while !hub.control.stop_requested() {
+            match self.listener.accept() {
+                Ok((stream, peer)) => {
+                    n += 1;
+                    let h = hub.clone();
+                    let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
+                        connection::serve(stream, peer, &h, connection::Kind::Passive);
+                    });
+                    match spawned {
+                        Ok(t) => conns.push(t),
+                        Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
+                    }
+                    conns.retain(|t| !t.is_finished());
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        for t in conns {
+            let _ = t.join();
+        }
+    }
+}
+
+/// How to run the channel.
+pub struct ChannelConfig {
+    /// The passive listener (`--openflow`).
+    pub listen: Option<OpenflowListener>,
+    /// Controllers to connect to (`--controller`).
+    pub controllers: Vec<SocketAddr>,
+    pub fail_mode: FailMode,
+    /// Idle time after which an active connection is sent an ECHO_REQUEST (and closed after as
+    /// long again without an answer); three of them without a controller fail a standalone
+    /// switch open.
+    pub inactivity_probe: Duration,
+    /// The longest wait between two connection attempts.
+    pub max_backoff: Duration,
+    pub datapath_id: u64,
+}
+
+impl ChannelConfig {
+    /// OVS's defaults: no listener, no controller, standalone, 5 s probe, 8 s max backoff.
+    pub fn new() -> ChannelConfig {
+        ChannelConfig {
+            listen: None,
+            controllers: Vec::new(),
+            fail_mode: FailMode::Standalone,
+            inactivity_probe: DEFAULT_INACTIVITY_PROBE,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            datapath_id: DEFAULT_DATAPATH_ID,
+        }
+    }
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig::new()
+    }
+}
+
+/// The running channel: its listener, controller, packet-in and fail-open threads.
+pub struct Channel {
+    threads: Vec<JoinHandle<()>>,
+    hub: Arc<Hub>,
+}
+
+/// The channel's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ChannelStats {
+    /// Connections open now (passive and active), and active ones admitted.
+    pub connections: usize,
+    pub controllers_admitted: usize,
+    /// PACKET_INs written into connections' queues (one per connection a packet-in went to).
+    pub packet_ins_sent: u64,
+    /// Packet-ins no connection took (none open, none master/equal, or none asked).
+    pub packet_ins_unsent: u64,
+    /// PACKET_INs dropped because a connection's writer queue was full.
+    pub packet_ins_dropped: u64,
+    /// Packet-outs handed to a PMD, and refused with an error.
+    pub packet_outs: u64,
+    pub packet_outs_refused: u64,
+    /// Times the switch failed open, and whether it is failed open now.
+    pub fail_opens: u64,
+    pub failed_open: bool,
+}
+
+impl Channel {
+    /// Starts the listener's thread, one thread per controller, the packet-in thread (when the
+    /// switch was started with a packet-in queue) and, for a standalone switch with
+    /// controllers, the fail-open watch; registers the FLOW_REMOVED sink.
+    pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
+        let hub = Arc::new(Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe));
+        let mut threads = Vec::new();
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map_err(|e| Error(format!("starting the OpenFlow thread '{name}': {e}")))
+        };
+        // FLOW_REMOVED: the hub as the switch's event sink (a weak handle: the hub holds the
+        // switch's `Control`).
+        let weak = Arc::downgrade(&hub);
+        control.on_event(Box::new(move |e| flow_removed::deliver(&weak, e)));
+        if let Some(rx) = control.take_packet_in_queue() {
+            let h = hub.clone();
+            threads.push(spawn("packet-in", Box::new(move || packet_in::run(&rx, &h)))?);
+        }
+        if let Some(l) = cfg.listen {
+            let h = hub.clone();
+            threads.push(spawn("openflow", Box::new(move || l.serve(&h)))?);
+        }
+        for (i, addr) in cfg.controllers.iter().copied().enumerate() {
+            let h = hub.clone();
+            let (probe, max_backoff) = (cfg.inactivity_probe, cfg.max_backoff);
+            threads.push(spawn(
+                &format!("controller{i}"),
+                Box::new(move || controller::run(addr, &h, probe, max_backoff)),
+            )?);
+        }
+        if cfg.fail_mode == FailMode::Standalone && !cfg.controllers.is_empty() {
+            let h = hub.clone();
+            threads.push(spawn("fail-open", Box::new(move || controller::watch_fail_open(&h)))?);
+        }
+        Ok(Channel { threads, hub })
+    }
+
+    pub fn stats(&self) -> ChannelStats {
+        self.hub.stats()
+    }
+
+    /// Waits for every thread of the channel (after [`Control::request_stop`]).
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the connections, the packet-in thread and the fail-open watch share.
+pub(crate) struct Hub {
+    pub control: Arc<Control>,
+    pub datapath_id: u64,
+    pub probe: Duration,
+    peers: Mutex<Vec<Arc<Peer>>>,
+    next_peer: AtomicU64,
+    fail: Mutex<FailState>,
+    packet_ins_sent: AtomicU64,
+    packet_ins_unsent: AtomicU64,
+    packet_ins_dropped: AtomicU64,
+    packet_outs: AtomicU64,
+    packet_outs_refused: AtomicU64,
+}
+
+/// Controllers admitted now, and since when none has been (the fail-open clock).
+pub(crate) struct FailState {
+    pub admitted: usize,
+    pub none_since: Instant,
+    pub fail_opens: u64,
+}
+
+/// One connection as the packet-in thread and the role election see it.
+pub(crate) struct Peer {
+    pub id: u64,
+    pub name: String,
+    /// Opened by the switch (`--controller`): asynchronous messages without asking.
+    pub active: bool,
+    /// Encoded messages to the connection's writer thread.
+    pub out: SyncSender<Vec<u8>>,
+    /// The negotiated version (0 before HELLO).
+    pub version: AtomicU8,
+    pub role: AtomicU32,
+    pub miss_send_len: AtomicU16,
+    /// PACKET_INs dropped on this connection (its writer queue full).
+    pub dropped: AtomicU64,
+}
+
+impl Peer {
+    /// Does this connection take asynchronous messages (PACKET_IN, FLOW_REMOVED) now?
+    pub fn takes_async(&self) -> bool {
+        self.version.load(Ordering::Relaxed) != 0
+            && self.role.load(Ordering::Relaxed) != ROLE_SLAVE
+            && (self.active || self.miss_send_len.load(Ordering::Relaxed) != 0)
+    }
+}
+
+impl Hub {
+    fn new(control: Arc<Control>, datapath_id: u64, probe: Duration) -> Hub {
+        Hub {
+            control,
+            datapath_id,
+            probe,
+            peers: Mutex::new(Vec::new()),
+            next_peer: AtomicU64::new(1),
+            fail: Mutex::new(FailState { admitted: 0, none_since: Instant::now(), fail_opens: 0 }),
+            packet_ins_sent: AtomicU64::new(0),
+            packet_ins_unsent: AtomicU64::new(0),
+            packet_ins_dropped: AtomicU64::new(0),
+            packet_outs: AtomicU64::new(0),
+            packet_outs_refused: AtomicU64::new(0),
+        }
+    }
+
+    fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Peer>>> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn lock_fail(&self) -> std::sync::MutexGuard<'_, FailState> {
+        self.fail.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new connection's entry (role equal; passive connections take no packet-ins until they
+    /// set a miss_send_len, active ones start at 128).
+    pub fn register(&self, name: String, active: bool, out: SyncSender<Vec<u8>>) -> Arc<Peer> {
+        let p = Arc::new(Peer {
+            id: self.next_peer.fetch_add(1, Ordering::Relaxed),
+            name,
+            active,
+            out,
+            version: AtomicU8::new(0),
+            role: AtomicU32::new(ROLE_EQUAL),
+            miss_send_len: AtomicU16::new(if active { 128 } else { 0 }),
+            dropped: AtomicU64::new(0),
+        });
+        self.lock_peers().push(p.clone());
+        p
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.lock_peers().retain(|p| p.id != id);
+    }
+
+    /// The connections now (a copy of the list).
+    pub fn peers(&self) -> Vec<Arc<Peer>> {
+        self.lock_peers().clone()
+    }
+
+    /// Gives `me` the role `role`; a new master makes every other master a slave (OpenFlow
+    /// 1.3 §6.3.5).
+    pub fn set_role(&self, me: &Peer, role: u32) {
+        let peers = self.lock_peers();
+        if role == ROLE_MASTER {
+            for p in peers.iter().filter(|p| p.id != me.id) {
+                let _ = p.role.compare_exchange(ROLE_MASTER, ROLE_SLAVE, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        }
+        me.role.store(role, Ordering::Relaxed);
+    }
+
+    pub fn count_packet_out(&self, ok: bool) {
+        let c = if ok { &self.packet_outs } else { &self.packet_outs_refused };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn stats(&self) -> ChannelStats {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let fail = self.lock_fail();
+        ChannelStats {
+            connections: self.lock_peers().len(),
+            controllers_admitted: fail.admitted,
+            packet_ins_sent: get(&self.packet_ins_sent),
+            packet_ins_unsent: get(&self.packet_ins_unsent),
+            packet_ins_dropped: get(&self.packet_ins_dropped),
+            packet_outs: get(&self.packet_outs),
+            packet_outs_refused: get(&self.packet_outs_refused),
+            fail_opens: fail.fail_opens,
+            failed_open: self.control.is_failed_open(),
+        }
+    }
+}

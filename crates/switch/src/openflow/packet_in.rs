@@ -1,0 +1,100 @@
+//! The packet-in thread: takes packet-ins from the PMDs' queue ([`crate::execute::PacketIn`])
+//! and writes one PACKET_IN per connection that takes them (see the module docs of
+//! [`crate::openflow`] for who does and what a PACKET_IN holds) into that connection's writer
+//! queue, without waiting: a full queue drops the PACKET_IN for that connection (counted,
+//! logged once per connection).
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
+use std::time::Duration;
+
+use rqvs_flow::{FlowKey, Match};
+use rqvs_openflow::flow_mod::{PacketIn as OfPacketIn, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER};
+use rqvs_openflow::{encode, Message, OFP14};
+
+use super::Hub;
+use crate::execute::{PacketIn, PacketInReason};
+
+/// The largest frame one PACKET_IN carries: a message is at most 65535 bytes, and the header,
+/// the fixed fields, an `in_port` match and the padding take 8 + 16 + 16 + 2 of them.
+pub const MAX_DATA: usize = 65535 - 8 - 16 - 16 - 2;
+
+/// Runs until the switch stops (or every PMD is gone).
+pub(crate) fn run(rx: &Receiver<PacketIn>, hub: &Hub) {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(p) => deliver(hub, &p),
+            Err(RecvTimeoutError::Timeout) => {
+                if hub.control.stop_requested() {
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// The PACKET_IN of `p` in `version`'s numbering.
+pub(crate) fn message(version: u8, p: &PacketIn) -> Message {
+    let reason = match p.reason {
+        PacketInReason::NoMatch => OFPR_NO_MATCH,
+        PacketInReason::Action => OFPR_ACTION,
+        // 1.3 has no PACKET_OUT reason: OVS sends ACTION.
+        PacketInReason::PacketOut if version >= OFP14 => OFPR_PACKET_OUT,
+        PacketInReason::PacketOut => OFPR_ACTION,
+    };
+    let value = FlowKey { in_port: p.in_port, ..FlowKey::default() };
+    let mask = FlowKey { in_port: u32::MAX, ..FlowKey::default() };
+    Message::PacketIn(OfPacketIn {
+        buffer_id: OFP_NO_BUFFER,
+        total_len: u16::try_from(p.frame.len()).unwrap_or(u16::MAX),
+        reason,
+        table_id: p.table_id,
+        cookie: p.cookie,
+        matches: Match::from_masked(value, mask),
+        data: p.frame[..p.frame.len().min(MAX_DATA)].to_vec(),
+    })
+}
+
+fn deliver(hub: &Hub, p: &PacketIn) {
+    // Encoded once per version.
+    let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
+    let mut sent = false;
+    for peer in hub.peers() {
+        if !peer.takes_async() {
+            continue;
+        }
+        let v = peer.version.load(Ordering::Relaxed);
+        let slot = &mut encoded[usize::from(v >= OFP14)];
+        if slot.is_none() {
+            match encode(v, 0, &message(v, p)) {
+                Ok(b) => *slot = Some(b),
+                Err(e) => {
+                    eprintln!("rqvs switch: openflow: cannot encode a packet-in: {e} (a bug: please report it)");
+                    continue;
+                }
+            }
+        }
+        let Some(bytes) = slot.clone() else { continue };
+        sent = true;
+        match peer.out.try_send(bytes) {
+            Ok(()) => {
+                hub.packet_ins_sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_)) => {
+                hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
+                if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    eprintln!(
+                        "rqvs switch: openflow {}: its queue is full: packet-ins to it are dropped and counted (logged once)",
+                        peer.name
+                    );
+                }
+            }
+            // The connection is ending.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+    if !sent {
+        hub.packet_ins_unsent.fetch_add(1, Ordering::Relaxed);
+    }
+}
