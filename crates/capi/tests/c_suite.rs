@@ -1,7 +1,7 @@
 //! The C side of librqvs, driven from `cargo test`: the C test suite (`examples/c/test_rqvs.c`)
 //! built with the system `cc` under AddressSanitizer with leak detection and run on the shared
-//! ClassBench data, and the example programs (`classify.c` linked with the static library,
-//! `bench.c`) built and run.
+//! ClassBench data, the example programs (`classify.c` linked with the static library,
+//! `bench.c`) and the README's C example built and run.
 //!
 //! The suite checks, through the C API, that every kind gives the reference's rule ids on every
 //! packet of the 1K and 10K sets of all 12 seeds and on a sample of three 100K sets, also after
