@@ -18,6 +18,7 @@ use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
 use crate::args::{PolicyArg, Workload};
+use crate::report::{outln, Out};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -73,26 +74,30 @@ pub struct Common {
     /// Enable the cuckoo distributor.
     #[arg(long)]
     pub cd: bool,
-    /// EMC insertion probability (OVS default 0.01; the paper used 0.2).
-    #[arg(long, default_value_t = 0.01)]
+    /// EMC insertion probability (OVS default 0.01; the paper used 0.2) [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     pub emc_prob: f64,
     /// Disable the EMC.
     #[arg(long)]
     pub no_emc: bool,
-    /// Replay the trace in a loop until this many seconds of PMD time (default: one pass).
-    #[arg(long, conflicts_with = "passes")]
+    /// Replay the trace in a loop until this many seconds of PMD time (default: one pass)
+    /// [range: 0 < x ≤ 1000000000000; a run of more than 10 minutes says so and shows its progress].
+    #[arg(long, conflicts_with = "passes", value_parser = crate::args::range::above(0.0, 1e12))]
     pub duration: Option<f64>,
     /// Replay the trace this many times (default 1). With 2 or more, the report adds the
-    /// throughput after the first pass: the steady state, caches warm and models trained.
-    #[arg(long, default_value_t = 1)]
+    /// throughput after the first pass: the steady state, caches warm and models trained
+    /// [range: 1 ≤ x ≤ 4294967295; a run of more than 10⁹ packets says so and shows its progress].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1u32, u32::MAX))]
     pub passes: u32,
     /// Constant-rate mode: packets are offered at this many per second of PMD time into a
     /// receive ring of `--rx-ring` packets; what arrives while the ring is full is dropped and
-    /// counted (the paper's constant-TX method; the first 5% of packets are warm-up).
-    #[arg(long, conflicts_with = "duration")]
+    /// counted (the paper's constant-TX method; the first 5% of packets are warm-up)
+    /// [range: 0 < x ≤ 1000000000000].
+    #[arg(long, conflicts_with = "duration", value_parser = crate::args::range::above(0.0, 1e12))]
     pub rate: Option<f64>,
-    /// Receive-ring size for `--rate`, packets (a DPDK ring of 4096 descriptors).
-    #[arg(long, default_value_t = 4096)]
+    /// Receive-ring size for `--rate`, packets (a DPDK ring of 4096 descriptors) [range: 1 ≤ x ≤
+    /// 16777216].
+    #[arg(long, default_value_t = 4096, value_parser = crate::args::range::between(1u64, 1 << 24))]
     pub rx_ring: u64,
     /// Search for the highest `--rate` with < 1% drops after the warm-up (bisection; each probe
     /// replays the trace through a freshly built design).
@@ -101,8 +106,8 @@ pub struct Common {
     /// Rule updates, e.g. 'add:60@7s' or 'add:60@7s,del:10@9s'.
     #[arg(long)]
     pub updates: Option<String>,
-    /// Megaflow flow limit.
-    #[arg(long, default_value_t = 200_000)]
+    /// Megaflow flow limit [range: 1 ≤ x ≤ 100000000].
+    #[arg(long, default_value_t = 200_000, value_parser = crate::args::range::between(1usize, 100_000_000))]
     pub flow_limit: usize,
     /// ORIG/CCACHE: where megaflows are revalidated after rule changes — on a second thread
     /// while the PMD forwards (as OVS), or inline in the update call (deterministic).
@@ -113,22 +118,24 @@ pub struct Common {
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
-    /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache.
-    #[arg(long, default_value_t = 0.1)]
+    /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache
+    /// [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.1, value_parser = crate::args::range::share())]
     pub retrain_threshold: f64,
-    /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model.
-    #[arg(long, default_value_t = 0.01)]
+    /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model
+    /// [range: 0 < x ≤ 3600].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::above(0.0, 3600.0))]
     pub train_interval: f64,
-    /// Idle expiry of megaflows, seconds of PMD time.
-    #[arg(long, default_value_t = 10.0)]
+    /// Idle expiry of megaflows, seconds of PMD time [range: 0 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 10.0, value_parser = crate::args::range::between(0.0, 1e6))]
     pub idle: f64,
     /// in_port given to trace packets.
     #[arg(long, default_value_t = 1)]
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash, each with its own design over one
     /// shared OpenFlow table (the paper's Fig. 10 offline; replay only). With --updates each PMD
-    /// applies the stream to a replica of the table; --rate is split over the PMDs.
-    #[arg(long, default_value_t = 1)]
+    /// applies the stream to a replica of the table; --rate is split over the PMDs [range: 1 ≤ x ≤ 64].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub pmds: usize,
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
@@ -200,14 +207,15 @@ fn prediction(a: &Args, cfg: &ReplayConfig, p: &Prepared) -> Result<Option<Predi
 
 /// Prints one run's report.
 pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
+    let out = Out::new(c.json.as_deref());
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
-    println!("rules file          {} ({} rules, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
-    println!("trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
+    outln!(out, "rules file          {} ({} rules, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
+    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
-        DesignKind::Orig => println!("design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
-        d => println!(
+        DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        d => outln!(out, 
             "design              {} (EMC {emc}, policy {}, retrain at {})",
             d.name(),
             c.policy.name(),
@@ -215,11 +223,11 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         ),
     }
     let extra: Vec<String> = r.report.fields().iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))).collect();
-    println!("build               {:.0} ms", r.build_ms);
-    println!("at the end          {}", extra.join(", "));
-    println!("packets             {}", cs.received);
+    outln!(out, "build               {:.0} ms", r.build_ms);
+    outln!(out, "at the end          {}", extra.join(", "));
+    outln!(out, "packets             {}", cs.received);
     if let (Some(rx), Some(rate)) = (r.rx, c.rate) {
-        println!(
+        outln!(out, 
             "offered             {} packets at {:.0} pps into a {}-packet ring: {} dropped, {:.3}% after the 5% warm-up",
             rx.offered,
             rate,
@@ -228,7 +236,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             100.0 * rx.drop_rate()
         );
     }
-    println!(
+    outln!(out, 
         "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
         r.mpps,
         cs.pmd_ns as f64 / cs.received as f64,
@@ -236,21 +244,21 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.verified
     );
     if r.stale_checks > 0 {
-        println!(
+        outln!(out, 
             "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
             r.stale_checks
         );
     }
     if let Some((m, sh)) = r.steady {
-        println!("after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
+        outln!(out, "after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
     }
-    println!(
+    outln!(out, 
         "PMD time            {:.3} s (wall {:.3} s; updates/revalidation {:.0} ms off the PMD)",
         cs.pmd_ns as f64 / 1e9,
         r.wall_s,
         r.reval_ms
     );
-    println!(
+    outln!(out, 
         "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  revalidator {:.1}%  other {:.1}%",
         100.0 * share(cs.emc_ns),
         100.0 * share(cs.dpcls_ns),
@@ -265,7 +273,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
                 - share(cs.upcall_ns)
                 - share(cs.reval_ns))
     );
-    println!(
+    outln!(out, 
         "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  no_match {}  upcall {}  lost {}  (sum {} = received)",
         cs.emc_hit,
         cs.cd_hit,
@@ -277,9 +285,9 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         cs.lost,
         cs.outcome_sum()
     );
-    println!("avg packets/batch   {:.2}", r.avg_batch());
+    outln!(out, "avg packets/batch   {:.2}", r.avg_batch());
     if r.design != DesignKind::Cflows {
-        println!(
+        outln!(out, 
             "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
             cs.avg_subtables_per_hit(),
             cs.upcall_ns as f64 / cs.upcall.max(1) as f64 / 1e3,
@@ -287,18 +295,18 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.masks
         );
         if let Some((on, off)) = r.report.orig().and_then(|o| o.cd_intervals) {
-            println!(
+            outln!(out, 
                 "cd                  wrong hints {}  no hint {}  active intervals {on}, off {off}",
                 cs.cd_wrong_hint, cs.cd_no_hint
             );
         }
-        println!(
+        outln!(out, 
             "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
             cs.deleted_revalidated, cs.deleted_idle, cs.deleted_limit, cs.install_refused
         );
     }
     if r.design != DesignKind::Orig {
-        println!(
+        outln!(out, 
             "model               coverage {:.4}  rules {}  in the model {}  swaps {}",
             replay::coverage(cs),
             cs.rules,
@@ -307,7 +315,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     if let Some((mode, s)) = &r.prediction {
-        println!(
+        outln!(out, 
             "prediction          {mode}: {} megaflows predicted, {} used, {} wasted + {} unused at the end (wasted ratio {:.1}%); {} proposed, {} already covered, {} rate-limited, {} refused; {:.1}% of PMD time",
             s.predicted,
             s.used,
@@ -322,10 +330,10 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     for u in &r.update_log {
-        println!("update              {u}");
+        outln!(out, "update              {u}");
     }
     if let Some(m) = &r.first_mismatch {
-        println!("first mismatch      {m}");
+        outln!(out, "first mismatch      {m}");
     }
 }
 
@@ -404,10 +412,11 @@ fn prediction_json(r: &Run) -> serde_json::Value {
 
 /// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
 fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let out = Out::new(c.json.as_deref());
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
         let rx = r.rx.unwrap_or_default();
-        println!(
+        outln!(out, 
             "probe {:>12.0} pps: {:>8.3}% dropped after warm-up, {} mismatches of {}",
             rate,
             100.0 * rx.drop_rate(),
@@ -415,12 +424,12 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             r.verified
         );
     };
-    println!("design {}: searching the highest rate with < 1% drops", design.name());
+    outln!(out, "design {}: searching the highest rate with < 1% drops", design.name());
     let s = replay::rate_search(&cfg, p, design, pred, &mut on_probe)?;
-    println!("unconstrained       {:.3} Mpps", s.free.mpps);
+    outln!(out, "unconstrained       {:.3} Mpps", s.free.mpps);
     let (rate, run) = &s.probe;
     if s.passed {
-        println!(
+        outln!(out, 
             "result              {:.3} Mpps offered with {:.3}% drops after the warm-up ({} ring, EMC {})",
             rate / 1e6,
             100.0 * run.rx.map_or(0.0, |x| x.drop_rate()),
@@ -428,7 +437,7 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             c.emc_prob
         );
     } else {
-        println!("result              not even {rate:.0} pps with < 1% drops");
+        outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
     if let Some(out) = &c.json {
         let mut o = run_json(&Common { rate: Some(*rate), ..c.clone() }, p, run)?;
@@ -472,14 +481,15 @@ pub fn run(args: &Args) -> Result<(), Failure> {
 
 /// `--pmds N`: each PMD's report, then all of them together.
 fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure> {
+    let out = Out::new(c.json.as_deref());
     let r = replay::run_pmds(&c.config(), p, design)?;
     for (i, run) in r.runs.iter().enumerate() {
-        println!("== PMD {i} ({} packets of the trace)", run.c.received);
+        outln!(out, "== PMD {i} ({} packets of the trace)", run.c.received);
         print_run(c, p, run);
-        println!();
+        outln!(out);
     }
     let per: Vec<String> = r.runs.iter().map(|x| format!("{:.3}", x.mpps)).collect();
-    println!(
+    outln!(out, 
         "{} PMDs            {:.3} Mpps together ({} packets over the longest PMD time); per PMD {} Mpps; mismatches {}",
         r.runs.len(),
         r.mpps,
