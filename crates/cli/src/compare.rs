@@ -42,7 +42,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();
     for &d in designs {
-        let r = experiment::run_design(&cfg, &p, d)?;
+        let r = experiment::run_design_progress(&cfg, &p, d, None, &mut replay::long_run(c, &p, d))?;
         replay::print_run(c, &p, &r);
         outln!(out);
         runs.push(r);

@@ -11,6 +11,7 @@
 //! This module parses the options into a [`ReplayConfig`], prints the report, writes the JSON
 //! and the plot.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rqvs_datapath::revalidator::RevalidatorMode;
@@ -211,7 +212,9 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
-    outln!(out, "rules file          {} ({} rules, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
+    let held = p.all_rules.len() - p.initial.len();
+    let held = if held > 0 { format!(": {} at the start, {held} held out for --updates add", p.initial.len()) } else { String::new() };
+    outln!(out, "rules file          {} ({} rules{held}, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
     outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
@@ -330,7 +333,18 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     for u in &r.update_log {
-        outln!(out, "update              {u}");
+        if u["reached"] == false {
+            outln!(
+                out,
+                "update              {} {} rules at {} s: NOT REACHED, the run ended at {:.3} s of PMD time (a longer --duration or more --passes reach it)",
+                u["op"].as_str().unwrap_or("?"),
+                u["rules"],
+                u["at_s"],
+                u["run_ended_s"].as_f64().unwrap_or(0.0)
+            );
+        } else {
+            outln!(out, "update              {u}");
+        }
     }
     if let Some(m) = &r.first_mismatch {
         outln!(out, "first mismatch      {m}");
@@ -387,6 +401,7 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
         ("counters", serde_json::Value::Object(counters)),
         ("design_report", serde_json::Value::Object(report)),
         ("updates", serde_json::json!(r.update_log)),
+        ("updates_not_reached", serde_json::json!(r.updates_not_reached)),
         ("series", serde_json::to_value(&r.series)?),
         ("seed", serde_json::json!(c.workload.seed)),
         ("rate", serde_json::json!(c.rate)),
@@ -463,9 +478,11 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         if pred.is_some() {
             return Err(Failure("--pmds: flow prediction runs on one PMD only, for now".into()));
         }
+        // The PMD threads report no progress: a long run is only announced.
+        let _ = long_run(c, &p, args.design);
         return run_pmds(c, &p, args.design);
     }
-    let r = replay::run_design_with(&cfg, &p, args.design, pred.as_ref())?;
+    let r = replay::run_design_progress(&cfg, &p, args.design, pred.as_ref(), &mut long_run(c, &p, args.design))?;
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {
         crate::plot::time_series(path, &plot_title(c, r.design), &r.series, &r.update_log)?;
@@ -477,6 +494,48 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure(format!("{} packets got an action other than the reference's", r.mismatches)));
     }
     Ok(())
+}
+
+/// A run longer than this many seconds of PMD time, or packets, says so and shows its progress.
+const LONG_RUN_S: f64 = 600.0;
+const LONG_RUN_PACKETS: u64 = 1_000_000_000;
+
+/// For a long run (`--duration` past [`LONG_RUN_S`], or `--passes` over the trace past
+/// [`LONG_RUN_PACKETS`]): says so on stderr, then returns a progress callback printing a line there
+/// every 10 s of wall time. A short run gets a callback that does nothing.
+pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(replay::Progress) {
+    let packets = p.keys.len() as u64 * u64::from(c.passes);
+    let long = match c.duration {
+        Some(d) => d > LONG_RUN_S,
+        None => c.rate.is_none() && packets > LONG_RUN_PACKETS,
+    };
+    if long {
+        let what = match c.duration {
+            Some(d) => format!("--duration {d} s of PMD time"),
+            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.keys.len()),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "rqvs: note: {}: {what} is a long run; progress every 10 s below, Ctrl-C stops it",
+            design.name()
+        );
+    }
+    let start = std::time::Instant::now();
+    let mut next = 10.0;
+    move |pr: replay::Progress| {
+        if long && start.elapsed().as_secs_f64() >= next {
+            next += 10.0;
+            let _ = writeln!(
+                std::io::stderr(),
+                "rqvs: progress: {}: {:.4}% ({} packets, {:.1} s of PMD time, {:.0} s of wall time)",
+                design.name(),
+                100.0 * pr.fraction,
+                pr.packets,
+                pr.pmd_s,
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
 }
 
 /// `--pmds N`: each PMD's report, then all of them together.
