@@ -1,6 +1,11 @@
 //! `rqvs`: the command line of the rqvs userspace datapath.
 //!
-//! Exit codes: 0 success, 1 failure (bad input, mismatches against the reference), 2 usage.
+//! Exit codes: 0 success, 1 failure (bad input, mismatches against the reference), 2 usage
+//! (unknown options or values, numbers outside the range their `--help` documents).
+//!
+//! Output: reports go to stdout (to stderr when `--json -` puts the JSON object there), through
+//! `report::stdout`, which ends the process quietly with 0 when the reader has gone (`EPIPE`,
+//! `rqvs … | head`) and with a one-line error and 1 when stdout cannot be written (`ENOSPC`).
 
 mod args;
 mod bench;
@@ -78,7 +83,19 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version go to stdout like every report (a full stdout is an error there
+        // too); usage errors to stderr, exit code 2.
+        Err(e) if !e.use_stderr() => {
+            report::stdout(e.render().to_string().as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
     // A kernel forced by the environment that this CPU lacks is a usage error, said once.
     if let Err(e) = rqvs_rqrmi::Kernel::from_env() {
         eprintln!("rqvs: error: {e}");

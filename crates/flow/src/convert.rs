@@ -64,7 +64,7 @@ pub fn openflow_obstacle(rule: &Rule) -> Option<String> {
 /// The most OpenFlow flows a conversion may make: port-range expansion multiplies a rule by up
 /// to 30 × 30 prefixes (a 10K-rule set of wide ranges makes 9M flows, gigabytes in a
 /// classifier); the largest shared ClassBench set, fw1_500k, makes 1.6M.
-pub const MAX_FLOWS: usize = 4_000_000;
+pub const MAX_FLOWS: usize = 2_000_000;
 
 /// Converts ClassBench rules (first-match order = winner order) to an OpenFlow table whose
 /// winners are the same for every packet, with `actions` on every flow. More than [`MAX_FLOWS`]
