@@ -130,8 +130,8 @@ pub struct WorkloadArgs {
     /// Service VIPs [range: 1 ≤ x ≤ 65536].
     #[arg(long, default_value_t = 16, value_parser = crate::args::range::between(1u32, 65_536))]
     pub services: u32,
-    /// Most associated flows per coflow (uniform 1..=N) [range: 1 ≤ x ≤ 1024].
-    #[arg(long, default_value_t = 8, value_parser = crate::args::range::between(1u32, 1024))]
+    /// Most associated flows per coflow (uniform 1..=N) [range: 1 ≤ x ≤ 8].
+    #[arg(long, default_value_t = 8, value_parser = crate::args::range::between(1u32, 8))]
     pub max_associated: u32,
 }
 

@@ -339,7 +339,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
                 "update              {} {} rules at {} s: NOT REACHED, the run ended at {:.3} s of PMD time (a longer --duration or more --passes reach it)",
                 u["op"].as_str().unwrap_or("?"),
                 u["rules"],
-                u["at_s"],
+                u["at_s"].as_f64().unwrap_or(0.0),
                 u["run_ended_s"].as_f64().unwrap_or(0.0)
             );
         } else {
