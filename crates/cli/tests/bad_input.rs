@@ -415,7 +415,7 @@ fn every_scheduled_update_happens_or_is_reported_not_reached() {
     assert!(out.stderr.contains("add 30 rules at 7 s: NOT REACHED"), "{}", out.stderr);
 }
 
-/// Starts `rqvs args`, waits for `says` on stderr (at most 60 s), then stops it.
+/// Starts `rqvs args`, waits for the line saying `says` on stderr (at most 60 s), then stops it.
 fn says_on_stderr(args: &[&str], says: &str) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rqvs"))
         .args(args)
@@ -438,7 +438,8 @@ fn says_on_stderr(args: &[&str], says: &str) -> String {
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut seen = String::new();
-    while !seen.contains(says) && std::time::Instant::now() < deadline {
+    let line_done = |seen: &str| seen.find(says).is_some_and(|at| seen[at..].contains('\n'));
+    while !line_done(&seen) && std::time::Instant::now() < deadline {
         if let Ok(s) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
             seen = s;
         }
