@@ -49,7 +49,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     }
     let base = runs[0].mpps;
     let base_steady = runs[0].steady.map(|s| s.0);
-    outln!(out, 
+    outln!(
+        out,
         "{:<8} {:>10} {:>9} {:>14} {:>9} {:>10} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}",
         "design",
         "Mpps",
@@ -71,7 +72,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         let warm = r.steady.map(|s| s.0);
         let warm_speedup = warm.zip(base_steady).map(|(a, b)| a / b);
         let coverage = r.report.coverage().unwrap_or(0.0);
-        outln!(out, 
+        outln!(
+            out,
             "{:<8} {:>10.3} {:>8.2}x {:>14} {:>9} {:>10} {:>9.4}  {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.2}%",
             r.design.name(),
             r.mpps,

@@ -84,7 +84,7 @@ fn emit(output: Option<&Path>, json_to_stdout: bool, bytes: &[u8]) -> Result<(),
         None => {
             crate::report::stdout(bytes);
             Ok(())
-        },
+        }
     }
 }
 

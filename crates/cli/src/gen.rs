@@ -179,9 +179,9 @@ fn emit(output: Option<&Path>, json: &Option<PathBuf>, bytes: &[u8]) -> Result<(
                 return Err(Failure("--json - writes the report to stdout: give --output for the data".into()));
             }
             {
-            crate::report::stdout(bytes);
-            Ok(())
-        }
+                crate::report::stdout(bytes);
+                Ok(())
+            }
         }
     }
 }

@@ -213,12 +213,23 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
     let held = p.all_rules.len() - p.initial.len();
-    let held = if held > 0 { format!(": {} at the start, {held} held out for --updates add", p.initial.len()) } else { String::new() };
-    outln!(out, "rules file          {} ({} rules{held}, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
+    let held = if held > 0 {
+        format!(": {} at the start, {held} held out for --updates add", p.initial.len())
+    } else {
+        String::new()
+    };
+    outln!(
+        out,
+        "rules file          {} ({} rules{held}, {})",
+        c.config().rules_name(),
+        p.all_rules.len(),
+        p.rules_format
+    );
     outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
-        d => outln!(out, 
+        d => outln!(
+            out,
             "design              {} (EMC {emc}, policy {}, retrain at {})",
             d.name(),
             c.policy.name(),
@@ -230,7 +241,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     outln!(out, "at the end          {}", extra.join(", "));
     outln!(out, "packets             {}", cs.received);
     if let (Some(rx), Some(rate)) = (r.rx, c.rate) {
-        outln!(out, 
+        outln!(out,
             "offered             {} packets at {:.0} pps into a {}-packet ring: {} dropped, {:.3}% after the 5% warm-up",
             rx.offered,
             rate,
@@ -239,7 +250,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             100.0 * rx.drop_rate()
         );
     }
-    outln!(out, 
+    outln!(
+        out,
         "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
         r.mpps,
         cs.pmd_ns as f64 / cs.received as f64,
@@ -247,7 +259,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.verified
     );
     if r.stale_checks > 0 {
-        outln!(out, 
+        outln!(out,
             "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
             r.stale_checks
         );
@@ -255,13 +267,14 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     if let Some((m, sh)) = r.steady {
         outln!(out, "after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
     }
-    outln!(out, 
+    outln!(
+        out,
         "PMD time            {:.3} s (wall {:.3} s; updates/revalidation {:.0} ms off the PMD)",
         cs.pmd_ns as f64 / 1e9,
         r.wall_s,
         r.reval_ms
     );
-    outln!(out, 
+    outln!(out,
         "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  revalidator {:.1}%  other {:.1}%",
         100.0 * share(cs.emc_ns),
         100.0 * share(cs.dpcls_ns),
@@ -276,7 +289,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
                 - share(cs.upcall_ns)
                 - share(cs.reval_ns))
     );
-    outln!(out, 
+    outln!(out,
         "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  no_match {}  upcall {}  lost {}  (sum {} = received)",
         cs.emc_hit,
         cs.cd_hit,
@@ -290,7 +303,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     );
     outln!(out, "avg packets/batch   {:.2}", r.avg_batch());
     if r.design != DesignKind::Cflows {
-        outln!(out, 
+        outln!(
+            out,
             "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
             cs.avg_subtables_per_hit(),
             cs.upcall_ns as f64 / cs.upcall.max(1) as f64 / 1e3,
@@ -298,18 +312,25 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.masks
         );
         if let Some((on, off)) = r.report.orig().and_then(|o| o.cd_intervals) {
-            outln!(out, 
+            outln!(
+                out,
                 "cd                  wrong hints {}  no hint {}  active intervals {on}, off {off}",
-                cs.cd_wrong_hint, cs.cd_no_hint
+                cs.cd_wrong_hint,
+                cs.cd_no_hint
             );
         }
-        outln!(out, 
+        outln!(
+            out,
             "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
-            cs.deleted_revalidated, cs.deleted_idle, cs.deleted_limit, cs.install_refused
+            cs.deleted_revalidated,
+            cs.deleted_idle,
+            cs.deleted_limit,
+            cs.install_refused
         );
     }
     if r.design != DesignKind::Orig {
-        outln!(out, 
+        outln!(
+            out,
             "model               coverage {:.4}  rules {}  in the model {}  swaps {}",
             replay::coverage(cs),
             cs.rules,
@@ -318,7 +339,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     if let Some((mode, s)) = &r.prediction {
-        outln!(out, 
+        outln!(out,
             "prediction          {mode}: {} megaflows predicted, {} used, {} wasted + {} unused at the end (wasted ratio {:.1}%); {} proposed, {} already covered, {} rate-limited, {} refused; {:.1}% of PMD time",
             s.predicted,
             s.used,
@@ -431,7 +452,8 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
         let rx = r.rx.unwrap_or_default();
-        outln!(out, 
+        outln!(
+            out,
             "probe {:>12.0} pps: {:>8.3}% dropped after warm-up, {} mismatches of {}",
             rate,
             100.0 * rx.drop_rate(),
@@ -444,7 +466,8 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
     outln!(out, "unconstrained       {:.3} Mpps", s.free.mpps);
     let (rate, run) = &s.probe;
     if s.passed {
-        outln!(out, 
+        outln!(
+            out,
             "result              {:.3} Mpps offered with {:.3}% drops after the warm-up ({} ring, EMC {})",
             rate / 1e6,
             100.0 * run.rx.map_or(0.0, |x| x.drop_rate()),
@@ -548,7 +571,8 @@ fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure>
         outln!(out);
     }
     let per: Vec<String> = r.runs.iter().map(|x| format!("{:.3}", x.mpps)).collect();
-    outln!(out, 
+    outln!(
+        out,
         "{} PMDs            {:.3} Mpps together ({} packets over the longest PMD time); per PMD {} Mpps; mismatches {}",
         r.runs.len(),
         r.mpps,

@@ -266,7 +266,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let out = crate::report::Out::new(a.json.as_deref());
     out.line(report.format().trim_end_matches('\n'));
     if let Some(c) = &channel_stats {
-        outln!(out, 
+        outln!(out,
             "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times",
             c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens
         );

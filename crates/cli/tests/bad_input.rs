@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-
 /// The address space each child gets: past it an allocation fails (an abort, which the checks
 /// below report) instead of the machine swapping or the OOM killer choosing a victim.
 const ADDRESS_SPACE: u64 = 6 << 30;
@@ -146,7 +145,13 @@ fn files() -> &'static Files {
         w("exact_ports.of", b"priority=5,tcp,nw_src=10.0.0.0/8,tp_src=80,tp_dst=0x400/0xfc00,actions=drop\n");
         // 3,000 rules of two wide port ranges: 30 × 30 prefixes each, 2.7M OpenFlow flows.
         let wide: String = (0..3000)
-            .map(|i| format!("@{}.{}.0.0/16\t0.0.0.0/0\t1 : 65534\t1 : 65534\t0x06/0xFF\t0x0000/0x0000\t\n", i / 256 + 1, i % 256))
+            .map(|i| {
+                format!(
+                    "@{}.{}.0.0/16\t0.0.0.0/0\t1 : 65534\t1 : 65534\t0x06/0xFF\t0x0000/0x0000\t\n",
+                    i / 256 + 1,
+                    i % 256
+                )
+            })
             .collect();
         w("wide.cb", wide.as_bytes());
         // A model, cut inside its header, and with a byte after its checksum.
@@ -247,33 +252,136 @@ const CASES: &[Case] = &[
     case("bench with no rules", &["bench", "classifiers", "--rules", "/dev/null", "--min-ms", "1"], 0, "0 rules"),
     case("classify with no rules", &["classify", "--rules", "/dev/null"], 0, "0 rules"),
     case("replay with no rules", &["replay", "--rules", "/dev/null"], 0, "0 rules"),
-    case("gen rules count u64::MAX", &["gen", "rules", "--seed-file", "acl1", "--count", "18446744073709551615"], 2, RANGE),
-    case("gen trace packets u64::MAX", &["gen", "trace", "--rules", "@rules.cb", "--packets", "18446744073709551615"], 2, RANGE),
-    case("gen updates ops u64::MAX", &["gen", "updates", "--rules", "@rules.cb", "--fraction", "0.5", "--ops", "18446744073709551615"], 2, RANGE),
+    case(
+        "gen rules count u64::MAX",
+        &["gen", "rules", "--seed-file", "acl1", "--count", "18446744073709551615"],
+        2,
+        RANGE,
+    ),
+    case(
+        "gen trace packets u64::MAX",
+        &["gen", "trace", "--rules", "@rules.cb", "--packets", "18446744073709551615"],
+        2,
+        RANGE,
+    ),
+    case(
+        "gen updates ops u64::MAX",
+        &["gen", "updates", "--rules", "@rules.cb", "--fraction", "0.5", "--ops", "18446744073709551615"],
+        2,
+        RANGE,
+    ),
     // Aborts for memory (counts and inputs get limits).
-    case("gen rules count 1e9", &["gen", "rules", "--seed-file", "acl1", "--count", "1000000000"], 2, "1 ≤ x ≤ 10000000"),
-    case("gen trace packets 1e9", &["gen", "trace", "--rules", "@rules.cb", "--packets", "1000000000"], 2, "1 ≤ x ≤ 10000000"),
-    case("gen updates ops 1e9", &["gen", "updates", "--rules", "@rules.cb", "--fraction", "0.5", "--ops", "1000000000"], 2, "1 ≤ x ≤ 10000000"),
-    case("gen coflows 1e9", &["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5", "--coflows", "1000000000", "--out", "/dev/null"], 2, RANGE),
-    case("gen coflows 1e6 + 1", &["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5", "--coflows", "1000001", "--out", "/dev/null"], 2, "1 ≤ x ≤ 1000000"),
+    case(
+        "gen rules count 1e9",
+        &["gen", "rules", "--seed-file", "acl1", "--count", "1000000000"],
+        2,
+        "1 ≤ x ≤ 10000000",
+    ),
+    case(
+        "gen trace packets 1e9",
+        &["gen", "trace", "--rules", "@rules.cb", "--packets", "1000000000"],
+        2,
+        "1 ≤ x ≤ 10000000",
+    ),
+    case(
+        "gen updates ops 1e9",
+        &["gen", "updates", "--rules", "@rules.cb", "--fraction", "0.5", "--ops", "1000000000"],
+        2,
+        "1 ≤ x ≤ 10000000",
+    ),
+    case(
+        "gen coflows 1e9",
+        &["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5", "--coflows", "1000000000", "--out", "/dev/null"],
+        2,
+        RANGE,
+    ),
+    case(
+        "gen coflows 1e6 + 1",
+        &["gen", "coflows", "--dist", "rpc", "--coflowiness", "0.5", "--coflows", "1000001", "--out", "/dev/null"],
+        2,
+        "1 ≤ x ≤ 1000000",
+    ),
     case("max associated 9", &["coflows", "--dist", "rpc", "--max-associated", "9"], 2, "1 ≤ x ≤ 8"),
-    Case { peak_mb: 700, ..case("xz bomb as rules", &["classify", "--rules", "@bomb.xz"], 1, "decompresses to more than the input limit of 256 MiB") },
-    Case { peak_mb: 700, ..case("xz bomb as trace", &["replay", "--trace", "@bomb.xz"], 1, "decompresses to more than the input limit of 256 MiB") },
-    Case { peak_mb: 700, ..case("xz bomb to convert", &["convert", "rules", "@bomb.xz", "--to", "ofctl"], 1, "input limit of 256 MiB") },
+    Case {
+        peak_mb: 700,
+        ..case(
+            "xz bomb as rules",
+            &["classify", "--rules", "@bomb.xz"],
+            1,
+            "decompresses to more than the input limit of 256 MiB",
+        )
+    },
+    Case {
+        peak_mb: 700,
+        ..case(
+            "xz bomb as trace",
+            &["replay", "--trace", "@bomb.xz"],
+            1,
+            "decompresses to more than the input limit of 256 MiB",
+        )
+    },
+    Case {
+        peak_mb: 700,
+        ..case("xz bomb to convert", &["convert", "rules", "@bomb.xz", "--to", "ofctl"], 1, "input limit of 256 MiB")
+    },
     case("/dev/zero as rules", &["classify", "--rules", "/dev/zero"], 1, "holds more than the input limit of 256 MiB"),
     case("/dev/zero as trace", &["classify", "--trace", "/dev/zero"], 1, "input limit of 256 MiB"),
     case("/dev/zero as model", &["classify", "--model", "/dev/zero"], 1, "input limit of 256 MiB"),
-    case("/dev/zero as pcap", &["gen", "map", "--rules", "@rules.cb", "--pcap", "/dev/zero", "--out", "/dev/null"], 1, "input limit of 256 MiB"),
+    case(
+        "/dev/zero as pcap",
+        &["gen", "map", "--rules", "@rules.cb", "--pcap", "/dev/zero", "--out", "/dev/null"],
+        1,
+        "input limit of 256 MiB",
+    ),
     case("/dev/zero to trace", &["trace", "--rules", "/dev/zero", "tcp"], 1, "input limit of 256 MiB"),
-    Case { peak_mb: 1200, ..case("wide ranges: trace --trace", &["trace", "--rules", "@wide.cb", "--trace", "@trace.cb"], 1, "limit of 2000000 OpenFlow flows") },
-    Case { peak_mb: 1200, ..case("wide ranges: convert", &["convert", "rules", "@wide.cb", "--to", "ofctl", "-o", "/dev/null"], 1, "limit of 2000000 OpenFlow flows") },
-    Case { peak_mb: 1200, ..case("wide ranges: tss", &["classify", "--rules", "@wide.cb", "--trace", "@trace.cb", "--classifier", "tss"], 1, "limit of 2000000 expanded entries") },
+    Case {
+        peak_mb: 1200,
+        ..case(
+            "wide ranges: trace --trace",
+            &["trace", "--rules", "@wide.cb", "--trace", "@trace.cb"],
+            1,
+            "limit of 2000000 OpenFlow flows",
+        )
+    },
+    Case {
+        peak_mb: 1200,
+        ..case(
+            "wide ranges: convert",
+            &["convert", "rules", "@wide.cb", "--to", "ofctl", "-o", "/dev/null"],
+            1,
+            "limit of 2000000 OpenFlow flows",
+        )
+    },
+    Case {
+        peak_mb: 1200,
+        ..case(
+            "wide ranges: tss",
+            &["classify", "--rules", "@wide.cb", "--trace", "@trace.cb", "--classifier", "tss"],
+            1,
+            "limit of 2000000 expanded entries",
+        )
+    },
     // Silent or wrong results.
     case("update not reached", &["replay", "--updates", "add:60@7s"], 0, "add 60 rules at 7 s: NOT REACHED"),
-    case("update not reached, compare", &["compare", "--designs", "orig,cflows", "--updates", "add:60@7s"], 0, "NOT REACHED"),
+    case(
+        "update not reached, compare",
+        &["compare", "--designs", "orig,cflows", "--updates", "add:60@7s"],
+        0,
+        "NOT REACHED",
+    ),
     case("held-out rules in the header", &["replay", "--updates", "add:60@7s"], 0, "867 at the start, 60 held out"),
-    case("deleting more than the table", &["replay", "--updates", "del:100000@0s"], 1, "deletes 100000 rules, but the table holds 927"),
-    case("deleting more after adds", &["compare", "--updates", "add:10@0s,del:1000@1ms"], 1, "deletes 1000 rules, but the table holds 927"),
+    case(
+        "deleting more than the table",
+        &["replay", "--updates", "del:100000@0s"],
+        1,
+        "deletes 100000 rules, but the table holds 927",
+    ),
+    case(
+        "deleting more after adds",
+        &["compare", "--updates", "add:10@0s,del:1000@1ms"],
+        1,
+        "deletes 1000 rules, but the table holds 927",
+    ),
     case("duration 0", &["replay", "--duration", "0"], 2, RANGE),
     case("duration NaN", &["replay", "--duration", "NaN"], 2, RANGE),
     case("duration NaN, compare", &["compare", "--duration", "NaN"], 2, RANGE),
@@ -293,30 +401,75 @@ const CASES: &[Case] = &[
     case("pmds 0", &["replay", "--pmds", "0"], 2, RANGE),
     case("max share 2", &["gen", "trace", "--rules", "@rules.cb", "--packets", "10", "--max-share", "2"], 2, RANGE),
     case("addr scope -2", &["gen", "rules", "--seed-file", "acl1", "--count", "10", "--addr-scope", "-2"], 2, RANGE),
-    case("coflowiness 1.5", &["gen", "coflows", "--dist", "rpc", "--coflowiness", "1.5", "--out", "/dev/null"], 2, RANGE),
+    case(
+        "coflowiness 1.5",
+        &["gen", "coflows", "--dist", "rpc", "--coflowiness", "1.5", "--out", "/dev/null"],
+        2,
+        RANGE,
+    ),
     case("unknown action", &["convert", "rules", "@frobnicate.of", "--to", "ofctl"], 1, "unknown action 'frobnicate'"),
-    case("unknown action, --actions", &["convert", "rules", "@rules.cb", "--to", "ofctl", "--actions", "frobnicate:1"], 1, "unknown action 'frobnicate'"),
+    case(
+        "unknown action, --actions",
+        &["convert", "rules", "@rules.cb", "--to", "ofctl", "--actions", "frobnicate:1"],
+        1,
+        "unknown action 'frobnicate'",
+    ),
     case("unknown action, trace", &["trace", "--rules", "@frobnicate.of", "tcp"], 1, "unknown action 'frobnicate'"),
     case("unknown action, replay", &["replay", "--rules", "@frobnicate.of"], 1, "unknown action 'frobnicate'"),
-    case("output port too big", &["convert", "rules", "@big_output.of", "--to", "ofctl"], 1, "expected a port number 1..0xffffff00, found '99999999999'"),
-    case("bare port too big", &["convert", "rules", "@bare_port.of", "--to", "ofctl"], 1, "expected a port number 1..0xffffff00, found '99999999999'"),
-    case("exact ports to classbench", &["convert", "rules", "@exact_ports.of", "--to", "classbench"], 0, "80 : 80\t1024 : 2047"),
+    case(
+        "output port too big",
+        &["convert", "rules", "@big_output.of", "--to", "ofctl"],
+        1,
+        "expected a port number 1..0xffffff00, found '99999999999'",
+    ),
+    case(
+        "bare port too big",
+        &["convert", "rules", "@bare_port.of", "--to", "ofctl"],
+        1,
+        "expected a port number 1..0xffffff00, found '99999999999'",
+    ),
+    case(
+        "exact ports to classbench",
+        &["convert", "rules", "@exact_ports.of", "--to", "classbench"],
+        0,
+        "80 : 80\t1024 : 2047",
+    ),
     case("'#' line in ClassBench rules", &["convert", "rules", "@hash.cb", "--to", "ofctl"], 0, "3 rules → 8 flows"),
     case("BOM in ClassBench rules", &["convert", "rules", "@bom.cb", "--to", "ofctl"], 0, "3 rules → 8 flows"),
     case("'#' line, classify", &["classify", "--rules", "@hash.cb", "--trace", "@trace.cb"], 0, "3 rules"),
     case("'#' line in a trace", &["classify", "--rules", "@rules.cb", "--trace", "@hash_trace.cb"], 0, "2 packets"),
     case("BOM in a trace", &["classify", "--rules", "@rules.cb", "--trace", "@bom_trace.cb"], 0, "2 packets"),
-    case("model of 12 bytes", &["classify", "--model", "@model_12.nmu"], 1, "model file is truncated: 8 more bytes needed at byte 12"),
+    case(
+        "model of 12 bytes",
+        &["classify", "--model", "@model_12.nmu"],
+        1,
+        "model file is truncated: 8 more bytes needed at byte 12",
+    ),
     case("model of 19 bytes", &["classify", "--model", "@model_19.nmu"], 1, "model file is truncated"),
-    case("model with a trailing byte", &["classify", "--model", "@model_trailing.nmu"], 1, "1 bytes after the checksum"),
+    case(
+        "model with a trailing byte",
+        &["classify", "--model", "@model_trailing.nmu"],
+        1,
+        "1 bytes after the checksum",
+    ),
     case("not a model", &["classify", "--model", "@rules.cb"], 1, "bad magic"),
     // Usage errors: exit code 2.
     case("unknown classifier", &["classify", "--classifier", "foo"], 2, "invalid value 'foo' for '--classifier"),
     case("unknown classifier, bench", &["bench", "classifiers", "--classifiers", "ref,foo"], 2, "invalid value 'foo'"),
     case("unknown dist", &["coflows", "--dist", "foo"], 2, "invalid value 'foo' for '--dist"),
-    case("unknown dist, gen", &["gen", "coflows", "--dist", "foo", "--coflowiness", "0.5", "--out", "/dev/null"], 2, "invalid value 'foo'"),
+    case(
+        "unknown dist, gen",
+        &["gen", "coflows", "--dist", "foo", "--coflowiness", "0.5", "--out", "/dev/null"],
+        2,
+        "invalid value 'foo'",
+    ),
     case("unknown design", &["replay", "--design", "foo"], 2, "invalid value 'foo'"),
-    case("trace with no packet", &["trace", "--rules", "@rules.cb"], 2, "the following required arguments were not provided"),
+    case(
+        "trace with no packet",
+        &["trace", "--rules", "@rules.cb"],
+        2,
+        "the following required arguments were not provided",
+    ),
 ];
 
 #[test]
@@ -372,8 +525,11 @@ fn a_closed_stdout_ends_every_command_quietly() {
     let mut failures = Vec::new();
     for args in COMMANDS {
         let out = run(&expand(args), Stdout::Closed);
-        let noise: Vec<&str> =
-            out.stderr.lines().filter(|l| l.contains("error") || l.contains("panicked") || l.contains("Broken pipe")).collect();
+        let noise: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("error") || l.contains("panicked") || l.contains("Broken pipe"))
+            .collect();
         if out.code != Some(0) || out.signal.is_some() || !noise.is_empty() {
             failures.push(format!("{args:?} | (closed): {}", out.describe()));
         }
@@ -403,7 +559,17 @@ fn json_to_stdout_parses_on_every_command() {
 
 #[test]
 fn every_scheduled_update_happens_or_is_reported_not_reached() {
-    let args = ["replay", "--design", "cflows", "--duration", "0.05", "--updates", "add:60@1ms,del:5@2ms,add:30@7s", "--json", "-"];
+    let args = [
+        "replay",
+        "--design",
+        "cflows",
+        "--duration",
+        "0.05",
+        "--updates",
+        "add:60@1ms,del:5@2ms,add:30@7s",
+        "--json",
+        "-",
+    ];
     let out = run(&s(&args), Stdout::Pipe);
     assert_eq!(out.code, Some(0), "{}", out.describe());
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();

@@ -217,7 +217,10 @@ pub fn measure_updates(
 ) -> Result<Updates, Error> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
     if rules.is_empty() || !(fraction > 0.0 && fraction <= 1.0) {
-        return Err(Error(format!("update rates: expected rules and a share 0 < x ≤ 1, found {} rules and {fraction}", rules.len())));
+        return Err(Error(format!(
+            "update rates: expected rules and a share 0 < x ≤ 1, found {} rules and {fraction}",
+            rules.len()
+        )));
     }
     let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
     let mut victims: Vec<&Rule> = rules.choose_multiple(&mut rng, n).collect();
