@@ -53,6 +53,8 @@ impl Outcome {
 
 /// Runs `rqvs args` with `stdout` and the address-space limit; waits with `wait4` for its
 /// resource usage.
+// The child is reaped by `wait4` (which gives its resource usage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run(args: &[String], stdout: Stdout) -> Outcome {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rqvs"));
     cmd.args(args).stdin(Stdio::null()).stderr(Stdio::piped());

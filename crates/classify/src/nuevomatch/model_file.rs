@@ -248,7 +248,7 @@ pub fn fuzz_seeds() -> Vec<Vec<u8>> {
         .collect();
     let mut out = Vec::new();
     for rules in [&prefixes, &ranges] {
-        if let Ok(mut c) = NuevoMatchUp::build_with(rules, cfg.clone(), TupleMerge::build) {
+        if let Ok(mut c) = NuevoMatchUp::build_with(rules, cfg, TupleMerge::build) {
             out.extend(c.to_model_bytes().ok().and_then(|b| payload(&b).map(<[u8]>::to_vec)));
             // Updates: a removal and an insert (into the remainder or a bucket).
             crate::Classifier::remove(&mut c, RuleId(1));
