@@ -26,7 +26,7 @@ pub struct Args {
     /// Designs, comma-separated, run one after the other.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "orig,ccache,cflows")]
     pub design: Vec<DesignKind>,
-    /// Share of the flows held out and streamed in and out [range: 0 < x < 1].
+    /// Share of the flows held out and streamed in and out [range: 0 < x < 1 (ends excluded)].
     #[arg(long, default_value_t = 0.1)]
     pub flux: f64,
     /// Flow-mods in the stream (rounded up to whole add and delete passes over the held-out
