@@ -232,8 +232,8 @@ pub struct PredictorArgs {
     pub min_support: u32,
     /// Online predictor: predictions per upcall on average (a token bucket earning this many
     /// per upcall, burst 1,024; at most 16 on one upcall). The oracle is not limited
-    /// [range: 0 ≤ x ≤ 1024].
-    #[arg(long, default_value_t = 4.0, value_parser = crate::args::range::between(0.0, 1024.0))]
+    /// [range: 0 < x ≤ 1024].
+    #[arg(long, default_value_t = 4.0, value_parser = crate::args::range::above(0.0, 1024.0))]
     pub predict_budget: f64,
     /// Online predictor: how long after a base flow a follow-up counts, ms of datapath clock
     /// [range: 0 < x ≤ 3600000].
@@ -647,7 +647,8 @@ mod tests {
         assert_eq!(parse_cost("virtual:100,2000").unwrap(), Some(Clock::Virtual { packet_ns: 100, upcall_ns: 2000 }));
         assert_eq!(parse_cost("calibrated").unwrap(), None);
         assert!(parse_cost("virtual:1").is_err());
-        assert!(args(&["--coflows", "0"]).workload.params(0.5).is_err());
+        // Outside its documented range, a usage error before anything runs.
+        assert!(T::try_parse_from(["t", "--dist", "rpc", "--coflows", "0"]).is_err());
         assert!(T::try_parse_from(["t", "--dist", "web"]).err().unwrap().to_string().contains("'hadoop' or 'rpc'"));
     }
 
