@@ -15,6 +15,7 @@ use rqvs_experiment::replay as experiment;
 use rqvs_experiment::DesignKind;
 
 use crate::replay::{self, Common};
+use crate::report::{outln, Out};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -37,17 +38,19 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     let cfg = c.config();
+    let out = Out::new(c.json.as_deref());
     let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();
     for &d in designs {
-        let r = experiment::run_design(&cfg, &p, d)?;
+        let r = experiment::run_design_progress(&cfg, &p, d, None, &mut replay::long_run(c, &p, d))?;
         replay::print_run(c, &p, &r);
-        println!();
+        outln!(out);
         runs.push(r);
     }
     let base = runs[0].mpps;
     let base_steady = runs[0].steady.map(|s| s.0);
-    println!(
+    outln!(
+        out,
         "{:<8} {:>10} {:>9} {:>14} {:>9} {:>10} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}",
         "design",
         "Mpps",
@@ -69,7 +72,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         let warm = r.steady.map(|s| s.0);
         let warm_speedup = warm.zip(base_steady).map(|(a, b)| a / b);
         let coverage = r.report.coverage().unwrap_or(0.0);
-        println!(
+        outln!(
+            out,
             "{:<8} {:>10.3} {:>8.2}x {:>14} {:>9} {:>10} {:>9.4}  {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.2}%",
             r.design.name(),
             r.mpps,

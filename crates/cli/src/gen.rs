@@ -2,7 +2,6 @@
 //! coflows (`crate::coflows`).
 //! The algorithms live in `rqvs-workload`; this module is arguments, files and reports.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -49,25 +48,27 @@ pub struct RulesArgs {
     /// ../shared/data/classbench/parameter_files) or the path of a seed file.
     #[arg(long)]
     pub seed_file: String,
-    /// Target number of rules (duplicates are removed, so the set may be smaller).
-    #[arg(long)]
+    /// Target number of rules (duplicates are removed, so the set may be smaller) [range: 1 ≤ x ≤
+    /// 10000000: every rule is held in memory to remove duplicates].
+    #[arg(long, value_parser = crate::args::range::between(1usize, rules::MAX_COUNT))]
     pub count: usize,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
     #[arg(long, value_enum, default_value = "classbench")]
     pub format: RulesFormat,
-    /// Address scope −1..1 (positive: shorter prefixes).
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    /// Address scope (positive: shorter prefixes) [range: −1 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true, value_parser = crate::args::range::between(-1.0, 1.0))]
     pub addr_scope: f64,
-    /// Port scope −1..1 (positive: wider port classes).
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    /// Port scope (positive: wider port classes) [range: −1 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true, value_parser = crate::args::range::between(-1.0, 1.0))]
     pub port_scope: f64,
     /// Turn off the skew scaling with set size (the original's -b, on by default).
     #[arg(long)]
     pub no_scale_skew: bool,
     /// ClassBench smoothing 0..=64: spread each prefix-length spike binomially over lengths up to
-    /// this far (Manhattan distance in source/destination length); 0 = the seed's exact lengths.
-    #[arg(long, default_value_t = 0)]
+    /// this far (Manhattan distance in source/destination length); 0 = the seed's exact lengths
+    /// [range: 0 ≤ x ≤ 64].
+    #[arg(long, default_value_t = 0, value_parser = crate::args::range::between(0u32, 64))]
     pub smoothing: u32,
     /// Output file (default: stdout).
     #[arg(short, long)]
@@ -85,7 +86,9 @@ pub struct TraceArgs {
     /// Rule file (ClassBench or ofctl, plain or .xz).
     #[arg(long)]
     pub rules: PathBuf,
-    #[arg(long)]
+    /// Packets to generate [range: 1 ≤ x ≤ 10000000: every packet is held in memory to count
+    /// flows and true winners].
+    #[arg(long, value_parser = crate::args::range::between(1usize, trace::MAX_PACKETS))]
     pub packets: usize,
     /// pareto:A,B | zipf:S | zipf:S,FLOWS | uniform.
     #[arg(long, default_value = "pareto:1,0.1")]
@@ -97,11 +100,11 @@ pub struct TraceArgs {
     /// Draw each field at a corner of the rule (the original generator) instead of inside it.
     #[arg(long)]
     pub corner: bool,
-    /// Most packets one header may have, as a share of the trace (1 = no cap).
-    #[arg(long, default_value_t = 0.05)]
+    /// Most packets one header may have, as a share of the trace (1 = no cap) [range: 0 < x ≤ 1].
+    #[arg(long, default_value_t = 0.05, value_parser = crate::args::range::share_nonzero())]
     pub max_share: f64,
-    /// Longest burst (default: the per-header cap).
-    #[arg(long)]
+    /// Longest burst (default: the per-header cap) [range: 1 ≤ x ≤ 10000000].
+    #[arg(long, value_parser = crate::args::range::between(1usize, trace::MAX_PACKETS))]
     pub max_burst: Option<usize>,
     /// Print flow-size statistics.
     #[arg(long)]
@@ -128,8 +131,8 @@ pub struct MapArgs {
     /// Set SYN on every TCP packet (as NSDI'22 did), unless its rule requires SYN clear.
     #[arg(long)]
     pub syn: bool,
-    /// Headers tried per flow before it counts as unplaced.
-    #[arg(long, default_value_t = 16)]
+    /// Headers tried per flow before it counts as unplaced [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 16, value_parser = crate::args::range::between(1usize, 1_000_000))]
     pub attempts: usize,
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -140,14 +143,14 @@ pub struct UpdatesArgs {
     /// Rule file (ClassBench; the stream carries ClassBench rules).
     #[arg(long)]
     pub rules: PathBuf,
-    /// Share of the rules held out of the initial table.
-    #[arg(long)]
+    /// Share of the rules held out of the initial table [range: 0 < x ≤ 1].
+    #[arg(long, value_parser = crate::args::range::share_nonzero())]
     pub fraction: f64,
     /// insert:remove:modify weights.
     #[arg(long, default_value = "1:1:0")]
     pub mix: String,
-    /// Number of operations (default: the number of held-out rules).
-    #[arg(long)]
+    /// Number of operations (default: the number of held-out rules) [range: 1 ≤ x ≤ 10000000].
+    #[arg(long, value_parser = crate::args::range::between(1usize, updates::MAX_OPS))]
     pub ops: Option<usize>,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
@@ -175,7 +178,10 @@ fn emit(output: Option<&Path>, json: &Option<PathBuf>, bytes: &[u8]) -> Result<(
             if json.as_deref() == Some(Path::new("-")) {
                 return Err(Failure("--json - writes the report to stdout: give --output for the data".into()));
             }
-            std::io::stdout().write_all(bytes).map_err(|e| Failure(format!("stdout: {e}")))
+            {
+                crate::report::stdout(bytes);
+                Ok(())
+            }
         }
     }
 }

@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 
 use crate::Failure;
 
-/// Where the human summary goes: stdout, or stderr when the JSON object goes to stdout.
+/// Where the human summary goes: stdout, or stderr when the JSON object goes to stdout (so that
+/// `--json -` prints one JSON object and nothing else on stdout).
+#[derive(Clone, Copy)]
 pub struct Out {
     to_stderr: bool,
 }
@@ -17,13 +19,52 @@ impl Out {
         Out { to_stderr: json.is_some_and(|p| p == Path::new("-")) }
     }
 
+    /// One line of the summary (see [`stdout`] for what a failed write does).
     pub fn line(&self, s: impl AsRef<str>) {
+        let mut line = String::with_capacity(s.as_ref().len() + 1);
+        line.push_str(s.as_ref());
+        line.push('\n');
         if self.to_stderr {
-            eprintln!("{}", s.as_ref());
+            // A summary that cannot reach stderr has nowhere to report that either.
+            let _ = std::io::stderr().write_all(line.as_bytes());
         } else {
-            println!("{}", s.as_ref());
+            stdout(line.as_bytes());
         }
     }
+}
+
+/// `outln!(out, "fmt", args…)`: one line of the summary through [`Out::line`]; `outln!(out)`
+/// an empty line.
+macro_rules! outln {
+    ($out:expr) => {
+        $out.line("")
+    };
+    ($out:expr, $($arg:tt)*) => {
+        $out.line(format!($($arg)*))
+    };
+}
+pub(crate) use outln;
+
+/// Writes `bytes` to stdout and flushes. Every write to stdout goes through here, so that a
+/// failed write ends the process the same way wherever it happens, by the error's kind (never by
+/// a panic's text): a reader that closed the pipe early (`rqvs … | head`, `EPIPE`) ends it quietly
+/// with status 0, as a filter killed by `SIGPIPE` would without the noise (Rust ignores
+/// `SIGPIPE`, so the write returns the error instead); any other error (`ENOSPC` on
+/// `/dev/full`, `EIO`) is a one-line `rqvs: error: stdout: …` and exit code 1.
+pub fn stdout(bytes: &[u8]) {
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(bytes).and_then(|()| o.flush()) {
+        stdout_failed(&e);
+    }
+}
+
+/// Ends the process after a failed write to stdout (see [`stdout`]).
+pub fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    let _ = writeln!(std::io::stderr(), "rqvs: error: stdout: {e}");
+    std::process::exit(1);
 }
 
 /// The CPU model from /proc/cpuinfo, or "unknown".
@@ -61,7 +102,7 @@ pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) ->
     fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
     let text = serde_json::to_string_pretty(&Value::Object(fields))?;
     if path == Path::new("-") {
-        println!("{text}");
+        stdout(format!("{text}\n").as_bytes());
     } else {
         let mut f =
             std::fs::File::create(path).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;

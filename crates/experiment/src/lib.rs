@@ -26,7 +26,9 @@ pub mod replay;
 pub mod updates;
 pub mod verify;
 
-pub use replay::{prepare, rate_search, run_design, run_design_with, DesignKind, Prepared, ReplayConfig, Run};
+pub use replay::{
+    prepare, rate_search, run_design, run_design_progress, run_design_with, DesignKind, Prepared, ReplayConfig, Run,
+};
 
 /// An experiment's error: one line, naming the file, line or setting it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
