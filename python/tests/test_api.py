@@ -88,6 +88,15 @@ def test_fields_beyond_the_five_tuple_matter():
     assert c.classify(h).tolist() == [0, 1, 2, 3, 4]
     # The same packets as plain columns (no MACs there): packet 1 falls through to rule 4.
     assert c.classify(plain(h, 11)).tolist() == [0, 4, 2, 3, 4]
+    # Fields not given take a ClassBench packet's: in_port 1, IPv4, no TCP flags.
+    d = rqvs.Classifier.from_rules(["priority=9,in_port=2,actions=drop", "priority=8,in_port=1,tcp,tcp_flags=0,actions=drop"], kind="tm")
+    assert d.classify(np.array([[1, 2, 3, 4, 6]], dtype=np.uint32)).tolist() == [1]
+    assert d.classify(np.array([[1, 2, 3, 4, 6, 0, 2]], dtype=np.uint32)).tolist() == [0]
+    assert d.classify(np.array([[1, 2, 3, 4, 6, 1]], dtype=np.uint32)).tolist() == [-1]
+    assert d.classify(np.array([[1, 2, 3, 4, 17]], dtype=np.uint32)).tolist() == [-1]
+    proto_only = np.zeros(1, dtype=[("nw_proto", np.uint8)])
+    proto_only["nw_proto"] = 6
+    assert d.classify(proto_only).tolist() == [1]
 
 
 def test_insert_ids_and_priorities(trace, want):
@@ -145,33 +154,37 @@ def test_live_trainer_swaps_models_in(trace, want):
 
 
 def test_gil_released_during_lookups():
-    """While one thread classifies, another keeps running Python code."""
+    """While one thread classifies, another keeps running Python code: its longest pause is a
+    scheduling delay, not the length of the lookups (as it would be with the GIL held)."""
     rules = [f"@{i % 250}.{i // 250}.0.0/16\t0.0.0.0/0\t0 : 65535\t{i % 1000} : {i % 1000 + 10}\t0x06/0xFF\t0x0000/0x0000" for i in range(5000)]
     c = rqvs.Classifier.from_rules(rules, kind="ref")
-    h = np.random.default_rng(1).integers(0, 1 << 16, size=(40_000, 5)).astype(np.uint32)
+    h = np.random.default_rng(1).integers(0, 1 << 16, size=(60_000, 5)).astype(np.uint32)
     h[:, 4] = 6
-    counts = []
-
-    def spin(stop):
-        n = 0
-        while not stop.is_set():
-            n += 1
-        counts.append(n)
-
     stop = threading.Event()
-    t = threading.Thread(target=spin, args=(stop,))
+    last = [time.perf_counter()]
+    longest = [0.0]
+
+    def spin():
+        while not stop.is_set():
+            now = time.perf_counter()
+            longest[0] = max(longest[0], now - last[0])
+            last[0] = now
+
+    t = threading.Thread(target=spin)
     t.start()
-    time.sleep(0.05)
-    t0 = time.perf_counter()
-    out = c.classify(h)
-    spent = time.perf_counter() - t0
-    stop.set()
-    t.join()
-    assert spent > 0.1, f"the lookups took {spent:.3f} s: too short to tell"
-    # With the GIL held for `spent` seconds the spinning thread would have stood still; released,
-    # it counts millions of times per second.
-    assert counts[0] > 20_000 * spent, (counts, spent)
-    assert out.shape == (40_000,)
+    try:
+        time.sleep(0.05)
+        longest[0] = 0.0
+        t0 = time.perf_counter()
+        out = c.classify(h)
+        spent = time.perf_counter() - t0
+    finally:
+        stop.set()
+        t.join()
+    print(f"the other thread's longest pause: {longest[0] * 1e3:.1f} ms during {spent * 1e3:.0f} ms of lookups")
+    assert spent > 0.2, f"the lookups took {spent:.3f} s: too short to tell"
+    assert longest[0] < spent / 2, (longest[0], spent)
+    assert out.shape == (60_000,)
 
 
 def test_threads_classify_at_once(trace, want):
