@@ -70,7 +70,7 @@ HEADER_DTYPE = np.dtype(
         ("dl_dst", np.uint64),
     ]
 )
-assert tuple(HEADER_DTYPE.names) == tuple(FIELDS)
+assert HEADER_DTYPE.names is not None and tuple(HEADER_DTYPE.names) == tuple(FIELDS)
 
 
 def read_trace(path: Union[str, os.PathLike], in_port: int = 1) -> np.ndarray:

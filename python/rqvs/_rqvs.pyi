@@ -3,18 +3,22 @@
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from typing_extensions import TypedDict, Unpack, final
+
 import numpy as np
 import numpy.typing as npt
 
 _Path = Union[str, os.PathLike]
 _Headers = npt.NDArray[Any]
 
+__all__: List[str]
 __version__: str
 #: Header fields, in the column order of a plain uint32 headers array (its first 5 to 11).
 FIELDS: List[str]
 #: Classifier kinds ``Classifier`` builds.
 CLASSIFIERS: List[str]
 
+@final
 class Classifier:
     """A packet classifier over rules. Lookups from several threads run at once (with the GIL
     released); an insert or remove waits for them."""
@@ -41,6 +45,7 @@ class Classifier:
     def remove(self, id: int) -> None:
         """Removes the rule with this id; KeyError when absent."""
 
+@final
 class LiveNuevoMatch:
     """NuevoMatchUP under updates, with a background trainer; a trained model is swapped in by
     the next call."""
@@ -69,29 +74,35 @@ class LiveNuevoMatch:
     def policy(self) -> str: ...
     def sessions(self) -> List[Dict[str, float]]: ...
 
+class _CompareOptions(TypedDict, total=False):
+    """The command line's replay options, ``_`` for ``-`` (defaults as there)."""
+
+    passes: int  # 1
+    duration: Optional[float]  # seconds of PMD time; excludes passes
+    rate: Optional[float]  # packets per second into a ring of rx_ring
+    rx_ring: int  # 4096
+    updates: Optional[str]  # e.g. "add:60@7s,del:10@9s"
+    verify: Optional[int]  # packets checked against the reference
+    seed: int  # 1
+    cd: bool  # False
+    emc: bool  # True; False = --no-emc
+    emc_prob: float  # 0.01
+    flow_limit: int  # 200000
+    revalidator: str  # "thread" or "inline"
+    policy: str  # "instant" or "delayed"
+    retrain_threshold: float  # 0.1
+    train_interval: float  # 0.01
+    idle: float  # 10.0
+    in_port: int  # 1
+
+class _ReplayOptions(_CompareOptions, total=False):
+    pmds: int  # 1
+
 def replay(
     rules: Optional[_Path] = None,
     trace: Optional[_Path] = None,
     design: str = "orig",
-    *,
-    passes: int = 1,
-    duration: Optional[float] = None,
-    rate: Optional[float] = None,
-    rx_ring: int = 4096,
-    updates: Optional[str] = None,
-    verify: Optional[int] = None,
-    seed: int = 1,
-    cd: bool = False,
-    emc: bool = True,
-    emc_prob: float = 0.01,
-    flow_limit: int = 200000,
-    revalidator: str = "thread",
-    policy: str = "instant",
-    retrain_threshold: float = 0.1,
-    train_interval: float = 0.01,
-    idle: float = 10.0,
-    in_port: int = 1,
-    pmds: int = 1,
+    **options: Unpack[_ReplayOptions],
 ) -> Dict[str, Any]:
     """``rqvs replay --json``'s report as a dict."""
 
@@ -99,24 +110,7 @@ def compare(
     rules: Optional[_Path] = None,
     trace: Optional[_Path] = None,
     designs: Sequence[str] = ("orig", "ccache", "cflows"),
-    *,
-    passes: int = 1,
-    duration: Optional[float] = None,
-    rate: Optional[float] = None,
-    rx_ring: int = 4096,
-    updates: Optional[str] = None,
-    verify: Optional[int] = None,
-    seed: int = 1,
-    cd: bool = False,
-    emc: bool = True,
-    emc_prob: float = 0.01,
-    flow_limit: int = 200000,
-    revalidator: str = "thread",
-    policy: str = "instant",
-    retrain_threshold: float = 0.1,
-    train_interval: float = 0.01,
-    idle: float = 10.0,
-    in_port: int = 1,
+    **options: Unpack[_CompareOptions],
 ) -> Dict[str, Any]:
     """``rqvs compare --json``'s report as a dict."""
 

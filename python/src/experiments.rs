@@ -132,6 +132,7 @@ pub fn replay(
 /// ``pmds``).
 #[pyfunction]
 #[pyo3(signature = (rules = None, trace = None, designs = vec!["orig".to_string(), "ccache".to_string(), "cflows".to_string()], **options))]
+#[pyo3(text_signature = "(rules=None, trace=None, designs=('orig', 'ccache', 'cflows'), **options)")]
 pub fn compare(
     py: Python<'_>,
     rules: Option<PathBuf>,
@@ -197,6 +198,7 @@ pub fn gen_rules(
 /// field at a corner of its rule; ``max_share``: most packets one header may have, as a share.
 #[pyfunction]
 #[pyo3(signature = (rules, packets, output, *, locality = String::from("pareto:1,0.1"), rng_seed = 1, format = "classbench", corner = false, max_share = 0.05, max_burst = None))]
+#[pyo3(text_signature = "(rules, packets, output, *, locality='pareto:1,0.1', rng_seed=1, format='classbench', corner=False, max_share=0.05, max_burst=None)")]
 #[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
 pub fn gen_trace(
     py: Python<'_>,
