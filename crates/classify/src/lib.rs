@@ -11,7 +11,7 @@ mod classifier;
 mod compact;
 pub mod nuevomatch;
 pub mod ofproto;
-mod prefetch;
+pub mod prefetch;
 pub mod reference;
 #[cfg(test)]
 mod testing;

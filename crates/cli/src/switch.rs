@@ -293,7 +293,7 @@ pub struct CtlArgs {
     /// Print the reply as JSON.
     #[arg(long)]
     json: bool,
-    /// pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace FLOW, show,
+    /// pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules [--stats], ofproto/trace FLOW, show,
     /// add-flows FILE, del-flows FILE|--all, exit.
     command: String,
     #[arg(allow_hyphen_values = true)]

@@ -186,12 +186,19 @@ fn assert_learned_flows(flows: &str) {
     assert!(one_to_two && two_to_one, "learned flows both ways:\n{flows}");
 }
 
+/// A dump-flows line's `n_packets`.
+fn packets(line: &str) -> u64 {
+    let n = line.split("n_packets=").nth(1).and_then(|r| r.split(',').next());
+    n.and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no n_packets in {line}"))
+}
+
 fn testcontroller(t: &Topo, dir: &TempDir, log: &str) -> Proc {
     let target = format!("ptcp:{CONTROLLER_PORT}:127.0.0.1");
     let unixctl = format!("--unixctl={}", dir.join("tc.ctl").display());
     let log_file = format!("--log-file={}", dir.join(log).display());
-    // Learned flows without idle timeouts: the switch refuses timeouts on this branch.
-    let args = [target.as_str(), "--max-idle=permanent", &unixctl, &log_file, "-vvconn:file:dbg", "-vconsole:off"];
+    // Learned flows carry the controller's default idle timeout (60 s): the switch keeps them
+    // while the test reads them, and dump-flows shows the timeout.
+    let args = [target.as_str(), &unixctl, &log_file, "-vvconn:file:dbg", "-vconsole:off"];
     let child = in_ns(&t.sw, "ovs-testcontroller", &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     Proc { child, what: "ovs-testcontroller" }
 }
@@ -212,6 +219,9 @@ fn ovs_testcontroller_drives_rqvs() {
     assert!(ping(&t, 3), "ping through rqvs and ovs-testcontroller");
     let flows = dump_flows(&t);
     assert_learned_flows(&flows);
+    let learned = flows.lines().filter(|l| l.contains("priority=1,"));
+    assert!(learned.clone().all(|l| l.contains("idle_timeout=60")), "the controller's idle timeout kept:\n{flows}");
+    assert!(learned.map(packets).sum::<u64>() > 0, "the learned flows counted the pings:\n{flows}");
     // What the controller saw: the version negotiated, table misses as PACKET_IN (no_match).
     let log = read(&dir.join("tc.log"));
     assert!(log.contains("received: OFPT_FEATURES_REPLY (OF1.4)"), "OpenFlow 1.4 negotiated:\n{log}");

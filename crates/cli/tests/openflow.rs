@@ -2,8 +2,8 @@
 //! `--no-names` (the switch answers TABLE_FEATURES and PORT_DESC, which `ovs-ofctl` asks for to
 //! map names): `show`, `add-flow`, `add-flows FILE`, `dump-flows` (parsed back and compared as
 //! a set with what was loaded), `del-flows` with a match and with a cookie, `del-flows
-//! --strict`, `mod-flows` and `--strict mod-flows`, `--bundle add-flows` (all or nothing), a
-//! refused flow-mod leaving the table alone, `dump-table-features`, and `rqvs ctl dump-rules`
+//! --strict`, `mod-flows` and `--strict mod-flows`, `--bundle add-flows` (all or nothing),
+//! refused flow-mods (another table; `check_overlap`: OVERLAP) leaving the table alone, `dump-table-features`, and `rqvs ctl dump-rules`
 //! agreeing throughout. As root, the switch runs on veths between private namespaces and every
 //! operation is checked by traffic: frames built from the flows — the table's, and those just
 //! added, modified or deleted — must leave exactly as the reference winner of the table the
@@ -126,15 +126,20 @@ fn programs(version: &str, design: &str) {
     assert_eq!(sw.dump(version), all);
     traffic(&mut sw, &all, &m(&replaced), "add-flow replacing a flow");
 
-    // A refused flow-mod (another table; a timeout) changes nothing: UDP frames that miss
-    // every flow still leave nowhere.
+    // A refused flow-mod (another table; an add with check_overlap that overlaps a flow of its
+    // priority) changes nothing: UDP frames that miss every flow still leave nowhere, ICMP
+    // frames from 10/8 still meet priority=5,icmp.
     let out = sw.ofctl(version, &["add-flow", t, "table=3,priority=1,udp,actions=output:3"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("BAD_TABLE_ID"), "{out:?}");
-    let out = sw.ofctl(version, &["add-flow", t, "idle_timeout=5,priority=1,udp,actions=output:3"]);
+    let overlap = "check_overlap,priority=5,icmp,nw_src=10.0.0.0/8,actions=output:3";
+    let out = sw.ofctl(version, &["add-flow", t, overlap]);
     assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("OFPFMFC_OVERLAP"), "{out:?}");
     assert_eq!(sw.ctl_rules(), all);
-    traffic(&mut sw, &all, &m("priority=1,udp,actions=drop"), "refused flow-mods");
+    let mut focus = m("priority=1,udp,actions=drop");
+    focus.extend(m("priority=5,icmp,nw_src=10.0.0.0/8,actions=drop"));
+    traffic(&mut sw, &all, &focus, "refused flow-mods");
 
     // del-flows with a match (non-strict): every UDP flow under 10.3.0.0/16 and more.
     let gone = selected(&all, "udp,nw_src=10.3.0.0/16", 0, 0);

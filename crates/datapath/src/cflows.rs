@@ -38,8 +38,8 @@ use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::{Emc, EmcRef, EmcTarget};
 use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
 
-/// EMC slot value meaning "no rule matches" (the packet is dropped).
-const NO_RULE: u32 = u32::MAX;
+/// EMC slot value meaning "no rule matches" (the packet is dropped): [`crate::NO_RULE`]'s id.
+const NO_RULE: u32 = crate::NO_RULE.0;
 
 /// CFLOWS' settings: its learned classifier's update policy and retraining.
 #[derive(Clone, Copy, Debug)]
@@ -158,8 +158,10 @@ impl FromIterator<(u32, DpAction)> for ActionTable {
 }
 
 /// CFLOWS' fast path on one batch: EMC, then the learned classifier `nm` on the misses, the
-/// actions from `table` (shared by [`Cflows`] and [`crate::cflows_shared::SharedCflows`]).
-/// Returns the batch's start time for the PMD clock.
+/// actions from `table` (shared by [`Cflows`] and [`crate::cflows_shared::SharedCflows`]); each
+/// packet's winner in `rules` ([`Design::batch_rules`]). Returns the batch's start time for the
+/// PMD clock.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fast_path(
     cfg: &DatapathConfig,
     emc: &mut Emc<RuleRef>,
@@ -168,6 +170,7 @@ pub(crate) fn fast_path(
     c: &mut Counters,
     keys: &[FlowKey],
     out: &mut [DpAction],
+    rules: &mut [RuleId; BATCH],
 ) -> Option<Instant> {
     let n = keys.len();
     assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
@@ -186,6 +189,7 @@ pub(crate) fn fast_path(
         if cfg.emc {
             if let Some(f) = emc.lookup(h[i], &k[i], table) {
                 out[i] = table.action(f.id);
+                rules[i] = RuleId(f.id);
                 c.emc_hit += 1;
                 continue;
             }
@@ -207,6 +211,7 @@ pub(crate) fn fast_path(
             let i = usize::from(miss_at[j]);
             let id = ids[j].map_or(NO_RULE, |id| id.0);
             out[i] = table.action(id);
+            rules[i] = RuleId(id);
             if cfg.emc {
                 let r = RuleRef { id, gen: table.gen };
                 emc.probabilistic_insert(h[i], &k[i], r, table);
@@ -260,6 +265,9 @@ pub struct Cflows {
     now_ns: u64,
     epoch: u64,
     swaps_seen: usize,
+    /// Each packet's winner in the last batch ([`Design::batch_rules`]) and the batch's size.
+    rules: [RuleId; BATCH],
+    batch_len: usize,
 }
 
 impl Cflows {
@@ -276,6 +284,8 @@ impl Cflows {
             now_ns: 0,
             epoch: 0,
             swaps_seen: 0,
+            rules: [crate::NO_RULE; BATCH],
+            batch_len: 0,
             cfg,
         })
     }
@@ -314,12 +324,26 @@ impl Design for Cflows {
     }
 
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
-        let t0 = fast_path(&self.cfg, &mut self.emc, self.nm.current(), &self.table, &mut self.c, keys, out);
+        let t0 = fast_path(
+            &self.cfg,
+            &mut self.emc,
+            self.nm.current(),
+            &self.table,
+            &mut self.c,
+            keys,
+            out,
+            &mut self.rules,
+        );
+        self.batch_len = keys.len();
         self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
     }
 
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
         &[]
+    }
+
+    fn batch_rules(&self) -> &[RuleId] {
+        &self.rules[..self.batch_len]
     }
 
     fn maintain(&mut self) -> u64 {
@@ -398,7 +422,7 @@ impl Design for Cflows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{expect, rules};
+    use crate::testutil::{expect, expect_rules, rules};
 
     /// The action table against a map, over ids that move between its vector and its map as it
     /// grows and shrinks.
@@ -457,23 +481,29 @@ mod tests {
         let rules = rules(1200);
         let keys = keys(5000);
         let mut dp = Cflows::new(&rules, virtual_cfg(0.2), CflowsConfig::default()).unwrap();
-        let got = run(&mut dp, &keys);
+        let (got, attributed) = crate::pmd::run_keys_with_rules(&mut dp, &keys);
         assert_eq!(got, expect(&rules, &keys));
-        let again = run(&mut dp, &keys);
+        assert_eq!(attributed, expect_rules(&rules, &keys));
+        let (again, attributed) = crate::pmd::run_keys_with_rules(&mut dp, &keys);
         assert_eq!(again, got);
+        assert_eq!(attributed, expect_rules(&rules, &keys), "EMC hits attributed too");
         let c = dp.counters();
         assert!(c.outcome_sum_ok(), "{c:?}");
         assert!(c.emc_hit > 0 && c.model_hit > 0, "{c:?}");
         assert_eq!(c.rules, rules.len() as u64);
     }
 
-    /// Batch by batch (no `maintain` in between), the actions equal the reference's over `rules`.
+    /// Batch by batch (no `maintain` in between), the actions equal the reference's over
+    /// `rules`, and each packet is attributed to the reference's winner.
     fn check_batches(dp: &mut Cflows, rules: &[Rule], keys: &[FlowKey]) {
         let want = expect(rules, keys);
+        let winners = expect_rules(rules, keys);
         let mut out = [DpAction::Drop; BATCH];
         for (b, chunk) in keys.chunks(BATCH).enumerate() {
             dp.process_batch(chunk, 0, &mut out);
-            assert_eq!(&out[..chunk.len()], &want[b * BATCH..b * BATCH + chunk.len()], "batch {b}");
+            let at = b * BATCH..b * BATCH + chunk.len();
+            assert_eq!(&out[..chunk.len()], &want[at.clone()], "batch {b}");
+            assert_eq!(dp.batch_rules(), &winners[at], "batch {b}");
         }
     }
 

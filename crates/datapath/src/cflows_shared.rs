@@ -136,6 +136,8 @@ impl CflowsPublisher {
             shared: self.out.clone(),
             c: Counters::default(),
             now_ns: 0,
+            rules: [crate::NO_RULE; crate::BATCH],
+            batch_len: 0,
             cfg,
         }
     }
@@ -339,6 +341,9 @@ pub struct SharedCflows {
     shared: Arc<ArcSwap<Published>>,
     c: Counters,
     now_ns: u64,
+    /// Each packet's winner in the last batch ([`Design::batch_rules`]) and the batch's size.
+    rules: [RuleId; crate::BATCH],
+    batch_len: usize,
 }
 
 impl Design for SharedCflows {
@@ -348,12 +353,17 @@ impl Design for SharedCflows {
 
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
         let p = self.shared.load();
-        let t0 = fast_path(&self.cfg, &mut self.emc, &p.nm, &p.table, &mut self.c, keys, out);
+        let t0 = fast_path(&self.cfg, &mut self.emc, &p.nm, &p.table, &mut self.c, keys, out, &mut self.rules);
+        self.batch_len = keys.len();
         self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
     }
 
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
         &[]
+    }
+
+    fn batch_rules(&self) -> &[RuleId] {
+        &self.rules[..self.batch_len]
     }
 
     fn maintain(&mut self) -> u64 {
@@ -394,7 +404,7 @@ impl Design for SharedCflows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{expect, keys, rules};
+    use crate::testutil::{expect, expect_rules, keys, rules};
     use crate::BATCH;
 
     fn virtual_cfg(seed: u64) -> DatapathConfig {
@@ -407,11 +417,18 @@ mod tests {
     }
 
     fn run(dp: &mut SharedCflows, keys: &[FlowKey]) -> Vec<DpAction> {
+        run_attributed(dp, keys).0
+    }
+
+    /// Each packet's action and the rule it was attributed to.
+    fn run_attributed(dp: &mut SharedCflows, keys: &[FlowKey]) -> (Vec<DpAction>, Vec<RuleId>) {
         let mut out = vec![DpAction::Drop; keys.len()];
+        let mut attributed = Vec::with_capacity(keys.len());
         for (i, chunk) in keys.chunks(BATCH).enumerate() {
             dp.process_batch(chunk, 0, &mut out[i * BATCH..i * BATCH + chunk.len()]);
+            attributed.extend_from_slice(dp.batch_rules());
         }
-        out
+        (out, attributed)
     }
 
     /// Random change sets through the publisher (adds, some under removed ids; removals; model
@@ -467,8 +484,11 @@ mod tests {
                 let staged = publisher.classifier().staged_ids();
                 let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
                 let want = expect(&visible, &keys);
+                let winners = expect_rules(&visible, &keys);
                 for (i, dp) in pmds.iter_mut().enumerate() {
-                    assert_eq!(run(dp, &keys), want, "seed {seed} step {step} PMD {i}");
+                    let (got, attributed) = run_attributed(dp, &keys);
+                    assert_eq!(got, want, "seed {seed} step {step} PMD {i}");
+                    assert_eq!(attributed, winners, "seed {seed} step {step} PMD {i}");
                     assert!(dp.counters().outcome_sum_ok());
                 }
             }

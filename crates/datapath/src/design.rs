@@ -7,6 +7,19 @@
 //! [`Design::maintain`] at batch boundaries (ranking, sweeps, model swaps), and OpenFlow rule
 //! changes through [`Design::add_rules`] / [`Design::remove_rules`] between batches.
 //!
+//! **Attribution.** Each packet is attributed to the OpenFlow rule that decided its action
+//! ([`Design::batch_rules`], [`Design::upcall_rules`]; the switch's per-flow counters count
+//! them): in ORIG and CCACHE the megaflow's rule ([`crate::dpcls::MegaflowEntry::rule`], set
+//! from the slow path's verdict when installed), in CFLOWS the winner the EMC or the classifier
+//! names. A rule change can leave a megaflow's action and mask valid while another rule now
+//! wins for its key (a flow replaced by one with the same actions, or a new rule of higher
+//! priority with the same actions): revalidation keeps such a megaflow and **re-attributes** it
+//! to the new winner (inline at once, from the revalidator thread with its deletions), as
+//! OVS's revalidators move a kept flow's statistics to the rule its xlate now names. Deleting
+//! it instead would cost an upcall per kept flow after every such change. Between the change
+//! and its revalidation a kept megaflow's packets still count for the old rule — the same
+//! window in which the old table may still decide them.
+//!
 //! **Visibility.** [`Design::visible_epoch`] changes whenever the set of OpenFlow rules that
 //! decides packets' actions changes: at each update for ORIG and for CFLOWS' instant policy, at
 //! the model swap for the delayed policy (rules staged until then are not visible:
@@ -61,6 +74,16 @@ pub trait Design {
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]);
     /// Handles queued upcalls; `(sequence number, action)` per handled packet.
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)];
+    /// The OpenFlow rule that decided each packet of the last [`Design::process_batch`], in
+    /// the batch's order ([`crate::NO_RULE`]: none matched, or the packet is `Pending`/`Lost`) — what
+    /// per-flow counters count (module docs: *Attribution*).
+    fn batch_rules(&self) -> &[RuleId];
+    /// The rule that decided each upcall the last [`Design::handle_upcalls`] handled, in the
+    /// order of its results (empty for designs without upcalls). An upcall completed by
+    /// [`Design::complete_upcall`] was decided by its verdict's `rule`.
+    fn upcall_rules(&self) -> &[RuleId] {
+        &[]
+    }
     /// Moves the upcalls [`Design::process_batch`] queued to `out`, for a handler on another
     /// thread — the alternative to [`Design::handle_upcalls`] (the switch's handler thread
     /// classifies them with the shared OpenFlow table and hands the verdicts back to

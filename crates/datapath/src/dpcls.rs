@@ -20,7 +20,7 @@ use rqvs_classify::ofproto::Megaflow;
 use rqvs_flow::{FlowKey, RuleId};
 
 use crate::ofproto::Verdict;
-use crate::DpAction;
+use crate::{DpAction, NO_RULE};
 
 /// Subtables are re-ranked by hits this often (PMD clock), as OVS does every second.
 pub const RANK_INTERVAL_NS: u64 = 1_000_000_000;
@@ -48,7 +48,10 @@ pub struct MegaflowEntry {
     pub key: FlowKey,
     pub megaflow: Megaflow,
     pub action: DpAction,
-    /// The OpenFlow rule the slow path matched (for reports; correctness rests on `action`).
+    /// The OpenFlow rule the slow path matched: the packets that hit the megaflow are
+    /// attributed to it (per-flow counters; [`Dpcls::hit`]). Revalidation updates it when it
+    /// keeps the megaflow but the table's winner for its key changed ([`Dpcls::set_rule`]).
+    /// Correctness rests on `action`.
     pub rule: Option<RuleId>,
     pub hits: u64,
     /// PMD clock (ns) of creation and of the last hit.
@@ -182,6 +185,33 @@ impl Dpcls {
                     e.last_used_ns = now_ns;
                 }
             }
+        }
+    }
+
+    /// A packet hit a megaflow: records the hit ([`Dpcls::touch`]) and returns the megaflow's
+    /// action and the rule it is attributed to (drop and [`NO_RULE`] for a stale handle).
+    #[inline]
+    pub fn hit(&mut self, f: MegaflowRef, now_ns: u64) -> (DpAction, RuleId) {
+        match self.slots.get_mut(f.slot as usize) {
+            Some(Slot { gen, megaflow: Some(e) }) if *gen == f.gen => {
+                e.hits += 1;
+                e.last_used_ns = now_ns;
+                (e.action, e.rule.unwrap_or(NO_RULE))
+            }
+            _ => (DpAction::Drop, NO_RULE),
+        }
+    }
+
+    /// Attributes a live megaflow's packets to `rule` from now on: revalidation kept it (same
+    /// action, mask not narrower) but the table now gives its key another rule
+    /// ([`crate::revalidator`]). False for a stale handle.
+    pub fn set_rule(&mut self, f: MegaflowRef, rule: Option<RuleId>) -> bool {
+        match self.slots.get_mut(f.slot as usize) {
+            Some(Slot { gen, megaflow: Some(e) }) if *gen == f.gen => {
+                e.rule = rule;
+                true
+            }
+            _ => false,
         }
     }
 

@@ -104,7 +104,12 @@ impl Default for DatapathConfig {
 use std::fmt;
 
 use actions::{ActionsId, Op};
-use rqvs_flow::{Actions, FlowKey, Rule};
+use rqvs_flow::{Actions, FlowKey, Rule, RuleId};
+
+/// In a design's per-packet rule attribution ([`Design::batch_rules`],
+/// [`Design::upcall_rules`]): no rule decided the packet — none matched (it is dropped, the
+/// table-miss default), or it is queued for the handler or lost. No rule has this id.
+pub const NO_RULE: RuleId = RuleId(u32::MAX);
 
 /// What the datapath does with a packet: a compact, `Copy` form of a rule's actions that the
 /// fast path can hold and apply without allocating ([`actions`]).

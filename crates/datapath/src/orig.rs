@@ -43,7 +43,7 @@ use crate::revalidator::{
     Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
 };
 use crate::upcall::{Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
-use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
+use crate::{flow_hash, DatapathConfig, DpAction, BATCH, NO_RULE};
 
 /// The settings of the megaflow datapath (ORIG, and CCACHE's megaflow cache): OVS's options.
 #[derive(Clone, Copy, Debug)]
@@ -135,6 +135,12 @@ pub struct MegaflowDatapath<S: ModelStage> {
     c: Counters,
     now_ns: u64,
     results: Vec<(u64, DpAction)>,
+    /// The rule that decided each packet of the last batch ([`Design::batch_rules`]).
+    batch_rules: [RuleId; BATCH],
+    /// Packets in the last batch.
+    batch_len: usize,
+    /// The rule of each of `results` ([`Design::upcall_rules`]).
+    upcall_rules: Vec<RuleId>,
     pub handler_batches: u64,
     /// Rule-change count (the [`Design::visible_epoch`]).
     epoch: u64,
@@ -210,6 +216,9 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             c: Counters::default(),
             now_ns: 0,
             results: Vec::with_capacity(orig.upcall_queue),
+            batch_rules: [NO_RULE; BATCH],
+            batch_len: 0,
+            upcall_rules: Vec::with_capacity(orig.upcall_queue),
             handler_batches: 0,
             epoch: 0,
             predictor: None,
@@ -323,6 +332,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         let mut miss = [0u8; BATCH];
         let mut nmiss = 0;
         self.c.received += n as u64;
+        self.batch_len = n;
 
         // Stage 1: EMC.
         for i in 0..n {
@@ -330,8 +340,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             h[i] = flow_hash(&k[i]);
             if self.cfg.emc {
                 if let Some(f) = self.emc.lookup(h[i], &k[i], &self.dpcls) {
-                    out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
-                    self.dpcls.touch(f, now);
+                    (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                     self.c.emc_hit += 1;
                     continue;
                 }
@@ -355,8 +364,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                     let i = usize::from(miss[j]);
                     match found[j] {
                         Some(f) => {
-                            out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
-                            self.dpcls.touch(f, now);
+                            (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                             self.c.model_hit += 1;
                             if self.cfg.emc {
                                 self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
@@ -411,13 +419,13 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             }
             match found {
                 Some(f) => {
-                    out[i] = self.dpcls.get(f).map_or(DpAction::Drop, |e| e.action);
-                    self.dpcls.touch(f, now);
+                    (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                     if self.cfg.emc {
                         self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
                     }
                 }
                 None => {
+                    self.batch_rules[i] = NO_RULE;
                     if self.queue.push(Upcall { key: k[i], hash: h[i], seq: seq0 + i as u64 }) {
                         self.c.upcall += 1;
                         out[i] = DpAction::Pending;
@@ -451,6 +459,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
     /// batches of [`HANDLER_BATCH`]. Returns `(sequence number, action)` of each handled packet.
     pub fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
         self.results.clear();
+        self.upcall_rules.clear();
         if self.queue.is_empty() {
             return &self.results;
         }
@@ -469,6 +478,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                 let v = table.classify(&u.key);
                 let action = self.finish_upcall(&u, &v, true, now);
                 self.results.push((u.seq, action));
+                self.upcall_rules.push(v.rule.unwrap_or(NO_RULE));
             }
         }
         let ns = self.cfg.clock.upcall_ns(t0, handled);
@@ -616,6 +626,9 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                 r.deleted = r.delete.iter().filter(|&&f| self.dpcls.remove(f)).count() as u64;
                 deleted += r.deleted;
                 r.delete = Vec::new();
+                for (f, rule) in std::mem::take(&mut r.reattribute) {
+                    self.dpcls.set_rule(f, rule);
+                }
                 self.revalidations.push(r);
             }
             // The thread learns of these deletions with the next journal; CCACHE's model, from
@@ -715,6 +728,12 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     }
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
         MegaflowDatapath::handle_upcalls(self)
+    }
+    fn batch_rules(&self) -> &[RuleId] {
+        &self.batch_rules[..self.batch_len]
+    }
+    fn upcall_rules(&self) -> &[RuleId] {
+        &self.upcall_rules
     }
     fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
         MegaflowDatapath::take_upcalls(self, out)

@@ -20,7 +20,7 @@
 //! verification in replay, ports and frames in the switch). The loop allocates nothing per batch
 //! once its buffers have grown to the handler's largest output.
 
-use rqvs_flow::FlowKey;
+use rqvs_flow::{FlowKey, RuleId};
 
 use crate::design::Design;
 use crate::revalidator::Revalidation;
@@ -113,15 +113,27 @@ impl Pmd {
 /// Replays `keys` in order through the PMD loop, numbered from 0; returns each packet's final
 /// action (upcalled packets get the handler's).
 pub fn run_keys(dp: &mut dyn Design, keys: &[FlowKey]) -> Vec<DpAction> {
+    run_keys_with_rules(dp, keys).0
+}
+
+/// [`run_keys`], with the rule each packet was attributed to ([`Design::batch_rules`],
+/// [`Design::upcall_rules`]; [`crate::NO_RULE`] for none).
+pub fn run_keys_with_rules(dp: &mut dyn Design, keys: &[FlowKey]) -> (Vec<DpAction>, Vec<RuleId>) {
     let mut actions = vec![DpAction::Drop; keys.len()];
+    let mut rules = vec![crate::NO_RULE; keys.len()];
     let mut pmd = Pmd::new();
     for (b, chunk) in keys.chunks(BATCH).enumerate() {
         let base = b * BATCH;
-        let o = pmd.run_batch(dp, chunk, base as u64);
-        actions[base..base + chunk.len()].copy_from_slice(o.actions);
-        for &(seq, a) in o.upcalls {
+        pmd.receive(dp, chunk, base as u64);
+        actions[base..base + chunk.len()].copy_from_slice(&pmd.actions[..chunk.len()]);
+        rules[base..base + chunk.len()].copy_from_slice(dp.batch_rules());
+        pmd.handle(dp);
+        let upcall_rules = dp.upcall_rules();
+        for (i, &(seq, a)) in pmd.upcalls.iter().enumerate() {
             actions[seq as usize] = a;
+            rules[seq as usize] = upcall_rules.get(i).copied().unwrap_or(crate::NO_RULE);
         }
+        pmd.housekeep(dp);
     }
-    actions
+    (actions, rules)
 }

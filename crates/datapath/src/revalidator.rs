@@ -6,7 +6,9 @@
 //!   examines no bit the installed mask does not (OVS's `revalidate_ukey`: new wildcards must not
 //!   be narrower). This keeps the megaflow property: every packet the installed megaflow covers
 //!   agrees with the creating key on all bits the new lookup examined, so the new table gives it
-//!   the same action. Anything else is deleted; the next packet of it upcalls.
+//!   the same action. Anything else is deleted; the next packet of it upcalls. A kept megaflow
+//!   whose key now has another winner (same action, another rule) is **re-attributed** to that
+//!   rule ([`crate::dpcls::Dpcls::set_rule`]; the design's module docs, *Attribution*).
 //! - **Idle expiry** ([`Revalidator::sweep`], every [`SWEEP_INTERVAL_NS`] of PMD clock): megaflows
 //!   not hit for `idle_ns` (default 10 s, OVS's `max-idle`) are deleted.
 //! - **Flow limit** (default 200,000): the handler installs nothing at the limit; when the cache
@@ -26,8 +28,9 @@
 //!   always before a rule change) and each rule change's epoch; the thread re-checks every
 //!   megaflow it holds against the table (the latest version, as OVS's revalidators; a read per
 //!   [`crate::ofproto::REVALIDATE_CHUNK`] megaflows, so a commit never waits long) and sends back
-//!   the ones to delete, which the PMD deletes at its next batch boundary (by handle: one
-//!   deleted or replaced meanwhile is left alone). Until then packets may still hit megaflows of
+//!   the ones to delete (and the kept ones to re-attribute), which the PMD deletes (and
+//!   re-attributes) at its next batch boundary (by handle: one deleted or replaced meanwhile is
+//!   left alone). Until then packets may still hit megaflows of
 //!   the previous table — OVS's eventual consistency: each packet gets the action of one of the
 //!   tables between the oldest not yet revalidated and the current
 //!   ([`crate::design::Design::oldest_epoch`]), and `rqvs replay` verifies it against that
@@ -42,7 +45,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use hashbrown::HashMap;
-use rqvs_flow::FlowKey;
+use rqvs_flow::{FlowKey, RuleId};
 
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Journal, MegaflowRef};
@@ -68,16 +71,23 @@ impl Revalidator {
         Revalidator { idle_ns, flow_limit, next_sweep_ns: SWEEP_INTERVAL_NS }
     }
 
-    /// Re-checks every megaflow against the current table; returns how many were deleted.
+    /// Re-checks every megaflow against the current table (deleting the invalid ones,
+    /// re-attributing the kept ones); returns how many were deleted.
     pub fn revalidate_all(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, c: &mut Counters) -> u64 {
         let mut deleted = 0;
         for chunk in dpcls.megaflow_refs().chunks(REVALIDATE_CHUNK) {
             let t = table.read();
             for &f in chunk {
                 let e = dpcls.get(f).expect("listed megaflow is live");
-                if !still_valid(&t, &e.key, &e.megaflow.mask, e.action) {
-                    dpcls.remove(f);
-                    deleted += 1;
+                match still_valid(&t, &e.key, &e.megaflow.mask, e.action) {
+                    None => {
+                        dpcls.remove(f);
+                        deleted += 1;
+                    }
+                    Some(rule) if rule != e.rule => {
+                        dpcls.set_rule(f, rule);
+                    }
+                    Some(_) => {}
                 }
             }
         }
@@ -151,12 +161,14 @@ impl RevalidatorMode {
     }
 }
 
-/// What the revalidator thread keeps of one megaflow (OVS's ukey): enough to re-check it.
+/// What the revalidator thread keeps of one megaflow (OVS's ukey): enough to re-check it, and
+/// the rule its packets are attributed to (as the PMD last heard it).
 #[derive(Clone, Copy, Debug)]
 struct Ukey {
     key: FlowKey,
     mask: FlowKey,
     action: DpAction,
+    rule: Option<RuleId>,
 }
 
 enum ToThread {
@@ -178,6 +190,9 @@ pub struct Revalidation {
     pub epoch: u64,
     /// The handles to delete (emptied once the PMD has deleted them).
     pub(crate) delete: Vec<MegaflowRef>,
+    /// Kept megaflows whose key has another winner now: the rule to attribute them to
+    /// (emptied once the PMD has applied them).
+    pub(crate) reattribute: Vec<(MegaflowRef, Option<RuleId>)>,
     /// Megaflows the PMD actually deleted (the others were gone already).
     pub deleted: u64,
     /// The thread's time on it (re-checking).
@@ -252,7 +267,7 @@ impl RevalidatorThread {
             .iter()
             .filter_map(|&f| {
                 let e = dpcls.get(f)?;
-                Some((f, Ukey { key: e.key, mask: e.megaflow.mask, action: e.action }))
+                Some((f, Ukey { key: e.key, mask: e.megaflow.mask, action: e.action, rule: e.rule }))
             })
             .collect();
         if !installed.is_empty() {
@@ -371,16 +386,27 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
         for (id, epoch) in epochs {
             let Some(c) = clients.get_mut(&id) else { continue };
             let all: Vec<(MegaflowRef, Ukey)> = c.ukeys.iter().map(|(&f, &u)| (f, u)).collect();
-            let mut delete = Vec::new();
+            let (mut delete, mut reattribute) = (Vec::new(), Vec::new());
             for chunk in all.chunks(REVALIDATE_CHUNK) {
                 let t = table.read();
-                delete
-                    .extend(chunk.iter().filter(|(_, u)| !still_valid(&t, &u.key, &u.mask, u.action)).map(|&(f, _)| f));
+                for &(f, u) in chunk {
+                    match still_valid(&t, &u.key, &u.mask, u.action) {
+                        None => delete.push(f),
+                        Some(rule) if rule != u.rule => reattribute.push((f, rule)),
+                        Some(_) => {}
+                    }
+                }
             }
             for f in &delete {
                 c.ukeys.remove(f);
             }
-            let r = Revalidation { epoch, delete, deleted: 0, thread_ms: t0.elapsed().as_secs_f64() * 1e3 };
+            for &(f, rule) in &reattribute {
+                if let Some(u) = c.ukeys.get_mut(&f) {
+                    u.rule = rule;
+                }
+            }
+            let thread_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let r = Revalidation { epoch, delete, reattribute, deleted: 0, thread_ms };
             if c.reply.send(r).is_err() {
                 // That PMD is gone.
                 clients.remove(&id);
@@ -390,8 +416,9 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
 }
 
 /// OVS's `revalidate_ukey`: a megaflow stays when the table gives its key the same action and
-/// the new lookup examines no bit its mask does not (module docs).
-fn still_valid(table: &TableRead, key: &FlowKey, mask: &FlowKey, action: DpAction) -> bool {
+/// the new lookup examines no bit its mask does not (module docs). `Some(rule)`: it stays, and
+/// its packets are now the table's winner's (`None`: no rule matched).
+fn still_valid(table: &TableRead, key: &FlowKey, mask: &FlowKey, action: DpAction) -> Option<Option<RuleId>> {
     let v = table.classify(key);
-    v.action == action && v.megaflow.mask.is_subset_of(mask)
+    (v.action == action && v.megaflow.mask.is_subset_of(mask)).then_some(v.rule)
 }

@@ -2,7 +2,7 @@
 //! a port range each, plus a catch-all), packets that hit it, and the reference's actions.
 
 use rqvs_classify::Reference;
-use rqvs_flow::{FlowKey, Rule};
+use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::{assign_rule_outputs, DpAction};
 
@@ -47,4 +47,11 @@ pub fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
 pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
     let r = Reference::build(rules).unwrap();
     keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&k.wire()))).collect()
+}
+
+/// The reference classifier's winner for each key ([`crate::NO_RULE`] when none matches): the
+/// rule a design must attribute the packet to.
+pub fn expect_rules(rules: &[Rule], keys: &[FlowKey]) -> Vec<RuleId> {
+    let r = Reference::build(rules).unwrap();
+    keys.iter().map(|k| r.lookup_rule(&k.wire()).map_or(crate::NO_RULE, |r| r.id)).collect()
 }

@@ -3,7 +3,8 @@
 //! with and without the cuckoo distributor), gets the action of the reference classifier's winning
 //! rule and the slow path's action. Counters sum exactly. The learned designs (CCACHE with a
 //! model retrained as megaflows accumulate — every 10K packets at most —, and CFLOWS) are held to
-//! the same: every packet's action equals the reference's.
+//! the same: every packet's action equals the reference's. In every design each packet is
+//! attributed to the reference's winning rule (what the switch's per-flow counters count).
 
 // One copy, shared by the crates whose tests read the ClassBench data.
 use rqvs_testkit::data as shared_data;
@@ -12,8 +13,9 @@ use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::{
     assign_rule_outputs, pmd, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig,
+    NO_RULE,
 };
-use rqvs_flow::formats;
+use rqvs_flow::{formats, RuleId};
 use shared_data::{classbench_dir, rules_path, trace_path, SEEDS};
 
 fn check(size: &str, stride: usize, cd: bool) {
@@ -29,23 +31,24 @@ fn check(size: &str, stride: usize, cd: bool) {
             ..DatapathConfig::default()
         };
         let mut dp = Orig::new(&rules, cfg, OrigConfig { cd, ..OrigConfig::default() }).unwrap();
-        let got = dp.run_keys(&keys);
+        let (got, attributed) = pmd::run_keys_with_rules(&mut dp, &keys);
         let reference = Reference::build(&rules).unwrap();
         let mut bad = 0;
         let mut checked = 0;
-        for (i, (k, a)) in keys.iter().zip(&got).enumerate() {
+        for (i, ((k, a), r)) in keys.iter().zip(&got).zip(&attributed).enumerate() {
             if i % stride == 0 {
                 if *a != dp.table().classify(&k.wire()).action {
                     bad += 1;
                 }
                 checked += 1;
-                if *a != DpAction::of_rule(reference.lookup_rule(&k.wire())) {
+                let winner = reference.lookup_rule(&k.wire());
+                if *a != DpAction::of_rule(winner) || *r != winner.map_or(NO_RULE, |w| w.id) {
                     bad += 1;
                 }
             }
         }
         let c = dp.counters();
-        assert_eq!(bad, 0, "{seed}_{size}: {bad} action mismatches ({checked} checked against the reference)");
+        assert_eq!(bad, 0, "{seed}_{size}: {bad} action or rule mismatches ({checked} checked against the reference)");
         assert!(c.outcome_sum_ok(), "{seed}_{size}: {c:?}");
         assert_eq!(c.received, keys.len() as u64);
         assert_eq!(c.lost, 0);
@@ -92,6 +95,8 @@ fn check_learned(size: &str, stride: usize) {
             .collect();
         let reference = Reference::build(&rules).unwrap();
         let want: Vec<DpAction> = keys.iter().map(|k| DpAction::of_rule(reference.lookup_rule(&k.wire()))).collect();
+        let winners: Vec<RuleId> =
+            keys.iter().map(|k| reference.lookup_rule(&k.wire()).map_or(NO_RULE, |r| r.id)).collect();
         let cfg = DatapathConfig {
             emc_insert_prob: 0.2,
             clock: Clock::Virtual { packet_ns: 100, upcall_ns: 20_000 },
@@ -105,8 +110,9 @@ fn check_learned(size: &str, stride: usize) {
         for mut d in designs {
             // Twice: the second pass meets trained models and warm caches.
             for pass in 0..2 {
-                let got = pmd::run_keys(d.as_mut(), &keys);
-                let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                let (got, attributed) = pmd::run_keys_with_rules(d.as_mut(), &keys);
+                let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count()
+                    + attributed.iter().zip(&winners).filter(|(a, b)| a != b).count();
                 let c = d.counters();
                 assert_eq!(bad, 0, "{seed}_{size} {} pass {pass}: {bad} of {} mismatch", d.name(), keys.len());
                 assert!(c.outcome_sum_ok(), "{seed}_{size} {}: {c:?}", d.name());

@@ -4,7 +4,9 @@
 //! counters sum to packets received, lost packets are counted, runs are deterministic. With the
 //! revalidator thread, rule changes land while packets flow: every packet's action is one of the
 //! reference's over the tables from the oldest not yet revalidated to the current, and once the
-//! thread is settled no stale megaflow is left.
+//! thread is settled no stale megaflow is left. Every packet is also attributed to the
+//! reference's winning rule (per-flow counters), also after rule changes that keep megaflows
+//! whose winner changed (re-attribution; after the thread settled, with the thread).
 
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -12,8 +14,9 @@ use rand::{Rng, SeedableRng};
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
+use rqvs_datapath::pmd::run_keys_with_rules;
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, DpAction, Orig, OrigConfig, NO_RULE};
 use rqvs_flow::matching::PortRange;
 use rqvs_flow::{FlowKey, Match, Rule, RuleId};
 
@@ -95,6 +98,11 @@ fn expected(reference: &Reference, k: &FlowKey) -> DpAction {
     DpAction::of_rule(reference.lookup_rule(&k.wire()))
 }
 
+/// The reference's winner for `k` ([`NO_RULE`] when none matches).
+fn winner(reference: &Reference, k: &FlowKey) -> RuleId {
+    reference.lookup_rule(&k.wire()).map_or(NO_RULE, |r| r.id)
+}
+
 /// A random configuration: ORIG's settings, and CCACHE's half the time.
 struct Config {
     dp: DatapathConfig,
@@ -124,7 +132,7 @@ fn config(rng: &mut StdRng) -> Config {
 }
 
 /// Replays three phases (initial rules; held-out rules added; some rules removed) and returns
-/// the number of packets whose action differs from the reference's.
+/// the number of packets whose action, or whose rule, differs from the reference's.
 fn run_case(seed: u64) -> (usize, rqvs_datapath::Counters) {
     let mut rng = StdRng::seed_from_u64(seed);
     let n = rng.gen_range(1..40);
@@ -147,9 +155,9 @@ fn run_phases<S: ModelStage>(
     let mut bad = 0;
     let mut check = |dp: &mut MegaflowDatapath<S>, table: &[Rule], keys: &[FlowKey]| {
         let reference = Reference::build(table).unwrap();
-        let got = dp.run_keys(keys);
-        for (k, a) in keys.iter().zip(&got) {
-            if *a != DpAction::Lost && *a != expected(&reference, k) {
+        let (got, rules) = run_keys_with_rules(dp, keys);
+        for ((k, a), r) in keys.iter().zip(&got).zip(&rules) {
+            if *a != DpAction::Lost && (*a != expected(&reference, k) || *r != winner(&reference, k)) {
                 bad += 1;
             }
         }
@@ -295,11 +303,13 @@ fn threaded_phases<S: ModelStage>(
         let e = dp.dpcls().get(f).unwrap();
         let v = dp.table().classify(&e.key);
         assert!(v.action == e.action && v.megaflow.mask.is_subset_of(&e.megaflow.mask), "stale megaflow {e:?}");
+        assert_eq!(v.rule, e.rule, "a kept megaflow not re-attributed: {e:?}");
     }
-    // And every packet now gets the current table's action.
-    let got = dp.run_keys(&keys);
-    for (k, a) in keys.iter().zip(&got) {
-        if *a != DpAction::Lost && *a != expected(tables.last().unwrap(), k) {
+    // And every packet now gets the current table's action, attributed to its winner.
+    let (got, rules) = run_keys_with_rules(&mut dp, &keys);
+    let now = tables.last().unwrap();
+    for ((k, a), r) in keys.iter().zip(&got).zip(&rules) {
+        if *a != DpAction::Lost && (*a != expected(now, k) || *r != winner(now, k)) {
             bad += 1;
         }
     }
@@ -331,7 +341,7 @@ fn revalidator_thread_deletes_and_windows_happen() {
     assert!(deleted > 0 && windowed > 0, "deleted {deleted}, windowed {windowed}");
 }
 
-/// The megaflows (key, mask, action) a datapath holds, sorted.
+/// The megaflows (key, mask, action, rule) a datapath holds, sorted.
 fn megaflow_set<S: ModelStage>(dp: &MegaflowDatapath<S>) -> Vec<String> {
     let mut v: Vec<String> = dp
         .dpcls()
@@ -339,7 +349,7 @@ fn megaflow_set<S: ModelStage>(dp: &MegaflowDatapath<S>) -> Vec<String> {
         .into_iter()
         .map(|f| {
             let e = dp.dpcls().get(f).unwrap();
-            format!("{:?} {:?} {:?}", e.key, e.megaflow.mask, e.action)
+            format!("{:?} {:?} {:?} {:?}", e.key, e.megaflow.mask, e.action, e.rule)
         })
         .collect();
     v.sort();
@@ -393,4 +403,65 @@ fn one_revalidator_thread_serves_two_pmds_apart() {
             assert_eq!(megaflow_set(t), megaflow_set(twin), "seed {seed}");
         }
     }
+}
+
+/// A flow replaced by one with the same match, priority and actions under a new id (what the
+/// switch's OpenFlow modify does): revalidation keeps every megaflow (same action, same mask)
+/// and re-attributes them, so every packet — served by the EMC, the model or the megaflow
+/// cache, no upcall — counts for the new rule; inline, and with the revalidator thread once it
+/// has settled. ORIG and CCACHE.
+#[test]
+fn a_kept_megaflow_is_reattributed_to_the_new_winner() {
+    for (ccache, mode) in
+        [false, true].into_iter().flat_map(|c| [(c, RevalidatorMode::Inline), (c, RevalidatorMode::Thread)])
+    {
+        let mut rng = StdRng::seed_from_u64(77);
+        let rules = random_rules(&mut rng, 30);
+        let keys = random_packets(&mut rng, 60, 600);
+        let dp = DatapathConfig {
+            emc_insert_prob: 1.0,
+            clock: Clock::Virtual { packet_ns: 1000, upcall_ns: 1000 },
+            ..DatapathConfig::default()
+        };
+        let orig = OrigConfig { revalidator: mode, ..OrigConfig::default() };
+        let cc = CcacheConfig { train_interval_ns: 1_000_000, retrain_threshold: 0.1, min_megaflows: 2 };
+        let what = format!("ccache {ccache}, {mode:?}");
+        if ccache {
+            reattribution_case(Ccache::new(&rules, dp, orig, cc).unwrap(), &rules, &keys, &what);
+        } else {
+            reattribution_case(Orig::new(&rules, dp, orig).unwrap(), &rules, &keys, &what);
+        }
+    }
+}
+
+fn reattribution_case<S: ModelStage>(mut dp: MegaflowDatapath<S>, rules: &[Rule], keys: &[FlowKey], what: &str) {
+    let reference = Reference::build(rules).unwrap();
+    run_keys_with_rules(&mut dp, keys);
+    dp.train_model_now();
+    // The rule that wins the most packets, replaced by its twin under a new id.
+    let mut wins = std::collections::HashMap::new();
+    for k in keys {
+        *wins.entry(winner(&reference, k)).or_insert(0) += 1;
+    }
+    let (&old, _) = wins.iter().filter(|(id, _)| **id != NO_RULE).max_by_key(|(id, n)| (**n, **id)).unwrap();
+    let mut twin = rules.iter().find(|r| r.id == old).unwrap().clone();
+    twin.id = RuleId(1000);
+    let now: Vec<Rule> = rules.iter().filter(|r| r.id != old).cloned().chain([twin.clone()]).collect();
+    let reference = Reference::build(&now).unwrap();
+    let before = dp.counters();
+    use rqvs_datapath::ofproto::RuleChange;
+    dp.table().commit(vec![RuleChange::Remove(old), RuleChange::Add(twin)]).unwrap();
+    dp.table_changed();
+    dp.settle_revalidation();
+    let after = dp.counters();
+    assert_eq!(after.deleted_revalidated, before.deleted_revalidated, "{what}: the replacement kept every megaflow");
+    let (got, attributed) = run_keys_with_rules(&mut dp, keys);
+    assert_eq!(dp.counters().upcall, after.upcall, "{what}: every packet served from the caches");
+    let mut moved = 0;
+    for ((k, a), r) in keys.iter().zip(&got).zip(&attributed) {
+        assert_eq!(*a, expected(&reference, k), "{what}");
+        assert_eq!(*r, winner(&reference, k), "{what}: packet {k:?}");
+        moved += usize::from(r.0 == 1000);
+    }
+    assert!(moved > 0, "{what}: no packet of the replaced rule");
 }

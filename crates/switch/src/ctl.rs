@@ -12,6 +12,7 @@
 //! | `pmd-stats-clear` | clears them (a baseline, as OVS) |
 //! | `dump-flows` | megaflows per PMD, `ovs-appctl dpctl/dump-flows` notation |
 //! | `dump-rules` | the OpenFlow table, `ovs-ofctl dump-flows` syntax |
+//! | `dump-rules --stats` | the same, each flow after its duration, timeouts, `n_packets` and `n_bytes` |
 //! | `ofproto/trace FLOW` | the slow path's rule, megaflow and actions for a packet |
 //! | `show` | ports, queues, counters |
 //! | `add-flows FILE` | adds the flows (ovs-ofctl syntax) as one commit |
@@ -171,6 +172,7 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             let j: Vec<Value> = flows.iter().map(|(p, l)| json!({"pmd": p, "flows": l})).collect();
             Reply::ok(text, json!(j))
         }
+        "dump-rules" if req.args.iter().any(|a| a == "--stats") => dump_rules_stats(control),
         "dump-rules" => {
             let flows = control.flows();
             let mut text = String::new();
@@ -236,6 +238,40 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, fdb/show, exit)"
         )),
     }
+}
+
+/// `dump-rules --stats`: every flow with its statistics, as `ovs-ofctl dump-flows` prints them
+/// (a rule with port ranges is several OpenFlow flows; its counts go with the first).
+fn dump_rules_stats(control: &Control) -> Reply {
+    let mut text = String::new();
+    let mut j = Vec::new();
+    for s in control.flow_stats(&crate::FlowFilter::all()) {
+        let lines = ofctl::format_flows(&s.rule).unwrap_or_else(|e| vec![format!("# rule {}: {e}", s.rule.id)]);
+        let d = s.duration_ns as f64 / 1e9;
+        let timeouts = |m: &crate::FlowMeta| {
+            let mut t = String::new();
+            if m.idle_timeout != 0 {
+                t += &format!("idle_timeout={}, ", m.idle_timeout);
+            }
+            if m.hard_timeout != 0 {
+                t += &format!("hard_timeout={}, ", m.hard_timeout);
+            }
+            t
+        };
+        for (i, line) in lines.into_iter().enumerate() {
+            let (p, b) = if i == 0 { (s.counts.packets, s.counts.bytes) } else { (0, 0) };
+            text += &format!("duration={d:.3}s, n_packets={p}, n_bytes={b}, {}{line}\n", timeouts(&s.meta));
+            j.push(json!({
+                "flow": line,
+                "duration_s": d,
+                "n_packets": p,
+                "n_bytes": b,
+                "idle_timeout": s.meta.idle_timeout,
+                "hard_timeout": s.meta.hard_timeout,
+            }));
+        }
+    }
+    Reply::ok(text, json!(j))
 }
 
 /// `del-flows` files hold matches without actions (as `ovs-ofctl del-flows`): each flow line

@@ -38,6 +38,14 @@
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
 //!
+//! **Flows' counters and lives.** Each PMD counts every packet it decides for the rule that
+//! decided it ([`flowstats`]); FLOW/AGGREGATE requests sum the PMDs' counts with what each flow
+//! carries from the flows it replaced ([`Control::flow_stats`]). A flow's state — timeouts,
+//! flags, creation and modification times — lives beside its rule in the record
+//! ([`table::FlowMeta`]); the **expiry thread** ([`expiry`]) removes flows whose idle or hard
+//! timeout passed through the same transaction path, and the removal of a flow with
+//! SEND_FLOW_REM is an event for the OpenFlow connections ([`events`]).
+//!
 //! **OpenFlow** ([`openflow`]): a passive listener and active connections to controllers; a
 //! `controller` action puts a packet-in into a bounded queue the PMD never waits on, and a
 //! controller's PACKET_OUT reaches a PMD as a message and leaves through its transmit queues.
@@ -49,7 +57,11 @@
 
 pub mod bench;
 pub mod ctl;
+pub mod events;
 pub mod execute;
+pub mod expiry;
+pub mod flowstate;
+pub mod flowstats;
 pub mod handler;
 pub mod manager;
 pub mod normal;
@@ -59,7 +71,7 @@ pub mod stats;
 mod sys;
 pub mod table;
 
-pub use table::{FlowFilter, FlowOp, NetChange};
+pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -212,6 +224,8 @@ pub struct Switch {
     threads: Vec<JoinHandle<PmdFinal>>,
     handler: Option<handler::Handler>,
     manager: Option<manager::Manager>,
+    /// The expiry thread (idle and hard timeouts, [`expiry`]).
+    expiry: Option<JoinHandle<()>>,
     control: Arc<Control>,
 }
 
@@ -235,7 +249,12 @@ pub struct Control {
     /// The CFLOWS manager thread's queue (CFLOWS only).
     manager: Mutex<Option<Sender<manager::ManagerMsg>>>,
     stop: Arc<AtomicBool>,
+    /// The switch's clock base (flows' times count from it) and start time.
     started: std::time::Instant,
+    /// Per-flow counters of the PMD threads that have ended.
+    parting: flowstats::Parting,
+    /// Where events go ([`events`]: the OpenFlow channel).
+    sinks: Mutex<Vec<events::EventSink>>,
     /// The `NORMAL` action's MAC table (shared with the PMDs).
     macs: Arc<normal::MacTable>,
     /// The packet-in queue's receiving end, until the OpenFlow channel takes it.
@@ -270,10 +289,14 @@ impl Switch {
             };
             opened.push(port);
         }
+        // The table of record first: a later flow of an equal (priority, match) replaces an
+        // earlier one, and the datapath is built from what it keeps, so the two agree.
+        let record = FlowTable::new(cfg.rules);
+        let rules: Vec<Rule> = record.iter().cloned().collect();
         // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
         // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
         let table =
-            if cfg.design == DesignKind::Cflows { OfprotoTable::build(&[]) } else { OfprotoTable::build(&cfg.rules) }
+            if cfg.design == DesignKind::Cflows { OfprotoTable::build(&[]) } else { OfprotoTable::build(&rules) }
                 .map_err(|e| err(format!("rules: {e}")))?;
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -309,7 +332,7 @@ impl Switch {
         // CFLOWS: one learned classifier for every PMD, owned by the manager thread.
         let publisher = match cfg.design {
             DesignKind::Cflows => {
-                Some(CflowsPublisher::new(&cfg.rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
+                Some(CflowsPublisher::new(&rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
             }
             _ => None,
         };
@@ -371,6 +394,8 @@ impl Switch {
             handler = Some(h);
         }
         let handler_stats = handler.as_ref().map(|h: &handler::Handler| h.stats.clone());
+        let started = std::time::Instant::now();
+        let parting = flowstats::Parting::new(pmds);
         let mut inboxes = Vec::new();
         let mut threads = Vec::new();
         for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
@@ -386,6 +411,7 @@ impl Switch {
                 stop: stop.clone(),
                 busy_poll: cfg.busy_poll,
                 handler: link,
+                parting: parting.clone(),
                 macs: macs.clone(),
                 packet_in: packet_in_tx.clone(),
             };
@@ -403,16 +429,19 @@ impl Switch {
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
-            rules: Mutex::new(FlowTable::new(cfg.rules)),
+            rules: Mutex::new(record),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
-            started: std::time::Instant::now(),
+            started,
+            parting,
+            sinks: Mutex::new(Vec::new()),
             macs,
             packet_ins: Mutex::new(packet_in_rx),
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
-        Ok(Switch { threads, handler, manager, control })
+        let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
+        Ok(Switch { threads, handler, manager, expiry: Some(expiry), control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -426,8 +455,13 @@ impl Switch {
 
     /// Stops the PMD threads (each finishes its batch and flushes), then closes the ports.
     /// Returns the final report.
-    pub fn stop(self) -> Result<FinalReport, Error> {
+    pub fn stop(mut self) -> Result<FinalReport, Error> {
         self.control.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.expiry.take() {
+            if t.join().is_err() {
+                return Err(err("the expiry thread panicked (a bug: please report it)"));
+            }
+        }
         let mut pmds = Vec::new();
         for (i, t) in self.threads.into_iter().enumerate() {
             match t.join() {
@@ -629,6 +663,11 @@ impl Control {
         }
     }
 
+    /// Nanoseconds on the switch's clock (flows' times are on it: [`table::FlowMeta`]).
+    pub fn clock_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
     /// Megaflows per PMD, in `ovs-appctl dpctl/dump-flows` notation.
     pub fn dump_flows(&self) -> Vec<(usize, Vec<String>)> {
         self.ask(PmdMsg::DumpFlows)
@@ -762,7 +801,7 @@ impl Control {
     /// flow with the match and priority of an existing one replaces it. Returns (added,
     /// replaced).
     pub fn add_flows(&self, new: Vec<Rule>) -> Result<(usize, usize), Error> {
-        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::Add).collect();
+        let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::add).collect();
         let (effects, _) = self.transact("add-flows", &ops, true)?;
         Ok(effects.iter().flatten().fold((0, 0), |(a, r), e| (a + e.added, r + e.removed)))
     }
@@ -806,7 +845,7 @@ impl Control {
     /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
-        let (effects, _) = self.transact("mod-flows", &[FlowOp::Modify(filter.clone(), actions.clone())], true)?;
+        let (effects, _) = self.transact("mod-flows", &[FlowOp::modify(filter.clone(), actions.clone())], true)?;
         Ok(effects.iter().flatten().map(|e| e.added).sum())
     }
 
@@ -823,26 +862,28 @@ impl Control {
     /// nothing — and all the accepted ones committed together, as one change set, so a stream
     /// of thousands costs one revalidation (ORIG, CCACHE) or one publication (CFLOWS) instead
     /// of one per flow-mod. When that commit fails every one is refused with its error.
-    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, Error>> {
+    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, OpError>> {
         match self.transact("flow-mod", ops, false) {
             Ok((effects, _)) => effects,
-            Err(e) => ops.iter().map(|_| Err(err(e.0.clone()))).collect(),
+            Err(e) => ops.iter().map(|_| Err(OpError::Invalid(err(e.0.clone())))).collect(),
         }
     }
 
     /// The one path every rule change takes: `ops` applied in order to the table of record
     /// (`atomic`: the first refused one refuses them all, nothing changed; otherwise refused
     /// ones are left out), the net change committed to the shared OpenFlow table, then to the
-    /// PMDs ([`Control::apply`]), then kept in the record. Returns each op's effect (or error)
-    /// and the net change.
+    /// PMDs ([`Control::apply`]), then kept in the record; then the removed flows' counts are
+    /// settled ([`Control::settle_counts`]: carried to the flows that took over, or reported
+    /// in FLOW_REMOVED). Returns each op's effect (or error) and the net change.
     fn transact(
         &self,
         what: &str,
         ops: &[FlowOp],
         atomic: bool,
-    ) -> Result<(Vec<Result<table::OpEffect, Error>>, NetChange), Error> {
+    ) -> Result<(Vec<Result<table::OpEffect, OpError>>, NetChange), Error> {
         let mut rules = self.lock_rules();
-        let mut txn = rules.txn();
+        let now_ns = self.clock_ns();
+        let mut txn = rules.txn(now_ns);
         let mut effects = Vec::with_capacity(ops.len());
         for op in ops {
             let e = txn.apply(op);
@@ -856,6 +897,10 @@ impl Control {
         let net = txn.net();
         if net.is_empty() {
             txn.keep();
+            // Flows added and deleted inside the transaction may still owe a FLOW_REMOVED.
+            let events = self.settle_counts(&mut rules, &net, now_ns);
+            drop(rules);
+            self.emit(events);
             return Ok((effects, net));
         }
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
@@ -864,15 +909,17 @@ impl Control {
             // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
             self.apply(0, &net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
             *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            txn.keep();
-            return Ok((effects, net));
+        } else {
+            let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+            changes.extend(net.added.iter().cloned().map(RuleChange::Add));
+            // On error the transaction is dropped: the record goes back to what it was.
+            let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
+            self.apply(version, &net.added, &removed)?;
         }
-        let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-        changes.extend(net.added.iter().cloned().map(RuleChange::Add));
-        // On error the transaction is dropped: the record goes back to what it was.
-        let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
-        self.apply(version, &net.added, &removed)?;
         txn.keep();
+        let events = self.settle_counts(&mut rules, &net, now_ns);
+        drop(rules);
+        self.emit(events);
         Ok((effects, net))
     }
 
@@ -988,7 +1035,7 @@ impl Control {
             (true, None) => {
                 self.lock_rules().set_hidden(Some(key));
                 let rule = Rule::new(0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
-                let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::Add(rule)];
+                let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::add(rule)];
                 if let Err(e) = self.transact("fail-open", &ops, true) {
                     self.lock_rules().set_hidden(None);
                     return Err(e);

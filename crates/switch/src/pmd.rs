@@ -9,6 +9,10 @@
 //! their verdicts, which the PMD installs and executes at its next iteration; or, with
 //! `--upcalls inline`, the PMD runs the slow path itself (OVS-DPDK's arrangement).
 //!
+//! Each packet classified is counted for the rule that decided it, in the PMD's own per-flow
+//! counters ([`crate::flowstats`]), which the management side reads with
+//! [`PmdMsg::FlowStats`].
+//!
 //! Packet-outs (OpenFlow PACKET_OUT) arrive as [`PmdMsg::PacketOut`]: the PMD owns transmit
 //! queue *i* of every port, so the frame is sent from here, between batches, through the same
 //! executor (counted in `injected`, see [`crate::stats`]).
@@ -23,13 +27,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rqvs_datapath::upcall::Upcall;
-use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH};
+use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH, NO_RULE};
 use rqvs_flow::frame::extract_datapath;
-use rqvs_flow::FlowKey;
+use rqvs_flow::{FlowKey, RuleId};
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
 use crate::execute::Executor;
+use crate::flowstats::{FlowCount, FlowCounters, Parting};
 use crate::handler::{UpcallBatch, UpcallItem};
 use crate::stats::{PmdCounters, PmdReport};
 
@@ -44,6 +49,10 @@ pub enum PmdMsg {
     Clear,
     /// The megaflows, one `ovs-appctl dpctl/dump-flows` line each.
     DumpFlows(Sender<Vec<String>>),
+    /// The per-flow counts of `rules`, in their order; cleared here when `take` (the flows are
+    /// gone, or modified under new ids). A PMD that has ended does not answer: its counts are
+    /// in [`Parting`].
+    FlowStats { rules: Arc<[RuleId]>, take: bool, reply: Sender<Vec<FlowCount>> },
     /// A packet-out to execute: its frame, its in_port, and its ops (a flow's ops already
     /// spliced in where the packet-out said `TABLE`).
     PacketOut(PacketOut),
@@ -75,6 +84,8 @@ pub struct PmdSetup {
     pub busy_poll: bool,
     /// The handler thread; `None`: upcalls handled inline.
     pub handler: Option<HandlerLink>,
+    /// Where this PMD leaves its per-flow counters when it ends.
+    pub parting: Parting,
     /// The `NORMAL` action's MAC table (shared by every PMD).
     pub macs: Arc<crate::normal::MacTable>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
@@ -129,6 +140,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
+    let mut flows = FlowCounters::new();
     let mut keys = [FlowKey::default(); BATCH];
     // Which frame of the batch each key came from.
     let mut frame_of = [0usize; BATCH];
@@ -148,7 +160,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         if let Some(link) = &s.handler {
             if up.n > 0 {
                 let busy = Instant::now();
-                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, None) > 0 {
+                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, None) > 0 {
                     c.busy_ns += busy.elapsed().as_nanos() as u64;
                 }
             }
@@ -177,12 +189,21 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             let seq0 = seq;
             seq += n as u64;
             let (_, actions) = pmd.receive(s.design.as_mut(), &keys[..n], seq0);
+            // The per-flow counters: fetched now, counted after the actions, so their cache
+            // misses hide behind the frame work (a `Pending` or `Lost` packet's rule is NO_RULE:
+            // its count comes with its upcall's answer, or never).
+            let rules = s.design.batch_rules();
             for (j, &a) in actions.iter().enumerate() {
+                // One fetch per packet's work, not all at once: the fill buffers do not overflow.
+                flows.prefetch(rules.get(j).copied().unwrap_or(NO_RULE));
                 match a {
                     DpAction::Pending => {}
                     DpAction::Lost => c.lost[p] += 1,
                     a => account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
                 }
+            }
+            for (j, &rule) in rules.iter().enumerate() {
+                flows.hit(rule, batch.get(frame_of[j]).map_or(0, <[u8]>::len));
             }
             match &s.handler {
                 Some(link) => {
@@ -200,13 +221,26 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             })
                             .collect();
                         drop(batch);
-                        send_upcalls(link, s.index, items, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx);
+                        send_upcalls(
+                            link,
+                            s.index,
+                            items,
+                            s.design.as_mut(),
+                            &mut up,
+                            &mut c,
+                            &mut exec,
+                            &mut s.tx,
+                            &mut flows,
+                        );
                     }
                 }
                 None => {
-                    for &(q, a) in pmd.handle(s.design.as_mut()) {
-                        let j = (q - seq0) as usize;
-                        account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx));
+                    let handled = pmd.handle(s.design.as_mut());
+                    let rules = s.design.upcall_rules();
+                    for (i, &(q, a)) in handled.iter().enumerate() {
+                        let frame = batch.get(frame_of[(q - seq0) as usize]).unwrap_or(&[]);
+                        flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len());
+                        account(&mut c, p, exec.execute(frame, in_port, a, &mut s.tx));
                     }
                 }
             }
@@ -227,7 +261,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &t0);
+            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &mut flows, &t0);
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -249,7 +283,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // The handler's last answers: every packet taken is sent or counted.
     if let Some(link) = s.handler.take() {
         while up.n > 0 {
-            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, Some(HANDLER_DRAIN)) == 0 {
+            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, Some(HANDLER_DRAIN))
+                == 0
+            {
                 // No answer in time (the handler is gone): what it held is lost.
                 for (p, n) in up.by_port.iter_mut().enumerate() {
                     c.lost[p] += *n as u64;
@@ -262,10 +298,16 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     flush(&mut s.tx);
     s.design.settle();
     let report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    // The per-flow counters stay readable after the thread ends (a flow-stats request now
+    // goes unanswered: the asker reads them there).
+    s.parting.leave(s.index, std::mem::take(&mut flows));
     // Answer anything still waiting, so no caller blocks on a stopped PMD.
     while let Ok(msg) = s.inbox.try_recv() {
+        if matches!(msg, PmdMsg::FlowStats { .. }) {
+            continue;
+        }
         let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &t0);
+        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &mut flows, &t0);
     }
     PmdFinal { report }
 }
@@ -290,13 +332,14 @@ fn send_upcalls(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
+    flows: &mut FlowCounters,
 ) {
     if up.offline {
         // A file waits: in pieces of at most the cap, each when there is room for it.
         while !items.is_empty() {
             let rest = items.split_off(items.len().min(link.cap.max(1)));
             while up.n > 0 && up.n + items.len() > link.cap {
-                if answers(link, design, up, c, exec, tx, Some(HANDLER_DRAIN)) == 0 {
+                if answers(link, design, up, c, exec, tx, flows, Some(HANDLER_DRAIN)) == 0 {
                     break;
                 }
             }
@@ -351,8 +394,9 @@ fn lose(items: Vec<UpcallItem>, design: &mut dyn Design, c: &mut PmdCounters) {
 }
 
 /// Takes the handler's answers — what has arrived, or (with `wait`) the next batch within that
-/// time — installs their megaflows, applies the actions to the frames and sends them. Returns
-/// the packets answered.
+/// time — installs their megaflows, counts each packet for its verdict's rule, applies the
+/// actions to the frames and sends them. Returns the packets answered.
+#[allow(clippy::too_many_arguments)]
 fn answers(
     link: &HandlerLink,
     design: &mut dyn Design,
@@ -360,6 +404,7 @@ fn answers(
     c: &mut PmdCounters,
     exec: &mut Executor,
     tx: &mut [TxQueue],
+    flows: &mut FlowCounters,
     wait: Option<Duration>,
 ) -> usize {
     let mut done = 0;
@@ -384,7 +429,11 @@ fn answers(
             };
             match a {
                 DpAction::Lost | DpAction::Pending => c.lost[it.port] += 1,
-                a => account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx)),
+                a => {
+                    let rule = it.verdict.as_ref().and_then(|(v, _)| v.rule).unwrap_or(NO_RULE);
+                    flows.hit(rule, it.frame.len());
+                    account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx));
+                }
             }
         }
     }
@@ -448,6 +497,7 @@ fn packet_out(c: &mut PmdCounters, exec: &mut Executor, tx: &mut [TxQueue], po: 
     flush(tx);
 }
 
+#[allow(clippy::too_many_arguments)]
 fn handle_msg(
     msg: PmdMsg,
     s: &mut PmdSetup,
@@ -455,9 +505,13 @@ fn handle_msg(
     baseline: &mut (PmdCounters, rqvs_datapath::Counters),
     up: &mut Inflight,
     exec: &mut Executor,
+    flows: &mut FlowCounters,
     t0: &Instant,
 ) {
     match msg {
+        PmdMsg::FlowStats { rules, take, reply } => {
+            let _ = reply.send(if take { flows.take(&rules) } else { flows.read(&rules) });
+        }
         PmdMsg::PacketOut(po) => packet_out(c, exec, &mut s.tx, &po),
         PmdMsg::Sync(answer) => {
             let _ = answer.send(());

@@ -19,23 +19,72 @@
 //!
 //! Costs: an add, a strict modify and a strict delete find their flow through the index (no
 //! scan); a non-strict modify or delete scans the table, as its selection is by match
-//! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table.
+//! containment. So one flow-mod costs O(1) or O(flows it selects), never a copy of the table
+//! (an add with CHECK_OVERLAP scans the flows of its priority).
+//!
+//! Each flow keeps its state beside its rule ([`FlowMeta`], [`crate::flowstate`]: timeouts,
+//! flags, times, carried counts, with OVS 3.1's add/modify/RESET_COUNTS semantics); a
+//! transaction records which flow takes over each replaced or modified flow's counts
+//! ([`NetChange::heir`]) and the flows it deleted or expired, with why ([`NetChange::deleted`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
+use rqvs_openflow::flow_mod::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS};
 
+pub use crate::flowstate::{Counts, FlowMeta, FlowSpec, Heir, Reason, KEPT_FLAGS};
+use crate::flowstats::FlowCount;
 use crate::{check_rules, Error};
 
 /// One flow-mod against the table of record.
 #[derive(Clone, Debug)]
 pub enum FlowOp {
     /// Add (replacing the flow of equal match and priority); the id is ignored.
-    Add(Rule),
-    /// Replace the actions of the selected flows.
-    Modify(FlowFilter, Actions),
-    /// Remove the selected flows.
+    Add(Rule, FlowSpec),
+    /// Replace the actions of the selected flows (module docs: what they keep).
+    Modify(FlowFilter, Actions, Counts),
+    /// Remove the selected flows (reason [`Reason::Delete`]).
     Delete(FlowFilter),
+    /// Remove this flow, if it is still in the table: its idle or hard timeout passed.
+    Expire(RuleId, Reason),
+}
+
+impl FlowOp {
+    /// An add with no timeouts and no flags.
+    pub fn add(r: Rule) -> FlowOp {
+        FlowOp::Add(r, FlowSpec::default())
+    }
+
+    /// A modify that keeps the flows' counts.
+    pub fn modify(f: FlowFilter, actions: Actions) -> FlowOp {
+        FlowOp::Modify(f, actions, Counts::Keep)
+    }
+}
+
+/// Why a flow-mod is refused (nothing changed).
+#[derive(Debug)]
+pub enum OpError {
+    /// The switch cannot run what it would add (another table, an action it does not execute),
+    /// or the change could not be committed.
+    Invalid(Error),
+    /// An add with CHECK_OVERLAP overlaps a flow of the same priority (`OFPFMFC_OVERLAP`).
+    Overlap(String),
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::Invalid(e) => write!(f, "{e}"),
+            OpError::Overlap(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> OpError {
+        OpError::Invalid(e)
+    }
 }
 
 /// Which flows an OpenFlow modify, delete or flow-stats request selects.
@@ -85,10 +134,15 @@ fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> boo
     outer.lo <= inner.lo && inner.hi <= outer.hi
 }
 
+/// A flow of the table: its rule and its state.
+type Flow = (Rule, FlowMeta);
+
 /// The table of record (module docs).
 pub struct FlowTable {
-    by_id: BTreeMap<RuleId, Rule>,
+    by_id: BTreeMap<RuleId, Flow>,
     index: HashMap<(u32, Match), RuleId>,
+    /// The flows with a timeout.
+    timed: BTreeSet<RuleId>,
     next_id: u32,
     /// The (priority, match) hidden from selections (module docs).
     hidden: Option<(u32, Match)>,
@@ -96,16 +150,22 @@ pub struct FlowTable {
 
 impl FlowTable {
     /// The table holding `rules` (their ids kept; a later duplicate of a (priority, match)
-    /// pair replaces the earlier one, as a sequence of adds would).
+    /// pair replaces the earlier one, as a sequence of adds would), added at time 0 with no
+    /// timeouts or flags.
     pub fn new(rules: Vec<Rule>) -> FlowTable {
         let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
-        let mut t =
-            FlowTable { by_id: BTreeMap::new(), index: HashMap::with_capacity(rules.len()), next_id, hidden: None };
+        let mut t = FlowTable {
+            by_id: BTreeMap::new(),
+            index: HashMap::with_capacity(rules.len()),
+            timed: BTreeSet::new(),
+            next_id,
+            hidden: None,
+        };
         for r in rules {
             if let Some(old) = t.index.insert((r.priority, r.matches), r.id) {
                 t.by_id.remove(&old);
             }
-            t.by_id.insert(r.id, r);
+            t.by_id.insert(r.id, (r, FlowMeta::default()));
         }
         t
     }
@@ -119,12 +179,43 @@ impl FlowTable {
     }
 
     pub fn get(&self, id: RuleId) -> Option<&Rule> {
-        self.by_id.get(&id)
+        self.by_id.get(&id).map(|(r, _)| r)
+    }
+
+    /// A flow's state.
+    pub fn meta(&self, id: RuleId) -> Option<&FlowMeta> {
+        self.by_id.get(&id).map(|(_, m)| m)
     }
 
     /// The flows in id order.
     pub fn iter(&self) -> impl Iterator<Item = &Rule> {
-        self.by_id.values()
+        self.by_id.values().map(|(r, _)| r)
+    }
+
+    /// The flows with a timeout, and their state.
+    pub fn timed(&self) -> impl Iterator<Item = (&Rule, &FlowMeta)> {
+        self.timed.iter().filter_map(|id| self.by_id.get(id)).map(|(r, m)| (r, m))
+    }
+
+    /// Adds counts a flow took over to what it carries ([`crate::Control`], once the PMDs'
+    /// counts of the flows it replaced are taken), with a hit at `used_ns` when they held one
+    /// not seen yet.
+    pub fn carry(&mut self, id: RuleId, c: &FlowCount, used_ns: Option<u64>) {
+        if let Some((_, m)) = self.by_id.get_mut(&id) {
+            m.carried.add(c);
+            m.used_ns = m.used_ns.max(used_ns.unwrap_or(0));
+        }
+    }
+
+    /// The PMDs count `packets` under `id` at `now_ns` (the expiry thread looks): a count that
+    /// moved since the last look is a hit, so the flow was used by now.
+    pub fn observe(&mut self, id: RuleId, packets: u64, now_ns: u64) {
+        if let Some((_, m)) = self.by_id.get_mut(&id) {
+            if packets != m.seen {
+                m.seen = packets;
+                m.used_ns = m.used_ns.max(now_ns);
+            }
+        }
     }
 
     /// The ids of the flows `f` selects: through the index when `f` is strict with a match.
@@ -134,10 +225,10 @@ impl FlowTable {
             (Some(m), Some(p)) => self
                 .index
                 .get(&(p, *m))
-                .filter(|id| self.by_id.get(id).is_some_and(|r| f.selects(r) && !self.is_hidden(r)))
+                .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r) && !self.is_hidden(r)))
                 .map(|&id| vec![id])
                 .unwrap_or_default(),
-            _ => self.by_id.values().filter(|r| f.selects(r) && !self.is_hidden(r)).map(|r| r.id).collect(),
+            _ => self.by_id.values().filter(|(r, _)| f.selects(r) && !self.is_hidden(r)).map(|(r, _)| r.id).collect(),
         }
     }
 
@@ -156,24 +247,48 @@ impl FlowTable {
         self.hidden == Some((r.priority, r.matches))
     }
 
-    /// A transaction on the table (module docs).
-    pub fn txn(&mut self) -> Txn<'_> {
+    /// A transaction on the table at `now_ns` on the switch's clock (module docs).
+    pub fn txn(&mut self, now_ns: u64) -> Txn<'_> {
         let next_id = self.next_id;
-        Txn { table: self, undo: Vec::new(), next_id, added: HashMap::new(), removed: Vec::new() }
+        Txn {
+            table: self,
+            undo: Vec::new(),
+            next_id,
+            now_ns,
+            added: HashMap::new(),
+            removed: Vec::new(),
+            heir: HashMap::new(),
+            deleted: Vec::new(),
+        }
     }
 
-    fn insert(&mut self, r: Rule) -> Option<Rule> {
-        let old = self.index.insert((r.priority, r.matches), r.id).and_then(|old| self.by_id.remove(&old));
-        self.by_id.insert(r.id, r);
+    fn insert(&mut self, f: Flow) -> Option<Flow> {
+        let (id, key, expires) = (f.0.id, (f.0.priority, f.0.matches), f.1.expires());
+        let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
+        if let Some((o, _)) = &old {
+            self.timed.remove(&o.id);
+        }
+        if expires {
+            self.timed.insert(id);
+        }
+        self.by_id.insert(id, f);
         old
     }
 
-    fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let r = self.by_id.remove(&id)?;
-        if self.index.get(&(r.priority, r.matches)) == Some(&id) {
-            self.index.remove(&(r.priority, r.matches));
+    fn remove(&mut self, id: RuleId) -> Option<Flow> {
+        let f = self.by_id.remove(&id)?;
+        let key = (f.0.priority, f.0.matches);
+        if self.index.get(&key) == Some(&id) {
+            self.index.remove(&key);
         }
-        Some(r)
+        self.timed.remove(&id);
+        Some(f)
+    }
+
+    /// A flow of `priority` other than an identical one that some packet matches together
+    /// with `m` (CHECK_OVERLAP).
+    fn overlapping(&self, priority: u32, m: &Match) -> Option<&Rule> {
+        self.by_id.values().map(|(r, _)| r).find(|r| r.priority == priority && r.matches != *m && r.matches.overlaps(m))
     }
 }
 
@@ -193,6 +308,12 @@ pub struct NetChange {
     pub added: Vec<Rule>,
     /// Flows that existed before it and do not after.
     pub removed: Vec<Rule>,
+    /// Flows it deleted or expired (that existed before it, or that it added), with their state
+    /// and why: those with SEND_FLOW_REM owe a FLOW_REMOVED.
+    pub deleted: Vec<(Rule, FlowMeta, Reason)>,
+    /// A flow replaced (by an add) or modified (under a new id) → the flow that takes over its
+    /// counts.
+    pub heir: HashMap<RuleId, Heir>,
 }
 
 impl NetChange {
@@ -203,8 +324,8 @@ impl NetChange {
 
 enum Undo {
     /// A flow was inserted (and replaced this one, if any).
-    Inserted(RuleId, Option<Rule>),
-    Removed(Rule),
+    Inserted(RuleId, Option<Flow>),
+    Removed(Flow),
 }
 
 /// A transaction of flow-mods on a [`FlowTable`] (module docs). Dropping it without
@@ -213,47 +334,79 @@ pub struct Txn<'a> {
     table: &'a mut FlowTable,
     undo: Vec<Undo>,
     next_id: u32,
+    now_ns: u64,
     /// Flows this transaction added that still exist.
     added: HashMap<RuleId, ()>,
     /// Flows that existed before it and it removed.
     removed: Vec<Rule>,
+    /// See [`NetChange::heir`].
+    heir: HashMap<RuleId, Heir>,
+    /// See [`NetChange::deleted`].
+    deleted: Vec<(Rule, FlowMeta, Reason)>,
 }
 
 impl Txn<'_> {
     /// Applies one flow-mod: checked first (an error changes nothing), then applied.
-    pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, Error> {
+    pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, OpError> {
         match op {
-            FlowOp::Add(r) => {
+            FlowOp::Add(r, spec) => {
                 check_rules(std::slice::from_ref(r))?;
+                let replaces = self.table.index.get(&(r.priority, r.matches)).copied();
+                if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
+                    if let Some(o) = self.table.overlapping(r.priority, &r.matches) {
+                        let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
+                        return Err(OpError::Overlap(format!(
+                            "check_overlap: priority {} {} overlaps {}",
+                            r.priority,
+                            text(r),
+                            text(o)
+                        )));
+                    }
+                }
                 let mut r = r.clone();
                 r.id = self.new_id();
-                let replaced = self.insert(r);
-                Ok(OpEffect { added: 1, removed: usize::from(replaced) })
+                let counts = if spec.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
+                // OVS forwards the last hit too: the idle time goes on from the old flow's.
+                let old = replaces.and_then(|id| self.table.meta(id)).copied();
+                let meta =
+                    old.map_or_else(|| FlowMeta::new(spec, self.now_ns), |o| o.heir(Some(spec), counts, self.now_ns));
+                let id = r.id;
+                if let (Some(from), Some(o)) = (self.insert((r, meta)), old) {
+                    self.heir.insert(from, Heir { to: id, counts, seen: o.seen });
+                }
+                Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
             }
-            FlowOp::Modify(f, actions) => {
+            FlowOp::Modify(f, actions, counts) => {
                 let ids = self.table.select(f);
-                let mut new: Vec<Rule> = ids
+                let mut new: Vec<Flow> = ids
                     .iter()
-                    .filter_map(|id| self.table.get(*id))
-                    .map(|o| Rule { actions: actions.clone(), ..o.clone() })
+                    .filter_map(|id| self.table.by_id.get(id))
+                    .map(|(o, m)| (Rule { actions: actions.clone(), ..o.clone() }, *m))
                     .collect();
-                check_rules(&new)?;
-                for (id, r) in ids.iter().zip(&mut new) {
+                check_rules(&new.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>())?;
+                for (id, (r, m)) in ids.iter().zip(&mut new) {
                     self.remove(*id);
                     r.id = self.new_id();
+                    // Kept: created, timeouts, flags, importance; the hard timeout restarts.
+                    self.heir.insert(*id, Heir { to: r.id, counts: *counts, seen: m.seen });
+                    *m = m.heir(None, *counts, self.now_ns);
                 }
                 let n = new.len();
-                for r in new {
-                    self.insert(r);
+                for f in new {
+                    self.insert(f);
                 }
                 Ok(OpEffect { added: n, removed: n })
             }
             FlowOp::Delete(f) => {
                 let ids = self.table.select(f);
                 for id in &ids {
-                    self.remove(*id);
+                    self.delete(*id, Reason::Delete);
                 }
                 Ok(OpEffect { added: 0, removed: ids.len() })
+            }
+            FlowOp::Expire(id, reason) => {
+                let gone = self.delete(*id, *reason);
+                Ok(OpEffect { added: 0, removed: usize::from(gone) })
             }
         }
     }
@@ -262,7 +415,7 @@ impl Txn<'_> {
     pub fn net(&self) -> NetChange {
         let mut added: Vec<Rule> = self.added.keys().filter_map(|id| self.table.get(*id)).cloned().collect();
         added.sort_by_key(|r| r.id);
-        NetChange { added, removed: self.removed.clone() }
+        NetChange { added, removed: self.removed.clone(), deleted: self.deleted.clone(), heir: self.heir.clone() }
     }
 
     /// Keeps the changes (the transaction was committed downstream).
@@ -277,23 +430,34 @@ impl Txn<'_> {
         id
     }
 
-    /// Inserts `r`; true when it replaced a flow.
-    fn insert(&mut self, r: Rule) -> bool {
-        let id = r.id;
-        let old = self.table.insert(r);
+    /// Inserts `f`; the id of the flow it replaced, if any.
+    fn insert(&mut self, f: Flow) -> Option<RuleId> {
+        let id = f.0.id;
+        let old = self.table.insert(f);
         self.added.insert(id, ());
-        if let Some(o) = &old {
+        if let Some((o, _)) = &old {
             self.forget(o.clone());
         }
-        let replaced = old.is_some();
+        let replaced = old.as_ref().map(|(o, _)| o.id);
         self.undo.push(Undo::Inserted(id, old));
         replaced
     }
 
-    fn remove(&mut self, id: RuleId) {
-        if let Some(r) = self.table.remove(id) {
-            self.forget(r.clone());
-            self.undo.push(Undo::Removed(r));
+    fn remove(&mut self, id: RuleId) -> Option<Flow> {
+        let f = self.table.remove(id)?;
+        self.forget(f.0.clone());
+        self.undo.push(Undo::Removed(f.clone()));
+        Some(f)
+    }
+
+    /// Removes a flow for `reason` (a delete, an expiry); false when it is not there.
+    fn delete(&mut self, id: RuleId, reason: Reason) -> bool {
+        match self.remove(id) {
+            Some((r, m)) => {
+                self.deleted.push((r, m, reason));
+                true
+            }
+            None => false,
         }
     }
 
@@ -327,6 +491,7 @@ impl Drop for Txn<'_> {
 mod tests {
     use super::*;
     use rqvs_flow::formats::ofctl;
+    use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
     fn rules(text: &str) -> Vec<Rule> {
         ofctl::parse_flows("t", text).unwrap()
@@ -352,10 +517,10 @@ mod tests {
         let before = texts(&t);
         let index_before = t.index.clone();
         {
-            let mut x = t.txn();
-            x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
+            let mut x = t.txn(0);
+            x.apply(&FlowOp::add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
             x.apply(&FlowOp::Delete(FlowFilter::all())).unwrap();
-            x.apply(&FlowOp::Add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
+            x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
         }
         assert_eq!(texts(&t), before);
         assert_eq!(t.index, index_before);
@@ -365,12 +530,12 @@ mod tests {
     #[test]
     fn net_change_counts_only_what_crosses_the_transaction() {
         let mut t = table();
-        let mut x = t.txn();
+        let mut x = t.txn(0);
         // Replaces flow 0: removed (existed before), and the new one added.
-        let e = x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
+        let e = x.apply(&FlowOp::add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
         assert_eq!(e, OpEffect { added: 1, removed: 1 });
         // Added then deleted inside: never crosses.
-        x.apply(&FlowOp::Add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
+        x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
         let strict = |text: &str| {
             let r = rules(text).remove(0);
             FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
@@ -378,7 +543,7 @@ mod tests {
         assert_eq!(x.apply(&FlowOp::Delete(strict("priority=5,arp,actions=drop"))).unwrap().removed, 1);
         // A modify by cookie: the original removed, a replacement added.
         let by_cookie = FlowFilter { cookie: (5, u64::MAX), ..FlowFilter::all() };
-        let m = x.apply(&FlowOp::Modify(by_cookie, Actions(vec![Action::Output(1)]))).unwrap();
+        let m = x.apply(&FlowOp::modify(by_cookie, Actions(vec![Action::Output(1)]))).unwrap();
         assert_eq!(m, OpEffect { added: 1, removed: 1 });
         let net = x.net();
         let ids = |v: &[Rule]| v.iter().map(|r| r.id.0).collect::<Vec<_>>();
@@ -394,10 +559,10 @@ mod tests {
     fn a_refused_flow_mod_changes_nothing() {
         let mut t = table();
         let before = texts(&t);
-        let mut x = t.txn();
+        let mut x = t.txn(0);
         let mut bad = rules("priority=1,actions=output:1").remove(0);
         bad.table = 3;
-        assert!(x.apply(&FlowOp::Add(bad)).is_err());
+        assert!(x.apply(&FlowOp::add(bad)).is_err());
         assert!(x.net().is_empty());
         x.keep();
         assert_eq!(texts(&t), before);
@@ -413,6 +578,127 @@ mod tests {
                 assert_eq!(t.select(&f), scan);
             }
         }
+    }
+
+    fn strict(text: &str) -> FlowFilter {
+        let r = rules(text).remove(0);
+        FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
+    }
+
+    fn spec(idle: u16, hard: u16, flags: u16) -> FlowSpec {
+        FlowSpec { idle_timeout: idle, hard_timeout: hard, flags, importance: 0 }
+    }
+
+    /// OVS 3.1's flow state: a modify keeps creation, timeouts, flags and counts (not with
+    /// RESET_COUNTS) and restarts the hard timeout; an add that replaces starts a new flow with
+    /// the old one's counts (not with RESET_COUNTS) and last hit; heirs are recorded for the
+    /// PMDs' counts; deletes and expiries are reported with their state and reason.
+    #[test]
+    fn flow_state_follows_ovs() {
+        let mut t = FlowTable::new(Vec::new());
+        let add = |r: &str, s: FlowSpec| FlowOp::Add(rules(r).remove(0), s);
+        let only = |t: &FlowTable| t.iter().next().unwrap().id;
+        let mut x = t.txn(1_000);
+        x.apply(&add("priority=10,tcp,actions=output:2", spec(5, 60, OFPFF_SEND_FLOW_REM | 0x20))).unwrap();
+        x.keep();
+        let id0 = only(&t);
+        let m0 = *t.meta(id0).unwrap();
+        assert_eq!((m0.created_ns, m0.modified_ns, m0.idle_timeout, m0.hard_timeout), (1_000, 1_000, 5, 60));
+        assert_eq!(m0.flags, OFPFF_SEND_FLOW_REM, "only the kept flags");
+        assert_eq!((m0.carried, m0.used_ns), (FlowCount::default(), 1_000), "used when added");
+        assert_eq!(t.timed().count(), 1);
+        t.carry(id0, &FlowCount { packets: 7, bytes: 700 }, Some(1_500));
+
+        // Modify: a new id; created, timeouts, flags, counts and last hit kept; modified now.
+        let mut x = t.txn(2_000);
+        x.apply(&FlowOp::modify(strict("priority=10,tcp,actions=drop"), Actions(vec![Action::Output(3)]))).unwrap();
+        let net = x.net();
+        x.keep();
+        let id1 = only(&t);
+        assert_ne!(id1, id0);
+        assert_eq!(net.heir.get(&id0), Some(&Heir { to: id1, counts: Counts::Keep, seen: 0 }));
+        let m1 = *t.meta(id1).unwrap();
+        let state = |m: &FlowMeta| (m.created_ns, m.modified_ns, m.idle_timeout, m.hard_timeout, m.flags);
+        assert_eq!(state(&m1), (1_000, 2_000, 5, 60, 1));
+        assert_eq!((m1.carried, m1.used_ns), (FlowCount { packets: 7, bytes: 700 }, 1_500));
+        // The expiry thread sees its count move: a hit; a count that stays is none.
+        t.observe(id1, 4, 2_500);
+        t.observe(id1, 4, 2_700);
+        assert_eq!((t.meta(id1).unwrap().seen, t.meta(id1).unwrap().used_ns), (4, 2_500));
+
+        // Modify with RESET_COUNTS: the counts restart, the last hit stays.
+        let mut x = t.txn(3_000);
+        let reset =
+            FlowOp::Modify(strict("priority=10,tcp,actions=drop"), Actions(vec![Action::Output(2)]), Counts::Reset);
+        x.apply(&reset).unwrap();
+        let net = x.net();
+        x.keep();
+        let id2 = only(&t);
+        assert_eq!(net.heir.get(&id1), Some(&Heir { to: id2, counts: Counts::Reset, seen: 4 }));
+        let m2 = *t.meta(id2).unwrap();
+        assert_eq!((m2.carried, m2.used_ns, m2.seen), (FlowCount::default(), 2_500, 0));
+        t.carry(id2, &FlowCount { packets: 3, bytes: 300 }, Some(3_500));
+
+        // An add that replaces: a new flow (created now, its own timeouts and flags) with the
+        // old counts and last hit; no FLOW_REMOVED for the replaced one.
+        let mut x = t.txn(4_000);
+        x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, 0))).unwrap();
+        let net = x.net();
+        x.keep();
+        let id3 = only(&t);
+        assert_eq!(net.heir.get(&id2).map(|h| (h.to, h.counts)), Some((id3, Counts::Keep)));
+        assert!(net.deleted.is_empty());
+        let m3 = *t.meta(id3).unwrap();
+        assert_eq!(state(&m3), (4_000, 4_000, 0, 0, 0));
+        assert_eq!((m3.carried, m3.used_ns), (FlowCount { packets: 3, bytes: 300 }, 3_500));
+        assert_eq!(t.timed().count(), 0, "no timeout any more");
+        // ... and with RESET_COUNTS, none.
+        let mut x = t.txn(5_000);
+        x.apply(&add("priority=10,tcp,actions=output:1", spec(0, 0, OFPFF_RESET_COUNTS))).unwrap();
+        x.keep();
+        let m4 = *t.meta(only(&t)).unwrap();
+        assert_eq!((m4.carried, m4.used_ns), (FlowCount::default(), 3_500));
+        let id4 = only(&t);
+
+        // Delete and expire: reported with state and reason; an expiry of a flow gone is nothing.
+        let mut x = t.txn(6_000);
+        x.apply(&add("priority=20,udp,actions=output:1", spec(1, 0, OFPFF_SEND_FLOW_REM))).unwrap();
+        let gone = x.apply(&FlowOp::Delete(strict("priority=10,tcp,actions=drop"))).unwrap();
+        assert_eq!(gone.removed, 1);
+        let udp = x.net().added[0].id;
+        assert_eq!(x.apply(&FlowOp::Expire(udp, Reason::IdleTimeout)).unwrap().removed, 1);
+        assert_eq!(x.apply(&FlowOp::Expire(udp, Reason::IdleTimeout)).unwrap().removed, 0);
+        let net = x.net();
+        x.keep();
+        let why: Vec<(RuleId, Reason)> = net.deleted.iter().map(|(r, _, w)| (r.id, *w)).collect();
+        assert_eq!(why, vec![(id4, Reason::Delete), (udp, Reason::IdleTimeout)]);
+        assert!(t.is_empty() && t.timed().count() == 0);
+    }
+
+    /// CHECK_OVERLAP refuses an add that some packet could match together with a flow of the
+    /// same priority (not one of another priority, not the identical flow, which it replaces),
+    /// and changes nothing.
+    #[test]
+    fn check_overlap_refuses_overlapping_adds_of_equal_priority() {
+        let mut t = table();
+        let before = texts(&t);
+        let check = spec(0, 0, OFPFF_CHECK_OVERLAP);
+        let mut x = t.txn(0);
+        // tcp,tp_dst=80 at 10 holds; tcp,nw_src=10.0.0.0/8 at 10 overlaps it (a packet from
+        // 10.1.1.1 to port 80 matches both).
+        let r = x.apply(&FlowOp::Add(rules("priority=10,tcp,nw_src=10.0.0.0/8,actions=drop").remove(0), check));
+        assert!(matches!(r, Err(OpError::Overlap(_))), "{r:?}");
+        // Disjoint: udp at 10.
+        x.apply(&FlowOp::Add(rules("priority=10,udp,actions=drop").remove(0), check)).unwrap();
+        // Same match at another priority: no overlap at its priority.
+        x.apply(&FlowOp::Add(rules("priority=11,tcp,tp_dst=80,actions=drop").remove(0), check)).unwrap();
+        // The identical flow: replaced, not refused.
+        let e = x.apply(&FlowOp::Add(rules("priority=10,tcp,tp_dst=80,actions=output:9").remove(0), check)).unwrap();
+        assert_eq!(e.removed, 1);
+        // Without the flag an overlapping add is taken.
+        x.apply(&FlowOp::add(rules("priority=10,tcp,nw_src=10.0.0.0/8,actions=drop").remove(0))).unwrap();
+        drop(x);
+        assert_eq!(texts(&t), before);
     }
 
     /// The table's flows as comparable text: (priority, match, cookie, actions).
@@ -435,8 +721,8 @@ mod tests {
             out_port: None,
         };
         match kind % 3 {
-            0 => FlowOp::Add(r),
-            1 => FlowOp::Modify(filter, r.actions),
+            0 => FlowOp::add(r),
+            1 => FlowOp::modify(filter, r.actions),
             _ => FlowOp::Delete(filter),
         }
     }
@@ -444,16 +730,17 @@ mod tests {
     /// The definition: each op on a plain list, scanning it.
     fn naive(list: &mut Vec<Rule>, op: &FlowOp) {
         match op {
-            FlowOp::Add(r) => {
+            FlowOp::Add(r, _) => {
                 list.retain(|o| !(o.priority == r.priority && o.matches == r.matches));
                 list.push(r.clone());
             }
-            FlowOp::Modify(f, a) => {
+            FlowOp::Modify(f, a, _) => {
                 for r in list.iter_mut().filter(|r| f.selects(r)) {
                     r.actions = a.clone();
                 }
             }
             FlowOp::Delete(f) => list.retain(|r| !f.selects(r)),
+            FlowOp::Expire(id, _) => list.retain(|r| r.id != *id),
         }
     }
 
@@ -477,7 +764,7 @@ mod tests {
             let mut list: Vec<Rule> = t.iter().cloned().collect();
             let before = contents(t.iter());
             let ops: Vec<FlowOp> = ops.iter().map(|&(k, p, m, c, o, s, a)| op_of(k, p, m, c, o, s, a)).collect();
-            let mut x = t.txn();
+            let mut x = t.txn(0);
             for op in &ops {
                 x.apply(op).unwrap();
                 naive(&mut list, op);

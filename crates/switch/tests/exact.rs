@@ -8,7 +8,9 @@
 //! expected frames on every port come from the reference classifier's winner and an independent
 //! interpreter of the OpenFlow action list (`common::outputs`, shared with `tests/updates.rs`);
 //! the frames that leave each port are compared
-//! as multisets (PMDs may interleave flows). Every frame is accounted for.
+//! as multisets (PMDs may interleave flows). Every frame is accounted for. Every flow's
+//! counters (`Control::flow_stats`, what FLOW multipart replies report) count exactly the
+//! frames whose reference winner it is, and their lengths.
 //!
 //! Offline (pcap ports) always; on veth pairs between private namespaces (afpacket, afxdp) as
 //! root, skipped otherwise (a failure with `RQVS_REQUIRE_NETNS=1`).
@@ -21,9 +23,9 @@ use rqvs_classify::Reference;
 use rqvs_datapath::DesignKind;
 use rqvs_flow::frame::{build_frame, extract_datapath, Frame};
 use rqvs_flow::key::{ETH_TYPE_ARP, ETH_TYPE_IP, IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI};
-use rqvs_flow::{Action, Actions, FlowKey, Match, Rule};
+use rqvs_flow::{Action, Actions, FlowKey, Match, Rule, RuleId};
 use rqvs_ports::testnet::{self, RawSocket};
-use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig, UpcallMode};
+use rqvs_switch::{Control, FinalReport, FlowFilter, PortSource, Switch, SwitchConfig, UpcallMode};
 
 mod common;
 use common::{Rng, Topo, PORTS};
@@ -102,7 +104,12 @@ fn rules(rng: &mut Rng) -> Vec<Rule> {
     v.nw_proto = IPPROTO_ICMP;
     k.nw_proto = u8::MAX;
     add(Match::new(v, k, rqvs_flow::PortRange::ANY, rqvs_flow::PortRange::ANY).unwrap(), 40, rng);
-    out
+    // A later flow of an equal (priority, match) replaces an earlier one (OpenFlow's add; the
+    // switch's table of record keeps only the last): the reference gets what the switch holds.
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<Rule> = out.into_iter().rev().filter(|r| seen.insert((r.priority, r.matches))).collect();
+    kept.reverse();
+    kept
 }
 
 /// Frames of every kind, each a distinct flow now and then repeated (EMC and megaflow hits).
@@ -182,6 +189,30 @@ fn expected(rules: &[Rule], frames: &[Vec<u8>]) -> BTreeMap<u32, Vec<Vec<u8>>> {
     out
 }
 
+/// Every flow's packets and bytes are those of the frames (entering on port 1) whose reference
+/// winner it is — whichever PMD, cache level or upcall path served them.
+fn check_flow_counts(control: &Control, rules: &[Rule], frames: &[Vec<u8>], what: &str) {
+    let reference = Reference::build(rules).unwrap();
+    let mut want: BTreeMap<RuleId, (u64, u64)> = BTreeMap::new();
+    for f in frames {
+        let Some(key) = extract_datapath(f, 1) else { continue };
+        if let Some(r) = reference.lookup_rule(&key) {
+            let e = want.entry(r.id).or_default();
+            e.0 += 1;
+            e.1 += f.len() as u64;
+        }
+    }
+    let stats = control.flow_stats(&FlowFilter::all());
+    assert_eq!(stats.len(), rules.len(), "{what}: every flow reported");
+    let got: BTreeMap<RuleId, (u64, u64)> = stats
+        .iter()
+        .filter(|s| s.counts.packets > 0)
+        .map(|s| (s.rule.id, (s.counts.packets, s.counts.bytes)))
+        .collect();
+    assert!(want.len() > 20, "{what}: a weak workload ({} flows hit)", want.len());
+    assert_eq!(got, want, "{what}: per-flow (packets, bytes)");
+}
+
 fn check(
     report: &FinalReport,
     sent: usize,
@@ -251,6 +282,7 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
     let mut rng = Rng(0x5eed_0000 + pmds as u64);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
     let want = expected(&rules, &frames);
+    let rules_kept = rules.clone();
     let mode = match up {
         Up::Handler(cap) => format!("handler{cap}"),
         Up::Inline => "inline".into(),
@@ -265,10 +297,13 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
         PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
     ];
     let sw = Switch::start(with_upcalls(config(ports, rules, design, pmds), up)).unwrap();
+    let rules = rules_kept;
     let t0 = Instant::now();
     while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(10));
     }
+    let what = format!("pcap {} {pmds} PMDs {mode}", design.name());
+    check_flow_counts(&sw.control(), &rules, &frames, &what);
     let report = sw.stop().unwrap();
     let mut got = BTreeMap::new();
     for p in [2, 3] {
@@ -308,6 +343,7 @@ fn on_veths_with(ty: &str, design: DesignKind, pmds: usize, up: Up) {
     // A frame shorter than an Ethernet header cannot be sent on a veth (the kernel says EINVAL).
     frames.retain(|f| f.len() >= 14);
     let want = expected(&rules, &frames);
+    let rules_kept = rules.clone();
     let topo = Topo::new("exact", pmds);
     let socks: Vec<RawSocket> = (1..=PORTS as usize).map(|p| topo.host_socket(p)).collect();
     let ports: Vec<PortSource> = (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:{ty}").parse().unwrap())).collect();
@@ -326,8 +362,10 @@ fn on_veths_with(ty: &str, design: DesignKind, pmds: usize, up: Up) {
         v.sort();
         got.insert(i as u32 + 1, v);
     }
+    let what = format!("{ty} {} {pmds} PMDs", design.name());
+    check_flow_counts(&sw.control(), &rules_kept, &frames, &what);
     let report = sw.stop().unwrap();
-    check(&report, frames.len(), 0, &got, &want, &format!("{ty} {} {pmds} PMDs", design.name()));
+    check(&report, frames.len(), 0, &got, &want, &what);
 }
 
 macro_rules! offline_tests {

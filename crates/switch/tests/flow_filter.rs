@@ -93,9 +93,9 @@ fn a_bundle_of_ops_is_one_commit_or_none() {
         // Delete, add, modify the added flow, replace an existing one: in order, one commit.
         let ops = vec![
             FlowOp::Delete(udp53.clone()),
-            FlowOp::Add(one("priority=30,udp,tp_dst=53,actions=output:2")),
-            FlowOp::Modify(udp53.clone(), Actions(vec![Action::Output(3)])),
-            FlowOp::Add(one("priority=5,tcp,actions=drop")),
+            FlowOp::add(one("priority=30,udp,tp_dst=53,actions=output:2")),
+            FlowOp::modify(udp53.clone(), Actions(vec![Action::Output(3)])),
+            FlowOp::add(one("priority=5,tcp,actions=drop")),
         ];
         assert_eq!(c.apply_ops(&ops).unwrap(), (2, 4), "{design:?}");
         assert_eq!(
@@ -110,7 +110,7 @@ fn a_bundle_of_ops_is_one_commit_or_none() {
         assert!(trace.contains("Datapath actions: 3"), "{trace}");
         // One refused op: nothing changes.
         let now = lines(&c);
-        let ops = vec![FlowOp::Delete(FlowFilter::all()), FlowOp::Add(one("priority=1,udp,actions=learn(x)"))];
+        let ops = vec![FlowOp::Delete(FlowFilter::all()), FlowOp::add(one("priority=1,udp,actions=learn(x)"))];
         assert!(c.apply_ops(&ops).is_err());
         assert_eq!(lines(&c), now);
         assert_ne!(now, before);

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use rqvs_flow::Rule;
 use rqvs_openflow::bundle::{self, BundleAdd, BundleControl};
 use rqvs_openflow::flow_mod::{
-    AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_CHECK_OVERLAP, OFPFF_SEND_FLOW_REM,
-    OFPG_ANY, OFPTT_ALL, OFP_NO_BUFFER,
+    AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_RESET_COUNTS, OFPG_ANY, OFPTT_ALL,
+    OFP_NO_BUFFER,
 };
 use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::multipart::{
@@ -26,7 +26,8 @@ use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
-use crate::{FlowFilter, FlowOp};
+use crate::flowstats::FlowStat;
+use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
 
 /// `OFPBRC_BAD_EXPERIMENTER`.
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
@@ -34,8 +35,6 @@ const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
 const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
 /// `OFPTFFC_EPERM`: the table features cannot be changed.
 const TABLE_FEATURES_EPERM: OfError = OfError { kind: 13, code: 5 };
-/// `OFPFMFC_BAD_TIMEOUT`.
-const BAD_TIMEOUT: OfError = OfError { kind: 5, code: 5 };
 /// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
 const CAPABILITIES: u32 = 1 | 2 | 4;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
@@ -272,7 +271,8 @@ impl Connection {
                 Ok(false) => None,
                 Ok(true) => match results.next() {
                     Some(Ok(_)) | None => None,
-                    Some(Err(e)) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
+                    Some(Err(OpError::Overlap(why))) => Some((OfError::FLOW_MOD_FAILED_OVERLAP, why)),
+                    Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
                 },
                 Err(e) => Some(e),
             };
@@ -463,7 +463,7 @@ impl Connection {
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
                 Some(f) => {
-                    let flows = flow_stats(&self.hub.control.select(&f), &f);
+                    let flows = flow_stats(&self.hub.control.flow_stats(&f), &f, v);
                     if flows.is_empty() {
                         one(MultipartReplyBody::Flow(Vec::new()))
                     } else {
@@ -472,11 +472,15 @@ impl Connection {
                 }
             },
             MultipartRequestBody::Aggregate(req) => {
-                let flow_count = match stats_filter(&req) {
-                    None => 0,
-                    Some(f) => flow_stats(&self.hub.control.select(&f), &f).len() as u32,
+                let flows = match stats_filter(&req) {
+                    None => Vec::new(),
+                    Some(f) => flow_stats(&self.hub.control.flow_stats(&f), &f, v),
                 };
-                one(MultipartReplyBody::Aggregate(AggregateStats { packet_count: 0, byte_count: 0, flow_count }))
+                one(MultipartReplyBody::Aggregate(AggregateStats {
+                    packet_count: flows.iter().map(|s| s.packet_count).sum(),
+                    byte_count: flows.iter().map(|s| s.byte_count).sum(),
+                    flow_count: flows.len() as u32,
+                }))
             }
             // A query (empty, one part); a request to change the features is refused.
             MultipartRequestBody::TableFeatures(t) if t.is_empty() && flags & MORE == 0 => {
@@ -678,15 +682,6 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
             format!("buffer {} (the switch buffers no packets)", fm.buffer_id),
         ));
     }
-    if is_add && (fm.idle_timeout != 0 || fm.hard_timeout != 0) {
-        return Err((BAD_TIMEOUT, "idle/hard timeouts are not supported yet".into()));
-    }
-    if fm.flags & (OFPFF_SEND_FLOW_REM | OFPFF_CHECK_OVERLAP) != 0 {
-        return Err((
-            OfError::FLOW_MOD_FAILED_BAD_FLAGS,
-            "send_flow_rem and check_overlap are not supported yet".into(),
-        ));
-    }
     if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
         return Err((
             OfError::BAD_ACTION_BAD_TYPE,
@@ -701,10 +696,20 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
         out_port: (fm.out_port != OFPP_ANY).then_some(fm.out_port),
     };
     Ok(match fm.command {
-        FlowModCommand::Add => Some(FlowOp::Add(Rule { table: 0, ..fm.to_rule(0) })),
-        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1).
+        FlowModCommand::Add => Some(FlowOp::Add(
+            Rule { table: 0, ..fm.to_rule(0) },
+            FlowSpec {
+                idle_timeout: fm.idle_timeout,
+                hard_timeout: fm.hard_timeout,
+                flags: fm.flags,
+                importance: fm.importance,
+            },
+        )),
+        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps the flows'
+        // timeouts and flags (OVS); of its flags only RESET_COUNTS counts.
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
-            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone()))
+            let counts = if fm.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
+            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone(), counts))
         }
         // No groups: no flow outputs to one.
         FlowModCommand::Delete | FlowModCommand::DeleteStrict if fm.out_group != OFPG_ANY => None,
@@ -725,30 +730,34 @@ fn stats_filter(req: &FlowStatsRequest) -> Option<FlowFilter> {
     })
 }
 
-/// One entry per OpenFlow flow of `rules` (a rule with port ranges is several OpenFlow flows,
-/// as `ovs-ofctl` writes it; each entry must still be selected by `f`'s match). Priorities
-/// above 16 bits (ClassBench sets) are reported as 65535.
-fn flow_stats(rules: &[Rule], f: &FlowFilter) -> Vec<FlowStats> {
+/// One entry per OpenFlow flow of `flows` (a rule with port ranges is several OpenFlow flows,
+/// as `ovs-ofctl` writes it; each entry must still be selected by `f`'s match; the rule's
+/// counts go with the first). Priorities above 16 bits (ClassBench sets) are reported as
+/// 65535; the importance only in 1.4 (1.3 has none).
+fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats> {
     let mut out = Vec::new();
-    for r in rules {
+    for s in flows {
+        let (r, meta) = (&s.rule, &s.meta);
+        let mut counts = Some(s.counts);
         for m in r.matches.expand_port_ranges() {
             if let Some(g) = &f.matches {
                 if !crate::table::covers(g, &m) {
                     continue;
                 }
             }
+            let c = counts.take().unwrap_or_default();
             out.push(FlowStats {
                 table_id: 0,
-                duration_sec: 0,
-                duration_nsec: 0,
+                duration_sec: (s.duration_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
+                duration_nsec: (s.duration_ns % 1_000_000_000) as u32,
                 priority: u16::try_from(r.priority).unwrap_or(u16::MAX),
-                idle_timeout: 0,
-                hard_timeout: 0,
-                flags: 0,
-                importance: 0,
+                idle_timeout: meta.idle_timeout,
+                hard_timeout: meta.hard_timeout,
+                flags: meta.flags,
+                importance: if version >= OFP14 { meta.importance } else { 0 },
                 cookie: r.cookie,
-                packet_count: 0,
-                byte_count: 0,
+                packet_count: c.packets,
+                byte_count: c.bytes,
                 matches: m,
                 actions: r.actions.clone(),
             });

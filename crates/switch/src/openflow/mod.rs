@@ -23,19 +23,19 @@
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
 //! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
 //! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
-//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`] |
+//! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
 //! | MULTIPART TABLE_FEATURES | what the table supports ([`rqvs_openflow::table_features::TableFeatures::rqvs`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
-//! | FLOW_MOD add, modify(_strict), delete(_strict) | applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
+//! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::flowstate`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
+//! | (sent) FLOW_REMOVED | when a flow with SEND_FLOW_REM is deleted or expires (reason DELETE, IDLE_TIMEOUT, HARD_TIMEOUT), to every connection that takes asynchronous messages, as PACKET_IN (`flow_removed.rs`) |
 //!
 //! A message the codec cannot decode gets the ERROR its [`rqvs_openflow::DecodeError::of_error`]
 //! names; the table is not touched and the connection stays open (a header whose length is
-//! below 8 cannot be framed: ERROR and close). Flows have no counters yet: FLOW and AGGREGATE
-//! report 0 packets, 0 bytes and 0 s duration. Idle/hard timeouts, SEND_FLOW_REM and
-//! CHECK_OVERLAP are refused with their FLOW_MOD_FAILED codes; buffered packets with
-//! BUFFER_UNKNOWN. An add may name table 0 or, as Open vSwitch allows with one table, 0xff
+//! below 8 cannot be framed: ERROR and close). A flow's counters are the PMDs' per-flow counts
+//! ([`crate::flowstats`]); a rule with port ranges (a ClassBench set) is several OpenFlow flows
+//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN. An add may name table 0 or, as Open vSwitch allows with one table, 0xff
 //! ("the switch chooses": `ovs-testcontroller`'s learned flows say so). A slave connection's
 //! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
@@ -94,6 +94,7 @@
 
 mod connection;
 mod controller;
+mod flow_removed;
 mod packet_in;
 mod packet_out;
 
@@ -257,7 +258,7 @@ pub struct ChannelStats {
 impl Channel {
     /// Starts the listener's thread, one thread per controller, the packet-in thread (when the
     /// switch was started with a packet-in queue) and, for a standalone switch with
-    /// controllers, the fail-open watch.
+    /// controllers, the fail-open watch; registers the FLOW_REMOVED sink.
     pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
         let hub = Arc::new(Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe));
         let mut threads = Vec::new();
@@ -267,6 +268,10 @@ impl Channel {
                 .spawn(f)
                 .map_err(|e| Error(format!("starting the OpenFlow thread '{name}': {e}")))
         };
+        // FLOW_REMOVED: the hub as the switch's event sink (a weak handle: the hub holds the
+        // switch's `Control`).
+        let weak = Arc::downgrade(&hub);
+        control.on_event(Box::new(move |e| flow_removed::deliver(&weak, e)));
         if let Some(rx) = control.take_packet_in_queue() {
             let h = hub.clone();
             threads.push(spawn("packet-in", Box::new(move || packet_in::run(&rx, &h)))?);
@@ -341,8 +346,8 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    /// Does this connection take PACKET_INs now?
-    pub fn wants_packet_ins(&self) -> bool {
+    /// Does this connection take asynchronous messages (PACKET_IN, FLOW_REMOVED) now?
+    pub fn takes_async(&self) -> bool {
         self.version.load(Ordering::Relaxed) != 0
             && self.role.load(Ordering::Relaxed) != ROLE_SLAVE
             && (self.active || self.miss_send_len.load(Ordering::Relaxed) != 0)

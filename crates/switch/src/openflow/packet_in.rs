@@ -61,7 +61,7 @@ fn deliver(hub: &Hub, p: &PacketIn) {
     let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
     let mut sent = false;
     for peer in hub.peers() {
-        if !peer.wants_packet_ins() {
+        if !peer.takes_async() {
             continue;
         }
         let v = peer.version.load(Ordering::Relaxed);

@@ -1,0 +1,324 @@
+//! Per-flow counters: the packets and bytes of every OpenFlow rule, kept by each PMD thread on
+//! its own and summed by the management side.
+//!
+//! **Where a packet is counted.** The PMD counts each packet it classified for the rule that
+//! decided it — the design names it ([`rqvs_datapath::Design::batch_rules`] for the fast path,
+//! [`rqvs_datapath::Design::upcall_rules`] for upcalls handled inline, the verdict's `rule`
+//! for the handler thread's answers) — with the frame's length as received. Packets no rule
+//! matched (the table-miss drop), malformed frames and lost upcalls count for no flow.
+//!
+//! **Storage.** [`FlowCounters`] is the PMD's own: no lock, no atomic, no allocation per
+//! packet, 16 bytes a rule (a cache line holds four; an entry never straddles two). Rule ids are never reused by the switch (every add and modify takes a new one), so
+//! over a long run the ids in use are a sparse subset of a growing range; the counters are
+//! kept in pages of [`PAGE`] rules, a page allocated the first time one of its rules is hit
+//! and freed when a [`FlowCounters::take`] leaves it empty — memory follows the rules that are
+//! hit, not the highest id ever given. A hit is two dependent loads (page, entry) and two
+//! stores; the entry is usually a cache miss (a table of 100K flows' counters does not fit the
+//! caches), so the PMD prefetches a batch's entries as soon as the design has named the rules
+//! and counts after applying the actions, which hides the misses behind the frame work.
+//!
+//! **Reading them.** The management side asks every PMD between its batches
+//! ([`crate::pmd::PmdMsg::FlowStats`]) for the counts of a list of rules and sums them
+//! ([`FlowCount::add`]); a removed (or modified) flow's counts are *taken* — read and cleared —
+//! once the change is applied on every PMD, so no later packet can count for it. A PMD thread
+//! that ends (its capture files are done) leaves its counters in [`Parting`], where the
+//! management side reads them from then on.
+//!
+//! **Last hits.** The PMDs keep no time: a flow's last hit, which only idle timeouts need, is
+//! what the management side sees of its counts — the expiry thread ([`crate::expiry`]) reads the
+//! counts of the flows with an idle timeout a few times a second, and a count that moved means a
+//! hit since the last look ([`crate::table::FlowTable::observe`]). A time per packet would make
+//! an entry 24 bytes: measured on acl1_100k through CFLOWS (136K flows, the counters far beyond
+//! the caches), the counting took 4.6% of a PMD's time so, 1.8% at 16 bytes
+//! (docs/switch-bench.md).
+
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc, Mutex};
+
+use rqvs_datapath::NO_RULE;
+use rqvs_flow::{Rule, RuleId};
+use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
+
+use crate::events::{Event, FlowRemoved};
+use crate::pmd::PmdMsg;
+use crate::table::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
+use crate::{Control, REPLY_WAIT};
+
+/// Rules per page of counters.
+pub const PAGE: usize = 1024;
+const PAGE_BITS: u32 = PAGE.trailing_zeros();
+
+/// One rule's counters at one PMD (or summed over PMDs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCount {
+    pub packets: u64,
+    /// Frame lengths as received.
+    pub bytes: u64,
+}
+
+impl FlowCount {
+    /// Sums `o` into this.
+    pub fn add(&mut self, o: &FlowCount) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
+
+type Page = Box<[FlowCount]>;
+
+/// Where a rule's counters are: (page, entry).
+#[inline]
+fn place(rule: RuleId) -> (usize, usize) {
+    ((rule.0 >> PAGE_BITS) as usize, rule.0 as usize & (PAGE - 1))
+}
+
+/// A PMD's counters of every rule it has seen (module docs).
+#[derive(Default)]
+pub struct FlowCounters {
+    pages: Vec<Option<Page>>,
+}
+
+impl FlowCounters {
+    pub fn new() -> FlowCounters {
+        FlowCounters::default()
+    }
+
+    /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere).
+    #[inline]
+    pub fn hit(&mut self, rule: RuleId, bytes: usize) {
+        if rule == NO_RULE {
+            return;
+        }
+        let (p, i) = place(rule);
+        if p >= self.pages.len() {
+            self.pages.resize_with(p + 1, || None);
+        }
+        let page = self.pages[p].get_or_insert_with(|| vec![FlowCount::default(); PAGE].into_boxed_slice());
+        let e = &mut page[i];
+        e.packets += 1;
+        e.bytes += bytes as u64;
+    }
+
+    /// Asks the CPU to fetch `rule`'s counters ahead of its [`FlowCounters::hit`] (a hint; a
+    /// page not allocated yet is left alone).
+    #[inline]
+    pub fn prefetch(&self, rule: RuleId) {
+        let (p, i) = place(rule);
+        if let Some(Some(page)) = self.pages.get(p) {
+            rqvs_classify::prefetch::prefetch(&page[i]);
+        }
+    }
+
+    /// The counts of `rule` (zero when never hit).
+    pub fn get(&self, rule: RuleId) -> FlowCount {
+        let (p, i) = place(rule);
+        self.pages.get(p).and_then(Option::as_ref).map_or_else(FlowCount::default, |page| page[i])
+    }
+
+    /// The counts of each of `rules`.
+    pub fn read(&self, rules: &[RuleId]) -> Vec<FlowCount> {
+        rules.iter().map(|&r| self.get(r)).collect()
+    }
+
+    /// The counts of each of `rules`, cleared here (their flows are gone); a page left with no
+    /// counts is freed.
+    pub fn take(&mut self, rules: &[RuleId]) -> Vec<FlowCount> {
+        let out = self.read(rules);
+        for &r in rules {
+            let (p, i) = place(r);
+            if let Some(slot) = self.pages.get_mut(p) {
+                if let Some(page) = slot.as_mut() {
+                    page[i] = FlowCount::default();
+                    if page.iter().all(|e| e.packets == 0) {
+                        *slot = None;
+                    }
+                }
+            }
+        }
+        while self.pages.last().is_some_and(Option::is_none) {
+            self.pages.pop();
+        }
+        out
+    }
+
+    /// Pages allocated (tests, memory reports).
+    pub fn pages(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count()
+    }
+}
+
+/// The counters of PMD threads that have ended, by PMD index (module docs).
+#[derive(Clone, Default)]
+pub struct Parting(Arc<Mutex<Vec<Option<FlowCounters>>>>);
+
+impl Parting {
+    pub fn new(pmds: usize) -> Parting {
+        Parting(Arc::new(Mutex::new((0..pmds).map(|_| None).collect())))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<FlowCounters>>> {
+        // Nothing panics while holding it.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// PMD `pmd` ends and leaves its counters.
+    pub fn leave(&self, pmd: usize, c: FlowCounters) {
+        if let Some(slot) = self.lock().get_mut(pmd) {
+            *slot = Some(c);
+        }
+    }
+
+    /// The counts of `rules` at PMD `pmd` if it has ended (cleared there when `take`).
+    pub fn counts(&self, pmd: usize, rules: &[RuleId], take: bool) -> Option<Vec<FlowCount>> {
+        let mut g = self.lock();
+        let c = g.get_mut(pmd)?.as_mut()?;
+        Some(if take { c.take(rules) } else { c.read(rules) })
+    }
+}
+
+/// One flow's statistics (a FLOW multipart entry, a `dump-flows` line).
+#[derive(Clone, Debug)]
+pub struct FlowStat {
+    pub rule: Rule,
+    pub meta: FlowMeta,
+    /// Its packets, bytes and last hit: what it carries plus what the PMDs counted.
+    pub counts: FlowCount,
+    /// Since its add (a modify keeps it).
+    pub duration_ns: u64,
+}
+
+impl Control {
+    /// The per-flow counts of `rules` summed over the PMDs (cleared at every PMD when `take`:
+    /// the flows are gone; module docs), in their order; a PMD thread that has ended counts
+    /// with what it left.
+    pub fn flow_counts(&self, rules: &[RuleId], take: bool) -> Vec<FlowCount> {
+        let mut sum = vec![FlowCount::default(); rules.len()];
+        if rules.is_empty() {
+            return sum;
+        }
+        let shared: Arc<[RuleId]> = rules.into();
+        let replies: Vec<_> = self
+            .inboxes
+            .iter()
+            .map(|i| {
+                let (reply, r) = mpsc::channel();
+                i.send(PmdMsg::FlowStats { rules: shared.clone(), take, reply }).ok().map(|()| r)
+            })
+            .collect();
+        for (pmd, r) in replies.into_iter().enumerate() {
+            // A PMD answers, or has ended (its counters are in `parting`), or — stuck longer than
+            // REPLY_WAIT — is skipped.
+            let counts =
+                r.and_then(|r| r.recv_timeout(REPLY_WAIT).ok()).or_else(|| self.parting.counts(pmd, rules, take));
+            for (s, c) in sum.iter_mut().zip(counts.iter().flatten()) {
+                s.add(c);
+            }
+        }
+        sum
+    }
+
+    /// The flows `filter` selects with their statistics, in winner order. The table of record
+    /// stays locked while the PMDs are asked, so no change moves counts between flows
+    /// meanwhile.
+    pub fn flow_stats(&self, filter: &FlowFilter) -> Vec<FlowStat> {
+        let rules = self.lock_rules();
+        let now = self.clock_ns();
+        let ids = rules.select(filter);
+        let counts = self.flow_counts(&ids, false);
+        let mut v: Vec<FlowStat> = ids
+            .iter()
+            .zip(counts)
+            .filter_map(|(&id, c)| {
+                let (rule, meta) = (rules.get(id)?.clone(), *rules.meta(id)?);
+                let mut counts = meta.carried;
+                counts.add(&c);
+                Some(FlowStat { rule, meta, counts, duration_ns: now.saturating_sub(meta.created_ns) })
+            })
+            .collect();
+        v.sort_by_key(|s| s.rule.rank());
+        v
+    }
+
+    /// After a transaction is committed and applied on every PMD: takes the PMDs' counts of the
+    /// flows it removed and gives them to the flows that took over ([`NetChange::heir`], packets
+    /// and bytes unless RESET_COUNTS; a hit the expiry thread had not seen yet makes now the
+    /// heir's last hit), and returns a FLOW_REMOVED event for each deleted or expired flow with
+    /// SEND_FLOW_REM, with its counts. Called with the table of record locked (`rules`), so no
+    /// flow-stats request sees counts in between.
+    pub(crate) fn settle_counts(&self, rules: &mut FlowTable, net: &NetChange, now_ns: u64) -> Vec<Event> {
+        let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
+        let taken = self.flow_counts(&removed, true);
+        let mut owed: HashMap<RuleId, (FlowCount, bool)> = HashMap::new();
+        for (&id, mut c) in removed.iter().zip(taken) {
+            // Along the chain of heirs (a flow modified twice in one bundle) to the last one.
+            let mut at = id;
+            let mut hit = false;
+            for _ in 0..=net.heir.len() {
+                let Some(h) = net.heir.get(&at) else { break };
+                hit |= at == id && c.packets > h.seen;
+                if h.counts == Counts::Reset {
+                    c = FlowCount::default();
+                }
+                at = h.to;
+            }
+            let o = owed.entry(at).or_default();
+            o.0.add(&c);
+            o.1 |= hit;
+        }
+        for (id, (c, hit)) in &owed {
+            rules.carry(*id, c, hit.then_some(now_ns));
+        }
+        net.deleted
+            .iter()
+            .filter(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM != 0)
+            .map(|(rule, m, reason)| {
+                let mut counts = m.carried;
+                if let Some((c, _)) = owed.get(&rule.id) {
+                    counts.add(c);
+                }
+                Event::FlowRemoved(FlowRemoved {
+                    rule: rule.clone(),
+                    reason: *reason,
+                    duration_ns: now_ns.saturating_sub(m.created_ns),
+                    idle_timeout: m.idle_timeout,
+                    hard_timeout: m.hard_timeout,
+                    counts,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_count_per_rule_and_take_clears_and_frees() {
+        let mut c = FlowCounters::new();
+        c.hit(RuleId(3), 60);
+        c.hit(RuleId(3), 100);
+        c.hit(RuleId(5000), 1500);
+        c.hit(NO_RULE, 64);
+        assert_eq!(c.get(RuleId(3)), FlowCount { packets: 2, bytes: 160 });
+        assert_eq!(c.get(RuleId(5000)), FlowCount { packets: 1, bytes: 1500 });
+        assert_eq!(c.get(RuleId(4)), FlowCount::default());
+        assert_eq!(c.get(RuleId(1 << 30)), FlowCount::default());
+        assert_eq!(c.pages(), 2);
+        let t = c.take(&[RuleId(5000), RuleId(77_777)]);
+        assert_eq!(t[0].packets, 1);
+        assert_eq!(t[1], FlowCount::default());
+        assert_eq!(c.get(RuleId(5000)), FlowCount::default());
+        assert_eq!(c.pages(), 1, "the emptied page is freed");
+        assert_eq!(c.pages.len(), 1, "and the directory shrinks");
+        c.take(&[RuleId(3)]);
+        assert_eq!(c.pages(), 0);
+    }
+
+    #[test]
+    fn counts_add_up_over_pmds() {
+        let mut a = FlowCount { packets: 2, bytes: 100 };
+        a.add(&FlowCount { packets: 3, bytes: 7 });
+        assert_eq!(a, FlowCount { packets: 5, bytes: 107 });
+    }
+}
