@@ -184,7 +184,7 @@ impl Classifier {
         let mut out = vec![-1i64; view.len()];
         py.detach(|| {
             let s = self.read();
-            headers::classify(&view, &mut out, &mut |k, o| s.c.lookup_batch(k, o))
+            headers::classify(&view, &mut out, |k, o| s.c.lookup_batch(k, o))
         })
         .map_err(PyValueError::new_err)?;
         Ok(PyArray1::from_vec(py, out))
@@ -276,7 +276,12 @@ impl LiveNuevoMatch {
     /// ``from_file`` over rule lines (read as a rule file's lines).
     #[staticmethod]
     #[pyo3(signature = (rules, policy = "instant", retrain_threshold = 0.1))]
-    fn from_rules(py: Python<'_>, rules: Vec<String>, policy: &str, retrain_threshold: f64) -> PyResult<LiveNuevoMatch> {
+    fn from_rules(
+        py: Python<'_>,
+        rules: Vec<String>,
+        policy: &str,
+        retrain_threshold: f64,
+    ) -> PyResult<LiveNuevoMatch> {
         let rules = rules_from_lines(&rules)?;
         LiveNuevoMatch::build(py, rules, policy, retrain_threshold)
     }
@@ -287,9 +292,8 @@ impl LiveNuevoMatch {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        let (n, policy) = self.with(py, |s| {
-            (rqvs_classify::Classifier::len(s.live.current()) + s.live.staged(), s.live.policy().name())
-        });
+        let (n, policy) = self
+            .with(py, |s| (rqvs_classify::Classifier::len(s.live.current()) + s.live.staged(), s.live.policy().name()));
         format!("<rqvs.LiveNuevoMatch policy={policy} rules={n}>")
     }
 
@@ -299,7 +303,7 @@ impl LiveNuevoMatch {
         let h = headers::parse(headers)?;
         let view = h.view();
         let mut out = vec![-1i64; view.len()];
-        self.with(py, |s| headers::classify(&view, &mut out, &mut |k, o| s.live.lookup_batch(k, o)))
+        self.with(py, |s| headers::classify(&view, &mut out, |k, o| s.live.lookup_batch(k, o)))
             .map_err(PyValueError::new_err)?;
         Ok(PyArray1::from_vec(py, out))
     }

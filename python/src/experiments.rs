@@ -88,9 +88,8 @@ fn config(
 }
 
 fn design(name: &str) -> PyResult<DesignKind> {
-    DesignKind::from_name(name).ok_or_else(|| {
-        PyValueError::new_err(format!("unknown design '{name}' (known: orig, ccache, cflows)"))
-    })
+    DesignKind::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown design '{name}' (known: orig, ccache, cflows)")))
 }
 
 /// Replays a trace through one datapath design (``rqvs replay``) and returns its ``--json``
@@ -198,7 +197,9 @@ pub fn gen_rules(
 /// field at a corner of its rule; ``max_share``: most packets one header may have, as a share.
 #[pyfunction]
 #[pyo3(signature = (rules, packets, output, *, locality = String::from("pareto:1,0.1"), rng_seed = 1, format = "classbench", corner = false, max_share = 0.05, max_burst = None))]
-#[pyo3(text_signature = "(rules, packets, output, *, locality='pareto:1,0.1', rng_seed=1, format='classbench', corner=False, max_share=0.05, max_burst=None)")]
+#[pyo3(
+    text_signature = "(rules, packets, output, *, locality='pareto:1,0.1', rng_seed=1, format='classbench', corner=False, max_share=0.05, max_burst=None)"
+)]
 #[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
 pub fn gen_trace(
     py: Python<'_>,

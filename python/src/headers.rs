@@ -3,11 +3,13 @@
 //! Two forms of `headers`:
 //! - a plain `uint32` array of shape `(n, k)`, `5 <= k <= 11`: the columns are the first `k` of
 //!   [`FIELDS`] (`nw_src, nw_dst, tp_src, tp_dst, nw_proto` — a ClassBench 5-tuple — then
-//!   `tcp_flags, in_port, dl_type, vlan_tci, nw_tos, nw_frag`). This is the fast path: it is read
-//!   in place, with the GIL released, a chunk at a time between lookups.
+//!   `tcp_flags, in_port, dl_type, vlan_tci, nw_tos, nw_frag`), read in place a row at a time.
+//!
+//! Both are read with the GIL released, a chunk of keys at a time between lookups (the keys stay
+//! in cache).
 //! - a 1-D structured array whose fields are any of the 13 [`FIELDS`] (`rqvs.HEADER_DTYPE` has
 //!   them all; `dl_src`/`dl_dst` are 48-bit MAC addresses in an integer), each of an integer dtype
-//!   in native byte order. It is converted to keys with the GIL held, then looked up without it.
+//!   in native byte order. It is read in place too, field by field a chunk at a time.
 //!
 //! Fields not given take a ClassBench packet's values: `in_port` 1, `dl_type` 0x0800 (IPv4), the
 //! rest 0. A value wider than its field is an error naming the packet and the field, never
@@ -22,8 +24,19 @@ use rqvs_flow::{FlowKey, RuleId};
 
 /// Every header field, in the column order of the plain form.
 pub const FIELDS: [&str; 13] = [
-    "nw_src", "nw_dst", "tp_src", "tp_dst", "nw_proto", "tcp_flags", "in_port", "dl_type", "vlan_tci", "nw_tos",
-    "nw_frag", "dl_src", "dl_dst",
+    "nw_src",
+    "nw_dst",
+    "tp_src",
+    "tp_dst",
+    "nw_proto",
+    "tcp_flags",
+    "in_port",
+    "dl_type",
+    "vlan_tci",
+    "nw_tos",
+    "nw_frag",
+    "dl_src",
+    "dl_dst",
 ];
 
 /// Width of each field of [`FIELDS`], in bits.
@@ -33,8 +46,8 @@ pub const BITS: [u32; 13] = [32, 32, 16, 16, 8, 12, 32, 16, 16, 8, 2, 48, 48];
 const MIN_COLUMNS: usize = 5;
 const MAX_COLUMNS: usize = 11;
 
-/// Keys converted and looked up per step of the plain path (stays in the L1/L2 cache).
-const CHUNK: usize = 1024;
+/// Keys converted and looked up per step (they stay in the L1/L2 cache).
+const CHUNK: usize = 256;
 
 /// A ClassBench packet with every field zero: what fields not given take.
 fn base_key() -> FlowKey {
@@ -95,23 +108,24 @@ fn out_of_range(at: &str, f: usize, v: i128) -> String {
 
 /// Headers checked and ready to look up.
 pub enum Headers<'py> {
-    /// The plain form, read in place.
+    /// The plain form.
     Plain(PyReadonlyArray2<'py, u32>),
-    /// The structured form, converted.
-    Keys(Vec<FlowKey>),
+    /// The structured form: where each field is, and the array, held so that its data stays
+    /// valid while the layout points into it.
+    Structured { layout: Structured, _array: Bound<'py, PyUntypedArray> },
 }
 
 /// A view of [`Headers`] that can cross to a thread without the GIL.
 pub enum View<'a> {
     Plain(ArrayView2<'a, u32>),
-    Keys(&'a [FlowKey]),
+    Structured(&'a Structured),
 }
 
 impl Headers<'_> {
     pub fn view(&self) -> View<'_> {
         match self {
             Headers::Plain(a) => View::Plain(a.as_array()),
-            Headers::Keys(k) => View::Keys(k),
+            Headers::Structured { layout, .. } => View::Structured(layout),
         }
     }
 }
@@ -120,7 +134,7 @@ impl View<'_> {
     pub fn len(&self) -> usize {
         match self {
             View::Plain(a) => a.nrows(),
-            View::Keys(k) => k.len(),
+            View::Structured(s) => s.n,
         }
     }
 }
@@ -142,7 +156,8 @@ pub fn parse<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Headers<'py>> {
     };
     let dtype = array.dtype();
     if dtype.has_fields() {
-        return structured(array).map(Headers::Keys);
+        let layout = structured(array)?;
+        return Ok(Headers::Structured { layout, _array: array.clone() });
     }
     if !dtype.is_equiv_to(&numpy::dtype::<u32>(headers.py())) {
         return Err(PyTypeError::new_err(format!(
@@ -171,8 +186,24 @@ struct Column {
     signed: bool,
 }
 
-/// Converts a structured array (module docs) to keys; the GIL is held throughout.
-fn structured(array: &Bound<'_, PyUntypedArray>) -> PyResult<Vec<FlowKey>> {
+/// A structured array's layout: its elements and where each field sits in one.
+pub struct Structured {
+    data: *const u8,
+    stride: isize,
+    n: usize,
+    columns: Vec<Column>,
+}
+
+// SAFETY: `data` points into a numpy array that `Headers::Structured` holds a reference to for as
+// long as this layout is used (the GIL released or not), so it stays allocated; it is only read.
+// Python code may write the array meanwhile, as it may while numpy's own functions run without
+// the GIL: the values read are then some mix of old and new, never memory outside the array.
+unsafe impl Send for Structured {}
+// SAFETY: as for `Send`: shared use only reads.
+unsafe impl Sync for Structured {}
+
+/// Checks a structured array (module docs) and finds its fields; the GIL is held.
+fn structured(array: &Bound<'_, PyUntypedArray>) -> PyResult<Structured> {
     let dtype = array.dtype();
     if array.ndim() != 1 {
         return Err(PyValueError::new_err(format!(
@@ -199,46 +230,83 @@ fn structured(array: &Bound<'_, PyUntypedArray>) -> PyResult<Vec<FlowKey>> {
         }
         columns.push(Column { field, offset, size, signed: fd.kind() == b'i' });
     }
-    let n = array.len();
-    let stride = array.strides()[0];
-    // SAFETY: a numpy array object; its data pointer is valid while we hold the GIL and a
-    // reference to the array, which we do until this function returns.
+    // SAFETY: a numpy array object, alive while `array` is (see `Structured`).
     let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
-    let mut keys = vec![base_key(); n];
-    for (i, key) in keys.iter_mut().enumerate() {
-        for c in &columns {
-            // SAFETY: `i < n` elements of `stride` bytes from `data`, and the field's
-            // `offset + size` lies within one element (numpy's dtype says so); read unaligned
-            // because packed dtypes need not align their fields.
-            let v: i128 = unsafe {
-                let p = data.offset(i as isize * stride).add(c.offset);
-                match (c.size, c.signed) {
-                    (1, false) => p.read().into(),
-                    (2, false) => p.cast::<u16>().read_unaligned().into(),
-                    (4, false) => p.cast::<u32>().read_unaligned().into(),
-                    (8, false) => p.cast::<u64>().read_unaligned().into(),
-                    (1, true) => p.cast::<i8>().read().into(),
-                    (2, true) => p.cast::<i16>().read_unaligned().into(),
-                    (4, true) => p.cast::<i32>().read_unaligned().into(),
-                    _ => p.cast::<i64>().read_unaligned().into(),
-                }
-            };
-            if v < 0 || v >> BITS[c.field] != 0 {
-                return Err(PyValueError::new_err(out_of_range(&format!("[{i}]"), c.field, v)));
+    Ok(Structured { data, stride: array.strides()[0], n: array.len(), columns })
+}
+
+impl Structured {
+    /// Fills `keys` with elements `first..first + keys.len()`, field by field.
+    fn convert(&self, first: usize, keys: &mut [FlowKey]) -> Result<(), String> {
+        keys.fill(base_key());
+        for c in &self.columns {
+            let bits = BITS[c.field];
+            // One loop per integer type, so the type is not matched per value.
+            macro_rules! column {
+                ($t:ty) => {
+                    for (j, key) in keys.iter_mut().enumerate() {
+                        let i = first + j;
+                        // SAFETY: `i < n` elements of `stride` bytes from `data`, and the
+                        // field's `offset + size` (the size of `$t`) lies within one element
+                        // (numpy's dtype says so); read unaligned because packed dtypes need not
+                        // align their fields.
+                        let raw = unsafe {
+                            self.data.offset(i as isize * self.stride).add(c.offset).cast::<$t>().read_unaligned()
+                        };
+                        #[allow(unused_comparisons)] // unsigned types: never negative
+                        let negative = raw < 0;
+                        let v = raw as u64;
+                        if negative || v >> bits != 0 {
+                            return Err(out_of_range(&format!("[{i}]"), c.field, i128::from(raw)));
+                        }
+                        set(key, c.field, v);
+                    }
+                };
             }
-            set(key, c.field, v as u64);
+            match (c.size, c.signed) {
+                (1, false) => column!(u8),
+                (2, false) => column!(u16),
+                (4, false) => column!(u32),
+                (8, false) => column!(u64),
+                (1, true) => column!(i8),
+                (2, true) => column!(i16),
+                (4, true) => column!(i32),
+                _ => column!(i64),
+            }
         }
+        Ok(())
     }
-    Ok(keys)
+}
+
+/// Fills `key` from one row of a plain array (`row.len()` columns of [`FIELDS`]).
+#[inline(always)]
+fn plain_row(row: &[u32], key: &mut FlowKey) -> Result<(), usize> {
+    // The fields narrower than 32 bits, checked at once; the culprit found only on an error.
+    let mut wide = (row[2] | row[3]) >> 16 | row[4] >> 8;
+    *key = base_key();
+    key.nw_src = row[0];
+    key.nw_dst = row[1];
+    key.tp_src = row[2] as u16;
+    key.tp_dst = row[3] as u16;
+    key.nw_proto = row[4] as u8;
+    for (f, &v) in row.iter().enumerate().skip(MIN_COLUMNS) {
+        wide |= if BITS[f] < 32 { v >> BITS[f] } else { 0 };
+        set(key, f, v.into());
+    }
+    if wide == 0 {
+        Ok(())
+    } else {
+        Err(row.iter().enumerate().position(|(f, &v)| BITS[f] < 32 && v >> BITS[f] != 0).unwrap_or(0))
+    }
 }
 
 /// Looks every packet of `view` up with `lookup` (batches of [`BATCH`]) into `out` (rule id, or
-/// -1 for no match). The plain form is converted a chunk at a time; a value too wide for its
-/// field stops the run with a message naming it.
+/// -1 for no match), converting a chunk at a time; a value too wide for its field stops the run
+/// with a message naming it.
 pub fn classify(
     view: &View<'_>,
     out: &mut [i64],
-    lookup: &mut dyn FnMut(&[FlowKey], &mut [Option<RuleId>]),
+    mut lookup: impl FnMut(&[FlowKey], &mut [Option<RuleId>]),
 ) -> Result<(), String> {
     let mut found = [None; BATCH];
     let mut run = |keys: &[FlowKey], out: &mut [i64]| {
@@ -250,36 +318,32 @@ pub fn classify(
             }
         }
     };
-    match view {
-        View::Keys(keys) => run(keys, out),
-        View::Plain(a) => {
-            let cols = a.ncols();
-            let mut keys = vec![base_key(); CHUNK];
-            let mut row = [0u32; MAX_COLUMNS];
-            let contiguous = a.as_slice();
-            for (c, o) in out.chunks_mut(CHUNK).enumerate() {
-                let first = c * CHUNK;
-                for (j, key) in keys[..o.len()].iter_mut().enumerate() {
+    let mut keys = vec![base_key(); CHUNK];
+    for (c, o) in out.chunks_mut(CHUNK).enumerate() {
+        let first = c * CHUNK;
+        let keys = &mut keys[..o.len()];
+        match view {
+            View::Structured(s) => s.convert(first, keys)?,
+            View::Plain(a) => {
+                let cols = a.ncols();
+                let mut buf = [0u32; MAX_COLUMNS];
+                let contiguous = a.as_slice();
+                for (j, key) in keys.iter_mut().enumerate() {
                     let i = first + j;
-                    match contiguous {
-                        Some(s) => row[..cols].copy_from_slice(&s[i * cols..(i + 1) * cols]),
+                    let row = match contiguous {
+                        Some(s) => &s[i * cols..(i + 1) * cols],
                         None => {
-                            for (col, v) in row[..cols].iter_mut().enumerate() {
+                            for (col, v) in buf[..cols].iter_mut().enumerate() {
                                 *v = a[[i, col]];
                             }
+                            &buf[..cols]
                         }
-                    }
-                    *key = base_key();
-                    for (f, &v) in row[..cols].iter().enumerate() {
-                        if BITS[f] < 32 && v >> BITS[f] != 0 {
-                            return Err(out_of_range(&format!("[{i}, {f}]"), f, v.into()));
-                        }
-                        set(key, f, v.into());
-                    }
+                    };
+                    plain_row(row, key).map_err(|f| out_of_range(&format!("[{i}, {f}]"), f, row[f].into()))?;
                 }
-                run(&keys[..o.len()], o);
             }
         }
+        run(keys, o);
     }
     Ok(())
 }

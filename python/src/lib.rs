@@ -1,13 +1,14 @@
-//! `rqvs._rqvs`: the extension module of the `rqvs` Python package (python/rqvs wraps it).
+//! `rqvs._rqvs`: the extension module of the `rqvs` Python package (python/rqvs wraps it). Its
+//! modules, private to the crate:
 //!
 //! | Python | Rust |
 //! |---|---|
-//! | `Classifier` (`from_file`, `from_rules`, `classify`, `insert`, `remove`) | [`classifier::Classifier`] over `rqvs_classify::build` |
-//! | `LiveNuevoMatch` (the same, by policy, with its trainer thread) | [`classifier::LiveNuevoMatch`] over `rqvs_classify::nuevomatch::live` |
-//! | numpy headers ↔ `FlowKey` | [`headers`] |
-//! | `replay`, `compare`, `gen_rules`, `gen_trace`, `read_trace` | [`experiments`] over `rqvs_experiment` |
+//! | `Classifier` (`from_file`, `from_rules`, `classify`, `insert`, `remove`) | `classifier::Classifier` over `rqvs_classify::build` |
+//! | `LiveNuevoMatch` (the same, by policy, with its trainer thread) | `classifier::LiveNuevoMatch` over `rqvs_classify::nuevomatch::live` |
+//! | numpy headers ↔ `FlowKey` | `headers` |
+//! | `replay`, `compare`, `gen_rules`, `gen_trace`, `read_trace` | `experiments` over `rqvs_experiment` |
 //!
-//! Errors are Python exceptions with the command line's one-line messages ([`error`]); nothing
+//! Errors are Python exceptions with the command line's one-line messages (`error`); nothing
 //! here panics on bad input.
 
 use pyo3::prelude::*;
