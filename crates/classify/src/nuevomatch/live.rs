@@ -252,7 +252,12 @@ impl LiveNuevoMatch {
 
     /// Adds a rule by the policy.
     pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        let rule = Arc::new(rule);
+        self.insert_shared(Arc::new(rule))
+    }
+
+    /// [`LiveNuevoMatch::insert`] of a rule shared with others (a publisher's copies of the
+    /// classifier), without copying it.
+    pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<(), ClassifierError> {
         match self.policy {
             Policy::Instant => {
                 let into_iset = self.current.insert_shared(Arc::clone(&rule))?;
