@@ -42,10 +42,7 @@ pub enum PolicyArg {
 
 impl PolicyArg {
     pub fn name(self) -> &'static str {
-        match self {
-            PolicyArg::Instant => "instant",
-            PolicyArg::Delayed => "delayed",
-        }
+        self.policy().name()
     }
 
     pub fn policy(self) -> rqvs_classify::nuevomatch::live::Policy {

@@ -83,7 +83,7 @@
 use std::path::{Path, PathBuf};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::predict::{PredictConfig, PredictStats};
+use rqvs_datapath::predict::PredictConfig;
 use rqvs_datapath::Clock;
 use rqvs_flow::formats::{ofctl, pcap};
 use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
@@ -266,15 +266,7 @@ impl PredictorArgs {
     }
 }
 
-/// The predictor's counters as JSON.
-pub fn predict_json(s: &PredictStats) -> Value {
-    json!({
-        "observed": s.observed, "triggers": s.triggers, "proposed": s.proposed,
-        "rate_limited": s.rate_limited, "predicted": s.predicted, "already": s.already,
-        "refused": s.refused, "used": s.used, "wasted": s.wasted, "outstanding": s.outstanding,
-        "signatures": s.signatures, "templates": s.templates,
-    })
-}
+use rqvs_experiment::report::predict_json;
 
 /// `rqvs gen coflows`: the workload as a pcap, its rules and ground truth.
 pub fn gen(a: &GenArgs) -> Result<(), Failure> {

@@ -5,12 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::ValueEnum;
-use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
-use rqvs_flow::{Actions, FlowKey};
-use rqvs_workload::trace::{Locality, Mode};
-use rqvs_workload::{map, rules, seedfile, stats, trace, updates};
-use serde_json::{json, Map, Value};
+use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
+use rqvs_flow::formats::pcap;
+use rqvs_flow::FlowKey;
+use rqvs_workload::{map, rules, trace, updates};
+use serde_json::Map;
 
 use crate::report::{self, Out};
 use crate::Failure;
@@ -28,18 +27,6 @@ pub enum Command {
     Updates(UpdatesArgs),
     /// A coflow workload (pcap with timestamps), its OpenFlow rules and ground truth.
     Coflows(crate::coflows::GenArgs),
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum RulesFormat {
-    Classbench,
-    Ofctl,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum TraceFormat {
-    Classbench,
-    Pcap,
 }
 
 #[derive(clap::Args, Debug)]
@@ -186,24 +173,8 @@ fn emit(output: Option<&Path>, json: &Option<PathBuf>, bytes: &[u8]) -> Result<(
     }
 }
 
-fn stats_json(s: &stats::RuleStats) -> Value {
-    json!({
-        "rules": s.rules,
-        "src_len": s.src_len,
-        "dst_len": s.dst_len,
-        "sport_class": stats::PORT_CLASSES.iter().zip(&s.sport_class).map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
-        "dport_class": stats::PORT_CLASSES.iter().zip(&s.dport_class).map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
-        "protocols": s.protocols.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
-        "flags_matched": s.flags_matched,
-        "tuples": s.tuples,
-        "src_prefixes": s.src_prefixes,
-        "dst_prefixes": s.dst_prefixes,
-    })
-}
-
 fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
-    let seed = seedfile::load(&a.seed_file, &seedfile::default_dir())?;
     let params = rules::Params {
         count: a.count,
         rng_seed: a.rng_seed,
@@ -212,144 +183,52 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
         scale_skew: !a.no_scale_skew,
         smoothing: a.smoothing,
     };
-    let t = Instant::now();
-    let g = rules::generate(&seed, &params)?;
-    let gen_ms = t.elapsed().as_secs_f64() * 1e3;
-    let mut fields = Map::new();
-    let text = match a.format {
-        RulesFormat::Classbench => classbench::write_rules(&g.rules)?,
-        RulesFormat::Ofctl => {
-            let conv = rqvs_flow::convert::classbench_to_openflow(&g.rules, &Actions::drop())?;
-            if !conv.skipped.is_empty() {
-                eprintln!("rqvs: warning: {} rules have no OpenFlow form and were left out", conv.skipped.len());
-            }
-            fields.insert("flows".into(), conv.flows.len().into());
-            fields.insert("skipped".into(), conv.skipped.len().into());
-            ofctl::write_flows(&conv.flows)?
-        }
-    };
-    let total_ms = t.elapsed().as_secs_f64() * 1e3;
-    emit(a.output.as_deref(), &a.json, text.as_bytes())?;
-    let st = stats::RuleStats::of(&g.rules)?;
-    let summary = format!(
-        "gen rules: seed {} count {} rng-seed {}: {} rules ({} duplicates removed) in {:.0} ms ({:.0} ms with formatting); {} tuples, {} src / {} dst prefixes",
-        a.seed_file, a.count, a.rng_seed, g.rules.len(), g.duplicates, gen_ms, total_ms, st.tuples, st.src_prefixes, st.dst_prefixes
-    );
-    if a.output.is_some() || a.json.is_some() {
-        out.line(&summary);
-    } else {
-        eprintln!("{summary}");
+    let req =
+        gen::RulesRequest { seed_file: a.seed_file.clone(), params, format: a.format, compare: a.compare.clone() };
+    let g = gen::gen_rules(&req)?;
+    for w in &g.warnings {
+        eprintln!("rqvs: warning: {w}");
     }
-    fields.insert("seed_file".into(), a.seed_file.clone().into());
-    fields.insert("count".into(), a.count.into());
-    fields.insert("rng_seed".into(), a.rng_seed.into());
-    fields.insert("rules".into(), g.rules.len().into());
-    fields.insert("duplicates".into(), g.duplicates.into());
-    fields.insert("generate_ms".into(), gen_ms.into());
-    fields.insert("total_ms".into(), total_ms.into());
-    fields.insert("stats".into(), stats_json(&st));
-    if let Some(c) = &a.compare {
-        let other = stats::RuleStats::of(&inputs::load_rules(Some(c))?)?;
-        let cmp = st.compare(&other);
-        let line = format!("vs {}: {cmp}", c.display());
+    emit(a.output.as_deref(), &a.json, g.text.as_bytes())?;
+    for line in std::iter::once(&g.summary).chain(&g.compare_line) {
         if a.output.is_some() || a.json.is_some() {
-            out.line(&line);
+            out.line(line);
         } else {
             eprintln!("{line}");
         }
-        fields.insert(
-            "compare".into(),
-            json!({
-                "file": c.display().to_string(), "stats": stats_json(&other),
-                "tvd_src_len": cmp.src_len, "tvd_dst_len": cmp.dst_len, "tvd_sport_class": cmp.sport_class,
-                "tvd_dport_class": cmp.dport_class, "tvd_protocol": cmp.protocol, "flags_diff": cmp.flags,
-                "tuples_ratio": cmp.tuples_ratio, "rules_ratio": cmp.rules_ratio,
-                "src_prefixes_ratio": cmp.src_prefixes_ratio, "dst_prefixes_ratio": cmp.dst_prefixes_ratio,
-            }),
-        );
     }
     if let Some(j) = &a.json {
-        report::write_json(j, "gen rules", fields)?;
+        report::write_json(j, "gen rules", g.fields)?;
     }
     Ok(())
 }
 
 fn gen_trace(a: &TraceArgs) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
-    let rules = inputs::load_rules(Some(&a.rules))?;
-    let mut p = trace::Params::new(a.packets, Locality::parse(&a.locality)?, a.rng_seed);
-    p.mode = if a.corner { Mode::Corner } else { Mode::Inside };
-    p.max_share = a.max_share;
-    p.max_burst = a.max_burst;
-    p.wire = matches!(a.format, TraceFormat::Pcap);
-    let t = Instant::now();
-    let (packets, st) = trace::generate(&rules, &p)?;
-    let secs = t.elapsed().as_secs_f64();
-    let mut fields = Map::new();
-    match a.format {
-        TraceFormat::Classbench => {
-            let entries: Vec<cbtrace::TraceEntry> = packets
-                .iter()
-                .map(|x| cbtrace::TraceEntry { intended: Some(x.intended), ..cbtrace::TraceEntry::from_key(x.key) })
-                .collect();
-            emit(a.output.as_deref(), &a.json, cbtrace::write_trace(&entries).as_bytes())?;
-        }
-        TraceFormat::Pcap => {
-            let Some(o) = &a.output else {
-                return Err(Failure("--format pcap needs --output FILE".into()));
-            };
-            let keys: Vec<FlowKey> = packets.iter().map(|x| x.key).collect();
-            let (bytes, ws) = pcap::write_pcap(&keys, None);
-            fields.insert("ports_dropped".into(), ws.ports_dropped.into());
-            emit(Some(o), &a.json, &bytes)?;
-        }
+    let req = gen::TraceRequest {
+        rules: a.rules.clone(),
+        locality: a.locality.clone(),
+        packets: a.packets,
+        rng_seed: a.rng_seed,
+        corner: a.corner,
+        max_share: a.max_share,
+        max_burst: a.max_burst,
+        format: a.format,
+    };
+    let g = gen::gen_trace(&req)?;
+    if a.format == TraceFormat::Pcap && a.output.is_none() {
+        return Err(Failure("--format pcap needs --output FILE".into()));
     }
-    let line = format!(
-        "gen trace: {} packets from {} rules ({}) in {:.2} s ({:.2} M headers/s): {} flows, top header {:.2}%, intended ≠ true winner {} ({:.2}%), capped {}",
-        st.packets,
-        rules.len(),
-        a.locality,
-        secs,
-        st.packets as f64 / secs / 1e6,
-        st.flows,
-        st.top_share * 100.0,
-        st.intended_differs,
-        st.intended_differs as f64 * 100.0 / st.packets as f64,
-        st.capped
-    );
+    emit(a.output.as_deref(), &a.json, &g.bytes)?;
     let say = |s: &str| if a.output.is_some() || a.json.is_some() { out.line(s) } else { eprintln!("{s}") };
-    say(&line);
+    say(&g.summary);
     if a.stats {
-        say(&format!(
-            "flow sizes (packets per distinct header): p50 {} p90 {} p99 {} max {}; rules hit {}",
-            st.flow_size_p50, st.flow_size_p90, st.flow_size_p99, st.flow_size_max, st.rules_hit
-        ));
-        say("  size        flows     packets");
-        for &(lo, hi, f, pk) in &st.flow_sizes {
-            say(&format!("  {:<10} {:>8} {:>11}", if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") }, f, pk));
+        for line in &g.stats_lines {
+            say(line);
         }
     }
-    fields.insert("rules_file".into(), a.rules.display().to_string().into());
-    fields.insert("packets".into(), st.packets.into());
-    fields.insert("locality".into(), a.locality.clone().into());
-    fields.insert("mode".into(), (if a.corner { "corner" } else { "inside" }).into());
-    fields.insert("rng_seed".into(), a.rng_seed.into());
-    fields.insert("seconds".into(), secs.into());
-    fields.insert("flows".into(), st.flows.into());
-    fields.insert("top_share".into(), st.top_share.into());
-    fields.insert("intended_differs".into(), st.intended_differs.into());
-    fields.insert("unmatched".into(), st.unmatched.into());
-    fields.insert("rules_hit".into(), st.rules_hit.into());
-    fields.insert("capped".into(), st.capped.into());
-    fields.insert(
-        "flow_sizes".into(),
-        json!({
-            "p50": st.flow_size_p50, "p90": st.flow_size_p90, "p99": st.flow_size_p99, "max": st.flow_size_max,
-            "buckets": st.flow_sizes.iter().map(|&(lo, hi, f, p)| json!({"lo": lo, "hi": hi, "flows": f, "packets": p})).collect::<Vec<_>>(),
-        }),
-    );
     if let Some(j) = &a.json {
-        report::write_json(j, "gen trace", fields)?;
+        report::write_json(j, "gen trace", g.fields)?;
     }
     Ok(())
 }

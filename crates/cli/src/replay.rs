@@ -58,15 +58,6 @@ pub enum RevalidatorArg {
     Inline,
 }
 
-impl RevalidatorArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            RevalidatorArg::Thread => "thread",
-            RevalidatorArg::Inline => "inline",
-        }
-    }
-}
-
 /// Settings shared by `rqvs replay` and `rqvs compare` (their meaning: [`ReplayConfig`]).
 #[derive(clap::Args, Debug, Clone)]
 pub struct Common {
@@ -380,70 +371,9 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-/// One run as JSON fields.
+/// One run as JSON fields ([`rqvs_experiment::report::run_json`]).
 pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
-    let cs = &r.c;
-    let pmd_s = cs.pmd_ns as f64 / 1e9;
-    let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
-    let counters: serde_json::Map<String, serde_json::Value> =
-        cs.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
-    let report: serde_json::Map<String, serde_json::Value> =
-        r.report.fields().iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
-    let mut o = serde_json::Map::new();
-    for (k, val) in [
-        ("rules_file", serde_json::json!(c.config().rules_name())),
-        ("trace_file", serde_json::json!(c.config().trace_name())),
-        ("design", serde_json::json!(r.design.name())),
-        ("cd", serde_json::json!(c.cd)),
-        ("emc", serde_json::json!(!c.no_emc)),
-        ("emc_prob", serde_json::json!(c.emc_prob)),
-        ("policy", serde_json::json!(c.policy.name())),
-        ("rules", serde_json::json!(p.all_rules.len())),
-        ("trace_packets", serde_json::json!(p.keys.len())),
-        ("build_ms", serde_json::json!(r.build_ms)),
-        ("packets", serde_json::json!(cs.received)),
-        ("pmd_s", serde_json::json!(pmd_s)),
-        ("mpps", serde_json::json!(r.mpps)),
-        ("ns_per_packet", serde_json::json!(cs.pmd_ns as f64 / cs.received as f64)),
-        ("mpps_after_first_pass", serde_json::json!(r.steady.map(|s| s.0))),
-        ("share_megaflow_after_first_pass", serde_json::json!(r.steady.map(|s| s.1))),
-        ("share_emc", serde_json::json!(share(cs.emc_ns))),
-        ("share_megaflow", serde_json::json!(share(cs.dpcls_ns))),
-        ("share_model", serde_json::json!(share(cs.model_ns))),
-        ("share_upcall", serde_json::json!(share(cs.upcall_ns))),
-        ("share_revalidator", serde_json::json!(share(cs.reval_ns))),
-        ("avg_subtables_per_hit", serde_json::json!(cs.avg_subtables_per_hit())),
-        ("avg_batch", serde_json::json!(r.avg_batch())),
-        ("coverage", serde_json::json!(replay::coverage(cs))),
-        ("verified", serde_json::json!(r.verified)),
-        ("mismatches", serde_json::json!(r.mismatches)),
-        ("stale_checks", serde_json::json!(r.stale_checks)),
-        ("revalidator", serde_json::json!(c.revalidator.name())),
-        ("counters", serde_json::Value::Object(counters)),
-        ("design_report", serde_json::Value::Object(report)),
-        ("updates", serde_json::json!(r.update_log)),
-        ("updates_not_reached", serde_json::json!(r.updates_not_reached)),
-        ("series", serde_json::to_value(&r.series)?),
-        ("seed", serde_json::json!(c.workload.seed)),
-        ("rate", serde_json::json!(c.rate)),
-        ("rx_offered", serde_json::json!(r.rx.map(|x| x.offered))),
-        ("rx_dropped", serde_json::json!(r.rx.map(|x| x.dropped))),
-        ("drop_rate_after_warmup", serde_json::json!(r.rx.map(|x| x.drop_rate()))),
-        ("predict", serde_json::json!(r.prediction.as_ref().map_or("off", |p| p.0))),
-        ("prediction", prediction_json(r)),
-    ] {
-        o.insert(k.to_string(), val);
-    }
-    Ok(o)
-}
-
-/// The predictor's counters, wasted ratio and share of PMD time (`null` when prediction is off).
-fn prediction_json(r: &Run) -> serde_json::Value {
-    let Some((_, s)) = &r.prediction else { return serde_json::Value::Null };
-    let mut v = crate::coflows::predict_json(s);
-    v["wasted_ratio"] = serde_json::json!(s.wasted_ratio());
-    v["share_predict"] = serde_json::json!(r.c.predict_ns as f64 / r.c.pmd_ns.max(1) as f64);
-    v
+    Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
 }
 
 /// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
@@ -581,15 +511,7 @@ fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure>
         r.mismatches()
     );
     if let Some(out) = &c.json {
-        let mut o = serde_json::Map::new();
-        o.insert("design".into(), design.name().into());
-        o.insert("pmds".into(), r.runs.len().into());
-        o.insert("packets".into(), r.packets.into());
-        o.insert("mpps".into(), serde_json::json!(r.mpps));
-        o.insert("mismatches".into(), r.mismatches().into());
-        let runs =
-            r.runs.iter().map(|x| run_json(c, p, x).map(serde_json::Value::Object)).collect::<Result<Vec<_>, _>>()?;
-        o.insert("runs".into(), serde_json::Value::Array(runs));
+        let o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
         crate::report::write_json(out, "replay", o)?;
     }
     if r.mismatches() > 0 {

@@ -67,39 +67,12 @@ pub fn stdout_failed(e: &std::io::Error) -> ! {
     std::process::exit(1);
 }
 
-/// The CPU model from /proc/cpuinfo, or "unknown".
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// The git revision the binary was built from (set by the build environment) or of the working
-/// directory, or "unknown".
-pub fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
+pub use rqvs_experiment::report::{capture_json, cpu_model};
 
 /// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`,
 /// `cpu` and the learned index's SIMD `kernel`.
-pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) -> Result<(), Failure> {
-    fields.insert("command".into(), command.into());
-    fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
-    fields.insert("git_rev".into(), git_revision().into());
-    fields.insert("cpu".into(), cpu_model().into());
-    fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
+pub fn write_json(path: &Path, command: &str, fields: Map<String, Value>) -> Result<(), Failure> {
+    let fields = rqvs_experiment::report::envelope(command, fields);
     let text = serde_json::to_string_pretty(&Value::Object(fields))?;
     if path == Path::new("-") {
         stdout(format!("{text}\n").as_bytes());
@@ -114,14 +87,6 @@ pub fn write_json(path: &Path, command: &str, mut fields: Map<String, Value>) ->
 /// A path shown in reports.
 pub fn show(p: &Option<PathBuf>, default: &str) -> String {
     p.as_ref().map_or_else(|| default.to_string(), |p| p.display().to_string())
-}
-
-/// The JSON of a capture's statistics.
-pub fn capture_json(c: &rqvs_flow::formats::pcap::CaptureStats) -> Value {
-    serde_json::json!({
-        "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
-        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
-    })
 }
 
 /// One line about a capture: frames read, and what was skipped.

@@ -15,14 +15,18 @@
 //! - [`prediction`]: flow prediction for replays (online, or the oracle over a ground truth).
 //! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).
 //! - [`verify`]: which packets a classification run checks against the reference.
+//! - [`report`]: the JSON reports of replay and compare (`--json`, and the Python package's
+//!   dicts); [`gen`]: rule-set and trace generation with their reports.
 
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod coflows;
+pub mod gen;
 pub mod inputs;
 pub mod prediction;
 pub mod replay;
+pub mod report;
 pub mod updates;
 pub mod verify;
 

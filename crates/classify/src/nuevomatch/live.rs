@@ -43,6 +43,21 @@ pub enum Policy {
     Delayed,
 }
 
+impl Policy {
+    /// The policy as command lines and reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Instant => "instant",
+            Policy::Delayed => "delayed",
+        }
+    }
+
+    /// The policy called `name` ([`Policy::name`]).
+    pub fn from_name(name: &str) -> Option<Policy> {
+        [Policy::Instant, Policy::Delayed].into_iter().find(|p| p.name() == name)
+    }
+}
+
 /// One logged update. Inserts are shared with the owner's model (no copy of the rule).
 enum Update {
     Insert(Arc<Rule>),
