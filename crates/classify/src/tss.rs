@@ -246,9 +246,21 @@ impl Classifier for TupleSpace {
         if self.rules.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
+        let expanded = rule.matches.expand_port_ranges();
+        if self.entries + expanded.len() > crate::ofproto::MAX_EXPANDED {
+            return Err(ClassifierError::Unsupported(
+                rule.id,
+                format!(
+                    "its port ranges expand to {} prefixes, past the limit of {} expanded entries ({} already)",
+                    expanded.len(),
+                    crate::ofproto::MAX_EXPANDED,
+                    self.entries
+                ),
+            ));
+        }
         let mut placements = Vec::new();
         let mut touched = Vec::new();
-        for m in rule.matches.expand_port_ranges() {
+        for m in expanded {
             let mask = m.mask().to_words();
             let key = m.value().to_words();
             let i = self.subtable_for(mask);

@@ -42,10 +42,7 @@ pub enum PolicyArg {
 
 impl PolicyArg {
     pub fn name(self) -> &'static str {
-        match self {
-            PolicyArg::Instant => "instant",
-            PolicyArg::Delayed => "delayed",
-        }
+        self.policy().name()
     }
 
     pub fn policy(self) -> rqvs_classify::nuevomatch::live::Policy {
@@ -53,5 +50,54 @@ impl PolicyArg {
             PolicyArg::Instant => rqvs_classify::nuevomatch::live::Policy::Instant,
             PolicyArg::Delayed => rqvs_classify::nuevomatch::live::Policy::Delayed,
         }
+    }
+}
+
+/// Value parsers for numeric options: each accepts only the range its option's help documents
+/// (`[range: …]`), so a value outside it (NaN, a share of 2, a count the machine cannot hold)
+/// is a usage error naming the range (exit code 2) before anything runs.
+pub mod range {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    /// A parser of numbers `lo ≤ x ≤ hi` (`lo < x` when `open_lo`).
+    fn within<T>(lo: T, hi: T, open_lo: bool) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+    where
+        T: FromStr + PartialOrd + Display + Copy + Send + Sync + 'static,
+    {
+        move |s: &str| {
+            let range = if open_lo { format!("{lo} < x ≤ {hi}") } else { format!("{lo} ≤ x ≤ {hi}") };
+            let v: T = s.trim().parse().map_err(|_| format!("expected a number in the range {range}"))?;
+            let above = if open_lo { v > lo } else { v >= lo };
+            // NaN compares false both ways: out of every range.
+            if above && v <= hi {
+                Ok(v)
+            } else {
+                Err(format!("{s} is out of the range {range}"))
+            }
+        }
+    }
+
+    /// A share or probability: 0 ≤ x ≤ 1.
+    pub fn share() -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+        within(0.0, 1.0, false)
+    }
+
+    /// A share that must hold something: 0 < x ≤ 1.
+    pub fn share_nonzero() -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+        within(0.0, 1.0, true)
+    }
+
+    /// A finite number `lo < x ≤ hi` (`hi` may be `f64::MAX`: any finite number above `lo`).
+    pub fn above(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+        within(lo, hi, true)
+    }
+
+    /// A number `lo ≤ x ≤ hi` of any type (counts: `usize`, `u32`, `u64`; floats).
+    pub fn between<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+    where
+        T: FromStr + PartialOrd + Display + Copy + Send + Sync + 'static,
+    {
+        within(lo, hi, false)
     }
 }

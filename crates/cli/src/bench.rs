@@ -40,11 +40,12 @@ pub struct Args {
     /// Comma-separated classifiers.
     #[arg(long, value_enum, default_value = "ref,tss,tm", value_delimiter = ',')]
     pub classifiers: Vec<ClassifierKind>,
-    /// Share of the rules removed and re-inserted for the update rates.
-    #[arg(long, default_value_t = 0.1)]
+    /// Share of the rules removed and re-inserted for the update rates [range: 0 < x ≤ 1].
+    #[arg(long, default_value_t = 0.1, value_parser = crate::args::range::share_nonzero())]
     pub update_fraction: f64,
-    /// Minimum time spent per lookup measurement, in milliseconds (at least one full pass).
-    #[arg(long, default_value_t = 300)]
+    /// Minimum time spent per lookup measurement, in milliseconds (at least one full pass)
+    /// [range: 0 ≤ x ≤ 3600000].
+    #[arg(long, default_value_t = 300, value_parser = crate::args::range::between(0u64, 3_600_000))]
     pub min_ms: u64,
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]

@@ -26,20 +26,21 @@ pub struct Args {
     /// Designs, comma-separated, run one after the other.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "orig,ccache,cflows")]
     pub design: Vec<DesignKind>,
-    /// Share of the flows held out and streamed in and out (0 < flux < 1).
+    /// Share of the flows held out and streamed in and out [range: 0 < x < 1 (ends excluded)].
     #[arg(long, default_value_t = 0.1)]
     pub flux: f64,
     /// Flow-mods in the stream (rounded up to whole add and delete passes over the held-out
-    /// flows).
-    #[arg(long, default_value_t = 200_000)]
+    /// flows) [range: 1 ≤ x ≤ 100000000].
+    #[arg(long, default_value_t = 200_000, value_parser = crate::args::range::between(1usize, 100_000_000))]
     pub flow_mods: usize,
-    /// A BARRIER_REQUEST after this many flow-mods.
-    #[arg(long, default_value_t = 1000)]
+    /// A BARRIER_REQUEST after this many flow-mods [range: 1 ≤ x ≤ 100000000].
+    #[arg(long, default_value_t = 1000, value_parser = crate::args::range::between(1usize, 100_000_000))]
     pub barrier_every: usize,
-    /// Flows in the bundle after the stream (0: none).
-    #[arg(long, default_value_t = 0)]
+    /// Flows in the bundle after the stream (0: none) [range: 0 ≤ x ≤ 10000000].
+    #[arg(long, default_value_t = 0, value_parser = crate::args::range::between(0usize, 10_000_000))]
     pub bundle: usize,
-    #[arg(long, default_value_t = 1)]
+    /// PMD threads [range: 1 ≤ x ≤ 64].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub pmds: usize,
     /// Seed of the held-out choice.
     #[arg(long, default_value_t = 1)]

@@ -32,18 +32,18 @@ pub struct Args {
     /// Packets (default: embedded acl1_1k trace).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Updates per second (half inserts, half removals).
-    #[arg(long, default_value_t = 10_000)]
+    /// Updates per second (half inserts, half removals) [range: 1 ≤ x ≤ 100000000].
+    #[arg(long, default_value_t = 10_000, value_parser = crate::args::range::between(1u64, 100_000_000))]
     pub rate: u64,
     /// When inserted rules become visible.
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
     /// Retrain when the rules inserted into the remainder since the last model exceed this
-    /// share of all rules.
-    #[arg(long, alias = "threshold", default_value_t = 0.1)]
+    /// share of all rules [range: 0 ≤ x ≤ 1].
+    #[arg(long, alias = "threshold", default_value_t = 0.1, value_parser = crate::args::range::share())]
     pub retrain_threshold: f64,
-    /// Duration of the run, in seconds.
-    #[arg(long, default_value_t = 5.0)]
+    /// Duration of the run, in seconds [range: 0 < x ≤ 86400].
+    #[arg(long, default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 86_400.0))]
     pub seconds: f64,
     /// In-place inserts: a bucket whose range holds a new rule takes it while it has fewer than
     /// bucket size + this many rules; `none` sends every insert to the remainder (the paper's).

@@ -83,7 +83,7 @@
 use std::path::{Path, PathBuf};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::predict::{PredictConfig, PredictStats};
+use rqvs_datapath::predict::PredictConfig;
 use rqvs_datapath::Clock;
 use rqvs_flow::formats::{ofctl, pcap};
 use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
@@ -102,34 +102,36 @@ pub struct WorkloadArgs {
     /// RPC, mean ~426 B, bursty).
     #[arg(long, value_parser = SizeDist::parse)]
     pub dist: SizeDist,
-    /// Coflows (default: 1,000 for hadoop, 20,000 for rpc).
-    #[arg(long)]
+    /// Coflows (default: 1,000 for hadoop, 20,000 for rpc) [range: 1 ≤ x ≤ 1000000, and at most
+    /// 20000000 flows: coflows × (1 + --max-associated)].
+    #[arg(long, value_parser = crate::args::range::between(1usize, 1_000_000))]
     pub coflows: Option<usize>,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
-    /// Average offered rate, packets per second (the study: 1 Mpps).
-    #[arg(long, default_value_t = 1e6)]
+    /// Average offered rate, packets per second (the study: 1 Mpps) [range: 0 < x ≤ 1000000000].
+    #[arg(long, default_value_t = 1e6, value_parser = crate::args::range::above(0.0, 1e9))]
     pub rate: f64,
-    /// Sending rate of one flow, Gbit/s (one 1500-byte packet every 12 µs at 1).
-    #[arg(long, default_value_t = 1.0)]
+    /// Sending rate of one flow, Gbit/s (one 1500-byte packet every 12 µs at 1) [range: 0 < x ≤ 10000].
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::range::above(0.0, 10_000.0))]
     pub flow_gbps: f64,
-    /// Mean delay from a base flow to an associated flow, beyond a fixed 20 µs, µs (exponential).
-    #[arg(long, default_value_t = 200.0)]
+    /// Mean delay from a base flow to an associated flow, beyond a fixed 20 µs, µs (exponential)
+    /// [range: 0 ≤ x ≤ 1000000000].
+    #[arg(long, default_value_t = 200.0, value_parser = crate::args::range::between(0.0, 1e9))]
     pub follow_us: f64,
-    /// Mean coflows per burst (1 = Poisson; default 1 for hadoop, 16 for rpc).
-    #[arg(long)]
+    /// Mean coflows per burst (1 = Poisson; default 1 for hadoop, 16 for rpc) [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, value_parser = crate::args::range::between(1.0, 1e6))]
     pub burst: Option<f64>,
-    /// Pod groups (/24 each).
-    #[arg(long, default_value_t = 16)]
+    /// Pod groups (/24 each) [range: 1 ≤ x ≤ 65536].
+    #[arg(long, default_value_t = 16, value_parser = crate::args::range::between(1u32, 65_536))]
     pub groups: u32,
-    /// Pods per group.
-    #[arg(long, default_value_t = 254)]
+    /// Pods per group [range: 1 ≤ x ≤ 254].
+    #[arg(long, default_value_t = 254, value_parser = crate::args::range::between(1u32, 254))]
     pub pods: u32,
-    /// Service VIPs.
-    #[arg(long, default_value_t = 16)]
+    /// Service VIPs [range: 1 ≤ x ≤ 65536].
+    #[arg(long, default_value_t = 16, value_parser = crate::args::range::between(1u32, 65_536))]
     pub services: u32,
-    /// Most associated flows per coflow (uniform 1..=N).
-    #[arg(long, default_value_t = 8)]
+    /// Most associated flows per coflow (uniform 1..=N) [range: 1 ≤ x ≤ 8].
+    #[arg(long, default_value_t = 8, value_parser = crate::args::range::between(1u32, 8))]
     pub max_associated: u32,
 }
 
@@ -167,8 +169,8 @@ impl WorkloadArgs {
 pub struct GenArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Share of associated flows that share endpoints with their base flow, 0..1.
-    #[arg(long)]
+    /// Share of associated flows that share endpoints with their base flow [range: 0 ≤ x ≤ 1].
+    #[arg(long, value_parser = crate::args::range::share())]
     pub coflowiness: f64,
     /// The trace (pcap, microsecond timestamps).
     #[arg(long)]
@@ -196,8 +198,8 @@ pub struct Args {
     pub predict: Vec<PredictMode>,
     #[command(flatten)]
     pub predictor: PredictorArgs,
-    /// EMC insertion probability.
-    #[arg(long, default_value_t = 0.01)]
+    /// EMC insertion probability [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     pub emc_prob: f64,
     /// Packets per run checked against the reference classifier (sampled with --seed).
     #[arg(long, default_value_t = 10_000)]
@@ -221,18 +223,21 @@ pub struct Args {
 #[derive(clap::Args, Debug, Clone)]
 pub struct PredictorArgs {
     /// Online predictor: least confidence (follow rate, conservatively) for a template to be
-    /// predicted; at 0.5, at most about one prediction in two is expected to be wasted.
-    #[arg(long, default_value_t = 0.5)]
+    /// predicted; at 0.5, at most about one prediction in two is expected to be wasted
+    /// [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.5, value_parser = crate::args::range::share())]
     pub min_confidence: f64,
-    /// Online predictor: least count for a template to be predicted.
-    #[arg(long, default_value_t = 3)]
+    /// Online predictor: least count for a template to be predicted [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 3, value_parser = crate::args::range::between(1u32, 1_000_000))]
     pub min_support: u32,
     /// Online predictor: predictions per upcall on average (a token bucket earning this many
-    /// per upcall, burst 1,024; at most 16 on one upcall). The oracle is not limited.
-    #[arg(long, default_value_t = 4.0)]
+    /// per upcall, burst 1,024; at most 16 on one upcall). The oracle is not limited
+    /// [range: 0 < x ≤ 1024].
+    #[arg(long, default_value_t = 4.0, value_parser = crate::args::range::above(0.0, 1024.0))]
     pub predict_budget: f64,
-    /// Online predictor: how long after a base flow a follow-up counts, ms of datapath clock.
-    #[arg(long, default_value_t = 5.0)]
+    /// Online predictor: how long after a base flow a follow-up counts, ms of datapath clock
+    /// [range: 0 < x ≤ 3600000].
+    #[arg(long, default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 3_600_000.0))]
     pub window_ms: f64,
 }
 
@@ -261,15 +266,7 @@ impl PredictorArgs {
     }
 }
 
-/// The predictor's counters as JSON.
-pub fn predict_json(s: &PredictStats) -> Value {
-    json!({
-        "observed": s.observed, "triggers": s.triggers, "proposed": s.proposed,
-        "rate_limited": s.rate_limited, "predicted": s.predicted, "already": s.already,
-        "refused": s.refused, "used": s.used, "wasted": s.wasted, "outstanding": s.outstanding,
-        "signatures": s.signatures, "templates": s.templates,
-    })
-}
+use rqvs_experiment::report::predict_json;
 
 /// `rqvs gen coflows`: the workload as a pcap, its rules and ground truth.
 pub fn gen(a: &GenArgs) -> Result<(), Failure> {
@@ -642,7 +639,8 @@ mod tests {
         assert_eq!(parse_cost("virtual:100,2000").unwrap(), Some(Clock::Virtual { packet_ns: 100, upcall_ns: 2000 }));
         assert_eq!(parse_cost("calibrated").unwrap(), None);
         assert!(parse_cost("virtual:1").is_err());
-        assert!(args(&["--coflows", "0"]).workload.params(0.5).is_err());
+        // Outside its documented range, a usage error before anything runs.
+        assert!(T::try_parse_from(["t", "--dist", "rpc", "--coflows", "0"]).is_err());
         assert!(T::try_parse_from(["t", "--dist", "web"]).err().unwrap().to_string().contains("'hadoop' or 'rpc'"));
     }
 

@@ -15,6 +15,7 @@ use rqvs_experiment::replay as experiment;
 use rqvs_experiment::DesignKind;
 
 use crate::replay::{self, Common};
+use crate::report::{outln, Out};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -37,17 +38,19 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     let cfg = c.config();
+    let out = Out::new(c.json.as_deref());
     let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();
     for &d in designs {
-        let r = experiment::run_design(&cfg, &p, d)?;
+        let r = experiment::run_design_progress(&cfg, &p, d, None, &mut replay::long_run(c, &p, d))?;
         replay::print_run(c, &p, &r);
-        println!();
+        outln!(out);
         runs.push(r);
     }
     let base = runs[0].mpps;
     let base_steady = runs[0].steady.map(|s| s.0);
-    println!(
+    outln!(
+        out,
         "{:<8} {:>10} {:>9} {:>14} {:>9} {:>10} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}",
         "design",
         "Mpps",
@@ -62,14 +65,14 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         "remaind.",
         "upcall"
     );
-    let mut rows = Vec::new();
     for r in &runs {
         let cs = &r.c;
         let sh = |x: u64| x as f64 / cs.received.max(1) as f64;
         let warm = r.steady.map(|s| s.0);
-        let warm_speedup = warm.zip(base_steady).map(|(a, b)| a / b);
+        let warm_speedup = rqvs_experiment::report::steady_speedup(r, base_steady);
         let coverage = r.report.coverage().unwrap_or(0.0);
-        println!(
+        outln!(
+            out,
             "{:<8} {:>10.3} {:>8.2}x {:>14} {:>9} {:>10} {:>9.4}  {:>7.1}% {:>7.1}% {:>7.1}% {:>7.1}% {:>7.2}%",
             r.design.name(),
             r.mpps,
@@ -85,10 +88,6 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             100.0 * sh(cs.remainder_hit + cs.no_match),
             100.0 * sh(cs.upcall + cs.lost),
         );
-        let mut o = replay::run_json(c, &p, r)?;
-        o.insert("speedup".into(), serde_json::json!(r.mpps / base));
-        o.insert("speedup_after_first_pass".into(), serde_json::json!(warm_speedup));
-        rows.push(serde_json::Value::Object(o));
     }
     if let Some(path) = &c.plot {
         let series: Vec<(&str, &[experiment::Sample])> =
@@ -96,9 +95,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         crate::plot::compare(path, &replay::plot_title_named(c, &names.join(",")), &series, &runs[0].update_log)?;
     }
     if let Some(out) = &c.json {
-        let mut o = serde_json::Map::new();
-        o.insert("designs".into(), serde_json::json!(names));
-        o.insert("runs".into(), serde_json::Value::Array(rows));
+        let o = rqvs_experiment::report::compare_json(&c.config(), &p, &runs)?;
         crate::report::write_json(out, "compare", o)?;
     }
     let bad: usize = runs.iter().map(|r| r.mismatches).sum();

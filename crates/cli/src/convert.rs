@@ -1,6 +1,5 @@
 //! `rqvs convert`: rule files and packet files between formats.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -82,7 +81,10 @@ fn emit(output: Option<&Path>, json_to_stdout: bool, bytes: &[u8]) -> Result<(),
         None if json_to_stdout => {
             Err(Failure("--json - writes the report to stdout: give --output for the converted file".into()))
         }
-        None => std::io::stdout().write_all(bytes).map_err(|e| Failure(format!("stdout: {e}"))),
+        None => {
+            crate::report::stdout(bytes);
+            Ok(())
+        }
     }
 }
 
@@ -129,7 +131,7 @@ fn rules(a: &RulesArgs) -> Result<(), Failure> {
             if a.output.is_some() || json_stdout {
                 emit(a.output.as_deref(), json_stdout, text.as_bytes())?;
             } else {
-                print!("{text}");
+                crate::report::stdout(text.as_bytes());
             }
         }
         RulesTo::Classbench => {

@@ -11,6 +11,7 @@
 //! This module parses the options into a [`ReplayConfig`], prints the report, writes the JSON
 //! and the plot.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rqvs_datapath::revalidator::RevalidatorMode;
@@ -18,6 +19,7 @@ use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
 use crate::args::{PolicyArg, Workload};
+use crate::report::{outln, Out};
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -56,15 +58,6 @@ pub enum RevalidatorArg {
     Inline,
 }
 
-impl RevalidatorArg {
-    pub fn name(self) -> &'static str {
-        match self {
-            RevalidatorArg::Thread => "thread",
-            RevalidatorArg::Inline => "inline",
-        }
-    }
-}
-
 /// Settings shared by `rqvs replay` and `rqvs compare` (their meaning: [`ReplayConfig`]).
 #[derive(clap::Args, Debug, Clone)]
 pub struct Common {
@@ -73,26 +66,30 @@ pub struct Common {
     /// Enable the cuckoo distributor.
     #[arg(long)]
     pub cd: bool,
-    /// EMC insertion probability (OVS default 0.01; the paper used 0.2).
-    #[arg(long, default_value_t = 0.01)]
+    /// EMC insertion probability (OVS default 0.01; the paper used 0.2) [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     pub emc_prob: f64,
     /// Disable the EMC.
     #[arg(long)]
     pub no_emc: bool,
-    /// Replay the trace in a loop until this many seconds of PMD time (default: one pass).
-    #[arg(long, conflicts_with = "passes")]
+    /// Replay the trace in a loop until this many seconds of PMD time (default: one pass)
+    /// [range: 0 < x ≤ 1000000000000; a run of more than 10 minutes says so and shows its progress].
+    #[arg(long, conflicts_with = "passes", value_parser = crate::args::range::above(0.0, 1e12))]
     pub duration: Option<f64>,
     /// Replay the trace this many times (default 1). With 2 or more, the report adds the
-    /// throughput after the first pass: the steady state, caches warm and models trained.
-    #[arg(long, default_value_t = 1)]
+    /// throughput after the first pass: the steady state, caches warm and models trained
+    /// [range: 1 ≤ x ≤ 4294967295; a run of more than 10⁹ packets says so and shows its progress].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1u32, u32::MAX))]
     pub passes: u32,
     /// Constant-rate mode: packets are offered at this many per second of PMD time into a
     /// receive ring of `--rx-ring` packets; what arrives while the ring is full is dropped and
-    /// counted (the paper's constant-TX method; the first 5% of packets are warm-up).
-    #[arg(long, conflicts_with = "duration")]
+    /// counted (the paper's constant-TX method; the first 5% of packets are warm-up)
+    /// [range: 0 < x ≤ 1000000000000].
+    #[arg(long, conflicts_with = "duration", value_parser = crate::args::range::above(0.0, 1e12))]
     pub rate: Option<f64>,
-    /// Receive-ring size for `--rate`, packets (a DPDK ring of 4096 descriptors).
-    #[arg(long, default_value_t = 4096)]
+    /// Receive-ring size for `--rate`, packets (a DPDK ring of 4096 descriptors) [range: 1 ≤ x ≤
+    /// 16777216].
+    #[arg(long, default_value_t = 4096, value_parser = crate::args::range::between(1u64, 1 << 24))]
     pub rx_ring: u64,
     /// Search for the highest `--rate` with < 1% drops after the warm-up (bisection; each probe
     /// replays the trace through a freshly built design).
@@ -101,8 +98,8 @@ pub struct Common {
     /// Rule updates, e.g. 'add:60@7s' or 'add:60@7s,del:10@9s'.
     #[arg(long)]
     pub updates: Option<String>,
-    /// Megaflow flow limit.
-    #[arg(long, default_value_t = 200_000)]
+    /// Megaflow flow limit [range: 1 ≤ x ≤ 100000000].
+    #[arg(long, default_value_t = 200_000, value_parser = crate::args::range::between(1usize, 100_000_000))]
     pub flow_limit: usize,
     /// ORIG/CCACHE: where megaflows are revalidated after rule changes — on a second thread
     /// while the PMD forwards (as OVS), or inline in the update call (deterministic).
@@ -113,22 +110,24 @@ pub struct Common {
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
-    /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache.
-    #[arg(long, default_value_t = 0.1)]
+    /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache
+    /// [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.1, value_parser = crate::args::range::share())]
     pub retrain_threshold: f64,
-    /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model.
-    #[arg(long, default_value_t = 0.01)]
+    /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model
+    /// [range: 0 < x ≤ 3600].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::above(0.0, 3600.0))]
     pub train_interval: f64,
-    /// Idle expiry of megaflows, seconds of PMD time.
-    #[arg(long, default_value_t = 10.0)]
+    /// Idle expiry of megaflows, seconds of PMD time [range: 0 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 10.0, value_parser = crate::args::range::between(0.0, 1e6))]
     pub idle: f64,
     /// in_port given to trace packets.
     #[arg(long, default_value_t = 1)]
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash, each with its own design over one
     /// shared OpenFlow table (the paper's Fig. 10 offline; replay only). With --updates each PMD
-    /// applies the stream to a replica of the table; --rate is split over the PMDs.
-    #[arg(long, default_value_t = 1)]
+    /// applies the stream to a replica of the table; --rate is split over the PMDs [range: 1 ≤ x ≤ 64].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub pmds: usize,
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
@@ -200,14 +199,28 @@ fn prediction(a: &Args, cfg: &ReplayConfig, p: &Prepared) -> Result<Option<Predi
 
 /// Prints one run's report.
 pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
+    let out = Out::new(c.json.as_deref());
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
-    println!("rules file          {} ({} rules, {})", c.config().rules_name(), p.all_rules.len(), p.rules_format);
-    println!("trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
+    let held = p.all_rules.len() - p.initial.len();
+    let held = if held > 0 {
+        format!(": {} at the start, {held} held out for --updates add", p.initial.len())
+    } else {
+        String::new()
+    };
+    outln!(
+        out,
+        "rules file          {} ({} rules{held}, {})",
+        c.config().rules_name(),
+        p.all_rules.len(),
+        p.rules_format
+    );
+    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
-        DesignKind::Orig => println!("design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
-        d => println!(
+        DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        d => outln!(
+            out,
             "design              {} (EMC {emc}, policy {}, retrain at {})",
             d.name(),
             c.policy.name(),
@@ -215,11 +228,11 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         ),
     }
     let extra: Vec<String> = r.report.fields().iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))).collect();
-    println!("build               {:.0} ms", r.build_ms);
-    println!("at the end          {}", extra.join(", "));
-    println!("packets             {}", cs.received);
+    outln!(out, "build               {:.0} ms", r.build_ms);
+    outln!(out, "at the end          {}", extra.join(", "));
+    outln!(out, "packets             {}", cs.received);
     if let (Some(rx), Some(rate)) = (r.rx, c.rate) {
-        println!(
+        outln!(out,
             "offered             {} packets at {:.0} pps into a {}-packet ring: {} dropped, {:.3}% after the 5% warm-up",
             rx.offered,
             rate,
@@ -228,7 +241,8 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             100.0 * rx.drop_rate()
         );
     }
-    println!(
+    outln!(
+        out,
         "throughput          {:.3} Mpps of PMD time ({:.1} ns/packet)   mismatches {} of {} checked",
         r.mpps,
         cs.pmd_ns as f64 / cs.received as f64,
@@ -236,21 +250,22 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.verified
     );
     if r.stale_checks > 0 {
-        println!(
+        outln!(out,
             "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
             r.stale_checks
         );
     }
     if let Some((m, sh)) = r.steady {
-        println!("after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
+        outln!(out, "after first pass    {m:.3} Mpps (megaflow cache {:.1}% of PMD time)", 100.0 * sh);
     }
-    println!(
+    outln!(
+        out,
         "PMD time            {:.3} s (wall {:.3} s; updates/revalidation {:.0} ms off the PMD)",
         cs.pmd_ns as f64 / 1e9,
         r.wall_s,
         r.reval_ms
     );
-    println!(
+    outln!(out,
         "PMD time shares     EMC {:.1}%  megaflow cache {:.1}%  model {:.1}%  upcalls {:.1}%  revalidator {:.1}%  other {:.1}%",
         100.0 * share(cs.emc_ns),
         100.0 * share(cs.dpcls_ns),
@@ -265,7 +280,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
                 - share(cs.upcall_ns)
                 - share(cs.reval_ns))
     );
-    println!(
+    outln!(out,
         "outcomes            emc_hit {}  cd_hit {}  megaflow_hit {}  model_hit {}  remainder_hit {}  no_match {}  upcall {}  lost {}  (sum {} = received)",
         cs.emc_hit,
         cs.cd_hit,
@@ -277,9 +292,10 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         cs.lost,
         cs.outcome_sum()
     );
-    println!("avg packets/batch   {:.2}", r.avg_batch());
+    outln!(out, "avg packets/batch   {:.2}", r.avg_batch());
     if r.design != DesignKind::Cflows {
-        println!(
+        outln!(
+            out,
             "avg subtables/hit   {:.2}   upcall cost {:.1} us   megaflows {}  masks {}",
             cs.avg_subtables_per_hit(),
             cs.upcall_ns as f64 / cs.upcall.max(1) as f64 / 1e3,
@@ -287,18 +303,25 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.masks
         );
         if let Some((on, off)) = r.report.orig().and_then(|o| o.cd_intervals) {
-            println!(
+            outln!(
+                out,
                 "cd                  wrong hints {}  no hint {}  active intervals {on}, off {off}",
-                cs.cd_wrong_hint, cs.cd_no_hint
+                cs.cd_wrong_hint,
+                cs.cd_no_hint
             );
         }
-        println!(
+        outln!(
+            out,
             "deleted             revalidated {}  idle {}  flow limit {}   installs refused {}",
-            cs.deleted_revalidated, cs.deleted_idle, cs.deleted_limit, cs.install_refused
+            cs.deleted_revalidated,
+            cs.deleted_idle,
+            cs.deleted_limit,
+            cs.install_refused
         );
     }
     if r.design != DesignKind::Orig {
-        println!(
+        outln!(
+            out,
             "model               coverage {:.4}  rules {}  in the model {}  swaps {}",
             replay::coverage(cs),
             cs.rules,
@@ -307,7 +330,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     if let Some((mode, s)) = &r.prediction {
-        println!(
+        outln!(out,
             "prediction          {mode}: {} megaflows predicted, {} used, {} wasted + {} unused at the end (wasted ratio {:.1}%); {} proposed, {} already covered, {} rate-limited, {} refused; {:.1}% of PMD time",
             s.predicted,
             s.used,
@@ -322,10 +345,21 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         );
     }
     for u in &r.update_log {
-        println!("update              {u}");
+        if u["reached"] == false {
+            outln!(
+                out,
+                "update              {} {} rules at {} s: NOT REACHED, the run ended at {:.3} s of PMD time (a longer --duration or more --passes reach it)",
+                u["op"].as_str().unwrap_or("?"),
+                u["rules"],
+                u["at_s"].as_f64().unwrap_or(0.0),
+                u["run_ended_s"].as_f64().unwrap_or(0.0)
+            );
+        } else {
+            outln!(out, "update              {u}");
+        }
     }
     if let Some(m) = &r.first_mismatch {
-        println!("first mismatch      {m}");
+        outln!(out, "first mismatch      {m}");
     }
 }
 
@@ -337,77 +371,19 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-/// One run as JSON fields.
+/// One run as JSON fields ([`rqvs_experiment::report::run_json`]).
 pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
-    let cs = &r.c;
-    let pmd_s = cs.pmd_ns as f64 / 1e9;
-    let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
-    let counters: serde_json::Map<String, serde_json::Value> =
-        cs.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
-    let report: serde_json::Map<String, serde_json::Value> =
-        r.report.fields().iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect();
-    let mut o = serde_json::Map::new();
-    for (k, val) in [
-        ("rules_file", serde_json::json!(c.config().rules_name())),
-        ("trace_file", serde_json::json!(c.config().trace_name())),
-        ("design", serde_json::json!(r.design.name())),
-        ("cd", serde_json::json!(c.cd)),
-        ("emc", serde_json::json!(!c.no_emc)),
-        ("emc_prob", serde_json::json!(c.emc_prob)),
-        ("policy", serde_json::json!(c.policy.name())),
-        ("rules", serde_json::json!(p.all_rules.len())),
-        ("trace_packets", serde_json::json!(p.keys.len())),
-        ("build_ms", serde_json::json!(r.build_ms)),
-        ("packets", serde_json::json!(cs.received)),
-        ("pmd_s", serde_json::json!(pmd_s)),
-        ("mpps", serde_json::json!(r.mpps)),
-        ("ns_per_packet", serde_json::json!(cs.pmd_ns as f64 / cs.received as f64)),
-        ("mpps_after_first_pass", serde_json::json!(r.steady.map(|s| s.0))),
-        ("share_megaflow_after_first_pass", serde_json::json!(r.steady.map(|s| s.1))),
-        ("share_emc", serde_json::json!(share(cs.emc_ns))),
-        ("share_megaflow", serde_json::json!(share(cs.dpcls_ns))),
-        ("share_model", serde_json::json!(share(cs.model_ns))),
-        ("share_upcall", serde_json::json!(share(cs.upcall_ns))),
-        ("share_revalidator", serde_json::json!(share(cs.reval_ns))),
-        ("avg_subtables_per_hit", serde_json::json!(cs.avg_subtables_per_hit())),
-        ("avg_batch", serde_json::json!(r.avg_batch())),
-        ("coverage", serde_json::json!(replay::coverage(cs))),
-        ("verified", serde_json::json!(r.verified)),
-        ("mismatches", serde_json::json!(r.mismatches)),
-        ("stale_checks", serde_json::json!(r.stale_checks)),
-        ("revalidator", serde_json::json!(c.revalidator.name())),
-        ("counters", serde_json::Value::Object(counters)),
-        ("design_report", serde_json::Value::Object(report)),
-        ("updates", serde_json::json!(r.update_log)),
-        ("series", serde_json::to_value(&r.series)?),
-        ("seed", serde_json::json!(c.workload.seed)),
-        ("rate", serde_json::json!(c.rate)),
-        ("rx_offered", serde_json::json!(r.rx.map(|x| x.offered))),
-        ("rx_dropped", serde_json::json!(r.rx.map(|x| x.dropped))),
-        ("drop_rate_after_warmup", serde_json::json!(r.rx.map(|x| x.drop_rate()))),
-        ("predict", serde_json::json!(r.prediction.as_ref().map_or("off", |p| p.0))),
-        ("prediction", prediction_json(r)),
-    ] {
-        o.insert(k.to_string(), val);
-    }
-    Ok(o)
-}
-
-/// The predictor's counters, wasted ratio and share of PMD time (`null` when prediction is off).
-fn prediction_json(r: &Run) -> serde_json::Value {
-    let Some((_, s)) = &r.prediction else { return serde_json::Value::Null };
-    let mut v = crate::coflows::predict_json(s);
-    v["wasted_ratio"] = serde_json::json!(s.wasted_ratio());
-    v["share_predict"] = serde_json::json!(r.c.predict_ns as f64 / r.c.pmd_ns.max(1) as f64);
-    v
+    Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
 }
 
 /// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
 fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let out = Out::new(c.json.as_deref());
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
         let rx = r.rx.unwrap_or_default();
-        println!(
+        outln!(
+            out,
             "probe {:>12.0} pps: {:>8.3}% dropped after warm-up, {} mismatches of {}",
             rate,
             100.0 * rx.drop_rate(),
@@ -415,12 +391,13 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             r.verified
         );
     };
-    println!("design {}: searching the highest rate with < 1% drops", design.name());
+    outln!(out, "design {}: searching the highest rate with < 1% drops", design.name());
     let s = replay::rate_search(&cfg, p, design, pred, &mut on_probe)?;
-    println!("unconstrained       {:.3} Mpps", s.free.mpps);
+    outln!(out, "unconstrained       {:.3} Mpps", s.free.mpps);
     let (rate, run) = &s.probe;
     if s.passed {
-        println!(
+        outln!(
+            out,
             "result              {:.3} Mpps offered with {:.3}% drops after the warm-up ({} ring, EMC {})",
             rate / 1e6,
             100.0 * run.rx.map_or(0.0, |x| x.drop_rate()),
@@ -428,7 +405,7 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             c.emc_prob
         );
     } else {
-        println!("result              not even {rate:.0} pps with < 1% drops");
+        outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
     if let Some(out) = &c.json {
         let mut o = run_json(&Common { rate: Some(*rate), ..c.clone() }, p, run)?;
@@ -454,9 +431,11 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         if pred.is_some() {
             return Err(Failure("--pmds: flow prediction runs on one PMD only, for now".into()));
         }
+        // The PMD threads report no progress: a long run is only announced.
+        let _ = long_run(c, &p, args.design);
         return run_pmds(c, &p, args.design);
     }
-    let r = replay::run_design_with(&cfg, &p, args.design, pred.as_ref())?;
+    let r = replay::run_design_progress(&cfg, &p, args.design, pred.as_ref(), &mut long_run(c, &p, args.design))?;
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {
         crate::plot::time_series(path, &plot_title(c, r.design), &r.series, &r.update_log)?;
@@ -470,16 +449,60 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A run longer than this many seconds of PMD time, or packets, says so and shows its progress.
+const LONG_RUN_S: f64 = 600.0;
+const LONG_RUN_PACKETS: u64 = 1_000_000_000;
+
+/// For a long run (`--duration` past [`LONG_RUN_S`], or `--passes` over the trace past
+/// [`LONG_RUN_PACKETS`]): says so on stderr, then returns a progress callback printing a line there
+/// every 10 s of wall time. A short run gets a callback that does nothing.
+pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(replay::Progress) {
+    let packets = p.keys.len() as u64 * u64::from(c.passes);
+    let long = match c.duration {
+        Some(d) => d > LONG_RUN_S,
+        None => c.rate.is_none() && packets > LONG_RUN_PACKETS,
+    };
+    if long {
+        let what = match c.duration {
+            Some(d) => format!("--duration {d} s of PMD time"),
+            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.keys.len()),
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "rqvs: note: {}: {what} is a long run; progress every 10 s below, Ctrl-C stops it",
+            design.name()
+        );
+    }
+    let start = std::time::Instant::now();
+    let mut next = 10.0;
+    move |pr: replay::Progress| {
+        if long && start.elapsed().as_secs_f64() >= next {
+            next += 10.0;
+            let _ = writeln!(
+                std::io::stderr(),
+                "rqvs: progress: {}: {:.4}% ({} packets, {:.1} s of PMD time, {:.0} s of wall time)",
+                design.name(),
+                100.0 * pr.fraction,
+                pr.packets,
+                pr.pmd_s,
+                start.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
 /// `--pmds N`: each PMD's report, then all of them together.
 fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure> {
+    let out = Out::new(c.json.as_deref());
     let r = replay::run_pmds(&c.config(), p, design)?;
     for (i, run) in r.runs.iter().enumerate() {
-        println!("== PMD {i} ({} packets of the trace)", run.c.received);
+        outln!(out, "== PMD {i} ({} packets of the trace)", run.c.received);
         print_run(c, p, run);
-        println!();
+        outln!(out);
     }
     let per: Vec<String> = r.runs.iter().map(|x| format!("{:.3}", x.mpps)).collect();
-    println!(
+    outln!(
+        out,
         "{} PMDs            {:.3} Mpps together ({} packets over the longest PMD time); per PMD {} Mpps; mismatches {}",
         r.runs.len(),
         r.mpps,
@@ -488,15 +511,7 @@ fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure>
         r.mismatches()
     );
     if let Some(out) = &c.json {
-        let mut o = serde_json::Map::new();
-        o.insert("design".into(), design.name().into());
-        o.insert("pmds".into(), r.runs.len().into());
-        o.insert("packets".into(), r.packets.into());
-        o.insert("mpps".into(), serde_json::json!(r.mpps));
-        o.insert("mismatches".into(), r.mismatches().into());
-        let runs =
-            r.runs.iter().map(|x| run_json(c, p, x).map(serde_json::Value::Object)).collect::<Result<Vec<_>, _>>()?;
-        o.insert("runs".into(), serde_json::Value::Array(runs));
+        let o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
         crate::report::write_json(out, "replay", o)?;
     }
     if r.mismatches() > 0 {

@@ -12,6 +12,8 @@ use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::frame::build_frame;
 use rqvs_flow::io::read_text;
 use rqvs_ports::{PortEvent, PortSpec};
+
+use crate::report::outln;
 use rqvs_switch::ctl::{self, Listener, Request};
 use rqvs_switch::openflow::{self, Channel, ChannelConfig, FailMode, OpenflowListener};
 use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
@@ -35,8 +37,8 @@ pub struct Args {
     rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
     design: DesignKind,
-    /// PMD threads (each polls one queue of every port).
-    #[arg(long, default_value_t = 1)]
+    /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
+    #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pmds: usize,
     /// CPUs to pin the PMD threads to, e.g. `0,1` or `0-3` (PMD i on the i-th, cycling).
     #[arg(long, value_name = "LIST")]
@@ -51,11 +53,11 @@ pub struct Args {
     #[arg(long)]
     busy_poll: bool,
     /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
-    /// port is a pcap-in port that has delivered all its frames).
-    #[arg(long, value_name = "SECONDS")]
+    /// port is a pcap-in port that has delivered all its frames) [range: 0 < x ≤ 1000000000].
+    #[arg(long, value_name = "SECONDS", value_parser = crate::args::range::above(0.0, 1e9))]
     duration: Option<f64>,
-    /// EMC insertion probability (OVS default 0.01).
-    #[arg(long, default_value_t = 0.01)]
+    /// EMC insertion probability (OVS default 0.01) [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     emc_prob: f64,
     /// Where ORIG and CCACHE run the slow path: `handler` (one handler thread serves every PMD
     /// through bounded queues; overflow is lost and counted) or `inline` (each PMD runs it
@@ -79,8 +81,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "standalone")]
     fail_mode: FailModeArg,
     /// With --controller: seconds of silence after which a controller is sent an ECHO_REQUEST
-    /// (and disconnected after as long again without an answer); OVS's default is 5.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    /// (and disconnected after as long again without an answer); OVS's default is 5
+    /// [range: 0 < x ≤ 86400].
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 86_400.0))]
     inactivity_probe: f64,
 }
 
@@ -260,15 +263,16 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         c.join();
         s
     });
-    print!("{}", report.format());
+    let out = crate::report::Out::new(a.json.as_deref());
+    out.line(report.format().trim_end_matches('\n'));
     if let Some(c) = &channel_stats {
-        println!(
+        outln!(out,
             "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times",
             c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens
         );
     }
     if let Some(d) = &out_dir {
-        println!("  output captures: {}", d.path.display());
+        outln!(out, "  output captures: {}", d.path.display());
     }
     if let Some(p) = &a.json {
         let serde_json::Value::Object(mut fields) = serde_json::json!(report) else { unreachable!("a struct") };
@@ -315,9 +319,9 @@ pub fn run_ctl(a: &CtlArgs) -> Result<(), Failure> {
         return Err(Failure(reply.error));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&reply.json)?);
+        crate::report::stdout(format!("{}\n", serde_json::to_string_pretty(&reply.json)?).as_bytes());
     } else {
-        print!("{}", reply.text);
+        crate::report::stdout(reply.text.as_bytes());
     }
     Ok(())
 }

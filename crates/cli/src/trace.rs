@@ -25,6 +25,7 @@ use crate::Failure;
 use rqvs_experiment::inputs;
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("packets_in").required(true).args(["flow", "trace"])))]
 pub struct Args {
     /// Rule file: ovs-ofctl flows or ClassBench rules (converted to OpenFlow), plain or .xz.
     #[arg(long)]
@@ -34,8 +35,9 @@ pub struct Args {
     /// Replay a ClassBench trace or pcap/pcapng capture through a megaflow cache instead.
     #[arg(long, conflicts_with = "flow")]
     pub trace: Option<PathBuf>,
-    /// With --trace: how many packets from the start of the trace.
-    #[arg(long, default_value_t = 100_000)]
+    /// With --trace: how many packets from the start of the trace [range: 1 ≤ x; more than the
+    /// trace holds: all of them].
+    #[arg(long, default_value_t = 100_000, value_parser = crate::args::range::between(1usize, usize::MAX))]
     pub packets: usize,
     /// With --trace: in_port given to trace packets.
     #[arg(long, default_value_t = 1)]
@@ -77,6 +79,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     match (&args.flow, &args.trace) {
         (Some(flow), _) => trace_one(&c, flow, args),
         (None, Some(_)) => megaflows(&c, args),
+        // clap requires one of them (a usage error, exit code 2).
         (None, None) => Err(Failure("expected a packet (e.g. 'in_port=1,tcp,tp_dst=80') or --trace FILE".into())),
     }
 }

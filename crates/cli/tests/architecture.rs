@@ -1,6 +1,6 @@
 //! ARCHITECTURE.md's layer drawing is the crates' Cargo dependencies: every `name ← deps` line
 //! of its first text block equals the `rqvs-*` entries of that crate's `[dependencies]` (dev
-//! dependencies aside), and every crate of the workspace has a line.
+//! dependencies aside), and every crate of the workspace (`crates/*`, `python/`) has a line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -9,11 +9,12 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).expect("workspace root")
 }
 
-/// `crate dir name → rqvs crates it depends on` (short names, `rqvs-` dropped).
+/// `crate dir name → rqvs crates it depends on` (short names, `rqvs-` dropped): the crates in
+/// `crates/` and the Python package's extension in `python/`.
 fn cargo_deps() -> BTreeMap<String, BTreeSet<String>> {
     let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(root().join("crates")).unwrap() {
-        let dir = e.unwrap().path();
+    let crates = std::fs::read_dir(root().join("crates")).unwrap().map(|e| e.unwrap().path());
+    for dir in crates.chain([root().join("python")]) {
         let Ok(toml) = std::fs::read_to_string(dir.join("Cargo.toml")) else { continue };
         let mut section = String::new();
         let mut deps = BTreeSet::new();

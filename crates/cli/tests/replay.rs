@@ -132,7 +132,7 @@ fn bad_designs_are_one_line_errors() {
         "--trace",
         &data("acl1_1k_trace.xz"),
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a share outside 0..1 is a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--retrain-threshold"));
 }
 

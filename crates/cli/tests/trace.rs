@@ -74,5 +74,5 @@ fn bad_packet_is_a_one_line_error() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("packet:1:"), "{err}");
     let out = rqvs(&["trace", "--rules", rules.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "neither a packet nor --trace: a usage error");
 }

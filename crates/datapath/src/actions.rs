@@ -17,7 +17,8 @@
 //! action lists ever seen (never with packets or megaflows); nothing is freed — a controller
 //! that keeps inventing new lists grows it (a documented limit, as OVS's ofpacts are per rule).
 
-use std::collections::HashMap;
+// foldhash: a bundle of 125K flows with distinct action lists interns each.
+use hashbrown::HashMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock};
 

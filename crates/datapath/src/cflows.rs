@@ -234,10 +234,17 @@ pub(crate) fn fast_path(
 
 /// A live classifier's figures, as CFLOWS reports them.
 pub(crate) fn report_of(nm: &LiveNuevoMatch) -> CflowsReport {
+    report_with(nm.current(), nm)
+}
+
+/// The report of `current`, a copy of `nm`'s current classifier (the same rules; a
+/// publication), with `nm`'s staged rules and training sessions.
+pub(crate) fn report_with(current: &NuevoMatchUp, nm: &LiveNuevoMatch) -> CflowsReport {
+    let total = current.len() + nm.staged();
     CflowsReport {
-        coverage: nm.coverage(),
-        isets: nm.current().isets() as u64,
-        remainder_rules: nm.remainder_rules() as u64,
+        coverage: if total == 0 { 0.0 } else { current.coverage() * current.len() as f64 / total as f64 },
+        isets: current.isets() as u64,
+        remainder_rules: current.remainder().len() as u64,
         staged_rules: nm.staged() as u64,
         training_sessions: nm.sessions().len() as u64,
         last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),

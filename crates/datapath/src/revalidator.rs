@@ -146,6 +146,21 @@ pub enum RevalidatorMode {
     Thread,
 }
 
+impl RevalidatorMode {
+    /// The mode as command lines and reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RevalidatorMode::Inline => "inline",
+            RevalidatorMode::Thread => "thread",
+        }
+    }
+
+    /// The mode called `name` ([`RevalidatorMode::name`]).
+    pub fn from_name(name: &str) -> Option<RevalidatorMode> {
+        [RevalidatorMode::Inline, RevalidatorMode::Thread].into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// What the revalidator thread keeps of one megaflow (OVS's ukey): enough to re-check it, and
 /// the rule its packets are attributed to (as the PMD last heard it).
 #[derive(Clone, Copy, Debug)]

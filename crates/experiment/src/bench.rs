@@ -169,7 +169,8 @@ pub fn classifiers(
         progress(Step::Start(&format!("{name}: updates")));
         // Size and classifier figures as built, before the update round changes them.
         let (memory, stats) = (c.memory_bytes(), c.stats());
-        let updates = if kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT {
+        // No rules, nothing to remove and re-insert.
+        let updates = if rules.is_empty() || (kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT) {
             None
         } else {
             Some(measure_updates(c.as_mut(), rules, timed, &got, cfg.update_fraction, cfg.seed)?)
@@ -215,6 +216,12 @@ pub fn measure_updates(
     seed: u64,
 ) -> Result<Updates, Error> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+    if rules.is_empty() || !(fraction > 0.0 && fraction <= 1.0) {
+        return Err(Error(format!(
+            "update rates: expected rules and a share 0 < x ≤ 1, found {} rules and {fraction}",
+            rules.len()
+        )));
+    }
     let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
     let mut victims: Vec<&Rule> = rules.choose_multiple(&mut rng, n).collect();
     victims.shuffle(&mut rng);

@@ -15,18 +15,24 @@
 //! - [`prediction`]: flow prediction for replays (online, or the oracle over a ground truth).
 //! - [`updates`]: the update benchmark (NuevoMatchUP under live updates, checked after the run).
 //! - [`verify`]: which packets a classification run checks against the reference.
+//! - [`report`]: the JSON reports of replay and compare (`--json`, and the Python package's
+//!   dicts); [`gen`]: rule-set and trace generation with their reports.
 
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod coflows;
+pub mod gen;
 pub mod inputs;
 pub mod prediction;
 pub mod replay;
+pub mod report;
 pub mod updates;
 pub mod verify;
 
-pub use replay::{prepare, rate_search, run_design, run_design_with, DesignKind, Prepared, ReplayConfig, Run};
+pub use replay::{
+    prepare, rate_search, run_design, run_design_progress, run_design_with, DesignKind, Prepared, ReplayConfig, Run,
+};
 
 /// An experiment's error: one line, naming the file, line or setting it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

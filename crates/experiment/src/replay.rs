@@ -285,6 +285,25 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     }
     let initial: Vec<Rule> =
         all_rules.iter().enumerate().filter(|(i, _)| !held.contains(i)).map(|(_, r)| r.clone()).collect();
+    // The table along the schedule: a deletion of more rules than it holds then is an error,
+    // not a report of rules deleted that never were.
+    let mut size = initial.len();
+    for u in &updates {
+        match u.op {
+            UpdateOp::Add => size += u.n,
+            UpdateOp::Del if u.n > size => {
+                return Err(Error(format!(
+                    "--updates: 'del:{}@{}s' deletes {} rules, but the table holds {size} then ({} rules, {} held out for later adds)",
+                    u.n,
+                    u.at_ns as f64 / 1e9,
+                    u.n,
+                    all_rules.len(),
+                    all_rules.len() - initial.len()
+                )))
+            }
+            UpdateOp::Del => size -= u.n,
+        }
+    }
     let n_verify = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
     let mut positions: Vec<usize> = (0..keys.len()).collect();
     positions.shuffle(&mut rng);
@@ -419,6 +438,8 @@ pub struct Run {
     pub rx: Option<RxStats>,
     /// Flow prediction: the mode and the predictor's counters at the end.
     pub prediction: Option<(&'static str, PredictStats)>,
+    /// Scheduled updates the run ended before (in `update_log` with `"reached": false`).
+    pub updates_not_reached: usize,
 }
 
 impl Run {
@@ -590,8 +611,19 @@ struct Updates<'a> {
 }
 
 impl Updates<'_> {
-    fn done(&mut self) -> bool {
-        self.pending.peek().is_none()
+    /// The run ended at PMD time `end_ns`: every update still pending goes into the log as not
+    /// reached. Returns how many.
+    fn not_reached(&mut self, end_ns: u64) -> usize {
+        let mut n = 0;
+        for u in self.pending.by_ref() {
+            n += 1;
+            self.log.push(serde_json::json!({
+                "op": if u.op == UpdateOp::Add { "add" } else { "del" },
+                "rules": u.n, "at_s": u.at_ns as f64 / 1e9, "reached": false,
+                "run_ended_s": end_ns as f64 / 1e9,
+            }));
+        }
+        n
     }
 
     /// Applies every update due at PMD time `now`.
@@ -617,7 +649,7 @@ impl Updates<'_> {
             let threaded = dp.oldest_epoch() != dp.visible_epoch();
             self.log.push(serde_json::json!({
                 "op": if u.op == UpdateOp::Add { "add" } else { "del" },
-                "rules": u.n, "at_s": now as f64 / 1e9, "megaflows_deleted": deleted, "update_ms": ms,
+                "rules": u.n, "at_s": now as f64 / 1e9, "reached": true, "megaflows_deleted": deleted, "update_ms": ms,
                 "visible_ms": serde_json::Value::Null,
                 // Revalidator thread: deletions and their latency arrive later (filled in then).
                 "epoch": dp.visible_epoch(),
@@ -707,7 +739,30 @@ pub fn run_design_with(
     design: DesignKind,
     pred: Option<&Prediction>,
 ) -> Result<Run, Error> {
-    run_design_on(c, p, design, pred, None)
+    run_design_progress(c, p, design, pred, &mut |_| {})
+}
+
+/// How far a run has come ([`run_design_progress`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Packets the PMD took so far.
+    pub packets: u64,
+    /// PMD time so far, seconds.
+    pub pmd_s: f64,
+    /// Share of the run done, 0..1 (of `duration`, or of `passes` over the trace).
+    pub fraction: f64,
+}
+
+/// [`run_design_with`], telling `progress` how far the run is about every 2¹⁶ packets (a long
+/// `--duration` or many `--passes` show it).
+pub fn run_design_progress(
+    c: &ReplayConfig,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Run, Error> {
+    run_design_on(c, p, design, pred, None, progress)
 }
 
 fn run_design_on(
@@ -716,6 +771,7 @@ fn run_design_on(
     design: DesignKind,
     pred: Option<&Prediction>,
     table: Option<&OfprotoTable>,
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<Run, Error> {
     let keys = &p.keys;
     let build_start = std::time::Instant::now();
@@ -780,15 +836,24 @@ fn run_design_on(
             epoch = dp.visible_epoch();
             verifier.new_version(updates.visible_table(dp), epoch);
         }
-        let done = match (duration_ns, c.rate) {
-            (Some(d), _) => now >= d && updates.done(),
-            (None, Some(_)) => seq >= total,
-            (None, None) => seq >= total,
+        // A run ends at its duration or after its passes: updates scheduled later are reported
+        // as not reached (`updates.not_reached`), never silently dropped nor waited for.
+        let done = match duration_ns {
+            Some(d) => now >= d,
+            None => seq >= total,
         };
         if done {
             break;
         }
+        if seq >> 16 != (seq - chunk.len() as u64) >> 16 {
+            let fraction = match duration_ns {
+                Some(d) => now as f64 / d as f64,
+                None => seq as f64 / total as f64,
+            };
+            progress(Progress { packets: seq, pmd_s: now as f64 / 1e9, fraction: fraction.min(1.0) });
+        }
     }
+    let updates_not_reached = updates.not_reached(dp.now_ns());
     let wall_s = wall.elapsed().as_secs_f64();
     let cs = dp.counters();
     if !cs.outcome_sum_ok() {
@@ -820,6 +885,7 @@ fn run_design_on(
         report: dp.report(),
         rx: admission.map(|a| RxStats { offered: total, offered_after_warmup: total - a.warmup, ..a.rx }),
         prediction,
+        updates_not_reached,
     })
 }
 
@@ -892,7 +958,7 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
                 let rate = c.rate.map(|r| r * share.keys.len() as f64 / p.keys.len() as f64);
                 let cfg = ReplayConfig { rate, ..c.clone() };
                 let table = table.as_ref();
-                s.spawn(move || run_design_on(&cfg, share, design, None, table))
+                s.spawn(move || run_design_on(&cfg, share, design, None, table, &mut |_| {}))
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("a PMD thread panicked")).collect::<Result<Vec<Run>, Error>>()

@@ -61,8 +61,14 @@ pub fn openflow_obstacle(rule: &Rule) -> Option<String> {
     }
 }
 
+/// The most OpenFlow flows a conversion may make: port-range expansion multiplies a rule by up
+/// to 30 × 30 prefixes (a 10K-rule set of wide ranges makes 9M flows, gigabytes in a
+/// classifier); the largest shared ClassBench set, fw1_500k, makes 1.6M.
+pub const MAX_FLOWS: usize = 2_000_000;
+
 /// Converts ClassBench rules (first-match order = winner order) to an OpenFlow table whose
-/// winners are the same for every packet, with `actions` on every flow.
+/// winners are the same for every packet, with `actions` on every flow. More than [`MAX_FLOWS`]
+/// flows is an error naming the limit.
 pub fn classbench_to_openflow(rules: &[Rule], actions: &Actions) -> Result<Conversion, String> {
     let mut order: Vec<&Rule> = rules.iter().collect();
     order.sort_by_key(|r| r.rank());
@@ -78,7 +84,16 @@ pub fn classbench_to_openflow(rules: &[Rule], actions: &Actions) -> Result<Conve
     for (r, &prio) in kept.iter().zip(&priorities) {
         conv.converted += 1;
         conv.max_priority = conv.max_priority.max(prio);
-        for m in r.matches.expand_port_ranges() {
+        let expanded = r.matches.expand_port_ranges();
+        if conv.flows.len() + expanded.len() > MAX_FLOWS {
+            return Err(format!(
+                "port-range expansion makes more than the limit of {MAX_FLOWS} OpenFlow flows (at rule {} of {}, which expands to {}): split the rule-set or use ClassBench tools on it",
+                conv.converted,
+                kept.len(),
+                expanded.len()
+            ));
+        }
+        for m in expanded {
             let id = conv.flows.len() as u32;
             let mut flow = Rule::new(id, prio, m, actions.clone());
             flow.cookie = u64::from(r.id.0);

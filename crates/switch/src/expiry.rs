@@ -60,7 +60,7 @@ impl Control {
         if due.is_empty() {
             return 0;
         }
-        match self.transact("expiry", &due, false) {
+        match self.transact("expiry", &due, false, false) {
             Ok((effects, _)) => effects.iter().flatten().map(|e| e.removed).sum(),
             Err(e) => {
                 eprintln!("rqvs switch: {e}");

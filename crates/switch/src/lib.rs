@@ -219,6 +219,19 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Waits for the PMDs' answers to table changes, each up to [`APPLY_WAIT`] (a stopped PMD
+/// answers by dropping its sender; one that does not answer in time is logged).
+fn wait_revalidated(answers: impl Iterator<Item = mpsc::Receiver<()>>, version: u64) {
+    for r in answers {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
+            eprintln!(
+                "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
+                APPLY_WAIT.as_secs()
+            );
+        }
+    }
+}
+
 /// A running switch.
 pub struct Switch {
     threads: Vec<JoinHandle<PmdFinal>>,
@@ -244,6 +257,10 @@ pub struct Control {
     /// every rule change (`None`).
     trace_table: Mutex<Option<OfprotoTable>>,
     rules: Mutex<FlowTable>,
+    /// ORIG/CCACHE: the PMDs' answers to table changes committed without waiting (a run of
+    /// FLOW_MODs, an expiry), waited for at the next change that waits or at
+    /// [`Control::settle_changes`] (an OpenFlow BARRIER).
+    unsettled: Mutex<Vec<mpsc::Receiver<()>>>,
     /// The handler thread's counters (when there is one).
     handler: Option<Arc<handler::HandlerStats>>,
     /// The CFLOWS manager thread's queue (CFLOWS only).
@@ -430,6 +447,7 @@ impl Switch {
             table,
             trace_table: Mutex::new(None),
             rules: Mutex::new(record),
+            unsettled: Mutex::new(Vec::new()),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
             stop,
@@ -802,7 +820,7 @@ impl Control {
     /// replaced).
     pub fn add_flows(&self, new: Vec<Rule>) -> Result<(usize, usize), Error> {
         let ops: Vec<FlowOp> = new.into_iter().map(FlowOp::add).collect();
-        let (effects, _) = self.transact("add-flows", &ops, true)?;
+        let (effects, _) = self.transact("add-flows", &ops, true, true)?;
         Ok(effects.iter().flatten().fold((0, 0), |(a, r), e| (a + e.added, r + e.removed)))
     }
 
@@ -816,7 +834,7 @@ impl Control {
                 ms.iter().map(|m| FlowOp::Delete(FlowFilter { matches: Some(*m), ..FlowFilter::all() })).collect()
             }
         };
-        Ok(self.transact("del-flows", &ops, true)?.1.removed.len())
+        Ok(self.transact("del-flows", &ops, true, true)?.1.removed.len())
     }
 
     /// The table of record's rules, in winner order (a copy).
@@ -838,14 +856,15 @@ impl Control {
     /// OpenFlow's delete (strict or not, with cookie and out_port filters): removes the flows
     /// `filter` selects as one commit. Returns the number removed.
     pub fn del_selected(&self, filter: &FlowFilter) -> Result<usize, Error> {
-        Ok(self.transact("del-flows", &[FlowOp::Delete(filter.clone())], true)?.1.removed.len())
+        Ok(self.transact("del-flows", &[FlowOp::Delete(filter.clone())], true, true)?.1.removed.len())
     }
 
     /// OpenFlow's modify (strict or not): the flows `filter` selects keep their match,
     /// priority and cookie and get `actions`, as one commit. Flows that match nothing are not
     /// added (OpenFlow 1.3's semantics). Returns the number modified.
     pub fn modify_selected(&self, filter: &FlowFilter, actions: &rqvs_flow::Actions) -> Result<usize, Error> {
-        let (effects, _) = self.transact("mod-flows", &[FlowOp::modify(filter.clone(), actions.clone())], true)?;
+        let (effects, _) =
+            self.transact("mod-flows", &[FlowOp::modify(filter.clone(), actions.clone())], true, true)?;
         Ok(effects.iter().flatten().map(|e| e.added).sum())
     }
 
@@ -853,7 +872,7 @@ impl Control {
     /// error leaves the table as it was). Returns the number of flows (added, removed) by the
     /// whole (net: a flow added and deleted inside the bundle counts in neither).
     pub fn apply_ops(&self, ops: &[FlowOp]) -> Result<(usize, usize), Error> {
-        let (_, net) = self.transact("bundle", ops, true)?;
+        let (_, net) = self.transact("bundle", ops, true, true)?;
         Ok((net.added.len(), net.removed.len()))
     }
 
@@ -862,8 +881,13 @@ impl Control {
     /// nothing — and all the accepted ones committed together, as one change set, so a stream
     /// of thousands costs one revalidation (ORIG, CCACHE) or one publication (CFLOWS) instead
     /// of one per flow-mod. When that commit fails every one is refused with its error.
+    ///
+    /// ORIG/CCACHE do not wait here for the PMDs' revalidation (OpenFlow promises the
+    /// datapath has a flow-mod only after a BARRIER: [`Control::settle_changes`]), so the
+    /// revalidations of consecutive runs overlap and a PMD that finds several changes queued
+    /// revalidates once for all of them.
     pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, OpError>> {
-        match self.transact("flow-mod", ops, false) {
+        match self.transact("flow-mod", ops, false, false) {
             Ok((effects, _)) => effects,
             Err(e) => ops.iter().map(|_| Err(OpError::Invalid(err(e.0.clone())))).collect(),
         }
@@ -880,6 +904,7 @@ impl Control {
         what: &str,
         ops: &[FlowOp],
         atomic: bool,
+        settle: bool,
     ) -> Result<(Vec<Result<table::OpEffect, OpError>>, NetChange), Error> {
         let mut rules = self.lock_rules();
         let now_ns = self.clock_ns();
@@ -907,14 +932,14 @@ impl Control {
         if self.design == DesignKind::Cflows {
             // The learned classifier takes it all or none of it (the record is dropped with
             // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
-            self.apply(0, &net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
+            self.apply(0, &net.added, &removed, true).map_err(|e| err(format!("{what}: {e}")))?;
             *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         } else {
             let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
             changes.extend(net.added.iter().cloned().map(RuleChange::Add));
             // On error the transaction is dropped: the record goes back to what it was.
             let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
-            self.apply(version, &net.added, &removed)?;
+            self.apply(version, &net.added, &removed, settle)?;
         }
         txn.keep();
         let events = self.settle_counts(&mut rules, &net, now_ns);
@@ -936,7 +961,12 @@ impl Control {
     /// revalidation of every megaflow takes seconds at 100K rules, so this is far above any
     /// normal wait (it was 5 s, which a loaded machine exceeded: replies then came before the
     /// datapath had the change) — is logged and no longer waited for.
-    fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
+    ///
+    /// ORIG/CCACHE without `settle`: the answers are kept (`unsettled`) and waited for later,
+    /// with those of earlier such changes, by the next change that settles or by
+    /// [`Control::settle_changes`]. CFLOWS always waits: the manager's answer says whether the
+    /// learned classifier took the change.
+    fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId], settle: bool) -> Result<(), Error> {
         if self.design == DesignKind::Cflows {
             // One classifier for all PMDs: the manager applies and publishes the change, and
             // each PMD's next batch reads the publication.
@@ -965,15 +995,28 @@ impl Control {
                 i.send(PmdMsg::TableChanged(version, s)).is_ok().then_some(r)
             })
             .collect();
-        for r in done {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
-                eprintln!(
-                    "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
-                    APPLY_WAIT.as_secs()
-                );
-            }
+        let mut unsettled = self.unsettled.lock().unwrap_or_else(|e| e.into_inner());
+        if settle {
+            let earlier = std::mem::take(&mut *unsettled);
+            drop(unsettled);
+            wait_revalidated(earlier.into_iter().chain(done), version);
+        } else {
+            // Answers already given need no keeping (a client that never sends a BARRIER does
+            // not grow this list).
+            unsettled.retain(|r| matches!(r.try_recv(), Err(mpsc::TryRecvError::Empty)));
+            unsettled.extend(done);
         }
         Ok(())
+    }
+
+    /// Waits until the PMDs have revalidated for every table change committed so far (an
+    /// OpenFlow BARRIER after FLOW_MODs: [`Control::apply_each`] does not wait). Immediate in
+    /// CFLOWS, and when nothing is pending.
+    pub fn settle_changes(&self) {
+        let pending = std::mem::take(&mut *self.unsettled.lock().unwrap_or_else(|e| e.into_inner()));
+        if !pending.is_empty() {
+            wait_revalidated(pending.into_iter(), self.table.version());
+        }
     }
 
     /// The number of PMD threads, and the CPU each is pinned to.
@@ -1036,7 +1079,7 @@ impl Control {
                 self.lock_rules().set_hidden(Some(key));
                 let rule = Rule::new(0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
                 let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::add(rule)];
-                if let Err(e) = self.transact("fail-open", &ops, true) {
+                if let Err(e) = self.transact("fail-open", &ops, true, true) {
                     self.lock_rules().set_hidden(None);
                     return Err(e);
                 }
@@ -1044,7 +1087,7 @@ impl Control {
             (false, Some(_)) => {
                 self.lock_rules().set_hidden(None);
                 let strict = FlowFilter { matches: Some(key.1), strict: Some(key.0), ..FlowFilter::all() };
-                self.transact("fail-open", &[FlowOp::Delete(strict)], true)?;
+                self.transact("fail-open", &[FlowOp::Delete(strict)], true, true)?;
             }
             _ => {}
         }

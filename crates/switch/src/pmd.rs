@@ -118,6 +118,10 @@ pub struct PmdFinal {
 struct Inflight {
     /// `(epoch, answer)`: sent once the design's oldest live epoch reaches the epoch.
     revalidations: Vec<(u64, Sender<()>)>,
+    /// Table changes taken from the inbox and not yet revalidated for: all of them start one
+    /// revalidation once the inbox is drained (commits that queued up while the PMD was busy
+    /// cost one pass over the megaflows, not one each).
+    changed: Vec<Sender<()>>,
     /// Packets at the handler, in all and by port.
     n: usize,
     by_port: Vec<usize>,
@@ -149,6 +153,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let ports = s.rx.len();
     let mut up = Inflight {
         revalidations: Vec::new(),
+        changed: Vec::new(),
         n: 0,
         by_port: vec![0; ports],
         known_version: 0,
@@ -262,6 +267,11 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
             handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &mut flows, &t0);
+        }
+        if !up.changed.is_empty() {
+            s.design.table_changed();
+            let epoch = s.design.visible_epoch();
+            up.revalidations.extend(up.changed.drain(..).map(|answer| (epoch, answer)));
         }
         if got == 0 {
             if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
@@ -518,8 +528,7 @@ fn handle_msg(
         }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
-            s.design.table_changed();
-            up.revalidations.push((s.design.visible_epoch(), answer));
+            up.changed.push(answer);
         }
         PmdMsg::Stats(reply) => {
             let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));

@@ -688,9 +688,23 @@ fn udp_key(src: u32, dst: u32, sport: u16, dport: u16) -> FlowKey {
     FlowKey::ipv4(src, dst, IPPROTO_UDP, sport, dport)
 }
 
+/// The most packets a workload may have ([`generate`] holds them all, with their times).
+pub const MAX_PACKETS: u64 = 100_000_000;
+
+/// The most flows a workload may have: coflows × (1 + most associated flows per coflow).
+pub const MAX_FLOWS: u64 = 20_000_000;
+
 /// Generates the workload (module docs).
 pub fn generate(p: &Params) -> Result<Workload, String> {
     p.validate()?;
+    let most_flows = (p.coflows as u64).saturating_mul(1 + u64::from(p.max_associated));
+    if most_flows > MAX_FLOWS {
+        return Err(format!(
+            "{} coflows of up to {} flows each may make more than the limit of {MAX_FLOWS} flows (every flow is held in memory): give fewer --coflows or a lower --max-associated",
+            p.coflows,
+            1 + p.max_associated
+        ));
+    }
     let mut structure = Rng::fork(p.rng_seed, 1);
     let mut sizes = Rng::fork(p.rng_seed, 2);
     let mut coupling = Rng::fork(p.rng_seed, 3);
@@ -761,6 +775,12 @@ pub fn generate(p: &Params) -> Result<Workload, String> {
 
     // Times: bursts of coflows over the span that gives the offered rate.
     let total_packets: u64 = flows.iter().map(|f| u64::from(f.packets)).sum();
+    if total_packets > MAX_PACKETS {
+        return Err(format!(
+            "{} coflows make {total_packets} packets, more than the limit of {MAX_PACKETS} (every packet is held in memory): give fewer --coflows",
+            p.coflows
+        ));
+    }
     let span_ns = total_packets as f64 / p.rate_pps * 1e9;
     let gap_ns = ((PACKET_BYTES * 8) as f64 / p.flow_gbps).round().max(1.0) as u64;
     let mut c = 0;

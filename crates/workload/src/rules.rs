@@ -152,10 +152,14 @@ fn random_scope(rng: &mut Rng, scope: f64) -> f64 {
     p * (scope * p - scope + 1.0)
 }
 
+/// The most rules [`generate`] draws: every rule is held (and hashed, to remove duplicates) in
+/// memory: about 320 bytes each with its text, 3.2 GB at the limit.
+pub const MAX_COUNT: usize = 10_000_000;
+
 /// Generates a rule-set from a seed file.
 pub fn generate(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
-    if params.count == 0 {
-        return Err("expected a rule count of at least 1, found 0".into());
+    if params.count == 0 || params.count > MAX_COUNT {
+        return Err(format!("expected a rule count in 1..={MAX_COUNT}, found {}", params.count));
     }
     if !(-1.0..=1.0).contains(&params.addr_scope) || !(-1.0..=1.0).contains(&params.port_scope) {
         return Err("expected address and port scopes in -1..1".into());

@@ -137,13 +137,17 @@ pub struct TraceStats {
     pub capped: usize,
 }
 
+/// The most packets [`generate`] draws: every packet is held in memory (to count flows and
+/// compute true winners): about 220 bytes each with its text, 2.2 GB at the limit.
+pub const MAX_PACKETS: usize = 10_000_000;
+
 /// Draws `params.packets` headers for `rules`.
 pub fn generate(rules: &[Rule], params: &Params) -> Result<(Vec<Packet>, TraceStats), String> {
     if rules.is_empty() {
         return Err("expected at least one rule to aim headers at".into());
     }
-    if params.packets == 0 {
-        return Err("expected --packets of at least 1".into());
+    if params.packets == 0 || params.packets > MAX_PACKETS {
+        return Err(format!("expected --packets in 1..={MAX_PACKETS}, found {}", params.packets));
     }
     if !(params.max_share > 0.0 && params.max_share <= 1.0) {
         return Err("expected a per-header cap (share) in (0, 1]".into());

@@ -67,6 +67,9 @@ pub fn parse_mix(s: &str) -> Result<[u32; 3], String> {
     }
 }
 
+/// The most operations [`generate`] draws (every one is held in memory with its rule).
+pub const MAX_OPS: usize = 10_000_000;
+
 /// Draws a stream (see the module docs).
 pub fn generate(
     rules: &[Rule],
@@ -77,6 +80,9 @@ pub fn generate(
 ) -> Result<Stream, String> {
     if !(0.0..=1.0).contains(&fraction) {
         return Err(format!("expected --fraction in 0..1, found {fraction}"));
+    }
+    if ops.is_some_and(|n| n > MAX_OPS) {
+        return Err(format!("expected --ops in 0..={MAX_OPS}, found {}", ops.unwrap_or(0)));
     }
     let mut rng = Rng::new(rng_seed);
     let mut order: Vec<usize> = (0..rules.len()).collect();

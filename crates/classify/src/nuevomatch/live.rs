@@ -47,6 +47,21 @@ pub enum Policy {
     Delayed,
 }
 
+impl Policy {
+    /// The policy as command lines and reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Instant => "instant",
+            Policy::Delayed => "delayed",
+        }
+    }
+
+    /// The policy called `name` ([`Policy::name`]).
+    pub fn from_name(name: &str) -> Option<Policy> {
+        [Policy::Instant, Policy::Delayed].into_iter().find(|p| p.name() == name)
+    }
+}
+
 /// One logged update. Inserts are shared with the owner's model (no copy of the rule).
 enum Update {
     Insert(Arc<Rule>),
@@ -254,7 +269,12 @@ impl LiveNuevoMatch {
 
     /// Adds a rule by the policy.
     pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        let rule = Arc::new(rule);
+        self.insert_shared(Arc::new(rule))
+    }
+
+    /// [`LiveNuevoMatch::insert`] of a rule shared with others (a publisher's copies of the
+    /// classifier), without copying it.
+    pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<(), ClassifierError> {
         match self.policy {
             Policy::Instant => {
                 let into_iset = self.current.insert_shared(Arc::clone(&rule))?;

@@ -7,9 +7,11 @@
 //! ranges as 4 `u16`, the actions as UTF-8 ofctl text with a `u32` length); iSets (`u32` count;
 //! each: field `u8`, buckets `u32` count, each bucket `lo`, `hi`, rule count and rule ids as
 //! `u32`, then the RQ-RMI model as a `u32`-length block in `rqvs-rqrmi`'s own checked format);
-//! remainder rule ids (`u32` count, ids). Loading checks everything — lengths, checksum, that
-//! matches are well-formed, that every id is a rule, that each model covers exactly its iSet's
-//! bucket ranges — and fails with a one-line error naming what is wrong.
+//! remainder rule ids (`u32` count, ids). Loading checks everything — lengths (a file shorter
+//! than its header or payload is truncated, bytes after the checksum or after a block are an
+//! error), checksum, that matches are well-formed, that every id is a rule placed exactly once,
+//! that each model covers exactly its iSet's bucket ranges — and fails with a one-line error
+//! naming what is wrong.
 //!
 //! The saved state is the live one: removed rules are gone, rules inserted since training are in
 //! the remainder.
@@ -25,12 +27,14 @@ use crate::{ClassifierError, TupleMerge};
 
 const MAGIC: &[u8; 8] = b"RQVSNMU\0";
 const VERSION: u32 = 1;
+/// Magic, version and payload length.
+const HEADER: usize = 8 + 4 + 8;
 
 /// Why a model file could not be written or read.
 #[derive(Debug)]
 pub enum ModelError {
     Io(std::io::Error),
-    /// The file ends before a field it needs (byte offset in the payload).
+    /// The file ends before a field it needs (byte offset in the file).
     Truncated {
         at: usize,
         needed: usize,
@@ -52,7 +56,7 @@ impl fmt::Display for ModelError {
         match self {
             ModelError::Io(e) => write!(f, "{e}"),
             ModelError::Truncated { at, needed } => {
-                write!(f, "model file is truncated: {needed} more bytes needed at payload byte {at}")
+                write!(f, "model file is truncated: {needed} more bytes needed at byte {at}")
             }
             ModelError::BadMagic => write!(f, "not an rqvs NuevoMatchUP model file (bad magic)"),
             ModelError::UnsupportedVersion(v) => {
@@ -115,7 +119,7 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], ModelError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
         let Some(end) = end else {
-            return Err(ModelError::Truncated { at: self.at, needed: n - (self.b.len() - self.at) });
+            return Err(ModelError::Truncated { at: HEADER + self.at, needed: n - (self.b.len() - self.at) });
         };
         let s = &self.b[self.at..end];
         self.at = end;
@@ -183,6 +187,78 @@ fn read_rule(r: &mut Reader<'_>) -> Result<Rule, ModelError> {
     Ok(Rule { id: RuleId(id), priority, matches: m, actions, cookie, table })
 }
 
+/// A model file around `payload`: magic, version, the payload's length, the payload and its
+/// checksum — so that fuzzing the payload reaches the loader's checks of the body instead of
+/// stopping at the checksum (`fuzz/fuzz_targets/model_loader.rs`).
+pub fn seal(payload: &[u8]) -> Vec<u8> {
+    let mut out = Writer(Vec::with_capacity(payload.len() + HEADER + 8));
+    out.0.extend_from_slice(MAGIC);
+    out.u32(VERSION);
+    out.u64(payload.len() as u64);
+    out.0.extend_from_slice(payload);
+    out.u64(fnv1a(payload));
+    out.0
+}
+
+/// The payload of a model file whose header and checksum are sound (the inverse of [`seal`]).
+pub fn payload(bytes: &[u8]) -> Option<&[u8]> {
+    bytes.len().checked_sub(HEADER + 8).map(|n| &bytes[HEADER..HEADER + n])
+}
+
+/// The model loader's fuzz check, shared by the fuzz target and the tests that replay its seeds:
+/// loads [`seal`]`(payload)`, which must fail with an error or give a classifier that saves to a
+/// file loading to the same rules, in the same places, with the same answers for every rule's
+/// own corner key. Panics (what the fuzzer reports) when it does not.
+pub fn fuzz_check(payload: &[u8]) {
+    let Ok(c) = NuevoMatchUp::from_model_bytes(&seal(payload)) else { return };
+    let saved = c.to_model_bytes().expect("a loaded model saves");
+    let back = NuevoMatchUp::from_model_bytes(&saved).expect("a saved model loads");
+    assert_eq!(back.to_model_bytes().expect("saves again"), saved, "save → load → save is stable");
+    let rules = c.rules();
+    for r in &rules {
+        let k = *r.matches.value();
+        assert_eq!(crate::Classifier::lookup(&back, &k), crate::Classifier::lookup(&c, &k));
+    }
+}
+
+/// Seeds for the model loader's fuzzing: the payloads of small trained models — prefixes on one
+/// field, ranges on ports with overlaps, and one with updates (removed rules, a remainder) — so
+/// that mutations start from every part of a real model.
+pub fn fuzz_seeds() -> Vec<Vec<u8>> {
+    let cfg = NuevoMatchConfig {
+        isets: super::iset::ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0 },
+        ..NuevoMatchConfig::always_learned()
+    };
+    let rule = |i: u32, src: (u32, u32), sport: (u16, u16), proto: Option<u8>| {
+        let (mut v, mut m) = (FlowKey::default(), FlowKey::default());
+        (v.nw_src, m.nw_src) = (src.0 & src.1, src.1);
+        if let Some(p) = proto {
+            (v.nw_proto, m.nw_proto) = (p, 0xff);
+        }
+        let ports = PortRange::new(sport.0, sport.1).unwrap_or(PortRange::ANY);
+        let matches = Match::new(v, m, ports, PortRange::ANY).unwrap_or_else(|_| Match::from_masked(v, m));
+        Rule::new(i, 1000 - i, matches, rqvs_flow::Actions::output(i % 7 + 1))
+    };
+    let prefixes: Vec<Rule> = (0..8u32).map(|i| rule(i, (i << 24, 0xff00_0000), (0, 65535), None)).collect();
+    let ranges: Vec<Rule> = (0..24u32)
+        .map(|i| {
+            let lo = (i * 997 % 60_000) as u16;
+            rule(i, (i << 20, 0xfff0_0000 << (i % 3)), (lo, lo + (i as u16 % 5) * 300), Some([6, 17][i as usize % 2]))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for rules in [&prefixes, &ranges] {
+        if let Ok(mut c) = NuevoMatchUp::build_with(rules, cfg, TupleMerge::build) {
+            out.extend(c.to_model_bytes().ok().and_then(|b| payload(&b).map(<[u8]>::to_vec)));
+            // Updates: a removal and an insert (into the remainder or a bucket).
+            crate::Classifier::remove(&mut c, RuleId(1));
+            let _ = crate::Classifier::insert(&mut c, rule(500, (0x0a00_0000, 0xff00_0000), (80, 80), Some(6)));
+            out.extend(c.to_model_bytes().ok().and_then(|b| payload(&b).map(<[u8]>::to_vec)));
+        }
+    }
+    out
+}
+
 impl NuevoMatchUp<TupleMerge> {
     /// The model file of this classifier's live state.
     pub fn to_model_bytes(&self) -> Result<Vec<u8>, ModelError> {
@@ -217,33 +293,35 @@ impl NuevoMatchUp<TupleMerge> {
         for id in rest {
             p.u32(id);
         }
-        let mut out = Writer(Vec::with_capacity(p.0.len() + 28));
-        out.0.extend_from_slice(MAGIC);
-        out.u32(VERSION);
-        out.u64(p.0.len() as u64);
-        let sum = fnv1a(&p.0);
-        out.0.extend_from_slice(&p.0);
-        out.u64(sum);
-        Ok(out.0)
+        Ok(seal(&p.0))
     }
 
     /// A classifier from a model file, without training (the remainder is rebuilt).
     pub fn from_model_bytes(bytes: &[u8]) -> Result<Self, ModelError> {
-        if bytes.len() < 20 || &bytes[..8] != MAGIC {
-            return Err(if bytes.len() < 8 {
-                ModelError::Truncated { at: 0, needed: 8 - bytes.len() }
-            } else {
-                ModelError::BadMagic
-            });
+        // The magic first (a file that is not a model says so, however short), then the rest of
+        // the header (a model file cut inside it is truncated).
+        let magic = &bytes[..bytes.len().min(MAGIC.len())];
+        if magic != &MAGIC[..magic.len()] {
+            return Err(ModelError::BadMagic);
+        }
+        if bytes.len() < HEADER {
+            return Err(ModelError::Truncated { at: bytes.len(), needed: HEADER - bytes.len() });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
         if version != VERSION {
             return Err(ModelError::UnsupportedVersion(version));
         }
-        let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")) as usize;
-        let body = &bytes[20..];
-        if body.len() < len.saturating_add(8) {
-            return Err(ModelError::Truncated { at: body.len().min(len), needed: len.saturating_add(8) - body.len() });
+        let len = usize::try_from(u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"))).unwrap_or(usize::MAX);
+        let body = &bytes[HEADER..];
+        let whole = len.saturating_add(8);
+        if body.len() < whole {
+            return Err(ModelError::Truncated { at: bytes.len(), needed: whole - body.len() });
+        }
+        if body.len() > whole {
+            return Err(ModelError::Invalid(format!(
+                "{} bytes after the checksum (the header announces a {len}-byte payload)",
+                body.len() - whole
+            )));
         }
         let payload = &body[..len];
         let stored = u64::from_le_bytes(body[len..len + 8].try_into().expect("8 bytes"));
@@ -281,8 +359,12 @@ impl NuevoMatchUp<TupleMerge> {
                 }
                 buckets.push(PlannedBucket { lo, hi, rules: ids });
             }
-            let model = rqvs_rqrmi::RqRmi::<u32>::load(&mut r.bytes()?)
+            let mut block = r.bytes()?;
+            let model = rqvs_rqrmi::RqRmi::<u32>::load(&mut block)
                 .map_err(|e| ModelError::Invalid(format!("iSet {s}: RQ-RMI model: {e}")))?;
+            if !block.is_empty() {
+                return Err(ModelError::Invalid(format!("iSet {s}: {} bytes after its RQ-RMI model", block.len())));
+            }
             if model.len() != nb || (0..nb).any(|b| model.range(b) != (buckets[b].lo, buckets[b].hi)) {
                 return Err(ModelError::Invalid(format!("iSet {s}: the model's ranges are not the iSet's buckets")));
             }
@@ -310,7 +392,8 @@ impl NuevoMatchUp<TupleMerge> {
         if r.at != payload.len() {
             return Err(ModelError::Invalid(format!("{} unread bytes after the remainder", payload.len() - r.at)));
         }
-        let mut placed = vec![0u8; rules.len()];
+        // Counted in usize: a rule listed 257 times must not wrap to once.
+        let mut placed = vec![0usize; rules.len()];
         for i in plans.iter().flat_map(|p| p.buckets.iter().flat_map(|b| b.rules.iter())).chain(&rest) {
             placed[*i] += 1;
         }
@@ -370,6 +453,58 @@ mod tests {
             let n = cut.index(bytes.len());
             prop_assert!(NuevoMatchUp::from_model_bytes(&bytes[..n]).is_err());
         }
+    }
+
+    /// A model of a few rules with at least one iSet (so the payload has every part).
+    fn small_model() -> Vec<u8> {
+        let rules: Vec<Rule> = (0..8u32)
+            .map(|i| {
+                let mut v = FlowKey::default();
+                let mut m = FlowKey::default();
+                v.nw_src = i << 24;
+                m.nw_src = 0xff00_0000;
+                Rule::new(i, 100 - i, Match::from_masked(v, m), rqvs_flow::Actions::drop())
+            })
+            .collect();
+        NuevoMatchUp::build_with(&rules, cfg(), TupleMerge::build).unwrap().to_model_bytes().unwrap()
+    }
+
+    #[test]
+    fn short_files_are_truncated_or_not_models() {
+        let good = small_model();
+        for n in 1..HEADER {
+            let err = NuevoMatchUp::from_model_bytes(&good[..n]).err().expect("too short");
+            assert!(matches!(err, ModelError::Truncated { .. }), "{n} bytes: {err}");
+        }
+        assert!(matches!(NuevoMatchUp::from_model_bytes(b"RQVSX"), Err(ModelError::BadMagic)));
+        assert!(matches!(NuevoMatchUp::from_model_bytes(b""), Err(ModelError::Truncated { .. })));
+    }
+
+    #[test]
+    fn bytes_after_the_checksum_are_an_error() {
+        let mut b = small_model();
+        assert!(NuevoMatchUp::from_model_bytes(&b).is_ok());
+        b.push(0);
+        let err = NuevoMatchUp::from_model_bytes(&b).err().expect("a trailing byte is refused");
+        assert!(err.to_string().contains("1 bytes after the checksum"), "{err}");
+    }
+
+    #[test]
+    fn a_rule_placed_257_times_is_refused() {
+        let good = small_model();
+        let mut p = payload(&good).unwrap().to_vec();
+        // The remainder list ends the payload: its count, then ids. Add rule 0 256 more times.
+        let c = NuevoMatchUp::from_model_bytes(&good).unwrap();
+        let in_remainder = c.rules.values().filter(|(at, _)| matches!(at, Location::Remainder)).count();
+        let rest_at = p.len() - 4 * (1 + in_remainder);
+        let n = u32::from_le_bytes(p[rest_at..rest_at + 4].try_into().unwrap());
+        p[rest_at..rest_at + 4].copy_from_slice(&(n + 256).to_le_bytes());
+        for _ in 0..256 {
+            p.extend_from_slice(&0u32.to_le_bytes());
+        }
+        let err = NuevoMatchUp::from_model_bytes(&seal(&p)).err().expect("placed 257 times");
+        assert!(err.to_string().contains("rule 0 is placed 257 times"), "{err}");
+        fuzz_check(&p);
     }
 
     #[test]

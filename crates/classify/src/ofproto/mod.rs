@@ -97,7 +97,15 @@ pub struct OfTable {
     /// Pairs of overlapping rules of equal priority (each pair once).
     tied_overlaps: usize,
     next_seq: u64,
+    /// Parts of every rule (its port ranges expanded), at most [`MAX_EXPANDED`].
+    parts: usize,
 }
+
+/// The most parts (rules with their port ranges expanded to prefixes) one table holds: a rule of
+/// two wide port ranges makes up to 30 × 30 parts, each a few hundred bytes in subtables, tries
+/// and peers, so a set of 10K such rules would take gigabytes. Rqvs's OpenFlow conversion has
+/// the same limit ([`rqvs_flow::convert::MAX_FLOWS`]).
+pub const MAX_EXPANDED: usize = rqvs_flow::convert::MAX_FLOWS;
 
 /// The parts of the rules of one priority, by mask, then by (masked) value.
 ///
@@ -205,9 +213,20 @@ impl OfTable {
         }
         let entry = Entry { priority: rule.priority, id: rule.id };
         let mut parts = Vec::new();
+        let expanded = rule.matches.expand_port_ranges();
+        if self.parts + expanded.len() > MAX_EXPANDED {
+            return Err(ClassifierError::Unsupported(
+                rule.id,
+                format!(
+                    "its port ranges expand to {} prefixes, past the limit of {MAX_EXPANDED} expanded entries in one table ({} already)",
+                    expanded.len(),
+                    self.parts
+                ),
+            ));
+        }
+        self.parts += expanded.len();
         let peers = self.by_priority.entry(rule.priority).or_default();
         let mut overlapping = Vec::new();
-        let expanded = rule.matches.expand_port_ranges();
         for m in &expanded {
             peers.overlapping(rule.id, m.value(), m.mask(), &mut overlapping);
         }
@@ -244,6 +263,7 @@ impl OfTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
         let (rule, parts) = self.rules.remove(&id)?;
+        self.parts -= parts.len();
         let entry = Entry { priority: rule.priority, id };
         for p in parts {
             let st = self.subtables[p.subtable].as_mut().expect("live subtable");

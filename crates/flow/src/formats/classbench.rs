@@ -3,7 +3,8 @@
 //! A line: `@src/len  dst/len  sport_lo : sport_hi  dport_lo : dport_hi  proto/mask  flags/mask`,
 //! fields separated by whitespace (the generator uses tabs and a trailing tab). The flags column
 //! may be absent (older files). The first matching line wins: line `i` (0-based, counting rule
-//! lines only) becomes rule id `i` with priority `n - i`.
+//! lines only) becomes rule id `i` with priority `n - i`. Blank lines and lines starting with
+//! `#` (comments, as in ofctl files; the format sniffer skips them too) are not rules.
 //!
 //! Interpretation, which every rqvs component uses:
 //! - Every rule requires IPv4 (`dl_type=0x0800`); addresses are prefixes (host bits beyond the
@@ -46,7 +47,7 @@ pub fn read_rules(path: &Path) -> Result<Vec<Rule>> {
 pub fn parse_rules(file: &str, text: &str) -> Result<Vec<Rule>> {
     let mut matches = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
         let fields = parse_line(file, i + 1, line)?;
@@ -184,23 +185,20 @@ pub fn from_match(m: &Match) -> std::result::Result<ClassBenchFields, String> {
         }
         flags = (v.tcp_flags << 8, k.tcp_flags << 8);
     }
+    let (mut sport, mut dport) = (m.tp_src_range(), m.tp_dst_range());
     if k.tp_src != 0 || k.tp_dst != 0 {
-        let icmp = proto == (IPPROTO_ICMP, 0xff);
-        let tm = icmp_byte_mask(k.tp_src).ok_or("port masks can be written only as ICMP type/code")?;
-        let cm = icmp_byte_mask(k.tp_dst).ok_or("port masks can be written only as ICMP type/code")?;
-        if !icmp {
-            return Err("port masks can be written only as ICMP type/code (protocol 1)".into());
+        if proto == (IPPROTO_ICMP, 0xff) {
+            // ICMP type and code live in the port fields: ClassBench writes them as flags.
+            let tm = icmp_byte_mask(k.tp_src).ok_or("ICMP type/code masks must cover whole bytes")?;
+            let cm = icmp_byte_mask(k.tp_dst).ok_or("ICMP type/code masks must cover whole bytes")?;
+            flags = ((v.tp_src << 8) | v.tp_dst, (tm << 8) | cm);
+        } else {
+            // An exact port or a prefix of ports (what port-range expansion writes) is a range.
+            sport = m.tp_src_interval().ok_or("a tp_src mask that is not a prefix has no ClassBench port range")?;
+            dport = m.tp_dst_interval().ok_or("a tp_dst mask that is not a prefix has no ClassBench port range")?;
         }
-        flags = ((v.tp_src << 8) | v.tp_dst, (tm << 8) | cm);
     }
-    Ok(ClassBenchFields {
-        src: (v.nw_src, src_len as u8),
-        dst: (v.nw_dst, dst_len as u8),
-        sport: m.tp_src_range(),
-        dport: m.tp_dst_range(),
-        proto,
-        flags,
-    })
+    Ok(ClassBenchFields { src: (v.nw_src, src_len as u8), dst: (v.nw_dst, dst_len as u8), sport, dport, proto, flags })
 }
 
 /// `0xff00 | byte_mask` → `byte_mask`; `0` → `0`; anything else is not an ICMP type/code mask.

@@ -611,12 +611,81 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
             }
             Action::SetNwTos(t as u8)
         }
-        _ => match a.parse::<u32>() {
-            Ok(p) if p <= MAX_PORT => Action::Output(p),
-            _ => Action::Other(a.to_string()),
-        },
+        // A bare port number is `output:N`.
+        _ if a.bytes().all(|b| b.is_ascii_digit()) => {
+            Action::Output(num(c, at, a, u64::from(MAX_PORT), "a port number 1..0xffffff00")? as u32)
+        }
+        // Other actions of Open vSwitch are kept as written; a name it does not know would be
+        // refused by `ovs-ofctl` and is refused here.
+        _ => {
+            let head = lower.split([':', '(']).next().unwrap_or_default();
+            if !OVS_ACTIONS.contains(&head) {
+                return Err(c.message_at(
+                    at,
+                    format!("unknown action '{}' (not an Open vSwitch action; see ovs-actions(7))", &a[..head.len()]),
+                ));
+            }
+            Action::Other(a.to_string())
+        }
     })
 }
+
+/// The action names of Open vSwitch 3.x (ovs-actions(7)) and the port names an action may be,
+/// besides those typed in [`Action`].
+const OVS_ACTIONS: &[&str] = &[
+    "bundle",
+    "bundle_load",
+    "check_pkt_larger",
+    "clear_actions",
+    "clone",
+    "conjunction",
+    "ct",
+    "ct_clear",
+    "debug_recirc",
+    "debug_slow",
+    "dec_mpls_ttl",
+    "dec_nsh_ttl",
+    "decap",
+    "delete_field",
+    "encap",
+    "enqueue",
+    "exit",
+    "fin_timeout",
+    "goto_table",
+    "group",
+    "learn",
+    "load",
+    "local",
+    "meter",
+    "mod_nw_dst",
+    "mod_nw_ecn",
+    "mod_nw_src",
+    "mod_nw_ttl",
+    "mod_tp_dst",
+    "mod_tp_src",
+    "mod_vlan_pcp",
+    "move",
+    "multipath",
+    "note",
+    "pop",
+    "pop_mpls",
+    "pop_queue",
+    "pop_vlan",
+    "push",
+    "push_mpls",
+    "push_vlan",
+    "resubmit",
+    "sample",
+    "set_field",
+    "set_mpls_label",
+    "set_mpls_tc",
+    "set_mpls_ttl",
+    "set_queue",
+    "set_tunnel",
+    "set_tunnel64",
+    "write_actions",
+    "write_metadata",
+];
 
 /// OpenFlow's highest physical port number (`OFPP_MAX`).
 const MAX_PORT: u32 = 0xffff_ff00;

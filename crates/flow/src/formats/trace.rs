@@ -51,11 +51,11 @@ pub fn read_trace(path: &Path) -> Result<Vec<TraceEntry>> {
     parse_trace(&path.display().to_string(), &text)
 }
 
-/// Parses ClassBench trace text; blank lines are skipped.
+/// Parses ClassBench trace text; blank lines and `#` comment lines are skipped.
 pub fn parse_trace(file: &str, text: &str) -> Result<Vec<TraceEntry>> {
     let mut out = Vec::with_capacity(text.len() / 40);
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
         out.push(parse_line(file, i + 1, line)?);

@@ -377,6 +377,9 @@ impl Connection {
                 None
             }
             Message::BarrierRequest => {
+                // The flow-mods before it are in the datapath: ORIG/CCACHE PMDs have
+                // revalidated (runs of FLOW_MODs do not wait for that themselves).
+                self.hub.control.settle_changes();
                 // Packet-outs are sent by the PMDs: done once they have handled them.
                 if std::mem::take(&mut self.packet_outs_pending) {
                     self.hub.control.sync_pmds();

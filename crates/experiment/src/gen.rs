@@ -1,0 +1,228 @@
+//! Rule-set and trace generation with their reports: what `rqvs gen rules` and `rqvs gen trace`
+//! do between parsing options and writing files, shared with the Python package (the algorithms
+//! are [`rqvs_workload::rules`] and [`rqvs_workload::trace`]).
+//!
+//! Each function returns the data to write (text or bytes), the report's JSON fields (before
+//! [`crate::report::envelope`]) and the summary lines the command line prints.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
+use rqvs_flow::{Actions, FlowKey};
+use rqvs_workload::{rules, seedfile, stats, trace};
+use serde_json::{json, Map, Value};
+
+use crate::{inputs, Error};
+
+/// How generated rules are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RulesFormat {
+    Classbench,
+    Ofctl,
+}
+
+/// How a generated trace is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum TraceFormat {
+    Classbench,
+    Pcap,
+}
+
+/// A rule-set to generate (`rqvs gen rules`' options).
+#[derive(Clone, Debug)]
+pub struct RulesRequest {
+    /// acl1..ipc2 (looked up in [`seedfile::default_dir`]) or the path of a seed file.
+    pub seed_file: String,
+    pub params: rules::Params,
+    pub format: RulesFormat,
+    /// A rule file to compare the statistics with.
+    pub compare: Option<PathBuf>,
+}
+
+/// A generated rule-set and its report.
+pub struct RulesOutput {
+    /// The rules in the requested format.
+    pub text: String,
+    /// The report's fields.
+    pub fields: Map<String, Value>,
+    /// Warnings (rules left out of the ofctl form).
+    pub warnings: Vec<String>,
+    /// The summary line, and the comparison's when asked for.
+    pub summary: String,
+    pub compare_line: Option<String>,
+}
+
+fn stats_json(s: &stats::RuleStats) -> Value {
+    json!({
+        "rules": s.rules,
+        "src_len": s.src_len,
+        "dst_len": s.dst_len,
+        "sport_class": stats::PORT_CLASSES.iter().zip(&s.sport_class).map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
+        "dport_class": stats::PORT_CLASSES.iter().zip(&s.dport_class).map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
+        "protocols": s.protocols.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
+        "flags_matched": s.flags_matched,
+        "tuples": s.tuples,
+        "src_prefixes": s.src_prefixes,
+        "dst_prefixes": s.dst_prefixes,
+    })
+}
+
+/// Generates a rule-set (module docs).
+pub fn gen_rules(a: &RulesRequest) -> Result<RulesOutput, Error> {
+    let seed = seedfile::load(&a.seed_file, &seedfile::default_dir())?;
+    let t = Instant::now();
+    let g = rules::generate(&seed, &a.params)?;
+    let gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut fields = Map::new();
+    let mut warnings = Vec::new();
+    let text = match a.format {
+        RulesFormat::Classbench => classbench::write_rules(&g.rules)?,
+        RulesFormat::Ofctl => {
+            let conv = rqvs_flow::convert::classbench_to_openflow(&g.rules, &Actions::drop())?;
+            if !conv.skipped.is_empty() {
+                warnings.push(format!("{} rules have no OpenFlow form and were left out", conv.skipped.len()));
+            }
+            fields.insert("flows".into(), conv.flows.len().into());
+            fields.insert("skipped".into(), conv.skipped.len().into());
+            ofctl::write_flows(&conv.flows)?
+        }
+    };
+    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+    let st = stats::RuleStats::of(&g.rules)?;
+    let p = &a.params;
+    let summary = format!(
+        "gen rules: seed {} count {} rng-seed {}: {} rules ({} duplicates removed) in {:.0} ms ({:.0} ms with formatting); {} tuples, {} src / {} dst prefixes",
+        a.seed_file, p.count, p.rng_seed, g.rules.len(), g.duplicates, gen_ms, total_ms, st.tuples, st.src_prefixes, st.dst_prefixes
+    );
+    fields.insert("seed_file".into(), a.seed_file.clone().into());
+    fields.insert("count".into(), p.count.into());
+    fields.insert("rng_seed".into(), p.rng_seed.into());
+    fields.insert("rules".into(), g.rules.len().into());
+    fields.insert("duplicates".into(), g.duplicates.into());
+    fields.insert("generate_ms".into(), gen_ms.into());
+    fields.insert("total_ms".into(), total_ms.into());
+    fields.insert("stats".into(), stats_json(&st));
+    let mut compare_line = None;
+    if let Some(c) = &a.compare {
+        let other = stats::RuleStats::of(&inputs::load_rules(Some(c))?)?;
+        let cmp = st.compare(&other);
+        compare_line = Some(format!("vs {}: {cmp}", c.display()));
+        fields.insert(
+            "compare".into(),
+            json!({
+                "file": c.display().to_string(), "stats": stats_json(&other),
+                "tvd_src_len": cmp.src_len, "tvd_dst_len": cmp.dst_len, "tvd_sport_class": cmp.sport_class,
+                "tvd_dport_class": cmp.dport_class, "tvd_protocol": cmp.protocol, "flags_diff": cmp.flags,
+                "tuples_ratio": cmp.tuples_ratio, "rules_ratio": cmp.rules_ratio,
+                "src_prefixes_ratio": cmp.src_prefixes_ratio, "dst_prefixes_ratio": cmp.dst_prefixes_ratio,
+            }),
+        );
+    }
+    Ok(RulesOutput { text, fields, warnings, summary, compare_line })
+}
+
+/// A trace to generate (`rqvs gen trace`' options).
+#[derive(Clone, Debug)]
+pub struct TraceRequest {
+    /// Rule file (ClassBench or ofctl, plain or .xz).
+    pub rules: PathBuf,
+    /// The locality as given (`pareto:A,B`, `zipf:S`, `zipf:S,FLOWS`, `uniform`).
+    pub locality: String,
+    pub packets: usize,
+    pub rng_seed: u64,
+    /// Draw each field at a corner of the rule instead of inside it.
+    pub corner: bool,
+    pub max_share: f64,
+    pub max_burst: Option<usize>,
+    pub format: TraceFormat,
+}
+
+/// A generated trace and its report.
+pub struct TraceOutput {
+    /// The trace in the requested format.
+    pub bytes: Vec<u8>,
+    pub fields: Map<String, Value>,
+    /// The summary line, and the flow-size table (`--stats`).
+    pub summary: String,
+    pub stats_lines: Vec<String>,
+}
+
+/// Generates a trace (module docs).
+pub fn gen_trace(a: &TraceRequest) -> Result<TraceOutput, Error> {
+    let rules = inputs::load_rules(Some(&a.rules))?;
+    let mut p = trace::Params::new(a.packets, trace::Locality::parse(&a.locality)?, a.rng_seed);
+    p.mode = if a.corner { trace::Mode::Corner } else { trace::Mode::Inside };
+    p.max_share = a.max_share;
+    p.max_burst = a.max_burst;
+    p.wire = a.format == TraceFormat::Pcap;
+    let t = Instant::now();
+    let (packets, st) = trace::generate(&rules, &p)?;
+    let secs = t.elapsed().as_secs_f64();
+    let mut fields = Map::new();
+    let bytes = match a.format {
+        TraceFormat::Classbench => {
+            let entries: Vec<cbtrace::TraceEntry> = packets
+                .iter()
+                .map(|x| cbtrace::TraceEntry { intended: Some(x.intended), ..cbtrace::TraceEntry::from_key(x.key) })
+                .collect();
+            cbtrace::write_trace(&entries).into_bytes()
+        }
+        TraceFormat::Pcap => {
+            let keys: Vec<FlowKey> = packets.iter().map(|x| x.key).collect();
+            let (bytes, ws) = pcap::write_pcap(&keys, None);
+            fields.insert("ports_dropped".into(), ws.ports_dropped.into());
+            bytes
+        }
+    };
+    let summary = format!(
+        "gen trace: {} packets from {} rules ({}) in {:.2} s ({:.2} M headers/s): {} flows, top header {:.2}%, intended ≠ true winner {} ({:.2}%), capped {}",
+        st.packets,
+        rules.len(),
+        a.locality,
+        secs,
+        st.packets as f64 / secs / 1e6,
+        st.flows,
+        st.top_share * 100.0,
+        st.intended_differs,
+        st.intended_differs as f64 * 100.0 / st.packets as f64,
+        st.capped
+    );
+    let mut stats_lines = vec![
+        format!(
+            "flow sizes (packets per distinct header): p50 {} p90 {} p99 {} max {}; rules hit {}",
+            st.flow_size_p50, st.flow_size_p90, st.flow_size_p99, st.flow_size_max, st.rules_hit
+        ),
+        "  size        flows     packets".to_string(),
+    ];
+    for &(lo, hi, f, pk) in &st.flow_sizes {
+        stats_lines.push(format!(
+            "  {:<10} {:>8} {:>11}",
+            if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") },
+            f,
+            pk
+        ));
+    }
+    fields.insert("rules_file".into(), a.rules.display().to_string().into());
+    fields.insert("packets".into(), st.packets.into());
+    fields.insert("locality".into(), a.locality.clone().into());
+    fields.insert("mode".into(), (if a.corner { "corner" } else { "inside" }).into());
+    fields.insert("rng_seed".into(), a.rng_seed.into());
+    fields.insert("seconds".into(), secs.into());
+    fields.insert("flows".into(), st.flows.into());
+    fields.insert("top_share".into(), st.top_share.into());
+    fields.insert("intended_differs".into(), st.intended_differs.into());
+    fields.insert("unmatched".into(), st.unmatched.into());
+    fields.insert("rules_hit".into(), st.rules_hit.into());
+    fields.insert("capped".into(), st.capped.into());
+    fields.insert(
+        "flow_sizes".into(),
+        json!({
+            "p50": st.flow_size_p50, "p90": st.flow_size_p90, "p99": st.flow_size_p99, "max": st.flow_size_max,
+            "buckets": st.flow_sizes.iter().map(|&(lo, hi, f, p)| json!({"lo": lo, "hi": hi, "flows": f, "packets": p})).collect::<Vec<_>>(),
+        }),
+    );
+    Ok(TraceOutput { bytes, fields, summary, stats_lines })
+}

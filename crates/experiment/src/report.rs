@@ -1,0 +1,171 @@
+//! Reports as JSON objects: what `--json` writes and the Python package's functions return, built
+//! in one place so the two cannot drift apart.
+//!
+//! - [`envelope`]: the fields every report has (`command`, `rqvs_version`, `git_rev`, `cpu`,
+//!   `kernel`).
+//! - [`run_json`], [`compare_json`], [`pmds_json`]: `rqvs replay` and `rqvs compare`.
+//! - [`capture_json`], [`predict_json`]: parts several reports share.
+//!
+//! `rqvs gen rules` and `rqvs gen trace` build theirs in [`crate::gen`].
+
+use serde_json::{json, Map, Value};
+
+use rqvs_datapath::predict::PredictStats;
+use rqvs_flow::formats::pcap::CaptureStats;
+
+use crate::replay::{self, DesignKind, PmdRuns, Prepared, ReplayConfig, Run};
+use crate::Error;
+
+/// The CPU model from /proc/cpuinfo, or "unknown".
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The git revision of the working directory, or "unknown".
+pub fn git_revision() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `fields` with what every report carries: `command`, `rqvs_version`, `git_rev`, `cpu` and the
+/// learned index's SIMD `kernel`.
+pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Value> {
+    fields.insert("command".into(), command.into());
+    fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
+    fields.insert("git_rev".into(), git_revision().into());
+    fields.insert("cpu".into(), cpu_model().into());
+    fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
+    fields
+}
+
+/// A capture's statistics.
+pub fn capture_json(c: &CaptureStats) -> Value {
+    json!({
+        "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
+        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
+    })
+}
+
+/// A flow predictor's counters.
+pub fn predict_json(s: &PredictStats) -> Value {
+    json!({
+        "observed": s.observed, "triggers": s.triggers, "proposed": s.proposed,
+        "rate_limited": s.rate_limited, "predicted": s.predicted, "already": s.already,
+        "refused": s.refused, "used": s.used, "wasted": s.wasted, "outstanding": s.outstanding,
+        "signatures": s.signatures, "templates": s.templates,
+    })
+}
+
+/// The predictor's counters, wasted ratio and share of PMD time (`null` when prediction is off).
+fn prediction_json(r: &Run) -> Value {
+    let Some((_, s)) = &r.prediction else { return Value::Null };
+    let mut v = predict_json(s);
+    v["wasted_ratio"] = json!(s.wasted_ratio());
+    v["share_predict"] = json!(r.c.predict_ns as f64 / r.c.pmd_ns.max(1) as f64);
+    v
+}
+
+/// One replay run (`rqvs replay --json`'s fields, before the [`envelope`]).
+pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, Value>, Error> {
+    let cs = &r.c;
+    let pmd_s = cs.pmd_ns as f64 / 1e9;
+    let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
+    let counters: Map<String, Value> = cs.fields().into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+    let report: Map<String, Value> = r.report.fields().iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let mut o = Map::new();
+    for (k, val) in [
+        ("rules_file", json!(c.rules_name())),
+        ("trace_file", json!(c.trace_name())),
+        ("design", json!(r.design.name())),
+        ("cd", json!(c.cd)),
+        ("emc", json!(c.emc)),
+        ("emc_prob", json!(c.emc_prob)),
+        ("policy", json!(c.policy.name())),
+        ("rules", json!(p.all_rules.len())),
+        ("trace_packets", json!(p.keys.len())),
+        ("build_ms", json!(r.build_ms)),
+        ("packets", json!(cs.received)),
+        ("pmd_s", json!(pmd_s)),
+        ("mpps", json!(r.mpps)),
+        ("ns_per_packet", json!(cs.pmd_ns as f64 / cs.received as f64)),
+        ("mpps_after_first_pass", json!(r.steady.map(|s| s.0))),
+        ("share_megaflow_after_first_pass", json!(r.steady.map(|s| s.1))),
+        ("share_emc", json!(share(cs.emc_ns))),
+        ("share_megaflow", json!(share(cs.dpcls_ns))),
+        ("share_model", json!(share(cs.model_ns))),
+        ("share_upcall", json!(share(cs.upcall_ns))),
+        ("share_revalidator", json!(share(cs.reval_ns))),
+        ("avg_subtables_per_hit", json!(cs.avg_subtables_per_hit())),
+        ("avg_batch", json!(r.avg_batch())),
+        ("coverage", json!(replay::coverage(cs))),
+        ("verified", json!(r.verified)),
+        ("mismatches", json!(r.mismatches)),
+        ("stale_checks", json!(r.stale_checks)),
+        ("revalidator", json!(c.revalidator.name())),
+        ("counters", Value::Object(counters)),
+        ("design_report", Value::Object(report)),
+        ("updates", json!(r.update_log)),
+        ("updates_not_reached", json!(r.updates_not_reached)),
+        ("series", serde_json::to_value(&r.series)?),
+        ("seed", json!(c.seed)),
+        ("rate", json!(c.rate)),
+        ("rx_offered", json!(r.rx.map(|x| x.offered))),
+        ("rx_dropped", json!(r.rx.map(|x| x.dropped))),
+        ("drop_rate_after_warmup", json!(r.rx.map(|x| x.drop_rate()))),
+        ("predict", json!(r.prediction.as_ref().map_or("off", |p| p.0))),
+        ("prediction", prediction_json(r)),
+    ] {
+        o.insert(k.to_string(), val);
+    }
+    Ok(o)
+}
+
+/// Several designs' runs on the same prepared inputs (`rqvs compare --json`'s fields): the
+/// designs, and each run with its speedups over the first.
+pub fn compare_json(c: &ReplayConfig, p: &Prepared, runs: &[Run]) -> Result<Map<String, Value>, Error> {
+    let base = runs.first().map_or(1.0, |r| r.mpps);
+    let base_steady = runs.first().and_then(|r| r.steady.map(|s| s.0));
+    let mut rows = Vec::new();
+    for r in runs {
+        let mut o = run_json(c, p, r)?;
+        o.insert("speedup".into(), json!(r.mpps / base));
+        o.insert("speedup_after_first_pass".into(), json!(steady_speedup(r, base_steady)));
+        rows.push(Value::Object(o));
+    }
+    let names: Vec<&str> = runs.iter().map(|r| r.design.name()).collect();
+    let mut o = Map::new();
+    o.insert("designs".into(), json!(names));
+    o.insert("runs".into(), Value::Array(rows));
+    Ok(o)
+}
+
+/// A run's throughput after the first pass over the first design's (`None` with one pass).
+pub fn steady_speedup(r: &Run, base_steady: Option<f64>) -> Option<f64> {
+    r.steady.map(|s| s.0).zip(base_steady).map(|(a, b)| a / b)
+}
+
+/// A replay over several PMDs (`rqvs replay --pmds N --json`'s fields).
+pub fn pmds_json(c: &ReplayConfig, p: &Prepared, design: DesignKind, r: &PmdRuns) -> Result<Map<String, Value>, Error> {
+    let mut o = Map::new();
+    o.insert("design".into(), design.name().into());
+    o.insert("pmds".into(), r.runs.len().into());
+    o.insert("packets".into(), r.packets.into());
+    o.insert("mpps".into(), json!(r.mpps));
+    o.insert("mismatches".into(), r.mismatches().into());
+    let runs = r.runs.iter().map(|x| run_json(c, p, x).map(Value::Object)).collect::<Result<Vec<_>, _>>()?;
+    o.insert("runs".into(), Value::Array(runs));
+    Ok(o)
+}

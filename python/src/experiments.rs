@@ -1,0 +1,248 @@
+//! `rqvs.replay`, `rqvs.compare`, `rqvs.gen_rules`, `rqvs.gen_trace` and `rqvs.read_trace`: the
+//! command line's experiments and workloads ([`rqvs_experiment`]), returning the dicts its
+//! `--json` reports hold (built by the same functions: [`rqvs_experiment::report`],
+//! [`rqvs_experiment::gen`]). Each runs with the GIL released.
+
+use std::path::{Path, PathBuf};
+
+use numpy::PyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
+use rqvs_experiment::replay as experiment;
+use rqvs_experiment::{inputs, report, DesignKind, ReplayConfig};
+use serde_json::{Map, Value};
+
+use crate::error;
+use crate::headers::{self, FIELDS};
+
+/// A report as a Python dict (through JSON, so that it is exactly what `--json` writes).
+fn to_dict(py: Python<'_>, command: &str, fields: Map<String, Value>) -> PyResult<Py<PyAny>> {
+    let text = serde_json::to_string(&Value::Object(report::envelope(command, fields)))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+}
+
+/// `--name`'s value from the keyword arguments, or the type error naming it.
+fn get<'py, T: FromPyObjectOwned<'py>>(v: &Bound<'py, PyAny>, func: &str, key: &str) -> PyResult<T> {
+    v.extract::<T>().map_err(|e| {
+        let e: PyErr = e.into();
+        PyTypeError::new_err(format!("{func}(): {key}: {}", e.value(v.py())))
+    })
+}
+
+/// The replay settings from `**options` (names as the command line's options, with `_`), on
+/// the command line's defaults.
+fn config(
+    func: &str,
+    rules: Option<PathBuf>,
+    trace: Option<PathBuf>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ReplayConfig> {
+    let mut c = ReplayConfig { rules, trace, ..ReplayConfig::default() };
+    let mut given = Vec::new();
+    for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
+        let key: String = k.extract()?;
+        let v = &v;
+        match key.as_str() {
+            "cd" => c.cd = get(v, func, &key)?,
+            "emc" => c.emc = get(v, func, &key)?,
+            "emc_prob" => c.emc_prob = get(v, func, &key)?,
+            "duration" => c.duration = get(v, func, &key)?,
+            "passes" => c.passes = get(v, func, &key)?,
+            "rate" => c.rate = get(v, func, &key)?,
+            "rx_ring" => c.rx_ring = get(v, func, &key)?,
+            "updates" => c.updates = get(v, func, &key)?,
+            "verify" => c.verify = get(v, func, &key)?,
+            "seed" => c.seed = get(v, func, &key)?,
+            "flow_limit" => c.flow_limit = get(v, func, &key)?,
+            "retrain_threshold" => c.retrain_threshold = get(v, func, &key)?,
+            "train_interval" => c.train_interval = get(v, func, &key)?,
+            "idle" => c.idle = get(v, func, &key)?,
+            "in_port" => c.in_port = get(v, func, &key)?,
+            "pmds" if func == "replay" => c.pmds = get(v, func, &key)?,
+            "revalidator" => {
+                let s: String = get(v, func, &key)?;
+                c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
+                    PyValueError::new_err(format!("revalidator: expected 'thread' or 'inline', found '{s}'"))
+                })?;
+            }
+            "policy" => {
+                let s: String = get(v, func, &key)?;
+                c.policy = rqvs_classify::nuevomatch::live::Policy::from_name(&s).ok_or_else(|| {
+                    PyValueError::new_err(format!("policy: expected 'instant' or 'delayed', found '{s}'"))
+                })?;
+            }
+            _ => return Err(PyTypeError::new_err(format!("{func}() got an unexpected keyword argument '{key}'"))),
+        }
+        given.push(key);
+    }
+    // The command line's exclusive options.
+    for (a, b) in [("duration", "passes"), ("rate", "duration")] {
+        if given.iter().any(|g| g == a) && given.iter().any(|g| g == b) {
+            return Err(PyValueError::new_err(format!("{a}: cannot be used with {b}")));
+        }
+    }
+    Ok(c)
+}
+
+fn design(name: &str) -> PyResult<DesignKind> {
+    DesignKind::from_name(name)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown design '{name}' (known: orig, ccache, cflows)")))
+}
+
+/// Replays a trace through one datapath design (``rqvs replay``) and returns its ``--json``
+/// report as a dict. ``rules``/``trace`` default to the embedded ClassBench acl1_1k workload;
+/// ``design``: ``orig``, ``ccache`` or ``cflows``; ``options``: the command line's replay options
+/// with ``_`` for ``-`` (``passes``, ``duration``, ``rate``, ``rx_ring``, ``updates``, ``verify``,
+/// ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``), ``emc_prob``, ``flow_limit``,
+/// ``revalidator``, ``policy``, ``retrain_threshold``, ``train_interval``, ``idle``, ``in_port``,
+/// ``pmds``). Mismatches against the reference are in ``report["mismatches"]`` (the command
+/// line's exit code 1), not raised.
+#[pyfunction]
+#[pyo3(signature = (rules = None, trace = None, design = "orig", **options))]
+pub fn replay(
+    py: Python<'_>,
+    rules: Option<PathBuf>,
+    trace: Option<PathBuf>,
+    design: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let d = self::design(design)?;
+    let cfg = config("replay", rules, trace, options)?;
+    let fields = py
+        .detach(|| {
+            let p = experiment::prepare(&cfg)?;
+            if cfg.pmds > 1 {
+                let r = experiment::run_pmds(&cfg, &p, d)?;
+                report::pmds_json(&cfg, &p, d, &r)
+            } else {
+                let r = experiment::run_design(&cfg, &p, d)?;
+                report::run_json(&cfg, &p, &r)
+            }
+        })
+        .map_err(error::from)?;
+    to_dict(py, "replay", fields)
+}
+
+/// Several designs on the same rules and trace (``rqvs compare``): their ``--json`` report as a
+/// dict, each run with its speedup over the first design. Options as ``replay``'s (but
+/// ``pmds``).
+#[pyfunction]
+#[pyo3(signature = (rules = None, trace = None, designs = vec!["orig".to_string(), "ccache".to_string(), "cflows".to_string()], **options))]
+#[pyo3(text_signature = "(rules=None, trace=None, designs=('orig', 'ccache', 'cflows'), **options)")]
+pub fn compare(
+    py: Python<'_>,
+    rules: Option<PathBuf>,
+    trace: Option<PathBuf>,
+    designs: Vec<String>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let designs = designs.iter().map(|d| design(d)).collect::<PyResult<Vec<_>>>()?;
+    if designs.is_empty() {
+        return Err(PyValueError::new_err("--designs: expected at least one design"));
+    }
+    let cfg = config("compare", rules, trace, options)?;
+    let fields = py
+        .detach(|| {
+            let p = experiment::prepare(&cfg)?;
+            let runs = designs.iter().map(|&d| experiment::run_design(&cfg, &p, d)).collect::<Result<Vec<_>, _>>()?;
+            report::compare_json(&cfg, &p, &runs)
+        })
+        .map_err(error::from)?;
+    to_dict(py, "compare", fields)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> PyResult<()> {
+    std::fs::write(path, bytes).map_err(|e| error::from(format!("{}: cannot write: {e}", path.display())))
+}
+
+/// Generates a ClassBench-compatible rule-set from a seed file (``rqvs gen rules``), writes it to
+/// ``output`` and returns the ``--json`` report as a dict. ``seed_file``: ``acl1`` .. ``ipc2``
+/// (looked up in ``$RQVS_CLASSBENCH_DIR/parameter_files`` or
+/// ``../shared/data/classbench/parameter_files``) or a path; ``format``: ``classbench`` or
+/// ``ofctl``; ``compare``: a rule file whose statistics to compare with.
+#[pyfunction]
+#[pyo3(signature = (seed_file, count, output, *, rng_seed = 1, format = "classbench", addr_scope = 0.0, port_scope = 0.0, scale_skew = true, smoothing = 0, compare = None))]
+#[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
+pub fn gen_rules(
+    py: Python<'_>,
+    seed_file: String,
+    count: usize,
+    output: PathBuf,
+    rng_seed: u64,
+    format: &str,
+    addr_scope: f64,
+    port_scope: f64,
+    scale_skew: bool,
+    smoothing: u32,
+    compare: Option<PathBuf>,
+) -> PyResult<Py<PyAny>> {
+    let format = match format {
+        "classbench" => RulesFormat::Classbench,
+        "ofctl" => RulesFormat::Ofctl,
+        f => return Err(PyValueError::new_err(format!("format: expected 'classbench' or 'ofctl', found '{f}'"))),
+    };
+    let params = rqvs_workload::rules::Params { count, rng_seed, addr_scope, port_scope, scale_skew, smoothing };
+    let req = gen::RulesRequest { seed_file, params, format, compare };
+    let g = py.detach(|| gen::gen_rules(&req)).map_err(error::from)?;
+    write(&output, g.text.as_bytes())?;
+    to_dict(py, "gen rules", g.fields)
+}
+
+/// Generates a header trace for a rule file (``rqvs gen trace``), writes it to ``output`` and
+/// returns the ``--json`` report as a dict. ``locality``: ``pareto:A,B``, ``zipf:S``,
+/// ``zipf:S,FLOWS`` or ``uniform``; ``format``: ``classbench`` or ``pcap``; ``corner``: draw each
+/// field at a corner of its rule; ``max_share``: most packets one header may have, as a share.
+#[pyfunction]
+#[pyo3(signature = (rules, packets, output, *, locality = String::from("pareto:1,0.1"), rng_seed = 1, format = "classbench", corner = false, max_share = 0.05, max_burst = None))]
+#[pyo3(
+    text_signature = "(rules, packets, output, *, locality='pareto:1,0.1', rng_seed=1, format='classbench', corner=False, max_share=0.05, max_burst=None)"
+)]
+#[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
+pub fn gen_trace(
+    py: Python<'_>,
+    rules: PathBuf,
+    packets: usize,
+    output: PathBuf,
+    locality: String,
+    rng_seed: u64,
+    format: &str,
+    corner: bool,
+    max_share: f64,
+    max_burst: Option<usize>,
+) -> PyResult<Py<PyAny>> {
+    let format = match format {
+        "classbench" => TraceFormat::Classbench,
+        "pcap" => TraceFormat::Pcap,
+        f => return Err(PyValueError::new_err(format!("format: expected 'classbench' or 'pcap', found '{f}'"))),
+    };
+    let req = gen::TraceRequest { rules, locality, packets, rng_seed, corner, max_share, max_burst, format };
+    let g = py.detach(|| gen::gen_trace(&req)).map_err(error::from)?;
+    write(&output, &g.bytes)?;
+    to_dict(py, "gen trace", g.fields)
+}
+
+/// The packets of a ClassBench trace or a pcap/pcapng capture (told apart by content, plain or
+/// .xz) as one numpy array per field of ``FIELDS`` (``rqvs.read_trace`` makes the structured
+/// array). ``in_port`` is given to every packet.
+#[pyfunction]
+#[pyo3(signature = (path, in_port = 1))]
+pub fn read_trace_columns<'py>(py: Python<'py>, path: PathBuf, in_port: u32) -> PyResult<Bound<'py, PyDict>> {
+    let packets = py.detach(|| inputs::load_packets(Some(&path), in_port)).map_err(error::from)?;
+    let d = PyDict::new(py);
+    let keys: Vec<rqvs_flow::FlowKey> = packets.entries.iter().map(|e| e.key).collect();
+    for (f, name) in FIELDS.iter().enumerate() {
+        // Each field in its own width (the values fit: they come from a key).
+        let values = keys.iter().map(|k| headers::get(k, f));
+        let col = match headers::BITS[f] {
+            0..=8 => PyArray1::from_vec(py, values.map(|v| v as u8).collect()).into_any(),
+            9..=16 => PyArray1::from_vec(py, values.map(|v| v as u16).collect()).into_any(),
+            17..=32 => PyArray1::from_vec(py, values.map(|v| v as u32).collect()).into_any(),
+            _ => PyArray1::from_vec(py, values.collect::<Vec<u64>>()).into_any(),
+        };
+        d.set_item(*name, col)?;
+    }
+    Ok(d)
+}

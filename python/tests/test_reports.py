@@ -1,0 +1,113 @@
+"""replay, compare, gen_rules and gen_trace return the command line's `--json` reports: the same
+keys at every level, the same values where a run is deterministic, the same files written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import rqvs
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_RULES = REPO / "data" / "default" / "acl1_1k_rules.xz"
+
+# Values that differ between two runs of the same command: times and rates, and what they decide.
+TIMING = {
+    "build_ms", "pmd_s", "mpps", "ns_per_packet", "mpps_after_first_pass", "share_megaflow_after_first_pass",
+    "share_emc", "share_megaflow", "share_model", "share_upcall", "share_revalidator", "series", "speedup",
+    "speedup_after_first_pass", "git_rev", "generate_ms", "total_ms", "seconds", "counters", "design_report",
+    "avg_subtables_per_hit", "avg_batch", "coverage", "updates",
+}
+
+
+def run_cli(cli: Path, *args: str) -> dict:
+    """`rqvs ARGS --json FILE`'s report (replay and compare print their summary to stdout)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "report.json"
+        r = subprocess.run([str(cli), *args, "--json", str(out)], capture_output=True, text=True, timeout=600, cwd=REPO)
+        assert r.returncode == 0, r.stderr
+        return json.loads(out.read_text())
+
+
+def keys(v, path=""):
+    """Every key path of a JSON value (list items by their first element's keys)."""
+    out = set()
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out.add(f"{path}.{k}")
+            out |= keys(x, f"{path}.{k}")
+    elif isinstance(v, list) and v and isinstance(v[0], (dict, list)):
+        out |= keys(v[0], f"{path}[]")
+    return out
+
+
+def same_report(ours: dict, theirs: dict) -> None:
+    assert keys(ours) == keys(theirs), (keys(ours) ^ keys(theirs))
+    for k, v in theirs.items():
+        if k in TIMING:
+            continue
+        if k == "runs":
+            for a, b in zip(ours[k], v):
+                same_report(a, b)
+            continue
+        assert ours[k] == v, k
+
+
+def test_replay_report(cli):
+    ours = rqvs.replay(design="cflows", passes=2, revalidator="inline", seed=3)
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--passes", "2", "--revalidator", "inline", "--seed", "3")
+    assert ours["command"] == "replay" and ours["mismatches"] == 0 and ours["packets"] == 2 * 9328
+    same_report(ours, theirs)
+    # Every counter and design figure the command line reports is there.
+    assert set(ours["counters"]) == set(theirs["counters"]) and set(ours["design_report"]) == set(theirs["design_report"])
+
+
+def test_replay_options_reach_the_run(cli, tmp_path):
+    ours = rqvs.replay(design="orig", emc=False, cd=True, emc_prob=0.2, updates="add:60@0s", verify=500, in_port=2, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--no-emc", "--cd", "--emc-prob", "0.2", "--updates", "add:60@0s",
+                     "--verify", "500", "--in-port", "2", "--revalidator", "inline")
+    assert ours["emc"] is False and ours["cd"] is True and ours["verified"] == 500 and ours["updates"]
+    same_report(ours, theirs)
+    pmds = rqvs.replay(design="orig", pmds=2)
+    assert pmds["pmds"] == 2 and len(pmds["runs"]) == 2 and pmds["mismatches"] == 0
+    same_report(pmds, run_cli(cli, "replay", "--design", "orig", "--pmds", "2"))
+
+
+def test_compare_report(cli):
+    ours = rqvs.compare(designs=["orig", "cflows"], passes=2)
+    theirs = run_cli(cli, "compare", "--designs", "orig,cflows", "--passes", "2")
+    assert ours["command"] == "compare" and ours["designs"] == ["orig", "cflows"]
+    assert [r["design"] for r in ours["runs"]] == ["orig", "cflows"] and ours["runs"][0]["speedup"] == 1.0
+    same_report(ours, theirs)
+
+
+@pytest.mark.parametrize("fmt", ["classbench", "ofctl"])
+def test_gen_rules_report_and_file(cli, data, tmp_path, fmt):
+    ours = rqvs.gen_rules("fw2", 3000, tmp_path / "ours.txt", rng_seed=5, format=fmt, smoothing=2,
+                          compare=data / "rules" / "fw2_1k.xz")
+    theirs = run_cli(cli, "gen", "rules", "--seed-file", "fw2", "--count", "3000", "--rng-seed", "5", "--format", fmt,
+                     "--smoothing", "2", "--compare", str(data / "rules" / "fw2_1k.xz"), "-o", str(tmp_path / "theirs.txt"))
+    same_report(ours, theirs)
+    assert ours["command"] == "gen rules" and ours["rules"] > 2000
+    assert (tmp_path / "ours.txt").read_bytes() == (tmp_path / "theirs.txt").read_bytes()
+    if fmt == "classbench":
+        assert len(rqvs.Classifier.from_file(tmp_path / "ours.txt", kind="tm")) == ours["rules"]
+
+
+@pytest.mark.parametrize("fmt", ["classbench", "pcap"])
+def test_gen_trace_report_and_file(cli, tmp_path, fmt):
+    ours = rqvs.gen_trace(DEFAULT_RULES, 20000, tmp_path / "ours", locality="zipf:1.1", rng_seed=9, format=fmt)
+    theirs = run_cli(cli, "gen", "trace", "--rules", str(DEFAULT_RULES), "--packets", "20000", "--locality", "zipf:1.1",
+                     "--rng-seed", "9", "--format", fmt, "-o", str(tmp_path / "theirs"))
+    same_report(ours, theirs)
+    assert ours["command"] == "gen trace" and ours["packets"] == 20000
+    assert (tmp_path / "ours").read_bytes() == (tmp_path / "theirs").read_bytes()
+    h = rqvs.read_trace(tmp_path / "ours")
+    assert len(h) == 20000
+    ref = rqvs.Classifier.from_file(DEFAULT_RULES, kind="ref").classify(h)
+    assert (rqvs.Classifier.from_file(DEFAULT_RULES, kind="nmu").classify(h) == ref).all()
+    assert ours["unmatched"] == int((ref < 0).sum())
