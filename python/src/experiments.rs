@@ -160,8 +160,7 @@ fn write(path: &Path, bytes: &[u8]) -> PyResult<()> {
 
 /// Generates a ClassBench-compatible rule-set from a seed file (``rqvs gen rules``), writes it to
 /// ``output`` and returns the ``--json`` report as a dict. ``seed_file``: ``acl1`` .. ``ipc2``
-/// (looked up in ``$RQVS_CLASSBENCH_DIR/parameter_files`` or
-/// ``../shared/data/classbench/parameter_files``) or a path; ``format``: ``classbench`` or
+/// (ClassBench's seed files, built in) or a path; ``format``: ``classbench`` or
 /// ``ofctl``; ``compare``: a rule file whose statistics to compare with.
 #[pyfunction]
 #[pyo3(signature = (seed_file, count, output, *, rng_seed = 1, format = "classbench", addr_scope = 0.0, port_scope = 0.0, scale_skew = true, smoothing = 0, compare = None))]

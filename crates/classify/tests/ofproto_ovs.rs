@@ -16,7 +16,7 @@ use rqvs_testkit::ovs;
 // One copy, shared by the crates whose tests read the ClassBench data.
 use rqvs_testkit::data as shared_data;
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rqvs_classify::ofproto::{format_packet, OfprotoClassifier};
 use rqvs_classify::winner_by_definition;
 use rqvs_flow::formats::{classbench, ofctl, trace};
@@ -55,20 +55,20 @@ fn hand_packets(n: usize) -> Vec<FlowKey> {
     (0..n)
         .map(|_| {
             let mut k = FlowKey::ipv4(
-                ADDRS[rng.gen_range(0..8)] ^ (rng.gen::<u32>() >> rng.gen_range(8..33)),
-                ADDRS[rng.gen_range(0..8)] ^ (rng.gen::<u32>() >> rng.gen_range(8..33)),
-                [6, 6, 17, 17, 1, 132, 47][rng.gen_range(0..7)],
-                ports[rng.gen_range(0..ports.len())],
-                ports[rng.gen_range(0..ports.len())],
+                ADDRS[rng.random_range(0..8)] ^ (rng.random::<u32>() >> rng.random_range(8..33)),
+                ADDRS[rng.random_range(0..8)] ^ (rng.random::<u32>() >> rng.random_range(8..33)),
+                [6, 6, 17, 17, 1, 132, 47][rng.random_range(0..7)],
+                ports[rng.random_range(0..ports.len())],
+                ports[rng.random_range(0..ports.len())],
             );
             if k.nw_proto == 1 {
-                k.tp_src = [0, 3, 8, 11][rng.gen_range(0..4)];
-                k.tp_dst = rng.gen_range(0..4);
+                k.tp_src = [0, 3, 8, 11][rng.random_range(0..4)];
+                k.tp_dst = rng.random_range(0..4);
             }
-            k.in_port = rng.gen_range(1..3);
-            k.tcp_flags = [0, 0x002, 0x012, 0x010, 0x011][rng.gen_range(0..5)];
-            k.nw_tos = [0, 0, 32, 33, 64][rng.gen_range(0..5)];
-            if rng.gen_range(0..40) == 0 {
+            k.in_port = rng.random_range(1..3);
+            k.tcp_flags = [0, 0x002, 0x012, 0x010, 0x011][rng.random_range(0..5)];
+            k.nw_tos = [0, 0, 32, 33, 64][rng.random_range(0..5)];
+            if rng.random_range(0..40) == 0 {
                 k.dl_type = rqvs_flow::key::ETH_TYPE_ARP;
                 k.nw_proto = 1;
             }
@@ -126,12 +126,12 @@ fn compare(o: &ovs::Ovs, name: &str, flows: &[Rule], keys: &[FlowKey]) -> Outcom
             // Less specific than OVS: must still satisfy the megaflow property.
             for _ in 0..200 {
                 let r = FlowKey {
-                    nw_src: rng.gen(),
-                    nw_dst: rng.gen(),
-                    tp_src: rng.gen(),
-                    tp_dst: rng.gen(),
-                    tcp_flags: rng.gen::<u16>() & 0xfff,
-                    nw_tos: rng.gen(),
+                    nw_src: rng.random(),
+                    nw_dst: rng.random(),
+                    tp_src: rng.random(),
+                    tp_dst: rng.random(),
+                    tcp_flags: rng.random::<u16>() & 0xfff,
+                    nw_tos: rng.random(),
                     ..FlowKey::default()
                 };
                 let q = FlowKey {

@@ -31,8 +31,8 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub struct RulesArgs {
-    /// acl1..acl5, fw1..fw5, ipc1, ipc2 (looked up in $RQVS_CLASSBENCH_DIR/parameter_files or
-    /// ../shared/data/classbench/parameter_files) or the path of a seed file.
+    /// acl1..acl5, fw1..fw5, ipc1, ipc2 (ClassBench's seed files, built into rqvs) or the path of a
+    /// seed file.
     #[arg(long)]
     pub seed_file: String,
     /// Target number of rules (duplicates are removed, so the set may be smaller) [range: 1 ≤ x ≤

@@ -435,7 +435,7 @@ mod tests {
     /// grows and shrinks.
     #[test]
     fn action_table_equals_a_map() {
-        use rand::{Rng, SeedableRng};
+        use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let mut t: ActionTable = [(3, DpAction::Output(3)), (1 << 20, DpAction::Drop)].into_iter().collect();
         let mut want: std::collections::HashMap<u32, DpAction> =
@@ -444,14 +444,14 @@ mod tests {
         // ids inserted into the map while it was lower.
         let mut moved = false;
         for step in 0..150_000u32 {
-            let id = match rng.gen_range(0..8) {
-                0 => rng.gen_range(0..1 << 10),
-                1 => rng.gen_range(0..1 << 22),
-                2 => rng.gen(),
-                _ => rng.gen_range(0..1 << 17),
+            let id = match rng.random_range(0..8) {
+                0 => rng.random_range(0..1 << 10),
+                1 => rng.random_range(0..1 << 22),
+                2 => rng.random(),
+                _ => rng.random_range(0..1 << 17),
             };
             moved |= t.sparse.contains_key(&id) && (id as usize) < t.dense.len();
-            if rng.gen_bool(0.7) {
+            if rng.random_bool(0.7) {
                 t.insert(id, DpAction::Output(step));
                 want.insert(id, DpAction::Output(step));
             } else {
@@ -518,7 +518,7 @@ mod tests {
     /// every step, every packet's action equals the reference's over the visible rules.
     #[test]
     fn random_updates_keep_every_action_right() {
-        use rand::{Rng, SeedableRng};
+        use rand::{RngExt, SeedableRng};
         let pool = rules(300);
         let keys = keys(600);
         for seed in 0..60u64 {
@@ -529,16 +529,16 @@ mod tests {
             let mut removed: Vec<RuleId> = Vec::new();
             let mut dp = Cflows::new(&live, virtual_cfg(1.0), cfg).unwrap();
             for step in 0..12 {
-                match rng.gen_range(0..4) {
+                match rng.random_range(0..4) {
                     0 => {
                         // A batch of new rules, some under ids removed earlier.
                         let mut add = Vec::new();
-                        for _ in 0..rng.gen_range(1..20) {
-                            let mut r = pool[rng.gen_range(0..pool.len())].clone();
-                            r.id = if !removed.is_empty() && rng.gen_bool(0.5) {
-                                removed[rng.gen_range(0..removed.len())]
+                        for _ in 0..rng.random_range(1..20) {
+                            let mut r = pool[rng.random_range(0..pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.random_bool(0.5) {
+                                removed[rng.random_range(0..removed.len())]
                             } else {
-                                RuleId(rng.gen_range(0..400))
+                                RuleId(rng.random_range(0..400))
                             };
                             r.actions = rqvs_flow::Actions::output(1000 + step);
                             if !live.iter().chain(&add).any(|x: &Rule| x.id == r.id) {
@@ -549,8 +549,8 @@ mod tests {
                         dp.add_rules(add).unwrap();
                     }
                     1 if !live.is_empty() => {
-                        let n = rng.gen_range(1..10).min(live.len());
-                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.gen_range(0..live.len())].id).collect();
+                        let n = rng.random_range(1..10).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.random_range(0..live.len())].id).collect();
                         live.retain(|r| !gone.contains(&r.id));
                         removed.extend(&gone);
                         dp.remove_rules(&gone);
@@ -562,7 +562,7 @@ mod tests {
                 }
                 // Not after every step: updates that follow each other with no packet in between
                 // must be right too (a check refreshes the EMC).
-                if rng.gen_bool(0.5) || step == 11 {
+                if rng.random_bool(0.5) || step == 11 {
                     let staged = dp.staged_rules();
                     let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
                     check_batches(&mut dp, &visible, &keys);

@@ -10,7 +10,7 @@
 
 use proptest::prelude::*;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
@@ -46,28 +46,28 @@ fn random_rules(rng: &mut StdRng, n: usize) -> Vec<Rule> {
         let mut m = FlowKey::default();
         v.dl_type = 0x0800;
         m.dl_type = 0xffff;
-        m.nw_src = prefix_mask(PLENS[rng.gen_range(0..PLENS.len())]);
-        v.nw_src = BASES[rng.gen_range(0..BASES.len())] & m.nw_src;
-        m.nw_dst = prefix_mask(PLENS[rng.gen_range(0..PLENS.len())]);
-        v.nw_dst = BASES[rng.gen_range(0..BASES.len())] & m.nw_dst;
+        m.nw_src = prefix_mask(PLENS[rng.random_range(0..PLENS.len())]);
+        v.nw_src = BASES[rng.random_range(0..BASES.len())] & m.nw_src;
+        m.nw_dst = prefix_mask(PLENS[rng.random_range(0..PLENS.len())]);
+        v.nw_dst = BASES[rng.random_range(0..BASES.len())] & m.nw_dst;
         let (mut src, mut dst) = (PortRange::ANY, PortRange::ANY);
-        match rng.gen_range(0..4) {
+        match rng.random_range(0..4) {
             0 => {}
             p => {
                 v.nw_proto = [6, 17, 1][p - 1];
                 m.nw_proto = 0xff;
                 if v.nw_proto != 1 {
-                    src = ranges[rng.gen_range(0..ranges.len())];
-                    dst = ranges[rng.gen_range(0..ranges.len())];
+                    src = ranges[rng.random_range(0..ranges.len())];
+                    dst = ranges[rng.random_range(0..ranges.len())];
                 }
-                if v.nw_proto == 6 && rng.gen_bool(0.25) {
+                if v.nw_proto == 6 && rng.random_bool(0.25) {
                     v.tcp_flags = 0x10;
                     m.tcp_flags = 0x10;
                 }
             }
         }
         let matches = Match::new(v, m, src, dst).unwrap();
-        rules.push(Rule::new(i as u32, rng.gen_range(0..20), matches, rqvs_flow::Actions::drop()));
+        rules.push(Rule::new(i as u32, rng.random_range(0..20), matches, rqvs_flow::Actions::drop()));
     }
     assign_rule_outputs(&mut rules);
     // Some rules drop, so drop is an action the check must also get right.
@@ -81,17 +81,17 @@ fn random_packets(rng: &mut StdRng, pool: usize, n: usize) -> Vec<FlowKey> {
     let pool: Vec<FlowKey> = (0..pool)
         .map(|_| {
             let mut k = FlowKey::ipv4(
-                BASES[rng.gen_range(0..BASES.len())] | (rng.gen::<u32>() >> rng.gen_range(8..32)),
-                BASES[rng.gen_range(0..BASES.len())] | (rng.gen::<u32>() >> rng.gen_range(8..32)),
-                [6, 17, 1, 47][rng.gen_range(0..4)],
-                PORTS[rng.gen_range(0..PORTS.len())],
-                PORTS[rng.gen_range(0..PORTS.len())],
+                BASES[rng.random_range(0..BASES.len())] | (rng.random::<u32>() >> rng.random_range(8..32)),
+                BASES[rng.random_range(0..BASES.len())] | (rng.random::<u32>() >> rng.random_range(8..32)),
+                [6, 17, 1, 47][rng.random_range(0..4)],
+                PORTS[rng.random_range(0..PORTS.len())],
+                PORTS[rng.random_range(0..PORTS.len())],
             );
-            k.tcp_flags = [0, 0x10, 0x12][rng.gen_range(0..3)];
+            k.tcp_flags = [0, 0x10, 0x12][rng.random_range(0..3)];
             k
         })
         .collect();
-    (0..n).map(|_| pool[rng.gen_range(0..pool.len())]).collect()
+    (0..n).map(|_| pool[rng.random_range(0..pool.len())]).collect()
 }
 
 fn expected(reference: &Reference, k: &FlowKey) -> DpAction {
@@ -111,19 +111,19 @@ struct Config {
 }
 
 fn config(rng: &mut StdRng) -> Config {
-    let emc = rng.gen_bool(0.7);
-    let emc_insert_prob = [1.0, 0.2, 0.01][rng.gen_range(0..3)];
-    let cd = rng.gen_bool(0.5);
-    let flow_limit = [5, 50, 200_000][rng.gen_range(0..3)];
+    let emc = rng.random_bool(0.7);
+    let emc_insert_prob = [1.0, 0.2, 0.01][rng.random_range(0..3)];
+    let cd = rng.random_bool(0.5);
+    let flow_limit = [5, 50, 200_000][rng.random_range(0..3)];
     let orig =
         OrigConfig { cd, flow_limit, idle_ns: 300_000_000, upcall_queue: 4096, revalidator: RevalidatorMode::Inline };
     // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
     // expiry all happen within a run.
     let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };
-    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.gen(), wire_keys: true };
+    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.random(), wire_keys: true };
     // CCACHE half the time: a model over the megaflows trained in the background every 50 ms of
     // PMD clock (and synchronously between phases, see `run_case`).
-    let ccache = rng.gen_bool(0.5).then_some(CcacheConfig {
+    let ccache = rng.random_bool(0.5).then_some(CcacheConfig {
         train_interval_ns: 50_000_000,
         retrain_threshold: 0.1,
         min_megaflows: 2,
@@ -135,9 +135,9 @@ fn config(rng: &mut StdRng) -> Config {
 /// the number of packets whose action, or whose rule, differs from the reference's.
 fn run_case(seed: u64) -> (usize, rqvs_datapath::Counters) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = rng.gen_range(1..40);
+    let n = rng.random_range(1..40);
     let rules = random_rules(&mut rng, n);
-    let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.3));
+    let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.random_bool(0.3));
     let cfg = config(&mut rng);
     match cfg.ccache {
         Some(cc) => run_phases(&mut rng, Ccache::new(&initial, cfg.dp, cfg.orig, cc).unwrap(), &rules, held, &initial),
@@ -168,7 +168,7 @@ fn run_phases<S: ModelStage>(
     check(&mut dp, initial, &keys);
     dp.add_rules(held).unwrap();
     check(&mut dp, rules, &keys);
-    let removed: Vec<RuleId> = rules.iter().filter(|_| rng.gen_bool(0.3)).map(|r| r.id).collect();
+    let removed: Vec<RuleId> = rules.iter().filter(|_| rng.random_bool(0.3)).map(|r| r.id).collect();
     dp.remove_rules(&removed);
     let remaining: Vec<Rule> = rules.iter().filter(|r| !removed.contains(&r.id)).cloned().collect();
     check(&mut dp, &remaining, &keys);
@@ -242,9 +242,9 @@ fn virtual_clock_runs_are_deterministic() {
 /// megaflows the thread deleted).
 fn run_threaded_case(seed: u64) -> (usize, usize, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let n = rng.gen_range(2..40);
+    let n = rng.random_range(2..40);
     let rules = random_rules(&mut rng, n);
-    let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.4));
+    let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.random_bool(0.4));
     let cfg = config(&mut rng);
     let orig = OrigConfig { revalidator: RevalidatorMode::Thread, ..cfg.orig };
     match cfg.ccache {
@@ -267,13 +267,13 @@ fn threaded_phases<S: ModelStage>(
     let mut out = [DpAction::Drop; rqvs_datapath::BATCH];
     for (b, chunk) in keys.chunks(rqvs_datapath::BATCH).enumerate() {
         if b % 3 == 2 {
-            if !held.is_empty() && rng.gen_bool(0.6) {
-                let k = rng.gen_range(1..=held.len());
+            if !held.is_empty() && rng.random_bool(0.6) {
+                let k = rng.random_range(1..=held.len());
                 let add: Vec<Rule> = held.drain(..k).collect();
                 table.extend(add.iter().cloned());
                 dp.add_rules(add).unwrap();
             } else {
-                let gone: Vec<RuleId> = table.iter().filter(|_| rng.gen_bool(0.2)).map(|r| r.id).collect();
+                let gone: Vec<RuleId> = table.iter().filter(|_| rng.random_bool(0.2)).map(|r| r.id).collect();
                 table.retain(|r| !gone.contains(&r.id));
                 dp.remove_rules(&gone);
             }
@@ -367,7 +367,7 @@ fn one_revalidator_thread_serves_two_pmds_apart() {
     for seed in 0..20u64 {
         let mut rng = StdRng::seed_from_u64(1000 + seed);
         let rules = random_rules(&mut rng, 30);
-        let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.gen_bool(0.3));
+        let (held, initial): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|_| rng.random_bool(0.3));
         let cfg =
             DatapathConfig { clock: Clock::Virtual { packet_ns: 1000, upcall_ns: 1000 }, ..DatapathConfig::default() };
         let inline = OrigConfig { revalidator: RevalidatorMode::Inline, ..OrigConfig::default() };
@@ -390,7 +390,7 @@ fn one_revalidator_thread_serves_two_pmds_apart() {
         }
         // One commit to both tables, then every PMD revalidates.
         let mut changes: Vec<RuleChange> = held.into_iter().map(RuleChange::Add).collect();
-        changes.extend(initial.iter().filter(|_| rng.gen_bool(0.2)).map(|r| RuleChange::Remove(r.id)));
+        changes.extend(initial.iter().filter(|_| rng.random_bool(0.2)).map(|r| RuleChange::Remove(r.id)));
         shared.commit(changes.clone()).unwrap();
         twin_table.commit(changes).unwrap();
         for (t, twin) in &mut pmds {

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use rand::seq::SliceRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use rand::SeedableRng;
 use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -223,7 +223,7 @@ pub fn measure_updates(
         )));
     }
     let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
-    let mut victims: Vec<&Rule> = rules.choose_multiple(&mut rng, n).collect();
+    let mut victims: Vec<&Rule> = rules.sample(&mut rng, n).collect();
     victims.shuffle(&mut rng);
     let t = Instant::now();
     for r in &victims {

@@ -34,7 +34,7 @@ pub enum TraceFormat {
 /// A rule-set to generate (`rqvs gen rules`' options).
 #[derive(Clone, Debug)]
 pub struct RulesRequest {
-    /// acl1..ipc2 (looked up in [`seedfile::default_dir`]) or the path of a seed file.
+    /// acl1..ipc2 ([`seedfile::embedded`]) or the path of a seed file.
     pub seed_file: String,
     pub params: rules::Params,
     pub format: RulesFormat,
@@ -72,7 +72,7 @@ fn stats_json(s: &stats::RuleStats) -> Value {
 
 /// Generates a rule-set (module docs).
 pub fn gen_rules(a: &RulesRequest) -> Result<RulesOutput, Error> {
-    let seed = seedfile::load(&a.seed_file, &seedfile::default_dir())?;
+    let seed = seedfile::load(&a.seed_file)?;
     let t = Instant::now();
     let g = rules::generate(&seed, &a.params)?;
     let gen_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -10,8 +10,8 @@ use rqvs_flow::Rule;
 use crate::Error;
 
 /// ClassBench acl1 with 927 rules and its 9,328-header trace, shipped in the repository.
-const DEFAULT_RULES: &[u8] = include_bytes!("../../../data/default/acl1_1k_rules.xz");
-const DEFAULT_TRACE: &[u8] = include_bytes!("../../../data/default/acl1_1k_trace.xz");
+const DEFAULT_RULES: &[u8] = include_bytes!("../data/acl1_1k_rules.xz");
+const DEFAULT_TRACE: &[u8] = include_bytes!("../data/acl1_1k_trace.xz");
 pub const DEFAULT_RULES_NAME: &str = "<default: ClassBench acl1_1k>";
 pub const DEFAULT_TRACE_NAME: &str = "<default: ClassBench acl1_1k trace>";
 

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
 use rqvs_classify::nuevomatch::NuevoMatchConfig;
 use rqvs_classify::{Classifier, TupleMerge, BATCH};
@@ -131,7 +131,7 @@ enum Op {
 /// The update sequence: alternately an insert of a random rule of the pool (at first the
 /// held-out rules) and a removal of a random live rule, which returns to the pool. Also returns
 /// which inserts are of rules never in the classifier before (fresh).
-fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl Rng) -> (Vec<Op>, Vec<bool>) {
+fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl RngExt) -> (Vec<Op>, Vec<bool>) {
     let rules: HashMap<RuleId, &Rule> = live.iter().chain(pool).map(|r| (r.id, r)).collect();
     let mut live_ids: Vec<RuleId> = live.iter().map(|r| r.id).collect();
     let mut pool_ids: Vec<RuleId> = pool.iter().map(|r| r.id).collect();
@@ -139,12 +139,12 @@ fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl Rng) -> (Vec<
     let (mut ops, mut fresh) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         if i % 2 == 0 && !pool_ids.is_empty() {
-            let id = pool_ids.swap_remove(rng.gen_range(0..pool_ids.len()));
+            let id = pool_ids.swap_remove(rng.random_range(0..pool_ids.len()));
             fresh.push(seen.insert(id));
             live_ids.push(id);
             ops.push(Op::Insert(rules[&id].clone()));
         } else if !live_ids.is_empty() {
-            let id = live_ids.swap_remove(rng.gen_range(0..live_ids.len()));
+            let id = live_ids.swap_remove(rng.random_range(0..live_ids.len()));
             pool_ids.push(id);
             ops.push(Op::Remove(id));
             fresh.push(false);

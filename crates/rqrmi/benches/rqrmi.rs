@@ -2,7 +2,7 @@
 //! `cargo bench -p rqvs-rqrmi` (seeded; the seed is in the benchmark name).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{rngs::StdRng, RngExt, SeedableRng};
 use rqvs_rqrmi::{RqRmi, TrainConfig};
 
 const SEED: u64 = 42;
@@ -14,8 +14,8 @@ fn ranges(n: usize, seed: u64) -> Vec<(u32, u32)> {
     let mut out = Vec::with_capacity(n);
     let mut at = 0u64;
     for _ in 0..n {
-        let lo = at + rng.gen_range(0..span / 2);
-        let hi = lo + rng.gen_range(0..span / 2);
+        let lo = at + rng.random_range(0..span / 2);
+        let hi = lo + rng.random_range(0..span / 2);
         out.push((lo as u32, hi as u32));
         at = hi + 1;
     }
@@ -26,8 +26,8 @@ fn keys(r: &[(u32, u32)], count: usize, seed: u64) -> Vec<u32> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..count)
         .map(|_| {
-            let (lo, hi) = r[rng.gen_range(0..r.len())];
-            rng.gen_range(lo..=hi)
+            let (lo, hi) = r[rng.random_range(0..r.len())];
+            rng.random_range(lo..=hi)
         })
         .collect()
 }

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand::{rngs::StdRng, RngExt, SeedableRng};
 use rqvs_rqrmi::Kernel;
 use rqvs_rqrmi::{RqRmi, TrainConfig};
 
@@ -20,8 +20,8 @@ fn random_ranges(n: usize, rng: &mut StdRng) -> Vec<(u32, u32)> {
     let mut out = Vec::with_capacity(n);
     let mut at = 0u64;
     for _ in 0..n {
-        let lo = at + rng.gen_range(0..span / 2);
-        let hi = lo + rng.gen_range(0..span / 2);
+        let lo = at + rng.random_range(0..span / 2);
+        let hi = lo + rng.random_range(0..span / 2);
         out.push((lo as u32, hi as u32));
         at = hi + 1;
     }
@@ -31,11 +31,11 @@ fn random_ranges(n: usize, rng: &mut StdRng) -> Vec<(u32, u32)> {
 /// About `n` disjoint ranges from distinct /24../32 prefixes clustered in random /16 blocks
 /// (as routing tables and ACLs are): prefixes contained in an earlier one are dropped.
 fn prefix_ranges(n: usize, rng: &mut StdRng) -> Vec<(u32, u32)> {
-    let blocks: Vec<u32> = (0..(n / 64).max(1)).map(|_| rng.gen::<u32>() & 0xffff_0000).collect();
+    let blocks: Vec<u32> = (0..(n / 64).max(1)).map(|_| rng.random::<u32>() & 0xffff_0000).collect();
     let mut ps: Vec<(u32, u32)> = (0..n + n / 4)
         .map(|_| {
-            let len = rng.gen_range(24..=32u32);
-            let base = blocks[rng.gen_range(0..blocks.len())] | (rng.gen::<u32>() & 0xffff);
+            let len = rng.random_range(24..=32u32);
+            let base = blocks[rng.random_range(0..blocks.len())] | (rng.random::<u32>() & 0xffff);
             let mask = if len == 32 { u32::MAX } else { !(u32::MAX >> len) };
             let lo = base & mask;
             (lo, lo | !mask)
@@ -79,8 +79,8 @@ fn widths_table(seed: u64) {
             let r = if kind == "random" { random_ranges(n, &mut rng) } else { prefix_ranges(n, &mut rng) };
             let keys: Vec<u32> = (0..1 << 16)
                 .map(|_| {
-                    let (lo, hi) = r[rng.gen_range(0..r.len())];
-                    rng.gen_range(lo..=hi)
+                    let (lo, hi) = r[rng.random_range(0..r.len())];
+                    rng.random_range(lo..=hi)
                 })
                 .collect();
             let mut out = vec![None; keys.len()];
@@ -138,11 +138,11 @@ fn main() {
             let m = RqRmi::train(&r, &TrainConfig { seed, ..TrainConfig::default() }).expect("train");
             let mut keys: Vec<u32> = (0..1 << 16)
                 .map(|_| {
-                    let (lo, hi) = r[rng.gen_range(0..r.len())];
-                    rng.gen_range(lo..=hi)
+                    let (lo, hi) = r[rng.random_range(0..r.len())];
+                    rng.random_range(lo..=hi)
                 })
                 .collect();
-            keys.extend((0..1 << 12).map(|_| rng.gen::<u32>()));
+            keys.extend((0..1 << 12).map(|_| rng.random::<u32>()));
             let mut out = vec![None; keys.len()];
             let mut wrong = 0;
             for k in Kernel::available() {

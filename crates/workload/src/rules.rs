@@ -586,8 +586,7 @@ mod tests {
     use crate::seedfile;
 
     fn seed(name: &str) -> Option<SeedFile> {
-        let d = seedfile::default_dir();
-        d.exists().then(|| seedfile::load(name, &d).unwrap())
+        Some(seedfile::load(name).unwrap())
     }
 
     #[test]

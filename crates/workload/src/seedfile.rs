@@ -96,18 +96,19 @@ pub struct SeedFile {
     pub pcorr: [f64; 33],
 }
 
-/// Where the 12 seed files are looked up: `$RQVS_CLASSBENCH_DIR/parameter_files`, else
-/// `../shared/data/classbench/parameter_files` beside the checkout (from the current directory
-/// or, failing that, from this crate's source tree).
-pub fn default_dir() -> std::path::PathBuf {
-    if let Ok(d) = std::env::var("RQVS_CLASSBENCH_DIR") {
-        return std::path::PathBuf::from(d).join("parameter_files");
+/// The text of a seed file shipped with ClassBench (`acl1` … `ipc2`), embedded in the crate
+/// (`crates/workload/seeds/`, copies of ClassBench's `parameter_files`), so that a program needs
+/// no data directory; `None` for any other name.
+pub fn embedded(name: &str) -> Option<&'static str> {
+    macro_rules! seeds {
+        ($($n:literal),*) => {
+            match name {
+                $($n => Some(include_str!(concat!("../seeds/", $n, "_seed"))),)*
+                _ => None,
+            }
+        };
     }
-    let cwd = std::path::PathBuf::from("../shared/data/classbench/parameter_files");
-    if cwd.exists() {
-        return cwd;
-    }
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/classbench/parameter_files")
+    seeds!("acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2")
 }
 
 struct Section<'a> {
@@ -117,20 +118,14 @@ struct Section<'a> {
     data: Vec<(usize, &'a str)>,
 }
 
-/// Reads a seed file: `acl1` … `ipc2` name a file `<name>_seed` in `dir`; anything else is a path.
-pub fn load(name_or_path: &str, dir: &std::path::Path) -> Result<SeedFile, String> {
-    let path = if SEEDS.contains(&name_or_path) {
-        dir.join(format!("{name_or_path}_seed"))
-    } else {
-        std::path::PathBuf::from(name_or_path)
-    };
-    let text = rqvs_flow::io::read_text(&path).map_err(|e| {
-        if SEEDS.contains(&name_or_path) {
-            format!("{e} (seed '{name_or_path}' is looked up in {}; set RQVS_CLASSBENCH_DIR)", dir.display())
-        } else {
-            e.to_string()
-        }
-    })?;
+/// Reads a seed file: `acl1` … `ipc2` name an [`embedded`] seed (errors name it `<seed acl1>`);
+/// anything else is the path of a seed file (plain or `.xz`).
+pub fn load(name_or_path: &str) -> Result<SeedFile, String> {
+    if let Some(text) = embedded(name_or_path) {
+        return parse(&format!("<seed {name_or_path}>"), text).map_err(|e| e.to_string());
+    }
+    let path = std::path::Path::new(name_or_path);
+    let text = rqvs_flow::io::read_text(path).map_err(|e| e.to_string())?;
     parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
 
@@ -433,25 +428,15 @@ fn single_int(file: &str, s: &Section<'_>, what: &str) -> Result<u64, ParseError
 mod tests {
     use super::*;
 
-    fn dir() -> std::path::PathBuf {
-        default_dir()
-    }
-
     #[test]
     fn all_twelve_seeds_parse() {
-        let d = dir();
-        if !d.exists() {
-            assert!(std::env::var("RQVS_REQUIRE_DATA").is_err(), "seed files missing at {}", d.display());
-            eprintln!("skipping: {} not found", d.display());
-            return;
-        }
         for s in SEEDS {
-            let f = load(s, &d).unwrap();
+            let f = load(s).unwrap();
             assert!(f.scale > 0 && !f.protocols.is_empty(), "{s}");
             let total: f64 = f.protocols.iter().map(|p| p.prob).sum();
             assert!((total - 1.0).abs() < 0.01, "{s}: protocol probabilities sum to {total}");
         }
-        let acl1 = load("acl1", &d).unwrap();
+        let acl1 = load("acl1").unwrap();
         assert_eq!(acl1.scale, 733);
         assert_eq!(acl1.protocols.iter().map(|p| p.proto).collect::<Vec<_>>(), vec![0, 1, 6, 17]);
         assert_eq!(acl1.snest, 4);

@@ -21,22 +21,25 @@ use rqvs_workload::seedfile::{self, SEEDS};
 use rqvs_workload::stats::RuleStats;
 
 fn data_dir() -> Option<PathBuf> {
-    let d = seedfile::default_dir();
-    let base = d.parent()?.to_path_buf();
-    if base.join("rules").exists() {
-        Some(base)
-    } else {
-        assert!(std::env::var("RQVS_REQUIRE_DATA").is_err(), "ClassBench data missing at {}", base.display());
-        eprintln!("skipping: ClassBench data not found at {}", base.display());
-        None
+    rqvs_testkit::data::classbench_dir()
+}
+
+/// The embedded seeds are ClassBench's `parameter_files`, byte for byte.
+#[test]
+fn embedded_seeds_are_the_shared_parameter_files() {
+    let Some(base) = data_dir() else { return };
+    for s in SEEDS {
+        let file = std::fs::read_to_string(base.join(format!("parameter_files/{s}_seed"))).unwrap();
+        assert!(seedfile::embedded(s) == Some(file.as_str()), "embedded seed {s} differs from the shared file");
     }
+    assert_eq!(seedfile::embedded("acl6"), None);
 }
 
 fn check(size: &str, count: usize, rules_tol: f64) {
     let Some(base) = data_dir() else { return };
     let mut failures = Vec::new();
     for s in SEEDS {
-        let seed = seedfile::load(s, &base.join("parameter_files")).unwrap();
+        let seed = seedfile::load(s).unwrap();
         let real = rqvs_flow::formats::classbench::read_rules(&base.join(format!("rules/{s}_{size}.xz"))).unwrap();
         let t = Instant::now();
         let gen = generate(&seed, &Params::new(count, 1)).unwrap();

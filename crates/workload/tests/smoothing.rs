@@ -32,15 +32,7 @@ fn share(m: &HashMap<(u8, u8), usize>, k: (u8, u8)) -> f64 {
 
 #[test]
 fn smoothing_spreads_lengths_like_the_original() {
-    let dir = seedfile::default_dir();
-    let seed = match seedfile::load("acl1", &dir) {
-        Ok(s) => s,
-        Err(e) => {
-            assert!(std::env::var("RQVS_REQUIRE_DATA").is_err(), "{e}");
-            eprintln!("skipping: {e}");
-            return;
-        }
-    };
+    let seed = seedfile::load("acl1").unwrap();
     // Every (source, destination) pair the seed can produce, over all classes.
     let seed_pairs: HashSet<(u8, u8)> = seed
         .prefix_lengths
@@ -159,17 +151,9 @@ fn one_spike_windows_follow_the_original() {
 /// of the same class before smoothing.
 #[test]
 fn every_seed_class_keeps_mass_and_reach() {
-    let dir = seedfile::default_dir();
     let mut checked = 0;
     for name in seedfile::SEEDS {
-        let seed = match seedfile::load(name, &dir) {
-            Ok(s) => s,
-            Err(e) => {
-                assert!(std::env::var("RQVS_REQUIRE_DATA").is_err(), "{e}");
-                eprintln!("skipping {name}: {e}");
-                continue;
-            }
-        };
+        let seed = seedfile::load(name).unwrap();
         for (c, class) in seed.prefix_lengths.iter().enumerate() {
             let before: Vec<(i32, i32)> = class
                 .iter()

@@ -11,13 +11,7 @@ use rqvs_workload::trace::{self, Locality, Mode};
 use rqvs_workload::{map, updates};
 
 fn set(seed: &str, n: usize) -> Option<Vec<Rule>> {
-    let d = seedfile::default_dir();
-    if !d.exists() {
-        assert!(std::env::var("RQVS_REQUIRE_DATA").is_err(), "seed files missing at {}", d.display());
-        eprintln!("skipping: seed files not found at {}", d.display());
-        return None;
-    }
-    Some(generate(&seedfile::load(seed, &d).unwrap(), &Params::new(n, 42)).unwrap().rules)
+    Some(generate(&seedfile::load(seed).unwrap(), &Params::new(n, 42)).unwrap().rules)
 }
 
 fn sorted(rules: &[Rule]) -> Vec<Rule> {
