@@ -44,6 +44,21 @@ pub trait Classifier: Send + Sync {
 
     /// Looks up every key of `keys` into the same position of `out`.
     ///
+    /// ```
+    /// use rqvs_classify::{Classifier, TupleMerge, BATCH};
+    /// use rqvs_flow::{formats, FlowKey, RuleId};
+    ///
+    /// let rules = formats::parse_rules("flows.txt", "priority=1,udp,tp_dst=53,actions=output:1\n")?;
+    /// let c = TupleMerge::build(&rules)?;
+    /// // A batch of BATCH (32) keys, as the datapath looks them up: every other one is DNS.
+    /// let keys: Vec<FlowKey> = (0..BATCH as u16).map(|i| FlowKey::ipv4(1, 2, 17, 1000 + i, 53 + i % 2)).collect();
+    /// let mut out = [None; BATCH];
+    /// c.lookup_batch(&keys, &mut out);
+    /// assert!(out.iter().step_by(2).all(|&r| r == Some(RuleId(0))));
+    /// assert!(out.iter().skip(1).step_by(2).all(|r| r.is_none()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Panics
     /// When `out` is shorter than `keys`.
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
@@ -52,7 +67,23 @@ pub trait Classifier: Send + Sync {
         }
     }
 
-    /// Adds a rule; refuses an id that is already present.
+    /// Adds a rule; refuses an id that is already present. With [`Classifier::remove`]:
+    ///
+    /// ```
+    /// use rqvs_classify::{Classifier, TupleSpace};
+    /// use rqvs_flow::{formats, FlowKey, RuleId};
+    ///
+    /// let mut c = TupleSpace::build(&[])?;
+    /// let key = FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 6, 1234, 22);
+    /// // The id (7) and priority (100) come from the caller; the line is ovs-ofctl's syntax.
+    /// let ssh = formats::parse_rule_line("ssh", 1, "priority=100,tcp,tp_dst=22,actions=drop", 7, 0)?;
+    /// c.insert(ssh.clone())?;
+    /// assert_eq!(c.lookup(&key), Some(RuleId(7)));
+    /// assert!(c.insert(ssh).is_err()); // the id is taken
+    /// assert_eq!(c.remove(RuleId(7)).map(|r| r.priority), Some(100));
+    /// assert_eq!(c.lookup(&key), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError>;
 
     /// Removes the rule with this id, returning it, or `None` when absent.

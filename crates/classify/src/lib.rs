@@ -5,6 +5,25 @@
 //!
 //! The winner rule is the one of the flow layer ([`rqvs_flow::Rule::beats`]): highest priority,
 //! then lowest id.
+//!
+//! ```
+//! use rqvs_classify::{build_by_name, Classifier};
+//! use rqvs_flow::{formats, FlowKey, RuleId};
+//!
+//! // Rules in ovs-ofctl's syntax (ClassBench rule files work as well): ids in file order.
+//! let rules = formats::parse_rules(
+//!     "flows.txt",
+//!     "priority=20,tcp,nw_dst=10.0.0.0/8,tp_dst=80,actions=output:1\n\
+//!      priority=10,ip,nw_dst=10.0.0.0/8,actions=output:2\n",
+//! )?;
+//! let c: Box<dyn Classifier> = build_by_name("tm", &rules)?; // or "ref", "tss", "ofproto", "nmu", ...
+//! let web = FlowKey::ipv4(0xc0a8_0001, 0x0a01_0203, 6, 40000, 80);
+//! let dns = FlowKey::ipv4(0xc0a8_0001, 0x0a01_0203, 17, 40000, 53);
+//! assert_eq!(c.lookup(&web), Some(RuleId(0)));
+//! assert_eq!(c.lookup(&dns), Some(RuleId(1)));
+//! assert_eq!(c.lookup(&FlowKey::ipv4(1, 2, 6, 3, 4)), None);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 
 mod classifier;

@@ -41,6 +41,41 @@
 //! clock* ([`clock::Clock`]): measured PMD time in `rqvs replay` and the switch, fixed costs per
 //! packet and upcall in tests, so tests are deterministic.
 //!
+//! # A datapath fed a batch
+//!
+//! ```
+//! use rqvs_datapath::{pmd::Pmd, DatapathConfig, Design, DpAction, Orig, OrigConfig, BATCH};
+//! use rqvs_flow::{formats, FlowKey};
+//!
+//! let rules = formats::parse_rules(
+//!     "flows.txt",
+//!     "priority=20,tcp,tp_dst=80,actions=output:1\n\
+//!      priority=10,ip,actions=output:2\n",
+//! )?;
+//! let mut dp = Orig::new(&rules, DatapathConfig::default(), OrigConfig::default())?;
+//! let mut pmd = Pmd::new();
+//! // One batch: 32 packets of two flows (web and ssh).
+//! let keys: Vec<FlowKey> =
+//!     (0..BATCH).map(|i| FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 6, 5555, if i % 2 == 0 { 80 } else { 22 })).collect();
+//!
+//! // The first batch misses the empty megaflow cache: every packet is an upcall, which the
+//! // handler classifies with the OpenFlow rules, installing one megaflow per flow.
+//! let first = pmd.run_batch(&mut dp, &keys, 0);
+//! assert!(first.actions.iter().all(|&a| a == DpAction::Pending));
+//! assert_eq!(first.upcalls.len(), BATCH);
+//! assert_eq!(first.upcalls[0], (0, DpAction::Output(1)));
+//! assert_eq!(first.upcalls[1], (1, DpAction::Output(2)));
+//!
+//! // The next batch is served by the fast path.
+//! let second = pmd.run_batch(&mut dp, &keys, BATCH as u64);
+//! assert_eq!(second.actions[..2], [DpAction::Output(1), DpAction::Output(2)]);
+//! assert!(second.upcalls.is_empty());
+//! let c = dp.counters();
+//! assert_eq!((c.received, c.upcall), (2 * BATCH as u64, BATCH as u64));
+//! assert_eq!(c.emc_hit + c.megaflow_hit, BATCH as u64);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # The megaflow property (tested)
 //!
 //! A packet that hits an installed megaflow gets the action the slow path would give it, so the

@@ -25,6 +25,32 @@
 //! `LiveNuevoMatch` is `Send + Sync`: lookups (`&self`) may run on other threads than the
 //! owner's when something excludes them from its updates (`&mut self`), e.g. a reader-writer
 //! lock, as the C library's live handle does.
+//!
+//! ```
+//! use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
+//! use rqvs_flow::{formats, FlowKey, RuleId};
+//!
+//! // 2,000 rules on disjoint destination /24s: one iSet covers them all.
+//! let text: String = (0..2000u32)
+//!     .map(|i| format!("priority=1,ip,nw_dst=10.{}.{}.0/24,actions=output:1\n", i / 256, i % 256))
+//!     .collect();
+//! let rules = formats::parse_rules("flows.txt", &text)?;
+//! let mut live = LiveNuevoMatch::new(&rules, Policy::Delayed, 0.1)?;
+//! assert!(live.coverage() > 0.99);
+//! let key = FlowKey::ipv4(1, 0x0a00_0105, 6, 1, 2); // 10.0.1.5
+//! assert_eq!(live.lookup(&key), Some(RuleId(1)));
+//!
+//! // Delayed: an inserted rule is staged, invisible until the next model is swapped in.
+//! let host = formats::parse_rule_line("new", 1, "priority=9,ip,nw_dst=10.0.1.5,actions=drop", 5000, 0)?;
+//! live.insert(host)?;
+//! assert_eq!(live.lookup(&key), Some(RuleId(1)));
+//! live.poll(); // hands the rules to the trainer thread; never blocks
+//! live.finish_training(); // (waits, for the example's sake)
+//! assert_eq!(live.lookup(&key), Some(RuleId(5000)));
+//! assert!(live.remove(RuleId(5000)));
+//! assert_eq!(live.lookup(&key), Some(RuleId(1)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver};
