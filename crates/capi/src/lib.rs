@@ -41,3 +41,8 @@ pub mod error;
 pub mod ffi;
 pub mod handle;
 pub mod types;
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

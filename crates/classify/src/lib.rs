@@ -150,3 +150,8 @@ pub fn build_nuevomatch(
 pub fn winner_by_definition(sorted: &[rqvs_flow::Rule], key: &rqvs_flow::FlowKey) -> Option<rqvs_flow::RuleId> {
     sorted.iter().find(|r| r.matches.matches(key)).map(|r| r.id)
 }
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -271,3 +271,8 @@ mod tests {
         assert_ne!(flow_hash(&a), flow_hash(&c));
     }
 }
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -63,3 +63,8 @@ impl From<String> for Error {
         Error(s)
     }
 }
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -30,3 +30,8 @@ pub use error::{ParseError, Position, Result};
 pub use key::FlowKey;
 pub use matching::{Match, MatchError, PortRange};
 pub use rule::{Action, Actions, Rule, RuleId};
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

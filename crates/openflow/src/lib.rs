@@ -44,3 +44,8 @@ pub const OFP13: u8 = 0x04;
 pub const OFP14: u8 = 0x05;
 /// The largest message: the header's 16-bit length.
 pub const MAX_MESSAGE: usize = u16::MAX as usize;
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

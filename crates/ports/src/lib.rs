@@ -99,3 +99,8 @@ mod tests {
         sync::<crate::PortHandle>();
     }
 }
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -126,3 +126,8 @@ pub use kernel::{Kernel, KernelUnavailable, KERNEL_ENV};
 pub use key::Key;
 pub use model::{RqRmi, SubModel, HIDDEN};
 pub use train::{auto_stage_widths, TrainConfig, TrainError, TrainStats};
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1108,3 +1108,8 @@ pub fn assign_switch_outputs(rules: &mut [Rule], ports: usize) {
         r.actions = rqvs_flow::Actions(vec![Action::Output(p)]);
     }
 }
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

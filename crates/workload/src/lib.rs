@@ -30,3 +30,8 @@ pub mod smoothing;
 pub mod stats;
 pub mod trace;
 pub mod updates;
+
+/// The README's examples, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
