@@ -51,6 +51,7 @@ pub fn mask_words(k: &KeyWords, m: &KeyWords) -> KeyWords {
 ///
 /// Plain old data, 40 bytes, `Copy`; `Default` is the all-zero key (or the all-wildcard mask).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[repr(C)]
 pub struct FlowKey {
     pub nw_src: u32,

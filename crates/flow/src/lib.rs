@@ -13,6 +13,12 @@
 //!   expected ([`ParseError`]).
 //! - [`prefix`] — range ↔ prefix arithmetic.
 //!
+//! With the `serde` feature (off by default: no report of rqvs serializes these types, and a
+//! library user who does not either should not compile serde), [`FlowKey`], [`Match`],
+//! [`PortRange`], [`Rule`], [`RuleId`], [`Actions`] and [`Action`] implement `Serialize` and
+//! `Deserialize`; deserializing checks what the constructors check (a value inside its mask, a
+//! port range with `lo <= hi`) and refuses what they refuse.
+//!
 //! This crate has no `unsafe` code.
 #![forbid(unsafe_code)]
 
@@ -25,6 +31,8 @@ pub mod key;
 pub mod matching;
 pub mod prefix;
 pub mod rule;
+#[cfg(feature = "serde")]
+mod serde_impls;
 
 pub use error::{ParseError, Position, Result};
 pub use key::FlowKey;

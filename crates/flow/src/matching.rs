@@ -13,6 +13,8 @@ use crate::prefix;
 
 /// An inclusive range of 16-bit values (`lo..=hi`), never empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "crate::serde_impls::PortRangeRepr"))]
 pub struct PortRange {
     pub lo: u16,
     pub hi: u16,
@@ -89,6 +91,8 @@ impl std::error::Error for MatchError {}
 
 /// A rule's match: value/mask on every field, and inclusive ranges on the two ports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "crate::serde_impls::MatchRepr"))]
 pub struct Match {
     value: FlowKey,
     mask: FlowKey,

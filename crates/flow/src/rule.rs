@@ -12,6 +12,7 @@ use crate::matching::Match;
 
 /// A rule's identity within one rule-set (ClassBench line index, or ofctl flow index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct RuleId(pub u32);
 
 impl fmt::Display for RuleId {
@@ -24,6 +25,7 @@ impl fmt::Display for RuleId {
 /// are typed; anything else is kept verbatim in [`Action::Other`] (the replay model ignores it;
 /// the switch refuses a rule holding one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Action {
     /// `output:N`
     Output(u32),
@@ -66,6 +68,7 @@ impl Action {
 
 /// A rule's action list, in order. An empty list means drop, as in OpenFlow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(transparent))]
 pub struct Actions(pub Vec<Action>);
 
 impl Actions {
@@ -126,6 +129,7 @@ impl fmt::Display for Actions {
 
 /// A classification rule.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Rule {
     pub id: RuleId,
     /// Higher wins. OpenFlow priorities fit in 16 bits; ClassBench sets may need more.
