@@ -15,6 +15,7 @@ mod classify;
 mod coflows;
 mod compare;
 mod convert;
+mod docs;
 mod gen;
 mod plot;
 mod replay;
@@ -70,6 +71,10 @@ enum Command {
     /// Talk to a running switch's management socket (pmd-stats-show, dump-flows, show,
     /// ofproto/trace, add-flows, del-flows, exit, ...).
     Ctl(switch::CtlArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(docs::CompletionsArgs),
+    /// Print the manual page (roff) of rqvs, or of one of its commands, on stdout.
+    Man(docs::ManArgs),
 }
 
 /// A failure to report: a one-line message and exit code 1.
@@ -121,6 +126,8 @@ fn main() -> ExitCode {
         Some(Command::Coflows(args)) => coflows::run_cmd(&args),
         Some(Command::Switch(args)) => switch::run(&args),
         Some(Command::Ctl(args)) => switch::run_ctl(&args),
+        Some(Command::Completions(args)) => docs::completions::<Cli>(&args),
+        Some(Command::Man(args)) => docs::man::<Cli>(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
