@@ -52,12 +52,9 @@ fn have_cc(test: &str) -> bool {
     }
 }
 
-/// A fresh directory for one test's files (removed first if left over).
-fn work_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rqvs-capi-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for one test's files, removed when the test ends (also on failure).
+fn work_dir(name: &str) -> rqvs_testkit::TempDir {
+    rqvs_testkit::TempDir::new(&format!("capi-{name}"))
 }
 
 /// Compiles `examples/c/<src>` into `out` with `cc` and `flags`, linked with `link`.
@@ -112,7 +109,7 @@ fn run_suite(test: &str, sets: &[String]) {
     let exe = work.join("test_rqvs");
     compile("test_rqvs.c", &exe, &["-O1", "-fsanitize=address", "-fno-omit-frame-pointer"], &shared_link());
     let o = Command::new(&exe)
-        .arg(&work)
+        .arg(work.path())
         .arg(&data)
         .args(sets)
         .env("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:abort_on_error=0")
@@ -146,7 +143,6 @@ fn run_suite(test: &str, sets: &[String]) {
     assert!(message(&stdout, "malformed_insert").starts_with("rule:1:"));
     assert!(message(&stdout, "corrupt_model").contains("corrupt.nmu: model file is truncated"));
     assert_eq!(message(&stdout, "null_path"), "rules_path is NULL");
-    std::fs::remove_dir_all(&work).unwrap();
 }
 
 /// Bad input, the 1K sets of all 12 seeds, and a sample of about 5,000 packets of three 100K sets.
@@ -191,7 +187,6 @@ fn readme_example_runs() {
     let (stdout, stderr) = text(&o);
     assert!(o.status.success(), "the README's example failed:\n{stdout}\n{stderr}");
     assert_eq!(stdout, printed, "the README's example prints something else");
-    std::fs::remove_dir_all(&work).unwrap();
 }
 
 /// The example, linked with the static library, classifies the embedded acl1_1k workload as the
@@ -234,5 +229,4 @@ fn example_and_bench_build_and_run() {
     let o = Command::new(work.join("bench")).arg(&rules).arg(&trace).arg("nmu").arg("1").output().unwrap();
     let (stdout, stderr) = text(&o);
     assert!(o.status.success() && stdout.contains("Mpps through the C API"), "bench failed:\n{stdout}\n{stderr}");
-    std::fs::remove_dir_all(&work).unwrap();
 }

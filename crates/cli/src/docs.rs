@@ -39,9 +39,10 @@ pub fn man<C: CommandFactory>(a: &ManArgs) -> Result<(), Failure> {
     let mut name = String::from("rqvs");
     for word in &a.command {
         let known: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-        cmd = cmd.find_subcommand(word).cloned().ok_or_else(|| {
-            Failure(format!("man: '{name}' has no command '{word}' (known: {})", known.join(", ")))
-        })?;
+        cmd = cmd
+            .find_subcommand(word)
+            .cloned()
+            .ok_or_else(|| Failure(format!("man: '{name}' has no command '{word}' (known: {})", known.join(", "))))?;
         name = format!("{name}-{word}");
     }
     // The page is named after the command path (rqvs-gen-rules), as git's and cargo's are.

@@ -11,7 +11,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prepared = prepare(&cfg)?;
     for design in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
         let run = run_design(&cfg, &prepared, design)?;
-        println!("{:7} {:6.2} Mpps, {} packets verified, {} mismatches", design.name(), run.mpps, run.verified, run.mismatches);
+        println!(
+            "{:7} {:6.2} Mpps, {} packets verified, {} mismatches",
+            design.name(),
+            run.mpps,
+            run.verified,
+            run.mismatches
+        );
         if run.mismatches != 0 {
             return Err(format!("{}: mismatches against the reference", design.name()).into());
         }

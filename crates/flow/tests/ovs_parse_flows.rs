@@ -29,8 +29,7 @@ fn ovs_ofctl_reads_converted_classbench_sets_as_rqvs_does() {
     if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
-    let tmp = std::env::temp_dir().join(format!("rqvs-ovs-parse-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = rqvs_testkit::TempDir::new("ovs-parse");
     for seed in SEEDS {
         for size in ["1k", "10k"] {
             let rules = classbench::read_rules(&rules_path(&dir, seed, size)).unwrap();
@@ -52,5 +51,4 @@ fn ovs_ofctl_reads_converted_classbench_sets_as_rqvs_does() {
             }
         }
     }
-    std::fs::remove_dir_all(&tmp).ok();
 }

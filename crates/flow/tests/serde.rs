@@ -16,8 +16,11 @@ fn rules_round_trip_through_json() {
     let mut rules = formats::parse_rules("flows.txt", FLOWS).unwrap();
     // A ClassBench line: native port ranges that are not prefixes.
     rules.extend(
-        formats::parse_rules("rules.txt", "@10.1.0.0/16\t1.2.3.4/32\t20 : 21\t1024 : 65000\t0x11/0xFF\t0x0000/0x0000\t\n")
-            .unwrap(),
+        formats::parse_rules(
+            "rules.txt",
+            "@10.1.0.0/16\t1.2.3.4/32\t20 : 21\t1024 : 65000\t0x11/0xFF\t0x0000/0x0000\t\n",
+        )
+        .unwrap(),
     );
     assert_eq!(rules.len(), 4);
     let json = serde_json::to_string(&rules).unwrap();
@@ -34,7 +37,10 @@ fn rules_round_trip_through_json() {
 
 #[test]
 fn deserializing_checks_the_invariants() {
-    let m = Match::from_masked(FlowKey::ipv4(0x0a00_0000, 0, 6, 0, 0), FlowKey { nw_src: 0xff00_0000, ..FlowKey::default() });
+    let m = Match::from_masked(
+        FlowKey::ipv4(0x0a00_0000, 0, 6, 0, 0),
+        FlowKey { nw_src: 0xff00_0000, ..FlowKey::default() },
+    );
     let mut v = serde_json::to_value(m).unwrap();
     assert_eq!(serde_json::from_value::<Match>(v.clone()).unwrap(), m);
     // A value bit outside the mask: Match::new refuses it, so must deserializing.

@@ -175,7 +175,8 @@ fn rqvs_decodes_ovs_ofctl_add_flows_of_converted_classbench() {
         let rules = rqvs_flow::formats::classbench::read_rules(&rules_path(&dir, seed, "1k")).unwrap();
         let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::output(1)).unwrap();
         let text = ofctl::write_flows(&conv.flows).unwrap();
-        let file = std::env::temp_dir().join(format!("rqvs-openflow-ovs-{}.ofctl", std::process::id()));
+        let tmp = rqvs_testkit::TempDir::new("openflow-ovs");
+        let file = tmp.join("flows.ofctl");
         std::fs::write(&file, &text).unwrap();
         // And OVS reads rqvs's encoding of the first rules (one ofp-print each).
         if seed == SEEDS[0] {
@@ -191,7 +192,6 @@ fn rqvs_decodes_ovs_ofctl_add_flows_of_converted_classbench() {
                 check_captured(version, line, m, &parse(line));
             }
         }
-        std::fs::remove_file(&file).ok();
     }
 }
 

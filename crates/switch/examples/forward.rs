@@ -20,7 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          priority=1,ip,actions=output:3\n",
     )?;
     let frames: Vec<Vec<u8>> = (0..10_000u32)
-        .map(|i| build_frame(&FlowKey::ipv4(0x0a00_0001 + i % 50, 0x0a00_0100, if i % 4 == 0 { 17 } else { 6 }, 1024, 80)))
+        .map(|i| {
+            build_frame(&FlowKey::ipv4(0x0a00_0001 + i % 50, 0x0a00_0100, if i % 4 == 0 { 17 } else { 6 }, 1024, 80))
+        })
         .collect();
     let (tcp, other) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let tap = |n: &Arc<AtomicU64>| {

@@ -287,9 +287,7 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
         Up::Handler(cap) => format!("handler{cap}"),
         Up::Inline => "inline".into(),
     };
-    let dir =
-        std::env::temp_dir().join(format!("rqvs-switch-exact-{}-{}-{pmds}-{mode}", std::process::id(), design.name()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = rqvs_testkit::TempDir::new(&format!("switch-exact-{}-{pmds}-{mode}", design.name()));
     let out = |p: u32| dir.join(format!("p{p}.pcap"));
     let ports = vec![
         PortSource::Frames { name: "in".into(), frames: frames.clone() },
@@ -313,7 +311,7 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
     let mut want = want;
     let back = want.remove(&1).map_or(0, |v| v.len() as u64);
     assert_eq!(report.ports[0].tx_dropped, back, "in_port/flood copies to the offline input port\n{}", report.format());
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(dir);
     check(&report, frames.len(), 1, &got, &want, &format!("pcap {} {pmds} PMDs", design.name()));
     if design != DesignKind::Cflows {
         let upcalls: u64 = report.pmds.iter().map(|p| p.datapath.miss_with_success_upcall).sum();

@@ -272,8 +272,7 @@ fn damaged_frames_are_classified_and_rewritten_as_ovs_does() {
 
     let rules = ofctl::parse_flows("FLOWS", FLOWS).unwrap();
     for design in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
-        let dir = std::env::temp_dir().join(format!("rqvs-ovs-frames-{}-{}", std::process::id(), design.name()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = rqvs_testkit::TempDir::new(&format!("ovs-frames-{}", design.name()));
         let out = dir.join("p2.pcap");
         let ports = vec![
             PortSource::Frames { name: "in".into(), frames: frames.clone() },
@@ -290,7 +289,7 @@ fn damaged_frames_are_classified_and_rewritten_as_ovs_does() {
         while let Some(p) = r.next_packet() {
             got.push(p.unwrap().data.into_owned());
         }
-        std::fs::remove_dir_all(&dir).unwrap();
+        drop(dir);
         got.sort();
         assert!(report.balanced(), "{}", report.format());
         assert_eq!(report.total.malformed, 0, "every frame has an Ethernet header");

@@ -7,8 +7,13 @@
 //!   `ofproto/trace` — the oracle for the slow path; checks for `ovs-ofctl`,
 //!   `ovs-testcontroller` and os-ken (real controllers); `RQVS_REQUIRE_OVS=1` makes their absence
 //!   a failure.
+//! - [`TempDir`]: a test's directory in the system temporary directory, removed on drop (also
+//!   when the test fails).
 
 #![forbid(unsafe_code)]
 
 pub mod data;
 pub mod ovs;
+pub mod temp;
+
+pub use temp::TempDir;

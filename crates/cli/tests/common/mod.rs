@@ -22,25 +22,4 @@ pub fn ctl(sock: &Path, args: &[&str]) -> String {
 }
 
 /// Removes a test's directory at the end, also when it fails.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    /// `rqvs-TAG-PID` in the system temporary directory, created; the tests of one binary run
-    /// in one process, so each gives its own tag.
-    pub fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("rqvs-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    /// The path of `name` inside it.
-    pub fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use rqvs_testkit::TempDir;
