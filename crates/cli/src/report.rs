@@ -69,8 +69,8 @@ pub fn stdout_failed(e: &std::io::Error) -> ! {
 
 pub use rqvs_experiment::report::{capture_json, cpu_model};
 
-/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`,
-/// `cpu` and the learned index's SIMD `kernel`.
+/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding what every report carries
+/// (`rqvs_experiment::report::envelope`: schema version, the build's provenance, CPU, kernel).
 pub fn write_json(path: &Path, command: &str, fields: Map<String, Value>) -> Result<(), Failure> {
     let fields = rqvs_experiment::report::envelope(command, fields);
     let text = serde_json::to_string_pretty(&Value::Object(fields))?;

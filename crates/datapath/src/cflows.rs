@@ -435,8 +435,7 @@ mod tests {
     /// grows and shrinks.
     #[test]
     fn action_table_equals_a_map() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut rng = rqvs_flow::rng::Rng::new(7);
         let mut t: ActionTable = [(3, DpAction::Output(3)), (1 << 20, DpAction::Drop)].into_iter().collect();
         let mut want: std::collections::HashMap<u32, DpAction> =
             [(3, DpAction::Output(3)), (1 << 20, DpAction::Drop)].into_iter().collect();
@@ -444,14 +443,14 @@ mod tests {
         // ids inserted into the map while it was lower.
         let mut moved = false;
         for step in 0..150_000u32 {
-            let id = match rng.gen_range(0..8) {
-                0 => rng.gen_range(0..1 << 10),
-                1 => rng.gen_range(0..1 << 22),
-                2 => rng.gen(),
-                _ => rng.gen_range(0..1 << 17),
+            let id = match rng.index(8) {
+                0 => rng.below(1 << 10) as u32,
+                1 => rng.below(1 << 22) as u32,
+                2 => rng.next_u32(),
+                _ => rng.below(1 << 17) as u32,
             };
             moved |= t.sparse.contains_key(&id) && (id as usize) < t.dense.len();
-            if rng.gen_bool(0.7) {
+            if rng.chance(0.7) {
                 t.insert(id, DpAction::Output(step));
                 want.insert(id, DpAction::Output(step));
             } else {
@@ -518,27 +517,26 @@ mod tests {
     /// every step, every packet's action equals the reference's over the visible rules.
     #[test]
     fn random_updates_keep_every_action_right() {
-        use rand::{Rng, SeedableRng};
         let pool = rules(300);
         let keys = keys(600);
         for seed in 0..60u64 {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut rng = rqvs_flow::rng::Rng::new(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
             let cfg = CflowsConfig { policy, retrain_threshold: 0.05 };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut dp = Cflows::new(&live, virtual_cfg(1.0), cfg).unwrap();
             for step in 0..12 {
-                match rng.gen_range(0..4) {
+                match rng.index(4) {
                     0 => {
                         // A batch of new rules, some under ids removed earlier.
                         let mut add = Vec::new();
-                        for _ in 0..rng.gen_range(1..20) {
-                            let mut r = pool[rng.gen_range(0..pool.len())].clone();
-                            r.id = if !removed.is_empty() && rng.gen_bool(0.5) {
-                                removed[rng.gen_range(0..removed.len())]
+                        for _ in 0..(1 + rng.index(19)) {
+                            let mut r = pool[rng.index(pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.chance(0.5) {
+                                removed[rng.index(removed.len())]
                             } else {
-                                RuleId(rng.gen_range(0..400))
+                                RuleId(rng.below(400) as u32)
                             };
                             r.actions = rqvs_flow::Actions::output(1000 + step);
                             if !live.iter().chain(&add).any(|x: &Rule| x.id == r.id) {
@@ -549,8 +547,8 @@ mod tests {
                         dp.add_rules(add).unwrap();
                     }
                     1 if !live.is_empty() => {
-                        let n = rng.gen_range(1..10).min(live.len());
-                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.gen_range(0..live.len())].id).collect();
+                        let n = (1 + rng.index(9)).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.index(live.len())].id).collect();
                         live.retain(|r| !gone.contains(&r.id));
                         removed.extend(&gone);
                         dp.remove_rules(&gone);
@@ -562,7 +560,7 @@ mod tests {
                 }
                 // Not after every step: updates that follow each other with no packet in between
                 // must be right too (a check refreshes the EMC).
-                if rng.gen_bool(0.5) || step == 11 {
+                if rng.chance(0.5) || step == 11 {
                     let staged = dp.staged_rules();
                     let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
                     check_batches(&mut dp, &visible, &keys);

@@ -508,12 +508,11 @@ mod tests {
     /// inserting every miss, give every packet the reference's action over the visible rules.
     #[test]
     fn two_readers_follow_every_publication() {
-        use rand::{Rng, SeedableRng};
         let pool = rules(300);
         let keys = keys(600, 0);
         let mut incremental = 0;
         for seed in 0..40u64 {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut rng = rqvs_flow::rng::Rng::new(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
             let learned = CflowsConfig { policy, retrain_threshold: 0.05 };
             let mut live: Vec<Rule> = pool[..150].to_vec();
@@ -521,15 +520,15 @@ mod tests {
             let mut publisher = CflowsPublisher::new(&live, learned).unwrap();
             let mut pmds = [publisher.reader(virtual_cfg(1)), publisher.reader(virtual_cfg(2))];
             for step in 0..12 {
-                match rng.gen_range(0..3) {
+                match rng.index(3) {
                     0 => {
                         let mut add: Vec<Rule> = Vec::new();
-                        for _ in 0..rng.gen_range(1..20) {
-                            let mut r = pool[rng.gen_range(0..pool.len())].clone();
-                            r.id = if !removed.is_empty() && rng.gen_bool(0.5) {
-                                removed[rng.gen_range(0..removed.len())]
+                        for _ in 0..(1 + rng.index(19)) {
+                            let mut r = pool[rng.index(pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.chance(0.5) {
+                                removed[rng.index(removed.len())]
                             } else {
-                                RuleId(rng.gen_range(0..400))
+                                RuleId(rng.below(400) as u32)
                             };
                             r.actions = rqvs_flow::Actions::output(1000 + step);
                             if !live.iter().chain(&add).any(|x| x.id == r.id) {
@@ -540,8 +539,8 @@ mod tests {
                         publisher.add_rules(add).unwrap();
                     }
                     1 if !live.is_empty() => {
-                        let n = rng.gen_range(1..10).min(live.len());
-                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.gen_range(0..live.len())].id).collect();
+                        let n = (1 + rng.index(9)).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.index(live.len())].id).collect();
                         live.retain(|r| !gone.contains(&r.id));
                         removed.extend(&gone);
                         publisher.remove_rules(&gone);

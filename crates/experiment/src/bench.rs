@@ -9,8 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rqvs_flow::rng::Rng;
 use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -205,6 +204,19 @@ pub fn classifiers(
     Ok(Bench { rows, verified: sample.len() })
 }
 
+/// The update rates' orders over `n` rules (indexes): a random `fraction` of them (at least one)
+/// in the order they are removed, then in the order they are inserted again. Drawn from the
+/// seed's own stream.
+pub fn update_orders(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
+    let mut rng = Rng::fork(seed, 0x7570_6461_7465); // "update"
+    let k = ((n as f64 * fraction).round() as usize).clamp(1, n);
+    let mut removals = rng.sample_sorted(n, k);
+    rng.shuffle(&mut removals);
+    let mut inserts = removals.clone();
+    rng.shuffle(&mut inserts);
+    (removals, inserts)
+}
+
 /// Removes a random `fraction` of the rules in random order, re-inserts them in another random
 /// order, and checks every packet of `keys` still classifies as in `before`.
 pub fn measure_updates(
@@ -215,27 +227,24 @@ pub fn measure_updates(
     fraction: f64,
     seed: u64,
 ) -> Result<Updates, Error> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
     if rules.is_empty() || !(fraction > 0.0 && fraction <= 1.0) {
         return Err(Error(format!(
             "update rates: expected rules and a share 0 < x ≤ 1, found {} rules and {fraction}",
             rules.len()
         )));
     }
-    let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
-    let mut victims: Vec<&Rule> = rules.choose_multiple(&mut rng, n).collect();
-    victims.shuffle(&mut rng);
+    let (removals, inserts) = update_orders(rules.len(), fraction, seed);
+    let n = removals.len();
     let t = Instant::now();
-    for r in &victims {
+    for r in removals.iter().map(|&i| &rules[i]) {
         if c.remove(r.id).is_none() {
             return Err(Error(format!("{}: rule {} could not be removed", c.name(), r.id)));
         }
     }
     let removal = t.elapsed();
-    victims.shuffle(&mut rng);
     let t = Instant::now();
-    for r in &victims {
-        c.insert((*r).clone())?;
+    for r in inserts.iter().map(|&i| &rules[i]) {
+        c.insert(r.clone())?;
     }
     let insertion = t.elapsed();
     let mut after = vec![None; keys.len()];
@@ -246,4 +255,24 @@ pub fn measure_updates(
         insert_per_s: n as f64 / insertion.as_secs_f64(),
         mismatches: after.iter().zip(before).filter(|(x, y)| x != y).count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The update orders are a function of the seed alone, pinned (a change of the generator or
+    /// of the draws changes every `bench classifiers` update rate's workload).
+    #[test]
+    fn update_orders_are_pinned() {
+        let (r, i) = super::update_orders(1000, 0.01, 5);
+        assert_eq!((r.len(), i.len()), (10, 10));
+        let mut s = r.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), 10);
+        assert_eq!((&r[..4], &i[..4]), (&PIN_R[..], &PIN_I[..]));
+        assert_eq!(super::update_orders(1000, 0.01, 5), (r, i));
+        assert_ne!(super::update_orders(1000, 0.01, 6).0, super::update_orders(1000, 0.01, 5).0);
+    }
+    const PIN_R: [usize; 4] = [942, 896, 82, 124];
+    const PIN_I: [usize; 4] = [315, 942, 557, 343];
 }

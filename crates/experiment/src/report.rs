@@ -1,8 +1,10 @@
 //! Reports as JSON objects: what `--json` writes and the Python package's functions return, built
 //! in one place so the two cannot drift apart.
 //!
-//! - [`envelope`]: the fields every report has (`command`, `rqvs_version`, `git_rev`, `cpu`,
-//!   `kernel`).
+//! - [`envelope`]: the fields every report has (`command`, `schema_version`, `rqvs_version`,
+//!   the build's provenance [`BUILD`]: `git_rev`, `git_dirty`, `git_rev_source`,
+//!   `build_profile`; `cpu`, `kernel`). The provenance is recorded when the crate is built
+//!   (`build.rs`), so a report says which binary made it wherever it runs.
 //! - [`run_json`], [`compare_json`], [`pmds_json`]: `rqvs replay` and `rqvs compare`.
 //! - [`capture_json`], [`predict_json`]: parts several reports share.
 //!
@@ -29,23 +31,64 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The git revision of the working directory, or "unknown".
-pub fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+/// The version of the reports' layout. Bumped when a field of any report is removed or renamed,
+/// or changes meaning or unit; fields added leave it alone (readers ignore fields they do not
+/// know). README's "JSON reports" section lists the versions.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where this build came from, recorded at build time by `build.rs` (never looked up at run time:
+/// a report run anywhere carries the revision of the binary that made it).
+#[derive(Clone, Copy, Debug)]
+pub struct Build {
+    /// The git revision (12 hex digits), or `unknown`.
+    pub git_rev: &'static str,
+    /// Whether the checkout had uncommitted changes to tracked files; `None` when unknown.
+    pub git_dirty: Option<bool>,
+    /// Where the revision came from (`git checkout at build time`, `.cargo_vcs_info.json (a
+    /// packaged crate)`, `RQVS_GIT_REV at build time`), or `unknown: ` and why.
+    pub git_rev_source: &'static str,
+    /// The cargo profile: `release` or `debug` (cargo's `PROFILE`; `bench` builds say `release`).
+    pub profile: &'static str,
 }
 
-/// `fields` with what every report carries: `command`, `rqvs_version`, `git_rev`, `cpu` and the
+/// This build's provenance.
+pub const BUILD: Build = Build {
+    git_rev: env!("RQVS_GIT_REV"),
+    git_dirty: match env!("RQVS_GIT_DIRTY").as_bytes() {
+        b"true" => Some(true),
+        b"false" => Some(false),
+        _ => None,
+    },
+    git_rev_source: env!("RQVS_GIT_REV_SOURCE"),
+    profile: env!("RQVS_BUILD_PROFILE"),
+};
+
+/// What `rqvs --version` prints after the name: the version, revision, dirty flag and profile
+/// (`0.1.0 (git 1a2b3c4d5e6f, dirty, release build)`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RQVS_GIT_REV"),
+    ", dirty: ",
+    env!("RQVS_GIT_DIRTY"),
+    ", ",
+    env!("RQVS_BUILD_PROFILE"),
+    " build; revision from ",
+    env!("RQVS_GIT_REV_SOURCE"),
+    ")"
+);
+
+/// `fields` with what every report carries: `command`, `schema_version`, `rqvs_version`, the
+/// build's provenance (`git_rev`, `git_dirty`, `git_rev_source`, `build_profile`), `cpu` and the
 /// learned index's SIMD `kernel`.
 pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Value> {
     fields.insert("command".into(), command.into());
+    fields.insert("schema_version".into(), SCHEMA_VERSION.into());
     fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
-    fields.insert("git_rev".into(), git_revision().into());
+    fields.insert("git_rev".into(), BUILD.git_rev.into());
+    fields.insert("git_dirty".into(), json!(BUILD.git_dirty));
+    fields.insert("git_rev_source".into(), BUILD.git_rev_source.into());
+    fields.insert("build_profile".into(), BUILD.profile.into());
     fields.insert("cpu".into(), cpu_model().into());
     fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
     fields
