@@ -1,7 +1,12 @@
 //! `rqvs trace`: the OpenFlow slow path on one packet, or megaflow counts over a trace.
 //!
-//! - `rqvs trace --rules FILE 'in_port=1,tcp,nw_src=...,tp_dst=...'` prints the matched rule and
-//!   the megaflow in the notation of `ovs-appctl ofproto/trace` (`Megaflow: ...`).
+//! - `rqvs trace --rules FILE 'in_port=1,tcp,nw_src=...,tp_dst=...'` prints what `ovs-appctl
+//!   ofproto/trace` prints, in its layout and notation, so that the two can be diffed: `Flow:`
+//!   (OVS's `flow_format`), the matched rule and its actions one per line, `Final flow:`
+//!   (`unchanged`, or the packet after the rule's header changes), `Megaflow:` (with OVS's TCP
+//!   flag names, `+syn-ack`) and `Datapath actions:`. Checked line by line against real OVS 3.1
+//!   in `crates/cli/tests/trace.rs` (the bridge is called `rqvs`; what rqvs does not model —
+//!   TTL, flooding to OVS's local port, `controller` upcalls — is left out of that comparison).
 //! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets through a
 //!   megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
 //!   hit; any other is an upcall that classifies it (`OfprotoClassifier`) and installs its
@@ -16,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use rqvs_classify::ofproto::{format_packet, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_flow, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -88,9 +93,10 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     let key = parse_packet(flow)?.wire();
     let l = c.lookup_wc(&key);
     let mf = l.megaflow(&key);
+    let rule = l.rule.and_then(|id| c.rule(id));
     let out = crate::report::Out::new(args.json.as_deref());
-    out.line(format!("Flow: {}", format_packet(&key)));
-    match l.rule.and_then(|id| c.rule(id)) {
+    out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
+    match rule {
         Some(r) => {
             let m = ofctl::format_match(&r.matches)?;
             let mut line =
@@ -98,24 +104,70 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
             if r.cookie != 0 {
                 line.push_str(&format!(", cookie {:#x}", r.cookie));
             }
-            out.line(format!(" 0. {line}\n    {}", r.actions));
+            out.line(format!(" 0. {line}"));
+            for a in &r.actions.0 {
+                out.line(format!("    {a}"));
+            }
         }
         None => out.line(" 0. No match.\n    drop"),
     }
-    out.line(format!("Megaflow: {mf}"));
+    let (after, actions) = rule.map_or((key, "drop".to_string()), |r| translate(&key, r));
+    let final_text = if after == key { "unchanged".to_string() } else { format_flow(&after) };
+    out.line(format!("\nFinal flow: {final_text}\nMegaflow: {mf}\nDatapath actions: {actions}"));
     if let Some(path_out) = &args.json {
         let v = serde_json::json!({
             "rules_file": args.rules.display().to_string(),
-            "flow": format_packet(&key),
+            "flow": format_flow(&key),
             "rule": l.rule.map(|id| id.0),
-            "cookie": l.rule.and_then(|id| c.rule(id)).map(|r| r.cookie),
+            "cookie": rule.map(|r| r.cookie),
+            "final_flow": final_text,
             "megaflow": mf.to_string(),
+            "datapath_actions": actions,
             "subtables_searched": l.subtables_searched,
         });
         let serde_json::Value::Object(map) = v else { unreachable!("a JSON object literal") };
         crate::report::write_json(path_out, "trace", map)?;
     }
     Ok(())
+}
+
+/// The rule's actions on one packet, as OVS's translation makes them: the packet after the
+/// header changes (what `Final flow:` shows) and the datapath actions, where a header change that
+/// leaves the packet as it is at that point adds no `set(...)` (OVS commits a change only when
+/// the field differs; rqvs's datapath keeps one action list per rule, so it carries them all),
+/// and an output to the input port is skipped (as the switch's executor skips it).
+fn translate(key: &FlowKey, rule: &Rule) -> (FlowKey, String) {
+    use rqvs_datapath::actions::Op;
+    use rqvs_flow::key::{ETH_TYPE_IP, VLAN_CFI, VLAN_PCP_MASK};
+    let mut k = *key;
+    let mut emitted: Vec<String> = Vec::new();
+    for op in rqvs_datapath::DpAction::from_rule(rule).to_ops() {
+        let before = k;
+        match op {
+            Op::SetDlSrc(m) => k.dl_src = m,
+            Op::SetDlDst(m) => k.dl_dst = m,
+            Op::SetVlanVid(v) => k.vlan_tci = (k.vlan_tci & VLAN_PCP_MASK) | VLAN_CFI | v,
+            Op::StripVlan => k.vlan_tci = 0,
+            Op::SetNwTos(t) if k.dl_type == ETH_TYPE_IP => k.nw_tos = (k.nw_tos & 3) | (t & 0xfc),
+            Op::SetNwTos(_) => {}
+            // As the switch executes it (and OVS translates it): `output:N` to the input port is
+            // skipped, `in_port` is the input port's number.
+            Op::Output(p) if p == k.in_port => continue,
+            Op::InPort => {
+                emitted.push(k.in_port.to_string());
+                continue;
+            }
+            _ => {
+                emitted.push(op.to_string());
+                continue;
+            }
+        }
+        if k != before {
+            emitted.push(op.to_string());
+        }
+    }
+    let actions = if emitted.is_empty() { "drop".to_string() } else { emitted.join(",") };
+    (k, actions)
 }
 
 fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {

@@ -10,7 +10,7 @@
 //! `nw_src`/`nw_dst` (`ip_src`/`ip_dst`) as address, CIDR or address/mask, and `arp_spa`/`arp_tpa`;
 //! `nw_proto` (`ip_proto`), `arp_op`; `nw_tos`, `ip_dscp`; `nw_frag`; `tp_src`/`tp_dst` and
 //! `tcp_src`/`tcp_dst`/`udp_src`/`udp_dst`/`sctp_src`/`sctp_dst` with optional `/mask`; `tcp_flags`
-//! (`0x012/0x0ff`, a number, or `+syn-ack`); `icmp_type`, `icmp_code`; `actions`.
+//! (`0x012/0x0ff`, a number, `+syn-ack`, or exactly the flags named: `syn|ack`); `icmp_type`, `icmp_code`; `actions`.
 //!
 //! Actions read as typed values (arguments checked): `output:N` (or a bare `N`), `in_port`, `all`,
 //! `flood`, `drop`, `controller[:MAX_LEN]`, `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
@@ -548,7 +548,21 @@ fn tcp_flags(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u16, u16)> {
         }
         return Ok((val, mask));
     }
-    let (v, m) = num_masked(c, at, s, u64::from(TCP_FLAGS_MASK), "tcp_flags like 0x002/0x012 or +syn-ack")?;
+    // Flag names joined by '|' (`syn|ack`, as `ofproto/trace` prints a packet's flags): exactly
+    // those flags set, the others clear.
+    if s.starts_with(|ch: char| ch.is_ascii_alphabetic()) {
+        let mut val = 0u16;
+        let mut pos = at;
+        for name in s.split('|') {
+            let bit = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, b)| b).ok_or_else(|| {
+                c.message_at(pos, format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'"))
+            })?;
+            val |= bit;
+            pos += name.len() + 1;
+        }
+        return Ok((val, TCP_FLAGS_MASK));
+    }
+    let (v, m) = num_masked(c, at, s, u64::from(TCP_FLAGS_MASK), "tcp_flags like 0x002/0x012, +syn-ack or syn|ack")?;
     Ok((v as u16, m as u16))
 }
 
