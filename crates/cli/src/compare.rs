@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rqvs compare --rules FILE --trace FILE [--designs orig,ccache,cflows] [replay options]
-//!              [--json OUT] [--plot OUT.svg]
+//!              [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
 //! The inputs are loaded once ([`experiment::prepare`]); each design is built and replayed in turn
@@ -15,7 +15,7 @@ use rqvs_experiment::replay as experiment;
 use rqvs_experiment::DesignKind;
 
 use crate::replay::{self, Common};
-use crate::report::{outln, Out};
+use crate::report::outln;
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -38,7 +38,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     let cfg = c.config();
-    let out = Out::new(c.json.as_deref());
+    c.check_outputs()?;
+    let out = c.out();
     let p = experiment::prepare(&cfg)?;
     let mut runs = Vec::new();
     for &d in designs {
@@ -94,9 +95,14 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             runs.iter().map(|r| (r.design.name(), &r.series[..])).collect();
         crate::plot::compare(path, &replay::plot_title_named(c, &names.join(",")), &series, &runs[0].update_log)?;
     }
-    if let Some(out) = &c.json {
+    if c.json.is_some() || c.csv.is_some() {
         let o = rqvs_experiment::report::compare_json(&c.config(), &p, &runs)?;
-        crate::report::write_json(out, "compare", o)?;
+        if let Some(path) = &c.csv {
+            crate::report::write_csv(path, &replay::as_rows(o.get("runs").cloned().unwrap_or_default()))?;
+        }
+        if let Some(out) = &c.json {
+            crate::report::write_json(out, "compare", o)?;
+        }
     }
     let bad: usize = runs.iter().map(|r| r.mismatches).sum();
     if bad > 0 {

@@ -5,7 +5,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
-//!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--plot OUT.svg]
+//!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
 //! This module parses the options into a [`ReplayConfig`], prints the report, writes the JSON
@@ -132,12 +132,29 @@ pub struct Common {
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the report's table as CSV here ('-' = stdout): replay's time series (one row per
+    /// sample, the JSON's `series`), with --pmds one row per PMD (the JSON's `runs`); compare's
+    /// designs (one row per design, the JSON's `runs`: counters and design report as
+    /// `counters.NAME` columns).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
     /// Write an SVG plot of the time series here (compare: all designs in one plot).
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
 
 impl Common {
+    /// Where the human summary goes (stderr when `--json -` or `--csv -` takes stdout; both
+    /// there is refused by [`Common::check_outputs`] before anything runs).
+    pub fn out(&self) -> Out {
+        Out::with_csv(self.json.as_deref(), self.csv.as_deref()).unwrap_or_else(|_| Out::new(Some(Path::new("-"))))
+    }
+
+    /// `--json -` and `--csv -` together are an error.
+    pub fn check_outputs(&self) -> Result<(), Failure> {
+        Out::with_csv(self.json.as_deref(), self.csv.as_deref()).map(|_| ())
+    }
+
     /// The replay's settings.
     pub fn config(&self) -> ReplayConfig {
         ReplayConfig {
@@ -199,7 +216,7 @@ fn prediction(a: &Args, cfg: &ReplayConfig, p: &Prepared) -> Result<Option<Predi
 
 /// Prints one run's report.
 pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
-    let out = Out::new(c.json.as_deref());
+    let out = c.out();
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
@@ -371,6 +388,14 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The rows of a JSON array (none for anything else).
+pub fn as_rows(v: serde_json::Value) -> Vec<serde_json::Value> {
+    match v {
+        serde_json::Value::Array(a) => a,
+        _ => Vec::new(),
+    }
+}
+
 /// One run as JSON fields ([`rqvs_experiment::report::run_json`]).
 pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
     Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
@@ -378,7 +403,7 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
 
 /// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
 fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
-    let out = Out::new(c.json.as_deref());
+    let out = c.out();
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
         let rx = r.rx.unwrap_or_default();
@@ -407,6 +432,9 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
     } else {
         outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
+    if let Some(path) = &c.csv {
+        crate::report::write_csv(path, &as_rows(serde_json::to_value(&run.series)?))?;
+    }
     if let Some(out) = &c.json {
         let mut o = run_json(&Common { rate: Some(*rate), ..c.clone() }, p, run)?;
         o.insert(
@@ -422,6 +450,7 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
     let cfg = c.config();
+    c.check_outputs()?;
     let p = replay::prepare(&cfg)?;
     let pred = prediction(args, &cfg, &p)?;
     if c.rate_search {
@@ -439,6 +468,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {
         crate::plot::time_series(path, &plot_title(c, r.design), &r.series, &r.update_log)?;
+    }
+    if let Some(path) = &c.csv {
+        crate::report::write_csv(path, &as_rows(serde_json::to_value(&r.series)?))?;
     }
     if let Some(out) = &c.json {
         crate::report::write_json(out, "replay", run_json(c, &p, &r)?)?;
@@ -493,7 +525,7 @@ pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(repl
 
 /// `--pmds N`: each PMD's report, then all of them together.
 fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure> {
-    let out = Out::new(c.json.as_deref());
+    let out = c.out();
     let r = replay::run_pmds(&c.config(), p, design)?;
     for (i, run) in r.runs.iter().enumerate() {
         outln!(out, "== PMD {i} ({} packets of the trace)", run.c.received);
@@ -510,9 +542,14 @@ fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure>
         per.join(", "),
         r.mismatches()
     );
-    if let Some(out) = &c.json {
-        let o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
-        crate::report::write_json(out, "replay", o)?;
+    if c.json.is_some() || c.csv.is_some() {
+        let mut o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
+        if let Some(path) = &c.csv {
+            crate::report::write_csv(path, &as_rows(o.get("runs").cloned().unwrap_or_default()))?;
+        }
+        if let Some(out) = &c.json {
+            crate::report::write_json(out, "replay", std::mem::take(&mut o))?;
+        }
     }
     if r.mismatches() > 0 {
         return Err(Failure(format!("{} packets got an action other than the reference's", r.mismatches())));

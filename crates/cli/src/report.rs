@@ -19,6 +19,16 @@ impl Out {
         Out { to_stderr: json.is_some_and(|p| p == Path::new("-")) }
     }
 
+    /// As [`Out::new`] for a command with `--json OUT` and `--csv OUT`: the summary goes to
+    /// stderr when either goes to stdout; both to stdout is an error (one would corrupt the other).
+    pub fn with_csv(json: Option<&Path>, csv: Option<&Path>) -> Result<Out, Failure> {
+        let dash = |p: Option<&Path>| p.is_some_and(|p| p == Path::new("-"));
+        if dash(json) && dash(csv) {
+            return Err(Failure("--json - and --csv - would both write to stdout: give one of them a file".into()));
+        }
+        Ok(Out { to_stderr: dash(json) || dash(csv) })
+    }
+
     /// One line of the summary (see [`stdout`] for what a failed write does).
     pub fn line(&self, s: impl AsRef<str>) {
         let mut line = String::with_capacity(s.as_ref().len() + 1);
@@ -82,6 +92,18 @@ pub fn write_json(path: &Path, command: &str, fields: Map<String, Value>) -> Res
         writeln!(f, "{text}").map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))?;
     }
     Ok(())
+}
+
+/// Writes a report's table (`rows`, the same objects as in its JSON report) as CSV to `path`
+/// (`-` = stdout; see `rqvs_experiment::report::csv` for the columns).
+pub fn write_csv(path: &Path, rows: &[Value]) -> Result<(), Failure> {
+    let text = rqvs_experiment::report::csv(rows);
+    if path == Path::new("-") {
+        stdout(text.as_bytes());
+        Ok(())
+    } else {
+        std::fs::write(path, text).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))
+    }
 }
 
 /// A path shown in reports.

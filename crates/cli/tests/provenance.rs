@@ -78,6 +78,7 @@ fn is_timing(key: &str) -> bool {
         || key.starts_with("ns_per_packet")
         || key.starts_with("share_")
         || key.starts_with("speedup")
+        || key.starts_with("timed_passes")
         || matches!(key, "seconds" | "series" | "avg_subtables_per_hit")
 }
 

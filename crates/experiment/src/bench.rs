@@ -2,7 +2,8 @@
 //! what `rqvs bench classifiers` runs ([`classifiers`]).
 //!
 //! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
-//! median of several passes over the whole trace, after a warm-up pass), memory, mismatches
+//! fastest, median and slowest of several passes over the whole trace, after a warm-up pass:
+//! [`Spread`]), memory, mismatches
 //! against the reference on a sample (all packets when the set is small), mismatches against
 //! another classifier on every packet, and update rates — remove a share of the rules in random
 //! order, re-insert them in another order — with every packet re-checked afterwards.
@@ -47,8 +48,10 @@ pub struct Row {
     pub memory: usize,
     /// Packets the lookup rates were timed on (the sample, for the reference on a big set).
     pub timed_packets: usize,
-    pub ns_batch: f64,
-    pub ns_single: f64,
+    /// ns/packet in batches of 32, over the timed passes.
+    pub ns_batch: Spread,
+    /// ns/packet one key at a time, over the timed passes.
+    pub ns_single: Spread,
     /// Against the reference on the sample, and batch against single lookups.
     pub mismatches: usize,
     /// Against another classifier on every packet: (its name, mismatches).
@@ -97,15 +100,42 @@ pub fn lookup_all(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId
     }
 }
 
-/// Median ns/packet over passes of the whole `keys`, after one untimed warm-up pass, passes
-/// repeated until `min` has elapsed (at least one, at most 15).
+/// A figure measured over several passes: the fastest, the median and the slowest pass, so that
+/// a report shows how much the passes spread, not a median alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// How many passes were timed.
+    pub passes: usize,
+}
+
+impl Spread {
+    /// The spread of `values` (at least one).
+    pub fn of(values: &[f64]) -> Spread {
+        assert!(!values.is_empty(), "a spread of no values");
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        Spread { min: v[0], median: v[v.len() / 2], max: v[v.len() - 1], passes: v.len() }
+    }
+
+    /// The same passes as a rate: `k / x` of each (ns/packet → Mpps with `k` = 1000); the
+    /// fastest pass is the highest rate.
+    pub fn inverse(self, k: f64) -> Spread {
+        Spread { min: k / self.max, median: k / self.median, max: k / self.min, passes: self.passes }
+    }
+}
+
+/// ns/packet of each pass over the whole `keys` (their [`Spread`]), after one untimed warm-up
+/// pass, passes repeated until `min` has elapsed (at least one, at most 15).
 pub fn time_lookups(
     c: &dyn Classifier,
     keys: &[FlowKey],
     out: &mut [Option<RuleId>],
     batched: bool,
     min: Duration,
-) -> f64 {
+) -> Spread {
     lookup_all(c, keys, out, batched);
     let mut per_pass = Vec::new();
     let start = Instant::now();
@@ -114,8 +144,7 @@ pub fn time_lookups(
         lookup_all(c, keys, out, batched);
         per_pass.push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
     }
-    per_pass.sort_by(f64::total_cmp);
-    per_pass[per_pass.len() / 2]
+    Spread::of(&per_pass)
 }
 
 /// Runs the benchmark over `rules` and `keys` (not empty); `progress` hears of each of its
@@ -275,4 +304,16 @@ mod tests {
     }
     const PIN_R: [usize; 4] = [942, 896, 82, 124];
     const PIN_I: [usize; 4] = [315, 942, 557, 343];
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::Spread;
+
+    #[test]
+    fn spread_of_passes_and_as_a_rate() {
+        let s = Spread::of(&[4.0, 1.0, 2.0, 8.0, 5.0]);
+        assert_eq!(s, Spread { min: 1.0, median: 4.0, max: 8.0, passes: 5 });
+        assert_eq!(s.inverse(8.0), Spread { min: 1.0, median: 2.0, max: 8.0, passes: 5 });
+    }
 }

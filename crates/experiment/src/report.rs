@@ -7,6 +7,7 @@
 //!   (`build.rs`), so a report says which binary made it wherever it runs.
 //! - [`run_json`], [`compare_json`], [`pmds_json`]: `rqvs replay` and `rqvs compare`.
 //! - [`capture_json`], [`predict_json`]: parts several reports share.
+//! - [`csv`]: a report's table (`--csv OUT`) from the same objects as its JSON.
 //!
 //! `rqvs gen rules` and `rqvs gen trace` build theirs in [`crate::gen`].
 
@@ -92,6 +93,59 @@ pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Va
     fields.insert("cpu".into(), cpu_model().into());
     fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
     fields
+}
+
+/// A report's table as CSV (RFC 4180, `\n` line ends): one row per object of `rows`, one
+/// column per field in the order fields first appear; nested objects become `parent.child`
+/// columns, arrays are left out (a CSV cell holds one value), `null` is an empty cell. What `--csv
+/// OUT` writes, from the same objects as the JSON report's table, so the two cannot disagree.
+pub fn csv(rows: &[Value]) -> String {
+    fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    flatten(&name, x, out);
+                }
+            }
+            Value::Array(_) => {}
+            Value::Null => out.push((prefix.to_string(), String::new())),
+            Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    fn cell(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let flat: Vec<Vec<(String, String)>> = rows
+        .iter()
+        .map(|r| {
+            let mut f = Vec::new();
+            flatten("", r, &mut f);
+            f
+        })
+        .collect();
+    let mut columns: Vec<&str> = Vec::new();
+    for (k, _) in flat.iter().flatten() {
+        if !columns.contains(&k.as_str()) {
+            columns.push(k);
+        }
+    }
+    let mut text = columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(",");
+    text.push('\n');
+    for row in &flat {
+        let line: Vec<String> = columns
+            .iter()
+            .map(|c| row.iter().find(|(k, _)| k == c).map_or_else(String::new, |(_, v)| cell(v)))
+            .collect();
+        text.push_str(&line.join(","));
+        text.push('\n');
+    }
+    text
 }
 
 /// A capture's statistics.
@@ -211,4 +265,22 @@ pub fn pmds_json(c: &ReplayConfig, p: &Prepared, design: DesignKind, r: &PmdRuns
     let runs = r.runs.iter().map(|x| run_json(c, p, x).map(Value::Object)).collect::<Result<Vec<_>, _>>()?;
     o.insert("runs".into(), Value::Array(runs));
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn csv_of_a_table() {
+        let rows = [
+            json!({"name": "tss", "mpps": 1.5, "stats": {"tuples": 3}, "series": [1, 2], "peer": null}),
+            json!({"name": "a,\"b\"", "mpps": 2, "extra": true}),
+        ];
+        assert_eq!(
+            super::csv(&rows),
+            "name,mpps,stats.tuples,peer,extra\ntss,1.5,3,,\n\"a,\"\"b\"\"\",2,,,true\n"
+        );
+        assert_eq!(super::csv(&[]), "\n");
+    }
 }
