@@ -21,6 +21,8 @@ TIMING = {
     "share_emc", "share_megaflow", "share_model", "share_upcall", "share_revalidator", "series", "speedup",
     "speedup_after_first_pass", "git_rev", "generate_ms", "total_ms", "seconds", "counters", "design_report",
     "avg_subtables_per_hit", "avg_batch", "coverage", "updates",
+    # Provenance: two builds (the extension and the binary) may differ in profile or dirty flag.
+    "git_dirty", "git_rev_source", "build_profile",
 }
 
 

@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use rqvs_classify::ofproto::{format_flow, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_flow, format_tcp_flags, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -98,7 +98,16 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
     match rule {
         Some(r) => {
-            let m = ofctl::format_match(&r.matches)?;
+            // The match as ovs-ofctl writes it, TCP flags by name as OVS prints them.
+            let (v, w) = (r.matches.value(), r.matches.mask());
+            let m = ofctl::format_match(&r.matches)?
+                .split(',')
+                .map(|item| match item.starts_with("tcp_flags=") {
+                    true => format!("tcp_flags={}", format_tcp_flags(v.tcp_flags, w.tcp_flags)),
+                    false => item.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
             let mut line =
                 if m.is_empty() { format!("priority {}", r.priority) } else { format!("{m}, priority {}", r.priority) };
             if r.cookie != 0 {

@@ -79,12 +79,13 @@ fn bad_packet_is_a_one_line_error() {
 
 /// The lines of `ofproto/trace`'s text that rqvs prints in OVS's layout.
 fn ovs_lines(text: &str) -> Vec<String> {
-    let heads = ["Flow: ", "Final flow: ", "Megaflow: ", "Datapath actions: "];
+    let heads = ["Flow: ", " 0. ", "Final flow: ", "Megaflow: ", "Datapath actions: "];
     text.lines().filter(|l| heads.iter().any(|h| l.starts_with(h))).map(str::to_string).collect()
 }
 
 /// `rqvs trace` and real OVS 3.1's `ofproto/trace` on the same table and packets, diffed line by
-/// line: `Flow:`, `Final flow:` and `Datapath actions:` must be identical for every packet, and
+/// line: `Flow:`, the matched rule (` 0. MATCH, priority P, cookie C`), `Final flow:` and
+/// `Datapath actions:` must be identical for every packet, and
 /// `Megaflow:` for at least 99% of them (the fidelity bound of `crates/classify/tests/ofproto_ovs.rs`,
 /// where each difference is explained). The table: hand-written flows whose actions rqvs models
 /// as OVS does (output, drop, header changes of fields the rule matches) and the embedded acl1_1k
@@ -135,7 +136,7 @@ fn trace_prints_final_flow_megaflow_and_datapath_actions_as_ovs_does() {
         assert!(out.status.success(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
         let ours = ovs_lines(&String::from_utf8(out.stdout).unwrap());
         let theirs = ovs_lines(t);
-        assert_eq!(ours.len(), 4, "{p}: {ours:?}");
+        assert_eq!(ours.len(), 5, "{p}: {ours:?}");
         for (o, t) in ours.iter().zip(&theirs) {
             if o.starts_with("Megaflow: ") && o != t {
                 megaflow_differs += 1;

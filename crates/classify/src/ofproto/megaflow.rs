@@ -114,6 +114,14 @@ fn fmt_tcp_flags(s: &mut String, flags: u16, mask: u16) {
     s.push(',');
 }
 
+/// TCP flags under a mask as OVS prints them in a match: `+syn-ack` (each examined flag set or
+/// clear), or with every flag examined, the flags set joined by `|` (`syn|ack`, `0` for none).
+pub fn format_tcp_flags(flags: u16, mask: u16) -> String {
+    let mut s = String::new();
+    fmt_tcp_flags(&mut s, flags, mask);
+    s.trim_start_matches("tcp_flags=").trim_end_matches(',').to_string()
+}
+
 /// A value/mask pair in the notation of OVS's `match_format` for a megaflow (the fields rqvs
 /// keys carry), prefixed with `recirc_id=0,eth,` as every megaflow of a bridge is.
 pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
