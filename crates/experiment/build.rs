@@ -82,7 +82,8 @@ fn from_git(manifest: &Path) -> Result<(String, bool), String> {
     }
     // What makes up the binaries: each crate's sources and manifest, the embedded data (a test
     // edited does not rerun this; the flag says whether what was built differs from the commit).
-    let mut watch: Vec<PathBuf> = ["python/src", "Cargo.toml", "Cargo.lock", "data"].iter().map(|d| root.join(d)).collect();
+    let mut watch: Vec<PathBuf> =
+        ["python/src", "Cargo.toml", "Cargo.lock", "data"].iter().map(|d| root.join(d)).collect();
     if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
         for c in crates.flatten() {
             watch.extend([c.path().join("src"), c.path().join("Cargo.toml"), c.path().join("build.rs")]);

@@ -262,7 +262,8 @@ fn csv_tables_hold_the_json_rows_and_benchmarks_their_spread() {
                 }
             }
         }
-        let (lo, mid, hi) = (r["mpps_min"].as_f64().unwrap(), r["mpps"].as_f64().unwrap(), r["mpps_max"].as_f64().unwrap());
+        let (lo, mid, hi) =
+            (r["mpps_min"].as_f64().unwrap(), r["mpps"].as_f64().unwrap(), r["mpps_max"].as_f64().unwrap());
         assert!(lo <= mid && mid <= hi && r["timed_passes"].as_u64().unwrap() >= 1, "{r}");
     }
     let out = rqvs(&["compare", "--designs", "orig,cflows", "--verify", "100", "--csv", c]);

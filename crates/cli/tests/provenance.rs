@@ -141,7 +141,12 @@ fn the_same_seed_gives_the_same_outputs_and_reports() {
     let mut pins: Vec<(String, String)> = Vec::new();
     let mut pin = |what: &str, got: String| pins.push((what.to_string(), got));
 
-    let v = twice(d, "gen-rules", &["gen", "rules", "--seed-file", seed, "--count", "600", "--rng-seed", "5", "-o", "rules.txt"], &["rules.txt"]);
+    let v = twice(
+        d,
+        "gen-rules",
+        &["gen", "rules", "--seed-file", seed, "--count", "600", "--rng-seed", "5", "-o", "rules.txt"],
+        &["rules.txt"],
+    );
     pin("gen rules: file", digest(&d.join("1/rules.txt")));
     // Later commands read the first run's files, by absolute path (the same in both runs).
     let rules = d.join("1/rules.txt");
@@ -149,33 +154,86 @@ fn the_same_seed_gives_the_same_outputs_and_reports() {
     let trace = d.join("1/trace.txt");
     let trace = trace.to_str().unwrap();
     pin("gen rules: rules", v["rules"].to_string());
-    let v = twice(d, "gen-trace", &["gen", "trace", "--rules", rules, "--packets", "4000", "--rng-seed", "5", "-o", "trace.txt"], &["trace.txt"]);
+    let v = twice(
+        d,
+        "gen-trace",
+        &["gen", "trace", "--rules", rules, "--packets", "4000", "--rng-seed", "5", "-o", "trace.txt"],
+        &["trace.txt"],
+    );
     pin("gen trace: file", digest(&d.join("1/trace.txt")));
     pin("gen trace: flows", v["flows"].to_string());
     let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/default/acl1_1k_zipf.pcap.xz");
     let capture = capture.to_str().unwrap();
-    twice(d, "gen-map", &["gen", "map", "--rules", rules, "--pcap", capture, "--rng-seed", "5", "--out", "map.pcap"], &["map.pcap"]);
+    twice(
+        d,
+        "gen-map",
+        &["gen", "map", "--rules", rules, "--pcap", capture, "--rng-seed", "5", "--out", "map.pcap"],
+        &["map.pcap"],
+    );
     pin("gen map: file", digest(&d.join("1/map.pcap")));
-    twice(d, "gen-updates", &["gen", "updates", "--rules", rules, "--fraction", "0.2", "--rng-seed", "5", "-o", "updates.txt"], &["updates.txt"]);
+    twice(
+        d,
+        "gen-updates",
+        &["gen", "updates", "--rules", rules, "--fraction", "0.2", "--rng-seed", "5", "-o", "updates.txt"],
+        &["updates.txt"],
+    );
     pin("gen updates: file", digest(&d.join("1/updates.txt")));
 
     // The verification sample decides which packets' intended rules are compared.
-    let v = twice(d, "classify", &["classify", "--rules", rules, "--trace", trace, "--verify", "300", "--seed", "5"], &[]);
+    let v =
+        twice(d, "classify", &["classify", "--rules", rules, "--trace", trace, "--verify", "300", "--seed", "5"], &[]);
     pin("classify: intended checked/differs", format!("{}/{}", v["intended_checked"], v["intended_differs"]));
 
     // Rules held out for `add:`, rules `del:` removes, packets verified: all drawn from the seed;
     // updates at 0 s and inline revalidation make the counters a function of them alone.
-    let replay = ["replay", "--rules", rules, "--trace", trace, "--updates", "add:60@0s,del:40@0s", "--revalidator", "inline", "--passes", "2", "--verify", "500", "--seed", "5"];
+    let replay = [
+        "replay",
+        "--rules",
+        rules,
+        "--trace",
+        trace,
+        "--updates",
+        "add:60@0s,del:40@0s",
+        "--revalidator",
+        "inline",
+        "--passes",
+        "2",
+        "--verify",
+        "500",
+        "--seed",
+        "5",
+    ];
     let v = twice(d, "replay", &replay, &[]);
     let c = &v["counters"];
-    pin("replay: megaflows/masks/upcalls/emc hits", format!("{}/{}/{}/{}", c["megaflows"], c["masks"], c["upcall"], c["emc_hit"]));
+    pin(
+        "replay: megaflows/masks/upcalls/emc hits",
+        format!("{}/{}/{}/{}", c["megaflows"], c["masks"], c["upcall"], c["emc_hit"]),
+    );
     assert_eq!(v["mismatches"], 0);
 
     // Update orders: removal and re-insertion checked on every packet.
-    let v = twice(d, "bench", &["bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", "tss,tm", "--seed", "5"], &[]);
+    let v = twice(
+        d,
+        "bench",
+        &["bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", "tss,tm", "--seed", "5"],
+        &[],
+    );
     pin("bench classifiers: updated rules", v["classifiers"][0]["updated_rules"].to_string());
 
-    let coflows = ["gen", "coflows", "--dist", "rpc", "--coflows", "200", "--coflowiness", "0.5", "--rng-seed", "5", "--out", "cf.pcap"];
+    let coflows = [
+        "gen",
+        "coflows",
+        "--dist",
+        "rpc",
+        "--coflows",
+        "200",
+        "--coflowiness",
+        "0.5",
+        "--rng-seed",
+        "5",
+        "--out",
+        "cf.pcap",
+    ];
     twice(d, "gen-coflows", &coflows, &["cf.pcap"]);
     pin("gen coflows: capture", digest(&d.join("1/cf.pcap")));
 

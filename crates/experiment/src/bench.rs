@@ -10,8 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use rqvs_flow::rng::Rng;
 use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::{verify, Error};

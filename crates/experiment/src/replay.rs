@@ -47,7 +47,6 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use rqvs_flow::rng::Rng;
 use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
@@ -59,6 +58,7 @@ use rqvs_datapath::{
     OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 pub use crate::prediction::{oracle_predictor, Prediction};

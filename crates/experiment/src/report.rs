@@ -291,10 +291,7 @@ mod tests {
             json!({"name": "tss", "mpps": 1.5, "stats": {"tuples": 3}, "series": [1, 2], "peer": null}),
             json!({"name": "a,\"b\"", "mpps": 2, "extra": true}),
         ];
-        assert_eq!(
-            super::csv(&rows),
-            "name,mpps,stats.tuples,peer,extra\ntss,1.5,3,,\n\"a,\"\"b\"\"\",2,,,true\n"
-        );
+        assert_eq!(super::csv(&rows), "name,mpps,stats.tuples,peer,extra\ntss,1.5,3,,\n\"a,\"\"b\"\"\",2,,,true\n");
         assert_eq!(super::csv(&[]), "\n");
     }
 }

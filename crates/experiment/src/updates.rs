@@ -11,10 +11,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use rqvs_flow::rng::Rng;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
 use rqvs_classify::nuevomatch::NuevoMatchConfig;
 use rqvs_classify::{Classifier, TupleMerge, BATCH};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::Error;

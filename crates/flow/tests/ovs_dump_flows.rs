@@ -51,9 +51,10 @@ fn dump_flows_of_a_table_loaded_into_ovs_reads_back_as_the_same_rules() {
                 .cloned()
                 .map(|mut r| {
                     if r.priority == 39996 {
-                        r.actions = ofctl::parse_flow("", 1, "actions=push_vlan:0x8100,set_field:4103->vlan_vid,IN_PORT", 0)
-                            .unwrap()
-                            .actions;
+                        r.actions =
+                            ofctl::parse_flow("", 1, "actions=push_vlan:0x8100,set_field:4103->vlan_vid,IN_PORT", 0)
+                                .unwrap()
+                                .actions;
                     }
                     r
                 })

@@ -61,9 +61,9 @@ pub const STATISTICS: [(&str, bool); 5] =
 /// message (`NXST_FLOW reply (xid=0x4):`, `OFPST_FLOW reply (OF1.3) (xid=0x2): flags=[more]`).
 pub fn is_reply_header(line: &str) -> bool {
     let l = line.trim_start();
-    ["NXST_FLOW reply", "OFPST_FLOW reply"].iter().any(|h| {
-        l.strip_prefix(h).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ':']))
-    })
+    ["NXST_FLOW reply", "OFPST_FLOW reply"]
+        .iter()
+        .any(|h| l.strip_prefix(h).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ':'])))
 }
 
 /// Parses ovs-ofctl flow text (an `add-flows` file, or `dump-flows` output); `file` names the
@@ -555,7 +555,10 @@ fn tcp_flags(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u16, u16)> {
         let mut pos = at;
         for name in s.split('|') {
             let bit = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, b)| b).ok_or_else(|| {
-                c.message_at(pos, format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'"))
+                c.message_at(
+                    pos,
+                    format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'"),
+                )
             })?;
             val |= bit;
             pos += name.len() + 1;
@@ -676,7 +679,9 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
                 Some((mac, "eth_dst")) => {
                     Action::SetDlDst(mac_masked(c, arg_at, mac).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
                 }
-                Some((dscp, "ip_dscp")) => Action::SetNwTos((num(c, arg_at, dscp, 63, "a DSCP value 0..63")? as u8) << 2),
+                Some((dscp, "ip_dscp")) => {
+                    Action::SetNwTos((num(c, arg_at, dscp, 63, "a DSCP value 0..63")? as u8) << 2)
+                }
                 _ => Action::Other(a.to_string()),
             }
         }
@@ -1000,8 +1005,14 @@ mod tests {
         assert_eq!(rules[0].actions, Actions::output(2));
         assert_eq!((rules[1].priority, rules[2].id.0, rules[2].priority), (0, 2, 5));
         for (bad, want) in [
-            (" duration=12.3, priority=1 actions=drop", "dump.txt:1:11: expected seconds like '12.345s' for the statistic 'duration', found '12.3'"),
-            (" n_packets=x, priority=1 actions=drop", "dump.txt:1:12: expected a count for the statistic 'n_packets', found 'x'"),
+            (
+                " duration=12.3, priority=1 actions=drop",
+                "dump.txt:1:11: expected seconds like '12.345s' for the statistic 'duration', found '12.3'",
+            ),
+            (
+                " n_packets=x, priority=1 actions=drop",
+                "dump.txt:1:12: expected a count for the statistic 'n_packets', found 'x'",
+            ),
             (" idle_timeout=5, priority=1 actions=drop", "unknown or unsupported field 'idle_timeout'"),
             ("NXST_FLOWS priority=1 actions=drop", "dump.txt:1:1: unknown or unsupported field 'NXST_FLOWS'"),
         ] {
