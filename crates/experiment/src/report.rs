@@ -96,7 +96,8 @@ pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Va
 }
 
 /// A report's table as CSV (RFC 4180, `\n` line ends): one row per object of `rows`, one
-/// column per field in the order fields first appear; nested objects become `parent.child`
+/// column per field in the order fields first appear (a JSON object's fields in key order);
+/// nested objects become `parent.child`
 /// columns, arrays are left out (a CSV cell holds one value), `null` is an empty cell. What `--csv
 /// OUT` writes, from the same objects as the JSON report's table, so the two cannot disagree.
 pub fn csv(rows: &[Value]) -> String {
@@ -291,7 +292,7 @@ mod tests {
             json!({"name": "tss", "mpps": 1.5, "stats": {"tuples": 3}, "series": [1, 2], "peer": null}),
             json!({"name": "a,\"b\"", "mpps": 2, "extra": true}),
         ];
-        assert_eq!(super::csv(&rows), "name,mpps,stats.tuples,peer,extra\ntss,1.5,3,,\n\"a,\"\"b\"\"\",2,,,true\n");
+        assert_eq!(super::csv(&rows), "mpps,name,peer,stats.tuples,extra\n1.5,tss,,3,\n2,\"a,\"\"b\"\"\",,,true\n");
         assert_eq!(super::csv(&[]), "\n");
     }
 }
