@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
-use rqvs_flow::io::{decompress_if_xz, read_bytes, text_from_bytes};
+use rqvs_flow::io::{decompress, read_bytes, text_from_bytes};
 use rqvs_flow::Rule;
 
 use crate::Error;
@@ -27,7 +27,7 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
         Some(p) => Ok(formats::read_rules(p)?),
         None => {
             let text =
-                text_from_bytes(DEFAULT_RULES_NAME, decompress_if_xz(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
+                text_from_bytes(DEFAULT_RULES_NAME, decompress(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
             Ok(formats::parse_rules(DEFAULT_RULES_NAME, &text)?)
         }
     }
@@ -37,7 +37,7 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
 pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
     let (name, bytes) = match path {
         Some(p) => (p.display().to_string(), read_bytes(p)?),
-        None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
+        None => (DEFAULT_TRACE_NAME.to_string(), decompress(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
     };
     Ok(packets_from_bytes(&name, bytes, in_port)?)
 }
