@@ -216,7 +216,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         p.all_rules.len(),
         p.rules_format
     );
-    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
+    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.packets);
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
         d => outln!(
@@ -457,7 +457,7 @@ const LONG_RUN_PACKETS: u64 = 1_000_000_000;
 /// [`LONG_RUN_PACKETS`]): says so on stderr, then returns a progress callback printing a line there
 /// every 10 s of wall time. A short run gets a callback that does nothing.
 pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(replay::Progress) {
-    let packets = p.keys.len() as u64 * u64::from(c.passes);
+    let packets = p.packets * u64::from(c.passes);
     let long = match c.duration {
         Some(d) => d > LONG_RUN_S,
         None => c.rate.is_none() && packets > LONG_RUN_PACKETS,
@@ -465,7 +465,7 @@ pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(repl
     if long {
         let what = match c.duration {
             Some(d) => format!("--duration {d} s of PMD time"),
-            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.keys.len()),
+            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.packets),
         };
         let _ = writeln!(
             std::io::stderr(),

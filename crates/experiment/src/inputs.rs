@@ -1,10 +1,15 @@
 //! Loading the inputs of a command: rule files (ClassBench or ofctl), packet files (ClassBench
 //! trace, pcap or pcapng), and the embedded default workload used when no files are given.
+//!
+//! Packet files are streams ([`open_packets`]): what reads them packet by packet runs in memory
+//! independent of their length. What must hold every packet ([`load_packets`]) holds at most
+//! [`MAX_HELD_PACKETS`].
 
 use std::path::Path;
 
 use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
-use rqvs_flow::io::{decompress, read_bytes, text_from_bytes};
+use rqvs_flow::formats::packets::PacketReader;
+use rqvs_flow::io::{decompress, text_from_bytes};
 use rqvs_flow::Rule;
 
 use crate::Error;
@@ -33,27 +38,53 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
     }
 }
 
-/// Packets from a ClassBench trace or a pcap/pcapng capture (sniffed by magic), plain or xz.
-pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
-    let (name, bytes) = match path {
-        Some(p) => (p.display().to_string(), read_bytes(p)?),
-        None => (DEFAULT_TRACE_NAME.to_string(), decompress(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
-    };
-    Ok(packets_from_bytes(&name, bytes, in_port)?)
+/// The most packets a command that holds every packet in memory ([`load_packets`]) holds, about
+/// 500 MB of them; the streaming commands (`replay`, `compare`, `convert trace`, `gen map`) have
+/// no such limit.
+pub const MAX_HELD_PACKETS: usize = 10_000_000;
+
+/// Opens a ClassBench trace or a pcap/pcapng capture (told apart by magic; plain, xz, gzip or
+/// zstd; `-`: standard input) as a stream; without a path, the embedded default trace. Every
+/// packet gets `in_port`.
+pub fn open_packets(path: Option<&Path>, in_port: u32) -> Result<PacketReader, Error> {
+    Ok(match path {
+        Some(p) => PacketReader::open(p, in_port)?,
+        None => PacketReader::new(
+            DEFAULT_TRACE_NAME,
+            rqvs_flow::io::decoder(DEFAULT_TRACE_NAME, std::io::Cursor::new(DEFAULT_TRACE))?,
+            in_port,
+        )?,
+    })
 }
 
-/// Packets from the (decompressed) bytes of a ClassBench trace or a pcap/pcapng capture;
+/// Every packet of a ClassBench trace or a pcap/pcapng capture ([`open_packets`]), held in
+/// memory: at most [`MAX_HELD_PACKETS`].
+pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
+    let name = path.map_or(DEFAULT_TRACE_NAME.to_string(), rqvs_flow::io::display_name);
+    Ok(collect_packets(&name, open_packets(path, in_port)?)?)
+}
+
+/// Every packet of `reader`, at most [`MAX_HELD_PACKETS`]; `name` names it in errors.
+pub fn collect_packets(name: &str, mut reader: PacketReader) -> rqvs_flow::Result<Packets> {
+    let mut entries = Vec::new();
+    while let Some(p) = reader.next_packet()? {
+        if entries.len() == MAX_HELD_PACKETS {
+            return Err(rqvs_flow::ParseError::in_file(
+                name,
+                format!(
+                    "more than {MAX_HELD_PACKETS} packets, the limit of a command that holds every packet in \
+                     memory; sample the input (replay, compare, convert trace and gen map stream it)"
+                ),
+            ));
+        }
+        entries.push(p.entry);
+    }
+    Ok(Packets { entries, capture: reader.capture_stats() })
+}
+
+/// Packets from the bytes of a ClassBench trace or a pcap/pcapng capture (compressed or not);
 /// `name` names them in errors; every packet gets `in_port`.
 pub fn packets_from_bytes(name: &str, bytes: Vec<u8>, in_port: u32) -> rqvs_flow::Result<Packets> {
-    if pcap::is_capture(&bytes) {
-        let cap = pcap::parse_capture(name, &bytes, in_port)?;
-        let entries = cap.keys.iter().map(|&k| TraceEntry::from_key(k)).collect();
-        return Ok(Packets { entries, capture: Some(cap.stats) });
-    }
-    let text = text_from_bytes(name, bytes)?;
-    let mut entries = formats::trace::parse_trace(name, &text)?;
-    for e in &mut entries {
-        e.key.in_port = in_port;
-    }
-    Ok(Packets { entries, capture: None })
+    let input = rqvs_flow::io::decoder(name, std::io::Cursor::new(bytes))?;
+    collect_packets(name, PacketReader::new(name, input, in_port)?)
 }

@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng as _, SeedableRng};
 use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
@@ -226,16 +226,156 @@ pub struct Sample {
     pub coverage: f64,
 }
 
-/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs).
+/// Traces up to this many packets are held in memory after the counting pass (each pass then
+/// reads memory, not the file); longer ones are read from the file on every pass.
+pub const HOLD_PACKETS: usize = 1 << 20;
+
+/// Where a replay's packets come from, pass after pass.
+#[derive(Clone)]
+enum TraceSource {
+    /// Read from the file on every pass (a trace longer than [`HOLD_PACKETS`]).
+    File(PathBuf),
+    /// Held in memory: a short trace, the embedded one, or standard input (which can be read
+    /// only once; at most [`inputs::MAX_HELD_PACKETS`]).
+    Held(std::sync::Arc<Vec<FlowKey>>),
+}
+
+/// The packets of a replay: a source, and which share of it (a PMD's, by flow hash).
+#[derive(Clone)]
+pub struct Trace {
+    source: TraceSource,
+    in_port: u32,
+    /// `(i, n)`: only the packets whose flow hash is `i` modulo `n`.
+    share: Option<(usize, usize)>,
+}
+
+/// The keys of a [`Trace`], one pass.
+pub struct TraceKeys {
+    inner: TraceKeysInner,
+    share: Option<(usize, usize)>,
+}
+
+enum TraceKeysInner {
+    File(Box<rqvs_flow::formats::packets::PacketReader>),
+    Held(std::sync::Arc<Vec<FlowKey>>, usize),
+}
+
+impl TraceKeys {
+    /// The next key of the pass; `None` at its end.
+    pub fn next_key(&mut self) -> Result<Option<FlowKey>, Error> {
+        loop {
+            let key = match &mut self.inner {
+                TraceKeysInner::File(r) => match r.next_packet()? {
+                    Some(p) => p.entry.key,
+                    None => return Ok(None),
+                },
+                TraceKeysInner::Held(keys, at) => match keys.get(*at) {
+                    Some(k) => {
+                        *at += 1;
+                        *k
+                    }
+                    None => return Ok(None),
+                },
+            };
+            match self.share {
+                Some((i, n)) if rqvs_datapath::flow_hash(&key.wire()) as usize % n != i => continue,
+                _ => return Ok(Some(key)),
+            }
+        }
+    }
+}
+
+impl Trace {
+    /// Opens a pass over the trace.
+    pub fn open(&self) -> Result<TraceKeys, Error> {
+        let inner = match &self.source {
+            TraceSource::File(path) => {
+                TraceKeysInner::File(Box::new(inputs::open_packets(Some(path), self.in_port)?))
+            }
+            TraceSource::Held(keys) => TraceKeysInner::Held(keys.clone(), 0),
+        };
+        Ok(TraceKeys { inner, share: self.share })
+    }
+
+    /// True when the packets are held in memory rather than read from the file on every pass.
+    pub fn is_held(&self) -> bool {
+        matches!(self.source, TraceSource::Held(_))
+    }
+}
+
+/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs). The trace is
+/// not held (unless short): [`Prepared::trace`] reads it again for every pass and design.
 pub struct Prepared {
     pub all_rules: Vec<Rule>,
     pub rules_format: &'static str,
-    pub keys: Vec<FlowKey>,
+    /// The packets, pass after pass.
+    pub trace: Trace,
+    /// Packets in one pass over the trace.
+    pub packets: u64,
+    /// How the capture's frames were counted, for a capture.
+    pub capture: Option<rqvs_flow::formats::pcap::CaptureStats>,
     updates: Vec<Update>,
     pub initial: Vec<Rule>,
-    /// Sampled trace positions.
-    sampled: Vec<bool>,
+    /// Sampled trace positions, ascending.
+    samples: Vec<u64>,
     pub n_verify: usize,
+}
+
+/// The trace of `c`, read once through: its packet count and capture statistics, and the trace
+/// to replay — held when it has at most [`HOLD_PACKETS`] packets (or comes from standard input,
+/// or is the embedded one), else to be read from its file on every pass.
+fn count_trace(c: &ReplayConfig) -> Result<(Trace, u64, Option<rqvs_flow::formats::pcap::CaptureStats>), Error> {
+    let mut reader = inputs::open_packets(c.trace.as_deref(), c.in_port)?;
+    let stdin = c.trace.as_deref().is_some_and(rqvs_flow::io::is_stdin);
+    let hold_up_to = if stdin || c.trace.is_none() { inputs::MAX_HELD_PACKETS } else { HOLD_PACKETS };
+    let mut held: Option<Vec<FlowKey>> = Some(Vec::new());
+    let mut n: u64 = 0;
+    while let Some(p) = reader.next_packet()? {
+        n += 1;
+        if let Some(h) = &mut held {
+            if h.len() == hold_up_to {
+                if stdin {
+                    return Err(Error(format!(
+                        "<stdin>: more than {hold_up_to} packets; standard input can be read only once, so a \
+                         replay holds it: give a file, which is read again on every pass instead"
+                    )));
+                }
+                held = None;
+            } else {
+                h.push(p.entry.key);
+            }
+        }
+    }
+    let source = match (held, &c.trace) {
+        (Some(keys), _) => TraceSource::Held(std::sync::Arc::new(keys)),
+        (None, Some(path)) => TraceSource::File(path.clone()),
+        (None, None) => unreachable!("the embedded trace is short"),
+    };
+    Ok((Trace { source, in_port: c.in_port, share: None }, n, reader.capture_stats()))
+}
+
+/// `n` of `len` positions sampled with `seed`, ascending (memory: `n`, not `len`).
+fn sample_positions(len: u64, n: usize, seed: u64) -> Vec<u64> {
+    let n = (n as u64).min(len);
+    if n == len {
+        return (0..len).collect();
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut v: Vec<u64> = if let Ok(len) = usize::try_from(len) {
+        rand::seq::index::sample(&mut rng, len, n as usize).into_iter().map(|p| p as u64).collect()
+    } else {
+        // Floyd's algorithm for lengths past usize.
+        let mut set = std::collections::BTreeSet::new();
+        for j in len - n..len {
+            let t = rng.gen_range(0..=j);
+            if !set.insert(t) {
+                set.insert(j);
+            }
+        }
+        set.into_iter().collect()
+    };
+    v.sort_unstable();
+    v
 }
 
 /// Loads and checks everything a run needs (once for all the designs of a comparison).
@@ -259,9 +399,8 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
         return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
     let (all_rules, rules_format) = load_rules(c.rules.as_deref())?;
-    let packets = inputs::load_packets(c.trace.as_deref(), c.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
-    if keys.is_empty() {
+    let (trace, packets, capture) = count_trace(c)?;
+    if packets == 0 {
         return Err(Error(format!("{}: no packets", c.trace_name())));
     }
     let mut rng = StdRng::seed_from_u64(c.seed);
@@ -304,14 +443,9 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
             UpdateOp::Del => size -= u.n,
         }
     }
-    let n_verify = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
-    let mut positions: Vec<usize> = (0..keys.len()).collect();
-    positions.shuffle(&mut rng);
-    let mut sampled = vec![false; keys.len()];
-    for &p in &positions[..n_verify] {
-        sampled[p] = true;
-    }
-    Ok(Prepared { all_rules, rules_format, keys, updates, initial, sampled, n_verify })
+    let wanted = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 });
+    let samples = sample_positions(packets, wanted, rng.gen());
+    Ok(Prepared { all_rules, rules_format, trace, packets, capture, updates, initial, n_verify: samples.len(), samples })
 }
 
 /// The datapath settings of the options.
@@ -510,10 +644,12 @@ impl Admission {
 }
 
 /// Verification bookkeeping: the actions sampled packets got, per version of the visible rule
-/// table, checked against the reference after the run.
+/// table, checked against the reference after the run. A sample is a slot: its position in
+/// [`Prepared::samples`], whose key is kept when the packet is read.
 struct Verifier {
+    keys: Vec<FlowKey>,
     recorded: Vec<bool>,
-    /// (oldest version the action may come from, version, position, action)
+    /// (oldest version the action may come from, version, slot, action)
     checks: Vec<(usize, usize, usize, DpAction)>,
     versions: Vec<Vec<Rule>>,
     /// The visible epoch of each version, for the oldest version a packet may see.
@@ -523,7 +659,8 @@ struct Verifier {
 impl Verifier {
     fn new(p: &Prepared, epoch: u64) -> Verifier {
         Verifier {
-            recorded: vec![false; p.keys.len()],
+            keys: vec![FlowKey::default(); p.samples.len()],
+            recorded: vec![false; p.samples.len()],
             checks: Vec::with_capacity(p.n_verify * (p.updates.len() + 1)),
             versions: vec![p.initial.clone()],
             version_epochs: vec![epoch],
@@ -536,20 +673,24 @@ impl Verifier {
         (self.version_epochs.partition_point(|&e| e <= oldest_epoch).saturating_sub(1).min(v), v)
     }
 
-    /// A fast-path action of the packet at trace position `q`.
-    fn fast_path(&mut self, p: &Prepared, (lo, v): (usize, usize), q: usize, a: DpAction) {
-        if p.sampled[q] && !self.recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
-            // Checked within a window: checked again once the window closes.
-            self.recorded[q] = lo == v;
-            self.checks.push((lo, v, q, a));
+    /// A fast-path action of the packet of sample `slot` (if sampled).
+    fn fast_path(&mut self, (lo, v): (usize, usize), slot: Option<usize>, a: DpAction) {
+        if let Some(q) = slot {
+            if !self.recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
+                // Checked within a window: checked again once the window closes.
+                self.recorded[q] = lo == v;
+                self.checks.push((lo, v, q, a));
+            }
         }
     }
 
     /// The handler's action (classified with the current table, version `v`).
-    fn handled(&mut self, p: &Prepared, v: usize, q: usize, a: DpAction) {
-        if p.sampled[q] && !self.recorded[q] {
-            self.recorded[q] = true;
-            self.checks.push((v, v, q, a));
+    fn handled(&mut self, v: usize, slot: Option<usize>, a: DpAction) {
+        if let Some(q) = slot {
+            if !self.recorded[q] {
+                self.recorded[q] = true;
+                self.checks.push((v, v, q, a));
+            }
         }
     }
 
@@ -562,7 +703,7 @@ impl Verifier {
 
     /// Compares every recorded action with the reference of its version (or of any version in
     /// its window): (checks, mismatches, windowed checks, first mismatch).
-    fn finish(mut self, keys: &[FlowKey]) -> Result<(usize, usize, usize, Option<String>), Error> {
+    fn finish(mut self, samples: &[u64]) -> Result<(usize, usize, usize, Option<String>), Error> {
         let mut mismatches = 0usize;
         let mut windowed_checks = 0usize;
         let mut first_mismatch = None;
@@ -577,22 +718,97 @@ impl Verifier {
         }
         for (i, &(lo, v, q, a)) in self.checks.iter().enumerate() {
             references.drop_before(need_from[i]);
-            let want = references.action(v, &keys[q])?;
+            let key = &self.keys[q];
+            let want = references.action(v, key)?;
             if want == a {
                 continue;
             }
             let mut older = false;
             for w in lo..v {
-                older |= references.action(w, &keys[q])? == a;
+                older |= references.action(w, key)? == a;
             }
             if older {
                 windowed_checks += 1;
             } else {
                 mismatches += 1;
-                first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
+                first_mismatch.get_or_insert(format!("packet {}: datapath {a:?}, reference {want:?}", samples[q]));
             }
         }
         Ok((self.checks.len(), mismatches, windowed_checks, first_mismatch))
+    }
+}
+
+/// The packets of a run as the PMD takes them: pass after pass over the trace, each batch with
+/// the verification slots of its packets.
+struct Feed<'a> {
+    p: &'a Prepared,
+    keys: TraceKeys,
+    /// The pass `keys` reads and how far into it it is.
+    pass: u64,
+    at: u64,
+    /// The next sample of this pass.
+    next_sample: usize,
+    batch: Vec<FlowKey>,
+    slots: Vec<Option<usize>>,
+}
+
+impl<'a> Feed<'a> {
+    fn new(p: &'a Prepared) -> Result<Feed<'a>, Error> {
+        Ok(Feed {
+            p,
+            keys: p.trace.open()?,
+            pass: 0,
+            at: 0,
+            next_sample: 0,
+            batch: Vec::with_capacity(BATCH),
+            slots: Vec::with_capacity(BATCH),
+        })
+    }
+
+    /// The next key of the stream, at position `self.at` of the pass, and its sample slot.
+    fn read(&mut self, verifier: &mut Verifier) -> Result<(FlowKey, Option<usize>), Error> {
+        let Some(key) = self.keys.next_key()? else {
+            return Err(Error(format!(
+                "the trace ended after {} of its {} packets in pass {}: it changed while being replayed",
+                self.at,
+                self.p.packets,
+                self.pass + 1
+            )));
+        };
+        let slot = (self.p.samples.get(self.next_sample) == Some(&self.at)).then(|| {
+            self.next_sample += 1;
+            verifier.keys[self.next_sample - 1] = key;
+            self.next_sample - 1
+        });
+        self.at += 1;
+        Ok((key, slot))
+    }
+
+    /// Reads the `n` packets from sequence number `seq` into the batch (skipping what a full
+    /// ring dropped before it, starting a new pass at the end of one).
+    fn fill(&mut self, seq: u64, n: usize, verifier: &mut Verifier) -> Result<(), Error> {
+        let len = self.p.packets;
+        let (pass, pos) = (seq / len, seq % len);
+        if pass != self.pass {
+            self.keys = self.p.trace.open()?;
+            (self.pass, self.at, self.next_sample) = (pass, 0, 0);
+        }
+        while self.at < pos {
+            self.read(verifier)?;
+        }
+        self.batch.clear();
+        self.slots.clear();
+        for _ in 0..n {
+            let (key, slot) = self.read(verifier)?;
+            self.batch.push(key);
+            self.slots.push(slot);
+        }
+        Ok(())
+    }
+
+    /// The sample slot of the packet with sequence number `seq` (an upcall's).
+    fn slot_of(&self, seq: u64) -> Option<usize> {
+        self.p.samples.binary_search(&(seq % self.p.packets)).ok()
     }
 }
 
@@ -773,13 +989,13 @@ fn run_design_on(
     table: Option<&OfprotoTable>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Run, Error> {
-    let keys = &p.keys;
     let build_start = std::time::Instant::now();
     let mut built = build_on(c, design, &p.initial, pred, table)?;
     let dp: &mut dyn Design = built.as_mut();
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
 
     let mut verifier = Verifier::new(p, dp.visible_epoch());
+    let mut feed = Feed::new(p)?;
     let mut epoch = dp.visible_epoch();
     let wall = std::time::Instant::now();
     let mut updates = Updates {
@@ -793,7 +1009,8 @@ fn run_design_on(
     };
     let mut series = Series { samples: Vec::new(), next_ns: Series::INTERVAL_NS, last: Counters::default(), last_t: 0 };
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
-    let total = keys.len() as u64 * u64::from(c.passes);
+    let len = p.packets;
+    let total = len * u64::from(c.passes);
     let mut admission =
         c.rate.map(|rate| Admission { rate, ring: c.rx_ring, total, warmup: total / 20, rx: RxStats::default() });
     let mut pmd = Pmd::new();
@@ -801,7 +1018,6 @@ fn run_design_on(
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
     let mut first_pass: Option<Counters> = None;
     let mut passes_done = 0u64;
-    let len = keys.len() as u64;
     loop {
         // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
         let avail = match admission.as_mut() {
@@ -811,20 +1027,24 @@ fn run_design_on(
             },
             None => None,
         };
-        let pos = (seq % len) as usize;
-        let end = (pos + BATCH).min(keys.len());
-        let end = avail.map_or(end, |n| end.min(pos + n as usize));
-        let chunk = &keys[pos..end];
-        let o = pmd.run_batch(dp, chunk, seq);
+        let pos = seq % len;
+        let n = (BATCH as u64).min(len - pos);
+        let n = avail.map_or(n, |a| n.min(a)) as usize;
+        feed.fill(seq, n, &mut verifier)?;
+        let o = pmd.run_batch(dp, &feed.batch, seq);
         let (lo, v) = verifier.window(o.window.oldest);
         for (i, a) in o.actions.iter().enumerate() {
-            verifier.fast_path(p, (lo, v), pos + i, *a);
+            verifier.fast_path((lo, v), feed.slots[i], *a);
         }
         for &(s, a) in o.upcalls {
-            verifier.handled(p, v, (s % len) as usize, a);
+            let slot = match s.checked_sub(seq) {
+                Some(i) if i < n as u64 => feed.slots[i as usize],
+                _ => feed.slot_of(s),
+            };
+            verifier.handled(v, slot, a);
         }
         updates.revalidated(o.revalidations);
-        seq += chunk.len() as u64;
+        seq += n as u64;
         if seq / len > passes_done {
             passes_done = seq / len;
             first_pass.get_or_insert_with(|| dp.counters());
@@ -845,7 +1065,7 @@ fn run_design_on(
         if done {
             break;
         }
-        if seq >> 16 != (seq - chunk.len() as u64) >> 16 {
+        if seq >> 16 != (seq - n as u64) >> 16 {
             let fraction = match duration_ns {
                 Some(d) => now as f64 / d as f64,
                 None => seq as f64 / total as f64,
@@ -859,7 +1079,7 @@ fn run_design_on(
     if !cs.outcome_sum_ok() {
         return Err(Error(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
-    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(keys)?;
+    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(&p.samples)?;
     let pmd_s = cs.pmd_ns as f64 / 1e9;
     let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
         let ns = cs.pmd_ns - f.pmd_ns;
@@ -926,24 +1146,34 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
         return Err(Error("--pmds: expected at least 1".into()));
     }
     let mut shares: Vec<Prepared> = (0..n)
-        .map(|_| Prepared {
+        .map(|i| Prepared {
             all_rules: Vec::new(),
             rules_format: p.rules_format,
-            keys: Vec::new(),
+            trace: Trace { share: Some((i, n)), ..p.trace.clone() },
+            packets: 0,
+            capture: p.capture,
             // Every PMD applies the whole update stream on its own clock.
             updates: p.updates.clone(),
             initial: p.initial.clone(),
-            sampled: Vec::new(),
+            samples: Vec::new(),
             n_verify: 0,
         })
         .collect();
-    for (k, &s) in p.keys.iter().zip(&p.sampled) {
+    // One pass over the trace: each PMD's packet count, and the trace's sample in each PMD's
+    // positions.
+    let mut keys = p.trace.open()?;
+    let (mut at, mut next_sample) = (0u64, 0usize);
+    while let Some(k) = keys.next_key()? {
         let share = &mut shares[rqvs_datapath::flow_hash(&k.wire()) as usize % n];
-        share.keys.push(*k);
-        share.sampled.push(s);
-        share.n_verify += usize::from(s);
+        if p.samples.get(next_sample) == Some(&at) {
+            share.samples.push(share.packets);
+            share.n_verify += 1;
+            next_sample += 1;
+        }
+        share.packets += 1;
+        at += 1;
     }
-    if let Some(i) = shares.iter().position(|s| s.keys.is_empty()) {
+    if let Some(i) = shares.iter().position(|s| s.packets == 0) {
         return Err(Error(format!("--pmds {n}: PMD {i} gets no packet of this trace (too few flows)")));
     }
     // One OpenFlow table for all PMDs (ORIG, CCACHE) — unless a timed update stream runs: each
@@ -955,7 +1185,7 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
             .iter()
             .map(|share| {
                 // A constant offered rate is split over the PMDs as the trace is.
-                let rate = c.rate.map(|r| r * share.keys.len() as f64 / p.keys.len() as f64);
+                let rate = c.rate.map(|r| r * share.packets as f64 / p.packets as f64);
                 let cfg = ReplayConfig { rate, ..c.clone() };
                 let table = table.as_ref();
                 s.spawn(move || run_design_on(&cfg, share, design, None, table, &mut |_| {}))

@@ -55,7 +55,7 @@ pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Va
 pub fn capture_json(c: &CaptureStats) -> Value {
     json!({
         "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
-        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
+        "malformed": c.malformed,
     })
 }
 
@@ -95,7 +95,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("emc_prob", json!(c.emc_prob)),
         ("policy", json!(c.policy.name())),
         ("rules", json!(p.all_rules.len())),
-        ("trace_packets", json!(p.keys.len())),
+        ("trace_packets", json!(p.packets)),
         ("build_ms", json!(r.build_ms)),
         ("packets", json!(cs.received)),
         ("pmd_s", json!(pmd_s)),
