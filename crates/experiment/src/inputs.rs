@@ -88,3 +88,91 @@ pub fn packets_from_bytes(name: &str, bytes: Vec<u8>, in_port: u32) -> rqvs_flow
     let input = rqvs_flow::io::decoder(name, std::io::Cursor::new(bytes))?;
     collect_packets(name, PacketReader::new(name, input, in_port)?)
 }
+
+/// Where a command that reads its packets more than once gets them, pass after pass: read
+/// through once by [`PacketSource::count`], then held in memory when short (or when it cannot
+/// be read again: standard input), else read from the file again on every pass.
+#[derive(Clone)]
+pub struct PacketSource {
+    held: Option<std::sync::Arc<Vec<TraceEntry>>>,
+    path: Option<std::path::PathBuf>,
+    in_port: u32,
+}
+
+/// What [`PacketSource::count`] found.
+pub struct Counted {
+    pub source: PacketSource,
+    /// Packets in one pass.
+    pub packets: u64,
+    /// How the capture's frames were counted, for a capture.
+    pub capture: Option<pcap::CaptureStats>,
+}
+
+impl PacketSource {
+    /// Reads the packets of `path` (`None`: the embedded trace) once: their number, and the
+    /// source to read them from again — held when there are at most `hold_up_to` of them (the
+    /// embedded trace and standard input always are, up to [`MAX_HELD_PACKETS`]).
+    pub fn count(path: Option<&Path>, in_port: u32, hold_up_to: usize) -> Result<Counted, Error> {
+        let mut reader = open_packets(path, in_port)?;
+        let stdin = path.is_some_and(rqvs_flow::io::is_stdin);
+        let must_hold = stdin || path.is_none();
+        let hold_up_to = if must_hold { MAX_HELD_PACKETS } else { hold_up_to };
+        let mut held: Option<Vec<TraceEntry>> = Some(Vec::new());
+        let mut packets: u64 = 0;
+        while let Some(p) = reader.next_packet()? {
+            packets += 1;
+            if let Some(h) = &mut held {
+                if h.len() < hold_up_to {
+                    h.push(p.entry);
+                } else if must_hold {
+                    let name = path.map_or(DEFAULT_TRACE_NAME.to_string(), rqvs_flow::io::display_name);
+                    return Err(Error(format!(
+                        "{name}: more than {hold_up_to} packets; standard input can be read only once, so it is held \
+                         in memory: give a file, which is read again instead"
+                    )));
+                } else {
+                    held = None;
+                }
+            }
+        }
+        let source = PacketSource {
+            held: held.map(std::sync::Arc::new),
+            path: path.map(Path::to_path_buf),
+            in_port,
+        };
+        Ok(Counted { source, packets, capture: reader.capture_stats() })
+    }
+
+    /// True when the packets are held in memory.
+    pub fn is_held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// A pass over the packets.
+    pub fn open(&self) -> Result<PacketPass, Error> {
+        Ok(match &self.held {
+            Some(h) => PacketPass::Held(h.clone(), 0),
+            None => PacketPass::Stream(Box::new(open_packets(self.path.as_deref(), self.in_port)?)),
+        })
+    }
+}
+
+/// One pass over a [`PacketSource`].
+pub enum PacketPass {
+    Held(std::sync::Arc<Vec<TraceEntry>>, usize),
+    Stream(Box<PacketReader>),
+}
+
+impl PacketPass {
+    /// The next packet; `None` at the end of the pass.
+    pub fn next_entry(&mut self) -> Result<Option<TraceEntry>, Error> {
+        Ok(match self {
+            PacketPass::Held(h, at) => {
+                let e = h.get(*at).copied();
+                *at += 1;
+                e
+            }
+            PacketPass::Stream(r) => r.next_packet()?.map(|p| p.entry),
+        })
+    }
+}

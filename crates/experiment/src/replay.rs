@@ -230,76 +230,42 @@ pub struct Sample {
 /// reads memory, not the file); longer ones are read from the file on every pass.
 pub const HOLD_PACKETS: usize = 1 << 20;
 
-/// Where a replay's packets come from, pass after pass.
-#[derive(Clone)]
-enum TraceSource {
-    /// Read from the file on every pass (a trace longer than [`HOLD_PACKETS`]).
-    File(PathBuf),
-    /// Held in memory: a short trace, the embedded one, or standard input (which can be read
-    /// only once; at most [`inputs::MAX_HELD_PACKETS`]).
-    Held(std::sync::Arc<Vec<FlowKey>>),
-}
-
 /// The packets of a replay: a source, and which share of it (a PMD's, by flow hash).
 #[derive(Clone)]
 pub struct Trace {
-    source: TraceSource,
-    in_port: u32,
+    source: inputs::PacketSource,
     /// `(i, n)`: only the packets whose flow hash is `i` modulo `n`.
     share: Option<(usize, usize)>,
 }
 
 /// The keys of a [`Trace`], one pass.
 pub struct TraceKeys {
-    inner: TraceKeysInner,
+    pass: inputs::PacketPass,
     share: Option<(usize, usize)>,
-}
-
-enum TraceKeysInner {
-    File(Box<rqvs_flow::formats::packets::PacketReader>),
-    Held(std::sync::Arc<Vec<FlowKey>>, usize),
 }
 
 impl TraceKeys {
     /// The next key of the pass; `None` at its end.
     pub fn next_key(&mut self) -> Result<Option<FlowKey>, Error> {
-        loop {
-            let key = match &mut self.inner {
-                TraceKeysInner::File(r) => match r.next_packet()? {
-                    Some(p) => p.entry.key,
-                    None => return Ok(None),
-                },
-                TraceKeysInner::Held(keys, at) => match keys.get(*at) {
-                    Some(k) => {
-                        *at += 1;
-                        *k
-                    }
-                    None => return Ok(None),
-                },
-            };
+        while let Some(e) = self.pass.next_entry()? {
             match self.share {
-                Some((i, n)) if rqvs_datapath::flow_hash(&key.wire()) as usize % n != i => continue,
-                _ => return Ok(Some(key)),
+                Some((i, n)) if rqvs_datapath::flow_hash(&e.key.wire()) as usize % n != i => continue,
+                _ => return Ok(Some(e.key)),
             }
         }
+        Ok(None)
     }
 }
 
 impl Trace {
     /// Opens a pass over the trace.
     pub fn open(&self) -> Result<TraceKeys, Error> {
-        let inner = match &self.source {
-            TraceSource::File(path) => {
-                TraceKeysInner::File(Box::new(inputs::open_packets(Some(path), self.in_port)?))
-            }
-            TraceSource::Held(keys) => TraceKeysInner::Held(keys.clone(), 0),
-        };
-        Ok(TraceKeys { inner, share: self.share })
+        Ok(TraceKeys { pass: self.source.open()?, share: self.share })
     }
 
     /// True when the packets are held in memory rather than read from the file on every pass.
     pub fn is_held(&self) -> bool {
-        matches!(self.source, TraceSource::Held(_))
+        self.source.is_held()
     }
 }
 
@@ -319,39 +285,6 @@ pub struct Prepared {
     /// Sampled trace positions, ascending.
     samples: Vec<u64>,
     pub n_verify: usize,
-}
-
-/// The trace of `c`, read once through: its packet count and capture statistics, and the trace
-/// to replay — held when it has at most [`HOLD_PACKETS`] packets (or comes from standard input,
-/// or is the embedded one), else to be read from its file on every pass.
-fn count_trace(c: &ReplayConfig) -> Result<(Trace, u64, Option<rqvs_flow::formats::pcap::CaptureStats>), Error> {
-    let mut reader = inputs::open_packets(c.trace.as_deref(), c.in_port)?;
-    let stdin = c.trace.as_deref().is_some_and(rqvs_flow::io::is_stdin);
-    let hold_up_to = if stdin || c.trace.is_none() { inputs::MAX_HELD_PACKETS } else { HOLD_PACKETS };
-    let mut held: Option<Vec<FlowKey>> = Some(Vec::new());
-    let mut n: u64 = 0;
-    while let Some(p) = reader.next_packet()? {
-        n += 1;
-        if let Some(h) = &mut held {
-            if h.len() == hold_up_to {
-                if stdin {
-                    return Err(Error(format!(
-                        "<stdin>: more than {hold_up_to} packets; standard input can be read only once, so a \
-                         replay holds it: give a file, which is read again on every pass instead"
-                    )));
-                }
-                held = None;
-            } else {
-                h.push(p.entry.key);
-            }
-        }
-    }
-    let source = match (held, &c.trace) {
-        (Some(keys), _) => TraceSource::Held(std::sync::Arc::new(keys)),
-        (None, Some(path)) => TraceSource::File(path.clone()),
-        (None, None) => unreachable!("the embedded trace is short"),
-    };
-    Ok((Trace { source, in_port: c.in_port, share: None }, n, reader.capture_stats()))
 }
 
 /// `n` of `len` positions sampled with `seed`, ascending (memory: `n`, not `len`).
@@ -399,7 +332,8 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
         return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
     let (all_rules, rules_format) = load_rules(c.rules.as_deref())?;
-    let (trace, packets, capture) = count_trace(c)?;
+    let counted = inputs::PacketSource::count(c.trace.as_deref(), c.in_port, HOLD_PACKETS)?;
+    let (trace, packets, capture) = (Trace { source: counted.source, share: None }, counted.packets, counted.capture);
     if packets == 0 {
         return Err(Error(format!("{}: no packets", c.trace_name())));
     }
