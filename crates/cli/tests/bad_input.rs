@@ -171,6 +171,30 @@ fn files() -> &'static Files {
             std::io::Write::write_all(&mut enc, &zeros).unwrap();
         }
         w("bomb.xz", &enc.finish().unwrap());
+        // Captures of each link type rqvs reads, cut inside the data of their second record, and
+        // one of a link type it does not read (147, USER0).
+        use rqvs_flow::formats::pcap::{LinkType, PcapWriter};
+        for (name, link) in [
+            ("eth", LinkType::Ethernet),
+            ("raw", LinkType::Raw),
+            ("ipv4", LinkType::Ipv4),
+            ("null", LinkType::Null),
+            ("loop", LinkType::Loop),
+            ("sll", LinkType::LinuxSll),
+            ("sll2", LinkType::LinuxSll2),
+        ] {
+            let mut pw = PcapWriter::new(Vec::new(), link).unwrap();
+            for k in [rqvs_flow::FlowKey::ipv4(0x0a00_0001, 1, 6, 1000, 80); 2] {
+                pw.write_key(&k, None).unwrap();
+            }
+            let (bytes, _) = pw.finish().unwrap();
+            w(&format!("cut_{name}.pcap"), &bytes[..bytes.len() - 5]);
+            if link == LinkType::Ethernet {
+                let mut user = bytes.clone();
+                user[20] = 147;
+                w("user.pcap", &user);
+            }
+        }
         Files { dir }
     })
 }
@@ -326,6 +350,14 @@ const CASES: &[Case] = &[
         peak_mb: 700,
         ..case("xz bomb to convert", &["convert", "rules", "@bomb.xz", "--to", "ofctl"], 1, "input limit of 256 MiB")
     },
+    case("cut Ethernet capture", &["replay", "--trace", "@cut_eth.pcap"], 1, "cut_eth.pcap: packet 2 (byte 100): capture ends inside the packet data"),
+    case("cut raw capture", &["replay", "--trace", "@cut_raw.pcap"], 1, "cut_raw.pcap: packet 2 (byte 86): capture ends inside the packet data"),
+    case("cut ipv4 capture", &["classify", "--trace", "@cut_ipv4.pcap"], 1, "cut_ipv4.pcap: packet 2 (byte 86): capture ends inside the packet data"),
+    case("cut null capture", &["convert", "trace", "@cut_null.pcap", "--to", "classbench"], 1, "cut_null.pcap: packet 2 (byte 90): capture ends"),
+    case("cut loop capture", &["trace", "--rules", "@rules.cb", "--trace", "@cut_loop.pcap"], 1, "cut_loop.pcap: packet 2 (byte 90): capture ends"),
+    case("cut sll capture", &["gen", "map", "--rules", "@rules.cb", "--pcap", "@cut_sll.pcap", "--out", "/dev/null"], 1, "cut_sll.pcap: packet 2 (byte 102): capture ends"),
+    case("cut sll2 capture", &["replay", "--trace", "@cut_sll2.pcap"], 1, "cut_sll2.pcap: packet 2 (byte 106): capture ends"),
+    case("unknown link type", &["replay", "--trace", "@user.pcap"], 1, "user.pcap: link type 147 (USER) is not one rqvs reads (it reads ETHERNET (1), RAW (101)"),
     case("/dev/zero as rules", &["classify", "--rules", "/dev/zero"], 1, "holds more than the input limit of 256 MiB"),
     case("/dev/zero as trace", &["classify", "--trace", "/dev/zero"], 1, "/dev/zero:1:1: expected a trace line, found a line longer than 65536 bytes"),
     case("/dev/zero as model", &["classify", "--model", "/dev/zero"], 1, "input limit of 256 MiB"),
