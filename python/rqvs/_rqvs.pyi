@@ -102,9 +102,13 @@ def replay(
     rules: Optional[_Path] = None,
     trace: Optional[_Path] = None,
     design: str = "orig",
+    predict: str = "off",
+    coflow_truth: Optional[_Path] = None,
+    rate_search: bool = False,
     **options: Unpack[_ReplayOptions],
 ) -> Dict[str, Any]:
-    """``rqvs replay --json``'s report as a dict."""
+    """``rqvs replay --json``'s report as a dict (``predict``: ``--predict off|online|oracle``
+    with ``coflow_truth``; ``rate_search``: ``--rate-search``)."""
 
 def compare(
     rules: Optional[_Path] = None,

@@ -170,31 +170,12 @@ impl Common {
 
 /// `--predict` and its options, checked against the design; `None` for off.
 fn prediction(a: &Args, cfg: &ReplayConfig, p: &Prepared) -> Result<Option<Prediction>, Failure> {
-    let pcfg = a.predictor.config()?;
-    let truth = a.coflow_truth.as_deref();
-    if a.predict != PredictMode::Oracle && truth.is_some() {
-        return Err(Failure("--coflow-truth: only --predict oracle uses a ground truth".into()));
-    }
     let mode = match a.predict {
-        PredictMode::Off => return Ok(None),
+        PredictMode::Off => "off",
         PredictMode::Online => "online",
         PredictMode::Oracle => "oracle",
     };
-    if a.design != DesignKind::Orig {
-        return Err(Failure(format!(
-            "--predict {mode}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
-            a.design.name()
-        )));
-    }
-    Ok(Some(match truth {
-        None if mode == "oracle" => {
-            return Err(Failure(
-                "--predict oracle needs the coflow ground truth: --coflow-truth FILE (written by `rqvs gen coflows --truth-out`)".into(),
-            ))
-        }
-        None => Prediction::online(pcfg),
-        Some(path) => Prediction::oracle(pcfg, path, cfg, p)?,
-    }))
+    Ok(Prediction::from_mode(mode, a.coflow_truth.as_deref(), a.predictor.config()?, a.design, cfg, p)?)
 }
 
 /// Prints one run's report.
@@ -408,13 +389,7 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
         outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
     if let Some(out) = &c.json {
-        let mut o = run_json(&Common { rate: Some(*rate), ..c.clone() }, p, run)?;
-        o.insert(
-            "max_rate_below_1pct_drops".into(),
-            if s.passed { serde_json::json!(rate) } else { serde_json::Value::Null },
-        );
-        o.insert("unconstrained_mpps".into(), serde_json::json!(s.free.mpps));
-        crate::report::write_json(out, "replay", o)?;
+        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&cfg, p, &s)?)?;
     }
     Ok(())
 }
@@ -425,6 +400,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     let p = replay::prepare(&cfg)?;
     let pred = prediction(args, &cfg, &p)?;
     if c.rate_search {
+        if c.pmds > 1 {
+            return Err(Failure("--rate-search: runs on one PMD; --pmds is not used with it".into()));
+        }
         return rate_search(c, &p, args.design, pred.as_ref());
     }
     if c.pmds > 1 {

@@ -240,9 +240,8 @@ pub(crate) fn report_of(nm: &LiveNuevoMatch) -> CflowsReport {
 /// The report of `current`, a copy of `nm`'s current classifier (the same rules; a
 /// publication), with `nm`'s staged rules and training sessions.
 pub(crate) fn report_with(current: &NuevoMatchUp, nm: &LiveNuevoMatch) -> CflowsReport {
-    let total = current.len() + nm.staged();
     CflowsReport {
-        coverage: if total == 0 { 0.0 } else { current.coverage() * current.len() as f64 / total as f64 },
+        coverage: rqvs_classify::nuevomatch::live::coverage_of(current, nm.staged()),
         isets: current.isets() as u64,
         remainder_rules: current.remainder().len() as u64,
         staged_rules: nm.staged() as u64,

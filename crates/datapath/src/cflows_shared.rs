@@ -223,9 +223,12 @@ impl CflowsPublisher {
         }
         let mut added = Vec::new();
         let mut refused = None;
-        let actions = mirror.actions[mirror.removed.len()..].iter().map(|&(_, a)| a);
-        for (r, action) in add.into_iter().zip(actions) {
+        // `mirror.actions` holds the removed ids' entries, then one per added rule, in order.
+        let actions = &mirror.actions[mirror.removed.len()..];
+        debug_assert_eq!(actions.len(), add.len());
+        for (r, &(action_id, action)) in add.into_iter().zip(actions) {
             let id = r.id;
+            debug_assert_eq!(action_id, id.0, "the added rules' actions in the order of `add`");
             if let Err(e) = self.nm.insert_shared(r) {
                 refused = Some(e);
                 break;

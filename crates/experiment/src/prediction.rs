@@ -7,7 +7,7 @@ use rqvs_datapath::predict::{PredictConfig, Predictor};
 use rqvs_flow::FlowKey;
 
 use crate::replay::{Prepared, ReplayConfig};
-use crate::Error;
+use crate::{DesignKind, Error};
 
 /// Flow prediction for the runs of a replay (module docs of [`crate::replay`]): a fresh predictor per run.
 pub struct Prediction {
@@ -27,6 +27,41 @@ impl Prediction {
     /// whose flows are matched to the prepared trace's keys by 5-tuple.
     pub fn oracle(cfg: PredictConfig, truth: &Path, c: &ReplayConfig, p: &Prepared) -> Result<Prediction, Error> {
         Ok(Prediction { mode: "oracle", cfg, truth: truth_in_trace(truth, &c.trace_name(), p)? })
+    }
+
+    /// `--predict MODE [--coflow-truth FILE]` checked against the design: `None` for `off`;
+    /// `online`; `oracle` (needs `truth`). Flow prediction installs megaflows through ORIG's slow
+    /// path, so any other design is an error, as a ground truth without `oracle` is.
+    pub fn from_mode(
+        mode: &str,
+        truth: Option<&Path>,
+        cfg: PredictConfig,
+        design: DesignKind,
+        c: &ReplayConfig,
+        p: &Prepared,
+    ) -> Result<Option<Prediction>, Error> {
+        if mode != "oracle" && truth.is_some() {
+            return Err(Error("--coflow-truth: only --predict oracle uses a ground truth".into()));
+        }
+        if !matches!(mode, "off" | "online" | "oracle") {
+            return Err(Error(format!("--predict: expected off, online or oracle, found '{mode}'")));
+        }
+        if mode == "off" {
+            return Ok(None);
+        }
+        if design != DesignKind::Orig {
+            return Err(Error(format!(
+                "--predict {mode}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
+                design.name()
+            )));
+        }
+        match truth {
+            None if mode == "oracle" => Err(Error(
+                "--predict oracle needs the coflow ground truth: --coflow-truth FILE (written by `rqvs gen coflows --truth-out`)".into(),
+            )),
+            None => Ok(Some(Prediction::online(cfg))),
+            Some(path) => Ok(Some(Prediction::oracle(cfg, path, c, p)?)),
+        }
     }
 
     pub(crate) fn predictor(&self) -> Predictor {

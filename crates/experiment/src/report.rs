@@ -135,6 +135,20 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
 
 /// Several designs' runs on the same prepared inputs (`rqvs compare --json`'s fields): the
 /// designs, and each run with its speedups over the first.
+/// `replay --rate-search --json`: the run of the last probe (at its rate), with the highest rate
+/// that had < 1% drops (`null` when even the lowest probe dropped more) and the unconstrained Mpps.
+pub fn rate_search_json(
+    c: &ReplayConfig,
+    p: &Prepared,
+    s: &crate::replay::RateSearch,
+) -> Result<Map<String, Value>, Error> {
+    let (rate, run) = &s.probe;
+    let mut o = run_json(&ReplayConfig { rate: Some(*rate), ..c.clone() }, p, run)?;
+    o.insert("max_rate_below_1pct_drops".into(), if s.passed { json!(rate) } else { Value::Null });
+    o.insert("unconstrained_mpps".into(), json!(s.free.mpps));
+    Ok(o)
+}
+
 pub fn compare_json(c: &ReplayConfig, p: &Prepared, runs: &[Run]) -> Result<Map<String, Value>, Error> {
     let base = runs.first().map_or(1.0, |r| r.mpps);
     let base_steady = runs.first().and_then(|r| r.steady.map(|s| s.0));

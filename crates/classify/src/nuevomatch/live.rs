@@ -233,12 +233,7 @@ impl LiveNuevoMatch {
 
     /// Share of all rules (staged included) that iSets serve.
     pub fn coverage(&self) -> f64 {
-        let total = self.current.len() + self.staged.len();
-        if total == 0 {
-            0.0
-        } else {
-            self.current.coverage() * self.current.len() as f64 / total as f64
-        }
+        coverage_of(&self.current, self.staged.len())
     }
 
     /// Rules in the remainder now.
@@ -417,6 +412,18 @@ impl LiveNuevoMatch {
             std::thread::sleep(Duration::from_millis(1));
             self.poll();
         }
+    }
+}
+
+/// The share of rules the iSets of `current` serve when `staged` more rules wait outside it
+/// (staged rules are in no iSet): [`LiveNuevoMatch::coverage`], also for a classifier published
+/// apart from its live handle.
+pub fn coverage_of(current: &NuevoMatchUp, staged: usize) -> f64 {
+    let total = current.len() + staged;
+    if total == 0 {
+        0.0
+    } else {
+        current.coverage() * current.len() as f64 / total as f64
     }
 }
 
