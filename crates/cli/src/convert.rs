@@ -285,10 +285,7 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
     if let Some(c) = reader.capture_stats() {
         f.insert("capture".into(), report::capture_json(&c));
         if c.skipped() > 0 {
-            eprintln!(
-                "rqvs: warning: {name}: skipped {} truncated and {} malformed frames",
-                c.truncated, c.malformed
-            );
+            eprintln!("rqvs: warning: {name}: skipped {} truncated and {} malformed frames", c.truncated, c.malformed);
         }
     }
     if let Some(j) = &a.json {

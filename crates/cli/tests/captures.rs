@@ -39,9 +39,12 @@ fn link_number(path: &Path) -> u32 {
     u32::from_le_bytes([b[20], b[21], b[22], b[23]])
 }
 
+/// The frames of a capture with their timestamps (ns).
+type Frames = Vec<(Vec<u8>, u64)>;
+
 /// A pcapng (little-endian) with one interface per capture, each of its capture's link type,
 /// and the packets of the captures interleaved (packet i of each in turn), timestamps in µs.
-fn mixed_pcapng(captures: &[(LinkType, Vec<(Vec<u8>, u64)>)]) -> Vec<u8> {
+fn mixed_pcapng(captures: &[(LinkType, Frames)]) -> Vec<u8> {
     fn block(out: &mut Vec<u8>, block_type: u32, body: &[u8]) {
         let len = 12 + body.len().div_ceil(4) * 4;
         out.extend_from_slice(&block_type.to_le_bytes());
@@ -78,7 +81,7 @@ fn mixed_pcapng(captures: &[(LinkType, Vec<(Vec<u8>, u64)>)]) -> Vec<u8> {
 }
 
 /// The raw frames and timestamps of a classic pcap (little-endian, µs), as written.
-fn frames_of(path: &Path) -> Vec<(Vec<u8>, u64)> {
+fn frames_of(path: &Path) -> Frames {
     let b = std::fs::read(path).unwrap();
     let nanos = b[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
     assert!(nanos || b[..4] == [0xd4, 0xc3, 0xb2, 0xa1], "{}: expected a little-endian pcap", path.display());
@@ -231,11 +234,8 @@ fn a_capture_larger_than_the_memory_budget_streams_through_replay() {
     let start = Instant::now();
     // The default trace's headers over and over, each round with its own source port offset
     // (new flows) every eighth round.
-    let base: Vec<FlowKey> = rqvs_flow::formats::trace::read_trace(&data("acl1_1k_trace.xz"))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.key)
-        .collect();
+    let base: Vec<FlowKey> =
+        rqvs_flow::formats::trace::read_trace(&data("acl1_1k_trace.xz")).unwrap().into_iter().map(|e| e.key).collect();
     {
         let file = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
         let mut w = pcap::PcapWriter::new(file, LinkType::Ethernet).unwrap();
@@ -390,8 +390,11 @@ fn tcpdump_any_captures_give_the_keys_of_the_ethernet_capture() {
     assert!(e.keys.iter().any(|k| k.nw_proto == 1), "an ICMP packet");
     assert!(e.keys.iter().any(|k| k.nw_proto == 6 && k.tcp_flags & 0x04 != 0), "a TCP RST");
     // The three in one pcapng, each interface its own link type.
-    let captures =
-        vec![(LinkType::Ethernet, frames_of(&eth)), (LinkType::LinuxSll, frames_of(&sll)), (LinkType::LinuxSll2, frames_of(&sll2))];
+    let captures = vec![
+        (LinkType::Ethernet, frames_of(&eth)),
+        (LinkType::LinuxSll, frames_of(&sll)),
+        (LinkType::LinuxSll2, frames_of(&sll2)),
+    ];
     let mixed = dir.join("mixed.pcapng");
     std::fs::write(&mixed, mixed_pcapng(&captures)).unwrap();
     let m = keys(&mixed);

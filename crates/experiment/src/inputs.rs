@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
 use rqvs_flow::formats::packets::PacketReader;
+use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
 use rqvs_flow::io::{decompress, text_from_bytes};
 use rqvs_flow::Rule;
 
@@ -31,8 +31,7 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
     match path {
         Some(p) => Ok(formats::read_rules(p)?),
         None => {
-            let text =
-                text_from_bytes(DEFAULT_RULES_NAME, decompress(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
+            let text = text_from_bytes(DEFAULT_RULES_NAME, decompress(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
             Ok(formats::parse_rules(DEFAULT_RULES_NAME, &text)?)
         }
     }
@@ -135,11 +134,7 @@ impl PacketSource {
                 }
             }
         }
-        let source = PacketSource {
-            held: held.map(std::sync::Arc::new),
-            path: path.map(Path::to_path_buf),
-            in_port,
-        };
+        let source = PacketSource { held: held.map(std::sync::Arc::new), path: path.map(Path::to_path_buf), in_port };
         Ok(Counted { source, packets, capture: reader.capture_stats() })
     }
 

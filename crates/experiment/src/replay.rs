@@ -379,7 +379,17 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     }
     let wanted = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 });
     let samples = sample_positions(packets, wanted, rng.gen());
-    Ok(Prepared { all_rules, rules_format, trace, packets, capture, updates, initial, n_verify: samples.len(), samples })
+    Ok(Prepared {
+        all_rules,
+        rules_format,
+        trace,
+        packets,
+        capture,
+        updates,
+        initial,
+        n_verify: samples.len(),
+        samples,
+    })
 }
 
 /// The datapath settings of the options.

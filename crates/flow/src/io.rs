@@ -144,11 +144,8 @@ fn too_large(name: &str, what: &str) -> ParseError {
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     let name = display_name(path);
     let cannot = |e: std::io::Error| ParseError::in_file(&name, format!("cannot read: {e}"));
-    let mut raw: Box<dyn Read + Send> = if is_stdin(path) {
-        Box::new(std::io::stdin())
-    } else {
-        Box::new(std::fs::File::open(path).map_err(cannot)?)
-    };
+    let mut raw: Box<dyn Read + Send> =
+        if is_stdin(path) { Box::new(std::io::stdin()) } else { Box::new(std::fs::File::open(path).map_err(cannot)?) };
     let head = read_head(&mut raw, MAGIC_LEN).map_err(cannot)?;
     read_all(&name, Compression::sniff(&head), std::io::Cursor::new(head).chain(raw))
 }
@@ -156,13 +153,10 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 /// All of `raw` decompressed, at most [`MAX_INPUT_BYTES`]; `name` is used in errors.
 fn read_all(name: &str, compression: Compression, raw: impl Read + Send + 'static) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    decoder(name, raw)?
-        .take(MAX_INPUT_BYTES + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| match compression {
-            Compression::None => ParseError::in_file(name, format!("cannot read: {e}")),
-            c => ParseError::in_file(name, format!("corrupt {} data: {e}", c.name())),
-        })?;
+    decoder(name, raw)?.take(MAX_INPUT_BYTES + 1).read_to_end(&mut out).map_err(|e| match compression {
+        Compression::None => ParseError::in_file(name, format!("cannot read: {e}")),
+        c => ParseError::in_file(name, format!("corrupt {} data: {e}", c.name())),
+    })?;
     if out.len() as u64 > MAX_INPUT_BYTES {
         let what = if compression == Compression::None { "holds" } else { "decompresses to" };
         return Err(too_large(name, what));

@@ -52,9 +52,9 @@ impl PacketReader {
     /// The next packet; `None` at the end.
     pub fn next_packet(&mut self) -> Result<Option<Packet>> {
         Ok(match self {
-            PacketReader::Capture(c) => c
-                .next_key()?
-                .map(|(key, ts)| Packet { entry: TraceEntry::from_key(key), timestamp_ns: Some(ts) }),
+            PacketReader::Capture(c) => {
+                c.next_key()?.map(|(key, ts)| Packet { entry: TraceEntry::from_key(key), timestamp_ns: Some(ts) })
+            }
             PacketReader::Trace(t) => t.next_entry()?.map(|entry| Packet { entry, timestamp_ns: None }),
         })
     }

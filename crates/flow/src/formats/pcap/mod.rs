@@ -166,7 +166,13 @@ impl<W: std::io::Write> PcapWriter<W> {
         h.extend_from_slice(&65535_u32.to_le_bytes()); // snaplen
         h.extend_from_slice(&link.number().to_le_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out, link, previous: None, frame: Vec::with_capacity(MIN_FRAME_LEN), stats: WriteStats::default() })
+        Ok(PcapWriter {
+            out,
+            link,
+            previous: None,
+            frame: Vec::with_capacity(MIN_FRAME_LEN),
+            stats: WriteStats::default(),
+        })
     }
 
     /// Writes the frame of `key`, at `timestamp_ns` (`None`: 1 µs after the previous packet).

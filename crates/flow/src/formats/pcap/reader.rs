@@ -33,8 +33,7 @@ struct Interface {
 
 impl Interface {
     fn new(idb: &InterfaceDescriptionBlock<'_>) -> Interface {
-        let mut interface =
-            Interface { link: u32::from(idb.linktype), snaplen: idb.snaplen, tsresol: 6, tsoffset: 0 };
+        let mut interface = Interface { link: u32::from(idb.linktype), snaplen: idb.snaplen, tsresol: 6, tsoffset: 0 };
         for option in &idb.options {
             match option {
                 InterfaceDescriptionOption::IfTsResol(r) => interface.tsresol = *r,
@@ -288,7 +287,8 @@ impl<R: BufRead> CaptureReader<R> {
                 ),
             ));
         }
-        let got = fill(&mut self.src, &mut self.buf, incl_len).map_err(|e| self.at(start, format!("cannot read: {e}")))?;
+        let got =
+            fill(&mut self.src, &mut self.buf, incl_len).map_err(|e| self.at(start, format!("cannot read: {e}")))?;
         if got < incl_len {
             return Err(self.at(
                 start,
@@ -346,7 +346,7 @@ impl<R: BufRead> CaptureReader<R> {
         };
         let block_type = read_u32(type_bytes, endianness);
         let block_len = read_u32([h[4], h[5], h[6], h[7]], endianness) as usize;
-        if !(PCAPNG_BLOCK_HEADER_LEN..=MAX_RECORD_LEN).contains(&block_len) || block_len % 4 != 0 {
+        if !(PCAPNG_BLOCK_HEADER_LEN..=MAX_RECORD_LEN).contains(&block_len) || !block_len.is_multiple_of(4) {
             return Err(self.at(
                 start,
                 format!(

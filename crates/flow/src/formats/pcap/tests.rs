@@ -4,11 +4,11 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter as FilePcapWriter};
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use pcap_file::{DataLink, Endianness, TsResolution};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
 use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::{DataLink, Endianness, TsResolution};
 
 use crate::frame::*;
 use crate::key::*;
@@ -283,32 +283,30 @@ fn arb_ipv4_key() -> impl Strategy<Value = FlowKey> {
         prop_oneof![Just(0u8), Just(FLOW_NW_FRAG_ANY), Just(FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER)],
         any::<(u16, u16, u16)>(),
     )
-        .prop_map(
-            |(dl_src, dl_dst, vlan_tci, (nw_src, nw_dst, in_port), proto, tos, frag, (sp, dp, flags))| {
-                let mut k = FlowKey {
-                    in_port,
-                    dl_src,
-                    dl_dst,
-                    dl_type: ETH_TYPE_IP,
-                    vlan_tci,
-                    nw_src,
-                    nw_dst,
-                    nw_proto: proto,
-                    nw_tos: tos,
-                    nw_frag: frag,
-                    ..FlowKey::default()
-                };
-                if frag & FLOW_NW_FRAG_LATER == 0 {
-                    match proto {
-                        IPPROTO_TCP => (k.tp_src, k.tp_dst, k.tcp_flags) = (sp, dp, flags & TCP_FLAGS_MASK),
-                        IPPROTO_UDP | IPPROTO_SCTP => (k.tp_src, k.tp_dst) = (sp, dp),
-                        IPPROTO_ICMP => (k.tp_src, k.tp_dst) = (sp & 0xff, dp & 0xff),
-                        _ => {}
-                    }
+        .prop_map(|(dl_src, dl_dst, vlan_tci, (nw_src, nw_dst, in_port), proto, tos, frag, (sp, dp, flags))| {
+            let mut k = FlowKey {
+                in_port,
+                dl_src,
+                dl_dst,
+                dl_type: ETH_TYPE_IP,
+                vlan_tci,
+                nw_src,
+                nw_dst,
+                nw_proto: proto,
+                nw_tos: tos,
+                nw_frag: frag,
+                ..FlowKey::default()
+            };
+            if frag & FLOW_NW_FRAG_LATER == 0 {
+                match proto {
+                    IPPROTO_TCP => (k.tp_src, k.tp_dst, k.tcp_flags) = (sp, dp, flags & TCP_FLAGS_MASK),
+                    IPPROTO_UDP | IPPROTO_SCTP => (k.tp_src, k.tp_dst) = (sp, dp),
+                    IPPROTO_ICMP => (k.tp_src, k.tp_dst) = (sp & 0xff, dp & 0xff),
+                    _ => {}
                 }
-                k
-            },
-        )
+            }
+            k
+        })
 }
 
 /// Bytes up to the end of the last header extract needs for a frame built from `key`.
@@ -460,8 +458,7 @@ proptest! {
 fn pcapng_of(keys: &[FlowKey], endianness: Endianness, tsresol: Option<u8>) -> Vec<u8> {
     let mut w = PcapNgWriter::with_endianness(Vec::new(), endianness).unwrap();
     let options = tsresol.map(InterfaceDescriptionOption::IfTsResol).into_iter().collect();
-    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0xffff, options })
-        .unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0xffff, options }).unwrap();
     for (i, key) in keys.iter().enumerate() {
         let frame = build_frame(key);
         let epb = EnhancedPacketBlock {
@@ -510,8 +507,7 @@ fn pcapng_non_ethernet_interfaces_and_simple_packets() {
     let mut w = PcapNgWriter::new(Vec::new()).unwrap();
     w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
         .unwrap();
-    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::RAW, snaplen: 0, options: vec![] })
-        .unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::RAW, snaplen: 0, options: vec![] }).unwrap();
     let epb = |iface: u32, us: u64| EnhancedPacketBlock {
         interface_id: iface,
         timestamp: Duration::from_nanos(us),
@@ -541,8 +537,7 @@ fn pcapng_non_ethernet_interfaces_and_simple_packets() {
     let mut w = PcapNgWriter::new(Vec::new()).unwrap();
     w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::ETHERNET, snaplen: 0, options: vec![] })
         .unwrap();
-    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::USER0, snaplen: 0, options: vec![] })
-        .unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock { linktype: DataLink::USER0, snaplen: 0, options: vec![] }).unwrap();
     w.write_pcapng_block(epb(0, 1)).unwrap();
     w.write_pcapng_block(epb(1, 1)).unwrap();
     let e = parse_capture("user.pcapng", &w.into_inner(), 1).unwrap_err().to_string();
@@ -677,8 +672,7 @@ fn empty_garbage_and_compressed_files() {
     assert!(e.starts_with("g.pcap: not a pcap or pcapng capture: the file starts with 68 65 6c 6c"), "{e}");
     let e = parse_capture("g.pcap.gz", &[0x1f, 0x8b, 8, 0, 0, 0], 1).unwrap_err().to_string();
     assert!(e.starts_with("g.pcap.gz: corrupt gzip data"), "{e}");
-    let e =
-        parse_capture("n.pcapng", &[0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 1, 2, 3, 4], 1).unwrap_err().to_string();
+    let e = parse_capture("n.pcapng", &[0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 1, 2, 3, 4], 1).unwrap_err().to_string();
     assert!(e.contains("invalid byte-order magic 01 02 03 04"), "{e}");
     // xz, gzip and zstd captures are decompressed (told apart by magic, not name).
     let (bytes, _) = write_pcap(&some_keys(), None);
@@ -830,7 +824,8 @@ fn truncated_frames_and_records_of_every_link_type() {
 /// What the cooked and loopback headers say, read as documented.
 #[test]
 fn cooked_and_loopback_header_fields() {
-    let key = FlowKey { dl_src: [2, 0, 0, 0, 0, 9], dl_dst: [2, 0, 0, 0, 0, 8], ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 5, 6) };
+    let key =
+        FlowKey { dl_src: [2, 0, 0, 0, 0, 9], dl_dst: [2, 0, 0, 0, 0, 8], ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 5, 6) };
     let frame = build_frame(&key);
     let mut sll = Vec::new();
     assert!(link::from_ethernet(LinkType::LinuxSll, &frame, &mut sll));
@@ -860,6 +855,9 @@ fn cooked_and_loopback_header_fields() {
         assert_eq!(extract(&eth, 1), Extract::Ipv4(FlowKey { dl_dst: [0; 6], dl_src: [0; 6], ..key }));
         null[..4].copy_from_slice(&7u32.to_le_bytes());
         link::ethernet_equivalent(LinkType::Loop, &null, &mut eth).unwrap();
-        assert_eq!(extract(&eth, 1), Extract::Other(FlowKey { in_port: 1, dl_type: FLOW_DL_TYPE_NONE, ..FlowKey::default() }));
+        assert_eq!(
+            extract(&eth, 1),
+            Extract::Other(FlowKey { in_port: 1, dl_type: FLOW_DL_TYPE_NONE, ..FlowKey::default() })
+        );
     }
 }
