@@ -410,3 +410,48 @@ fn tcpdump_any_captures_give_the_keys_of_the_ethernet_capture() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["packets"].as_u64(), Some(expected.len() as u64), "{v}");
 }
+
+/// `rqvs gen map` on a raw-IP capture (as CAIDA's are) keeps its packet count, timestamps and
+/// flow structure: every packet of a flow gets its flow's new 5-tuple.
+#[test]
+fn gen_map_on_a_raw_ip_capture_keeps_timestamps_and_flows() {
+    let dir = TempDir::new("captures-map");
+    let raw = dir.join("raw.pcap");
+    let keys: Vec<FlowKey> =
+        rqvs_flow::formats::trace::read_trace(&data("acl1_1k_trace.xz")).unwrap().into_iter().map(|e| e.key).collect();
+    // Uneven gaps, to the µs (what a pcap holds).
+    let ts: Vec<u64> =
+        (0..keys.len() as u64).map(|i| 1_600_000_000_000_000_000 + i * 1_000 + (i % 7) * 13_000).collect();
+    {
+        let mut w = pcap::PcapWriter::new(std::fs::File::create(&raw).unwrap(), LinkType::Raw).unwrap();
+        for (k, &t) in keys.iter().zip(&ts) {
+            w.write_key(k, Some(t)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let out = dir.join("mapped.pcap");
+    let rules = data("acl1_1k_rules.xz");
+    ok(&[
+        "gen",
+        "map",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--pcap",
+        raw.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let before = pcap::read_capture(&raw, 1).unwrap();
+    let after = pcap::read_capture(&out, 1).unwrap();
+    assert_eq!(before.keys.len(), keys.len());
+    assert_eq!(after.keys.len(), before.keys.len());
+    assert_eq!(after.timestamps_ns, ts);
+    let five = |k: &FlowKey| (k.nw_src, k.nw_dst, k.nw_proto, k.tp_src, k.tp_dst);
+    let mut first_of = std::collections::HashMap::new();
+    for (b, a) in before.keys.iter().zip(&after.keys) {
+        // The first packet of each input flow names its output flow; every later one agrees.
+        let m = *first_of.entry(five(b)).or_insert(five(a));
+        assert_eq!(five(a), m);
+    }
+    assert!(first_of.len() > 1000, "{} flows", first_of.len());
+}
