@@ -357,8 +357,14 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
     Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
 }
 
-/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
-fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come, then
+/// the result (`rqvs replay` and `rqvs compare`).
+pub fn rate_search_printed(
+    c: &Common,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+) -> Result<replay::RateSearch, Failure> {
     let out = Out::new(c.json.as_deref());
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
@@ -385,11 +391,32 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             c.rx_ring,
             c.emc_prob
         );
+        if s.at_bound {
+            outln!(
+                out,
+                "note                nothing dropped up to the search's bound (1.5x unconstrained): the run is too short for the {}-packet ring to fill, so this is a lower bound; use --duration or more --passes",
+                c.rx_ring
+            );
+        }
     } else {
         outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
+    Ok(s)
+}
+
+/// `--plot` draws one run's time series; a rate search has many runs and draws none.
+pub fn no_plot_with_rate_search(c: &Common) -> Result<(), Failure> {
+    if c.rate_search && c.plot.is_some() {
+        return Err(Failure("--plot: draws one run's time series; not with --rate-search".into()));
+    }
+    Ok(())
+}
+
+/// `rqvs replay --rate-search`.
+fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let s = rate_search_printed(c, p, design, pred)?;
     if let Some(out) = &c.json {
-        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&cfg, p, &s)?)?;
+        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&c.config(), p, &s)?)?;
     }
     Ok(())
 }
@@ -403,6 +430,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         if c.pmds > 1 {
             return Err(Failure("--rate-search: runs on one PMD; --pmds is not used with it".into()));
         }
+        no_plot_with_rate_search(c)?;
         return rate_search(c, &p, args.design, pred.as_ref());
     }
     if c.pmds > 1 {

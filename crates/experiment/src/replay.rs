@@ -976,6 +976,11 @@ pub struct RateSearch {
     /// lowest probe dropped more (`passed` false), that probe.
     pub probe: (f64, Run),
     pub passed: bool,
+    /// The best probe is within 5% of the search's upper bound (1.5× the unconstrained rate):
+    /// nothing dropped up to there, so the run is too short for the receive ring to fill (a
+    /// longer `--duration` or more `--passes` gives a true limit). The rate is then a lower
+    /// bound of the design's, not its limit.
+    pub at_bound: bool,
 }
 
 /// The highest offered rate with < 1% drops after the warm-up, by bisection between 1/100 and
@@ -998,11 +1003,12 @@ pub fn rate_search(
         }
         Ok(r)
     };
-    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, free.mpps * 1e6 * 1.5);
+    let bound = free.mpps * 1e6 * 1.5;
+    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, bound);
     let ok = |r: &Run| r.rx.is_some_and(|x| x.drop_rate() < 0.01);
     let mut best = (lo, probe(lo)?);
     if !ok(&best.1) {
-        return Ok(RateSearch { free, probe: best, passed: false });
+        return Ok(RateSearch { free, probe: best, passed: false, at_bound: false });
     }
     while hi / lo > 1.05 {
         let mid = (lo * hi).sqrt();
@@ -1014,7 +1020,8 @@ pub fn rate_search(
             hi = mid;
         }
     }
-    Ok(RateSearch { free, probe: best, passed: true })
+    let at_bound = best.0 * 1.05 >= bound;
+    Ok(RateSearch { free, probe: best, passed: true, at_bound })
 }
 
 #[cfg(test)]
