@@ -377,7 +377,7 @@ fn build_on(
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => {
-            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold })?)
+            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, ..CflowsConfig::default() })?)
         }
     })
 }
