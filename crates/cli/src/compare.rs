@@ -38,6 +38,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     replay::no_plot_with_rate_search(c)?;
+    experiment::check_classifier(&c.config(), designs)?;
     let cfg = c.config();
     let out = Out::new(c.json.as_deref());
     let p = experiment::prepare(&cfg)?;

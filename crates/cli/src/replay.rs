@@ -18,7 +18,7 @@ use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
-use crate::args::{PolicyArg, Workload};
+use crate::args::{CflowsClassifierArg, PolicyArg, Workload};
 use crate::report::{outln, Out};
 use crate::Failure;
 
@@ -109,6 +109,10 @@ pub struct Common {
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
+    /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
+    /// (tm, no learned index: the ablation; instant policy only).
+    #[arg(long, value_enum, default_value_t = CflowsClassifierArg::Nmu)]
+    pub classifier: CflowsClassifierArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
     /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache
     /// [range: 0 ≤ x ≤ 1].
@@ -159,6 +163,7 @@ impl Common {
                 RevalidatorArg::Inline => RevalidatorMode::Inline,
             },
             policy: self.policy.policy(),
+            classifier: self.classifier.classifier(),
             retrain_threshold: self.retrain_threshold,
             train_interval: self.train_interval,
             idle: self.idle,
@@ -200,6 +205,9 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        DesignKind::Cflows if c.classifier == CflowsClassifierArg::Tm => {
+            outln!(out, "design              cflows (EMC {emc}, classifier tm: TupleMerge alone, no learned index)")
+        }
         d => outln!(
             out,
             "design              {} (EMC {emc}, policy {}, retrain at {})",
@@ -423,6 +431,7 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
 
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
+    replay::check_classifier(&c.config(), &[args.design])?;
     let cfg = c.config();
     let p = replay::prepare(&cfg)?;
     let pred = prediction(args, &cfg, &p)?;

@@ -115,6 +115,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("mismatches", json!(r.mismatches)),
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
+        ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),
         ("design_report", Value::Object(report)),
         ("updates", json!(r.update_log)),
