@@ -57,8 +57,8 @@ use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Ccache, Cflows, CflowsConfig, Clock, Counters, DatapathConfig, Design, DesignReport, DpAction,
-    OfprotoTable, Orig, OrigConfig, BATCH,
+    assign_rule_outputs, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
+    DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::{FlowKey, Rule, RuleId};
@@ -99,6 +99,8 @@ pub struct ReplayConfig {
     pub revalidator: RevalidatorMode,
     /// CFLOWS: when inserted rules become visible.
     pub policy: Policy,
+    /// CFLOWS: NuevoMatchUP, or TupleMerge alone (the learned index's ablation).
+    pub classifier: CflowsClassifier,
     /// Retrain when what was added outside the model exceeds this share (CFLOWS: rules in the
     /// remainder; CCACHE: megaflows in the megaflow cache).
     pub retrain_threshold: f64,
@@ -142,6 +144,7 @@ impl Default for ReplayConfig {
             flow_limit: 200_000,
             revalidator: RevalidatorMode::Thread,
             policy: Policy::Instant,
+            classifier: CflowsClassifier::NuevoMatch,
             retrain_threshold: 0.1,
             train_interval: 0.01,
             idle: 10.0,
@@ -311,6 +314,14 @@ fn sample_positions(len: u64, n: usize, seed: u64) -> Vec<u64> {
     v
 }
 
+/// `--classifier tm` chooses CFLOWS' classifier: an error when none of the designs run is CFLOWS.
+pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
+    if c.classifier == CflowsClassifier::TupleMerge && !designs.contains(&DesignKind::Cflows) {
+        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    }
+    Ok(())
+}
+
 /// Loads and checks everything a run needs (once for all the designs of a comparison).
 pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     if !(0.0..=1.0).contains(&c.emc_prob) {
@@ -318,6 +329,12 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     }
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Error(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
+    }
+    if c.classifier == CflowsClassifier::TupleMerge && c.policy == Policy::Delayed {
+        return Err(Error(
+            "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"
+                .into(),
+        ));
     }
     if c.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(Error(format!("--rate: expected packets per second > 0, found '{}'", c.rate.unwrap_or(0.0))));
@@ -455,7 +472,7 @@ fn build_on(
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => {
-            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold })?)
+            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier })?)
         }
     })
 }
@@ -1150,6 +1167,11 @@ pub struct RateSearch {
     /// lowest probe dropped more (`passed` false), that probe.
     pub probe: (f64, Run),
     pub passed: bool,
+    /// The best probe is within 5% of the search's upper bound (1.5× the unconstrained rate):
+    /// nothing dropped up to there, so the run is too short for the receive ring to fill (a
+    /// longer `--duration` or more `--passes` gives a true limit). The rate is then a lower
+    /// bound of the design's, not its limit.
+    pub at_bound: bool,
 }
 
 /// The highest offered rate with < 1% drops after the warm-up, by bisection between 1/100 and
@@ -1172,11 +1194,12 @@ pub fn rate_search(
         }
         Ok(r)
     };
-    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, free.mpps * 1e6 * 1.5);
+    let bound = free.mpps * 1e6 * 1.5;
+    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, bound);
     let ok = |r: &Run| r.rx.is_some_and(|x| x.drop_rate() < 0.01);
     let mut best = (lo, probe(lo)?);
     if !ok(&best.1) {
-        return Ok(RateSearch { free, probe: best, passed: false });
+        return Ok(RateSearch { free, probe: best, passed: false, at_bound: false });
     }
     while hi / lo > 1.05 {
         let mid = (lo * hi).sqrt();
@@ -1188,7 +1211,8 @@ pub fn rate_search(
             hi = mid;
         }
     }
-    Ok(RateSearch { free, probe: best, passed: true })
+    let at_bound = best.0 * 1.05 >= bound;
+    Ok(RateSearch { free, probe: best, passed: true, at_bound })
 }
 
 #[cfg(test)]

@@ -115,6 +115,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("mismatches", json!(r.mismatches)),
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
+        ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),
         ("design_report", Value::Object(report)),
         ("updates", json!(r.update_log)),
@@ -146,14 +147,41 @@ pub fn rate_search_json(
     let mut o = run_json(&ReplayConfig { rate: Some(*rate), ..c.clone() }, p, run)?;
     o.insert("max_rate_below_1pct_drops".into(), if s.passed { json!(rate) } else { Value::Null });
     o.insert("unconstrained_mpps".into(), json!(s.free.mpps));
+    o.insert("rate_at_search_bound".into(), json!(s.at_bound));
     Ok(o)
 }
 
-pub fn compare_json(c: &ReplayConfig, p: &Prepared, runs: &[Run]) -> Result<Map<String, Value>, Error> {
+/// `compare --rate-search --json`: `compare_json` of the unconstrained runs, and per design its
+/// rate search (`rate_search_json`) with `max_rate_speedup`, the highest rate's ratio to the
+/// first design's (`null` where either search failed).
+pub fn compare_rate_search_json(
+    c: &ReplayConfig,
+    p: &Prepared,
+    searches: &[(DesignKind, crate::replay::RateSearch)],
+) -> Result<Map<String, Value>, Error> {
+    let mut o = compare_json(c, p, searches.iter().map(|(_, s)| &s.free))?;
+    let base = searches.first().filter(|(_, s)| s.passed).map(|(_, s)| s.probe.0);
+    let mut rows = Vec::new();
+    for (_, s) in searches {
+        let mut r = rate_search_json(c, p, s)?;
+        let speedup = base.filter(|_| s.passed).map(|b| s.probe.0 / b);
+        r.insert("max_rate_speedup".into(), json!(speedup));
+        rows.push(Value::Object(r));
+    }
+    o.insert("rate_search".into(), Value::Array(rows));
+    Ok(o)
+}
+
+pub fn compare_json<'a>(
+    c: &ReplayConfig,
+    p: &Prepared,
+    runs: impl IntoIterator<Item = &'a Run>,
+) -> Result<Map<String, Value>, Error> {
+    let runs: Vec<&Run> = runs.into_iter().collect();
     let base = runs.first().map_or(1.0, |r| r.mpps);
     let base_steady = runs.first().and_then(|r| r.steady.map(|s| s.0));
     let mut rows = Vec::new();
-    for r in runs {
+    for &r in &runs {
         let mut o = run_json(c, p, r)?;
         o.insert("speedup".into(), json!(r.mpps / base));
         o.insert("speedup_after_first_pass".into(), json!(steady_speedup(r, base_steady)));

@@ -168,6 +168,15 @@ impl LiveNuevoMatch {
         Self::with_config(rules, policy, threshold, NuevoMatchConfig::always_learned())
     }
 
+    /// TupleMerge alone behind the live interface: no iSets (`min_rules` = `usize::MAX`), every
+    /// rule in the remainder, updates applied to it at once, never a training session — the
+    /// ablation of the learned index (`--design cflows --classifier tm`). The instant policy
+    /// only: with no model to wait for, a delayed insert would never become visible.
+    pub fn tuplemerge_only(rules: &[Rule]) -> Result<LiveNuevoMatch, ClassifierError> {
+        let config = NuevoMatchConfig { min_rules: usize::MAX, ..NuevoMatchConfig::always_learned() };
+        Self::with_config(rules, Policy::Instant, 0.1, config)
+    }
+
     /// [`LiveNuevoMatch::new`] with a configuration of its own (every model it trains uses it).
     pub fn with_config(
         rules: &[Rule],
@@ -354,6 +363,9 @@ impl LiveNuevoMatch {
     /// alone: rules the iSets cannot take stay in the remainder after any training, and
     /// retraining would not move them.)
     fn needs_training(&self) -> bool {
+        if self.config.min_rules == usize::MAX {
+            return false; // a configuration that never builds iSets: nothing to train
+        }
         let total = self.current.len() + self.staged.len();
         let grown = self.current.remainder().len().saturating_sub(self.base_remainder);
         total > 0 && (!self.staged.is_empty() || grown as f64 > self.threshold * total as f64)
