@@ -90,6 +90,7 @@ class _CompareOptions(TypedDict, total=False):
     flow_limit: int  # 200000
     revalidator: str  # "thread" or "inline"
     policy: str  # "instant" or "delayed"
+    classifier: str  # CFLOWS: "nmu" or "tm" (TupleMerge alone)
     retrain_threshold: float  # 0.1
     train_interval: float  # 0.01
     idle: float  # 10.0

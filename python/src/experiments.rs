@@ -70,6 +70,14 @@ fn config(
                     PyValueError::new_err(format!("revalidator: expected 'thread' or 'inline', found '{s}'"))
                 })?;
             }
+            "classifier" => {
+                let s: String = get(v, func, &key)?;
+                c.classifier = match s.as_str() {
+                    "nmu" => rqvs_datapath::CflowsClassifier::NuevoMatch,
+                    "tm" => rqvs_datapath::CflowsClassifier::TupleMerge,
+                    _ => return Err(PyValueError::new_err(format!("classifier: expected 'nmu' or 'tm', found '{s}'"))),
+                };
+            }
             "policy" => {
                 let s: String = get(v, func, &key)?;
                 c.policy = rqvs_classify::nuevomatch::live::Policy::from_name(&s).ok_or_else(|| {
@@ -122,6 +130,7 @@ pub fn replay(
 ) -> PyResult<Py<PyAny>> {
     let d = self::design(design)?;
     let cfg = config("replay", rules, trace, options)?;
+    experiment::check_classifier(&cfg, &[d]).map_err(error::from)?;
     if rate_search && cfg.pmds > 1 {
         return Err(PyValueError::new_err("--rate-search: runs on one PMD; --pmds is not used with it"));
     }
@@ -166,6 +175,7 @@ pub fn compare(
         return Err(PyValueError::new_err("--designs: expected at least one design"));
     }
     let cfg = config("compare", rules, trace, options)?;
+    experiment::check_classifier(&cfg, &designs).map_err(error::from)?;
     let fields = py
         .detach(|| {
             let p = experiment::prepare(&cfg)?;

@@ -136,3 +136,21 @@ def test_replay_prediction_and_rate_search(cli):
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == message
+
+
+def test_cflows_with_tuplemerge_alone(cli):
+    """classifier="tm" is --classifier tm: CFLOWS without the learned index."""
+    ours = rqvs.replay(design="cflows", classifier="tm", revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm", "--revalidator", "inline")
+    assert ours["classifier"] == "tm" and ours["counters"]["model_hit"] == 0 and ours["mismatches"] == 0
+    same_report(ours, theirs)
+    assert rqvs.replay(design="cflows")["classifier"] == "nmu" and rqvs.replay(design="orig")["classifier"] is None
+    for bad, message in [
+        (dict(design="orig", classifier="tm"), "--classifier tm: CFLOWS' classifier; expected --design cflows"),
+        (dict(design="cflows", classifier="tm", policy="delayed"),
+         "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"),
+        (dict(design="cflows", classifier="nm"), "classifier: expected 'nmu' or 'tm', found 'nm'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message

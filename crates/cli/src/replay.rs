@@ -18,7 +18,7 @@ use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
-use crate::args::{PolicyArg, Workload};
+use crate::args::{CflowsClassifierArg, PolicyArg, Workload};
 use crate::report::{outln, Out};
 use crate::Failure;
 
@@ -109,6 +109,10 @@ pub struct Common {
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
+    /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
+    /// (tm, no learned index: the ablation; instant policy only).
+    #[arg(long, value_enum, default_value_t = CflowsClassifierArg::Nmu)]
+    pub classifier: CflowsClassifierArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
     /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache
     /// [range: 0 ≤ x ≤ 1].
@@ -176,6 +180,7 @@ impl Common {
                 RevalidatorArg::Inline => RevalidatorMode::Inline,
             },
             policy: self.policy.policy(),
+            classifier: self.classifier.classifier(),
             retrain_threshold: self.retrain_threshold,
             train_interval: self.train_interval,
             idle: self.idle,
@@ -214,9 +219,12 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         p.all_rules.len(),
         p.rules_format
     );
-    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
+    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.packets);
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        DesignKind::Cflows if c.classifier == CflowsClassifierArg::Tm => {
+            outln!(out, "design              cflows (EMC {emc}, classifier tm: TupleMerge alone, no learned index)")
+        }
         d => outln!(
             out,
             "design              {} (EMC {emc}, policy {}, retrain at {})",
@@ -382,8 +390,14 @@ pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<Str
     Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
 }
 
-/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
-fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come, then
+/// the result (`rqvs replay` and `rqvs compare`).
+pub fn rate_search_printed(
+    c: &Common,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+) -> Result<replay::RateSearch, Failure> {
     let out = c.out();
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
@@ -410,20 +424,42 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             c.rx_ring,
             c.emc_prob
         );
+        if s.at_bound {
+            outln!(
+                out,
+                "note                nothing dropped up to the search's bound (1.5x unconstrained): the run is too short for the {}-packet ring to fill, so this is a lower bound; use --duration or more --passes",
+                c.rx_ring
+            );
+        }
     } else {
         outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
+    Ok(s)
+}
+
+/// `--plot` draws one run's time series; a rate search has many runs and draws none.
+pub fn no_plot_with_rate_search(c: &Common) -> Result<(), Failure> {
+    if c.rate_search && c.plot.is_some() {
+        return Err(Failure("--plot: draws one run's time series; not with --rate-search".into()));
+    }
+    Ok(())
+}
+
+/// `rqvs replay --rate-search`.
+fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let s = rate_search_printed(c, p, design, pred)?;
     if let Some(path) = &c.csv {
-        crate::report::write_csv(path, &as_rows(serde_json::to_value(&run.series)?))?;
+        crate::report::write_csv(path, &as_rows(serde_json::to_value(&s.probe.1.series)?))?;
     }
     if let Some(out) = &c.json {
-        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&cfg, p, &s)?)?;
+        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&c.config(), p, &s)?)?;
     }
     Ok(())
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
+    replay::check_classifier(&c.config(), &[args.design])?;
     let cfg = c.config();
     c.check_outputs()?;
     let p = replay::prepare(&cfg)?;
@@ -432,6 +468,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         if c.pmds > 1 {
             return Err(Failure("--rate-search: runs on one PMD; --pmds is not used with it".into()));
         }
+        no_plot_with_rate_search(c)?;
         return rate_search(c, &p, args.design, pred.as_ref());
     }
     if c.pmds > 1 {
@@ -467,7 +504,7 @@ const LONG_RUN_PACKETS: u64 = 1_000_000_000;
 /// [`LONG_RUN_PACKETS`]): says so on stderr, then returns a progress callback printing a line there
 /// every 10 s of wall time. A short run gets a callback that does nothing.
 pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(replay::Progress) {
-    let packets = p.keys.len() as u64 * u64::from(c.passes);
+    let packets = p.packets * u64::from(c.passes);
     let long = match c.duration {
         Some(d) => d > LONG_RUN_S,
         None => c.rate.is_none() && packets > LONG_RUN_PACKETS,
@@ -475,7 +512,7 @@ pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(repl
     if long {
         let what = match c.duration {
             Some(d) => format!("--duration {d} s of PMD time"),
-            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.keys.len()),
+            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.packets),
         };
         let _ = writeln!(
             std::io::stderr(),

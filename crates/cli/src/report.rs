@@ -114,7 +114,7 @@ pub fn show(p: &Option<PathBuf>, default: &str) -> String {
 /// One line about a capture: frames read, and what was skipped.
 pub fn capture_line(c: &rqvs_flow::formats::pcap::CaptureStats) -> String {
     format!(
-        "{} frames: {} IPv4, {} other; skipped {} truncated, {} malformed, {} non-Ethernet",
-        c.frames, c.ipv4, c.other, c.truncated, c.malformed, c.non_ethernet
+        "{} frames: {} IPv4, {} other; skipped {} truncated, {} malformed",
+        c.frames, c.ipv4, c.other, c.truncated, c.malformed
     )
 }

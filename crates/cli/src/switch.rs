@@ -38,6 +38,10 @@ pub struct Args {
     rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
     design: DesignKind,
+    /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
+    /// (tm, no learned index).
+    #[arg(long, value_enum, default_value_t = crate::args::CflowsClassifierArg::Nmu)]
+    classifier: crate::args::CflowsClassifierArg,
     /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pmds: usize,
@@ -190,7 +194,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
+    if a.classifier == crate::args::CflowsClassifierArg::Tm && a.design != DesignKind::Cflows {
+        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
+    cfg.cflows.classifier = a.classifier.classifier();
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;

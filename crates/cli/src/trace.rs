@@ -7,8 +7,8 @@
 //!   flag names, `+syn-ack`) and `Datapath actions:`. Checked line by line against real OVS 3.1
 //!   in `crates/cli/tests/trace.rs` (the bridge is called `rqvs`; what rqvs does not model —
 //!   TTL, flooding to OVS's local port, `controller` upcalls — is left out of that comparison).
-//! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets through a
-//!   megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
+//! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets (read as
+//!   a stream) through a megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
 //!   hit; any other is an upcall that classifies it (`OfprotoClassifier`) and installs its
 //!   megaflow. Prints packets, upcalls, distinct megaflows and distinct masks, and checks every hit
 //!   against the slow path's own verdict (`mismatches`, which must be 0: megaflows never change a
@@ -181,14 +181,21 @@ fn translate(key: &FlowKey, rule: &Rule) -> (FlowKey, String) {
 
 fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     let path = args.trace.as_deref().expect("checked by run");
-    let packets = inputs::load_packets(Some(path), args.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().take(args.packets).map(|e| e.key.wire()).collect();
+    // The trace is read as a stream: memory grows with its distinct headers and megaflows, not
+    // with its packets.
+    let mut reader = inputs::open_packets(Some(path), args.in_port)?;
+    let mut distinct: HashSet<FlowKey> = HashSet::new();
+    let mut n = 0usize;
     // mask → (masked value → rule), masks in installation order.
     let mut cache: HashMap<FlowKey, HashMap<FlowKey, Option<rqvs_flow::RuleId>>> = HashMap::new();
     let mut masks: Vec<FlowKey> = Vec::new();
     let (mut upcalls, mut mismatches, mut searched) = (0usize, 0usize, 0u64);
     let start = std::time::Instant::now();
-    for k in &keys {
+    while n < args.packets {
+        let Some(p) = reader.next_packet()? else { break };
+        n += 1;
+        let k = &p.entry.key.wire();
+        distinct.insert(*k);
         let hit = masks.iter().find_map(|m| cache[m].get(&k.masked(m)).copied());
         match hit {
             Some(rule) => {
@@ -208,14 +215,13 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
             }
         }
     }
-    let distinct: HashSet<&FlowKey> = keys.iter().collect();
     let megaflows: usize = cache.values().map(HashMap::len).sum();
     let out = crate::report::Out::new(args.json.as_deref());
     out.line(format!("rules file        {}", args.rules.display()));
     out.line(format!("flows (OpenFlow)  {}", c.len()));
     out.line(format!("subtables         {}", c.subtables(0)));
     out.line(format!("trace             {}", path.display()));
-    out.line(format!("packets           {}", keys.len()));
+    out.line(format!("packets           {n}"));
     out.line(format!("distinct headers  {}", distinct.len()));
     out.line(format!("upcalls           {upcalls}"));
     out.line(format!("megaflows         {megaflows}"));
@@ -229,7 +235,7 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
             "trace_file": path.display().to_string(),
             "flows": c.len(),
             "subtables": c.subtables(0),
-            "packets": keys.len(),
+            "packets": n,
             "distinct_headers": distinct.len(),
             "upcalls": upcalls,
             "megaflows": megaflows,

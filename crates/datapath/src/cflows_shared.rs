@@ -121,7 +121,7 @@ fn exclusive(mut arc: Arc<Published>) -> Result<Arc<Published>, Arc<Published>> 
 impl CflowsPublisher {
     /// Trains the first model (synchronously) and publishes it.
     pub fn new(rules: &[Rule], learned: CflowsConfig) -> Result<CflowsPublisher, ClassifierError> {
-        let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
+        let nm = learned.build(rules)?;
         let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         let first = publication(&nm, &actions, 0, 0);
         Ok(CflowsPublisher {
@@ -223,9 +223,12 @@ impl CflowsPublisher {
         }
         let mut added = Vec::new();
         let mut refused = None;
-        let actions = mirror.actions[mirror.removed.len()..].iter().map(|&(_, a)| a);
-        for (r, action) in add.into_iter().zip(actions) {
+        // `mirror.actions` holds the removed ids' entries, then one per added rule, in order.
+        let actions = &mirror.actions[mirror.removed.len()..];
+        debug_assert_eq!(actions.len(), add.len());
+        for (r, &(action_id, action)) in add.into_iter().zip(actions) {
             let id = r.id;
+            debug_assert_eq!(action_id, id.0, "the added rules' actions in the order of `add`");
             if let Err(e) = self.nm.insert_shared(r) {
                 refused = Some(e);
                 break;
@@ -514,7 +517,7 @@ mod tests {
         for seed in 0..40u64 {
             let mut rng = rqvs_flow::rng::Rng::new(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
-            let learned = CflowsConfig { policy, retrain_threshold: 0.05 };
+            let learned = CflowsConfig { policy, retrain_threshold: 0.05, ..CflowsConfig::default() };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut publisher = CflowsPublisher::new(&live, learned).unwrap();
@@ -578,7 +581,9 @@ mod tests {
         let all = rules(60);
         let keys = keys(600, 0);
         for policy in [Policy::Instant, Policy::Delayed] {
-            let mut publisher = CflowsPublisher::new(&all, CflowsConfig { policy, retrain_threshold: 0.1 }).unwrap();
+            let mut publisher =
+                CflowsPublisher::new(&all, CflowsConfig { policy, retrain_threshold: 0.1, ..CflowsConfig::default() })
+                    .unwrap();
             let mut dp = publisher.reader(virtual_cfg(0));
             assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
             let e0 = dp.visible_epoch();

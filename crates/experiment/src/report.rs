@@ -153,7 +153,7 @@ pub fn csv(rows: &[Value]) -> String {
 pub fn capture_json(c: &CaptureStats) -> Value {
     json!({
         "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
-        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
+        "malformed": c.malformed,
     })
 }
 
@@ -193,7 +193,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("emc_prob", json!(c.emc_prob)),
         ("policy", json!(c.policy.name())),
         ("rules", json!(p.all_rules.len())),
-        ("trace_packets", json!(p.keys.len())),
+        ("trace_packets", json!(p.packets)),
         ("build_ms", json!(r.build_ms)),
         ("packets", json!(cs.received)),
         ("pmd_s", json!(pmd_s)),
@@ -213,6 +213,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("mismatches", json!(r.mismatches)),
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
+        ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),
         ("design_report", Value::Object(report)),
         ("updates", json!(r.update_log)),
@@ -244,14 +245,41 @@ pub fn rate_search_json(
     let mut o = run_json(&ReplayConfig { rate: Some(*rate), ..c.clone() }, p, run)?;
     o.insert("max_rate_below_1pct_drops".into(), if s.passed { json!(rate) } else { Value::Null });
     o.insert("unconstrained_mpps".into(), json!(s.free.mpps));
+    o.insert("rate_at_search_bound".into(), json!(s.at_bound));
     Ok(o)
 }
 
-pub fn compare_json(c: &ReplayConfig, p: &Prepared, runs: &[Run]) -> Result<Map<String, Value>, Error> {
+/// `compare --rate-search --json`: `compare_json` of the unconstrained runs, and per design its
+/// rate search (`rate_search_json`) with `max_rate_speedup`, the highest rate's ratio to the
+/// first design's (`null` where either search failed).
+pub fn compare_rate_search_json(
+    c: &ReplayConfig,
+    p: &Prepared,
+    searches: &[(DesignKind, crate::replay::RateSearch)],
+) -> Result<Map<String, Value>, Error> {
+    let mut o = compare_json(c, p, searches.iter().map(|(_, s)| &s.free))?;
+    let base = searches.first().filter(|(_, s)| s.passed).map(|(_, s)| s.probe.0);
+    let mut rows = Vec::new();
+    for (_, s) in searches {
+        let mut r = rate_search_json(c, p, s)?;
+        let speedup = base.filter(|_| s.passed).map(|b| s.probe.0 / b);
+        r.insert("max_rate_speedup".into(), json!(speedup));
+        rows.push(Value::Object(r));
+    }
+    o.insert("rate_search".into(), Value::Array(rows));
+    Ok(o)
+}
+
+pub fn compare_json<'a>(
+    c: &ReplayConfig,
+    p: &Prepared,
+    runs: impl IntoIterator<Item = &'a Run>,
+) -> Result<Map<String, Value>, Error> {
+    let runs: Vec<&Run> = runs.into_iter().collect();
     let base = runs.first().map_or(1.0, |r| r.mpps);
     let base_steady = runs.first().and_then(|r| r.steady.map(|s| s.0));
     let mut rows = Vec::new();
-    for r in runs {
+    for &r in &runs {
         let mut o = run_json(c, p, r)?;
         o.insert("speedup".into(), json!(r.mpps / base));
         o.insert("speedup_after_first_pass".into(), json!(steady_speedup(r, base_steady)));

@@ -92,10 +92,16 @@ impl Rng {
     /// `k` distinct indexes of `0..n` (`k ≤ n`), in ascending order: Floyd's algorithm, `O(k)`
     /// draws and memory whatever `n` is.
     pub fn sample_sorted(&mut self, n: usize, k: usize) -> Vec<usize> {
+        self.sample_sorted_u64(n as u64, k as u64).into_iter().map(|i| i as usize).collect()
+    }
+
+    /// [`Rng::sample_sorted`] over `0..n` for `n` past `usize` (positions in a trace that is
+    /// streamed, not held).
+    pub fn sample_sorted_u64(&mut self, n: u64, k: u64) -> Vec<u64> {
         assert!(k <= n, "a sample of {k} out of {n}");
         let mut chosen = std::collections::BTreeSet::new();
         for j in n - k..n {
-            let t = self.index(j + 1);
+            let t = self.below(j + 1);
             if !chosen.insert(t) {
                 chosen.insert(j);
             }
