@@ -9,7 +9,8 @@ For refactors that must not change behaviour (issue 20): `classify`, `bench clas
 
 What is removed before the diff, and why:
 - timings: wall/PMD/stage times, Mpps, shares of PMD time, build and training times;
-- provenance: git_rev, cpu, kernel, rqvs_version;
+- provenance: git_rev, git_dirty, git_rev_source, build_profile, schema_version, cpu, kernel,
+  rqvs_version;
 - fields that move from run to run of the *same* binary: anything decided by measured PMD time
   (the time series, the positions of timed updates and so the versions verification sees,
   CCACHE/CFLOWS model swaps, subtable ranking, the cuckoo distributor's intervals). The
@@ -31,6 +32,7 @@ TIMING = {
     "share_megaflow_after_first_pass", "share_emc", "share_megaflow", "share_model", "share_upcall",
     "share_revalidator", "series", "wall_s", "elapsed_s", "last_training_ms", "speedup",
     "speedup_after_first_pass", "git_rev", "cpu", "kernel", "rqvs_version", "avg_subtables_per_hit",
+    "git_dirty", "git_rev_source", "build_profile", "schema_version", "timed_passes", "timed_passes_single",
     "megaflow_subtables", "ns_batch", "ns_single", "build_s", "insert_us", "remove_us",
     "updates", "handler_busy_s", "pmd_busy_s", "handler_cpu_share", "pmd_cpu_share",
     "upcall_cost_us", "calibration", "latency", "first_assoc_latency", "first_assoc_coupled_latency",

@@ -90,6 +90,7 @@ class _CompareOptions(TypedDict, total=False):
     flow_limit: int  # 200000
     revalidator: str  # "thread" or "inline"
     policy: str  # "instant" or "delayed"
+    classifier: str  # CFLOWS: "nmu" or "tm" (TupleMerge alone)
     retrain_threshold: float  # 0.1
     train_interval: float  # 0.01
     idle: float  # 10.0
@@ -102,9 +103,13 @@ def replay(
     rules: Optional[_Path] = None,
     trace: Optional[_Path] = None,
     design: str = "orig",
+    predict: str = "off",
+    coflow_truth: Optional[_Path] = None,
+    rate_search: bool = False,
     **options: Unpack[_ReplayOptions],
 ) -> Dict[str, Any]:
-    """``rqvs replay --json``'s report as a dict."""
+    """``rqvs replay --json``'s report as a dict (``predict``: ``--predict off|online|oracle``
+    with ``coflow_truth``; ``rate_search``: ``--rate-search``)."""
 
 def compare(
     rules: Optional[_Path] = None,

@@ -17,8 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rqvs_classify::nuevomatch::live::{self, Policy};
 use rqvs_classify::ClassifierKind;
-use rqvs_flow::formats::{self, classbench, ofctl};
-use rqvs_flow::{Actions, Rule, RuleId};
+use rqvs_flow::formats;
+use rqvs_flow::{Rule, RuleId};
 
 use crate::error;
 use crate::headers;
@@ -48,20 +48,7 @@ fn rules_from_lines(lines: &[String]) -> PyResult<Vec<Rule>> {
 /// gets priority 0 (below every rule of a ClassBench file: as if appended to it), an ofctl line
 /// its `priority=` (OpenFlow's default 32768 without one); `priority` overrides either.
 fn parse_rule(line: &str, id: u32, priority: Option<u32>) -> Result<Rule, String> {
-    if line.contains('\n') {
-        return Err(format!("{RULE_NAME}: expected one rule line, found a line break"));
-    }
-    let content = line.split('#').next().unwrap_or("");
-    if content.trim().is_empty() {
-        return Err(format!("{RULE_NAME}: expected a rule, found an empty line"));
-    }
-    let mut rule = if content.trim_start().starts_with('@') {
-        let f = classbench::parse_line(RULE_NAME, 1, content.trim_start()).map_err(|e| e.to_string())?;
-        let m = classbench::to_match(&f).map_err(|msg| format!("{RULE_NAME}:1:1: {msg}"))?;
-        Rule::new(id, 0, m, Actions::drop())
-    } else {
-        ofctl::parse_flow(RULE_NAME, 1, content, id).map_err(|e| e.to_string())?
-    };
+    let mut rule = formats::parse_rule_line(RULE_NAME, 1, line, id, 0).map_err(|e| e.to_string())?;
     if let Some(p) = priority {
         rule.priority = p;
     }

@@ -9,7 +9,9 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use rqvs_datapath::predict::PredictConfig;
 use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
+use rqvs_experiment::prediction::Prediction;
 use rqvs_experiment::replay as experiment;
 use rqvs_experiment::{inputs, report, DesignKind, ReplayConfig};
 use serde_json::{Map, Value};
@@ -68,6 +70,14 @@ fn config(
                     PyValueError::new_err(format!("revalidator: expected 'thread' or 'inline', found '{s}'"))
                 })?;
             }
+            "classifier" => {
+                let s: String = get(v, func, &key)?;
+                c.classifier = match s.as_str() {
+                    "nmu" => rqvs_datapath::CflowsClassifier::NuevoMatch,
+                    "tm" => rqvs_datapath::CflowsClassifier::TupleMerge,
+                    _ => return Err(PyValueError::new_err(format!("classifier: expected 'nmu' or 'tm', found '{s}'"))),
+                };
+            }
             "policy" => {
                 let s: String = get(v, func, &key)?;
                 c.policy = rqvs_classify::nuevomatch::live::Policy::from_name(&s).ok_or_else(|| {
@@ -94,31 +104,52 @@ fn design(name: &str) -> PyResult<DesignKind> {
 
 /// Replays a trace through one datapath design (``rqvs replay``) and returns its ``--json``
 /// report as a dict. ``rules``/``trace`` default to the embedded ClassBench acl1_1k workload;
-/// ``design``: ``orig``, ``ccache`` or ``cflows``; ``options``: the command line's replay options
-/// with ``_`` for ``-`` (``passes``, ``duration``, ``rate``, ``rx_ring``, ``updates``, ``verify``,
-/// ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``), ``emc_prob``, ``flow_limit``,
-/// ``revalidator``, ``policy``, ``retrain_threshold``, ``train_interval``, ``idle``, ``in_port``,
-/// ``pmds``). Mismatches against the reference are in ``report["mismatches"]`` (the command
-/// line's exit code 1), not raised.
+/// ``design``: ``orig``, ``ccache`` or ``cflows``; ``predict``: flow prediction on ORIG
+/// (``off``, ``online``, or ``oracle`` with the ground truth ``coflow_truth`` written by ``rqvs
+/// gen coflows --truth-out``; the predictor's own settings at the command line's defaults);
+/// ``rate_search``: the highest constant rate with < 1% drops (``--rate-search``: the report of
+/// its last probe with ``max_rate_below_1pct_drops`` and ``unconstrained_mpps``); ``options``:
+/// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
+/// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
+/// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
+/// ``train_interval``, ``idle``, ``in_port``, ``pmds``). Mismatches against the reference are in
+/// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
+/// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]
-#[pyo3(signature = (rules = None, trace = None, design = "orig", **options))]
+#[pyo3(signature = (rules = None, trace = None, design = "orig", predict = "off", coflow_truth = None, rate_search = false, **options))]
+#[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
     rules: Option<PathBuf>,
     trace: Option<PathBuf>,
     design: &str,
+    predict: &str,
+    coflow_truth: Option<PathBuf>,
+    rate_search: bool,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let d = self::design(design)?;
     let cfg = config("replay", rules, trace, options)?;
+    experiment::check_classifier(&cfg, &[d]).map_err(error::from)?;
+    if rate_search && cfg.pmds > 1 {
+        return Err(PyValueError::new_err("--rate-search: runs on one PMD; --pmds is not used with it"));
+    }
+    let predict = predict.to_string();
     let fields = py
         .detach(|| {
             let p = experiment::prepare(&cfg)?;
-            if cfg.pmds > 1 {
+            let pred = Prediction::from_mode(&predict, coflow_truth.as_deref(), PredictConfig::default(), d, &cfg, &p)?;
+            if rate_search {
+                let s = experiment::rate_search(&cfg, &p, d, pred.as_ref(), &mut |_, _| {})?;
+                report::rate_search_json(&cfg, &p, &s)
+            } else if cfg.pmds > 1 {
+                if pred.is_some() {
+                    return Err(rqvs_experiment::Error("--pmds: flow prediction runs on one PMD only, for now".into()));
+                }
                 let r = experiment::run_pmds(&cfg, &p, d)?;
                 report::pmds_json(&cfg, &p, d, &r)
             } else {
-                let r = experiment::run_design(&cfg, &p, d)?;
+                let r = experiment::run_design_with(&cfg, &p, d, pred.as_ref())?;
                 report::run_json(&cfg, &p, &r)
             }
         })
@@ -144,6 +175,7 @@ pub fn compare(
         return Err(PyValueError::new_err("--designs: expected at least one design"));
     }
     let cfg = config("compare", rules, trace, options)?;
+    experiment::check_classifier(&cfg, &designs).map_err(error::from)?;
     let fields = py
         .detach(|| {
             let p = experiment::prepare(&cfg)?;

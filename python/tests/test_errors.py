@@ -69,8 +69,8 @@ def test_malformed_insert_is_valueerror_and_changes_nothing(cli, bad_rules, tm):
         tm.insert(BAD)
     assert str(e.value) == want.replace(f"{bad_rules}:2:", "<rule>:1:", 1)
     for bad, msg in [
-        ("", "<rule>: expected a rule, found an empty line"),
-        (GOOD + "\n" + GOOD, "<rule>: expected one rule line, found a line break"),
+        ("", "<rule>:1:1: expected a rule, found an empty line"),
+        (GOOD + "\n" + GOOD, "<rule>:1:1: expected one rule on one line, found a newline"),
         ("tcp,tp_dst=80,actions=bogus(", None),
         ("ip,nw_src=1.2.3.4/40,actions=drop", None),
     ]:

@@ -21,6 +21,8 @@ TIMING = {
     "share_emc", "share_megaflow", "share_model", "share_upcall", "share_revalidator", "series", "speedup",
     "speedup_after_first_pass", "git_rev", "generate_ms", "total_ms", "seconds", "counters", "design_report",
     "avg_subtables_per_hit", "avg_batch", "coverage", "updates",
+    # Provenance: two builds (the extension and the binary) may differ in profile or dirty flag.
+    "git_dirty", "git_rev_source", "build_profile",
 }
 
 
@@ -111,3 +113,44 @@ def test_gen_trace_report_and_file(cli, tmp_path, fmt):
     ref = rqvs.Classifier.from_file(DEFAULT_RULES, kind="ref").classify(h)
     assert (rqvs.Classifier.from_file(DEFAULT_RULES, kind="nmu").classify(h) == ref).all()
     assert ours["unmatched"] == int((ref < 0).sum())
+
+
+def test_replay_prediction_and_rate_search(cli):
+    """predict and rate_search reach the run, as --predict and --rate-search do."""
+    ours = rqvs.replay(design="orig", predict="online", revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--predict", "online", "--revalidator", "inline")
+    assert ours["prediction"]["proposed"] > 0 and set(ours["prediction"]) == set(theirs["prediction"])
+    # The online predictor's windows are in PMD time: its counts differ a little between runs.
+    ours.pop("prediction"), theirs.pop("prediction")
+    same_report(ours, theirs)
+    ours = rqvs.replay(design="cflows", rate_search=True)
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--rate-search")
+    assert ours["max_rate_below_1pct_drops"] and ours["unconstrained_mpps"] > 0 and ours["mismatches"] == 0
+    assert keys(ours) == keys(theirs)
+    for bad, message in [
+        (dict(design="cflows", predict="online"), "--predict online: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found 'cflows'"),
+        (dict(predict="oracle"), "--predict oracle needs the coflow ground truth: --coflow-truth FILE (written by `rqvs gen coflows --truth-out`)"),
+        (dict(predict="sometimes"), "--predict: expected off, online or oracle, found 'sometimes'"),
+        (dict(rate_search=True, pmds=2), "--rate-search: runs on one PMD; --pmds is not used with it"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message
+
+
+def test_cflows_with_tuplemerge_alone(cli):
+    """classifier="tm" is --classifier tm: CFLOWS without the learned index."""
+    ours = rqvs.replay(design="cflows", classifier="tm", revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm", "--revalidator", "inline")
+    assert ours["classifier"] == "tm" and ours["counters"]["model_hit"] == 0 and ours["mismatches"] == 0
+    same_report(ours, theirs)
+    assert rqvs.replay(design="cflows")["classifier"] == "nmu" and rqvs.replay(design="orig")["classifier"] is None
+    for bad, message in [
+        (dict(design="orig", classifier="tm"), "--classifier tm: CFLOWS' classifier; expected --design cflows"),
+        (dict(design="cflows", classifier="tm", policy="delayed"),
+         "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"),
+        (dict(design="cflows", classifier="nm"), "classifier: expected 'nmu' or 'tm', found 'nm'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message

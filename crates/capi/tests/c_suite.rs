@@ -5,7 +5,7 @@
 //!
 //! The suite checks, through the C API, that every kind gives the reference's rule ids on every
 //! packet of the 1K and 10K sets of all 12 seeds and on a sample of three 100K sets, also after
-//! removing 10% of the rules (1% of the 100K sets) and inserting them back (text and struct
+//! removing 10% of the rules and inserting them back (text and struct
 //! form), and the live
 //! NuevoMatchUP with lookups from two threads during the updates; then bad input. Its error
 //! messages are compared here with the ones the `rqvs` command prints (the library crates').

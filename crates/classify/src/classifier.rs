@@ -14,6 +14,8 @@ pub enum ClassifierError {
     DuplicateId(RuleId),
     /// The classifier cannot hold this rule (it says why).
     Unsupported(RuleId, String),
+    /// The classifier cannot be built as configured (it says why).
+    Config(String),
 }
 
 impl fmt::Display for ClassifierError {
@@ -21,6 +23,7 @@ impl fmt::Display for ClassifierError {
         match self {
             ClassifierError::DuplicateId(id) => write!(f, "rule id {id} is already present"),
             ClassifierError::Unsupported(id, why) => write!(f, "rule {id}: {why}"),
+            ClassifierError::Config(why) => f.write_str(why),
         }
     }
 }

@@ -53,6 +53,24 @@ impl PolicyArg {
     }
 }
 
+/// `--classifier`: what CFLOWS classifies the OpenFlow rules with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CflowsClassifierArg {
+    /// NuevoMatchUP: the learned index with a TupleMerge remainder (the paper's CFLOWS).
+    Nmu,
+    /// TupleMerge alone: no learned index (the ablation).
+    Tm,
+}
+
+impl CflowsClassifierArg {
+    pub fn classifier(self) -> rqvs_datapath::CflowsClassifier {
+        match self {
+            CflowsClassifierArg::Nmu => rqvs_datapath::CflowsClassifier::NuevoMatch,
+            CflowsClassifierArg::Tm => rqvs_datapath::CflowsClassifier::TupleMerge,
+        }
+    }
+}
+
 /// Value parsers for numeric options: each accepts only the range its option's help documents
 /// (`[range: …]`), so a value outside it (NaN, a share of 2, a count the machine cannot hold)
 /// is a usage error naming the range (exit code 2) before anything runs.

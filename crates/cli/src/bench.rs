@@ -1,7 +1,7 @@
 //! `rqvs bench classifiers`: every classifier on the same rules and packets, side by side.
 //!
-//! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the median
-//! of several passes over the whole trace, after a warm-up pass), memory, mismatches against the reference on a sample
+//! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
+//! fastest, median and slowest of several passes over the whole trace, after a warm-up pass), memory, mismatches against the reference on a sample
 //! (all packets when the set is small), mismatches against another classifier on every packet, and
 //! update rates — remove 10% of the rules in random order, re-insert them in another order — with
 //! every packet re-checked afterwards.
@@ -50,6 +50,10 @@ pub struct Args {
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the table (one row per classifier, the JSON report's `classifiers`) as CSV to this
+    /// file (`-` = stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
 }
 
 pub fn run(cmd: &Command) -> Result<(), Failure> {
@@ -61,7 +65,7 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
 }
 
 fn classifiers(a: &Args) -> Result<(), Failure> {
-    let out = Out::new(a.json.as_deref());
+    let out = Out::with_csv(a.json.as_deref(), a.csv.as_deref())?;
     let rules = inputs::load_rules(a.workload.rules.as_deref())?;
     let packets = inputs::load_packets(a.workload.trace.as_deref(), 1)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
@@ -94,12 +98,12 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         a.update_fraction * 100.0
     ));
     out.line(format!(
-        "{:<6} {:>9} {:>12} {:>9} {:>9} {:>10} {:>10} {:>10} {:>11} {:>11} {:>8}  stats",
+        "{:<6} {:>9} {:>12} {:>9} {:>19} {:>10} {:>10} {:>10} {:>11} {:>11} {:>8}  stats",
         "name",
         "build_ms",
         "bytes",
         "Mpps",
-        "ns/pkt",
+        "ns/pkt (min-max)",
         "Mpps(1x1)",
         "mismatch",
         "cross",
@@ -111,13 +115,13 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
     for r in rows {
         let stats: Vec<String> = r.stats.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.line(format!(
-            "{:<6} {:>9.2} {:>12} {:>9.3} {:>9.1} {:>10.3} {:>10} {:>10} {:>11} {:>11} {:>8}  {}{}",
+            "{:<6} {:>9.2} {:>12} {:>9.3} {:>19} {:>10.3} {:>10} {:>10} {:>11} {:>11} {:>8}  {}{}",
             r.kind.name(),
             r.build.as_secs_f64() * 1e3,
             r.memory,
-            1e3 / r.ns_batch,
-            r.ns_batch,
-            1e3 / r.ns_single,
+            1e3 / r.ns_batch.median,
+            format!("{:.1} ({:.1}-{:.1})", r.ns_batch.median, r.ns_batch.min, r.ns_batch.max),
+            1e3 / r.ns_single.median,
             r.mismatches,
             r.cross.as_ref().map_or_else(|| "-".to_string(), |(_, n)| n.to_string()),
             opt(r.updates.as_ref().map(|u| u.remove_per_s)),
@@ -132,6 +136,43 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         ));
     }
 
+    let list: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let (batch, single) = (r.ns_batch.inverse(1e3), r.ns_single.inverse(1e3));
+            json!({
+                "name": r.kind.name(),
+                "build_ms": r.build.as_secs_f64() * 1e3,
+                "memory_bytes": r.memory,
+                "timed_packets": r.timed_packets,
+                "timed_passes": r.ns_batch.passes,
+                "mpps": batch.median,
+                "mpps_min": batch.min,
+                "mpps_max": batch.max,
+                "ns_per_packet": r.ns_batch.median,
+                "ns_per_packet_min": r.ns_batch.min,
+                "ns_per_packet_max": r.ns_batch.max,
+                "timed_passes_single": r.ns_single.passes,
+                "mpps_single": single.median,
+                "mpps_single_min": single.min,
+                "mpps_single_max": single.max,
+                "ns_per_packet_single": r.ns_single.median,
+                "ns_per_packet_single_min": r.ns_single.min,
+                "ns_per_packet_single_max": r.ns_single.max,
+                "mismatches": r.mismatches,
+                "cross_mismatches": r.cross.as_ref().map(|(_, n)| *n),
+                "cross_peer": r.cross.as_ref().map(|(p, _)| p.clone()),
+                "updated_rules": r.updates.as_ref().map(|u| u.rules),
+                "remove_per_s": r.updates.as_ref().map(|u| u.remove_per_s),
+                "insert_per_s": r.updates.as_ref().map(|u| u.insert_per_s),
+                "update_mismatches": r.updates.as_ref().map(|u| u.mismatches),
+                "stats": r.stats.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<String, Value>>(),
+            })
+        })
+        .collect();
+    if let Some(path) = &a.csv {
+        report::write_csv(path, &list)?;
+    }
     if let Some(path) = &a.json {
         let mut f = Map::new();
         f.insert("rules_file".into(), rules_name.into());
@@ -141,29 +182,6 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         f.insert("verified".into(), b.verified.into());
         f.insert("seed".into(), a.workload.seed.into());
         f.insert("update_fraction".into(), json!(a.update_fraction));
-        let list: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "name": r.kind.name(),
-                    "build_ms": r.build.as_secs_f64() * 1e3,
-                    "memory_bytes": r.memory,
-                    "timed_packets": r.timed_packets,
-                    "mpps": 1e3 / r.ns_batch,
-                    "ns_per_packet": r.ns_batch,
-                    "mpps_single": 1e3 / r.ns_single,
-                    "ns_per_packet_single": r.ns_single,
-                    "mismatches": r.mismatches,
-                    "cross_mismatches": r.cross.as_ref().map(|(_, n)| *n),
-                    "cross_peer": r.cross.as_ref().map(|(p, _)| p.clone()),
-                    "updated_rules": r.updates.as_ref().map(|u| u.rules),
-                    "remove_per_s": r.updates.as_ref().map(|u| u.remove_per_s),
-                    "insert_per_s": r.updates.as_ref().map(|u| u.insert_per_s),
-                    "update_mismatches": r.updates.as_ref().map(|u| u.mismatches),
-                    "stats": r.stats.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<String, Value>>(),
-                })
-            })
-            .collect();
         f.insert("classifiers".into(), Value::Array(list));
         report::write_json(path, "bench classifiers", f)?;
     }

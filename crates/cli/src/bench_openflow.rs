@@ -48,6 +48,10 @@ pub struct Args {
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the table (one row per design, the JSON's `designs`) as CSV to this file (`-` =
+    /// stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
@@ -60,7 +64,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if a.flow_mods == 0 || a.barrier_every == 0 {
         return Err(Failure("--flow-mods and --barrier-every must be at least 1".into()));
     }
-    let out = Out::new(a.json.as_deref());
+    let out = Out::with_csv(a.json.as_deref(), a.csv.as_deref())?;
     let rules = inputs::load_rules(a.rules.as_deref())?;
     let conv = classbench_to_openflow(&rules, &Actions(Vec::new())).map_err(Failure)?;
     if a.bundle >= conv.flows.len() {
@@ -121,6 +125,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         }
         mismatches += r.mismatches;
         rows.push(r);
+    }
+    if let Some(path) = &a.csv {
+        report::write_csv(path, &crate::replay::as_rows(serde_json::to_value(&rows)?))?;
     }
     if let Some(path) = &a.json {
         let mut f = Map::new();

@@ -55,6 +55,10 @@ pub struct Args {
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the time series (one row per 100 ms, the JSON's `series`) as CSV to this file
+    /// (`-` = stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
 }
 
 /// `--insert-slack`: a number, or `none`.
@@ -69,7 +73,7 @@ fn parse_slack(s: &str) -> Result<Slack, String> {
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
-    let out = Out::new(a.json.as_deref());
+    let out = Out::with_csv(a.json.as_deref(), a.csv.as_deref())?;
     let rules = inputs::load_rules(a.rules.as_deref())?;
     let packets = inputs::load_packets(a.trace.as_deref(), 1)?;
     let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
@@ -128,6 +132,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         "checked {} lookups against the visible rules after the run ({:.1} s): {} mismatches",
         b.checked, b.verify_s, b.mismatches
     ));
+    if let Some(path) = &a.csv {
+        report::write_csv(path, &crate::replay::as_rows(serde_json::to_value(&b.series)?))?;
+    }
     if let Some(path) = &a.json {
         let mut f = Map::new();
         f.insert("rules_file".into(), report::show(&a.rules, DEFAULT_RULES_NAME).into());

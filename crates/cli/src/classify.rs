@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use rqvs_classify::{winner_by_definition, ClassifierKind, BATCH};
-use rqvs_flow::{FlowKey, Rule, RuleId};
+use rqvs_flow::Rule;
 use serde_json::{json, Map};
 
 use crate::args::Workload;
@@ -48,9 +48,16 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         Some(m) => m.rules(),
         None => inputs::load_rules(args.workload.rules.as_deref())?,
     };
-    let packets = inputs::load_packets(args.workload.trace.as_deref(), args.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
-    if keys.is_empty() {
+    // The packets are read once to count them (the verification sample needs the count), then
+    // again to classify them, a chunk at a time: memory grows with the distinct flows (counted
+    // exactly), not with the packets. Short traces are held after the first read.
+    let counted = inputs::PacketSource::count(
+        args.workload.trace.as_deref(),
+        args.in_port,
+        rqvs_experiment::replay::HOLD_PACKETS,
+    )?;
+    let n = usize::try_from(counted.packets).map_err(|_| Failure("too many packets for this machine".into()))?;
+    if n == 0 {
         return Err(Failure(format!(
             "{}: no packets to classify",
             report::show(&args.workload.trace, DEFAULT_TRACE_NAME)
@@ -64,38 +71,80 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     };
     let build = t0.elapsed();
 
-    // Timed run: the whole trace in batches of 32, the datapath's unit.
-    let mut results: Vec<Option<RuleId>> = vec![None; keys.len()];
-    let t1 = Instant::now();
-    for (k, r) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
-        classifier.lookup_batch(k, r);
-    }
-    let elapsed = t1.elapsed();
-    let ns_per_packet = elapsed.as_nanos() as f64 / keys.len() as f64;
-    let mpps = keys.len() as f64 / elapsed.as_secs_f64() / 1e6;
-
-    // Verification against the semantic definition (winner-ordered linear scan of `Match`).
-    let indexes = verify::sample_indexes(rules.len(), keys.len(), args.workload.verify, args.workload.seed);
-    let n_verify = indexes.len();
+    // Verification against the semantic definition (winner-ordered linear scan of `Match`) of
+    // every packet when affordable, else of a seeded sample.
+    let n_verify = match args.workload.verify {
+        Some(k) => k.min(n),
+        None if verify::full_verification_affordable(rules.len(), n) => n,
+        None => verify::DEFAULT_SAMPLE.min(n),
+    };
+    let indexes = if n_verify == n {
+        Vec::new()
+    } else {
+        verify::sample_indexes(rules.len(), n, Some(n_verify), args.workload.seed)
+    };
     let mut sorted: Vec<Rule> = rules.clone();
     sorted.sort_by_key(|r| r.rank());
     let (mut mismatches, mut intended_checked, mut intended_differs) = (0usize, 0usize, 0usize);
     let mut first_mismatch = None;
-    for &i in &indexes {
-        let want = winner_by_definition(&sorted, &keys[i]);
-        if results[i] != want {
-            mismatches += 1;
-            first_mismatch.get_or_insert((i, results[i], want));
-        }
-        if let Some(intended) = packets.entries[i].intended {
-            intended_checked += 1;
-            if want != Some(intended) {
-                intended_differs += 1;
+    let (mut matched, mut distinct) = (0usize, HashSet::new());
+
+    // Timed: the lookups of each chunk, in batches of 32 (the datapath's unit).
+    const CHUNK: usize = 1 << 16;
+    let mut pass = counted.source.open()?;
+    let (mut entries, mut keys, mut results) = (Vec::with_capacity(CHUNK), Vec::with_capacity(CHUNK), Vec::new());
+    let mut elapsed = std::time::Duration::ZERO;
+    let (mut at, mut next_sample) = (0usize, 0usize);
+    loop {
+        entries.clear();
+        while entries.len() < CHUNK {
+            match pass.next_entry()? {
+                Some(e) => entries.push(e),
+                None => break,
             }
         }
+        if entries.is_empty() {
+            break;
+        }
+        keys.clear();
+        keys.extend(entries.iter().map(|e: &rqvs_flow::formats::trace::TraceEntry| e.key));
+        results.clear();
+        results.resize(keys.len(), None);
+        let t1 = Instant::now();
+        for (k, r) in keys.chunks(BATCH).zip(results.chunks_mut(BATCH)) {
+            classifier.lookup_batch(k, r);
+        }
+        elapsed += t1.elapsed();
+        for (e, &got) in entries.iter().zip(&results) {
+            matched += usize::from(got.is_some());
+            distinct.insert(e.key);
+            let sampled = n_verify == n || indexes.get(next_sample) == Some(&at);
+            next_sample += usize::from(sampled && n_verify < n);
+            if sampled {
+                let want = winner_by_definition(&sorted, &e.key);
+                if got != want {
+                    mismatches += 1;
+                    first_mismatch.get_or_insert((at, e.key, got, want));
+                }
+                if let Some(intended) = e.intended {
+                    intended_checked += 1;
+                    if want != Some(intended) {
+                        intended_differs += 1;
+                    }
+                }
+            }
+            at += 1;
+        }
     }
-    let matched = results.iter().filter(|r| r.is_some()).count();
-    let distinct: usize = keys.iter().collect::<HashSet<_>>().len();
+    if at != n {
+        return Err(Failure(format!(
+            "{}: {at} packets on the second read, {n} on the first: the input changed while being read",
+            report::show(&args.workload.trace, DEFAULT_TRACE_NAME)
+        )));
+    }
+    let ns_per_packet = elapsed.as_nanos() as f64 / n as f64;
+    let mpps = n as f64 / elapsed.as_secs_f64() / 1e6;
+    let distinct = distinct.len();
 
     let rules_name = match &args.model {
         Some(p) => format!("{} (model)", p.display()),
@@ -103,8 +152,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     };
     let trace_name = report::show(&args.workload.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules       {rules_name}: {} rules", rules.len()));
-    out.line(format!("packets     {trace_name}: {} packets, {distinct} distinct flows", keys.len()));
-    if let Some(c) = &packets.capture {
+    out.line(format!("packets     {trace_name}: {n} packets, {distinct} distinct flows"));
+    if let Some(c) = &counted.capture {
         out.line(format!("capture     {}", report::capture_line(c)));
     }
     out.line(format!(
@@ -114,7 +163,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         classifier.memory_bytes()
     ));
     out.line(format!("lookup      {ns_per_packet:.1} ns/packet, {mpps:.3} Mpps (batches of {BATCH}, one thread)"));
-    out.line(format!("matched     {matched} of {} packets", keys.len()));
+    out.line(format!("matched     {matched} of {n} packets"));
     out.line(format!(
         "verified    {n_verify} packets against the reference: {mismatches} mismatches (seed {})",
         args.workload.seed
@@ -132,7 +181,7 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         f.insert("trace_file".into(), trace_name.into());
         f.insert("classifier".into(), classifier.name().into());
         f.insert("rules".into(), rules.len().into());
-        f.insert("packets".into(), keys.len().into());
+        f.insert("packets".into(), n.into());
         f.insert("distinct_flows".into(), distinct.into());
         f.insert("build_ms".into(), json!(build.as_secs_f64() * 1e3));
         f.insert("memory_bytes".into(), classifier.memory_bytes().into());
@@ -144,15 +193,15 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         f.insert("intended_checked".into(), intended_checked.into());
         f.insert("intended_differs".into(), intended_differs.into());
         f.insert("seed".into(), args.workload.seed.into());
-        if let Some(c) = &packets.capture {
+        if let Some(c) = &counted.capture {
             f.insert("capture".into(), report::capture_json(c));
         }
         report::write_json(path, "classify", f)?;
     }
-    if let Some((i, got, want)) = first_mismatch {
+    if let Some((i, key, got, want)) = first_mismatch {
         return Err(Failure(format!(
-            "{mismatches} mismatches against the reference; first at packet {i} ({:?}): {} returned {:?}, the reference {:?}",
-            keys[i], classifier.name(), got.map(|r| r.0), want.map(|r| r.0)
+            "{mismatches} mismatches against the reference; first at packet {i} ({key:?}): {} returned {:?}, the reference {:?}",
+            classifier.name(), got.map(|r| r.0), want.map(|r| r.0)
         )));
     }
     Ok(())

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! rqvs coflows --dist hadoop|rpc [--coflowiness 0,0.1,0.25,0.5,0.75,0.9,1.0]
-//!              [--predict off,online,oracle,preload] [--coflows N] [--rng-seed S] [--json OUT] [--plot OUT.svg]
+//!              [--predict off,online,oracle,preload] [--coflows N] [--rng-seed S] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! rqvs gen coflows --dist hadoop|rpc --coflowiness X --coflows N --rng-seed S --out OUT.pcap
 //!              [--rules-out OUT.ofctl] [--truth-out OUT.tsv]
 //! ```
@@ -214,6 +214,10 @@ pub struct Args {
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the table (one row per coflowiness and prediction mode, the JSON's `runs`) as CSV
+    /// here ('-' = stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
     /// Write an SVG plot here.
     #[arg(long)]
     pub plot: Option<PathBuf>,
@@ -416,7 +420,7 @@ fn run_json(r: &RunResult) -> Value {
 }
 
 pub fn run_cmd(a: &Args) -> Result<(), Failure> {
-    let out = Out::new(a.json.as_deref());
+    let out = Out::with_csv(a.json.as_deref(), a.csv.as_deref())?;
     let xs = parse_coflowiness(&a.coflowiness)?;
     let modes = &a.predict;
     let clock = parse_cost(&a.cost)?;
@@ -483,6 +487,9 @@ pub fn run_cmd(a: &Args) -> Result<(), Failure> {
     }
     if let Some(path) = &a.plot {
         plot(path, dist, &runs)?;
+    }
+    if let Some(path) = &a.csv {
+        report::write_csv(path, &runs.iter().map(run_json).collect::<Vec<_>>())?;
     }
     if let Some(j) = &a.json {
         let mut f = Map::new();

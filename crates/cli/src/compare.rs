@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rqvs compare --rules FILE --trace FILE [--designs orig,ccache,cflows] [replay options]
-//!              [--json OUT] [--plot OUT.svg]
+//!              [--rate-search] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
 //! The inputs are loaded once ([`experiment::prepare`]); each design is built and replayed in turn
@@ -15,7 +15,7 @@ use rqvs_experiment::replay as experiment;
 use rqvs_experiment::DesignKind;
 
 use crate::replay::{self, Common};
-use crate::report::{outln, Out};
+use crate::report::outln;
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -37,9 +37,15 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     if c.pmds != 1 {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
+    replay::no_plot_with_rate_search(c)?;
+    experiment::check_classifier(&c.config(), designs)?;
     let cfg = c.config();
-    let out = Out::new(c.json.as_deref());
+    c.check_outputs()?;
+    let out = c.out();
     let p = experiment::prepare(&cfg)?;
+    if c.rate_search {
+        return rate_search(c, &p, designs);
+    }
     let mut runs = Vec::new();
     for &d in designs {
         let r = experiment::run_design_progress(&cfg, &p, d, None, &mut replay::long_run(c, &p, d))?;
@@ -94,13 +100,75 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             runs.iter().map(|r| (r.design.name(), &r.series[..])).collect();
         crate::plot::compare(path, &replay::plot_title_named(c, &names.join(",")), &series, &runs[0].update_log)?;
     }
-    if let Some(out) = &c.json {
+    if c.json.is_some() || c.csv.is_some() {
         let o = rqvs_experiment::report::compare_json(&c.config(), &p, &runs)?;
-        crate::report::write_json(out, "compare", o)?;
+        if let Some(path) = &c.csv {
+            crate::report::write_csv(path, &replay::as_rows(o.get("runs").cloned().unwrap_or_default()))?;
+        }
+        if let Some(out) = &c.json {
+            crate::report::write_json(out, "compare", o)?;
+        }
     }
     let bad: usize = runs.iter().map(|r| r.mismatches).sum();
     if bad > 0 {
         return Err(Failure(format!("{bad} packets got an action other than the reference's")));
+    }
+    Ok(())
+}
+
+/// `--rate-search`: the constant-rate search of each design in turn (the paper's method: the
+/// highest offered rate with < 1% drops after the warm-up), then their highest rates side by
+/// side with the speedups over the first design. A search that finds no passing rate, or one
+/// whose rate is only a lower bound (nothing dropped up to its bound), says so in the table.
+fn rate_search(c: &Common, p: &experiment::Prepared, designs: &[DesignKind]) -> Result<(), Failure> {
+    let out = c.out();
+    let mut searches = Vec::new();
+    for &d in designs {
+        let s = replay::rate_search_printed(c, p, d, None)?;
+        outln!(out);
+        searches.push((d, s));
+    }
+    let base = searches.first().filter(|(_, s)| s.passed).map(|(_, s)| s.probe.0);
+    outln!(
+        out,
+        "{:<8} {:>18} {:>12} {:>26} {:>9}",
+        "design",
+        "unconstrained Mpps",
+        "speedup",
+        "max rate < 1% drops (Mpps)",
+        "speedup"
+    );
+    let free_base = searches[0].1.free.mpps;
+    for (d, s) in &searches {
+        let rate = if s.passed {
+            format!("{:.3}{}", s.probe.0 / 1e6, if s.at_bound { " (bound)" } else { "" })
+        } else {
+            "none".to_string()
+        };
+        let speedup = base.filter(|_| s.passed).map_or("-".to_string(), |b| format!("{:.2}x", s.probe.0 / b));
+        outln!(
+            out,
+            "{:<8} {:>18.3} {:>11.2}x {:>26} {:>9}",
+            d.name(),
+            s.free.mpps,
+            s.free.mpps / free_base,
+            rate,
+            speedup
+        );
+    }
+    if searches.iter().any(|(_, s)| s.at_bound) {
+        outln!(out, "(bound): nothing dropped up to 1.5x the unconstrained rate; the run is too short for the ring to fill: use --duration or more --passes");
+    }
+    if c.json.is_some() || c.csv.is_some() {
+        let o = rqvs_experiment::report::compare_rate_search_json(&c.config(), p, &searches)?;
+        if let Some(path) = &c.csv {
+            // One row per design; the search's probes are lists, left out of the CSV.
+            let rows = o.get("rate_search").cloned().unwrap_or_default();
+            crate::report::write_csv(path, &replay::as_rows(rows))?;
+        }
+        if let Some(path) = &c.json {
+            crate::report::write_json(path, "compare", o)?;
+        }
     }
     Ok(())
 }

@@ -52,7 +52,8 @@ pub struct RulesArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct TraceArgs {
-    /// Input packets (ClassBench trace, pcap or pcapng, plain or .xz).
+    /// Input packets (ClassBench trace, pcap or pcapng; plain, xz, gzip or zstd; `-`: stdin),
+    /// read as a stream.
     pub input: PathBuf,
     /// Output format.
     #[arg(long)]
@@ -63,9 +64,41 @@ pub struct TraceArgs {
     /// in_port given to every packet read.
     #[arg(long, default_value_t = 1)]
     pub in_port: u32,
+    /// With --to pcap: the link type written (default ethernet; raw, ipv4, ipv6, null and loop
+    /// carry IP packets only, sll and sll2 are Linux cooked captures).
+    #[arg(long, value_enum)]
+    pub link: Option<LinkArg>,
     /// Write a JSON report to this file (`-` = stdout; then give --output).
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// `--link`: the link types `convert trace --to pcap` writes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LinkArg {
+    Ethernet,
+    Raw,
+    Ipv4,
+    Ipv6,
+    Null,
+    Loop,
+    Sll,
+    Sll2,
+}
+
+impl LinkArg {
+    fn link_type(self) -> pcap::LinkType {
+        match self {
+            LinkArg::Ethernet => pcap::LinkType::Ethernet,
+            LinkArg::Raw => pcap::LinkType::Raw,
+            LinkArg::Ipv4 => pcap::LinkType::Ipv4,
+            LinkArg::Ipv6 => pcap::LinkType::Ipv6,
+            LinkArg::Null => pcap::LinkType::Null,
+            LinkArg::Loop => pcap::LinkType::Loop,
+            LinkArg::Sll => pcap::LinkType::LinuxSll,
+            LinkArg::Sll2 => pcap::LinkType::LinuxSll2,
+        }
+    }
 }
 
 pub fn run(cmd: &Command) -> Result<(), Failure> {
@@ -145,41 +178,114 @@ fn rules(a: &RulesArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn packets(a: &TraceArgs) -> Result<(), Failure> {
-    let json_stdout = a.json.as_deref() == Some(Path::new("-"));
-    let p = inputs::load_packets(Some(&a.input), a.in_port)?;
-    let mut f = Map::new();
-    f.insert("input".into(), a.input.display().to_string().into());
-    f.insert("packets".into(), p.entries.len().into());
-    if let Some(c) = &p.capture {
-        f.insert("capture".into(), report::capture_json(c));
-        if c.truncated > 0 || c.non_ethernet > 0 {
-            eprintln!(
-                "rqvs: warning: {}: skipped {} truncated and {} non-Ethernet frames",
-                a.input.display(),
-                c.truncated,
-                c.non_ethernet
-            );
+/// Where converted packets go: a file, or stdout (a broken pipe ends the command quietly).
+enum Sink {
+    File(std::io::BufWriter<std::fs::File>, PathBuf),
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f, _) => f.write(buf),
+            Sink::Stdout(o) => o.write(buf),
         }
     }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f, _) => f.flush(),
+            Sink::Stdout(o) => o.flush(),
+        }
+    }
+}
+
+impl Sink {
+    fn open(output: Option<&Path>) -> Result<Sink, Failure> {
+        Ok(match output {
+            Some(p) => Sink::File(
+                std::io::BufWriter::with_capacity(
+                    1 << 20,
+                    std::fs::File::create(p).map_err(|e| Failure(format!("{}: cannot write: {e}", p.display())))?,
+                ),
+                p.to_path_buf(),
+            ),
+            None => Sink::Stdout(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout())),
+        })
+    }
+
+    /// The error of a failed write (stdout's end the process as [`report::stdout`] does).
+    fn failed(&self, e: std::io::Error) -> Failure {
+        match self {
+            Sink::File(_, p) => Failure(format!("{}: cannot write: {e}", p.display())),
+            Sink::Stdout(_) => report::stdout_failed(&e),
+        }
+    }
+}
+
+/// Streams packets from one format to the other, in memory independent of the input's length.
+fn packets(a: &TraceArgs) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let json_stdout = a.json.as_deref() == Some(Path::new("-"));
+    let name = rqvs_flow::io::display_name(&a.input);
+    let mut reader = inputs::open_packets(Some(&a.input), a.in_port)?;
+    let mut f = Map::new();
+    f.insert("input".into(), name.clone().into());
+    let output = match a.to {
+        TraceTo::Pcap => match &a.output {
+            Some(o) => Some(o.as_path()),
+            None => return Err(Failure("--to pcap needs --output FILE (pcap is binary)".into())),
+        },
+        TraceTo::Classbench if a.output.is_none() && json_stdout => {
+            return Err(Failure("--json - writes the report to stdout: give --output for the converted file".into()))
+        }
+        TraceTo::Classbench => a.output.as_deref(),
+    };
+    if a.link.is_some() && !matches!(a.to, TraceTo::Pcap) {
+        return Err(Failure("--link: only with --to pcap".into()));
+    }
+    let mut sink = Sink::open(output)?;
+    let mut n = 0usize;
     match a.to {
         TraceTo::Pcap => {
-            let Some(output) = &a.output else {
-                return Err(Failure("--to pcap needs --output FILE (pcap is binary)".into()));
-            };
-            let keys: Vec<_> = p.entries.iter().map(|e| e.key).collect();
-            let (bytes, stats) = pcap::write_pcap(&keys, None);
+            let link = a.link.map_or(pcap::LinkType::Ethernet, LinkArg::link_type);
+            let mut w = pcap::PcapWriter::new(&mut sink, link).map_err(|e| Failure(format!("{e}")))?;
+            while let Some(p) = reader.next_packet()? {
+                n += 1;
+                w.write_key(&p.entry.key, p.timestamp_ns).map_err(|e| Failure(format!("{e}")))?;
+            }
+            let (_, stats) = w.finish().map_err(|e| Failure(format!("{e}")))?;
             if stats.ports_dropped > 0 {
                 eprintln!(
                     "rqvs: warning: {} packets carry ports on a protocol whose header cannot hold them; their ports are not in the pcap",
                     stats.ports_dropped
                 );
             }
+            if stats.not_carried > 0 {
+                eprintln!(
+                    "rqvs: warning: {} packets are not IP, which link type {} cannot carry; they are not in the pcap",
+                    stats.not_carried,
+                    pcap::link::link_type_name(link.number())
+                );
+            }
             f.insert("ports_dropped".into(), stats.ports_dropped.into());
-            emit(Some(output), json_stdout, &bytes)?;
+            f.insert("not_carried".into(), stats.not_carried.into());
+            f.insert("link_type".into(), link.number().into());
         }
         TraceTo::Classbench => {
-            emit(a.output.as_deref(), json_stdout, trace::write_trace(&p.entries).as_bytes())?;
+            while let Some(p) = reader.next_packet()? {
+                n += 1;
+                let line = trace::write_trace(std::slice::from_ref(&p.entry));
+                sink.write_all(line.as_bytes()).map_err(|e| sink.failed(e))?;
+            }
+        }
+    }
+    sink.flush().map_err(|e| sink.failed(e))?;
+    f.insert("packets".into(), n.into());
+    if let Some(c) = reader.capture_stats() {
+        f.insert("capture".into(), report::capture_json(&c));
+        if c.skipped() > 0 {
+            eprintln!("rqvs: warning: {name}: skipped {} truncated and {} malformed frames", c.truncated, c.malformed);
         }
     }
     if let Some(j) = &a.json {

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
 use rqvs_flow::formats::pcap;
-use rqvs_flow::FlowKey;
 use rqvs_workload::{map, rules, trace, updates};
 use serde_json::Map;
 
@@ -107,10 +106,11 @@ pub struct TraceArgs {
 pub struct MapArgs {
     #[arg(long)]
     pub rules: PathBuf,
-    /// The capture to map (pcap or pcapng, plain or .xz).
+    /// The capture to map (pcap or pcapng of any link type rqvs reads; plain, xz, gzip or zstd;
+    /// `-`: stdin), read as a stream.
     #[arg(long)]
     pub pcap: PathBuf,
-    /// Output pcap.
+    /// Output pcap (Ethernet, microsecond timestamps: the capture's, truncated).
     #[arg(long)]
     pub out: PathBuf,
     #[arg(long, default_value_t = 1)]
@@ -236,19 +236,26 @@ fn gen_trace(a: &TraceArgs) -> Result<(), Failure> {
 fn gen_map(a: &MapArgs) -> Result<(), Failure> {
     let out = Out::new(a.json.as_deref());
     let rules = inputs::load_rules(Some(&a.rules))?;
-    let cap = pcap::read_capture(&a.pcap, 1)?;
+    let mut reader = pcap::open_capture(&a.pcap, 1)?;
     let p = map::Params { rng_seed: a.rng_seed, syn: a.syn, attempts: a.attempts };
     let t = Instant::now();
-    let (mapped, rep) = map::map_capture(&rules, &cap, &p)?;
-    let keys: Vec<FlowKey> = mapped.iter().map(|m| m.key).collect();
-    let (bytes, _) = pcap::write_pcap(&keys, Some(&cap.timestamps_ns));
-    std::fs::write(&a.out, bytes).map_err(|e| Failure(format!("{}: cannot write: {e}", a.out.display())))?;
+    let mut mapper = map::Mapper::new(&rules, &p)?;
+    let cannot = |e: std::io::Error| Failure(format!("{}: cannot write: {e}", a.out.display()));
+    let file = std::fs::File::create(&a.out).map_err(cannot)?;
+    let mut w = pcap::PcapWriter::new(std::io::BufWriter::with_capacity(1 << 20, file), pcap::LinkType::Ethernet)
+        .map_err(cannot)?;
+    while let Some((key, ts)) = reader.next_key()? {
+        w.write_key(&mapper.map(&key).key, Some(ts)).map_err(cannot)?;
+    }
+    w.finish().map_err(cannot)?;
+    let rep = mapper.report();
+    let stats = reader.stats();
     out.line(format!(
         "gen map: {} packets ({} rewritten, {} non-IPv4 copied; {} frames skipped by the reader), {} flows: {} placed ({:.2}%), {} unplaced; {} packets off target; {} SYN refused; {:.2} s",
         rep.packets,
         rep.rewritten,
         rep.copied,
-        cap.stats.skipped(),
+        stats.skipped(),
         rep.flows,
         rep.placed,
         rep.placed as f64 * 100.0 / rep.flows.max(1) as f64,
@@ -270,7 +277,7 @@ fn gen_map(a: &MapArgs) -> Result<(), Failure> {
         f.insert("unplaced".into(), rep.unplaced.into());
         f.insert("packets_off_target".into(), rep.packets_off_target.into());
         f.insert("syn_refused".into(), rep.syn_refused.into());
-        f.insert("capture".into(), report::capture_json(&cap.stats));
+        f.insert("capture".into(), report::capture_json(&stats));
         report::write_json(j, "gen map", f)?;
     }
     Ok(())

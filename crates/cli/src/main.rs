@@ -33,7 +33,7 @@ use clap::{Parser, Subcommand};
 /// With no subcommand, classifies the embedded default workload (ClassBench acl1, 1K rules, and
 /// its trace) and verifies every packet against the reference classifier.
 #[derive(Parser, Debug)]
-#[command(name = "rqvs", version, about, long_about = None)]
+#[command(name = "rqvs", version = rqvs_experiment::report::VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

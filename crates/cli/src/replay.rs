@@ -5,7 +5,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
-//!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--plot OUT.svg]
+//!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
 //! This module parses the options into a [`ReplayConfig`], prints the report, writes the JSON
@@ -18,7 +18,7 @@ use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
-use crate::args::{PolicyArg, Workload};
+use crate::args::{CflowsClassifierArg, PolicyArg, Workload};
 use crate::report::{outln, Out};
 use crate::Failure;
 
@@ -109,6 +109,10 @@ pub struct Common {
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
     pub policy: PolicyArg,
+    /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
+    /// (tm, no learned index: the ablation; instant policy only).
+    #[arg(long, value_enum, default_value_t = CflowsClassifierArg::Nmu)]
+    pub classifier: CflowsClassifierArg,
     /// Retrain when what was added outside the model since the last one exceeds this share:
     /// CFLOWS, rules inserted into the remainder; CCACHE, megaflows installed in the megaflow cache
     /// [range: 0 ≤ x ≤ 1].
@@ -132,12 +136,29 @@ pub struct Common {
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the report's table as CSV here ('-' = stdout): replay's time series (one row per
+    /// sample, the JSON's `series`), with --pmds one row per PMD (the JSON's `runs`); compare's
+    /// designs (one row per design, the JSON's `runs`: counters and design report as
+    /// `counters.NAME` columns).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
     /// Write an SVG plot of the time series here (compare: all designs in one plot).
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
 
 impl Common {
+    /// Where the human summary goes (stderr when `--json -` or `--csv -` takes stdout; both
+    /// there is refused by [`Common::check_outputs`] before anything runs).
+    pub fn out(&self) -> Out {
+        Out::with_csv(self.json.as_deref(), self.csv.as_deref()).unwrap_or_else(|_| Out::new(Some(Path::new("-"))))
+    }
+
+    /// `--json -` and `--csv -` together are an error.
+    pub fn check_outputs(&self) -> Result<(), Failure> {
+        Out::with_csv(self.json.as_deref(), self.csv.as_deref()).map(|_| ())
+    }
+
     /// The replay's settings.
     pub fn config(&self) -> ReplayConfig {
         ReplayConfig {
@@ -159,6 +180,7 @@ impl Common {
                 RevalidatorArg::Inline => RevalidatorMode::Inline,
             },
             policy: self.policy.policy(),
+            classifier: self.classifier.classifier(),
             retrain_threshold: self.retrain_threshold,
             train_interval: self.train_interval,
             idle: self.idle,
@@ -170,36 +192,17 @@ impl Common {
 
 /// `--predict` and its options, checked against the design; `None` for off.
 fn prediction(a: &Args, cfg: &ReplayConfig, p: &Prepared) -> Result<Option<Prediction>, Failure> {
-    let pcfg = a.predictor.config()?;
-    let truth = a.coflow_truth.as_deref();
-    if a.predict != PredictMode::Oracle && truth.is_some() {
-        return Err(Failure("--coflow-truth: only --predict oracle uses a ground truth".into()));
-    }
     let mode = match a.predict {
-        PredictMode::Off => return Ok(None),
+        PredictMode::Off => "off",
         PredictMode::Online => "online",
         PredictMode::Oracle => "oracle",
     };
-    if a.design != DesignKind::Orig {
-        return Err(Failure(format!(
-            "--predict {mode}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
-            a.design.name()
-        )));
-    }
-    Ok(Some(match truth {
-        None if mode == "oracle" => {
-            return Err(Failure(
-                "--predict oracle needs the coflow ground truth: --coflow-truth FILE (written by `rqvs gen coflows --truth-out`)".into(),
-            ))
-        }
-        None => Prediction::online(pcfg),
-        Some(path) => Prediction::oracle(pcfg, path, cfg, p)?,
-    }))
+    Ok(Prediction::from_mode(mode, a.coflow_truth.as_deref(), a.predictor.config()?, a.design, cfg, p)?)
 }
 
 /// Prints one run's report.
 pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
-    let out = Out::new(c.json.as_deref());
+    let out = c.out();
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
     let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
@@ -216,9 +219,12 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         p.all_rules.len(),
         p.rules_format
     );
-    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.keys.len());
+    outln!(out, "trace               {} ({} packets)", c.config().trace_name(), p.packets);
     match r.design {
         DesignKind::Orig => outln!(out, "design              orig (EMC {emc}, CD {})", if c.cd { "on" } else { "off" }),
+        DesignKind::Cflows if c.classifier == CflowsClassifierArg::Tm => {
+            outln!(out, "design              cflows (EMC {emc}, classifier tm: TupleMerge alone, no learned index)")
+        }
         d => outln!(
             out,
             "design              {} (EMC {emc}, policy {}, retrain at {})",
@@ -371,14 +377,28 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
+/// The rows of a JSON array (none for anything else).
+pub fn as_rows(v: serde_json::Value) -> Vec<serde_json::Value> {
+    match v {
+        serde_json::Value::Array(a) => a,
+        _ => Vec::new(),
+    }
+}
+
 /// One run as JSON fields ([`rqvs_experiment::report::run_json`]).
 pub fn run_json(c: &Common, p: &Prepared, r: &Run) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
     Ok(rqvs_experiment::report::run_json(&c.config(), p, r)?)
 }
 
-/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come.
-fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
-    let out = Out::new(c.json.as_deref());
+/// `--rate-search` (module docs of [`replay::rate_search`]): probes printed as they come, then
+/// the result (`rqvs replay` and `rqvs compare`).
+pub fn rate_search_printed(
+    c: &Common,
+    p: &Prepared,
+    design: DesignKind,
+    pred: Option<&Prediction>,
+) -> Result<replay::RateSearch, Failure> {
+    let out = c.out();
     let cfg = c.config();
     let mut on_probe = |rate: f64, r: &Run| {
         let rx = r.rx.unwrap_or_default();
@@ -404,27 +424,51 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
             c.rx_ring,
             c.emc_prob
         );
+        if s.at_bound {
+            outln!(
+                out,
+                "note                nothing dropped up to the search's bound (1.5x unconstrained): the run is too short for the {}-packet ring to fill, so this is a lower bound; use --duration or more --passes",
+                c.rx_ring
+            );
+        }
     } else {
         outln!(out, "result              not even {rate:.0} pps with < 1% drops");
     }
+    Ok(s)
+}
+
+/// `--plot` draws one run's time series; a rate search has many runs and draws none.
+pub fn no_plot_with_rate_search(c: &Common) -> Result<(), Failure> {
+    if c.rate_search && c.plot.is_some() {
+        return Err(Failure("--plot: draws one run's time series; not with --rate-search".into()));
+    }
+    Ok(())
+}
+
+/// `rqvs replay --rate-search`.
+fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Prediction>) -> Result<(), Failure> {
+    let s = rate_search_printed(c, p, design, pred)?;
+    if let Some(path) = &c.csv {
+        crate::report::write_csv(path, &as_rows(serde_json::to_value(&s.probe.1.series)?))?;
+    }
     if let Some(out) = &c.json {
-        let mut o = run_json(&Common { rate: Some(*rate), ..c.clone() }, p, run)?;
-        o.insert(
-            "max_rate_below_1pct_drops".into(),
-            if s.passed { serde_json::json!(rate) } else { serde_json::Value::Null },
-        );
-        o.insert("unconstrained_mpps".into(), serde_json::json!(s.free.mpps));
-        crate::report::write_json(out, "replay", o)?;
+        crate::report::write_json(out, "replay", rqvs_experiment::report::rate_search_json(&c.config(), p, &s)?)?;
     }
     Ok(())
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
+    replay::check_classifier(&c.config(), &[args.design])?;
     let cfg = c.config();
+    c.check_outputs()?;
     let p = replay::prepare(&cfg)?;
     let pred = prediction(args, &cfg, &p)?;
     if c.rate_search {
+        if c.pmds > 1 {
+            return Err(Failure("--rate-search: runs on one PMD; --pmds is not used with it".into()));
+        }
+        no_plot_with_rate_search(c)?;
         return rate_search(c, &p, args.design, pred.as_ref());
     }
     if c.pmds > 1 {
@@ -439,6 +483,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     print_run(c, &p, &r);
     if let Some(path) = &c.plot {
         crate::plot::time_series(path, &plot_title(c, r.design), &r.series, &r.update_log)?;
+    }
+    if let Some(path) = &c.csv {
+        crate::report::write_csv(path, &as_rows(serde_json::to_value(&r.series)?))?;
     }
     if let Some(out) = &c.json {
         crate::report::write_json(out, "replay", run_json(c, &p, &r)?)?;
@@ -457,7 +504,7 @@ const LONG_RUN_PACKETS: u64 = 1_000_000_000;
 /// [`LONG_RUN_PACKETS`]): says so on stderr, then returns a progress callback printing a line there
 /// every 10 s of wall time. A short run gets a callback that does nothing.
 pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(replay::Progress) {
-    let packets = p.keys.len() as u64 * u64::from(c.passes);
+    let packets = p.packets * u64::from(c.passes);
     let long = match c.duration {
         Some(d) => d > LONG_RUN_S,
         None => c.rate.is_none() && packets > LONG_RUN_PACKETS,
@@ -465,7 +512,7 @@ pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(repl
     if long {
         let what = match c.duration {
             Some(d) => format!("--duration {d} s of PMD time"),
-            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.keys.len()),
+            None => format!("--passes {} over {} packets ({packets} packets)", c.passes, p.packets),
         };
         let _ = writeln!(
             std::io::stderr(),
@@ -493,7 +540,7 @@ pub fn long_run(c: &Common, p: &Prepared, design: DesignKind) -> impl FnMut(repl
 
 /// `--pmds N`: each PMD's report, then all of them together.
 fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure> {
-    let out = Out::new(c.json.as_deref());
+    let out = c.out();
     let r = replay::run_pmds(&c.config(), p, design)?;
     for (i, run) in r.runs.iter().enumerate() {
         outln!(out, "== PMD {i} ({} packets of the trace)", run.c.received);
@@ -510,9 +557,14 @@ fn run_pmds(c: &Common, p: &Prepared, design: DesignKind) -> Result<(), Failure>
         per.join(", "),
         r.mismatches()
     );
-    if let Some(out) = &c.json {
-        let o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
-        crate::report::write_json(out, "replay", o)?;
+    if c.json.is_some() || c.csv.is_some() {
+        let mut o = rqvs_experiment::report::pmds_json(&c.config(), p, design, &r)?;
+        if let Some(path) = &c.csv {
+            crate::report::write_csv(path, &as_rows(o.get("runs").cloned().unwrap_or_default()))?;
+        }
+        if let Some(out) = &c.json {
+            crate::report::write_json(out, "replay", std::mem::take(&mut o))?;
+        }
     }
     if r.mismatches() > 0 {
         return Err(Failure(format!("{} packets got an action other than the reference's", r.mismatches())));

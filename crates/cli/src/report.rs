@@ -19,6 +19,16 @@ impl Out {
         Out { to_stderr: json.is_some_and(|p| p == Path::new("-")) }
     }
 
+    /// As [`Out::new`] for a command with `--json OUT` and `--csv OUT`: the summary goes to
+    /// stderr when either goes to stdout; both to stdout is an error (one would corrupt the other).
+    pub fn with_csv(json: Option<&Path>, csv: Option<&Path>) -> Result<Out, Failure> {
+        let dash = |p: Option<&Path>| p.is_some_and(|p| p == Path::new("-"));
+        if dash(json) && dash(csv) {
+            return Err(Failure("--json - and --csv - would both write to stdout: give one of them a file".into()));
+        }
+        Ok(Out { to_stderr: dash(json) || dash(csv) })
+    }
+
     /// One line of the summary (see [`stdout`] for what a failed write does).
     pub fn line(&self, s: impl AsRef<str>) {
         let mut line = String::with_capacity(s.as_ref().len() + 1);
@@ -69,8 +79,8 @@ pub fn stdout_failed(e: &std::io::Error) -> ! {
 
 pub use rqvs_experiment::report::{capture_json, cpu_model};
 
-/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding `rqvs_version`, `git_rev`,
-/// `cpu` and the learned index's SIMD `kernel`.
+/// Writes `fields` as one JSON object to `path` (`-` = stdout), adding what every report carries
+/// (`rqvs_experiment::report::envelope`: schema version, the build's provenance, CPU, kernel).
 pub fn write_json(path: &Path, command: &str, fields: Map<String, Value>) -> Result<(), Failure> {
     let fields = rqvs_experiment::report::envelope(command, fields);
     let text = serde_json::to_string_pretty(&Value::Object(fields))?;
@@ -84,6 +94,18 @@ pub fn write_json(path: &Path, command: &str, fields: Map<String, Value>) -> Res
     Ok(())
 }
 
+/// Writes a report's table (`rows`, the same objects as in its JSON report) as CSV to `path`
+/// (`-` = stdout; see `rqvs_experiment::report::csv` for the columns).
+pub fn write_csv(path: &Path, rows: &[Value]) -> Result<(), Failure> {
+    let text = rqvs_experiment::report::csv(rows);
+    if path == Path::new("-") {
+        stdout(text.as_bytes());
+        Ok(())
+    } else {
+        std::fs::write(path, text).map_err(|e| Failure(format!("{}: cannot write: {e}", path.display())))
+    }
+}
+
 /// A path shown in reports.
 pub fn show(p: &Option<PathBuf>, default: &str) -> String {
     p.as_ref().map_or_else(|| default.to_string(), |p| p.display().to_string())
@@ -92,7 +114,7 @@ pub fn show(p: &Option<PathBuf>, default: &str) -> String {
 /// One line about a capture: frames read, and what was skipped.
 pub fn capture_line(c: &rqvs_flow::formats::pcap::CaptureStats) -> String {
     format!(
-        "{} frames: {} IPv4, {} other; skipped {} truncated, {} malformed, {} non-Ethernet",
-        c.frames, c.ipv4, c.other, c.truncated, c.malformed, c.non_ethernet
+        "{} frames: {} IPv4, {} other; skipped {} truncated, {} malformed",
+        c.frames, c.ipv4, c.other, c.truncated, c.malformed
     )
 }

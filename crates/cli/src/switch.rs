@@ -15,6 +15,7 @@ use rqvs_ports::{PortEvent, PortSpec};
 
 use crate::report::outln;
 use rqvs_switch::ctl::{self, Listener, Request};
+use rqvs_switch::metrics::MetricsListener;
 use rqvs_switch::openflow::{self, Channel, ChannelConfig, FailMode, OpenflowListener};
 use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 
@@ -37,6 +38,10 @@ pub struct Args {
     rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
     design: DesignKind,
+    /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
+    /// (tm, no learned index).
+    #[arg(long, value_enum, default_value_t = crate::args::CflowsClassifierArg::Nmu)]
+    classifier: crate::args::CflowsClassifierArg,
     /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pmds: usize,
@@ -46,6 +51,10 @@ pub struct Args {
     /// Management socket (Unix) for `rqvs ctl`.
     #[arg(long, value_name = "SOCKET")]
     ctl: Option<PathBuf>,
+    /// Serve the counters for Prometheus/OpenMetrics scrapers at `http://ADDR/metrics`, e.g.
+    /// `127.0.0.1:9100` (port 0 picks one; the ready line says which).
+    #[arg(long, value_name = "IP:PORT")]
+    metrics: Option<String>,
     /// Write the final counters as JSON here.
     #[arg(long, value_name = "OUT")]
     json: Option<PathBuf>,
@@ -172,6 +181,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     // The socket first: a stale one is an error before any port is opened.
     let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
+    let metrics = a.metrics.as_deref().map(MetricsListener::bind).transpose()?;
+    let metrics_addr = metrics.as_ref().and_then(MetricsListener::local_addr);
     let of_listener = match &a.openflow {
         Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?)?),
         None => None,
@@ -183,7 +194,11 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
+    if a.classifier == crate::args::CflowsClassifierArg::Tm && a.design != DesignKind::Cflows {
+        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
+    cfg.cflows.classifier = a.classifier.classifier();
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;
@@ -227,6 +242,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     } else {
         None
     };
+    let metrics_server = metrics.map(|m| {
+        let (c, source) = (control.clone(), channel.as_ref().map(Channel::stats_source));
+        std::thread::Builder::new().name("metrics".into()).spawn(move || m.serve(&c, source))
+    });
+    let metrics_server =
+        metrics_server.transpose().map_err(|e| Failure(format!("starting the metrics thread: {e}")))?;
     eprintln!(
         "rqvs switch: ready: {} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
         a.design.name(),
@@ -235,6 +256,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
         a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
             + &of_addr.map_or(String::new(), |s| format!("; OpenFlow ptcp:{s}"))
+            + &metrics_addr.map_or(String::new(), |s| format!("; metrics http://{s}/metrics"))
             + &if n_controllers > 0 {
                 format!("; {n_controllers} controller(s), fail mode {:?}", a.fail_mode).to_lowercase()
             } else {
@@ -256,6 +278,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     control.request_stop();
     let report = switch.stop()?;
     if let Some(s) = server {
+        let _ = s.join();
+    }
+    if let Some(s) = metrics_server {
         let _ = s.join();
     }
     let channel_stats = channel.map(|c| {

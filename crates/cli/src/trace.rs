@@ -1,9 +1,14 @@
 //! `rqvs trace`: the OpenFlow slow path on one packet, or megaflow counts over a trace.
 //!
-//! - `rqvs trace --rules FILE 'in_port=1,tcp,nw_src=...,tp_dst=...'` prints the matched rule and
-//!   the megaflow in the notation of `ovs-appctl ofproto/trace` (`Megaflow: ...`).
-//! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets through a
-//!   megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
+//! - `rqvs trace --rules FILE 'in_port=1,tcp,nw_src=...,tp_dst=...'` prints what `ovs-appctl
+//!   ofproto/trace` prints, in its layout and notation, so that the two can be diffed: `Flow:`
+//!   (OVS's `flow_format`), the matched rule and its actions one per line, `Final flow:`
+//!   (`unchanged`, or the packet after the rule's header changes), `Megaflow:` (with OVS's TCP
+//!   flag names, `+syn-ack`) and `Datapath actions:`. Checked line by line against real OVS 3.1
+//!   in `crates/cli/tests/trace.rs` (the bridge is called `rqvs`; what rqvs does not model —
+//!   TTL, flooding to OVS's local port, `controller` upcalls — is left out of that comparison).
+//! - `rqvs trace --rules FILE --trace TRACE [--packets N]` replays the first N packets (read as
+//!   a stream) through a megaflow cache in front of the slow path: a packet that falls in an installed megaflow is a
 //!   hit; any other is an upcall that classifies it (`OfprotoClassifier`) and installs its
 //!   megaflow. Prints packets, upcalls, distinct megaflows and distinct masks, and checks every hit
 //!   against the slow path's own verdict (`mismatches`, which must be 0: megaflows never change a
@@ -16,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use rqvs_classify::ofproto::{format_packet, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_flow, format_tcp_flags, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -88,28 +93,45 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     let key = parse_packet(flow)?.wire();
     let l = c.lookup_wc(&key);
     let mf = l.megaflow(&key);
+    let rule = l.rule.and_then(|id| c.rule(id));
     let out = crate::report::Out::new(args.json.as_deref());
-    out.line(format!("Flow: {}", format_packet(&key)));
-    match l.rule.and_then(|id| c.rule(id)) {
+    out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
+    match rule {
         Some(r) => {
-            let m = ofctl::format_match(&r.matches)?;
+            // The match as ovs-ofctl writes it, TCP flags by name as OVS prints them.
+            let (v, w) = (r.matches.value(), r.matches.mask());
+            let m = ofctl::format_match(&r.matches)?
+                .split(',')
+                .map(|item| match item.starts_with("tcp_flags=") {
+                    true => format!("tcp_flags={}", format_tcp_flags(v.tcp_flags, w.tcp_flags)),
+                    false => item.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
             let mut line =
                 if m.is_empty() { format!("priority {}", r.priority) } else { format!("{m}, priority {}", r.priority) };
             if r.cookie != 0 {
                 line.push_str(&format!(", cookie {:#x}", r.cookie));
             }
-            out.line(format!(" 0. {line}\n    {}", r.actions));
+            out.line(format!(" 0. {line}"));
+            for a in &r.actions.0 {
+                out.line(format!("    {a}"));
+            }
         }
         None => out.line(" 0. No match.\n    drop"),
     }
-    out.line(format!("Megaflow: {mf}"));
+    let (after, actions) = rule.map_or((key, "drop".to_string()), |r| translate(&key, r));
+    let final_text = if after == key { "unchanged".to_string() } else { format_flow(&after) };
+    out.line(format!("\nFinal flow: {final_text}\nMegaflow: {mf}\nDatapath actions: {actions}"));
     if let Some(path_out) = &args.json {
         let v = serde_json::json!({
             "rules_file": args.rules.display().to_string(),
-            "flow": format_packet(&key),
+            "flow": format_flow(&key),
             "rule": l.rule.map(|id| id.0),
-            "cookie": l.rule.and_then(|id| c.rule(id)).map(|r| r.cookie),
+            "cookie": rule.map(|r| r.cookie),
+            "final_flow": final_text,
             "megaflow": mf.to_string(),
+            "datapath_actions": actions,
             "subtables_searched": l.subtables_searched,
         });
         let serde_json::Value::Object(map) = v else { unreachable!("a JSON object literal") };
@@ -118,16 +140,62 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     Ok(())
 }
 
+/// The rule's actions on one packet, as OVS's translation makes them: the packet after the
+/// header changes (what `Final flow:` shows) and the datapath actions, where a header change that
+/// leaves the packet as it is at that point adds no `set(...)` (OVS commits a change only when
+/// the field differs; rqvs's datapath keeps one action list per rule, so it carries them all),
+/// and an output to the input port is skipped (as the switch's executor skips it).
+fn translate(key: &FlowKey, rule: &Rule) -> (FlowKey, String) {
+    use rqvs_datapath::actions::Op;
+    use rqvs_flow::key::{ETH_TYPE_IP, VLAN_CFI, VLAN_PCP_MASK};
+    let mut k = *key;
+    let mut emitted: Vec<String> = Vec::new();
+    for op in rqvs_datapath::DpAction::from_rule(rule).to_ops() {
+        let before = k;
+        match op {
+            Op::SetDlSrc(m) => k.dl_src = m,
+            Op::SetDlDst(m) => k.dl_dst = m,
+            Op::SetVlanVid(v) => k.vlan_tci = (k.vlan_tci & VLAN_PCP_MASK) | VLAN_CFI | v,
+            Op::StripVlan => k.vlan_tci = 0,
+            Op::SetNwTos(t) if k.dl_type == ETH_TYPE_IP => k.nw_tos = (k.nw_tos & 3) | (t & 0xfc),
+            Op::SetNwTos(_) => {}
+            // As the switch executes it (and OVS translates it): `output:N` to the input port is
+            // skipped, `in_port` is the input port's number.
+            Op::Output(p) if p == k.in_port => continue,
+            Op::InPort => {
+                emitted.push(k.in_port.to_string());
+                continue;
+            }
+            _ => {
+                emitted.push(op.to_string());
+                continue;
+            }
+        }
+        if k != before {
+            emitted.push(op.to_string());
+        }
+    }
+    let actions = if emitted.is_empty() { "drop".to_string() } else { emitted.join(",") };
+    (k, actions)
+}
+
 fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
     let path = args.trace.as_deref().expect("checked by run");
-    let packets = inputs::load_packets(Some(path), args.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().take(args.packets).map(|e| e.key.wire()).collect();
+    // The trace is read as a stream: memory grows with its distinct headers and megaflows, not
+    // with its packets.
+    let mut reader = inputs::open_packets(Some(path), args.in_port)?;
+    let mut distinct: HashSet<FlowKey> = HashSet::new();
+    let mut n = 0usize;
     // mask → (masked value → rule), masks in installation order.
     let mut cache: HashMap<FlowKey, HashMap<FlowKey, Option<rqvs_flow::RuleId>>> = HashMap::new();
     let mut masks: Vec<FlowKey> = Vec::new();
     let (mut upcalls, mut mismatches, mut searched) = (0usize, 0usize, 0u64);
     let start = std::time::Instant::now();
-    for k in &keys {
+    while n < args.packets {
+        let Some(p) = reader.next_packet()? else { break };
+        n += 1;
+        let k = &p.entry.key.wire();
+        distinct.insert(*k);
         let hit = masks.iter().find_map(|m| cache[m].get(&k.masked(m)).copied());
         match hit {
             Some(rule) => {
@@ -147,14 +215,13 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
             }
         }
     }
-    let distinct: HashSet<&FlowKey> = keys.iter().collect();
     let megaflows: usize = cache.values().map(HashMap::len).sum();
     let out = crate::report::Out::new(args.json.as_deref());
     out.line(format!("rules file        {}", args.rules.display()));
     out.line(format!("flows (OpenFlow)  {}", c.len()));
     out.line(format!("subtables         {}", c.subtables(0)));
     out.line(format!("trace             {}", path.display()));
-    out.line(format!("packets           {}", keys.len()));
+    out.line(format!("packets           {n}"));
     out.line(format!("distinct headers  {}", distinct.len()));
     out.line(format!("upcalls           {upcalls}"));
     out.line(format!("megaflows         {megaflows}"));
@@ -168,7 +235,7 @@ fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {
             "trace_file": path.display().to_string(),
             "flows": c.len(),
             "subtables": c.subtables(0),
-            "packets": keys.len(),
+            "packets": n,
             "distinct_headers": distinct.len(),
             "upcalls": upcalls,
             "megaflows": megaflows,

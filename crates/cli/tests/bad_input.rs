@@ -165,12 +165,36 @@ fn files() -> &'static Files {
         w("model_19.nmu", &bytes[..19]);
         w("model_trailing.nmu", &[&bytes[..], b"\0"].concat());
         // 260 MiB of zeros as xz (about 40 KB): past the input limit once decompressed.
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
         let zeros = vec![0u8; 1 << 20];
         for _ in 0..260 {
             std::io::Write::write_all(&mut enc, &zeros).unwrap();
         }
         w("bomb.xz", &enc.finish().unwrap());
+        // Captures of each link type rqvs reads, cut inside the data of their second record, and
+        // one of a link type it does not read (147, USER0).
+        use rqvs_flow::formats::pcap::{LinkType, PcapWriter};
+        for (name, link) in [
+            ("eth", LinkType::Ethernet),
+            ("raw", LinkType::Raw),
+            ("ipv4", LinkType::Ipv4),
+            ("null", LinkType::Null),
+            ("loop", LinkType::Loop),
+            ("sll", LinkType::LinuxSll),
+            ("sll2", LinkType::LinuxSll2),
+        ] {
+            let mut pw = PcapWriter::new(Vec::new(), link).unwrap();
+            for k in [rqvs_flow::FlowKey::ipv4(0x0a00_0001, 1, 6, 1000, 80); 2] {
+                pw.write_key(&k, None).unwrap();
+            }
+            let (bytes, _) = pw.finish().unwrap();
+            w(&format!("cut_{name}.pcap"), &bytes[..bytes.len() - 5]);
+            if link == LinkType::Ethernet {
+                let mut user = bytes.clone();
+                user[20] = 147;
+                w("user.pcap", &user);
+            }
+        }
         Files { dir }
     })
 }
@@ -316,24 +340,77 @@ const CASES: &[Case] = &[
     Case {
         peak_mb: 700,
         ..case(
-            "xz bomb as trace",
+            "xz bomb as trace (streamed: no size limit, a line limit)",
             &["replay", "--trace", "@bomb.xz"],
             1,
-            "decompresses to more than the input limit of 256 MiB",
+            "bomb.xz:1:1: expected a trace line, found a line longer than 65536 bytes",
         )
     },
     Case {
         peak_mb: 700,
         ..case("xz bomb to convert", &["convert", "rules", "@bomb.xz", "--to", "ofctl"], 1, "input limit of 256 MiB")
     },
+    case(
+        "cut Ethernet capture",
+        &["replay", "--trace", "@cut_eth.pcap"],
+        1,
+        "cut_eth.pcap: packet 2 (byte 100): capture ends inside the packet data",
+    ),
+    case(
+        "cut raw capture",
+        &["replay", "--trace", "@cut_raw.pcap"],
+        1,
+        "cut_raw.pcap: packet 2 (byte 86): capture ends inside the packet data",
+    ),
+    case(
+        "cut ipv4 capture",
+        &["classify", "--trace", "@cut_ipv4.pcap"],
+        1,
+        "cut_ipv4.pcap: packet 2 (byte 86): capture ends inside the packet data",
+    ),
+    case(
+        "cut null capture",
+        &["convert", "trace", "@cut_null.pcap", "--to", "classbench"],
+        1,
+        "cut_null.pcap: packet 2 (byte 90): capture ends",
+    ),
+    case(
+        "cut loop capture",
+        &["trace", "--rules", "@rules.cb", "--trace", "@cut_loop.pcap"],
+        1,
+        "cut_loop.pcap: packet 2 (byte 90): capture ends",
+    ),
+    case(
+        "cut sll capture",
+        &["gen", "map", "--rules", "@rules.cb", "--pcap", "@cut_sll.pcap", "--out", "/dev/null"],
+        1,
+        "cut_sll.pcap: packet 2 (byte 102): capture ends",
+    ),
+    case(
+        "cut sll2 capture",
+        &["replay", "--trace", "@cut_sll2.pcap"],
+        1,
+        "cut_sll2.pcap: packet 2 (byte 106): capture ends",
+    ),
+    case(
+        "unknown link type",
+        &["replay", "--trace", "@user.pcap"],
+        1,
+        "user.pcap: link type 147 (USER) is not one rqvs reads (it reads ETHERNET (1), RAW (101)",
+    ),
     case("/dev/zero as rules", &["classify", "--rules", "/dev/zero"], 1, "holds more than the input limit of 256 MiB"),
-    case("/dev/zero as trace", &["classify", "--trace", "/dev/zero"], 1, "input limit of 256 MiB"),
+    case(
+        "/dev/zero as trace",
+        &["classify", "--trace", "/dev/zero"],
+        1,
+        "/dev/zero:1:1: expected a trace line, found a line longer than 65536 bytes",
+    ),
     case("/dev/zero as model", &["classify", "--model", "/dev/zero"], 1, "input limit of 256 MiB"),
     case(
         "/dev/zero as pcap",
         &["gen", "map", "--rules", "@rules.cb", "--pcap", "/dev/zero", "--out", "/dev/null"],
         1,
-        "input limit of 256 MiB",
+        "/dev/zero: not a pcap or pcapng capture: the file starts with 00 00 00 00",
     ),
     case("/dev/zero to trace", &["trace", "--rules", "/dev/zero", "tcp"], 1, "input limit of 256 MiB"),
     Case {

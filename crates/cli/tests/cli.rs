@@ -232,3 +232,44 @@ fn bench_updates_checks_every_recorded_batch_and_tells_where_inserts_went() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected a number of rules or 'none'"));
 }
+
+/// The CSV of a table report holds the same rows and values as its JSON (`--csv OUT`), and bench
+/// figures come with their spread over the passes (min ≤ median ≤ max).
+#[test]
+fn csv_tables_hold_the_json_rows_and_benchmarks_their_spread() {
+    let dir = test_dir("csv");
+    let (csv, json) = (dir.join("t.csv"), dir.join("t.json"));
+    let (c, j) = (csv.to_str().unwrap(), json.to_str().unwrap());
+    let parse = |c: &std::path::Path| -> Vec<Vec<String>> {
+        std::fs::read_to_string(c).unwrap().lines().map(|l| l.split(',').map(str::to_string).collect()).collect()
+    };
+    let out = rqvs(&["bench", "classifiers", "--classifiers", "tss,tm", "--min-ms", "20", "--csv", c, "--json", j]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let table = parse(&csv);
+    let rows = v["classifiers"].as_array().unwrap();
+    assert_eq!(table.len(), 1 + rows.len(), "{table:?}");
+    let col = |name: &str| table[0].iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    assert!(table[0].iter().any(|h| h.starts_with("stats.")), "nested objects are columns: {:?}", table[0]);
+    for (row, r) in table[1..].iter().zip(rows) {
+        for name in ["name", "mpps", "mpps_min", "mpps_max", "ns_per_packet_min", "memory_bytes"] {
+            // Numbers compared as numbers (serde_json's reader may round the last digit).
+            match &r.pointer(&format!("/{}", name.replace('.', "/"))).unwrap() {
+                serde_json::Value::String(s) => assert_eq!(&row[col(name)], s, "{name}"),
+                x => {
+                    let (got, want): (f64, f64) = (row[col(name)].parse().unwrap(), x.as_f64().unwrap());
+                    assert!((got - want).abs() <= want.abs() * 1e-12, "{name}: {got} vs {want}");
+                }
+            }
+        }
+        let (lo, mid, hi) =
+            (r["mpps_min"].as_f64().unwrap(), r["mpps"].as_f64().unwrap(), r["mpps_max"].as_f64().unwrap());
+        assert!(lo <= mid && mid <= hi && r["timed_passes"].as_u64().unwrap() >= 1, "{r}");
+    }
+    let out = rqvs(&["compare", "--designs", "orig,cflows", "--verify", "100", "--csv", c]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = parse(&csv);
+    assert_eq!(table.len(), 3, "{table:?}");
+    assert!(table[0].iter().any(|h| h == "counters.upcall"), "{:?}", table[0]);
+    expect_error(&["compare", "--json", "-", "--csv", "-"], "--json - and --csv - would both write to stdout");
+}

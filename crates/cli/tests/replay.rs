@@ -156,3 +156,39 @@ fn the_rate_search_reports_its_rate() {
     assert!(r["drop_rate_after_warmup"].as_f64().unwrap() < 0.01);
     assert_eq!(r["rx_offered"], r["packets"].as_u64().unwrap() + r["rx_dropped"].as_u64().unwrap());
 }
+
+/// `compare --rate-search` searches every design and puts their highest rates side by side;
+/// options a rate search cannot use are errors, not ignored.
+#[test]
+fn compare_searches_the_rate_of_every_design() {
+    let (rules, trace) = (data("acl1_1k_rules.xz"), data("acl1_1k_trace.xz"));
+    let base = ["compare", "--rules", &rules, "--trace", &trace, "--designs", "orig,cflows", "--rate-search"];
+    let out = rqvs(&[&base[..], &["--passes", "3", "--json", "-"]].concat());
+    let r = json(&out);
+    let s = r["rate_search"].as_array().unwrap();
+    assert_eq!(r["designs"], serde_json::json!(["orig", "cflows"]));
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0]["max_rate_speedup"], 1.0);
+    for (x, design) in s.iter().zip(["orig", "cflows"]) {
+        assert_eq!(x["design"], design);
+        let best = x["max_rate_below_1pct_drops"].as_f64().unwrap();
+        assert!(best > 0.0 && best <= 1.5e6 * x["unconstrained_mpps"].as_f64().unwrap());
+        assert!(x["drop_rate_after_warmup"].as_f64().unwrap() < 0.01 && x["mismatches"] == 0);
+        assert_eq!(x["rate"].as_f64(), Some(best), "the probe's run is the one at the best rate");
+    }
+    let ratio =
+        s[1]["max_rate_below_1pct_drops"].as_f64().unwrap() / s[0]["max_rate_below_1pct_drops"].as_f64().unwrap();
+    assert!((s[1]["max_rate_speedup"].as_f64().unwrap() - ratio).abs() < 1e-9);
+    // The unconstrained runs are the usual compare report.
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    for (extra, message) in [
+        (&["--plot", "/tmp/never.svg"][..], "--plot: draws one run's time series; not with --rate-search"),
+        (&["--rate", "1000"][..], "--rate"),
+    ] {
+        let out = rqvs(&[&base[..], extra].concat());
+        assert_ne!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(message), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = rqvs(&["replay", "--rate-search", "--pmds", "2"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rate-search: runs on one PMD; --pmds is not used with it"));
+}

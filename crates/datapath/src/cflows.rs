@@ -47,11 +47,46 @@ pub struct CflowsConfig {
     pub policy: Policy,
     /// Remainder share of the rules that starts a training session (paper: 10%).
     pub retrain_threshold: f64,
+    /// The classifier over the OpenFlow rules: NuevoMatchUP (the paper's CFLOWS) or TupleMerge
+    /// alone (the ablation: what classifying the rules without megaflows gives without the
+    /// learned index).
+    pub classifier: CflowsClassifier,
+}
+
+/// [`CflowsConfig::classifier`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CflowsClassifier {
+    #[default]
+    NuevoMatch,
+    TupleMerge,
+}
+
+impl CflowsClassifier {
+    pub fn name(self) -> &'static str {
+        match self {
+            CflowsClassifier::NuevoMatch => "nmu",
+            CflowsClassifier::TupleMerge => "tm",
+        }
+    }
 }
 
 impl Default for CflowsConfig {
     fn default() -> Self {
-        CflowsConfig { policy: Policy::Instant, retrain_threshold: 0.1 }
+        CflowsConfig { policy: Policy::Instant, retrain_threshold: 0.1, classifier: CflowsClassifier::NuevoMatch }
+    }
+}
+
+impl CflowsConfig {
+    /// The live classifier this configuration asks for over `rules`. TupleMerge alone takes the
+    /// instant policy only (a delayed insert would wait for a model that never comes).
+    pub fn build(&self, rules: &[Rule]) -> Result<LiveNuevoMatch, ClassifierError> {
+        match self.classifier {
+            CflowsClassifier::NuevoMatch => LiveNuevoMatch::new(rules, self.policy, self.retrain_threshold),
+            CflowsClassifier::TupleMerge if self.policy == Policy::Delayed => Err(ClassifierError::Config(
+                "CFLOWS with TupleMerge alone: the delayed policy waits for a model, and TupleMerge has none (use the instant policy)".into(),
+            )),
+            CflowsClassifier::TupleMerge => LiveNuevoMatch::tuplemerge_only(rules),
+        }
     }
 }
 
@@ -240,9 +275,8 @@ pub(crate) fn report_of(nm: &LiveNuevoMatch) -> CflowsReport {
 /// The report of `current`, a copy of `nm`'s current classifier (the same rules; a
 /// publication), with `nm`'s staged rules and training sessions.
 pub(crate) fn report_with(current: &NuevoMatchUp, nm: &LiveNuevoMatch) -> CflowsReport {
-    let total = current.len() + nm.staged();
     CflowsReport {
-        coverage: if total == 0 { 0.0 } else { current.coverage() * current.len() as f64 / total as f64 },
+        coverage: rqvs_classify::nuevomatch::live::coverage_of(current, nm.staged()),
         isets: current.isets() as u64,
         remainder_rules: current.remainder().len() as u64,
         staged_rules: nm.staged() as u64,
@@ -281,7 +315,7 @@ impl Cflows {
     /// Builds the first model synchronously (its training time is reported by
     /// [`Design::report`], not counted as PMD time).
     pub fn new(rules: &[Rule], cfg: DatapathConfig, learned: CflowsConfig) -> Result<Cflows, ClassifierError> {
-        let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
+        let nm = learned.build(rules)?;
         let actions = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         Ok(Cflows {
             emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
@@ -435,8 +469,7 @@ mod tests {
     /// grows and shrinks.
     #[test]
     fn action_table_equals_a_map() {
-        use rand::{RngExt, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut rng = rqvs_flow::rng::Rng::new(7);
         let mut t: ActionTable = [(3, DpAction::Output(3)), (1 << 20, DpAction::Drop)].into_iter().collect();
         let mut want: std::collections::HashMap<u32, DpAction> =
             [(3, DpAction::Output(3)), (1 << 20, DpAction::Drop)].into_iter().collect();
@@ -444,14 +477,14 @@ mod tests {
         // ids inserted into the map while it was lower.
         let mut moved = false;
         for step in 0..150_000u32 {
-            let id = match rng.random_range(0..8) {
-                0 => rng.random_range(0..1 << 10),
-                1 => rng.random_range(0..1 << 22),
-                2 => rng.random(),
-                _ => rng.random_range(0..1 << 17),
+            let id = match rng.index(8) {
+                0 => rng.below(1 << 10) as u32,
+                1 => rng.below(1 << 22) as u32,
+                2 => rng.next_u32(),
+                _ => rng.below(1 << 17) as u32,
             };
             moved |= t.sparse.contains_key(&id) && (id as usize) < t.dense.len();
-            if rng.random_bool(0.7) {
+            if rng.chance(0.7) {
                 t.insert(id, DpAction::Output(step));
                 want.insert(id, DpAction::Output(step));
             } else {
@@ -514,31 +547,35 @@ mod tests {
         }
     }
 
-    /// Random updates (adds of new and of reused ids, removals, swaps) under both policies: after
-    /// every step, every packet's action equals the reference's over the visible rules.
+    /// Random updates (adds of new and of reused ids, removals, swaps) under both policies, and
+    /// with TupleMerge alone: after every step, every packet's action equals the reference's over
+    /// the visible rules.
     #[test]
     fn random_updates_keep_every_action_right() {
-        use rand::{RngExt, SeedableRng};
         let pool = rules(300);
         let keys = keys(600);
         for seed in 0..60u64 {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
-            let cfg = CflowsConfig { policy, retrain_threshold: 0.05 };
+            let mut rng = rqvs_flow::rng::Rng::new(seed);
+            let (policy, classifier) = match seed % 3 {
+                0 => (Policy::Instant, CflowsClassifier::NuevoMatch),
+                1 => (Policy::Delayed, CflowsClassifier::NuevoMatch),
+                _ => (Policy::Instant, CflowsClassifier::TupleMerge),
+            };
+            let cfg = CflowsConfig { policy, retrain_threshold: 0.05, classifier };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut dp = Cflows::new(&live, virtual_cfg(1.0), cfg).unwrap();
             for step in 0..12 {
-                match rng.random_range(0..4) {
+                match rng.index(4) {
                     0 => {
                         // A batch of new rules, some under ids removed earlier.
                         let mut add = Vec::new();
-                        for _ in 0..rng.random_range(1..20) {
-                            let mut r = pool[rng.random_range(0..pool.len())].clone();
-                            r.id = if !removed.is_empty() && rng.random_bool(0.5) {
-                                removed[rng.random_range(0..removed.len())]
+                        for _ in 0..(1 + rng.index(19)) {
+                            let mut r = pool[rng.index(pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.chance(0.5) {
+                                removed[rng.index(removed.len())]
                             } else {
-                                RuleId(rng.random_range(0..400))
+                                RuleId(rng.below(400) as u32)
                             };
                             r.actions = rqvs_flow::Actions::output(1000 + step);
                             if !live.iter().chain(&add).any(|x: &Rule| x.id == r.id) {
@@ -549,8 +586,8 @@ mod tests {
                         dp.add_rules(add).unwrap();
                     }
                     1 if !live.is_empty() => {
-                        let n = rng.random_range(1..10).min(live.len());
-                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.random_range(0..live.len())].id).collect();
+                        let n = (1 + rng.index(9)).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.index(live.len())].id).collect();
                         live.retain(|r| !gone.contains(&r.id));
                         removed.extend(&gone);
                         dp.remove_rules(&gone);
@@ -562,14 +599,31 @@ mod tests {
                 }
                 // Not after every step: updates that follow each other with no packet in between
                 // must be right too (a check refreshes the EMC).
-                if rng.random_bool(0.5) || step == 11 {
+                if rng.chance(0.5) || step == 11 {
                     let staged = dp.staged_rules();
                     let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
                     check_batches(&mut dp, &visible, &keys);
                     assert!(dp.counters().outcome_sum_ok());
                 }
             }
+            if classifier == CflowsClassifier::TupleMerge {
+                // No learned index at any point: every rule in the remainder, nothing trained.
+                let c = dp.classifier();
+                assert!(c.coverage() == 0.0 && c.sessions().is_empty() && !c.training(), "seed {seed}");
+                assert_eq!(dp.counters().model_hit, 0);
+            }
         }
+    }
+
+    #[test]
+    fn tuplemerge_alone_takes_the_instant_policy_only() {
+        let cfg = CflowsConfig {
+            policy: Policy::Delayed,
+            classifier: CflowsClassifier::TupleMerge,
+            ..CflowsConfig::default()
+        };
+        let e = Cflows::new(&rules(10), virtual_cfg(1.0), cfg).err().expect("refused");
+        assert!(e.to_string().contains("the delayed policy waits for a model"), "{e}");
     }
 
     /// A removed rule id added again (delayed: staged, not visible) must not revive EMC entries
@@ -578,7 +632,7 @@ mod tests {
     fn a_reused_id_does_not_revive_old_emc_entries() {
         let all = rules(50);
         let keys = keys(2000);
-        let cfg = CflowsConfig { policy: Policy::Delayed, retrain_threshold: 0.1 };
+        let cfg = CflowsConfig { policy: Policy::Delayed, retrain_threshold: 0.1, ..CflowsConfig::default() };
         let mut dp = Cflows::new(&all, virtual_cfg(1.0), cfg).unwrap();
         assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
         assert!(dp.counters().emc_hit > 0);
@@ -599,7 +653,7 @@ mod tests {
         let keys = keys(3000);
         for policy in [Policy::Instant, Policy::Delayed] {
             let (initial, held) = all.split_at(900);
-            let cfg = CflowsConfig { policy, retrain_threshold: 0.1 };
+            let cfg = CflowsConfig { policy, retrain_threshold: 0.1, ..CflowsConfig::default() };
             let mut dp = Cflows::new(initial, virtual_cfg(1.0), cfg).unwrap();
             assert_eq!(run(&mut dp, &keys), expect(initial, &keys));
             let e0 = dp.visible_epoch();

@@ -121,7 +121,7 @@ fn exclusive(mut arc: Arc<Published>) -> Result<Arc<Published>, Arc<Published>> 
 impl CflowsPublisher {
     /// Trains the first model (synchronously) and publishes it.
     pub fn new(rules: &[Rule], learned: CflowsConfig) -> Result<CflowsPublisher, ClassifierError> {
-        let nm = LiveNuevoMatch::new(rules, learned.policy, learned.retrain_threshold)?;
+        let nm = learned.build(rules)?;
         let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         let first = publication(&nm, &actions, 0, 0);
         Ok(CflowsPublisher {
@@ -223,9 +223,12 @@ impl CflowsPublisher {
         }
         let mut added = Vec::new();
         let mut refused = None;
-        let actions = mirror.actions[mirror.removed.len()..].iter().map(|&(_, a)| a);
-        for (r, action) in add.into_iter().zip(actions) {
+        // `mirror.actions` holds the removed ids' entries, then one per added rule, in order.
+        let actions = &mirror.actions[mirror.removed.len()..];
+        debug_assert_eq!(actions.len(), add.len());
+        for (r, &(action_id, action)) in add.into_iter().zip(actions) {
             let id = r.id;
+            debug_assert_eq!(action_id, id.0, "the added rules' actions in the order of `add`");
             if let Err(e) = self.nm.insert_shared(r) {
                 refused = Some(e);
                 break;
@@ -508,28 +511,27 @@ mod tests {
     /// inserting every miss, give every packet the reference's action over the visible rules.
     #[test]
     fn two_readers_follow_every_publication() {
-        use rand::{RngExt, SeedableRng};
         let pool = rules(300);
         let keys = keys(600, 0);
         let mut incremental = 0;
         for seed in 0..40u64 {
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut rng = rqvs_flow::rng::Rng::new(seed);
             let policy = if seed % 2 == 0 { Policy::Instant } else { Policy::Delayed };
-            let learned = CflowsConfig { policy, retrain_threshold: 0.05 };
+            let learned = CflowsConfig { policy, retrain_threshold: 0.05, ..CflowsConfig::default() };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut publisher = CflowsPublisher::new(&live, learned).unwrap();
             let mut pmds = [publisher.reader(virtual_cfg(1)), publisher.reader(virtual_cfg(2))];
             for step in 0..12 {
-                match rng.random_range(0..3) {
+                match rng.index(3) {
                     0 => {
                         let mut add: Vec<Rule> = Vec::new();
-                        for _ in 0..rng.random_range(1..20) {
-                            let mut r = pool[rng.random_range(0..pool.len())].clone();
-                            r.id = if !removed.is_empty() && rng.random_bool(0.5) {
-                                removed[rng.random_range(0..removed.len())]
+                        for _ in 0..(1 + rng.index(19)) {
+                            let mut r = pool[rng.index(pool.len())].clone();
+                            r.id = if !removed.is_empty() && rng.chance(0.5) {
+                                removed[rng.index(removed.len())]
                             } else {
-                                RuleId(rng.random_range(0..400))
+                                RuleId(rng.below(400) as u32)
                             };
                             r.actions = rqvs_flow::Actions::output(1000 + step);
                             if !live.iter().chain(&add).any(|x| x.id == r.id) {
@@ -540,8 +542,8 @@ mod tests {
                         publisher.add_rules(add).unwrap();
                     }
                     1 if !live.is_empty() => {
-                        let n = rng.random_range(1..10).min(live.len());
-                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.random_range(0..live.len())].id).collect();
+                        let n = (1 + rng.index(9)).min(live.len());
+                        let gone: Vec<RuleId> = (0..n).map(|_| live[rng.index(live.len())].id).collect();
                         live.retain(|r| !gone.contains(&r.id));
                         removed.extend(&gone);
                         publisher.remove_rules(&gone);
@@ -579,7 +581,9 @@ mod tests {
         let all = rules(60);
         let keys = keys(600, 0);
         for policy in [Policy::Instant, Policy::Delayed] {
-            let mut publisher = CflowsPublisher::new(&all, CflowsConfig { policy, retrain_threshold: 0.1 }).unwrap();
+            let mut publisher =
+                CflowsPublisher::new(&all, CflowsConfig { policy, retrain_threshold: 0.1, ..CflowsConfig::default() })
+                    .unwrap();
             let mut dp = publisher.reader(virtual_cfg(0));
             assert_eq!(run(&mut dp, &keys), expect(&all, &keys));
             let e0 = dp.visible_epoch();

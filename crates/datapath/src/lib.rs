@@ -103,7 +103,7 @@ mod testutil;
 pub mod trainer;
 pub mod upcall;
 
-pub use cflows::{Cflows, CflowsConfig};
+pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
 pub use cflows_shared::{CflowsPublisher, SharedCflows};
 pub use clock::Clock;
 pub use counters::Counters;

@@ -2,16 +2,16 @@
 //! what `rqvs bench classifiers` runs ([`classifiers`]).
 //!
 //! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
-//! median of several passes over the whole trace, after a warm-up pass), memory, mismatches
+//! fastest, median and slowest of several passes over the whole trace, after a warm-up pass:
+//! [`Spread`]), memory, mismatches
 //! against the reference on a sample (all packets when the set is small), mismatches against
 //! another classifier on every packet, and update rates — remove a share of the rules in random
 //! order, re-insert them in another order — with every packet re-checked afterwards.
 
 use std::time::{Duration, Instant};
 
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand::SeedableRng;
 use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::{verify, Error};
@@ -48,8 +48,10 @@ pub struct Row {
     pub memory: usize,
     /// Packets the lookup rates were timed on (the sample, for the reference on a big set).
     pub timed_packets: usize,
-    pub ns_batch: f64,
-    pub ns_single: f64,
+    /// ns/packet in batches of 32, over the timed passes.
+    pub ns_batch: Spread,
+    /// ns/packet one key at a time, over the timed passes.
+    pub ns_single: Spread,
     /// Against the reference on the sample, and batch against single lookups.
     pub mismatches: usize,
     /// Against another classifier on every packet: (its name, mismatches).
@@ -98,15 +100,42 @@ pub fn lookup_all(c: &dyn Classifier, keys: &[FlowKey], out: &mut [Option<RuleId
     }
 }
 
-/// Median ns/packet over passes of the whole `keys`, after one untimed warm-up pass, passes
-/// repeated until `min` has elapsed (at least one, at most 15).
+/// A figure measured over several passes: the fastest, the median and the slowest pass, so that
+/// a report shows how much the passes spread, not a median alone.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// How many passes were timed.
+    pub passes: usize,
+}
+
+impl Spread {
+    /// The spread of `values` (at least one).
+    pub fn of(values: &[f64]) -> Spread {
+        assert!(!values.is_empty(), "a spread of no values");
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        Spread { min: v[0], median: v[v.len() / 2], max: v[v.len() - 1], passes: v.len() }
+    }
+
+    /// The same passes as a rate: `k / x` of each (ns/packet → Mpps with `k` = 1000); the
+    /// fastest pass is the highest rate.
+    pub fn inverse(self, k: f64) -> Spread {
+        Spread { min: k / self.max, median: k / self.median, max: k / self.min, passes: self.passes }
+    }
+}
+
+/// ns/packet of each pass over the whole `keys` (their [`Spread`]), after one untimed warm-up
+/// pass, passes repeated until `min` has elapsed (at least one, at most 15).
 pub fn time_lookups(
     c: &dyn Classifier,
     keys: &[FlowKey],
     out: &mut [Option<RuleId>],
     batched: bool,
     min: Duration,
-) -> f64 {
+) -> Spread {
     lookup_all(c, keys, out, batched);
     let mut per_pass = Vec::new();
     let start = Instant::now();
@@ -115,8 +144,7 @@ pub fn time_lookups(
         lookup_all(c, keys, out, batched);
         per_pass.push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
     }
-    per_pass.sort_by(f64::total_cmp);
-    per_pass[per_pass.len() / 2]
+    Spread::of(&per_pass)
 }
 
 /// Runs the benchmark over `rules` and `keys` (not empty); `progress` hears of each of its
@@ -205,6 +233,19 @@ pub fn classifiers(
     Ok(Bench { rows, verified: sample.len() })
 }
 
+/// The update rates' orders over `n` rules (indexes): a random `fraction` of them (at least one)
+/// in the order they are removed, then in the order they are inserted again. Drawn from the
+/// seed's own stream.
+pub fn update_orders(n: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
+    let mut rng = Rng::fork(seed, 0x7570_6461_7465); // "update"
+    let k = ((n as f64 * fraction).round() as usize).clamp(1, n);
+    let mut removals = rng.sample_sorted(n, k);
+    rng.shuffle(&mut removals);
+    let mut inserts = removals.clone();
+    rng.shuffle(&mut inserts);
+    (removals, inserts)
+}
+
 /// Removes a random `fraction` of the rules in random order, re-inserts them in another random
 /// order, and checks every packet of `keys` still classifies as in `before`.
 pub fn measure_updates(
@@ -215,27 +256,24 @@ pub fn measure_updates(
     fraction: f64,
     seed: u64,
 ) -> Result<Updates, Error> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
     if rules.is_empty() || !(fraction > 0.0 && fraction <= 1.0) {
         return Err(Error(format!(
             "update rates: expected rules and a share 0 < x ≤ 1, found {} rules and {fraction}",
             rules.len()
         )));
     }
-    let n = ((rules.len() as f64 * fraction).round() as usize).clamp(1, rules.len());
-    let mut victims: Vec<&Rule> = rules.sample(&mut rng, n).collect();
-    victims.shuffle(&mut rng);
+    let (removals, inserts) = update_orders(rules.len(), fraction, seed);
+    let n = removals.len();
     let t = Instant::now();
-    for r in &victims {
+    for r in removals.iter().map(|&i| &rules[i]) {
         if c.remove(r.id).is_none() {
             return Err(Error(format!("{}: rule {} could not be removed", c.name(), r.id)));
         }
     }
     let removal = t.elapsed();
-    victims.shuffle(&mut rng);
     let t = Instant::now();
-    for r in &victims {
-        c.insert((*r).clone())?;
+    for r in inserts.iter().map(|&i| &rules[i]) {
+        c.insert(r.clone())?;
     }
     let insertion = t.elapsed();
     let mut after = vec![None; keys.len()];
@@ -246,4 +284,36 @@ pub fn measure_updates(
         insert_per_s: n as f64 / insertion.as_secs_f64(),
         mismatches: after.iter().zip(before).filter(|(x, y)| x != y).count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The update orders are a function of the seed alone, pinned (a change of the generator or
+    /// of the draws changes every `bench classifiers` update rate's workload).
+    #[test]
+    fn update_orders_are_pinned() {
+        let (r, i) = super::update_orders(1000, 0.01, 5);
+        assert_eq!((r.len(), i.len()), (10, 10));
+        let mut s = r.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), 10);
+        assert_eq!((&r[..4], &i[..4]), (&PIN_R[..], &PIN_I[..]));
+        assert_eq!(super::update_orders(1000, 0.01, 5), (r, i));
+        assert_ne!(super::update_orders(1000, 0.01, 6).0, super::update_orders(1000, 0.01, 5).0);
+    }
+    const PIN_R: [usize; 4] = [942, 896, 82, 124];
+    const PIN_I: [usize; 4] = [315, 942, 557, 343];
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::Spread;
+
+    #[test]
+    fn spread_of_passes_and_as_a_rate() {
+        let s = Spread::of(&[4.0, 1.0, 2.0, 8.0, 5.0]);
+        assert_eq!(s, Spread { min: 1.0, median: 4.0, max: 8.0, passes: 5 });
+        assert_eq!(s.inverse(8.0), Spread { min: 1.0, median: 2.0, max: 8.0, passes: 5 });
+    }
 }

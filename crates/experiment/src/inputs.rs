@@ -1,10 +1,15 @@
 //! Loading the inputs of a command: rule files (ClassBench or ofctl), packet files (ClassBench
 //! trace, pcap or pcapng), and the embedded default workload used when no files are given.
+//!
+//! Packet files are streams ([`open_packets`]): what reads them packet by packet runs in memory
+//! independent of their length. What must hold every packet ([`load_packets`]) holds at most
+//! [`MAX_HELD_PACKETS`].
 
 use std::path::Path;
 
+use rqvs_flow::formats::packets::PacketReader;
 use rqvs_flow::formats::{self, pcap, trace::TraceEntry};
-use rqvs_flow::io::{decompress_if_xz, read_bytes, text_from_bytes};
+use rqvs_flow::io::{decompress, text_from_bytes};
 use rqvs_flow::Rule;
 
 use crate::Error;
@@ -26,34 +31,143 @@ pub fn load_rules(path: Option<&Path>) -> Result<Vec<Rule>, Error> {
     match path {
         Some(p) => Ok(formats::read_rules(p)?),
         None => {
-            let text =
-                text_from_bytes(DEFAULT_RULES_NAME, decompress_if_xz(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
+            let text = text_from_bytes(DEFAULT_RULES_NAME, decompress(DEFAULT_RULES_NAME, DEFAULT_RULES.to_vec())?)?;
             Ok(formats::parse_rules(DEFAULT_RULES_NAME, &text)?)
         }
     }
 }
 
-/// Packets from a ClassBench trace or a pcap/pcapng capture (sniffed by magic), plain or xz.
-pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
-    let (name, bytes) = match path {
-        Some(p) => (p.display().to_string(), read_bytes(p)?),
-        None => (DEFAULT_TRACE_NAME.to_string(), decompress_if_xz(DEFAULT_TRACE_NAME, DEFAULT_TRACE.to_vec())?),
-    };
-    Ok(packets_from_bytes(&name, bytes, in_port)?)
+/// The most packets a command that holds every packet in memory ([`load_packets`]) holds, about
+/// 500 MB of them; the streaming commands (`replay`, `compare`, `convert trace`, `gen map`) have
+/// no such limit.
+pub const MAX_HELD_PACKETS: usize = 10_000_000;
+
+/// Opens a ClassBench trace or a pcap/pcapng capture (told apart by magic; plain, xz, gzip or
+/// zstd; `-`: standard input) as a stream; without a path, the embedded default trace. Every
+/// packet gets `in_port`.
+pub fn open_packets(path: Option<&Path>, in_port: u32) -> Result<PacketReader, Error> {
+    Ok(match path {
+        Some(p) => PacketReader::open(p, in_port)?,
+        None => PacketReader::new(
+            DEFAULT_TRACE_NAME,
+            rqvs_flow::io::decoder(DEFAULT_TRACE_NAME, std::io::Cursor::new(DEFAULT_TRACE))?,
+            in_port,
+        )?,
+    })
 }
 
-/// Packets from the (decompressed) bytes of a ClassBench trace or a pcap/pcapng capture;
+/// Every packet of a ClassBench trace or a pcap/pcapng capture ([`open_packets`]), held in
+/// memory: at most [`MAX_HELD_PACKETS`].
+pub fn load_packets(path: Option<&Path>, in_port: u32) -> Result<Packets, Error> {
+    let name = path.map_or(DEFAULT_TRACE_NAME.to_string(), rqvs_flow::io::display_name);
+    Ok(collect_packets(&name, open_packets(path, in_port)?)?)
+}
+
+/// Every packet of `reader`, at most [`MAX_HELD_PACKETS`]; `name` names it in errors.
+pub fn collect_packets(name: &str, mut reader: PacketReader) -> rqvs_flow::Result<Packets> {
+    let mut entries = Vec::new();
+    while let Some(p) = reader.next_packet()? {
+        if entries.len() == MAX_HELD_PACKETS {
+            return Err(rqvs_flow::ParseError::in_file(
+                name,
+                format!(
+                    "more than {MAX_HELD_PACKETS} packets, the limit of a command that holds every packet in \
+                     memory; sample the input (replay, compare, convert trace and gen map stream it)"
+                ),
+            ));
+        }
+        entries.push(p.entry);
+    }
+    Ok(Packets { entries, capture: reader.capture_stats() })
+}
+
+/// Packets from the bytes of a ClassBench trace or a pcap/pcapng capture (compressed or not);
 /// `name` names them in errors; every packet gets `in_port`.
 pub fn packets_from_bytes(name: &str, bytes: Vec<u8>, in_port: u32) -> rqvs_flow::Result<Packets> {
-    if pcap::is_capture(&bytes) {
-        let cap = pcap::parse_capture(name, &bytes, in_port)?;
-        let entries = cap.keys.iter().map(|&k| TraceEntry::from_key(k)).collect();
-        return Ok(Packets { entries, capture: Some(cap.stats) });
+    let input = rqvs_flow::io::decoder(name, std::io::Cursor::new(bytes))?;
+    collect_packets(name, PacketReader::new(name, input, in_port)?)
+}
+
+/// Where a command that reads its packets more than once gets them, pass after pass: read
+/// through once by [`PacketSource::count`], then held in memory when short (or when it cannot
+/// be read again: standard input), else read from the file again on every pass.
+#[derive(Clone)]
+pub struct PacketSource {
+    held: Option<std::sync::Arc<Vec<TraceEntry>>>,
+    path: Option<std::path::PathBuf>,
+    in_port: u32,
+}
+
+/// What [`PacketSource::count`] found.
+pub struct Counted {
+    pub source: PacketSource,
+    /// Packets in one pass.
+    pub packets: u64,
+    /// How the capture's frames were counted, for a capture.
+    pub capture: Option<pcap::CaptureStats>,
+}
+
+impl PacketSource {
+    /// Reads the packets of `path` (`None`: the embedded trace) once: their number, and the
+    /// source to read them from again — held when there are at most `hold_up_to` of them (the
+    /// embedded trace and standard input always are, up to [`MAX_HELD_PACKETS`]).
+    pub fn count(path: Option<&Path>, in_port: u32, hold_up_to: usize) -> Result<Counted, Error> {
+        let mut reader = open_packets(path, in_port)?;
+        let stdin = path.is_some_and(rqvs_flow::io::is_stdin);
+        let must_hold = stdin || path.is_none();
+        let hold_up_to = if must_hold { MAX_HELD_PACKETS } else { hold_up_to };
+        let mut held: Option<Vec<TraceEntry>> = Some(Vec::new());
+        let mut packets: u64 = 0;
+        while let Some(p) = reader.next_packet()? {
+            packets += 1;
+            if let Some(h) = &mut held {
+                if h.len() < hold_up_to {
+                    h.push(p.entry);
+                } else if must_hold {
+                    let name = path.map_or(DEFAULT_TRACE_NAME.to_string(), rqvs_flow::io::display_name);
+                    return Err(Error(format!(
+                        "{name}: more than {hold_up_to} packets; standard input can be read only once, so it is held \
+                         in memory: give a file, which is read again instead"
+                    )));
+                } else {
+                    held = None;
+                }
+            }
+        }
+        let source = PacketSource { held: held.map(std::sync::Arc::new), path: path.map(Path::to_path_buf), in_port };
+        Ok(Counted { source, packets, capture: reader.capture_stats() })
     }
-    let text = text_from_bytes(name, bytes)?;
-    let mut entries = formats::trace::parse_trace(name, &text)?;
-    for e in &mut entries {
-        e.key.in_port = in_port;
+
+    /// True when the packets are held in memory.
+    pub fn is_held(&self) -> bool {
+        self.held.is_some()
     }
-    Ok(Packets { entries, capture: None })
+
+    /// A pass over the packets.
+    pub fn open(&self) -> Result<PacketPass, Error> {
+        Ok(match &self.held {
+            Some(h) => PacketPass::Held(h.clone(), 0),
+            None => PacketPass::Stream(Box::new(open_packets(self.path.as_deref(), self.in_port)?)),
+        })
+    }
+}
+
+/// One pass over a [`PacketSource`].
+pub enum PacketPass {
+    Held(std::sync::Arc<Vec<TraceEntry>>, usize),
+    Stream(Box<PacketReader>),
+}
+
+impl PacketPass {
+    /// The next packet; `None` at the end of the pass.
+    pub fn next_entry(&mut self) -> Result<Option<TraceEntry>, Error> {
+        Ok(match self {
+            PacketPass::Held(h, at) => {
+                let e = h.get(*at).copied();
+                *at += 1;
+                e
+            }
+            PacketPass::Stream(r) => r.next_packet()?.map(|p| p.entry),
+        })
+    }
 }

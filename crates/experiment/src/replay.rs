@@ -47,9 +47,6 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
@@ -57,14 +54,22 @@ use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Ccache, Cflows, CflowsConfig, Clock, Counters, DatapathConfig, Design, DesignReport, DpAction,
-    OfprotoTable, Orig, OrigConfig, BATCH,
+    assign_rule_outputs, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
+    DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 pub use crate::prediction::{oracle_predictor, Prediction};
 use crate::{inputs, Error};
+
+/// The seed's streams ([`Rng::fork`] labels), one per random choice, so that one changing does
+/// not shift another's draws: the rules held out for `add:` updates, the packets verified, the
+/// rules `del:` updates remove.
+const STREAM_HELD_OUT: u64 = 1;
+const STREAM_VERIFY: u64 = 2;
+const STREAM_DELETIONS: u64 = 3;
 pub use rqvs_datapath::DesignKind;
 
 /// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
@@ -99,6 +104,8 @@ pub struct ReplayConfig {
     pub revalidator: RevalidatorMode,
     /// CFLOWS: when inserted rules become visible.
     pub policy: Policy,
+    /// CFLOWS: NuevoMatchUP, or TupleMerge alone (the learned index's ablation).
+    pub classifier: CflowsClassifier,
     /// Retrain when what was added outside the model exceeds this share (CFLOWS: rules in the
     /// remainder; CCACHE: megaflows in the megaflow cache).
     pub retrain_threshold: f64,
@@ -142,6 +149,7 @@ impl Default for ReplayConfig {
             flow_limit: 200_000,
             revalidator: RevalidatorMode::Thread,
             policy: Policy::Instant,
+            classifier: CflowsClassifier::NuevoMatch,
             retrain_threshold: 0.1,
             train_interval: 0.01,
             idle: 10.0,
@@ -226,16 +234,82 @@ pub struct Sample {
     pub coverage: f64,
 }
 
-/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs).
+/// Traces up to this many packets are held in memory after the counting pass (each pass then
+/// reads memory, not the file); longer ones are read from the file on every pass.
+pub const HOLD_PACKETS: usize = 1 << 20;
+
+/// The packets of a replay: a source, and which share of it (a PMD's, by flow hash).
+#[derive(Clone)]
+pub struct Trace {
+    source: inputs::PacketSource,
+    /// `(i, n)`: only the packets whose flow hash is `i` modulo `n`.
+    share: Option<(usize, usize)>,
+}
+
+/// The keys of a [`Trace`], one pass.
+pub struct TraceKeys {
+    pass: inputs::PacketPass,
+    share: Option<(usize, usize)>,
+}
+
+impl TraceKeys {
+    /// The next key of the pass; `None` at its end.
+    pub fn next_key(&mut self) -> Result<Option<FlowKey>, Error> {
+        while let Some(e) = self.pass.next_entry()? {
+            match self.share {
+                Some((i, n)) if rqvs_datapath::flow_hash(&e.key.wire()) as usize % n != i => continue,
+                _ => return Ok(Some(e.key)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Trace {
+    /// Opens a pass over the trace.
+    pub fn open(&self) -> Result<TraceKeys, Error> {
+        Ok(TraceKeys { pass: self.source.open()?, share: self.share })
+    }
+
+    /// True when the packets are held in memory rather than read from the file on every pass.
+    pub fn is_held(&self) -> bool {
+        self.source.is_held()
+    }
+}
+
+/// Everything a run needs, loaded once (shared by the designs `rqvs compare` runs). The trace is
+/// not held (unless short): [`Prepared::trace`] reads it again for every pass and design.
 pub struct Prepared {
     pub all_rules: Vec<Rule>,
     pub rules_format: &'static str,
-    pub keys: Vec<FlowKey>,
+    /// The packets, pass after pass.
+    pub trace: Trace,
+    /// Packets in one pass over the trace.
+    pub packets: u64,
+    /// How the capture's frames were counted, for a capture.
+    pub capture: Option<rqvs_flow::formats::pcap::CaptureStats>,
     updates: Vec<Update>,
     pub initial: Vec<Rule>,
-    /// Sampled trace positions.
-    sampled: Vec<bool>,
+    /// Sampled trace positions, ascending.
+    samples: Vec<u64>,
     pub n_verify: usize,
+}
+
+/// `n` of `len` positions sampled from `rng`, ascending (memory: `n`, not `len`).
+fn sample_positions(len: u64, n: usize, rng: &mut Rng) -> Vec<u64> {
+    let n = (n as u64).min(len);
+    if n == len {
+        return (0..len).collect();
+    }
+    rng.sample_sorted_u64(len, n)
+}
+
+/// `--classifier tm` chooses CFLOWS' classifier: an error when none of the designs run is CFLOWS.
+pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
+    if c.classifier == CflowsClassifier::TupleMerge && !designs.contains(&DesignKind::Cflows) {
+        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    }
+    Ok(())
 }
 
 /// Loads and checks everything a run needs (once for all the designs of a comparison).
@@ -245,6 +319,12 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     }
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Error(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
+    }
+    if c.classifier == CflowsClassifier::TupleMerge && c.policy == Policy::Delayed {
+        return Err(Error(
+            "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"
+                .into(),
+        ));
     }
     if c.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(Error(format!("--rate: expected packets per second > 0, found '{}'", c.rate.unwrap_or(0.0))));
@@ -259,18 +339,17 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
         return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
     let (all_rules, rules_format) = load_rules(c.rules.as_deref())?;
-    let packets = inputs::load_packets(c.trace.as_deref(), c.in_port)?;
-    let keys: Vec<FlowKey> = packets.entries.iter().map(|e| e.key).collect();
-    if keys.is_empty() {
+    let counted = inputs::PacketSource::count(c.trace.as_deref(), c.in_port, HOLD_PACKETS)?;
+    let (trace, packets, capture) = (Trace { source: counted.source, share: None }, counted.packets, counted.capture);
+    if packets == 0 {
         return Err(Error(format!("{}: no packets", c.trace_name())));
     }
-    let mut rng = StdRng::seed_from_u64(c.seed);
     let mut updates = match &c.updates {
         Some(s) => parse_updates(s)?,
         None => Vec::new(),
     };
     let mut order: Vec<usize> = (0..all_rules.len()).collect();
-    order.shuffle(&mut rng);
+    Rng::fork(c.seed, STREAM_HELD_OUT).shuffle(&mut order);
     let mut held: HashSet<usize> = HashSet::new();
     let mut next = 0;
     for u in updates.iter_mut().filter(|u| u.op == UpdateOp::Add) {
@@ -304,14 +383,19 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
             UpdateOp::Del => size -= u.n,
         }
     }
-    let n_verify = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 }).min(keys.len());
-    let mut positions: Vec<usize> = (0..keys.len()).collect();
-    positions.shuffle(&mut rng);
-    let mut sampled = vec![false; keys.len()];
-    for &p in &positions[..n_verify] {
-        sampled[p] = true;
-    }
-    Ok(Prepared { all_rules, rules_format, keys, updates, initial, sampled, n_verify })
+    let wanted = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 });
+    let samples = sample_positions(packets, wanted, &mut Rng::fork(c.seed, STREAM_VERIFY));
+    Ok(Prepared {
+        all_rules,
+        rules_format,
+        trace,
+        packets,
+        capture,
+        updates,
+        initial,
+        n_verify: samples.len(),
+        samples,
+    })
 }
 
 /// The datapath settings of the options.
@@ -377,7 +461,7 @@ fn build_on(
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => {
-            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold })?)
+            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier })?)
         }
     })
 }
@@ -510,10 +594,12 @@ impl Admission {
 }
 
 /// Verification bookkeeping: the actions sampled packets got, per version of the visible rule
-/// table, checked against the reference after the run.
+/// table, checked against the reference after the run. A sample is a slot: its position in
+/// [`Prepared::samples`], whose key is kept when the packet is read.
 struct Verifier {
+    keys: Vec<FlowKey>,
     recorded: Vec<bool>,
-    /// (oldest version the action may come from, version, position, action)
+    /// (oldest version the action may come from, version, slot, action)
     checks: Vec<(usize, usize, usize, DpAction)>,
     versions: Vec<Vec<Rule>>,
     /// The visible epoch of each version, for the oldest version a packet may see.
@@ -523,7 +609,8 @@ struct Verifier {
 impl Verifier {
     fn new(p: &Prepared, epoch: u64) -> Verifier {
         Verifier {
-            recorded: vec![false; p.keys.len()],
+            keys: vec![FlowKey::default(); p.samples.len()],
+            recorded: vec![false; p.samples.len()],
             checks: Vec::with_capacity(p.n_verify * (p.updates.len() + 1)),
             versions: vec![p.initial.clone()],
             version_epochs: vec![epoch],
@@ -536,20 +623,24 @@ impl Verifier {
         (self.version_epochs.partition_point(|&e| e <= oldest_epoch).saturating_sub(1).min(v), v)
     }
 
-    /// A fast-path action of the packet at trace position `q`.
-    fn fast_path(&mut self, p: &Prepared, (lo, v): (usize, usize), q: usize, a: DpAction) {
-        if p.sampled[q] && !self.recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
-            // Checked within a window: checked again once the window closes.
-            self.recorded[q] = lo == v;
-            self.checks.push((lo, v, q, a));
+    /// A fast-path action of the packet of sample `slot` (if sampled).
+    fn fast_path(&mut self, (lo, v): (usize, usize), slot: Option<usize>, a: DpAction) {
+        if let Some(q) = slot {
+            if !self.recorded[q] && !matches!(a, DpAction::Pending | DpAction::Lost) {
+                // Checked within a window: checked again once the window closes.
+                self.recorded[q] = lo == v;
+                self.checks.push((lo, v, q, a));
+            }
         }
     }
 
     /// The handler's action (classified with the current table, version `v`).
-    fn handled(&mut self, p: &Prepared, v: usize, q: usize, a: DpAction) {
-        if p.sampled[q] && !self.recorded[q] {
-            self.recorded[q] = true;
-            self.checks.push((v, v, q, a));
+    fn handled(&mut self, v: usize, slot: Option<usize>, a: DpAction) {
+        if let Some(q) = slot {
+            if !self.recorded[q] {
+                self.recorded[q] = true;
+                self.checks.push((v, v, q, a));
+            }
         }
     }
 
@@ -562,7 +653,7 @@ impl Verifier {
 
     /// Compares every recorded action with the reference of its version (or of any version in
     /// its window): (checks, mismatches, windowed checks, first mismatch).
-    fn finish(mut self, keys: &[FlowKey]) -> Result<(usize, usize, usize, Option<String>), Error> {
+    fn finish(mut self, samples: &[u64]) -> Result<(usize, usize, usize, Option<String>), Error> {
         let mut mismatches = 0usize;
         let mut windowed_checks = 0usize;
         let mut first_mismatch = None;
@@ -577,22 +668,97 @@ impl Verifier {
         }
         for (i, &(lo, v, q, a)) in self.checks.iter().enumerate() {
             references.drop_before(need_from[i]);
-            let want = references.action(v, &keys[q])?;
+            let key = &self.keys[q];
+            let want = references.action(v, key)?;
             if want == a {
                 continue;
             }
             let mut older = false;
             for w in lo..v {
-                older |= references.action(w, &keys[q])? == a;
+                older |= references.action(w, key)? == a;
             }
             if older {
                 windowed_checks += 1;
             } else {
                 mismatches += 1;
-                first_mismatch.get_or_insert(format!("packet {q}: datapath {a:?}, reference {want:?}"));
+                first_mismatch.get_or_insert(format!("packet {}: datapath {a:?}, reference {want:?}", samples[q]));
             }
         }
         Ok((self.checks.len(), mismatches, windowed_checks, first_mismatch))
+    }
+}
+
+/// The packets of a run as the PMD takes them: pass after pass over the trace, each batch with
+/// the verification slots of its packets.
+struct Feed<'a> {
+    p: &'a Prepared,
+    keys: TraceKeys,
+    /// The pass `keys` reads and how far into it it is.
+    pass: u64,
+    at: u64,
+    /// The next sample of this pass.
+    next_sample: usize,
+    batch: Vec<FlowKey>,
+    slots: Vec<Option<usize>>,
+}
+
+impl<'a> Feed<'a> {
+    fn new(p: &'a Prepared) -> Result<Feed<'a>, Error> {
+        Ok(Feed {
+            p,
+            keys: p.trace.open()?,
+            pass: 0,
+            at: 0,
+            next_sample: 0,
+            batch: Vec::with_capacity(BATCH),
+            slots: Vec::with_capacity(BATCH),
+        })
+    }
+
+    /// The next key of the stream, at position `self.at` of the pass, and its sample slot.
+    fn read(&mut self, verifier: &mut Verifier) -> Result<(FlowKey, Option<usize>), Error> {
+        let Some(key) = self.keys.next_key()? else {
+            return Err(Error(format!(
+                "the trace ended after {} of its {} packets in pass {}: it changed while being replayed",
+                self.at,
+                self.p.packets,
+                self.pass + 1
+            )));
+        };
+        let slot = (self.p.samples.get(self.next_sample) == Some(&self.at)).then(|| {
+            self.next_sample += 1;
+            verifier.keys[self.next_sample - 1] = key;
+            self.next_sample - 1
+        });
+        self.at += 1;
+        Ok((key, slot))
+    }
+
+    /// Reads the `n` packets from sequence number `seq` into the batch (skipping what a full
+    /// ring dropped before it, starting a new pass at the end of one).
+    fn fill(&mut self, seq: u64, n: usize, verifier: &mut Verifier) -> Result<(), Error> {
+        let len = self.p.packets;
+        let (pass, pos) = (seq / len, seq % len);
+        if pass != self.pass {
+            self.keys = self.p.trace.open()?;
+            (self.pass, self.at, self.next_sample) = (pass, 0, 0);
+        }
+        while self.at < pos {
+            self.read(verifier)?;
+        }
+        self.batch.clear();
+        self.slots.clear();
+        for _ in 0..n {
+            let (key, slot) = self.read(verifier)?;
+            self.batch.push(key);
+            self.slots.push(slot);
+        }
+        Ok(())
+    }
+
+    /// The sample slot of the packet with sequence number `seq` (an upcall's).
+    fn slot_of(&self, seq: u64) -> Option<usize> {
+        self.p.samples.binary_search(&(seq % self.p.packets)).ok()
     }
 }
 
@@ -601,7 +767,7 @@ struct Updates<'a> {
     pending: std::iter::Peekable<std::slice::Iter<'a, Update>>,
     /// The rule table as the updates leave it (visible or staged).
     table: Vec<Rule>,
-    rng: StdRng,
+    rng: Rng,
     log: Vec<serde_json::Value>,
     /// Updates not yet visible: (index in `log`, call time, rule ids added).
     waiting: Vec<(usize, std::time::Instant, Vec<RuleId>)>,
@@ -637,7 +803,7 @@ impl Updates<'_> {
                 }
                 UpdateOp::Del => {
                     let mut ids: Vec<RuleId> = self.table.iter().map(|r| r.id).collect();
-                    ids.shuffle(&mut self.rng);
+                    self.rng.shuffle(&mut ids);
                     ids.truncate(u.n);
                     let gone: HashSet<RuleId> = ids.iter().copied().collect();
                     self.table.retain(|r| !gone.contains(&r.id));
@@ -773,19 +939,19 @@ fn run_design_on(
     table: Option<&OfprotoTable>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Run, Error> {
-    let keys = &p.keys;
     let build_start = std::time::Instant::now();
     let mut built = build_on(c, design, &p.initial, pred, table)?;
     let dp: &mut dyn Design = built.as_mut();
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
 
     let mut verifier = Verifier::new(p, dp.visible_epoch());
+    let mut feed = Feed::new(p)?;
     let mut epoch = dp.visible_epoch();
     let wall = std::time::Instant::now();
     let mut updates = Updates {
         pending: p.updates.iter().peekable(),
         table: p.initial.clone(),
-        rng: StdRng::seed_from_u64(c.seed ^ 0x5eed),
+        rng: Rng::fork(c.seed, STREAM_DELETIONS),
         log: Vec::new(),
         waiting: Vec::new(),
         call_ms: 0.0,
@@ -793,7 +959,8 @@ fn run_design_on(
     };
     let mut series = Series { samples: Vec::new(), next_ns: Series::INTERVAL_NS, last: Counters::default(), last_t: 0 };
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
-    let total = keys.len() as u64 * u64::from(c.passes);
+    let len = p.packets;
+    let total = len * u64::from(c.passes);
     let mut admission =
         c.rate.map(|rate| Admission { rate, ring: c.rx_ring, total, warmup: total / 20, rx: RxStats::default() });
     let mut pmd = Pmd::new();
@@ -801,7 +968,6 @@ fn run_design_on(
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
     let mut first_pass: Option<Counters> = None;
     let mut passes_done = 0u64;
-    let len = keys.len() as u64;
     loop {
         // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
         let avail = match admission.as_mut() {
@@ -811,20 +977,24 @@ fn run_design_on(
             },
             None => None,
         };
-        let pos = (seq % len) as usize;
-        let end = (pos + BATCH).min(keys.len());
-        let end = avail.map_or(end, |n| end.min(pos + n as usize));
-        let chunk = &keys[pos..end];
-        let o = pmd.run_batch(dp, chunk, seq);
+        let pos = seq % len;
+        let n = (BATCH as u64).min(len - pos);
+        let n = avail.map_or(n, |a| n.min(a)) as usize;
+        feed.fill(seq, n, &mut verifier)?;
+        let o = pmd.run_batch(dp, &feed.batch, seq);
         let (lo, v) = verifier.window(o.window.oldest);
         for (i, a) in o.actions.iter().enumerate() {
-            verifier.fast_path(p, (lo, v), pos + i, *a);
+            verifier.fast_path((lo, v), feed.slots[i], *a);
         }
         for &(s, a) in o.upcalls {
-            verifier.handled(p, v, (s % len) as usize, a);
+            let slot = match s.checked_sub(seq) {
+                Some(i) if i < n as u64 => feed.slots[i as usize],
+                _ => feed.slot_of(s),
+            };
+            verifier.handled(v, slot, a);
         }
         updates.revalidated(o.revalidations);
-        seq += chunk.len() as u64;
+        seq += n as u64;
         if seq / len > passes_done {
             passes_done = seq / len;
             first_pass.get_or_insert_with(|| dp.counters());
@@ -845,7 +1015,7 @@ fn run_design_on(
         if done {
             break;
         }
-        if seq >> 16 != (seq - chunk.len() as u64) >> 16 {
+        if seq >> 16 != (seq - n as u64) >> 16 {
             let fraction = match duration_ns {
                 Some(d) => now as f64 / d as f64,
                 None => seq as f64 / total as f64,
@@ -859,7 +1029,7 @@ fn run_design_on(
     if !cs.outcome_sum_ok() {
         return Err(Error(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
-    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(keys)?;
+    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(&p.samples)?;
     let pmd_s = cs.pmd_ns as f64 / 1e9;
     let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
         let ns = cs.pmd_ns - f.pmd_ns;
@@ -926,24 +1096,34 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
         return Err(Error("--pmds: expected at least 1".into()));
     }
     let mut shares: Vec<Prepared> = (0..n)
-        .map(|_| Prepared {
+        .map(|i| Prepared {
             all_rules: Vec::new(),
             rules_format: p.rules_format,
-            keys: Vec::new(),
+            trace: Trace { share: Some((i, n)), ..p.trace.clone() },
+            packets: 0,
+            capture: p.capture,
             // Every PMD applies the whole update stream on its own clock.
             updates: p.updates.clone(),
             initial: p.initial.clone(),
-            sampled: Vec::new(),
+            samples: Vec::new(),
             n_verify: 0,
         })
         .collect();
-    for (k, &s) in p.keys.iter().zip(&p.sampled) {
+    // One pass over the trace: each PMD's packet count, and the trace's sample in each PMD's
+    // positions.
+    let mut keys = p.trace.open()?;
+    let (mut at, mut next_sample) = (0u64, 0usize);
+    while let Some(k) = keys.next_key()? {
         let share = &mut shares[rqvs_datapath::flow_hash(&k.wire()) as usize % n];
-        share.keys.push(*k);
-        share.sampled.push(s);
-        share.n_verify += usize::from(s);
+        if p.samples.get(next_sample) == Some(&at) {
+            share.samples.push(share.packets);
+            share.n_verify += 1;
+            next_sample += 1;
+        }
+        share.packets += 1;
+        at += 1;
     }
-    if let Some(i) = shares.iter().position(|s| s.keys.is_empty()) {
+    if let Some(i) = shares.iter().position(|s| s.packets == 0) {
         return Err(Error(format!("--pmds {n}: PMD {i} gets no packet of this trace (too few flows)")));
     }
     // One OpenFlow table for all PMDs (ORIG, CCACHE) — unless a timed update stream runs: each
@@ -955,7 +1135,7 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
             .iter()
             .map(|share| {
                 // A constant offered rate is split over the PMDs as the trace is.
-                let rate = c.rate.map(|r| r * share.keys.len() as f64 / p.keys.len() as f64);
+                let rate = c.rate.map(|r| r * share.packets as f64 / p.packets as f64);
                 let cfg = ReplayConfig { rate, ..c.clone() };
                 let table = table.as_ref();
                 s.spawn(move || run_design_on(&cfg, share, design, None, table, &mut |_| {}))
@@ -976,6 +1156,11 @@ pub struct RateSearch {
     /// lowest probe dropped more (`passed` false), that probe.
     pub probe: (f64, Run),
     pub passed: bool,
+    /// The best probe is within 5% of the search's upper bound (1.5× the unconstrained rate):
+    /// nothing dropped up to there, so the run is too short for the receive ring to fill (a
+    /// longer `--duration` or more `--passes` gives a true limit). The rate is then a lower
+    /// bound of the design's, not its limit.
+    pub at_bound: bool,
 }
 
 /// The highest offered rate with < 1% drops after the warm-up, by bisection between 1/100 and
@@ -998,11 +1183,12 @@ pub fn rate_search(
         }
         Ok(r)
     };
-    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, free.mpps * 1e6 * 1.5);
+    let bound = free.mpps * 1e6 * 1.5;
+    let (mut lo, mut hi) = (free.mpps * 1e6 / 100.0, bound);
     let ok = |r: &Run| r.rx.is_some_and(|x| x.drop_rate() < 0.01);
     let mut best = (lo, probe(lo)?);
     if !ok(&best.1) {
-        return Ok(RateSearch { free, probe: best, passed: false });
+        return Ok(RateSearch { free, probe: best, passed: false, at_bound: false });
     }
     while hi / lo > 1.05 {
         let mid = (lo * hi).sqrt();
@@ -1014,7 +1200,8 @@ pub fn rate_search(
             hi = mid;
         }
     }
-    Ok(RateSearch { free, probe: best, passed: true })
+    let at_bound = best.0 * 1.05 >= bound;
+    Ok(RateSearch { free, probe: best, passed: true, at_bound })
 }
 
 #[cfg(test)]
@@ -1030,4 +1217,20 @@ mod tests {
         assert!(parse_updates("add:x@1s").is_err());
         assert!(parse_updates("add:1@-1s").is_err());
     }
+
+    /// The rules held out for `add:` and the packets verified are a function of the seed alone,
+    /// pinned (the rules `del:` removes come from the third stream, checked through the CLI's
+    /// determinism test).
+    #[test]
+    fn held_out_rules_and_verified_packets_are_pinned() {
+        let c = ReplayConfig { updates: Some("add:4@1s".into()), verify: Some(5), seed: 5, ..ReplayConfig::default() };
+        let p = prepare(&c).unwrap();
+        let held: Vec<u32> = p.updates[0].rules.iter().map(|r| r.id.0).collect();
+        let verified: Vec<u64> = p.samples.clone();
+        assert_eq!((held.as_slice(), verified.as_slice()), (&PIN_HELD[..], &PIN_VERIFIED[..]));
+        let other = prepare(&ReplayConfig { seed: 6, ..c }).unwrap();
+        assert_ne!(other.updates[0].rules.iter().map(|r| r.id.0).collect::<Vec<_>>(), held);
+    }
+    const PIN_HELD: [u32; 4] = [768, 241, 633, 881];
+    const PIN_VERIFIED: [u64; 5] = [959, 1401, 1404, 2778, 2800];
 }

@@ -1,10 +1,13 @@
 //! Reports as JSON objects: what `--json` writes and the Python package's functions return, built
 //! in one place so the two cannot drift apart.
 //!
-//! - [`envelope`]: the fields every report has (`command`, `rqvs_version`, `git_rev`, `cpu`,
-//!   `kernel`).
+//! - [`envelope`]: the fields every report has (`command`, `schema_version`, `rqvs_version`,
+//!   the build's provenance [`BUILD`]: `git_rev`, `git_dirty`, `git_rev_source`,
+//!   `build_profile`; `cpu`, `kernel`). The provenance is recorded when the crate is built
+//!   (`build.rs`), so a report says which binary made it wherever it runs.
 //! - [`run_json`], [`compare_json`], [`pmds_json`]: `rqvs replay` and `rqvs compare`.
 //! - [`capture_json`], [`predict_json`]: parts several reports share.
+//! - [`csv`]: a report's table (`--csv OUT`) from the same objects as its JSON.
 //!
 //! `rqvs gen rules` and `rqvs gen trace` build theirs in [`crate::gen`].
 
@@ -29,33 +32,128 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The git revision of the working directory, or "unknown".
-pub fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
+/// The version of the reports' layout. Bumped when a field of any report is removed or renamed,
+/// or changes meaning or unit; fields added leave it alone (readers ignore fields they do not
+/// know). README's "JSON reports" section lists the versions.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where this build came from, recorded at build time by `build.rs` (never looked up at run time:
+/// a report run anywhere carries the revision of the binary that made it).
+#[derive(Clone, Copy, Debug)]
+pub struct Build {
+    /// The git revision (12 hex digits), or `unknown`.
+    pub git_rev: &'static str,
+    /// Whether the checkout had uncommitted changes to tracked files; `None` when unknown.
+    pub git_dirty: Option<bool>,
+    /// Where the revision came from (`git checkout at build time`, `.cargo_vcs_info.json (a
+    /// packaged crate)`, `RQVS_GIT_REV at build time`), or `unknown: ` and why.
+    pub git_rev_source: &'static str,
+    /// The cargo profile: `release` or `debug` (cargo's `PROFILE`; `bench` builds say `release`).
+    pub profile: &'static str,
 }
 
-/// `fields` with what every report carries: `command`, `rqvs_version`, `git_rev`, `cpu` and the
+/// This build's provenance.
+pub const BUILD: Build = Build {
+    git_rev: env!("RQVS_GIT_REV"),
+    git_dirty: match env!("RQVS_GIT_DIRTY").as_bytes() {
+        b"true" => Some(true),
+        b"false" => Some(false),
+        _ => None,
+    },
+    git_rev_source: env!("RQVS_GIT_REV_SOURCE"),
+    profile: env!("RQVS_BUILD_PROFILE"),
+};
+
+/// What `rqvs --version` prints after the name: the version, revision, dirty flag and profile
+/// (`0.1.0 (git 1a2b3c4d5e6f, dirty, release build)`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RQVS_GIT_REV"),
+    ", dirty: ",
+    env!("RQVS_GIT_DIRTY"),
+    ", ",
+    env!("RQVS_BUILD_PROFILE"),
+    " build; revision from ",
+    env!("RQVS_GIT_REV_SOURCE"),
+    ")"
+);
+
+/// `fields` with what every report carries: `command`, `schema_version`, `rqvs_version`, the
+/// build's provenance (`git_rev`, `git_dirty`, `git_rev_source`, `build_profile`), `cpu` and the
 /// learned index's SIMD `kernel`.
 pub fn envelope(command: &str, mut fields: Map<String, Value>) -> Map<String, Value> {
     fields.insert("command".into(), command.into());
+    fields.insert("schema_version".into(), SCHEMA_VERSION.into());
     fields.insert("rqvs_version".into(), env!("CARGO_PKG_VERSION").into());
-    fields.insert("git_rev".into(), git_revision().into());
+    fields.insert("git_rev".into(), BUILD.git_rev.into());
+    fields.insert("git_dirty".into(), json!(BUILD.git_dirty));
+    fields.insert("git_rev_source".into(), BUILD.git_rev_source.into());
+    fields.insert("build_profile".into(), BUILD.profile.into());
     fields.insert("cpu".into(), cpu_model().into());
     fields.insert("kernel".into(), rqvs_rqrmi::Kernel::active().name().into());
     fields
+}
+
+/// A report's table as CSV (RFC 4180, `\n` line ends): one row per object of `rows`, one
+/// column per field in the order fields first appear (a JSON object's fields in key order);
+/// nested objects become `parent.child`
+/// columns, arrays are left out (a CSV cell holds one value), `null` is an empty cell. What `--csv
+/// OUT` writes, from the same objects as the JSON report's table, so the two cannot disagree.
+pub fn csv(rows: &[Value]) -> String {
+    fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    flatten(&name, x, out);
+                }
+            }
+            Value::Array(_) => {}
+            Value::Null => out.push((prefix.to_string(), String::new())),
+            Value::String(s) => out.push((prefix.to_string(), s.clone())),
+            other => out.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    fn cell(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let flat: Vec<Vec<(String, String)>> = rows
+        .iter()
+        .map(|r| {
+            let mut f = Vec::new();
+            flatten("", r, &mut f);
+            f
+        })
+        .collect();
+    let mut columns: Vec<&str> = Vec::new();
+    for (k, _) in flat.iter().flatten() {
+        if !columns.contains(&k.as_str()) {
+            columns.push(k);
+        }
+    }
+    let mut text = columns.iter().map(|c| cell(c)).collect::<Vec<_>>().join(",");
+    text.push('\n');
+    for row in &flat {
+        let line: Vec<String> = columns
+            .iter()
+            .map(|c| row.iter().find(|(k, _)| k == c).map_or_else(String::new, |(_, v)| cell(v)))
+            .collect();
+        text.push_str(&line.join(","));
+        text.push('\n');
+    }
+    text
 }
 
 /// A capture's statistics.
 pub fn capture_json(c: &CaptureStats) -> Value {
     json!({
         "frames": c.frames, "ipv4": c.ipv4, "other": c.other, "truncated": c.truncated,
-        "malformed": c.malformed, "non_ethernet": c.non_ethernet,
+        "malformed": c.malformed,
     })
 }
 
@@ -95,7 +193,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("emc_prob", json!(c.emc_prob)),
         ("policy", json!(c.policy.name())),
         ("rules", json!(p.all_rules.len())),
-        ("trace_packets", json!(p.keys.len())),
+        ("trace_packets", json!(p.packets)),
         ("build_ms", json!(r.build_ms)),
         ("packets", json!(cs.received)),
         ("pmd_s", json!(pmd_s)),
@@ -115,6 +213,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("mismatches", json!(r.mismatches)),
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
+        ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),
         ("design_report", Value::Object(report)),
         ("updates", json!(r.update_log)),
@@ -135,11 +234,52 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
 
 /// Several designs' runs on the same prepared inputs (`rqvs compare --json`'s fields): the
 /// designs, and each run with its speedups over the first.
-pub fn compare_json(c: &ReplayConfig, p: &Prepared, runs: &[Run]) -> Result<Map<String, Value>, Error> {
+/// `replay --rate-search --json`: the run of the last probe (at its rate), with the highest rate
+/// that had < 1% drops (`null` when even the lowest probe dropped more) and the unconstrained Mpps.
+pub fn rate_search_json(
+    c: &ReplayConfig,
+    p: &Prepared,
+    s: &crate::replay::RateSearch,
+) -> Result<Map<String, Value>, Error> {
+    let (rate, run) = &s.probe;
+    let mut o = run_json(&ReplayConfig { rate: Some(*rate), ..c.clone() }, p, run)?;
+    o.insert("max_rate_below_1pct_drops".into(), if s.passed { json!(rate) } else { Value::Null });
+    o.insert("unconstrained_mpps".into(), json!(s.free.mpps));
+    o.insert("rate_at_search_bound".into(), json!(s.at_bound));
+    Ok(o)
+}
+
+/// `compare --rate-search --json`: `compare_json` of the unconstrained runs, and per design its
+/// rate search (`rate_search_json`) with `max_rate_speedup`, the highest rate's ratio to the
+/// first design's (`null` where either search failed).
+pub fn compare_rate_search_json(
+    c: &ReplayConfig,
+    p: &Prepared,
+    searches: &[(DesignKind, crate::replay::RateSearch)],
+) -> Result<Map<String, Value>, Error> {
+    let mut o = compare_json(c, p, searches.iter().map(|(_, s)| &s.free))?;
+    let base = searches.first().filter(|(_, s)| s.passed).map(|(_, s)| s.probe.0);
+    let mut rows = Vec::new();
+    for (_, s) in searches {
+        let mut r = rate_search_json(c, p, s)?;
+        let speedup = base.filter(|_| s.passed).map(|b| s.probe.0 / b);
+        r.insert("max_rate_speedup".into(), json!(speedup));
+        rows.push(Value::Object(r));
+    }
+    o.insert("rate_search".into(), Value::Array(rows));
+    Ok(o)
+}
+
+pub fn compare_json<'a>(
+    c: &ReplayConfig,
+    p: &Prepared,
+    runs: impl IntoIterator<Item = &'a Run>,
+) -> Result<Map<String, Value>, Error> {
+    let runs: Vec<&Run> = runs.into_iter().collect();
     let base = runs.first().map_or(1.0, |r| r.mpps);
     let base_steady = runs.first().and_then(|r| r.steady.map(|s| s.0));
     let mut rows = Vec::new();
-    for r in runs {
+    for &r in &runs {
         let mut o = run_json(c, p, r)?;
         o.insert("speedup".into(), json!(r.mpps / base));
         o.insert("speedup_after_first_pass".into(), json!(steady_speedup(r, base_steady)));
@@ -168,4 +308,19 @@ pub fn pmds_json(c: &ReplayConfig, p: &Prepared, design: DesignKind, r: &PmdRuns
     let runs = r.runs.iter().map(|x| run_json(c, p, x).map(Value::Object)).collect::<Result<Vec<_>, _>>()?;
     o.insert("runs".into(), Value::Array(runs));
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn csv_of_a_table() {
+        let rows = [
+            json!({"name": "tss", "mpps": 1.5, "stats": {"tuples": 3}, "series": [1, 2], "peer": null}),
+            json!({"name": "a,\"b\"", "mpps": 2, "extra": true}),
+        ];
+        assert_eq!(super::csv(&rows), "mpps,name,peer,stats.tuples,extra\n1.5,tss,,3,\n2,\"a,\"\"b\"\"\",,,true\n");
+        assert_eq!(super::csv(&[]), "\n");
+    }
 }

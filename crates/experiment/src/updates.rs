@@ -11,11 +11,10 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use rand::seq::SliceRandom;
-use rand::{RngExt, SeedableRng};
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
 use rqvs_classify::nuevomatch::NuevoMatchConfig;
 use rqvs_classify::{Classifier, TupleMerge, BATCH};
+use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::Error;
@@ -128,10 +127,24 @@ enum Op {
     Remove(RuleId),
 }
 
+/// The rules the run starts with and the held-out 10% (the pool of the first inserts), a random
+/// choice from the seed's own stream.
+fn hold_out(mut rules: Vec<Rule>, seed: u64) -> (Vec<Rule>, Vec<Rule>) {
+    Rng::fork(seed, 1).shuffle(&mut rules);
+    let held = rules.len() / 10;
+    let pool = rules.split_off(rules.len() - held);
+    (rules, pool)
+}
+
+/// The stream the update sequence ([`make_ops`]) draws from.
+fn ops_rng(seed: u64) -> Rng {
+    Rng::fork(seed, 2)
+}
+
 /// The update sequence: alternately an insert of a random rule of the pool (at first the
 /// held-out rules) and a removal of a random live rule, which returns to the pool. Also returns
 /// which inserts are of rules never in the classifier before (fresh).
-fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl RngExt) -> (Vec<Op>, Vec<bool>) {
+fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut Rng) -> (Vec<Op>, Vec<bool>) {
     let rules: HashMap<RuleId, &Rule> = live.iter().chain(pool).map(|r| (r.id, r)).collect();
     let mut live_ids: Vec<RuleId> = live.iter().map(|r| r.id).collect();
     let mut pool_ids: Vec<RuleId> = pool.iter().map(|r| r.id).collect();
@@ -139,12 +152,12 @@ fn make_ops(n: usize, live: &[Rule], pool: &[Rule], rng: &mut impl RngExt) -> (V
     let (mut ops, mut fresh) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         if i % 2 == 0 && !pool_ids.is_empty() {
-            let id = pool_ids.swap_remove(rng.random_range(0..pool_ids.len()));
+            let id = pool_ids.swap_remove(rng.index(pool_ids.len()));
             fresh.push(seen.insert(id));
             live_ids.push(id);
             ops.push(Op::Insert(rules[&id].clone()));
         } else if !live_ids.is_empty() {
-            let id = live_ids.swap_remove(rng.random_range(0..live_ids.len()));
+            let id = live_ids.swap_remove(rng.index(live_ids.len()));
             pool_ids.push(id);
             ops.push(Op::Remove(id));
             fresh.push(false);
@@ -307,7 +320,7 @@ impl Thread<'_> {
 }
 
 /// Runs the benchmark over `rules` (a 10% share held out to insert) and the packets `keys`.
-pub fn run(cfg: &UpdateBenchConfig, mut rules: Vec<Rule>, keys: &[FlowKey]) -> Result<UpdateBench, Error> {
+pub fn run(cfg: &UpdateBenchConfig, rules: Vec<Rule>, keys: &[FlowKey]) -> Result<UpdateBench, Error> {
     if cfg.seconds.is_nan() || cfg.seconds <= 0.0 || cfg.rate as f64 * cfg.seconds > MAX_UPDATES {
         return Err(Error(format!(
             "bench updates makes its update sequence beforehand: --rate x --seconds must be positive and at most {MAX_UPDATES:.0} (got {} x {})",
@@ -318,16 +331,13 @@ pub fn run(cfg: &UpdateBenchConfig, mut rules: Vec<Rule>, keys: &[FlowKey]) -> R
         return Err(Error("bench updates needs at least 32 packets and 10 rules".into()));
     }
     let policy = cfg.policy;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-    rules.shuffle(&mut rng);
-    let held = rules.len() / 10;
-    let pool: Vec<Rule> = rules.split_off(rules.len() - held);
+    let (rules, pool) = hold_out(rules, cfg.seed);
     let t0 = Instant::now();
     let config = NuevoMatchConfig { insert_slack: cfg.insert_slack, ..NuevoMatchConfig::always_learned() };
     let live = LiveNuevoMatch::with_config(&rules, policy, cfg.retrain_threshold, config)?;
     let first_build = t0.elapsed();
     // Enough for the whole run (the loop stops at `seconds`).
-    let (ops, fresh) = make_ops((cfg.rate as f64 * cfg.seconds) as usize + 2, &rules, &pool, &mut rng);
+    let (ops, fresh) = make_ops((cfg.rate as f64 * cfg.seconds) as usize + 2, &rules, &pool, &mut ops_rng(cfg.seed));
     // The rules to insert, in order, moved into the classifier one by one (`ops` keeps its
     // copies for the checker).
     let inserts: Vec<Rule> = ops
@@ -411,7 +421,7 @@ pub fn run(cfg: &UpdateBenchConfig, mut rules: Vec<Rule>, keys: &[FlowKey]) -> R
     let (into_isets, into_remainder) = live.insert_counts();
     Ok(UpdateBench {
         live_rules: rules.len(),
-        held,
+        held: pool.len(),
         first_build,
         elapsed_s,
         totals,
@@ -436,6 +446,26 @@ pub fn run(cfg: &UpdateBenchConfig, mut rules: Vec<Rule>, keys: &[FlowKey]) -> R
 mod tests {
     use super::*;
 
+    /// The held-out rules and the update sequence are a function of the seed alone, pinned.
+    #[test]
+    fn the_update_sequence_is_pinned() {
+        let all = crate::inputs::load_rules(None).unwrap();
+        let (live, pool) = hold_out(all.clone(), 5);
+        let (ops, _) = make_ops(6, &live, &pool, &mut ops_rng(5));
+        let ids: Vec<String> = ops
+            .iter()
+            .map(|o| match o {
+                Op::Insert(r) => format!("+{}", r.id.0),
+                Op::Remove(id) => format!("-{}", id.0),
+            })
+            .collect();
+        assert_eq!(ids, PIN);
+        assert_eq!((live.len(), pool.len()), (all.len() - all.len() / 10, all.len() / 10));
+        let (_, pool6) = hold_out(all, 6);
+        assert_ne!(pool6.iter().map(|r| r.id).collect::<Vec<_>>(), pool.iter().map(|r| r.id).collect::<Vec<_>>());
+    }
+    const PIN: [&str; 6] = ["+452", "-205", "+217", "-827", "+875", "-174"];
+
     /// The after-the-run checker replays the updates up to each recorded batch: results a
     /// classifier with exactly those updates gives pass, and one wrong result is one mismatch.
     #[test]
@@ -443,7 +473,7 @@ mod tests {
         let mut rules = crate::inputs::load_rules(None).unwrap();
         let keys: Vec<FlowKey> = crate::inputs::load_packets(None, 1).unwrap().entries.iter().map(|e| e.key).collect();
         let pool = rules.split_off(rules.len() - 100);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut rng = Rng::new(7);
         let (ops, fresh) = make_ops(400, &rules, &pool, &mut rng);
         let fresh = fresh.iter().filter(|f| **f).count();
         assert!(ops.len() == 400 && fresh > 0 && fresh <= 100, "{} ops, {fresh} fresh", ops.len());

@@ -1,7 +1,9 @@
 //! Which packets are verified against the reference.
 
-use rand::seq::index::sample;
-use rand::SeedableRng;
+use rqvs_flow::rng::Rng;
+
+/// The label of the verification sample's stream ([`Rng::fork`]).
+const STREAM: u64 = 0x7665_7269_6679; // "verify"
 
 /// Above this many rule×packet checks, verification samples instead of checking every packet.
 pub const FULL_VERIFY_BUDGET: u64 = 4_000_000_000;
@@ -24,8 +26,18 @@ pub fn sample_indexes(rules: usize, packets: usize, requested: Option<usize>, se
     if n == packets {
         return (0..packets).collect();
     }
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut v = sample(&mut rng, packets, n).into_vec();
-    v.sort_unstable();
-    v
+    Rng::fork(seed, STREAM).sample_sorted(packets, n)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The verification sample is a function of the seed alone, pinned.
+    #[test]
+    fn the_sample_is_pinned() {
+        let v = super::sample_indexes(1_000_000, 100_000, Some(8), 5);
+        assert_eq!(v, PIN);
+        assert_eq!(super::sample_indexes(10, 5, None, 5), (0..5).collect::<Vec<_>>());
+        assert_ne!(super::sample_indexes(1_000_000, 100_000, Some(8), 6), PIN);
+    }
+    const PIN: [usize; 8] = [8098, 10232, 38151, 41456, 51959, 59518, 62277, 67001];
 }

@@ -12,6 +12,9 @@
 //!   pcapng, and the ClassBench → OpenFlow conversion. Errors name file, line, column and what was
 //!   expected ([`ParseError`]).
 //! - [`prefix`] — range ↔ prefix arithmetic.
+//! - [`rng`] — the project's seeded generator (xoshiro256**): every random choice in rqvs is
+//!   drawn from one of these, so a seed names the same run whatever the versions of external
+//!   crates.
 //!
 //! With the `serde` feature (off by default: no report of rqvs serializes these types, and a
 //! library user who does not either should not compile serde), [`FlowKey`], [`Match`],
@@ -30,6 +33,7 @@ pub mod io;
 pub mod key;
 pub mod matching;
 pub mod prefix;
+pub mod rng;
 pub mod rule;
 #[cfg(feature = "serde")]
 mod serde_impls;

@@ -64,6 +64,7 @@ pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
 pub mod manager;
+pub mod metrics;
 pub mod normal;
 pub mod openflow;
 pub mod pmd;
@@ -502,7 +503,7 @@ impl Switch {
                 return Err(err("the handler thread panicked (a bug: please report it)"));
             }
         }
-        Ok(self.control.final_report(pmds))
+        Ok(self.control.show_with(pmds))
     }
 }
 
@@ -672,7 +673,12 @@ impl Control {
 
     /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
     pub fn pmd_stats(&self) -> Vec<PmdReport> {
-        self.ask(PmdMsg::Stats).into_iter().map(|(_, r)| r).collect()
+        self.ask(|reply| PmdMsg::Stats { since_clear: true, reply }).into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Each PMD's counters since it started (`pmd-stats-clear` does not touch them).
+    pub fn pmd_totals(&self) -> Vec<PmdReport> {
+        self.ask(|reply| PmdMsg::Stats { since_clear: false, reply }).into_iter().map(|(_, r)| r).collect()
     }
 
     pub fn pmd_stats_clear(&self) {
@@ -693,10 +699,11 @@ impl Control {
 
     /// The ports with their counters, and the PMDs' view of their frames.
     pub fn show(&self) -> FinalReport {
-        self.final_report(self.pmd_stats())
+        self.show_with(self.pmd_stats())
     }
 
-    fn final_report(&self, pmds: Vec<PmdReport>) -> FinalReport {
+    /// [`Control::show`] over reports already gathered (`pmd_stats` or `pmd_totals`).
+    pub fn show_with(&self, pmds: Vec<PmdReport>) -> FinalReport {
         let mut total = PortFrames::default();
         let mut injected = PortFrames::default();
         let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);

@@ -43,8 +43,9 @@ pub enum PmdMsg {
     /// The shared OpenFlow table was committed to (ORIG, CCACHE), now at this version:
     /// revalidate, and answer once no megaflow of an older table can decide a packet.
     TableChanged(u64, Sender<()>),
-    /// Counters now (since the last clear when `since_clear`).
-    Stats(Sender<PmdReport>),
+    /// Counters now: since the last clear when `since_clear` (`pmd-stats-show`), else since the
+    /// PMD started (the metrics endpoint's counters, which never go back).
+    Stats { since_clear: bool, reply: Sender<PmdReport> },
     /// Clears the counters `pmd-stats-show` reports (OVS keeps a baseline too).
     Clear,
     /// The megaflows, one `ovs-appctl dpctl/dump-flows` line each.
@@ -530,8 +531,12 @@ fn handle_msg(
             up.known_version = up.known_version.max(version);
             up.changed.push(answer);
         }
-        PmdMsg::Stats(reply) => {
+        PmdMsg::Stats { since_clear: true, reply } => {
             let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));
+        }
+        PmdMsg::Stats { since_clear: false, reply } => {
+            let zero = PmdCounters::new(c.rx.len());
+            let _ = reply.send(report(s, c, &zero, &rqvs_datapath::Counters::default(), t0));
         }
         PmdMsg::Clear => *baseline = (c.clone(), s.design.counters()),
         PmdMsg::DumpFlows(reply) => {

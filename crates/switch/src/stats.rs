@@ -148,7 +148,14 @@ pub struct DatapathStats {
     /// CFLOWS: packets no rule matched.
     pub no_match: u64,
     pub avg_subtable_lookups_per_megaflow_hit: f64,
+    /// Subtables searched for the megaflow hits (the average's numerator).
+    pub megaflow_subtable_lookups: u64,
     pub miss_with_success_upcall: u64,
+    /// Megaflows not installed or evicted at the flow limit (refused installs, predicted ones
+    /// included, plus deletions over the limit).
+    pub flow_limit_hits: u64,
+    /// Models trained and swapped in (CCACHE, CFLOWS).
+    pub model_swaps: u64,
     pub lost: u64,
     pub megaflows: u64,
     pub masks: u64,
@@ -213,7 +220,11 @@ impl PmdReport {
             } else {
                 (d.megaflow_subtables - dbase.megaflow_subtables) as f64 / mf_hits as f64
             },
+            megaflow_subtable_lookups: d.megaflow_subtables - dbase.megaflow_subtables,
             miss_with_success_upcall: d.upcall - dbase.upcall,
+            flow_limit_hits: (d.install_refused + d.preinstall_refused + d.deleted_limit)
+                - (dbase.install_refused + dbase.preinstall_refused + dbase.deleted_limit),
+            model_swaps: d.model_swaps - dbase.model_swaps,
             lost: d.lost - dbase.lost,
             megaflows: d.megaflows,
             masks: d.masks,

@@ -279,6 +279,11 @@ fn offline(design: DesignKind, pmds: usize) {
 /// Offline: port 1 a pcap-in of the frames, ports 2 and 3 pcap-out files. With the handler
 /// thread, a PMD reading files waits for room instead of losing packets, however small its cap.
 fn offline_with(design: DesignKind, pmds: usize, up: Up) {
+    offline_tweaked(design, pmds, up, "", |_| {});
+}
+
+/// [`offline_with`], the switch's configuration changed by `tweak` (named `tag` in paths).
+fn offline_tweaked(design: DesignKind, pmds: usize, up: Up, tag: &str, tweak: impl FnOnce(&mut SwitchConfig)) {
     let mut rng = Rng(0x5eed_0000 + pmds as u64);
     let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
     let want = expected(&rules, &frames);
@@ -287,14 +292,17 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
         Up::Handler(cap) => format!("handler{cap}"),
         Up::Inline => "inline".into(),
     };
-    let dir = rqvs_testkit::TempDir::new(&format!("switch-exact-{}-{pmds}-{mode}", design.name()));
+    let dir = rqvs_testkit::TempDir::new(&format!("switch-exact-{}{tag}-{pmds}-{mode}", design.name()));
     let out = |p: u32| dir.join(format!("p{p}.pcap"));
     let ports = vec![
         PortSource::Frames { name: "in".into(), frames: frames.clone() },
         PortSource::Spec(format!("pcap-out:{}", out(2).display()).parse().unwrap()),
         PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
     ];
-    let sw = Switch::start(with_upcalls(config(ports, rules, design, pmds), up)).unwrap();
+    let mut cfg = with_upcalls(config(ports, rules, design, pmds), up);
+    tweak(&mut cfg);
+    let tuplemerge = cfg.cflows.classifier == rqvs_datapath::CflowsClassifier::TupleMerge;
+    let sw = Switch::start(cfg).unwrap();
     let rules = rules_kept;
     let t0 = Instant::now();
     while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
@@ -317,6 +325,19 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
         let upcalls: u64 = report.pmds.iter().map(|p| p.datapath.miss_with_success_upcall).sum();
         assert!(upcalls > 100, "the workload exercises the slow path ({upcalls} upcalls)");
     }
+    if tuplemerge {
+        // No learned index: every classifier answer from TupleMerge.
+        assert!(report.pmds.iter().all(|p| p.datapath.model_hits == 0 && p.datapath.coverage == Some(0.0)));
+        assert!(report.pmds.iter().map(|p| p.datapath.remainder_hits).sum::<u64>() > 100);
+    }
+}
+
+/// CFLOWS with TupleMerge alone (`--classifier tm`), two PMDs.
+#[test]
+fn pcap_cflows_tuplemerge_2() {
+    offline_tweaked(DesignKind::Cflows, 2, Up::Handler(4096), "-tm", |c| {
+        c.cflows.classifier = rqvs_datapath::CflowsClassifier::TupleMerge;
+    });
 }
 
 fn read_pcap(path: &PathBuf) -> Vec<Vec<u8>> {

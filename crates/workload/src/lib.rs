@@ -17,13 +17,14 @@
 //!   study's flow-size distributions, a coflowiness knob) with their load-balancer rules and the
 //!   ground truth of which flows follow which.
 //!
-//! Randomness comes from [`rng::Rng`], a self-contained xoshiro256** generator, so a given
+//! Randomness comes from [`rng::Rng`], a self-contained xoshiro256** generator (defined in
+//! `rqvs-flow`, the lowest crate, so that every layer draws from the same one), so a given
 //! `--rng-seed` produces the same output whatever the versions of external crates.
 #![forbid(unsafe_code)]
 
 pub mod coflow;
 pub mod map;
-pub mod rng;
+pub use rqvs_flow::rng;
 pub mod rules;
 pub mod seedfile;
 pub mod smoothing;

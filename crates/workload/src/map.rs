@@ -79,33 +79,62 @@ type FiveTuple = (u32, u32, u8, u16, u16);
 
 /// Maps `capture` onto `rules`; the output has one key per captured key, in order.
 pub fn map_capture(rules: &[Rule], capture: &Capture, params: &Params) -> Result<(Vec<Mapped>, Report), String> {
-    if rules.is_empty() {
-        return Err("expected at least one rule to map flows onto".into());
+    let mut m = Mapper::new(rules, params)?;
+    let out = capture.keys.iter().map(|k| m.map(k)).collect();
+    Ok((out, m.report()))
+}
+
+/// The mapping packet by packet, for a capture read as a stream: memory grows with the
+/// capture's distinct flows (each keeps its header and rule: every packet of a flow must get the
+/// same), not with its packets.
+pub struct Mapper<'r> {
+    rules: &'r [Rule],
+    params: Params,
+    tm: TupleMerge,
+    by_id: HashMap<RuleId, &'r Rule>,
+    rng: Rng,
+    flows: HashMap<FiveTuple, (FlowKey, RuleId)>,
+    report: Report,
+}
+
+impl<'r> Mapper<'r> {
+    pub fn new(rules: &'r [Rule], params: &Params) -> Result<Mapper<'r>, String> {
+        if rules.is_empty() {
+            return Err("expected at least one rule to map flows onto".into());
+        }
+        let tm = TupleMerge::build(rules).map_err(|e| format!("cannot build the classifier: {e}"))?;
+        let by_id: HashMap<RuleId, &Rule> = rules.iter().map(|r| (r.id, r)).collect();
+        Ok(Mapper {
+            rules,
+            params: *params,
+            tm,
+            by_id,
+            rng: Rng::new(params.rng_seed),
+            flows: HashMap::new(),
+            report: Report::default(),
+        })
     }
-    let tm = TupleMerge::build(rules).map_err(|e| format!("cannot build the classifier: {e}"))?;
-    let by_id: HashMap<RuleId, &Rule> = rules.iter().map(|r| (r.id, r)).collect();
-    let mut rng = Rng::new(params.rng_seed);
-    let mut flows: HashMap<FiveTuple, (FlowKey, RuleId)> = HashMap::new();
-    let mut report = Report { packets: capture.keys.len(), ..Report::default() };
-    let mut out = Vec::with_capacity(capture.keys.len());
-    for orig in &capture.keys {
+
+    /// The next packet of the capture, mapped.
+    pub fn map(&mut self, orig: &FlowKey) -> Mapped {
+        let (rules, params, report) = (self.rules, self.params, &mut self.report);
+        report.packets += 1;
         if orig.dl_type != ETH_TYPE_IP {
             report.copied += 1;
-            out.push(Mapped { key: *orig, rule: None });
-            continue;
+            return Mapped { key: *orig, rule: None };
         }
         let tuple = (orig.nw_src, orig.nw_dst, orig.nw_proto, orig.tp_src, orig.tp_dst);
-        let (header, rule_id) = match flows.get(&tuple) {
+        let (header, rule_id) = match self.flows.get(&tuple) {
             Some(&f) => f,
             None => {
-                let rule = &rules[rng.below(rules.len() as u64) as usize];
+                let rule = &rules[self.rng.below(rules.len() as u64) as usize];
                 let mut chosen = None;
                 let mut last = None;
                 for _ in 0..params.attempts.max(1) {
-                    let h = header_inside(&rule.matches, &mut rng);
+                    let h = header_inside(&rule.matches, &mut self.rng);
                     let probe = rewrite(orig, &h, rule, params.syn, &mut 0).wire();
                     last = Some(h);
-                    if tm.lookup(&probe) == Some(rule.id) {
+                    if self.tm.lookup(&probe) == Some(rule.id) {
                         chosen = Some(h);
                         break;
                     }
@@ -115,23 +144,23 @@ pub fn map_capture(rules: &[Rule], capture: &Capture, params: &Params) -> Result
                     None => report.unplaced += 1,
                 }
                 let h = chosen.or(last).expect("at least one attempt");
-                flows.insert(tuple, (h, rule.id));
+                self.flows.insert(tuple, (h, rule.id));
                 (h, rule.id)
             }
         };
-        let rule = by_id[&rule_id];
+        let rule = self.by_id[&rule_id];
         let key = rewrite(orig, &header, rule, params.syn, &mut report.syn_refused).wire();
         report.rewritten += 1;
-        out.push(Mapped { key, rule: Some(rule_id) });
+        if self.tm.lookup(&key) != Some(rule_id) {
+            report.packets_off_target += 1;
+        }
+        Mapped { key, rule: Some(rule_id) }
     }
-    report.flows = flows.len();
-    let keys: Vec<FlowKey> = out.iter().map(|m| m.key).collect();
-    let mut winners = vec![None; keys.len()];
-    for (k, w) in keys.chunks(rqvs_classify::BATCH).zip(winners.chunks_mut(rqvs_classify::BATCH)) {
-        tm.lookup_batch(k, w);
+
+    /// What the mapping did so far.
+    pub fn report(&self) -> Report {
+        Report { flows: self.flows.len(), ..self.report.clone() }
     }
-    report.packets_off_target = out.iter().zip(&winners).filter(|(m, w)| m.rule.is_some() && m.rule != **w).count();
-    Ok((out, report))
 }
 
 fn rewrite(orig: &FlowKey, h: &FlowKey, rule: &Rule, syn: bool, syn_refused: &mut usize) -> FlowKey {

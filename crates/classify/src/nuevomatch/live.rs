@@ -194,6 +194,15 @@ impl LiveNuevoMatch {
         Self::with_config(rules, policy, threshold, NuevoMatchConfig::always_learned())
     }
 
+    /// TupleMerge alone behind the live interface: no iSets (`min_rules` = `usize::MAX`), every
+    /// rule in the remainder, updates applied to it at once, never a training session — the
+    /// ablation of the learned index (`--design cflows --classifier tm`). The instant policy
+    /// only: with no model to wait for, a delayed insert would never become visible.
+    pub fn tuplemerge_only(rules: &[Rule]) -> Result<LiveNuevoMatch, ClassifierError> {
+        let config = NuevoMatchConfig { min_rules: usize::MAX, ..NuevoMatchConfig::always_learned() };
+        Self::with_config(rules, Policy::Instant, 0.1, config)
+    }
+
     /// [`LiveNuevoMatch::new`] with a configuration of its own (every model it trains uses it).
     pub fn with_config(
         rules: &[Rule],
@@ -259,12 +268,7 @@ impl LiveNuevoMatch {
 
     /// Share of all rules (staged included) that iSets serve.
     pub fn coverage(&self) -> f64 {
-        let total = self.current.len() + self.staged.len();
-        if total == 0 {
-            0.0
-        } else {
-            self.current.coverage() * self.current.len() as f64 / total as f64
-        }
+        coverage_of(&self.current, self.staged.len())
     }
 
     /// Rules in the remainder now.
@@ -385,6 +389,9 @@ impl LiveNuevoMatch {
     /// alone: rules the iSets cannot take stay in the remainder after any training, and
     /// retraining would not move them.)
     fn needs_training(&self) -> bool {
+        if self.config.min_rules == usize::MAX {
+            return false; // a configuration that never builds iSets: nothing to train
+        }
         let total = self.current.len() + self.staged.len();
         let grown = self.current.remainder().len().saturating_sub(self.base_remainder);
         total > 0 && (!self.staged.is_empty() || grown as f64 > self.threshold * total as f64)
@@ -443,6 +450,18 @@ impl LiveNuevoMatch {
             std::thread::sleep(Duration::from_millis(1));
             self.poll();
         }
+    }
+}
+
+/// The share of rules the iSets of `current` serve when `staged` more rules wait outside it
+/// (staged rules are in no iSet): [`LiveNuevoMatch::coverage`], also for a classifier published
+/// apart from its live handle.
+pub fn coverage_of(current: &NuevoMatchUp, staged: usize) -> f64 {
+    let total = current.len() + staged;
+    if total == 0 {
+        0.0
+    } else {
+        current.coverage() * current.len() as f64 / total as f64
     }
 }
 

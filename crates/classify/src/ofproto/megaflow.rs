@@ -114,6 +114,14 @@ fn fmt_tcp_flags(s: &mut String, flags: u16, mask: u16) {
     s.push(',');
 }
 
+/// TCP flags under a mask as OVS prints them in a match: `+syn-ack` (each examined flag set or
+/// clear), or with every flag examined, the flags set joined by `|` (`syn|ack`, `0` for none).
+pub fn format_tcp_flags(flags: u16, mask: u16) -> String {
+    let mut s = String::new();
+    fmt_tcp_flags(&mut s, flags, mask);
+    s.trim_start_matches("tcp_flags=").trim_end_matches(',').to_string()
+}
+
 /// A value/mask pair in the notation of OVS's `match_format` for a megaflow (the fields rqvs
 /// keys carry), prefixed with `recirc_id=0,eth,` as every megaflow of a bridge is.
 pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
@@ -293,6 +301,71 @@ pub fn format_packet(k: &FlowKey) -> String {
         t => parts.push(format!("dl_type={t:#06x}")),
     }
     parts.join(",")
+}
+
+/// A packet in the notation of `ofproto/trace`'s `Flow:` and `Final flow:` lines (OVS's
+/// `flow_format`) for the fields rqvs keys carry: every field printed, zero or not, in OVS's order,
+/// TCP flags by name (`syn|ack`, `0`), and `nw_ttl=0` (rqvs keys carry no TTL; a packet traced
+/// from text has TTL 0 in OVS too).
+pub fn format_flow(k: &FlowKey) -> String {
+    let mut s = String::new();
+    let ip = k.dl_type == ETH_TYPE_IP;
+    let arp = k.dl_type == ETH_TYPE_ARP;
+    let proto = match (ip, k.nw_proto) {
+        (true, IPPROTO_TCP) => "tcp",
+        (true, IPPROTO_UDP) => "udp",
+        (true, IPPROTO_SCTP) => "sctp",
+        (true, IPPROTO_ICMP) => "icmp",
+        (true, _) => "ip",
+        (false, _) if arp => "arp",
+        _ => "",
+    };
+    if !proto.is_empty() {
+        let _ = write!(s, "{proto},");
+    }
+    let _ = write!(s, "in_port={},", k.in_port);
+    if k.vlan_tci & VLAN_CFI != 0 {
+        let _ = write!(s, "dl_vlan={},dl_vlan_pcp={},vlan_tci1=0x0000,", k.vlan_tci & VLAN_VID_MASK, k.vlan_tci >> 13);
+    } else {
+        s.push_str("vlan_tci=0x0000,");
+    }
+    let _ = write!(s, "dl_src={},dl_dst={},", fmt_mac(&k.dl_src), fmt_mac(&k.dl_dst));
+    if ip {
+        let _ = write!(s, "nw_src={},nw_dst={},", fmt_ipv4(k.nw_src), fmt_ipv4(k.nw_dst));
+        if proto == "ip" {
+            let _ = write!(s, "nw_proto={},", k.nw_proto);
+        }
+        let frag = match (k.nw_frag & FLOW_NW_FRAG_ANY != 0, k.nw_frag & FLOW_NW_FRAG_LATER != 0) {
+            (false, _) => "no",
+            (true, false) => "first",
+            (true, true) => "later",
+        };
+        let _ = write!(s, "nw_tos={},nw_ecn={},nw_ttl=0,nw_frag={frag},", k.nw_tos & 0xfc, k.nw_tos & 3);
+        match proto {
+            "icmp" => {
+                let _ = write!(s, "icmp_type={},icmp_code={},", k.tp_src, k.tp_dst);
+            }
+            "tcp" | "udp" | "sctp" => {
+                let _ = write!(s, "tp_src={},tp_dst={},", k.tp_src, k.tp_dst);
+            }
+            _ => {}
+        }
+        if proto == "tcp" {
+            fmt_tcp_flags(&mut s, k.tcp_flags, TCP_FLAGS_MASK);
+        }
+    } else if arp {
+        let _ = write!(
+            s,
+            "arp_spa={},arp_tpa={},arp_op={},arp_sha=00:00:00:00:00:00,arp_tha=00:00:00:00:00:00,",
+            fmt_ipv4(k.nw_src),
+            fmt_ipv4(k.nw_dst),
+            k.nw_proto
+        );
+    } else {
+        let _ = write!(s, "dl_type={:#06x},", k.dl_type);
+    }
+    s.pop();
+    s
 }
 
 #[cfg(test)]

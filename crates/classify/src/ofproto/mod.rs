@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, HashMap};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError};
-pub use megaflow::{format_megaflow, format_packet, Megaflow};
+pub use megaflow::{format_flow, format_megaflow, format_packet, format_tcp_flags, Megaflow};
 use subtable::{Entry, Subtable, TrieCtx};
 pub use trie::{PrefixTrie, TrieLookup};
 

@@ -4,7 +4,7 @@
 //! Each test binary uses part of it.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs the `rqvs` binary under test.
@@ -22,4 +22,5 @@ pub fn ctl(sock: &Path, args: &[&str]) -> String {
 }
 
 /// Removes a test's directory at the end, also when it fails.
+#[allow(unused_imports)] // not every test binary uses it
 pub use rqvs_testkit::TempDir;

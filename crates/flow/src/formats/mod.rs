@@ -5,14 +5,18 @@
 //! | ClassBench rules | yes | yes | [`classbench`] |
 //! | ClassBench traces | yes | yes | [`trace`] |
 //! | ovs-ofctl flows (`add-flows` files) | yes | yes | [`ofctl`] |
-//! | pcap / pcapng frames → `FlowKey` | yes | pcap | [`pcap`] |
+//! | pcap / pcapng frames → `FlowKey` (Ethernet, raw IP, cooked, loopback link types) | yes | pcap | [`pcap`] |
+//! | either packet input, as a stream | yes | | [`packets`] |
 //!
 //! Every reader returns a [`crate::ParseError`] naming the file, the line (or packet) and column,
-//! and what was expected there. `.xz` files are decompressed transparently.
+//! and what was expected there. xz, gzip and zstd files are decompressed transparently, and `-`
+//! is standard input ([`crate::io`]). Packet inputs are read as streams, in constant memory;
+//! rule files are read whole.
 
 pub mod classbench;
 pub(crate) mod cursor;
 pub mod ofctl;
+pub mod packets;
 pub mod pcap;
 pub mod trace;
 

@@ -10,14 +10,23 @@
 //! `nw_src`/`nw_dst` (`ip_src`/`ip_dst`) as address, CIDR or address/mask, and `arp_spa`/`arp_tpa`;
 //! `nw_proto` (`ip_proto`), `arp_op`; `nw_tos`, `ip_dscp`; `nw_frag`; `tp_src`/`tp_dst` and
 //! `tcp_src`/`tcp_dst`/`udp_src`/`udp_dst`/`sctp_src`/`sctp_dst` with optional `/mask`; `tcp_flags`
-//! (`0x012/0x0ff`, a number, or `+syn-ack`); `icmp_type`, `icmp_code`; `actions`.
+//! (`0x012/0x0ff`, a number, `+syn-ack`, or exactly the flags named: `syn|ack`); `icmp_type`, `icmp_code`; `actions`.
 //!
 //! Actions read as typed values (arguments checked): `output:N` (or a bare `N`), `in_port`, `all`,
 //! `flood`, `drop`, `controller[:MAX_LEN]`, `mod_dl_src:MAC`, `mod_dl_dst:MAC`, `mod_vlan_vid:VID`,
-//! `strip_vlan`, `mod_nw_tos:TOS` (a multiple of 4), `dec_ttl`. Any other action is kept as
-//! written ([`Action::Other`]).
+//! `strip_vlan`, `mod_nw_tos:TOS` (a multiple of 4), `dec_ttl`, and OpenFlow 1.3's spellings of
+//! these that `dump-flows -O OpenFlow13` prints (`pop_vlan`, `set_field:MAC->eth_src`/`eth_dst`,
+//! `set_field:DSCP->ip_dscp`). Any other action is kept as written ([`Action::Other`]).
 //! Prerequisites are checked as OVS does (`tp_dst` needs `tcp`, `udp` or `sctp`, ...). Anything
 //! else — IPv6, tunnels, registers, timeouts — is an error naming the field, never ignored.
+//!
+//! **`ovs-ofctl dump-flows` output reads as it is**: its statistics fields (`duration=12.3s`,
+//! `n_packets`, `n_bytes`, `idle_age`, `hard_age`; [`STATISTICS`]) are checked to be numbers and
+//! otherwise ignored, and its reply headers (`NXST_FLOW reply (xid=0x4):`, `OFPST_FLOW reply
+//! (OF1.3) (xid=0x2):`; [`is_reply_header`]) are skipped, so `ovs-ofctl dump-flows br0 >
+//! rules.txt` is a rule file (round-tripped against real OVS in CI:
+//! `crates/flow/tests/ovs_dump_flows.rs`). Timeouts (`idle_timeout`, `hard_timeout`) are not
+//! statistics but behaviour rqvs does not have: an error, as above.
 //!
 //! Writing produces lines that real `ovs-ofctl parse-flows` accepts (checked in CI). A rule whose
 //! ports are ranges is written as one line per prefix combination ([`format_flows`]).
@@ -43,12 +52,27 @@ pub fn read_flows(path: &Path) -> Result<Vec<Rule>> {
     parse_flows(&path.display().to_string(), &text)
 }
 
-/// Parses ovs-ofctl flow text; `file` names the input in errors.
+/// The statistics `ovs-ofctl dump-flows` prints before a flow's match, read and ignored: the
+/// field and whether its value ends in `s` (seconds, with a fraction).
+pub const STATISTICS: [(&str, bool); 5] =
+    [("duration", true), ("n_packets", false), ("n_bytes", false), ("idle_age", false), ("hard_age", false)];
+
+/// Whether `line` is the header `ovs-ofctl dump-flows` prints before the flows of each reply
+/// message (`NXST_FLOW reply (xid=0x4):`, `OFPST_FLOW reply (OF1.3) (xid=0x2): flags=[more]`).
+pub fn is_reply_header(line: &str) -> bool {
+    let l = line.trim_start();
+    ["NXST_FLOW reply", "OFPST_FLOW reply"]
+        .iter()
+        .any(|h| l.strip_prefix(h).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ':'])))
+}
+
+/// Parses ovs-ofctl flow text (an `add-flows` file, or `dump-flows` output); `file` names the
+/// input in errors.
 pub fn parse_flows(file: &str, text: &str) -> Result<Vec<Rule>> {
     let mut rules = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let content = line.split('#').next().unwrap_or("");
-        if content.trim().is_empty() {
+        if content.trim().is_empty() || is_reply_header(content) {
             continue;
         }
         let id = rules.len() as u32;
@@ -351,9 +375,22 @@ impl Builder {
                 self.mask.tcp_flags = mask;
                 Ok(())
             }
+            _ if STATISTICS.iter().any(|(f, _)| *f == name) => {
+                let (p, v) = need(value)?;
+                let seconds = STATISTICS.iter().any(|(f, s)| *f == name && *s);
+                let digits = if seconds { v.strip_suffix('s').unwrap_or("") } else { v.as_str() };
+                let (whole, frac) = digits.split_once('.').filter(|_| seconds).unwrap_or((digits, "0"));
+                let is_num = |x: &str| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit());
+                if is_num(whole) && is_num(frac) {
+                    Ok(())
+                } else {
+                    let what = if seconds { "seconds like '12.345s'" } else { "a count" };
+                    Err(c.message_at(p, format!("expected {what} for the statistic '{name}', found '{v}'")))
+                }
+            }
             _ => Err(c.message_at(
                 at,
-                format!("unknown or unsupported field '{name}' (rqvs reads: priority, cookie, table, in_port, dl_src, dl_dst, dl_type, dl_vlan, dl_vlan_pcp, vlan_tci, ip, tcp, udp, sctp, icmp, arp, nw_src, nw_dst, arp_spa, arp_tpa, nw_proto, arp_op, nw_tos, ip_dscp, nw_frag, tp_src, tp_dst, tcp_*/udp_*/sctp_* ports, tcp_flags, icmp_type, icmp_code, actions)"),
+                format!("unknown or unsupported field '{name}' (rqvs reads: priority, cookie, table, in_port, dl_src, dl_dst, dl_type, dl_vlan, dl_vlan_pcp, vlan_tci, ip, tcp, udp, sctp, icmp, arp, nw_src, nw_dst, arp_spa, arp_tpa, nw_proto, arp_op, nw_tos, ip_dscp, nw_frag, tp_src, tp_dst, tcp_*/udp_*/sctp_* ports, tcp_flags, icmp_type, icmp_code, actions; and ignores dump-flows' duration, n_packets, n_bytes, idle_age, hard_age)"),
             )),
         }
     }
@@ -511,7 +548,24 @@ fn tcp_flags(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u16, u16)> {
         }
         return Ok((val, mask));
     }
-    let (v, m) = num_masked(c, at, s, u64::from(TCP_FLAGS_MASK), "tcp_flags like 0x002/0x012 or +syn-ack")?;
+    // Flag names joined by '|' (`syn|ack`, as `ofproto/trace` prints a packet's flags): exactly
+    // those flags set, the others clear.
+    if s.starts_with(|ch: char| ch.is_ascii_alphabetic()) {
+        let mut val = 0u16;
+        let mut pos = at;
+        for name in s.split('|') {
+            let bit = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name).map(|&(_, b)| b).ok_or_else(|| {
+                c.message_at(
+                    pos,
+                    format!("expected a TCP flag name (fin, syn, rst, psh, ack, urg, ece, cwr, ns), found '{name}'"),
+                )
+            })?;
+            val |= bit;
+            pos += name.len() + 1;
+        }
+        return Ok((val, TCP_FLAGS_MASK));
+    }
+    let (v, m) = num_masked(c, at, s, u64::from(TCP_FLAGS_MASK), "tcp_flags like 0x002/0x012, +syn-ack or syn|ack")?;
     Ok((v as u16, m as u16))
 }
 
@@ -610,6 +664,26 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str) -> Result<Action> {
                 ));
             }
             Action::SetNwTos(t as u8)
+        }
+        // OpenFlow 1.1+'s spellings of the same actions, as `dump-flows -O OpenFlow13` prints
+        // them: `pop_vlan`, `set_field:MAC->eth_src`/`eth_dst`, `set_field:DSCP->ip_dscp`.
+        // (`push_vlan` + `set_field:…->vlan_vid` always pushes a tag, unlike `mod_vlan_vid`: kept
+        // as written.)
+        "pop_vlan" => no_arg(Action::StripVlan)?,
+        "set_field" => {
+            let v = need("VALUE->FIELD")?;
+            match v.rsplit_once("->") {
+                Some((mac, "eth_src")) => {
+                    Action::SetDlSrc(mac_masked(c, arg_at, mac).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
+                }
+                Some((mac, "eth_dst")) => {
+                    Action::SetDlDst(mac_masked(c, arg_at, mac).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
+                }
+                Some((dscp, "ip_dscp")) => {
+                    Action::SetNwTos((num(c, arg_at, dscp, 63, "a DSCP value 0..63")? as u8) << 2)
+                }
+                _ => Action::Other(a.to_string()),
+            }
         }
         // A bare port number is `output:N`.
         _ if a.bytes().all(|b| b.is_ascii_digit()) => {
@@ -917,6 +991,34 @@ mod tests {
         assert_eq!(one("actions=output:normal").actions.0, vec![Action::Normal]);
         assert_eq!(one("actions=LOCAL").actions.0, vec![Action::Other("LOCAL".into())]);
         assert_eq!(one("actions=").actions, Actions::default());
+    }
+
+    /// `ovs-ofctl dump-flows` output (OVS 3.1, both reply headers) reads as the flows it shows;
+    /// a malformed statistic is an error naming it.
+    #[test]
+    fn dump_flows_output_reads_as_its_flows() {
+        let text = "NXST_FLOW reply (xid=0x4): flags=[more]\n cookie=0x2a, duration=12.345s, table=0, n_packets=7, n_bytes=420, idle_age=3, hard_age=5, priority=100,tcp,nw_src=10.0.0.0/8,tp_dst=80 actions=output:2\n duration=0.5s, n_packets=0, n_bytes=0, priority=0 actions=drop\nOFPST_FLOW reply (OF1.3) (xid=0x2):\n cookie=0x0, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,udp actions=drop\n";
+        let rules = parse_flows("dump.txt", text).unwrap();
+        assert_eq!(rules.len(), 3);
+        assert_eq!((rules[0].id.0, rules[0].cookie, rules[0].priority), (0, 42, 100));
+        assert_eq!(rules[0].matches, one("priority=100,tcp,nw_src=10.0.0.0/8,tp_dst=80,actions=output:2").matches);
+        assert_eq!(rules[0].actions, Actions::output(2));
+        assert_eq!((rules[1].priority, rules[2].id.0, rules[2].priority), (0, 2, 5));
+        for (bad, want) in [
+            (
+                " duration=12.3, priority=1 actions=drop",
+                "dump.txt:1:11: expected seconds like '12.345s' for the statistic 'duration', found '12.3'",
+            ),
+            (
+                " n_packets=x, priority=1 actions=drop",
+                "dump.txt:1:12: expected a count for the statistic 'n_packets', found 'x'",
+            ),
+            (" idle_timeout=5, priority=1 actions=drop", "unknown or unsupported field 'idle_timeout'"),
+            ("NXST_FLOWS priority=1 actions=drop", "dump.txt:1:1: unknown or unsupported field 'NXST_FLOWS'"),
+        ] {
+            let e = parse_flows("dump.txt", bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -13,9 +13,10 @@
 //! Keys read from a trace have `in_port` 1, IPv4 `dl_type`, no MACs and no VLAN.
 
 use std::fmt::Write as _;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{ParseError, Result};
 use crate::formats::cursor::Cursor;
 use crate::key::{FlowKey, IPPROTO_ICMP, IPPROTO_TCP};
 use crate::rule::RuleId;
@@ -49,6 +50,70 @@ impl TraceEntry {
 pub fn read_trace(path: &Path) -> Result<Vec<TraceEntry>> {
     let text = crate::io::read_text(path)?;
     parse_trace(&path.display().to_string(), &text)
+}
+
+/// The longest trace line [`TraceReader`] reads: a ClassBench line is under 80 bytes.
+pub const MAX_LINE_LEN: usize = 64 << 10;
+
+/// A ClassBench trace read line by line from any [`BufRead`], in constant memory; blank lines and
+/// `#` comment lines are skipped, as [`parse_trace`] does, and errors are the same.
+pub struct TraceReader<R> {
+    name: String,
+    src: R,
+    line_no: usize,
+    line: Vec<u8>,
+    in_port: u32,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// `name` names the trace in errors.
+    pub fn new(name: &str, src: R) -> TraceReader<R> {
+        TraceReader { name: name.to_string(), src, line_no: 0, line: Vec::with_capacity(128), in_port: 1 }
+    }
+
+    /// Every key read gets `in_port` (default 1).
+    pub fn with_in_port(self, in_port: u32) -> TraceReader<R> {
+        TraceReader { in_port, ..self }
+    }
+
+    /// The next entry; `None` at the end of the trace.
+    pub fn next_entry(&mut self) -> Result<Option<TraceEntry>> {
+        loop {
+            self.line.clear();
+            self.line_no += 1;
+            let n = (&mut self.src)
+                .take(MAX_LINE_LEN as u64 + 1)
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| ParseError::at_line(&self.name, self.line_no, 1, format!("cannot read: {e}")))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if self.line.len() > MAX_LINE_LEN && !self.line.ends_with(b"\n") {
+                return Err(ParseError::at_line(
+                    &self.name,
+                    self.line_no,
+                    1,
+                    format!("expected a trace line, found a line longer than {MAX_LINE_LEN} bytes"),
+                ));
+            }
+            let mut bytes = &self.line[..];
+            if self.line_no == 1 {
+                bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+            }
+            let text = std::str::from_utf8(bytes).map_err(|e| {
+                let column = e.valid_up_to() + 1;
+                ParseError::at_line(&self.name, self.line_no, column, "expected UTF-8 text, found a non-UTF-8 byte")
+            })?;
+            let text = text.strip_suffix('\n').unwrap_or(text);
+            let text = text.strip_suffix('\r').unwrap_or(text);
+            if text.trim().is_empty() || text.trim_start().starts_with('#') {
+                continue;
+            }
+            let mut entry = parse_line(&self.name, self.line_no, text)?;
+            entry.key.in_port = self.in_port;
+            return Ok(Some(entry));
+        }
+    }
 }
 
 /// Parses ClassBench trace text; blank lines and `#` comment lines are skipped.

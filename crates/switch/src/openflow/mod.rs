@@ -299,6 +299,12 @@ impl Channel {
         self.hub.stats()
     }
 
+    /// [`Channel::stats`] for another thread (the metrics endpoint), as long as it wants.
+    pub fn stats_source(&self) -> crate::metrics::ChannelSource {
+        let hub = self.hub.clone();
+        Arc::new(move || hub.stats())
+    }
+
     /// Waits for every thread of the channel (after [`Control::request_stop`]).
     pub fn join(self) {
         for t in self.threads {

@@ -1,0 +1,363 @@
+//! The metrics endpoint (`rqvs switch --metrics 127.0.0.1:PORT`): the switch's counters in the
+//! Prometheus text format (0.0.4) or OpenMetrics 1.0 (when the scraper's `Accept` asks for
+//! `application/openmetrics-text`), served over HTTP/1.x at `GET /metrics` (and `/`).
+//!
+//! What is there — what OVS operators ask their exporters for, named after `pmd-stats-show`:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `rqvs_info` | gauge (1) | `design`, `version` |
+//! | `rqvs_uptime_seconds`, `rqvs_openflow_rules` | gauge | |
+//! | `rqvs_pmd_design` | gauge (1) | `pmd`, `design` |
+//! | `rqvs_pmd_packets_total`, `_emc_hits_total`, `_megaflow_hits_total`, `_model_hits_total`, `_remainder_hits_total`, `_no_match_total`, `_upcalls_total`, `_lost_total`, `_flow_limit_hits_total`, `_megaflow_subtable_lookups_total`, `_model_swaps_total`, `_busy_seconds_total` | counter | `pmd` |
+//! | `rqvs_pmd_megaflows`, `rqvs_pmd_masks`, `rqvs_pmd_subtables_per_megaflow_hit`, `rqvs_pmd_model_coverage` (CCACHE, CFLOWS) | gauge | `pmd` |
+//! | `rqvs_pmd_frames_total` | counter | `pmd`, `port`, `fate` (`rx`, `forwarded`, `to_controller`, `dropped`, `malformed`, `lost`) |
+//! | `rqvs_port_rx_packets_total`, `_rx_lost_total`, `_rx_errors_total`, `_tx_packets_total`, `_tx_dropped_total`, `_tx_errors_total` | counter | `port`, `name` |
+//! | `rqvs_port_up` | gauge | `port`, `name` |
+//! | `rqvs_handler_upcalls_total`, `rqvs_handler_busy_seconds_total` | counter | (with a handler thread) |
+//! | `rqvs_openflow_connections` | gauge | (with an OpenFlow channel) |
+//! | `rqvs_openflow_packet_ins_total` | counter | `result` (`sent`, `dropped`, `unsent`) |
+//! | `rqvs_openflow_packet_outs_total` | counter | `result` (`executed`, `refused`) |
+//!
+//! Counters count from the start of each PMD (`pmd-stats-clear` does not reset them, so a
+//! scraper's rates stay right). `rqvs_pmd_subtables_per_megaflow_hit` is the average since the
+//! start; a rate is `rate(…subtable_lookups_total) / rate(…megaflow_hits_total)`.
+//!
+//! The server is one thread answering one connection at a time, each with a 5 s timeout and a
+//! request head of at most 8 KiB: a scraper that hangs or sends garbage gets an error status (or
+//! nothing) and is forgotten; nothing it sends can stop the switch.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::openflow::ChannelStats;
+use crate::{Control, Error};
+
+/// Where the OpenFlow channel's counters come from, when there is a channel.
+pub type ChannelSource = Arc<dyn Fn() -> ChannelStats + Send + Sync>;
+
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_HEAD: usize = 8 << 10;
+
+/// The bound endpoint.
+pub struct MetricsListener {
+    listener: TcpListener,
+}
+
+impl MetricsListener {
+    /// Binds `addr` (`127.0.0.1:9100`; port 0 picks one: [`MetricsListener::local_addr`]).
+    pub fn bind(addr: &str) -> Result<MetricsListener, Error> {
+        let a: SocketAddr = addr
+            .parse()
+            .map_err(|_| Error(format!("--metrics {addr}: expected an address and port, e.g. 127.0.0.1:9100")))?;
+        let listener = TcpListener::bind(a).map_err(|e| Error(format!("--metrics {addr}: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| Error(format!("--metrics {addr}: {e}")))?;
+        Ok(MetricsListener { listener })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Serves scrapes until the switch is asked to stop (polling every 20 ms).
+    pub fn serve(&self, control: &Arc<Control>, channel: Option<ChannelSource>) {
+        while !control.stop_requested() {
+            match self.listener.accept() {
+                Ok((stream, _)) => serve_one(stream, control, channel.as_ref()),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+fn serve_one(mut stream: TcpStream, control: &Arc<Control>, channel: Option<&ChannelSource>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
+    let Some(head) = read_head(&mut stream) else { return };
+    let (status, content_type, body) = respond(&head, || (control.as_ref(), channel));
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(reply.as_bytes());
+}
+
+/// The request head (up to the blank line), or `None` when the client hung up, timed out or
+/// sent more than [`MAX_HEAD`] bytes without one.
+fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        if buf.len() > MAX_HEAD {
+            let _ = stream.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n");
+            // Closing with unread bytes would reset the connection before the client reads the
+            // status: take (a bounded amount of) the rest first.
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = std::io::copy(&mut (&*stream).take(1 << 20), &mut std::io::sink());
+            return None;
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The status line, content type and body for a request head.
+fn respond<'a>(
+    head: &str,
+    source: impl FnOnce() -> (&'a Control, Option<&'a ChannelSource>),
+) -> (&'static str, &'static str, String) {
+    let text = "text/plain; charset=utf-8";
+    let mut request = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (request.next().unwrap_or(""), request.next().unwrap_or(""));
+    if !request.next().is_some_and(|v| v.starts_with("HTTP/1.")) {
+        return ("400 Bad Request", text, "expected an HTTP/1.x request line\n".into());
+    }
+    if method != "GET" && method != "HEAD" {
+        return ("405 Method Not Allowed", text, "only GET /metrics\n".into());
+    }
+    if !matches!(path.split('?').next(), Some("/metrics" | "/")) {
+        return ("404 Not Found", text, "the metrics are at /metrics\n".into());
+    }
+    let openmetrics = head.lines().any(|l| {
+        l.split_once(':')
+            .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("accept") && v.contains("application/openmetrics-text"))
+    });
+    let (control, channel) = source();
+    let body = render(control, channel.map(|c| c()), openmetrics);
+    let body = if method == "HEAD" { String::new() } else { body };
+    if openmetrics {
+        ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", body)
+    } else {
+        ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
+    }
+}
+
+/// Writes metric families: `# TYPE` (and `# HELP`) once, then samples.
+struct Exposition {
+    out: String,
+    openmetrics: bool,
+}
+
+impl Exposition {
+    /// Starts a family. `name` of a counter ends in `_total`; OpenMetrics names the family
+    /// without it.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let family = if kind == "counter" && self.openmetrics { name.trim_end_matches("_total") } else { name };
+        let _ = writeln!(self.out, "# HELP {family} {help}");
+        let _ = writeln!(self.out, "# TYPE {family} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+
+    /// A family with one sample per item.
+    fn each<T>(
+        &mut self,
+        name: &str,
+        kind: &str,
+        help: &str,
+        items: &[T],
+        f: impl Fn(&T) -> (Vec<(&str, String)>, f64),
+    ) {
+        if items.is_empty() {
+            return;
+        }
+        self.family(name, kind, help);
+        for it in items {
+            let (labels, v) = f(it);
+            let l: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            self.sample(name, &l, v);
+        }
+    }
+}
+
+/// A label value as the formats quote it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The exposition of the switch's counters now (module docs).
+pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: bool) -> String {
+    let pmds = control.pmd_totals();
+    let show = control.show_with(pmds.clone());
+    let mut x = Exposition { out: String::new(), openmetrics };
+
+    x.family("rqvs_info", "gauge", "The switch: its configured datapath design and rqvs version.");
+    x.sample("rqvs_info", &[("design", show.design), ("version", env!("CARGO_PKG_VERSION"))], 1.0);
+    x.family("rqvs_uptime_seconds", "gauge", "Seconds since the switch started.");
+    x.sample("rqvs_uptime_seconds", &[], show.uptime_s);
+    x.family("rqvs_openflow_rules", "gauge", "Flows in the OpenFlow table.");
+    x.sample("rqvs_openflow_rules", &[], show.rules as f64);
+
+    let pmd = |p: &crate::stats::PmdReport| vec![("pmd", p.pmd.to_string())];
+    x.each("rqvs_pmd_design", "gauge", "The design a PMD runs (1 for the one in use).", &pmds, |p| {
+        (vec![("pmd", p.pmd.to_string()), ("design", p.design.to_string())], 1.0)
+    });
+    type Field = fn(&crate::stats::PmdReport) -> f64;
+    let counters: [(&str, &str, Field); 12] = [
+        ("rqvs_pmd_packets_total", "Packets the datapath received.", |p| p.datapath.packets as f64),
+        ("rqvs_pmd_emc_hits_total", "Packets found in the exact-match cache.", |p| p.datapath.emc_hits as f64),
+        ("rqvs_pmd_megaflow_hits_total", "Packets found in the megaflow cache.", |p| p.datapath.megaflow_hits as f64),
+        (
+            "rqvs_pmd_model_hits_total",
+            "Packets the learned model answered (CCACHE: a megaflow; CFLOWS: a rule).",
+            |p| p.datapath.model_hits as f64,
+        ),
+        ("rqvs_pmd_remainder_hits_total", "CFLOWS: packets the remainder classifier answered.", |p| {
+            p.datapath.remainder_hits as f64
+        }),
+        ("rqvs_pmd_no_match_total", "CFLOWS: packets no rule matched.", |p| p.datapath.no_match as f64),
+        ("rqvs_pmd_upcalls_total", "Misses answered by an upcall to the slow path.", |p| {
+            p.datapath.miss_with_success_upcall as f64
+        }),
+        ("rqvs_pmd_lost_total", "Packets lost by the datapath (upcall queue full).", |p| p.datapath.lost as f64),
+        ("rqvs_pmd_flow_limit_hits_total", "Megaflows refused or evicted at the flow limit.", |p| {
+            p.datapath.flow_limit_hits as f64
+        }),
+        ("rqvs_pmd_megaflow_subtable_lookups_total", "Subtables searched for megaflow hits.", |p| {
+            p.datapath.megaflow_subtable_lookups as f64
+        }),
+        ("rqvs_pmd_model_swaps_total", "Models trained and swapped in.", |p| p.datapath.model_swaps as f64),
+        ("rqvs_pmd_busy_seconds_total", "Seconds the PMD spent on batches that had packets.", |p| {
+            p.busy_ns as f64 / 1e9
+        }),
+    ];
+    for (name, help, f) in counters {
+        x.each(name, "counter", help, &pmds, |p| (pmd(p), f(p)));
+    }
+    let gauges: [(&str, &str, Field); 3] = [
+        ("rqvs_pmd_megaflows", "Megaflows installed.", |p| p.datapath.megaflows as f64),
+        ("rqvs_pmd_masks", "Distinct megaflow masks (subtables).", |p| p.datapath.masks as f64),
+        ("rqvs_pmd_subtables_per_megaflow_hit", "Average subtables searched per megaflow hit since the start.", |p| {
+            p.datapath.avg_subtable_lookups_per_megaflow_hit
+        }),
+    ];
+    for (name, help, f) in gauges {
+        x.each(name, "gauge", help, &pmds, |p| (pmd(p), f(p)));
+    }
+    let covered: Vec<_> = pmds.iter().filter_map(|p| p.datapath.coverage.map(|c| (p.pmd, c))).collect();
+    x.each(
+        "rqvs_pmd_model_coverage",
+        "gauge",
+        "Share of rules (CFLOWS) or megaflows (CCACHE) the model's iSets hold.",
+        &covered,
+        |(p, c): &(usize, f64)| (vec![("pmd", p.to_string())], *c),
+    );
+    let mut frames = Vec::new();
+    for p in &pmds {
+        for (i, f) in p.ports.iter().enumerate() {
+            for (fate, v) in [
+                ("rx", f.rx),
+                ("forwarded", f.forwarded),
+                ("to_controller", f.to_controller),
+                ("dropped", f.dropped),
+                ("malformed", f.malformed),
+                ("lost", f.lost),
+            ] {
+                frames.push((p.pmd, i + 1, fate, v));
+            }
+        }
+    }
+    x.each(
+        "rqvs_pmd_frames_total",
+        "counter",
+        "Frames a PMD took from a port, by what became of them (rx = the sum of the others).",
+        &frames,
+        |(pmd, port, fate, v): &(usize, usize, &str, u64)| {
+            (vec![("pmd", pmd.to_string()), ("port", port.to_string()), ("fate", fate.to_string())], *v as f64)
+        },
+    );
+
+    type PortField = fn(&crate::PortReport) -> f64;
+    let ports: [(&str, &str, PortField); 6] = [
+        ("rqvs_port_rx_packets_total", "Frames received from the port's queues.", |p| p.rx_packets as f64),
+        ("rqvs_port_rx_lost_total", "Frames the kernel or the ring dropped before the switch saw them.", |p| {
+            p.rx_lost as f64
+        }),
+        ("rqvs_port_rx_errors_total", "Receive errors.", |p| p.rx_errors as f64),
+        ("rqvs_port_tx_packets_total", "Frames transmitted.", |p| p.tx_packets as f64),
+        ("rqvs_port_tx_dropped_total", "Frames not transmitted (queue full).", |p| p.tx_dropped as f64),
+        ("rqvs_port_tx_errors_total", "Transmit errors.", |p| p.tx_errors as f64),
+    ];
+    let port = |p: &crate::PortReport| vec![("port", p.port.to_string()), ("name", p.name.clone())];
+    for (name, help, f) in ports {
+        x.each(name, "counter", help, &show.ports, |p| (port(p), f(p)));
+    }
+    x.each("rqvs_port_up", "gauge", "1 when the port's link is up.", &show.ports, |p| {
+        (port(p), if p.link == "up" { 1.0 } else { 0.0 })
+    });
+
+    if let Some((upcalls, _batches, busy_ns)) = control.handler_stats() {
+        x.family("rqvs_handler_upcalls_total", "counter", "Upcalls the handler thread answered.");
+        x.sample("rqvs_handler_upcalls_total", &[], upcalls as f64);
+        x.family("rqvs_handler_busy_seconds_total", "counter", "Seconds the handler thread spent on upcalls.");
+        x.sample("rqvs_handler_busy_seconds_total", &[], busy_ns as f64 / 1e9);
+    }
+    if let Some(c) = channel {
+        x.family("rqvs_openflow_connections", "gauge", "OpenFlow connections open.");
+        x.sample("rqvs_openflow_connections", &[], c.connections as f64);
+        x.family(
+            "rqvs_openflow_packet_ins_total",
+            "counter",
+            "Packet-ins: sent, dropped (queue full), unsent (no taker).",
+        );
+        for (r, v) in [("sent", c.packet_ins_sent), ("dropped", c.packet_ins_dropped), ("unsent", c.packet_ins_unsent)]
+        {
+            x.sample("rqvs_openflow_packet_ins_total", &[("result", r)], v as f64);
+        }
+        x.family("rqvs_openflow_packet_outs_total", "counter", "Packet-outs executed or refused.");
+        for (r, v) in [("executed", c.packet_outs), ("refused", c.packet_outs_refused)] {
+            x.sample("rqvs_openflow_packet_outs_total", &[("result", r)], v as f64);
+        }
+    }
+    if openmetrics {
+        x.out.push_str("# EOF\n");
+    }
+    x.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("x\ny"), "x\\ny");
+    }
+
+    #[test]
+    fn openmetrics_counter_families_drop_total() {
+        let mut x = Exposition { out: String::new(), openmetrics: true };
+        x.family("rqvs_pmd_packets_total", "counter", "h");
+        x.sample("rqvs_pmd_packets_total", &[("pmd", "0")], 3.0);
+        assert_eq!(
+            x.out,
+            "# HELP rqvs_pmd_packets h\n# TYPE rqvs_pmd_packets counter\nrqvs_pmd_packets_total{pmd=\"0\"} 3\n"
+        );
+        let mut x = Exposition { out: String::new(), openmetrics: false };
+        x.family("rqvs_pmd_packets_total", "counter", "h");
+        assert!(x.out.contains("# TYPE rqvs_pmd_packets_total counter"));
+    }
+}
