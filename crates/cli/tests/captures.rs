@@ -121,7 +121,7 @@ fn converted_link_types_give_the_keys_of_their_ethernet_equivalent() {
         ("sll", LinkType::LinuxSll, 113),
         ("sll2", LinkType::LinuxSll2, 276),
     ] {
-        let path = dir.join(&format!("{arg}.pcap"));
+        let path = dir.join(format!("{arg}.pcap"));
         ok(&["convert", "trace", eth.to_str().unwrap(), "--to", "pcap", "--link", arg, "-o", path.to_str().unwrap()]);
         assert_eq!(link_number(&path), number, "{arg}");
         let got = pcap::read_capture(&path, 1).unwrap();

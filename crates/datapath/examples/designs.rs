@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let f = (i * 7919) % 2000;
             FlowKey::ipv4(
                 0xc0a8_0000 | f,
-                0x0a00_0000 | (f % 100) << 8 | f % 250,
+                0x0a00_0000 | ((f % 100) << 8) | (f % 250),
                 6,
                 5000 + (f % 3) as u16,
                 1000 + (f % 12) as u16,
