@@ -438,12 +438,22 @@ fn reattribution_case<S: ModelStage>(mut dp: MegaflowDatapath<S>, rules: &[Rule]
     let reference = Reference::build(rules).unwrap();
     run_keys_with_rules(&mut dp, keys);
     dp.train_model_now();
-    // The rule that wins the most packets, replaced by its twin under a new id.
+    // The rule that wins the most packets, replaced by its twin under a new id — among rules whose
+    // priority no other rule has: with an equal-priority rule beside it, the new (higher) id
+    // could lose a tie the old one won, and the megaflows it decides would rightly change.
     let mut wins = std::collections::HashMap::new();
     for k in keys {
         *wins.entry(winner(&reference, k)).or_insert(0) += 1;
     }
-    let (&old, _) = wins.iter().filter(|(id, _)| **id != NO_RULE).max_by_key(|(id, n)| (**n, **id)).unwrap();
+    let alone = |id: RuleId| {
+        let p = rules.iter().find(|r| r.id == id).map(|r| r.priority);
+        rules.iter().filter(|r| Some(r.priority) == p).count() == 1
+    };
+    let (&old, _) = wins
+        .iter()
+        .filter(|(id, _)| **id != NO_RULE && alone(**id))
+        .max_by_key(|(id, n)| (**n, **id))
+        .expect("a winning rule with a priority of its own");
     let mut twin = rules.iter().find(|r| r.id == old).unwrap().clone();
     twin.id = RuleId(1000);
     let now: Vec<Rule> = rules.iter().filter(|r| r.id != old).cloned().chain([twin.clone()]).collect();
