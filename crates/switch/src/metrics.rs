@@ -199,8 +199,8 @@ fn escape(v: &str) -> String {
 
 /// The exposition of the switch's counters now (module docs).
 pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: bool) -> String {
-    let pmds = control.pmd_totals();
-    let show = control.show_with(pmds.clone());
+    let show = control.show_with(control.pmd_totals());
+    let pmds = &show.pmds;
     let mut x = Exposition { out: String::new(), openmetrics };
 
     x.family("rqvs_info", "gauge", "The switch: its configured datapath design and rqvs version.");
@@ -211,7 +211,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
     x.sample("rqvs_openflow_rules", &[], show.rules as f64);
 
     let pmd = |p: &crate::stats::PmdReport| vec![("pmd", p.pmd.to_string())];
-    x.each("rqvs_pmd_design", "gauge", "The design a PMD runs (1 for the one in use).", &pmds, |p| {
+    x.each("rqvs_pmd_design", "gauge", "The design a PMD runs (1 for the one in use).", pmds, |p| {
         (vec![("pmd", p.pmd.to_string()), ("design", p.design.to_string())], 1.0)
     });
     type Field = fn(&crate::stats::PmdReport) -> f64;
@@ -244,7 +244,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         }),
     ];
     for (name, help, f) in counters {
-        x.each(name, "counter", help, &pmds, |p| (pmd(p), f(p)));
+        x.each(name, "counter", help, pmds, |p| (pmd(p), f(p)));
     }
     let gauges: [(&str, &str, Field); 3] = [
         ("rqvs_pmd_megaflows", "Megaflows installed.", |p| p.datapath.megaflows as f64),
@@ -254,7 +254,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         }),
     ];
     for (name, help, f) in gauges {
-        x.each(name, "gauge", help, &pmds, |p| (pmd(p), f(p)));
+        x.each(name, "gauge", help, pmds, |p| (pmd(p), f(p)));
     }
     let covered: Vec<_> = pmds.iter().filter_map(|p| p.datapath.coverage.map(|c| (p.pmd, c))).collect();
     x.each(
@@ -265,7 +265,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         |(p, c): &(usize, f64)| (vec![("pmd", p.to_string())], *c),
     );
     let mut frames = Vec::new();
-    for p in &pmds {
+    for p in pmds {
         for (i, f) in p.ports.iter().enumerate() {
             for (fate, v) in [
                 ("rx", f.rx),
