@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
 use rqvs_flow::formats::pcap;
-use rqvs_workload::{map, rules, trace, updates};
+use rqvs_workload::{attack, map, rules, trace, updates};
 use serde_json::Map;
 
 use crate::report::{self, Out};
@@ -26,6 +26,56 @@ pub enum Command {
     Updates(UpdatesArgs),
     /// A coflow workload (pcap with timestamps), its OpenFlow rules and ground truth.
     Coflows(crate::coflows::GenArgs),
+    /// Attack traffic against the megaflow cache (Tuple Space Explosion, TSE 2.0, a new-flow
+    /// flood) and what it does to ORIG.
+    Attack(AttackArgs),
+}
+
+/// `--kind` of `rqvs gen attack`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttackKind {
+    /// Tuple Space Explosion: as many megaflow masks as possible.
+    Tse,
+    /// TSE 2.0: the co-located masks cut to --tse2-masks, to out-rank benign subtables.
+    Tse2,
+    /// Every packet a new microflow (SYN flood to one server from random sources).
+    Flood,
+}
+
+/// `--variant` of `rqvs gen attack`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttackVariant {
+    /// No knowledge of the rules: random headers.
+    General,
+    /// Headers searched against the rules' slow path.
+    CoLocated,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AttackArgs {
+    /// Rule file the attacked switch holds (ClassBench or ofctl, plain or .xz).
+    #[arg(long)]
+    pub rules: PathBuf,
+    #[arg(long, value_enum)]
+    pub kind: AttackKind,
+    /// What the attacker knows (tse; tse2 is always co-located).
+    #[arg(long, value_enum, default_value = "co-located")]
+    pub variant: AttackVariant,
+    /// Packets to generate [range: 1 ≤ x ≤ 10000000: every packet is held in memory].
+    #[arg(long, value_parser = crate::args::range::between(1usize, attack::MAX_PACKETS))]
+    pub packets: usize,
+    /// Masks TSE 2.0 concentrates on [range: 1 ≤ x ≤ 10000000].
+    #[arg(long, default_value_t = attack::DEFAULT_TSE2_MASKS, value_parser = crate::args::range::between(1usize, attack::MAX_PACKETS))]
+    pub tse2_masks: usize,
+    #[arg(long, default_value_t = 1)]
+    pub rng_seed: u64,
+    #[arg(long, value_enum, default_value = "pcap")]
+    pub format: TraceFormat,
+    /// Output file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -155,6 +205,7 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
         Command::Map(a) => gen_map(a),
         Command::Updates(a) => gen_updates(a),
         Command::Coflows(a) => crate::coflows::gen(a),
+        Command::Attack(a) => gen_attack(a),
     }
 }
 
@@ -320,6 +371,29 @@ fn gen_updates(a: &UpdatesArgs) -> Result<(), Failure> {
         f.insert("fraction".into(), a.fraction.into());
         f.insert("mix".into(), a.mix.clone().into());
         report::write_json(j, "gen updates", f)?;
+    }
+    Ok(())
+}
+
+fn gen_attack(a: &AttackArgs) -> Result<(), Failure> {
+    let out = Out::new(a.json.as_deref());
+    let kind = match a.kind {
+        AttackKind::Tse => attack::Kind::Tse,
+        AttackKind::Tse2 => attack::Kind::Tse2,
+        AttackKind::Flood => attack::Kind::Flood,
+    };
+    let variant = match a.variant {
+        AttackVariant::General => attack::Variant::General,
+        AttackVariant::CoLocated => attack::Variant::CoLocated,
+    };
+    let params = attack::Params { kind, variant, packets: a.packets, rng_seed: a.rng_seed, tse2_masks: a.tse2_masks };
+    let g = gen::gen_attack(&gen::AttackRequest { rules: a.rules.clone(), params, format: a.format })?;
+    emit(Some(&a.output), &a.json, &g.bytes)?;
+    for line in &g.lines {
+        out.line(line);
+    }
+    if let Some(j) = &a.json {
+        report::write_json(j, "gen attack", g.fields)?;
     }
     Ok(())
 }

@@ -203,7 +203,7 @@ fn parse_updates(spec: &str) -> Result<Vec<Update>, Error> {
 
 /// Rules from a ClassBench file (with `output:(id+1)` actions) or an ofctl file; the embedded
 /// ClassBench set without one.
-fn load_rules(path: Option<&Path>) -> Result<(Vec<Rule>, &'static str), Error> {
+pub(crate) fn load_rules(path: Option<&Path>) -> Result<(Vec<Rule>, &'static str), Error> {
     let Some(path) = path else {
         let mut rules = inputs::load_rules(None)?;
         assign_rule_outputs(&mut rules);
