@@ -124,3 +124,67 @@ fn train_then_classify_with_the_model() {
     assert_eq!(out.status.code(), Some(1));
     assert!(err.contains("cut.nmu: model file is truncated"), "{err}");
 }
+
+fn classbench_rules(set: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("RQVS_CLASSBENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/classbench"));
+    let p = dir.join("rules").join(format!("{set}.xz"));
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("RQVS_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("RQVS_REQUIRE_DATA=1 but {} is missing", p.display());
+    }
+    eprintln!("skipped: {} not found", p.display());
+    None
+}
+
+#[test]
+fn attacks_replay_with_no_mismatch_and_report_orig() {
+    let dir = TempDir::new("gen-attack-replay");
+    let Some(rules) = classbench_rules("acl1_1k") else { return };
+    for kind in ["tse", "tse2", "flood"] {
+        let pcap = tmp(&dir, &format!("{kind}.pcap"));
+        let out = rqvs(&[
+            "gen", "attack", "--rules", rules.to_str().unwrap(), "--kind", kind, "--packets", "3000",
+            "--rng-seed", "2", "-o", pcap.to_str().unwrap(), "--json", "-",
+        ]);
+        assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let start = text.find("\n{").map_or(0, |i| i + 1);
+        let j: serde_json::Value = serde_json::from_str(&text[start..]).unwrap();
+        assert_eq!(j["command"], "gen attack", "{text}");
+        assert_eq!(j["orig"]["mismatches"], 0, "{kind}");
+        assert!(j["orig"]["masks"].as_u64().unwrap() > 0, "{kind}");
+        let out = rqvs(&["replay", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
+        assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let start = text.find("\n{").map_or(0, |i| i + 1);
+        let r: serde_json::Value = serde_json::from_str(&text[start..]).unwrap();
+        assert_eq!(r["mismatches"], 0, "{kind}: {text}");
+        assert_eq!(r["packets"], 3000, "{kind}");
+    }
+}
+
+#[test]
+fn bad_attack_requests_are_one_line_errors() {
+    let dir = TempDir::new("gen-attack-bad");
+    let o = tmp(&dir, "a.pcap");
+    let o = o.to_str().unwrap();
+    let err = |args: &[&str]| {
+        let out = rqvs(args);
+        assert!(!out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let e = err(&["gen", "attack", "--rules", "/nonexistent/r", "--kind", "tse", "--packets", "10", "-o", o]);
+    assert!(e.contains("/nonexistent/r") && !e.contains("panicked"), "{e}");
+    let Some(rules) = classbench_rules("acl1_1k") else { return };
+    let r = rules.to_str().unwrap();
+    let e = err(&["gen", "attack", "--rules", r, "--kind", "tse", "--packets", "0", "-o", o]);
+    assert!(e.contains("--packets"), "{e}");
+    let e = err(&["gen", "attack", "--rules", r, "--kind", "smurf", "--packets", "10", "-o", o]);
+    assert!(e.contains("smurf") && e.contains("tse2"), "{e}");
+    let e = err(&["gen", "attack", "--rules", r, "--kind", "tse2", "--variant", "general", "--packets", "10", "-o", o]);
+    assert!(e.contains("co-located") && !e.contains("panicked"), "{e}");
+}
