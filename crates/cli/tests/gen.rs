@@ -147,8 +147,20 @@ fn attacks_replay_with_no_mismatch_and_report_orig() {
     for kind in ["tse", "tse2", "flood"] {
         let pcap = tmp(&dir, &format!("{kind}.pcap"));
         let out = rqvs(&[
-            "gen", "attack", "--rules", rules.to_str().unwrap(), "--kind", kind, "--packets", "3000",
-            "--rng-seed", "2", "-o", pcap.to_str().unwrap(), "--json", "-",
+            "gen",
+            "attack",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--kind",
+            kind,
+            "--packets",
+            "3000",
+            "--rng-seed",
+            "2",
+            "-o",
+            pcap.to_str().unwrap(),
+            "--json",
+            "-",
         ]);
         assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);
@@ -157,7 +169,8 @@ fn attacks_replay_with_no_mismatch_and_report_orig() {
         assert_eq!(j["command"], "gen attack", "{text}");
         assert_eq!(j["orig"]["mismatches"], 0, "{kind}");
         assert!(j["orig"]["masks"].as_u64().unwrap() > 0, "{kind}");
-        let out = rqvs(&["replay", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
+        let out =
+            rqvs(&["replay", "--rules", rules.to_str().unwrap(), "--trace", pcap.to_str().unwrap(), "--json", "-"]);
         assert!(out.status.success(), "{kind}: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);
         let start = text.find("\n{").map_or(0, |i| i + 1);

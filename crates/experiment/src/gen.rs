@@ -14,9 +14,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_classify::Reference;
 use rqvs_datapath::{Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_flow::{Actions, FlowKey, Rule};
 use rqvs_workload::{attack, rules, seedfile, stats, trace};
 use serde_json::{json, Map, Value};
@@ -286,11 +286,9 @@ pub fn orig_effect(rules: &[Rule], keys: &[FlowKey]) -> Result<OrigEffect, Error
     let mut orig = Orig::new(rules, cfg, OrigConfig::default())?;
     let actions = orig.run_keys(keys);
     let reference = Reference::build(rules)?;
-    let mismatches = keys
-        .iter()
-        .zip(&actions)
-        .filter(|(k, a)| DpAction::of_rule(reference.lookup_rule(&k.wire())) != **a)
-        .count() as u64;
+    let mismatches =
+        keys.iter().zip(&actions).filter(|(k, a)| DpAction::of_rule(reference.lookup_rule(&k.wire())) != **a).count()
+            as u64;
     let c = orig.counters();
     Ok(OrigEffect {
         packets: c.received,

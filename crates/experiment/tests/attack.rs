@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use rqvs_experiment::gen::{self, AttackRequest, TraceFormat};
-use rqvs_testkit::data;
 use rqvs_classify::ofproto::OfprotoClassifier;
 use rqvs_datapath::{assign_rule_outputs, Clock, DatapathConfig, Orig, OrigConfig};
+use rqvs_experiment::gen::{self, AttackRequest, TraceFormat};
 use rqvs_flow::FlowKey;
+use rqvs_testkit::data;
 use rqvs_workload::attack::{self, Kind, Params, Variant};
 use rqvs_workload::trace;
 
@@ -49,15 +49,26 @@ fn co_located_tse_makes_many_more_masks_in_orig_than_flood_and_general() {
 #[test]
 fn attacks_are_deterministic_per_seed() {
     let Some(f) = rules_file("acl1_1k") else { return };
-    for (kind, variant) in
-        [(Kind::Tse, Variant::CoLocated), (Kind::Tse, Variant::General), (Kind::Tse2, Variant::CoLocated), (Kind::Flood, Variant::General)]
-    {
+    for (kind, variant) in [
+        (Kind::Tse, Variant::CoLocated),
+        (Kind::Tse, Variant::General),
+        (Kind::Tse2, Variant::CoLocated),
+        (Kind::Flood, Variant::General),
+    ] {
         let a = run(&f, kind, variant, 1000, 5);
         let b = run(&f, kind, variant, 1000, 5);
         let c = run(&f, kind, variant, 1000, 6);
         assert_eq!(a.bytes, b.bytes, "{kind:?} {variant:?}");
         assert_ne!(a.bytes, c.bytes, "{kind:?} {variant:?}");
-        assert_eq!(a.fields, b.fields.clone().into_iter().map(|(k, v)| if k == "seconds" { (k, a.fields["seconds"].clone()) } else { (k, v) }).collect(), "{kind:?}");
+        assert_eq!(
+            a.fields,
+            b.fields
+                .clone()
+                .into_iter()
+                .map(|(k, v)| if k == "seconds" { (k, a.fields["seconds"].clone()) } else { (k, v) })
+                .collect(),
+            "{kind:?}"
+        );
     }
 }
 
@@ -79,7 +90,8 @@ fn tse2_subtables_outrank_benign_ones_after_a_ranking_interval() {
     // One attack packet per benign one; 20 µs a packet: 50K packets a ranking interval.
     let mixed: Vec<FlowKey> = benign.iter().zip(&att.keys).flat_map(|(b, a)| [*b, *a]).collect();
     let clock = Clock::Virtual { packet_ns: 20_000, upcall_ns: 10_000 };
-    let mut orig = Orig::new(&rules, DatapathConfig { clock, ..DatapathConfig::default() }, OrigConfig::default()).unwrap();
+    let mut orig =
+        Orig::new(&rules, DatapathConfig { clock, ..DatapathConfig::default() }, OrigConfig::default()).unwrap();
     orig.run_keys(&mixed);
     assert!(orig.now_ns() > 1_000_000_000, "past one ranking interval: {} ns", orig.now_ns());
     let clf = OfprotoClassifier::build(&rules).unwrap();

@@ -24,8 +24,7 @@ fn every_packet_keeps_its_masks_megaflow() {
     let mut p = Params::new(Kind::Tse2, 2000, 3);
     p.tse2_masks = 16;
     let a = attack::generate(&rules, &p).unwrap();
-    let masks: std::collections::HashSet<FlowKey> =
-        a.keys.iter().map(|k| clf.lookup_wc(k).megaflow(k).mask).collect();
+    let masks: std::collections::HashSet<FlowKey> = a.keys.iter().map(|k| clf.lookup_wc(k).megaflow(k).mask).collect();
     for k in &a.keys[..40] {
         eprintln!("{k:?} {:?}", clf.lookup_wc(k).megaflow(k).mask);
     }
