@@ -21,10 +21,10 @@ fn rules_file(name: &str) -> Option<PathBuf> {
     Some(data::rules_path(&dir, seed, size))
 }
 
-fn run(file: &PathBuf, kind: Kind, variant: Variant, packets: usize, seed: u64) -> gen::AttackOutput {
+fn run(file: &std::path::Path, kind: Kind, variant: Variant, packets: usize, seed: u64) -> gen::AttackOutput {
     let mut params = Params::new(kind, packets, seed);
     params.variant = variant;
-    gen::gen_attack(&AttackRequest { rules: file.clone(), params, format: TraceFormat::Pcap }).unwrap()
+    gen::gen_attack(&AttackRequest { rules: file.to_path_buf(), params, format: TraceFormat::Pcap }).unwrap()
 }
 
 #[test]
