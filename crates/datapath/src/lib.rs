@@ -107,6 +107,7 @@ pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
 pub use cflows_shared::{CflowsPublisher, SharedCflows};
 pub use clock::Clock;
 pub use counters::Counters;
+pub use dpcls::{MaskEviction, MaskLimit};
 pub use design::{Design, DesignKind, DesignReport};
 pub use ofproto::OfprotoTable;
 pub use orig::{Ccache, Orig, OrigConfig};

@@ -116,7 +116,14 @@ fn config(rng: &mut StdRng) -> Config {
     let cd = rng.random_bool(0.5);
     let flow_limit = [5, 50, 200_000][rng.random_range(0..3)];
     let orig =
-        OrigConfig { cd, flow_limit, idle_ns: 300_000_000, upcall_queue: 4096, revalidator: RevalidatorMode::Inline };
+        OrigConfig {
+        cd,
+        flow_limit,
+        idle_ns: 300_000_000,
+        upcall_queue: 4096,
+        revalidator: RevalidatorMode::Inline,
+        ..OrigConfig::default()
+    };
     // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
     // expiry all happen within a run.
     let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };
