@@ -774,4 +774,28 @@ mod tests {
         let s = d.defence_stats();
         assert_eq!((s.mfcguard_masks, s.mfcguard_removed), (1, 2));
     }
+
+    #[test]
+    fn attach_at_the_mask_limit_deletes_instead_of_exceeding_it() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::LeastHit }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        let a = d.install(k(1), &verdict(k(1), 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        assert!(d.detach(a));
+        for bits in 2..=3 {
+            d.install(k(bits), &verdict(k(bits), bits, DpAction::Drop), 100, 0);
+        }
+        assert_eq!((d.masks(), d.len()), (2, 3));
+        assert!(!d.attach(a));
+        assert!(d.get(a).is_none(), "deleted, not left detached where nothing finds it");
+        assert_eq!((d.masks(), d.len(), d.defence_stats().megaflows_evicted), (2, 2, 1));
+        // Into an existing subtable it goes back as usual.
+        let mut m2 = FlowKey::default();
+        m2.nw_src = u32::MAX << 30;
+        m2.nw_dst = u32::MAX;
+        let same_mask = FlowKey::ipv4(0, 5, 6, 0, 0);
+        let b = d.insert(same_mask, mf(same_mask, m2), DpAction::Drop, None, 0);
+        assert!(d.detach(b) && d.attach(b));
+        assert_eq!(d.masks(), 2);
+    }
 }
