@@ -44,6 +44,7 @@ fn config(
 ) -> PyResult<ReplayConfig> {
     let mut c = ReplayConfig { rules, trace, ..ReplayConfig::default() };
     let mut given = Vec::new();
+    let (mut mfcguard, mut mfcguard_interval) = (false, None);
     for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
         let key: String = k.extract()?;
         let v = &v;
@@ -64,6 +65,15 @@ fn config(
             "idle" => c.idle = get(v, func, &key)?,
             "in_port" => c.in_port = get(v, func, &key)?,
             "pmds" if func == "replay" => c.pmds = get(v, func, &key)?,
+            "mask_limit" => c.mask_limit = get(v, func, &key)?,
+            "mask_eviction" => {
+                let s: String = get(v, func, &key)?;
+                c.mask_eviction = rqvs_datapath::MaskEviction::from_name(&s).ok_or_else(|| {
+                    PyValueError::new_err(format!("mask_eviction: expected 'least-hit' or 'refuse', found '{s}'"))
+                })?;
+            }
+            "mfcguard" => mfcguard = get(v, func, &key)?,
+            "mfcguard_interval" => mfcguard_interval = Some(get::<f64>(v, func, &key)?),
             "revalidator" => {
                 let s: String = get(v, func, &key)?;
                 c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
@@ -87,6 +97,11 @@ fn config(
             _ => return Err(PyTypeError::new_err(format!("{func}() got an unexpected keyword argument '{key}'"))),
         }
         given.push(key);
+    }
+    match (mfcguard, mfcguard_interval) {
+        (false, Some(_)) => return Err(PyValueError::new_err("mfcguard_interval: MFCGuard's interval; expected mfcguard=True")),
+        (true, i) => c.mfcguard = Some(i.unwrap_or(rqvs_experiment::replay::MFCGUARD_INTERVAL_S)),
+        (false, None) => {}
     }
     // The command line's exclusive options.
     for (a, b) in [("duration", "passes"), ("rate", "duration")] {
@@ -112,7 +127,9 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
 /// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
-/// ``train_interval``, ``idle``, ``in_port``, ``pmds``). Mismatches against the reference are in
+/// ``train_interval``, ``idle``, ``in_port``, ``pmds``, and the defences against Tuple Space
+/// Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``), ``mfcguard``
+/// (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]

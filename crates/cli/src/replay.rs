@@ -5,6 +5,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
+//!             [--mask-limit N [--mask-eviction least-hit|refuse]] [--mfcguard [--mfcguard-interval S]]
 //!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
@@ -105,6 +106,8 @@ pub struct Common {
     /// while the PMD forwards (as OVS), or inline in the update call (deterministic).
     #[arg(long, value_enum, default_value_t = RevalidatorArg::Thread)]
     pub revalidator: RevalidatorArg,
+    #[command(flatten)]
+    pub defences: crate::args::Defences,
     /// CFLOWS: when inserted rules become visible — at once, into the remainder (instant) or
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
@@ -161,7 +164,7 @@ impl Common {
 
     /// The replay's settings.
     pub fn config(&self) -> ReplayConfig {
-        ReplayConfig {
+        let mut c = ReplayConfig {
             rules: self.workload.rules.clone(),
             trace: self.workload.trace.clone(),
             cd: self.cd,
@@ -186,7 +189,10 @@ impl Common {
             idle: self.idle,
             in_port: self.in_port,
             pmds: self.pmds,
-        }
+            ..ReplayConfig::default()
+        };
+        self.defences.apply(&mut c);
+        c
     }
 }
 
@@ -324,6 +330,19 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.deleted_limit,
             cs.install_refused
         );
+        if c.defences.any() {
+            let limit = c.defences.mask_limit.map_or("off".to_string(), |n| format!("{n} masks, {}", c.defences.eviction().name()));
+            let guard = c.defences.mfcguard_s().map_or("off".to_string(), |s| format!("every {s} s"));
+            outln!(
+                out,
+                "defences            mask limit {limit}: {} masks evicted ({} megaflows), {} installs refused;  MFCGuard {guard}: {} masks removed ({} megaflows)",
+                cs.masks_evicted,
+                cs.megaflows_evicted,
+                cs.install_mask_refused,
+                cs.mfcguard_masks,
+                cs.mfcguard_removed
+            );
+        }
     }
     if r.design != DesignKind::Orig {
         outln!(

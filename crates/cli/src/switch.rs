@@ -94,6 +94,8 @@ pub struct Args {
     /// [range: 0 < x ≤ 86400].
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 86_400.0))]
     inactivity_probe: f64,
+    #[command(flatten)]
+    defences: crate::args::Defences,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -197,8 +199,13 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if a.classifier == crate::args::CflowsClassifierArg::Tm && a.design != DesignKind::Cflows {
         return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
     }
+    if a.defences.any() && a.design == DesignKind::Cflows {
+        let name = if a.defences.mask_limit.is_some() { "--mask-limit" } else { "--mfcguard" };
+        return Err(Failure(format!("{name}: a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows")));
+    }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();
+    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;

@@ -55,7 +55,7 @@ use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
     assign_rule_outputs, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
-    DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
+    DesignReport, DpAction, MaskEviction, MaskLimit, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::rng::Rng;
@@ -70,6 +70,8 @@ use crate::{inputs, Error};
 const STREAM_HELD_OUT: u64 = 1;
 const STREAM_VERIFY: u64 = 2;
 const STREAM_DELETIONS: u64 = 3;
+/// MFCGuard's interval when not given, seconds of PMD time (the revalidator's sweep's).
+pub const MFCGUARD_INTERVAL_S: f64 = 0.5;
 pub use rqvs_datapath::DesignKind;
 
 /// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
@@ -117,6 +119,14 @@ pub struct ReplayConfig {
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash ([`run_pmds`]; 1 = [`run_design`]).
     pub pmds: usize,
+    /// ORIG, CCACHE: at most this many megaflow masks per PMD (`None`: no limit, as OVS), and
+    /// what happens at the limit ([`rqvs_datapath::dpcls`], defences against Tuple Space
+    /// Explosion).
+    pub mask_limit: Option<usize>,
+    pub mask_eviction: MaskEviction,
+    /// ORIG, CCACHE: MFCGuard — every this many seconds of PMD time, delete the subtables whose
+    /// megaflows all drop (`None`: off, as OVS).
+    pub mfcguard: Option<f64>,
 }
 
 impl ReplayConfig {
@@ -155,6 +165,9 @@ impl Default for ReplayConfig {
             idle: 10.0,
             in_port: 1,
             pmds: 1,
+            mask_limit: None,
+            mask_eviction: MaskEviction::LeastHit,
+            mfcguard: None,
         }
     }
 }
@@ -309,6 +322,34 @@ pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), 
     if c.classifier == CflowsClassifier::TupleMerge && !designs.contains(&DesignKind::Cflows) {
         return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
     }
+    check_defences(c, designs)
+}
+
+/// The defences against Tuple Space Explosion act on megaflows: with no ORIG or CCACHE among
+/// `designs` (CFLOWS has no megaflows), setting one is an error; so are a limit of 0 masks, an
+/// eviction policy without a limit, and an MFCGuard interval that is not a positive number.
+pub fn check_defences(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
+    let megaflows = designs.iter().any(|d| *d != DesignKind::Cflows);
+    let set: Vec<&str> = [
+        (c.mask_limit.is_some(), "--mask-limit"),
+        (c.mask_eviction != MaskEviction::LeastHit, "--mask-eviction"),
+        (c.mfcguard.is_some(), "--mfcguard"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if let (false, Some(name)) = (megaflows, set.first()) {
+        return Err(Error(format!("{name}: a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows")));
+    }
+    if c.mask_limit == Some(0) {
+        return Err(Error("--mask-limit: expected at least 1 mask".into()));
+    }
+    if c.mask_limit.is_none() && c.mask_eviction != MaskEviction::LeastHit {
+        return Err(Error(format!("--mask-eviction {}: the policy at the mask limit; expected --mask-limit", c.mask_eviction.name())));
+    }
+    if c.mfcguard.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+        return Err(Error(format!("--mfcguard: expected an interval > 0 s, found '{}'", c.mfcguard.unwrap_or(0.0))));
+    }
     Ok(())
 }
 
@@ -412,6 +453,8 @@ fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
         flow_limit: c.flow_limit,
         idle_ns: (c.idle * 1e9) as u64,
         revalidator: c.revalidator,
+        mask_limit: c.mask_limit.map(|masks| MaskLimit { masks, eviction: c.mask_eviction }),
+        mfcguard: c.mfcguard.map(|s| (s * 1e9) as u64),
         ..OrigConfig::default()
     };
     (dp, orig)
