@@ -154,3 +154,27 @@ def test_cflows_with_tuplemerge_alone(cli):
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == message
+
+
+def test_defences_against_tuple_space_explosion(cli):
+    """mask_limit, mask_eviction and mfcguard are --mask-limit, --mask-eviction and --mfcguard."""
+    ours = rqvs.replay(design="orig", mask_limit=3, mfcguard=True, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--mask-limit", "3", "--mfcguard", "--revalidator", "inline")
+    assert ours["counters"]["masks"] <= 3 and ours["counters"]["masks_evicted"] > 0 and ours["mismatches"] == 0
+    assert (ours["mask_limit"], ours["mask_eviction"], ours["mfcguard_s"]) == (3, "least-hit", 0.5)
+    same_report(ours, theirs)
+    refused = rqvs.replay(design="ccache", mask_limit=2, mask_eviction="refuse", mfcguard=True, mfcguard_interval=0.1)
+    assert refused["counters"]["install_mask_refused"] > 0 and refused["mfcguard_s"] == 0.1
+    cflows = "a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows"
+    for bad, message in [
+        (dict(design="cflows", mask_limit=4), f"--mask-limit: {cflows}"),
+        (dict(design="cflows", mfcguard=True), f"--mfcguard: {cflows}"),
+        (dict(mask_limit=0), "--mask-limit: expected at least 1 mask"),
+        (dict(mask_eviction="refuse"), "--mask-eviction refuse: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit' or 'refuse', found 'random'"),
+        (dict(mfcguard_interval=1.0), "mfcguard_interval: MFCGuard's interval; expected mfcguard=True"),
+        (dict(mfcguard=True, mfcguard_interval=0.0), "--mfcguard: expected an interval > 0 s, found '0'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message
