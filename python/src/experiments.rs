@@ -64,6 +64,8 @@ fn config(
             "idle" => c.idle = get(v, func, &key)?,
             "in_port" => c.in_port = get(v, func, &key)?,
             "pmds" if func == "replay" => c.pmds = get(v, func, &key)?,
+            "attack" => c.attack = get(v, func, &key)?,
+            "attack_rate" => c.attack_rate = get(v, func, &key)?,
             "revalidator" => {
                 let s: String = get(v, func, &key)?;
                 c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
@@ -112,7 +114,8 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
 /// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
-/// ``train_interval``, ``idle``, ``in_port``, ``pmds``). Mismatches against the reference are in
+/// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
+/// replay, the report's ``attack`` separating benign and attack traffic). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]
