@@ -74,6 +74,8 @@ fn config(
             }
             "mfcguard" => mfcguard = get(v, func, &key)?,
             "mfcguard_interval" => mfcguard_interval = Some(get::<f64>(v, func, &key)?),
+            "attack" => c.attack = get(v, func, &key)?,
+            "attack_rate" => c.attack_rate = get(v, func, &key)?,
             "revalidator" => {
                 let s: String = get(v, func, &key)?;
                 c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
@@ -127,9 +129,10 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
 /// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
-/// ``train_interval``, ``idle``, ``in_port``, ``pmds``, and the defences against Tuple Space
-/// Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``), ``mfcguard``
-/// (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
+/// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
+/// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
+/// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``),
+/// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]

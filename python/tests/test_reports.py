@@ -178,3 +178,27 @@ def test_defences_against_tuple_space_explosion(cli):
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == message
+
+
+def test_replay_with_an_attack(cli, tmp_path):
+    """attack/attack_rate are --attack/--attack-rate: the report separates the streams."""
+    attack = tmp_path / "attack.pcap"
+    subprocess.run(
+        [str(cli), "gen", "trace", "--rules", str(REPO / "crates/experiment/data/acl1_1k_rules.xz"), "--packets", "2000",
+         "--locality", "uniform", "--corner", "--format", "pcap", "-o", str(attack)],
+        check=True, capture_output=True,
+    )
+    ours = rqvs.replay(design="orig", attack=str(attack), attack_rate=1e6, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--attack", str(attack), "--attack-rate", "1e6", "--revalidator", "inline")
+    a = ours["attack"]
+    assert a["mismatches"] == 0 and a["verified"] > 0 and ours["mismatches"] == 0
+    assert a["benign"]["packets"] + a["attack"]["packets"] == ours["packets"]
+    assert keys(ours) == keys(theirs) and set(a) == set(theirs["attack"])
+    for bad, message in [
+        (dict(attack=str(attack)), "--attack: expected --attack-rate PPS too"),
+        (dict(attack_rate=1e5), "--attack-rate: the rate of an attack; expected --attack FILE"),
+        (dict(attack=str(attack), attack_rate=-1.0), "--attack-rate: expected packets per second > 0, found '-1'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message

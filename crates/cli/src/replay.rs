@@ -136,6 +136,14 @@ pub struct Common {
     /// applies the stream to a replica of the table; --rate is split over the PMDs [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub pmds: usize,
+    /// Mixed replay: an attack (a packet file, e.g. from `rqvs gen attack`) interleaved with the
+    /// trace as a second receive queue of the PMD, replayed in a loop at `--attack-rate`; the
+    /// report separates the benign and the attack traffic.
+    #[arg(long, requires = "attack_rate")]
+    pub attack: Option<PathBuf>,
+    /// Attack packets per second of PMD time (with --attack) [range: 0 < x ≤ 1000000000000].
+    #[arg(long, requires = "attack", value_parser = crate::args::range::above(0.0, 1e12))]
+    pub attack_rate: Option<f64>,
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -189,6 +197,8 @@ impl Common {
             idle: self.idle,
             in_port: self.in_port,
             pmds: self.pmds,
+            attack: self.attack.clone(),
+            attack_rate: self.attack_rate,
             ..ReplayConfig::default()
         };
         self.defences.apply(&mut c);
@@ -261,6 +271,20 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.mismatches,
         r.verified
     );
+    if let Some(a) = &r.attack {
+        print_attack(&out, c, r, a);
+    }
+    if let Some(l) = &r.latency {
+        let us = |q: f64| l.quantile(q).map_or("-".to_string(), |ns| format!("{:.1}", ns as f64 / 1e3));
+        outln!(
+            out,
+            "latency             p50 {} µs  p99 {} µs  p99.9 {} µs  max {:.1} µs of PMD time (benign packets after the warm-up, arrival to the end of their batch)",
+            us(0.5),
+            us(0.99),
+            us(0.999),
+            l.max() as f64 / 1e3
+        );
+    }
     if r.stale_checks > 0 {
         outln!(out,
             "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
@@ -385,6 +409,35 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     }
     if let Some(m) = &r.first_mismatch {
         outln!(out, "first mismatch      {m}");
+    }
+}
+
+/// A mixed replay's streams (`--attack`).
+fn print_attack(out: &Out, c: &Common, r: &Run, a: &rqvs_experiment::replay::AttackRun) {
+    let total = r.c.pmd_ns.max(1) as f64;
+    let attack = c.attack.as_ref().map_or(String::new(), |p| p.display().to_string());
+    outln!(
+        out,
+        "attack              {attack} at {:.0} pps: {} offered, {} dropped by its {}-packet ring   mismatches {} of {} checked",
+        a.rate,
+        a.offered,
+        a.ring_dropped,
+        c.rx_ring,
+        a.mismatches,
+        a.checks
+    );
+    for (name, s) in [("benign", &a.benign), ("attack", &a.attack)] {
+        let per_hit = s.subtables_per_hit().map_or("-".to_string(), |v| format!("{v:.2}"));
+        outln!(
+            out,
+            "  {name:<17} {} packets, {:.3} Mpps of all PMD time ({:.1}% of it, {:.1} ns/packet); upcalls {}, lost {}, subtables/hit {per_hit}",
+            s.packets,
+            s.packets as f64 / total * 1e3,
+            100.0 * s.pmd_ns as f64 / total,
+            s.ns_per_packet(),
+            s.upcalls,
+            s.lost
+        );
     }
 }
 

@@ -24,6 +24,7 @@ pub mod bench;
 pub mod coflows;
 pub mod gen;
 pub mod inputs;
+pub mod mixed;
 pub mod prediction;
 pub mod replay;
 pub mod report;
