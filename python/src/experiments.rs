@@ -69,7 +69,7 @@ fn config(
             "mask_eviction" => {
                 let s: String = get(v, func, &key)?;
                 c.mask_eviction = rqvs_datapath::MaskEviction::from_name(&s).ok_or_else(|| {
-                    PyValueError::new_err(format!("mask_eviction: expected 'least-hit' or 'refuse', found '{s}'"))
+                    PyValueError::new_err(format!("mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found '{s}'"))
                 })?;
             }
             "mfcguard" => mfcguard = get(v, func, &key)?,
@@ -131,7 +131,7 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
 /// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
 /// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
-/// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``),
+/// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``, ``narrow``),
 /// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.

@@ -171,7 +171,7 @@ def test_defences_against_tuple_space_explosion(cli):
         (dict(design="cflows", mfcguard=True), f"--mfcguard: {cflows}"),
         (dict(mask_limit=0), "--mask-limit: expected at least 1 mask"),
         (dict(mask_eviction="refuse"), "--mask-eviction refuse: the policy at the mask limit; expected --mask-limit"),
-        (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit' or 'refuse', found 'random'"),
+        (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found 'random'"),
         (dict(mfcguard_interval=1.0), "mfcguard_interval: MFCGuard's interval; expected mfcguard=True"),
         (dict(mfcguard=True, mfcguard_interval=0.0), "--mfcguard: expected an interval > 0 s, found '0'"),
     ]:

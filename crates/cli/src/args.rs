@@ -82,7 +82,9 @@ pub struct Defences {
     pub mask_limit: Option<usize>,
     /// ORIG/CCACHE, with --mask-limit: least-hit deletes the subtable (all its megaflows) whose
     /// megaflows decided the fewest packets in the current and past second of PMD time; refuse
-    /// installs nothing (the packet has its action; its flow's next packets upcall again).
+    /// installs nothing (the packet has its action; its flow's next packets upcall again);
+    /// narrow installs the megaflow under an installed mask that examines every bit it needs, or
+    /// exact-match (one subtable for all such, made once by evicting the least-hit one).
     #[arg(long, value_enum, requires = "mask_limit")]
     pub mask_eviction: Option<MaskEvictionArg>,
     /// ORIG/CCACHE: MFCGuard — every --mfcguard-interval of PMD time, delete the subtables whose
@@ -100,6 +102,7 @@ pub struct Defences {
 pub enum MaskEvictionArg {
     LeastHit,
     Refuse,
+    Narrow,
 }
 
 impl Defences {
@@ -107,6 +110,7 @@ impl Defences {
     pub fn eviction(&self) -> rqvs_datapath::MaskEviction {
         match self.mask_eviction {
             Some(MaskEvictionArg::Refuse) => rqvs_datapath::MaskEviction::Refuse,
+            Some(MaskEvictionArg::Narrow) => rqvs_datapath::MaskEviction::Narrow,
             _ => rqvs_datapath::MaskEviction::LeastHit,
         }
     }

@@ -5,7 +5,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
-//!             [--mask-limit N [--mask-eviction least-hit|refuse]] [--mfcguard [--mfcguard-interval S]]
+//!             [--mask-limit N [--mask-eviction least-hit|refuse|narrow]] [--mfcguard [--mfcguard-interval S]]
 //!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
@@ -359,10 +359,11 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             let guard = c.defences.mfcguard_s().map_or("off".to_string(), |s| format!("every {s} s"));
             outln!(
                 out,
-                "defences            mask limit {limit}: {} masks evicted ({} megaflows), {} installs refused;  MFCGuard {guard}: {} masks removed ({} megaflows)",
+                "defences            mask limit {limit}: {} masks evicted ({} megaflows), {} installs refused, {} narrowed;  MFCGuard {guard}: {} masks removed ({} megaflows)",
                 cs.masks_evicted,
                 cs.megaflows_evicted,
                 cs.install_mask_refused,
+                cs.install_mask_narrowed,
                 cs.mfcguard_masks,
                 cs.mfcguard_removed
             );

@@ -66,10 +66,13 @@ pub struct Counters {
     /// at the mask limit and the megaflows deleted with them (CCACHE: also megaflows a new
     /// model let go that found no room); installs (upcalls and predictions, already in
     /// `install_refused` and `preinstall_refused`) refused at the mask limit; drop-only
-    /// subtables MFCGuard deleted and their megaflows.
+    /// subtables MFCGuard deleted and their megaflows. `install_mask_narrowed` below.
     pub masks_evicted: u64,
     pub megaflows_evicted: u64,
     pub install_mask_refused: u64,
+    /// Megaflows installed under a narrower mask than the slow path's at the mask limit
+    /// (`narrow` policy).
+    pub install_mask_narrowed: u64,
     pub mfcguard_masks: u64,
     pub mfcguard_removed: u64,
 
@@ -166,6 +169,7 @@ impl Counters {
             ("masks_evicted", self.masks_evicted),
             ("megaflows_evicted", self.megaflows_evicted),
             ("install_mask_refused", self.install_mask_refused),
+            ("install_mask_narrowed", self.install_mask_narrowed),
             ("mfcguard_masks", self.mfcguard_masks),
             ("mfcguard_removed", self.mfcguard_removed),
             ("preinstalled", self.preinstalled),

@@ -20,7 +20,10 @@
 //!   megaflows decided the fewest packets — by any path: EMC, cuckoo distributor or walk — in the
 //!   current and the past ranking interval (ties: the oldest subtable), and
 //!   [`MaskEviction::Refuse`] installs nothing (the packet has its action from the slow path; the
-//!   next packets of its flow upcall again). Deletions go through [`Dpcls::remove`], so they are
+//!   next packets of its flow upcall again), and [`MaskEviction::Narrow`] installs the megaflow
+//!   under an installed mask that examines every bit it needs, or exact-match (one subtable for
+//!   all of those) — always correct, since a megaflow may examine more bits than the slow path
+//!   asked for, and revalidation keeps a megaflow whose mask is not wider than the new lookup's. Deletions go through [`Dpcls::remove`], so they are
 //!   journaled for the revalidator thread, and the EMC's and the cuckoo distributor's references
 //!   to evicted megaflows go stale by generation like any deletion's. Only subtables are evicted:
 //!   a megaflow CCACHE's model holds is detached from them and never evicted, so the model never
@@ -103,6 +106,11 @@ pub enum MaskEviction {
     LeastHit,
     /// Install nothing.
     Refuse,
+    /// Install the megaflow under a mask already there that examines every bit it needs (the
+    /// most general such), or exact-match: a megaflow may always examine more bits than the
+    /// slow path asked for. The exact-match subtable, when it is missing, takes the place of the
+    /// least-hit one.
+    Narrow,
 }
 
 impl MaskEviction {
@@ -111,12 +119,13 @@ impl MaskEviction {
         match self {
             MaskEviction::LeastHit => "least-hit",
             MaskEviction::Refuse => "refuse",
+            MaskEviction::Narrow => "narrow",
         }
     }
 
     /// The policy called `name` ([`MaskEviction::name`]).
     pub fn from_name(name: &str) -> Option<MaskEviction> {
-        [MaskEviction::LeastHit, MaskEviction::Refuse].into_iter().find(|m| m.name() == name)
+        [MaskEviction::LeastHit, MaskEviction::Refuse, MaskEviction::Narrow].into_iter().find(|m| m.name() == name)
     }
 }
 
@@ -136,6 +145,8 @@ pub struct DefenceStats {
     pub megaflows_evicted: u64,
     /// Installs refused at the mask limit ([`MaskEviction::Refuse`]).
     pub mask_refused: u64,
+    /// Megaflows installed under a narrower mask at the limit ([`MaskEviction::Narrow`]).
+    pub mask_narrowed: u64,
     /// Drop-only subtables MFCGuard deleted, and their megaflows.
     pub mfcguard_masks: u64,
     pub mfcguard_removed: u64,
@@ -391,12 +402,18 @@ impl Dpcls {
                         self.defence.mask_refused += 1;
                         return Install::Refused;
                     }
-                    MaskEviction::LeastHit => {
-                        while self.masks() >= limit.masks {
-                            let Some(si) = self.eviction_victim() else { break };
-                            self.defence.masks_evicted += 1;
-                            self.defence.megaflows_evicted += self.remove_subtable(si);
-                        }
+                    MaskEviction::LeastHit => self.evict_down_to(limit.masks - 1),
+                    MaskEviction::Narrow => {
+                        let mask = match self.narrowest_cover(&v.megaflow.mask) {
+                            Some(m) => m,
+                            None => {
+                                self.evict_down_to(limit.masks - 1);
+                                FlowKey::EXACT
+                            }
+                        };
+                        self.defence.mask_narrowed += 1;
+                        let mf = Megaflow { value: key.masked(&mask), mask };
+                        return Install::Installed(self.insert(key, mf, v.action, v.rule, now_ns));
                     }
                 }
             }
@@ -417,6 +434,25 @@ impl Dpcls {
     /// What the mask limit and MFCGuard did so far.
     pub fn defence_stats(&self) -> DefenceStats {
         self.defence
+    }
+
+    /// Evicts least-hit subtables until at most `masks` are left.
+    fn evict_down_to(&mut self, masks: usize) {
+        while self.masks() > masks {
+            let Some(si) = self.eviction_victim() else { break };
+            self.defence.masks_evicted += 1;
+            self.defence.megaflows_evicted += self.remove_subtable(si);
+        }
+    }
+
+    /// The installed mask examining every bit `needed` examines with the fewest bits, if any.
+    fn narrowest_cover(&self, needed: &FlowKey) -> Option<FlowKey> {
+        self.order
+            .iter()
+            .map(|&si| &self.subtables[si as usize].as_ref().expect("ranked subtable is live").mask)
+            .filter(|m| needed.is_subset_of(m))
+            .min_by_key(|m| m.to_words().iter().map(|w| w.count_ones()).sum::<u32>())
+            .copied()
     }
 
     /// The subtable to evict: fewest packets decided in the current and past ranking interval,
@@ -797,5 +833,38 @@ mod tests {
         let b = d.insert(same_mask, mf(same_mask, m2), DpAction::Drop, None, 0);
         assert!(d.detach(b) && d.attach(b));
         assert_eq!(d.masks(), 2);
+    }
+
+    #[test]
+    fn narrow_installs_under_a_covering_mask_or_exact_match() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::Narrow }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        for bits in [3, 5] {
+            d.install(k(bits), &verdict(k(bits), bits, DpAction::Output(1)), 100, 0);
+        }
+        // Needs 1 bit: both installed masks examine it; the one with fewer bits (3) takes it.
+        let f = d.install(k(1), &verdict(k(1), 1, DpAction::Output(2)), 100, 0).megaflow().unwrap();
+        let e = d.get(f).unwrap();
+        assert_eq!((e.megaflow.mask.nw_src, e.megaflow.value.nw_src), (u32::MAX << 29, 0x8000_0000));
+        assert_eq!((d.masks(), d.defence_stats().mask_narrowed, d.defence_stats().masks_evicted), (2, 1, 0));
+        // Needs a port nobody examines: exact-match, in place of the least-hit subtable.
+        let mut port = FlowKey::default();
+        port.tp_dst = u16::MAX;
+        let p = FlowKey::ipv4(7, 7, 6, 1, 99);
+        let v = Verdict { megaflow: mf(p, port), action: DpAction::Drop, rule: None };
+        let f = d.install(p, &v, 100, 0).megaflow().unwrap();
+        assert_eq!(d.get(f).unwrap().megaflow.mask, FlowKey::EXACT);
+        assert_eq!((d.masks(), d.defence_stats().masks_evicted), (2, 1));
+        // The next one joins the exact-match subtable: nothing more evicted.
+        let q = FlowKey::ipv4(8, 8, 6, 1, 98);
+        let v = Verdict { megaflow: mf(q, port), action: DpAction::Drop, rule: None };
+        assert!(matches!(d.install(q, &v, 100, 0), Install::Installed(_)));
+        assert_eq!((d.masks(), d.defence_stats().masks_evicted, d.defence_stats().mask_narrowed), (2, 1, 3));
+        // Each covers its own packet only where the slow path's mask would have.
+        assert_eq!(d.peek(&q.to_words()).map(|f| d.get(f).unwrap().action), Some(DpAction::Drop));
+        let mut q2 = q;
+        q2.tp_src = 2;
+        assert!(d.peek(&q2.to_words()).is_none(), "exact-match: another microflow upcalls");
     }
 }

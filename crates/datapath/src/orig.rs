@@ -29,6 +29,7 @@
 //! through [`Dpcls::remove`]: journaled for the revalidator thread, EMC and CD references
 //! stale by generation, and never a megaflow CCACHE's model holds (those are not in the
 //! subtables). Counted in `masks_evicted`, `megaflows_evicted`, `install_mask_refused`,
+//! `install_mask_narrowed`,
 //! `mfcguard_masks`, `mfcguard_removed`.
 //!
 //! **The clock** ([`crate::Clock`]): `Measured` advances the PMD clock by the measured time of
@@ -275,6 +276,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         c.masks_evicted = d.masks_evicted;
         c.megaflows_evicted = d.megaflows_evicted;
         c.install_mask_refused = d.mask_refused;
+        c.install_mask_narrowed = d.mask_narrowed;
         c.mfcguard_masks = d.mfcguard_masks;
         c.mfcguard_removed = d.mfcguard_removed;
         self.stage.gauges(&mut c);

@@ -82,7 +82,7 @@ struct Config {
 
 fn config(rng: &mut StdRng, revalidator: RevalidatorMode) -> Config {
     let limit = rng.random_range(1..=4);
-    let eviction = if rng.random_bool(0.7) { MaskEviction::LeastHit } else { MaskEviction::Refuse };
+    let eviction = [MaskEviction::LeastHit, MaskEviction::Refuse, MaskEviction::Narrow][rng.random_range(0..3)];
     let orig = OrigConfig {
         cd: rng.random_bool(0.5),
         flow_limit: [50, 200_000][rng.random_range(0..2)],
@@ -184,6 +184,7 @@ fn the_defences_act_over_many_cases() {
         total.masks_evicted += c.masks_evicted;
         total.megaflows_evicted += c.megaflows_evicted;
         total.install_mask_refused += c.install_mask_refused;
+        total.install_mask_narrowed += c.install_mask_narrowed;
         total.mfcguard_masks += c.mfcguard_masks;
         total.mfcguard_removed += c.mfcguard_removed;
         total.model_hit += c.model_hit;
@@ -192,7 +193,7 @@ fn the_defences_act_over_many_cases() {
         total.deleted_revalidated += c.deleted_revalidated;
     }
     assert!(total.masks_evicted > 0 && total.megaflows_evicted >= total.masks_evicted, "{total:?}");
-    assert!(total.install_mask_refused > 0, "{total:?}");
+    assert!(total.install_mask_refused > 0 && total.install_mask_narrowed > 0, "{total:?}");
     assert!(total.mfcguard_masks > 0 && total.mfcguard_removed >= total.mfcguard_masks, "{total:?}");
     assert!(total.model_hit > 0 && total.emc_hit > 0 && total.cd_hit > 0, "{total:?}");
     assert!(total.deleted_revalidated > 0, "{total:?}");
@@ -285,7 +286,7 @@ fn classbench_with_defences_matches_reference() {
         let attack = many_mask_keys(&rules, i as u64, 2_000, false);
         let keys = interleave(&trace, &attack, 4);
         let reference = Reference::build(&rules).unwrap();
-        let eviction = if i % 2 == 0 { MaskEviction::LeastHit } else { MaskEviction::Refuse };
+        let eviction = [MaskEviction::LeastHit, MaskEviction::Refuse, MaskEviction::Narrow][i % 3];
         let orig = OrigConfig {
             mask_limit: Some(MaskLimit { masks: 4, eviction }),
             mfcguard: Some(5_000_000),
@@ -297,7 +298,7 @@ fn classbench_with_defences_matches_reference() {
             ..DatapathConfig::default()
         };
         let mut found = Found::default();
-        let c = if i % 3 == 2 {
+        let c = if i % 2 == 1 {
             let cc = CcacheConfig { train_interval_ns: 20_000_000, min_megaflows: 16, ..CcacheConfig::default() };
             let mut dp = Ccache::new(&rules, cfg, orig, cc).unwrap();
             run_checked(&mut dp, &reference, &keys, &mut found);
@@ -308,13 +309,14 @@ fn classbench_with_defences_matches_reference() {
             dp.counters()
         };
         eprintln!(
-            "{seed}_1k {}: {} packets ({} many-mask), {} masks evicted ({} megaflows), {} refused, mfcguard {} masks",
+            "{seed}_1k {}: {} packets ({} many-mask), {} masks evicted ({} megaflows), {} refused, {} narrowed, mfcguard {} masks",
             eviction.name(),
             c.received,
             attack.len(),
             c.masks_evicted,
             c.megaflows_evicted,
             c.install_mask_refused,
+            c.install_mask_narrowed,
             c.mfcguard_masks
         );
         assert_eq!(found.bad, 0, "{seed}_1k: mismatches");
@@ -322,6 +324,6 @@ fn classbench_with_defences_matches_reference() {
         assert!(c.outcome_sum_ok(), "{seed}_1k: {c:?}");
         assert_eq!(c.received, keys.len() as u64);
         assert!(attack.len() > 50, "{seed}_1k: {} many-mask keys", attack.len());
-        assert!(c.masks_evicted + c.install_mask_refused > 0, "{seed}_1k: {c:?}");
+        assert!(c.masks_evicted + c.install_mask_refused + c.install_mask_narrowed > 0, "{seed}_1k: {c:?}");
     }
 }

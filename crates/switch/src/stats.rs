@@ -155,11 +155,12 @@ pub struct DatapathStats {
     /// included, plus deletions over the limit).
     pub flow_limit_hits: u64,
     /// Defences against Tuple Space Explosion (ORIG, CCACHE; `rqvs_datapath::Counters`):
-    /// subtables evicted at the mask limit and their megaflows, installs refused at it, and
+    /// subtables evicted at the mask limit and their megaflows, installs refused or narrowed at it, and
     /// drop-only subtables MFCGuard deleted and their megaflows.
     pub masks_evicted: u64,
     pub megaflows_evicted: u64,
     pub mask_limit_refused: u64,
+    pub mask_limit_narrowed: u64,
     pub mfcguard_masks: u64,
     pub mfcguard_removed: u64,
     /// Models trained and swapped in (CCACHE, CFLOWS).
@@ -236,6 +237,7 @@ impl PmdReport {
             masks_evicted: d.masks_evicted - dbase.masks_evicted,
             megaflows_evicted: d.megaflows_evicted - dbase.megaflows_evicted,
             mask_limit_refused: d.install_mask_refused - dbase.install_mask_refused,
+            mask_limit_narrowed: d.install_mask_narrowed - dbase.install_mask_narrowed,
             mfcguard_masks: d.mfcguard_masks - dbase.mfcguard_masks,
             mfcguard_removed: d.mfcguard_removed - dbase.mfcguard_removed,
             model_swaps: d.model_swaps - dbase.model_swaps,
@@ -292,11 +294,11 @@ impl PmdReport {
         }
         // The defences' lines, once one has acted (OVS's layout otherwise).
         if self.design != "cflows" {
-            if d.masks_evicted + d.mask_limit_refused + d.mfcguard_masks > 0 {
+            if d.masks_evicted + d.mask_limit_refused + d.mask_limit_narrowed + d.mfcguard_masks > 0 {
                 let _ = writeln!(
                     out,
-                    "  mask limit: {} masks evicted ({} megaflows), {} installs refused",
-                    d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused
+                    "  mask limit: {} masks evicted ({} megaflows), {} installs refused, {} narrowed",
+                    d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused, d.mask_limit_narrowed
                 );
                 let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
             }
