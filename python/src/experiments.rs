@@ -69,7 +69,9 @@ fn config(
             "mask_eviction" => {
                 let s: String = get(v, func, &key)?;
                 c.mask_eviction = rqvs_datapath::MaskEviction::from_name(&s).ok_or_else(|| {
-                    PyValueError::new_err(format!("mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found '{s}'"))
+                    PyValueError::new_err(format!(
+                        "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found '{s}'"
+                    ))
                 })?;
             }
             "mfcguard" => mfcguard = get(v, func, &key)?,
@@ -101,7 +103,9 @@ fn config(
         given.push(key);
     }
     match (mfcguard, mfcguard_interval) {
-        (false, Some(_)) => return Err(PyValueError::new_err("mfcguard_interval: MFCGuard's interval; expected mfcguard=True")),
+        (false, Some(_)) => {
+            return Err(PyValueError::new_err("mfcguard_interval: MFCGuard's interval; expected mfcguard=True"))
+        }
         (true, i) => c.mfcguard = Some(i.unwrap_or(rqvs_experiment::replay::MFCGUARD_INTERVAL_S)),
         (false, None) => {}
     }

@@ -355,7 +355,10 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.install_refused
         );
         if c.defences.any() {
-            let limit = c.defences.mask_limit.map_or("off".to_string(), |n| format!("{n} masks, {}", c.defences.eviction().name()));
+            let limit = c
+                .defences
+                .mask_limit
+                .map_or("off".to_string(), |n| format!("{n} masks, {}", c.defences.eviction().name()));
             let guard = c.defences.mfcguard_s().map_or("off".to_string(), |s| format!("every {s} s"));
             outln!(
                 out,

@@ -201,7 +201,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     if a.defences.any() && a.design == DesignKind::Cflows {
         let name = if a.defences.mask_limit.is_some() { "--mask-limit" } else { "--mfcguard" };
-        return Err(Failure(format!("{name}: a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows")));
+        return Err(Failure(format!(
+            "{name}: a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows"
+        )));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();

@@ -285,7 +285,10 @@ fn defences_limit_the_masks_of_orig_and_ccache_and_are_an_error_with_cflows() {
         assert!(c["masks"].as_u64().unwrap() <= 3, "{design}: {c}");
         assert!(c["masks_evicted"].as_u64().unwrap() > 0, "{design}: {c}");
         assert!(c["megaflows_evicted"].as_u64().unwrap() >= c["masks_evicted"].as_u64().unwrap(), "{design}: {c}");
-        assert_eq!((v["mask_limit"].as_u64(), v["mask_eviction"].as_str(), v["mfcguard_s"].as_f64()), (Some(3), Some("least-hit"), Some(0.5)));
+        assert_eq!(
+            (v["mask_limit"].as_u64(), v["mask_eviction"].as_str(), v["mfcguard_s"].as_f64()),
+            (Some(3), Some("least-hit"), Some(0.5))
+        );
     }
     let out = rqvs(&["replay", "--mask-limit", "3", "--mask-eviction", "refuse", "--json", "-"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -24,7 +24,8 @@ fn main() {
         eprintln!("many_masks: {e}");
         std::process::exit(1)
     };
-    let mut rules = rqvs_flow::formats::read_rules(std::path::Path::new(&args[0])).unwrap_or_else(|e| fail(e.to_string()));
+    let mut rules =
+        rqvs_flow::formats::read_rules(std::path::Path::new(&args[0])).unwrap_or_else(|e| fail(e.to_string()));
     rqvs_datapath::assign_rule_outputs(&mut rules);
     let n: usize = args[2].parse().unwrap_or_else(|_| fail(format!("KEYS: expected a count, found '{}'", args[2])));
     let seed: u64 = args.get(3).map_or(Ok(1), |s| s.parse()).unwrap_or_else(|_| fail("SEED: expected a number".into()));

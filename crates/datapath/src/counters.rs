@@ -139,7 +139,11 @@ impl Counters {
 
     /// All megaflow deletions.
     pub fn deleted(&self) -> u64 {
-        self.deleted_revalidated + self.deleted_idle + self.deleted_limit + self.megaflows_evicted + self.mfcguard_removed
+        self.deleted_revalidated
+            + self.deleted_idle
+            + self.deleted_limit
+            + self.megaflows_evicted
+            + self.mfcguard_removed
     }
 
     /// `(name, value)` pairs, for reports.

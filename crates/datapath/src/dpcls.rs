@@ -776,7 +776,10 @@ mod tests {
         d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::Refuse }));
         let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
         for bits in 1..=2 {
-            assert!(matches!(d.install(k(bits), &verdict(k(bits), bits, DpAction::Drop), 100, 0), Install::Installed(_)));
+            assert!(matches!(
+                d.install(k(bits), &verdict(k(bits), bits, DpAction::Drop), 100, 0),
+                Install::Installed(_)
+            ));
         }
         assert_eq!(d.install(k(3), &verdict(k(3), 3, DpAction::Drop), 100, 0), Install::Refused);
         // Same mask as an existing subtable, another value: installed.

@@ -219,10 +219,8 @@ fn many_mask_traffic_makes_many_masks_undefended() {
 fn mfcguard_removes_drop_only_subtables_and_keeps_the_others() {
     let mut rng = StdRng::seed_from_u64(3);
     let rules = random_rules(&mut rng, 30);
-    let cfg = DatapathConfig {
-        clock: Clock::Virtual { packet_ns: 1_000, upcall_ns: 1_000 },
-        ..DatapathConfig::default()
-    };
+    let cfg =
+        DatapathConfig { clock: Clock::Virtual { packet_ns: 1_000, upcall_ns: 1_000 }, ..DatapathConfig::default() };
     let orig = OrigConfig { mfcguard: Some(1_000_000_000), ..OrigConfig::default() };
     let mut dp = Orig::new(&rules, cfg, orig).unwrap();
     let mut keys = random_packets(&mut rng, 200, 2000);

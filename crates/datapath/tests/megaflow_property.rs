@@ -115,8 +115,7 @@ fn config(rng: &mut StdRng) -> Config {
     let emc_insert_prob = [1.0, 0.2, 0.01][rng.random_range(0..3)];
     let cd = rng.random_bool(0.5);
     let flow_limit = [5, 50, 200_000][rng.random_range(0..3)];
-    let orig =
-        OrigConfig {
+    let orig = OrigConfig {
         cd,
         flow_limit,
         idle_ns: 300_000_000,

@@ -366,7 +366,10 @@ pub fn check_defences(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Er
         return Err(Error("--mask-limit: expected at least 1 mask".into()));
     }
     if c.mask_limit.is_none() && c.mask_eviction != MaskEviction::LeastHit {
-        return Err(Error(format!("--mask-eviction {}: the policy at the mask limit; expected --mask-limit", c.mask_eviction.name())));
+        return Err(Error(format!(
+            "--mask-eviction {}: the policy at the mask limit; expected --mask-limit",
+            c.mask_eviction.name()
+        )));
     }
     if c.mfcguard.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
         return Err(Error(format!("--mfcguard: expected an interval > 0 s, found '{}'", c.mfcguard.unwrap_or(0.0))));

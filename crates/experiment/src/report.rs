@@ -242,7 +242,10 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
         ("mask_limit", json!(c.mask_limit.filter(|_| r.design != DesignKind::Cflows))),
-        ("mask_eviction", json!(c.mask_limit.filter(|_| r.design != DesignKind::Cflows).map(|_| c.mask_eviction.name()))),
+        (
+            "mask_eviction",
+            json!(c.mask_limit.filter(|_| r.design != DesignKind::Cflows).map(|_| c.mask_eviction.name())),
+        ),
         ("mfcguard_s", json!(c.mfcguard.filter(|_| r.design != DesignKind::Cflows))),
         ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),

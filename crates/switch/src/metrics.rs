@@ -247,7 +247,9 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         ("rqvs_pmd_mask_limit_narrowed_total", "Megaflows installed under a narrower mask at the mask limit.", |p| {
             p.datapath.mask_limit_narrowed as f64
         }),
-        ("rqvs_pmd_mfcguard_masks_total", "Drop-only subtables MFCGuard deleted.", |p| p.datapath.mfcguard_masks as f64),
+        ("rqvs_pmd_mfcguard_masks_total", "Drop-only subtables MFCGuard deleted.", |p| {
+            p.datapath.mfcguard_masks as f64
+        }),
         ("rqvs_pmd_mfcguard_removed_total", "Megaflows MFCGuard deleted.", |p| p.datapath.mfcguard_removed as f64),
         ("rqvs_pmd_megaflow_subtable_lookups_total", "Subtables searched for megaflow hits.", |p| {
             p.datapath.megaflow_subtable_lookups as f64

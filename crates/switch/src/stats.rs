@@ -300,7 +300,8 @@ impl PmdReport {
                     "  mask limit: {} masks evicted ({} megaflows), {} installs refused, {} narrowed",
                     d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused, d.mask_limit_narrowed
                 );
-                let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
+                let _ =
+                    writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
             }
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);

@@ -12,11 +12,11 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashSet;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rqvs_datapath::{DpAction, OfprotoTable};
 use rqvs_flow::{FlowKey, Rule};
+use std::collections::HashSet;
 
 /// Up to `n` keys, each with a megaflow mask of its own (fewer when the search runs dry).
 pub fn many_mask_keys(rules: &[Rule], seed: u64, n: usize, drop_only: bool) -> Vec<FlowKey> {
@@ -92,7 +92,8 @@ pub fn random_rules(rng: &mut StdRng, n: usize) -> Vec<Rule> {
     const BASES: [u32; 4] = [0x0a00_0000, 0x0a01_0200, 0xc0a8_0000, 0xc0a8_0180];
     const PLENS: [u32; 6] = [0, 8, 16, 24, 28, 32];
     let prefix = |p: u32| if p == 0 { 0 } else { u32::MAX << (32 - p) };
-    let ranges = [PortRange::ANY, PortRange::exact(80), PortRange::new(1024, 65535).unwrap(), PortRange::new(80, 90).unwrap()];
+    let ranges =
+        [PortRange::ANY, PortRange::exact(80), PortRange::new(1024, 65535).unwrap(), PortRange::new(80, 90).unwrap()];
     let mut rules: Vec<Rule> = (0..n)
         .map(|i| {
             let (mut v, mut m) = (FlowKey::default(), FlowKey::default());
