@@ -293,16 +293,13 @@ impl PmdReport {
             let _ = writeln!(out, "  coverage: {:.1}%", c * 100.0);
         }
         // The defences' lines, once one has acted (OVS's layout otherwise).
-        if self.design != "cflows" {
-            if d.masks_evicted + d.mask_limit_refused + d.mask_limit_narrowed + d.mfcguard_masks > 0 {
-                let _ = writeln!(
-                    out,
-                    "  mask limit: {} masks evicted ({} megaflows), {} installs refused, {} narrowed",
-                    d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused, d.mask_limit_narrowed
-                );
-                let _ =
-                    writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
-            }
+        if d.masks_evicted + d.mask_limit_refused + d.mask_limit_narrowed + d.mfcguard_masks > 0 {
+            let _ = writeln!(
+                out,
+                "  mask limit: {} masks evicted ({} megaflows), {} installs refused, {} narrowed",
+                d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused, d.mask_limit_narrowed
+            );
+            let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
         let _ = writeln!(out, "  dropped: {} (ttl expired: {})", self.total.dropped, self.total.ttl_expired);
