@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::{DesignKind, OfprotoTable};
+use rqvs_datapath::{DesignKind, MaskEviction, MaskLimit, OfprotoTable};
 use rqvs_flow::convert::classbench_to_openflow;
 use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::{formats, io, Action, Actions, FlowKey, Rule};
@@ -51,6 +51,13 @@ fn attack_keys(rules: &[Rule]) -> Vec<FlowKey> {
 }
 
 fn run(design: DesignKind, pmds: usize) {
+    run_defended(design, pmds, None, None);
+}
+
+/// [`run`] with the defences against Tuple Space Explosion set (`OrigConfig::mask_limit`,
+/// `mfcguard`): the frames out of port 3 are still exactly the reference's, and with a mask
+/// limit no PMD ever reports more masks than it.
+fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, mfcguard: Option<u64>) {
     let (classbench, benign) = workload();
     let flows = reference_flows(&classbench);
     let attack = attack_keys(&classbench);
@@ -77,6 +84,7 @@ fn run(design: DesignKind, pmds: usize) {
     ];
     let mut cfg = SwitchConfig::new(ports, flows, design);
     cfg.pmds = pmds;
+    (cfg.orig.mask_limit, cfg.orig.mfcguard) = (mask_limit, mfcguard);
     let sw = Switch::start(cfg).unwrap();
     let t0 = Instant::now();
     while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
@@ -98,6 +106,22 @@ fn run(design: DesignKind, pmds: usize) {
     assert!(got == want, "{what}: the frames out of port 3 differ from the reference's");
     let masks: u64 = report.pmds.iter().map(|p| p.datapath.masks).max().unwrap_or(0);
     let megaflows: u64 = report.pmds.iter().map(|p| p.datapath.megaflows).sum();
+    if let Some(limit) = mask_limit {
+        assert!(masks as usize <= limit.masks, "{what}: {masks} masks over the limit {}", limit.masks);
+        let acted: u64 = report
+            .pmds
+            .iter()
+            .map(|p| p.datapath.masks_evicted + p.datapath.mask_limit_refused + p.datapath.mask_limit_narrowed)
+            .sum();
+        assert!(acted > 0, "{what}: the limit acted\n{}", report.format());
+        let mut show = String::new();
+        report.pmds.iter().for_each(|p| p.format(&mut show));
+        assert!(
+            show.contains("  mask limit: ") && show.contains("  mfcguard: "),
+            "{what}: pmd-stats-show shows it\n{show}"
+        );
+        return;
+    }
     match design {
         DesignKind::Cflows => assert_eq!(megaflows, 0, "{what}: CFLOWS has no megaflows"),
         DesignKind::Ccache => {
@@ -144,4 +168,15 @@ fn ccache_under_attack_forwards_exactly() {
 #[test]
 fn cflows_under_attack_forwards_exactly() {
     run(DesignKind::Cflows, 2);
+}
+
+#[test]
+fn orig_and_ccache_with_defences_under_attack_forward_exactly_within_the_mask_limit() {
+    for (design, eviction) in [
+        (DesignKind::Orig, MaskEviction::Narrow),
+        (DesignKind::Orig, MaskEviction::LeastHit),
+        (DesignKind::Ccache, MaskEviction::Refuse),
+    ] {
+        run_defended(design, 2, Some(MaskLimit { masks: 32, eviction }), Some(50_000_000));
+    }
 }
