@@ -160,8 +160,10 @@ def test_defences_against_tuple_space_explosion(cli):
     """mask_limit, mask_eviction and mfcguard are --mask-limit, --mask-eviction and --mfcguard."""
     ours = rqvs.replay(design="orig", mask_limit=3, mfcguard=True, revalidator="inline")
     theirs = run_cli(cli, "replay", "--design", "orig", "--mask-limit", "3", "--mfcguard", "--revalidator", "inline")
-    assert ours["counters"]["masks"] <= 3 and ours["counters"]["masks_evicted"] > 0 and ours["mismatches"] == 0
-    assert (ours["mask_limit"], ours["mask_eviction"], ours["mfcguard_s"]) == (3, "least-hit", 0.5)
+    assert ours["counters"]["masks"] <= 3 and ours["counters"]["install_mask_narrowed"] > 0 and ours["mismatches"] == 0
+    assert (ours["mask_limit"], ours["mask_eviction"], ours["mfcguard_s"]) == (3, "narrow", 0.5)
+    evicting = rqvs.replay(mask_limit=3, mask_eviction="least-hit")
+    assert evicting["counters"]["masks_evicted"] > 0 and evicting["mask_eviction"] == "least-hit"
     same_report(ours, theirs)
     refused = rqvs.replay(design="ccache", mask_limit=2, mask_eviction="refuse", mfcguard=True, mfcguard_interval=0.1)
     assert refused["counters"]["install_mask_refused"] > 0 and refused["mfcguard_s"] == 0.1
@@ -171,6 +173,7 @@ def test_defences_against_tuple_space_explosion(cli):
         (dict(design="cflows", mfcguard=True), f"--mfcguard: {cflows}"),
         (dict(mask_limit=0), "--mask-limit: expected at least 1 mask"),
         (dict(mask_eviction="refuse"), "--mask-eviction refuse: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_eviction="least-hit"), "--mask-eviction least-hit: the policy at the mask limit; expected --mask-limit"),
         (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found 'random'"),
         (dict(mfcguard_interval=1.0), "mfcguard_interval: MFCGuard's interval; expected mfcguard=True"),
         (dict(mfcguard=True, mfcguard_interval=0.0), "--mfcguard: expected an interval > 0 s, found '0'"),

@@ -80,7 +80,7 @@ pub struct Defences {
     /// [range: 1 ≤ x ≤ 1000000].
     #[arg(long, value_parser = crate::args::range::between(1usize, 1_000_000))]
     pub mask_limit: Option<usize>,
-    /// ORIG/CCACHE, with --mask-limit: least-hit deletes the subtable (all its megaflows) whose
+    /// ORIG/CCACHE, with --mask-limit (default narrow): least-hit deletes the subtable (all its megaflows) whose
     /// megaflows decided the fewest packets in the current and past second of PMD time; refuse
     /// installs nothing (the packet has its action; its flow's next packets upcall again);
     /// narrow installs the megaflow under an installed mask that examines every bit it needs, or
@@ -110,8 +110,8 @@ impl Defences {
     pub fn eviction(&self) -> rqvs_datapath::MaskEviction {
         match self.mask_eviction {
             Some(MaskEvictionArg::Refuse) => rqvs_datapath::MaskEviction::Refuse,
-            Some(MaskEvictionArg::Narrow) => rqvs_datapath::MaskEviction::Narrow,
-            _ => rqvs_datapath::MaskEviction::LeastHit,
+            Some(MaskEvictionArg::LeastHit) => rqvs_datapath::MaskEviction::LeastHit,
+            Some(MaskEvictionArg::Narrow) | None => rqvs_datapath::MaskEviction::Narrow,
         }
     }
 

@@ -102,14 +102,15 @@ struct Subtable {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MaskEviction {
     /// Delete the subtable whose megaflows decided the fewest packets lately, then install.
-    #[default]
     LeastHit,
     /// Install nothing.
     Refuse,
     /// Install the megaflow under a mask already there that examines every bit it needs (the
     /// most general such), or exact-match: a megaflow may always examine more bits than the
     /// slow path asked for. The exact-match subtable, when it is missing, takes the place of the
-    /// least-hit one.
+    /// least-hit one. The default: the policy that keeps a recurring attack cheap (README,
+    /// *Defences against TSE*).
+    #[default]
     Narrow,
 }
 

@@ -172,7 +172,7 @@ impl Default for ReplayConfig {
             in_port: 1,
             pmds: 1,
             mask_limit: None,
-            mask_eviction: MaskEviction::LeastHit,
+            mask_eviction: MaskEviction::default(),
             mfcguard: None,
             attack: None,
             attack_rate: None,
@@ -353,7 +353,7 @@ pub fn check_defences(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Er
     let megaflows = designs.iter().any(|d| *d != DesignKind::Cflows);
     let set: Vec<&str> = [
         (c.mask_limit.is_some(), "--mask-limit"),
-        (c.mask_eviction != MaskEviction::LeastHit, "--mask-eviction"),
+        (c.mask_eviction != MaskEviction::default(), "--mask-eviction"),
         (c.mfcguard.is_some(), "--mfcguard"),
     ]
     .into_iter()
@@ -365,7 +365,7 @@ pub fn check_defences(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Er
     if c.mask_limit == Some(0) {
         return Err(Error("--mask-limit: expected at least 1 mask".into()));
     }
-    if c.mask_limit.is_none() && c.mask_eviction != MaskEviction::LeastHit {
+    if c.mask_limit.is_none() && c.mask_eviction != MaskEviction::default() {
         return Err(Error(format!(
             "--mask-eviction {}: the policy at the mask limit; expected --mask-limit",
             c.mask_eviction.name()
