@@ -144,6 +144,26 @@ impl Drop for OutDir {
     }
 }
 
+/// Options `rqvs switch` accepts but would not use with the design and the other options given:
+/// usage errors ([`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    let design = a.design.name();
+    g.refuse(
+        "classifier",
+        a.design != DesignKind::Cflows,
+        &format!("CFLOWS' classifier; not used by --design {design}"),
+    )?;
+    g.refuse(
+        "upcalls",
+        a.design == DesignKind::Cflows,
+        "where ORIG and CCACHE run the slow path; CFLOWS has no upcalls",
+    )?;
+    for id in ["fail_mode", "inactivity_probe"] {
+        g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
+    }
+    Ok(())
+}
+
 pub fn run(a: &Args) -> Result<(), Failure> {
     if a.pmds == 0 || a.pmds > 64 {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));

@@ -325,12 +325,43 @@ fn sample_positions(len: u64, n: usize, rng: &mut Rng) -> Vec<u64> {
     rng.sample_sorted_u64(len, n)
 }
 
-/// `--classifier tm` chooses CFLOWS' classifier: an error when none of the designs run is CFLOWS.
-pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
-    if c.classifier == CflowsClassifier::TupleMerge && !designs.contains(&DesignKind::Cflows) {
-        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+/// Settings given explicitly (`given(id)`, the option's name with `_`: `emc_prob`) that none
+/// of `designs` — or none of the settings they serve — would use: an error naming the option,
+/// so that the command line and the Python package refuse what they would otherwise ignore.
+/// `names` says which designs run, as given (`--design orig`); `rate_search` whether the run is
+/// a rate search (it uses the receive ring).
+pub fn check_unused(
+    c: &ReplayConfig,
+    designs: &[DesignKind],
+    names: &str,
+    rate_search: bool,
+    given: &dyn Fn(&str) -> bool,
+) -> Result<(), Error> {
+    let refuse = |id: &str, unused: bool, why: &str| -> Result<(), Error> {
+        if unused && given(id) {
+            return Err(Error(format!("--{}: {why}", id.replace('_', "-"))));
+        }
+        Ok(())
+    };
+    let any = |f: fn(DesignKind) -> bool| designs.iter().any(|&d| f(d));
+    let megaflows = any(|d| matches!(d, DesignKind::Orig | DesignKind::Ccache));
+    let cflows = any(|d| d == DesignKind::Cflows);
+    let ccache = any(|d| d == DesignKind::Ccache);
+    for (id, what) in [
+        ("cd", "the cuckoo distributor"),
+        ("flow_limit", "the megaflow flow limit"),
+        ("idle", "megaflows' idle expiry"),
+        ("revalidator", "megaflow revalidation"),
+    ] {
+        refuse(id, !megaflows, &format!("{what} is ORIG's and CCACHE's; not used by {names}"))?;
     }
-    Ok(())
+    refuse("policy", !cflows, &format!("CFLOWS' update policy; not used by {names}"))?;
+    refuse("classifier", !cflows, &format!("CFLOWS' classifier; not used by {names}"))?;
+    refuse("retrain_threshold", !(cflows || ccache), &format!("the learned designs' setting; not used by {names}"))?;
+    refuse("train_interval", !ccache, &format!("CCACHE's setting; not used by {names}"))?;
+    refuse("emc_prob", !c.emc, "the EMC's insertion probability; not used with --no-emc")?;
+    let ring = c.rate.is_some() || rate_search || c.attack.is_some();
+    refuse("rx_ring", !ring, "the receive ring of --rate, --rate-search and --attack; not used without them")
 }
 
 /// Loads and checks everything a run needs (once for all the designs of a comparison).
