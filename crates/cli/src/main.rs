@@ -17,6 +17,7 @@ mod compare;
 mod convert;
 mod docs;
 mod gen;
+mod paper;
 mod plot;
 mod replay;
 mod report;
@@ -61,6 +62,9 @@ enum Command {
     Replay(replay::Args),
     /// Several datapath designs on the same rules and trace: speedups, counters, one plot.
     Compare(compare::Args),
+    /// The NSDI'22 paper's evaluation on the ClassBench data: each figure beside the paper's
+    /// numbers, one Markdown page (partial: the figures built so far; the page lists the rest).
+    Paper(paper::Args),
     /// Flow prediction for coflows: upcalls, first-packet latency and handler CPU over
     /// coflowiness, prediction off / online / oracle / preload (time-ordered replay with arrival
     /// times, ORIG). `replay --predict` runs the same predictor on one trace, without latencies.
@@ -101,6 +105,7 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
         // Every option of these is used whatever the others say.
         Command::Gen(_)
         | Command::Train(_)
+        | Command::Paper(_)
         | Command::Bench(_)
         | Command::Ctl(_)
         | Command::Completions(_)
@@ -149,6 +154,7 @@ fn main() -> ExitCode {
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Compare(args)) => compare::run(&args),
+        Some(Command::Paper(args)) => paper::run(&args),
         Some(Command::Coflows(args)) => coflows::run_cmd(&args),
         Some(Command::Switch(args)) => switch::run(&args),
         Some(Command::Ctl(args)) => switch::run_ctl(&args),
