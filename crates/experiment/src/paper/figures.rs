@@ -396,3 +396,172 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
     ));
     Ok(f)
 }
+
+/// Fig. 10: the trace split over 1 and 2 PMD threads by flow hash (`--pmds`), each design.
+pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
+    let mut f = ctx.figure("fig10");
+    let (seed, size) = ("acl3", "1k");
+    f.header = ["design", "1 PMD Mpps", "2 PMDs Mpps", "× (2 vs 1)", "× ORIG (2 PMDs)"].map(String::from).to_vec();
+    let mut at2 = Vec::new();
+    let mut scales = true;
+    for d in DesignKind::ALL {
+        let mut mpps = Vec::new();
+        for pmds in [1usize, 2] {
+            let c = ReplayConfig { pmds, duration: None, passes: 3, ..ctx.replay_config(seed, size) };
+            let p = replay::prepare(&c)?;
+            let r = replay::run_pmds(&c, &p, d)?;
+            for run in &r.runs {
+                count_run(&mut f, run);
+            }
+            mpps.push(r.mpps);
+        }
+        scales &= mpps[1] > mpps[0];
+        at2.push(mpps[1]);
+        f.rows.push(vec![
+            d.name().into(),
+            format!("{:.3}", mpps[0]),
+            format!("{:.3}", mpps[1]),
+            format!("{:.2}", mpps[1] / mpps[0]),
+            format!("{:.2}", mpps[1] / at2[0]),
+        ]);
+        f.commands.push(format!(
+            "rqvs replay --design {} --rules {} --trace {} --emc-prob 0.2 --passes 3 --verify 1000 --pmds 2",
+            d.name(),
+            ctx.rules(seed, size).display(),
+            ctx.trace(seed, size).display()
+        ));
+    }
+    f.claims.push(claim(
+        "every design's throughput grows with a second PMD thread",
+        "linear up to 8 PMDs (CCACHE 1.3× ORIG throughout)",
+        if scales { "yes, each design" } else { "not for every design" },
+        Some(scales),
+    ));
+    f.claims.push(claim("CCACHE's speedup over ORIG with 2 PMDs", "1.3×", format!("{:.2}×", at2[1] / at2[0]), None));
+    f.notes.push(format!(
+        "{seed}_{size} (the paper's rule-set 3-1K), 3 passes of its ClassBench trace; PMD time per thread, the \
+         threads together over the longest (the offline `--pmds`; the switch's PMDs on ports are in \
+         docs/switch-bench.md). This machine has 2 cores, the paper's 10."
+    ));
+    Ok(f)
+}
+
+/// Fig. 12 and §3: how long the learned models take to train — CCACHE's over the megaflows it
+/// holds, CFLOWS' first model over the rules (the build).
+pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
+    let mut f = ctx.figure("fig12");
+    f.header = [
+        "set",
+        "CCACHE megaflows in the model",
+        "CCACHE last training (ms)",
+        "CFLOWS rules in the model",
+        "CFLOWS build with training (ms)",
+    ]
+    .map(String::from)
+    .to_vec();
+    let biggest = *ctx.cfg.mode.sizes().last().expect("sizes");
+    let mut slowest = 0.0f64;
+    for (seed, size) in sets(ctx) {
+        let runs = ctx.compare(seed, size)?;
+        count(&mut f, &runs[1..]);
+        let (cc, cf) = (design(&runs, DesignKind::Ccache), design(&runs, DesignKind::Cflows));
+        f.rows.push(vec![
+            format!("{seed}_{size}"),
+            cc.model_entries.to_string(),
+            cc.training_ms.map_or("no model yet".into(), |ms| format!("{ms:.1}")),
+            cf.model_entries.to_string(),
+            format!("{:.1}", cf.build_ms),
+        ]);
+        if size == biggest {
+            slowest = slowest.max(cf.build_ms);
+        }
+        f.commands.push(ctx.replay_command("compare", seed, size, " --designs ccache,cflows"));
+    }
+    f.claims.push(claim(
+        &format!("NuevoMatchUP trains a rule-set in well under a second (CFLOWS' build at {biggest}, slowest set)"),
+        "500 ms for 100K rules (NuevoMatch: 270 s)",
+        format!("{slowest:.0} ms"),
+        Some(slowest < 1000.0),
+    ));
+    f.claims.push(claim(
+        "training over megaflows takes milliseconds for small caches",
+        "ms for a few thousand megaflows, ~1 s for 200K",
+        "see the table",
+        None,
+    ));
+    Ok(f)
+}
+
+/// The Pearson correlation of two equally long series (`None` when either is constant).
+fn correlation(x: &[f64], y: &[f64]) -> Option<f64> {
+    let n = x.len().min(y.len()) as f64;
+    if n < 3.0 {
+        return None;
+    }
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
+    let vy: f64 = y.iter().map(|b| (b - my).powi(2)).sum();
+    (vx > 0.0 && vy > 0.0).then(|| cov / (vx * vy).sqrt())
+}
+
+/// Fig. 4 / 14: each design's throughput and upcalls in 100 ms samples.
+pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
+    let mut f = ctx.figure("fig14");
+    let (seed, size, duration) = match ctx.cfg.mode {
+        super::Mode::Quick => ("acl1", "10k", 1.0),
+        super::Mode::Full => ("acl1", "100k", 10.0),
+    };
+    f.header = ["design", "mean Mpps", "lowest sample", "highest sample", "upcalls/s (mean)", "corr(Mpps, upcalls/s)"]
+        .map(String::from)
+        .to_vec();
+    let c = ReplayConfig { duration: Some(duration), ..ctx.replay_config(seed, size) };
+    let p = replay::prepare(&c)?;
+    let mut orig_corr = None;
+    let mut spread = Vec::new();
+    for d in DesignKind::ALL {
+        let r = replay::run_design(&c, &p, d)?;
+        count_run(&mut f, &r);
+        // The first sample holds the cold start: left out.
+        let s: Vec<_> = r.series.iter().skip(1).collect();
+        let mpps: Vec<f64> = s.iter().map(|x| x.mpps).collect();
+        let up: Vec<f64> = s.iter().map(|x| x.upcalls_per_s).collect();
+        let mean = mpps.iter().sum::<f64>() / mpps.len().max(1) as f64;
+        let (lo, hi) = mpps.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
+        let corr = correlation(&mpps, &up);
+        if d == DesignKind::Orig {
+            orig_corr = corr;
+        }
+        spread.push((d, if mean > 0.0 { (hi - lo) / mean } else { 0.0 }));
+        f.rows.push(vec![
+            d.name().into(),
+            format!("{mean:.3}"),
+            format!("{lo:.3}"),
+            format!("{hi:.3}"),
+            format!("{:.0}", up.iter().sum::<f64>() / up.len().max(1) as f64),
+            corr.map_or("—".into(), |c| format!("{c:.2}")),
+        ]);
+        f.commands.push(
+            ctx.replay_command("replay", seed, size, &format!(" --design {}", d.name()))
+                .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
+        );
+    }
+    f.claims.push(claim(
+        "ORIG's throughput falls when upcalls rise (negative correlation of the 100 ms samples)",
+        "directly correlated fluctuations (Fig. 4, 14)",
+        orig_corr.map_or("—".into(), |c| format!("{c:.2}")),
+        orig_corr.map(|c| c < 0.0),
+    ));
+    let cflows = spread.iter().find(|s| s.0 == DesignKind::Cflows).map_or(0.0, |s| s.1);
+    let orig = spread.iter().find(|s| s.0 == DesignKind::Orig).map_or(0.0, |s| s.1);
+    f.claims.push(claim(
+        "CFLOWS' throughput is steadier than ORIG's (no upcalls): (highest − lowest sample) / mean",
+        "steady (Fig. 14, top)",
+        format!("CFLOWS {}, ORIG {}", pct(cflows), pct(orig)),
+        Some(cflows < orig),
+    ));
+    f.notes.push(format!(
+        "{seed}_{size}, {duration} s of PMD time per design, its ClassBench trace (the paper: CAIDA-long)."
+    ));
+    Ok(f)
+}

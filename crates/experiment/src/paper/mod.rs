@@ -10,10 +10,9 @@
 //! interrupted run resumes where it stopped ([`PaperConfig::fresh`] measures again); [`page`]
 //! renders them as one Markdown page with the CPU and commit they came from.
 //!
-//! **Partial**: the figures built so far are [`FIGURES`]; the rest of the paper's list (Fig. 4,
-//! 7, 9, 10, 12–15, 19, Table 1–2, §3's training-time comparison, seed 004's coflowiness
-//! table, the OVS fidelity table) is listed on the page as not produced yet, and [`run`]
-//! reports it, so a reader never mistakes a missing figure for a reproduced one.
+//! **Partial**: the figures built so far are [`FIGURES`]; the rest of the paper's list
+//! ([`NOT_YET`]) is listed on the page as not produced yet, so a reader never mistakes a
+//! missing figure for a reproduced one.
 
 mod figures;
 
@@ -138,7 +137,14 @@ pub const FIGURES: &[FigureSpec] = &[
         title: "Fig. 8 / 18a: ORIG, CCACHE and CFLOWS side by side (unconstrained and constant rate)",
         run: figures::fig8,
     },
+    FigureSpec { id: "fig10", title: "Fig. 10: throughput by PMD threads", run: figures::fig10 },
     FigureSpec { id: "fig11", title: "Fig. 11 / 18b: megaflow-cache hash tables per packet", run: figures::fig11 },
+    FigureSpec {
+        id: "fig12",
+        title: "Fig. 12 and §3: training time (CCACHE's models over megaflows, CFLOWS' over the rules)",
+        run: figures::fig12,
+    },
+    FigureSpec { id: "fig14", title: "Fig. 4 / 14: throughput and upcalls over time", run: figures::fig14 },
     FigureSpec {
         id: "fig17",
         title: "Fig. 16–17: a bundle of rules into CFLOWS, instant vs delayed",
@@ -148,18 +154,13 @@ pub const FIGURES: &[FigureSpec] = &[
 
 /// The paper's figures and tables not produced yet (listed on the page).
 pub const NOT_YET: &[&str] = &[
-    "Fig. 4 (throughput vs upcalls over time)",
     "Table 1 / Fig. 7 (bucket size l vs training and lookup)",
     "Table 2 (megaflow churn and training-time estimates)",
-    "Fig. 9 (EMC size)",
-    "Fig. 10 (PMD cores)",
-    "Fig. 12 (training time vs megaflows)",
+    "Fig. 9 (EMC size: the EMC's size is fixed at OVS's 8192 entries here)",
     "Fig. 13 / 19 (CCACHE under slower training and upcalls)",
-    "Fig. 14 (throughput and upcalls over time, three designs)",
     "Fig. 15 (update rate at 75% / 90% coverage)",
-    "§3 (NuevoMatch training time)",
-    "seed 004's coflowiness table",
-    "the OVS fidelity table",
+    "seed 004's coflowiness table (`rqvs coflows` makes it)",
+    "the OVS fidelity table (scripts/ovs_fidelity_all.sh with real OVS)",
 ];
 
 /// What the figures share while they run: the configuration, and replays made for one figure
@@ -183,6 +184,12 @@ pub struct RunSummary {
     pub subtables_per_hit: f64,
     pub masks: u64,
     pub megaflows: u64,
+    /// Time to build the design (CFLOWS: with its first model's training), ms.
+    pub build_ms: f64,
+    /// The learned model's last training and the entries it holds (CCACHE: megaflows;
+    /// CFLOWS: rules).
+    pub training_ms: Option<f64>,
+    pub model_entries: u64,
 }
 
 impl RunSummary {
@@ -201,6 +208,13 @@ impl RunSummary {
             subtables_per_hit: c.avg_subtables_per_hit(),
             masks: c.masks,
             megaflows: c.megaflows,
+            build_ms: r.build_ms,
+            training_ms: match &r.report {
+                rqvs_datapath::DesignReport::Ccache(_, cc) if cc.model_swaps > 0 => Some(cc.last_training_ms),
+                rqvs_datapath::DesignReport::Cflows(cf) => cf.last_training_ms,
+                _ => None,
+            },
+            model_entries: c.model_entries,
         }
     }
 }
