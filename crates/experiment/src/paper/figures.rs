@@ -565,3 +565,108 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
     ));
     Ok(f)
 }
+
+/// Table 1 / Fig. 7a: NuevoMatchUP's bucket size `l` against its training (build) time and
+/// lookup time, every lookup of the trace checked against the reference on a sample.
+pub fn fig7(ctx: &Ctx) -> Result<Figure, Error> {
+    use rqvs_classify::nuevomatch::NuevoMatchConfig;
+    use rqvs_classify::{tuplemerge::TupleMerge, NuevoMatchUp, Reference};
+    let mut f = ctx.figure("fig7");
+    let (seed, size, buckets) = match ctx.cfg.mode {
+        super::Mode::Quick => ("ipc2", "10k", vec![8usize, 16, 40, 56]),
+        super::Mode::Full => ("ipc2", "500k", vec![8, 16, 24, 32, 40, 48, 56]),
+    };
+    f.header = ["l", "build with training (ms)", "lookup (ns/packet, batched)", "coverage", "buckets", "index KiB"]
+        .map(String::from)
+        .to_vec();
+    let rules = crate::inputs::load_rules(Some(&ctx.rules(seed, size)))?;
+    let keys: Vec<rqvs_flow::FlowKey> = crate::inputs::load_packets(Some(&ctx.trace(seed, size)), 1)?
+        .entries
+        .into_iter()
+        .map(|e| e.key.wire())
+        .collect();
+    let reference = Reference::build(&rules)?;
+    let sample: Vec<usize> = (0..keys.len()).step_by((keys.len() / 1000).max(1)).collect();
+    let want: Vec<_> = sample.iter().map(|&i| reference.lookup_rule(&keys[i]).map(|r| r.id)).collect();
+    let mut out = vec![None; keys.len()];
+    let mut points = Vec::new();
+    for &l in &buckets {
+        let mut config = NuevoMatchConfig::always_learned();
+        config.isets.bucket_size = l;
+        let t = std::time::Instant::now();
+        let nmu = NuevoMatchUp::build_with(&rules, config, TupleMerge::build)?;
+        let build_ms = t.elapsed().as_secs_f64() * 1e3;
+        let ns = crate::bench::time_lookups(&nmu, &keys, &mut out, true, std::time::Duration::from_millis(200));
+        f.verified += sample.len() as u64;
+        f.mismatches += sample.iter().zip(&want).filter(|(&i, w)| out[i] != **w).count() as u64;
+        points.push((l, build_ms, ns.median));
+        f.rows.push(vec![
+            l.to_string(),
+            format!("{build_ms:.1}"),
+            format!("{:.1}", ns.median),
+            pct(nmu.coverage()),
+            nmu.buckets().to_string(),
+            format!("{:.0}", nmu.index_bytes() as f64 / 1024.0),
+        ]);
+    }
+    f.commands.push(format!(
+        "rqvs bench classifiers --rules {} --trace {} --classifiers nmu-isets   # l = 40; other l: rqvs paper --only fig7",
+        ctx.rules(seed, size).display(),
+        ctx.trace(seed, size).display()
+    ));
+    let (first, last) = (points[0], points[points.len() - 1]);
+    f.claims.push(claim(
+        &format!("larger buckets train faster (l = {} → {})", first.0, last.0),
+        "l = 8 → 48 moves the model down a size category: much faster training",
+        format!("{:.1} ms → {:.1} ms", first.1, last.1),
+        Some(last.1 < first.1),
+    ));
+    f.claims.push(claim(
+        "at a negligible lookup cost",
+        "a small slowdown",
+        format!("{:.1} → {:.1} ns/packet", first.2, last.2),
+        None,
+    ));
+    f.notes.push(format!(
+        "{seed}_{size} (the paper: 12-500K, rule-set 12 = ipc2), every packet of its trace looked up in \
+         batches (median of passes over at least 200 ms); 1 of every {} packets checked against the reference.",
+        (keys.len() / 1000).max(1)
+    ));
+    Ok(f)
+}
+
+/// Fig. 13: CCACHE with slower retraining (its manager's check interval, `--train-interval`):
+/// throughput and the model's coverage of the megaflows.
+pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
+    let mut f = ctx.figure("fig13");
+    let (seed, size, duration) = match ctx.cfg.mode {
+        super::Mode::Quick => ("fw4", "10k", 1.0),
+        super::Mode::Full => ("fw4", "100k", 10.0),
+    };
+    f.header = ["train interval (s)", "Mpps", "coverage (mean of samples)", "model swaps"].map(String::from).to_vec();
+    let mut mpps = Vec::new();
+    for interval in [0.005, 0.05, 0.5] {
+        let c = ReplayConfig { duration: Some(duration), train_interval: interval, ..ctx.replay_config(seed, size) };
+        let p = replay::prepare(&c)?;
+        let r = replay::run_design(&c, &p, DesignKind::Ccache)?;
+        count_run(&mut f, &r);
+        let cov = r.series.iter().map(|s| s.coverage).sum::<f64>() / r.series.len().max(1) as f64;
+        mpps.push(r.mpps);
+        f.rows.push(vec![interval.to_string(), format!("{:.3}", r.mpps), pct(cov), r.c.model_swaps.to_string()]);
+        f.commands.push(
+            ctx.replay_command("replay", seed, size, &format!(" --design ccache --train-interval {interval}"))
+                .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
+        );
+    }
+    f.claims.push(claim(
+        "rapid retraining is critical for CCACHE's throughput",
+        "higher throughput and hit rate with faster training",
+        format!("{:.3} Mpps at 5 ms → {:.3} Mpps at 500 ms", mpps[0], mpps[2]),
+        Some(mpps[0] > mpps[2]),
+    ));
+    f.notes.push(format!(
+        "{seed}_{size} (the paper: 9-100K, rule-set 9 = fw4), {duration} s of PMD time; the interval is how \
+         often CCACHE's manager checks whether to train (the paper delays training sessions artificially)."
+    ));
+    Ok(f)
+}
