@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Only these figures, comma-separated (table2, fig3, fig5, fig7, fig8, fig10, fig11, fig12,
-    /// fig13, fig14, fig17).
+    /// fig13, fig14, fig15, fig17).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Measure every figure again, even those whose JSON is kept.

@@ -18,7 +18,7 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
     };
     let log = run(&[]);
     let page = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    let ids = ["table2", "fig3", "fig5", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig17"];
+    let ids = ["table2", "fig3", "fig5", "fig7", "fig8", "fig10", "fig11", "fig12", "fig13", "fig14", "fig15", "fig17"];
     for id in ids {
         let kept: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(format!("json/{id}.json"))).unwrap()).unwrap();
@@ -45,7 +45,7 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
     let o = rqvs(&["paper", "--quick", "--data", &data, "--out", &out, "--only", "fig99"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains(
-        "--only: unknown figure 'fig99' (known: table2, fig3, fig5, fig7, fig8, fig10, fig11, fig12, fig13, fig14, fig17)"
+        "--only: unknown figure 'fig99' (known: table2, fig3, fig5, fig7, fig8, fig10, fig11, fig12, fig13, fig14, fig15, fig17)"
     ));
     let o = rqvs(&["paper", "--quick", "--data", "/nonexistent", "--out", &out]);
     assert_eq!(o.status.code(), Some(1));

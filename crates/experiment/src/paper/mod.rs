@@ -152,6 +152,7 @@ pub const FIGURES: &[FigureSpec] = &[
     },
     FigureSpec { id: "fig13", title: "Fig. 13: CCACHE with slower retraining", run: figures::fig13 },
     FigureSpec { id: "fig14", title: "Fig. 4 / 14: throughput and upcalls over time", run: figures::fig14 },
+    FigureSpec { id: "fig15", title: "Fig. 15: update rate at 75% / 90% coverage", run: figures::fig15 },
     FigureSpec {
         id: "fig17",
         title: "Fig. 16–17: a bundle of rules into CFLOWS, instant vs delayed",
@@ -164,7 +165,6 @@ pub const NOT_YET: &[&str] = &[
     "Fig. 7b–c (approximate sampling; NuevoMatch's implementation)",
     "Fig. 9 (EMC size: the EMC's size is fixed at OVS's 8192 entries here)",
     "Fig. 19 (CCACHE under upcalls and slower training, over time)",
-    "Fig. 15 (update rate at 75% / 90% coverage)",
     "seed 004's coflowiness table (`rqvs coflows` makes it)",
     "the OVS fidelity table (scripts/ovs_fidelity_all.sh with real OVS)",
 ];
@@ -235,6 +235,13 @@ impl Ctx {
 
     fn trace(&self, seed: &str, size: &str) -> PathBuf {
         self.cfg.data.join("traces").join(format!("{seed}_{size}_trace.xz"))
+    }
+
+    /// The rules of `seed`/`size` and its trace's keys (as datapaths see them: wire keys).
+    fn rules_and_keys(&self, seed: &str, size: &str) -> Result<(Vec<rqvs_flow::Rule>, Vec<rqvs_flow::FlowKey>), Error> {
+        let rules = crate::inputs::load_rules(Some(&self.rules(seed, size)))?;
+        let packets = crate::inputs::load_packets(Some(&self.trace(seed, size)), 1)?;
+        Ok((rules, packets.entries.into_iter().map(|e| e.key.wire()).collect()))
     }
 
     /// The replay settings of a figure's run on `seed`/`size`: the paper's EMC insertion
