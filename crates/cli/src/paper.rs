@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use rqvs_experiment::paper::{self, Mode, PaperConfig};
 
+use crate::plot::XyPanel;
 use crate::Failure;
 
 #[derive(clap::Args, Debug)]
@@ -53,6 +54,23 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     };
     let t = std::time::Instant::now();
     let outcome = paper::run(&cfg, &mut |msg| eprintln!("rqvs paper [{:>5.0} s] {msg}", t.elapsed().as_secs_f64()))?;
+    for (_, f) in &outcome.figures {
+        let Ok(f) = f else { continue };
+        if f.panels.is_empty() {
+            continue;
+        }
+        let panels: Vec<XyPanel> = f
+            .panels
+            .iter()
+            .map(|p| XyPanel {
+                x_desc: p.x_desc.clone(),
+                y_desc: p.y_desc.clone(),
+                log_y: p.log_y,
+                lines: p.lines.clone(),
+            })
+            .collect();
+        crate::plot::xy_panels(&out.join(format!("{}.svg", f.id)), &f.title, 2, &panels)?;
+    }
     let page = out.join("README.md");
     std::fs::write(&page, paper::page(&cfg, &outcome))
         .map_err(|e| Failure(format!("{}: cannot write: {e}", page.display())))?;

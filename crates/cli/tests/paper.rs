@@ -27,12 +27,17 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
         assert!(!kept["claims"].as_array().unwrap().is_empty() && !kept["rows"].as_array().unwrap().is_empty(), "{id}");
         let title = kept["title"].as_str().unwrap();
         assert!(page.contains(&format!("## {title}")), "{id}: its section");
+        if !kept["panels"].as_array().unwrap().is_empty() {
+            let svg = std::fs::read_to_string(dir.join(format!("{id}.svg"))).unwrap();
+            assert!(svg.starts_with("<svg") && page.contains(&format!("({id}.svg)")), "{id}: its plot");
+        }
     }
     assert!(
         page.contains("## Claims") && page.contains("paper 2.6×") && page.contains("## Not produced yet"),
         "{page}"
     );
     assert!(page.contains("rqvs replay --rules") && page.contains("0 mismatches"), "{page}");
+    assert!(page.matches(".svg)").count() >= 8, "every figure but the tables has its plot");
     assert!(!log.contains("kept from"), "{log}");
     // A second run reads every figure back.
     let log = run(&[]);

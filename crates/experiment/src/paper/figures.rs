@@ -3,12 +3,32 @@
 
 use rqvs_classify::nuevomatch::live::Policy;
 
-use super::{geomean, Claim, Ctx, Figure, RunSummary};
+use super::{geomean, Claim, Ctx, Figure, Panel, RunSummary};
 use crate::replay::{self, DesignKind, ReplayConfig, Run};
 use crate::Error;
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
+}
+
+/// log10 of a size's rule count (`10k` → 4), the x axis of the plots by size.
+fn log_rules(size: &str) -> f64 {
+    let n: f64 = size.trim_end_matches('k').parse().unwrap_or(0.0);
+    (n * 1000.0).max(1.0).log10()
+}
+
+/// Panels of a run's 100 ms samples: throughput, and `second` (upcalls/s or coverage), one line
+/// per run named `name`.
+fn series_panels(runs: &[(String, Run)], second: &str) -> Vec<Panel> {
+    let mut mpps = Panel::new("PMD time (s)", "Mpps");
+    let mut other = Panel::new("PMD time (s)", second);
+    for (name, r) in runs {
+        for s in &r.series {
+            mpps.point(name, s.t_s, s.mpps);
+            other.point(name, s.t_s, if second == "coverage" { s.coverage } else { s.upcalls_per_s });
+        }
+    }
+    vec![mpps, other]
 }
 
 fn claim(what: &str, paper: impl Into<String>, rqvs: impl Into<String>, holds: Option<bool>) -> Claim {
@@ -43,10 +63,14 @@ pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig3");
     f.header = ["set", "EMC", "megaflow cache", "upcalls", "other", "Mpps", "masks"].map(String::from).to_vec();
     let mut by_size: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut megaflow = Panel::new("log10(rules)", "megaflow cache, share of PMD time");
+    let mut upcalls = Panel::new("log10(rules)", "upcalls, share of PMD time");
     for (seed, size) in sets(ctx) {
         let runs = ctx.compare(seed, size)?;
         count(&mut f, &runs[..1]);
         let o = design(&runs, DesignKind::Orig);
+        megaflow.point(seed, log_rules(size), o.share_megaflow);
+        upcalls.point(seed, log_rules(size), o.share_upcall);
         let other = 1.0 - o.share_emc - o.share_megaflow - o.share_upcall;
         f.rows.push(vec![
             format!("{seed}_{size}"),
@@ -66,6 +90,9 @@ pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
         }
         f.commands.push(ctx.replay_command("replay", seed, size, " --design orig"));
     }
+    megaflow.point("paper (mean)", 5.0, 0.86);
+    megaflow.point("paper (mean)", 5.7, 0.97);
+    f.panels = vec![megaflow, upcalls];
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (first, last) = (&by_size[0], &by_size[by_size.len() - 1]);
     let paper_at = |size: &str| match size {
@@ -179,6 +206,22 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
         _ => ("—", "—"),
     };
     let x = |v: Option<f64>| v.map_or("—".into(), |g| format!("{g:.2}×"));
+    let mut panel = Panel::new("log10(rules)", "speedup over ORIG (geomean)");
+    panel.log_y = true;
+    for (size, cc, cf, rate) in &speedups {
+        if let (Some(a), Some(b)) = (geomean(cc), geomean(cf)) {
+            panel.point("CCACHE", log_rules(size), a);
+            panel.point("CFLOWS", log_rules(size), b);
+        }
+        if let Some(r) = geomean(rate) {
+            panel.point("CFLOWS, constant rate", log_rules(size), r);
+        }
+    }
+    for (size, cc, cf) in [("1k", 1.02, 2.6), ("100k", 1.5, 8.5), ("500k", 1.9, 12.3)] {
+        panel.point("CCACHE (paper)", log_rules(size), cc);
+        panel.point("CFLOWS (paper)", log_rules(size), cf);
+    }
+    f.panels = vec![panel];
     for (size, cc, cf, rate) in &speedups {
         let (pc, pf) = paper(size);
         let gf = geomean(cf);
@@ -267,6 +310,7 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
             .to_vec();
     let mut deleted_shares = Vec::new();
     let mut upcalls_rise = true;
+    let mut runs = Vec::new();
     for seed in ctx.cfg.mode.seeds() {
         let size = "1k";
         let c = ReplayConfig {
@@ -311,7 +355,9 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
         f.commands.push(
             command.replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
         );
+        runs.push((format!("{seed}_{size}"), r));
     }
+    f.panels = series_panels(&runs, "upcalls/s");
     let share = deleted_shares.iter().sum::<f64>() / deleted_shares.len().max(1) as f64;
     f.claims.push(claim(
         "adding 60 rules deletes a share of the megaflows (revalidation)",
@@ -346,6 +392,7 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
         .map(String::from)
         .to_vec();
     let mut drops: Vec<(usize, Policy, f64)> = Vec::new();
+    let mut runs = Vec::new();
     for &n in &bundles {
         for policy in [Policy::Instant, Policy::Delayed] {
             let c = ReplayConfig {
@@ -379,8 +426,10 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
                 ctx.trace(seed, size).display(),
                 policy.name()
             ));
+            runs.push((format!("{n} rules, {}", policy.name()), r));
         }
     }
+    f.panels = series_panels(&runs, "coverage");
     let instant: Vec<String> =
         drops.iter().filter(|d| d.1 == Policy::Instant).map(|d| format!("{} rules {}", d.0, pct(d.2))).collect();
     f.claims.push(claim(
@@ -404,6 +453,7 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
     f.header = ["design", "1 PMD Mpps", "2 PMDs Mpps", "× (2 vs 1)", "× ORIG (2 PMDs)"].map(String::from).to_vec();
     let mut at2 = Vec::new();
     let mut scales = true;
+    let mut panel = Panel::new("PMD threads", "Mpps (all PMDs)");
     for d in DesignKind::ALL {
         let mut mpps = Vec::new();
         for pmds in [1usize, 2] {
@@ -414,6 +464,7 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
                 count_run(&mut f, run);
             }
             mpps.push(r.mpps);
+            panel.point(d.name(), pmds as f64, r.mpps);
         }
         scales &= mpps[1] > mpps[0];
         at2.push(mpps[1]);
@@ -431,6 +482,7 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
             ctx.trace(seed, size).display()
         ));
     }
+    f.panels = vec![panel];
     f.claims.push(claim(
         "every design's throughput grows with a second PMD thread",
         "linear up to 8 PMDs (CCACHE 1.3× ORIG throughout)",
@@ -519,6 +571,7 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
     let p = replay::prepare(&c)?;
     let mut orig_corr = None;
     let mut spread = Vec::new();
+    let mut runs = Vec::new();
     for d in DesignKind::ALL {
         let r = replay::run_design(&c, &p, d)?;
         count_run(&mut f, &r);
@@ -541,11 +594,13 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{:.0}", up.iter().sum::<f64>() / up.len().max(1) as f64),
             corr.map_or("—".into(), |c| format!("{c:.2}")),
         ]);
+        runs.push((d.name().to_string(), r));
         f.commands.push(
             ctx.replay_command("replay", seed, size, &format!(" --design {}", d.name()))
                 .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
         );
     }
+    f.panels = series_panels(&runs, "upcalls/s");
     f.claims.push(claim(
         "ORIG's throughput falls when upcalls rise (negative correlation of the 100 ms samples)",
         "directly correlated fluctuations (Fig. 4, 14)",
@@ -585,6 +640,8 @@ pub fn fig7(ctx: &Ctx) -> Result<Figure, Error> {
     let want: Vec<_> = sample.iter().map(|&i| reference.lookup_rule(&keys[i]).map(|r| r.id)).collect();
     let mut out = vec![None; keys.len()];
     let mut points = Vec::new();
+    let mut train = Panel::new("bucket size l", "ms");
+    let mut lookup = Panel::new("bucket size l", "ns/packet");
     for &l in &buckets {
         let mut config = NuevoMatchConfig::always_learned();
         config.isets.bucket_size = l;
@@ -595,6 +652,8 @@ pub fn fig7(ctx: &Ctx) -> Result<Figure, Error> {
         f.verified += sample.len() as u64;
         f.mismatches += sample.iter().zip(&want).filter(|(&i, w)| out[i] != **w).count() as u64;
         points.push((l, build_ms, ns.median));
+        train.point("build with training (ms)", l as f64, build_ms);
+        lookup.point("lookup (ns/packet)", l as f64, ns.median);
         f.rows.push(vec![
             l.to_string(),
             format!("{build_ms:.1}"),
@@ -609,6 +668,7 @@ pub fn fig7(ctx: &Ctx) -> Result<Figure, Error> {
         ctx.rules(seed, size).display(),
         ctx.trace(seed, size).display()
     ));
+    f.panels = vec![train, lookup];
     let (first, last) = (points[0], points[points.len() - 1]);
     f.claims.push(claim(
         &format!("larger buckets train faster (l = {} → {})", first.0, last.0),
@@ -640,6 +700,7 @@ pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
     };
     f.header = ["train interval (s)", "Mpps", "coverage (mean of samples)", "model swaps"].map(String::from).to_vec();
     let mut mpps = Vec::new();
+    let mut runs = Vec::new();
     for interval in [0.005, 0.05, 0.5] {
         let c = ReplayConfig { duration: Some(duration), train_interval: interval, ..ctx.replay_config(seed, size) };
         let p = replay::prepare(&c)?;
@@ -652,7 +713,9 @@ pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
             ctx.replay_command("replay", seed, size, &format!(" --design ccache --train-interval {interval}"))
                 .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
         );
+        runs.push((format!("every {interval} s"), r));
     }
+    f.panels = series_panels(&runs, "coverage");
     f.claims.push(claim(
         "rapid retraining is critical for CCACHE's throughput",
         "higher throughput and hit rate with faster training",

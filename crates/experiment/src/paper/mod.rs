@@ -114,11 +114,39 @@ pub struct Figure {
     pub mismatches: u64,
     /// What the reader should know (differences from the paper's setup).
     pub notes: Vec<String>,
+    /// The figure's plot, as panels of named lines (drawn by the command line as `ID.svg` beside
+    /// the page; none for a table).
+    #[serde(default)]
+    pub panels: Vec<Panel>,
     /// Wall time it took, seconds.
     pub seconds: f64,
     /// The build and CPU that measured it.
     pub git_rev: String,
     pub cpu: String,
+}
+
+/// One panel of a figure's plot: axis descriptions and named (x, y) lines.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Panel {
+    pub x_desc: String,
+    pub y_desc: String,
+    /// A logarithmic y axis (when the values span more than a factor of 10).
+    pub log_y: bool,
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Panel {
+    pub fn new(x_desc: &str, y_desc: &str) -> Panel {
+        Panel { x_desc: x_desc.into(), y_desc: y_desc.into(), log_y: false, lines: Vec::new() }
+    }
+
+    /// Adds a point to line `name` (created on first use).
+    pub fn point(&mut self, name: &str, x: f64, y: f64) {
+        match self.lines.iter_mut().find(|l| l.0 == name) {
+            Some(l) => l.1.push((x, y)),
+            None => self.lines.push((name.into(), vec![(x, y)])),
+        }
+    }
 }
 
 /// A figure of the paper: its id, title and how it is measured.
@@ -297,6 +325,7 @@ impl Ctx {
             verified: 0,
             mismatches: 0,
             notes: Vec::new(),
+            panels: Vec::new(),
             seconds: 0.0,
             git_rev: crate::report::BUILD.git_rev.into(),
             cpu: crate::report::cpu_model(),
@@ -428,6 +457,9 @@ fn figure_md(s: &mut String, f: &Figure) {
         s.push_str(&format!("- {}{mark}: paper {}, rqvs {}\n", c.what, c.paper, c.rqvs));
     }
     s.push('\n');
+    if !f.panels.is_empty() {
+        s.push_str(&format!("![{}]({}.svg)\n\n", f.title, f.id));
+    }
     if !f.header.is_empty() {
         s.push_str(&format!("| {} |\n", f.header.join(" | ")));
         s.push_str(&format!("|{}\n", "---|".repeat(f.header.len())));
