@@ -35,13 +35,13 @@ fn get<'py, T: FromPyObjectOwned<'py>>(v: &Bound<'py, PyAny>, func: &str, key: &
 }
 
 /// The replay settings from `**options` (names as the command line's options, with `_`), on
-/// the command line's defaults.
+/// the command line's defaults, and the names of the options given.
 fn config(
     func: &str,
     rules: Option<PathBuf>,
     trace: Option<PathBuf>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<ReplayConfig> {
+) -> PyResult<(ReplayConfig, Vec<String>)> {
     let mut c = ReplayConfig { rules, trace, ..ReplayConfig::default() };
     let mut given = Vec::new();
     let (mut mfcguard, mut mfcguard_interval) = (false, None);
@@ -115,7 +115,19 @@ fn config(
             return Err(PyValueError::new_err(format!("{a}: cannot be used with {b}")));
         }
     }
-    Ok(c)
+    Ok((c, given))
+}
+
+/// Options given that the designs would not use: refused, as the command line refuses them
+/// ([`experiment::check_unused`]).
+fn check_unused(
+    cfg: &ReplayConfig,
+    designs: &[DesignKind],
+    names: &str,
+    rate_search: bool,
+    given: &[String],
+) -> PyResult<()> {
+    experiment::check_unused(cfg, designs, names, rate_search, &|id| given.iter().any(|g| g == id)).map_err(error::from)
 }
 
 fn design(name: &str) -> PyResult<DesignKind> {
@@ -153,8 +165,8 @@ pub fn replay(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let d = self::design(design)?;
-    let cfg = config("replay", rules, trace, options)?;
-    experiment::check_classifier(&cfg, &[d]).map_err(error::from)?;
+    let (cfg, given) = config("replay", rules, trace, options)?;
+    check_unused(&cfg, &[d], &format!("--design {design}"), rate_search, &given)?;
     if rate_search && cfg.pmds > 1 {
         return Err(PyValueError::new_err("--rate-search: runs on one PMD; --pmds is not used with it"));
     }
@@ -198,8 +210,9 @@ pub fn compare(
     if designs.is_empty() {
         return Err(PyValueError::new_err("--designs: expected at least one design"));
     }
-    let cfg = config("compare", rules, trace, options)?;
-    experiment::check_classifier(&cfg, &designs).map_err(error::from)?;
+    let (cfg, given) = config("compare", rules, trace, options)?;
+    let names: Vec<&str> = designs.iter().map(|d| d.name()).collect();
+    check_unused(&cfg, &designs, &format!("--designs {}", names.join(",")), false, &given)?;
     let fields = py
         .detach(|| {
             let p = experiment::prepare(&cfg)?;

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import rqvs
+from conftest import cli_error
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_RULES = REPO / "data" / "default" / "acl1_1k_rules.xz"
@@ -60,8 +61,8 @@ def same_report(ours: dict, theirs: dict) -> None:
 
 
 def test_replay_report(cli):
-    ours = rqvs.replay(design="cflows", passes=2, revalidator="inline", seed=3)
-    theirs = run_cli(cli, "replay", "--design", "cflows", "--passes", "2", "--revalidator", "inline", "--seed", "3")
+    ours = rqvs.replay(design="cflows", passes=2, seed=3)
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--passes", "2", "--seed", "3")
     assert ours["command"] == "replay" and ours["mismatches"] == 0 and ours["packets"] == 2 * 9328
     same_report(ours, theirs)
     # Every counter and design figure the command line reports is there.
@@ -69,11 +70,24 @@ def test_replay_report(cli):
 
 
 def test_replay_options_reach_the_run(cli, tmp_path):
-    ours = rqvs.replay(design="orig", emc=False, cd=True, emc_prob=0.2, updates="add:60@0s", verify=500, in_port=2, revalidator="inline")
-    theirs = run_cli(cli, "replay", "--design", "orig", "--no-emc", "--cd", "--emc-prob", "0.2", "--updates", "add:60@0s",
+    ours = rqvs.replay(design="orig", emc=False, cd=True, updates="add:60@0s", verify=500, in_port=2, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--no-emc", "--cd", "--updates", "add:60@0s",
                      "--verify", "500", "--in-port", "2", "--revalidator", "inline")
     assert ours["emc"] is False and ours["cd"] is True and ours["verified"] == 500 and ours["updates"]
     same_report(ours, theirs)
+    # An option the run would not use is an error, word for word the command line's.
+    for bad, args in [
+        (dict(design="cflows", revalidator="inline"), ["--design", "cflows", "--revalidator", "inline"]),
+        (dict(emc=False, emc_prob=0.2), ["--no-emc", "--emc-prob", "0.2"]),
+        (dict(design="ccache", policy="delayed"), ["--design", "ccache", "--policy", "delayed"]),
+        (dict(rx_ring=64), ["--rx-ring", "64"]),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == cli_error(cli, "replay", *args, code=2)
+    with pytest.raises(ValueError) as e:
+        rqvs.compare(designs=["orig", "ccache"], classifier="tm")
+    assert str(e.value) == cli_error(cli, "compare", "--designs", "orig,ccache", "--classifier", "tm", code=2)
     pmds = rqvs.replay(design="orig", pmds=2)
     assert pmds["pmds"] == 2 and len(pmds["runs"]) == 2 and pmds["mismatches"] == 0
     same_report(pmds, run_cli(cli, "replay", "--design", "orig", "--pmds", "2"))
@@ -140,13 +154,13 @@ def test_replay_prediction_and_rate_search(cli):
 
 def test_cflows_with_tuplemerge_alone(cli):
     """classifier="tm" is --classifier tm: CFLOWS without the learned index."""
-    ours = rqvs.replay(design="cflows", classifier="tm", revalidator="inline")
-    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm", "--revalidator", "inline")
+    ours = rqvs.replay(design="cflows", classifier="tm")
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm")
     assert ours["classifier"] == "tm" and ours["counters"]["model_hit"] == 0 and ours["mismatches"] == 0
     same_report(ours, theirs)
     assert rqvs.replay(design="cflows")["classifier"] == "nmu" and rqvs.replay(design="orig")["classifier"] is None
     for bad, message in [
-        (dict(design="orig", classifier="tm"), "--classifier tm: CFLOWS' classifier; expected --design cflows"),
+        (dict(design="orig", classifier="tm"), "--classifier: CFLOWS' classifier; not used by --design orig"),
         (dict(design="cflows", classifier="tm", policy="delayed"),
          "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"),
         (dict(design="cflows", classifier="nm"), "classifier: expected 'nmu' or 'tm', found 'nm'"),
@@ -167,13 +181,13 @@ def test_defences_against_tuple_space_explosion(cli):
     same_report(ours, theirs)
     refused = rqvs.replay(design="ccache", mask_limit=2, mask_eviction="refuse", mfcguard=True, mfcguard_interval=0.1)
     assert refused["counters"]["install_mask_refused"] > 0 and refused["mfcguard_s"] == 0.1
-    cflows = "a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows"
+    defence = "a defence of ORIG's and CCACHE's megaflow cache; not used by --design cflows"
     for bad, message in [
-        (dict(design="cflows", mask_limit=4), f"--mask-limit: {cflows}"),
-        (dict(design="cflows", mfcguard=True), f"--mfcguard: {cflows}"),
+        (dict(design="cflows", mask_limit=4), f"--mask-limit: the mask limit, {defence}"),
+        (dict(design="cflows", mfcguard=True), f"--mfcguard: MFCGuard, {defence}"),
         (dict(mask_limit=0), "--mask-limit: expected at least 1 mask"),
-        (dict(mask_eviction="refuse"), "--mask-eviction refuse: the policy at the mask limit; expected --mask-limit"),
-        (dict(mask_eviction="least-hit"), "--mask-eviction least-hit: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_eviction="refuse"), "--mask-eviction: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_eviction="narrow"), "--mask-eviction: the policy at the mask limit; expected --mask-limit"),
         (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found 'random'"),
         (dict(mfcguard_interval=1.0), "mfcguard_interval: MFCGuard's interval; expected mfcguard=True"),
         (dict(mfcguard=True, mfcguard_interval=0.0), "--mfcguard: expected an interval > 0 s, found '0'"),

@@ -189,3 +189,35 @@ pub mod range {
         within(lo, hi, false)
     }
 }
+
+/// The options a command line gave explicitly (clap's `ValueSource::CommandLine`), by id (the
+/// field name, `emc_prob` for `--emc-prob`): what the audit of unused options reads. An option
+/// a command accepts but would not use with the others given is a usage error (exit code 2),
+/// never silently ignored — each command's `unused` function names its cases.
+#[derive(Debug, Default)]
+pub struct Given(std::collections::BTreeSet<String>);
+
+impl Given {
+    /// The explicit options of the innermost subcommand of `m`.
+    pub fn of(m: &clap::ArgMatches) -> Given {
+        let mut m = m;
+        while let Some((_, sub)) = m.subcommand() {
+            m = sub;
+        }
+        let explicit = |id: &&clap::Id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine);
+        Given(m.ids().filter(explicit).map(|id| id.to_string()).collect())
+    }
+
+    /// Whether `--ID` was given.
+    pub fn has(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    /// `--ID` given while `unused` holds: the error `--id-spelled: why`.
+    pub fn refuse(&self, id: &str, unused: bool, why: &str) -> Result<(), String> {
+        if unused && self.has(id) {
+            return Err(format!("--{}: {why}", id.replace('_', "-")));
+        }
+        Ok(())
+    }
+}

@@ -27,6 +27,14 @@ pub struct Args {
     pub common: Common,
 }
 
+/// Options `rqvs compare` accepts but would not use with the designs and the other options
+/// given: usage errors ([`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    g.refuse("pmds", true, "rqvs replay only, for now")?;
+    let names: Vec<&str> = a.designs.iter().map(|d| d.name()).collect();
+    replay::unused_common(&a.common, &a.designs, &format!("--designs {}", names.join(",")), g)
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let designs = &args.designs;
     if designs.is_empty() {
@@ -38,7 +46,6 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     replay::no_plot_with_rate_search(c)?;
-    experiment::check_classifier(&c.config(), designs)?;
     let cfg = c.config();
     c.check_outputs()?;
     let out = c.out();

@@ -19,7 +19,7 @@ use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
-use crate::args::{CflowsClassifierArg, PolicyArg, Workload};
+use crate::args::{CflowsClassifierArg, Given, PolicyArg, Workload};
 use crate::report::{outln, Out};
 use crate::Failure;
 
@@ -533,9 +533,36 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
     Ok(())
 }
 
+/// Options `rqvs replay` accepts but would not use with the design and the other options given:
+/// usage errors ([`Given`]).
+pub fn unused(a: &Args, g: &Given) -> Result<(), String> {
+    unused_common(&a.common, &[a.design], &format!("--design {}", a.design.name()), g)?;
+    let online = a.predict == PredictMode::Online;
+    for id in ["min_confidence", "min_support", "predict_budget", "window_ms"] {
+        g.refuse(id, !online, "the online predictor's setting; used only with --predict online")?;
+    }
+    g.refuse(
+        "coflow_truth",
+        a.predict != PredictMode::Oracle,
+        "the oracle's ground truth; used only with --predict oracle",
+    )?;
+    g.refuse(
+        "plot",
+        a.common.pmds > 1,
+        "draws one run's time series; not with --pmds (the CSV and JSON have every PMD's)",
+    )?;
+    Ok(())
+}
+
+/// The options of [`Common`] that only some designs, or some other options, use: each a usage
+/// error when none of `designs` (or none of the options it serves) is there
+/// ([`replay::check_unused`]); `names` says which designs run, as given.
+pub fn unused_common(c: &Common, designs: &[DesignKind], names: &str, g: &Given) -> Result<(), String> {
+    replay::check_unused(&c.config(), designs, names, c.rate_search, &|id| g.has(id)).map_err(|e| e.0)
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
-    replay::check_classifier(&c.config(), &[args.design])?;
     let cfg = c.config();
     c.check_outputs()?;
     let p = replay::prepare(&cfg)?;

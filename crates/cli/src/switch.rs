@@ -146,6 +146,38 @@ impl Drop for OutDir {
     }
 }
 
+/// Options `rqvs switch` accepts but would not use with the design and the other options given:
+/// usage errors ([`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    let design = a.design.name();
+    g.refuse(
+        "classifier",
+        a.design != DesignKind::Cflows,
+        &format!("CFLOWS' classifier; not used by --design {design}"),
+    )?;
+    g.refuse(
+        "upcalls",
+        a.design == DesignKind::Cflows,
+        "where ORIG and CCACHE run the slow path; CFLOWS has no upcalls",
+    )?;
+    for id in ["fail_mode", "inactivity_probe"] {
+        g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
+    }
+    for (id, what) in [
+        ("mask_limit", "the mask limit"),
+        ("mask_eviction", "the mask limit's policy"),
+        ("mfcguard", "MFCGuard"),
+        ("mfcguard_interval", "MFCGuard's interval"),
+    ] {
+        g.refuse(
+            id,
+            a.design == DesignKind::Cflows,
+            &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by --design {design}"),
+        )?;
+    }
+    Ok(())
+}
+
 pub fn run(a: &Args) -> Result<(), Failure> {
     if a.pmds == 0 || a.pmds > 64 {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
@@ -198,12 +230,6 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
     if a.classifier == crate::args::CflowsClassifierArg::Tm && a.design != DesignKind::Cflows {
         return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
-    }
-    if a.defences.any() && a.design == DesignKind::Cflows {
-        let name = if a.defences.mask_limit.is_some() { "--mask-limit" } else { "--mfcguard" };
-        return Err(Failure(format!(
-            "{name}: a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows"
-        )));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();

@@ -296,8 +296,16 @@ fn defences_limit_the_masks_of_orig_and_ccache_and_are_an_error_with_cflows() {
     let v: serde_json::Value = serde_json::from_slice(&rqvs(&["replay", "--json", "-"]).stdout).unwrap();
     assert!(v["counters"]["masks"].as_u64().unwrap() > 3 && v["counters"]["masks_evicted"] == 0);
     assert!(v["mask_limit"].is_null() && v["mfcguard_s"].is_null());
-    let cflows = "a defence of the megaflow cache (ORIG, CCACHE); CFLOWS has no megaflows";
-    expect_error(&["replay", "--design", "cflows", "--mask-limit", "4"], &format!("--mask-limit: {cflows}"));
-    expect_error(&["compare", "--designs", "cflows", "--mfcguard"], &format!("--mfcguard: {cflows}"));
-    expect_error(&["switch", "--design", "cflows", "--mfcguard"], &format!("--mfcguard: {cflows}"));
+    // With CFLOWS only (no megaflows), each is a usage error.
+    let defence = "a defence of ORIG's and CCACHE's megaflow cache; not used by";
+    for (args, needle) in [
+        (&["replay", "--design", "cflows", "--mask-limit", "4"][..], format!("--mask-limit: the mask limit, {defence} --design cflows")),
+        (&["compare", "--designs", "cflows", "--mfcguard"][..], format!("--mfcguard: MFCGuard, {defence} --designs cflows")),
+        (&["switch", "--design", "cflows", "--mfcguard"][..], format!("--mfcguard: MFCGuard, {defence} --design cflows")),
+    ] {
+        let out = rqvs(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&needle), "{args:?}: {err:?} should contain {needle:?}");
+    }
 }
