@@ -299,9 +299,18 @@ fn defences_limit_the_masks_of_orig_and_ccache_and_are_an_error_with_cflows() {
     // With CFLOWS only (no megaflows), each is a usage error.
     let defence = "a defence of ORIG's and CCACHE's megaflow cache; not used by";
     for (args, needle) in [
-        (&["replay", "--design", "cflows", "--mask-limit", "4"][..], format!("--mask-limit: the mask limit, {defence} --design cflows")),
-        (&["compare", "--designs", "cflows", "--mfcguard"][..], format!("--mfcguard: MFCGuard, {defence} --designs cflows")),
-        (&["switch", "--design", "cflows", "--mfcguard"][..], format!("--mfcguard: MFCGuard, {defence} --design cflows")),
+        (
+            &["replay", "--design", "cflows", "--mask-limit", "4"][..],
+            format!("--mask-limit: the mask limit, {defence} --design cflows"),
+        ),
+        (
+            &["compare", "--designs", "cflows", "--mfcguard"][..],
+            format!("--mfcguard: MFCGuard, {defence} --designs cflows"),
+        ),
+        (
+            &["switch", "--design", "cflows", "--mfcguard"][..],
+            format!("--mfcguard: MFCGuard, {defence} --design cflows"),
+        ),
     ] {
         let out = rqvs(args);
         let err = String::from_utf8_lossy(&out.stderr);

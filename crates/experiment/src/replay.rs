@@ -381,7 +381,11 @@ pub fn check_unused(
         ("mfcguard", "MFCGuard"),
         ("mfcguard_interval", "MFCGuard's interval"),
     ] {
-        refuse(id, !megaflows, &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by {names}"))?;
+        refuse(
+            id,
+            !megaflows,
+            &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by {names}"),
+        )?;
     }
     refuse("mask_eviction", c.mask_limit.is_none(), "the policy at the mask limit; expected --mask-limit")?;
     check_defences(c)
