@@ -40,7 +40,7 @@ fn the_attack_table_is_what_gen_attack_reports() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let o = &j["orig"];
-        let got = vec![
+        let got = [
             o["masks"].to_string(),
             o["megaflows"].to_string(),
             o["upcalls"].to_string(),
