@@ -271,6 +271,42 @@ pub fn gen_trace(
     to_dict(py, "gen trace", g.fields)
 }
 
+/// Generates attack traffic against a rule file (``rqvs gen attack``), writes it to ``output``
+/// (pcap) and returns the ``--json`` report as a dict (``orig``: what it does to ORIG).
+/// ``kind``: ``tse``, ``tse2`` or ``flood``; ``variant`` (tse): ``co-located`` or ``general``;
+/// ``masks`` (tse2): the masks the attack is spread over.
+#[pyfunction]
+#[pyo3(signature = (rules, kind, packets, output, *, variant = "co-located", masks = 64, rng_seed = 1))]
+#[pyo3(text_signature = "(rules, kind, packets, output, *, variant='co-located', masks=64, rng_seed=1)")]
+#[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
+pub fn gen_attack(
+    py: Python<'_>,
+    rules: PathBuf,
+    kind: &str,
+    packets: usize,
+    output: PathBuf,
+    variant: &str,
+    masks: usize,
+    rng_seed: u64,
+) -> PyResult<Py<PyAny>> {
+    use rqvs_workload::attack::{Kind, Knowledge};
+    let kind = match kind {
+        "tse" => Kind::Tse,
+        "tse2" => Kind::Tse2,
+        "flood" => Kind::Flood,
+        k => return Err(PyValueError::new_err(format!("kind: expected 'tse', 'tse2' or 'flood', found '{k}'"))),
+    };
+    let knowledge = match variant {
+        "co-located" => Knowledge::Rules,
+        "general" => Knowledge::None,
+        v => return Err(PyValueError::new_err(format!("variant: expected 'co-located' or 'general', found '{v}'"))),
+    };
+    let req = gen::AttackRequest { rules, kind, knowledge, packets, masks, rng_seed };
+    let g = py.detach(|| gen::gen_attack(&req)).map_err(error::from)?;
+    write(&output, &g.bytes)?;
+    to_dict(py, "gen attack", g.fields)
+}
+
 /// The packets of a ClassBench trace or a pcap/pcapng capture (told apart by content, plain or
 /// .xz) as one numpy array per field of ``FIELDS`` (``rqvs.read_trace`` makes the structured
 /// array). ``in_port`` is given to every packet.

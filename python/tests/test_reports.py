@@ -192,3 +192,25 @@ def test_replay_with_an_attack(cli, tmp_path):
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == message
+
+
+def test_gen_attack(cli, tmp_path):
+    """gen_attack is `rqvs gen attack`: the same pcap and report, errors in its words."""
+    ours = rqvs.gen_attack(DEFAULT_RULES, "tse2", 2000, tmp_path / "ours.pcap", masks=30, rng_seed=4)
+    theirs = run_cli(cli, "gen", "attack", "--rules", str(DEFAULT_RULES), "--kind", "tse2", "--packets", "2000",
+                     "--masks", "30", "--rng-seed", "4", "-o", str(tmp_path / "theirs.pcap"))
+    assert ours["orig"]["masks"] == 30 and ours["orig"]["mismatches"] == 0
+    assert (tmp_path / "ours.pcap").read_bytes() == (tmp_path / "theirs.pcap").read_bytes()
+    same_report(ours, theirs)
+    general = rqvs.gen_attack(DEFAULT_RULES, "tse", 2000, tmp_path / "g.pcap", variant="general")
+    assert general["knowledge"] == "general"
+    for bad, message in [
+        (dict(kind="tsx"), "kind: expected 'tse', 'tse2' or 'flood', found 'tsx'"),
+        (dict(kind="tse", variant="local"), "variant: expected 'co-located' or 'general', found 'local'"),
+        (dict(kind="tse", packets=0), "--packets: expected at least 1"),
+    ]:
+        args = dict(rules=DEFAULT_RULES, kind="tse", packets=10, output=tmp_path / "x.pcap")
+        args.update(bad)
+        with pytest.raises(ValueError) as e:
+            rqvs.gen_attack(**args)
+        assert str(e.value) == message

@@ -102,9 +102,9 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
         Command::Compare(a) => compare::unused(a, given),
         Command::Coflows(a) => coflows::unused(a, given),
         Command::Switch(a) => switch::unused(a, given),
+        Command::Gen(c) => gen::unused(c, given),
         // Every option of these is used whatever the others say.
-        Command::Gen(_)
-        | Command::Train(_)
+        Command::Train(_)
         | Command::Paper(_)
         | Command::Bench(_)
         | Command::Ctl(_)
