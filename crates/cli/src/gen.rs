@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use rqvs_experiment::gen::{self, RulesFormat, TraceFormat};
 use rqvs_flow::formats::pcap;
-use rqvs_workload::{attack, map, rules, trace, updates};
+use rqvs_workload::{map, rules, trace, updates};
 use serde_json::Map;
 
 use crate::report::{self, Out};
@@ -27,55 +27,65 @@ pub enum Command {
     /// A coflow workload (pcap with timestamps), its OpenFlow rules and ground truth.
     Coflows(crate::coflows::GenArgs),
     /// Attack traffic against the megaflow cache (Tuple Space Explosion, TSE 2.0, a new-flow
-    /// flood) and what it does to ORIG.
+    /// flood) as a pcap, with what it does to ORIG.
     Attack(AttackArgs),
 }
 
-/// `--kind` of `rqvs gen attack`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// `--kind` of `gen attack`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttackKind {
-    /// Tuple Space Explosion: as many megaflow masks as possible.
+    /// Tuple Space Explosion: headers whose megaflow masks are all different.
     Tse,
-    /// TSE 2.0: the co-located masks cut to --tse2-masks, to out-rank benign subtables.
+    /// TSE 2.0: the co-located headers of `--masks` masks, round after round, so the attack's
+    /// subtables out-rank benign ones.
     Tse2,
-    /// Every packet a new microflow (SYN flood to one server from random sources).
+    /// A new-flow flood: one service, every packet a new client.
     Flood,
 }
 
-/// `--variant` of `rqvs gen attack`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// `--variant` of `gen attack --kind tse`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttackVariant {
-    /// No knowledge of the rules: random headers.
-    General,
-    /// Headers searched against the rules' slow path.
+    /// The attacker knows the rules: a greedy search for headers with new masks.
     CoLocated,
+    /// No knowledge of the rules: random addresses and ports.
+    General,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct AttackArgs {
-    /// Rule file the attacked switch holds (ClassBench or ofctl, plain or .xz).
+    /// Rule file the attack is made against (ClassBench or ofctl, plain or .xz).
     #[arg(long)]
     pub rules: PathBuf,
     #[arg(long, value_enum)]
     pub kind: AttackKind,
-    /// What the attacker knows (tse; tse2 is always co-located).
+    /// --kind tse: what the attacker knows.
     #[arg(long, value_enum, default_value = "co-located")]
     pub variant: AttackVariant,
-    /// Packets to generate [range: 1 ≤ x ≤ 10000000: every packet is held in memory].
-    #[arg(long, value_parser = crate::args::range::between(1usize, attack::MAX_PACKETS))]
+    /// Packets to write [range: 1 ≤ x ≤ 10000000].
+    #[arg(long, value_parser = crate::args::range::between(1usize, 10_000_000))]
     pub packets: usize,
-    /// Masks TSE 2.0 concentrates on [range: 1 ≤ x ≤ 10000000].
-    #[arg(long, default_value_t = attack::DEFAULT_TSE2_MASKS, value_parser = crate::args::range::between(1usize, attack::MAX_PACKETS))]
-    pub tse2_masks: usize,
+    /// --kind tse2: the distinct masks the attack is spread over [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 64, value_parser = crate::args::range::between(1usize, 1_000_000))]
+    pub masks: usize,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
-    #[arg(long, value_enum, default_value = "pcap")]
-    pub format: TraceFormat,
-    /// Output file.
+    /// The pcap to write (Ethernet).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// Options `rqvs gen` accepts but would not use: `gen attack`'s `--variant` without `--kind
+/// tse`, `--masks` without `--kind tse2` (usage errors, [`crate::args::Given`]).
+pub fn unused(cmd: &Command, g: &crate::args::Given) -> Result<(), String> {
+    if let Command::Attack(a) = cmd {
+        g.refuse("variant", a.kind != AttackKind::Tse, "what a TSE attacker knows; used only with --kind tse")?;
+        g.refuse("masks", a.kind != AttackKind::Tse2, "the masks of TSE 2.0; used only with --kind tse2")?;
+    }
+    Ok(())
 }
 
 #[derive(clap::Args, Debug)]
@@ -207,6 +217,35 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
         Command::Coflows(a) => crate::coflows::gen(a),
         Command::Attack(a) => gen_attack(a),
     }
+}
+
+fn gen_attack(a: &AttackArgs) -> Result<(), Failure> {
+    use rqvs_workload::attack::{Kind, Knowledge};
+    let out = Out::new(a.json.as_deref());
+    let req = gen::AttackRequest {
+        rules: a.rules.clone(),
+        kind: match a.kind {
+            AttackKind::Tse => Kind::Tse,
+            AttackKind::Tse2 => Kind::Tse2,
+            AttackKind::Flood => Kind::Flood,
+        },
+        knowledge: match a.variant {
+            AttackVariant::CoLocated => Knowledge::Rules,
+            AttackVariant::General => Knowledge::None,
+        },
+        packets: a.packets,
+        masks: a.masks,
+        rng_seed: a.rng_seed,
+    };
+    let g = gen::gen_attack(&req)?;
+    std::fs::write(&a.output, &g.bytes).map_err(|e| Failure(format!("{}: cannot write: {e}", a.output.display())))?;
+    for line in &g.summary {
+        out.line(line);
+    }
+    if let Some(j) = &a.json {
+        report::write_json(j, "gen attack", g.fields)?;
+    }
+    Ok(())
 }
 
 fn emit(output: Option<&Path>, json: &Option<PathBuf>, bytes: &[u8]) -> Result<(), Failure> {
@@ -371,29 +410,6 @@ fn gen_updates(a: &UpdatesArgs) -> Result<(), Failure> {
         f.insert("fraction".into(), a.fraction.into());
         f.insert("mix".into(), a.mix.clone().into());
         report::write_json(j, "gen updates", f)?;
-    }
-    Ok(())
-}
-
-fn gen_attack(a: &AttackArgs) -> Result<(), Failure> {
-    let out = Out::new(a.json.as_deref());
-    let kind = match a.kind {
-        AttackKind::Tse => attack::Kind::Tse,
-        AttackKind::Tse2 => attack::Kind::Tse2,
-        AttackKind::Flood => attack::Kind::Flood,
-    };
-    let variant = match a.variant {
-        AttackVariant::General => attack::Variant::General,
-        AttackVariant::CoLocated => attack::Variant::CoLocated,
-    };
-    let params = attack::Params { kind, variant, packets: a.packets, rng_seed: a.rng_seed, tse2_masks: a.tse2_masks };
-    let g = gen::gen_attack(&gen::AttackRequest { rules: a.rules.clone(), params, format: a.format })?;
-    emit(Some(&a.output), &a.json, &g.bytes)?;
-    for line in &g.lines {
-        out.line(line);
-    }
-    if let Some(j) = &a.json {
-        report::write_json(j, "gen attack", g.fields)?;
     }
     Ok(())
 }

@@ -3,21 +3,14 @@
 //! Python package (the algorithms are [`rqvs_workload::rules`], [`rqvs_workload::trace`] and
 //! [`rqvs_workload::attack`]).
 //!
-//! An attack's report is what it does to ORIG ([`orig_effect`]): the attack replayed alone through
-//! ORIG in its default configuration on a virtual clock ([`ATTACK_CLOCK`], so the figures are a
-//! function of the rules and the seed), every packet's action checked against the reference
-//! classifier; and the same for a new-flow flood of as many packets, for comparison.
-//!
 //! Each function returns the data to write (text or bytes), the report's JSON fields (before
 //! [`crate::report::envelope`]) and the summary lines the command line prints.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rqvs_classify::Reference;
-use rqvs_datapath::{Clock, DatapathConfig, DpAction, Orig, OrigConfig};
 use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
-use rqvs_flow::{Actions, FlowKey, Rule};
+use rqvs_flow::{Actions, FlowKey};
 use rqvs_workload::{attack, rules, seedfile, stats, trace};
 use serde_json::{json, Map, Value};
 
@@ -235,141 +228,100 @@ pub fn gen_trace(a: &TraceRequest) -> Result<TraceOutput, Error> {
     Ok(TraceOutput { bytes, fields, summary, stats_lines })
 }
 
-/// An attack to generate (`rqvs gen attack`' options; the algorithms are
-/// [`rqvs_workload::attack`]).
+/// An attack to generate (`rqvs gen attack`' options; [`rqvs_workload::attack`]).
 #[derive(Clone, Debug)]
 pub struct AttackRequest {
     /// Rule file (ClassBench or ofctl, plain or .xz).
     pub rules: PathBuf,
-    pub params: attack::Params,
-    pub format: TraceFormat,
+    pub kind: attack::Kind,
+    pub knowledge: attack::Knowledge,
+    pub packets: usize,
+    /// tse2: the masks the attack is spread over.
+    pub masks: usize,
+    pub rng_seed: u64,
 }
 
-/// What an attack does to ORIG (default configuration, virtual clock).
-#[derive(Clone, Copy, Debug)]
-pub struct OrigEffect {
-    pub packets: u64,
-    pub masks: u64,
-    pub megaflows: u64,
-    pub upcalls: u64,
-    pub emc_hits: u64,
-    pub megaflow_hits: u64,
-    pub avg_subtables_per_hit: f64,
-    /// Packets whose action differs from the reference classifier's winner.
-    pub mismatches: u64,
-}
-
-impl OrigEffect {
-    fn json(&self) -> Value {
-        json!({
-            "packets": self.packets, "masks": self.masks, "megaflows": self.megaflows, "upcalls": self.upcalls,
-            "emc_hits": self.emc_hits, "megaflow_hits": self.megaflow_hits,
-            "avg_subtables_per_hit": self.avg_subtables_per_hit, "mismatches": self.mismatches,
-        })
-    }
-
-    fn line(&self, what: &str) -> String {
-        format!(
-            "  {what:<8} ORIG: {} masks, {} megaflows, {} upcalls, {} EMC hits, {} megaflow hits, {:.2} subtables per megaflow hit, {} mismatches",
-            self.masks, self.megaflows, self.upcalls, self.emc_hits, self.megaflow_hits, self.avg_subtables_per_hit, self.mismatches
-        )
-    }
-}
-
-/// The virtual clock [`orig_effect`] runs ORIG on: 100 ns a packet, 10 µs an upcall.
-pub const ATTACK_CLOCK: Clock = Clock::Virtual { packet_ns: 100, upcall_ns: 10_000 };
-
-/// Runs `keys` through ORIG (default configuration, [`ATTACK_CLOCK`]) and checks every action
-/// against the reference classifier. `rules` carry their actions ([`crate::replay`]'s loading).
-pub fn orig_effect(rules: &[Rule], keys: &[FlowKey]) -> Result<OrigEffect, Error> {
-    let cfg = DatapathConfig { clock: ATTACK_CLOCK, ..DatapathConfig::default() };
-    let mut orig = Orig::new(rules, cfg, OrigConfig::default())?;
-    let actions = orig.run_keys(keys);
-    let reference = Reference::build(rules)?;
-    let mismatches =
-        keys.iter().zip(&actions).filter(|(k, a)| DpAction::of_rule(reference.lookup_rule(&k.wire())) != **a).count()
-            as u64;
-    let c = orig.counters();
-    Ok(OrigEffect {
-        packets: c.received,
-        masks: c.masks,
-        megaflows: c.megaflows,
-        upcalls: c.upcall,
-        emc_hits: c.emc_hit,
-        megaflow_hits: c.megaflow_hit,
-        avg_subtables_per_hit: c.avg_subtables_per_hit(),
-        mismatches,
-    })
-}
-
-/// A generated attack and its report.
+/// A generated attack: the pcap, and what it does to ORIG.
 pub struct AttackOutput {
-    /// The packets in the requested format.
     pub bytes: Vec<u8>,
-    pub keys: Vec<FlowKey>,
     pub fields: Map<String, Value>,
-    /// The attack's effect on ORIG, and the flood's of as many packets (for comparison; absent
-    /// when the attack is the flood).
-    pub effect: OrigEffect,
-    pub flood: Option<OrigEffect>,
-    pub lines: Vec<String>,
+    pub summary: Vec<String>,
 }
 
-/// Generates an attack and measures what it does to ORIG (module docs).
+/// Generates an attack and replays it through ORIG alone (OVS's defaults, a virtual clock, so
+/// the report is the same on every machine): the masks and megaflows it creates, the upcalls,
+/// the subtables probed per megaflow hit, and every packet's action checked against the
+/// reference classifier.
 pub fn gen_attack(a: &AttackRequest) -> Result<AttackOutput, Error> {
-    let (rules, _) = crate::replay::load_rules(Some(&a.rules))?;
-    let p = &a.params;
+    use rqvs_datapath::{assign_rule_outputs, Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+    let mut rules = inputs::load_rules(Some(&a.rules))?;
+    let params =
+        attack::Params { knowledge: a.knowledge, masks: a.masks, ..attack::Params::new(a.kind, a.packets, a.rng_seed) };
     let t = Instant::now();
-    let g = attack::generate(&rules, p)?;
+    let (keys, st) = attack::generate(&rules, &params).map_err(Error)?;
     let secs = t.elapsed().as_secs_f64();
-    let effect = orig_effect(&rules, &g.keys)?;
-    let flood = match p.kind {
-        attack::Kind::Flood => None,
-        _ => Some(orig_effect(&rules, &attack::flood(p.packets, p.rng_seed))?),
+    let (bytes, ws) = pcap::write_pcap(&keys, None);
+    // ORIG on the same rules, each with an action of its own, as `rqvs replay` runs them.
+    if rules.iter().all(|r| r.actions.0.is_empty()) {
+        assign_rule_outputs(&mut rules);
+    }
+    let cfg =
+        DatapathConfig { clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 }, ..DatapathConfig::default() };
+    let mut dp = Orig::new(&rules, cfg, OrigConfig::default())?;
+    let actions = rqvs_datapath::pmd::run_keys(&mut dp, &keys);
+    let reference = rqvs_classify::Reference::build(&rules)?;
+    let mismatches =
+        keys.iter().zip(&actions).filter(|(k, a)| DpAction::of_rule(reference.lookup_rule(k)) != **a).count();
+    let c = dp.counters();
+    let name = match a.kind {
+        attack::Kind::Tse => format!("tse ({})", a.knowledge.name()),
+        attack::Kind::Tse2 => format!("tse2 (co-located, {} masks)", a.masks),
+        attack::Kind::Flood => "flood".to_string(),
     };
     let mut fields = Map::new();
-    let bytes = match a.format {
-        TraceFormat::Classbench => {
-            let entries: Vec<cbtrace::TraceEntry> = g.keys.iter().map(|k| cbtrace::TraceEntry::from_key(*k)).collect();
-            cbtrace::write_trace(&entries).into_bytes()
-        }
-        TraceFormat::Pcap => {
-            let (bytes, ws) = pcap::write_pcap(&g.keys, None);
-            fields.insert("ports_dropped".into(), ws.ports_dropped.into());
-            bytes
-        }
-    };
-    let variant = match p.kind {
-        attack::Kind::Flood => "-",
-        _ => p.variant.name(),
-    };
-    let mut lines = vec![format!(
-        "gen attack: {} {} ({variant}) from {} rules: {} packets in {:.2} s; mask search: {} slow-path lookups, {} masks found, {} used",
-        p.kind.name(),
-        a.rules.display(),
-        rules.len(),
-        g.keys.len(),
-        secs,
-        g.candidates,
-        g.masks_found,
-        g.masks_used
-    )];
-    lines.push(effect.line(p.kind.name()));
-    if let Some(f) = &flood {
-        lines.push(f.line("flood"));
+    for (k, v) in [
+        ("rules_file", json!(a.rules.display().to_string())),
+        ("rules", json!(rules.len())),
+        ("kind", json!(a.kind.name())),
+        ("knowledge", json!(a.knowledge.name())),
+        ("packets", json!(keys.len())),
+        ("rng_seed", json!(a.rng_seed)),
+        ("distinct_masks_searched", json!(st.distinct_masks)),
+        ("slow_path_lookups", json!(st.lookups)),
+        ("ports_dropped", json!(ws.ports_dropped)),
+        (
+            "orig",
+            json!({
+                "masks": c.masks, "megaflows": c.megaflows, "upcalls": c.upcall, "lost": c.lost,
+                "emc_hits": c.emc_hit, "megaflow_hits": c.megaflow_hit,
+                "avg_subtables_per_hit": c.avg_subtables_per_hit(),
+                "verified": keys.len(), "mismatches": mismatches,
+            }),
+        ),
+    ] {
+        fields.insert(k.into(), v);
     }
-    fields.insert("rules_file".into(), a.rules.display().to_string().into());
-    fields.insert("rules".into(), rules.len().into());
-    fields.insert("kind".into(), p.kind.name().into());
-    fields.insert("variant".into(), variant.into());
-    fields.insert("packets".into(), g.keys.len().into());
-    fields.insert("rng_seed".into(), p.rng_seed.into());
-    fields.insert("tse2_masks".into(), p.tse2_masks.into());
-    fields.insert("seconds".into(), secs.into());
-    fields.insert("candidates".into(), g.candidates.into());
-    fields.insert("masks_found".into(), g.masks_found.into());
-    fields.insert("masks_used".into(), g.masks_used.into());
-    fields.insert("orig".into(), effect.json());
-    fields.insert("flood".into(), flood.as_ref().map_or(Value::Null, OrigEffect::json));
-    Ok(AttackOutput { bytes, keys: g.keys, fields, effect, flood, lines })
+    let summary = vec![
+        format!(
+            "gen attack: {name}: {} packets over {} rules in {secs:.2} s ({} slow-path lookups searching; {} distinct masks)",
+            keys.len(),
+            rules.len(),
+            st.lookups,
+            st.distinct_masks
+        ),
+        format!(
+            "in ORIG (OVS defaults): {} masks, {} megaflows, {} upcalls, {:.1} subtables probed per megaflow hit   mismatches {mismatches} of {}",
+            c.masks,
+            c.megaflows,
+            c.upcall,
+            c.avg_subtables_per_hit(),
+            keys.len()
+        ),
+    ];
+    if mismatches > 0 {
+        return Err(Error(format!(
+            "gen attack: {mismatches} packets got an action other than the reference's in ORIG"
+        )));
+    }
+    Ok(AttackOutput { bytes, fields, summary })
 }

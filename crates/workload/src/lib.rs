@@ -13,8 +13,6 @@
 //! - [`map`] — maps the 5-tuples of a real capture onto rules, keeping order and timing.
 //! - [`updates`] — insert/remove/modify streams drawn from a held-out part of a rule-set, in a
 //!   small documented text format.
-//! - [`attack`] — attack traffic against the megaflow cache: Tuple Space Explosion (general and
-//!   co-located), TSE 2.0 against subtable ranking, a new-flow flood.
 //! - [`coflow`] — coflow workloads (base flows and associated flows between pod groups, the
 //!   study's flow-size distributions, a coflowiness knob) with their load-balancer rules and the
 //!   ground truth of which flows follow which.
