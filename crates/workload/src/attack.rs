@@ -16,7 +16,8 @@
 //!   random pairs of flips across two fields; a header is kept when its megaflow mask is new
 //!   (greedy). The packets are those headers, then — when more packets are asked for — the same
 //!   headers again with fresh random bits wherever their megaflow is wildcarded (new microflows:
-//!   they miss the EMC and walk the subtables to their own megaflow).
+//!   they miss the EMC and walk the subtables to their own megaflow), each checked to get its
+//!   header's mask from its own lookup (`refresh`).
 //! - [`Kind::Tse`], **general** ([`Knowledge::None`]): no knowledge of the rules — uniformly random
 //!   addresses and ports, TCP or UDP (TSE's general attack): the masks are whatever the rules'
 //!   wildcard tracking makes of random bits.
@@ -138,17 +139,39 @@ fn inside(r: &Rule, rng: &mut Rng) -> FlowKey {
     k.wire()
 }
 
+/// Draws [`refresh`] makes before it sends its header unchanged.
+const REFRESH_ATTEMPTS: usize = 16;
+
 /// `key` with fresh random bits wherever `mask` is wildcarded (addresses and ports): the same
-/// megaflow, a new microflow.
-fn refresh(key: &FlowKey, mask: &FlowKey, rng: &mut Rng) -> FlowKey {
-    let mut k = *key;
-    k.nw_src = (k.nw_src & mask.nw_src) | (rng.next_u32() & !mask.nw_src);
-    k.nw_dst = (k.nw_dst & mask.nw_dst) | (rng.next_u32() & !mask.nw_dst);
-    if matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP) {
-        k.tp_src = (k.tp_src & mask.tp_src) | (rng.next_u32() as u16 & !mask.tp_src);
-        k.tp_dst = (k.tp_dst & mask.tp_dst) | (rng.next_u32() as u16 & !mask.tp_dst);
+/// megaflow, a new microflow. A header inside a megaflow does not always get that megaflow's
+/// mask from its own lookup (a prefix trie can stop at another bit), and in the datapath such a
+/// packet, when it misses the cache (an upcall queued before the megaflow is installed, or after
+/// it expired), installs a mask the search never counted: so each draw is checked with the slow
+/// path — all four fields first, then one field at a time — and after [`REFRESH_ATTEMPTS`] the
+/// header is sent as it is.
+fn refresh(c: &OfprotoClassifier, key: &FlowKey, mask: &FlowKey, rng: &mut Rng) -> FlowKey {
+    let ports = matches!(key.nw_proto, IPPROTO_TCP | IPPROTO_UDP);
+    for attempt in 0..REFRESH_ATTEMPTS {
+        let field = |f: usize| attempt == 0 || attempt % 4 == f;
+        let mut k = *key;
+        if field(0) {
+            k.nw_src = (k.nw_src & mask.nw_src) | (rng.next_u32() & !mask.nw_src);
+        }
+        if field(1) {
+            k.nw_dst = (k.nw_dst & mask.nw_dst) | (rng.next_u32() & !mask.nw_dst);
+        }
+        if ports && field(2) {
+            k.tp_src = (k.tp_src & mask.tp_src) | (rng.next_u32() as u16 & !mask.tp_src);
+        }
+        if ports && field(3) {
+            k.tp_dst = (k.tp_dst & mask.tp_dst) | (rng.next_u32() as u16 & !mask.tp_dst);
+        }
+        let k = k.wire();
+        if k != *key && mask_of(c, &k) == *mask {
+            return k;
+        }
     }
-    k.wire()
+    *key
 }
 
 /// `key` with bit `bit` of field `field` (0 nw_src, 1 nw_dst, 2 tp_src, 3 tp_dst) flipped.
@@ -278,7 +301,7 @@ pub fn generate(rules: &[Rule], p: &Params) -> Result<(Vec<FlowKey>, Stats)> {
             let mut i = 0;
             while keys.len() < p.packets {
                 let (k, m) = &found[i % found.len()];
-                keys.push(refresh(k, m, &mut rng));
+                keys.push(refresh(&c, k, m, &mut rng));
                 i += 1;
             }
             keys
