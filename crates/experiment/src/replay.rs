@@ -54,7 +54,7 @@ use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
+    assign_rule_outputs, Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
     DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
@@ -117,6 +117,8 @@ pub struct ReplayConfig {
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash ([`run_pmds`]; 1 = [`run_design`]).
     pub pmds: usize,
+    /// `--design auto`: the controller's thresholds ([`rqvs_datapath::auto`]).
+    pub auto: AutoConfig,
 }
 
 impl ReplayConfig {
@@ -155,6 +157,7 @@ impl Default for ReplayConfig {
             idle: 10.0,
             in_port: 1,
             pmds: 1,
+            auto: AutoConfig::default(),
         }
     }
 }
@@ -306,8 +309,10 @@ fn sample_positions(len: u64, n: usize, rng: &mut Rng) -> Vec<u64> {
 
 /// `--classifier tm` chooses CFLOWS' classifier: an error when none of the designs run is CFLOWS.
 pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
-    if c.classifier == CflowsClassifier::TupleMerge && !designs.contains(&DesignKind::Cflows) {
-        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    if c.classifier == CflowsClassifier::TupleMerge
+        && !designs.iter().any(|d| matches!(d, DesignKind::Cflows | DesignKind::Auto))
+    {
+        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
     }
     Ok(())
 }
@@ -460,9 +465,29 @@ fn build_on(
             )))
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
-        (DesignKind::Cflows, None) => {
-            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier })?)
-        }
+        (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
+        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, c.auto, auto_builder(c))?),
+    })
+}
+
+fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
+    CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
+}
+
+/// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
+/// same options.
+pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
+    let (cfg, orig) = dp_config(c);
+    let (cc, cf) = (ccache_config(c), cflows_config(c));
+    std::sync::Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
+        Ok(match kind {
+            DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
+            DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
+            DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cf)?),
+            DesignKind::Auto => {
+                return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
+            }
+        })
     })
 }
 
@@ -524,6 +549,8 @@ pub struct Run {
     pub prediction: Option<(&'static str, PredictStats)>,
     /// Scheduled updates the run ended before (in `update_log` with `"reached": false`).
     pub updates_not_reached: usize,
+    /// `--design auto`: its switches and time per design.
+    pub auto: Option<rqvs_datapath::AutoReport>,
 }
 
 impl Run {
@@ -1056,6 +1083,7 @@ fn run_design_on(
         rx: admission.map(|a| RxStats { offered: total, offered_after_warmup: total - a.warmup, ..a.rx }),
         prediction,
         updates_not_reached,
+        auto: dp.auto_report(),
     })
 }
 
