@@ -783,6 +783,9 @@ mod tests {
             for step in 0..8 {
                 check(&mut dp, &live, &ks, &format!("{initial:?} step {step}"));
                 sent += ks.len() as u64;
+                // A candidate built now takes the change below from the journal.
+                let to = DesignKind::ALL[(step + 1) % 3];
+                dp.request(to, "test");
                 if step % 2 == 0 {
                     let add: Vec<Rule> = pool[300 + step * 10..310 + step * 10].to_vec();
                     live.extend(add.iter().cloned());
