@@ -759,7 +759,12 @@ mod tests {
     fn check(dp: &mut Auto, live: &[Rule], keys: &[FlowKey], at: &str) {
         let staged = dp.staged_rules();
         let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+        let (e0, s0) = (dp.visible_epoch(), dp.report_now().design_switches);
         let (got, attributed) = crate::pmd::run_keys_with_rules(dp, keys);
+        // Every swap is a new epoch (the verification window never spans one).
+        let (e1, s1) = (dp.visible_epoch(), dp.report_now().design_switches);
+        assert!(e1 >= e0 + (s1 - s0), "{at}: epochs {e0} -> {e1} over {} swaps", s1 - s0);
+        assert!(dp.oldest_epoch() <= e1);
         // A swap in the last housekeeping may have changed what is visible: only the epoch
         // before it counts, which `run_keys` checked batch by batch through the same table.
         assert_eq!(got, expect(&visible, keys), "{at}");
