@@ -755,20 +755,43 @@ mod tests {
     }
 
     /// Runs `keys` batch by batch; every packet's final action and attribution must be the
-    /// reference's over `visible` (the rules not staged).
+    /// reference's over the rules visible at its batch (not staged; the visible set changes at
+    /// a swap or a model swap, in housekeeping, between batches).
     fn check(dp: &mut Auto, live: &[Rule], keys: &[FlowKey], at: &str) {
-        let staged = dp.staged_rules();
-        let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
-        let (e0, s0) = (dp.visible_epoch(), dp.report_now().design_switches);
-        let (got, attributed) = crate::pmd::run_keys_with_rules(dp, keys);
-        // Every swap is a new epoch (the verification window never spans one).
-        let (e1, s1) = (dp.visible_epoch(), dp.report_now().design_switches);
-        assert!(e1 >= e0 + (s1 - s0), "{at}: epochs {e0} -> {e1} over {} swaps", s1 - s0);
-        assert!(dp.oldest_epoch() <= e1);
-        // A swap in the last housekeeping may have changed what is visible: only the epoch
-        // before it counts, which `run_keys` checked batch by batch through the same table.
-        assert_eq!(got, expect(&visible, keys), "{at}");
-        assert_eq!(attributed, expect_rules(&visible, keys), "{at}");
+        let mut pmd = crate::pmd::Pmd::new();
+        let mut epoch = None;
+        let (mut want, mut winners) = (Vec::new(), Vec::new());
+        for (b, chunk) in keys.chunks(BATCH).enumerate() {
+            let (e0, s0) = (dp.visible_epoch(), dp.report_now().design_switches);
+            if epoch != Some(e0) {
+                let staged = dp.staged_rules();
+                let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+                (want, winners) = (expect(&visible, keys), expect_rules(&visible, keys));
+                epoch = Some(e0);
+            }
+            let base = b * BATCH;
+            let (_, actions) = pmd.receive(dp, chunk, base as u64);
+            let actions = actions.to_vec();
+            let rules = dp.batch_rules().to_vec();
+            for (i, a) in actions.iter().enumerate() {
+                assert_ne!(*a, DpAction::Lost, "{at}: batch {b}");
+                if *a != DpAction::Pending {
+                    assert_eq!((*a, rules[i]), (want[base + i], winners[base + i]), "{at}: batch {b} packet {i}");
+                }
+            }
+            let upcalls = pmd.handle(dp).to_vec();
+            let urules = dp.upcall_rules().to_vec();
+            assert_eq!(upcalls.len(), actions.iter().filter(|a| **a == DpAction::Pending).count(), "{at}: batch {b}");
+            for (i, &(seq, a)) in upcalls.iter().enumerate() {
+                let q = seq as usize;
+                assert_eq!((a, urules[i]), (want[q], winners[q]), "{at}: batch {b} upcall {seq}");
+            }
+            pmd.housekeep(dp);
+            // Every swap is a new epoch (the verification window never spans one).
+            let (e1, s1) = (dp.visible_epoch(), dp.report_now().design_switches);
+            assert!(e1 >= e0 + (s1 - s0), "{at}: epochs {e0} -> {e1} over {} swaps", s1 - s0);
+            assert!(dp.oldest_epoch() <= e1);
+        }
         let c = dp.counters();
         assert!(c.outcome_sum_ok(), "{at}: {c:?}");
     }
@@ -875,5 +898,66 @@ mod tests {
             }
         }
         assert!(dp.report_now().design_switches >= 2);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Batches(usize),
+        Add(usize),
+        Remove(usize),
+        Switch(usize),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1usize..40).prop_map(Op::Batches),
+            (1usize..20).prop_map(Op::Add),
+            (1usize..20).prop_map(Op::Remove),
+            (0usize..3).prop_map(Op::Switch),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Random rule changes and design switches (forced, and by flapping thresholds)
+        /// interleaved under both policies: every packet's action is the reference's over the
+        /// visible rules, and the counters sum to the packets received.
+        #[test]
+        fn random_changes_and_switches(ops in proptest::collection::vec(op(), 1..24), delayed: bool, salt in 0u32..1000) {
+            let pool = rules(300);
+            let ks = keys(3000, salt);
+            let policy = if delayed { Policy::Delayed } else { Policy::Instant };
+            let mut live: Vec<Rule> = pool[..150].to_vec();
+            let mut next = 150;
+            let mut dp = Auto::new(&live, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(policy)).unwrap();
+            let mut sent = 0u64;
+            let mut at = 0usize;
+            for (i, o) in ops.iter().enumerate() {
+                match *o {
+                    Op::Batches(n) => {
+                        let n = (n * BATCH).min(ks.len() - at);
+                        check(&mut dp, &live, &ks[at..at + n], &format!("op {i}"));
+                        sent += n as u64;
+                        at = (at + n) % (ks.len() - BATCH);
+                    }
+                    Op::Add(n) => {
+                        let add: Vec<Rule> = pool[next.min(pool.len())..(next + n).min(pool.len())].to_vec();
+                        next += n;
+                        live.extend(add.iter().cloned());
+                        dp.add_rules(add).unwrap();
+                    }
+                    Op::Remove(n) => {
+                        let gone: Vec<RuleId> = live.iter().step_by(live.len().max(1) / n.max(1) + 1).map(|r| r.id).collect();
+                        live.retain(|r| !gone.contains(&r.id));
+                        dp.remove_rules(&gone);
+                    }
+                    Op::Switch(k) => dp.request(DesignKind::ALL[k], "proptest"),
+                }
+            }
+            let c = dp.counters();
+            proptest::prop_assert_eq!(c.received, sent);
+            proptest::prop_assert!(c.outcome_sum_ok(), "{:?}", c);
+        }
     }
 }

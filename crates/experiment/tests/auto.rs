@@ -24,12 +24,12 @@ fn flapping(c: &mut ReplayConfig, initial: DesignKind) {
     };
 }
 
-fn check(r: &Run, what: &str, min_verified: usize) {
+fn check(r: &Run, what: &str, min_verified: usize, min_switches: u64) {
     assert_eq!(r.mismatches, 0, "{what}: {:?}", r.first_mismatch);
     assert!(r.verified >= min_verified, "{what}: {} verified", r.verified);
     assert!(r.c.outcome_sum_ok(), "{what}: {:?}", r.c);
     let a = r.auto.as_ref().expect("auto reports");
-    assert!(a.design_switches >= 2, "{what}: {a:?}");
+    assert!(a.design_switches >= min_switches, "{what}: {a:?}");
     let total: u64 = a.time_ns.iter().sum();
     assert_eq!(total, r.c.pmd_ns, "{what}: time per design adds up to the PMD time");
 }
@@ -49,7 +49,7 @@ fn switches_on_the_embedded_set_with_updates() {
         flapping(&mut c, initial);
         let p = replay::prepare(&c).unwrap();
         let r = replay::run_design(&c, &p, DesignKind::Auto).unwrap();
-        check(&r, &format!("{policy:?} from {initial:?}"), 500);
+        check(&r, &format!("{policy:?} from {initial:?}"), 500, 2);
         assert_eq!(r.updates_not_reached, 0);
     }
 }
@@ -70,6 +70,6 @@ fn switches_on_classbench_sets() {
         flapping(&mut c, DesignKind::Orig);
         let p = replay::prepare(&c).unwrap();
         let r = replay::run_design(&c, &p, DesignKind::Auto).unwrap();
-        check(&r, &format!("{seed}_{size}"), 100);
+        check(&r, &format!("{seed}_{size}"), 100, 1);
     }
 }
