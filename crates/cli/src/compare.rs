@@ -95,9 +95,6 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             100.0 * sh(cs.upcall + cs.lost),
         );
     }
-    for r in &runs {
-        crate::replay::print_auto(&out, r);
-    }
     if let Some(path) = &c.plot {
         let series: Vec<(&str, &[experiment::Sample])> =
             runs.iter().map(|r| (r.design.name(), &r.series[..])).collect();

@@ -54,7 +54,7 @@
 //! masks, rules, model entries) are the current design's, `pmd_ns` is the one continuous clock.
 //!
 //! **A cold ORIG after CFLOWS** would upcall for every flow at once. Auto keeps the last
-//! [`AutoConfig::warm_keys`] distinct keys it forwarded and the candidate ORIG/CCACHE installs
+//! [`AutoConfig::warm_keys`] keys it forwarded (one batch in four sampled) and the candidate ORIG/CCACHE installs
 //! their megaflows before the swap ([`Design::preinstall`], on the builder thread: not PMD
 //! time), so the flows in flight hit at once; what is left are flows not seen recently.
 //!
@@ -246,6 +246,7 @@ pub struct Auto {
     report: AutoReport,
     recent: Vec<FlowKey>,
     recent_at: usize,
+    batches: u64,
     carry: Vec<(u64, DpAction)>,
     carry_rules: Vec<RuleId>,
     out: Vec<(u64, DpAction)>,
@@ -264,7 +265,9 @@ impl Auto {
         builder: Builder,
     ) -> Result<Auto, ClassifierError> {
         let kind = match cfg.initial {
-            Some(DesignKind::Auto) => return Err(ClassifierError::Config("auto: the first design must be a fixed one".into())),
+            Some(DesignKind::Auto) => {
+                return Err(ClassifierError::Config("auto: the first design must be a fixed one".into()))
+            }
             Some(k) => k,
             None if rules.len() >= cfg.cflows_rules => DesignKind::Cflows,
             None => DesignKind::Orig,
@@ -285,6 +288,7 @@ impl Auto {
             report: AutoReport { current: kind, design_switches: 0, time_ns: [0; 3], log: Vec::new(), abandoned: 0 },
             recent: Vec::with_capacity(cfg.warm_keys),
             recent_at: 0,
+            batches: 0,
             carry: Vec::new(),
             carry_rules: Vec::new(),
             out: Vec::new(),
@@ -327,9 +331,7 @@ impl Auto {
             None
         };
         match kind {
-            DesignKind::Orig | DesignKind::Ccache if to_cflows.is_some() => {
-                to_cflows.map(|r| (DesignKind::Cflows, r))
-            }
+            DesignKind::Orig | DesignKind::Ccache if to_cflows.is_some() => to_cflows.map(|r| (DesignKind::Cflows, r)),
             DesignKind::Orig
                 if cfg.ccache
                     && s.subtables_per_hit >= cfg.to_ccache_subtables
@@ -370,11 +372,7 @@ impl Auto {
 
     fn warm_keys(&self) -> Vec<FlowKey> {
         let mut seen = hashbrown::HashSet::with_capacity(self.recent.len());
-        self.recent
-            .iter()
-            .map(|k| if self.wire_keys { k.wire() } else { *k })
-            .filter(|k| seen.insert(*k))
-            .collect()
+        self.recent.iter().map(|k| if self.wire_keys { k.wire() } else { *k }).filter(|k| seen.insert(*k)).collect()
     }
 
     fn start(&mut self, to: DesignKind, reason: String) {
@@ -545,10 +543,38 @@ fn add_counters(base: &mut Counters, c: &Counters) {
         ($($f:ident),*) => { $( base.$f += c.$f; )* };
     }
     add!(
-        received, emc_hit, cd_hit, megaflow_hit, upcall, lost, model_hit, remainder_hit, no_match, upcall_ns,
-        megaflow_subtables, cd_wrong_hint, cd_no_hint, emc_inserts, installed, install_existing, install_refused,
-        install_stale, deleted_revalidated, deleted_idle, deleted_limit, preinstalled, preinstall_existing,
-        preinstall_refused, predict_ns, tx, dropped_by_action, model_swaps, emc_ns, dpcls_ns, model_ns, reval_ns
+        received,
+        emc_hit,
+        cd_hit,
+        megaflow_hit,
+        upcall,
+        lost,
+        model_hit,
+        remainder_hit,
+        no_match,
+        upcall_ns,
+        megaflow_subtables,
+        cd_wrong_hint,
+        cd_no_hint,
+        emc_inserts,
+        installed,
+        install_existing,
+        install_refused,
+        install_stale,
+        deleted_revalidated,
+        deleted_idle,
+        deleted_limit,
+        preinstalled,
+        preinstall_existing,
+        preinstall_refused,
+        predict_ns,
+        tx,
+        dropped_by_action,
+        model_swaps,
+        emc_ns,
+        dpcls_ns,
+        model_ns,
+        reval_ns
     );
 }
 
@@ -558,7 +584,9 @@ impl Design for Auto {
     }
 
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
-        if self.cfg.warm_keys > 0 {
+        // One batch in four is sampled for the warm-up (the recent flows; module docs).
+        self.batches += 1;
+        if self.cfg.warm_keys > 0 && self.batches % 4 == 0 {
             for k in keys {
                 if self.recent.len() < self.cfg.warm_keys {
                     self.recent.push(*k);
@@ -806,7 +834,8 @@ mod tests {
         let ks = keys(4000, 3);
         for initial in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
             let mut live: Vec<Rule> = pool[..300].to_vec();
-            let mut dp = Auto::new(&live, virtual_cfg().clock, true, flapping(initial), builder(Policy::Instant)).unwrap();
+            let mut dp =
+                Auto::new(&live, virtual_cfg().clock, true, flapping(initial), builder(Policy::Instant)).unwrap();
             let mut sent = 0u64;
             for step in 0..8 {
                 check(&mut dp, &live, &ks, &format!("{initial:?} step {step}"));
@@ -843,7 +872,8 @@ mod tests {
     fn reversals_double_the_dwell() {
         let rs = rules(200);
         let ks = keys(2000, 1);
-        let mut dp = Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(Policy::Instant)).unwrap();
+        let mut dp =
+            Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(Policy::Instant)).unwrap();
         for _ in 0..100 {
             crate::pmd::run_keys(&mut dp, &ks);
         }
@@ -878,7 +908,8 @@ mod tests {
     fn no_packet_is_lost_across_a_swap() {
         let rs = rules(300);
         let ks = keys(6000, 9);
-        let mut dp = Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Cflows), builder(Policy::Delayed)).unwrap();
+        let mut dp =
+            Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Cflows), builder(Policy::Delayed)).unwrap();
         let mut pmd = crate::pmd::Pmd::new();
         let want = expect(&rs, &ks);
         for (b, chunk) in ks.chunks(BATCH).enumerate() {

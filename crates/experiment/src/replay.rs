@@ -54,8 +54,8 @@ use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
-    DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
+    assign_rule_outputs, Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters,
+    DatapathConfig, Design, DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::rng::Rng;

@@ -36,9 +36,11 @@ fn check(r: &Run, what: &str, min_verified: usize, min_switches: u64) {
 
 #[test]
 fn switches_on_the_embedded_set_with_updates() {
-    for (policy, initial) in
-        [(Policy::Instant, DesignKind::Orig), (Policy::Delayed, DesignKind::Cflows), (Policy::Instant, DesignKind::Ccache)]
-    {
+    for (policy, initial) in [
+        (Policy::Instant, DesignKind::Orig),
+        (Policy::Delayed, DesignKind::Cflows),
+        (Policy::Instant, DesignKind::Ccache),
+    ] {
         let mut c = ReplayConfig {
             duration: Some(0.15),
             updates: Some("add:60@20ms,del:30@50ms,add:40@80ms".into()),
