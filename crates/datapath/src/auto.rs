@@ -208,6 +208,9 @@ fn slot(k: DesignKind) -> usize {
     DesignKind::ALL.iter().position(|&d| d == k).unwrap_or(0)
 }
 
+/// A candidate built on the builder thread, with the megaflows it preinstalled.
+type Built = Result<(Box<dyn Design + Send>, usize), ClassifierError>;
+
 enum Change {
     Add(Vec<Rule>),
     Remove(Vec<RuleId>),
@@ -219,7 +222,7 @@ struct Candidate {
     reason: String,
     decided_ns: u64,
     built: Option<Box<dyn Design + Send>>,
-    pending: Option<Receiver<Result<(Box<dyn Design + Send>, usize), ClassifierError>>>,
+    pending: Option<Receiver<Built>>,
     journal: Vec<Change>,
     preinstalled: u64,
 }
@@ -380,7 +383,7 @@ impl Auto {
         let warm = if matches!(to, DesignKind::Orig | DesignKind::Ccache) { self.warm_keys() } else { Vec::new() };
         let now = self.current.now_ns();
         let builder = Arc::clone(&self.builder);
-        let build = move || -> Result<(Box<dyn Design + Send>, usize), ClassifierError> {
+        let build = move || -> Built {
             let mut d = builder(to, &rules)?;
             // The candidate's clock is the PMD's, so what it preinstalls is not idle at once.
             d.idle_until(now);
@@ -586,7 +589,7 @@ impl Design for Auto {
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         // One batch in four is sampled for the warm-up (the recent flows; module docs).
         self.batches += 1;
-        if self.cfg.warm_keys > 0 && self.batches % 4 == 0 {
+        if self.cfg.warm_keys > 0 && self.batches.is_multiple_of(4) {
             for k in keys {
                 if self.recent.len() < self.cfg.warm_keys {
                     self.recent.push(*k);
