@@ -22,8 +22,19 @@ read from /proc/PID/net/dev of a process inside each namespace: the same dev_get
 as /sys/class/net/IF/statistics, read without spawning a process so both sides are read within
 microseconds of each other).
 
+Attack mode (--attack PCAP --attack-pps R[,R2,...]): a fourth namespace PREFIX-atk whose `atk0`
+is the peer of the switch's port 3 (`swp3`); during every probe a second tcpreplay, pinned to the
+sender's CPU too, loops the attack pcap into it at R packets/s, starting --attack-lead seconds
+before the benign sender. The attack frames get their own destination MAC (rewritten here) and
+are counted apart from the benign ones at the sink by two AF_PACKET sockets with classic BPF
+filters (PACKET_STATISTICS); the search finds the highest benign rate with < 1% benign loss
+while the attack runs, one row per (switch, rules, R), with the attack's delivered rate and the
+switch's megaflows and masks sampled during the probe. --plot draws benign rate vs attack rate.
+
 Examples:
   sudo scripts/bench_switch.py --switches ovs --sizes 1,1000,100000 --json ovs.json --plot ovs.svg
+  sudo scripts/bench_switch.py --switches ovs,rqvs --ovs-ports afxdp --rqvs-ports afxdp --designs orig,cflows
+      --sizes 1000 --attack atk.pcap --attack-pps 0,20000,50000 --json atk.json --plot atk.svg
   sudo scripts/bench_switch.py --switches rqvs --rqvs target/release/rqvs --designs orig,cflows
 """
 import argparse
@@ -39,6 +50,7 @@ import re
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -184,9 +196,13 @@ def delete_namespace(ns, procs):
 
 class Topology:
     PAIRS = [("src", "src0", "sw", "swp1"), ("sw", "swp2", "sink", "sink0"), ("src", "src1", "sink", "sink1")]
+    # Attack mode: a fourth namespace whose veth is the switch's port 3.
+    ATTACK_PAIR = ("atk", "atk0", "sw", "swp3")
 
-    def __init__(self, prefix, procs, cleanup):
-        self.ns = {k: f"{prefix}-{k}" for k in ("src", "sw", "sink")}
+    def __init__(self, prefix, procs, cleanup, attack=False):
+        self.PAIRS = list(self.PAIRS) + ([self.ATTACK_PAIR] if attack else [])
+        self.attack = attack
+        self.ns = {k: f"{prefix}-{k}" for k in ("src", "sw", "sink") + (("atk",) if attack else ())}
         self.procs = procs
         self.cleanup = cleanup
         self.holders = {}
@@ -268,6 +284,85 @@ class Topology:
     def ifindex(self, side, dev):
         return int(run(["cat", f"/sys/class/net/{dev}/ifindex"], ns=self.ns[side]).stdout)
 
+    def switch_ports(self):
+        """The switch's interfaces in port-number order: swp1, swp2 (and swp3 in attack mode)."""
+        return ["swp1", "swp2"] + (["swp3"] if self.attack else [])
+
+
+# --------------------------------------------------------------------------------------------
+# Attack mode: frames told apart at the sink by destination MAC
+
+
+# A megaflow that matches the destination MAC, in OVS's datapath notation or ovs-ofctl's (rqvs).
+DL_DST = re.compile(r"\beth\([^)]*\bdst=|\bdl_dst=")
+ATTACK_DMAC = bytes.fromhex("02a77a000001")  # locally administered, unicast; benign frames carry 00:00:00:00:00:00
+_CLONE_NEWNET = 0x40000000
+_SOL_PACKET, _PACKET_STATISTICS, _SO_ATTACH_FILTER = 263, 6, 26
+_ETH_P_ALL = 0x0003
+
+
+def dmac_filter(mac, equal):
+    """A classic BPF program for an AF_PACKET socket: accept (4 bytes: the count is all we need)
+    the frames whose destination MAC is (`equal`) or is not `mac`, drop the rest."""
+    hi = int.from_bytes(mac[:4], "big")
+    lo = int.from_bytes(mac[4:6], "big")
+    accept, drop = (4, 0) if equal else (0, 4)
+    # (code, jt, jf, k): ldw [0]; jeq hi ? next : miss; ldh [4]; jeq lo ? hit : miss; hit: ret; miss: ret
+    return [(0x20, 0, 0, 0), (0x15, 0, 3, hi), (0x28, 0, 0, 4), (0x15, 0, 1, lo),
+            (0x06, 0, 0, accept), (0x06, 0, 0, drop)]
+
+
+class SinkClasses:
+    """Exact per-class frame counts at the sink: one AF_PACKET socket per class on `sink0`, each
+    with a classic BPF filter on the destination MAC, read with PACKET_STATISTICS. The kernel
+    counts in tp_packets every frame the filter accepted, whether or not it fitted the socket's
+    (tiny) receive buffer (getsockopt adds tp_drops to it), and resets both on every read. The
+    sockets are made inside the sink's namespace (setns there and back; this script is
+    single-threaded) and never read: the count is all that is used."""
+
+    def __init__(self, topo, dev="sink0", mac=ATTACK_DMAC):
+        import socket
+        self.socks = {}
+        own = os.open("/proc/self/ns/net", os.O_RDONLY)
+        target = os.open(f"/run/netns/{topo.ns['sink']}", os.O_RDONLY)
+        try:
+            if _LIBC.setns(target, _CLONE_NEWNET) != 0:
+                raise RuntimeError(f"setns into {topo.ns['sink']}: errno {ctypes.get_errno()}")
+            try:
+                for name, equal in (("benign", False), ("attack", True)):
+                    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+                    prog = dmac_filter(mac, equal)
+                    insns = b"".join(int(c).to_bytes(2, "little") + bytes([jt, jf]) + int(k).to_bytes(4, "little")
+                                     for c, jt, jf, k in prog)
+                    buf = ctypes.create_string_buffer(insns)
+                    # struct sock_fprog { unsigned short len; struct sock_filter *filter; } (native
+                    # alignment); the kernel copies the program during the call.
+                    fprog = struct.pack("@HP", len(prog), ctypes.addressof(buf))
+                    s.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_FILTER, fprog)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.bind((dev, _ETH_P_ALL))
+                    self.socks[name] = s
+            finally:
+                if _LIBC.setns(own, _CLONE_NEWNET) != 0:
+                    raise SystemExit(f"setns back to the script's own namespace failed: errno {ctypes.get_errno()}")
+        finally:
+            os.close(own)
+            os.close(target)
+        self.read()  # reset: frames before this moment are not counted
+
+    def read(self):
+        """{class: frames accepted since the previous read}."""
+        out = {}
+        for name, s in self.socks.items():
+            raw = s.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8)
+            out[name] = int.from_bytes(raw[:4], sys.byteorder)  # tp_packets (tp_drops included)
+        return out
+
+    def close(self):
+        for s in self.socks.values():
+            s.close()
+        self.socks = {}
+
 
 # --------------------------------------------------------------------------------------------
 # Sender and probes
@@ -286,44 +381,82 @@ def probe_seconds(args, frames, pps):
     return int(math.ceil(max(args.probe_seconds, min(args.max_probe_seconds, want))))
 
 
-def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", logdir=None):
+class Attack:
+    """Attack mode for one probe: `pps` frames/s of `pcap` (dst MAC rewritten) sent from `atk0`
+    into the switch's port 3 by a second tcpreplay, counted apart at the sink by `classes`;
+    `sample()` reads the switch's megaflows/masks while both streams run."""
+
+    def __init__(self, pcap, pps, classes, sample=None):
+        self.pcap, self.pps, self.classes, self.sample = pcap, pps, classes, sample
+
+
+def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", logdir=None, attack=None):
     """Offer `pps` (None: as fast as the sender goes) for `seconds`; count over the window after
-    the warm-up (--warmup of the probe). Returns the probe's record."""
-    def snap():
+    the warm-up (--warmup of the probe). With `attack`: the attacker starts --attack-lead seconds
+    before the benign sender, runs through the whole probe and stops with it; benign and attack
+    frames are counted apart at the sink. Returns the probe's record."""
+    atk_on = attack is not None and attack.pps > 0
+
+    def snap(classes=False):
+        """(time, src offered, sink received, src tx_dropped, attack offered[, class counts]); the
+        class counts (since their previous read) are read right after the sink's counters, so
+        their windows differ by microseconds."""
         t = time.monotonic()
         tx = topo.counters("src")[tx_dev]
         rx = topo.counters("sink")[rx_dev]
-        return t, tx[2] + tx[3], rx[0], tx[3]
+        cls = attack.classes.read() if classes else None
+        atx = topo.counters("atk")["atk0"] if atk_on else (0, 0, 0, 0)
+        return t, tx[2] + tx[3], rx[0], tx[3], atx[2] + atx[3], cls
 
-    out = open(Path(logdir) / "tcpreplay.out", "w+") if logdir else subprocess.DEVNULL
-    _, tx0, _, _ = snap()
-    p = procs.start(sender_cmd(tx_dev, pcap, pps, seconds), "tcpreplay", ns=topo.ns["src"],
-                    cpu=args.sender_cpu, stdout=out, stderr=subprocess.STDOUT)
-    try:
+    def wait_sending(p, idx, dev, what, out):
+        base = snap()[idx]
         deadline = time.monotonic() + 120  # preloading a large pcap takes a moment
         while True:
-            t, tx, _, _ = snap()
-            if tx > tx0:
-                t_start = t
-                break
-            if p.poll() is not None or t > deadline:
+            now = snap()
+            if now[idx] > base:
+                return now[0]
+            if p.poll() is not None or now[0] > deadline:
                 text = ""
-                if logdir:
+                if out is not subprocess.DEVNULL:
                     out.seek(0)
                     text = out.read()[-500:]
-                raise RuntimeError(f"tcpreplay sent nothing on {tx_dev} (exit {p.poll()}): {text.strip()}")
+                raise RuntimeError(f"{what} sent nothing on {dev} (exit {p.poll()}): {text.strip()}")
             time.sleep(0.001)
+
+    out = open(Path(logdir) / "tcpreplay.out", "w+") if logdir else subprocess.DEVNULL
+    aout = open(Path(logdir) / "tcpreplay-attack.out", "w+") if logdir and atk_on else subprocess.DEVNULL
+    ap = p = None
+    sample = None
+    try:
+        if atk_on:
+            # Runs longer than the benign probe could; stopped by pid as soon as the benign sender ends.
+            atk_seconds = int(math.ceil(args.attack_lead + seconds + 130))
+            ap = procs.start(sender_cmd("atk0", attack.pcap, attack.pps, atk_seconds), "tcpreplay-attack",
+                             ns=topo.ns["atk"], cpu=args.sender_cpu, stdout=aout, stderr=subprocess.STDOUT)
+            wait_sending(ap, 4, "atk0", "the attack's tcpreplay", aout)
+            time.sleep(args.attack_lead)
+        p = procs.start(sender_cmd(tx_dev, pcap, pps, seconds), "tcpreplay", ns=topo.ns["src"],
+                        cpu=args.sender_cpu, stdout=out, stderr=subprocess.STDOUT)
+        t_start = wait_sending(p, 1, tx_dev, "tcpreplay", out)
         time.sleep(max(0.0, t_start + args.warmup * seconds - time.monotonic()))
-        a = snap()
+        a = snap(classes=attack is not None)  # the class counts restart here
         while p.poll() is None:
             time.sleep(0.002)
-            if time.monotonic() - t_start > seconds + 60:
+            now = time.monotonic()
+            if attack is not None and attack.sample and sample is None and now - t_start > 0.9 * seconds:
+                sample = attack.sample()  # megaflows/masks with both streams running
+            if atk_on and ap.poll() is not None:
+                raise RuntimeError(f"the attack's tcpreplay stopped early (exit {ap.returncode})")
+            if now - t_start > seconds + 60:
                 raise RuntimeError("tcpreplay did not stop after --duration")
         t_end = time.monotonic()
     finally:
-        procs.stop(p)
+        for q in (p, ap):
+            if q is not None:
+                procs.stop(q)
     time.sleep(args.drain)
-    b = snap()
+    b = snap(classes=attack is not None)
+    classes = b[5]
     # Nothing moves any more: the sysfs counters, read inside the namespaces, must equal ours.
     sys_rx = topo.sysfs("sink", rx_dev, "rx_packets")
     sys_tx = topo.sysfs("src", tx_dev, "tx_packets")
@@ -333,8 +466,23 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
     offered = b[1] - a[1]
     received = b[2] - a[2]
     dur = max(t_end - a[0], 1e-9)
-    rec = {
-        "nominal_pps": None if pps is None else int(pps),
+    rec = {"nominal_pps": None if pps is None else int(pps)}
+    if classes is not None:
+        # Benign frames are the ones without the attack's destination MAC, counted at the sink.
+        rec["sink_rx"] = received
+        rec["sink_unclassified"] = received - classes["benign"] - classes["attack"]
+        # Frames reaching the sink between its counters' read and the class sockets' read at the
+        # window's start (microseconds apart, traffic running) make a few either way.
+        if abs(rec["sink_unclassified"]) > max(10, received // 10000):
+            log(f"    warning: {rx_dev} received {received} frames in the window, the class sockets counted "
+                f"{classes['benign']} benign + {classes['attack']} attack")
+        received = classes["benign"]
+        a_off = b[4] - a[4]
+        rec["attack"] = {"nominal_pps": attack.pps, "offered": a_off, "delivered": classes["attack"],
+                         "offered_pps": round(a_off / dur), "delivered_pps": round(classes["attack"] / dur),
+                         "loss": (1 - classes["attack"] / a_off) if a_off > 0 else None}
+        rec["switch_sample"] = sample
+    rec.update({
         "offered_pps": round(offered / dur),
         "received_pps": round(received / dur),
         "offered": offered,
@@ -343,7 +491,9 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
         "seconds": round(dur, 3),
         "probe_seconds": seconds,
         "loss": (1 - received / offered) if offered > 0 else None,
-    }
+    })
+    if aout is not subprocess.DEVNULL:
+        aout.close()  # stopped by SIGTERM: no summary; its interface's counters are what counts
     if logdir:
         out.seek(0)
         txt = out.read()
@@ -360,16 +510,19 @@ def fmt_probe(r):
     nom = "top" if r["nominal_pps"] is None else f"{r['nominal_pps'] / 1e3:.0f}K"
     loss = "n/a" if r["loss"] is None else f"{max(0.0, 100 * r['loss']):.2f}%"
     return (f"offered {nom:>6} pps -> {r['offered_pps'] / 1e3:8.1f} Kpps, received {r['received_pps'] / 1e3:8.1f} "
-            f"Kpps, loss {loss:>7} {'PASS' if r['pass'] else 'fail'} ({r['probe_seconds']} s)")
+            f"Kpps, loss {loss:>7} {'PASS' if r['pass'] else 'fail'} ({r['probe_seconds']} s)"
+            + (f"; attack {r['attack']['offered_pps'] / 1e3:.1f} -> {r['attack']['delivered_pps'] / 1e3:.1f} Kpps"
+               if r.get("attack") else ""))
 
 
-def search(topo, procs, args, pcap, frames, ceiling, logdir):
+def search(topo, procs, args, pcap, frames, ceiling, logdir, attack=None):
     """The probe at the sender's top speed into the switch first: if it passes, the sender set the
     rate. Otherwise bisection on the offered rate between 0 and what the sender reached, whose
     first cut is the rate the switch delivered while overloaded (usually near the answer, which
     may lie on either side of it) rather than the midpoint."""
     probes = []
-    top = probe(topo, procs, args, pcap, None, probe_seconds(args, frames, ceiling), logdir=logdir)
+    top = probe(topo, procs, args, pcap, None, probe_seconds(args, frames, ceiling), logdir=logdir,
+                attack=attack)
     probes.append(top)
     log(f"    {fmt_probe(top)}")
     best = top if top["pass"] else None
@@ -381,7 +534,8 @@ def search(topo, procs, args, pcap, frames, ceiling, logdir):
                 mid = float(top["received_pps"])
             if args.gap > 0:
                 time.sleep(args.gap)  # idle: the switch's caches expire (10 s in OVS and rqvs)
-            r = probe(topo, procs, args, pcap, mid, probe_seconds(args, frames, mid), logdir=logdir)
+            r = probe(topo, procs, args, pcap, mid, probe_seconds(args, frames, mid), logdir=logdir,
+                      attack=attack)
             probes.append(r)
             log(f"    {fmt_probe(r)}")
             if r["pass"]:
@@ -455,7 +609,7 @@ class Ovs:
         self.info["ovs_version"] = self.appctl("version").splitlines()[0].strip()
         types = self.vsctl("get", "Open_vSwitch", ".", "iface_types")
         cmd = ["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail-mode=secure"]
-        for port, ofp in (("swp1", 1), ("swp2", 2)):
+        for ofp, port in enumerate(self.topo.switch_ports(), 1):
             cmd += ["--", "add-port", "br0", port, "--", "set", "interface", port, f"ofport_request={ofp}"]
             if self.port_type == "afxdp":
                 if "afxdp" not in types:
@@ -466,7 +620,7 @@ class Ovs:
             else:
                 raise Skip(f"unknown OVS port type {self.port_type}")
         self.vsctl(*cmd)
-        for port, ofp in (("swp1", 1), ("swp2", 2)):
+        for ofp, port in enumerate(self.topo.switch_ports(), 1):
             err = self.vsctl("get", "interface", port, "error").strip('"')
             got = self.vsctl("get", "interface", port, "ofport")
             if err not in ("[]", "") or got != str(ofp):
@@ -503,6 +657,17 @@ class Ovs:
         s["megaflows_now"] = int(m.group(1)) if m else None
         return s
 
+    def sample(self):
+        """Megaflows and their distinct masks now (`dpctl/dump-flows`), the PMD's average subtable
+        lookups per megaflow hit (`pmd-stats-show`), and how many megaflows match dl_dst."""
+        flows = [line for line in self.appctl("dpctl/dump-flows", check=False).splitlines() if "actions:" in line]
+        txt = self.appctl("dpif-netdev/pmd-stats-show", check=False)
+        m = re.search(r"avg\. subtable lookups per megaflow hit: ([\d.]+)", txt)
+        return {"megaflows": len(flows), "masks": len({megaflow_mask(f) for f in flows}),
+                "subtable_lookups_per_megaflow_hit": float(m.group(1)) if m else None,
+                "megaflows_matching_dl_dst": sum(1 for f in flows if DL_DST.search(f)),
+                "first_megaflows": flows[:2]}
+
     def stop(self):
         for p, target in ((self.vs, "ovs-vswitchd"), (self.db, "ovsdb-server")):
             if p is None or p.poll() is not None:
@@ -515,6 +680,17 @@ class Ovs:
             self.procs.stop(p)
 
 
+def megaflow_mask(line):
+    """The mask of a `dpctl/dump-flows` megaflow: its match with the values taken out (fields
+    shown without a mask are exact, fields not shown are wildcarded)."""
+    match = line.split(", packets:", 1)[0].split(" actions:", 1)[0]
+    # tcp_flags(+syn-ack): the flags named are the mask, their signs the value
+    match = re.sub(r"tcp_flags\(([^()]*)\)",
+                   lambda m: "tcp_flags(" + "".join(sorted(re.findall(r"[a-z]+", m.group(1)))) + ")", match)
+    match = re.sub(r"\b(in_port|eth_type|recirc_id)\(([^()=,]*)\)", r"\1(*)", match)
+    return re.sub(r"(\w+)=[^,()/]*(/[^,()]*)?", lambda m: m.group(1) + (m.group(2) or ""), match)
+
+
 class Rqvs:
     """`rqvs switch` (the interface it will have): foreground until SIGINT/SIGTERM, ports numbered
     1, 2, ... in the order given."""
@@ -523,6 +699,7 @@ class Rqvs:
         self.port_type, self.design, self.args, self.topo, self.procs = port_type, design, args, topo, procs
         self.d = Path(tempfile.mkdtemp(prefix=f"rqvs-{port_type}-{design}-", dir=logdir))
         self.p = None
+        self.ctl = None
         self.info = {"xdp_mode": None, "ovs_version": None}
 
     name = property(lambda self: "rqvs")
@@ -547,7 +724,7 @@ class Rqvs:
     def optional_flags(binary):
         """The optional flags `rqvs switch --help` mentions (--pmds, --pmd-cpus, --json)."""
         out = run([binary, "switch", "--help"], check=False, timeout=30).stdout
-        return {f for f in ("--pmds", "--pmd-cpus", "--json") if re.search(re.escape(f) + r"\b", out)}
+        return {f for f in ("--pmds", "--pmd-cpus", "--json", "--ctl") if re.search(re.escape(f) + r"\b", out)}
 
     def log_text(self):
         return "".join(Path(self.d / f).read_text(errors="replace") for f in ("stdout", "stderr")
@@ -556,13 +733,13 @@ class Rqvs:
     def ports_attached(self):
         sw = self.topo.ns["sw"]
         if self.port_type == "afxdp":
-            for dev in ("swp1", "swp2"):
+            for dev in self.topo.switch_ports():
                 out = run(["ip", "-d", "link", "show", "dev", dev], ns=sw, check=False).stdout
                 if not re.search(r"\bxdp(generic|drv)?\b|prog/xdp", out):
                     return False
             return True
         # afpacket: packet sockets of this process bound to both interfaces
-        want = {self.topo.ifindex("sw", "swp1"), self.topo.ifindex("sw", "swp2")}
+        want = {self.topo.ifindex("sw", dev) for dev in self.topo.switch_ports()}
         try:
             inodes = set()
             for fd in os.listdir(f"/proc/{self.p.pid}/fd"):
@@ -585,14 +762,19 @@ class Rqvs:
     def start(self):
         a = self.args
         have = self.optional_flags(a.rqvs)
-        self.cmd = [a.rqvs, "switch", "--port", f"swp1:{self.port_type}", "--port", f"swp2:{self.port_type}",
-                    "--rules", "RULES", "--design", self.design]
+        self.cmd = [a.rqvs, "switch"]
+        for dev in self.topo.switch_ports():
+            self.cmd += ["--port", f"{dev}:{self.port_type}"]
+        self.cmd += ["--rules", "RULES", "--design", self.design]
         if "--pmds" in have:
             self.cmd += ["--pmds", "1"]
         if "--pmd-cpus" in have:
             self.cmd += ["--pmd-cpus", str(a.switch_cpu)]
         if "--json" in have:
             self.cmd += ["--json", str(self.d / "report.json")]
+        if "--ctl" in have:
+            self.ctl = self.d / "ctl.sock"
+            self.cmd += ["--ctl", str(self.ctl)]
         self.cmd += shlex.split(a.rqvs_args)
 
     def load(self, flows, n_flows):
@@ -626,6 +808,29 @@ class Rqvs:
     def stats(self):
         return {}
 
+    def sample(self):
+        """Megaflows and masks now, summed over the PMDs, and the average subtable lookups per
+        megaflow hit (`rqvs ctl pmd-stats-show --json`); None without --ctl."""
+        if self.ctl is None:
+            return None
+        r = run([self.args.rqvs, "ctl", "--socket", str(self.ctl), "--json", "pmd-stats-show"], check=False,
+                timeout=30)
+        try:
+            pmds = json.loads(r.stdout)
+        except ValueError:
+            return {"error": (r.stderr or r.stdout).strip()[-300:]}
+        dps = [p["datapath"] for p in pmds]
+        hits = [d.get("avg_subtable_lookups_per_megaflow_hit") for d in dps]
+        out = {"megaflows": sum(d["megaflows"] for d in dps), "masks": sum(d["masks"] for d in dps),
+               "subtable_lookups_per_megaflow_hit": max((h for h in hits if h is not None), default=None)}
+        if self.args.attack:
+            # Does any megaflow match the destination MAC (which tells the attack apart at the sink)?
+            r = run([self.args.rqvs, "ctl", "--socket", str(self.ctl), "dump-flows"], check=False, timeout=60)
+            flows = [line for line in r.stdout.splitlines() if "actions:" in line]
+            out["megaflows_matching_dl_dst"] = sum(1 for f in flows if DL_DST.search(f))
+            out["first_megaflows"] = flows[:2]
+        return out
+
     def stop(self):
         if self.p is None:
             return
@@ -653,6 +858,61 @@ def parse_size(s):
     if n != 1 and n not in SIZE_LABEL:
         raise argparse.ArgumentTypeError(f"size {n}: expected 1 or one of {sorted(SIZE_LABEL)}")
     return n
+
+
+def parse_rate(s):
+    s = s.strip().lower()
+    mult = {"k": 1000, "m": 1000000}.get(s[-1:], 1)
+    v = float(s[:-1] if mult > 1 else s) * mult
+    if not (0 <= v <= 1e8) or v != int(v):
+        raise ValueError(f"'{s}': a whole number of packets per second, 0 to 1e8")
+    return int(v)
+
+
+def pcap_records(path):
+    """(byte order, link type, [(offset of the frame, captured length)]) of a classic pcap file."""
+    data = Path(path).read_bytes()
+    if len(data) < 24:
+        raise SystemExit(f"{path}: not a pcap file (too short)")
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        bo = "little"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        bo = "big"
+    else:
+        raise SystemExit(f"{path}: not a classic pcap file (magic {magic.hex()}; convert pcapng with editcap -F pcap)")
+    linktype = int.from_bytes(data[20:24], bo) & 0x0FFFFFFF
+    recs, o = [], 24
+    while o + 16 <= len(data):
+        incl = int.from_bytes(data[o + 8:o + 12], bo)
+        if o + 16 + incl > len(data):
+            raise SystemExit(f"{path}: truncated record at byte {o}")
+        recs.append((o + 16, incl))
+        o += 16 + incl
+    return data, linktype, recs
+
+
+def pcap_frames_to(path, mac):
+    data, _, recs = pcap_records(path)
+    return sum(1 for off, n in recs if n >= 6 and data[off:off + 6] == mac)
+
+
+def prepare_attack(path, cache):
+    """The attack pcap with every frame's destination MAC set to ATTACK_DMAC, so the sink tells
+    attack and benign frames apart (the rules match no MAC, so no megaflow mask changes)."""
+    data, linktype, recs = pcap_records(path)
+    if linktype != 1:
+        raise SystemExit(f"{path}: link type {linktype}, expected Ethernet (1)")
+    if not recs or any(n < 14 for _, n in recs):
+        raise SystemExit(f"{path}: no frames, or a frame shorter than an Ethernet header")
+    buf = bytearray(data)
+    for off, _ in recs:
+        buf[off:off + 6] = ATTACK_DMAC
+    st = path.stat()
+    out = cache / f"attack-{path.stem}-{st.st_size}-{int(st.st_mtime)}.pcap"
+    if not out.exists() or out.read_bytes() != bytes(buf):
+        out.write_bytes(bytes(buf))
+    return out, len(recs)
 
 
 def find_data(base, stem):
@@ -749,6 +1009,12 @@ def print_table(rows, out=sys.stdout):
             notes.append(f"xdp-mode {r['xdp_mode']}")
         if r["status"] == "ok" and r.get("load_s") is not None:
             notes.append(f"load {r['load_s']} s")
+        if r.get("attack_pps") is not None:
+            ab = r.get("attack_at_best") or {}
+            smp = r.get("switch_sample_at_best") or r.get("switch_sample_top") or {}
+            notes.append(f"attack {r['attack_pps'] / 1e3:g} Kpps: offered "
+                         + ("-" if not ab else f"{ab['offered_pps'] / 1e3:.1f}, delivered {ab['delivered_pps'] / 1e3:.1f}")
+                         + f"; megaflows {smp.get('megaflows', '-')}, masks {smp.get('masks', '-')}")
         if r.get("reason"):
             notes.append(r["reason"])
         note = "; ".join(notes)
@@ -759,7 +1025,10 @@ def print_table(rows, out=sys.stdout):
     if rows:
         print(f"CPU: {rows[0]['cpu']}; rates in Kpps (thousand frames/s), loss over the window after the "
               f"warm-up; top->sw = what the sender reached into the switch's port at top speed; "
-              f"ceiling = the sender's top rate straight into a sink (no switch).", file=out)
+              f"ceiling = the sender's top rate straight into a sink (no switch)."
+              + (" Attack mode: best = benign frames only, with the attack at the given rate (Kpps, offered and "
+                 "delivered at the best probe); megaflows/masks sampled at 90% of that probe."
+                 if any(r.get("attack_pps") is not None for r in rows) else ""), file=out)
 
 
 def plot(rows, path):
@@ -774,6 +1043,24 @@ def plot(rows, path):
     if ceil:
         series["sender ceiling"] = sorted(ceil.items())
     title = f"forwarding rate, <1% loss, 1 core ({rows[0]['cpu'] if rows else ''})"
+    draw(series, path, title, "rules", xlog=True)
+
+
+def plot_attack(rows, path):
+    """Benign rate (< 1% benign loss) against the attack's offered rate, one line per (switch
+    variant, rule count): the curve of the Tuple Space Explosion paper."""
+    series = {}
+    sizes = {r["rules"] for r in rows}
+    for r in rows:
+        if r["status"] == "ok" and r["best_pps"] is not None and r.get("attack_pps") is not None:
+            name = row_label(r) + (f", {r['rules']} rules" if len(sizes) > 1 else "")
+            series.setdefault(name, []).append((r["attack_pps"] / 1e3, r["best_pps"]))
+    title = (f"benign rate (<1% benign loss) under attack, {'/'.join(str(x) for x in sorted(sizes))} rules, "
+             f"1 core ({rows[0]['cpu'] if rows else ''})")
+    draw(series, path, title, "attack rate offered (Kpps)", xlog=False)
+
+
+def draw(series, path, title, xlabel, xlog):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -783,8 +1070,9 @@ def plot(rows, path):
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], "--" if name == "sender ceiling" else "-o",
                     label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel("rules")
+        if xlog:
+            ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("Kpps")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=8)
@@ -796,11 +1084,11 @@ def plot(rows, path):
     w, h, ml, mr, mt, mb = 760, 460, 70, 190, 40, 50
     allx = [p[0] for s in series.values() for p in s] or [1]
     ally = [p[1] / 1e3 for s in series.values() for p in s] or [1]
-    xmax = math.log10(max(max(allx), 10)) + 0.3
+    xmax = math.log10(max(max(allx), 10)) + 0.3 if xlog else (max(allx) * 1.05 or 1)
     ymax = max(ally) * 1.1 or 1
 
     def X(v):
-        return ml + (w - ml - mr) * (math.log10(max(v, 1)) / xmax)
+        return ml + (w - ml - mr) * ((math.log10(max(v, 1)) if xlog else v) / xmax)
 
     def Y(v):
         return h - mb - (h - mt - mb) * (v / ymax)
@@ -811,22 +1099,22 @@ def plot(rows, path):
          f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="12">{html.escape(title)}</text>',
          f'<line x1="{ml}" y1="{h - mb}" x2="{w - mr}" y2="{h - mb}" stroke="black"/>',
          f'<line x1="{ml}" y1="{mt}" x2="{ml}" y2="{h - mb}" stroke="black"/>',
-         f'<text x="{(ml + w - mr) / 2}" y="{h - 12}" text-anchor="middle">rules (log scale)</text>',
+         f'<text x="{(ml + w - mr) / 2}" y="{h - 12}" text-anchor="middle">'
+         f'{html.escape(xlabel)}{" (log scale)" if xlog else ""}</text>',
          f'<text x="16" y="{(mt + h - mb) / 2}" text-anchor="middle" transform="rotate(-90 16 {(mt + h - mb) / 2})">Kpps</text>']
-    for e in range(0, int(xmax) + 1):
-        x = X(10 ** e)
+    if xlog:
+        xticks = [(10 ** e, {0: "1", 1: "10", 2: "100", 3: "1K", 4: "10K", 5: "100K", 6: "1M"}.get(e, f"1e{e}"))
+                  for e in range(0, int(xmax) + 1)]
+    else:
+        xticks = [(v, f"{v:g}") for v in ticks(xmax)]
+    for xv, lab in xticks:
+        x = X(xv)
         o.append(f'<line x1="{x}" y1="{h - mb}" x2="{x}" y2="{h - mb + 5}" stroke="black"/>')
-        lab = {0: "1", 1: "10", 2: "100", 3: "1K", 4: "10K", 5: "100K", 6: "1M"}.get(e, f"1e{e}")
         o.append(f'<text x="{x}" y="{h - mb + 18}" text-anchor="middle">{lab}</text>')
-    step = 10 ** math.floor(math.log10(ymax / 2)) if ymax > 0 else 1
-    while ymax / step > 8:
-        step *= 2
-    v = 0.0
-    while v <= ymax:
+    for v in ticks(ymax):
         y = Y(v)
         o.append(f'<line x1="{ml - 5}" y1="{y}" x2="{w - mr}" y2="{y}" stroke="#ddd"/>')
         o.append(f'<text x="{ml - 8}" y="{y + 4}" text-anchor="end">{v:g}</text>')
-        v += step
     for i, (name, pts) in enumerate(series.items()):
         c = colors[i % len(colors)]
         pts.sort()
@@ -843,6 +1131,18 @@ def plot(rows, path):
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def ticks(vmax):
+    """Round tick values from 0 to vmax, at most about 8 of them."""
+    step = 10 ** math.floor(math.log10(vmax / 2)) if vmax > 0 else 1
+    while vmax / step > 8:
+        step *= 2
+    out, v = [], 0.0
+    while v <= vmax:
+        out.append(round(v, 10))
+        v += step
+    return out
 
 
 def ensure_tools(args):
@@ -902,6 +1202,12 @@ def parse_args(argv=None):
     ap.add_argument("--ready-grace", type=float, default=0,
                     help="for a switch that prints no `ready` line: go on this many seconds after it has "
                          "lived 1 s and its ports are attached (default 0: wait for the line)")
+    ap.add_argument("--attack", help="attack mode: this pcap (any Ethernet pcap; its destination MAC is rewritten) "
+                    "is sent in a loop from a fourth namespace into the switch's port 3 during every probe")
+    ap.add_argument("--attack-pps", help="attack rates, packets/s, e.g. 0,20000,50000 (0: the attacker is idle); "
+                    "one row per (switch, rules, rate)")
+    ap.add_argument("--attack-lead", type=float, default=2.0,
+                    help="seconds the attack runs before each probe's benign sender starts (default 2)")
     ap.add_argument("--json", help="write the results here (rewritten after every row)")
     ap.add_argument("--plot", help="draw rate vs rules to this SVG")
     ap.add_argument("--remove-stale", action="store_true",
@@ -916,6 +1222,15 @@ def parse_args(argv=None):
     a.ovs_ports = [s.strip() for s in a.ovs_ports.split(",") if s.strip()]
     a.rqvs_ports = [s.strip() for s in a.rqvs_ports.split(",") if s.strip()]
     a.designs = [s.strip() for s in a.designs.split(",") if s.strip()]
+    if bool(a.attack) != bool(a.attack_pps):
+        ap.error("--attack PCAP and --attack-pps R[,R2...] go together")
+    if a.attack:
+        try:
+            a.attack_pps = [parse_rate(r) for r in a.attack_pps.split(",") if r.strip()]
+        except ValueError as e:
+            ap.error(f"--attack-pps: {e}")
+        if not Path(a.attack).is_file():
+            ap.error(f"--attack {a.attack}: no such file")
     for s in a.switches:
         if s not in ("ovs", "rqvs"):
             ap.error(f"unknown switch {s}")
@@ -987,10 +1302,19 @@ def main(argv=None):
             log(f"SKIPPING rqvs: {rqvs_missing}")
         variants += [("rqvs", pt, d) for pt in args.rqvs_ports for d in args.designs]
 
+    atk_pcap = atk_frames = None
+    if args.attack:
+        atk_pcap, atk_frames = prepare_attack(Path(args.attack), cache)
+        meta["attack"] = {"pcap": str(args.attack), "frames": atk_frames, "rates_pps": args.attack_pps,
+                          "dst_mac": ATTACK_DMAC.hex(":"), "lead_s": args.attack_lead, "sender_cpu": args.sender_cpu}
+        log(f"attack: {atk_frames} frames of {args.attack}, dst MAC {ATTACK_DMAC.hex(':')} ({atk_pcap.name}), "
+            f"at {', '.join(str(r) for r in args.attack_pps)} pps")
     try:
         for size in args.sizes:
             log(f"== {size} rule(s)")
             flows, n_flows, n_rules, pcap, frames = prepare(size, args, cache)
+            if args.attack and pcap_frames_to(pcap, ATTACK_DMAC):
+                raise SystemExit(f"{pcap} has frames to the attack's MAC {ATTACK_DMAC.hex(':')}: cannot tell them apart")
             log(f"  {n_rules} rules -> {n_flows} flows ({flows.name}), {frames} frames ({pcap.name})")
             ceiling_topo = Topology(args.prefix, procs, cleanup)
             ceiling_topo.remove_stale = args.remove_stale
@@ -999,7 +1323,7 @@ def main(argv=None):
                           logdir=logroot)
                 ceiling = c["received_pps"]
                 log(f"  sender ceiling (tcpreplay --topspeed, no switch): {ceiling / 1e3:.1f} Kpps")
-            for sw, pt, design in variants:
+            for (sw, pt, design), rate in ((v, r) for v in variants for r in (args.attack_pps or [None])):
                 row = {"switch": sw, "port_type": pt, "design": design, "rules": n_rules, "flows": n_flows,
                        "set": args.set, "trace_frames": frames, "best_pps": None, "loss_at_best": None,
                        "sender_ceiling_pps": ceiling, "bound_by": None, "status": "ok", "reason": None,
@@ -1007,21 +1331,26 @@ def main(argv=None):
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "switch_cpu": args.switch_cpu, "sender_cpu": args.sender_cpu,
                        "loadavg_before": open("/proc/loadavg").read().split()[:3]}
-                log(f"  -- {row_label(row)}")
+                if rate is not None:
+                    row.update(attack_pps=rate, attack_pcap=str(args.attack), attack_frames=atk_frames)
+                log(f"  -- {row_label(row)}" + (f", attack {rate / 1e3:g} Kpps" if rate is not None else ""))
                 if sw == "rqvs" and rqvs_missing:
                     row.update(status="skipped", reason=rqvs_missing)
                     rows.append(row)
                     save()
                     continue
-                with Topology(args.prefix, procs, cleanup) as topo:
+                with Topology(args.prefix, procs, cleanup, attack=rate is not None) as topo:
                     vdir = tempfile.mkdtemp(prefix=f"{sw}-{pt}-{size}-", dir=logroot)
                     s = Ovs(pt, args, topo, procs, vdir) if sw == "ovs" else Rqvs(pt, design, args, topo, procs, vdir)
+                    attack = None
                     try:
                         s.start()
                         s.load(flows, n_flows)
                         log(f"    loaded {n_flows} flows in {s.info.get('load_s')} s"
                             + (f", xdp-mode {s.info['xdp_mode']}" if s.info.get("xdp_mode") else ""))
-                        best, probes = search(topo, procs, args, pcap, frames, ceiling, vdir)
+                        if rate is not None:
+                            attack = Attack(atk_pcap, rate, SinkClasses(topo), s.sample)
+                        best, probes = search(topo, procs, args, pcap, frames, ceiling, vdir, attack=attack)
                         row["stats"] = s.stats()
                         row["probes"] = probes
                         row["sender_top_into_switch_pps"] = probes[0]["offered_pps"]
@@ -1031,10 +1360,15 @@ def main(argv=None):
                             row["loss_at_best"] = best["loss"]
                             sender = probes[0]["pass"] or best["offered_pps"] >= 0.95 * ceiling
                             row["bound_by"] = "sender" if sender else "switch"
+                            if attack is not None:
+                                row["attack_at_best"] = best["attack"]
+                                row["switch_sample_at_best"] = best["switch_sample"]
                         else:
                             row["bound_by"] = "switch"
                             row["reason"] = (f"no probe had < {100 * args.loss:g}% loss (lowest offered "
                                              f"{min(p['offered_pps'] for p in probes) / 1e3:.1f} Kpps)")
+                        if attack is not None:
+                            row["switch_sample_top"] = probes[0]["switch_sample"]
                     except Skip as e:
                         row.update(status="skipped", reason=str(e))
                         log(f"    skipped: {e}")
@@ -1043,6 +1377,8 @@ def main(argv=None):
                         log(f"    FAILED: {e}")
                         failed = True
                     finally:
+                        if attack is not None:
+                            attack.classes.close()
                         s.stop()
                     row.update({k: v for k, v in s.info.items() if k not in row or row[k] is None})
                 rows.append(row)
@@ -1060,7 +1396,7 @@ def main(argv=None):
             print_table(rows)
             save()
             if args.plot:
-                plot(rows, args.plot)
+                (plot_attack if args.attack else plot)(rows, args.plot)
         if args.keep_logs or failed:
             log(f"logs kept in {logroot}")
         else:

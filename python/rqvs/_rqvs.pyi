@@ -148,5 +148,17 @@ def gen_trace(
 ) -> Dict[str, Any]:
     """``rqvs gen trace -o OUTPUT --json``'s report as a dict (the trace is written to ``output``)."""
 
+def gen_attack(
+    rules: _Path,
+    kind: str,
+    packets: int,
+    output: _Path,
+    *,
+    variant: str = "co-located",
+    masks: int = 64,
+    rng_seed: int = 1,
+) -> Dict[str, Any]:
+    """``rqvs gen attack -o OUTPUT --json``'s report as a dict (the pcap is written to ``output``)."""
+
 def read_trace_columns(path: _Path, in_port: int = 1) -> Dict[str, npt.NDArray[Any]]:
     """One array per field of :data:`FIELDS` (``rqvs.read_trace`` assembles them)."""

@@ -35,15 +35,16 @@ fn get<'py, T: FromPyObjectOwned<'py>>(v: &Bound<'py, PyAny>, func: &str, key: &
 }
 
 /// The replay settings from `**options` (names as the command line's options, with `_`), on
-/// the command line's defaults.
+/// the command line's defaults, and the names of the options given.
 fn config(
     func: &str,
     rules: Option<PathBuf>,
     trace: Option<PathBuf>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<ReplayConfig> {
+) -> PyResult<(ReplayConfig, Vec<String>)> {
     let mut c = ReplayConfig { rules, trace, ..ReplayConfig::default() };
     let mut given = Vec::new();
+    let (mut mfcguard, mut mfcguard_interval) = (false, None);
     for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
         let key: String = k.extract()?;
         let v = &v;
@@ -64,6 +65,19 @@ fn config(
             "idle" => c.idle = get(v, func, &key)?,
             "in_port" => c.in_port = get(v, func, &key)?,
             "pmds" if func == "replay" => c.pmds = get(v, func, &key)?,
+            "mask_limit" => c.mask_limit = get(v, func, &key)?,
+            "mask_eviction" => {
+                let s: String = get(v, func, &key)?;
+                c.mask_eviction = rqvs_datapath::MaskEviction::from_name(&s).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found '{s}'"
+                    ))
+                })?;
+            }
+            "mfcguard" => mfcguard = get(v, func, &key)?,
+            "mfcguard_interval" => mfcguard_interval = Some(get::<f64>(v, func, &key)?),
+            "attack" => c.attack = get(v, func, &key)?,
+            "attack_rate" => c.attack_rate = get(v, func, &key)?,
             "revalidator" => {
                 let s: String = get(v, func, &key)?;
                 c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
@@ -88,13 +102,32 @@ fn config(
         }
         given.push(key);
     }
+    match (mfcguard, mfcguard_interval) {
+        (false, Some(_)) => {
+            return Err(PyValueError::new_err("mfcguard_interval: MFCGuard's interval; expected mfcguard=True"))
+        }
+        (true, i) => c.mfcguard = Some(i.unwrap_or(rqvs_experiment::replay::MFCGUARD_INTERVAL_S)),
+        (false, None) => {}
+    }
     // The command line's exclusive options.
     for (a, b) in [("duration", "passes"), ("rate", "duration")] {
         if given.iter().any(|g| g == a) && given.iter().any(|g| g == b) {
             return Err(PyValueError::new_err(format!("{a}: cannot be used with {b}")));
         }
     }
-    Ok(c)
+    Ok((c, given))
+}
+
+/// Options given that the designs would not use: refused, as the command line refuses them
+/// ([`experiment::check_unused`]).
+fn check_unused(
+    cfg: &ReplayConfig,
+    designs: &[DesignKind],
+    names: &str,
+    rate_search: bool,
+    given: &[String],
+) -> PyResult<()> {
+    experiment::check_unused(cfg, designs, names, rate_search, &|id| given.iter().any(|g| g == id)).map_err(error::from)
 }
 
 fn design(name: &str) -> PyResult<DesignKind> {
@@ -112,7 +145,10 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
 /// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
-/// ``train_interval``, ``idle``, ``in_port``, ``pmds``). Mismatches against the reference are in
+/// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
+/// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
+/// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``, ``narrow``),
+/// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]
@@ -129,8 +165,8 @@ pub fn replay(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let d = self::design(design)?;
-    let cfg = config("replay", rules, trace, options)?;
-    experiment::check_classifier(&cfg, &[d]).map_err(error::from)?;
+    let (cfg, given) = config("replay", rules, trace, options)?;
+    check_unused(&cfg, &[d], &format!("--design {design}"), rate_search, &given)?;
     if rate_search && cfg.pmds > 1 {
         return Err(PyValueError::new_err("--rate-search: runs on one PMD; --pmds is not used with it"));
     }
@@ -174,8 +210,9 @@ pub fn compare(
     if designs.is_empty() {
         return Err(PyValueError::new_err("--designs: expected at least one design"));
     }
-    let cfg = config("compare", rules, trace, options)?;
-    experiment::check_classifier(&cfg, &designs).map_err(error::from)?;
+    let (cfg, given) = config("compare", rules, trace, options)?;
+    let names: Vec<&str> = designs.iter().map(|d| d.name()).collect();
+    check_unused(&cfg, &designs, &format!("--designs {}", names.join(",")), false, &given)?;
     let fields = py
         .detach(|| {
             let p = experiment::prepare(&cfg)?;
@@ -253,6 +290,42 @@ pub fn gen_trace(
     let g = py.detach(|| gen::gen_trace(&req)).map_err(error::from)?;
     write(&output, &g.bytes)?;
     to_dict(py, "gen trace", g.fields)
+}
+
+/// Generates attack traffic against a rule file (``rqvs gen attack``), writes it to ``output``
+/// (pcap) and returns the ``--json`` report as a dict (``orig``: what it does to ORIG).
+/// ``kind``: ``tse``, ``tse2`` or ``flood``; ``variant`` (tse): ``co-located`` or ``general``;
+/// ``masks`` (tse2): the masks the attack is spread over.
+#[pyfunction]
+#[pyo3(signature = (rules, kind, packets, output, *, variant = "co-located", masks = 64, rng_seed = 1))]
+#[pyo3(text_signature = "(rules, kind, packets, output, *, variant='co-located', masks=64, rng_seed=1)")]
+#[allow(clippy::too_many_arguments)] // the command line's options, one keyword each
+pub fn gen_attack(
+    py: Python<'_>,
+    rules: PathBuf,
+    kind: &str,
+    packets: usize,
+    output: PathBuf,
+    variant: &str,
+    masks: usize,
+    rng_seed: u64,
+) -> PyResult<Py<PyAny>> {
+    use rqvs_workload::attack::{Kind, Knowledge};
+    let kind = match kind {
+        "tse" => Kind::Tse,
+        "tse2" => Kind::Tse2,
+        "flood" => Kind::Flood,
+        k => return Err(PyValueError::new_err(format!("kind: expected 'tse', 'tse2' or 'flood', found '{k}'"))),
+    };
+    let knowledge = match variant {
+        "co-located" => Knowledge::Rules,
+        "general" => Knowledge::None,
+        v => return Err(PyValueError::new_err(format!("variant: expected 'co-located' or 'general', found '{v}'"))),
+    };
+    let req = gen::AttackRequest { rules, kind, knowledge, packets, masks, rng_seed };
+    let g = py.detach(|| gen::gen_attack(&req)).map_err(error::from)?;
+    write(&output, &g.bytes)?;
+    to_dict(py, "gen attack", g.fields)
 }
 
 /// The packets of a ClassBench trace or a pcap/pcapng capture (told apart by content, plain or

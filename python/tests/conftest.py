@@ -69,10 +69,11 @@ def cli() -> Path:
     pytest.skip("no rqvs binary (build it with cargo build --release, or set RQVS_CLI)")
 
 
-def cli_error(cli: Path, *args: str) -> str:
-    """The one-line message of a failing `rqvs` run (exit code 1), without its `rqvs: error: `."""
+def cli_error(cli: Path, *args: str, code: int = 1) -> str:
+    """The one-line message of a failing `rqvs` run (exit code `code`: 1, or 2 for a usage
+    error), without its `rqvs: error: `."""
     r = subprocess.run([str(cli), *args], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 1, f"rqvs {' '.join(args)} exited {r.returncode}: {r.stderr}"
+    assert r.returncode == code, f"rqvs {' '.join(args)} exited {r.returncode}: {r.stderr}"
     line = r.stderr.strip().splitlines()[-1]
     prefix = "rqvs: error: "
     assert line.startswith(prefix), line

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import rqvs
+from conftest import cli_error
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_RULES = REPO / "data" / "default" / "acl1_1k_rules.xz"
@@ -60,8 +61,8 @@ def same_report(ours: dict, theirs: dict) -> None:
 
 
 def test_replay_report(cli):
-    ours = rqvs.replay(design="cflows", passes=2, revalidator="inline", seed=3)
-    theirs = run_cli(cli, "replay", "--design", "cflows", "--passes", "2", "--revalidator", "inline", "--seed", "3")
+    ours = rqvs.replay(design="cflows", passes=2, seed=3)
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--passes", "2", "--seed", "3")
     assert ours["command"] == "replay" and ours["mismatches"] == 0 and ours["packets"] == 2 * 9328
     same_report(ours, theirs)
     # Every counter and design figure the command line reports is there.
@@ -69,11 +70,24 @@ def test_replay_report(cli):
 
 
 def test_replay_options_reach_the_run(cli, tmp_path):
-    ours = rqvs.replay(design="orig", emc=False, cd=True, emc_prob=0.2, updates="add:60@0s", verify=500, in_port=2, revalidator="inline")
-    theirs = run_cli(cli, "replay", "--design", "orig", "--no-emc", "--cd", "--emc-prob", "0.2", "--updates", "add:60@0s",
+    ours = rqvs.replay(design="orig", emc=False, cd=True, updates="add:60@0s", verify=500, in_port=2, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--no-emc", "--cd", "--updates", "add:60@0s",
                      "--verify", "500", "--in-port", "2", "--revalidator", "inline")
     assert ours["emc"] is False and ours["cd"] is True and ours["verified"] == 500 and ours["updates"]
     same_report(ours, theirs)
+    # An option the run would not use is an error, word for word the command line's.
+    for bad, args in [
+        (dict(design="cflows", revalidator="inline"), ["--design", "cflows", "--revalidator", "inline"]),
+        (dict(emc=False, emc_prob=0.2), ["--no-emc", "--emc-prob", "0.2"]),
+        (dict(design="ccache", policy="delayed"), ["--design", "ccache", "--policy", "delayed"]),
+        (dict(rx_ring=64), ["--rx-ring", "64"]),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == cli_error(cli, "replay", *args, code=2)
+    with pytest.raises(ValueError) as e:
+        rqvs.compare(designs=["orig", "ccache"], classifier="tm")
+    assert str(e.value) == cli_error(cli, "compare", "--designs", "orig,ccache", "--classifier", "tm", code=2)
     pmds = rqvs.replay(design="orig", pmds=2)
     assert pmds["pmds"] == 2 and len(pmds["runs"]) == 2 and pmds["mismatches"] == 0
     same_report(pmds, run_cli(cli, "replay", "--design", "orig", "--pmds", "2"))
@@ -140,17 +154,90 @@ def test_replay_prediction_and_rate_search(cli):
 
 def test_cflows_with_tuplemerge_alone(cli):
     """classifier="tm" is --classifier tm: CFLOWS without the learned index."""
-    ours = rqvs.replay(design="cflows", classifier="tm", revalidator="inline")
-    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm", "--revalidator", "inline")
+    ours = rqvs.replay(design="cflows", classifier="tm")
+    theirs = run_cli(cli, "replay", "--design", "cflows", "--classifier", "tm")
     assert ours["classifier"] == "tm" and ours["counters"]["model_hit"] == 0 and ours["mismatches"] == 0
     same_report(ours, theirs)
     assert rqvs.replay(design="cflows")["classifier"] == "nmu" and rqvs.replay(design="orig")["classifier"] is None
     for bad, message in [
-        (dict(design="orig", classifier="tm"), "--classifier tm: CFLOWS' classifier; expected --design cflows"),
+        (dict(design="orig", classifier="tm"), "--classifier: CFLOWS' classifier; not used by --design orig"),
         (dict(design="cflows", classifier="tm", policy="delayed"),
          "--classifier tm: TupleMerge alone has no model for the delayed policy to wait for (use --policy instant)"),
         (dict(design="cflows", classifier="nm"), "classifier: expected 'nmu' or 'tm', found 'nm'"),
     ]:
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
+        assert str(e.value) == message
+
+
+def test_defences_against_tuple_space_explosion(cli):
+    """mask_limit, mask_eviction and mfcguard are --mask-limit, --mask-eviction and --mfcguard."""
+    ours = rqvs.replay(design="orig", mask_limit=3, mfcguard=True, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--mask-limit", "3", "--mfcguard", "--revalidator", "inline")
+    assert ours["counters"]["masks"] <= 3 and ours["counters"]["install_mask_narrowed"] > 0 and ours["mismatches"] == 0
+    assert (ours["mask_limit"], ours["mask_eviction"], ours["mfcguard_s"]) == (3, "narrow", 0.5)
+    evicting = rqvs.replay(mask_limit=3, mask_eviction="least-hit")
+    assert evicting["counters"]["masks_evicted"] > 0 and evicting["mask_eviction"] == "least-hit"
+    same_report(ours, theirs)
+    refused = rqvs.replay(design="ccache", mask_limit=2, mask_eviction="refuse", mfcguard=True, mfcguard_interval=0.1)
+    assert refused["counters"]["install_mask_refused"] > 0 and refused["mfcguard_s"] == 0.1
+    defence = "a defence of ORIG's and CCACHE's megaflow cache; not used by --design cflows"
+    for bad, message in [
+        (dict(design="cflows", mask_limit=4), f"--mask-limit: the mask limit, {defence}"),
+        (dict(design="cflows", mfcguard=True), f"--mfcguard: MFCGuard, {defence}"),
+        (dict(mask_limit=0), "--mask-limit: expected at least 1 mask"),
+        (dict(mask_eviction="refuse"), "--mask-eviction: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_eviction="narrow"), "--mask-eviction: the policy at the mask limit; expected --mask-limit"),
+        (dict(mask_limit=2, mask_eviction="random"), "mask_eviction: expected 'least-hit', 'refuse' or 'narrow', found 'random'"),
+        (dict(mfcguard_interval=1.0), "mfcguard_interval: MFCGuard's interval; expected mfcguard=True"),
+        (dict(mfcguard=True, mfcguard_interval=0.0), "--mfcguard: expected an interval > 0 s, found '0'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message
+
+
+def test_replay_with_an_attack(cli, tmp_path):
+    """attack/attack_rate are --attack/--attack-rate: the report separates the streams."""
+    attack = tmp_path / "attack.pcap"
+    subprocess.run(
+        [str(cli), "gen", "trace", "--rules", str(REPO / "crates/experiment/data/acl1_1k_rules.xz"), "--packets", "2000",
+         "--locality", "uniform", "--corner", "--format", "pcap", "-o", str(attack)],
+        check=True, capture_output=True,
+    )
+    ours = rqvs.replay(design="orig", attack=str(attack), attack_rate=1e6, revalidator="inline")
+    theirs = run_cli(cli, "replay", "--design", "orig", "--attack", str(attack), "--attack-rate", "1e6", "--revalidator", "inline")
+    a = ours["attack"]
+    assert a["mismatches"] == 0 and a["verified"] > 0 and ours["mismatches"] == 0
+    assert a["benign"]["packets"] + a["attack"]["packets"] == ours["packets"]
+    assert keys(ours) == keys(theirs) and set(a) == set(theirs["attack"])
+    for bad, message in [
+        (dict(attack=str(attack)), "--attack: expected --attack-rate PPS too"),
+        (dict(attack_rate=1e5), "--attack-rate: the rate of an attack; expected --attack FILE"),
+        (dict(attack=str(attack), attack_rate=-1.0), "--attack-rate: expected packets per second > 0, found '-1'"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(**bad)
+        assert str(e.value) == message
+
+
+def test_gen_attack(cli, tmp_path):
+    """gen_attack is `rqvs gen attack`: the same pcap and report, errors in its words."""
+    ours = rqvs.gen_attack(DEFAULT_RULES, "tse2", 2000, tmp_path / "ours.pcap", masks=30, rng_seed=4)
+    theirs = run_cli(cli, "gen", "attack", "--rules", str(DEFAULT_RULES), "--kind", "tse2", "--packets", "2000",
+                     "--masks", "30", "--rng-seed", "4", "-o", str(tmp_path / "theirs.pcap"))
+    assert ours["orig"]["masks"] == 30 and ours["orig"]["mismatches"] == 0
+    assert (tmp_path / "ours.pcap").read_bytes() == (tmp_path / "theirs.pcap").read_bytes()
+    same_report(ours, theirs)
+    general = rqvs.gen_attack(DEFAULT_RULES, "tse", 2000, tmp_path / "g.pcap", variant="general")
+    assert general["knowledge"] == "general"
+    for bad, message in [
+        (dict(kind="tsx"), "kind: expected 'tse', 'tse2' or 'flood', found 'tsx'"),
+        (dict(kind="tse", variant="local"), "variant: expected 'co-located' or 'general', found 'local'"),
+        (dict(kind="tse", packets=0), "--packets: expected at least 1"),
+    ]:
+        args = dict(rules=DEFAULT_RULES, kind="tse", packets=10, output=tmp_path / "x.pcap")
+        args.update(bad)
+        with pytest.raises(ValueError) as e:
+            rqvs.gen_attack(**args)
         assert str(e.value) == message

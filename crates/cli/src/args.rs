@@ -71,6 +71,76 @@ impl CflowsClassifierArg {
     }
 }
 
+/// The defences of the megaflow cache against Tuple Space Explosion (ORIG, CCACHE; off by
+/// default, as OVS): `--mask-limit`, `--mask-eviction`, `--mfcguard`, `--mfcguard-interval`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Defences {
+    /// ORIG/CCACHE: at most this many megaflow masks (subtables) per PMD; installing a
+    /// megaflow with a new mask at the limit applies --mask-eviction (default: no limit, as OVS)
+    /// [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, value_parser = crate::args::range::between(1usize, 1_000_000))]
+    pub mask_limit: Option<usize>,
+    /// ORIG/CCACHE, with --mask-limit (default narrow): least-hit deletes the subtable (all its megaflows) whose
+    /// megaflows decided the fewest packets in the current and past second of PMD time; refuse
+    /// installs nothing (the packet has its action; its flow's next packets upcall again);
+    /// narrow installs the megaflow under an installed mask that examines every bit it needs, or
+    /// exact-match (one subtable for all such, made once by evicting the least-hit one).
+    #[arg(long, value_enum, requires = "mask_limit")]
+    pub mask_eviction: Option<MaskEvictionArg>,
+    /// ORIG/CCACHE: MFCGuard — every --mfcguard-interval of PMD time, delete the subtables whose
+    /// megaflows all drop (masks that exist only for dropped traffic).
+    #[arg(long)]
+    pub mfcguard: bool,
+    /// MFCGuard's interval, seconds of PMD time (default 0.5, the revalidator's sweep's)
+    /// [range: 0 < x ≤ 3600].
+    #[arg(long, requires = "mfcguard", value_parser = crate::args::range::above(0.0, 3600.0))]
+    pub mfcguard_interval: Option<f64>,
+}
+
+/// `--mask-eviction`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MaskEvictionArg {
+    LeastHit,
+    Refuse,
+    Narrow,
+}
+
+impl Defences {
+    /// The policy at the limit.
+    pub fn eviction(&self) -> rqvs_datapath::MaskEviction {
+        match self.mask_eviction {
+            Some(MaskEvictionArg::Refuse) => rqvs_datapath::MaskEviction::Refuse,
+            Some(MaskEvictionArg::LeastHit) => rqvs_datapath::MaskEviction::LeastHit,
+            Some(MaskEvictionArg::Narrow) | None => rqvs_datapath::MaskEviction::Narrow,
+        }
+    }
+
+    /// MFCGuard's interval in seconds when on.
+    pub fn mfcguard_s(&self) -> Option<f64> {
+        self.mfcguard.then(|| self.mfcguard_interval.unwrap_or(rqvs_experiment::replay::MFCGUARD_INTERVAL_S))
+    }
+
+    /// Sets them on a replay's settings.
+    pub fn apply(&self, c: &mut rqvs_experiment::ReplayConfig) {
+        c.mask_limit = self.mask_limit;
+        c.mask_eviction = self.eviction();
+        c.mfcguard = self.mfcguard_s();
+    }
+
+    /// The datapath's settings ([`rqvs_datapath::OrigConfig::mask_limit`], `mfcguard`).
+    pub fn orig(&self) -> (Option<rqvs_datapath::MaskLimit>, Option<u64>) {
+        (
+            self.mask_limit.map(|masks| rqvs_datapath::MaskLimit { masks, eviction: self.eviction() }),
+            self.mfcguard_s().map(|s| (s * 1e9) as u64),
+        )
+    }
+
+    /// A defence is set.
+    pub fn any(&self) -> bool {
+        self.mask_limit.is_some() || self.mfcguard
+    }
+}
+
 /// Value parsers for numeric options: each accepts only the range its option's help documents
 /// (`[range: …]`), so a value outside it (NaN, a share of 2, a count the machine cannot hold)
 /// is a usage error naming the range (exit code 2) before anything runs.
@@ -117,5 +187,37 @@ pub mod range {
         T: FromStr + PartialOrd + Display + Copy + Send + Sync + 'static,
     {
         within(lo, hi, false)
+    }
+}
+
+/// The options a command line gave explicitly (clap's `ValueSource::CommandLine`), by id (the
+/// field name, `emc_prob` for `--emc-prob`): what the audit of unused options reads. An option
+/// a command accepts but would not use with the others given is a usage error (exit code 2),
+/// never silently ignored — each command's `unused` function names its cases.
+#[derive(Debug, Default)]
+pub struct Given(std::collections::BTreeSet<String>);
+
+impl Given {
+    /// The explicit options of the innermost subcommand of `m`.
+    pub fn of(m: &clap::ArgMatches) -> Given {
+        let mut m = m;
+        while let Some((_, sub)) = m.subcommand() {
+            m = sub;
+        }
+        let explicit = |id: &&clap::Id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine);
+        Given(m.ids().filter(explicit).map(|id| id.to_string()).collect())
+    }
+
+    /// Whether `--ID` was given.
+    pub fn has(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    /// `--ID` given while `unused` holds: the error `--id-spelled: why`.
+    pub fn refuse(&self, id: &str, unused: bool, why: &str) -> Result<(), String> {
+        if unused && self.has(id) {
+            return Err(format!("--{}: {why}", id.replace('_', "-")));
+        }
+        Ok(())
     }
 }

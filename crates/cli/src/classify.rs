@@ -33,6 +33,12 @@ pub struct Args {
     pub json: Option<PathBuf>,
 }
 
+/// Options `rqvs classify` accepts but would not use: `--classifier` with `--model` (the model
+/// is a NuevoMatchUP; usage error, [`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    g.refuse("classifier", a.model.is_some(), "a saved model is a NuevoMatchUP; --classifier is not used with --model")
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let out = Out::new(args.json.as_deref());
     let model = match &args.model {

@@ -419,6 +419,16 @@ fn run_json(r: &RunResult) -> Value {
     })
 }
 
+/// Options `rqvs coflows` accepts but would not use: the online predictor's settings when
+/// `--predict` does not run it (usage errors, [`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    let online = a.predict.contains(&PredictMode::Online);
+    for id in ["min_confidence", "min_support", "predict_budget", "window_ms"] {
+        g.refuse(id, !online, "the online predictor's setting; used only when --predict includes online")?;
+    }
+    Ok(())
+}
+
 pub fn run_cmd(a: &Args) -> Result<(), Failure> {
     let out = Out::with_csv(a.json.as_deref(), a.csv.as_deref())?;
     let xs = parse_coflowiness(&a.coflowiness)?;

@@ -27,6 +27,14 @@ pub struct Args {
     pub common: Common,
 }
 
+/// Options `rqvs compare` accepts but would not use with the designs and the other options
+/// given: usage errors ([`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    g.refuse("pmds", true, "rqvs replay only, for now")?;
+    let names: Vec<&str> = a.designs.iter().map(|d| d.name()).collect();
+    replay::unused_common(&a.common, &a.designs, &format!("--designs {}", names.join(",")), g)
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let designs = &args.designs;
     if designs.is_empty() {
@@ -38,7 +46,6 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure("--pmds: rqvs replay only, for now".into()));
     }
     replay::no_plot_with_rate_search(c)?;
-    experiment::check_classifier(&c.config(), designs)?;
     let cfg = c.config();
     c.check_outputs()?;
     let out = c.out();
@@ -95,6 +102,9 @@ pub fn run(args: &Args) -> Result<(), Failure> {
             100.0 * sh(cs.upcall + cs.lost),
         );
     }
+    if c.attack.is_some() {
+        print_attack_table(&out, &runs);
+    }
     if let Some(path) = &c.plot {
         let series: Vec<(&str, &[experiment::Sample])> =
             runs.iter().map(|r| (r.design.name(), &r.series[..])).collect();
@@ -114,6 +124,44 @@ pub fn run(args: &Args) -> Result<(), Failure> {
         return Err(Failure(format!("{bad} packets got an action other than the reference's")));
     }
     Ok(())
+}
+
+/// `--attack`: each design's benign throughput under the attack (benign packets per second of
+/// all PMD time) beside what the attack cost it.
+fn print_attack_table(out: &crate::report::Out, runs: &[experiment::Run]) {
+    outln!(out);
+    outln!(
+        out,
+        "{:<8} {:>12} {:>12} {:>12} {:>14} {:>14} {:>8} {:>10} {:>12}",
+        "design",
+        "benign Mpps",
+        "benign PMD%",
+        "attack PMD%",
+        "benign sub/hit",
+        "attack upcalls",
+        "masks",
+        "megaflows",
+        "attack mism."
+    );
+    for r in runs {
+        let Some(a) = &r.attack else { continue };
+        let total = r.c.pmd_ns.max(1) as f64;
+        let per_hit =
+            |s: &rqvs_experiment::mixed::StreamStats| s.subtables_per_hit().map_or("-".into(), |v| format!("{v:.2}"));
+        outln!(
+            out,
+            "{:<8} {:>12.3} {:>11.1}% {:>11.1}% {:>14} {:>14} {:>8} {:>10} {:>12}",
+            r.design.name(),
+            a.benign.packets as f64 / total * 1e3,
+            100.0 * a.benign.pmd_ns as f64 / total,
+            100.0 * a.attack.pmd_ns as f64 / total,
+            per_hit(&a.benign),
+            a.attack.upcalls + a.attack.lost,
+            r.c.masks,
+            r.c.megaflows,
+            format!("{}/{}", a.mismatches, a.checks),
+        );
+    }
 }
 
 /// `--rate-search`: the constant-rate search of each design in turn (the paper's method: the

@@ -61,9 +61,6 @@ pub struct TraceArgs {
     /// Output file (default: stdout for text; required for pcap).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// in_port given to every packet read.
-    #[arg(long, default_value_t = 1)]
-    pub in_port: u32,
     /// With --to pcap: the link type written (default ethernet; raw, ipv4, ipv6, null and loop
     /// carry IP packets only, sll and sll2 are Linux cooked captures).
     #[arg(long, value_enum)]
@@ -97,6 +94,21 @@ impl LinkArg {
             LinkArg::Loop => pcap::LinkType::Loop,
             LinkArg::Sll => pcap::LinkType::LinuxSll,
             LinkArg::Sll2 => pcap::LinkType::LinuxSll2,
+        }
+    }
+}
+
+/// Options `rqvs convert` accepts but would not use: `--actions` when writing ClassBench rules
+/// (which carry none; usage error, [`crate::args::Given`]).
+pub fn unused(cmd: &Command, g: &crate::args::Given) -> Result<(), String> {
+    match cmd {
+        Command::Rules(a) => g.refuse(
+            "actions",
+            matches!(a.to, RulesTo::Classbench),
+            "the actions of OpenFlow flows; ClassBench rules carry none",
+        ),
+        Command::Trace(a) => {
+            g.refuse("link", !matches!(a.to, TraceTo::Pcap), "the link type of a pcap; only with --to pcap")
         }
     }
 }
@@ -228,7 +240,8 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
     use std::io::Write as _;
     let json_stdout = a.json.as_deref() == Some(Path::new("-"));
     let name = rqvs_flow::io::display_name(&a.input);
-    let mut reader = inputs::open_packets(Some(&a.input), a.in_port)?;
+    // Neither output format carries in_port: the packets get 1.
+    let mut reader = inputs::open_packets(Some(&a.input), 1)?;
     let mut f = Map::new();
     f.insert("input".into(), name.clone().into());
     let output = match a.to {
@@ -241,9 +254,6 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
         }
         TraceTo::Classbench => a.output.as_deref(),
     };
-    if a.link.is_some() && !matches!(a.to, TraceTo::Pcap) {
-        return Err(Failure("--link: only with --to pcap".into()));
-    }
     let mut sink = Sink::open(output)?;
     let mut n = 0usize;
     match a.to {

@@ -26,6 +26,66 @@ pub enum Command {
     Updates(UpdatesArgs),
     /// A coflow workload (pcap with timestamps), its OpenFlow rules and ground truth.
     Coflows(crate::coflows::GenArgs),
+    /// Attack traffic against the megaflow cache (Tuple Space Explosion, TSE 2.0, a new-flow
+    /// flood) as a pcap, with what it does to ORIG.
+    Attack(AttackArgs),
+}
+
+/// `--kind` of `gen attack`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttackKind {
+    /// Tuple Space Explosion: headers whose megaflow masks are all different.
+    Tse,
+    /// TSE 2.0: the co-located headers of `--masks` masks, round after round, so the attack's
+    /// subtables out-rank benign ones.
+    Tse2,
+    /// A new-flow flood: one service, every packet a new client.
+    Flood,
+}
+
+/// `--variant` of `gen attack --kind tse`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttackVariant {
+    /// The attacker knows the rules: a greedy search for headers with new masks.
+    CoLocated,
+    /// No knowledge of the rules: random addresses and ports.
+    General,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AttackArgs {
+    /// Rule file the attack is made against (ClassBench or ofctl, plain or .xz).
+    #[arg(long)]
+    pub rules: PathBuf,
+    #[arg(long, value_enum)]
+    pub kind: AttackKind,
+    /// --kind tse: what the attacker knows.
+    #[arg(long, value_enum, default_value = "co-located")]
+    pub variant: AttackVariant,
+    /// Packets to write [range: 1 ≤ x ≤ 10000000].
+    #[arg(long, value_parser = crate::args::range::between(1usize, 10_000_000))]
+    pub packets: usize,
+    /// --kind tse2: the distinct masks the attack is spread over [range: 1 ≤ x ≤ 1000000].
+    #[arg(long, default_value_t = 64, value_parser = crate::args::range::between(1usize, 1_000_000))]
+    pub masks: usize,
+    #[arg(long, default_value_t = 1)]
+    pub rng_seed: u64,
+    /// The pcap to write (Ethernet).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Write a JSON report here ('-' = stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Options `rqvs gen` accepts but would not use: `gen attack`'s `--variant` without `--kind
+/// tse`, `--masks` without `--kind tse2` (usage errors, [`crate::args::Given`]).
+pub fn unused(cmd: &Command, g: &crate::args::Given) -> Result<(), String> {
+    if let Command::Attack(a) = cmd {
+        g.refuse("variant", a.kind != AttackKind::Tse, "what a TSE attacker knows; used only with --kind tse")?;
+        g.refuse("masks", a.kind != AttackKind::Tse2, "the masks of TSE 2.0; used only with --kind tse2")?;
+    }
+    Ok(())
 }
 
 #[derive(clap::Args, Debug)]
@@ -155,7 +215,37 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
         Command::Map(a) => gen_map(a),
         Command::Updates(a) => gen_updates(a),
         Command::Coflows(a) => crate::coflows::gen(a),
+        Command::Attack(a) => gen_attack(a),
     }
+}
+
+fn gen_attack(a: &AttackArgs) -> Result<(), Failure> {
+    use rqvs_workload::attack::{Kind, Knowledge};
+    let out = Out::new(a.json.as_deref());
+    let req = gen::AttackRequest {
+        rules: a.rules.clone(),
+        kind: match a.kind {
+            AttackKind::Tse => Kind::Tse,
+            AttackKind::Tse2 => Kind::Tse2,
+            AttackKind::Flood => Kind::Flood,
+        },
+        knowledge: match a.variant {
+            AttackVariant::CoLocated => Knowledge::Rules,
+            AttackVariant::General => Knowledge::None,
+        },
+        packets: a.packets,
+        masks: a.masks,
+        rng_seed: a.rng_seed,
+    };
+    let g = gen::gen_attack(&req)?;
+    std::fs::write(&a.output, &g.bytes).map_err(|e| Failure(format!("{}: cannot write: {e}", a.output.display())))?;
+    for line in &g.summary {
+        out.line(line);
+    }
+    if let Some(j) = &a.json {
+        report::write_json(j, "gen attack", g.fields)?;
+    }
+    Ok(())
 }
 
 fn emit(output: Option<&Path>, json: &Option<PathBuf>, bytes: &[u8]) -> Result<(), Failure> {

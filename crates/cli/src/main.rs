@@ -17,6 +17,7 @@ mod compare;
 mod convert;
 mod docs;
 mod gen;
+mod paper;
 mod plot;
 mod replay;
 mod report;
@@ -26,7 +27,7 @@ mod train;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// rqvs: a userspace virtual-switch datapath whose classifier can be a learned index.
 ///
@@ -61,6 +62,9 @@ enum Command {
     Replay(replay::Args),
     /// Several datapath designs on the same rules and trace: speedups, counters, one plot.
     Compare(compare::Args),
+    /// The NSDI'22 paper's evaluation on the ClassBench data: each figure beside the paper's
+    /// numbers, one Markdown page (partial: the figures built so far; the page lists the rest).
+    Paper(paper::Args),
     /// Flow prediction for coflows: upcalls, first-packet latency and handler CPU over
     /// coflowiness, prediction off / online / oracle / preload (time-ordered replay with arrival
     /// times, ORIG). `replay --predict` runs the same predictor on one trace, without latencies.
@@ -87,9 +91,32 @@ impl<E: std::fmt::Display> From<E> for Failure {
     }
 }
 
+/// Options the command accepts but would not use with the others given (each command's
+/// `unused`; [`args::Given`]).
+fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
+    match command {
+        Command::Classify(a) => classify::unused(a, given),
+        Command::Convert(c) => convert::unused(c, given),
+        Command::Trace(a) => trace::unused(a, given),
+        Command::Replay(a) => replay::unused(a, given),
+        Command::Compare(a) => compare::unused(a, given),
+        Command::Coflows(a) => coflows::unused(a, given),
+        Command::Switch(a) => switch::unused(a, given),
+        Command::Gen(c) => gen::unused(c, given),
+        // Every option of these is used whatever the others say.
+        Command::Train(_)
+        | Command::Paper(_)
+        | Command::Bench(_)
+        | Command::Ctl(_)
+        | Command::Completions(_)
+        | Command::Man(_) => Ok(()),
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command().try_get_matches().and_then(|m| Ok((Cli::from_arg_matches(&m)?, args::Given::of(&m))));
+    let (cli, given) = match parsed {
+        Ok(p) => p,
         // --help and --version go to stdout like every report (a full stdout is an error there
         // too); usage errors to stderr, exit code 2.
         Err(e) if !e.use_stderr() => {
@@ -101,6 +128,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Err(e)) = cli.command.as_ref().map(|c| unused(c, &given)) {
+        eprintln!("rqvs: error: {e}");
+        return ExitCode::from(2);
+    }
     // A kernel forced by the environment that this CPU lacks is a usage error, said once.
     if let Err(e) = rqvs_rqrmi::Kernel::from_env() {
         eprintln!("rqvs: error: {e}");
@@ -123,6 +154,7 @@ fn main() -> ExitCode {
         Some(Command::Trace(args)) => trace::run(&args),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Compare(args)) => compare::run(&args),
+        Some(Command::Paper(args)) => paper::run(&args),
         Some(Command::Coflows(args)) => coflows::run_cmd(&args),
         Some(Command::Switch(args)) => switch::run(&args),
         Some(Command::Ctl(args)) => switch::run_ctl(&args),

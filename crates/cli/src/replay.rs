@@ -5,6 +5,7 @@
 //! ```text
 //! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
+//!             [--mask-limit N [--mask-eviction least-hit|refuse|narrow]] [--mfcguard [--mfcguard-interval S]]
 //!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
 //! ```
 //!
@@ -18,7 +19,7 @@ use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_experiment::replay::{self, Prediction, Prepared, Run, Sample};
 use rqvs_experiment::{DesignKind, ReplayConfig};
 
-use crate::args::{CflowsClassifierArg, PolicyArg, Workload};
+use crate::args::{CflowsClassifierArg, Given, PolicyArg, Workload};
 use crate::report::{outln, Out};
 use crate::Failure;
 
@@ -105,6 +106,8 @@ pub struct Common {
     /// while the PMD forwards (as OVS), or inline in the update call (deterministic).
     #[arg(long, value_enum, default_value_t = RevalidatorArg::Thread)]
     pub revalidator: RevalidatorArg,
+    #[command(flatten)]
+    pub defences: crate::args::Defences,
     /// CFLOWS: when inserted rules become visible — at once, into the remainder (instant) or
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
@@ -133,6 +136,14 @@ pub struct Common {
     /// applies the stream to a replica of the table; --rate is split over the PMDs [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub pmds: usize,
+    /// Mixed replay: an attack (a packet file, e.g. from `rqvs gen attack`) interleaved with the
+    /// trace as a second receive queue of the PMD, replayed in a loop at `--attack-rate`; the
+    /// report separates the benign and the attack traffic.
+    #[arg(long, requires = "attack_rate")]
+    pub attack: Option<PathBuf>,
+    /// Attack packets per second of PMD time (with --attack) [range: 0 < x ≤ 1000000000000].
+    #[arg(long, requires = "attack", value_parser = crate::args::range::above(0.0, 1e12))]
+    pub attack_rate: Option<f64>,
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -161,7 +172,7 @@ impl Common {
 
     /// The replay's settings.
     pub fn config(&self) -> ReplayConfig {
-        ReplayConfig {
+        let mut c = ReplayConfig {
             rules: self.workload.rules.clone(),
             trace: self.workload.trace.clone(),
             cd: self.cd,
@@ -186,8 +197,12 @@ impl Common {
             idle: self.idle,
             in_port: self.in_port,
             pmds: self.pmds,
-            auto: rqvs_datapath::AutoConfig::default(),
-        }
+            attack: self.attack.clone(),
+            attack_rate: self.attack_rate,
+            ..ReplayConfig::default()
+        };
+        self.defences.apply(&mut c);
+        c
     }
 }
 
@@ -256,6 +271,20 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
         r.mismatches,
         r.verified
     );
+    if let Some(a) = &r.attack {
+        print_attack(&out, c, r, a);
+    }
+    if let Some(l) = &r.latency {
+        let us = |q: f64| l.quantile(q).map_or("-".to_string(), |ns| format!("{:.1}", ns as f64 / 1e3));
+        outln!(
+            out,
+            "latency             p50 {} µs  p99 {} µs  p99.9 {} µs  max {:.1} µs of PMD time (benign packets after the warm-up, arrival to the end of their batch)",
+            us(0.5),
+            us(0.99),
+            us(0.999),
+            l.max() as f64 / 1e3
+        );
+    }
     if r.stale_checks > 0 {
         outln!(out,
             "stale megaflows     {} checked packets got the previous table's action before the revalidator thread deleted its megaflow",
@@ -325,6 +354,23 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.deleted_limit,
             cs.install_refused
         );
+        if c.defences.any() {
+            let limit = c
+                .defences
+                .mask_limit
+                .map_or("off".to_string(), |n| format!("{n} masks, {}", c.defences.eviction().name()));
+            let guard = c.defences.mfcguard_s().map_or("off".to_string(), |s| format!("every {s} s"));
+            outln!(
+                out,
+                "defences            mask limit {limit}: {} masks evicted ({} megaflows), {} installs refused, {} narrowed;  MFCGuard {guard}: {} masks removed ({} megaflows)",
+                cs.masks_evicted,
+                cs.megaflows_evicted,
+                cs.install_mask_refused,
+                cs.install_mask_narrowed,
+                cs.mfcguard_masks,
+                cs.mfcguard_removed
+            );
+        }
     }
     if r.design != DesignKind::Orig {
         outln!(
@@ -368,6 +414,35 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     }
     if let Some(m) = &r.first_mismatch {
         outln!(out, "first mismatch      {m}");
+    }
+}
+
+/// A mixed replay's streams (`--attack`).
+fn print_attack(out: &Out, c: &Common, r: &Run, a: &rqvs_experiment::replay::AttackRun) {
+    let total = r.c.pmd_ns.max(1) as f64;
+    let attack = c.attack.as_ref().map_or(String::new(), |p| p.display().to_string());
+    outln!(
+        out,
+        "attack              {attack} at {:.0} pps: {} offered, {} dropped by its {}-packet ring   mismatches {} of {} checked",
+        a.rate,
+        a.offered,
+        a.ring_dropped,
+        c.rx_ring,
+        a.mismatches,
+        a.checks
+    );
+    for (name, s) in [("benign", &a.benign), ("attack", &a.attack)] {
+        let per_hit = s.subtables_per_hit().map_or("-".to_string(), |v| format!("{v:.2}"));
+        outln!(
+            out,
+            "  {name:<17} {} packets, {:.3} Mpps of all PMD time ({:.1}% of it, {:.1} ns/packet); upcalls {}, lost {}, subtables/hit {per_hit}",
+            s.packets,
+            s.packets as f64 / total * 1e3,
+            100.0 * s.pmd_ns as f64 / total,
+            s.ns_per_packet(),
+            s.upcalls,
+            s.lost
+        );
     }
 }
 
@@ -459,9 +534,36 @@ fn rate_search(c: &Common, p: &Prepared, design: DesignKind, pred: Option<&Predi
     Ok(())
 }
 
+/// Options `rqvs replay` accepts but would not use with the design and the other options given:
+/// usage errors ([`Given`]).
+pub fn unused(a: &Args, g: &Given) -> Result<(), String> {
+    unused_common(&a.common, &[a.design], &format!("--design {}", a.design.name()), g)?;
+    let online = a.predict == PredictMode::Online;
+    for id in ["min_confidence", "min_support", "predict_budget", "window_ms"] {
+        g.refuse(id, !online, "the online predictor's setting; used only with --predict online")?;
+    }
+    g.refuse(
+        "coflow_truth",
+        a.predict != PredictMode::Oracle,
+        "the oracle's ground truth; used only with --predict oracle",
+    )?;
+    g.refuse(
+        "plot",
+        a.common.pmds > 1,
+        "draws one run's time series; not with --pmds (the CSV and JSON have every PMD's)",
+    )?;
+    Ok(())
+}
+
+/// The options of [`Common`] that only some designs, or some other options, use: each a usage
+/// error when none of `designs` (or none of the options it serves) is there
+/// ([`replay::check_unused`]); `names` says which designs run, as given.
+pub fn unused_common(c: &Common, designs: &[DesignKind], names: &str, g: &Given) -> Result<(), String> {
+    replay::check_unused(&c.config(), designs, names, c.rate_search, &|id| g.has(id)).map_err(|e| e.0)
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let c = &args.common;
-    replay::check_classifier(&c.config(), &[args.design])?;
     let cfg = c.config();
     c.check_outputs()?;
     let p = replay::prepare(&cfg)?;

@@ -94,6 +94,8 @@ pub struct Args {
     /// [range: 0 < x ≤ 86400].
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 86_400.0))]
     inactivity_probe: f64,
+    #[command(flatten)]
+    defences: crate::args::Defences,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -142,6 +144,38 @@ impl Drop for OutDir {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// Options `rqvs switch` accepts but would not use with the design and the other options given:
+/// usage errors ([`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    let design = a.design.name();
+    g.refuse(
+        "classifier",
+        a.design != DesignKind::Cflows,
+        &format!("CFLOWS' classifier; not used by --design {design}"),
+    )?;
+    g.refuse(
+        "upcalls",
+        a.design == DesignKind::Cflows,
+        "where ORIG and CCACHE run the slow path; CFLOWS has no upcalls",
+    )?;
+    for id in ["fail_mode", "inactivity_probe"] {
+        g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
+    }
+    for (id, what) in [
+        ("mask_limit", "the mask limit"),
+        ("mask_eviction", "the mask limit's policy"),
+        ("mfcguard", "MFCGuard"),
+        ("mfcguard_interval", "MFCGuard's interval"),
+    ] {
+        g.refuse(
+            id,
+            a.design == DesignKind::Cflows,
+            &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by --design {design}"),
+        )?;
+    }
+    Ok(())
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
@@ -199,6 +233,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();
+    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;

@@ -78,6 +78,13 @@ pub fn parse_packet(text: &str) -> Result<FlowKey, Failure> {
     Ok(*rule.matches.value())
 }
 
+/// Options `rqvs trace` accepts but would not use: `--packets` and `--in-port` without
+/// `--trace` (usage errors, [`crate::args::Given`]).
+pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
+    g.refuse("packets", a.trace.is_none(), "how many packets of --trace; not used with one packet")?;
+    g.refuse("in_port", a.trace.is_none(), "the in_port of --trace's packets; one packet names its own (in_port=N)")
+}
+
 pub fn run(args: &Args) -> Result<(), Failure> {
     let flows = load_table(&args.rules)?;
     let c = OfprotoClassifier::build(&flows)?;

@@ -273,3 +273,48 @@ fn csv_tables_hold_the_json_rows_and_benchmarks_their_spread() {
     assert!(table[0].iter().any(|h| h == "counters.upcall"), "{:?}", table[0]);
     expect_error(&["compare", "--json", "-", "--csv", "-"], "--json - and --csv - would both write to stdout");
 }
+
+#[test]
+fn defences_limit_the_masks_of_orig_and_ccache_and_are_an_error_with_cflows() {
+    for design in ["orig", "ccache"] {
+        let out = rqvs(&["replay", "--design", design, "--mask-limit", "3", "--mfcguard", "--json", "-"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &v["counters"];
+        assert_eq!(v["mismatches"], 0, "{design}");
+        assert!(c["masks"].as_u64().unwrap() <= 3, "{design}: {c}");
+        assert!(c["install_mask_narrowed"].as_u64().unwrap() > 0, "{design}: {c}");
+        assert_eq!(
+            (v["mask_limit"].as_u64(), v["mask_eviction"].as_str(), v["mfcguard_s"].as_f64()),
+            (Some(3), Some("narrow"), Some(0.5))
+        );
+    }
+    let out = rqvs(&["replay", "--mask-limit", "3", "--mask-eviction", "refuse", "--json", "-"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["counters"]["install_mask_refused"].as_u64().unwrap() > 0 && v["counters"]["masks_evicted"] == 0);
+    // Off by default: no limit, nothing evicted, and the report says so.
+    let v: serde_json::Value = serde_json::from_slice(&rqvs(&["replay", "--json", "-"]).stdout).unwrap();
+    assert!(v["counters"]["masks"].as_u64().unwrap() > 3 && v["counters"]["masks_evicted"] == 0);
+    assert!(v["mask_limit"].is_null() && v["mfcguard_s"].is_null());
+    // With CFLOWS only (no megaflows), each is a usage error.
+    let defence = "a defence of ORIG's and CCACHE's megaflow cache; not used by";
+    for (args, needle) in [
+        (
+            &["replay", "--design", "cflows", "--mask-limit", "4"][..],
+            format!("--mask-limit: the mask limit, {defence} --design cflows"),
+        ),
+        (
+            &["compare", "--designs", "cflows", "--mfcguard"][..],
+            format!("--mfcguard: MFCGuard, {defence} --designs cflows"),
+        ),
+        (
+            &["switch", "--design", "cflows", "--mfcguard"][..],
+            format!("--mfcguard: MFCGuard, {defence} --design cflows"),
+        ),
+    ] {
+        let out = rqvs(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&needle), "{args:?}: {err:?} should contain {needle:?}");
+    }
+}

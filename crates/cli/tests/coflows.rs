@@ -319,7 +319,11 @@ fn prediction_errors_name_what_is_missing() {
     let bad = bad_truth.to_str().unwrap();
     for (extra, code, what) in [
         (vec!["--predict", "oracle"], 1, "--predict oracle needs the coflow ground truth: --coflow-truth FILE"),
-        (vec!["--coflow-truth", truth.as_str()], 1, "--coflow-truth: only --predict oracle"),
+        (
+            vec!["--coflow-truth", truth.as_str()],
+            2,
+            "--coflow-truth: the oracle's ground truth; used only with --predict oracle",
+        ),
         (vec!["--predict", "online", "--design", "cflows"], 1, "expected --design orig"),
         (vec!["--predict", "oracle", "--coflow-truth", other_truth.as_str()], 1, "is not in the trace"),
         (vec!["--predict", "oracle", "--coflow-truth", bad], 1, "bad.tsv:2:1: expected 12 tab-separated columns"),

@@ -124,3 +124,60 @@ fn train_then_classify_with_the_model() {
     assert_eq!(out.status.code(), Some(1));
     assert!(err.contains("cut.nmu: model file is truncated"), "{err}");
 }
+
+/// `rqvs gen attack`: each kind writes a pcap that replays with 0 mismatches; its report says
+/// what it does to ORIG (co-located TSE: many more masks than the general attack, TSE 2.0
+/// exactly the masks asked for, the flood few); options that do not apply are usage errors.
+#[test]
+fn attacks_make_the_masks_they_claim() {
+    let dir = TempDir::new("gen-attack");
+    let rules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/default/acl1_1k_rules.xz");
+    let rules = rules.to_str().unwrap();
+    let mut orig = std::collections::BTreeMap::new();
+    for (name, extra) in [
+        ("tse", &["--kind", "tse"][..]),
+        ("general", &["--kind", "tse", "--variant", "general"]),
+        ("tse2", &["--kind", "tse2", "--masks", "40"]),
+        ("flood", &["--kind", "flood"]),
+    ] {
+        let pcap = tmp(&dir, &format!("{name}.pcap"));
+        let pcap = pcap.to_str().unwrap();
+        let args =
+            [&["gen", "attack", "--rules", rules, "--packets", "5000", "-o", pcap, "--json", "-"][..], extra].concat();
+        let out = rqvs(&args);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!((j["command"].as_str(), j["packets"].as_u64()), (Some("gen attack"), Some(5000)), "{name}");
+        assert_eq!(j["orig"]["mismatches"], 0, "{name}");
+        orig.insert(name, j["orig"]["masks"].as_u64().unwrap());
+        // The pcap replays through every design with the reference's actions.
+        let out = rqvs(&["compare", "--rules", rules, "--trace", pcap, "--designs", "orig,cflows"]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(orig["tse"] > 4 * orig["general"] && orig["tse"] > 20 * orig["flood"], "{orig:?}");
+    assert_eq!(orig["tse2"], 40, "{orig:?}");
+    let pcap = tmp(&dir, "x.pcap");
+    let pcap = pcap.to_str().unwrap();
+    for (args, code, what) in [
+        (vec!["--kind", "tse2", "--variant", "general"], 2, "--variant: what a TSE attacker knows"),
+        (vec!["--kind", "tse", "--masks", "8"], 2, "--masks: the masks of TSE 2.0"),
+        (vec!["--kind", "tse", "--packets", "0"], 2, "--packets"),
+        (vec!["--kind", "bogus"], 2, "invalid value 'bogus'"),
+    ] {
+        let mut a = vec!["gen", "attack", "--rules", rules, "-o", pcap];
+        if !args.contains(&"--packets") {
+            a.extend(["--packets", "10"]);
+        }
+        a.extend(args.iter().copied());
+        let out = rqvs(&a);
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(what),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = rqvs(&["gen", "attack", "--rules", "/nonexistent.rules", "--kind", "tse", "--packets", "10", "-o", pcap]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.rules"));
+}

@@ -80,8 +80,6 @@ fn replay_options_reach_the_run() {
         "cflows",
         "--policy",
         "delayed",
-        "--revalidator",
-        "inline",
         "--duration",
         "0.05",
         "--updates",
@@ -91,10 +89,7 @@ fn replay_options_reach_the_run() {
     ]);
     let r = json(&out);
     check_run(&r);
-    assert_eq!(
-        (r["design"].as_str(), r["policy"].as_str(), r["revalidator"].as_str()),
-        (Some("cflows"), Some("delayed"), Some("inline"))
-    );
+    assert_eq!((r["design"].as_str(), r["policy"].as_str()), (Some("cflows"), Some("delayed")));
     assert_eq!(r["updates"].as_array().unwrap().len(), 2);
     assert!(r["rules_file"].as_str().unwrap().contains("default"), "the embedded workload without --rules");
 }
@@ -191,4 +186,61 @@ fn compare_searches_the_rate_of_every_design() {
     }
     let out = rqvs(&["replay", "--rate-search", "--pmds", "2"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rate-search: runs on one PMD; --pmds is not used with it"));
+}
+
+/// `--attack FILE --attack-rate PPS`: replay and compare report the benign and the attack
+/// streams apart (text and JSON); the two options go together.
+#[test]
+fn an_attack_mixed_into_replay_and_compare() {
+    let dir = TempDir::new("attack");
+    let attack = dir.join("attack.pcap").display().to_string();
+    let rules = data("acl1_1k_rules.xz");
+    let gen = rqvs(&[
+        "gen",
+        "trace",
+        "--rules",
+        &rules,
+        "--packets",
+        "3000",
+        "--locality",
+        "uniform",
+        "--corner",
+        "--format",
+        "pcap",
+        "-o",
+        &attack,
+    ]);
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    let trace = data("acl1_1k_trace.xz");
+    let common = ["--rules", &rules, "--trace", &trace, "--attack", &attack, "--attack-rate", "1e6"];
+    let out = rqvs(&[&["replay", "--json", "-"][..], &common].concat());
+    let text = String::from_utf8_lossy(&out.stderr);
+    let r = json(&out);
+    check_run(&r);
+    let a = &r["attack"];
+    assert_eq!(a["mismatches"], 0);
+    assert!(a["verified"].as_u64().unwrap() > 100, "{a}");
+    let (benign, att) = (&a["benign"], &a["attack"]);
+    assert_eq!(
+        benign["packets"].as_u64().unwrap() + att["packets"].as_u64().unwrap(),
+        r["packets"].as_u64().unwrap(),
+        "{a}"
+    );
+    assert!(att["upcalls"].as_u64().unwrap() > 0 && benign["subtables_per_hit"].as_f64().is_some(), "{a}");
+    assert!(text.contains("attack              ") && text.contains("  benign"), "{text}");
+
+    let out = rqvs(&[&["compare", "--designs", "orig,cflows"][..], &common].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("benign Mpps") && text.contains("attack mism."), "{text}");
+    let rows: Vec<&str> =
+        text.lines().skip_while(|l| !l.contains("benign Mpps")).skip(1).take_while(|l| !l.is_empty()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert!(rows.iter().all(|l| l.split_whitespace().last().is_some_and(|m| m.starts_with("0/"))), "{text}");
+
+    let out = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--attack", &attack]);
+    assert_eq!(out.status.code(), Some(2), "--attack needs --attack-rate");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--attack-rate"));
+    let out = rqvs(&["replay", "--attack", &attack, "--attack-rate", "0"]);
+    assert_eq!(out.status.code(), Some(2), "a rate of 0 is a usage error");
 }

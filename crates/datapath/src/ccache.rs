@@ -236,13 +236,15 @@ impl MegaflowModel {
         for (&slot, _) in gens.iter().filter(|(s, _)| !held.contains_key(*s)) {
             model.remove(RuleId(slot));
         }
+        // Detach first: the subtables the new model empties are gone before megaflows are
+        // attached back (under a mask limit, room for them).
+        for (&slot, &gen) in &held {
+            dpcls.detach(MegaflowRef { slot, gen });
+        }
         for (&slot, &gen) in &self.held {
             if !held.contains_key(&slot) {
                 dpcls.attach(MegaflowRef { slot, gen });
             }
-        }
-        for (&slot, &gen) in &held {
-            dpcls.detach(MegaflowRef { slot, gen });
         }
         self.held = held;
         self.base_outside = dpcls.len() - self.held.len();

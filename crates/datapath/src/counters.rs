@@ -18,7 +18,7 @@
 //! The rest are costs and gauges: `upcall_ns` (slow-path classification and installation time),
 //! `megaflow_subtables` (subtables probed by all CD and megaflow hits — divided by those hits,
 //! OVS's "avg. subtable lookups per megaflow hit"), CD hints that failed, installations,
-//! deletions by cause, and the gauges `megaflows` and `masks`, filled in by
+//! deletions by cause (the defences' evictions and MFCGuard's among them), and the gauges `megaflows` and `masks`, filled in by
 //! [`crate::Design::counters`].
 //!
 //! Flow prediction ([`crate::predict`]) installs megaflows without packets: `preinstalled`,
@@ -62,6 +62,19 @@ pub struct Counters {
     pub deleted_revalidated: u64,
     pub deleted_idle: u64,
     pub deleted_limit: u64,
+    /// Defences against Tuple Space Explosion ([`crate::orig::OrigConfig`]): subtables evicted
+    /// at the mask limit and the megaflows deleted with them (CCACHE: also megaflows a new
+    /// model let go that found no room); installs (upcalls and predictions, already in
+    /// `install_refused` and `preinstall_refused`) refused at the mask limit; drop-only
+    /// subtables MFCGuard deleted and their megaflows. `install_mask_narrowed` below.
+    pub masks_evicted: u64,
+    pub megaflows_evicted: u64,
+    pub install_mask_refused: u64,
+    /// Megaflows installed under a narrower mask than the slow path's at the mask limit
+    /// (`narrow` policy).
+    pub install_mask_narrowed: u64,
+    pub mfcguard_masks: u64,
+    pub mfcguard_removed: u64,
 
     /// Megaflows installed ahead of packets (flow prediction, `Orig::preinstall`); keys an
     /// installed megaflow already covered; keys refused at the flow limit.
@@ -126,7 +139,11 @@ impl Counters {
 
     /// All megaflow deletions.
     pub fn deleted(&self) -> u64 {
-        self.deleted_revalidated + self.deleted_idle + self.deleted_limit
+        self.deleted_revalidated
+            + self.deleted_idle
+            + self.deleted_limit
+            + self.megaflows_evicted
+            + self.mfcguard_removed
     }
 
     /// `(name, value)` pairs, for reports.
@@ -153,6 +170,12 @@ impl Counters {
             ("deleted_revalidated", self.deleted_revalidated),
             ("deleted_idle", self.deleted_idle),
             ("deleted_limit", self.deleted_limit),
+            ("masks_evicted", self.masks_evicted),
+            ("megaflows_evicted", self.megaflows_evicted),
+            ("install_mask_refused", self.install_mask_refused),
+            ("install_mask_narrowed", self.install_mask_narrowed),
+            ("mfcguard_masks", self.mfcguard_masks),
+            ("mfcguard_removed", self.mfcguard_removed),
             ("preinstalled", self.preinstalled),
             ("preinstall_existing", self.preinstall_existing),
             ("preinstall_refused", self.preinstall_refused),

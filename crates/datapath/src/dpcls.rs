@@ -13,6 +13,24 @@
 //!   megaflow is deleted — so a deletion never has to find the EMC entries that point at it.
 //! - **Per-megaflow stats**: hits and last-used time (PMD clock), for idle expiry and reports.
 //!
+//! - **Mask limit** (off by default, as OVS; [`MaskLimit`]): a defence against Tuple Space
+//!   Explosion, whose packets make the slow path install megaflows with ever new masks until the
+//!   walk probes hundreds of subtables. When installing a megaflow would create a subtable beyond
+//!   the limit, [`MaskEviction::LeastHit`] first deletes the subtable (all its megaflows) whose
+//!   megaflows decided the fewest packets — by any path: EMC, cuckoo distributor or walk — in the
+//!   current and the past ranking interval (ties: the oldest subtable), and
+//!   [`MaskEviction::Refuse`] installs nothing (the packet has its action from the slow path; the
+//!   next packets of its flow upcall again), and [`MaskEviction::Narrow`] installs the megaflow
+//!   under an installed mask that examines every bit it needs, or exact-match (one subtable for
+//!   all of those) — always correct, since a megaflow may examine more bits than the slow path
+//!   asked for, and revalidation keeps a megaflow whose mask is not wider than the new lookup's. Deletions go through [`Dpcls::remove`], so they are
+//!   journaled for the revalidator thread, and the EMC's and the cuckoo distributor's references
+//!   to evicted megaflows go stale by generation like any deletion's. Only subtables are evicted:
+//!   a megaflow CCACHE's model holds is detached from them and never evicted, so the model never
+//!   has to hear of an eviction.
+//! - **Drop-only subtables** ([`Dpcls::remove_drop_only`]): MFCGuard's deletion (the datapath's
+//!   `mfcguard` option, [`crate::orig::OrigConfig::mfcguard`]).
+//!
 //! Lookups allocate nothing: the hash tables are `hashbrown` maps keyed by `[u64; 5]`.
 
 use hashbrown::HashMap;
@@ -71,6 +89,68 @@ struct Subtable {
     table: HashMap<[u64; 5], u32>,
     /// Hits in the current ranking interval.
     hits: u64,
+    /// Packets its megaflows decided (any path) in the current and in the past ranking interval
+    /// (kept only under a mask limit: the eviction's ranking).
+    used: u64,
+    used_past: u64,
+    /// Creation order (the eviction's tie-break: oldest first).
+    seq: u64,
+}
+
+/// What to do when installing a megaflow would create a subtable beyond the mask limit
+/// (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaskEviction {
+    /// Delete the subtable whose megaflows decided the fewest packets lately, then install.
+    LeastHit,
+    /// Install nothing.
+    Refuse,
+    /// Install the megaflow under a mask already there that examines every bit it needs (the
+    /// most general such), or exact-match: a megaflow may always examine more bits than the
+    /// slow path asked for. The exact-match subtable, when it is missing, takes the place of the
+    /// least-hit one. The default: the policy that keeps a recurring attack cheap (README,
+    /// *Defences against TSE*).
+    #[default]
+    Narrow,
+}
+
+impl MaskEviction {
+    /// The policy as command lines and reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MaskEviction::LeastHit => "least-hit",
+            MaskEviction::Refuse => "refuse",
+            MaskEviction::Narrow => "narrow",
+        }
+    }
+
+    /// The policy called `name` ([`MaskEviction::name`]).
+    pub fn from_name(name: &str) -> Option<MaskEviction> {
+        [MaskEviction::LeastHit, MaskEviction::Refuse, MaskEviction::Narrow].into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// A per-PMD limit on megaflow masks (subtables) and what happens at it (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaskLimit {
+    /// Subtables at most (at least 1).
+    pub masks: usize,
+    pub eviction: MaskEviction,
+}
+
+/// What the mask limit and MFCGuard did, since the megaflow cache was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DefenceStats {
+    /// Subtables evicted at the mask limit, and the megaflows they held.
+    pub masks_evicted: u64,
+    pub megaflows_evicted: u64,
+    /// Installs refused at the mask limit ([`MaskEviction::Refuse`]).
+    pub mask_refused: u64,
+    /// Megaflows installed under a narrower mask at the limit ([`MaskEviction::Narrow`]).
+    pub mask_narrowed: u64,
+    /// Drop-only subtables MFCGuard deleted, and their megaflows.
+    pub mfcguard_masks: u64,
+    pub mfcguard_removed: u64,
 }
 
 /// What [`Dpcls::install`] did.
@@ -120,6 +200,10 @@ pub struct Dpcls {
     /// Installs and deletions since the last [`Dpcls::take_journal`], when enabled (for the
     /// revalidator thread's copy of the megaflows, [`crate::revalidator::RevalidatorThread`]).
     journal: Option<Journal>,
+    /// The mask limit (module docs); `None`: none, as OVS.
+    mask_limit: Option<MaskLimit>,
+    next_seq: u64,
+    defence: DefenceStats,
 }
 
 /// Megaflows installed and deleted, in order of each kind, since the journal was last taken.
@@ -178,14 +262,7 @@ impl Dpcls {
     /// Records a hit on a live megaflow (per-flow stats).
     #[inline]
     pub fn touch(&mut self, f: MegaflowRef, now_ns: u64) {
-        if let Some(s) = self.slots.get_mut(f.slot as usize) {
-            if s.gen == f.gen {
-                if let Some(e) = s.megaflow.as_mut() {
-                    e.hits += 1;
-                    e.last_used_ns = now_ns;
-                }
-            }
-        }
+        self.hit(f, now_ns);
     }
 
     /// A packet hit a megaflow: records the hit ([`Dpcls::touch`]) and returns the megaflow's
@@ -196,7 +273,14 @@ impl Dpcls {
             Some(Slot { gen, megaflow: Some(e) }) if *gen == f.gen => {
                 e.hits += 1;
                 e.last_used_ns = now_ns;
-                (e.action, e.rule.unwrap_or(NO_RULE))
+                let out = (e.action, e.rule.unwrap_or(NO_RULE));
+                if self.mask_limit.is_some() {
+                    let si = e.subtable;
+                    if let Some(Some(st)) = self.subtables.get_mut(si as usize) {
+                        st.used += 1;
+                    }
+                }
+                out
             }
             _ => (DpAction::Drop, NO_RULE),
         }
@@ -302,7 +386,9 @@ impl Dpcls {
     /// Installs the slow path's megaflow for an upcall of `key`, as OVS's handler does: an
     /// installed megaflow with the same mask and value, or one already covering `key` (another
     /// upcall of the same batch installed it), is reused; at `flow_limit` megaflows nothing is
-    /// installed. The one place megaflows are installed (upcalls and flow prediction).
+    /// installed. Under a mask limit, a megaflow that needs a new subtable at the limit first
+    /// evicts one, or is refused (module docs). The one place megaflows are installed (upcalls
+    /// and flow prediction).
     pub fn install(&mut self, key: FlowKey, v: &Verdict, flow_limit: usize, now_ns: u64) -> Install {
         if let Some(f) = self.find(&v.megaflow).or_else(|| self.peek(&key.to_words())) {
             return Install::Existing(f);
@@ -310,7 +396,108 @@ impl Dpcls {
         if self.len() >= flow_limit {
             return Install::Refused;
         }
+        if let Some(limit) = self.mask_limit {
+            if !self.by_mask.contains_key(&v.megaflow.mask) && self.masks() >= limit.masks {
+                match limit.eviction {
+                    MaskEviction::Refuse => {
+                        self.defence.mask_refused += 1;
+                        return Install::Refused;
+                    }
+                    MaskEviction::LeastHit => self.evict_down_to(limit.masks - 1),
+                    MaskEviction::Narrow => {
+                        let mask = match self.narrowest_cover(&v.megaflow.mask) {
+                            Some(m) => m,
+                            None => {
+                                self.evict_down_to(limit.masks - 1);
+                                FlowKey::EXACT
+                            }
+                        };
+                        self.defence.mask_narrowed += 1;
+                        let mf = Megaflow { value: key.masked(&mask), mask };
+                        return Install::Installed(self.insert(key, mf, v.action, v.rule, now_ns));
+                    }
+                }
+            }
+        }
         Install::Installed(self.insert(key, v.megaflow, v.action, v.rule, now_ns))
+    }
+
+    /// Sets the mask limit (`None`: none). A limit below the subtables already there applies
+    /// from the next install on.
+    pub fn set_mask_limit(&mut self, limit: Option<MaskLimit>) {
+        self.mask_limit = limit.map(|l| MaskLimit { masks: l.masks.max(1), ..l });
+    }
+
+    pub fn mask_limit(&self) -> Option<MaskLimit> {
+        self.mask_limit
+    }
+
+    /// What the mask limit and MFCGuard did so far.
+    pub fn defence_stats(&self) -> DefenceStats {
+        self.defence
+    }
+
+    /// Evicts least-hit subtables until at most `masks` are left.
+    fn evict_down_to(&mut self, masks: usize) {
+        while self.masks() > masks {
+            let Some(si) = self.eviction_victim() else { break };
+            self.defence.masks_evicted += 1;
+            self.defence.megaflows_evicted += self.remove_subtable(si);
+        }
+    }
+
+    /// The installed mask examining every bit `needed` examines with the fewest bits, if any.
+    fn narrowest_cover(&self, needed: &FlowKey) -> Option<FlowKey> {
+        self.order
+            .iter()
+            .map(|&si| &self.subtables[si as usize].as_ref().expect("ranked subtable is live").mask)
+            .filter(|m| needed.is_subset_of(m))
+            .min_by_key(|m| m.to_words().iter().map(|w| w.count_ones()).sum::<u32>())
+            .copied()
+    }
+
+    /// The subtable to evict: fewest packets decided in the current and past ranking interval,
+    /// the oldest among equals.
+    fn eviction_victim(&self) -> Option<u32> {
+        self.order.iter().copied().min_by_key(|&si| {
+            let st = self.subtables[si as usize].as_ref().expect("ranked subtable is live");
+            (st.used + st.used_past, st.seq)
+        })
+    }
+
+    /// Deletes every megaflow of subtable `si` (which goes with the last); returns how many.
+    fn remove_subtable(&mut self, si: u32) -> u64 {
+        let Some(st) = self.subtables[si as usize].as_ref() else { return 0 };
+        let slots: Vec<u32> = st.table.values().copied().collect();
+        let mut n = 0;
+        for slot in slots {
+            let gen = self.slots[slot as usize].gen;
+            n += u64::from(self.remove(MegaflowRef { slot, gen }));
+        }
+        n
+    }
+
+    /// MFCGuard: deletes every subtable whose megaflows all drop — masks that exist only for
+    /// dropped traffic (module docs). Returns (subtables, megaflows) deleted.
+    pub fn remove_drop_only(&mut self) -> (u64, u64) {
+        let victims: Vec<u32> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|&si| {
+                let st = self.subtables[si as usize].as_ref().expect("ranked subtable is live");
+                st.table.values().all(|&slot| {
+                    self.slots[slot as usize].megaflow.as_ref().is_some_and(|e| e.action == DpAction::Drop)
+                })
+            })
+            .collect();
+        let (masks, mut megaflows) = (victims.len() as u64, 0);
+        for si in victims {
+            megaflows += self.remove_subtable(si);
+        }
+        self.defence.mfcguard_masks += masks;
+        self.defence.mfcguard_removed += megaflows;
+        (masks, megaflows)
     }
 
     /// Starts recording installs and deletions ([`Journal`]).
@@ -367,7 +554,16 @@ impl Dpcls {
         if let Some(&si) = self.by_mask.get(mask) {
             return si;
         }
-        let st = Subtable { mask: *mask, mask_words: mask.to_words(), table: HashMap::new(), hits: 0 };
+        let st = Subtable {
+            mask: *mask,
+            mask_words: mask.to_words(),
+            table: HashMap::new(),
+            hits: 0,
+            used: 0,
+            used_past: 0,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
         let si = match self.free_subtables.pop() {
             Some(si) => {
                 self.subtables[si as usize] = Some(st);
@@ -398,12 +594,22 @@ impl Dpcls {
     }
 
     /// CCACHE: puts a detached megaflow back into the subtables. False when stale or attached.
+    /// Under a mask limit, one that would need a new subtable at the limit is deleted instead
+    /// (counted as evicted; evicting another subtable could delete megaflows a model is about to
+    /// hold).
     pub fn attach(&mut self, f: MegaflowRef) -> bool {
         let Some(e) = self.get(f) else { return false };
         if e.subtable != DETACHED {
             return false;
         }
         let mf = e.megaflow;
+        if let Some(limit) = self.mask_limit {
+            if !self.by_mask.contains_key(&mf.mask) && self.masks() >= limit.masks {
+                self.remove(f);
+                self.defence.megaflows_evicted += 1;
+                return false;
+            }
+        }
         let si = self.subtable_for(&mf.mask);
         let st = self.subtables[si as usize].as_mut().expect("live");
         st.table.insert(mf.value.to_words(), f.slot);
@@ -441,6 +647,7 @@ impl Dpcls {
         self.top_share = if total == 0 { 1.0 } else { top as f64 / total as f64 };
         for s in self.subtables.iter_mut().flatten() {
             s.hits = 0;
+            s.used_past = std::mem::take(&mut s.used);
         }
         true
     }
@@ -518,5 +725,150 @@ mod tests {
         assert_eq!(d.ranked_masks()[0], m2);
         assert_eq!(d.lookup(&b.to_words()).1, 1);
         assert!(d.top_share() > 0.9);
+    }
+
+    /// A verdict for `key` with a mask that examines `bits` high bits of the source address and
+    /// the whole destination (one mask per `bits`).
+    fn verdict(key: FlowKey, bits: u32, action: DpAction) -> Verdict {
+        let mut m = FlowKey::default();
+        m.nw_src = u32::MAX << (32 - bits);
+        m.nw_dst = u32::MAX;
+        Verdict { megaflow: mf(key, m), action, rule: None }
+    }
+
+    #[test]
+    fn mask_limit_evicts_the_least_hit_subtable() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 3, eviction: MaskEviction::LeastHit }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        let busy = d.install(k(1), &verdict(k(1), 1, DpAction::Output(1)), usize::MAX, 0).megaflow().unwrap();
+        for bits in 2..=3 {
+            d.install(k(bits), &verdict(k(bits), bits, DpAction::Output(1)), usize::MAX, 0);
+        }
+        // The busy subtable takes hits (from any path: `hit`), the others none.
+        for _ in 0..5 {
+            d.hit(busy, 1);
+        }
+        assert_eq!(d.masks(), 3);
+        for bits in 4..=10 {
+            let o = d.install(k(bits), &verdict(k(bits), bits, DpAction::Output(1)), usize::MAX, 0);
+            assert!(matches!(o, Install::Installed(_)), "{o:?}");
+            assert!(d.masks() <= 3, "{} masks", d.masks());
+            assert!(d.get(busy).is_some(), "the busy subtable was evicted at {bits} bits");
+        }
+        let s = d.defence_stats();
+        assert_eq!((s.masks_evicted, s.megaflows_evicted, s.mask_refused), (7, 7, 0));
+        // The oldest of the unused ones goes first: the newest is still there.
+        let mut m10 = FlowKey::default();
+        m10.nw_src = u32::MAX << 22;
+        m10.nw_dst = u32::MAX;
+        assert!(d.ranked_masks().contains(&m10));
+        // After two ranking intervals without hits, the busy subtable is as cold as the others,
+        // and the oldest: the next eviction takes it.
+        d.maybe_rank(RANK_INTERVAL_NS);
+        d.maybe_rank(3 * RANK_INTERVAL_NS);
+        d.install(k(11), &verdict(k(11), 11, DpAction::Output(1)), usize::MAX, 0);
+        assert!(d.get(busy).is_none());
+    }
+
+    #[test]
+    fn mask_limit_refuses_new_masks_but_not_new_megaflows_of_known_ones() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::Refuse }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        for bits in 1..=2 {
+            assert!(matches!(
+                d.install(k(bits), &verdict(k(bits), bits, DpAction::Drop), 100, 0),
+                Install::Installed(_)
+            ));
+        }
+        assert_eq!(d.install(k(3), &verdict(k(3), 3, DpAction::Drop), 100, 0), Install::Refused);
+        // Same mask as an existing subtable, another value: installed.
+        let other = FlowKey::ipv4(0, 1, 6, 0, 0);
+        assert!(matches!(d.install(other, &verdict(other, 1, DpAction::Drop), 100, 0), Install::Installed(_)));
+        assert_eq!((d.masks(), d.len(), d.defence_stats().mask_refused), (2, 3, 1));
+    }
+
+    #[test]
+    fn remove_drop_only_keeps_subtables_with_any_other_action() {
+        let mut d = Dpcls::new();
+        d.enable_journal();
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        let k2 = FlowKey::ipv4(0, 1, 6, 0, 0);
+        // Mask 1: drop only (two megaflows). Mask 2: drop and output. Mask 3: output only.
+        let a = d.install(k(1), &verdict(k(1), 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        let b = d.install(k2, &verdict(k2, 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        d.install(k(2), &verdict(k(2), 2, DpAction::Drop), 100, 0);
+        let k3 = FlowKey::ipv4(0, 2, 6, 0, 0);
+        d.install(k3, &verdict(k3, 2, DpAction::Output(3)), 100, 0);
+        d.install(k(3), &verdict(k(3), 3, DpAction::Output(3)), 100, 0);
+        d.take_journal();
+        assert_eq!((d.masks(), d.len()), (3, 5));
+        assert_eq!(d.remove_drop_only(), (1, 2));
+        assert_eq!((d.masks(), d.len()), (2, 3));
+        assert!(d.get(a).is_none() && d.get(b).is_none());
+        // Deleted through `remove`: journaled for the revalidator thread.
+        let j = d.take_journal();
+        assert_eq!(j.removed.len(), 2);
+        assert_eq!(d.remove_drop_only(), (0, 0));
+        let s = d.defence_stats();
+        assert_eq!((s.mfcguard_masks, s.mfcguard_removed), (1, 2));
+    }
+
+    #[test]
+    fn attach_at_the_mask_limit_deletes_instead_of_exceeding_it() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::LeastHit }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        let a = d.install(k(1), &verdict(k(1), 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        assert!(d.detach(a));
+        for bits in 2..=3 {
+            d.install(k(bits), &verdict(k(bits), bits, DpAction::Drop), 100, 0);
+        }
+        assert_eq!((d.masks(), d.len()), (2, 3));
+        assert!(!d.attach(a));
+        assert!(d.get(a).is_none(), "deleted, not left detached where nothing finds it");
+        assert_eq!((d.masks(), d.len(), d.defence_stats().megaflows_evicted), (2, 2, 1));
+        // Into an existing subtable it goes back as usual.
+        let mut m2 = FlowKey::default();
+        m2.nw_src = u32::MAX << 30;
+        m2.nw_dst = u32::MAX;
+        let same_mask = FlowKey::ipv4(0, 5, 6, 0, 0);
+        let b = d.insert(same_mask, mf(same_mask, m2), DpAction::Drop, None, 0);
+        assert!(d.detach(b) && d.attach(b));
+        assert_eq!(d.masks(), 2);
+    }
+
+    #[test]
+    fn narrow_installs_under_a_covering_mask_or_exact_match() {
+        let mut d = Dpcls::new();
+        d.set_mask_limit(Some(MaskLimit { masks: 2, eviction: MaskEviction::Narrow }));
+        let k = |bits: u32| FlowKey::ipv4(1 << (32 - bits), 0, 6, 0, 0);
+        for bits in [3, 5] {
+            d.install(k(bits), &verdict(k(bits), bits, DpAction::Output(1)), 100, 0);
+        }
+        // Needs 1 bit: both installed masks examine it; the one with fewer bits (3) takes it.
+        let f = d.install(k(1), &verdict(k(1), 1, DpAction::Output(2)), 100, 0).megaflow().unwrap();
+        let e = d.get(f).unwrap();
+        assert_eq!((e.megaflow.mask.nw_src, e.megaflow.value.nw_src), (u32::MAX << 29, 0x8000_0000));
+        assert_eq!((d.masks(), d.defence_stats().mask_narrowed, d.defence_stats().masks_evicted), (2, 1, 0));
+        // Needs a port nobody examines: exact-match, in place of the least-hit subtable.
+        let mut port = FlowKey::default();
+        port.tp_dst = u16::MAX;
+        let p = FlowKey::ipv4(7, 7, 6, 1, 99);
+        let v = Verdict { megaflow: mf(p, port), action: DpAction::Drop, rule: None };
+        let f = d.install(p, &v, 100, 0).megaflow().unwrap();
+        assert_eq!(d.get(f).unwrap().megaflow.mask, FlowKey::EXACT);
+        assert_eq!((d.masks(), d.defence_stats().masks_evicted), (2, 1));
+        // The next one joins the exact-match subtable: nothing more evicted.
+        let q = FlowKey::ipv4(8, 8, 6, 1, 98);
+        let v = Verdict { megaflow: mf(q, port), action: DpAction::Drop, rule: None };
+        assert!(matches!(d.install(q, &v, 100, 0), Install::Installed(_)));
+        assert_eq!((d.masks(), d.defence_stats().masks_evicted, d.defence_stats().mask_narrowed), (2, 1, 3));
+        // Each covers its own packet only where the slow path's mask would have.
+        assert_eq!(d.peek(&q.to_words()).map(|f| d.get(f).unwrap().action), Some(DpAction::Drop));
+        let mut q2 = q;
+        q2.tp_src = 2;
+        assert!(d.peek(&q2.to_words()).is_none(), "exact-match: another microflow upcalls");
     }
 }

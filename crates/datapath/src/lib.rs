@@ -110,6 +110,7 @@ pub use cflows_shared::{CflowsPublisher, SharedCflows};
 pub use clock::Clock;
 pub use counters::Counters;
 pub use design::{Design, DesignKind, DesignReport};
+pub use dpcls::{MaskEviction, MaskLimit};
 pub use ofproto::OfprotoTable;
 pub use orig::{Ccache, Orig, OrigConfig};
 pub use pmd::Pmd;

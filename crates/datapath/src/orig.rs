@@ -19,6 +19,19 @@
 //! [`OrigConfig::revalidator`], [`crate::revalidator`]). The idle/flow-limit sweeps run at batch
 //! boundaries and are PMD time.
 //!
+//! **Defences against Tuple Space Explosion** (off by default, as OVS): a per-PMD mask limit
+//! with an eviction policy ([`OrigConfig::mask_limit`]; applied where megaflows are installed,
+//! [`Dpcls::install`]), and MFCGuard ([`OrigConfig::mfcguard`]): at batch boundaries every
+//! interval of PMD time, the subtables that hold only drop megaflows — masks that exist only
+//! for dropped traffic, which is what a TSE attack against a drop-by-default policy installs —
+//! are deleted with their megaflows (the dropped packets then upcall again: MFCGuard trades
+//! slow-path work for a short subtable walk). Its time is PMD time (`reval_ns`). Both delete
+//! through [`Dpcls::remove`]: journaled for the revalidator thread, EMC and CD references
+//! stale by generation, and never a megaflow CCACHE's model holds (those are not in the
+//! subtables). Counted in `masks_evicted`, `megaflows_evicted`, `install_mask_refused`,
+//! `install_mask_narrowed`,
+//! `mfcguard_masks`, `mfcguard_removed`.
+//!
 //! **The clock** ([`crate::Clock`]): `Measured` advances the PMD clock by the measured time of
 //! `process_batch` and `handle_upcalls` (and records the EMC, model and megaflow-cache stages
 //! separately); `Virtual` by fixed costs per packet and per upcall.
@@ -35,7 +48,7 @@ use crate::ccache::{CcacheConfig, MegaflowModel};
 use crate::cd::CuckooDistributor;
 use crate::counters::Counters;
 use crate::design::{Design, DesignReport, OrigReport};
-use crate::dpcls::{Dpcls, Install, MegaflowEntry, MegaflowRef};
+use crate::dpcls::{Dpcls, Install, MaskLimit, MegaflowEntry, MegaflowRef};
 use crate::emc::Emc;
 use crate::ofproto::{OfprotoTable, RuleChange, Verdict};
 use crate::predict::{self, PredictStats, Predictor};
@@ -55,6 +68,13 @@ pub struct OrigConfig {
     pub upcall_queue: usize,
     /// Where rule-change revalidation runs ([`crate::revalidator`]).
     pub revalidator: RevalidatorMode,
+    /// Defence against Tuple Space Explosion: at most this many megaflow masks (subtables) per
+    /// PMD, and the policy at the limit ([`crate::dpcls`]); `None` (the default): no limit, as OVS.
+    pub mask_limit: Option<MaskLimit>,
+    /// MFCGuard (Csikor et al.): every this many ns of PMD time, the subtables whose megaflows
+    /// all drop are deleted ([`Dpcls::remove_drop_only`]; module docs, *Defences*); `None` (the
+    /// default): off, as OVS.
+    pub mfcguard: Option<u64>,
 }
 
 impl Default for OrigConfig {
@@ -65,6 +85,8 @@ impl Default for OrigConfig {
             idle_ns: DEFAULT_IDLE_NS,
             upcall_queue: UPCALL_QUEUE_CAP,
             revalidator: RevalidatorMode::Inline,
+            mask_limit: None,
+            mfcguard: None,
         }
     }
 }
@@ -150,6 +172,8 @@ pub struct MegaflowDatapath<S: ModelStage> {
     reval_thread: Option<RevalidatorThread>,
     /// Revalidations the thread finished and the PMD applied, not yet taken by the caller.
     revalidations: Vec<Revalidation>,
+    /// PMD clock of MFCGuard's next pass ([`OrigConfig::mfcguard`]).
+    next_mfcguard_ns: u64,
 }
 
 impl Orig {
@@ -201,6 +225,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
 
     fn with_table_and_stage(table: OfprotoTable, cfg: DatapathConfig, orig: OrigConfig, stage: S) -> Self {
         let mut dpcls = Dpcls::new();
+        dpcls.set_mask_limit(orig.mask_limit);
         let reval_thread = (orig.revalidator == RevalidatorMode::Thread).then(|| {
             dpcls.enable_journal();
             RevalidatorThread::spawn(table.clone())
@@ -224,6 +249,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             predictor: None,
             reval_thread,
             revalidations: Vec::new(),
+            next_mfcguard_ns: orig.mfcguard.unwrap_or(0),
             cfg,
             orig,
         }
@@ -246,6 +272,13 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         c.masks = self.dpcls.masks() as u64;
         c.pmd_ns = self.now_ns;
         c.emc_inserts = self.emc.inserts;
+        let d = self.dpcls.defence_stats();
+        c.masks_evicted = d.masks_evicted;
+        c.megaflows_evicted = d.megaflows_evicted;
+        c.install_mask_refused = d.mask_refused;
+        c.install_mask_narrowed = d.mask_narrowed;
+        c.mfcguard_masks = d.mfcguard_masks;
+        c.mfcguard_removed = d.mfcguard_removed;
         self.stage.gauges(&mut c);
         c
     }
@@ -558,6 +591,14 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             let t0 = Instant::now();
             deleted += self.reval.maybe_sweep(&mut self.dpcls, self.now_ns, &mut self.c);
             self.charge_reval(t0);
+        }
+        if let Some(interval) = self.orig.mfcguard {
+            if self.now_ns >= self.next_mfcguard_ns {
+                self.next_mfcguard_ns = self.now_ns + interval;
+                let t0 = Instant::now();
+                deleted += self.dpcls.remove_drop_only().1;
+                self.charge_reval(t0);
+            }
         }
         deleted += self.apply_revalidations(false);
         if S::PRESENT {

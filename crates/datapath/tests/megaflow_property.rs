@@ -115,8 +115,14 @@ fn config(rng: &mut StdRng) -> Config {
     let emc_insert_prob = [1.0, 0.2, 0.01][rng.random_range(0..3)];
     let cd = rng.random_bool(0.5);
     let flow_limit = [5, 50, 200_000][rng.random_range(0..3)];
-    let orig =
-        OrigConfig { cd, flow_limit, idle_ns: 300_000_000, upcall_queue: 4096, revalidator: RevalidatorMode::Inline };
+    let orig = OrigConfig {
+        cd,
+        flow_limit,
+        idle_ns: 300_000_000,
+        upcall_queue: 4096,
+        revalidator: RevalidatorMode::Inline,
+        ..OrigConfig::default()
+    };
     // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
     // expiry all happen within a run.
     let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };

@@ -1,6 +1,7 @@
-//! Rule-set and trace generation with their reports: what `rqvs gen rules` and `rqvs gen trace`
-//! do between parsing options and writing files, shared with the Python package (the algorithms
-//! are [`rqvs_workload::rules`] and [`rqvs_workload::trace`]).
+//! Rule-set, trace and attack generation with their reports: what `rqvs gen rules`, `rqvs gen
+//! trace` and `rqvs gen attack` do between parsing options and writing files, shared with the
+//! Python package (the algorithms are [`rqvs_workload::rules`], [`rqvs_workload::trace`] and
+//! [`rqvs_workload::attack`]).
 //!
 //! Each function returns the data to write (text or bytes), the report's JSON fields (before
 //! [`crate::report::envelope`]) and the summary lines the command line prints.
@@ -10,7 +11,7 @@ use std::time::Instant;
 
 use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_flow::{Actions, FlowKey};
-use rqvs_workload::{rules, seedfile, stats, trace};
+use rqvs_workload::{attack, rules, seedfile, stats, trace};
 use serde_json::{json, Map, Value};
 
 use crate::{inputs, Error};
@@ -225,4 +226,102 @@ pub fn gen_trace(a: &TraceRequest) -> Result<TraceOutput, Error> {
         }),
     );
     Ok(TraceOutput { bytes, fields, summary, stats_lines })
+}
+
+/// An attack to generate (`rqvs gen attack`' options; [`rqvs_workload::attack`]).
+#[derive(Clone, Debug)]
+pub struct AttackRequest {
+    /// Rule file (ClassBench or ofctl, plain or .xz).
+    pub rules: PathBuf,
+    pub kind: attack::Kind,
+    pub knowledge: attack::Knowledge,
+    pub packets: usize,
+    /// tse2: the masks the attack is spread over.
+    pub masks: usize,
+    pub rng_seed: u64,
+}
+
+/// A generated attack: the pcap, and what it does to ORIG.
+pub struct AttackOutput {
+    pub bytes: Vec<u8>,
+    pub fields: Map<String, Value>,
+    pub summary: Vec<String>,
+}
+
+/// Generates an attack and replays it through ORIG alone (OVS's defaults, a virtual clock, so
+/// the report is the same on every machine): the masks and megaflows it creates, the upcalls,
+/// the subtables probed per megaflow hit, and every packet's action checked against the
+/// reference classifier.
+pub fn gen_attack(a: &AttackRequest) -> Result<AttackOutput, Error> {
+    use rqvs_datapath::{assign_rule_outputs, Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+    let mut rules = inputs::load_rules(Some(&a.rules))?;
+    let params =
+        attack::Params { knowledge: a.knowledge, masks: a.masks, ..attack::Params::new(a.kind, a.packets, a.rng_seed) };
+    let t = Instant::now();
+    let (keys, st) = attack::generate(&rules, &params).map_err(Error)?;
+    let secs = t.elapsed().as_secs_f64();
+    let (bytes, ws) = pcap::write_pcap(&keys, None);
+    // ORIG on the same rules, each with an action of its own, as `rqvs replay` runs them.
+    if rules.iter().all(|r| r.actions.0.is_empty()) {
+        assign_rule_outputs(&mut rules);
+    }
+    let cfg =
+        DatapathConfig { clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2_000 }, ..DatapathConfig::default() };
+    let mut dp = Orig::new(&rules, cfg, OrigConfig::default())?;
+    let actions = rqvs_datapath::pmd::run_keys(&mut dp, &keys);
+    let reference = rqvs_classify::Reference::build(&rules)?;
+    let mismatches =
+        keys.iter().zip(&actions).filter(|(k, a)| DpAction::of_rule(reference.lookup_rule(k)) != **a).count();
+    let c = dp.counters();
+    let name = match a.kind {
+        attack::Kind::Tse => format!("tse ({})", a.knowledge.name()),
+        attack::Kind::Tse2 => format!("tse2 (co-located, {} masks)", a.masks),
+        attack::Kind::Flood => "flood".to_string(),
+    };
+    let mut fields = Map::new();
+    for (k, v) in [
+        ("rules_file", json!(a.rules.display().to_string())),
+        ("rules", json!(rules.len())),
+        ("kind", json!(a.kind.name())),
+        ("knowledge", json!(a.knowledge.name())),
+        ("packets", json!(keys.len())),
+        ("rng_seed", json!(a.rng_seed)),
+        ("distinct_masks_searched", json!(st.distinct_masks)),
+        ("slow_path_lookups", json!(st.lookups)),
+        ("ports_dropped", json!(ws.ports_dropped)),
+        (
+            "orig",
+            json!({
+                "masks": c.masks, "megaflows": c.megaflows, "upcalls": c.upcall, "lost": c.lost,
+                "emc_hits": c.emc_hit, "megaflow_hits": c.megaflow_hit,
+                "avg_subtables_per_hit": c.avg_subtables_per_hit(),
+                "verified": keys.len(), "mismatches": mismatches,
+            }),
+        ),
+    ] {
+        fields.insert(k.into(), v);
+    }
+    let summary = vec![
+        format!(
+            "gen attack: {name}: {} packets over {} rules in {secs:.2} s ({} slow-path lookups searching; {} distinct masks)",
+            keys.len(),
+            rules.len(),
+            st.lookups,
+            st.distinct_masks
+        ),
+        format!(
+            "in ORIG (OVS defaults): {} masks, {} megaflows, {} upcalls, {:.1} subtables probed per megaflow hit   mismatches {mismatches} of {}",
+            c.masks,
+            c.megaflows,
+            c.upcall,
+            c.avg_subtables_per_hit(),
+            keys.len()
+        ),
+    ];
+    if mismatches > 0 {
+        return Err(Error(format!(
+            "gen attack: {mismatches} packets got an action other than the reference's in ORIG"
+        )));
+    }
+    Ok(AttackOutput { bytes, fields, summary })
 }

@@ -24,6 +24,8 @@ pub mod bench;
 pub mod coflows;
 pub mod gen;
 pub mod inputs;
+pub mod mixed;
+pub mod paper;
 pub mod prediction;
 pub mod replay;
 pub mod report;

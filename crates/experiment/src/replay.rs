@@ -50,17 +50,18 @@ use std::path::{Path, PathBuf};
 use rqvs_classify::nuevomatch::live::Policy;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::pmd::Pmd;
+use rqvs_datapath::pmd::{BatchOutcome, Pmd};
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
     assign_rule_outputs, Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters,
-    DatapathConfig, Design, DesignReport, DpAction, OfprotoTable, Orig, OrigConfig, BATCH,
+    DatapathConfig, Design, DesignReport, DpAction, MaskEviction, MaskLimit, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::mixed::{AttackQueue, Latency, StreamStats, ATTACK_SEQ};
 pub use crate::prediction::{oracle_predictor, Prediction};
 use crate::{inputs, Error};
 
@@ -70,6 +71,9 @@ use crate::{inputs, Error};
 const STREAM_HELD_OUT: u64 = 1;
 const STREAM_VERIFY: u64 = 2;
 const STREAM_DELETIONS: u64 = 3;
+/// MFCGuard's interval when not given, seconds of PMD time (the revalidator's sweep's).
+pub const MFCGUARD_INTERVAL_S: f64 = 0.5;
+const STREAM_ATTACK_VERIFY: u64 = 4;
 pub use rqvs_datapath::DesignKind;
 
 /// The settings of a replay (what `rqvs replay`'s options fill; the switch and the Python
@@ -119,6 +123,18 @@ pub struct ReplayConfig {
     pub pmds: usize,
     /// `--design auto`: the controller's thresholds ([`rqvs_datapath::auto`]).
     pub auto: AutoConfig,
+    /// ORIG, CCACHE: at most this many megaflow masks per PMD (`None`: no limit, as OVS), and
+    /// what happens at the limit ([`rqvs_datapath::dpcls`], defences against Tuple Space
+    /// Explosion).
+    pub mask_limit: Option<usize>,
+    pub mask_eviction: MaskEviction,
+    /// ORIG, CCACHE: MFCGuard — every this many seconds of PMD time, delete the subtables whose
+    /// megaflows all drop (`None`: off, as OVS).
+    pub mfcguard: Option<f64>,
+    /// An attack interleaved with the trace ([`crate::mixed`]): a packet file replayed in a
+    /// loop, arriving at `attack_rate` packets per second of PMD time.
+    pub attack: Option<PathBuf>,
+    pub attack_rate: Option<f64>,
 }
 
 impl ReplayConfig {
@@ -158,6 +174,11 @@ impl Default for ReplayConfig {
             in_port: 1,
             pmds: 1,
             auto: AutoConfig::default(),
+            mask_limit: None,
+            mask_eviction: MaskEviction::default(),
+            mfcguard: None,
+            attack: None,
+            attack_rate: None,
         }
     }
 }
@@ -296,6 +317,19 @@ pub struct Prepared {
     /// Sampled trace positions, ascending.
     samples: Vec<u64>,
     pub n_verify: usize,
+    /// The attack interleaved with the trace ([`crate::mixed`]).
+    pub attack: Option<AttackTrace>,
+}
+
+/// The attack of a mixed replay, loaded once ([`prepare`]).
+pub struct AttackTrace {
+    pub trace: Trace,
+    /// Packets in one pass over the attack file.
+    pub packets: u64,
+    /// Packets per second of PMD time.
+    pub rate: f64,
+    /// Sampled positions of the attack file, ascending (verified like the trace's).
+    samples: Vec<u64>,
 }
 
 /// `n` of `len` positions sampled from `rng`, ascending (memory: `n`, not `len`).
@@ -307,12 +341,68 @@ fn sample_positions(len: u64, n: usize, rng: &mut Rng) -> Vec<u64> {
     rng.sample_sorted_u64(len, n)
 }
 
-/// `--classifier tm` chooses CFLOWS' classifier: an error when none of the designs run is CFLOWS.
-pub fn check_classifier(c: &ReplayConfig, designs: &[DesignKind]) -> Result<(), Error> {
-    if c.classifier == CflowsClassifier::TupleMerge
-        && !designs.iter().any(|d| matches!(d, DesignKind::Cflows | DesignKind::Auto))
-    {
-        return Err(Error("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
+/// Settings given explicitly (`given(id)`, the option's name with `_`: `emc_prob`) that none
+/// of `designs` — or none of the settings they serve — would use: an error naming the option,
+/// so that the command line and the Python package refuse what they would otherwise ignore.
+/// `names` says which designs run, as given (`--design orig`); `rate_search` whether the run is
+/// a rate search (it uses the receive ring).
+pub fn check_unused(
+    c: &ReplayConfig,
+    designs: &[DesignKind],
+    names: &str,
+    rate_search: bool,
+    given: &dyn Fn(&str) -> bool,
+) -> Result<(), Error> {
+    let refuse = |id: &str, unused: bool, why: &str| -> Result<(), Error> {
+        if unused && given(id) {
+            return Err(Error(format!("--{}: {why}", id.replace('_', "-"))));
+        }
+        Ok(())
+    };
+    let any = |f: fn(DesignKind) -> bool| designs.iter().any(|&d| f(d));
+    // `auto` runs all three designs, so it uses every design's settings.
+    let megaflows = any(|d| matches!(d, DesignKind::Orig | DesignKind::Ccache | DesignKind::Auto));
+    let cflows = any(|d| matches!(d, DesignKind::Cflows | DesignKind::Auto));
+    let ccache = any(|d| matches!(d, DesignKind::Ccache | DesignKind::Auto));
+    for (id, what) in [
+        ("cd", "the cuckoo distributor"),
+        ("flow_limit", "the megaflow flow limit"),
+        ("idle", "megaflows' idle expiry"),
+        ("revalidator", "megaflow revalidation"),
+    ] {
+        refuse(id, !megaflows, &format!("{what} is ORIG's and CCACHE's; not used by {names}"))?;
+    }
+    refuse("policy", !cflows, &format!("CFLOWS' update policy; not used by {names}"))?;
+    refuse("classifier", !cflows, &format!("CFLOWS' classifier; not used by {names}"))?;
+    refuse("retrain_threshold", !(cflows || ccache), &format!("the learned designs' setting; not used by {names}"))?;
+    refuse("train_interval", !ccache, &format!("CCACHE's setting; not used by {names}"))?;
+    refuse("emc_prob", !c.emc, "the EMC's insertion probability; not used with --no-emc")?;
+    let ring = c.rate.is_some() || rate_search || c.attack.is_some();
+    refuse("rx_ring", !ring, "the receive ring of --rate, --rate-search and --attack; not used without them")?;
+    for (id, what) in [
+        ("mask_limit", "the mask limit"),
+        ("mask_eviction", "the mask limit's policy"),
+        ("mfcguard", "MFCGuard"),
+        ("mfcguard_interval", "MFCGuard's interval"),
+    ] {
+        refuse(
+            id,
+            !megaflows,
+            &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by {names}"),
+        )?;
+    }
+    refuse("mask_eviction", c.mask_limit.is_none(), "the policy at the mask limit; expected --mask-limit")?;
+    check_defences(c)
+}
+
+/// The defences' values (against Tuple Space Explosion): a limit of at least 1 mask, an
+/// MFCGuard interval that is a positive number.
+pub fn check_defences(c: &ReplayConfig) -> Result<(), Error> {
+    if c.mask_limit == Some(0) {
+        return Err(Error("--mask-limit: expected at least 1 mask".into()));
+    }
+    if c.mfcguard.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+        return Err(Error(format!("--mfcguard: expected an interval > 0 s, found '{}'", c.mfcguard.unwrap_or(0.0))));
     }
     Ok(())
 }
@@ -390,6 +480,7 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     }
     let wanted = c.verify.unwrap_or(if all_rules.len() > 100_000 { 2_000 } else { 10_000 });
     let samples = sample_positions(packets, wanted, &mut Rng::fork(c.seed, STREAM_VERIFY));
+    let attack = prepare_attack(c, wanted)?;
     Ok(Prepared {
         all_rules,
         rules_format,
@@ -400,7 +491,36 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
         initial,
         n_verify: samples.len(),
         samples,
+        attack,
     })
+}
+
+/// The attack of a mixed replay (`attack`, `attack_rate`: both or neither), its packets
+/// counted and `wanted` of its positions sampled for verification.
+fn prepare_attack(c: &ReplayConfig, wanted: usize) -> Result<Option<AttackTrace>, Error> {
+    let (path, rate) = match (&c.attack, c.attack_rate) {
+        (None, None) => return Ok(None),
+        (Some(path), Some(rate)) => (path, rate),
+        (Some(_), None) => return Err(Error("--attack: expected --attack-rate PPS too".into())),
+        (None, Some(_)) => return Err(Error("--attack-rate: the rate of an attack; expected --attack FILE".into())),
+    };
+    if !(rate > 0.0 && rate.is_finite()) {
+        return Err(Error(format!("--attack-rate: expected packets per second > 0, found '{rate}'")));
+    }
+    if c.pmds > 1 {
+        return Err(Error("--attack: mixed replay runs on one PMD; --pmds is not used with it".into()));
+    }
+    let counted = inputs::PacketSource::count(Some(path), c.in_port, HOLD_PACKETS)?;
+    if counted.packets == 0 {
+        return Err(Error(format!("{}: no packets", path.display())));
+    }
+    let samples = sample_positions(counted.packets, wanted, &mut Rng::fork(c.seed, STREAM_ATTACK_VERIFY));
+    Ok(Some(AttackTrace {
+        trace: Trace { source: counted.source, share: None },
+        packets: counted.packets,
+        rate,
+        samples,
+    }))
 }
 
 /// The datapath settings of the options.
@@ -417,6 +537,8 @@ fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
         flow_limit: c.flow_limit,
         idle_ns: (c.idle * 1e9) as u64,
         revalidator: c.revalidator,
+        mask_limit: c.mask_limit.map(|masks| MaskLimit { masks, eviction: c.mask_eviction }),
+        mfcguard: c.mfcguard.map(|s| (s * 1e9) as u64),
         ..OrigConfig::default()
     };
     (dp, orig)
@@ -551,6 +673,28 @@ pub struct Run {
     pub updates_not_reached: usize,
     /// `--design auto`: its switches and time per design.
     pub auto: Option<rqvs_datapath::AutoReport>,
+    /// Mixed replay ([`crate::mixed`]): each stream's figures.
+    pub attack: Option<AttackRun>,
+    /// Constant rate: the benign packets' latency after the warm-up (arrival to the end of
+    /// their batch, PMD time).
+    pub latency: Option<Latency>,
+}
+
+/// A mixed replay's figures ([`crate::mixed`]).
+#[derive(Clone, Copy, Debug)]
+pub struct AttackRun {
+    /// Attack packets per second of PMD time.
+    pub rate: f64,
+    /// Attack packets arrived by the end of the run; dropped by the attack's full ring; still
+    /// waiting in it at the end (`offered` = taken + `ring_dropped` + `waiting`).
+    pub offered: u64,
+    pub ring_dropped: u64,
+    pub waiting: u64,
+    pub benign: StreamStats,
+    pub attack: StreamStats,
+    /// Verified attack packets (among the run's checks) and their mismatches.
+    pub checks: usize,
+    pub mismatches: usize,
 }
 
 impl Run {
@@ -594,14 +738,20 @@ struct Admission {
 
 impl Admission {
     /// Packets the PMD may take now, from sequence number `seq` (the PMD idles until the next
-    /// one arrives); drops what overflowed the ring, advancing `seq` past it. `None` when the
+    /// one arrives — or until `other_ns`, another queue's next arrival, when that is earlier:
+    /// then `Some(0)`); drops what overflowed the ring, advancing `seq` past it. `None` when the
     /// last packet was dropped.
-    fn admit(&mut self, dp: &mut dyn Design, seq: &mut u64) -> Option<u64> {
+    fn admit(&mut self, dp: &mut dyn Design, seq: &mut u64, other_ns: Option<u64>) -> Option<u64> {
         // Packet `i` arrives at i / rate seconds of PMD time.
         let mut arrived = ((dp.now_ns() as f64 * self.rate / 1e9) as u64 + 1).min(self.total);
         if arrived <= *seq {
+            let at = self.arrival_ns(*seq);
+            if let Some(other) = other_ns.filter(|&o| o < at) {
+                dp.idle_until(other);
+                return Some(0);
+            }
             // Idle until packet `seq` arrives (by definition it has then; no float round trip).
-            dp.idle_until((*seq as f64 * 1e9 / self.rate).ceil() as u64);
+            dp.idle_until(at);
             arrived = *seq + 1;
         }
         let backlog = arrived - *seq;
@@ -617,6 +767,11 @@ impl Admission {
             }
         }
         Some(arrived - *seq)
+    }
+
+    /// PMD time packet `seq` arrives, ns.
+    fn arrival_ns(&self, seq: u64) -> u64 {
+        (seq as f64 * 1e9 / self.rate).ceil() as u64
     }
 }
 
@@ -635,9 +790,10 @@ struct Verifier {
 
 impl Verifier {
     fn new(p: &Prepared, epoch: u64) -> Verifier {
+        let slots = p.samples.len() + p.attack.as_ref().map_or(0, |a| a.samples.len());
         Verifier {
-            keys: vec![FlowKey::default(); p.samples.len()],
-            recorded: vec![false; p.samples.len()],
+            keys: vec![FlowKey::default(); slots],
+            recorded: vec![false; slots],
             checks: Vec::with_capacity(p.n_verify * (p.updates.len() + 1)),
             versions: vec![p.initial.clone()],
             version_epochs: vec![epoch],
@@ -661,6 +817,23 @@ impl Verifier {
         }
     }
 
+    /// Records what one iteration of the PMD loop gave the batch whose first packet is
+    /// `seq0` and whose sample slots are `slots`; `slot_of` names the slot of an upcall from an
+    /// earlier batch.
+    fn batch(&mut self, o: &BatchOutcome, seq0: u64, slots: &[Option<usize>], slot_of: impl Fn(u64) -> Option<usize>) {
+        let (lo, v) = self.window(o.window.oldest);
+        for (i, a) in o.actions.iter().enumerate() {
+            self.fast_path((lo, v), slots[i], *a);
+        }
+        for &(s, a) in o.upcalls {
+            let slot = match s.checked_sub(seq0) {
+                Some(i) if i < slots.len() as u64 => slots[i as usize],
+                _ => slot_of(s),
+            };
+            self.handled(v, slot, a);
+        }
+    }
+
     /// The handler's action (classified with the current table, version `v`).
     fn handled(&mut self, v: usize, slot: Option<usize>, a: DpAction) {
         if let Some(q) = slot {
@@ -679,9 +852,10 @@ impl Verifier {
     }
 
     /// Compares every recorded action with the reference of its version (or of any version in
-    /// its window): (checks, mismatches, windowed checks, first mismatch).
-    fn finish(mut self, samples: &[u64]) -> Result<(usize, usize, usize, Option<String>), Error> {
-        let mut mismatches = 0usize;
+    /// its window).
+    fn finish(mut self, p: &Prepared) -> Result<Checked, Error> {
+        let benign = p.samples.len();
+        let (mut mismatches, mut attack_mismatches, mut attack_checks) = (0usize, 0usize, 0usize);
         let mut windowed_checks = 0usize;
         let mut first_mismatch = None;
         let mut references =
@@ -695,6 +869,7 @@ impl Verifier {
         }
         for (i, &(lo, v, q, a)) in self.checks.iter().enumerate() {
             references.drop_before(need_from[i]);
+            attack_checks += usize::from(q >= benign);
             let key = &self.keys[q];
             let want = references.action(v, key)?;
             if want == a {
@@ -708,17 +883,49 @@ impl Verifier {
                 windowed_checks += 1;
             } else {
                 mismatches += 1;
-                first_mismatch.get_or_insert(format!("packet {}: datapath {a:?}, reference {want:?}", samples[q]));
+                let packet = match (q.checked_sub(benign), &p.attack) {
+                    (Some(i), Some(att)) => {
+                        attack_mismatches += 1;
+                        format!("attack packet {}", att.samples[i])
+                    }
+                    _ => format!("packet {}", p.samples[q]),
+                };
+                first_mismatch.get_or_insert(format!("{packet}: datapath {a:?}, reference {want:?}"));
             }
         }
-        Ok((self.checks.len(), mismatches, windowed_checks, first_mismatch))
+        Ok(Checked {
+            checks: self.checks.len(),
+            mismatches,
+            windowed_checks,
+            first_mismatch,
+            attack_checks,
+            attack_mismatches,
+        })
     }
 }
 
-/// The packets of a run as the PMD takes them: pass after pass over the trace, each batch with
-/// the verification slots of its packets.
+/// What [`Verifier::finish`] found.
+struct Checked {
+    checks: usize,
+    /// Of every stream (the attack's included).
+    mismatches: usize,
+    windowed_checks: usize,
+    first_mismatch: Option<String>,
+    attack_checks: usize,
+    attack_mismatches: usize,
+}
+
+/// The packets of a run as the PMD takes them: pass after pass over the trace (or the attack),
+/// each batch with the verification slots of its packets.
 struct Feed<'a> {
-    p: &'a Prepared,
+    trace: &'a Trace,
+    /// Packets in one pass.
+    packets: u64,
+    /// Sampled positions of a pass, ascending; their slots start at `base`.
+    samples: &'a [u64],
+    base: usize,
+    /// `the trace`, `the attack` (in messages).
+    what: &'static str,
     keys: TraceKeys,
     /// The pass `keys` reads and how far into it it is.
     pass: u64,
@@ -730,10 +937,20 @@ struct Feed<'a> {
 }
 
 impl<'a> Feed<'a> {
-    fn new(p: &'a Prepared) -> Result<Feed<'a>, Error> {
+    fn new(
+        trace: &'a Trace,
+        packets: u64,
+        samples: &'a [u64],
+        base: usize,
+        what: &'static str,
+    ) -> Result<Feed<'a>, Error> {
         Ok(Feed {
-            p,
-            keys: p.trace.open()?,
+            trace,
+            packets,
+            samples,
+            base,
+            what,
+            keys: trace.open()?,
             pass: 0,
             at: 0,
             next_sample: 0,
@@ -746,16 +963,18 @@ impl<'a> Feed<'a> {
     fn read(&mut self, verifier: &mut Verifier) -> Result<(FlowKey, Option<usize>), Error> {
         let Some(key) = self.keys.next_key()? else {
             return Err(Error(format!(
-                "the trace ended after {} of its {} packets in pass {}: it changed while being replayed",
+                "{} ended after {} of its {} packets in pass {}: it changed while being replayed",
+                self.what,
                 self.at,
-                self.p.packets,
+                self.packets,
                 self.pass + 1
             )));
         };
-        let slot = (self.p.samples.get(self.next_sample) == Some(&self.at)).then(|| {
+        let slot = (self.samples.get(self.next_sample) == Some(&self.at)).then(|| {
             self.next_sample += 1;
-            verifier.keys[self.next_sample - 1] = key;
-            self.next_sample - 1
+            let slot = self.base + self.next_sample - 1;
+            verifier.keys[slot] = key;
+            slot
         });
         self.at += 1;
         Ok((key, slot))
@@ -764,10 +983,10 @@ impl<'a> Feed<'a> {
     /// Reads the `n` packets from sequence number `seq` into the batch (skipping what a full
     /// ring dropped before it, starting a new pass at the end of one).
     fn fill(&mut self, seq: u64, n: usize, verifier: &mut Verifier) -> Result<(), Error> {
-        let len = self.p.packets;
+        let len = self.packets;
         let (pass, pos) = (seq / len, seq % len);
         if pass != self.pass {
-            self.keys = self.p.trace.open()?;
+            self.keys = self.trace.open()?;
             (self.pass, self.at, self.next_sample) = (pass, 0, 0);
         }
         while self.at < pos {
@@ -785,7 +1004,7 @@ impl<'a> Feed<'a> {
 
     /// The sample slot of the packet with sequence number `seq` (an upcall's).
     fn slot_of(&self, seq: u64) -> Option<usize> {
-        self.p.samples.binary_search(&(seq % self.p.packets)).ok()
+        self.samples.binary_search(&(seq % self.packets)).ok().map(|i| self.base + i)
     }
 }
 
@@ -972,7 +1191,7 @@ fn run_design_on(
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
 
     let mut verifier = Verifier::new(p, dp.visible_epoch());
-    let mut feed = Feed::new(p)?;
+    let mut feed = Feed::new(&p.trace, p.packets, &p.samples, 0, "the trace")?;
     let mut epoch = dp.visible_epoch();
     let wall = std::time::Instant::now();
     let mut updates = Updates {
@@ -995,44 +1214,81 @@ fn run_design_on(
     // Counters at the end of the first pass: later passes meet a warm cache (steady state).
     let mut first_pass: Option<Counters> = None;
     let mut passes_done = 0u64;
+    // Mixed replay: the attack's queue, its packets, and what each stream's batches cost.
+    let mut attack = match &p.attack {
+        Some(a) => Some((
+            AttackQueue::new(a.rate, c.rx_ring),
+            Feed::new(&a.trace, a.packets, &a.samples, p.samples.len(), "the attack")?,
+        )),
+        None => None,
+    };
+    let mut streams = attack.as_ref().map(|_| (StreamStats::default(), StreamStats::default(), dp.counters()));
+    let mut latency = c.rate.map(|_| Latency::default());
     loop {
+        // The attack's queue first: a batch of what it holds ([`crate::mixed`]).
+        if let Some((queue, afeed)) = attack.as_mut() {
+            let waiting = queue.waiting(dp.now_ns());
+            if waiting > 0 {
+                let aseq = queue.seq;
+                let n = (BATCH as u64).min(afeed.packets - aseq % afeed.packets).min(waiting) as usize;
+                afeed.fill(aseq, n, &mut verifier)?;
+                let t0 = dp.now_ns();
+                let o = pmd.run_batch(dp, &afeed.batch, ATTACK_SEQ + aseq);
+                verifier.batch(&o, ATTACK_SEQ + aseq, &afeed.slots, |s| match s.checked_sub(ATTACK_SEQ) {
+                    Some(a) => afeed.slot_of(a),
+                    None => feed.slot_of(s),
+                });
+                updates.revalidated(o.revalidations);
+                queue.seq += n as u64;
+                if let Some((_, att, last)) = streams.as_mut() {
+                    let now = dp.counters();
+                    att.add_batch(last, &now, dp.now_ns() - t0);
+                    *last = now;
+                }
+                after_batch(dp, &mut series, &mut updates, &mut verifier, &mut epoch)?;
+            }
+        }
         // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
         let avail = match admission.as_mut() {
-            Some(adm) => match adm.admit(dp, &mut seq) {
-                Some(n) => Some(n),
-                None => break,
-            },
+            Some(adm) => {
+                let other = attack.as_ref().map(|(q, _)| q.next_arrival_ns());
+                match adm.admit(dp, &mut seq, other) {
+                    Some(0) => continue,
+                    Some(n) => Some(n),
+                    None => break,
+                }
+            }
             None => None,
         };
         let pos = seq % len;
         let n = (BATCH as u64).min(len - pos);
         let n = avail.map_or(n, |a| n.min(a)) as usize;
         feed.fill(seq, n, &mut verifier)?;
+        let t0 = dp.now_ns();
         let o = pmd.run_batch(dp, &feed.batch, seq);
-        let (lo, v) = verifier.window(o.window.oldest);
-        for (i, a) in o.actions.iter().enumerate() {
-            verifier.fast_path((lo, v), feed.slots[i], *a);
-        }
-        for &(s, a) in o.upcalls {
-            let slot = match s.checked_sub(seq) {
-                Some(i) if i < n as u64 => feed.slots[i as usize],
-                _ => feed.slot_of(s),
-            };
-            verifier.handled(v, slot, a);
-        }
+        verifier.batch(&o, seq, &feed.slots, |s| match (s.checked_sub(ATTACK_SEQ), &attack) {
+            (Some(a), Some((_, afeed))) => afeed.slot_of(a),
+            _ => feed.slot_of(s),
+        });
         updates.revalidated(o.revalidations);
+        if let (Some(lat), Some(adm)) = (latency.as_mut(), admission.as_ref()) {
+            // Arrival to the end of the batch, after the warm-up (as the drop rate).
+            let end = dp.now_ns();
+            for q in seq.max(adm.warmup)..seq + n as u64 {
+                lat.record(end.saturating_sub(adm.arrival_ns(q)));
+            }
+        }
+        if let Some((benign, _, last)) = streams.as_mut() {
+            let now = dp.counters();
+            benign.add_batch(last, &now, dp.now_ns() - t0);
+            *last = now;
+        }
         seq += n as u64;
         if seq / len > passes_done {
             passes_done = seq / len;
             first_pass.get_or_insert_with(|| dp.counters());
         }
-        let now = dp.now_ns();
-        series.sample(dp, now);
-        updates.apply_due(dp, now)?;
-        if dp.visible_epoch() != epoch {
-            epoch = dp.visible_epoch();
-            verifier.new_version(updates.visible_table(dp), epoch);
-        }
+        let now = after_batch(dp, &mut series, &mut updates, &mut verifier, &mut epoch)?;
         // A run ends at its duration or after its passes: updates scheduled later are reported
         // as not reached (`updates.not_reached`), never silently dropped nor waited for.
         let done = match duration_ns {
@@ -1056,7 +1312,18 @@ fn run_design_on(
     if !cs.outcome_sum_ok() {
         return Err(Error(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
-    let (verified, mismatches, stale_checks, first_mismatch) = verifier.finish(&p.samples)?;
+    let checked = verifier.finish(p)?;
+    let attack = attack.zip(streams).zip(p.attack.as_ref()).map(|(((mut queue, _), (benign, att, _)), a)| AttackRun {
+        rate: a.rate,
+        // What arrived since the last batch is waiting in the ring or dropped by it.
+        waiting: queue.waiting(dp.now_ns()),
+        offered: queue.offered(dp.now_ns()),
+        ring_dropped: queue.dropped,
+        benign,
+        attack: att,
+        checks: checked.attack_checks,
+        mismatches: checked.attack_mismatches,
+    });
     let pmd_s = cs.pmd_ns as f64 / 1e9;
     let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
         let ns = cs.pmd_ns - f.pmd_ns;
@@ -1070,11 +1337,11 @@ fn run_design_on(
         c: cs,
         series: series.samples,
         update_log: updates.log,
-        verified,
-        mismatches,
-        stale_checks,
+        verified: checked.checks,
+        mismatches: checked.mismatches,
+        stale_checks: checked.windowed_checks,
         batches: pmd.batches,
-        first_mismatch,
+        first_mismatch: checked.first_mismatch,
         mpps: cs.received as f64 / pmd_s.max(1e-12) / 1e6,
         steady,
         wall_s,
@@ -1084,7 +1351,28 @@ fn run_design_on(
         prediction,
         updates_not_reached,
         auto: dp.auto_report(),
+        attack,
+        latency,
     })
+}
+
+/// After each batch: the time series, the updates due, a new version of the visible table.
+/// Returns the PMD clock.
+fn after_batch(
+    dp: &mut dyn Design,
+    series: &mut Series,
+    updates: &mut Updates,
+    verifier: &mut Verifier,
+    epoch: &mut u64,
+) -> Result<u64, Error> {
+    let now = dp.now_ns();
+    series.sample(dp, now);
+    updates.apply_due(dp, now)?;
+    if dp.visible_epoch() != *epoch {
+        *epoch = dp.visible_epoch();
+        verifier.new_version(updates.visible_table(dp), *epoch);
+    }
+    Ok(now)
 }
 
 /// Coverage from the gauges: model entries over rules (CFLOWS) or megaflows (CCACHE).
@@ -1135,6 +1423,7 @@ pub fn run_pmds(c: &ReplayConfig, p: &Prepared, design: DesignKind) -> Result<Pm
             initial: p.initial.clone(),
             samples: Vec::new(),
             n_verify: 0,
+            attack: None,
         })
         .collect();
     // One pass over the trace: each PMD's packet count, and the trace's sample in each PMD's

@@ -176,6 +176,34 @@ fn prediction_json(r: &Run) -> Value {
     v
 }
 
+/// A mixed replay's streams (`null` without `--attack`): the attack's rate, arrivals, ring
+/// drops and verification, and per stream its packets and their costs
+/// ([`crate::mixed::StreamStats`]) with `mpps`, the stream's packets per second of all PMD time
+/// (the benign throughput under attack).
+fn attack_json(c: &ReplayConfig, r: &Run) -> Value {
+    let Some(a) = &r.attack else { return Value::Null };
+    let total = r.c.pmd_ns.max(1) as f64;
+    let stream = |s: &crate::mixed::StreamStats| {
+        let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+        v["mpps"] = json!(s.packets as f64 / total * 1e3);
+        v["share_pmd"] = json!(s.pmd_ns as f64 / total);
+        v["ns_per_packet"] = json!(s.ns_per_packet());
+        v["subtables_per_hit"] = json!(s.subtables_per_hit());
+        v
+    };
+    json!({
+        "file": c.attack.as_ref().map(|p| p.display().to_string()),
+        "rate_pps": a.rate,
+        "offered": a.offered,
+        "ring_dropped": a.ring_dropped,
+        "waiting": a.waiting,
+        "verified": a.checks,
+        "mismatches": a.mismatches,
+        "benign": stream(&a.benign),
+        "attack": stream(&a.attack),
+    })
+}
+
 /// One replay run (`rqvs replay --json`'s fields, before the [`envelope`]).
 pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, Value>, Error> {
     let cs = &r.c;
@@ -213,6 +241,12 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("mismatches", json!(r.mismatches)),
         ("stale_checks", json!(r.stale_checks)),
         ("revalidator", json!(c.revalidator.name())),
+        ("mask_limit", json!(c.mask_limit.filter(|_| r.design != DesignKind::Cflows))),
+        (
+            "mask_eviction",
+            json!(c.mask_limit.filter(|_| r.design != DesignKind::Cflows).map(|_| c.mask_eviction.name())),
+        ),
+        ("mfcguard_s", json!(c.mfcguard.filter(|_| r.design != DesignKind::Cflows))),
         ("classifier", json!((r.design == DesignKind::Cflows).then(|| c.classifier.name()))),
         ("counters", Value::Object(counters)),
         ("design_report", Value::Object(report)),
@@ -227,6 +261,8 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("predict", json!(r.prediction.as_ref().map_or("off", |p| p.0))),
         ("prediction", prediction_json(r)),
         ("auto", auto_json(r)),
+        ("latency_after_warmup", r.latency.as_ref().map_or(Value::Null, |l| l.json())),
+        ("attack", attack_json(c, r)),
     ] {
         o.insert(k.to_string(), val);
     }

@@ -9,7 +9,7 @@
 //! | `rqvs_info` | gauge (1) | `design`, `version` |
 //! | `rqvs_uptime_seconds`, `rqvs_openflow_rules` | gauge | |
 //! | `rqvs_pmd_design` | gauge (1) | `pmd`, `design` |
-//! | `rqvs_pmd_packets_total`, `_emc_hits_total`, `_megaflow_hits_total`, `_model_hits_total`, `_remainder_hits_total`, `_no_match_total`, `_upcalls_total`, `_lost_total`, `_flow_limit_hits_total`, `_megaflow_subtable_lookups_total`, `_model_swaps_total`, `_busy_seconds_total` | counter | `pmd` |
+//! | `rqvs_pmd_packets_total`, `_emc_hits_total`, `_megaflow_hits_total`, `_model_hits_total`, `_remainder_hits_total`, `_no_match_total`, `_upcalls_total`, `_lost_total`, `_flow_limit_hits_total`, `_masks_evicted_total`, `_megaflows_evicted_total`,  `_mask_limit_refused_total`, `_mask_limit_narrowed_total`, `_mfcguard_masks_total`, `_mfcguard_removed_total` (the defences against Tuple Space Explosion), `_megaflow_subtable_lookups_total`, `_model_swaps_total`, `_busy_seconds_total` | counter | `pmd` |
 //! | `rqvs_pmd_megaflows`, `rqvs_pmd_masks`, `rqvs_pmd_subtables_per_megaflow_hit`, `rqvs_pmd_model_coverage` (CCACHE, CFLOWS) | gauge | `pmd` |
 //! | `rqvs_pmd_frames_total` | counter | `pmd`, `port`, `fate` (`rx`, `forwarded`, `to_controller`, `dropped`, `malformed`, `lost`) |
 //! | `rqvs_port_rx_packets_total`, `_rx_lost_total`, `_rx_errors_total`, `_tx_packets_total`, `_tx_dropped_total`, `_tx_errors_total` | counter | `port`, `name` |
@@ -215,7 +215,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         (vec![("pmd", p.pmd.to_string()), ("design", p.design.to_string())], 1.0)
     });
     type Field = fn(&crate::stats::PmdReport) -> f64;
-    let counters: [(&str, &str, Field); 12] = [
+    let counters: [(&str, &str, Field); 18] = [
         ("rqvs_pmd_packets_total", "Packets the datapath received.", |p| p.datapath.packets as f64),
         ("rqvs_pmd_emc_hits_total", "Packets found in the exact-match cache.", |p| p.datapath.emc_hits as f64),
         ("rqvs_pmd_megaflow_hits_total", "Packets found in the megaflow cache.", |p| p.datapath.megaflow_hits as f64),
@@ -235,6 +235,22 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         ("rqvs_pmd_flow_limit_hits_total", "Megaflows refused or evicted at the flow limit.", |p| {
             p.datapath.flow_limit_hits as f64
         }),
+        ("rqvs_pmd_masks_evicted_total", "Megaflow subtables evicted at the mask limit.", |p| {
+            p.datapath.masks_evicted as f64
+        }),
+        ("rqvs_pmd_megaflows_evicted_total", "Megaflows deleted with subtables evicted at the mask limit.", |p| {
+            p.datapath.megaflows_evicted as f64
+        }),
+        ("rqvs_pmd_mask_limit_refused_total", "Megaflow installs refused at the mask limit.", |p| {
+            p.datapath.mask_limit_refused as f64
+        }),
+        ("rqvs_pmd_mask_limit_narrowed_total", "Megaflows installed under a narrower mask at the mask limit.", |p| {
+            p.datapath.mask_limit_narrowed as f64
+        }),
+        ("rqvs_pmd_mfcguard_masks_total", "Drop-only subtables MFCGuard deleted.", |p| {
+            p.datapath.mfcguard_masks as f64
+        }),
+        ("rqvs_pmd_mfcguard_removed_total", "Megaflows MFCGuard deleted.", |p| p.datapath.mfcguard_removed as f64),
         ("rqvs_pmd_megaflow_subtable_lookups_total", "Subtables searched for megaflow hits.", |p| {
             p.datapath.megaflow_subtable_lookups as f64
         }),

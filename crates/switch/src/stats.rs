@@ -154,6 +154,15 @@ pub struct DatapathStats {
     /// Megaflows not installed or evicted at the flow limit (refused installs, predicted ones
     /// included, plus deletions over the limit).
     pub flow_limit_hits: u64,
+    /// Defences against Tuple Space Explosion (ORIG, CCACHE; `rqvs_datapath::Counters`):
+    /// subtables evicted at the mask limit and their megaflows, installs refused or narrowed at it, and
+    /// drop-only subtables MFCGuard deleted and their megaflows.
+    pub masks_evicted: u64,
+    pub megaflows_evicted: u64,
+    pub mask_limit_refused: u64,
+    pub mask_limit_narrowed: u64,
+    pub mfcguard_masks: u64,
+    pub mfcguard_removed: u64,
     /// Models trained and swapped in (CCACHE, CFLOWS).
     pub model_swaps: u64,
     pub lost: u64,
@@ -222,8 +231,15 @@ impl PmdReport {
             },
             megaflow_subtable_lookups: d.megaflow_subtables - dbase.megaflow_subtables,
             miss_with_success_upcall: d.upcall - dbase.upcall,
-            flow_limit_hits: (d.install_refused + d.preinstall_refused + d.deleted_limit)
-                - (dbase.install_refused + dbase.preinstall_refused + dbase.deleted_limit),
+            // Refusals at the mask limit are counted among the refused installs: not the flow limit's.
+            flow_limit_hits: (d.install_refused + d.preinstall_refused + d.deleted_limit - d.install_mask_refused)
+                - (dbase.install_refused + dbase.preinstall_refused + dbase.deleted_limit - dbase.install_mask_refused),
+            masks_evicted: d.masks_evicted - dbase.masks_evicted,
+            megaflows_evicted: d.megaflows_evicted - dbase.megaflows_evicted,
+            mask_limit_refused: d.install_mask_refused - dbase.install_mask_refused,
+            mask_limit_narrowed: d.install_mask_narrowed - dbase.install_mask_narrowed,
+            mfcguard_masks: d.mfcguard_masks - dbase.mfcguard_masks,
+            mfcguard_removed: d.mfcguard_removed - dbase.mfcguard_removed,
             model_swaps: d.model_swaps - dbase.model_swaps,
             lost: d.lost - dbase.lost,
             megaflows: d.megaflows,
@@ -275,6 +291,15 @@ impl PmdReport {
         let _ = writeln!(out, "  lost: {}", self.total.lost);
         if let Some(c) = d.coverage {
             let _ = writeln!(out, "  coverage: {:.1}%", c * 100.0);
+        }
+        // The defences' lines, once one has acted (OVS's layout otherwise).
+        if d.masks_evicted + d.mask_limit_refused + d.mask_limit_narrowed + d.mfcguard_masks > 0 {
+            let _ = writeln!(
+                out,
+                "  mask limit: {} masks evicted ({} megaflows), {} installs refused, {} narrowed",
+                d.masks_evicted, d.megaflows_evicted, d.mask_limit_refused, d.mask_limit_narrowed
+            );
+            let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
         let _ = writeln!(out, "  dropped: {} (ttl expired: {})", self.total.dropped, self.total.ttl_expired);

@@ -22,6 +22,7 @@
 //! `--rng-seed` produces the same output whatever the versions of external crates.
 #![forbid(unsafe_code)]
 
+pub mod attack;
 pub mod coflow;
 pub mod map;
 pub use rqvs_flow::rng;

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""The Tuple Space Explosion curve (Csikor et al., CoNEXT'19, Fig. 5-style): benign throughput vs
+attack rate, per datapath variant and rule-set size, from `rqvs replay --attack`'s mixed replay
+(README: "Mixed replay"; crates/experiment/src/mixed.rs).
+
+    scripts/tse_curve.py [--set acl1] [--sizes 1k,10k,100k] [--rates 0,1e3,1e4,1e5,1e6]
+                         [--variant NAME=ARGS ...] [--attack-kind tse] [--attack FILE]
+                         [--duration 2] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
+                         [--rqvs target/release/rqvs]
+
+For each size: the attack is `rqvs gen attack --rules SET --kind KIND --packets N` (kept in
+--out), or --attack FILE for every size; then for each variant and attack rate one `rqvs replay
+--rules SET --trace SET_trace --attack A --attack-rate R --duration D --json …` (rate 0: the
+clean run, no attack). A variant is a name and the replay options that make it, e.g.
+`orig=--design orig`, `orig+limit=--design orig --mask-limit 64`, `cflows=--design cflows`,
+`auto=--design auto`; the default variants are orig, ccache and cflows.
+
+The figure per (variant, size, rate) is the benign throughput: benign packets per second of all
+PMD time (the attack's share of the PMD is what it takes from benign traffic). The table gives
+it in Mpps and as a share of the variant's clean throughput; every run's mismatches (benign and
+attack packets) must be 0, or the script fails. JSON of every run kept in --out (reused when
+present: delete it to measure again). Python 3.11 standard library only.
+"""
+
+import argparse
+import html
+import json
+import math
+import os
+import subprocess
+import sys
+
+DEFAULT_VARIANTS = ["orig=--design orig", "ccache=--design ccache", "cflows=--design cflows"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"`{' '.join(cmd)}` failed ({r.returncode}): {r.stderr.strip()[-800:]}")
+    return r
+
+
+def attack_for(a, size):
+    if a.attack:
+        return a.attack
+    path = os.path.join(a.out, f"attack_{a.set}_{size}_{a.attack_kind}.pcap")
+    if not os.path.exists(path):
+        rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
+        cmd = [a.rqvs, "gen", "attack", "--rules", rules, "--kind", a.attack_kind, "--packets", str(a.attack_packets),
+               "-o", path]
+        log(" ".join(cmd))
+        r = run(cmd)
+        if r.returncode != 0:
+            raise SystemExit(f"`{' '.join(cmd)}` failed: {r.stderr.strip()[-800:]}")
+    return path
+
+
+def measure(a, size, name, args, rate):
+    path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}.json".replace("+", "_"))
+    if not os.path.exists(path):
+        rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
+        trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
+        cmd = [a.rqvs, "replay", "--rules", rules, "--trace", trace, "--duration", str(a.duration), "--json", path]
+        cmd += args.split()
+        if rate > 0:
+            cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
+        log(" ".join(cmd))
+        r = run(cmd)
+        if not os.path.exists(path):
+            raise SystemExit(f"`{' '.join(cmd)}` wrote no report: {r.stderr.strip()[-800:]}")
+    with open(path) as f:
+        rep = json.load(f)
+    att = rep.get("attack")
+    benign = att["benign"]["mpps"] if att else rep["mpps"]
+    mism = rep["mismatches"]
+    if mism:
+        raise SystemExit(f"{path}: {mism} mismatches ({rep.get('first_mismatch', '')})")
+    return {
+        "benign_mpps": benign,
+        "attack_share_pmd": att["attack"]["share_pmd"] if att else 0.0,
+        "masks": rep["counters"]["masks"],
+        "megaflows": rep["counters"]["megaflows"],
+        "benign_subtables_per_hit": att["benign"]["subtables_per_hit"] if att else rep["avg_subtables_per_hit"],
+        "attack_upcalls": att["attack"]["upcalls"] if att else 0,
+        "verified": rep["verified"],
+        "mismatches": mism,
+        "git_rev": rep.get("git_rev"),
+        "cpu": rep.get("cpu"),
+    }
+
+
+def plot(results, variants, sizes, rates, path):
+    w_panel, h, pad = 330, 260, 48
+    w = w_panel * len(sizes) + 20
+    xs = [r for r in rates if r > 0]
+    lo, hi = math.log10(min(xs)), math.log10(max(xs))
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h + 40}" font-family="sans-serif" font-size="11">',
+         '<rect width="100%" height="100%" fill="white"/>']
+    for si, size in enumerate(sizes):
+        x0 = si * w_panel + pad
+        pw, ph = w_panel - pad - 12, h - 2 * pad + 10
+        y0 = pad - 10
+        o.append(f'<text x="{x0 + pw / 2}" y="16" text-anchor="middle" font-weight="bold">{html.escape(size)} rules</text>')
+        o.append(f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+        for frac in (0, 0.2, 0.5, 0.8, 1.0):
+            y = y0 + ph * (1 - frac)
+            o.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{y}" y2="{y}" stroke="#eee"/>')
+            o.append(f'<text x="{x0 - 4}" y="{y + 4}" text-anchor="end">{int(frac * 100)}%</text>')
+        def px(r):
+            return x0 + (0 if hi == lo else (math.log10(r) - lo) / (hi - lo)) * pw
+        for r in xs:
+            o.append(f'<text x="{px(r)}" y="{y0 + ph + 14}" text-anchor="middle">{r:.0e}</text>')
+        for vi, (name, _) in enumerate(variants):
+            clean = results[size][name][0]["benign_mpps"]
+            pts = []
+            for r in xs:
+                m = results[size][name][r]["benign_mpps"]
+                frac = min(m / clean, 1.2) if clean > 0 else 0
+                pts.append(f"{px(r):.1f},{y0 + ph * (1 - frac):.1f}")
+            colour = COLOURS[vi % len(COLOURS)]
+            o.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        if si == 0:
+            o.append(f'<text x="{x0 - 36}" y="{y0 + ph / 2}" transform="rotate(-90 {x0 - 36} {y0 + ph / 2})" '
+                     'text-anchor="middle">benign throughput, % of clean</text>')
+        o.append(f'<text x="{x0 + pw / 2}" y="{y0 + ph + 30}" text-anchor="middle">attack rate, packets/s of PMD time</text>')
+    for vi, (name, _) in enumerate(variants):
+        x = 20 + vi * 120
+        colour = COLOURS[vi % len(COLOURS)]
+        o.append(f'<line x1="{x}" x2="{x + 20}" y1="{h + 25}" y2="{h + 25}" stroke="{colour}" stroke-width="2"/>')
+        o.append(f'<text x="{x + 24}" y="{h + 29}">{html.escape(name)}</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", default="acl1")
+    ap.add_argument("--sizes", default="1k,10k,100k")
+    ap.add_argument("--rates", default="0,1e3,1e4,1e5,1e6")
+    ap.add_argument("--variant", action="append", default=None, help="NAME=REPLAY ARGS (repeatable)")
+    ap.add_argument("--attack-kind", default="tse")
+    ap.add_argument("--attack-packets", type=int, default=100000)
+    ap.add_argument("--attack", default=None, help="one attack file for every size (instead of rqvs gen attack)")
+    ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
+    ap.add_argument("--out", default="target/tse")
+    ap.add_argument("--md", default=None)
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--rqvs", default="target/release/rqvs")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    variants = [v.split("=", 1) for v in (a.variant or DEFAULT_VARIANTS)]
+    if any(len(v) != 2 for v in variants):
+        raise SystemExit("--variant: expected NAME=REPLAY ARGS, e.g. 'orig=--design orig'")
+    sizes = a.sizes.split(",")
+    rates = sorted({float(r) for r in a.rates.split(",")} | {0.0})
+    results = {s: {n: {r: measure(a, s, n, args, r) for r in rates} for n, args in variants} for s in sizes}
+    lines = [f"Benign throughput (Mpps of PMD time, and % of the variant's clean rate) vs attack rate; "
+             f"set {a.set}, attack {a.attack or a.attack_kind}, {a.duration:g} s of PMD time per run.", ""]
+    for s in sizes:
+        lines.append(f"**{s} rules**")
+        lines.append("")
+        lines.append("| variant | " + " | ".join("clean" if r == 0 else f"{r:.0e} pps" for r in rates) + " | masks at max |")
+        lines.append("|---" * (len(rates) + 2) + "|")
+        for n, _ in variants:
+            row = results[s][n]
+            clean = row[0]["benign_mpps"]
+            cells = []
+            for r in rates:
+                m = row[r]["benign_mpps"]
+                cells.append(f"{m:.3f}" if r == 0 else f"{m:.3f} ({100 * m / clean:.0f}%)" if clean else f"{m:.3f}")
+            lines.append(f"| {n} | " + " | ".join(cells) + f" | {row[rates[-1]]['masks']} |")
+        lines.append("")
+    first = results[sizes[0]][variants[0][0]][0]
+    lines.append(f"0 mismatches in every run. CPU: {first.get('cpu')}; commit {first.get('git_rev')}.")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(text)
+    with open(os.path.join(a.out, "curve.json"), "w") as f:
+        json.dump({s: {n: {f"{r:g}": v for r, v in row.items()} for n, row in rs.items()} for s, rs in results.items()},
+                  f, indent=1)
+    if a.plot and len([r for r in rates if r > 0]) > 0:
+        plot(results, variants, sizes, rates, a.plot)
+
+
+if __name__ == "__main__":
+    main()
