@@ -274,6 +274,8 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
 pub fn auto_json(r: &Run) -> Value {
     let Some(a) = &r.auto else { return Value::Null };
     let mut o: Map<String, Value> = a.fields().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    o.insert("design_switches".into(), json!(a.design_switches));
+    o.insert("candidates_abandoned".into(), json!(a.abandoned));
     o.insert("current".into(), json!(a.current.name()));
     let log: Vec<Value> = a
         .log
