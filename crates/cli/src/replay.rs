@@ -382,6 +382,7 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
             cs.model_swaps
         );
     }
+    print_auto(&out, r);
     if let Some((mode, s)) = &r.prediction {
         outln!(out,
             "prediction          {mode}: {} megaflows predicted, {} used, {} wasted + {} unused at the end (wasted ratio {:.1}%); {} proposed, {} already covered, {} rate-limited, {} refused; {:.1}% of PMD time",
@@ -708,4 +709,30 @@ pub fn plot_title_named(c: &Common, design: &str) -> String {
         if c.cd { ", CD" } else { "" },
         c.updates.as_ref().map_or(String::new(), |u| format!(", updates {u}"))
     )
+}
+
+/// `--design auto`: its switches, time per design and every switch's reason.
+pub fn print_auto(out: &crate::report::Out, r: &replay::Run) {
+    let Some(a) = &r.auto else { return };
+    outln!(
+        out,
+        "auto                {} design switches, now {}; time orig {:.3} s  ccache {:.3} s  cflows {:.3} s",
+        a.design_switches,
+        a.current.name(),
+        a.time_ns[0] as f64 / 1e9,
+        a.time_ns[1] as f64 / 1e9,
+        a.time_ns[2] as f64 / 1e9
+    );
+    for e in &a.log {
+        outln!(
+            out,
+            "  switch at {:.3} s   {} -> {}: {} (ready in {:.1} ms, {} megaflows preinstalled)",
+            e.at_ns as f64 / 1e9,
+            e.from.name(),
+            e.to.name(),
+            e.reason,
+            e.ready_ns as f64 / 1e6,
+            e.preinstalled
+        );
+    }
 }

@@ -39,6 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             DesignKind::Orig => Box::new(Orig::new(&rules, cfg, Default::default())?),
             DesignKind::Ccache => Box::new(Ccache::new(&rules, cfg, Default::default(), Default::default())?),
             DesignKind::Cflows => Box::new(Cflows::new(&rules, cfg, Default::default())?),
+            DesignKind::Auto => continue,
         };
         let actions = pmd::run_keys(dp.as_mut(), &keys);
         let wrong = keys

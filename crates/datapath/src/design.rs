@@ -47,9 +47,12 @@ pub enum DesignKind {
     Ccache,
     /// EMC → NuevoMatchUP over the OpenFlow rules → TupleMerge remainder; no upcalls.
     Cflows,
+    /// A controller that moves between the three as the traffic asks ([`crate::auto`]).
+    Auto,
 }
 
 impl DesignKind {
+    /// The three fixed designs (not [`DesignKind::Auto`], which runs them).
     pub const ALL: [DesignKind; 3] = [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows];
 
     /// `orig`, `ccache`, `cflows` (the names in reports and on the command line).
@@ -58,12 +61,13 @@ impl DesignKind {
             DesignKind::Orig => "orig",
             DesignKind::Ccache => "ccache",
             DesignKind::Cflows => "cflows",
+            DesignKind::Auto => "auto",
         }
     }
 
     /// The design named `s`.
     pub fn from_name(s: &str) -> Option<DesignKind> {
-        DesignKind::ALL.into_iter().find(|d| d.name() == s)
+        DesignKind::ALL.into_iter().chain([DesignKind::Auto]).find(|d| d.name() == s)
     }
 }
 
@@ -143,6 +147,17 @@ pub trait Design {
     }
     /// Calls `f` on every installed megaflow (none for designs without a megaflow cache).
     fn for_each_megaflow(&self, _f: &mut dyn FnMut(&MegaflowEntry)) {}
+    /// Installs the megaflows of `keys` ahead of their packets through the slow path
+    /// ([`crate::orig::MegaflowDatapath::preinstall`]); returns how many. Nothing for designs
+    /// without a megaflow cache. [`crate::auto`] warms a new ORIG/CCACHE with it.
+    fn preinstall(&mut self, _keys: &[FlowKey]) -> usize {
+        0
+    }
+    /// The adaptive design's switches and time per design ([`crate::auto`]); `None` for a fixed
+    /// design.
+    fn auto_report(&self) -> Option<crate::auto::AutoReport> {
+        None
+    }
 }
 
 /// ORIG's figures (and CCACHE's megaflow cache's).

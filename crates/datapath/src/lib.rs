@@ -84,6 +84,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actions;
+pub mod auto;
 pub mod ccache;
 pub mod cd;
 pub mod cflows;
@@ -103,6 +104,7 @@ mod testutil;
 pub mod trainer;
 pub mod upcall;
 
+pub use auto::{Auto, AutoConfig, AutoReport};
 pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
 pub use cflows_shared::{CflowsPublisher, SharedCflows};
 pub use clock::Clock;

@@ -829,4 +829,7 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
         self.dpcls.iter().for_each(f)
     }
+    fn preinstall(&mut self, keys: &[FlowKey]) -> usize {
+        MegaflowDatapath::preinstall(self, keys)
+    }
 }

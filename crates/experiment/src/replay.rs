@@ -54,8 +54,8 @@ use rqvs_datapath::pmd::{BatchOutcome, Pmd};
 use rqvs_datapath::predict::PredictStats;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters, DatapathConfig, Design,
-    DesignReport, DpAction, MaskEviction, MaskLimit, OfprotoTable, Orig, OrigConfig, BATCH,
+    assign_rule_outputs, Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, Counters,
+    DatapathConfig, Design, DesignReport, DpAction, MaskEviction, MaskLimit, OfprotoTable, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::rng::Rng;
@@ -121,6 +121,8 @@ pub struct ReplayConfig {
     pub in_port: u32,
     /// PMD threads the trace is split over by flow hash ([`run_pmds`]; 1 = [`run_design`]).
     pub pmds: usize,
+    /// `--design auto`: the controller's thresholds ([`rqvs_datapath::auto`]).
+    pub auto: AutoConfig,
     /// ORIG, CCACHE: at most this many megaflow masks per PMD (`None`: no limit, as OVS), and
     /// what happens at the limit ([`rqvs_datapath::dpcls`], defences against Tuple Space
     /// Explosion).
@@ -171,6 +173,7 @@ impl Default for ReplayConfig {
             idle: 10.0,
             in_port: 1,
             pmds: 1,
+            auto: AutoConfig::default(),
             mask_limit: None,
             mask_eviction: MaskEviction::default(),
             mfcguard: None,
@@ -357,9 +360,10 @@ pub fn check_unused(
         Ok(())
     };
     let any = |f: fn(DesignKind) -> bool| designs.iter().any(|&d| f(d));
-    let megaflows = any(|d| matches!(d, DesignKind::Orig | DesignKind::Ccache));
-    let cflows = any(|d| d == DesignKind::Cflows);
-    let ccache = any(|d| d == DesignKind::Ccache);
+    // `auto` runs all three designs, so it uses every design's settings.
+    let megaflows = any(|d| matches!(d, DesignKind::Orig | DesignKind::Ccache | DesignKind::Auto));
+    let cflows = any(|d| matches!(d, DesignKind::Cflows | DesignKind::Auto));
+    let ccache = any(|d| matches!(d, DesignKind::Ccache | DesignKind::Auto));
     for (id, what) in [
         ("cd", "the cuckoo distributor"),
         ("flow_limit", "the megaflow flow limit"),
@@ -583,9 +587,29 @@ fn build_on(
             )))
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
-        (DesignKind::Cflows, None) => {
-            Box::new(Cflows::new(rules, cfg, CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier })?)
-        }
+        (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
+        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, c.auto, auto_builder(c))?),
+    })
+}
+
+fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
+    CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
+}
+
+/// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
+/// same options.
+pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
+    let (cfg, orig) = dp_config(c);
+    let (cc, cf) = (ccache_config(c), cflows_config(c));
+    std::sync::Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
+        Ok(match kind {
+            DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
+            DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
+            DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cf)?),
+            DesignKind::Auto => {
+                return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
+            }
+        })
     })
 }
 
@@ -647,6 +671,8 @@ pub struct Run {
     pub prediction: Option<(&'static str, PredictStats)>,
     /// Scheduled updates the run ended before (in `update_log` with `"reached": false`).
     pub updates_not_reached: usize,
+    /// `--design auto`: its switches and time per design.
+    pub auto: Option<rqvs_datapath::AutoReport>,
     /// Mixed replay ([`crate::mixed`]): each stream's figures.
     pub attack: Option<AttackRun>,
     /// Constant rate: the benign packets' latency after the warm-up (arrival to the end of
@@ -1324,6 +1350,7 @@ fn run_design_on(
         rx: admission.map(|a| RxStats { offered: total, offered_after_warmup: total - a.warmup, ..a.rx }),
         prediction,
         updates_not_reached,
+        auto: dp.auto_report(),
         attack,
         latency,
     })

@@ -260,12 +260,35 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("drop_rate_after_warmup", json!(r.rx.map(|x| x.drop_rate()))),
         ("predict", json!(r.prediction.as_ref().map_or("off", |p| p.0))),
         ("prediction", prediction_json(r)),
+        ("auto", auto_json(r)),
         ("latency_after_warmup", r.latency.as_ref().map_or(Value::Null, |l| l.json())),
         ("attack", attack_json(c, r)),
     ] {
         o.insert(k.to_string(), val);
     }
     Ok(o)
+}
+
+/// `--design auto`'s report: `design_switches`, the time in each design, the design at the end,
+/// and every switch with its reason (`null` for a fixed design).
+pub fn auto_json(r: &Run) -> Value {
+    let Some(a) = &r.auto else { return Value::Null };
+    let mut o: Map<String, Value> = a.fields().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    o.insert("design_switches".into(), json!(a.design_switches));
+    o.insert("candidates_abandoned".into(), json!(a.abandoned));
+    o.insert("current".into(), json!(a.current.name()));
+    let log: Vec<Value> = a
+        .log
+        .iter()
+        .map(|e| {
+            json!({
+                "at_s": e.at_ns as f64 / 1e9, "from": e.from.name(), "to": e.to.name(), "reason": e.reason,
+                "ready_ms": e.ready_ns as f64 / 1e6, "preinstalled": e.preinstalled,
+            })
+        })
+        .collect();
+    o.insert("switches".into(), Value::Array(log));
+    Value::Object(o)
 }
 
 /// Several designs' runs on the same prepared inputs (`rqvs compare --json`'s fields): the

@@ -307,6 +307,9 @@ impl Switch {
             };
             opened.push(port);
         }
+        if cfg.design == DesignKind::Auto {
+            return Err(err("--design auto: not in the switch yet (rqvs replay and rqvs compare run it)"));
+        }
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
         let record = FlowTable::new(cfg.rules);
@@ -387,6 +390,7 @@ impl Switch {
                     Box::new(d)
                 }
                 DesignKind::Cflows => Box::new(publisher.as_ref().expect("built above").reader(dp)),
+                DesignKind::Auto => unreachable!("refused above"),
             });
         }
         let cpus: Vec<Option<usize>> =

@@ -124,6 +124,7 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
     }
     match design {
         DesignKind::Cflows => assert_eq!(megaflows, 0, "{what}: CFLOWS has no megaflows"),
+        DesignKind::Auto => unreachable!("the switch refuses --design auto"),
         DesignKind::Ccache => {
             // CCACHE's model takes megaflows out of the megaflow cache's subtables (their masks
             // go with them): the attack's megaflows are there, served by the model.

@@ -1,0 +1,997 @@
+//! **`--design auto`**: a controller inside the datapath that moves a PMD between ORIG, CCACHE
+//! and CFLOWS as the traffic asks (NSDI'22 §8's proposal; issue 18), without dropping a packet
+//! or giving a wrong action during a switch.
+//!
+//! # What it watches (per PMD, every [`AutoConfig::window_ns`] of PMD time)
+//!
+//! From the current design's [`Counters`] over the window: the share of PMD time in upcalls
+//! (`upcall_ns / pmd_ns`), upcalls per second, megaflow subtables probed per megaflow hit, the
+//! megaflow masks installed (the gauge), the EMC's share of the packets, and the learned model's
+//! coverage (CFLOWS: rules the iSets hold; CCACHE: megaflows). A window with fewer than
+//! [`AutoConfig::min_window_packets`] packets decides nothing.
+//!
+//! # The policy ([`AutoConfig`], defaults from docs/designs.md's measurements)
+//!
+//! - **Start**: CFLOWS at [`AutoConfig::cflows_rules`] rules or more (10K: CFLOWS is ahead of
+//!   ORIG on every measured set there, 2–80×, upcalls dominating ORIG), ORIG below.
+//! - **ORIG/CCACHE → CFLOWS** when upcalls are the bottleneck or the megaflow cache explodes
+//!   (a Tuple Space Explosion attack): upcall share ≥ `to_cflows_upcall_share` (25%), or
+//!   subtables per hit ≥ `to_cflows_subtables` (24), or masks ≥ `to_cflows_masks` (512).
+//! - **ORIG → CCACHE** when the megaflow hash tables multiply but upcalls are not the
+//!   bottleneck: subtables per hit ≥ `to_ccache_subtables` (8) and upcall share <
+//!   `ccache_max_upcall_share` (5%); **CCACHE → ORIG** when the walk is short again
+//!   (subtables per hit ≤ `to_orig_subtables`, 3: the gap is the hysteresis).
+//! - **CFLOWS → ORIG** when the learned index helps little and the traffic is local enough for
+//!   caches: coverage < `leave_cflows_coverage` (30%) and EMC share ≥ `leave_cflows_emc_share`
+//!   (90%) — where docs/designs.md measures ORIG ahead (warm, few flows, small megaflow cache).
+//!
+//! Hysteresis: the thresholds in and out differ (above); no switch before
+//! [`AutoConfig::min_dwell_ns`] of PMD time in a design (1 s); and going back to the design just
+//! left within four dwell times (a reversal) doubles the dwell (up to 64×), so a policy that
+//! would flap slows down exponentially; a stay of 16 dwells resets it.
+//!
+//! # A switch
+//!
+//! The new design (the *candidate*) is built beside the current one from the current rules
+//! (`builder`, [`Builder`]) — on a thread of its own with the measured clock (CFLOWS' first
+//! training included), at once with the virtual clock (deterministic tests). The current design
+//! keeps forwarding meanwhile; every rule change goes to it and to a journal the candidate
+//! applies when built (rule changes always go through [`Design::add_rules`] /
+//! [`Design::remove_rules`] on both). The candidate is *ready* when built, the journal applied,
+//! no rule staged (delayed policy) and no revalidation pending; then, at a batch boundary
+//! ([`Design::maintain`]), the swap: the old design's queued upcalls are handled with the old
+//! table and their results handed out with the next [`Design::handle_upcalls`], its finished
+//! revalidations kept for [`Design::take_revalidations`], the new design's clock moved to the
+//! old one's, and the old design dropped on another thread (its revalidator thread joins there).
+//!
+//! **Epochs.** Auto's visible epoch is `offset + current.visible_epoch()`; a swap bumps it by
+//! one (the new offset), and the new design starts with no pending revalidation, so
+//! `oldest_epoch` is the swap's epoch: the verification window never spans a swap (a packet
+//! after it is checked against the table at it, which holds the same rules).
+//!
+//! **Counters** stay cumulative: the retired designs' additive counters are summed into a base
+//! ([`Counters`]' per-packet outcomes still sum to packets received), the gauges (megaflows,
+//! masks, rules, model entries) are the current design's, `pmd_ns` is the one continuous clock.
+//!
+//! **A cold ORIG after CFLOWS** would upcall for every flow at once. Auto keeps the last
+//! [`AutoConfig::warm_keys`] keys it forwarded (one batch in four sampled) and the candidate ORIG/CCACHE installs
+//! their megaflows before the swap ([`Design::preinstall`], on the builder thread: not PMD
+//! time), so the flows in flight hit at once; what is left are flows not seen recently.
+//!
+//! # What is reported ([`AutoReport`])
+//!
+//! `design_switches`, the time in each design, the current design, and a log of every switch
+//! (PMD time, from, to, the reason with the signals that triggered it, how long the candidate
+//! took to be ready, megaflows preinstalled).
+
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hashbrown::HashMap;
+use rqvs_classify::ClassifierError;
+use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::design::{Design, DesignKind, DesignReport};
+use crate::dpcls::MegaflowEntry;
+use crate::ofproto::Verdict;
+use crate::predict::PredictStats;
+use crate::revalidator::Revalidation;
+use crate::upcall::Upcall;
+use crate::{Clock, Counters, DpAction};
+
+/// Builds a fixed design ([`DesignKind::Orig`], `Ccache`, `Cflows`) over rules: the caller's
+/// settings for each (replay's options, the switch's).
+pub type Builder = Arc<dyn Fn(DesignKind, &[Rule]) -> Result<Box<dyn Design + Send>, ClassifierError> + Send + Sync>;
+
+/// The controller's thresholds (module docs give the policy and where the defaults come from).
+#[derive(Clone, Copy, Debug)]
+pub struct AutoConfig {
+    /// The first design; `None`: CFLOWS from `cflows_rules` rules, ORIG below.
+    pub initial: Option<DesignKind>,
+    pub cflows_rules: usize,
+    /// PMD time between decisions.
+    pub window_ns: u64,
+    pub min_window_packets: u64,
+    /// Least PMD time in a design before it may be left (doubled by reversals).
+    pub min_dwell_ns: u64,
+    pub to_cflows_upcall_share: f64,
+    pub to_cflows_subtables: f64,
+    pub to_cflows_masks: u64,
+    pub to_ccache_subtables: f64,
+    pub ccache_max_upcall_share: f64,
+    pub to_orig_subtables: f64,
+    pub leave_cflows_coverage: f64,
+    pub leave_cflows_emc_share: f64,
+    /// Recent distinct keys preinstalled into a new ORIG/CCACHE (0: none).
+    pub warm_keys: usize,
+    /// CCACHE is a candidate at all (false: ORIG ↔ CFLOWS only).
+    pub ccache: bool,
+}
+
+impl Default for AutoConfig {
+    fn default() -> Self {
+        AutoConfig {
+            initial: None,
+            cflows_rules: 0,
+            window_ns: 100_000_000,
+            min_window_packets: 1024,
+            min_dwell_ns: 1_000_000_000,
+            to_cflows_upcall_share: 0.25,
+            to_cflows_subtables: 24.0,
+            to_cflows_masks: 512,
+            to_ccache_subtables: 8.0,
+            ccache_max_upcall_share: 0.05,
+            to_orig_subtables: 3.0,
+            leave_cflows_coverage: 0.3,
+            leave_cflows_emc_share: 0.9,
+            warm_keys: 4096,
+            ccache: true,
+        }
+    }
+}
+
+/// The signals of one window (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Signals {
+    pub packets: u64,
+    pub upcall_share: f64,
+    pub upcalls_per_s: f64,
+    pub subtables_per_hit: f64,
+    pub masks: u64,
+    pub emc_share: f64,
+    pub coverage: f64,
+}
+
+impl Signals {
+    fn of(now: &Counters, before: &Counters) -> Signals {
+        let packets = now.received - before.received;
+        let ns = (now.pmd_ns - before.pmd_ns).max(1);
+        let hits = (now.cd_hit + now.megaflow_hit) - (before.cd_hit + before.megaflow_hit);
+        let total = if now.rules > 0 { now.rules } else { now.megaflows };
+        Signals {
+            packets,
+            upcall_share: (now.upcall_ns - before.upcall_ns) as f64 / ns as f64,
+            upcalls_per_s: (now.upcall - before.upcall) as f64 / (ns as f64 / 1e9),
+            subtables_per_hit: if hits == 0 {
+                0.0
+            } else {
+                (now.megaflow_subtables - before.megaflow_subtables) as f64 / hits as f64
+            },
+            masks: now.masks,
+            emc_share: (now.emc_hit - before.emc_hit) as f64 / packets.max(1) as f64,
+            coverage: if total == 0 { 0.0 } else { now.model_entries as f64 / total as f64 },
+        }
+    }
+}
+
+/// One switch (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchEvent {
+    /// PMD time of the swap, ns.
+    pub at_ns: u64,
+    pub from: DesignKind,
+    pub to: DesignKind,
+    pub reason: String,
+    /// PMD time from the decision to the swap (the candidate built and ready), ns.
+    pub ready_ns: u64,
+    /// Megaflows installed into the candidate ahead of packets.
+    pub preinstalled: u64,
+}
+
+/// What auto reports (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoReport {
+    pub current: DesignKind,
+    pub design_switches: u64,
+    /// PMD time in ORIG, CCACHE, CFLOWS (the order of [`DesignKind::ALL`]), ns.
+    pub time_ns: [u64; 3],
+    pub log: Vec<SwitchEvent>,
+    /// Candidates dropped (a rule change the candidate refused, or its build failed).
+    pub abandoned: u64,
+}
+
+impl AutoReport {
+    /// `(name, value)` pairs for reports: `design_switches`, `time_orig_s`, ...
+    pub fn fields(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("design_switches", self.design_switches as f64),
+            ("time_orig_s", self.time_ns[0] as f64 / 1e9),
+            ("time_ccache_s", self.time_ns[1] as f64 / 1e9),
+            ("time_cflows_s", self.time_ns[2] as f64 / 1e9),
+            ("candidates_abandoned", self.abandoned as f64),
+        ]
+    }
+}
+
+fn slot(k: DesignKind) -> usize {
+    DesignKind::ALL.iter().position(|&d| d == k).unwrap_or(0)
+}
+
+/// A candidate built on the builder thread, with the megaflows it preinstalled.
+type Built = Result<(Box<dyn Design + Send>, usize), ClassifierError>;
+
+enum Change {
+    Add(Vec<Rule>),
+    Remove(Vec<RuleId>),
+}
+
+/// A candidate design being built or waiting to be ready.
+struct Candidate {
+    kind: DesignKind,
+    reason: String,
+    decided_ns: u64,
+    built: Option<Box<dyn Design + Send>>,
+    pending: Option<Receiver<Built>>,
+    journal: Vec<Change>,
+    preinstalled: u64,
+}
+
+/// The adaptive design (module docs).
+pub struct Auto {
+    cfg: AutoConfig,
+    clock: Clock,
+    wire_keys: bool,
+    builder: Builder,
+    rules: HashMap<RuleId, Rule>,
+    kind: DesignKind,
+    current: Box<dyn Design + Send>,
+    candidate: Option<Candidate>,
+    /// Additive counters of the retired designs.
+    base: Counters,
+    offset: u64,
+    /// The window's start: the current design's counters then.
+    window: Counters,
+    entered_ns: u64,
+    dwell_ns: u64,
+    /// The design left last and when.
+    left: Option<(DesignKind, u64)>,
+    report: AutoReport,
+    recent: Vec<FlowKey>,
+    recent_at: usize,
+    batches: u64,
+    carry: Vec<(u64, DpAction)>,
+    carry_rules: Vec<RuleId>,
+    out: Vec<(u64, DpAction)>,
+    out_rules: Vec<RuleId>,
+    revalidations: Vec<Revalidation>,
+}
+
+impl Auto {
+    /// Auto over `rules`, building designs with `builder`; `clock` and `wire_keys` are the
+    /// designs' ([`crate::DatapathConfig`]).
+    pub fn new(
+        rules: &[Rule],
+        clock: Clock,
+        wire_keys: bool,
+        cfg: AutoConfig,
+        builder: Builder,
+    ) -> Result<Auto, ClassifierError> {
+        let kind = match cfg.initial {
+            Some(DesignKind::Auto) => {
+                return Err(ClassifierError::Config("auto: the first design must be a fixed one".into()))
+            }
+            Some(k) => k,
+            None if rules.len() >= cfg.cflows_rules => DesignKind::Cflows,
+            None => DesignKind::Orig,
+        };
+        let current = builder(kind, rules)?;
+        let window = current.counters();
+        Ok(Auto {
+            rules: rules.iter().map(|r| (r.id, r.clone())).collect(),
+            kind,
+            current,
+            candidate: None,
+            base: Counters::default(),
+            offset: 0,
+            window,
+            entered_ns: 0,
+            dwell_ns: cfg.min_dwell_ns,
+            left: None,
+            report: AutoReport { current: kind, design_switches: 0, time_ns: [0; 3], log: Vec::new(), abandoned: 0 },
+            recent: Vec::with_capacity(cfg.warm_keys),
+            recent_at: 0,
+            batches: 0,
+            carry: Vec::new(),
+            carry_rules: Vec::new(),
+            out: Vec::new(),
+            out_rules: Vec::new(),
+            revalidations: Vec::new(),
+            cfg,
+            clock,
+            wire_keys,
+            builder,
+        })
+    }
+
+    /// The design forwarding now.
+    pub fn current(&self) -> DesignKind {
+        self.kind
+    }
+
+    /// True while a candidate is being built or waits to be ready.
+    pub fn switching(&self) -> bool {
+        self.candidate.is_some()
+    }
+
+    /// Starts a switch to `to` now (tests, an operator), dwell and thresholds aside; ignored
+    /// while another is under way or when `to` is the current design.
+    pub fn request(&mut self, to: DesignKind, reason: &str) {
+        if self.candidate.is_none() && to != self.kind && to != DesignKind::Auto {
+            self.start(to, reason.to_string());
+        }
+    }
+
+    /// The policy's choice for a window's signals, with its reason (module docs).
+    pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(DesignKind, String)> {
+        let to_cflows = if s.upcall_share >= cfg.to_cflows_upcall_share {
+            Some(format!("upcall share {:.1}% >= {:.1}%", s.upcall_share * 1e2, cfg.to_cflows_upcall_share * 1e2))
+        } else if s.subtables_per_hit >= cfg.to_cflows_subtables {
+            Some(format!("{:.1} subtables/hit >= {:.1}", s.subtables_per_hit, cfg.to_cflows_subtables))
+        } else if s.masks >= cfg.to_cflows_masks {
+            Some(format!("{} masks >= {}", s.masks, cfg.to_cflows_masks))
+        } else {
+            None
+        };
+        match kind {
+            DesignKind::Orig | DesignKind::Ccache if to_cflows.is_some() => to_cflows.map(|r| (DesignKind::Cflows, r)),
+            DesignKind::Orig
+                if cfg.ccache
+                    && s.subtables_per_hit >= cfg.to_ccache_subtables
+                    && s.upcall_share < cfg.ccache_max_upcall_share =>
+            {
+                Some((
+                    DesignKind::Ccache,
+                    format!(
+                        "{:.1} subtables/hit >= {:.1}, upcall share {:.1}% < {:.1}%",
+                        s.subtables_per_hit,
+                        cfg.to_ccache_subtables,
+                        s.upcall_share * 1e2,
+                        cfg.ccache_max_upcall_share * 1e2
+                    ),
+                ))
+            }
+            DesignKind::Ccache if s.subtables_per_hit <= cfg.to_orig_subtables => Some((
+                DesignKind::Orig,
+                format!("{:.1} subtables/hit <= {:.1}", s.subtables_per_hit, cfg.to_orig_subtables),
+            )),
+            DesignKind::Cflows
+                if s.coverage < cfg.leave_cflows_coverage && s.emc_share >= cfg.leave_cflows_emc_share =>
+            {
+                Some((
+                    DesignKind::Orig,
+                    format!(
+                        "coverage {:.1}% < {:.1}%, EMC share {:.1}% >= {:.1}%",
+                        s.coverage * 1e2,
+                        cfg.leave_cflows_coverage * 1e2,
+                        s.emc_share * 1e2,
+                        cfg.leave_cflows_emc_share * 1e2
+                    ),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    fn warm_keys(&self) -> Vec<FlowKey> {
+        let mut seen = hashbrown::HashSet::with_capacity(self.recent.len());
+        self.recent.iter().map(|k| if self.wire_keys { k.wire() } else { *k }).filter(|k| seen.insert(*k)).collect()
+    }
+
+    fn start(&mut self, to: DesignKind, reason: String) {
+        let rules: Vec<Rule> = self.rules.values().cloned().collect();
+        let warm = if matches!(to, DesignKind::Orig | DesignKind::Ccache) { self.warm_keys() } else { Vec::new() };
+        let now = self.current.now_ns();
+        let builder = Arc::clone(&self.builder);
+        let build = move || -> Built {
+            let mut d = builder(to, &rules)?;
+            // The candidate's clock is the PMD's, so what it preinstalls is not idle at once.
+            d.idle_until(now);
+            let n = d.preinstall(&warm);
+            Ok((d, n))
+        };
+        let mut cand = Candidate {
+            kind: to,
+            reason,
+            decided_ns: now,
+            built: None,
+            pending: None,
+            journal: Vec::new(),
+            preinstalled: 0,
+        };
+        if self.clock.is_measured() {
+            let (tx, rx) = channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(build());
+            });
+            cand.pending = Some(rx);
+        } else {
+            match build() {
+                Ok((d, n)) => {
+                    cand.built = Some(d);
+                    cand.preinstalled = n as u64;
+                }
+                Err(_) => {
+                    self.report.abandoned += 1;
+                    return;
+                }
+            }
+        }
+        self.candidate = Some(cand);
+    }
+
+    /// The candidate's progress at a batch boundary; true when it is ready to be swapped in.
+    fn poll_candidate(&mut self) -> bool {
+        let Some(c) = self.candidate.as_mut() else { return false };
+        if let Some(rx) = &c.pending {
+            match rx.try_recv() {
+                Ok(Ok((d, n))) => {
+                    c.built = Some(d);
+                    c.preinstalled = n as u64;
+                    c.pending = None;
+                }
+                Ok(Err(_)) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    self.candidate = None;
+                    self.report.abandoned += 1;
+                    return false;
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => return false,
+            }
+        }
+        let Some(d) = c.built.as_mut() else { return false };
+        let journal = std::mem::take(&mut c.journal);
+        for change in journal {
+            let ok = match change {
+                Change::Add(rules) => d.add_rules(rules).is_ok(),
+                Change::Remove(ids) => {
+                    d.remove_rules(&ids);
+                    true
+                }
+            };
+            if !ok {
+                self.candidate = None;
+                self.report.abandoned += 1;
+                return false;
+            }
+        }
+        d.idle_until(self.current.now_ns());
+        d.maintain();
+        // Training (delayed policy) and revalidation go on in the candidate's background.
+        let _ = d.take_revalidations();
+        d.staged_rules().is_empty() && d.oldest_epoch() == d.visible_epoch()
+    }
+
+    /// The swap at a batch boundary (module docs).
+    fn swap(&mut self) {
+        let Some(c) = self.candidate.take() else { return };
+        let Some(mut new) = c.built else { return };
+        // The old design's queued upcalls, with the old table (normally none: the PMD loop
+        // handles them before housekeeping).
+        let handled = self.current.handle_upcalls().to_vec();
+        let mut rules = self.current.upcall_rules().to_vec();
+        rules.resize(handled.len(), crate::NO_RULE);
+        self.carry.extend(handled);
+        self.carry_rules.extend(rules);
+        for mut r in self.current.take_revalidations() {
+            r.epoch += self.offset;
+            self.revalidations.push(r);
+        }
+        let now = self.current.now_ns();
+        new.idle_until(now);
+        let old_counters = self.current.counters();
+        add_counters(&mut self.base, &old_counters);
+        let visible = self.visible_epoch();
+        self.offset = visible + 1 - new.visible_epoch();
+        self.report.time_ns[slot(self.kind)] += now - self.entered_ns;
+        self.report.design_switches += 1;
+        self.report.log.push(SwitchEvent {
+            at_ns: now,
+            from: self.kind,
+            to: c.kind,
+            reason: c.reason,
+            ready_ns: now - c.decided_ns,
+            preinstalled: c.preinstalled,
+        });
+        // Hysteresis: a quick return to the design just left doubles the dwell.
+        match self.left {
+            Some((k, at)) if k == c.kind && now - at < 4 * self.dwell_ns => {
+                self.dwell_ns = (self.dwell_ns * 2).min(self.cfg.min_dwell_ns.saturating_mul(64));
+            }
+            _ if now - self.entered_ns >= 16 * self.dwell_ns => self.dwell_ns = self.cfg.min_dwell_ns,
+            _ => {}
+        }
+        self.left = Some((self.kind, now));
+        self.kind = c.kind;
+        self.report.current = c.kind;
+        self.entered_ns = now;
+        let old = std::mem::replace(&mut self.current, new);
+        self.window = self.current.counters();
+        if self.clock.is_measured() {
+            // Its revalidator thread (if any) joins there, off the PMD.
+            std::thread::spawn(move || drop(old));
+        }
+    }
+
+    /// One decision at a batch boundary.
+    fn control(&mut self) {
+        let now = self.current.now_ns();
+        let c = self.current.counters();
+        if now < self.window.pmd_ns + self.cfg.window_ns {
+            return;
+        }
+        let s = Signals::of(&c, &self.window);
+        if s.packets < self.cfg.min_window_packets {
+            return;
+        }
+        self.window = c;
+        if self.candidate.is_some() || now - self.entered_ns < self.dwell_ns {
+            return;
+        }
+        if let Some((to, why)) = Auto::decide(&self.cfg, self.kind, &s) {
+            self.start(to, why);
+        }
+    }
+
+    /// The switch log and times ([`Design::auto_report`]), the current stay counted.
+    pub fn report_now(&self) -> AutoReport {
+        let mut r = self.report.clone();
+        r.time_ns[slot(self.kind)] += self.current.now_ns() - self.entered_ns;
+        r
+    }
+}
+
+/// Adds `c`'s additive counters (not the gauges, not `pmd_ns`) to `base`.
+fn add_counters(base: &mut Counters, c: &Counters) {
+    macro_rules! add {
+        ($($f:ident),*) => { $( base.$f += c.$f; )* };
+    }
+    add!(
+        received,
+        emc_hit,
+        cd_hit,
+        megaflow_hit,
+        upcall,
+        lost,
+        model_hit,
+        remainder_hit,
+        no_match,
+        upcall_ns,
+        megaflow_subtables,
+        cd_wrong_hint,
+        cd_no_hint,
+        emc_inserts,
+        installed,
+        install_existing,
+        install_refused,
+        install_stale,
+        deleted_revalidated,
+        deleted_idle,
+        deleted_limit,
+        preinstalled,
+        preinstall_existing,
+        preinstall_refused,
+        predict_ns,
+        tx,
+        dropped_by_action,
+        model_swaps,
+        emc_ns,
+        dpcls_ns,
+        model_ns,
+        reval_ns
+    );
+}
+
+impl Design for Auto {
+    fn name(&self) -> &'static str {
+        "auto"
+    }
+
+    fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
+        // One batch in four is sampled for the warm-up (the recent flows; module docs).
+        self.batches += 1;
+        if self.cfg.warm_keys > 0 && self.batches.is_multiple_of(4) {
+            for k in keys {
+                if self.recent.len() < self.cfg.warm_keys {
+                    self.recent.push(*k);
+                } else {
+                    self.recent[self.recent_at] = *k;
+                    self.recent_at = (self.recent_at + 1) % self.cfg.warm_keys;
+                }
+            }
+        }
+        self.current.process_batch(keys, seq0, out)
+    }
+
+    fn handle_upcalls(&mut self) -> &[(u64, DpAction)] {
+        if self.carry.is_empty() {
+            return self.current.handle_upcalls();
+        }
+        self.out.clear();
+        self.out_rules.clear();
+        self.out.append(&mut self.carry);
+        self.out_rules.append(&mut self.carry_rules);
+        let handled = self.current.handle_upcalls().to_vec();
+        self.out.extend(handled);
+        self.out_rules.extend_from_slice(self.current.upcall_rules());
+        &self.out
+    }
+
+    fn batch_rules(&self) -> &[RuleId] {
+        self.current.batch_rules()
+    }
+
+    fn upcall_rules(&self) -> &[RuleId] {
+        if self.out_rules.is_empty() || self.out.is_empty() {
+            self.current.upcall_rules()
+        } else {
+            &self.out_rules
+        }
+    }
+
+    fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
+        self.current.take_upcalls(out)
+    }
+
+    fn complete_upcall(&mut self, u: &Upcall, v: Option<&Verdict>, install: bool) -> DpAction {
+        self.current.complete_upcall(u, v, install)
+    }
+
+    fn maintain(&mut self) -> u64 {
+        self.out.clear();
+        self.out_rules.clear();
+        let deleted = self.current.maintain();
+        let t1 = Instant::now();
+        self.control();
+        if self.poll_candidate() {
+            self.swap();
+        }
+        // The controller's own work (and the journal's replay onto the candidate) is PMD time.
+        let ns = self.clock.housekeeping_ns(t1);
+        self.current.idle_until(self.current.now_ns() + ns);
+        deleted
+    }
+
+    fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
+        let deleted = self.current.add_rules(rules.clone())?;
+        for r in &rules {
+            self.rules.insert(r.id, r.clone());
+        }
+        if let Some(c) = self.candidate.as_mut() {
+            c.journal.push(Change::Add(rules));
+        }
+        Ok(deleted)
+    }
+
+    fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
+        let deleted = self.current.remove_rules(ids);
+        for id in ids {
+            self.rules.remove(id);
+        }
+        if let Some(c) = self.candidate.as_mut() {
+            c.journal.push(Change::Remove(ids.to_vec()));
+        }
+        deleted
+    }
+
+    fn counters(&self) -> Counters {
+        let mut c = self.current.counters();
+        add_counters(&mut c, &self.base);
+        c
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.current.now_ns()
+    }
+
+    fn idle_until(&mut self, ns: u64) {
+        self.current.idle_until(ns)
+    }
+
+    fn visible_epoch(&self) -> u64 {
+        self.offset + self.current.visible_epoch()
+    }
+
+    fn oldest_epoch(&self) -> u64 {
+        self.offset + self.current.oldest_epoch()
+    }
+
+    fn take_revalidations(&mut self) -> Vec<Revalidation> {
+        let mut v = std::mem::take(&mut self.revalidations);
+        for mut r in self.current.take_revalidations() {
+            r.epoch += self.offset;
+            v.push(r);
+        }
+        v
+    }
+
+    fn staged_rules(&self) -> Vec<RuleId> {
+        self.current.staged_rules()
+    }
+
+    fn report(&self) -> DesignReport {
+        self.current.report()
+    }
+
+    fn prediction_stats(&mut self) -> Option<PredictStats> {
+        self.current.prediction_stats()
+    }
+
+    fn settle(&mut self) {
+        self.current.settle()
+    }
+
+    fn table_changed(&mut self) -> u64 {
+        self.current.table_changed()
+    }
+
+    fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
+        self.current.for_each_megaflow(f)
+    }
+
+    fn preinstall(&mut self, keys: &[FlowKey]) -> usize {
+        self.current.preinstall(keys)
+    }
+
+    fn auto_report(&self) -> Option<AutoReport> {
+        Some(self.report_now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ccache::CcacheConfig;
+    use crate::testutil::{expect, expect_rules, keys, rules};
+    use crate::{Ccache, Cflows, CflowsConfig, DatapathConfig, Orig, OrigConfig, BATCH};
+    use rqvs_classify::nuevomatch::live::Policy;
+
+    fn virtual_cfg() -> DatapathConfig {
+        DatapathConfig {
+            emc_insert_prob: 0.2,
+            clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2000 },
+            ..DatapathConfig::default()
+        }
+    }
+
+    fn builder(policy: Policy) -> Builder {
+        Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, ClassifierError> {
+            let cfg = virtual_cfg();
+            let cc = CcacheConfig { train_interval_ns: 10_000, min_megaflows: 8, ..CcacheConfig::default() };
+            Ok(match kind {
+                DesignKind::Orig => Box::new(Orig::new(rules, cfg, OrigConfig::default())?),
+                DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, OrigConfig::default(), cc)?),
+                DesignKind::Cflows => Box::new(Cflows::new(
+                    rules,
+                    cfg,
+                    CflowsConfig { policy, retrain_threshold: 0.05, ..CflowsConfig::default() },
+                )?),
+                DesignKind::Auto => return Err(ClassifierError::Config("fixed designs only".into())),
+            })
+        })
+    }
+
+    /// Thresholds that always want to leave: ORIG/CCACHE → CFLOWS on any window, CFLOWS → ORIG
+    /// on any window; short windows and dwell.
+    fn flapping(initial: DesignKind) -> AutoConfig {
+        AutoConfig {
+            initial: Some(initial),
+            window_ns: 20_000,
+            min_window_packets: 32,
+            min_dwell_ns: 50_000,
+            to_cflows_upcall_share: 0.0,
+            leave_cflows_coverage: 2.0,
+            leave_cflows_emc_share: 0.0,
+            ..AutoConfig::default()
+        }
+    }
+
+    /// Runs `keys` batch by batch; every packet's final action and attribution must be the
+    /// reference's over the rules visible at its batch (not staged; the visible set changes at
+    /// a swap or a model swap, in housekeeping, between batches).
+    fn check(dp: &mut Auto, live: &[Rule], keys: &[FlowKey], at: &str) {
+        let mut pmd = crate::pmd::Pmd::new();
+        let mut epoch = None;
+        let (mut want, mut winners) = (Vec::new(), Vec::new());
+        for (b, chunk) in keys.chunks(BATCH).enumerate() {
+            let (e0, s0) = (dp.visible_epoch(), dp.report_now().design_switches);
+            if epoch != Some(e0) {
+                let staged = dp.staged_rules();
+                let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+                (want, winners) = (expect(&visible, keys), expect_rules(&visible, keys));
+                epoch = Some(e0);
+            }
+            let base = b * BATCH;
+            let (_, actions) = pmd.receive(dp, chunk, base as u64);
+            let actions = actions.to_vec();
+            let rules = dp.batch_rules().to_vec();
+            for (i, a) in actions.iter().enumerate() {
+                assert_ne!(*a, DpAction::Lost, "{at}: batch {b}");
+                if *a != DpAction::Pending {
+                    assert_eq!((*a, rules[i]), (want[base + i], winners[base + i]), "{at}: batch {b} packet {i}");
+                }
+            }
+            let upcalls = pmd.handle(dp).to_vec();
+            let urules = dp.upcall_rules().to_vec();
+            assert_eq!(upcalls.len(), actions.iter().filter(|a| **a == DpAction::Pending).count(), "{at}: batch {b}");
+            for (i, &(seq, a)) in upcalls.iter().enumerate() {
+                let q = seq as usize;
+                assert_eq!((a, urules[i]), (want[q], winners[q]), "{at}: batch {b} upcall {seq}");
+            }
+            pmd.housekeep(dp);
+            // Every swap is a new epoch (the verification window never spans one).
+            let (e1, s1) = (dp.visible_epoch(), dp.report_now().design_switches);
+            assert!(e1 >= e0 + (s1 - s0), "{at}: epochs {e0} -> {e1} over {} swaps", s1 - s0);
+            assert!(dp.oldest_epoch() <= e1);
+        }
+        let c = dp.counters();
+        assert!(c.outcome_sum_ok(), "{at}: {c:?}");
+    }
+
+    /// Switches forced in each direction (ORIG → CFLOWS → ORIG → ..., CCACHE → CFLOWS), with rule
+    /// changes between the runs and while a candidate waits: every packet's action is the
+    /// reference's, counters sum to the packets received, the time per design adds up to the
+    /// PMD clock.
+    #[test]
+    fn forced_switches_keep_every_action_and_counters() {
+        let pool = rules(400);
+        let ks = keys(4000, 3);
+        for initial in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
+            let mut live: Vec<Rule> = pool[..300].to_vec();
+            let mut dp =
+                Auto::new(&live, virtual_cfg().clock, true, flapping(initial), builder(Policy::Instant)).unwrap();
+            let mut sent = 0u64;
+            for step in 0..8 {
+                check(&mut dp, &live, &ks, &format!("{initial:?} step {step}"));
+                sent += ks.len() as u64;
+                // A candidate built now takes the change below from the journal.
+                let to = DesignKind::ALL[(step + 1) % 3];
+                dp.request(to, "test");
+                if step % 2 == 0 {
+                    let add: Vec<Rule> = pool[300 + step * 10..310 + step * 10].to_vec();
+                    live.extend(add.iter().cloned());
+                    dp.add_rules(add).unwrap();
+                } else {
+                    let gone: Vec<RuleId> = live.iter().skip(step * 7).step_by(29).map(|r| r.id).collect();
+                    live.retain(|r| !gone.contains(&r.id));
+                    dp.remove_rules(&gone);
+                }
+            }
+            let r = dp.report_now();
+            let c = dp.counters();
+            assert_eq!(c.received, sent);
+            assert!(c.outcome_sum_ok(), "{c:?}");
+            assert_eq!(r.time_ns.iter().sum::<u64>(), dp.now_ns(), "{r:?}");
+            assert!(r.design_switches >= 4, "{initial:?}: {r:?}");
+            assert!(r.log.iter().any(|e| e.to == DesignKind::Cflows), "{r:?}");
+            assert!(r.log.iter().any(|e| e.from == DesignKind::Cflows && e.to == DesignKind::Orig), "{r:?}");
+            // The warm-up ran: a new ORIG was given the recent flows' megaflows.
+            assert!(r.log.iter().filter(|e| e.to == DesignKind::Orig).all(|e| e.preinstalled > 0), "{r:?}");
+        }
+    }
+
+    /// With flapping thresholds the dwell doubles at each reversal: the stays grow, so the
+    /// switches are logarithmic in time, not linear.
+    #[test]
+    fn reversals_double_the_dwell() {
+        let rs = rules(200);
+        let ks = keys(2000, 1);
+        let mut dp =
+            Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(Policy::Instant)).unwrap();
+        for _ in 0..100 {
+            crate::pmd::run_keys(&mut dp, &ks);
+        }
+        let r = dp.report_now();
+        let stays: Vec<u64> = r.log.windows(2).map(|w| w[1].at_ns - w[0].at_ns).collect();
+        assert!(r.design_switches >= 4, "{r:?}");
+        // 20M ns of PMD time at a 50 µs dwell: 400 switches without the doubling.
+        assert!(r.design_switches <= 12, "{} switches: {stays:?}", r.design_switches);
+        assert!(stays.windows(2).all(|w| w[1] + 20_000 >= w[0]), "stays shrink: {stays:?}");
+    }
+
+    /// The default thresholds on a steady trace: at most one switch (the cold start), no
+    /// flapping.
+    #[test]
+    fn a_steady_trace_does_not_flap() {
+        let rs = rules(300);
+        let ks = keys(20_000, 5);
+        for initial in [None, Some(DesignKind::Orig)] {
+            let cfg = AutoConfig { initial, window_ns: 100_000, min_dwell_ns: 500_000, ..AutoConfig::default() };
+            let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(Policy::Instant)).unwrap();
+            for _ in 0..20 {
+                assert_eq!(crate::pmd::run_keys(&mut dp, &ks), expect(&rs, &ks));
+            }
+            let r = dp.report_now();
+            assert!(r.design_switches <= 1, "{initial:?}: {r:?}");
+        }
+    }
+
+    /// A batch-level check: no batch loses a packet across a swap (none is `Lost`, every
+    /// `Pending` one comes back from the handler).
+    #[test]
+    fn no_packet_is_lost_across_a_swap() {
+        let rs = rules(300);
+        let ks = keys(6000, 9);
+        let mut dp =
+            Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Cflows), builder(Policy::Delayed)).unwrap();
+        let mut pmd = crate::pmd::Pmd::new();
+        let want = expect(&rs, &ks);
+        for (b, chunk) in ks.chunks(BATCH).enumerate() {
+            let o = pmd.run_batch(&mut dp, chunk, (b * BATCH) as u64);
+            let mut pending = 0;
+            for (i, a) in o.actions.iter().enumerate() {
+                assert_ne!(*a, DpAction::Lost);
+                if *a == DpAction::Pending {
+                    pending += 1;
+                } else {
+                    assert_eq!(*a, want[b * BATCH + i], "batch {b} packet {i}");
+                }
+            }
+            assert_eq!(o.upcalls.len(), pending, "batch {b}");
+            for &(s, a) in o.upcalls {
+                assert_eq!(a, want[s as usize]);
+            }
+        }
+        assert!(dp.report_now().design_switches >= 2);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Batches(usize),
+        Add(usize),
+        Remove(usize),
+        Switch(usize),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1usize..40).prop_map(Op::Batches),
+            (1usize..20).prop_map(Op::Add),
+            (1usize..20).prop_map(Op::Remove),
+            (0usize..3).prop_map(Op::Switch),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Random rule changes and design switches (forced, and by flapping thresholds)
+        /// interleaved under both policies: every packet's action is the reference's over the
+        /// visible rules, and the counters sum to the packets received.
+        #[test]
+        fn random_changes_and_switches(ops in proptest::collection::vec(op(), 1..24), delayed: bool, salt in 0u32..1000) {
+            let pool = rules(300);
+            let ks = keys(3000, salt);
+            let policy = if delayed { Policy::Delayed } else { Policy::Instant };
+            let mut live: Vec<Rule> = pool[..150].to_vec();
+            let mut next = 150;
+            let mut dp = Auto::new(&live, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(policy)).unwrap();
+            let mut sent = 0u64;
+            let mut at = 0usize;
+            for (i, o) in ops.iter().enumerate() {
+                match *o {
+                    Op::Batches(n) => {
+                        let n = (n * BATCH).min(ks.len() - at);
+                        check(&mut dp, &live, &ks[at..at + n], &format!("op {i}"));
+                        sent += n as u64;
+                        at = (at + n) % (ks.len() - BATCH);
+                    }
+                    Op::Add(n) => {
+                        let add: Vec<Rule> = pool[next.min(pool.len())..(next + n).min(pool.len())].to_vec();
+                        next += n;
+                        live.extend(add.iter().cloned());
+                        dp.add_rules(add).unwrap();
+                    }
+                    Op::Remove(n) => {
+                        let gone: Vec<RuleId> = live.iter().step_by(live.len().max(1) / n.max(1) + 1).map(|r| r.id).collect();
+                        live.retain(|r| !gone.contains(&r.id));
+                        dp.remove_rules(&gone);
+                    }
+                    Op::Switch(k) => dp.request(DesignKind::ALL[k], "proptest"),
+                }
+            }
+            let c = dp.counters();
+            proptest::prop_assert_eq!(c.received, sent);
+            proptest::prop_assert!(c.outcome_sum_ok(), "{:?}", c);
+        }
+    }
+}
