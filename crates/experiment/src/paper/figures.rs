@@ -7,6 +7,11 @@ use super::{geomean, Claim, Ctx, Figure, Panel, RunSummary};
 use crate::replay::{self, DesignKind, ReplayConfig, Run};
 use crate::Error;
 
+/// The mean of `v` (0 for none).
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
@@ -93,7 +98,6 @@ pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     megaflow.point("paper (mean)", 5.0, 0.86);
     megaflow.point("paper (mean)", 5.7, 0.97);
     f.panels = vec![megaflow, upcalls];
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (first, last) = (&by_size[0], &by_size[by_size.len() - 1]);
     let paper_at = |size: &str| match size {
         "100k" => "86%",
@@ -293,8 +297,7 @@ pub fn fig11(ctx: &Ctx) -> Result<Figure, Error> {
 /// The 100 ms samples' throughput in `[from, to)` seconds of PMD time: (mean, lowest).
 fn window(r: &Run, from: f64, to: f64) -> (f64, f64) {
     let v: Vec<f64> = r.series.iter().filter(|s| s.t_s > from && s.t_s <= to).map(|s| s.mpps).collect();
-    let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-    (mean, v.iter().copied().fold(f64::INFINITY, f64::min))
+    (mean(&v), v.iter().copied().fold(f64::INFINITY, f64::min))
 }
 
 /// Fig. 5: 60 rules added to a running ORIG: megaflows deleted, the upcalls that follow.
@@ -328,7 +331,7 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
         let rate = |from: f64, to: f64| {
             let v: Vec<f64> =
                 r.series.iter().filter(|s| s.t_s > from && s.t_s <= to).map(|s| s.upcalls_per_s).collect();
-            v.iter().sum::<f64>() / v.len().max(1) as f64
+            mean(&v)
         };
         let (up_before, up_after) = (rate(at - 0.3, at), rate(at, at + 0.3));
         let (mpps_before, _) = window(&r, at - 0.3, at);
@@ -346,19 +349,17 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{mpps_before:.3}"),
             format!("{lowest:.3}"),
         ]);
-        let command = ctx.replay_command(
+        f.commands.push(ctx.replay_command_for(
             "replay",
             seed,
             size,
+            duration,
             &format!(" --design orig --revalidator inline --updates add:60@{at}s"),
-        );
-        f.commands.push(
-            command.replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
-        );
+        ));
         runs.push((format!("{seed}_{size}"), r));
     }
     f.panels = series_panels(&runs, "upcalls/s");
-    let share = deleted_shares.iter().sum::<f64>() / deleted_shares.len().max(1) as f64;
+    let share = mean(&deleted_shares);
     f.claims.push(claim(
         "adding 60 rules deletes a share of the megaflows (revalidation)",
         "104K of 144K (72%)",
@@ -579,7 +580,7 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
         let s: Vec<_> = r.series.iter().skip(1).collect();
         let mpps: Vec<f64> = s.iter().map(|x| x.mpps).collect();
         let up: Vec<f64> = s.iter().map(|x| x.upcalls_per_s).collect();
-        let mean = mpps.iter().sum::<f64>() / mpps.len().max(1) as f64;
+        let mean = mean(&mpps);
         let (lo, hi) = mpps.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &m| (l.min(m), h.max(m)));
         let corr = correlation(&mpps, &up);
         if d == DesignKind::Orig {
@@ -591,14 +592,11 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{mean:.3}"),
             format!("{lo:.3}"),
             format!("{hi:.3}"),
-            format!("{:.0}", up.iter().sum::<f64>() / up.len().max(1) as f64),
+            format!("{:.0}", self::mean(&up)),
             corr.map_or("—".into(), |c| format!("{c:.2}")),
         ]);
         runs.push((d.name().to_string(), r));
-        f.commands.push(
-            ctx.replay_command("replay", seed, size, &format!(" --design {}", d.name()))
-                .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
-        );
+        f.commands.push(ctx.replay_command_for("replay", seed, size, duration, &format!(" --design {}", d.name())));
     }
     f.panels = series_panels(&runs, "upcalls/s");
     f.claims.push(claim(
@@ -706,13 +704,16 @@ pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
         let p = replay::prepare(&c)?;
         let r = replay::run_design(&c, &p, DesignKind::Ccache)?;
         count_run(&mut f, &r);
-        let cov = r.series.iter().map(|s| s.coverage).sum::<f64>() / r.series.len().max(1) as f64;
+        let cov = mean(&r.series.iter().map(|s| s.coverage).collect::<Vec<_>>());
         mpps.push(r.mpps);
         f.rows.push(vec![interval.to_string(), format!("{:.3}", r.mpps), pct(cov), r.c.model_swaps.to_string()]);
-        f.commands.push(
-            ctx.replay_command("replay", seed, size, &format!(" --design ccache --train-interval {interval}"))
-                .replace(&format!("--duration {}", ctx.cfg.mode.duration()), &format!("--duration {duration}")),
-        );
+        f.commands.push(ctx.replay_command_for(
+            "replay",
+            seed,
+            size,
+            duration,
+            &format!(" --design ccache --train-interval {interval}"),
+        ));
         runs.push((format!("every {interval} s"), r));
     }
     f.panels = series_panels(&runs, "coverage");
@@ -757,7 +758,6 @@ pub fn table2(ctx: &Ctx) -> Result<Figure, Error> {
             train.extend(cc.training_ms);
             f.commands.push(ctx.replay_command("compare", seed, size, " --designs orig,ccache"));
         }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let (up, mf) = (mean(&up), mean(&mf));
         let interval_us = if up > 0.0 { 1e6 / up } else { f64::INFINITY };
         let train = (!train.is_empty()).then(|| mean(&train));

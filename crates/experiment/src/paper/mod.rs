@@ -287,11 +287,15 @@ impl Ctx {
 
     /// The command line of [`Ctx::replay_config`] plus `extra`.
     fn replay_command(&self, command: &str, seed: &str, size: &str, extra: &str) -> String {
+        self.replay_command_for(command, seed, size, self.cfg.mode.duration(), extra)
+    }
+
+    /// [`Ctx::replay_command`] for a run of `duration` seconds (a figure with its own length).
+    fn replay_command_for(&self, command: &str, seed: &str, size: &str, duration: f64, extra: &str) -> String {
         format!(
-            "rqvs {command} --rules {} --trace {} --emc-prob 0.2 --duration {} --verify 1000{extra}",
+            "rqvs {command} --rules {} --trace {} --emc-prob 0.2 --duration {duration} --verify 1000{extra}",
             self.rules(seed, size).display(),
             self.trace(seed, size).display(),
-            self.cfg.mode.duration()
         )
     }
 
