@@ -43,6 +43,9 @@
 //! table and their results handed out with the next [`Design::handle_upcalls`], its finished
 //! revalidations kept for [`Design::take_revalidations`], the new design's clock moved to the
 //! old one's, and the old design dropped on another thread (its revalidator thread joins there).
+//! One candidate at a time: the policy decides nothing while one is under way, and a switch
+//! asked for meanwhile ([`Auto::request`]: tests, the switch's operator) is kept — the latest
+//! one — and started once the candidate is swapped in or dropped.
 //!
 //! **Epochs.** Auto's visible epoch is `offset + current.visible_epoch()`; a swap bumps it by
 //! one (the new offset), and the new design starts with no pending revalidation, so
@@ -146,6 +149,8 @@ pub struct Auto {
     kind: DesignKind,
     current: Box<dyn Design + Send>,
     candidate: Option<Candidate>,
+    /// The latest [`Auto::request`] made while a candidate was being built.
+    requested: Option<(DesignKind, String)>,
     /// Additive counters of the retired designs.
     base: Counters,
     offset: u64,
@@ -186,6 +191,7 @@ impl Auto {
             kind,
             current,
             candidate: None,
+            requested: None,
             base: Counters::default(),
             offset: 0,
             window,
@@ -214,11 +220,20 @@ impl Auto {
         self.candidate.is_some()
     }
 
-    /// Starts a switch to `to` now (tests, an operator), dwell and thresholds aside; ignored
-    /// while another is under way or when `to` is the current design.
+    /// Starts a switch to `to` now (tests, an operator), dwell and thresholds aside. While a
+    /// candidate is being built the latest request is kept and acted on once that candidate is
+    /// swapped in (or dropped): a switch under way is not abandoned (its build is most of its
+    /// cost), and the last word is the caller's. A request for the design being built, or (with
+    /// none under way) for the current one, changes nothing.
     pub fn request(&mut self, to: DesignKind, reason: &str) {
-        if self.candidate.is_none() && to != self.kind && to != DesignKind::Auto {
-            self.start(to, reason.to_string());
+        if to == DesignKind::Auto {
+            return;
+        }
+        match &self.candidate {
+            Some(c) if c.kind == to => self.requested = None,
+            Some(_) => self.requested = Some((to, reason.to_string())),
+            None if to != self.kind => self.start(to, reason.to_string()),
+            None => {}
         }
     }
 
@@ -419,6 +434,11 @@ impl Design for Auto {
         self.control();
         if self.poll_candidate() {
             self.swap();
+        }
+        if self.candidate.is_none() {
+            if let Some((to, why)) = self.requested.take() {
+                self.request(to, &why);
+            }
         }
         // The controller's own work (and the journal's replay onto the candidate) is PMD time.
         let ns = self.clock.housekeeping_ns(t1);
@@ -642,6 +662,42 @@ pub(super) mod tests {
             assert!(r.log.iter().any(|e| e.from == DesignKind::Cflows && e.to == DesignKind::Orig), "{r:?}");
             // The warm-up ran: a new ORIG was given the recent flows' megaflows.
             assert!(r.log.iter().filter(|e| e.to == DesignKind::Orig).all(|e| e.preinstalled > 0), "{r:?}");
+        }
+    }
+
+    /// A request made while a candidate is being built is not lost: the latest one is acted on
+    /// once the candidate is swapped in (ORIG → CFLOWS requested, then CCACHE while CFLOWS is
+    /// building: CCACHE is where it ends), and a request for the design being built changes
+    /// nothing. The thresholds never switch on their own here.
+    #[test]
+    fn a_request_while_switching_is_kept() {
+        let rs = rules(300);
+        let ks = keys(4000, 7);
+        for policy in [Policy::Instant, Policy::Delayed] {
+            let cfg = AutoConfig { initial: Some(DesignKind::Orig), ..AutoConfig::default() };
+            let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(policy)).unwrap();
+            dp.request(DesignKind::Cflows, "first");
+            assert!(dp.switching());
+            dp.request(DesignKind::Cflows, "the same again");
+            dp.request(DesignKind::Ccache, "second");
+            check(&mut dp, &rs, &ks, &format!("{policy:?}"));
+            let r = dp.report_now();
+            let moves: Vec<(DesignKind, DesignKind, &str)> =
+                r.log.iter().map(|e| (e.from, e.to, e.reason.as_str())).collect();
+            assert_eq!(
+                moves,
+                [(DesignKind::Orig, DesignKind::Cflows, "first"), (DesignKind::Cflows, DesignKind::Ccache, "second")],
+                "{policy:?}"
+            );
+            assert_eq!(dp.current(), DesignKind::Ccache);
+            assert!(!dp.switching());
+            // A request back to the design being left, made while switching, returns to it.
+            dp.request(DesignKind::Orig, "third");
+            dp.request(DesignKind::Ccache, "stay");
+            check(&mut dp, &rs, &ks, &format!("{policy:?} back"));
+            let r = dp.report_now();
+            assert_eq!(r.design_switches, 4, "{policy:?}: {r:?}");
+            assert_eq!(dp.current(), DesignKind::Ccache);
         }
     }
 
