@@ -23,6 +23,8 @@ type Built = Result<(Box<dyn Design + Send>, usize), ClassifierError>;
 pub(super) enum Change {
     Add(Vec<Rule>),
     Remove(Vec<RuleId>),
+    /// The OpenFlow table the designs share was committed to ([`Design::table_changed`]).
+    TableChanged,
 }
 
 /// Where a candidate is at a batch boundary.
@@ -112,6 +114,10 @@ impl Candidate {
                 Change::Add(rules) => d.add_rules(rules).is_ok(),
                 Change::Remove(ids) => {
                     d.remove_rules(&ids);
+                    true
+                }
+                Change::TableChanged => {
+                    d.table_changed();
                     true
                 }
             };

@@ -43,6 +43,16 @@
 //! table and their results handed out with the next [`Design::handle_upcalls`], its finished
 //! revalidations kept for [`Design::take_revalidations`], the new design's clock moved to the
 //! old one's, and the old design dropped on another thread (its revalidator thread joins there).
+//! **Upcalls at a handler thread** (the switch: [`Design::take_upcalls`] /
+//! [`Design::complete_upcall`]) may be out when the swap comes: the old design is then kept,
+//! *draining*, and each upcall numbered before the swap goes back to it — its action, its
+//! counters — until the last, when it is retired (no other swap meanwhile).
+//!
+//! **Shared rules** ([`Auto::shared`], the switch): the designs are built over structures the
+//! PMDs share — one OpenFlow table for ORIG/CCACHE, one published classifier for CFLOWS — and
+//! rule changes reach them there, not through auto; the current design and the candidate (by
+//! its journal) are told of each commit by [`Design::table_changed`].
+//!
 //! One candidate at a time: the policy decides nothing while one is under way, and a switch
 //! asked for meanwhile ([`Auto::request`]: tests, the switch's operator) is kept — the latest
 //! one — and started once the candidate is swapped in or dropped.
@@ -139,6 +149,15 @@ fn slot(k: DesignKind) -> usize {
     DesignKind::ALL.iter().position(|&d| d == k).unwrap_or(0)
 }
 
+/// A retired design whose upcalls are still at a handler thread: it completes them (its
+/// counters, its action for them) and is dropped with the last.
+struct Draining {
+    design: Box<dyn Design + Send>,
+    /// Its upcalls are the ones numbered below this.
+    below_seq: u64,
+    handed: u64,
+}
+
 /// The adaptive design (module docs).
 pub struct Auto {
     cfg: AutoConfig,
@@ -153,6 +172,16 @@ pub struct Auto {
     requested: Option<(DesignKind, String)>,
     /// Additive counters of the retired designs.
     base: Counters,
+    /// Upcalls the current design handed to a handler thread ([`Design::take_upcalls`]) and
+    /// not yet completed.
+    handed: u64,
+    /// The sequence number after the last batch.
+    next_seq: u64,
+    /// The design swapped out while a handler still held some of its upcalls (module docs).
+    draining: Option<Draining>,
+    /// Built over structures shared with other PMDs (the switch): candidates are built without
+    /// rules and take rule changes from [`Design::table_changed`].
+    shared: bool,
     offset: u64,
     /// The window's start: the current design's counters then.
     window: Counters,
@@ -193,6 +222,10 @@ impl Auto {
             candidate: None,
             requested: None,
             base: Counters::default(),
+            handed: 0,
+            next_seq: 0,
+            draining: None,
+            shared: false,
             offset: 0,
             window,
             dwell: Dwell::new(cfg.min_dwell_ns),
@@ -208,6 +241,26 @@ impl Auto {
             wire_keys,
             builder,
         })
+    }
+
+    /// Auto over designs that share their rules with other PMDs (the switch: ORIG/CCACHE over
+    /// one OpenFlow table, CFLOWS over one published classifier): `builder` is given no rules,
+    /// and rule changes reach the designs through those shared structures — the current design
+    /// and a candidate learn of each from [`Design::table_changed`] (the candidate once built,
+    /// from the journal). `rules`: how many there are at the start (the first design's choice).
+    pub fn shared(
+        rules: usize,
+        clock: Clock,
+        wire_keys: bool,
+        cfg: AutoConfig,
+        builder: Builder,
+    ) -> Result<Auto, ClassifierError> {
+        let initial =
+            cfg.initial.unwrap_or(if rules >= cfg.cflows_rules { DesignKind::Cflows } else { DesignKind::Orig });
+        let mut a = Auto::new(&[], clock, wire_keys, AutoConfig { initial: Some(initial), ..cfg }, builder)?;
+        a.cfg = cfg;
+        a.shared = true;
+        Ok(a)
     }
 
     /// The design forwarding now.
@@ -287,8 +340,6 @@ impl Auto {
         }
         let now = self.current.now_ns();
         new.idle_until(now);
-        let old_counters = self.current.counters();
-        add_counters(&mut self.base, &old_counters);
         let visible = self.visible_epoch();
         self.offset = visible + 1 - new.visible_epoch();
         self.report.time_ns[slot(self.kind)] += now - self.dwell.entered_ns();
@@ -306,6 +357,17 @@ impl Auto {
         self.report.current = c.kind;
         let old = std::mem::replace(&mut self.current, new);
         self.window = self.current.counters();
+        let handed = std::mem::take(&mut self.handed);
+        if handed > 0 {
+            self.draining = Some(Draining { design: old, below_seq: self.next_seq, handed });
+        } else {
+            self.retire(old);
+        }
+    }
+
+    /// A design swapped out and done with: its counters into the base, dropped.
+    fn retire(&mut self, old: Box<dyn Design + Send>) {
+        add_counters(&mut self.base, &old.counters());
         if self.clock.is_measured() {
             // Its revalidator thread (if any) joins there, off the PMD.
             std::thread::spawn(move || drop(old));
@@ -367,6 +429,12 @@ fn add_counters(base: &mut Counters, c: &Counters) {
         deleted_revalidated,
         deleted_idle,
         deleted_limit,
+        masks_evicted,
+        megaflows_evicted,
+        install_mask_refused,
+        install_mask_narrowed,
+        mfcguard_masks,
+        mfcguard_removed,
         preinstalled,
         preinstall_existing,
         preinstall_refused,
@@ -389,6 +457,7 @@ impl Design for Auto {
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         // One batch in four is sampled for the warm-up (the recent flows; module docs).
         self.warm.sample(keys);
+        self.next_seq = seq0 + keys.len() as u64;
         self.current.process_batch(keys, seq0, out)
     }
 
@@ -419,10 +488,24 @@ impl Design for Auto {
     }
 
     fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
-        self.current.take_upcalls(out)
+        let n = out.len();
+        self.current.take_upcalls(out);
+        self.handed += (out.len() - n) as u64;
     }
 
     fn complete_upcall(&mut self, u: &Upcall, v: Option<&Verdict>, install: bool) -> DpAction {
+        // An upcall of the design swapped out goes back to it (module docs: *A switch*).
+        if let Some(d) = self.draining.as_mut().filter(|d| u.seq < d.below_seq) {
+            let a = d.design.complete_upcall(u, v, install);
+            d.handed -= 1;
+            if d.handed == 0 {
+                if let Some(d) = self.draining.take() {
+                    self.retire(d.design);
+                }
+            }
+            return a;
+        }
+        self.handed = self.handed.saturating_sub(1);
         self.current.complete_upcall(u, v, install)
     }
 
@@ -432,7 +515,8 @@ impl Design for Auto {
         let deleted = self.current.maintain();
         let t1 = Instant::now();
         self.control();
-        if self.poll_candidate() {
+        // One retired design at a time waits for its upcalls: a new swap waits for it.
+        if self.poll_candidate() && self.draining.is_none() {
             self.swap();
         }
         if self.candidate.is_none() {
@@ -471,6 +555,9 @@ impl Design for Auto {
     fn counters(&self) -> Counters {
         let mut c = self.current.counters();
         add_counters(&mut c, &self.base);
+        if let Some(d) = &self.draining {
+            add_counters(&mut c, &d.design.counters());
+        }
         c
     }
 
@@ -516,7 +603,14 @@ impl Design for Auto {
     }
 
     fn table_changed(&mut self) -> u64 {
+        if let Some(c) = self.candidate.as_mut() {
+            c.journal.push(Change::TableChanged);
+        }
         self.current.table_changed()
+    }
+
+    fn design_switches(&self) -> u64 {
+        self.report.design_switches
     }
 
     fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
@@ -698,6 +792,63 @@ pub(super) mod tests {
             let r = dp.report_now();
             assert_eq!(r.design_switches, 4, "{policy:?}: {r:?}");
             assert_eq!(dp.current(), DesignKind::Ccache);
+        }
+    }
+
+    /// Upcalls at a handler thread across a swap (the switch's arrangement): they go back to
+    /// the design that handed them out, which gives each its action and counts it; it is
+    /// retired with the last. Every packet gets the reference's action, counters sum to the
+    /// packets received, and no second swap happens while one design drains.
+    #[test]
+    fn upcalls_at_a_handler_cross_a_swap() {
+        let rs = rules(300);
+        let ks = keys(4000, 11);
+        let want = expect(&rs, &ks);
+        let table = crate::OfprotoTable::build(&rs).unwrap();
+        for to in [DesignKind::Cflows, DesignKind::Ccache] {
+            let cfg = AutoConfig { initial: Some(DesignKind::Orig), ..AutoConfig::default() };
+            let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(Policy::Instant)).unwrap();
+            let mut held: Vec<Upcall> = Vec::new();
+            let mut out = [DpAction::Drop; BATCH];
+            for (b, chunk) in ks.chunks(BATCH).enumerate() {
+                let seq0 = (b * BATCH) as u64;
+                dp.process_batch(chunk, seq0, &mut out[..chunk.len()]);
+                for (i, a) in out[..chunk.len()].iter().enumerate() {
+                    assert_ne!(*a, DpAction::Lost);
+                    if *a != DpAction::Pending {
+                        assert_eq!(*a, want[b * BATCH + i], "{to:?}: batch {b} packet {i}");
+                    }
+                }
+                dp.take_upcalls(&mut held);
+                // The handler answers every other batch. The switch is asked for at batch 20,
+                // upcalls out; and back at once: that swap waits until the first design drained.
+                if b % 2 == 1 {
+                    for u in held.drain(..) {
+                        let a = dp.complete_upcall(&u, Some(&table.classify(&u.key)), true);
+                        assert_eq!(a, want[u.seq as usize], "{to:?}: upcall {}", u.seq);
+                    }
+                }
+                if b == 20 {
+                    assert!(!held.is_empty());
+                    dp.request(to, "test");
+                    dp.maintain();
+                    assert_eq!((dp.current(), dp.draining.is_some()), (to, true));
+                    dp.request(DesignKind::Orig, "back");
+                    dp.maintain();
+                    assert_eq!(dp.report_now().design_switches, 1, "{to:?}: swapped while draining");
+                }
+                dp.maintain();
+            }
+            for u in held.drain(..) {
+                assert_eq!(dp.complete_upcall(&u, Some(&table.classify(&u.key)), true), want[u.seq as usize]);
+            }
+            let r = dp.report_now();
+            assert_eq!(r.design_switches, 2, "{to:?}: {r:?}");
+            assert!(dp.draining.is_none());
+            let c = dp.counters();
+            assert_eq!(c.received, ks.len() as u64);
+            assert!(c.outcome_sum_ok(), "{to:?}: {c:?}");
+            assert_eq!(c.tx + c.dropped_by_action, c.received - c.lost, "{to:?}: {c:?}");
         }
     }
 
