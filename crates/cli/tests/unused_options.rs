@@ -118,4 +118,6 @@ fn other_commands_refuse_what_they_would_not_use() {
     accepted(&["convert", "trace", &trace, "--to", "pcap", "--link", "raw", "-o", &out]);
     accepted(&["convert", "rules", &rules, "--to", "ofctl", "--actions", "drop", "-o", &out]);
     accepted(&["switch", "--design", "cflows", "--classifier", "tm"]);
+    // Auto runs all three designs: every design's options are its own.
+    accepted(&["switch", "--design", "auto", "--classifier", "tm", "--upcalls", "inline", "--mask-limit", "64"]);
 }
