@@ -229,7 +229,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
-    if a.classifier == crate::args::CflowsClassifierArg::Tm && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto) {
+    if a.classifier == crate::args::CflowsClassifierArg::Tm
+        && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
+    {
         return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);

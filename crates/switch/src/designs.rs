@@ -24,6 +24,9 @@ use rqvs_flow::Rule;
 
 use crate::{err, Error, SwitchConfig};
 
+/// A PMD's design.
+pub(crate) type PmdDesign = Box<dyn Design + Send>;
+
 /// Makes one PMD's fixed design over the shared structures.
 struct Makers {
     table: OfprotoTable,
@@ -73,7 +76,7 @@ pub(crate) fn build(
     table: &OfprotoTable,
     handler_thread: bool,
     pmds: usize,
-) -> Result<(Vec<Box<dyn Design + Send>>, Option<CflowsPublisher>), Error> {
+) -> Result<(Vec<PmdDesign>, Option<CflowsPublisher>), Error> {
     let design = cfg.design;
     let megaflows = design != DesignKind::Cflows;
     // With the handler thread, a design's own upcall queue only stages one batch's misses
@@ -102,14 +105,17 @@ pub(crate) fn build(
         trainer,
         readers: publisher.as_ref().map(CflowsPublisher::readers),
     });
-    let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
+    let mut designs: Vec<PmdDesign> = Vec::new();
     for i in 0..pmds {
         // Keys come from frames (`extract_datapath`): no header-tuple normalisation.
         let dp = DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), wire_keys: false, ..cfg.datapath };
         let d = if design == DesignKind::Auto {
             let m = Arc::clone(&makers);
             let builder: rqvs_datapath::auto::Builder = Arc::new(move |kind, _rules: &[Rule]| m.make(kind, dp));
-            Box::new(Auto::shared(rules.len(), dp.clock, false, cfg.auto, builder).map_err(|e| err(format!("rules: {e}")))?)
+            Box::new(
+                Auto::shared(rules.len(), dp.clock, false, cfg.auto, builder)
+                    .map_err(|e| err(format!("rules: {e}")))?,
+            )
         } else {
             makers.make(design, dp).map_err(|e| err(format!("rules: {e}")))?
         };

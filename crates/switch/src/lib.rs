@@ -27,7 +27,8 @@
 //! thread** trains every CCACHE PMD's model over its megaflows, one job at a time
 //! (`rqvs_datapath::trainer`). The paper has a manager thread per PMD; here CFLOWS has one
 //! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
-//! batches). Nothing on the packet path takes a lock.
+//! batches). With `--design auto` ([`designs`]) each PMD runs its own controller moving it between
+//! the three over these same shared structures. Nothing on the packet path takes a lock.
 //!
 //! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`table`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
@@ -57,7 +58,7 @@
 
 pub mod bench;
 pub mod ctl;
-mod designs;
+pub mod designs;
 pub mod events;
 pub mod execute;
 pub mod expiry;

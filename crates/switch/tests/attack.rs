@@ -176,8 +176,10 @@ fn auto_moves_to_cflows_under_attack() {
     let (classbench, benign) = workload();
     let flows = reference_flows(&classbench);
     let table = OfprotoTable::build(&flows).unwrap();
-    let benign_masks: HashSet<FlowKey> =
-        benign.iter().map(|k| table.classify(&extract_datapath(&build_frame(&k.wire()), 1).unwrap()).megaflow.mask).collect();
+    let benign_masks: HashSet<FlowKey> = benign
+        .iter()
+        .map(|k| table.classify(&extract_datapath(&build_frame(&k.wire()), 1).unwrap()).megaflow.mask)
+        .collect();
     let (benign, attack) = (frames(&benign), frames(&attack_keys(&classbench)));
     // Enough loops for several decision windows.
     let loops = 8;

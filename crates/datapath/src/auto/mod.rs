@@ -629,11 +629,11 @@ impl Design for Auto {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::ccache::CcacheConfig;
     use crate::testutil::{expect, expect_rules, keys, rules};
     use crate::{Ccache, Cflows, CflowsConfig, DatapathConfig, Orig, OrigConfig, BATCH};
     use rqvs_classify::nuevomatch::live::Policy;
+    use std::sync::Arc;
 
     pub(super) fn virtual_cfg() -> DatapathConfig {
         DatapathConfig {
