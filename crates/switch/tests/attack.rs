@@ -11,6 +11,8 @@
 //! ports, a pcap-out port), so it always runs; the same with real traffic on veths is
 //! `scripts/bench_switch.py --attack`.
 
+mod pcap_out;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -77,17 +79,6 @@ fn expected(flows: &[Rule], inputs: &[(&[Vec<u8>], u32)], loops: usize) -> Vec<V
     want
 }
 
-/// The frames a pcap-out port wrote, sorted.
-fn captured(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut got = Vec::new();
-    while let Some(p) = r.next_packet() {
-        got.push(p.unwrap().data.into_owned());
-    }
-    got.sort();
-    got
-}
-
 /// [`run`] with the defences against Tuple Space Explosion set (`OrigConfig::mask_limit`,
 /// `mfcguard`): the frames out of port 3 are still exactly the reference's, and with a mask
 /// limit no PMD ever reports more masks than it.
@@ -121,7 +112,7 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
     assert_eq!(report.ports[0].rx_packets, benign.len() as u64, "{what}");
     assert_eq!(report.ports[1].rx_packets, attack.len() as u64, "{what}");
     assert_eq!(report.total.lost, 0, "{what}");
-    let got = captured(&out);
+    let got = pcap_out::read_pcap(&out);
     assert_eq!(got.len(), want.len(), "{what}: frames out of port 3");
     assert!(got == want, "{what}: the frames out of port 3 differ from the reference's");
     let masks: u64 = report.pmds.iter().map(|p| p.datapath.masks).max().unwrap_or(0);
@@ -218,7 +209,7 @@ fn auto_moves_to_cflows_under_attack() {
     assert_eq!(report.ports[0].rx_packets, (benign.len() * loops) as u64);
     assert_eq!(report.ports[1].rx_packets, (attack.len() * loops) as u64);
     assert_eq!(report.total.lost, 0);
-    let got = captured(&out);
+    let got = pcap_out::read_pcap(&out);
     assert_eq!(got.len(), want.len(), "auto: frames out of port 3");
     assert!(got == want, "auto: the frames out of port 3 differ from the reference's");
     let mut show = String::new();
