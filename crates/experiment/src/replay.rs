@@ -588,7 +588,7 @@ fn build_on(
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
-        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, c.auto, auto_builder(c))?),
+        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c))?),
     })
 }
 
@@ -596,21 +596,33 @@ fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
     CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
 }
 
+/// Auto's thresholds for a run: TupleMerge alone is no alternative when it is the classifier
+/// already (`--classifier tm`).
+pub fn auto_config(c: &ReplayConfig) -> AutoConfig {
+    let tm = c.classifier == CflowsClassifier::TupleMerge;
+    AutoConfig { cflows_tm_coverage: if tm { 0.0 } else { c.auto.cflows_tm_coverage }, ..c.auto }
+}
+
 /// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
-/// same options.
+/// same options (CFLOWS with TupleMerge alone as `--classifier tm` would).
 pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
     let (cfg, orig) = dp_config(c);
     let (cc, cf) = (ccache_config(c), cflows_config(c));
-    std::sync::Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
-        Ok(match kind {
-            DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
-            DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
-            DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cf)?),
-            DesignKind::Auto => {
-                return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
-            }
-        })
-    })
+    let tm = CflowsConfig { classifier: CflowsClassifier::TupleMerge, ..cf };
+    std::sync::Arc::new(
+        move |to: rqvs_datapath::auto::Target,
+              rules: &[Rule]|
+              -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
+            Ok(match to.kind {
+                DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
+                DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
+                DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, if to.tm_alone { tm } else { cf })?),
+                DesignKind::Auto => {
+                    return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
+                }
+            })
+        },
+    )
 }
 
 fn ccache_config(c: &ReplayConfig) -> CcacheConfig {

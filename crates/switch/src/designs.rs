@@ -14,11 +14,13 @@
 use std::sync::{Arc, Mutex};
 
 use rqvs_classify::ClassifierError;
+use rqvs_datapath::auto::Target;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
 use rqvs_datapath::trainer::TrainerHandle;
 use rqvs_datapath::{
-    Auto, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, OfprotoTable, Orig, OrigConfig,
+    Auto, AutoConfig, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, OfprotoTable, Orig,
+    OrigConfig,
 };
 use rqvs_flow::Rule;
 
@@ -38,9 +40,12 @@ struct Makers {
 }
 
 impl Makers {
-    fn make(&self, kind: DesignKind, dp: DatapathConfig) -> Result<Box<dyn Design + Send>, ClassifierError> {
+    fn make(&self, to: Target, dp: DatapathConfig) -> Result<PmdDesign, ClassifierError> {
+        if to.tm_alone {
+            return Err(ClassifierError::Config("CFLOWS with TupleMerge alone: not in the switch".into()));
+        }
         let reval = || self.revalidator.as_ref().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).connect());
-        Ok(match kind {
+        Ok(match to.kind {
             DesignKind::Orig => {
                 let mut d = Orig::with_table(self.table.clone(), dp, self.orig);
                 if let Some(t) = reval() {
@@ -111,13 +116,12 @@ pub(crate) fn build(
         let dp = DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), wire_keys: false, ..cfg.datapath };
         let d = if design == DesignKind::Auto {
             let m = Arc::clone(&makers);
-            let builder: rqvs_datapath::auto::Builder = Arc::new(move |kind, _rules: &[Rule]| m.make(kind, dp));
-            Box::new(
-                Auto::shared(rules.len(), dp.clock, false, cfg.auto, builder)
-                    .map_err(|e| err(format!("rules: {e}")))?,
-            )
+            let builder: rqvs_datapath::auto::Builder = Arc::new(move |to, _rules: &[Rule]| m.make(to, dp));
+            // TupleMerge alone would need a second shared classifier: not offered here.
+            let auto = AutoConfig { cflows_tm_coverage: 0.0, ..cfg.auto };
+            Box::new(Auto::shared(rules.len(), dp.clock, false, auto, builder).map_err(|e| err(format!("rules: {e}")))?)
         } else {
-            makers.make(design, dp).map_err(|e| err(format!("rules: {e}")))?
+            makers.make(Target::of(design), dp).map_err(|e| err(format!("rules: {e}")))?
         };
         designs.push(d);
     }

@@ -335,8 +335,8 @@ fn log_switches(s: &PmdSetup, logged: u64) -> u64 {
         eprintln!(
             "rqvs switch: pmd {}: design {} -> {} at {:.3} s: {} (ready in {:.1} ms, {} megaflows preinstalled)",
             s.index,
-            e.from.name(),
-            e.to.name(),
+            e.from_name(),
+            e.to_name(),
             e.at_ns as f64 / 1e9,
             e.reason,
             e.ready_ns as f64 / 1e6,

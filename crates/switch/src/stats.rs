@@ -219,7 +219,7 @@ impl AutoStats {
             time_ccache_s: s(1),
             time_cflows_s: s(2),
             candidates_abandoned: a.abandoned,
-            last_switch: a.log.last().map(|e| format!("{} -> {}: {}", e.from.name(), e.to.name(), e.reason)),
+            last_switch: a.log.last().map(|e| format!("{} -> {}: {}", e.from_name(), e.to_name(), e.reason)),
         }
     }
 
