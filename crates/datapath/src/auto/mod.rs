@@ -24,6 +24,11 @@
 //! - **CFLOWS → ORIG** when the learned index helps little and the traffic is local enough for
 //!   caches: coverage < `leave_cflows_coverage` (30%) and EMC share ≥ `leave_cflows_emc_share`
 //!   (90%) — where docs/designs.md measures ORIG ahead (warm, few flows, small megaflow cache).
+//! - **CFLOWS → CFLOWS with TupleMerge alone** ([`Target::tm_alone`], the `--classifier tm`
+//!   ablation) when the learned classifier's coverage is below `cflows_tm_coverage` and CFLOWS
+//!   is not left: the learned index then adds a lookup and gains little. Off (0) by default
+//!   until the ablation (`scripts/cflows_ablation.py`) says where; there is no way back within a
+//!   stay in CFLOWS (TupleMerge alone has no coverage to watch): the next CFLOWS learns again.
 //!
 //! Hysteresis: the thresholds in and out differ (above); no switch before
 //! [`AutoConfig::min_dwell_ns`] of PMD time in a design (1 s); and going back to the design just
