@@ -81,9 +81,9 @@ use rqvs_datapath::{AutoConfig, CflowsClassifier, MaskEviction};
 use crate::inputs;
 pub use crate::prediction::{oracle_predictor, Prediction};
 
-/// The seed's streams ([`Rng::fork`](rqvs_flow::rng::Rng::fork) labels), one per random choice, so that one changing does
-/// not shift another's draws: the rules held out for `add:` updates, the packets verified, the
-/// rules `del:` updates remove.
+/// The seed's streams ([`Rng::fork`](rqvs_flow::rng::Rng::fork) labels), one per random
+/// choice, so that one changing does not shift another's draws: the rules held out for `add:`
+/// updates, the packets verified, the rules `del:` updates remove, the attack's packets verified.
 const STREAM_HELD_OUT: u64 = 1;
 const STREAM_VERIFY: u64 = 2;
 const STREAM_DELETIONS: u64 = 3;
