@@ -4,7 +4,7 @@ TupleMerge remainder: `--classifier nmu`, the paper's CFLOWS) against CFLOWS wit
 (`--classifier tm`, no learned index), per ClassBench seed and size (issue 18, docs/designs.md).
 
     scripts/cflows_ablation.py [--sizes 1k,10k,100k] [--seeds acl1,...] [--reps 3]
-                               [--out target/ablation] [--rqvs target/release/rqvs]
+                               [--out target/ablation] [--json SUMMARY.json] [--rqvs target/release/rqvs]
                                [-- EXTRA rqvs replay ARGS, default: --emc-prob 0.2 --passes 2]
 
 Each (seed, size, classifier, repetition) is one `rqvs replay --design cflows --classifier C
@@ -15,7 +15,7 @@ upcalls, so the difference is the classifier over the OpenFlow rules: how much o
 over ORIG is the learned index, and how much is classifying the rules directly with no megaflow
 cache. Mismatches (every run verified against the reference classifier) must be 0: the script
 fails otherwise. JSON of every run kept in --out (reused when present). Python 3.11 standard
-library only.
+library only. --json writes the table's cells (medians, ratios, mismatches, CPU, commit) as JSON.
 """
 
 import argparse
@@ -56,6 +56,7 @@ def main():
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
     ap.add_argument("--out", default="target/ablation")
     ap.add_argument("--rqvs", default="target/release/rqvs")
+    ap.add_argument("--json", default=None, help="write the table's cells here")
     ap.add_argument("extra", nargs="*", help="more `rqvs replay` arguments (after --)")
     a = ap.parse_args()
     if not a.extra:
@@ -85,6 +86,7 @@ def main():
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     ratios = {}
+    cells_json = []
     for seed, size, runs in rows:
         med = {c: statistics.median(r["mpps"] for r in runs[c]) for c in CLASSIFIERS}
         ratio = med["tm"] / med["nmu"]
@@ -98,6 +100,9 @@ def main():
             cells += [f"{w['nmu']:.3f}", f"{w['tm']:.3f}", f"{w['tm'] / w['nmu']:.2f}x"]
         m = sum(r["mismatches"] for c in CLASSIFIERS for r in runs[c])
         v = sum(r["verified"] for c in CLASSIFIERS for r in runs[c])
+        cells_json.append({"seed": seed, "size": size, "rules": runs["nmu"][0]["rules"], "nmu_coverage": cov,
+                           "mpps": med, "tm_over_nmu": ratio, "mismatches": m, "verified": v,
+                           "mpps_warm": w if warm else None})
         print(f"| {seed} | {size} | " + " | ".join(cells) + f" | {m} of {v} |")
     print()
     kinds = ["all", "warm"] if warm else ["all"]
@@ -109,6 +114,10 @@ def main():
             v = ratios.get((size, k), [])
             cells.append(f"{math.exp(sum(map(math.log, v)) / len(v)):.2f}x" if v else "-")
         print(f"| {size} | " + " | ".join(cells) + f" | {len(ratios.get((size, 'all'), []))} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cpu": first.get("cpu"), "kernel": first.get("kernel"), "git_rev": first.get("git_rev"),
+                       "reps": a.reps, "replay_args": a.extra, "cells": cells_json}, f, indent=1)
     if bad:
         raise SystemExit(f"{bad} mismatches of {checked} packets checked")
 

@@ -5,7 +5,7 @@ attack rate, per datapath variant and rule-set size, from `rqvs replay --attack`
 
     scripts/tse_curve.py [--set acl1] [--sizes 1k,10k,100k] [--rates 0,1e3,1e4,1e5,1e6]
                          [--variant NAME=ARGS ...] [--attack-kind tse] [--attack FILE]
-                         [--duration 2] [--reps 1] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
+                         [--duration 2] [--reps 1] [--pair X,Y] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
                          [--rqvs target/release/rqvs]
 
 For each size: the attack is `rqvs gen attack --rules SET --kind KIND --packets N` (kept in
@@ -27,6 +27,7 @@ import html
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -150,6 +151,8 @@ def main():
     ap.add_argument("--attack", default=None, help="one attack file for every size (instead of rqvs gen attack)")
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--reps", type=int, default=1, help="runs per cell (the median is shown)")
+    ap.add_argument("--pair", action="append", default=None,
+                    help="X,Y: also the table of Y/X from paired runs (repeatable), e.g. cflows,auto")
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
     ap.add_argument("--out", default="target/tse")
     ap.add_argument("--md", default=None)
@@ -192,8 +195,27 @@ def main():
                 cells.append(f"{m:.3f}" if r == 0 else f"{m:.3f} ({100 * m / clean:.0f}%)" if clean else f"{m:.3f}")
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {row[rates[-1]]['masks']} |")
         lines.append("")
+    for pair in a.pair or []:
+        x, y = pair.split(",")
+        if x not in dict(variants) or y not in dict(variants):
+            raise SystemExit(f"--pair {pair}: expected two variant names, of {', '.join(n for n, _ in variants)}")
+        # The runs of x and y made one after the other (same repetition, size and rate), so the
+        # ratio of each pair sees the same spell of the machine; the median of the pairs' ratios.
+        lines.append(f"**{y}/{x}**, benign Mpps, median of the {a.reps} paired runs' ratios (each pair run one after the other)")
+        lines.append("")
+        lines.append("| rules | " + " | ".join("clean" if r == 0 else f"{r:.0e} pps" for r in rates) + " |")
+        lines.append("|---" * (len(rates) + 1) + "|")
+        for s_ in sizes:
+            cells = []
+            for r in rates:
+                ratios = sorted(b["benign_mpps"] / max(c["benign_mpps"], 1e-12)
+                                for c, b in zip(runs[(s_, x, r)], runs[(s_, y, r)]))
+                cells.append(f"{statistics.median(ratios):.2f}")
+            lines.append(f"| {s_} | " + " | ".join(cells) + " |")
+        lines.append("")
     first = results[sizes[0]][variants[0][0]][0]
-    lines.append(f"0 mismatches in every run. CPU: {first.get('cpu')}; commit {first.get('git_rev')}.")
+    revs = sorted({v["git_rev"] for vs in runs.values() for v in vs})
+    lines.append(f"0 mismatches in every run. CPU: {first.get('cpu')}; commit {', '.join(revs)}.")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.md:

@@ -12,8 +12,10 @@
 //!
 //! # The policy ([`AutoConfig`], defaults from docs/designs.md's measurements)
 //!
-//! - **Start**: CFLOWS at [`AutoConfig::cflows_rules`] rules or more (10K: CFLOWS is ahead of
-//!   ORIG on every measured set there, 2–80×, upcalls dominating ORIG), ORIG below.
+//! - **Start**: CFLOWS at [`AutoConfig::cflows_rules`] rules or more, ORIG below. The default
+//!   is 0 (CFLOWS at any size): docs/designs.md measures CFLOWS ahead of ORIG and CCACHE at 1K,
+//!   10K, 100K and 500K rules on the ClassBench traces (constant rate and over all passes), and
+//!   auto in CFLOWS within noise of the best fixed design on all 36 sets at 1K–100K.
 //! - **ORIG/CCACHE → CFLOWS** when upcalls are the bottleneck or the megaflow cache explodes
 //!   (a Tuple Space Explosion attack): upcall share ≥ `to_cflows_upcall_share` (25%), or
 //!   subtables per hit ≥ `to_cflows_subtables` (24), or masks ≥ `to_cflows_masks` (512).
