@@ -5,7 +5,7 @@ attack rate, per datapath variant and rule-set size, from `rqvs replay --attack`
 
     scripts/tse_curve.py [--set acl1] [--sizes 1k,10k,100k] [--rates 0,1e3,1e4,1e5,1e6]
                          [--variant NAME=ARGS ...] [--attack-kind tse] [--attack FILE]
-                         [--duration 2] [--reps 1] [--pair X,Y] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
+                         [--duration 2] [--reps 1] [--pair X,Y] [--compare DESIGNS] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
                          [--rqvs target/release/rqvs]
 
 For each size: the attack is `rqvs gen attack --rules SET --kind KIND --packets N` (kept in
@@ -20,6 +20,11 @@ PMD time (the attack's share of the PMD is what it takes from benign traffic). T
 it in Mpps and as a share of the variant's clean throughput; every run's mismatches (benign and
 attack packets) must be 0, or the script fails. JSON of every run kept in --out (reused when
 present: delete it to measure again). Python 3.11 standard library only.
+
+With --compare DESIGNS (e.g. orig,ccache,cflows,auto) the script runs one `rqvs compare --designs
+DESIGNS --attack …` per size, rate and repetition instead: the designs one after the other in one
+process, so their ratios are paired, and the table gives each design's median benign Mpps and auto
+against the best fixed design and against ORIG (medians of the per-process ratios).
 """
 
 import argparse
@@ -96,6 +101,75 @@ def measure(a, size, name, args, rate, rep=0):
     }
 
 
+def measure_compare(a, size, rate, rep):
+    """One `rqvs compare --designs a.compare` (the designs one after the other in one process,
+    on the same loaded rules, trace and attack): each design's benign Mpps and auto's report."""
+    path = os.path.join(a.out, f"{a.set}_{size}_compare_{rate:g}_r{rep}.json")
+    if not os.path.exists(path):
+        rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
+        trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
+        cmd = [a.rqvs, "compare", "--designs", a.compare, "--rules", rules, "--trace", trace,
+               "--duration", str(a.duration), "--json", path]
+        if rate > 0:
+            cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
+        log(" ".join(cmd))
+        r = run(cmd)
+        if not os.path.exists(path):
+            raise SystemExit(f"`{' '.join(cmd)}` wrote no report: {r.stderr.strip()[-800:]}")
+    with open(path) as f:
+        rep = json.load(f)
+    out = {"verified": 0}
+    for d in rep["runs"]:
+        if d["mismatches"]:
+            raise SystemExit(f"{path}: {d['design']}: {d['mismatches']} mismatches")
+        out[d["design"]] = d["attack"]["benign"]["mpps"] if d.get("attack") else d["mpps"]
+        out["verified"] += d["verified"]
+        if d.get("auto"):
+            out["auto_ran"] = sorted(k[len("time_"):-len("_s")] for k, v in d["auto"].items()
+                                     if k.startswith("time_") and v > 0)
+            out["auto_switches"] = d["auto"]["design_switches"]
+    return out
+
+
+def compare_table(a, sizes, rates):
+    """--compare: per size and rate, each design's median benign Mpps, and auto against the best
+    fixed design and against ORIG as the median of the per-process ratios (paired runs)."""
+    designs = a.compare.split(",")
+    fixed = [d for d in designs if d != "auto"]
+    lines = [f"Benign Mpps per design, `rqvs compare --designs {a.compare}` (paired: one process per cell and "
+             f"repetition), median of {a.reps}; set {a.set}, attack {a.attack or a.attack_kind}, "
+             f"{a.duration:g} s of PMD time per design.", ""]
+    cells = {}
+    for rep in range(a.reps):
+        for s in sizes:
+            for r in rates:
+                cells.setdefault((s, r), []).append(measure_compare(a, s, r, rep))
+    head = "| rules | attack pps | " + " | ".join(designs)
+    if "auto" in designs:
+        head += " | auto/best fixed | auto/orig | auto ran (switches) |"
+    lines += [head, "|---" * (head.count("|") - 1) + "|"]
+    verified = 0
+    summary = {}
+    for s in sizes:
+        for r in rates:
+            runs = cells[(s, r)]
+            verified += sum(x["verified"] for x in runs)
+            med = {d: statistics.median(x[d] for x in runs) for d in designs}
+            row = f"| {s} | {'clean' if r == 0 else f'{r:.0e}'} | " + " | ".join(f"{med[d]:.3f}" for d in designs)
+            if "auto" in designs:
+                best = statistics.median(x["auto"] / max(x[d] for d in fixed) for x in runs)
+                over_orig = statistics.median(x["auto"] / x["orig"] for x in runs) if "orig" in designs else None
+                ran = sorted({d for x in runs for d in x.get("auto_ran", [])})
+                sw = sum(x.get("auto_switches", 0) for x in runs)
+                row += f" | {best:.2f} | {over_orig:.1f} | {', '.join(ran)} ({sw}) |"
+                summary[f"{s} {r:g}"] = {"median_mpps": med, "auto_over_best": best, "auto_over_orig": over_orig}
+            lines.append(row)
+    lines += ["", f"0 mismatches in every run ({verified:,} packets checked)."]
+    with open(os.path.join(a.out, "compare.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    return "\n".join(lines) + "\n"
+
+
 def plot(results, variants, sizes, rates, path):
     w_panel, h, pad = 330, 260, 48
     w = w_panel * len(sizes) + 20
@@ -151,6 +225,9 @@ def main():
     ap.add_argument("--attack", default=None, help="one attack file for every size (instead of rqvs gen attack)")
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--reps", type=int, default=1, help="runs per cell (the median is shown)")
+    ap.add_argument("--compare", default=None,
+                    help="DESIGNS (e.g. orig,ccache,cflows,auto): one `rqvs compare` per size, rate and repetition "
+                         "instead of the variants' replays; the table gives auto against the best fixed design")
     ap.add_argument("--pair", action="append", default=None,
                     help="X,Y: also the table of Y/X from paired runs (repeatable), e.g. cflows,auto")
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
@@ -160,6 +237,15 @@ def main():
     ap.add_argument("--rqvs", default="target/release/rqvs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.compare:
+        sizes = a.sizes.split(",")
+        rates = sorted({float(r) for r in a.rates.split(",")} | {0.0})
+        text = compare_table(a, sizes, rates)
+        print(text)
+        if a.md:
+            with open(a.md, "w") as f:
+                f.write(text)
+        return
     variants = [v.split("=", 1) for v in (a.variant or DEFAULT_VARIANTS)]
     if any(len(v) != 2 for v in variants):
         raise SystemExit("--variant: expected NAME=REPLAY ARGS, e.g. 'orig=--design orig'")
