@@ -139,15 +139,13 @@ impl CflowsPublisher {
 
     /// A PMD's design over this publisher's classifier.
     pub fn reader(&self, cfg: DatapathConfig) -> SharedCflows {
-        SharedCflows {
-            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
-            shared: self.out.clone(),
-            c: Counters::default(),
-            now_ns: 0,
-            rules: [crate::NO_RULE; crate::BATCH],
-            batch_len: 0,
-            cfg,
-        }
+        self.readers().reader(cfg)
+    }
+
+    /// What makes readers on other threads once the publisher has moved to its own
+    /// (`--design auto` in the switch builds a CFLOWS candidate with it).
+    pub fn readers(&self) -> CflowsReaders {
+        CflowsReaders { shared: self.out.clone() }
     }
 
     /// Adds rules as one change set (all or none), then publishes.
@@ -406,6 +404,27 @@ fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64)
         epoch,
         report: report_of(nm),
         rules,
+    }
+}
+
+/// Makes [`SharedCflows`] over one publisher's classifier, from any thread.
+#[derive(Clone)]
+pub struct CflowsReaders {
+    shared: Arc<ArcSwap<Published>>,
+}
+
+impl CflowsReaders {
+    /// A PMD's design over the publisher's classifier.
+    pub fn reader(&self, cfg: DatapathConfig) -> SharedCflows {
+        SharedCflows {
+            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            shared: self.shared.clone(),
+            c: Counters::default(),
+            now_ns: 0,
+            rules: [crate::NO_RULE; crate::BATCH],
+            batch_len: 0,
+            cfg,
+        }
     }
 }
 

@@ -158,6 +158,11 @@ pub trait Design {
     fn auto_report(&self) -> Option<crate::auto::AutoReport> {
         None
     }
+    /// The adaptive design's switches so far (a cheap [`Design::auto_report`]`.design_switches`
+    /// for a PMD loop that logs each); 0 for a fixed design.
+    fn design_switches(&self) -> u64 {
+        0
+    }
 }
 
 /// ORIG's figures (and CCACHE's megaflow cache's).

@@ -106,7 +106,7 @@ pub mod upcall;
 
 pub use auto::{Auto, AutoConfig, AutoReport};
 pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
-pub use cflows_shared::{CflowsPublisher, SharedCflows};
+pub use cflows_shared::{CflowsPublisher, CflowsReaders, SharedCflows};
 pub use clock::Clock;
 pub use counters::Counters;
 pub use design::{Design, DesignKind, DesignReport};

@@ -43,6 +43,19 @@
 //! table and their results handed out with the next [`Design::handle_upcalls`], its finished
 //! revalidations kept for [`Design::take_revalidations`], the new design's clock moved to the
 //! old one's, and the old design dropped on another thread (its revalidator thread joins there).
+//! **Upcalls at a handler thread** (the switch: [`Design::take_upcalls`] /
+//! [`Design::complete_upcall`]) may be out when the swap comes: the old design is then kept,
+//! *draining*, and each upcall numbered before the swap goes back to it — its action, its
+//! counters — until the last, when it is retired (no other swap meanwhile).
+//!
+//! **Shared rules** ([`Auto::shared`], the switch): the designs are built over structures the
+//! PMDs share — one OpenFlow table for ORIG/CCACHE, one published classifier for CFLOWS — and
+//! rule changes reach them there, not through auto; the current design and the candidate (by
+//! its journal) are told of each commit by [`Design::table_changed`].
+//!
+//! One candidate at a time: the policy decides nothing while one is under way, and a switch
+//! asked for meanwhile ([`Auto::request`]: tests, the switch's operator) is kept — the latest
+//! one — and started once the candidate is swapped in or dropped.
 //!
 //! **Epochs.** Auto's visible epoch is `offset + current.visible_epoch()`; a swap bumps it by
 //! one (the new offset), and the new design starts with no pending revalidation, so
@@ -63,9 +76,13 @@
 //! `design_switches`, the time in each design, the current design, and a log of every switch
 //! (PMD time, from, to, the reason with the signals that triggered it, how long the candidate
 //! took to be ready, megaflows preinstalled).
+//!
+//! # Where it lives
+//!
+//! [`policy`]: the thresholds, a window's signals, the decision and the dwell; `build`: the
+//! candidate, its builder thread and journal, the warm-up keys; here: [`Auto`] itself — the
+//! switch at a batch boundary, epochs, counters, the report — and its [`Design`] impl.
 
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::Arc;
 use std::time::Instant;
 
 use hashbrown::HashMap;
@@ -80,90 +97,14 @@ use crate::revalidator::Revalidation;
 use crate::upcall::Upcall;
 use crate::{Clock, Counters, DpAction};
 
-/// Builds a fixed design ([`DesignKind::Orig`], `Ccache`, `Cflows`) over rules: the caller's
-/// settings for each (replay's options, the switch's).
-pub type Builder = Arc<dyn Fn(DesignKind, &[Rule]) -> Result<Box<dyn Design + Send>, ClassifierError> + Send + Sync>;
+mod build;
+pub mod policy;
 
-/// The controller's thresholds (module docs give the policy and where the defaults come from).
-#[derive(Clone, Copy, Debug)]
-pub struct AutoConfig {
-    /// The first design; `None`: CFLOWS from `cflows_rules` rules, ORIG below.
-    pub initial: Option<DesignKind>,
-    pub cflows_rules: usize,
-    /// PMD time between decisions.
-    pub window_ns: u64,
-    pub min_window_packets: u64,
-    /// Least PMD time in a design before it may be left (doubled by reversals).
-    pub min_dwell_ns: u64,
-    pub to_cflows_upcall_share: f64,
-    pub to_cflows_subtables: f64,
-    pub to_cflows_masks: u64,
-    pub to_ccache_subtables: f64,
-    pub ccache_max_upcall_share: f64,
-    pub to_orig_subtables: f64,
-    pub leave_cflows_coverage: f64,
-    pub leave_cflows_emc_share: f64,
-    /// Recent distinct keys preinstalled into a new ORIG/CCACHE (0: none).
-    pub warm_keys: usize,
-    /// CCACHE is a candidate at all (false: ORIG ↔ CFLOWS only).
-    pub ccache: bool,
-}
+pub use build::Builder;
+pub use policy::{decide, AutoConfig, Signals};
 
-impl Default for AutoConfig {
-    fn default() -> Self {
-        AutoConfig {
-            initial: None,
-            cflows_rules: 0,
-            window_ns: 100_000_000,
-            min_window_packets: 1024,
-            min_dwell_ns: 1_000_000_000,
-            to_cflows_upcall_share: 0.25,
-            to_cflows_subtables: 24.0,
-            to_cflows_masks: 512,
-            to_ccache_subtables: 8.0,
-            ccache_max_upcall_share: 0.05,
-            to_orig_subtables: 3.0,
-            leave_cflows_coverage: 0.3,
-            leave_cflows_emc_share: 0.9,
-            warm_keys: 4096,
-            ccache: true,
-        }
-    }
-}
-
-/// The signals of one window (module docs).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Signals {
-    pub packets: u64,
-    pub upcall_share: f64,
-    pub upcalls_per_s: f64,
-    pub subtables_per_hit: f64,
-    pub masks: u64,
-    pub emc_share: f64,
-    pub coverage: f64,
-}
-
-impl Signals {
-    fn of(now: &Counters, before: &Counters) -> Signals {
-        let packets = now.received - before.received;
-        let ns = (now.pmd_ns - before.pmd_ns).max(1);
-        let hits = (now.cd_hit + now.megaflow_hit) - (before.cd_hit + before.megaflow_hit);
-        let total = if now.rules > 0 { now.rules } else { now.megaflows };
-        Signals {
-            packets,
-            upcall_share: (now.upcall_ns - before.upcall_ns) as f64 / ns as f64,
-            upcalls_per_s: (now.upcall - before.upcall) as f64 / (ns as f64 / 1e9),
-            subtables_per_hit: if hits == 0 {
-                0.0
-            } else {
-                (now.megaflow_subtables - before.megaflow_subtables) as f64 / hits as f64
-            },
-            masks: now.masks,
-            emc_share: (now.emc_hit - before.emc_hit) as f64 / packets.max(1) as f64,
-            coverage: if total == 0 { 0.0 } else { now.model_entries as f64 / total as f64 },
-        }
-    }
-}
+use build::{Candidate, Change, Progress, Warm};
+use policy::Dwell;
 
 /// One switch (module docs).
 #[derive(Clone, Debug, PartialEq)]
@@ -208,23 +149,13 @@ fn slot(k: DesignKind) -> usize {
     DesignKind::ALL.iter().position(|&d| d == k).unwrap_or(0)
 }
 
-/// A candidate built on the builder thread, with the megaflows it preinstalled.
-type Built = Result<(Box<dyn Design + Send>, usize), ClassifierError>;
-
-enum Change {
-    Add(Vec<Rule>),
-    Remove(Vec<RuleId>),
-}
-
-/// A candidate design being built or waiting to be ready.
-struct Candidate {
-    kind: DesignKind,
-    reason: String,
-    decided_ns: u64,
-    built: Option<Box<dyn Design + Send>>,
-    pending: Option<Receiver<Built>>,
-    journal: Vec<Change>,
-    preinstalled: u64,
+/// A retired design whose upcalls are still at a handler thread: it completes them (its
+/// counters, its action for them) and is dropped with the last.
+struct Draining {
+    design: Box<dyn Design + Send>,
+    /// Its upcalls are the ones numbered below this.
+    below_seq: u64,
+    handed: u64,
 }
 
 /// The adaptive design (module docs).
@@ -237,19 +168,26 @@ pub struct Auto {
     kind: DesignKind,
     current: Box<dyn Design + Send>,
     candidate: Option<Candidate>,
+    /// The latest [`Auto::request`] made while a candidate was being built.
+    requested: Option<(DesignKind, String)>,
     /// Additive counters of the retired designs.
     base: Counters,
+    /// Upcalls the current design handed to a handler thread ([`Design::take_upcalls`]) and
+    /// not yet completed.
+    handed: u64,
+    /// The sequence number after the last batch.
+    next_seq: u64,
+    /// The design swapped out while a handler still held some of its upcalls (module docs).
+    draining: Option<Draining>,
+    /// Built over structures shared with other PMDs (the switch): candidates are built without
+    /// rules and take rule changes from [`Design::table_changed`].
+    shared: bool,
     offset: u64,
     /// The window's start: the current design's counters then.
     window: Counters,
-    entered_ns: u64,
-    dwell_ns: u64,
-    /// The design left last and when.
-    left: Option<(DesignKind, u64)>,
+    dwell: Dwell,
     report: AutoReport,
-    recent: Vec<FlowKey>,
-    recent_at: usize,
-    batches: u64,
+    warm: Warm,
     carry: Vec<(u64, DpAction)>,
     carry_rules: Vec<RuleId>,
     out: Vec<(u64, DpAction)>,
@@ -282,16 +220,17 @@ impl Auto {
             kind,
             current,
             candidate: None,
+            requested: None,
             base: Counters::default(),
+            handed: 0,
+            next_seq: 0,
+            draining: None,
+            shared: false,
             offset: 0,
             window,
-            entered_ns: 0,
-            dwell_ns: cfg.min_dwell_ns,
-            left: None,
+            dwell: Dwell::new(cfg.min_dwell_ns),
             report: AutoReport { current: kind, design_switches: 0, time_ns: [0; 3], log: Vec::new(), abandoned: 0 },
-            recent: Vec::with_capacity(cfg.warm_keys),
-            recent_at: 0,
-            batches: 0,
+            warm: Warm::new(cfg.warm_keys),
             carry: Vec::new(),
             carry_rules: Vec::new(),
             out: Vec::new(),
@@ -304,6 +243,26 @@ impl Auto {
         })
     }
 
+    /// Auto over designs that share their rules with other PMDs (the switch: ORIG/CCACHE over
+    /// one OpenFlow table, CFLOWS over one published classifier): `builder` is given no rules,
+    /// and rule changes reach the designs through those shared structures — the current design
+    /// and a candidate learn of each from [`Design::table_changed`] (the candidate once built,
+    /// from the journal). `rules`: how many there are at the start (the first design's choice).
+    pub fn shared(
+        rules: usize,
+        clock: Clock,
+        wire_keys: bool,
+        cfg: AutoConfig,
+        builder: Builder,
+    ) -> Result<Auto, ClassifierError> {
+        let initial =
+            cfg.initial.unwrap_or(if rules >= cfg.cflows_rules { DesignKind::Cflows } else { DesignKind::Orig });
+        let mut a = Auto::new(&[], clock, wire_keys, AutoConfig { initial: Some(initial), ..cfg }, builder)?;
+        a.cfg = cfg;
+        a.shared = true;
+        Ok(a)
+    }
+
     /// The design forwarding now.
     pub fn current(&self) -> DesignKind {
         self.kind
@@ -314,151 +273,54 @@ impl Auto {
         self.candidate.is_some()
     }
 
-    /// Starts a switch to `to` now (tests, an operator), dwell and thresholds aside; ignored
-    /// while another is under way or when `to` is the current design.
+    /// Starts a switch to `to` now (tests, an operator), dwell and thresholds aside. While a
+    /// candidate is being built the latest request is kept and acted on once that candidate is
+    /// swapped in (or dropped): a switch under way is not abandoned (its build is most of its
+    /// cost), and the last word is the caller's. A request for the design being built, or (with
+    /// none under way) for the current one, changes nothing.
     pub fn request(&mut self, to: DesignKind, reason: &str) {
-        if self.candidate.is_none() && to != self.kind && to != DesignKind::Auto {
-            self.start(to, reason.to_string());
+        if to == DesignKind::Auto {
+            return;
+        }
+        match &self.candidate {
+            Some(c) if c.kind == to => self.requested = None,
+            Some(_) => self.requested = Some((to, reason.to_string())),
+            None if to != self.kind => self.start(to, reason.to_string()),
+            None => {}
         }
     }
 
-    /// The policy's choice for a window's signals, with its reason (module docs).
+    /// The policy's choice for a window's signals, with its reason ([`policy::decide`]).
     pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(DesignKind, String)> {
-        let to_cflows = if s.upcall_share >= cfg.to_cflows_upcall_share {
-            Some(format!("upcall share {:.1}% >= {:.1}%", s.upcall_share * 1e2, cfg.to_cflows_upcall_share * 1e2))
-        } else if s.subtables_per_hit >= cfg.to_cflows_subtables {
-            Some(format!("{:.1} subtables/hit >= {:.1}", s.subtables_per_hit, cfg.to_cflows_subtables))
-        } else if s.masks >= cfg.to_cflows_masks {
-            Some(format!("{} masks >= {}", s.masks, cfg.to_cflows_masks))
-        } else {
-            None
-        };
-        match kind {
-            DesignKind::Orig | DesignKind::Ccache if to_cflows.is_some() => to_cflows.map(|r| (DesignKind::Cflows, r)),
-            DesignKind::Orig
-                if cfg.ccache
-                    && s.subtables_per_hit >= cfg.to_ccache_subtables
-                    && s.upcall_share < cfg.ccache_max_upcall_share =>
-            {
-                Some((
-                    DesignKind::Ccache,
-                    format!(
-                        "{:.1} subtables/hit >= {:.1}, upcall share {:.1}% < {:.1}%",
-                        s.subtables_per_hit,
-                        cfg.to_ccache_subtables,
-                        s.upcall_share * 1e2,
-                        cfg.ccache_max_upcall_share * 1e2
-                    ),
-                ))
-            }
-            DesignKind::Ccache if s.subtables_per_hit <= cfg.to_orig_subtables => Some((
-                DesignKind::Orig,
-                format!("{:.1} subtables/hit <= {:.1}", s.subtables_per_hit, cfg.to_orig_subtables),
-            )),
-            DesignKind::Cflows
-                if s.coverage < cfg.leave_cflows_coverage && s.emc_share >= cfg.leave_cflows_emc_share =>
-            {
-                Some((
-                    DesignKind::Orig,
-                    format!(
-                        "coverage {:.1}% < {:.1}%, EMC share {:.1}% >= {:.1}%",
-                        s.coverage * 1e2,
-                        cfg.leave_cflows_coverage * 1e2,
-                        s.emc_share * 1e2,
-                        cfg.leave_cflows_emc_share * 1e2
-                    ),
-                ))
-            }
-            _ => None,
-        }
-    }
-
-    fn warm_keys(&self) -> Vec<FlowKey> {
-        let mut seen = hashbrown::HashSet::with_capacity(self.recent.len());
-        self.recent.iter().map(|k| if self.wire_keys { k.wire() } else { *k }).filter(|k| seen.insert(*k)).collect()
+        decide(cfg, kind, s)
     }
 
     fn start(&mut self, to: DesignKind, reason: String) {
         let rules: Vec<Rule> = self.rules.values().cloned().collect();
-        let warm = if matches!(to, DesignKind::Orig | DesignKind::Ccache) { self.warm_keys() } else { Vec::new() };
-        let now = self.current.now_ns();
-        let builder = Arc::clone(&self.builder);
-        let build = move || -> Built {
-            let mut d = builder(to, &rules)?;
-            // The candidate's clock is the PMD's, so what it preinstalls is not idle at once.
-            d.idle_until(now);
-            let n = d.preinstall(&warm);
-            Ok((d, n))
-        };
-        let mut cand = Candidate {
-            kind: to,
-            reason,
-            decided_ns: now,
-            built: None,
-            pending: None,
-            journal: Vec::new(),
-            preinstalled: 0,
-        };
-        if self.clock.is_measured() {
-            let (tx, rx) = channel();
-            std::thread::spawn(move || {
-                let _ = tx.send(build());
-            });
-            cand.pending = Some(rx);
+        let warm = if matches!(to, DesignKind::Orig | DesignKind::Ccache) {
+            self.warm.keys(self.wire_keys)
         } else {
-            match build() {
-                Ok((d, n)) => {
-                    cand.built = Some(d);
-                    cand.preinstalled = n as u64;
-                }
-                Err(_) => {
-                    self.report.abandoned += 1;
-                    return;
-                }
-            }
+            Vec::new()
+        };
+        let now = self.current.now_ns();
+        match Candidate::start(&self.builder, to, rules, warm, now, reason, self.clock.is_measured()) {
+            Ok(c) => self.candidate = Some(c),
+            Err(_) => self.report.abandoned += 1,
         }
-        self.candidate = Some(cand);
     }
 
     /// The candidate's progress at a batch boundary; true when it is ready to be swapped in.
     fn poll_candidate(&mut self) -> bool {
         let Some(c) = self.candidate.as_mut() else { return false };
-        if let Some(rx) = &c.pending {
-            match rx.try_recv() {
-                Ok(Ok((d, n))) => {
-                    c.built = Some(d);
-                    c.preinstalled = n as u64;
-                    c.pending = None;
-                }
-                Ok(Err(_)) | Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    self.candidate = None;
-                    self.report.abandoned += 1;
-                    return false;
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) => return false,
-            }
-        }
-        let Some(d) = c.built.as_mut() else { return false };
-        let journal = std::mem::take(&mut c.journal);
-        for change in journal {
-            let ok = match change {
-                Change::Add(rules) => d.add_rules(rules).is_ok(),
-                Change::Remove(ids) => {
-                    d.remove_rules(&ids);
-                    true
-                }
-            };
-            if !ok {
+        match c.poll(self.current.now_ns()) {
+            Progress::Ready => true,
+            Progress::Waiting => false,
+            Progress::Failed => {
                 self.candidate = None;
                 self.report.abandoned += 1;
-                return false;
+                false
             }
         }
-        d.idle_until(self.current.now_ns());
-        d.maintain();
-        // Training (delayed policy) and revalidation go on in the candidate's background.
-        let _ = d.take_revalidations();
-        d.staged_rules().is_empty() && d.oldest_epoch() == d.visible_epoch()
     }
 
     /// The swap at a batch boundary (module docs).
@@ -478,11 +340,9 @@ impl Auto {
         }
         let now = self.current.now_ns();
         new.idle_until(now);
-        let old_counters = self.current.counters();
-        add_counters(&mut self.base, &old_counters);
         let visible = self.visible_epoch();
         self.offset = visible + 1 - new.visible_epoch();
-        self.report.time_ns[slot(self.kind)] += now - self.entered_ns;
+        self.report.time_ns[slot(self.kind)] += now - self.dwell.entered_ns();
         self.report.design_switches += 1;
         self.report.log.push(SwitchEvent {
             at_ns: now,
@@ -492,20 +352,22 @@ impl Auto {
             ready_ns: now - c.decided_ns,
             preinstalled: c.preinstalled,
         });
-        // Hysteresis: a quick return to the design just left doubles the dwell.
-        match self.left {
-            Some((k, at)) if k == c.kind && now - at < 4 * self.dwell_ns => {
-                self.dwell_ns = (self.dwell_ns * 2).min(self.cfg.min_dwell_ns.saturating_mul(64));
-            }
-            _ if now - self.entered_ns >= 16 * self.dwell_ns => self.dwell_ns = self.cfg.min_dwell_ns,
-            _ => {}
-        }
-        self.left = Some((self.kind, now));
+        self.dwell.switched(now, self.kind, c.kind);
         self.kind = c.kind;
         self.report.current = c.kind;
-        self.entered_ns = now;
         let old = std::mem::replace(&mut self.current, new);
         self.window = self.current.counters();
+        let handed = std::mem::take(&mut self.handed);
+        if handed > 0 {
+            self.draining = Some(Draining { design: old, below_seq: self.next_seq, handed });
+        } else {
+            self.retire(old);
+        }
+    }
+
+    /// A design swapped out and done with: its counters into the base, dropped.
+    fn retire(&mut self, old: Box<dyn Design + Send>) {
+        add_counters(&mut self.base, &old.counters());
         if self.clock.is_measured() {
             // Its revalidator thread (if any) joins there, off the PMD.
             std::thread::spawn(move || drop(old));
@@ -524,10 +386,10 @@ impl Auto {
             return;
         }
         self.window = c;
-        if self.candidate.is_some() || now - self.entered_ns < self.dwell_ns {
+        if self.candidate.is_some() || !self.dwell.may_leave(now) {
             return;
         }
-        if let Some((to, why)) = Auto::decide(&self.cfg, self.kind, &s) {
+        if let Some((to, why)) = decide(&self.cfg, self.kind, &s) {
             self.start(to, why);
         }
     }
@@ -535,7 +397,7 @@ impl Auto {
     /// The switch log and times ([`Design::auto_report`]), the current stay counted.
     pub fn report_now(&self) -> AutoReport {
         let mut r = self.report.clone();
-        r.time_ns[slot(self.kind)] += self.current.now_ns() - self.entered_ns;
+        r.time_ns[slot(self.kind)] += self.current.now_ns() - self.dwell.entered_ns();
         r
     }
 }
@@ -567,6 +429,12 @@ fn add_counters(base: &mut Counters, c: &Counters) {
         deleted_revalidated,
         deleted_idle,
         deleted_limit,
+        masks_evicted,
+        megaflows_evicted,
+        install_mask_refused,
+        install_mask_narrowed,
+        mfcguard_masks,
+        mfcguard_removed,
         preinstalled,
         preinstall_existing,
         preinstall_refused,
@@ -588,17 +456,8 @@ impl Design for Auto {
 
     fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         // One batch in four is sampled for the warm-up (the recent flows; module docs).
-        self.batches += 1;
-        if self.cfg.warm_keys > 0 && self.batches.is_multiple_of(4) {
-            for k in keys {
-                if self.recent.len() < self.cfg.warm_keys {
-                    self.recent.push(*k);
-                } else {
-                    self.recent[self.recent_at] = *k;
-                    self.recent_at = (self.recent_at + 1) % self.cfg.warm_keys;
-                }
-            }
-        }
+        self.warm.sample(keys);
+        self.next_seq = seq0 + keys.len() as u64;
         self.current.process_batch(keys, seq0, out)
     }
 
@@ -629,10 +488,24 @@ impl Design for Auto {
     }
 
     fn take_upcalls(&mut self, out: &mut Vec<Upcall>) {
-        self.current.take_upcalls(out)
+        let n = out.len();
+        self.current.take_upcalls(out);
+        self.handed += (out.len() - n) as u64;
     }
 
     fn complete_upcall(&mut self, u: &Upcall, v: Option<&Verdict>, install: bool) -> DpAction {
+        // An upcall of the design swapped out goes back to it (module docs: *A switch*).
+        if let Some(d) = self.draining.as_mut().filter(|d| u.seq < d.below_seq) {
+            let a = d.design.complete_upcall(u, v, install);
+            d.handed -= 1;
+            if d.handed == 0 {
+                if let Some(d) = self.draining.take() {
+                    self.retire(d.design);
+                }
+            }
+            return a;
+        }
+        self.handed = self.handed.saturating_sub(1);
         self.current.complete_upcall(u, v, install)
     }
 
@@ -642,8 +515,14 @@ impl Design for Auto {
         let deleted = self.current.maintain();
         let t1 = Instant::now();
         self.control();
-        if self.poll_candidate() {
+        // One retired design at a time waits for its upcalls: a new swap waits for it.
+        if self.poll_candidate() && self.draining.is_none() {
             self.swap();
+        }
+        if self.candidate.is_none() {
+            if let Some((to, why)) = self.requested.take() {
+                self.request(to, &why);
+            }
         }
         // The controller's own work (and the journal's replay onto the candidate) is PMD time.
         let ns = self.clock.housekeeping_ns(t1);
@@ -676,6 +555,9 @@ impl Design for Auto {
     fn counters(&self) -> Counters {
         let mut c = self.current.counters();
         add_counters(&mut c, &self.base);
+        if let Some(d) = &self.draining {
+            add_counters(&mut c, &d.design.counters());
+        }
         c
     }
 
@@ -721,7 +603,14 @@ impl Design for Auto {
     }
 
     fn table_changed(&mut self) -> u64 {
+        if let Some(c) = self.candidate.as_mut() {
+            c.journal.push(Change::TableChanged);
+        }
         self.current.table_changed()
+    }
+
+    fn design_switches(&self) -> u64 {
+        self.report.design_switches
     }
 
     fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
@@ -738,14 +627,15 @@ impl Design for Auto {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use std::sync::Arc;
     use crate::ccache::CcacheConfig;
     use crate::testutil::{expect, expect_rules, keys, rules};
     use crate::{Ccache, Cflows, CflowsConfig, DatapathConfig, Orig, OrigConfig, BATCH};
     use rqvs_classify::nuevomatch::live::Policy;
 
-    fn virtual_cfg() -> DatapathConfig {
+    pub(super) fn virtual_cfg() -> DatapathConfig {
         DatapathConfig {
             emc_insert_prob: 0.2,
             clock: Clock::Virtual { packet_ns: 100, upcall_ns: 2000 },
@@ -753,7 +643,7 @@ mod tests {
         }
     }
 
-    fn builder(policy: Policy) -> Builder {
+    pub(super) fn builder(policy: Policy) -> Builder {
         Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, ClassifierError> {
             let cfg = virtual_cfg();
             let cc = CcacheConfig { train_interval_ns: 10_000, min_megaflows: 8, ..CcacheConfig::default() };
@@ -772,7 +662,7 @@ mod tests {
 
     /// Thresholds that always want to leave: ORIG/CCACHE → CFLOWS on any window, CFLOWS → ORIG
     /// on any window; short windows and dwell.
-    fn flapping(initial: DesignKind) -> AutoConfig {
+    pub(super) fn flapping(initial: DesignKind) -> AutoConfig {
         AutoConfig {
             initial: Some(initial),
             window_ns: 20_000,
@@ -869,39 +759,96 @@ mod tests {
         }
     }
 
-    /// With flapping thresholds the dwell doubles at each reversal: the stays grow, so the
-    /// switches are logarithmic in time, not linear.
+    /// A request made while a candidate is being built is not lost: the latest one is acted on
+    /// once the candidate is swapped in (ORIG → CFLOWS requested, then CCACHE while CFLOWS is
+    /// building: CCACHE is where it ends), and a request for the design being built changes
+    /// nothing. The thresholds never switch on their own here.
     #[test]
-    fn reversals_double_the_dwell() {
-        let rs = rules(200);
-        let ks = keys(2000, 1);
-        let mut dp =
-            Auto::new(&rs, virtual_cfg().clock, true, flapping(DesignKind::Orig), builder(Policy::Instant)).unwrap();
-        for _ in 0..100 {
-            crate::pmd::run_keys(&mut dp, &ks);
+    fn a_request_while_switching_is_kept() {
+        let rs = rules(300);
+        let ks = keys(4000, 7);
+        for policy in [Policy::Instant, Policy::Delayed] {
+            let cfg = AutoConfig { initial: Some(DesignKind::Orig), ..AutoConfig::default() };
+            let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(policy)).unwrap();
+            dp.request(DesignKind::Cflows, "first");
+            assert!(dp.switching());
+            dp.request(DesignKind::Cflows, "the same again");
+            dp.request(DesignKind::Ccache, "second");
+            check(&mut dp, &rs, &ks, &format!("{policy:?}"));
+            let r = dp.report_now();
+            let moves: Vec<(DesignKind, DesignKind, &str)> =
+                r.log.iter().map(|e| (e.from, e.to, e.reason.as_str())).collect();
+            assert_eq!(
+                moves,
+                [(DesignKind::Orig, DesignKind::Cflows, "first"), (DesignKind::Cflows, DesignKind::Ccache, "second")],
+                "{policy:?}"
+            );
+            assert_eq!(dp.current(), DesignKind::Ccache);
+            assert!(!dp.switching());
+            // A request back to the design being left, made while switching, returns to it.
+            dp.request(DesignKind::Orig, "third");
+            dp.request(DesignKind::Ccache, "stay");
+            check(&mut dp, &rs, &ks, &format!("{policy:?} back"));
+            let r = dp.report_now();
+            assert_eq!(r.design_switches, 4, "{policy:?}: {r:?}");
+            assert_eq!(dp.current(), DesignKind::Ccache);
         }
-        let r = dp.report_now();
-        let stays: Vec<u64> = r.log.windows(2).map(|w| w[1].at_ns - w[0].at_ns).collect();
-        assert!(r.design_switches >= 4, "{r:?}");
-        // 20M ns of PMD time at a 50 µs dwell: 400 switches without the doubling.
-        assert!(r.design_switches <= 12, "{} switches: {stays:?}", r.design_switches);
-        assert!(stays.windows(2).all(|w| w[1] + 20_000 >= w[0]), "stays shrink: {stays:?}");
     }
 
-    /// The default thresholds on a steady trace: at most one switch (the cold start), no
-    /// flapping.
+    /// Upcalls at a handler thread across a swap (the switch's arrangement): they go back to
+    /// the design that handed them out, which gives each its action and counts it; it is
+    /// retired with the last. Every packet gets the reference's action, counters sum to the
+    /// packets received, and no second swap happens while one design drains.
     #[test]
-    fn a_steady_trace_does_not_flap() {
+    fn upcalls_at_a_handler_cross_a_swap() {
         let rs = rules(300);
-        let ks = keys(20_000, 5);
-        for initial in [None, Some(DesignKind::Orig)] {
-            let cfg = AutoConfig { initial, window_ns: 100_000, min_dwell_ns: 500_000, ..AutoConfig::default() };
+        let ks = keys(4000, 11);
+        let want = expect(&rs, &ks);
+        let table = crate::OfprotoTable::build(&rs).unwrap();
+        for to in [DesignKind::Cflows, DesignKind::Ccache] {
+            let cfg = AutoConfig { initial: Some(DesignKind::Orig), ..AutoConfig::default() };
             let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(Policy::Instant)).unwrap();
-            for _ in 0..20 {
-                assert_eq!(crate::pmd::run_keys(&mut dp, &ks), expect(&rs, &ks));
+            let mut held: Vec<Upcall> = Vec::new();
+            let mut out = [DpAction::Drop; BATCH];
+            for (b, chunk) in ks.chunks(BATCH).enumerate() {
+                let seq0 = (b * BATCH) as u64;
+                dp.process_batch(chunk, seq0, &mut out[..chunk.len()]);
+                for (i, a) in out[..chunk.len()].iter().enumerate() {
+                    assert_ne!(*a, DpAction::Lost);
+                    if *a != DpAction::Pending {
+                        assert_eq!(*a, want[b * BATCH + i], "{to:?}: batch {b} packet {i}");
+                    }
+                }
+                dp.take_upcalls(&mut held);
+                // The handler answers every other batch. The switch is asked for at batch 20,
+                // upcalls out; and back at once: that swap waits until the first design drained.
+                if b % 2 == 1 {
+                    for u in held.drain(..) {
+                        let a = dp.complete_upcall(&u, Some(&table.classify(&u.key)), true);
+                        assert_eq!(a, want[u.seq as usize], "{to:?}: upcall {}", u.seq);
+                    }
+                }
+                if b == 20 {
+                    assert!(!held.is_empty());
+                    dp.request(to, "test");
+                    dp.maintain();
+                    assert_eq!((dp.current(), dp.draining.is_some()), (to, true));
+                    dp.request(DesignKind::Orig, "back");
+                    dp.maintain();
+                    assert_eq!(dp.report_now().design_switches, 1, "{to:?}: swapped while draining");
+                }
+                dp.maintain();
+            }
+            for u in held.drain(..) {
+                assert_eq!(dp.complete_upcall(&u, Some(&table.classify(&u.key)), true), want[u.seq as usize]);
             }
             let r = dp.report_now();
-            assert!(r.design_switches <= 1, "{initial:?}: {r:?}");
+            assert_eq!(r.design_switches, 2, "{to:?}: {r:?}");
+            assert!(dp.draining.is_none());
+            let c = dp.counters();
+            assert_eq!(c.received, ks.len() as u64);
+            assert!(c.outcome_sum_ok(), "{to:?}: {c:?}");
+            assert_eq!(c.tx + c.dropped_by_action, c.received - c.lost, "{to:?}: {c:?}");
         }
     }
 
