@@ -5,7 +5,7 @@ attack rate, per datapath variant and rule-set size, from `rqvs replay --attack`
 
     scripts/tse_curve.py [--set acl1] [--sizes 1k,10k,100k] [--rates 0,1e3,1e4,1e5,1e6]
                          [--variant NAME=ARGS ...] [--attack-kind tse] [--attack FILE]
-                         [--duration 2] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
+                         [--duration 2] [--reps 1] [--pair X,Y] [--out target/tse] [--md OUT.md] [--plot OUT.svg]
                          [--rqvs target/release/rqvs]
 
 For each size: the attack is `rqvs gen attack --rules SET --kind KIND --packets N` (kept in
@@ -27,6 +27,7 @@ import html
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -60,8 +61,9 @@ def attack_for(a, size):
     return path
 
 
-def measure(a, size, name, args, rate):
-    path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}.json".replace("+", "_"))
+def measure(a, size, name, args, rate, rep=0):
+    tag = f"_r{rep}" if rep else ""
+    path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}{tag}.json".replace("+", "_"))
     if not os.path.exists(path):
         rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
         trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
@@ -148,6 +150,9 @@ def main():
     ap.add_argument("--attack-packets", type=int, default=100000)
     ap.add_argument("--attack", default=None, help="one attack file for every size (instead of rqvs gen attack)")
     ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--reps", type=int, default=1, help="runs per cell (the median is shown)")
+    ap.add_argument("--pair", action="append", default=None,
+                    help="X,Y: also the table of Y/X from paired runs (repeatable), e.g. cflows,auto")
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
     ap.add_argument("--out", default="target/tse")
     ap.add_argument("--md", default=None)
@@ -160,9 +165,22 @@ def main():
         raise SystemExit("--variant: expected NAME=REPLAY ARGS, e.g. 'orig=--design orig'")
     sizes = a.sizes.split(",")
     rates = sorted({float(r) for r in a.rates.split(",")} | {0.0})
-    results = {s: {n: {r: measure(a, s, n, args, r) for r in rates} for n, args in variants} for s in sizes}
+    # Repetitions interleave the variants (rep, size, rate, variant: a slow spell of a shared
+    # machine falls on every variant alike); each cell is the median run by benign Mpps.
+    runs = {}
+    for rep in range(a.reps):
+        for s in sizes:
+            for r in rates:
+                for n, args in variants:
+                    runs.setdefault((s, n, r), []).append(measure(a, s, n, args, r, rep))
+
+    def median(vs):
+        return sorted(vs, key=lambda v: v["benign_mpps"])[len(vs) // 2]
+
+    results = {s: {n: {r: median(runs[(s, n, r)]) for r in rates} for n, _ in variants} for s in sizes}
     lines = [f"Benign throughput (Mpps of PMD time, and % of the variant's clean rate) vs attack rate; "
-             f"set {a.set}, attack {a.attack or a.attack_kind}, {a.duration:g} s of PMD time per run.", ""]
+             f"set {a.set}, attack {a.attack or a.attack_kind}, {a.duration:g} s of PMD time per run, "
+             f"median of {a.reps} run{'s' if a.reps > 1 else ''}.", ""]
     for s in sizes:
         lines.append(f"**{s} rules**")
         lines.append("")
@@ -177,8 +195,27 @@ def main():
                 cells.append(f"{m:.3f}" if r == 0 else f"{m:.3f} ({100 * m / clean:.0f}%)" if clean else f"{m:.3f}")
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {row[rates[-1]]['masks']} |")
         lines.append("")
+    for pair in a.pair or []:
+        x, y = pair.split(",")
+        if x not in dict(variants) or y not in dict(variants):
+            raise SystemExit(f"--pair {pair}: expected two variant names, of {', '.join(n for n, _ in variants)}")
+        # The runs of x and y made one after the other (same repetition, size and rate), so the
+        # ratio of each pair sees the same spell of the machine; the median of the pairs' ratios.
+        lines.append(f"**{y}/{x}**, benign Mpps, median of the {a.reps} paired runs' ratios (each pair run one after the other)")
+        lines.append("")
+        lines.append("| rules | " + " | ".join("clean" if r == 0 else f"{r:.0e} pps" for r in rates) + " |")
+        lines.append("|---" * (len(rates) + 1) + "|")
+        for s_ in sizes:
+            cells = []
+            for r in rates:
+                ratios = sorted(b["benign_mpps"] / max(c["benign_mpps"], 1e-12)
+                                for c, b in zip(runs[(s_, x, r)], runs[(s_, y, r)]))
+                cells.append(f"{statistics.median(ratios):.2f}")
+            lines.append(f"| {s_} | " + " | ".join(cells) + " |")
+        lines.append("")
     first = results[sizes[0]][variants[0][0]][0]
-    lines.append(f"0 mismatches in every run. CPU: {first.get('cpu')}; commit {first.get('git_rev')}.")
+    revs = sorted({v["git_rev"] for vs in runs.values() for v in vs})
+    lines.append(f"0 mismatches in every run. CPU: {first.get('cpu')}; commit {', '.join(revs)}.")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.md:

@@ -43,6 +43,25 @@ pub fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
         .collect()
 }
 
+/// `n` packets in the manner of a Tuple Space Explosion attack: flows of [`keys`], each with one
+/// bit of its source address or destination port flipped (a different bit packet by packet), so
+/// that the slow path's wildcard tracking gives their megaflows many distinct masks.
+pub fn attack_keys(n: usize, salt: u32) -> Vec<FlowKey> {
+    keys(n, salt)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut k)| {
+            let b = (i as u32).wrapping_mul(7).wrapping_add(salt) % 48;
+            if b < 32 {
+                k.nw_src ^= 1 << b;
+            } else {
+                k.tp_dst ^= 1 << (b - 32);
+            }
+            k
+        })
+        .collect()
+}
+
 /// The reference classifier's action for each key.
 pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
     let r = Reference::build(rules).unwrap();

@@ -162,7 +162,10 @@ impl Warm {
                 self.recent.push(*k);
             } else {
                 self.recent[self.at] = *k;
-                self.at = (self.at + 1) % self.cap;
+                self.at += 1;
+                if self.at == self.cap {
+                    self.at = 0;
+                }
             }
         }
     }

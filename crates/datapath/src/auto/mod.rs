@@ -377,10 +377,10 @@ impl Auto {
     /// One decision at a batch boundary.
     fn control(&mut self) {
         let now = self.current.now_ns();
-        let c = self.current.counters();
         if now < self.window.pmd_ns + self.cfg.window_ns {
             return;
         }
+        let c = self.current.counters();
         let s = Signals::of(&c, &self.window);
         if s.packets < self.cfg.min_window_packets {
             return;
@@ -513,6 +513,15 @@ impl Design for Auto {
         self.out.clear();
         self.out_rules.clear();
         let deleted = self.current.maintain();
+        // Between decisions, with nothing being built or handed over, there is nothing to do:
+        // no clock read, no counters (this runs after every batch).
+        if self.candidate.is_none()
+            && self.draining.is_none()
+            && self.requested.is_none()
+            && self.current.now_ns() < self.window.pmd_ns + self.cfg.window_ns
+        {
+            return deleted;
+        }
         let t1 = Instant::now();
         self.control();
         // One retired design at a time waits for its upcalls: a new swap waits for it.
@@ -629,11 +638,11 @@ impl Design for Auto {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::ccache::CcacheConfig;
-    use crate::testutil::{expect, expect_rules, keys, rules};
+    use crate::testutil::{attack_keys, expect, expect_rules, keys, rules};
     use crate::{Ccache, Cflows, CflowsConfig, DatapathConfig, Orig, OrigConfig, BATCH};
     use rqvs_classify::nuevomatch::live::Policy;
+    use std::sync::Arc;
 
     pub(super) fn virtual_cfg() -> DatapathConfig {
         DatapathConfig {
@@ -887,6 +896,8 @@ pub(super) mod tests {
         Add(usize),
         Remove(usize),
         Switch(usize),
+        /// Batches of many-mask packets ([`attack_keys`]).
+        Attack(usize),
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -896,18 +907,38 @@ pub(super) mod tests {
             (1usize..20).prop_map(Op::Add),
             (1usize..20).prop_map(Op::Remove),
             (0usize..3).prop_map(Op::Switch),
+            (1usize..20).prop_map(Op::Attack),
         ]
+    }
+
+    /// The property test's attack is one: in ORIG its packets make several times (4× here) the megaflow
+    /// masks of the same number of benign packets.
+    #[test]
+    fn attack_keys_explode_the_megaflow_masks() {
+        let live = rules(150);
+        let masks = |ks: &[FlowKey]| {
+            let mut dp = Orig::new(&live, virtual_cfg(), OrigConfig::default()).unwrap();
+            let mut pmd = crate::pmd::Pmd::new();
+            for (b, chunk) in ks.chunks(BATCH).enumerate() {
+                pmd.run_batch(&mut dp, chunk, (b * BATCH) as u64);
+            }
+            dp.counters().masks
+        };
+        let (benign, attack) = (masks(&keys(3000, 7)), masks(&attack_keys(3000, 7)));
+        assert!(attack >= 3 * benign, "attack {attack} masks, benign {benign}");
     }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
-        /// Random rule changes and design switches (forced, and by flapping thresholds)
-        /// interleaved under both policies: every packet's action is the reference's over the
-        /// visible rules, and the counters sum to the packets received.
+        /// Random rule changes, attack traffic and design switches (forced, and by flapping
+        /// thresholds) interleaved under both policies: every packet's action is the
+        /// reference's over the visible rules, and the counters sum to the packets received.
         #[test]
         fn random_changes_and_switches(ops in proptest::collection::vec(op(), 1..24), delayed: bool, salt in 0u32..1000) {
             let pool = rules(300);
             let ks = keys(3000, salt);
+            let attack = attack_keys(3000, salt);
+            let mut at_attack = 0usize;
             let policy = if delayed { Policy::Delayed } else { Policy::Instant };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut next = 150;
@@ -934,6 +965,12 @@ pub(super) mod tests {
                         dp.remove_rules(&gone);
                     }
                     Op::Switch(k) => dp.request(DesignKind::ALL[k], "proptest"),
+                    Op::Attack(n) => {
+                        let n = (n * BATCH).min(attack.len() - at_attack);
+                        check(&mut dp, &live, &attack[at_attack..at_attack + n], &format!("op {i} (attack)"));
+                        sent += n as u64;
+                        at_attack = (at_attack + n) % (attack.len() - BATCH);
+                    }
                 }
             }
             let c = dp.counters();

@@ -1,0 +1,111 @@
+//! Building a design from a [`ReplayConfig`](super::ReplayConfig): the datapath, ORIG, CCACHE
+//! and CFLOWS settings of the options, [`build`] (ORIG and CCACHE optionally over a shared
+//! OpenFlow table, for [`run_pmds`](super::run_pmds)) and `--design auto`'s [`auto_builder`].
+
+use rqvs_datapath::ccache::CcacheConfig;
+use rqvs_datapath::{
+    Auto, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, DesignKind, MaskLimit, OfprotoTable, Orig,
+    OrigConfig,
+};
+use rqvs_flow::Rule;
+
+use super::{Prediction, ReplayConfig};
+use crate::Error;
+
+/// The datapath settings of the options.
+fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
+    let dp = DatapathConfig {
+        emc: c.emc,
+        emc_insert_prob: c.emc_prob,
+        clock: Clock::Measured,
+        seed: c.seed,
+        wire_keys: true,
+    };
+    let orig = OrigConfig {
+        cd: c.cd,
+        flow_limit: c.flow_limit,
+        idle_ns: (c.idle * 1e9) as u64,
+        revalidator: c.revalidator,
+        mask_limit: c.mask_limit.map(|masks| MaskLimit { masks, eviction: c.mask_eviction }),
+        mfcguard: c.mfcguard.map(|s| (s * 1e9) as u64),
+        ..OrigConfig::default()
+    };
+    (dp, orig)
+}
+
+/// Builds a design over the initial rules (with flow prediction when given: ORIG only).
+pub fn build(
+    c: &ReplayConfig,
+    design: DesignKind,
+    rules: &[Rule],
+    pred: Option<&Prediction>,
+) -> Result<Box<dyn Design>, Error> {
+    build_on(c, design, rules, pred, None)
+}
+
+/// [`build`], ORIG and CCACHE over `table` when given (shared with other PMDs; `rules` are
+/// then only CFLOWS').
+pub(super) fn build_on(
+    c: &ReplayConfig,
+    design: DesignKind,
+    rules: &[Rule],
+    pred: Option<&Prediction>,
+    table: Option<&OfprotoTable>,
+) -> Result<Box<dyn Design>, Error> {
+    let (cfg, orig) = dp_config(c);
+    if let Some(t) = table {
+        let cc = ccache_config(c);
+        match (design, pred) {
+            (DesignKind::Orig, None) => return Ok(Box::new(Orig::with_table(t.clone(), cfg, orig))),
+            (DesignKind::Ccache, None) => return Ok(Box::new(Ccache::with_table(t.clone(), cfg, orig, cc))),
+            _ => {}
+        }
+    }
+    Ok(match (design, pred) {
+        (DesignKind::Orig, None) => Box::new(Orig::new(rules, cfg, orig)?),
+        (DesignKind::Orig, Some(pr)) => {
+            let mut d = Orig::new(rules, cfg, orig)?;
+            d.set_predictor(Some(pr.predictor()));
+            Box::new(d)
+        }
+        (_, Some(pr)) => {
+            return Err(Error(format!(
+                "--predict {}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
+                pr.mode,
+                design.name()
+            )))
+        }
+        (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
+        (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
+        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, c.auto, auto_builder(c))?),
+    })
+}
+
+fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
+    CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
+}
+
+/// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
+/// same options.
+pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
+    let (cfg, orig) = dp_config(c);
+    let (cc, cf) = (ccache_config(c), cflows_config(c));
+    std::sync::Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
+        Ok(match kind {
+            DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
+            DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
+            DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cf)?),
+            DesignKind::Auto => {
+                return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
+            }
+        })
+    })
+}
+
+fn ccache_config(c: &ReplayConfig) -> CcacheConfig {
+    CcacheConfig {
+        retrain_threshold: c.retrain_threshold,
+        train_interval_ns: (c.train_interval * 1e9) as u64,
+        ..CcacheConfig::default()
+    }
+}
