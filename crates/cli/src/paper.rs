@@ -24,7 +24,7 @@ pub struct Args {
     /// --full, target/paper-quick for --quick).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Only these figures, comma-separated (table2, fig3, fig5, fig7, fig7b, fig8, fig10, fig11,
+    /// Only these figures, comma-separated (table2, fig3, fig5, fig7, fig7b, fig8, fig9, fig10, fig11,
     /// fig12, fig13, fig14, fig19, fig15, fig17, coflows, ovs).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,

@@ -19,8 +19,8 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
     let log = run(&[]);
     let page = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let ids = [
-        "table2", "fig3", "fig5", "fig7", "fig7b", "fig8", "fig10", "fig11", "fig12", "fig13", "fig19", "fig14",
-        "fig15", "fig17", "coflows", "ovs",
+        "table2", "fig3", "fig5", "fig7", "fig7b", "fig8", "fig9", "fig10", "fig11", "fig12", "fig13", "fig19",
+        "fig14", "fig15", "fig17", "coflows", "ovs",
     ];
     // The OVS fidelity table needs Open vSwitch: skipped with a message where it is absent.
     let ovs = rqvs_testkit::ovs::ofctl_available();
@@ -50,7 +50,7 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
         "{page}"
     );
     assert!(page.contains("rqvs replay --rules") && page.contains("0 mismatches"), "{page}");
-    assert!(page.matches(".svg)").count() >= 11, "every figure but the tables has its plot");
+    assert!(page.matches(".svg)").count() >= 12, "every figure but the tables has its plot");
     assert!(!log.contains("kept from"), "{log}");
     // A second run reads every figure back.
     let log = run(&[]);
@@ -63,7 +63,7 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
     let o = rqvs(&["paper", "--quick", "--data", &data, "--out", &out, "--only", "fig99"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains(
-        "--only: unknown figure 'fig99' (known: table2, fig3, fig5, fig7, fig7b, fig8, fig10, fig11, fig12, fig13, fig19, fig14, fig15, fig17, coflows, ovs)"
+        "--only: unknown figure 'fig99' (known: table2, fig3, fig5, fig7, fig7b, fig8, fig9, fig10, fig11, fig12, fig13, fig19, fig14, fig15, fig17, coflows, ovs)"
     ));
     let o = rqvs(&["paper", "--quick", "--data", "/nonexistent", "--out", &out]);
     assert_eq!(o.status.code(), Some(1));

@@ -13,7 +13,7 @@ mod extras;
 mod over_time;
 
 pub use classifier::{fig15, fig7, fig7b};
-pub use designs::{fig10, fig11, fig12, fig3, fig8, table2};
+pub use designs::{fig10, fig11, fig12, fig3, fig8, fig9, table2};
 pub use extras::{coflows, ovs_fidelity};
 pub use over_time::{fig13, fig14, fig17, fig19, fig5};
 
