@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--data", default=os.environ.get("RQVS_CLASSBENCH_DIR", "../shared/data/classbench"))
     ap.add_argument("--out", default="target/compare")
     ap.add_argument("--rqvs", default="target/release/rqvs")
+    ap.add_argument("--json", default=None,
+                    help="write every cell (Mpps per design, all passes and warm; mismatches; auto's designs) here")
     ap.add_argument("extra", nargs="*", help="more `rqvs compare` arguments (after --)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -64,6 +66,7 @@ def main():
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     speedups = {}
+    cells_json = []
     for seed, size, j in rows:
         runs = {r["design"]: r for r in j["runs"]}
         cells = [f"{runs[d]['mpps']:.3f}" for d in designs]
@@ -81,6 +84,15 @@ def main():
                     cells.append("-")
         bad = sum(runs[d]["mismatches"] for d in designs)
         checked = sum(runs[d]["verified"] for d in designs)
+        au = runs["auto"].get("auto") if "auto" in runs else None
+        cells_json.append({
+            "seed": seed, "size": size,
+            "mpps": {d: runs[d]["mpps"] for d in designs},
+            "mpps_warm": {d: runs[d].get("mpps_after_first_pass") for d in designs},
+            "auto": {"current": au["current"], "design_switches": au["design_switches"],
+                     "time_s": {k[len("time_"):-len("_s")]: v for k, v in au.items() if k.startswith("time_")}} if au else None,
+            "mismatches": bad, "verified": checked,
+        })
         print(f"| {seed} | {size} | " + " | ".join(cells) + f" | {bad} of {checked} |")
     print()
     kinds = ["all passes", "warm"] if warm else ["all passes"]
@@ -95,6 +107,13 @@ def main():
             n = max(n, len(v))
             gm.append(f"{math.exp(sum(map(math.log, v)) / len(v)):.2f}x" if v else "-")
         print(f"| {size} | " + " | ".join(gm) + f" | {n} |")
+
+    if a.json:
+        first = rows[0][2] if rows else {}
+        with open(a.json, "w") as f:
+            json.dump({"cpu": first.get("cpu"), "kernel": first.get("kernel"), "git_rev": first.get("git_rev"),
+                       "compare_args": a.extra, "cells": cells_json}, f, indent=1)
+
 
 if __name__ == "__main__":
     main()

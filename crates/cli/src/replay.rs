@@ -738,8 +738,8 @@ pub fn print_auto(out: &crate::report::Out, r: &replay::Run) {
             out,
             "  switch at {:.3} s   {} -> {}: {} (ready in {:.1} ms, {} megaflows preinstalled)",
             e.at_ns as f64 / 1e9,
-            e.from.name(),
-            e.to.name(),
+            e.from_name(),
+            e.to_name(),
             e.reason,
             e.ready_ns as f64 / 1e6,
             e.preinstalled

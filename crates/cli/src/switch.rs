@@ -153,9 +153,10 @@ impl Drop for OutDir {
 /// usage errors ([`crate::args::Given`]).
 pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     let design = a.design.name();
+    // `auto` runs all three designs, so it uses every design's settings.
     g.refuse(
         "classifier",
-        a.design != DesignKind::Cflows,
+        !matches!(a.design, DesignKind::Cflows | DesignKind::Auto),
         &format!("CFLOWS' classifier; not used by --design {design}"),
     )?;
     g.refuse(
@@ -231,8 +232,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
-    if a.classifier == crate::args::CflowsClassifierArg::Tm && a.design != DesignKind::Cflows {
-        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows".into()));
+    if a.classifier == crate::args::CflowsClassifierArg::Tm
+        && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
+    {
+        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();

@@ -123,4 +123,6 @@ fn other_commands_refuse_what_they_would_not_use() {
     accepted(&["convert", "rules", &rules, "--to", "ofctl", "--actions", "drop", "-o", &out]);
     accepted(&["switch", "--design", "cflows", "--classifier", "tm"]);
     accepted(&["switch", "--design", "orig", "--emc-entries", "16384"]);
+    // Auto runs all three designs: every design's options are its own.
+    accepted(&["switch", "--design", "auto", "--classifier", "tm", "--upcalls", "inline", "--mask-limit", "64"]);
 }

@@ -283,7 +283,7 @@ pub fn auto_json(r: &Run) -> Value {
         .iter()
         .map(|e| {
             json!({
-                "at_s": e.at_ns as f64 / 1e9, "from": e.from.name(), "to": e.to.name(), "reason": e.reason,
+                "at_s": e.at_ns as f64 / 1e9, "from": e.from_name(), "to": e.to_name(), "reason": e.reason,
                 "ready_ms": e.ready_ns as f64 / 1e6, "preinstalled": e.preinstalled,
             })
         })

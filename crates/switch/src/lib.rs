@@ -27,7 +27,8 @@
 //! thread** trains every CCACHE PMD's model over its megaflows, one job at a time
 //! (`rqvs_datapath::trainer`). The paper has a manager thread per PMD; here CFLOWS has one
 //! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
-//! batches). Nothing on the packet path takes a lock.
+//! batches). With `--design auto` ([`designs`]) each PMD runs its own controller moving it between
+//! the three over these same shared structures. Nothing on the packet path takes a lock.
 //!
 //! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`table`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
@@ -57,6 +58,7 @@
 
 pub mod bench;
 pub mod ctl;
+pub mod designs;
 pub mod events;
 pub mod execute;
 pub mod expiry;
@@ -83,10 +85,8 @@ use std::thread::JoinHandle;
 use rqvs_classify::ofproto::{format_megaflow, format_packet};
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
-use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
-use rqvs_datapath::{
-    Ccache, CflowsConfig, CflowsPublisher, DatapathConfig, Design, DesignKind, DpAction, OfprotoTable, Orig, OrigConfig,
-};
+use rqvs_datapath::revalidator::RevalidatorMode;
+use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, DpAction, OfprotoTable, OrigConfig};
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
@@ -149,6 +149,8 @@ pub struct SwitchConfig {
     pub orig: OrigConfig,
     pub ccache: CcacheConfig,
     pub cflows: CflowsConfig,
+    /// `--design auto`: each PMD's controller ([`designs`]).
+    pub auto: AutoConfig,
     /// Where port events go (link changes, end of input, first errors).
     pub hook: Option<EventHook>,
     /// How many times `pcap-in` ports deliver their frames (1: once; `u64::MAX`: until stopped).
@@ -173,6 +175,7 @@ impl SwitchConfig {
             orig: OrigConfig { revalidator: RevalidatorMode::Thread, ..OrigConfig::default() },
             ccache: CcacheConfig::default(),
             cflows: CflowsConfig::default(),
+            auto: AutoConfig::default(),
             hook: None,
             input_loops: 1,
             packet_in: false,
@@ -284,7 +287,7 @@ pub struct Control {
 impl Switch {
     /// Opens every port (all or none: on failure what was opened is closed), builds one
     /// design per PMD and starts the PMD threads.
-    pub fn start(cfg: SwitchConfig) -> Result<Switch, Error> {
+    pub fn start(mut cfg: SwitchConfig) -> Result<Switch, Error> {
         if cfg.ports.is_empty() {
             return Err(err("a switch needs at least one port"));
         }
@@ -307,12 +310,9 @@ impl Switch {
             };
             opened.push(port);
         }
-        if cfg.design == DesignKind::Auto {
-            return Err(err("--design auto: not in the switch yet (rqvs replay and rqvs compare run it)"));
-        }
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
-        let record = FlowTable::new(cfg.rules);
+        let record = FlowTable::new(std::mem::take(&mut cfg.rules));
         let rules: Vec<Rule> = record.iter().cloned().collect();
         // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
         // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
@@ -341,58 +341,7 @@ impl Switch {
             (None, None)
         };
         let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
-        // With the handler thread, a design's own upcall queue only stages one batch's misses
-        // on their way to the handler (whose queue is the bounded one).
-        let orig =
-            if handler_thread { OrigConfig { upcall_queue: rqvs_datapath::BATCH, ..cfg.orig } } else { cfg.orig };
-        // One revalidator thread for every ORIG/CCACHE PMD (each PMD connects to it).
-        let mut revalidator = (cfg.orig.revalidator == RevalidatorMode::Thread && cfg.design != DesignKind::Cflows)
-            .then(|| RevalidatorService::spawn(table.clone()));
-        let orig =
-            if revalidator.is_some() { OrigConfig { revalidator: RevalidatorMode::Inline, ..orig } } else { orig };
-        // CFLOWS: one learned classifier for every PMD, owned by the manager thread.
-        let publisher = match cfg.design {
-            DesignKind::Cflows => {
-                Some(CflowsPublisher::new(&rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
-            }
-            _ => None,
-        };
-        // CCACHE: one trainer thread for every PMD's model (the paper's §6).
-        let trainer = match cfg.design {
-            DesignKind::Ccache => Some(
-                rqvs_datapath::trainer::spawn_trainer()
-                    .map_err(|e| err(format!("starting the trainer thread: {e}")))?,
-            ),
-            _ => None,
-        };
-        let mut designs: Vec<Box<dyn Design + Send>> = Vec::new();
-        for i in 0..pmds {
-            // Keys come from frames (`extract_datapath`): no header-tuple normalisation.
-            let dp =
-                DatapathConfig { seed: cfg.datapath.seed.wrapping_add(i as u64), wire_keys: false, ..cfg.datapath };
-            let reval = revalidator.as_mut().map(RevalidatorService::connect);
-            designs.push(match cfg.design {
-                DesignKind::Orig => {
-                    let mut d = Orig::with_table(table.clone(), dp, orig);
-                    if let Some(t) = reval {
-                        d.set_revalidator(t);
-                    }
-                    Box::new(d)
-                }
-                DesignKind::Ccache => {
-                    let mut d = Ccache::with_table(table.clone(), dp, orig, cfg.ccache);
-                    if let Some(t) = reval {
-                        d.set_revalidator(t);
-                    }
-                    if let Some(t) = &trainer {
-                        d.set_trainer(t.clone());
-                    }
-                    Box::new(d)
-                }
-                DesignKind::Cflows => Box::new(publisher.as_ref().expect("built above").reader(dp)),
-                DesignKind::Auto => unreachable!("refused above"),
-            });
-        }
+        let (designs, publisher) = designs::build(&cfg, &rules, &table, handler_thread, pmds)?;
         let cpus: Vec<Option<usize>> =
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
         let (manager, manager_inbox) = match publisher {
@@ -946,10 +895,26 @@ impl Control {
             self.apply(0, &net.added, &removed, true).map_err(|e| err(format!("{what}: {e}")))?;
             *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         } else {
+            // Auto: the published classifier first (it may refuse), then the table.
+            if self.design == DesignKind::Auto {
+                self.publish(&net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
+            }
             let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
             changes.extend(net.added.iter().cloned().map(RuleChange::Add));
-            // On error the transaction is dropped: the record goes back to what it was.
-            let (version, _) = self.table.commit(changes).map_err(|e| err(format!("{what}: {e}")))?;
+            // On error the transaction is dropped: the record goes back to what it was (and
+            // auto's classifier with it).
+            let (version, _) = match self.table.commit(changes) {
+                Ok(v) => v,
+                Err(e) => {
+                    if self.design == DesignKind::Auto {
+                        let ids: Vec<RuleId> = net.added.iter().map(|r| r.id).collect();
+                        if let Err(undo) = self.publish(&net.removed, &ids) {
+                            eprintln!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
+                        }
+                    }
+                    return Err(err(format!("{what}: {e}")));
+                }
+            };
             self.apply(version, &net.added, &removed, settle)?;
         }
         txn.keep();
@@ -979,24 +944,7 @@ impl Control {
     /// learned classifier took the change.
     fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId], settle: bool) -> Result<(), Error> {
         if self.design == DesignKind::Cflows {
-            // One classifier for all PMDs: the manager applies and publishes the change, and
-            // each PMD's next batch reads the publication.
-            let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(m) = manager.as_ref() else { return Ok(()) };
-            // One change set: a replaced flow is never missing in between.
-            let (answer, r) = mpsc::channel();
-            let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
-            if m.send(msg).is_ok() {
-                match r.recv_timeout(APPLY_WAIT) {
-                    Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
-                    Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
-                        "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
-                        APPLY_WAIT.as_secs()
-                    ),
-                    Ok(Ok(())) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
-                }
-            }
-            return Ok(());
+            return self.publish(added, removed);
         }
         let done: Vec<_> = self
             .inboxes
@@ -1016,6 +964,27 @@ impl Control {
             // not grow this list).
             unsettled.retain(|r| matches!(r.try_recv(), Err(mpsc::TryRecvError::Empty)));
             unsettled.extend(done);
+        }
+        Ok(())
+    }
+
+    /// The learned classifier the CFLOWS (and auto) PMDs share takes a change: the manager
+    /// applies and publishes it (all or none), and each PMD's next batch reads the publication.
+    fn publish(&self, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
+        let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(m) = manager.as_ref() else { return Ok(()) };
+        // One change set: a replaced flow is never missing in between.
+        let (answer, r) = mpsc::channel();
+        let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
+        if m.send(msg).is_ok() {
+            match r.recv_timeout(APPLY_WAIT) {
+                Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
+                Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
+                    "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
+                    APPLY_WAIT.as_secs()
+                ),
+                Ok(Ok(())) | Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
         }
         Ok(())
     }

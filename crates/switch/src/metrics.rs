@@ -11,6 +11,8 @@
 //! | `rqvs_pmd_design` | gauge (1) | `pmd`, `design` |
 //! | `rqvs_pmd_packets_total`, `_emc_hits_total`, `_megaflow_hits_total`, `_model_hits_total`, `_remainder_hits_total`, `_no_match_total`, `_upcalls_total`, `_lost_total`, `_flow_limit_hits_total`, `_masks_evicted_total`, `_megaflows_evicted_total`,  `_mask_limit_refused_total`, `_mask_limit_narrowed_total`, `_mfcguard_masks_total`, `_mfcguard_removed_total` (the defences against Tuple Space Explosion), `_megaflow_subtable_lookups_total`, `_model_swaps_total`, `_busy_seconds_total` | counter | `pmd` |
 //! | `rqvs_pmd_megaflows`, `rqvs_pmd_masks`, `rqvs_pmd_subtables_per_megaflow_hit`, `rqvs_pmd_model_coverage` (CCACHE, CFLOWS) | gauge | `pmd` |
+//! | `rqvs_pmd_design_switches_total` (`--design auto`) | counter | `pmd` |
+//! | `rqvs_pmd_design_seconds_total` (`--design auto`) | counter | `pmd`, `design` |
 //! | `rqvs_pmd_frames_total` | counter | `pmd`, `port`, `fate` (`rx`, `forwarded`, `to_controller`, `dropped`, `malformed`, `lost`) |
 //! | `rqvs_port_rx_packets_total`, `_rx_lost_total`, `_rx_errors_total`, `_tx_packets_total`, `_tx_dropped_total`, `_tx_errors_total` | counter | `port`, `name` |
 //! | `rqvs_port_up` | gauge | `port`, `name` |
@@ -199,7 +201,17 @@ fn escape(v: &str) -> String {
 
 /// The exposition of the switch's counters now (module docs).
 pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: bool) -> String {
-    let show = control.show_with(control.pmd_totals());
+    render_report(&control.show_with(control.pmd_totals()), control.handler_stats(), channel, openmetrics)
+}
+
+/// The exposition of a report ([`Control::show_with`], or the final one) with the handler
+/// thread's `(upcalls, batches, busy ns)`.
+pub fn render_report(
+    show: &crate::FinalReport,
+    handler: Option<(u64, u64, u64)>,
+    channel: Option<ChannelStats>,
+    openmetrics: bool,
+) -> String {
     let pmds = &show.pmds;
     let mut x = Exposition { out: String::new(), openmetrics };
 
@@ -272,6 +284,22 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
     for (name, help, f) in gauges {
         x.each(name, "gauge", help, pmds, |p| (pmd(p), f(p)));
     }
+    let auto: Vec<_> = pmds.iter().filter_map(|p| p.auto.as_ref().map(|a| (p.pmd, a))).collect();
+    x.each(
+        "rqvs_pmd_design_switches_total",
+        "counter",
+        "--design auto: switches between designs.",
+        &auto,
+        |(p, a): &(usize, &crate::stats::AutoStats)| (vec![("pmd", p.to_string())], a.design_switches as f64),
+    );
+    let times: Vec<_> = auto.iter().flat_map(|(p, a)| a.times().map(|(d, t)| (*p, d, t))).collect();
+    x.each(
+        "rqvs_pmd_design_seconds_total",
+        "counter",
+        "--design auto: seconds of PMD time in each design.",
+        &times,
+        |(p, d, t): &(usize, &str, f64)| (vec![("pmd", p.to_string()), ("design", d.to_string())], *t),
+    );
     let covered: Vec<_> = pmds.iter().filter_map(|p| p.datapath.coverage.map(|c| (p.pmd, c))).collect();
     x.each(
         "rqvs_pmd_model_coverage",
@@ -324,7 +352,7 @@ pub fn render(control: &Control, channel: Option<ChannelStats>, openmetrics: boo
         (port(p), if p.link == "up" { 1.0 } else { 0.0 })
     });
 
-    if let Some((upcalls, _batches, busy_ns)) = control.handler_stats() {
+    if let Some((upcalls, _batches, busy_ns)) = handler {
         x.family("rqvs_handler_upcalls_total", "counter", "Upcalls the handler thread answered.");
         x.sample("rqvs_handler_upcalls_total", &[], upcalls as f64);
         x.family("rqvs_handler_busy_seconds_total", "counter", "Seconds the handler thread spent on upcalls.");

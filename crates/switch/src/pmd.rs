@@ -151,6 +151,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut frame_of = [0usize; BATCH];
     let mut seq: u64 = 0;
     let mut idle_polls = 0u32;
+    let mut switches_logged = 0u64;
     let ports = s.rx.len();
     let mut up = Inflight {
         revalidations: Vec::new(),
@@ -254,6 +255,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             c.busy_ns += busy.elapsed().as_nanos() as u64;
         }
         pmd.housekeep(s.design.as_mut());
+        if s.design.design_switches() != switches_logged {
+            switches_logged = log_switches(&s, switches_logged);
+        }
         if !up.revalidations.is_empty() {
             let oldest = s.design.oldest_epoch();
             up.revalidations.retain(|(epoch, answer)| {
@@ -321,6 +325,25 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &mut flows, &t0);
     }
     PmdFinal { report }
+}
+
+/// Logs `--design auto`'s switches after the first `logged` (each once, with its reason);
+/// returns how many are logged now.
+fn log_switches(s: &PmdSetup, logged: u64) -> u64 {
+    let Some(r) = s.design.auto_report() else { return logged };
+    for e in r.log.iter().skip(logged as usize) {
+        eprintln!(
+            "rqvs switch: pmd {}: design {} -> {} at {:.3} s: {} (ready in {:.1} ms, {} megaflows preinstalled)",
+            s.index,
+            e.from_name(),
+            e.to_name(),
+            e.at_ns as f64 / 1e9,
+            e.reason,
+            e.ready_ns as f64 / 1e6,
+            e.preinstalled
+        );
+    }
+    r.design_switches
 }
 
 fn flush(tx: &mut [TxQueue]) {
@@ -566,5 +589,7 @@ fn report(
 ) -> PmdReport {
     let d = s.design.counters();
     let design: DesignReport = s.design.report();
-    PmdReport::new(s.index, s.cpu, c.minus(base), d, *dbase, design, t0.elapsed())
+    let mut r = PmdReport::new(s.index, s.cpu, c.minus(base), d, *dbase, design, t0.elapsed());
+    r.auto = s.design.auto_report().map(|a| crate::stats::AutoStats::new(&a));
+    r
 }

@@ -191,6 +191,42 @@ pub struct PmdReport {
     pub busy_ns: u64,
     pub uptime_s: f64,
     pub avg_ns_per_packet: f64,
+    /// `--design auto`: the controller's switches (`design` is the current design).
+    pub auto: Option<AutoStats>,
+}
+
+/// A PMD's `--design auto` controller (`rqvs_datapath::AutoReport`), since the PMD started
+/// (`pmd-stats-clear` does not reset it).
+#[derive(Clone, Debug, Serialize)]
+pub struct AutoStats {
+    pub design_switches: u64,
+    /// Seconds of PMD time in ORIG, CCACHE, CFLOWS.
+    pub time_orig_s: f64,
+    pub time_ccache_s: f64,
+    pub time_cflows_s: f64,
+    /// Candidates dropped (their build failed, or a rule change refused).
+    pub candidates_abandoned: u64,
+    /// The last switch: `from -> to: reason`.
+    pub last_switch: Option<String>,
+}
+
+impl AutoStats {
+    pub fn new(a: &rqvs_datapath::AutoReport) -> AutoStats {
+        let s = |i: usize| a.time_ns[i] as f64 / 1e9;
+        AutoStats {
+            design_switches: a.design_switches,
+            time_orig_s: s(0),
+            time_ccache_s: s(1),
+            time_cflows_s: s(2),
+            candidates_abandoned: a.abandoned,
+            last_switch: a.log.last().map(|e| format!("{} -> {}: {}", e.from_name(), e.to_name(), e.reason)),
+        }
+    }
+
+    /// `(design, seconds)` for each design.
+    pub fn times(&self) -> [(&'static str, f64); 3] {
+        [("orig", self.time_orig_s), ("ccache", self.time_ccache_s), ("cflows", self.time_cflows_s)]
+    }
 }
 
 impl PmdReport {
@@ -263,6 +299,7 @@ impl PmdReport {
             busy_ns: c.busy_ns,
             uptime_s: uptime.as_secs_f64(),
             avg_ns_per_packet: avg,
+            auto: None,
         }
     }
 
@@ -271,7 +308,21 @@ impl PmdReport {
         use std::fmt::Write as _;
         let d = &self.datapath;
         let core = self.cpu.map_or("unpinned".to_string(), |c| c.to_string());
-        let _ = writeln!(out, "pmd thread {} core_id {core} ({}):", self.pmd, self.design);
+        let design = match &self.auto {
+            Some(_) => format!("auto: {}", self.design),
+            None => self.design.to_string(),
+        };
+        let _ = writeln!(out, "pmd thread {} core_id {core} ({design}):", self.pmd);
+        if let Some(a) = &self.auto {
+            let _ = writeln!(
+                out,
+                "  design switches: {} (time in orig {:.3} s, ccache {:.3} s, cflows {:.3} s; candidates abandoned: {})",
+                a.design_switches, a.time_orig_s, a.time_ccache_s, a.time_cflows_s, a.candidates_abandoned
+            );
+            if let Some(l) = &a.last_switch {
+                let _ = writeln!(out, "  last design switch: {l}");
+            }
+        }
         let _ = writeln!(out, "  packets received: {}", self.total.rx);
         let _ = writeln!(out, "  emc hits: {}", d.emc_hits);
         let _ = writeln!(out, "  megaflow hits: {}", d.megaflow_hits);

@@ -5,15 +5,20 @@
 //! port 3 is the one the reference classifier's winner sends there, whichever port it came in
 //! on, every frame is accounted for per port, and the attack does what it claims: in ORIG more
 //! than twice the masks of the benign frames, in CCACHE upcalls and megaflows (its model takes
-//! megaflows out of the subtables), in CFLOWS no megaflow at all. Offline (in-memory input ports, a pcap-out port), so it
-//! always runs; the same with real traffic on veths is `scripts/bench_switch.py --attack`.
+//! megaflows out of the subtables), in CFLOWS no megaflow at all. `--design auto`, set to leave
+//! ORIG at a mask count only the attack reaches, moves every PMD to CFLOWS, says why in
+//! `pmd-stats-show` and the metrics, and forwards exactly all along. Offline (in-memory input
+//! ports, a pcap-out port), so it always runs; the same with real traffic on veths is
+//! `scripts/bench_switch.py --attack`.
+
+mod pcap_out;
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::{DesignKind, MaskEviction, MaskLimit, OfprotoTable};
+use rqvs_datapath::{AutoConfig, DesignKind, MaskEviction, MaskLimit, OfprotoTable};
 use rqvs_flow::convert::classbench_to_openflow;
 use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::{formats, io, Action, Actions, FlowKey, Rule};
@@ -54,6 +59,26 @@ fn run(design: DesignKind, pmds: usize) {
     run_defended(design, pmds, None, None);
 }
 
+/// The frames of `keys`, as a port delivers them.
+fn frames(keys: &[FlowKey]) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| build_frame(&k.wire())).collect()
+}
+
+/// The frames port 3 must send, sorted: every frame of `inputs` (frames, in_port) some flow
+/// matches, `loops` times.
+fn expected(flows: &[Rule], inputs: &[(&[Vec<u8>], u32)], loops: usize) -> Vec<Vec<u8>> {
+    let reference = Reference::build(flows).unwrap();
+    let mut want: Vec<Vec<u8>> = inputs
+        .iter()
+        .flat_map(|(fs, port)| {
+            fs.iter().filter(|f| reference.lookup_rule(&extract_datapath(f, *port).unwrap()).is_some())
+        })
+        .flat_map(|f| std::iter::repeat_n(f.clone(), loops))
+        .collect();
+    want.sort();
+    want
+}
+
 /// [`run`] with the defences against Tuple Space Explosion set (`OrigConfig::mask_limit`,
 /// `mfcguard`): the frames out of port 3 are still exactly the reference's, and with a mask
 /// limit no PMD ever reports more masks than it.
@@ -62,18 +87,9 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
     let flows = reference_flows(&classbench);
     let attack = attack_keys(&classbench);
     assert!(attack.len() > 1000, "{} attack keys", attack.len());
-    let frames = |keys: &[FlowKey]| -> Vec<Vec<u8>> { keys.iter().map(|k| build_frame(&k.wire())).collect() };
     let (benign, attack) = (frames(&benign), frames(&attack));
     // Port 3 sends out every frame some flow matches, whichever port it entered.
-    let reference = Reference::build(&flows).unwrap();
-    let mut want: Vec<Vec<u8>> = [(&benign, 1), (&attack, 2)]
-        .iter()
-        .flat_map(|(fs, port)| {
-            fs.iter().filter(|f| reference.lookup_rule(&extract_datapath(f, *port).unwrap()).is_some())
-        })
-        .cloned()
-        .collect();
-    want.sort();
+    let want = expected(&flows, &[(&benign, 1), (&attack, 2)], 1);
 
     let dir = rqvs_testkit::TempDir::new(&format!("switch-attack-{}-{pmds}", design.name()));
     let out = dir.join("p3.pcap");
@@ -96,12 +112,7 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
     assert_eq!(report.ports[0].rx_packets, benign.len() as u64, "{what}");
     assert_eq!(report.ports[1].rx_packets, attack.len() as u64, "{what}");
     assert_eq!(report.total.lost, 0, "{what}");
-    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(&out).unwrap()).unwrap();
-    let mut got = Vec::new();
-    while let Some(p) = r.next_packet() {
-        got.push(p.unwrap().data.into_owned());
-    }
-    got.sort();
+    let got = pcap_out::read_pcap(&out);
     assert_eq!(got.len(), want.len(), "{what}: frames out of port 3");
     assert!(got == want, "{what}: the frames out of port 3 differ from the reference's");
     let masks: u64 = report.pmds.iter().map(|p| p.datapath.masks).max().unwrap_or(0);
@@ -124,7 +135,7 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
     }
     match design {
         DesignKind::Cflows => assert_eq!(megaflows, 0, "{what}: CFLOWS has no megaflows"),
-        DesignKind::Auto => unreachable!("the switch refuses --design auto"),
+        DesignKind::Auto => unreachable!("auto_moves_to_cflows_under_attack checks auto"),
         DesignKind::Ccache => {
             // CCACHE's model takes megaflows out of the megaflow cache's subtables (their masks
             // go with them): the attack's megaflows are there, served by the model.
@@ -144,6 +155,81 @@ fn run_defended(design: DesignKind, pmds: usize, mask_limit: Option<MaskLimit>, 
                 benign_masks.len()
             );
         }
+    }
+}
+
+/// `--design auto` with 2 PMDs, starting in ORIG, set to move to CFLOWS at a mask count the
+/// benign frames alone never reach (and never to leave it): the attack on port 2 makes every
+/// PMD move, the log says why, `pmd-stats-show` and the metrics count the switches and the
+/// time in each design, and every frame out of port 3 is the reference's through the switch.
+#[test]
+fn auto_moves_to_cflows_under_attack() {
+    let (classbench, benign) = workload();
+    let flows = reference_flows(&classbench);
+    let table = OfprotoTable::build(&flows).unwrap();
+    let benign_masks: HashSet<FlowKey> = benign
+        .iter()
+        .map(|k| table.classify(&extract_datapath(&build_frame(&k.wire()), 1).unwrap()).megaflow.mask)
+        .collect();
+    let (benign, attack) = (frames(&benign), frames(&attack_keys(&classbench)));
+    // Enough loops for several decision windows.
+    let loops = 8;
+    let want = expected(&flows, &[(&benign, 1), (&attack, 2)], loops);
+    let dir = rqvs_testkit::TempDir::new("switch-attack-auto");
+    let out = dir.join("p3.pcap");
+    let ports = vec![
+        PortSource::Frames { name: "benign".into(), frames: benign.clone() },
+        PortSource::Frames { name: "attack".into(), frames: attack.clone() },
+        PortSource::Spec(format!("pcap-out:{}", out.display()).parse().unwrap()),
+    ];
+    // More masks than the benign frames can make: only the attack gets a PMD there.
+    let masks = benign_masks.len() as u64 + 1;
+    let mut cfg = SwitchConfig::new(ports, flows, DesignKind::Auto);
+    cfg.pmds = 2;
+    cfg.input_loops = loops as u64;
+    cfg.auto = AutoConfig {
+        initial: Some(DesignKind::Orig),
+        window_ns: 1_000_000,
+        min_window_packets: 16,
+        min_dwell_ns: 1_000_000,
+        to_cflows_upcall_share: f64::INFINITY,
+        to_cflows_subtables: f64::INFINITY,
+        to_cflows_masks: masks,
+        ccache: false,
+        leave_cflows_coverage: 0.0,
+        ..AutoConfig::default()
+    };
+    let sw = Switch::start(cfg).unwrap();
+    let t0 = Instant::now();
+    while !sw.is_finished() && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = sw.stop().unwrap();
+    assert!(report.balanced(), "auto: every frame accounted for\n{}", report.format());
+    assert_eq!(report.ports[0].rx_packets, (benign.len() * loops) as u64);
+    assert_eq!(report.ports[1].rx_packets, (attack.len() * loops) as u64);
+    assert_eq!(report.total.lost, 0);
+    let got = pcap_out::read_pcap(&out);
+    assert_eq!(got.len(), want.len(), "auto: frames out of port 3");
+    assert!(got == want, "auto: the frames out of port 3 differ from the reference's");
+    let mut show = String::new();
+    for p in &report.pmds {
+        p.format(&mut show);
+    }
+    for p in &report.pmds {
+        let a = p.auto.as_ref().expect("an auto PMD reports its controller");
+        assert_eq!((p.design, a.design_switches), ("cflows", 1), "pmd {}: moved to CFLOWS once\n{show}", p.pmd);
+        let why = a.last_switch.as_deref().unwrap_or("");
+        assert!(why.starts_with("orig -> cflows: ") && why.contains(&format!("masks >= {masks}")), "{why}");
+        assert!(a.time_orig_s > 0.0 && a.time_cflows_s > 0.0 && a.time_ccache_s == 0.0, "{a:?}");
+    }
+    assert!(show.contains("pmd thread 0 core_id unpinned (auto: cflows):"), "{show}");
+    assert!(show.contains("  design switches: 1 (time in orig "), "{show}");
+    let metrics = rqvs_switch::metrics::render_report(&report, None, None, false);
+    for pmd in 0..2 {
+        assert!(metrics.contains(&format!("rqvs_pmd_design_switches_total{{pmd=\"{pmd}\"}} 1\n")), "{metrics}");
+        assert!(metrics.contains(&format!("rqvs_pmd_design{{pmd=\"{pmd}\",design=\"cflows\"}} 1\n")), "{metrics}");
+        assert!(metrics.contains(&format!("rqvs_pmd_design_seconds_total{{pmd=\"{pmd}\",design=\"orig\"}} ")));
     }
 }
 

@@ -16,7 +16,6 @@
 //! root, skipped otherwise (a failure with `RQVS_REQUIRE_NETNS=1`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
@@ -28,6 +27,7 @@ use rqvs_ports::testnet::{self, RawSocket};
 use rqvs_switch::{Control, FinalReport, FlowFilter, PortSource, Switch, SwitchConfig, UpcallMode};
 
 mod common;
+mod pcap_out;
 use common::{Rng, Topo, PORTS};
 
 /// The action lists rules draw from: every executed action, alone and in combination.
@@ -313,7 +313,7 @@ fn offline_tweaked(design: DesignKind, pmds: usize, up: Up, tag: &str, tweak: im
     let report = sw.stop().unwrap();
     let mut got = BTreeMap::new();
     for p in [2, 3] {
-        got.insert(p, read_pcap(&out(p)));
+        got.insert(p, pcap_out::read_pcap(&out(p)));
     }
     // Port 1 is a pcap-in port: what the rules send back there is counted as dropped by it.
     let mut want = want;
@@ -338,16 +338,6 @@ fn pcap_cflows_tuplemerge_2() {
     offline_tweaked(DesignKind::Cflows, 2, Up::Handler(4096), "-tm", |c| {
         c.cflows.classifier = rqvs_datapath::CflowsClassifier::TupleMerge;
     });
-}
-
-fn read_pcap(path: &PathBuf) -> Vec<Vec<u8>> {
-    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut v = Vec::new();
-    while let Some(p) = r.next_packet() {
-        v.push(p.unwrap().data.into_owned());
-    }
-    v.sort();
-    v
 }
 
 fn on_veths(ty: &str, design: DesignKind, pmds: usize) {

@@ -12,9 +12,33 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::design::{Design, DesignKind};
 
-/// Builds a fixed design ([`DesignKind::Orig`], `Ccache`, `Cflows`) over rules: the caller's
-/// settings for each (replay's options, the switch's).
-pub type Builder = Arc<dyn Fn(DesignKind, &[Rule]) -> Result<Box<dyn Design + Send>, ClassifierError> + Send + Sync>;
+/// Builds a fixed design ([`Target`]) over rules: the caller's settings for each (replay's
+/// options, the switch's).
+pub type Builder = Arc<dyn Fn(Target, &[Rule]) -> Result<Box<dyn Design + Send>, ClassifierError> + Send + Sync>;
+
+/// A design auto runs: [`DesignKind::Orig`], `Ccache` or `Cflows`, and for CFLOWS whether it
+/// is TupleMerge alone (`--classifier tm`, the ablation) instead of the configured classifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub kind: DesignKind,
+    pub tm_alone: bool,
+}
+
+impl Target {
+    /// `kind` with the configured classifier.
+    pub fn of(kind: DesignKind) -> Target {
+        Target { kind, tm_alone: false }
+    }
+
+    /// `orig`, `ccache`, `cflows`, `cflows (tm alone)`.
+    pub fn name(self) -> String {
+        if self.tm_alone {
+            format!("{} (tm alone)", self.kind.name())
+        } else {
+            self.kind.name().to_string()
+        }
+    }
+}
 
 /// A candidate built on the builder thread, with the megaflows it preinstalled.
 type Built = Result<(Box<dyn Design + Send>, usize), ClassifierError>;
@@ -40,7 +64,7 @@ pub(super) enum Progress {
 
 /// A candidate design being built or waiting to be ready.
 pub(super) struct Candidate {
-    pub(super) kind: DesignKind,
+    pub(super) target: Target,
     pub(super) reason: String,
     /// PMD time of the decision.
     pub(super) decided_ns: u64,
@@ -56,7 +80,7 @@ impl Candidate {
     /// build's).
     pub(super) fn start(
         builder: &Builder,
-        to: DesignKind,
+        to: Target,
         rules: Vec<Rule>,
         warm: Vec<FlowKey>,
         now: u64,
@@ -72,7 +96,7 @@ impl Candidate {
             Ok((d, n))
         };
         let mut cand = Candidate {
-            kind: to,
+            target: to,
             reason,
             decided_ns: now,
             built: None,

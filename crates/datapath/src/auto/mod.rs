@@ -12,8 +12,10 @@
 //!
 //! # The policy ([`AutoConfig`], defaults from docs/designs.md's measurements)
 //!
-//! - **Start**: CFLOWS at [`AutoConfig::cflows_rules`] rules or more (10K: CFLOWS is ahead of
-//!   ORIG on every measured set there, 2–80×, upcalls dominating ORIG), ORIG below.
+//! - **Start**: CFLOWS at [`AutoConfig::cflows_rules`] rules or more, ORIG below. The default
+//!   is 0 (CFLOWS at any size): docs/designs.md measures CFLOWS ahead of ORIG and CCACHE at 1K,
+//!   10K, 100K and 500K rules on the ClassBench traces (constant rate and over all passes), and
+//!   auto in CFLOWS within noise of the best fixed design on all 36 sets at 1K–100K.
 //! - **ORIG/CCACHE → CFLOWS** when upcalls are the bottleneck or the megaflow cache explodes
 //!   (a Tuple Space Explosion attack): upcall share ≥ `to_cflows_upcall_share` (25%), or
 //!   subtables per hit ≥ `to_cflows_subtables` (24), or masks ≥ `to_cflows_masks` (512).
@@ -24,6 +26,11 @@
 //! - **CFLOWS → ORIG** when the learned index helps little and the traffic is local enough for
 //!   caches: coverage < `leave_cflows_coverage` (30%) and EMC share ≥ `leave_cflows_emc_share`
 //!   (90%) — where docs/designs.md measures ORIG ahead (warm, few flows, small megaflow cache).
+//! - **CFLOWS → CFLOWS with TupleMerge alone** ([`Target::tm_alone`], the `--classifier tm`
+//!   ablation) when the learned classifier's coverage is below `cflows_tm_coverage` and CFLOWS
+//!   is not left: the learned index then adds a lookup and gains little. Off (0) by default
+//!   until the ablation (`scripts/cflows_ablation.py`) says where; there is no way back within a
+//!   stay in CFLOWS (TupleMerge alone has no coverage to watch): the next CFLOWS learns again.
 //!
 //! Hysteresis: the thresholds in and out differ (above); no switch before
 //! [`AutoConfig::min_dwell_ns`] of PMD time in a design (1 s); and going back to the design just
@@ -100,7 +107,7 @@ use crate::{Clock, Counters, DpAction};
 mod build;
 pub mod policy;
 
-pub use build::Builder;
+pub use build::{Builder, Target};
 pub use policy::{decide, AutoConfig, Signals};
 
 use build::{Candidate, Change, Progress, Warm};
@@ -113,6 +120,9 @@ pub struct SwitchEvent {
     pub at_ns: u64,
     pub from: DesignKind,
     pub to: DesignKind,
+    /// The design switched from, to is CFLOWS with TupleMerge alone ([`Target::tm_alone`]).
+    pub from_tm_alone: bool,
+    pub to_tm_alone: bool,
     pub reason: String,
     /// PMD time from the decision to the swap (the candidate built and ready), ns.
     pub ready_ns: u64,
@@ -120,10 +130,24 @@ pub struct SwitchEvent {
     pub preinstalled: u64,
 }
 
+impl SwitchEvent {
+    /// The design switched to, by name: `orig`, ..., `cflows (tm alone)`.
+    pub fn to_name(&self) -> String {
+        Target { kind: self.to, tm_alone: self.to_tm_alone }.name()
+    }
+
+    /// The design switched from, by name.
+    pub fn from_name(&self) -> String {
+        Target { kind: self.from, tm_alone: self.from_tm_alone }.name()
+    }
+}
+
 /// What auto reports (module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AutoReport {
     pub current: DesignKind,
+    /// The current design is CFLOWS with TupleMerge alone.
+    pub tm_alone: bool,
     pub design_switches: u64,
     /// PMD time in ORIG, CCACHE, CFLOWS (the order of [`DesignKind::ALL`]), ns.
     pub time_ns: [u64; 3],
@@ -165,7 +189,7 @@ pub struct Auto {
     wire_keys: bool,
     builder: Builder,
     rules: HashMap<RuleId, Rule>,
-    kind: DesignKind,
+    target: Target,
     current: Box<dyn Design + Send>,
     candidate: Option<Candidate>,
     /// The latest [`Auto::request`] made while a candidate was being built.
@@ -213,11 +237,11 @@ impl Auto {
             None if rules.len() >= cfg.cflows_rules => DesignKind::Cflows,
             None => DesignKind::Orig,
         };
-        let current = builder(kind, rules)?;
+        let current = builder(Target::of(kind), rules)?;
         let window = current.counters();
         Ok(Auto {
             rules: rules.iter().map(|r| (r.id, r.clone())).collect(),
-            kind,
+            target: Target::of(kind),
             current,
             candidate: None,
             requested: None,
@@ -229,7 +253,14 @@ impl Auto {
             offset: 0,
             window,
             dwell: Dwell::new(cfg.min_dwell_ns),
-            report: AutoReport { current: kind, design_switches: 0, time_ns: [0; 3], log: Vec::new(), abandoned: 0 },
+            report: AutoReport {
+                current: kind,
+                tm_alone: false,
+                design_switches: 0,
+                time_ns: [0; 3],
+                log: Vec::new(),
+                abandoned: 0,
+            },
             warm: Warm::new(cfg.warm_keys),
             carry: Vec::new(),
             carry_rules: Vec::new(),
@@ -265,7 +296,7 @@ impl Auto {
 
     /// The design forwarding now.
     pub fn current(&self) -> DesignKind {
-        self.kind
+        self.target.kind
     }
 
     /// True while a candidate is being built or waits to be ready.
@@ -282,22 +313,23 @@ impl Auto {
         if to == DesignKind::Auto {
             return;
         }
+        let to = Target::of(to);
         match &self.candidate {
-            Some(c) if c.kind == to => self.requested = None,
-            Some(_) => self.requested = Some((to, reason.to_string())),
-            None if to != self.kind => self.start(to, reason.to_string()),
+            Some(c) if c.target == to => self.requested = None,
+            Some(_) => self.requested = Some((to.kind, reason.to_string())),
+            None if to != self.target => self.start(to, reason.to_string()),
             None => {}
         }
     }
 
     /// The policy's choice for a window's signals, with its reason ([`policy::decide`]).
-    pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(DesignKind, String)> {
-        decide(cfg, kind, s)
+    pub fn decide(cfg: &AutoConfig, current: Target, s: &Signals) -> Option<(Target, String)> {
+        decide(cfg, current, s)
     }
 
-    fn start(&mut self, to: DesignKind, reason: String) {
+    fn start(&mut self, to: Target, reason: String) {
         let rules: Vec<Rule> = self.rules.values().cloned().collect();
-        let warm = if matches!(to, DesignKind::Orig | DesignKind::Ccache) {
+        let warm = if matches!(to.kind, DesignKind::Orig | DesignKind::Ccache) {
             self.warm.keys(self.wire_keys)
         } else {
             Vec::new()
@@ -342,19 +374,22 @@ impl Auto {
         new.idle_until(now);
         let visible = self.visible_epoch();
         self.offset = visible + 1 - new.visible_epoch();
-        self.report.time_ns[slot(self.kind)] += now - self.dwell.entered_ns();
+        self.report.time_ns[slot(self.target.kind)] += now - self.dwell.entered_ns();
         self.report.design_switches += 1;
         self.report.log.push(SwitchEvent {
             at_ns: now,
-            from: self.kind,
-            to: c.kind,
+            from: self.target.kind,
+            to: c.target.kind,
+            from_tm_alone: self.target.tm_alone,
+            to_tm_alone: c.target.tm_alone,
             reason: c.reason,
             ready_ns: now - c.decided_ns,
             preinstalled: c.preinstalled,
         });
-        self.dwell.switched(now, self.kind, c.kind);
-        self.kind = c.kind;
-        self.report.current = c.kind;
+        self.dwell.switched(now, self.target, c.target);
+        self.target = c.target;
+        self.report.current = c.target.kind;
+        self.report.tm_alone = c.target.tm_alone;
         let old = std::mem::replace(&mut self.current, new);
         self.window = self.current.counters();
         let handed = std::mem::take(&mut self.handed);
@@ -389,7 +424,7 @@ impl Auto {
         if self.candidate.is_some() || !self.dwell.may_leave(now) {
             return;
         }
-        if let Some((to, why)) = decide(&self.cfg, self.kind, &s) {
+        if let Some((to, why)) = decide(&self.cfg, self.target, &s) {
             self.start(to, why);
         }
     }
@@ -397,7 +432,7 @@ impl Auto {
     /// The switch log and times ([`Design::auto_report`]), the current stay counted.
     pub fn report_now(&self) -> AutoReport {
         let mut r = self.report.clone();
-        r.time_ns[slot(self.kind)] += self.current.now_ns() - self.dwell.entered_ns();
+        r.time_ns[slot(self.target.kind)] += self.current.now_ns() - self.dwell.entered_ns();
         r
     }
 }
@@ -653,17 +688,17 @@ pub(super) mod tests {
     }
 
     pub(super) fn builder(policy: Policy) -> Builder {
-        Arc::new(move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, ClassifierError> {
+        Arc::new(move |to: Target, rules: &[Rule]| -> Result<Box<dyn Design + Send>, ClassifierError> {
             let cfg = virtual_cfg();
             let cc = CcacheConfig { train_interval_ns: 10_000, min_megaflows: 8, ..CcacheConfig::default() };
-            Ok(match kind {
+            let classifier =
+                if to.tm_alone { crate::CflowsClassifier::TupleMerge } else { crate::CflowsClassifier::NuevoMatch };
+            Ok(match to.kind {
                 DesignKind::Orig => Box::new(Orig::new(rules, cfg, OrigConfig::default())?),
                 DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, OrigConfig::default(), cc)?),
-                DesignKind::Cflows => Box::new(Cflows::new(
-                    rules,
-                    cfg,
-                    CflowsConfig { policy, retrain_threshold: 0.05, ..CflowsConfig::default() },
-                )?),
+                DesignKind::Cflows => {
+                    Box::new(Cflows::new(rules, cfg, CflowsConfig { policy, retrain_threshold: 0.05, classifier })?)
+                }
                 DesignKind::Auto => return Err(ClassifierError::Config("fixed designs only".into())),
             })
         })
@@ -859,6 +894,34 @@ pub(super) mod tests {
             assert!(c.outcome_sum_ok(), "{to:?}: {c:?}");
             assert_eq!(c.tx + c.dropped_by_action, c.received - c.lost, "{to:?}: {c:?}");
         }
+    }
+
+    /// With a coverage threshold above what the learned classifier reaches, CFLOWS moves to
+    /// CFLOWS with TupleMerge alone, once (no reversal: TupleMerge alone has no coverage to
+    /// measure), logged with its reason, every action the reference's throughout.
+    #[test]
+    fn low_coverage_moves_cflows_to_tuple_merge_alone() {
+        let rs = rules(300);
+        let ks = keys(4000, 13);
+        let cfg = AutoConfig {
+            initial: Some(DesignKind::Cflows),
+            window_ns: 20_000,
+            min_window_packets: 32,
+            min_dwell_ns: 50_000,
+            leave_cflows_emc_share: f64::INFINITY,
+            cflows_tm_coverage: 2.0,
+            ..AutoConfig::default()
+        };
+        let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(Policy::Instant)).unwrap();
+        for step in 0..4 {
+            check(&mut dp, &rs, &ks, &format!("step {step}"));
+        }
+        let r = dp.report_now();
+        assert_eq!(r.design_switches, 1, "{r:?}");
+        let e = &r.log[0];
+        assert_eq!((e.from, e.to, e.to_tm_alone, r.tm_alone), (DesignKind::Cflows, DesignKind::Cflows, true, true));
+        assert!(e.reason.contains("TupleMerge alone"), "{}", e.reason);
+        assert_eq!(dp.counters().model_entries, 0, "TupleMerge alone has no learned index");
     }
 
     /// A batch-level check: no batch loses a packet across a swap (none is `Lost`, every

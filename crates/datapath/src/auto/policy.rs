@@ -2,6 +2,7 @@
 //! they make ([`decide`]) and the hysteresis that keeps it from flapping (`Dwell`). Pure
 //! functions of counters and PMD time; the parent module's docs give the policy in words.
 
+use super::build::Target;
 use crate::{Counters, DesignKind};
 
 /// The controller's thresholds (module docs give the policy and where the defaults come from).
@@ -23,6 +24,9 @@ pub struct AutoConfig {
     pub to_orig_subtables: f64,
     pub leave_cflows_coverage: f64,
     pub leave_cflows_emc_share: f64,
+    /// CFLOWS → CFLOWS with TupleMerge alone when its learned classifier's coverage of the
+    /// rules is below this (the learned index then adds a lookup and gains little); 0: never.
+    pub cflows_tm_coverage: f64,
     /// Recent distinct keys preinstalled into a new ORIG/CCACHE (0: none).
     pub warm_keys: usize,
     /// CCACHE is a candidate at all (false: ORIG ↔ CFLOWS only).
@@ -45,6 +49,7 @@ impl Default for AutoConfig {
             to_orig_subtables: 3.0,
             leave_cflows_coverage: 0.3,
             leave_cflows_emc_share: 0.9,
+            cflows_tm_coverage: 0.0,
             warm_keys: 4096,
             ccache: true,
         }
@@ -86,8 +91,11 @@ impl Signals {
     }
 }
 
-/// The policy's choice for a window's signals in design `kind`, with its reason (module docs).
-pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(DesignKind, String)> {
+/// The policy's choice for a window's signals in design `current`, with its reason (module
+/// docs).
+pub fn decide(cfg: &AutoConfig, current: Target, s: &Signals) -> Option<(Target, String)> {
+    let kind = current.kind;
+    let fixed = |(k, why)| (Target::of(k), why);
     let to_cflows = if s.upcall_share >= cfg.to_cflows_upcall_share {
         Some(format!("upcall share {:.1}% >= {:.1}%", s.upcall_share * 1e2, cfg.to_cflows_upcall_share * 1e2))
     } else if s.subtables_per_hit >= cfg.to_cflows_subtables {
@@ -97,7 +105,7 @@ pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(Design
     } else {
         None
     };
-    match kind {
+    let choice = match kind {
         DesignKind::Orig | DesignKind::Ccache if to_cflows.is_some() => to_cflows.map(|r| (DesignKind::Cflows, r)),
         DesignKind::Orig
             if cfg.ccache
@@ -132,6 +140,15 @@ pub fn decide(cfg: &AutoConfig, kind: DesignKind, s: &Signals) -> Option<(Design
             ))
         }
         _ => None,
+    };
+    match choice {
+        Some(c) => Some(fixed(c)),
+        // The learned index holds too few rules to pay for its lookup: TupleMerge alone.
+        None if kind == DesignKind::Cflows && !current.tm_alone && s.coverage < cfg.cflows_tm_coverage => Some((
+            Target { kind, tm_alone: true },
+            format!("coverage {:.1}% < {:.1}%: TupleMerge alone", s.coverage * 1e2, cfg.cflows_tm_coverage * 1e2),
+        )),
+        None => None,
     }
 }
 
@@ -145,7 +162,7 @@ pub(super) struct Dwell {
     /// When the current design was entered (PMD time).
     entered_ns: u64,
     /// The design left last and when.
-    left: Option<(DesignKind, u64)>,
+    left: Option<(Target, u64)>,
 }
 
 impl Dwell {
@@ -163,7 +180,7 @@ impl Dwell {
     }
 
     /// A switch from `from` to `to` at `now`.
-    pub(super) fn switched(&mut self, now: u64, from: DesignKind, to: DesignKind) {
+    pub(super) fn switched(&mut self, now: u64, from: Target, to: Target) {
         match self.left {
             Some((k, at)) if k == to && now - at < 4 * self.dwell_ns => {
                 self.dwell_ns = (self.dwell_ns * 2).min(self.min_ns.saturating_mul(64));
@@ -183,6 +200,21 @@ mod tests {
     use super::*;
     use crate::testutil::{expect, keys, rules};
     use rqvs_classify::nuevomatch::live::Policy;
+
+    /// The coverage threshold: below it CFLOWS wants TupleMerge alone, at or above it (or when
+    /// already there, or at 0: off) nothing; leaving for ORIG comes first.
+    #[test]
+    fn low_coverage_chooses_tuple_merge_alone() {
+        let cfg = AutoConfig { cflows_tm_coverage: 0.5, leave_cflows_emc_share: 0.9, ..AutoConfig::default() };
+        let s = |coverage, emc_share| Signals { packets: 5000, coverage, emc_share, ..Signals::default() };
+        let nmu = Target::of(DesignKind::Cflows);
+        let tm = Target { kind: DesignKind::Cflows, tm_alone: true };
+        assert_eq!(decide(&cfg, nmu, &s(0.4, 0.5)).map(|d| d.0), Some(tm));
+        assert_eq!(decide(&cfg, nmu, &s(0.6, 0.5)), None);
+        assert_eq!(decide(&cfg, tm, &s(0.0, 0.5)), None);
+        assert_eq!(decide(&cfg, nmu, &s(0.2, 0.95)).map(|d| d.0), Some(Target::of(DesignKind::Orig)));
+        assert_eq!(decide(&AutoConfig { cflows_tm_coverage: 0.0, ..cfg }, nmu, &s(0.4, 0.5)), None);
+    }
 
     /// With flapping thresholds the dwell doubles at each reversal: the stays grow, so the
     /// switches are logarithmic in time, not linear.

@@ -5,8 +5,8 @@
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::emc::EmcEntries;
 use rqvs_datapath::{
-    Auto, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, DesignKind, MaskLimit, OfprotoTable, Orig,
-    OrigConfig,
+    Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, DatapathConfig, Design, DesignKind,
+    MaskLimit, OfprotoTable, Orig, OrigConfig,
 };
 use rqvs_flow::Rule;
 
@@ -84,7 +84,9 @@ pub(super) fn build_on(
         }
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
-        (DesignKind::Auto, None) => Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, c.auto, auto_builder(c)?)?),
+        (DesignKind::Auto, None) => {
+            Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c)?)?)
+        }
     })
 }
 
@@ -92,17 +94,27 @@ fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
     CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
 }
 
+/// Auto's thresholds for a run: TupleMerge alone is no alternative when it is the classifier
+/// already (`--classifier tm`).
+fn auto_config(c: &ReplayConfig) -> AutoConfig {
+    let tm = c.classifier == CflowsClassifier::TupleMerge;
+    AutoConfig { cflows_tm_coverage: if tm { 0.0 } else { c.auto.cflows_tm_coverage }, ..c.auto }
+}
+
 /// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
-/// same options.
+/// same options (CFLOWS with TupleMerge alone as `--classifier tm` would).
 pub fn auto_builder(c: &ReplayConfig) -> Result<rqvs_datapath::auto::Builder, Error> {
     let (cfg, orig) = dp_config(c)?;
     let (cc, cf) = (ccache_config(c), cflows_config(c));
+    let tm = CflowsConfig { classifier: CflowsClassifier::TupleMerge, ..cf };
     Ok(std::sync::Arc::new(
-        move |kind, rules: &[Rule]| -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
-            Ok(match kind {
+        move |to: rqvs_datapath::auto::Target,
+              rules: &[Rule]|
+              -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
+            Ok(match to.kind {
                 DesignKind::Orig => Box::new(Orig::new(rules, cfg, orig)?),
                 DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, cc)?),
-                DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cf)?),
+                DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, if to.tm_alone { tm } else { cf })?),
                 DesignKind::Auto => {
                     return Err(rqvs_classify::ClassifierError::Config("auto builds fixed designs only".into()))
                 }
