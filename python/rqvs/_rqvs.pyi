@@ -87,6 +87,7 @@ class _CompareOptions(TypedDict, total=False):
     cd: bool  # False
     emc: bool  # True; False = --no-emc
     emc_prob: float  # 0.01
+    emc_entries: int  # 8192; a power of two, 2 to 2097152
     flow_limit: int  # 200000
     revalidator: str  # "thread" or "inline"
     policy: str  # "instant" or "delayed"

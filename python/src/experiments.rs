@@ -52,6 +52,7 @@ fn config(
             "cd" => c.cd = get(v, func, &key)?,
             "emc" => c.emc = get(v, func, &key)?,
             "emc_prob" => c.emc_prob = get(v, func, &key)?,
+            "emc_entries" => c.emc_entries = get(v, func, &key)?,
             "duration" => c.duration = get(v, func, &key)?,
             "passes" => c.passes = get(v, func, &key)?,
             "rate" => c.rate = get(v, func, &key)?,
@@ -144,7 +145,7 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// its last probe with ``max_rate_below_1pct_drops`` and ``unconstrained_mpps``); ``options``:
 /// the command line's replay options with ``_`` for ``-`` (``passes``, ``duration``, ``rate``,
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
-/// ``emc_prob``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
+/// ``emc_prob``, ``emc_entries``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
 /// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
 /// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
 /// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``, ``narrow``),

@@ -4,6 +4,7 @@ keys at every level, the same values where a run is deterministic, the same file
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -79,12 +80,19 @@ def test_replay_options_reach_the_run(cli, tmp_path):
     for bad, args in [
         (dict(design="cflows", revalidator="inline"), ["--design", "cflows", "--revalidator", "inline"]),
         (dict(emc=False, emc_prob=0.2), ["--no-emc", "--emc-prob", "0.2"]),
+        (dict(emc=False, emc_entries=1024), ["--no-emc", "--emc-entries", "1024"]),
         (dict(design="ccache", policy="delayed"), ["--design", "ccache", "--policy", "delayed"]),
         (dict(rx_ring=64), ["--rx-ring", "64"]),
     ]:
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == cli_error(cli, "replay", *args, code=2)
+    with pytest.raises(ValueError, match=re.escape("--emc-entries: expected a power of two from 2 to 2097152 (2^21), found 1000")):
+        rqvs.replay(emc_entries=1000)
+    big = rqvs.replay(design="orig", emc_entries=1 << 16, emc_prob=1.0, verify=500)
+    assert big["emc_entries"] == 1 << 16 and big["mismatches"] == 0
+    same_report(big, run_cli(cli, "replay", "--design", "orig", "--emc-entries", "65536", "--emc-prob", "1",
+                             "--verify", "500"))
     with pytest.raises(ValueError) as e:
         rqvs.compare(designs=["orig", "ccache"], classifier="tm")
     assert str(e.value) == cli_error(cli, "compare", "--designs", "orig,ccache", "--classifier", "tm", code=2)

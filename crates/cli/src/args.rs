@@ -181,6 +181,15 @@ pub mod range {
         within(lo, hi, true)
     }
 
+    /// An EMC size (`--emc-entries`): a power of two, 2 ≤ x ≤ 2097152
+    /// ([`rqvs_datapath::emc::EmcEntries`]).
+    pub fn emc_entries(s: &str) -> Result<usize, String> {
+        let n: usize = s.trim().parse().map_err(|_| {
+            format!("expected a number of entries, a power of two from 2 to {}", rqvs_datapath::emc::EmcEntries::MAX)
+        })?;
+        rqvs_datapath::emc::EmcEntries::new(n).map(|e| e.get())
+    }
+
     /// A number `lo ≤ x ≤ hi` of any type (counts: `usize`, `u32`, `u64`; floats).
     pub fn between<T>(lo: T, hi: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
     where

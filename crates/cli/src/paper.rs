@@ -24,8 +24,8 @@ pub struct Args {
     /// --full, target/paper-quick for --quick).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Only these figures, comma-separated (table2, fig3, fig5, fig7, fig8, fig10, fig11, fig12,
-    /// fig13, fig14, fig15, fig17).
+    /// Only these figures, comma-separated (table2, fig3, fig5, fig7, fig7b, fig8, fig9, fig10, fig11,
+    /// fig12, fig13, fig14, fig19, fig15, fig17, coflows, ovs).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Measure every figure again, even those whose JSON is kept.
@@ -51,6 +51,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         only: (!a.only.is_empty()).then(|| a.only.clone()),
         out: out.join("json"),
         fresh: a.fresh,
+        rqvs: std::env::current_exe().ok(),
     };
     let t = std::time::Instant::now();
     let outcome = paper::run(&cfg, &mut |msg| eprintln!("rqvs paper [{:>5.0} s] {msg}", t.elapsed().as_secs_f64()))?;

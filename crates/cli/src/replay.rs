@@ -3,7 +3,7 @@
 //! documented there).
 //!
 //! ```text
-//! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P | --no-emc]
+//! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P] [--emc-entries N | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
 //!             [--mask-limit N [--mask-eviction least-hit|refuse|narrow]] [--mfcguard [--mfcguard-interval S]]
 //!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
@@ -70,6 +70,9 @@ pub struct Common {
     /// EMC insertion probability (OVS default 0.01; the paper used 0.2) [range: 0 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     pub emc_prob: f64,
+    /// EMC entries (OVS: 8192; the paper's Fig. 9: 8K to 2M) [range: a power of two, 2 ≤ x ≤ 2097152].
+    #[arg(long, default_value_t = rqvs_datapath::emc::EMC_ENTRIES, value_parser = crate::args::range::emc_entries)]
+    pub emc_entries: usize,
     /// Disable the EMC.
     #[arg(long)]
     pub no_emc: bool,
@@ -178,6 +181,7 @@ impl Common {
             cd: self.cd,
             emc: !self.no_emc,
             emc_prob: self.emc_prob,
+            emc_entries: self.emc_entries,
             duration: self.duration,
             passes: self.passes,
             rate: self.rate,
@@ -221,7 +225,13 @@ pub fn print_run(c: &Common, p: &Prepared, r: &Run) {
     let out = c.out();
     let cs = &r.c;
     let share = |ns: u64| ns as f64 / cs.pmd_ns.max(1) as f64;
-    let emc = if c.no_emc { "off".to_string() } else { format!("insert p={}", c.emc_prob) };
+    let emc = if c.no_emc {
+        "off".to_string()
+    } else if c.emc_entries == rqvs_datapath::emc::EMC_ENTRIES {
+        format!("insert p={}", c.emc_prob)
+    } else {
+        format!("{} entries, insert p={}", c.emc_entries, c.emc_prob)
+    };
     let held = p.all_rules.len() - p.initial.len();
     let held = if held > 0 {
         format!(": {} at the start, {held} held out for --updates add", p.initial.len())

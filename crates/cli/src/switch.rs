@@ -68,6 +68,9 @@ pub struct Args {
     /// EMC insertion probability (OVS default 0.01) [range: 0 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     emc_prob: f64,
+    /// EMC entries of each PMD (OVS: 8192) [range: a power of two, 2 ≤ x ≤ 2097152].
+    #[arg(long, default_value_t = rqvs_datapath::emc::EMC_ENTRIES, value_parser = crate::args::range::emc_entries)]
+    emc_entries: usize,
     /// Where ORIG and CCACHE run the slow path: `handler` (one handler thread serves every PMD
     /// through bounded queues; overflow is lost and counted) or `inline` (each PMD runs it
     /// between batches, as OVS-DPDK's PMDs do).
@@ -245,6 +248,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         Upcalls::Inline => UpcallMode::Inline,
     };
     cfg.datapath.emc_insert_prob = a.emc_prob;
+    cfg.datapath.emc_entries =
+        rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
     cfg.hook = Some(hook);
     cfg.packet_in = channel_wanted;
     let n_rules = cfg.rules.len();

@@ -271,6 +271,8 @@ fn check(name: &str, out: &Outcome, code: i32, says: &str) -> Result<(), String>
 }
 
 const RANGE: &str = "is out of the range";
+/// An EMC size that is not a power of two from 2 to 2^21.
+const EMC_ENTRIES: &str = "expected a power of two from 2 to 2097152 (2^21), found";
 
 /// Every case of issue 22 and its neighbours.
 const CASES: &[Case] = &[
@@ -475,6 +477,10 @@ const CASES: &[Case] = &[
     case("emc prob -1", &["replay", "--emc-prob=-1"], 2, RANGE),
     case("emc prob NaN, coflows", &["coflows", "--dist", "rpc", "--emc-prob", "NaN"], 2, RANGE),
     case("emc prob 2, switch", &["switch", "--emc-prob", "2"], 2, RANGE),
+    case("emc entries 1000", &["replay", "--emc-entries", "1000"], 2, EMC_ENTRIES),
+    case("emc entries 1", &["compare", "--emc-entries", "1"], 2, EMC_ENTRIES),
+    case("emc entries 2^22, switch", &["switch", "--emc-entries", "4194304"], 2, EMC_ENTRIES),
+    case("emc entries x", &["replay", "--emc-entries", "x"], 2, "a power of two from 2 to 2097152"),
     case("rate NaN", &["replay", "--rate", "NaN"], 2, RANGE),
     case("passes 0", &["replay", "--passes", "0"], 2, RANGE),
     case("pmds 0", &["replay", "--pmds", "0"], 2, RANGE),
@@ -713,14 +719,17 @@ fn long_runs_show_their_progress() {
 fn every_number_option_documents_its_range() {
     // Each option that takes a number says in --help which numbers it accepts.
     for (cmd, opts) in [
-        (&["replay"][..], &["--duration", "--passes", "--emc-prob", "--retrain-threshold", "--rate", "--pmds"][..]),
+        (
+            &["replay"][..],
+            &["--duration", "--passes", "--emc-prob", "--emc-entries", "--retrain-threshold", "--rate", "--pmds"][..],
+        ),
         (&["bench", "classifiers"], &["--update-fraction", "--min-ms"]),
         (&["bench", "updates"], &["--retrain-threshold", "--seconds", "--rate"]),
         (&["gen", "rules"], &["--count", "--addr-scope", "--smoothing"]),
         (&["gen", "trace"], &["--packets", "--max-share"]),
         (&["gen", "updates"], &["--fraction", "--ops"]),
         (&["coflows"], &["--coflows", "--emc-prob", "--min-confidence"]),
-        (&["switch"], &["--pmds", "--emc-prob", "--duration"]),
+        (&["switch"], &["--pmds", "--emc-prob", "--emc-entries", "--duration"]),
     ] {
         let mut a: Vec<&str> = cmd.to_vec();
         a.push("--help");

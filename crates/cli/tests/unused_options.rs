@@ -52,6 +52,8 @@ fn replay_and_compare_refuse_what_the_designs_do_not_use() {
             &["replay", "--no-emc", "--emc-prob", "0.2"],
             "--emc-prob: the EMC's insertion probability; not used with --no-emc",
         ),
+        (&["replay", "--no-emc", "--emc-entries", "1024"], "--emc-entries: the EMC's size; not used with --no-emc"),
+        (&["compare", "--no-emc", "--emc-entries", "1024"], "--emc-entries: the EMC's size; not used with --no-emc"),
         (&["replay", "--rx-ring", "64"], "--rx-ring: the receive ring of --rate, --rate-search and --attack"),
         (&["replay", "--min-support", "4"], "--min-support: the online predictor's setting"),
         (&["replay", "--predict", "oracle", "--window-ms", "3"], "--window-ms: the online predictor's setting"),
@@ -71,6 +73,8 @@ fn replay_and_compare_refuse_what_the_designs_do_not_use() {
         &["replay", "--design", "orig", "--cd", "--flow-limit", "5000", "--idle", "2", "--revalidator", "inline"][..],
         &["replay", "--design", "cflows", "--policy", "delayed", "--classifier", "nmu", "--retrain-threshold", "0.2"],
         &["replay", "--design", "ccache", "--train-interval", "0.02", "--emc-prob", "0.1"],
+        &["replay", "--design", "cflows", "--emc-entries", "65536"],
+        &["compare", "--designs", "orig,cflows", "--emc-entries", "1024"],
         &["replay", "--rate", "1e6", "--rx-ring", "512"],
         &["replay", "--predict", "online", "--min-support", "4", "--window-ms", "3"],
         &["compare", "--designs", "orig,cflows", "--cd", "--policy", "delayed", "--classifier", "nmu"],
@@ -118,6 +122,7 @@ fn other_commands_refuse_what_they_would_not_use() {
     accepted(&["convert", "trace", &trace, "--to", "pcap", "--link", "raw", "-o", &out]);
     accepted(&["convert", "rules", &rules, "--to", "ofctl", "--actions", "drop", "-o", &out]);
     accepted(&["switch", "--design", "cflows", "--classifier", "tm"]);
+    accepted(&["switch", "--design", "orig", "--emc-entries", "16384"]);
     // Auto runs all three designs: every design's options are its own.
     accepted(&["switch", "--design", "auto", "--classifier", "tm", "--upcalls", "inline", "--mask-limit", "64"]);
 }

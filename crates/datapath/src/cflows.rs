@@ -318,7 +318,7 @@ impl Cflows {
         let nm = learned.build(rules)?;
         let actions = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
         Ok(Cflows {
-            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             nm,
             table: Table { actions, gen: 0 },
             c: Counters::default(),

@@ -417,7 +417,7 @@ impl CflowsReaders {
     /// A PMD's design over the publisher's classifier.
     pub fn reader(&self, cfg: DatapathConfig) -> SharedCflows {
         SharedCflows {
-            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             shared: self.shared.clone(),
             c: Counters::default(),
             now_ns: 0,

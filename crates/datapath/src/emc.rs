@@ -1,7 +1,12 @@
 //! The exact-match cache (OVS's EMC): whole packet keys → what classified them last.
 //!
-//! - [`EMC_ENTRIES`] = 8192 entries; a key has **2 candidate slots**, taken from two 13-bit
-//!   segments of its flow hash (OVS's `EM_FLOW_HASH_SEGS` = 2, `EM_FLOW_HASH_SHIFT` = 13).
+//! - [`EMC_ENTRIES`] = 8192 entries by default, as OVS; any power of two from 2 to 2^21 (2M, the
+//!   largest of the paper's Fig. 9) with [`EmcEntries`] ([`crate::DatapathConfig::emc_entries`],
+//!   `--emc-entries`). A key has **2 candidate slots**, taken from two `log2(entries)`-bit
+//!   segments of its flow hash (OVS's `EM_FLOW_HASH_SEGS` = 2, `EM_FLOW_HASH_SHIFT` = 13 at 8192
+//!   entries; above 2^16 entries the second segment has fewer than `log2(entries)` bits left in
+//!   the 32-bit hash, so second slots fall in the first `2^(32 - log2(entries))` entries, as they
+//!   would in OVS built with a larger shift).
 //! - A hit compares the stored hash and the whole key, then asks the owner whether what the
 //!   entry points at is still there ([`EmcTarget::is_live`]), so deleting a megaflow or retiring
 //!   a rule table needs no EMC sweep.
@@ -42,9 +47,39 @@ impl EmcTarget<MegaflowRef> for Dpcls {
     }
 }
 
+/// OVS's EMC size (the default of [`EmcEntries`]).
 pub const EMC_ENTRIES: usize = 8192;
-const MASK: u32 = EMC_ENTRIES as u32 - 1;
-const SHIFT: u32 = 13;
+
+/// The EMC's number of entries: a power of two from 2 to [`EmcEntries::MAX`] (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmcEntries {
+    /// log2 of the entries.
+    shift: u32,
+}
+
+impl EmcEntries {
+    /// The most entries (2^21, the paper's largest EMC).
+    pub const MAX: usize = 1 << 21;
+
+    /// `n` entries, or why not (the message names the rule, for the option that gave `n`).
+    pub fn new(n: usize) -> Result<EmcEntries, String> {
+        if !n.is_power_of_two() || !(2..=Self::MAX).contains(&n) {
+            return Err(format!("expected a power of two from 2 to {} (2^21), found {n}", Self::MAX));
+        }
+        Ok(EmcEntries { shift: n.trailing_zeros() })
+    }
+
+    pub fn get(self) -> usize {
+        1 << self.shift
+    }
+}
+
+impl Default for EmcEntries {
+    /// OVS's [`EMC_ENTRIES`].
+    fn default() -> Self {
+        EmcEntries { shift: EMC_ENTRIES.trailing_zeros() }
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Entry<R> {
@@ -56,6 +91,9 @@ struct Entry<R> {
 /// The exact-match cache (module docs), its entries pointing at `R`s.
 pub struct Emc<R: EmcRef> {
     entries: Vec<Entry<R>>,
+    /// `entries.len() - 1` and `log2(entries.len())`: the hash segments' mask and shift.
+    mask: u32,
+    shift: u32,
     /// Insert when a uniform u32 draw is below this (`p · 2³²`, saturating).
     threshold: u64,
     rng: u64,
@@ -63,22 +101,40 @@ pub struct Emc<R: EmcRef> {
 }
 
 impl<R: EmcRef> Emc<R> {
-    /// An empty EMC inserting with probability `insert_prob` (clamped to 0..=1).
+    /// An empty EMC of OVS's [`EMC_ENTRIES`] inserting with probability `insert_prob`
+    /// (clamped to 0..=1).
     pub fn new(insert_prob: f64, seed: u64) -> Emc<R> {
+        Self::with_entries(EmcEntries::default(), insert_prob, seed)
+    }
+
+    /// [`Emc::new`] with `entries` entries.
+    pub fn with_entries(entries: EmcEntries, insert_prob: f64, seed: u64) -> Emc<R> {
         let p = insert_prob.clamp(0.0, 1.0);
         let empty = Entry { hash: 0, target: R::NONE, key: FlowKey::EXACT };
-        Emc { entries: vec![empty; EMC_ENTRIES], threshold: (p * 4_294_967_296.0) as u64, rng: seed | 1, inserts: 0 }
+        Emc {
+            entries: vec![empty; entries.get()],
+            mask: entries.get() as u32 - 1,
+            shift: entries.shift,
+            threshold: (p * 4_294_967_296.0) as u64,
+            rng: seed | 1,
+            inserts: 0,
+        }
+    }
+
+    /// The number of entries.
+    pub fn entries(&self) -> usize {
+        self.entries.len()
     }
 
     #[inline]
-    fn slots(hash: u32) -> [usize; 2] {
-        [(hash & MASK) as usize, ((hash >> SHIFT) & MASK) as usize]
+    fn slots(&self, hash: u32) -> [usize; 2] {
+        [(hash & self.mask) as usize, ((hash >> self.shift) & self.mask) as usize]
     }
 
     /// The live target `key` maps to, if any.
     #[inline]
     pub fn lookup(&self, hash: u32, key: &FlowKey, owner: &impl EmcTarget<R>) -> Option<R> {
-        for i in Self::slots(hash) {
+        for i in self.slots(hash) {
             let e = &self.entries[i];
             if e.hash == hash && e.key == *key && owner.is_live(e.target) {
                 return Some(e.target);
@@ -109,7 +165,7 @@ impl<R: EmcRef> Emc<R> {
     /// Inserts unconditionally (module docs for the replacement rule).
     pub fn insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
         self.inserts += 1;
-        let [a, b] = Self::slots(hash);
+        let [a, b] = self.slots(hash);
         let mut victim = None;
         for i in [a, b] {
             let e = &self.entries[i];
@@ -152,6 +208,31 @@ mod tests {
         assert!(emc.lookup(h, &k2, &d).is_none(), "whole key compared");
         d.remove(f);
         assert!(emc.lookup(h, &k, &d).is_none());
+    }
+
+    /// Sizes other than powers of two from 2 to 2^21 are errors; a larger EMC holds more keys
+    /// (every key's two slots from its hash's segments at the size's width).
+    #[test]
+    fn sizes_are_checked_and_used() {
+        for bad in [0, 1, 3, 8191, 8193, EmcEntries::MAX * 2] {
+            let e = EmcEntries::new(bad).unwrap_err();
+            assert!(e.contains("power of two from 2 to 2097152") && e.ends_with(&format!("found {bad}")), "{e}");
+        }
+        assert_eq!(EmcEntries::default().get(), EMC_ENTRIES);
+        let mut d = Dpcls::new();
+        let mut live = |n: usize| {
+            let mut emc: Emc<MegaflowRef> = Emc::with_entries(EmcEntries::new(n).unwrap(), 1.0, 7);
+            assert_eq!(emc.entries(), n);
+            for i in 0..20_000u32 {
+                let k = FlowKey::ipv4(i, 2, 6, 3, 4);
+                let f = d.insert(k, Megaflow { value: k, mask: FlowKey::EXACT }, DpAction::Drop, None, 0);
+                emc.insert(crate::flow_hash(&k), &k, f, &d);
+            }
+            emc.occupancy(&d)
+        };
+        let (small, default, large) = (live(1024), live(EMC_ENTRIES), live(1 << 17));
+        assert!(small <= 1024 && default <= EMC_ENTRIES, "{small} {default}");
+        assert!(small < default && default < large && large > 15_000, "{small} {default} {large}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! # Designs ([`Design`])
 //!
 //! - **ORIG** ([`Orig`], OVS's userspace dpif-netdev): EMC → (cuckoo distributor) → megaflow
-//!   cache → upcall. The [`emc`] matches whole keys (8192 entries, 2 candidate slots,
+//!   cache → upcall. The [`emc`] matches whole keys (8192 entries by default, 2 candidate slots,
 //!   probabilistic insertion); the cuckoo distributor ([`cd`], optional) names the subtable a flow
 //!   hit last time; the megaflow cache ([`dpcls`]) is a tuple space search over megaflow masks,
 //!   first hit wins, subtables ranked by hits every second of PMD time; a miss is an
@@ -123,6 +123,8 @@ pub struct DatapathConfig {
     pub emc: bool,
     /// EMC insertion probability (OVS default 1/100).
     pub emc_insert_prob: f64,
+    /// The EMC's size (OVS's 8192 entries by default).
+    pub emc_entries: emc::EmcEntries,
     pub clock: Clock,
     /// Seed of the EMC insertion draws.
     pub seed: u64,
@@ -135,7 +137,14 @@ pub struct DatapathConfig {
 
 impl Default for DatapathConfig {
     fn default() -> Self {
-        DatapathConfig { emc: true, emc_insert_prob: 0.01, clock: Clock::Measured, seed: 1, wire_keys: true }
+        DatapathConfig {
+            emc: true,
+            emc_insert_prob: 0.01,
+            emc_entries: emc::EmcEntries::default(),
+            clock: Clock::Measured,
+            seed: 1,
+            wire_keys: true,
+        }
     }
 }
 

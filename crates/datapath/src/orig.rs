@@ -231,7 +231,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             RevalidatorThread::spawn(table.clone())
         });
         MegaflowDatapath {
-            emc: Emc::new(cfg.emc_insert_prob, cfg.seed),
+            emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             dpcls,
             cd: orig.cd.then(CuckooDistributor::new),
             stage,

@@ -98,6 +98,8 @@ fn config(rng: &mut StdRng, revalidator: RevalidatorMode) -> Config {
     let dp = DatapathConfig {
         emc: rng.random_bool(0.7),
         emc_insert_prob: [1.0, 0.2][rng.random_range(0..2)],
+        // Tiny EMCs too: every key's two slots collide with others'.
+        emc_entries: rqvs_datapath::emc::EmcEntries::new([2, 64, 8192][rng.random_range(0..3)]).unwrap(),
         clock,
         seed: rng.random(),
         wire_keys: true,

@@ -126,7 +126,15 @@ fn config(rng: &mut StdRng) -> Config {
     // 4 ms per packet: 250 packets per second of PMD clock, so ranking, CD decisions and idle
     // expiry all happen within a run.
     let clock = Clock::Virtual { packet_ns: 4_000_000, upcall_ns: 1_000_000 };
-    let dp = DatapathConfig { emc, emc_insert_prob, clock, seed: rng.random(), wire_keys: true };
+    let dp = DatapathConfig {
+        emc,
+        emc_insert_prob,
+        // Tiny EMCs too: every key's two slots collide with others'.
+        emc_entries: rqvs_datapath::emc::EmcEntries::new([2, 64, 8192][rng.random_range(0..3)]).unwrap(),
+        clock,
+        seed: rng.random(),
+        wire_keys: true,
+    };
     // CCACHE half the time: a model over the megaflows trained in the background every 50 ms of
     // PMD clock (and synchronously between phases, see `run_case`).
     let ccache = rng.random_bool(0.5).then_some(CcacheConfig {

@@ -219,6 +219,7 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
         ("cd", json!(c.cd)),
         ("emc", json!(c.emc)),
         ("emc_prob", json!(c.emc_prob)),
+        ("emc_entries", json!(c.emc_entries)),
         ("policy", json!(c.policy.name())),
         ("rules", json!(p.all_rules.len())),
         ("trace_packets", json!(p.packets)),

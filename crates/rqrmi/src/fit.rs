@@ -29,6 +29,82 @@ impl SplitMix64 {
     }
 }
 
+/// How a submodel's training keys are drawn from its responsibility.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sampling {
+    /// NuevoMatchUP's approximate sampling (§5.2): a piece uniformly, then a key uniformly in it
+    /// — `O(samples)` memory accesses; normalised by that distribution's analytic moments
+    /// (App. A.1). With at most `samples/2` pieces, both end points of every piece instead.
+    #[default]
+    Approximate,
+    /// NuevoMatch's uniform sampling: a key uniformly over the keys the pieces cover (each piece
+    /// weighted by its width) — a scan of every piece per submodel (`O(pieces)`: the cumulative
+    /// widths) and a binary search per sample; normalised by that distribution's moments.
+    Uniform,
+}
+
+/// ((mean, std), keys with their range index) of [`Sampling::Approximate`].
+fn approximate(pieces: &[Piece], samples: usize, rng: &mut SplitMix64) -> ((f64, f64), Vec<(u64, u32)>) {
+    // Analytic moments of "a piece uniformly, then a key uniformly in it" (App. A.1).
+    let np = pieces.len() as f64;
+    let mid = |p: &Piece| (p.a as f64 + p.b as f64) * 0.5;
+    let mean = pieces.iter().map(mid).sum::<f64>() / np;
+    let var = pieces
+        .iter()
+        .map(|p| {
+            let w = (p.b - p.a) as f64 + 1.0;
+            let c = mid(p) - mean;
+            (w * w - 1.0) / 12.0 + c * c
+        })
+        .sum::<f64>()
+        / np;
+    let mut keys: Vec<(u64, u32)> = Vec::with_capacity(samples.max(2));
+    if pieces.len() * 2 <= samples {
+        for p in pieces {
+            keys.push((p.a, p.i));
+            if p.b != p.a {
+                keys.push((p.b, p.i));
+            }
+        }
+    } else {
+        for _ in 0..samples {
+            let p = &pieces[rng.below(pieces.len() as u64) as usize];
+            keys.push((p.a + rng.below(p.b - p.a + 1), p.i));
+        }
+    }
+    ((mean, var.sqrt()), keys)
+}
+
+/// ((mean, std), keys with their range index) of [`Sampling::Uniform`].
+fn uniform(pieces: &[Piece], samples: usize, rng: &mut SplitMix64) -> ((f64, f64), Vec<(u64, u32)>) {
+    let width = |p: &Piece| (p.b - p.a) as f64 + 1.0;
+    let mid = |p: &Piece| (p.a as f64 + p.b as f64) * 0.5;
+    // The cumulative widths: the scan of every piece that uniform sampling needs.
+    let mut cum = Vec::with_capacity(pieces.len());
+    let mut total = 0.0;
+    for p in pieces {
+        total += width(p);
+        cum.push(total);
+    }
+    let mean = pieces.iter().map(|p| width(p) * mid(p)).sum::<f64>() / total;
+    let var = pieces
+        .iter()
+        .map(|p| {
+            let (w, c) = (width(p), mid(p) - mean);
+            w * ((w * w - 1.0) / 12.0 + c * c)
+        })
+        .sum::<f64>()
+        / total;
+    let keys = (0..samples.max(2))
+        .map(|_| {
+            let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) * total;
+            let p = &pieces[cum.partition_point(|&c| c <= u).min(pieces.len() - 1)];
+            (p.a + rng.below(p.b - p.a + 1), p.i)
+        })
+        .collect();
+    ((mean, var.sqrt()), keys)
+}
+
 const F: usize = HIDDEN + 1;
 
 /// The training set of one submodel and its current fit.
@@ -44,38 +120,15 @@ pub(crate) struct Fitter {
 }
 
 impl Fitter {
-    /// Samples the responsibility `pieces` (non-empty). Targets: `(i + 0.5) * scale`.
-    pub fn new(pieces: &[Piece], scale: f64, samples: usize, rng: &mut SplitMix64) -> Fitter {
-        // Analytic moments of "a piece uniformly, then a key uniformly in it" (App. A.1).
-        let np = pieces.len() as f64;
-        let mid = |p: &Piece| (p.a as f64 + p.b as f64) * 0.5;
-        let mean = pieces.iter().map(mid).sum::<f64>() / np;
-        let var = pieces
-            .iter()
-            .map(|p| {
-                let w = (p.b - p.a) as f64 + 1.0;
-                let c = mid(p) - mean;
-                (w * w - 1.0) / 12.0 + c * c
-            })
-            .sum::<f64>()
-            / np;
-        let std = var.sqrt();
+    /// Samples the responsibility `pieces` (non-empty) as `sampling` says. Targets:
+    /// `(i + 0.5) * scale`.
+    pub fn new(pieces: &[Piece], scale: f64, samples: usize, sampling: Sampling, rng: &mut SplitMix64) -> Fitter {
+        let (mean, keys) = match sampling {
+            Sampling::Approximate => approximate(pieces, samples, rng),
+            Sampling::Uniform => uniform(pieces, samples, rng),
+        };
+        let (mean, std) = mean;
         let inv_std = if std > 1e-9 { 1.0 / std } else { 1.0 };
-
-        let mut keys: Vec<(u64, u32)> = Vec::with_capacity(samples.max(2));
-        if pieces.len() * 2 <= samples {
-            for p in pieces {
-                keys.push((p.a, p.i));
-                if p.b != p.a {
-                    keys.push((p.b, p.i));
-                }
-            }
-        } else {
-            for _ in 0..samples {
-                let p = &pieces[rng.below(pieces.len() as u64) as usize];
-                keys.push((p.a + rng.below(p.b - p.a + 1), p.i));
-            }
-        }
         let xs: Vec<f64> = keys.iter().map(|&(k, _)| (k as f64 - mean) * inv_std).collect();
         let ts: Vec<f64> = keys.iter().map(|&(_, i)| (f64::from(i) + 0.5) * scale).collect();
         let tmean = ts.iter().sum::<f64>() / ts.len() as f64;
@@ -235,13 +288,35 @@ mod tests {
         }
     }
 
+    /// Approximate sampling draws a piece uniformly (a wide piece among 999 one-key ones gets
+    /// ~0.1% of the samples); uniform sampling weights each piece by its width (~91%), and is
+    /// normalised by the moments of every covered key.
+    #[test]
+    fn sampling_distributions_differ_as_documented() {
+        let mut pieces = vec![Piece { a: 0, b: 0, i: 0 }, Piece { a: 1, b: 9_999, i: 1 }];
+        // More pieces than samples/2, so approximate sampling samples rather than taking end points.
+        pieces.extend((2..1000u32).map(|i| Piece { a: 10_000 + u64::from(i), b: 10_000 + u64::from(i), i }));
+        let wide_share = |keys: &[(u64, u32)]| {
+            assert!(keys.iter().all(|&(k, i)| k >= pieces[i as usize].a && k <= pieces[i as usize].b));
+            keys.iter().filter(|k| k.1 == 1).count() as f64 / keys.len() as f64
+        };
+        let (_, keys) = approximate(&pieces, 1000, &mut SplitMix64::new(7));
+        assert!(wide_share(&keys) < 0.01, "approximate: {}", wide_share(&keys));
+        let ((mean, std), keys) = uniform(&pieces, 1000, &mut SplitMix64::new(7));
+        assert!((wide_share(&keys) - 0.91).abs() < 0.04, "uniform: {}", wide_share(&keys));
+        let all: Vec<f64> = pieces.iter().flat_map(|p| (p.a..=p.b).map(|k| k as f64)).collect();
+        let m = all.iter().sum::<f64>() / all.len() as f64;
+        let sd = (all.iter().map(|k| (k - m) * (k - m)).sum::<f64>() / all.len() as f64).sqrt();
+        assert!((mean - m).abs() < 1e-6 * m && (std - sd).abs() < 1e-6 * sd, "{mean} {std} vs {m} {sd}");
+    }
+
     #[test]
     fn fit_recovers_linear_target() {
         // Ranges of width 10 back to back: the rank is linear in the key.
         let pieces: Vec<Piece> =
             (0..1000u32).map(|i| Piece { a: u64::from(i) * 10, b: u64::from(i) * 10 + 9, i }).collect();
         let mut rng = SplitMix64::new(1);
-        let mut f = Fitter::new(&pieces, 1.0, 4096, &mut rng);
+        let mut f = Fitter::new(&pieces, 1.0, 4096, Sampling::Approximate, &mut rng);
         let m = f.fit();
         for p in pieces.iter().step_by(37) {
             let y = m.eval(p.a as f64);

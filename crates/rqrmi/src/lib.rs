@@ -74,6 +74,9 @@
 //! - **Samples**: approximate sampling (§5.2): a piece uniformly, a key uniformly in it. When
 //!   the responsibility has at most `samples/2` pieces, both end points of every piece are used
 //!   instead (they are where the error of a piecewise-linear fit peaks, and it is cheaper).
+//!   [`Sampling::Uniform`] is NuevoMatch's sampling instead (a key uniformly over the covered
+//!   keys: a scan of every piece per submodel), kept to measure what approximate sampling saves
+//!   (`rqvs paper`'s Fig. 7b); the bounds are exact either way, so both give correct lookups.
 //! - **Fit**: closed form, no gradient descent. Knots `k_0 = min`, `k_1..k_7` at the sample
 //!   quantiles; `w_j = 1`, `b_j = -k_j`; `v`, `b2` by weighted least squares (9×9 normal
 //!   equations, tiny ridge). Target: `(i + 0.5) · width_next / n` for routing stages,
@@ -121,6 +124,7 @@ mod model;
 mod simd;
 mod train;
 
+pub use fit::Sampling;
 pub use format::FormatError;
 pub use kernel::{Kernel, KernelUnavailable, KERNEL_ENV};
 pub use key::Key;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Instant;
 
 use crate::bound::{leaf_bound, root_pieces, route_stage, Piece};
-use crate::fit::{Fitter, SplitMix64};
+use crate::fit::{Fitter, Sampling, SplitMix64};
 use crate::key::Key;
 use crate::model::{leaf_error, RqRmi, SubModel};
 
@@ -27,11 +27,21 @@ pub struct TrainConfig {
     pub max_sessions: usize,
     /// Seed of the sampler; the same seed and ranges give the same model.
     pub seed: u64,
+    /// How the samples are drawn (NuevoMatchUP's approximate sampling by default; NuevoMatch's
+    /// uniform sampling to compare, Fig. 7b).
+    pub sampling: Sampling,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
-        TrainConfig { stage_widths: None, samples: 4096, error_target: 128, max_sessions: 6, seed: 0x5eed }
+        TrainConfig {
+            stage_widths: None,
+            samples: 4096,
+            error_target: 128,
+            max_sessions: 6,
+            seed: 0x5eed,
+            sampling: Sampling::Approximate,
+        }
     }
 }
 
@@ -167,7 +177,7 @@ impl<K: Key> RqRmi<K> {
                     subs.push(SubModel::constant(0.0));
                     continue;
                 }
-                let mut fitter = Fitter::new(pieces, scale, cfg.samples, &mut rng);
+                let mut fitter = Fitter::new(pieces, scale, cfg.samples, cfg.sampling, &mut rng);
                 stats.samples += fitter.len() as u64;
                 subs.push(fitter.fit());
             }
@@ -184,7 +194,7 @@ impl<K: Key> RqRmi<K> {
                 bounds.push((0, 0));
                 continue;
             }
-            let mut fitter = Fitter::new(pieces, 1.0, cfg.samples, &mut rng);
+            let mut fitter = Fitter::new(pieces, 1.0, cfg.samples, cfg.sampling, &mut rng);
             let mut best = fitter.fit();
             let mut best_bound = leaf_bound(&best, pieces, n);
             let mut sessions = 1;

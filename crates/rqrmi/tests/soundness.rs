@@ -6,7 +6,7 @@ mod common;
 
 use common::{from_gaps, probe_keys, range_set, truth};
 use proptest::prelude::*;
-use rqvs_rqrmi::{RqRmi, TrainConfig};
+use rqvs_rqrmi::{RqRmi, Sampling, TrainConfig};
 
 /// Keys next to every ReLU breakpoint of every submodel (the places where the piecewise-linear
 /// model bends), as computed from the parameters in exact-ish arithmetic.
@@ -70,13 +70,15 @@ fn config() -> impl Strategy<Value = TrainConfig> {
         prop_oneof![Just(0u64), Just(4), Just(128)],
         1usize..4,
         any::<u64>(),
+        prop_oneof![Just(Sampling::Approximate), Just(Sampling::Uniform)],
     )
-        .prop_map(|(stage_widths, samples, error_target, max_sessions, seed)| TrainConfig {
+        .prop_map(|(stage_widths, samples, error_target, max_sessions, seed, sampling)| TrainConfig {
             stage_widths,
             samples,
             error_target,
             max_sessions,
             seed,
+            sampling,
         })
 }
 
@@ -110,12 +112,23 @@ fn exhaustive_small_domain() {
         let r = from_gaps(next(1000) as u32, &parts);
         let end = r.last().unwrap().1 + 50;
         for widths in [vec![1, 4], vec![1, 4, 16], vec![1, 2, 32]] {
-            for samples in [8, 4096] {
-                let cfg =
-                    TrainConfig { stage_widths: Some(widths.clone()), samples, seed: case, ..TrainConfig::default() };
+            for (samples, sampling) in
+                [(8, Sampling::Approximate), (4096, Sampling::Approximate), (64, Sampling::Uniform)]
+            {
+                let cfg = TrainConfig {
+                    stage_widths: Some(widths.clone()),
+                    samples,
+                    seed: case,
+                    sampling,
+                    ..TrainConfig::default()
+                };
                 let m = RqRmi::train(&r, &cfg).unwrap();
                 for k in 0..=end {
-                    assert_eq!(m.lookup(k), truth(&r, k), "case {case}, widths {widths:?}, samples {samples}, key {k}");
+                    assert_eq!(
+                        m.lookup(k),
+                        truth(&r, k),
+                        "case {case}, widths {widths:?}, samples {samples}, {sampling:?}, key {k}"
+                    );
                 }
             }
         }

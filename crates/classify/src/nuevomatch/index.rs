@@ -96,9 +96,12 @@ impl LearnedRanges {
     /// Trains a model over sorted, disjoint, inclusive ranges with the default configuration
     /// (4K samples per submodel, error target 128, at most 6 sessions).
     pub fn train(ranges: &[(u32, u32)]) -> Result<LearnedRanges, String> {
-        rqvs_rqrmi::RqRmi::train(ranges, &rqvs_rqrmi::TrainConfig::default())
-            .map(LearnedRanges)
-            .map_err(|e| format!("{e:?}"))
+        Self::train_with(ranges, &rqvs_rqrmi::TrainConfig::default())
+    }
+
+    /// Trains a model over sorted, disjoint, inclusive ranges with `cfg`.
+    pub fn train_with(ranges: &[(u32, u32)], cfg: &rqvs_rqrmi::TrainConfig) -> Result<LearnedRanges, String> {
+        rqvs_rqrmi::RqRmi::train(ranges, cfg).map(LearnedRanges).map_err(|e| format!("{e:?}"))
     }
 }
 

@@ -54,6 +54,14 @@ pub fn learned_ranges(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, Stri
     LearnedRanges::train(ranges).map(|i| Box::new(i) as Box<dyn RangeIndex>)
 }
 
+/// An RQ-RMI model over the bucket ranges trained with NuevoMatch's uniform sampling instead of
+/// approximate sampling (`rqvs_rqrmi::Sampling::Uniform`): what approximate sampling saves
+/// (Fig. 7b).
+pub fn learned_ranges_uniform(ranges: &[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String> {
+    let cfg = rqvs_rqrmi::TrainConfig { sampling: rqvs_rqrmi::Sampling::Uniform, ..rqvs_rqrmi::TrainConfig::default() };
+    LearnedRanges::train_with(ranges, &cfg).map(|i| Box::new(i) as Box<dyn RangeIndex>)
+}
+
 /// Below this many rules the standalone classifier keeps every rule in the remainder (no
 /// iSets): there TupleMerge's tables stay in cache and beat the learned path. Measured with
 /// `rqvs bench classifiers --classifiers tm,nmu-isets` (batches of 32, geometric means over the

@@ -40,6 +40,7 @@ pub fn check_unused(
     refuse("retrain_threshold", !(cflows || ccache), &format!("the learned designs' setting; not used by {names}"))?;
     refuse("train_interval", !ccache, &format!("CCACHE's setting; not used by {names}"))?;
     refuse("emc_prob", !c.emc, "the EMC's insertion probability; not used with --no-emc")?;
+    refuse("emc_entries", !c.emc, "the EMC's size; not used with --no-emc")?;
     let ring = c.rate.is_some() || rate_search || c.attack.is_some();
     refuse("rx_ring", !ring, "the receive ring of --rate, --rate-search and --attack; not used without them")?;
     for (id, what) in [

@@ -3,6 +3,7 @@
 //! OpenFlow table, for [`run_pmds`](super::run_pmds)) and `--design auto`'s [`auto_builder`].
 
 use rqvs_datapath::ccache::CcacheConfig;
+use rqvs_datapath::emc::EmcEntries;
 use rqvs_datapath::{
     Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, DatapathConfig, Design, DesignKind,
     MaskLimit, OfprotoTable, Orig, OrigConfig,
@@ -12,11 +13,17 @@ use rqvs_flow::Rule;
 use super::{Prediction, ReplayConfig};
 use crate::Error;
 
+/// The EMC's size of the options, checked.
+pub(super) fn emc_entries(c: &ReplayConfig) -> Result<EmcEntries, Error> {
+    EmcEntries::new(c.emc_entries).map_err(|e| Error(format!("--emc-entries: {e}")))
+}
+
 /// The datapath settings of the options.
-fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
+fn dp_config(c: &ReplayConfig) -> Result<(DatapathConfig, OrigConfig), Error> {
     let dp = DatapathConfig {
         emc: c.emc,
         emc_insert_prob: c.emc_prob,
+        emc_entries: emc_entries(c)?,
         clock: Clock::Measured,
         seed: c.seed,
         wire_keys: true,
@@ -30,7 +37,7 @@ fn dp_config(c: &ReplayConfig) -> (DatapathConfig, OrigConfig) {
         mfcguard: c.mfcguard.map(|s| (s * 1e9) as u64),
         ..OrigConfig::default()
     };
-    (dp, orig)
+    Ok((dp, orig))
 }
 
 /// Builds a design over the initial rules (with flow prediction when given: ORIG only).
@@ -52,7 +59,7 @@ pub(super) fn build_on(
     pred: Option<&Prediction>,
     table: Option<&OfprotoTable>,
 ) -> Result<Box<dyn Design>, Error> {
-    let (cfg, orig) = dp_config(c);
+    let (cfg, orig) = dp_config(c)?;
     if let Some(t) = table {
         let cc = ccache_config(c);
         match (design, pred) {
@@ -78,7 +85,7 @@ pub(super) fn build_on(
         (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
         (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
         (DesignKind::Auto, None) => {
-            Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c))?)
+            Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c)?)?)
         }
     })
 }
@@ -96,11 +103,11 @@ fn auto_config(c: &ReplayConfig) -> AutoConfig {
 
 /// How `--design auto` builds each fixed design: as `--design orig|ccache|cflows` would with the
 /// same options (CFLOWS with TupleMerge alone as `--classifier tm` would).
-pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
-    let (cfg, orig) = dp_config(c);
+pub fn auto_builder(c: &ReplayConfig) -> Result<rqvs_datapath::auto::Builder, Error> {
+    let (cfg, orig) = dp_config(c)?;
     let (cc, cf) = (ccache_config(c), cflows_config(c));
     let tm = CflowsConfig { classifier: CflowsClassifier::TupleMerge, ..cf };
-    std::sync::Arc::new(
+    Ok(std::sync::Arc::new(
         move |to: rqvs_datapath::auto::Target,
               rules: &[Rule]|
               -> Result<Box<dyn Design + Send>, rqvs_classify::ClassifierError> {
@@ -113,7 +120,7 @@ pub fn auto_builder(c: &ReplayConfig) -> rqvs_datapath::auto::Builder {
                 }
             })
         },
-    )
+    ))
 }
 
 fn ccache_config(c: &ReplayConfig) -> CcacheConfig {

@@ -108,6 +108,8 @@ pub struct ReplayConfig {
     pub emc: bool,
     /// EMC insertion probability (OVS default 0.01; the paper used 0.2).
     pub emc_prob: f64,
+    /// EMC entries: a power of two from 2 to 2^21 (OVS: 8192; the paper's Fig. 9: 8K to 2M).
+    pub emc_entries: usize,
     /// Replay the trace in a loop until this many seconds of PMD time (else `passes` times).
     pub duration: Option<f64>,
     pub passes: u32,
@@ -173,6 +175,7 @@ impl Default for ReplayConfig {
             cd: false,
             emc: true,
             emc_prob: 0.01,
+            emc_entries: rqvs_datapath::emc::EMC_ENTRIES,
             duration: None,
             passes: 1,
             rate: None,

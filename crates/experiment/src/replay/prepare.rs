@@ -81,6 +81,7 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
     if !(0.0..=1.0).contains(&c.emc_prob) {
         return Err(Error(format!("--emc-prob: expected a probability 0..1, found '{}'", c.emc_prob)));
     }
+    super::designs::emc_entries(c)?;
     if !(0.0..=1.0).contains(&c.retrain_threshold) {
         return Err(Error(format!("--retrain-threshold: expected a share 0..1, found '{}'", c.retrain_threshold)));
     }

@@ -1,0 +1,63 @@
+//! The figures of [`super::FIGURES`]: each measures with the replay library (or the classifier
+//! and update benchmarks) and states the paper's claims beside rqvs's numbers. By group:
+//! - [`designs`]: the designs side by side over the seeds and sizes (Fig. 3, 8, 9, 10, 11, 12,
+//!   Table 2);
+//! - [`over_time`]: one run sampled every 100 ms (Fig. 5, 13, 14, 16–17, 19);
+//! - [`classifier`]: NuevoMatchUP on its own (Table 1 / Fig. 7, Fig. 15);
+//! - [`extras`]: tables beyond the paper's figures (seed 004's coflowiness, fidelity against
+//!   real OVS).
+
+mod classifier;
+mod designs;
+mod extras;
+mod over_time;
+
+pub use classifier::{fig15, fig7, fig7b};
+pub use designs::{fig10, fig11, fig12, fig3, fig8, fig9, table2};
+pub use extras::{coflows, ovs_fidelity};
+pub use over_time::{fig13, fig14, fig17, fig19, fig5};
+
+use super::{Claim, Ctx, Figure, RunSummary};
+use crate::replay::{DesignKind, Run};
+
+/// The mean of `v` (0 for none).
+pub(super) fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+pub(super) fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// log10 of a size's rule count (`10k` → 4), the x axis of the plots by size.
+pub(super) fn log_rules(size: &str) -> f64 {
+    let n: f64 = size.trim_end_matches('k').parse().unwrap_or(0.0);
+    (n * 1000.0).max(1.0).log10()
+}
+
+pub(super) fn claim(what: &str, paper: impl Into<String>, rqvs: impl Into<String>, holds: Option<bool>) -> Claim {
+    Claim { what: what.into(), paper: paper.into(), rqvs: rqvs.into(), holds }
+}
+
+/// Adds a run's verification to the figure.
+pub(super) fn count(f: &mut Figure, runs: &[RunSummary]) {
+    for r in runs {
+        f.verified += r.verified;
+        f.mismatches += r.mismatches;
+    }
+}
+
+pub(super) fn count_run(f: &mut Figure, r: &Run) {
+    f.verified += r.verified as u64;
+    f.mismatches += r.mismatches as u64;
+}
+
+/// Every (seed, size) of the mode, sizes outermost.
+pub(super) fn sets(ctx: &Ctx) -> Vec<(&'static str, &'static str)> {
+    let m = ctx.cfg.mode;
+    m.sizes().into_iter().flat_map(|z| m.seeds().into_iter().map(move |s| (s, z))).collect()
+}
+
+pub(super) fn design(runs: &[RunSummary], d: DesignKind) -> &RunSummary {
+    runs.iter().find(|r| r.design == d).expect("every design ran")
+}
