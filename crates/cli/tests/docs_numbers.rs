@@ -1,8 +1,9 @@
 //! Numbers in the README that come from deterministic reports are checked against a fresh run
 //! of the command that made them, so a figure cannot drift from what rqvs computes (issue 19:
 //! "numbers in docs come from JSON, not from hands"). Each table names its command; a test
-//! here reruns it and compares every cell. (Timed figures cannot be checked this way: they are
-//! kept with the CPU and commit that made them.)
+//! here reruns it and compares every cell. Timed figures cannot be rerun that way (they depend on
+//! the machine): the timed tables of docs/tse.md and docs/designs.md are checked cell by cell
+//! against the JSON their commands kept beside them in docs/, with the CPU and commit.
 
 mod common;
 use common::{rqvs, TempDir};
@@ -70,5 +71,90 @@ fn the_megaflow_table_is_what_trace_reports() {
             ["flows", "subtables", "packets", "megaflows", "masks"].iter().map(|k| j[*k].to_string()).collect();
         assert_eq!(j["upcalls"], j["megaflows"], "{}", row[0]);
         assert_eq!(row[1..], got[..], "README's row '{}' against `rqvs {}`", row[0], args.join(" "));
+    }
+}
+
+/// A file of the repository, from this crate's directory.
+fn repo_file(path: &str) -> String {
+    let p = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+/// The rows of the first table after the line `section` (whole line) whose header starts with
+/// `header`.
+fn table_after(doc: &str, section: &str, header: &str) -> Vec<Vec<String>> {
+    let from = doc.lines().position(|l| l == section).unwrap_or_else(|| panic!("no line '{section}'"));
+    let rest: Vec<&str> = doc.lines().skip(from).collect();
+    table(&rest.join("\n"), header)
+}
+
+/// The timed tables of docs/tse.md and docs/designs.md are the JSON their commands kept beside
+/// them (`scripts/tse_curve.py`, `scripts/cflows_ablation.py --json`, `scripts/compare_all.py
+/// --json`): a cell edited by hand, or a table left behind by a new measurement, fails here.
+#[test]
+fn timed_tables_are_their_kept_json() {
+    let json = |p: &str| -> serde_json::Value { serde_json::from_str(&repo_file(p)).unwrap() };
+    let f = |v: &serde_json::Value, d: usize| format!("{:.*}", d, v.as_f64().unwrap_or_else(|| panic!("{v}")));
+
+    // The TSE curve: benign Mpps per variant and attack rate.
+    let tse = repo_file("docs/tse.md");
+    let curve = json("docs/tse-curve.json");
+    let rates = ["0", "1000", "10000", "100000", "1e+06"];
+    for size in ["1k", "10k", "100k"] {
+        let rows = table_after(&tse, &format!("**{size} rules**"), "| variant | clean");
+        assert_eq!(rows.len(), 5, "docs/tse.md {size}: {rows:?}");
+        for row in rows {
+            let cells = &curve[size][&row[0]];
+            for (i, rate) in rates.iter().enumerate() {
+                let mpps = f(&cells[*rate]["benign_mpps"], 3);
+                assert!(
+                    row[1 + i].starts_with(&mpps),
+                    "docs/tse.md {size} {} at {rate}: {} against {mpps}",
+                    row[0],
+                    row[1 + i]
+                );
+            }
+        }
+    }
+    // The paired compare: each design's median and auto against the best fixed design.
+    let cmp = json("docs/tse-compare.json");
+    let rows = table(&tse, "| rules | attack pps | orig |");
+    assert_eq!(rows.len(), 15, "docs/tse.md compare: {rows:?}");
+    for row in rows {
+        let rate = match row[1].as_str() {
+            "clean" => "0",
+            "1e+03" => "1000",
+            "1e+04" => "10000",
+            "1e+05" => "100000",
+            other => other,
+        };
+        let cell = &cmp[format!("{} {rate}", row[0])];
+        for (i, d) in ["orig", "ccache", "cflows", "auto"].iter().enumerate() {
+            assert_eq!(row[2 + i], f(&cell["median_mpps"][d], 3), "docs/tse.md compare {} {rate} {d}", row[0]);
+        }
+        assert_eq!(row[6], f(&cell["auto_over_best"], 2), "docs/tse.md compare {} {rate} auto/best", row[0]);
+    }
+
+    // docs/designs.md: the ablation and auto per seed and size.
+    let designs = repo_file("docs/designs.md");
+    let ablation = json("docs/cflows-ablation.json");
+    let cells = ablation["cells"].as_array().unwrap();
+    let rows = table(&designs, "| seed | size | rules | NuevoMatchUP coverage |");
+    assert_eq!(rows.len(), cells.len(), "docs/designs.md ablation");
+    for (row, c) in rows.iter().zip(cells) {
+        assert_eq!((row[0].as_str(), row[1].as_str()), (c["seed"].as_str().unwrap(), c["size"].as_str().unwrap()));
+        assert_eq!(row[4], f(&c["mpps"]["nmu"], 2), "ablation {row:?}");
+        assert_eq!(row[5], f(&c["mpps"]["tm"], 2), "ablation {row:?}");
+        assert_eq!(row[6], format!("{}x", f(&c["tm_over_nmu"], 2)), "ablation {row:?}");
+    }
+    let auto = json("docs/auto-choice.json");
+    let cells = auto["cells"].as_array().unwrap();
+    let rows = table(&designs, "| seed | size | orig | ccache | cflows | auto | best fixed |");
+    assert_eq!(rows.len(), cells.len(), "docs/designs.md auto");
+    for (row, c) in rows.iter().zip(cells) {
+        assert_eq!((row[0].as_str(), row[1].as_str()), (c["seed"].as_str().unwrap(), c["size"].as_str().unwrap()));
+        for (i, d) in ["orig", "ccache", "cflows", "auto"].iter().enumerate() {
+            assert_eq!(row[2 + i], f(&c["mpps"][d], 2), "auto {row:?} {d}");
+        }
     }
 }
