@@ -66,14 +66,13 @@ def attack_for(a, size):
     return path
 
 
-def measure(a, size, name, args, rate, rep=0):
-    tag = f"_r{rep}" if rep else ""
-    path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}{tag}.json".replace("+", "_"))
+def kept_report(a, size, rate, path, head):
+    """The JSON report at `path`, made first (unless kept) by `rqvs HEAD… --rules SET --trace SET
+    --duration D --json PATH`, with the attack at `rate` when it is above 0."""
     if not os.path.exists(path):
         rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
         trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
-        cmd = [a.rqvs, "replay", "--rules", rules, "--trace", trace, "--duration", str(a.duration), "--json", path]
-        cmd += args.split()
+        cmd = [a.rqvs, *head, "--rules", rules, "--trace", trace, "--duration", str(a.duration), "--json", path]
         if rate > 0:
             cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
         log(" ".join(cmd))
@@ -81,7 +80,13 @@ def measure(a, size, name, args, rate, rep=0):
         if not os.path.exists(path):
             raise SystemExit(f"`{' '.join(cmd)}` wrote no report: {r.stderr.strip()[-800:]}")
     with open(path) as f:
-        rep = json.load(f)
+        return json.load(f)
+
+
+def measure(a, size, name, args, rate, rep=0):
+    tag = f"_r{rep}" if rep else ""
+    path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}{tag}.json".replace("+", "_"))
+    rep = kept_report(a, size, rate, path, ["replay", *args.split()])
     att = rep.get("attack")
     benign = att["benign"]["mpps"] if att else rep["mpps"]
     mism = rep["mismatches"]
@@ -105,19 +110,7 @@ def measure_compare(a, size, rate, rep):
     """One `rqvs compare --designs a.compare` (the designs one after the other in one process,
     on the same loaded rules, trace and attack): each design's benign Mpps and auto's report."""
     path = os.path.join(a.out, f"{a.set}_{size}_compare_{rate:g}_r{rep}.json")
-    if not os.path.exists(path):
-        rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
-        trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
-        cmd = [a.rqvs, "compare", "--designs", a.compare, "--rules", rules, "--trace", trace,
-               "--duration", str(a.duration), "--json", path]
-        if rate > 0:
-            cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
-        log(" ".join(cmd))
-        r = run(cmd)
-        if not os.path.exists(path):
-            raise SystemExit(f"`{' '.join(cmd)}` wrote no report: {r.stderr.strip()[-800:]}")
-    with open(path) as f:
-        rep = json.load(f)
+    rep = kept_report(a, size, rate, path, ["compare", "--designs", a.compare])
     out = {"verified": 0}
     for d in rep["runs"]:
         if d["mismatches"]:
