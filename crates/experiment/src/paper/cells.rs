@@ -120,8 +120,9 @@ impl Eta {
         if !self.seen.insert(name.to_string()) {
             return;
         }
-        let est = self.plan.get(name).copied().unwrap_or(0.0);
-        self.done += usize::from(self.plan.contains_key(name));
+        // A cell the plan does not have (none should be: a test checks the plan) counts nothing.
+        let Some(&est) = self.plan.get(name) else { return };
+        self.done += 1;
         self.done_est += est;
         if let Some(w) = wall {
             self.measured_est += est;
@@ -194,8 +195,11 @@ impl Ctx<'_> {
         let value = measure()?;
         let seconds = t.elapsed().as_secs_f64();
         let b = &crate::report::BUILD;
-        let file = CellFile { key, git_rev: b.git_rev.into(), git_dirty: b.git_dirty, cpu, seconds, value };
-        write_atomic(&path, &serde_json::to_string(&file)?)?;
+        let text = serde_json::to_string(&CellFile { key, git_rev: b.git_rev.into(), git_dirty: b.git_dirty, cpu, seconds, value })?;
+        write_atomic(&path, &text)?;
+        // The figure reads the value as a resumed run will: from the text (a float's last digit
+        // can differ after a round trip through JSON).
+        let file: CellFile<T> = serde_json::from_str(&text)?;
         let mut t = self.tally.borrow_mut();
         t.measured += 1;
         t.seconds += seconds;
@@ -238,4 +242,64 @@ pub fn plan(mode: Mode, only: Option<&[String]>) -> Vec<(&'static str, Vec<Unit>
         .filter(|f| only.is_none_or(|o| o.iter().any(|id| id == f.id)))
         .map(|f| (f.id, (f.plan)(mode)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eta_scales_what_is_left_by_what_was_measured() {
+        let mut e = Eta::new(&[Unit::new("compare", "a", 10.0), Unit::new("fig8", "b", 30.0), Unit::new("fig8", "c", 60.0)]);
+        assert_eq!((e.units, e.left_s()), (3, 100.0));
+        // Kept: done, no scale yet.
+        e.done("compare/a", None);
+        assert_eq!((e.done, e.left_s()), (1, 90.0));
+        // Measured in twice its estimate: what is left takes twice as long.
+        e.done("fig8/b", Some(60.0));
+        assert_eq!((e.done, e.left_s()), (2, 120.0));
+        // A shared cell counts once; one the plan does not have counts nothing.
+        e.done("fig8/b", Some(60.0));
+        e.done("fig9/x", Some(5.0));
+        assert_eq!((e.done, e.left_s()), (2, 120.0));
+        e.done("fig8/c", Some(30.0));
+        assert_eq!((e.done, e.left_s()), (3, 0.0));
+    }
+
+    #[test]
+    fn hms_reads_at_a_glance() {
+        assert_eq!(hms(12.4), "12s");
+        assert_eq!(hms(250.0), "4m10s");
+        assert_eq!(hms(7500.0), "2h05m");
+        assert_eq!(hms(-3.0), "0s");
+    }
+
+    #[test]
+    fn a_cell_is_written_whole_or_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("rqvs-cells-{}", std::process::id()));
+        let path = dir.join("g/cell.json");
+        write_atomic(&path, "{\"a\":1}").unwrap();
+        write_atomic(&path, "{\"a\":2}").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":2}");
+        let left: Vec<_> = std::fs::read_dir(dir.join("g")).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("cell.json")], "no temporary file left");
+        assert!(read_cell::<u32>(&dir.join("g/none.json")).is_none());
+        std::fs::write(dir.join("g/cut.json"), "{\"key\":\"x\",\"git_r").unwrap();
+        assert!(matches!(read_cell::<u32>(&dir.join("g/cut.json")), Some(Err(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_planned_cell_has_a_unique_name_within_its_figure() {
+        for mode in [Mode::Quick, Mode::Full] {
+            for (id, units) in plan(mode, None) {
+                let mut names: Vec<&str> = units.iter().map(|u| u.name.as_str()).collect();
+                let n = names.len();
+                names.sort_unstable();
+                names.dedup();
+                assert_eq!(names.len(), n, "{id}: {names:?}");
+                assert!(units.iter().all(|u| u.est_s > 0.0), "{id}");
+            }
+        }
+    }
 }

@@ -6,6 +6,13 @@
 //! - [`classifier`]: NuevoMatchUP on its own (Table 1 / Fig. 7, Fig. 15);
 //! - [`extras`]: tables beyond the paper's figures (seed 004's coflowiness, fidelity against
 //!   real OVS).
+//!
+//! Every measurement goes through a cell ([`super::cells`]; the compares shared by Fig. 3, 8,
+//! 11, 12 and Table 2 through [`Ctx::compare`], single runs through `Ctx::run_cell`), so a figure
+//! is rebuilt from kept cells without measuring; each figure's `plan_ID` lists the cells it asks
+//! for with their estimated seconds (the `--quick` test checks that a run keeps exactly the
+//! planned cells). Settings that the figure and its plan share are in one function per figure
+//! (`fig5_times`, `fig17_setting`, …).
 
 mod classifier;
 mod designs;
