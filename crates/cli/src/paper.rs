@@ -83,12 +83,16 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         b
     });
     let outcome = paper::run(&cfg, &mut |p| match (p, &bar) {
+        (Progress::Plan { total, .. }, Some(b)) => b.set_length(total as u64),
+        (Progress::Plan { total, est_s }, None) => {
+            eprintln!("rqvs paper: {total} cells planned, ~{} on this project's machine if none is kept", hms(est_s))
+        }
         (Progress::Line(msg), Some(b)) => b.println(format!("rqvs paper: {msg}")),
         (Progress::Line(msg), None) => eprintln!("rqvs paper [{:>5.0} s] {msg}", t.elapsed().as_secs_f64()),
         (Progress::Cell { name, done, total, left_s, .. }, Some(b)) => {
             b.set_length(total as u64);
             b.set_position(done as u64);
-            b.set_message(format!("ETA {}  {name}", hms(left_s)));
+            b.set_message(format!("ETA {}  (last: {name})", hms(left_s)));
         }
         (Progress::Cell { name, measured_s: Some(s), done, total, left_s }, None) => eprintln!(
             "rqvs paper [{:>5.0} s] {name} measured in {s:.1} s ({done}/{total} cells, ETA {})",
@@ -154,7 +158,8 @@ fn estimate(cfg: &PaperConfig) -> Result<String, Failure> {
     let (mut all, mut all_kept, mut all_s) = (0, 0, 0.0);
     for (id, units) in cells::plan(cfg.mode, Some(&only)) {
         let units: Vec<_> = units.into_iter().filter(|u| seen.insert(u.name.clone())).collect();
-        let kept: Vec<bool> = units.iter().map(|u| !cfg.fresh && dir.join(format!("{}.json", u.name)).is_file()).collect();
+        let kept: Vec<bool> =
+            units.iter().map(|u| !cfg.fresh && dir.join(format!("{}.json", u.name)).is_file()).collect();
         let left: f64 = units.iter().zip(&kept).filter(|(_, k)| !**k).map(|(u, _)| u.est_s).sum();
         let n_kept = kept.iter().filter(|k| **k).count();
         s.push_str(&format!("{id:<8} {:>6} {n_kept:>6} {:>10}\n", units.len(), hms(left)));

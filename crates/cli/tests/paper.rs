@@ -57,22 +57,29 @@ fn the_quick_evaluation_writes_its_page_and_resumes() {
     assert!(page.contains("rqvs replay --rules") && page.contains("0 mismatches"), "{page}");
     assert!(page.matches(".svg)").count() >= 12, "every figure but the tables has its plot");
     // The compares are measured once, by the first figure that reads them.
-    assert!(log.contains("table2: 0 cells kept, 6 measured") && log.contains("fig3: 6 cells kept, 0 measured"), "{log}");
+    assert!(
+        log.contains("table2: 0 cells kept, 6 measured") && log.contains("fig3: 6 cells kept, 0 measured"),
+        "{log}"
+    );
     // --estimate: the plan, every cell kept now.
     let o = rqvs(&["paper", "--quick", "--data", &data, "--out", &out, "--estimate"]);
     let plan = String::from_utf8_lossy(&o.stdout).into_owned();
     let cells = count_cells(&dir.join("json/cells/quick"));
     let total: Vec<&str> = plan.lines().find(|l| l.starts_with("total")).unwrap_or("").split_whitespace().collect();
     let cells = cells.to_string();
-    assert!(o.status.success() && total == ["total", &cells, &cells, "0s"], "every planned cell kept, none else: {plan}");
+    assert!(
+        o.status.success() && total == ["total", &cells, &cells, "0s"],
+        "every planned cell kept, none else: {plan}"
+    );
     // A second run reads every cell back: the same page.
     let log = run(&[]);
     assert_eq!(log.matches(" measured in ").count(), 0, "{log}");
     assert_eq!(log.matches(" cells kept, 0 measured").count(), ids.len(), "{log}");
     assert_eq!(std::fs::read_to_string(dir.join("README.md")).unwrap(), page, "the same page from the kept cells");
-    // --only: one figure measured again.
-    let log = run(&["--only", "fig11", "--fresh"]);
-    assert!(log.contains("fig11: 0 cells kept, 6 measured") && !log.contains("fig3"), "{log}");
+    // --only, --fresh: two figures measured again, the compares they share once.
+    let log = run(&["--only", "fig3,fig11", "--fresh"]);
+    assert!(log.contains("fig3: 0 cells kept, 6 measured") && !log.contains("fig12"), "{log}");
+    assert!(log.contains("fig11: 6 cells kept, 0 measured"), "{log}");
 
     let o = rqvs(&["paper", "--quick", "--data", &data, "--out", &out, "--only", "fig99"]);
     assert_eq!(o.status.code(), Some(1));
@@ -93,7 +100,9 @@ fn count_cells(dir: &Path) -> usize {
         let p = e.path();
         if p.is_dir() {
             n += count_cells(&p);
-        } else if p.extension().is_some_and(|x| x == "json") && !p.file_name().unwrap().to_string_lossy().starts_with('.') {
+        } else if p.extension().is_some_and(|x| x == "json")
+            && !p.file_name().unwrap().to_string_lossy().starts_with('.')
+        {
             n += 1;
         }
     }

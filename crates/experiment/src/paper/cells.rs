@@ -166,7 +166,8 @@ impl Ctx<'_> {
         let key = format!("{} {key}", self.cfg.mode.name());
         let cpu = crate::report::cpu_model();
         let here = this_commit();
-        if !self.cfg.fresh {
+        // --fresh measures each cell again once: a shared cell measured by this run is read back.
+        if !self.cfg.fresh || self.measured_now.borrow().contains(&id) {
             match read_cell::<T>(&path) {
                 Some(Ok(c)) if c.key == key && c.cpu == cpu && (self.cfg.any_commit || commit_of(&c) == here) => {
                     let mut t = self.tally.borrow_mut();
@@ -195,8 +196,16 @@ impl Ctx<'_> {
         let value = measure()?;
         let seconds = t.elapsed().as_secs_f64();
         let b = &crate::report::BUILD;
-        let text = serde_json::to_string(&CellFile { key, git_rev: b.git_rev.into(), git_dirty: b.git_dirty, cpu, seconds, value })?;
+        let text = serde_json::to_string(&CellFile {
+            key,
+            git_rev: b.git_rev.into(),
+            git_dirty: b.git_dirty,
+            cpu,
+            seconds,
+            value,
+        })?;
         write_atomic(&path, &text)?;
+        self.measured_now.borrow_mut().insert(id.clone());
         // The figure reads the value as a resumed run will: from the text (a float's last digit
         // can differ after a round trip through JSON).
         let file: CellFile<T> = serde_json::from_str(&text)?;
@@ -250,7 +259,8 @@ mod tests {
 
     #[test]
     fn the_eta_scales_what_is_left_by_what_was_measured() {
-        let mut e = Eta::new(&[Unit::new("compare", "a", 10.0), Unit::new("fig8", "b", 30.0), Unit::new("fig8", "c", 60.0)]);
+        let mut e =
+            Eta::new(&[Unit::new("compare", "a", 10.0), Unit::new("fig8", "b", 30.0), Unit::new("fig8", "c", 60.0)]);
         assert_eq!((e.units, e.left_s()), (3, 100.0));
         // Kept: done, no scale yet.
         e.done("compare/a", None);

@@ -195,48 +195,105 @@ pub const FIGURES: &[FigureSpec] = &[
     FigureSpec {
         id: "table2",
         title: "Table 2: megaflow churn, and how often a model over the megaflows would need retraining",
-        run: figures::table2, plan: figures::plan_table2,
+        run: figures::table2,
+        plan: figures::plan_table2,
     },
-    FigureSpec { id: "fig3", title: "Fig. 3: where ORIG's PMD time goes, by rule count", run: figures::fig3, plan: figures::plan_fig3 },
-    FigureSpec { id: "fig5", title: "Fig. 5: 60 OpenFlow rules added to a running ORIG", run: figures::fig5, plan: figures::plan_fig5 },
-    FigureSpec { id: "fig7", title: "Table 1 / Fig. 7a: bucket size l vs training and lookup", run: figures::fig7, plan: figures::plan_fig7 },
+    FigureSpec {
+        id: "fig3",
+        title: "Fig. 3: where ORIG's PMD time goes, by rule count",
+        run: figures::fig3,
+        plan: figures::plan_fig3,
+    },
+    FigureSpec {
+        id: "fig5",
+        title: "Fig. 5: 60 OpenFlow rules added to a running ORIG",
+        run: figures::fig5,
+        plan: figures::plan_fig5,
+    },
+    FigureSpec {
+        id: "fig7",
+        title: "Table 1 / Fig. 7a: bucket size l vs training and lookup",
+        run: figures::fig7,
+        plan: figures::plan_fig7,
+    },
     FigureSpec {
         id: "fig7b",
         title: "Fig. 7b: approximate sampling vs NuevoMatch's uniform sampling (training time)",
-        run: figures::fig7b, plan: figures::plan_fig7b,
+        run: figures::fig7b,
+        plan: figures::plan_fig7b,
     },
     FigureSpec {
         id: "fig8",
         title: "Fig. 8 / 18a: ORIG, CCACHE and CFLOWS side by side (unconstrained and constant rate)",
-        run: figures::fig8, plan: figures::plan_fig8,
+        run: figures::fig8,
+        plan: figures::plan_fig8,
     },
-    FigureSpec { id: "fig9", title: "Fig. 9: throughput by the EMC's size", run: figures::fig9, plan: figures::plan_fig9 },
-    FigureSpec { id: "fig10", title: "Fig. 10: throughput by PMD threads", run: figures::fig10, plan: figures::plan_fig10 },
-    FigureSpec { id: "fig11", title: "Fig. 11 / 18b: megaflow-cache hash tables per packet", run: figures::fig11, plan: figures::plan_fig11 },
+    FigureSpec {
+        id: "fig9",
+        title: "Fig. 9: throughput by the EMC's size",
+        run: figures::fig9,
+        plan: figures::plan_fig9,
+    },
+    FigureSpec {
+        id: "fig10",
+        title: "Fig. 10: throughput by PMD threads",
+        run: figures::fig10,
+        plan: figures::plan_fig10,
+    },
+    FigureSpec {
+        id: "fig11",
+        title: "Fig. 11 / 18b: megaflow-cache hash tables per packet",
+        run: figures::fig11,
+        plan: figures::plan_fig11,
+    },
     FigureSpec {
         id: "fig12",
         title: "Fig. 12 and §3: training time (CCACHE's models over megaflows, CFLOWS' over the rules)",
-        run: figures::fig12, plan: figures::plan_fig12,
+        run: figures::fig12,
+        plan: figures::plan_fig12,
     },
-    FigureSpec { id: "fig13", title: "Fig. 13: CCACHE with slower retraining", run: figures::fig13, plan: figures::plan_fig13 },
+    FigureSpec {
+        id: "fig13",
+        title: "Fig. 13: CCACHE with slower retraining",
+        run: figures::fig13,
+        plan: figures::plan_fig13,
+    },
     FigureSpec {
         id: "fig19",
         title: "Fig. 19: CCACHE over time under upcalls, with fast and slowed training",
-        run: figures::fig19, plan: figures::plan_fig19,
+        run: figures::fig19,
+        plan: figures::plan_fig19,
     },
-    FigureSpec { id: "fig14", title: "Fig. 4 / 14: throughput and upcalls over time", run: figures::fig14, plan: figures::plan_fig14 },
-    FigureSpec { id: "fig15", title: "Fig. 15: update rate at 75% / 90% coverage", run: figures::fig15, plan: figures::plan_fig15 },
+    FigureSpec {
+        id: "fig14",
+        title: "Fig. 4 / 14: throughput and upcalls over time",
+        run: figures::fig14,
+        plan: figures::plan_fig14,
+    },
+    FigureSpec {
+        id: "fig15",
+        title: "Fig. 15: update rate at 75% / 90% coverage",
+        run: figures::fig15,
+        plan: figures::plan_fig15,
+    },
     FigureSpec {
         id: "fig17",
         title: "Fig. 16–17: a bundle of rules into CFLOWS, instant vs delayed",
-        run: figures::fig17, plan: figures::plan_fig17,
+        run: figures::fig17,
+        plan: figures::plan_fig17,
     },
     FigureSpec {
         id: "coflows",
         title: "Seed 004: flow prediction for coflows, by coflowiness (`rqvs coflows`)",
-        run: figures::coflows, plan: figures::plan_coflows,
+        run: figures::coflows,
+        plan: figures::plan_coflows,
     },
-    FigureSpec { id: "ovs", title: "Fidelity against real Open vSwitch 3.1", run: figures::ovs_fidelity, plan: figures::plan_ovs_fidelity },
+    FigureSpec {
+        id: "ovs",
+        title: "Fidelity against real Open vSwitch 3.1",
+        run: figures::ovs_fidelity,
+        plan: figures::plan_ovs_fidelity,
+    },
 ];
 
 /// The paper's figures and tables not produced yet (listed on the page).
@@ -246,6 +303,8 @@ pub const NOT_YET: &[&str] =
 
 /// What [`run`] tells its caller as it goes.
 pub enum Progress<'a> {
+    /// The plan, before anything runs: its cells and their estimated seconds.
+    Plan { total: usize, est_s: f64 },
     /// A line for the log: a figure starts, what it kept and measured.
     Line(&'a str),
     /// A cell is done (kept: `measured_s` None): cells done of the plan's, and the seconds left.
@@ -259,6 +318,8 @@ pub struct Ctx<'a> {
     tally: RefCell<Tally>,
     eta: RefCell<Eta>,
     progress: RefCell<&'a mut dyn FnMut(Progress<'_>)>,
+    /// The cells this run measured (`--fresh` measures each once).
+    measured_now: RefCell<std::collections::HashSet<String>>,
 }
 
 /// What a figure keeps of a replay (a cell's value).
@@ -497,7 +558,13 @@ pub fn run(cfg: &PaperConfig, progress: &mut dyn FnMut(Progress<'_>)) -> Result<
         tally: RefCell::default(),
         eta: RefCell::new(Eta::new(&units)),
         progress: RefCell::new(progress),
+        measured_now: RefCell::default(),
     };
+    let (total, est_s) = {
+        let e = ctx.eta.borrow();
+        (e.units, e.total_est)
+    };
+    (ctx.progress.borrow_mut())(Progress::Plan { total, est_s });
     let mut figures = Vec::new();
     for spec in specs {
         ctx.line(&format!("{}: {}", spec.id, spec.title));

@@ -103,4 +103,3 @@ fn figure_md(s: &mut String, f: &Figure) {
     }
     s.push_str("```\n\n</details>\n\n");
 }
-

@@ -5,7 +5,7 @@ use rqvs_classify::nuevomatch::live::Policy;
 
 use serde::{Deserialize, Serialize};
 
-use super::{claim, header, pct};
+use super::{claim, cols, pct};
 use crate::paper::cells::Unit;
 use crate::paper::{Ctx, Figure, Mode, Panel};
 use crate::Error;
@@ -18,19 +18,20 @@ fn fig7_setting(mode: Mode) -> (&'static str, &'static str, Vec<usize>) {
     }
 }
 
-/// Seconds to load a set and build the reference over it, and to build NuevoMatchUP over it
-/// (estimates from the timing probes).
-fn est_build(size: &str) -> f64 {
+/// Estimated seconds to load a set and its trace and build the reference over it, and to build
+/// NuevoMatchUP over it (timing probes: 8.4 s for fig7b's 5 builds at 500K with the lookups).
+fn est_build(size: &str) -> (f64, f64) {
     match size {
-        "500k" => 25.0,
-        "100k" => 6.0,
-        _ => 1.0,
+        "500k" => (5.0, 1.0),
+        "100k" => (2.0, 0.3),
+        _ => (0.5, 0.1),
     }
 }
 
 pub fn plan_fig7(mode: Mode) -> Vec<Unit> {
     let (_, size, buckets) = fig7_setting(mode);
-    buckets.iter().map(|l| Unit::new("fig7", &format!("l{l}"), est_build(size) + 1.0)).collect()
+    let (load, build) = est_build(size);
+    buckets.iter().map(|l| Unit::new("fig7", &format!("l{l}"), load + build + 1.0)).collect()
 }
 
 /// A classifier built and timed over a trace ([`fig7`], [`fig7b`]'s cells).
@@ -106,7 +107,7 @@ pub fn fig7(ctx: &Ctx) -> Result<Figure, Error> {
     use rqvs_classify::nuevomatch::NuevoMatchConfig;
     let mut f = ctx.figure("fig7");
     let (seed, size, buckets) = fig7_setting(ctx.cfg.mode);
-    header(&mut f, &["l", "build with training (ms)", "lookup (ns/packet, batched)", "coverage", "buckets", "index KiB"]);
+    f.header = cols("l | build with training (ms) | lookup (ns/packet, batched) | coverage | buckets | index KiB");
     let mut points = Vec::new();
     let mut train = Panel::new("bucket size l", "ms");
     let mut lookup = Panel::new("bucket size l", "ns/packet");
@@ -170,7 +171,8 @@ const FIG15_TARGETS: [f64; 2] = [0.75, 0.9];
 pub fn plan_fig15(mode: Mode) -> Vec<Unit> {
     let (_, size, seconds) = fig15_setting(mode);
     // ~8 probes a target (bisection from 1K to 2M updates/s to within 10%), each a build.
-    let est = est_build(size) + 8.0 * (seconds + est_build(size) / 2.0);
+    let (load, build) = est_build(size);
+    let est = load + 8.0 * (seconds + 1.0 + build);
     FIG15_TARGETS.iter().map(|t| Unit::new("fig15", &format!("coverage{t}"), est)).collect()
 }
 
@@ -259,14 +261,10 @@ fn update_rate(
 pub fn fig15(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig15");
     let (seed, size, seconds) = fig15_setting(ctx.cfg.mode);
-    header(&mut f, &[
-        "coverage target",
-        "sustained updates/s",
-        "coverage at the start",
-        "min coverage",
-        "lookups meanwhile (Mpps)",
-        "training sessions",
-    ]);
+    f.header = cols(
+        "coverage target | sustained updates/s | coverage at the start | min coverage | lookups \
+         meanwhile (Mpps) | training sessions",
+    );
     let mut loaded = None;
     let mut sustained = Vec::new();
     for target in FIG15_TARGETS {
@@ -369,7 +367,8 @@ const FIG7B_WAYS: [(&str, &str, rqvs_classify::nuevomatch::IndexBuilder); 2] = [
 
 pub fn plan_fig7b(mode: Mode) -> Vec<Unit> {
     let (_, size, builds) = fig7b_setting(mode);
-    FIG7B_WAYS.iter().map(|w| Unit::new("fig7b", w.1, est_build(size) * (1 + builds) as f64 / 2.0)).collect()
+    let (load, build) = est_build(size);
+    FIG7B_WAYS.iter().map(|w| Unit::new("fig7b", w.1, load + build * builds as f64 + 1.0)).collect()
 }
 
 /// Fig. 7b: NuevoMatchUP's RQ-RMI training with approximate sampling (the default) against
@@ -379,15 +378,10 @@ pub fn fig7b(ctx: &Ctx) -> Result<Figure, Error> {
     use rqvs_classify::nuevomatch::NuevoMatchConfig;
     let mut f = ctx.figure("fig7b");
     let (seed, size, builds) = fig7b_setting(ctx.cfg.mode);
-    header(&mut f, &[
-        "sampling",
-        "training (ms, median)",
-        "build with training (ms, median)",
-        "max error bound",
-        "mean error bound",
-        "lookup (ns/packet, batched)",
-        "coverage",
-    ]);
+    f.header = cols(
+        "sampling | training (ms, median) | build with training (ms, median) | max error bound | \
+         mean error bound | lookup (ns/packet, batched) | coverage",
+    );
     let mut train_ms = Vec::new();
     let mut panel = Panel::new("build", "training (ms)");
     let mut step = 0;

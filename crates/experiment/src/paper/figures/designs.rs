@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{claim, compare_units, count, design, header, log_rules, mean, pct, sets, sets_of};
+use super::{claim, cols, compare_units, count, design, log_rules, mean, pct, sets, sets_of};
 use crate::paper::cells::{est_s, Unit};
 use crate::paper::{geomean, Ctx, Figure, Mode, Panel};
 use crate::replay::{self, DesignKind, ReplayConfig};
@@ -28,7 +28,7 @@ pub fn plan_table2(mode: Mode) -> Vec<Unit> {
 /// Fig. 3: the shares of ORIG's PMD time (EMC, megaflow cache, upcalls) by rule count.
 pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig3");
-    header(&mut f, &["set", "EMC", "megaflow cache", "upcalls", "other", "Mpps", "masks"]);
+    f.header = cols("set | EMC | megaflow cache | upcalls | other | Mpps | masks");
     let mut by_size: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
     let mut megaflow = Panel::new("log10(rules)", "megaflow cache, share of PMD time");
     let mut upcalls = Panel::new("log10(rules)", "upcalls, share of PMD time");
@@ -176,17 +176,10 @@ type Speedups = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
 /// highest constant rate with < 1% drops.
 pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig8");
-    header(&mut f, &[
-        "set",
-        "ORIG Mpps",
-        "CCACHE Mpps",
-        "CFLOWS Mpps",
-        "CCACHE ×",
-        "CFLOWS ×",
-        "ORIG max rate",
-        "CFLOWS max rate",
-        "CFLOWS × (rate)",
-    ]);
+    f.header = cols(
+        "set | ORIG Mpps | CCACHE Mpps | CFLOWS Mpps | CCACHE × | CFLOWS × | ORIG max rate | \
+         CFLOWS max rate | CFLOWS × (rate)",
+    );
     // Per size: CCACHE's and CFLOWS' unconstrained speedups, CFLOWS' constant-rate ones.
     let mut speedups: Vec<Speedups> = Vec::new();
     for (seed, size) in sets(ctx) {
@@ -303,7 +296,7 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
 /// Fig. 11 / 18b: megaflow-cache hash tables probed per megaflow hit, ORIG vs CCACHE.
 pub fn fig11(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig11");
-    header(&mut f, &["set", "ORIG subtables/hit", "CCACHE subtables/hit", "ORIG masks", "CCACHE masks (cache)"]);
+    f.header = cols("set | ORIG subtables/hit | CCACHE subtables/hit | ORIG masks | CCACHE masks (cache)");
     let mut ratios = Vec::new();
     for (seed, size) in sets(ctx) {
         let runs = ctx.compare(seed, size)?;
@@ -346,14 +339,17 @@ fn fig10_command(ctx: &Ctx, d: DesignKind, pmds: usize) -> String {
 
 pub fn plan_fig10(_: Mode) -> Vec<Unit> {
     let est = est_s(FIG10_SET.1, 1.0, 1);
-    DesignKind::ALL.iter().flat_map(|d| [1, 2].map(|p| Unit::new("fig10", &format!("{}_{p}pmd", d.name()), est))).collect()
+    DesignKind::ALL
+        .iter()
+        .flat_map(|d| [1, 2].map(|p| Unit::new("fig10", &format!("{}_{p}pmd", d.name()), est)))
+        .collect()
 }
 
 /// Fig. 10: the trace split over 1 and 2 PMD threads by flow hash (`--pmds`), each design.
 pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig10");
     let (seed, size) = FIG10_SET;
-    header(&mut f, &["design", "1 PMD Mpps", "2 PMDs Mpps", "× (2 vs 1)", "× ORIG (2 PMDs)"]);
+    f.header = cols("design | 1 PMD Mpps | 2 PMDs Mpps | × (2 vs 1) | × ORIG (2 PMDs)");
     let mut at2 = Vec::new();
     let mut scales = true;
     let mut panel = Panel::new("PMD threads", "Mpps (all PMDs)");
@@ -404,13 +400,10 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
 /// holds, CFLOWS' first model over the rules (the build).
 pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig12");
-    header(&mut f, &[
-        "set",
-        "CCACHE megaflows in the model",
-        "CCACHE last training (ms)",
-        "CFLOWS rules in the model",
-        "CFLOWS build with training (ms)",
-    ]);
+    f.header = cols(
+        "set | CCACHE megaflows in the model | CCACHE last training (ms) | CFLOWS rules in the \
+         model | CFLOWS build with training (ms)",
+    );
     let biggest = *ctx.cfg.mode.sizes().last().expect("sizes");
     let mut slowest = 0.0f64;
     for (seed, size) in sets(ctx) {
@@ -449,15 +442,10 @@ pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
 /// megaflows would need retraining, and how long CCACHE's model actually takes to train.
 pub fn table2(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("table2");
-    header(&mut f, &[
-        "rules",
-        "upcalls/s (ORIG)",
-        "megaflows (ORIG)",
-        "cache changed per second",
-        "retrain every",
-        "CCACHE training (ms)",
-        "training / interval",
-    ]);
+    f.header = cols(
+        "rules | upcalls/s (ORIG) | megaflows (ORIG) | cache changed per second | retrain every | \
+         CCACHE training (ms) | training / interval",
+    );
     let mut last_ratio = None;
     for size in ctx.cfg.mode.sizes() {
         let (mut up, mut mf, mut train) = (Vec::new(), Vec::new(), Vec::new());
@@ -527,15 +515,19 @@ pub fn plan_fig9(mode: Mode) -> Vec<Unit> {
 pub fn fig9(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig9");
     let (sets, sizes) = fig9_points(ctx.cfg.mode);
-    header(&mut f, &["set", "EMC entries", "ORIG Mpps", "CCACHE Mpps", "CFLOWS Mpps", "ORIG EMC hits", "CFLOWS × ORIG"]);
+    f.header = cols("set | EMC entries | ORIG Mpps | CCACHE Mpps | CFLOWS Mpps | ORIG EMC hits | CFLOWS × ORIG");
     let mut by_set: Vec<(String, Vec<EmcPoint>)> = Vec::new();
     for (seed, size) in sets {
         let mut panel = Panel::new("log2(EMC entries)", &format!("{seed}_{size}: Mpps"));
         let mut points = Vec::new();
         for &entries in &sizes {
             let c = ReplayConfig { emc_entries: entries, ..ctx.replay_config(seed, size) };
-            let command =
-                ctx.replay_command("compare", seed, size, &format!(" --designs orig,ccache,cflows --emc-entries {entries}"));
+            let command = ctx.replay_command(
+                "compare",
+                seed,
+                size,
+                &format!(" --designs orig,ccache,cflows --emc-entries {entries}"),
+            );
             let runs = ctx.designs_cell("fig9", &format!("{seed}_{size}_emc{entries}"), &command, &c)?;
             count(&mut f, &runs);
             let emc_hits = design(&runs, DesignKind::Orig).emc_hits;

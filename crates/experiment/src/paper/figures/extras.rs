@@ -10,7 +10,7 @@ use rqvs_workload::coflow::{self, Params, SizeDist};
 
 use serde::{Deserialize, Serialize};
 
-use super::{claim, header, pct};
+use super::{claim, cols, pct};
 use crate::coflows::{self as study, PredictMode, RunResult, StudyConfig};
 use crate::paper::cells::Unit;
 use crate::paper::{Claim, Ctx, Figure, Mode, Panel};
@@ -25,19 +25,10 @@ pub fn coflows(ctx: &Ctx) -> Result<Figure, Error> {
         Mode::Quick => vec![0.0, 0.25, 1.0],
         Mode::Full => vec![0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0],
     };
-    header(&mut f, &[
-        "workload",
-        "coflowiness",
-        "predict",
-        "upcalls",
-        "first assoc. packet mean (µs)",
-        "handler CPU",
-        "mean latency (µs)",
-        "p99 (µs)",
-        "predicted",
-        "used",
-        "wasted ratio",
-    ]);
+    f.header = cols(
+        "workload | coflowiness | predict | upcalls | first assoc. packet mean (µs) | handler CPU \
+         | mean latency (µs) | p99 (µs) | predicted | used | wasted ratio",
+    );
     let cfg = StudyConfig { emc_prob: 0.01, seed: 1, verify: 10_000, predictor: Default::default() };
     let xs_arg = xs.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
     for dist in [SizeDist::Hadoop, SizeDist::Rpc] {
@@ -220,7 +211,8 @@ pub fn ovs_fidelity(ctx: &Ctx) -> Result<Figure, Error> {
     let sets = ovs_sets(ctx.cfg.mode);
     let dpdk = std::env::var_os("VSWITCHD")
         .map_or_else(|| PathBuf::from("/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"), PathBuf::from);
-    let key = format!("scripts/ovs_megaflows.py against rqvs trace on {} at 10k; speed: {}", sets.join(","), dpdk.is_file());
+    let key =
+        format!("scripts/ovs_megaflows.py against rqvs trace on {} at 10k; speed: {}", sets.join(","), dpdk.is_file());
     ctx.cell("ovs", "fidelity", &key, || ovs_measure(ctx, f, &sets, &scripts, &rqvs))
 }
 
@@ -249,7 +241,7 @@ pub fn plan_ovs_fidelity(mode: Mode) -> Vec<Unit> {
 fn ovs_measure(ctx: &Ctx, mut f: Figure, sets: &[&str], scripts: &Path, rqvs: &Path) -> Result<Figure, Error> {
     let tmp = ctx.cfg.out.join("ovs-fidelity");
     std::fs::create_dir_all(&tmp).map_err(|e| Error(format!("{}: cannot create: {e}", tmp.display())))?;
-    header(&mut f, &["set", "OVS megaflows", "rqvs megaflows", "OVS masks", "rqvs masks", "packets"]);
+    f.header = cols("set | OVS megaflows | rqvs megaflows | OVS masks | rqvs masks | packets");
     let mut equal = true;
     for s in sets {
         let (flows, pcap) = (tmp.join(format!("{s}.ofctl")), tmp.join(format!("{s}.pcap")));

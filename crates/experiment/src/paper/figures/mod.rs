@@ -58,9 +58,9 @@ pub(super) fn count(f: &mut Figure, runs: &[RunSummary]) {
     }
 }
 
-/// The table's header.
-pub(super) fn header(f: &mut Figure, cols: &[&str]) {
-    f.header = cols.iter().map(|c| c.to_string()).collect();
+/// A table's header from its row as Markdown writes it: `"set | Mpps | masks"`.
+pub(super) fn cols(row: &str) -> Vec<String> {
+    row.split(" | ").map(str::to_string).collect()
 }
 
 /// Every (seed, size) of the mode, sizes outermost.

@@ -3,7 +3,7 @@
 
 use rqvs_classify::nuevomatch::live::Policy;
 
-use super::{claim, count, header, mean, pct};
+use super::{claim, cols, count, mean, pct};
 use crate::paper::cells::{est_s, Unit};
 use crate::paper::{Ctx, Figure, Mode, Panel, RunSummary};
 use crate::replay::{DesignKind, ReplayConfig};
@@ -118,7 +118,10 @@ fn window(r: &RunSummary, from: f64, to: f64) -> (f64, f64) {
 pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig5");
     let (duration, at) = fig5_times(ctx.cfg.mode);
-    header(&mut f, &["set", "megaflows before", "deleted", "upcalls/s before", "upcalls/s after", "Mpps before", "lowest after"]);
+    f.header = cols(
+        "set | megaflows before | deleted | upcalls/s before | upcalls/s after | Mpps before | \
+         lowest after",
+    );
     let mut deleted_shares = Vec::new();
     let mut upcalls_rise = true;
     let mut runs = Vec::new();
@@ -192,7 +195,7 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig17");
     let (duration, at, bundles, size) = fig17_setting(ctx.cfg.mode);
     let seed = "acl1";
-    header(&mut f, &["bundle", "policy", "Mpps before", "lowest after", "drop", "visible after (ms)", "coverage after"]);
+    f.header = cols("bundle | policy | Mpps before | lowest after | drop | visible after (ms) | coverage after");
     let mut drops: Vec<(usize, Policy, f64)> = Vec::new();
     let mut runs = Vec::new();
     for &n in &bundles {
@@ -264,7 +267,7 @@ fn correlation(x: &[f64], y: &[f64]) -> Option<f64> {
 pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig14");
     let (seed, size, duration) = fig14_setting(ctx.cfg.mode);
-    header(&mut f, &["design", "mean Mpps", "lowest sample", "highest sample", "upcalls/s (mean)", "corr(Mpps, upcalls/s)"]);
+    f.header = cols("design | mean Mpps | lowest sample | highest sample | upcalls/s (mean) | corr(Mpps, upcalls/s)");
     let c = ReplayConfig { duration: Some(duration), ..ctx.replay_config(seed, size) };
     let mut orig_corr = None;
     let mut spread = Vec::new();
@@ -323,8 +326,13 @@ fn ccache_every(
     (seed, size, duration, interval): (&str, &str, f64, f64),
     c: &ReplayConfig,
 ) -> Result<RunSummary, Error> {
-    let command =
-        ctx.replay_command_for("replay", seed, size, duration, &format!(" --design ccache --train-interval {interval}"));
+    let command = ctx.replay_command_for(
+        "replay",
+        seed,
+        size,
+        duration,
+        &format!(" --design ccache --train-interval {interval}"),
+    );
     timed_run(ctx, f, (group, &format!("every{interval}s")), command, c, DesignKind::Ccache)
 }
 
@@ -333,7 +341,7 @@ fn ccache_every(
 pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig13");
     let (seed, size, duration) = fig13_setting(ctx.cfg.mode);
-    header(&mut f, &["train interval (s)", "Mpps", "coverage (mean of samples)", "model swaps"]);
+    f.header = cols("train interval (s) | Mpps | coverage (mean of samples) | model swaps");
     let mut mpps = Vec::new();
     let mut runs = Vec::new();
     for interval in FIG13_INTERVALS {
@@ -363,16 +371,10 @@ pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
 pub fn fig19(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig19");
     let (seed, size, duration, slow) = fig19_setting(ctx.cfg.mode);
-    header(&mut f, &[
-        "training every (s)",
-        "mean Mpps",
-        "lowest sample",
-        "upcalls/s (mean)",
-        "coverage (mean)",
-        "lowest coverage after the first model",
-        "model swaps",
-        "corr(Mpps, upcalls/s)",
-    ]);
+    f.header = cols(
+        "training every (s) | mean Mpps | lowest sample | upcalls/s (mean) | coverage (mean) | \
+         lowest coverage after the first model | model swaps | corr(Mpps, upcalls/s)",
+    );
     let mut runs = Vec::new();
     let mut summary = Vec::new();
     for interval in [0.005, slow] {
