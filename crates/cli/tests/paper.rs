@@ -9,18 +9,26 @@ use std::process::{Command, Stdio};
 
 use common::{rqvs, TempDir};
 
+/// `rqvs paper ARGS EXTRA`, asserting success: its log (stderr).
+fn paper(args: &[&str], extra: &[&str]) -> String {
+    let o = rqvs(&[args, extra].concat());
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// A test directory, its path and the ClassBench data's (`None` without the data).
+fn setup(name: &str) -> Option<(TempDir, String, String)> {
+    let data = rqvs_testkit::data::classbench_dir()?;
+    let dir = TempDir::new(name);
+    let out = dir.path().display().to_string();
+    Some((dir, out, data.display().to_string()))
+}
+
 #[test]
 fn the_quick_evaluation_writes_its_page_and_resumes() {
-    let Some(data) = rqvs_testkit::data::classbench_dir() else { return };
-    let dir = TempDir::new("paper");
-    let out = dir.path().display().to_string();
-    let data = data.display().to_string();
-    let run = |extra: &[&str]| {
-        let o = rqvs(&[&["paper", "--quick", "--data", &data, "--out", &out][..], extra].concat());
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{err}");
-        err
-    };
+    let Some((dir, out, data)) = setup("paper") else { return };
+    let run = |extra: &[&str]| paper(&["paper", "--quick", "--data", &data, "--out", &out], extra);
     let log = run(&[]);
     let page = std::fs::read_to_string(dir.join("README.md")).unwrap();
     let ids = [
@@ -113,10 +121,7 @@ fn count_cells(dir: &Path) -> usize {
 
 #[test]
 fn a_killed_run_resumes_with_only_the_missing_cells() {
-    let Some(data) = rqvs_testkit::data::classbench_dir() else { return };
-    let dir = TempDir::new("paper-resume");
-    let out = dir.path().display().to_string();
-    let data = data.display().to_string();
+    let Some((dir, out, data)) = setup("paper-resume") else { return };
     let args = ["paper", "--quick", "--data", &data, "--out", &out, "--only", "fig3,fig11"];
     let compare = dir.join("json/cells/quick/compare");
     // Killed once two of fig3's six compare cells are kept.
@@ -139,12 +144,7 @@ fn a_killed_run_resumes_with_only_the_missing_cells() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|p| (p.clone(), std::fs::read_to_string(&p).unwrap()))
         .collect();
-    let run = |extra: &[&str]| {
-        let o = rqvs(&[&args[..], extra].concat());
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{err}");
-        err
-    };
+    let run = |extra: &[&str]| paper(&args, extra);
     // The rerun measures only the missing cells; the kept ones are read back untouched.
     let log = run(&[]);
     assert!(log.contains(&format!("fig3: {kept} cells kept, {} measured", 6 - kept)), "{log}");

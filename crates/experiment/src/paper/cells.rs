@@ -4,7 +4,7 @@
 //!
 //! - **Where**: `OUT/cells/MODE/GROUP/NAME.json` (`OUT` is the figures' JSON directory;
 //!   `GROUP` is the figure, or `compare` for the replays that several figures read). The name
-//!   is [`Ctx::cell`]'s: the set and what was measured (`acl1_100k_rate_orig`).
+//!   is `Ctx::cell`'s: the set and what was measured (`acl1_100k_rate_orig`).
 //! - **What it holds** ([`CellFile`]): the key — everything that determines the measurement,
 //!   mostly the command that reproduces it, with the mode — the build's commit and dirty flag,
 //!   the CPU, the seconds it took, and the value the figure reads.
