@@ -206,12 +206,12 @@ impl Ctx<'_> {
         })?;
         write_atomic(&path, &text)?;
         self.measured_now.borrow_mut().insert(id.clone());
-        // The figure reads the value as a resumed run will: from the text (a float's last digit
-        // can differ after a round trip through JSON).
+        // The figure reads the value (and the seconds) as a resumed run will: from the text (a
+        // float's last digit can differ after a round trip through JSON).
         let file: CellFile<T> = serde_json::from_str(&text)?;
         let mut t = self.tally.borrow_mut();
         t.measured += 1;
-        t.seconds += seconds;
+        t.seconds += file.seconds;
         *t.commits.entry(here).or_default() += 1;
         drop(t);
         self.unit_done(&id, Some(seconds));
