@@ -173,4 +173,25 @@ fn timed_tables_are_their_kept_json() {
             assert_eq!(row[2 + i], f(&c["mpps"][d], 2), "auto {row:?} {d}");
         }
     }
+
+    // docs/nuevomatch.md: NuevoMatchUP against TupleMerge on the Intel Xeon, two runs per set,
+    // beside the AMD EPYC's figure.
+    let nmu = repo_file("docs/nuevomatch.md");
+    let intel = json("docs/nmu-tm-intel.json");
+    let rows = table(&nmu, "| seed | size | nmu/tm, run 1 |");
+    assert_eq!(rows.len(), 26, "docs/nuevomatch.md Intel: {rows:?}");
+    let x = |v: &serde_json::Value| format!("{}x", f(v, 2));
+    for row in &rows[..24] {
+        let size = &intel["sizes"][&row[1]];
+        let cell = size["rows"].as_array().unwrap().iter().find(|r| r["seed"] == row[0].as_str()).expect("a kept seed");
+        let runs = cell["runs"].as_array().unwrap();
+        assert_eq!(row[2..5], [x(&runs[0]["nmu_over_tm"]), x(&runs[1]["nmu_over_tm"]), x(&cell["amd_nmu_over_tm"])], "{row:?}");
+        assert!(runs.iter().all(|r| r["mismatches"] == 0 && r["verified"].as_u64() > Some(0)), "{row:?}");
+        assert_eq!(row[5], "0", "{row:?}");
+    }
+    for row in &rows[24..] {
+        let size = &intel["sizes"][&row[1]];
+        let g = size["geomean_runs"].as_array().unwrap();
+        assert_eq!(row[2..5], [x(&g[0]), x(&g[1]), x(&size["geomean_amd"])], "{row:?}");
+    }
 }
