@@ -39,6 +39,29 @@ fn runs_on_the_embedded_workload_and_accounts_for_every_frame() {
     assert!(outdir.starts_with(dir) && outdir.join("port2.pcap").exists(), "{}", outdir.display());
 }
 
+/// `--design auto --auto ...`: the settings reach each PMD's controller (it starts in ORIG and
+/// stays for the run, under the default dwell), the ready line and the final JSON say which
+/// were in force.
+#[test]
+fn auto_settings_reach_the_pmds() {
+    let tmp = temp("auto");
+    let dir = &tmp.0;
+    let json = dir.join("out.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        .args(["switch", "--design", "auto", "--auto", "initial=orig", "--auto", "window-ms=10"])
+        .args(["--json", json.to_str().unwrap()])
+        .env("TMPDIR", dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("ready: auto (settings: initial=orig,window-ms=10) design, "), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let a = &v["pmds"][0]["auto"];
+    assert_eq!(a["settings"], "initial=orig,window-ms=10", "{a}");
+    assert!(a["time_orig_s"].as_f64().unwrap() > 0.0 && a["time_cflows_s"] == 0.0, "{a}");
+}
+
 #[test]
 fn bad_input_is_one_line_and_leaves_nothing_behind() {
     let tmp = temp("bad");
