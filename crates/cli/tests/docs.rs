@@ -76,8 +76,13 @@ fn the_auto_keys_table_is_the_help() {
         .collect();
     let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/designs.md")).unwrap();
     let section = page.split("### Setting auto's thresholds (`--auto`)").nth(1).expect("the section");
-    let from_page: Vec<String> =
-        section.lines().skip_while(|l| !l.starts_with("| key |")).skip(2).take_while(|l| l.starts_with('|')).map(String::from).collect();
+    let from_page: Vec<String> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| key |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(String::from)
+        .collect();
     assert_eq!(from_help.len(), 16, "{help}");
     assert_eq!(from_page, from_help);
 }

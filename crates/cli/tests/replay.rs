@@ -228,6 +228,19 @@ fn an_attack_mixed_into_replay_and_compare() {
     );
     assert!(att["upcalls"].as_u64().unwrap() > 0 && benign["subtables_per_hit"].as_f64().is_some(), "{a}");
     assert!(text.contains("attack              ") && text.contains("  benign"), "{text}");
+    // The time series separates the benign packets too: each 100 ms sample's benign part is
+    // below its total, by about the attack's rate; without an attack there is none.
+    let out = rqvs(&[&["replay", "--duration", "0.35", "--verify", "1000", "--json", "-"][..], &common].concat());
+    let r = json(&out);
+    let series = r["series"].as_array().unwrap();
+    assert!(series.len() >= 3, "{series:?}");
+    for s in series {
+        let (all, benign) = (s["mpps"].as_f64().unwrap(), s["benign_mpps"].as_f64().unwrap());
+        assert!(benign > 0.0 && benign < all && all - benign < 1.2, "{s}");
+    }
+    let out = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--duration", "0.15", "--json", "-"]);
+    let r = json(&out);
+    assert!(!r["series"].as_array().unwrap().is_empty() && r["series"][0]["benign_mpps"].is_null(), "{}", r["series"]);
 
     let out = rqvs(&[&["compare", "--designs", "orig,cflows"][..], &common].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -298,7 +311,10 @@ fn bad_auto_settings_are_usage_errors() {
         (&["--auto", "ccache=1"], "ccache: expected true or false, found '1'"),
         (&["--auto", "window-ms=5", "--auto", "window-ms=6"], "rqvs: error: --auto: window-ms: given twice"),
         (&["--auto", "initial=ccache,ccache=false"], "rqvs: error: --auto: initial: ccache is not a candidate"),
-        (&["--auto", "to-orig-subtables=9"], "rqvs: error: --auto: to-orig-subtables: expected below to-ccache-subtables"),
+        (
+            &["--auto", "to-orig-subtables=9"],
+            "rqvs: error: --auto: to-orig-subtables: expected below to-ccache-subtables",
+        ),
         (&["--classifier", "tm", "--auto", "cflows-tm-coverage=0.5"], "not used with --classifier tm"),
     ] {
         for cmd in [&["replay", "--design", "auto"][..], &["compare", "--designs", "orig,auto"]] {

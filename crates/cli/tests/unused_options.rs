@@ -108,7 +108,10 @@ fn other_commands_refuse_what_they_would_not_use() {
             "--upcalls: where ORIG and CCACHE run the slow path",
         ),
         (vec!["switch", "--fail-mode", "secure"], "--fail-mode: a controller connection's setting"),
-        (vec!["switch", "--design", "cflows", "--auto", "window-ms=5"], "--auto: auto's settings; not used by --design cflows"),
+        (
+            vec!["switch", "--design", "cflows", "--auto", "window-ms=5"],
+            "--auto: auto's settings; not used by --design cflows",
+        ),
         (vec!["switch", "--design", "auto", "--auto", "window-ms=5,window-ms=6"], "--auto: window-ms: given twice"),
         (vec!["switch", "--inactivity-probe", "2"], "--inactivity-probe: a controller connection's setting"),
         (

@@ -40,10 +40,19 @@ pub const KEYS: [(&str, &str); 16] = [
     ("to-cflows-upcall-share", "orig/ccache -> cflows when the share of PMD time in upcalls reaches this"),
     ("to-cflows-subtables", "orig/ccache -> cflows when megaflow subtables probed per hit reach this"),
     ("to-cflows-masks", "orig/ccache -> cflows when the megaflow masks reach this many"),
-    ("to-ccache-subtables", "orig -> ccache when subtables per hit reach this (and upcalls are below ccache-max-upcall-share)"),
+    (
+        "to-ccache-subtables",
+        "orig -> ccache when subtables per hit reach this (and upcalls are below ccache-max-upcall-share)",
+    ),
     ("ccache-max-upcall-share", "orig -> ccache only while the upcall share is below this"),
-    ("to-orig-subtables", "ccache -> orig when subtables per hit fall to this (below to-ccache-subtables: the hysteresis)"),
-    ("leave-cflows-coverage", "cflows -> orig when the model's coverage of the rules is below this (and the EMC share is high)"),
+    (
+        "to-orig-subtables",
+        "ccache -> orig when subtables per hit fall to this (below to-ccache-subtables: the hysteresis)",
+    ),
+    (
+        "leave-cflows-coverage",
+        "cflows -> orig when the model's coverage of the rules is below this (and the EMC share is high)",
+    ),
     ("leave-cflows-emc-share", "cflows -> orig only when the EMC's share of the packets is at least this"),
     ("cflows-tm-coverage", "cflows -> cflows with TupleMerge alone when the model's coverage is below this (0: never)"),
     ("warm-keys", "recent distinct keys whose megaflows a new orig/ccache installs before it takes over (0: none)"),
@@ -272,11 +281,7 @@ impl AutoConfig {
     /// in force; empty: the defaults).
     pub fn non_defaults(&self) -> Vec<(&'static str, String)> {
         let d = AutoConfig::default();
-        (0..KEYS.len())
-            .map(Key)
-            .filter(|&k| show(self, k) != show(&d, k))
-            .map(|k| (k.name(), show(self, k)))
-            .collect()
+        (0..KEYS.len()).map(Key).filter(|&k| show(self, k) != show(&d, k)).map(|k| (k.name(), show(self, k))).collect()
     }
 
     /// [`Self::non_defaults`] as `key=value,...`, or `defaults` ([`line`]).
@@ -380,7 +385,10 @@ mod tests {
         for (s, err) in [
             ("initial=orig,cflows-rules=1000", "cflows-rules: chooses the first design; not used with initial=orig"),
             ("initial=ccache,ccache=false", "initial: ccache is not a candidate with ccache=false"),
-            ("ccache=false,to-ccache-subtables=9", "to-ccache-subtables: a threshold of ccache; not used with ccache=false"),
+            (
+                "ccache=false,to-ccache-subtables=9",
+                "to-ccache-subtables: a threshold of ccache; not used with ccache=false",
+            ),
             ("ccache=false,ccache-max-upcall-share=0.1", "ccache-max-upcall-share: a threshold of ccache"),
             ("ccache=false,to-orig-subtables=2", "to-orig-subtables: a threshold of ccache"),
             ("to-orig-subtables=8", "to-orig-subtables: expected below to-ccache-subtables (8; the gap"),
