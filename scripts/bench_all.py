@@ -13,11 +13,11 @@ interrupted sweep resumes.
 """
 
 import argparse
-import json
 import math
 import os
-import subprocess
 import sys
+
+from kept import kept_json
 
 SEEDS = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"]
 
@@ -40,16 +40,11 @@ def main():
         print("|" + "---|" * (len(names) + 8))
         ratios = []
         for seed in a.seeds.split(","):
-            path = os.path.join(a.out, f"{seed}_{size}.json")
-            if not os.path.exists(path):
-                cmd = [a.rqvs, "bench", "classifiers", "--rules", f"{a.data}/rules/{seed}_{size}.xz",
-                       "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz", "--classifiers", a.classifiers,
-                       "--json", path] + a.extra
-                print(" ".join(cmd), file=sys.stderr, flush=True)
-                r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
-                if r.returncode != 0:
-                    sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}")
-            j = json.load(open(path))
+            cmd = [a.rqvs, "bench", "classifiers", "--rules", f"{a.data}/rules/{seed}_{size}.xz",
+                   "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz", "--classifiers", a.classifiers, *a.extra]
+            j = kept_json(os.path.join(a.out, f"{seed}_{size}.json"), cmd)
+            if j is None:
+                sys.exit(f"{seed}_{size}: rqvs bench classifiers failed")
             by = {c["name"]: c for c in j["classifiers"]}
             mpps = [by[n]["mpps"] for n in names]
             ratio = mpps[-1] / mpps[0]

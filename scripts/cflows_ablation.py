@@ -23,8 +23,8 @@ import json
 import math
 import os
 import statistics
-import subprocess
-import sys
+
+from kept import kept_json
 
 SEEDS = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"]
 CLASSIFIERS = ["nmu", "tm"]
@@ -32,20 +32,15 @@ CLASSIFIERS = ["nmu", "tm"]
 
 def run_one(a, seed, size, clf, rep):
     out = os.path.join(a.out, f"{seed}_{size}_{clf}_{rep}.json")
-    if not os.path.exists(out):
-        cmd = [
-            a.rqvs, "replay", "--design", "cflows", "--classifier", clf,
-            "--rules", f"{a.data}/rules/{seed}_{size}.xz",
-            "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz",
-            "--json", out + ".tmp", *a.extra,
-        ]
-        print("+", " ".join(cmd), file=sys.stderr, flush=True)
-        r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
-        if r.returncode != 0:
-            raise SystemExit(f"{seed}_{size} {clf}: rqvs replay failed (exit {r.returncode})")
-        os.replace(out + ".tmp", out)
-    with open(out) as f:
-        return json.load(f)
+    cmd = [
+        a.rqvs, "replay", "--design", "cflows", "--classifier", clf,
+        "--rules", f"{a.data}/rules/{seed}_{size}.xz",
+        "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz", *a.extra,
+    ]
+    report = kept_json(out, cmd)
+    if report is None:
+        raise SystemExit(f"{seed}_{size} {clf}: rqvs replay failed")
+    return report
 
 
 def main():

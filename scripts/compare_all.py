@@ -17,8 +17,8 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
+
+from kept import kept_json
 
 SEEDS = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"]
 
@@ -40,22 +40,14 @@ def main():
     rows = []
     for size in a.sizes.split(","):
         for seed in a.seeds.split(","):
-            out = os.path.join(a.out, f"{seed}_{size}.json")
-            if not os.path.exists(out):
-                cmd = [
-                    a.rqvs, "compare", "--designs", a.designs,
-                    "--rules", f"{a.data}/rules/{seed}_{size}.xz",
-                    "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz",
-                    "--json", out + ".tmp", *a.extra,
-                ]
-                print("+", " ".join(cmd), file=sys.stderr, flush=True)
-                r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
-                if r.returncode != 0:
-                    print(f"{seed}_{size}: rqvs compare failed (exit {r.returncode})", file=sys.stderr)
-                    continue
-                os.replace(out + ".tmp", out)
-            with open(out) as f:
-                rows.append((seed, size, json.load(f)))
+            cmd = [
+                a.rqvs, "compare", "--designs", a.designs,
+                "--rules", f"{a.data}/rules/{seed}_{size}.xz",
+                "--trace", f"{a.data}/traces/{seed}_{size}_trace.xz", *a.extra,
+            ]
+            report = kept_json(os.path.join(a.out, f"{seed}_{size}.json"), cmd)
+            if report is not None:
+                rows.append((seed, size, report))
     warm = any(r.get("mpps_after_first_pass") for _, _, j in rows for r in j["runs"])
     head = "| seed | size | " + " | ".join(f"{d} Mpps" for d in designs)
     head += " | " + " | ".join(f"{d}/{designs[0]}" for d in designs[1:])

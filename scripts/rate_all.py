@@ -17,11 +17,12 @@ means per size. Designs run one after the other, so on a shared machine read rat
 """
 
 import argparse
-import json
 import math
 import os
 import subprocess
 import sys
+
+from kept import kept_json
 
 SEEDS = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"]
 
@@ -56,19 +57,10 @@ def main():
                         continue
                     os.replace(trace + ".tmp", trace)
             for d in designs:
-                out = os.path.join(a.out, f"{seed}_{size}_{d}.json")
-                if not os.path.exists(out):
-                    cmd = [a.rqvs, "replay", "--design", d, "--rate-search",
-                           "--rules", rules, "--trace", trace,
-                           "--json", out + ".tmp", *a.extra]
-                    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-                    r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
-                    if r.returncode != 0 or not os.path.exists(out + ".tmp"):
-                        print(f"{seed}_{size} {d}: failed (exit {r.returncode})", file=sys.stderr)
-                        continue
-                    os.replace(out + ".tmp", out)
-                with open(out) as f:
-                    rates[d] = json.load(f)
+                cmd = [a.rqvs, "replay", "--design", d, "--rate-search", "--rules", rules, "--trace", trace, *a.extra]
+                report = kept_json(os.path.join(a.out, f"{seed}_{size}_{d}.json"), cmd)
+                if report is not None:
+                    rates[d] = report
             rows.append((seed, size, rates))
     print("| seed | size | " + " | ".join(f"{d} Mpps" for d in designs) + " | "
           + " | ".join(f"{d}/{designs[0]}" for d in designs[1:]) + " | mismatches |")

@@ -36,6 +36,8 @@ import statistics
 import subprocess
 import sys
 
+from kept import kept_json
+
 DEFAULT_VARIANTS = ["orig=--design orig", "ccache=--design ccache", "cflows=--design cflows"]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
@@ -69,18 +71,16 @@ def attack_for(a, size):
 def kept_report(a, size, rate, path, head):
     """The JSON report at `path`, made first (unless kept) by `rqvs HEAD… --rules SET --trace SET
     --duration D --json PATH`, with the attack at `rate` when it is above 0."""
-    if not os.path.exists(path):
-        rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
-        trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
-        cmd = [a.rqvs, *head, "--rules", rules, "--trace", trace, "--duration", str(a.duration), "--json", path]
-        if rate > 0:
-            cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
-        log(" ".join(cmd))
-        r = run(cmd)
-        if not os.path.exists(path):
-            raise SystemExit(f"`{' '.join(cmd)}` wrote no report: {r.stderr.strip()[-800:]}")
-    with open(path) as f:
-        return json.load(f)
+    rules = os.path.join(a.data, "rules", f"{a.set}_{size}.xz")
+    trace = os.path.join(a.data, "traces", f"{a.set}_{size}_trace.xz")
+    cmd = [a.rqvs, *head, "--rules", rules, "--trace", trace, "--duration", str(a.duration)]
+    if rate > 0:
+        cmd += ["--attack", attack_for(a, size), "--attack-rate", f"{rate:g}"]
+    # Exit 1 with a report: mismatches, which the callers name.
+    report = kept_json(path, cmd, ok_codes=(0, 1))
+    if report is None:
+        raise SystemExit(f"{path}: no report")
+    return report
 
 
 def measure(a, size, name, args, rate, rep=0):
