@@ -15,7 +15,7 @@ use std::str::FromStr;
 use super::policy::AutoConfig;
 use crate::DesignKind;
 
-/// A setting's key (module docs): its name and meaning, in [`KEYS`]' order.
+/// A setting's key (module docs): its place in [`KEYS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key(usize);
 
@@ -27,6 +27,10 @@ impl Key {
 
     fn by_name(name: &str) -> Option<Key> {
         KEYS.iter().position(|(n, _)| *n == name).map(Key)
+    }
+
+    fn field(self) -> Field {
+        FIELDS[self.0]
     }
 }
 
@@ -64,16 +68,56 @@ const MAX_WINDOW_MS: f64 = 3_600_000.0;
 const MAX_DWELL_MS: f64 = 86_400_000.0;
 /// Most warm-up keys (each a key and a megaflow installed on the builder thread).
 const MAX_WARM_KEYS: u64 = 1 << 24;
+/// Most subtables per hit a threshold may name.
+const MAX_SUBTABLES: f64 = 1e9;
 
-/// A setting's value, parsed and in its range.
+/// What a key sets in [`AutoConfig`]: its field, of which type, in which range.
+#[derive(Clone, Copy)]
+enum Field {
+    /// `initial`: a fixed design, or `auto` (`None`).
+    Initial,
+    /// `ccache`: `true` or `false`.
+    Ccache,
+    /// A whole number `lo ≤ x ≤ hi`.
+    Count(fn(&mut AutoConfig) -> &mut u64, u64, u64),
+    /// The same, held as `usize`.
+    Size(fn(&mut AutoConfig) -> &mut usize, u64, u64),
+    /// Milliseconds `lo ≤ x ≤ hi`, held in ns.
+    Ms(fn(&mut AutoConfig) -> &mut u64, f64, f64),
+    /// A share, 0 ≤ x ≤ 1.
+    Share(fn(&mut AutoConfig) -> &mut f64),
+    /// Subtables per hit, 0 ≤ x ≤ [`MAX_SUBTABLES`].
+    Subtables(fn(&mut AutoConfig) -> &mut f64),
+}
+
+/// Each key's field, in [`KEYS`]' order.
+static FIELDS: [Field; 16] = [
+    Field::Initial,
+    Field::Size(|c| &mut c.cflows_rules, 0, u64::MAX),
+    Field::Ms(|c| &mut c.window_ns, 0.001, MAX_WINDOW_MS),
+    Field::Count(|c| &mut c.min_window_packets, 1, u64::MAX),
+    Field::Ms(|c| &mut c.min_dwell_ns, 0.0, MAX_DWELL_MS),
+    Field::Share(|c| &mut c.to_cflows_upcall_share),
+    Field::Subtables(|c| &mut c.to_cflows_subtables),
+    Field::Count(|c| &mut c.to_cflows_masks, 1, u64::MAX),
+    Field::Subtables(|c| &mut c.to_ccache_subtables),
+    Field::Share(|c| &mut c.ccache_max_upcall_share),
+    Field::Subtables(|c| &mut c.to_orig_subtables),
+    Field::Share(|c| &mut c.leave_cflows_coverage),
+    Field::Share(|c| &mut c.leave_cflows_emc_share),
+    Field::Share(|c| &mut c.cflows_tm_coverage),
+    Field::Size(|c| &mut c.warm_keys, 0, MAX_WARM_KEYS),
+    Field::Ccache,
+];
+
+/// A setting's value, parsed and in its key's range.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Value {
     Design(Option<DesignKind>),
-    Count(u64),
-    /// A time, ns.
-    Ns(u64),
-    Real(f64),
     Bool(bool),
+    /// A count, or a time in ns.
+    Whole(u64),
+    Real(f64),
 }
 
 /// Parses `text` as the value of `key` (module docs), or says what `key` expects.
@@ -87,20 +131,14 @@ fn parse(key: Key, text: &str) -> Result<Value, String> {
             _ => Err(format!("{name}: expected {what}, found '{text}'")),
         }
     };
-    let count = |lo: u64, hi: u64| -> Result<u64, String> {
+    let count = |lo: u64, hi: u64| -> Result<Value, String> {
         match t.parse::<u64>() {
-            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+            Ok(v) if (lo..=hi).contains(&v) => Ok(Value::Whole(v)),
             _ => Err(format!("{name}: expected a whole number {lo} ≤ x ≤ {hi}, found '{text}'")),
         }
     };
-    let ms = |lo: f64, hi: f64| -> Result<Value, String> {
-        let v = number(lo, hi, &format!("milliseconds {lo} ≤ x ≤ {hi}"))?;
-        Ok(Value::Ns((v * 1e6).round() as u64))
-    };
-    let share = || number(0.0, 1.0, "a share 0 ≤ x ≤ 1").map(Value::Real);
-    let subtables = || number(0.0, 1e9, "subtables per hit 0 ≤ x ≤ 1000000000").map(Value::Real);
-    Ok(match name {
-        "initial" => Value::Design(match t {
+    Ok(match key.field() {
+        Field::Initial => Value::Design(match t {
             "auto" => None,
             _ => Some(
                 DesignKind::from_name(t)
@@ -108,68 +146,45 @@ fn parse(key: Key, text: &str) -> Result<Value, String> {
                     .ok_or_else(|| format!("{name}: expected orig, ccache, cflows or auto, found '{text}'"))?,
             ),
         }),
-        "cflows-rules" => Value::Count(count(0, u64::MAX)?),
-        "window-ms" => ms(0.001, MAX_WINDOW_MS)?,
-        "min-window-packets" => Value::Count(count(1, u64::MAX)?),
-        "min-dwell-ms" => ms(0.0, MAX_DWELL_MS)?,
-        "to-cflows-masks" => Value::Count(count(1, u64::MAX)?),
-        "warm-keys" => Value::Count(count(0, MAX_WARM_KEYS)?),
-        "ccache" => Value::Bool(match t {
+        Field::Ccache => Value::Bool(match t {
             "true" => true,
             "false" => false,
             _ => return Err(format!("{name}: expected true or false, found '{text}'")),
         }),
-        "to-cflows-subtables" | "to-ccache-subtables" | "to-orig-subtables" => subtables()?,
-        _ => share()?,
+        Field::Count(_, lo, hi) | Field::Size(_, lo, hi) => count(lo, hi)?,
+        Field::Ms(_, lo, hi) => {
+            Value::Whole((number(lo, hi, &format!("milliseconds {lo} ≤ x ≤ {hi}"))? * 1e6).round() as u64)
+        }
+        Field::Share(_) => Value::Real(number(0.0, 1.0, "a share 0 ≤ x ≤ 1")?),
+        Field::Subtables(_) => {
+            Value::Real(number(0.0, MAX_SUBTABLES, &format!("subtables per hit 0 ≤ x ≤ {MAX_SUBTABLES}"))?)
+        }
     })
 }
 
-/// The field of `key` in `c` (the inverse of [`show`]).
+/// Sets `key`'s field in `c` to `v` (a value [`parse`] made for `key`).
 fn assign(c: &mut AutoConfig, key: Key, v: Value) {
-    let count = |v: Value| if let Value::Count(n) = v { n } else { 0 };
-    let real = |v: Value| if let Value::Real(x) = v { x } else { 0.0 };
-    let ns = |v: Value| if let Value::Ns(n) = v { n } else { 0 };
-    let usize_of = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    match key.name() {
-        "initial" => c.initial = if let Value::Design(d) = v { d } else { None },
-        "cflows-rules" => c.cflows_rules = usize_of(count(v)),
-        "window-ms" => c.window_ns = ns(v),
-        "min-window-packets" => c.min_window_packets = count(v),
-        "min-dwell-ms" => c.min_dwell_ns = ns(v),
-        "to-cflows-upcall-share" => c.to_cflows_upcall_share = real(v),
-        "to-cflows-subtables" => c.to_cflows_subtables = real(v),
-        "to-cflows-masks" => c.to_cflows_masks = count(v),
-        "to-ccache-subtables" => c.to_ccache_subtables = real(v),
-        "ccache-max-upcall-share" => c.ccache_max_upcall_share = real(v),
-        "to-orig-subtables" => c.to_orig_subtables = real(v),
-        "leave-cflows-coverage" => c.leave_cflows_coverage = real(v),
-        "leave-cflows-emc-share" => c.leave_cflows_emc_share = real(v),
-        "cflows-tm-coverage" => c.cflows_tm_coverage = real(v),
-        "warm-keys" => c.warm_keys = usize_of(count(v)),
-        _ => c.ccache = matches!(v, Value::Bool(true)),
+    match (key.field(), v) {
+        (Field::Initial, Value::Design(d)) => c.initial = d,
+        (Field::Ccache, Value::Bool(b)) => c.ccache = b,
+        (Field::Count(f, ..) | Field::Ms(f, ..), Value::Whole(n)) => *f(c) = n,
+        (Field::Size(f, ..), Value::Whole(n)) => *f(c) = usize::try_from(n).unwrap_or(usize::MAX),
+        (Field::Share(f) | Field::Subtables(f), Value::Real(x)) => *f(c) = x,
+        // `parse` makes each field's own kind of value.
+        _ => {}
     }
 }
 
 /// `key`'s value in `c` as a setting writes it (`window-ms` in ms, `initial` by name).
 fn show(c: &AutoConfig, key: Key) -> String {
-    let ms = |ns: u64| format!("{}", ns as f64 / 1e6);
-    match key.name() {
-        "initial" => c.initial.map_or("auto", DesignKind::name).to_string(),
-        "cflows-rules" => c.cflows_rules.to_string(),
-        "window-ms" => ms(c.window_ns),
-        "min-window-packets" => c.min_window_packets.to_string(),
-        "min-dwell-ms" => ms(c.min_dwell_ns),
-        "to-cflows-upcall-share" => c.to_cflows_upcall_share.to_string(),
-        "to-cflows-subtables" => c.to_cflows_subtables.to_string(),
-        "to-cflows-masks" => c.to_cflows_masks.to_string(),
-        "to-ccache-subtables" => c.to_ccache_subtables.to_string(),
-        "ccache-max-upcall-share" => c.ccache_max_upcall_share.to_string(),
-        "to-orig-subtables" => c.to_orig_subtables.to_string(),
-        "leave-cflows-coverage" => c.leave_cflows_coverage.to_string(),
-        "leave-cflows-emc-share" => c.leave_cflows_emc_share.to_string(),
-        "cflows-tm-coverage" => c.cflows_tm_coverage.to_string(),
-        "warm-keys" => c.warm_keys.to_string(),
-        _ => c.ccache.to_string(),
+    let mut c = *c;
+    match key.field() {
+        Field::Initial => c.initial.map_or("auto", DesignKind::name).to_string(),
+        Field::Ccache => c.ccache.to_string(),
+        Field::Count(f, ..) => f(&mut c).to_string(),
+        Field::Size(f, ..) => f(&mut c).to_string(),
+        Field::Ms(f, ..) => format!("{}", *f(&mut c) as f64 / 1e6),
+        Field::Share(f) | Field::Subtables(f) => f(&mut c).to_string(),
     }
 }
 
