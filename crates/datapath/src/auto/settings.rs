@@ -299,7 +299,7 @@ impl AutoConfig {
         (0..KEYS.len()).map(Key).filter(|&k| show(self, k) != show(&d, k)).map(|k| (k.name(), show(self, k))).collect()
     }
 
-    /// [`Self::non_defaults`] as `key=value,...`, or `defaults` ([`line`]).
+    /// [`Self::non_defaults`] as `key=value,...`, or `defaults` ([`line()`]).
     pub fn settings_line(&self) -> String {
         line(&self.non_defaults())
     }
