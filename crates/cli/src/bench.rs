@@ -1,7 +1,9 @@
 //! `rqvs bench classifiers`: every classifier on the same rules and packets, side by side.
 //!
 //! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
-//! fastest, median and slowest of several passes over the whole trace, after a warm-up pass), memory, mismatches against the reference on a sample
+//! fastest, median and slowest of several passes over the whole trace, after a warm-up pass; the
+//! classifiers' passes take turns: `rqvs_experiment::bench::time_interleaved`), memory, mismatches
+//! against the reference on a sample
 //! (all packets when the set is small), mismatches against another classifier on every packet, and
 //! update rates — remove 10% of the rules in random order, re-insert them in another order — with
 //! every packet re-checked afterwards.
@@ -79,7 +81,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         min_time: Duration::from_millis(a.min_ms),
         seed: a.workload.seed,
     };
-    let bar = ProgressBar::new((a.classifiers.len() * 4 + 1) as u64);
+    let bar = ProgressBar::new(bench::steps(a.classifiers.len()));
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
     let b = bench::classifiers(&cfg, &rules, &keys, &mut |s| match s {
         Step::Start(msg) => bar.set_message(msg.to_string()),

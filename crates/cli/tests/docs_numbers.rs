@@ -135,6 +135,22 @@ fn timed_tables_are_their_kept_json() {
         assert_eq!(row[6], f(&cell["auto_over_best"], 2), "docs/tse.md compare {} {rate} auto/best", row[0]);
     }
 
+    // Auto against CFLOWS at 1e6 attack pps, 8 pairs per size.
+    let pairs = json("docs/tse-auto-1e6.json");
+    let rows = table(&tse, "| rules | auto/CFLOWS benign Mpps");
+    assert_eq!(rows.len(), 2, "docs/tse.md auto at 1e6: {rows:?}");
+    for row in rows {
+        let cell = &pairs["sizes"][row[0].to_lowercase()];
+        let runs = cell["runs"].as_array().unwrap();
+        assert_eq!(row[1], f(&cell["auto_over_cflows_median"], 2), "docs/tse.md auto at 1e6 {}", row[0]);
+        let range = format!("{}–{}", f(&cell["auto_over_cflows_min"], 2), f(&cell["auto_over_cflows_max"], 2));
+        assert_eq!(row[2], range, "docs/tse.md auto at 1e6 {}", row[0]);
+        assert_eq!(row[3], format!("{} of {}", cell["within_10pct"], runs.len()), "docs/tse.md auto at 1e6 {}", row[0]);
+        let ns = format!("{} / {}", f(&cell["attack_ns_auto_median"], 0), f(&cell["attack_ns_cflows_median"], 0));
+        assert_eq!(row[4], ns, "docs/tse.md auto at 1e6 {}", row[0]);
+        assert!(runs.iter().all(|r| r["mismatches"] == 0 && r["verified"].as_u64() > Some(0)), "{}", row[0]);
+    }
+
     // docs/designs.md: the ablation and auto per seed and size.
     let designs = repo_file("docs/designs.md");
     let ablation = json("docs/cflows-ablation.json");

@@ -3,7 +3,8 @@
 //!
 //! For each classifier: build time, lookup rate in batches of 32 and one key at a time (the
 //! fastest, median and slowest of several passes over the whole trace, after a warm-up pass:
-//! [`Spread`]), memory, mismatches
+//! [`Spread`]; the classifiers' passes take turns, so a change in the machine's load during the
+//! benchmark falls on all of them alike and their ratio holds: [`time_interleaved`]), memory, mismatches
 //! against the reference on a sample (all packets when the set is small), mismatches against
 //! another classifier on every packet, and update rates — remove a share of the rules in random
 //! order, re-insert them in another order — with every packet re-checked afterwards.
@@ -127,6 +128,9 @@ impl Spread {
     }
 }
 
+/// Most passes a lookup measurement times.
+const MAX_PASSES: usize = 15;
+
 /// ns/packet of each pass over the whole `keys` (their [`Spread`]), after one untimed warm-up
 /// pass, passes repeated until `min` has elapsed (at least one, at most 15).
 pub fn time_lookups(
@@ -136,19 +140,53 @@ pub fn time_lookups(
     batched: bool,
     min: Duration,
 ) -> Spread {
-    lookup_all(c, keys, out, batched);
-    let mut per_pass = Vec::new();
-    let start = Instant::now();
-    while per_pass.is_empty() || (start.elapsed() < min && per_pass.len() < 15) {
-        let t = Instant::now();
-        lookup_all(c, keys, out, batched);
-        per_pass.push(t.elapsed().as_nanos() as f64 / keys.len() as f64);
+    time_interleaved(&[(c, keys)], &mut [out], batched, min)[0]
+}
+
+/// [`time_lookups`] of several classifiers (each over its own keys, its lookups into its `outs`),
+/// their passes interleaved: after a warm-up pass of each, round by round every classifier that
+/// has not yet run `min` (and 15 passes) runs one more pass. A change in the machine's load over
+/// the measurement then falls on every classifier alike, where timing them one after the other
+/// would give it to whichever ran then.
+pub fn time_interleaved(
+    runs: &[(&dyn Classifier, &[FlowKey])],
+    outs: &mut [&mut [Option<RuleId>]],
+    batched: bool,
+    min: Duration,
+) -> Vec<Spread> {
+    assert_eq!(runs.len(), outs.len(), "one output per classifier");
+    for ((c, keys), out) in runs.iter().zip(outs.iter_mut()) {
+        lookup_all(*c, keys, out, batched);
     }
-    Spread::of(&per_pass)
+    let mut passes = vec![Vec::new(); runs.len()];
+    let mut spent = vec![Duration::ZERO; runs.len()];
+    loop {
+        let mut ran = false;
+        for (i, ((c, keys), out)) in runs.iter().zip(outs.iter_mut()).enumerate() {
+            if !passes[i].is_empty() && (spent[i] >= min || passes[i].len() >= MAX_PASSES) {
+                continue;
+            }
+            let t = Instant::now();
+            lookup_all(*c, keys, out, batched);
+            let took = t.elapsed();
+            spent[i] += took;
+            passes[i].push(took.as_nanos() as f64 / keys.len().max(1) as f64);
+            ran = true;
+        }
+        if !ran {
+            return passes.iter().map(|p| Spread::of(p)).collect();
+        }
+    }
+}
+
+/// How many steps [`classifiers`] reports for `classifiers` classifiers.
+pub fn steps(classifiers: usize) -> u64 {
+    2 * classifiers as u64 + 3
 }
 
 /// Runs the benchmark over `rules` and `keys` (not empty); `progress` hears of each of its
-/// `4 × classifiers + 1` steps.
+/// [`steps`]: the reference on the sample, each build, the interleaved lookups in batches and one
+/// at a time, and each classifier's update round.
 pub fn classifiers(
     cfg: &BenchConfig,
     rules: &[Rule],
@@ -167,56 +205,65 @@ pub fn classifiers(
     drop(reference);
     progress(Step::Done);
 
+    // Every classifier is built before any is timed, so that their lookups can take turns.
     let full_scan_ok = verify::full_verification_affordable(rules.len(), keys.len());
+    let mut built = Vec::with_capacity(cfg.classifiers.len());
+    for &kind in &cfg.classifiers {
+        progress(Step::Start(&format!("{}: build", kind.name())));
+        let t0 = Instant::now();
+        let c = rqvs_classify::build(kind, rules)?;
+        built.push((kind, c, t0.elapsed()));
+        progress(Step::Done);
+    }
+    // The reference on a big set is timed on the sample only.
+    let timed: Vec<&[FlowKey]> = built
+        .iter()
+        .map(|(kind, _, _)| if *kind == ClassifierKind::Ref && !full_scan_ok { &sample_keys[..] } else { keys })
+        .collect();
+    let runs: Vec<(&dyn Classifier, &[FlowKey])> =
+        built.iter().zip(&timed).map(|((_, c, _), k)| (c.as_ref(), *k)).collect();
+    let mut got: Vec<Vec<Option<RuleId>>> = timed.iter().map(|k| vec![None; k.len()]).collect();
+    let mut single: Vec<Vec<Option<RuleId>>> = got.clone();
+    let names: Vec<&str> = built.iter().map(|(kind, _, _)| kind.name()).collect();
+    progress(Step::Start(&format!("{}: lookups in batches of {BATCH}, taking turns", names.join(", "))));
+    let ns_batch = time_interleaved(&runs, &mut got.iter_mut().map(|v| &mut v[..]).collect::<Vec<_>>(), true, min);
+    progress(Step::Done);
+    progress(Step::Start(&format!("{}: lookups one at a time, taking turns", names.join(", "))));
+    let ns_single = time_interleaved(&runs, &mut single.iter_mut().map(|v| &mut v[..]).collect::<Vec<_>>(), false, min);
+    progress(Step::Done);
+    drop(runs);
+
     let mut rows: Vec<Row> = Vec::new();
     let mut results: Vec<Option<Vec<Option<RuleId>>>> = Vec::new();
-    for &kind in &cfg.classifiers {
-        let name = kind.name();
-        progress(Step::Start(&format!("{name}: build")));
-        let t0 = Instant::now();
-        let mut c = rqvs_classify::build(kind, rules)?;
-        let build = t0.elapsed();
-        progress(Step::Done);
-
-        // The reference on a big set is timed on the sample only.
-        let timed: &[FlowKey] = if kind == ClassifierKind::Ref && !full_scan_ok { &sample_keys } else { keys };
-        let mut got = vec![None; timed.len()];
-        progress(Step::Start(&format!("{name}: lookups in batches of {BATCH}")));
-        let ns_batch = time_lookups(c.as_ref(), timed, &mut got, true, min);
-        progress(Step::Done);
-        progress(Step::Start(&format!("{name}: lookups one at a time")));
-        let mut single = vec![None; timed.len()];
-        let ns_single = time_lookups(c.as_ref(), timed, &mut single, false, min);
-        let mut mismatches = got.iter().zip(&single).filter(|(x, y)| x != y).count();
-        progress(Step::Done);
-
+    for (i, ((kind, mut c, build), got)) in built.into_iter().zip(got).enumerate() {
+        let mut mismatches = got.iter().zip(&single[i]).filter(|(x, y)| x != y).count();
         let mut sample_got = vec![None; sample_keys.len()];
         lookup_all(c.as_ref(), &sample_keys, &mut sample_got, true);
         mismatches += sample_got.iter().zip(&want).filter(|(g, w)| g != w).count();
 
-        progress(Step::Start(&format!("{name}: updates")));
+        progress(Step::Start(&format!("{}: updates", kind.name())));
         // Size and classifier figures as built, before the update round changes them.
         let (memory, stats) = (c.memory_bytes(), c.stats());
         // No rules, nothing to remove and re-insert.
         let updates = if rules.is_empty() || (kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT) {
             None
         } else {
-            Some(measure_updates(c.as_mut(), rules, timed, &got, cfg.update_fraction, cfg.seed)?)
+            Some(measure_updates(c.as_mut(), rules, timed[i], &got, cfg.update_fraction, cfg.seed)?)
         };
         progress(Step::Done);
         rows.push(Row {
             kind,
             build,
             memory,
-            timed_packets: timed.len(),
-            ns_batch,
-            ns_single,
+            timed_packets: timed[i].len(),
+            ns_batch: ns_batch[i],
+            ns_single: ns_single[i],
             mismatches,
             cross: None,
             updates,
             stats,
         });
-        results.push((timed.len() == keys.len()).then_some(got));
+        results.push((timed[i].len() == keys.len()).then_some(got));
     }
 
     // Every packet against another classifier: each full result set against the next one's.
@@ -308,7 +355,37 @@ mod tests {
 
 #[cfg(test)]
 mod spread_tests {
+    use std::time::Duration;
+
+    use rqvs_classify::ClassifierKind;
+
     use super::Spread;
+
+    /// Interleaved timing gives each classifier its own passes (at least one, at most 15) and
+    /// its own lookups' answers.
+    #[test]
+    fn interleaved_passes_per_classifier() {
+        let rules = crate::inputs::load_rules(None).unwrap();
+        let packets = crate::inputs::load_packets(None, 1).unwrap();
+        let keys: Vec<_> = packets.entries.iter().map(|e| e.key).collect();
+        let tm = rqvs_classify::build(ClassifierKind::Tm, &rules).unwrap();
+        let reference = rqvs_classify::build(ClassifierKind::Ref, &rules).unwrap();
+        let few = &keys[..64];
+        let mut outs = [vec![None; keys.len()], vec![None; few.len()]];
+        let min = Duration::from_millis(30);
+        let [a, b] = &mut outs;
+        let spreads =
+            super::time_interleaved(&[(tm.as_ref(), &keys), (reference.as_ref(), few)], &mut [a, b], true, min);
+        assert_eq!(spreads.len(), 2);
+        for s in &spreads {
+            assert!((1..=super::MAX_PASSES).contains(&s.passes), "{s:?}");
+        }
+        // 64 keys take far less than 30 ms a pass: the reference ran its 15.
+        assert_eq!(spreads[1].passes, super::MAX_PASSES);
+        for (out, ks) in [(&outs[0], &keys[..]), (&outs[1], few)] {
+            assert!(out.iter().zip(ks).all(|(o, k)| *o == tm.lookup(k)), "each classifier's own answers");
+        }
+    }
 
     #[test]
     fn spread_of_passes_and_as_a_rate() {

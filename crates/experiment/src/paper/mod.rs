@@ -6,24 +6,40 @@
 //! here), the commands that reproduce each measurement one by one, and the packets verified
 //! against the reference classifier with their mismatches. [`run`] computes the figures of a
 //! [`Mode`] — `quick` (three seeds at 1K/10K rules, short runs: minutes) or `full` (every seed
-//! at 1K/10K/100K/500K: hours) — keeping each figure's JSON in the output directory, so an
-//! interrupted run resumes where it stopped ([`PaperConfig::fresh`] measures again); [`page`]
-//! renders them as one Markdown page with the CPU and commit they came from.
+//! at 1K/10K/100K/500K: hours) — and [`page`] renders them as one Markdown page with the CPU
+//! and the commits they came from.
+//!
+//! **Resuming**: every expensive unit of work — one compare of a seed and size (shared by the
+//! figures that read it), one rate search, one run sampled over time, one training measurement —
+//! is a **cell** ([`cells`]), kept on disk as soon as it is measured and read back by the next
+//! run, so a run killed at any moment loses at most the cell it was measuring; a figure is
+//! rebuilt from its cells every run (cheap) and its JSON written beside them.
+//! [`PaperConfig::fresh`] measures every cell again; a cell kept at another commit is measured
+//! again unless [`PaperConfig::any_commit`] (the page then lists each figure's commits). The
+//! plan of cells ([`cells::plan`]) gives the progress and its ETA ([`Progress`]).
 //!
 //! **Partial**: the figures built so far are [`FIGURES`]; the rest of the paper's list
 //! ([`NOT_YET`]) is listed on the page as not produced yet, so a reader never mistakes a
-//! missing figure for a reproduced one.
+//! missing figure for a reproduced one. A figure that runs fewer cells than the paper (a bounded
+//! setting) says which and why in its notes (`not_run`).
+//!
+//! The files: this one (configuration, figures, the run), `cells.rs` (cells, the plan, the ETA),
+//! `page.rs` (the Markdown page), `figures/` (each figure's measurement and claims).
 
+pub mod cells;
 mod figures;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+mod page;
+
+use std::cell::RefCell;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::replay::{self, DesignKind, ReplayConfig, Run};
+use crate::replay::{self, DesignKind, ReplayConfig, Run, Sample};
 use crate::Error;
+use cells::{Eta, Tally, Unit};
+pub use page::page;
 
 /// How much of the evaluation to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,8 +95,10 @@ pub struct PaperConfig {
     pub only: Option<Vec<String>>,
     /// Where each figure's JSON is kept (and read back from when resuming).
     pub out: PathBuf,
-    /// Measure again even when a figure's JSON is kept.
+    /// Measure every cell again, even those kept.
     pub fresh: bool,
+    /// Reuse cells kept at another commit (the page lists each figure's commits).
+    pub any_commit: bool,
     /// The `rqvs` binary, for the figures that run the checkout's scripts (the OVS fidelity
     /// table); `None`: those are skipped.
     pub rqvs: Option<PathBuf>,
@@ -125,11 +143,18 @@ pub struct Figure {
     /// page says so instead of a table; not a failure.
     #[serde(default)]
     pub skipped: Option<String>,
-    /// Wall time it took, seconds.
+    /// Seconds its cells took when they were measured (cells shared with other figures
+    /// included).
     pub seconds: f64,
-    /// The build and CPU that measured it.
+    /// The build that made the page from the cells, and the CPU.
     pub git_rev: String,
     pub cpu: String,
+    /// The commits its cells were measured at, with how many cells each.
+    #[serde(default)]
+    pub commits: Vec<(String, u64)>,
+    /// Cells of the paper's setting this figure did not run, and why (a bounded setting).
+    #[serde(default)]
+    pub not_run: Vec<String>,
 }
 
 /// One panel of a figure's plot: axis descriptions and named (x, y) lines.
@@ -161,6 +186,8 @@ pub struct FigureSpec {
     pub id: &'static str,
     pub title: &'static str,
     run: fn(&Ctx) -> Result<Figure, Error>,
+    /// The cells it asks for in a mode ([`cells::plan`]).
+    pub plan: fn(Mode) -> Vec<Unit>,
 }
 
 /// The figures `rqvs paper` produces so far.
@@ -169,47 +196,104 @@ pub const FIGURES: &[FigureSpec] = &[
         id: "table2",
         title: "Table 2: megaflow churn, and how often a model over the megaflows would need retraining",
         run: figures::table2,
+        plan: figures::plan_table2,
     },
-    FigureSpec { id: "fig3", title: "Fig. 3: where ORIG's PMD time goes, by rule count", run: figures::fig3 },
-    FigureSpec { id: "fig5", title: "Fig. 5: 60 OpenFlow rules added to a running ORIG", run: figures::fig5 },
-    FigureSpec { id: "fig7", title: "Table 1 / Fig. 7a: bucket size l vs training and lookup", run: figures::fig7 },
+    FigureSpec {
+        id: "fig3",
+        title: "Fig. 3: where ORIG's PMD time goes, by rule count",
+        run: figures::fig3,
+        plan: figures::plan_fig3,
+    },
+    FigureSpec {
+        id: "fig5",
+        title: "Fig. 5: 60 OpenFlow rules added to a running ORIG",
+        run: figures::fig5,
+        plan: figures::plan_fig5,
+    },
+    FigureSpec {
+        id: "fig7",
+        title: "Table 1 / Fig. 7a: bucket size l vs training and lookup",
+        run: figures::fig7,
+        plan: figures::plan_fig7,
+    },
     FigureSpec {
         id: "fig7b",
         title: "Fig. 7b: approximate sampling vs NuevoMatch's uniform sampling (training time)",
         run: figures::fig7b,
+        plan: figures::plan_fig7b,
     },
     FigureSpec {
         id: "fig8",
         title: "Fig. 8 / 18a: ORIG, CCACHE and CFLOWS side by side (unconstrained and constant rate)",
         run: figures::fig8,
+        plan: figures::plan_fig8,
     },
-    FigureSpec { id: "fig9", title: "Fig. 9: throughput by the EMC's size", run: figures::fig9 },
-    FigureSpec { id: "fig10", title: "Fig. 10: throughput by PMD threads", run: figures::fig10 },
-    FigureSpec { id: "fig11", title: "Fig. 11 / 18b: megaflow-cache hash tables per packet", run: figures::fig11 },
+    FigureSpec {
+        id: "fig9",
+        title: "Fig. 9: throughput by the EMC's size",
+        run: figures::fig9,
+        plan: figures::plan_fig9,
+    },
+    FigureSpec {
+        id: "fig10",
+        title: "Fig. 10: throughput by PMD threads",
+        run: figures::fig10,
+        plan: figures::plan_fig10,
+    },
+    FigureSpec {
+        id: "fig11",
+        title: "Fig. 11 / 18b: megaflow-cache hash tables per packet",
+        run: figures::fig11,
+        plan: figures::plan_fig11,
+    },
     FigureSpec {
         id: "fig12",
         title: "Fig. 12 and §3: training time (CCACHE's models over megaflows, CFLOWS' over the rules)",
         run: figures::fig12,
+        plan: figures::plan_fig12,
     },
-    FigureSpec { id: "fig13", title: "Fig. 13: CCACHE with slower retraining", run: figures::fig13 },
+    FigureSpec {
+        id: "fig13",
+        title: "Fig. 13: CCACHE with slower retraining",
+        run: figures::fig13,
+        plan: figures::plan_fig13,
+    },
     FigureSpec {
         id: "fig19",
         title: "Fig. 19: CCACHE over time under upcalls, with fast and slowed training",
         run: figures::fig19,
+        plan: figures::plan_fig19,
     },
-    FigureSpec { id: "fig14", title: "Fig. 4 / 14: throughput and upcalls over time", run: figures::fig14 },
-    FigureSpec { id: "fig15", title: "Fig. 15: update rate at 75% / 90% coverage", run: figures::fig15 },
+    FigureSpec {
+        id: "fig14",
+        title: "Fig. 4 / 14: throughput and upcalls over time",
+        run: figures::fig14,
+        plan: figures::plan_fig14,
+    },
+    FigureSpec {
+        id: "fig15",
+        title: "Fig. 15: update rate at 75% / 90% coverage",
+        run: figures::fig15,
+        plan: figures::plan_fig15,
+    },
     FigureSpec {
         id: "fig17",
         title: "Fig. 16–17: a bundle of rules into CFLOWS, instant vs delayed",
         run: figures::fig17,
+        plan: figures::plan_fig17,
     },
     FigureSpec {
         id: "coflows",
         title: "Seed 004: flow prediction for coflows, by coflowiness (`rqvs coflows`)",
         run: figures::coflows,
+        plan: figures::plan_coflows,
     },
-    FigureSpec { id: "ovs", title: "Fidelity against real Open vSwitch 3.1", run: figures::ovs_fidelity },
+    FigureSpec {
+        id: "ovs",
+        title: "Fidelity against real Open vSwitch 3.1",
+        run: figures::ovs_fidelity,
+        plan: figures::plan_ovs_fidelity,
+    },
 ];
 
 /// The paper's figures and tables not produced yet (listed on the page).
@@ -217,16 +301,31 @@ pub const NOT_YET: &[&str] =
     &["Fig. 7c (NuevoMatchUP's training implementation against NuevoMatch's: NuevoMatch's Python/TensorFlow \
      training is not part of rqvs, so there is nothing to time it against; see Fig. 7b's notes)"];
 
-/// What the figures share while they run: the configuration, and replays made for one figure
-/// that another reads (Fig. 11 reads Fig. 8's runs).
-pub struct Ctx {
-    pub cfg: PaperConfig,
-    compare: Mutex<HashMap<(String, String), Vec<RunSummary>>>,
+/// What [`run`] tells its caller as it goes.
+pub enum Progress<'a> {
+    /// The plan, before anything runs: its cells and their estimated seconds.
+    Plan { total: usize, est_s: f64 },
+    /// A line for the log: a figure starts, what it kept and measured.
+    Line(&'a str),
+    /// A cell is done (kept: `measured_s` None): cells done of the plan's, and the seconds left.
+    Cell { name: &'a str, measured_s: Option<f64>, done: usize, total: usize, left_s: f64 },
 }
 
-/// What a figure keeps of a replay.
-#[derive(Clone, Debug)]
+/// What the figures share while they run: the configuration, the cells used by the figure
+/// being run, the plan's progress.
+pub struct Ctx<'a> {
+    pub cfg: PaperConfig,
+    tally: RefCell<Tally>,
+    eta: RefCell<Eta>,
+    progress: RefCell<&'a mut dyn FnMut(Progress<'_>)>,
+    /// The cells this run measured (`--fresh` measures each once).
+    measured_now: RefCell<std::collections::HashSet<String>>,
+}
+
+/// What a figure keeps of a replay (a cell's value).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RunSummary {
+    #[serde(with = "design_name")]
     pub design: DesignKind,
     pub mpps: f64,
     pub verified: u64,
@@ -246,10 +345,32 @@ pub struct RunSummary {
     /// CFLOWS: rules).
     pub training_ms: Option<f64>,
     pub model_entries: u64,
+    pub model_swaps: u64,
+    /// EMC hits over packets received.
+    pub emc_hits: f64,
+    /// The 100 ms samples and the update log (the figures over time).
+    pub series: Vec<Sample>,
+    pub update_log: Vec<serde_json::Value>,
+}
+
+/// A design as its name in a cell.
+mod design_name {
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+
+    use crate::replay::DesignKind;
+
+    pub fn serialize<S: Serializer>(d: &DesignKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(d.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DesignKind, D::Error> {
+        let s = String::deserialize(d)?;
+        DesignKind::from_name(&s).ok_or_else(|| D::Error::custom(format!("unknown design '{s}'")))
+    }
 }
 
 impl RunSummary {
-    fn of(r: &Run) -> RunSummary {
+    pub fn of(r: &Run) -> RunSummary {
         let c = &r.c;
         let share = |ns: u64| ns as f64 / c.pmd_ns.max(1) as f64;
         RunSummary {
@@ -272,11 +393,15 @@ impl RunSummary {
                 _ => None,
             },
             model_entries: c.model_entries,
+            model_swaps: c.model_swaps,
+            emc_hits: c.emc_hit as f64 / c.received.max(1) as f64,
+            series: r.series.clone(),
+            update_log: r.update_log.clone(),
         }
     }
 }
 
-impl Ctx {
+impl Ctx<'_> {
     fn rules(&self, seed: &str, size: &str) -> PathBuf {
         self.cfg.data.join("rules").join(format!("{seed}_{size}.xz"))
     }
@@ -319,20 +444,48 @@ impl Ctx {
         )
     }
 
-    /// The three designs replayed on `seed`/`size` (once per paper run, shared by figures).
+    /// The three designs replayed on `seed`/`size`: a cell shared by the figures that read it.
     fn compare(&self, seed: &str, size: &str) -> Result<Vec<RunSummary>, Error> {
-        let key = (seed.to_string(), size.to_string());
-        if let Some(runs) = self.compare.lock().expect("not poisoned").get(&key) {
-            return Ok(runs.clone());
-        }
-        let c = self.replay_config(seed, size);
-        let p = replay::prepare(&c)?;
-        let runs = DesignKind::ALL
-            .iter()
-            .map(|&d| replay::run_design(&c, &p, d).map(|r| RunSummary::of(&r)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        self.compare.lock().expect("not poisoned").insert(key, runs.clone());
-        Ok(runs)
+        let key = self.replay_command("compare", seed, size, " --designs orig,ccache,cflows");
+        self.designs_cell("compare", &format!("{seed}_{size}"), &key, &self.replay_config(seed, size))
+    }
+
+    /// The three designs replayed with `c` (`command` reproduces it): a cell of `group`.
+    fn designs_cell(&self, group: &str, name: &str, command: &str, c: &ReplayConfig) -> Result<Vec<RunSummary>, Error> {
+        self.cell(group, name, command, || {
+            let p = replay::prepare(c)?;
+            DesignKind::ALL.iter().map(|&d| replay::run_design(c, &p, d).map(|r| RunSummary::of(&r))).collect()
+        })
+    }
+
+    /// One design replayed with `c` (`command` reproduces it): a cell of `group`.
+    fn run_cell(
+        &self,
+        group: &str,
+        name: &str,
+        command: &str,
+        c: &ReplayConfig,
+        design: DesignKind,
+    ) -> Result<RunSummary, Error> {
+        self.cell(group, name, command, || {
+            let p = replay::prepare(c)?;
+            replay::run_design(c, &p, design).map(|r| RunSummary::of(&r))
+        })
+    }
+
+    /// A line for the log.
+    fn line(&self, text: &str) {
+        (self.progress.borrow_mut())(Progress::Line(text));
+    }
+
+    /// Cell `name` done (kept: `measured_s` None): the progress and its ETA.
+    fn unit_done(&self, name: &str, measured_s: Option<f64>) {
+        let (done, total, left_s) = {
+            let mut e = self.eta.borrow_mut();
+            e.done(name, measured_s);
+            (e.done, e.units, e.left_s())
+        };
+        (self.progress.borrow_mut())(Progress::Cell { name, measured_s, done, total, left_s });
     }
 
     /// An empty figure `id` of [`FIGURES`].
@@ -352,8 +505,10 @@ impl Ctx {
             panels: Vec::new(),
             skipped: None,
             seconds: 0.0,
-            git_rev: crate::report::BUILD.git_rev.into(),
+            git_rev: cells::this_commit(),
             cpu: crate::report::cpu_model(),
+            commits: Vec::new(),
+            not_run: Vec::new(),
         }
     }
 }
@@ -375,142 +530,62 @@ impl Outcome {
     }
 }
 
-fn kept(out: &Path, id: &str) -> PathBuf {
-    out.join(format!("{id}.json"))
-}
-
-/// Runs (or reads back) the figures of `cfg`, telling `progress` what it does.
-pub fn run(cfg: &PaperConfig, progress: &mut dyn FnMut(&str)) -> Result<Outcome, Error> {
-    if !cfg.data.join("rules").is_dir() {
-        return Err(Error(format!(
-            "{}: no ClassBench data here (expected rules/ and traces/; --data DIR)",
-            cfg.data.display()
-        )));
-    }
+/// The figures of `cfg` in [`FIGURES`]' order (an unknown id is an error).
+pub fn selected(cfg: &PaperConfig) -> Result<Vec<&'static FigureSpec>, Error> {
     if let Some(only) = &cfg.only {
         if let Some(bad) = only.iter().find(|id| !FIGURES.iter().any(|f| f.id == id.as_str())) {
             let known: Vec<&str> = FIGURES.iter().map(|f| f.id).collect();
             return Err(Error(format!("--only: unknown figure '{bad}' (known: {})", known.join(", "))));
         }
     }
+    Ok(FIGURES.iter().filter(|f| cfg.only.as_ref().is_none_or(|o| o.iter().any(|id| id == f.id))).collect())
+}
+
+/// Runs the figures of `cfg`, each from its cells (kept ones read back, the others measured
+/// and kept at once), telling `progress` what it does.
+pub fn run(cfg: &PaperConfig, progress: &mut dyn FnMut(Progress<'_>)) -> Result<Outcome, Error> {
+    if !cfg.data.join("rules").is_dir() {
+        return Err(Error(format!(
+            "{}: no ClassBench data here (expected rules/ and traces/; --data DIR)",
+            cfg.data.display()
+        )));
+    }
+    let specs = selected(cfg)?;
     std::fs::create_dir_all(&cfg.out).map_err(|e| Error(format!("{}: cannot create: {e}", cfg.out.display())))?;
-    let ctx = Ctx { cfg: cfg.clone(), compare: Mutex::new(HashMap::new()) };
+    let units: Vec<Unit> = specs.iter().flat_map(|s| (s.plan)(cfg.mode)).collect();
+    let ctx = Ctx {
+        cfg: cfg.clone(),
+        tally: RefCell::default(),
+        eta: RefCell::new(Eta::new(&units)),
+        progress: RefCell::new(progress),
+        measured_now: RefCell::default(),
+    };
+    let (total, est_s) = {
+        let e = ctx.eta.borrow();
+        (e.units, e.total_est)
+    };
+    (ctx.progress.borrow_mut())(Progress::Plan { total, est_s });
     let mut figures = Vec::new();
-    for spec in FIGURES {
-        if cfg.only.as_ref().is_some_and(|o| !o.iter().any(|id| id == spec.id)) {
-            continue;
+    for spec in specs {
+        ctx.line(&format!("{}: {}", spec.id, spec.title));
+        let result = (spec.run)(&ctx);
+        let tally = ctx.tally.take();
+        for r in &tally.remeasured {
+            ctx.line(&format!("{}: measured again: {r}", spec.id));
         }
-        let path = kept(&cfg.out, spec.id);
-        if !cfg.fresh {
-            if let Some(f) = read_kept(&path, cfg.mode) {
-                progress(&format!("{}: kept from {} (--fresh measures again)", spec.id, path.display()));
-                figures.push((spec, Ok(f)));
-                continue;
-            }
-        }
-        progress(&format!("{}: {}", spec.id, spec.title));
-        let t = std::time::Instant::now();
-        let result = (spec.run)(&ctx).map(|mut f| {
-            f.seconds = t.elapsed().as_secs_f64();
+        ctx.line(&format!("{}: {} cells kept, {} measured", spec.id, tally.kept, tally.measured));
+        let result = result.map(|mut f| {
+            f.seconds = tally.seconds;
+            f.commits = tally.commits.into_iter().collect();
             f
         });
         // A skipped figure is not kept: the next run looks for its tools again.
         if let Some(f) = result.as_ref().ok().filter(|f| f.skipped.is_none()) {
-            let text = serde_json::to_string_pretty(f)?;
-            std::fs::write(&path, text).map_err(|e| Error(format!("{}: cannot write: {e}", path.display())))?;
+            cells::write_atomic(&cfg.out.join(format!("{}.json", spec.id)), &serde_json::to_string_pretty(f)?)?;
         }
         figures.push((spec, result));
     }
     Ok(Outcome { figures })
-}
-
-/// A kept figure of this mode (anything else is measured again).
-fn read_kept(path: &Path, mode: Mode) -> Option<Figure> {
-    let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str::<Figure>(&text).ok().filter(|f| f.mode == mode)
-}
-
-/// The Markdown page of an outcome.
-pub fn page(cfg: &PaperConfig, o: &Outcome) -> String {
-    let mut s = String::new();
-    s.push_str("# The NSDI'22 paper's evaluation, reproduced by rqvs\n\n");
-    s.push_str(&format!(
-        "Made by `rqvs paper --{}` on the shared ClassBench data: seeds {}, sizes {}. Each figure gives the \
-         paper's claims, rqvs's numbers beside the paper's, whether each claim holds here, the commands that \
-         make each measurement, and the packets checked against the reference classifier. Throughput is \
-         packets per second of PMD time on one core (`rqvs replay`'s model), not a NIC's line rate.\n\n",
-        cfg.mode.name(),
-        cfg.mode.seeds().join(", "),
-        cfg.mode.sizes().join(", ")
-    ));
-    let ok: Vec<&Figure> = o.figures.iter().filter_map(|(_, f)| f.as_ref().ok()).collect();
-    if let Some(f) = ok.first() {
-        s.push_str(&format!("CPU: {}; commit {}.\n\n", f.cpu, f.git_rev));
-    }
-    s.push_str("## Claims\n\n");
-    for f in &ok {
-        for c in &f.claims {
-            let mark = match c.holds {
-                Some(true) => "holds",
-                Some(false) => "**does not hold**",
-                None => "—",
-            };
-            s.push_str(&format!("- {} ({}): {} — paper {}, rqvs {}\n", f.id, mark, c.what, c.paper, c.rqvs));
-        }
-    }
-    s.push('\n');
-    for (spec, f) in &o.figures {
-        match f {
-            Ok(f) => figure_md(&mut s, f),
-            Err(e) => s.push_str(&format!("## {}\n\nNot produced: {e}\n\n", spec.title)),
-        }
-    }
-    s.push_str("## Not produced yet\n\n");
-    for n in NOT_YET {
-        s.push_str(&format!("- {n}\n"));
-    }
-    s
-}
-
-fn figure_md(s: &mut String, f: &Figure) {
-    s.push_str(&format!("## {}\n\n", f.title));
-    if let Some(why) = &f.skipped {
-        s.push_str(&format!("Skipped on this machine: {why}.\n\n"));
-        return;
-    }
-    for c in &f.claims {
-        let mark = match c.holds {
-            Some(true) => " ✓",
-            Some(false) => " ✗",
-            None => "",
-        };
-        s.push_str(&format!("- {}{mark}: paper {}, rqvs {}\n", c.what, c.paper, c.rqvs));
-    }
-    s.push('\n');
-    if !f.panels.is_empty() {
-        s.push_str(&format!("![{}]({}.svg)\n\n", f.title, f.id));
-    }
-    if !f.header.is_empty() {
-        s.push_str(&format!("| {} |\n", f.header.join(" | ")));
-        s.push_str(&format!("|{}\n", "---|".repeat(f.header.len())));
-        for r in &f.rows {
-            s.push_str(&format!("| {} |\n", r.join(" | ")));
-        }
-        s.push('\n');
-    }
-    for n in &f.notes {
-        s.push_str(&format!("{n}\n\n"));
-    }
-    s.push_str(&format!(
-        "{} packets checked against the reference, {} mismatches; {:.0} s; commit {}.\n\n",
-        f.verified, f.mismatches, f.seconds, f.git_rev
-    ));
-    s.push_str("<details><summary>Commands</summary>\n\n```sh\n");
-    for c in &f.commands {
-        s.push_str(c);
-        s.push('\n');
-    }
-    s.push_str("```\n\n</details>\n\n");
 }
 
 /// The geometric mean of positive values (`None` if there are none).

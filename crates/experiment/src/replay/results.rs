@@ -7,7 +7,7 @@ use rqvs_datapath::{Counters, DesignKind, DesignReport};
 
 use crate::mixed::{Latency, StreamStats};
 
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     pub t_s: f64,
     pub mpps: f64,

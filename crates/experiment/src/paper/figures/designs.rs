@@ -1,15 +1,34 @@
 //! The designs side by side over the mode's seeds and sizes: where ORIG's time goes, the
 //! speedups, EMC sizes, PMD threads, hash tables per hit, training times, megaflow churn.
 
-use super::{claim, count, count_run, design, log_rules, mean, pct, sets};
+use serde::{Deserialize, Serialize};
+
+use super::{claim, cols, compare_units, count, design, log_rules, mean, pct, sets, sets_of};
+use crate::paper::cells::{est_s, Unit};
 use crate::paper::{geomean, Ctx, Figure, Mode, Panel};
 use crate::replay::{self, DesignKind, ReplayConfig};
 use crate::Error;
 
+pub fn plan_fig3(mode: Mode) -> Vec<Unit> {
+    compare_units(mode)
+}
+
+pub fn plan_fig11(mode: Mode) -> Vec<Unit> {
+    compare_units(mode)
+}
+
+pub fn plan_fig12(mode: Mode) -> Vec<Unit> {
+    compare_units(mode)
+}
+
+pub fn plan_table2(mode: Mode) -> Vec<Unit> {
+    compare_units(mode)
+}
+
 /// Fig. 3: the shares of ORIG's PMD time (EMC, megaflow cache, upcalls) by rule count.
 pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig3");
-    f.header = ["set", "EMC", "megaflow cache", "upcalls", "other", "Mpps", "masks"].map(String::from).to_vec();
+    f.header = cols("set | EMC | megaflow cache | upcalls | other | Mpps | masks");
     let mut by_size: Vec<(&str, Vec<f64>, Vec<f64>)> = Vec::new();
     let mut megaflow = Panel::new("log10(rules)", "megaflow cache, share of PMD time");
     let mut upcalls = Panel::new("log10(rules)", "upcalls, share of PMD time");
@@ -68,6 +87,88 @@ pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     Ok(f)
 }
 
+/// The seeds whose constant rate [`fig8`] searches at 500K in full mode: one per ClassBench
+/// family. A search at 500K takes ~10 min here (ORIG: ~10 probes of 20 passes over a 500K-packet
+/// trace at ~0.3 Mpps), so all 12 would be ~2 h, more than the rest of `--full` together; the
+/// others are listed on the page as not run. Every seed runs at 1K, 10K and 100K.
+pub const RATE_SEEDS_500K: [&str; 3] = ["acl1", "fw1", "ipc1"];
+
+/// Whether [`fig8`] searches the constant rate of `seed`/`size`: quick, the 1K sets (ORIG takes
+/// ~0.1 Mpps at 10K unconstrained in 0.3 s runs); full, every set but 500K's outside
+/// [`RATE_SEEDS_500K`].
+fn rate_searched(mode: Mode, seed: &str, size: &str) -> bool {
+    match mode {
+        Mode::Quick => size == "1k",
+        Mode::Full => size != "500k" || RATE_SEEDS_500K.contains(&seed),
+    }
+}
+
+/// A rate search's cell: the highest rate with < 1% drops (Mpps; `None` when even the lowest
+/// probe dropped more), the passes, the probes' checks.
+#[derive(Serialize, Deserialize)]
+struct RateCell {
+    mpps: Option<f64>,
+    passes: u32,
+    verified: u64,
+    mismatches: u64,
+}
+
+/// Estimated seconds of one rate search: ~10 runs of the passes (see [`rate_searches`]).
+fn est_rate(mode: Mode, size: &str, design: DesignKind) -> f64 {
+    let per_run = match (mode, size, design) {
+        (Mode::Quick, _, _) => 0.5,
+        (_, "1k" | "10k", _) => 2.0,
+        (_, "100k", DesignKind::Orig) => 19.0,
+        (_, "100k", _) => 8.0,
+        (_, _, DesignKind::Orig) => 48.0,
+        _ => 9.0,
+    };
+    10.0 * per_run
+}
+
+pub fn plan_fig8(mode: Mode) -> Vec<Unit> {
+    let mut units = compare_units(mode);
+    for (seed, size) in sets_of(mode).into_iter().filter(|(seed, size)| rate_searched(mode, seed, size)) {
+        for d in [DesignKind::Orig, DesignKind::Cflows] {
+            units.push(Unit::new("fig8", &format!("{seed}_{size}_rate_{}", d.name()), est_rate(mode, size, d)));
+        }
+    }
+    units
+}
+
+/// ORIG's and CFLOWS' constant-rate searches on `seed`/`size`, a cell each: the highest
+/// offered rate with < 1% drops after the warm-up, over enough passes that the cold start
+/// (every flow's first upcall) is within the 5% warm-up (at least 20, and 1M packets in full
+/// mode, 200K in quick).
+fn rate_searches(ctx: &Ctx, seed: &str, size: &str) -> Result<(RateCell, RateCell), Error> {
+    let want: u64 = if ctx.cfg.mode == Mode::Full { 1_000_000 } else { 200_000 };
+    let mut prepared = None;
+    let mut search = |d: DesignKind| {
+        let key = format!(
+            "rqvs compare --rules {} --trace {} --emc-prob 0.2 --passes max(20, {want} packets) --verify 1000 --designs {} --rate-search",
+            ctx.rules(seed, size).display(),
+            ctx.trace(seed, size).display(),
+            d.name()
+        );
+        ctx.cell("fig8", &format!("{seed}_{size}_rate_{}", d.name()), &key, || {
+            if prepared.is_none() {
+                let rc = ReplayConfig { duration: None, ..ctx.replay_config(seed, size) };
+                let p = replay::prepare(&rc)?;
+                let rc = ReplayConfig { passes: want.div_ceil(p.packets).max(20) as u32, ..rc };
+                prepared = Some((rc, p));
+            }
+            let (rc, p) = prepared.as_ref().expect("prepared");
+            let (mut verified, mut mismatches) = (0, 0);
+            let s = replay::rate_search(rc, p, d, None, &mut |_, r| {
+                verified += r.verified as u64;
+                mismatches += r.mismatches as u64;
+            })?;
+            Ok(RateCell { mpps: s.passed.then_some(s.probe.0 / 1e6), passes: rc.passes, verified, mismatches })
+        })
+    };
+    Ok((search(DesignKind::Orig)?, search(DesignKind::Cflows)?))
+}
+
 /// A size's speedups over ORIG ([`fig8`]): (size, CCACHE, CFLOWS, CFLOWS at constant rate).
 type Speedups = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
 
@@ -75,19 +176,10 @@ type Speedups = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
 /// highest constant rate with < 1% drops.
 pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig8");
-    f.header = [
-        "set",
-        "ORIG Mpps",
-        "CCACHE Mpps",
-        "CFLOWS Mpps",
-        "CCACHE ×",
-        "CFLOWS ×",
-        "ORIG max rate",
-        "CFLOWS max rate",
-        "CFLOWS × (rate)",
-    ]
-    .map(String::from)
-    .to_vec();
+    f.header = cols(
+        "set | ORIG Mpps | CCACHE Mpps | CFLOWS Mpps | CCACHE × | CFLOWS × | ORIG max rate | \
+         CFLOWS max rate | CFLOWS × (rate)",
+    );
     // Per size: CCACHE's and CFLOWS' unconstrained speedups, CFLOWS' constant-rate ones.
     let mut speedups: Vec<Speedups> = Vec::new();
     for (seed, size) in sets(ctx) {
@@ -95,30 +187,27 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
         count(&mut f, &runs);
         let (o, cc, cf) =
             (design(&runs, DesignKind::Orig), design(&runs, DesignKind::Ccache), design(&runs, DesignKind::Cflows));
-        // The constant-rate method: the highest offered rate with < 1% drops after the warm-up,
-        // over enough passes that the cold start (every flow's first upcall) is within the 5%
-        // warm-up. Quick: the 1K sets only (ORIG takes ~0.1 Mpps at 10K: minutes per search).
-        let (ro, rf) = if ctx.cfg.mode == Mode::Full || size == "1k" {
-            let rc = ReplayConfig { duration: None, ..ctx.replay_config(seed, size) };
-            let p = replay::prepare(&rc)?;
-            let want: u64 = if ctx.cfg.mode == Mode::Full { 1_000_000 } else { 200_000 };
-            let rc = ReplayConfig { passes: want.div_ceil(p.packets).max(20) as u32, ..rc };
-            let mut rate = |d: DesignKind| -> Result<Option<f64>, Error> {
-                let s = replay::rate_search(&rc, &p, d, None, &mut |_, r| {
-                    f.verified += r.verified as u64;
-                    f.mismatches += r.mismatches as u64;
-                })?;
-                Ok(s.passed.then_some(s.probe.0 / 1e6))
-            };
-            let rates = (rate(DesignKind::Orig)?, rate(DesignKind::Cflows)?);
+        let (ro, rf) = if rate_searched(ctx.cfg.mode, seed, size) {
+            let (ro, rf) = rate_searches(ctx, seed, size)?;
+            for r in [&ro, &rf] {
+                f.verified += r.verified;
+                f.mismatches += r.mismatches;
+            }
             f.commands.push(format!(
                 "rqvs compare --rules {} --trace {} --emc-prob 0.2 --passes {} --verify 1000 --designs orig,cflows --rate-search",
                 ctx.rules(seed, size).display(),
                 ctx.trace(seed, size).display(),
-                rc.passes
+                ro.passes
             ));
-            rates
+            (ro.mpps, rf.mpps)
         } else {
+            if ctx.cfg.mode == Mode::Full {
+                f.not_run.push(format!(
+                    "{seed}_{size}: the constant-rate searches (ORIG and CFLOWS; ~10 min a set here, most of a --full \
+                     run's time at 12 sets; the 500K constant rate is searched on {})",
+                    RATE_SEEDS_500K.join(", ")
+                ));
+            }
             (None, None)
         };
         let rate_x = ro.zip(rf).map(|(a, b)| b / a);
@@ -198,7 +287,7 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
         "Unconstrained = as fast as the PMD takes the trace (closest to the paper's adaptive TX, Fig. 18a); \
          max rate = the highest constant offered rate with < 1% drops after a 5% warm-up (the paper's \
          constant TX, Fig. 8), for ORIG and CFLOWS, over at least 20 passes of the trace (quick: the 1K sets \
-         only, — elsewhere)."
+         only; full: every set but 500K's, where one seed per family: see below; — elsewhere)."
             .into(),
     );
     Ok(f)
@@ -207,9 +296,7 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
 /// Fig. 11 / 18b: megaflow-cache hash tables probed per megaflow hit, ORIG vs CCACHE.
 pub fn fig11(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig11");
-    f.header = ["set", "ORIG subtables/hit", "CCACHE subtables/hit", "ORIG masks", "CCACHE masks (cache)"]
-        .map(String::from)
-        .to_vec();
+    f.header = cols("set | ORIG subtables/hit | CCACHE subtables/hit | ORIG masks | CCACHE masks (cache)");
     let mut ratios = Vec::new();
     for (seed, size) in sets(ctx) {
         let runs = ctx.compare(seed, size)?;
@@ -237,11 +324,32 @@ pub fn fig11(ctx: &Ctx) -> Result<Figure, Error> {
     Ok(f)
 }
 
+/// [`fig10`]'s set.
+const FIG10_SET: (&str, &str) = ("acl3", "1k");
+
+fn fig10_command(ctx: &Ctx, d: DesignKind, pmds: usize) -> String {
+    let (seed, size) = FIG10_SET;
+    format!(
+        "rqvs replay --design {} --rules {} --trace {} --emc-prob 0.2 --passes 3 --verify 1000 --pmds {pmds}",
+        d.name(),
+        ctx.rules(seed, size).display(),
+        ctx.trace(seed, size).display()
+    )
+}
+
+pub fn plan_fig10(_: Mode) -> Vec<Unit> {
+    let est = est_s(FIG10_SET.1, 1.0, 1);
+    DesignKind::ALL
+        .iter()
+        .flat_map(|d| [1, 2].map(|p| Unit::new("fig10", &format!("{}_{p}pmd", d.name()), est)))
+        .collect()
+}
+
 /// Fig. 10: the trace split over 1 and 2 PMD threads by flow hash (`--pmds`), each design.
 pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig10");
-    let (seed, size) = ("acl3", "1k");
-    f.header = ["design", "1 PMD Mpps", "2 PMDs Mpps", "× (2 vs 1)", "× ORIG (2 PMDs)"].map(String::from).to_vec();
+    let (seed, size) = FIG10_SET;
+    f.header = cols("design | 1 PMD Mpps | 2 PMDs Mpps | × (2 vs 1) | × ORIG (2 PMDs)");
     let mut at2 = Vec::new();
     let mut scales = true;
     let mut panel = Panel::new("PMD threads", "Mpps (all PMDs)");
@@ -249,13 +357,17 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
         let mut mpps = Vec::new();
         for pmds in [1usize, 2] {
             let c = ReplayConfig { pmds, duration: None, passes: 3, ..ctx.replay_config(seed, size) };
-            let p = replay::prepare(&c)?;
-            let r = replay::run_pmds(&c, &p, d)?;
-            for run in &r.runs {
-                count_run(&mut f, run);
-            }
-            mpps.push(r.mpps);
-            panel.point(d.name(), pmds as f64, r.mpps);
+            let key = fig10_command(ctx, d, pmds);
+            let (m, verified, mismatches) = ctx.cell("fig10", &format!("{}_{pmds}pmd", d.name()), &key, || {
+                let p = replay::prepare(&c)?;
+                let r = replay::run_pmds(&c, &p, d)?;
+                let v = r.runs.iter().map(|run| run.verified as u64).sum::<u64>();
+                Ok((r.mpps, v, r.runs.iter().map(|run| run.mismatches as u64).sum::<u64>()))
+            })?;
+            f.verified += verified;
+            f.mismatches += mismatches;
+            mpps.push(m);
+            panel.point(d.name(), pmds as f64, m);
         }
         scales &= mpps[1] > mpps[0];
         at2.push(mpps[1]);
@@ -266,12 +378,7 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{:.2}", mpps[1] / mpps[0]),
             format!("{:.2}", mpps[1] / at2[0]),
         ]);
-        f.commands.push(format!(
-            "rqvs replay --design {} --rules {} --trace {} --emc-prob 0.2 --passes 3 --verify 1000 --pmds 2",
-            d.name(),
-            ctx.rules(seed, size).display(),
-            ctx.trace(seed, size).display()
-        ));
+        f.commands.push(fig10_command(ctx, d, 2));
     }
     f.panels = vec![panel];
     f.claims.push(claim(
@@ -293,15 +400,10 @@ pub fn fig10(ctx: &Ctx) -> Result<Figure, Error> {
 /// holds, CFLOWS' first model over the rules (the build).
 pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig12");
-    f.header = [
-        "set",
-        "CCACHE megaflows in the model",
-        "CCACHE last training (ms)",
-        "CFLOWS rules in the model",
-        "CFLOWS build with training (ms)",
-    ]
-    .map(String::from)
-    .to_vec();
+    f.header = cols(
+        "set | CCACHE megaflows in the model | CCACHE last training (ms) | CFLOWS rules in the \
+         model | CFLOWS build with training (ms)",
+    );
     let biggest = *ctx.cfg.mode.sizes().last().expect("sizes");
     let mut slowest = 0.0f64;
     for (seed, size) in sets(ctx) {
@@ -340,17 +442,10 @@ pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
 /// megaflows would need retraining, and how long CCACHE's model actually takes to train.
 pub fn table2(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("table2");
-    f.header = [
-        "rules",
-        "upcalls/s (ORIG)",
-        "megaflows (ORIG)",
-        "cache changed per second",
-        "retrain every",
-        "CCACHE training (ms)",
-        "training / interval",
-    ]
-    .map(String::from)
-    .to_vec();
+    f.header = cols(
+        "rules | upcalls/s (ORIG) | megaflows (ORIG) | cache changed per second | retrain every | \
+         CCACHE training (ms) | training / interval",
+    );
     let mut last_ratio = None;
     for size in ctx.cfg.mode.sizes() {
         let (mut up, mut mf, mut train) = (Vec::new(), Vec::new(), Vec::new());
@@ -396,35 +491,49 @@ pub fn table2(ctx: &Ctx) -> Result<Figure, Error> {
 /// A point of [`fig9`]: the EMC's entries and each design's Mpps (in `DesignKind::ALL`'s order).
 type EmcPoint = (usize, Vec<f64>);
 
+/// [`fig9`]'s sets and EMC sizes: the paper's at 500K in full mode.
+fn fig9_points(mode: Mode) -> (Vec<(&'static str, &'static str)>, Vec<usize>) {
+    match mode {
+        Mode::Quick => (vec![("acl1", "10k")], vec![1 << 13, 1 << 15, 1 << 17, 1 << 19, 1 << 21]),
+        Mode::Full => (vec![("acl1", "500k"), ("acl5", "500k"), ("ipc2", "500k")], (13..=21).map(|k| 1 << k).collect()),
+    }
+}
+
+pub fn plan_fig9(mode: Mode) -> Vec<Unit> {
+    let (sets, sizes) = fig9_points(mode);
+    let mut units = Vec::new();
+    for (seed, size) in sets {
+        for e in &sizes {
+            units.push(Unit::new("fig9", &format!("{seed}_{size}_emc{e}"), est_s(size, mode.duration(), 3)));
+        }
+    }
+    units
+}
+
 /// Fig. 9: each design's throughput by the EMC's size (`--emc-entries`), on the sets that the
 /// paper found fastest for ORIG.
 pub fn fig9(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig9");
-    let (sets, sizes): (Vec<(&str, &str)>, Vec<usize>) = match ctx.cfg.mode {
-        Mode::Quick => (vec![("acl1", "10k")], vec![1 << 13, 1 << 15, 1 << 17, 1 << 19, 1 << 21]),
-        Mode::Full => (vec![("acl1", "500k"), ("acl5", "500k"), ("ipc2", "500k")], (13..=21).map(|k| 1 << k).collect()),
-    };
-    f.header = ["set", "EMC entries", "ORIG Mpps", "CCACHE Mpps", "CFLOWS Mpps", "ORIG EMC hits", "CFLOWS × ORIG"]
-        .map(String::from)
-        .to_vec();
+    let (sets, sizes) = fig9_points(ctx.cfg.mode);
+    f.header = cols("set | EMC entries | ORIG Mpps | CCACHE Mpps | CFLOWS Mpps | ORIG EMC hits | CFLOWS × ORIG");
     let mut by_set: Vec<(String, Vec<EmcPoint>)> = Vec::new();
     for (seed, size) in sets {
         let mut panel = Panel::new("log2(EMC entries)", &format!("{seed}_{size}: Mpps"));
         let mut points = Vec::new();
         for &entries in &sizes {
             let c = ReplayConfig { emc_entries: entries, ..ctx.replay_config(seed, size) };
-            let p = replay::prepare(&c)?;
-            let mut mpps = Vec::new();
-            let mut emc_hits = 0.0;
-            for d in DesignKind::ALL {
-                let r = replay::run_design(&c, &p, d)?;
-                f.verified += r.verified as u64;
-                f.mismatches += r.mismatches as u64;
-                if d == DesignKind::Orig {
-                    emc_hits = r.c.emc_hit as f64 / r.c.received.max(1) as f64;
-                }
-                panel.point(d.name(), (entries as f64).log2(), r.mpps);
-                mpps.push(r.mpps);
+            let command = ctx.replay_command(
+                "compare",
+                seed,
+                size,
+                &format!(" --designs orig,ccache,cflows --emc-entries {entries}"),
+            );
+            let runs = ctx.designs_cell("fig9", &format!("{seed}_{size}_emc{entries}"), &command, &c)?;
+            count(&mut f, &runs);
+            let emc_hits = design(&runs, DesignKind::Orig).emc_hits;
+            let mpps: Vec<f64> = runs.iter().map(|r| r.mpps).collect();
+            for r in &runs {
+                panel.point(r.design.name(), (entries as f64).log2(), r.mpps);
             }
             f.rows.push(vec![
                 format!("{seed}_{size}"),
@@ -435,12 +544,7 @@ pub fn fig9(ctx: &Ctx) -> Result<Figure, Error> {
                 pct(emc_hits),
                 format!("{:.2}", mpps[2] / mpps[0]),
             ]);
-            f.commands.push(ctx.replay_command(
-                "compare",
-                seed,
-                size,
-                &format!(" --designs orig,ccache,cflows --emc-entries {entries}"),
-            ));
+            f.commands.push(command);
             points.push((entries, mpps));
         }
         f.panels.push(panel);

@@ -6,19 +6,30 @@
 //! - [`classifier`]: NuevoMatchUP on its own (Table 1 / Fig. 7, Fig. 15);
 //! - [`extras`]: tables beyond the paper's figures (seed 004's coflowiness, fidelity against
 //!   real OVS).
+//!
+//! Every measurement goes through a cell ([`super::cells`]; the compares shared by Fig. 3, 8,
+//! 11, 12 and Table 2 through [`Ctx::compare`], single runs through `Ctx::run_cell`), so a figure
+//! is rebuilt from kept cells without measuring; each figure's `plan_ID` lists the cells it asks
+//! for with their estimated seconds (the `--quick` test checks that a run keeps exactly the
+//! planned cells). Settings that the figure and its plan share are in one function per figure
+//! (`fig5_times`, `fig17_setting`, …).
 
 mod classifier;
 mod designs;
 mod extras;
 mod over_time;
 
-pub use classifier::{fig15, fig7, fig7b};
-pub use designs::{fig10, fig11, fig12, fig3, fig8, fig9, table2};
-pub use extras::{coflows, ovs_fidelity};
-pub use over_time::{fig13, fig14, fig17, fig19, fig5};
+pub use classifier::{fig15, fig7, fig7b, plan_fig15, plan_fig7, plan_fig7b};
+pub use designs::{
+    fig10, fig11, fig12, fig3, fig8, fig9, plan_fig10, plan_fig11, plan_fig12, plan_fig3, plan_fig8, plan_fig9,
+    plan_table2, table2,
+};
+pub use extras::{coflows, ovs_fidelity, plan_coflows, plan_ovs_fidelity};
+pub use over_time::{fig13, fig14, fig17, fig19, fig5, plan_fig13, plan_fig14, plan_fig17, plan_fig19, plan_fig5};
 
-use super::{Claim, Ctx, Figure, RunSummary};
-use crate::replay::{DesignKind, Run};
+use super::cells::{est_s, Unit};
+use super::{Claim, Ctx, Figure, Mode, RunSummary};
+use crate::replay::DesignKind;
 
 /// The mean of `v` (0 for none).
 pub(super) fn mean(v: &[f64]) -> f64 {
@@ -47,15 +58,26 @@ pub(super) fn count(f: &mut Figure, runs: &[RunSummary]) {
     }
 }
 
-pub(super) fn count_run(f: &mut Figure, r: &Run) {
-    f.verified += r.verified as u64;
-    f.mismatches += r.mismatches as u64;
+/// A table's header from its row as Markdown writes it: `"set | Mpps | masks"`.
+pub(super) fn cols(row: &str) -> Vec<String> {
+    row.split(" | ").map(str::to_string).collect()
 }
 
 /// Every (seed, size) of the mode, sizes outermost.
-pub(super) fn sets(ctx: &Ctx) -> Vec<(&'static str, &'static str)> {
-    let m = ctx.cfg.mode;
+pub(super) fn sets_of(m: Mode) -> Vec<(&'static str, &'static str)> {
     m.sizes().into_iter().flat_map(|z| m.seeds().into_iter().map(move |s| (s, z))).collect()
+}
+
+pub(super) fn sets(ctx: &Ctx) -> Vec<(&'static str, &'static str)> {
+    sets_of(ctx.cfg.mode)
+}
+
+/// The shared compare cells of every set ([`Ctx::compare`]).
+pub(super) fn compare_units(mode: Mode) -> Vec<Unit> {
+    sets_of(mode)
+        .into_iter()
+        .map(|(seed, size)| Unit::new("compare", &format!("{seed}_{size}"), est_s(size, mode.duration(), 3)))
+        .collect()
 }
 
 pub(super) fn design(runs: &[RunSummary], d: DesignKind) -> &RunSummary {

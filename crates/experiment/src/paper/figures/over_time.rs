@@ -3,14 +3,100 @@
 
 use rqvs_classify::nuevomatch::live::Policy;
 
-use super::{claim, count_run, mean, pct};
-use crate::paper::{Ctx, Figure, Mode, Panel};
-use crate::replay::{self, DesignKind, ReplayConfig, Run};
+use super::{claim, cols, count, mean, pct};
+use crate::paper::cells::{est_s, Unit};
+use crate::paper::{Ctx, Figure, Mode, Panel, RunSummary};
+use crate::replay::{DesignKind, ReplayConfig};
 use crate::Error;
+
+/// One design run with `c` over time, a cell `group/name` (`command` reproduces it): its checks
+/// counted in `f` and its command added.
+fn timed_run(
+    ctx: &Ctx,
+    f: &mut Figure,
+    (group, name): (&str, &str),
+    command: String,
+    c: &ReplayConfig,
+    design: DesignKind,
+) -> Result<RunSummary, Error> {
+    let r = ctx.run_cell(group, name, &command, c, design)?;
+    count(f, std::slice::from_ref(&r));
+    f.commands.push(command);
+    Ok(r)
+}
+
+/// Fig. 5's run length and when the rules are added, seconds.
+fn fig5_times(mode: Mode) -> (f64, f64) {
+    match mode {
+        Mode::Quick => (1.0, 0.5),
+        Mode::Full => (12.0, 7.0),
+    }
+}
+
+pub fn plan_fig5(mode: Mode) -> Vec<Unit> {
+    let est = est_s("1k", fig5_times(mode).0, 1);
+    mode.seeds().into_iter().map(|s| Unit::new("fig5", &format!("{s}_1k"), est)).collect()
+}
+
+/// Fig. 16–17's run length, bundle time, bundle sizes and set size.
+fn fig17_setting(mode: Mode) -> (f64, f64, Vec<usize>, &'static str) {
+    match mode {
+        Mode::Quick => (1.0, 0.5, vec![100, 1000], "10k"),
+        Mode::Full => (3.0, 1.5, vec![100, 1000, 10_000], "500k"),
+    }
+}
+
+pub fn plan_fig17(mode: Mode) -> Vec<Unit> {
+    let (duration, _, bundles, size) = fig17_setting(mode);
+    let policies = [Policy::Instant, Policy::Delayed];
+    let name = |n: usize, p: Policy| Unit::new("fig17", &format!("{n}_{}", p.name()), est_s(size, duration, 1));
+    bundles.iter().flat_map(|&n| policies.map(|p| name(n, p))).collect()
+}
+
+/// Fig. 4 / 14's set and run length.
+fn fig14_setting(mode: Mode) -> (&'static str, &'static str, f64) {
+    match mode {
+        Mode::Quick => ("acl1", "10k", 1.0),
+        Mode::Full => ("acl1", "100k", 10.0),
+    }
+}
+
+pub fn plan_fig14(mode: Mode) -> Vec<Unit> {
+    let (_, size, duration) = fig14_setting(mode);
+    DesignKind::ALL.iter().map(|d| Unit::new("fig14", d.name(), est_s(size, duration, 1))).collect()
+}
+
+/// Fig. 13's set and run length.
+fn fig13_setting(mode: Mode) -> (&'static str, &'static str, f64) {
+    match mode {
+        Mode::Quick => ("fw4", "10k", 1.0),
+        Mode::Full => ("fw4", "100k", 10.0),
+    }
+}
+
+const FIG13_INTERVALS: [f64; 3] = [0.005, 0.05, 0.5];
+
+pub fn plan_fig13(mode: Mode) -> Vec<Unit> {
+    let (_, size, duration) = fig13_setting(mode);
+    FIG13_INTERVALS.iter().map(|i| Unit::new("fig13", &format!("every{i}s"), est_s(size, duration, 1))).collect()
+}
+
+/// Fig. 19's set, run length and slow training interval.
+fn fig19_setting(mode: Mode) -> (&'static str, &'static str, f64, f64) {
+    match mode {
+        Mode::Quick => ("acl2", "10k", 1.5, 1.0),
+        Mode::Full => ("acl2", "100k", 15.0, 5.0),
+    }
+}
+
+pub fn plan_fig19(mode: Mode) -> Vec<Unit> {
+    let (_, size, duration, slow) = fig19_setting(mode);
+    [0.005, slow].iter().map(|i| Unit::new("fig19", &format!("every{i}s"), est_s(size, duration, 1))).collect()
+}
 
 /// Panels of a run's 100 ms samples: throughput, and `second` (upcalls/s or coverage), one line
 /// per run named `name`.
-pub(super) fn series_panels(runs: &[(String, Run)], second: &str) -> Vec<Panel> {
+pub(super) fn series_panels(runs: &[(String, RunSummary)], second: &str) -> Vec<Panel> {
     let mut mpps = Panel::new("PMD time (s)", "Mpps");
     let mut other = Panel::new("PMD time (s)", second);
     for (name, r) in runs {
@@ -23,7 +109,7 @@ pub(super) fn series_panels(runs: &[(String, Run)], second: &str) -> Vec<Panel> 
 }
 
 /// The 100 ms samples' throughput in `[from, to)` seconds of PMD time: (mean, lowest).
-fn window(r: &Run, from: f64, to: f64) -> (f64, f64) {
+fn window(r: &RunSummary, from: f64, to: f64) -> (f64, f64) {
     let v: Vec<f64> = r.series.iter().filter(|s| s.t_s > from && s.t_s <= to).map(|s| s.mpps).collect();
     (mean(&v), v.iter().copied().fold(f64::INFINITY, f64::min))
 }
@@ -31,14 +117,11 @@ fn window(r: &Run, from: f64, to: f64) -> (f64, f64) {
 /// Fig. 5: 60 rules added to a running ORIG: megaflows deleted, the upcalls that follow.
 pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig5");
-    let (duration, at) = match ctx.cfg.mode {
-        Mode::Quick => (1.0, 0.5),
-        Mode::Full => (12.0, 7.0),
-    };
-    f.header =
-        ["set", "megaflows before", "deleted", "upcalls/s before", "upcalls/s after", "Mpps before", "lowest after"]
-            .map(String::from)
-            .to_vec();
+    let (duration, at) = fig5_times(ctx.cfg.mode);
+    f.header = cols(
+        "set | megaflows before | deleted | upcalls/s before | upcalls/s after | Mpps before | \
+         lowest after",
+    );
     let mut deleted_shares = Vec::new();
     let mut upcalls_rise = true;
     let mut runs = Vec::new();
@@ -50,9 +133,14 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
             revalidator: rqvs_datapath::revalidator::RevalidatorMode::Inline,
             ..ctx.replay_config(seed, size)
         };
-        let p = replay::prepare(&c)?;
-        let r = replay::run_design(&c, &p, DesignKind::Orig)?;
-        count_run(&mut f, &r);
+        let command = ctx.replay_command_for(
+            "replay",
+            seed,
+            size,
+            duration,
+            &format!(" --design orig --revalidator inline --updates add:60@{at}s"),
+        );
+        let r = timed_run(ctx, &mut f, ("fig5", &format!("{seed}_{size}")), command, &c, DesignKind::Orig)?;
         let before = r.series.iter().rev().find(|s| s.t_s <= at);
         let megaflows = before.map_or(0, |s| s.megaflows);
         let deleted = r.update_log.first().and_then(|u| u["megaflows_deleted"].as_u64()).unwrap_or(0);
@@ -77,13 +165,6 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{mpps_before:.3}"),
             format!("{lowest:.3}"),
         ]);
-        f.commands.push(ctx.replay_command_for(
-            "replay",
-            seed,
-            size,
-            duration,
-            &format!(" --design orig --revalidator inline --updates add:60@{at}s"),
-        ));
         runs.push((format!("{seed}_{size}"), r));
     }
     f.panels = series_panels(&runs, "upcalls/s");
@@ -112,14 +193,9 @@ pub fn fig5(ctx: &Ctx) -> Result<Figure, Error> {
 /// dip and when the rules become visible.
 pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig17");
-    let (duration, at, bundles, size) = match ctx.cfg.mode {
-        Mode::Quick => (1.0, 0.5, vec![100usize, 1000], "10k"),
-        Mode::Full => (3.0, 1.5, vec![100, 1000, 10_000], "500k"),
-    };
+    let (duration, at, bundles, size) = fig17_setting(ctx.cfg.mode);
     let seed = "acl1";
-    f.header = ["bundle", "policy", "Mpps before", "lowest after", "drop", "visible after (ms)", "coverage after"]
-        .map(String::from)
-        .to_vec();
+    f.header = cols("bundle | policy | Mpps before | lowest after | drop | visible after (ms) | coverage after");
     let mut drops: Vec<(usize, Policy, f64)> = Vec::new();
     let mut runs = Vec::new();
     for &n in &bundles {
@@ -131,9 +207,14 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
                 policy,
                 ..ctx.replay_config(seed, size)
             };
-            let p = replay::prepare(&c)?;
-            let r = replay::run_design(&c, &p, DesignKind::Cflows)?;
-            count_run(&mut f, &r);
+            let command = format!(
+                "rqvs replay --design cflows --rules {} --trace {} --no-emc --duration {duration} --verify 1000 --updates add:{n}@{at}s --policy {}",
+                ctx.rules(seed, size).display(),
+                ctx.trace(seed, size).display(),
+                policy.name()
+            );
+            let name = format!("{n}_{}", policy.name());
+            let r = timed_run(ctx, &mut f, ("fig17", &name), command, &c, DesignKind::Cflows)?;
             let (before, _) = window(&r, at - 0.3, at);
             let (_, lowest) = window(&r, at, at + 0.5);
             let drop = (1.0 - lowest / before).max(0.0);
@@ -149,12 +230,6 @@ pub fn fig17(ctx: &Ctx) -> Result<Figure, Error> {
                 visible.map_or("not within the run".into(), |v| format!("{v:.1}")),
                 pct(coverage),
             ]);
-            f.commands.push(format!(
-                "rqvs replay --design cflows --rules {} --trace {} --no-emc --duration {duration} --verify 1000 --updates add:{n}@{at}s --policy {}",
-                ctx.rules(seed, size).display(),
-                ctx.trace(seed, size).display(),
-                policy.name()
-            ));
             runs.push((format!("{n} rules, {}", policy.name()), r));
         }
     }
@@ -191,21 +266,15 @@ fn correlation(x: &[f64], y: &[f64]) -> Option<f64> {
 /// Fig. 4 / 14: each design's throughput and upcalls in 100 ms samples.
 pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig14");
-    let (seed, size, duration) = match ctx.cfg.mode {
-        Mode::Quick => ("acl1", "10k", 1.0),
-        Mode::Full => ("acl1", "100k", 10.0),
-    };
-    f.header = ["design", "mean Mpps", "lowest sample", "highest sample", "upcalls/s (mean)", "corr(Mpps, upcalls/s)"]
-        .map(String::from)
-        .to_vec();
+    let (seed, size, duration) = fig14_setting(ctx.cfg.mode);
+    f.header = cols("design | mean Mpps | lowest sample | highest sample | upcalls/s (mean) | corr(Mpps, upcalls/s)");
     let c = ReplayConfig { duration: Some(duration), ..ctx.replay_config(seed, size) };
-    let p = replay::prepare(&c)?;
     let mut orig_corr = None;
     let mut spread = Vec::new();
     let mut runs = Vec::new();
     for d in DesignKind::ALL {
-        let r = replay::run_design(&c, &p, d)?;
-        count_run(&mut f, &r);
+        let command = ctx.replay_command_for("replay", seed, size, duration, &format!(" --design {}", d.name()));
+        let r = timed_run(ctx, &mut f, ("fig14", d.name()), command, &c, d)?;
         // The first sample holds the cold start: left out.
         let s: Vec<_> = r.series.iter().skip(1).collect();
         let mpps: Vec<f64> = s.iter().map(|x| x.mpps).collect();
@@ -226,7 +295,6 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
             corr.map_or("—".into(), |c| format!("{c:.2}")),
         ]);
         runs.push((d.name().to_string(), r));
-        f.commands.push(ctx.replay_command_for("replay", seed, size, duration, &format!(" --design {}", d.name())));
     }
     f.panels = series_panels(&runs, "upcalls/s");
     f.claims.push(claim(
@@ -249,32 +317,39 @@ pub fn fig14(ctx: &Ctx) -> Result<Figure, Error> {
     Ok(f)
 }
 
+/// CCACHE on `seed`/`size` for `duration` s with training checked every `interval` s: the
+/// cell `group/every{interval}s`.
+fn ccache_every(
+    ctx: &Ctx,
+    f: &mut Figure,
+    group: &str,
+    (seed, size, duration, interval): (&str, &str, f64, f64),
+    c: &ReplayConfig,
+) -> Result<RunSummary, Error> {
+    let command = ctx.replay_command_for(
+        "replay",
+        seed,
+        size,
+        duration,
+        &format!(" --design ccache --train-interval {interval}"),
+    );
+    timed_run(ctx, f, (group, &format!("every{interval}s")), command, c, DesignKind::Ccache)
+}
+
 /// Fig. 13: CCACHE with slower retraining (its manager's check interval, `--train-interval`):
 /// throughput and the model's coverage of the megaflows.
 pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig13");
-    let (seed, size, duration) = match ctx.cfg.mode {
-        Mode::Quick => ("fw4", "10k", 1.0),
-        Mode::Full => ("fw4", "100k", 10.0),
-    };
-    f.header = ["train interval (s)", "Mpps", "coverage (mean of samples)", "model swaps"].map(String::from).to_vec();
+    let (seed, size, duration) = fig13_setting(ctx.cfg.mode);
+    f.header = cols("train interval (s) | Mpps | coverage (mean of samples) | model swaps");
     let mut mpps = Vec::new();
     let mut runs = Vec::new();
-    for interval in [0.005, 0.05, 0.5] {
+    for interval in FIG13_INTERVALS {
         let c = ReplayConfig { duration: Some(duration), train_interval: interval, ..ctx.replay_config(seed, size) };
-        let p = replay::prepare(&c)?;
-        let r = replay::run_design(&c, &p, DesignKind::Ccache)?;
-        count_run(&mut f, &r);
+        let r = ccache_every(ctx, &mut f, "fig13", (seed, size, duration, interval), &c)?;
         let cov = mean(&r.series.iter().map(|s| s.coverage).collect::<Vec<_>>());
         mpps.push(r.mpps);
-        f.rows.push(vec![interval.to_string(), format!("{:.3}", r.mpps), pct(cov), r.c.model_swaps.to_string()]);
-        f.commands.push(ctx.replay_command_for(
-            "replay",
-            seed,
-            size,
-            duration,
-            &format!(" --design ccache --train-interval {interval}"),
-        ));
+        f.rows.push(vec![interval.to_string(), format!("{:.3}", r.mpps), pct(cov), r.model_swaps.to_string()]);
         runs.push((format!("every {interval} s"), r));
     }
     f.panels = series_panels(&runs, "coverage");
@@ -295,29 +370,16 @@ pub fn fig13(ctx: &Ctx) -> Result<Figure, Error> {
 /// down (`--train-interval`): throughput, upcalls and the model's coverage of the megaflows.
 pub fn fig19(ctx: &Ctx) -> Result<Figure, Error> {
     let mut f = ctx.figure("fig19");
-    let (seed, size, duration, slow) = match ctx.cfg.mode {
-        Mode::Quick => ("acl2", "10k", 1.5, 1.0),
-        Mode::Full => ("acl2", "100k", 15.0, 5.0),
-    };
-    f.header = [
-        "training every (s)",
-        "mean Mpps",
-        "lowest sample",
-        "upcalls/s (mean)",
-        "coverage (mean)",
-        "lowest coverage after the first model",
-        "model swaps",
-        "corr(Mpps, upcalls/s)",
-    ]
-    .map(String::from)
-    .to_vec();
+    let (seed, size, duration, slow) = fig19_setting(ctx.cfg.mode);
+    f.header = cols(
+        "training every (s) | mean Mpps | lowest sample | upcalls/s (mean) | coverage (mean) | \
+         lowest coverage after the first model | model swaps | corr(Mpps, upcalls/s)",
+    );
     let mut runs = Vec::new();
     let mut summary = Vec::new();
     for interval in [0.005, slow] {
         let c = ReplayConfig { duration: Some(duration), train_interval: interval, ..ctx.replay_config(seed, size) };
-        let p = replay::prepare(&c)?;
-        let r = replay::run_design(&c, &p, DesignKind::Ccache)?;
-        count_run(&mut f, &r);
+        let r = ccache_every(ctx, &mut f, "fig19", (seed, size, duration, interval), &c)?;
         // The first sample holds the cold start: left out.
         let s: Vec<_> = r.series.iter().skip(1).collect();
         let mpps: Vec<f64> = s.iter().map(|x| x.mpps).collect();
@@ -335,17 +397,10 @@ pub fn fig19(ctx: &Ctx) -> Result<Figure, Error> {
             format!("{:.0}", mean(&up)),
             pct(mean(&cov)),
             if lowest_cov.is_finite() { pct(lowest_cov) } else { "no model".into() },
-            r.c.model_swaps.to_string(),
+            r.model_swaps.to_string(),
             corr.map_or("—".into(), |c| format!("{c:.2}")),
         ]);
         summary.push((mean(&mpps), mean(&cov), corr));
-        f.commands.push(ctx.replay_command_for(
-            "replay",
-            seed,
-            size,
-            duration,
-            &format!(" --design ccache --train-interval {interval}"),
-        ));
         runs.push((format!("training every {interval} s"), r));
     }
     let mut panels = series_panels(&runs, "upcalls/s");
