@@ -96,6 +96,7 @@ class _CompareOptions(TypedDict, total=False):
     train_interval: float  # 0.01
     idle: float  # 10.0
     in_port: int  # 1
+    auto: Union[str, Dict[str, Union[str, float, bool]]]  # design auto's thresholds, e.g. {"window-ms": 50}
 
 class _ReplayOptions(_CompareOptions, total=False):
     pmds: int  # 1

@@ -99,6 +99,7 @@ fn config(
                     PyValueError::new_err(format!("policy: expected 'instant' or 'delayed', found '{s}'"))
                 })?;
             }
+            "auto" => c.auto = auto_settings(v, func)?,
             _ => return Err(PyTypeError::new_err(format!("{func}() got an unexpected keyword argument '{key}'"))),
         }
         given.push(key);
@@ -119,6 +120,44 @@ fn config(
     Ok((c, given))
 }
 
+/// `auto=`: auto's thresholds as a dict `{"window-ms": 50, "initial": "orig"}` or the command
+/// line's `"window-ms=50,initial=orig"`, parsed and checked by the command line's parser
+/// ([`rqvs_datapath::auto::settings`]); a value is a string, a number or a bool.
+fn auto_settings(v: &Bound<'_, PyAny>, func: &str) -> PyResult<rqvs_datapath::AutoConfig> {
+    let bad = |e: String| PyValueError::new_err(format!("auto: {e}"));
+    let settings: rqvs_datapath::AutoSettings = if let Ok(text) = v.extract::<String>() {
+        text.parse().map_err(bad)?
+    } else if let Ok(d) = v.cast::<PyDict>() {
+        let mut items = Vec::new();
+        for (k, x) in d.iter() {
+            let k: String = get(&k, func, "auto")?;
+            let value = if let Ok(b) = x.extract::<bool>() {
+                b.to_string()
+            } else if let Ok(s) = x.extract::<String>() {
+                s
+            } else if x.extract::<f64>().is_ok() {
+                x.str()?.to_string()
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "{func}(): auto: {k}: expected a string, a number or a bool, found {}",
+                    x.get_type().name()?
+                )));
+            };
+            if value.contains(',') {
+                return Err(bad(format!("{k}: expected one value, found '{value}'")));
+            }
+            items.push(format!("{k}={value}").parse::<rqvs_datapath::AutoSettings>().map_err(bad)?);
+        }
+        rqvs_datapath::AutoSettings::concat(&items)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "{func}(): auto: expected a dict of settings or a 'KEY=VALUE,...' string, found {}",
+            v.get_type().name()?
+        )));
+    };
+    settings.config().map_err(bad)
+}
+
 /// Options given that the designs would not use: refused, as the command line refuses them
 /// ([`experiment::check_unused`]).
 fn check_unused(
@@ -133,12 +172,12 @@ fn check_unused(
 
 fn design(name: &str) -> PyResult<DesignKind> {
     DesignKind::from_name(name)
-        .ok_or_else(|| PyValueError::new_err(format!("unknown design '{name}' (known: orig, ccache, cflows)")))
+        .ok_or_else(|| PyValueError::new_err(format!("unknown design '{name}' (known: orig, ccache, cflows, auto)")))
 }
 
 /// Replays a trace through one datapath design (``rqvs replay``) and returns its ``--json``
 /// report as a dict. ``rules``/``trace`` default to the embedded ClassBench acl1_1k workload;
-/// ``design``: ``orig``, ``ccache`` or ``cflows``; ``predict``: flow prediction on ORIG
+/// ``design``: ``orig``, ``ccache``, ``cflows`` or ``auto``; ``predict``: flow prediction on ORIG
 /// (``off``, ``online``, or ``oracle`` with the ground truth ``coflow_truth`` written by ``rqvs
 /// gen coflows --truth-out``; the predictor's own settings at the command line's defaults);
 /// ``rate_search``: the highest constant rate with < 1% drops (``--rate-search``: the report of
@@ -149,7 +188,10 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
 /// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
 /// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``, ``narrow``),
-/// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``). Mismatches against the reference are in
+/// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``; and with ``design="auto"``,
+/// ``auto``: its thresholds as ``--auto`` takes them, a dict ``{"initial": "orig", "window-ms":
+/// 50}`` or a string ``"initial=orig,window-ms=50"`` — the report's ``auto.settings`` says which
+/// differ from the defaults). Mismatches against the reference are in
 /// ``report["mismatches"]`` (the command line's exit code 1), not raised — but a rate search
 /// whose probe has mismatches raises, as the command line fails.
 #[pyfunction]

@@ -249,3 +249,40 @@ def test_gen_attack(cli, tmp_path):
         with pytest.raises(ValueError) as e:
             rqvs.gen_attack(**args)
         assert str(e.value) == message
+
+
+def test_auto_settings(cli):
+    """auto= is --auto: a dict or the command line's string, parsed by the same parser."""
+    ours = rqvs.replay(design="auto", auto={"initial": "orig", "window-ms": 50})
+    theirs = run_cli(cli, "replay", "--design", "auto", "--auto", "initial=orig,window-ms=50")
+    assert ours["auto"]["settings"] == {"initial": "orig", "window-ms": "50"} == theirs["auto"]["settings"]
+    assert ours["auto"]["time_orig_s"] > 0 and ours["auto"]["time_cflows_s"] == 0 and ours["mismatches"] == 0
+    for r in (ours, theirs):  # PMD time: differs between runs
+        r["auto"].pop("time_orig_s")
+    same_report(ours, theirs)
+    assert rqvs.replay(design="auto")["auto"]["settings"] == {}
+    as_text = rqvs.replay(design="auto", auto="initial=orig,ccache=false,min-dwell-ms=0.5")
+    assert as_text["auto"]["settings"] == {"initial": "orig", "ccache": "false", "min-dwell-ms": "0.5"}
+    assert rqvs.replay(design="auto", auto={"ccache": False, "to-cflows-masks": 64})["auto"]["settings"] == {
+        "ccache": "false", "to-cflows-masks": "64"}
+    both = rqvs.compare(designs=["orig", "auto"], auto={"initial": "orig"})
+    assert both["runs"][1]["auto"]["settings"] == {"initial": "orig"} and both["runs"][0]["auto"] is None
+    # Not used: word for word the command line's error.
+    with pytest.raises(ValueError) as e:
+        rqvs.replay(design="cflows", auto={"window-ms": 5})
+    assert str(e.value) == cli_error(cli, "replay", "--design", "cflows", "--auto", "window-ms=5", code=2)
+    for bad, message in [
+        ({"window": 5}, "auto: unknown key 'window' (known: initial, cflows-rules, window-ms,"),
+        ({"window-ms": 0}, "auto: window-ms: expected milliseconds 0.001 ≤ x ≤ 3600000, found '0'"),
+        ({"to-cflows-upcall-share": 1.5}, "auto: to-cflows-upcall-share: expected a share 0 ≤ x ≤ 1, found '1.5'"),
+        ({"ccache": "maybe"}, "auto: ccache: expected true or false, found 'maybe'"),
+        ({"initial": "orig,window-ms=5"}, "auto: initial: expected one value, found 'orig,window-ms=5'"),
+        ({"initial": "ccache", "ccache": False}, "auto: initial: ccache is not a candidate with ccache=false"),
+        ("window-ms=5,window-ms=6", "auto: window-ms: given twice"),
+    ]:
+        with pytest.raises(ValueError) as e:
+            rqvs.replay(design="auto", auto=bad)
+        assert str(e.value).startswith(message), str(e.value)
+    for bad in [5, {"window-ms": [5]}]:
+        with pytest.raises(TypeError, match="replay\\(\\): auto: "):
+            rqvs.replay(design="auto", auto=bad)

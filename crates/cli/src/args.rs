@@ -230,3 +230,54 @@ impl Given {
         Ok(())
     }
 }
+
+/// `--auto KEY=VALUE[,...]`: `--design auto`'s thresholds, as an OVS operator sets
+/// `other_config:` keys ([`rqvs_datapath::auto::settings`]: the parser the switch and the
+/// Python package share). Each item is checked as it is parsed (a usage error naming the key
+/// and what it expects); the items together by [`AutoArgs::check`].
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AutoArgs {
+    /// --design auto's thresholds: KEY=VALUE, repeatable, comma lists allowed (e.g.
+    /// `--auto initial=orig,window-ms=50`); --help lists the keys with their defaults.
+    #[arg(
+        long = "auto",
+        value_name = "KEY=VALUE[,...]",
+        value_parser = parse_auto,
+        action = clap::ArgAction::Append,
+        long_help = auto_long_help()
+    )]
+    pub auto: Vec<rqvs_datapath::AutoSettings>,
+}
+
+fn parse_auto(s: &str) -> Result<rqvs_datapath::AutoSettings, String> {
+    s.parse()
+}
+
+fn auto_long_help() -> String {
+    format!(
+        "--design auto's thresholds, as KEY=VALUE: repeatable, comma lists allowed (e.g. `--auto \
+         initial=orig,window-ms=50`); a key given twice is an error. The report and the JSON's \
+         auto.settings say which settings differ from the defaults. Keys, with their defaults \
+         (docs/designs.md, \"Setting auto's thresholds\"):\n{}",
+        rqvs_datapath::auto::settings::help()
+    )
+}
+
+impl AutoArgs {
+    /// The settings given, in order.
+    pub fn settings(&self) -> rqvs_datapath::AutoSettings {
+        rqvs_datapath::AutoSettings::concat(&self.auto)
+    }
+
+    /// The thresholds: the defaults with the settings applied (valid once [`AutoArgs::check`]
+    /// passed, which every command's `unused` runs before anything else).
+    pub fn config(&self) -> rqvs_datapath::AutoConfig {
+        self.settings().apply(rqvs_datapath::AutoConfig::default())
+    }
+
+    /// The settings together: no key twice, thresholds that hold together
+    /// ([`rqvs_datapath::AutoSettings::config`]).
+    pub fn check(&self) -> Result<rqvs_datapath::AutoConfig, String> {
+        self.settings().config().map_err(|e| format!("--auto: {e}"))
+    }
+}

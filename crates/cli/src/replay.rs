@@ -3,10 +3,11 @@
 //! documented there).
 //!
 //! ```text
-//! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows [--cd] [--emc-prob P] [--emc-entries N | --no-emc]
+//! rqvs replay --rules FILE --trace FILE --design orig|ccache|cflows|auto [--cd] [--emc-prob P] [--emc-entries N | --no-emc]
 //!             [--policy instant|delayed] [--duration S] [--updates SPEC] [--verify N]
 //!             [--mask-limit N [--mask-eviction least-hit|refuse|narrow]] [--mfcguard [--mfcguard-interval S]]
 //!             [--predict off|online|oracle [--coflow-truth FILE]] [--json OUT] [--csv OUT] [--plot OUT.svg]
+//!             [--design auto [--auto KEY=VALUE[,...]]...]
 //! ```
 //!
 //! This module parses the options into a [`ReplayConfig`], prints the report, writes the JSON
@@ -111,6 +112,8 @@ pub struct Common {
     pub revalidator: RevalidatorArg,
     #[command(flatten)]
     pub defences: crate::args::Defences,
+    #[command(flatten)]
+    pub auto: crate::args::AutoArgs,
     /// CFLOWS: when inserted rules become visible — at once, into the remainder (instant) or
     /// at the next model swap (delayed).
     #[arg(long, value_enum, default_value_t = PolicyArg::Instant)]
@@ -203,6 +206,7 @@ impl Common {
             pmds: self.pmds,
             attack: self.attack.clone(),
             attack_rate: self.attack_rate,
+            auto: self.auto.config(),
             ..ReplayConfig::default()
         };
         self.defences.apply(&mut c);
@@ -569,7 +573,8 @@ pub fn unused(a: &Args, g: &Given) -> Result<(), String> {
 /// error when none of `designs` (or none of the options it serves) is there
 /// ([`replay::check_unused`]); `names` says which designs run, as given.
 pub fn unused_common(c: &Common, designs: &[DesignKind], names: &str, g: &Given) -> Result<(), String> {
-    replay::check_unused(&c.config(), designs, names, c.rate_search, &|id| g.has(id)).map_err(|e| e.0)
+    replay::check_unused(&c.config(), designs, names, c.rate_search, &|id| g.has(id)).map_err(|e| e.0)?;
+    c.auto.check().map(|_| ())
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
@@ -733,6 +738,7 @@ pub fn print_auto(out: &crate::report::Out, r: &replay::Run) {
         a.time_ns[1] as f64 / 1e9,
         a.time_ns[2] as f64 / 1e9
     );
+    outln!(out, "  settings          {}", a.settings_line());
     for e in &a.log {
         outln!(
             out,

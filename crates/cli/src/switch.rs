@@ -99,6 +99,8 @@ pub struct Args {
     inactivity_probe: f64,
     #[command(flatten)]
     defences: crate::args::Defences,
+    #[command(flatten)]
+    auto: crate::args::AutoArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -179,7 +181,9 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
             &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by --design {design}"),
         )?;
     }
-    Ok(())
+    g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
+    let auto = a.auto.check()?;
+    rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
@@ -239,6 +243,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
     cfg.cflows.classifier = a.classifier.classifier();
+    cfg.auto = a.auto.config();
     (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
@@ -291,9 +296,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     });
     let metrics_server =
         metrics_server.transpose().map_err(|e| Failure(format!("starting the metrics thread: {e}")))?;
+    let design = match a.design {
+        DesignKind::Auto => format!("auto (settings: {})", a.auto.config().settings_line()),
+        d => d.name().to_string(),
+    };
     eprintln!(
-        "rqvs switch: ready: {} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
-        a.design.name(),
+        "rqvs switch: ready: {design} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
         if classbench { " (ClassBench: rule i outputs to port 2 + i mod (ports - 1))" } else { "" },
         a.pmds,
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },

@@ -58,3 +58,31 @@ fn man_pages_for_rqvs_and_every_command() {
         "rqvs: error: man: 'rqvs-gen' has no command 'nope' (known: rules, trace, map, updates, coflows, attack, help)"
     );
 }
+
+/// docs/designs.md's table of `--auto`'s keys is the command line's help: every key, its
+/// default and its meaning, in order (the help is made from the parser's own list).
+#[test]
+fn the_auto_keys_table_is_the_help() {
+    let help = stdout(&["replay", "--help"]);
+    let from_help: Vec<String> = help
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let (key, rest) = l.split_once('=')?;
+            let (default, meaning) = rest.split_once(": ")?;
+            let kebab = !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '-');
+            kebab.then(|| format!("| `{key}` | {default} | {meaning} |"))
+        })
+        .collect();
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/designs.md")).unwrap();
+    let section = page.split("### Setting auto's thresholds (`--auto`)").nth(1).expect("the section");
+    let from_page: Vec<String> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| key |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(String::from)
+        .collect();
+    assert_eq!(from_help.len(), 16, "{help}");
+    assert_eq!(from_page, from_help);
+}

@@ -90,7 +90,7 @@ fn table_after(doc: &str, section: &str, header: &str) -> Vec<Vec<String>> {
 
 /// The timed tables of docs/tse.md and docs/designs.md are the JSON their commands kept beside
 /// them (`scripts/tse_curve.py`, `scripts/cflows_ablation.py --json`, `scripts/compare_all.py
-/// --json`): a cell edited by hand, or a table left behind by a new measurement, fails here.
+/// --json`, `scripts/auto_cold_orig.py`): a cell edited by hand, or a table left behind by a new measurement, fails here.
 #[test]
 fn timed_tables_are_their_kept_json() {
     let json = |p: &str| -> serde_json::Value { serde_json::from_str(&repo_file(p)).unwrap() };
@@ -185,7 +185,11 @@ fn timed_tables_are_their_kept_json() {
         let size = &intel["sizes"][&row[1]];
         let cell = size["rows"].as_array().unwrap().iter().find(|r| r["seed"] == row[0].as_str()).expect("a kept seed");
         let runs = cell["runs"].as_array().unwrap();
-        assert_eq!(row[2..5], [x(&runs[0]["nmu_over_tm"]), x(&runs[1]["nmu_over_tm"]), x(&cell["amd_nmu_over_tm"])], "{row:?}");
+        assert_eq!(
+            row[2..5],
+            [x(&runs[0]["nmu_over_tm"]), x(&runs[1]["nmu_over_tm"]), x(&cell["amd_nmu_over_tm"])],
+            "{row:?}"
+        );
         assert!(runs.iter().all(|r| r["mismatches"] == 0 && r["verified"].as_u64() > Some(0)), "{row:?}");
         assert_eq!(row[5], "0", "{row:?}");
     }
@@ -193,5 +197,61 @@ fn timed_tables_are_their_kept_json() {
         let size = &intel["sizes"][&row[1]];
         let g = size["geomean_runs"].as_array().unwrap();
         assert_eq!(row[2..5], [x(&g[0]), x(&g[1]), x(&size["geomean_amd"])], "{row:?}");
+    }
+    cold_orig_rows(&designs);
+}
+
+/// docs/designs.md's "Auto out of a cold ORIG": each row is its run's JSON in
+/// docs/auto-cold-orig/ (scripts/auto_cold_orig.py, whose docs define the columns).
+fn cold_orig_rows(designs: &str) {
+    let rows = table(designs, "| run | attack pps | design | decided at (s) |");
+    assert_eq!(rows.len(), 12, "docs/designs.md cold ORIG: {rows:?}");
+    let num = |v: &serde_json::Value| v.as_f64().unwrap_or_else(|| panic!("{v}"));
+    let mean = |xs: &[f64]| {
+        if xs.is_empty() {
+            "–".to_string()
+        } else {
+            format!("{:.2}", xs.iter().sum::<f64>() / xs.len() as f64)
+        }
+    };
+    for row in rows {
+        let run = row[0].trim_matches('`');
+        let r: serde_json::Value =
+            serde_json::from_str(&repo_file(&format!("docs/auto-cold-orig/{run}.json"))).unwrap();
+        let (att, auto) = (&r["attack"], &r["auto"]);
+        assert_eq!(row[1] == "clean", att.is_null(), "{run}");
+        let mut design = r["design"].as_str().unwrap().to_string();
+        if let Some(settings) = auto["settings"].as_object() {
+            let s: Vec<String> = settings.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap())).collect();
+            design = format!("{design} {}", s.join(""));
+        }
+        assert_eq!(row[2], format!("`{design}`"), "{run}");
+        let benign: Vec<(f64, f64)> = r["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (num(&s["t_s"]), num(if att.is_null() { &s["mpps"] } else { &s["benign_mpps"] })))
+            .collect();
+        let end = benign.last().unwrap().0;
+        let last: Vec<f64> = benign.iter().filter(|(t, _)| *t > end - 1.0).map(|b| b.1).collect();
+        assert_eq!(row[9], mean(&last), "{run}: last 1 s");
+        let checked = r["verified"].as_u64().unwrap() + att["verified"].as_u64().unwrap_or(0);
+        assert_eq!((r["mismatches"].as_u64(), att["mismatches"].as_u64().unwrap_or(0)), (Some(0), 0), "{run}");
+        assert_eq!(row[10], format!("{checked} (0)"), "{run}");
+        let Some(sw) = auto["switches"].as_array().and_then(|s| s.first()) else {
+            assert!(row[3..9].iter().all(|c| c == "–"), "{run}: {row:?}");
+            continue;
+        };
+        let swap = num(&sw["at_s"]);
+        let decided = swap - num(&sw["ready_ms"]) / 1e3;
+        assert_eq!(row[3], format!("{decided:.3}"), "{run}");
+        assert_eq!(row[4], sw["reason"].as_str().unwrap().replace(',', ""), "{run}");
+        assert_eq!(row[5], sw["to"].as_str().unwrap(), "{run}");
+        assert_eq!(row[6], format!("{:.0}", num(&sw["ready_ms"])), "{run}");
+        let before: Vec<f64> = benign.iter().filter(|(t, _)| *t <= decided).map(|b| b.1).collect();
+        assert_eq!(row[7], mean(&before[before.len().saturating_sub(5)..]), "{run}: ORIG before");
+        let dip =
+            benign.iter().filter(|(t, _)| decided < *t && *t <= swap + 0.3).map(|b| b.1).fold(f64::INFINITY, f64::min);
+        assert_eq!(row[8], if dip.is_finite() { format!("{dip:.2}") } else { "–".into() }, "{run}: lowest");
     }
 }

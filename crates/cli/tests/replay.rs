@@ -228,6 +228,19 @@ fn an_attack_mixed_into_replay_and_compare() {
     );
     assert!(att["upcalls"].as_u64().unwrap() > 0 && benign["subtables_per_hit"].as_f64().is_some(), "{a}");
     assert!(text.contains("attack              ") && text.contains("  benign"), "{text}");
+    // The time series separates the benign packets too: each 100 ms sample's benign part is
+    // below its total, by about the attack's rate; without an attack there is none.
+    let out = rqvs(&[&["replay", "--duration", "0.35", "--verify", "1000", "--json", "-"][..], &common].concat());
+    let r = json(&out);
+    let series = r["series"].as_array().unwrap();
+    assert!(series.len() >= 3, "{series:?}");
+    for s in series {
+        let (all, benign) = (s["mpps"].as_f64().unwrap(), s["benign_mpps"].as_f64().unwrap());
+        assert!(benign > 0.0 && benign < all && all - benign < 1.2, "{s}");
+    }
+    let out = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--duration", "0.15", "--json", "-"]);
+    let r = json(&out);
+    assert!(!r["series"].as_array().unwrap().is_empty() && r["series"][0]["benign_mpps"].is_null(), "{}", r["series"]);
 
     let out = rqvs(&[&["compare", "--designs", "orig,cflows"][..], &common].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -243,4 +256,72 @@ fn an_attack_mixed_into_replay_and_compare() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--attack-rate"));
     let out = rqvs(&["replay", "--attack", &attack, "--attack-rate", "0"]);
     assert_eq!(out.status.code(), Some(2), "a rate of 0 is a usage error");
+}
+
+/// `--auto` reaches the controller: by default auto starts in CFLOWS, with `initial=orig` in
+/// ORIG (the time per design says so), and a threshold set low moves it for that reason; the
+/// report and the JSON say which settings were in force.
+#[test]
+fn auto_settings_change_what_auto_does() {
+    let run = |auto: &[&str]| {
+        let mut args = vec!["replay", "--design", "auto", "--passes", "5", "--verify", "1000", "--json", "-"];
+        for a in auto {
+            args.extend(["--auto", a]);
+        }
+        let out = rqvs(&args);
+        // The summary goes to stderr when the JSON takes stdout.
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        (json(&out), text)
+    };
+    let (r, text) = run(&[]);
+    check_run(&r);
+    assert!(r["auto"]["time_cflows_s"].as_f64().unwrap() > 0.0, "{}", r["auto"]);
+    assert_eq!(r["auto"]["time_orig_s"], 0.0, "{}", r["auto"]);
+    assert_eq!(r["auto"]["settings"], serde_json::json!({}));
+    assert!(text.contains("\n  settings          defaults\n"), "{text}");
+    // The default dwell (1 s) keeps it in ORIG for the whole run.
+    let (r, text) = run(&["initial=orig", "window-ms=50"]);
+    check_run(&r);
+    assert!(r["auto"]["time_orig_s"].as_f64().unwrap() > 0.0, "{}", r["auto"]);
+    assert_eq!(r["auto"]["time_cflows_s"], 0.0, "{}", r["auto"]);
+    assert_eq!(r["auto"]["settings"], serde_json::json!({"initial": "orig", "window-ms": "50"}));
+    assert!(text.contains("\n  settings          initial=orig,window-ms=50\n"), "{text}");
+    // Short windows and no dwell: the first window decides. With upcalls never a reason, the
+    // masks threshold is the one that moves it when set low (and CCACHE no candidate).
+    let quick = "initial=orig,min-dwell-ms=0,window-ms=1,min-window-packets=64,to-cflows-upcall-share=1,ccache=false";
+    let reasons = |r: &serde_json::Value| -> Vec<String> {
+        r["auto"]["switches"].as_array().unwrap().iter().map(|s| s["reason"].as_str().unwrap().to_string()).collect()
+    };
+    let (r, _) = run(&[quick, "to-cflows-masks=1,to-cflows-subtables=1000"]);
+    check_run(&r);
+    assert!(reasons(&r).first().is_some_and(|w| w.ends_with("masks >= 1")), "{:?}", reasons(&r));
+    let (r, _) = run(&[quick, "to-cflows-subtables=1000"]);
+    check_run(&r);
+    assert_eq!(r["auto"]["design_switches"], 0, "{:?}", reasons(&r));
+}
+
+/// A bad `--auto` is a usage error naming the key and what it expects.
+#[test]
+fn bad_auto_settings_are_usage_errors() {
+    for (args, err) in [
+        (&["--auto", "window=5"][..], "unknown key 'window' (known: initial, cflows-rules, window-ms,"),
+        (&["--auto", "window-ms"], "expected KEY=VALUE, found 'window-ms'"),
+        (&["--auto", "to-cflows-upcall-share=2"], "to-cflows-upcall-share: expected a share 0 ≤ x ≤ 1, found '2'"),
+        (&["--auto", "initial=fast"], "initial: expected orig, ccache, cflows or auto, found 'fast'"),
+        (&["--auto", "ccache=1"], "ccache: expected true or false, found '1'"),
+        (&["--auto", "window-ms=5", "--auto", "window-ms=6"], "rqvs: error: --auto: window-ms: given twice"),
+        (&["--auto", "initial=ccache,ccache=false"], "rqvs: error: --auto: initial: ccache is not a candidate"),
+        (
+            &["--auto", "to-orig-subtables=9"],
+            "rqvs: error: --auto: to-orig-subtables: expected below to-ccache-subtables",
+        ),
+        (&["--classifier", "tm", "--auto", "cflows-tm-coverage=0.5"], "not used with --classifier tm"),
+    ] {
+        for cmd in [&["replay", "--design", "auto"][..], &["compare", "--designs", "orig,auto"]] {
+            let out = rqvs(&[cmd, args].concat());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains(err), "{args:?}: {stderr}");
+        }
+    }
 }

@@ -16,27 +16,50 @@ fn temp(name: &str) -> TempDir {
     TempDir::new(&format!("cli-switch-{name}"))
 }
 
+/// `rqvs switch ARGS --json DIR/out.json` on the embedded workload, its output captures in `dir`
+/// (the system temporary directory the run keeps them in): its output and the JSON report.
+fn embedded_switch(dir: &Path, args: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let json = dir.join("out.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        .args(["switch"])
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .env("TMPDIR", dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (out, v)
+}
+
 #[test]
 fn runs_on_the_embedded_workload_and_accounts_for_every_frame() {
     let tmp = temp("embedded");
     let dir = &tmp.0;
-    let json = dir.join("out.json");
-    // The embedded run keeps its output captures in the system temporary directory: this test's.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
-        .args(["switch", "--design", "cflows", "--pmds", "2", "--json", json.to_str().unwrap()])
-        .env("TMPDIR", dir)
-        .output()
-        .unwrap();
+    let (out, v) = embedded_switch(dir, &["--design", "cflows", "--pmds", "2"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("every frame accounted for"), "{text}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["total"]["rx"], v["ports"][0]["rx_packets"]);
     assert!(v["total"]["rx"].as_u64().unwrap() > 9000);
     // The output captures named in the summary exist.
     let line = text.lines().find(|l| l.contains("output captures:")).unwrap();
     let outdir = Path::new(line.split(": ").nth(1).unwrap().trim());
     assert!(outdir.starts_with(dir) && outdir.join("port2.pcap").exists(), "{}", outdir.display());
+}
+
+/// `--design auto --auto ...`: the settings reach each PMD's controller (it starts in ORIG and
+/// stays for the run, under the default dwell), the ready line and the final JSON say which
+/// were in force.
+#[test]
+fn auto_settings_reach_the_pmds() {
+    let tmp = temp("auto");
+    let (out, v) = embedded_switch(&tmp.0, &["--design", "auto", "--auto", "initial=orig", "--auto", "window-ms=10"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ready: auto (settings: initial=orig,window-ms=10) design, "), "{err}");
+    let a = &v["pmds"][0]["auto"];
+    assert_eq!(a["settings"], "initial=orig,window-ms=10", "{a}");
+    assert!(a["time_orig_s"].as_f64().unwrap() > 0.0 && a["time_cflows_s"] == 0.0, "{a}");
 }
 
 #[test]

@@ -65,6 +65,11 @@ fn replay_and_compare_refuse_what_the_designs_do_not_use() {
         ),
         (&["compare", "--designs", "cflows", "--cd"], "not used by --designs cflows"),
         (&["compare", "--pmds", "1"], "--pmds: rqvs replay only"),
+        (&["replay", "--auto", "initial=orig"], "--auto: auto's settings; not used by --design orig"),
+        (
+            &["compare", "--designs", "orig,cflows", "--auto", "window-ms=5"],
+            "--auto: auto's settings; not used by --designs orig,cflows",
+        ),
     ] {
         refused(&[args, &short[..]].concat(), what);
     }
@@ -78,6 +83,8 @@ fn replay_and_compare_refuse_what_the_designs_do_not_use() {
         &["replay", "--rate", "1e6", "--rx-ring", "512"],
         &["replay", "--predict", "online", "--min-support", "4", "--window-ms", "3"],
         &["compare", "--designs", "orig,cflows", "--cd", "--policy", "delayed", "--classifier", "nmu"],
+        &["replay", "--design", "auto", "--auto", "initial=orig", "--auto", "window-ms=5,ccache=false"],
+        &["compare", "--designs", "orig,auto", "--auto", "initial=orig"],
     ] {
         accepted(&[args, &short[..]].concat());
     }
@@ -101,6 +108,11 @@ fn other_commands_refuse_what_they_would_not_use() {
             "--upcalls: where ORIG and CCACHE run the slow path",
         ),
         (vec!["switch", "--fail-mode", "secure"], "--fail-mode: a controller connection's setting"),
+        (
+            vec!["switch", "--design", "cflows", "--auto", "window-ms=5"],
+            "--auto: auto's settings; not used by --design cflows",
+        ),
+        (vec!["switch", "--design", "auto", "--auto", "window-ms=5,window-ms=6"], "--auto: window-ms: given twice"),
         (vec!["switch", "--inactivity-probe", "2"], "--inactivity-probe: a controller connection's setting"),
         (
             vec!["coflows", "--dist", "rpc", "--predict", "off,oracle", "--min-confidence", "0.4"],
@@ -125,4 +137,5 @@ fn other_commands_refuse_what_they_would_not_use() {
     accepted(&["switch", "--design", "orig", "--emc-entries", "16384"]);
     // Auto runs all three designs: every design's options are its own.
     accepted(&["switch", "--design", "auto", "--classifier", "tm", "--upcalls", "inline", "--mask-limit", "64"]);
+    accepted(&["switch", "--design", "auto", "--auto", "initial=orig,warm-keys=0"]);
 }

@@ -596,13 +596,20 @@ impl Dpcls {
     /// CCACHE: puts a detached megaflow back into the subtables. False when stale or attached.
     /// Under a mask limit, one that would need a new subtable at the limit is deleted instead
     /// (counted as evicted; evicting another subtable could delete megaflows a model is about to
-    /// hold).
+    /// hold). One whose mask and value an attached megaflow has already (installed by an upcall
+    /// while it was detached, where lookups do not see it) is deleted too: a subtable holds one
+    /// megaflow per value, and the other would be left pointing at a subtable that no longer
+    /// lists it.
     pub fn attach(&mut self, f: MegaflowRef) -> bool {
         let Some(e) = self.get(f) else { return false };
         if e.subtable != DETACHED {
             return false;
         }
         let mf = e.megaflow;
+        if self.find(&mf).is_some() {
+            self.remove(f);
+            return false;
+        }
         if let Some(limit) = self.mask_limit {
             if !self.by_mask.contains_key(&mf.mask) && self.masks() >= limit.masks {
                 self.remove(f);
@@ -837,6 +844,28 @@ mod tests {
         let b = d.insert(same_mask, mf(same_mask, m2), DpAction::Drop, None, 0);
         assert!(d.detach(b) && d.attach(b));
         assert_eq!(d.masks(), 2);
+    }
+
+    /// A detached megaflow whose twin (same mask and value) was installed meanwhile is deleted
+    /// when attached, not linked over the twin: removing either afterwards leaves the subtables
+    /// consistent (this panicked in CCACHE's model swap under a TSE attack with defences).
+    #[test]
+    fn attach_over_an_identical_attached_megaflow_deletes_the_detached_one() {
+        let mut d = Dpcls::new();
+        let k = FlowKey::ipv4(1 << 31, 0, 6, 0, 0);
+        let a = d.install(k, &verdict(k, 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        assert!(d.detach(a));
+        // Lookups do not see a detached megaflow: the upcall installs its twin.
+        let b = d.install(k, &verdict(k, 1, DpAction::Drop), 100, 0).megaflow().unwrap();
+        assert_ne!(a, b);
+        assert!(!d.attach(a));
+        assert!(d.get(a).is_none() && d.get(b).is_some());
+        assert_eq!((d.masks(), d.len()), (1, 1));
+        assert!(d.remove(b));
+        assert_eq!((d.masks(), d.len()), (0, 0));
+        // Its subtable gone, a new install makes it again.
+        d.install(k, &verdict(k, 1, DpAction::Drop), 100, 0);
+        assert_eq!((d.masks(), d.len()), (1, 1));
     }
 
     #[test]

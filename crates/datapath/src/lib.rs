@@ -104,7 +104,7 @@ mod testutil;
 pub mod trainer;
 pub mod upcall;
 
-pub use auto::{Auto, AutoConfig, AutoReport};
+pub use auto::{Auto, AutoConfig, AutoReport, AutoSettings};
 pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
 pub use cflows_shared::{CflowsPublisher, CflowsReaders, SharedCflows};
 pub use clock::Clock;

@@ -271,13 +271,16 @@ pub fn run_json(c: &ReplayConfig, p: &Prepared, r: &Run) -> Result<Map<String, V
 }
 
 /// `--design auto`'s report: `design_switches`, the time in each design, the design at the end,
-/// and every switch with its reason (`null` for a fixed design).
+/// every switch with its reason, and `settings`: the thresholds in force that are not the
+/// defaults, as `--auto` writes them (`null` for a fixed design).
 pub fn auto_json(r: &Run) -> Value {
     let Some(a) = &r.auto else { return Value::Null };
     let mut o: Map<String, Value> = a.fields().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
     o.insert("design_switches".into(), json!(a.design_switches));
     o.insert("candidates_abandoned".into(), json!(a.abandoned));
     o.insert("current".into(), json!(a.current.name()));
+    let settings: Map<String, Value> = a.settings.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    o.insert("settings".into(), Value::Object(settings));
     let log: Vec<Value> = a
         .log
         .iter()

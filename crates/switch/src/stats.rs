@@ -208,6 +208,9 @@ pub struct AutoStats {
     pub candidates_abandoned: u64,
     /// The last switch: `from -> to: reason`.
     pub last_switch: Option<String>,
+    /// The thresholds in force that are not the defaults, `key=value,...` (`--auto`), or
+    /// `defaults`.
+    pub settings: String,
 }
 
 impl AutoStats {
@@ -220,6 +223,7 @@ impl AutoStats {
             time_cflows_s: s(2),
             candidates_abandoned: a.abandoned,
             last_switch: a.log.last().map(|e| format!("{} -> {}: {}", e.from_name(), e.to_name(), e.reason)),
+            settings: a.settings_line(),
         }
     }
 
@@ -322,6 +326,7 @@ impl PmdReport {
             if let Some(l) = &a.last_switch {
                 let _ = writeln!(out, "  last design switch: {l}");
             }
+            let _ = writeln!(out, "  auto settings: {}", a.settings);
         }
         let _ = writeln!(out, "  packets received: {}", self.total.rx);
         let _ = writeln!(out, "  emc hits: {}", d.emc_hits);

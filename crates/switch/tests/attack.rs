@@ -225,6 +225,11 @@ fn auto_moves_to_cflows_under_attack() {
     }
     assert!(show.contains("pmd thread 0 core_id unpinned (auto: cflows):"), "{show}");
     assert!(show.contains("  design switches: 1 (time in orig "), "{show}");
+    let settings = format!(
+        "initial=orig,window-ms=1,min-window-packets=16,min-dwell-ms=1,to-cflows-upcall-share=inf,\
+         to-cflows-subtables=inf,to-cflows-masks={masks},leave-cflows-coverage=0,ccache=false"
+    );
+    assert!(show.contains(&format!("  auto settings: {settings}\n")), "{show}");
     let metrics = rqvs_switch::metrics::render_report(&report, None, None, false);
     for pmd in 0..2 {
         assert!(metrics.contains(&format!("rqvs_pmd_design_switches_total{{pmd=\"{pmd}\"}} 1\n")), "{metrics}");

@@ -80,13 +80,20 @@
 //!
 //! # What is reported ([`AutoReport`])
 //!
-//! `design_switches`, the time in each design, the current design, and a log of every switch
+//! `design_switches`, the time in each design, the current design, a log of every switch
 //! (PMD time, from, to, the reason with the signals that triggered it, how long the candidate
-//! took to be ready, megaflows preinstalled).
+//! took to be ready, megaflows preinstalled), and the thresholds in force that are not the
+//! defaults.
+//!
+//! # Setting the thresholds
+//!
+//! [`settings`]: `KEY=VALUE` settings (`window-ms=50,initial=orig`), the parser the command
+//! line's `--auto`, the switch and the Python package share.
 //!
 //! # Where it lives
 //!
-//! [`policy`]: the thresholds, a window's signals, the decision and the dwell; `build`: the
+//! [`policy`]: the thresholds, a window's signals, the decision and the dwell; [`settings`]: the
+//! thresholds as `KEY=VALUE`; `build`: the
 //! candidate, its builder thread and journal, the warm-up keys; here: [`Auto`] itself — the
 //! switch at a batch boundary, epochs, counters, the report — and its [`Design`] impl.
 
@@ -106,9 +113,11 @@ use crate::{Clock, Counters, DpAction};
 
 mod build;
 pub mod policy;
+pub mod settings;
 
 pub use build::{Builder, Target};
 pub use policy::{decide, AutoConfig, Signals};
+pub use settings::AutoSettings;
 
 use build::{Candidate, Change, Progress, Warm};
 use policy::Dwell;
@@ -154,6 +163,8 @@ pub struct AutoReport {
     pub log: Vec<SwitchEvent>,
     /// Candidates dropped (a rule change the candidate refused, or its build failed).
     pub abandoned: u64,
+    /// The thresholds in force that are not the defaults ([`AutoConfig::non_defaults`]).
+    pub settings: Vec<(&'static str, String)>,
 }
 
 impl AutoReport {
@@ -166,6 +177,11 @@ impl AutoReport {
             ("time_cflows_s", self.time_ns[2] as f64 / 1e9),
             ("candidates_abandoned", self.abandoned as f64),
         ]
+    }
+
+    /// [`AutoReport::settings`] as `key=value,...`, or `defaults`.
+    pub fn settings_line(&self) -> String {
+        settings::line(&self.settings)
     }
 }
 
@@ -260,6 +276,7 @@ impl Auto {
                 time_ns: [0; 3],
                 log: Vec::new(),
                 abandoned: 0,
+                settings: cfg.non_defaults(),
             },
             warm: Warm::new(cfg.warm_keys),
             carry: Vec::new(),
@@ -290,6 +307,7 @@ impl Auto {
             cfg.initial.unwrap_or(if rules >= cfg.cflows_rules { DesignKind::Cflows } else { DesignKind::Orig });
         let mut a = Auto::new(&[], clock, wire_keys, AutoConfig { initial: Some(initial), ..cfg }, builder)?;
         a.cfg = cfg;
+        a.report.settings = cfg.non_defaults();
         a.shared = true;
         Ok(a)
     }

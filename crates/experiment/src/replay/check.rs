@@ -1,5 +1,8 @@
 //! Option validation shared by the command line and the Python package: [`check_unused`] refuses
-//! settings that none of the designs run would use; [`check_defences`] the defences' values.
+//! settings that none of the designs run would use; [`check_defences`] the defences' values;
+//! [`check_auto`] auto's thresholds.
+
+use rqvs_datapath::{AutoConfig, CflowsClassifier};
 
 use super::{DesignKind, ReplayConfig};
 use crate::Error;
@@ -56,7 +59,24 @@ pub fn check_unused(
         )?;
     }
     refuse("mask_eviction", c.mask_limit.is_none(), "the policy at the mask limit; expected --mask-limit")?;
+    let auto = any(|d| d == DesignKind::Auto);
+    refuse("auto", !auto, &format!("auto's settings; not used by {names}"))?;
+    if auto {
+        check_auto(&c.auto, c.classifier)?;
+    }
     check_defences(c)
+}
+
+/// Auto's thresholds hold together ([`AutoConfig::check`]) and use what they set:
+/// `cflows-tm-coverage` moves CFLOWS to TupleMerge alone, which `--classifier tm` is already.
+pub fn check_auto(a: &AutoConfig, classifier: CflowsClassifier) -> Result<(), Error> {
+    a.check().map_err(|e| Error(format!("--auto: {e}")))?;
+    if classifier == CflowsClassifier::TupleMerge && a.cflows_tm_coverage != AutoConfig::default().cflows_tm_coverage {
+        return Err(Error(
+            "--auto: cflows-tm-coverage: moves CFLOWS to TupleMerge alone; not used with --classifier tm (CFLOWS is TupleMerge alone already)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The defences' values (against Tuple Space Explosion): a limit of at least 1 mask, an

@@ -63,7 +63,7 @@ mod run;
 mod updates;
 mod verifier;
 
-pub use check::{check_defences, check_unused};
+pub use check::{check_auto, check_defences, check_unused};
 pub use designs::{auto_builder, build};
 pub use feed::{Trace, TraceKeys, HOLD_PACKETS};
 pub use pmds::{run_pmds, PmdRuns};

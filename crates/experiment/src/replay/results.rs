@@ -18,6 +18,8 @@ pub struct Sample {
     pub masks: u64,
     /// Learned designs: share of entries (rules or megaflows) the model holds.
     pub coverage: f64,
+    /// Mixed replay (`--attack`): the benign packets' part of `mpps` (`None` without an attack).
+    pub benign_mpps: Option<f64>,
 }
 
 /// The result of one design's run.

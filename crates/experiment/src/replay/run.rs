@@ -26,12 +26,16 @@ struct Series {
     next_ns: u64,
     last: Counters,
     last_t: u64,
+    /// Benign packets at the last sample (mixed replay).
+    last_benign: u64,
 }
 
 impl Series {
     const INTERVAL_NS: u64 = 100_000_000;
 
-    fn sample(&mut self, dp: &dyn Design, now: u64) {
+    /// Samples at every interval boundary `now` has passed; `benign`: the benign packets taken
+    /// so far in a mixed replay.
+    fn sample(&mut self, dp: &dyn Design, now: u64, benign: Option<u64>) {
         while now >= self.next_ns {
             let cs = dp.counters();
             let dt = (now - self.last_t) as f64 / 1e9;
@@ -44,7 +48,9 @@ impl Series {
                 megaflows: cs.megaflows,
                 masks: cs.masks,
                 coverage: coverage(&cs),
+                benign_mpps: benign.map(|b| (b - self.last_benign) as f64 / dt / 1e6),
             });
+            self.last_benign = benign.unwrap_or(0);
             self.last = cs;
             self.last_t = now;
             self.next_ns = now - now % Self::INTERVAL_NS + Self::INTERVAL_NS;
@@ -113,7 +119,13 @@ pub(super) fn run_design_on(
         call_ms: 0.0,
         wall,
     };
-    let mut series = Series { samples: Vec::new(), next_ns: Series::INTERVAL_NS, last: Counters::default(), last_t: 0 };
+    let mut series = Series {
+        samples: Vec::new(),
+        next_ns: Series::INTERVAL_NS,
+        last: Counters::default(),
+        last_t: 0,
+        last_benign: 0,
+    };
     let duration_ns = c.duration.map(|s| (s * 1e9) as u64);
     let len = p.packets;
     let total = len * u64::from(c.passes);
@@ -155,7 +167,8 @@ pub(super) fn run_design_on(
                     att.add_batch(last, &now, dp.now_ns() - t0);
                     *last = now;
                 }
-                after_batch(dp, &mut series, &mut updates, &mut verifier, &mut epoch)?;
+                let benign = streams.as_ref().map(|s| s.0.packets);
+                after_batch(dp, &mut series, benign, &mut updates, &mut verifier, &mut epoch)?;
             }
         }
         // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
@@ -198,7 +211,8 @@ pub(super) fn run_design_on(
             passes_done = seq / len;
             first_pass.get_or_insert_with(|| dp.counters());
         }
-        let now = after_batch(dp, &mut series, &mut updates, &mut verifier, &mut epoch)?;
+        let benign = streams.as_ref().map(|s| s.0.packets);
+        let now = after_batch(dp, &mut series, benign, &mut updates, &mut verifier, &mut epoch)?;
         // A run ends at its duration or after its passes: updates scheduled later are reported
         // as not reached (`updates.not_reached`), never silently dropped nor waited for.
         let done = match duration_ns {
@@ -266,17 +280,18 @@ pub(super) fn run_design_on(
     })
 }
 
-/// After each batch: the time series, the updates due, a new version of the visible table.
-/// Returns the PMD clock.
+/// After each batch: the time series (`benign`: the benign packets so far in a mixed replay),
+/// the updates due, a new version of the visible table. Returns the PMD clock.
 fn after_batch(
     dp: &mut dyn Design,
     series: &mut Series,
+    benign: Option<u64>,
     updates: &mut Updates,
     verifier: &mut Verifier,
     epoch: &mut u64,
 ) -> Result<u64, Error> {
     let now = dp.now_ns();
-    series.sample(dp, now);
+    series.sample(dp, now, benign);
     updates.apply_due(dp, now)?;
     if dp.visible_epoch() != *epoch {
         *epoch = dp.visible_epoch();
