@@ -13,7 +13,9 @@ For each size: the attack is `rqvs gen attack --rules SET --kind KIND --packets 
 --rules SET --trace SET_trace --attack A --attack-rate R --duration D --json …` (rate 0: the
 clean run, no attack). A variant is a name and the replay options that make it, e.g.
 `orig=--design orig`, `orig+limit=--design orig --mask-limit 64`, `cflows=--design cflows`,
-`auto=--design auto`; the default variants are orig, ccache and cflows.
+`auto=--design auto`; the default variants are orig, ccache and cflows. A variant with
+`--attack-policing KPPS` (the attack's queue policed) runs its clean run without it (no attack to
+police).
 
 The figure per (variant, size, rate) is the benign throughput: benign packets per second of all
 PMD time (the attack's share of the PMD is what it takes from benign traffic). The table gives
@@ -86,7 +88,12 @@ def kept_report(a, size, rate, path, head):
 def measure(a, size, name, args, rate, rep=0):
     tag = f"_r{rep}" if rep else ""
     path = os.path.join(a.out, f"{a.set}_{size}_{name}_{rate:g}{tag}.json".replace("+", "_"))
-    rep = kept_report(a, size, rate, path, ["replay", *args.split()])
+    words = args.split()
+    if rate == 0 and "--attack-policing" in words:
+        # The clean run has no attack to police: the variant's clean rate is the design's.
+        i = words.index("--attack-policing")
+        words = words[:i] + words[i + 2:]
+    rep = kept_report(a, size, rate, path, ["replay", *words])
     att = rep.get("attack")
     benign = att["benign"]["mpps"] if att else rep["mpps"]
     mism = rep["mismatches"]
@@ -99,6 +106,7 @@ def measure(a, size, name, args, rate, rep=0):
         "megaflows": rep["counters"]["megaflows"],
         "benign_subtables_per_hit": att["benign"]["subtables_per_hit"] if att else rep["avg_subtables_per_hit"],
         "attack_upcalls": att["attack"]["upcalls"] if att else 0,
+        "attack_policed": att.get("policed", 0) if att else 0,
         "verified": rep["verified"],
         "mismatches": mism,
         "git_rev": rep.get("git_rev"),

@@ -79,6 +79,11 @@ fn config(
             "mfcguard_interval" => mfcguard_interval = Some(get::<f64>(v, func, &key)?),
             "attack" => c.attack = get(v, func, &key)?,
             "attack_rate" => c.attack_rate = get(v, func, &key)?,
+            "attack_policing" => {
+                let s: String = get(v, func, &key)?;
+                c.attack_policing =
+                    Some(s.parse().map_err(|e| PyValueError::new_err(format!("attack_policing: {e}")))?);
+            }
             "revalidator" => {
                 let s: String = get(v, func, &key)?;
                 c.revalidator = rqvs_datapath::revalidator::RevalidatorMode::from_name(&s).ok_or_else(|| {
@@ -186,7 +191,8 @@ fn design(name: &str) -> PyResult<DesignKind> {
 /// ``rx_ring``, ``updates``, ``verify``, ``seed``, ``cd``, ``emc`` (``False`` = ``--no-emc``),
 /// ``emc_prob``, ``emc_entries``, ``flow_limit``, ``revalidator``, ``policy``, ``retrain_threshold``,
 /// ``train_interval``, ``idle``, ``in_port``, ``pmds``, ``attack`` and ``attack_rate``: a mixed
-/// replay, the report's ``attack`` separating benign and attack traffic; and the defences against
+/// replay, the report's ``attack`` separating benign and attack traffic, with ``attack_policing``
+/// (``"KPPS[/BURST]"``, ``--attack-policing``) the attack's queue policed; and the defences against
 /// Tuple Space Explosion ``mask_limit``, ``mask_eviction`` (``least-hit``, ``refuse``, ``narrow``),
 /// ``mfcguard`` (``True`` = ``--mfcguard``), ``mfcguard_interval``; and with ``design="auto"``,
 /// ``auto``: its thresholds as ``--auto`` takes them, a dict ``{"initial": "orig", "window-ms":

@@ -223,10 +223,19 @@ def test_replay_with_an_attack(cli, tmp_path):
         (dict(attack=str(attack)), "--attack: expected --attack-rate PPS too"),
         (dict(attack_rate=1e5), "--attack-rate: the rate of an attack; expected --attack FILE"),
         (dict(attack=str(attack), attack_rate=-1.0), "--attack-rate: expected packets per second > 0, found '-1'"),
+        (dict(attack_policing="10"), "--attack-policing: polices an attack's queue; expected --attack FILE"),
+        (dict(attack=str(attack), attack_rate=1e5, attack_policing="10/0"),
+         "attack_policing: expected KPPS[/BURST] with BURST a number in 0.001..1e9 thousand packets, found '10/0'"),
     ]:
         with pytest.raises(ValueError) as e:
             rqvs.replay(**bad)
         assert str(e.value) == message
+    # attack_policing is --attack-policing: the packets over the bucket are dropped before the
+    # classifier, in both reports alike.
+    policed = rqvs.replay(design="cflows", attack=str(attack), attack_rate=1e6, attack_policing="10/0.2")
+    p = policed["attack"]
+    assert p["policing"] == {"kpps": 10.0, "burst_kpkts": 0.2} and p["policed"] > 0 and policed["mismatches"] == 0
+    assert p["attack"]["packets"] + p["ring_dropped"] + p["policed"] + p["waiting"] == p["offered"]
 
 
 def test_gen_attack(cli, tmp_path):

@@ -141,6 +141,11 @@ impl Defences {
     }
 }
 
+/// `--attack-policing`, `--ingress-policing`'s `KPPS[/BURST]` ([`rqvs_datapath::policer`]).
+pub fn policer(s: &str) -> Result<rqvs_datapath::policer::PolicerSpec, String> {
+    s.parse()
+}
+
 /// Value parsers for numeric options: each accepts only the range its option's help documents
 /// (`[range: …]`), so a value outside it (NaN, a share of 2, a count the machine cannot hold)
 /// is a usage error naming the range (exit code 2) before anything runs.

@@ -150,6 +150,12 @@ pub struct Common {
     /// Attack packets per second of PMD time (with --attack) [range: 0 < x ≤ 1000000000000].
     #[arg(long, requires = "attack", value_parser = crate::args::range::above(0.0, 1e12))]
     pub attack_rate: Option<f64>,
+    /// Ingress policing on the attack's receive queue, OVS's `ingress_policing_kpkts_rate` and
+    /// `_burst`: a token bucket of KPPS thousand packets per second of PMD time holding at most
+    /// BURST thousand (default 16); the packets over it are dropped before they are parsed or
+    /// classified (with --attack).
+    #[arg(long, requires = "attack", value_name = "KPPS[/BURST]", value_parser = crate::args::policer)]
+    pub attack_policing: Option<rqvs_datapath::policer::PolicerSpec>,
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -206,6 +212,7 @@ impl Common {
             pmds: self.pmds,
             attack: self.attack.clone(),
             attack_rate: self.attack_rate,
+            attack_policing: self.attack_policing,
             auto: self.auto.config(),
             ..ReplayConfig::default()
         };
@@ -437,11 +444,15 @@ fn print_attack(out: &Out, c: &Common, r: &Run, a: &rqvs_experiment::replay::Att
     let attack = c.attack.as_ref().map_or(String::new(), |p| p.display().to_string());
     outln!(
         out,
-        "attack              {attack} at {:.0} pps: {} offered, {} dropped by its {}-packet ring   mismatches {} of {} checked",
+        "attack              {attack} at {:.0} pps: {} offered, {} dropped by its {}-packet ring{}   mismatches {} of {} checked",
         a.rate,
         a.offered,
         a.ring_dropped,
         c.rx_ring,
+        c.attack_policing.map_or(String::new(), |p| format!(
+            ", {} by its policer ({} kpps, burst {} kpkts)",
+            a.policed, p.kpps, p.burst_kpkts
+        )),
         a.mismatches,
         a.checks
     );

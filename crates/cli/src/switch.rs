@@ -20,6 +20,7 @@ use rqvs_switch::openflow::{self, Channel, ChannelConfig, FailMode, OpenflowList
 use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 
 use crate::Failure;
+use rqvs_datapath::policer::PolicerSpec;
 
 /// The management socket when none is named.
 pub const DEFAULT_CTL: &str = "/run/rqvs-switch.ctl";
@@ -101,6 +102,52 @@ pub struct Args {
     defences: crate::args::Defences,
     #[command(flatten)]
     auto: crate::args::AutoArgs,
+    /// Ingress policing on a port, OVS's `ingress_policing_kpkts_rate` and `_burst`: PORT (its
+    /// number, or its `--port` argument or the NAME in it) admits KPPS thousand frames per second
+    /// with bursts of at most BURST thousand (default 16); the frames over it are dropped before
+    /// they are parsed or classified, counted as `dropped` and `policed`. Repeat for each port.
+    #[arg(long = "ingress-policing", value_name = "PORT=KPPS[/BURST]", value_parser = policing_arg)]
+    ingress_policing: Vec<(String, PolicerSpec)>,
+}
+
+/// One `--ingress-policing PORT=KPPS[/BURST]`.
+fn policing_arg(s: &str) -> Result<(String, PolicerSpec), String> {
+    let (port, spec) = s.split_once('=').ok_or_else(|| format!("expected PORT=KPPS[/BURST], found '{s}'"))?;
+    if port.is_empty() {
+        return Err(format!("expected PORT=KPPS[/BURST] with a port, found '{s}'"));
+    }
+    Ok((port.to_string(), crate::args::policer(spec)?))
+}
+
+/// The `--port` arguments, or the embedded run's ports when none is given.
+fn port_args(a: &Args) -> Vec<String> {
+    if a.ports.is_empty() {
+        vec!["pcap-in:embedded".into(), "pcap-out:port2".into(), "pcap-out:port3".into()]
+    } else {
+        a.ports.clone()
+    }
+}
+
+/// `--ingress-policing` for the ports `names` (the `--port` arguments): the policer of each
+/// port, by port − 1; a port that does not exist, or is policed twice, is an error.
+fn policing(given: &[(String, PolicerSpec)], names: &[String]) -> Result<Vec<Option<PolicerSpec>>, String> {
+    let mut out = vec![None; names.len()];
+    for (port, spec) in given {
+        let usage = |why: String| format!("--ingress-policing {port}={spec}: {why}");
+        let i = match port.parse::<usize>() {
+            Ok(n) if (1..=names.len()).contains(&n) => n - 1,
+            Ok(n) => return Err(usage(format!("no port {n}: the ports are 1..{}", names.len()))),
+            Err(_) => names
+                .iter()
+                .position(|n| n == port || n.split(':').next() == Some(port))
+                .ok_or_else(|| usage(format!("no port named '{port}' (the ports: {})", names.join(", "))))?,
+        };
+        if out[i].is_some() {
+            return Err(usage(format!("port {} is policed twice", i + 1)));
+        }
+        out[i] = Some(*spec);
+    }
+    Ok(out)
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -182,6 +229,7 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
         )?;
     }
     g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
+    policing(&a.ingress_policing, &port_args(a))?;
     let auto = a.auto.check()?;
     rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
 }
@@ -257,6 +305,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
     cfg.hook = Some(hook);
     cfg.packet_in = channel_wanted;
+    cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
     let n_rules = cfg.rules.len();
     let names: Vec<String> = a.ports.clone();
     let switch = Switch::start(cfg)?;

@@ -116,6 +116,22 @@ fn timed_tables_are_their_kept_json() {
             }
         }
     }
+    // With ingress policing: benign Mpps at 1e6 and the share of the variant's clean rate.
+    let policing = json("docs/tse-policing.json");
+    let rows = table(&tse, "| rules | orig | orig+policing |");
+    assert_eq!(rows.len(), 3, "docs/tse.md policing: {rows:?}");
+    let variants = ["orig", "orig+policing", "cflows", "cflows+policing", "auto", "auto+policing"];
+    for row in rows {
+        let size = row[0].to_lowercase();
+        for (i, v) in variants.iter().enumerate() {
+            let cell = &policing[&size][v];
+            let (clean, attacked) =
+                (cell["0"]["benign_mpps"].as_f64().unwrap(), cell["1e+06"]["benign_mpps"].as_f64().unwrap());
+            let want = format!("{attacked:.3} ({:.0}%)", 100.0 * attacked / clean);
+            assert_eq!(row[1 + i], want, "docs/tse.md policing {size} {v}");
+            assert_eq!(cell["1e+06"]["mismatches"], 0, "{size} {v}");
+        }
+    }
     // The paired compare: each design's median and auto against the best fixed design.
     let cmp = json("docs/tse-compare.json");
     let rows = table(&tse, "| rules | attack pps | orig |");

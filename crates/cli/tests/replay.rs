@@ -256,6 +256,29 @@ fn an_attack_mixed_into_replay_and_compare() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--attack-rate"));
     let out = rqvs(&["replay", "--attack", &attack, "--attack-rate", "0"]);
     assert_eq!(out.status.code(), Some(2), "a rate of 0 is a usage error");
+
+    // --attack-policing: the attack's packets over the bucket are dropped before the classifier
+    // and reported (text and JSON); offered = classified + ring drops + policed + waiting.
+    let policed = [&common[..], &["--attack-policing", "10/0.2", "--json", "-"]].concat();
+    let out = rqvs(&[&["replay"][..], &policed].concat());
+    let text = String::from_utf8_lossy(&out.stderr);
+    let r = json(&out);
+    check_run(&r);
+    let a = &r["attack"];
+    let n = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k}: {a}"));
+    assert_eq!(a["policing"]["kpps"], 10.0);
+    assert_eq!(a["policing"]["burst_kpkts"], 0.2);
+    assert!(n("policed") > 0, "{a}");
+    assert_eq!(
+        a["attack"]["packets"].as_u64().unwrap() + n("ring_dropped") + n("policed") + n("waiting"),
+        n("offered")
+    );
+    assert!(text.contains("by its policer (10 kpps, burst 0.2 kpkts)"), "{text}");
+    let out = rqvs(&["replay", "--rules", &rules, "--trace", &trace, "--attack-policing", "10"]);
+    assert_eq!(out.status.code(), Some(2), "--attack-policing needs --attack");
+    let out = rqvs(&[&["replay"][..], &common, &["--attack-policing", "10/0"]].concat());
+    assert_eq!(out.status.code(), Some(2), "a burst of 0 is a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected KPPS[/BURST]"));
 }
 
 /// `--auto` reaches the controller: by default auto starts in CFLOWS, with `initial=orig` in

@@ -114,6 +114,13 @@ fn other_commands_refuse_what_they_would_not_use() {
         ),
         (vec!["switch", "--design", "auto", "--auto", "window-ms=5,window-ms=6"], "--auto: window-ms: given twice"),
         (vec!["switch", "--inactivity-probe", "2"], "--inactivity-probe: a controller connection's setting"),
+        // A policer on a port that does not exist polices nothing.
+        (vec!["switch", "--ingress-policing", "4=100"], "--ingress-policing 4=100/16: no port 4: the ports are 1..3"),
+        (vec!["switch", "--ingress-policing", "veth9=100"], "--ingress-policing veth9=100/16: no port named 'veth9'"),
+        (
+            vec!["switch", "--ingress-policing", "1=100", "--ingress-policing", "pcap-in:embedded=5"],
+            "port 1 is policed twice",
+        ),
         (
             vec!["coflows", "--dist", "rpc", "--predict", "off,oracle", "--min-confidence", "0.4"],
             "--min-confidence: the online predictor's setting",
@@ -138,4 +145,5 @@ fn other_commands_refuse_what_they_would_not_use() {
     // Auto runs all three designs: every design's options are its own.
     accepted(&["switch", "--design", "auto", "--classifier", "tm", "--upcalls", "inline", "--mask-limit", "64"]);
     accepted(&["switch", "--design", "auto", "--auto", "initial=orig,warm-keys=0"]);
+    accepted(&["switch", "--ingress-policing", "1=100/0.5", "--ingress-policing", "pcap-out:port3=7"]);
 }

@@ -97,6 +97,7 @@ pub mod emc;
 pub mod ofproto;
 pub mod orig;
 pub mod pmd;
+pub mod policer;
 pub mod predict;
 pub mod revalidator;
 #[cfg(test)]

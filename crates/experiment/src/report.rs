@@ -196,6 +196,8 @@ fn attack_json(c: &ReplayConfig, r: &Run) -> Value {
         "rate_pps": a.rate,
         "offered": a.offered,
         "ring_dropped": a.ring_dropped,
+        "policing": c.attack_policing.map(|s| json!({"kpps": s.kpps, "burst_kpkts": s.burst_kpkts})),
+        "policed": a.policed,
         "waiting": a.waiting,
         "verified": a.checks,
         "mismatches": a.mismatches,

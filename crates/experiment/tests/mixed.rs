@@ -42,8 +42,9 @@ fn check_streams(r: &Run, ring: u64, min_checks: usize) {
     assert_eq!(a.benign.packets + a.attack.packets, r.c.received, "{d}: every packet in one stream");
     assert_eq!(a.benign.upcalls + a.attack.upcalls, r.c.upcall, "{d}");
     assert_eq!(a.benign.lost + a.attack.lost, r.c.lost, "{d}");
-    // Every attack packet offered was taken, dropped by the full ring, or is still waiting in it.
-    assert_eq!(a.attack.packets + a.ring_dropped + a.waiting, a.offered, "{d}: {a:?}");
+    // Every attack packet offered was classified, dropped by the full ring or by the policer,
+    // or is still waiting in the ring.
+    assert_eq!(a.attack.packets + a.ring_dropped + a.policed + a.waiting, a.offered, "{d}: {a:?}");
     assert!(a.waiting <= ring, "{d}: {a:?}");
     assert!(a.attack.packets > 0, "{d}: the attack reached the PMD");
     assert!(a.benign.pmd_ns + a.attack.pmd_ns <= r.c.pmd_ns, "{d}: batches within PMD time");
@@ -124,6 +125,33 @@ fn a_fast_attack_overflows_its_ring_not_the_benign_one() {
     assert!(batches <= 1, "{a:?}");
 }
 
+/// `attack_policing`: the attack's packets over the token bucket are dropped before the
+/// classifier — the attack classified is at most the bucket's burst and rate over the run's PMD
+/// time, the benign trace is all forwarded, and nothing is lost from the accounting.
+#[test]
+fn a_policed_attack_is_dropped_before_the_classifier() {
+    let dir = TempDir::new("mixed-policed");
+    let attack = attack_file(dir.path(), 3000);
+    // 10 Mpps of attack against a policer of 10 kpps with a burst of 100 packets.
+    let c = ReplayConfig {
+        passes: 2,
+        attack: Some(attack),
+        attack_rate: Some(1e7),
+        attack_policing: Some("10/0.1".parse().unwrap()),
+        ..ReplayConfig::default()
+    };
+    let p = replay::prepare(&c).unwrap();
+    for d in [DesignKind::Orig, DesignKind::Cflows] {
+        let r = replay::run_design(&c, &p, d).unwrap();
+        check_streams(&r, c.rx_ring, 0);
+        let a = r.attack.unwrap();
+        assert_eq!(a.benign.packets, 2 * p.packets, "{}", d.name());
+        let allowed = 100 + (r.c.pmd_ns as f64 * 1e4 / 1e9) as u64 + 1;
+        assert!(a.attack.packets >= 100 && a.attack.packets <= allowed, "{}: {a:?}, at most {allowed}", d.name());
+        assert!(a.policed > 10 * a.attack.packets, "{}: {a:?}", d.name());
+    }
+}
+
 #[test]
 fn attack_settings_are_checked() {
     let err = |c: ReplayConfig| replay::prepare(&c).err().expect("an error").0;
@@ -132,6 +160,9 @@ fn attack_settings_are_checked() {
     let base = ReplayConfig { attack: Some(attack.clone()), attack_rate: Some(1e5), ..ReplayConfig::default() };
     assert!(err(ReplayConfig { attack_rate: None, ..base.clone() }).contains("--attack-rate"));
     assert!(err(ReplayConfig { attack: None, ..base.clone() }).contains("expected --attack FILE"));
+    let policing = Some("10".parse().unwrap());
+    let e = err(ReplayConfig { attack: None, attack_rate: None, attack_policing: policing, ..base.clone() });
+    assert!(e.contains("--attack-policing") && e.contains("expected --attack FILE"), "{e}");
     assert!(err(ReplayConfig { attack_rate: Some(0.0), ..base.clone() }).contains("packets per second > 0"));
     assert!(err(ReplayConfig { pmds: 2, ..base.clone() }).contains("one PMD"));
     let missing = dir.join("absent.pcap");

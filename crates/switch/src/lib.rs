@@ -85,6 +85,7 @@ use std::thread::JoinHandle;
 use rqvs_classify::ofproto::{format_megaflow, format_packet};
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
+use rqvs_datapath::policer::{Policer, PolicerSpec};
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, DpAction, OfprotoTable, OrigConfig};
 use rqvs_flow::formats::ofctl;
@@ -158,6 +159,10 @@ pub struct SwitchConfig {
     /// Give the PMDs a packet-in queue for an OpenFlow channel to take
     /// ([`Control::take_packet_in_queue`]); without one, `controller` actions only count.
     pub packet_in: bool,
+    /// Ingress policing per port, by port − 1 (missing or `None`: not policed): OVS's
+    /// `ingress_policing_kpkts_rate`/`_burst` ([`rqvs_datapath::policer`]). Each PMD polls its
+    /// own queue of a port with its own bucket, of the rate and burst divided by the PMDs.
+    pub policing: Vec<Option<PolicerSpec>>,
 }
 
 impl SwitchConfig {
@@ -179,6 +184,7 @@ impl SwitchConfig {
             hook: None,
             input_loops: 1,
             packet_in: false,
+            policing: Vec::new(),
         }
     }
 }
@@ -372,10 +378,14 @@ impl Switch {
         for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
             let (send, inbox) = mpsc::channel();
             inboxes.push(send);
+            let policers = (0..rx.len())
+                .map(|p| cfg.policing.get(p).copied().flatten().map(|spec| Policer::new(spec, pmds, 0)))
+                .collect();
             let setup = PmdSetup {
                 index: i,
                 cpu: cpus[i],
                 rx,
+                policers,
                 tx,
                 design,
                 inbox,
@@ -568,11 +578,12 @@ impl FinalReport {
         }
         let _ = writeln!(
             s,
-            "  total: rx {} = forwarded {} + to_controller {} + dropped {} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
+            "  total: rx {} = forwarded {} + to_controller {} + dropped {}{} + malformed {} + lost {}; outputs {} = tx + tx_dropped {} ({})",
             t.rx,
             t.forwarded,
             t.to_controller,
             t.dropped,
+            if t.policed > 0 { format!(" (policed {})", t.policed) } else { String::new() },
             t.malformed,
             t.lost,
             self.outputs,

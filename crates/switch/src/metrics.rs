@@ -14,6 +14,7 @@
 //! | `rqvs_pmd_design_switches_total` (`--design auto`) | counter | `pmd` |
 //! | `rqvs_pmd_design_seconds_total` (`--design auto`) | counter | `pmd`, `design` |
 //! | `rqvs_pmd_frames_total` | counter | `pmd`, `port`, `fate` (`rx`, `forwarded`, `to_controller`, `dropped`, `malformed`, `lost`) |
+//! | `rqvs_pmd_frames_policed_total` (of `dropped`: the port's ingress policer's) | counter | `pmd`, `port` |
 //! | `rqvs_port_rx_packets_total`, `_rx_lost_total`, `_rx_errors_total`, `_tx_packets_total`, `_tx_dropped_total`, `_tx_errors_total` | counter | `port`, `name` |
 //! | `rqvs_port_up` | gauge | `port`, `name` |
 //! | `rqvs_handler_upcalls_total`, `rqvs_handler_busy_seconds_total` | counter | (with a handler thread) |
@@ -309,8 +310,10 @@ pub fn render_report(
         |(p, c): &(usize, f64)| (vec![("pmd", p.to_string())], *c),
     );
     let mut frames = Vec::new();
+    let mut policed = Vec::new();
     for p in pmds {
         for (i, f) in p.ports.iter().enumerate() {
+            policed.push((p.pmd, i + 1, f.policed));
             for (fate, v) in [
                 ("rx", f.rx),
                 ("forwarded", f.forwarded),
@@ -331,6 +334,13 @@ pub fn render_report(
         |(pmd, port, fate, v): &(usize, usize, &str, u64)| {
             (vec![("pmd", pmd.to_string()), ("port", port.to_string()), ("fate", fate.to_string())], *v as f64)
         },
+    );
+    x.each(
+        "rqvs_pmd_frames_policed_total",
+        "counter",
+        "Of the dropped frames: those the port's ingress policer dropped before they were parsed.",
+        &policed,
+        |(pmd, port, v): &(usize, usize, u64)| (vec![("pmd", pmd.to_string()), ("port", port.to_string())], *v as f64),
     );
 
     type PortField = fn(&crate::PortReport) -> f64;

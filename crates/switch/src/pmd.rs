@@ -26,6 +26,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rqvs_datapath::policer::Policer;
 use rqvs_datapath::upcall::Upcall;
 use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH, NO_RULE};
 use rqvs_flow::frame::extract_datapath;
@@ -76,6 +77,8 @@ pub struct PmdSetup {
     pub index: usize,
     pub cpu: Option<usize>,
     pub rx: Vec<RxQueue>,
+    /// Each receive queue's ingress policer (`None`: not policed), by port − 1.
+    pub policers: Vec<Option<Policer>>,
     pub tx: Vec<TxQueue>,
     pub design: Box<dyn Design + Send>,
     pub inbox: Receiver<PmdMsg>,
@@ -182,8 +185,19 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             let busy = Instant::now();
             got += n_frames;
             c.rx[p] += n_frames as u64;
+            // Ingress policing: the frames over the bucket (the batch's tail) are dropped before
+            // they are parsed.
+            let passed = match s.policers.get_mut(p).and_then(Option::as_mut) {
+                Some(policer) => {
+                    let pass = policer.admit(t0.elapsed().as_nanos() as u64, n_frames);
+                    c.policed[p] += (n_frames - pass) as u64;
+                    c.dropped[p] += (n_frames - pass) as u64;
+                    pass
+                }
+                None => n_frames,
+            };
             let mut n = 0;
-            for (i, f) in batch.iter().enumerate() {
+            for (i, f) in batch.iter().take(passed).enumerate() {
                 match extract_datapath(f, in_port) {
                     Some(k) => {
                         keys[n] = k;

@@ -5,7 +5,8 @@
 //! (at least one copy staged for transmission), `to_controller` (no copy on a port, but a
 //! packet-in queued for the OpenFlow channel), `dropped` (no copy: the rule drops it, no rule
 //! matched, every output was skipped, `dec_ttl` expired it before any output, or its
-//! `controller` action had no OpenFlow channel to go to), `malformed` (shorter than an Ethernet
+//! `controller` action had no OpenFlow channel to go to, or the port's ingress policer dropped
+//! it before it was parsed: `policed`, a part of `dropped`), `malformed` (shorter than an Ethernet
 //! header: dropped, as OVS drops it; every longer frame is classified, a damaged header's fields
 //! zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (a queue was full: the upcall
 //! queue, or the packet-in queue when the controller was its only destination). So per port
@@ -34,6 +35,8 @@ pub struct PmdCounters {
     pub lost: Vec<u64>,
     /// Of `forwarded` and `dropped`: packets whose action list stopped at an expired TTL.
     pub ttl_expired: Vec<u64>,
+    /// Of `dropped`: frames the port's ingress policer dropped before they were parsed.
+    pub policed: Vec<u64>,
     /// Copies staged for transmission.
     pub outputs: u64,
     /// Outputs skipped (to the input port, to a port that does not exist).
@@ -66,7 +69,8 @@ impl PmdCounters {
             dropped: z.clone(),
             malformed: z.clone(),
             lost: z.clone(),
-            ttl_expired: z,
+            ttl_expired: z.clone(),
+            policed: z,
             ..PmdCounters::default()
         }
     }
@@ -81,6 +85,7 @@ impl PmdCounters {
             malformed: sub(&self.malformed, &base.malformed),
             lost: sub(&self.lost, &base.lost),
             ttl_expired: sub(&self.ttl_expired, &base.ttl_expired),
+            policed: sub(&self.policed, &base.policed),
             outputs: self.outputs - base.outputs,
             skipped_outputs: self.skipped_outputs - base.skipped_outputs,
             controller: self.controller - base.controller,
@@ -103,6 +108,8 @@ pub struct PortFrames {
     pub malformed: u64,
     pub lost: u64,
     pub ttl_expired: u64,
+    /// Of `dropped`: dropped by the port's ingress policer (`--ingress-policing`).
+    pub policed: u64,
 }
 
 impl PortFrames {
@@ -114,6 +121,7 @@ impl PortFrames {
         self.malformed += o.malformed;
         self.lost += o.lost;
         self.ttl_expired += o.ttl_expired;
+        self.policed += o.policed;
     }
 
     /// These counts since `base`.
@@ -126,6 +134,7 @@ impl PortFrames {
             malformed: self.malformed - base.malformed,
             lost: self.lost - base.lost,
             ttl_expired: self.ttl_expired - base.ttl_expired,
+            policed: self.policed - base.policed,
         }
     }
 
@@ -252,6 +261,7 @@ impl PmdReport {
                 malformed: c.malformed[i],
                 lost: c.lost[i],
                 ttl_expired: c.ttl_expired[i],
+                policed: c.policed[i],
             })
             .collect();
         let mut total = PortFrames::default();
@@ -358,7 +368,11 @@ impl PmdReport {
             let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
-        let _ = writeln!(out, "  dropped: {} (ttl expired: {})", self.total.dropped, self.total.ttl_expired);
+        let _ = writeln!(
+            out,
+            "  dropped: {} (ttl expired: {}, policed: {})",
+            self.total.dropped, self.total.ttl_expired, self.total.policed
+        );
         let _ = writeln!(
             out,
             "  to controller: {} (packet-ins sent: {}, dropped: {}; frames sent only there: {})",

@@ -282,6 +282,15 @@ fn offline_with(design: DesignKind, pmds: usize, up: Up) {
     offline_tweaked(design, pmds, up, "", |_| {});
 }
 
+/// Port 1 a pcap-in port of `frames`, ports 2 and 3 pcap-out files at `out(2)`, `out(3)`.
+fn pcap_ports(frames: &[Vec<u8>], out: impl Fn(u32) -> std::path::PathBuf) -> Vec<PortSource> {
+    vec![
+        PortSource::Frames { name: "in".into(), frames: frames.to_vec() },
+        PortSource::Spec(format!("pcap-out:{}", out(2).display()).parse().unwrap()),
+        PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
+    ]
+}
+
 /// [`offline_with`], the switch's configuration changed by `tweak` (named `tag` in paths).
 fn offline_tweaked(design: DesignKind, pmds: usize, up: Up, tag: &str, tweak: impl FnOnce(&mut SwitchConfig)) {
     let mut rng = Rng(0x5eed_0000 + pmds as u64);
@@ -294,12 +303,7 @@ fn offline_tweaked(design: DesignKind, pmds: usize, up: Up, tag: &str, tweak: im
     };
     let dir = rqvs_testkit::TempDir::new(&format!("switch-exact-{}{tag}-{pmds}-{mode}", design.name()));
     let out = |p: u32| dir.join(format!("p{p}.pcap"));
-    let ports = vec![
-        PortSource::Frames { name: "in".into(), frames: frames.clone() },
-        PortSource::Spec(format!("pcap-out:{}", out(2).display()).parse().unwrap()),
-        PortSource::Spec(format!("pcap-out:{}", out(3).display()).parse().unwrap()),
-    ];
-    let mut cfg = with_upcalls(config(ports, rules, design, pmds), up);
+    let mut cfg = with_upcalls(config(pcap_ports(&frames, out), rules, design, pmds), up);
     tweak(&mut cfg);
     let tuplemerge = cfg.cflows.classifier == rqvs_datapath::CflowsClassifier::TupleMerge;
     let sw = Switch::start(cfg).unwrap();
@@ -329,6 +333,50 @@ fn offline_tweaked(design: DesignKind, pmds: usize, up: Up, tag: &str, tweak: im
         // No learned index: every classifier answer from TupleMerge.
         assert!(report.pmds.iter().all(|p| p.datapath.model_hits == 0 && p.datapath.coverage == Some(0.0)));
         assert!(report.pmds.iter().map(|p| p.datapath.remainder_hits).sum::<u64>() > 100);
+    }
+}
+
+/// Ingress policing on port 1 (`SwitchConfig::policing`): of a pcap-in port's frames, read as
+/// fast as the PMD takes them, the burst and what the rate adds pass and are forwarded exactly
+/// as the rules say; the rest are dropped before they are parsed, counted as `dropped` and
+/// `policed` on that port, so every frame is still accounted for.
+#[test]
+fn pcap_policed_port_passes_its_burst_and_rate() {
+    for (design, pmds) in [(DesignKind::Orig, 1), (DesignKind::Cflows, 2)] {
+        let mut rng = Rng(0x5eed_1000 + pmds as u64);
+        let (rules, frames) = (rules(&mut rng), frames(&mut rng, 3000));
+        let dir = rqvs_testkit::TempDir::new(&format!("switch-policed-{}-{pmds}", design.name()));
+        let out = |p: u32| dir.join(format!("p{p}.pcap"));
+        let mut cfg = config(pcap_ports(&frames, out), rules.clone(), design, pmds);
+        // 1 kpps, a burst of 400 frames (200 per PMD).
+        cfg.policing = vec![Some("1/0.4".parse().unwrap())];
+        let sw = Switch::start(cfg).unwrap();
+        let t0 = Instant::now();
+        while !sw.is_finished() && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let report = sw.stop().unwrap();
+        let what = format!("{} {pmds} PMDs\n{}", design.name(), report.format());
+        assert!(report.balanced(), "{what}");
+        let p1 = report.ports[0].frames;
+        assert_eq!(p1.rx, frames.len() as u64, "{what}");
+        let passed = p1.rx - p1.policed;
+        let most = 400 + (report.uptime_s * 1e3) as u64 + pmds as u64;
+        assert!(passed >= 400 && passed <= most, "{what}: {passed} passed, at most {most}");
+        assert!(p1.policed > 0 && p1.dropped >= p1.policed, "{what}");
+        assert!(report.ports[1..].iter().all(|p| p.frames.policed == 0), "{what}");
+        // What left is what the rules make of some of the frames: never more copies of a frame
+        // than the reference gives all of them.
+        let want = expected(&rules, &frames);
+        for p in [2, 3] {
+            let mut left = want.get(&p).cloned().unwrap_or_default();
+            let got = pcap_out::read_pcap(&out(p));
+            for f in &got {
+                let i = left.iter().position(|w| w == f);
+                assert!(i.is_some(), "{what}: port {p} sent a frame the rules do not make");
+                left.swap_remove(i.unwrap());
+            }
+        }
     }
 }
 

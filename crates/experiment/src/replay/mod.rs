@@ -75,6 +75,7 @@ pub use run::{run_design, run_design_progress, run_design_with, Progress};
 use std::path::PathBuf;
 
 use rqvs_classify::nuevomatch::live::Policy;
+use rqvs_datapath::policer::PolicerSpec;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{AutoConfig, CflowsClassifier, MaskEviction};
 
@@ -153,6 +154,9 @@ pub struct ReplayConfig {
     /// loop, arriving at `attack_rate` packets per second of PMD time.
     pub attack: Option<PathBuf>,
     pub attack_rate: Option<f64>,
+    /// Ingress policing on the attack's receive queue ([`rqvs_datapath::policer`]): packets over
+    /// the bucket are dropped before they are parsed or classified (`None`: off, as OVS).
+    pub attack_policing: Option<PolicerSpec>,
 }
 
 impl ReplayConfig {
@@ -198,6 +202,7 @@ impl Default for ReplayConfig {
             mfcguard: None,
             attack: None,
             attack_rate: None,
+            attack_policing: None,
         }
     }
 }

@@ -169,6 +169,9 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
 /// counted and `wanted` of its positions sampled for verification.
 fn prepare_attack(c: &ReplayConfig, wanted: usize) -> Result<Option<AttackTrace>, Error> {
     let (path, rate) = match (&c.attack, c.attack_rate) {
+        (None, None) if c.attack_policing.is_some() => {
+            return Err(Error("--attack-policing: polices an attack's queue; expected --attack FILE".into()))
+        }
         (None, None) => return Ok(None),
         (Some(path), Some(rate)) => (path, rate),
         (Some(_), None) => return Err(Error("--attack: expected --attack-rate PPS too".into())),

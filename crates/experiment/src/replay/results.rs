@@ -64,10 +64,13 @@ pub struct Run {
 pub struct AttackRun {
     /// Attack packets per second of PMD time.
     pub rate: f64,
-    /// Attack packets arrived by the end of the run; dropped by the attack's full ring; still
-    /// waiting in it at the end (`offered` = taken + `ring_dropped` + `waiting`).
+    /// Attack packets arrived by the end of the run; dropped by the attack's full ring; taken
+    /// from the ring and dropped by the ingress policer (`--attack-policing`) before they were
+    /// classified; still waiting in the ring at the end (`offered` = classified (`attack.packets`)
+    /// + `ring_dropped` + `policed` + `waiting`).
     pub offered: u64,
     pub ring_dropped: u64,
+    pub policed: u64,
     pub waiting: u64,
     pub benign: StreamStats,
     pub attack: StreamStats,

@@ -3,6 +3,7 @@
 //! series ([`Series`]) and the verification record around each batch.
 
 use rqvs_datapath::pmd::Pmd;
+use rqvs_datapath::policer::Policer;
 use rqvs_datapath::{Counters, Design, DesignKind, OfprotoTable, BATCH};
 use rqvs_flow::rng::Rng;
 
@@ -141,6 +142,7 @@ pub(super) fn run_design_on(
         Some(a) => Some((
             AttackQueue::new(a.rate, c.rx_ring),
             Feed::new(&a.trace, a.packets, &a.samples, p.samples.len(), "the attack")?,
+            c.attack_policing.map(|spec| Policer::new(spec, 1, dp.now_ns())),
         )),
         None => None,
     };
@@ -148,33 +150,38 @@ pub(super) fn run_design_on(
     let mut latency = c.rate.map(|_| Latency::default());
     loop {
         // The attack's queue first: a batch of what it holds ([`crate::mixed`]).
-        if let Some((queue, afeed)) = attack.as_mut() {
+        if let Some((queue, afeed, policer)) = attack.as_mut() {
             let waiting = queue.waiting(dp.now_ns());
             if waiting > 0 {
                 let aseq = queue.seq;
-                let n = (BATCH as u64).min(afeed.packets - aseq % afeed.packets).min(waiting) as usize;
-                afeed.fill(aseq, n, &mut verifier)?;
-                let t0 = dp.now_ns();
-                let o = pmd.run_batch(dp, &afeed.batch, ATTACK_SEQ + aseq);
-                verifier.batch(&o, ATTACK_SEQ + aseq, &afeed.slots, |s| match s.checked_sub(ATTACK_SEQ) {
-                    Some(a) => afeed.slot_of(a),
-                    None => feed.slot_of(s),
-                });
-                updates.revalidated(o.revalidations);
-                queue.seq += n as u64;
-                if let Some((_, att, last)) = streams.as_mut() {
-                    let now = dp.counters();
-                    att.add_batch(last, &now, dp.now_ns() - t0);
-                    *last = now;
+                let taken = (BATCH as u64).min(afeed.packets - aseq % afeed.packets).min(waiting) as usize;
+                // Ingress policing: the batch's packets over the bucket (its tail) are dropped
+                // before they are parsed or classified; the next fill skips them.
+                let n = policer.as_mut().map_or(taken, |p| p.admit(dp.now_ns(), taken));
+                queue.seq += taken as u64;
+                if n > 0 {
+                    afeed.fill(aseq, n, &mut verifier)?;
+                    let t0 = dp.now_ns();
+                    let o = pmd.run_batch(dp, &afeed.batch, ATTACK_SEQ + aseq);
+                    verifier.batch(&o, ATTACK_SEQ + aseq, &afeed.slots, |s| match s.checked_sub(ATTACK_SEQ) {
+                        Some(a) => afeed.slot_of(a),
+                        None => feed.slot_of(s),
+                    });
+                    updates.revalidated(o.revalidations);
+                    if let Some((_, att, last)) = streams.as_mut() {
+                        let now = dp.counters();
+                        att.add_batch(last, &now, dp.now_ns() - t0);
+                        *last = now;
+                    }
+                    let benign = streams.as_ref().map(|s| s.0.packets);
+                    after_batch(dp, &mut series, benign, &mut updates, &mut verifier, &mut epoch)?;
                 }
-                let benign = streams.as_ref().map(|s| s.0.packets);
-                after_batch(dp, &mut series, benign, &mut updates, &mut verifier, &mut epoch)?;
             }
         }
         // Constant rate: packets that have arrived and are not yet taken (`None`: no limit).
         let avail = match admission.as_mut() {
             Some(adm) => {
-                let other = attack.as_ref().map(|(q, _)| q.next_arrival_ns());
+                let other = attack.as_ref().map(|(q, _, _)| q.next_arrival_ns());
                 match adm.admit(dp, &mut seq, other) {
                     Some(0) => continue,
                     Some(n) => Some(n),
@@ -190,7 +197,7 @@ pub(super) fn run_design_on(
         let t0 = dp.now_ns();
         let o = pmd.run_batch(dp, &feed.batch, seq);
         verifier.batch(&o, seq, &feed.slots, |s| match (s.checked_sub(ATTACK_SEQ), &attack) {
-            (Some(a), Some((_, afeed))) => afeed.slot_of(a),
+            (Some(a), Some((_, afeed, _))) => afeed.slot_of(a),
             _ => feed.slot_of(s),
         });
         updates.revalidated(o.revalidations);
@@ -237,17 +244,19 @@ pub(super) fn run_design_on(
         return Err(Error(format!("internal error: counters do not sum to packets received: {cs:?}")));
     }
     let checked = verifier.finish(p)?;
-    let attack = attack.zip(streams).zip(p.attack.as_ref()).map(|(((mut queue, _), (benign, att, _)), a)| AttackRun {
-        rate: a.rate,
-        // What arrived since the last batch is waiting in the ring or dropped by it.
-        waiting: queue.waiting(dp.now_ns()),
-        offered: queue.offered(dp.now_ns()),
-        ring_dropped: queue.dropped,
-        benign,
-        attack: att,
-        checks: checked.attack_checks,
-        mismatches: checked.attack_mismatches,
-    });
+    let attack =
+        attack.zip(streams).zip(p.attack.as_ref()).map(|(((mut queue, _, policer), (benign, att, _)), a)| AttackRun {
+            rate: a.rate,
+            policed: policer.map_or(0, |p| p.policed),
+            // What arrived since the last batch is waiting in the ring or dropped by it.
+            waiting: queue.waiting(dp.now_ns()),
+            offered: queue.offered(dp.now_ns()),
+            ring_dropped: queue.dropped,
+            benign,
+            attack: att,
+            checks: checked.attack_checks,
+            mismatches: checked.attack_mismatches,
+        });
     let pmd_s = cs.pmd_ns as f64 / 1e9;
     let steady = first_pass.filter(|f| f.pmd_ns < cs.pmd_ns).map(|f| {
         let ns = cs.pmd_ns - f.pmd_ns;
