@@ -137,10 +137,21 @@ fn policing(given: &[(String, PolicerSpec)], names: &[String]) -> Result<Vec<Opt
         let i = match port.parse::<usize>() {
             Ok(n) if (1..=names.len()).contains(&n) => n - 1,
             Ok(n) => return Err(usage(format!("no port {n}: the ports are 1..{}", names.len()))),
-            Err(_) => names
-                .iter()
-                .position(|n| n == port || n.split(':').next() == Some(port))
-                .ok_or_else(|| usage(format!("no port named '{port}' (the ports: {})", names.join(", "))))?,
+            Err(_) => {
+                // The whole `--port` argument, or the interface in NAME:TYPE (a capture port's
+                // argument is TYPE:FILE: only the whole of it names it).
+                let named = |n: &&String| {
+                    *n == port
+                        || (!n.starts_with("pcap-")
+                            && n.strip_prefix(port.as_str()).is_some_and(|rest| rest.starts_with(':')))
+                };
+                let found: Vec<usize> = names.iter().enumerate().filter(|(_, n)| named(n)).map(|(i, _)| i).collect();
+                match found[..] {
+                    [i] => i,
+                    [] => return Err(usage(format!("no port named '{port}' (the ports: {})", names.join(", ")))),
+                    _ => return Err(usage(format!("'{port}' names {} ports: give a port number", found.len()))),
+                }
+            }
         };
         if out[i].is_some() {
             return Err(usage(format!("port {} is policed twice", i + 1)));
@@ -449,4 +460,33 @@ pub fn run_ctl(a: &CtlArgs) -> Result<(), Failure> {
         crate::report::stdout(reply.text.as_bytes());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::policing;
+
+    #[test]
+    fn policed_ports_are_named_by_number_argument_or_interface() {
+        let names: Vec<String> =
+            ["veth1:afxdp", "veth2", "pcap-in:in.pcap", "pcap-out:veth1"].iter().map(|s| s.to_string()).collect();
+        let spec = "100".parse().unwrap();
+        let at = |port: &str| -> Result<usize, String> {
+            let p = policing(&[(port.to_string(), spec)], &names)?;
+            Ok(p.iter().position(Option::is_some).unwrap())
+        };
+        assert_eq!(at("1"), Ok(0));
+        assert_eq!(at("veth1"), Ok(0), "the interface of NAME:TYPE");
+        assert_eq!(at("veth1:afxdp"), Ok(0));
+        assert_eq!(at("veth2"), Ok(1));
+        assert_eq!(at("pcap-in:in.pcap"), Ok(2));
+        assert_eq!(at("4"), Ok(3));
+        assert!(at("pcap-in").unwrap_err().contains("no port named 'pcap-in'"));
+        assert!(at("5").unwrap_err().contains("no port 5: the ports are 1..4"));
+        let twice = policing(&[("veth1".into(), spec), ("1".into(), spec)], &names).unwrap_err();
+        assert!(twice.contains("port 1 is policed twice"), "{twice}");
+        let two: Vec<String> = ["eth0:afxdp", "eth0:afpacket"].iter().map(|s| s.to_string()).collect();
+        let e = policing(&[("eth0".into(), spec)], &two).unwrap_err();
+        assert!(e.contains("'eth0' names 2 ports: give a port number"), "{e}");
+    }
 }

@@ -121,6 +121,8 @@ fn other_commands_refuse_what_they_would_not_use() {
             vec!["switch", "--ingress-policing", "1=100", "--ingress-policing", "pcap-in:embedded=5"],
             "port 1 is policed twice",
         ),
+        // A capture port's argument is TYPE:FILE: its type names no port.
+        (vec!["switch", "--ingress-policing", "pcap-in=100"], "no port named 'pcap-in'"),
         (
             vec!["coflows", "--dist", "rpc", "--predict", "off,oracle", "--min-confidence", "0.4"],
             "--min-confidence: the online predictor's setting",
