@@ -229,8 +229,11 @@ fn an_attack_mixed_into_replay_and_compare() {
     assert!(att["upcalls"].as_u64().unwrap() > 0 && benign["subtables_per_hit"].as_f64().is_some(), "{a}");
     assert!(text.contains("attack              ") && text.contains("  benign"), "{text}");
     // The time series separates the benign packets too: each 100 ms sample's benign part is
-    // below its total, by about the attack's rate; without an attack there is none.
-    let out = rqvs(&[&["replay", "--duration", "0.35", "--verify", "1000", "--json", "-"][..], &common].concat());
+    // below its total, by about the attack's rate; without an attack there is none. (A sample is
+    // taken after the first batch past each 100 ms of PMD time, and the clock is wall time: a
+    // PMD preempted for 200 ms in one batch on a loaded machine skips a sample, as one CI run
+    // did with 0.35 s; 1 s leaves room for that.)
+    let out = rqvs(&[&["replay", "--duration", "1", "--verify", "1000", "--json", "-"][..], &common].concat());
     let r = json(&out);
     let series = r["series"].as_array().unwrap();
     assert!(series.len() >= 3, "{series:?}");
