@@ -413,6 +413,16 @@ fn on_veths_with(ty: &str, design: DesignKind, pmds: usize, up: Up) {
             std::thread::sleep(Duration::from_micros(300));
         }
     }
+    // Wait until the switch has taken every frame and each has its fate (a starved switch on a
+    // loaded machine is still working when the hosts' sockets have been quiet for 400 ms).
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(30) {
+        let r = sw.control().show();
+        if r.total.rx >= frames.len() as u64 && r.balanced() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut got = BTreeMap::new();
     for (i, s) in socks.iter().enumerate() {
         let mut v = s.drain(Duration::from_millis(400)).unwrap();

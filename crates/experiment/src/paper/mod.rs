@@ -445,9 +445,21 @@ impl Ctx<'_> {
     }
 
     /// The three designs replayed on `seed`/`size`: a cell shared by the figures that read it.
-    fn compare(&self, seed: &str, size: &str) -> Result<Vec<RunSummary>, Error> {
+    /// `None` when the set is past rqvs's size limits (its port ranges expand to more entries
+    /// than a table may hold, `rqvs_flow::convert::MAX_FLOWS`): then `f` lists it as not run,
+    /// with the reason, and the figure is made from the other sets. Any other error is the
+    /// figure's.
+    fn compare(&self, f: &mut Figure, seed: &str, size: &str) -> Result<Option<Vec<RunSummary>>, Error> {
         let key = self.replay_command("compare", seed, size, " --designs orig,ccache,cflows");
-        self.designs_cell("compare", &format!("{seed}_{size}"), &key, &self.replay_config(seed, size))
+        match self.designs_cell("compare", &format!("{seed}_{size}"), &key, &self.replay_config(seed, size)) {
+            Ok(runs) => Ok(Some(runs)),
+            // The limit's error is the one way a shared set cannot be loaded; it names the limit.
+            Err(e) if e.0.contains("past the limit of") => {
+                f.not_run.push(format!("{seed}_{size}: cannot be loaded: {}", e.0));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The three designs replayed with `c` (`command` reproduces it): a cell of `group`.

@@ -86,7 +86,7 @@ fn figure_md(s: &mut String, f: &Figure, data: &str) {
         s.push_str(&format!("{n}\n\n"));
     }
     if !f.not_run.is_empty() {
-        s.push_str("Not run (a bounded setting; the paper's setting would run them):\n\n");
+        s.push_str("Not run here, each with the reason:\n\n");
         for n in &f.not_run {
             s.push_str(&format!("- {n}\n"));
         }

@@ -33,7 +33,7 @@ pub fn fig3(ctx: &Ctx) -> Result<Figure, Error> {
     let mut megaflow = Panel::new("log10(rules)", "megaflow cache, share of PMD time");
     let mut upcalls = Panel::new("log10(rules)", "upcalls, share of PMD time");
     for (seed, size) in sets(ctx) {
-        let runs = ctx.compare(seed, size)?;
+        let Some(runs) = ctx.compare(&mut f, seed, size)? else { continue };
         count(&mut f, &runs[..1]);
         let o = design(&runs, DesignKind::Orig);
         megaflow.point(seed, log_rules(size), o.share_megaflow);
@@ -183,7 +183,7 @@ pub fn fig8(ctx: &Ctx) -> Result<Figure, Error> {
     // Per size: CCACHE's and CFLOWS' unconstrained speedups, CFLOWS' constant-rate ones.
     let mut speedups: Vec<Speedups> = Vec::new();
     for (seed, size) in sets(ctx) {
-        let runs = ctx.compare(seed, size)?;
+        let Some(runs) = ctx.compare(&mut f, seed, size)? else { continue };
         count(&mut f, &runs);
         let (o, cc, cf) =
             (design(&runs, DesignKind::Orig), design(&runs, DesignKind::Ccache), design(&runs, DesignKind::Cflows));
@@ -299,7 +299,7 @@ pub fn fig11(ctx: &Ctx) -> Result<Figure, Error> {
     f.header = cols("set | ORIG subtables/hit | CCACHE subtables/hit | ORIG masks | CCACHE masks (cache)");
     let mut ratios = Vec::new();
     for (seed, size) in sets(ctx) {
-        let runs = ctx.compare(seed, size)?;
+        let Some(runs) = ctx.compare(&mut f, seed, size)? else { continue };
         count(&mut f, &runs[..2]);
         let (o, c) = (design(&runs, DesignKind::Orig), design(&runs, DesignKind::Ccache));
         f.rows.push(vec![
@@ -407,7 +407,7 @@ pub fn fig12(ctx: &Ctx) -> Result<Figure, Error> {
     let biggest = *ctx.cfg.mode.sizes().last().expect("sizes");
     let mut slowest = 0.0f64;
     for (seed, size) in sets(ctx) {
-        let runs = ctx.compare(seed, size)?;
+        let Some(runs) = ctx.compare(&mut f, seed, size)? else { continue };
         count(&mut f, &runs[1..]);
         let (cc, cf) = (design(&runs, DesignKind::Ccache), design(&runs, DesignKind::Cflows));
         f.rows.push(vec![
@@ -450,7 +450,7 @@ pub fn table2(ctx: &Ctx) -> Result<Figure, Error> {
     for size in ctx.cfg.mode.sizes() {
         let (mut up, mut mf, mut train) = (Vec::new(), Vec::new(), Vec::new());
         for seed in ctx.cfg.mode.seeds() {
-            let runs = ctx.compare(seed, size)?;
+            let Some(runs) = ctx.compare(&mut f, seed, size)? else { continue };
             count(&mut f, &runs[..2]);
             let (o, cc) = (design(&runs, DesignKind::Orig), design(&runs, DesignKind::Ccache));
             up.push(o.upcalls_per_s);
