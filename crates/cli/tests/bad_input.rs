@@ -434,6 +434,16 @@ const CASES: &[Case] = &[
         )
     },
     Case {
+        // The slow path's table holds 2M expanded entries when the limit stops it: 1.5 GB here.
+        peak_mb: 2000,
+        ..case(
+            "wide ranges: replay orig",
+            &["replay", "--design", "orig", "--rules", "@wide.cb", "--trace", "@trace.cb"],
+            1,
+            "wide.cb: orig: rule",
+        )
+    },
+    Case {
         peak_mb: 1200,
         ..case(
             "wide ranges: tss",

@@ -68,25 +68,29 @@ pub(super) fn build_on(
             _ => {}
         }
     }
-    Ok(match (design, pred) {
-        (DesignKind::Orig, None) => Box::new(Orig::new(rules, cfg, orig)?),
-        (DesignKind::Orig, Some(pr)) => {
-            let mut d = Orig::new(rules, cfg, orig)?;
-            d.set_predictor(Some(pr.predictor()));
+    if let (Some(pr), DesignKind::Ccache | DesignKind::Cflows | DesignKind::Auto) = (pred, design) {
+        return Err(Error(format!(
+            "--predict {}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
+            pr.mode,
+            design.name()
+        )));
+    }
+    // A rule-set the design cannot hold (past a size limit) is an error naming the file.
+    let named = |e: Error| Error(format!("{}: {}: {}", c.rules_name(), design.name(), e.0));
+    Ok(match design {
+        DesignKind::Orig => {
+            let mut d = Orig::new(rules, cfg, orig).map_err(|e| named(e.into()))?;
+            if let Some(pr) = pred {
+                d.set_predictor(Some(pr.predictor()));
+            }
             Box::new(d)
         }
-        (_, Some(pr)) => {
-            return Err(Error(format!(
-                "--predict {}: flow prediction installs megaflows through ORIG's slow path; expected --design orig, found '{}'",
-                pr.mode,
-                design.name()
-            )))
-        }
-        (DesignKind::Ccache, None) => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c))?),
-        (DesignKind::Cflows, None) => Box::new(Cflows::new(rules, cfg, cflows_config(c))?),
-        (DesignKind::Auto, None) => {
-            Box::new(Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c)?)?)
-        }
+        DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, orig, ccache_config(c)).map_err(|e| named(e.into()))?),
+        DesignKind::Cflows => Box::new(Cflows::new(rules, cfg, cflows_config(c)).map_err(|e| named(e.into()))?),
+        DesignKind::Auto => Box::new(
+            Auto::new(rules, cfg.clock, cfg.wire_keys, auto_config(c), auto_builder(c)?)
+                .map_err(|e| named(e.into()))?,
+        ),
     })
 }
 
