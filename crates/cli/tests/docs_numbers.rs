@@ -271,3 +271,54 @@ fn cold_orig_rows(designs: &str) {
         assert_eq!(row[8], if dip.is_finite() { format!("{dip:.2}") } else { "–".into() }, "{run}: lowest");
     }
 }
+/// The committed page of the last `rqvs paper --full` run (docs/paper/README.md) is its kept
+/// JSON (docs/paper/json/ID.json, which `rqvs paper` rebuilds from the cells every run): every
+/// figure's claims and table rows are on the page as the JSON has them, with 0 mismatches; and
+/// the claims the README quotes under "What the full run shows" are the page's, word for word.
+#[test]
+fn the_paper_page_and_the_readme_claims_are_the_full_runs_json() {
+    let page = repo_file("docs/paper/README.md");
+    let dir = format!("{}/../../docs/paper/json", env!("CARGO_MANIFEST_DIR"));
+    let mut claims = Vec::new();
+    let mut figures = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let id = j["id"].as_str().unwrap();
+        assert_eq!(j["mode"], "Full", "{id}: the committed page is a full run's");
+        assert_eq!(j["mismatches"], 0, "{id}");
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or_else(|| panic!("{id}: {v}")).to_string();
+        for c in j["claims"].as_array().unwrap() {
+            let mark = match c["holds"].as_bool() {
+                Some(true) => "holds",
+                Some(false) => "**does not hold**",
+                None => "—",
+            };
+            let line = format!("- {id} ({mark}): {} — paper {}, rqvs {}", s(&c["what"]), s(&c["paper"]), s(&c["rqvs"]));
+            assert!(page.lines().any(|l| l == line), "docs/paper/README.md lacks the claim of {p:?}: {line}");
+            claims.push(line);
+        }
+        for r in j["rows"].as_array().unwrap() {
+            let cells: Vec<String> = r.as_array().unwrap().iter().map(s).collect();
+            let row = format!("| {} |", cells.join(" | "));
+            assert!(page.lines().any(|l| l == row), "docs/paper/README.md lacks the row of {p:?}: {row}");
+        }
+        figures += 1;
+    }
+    assert!(figures >= 15, "{figures} figures in {dir}");
+    let readme = repo_file("README.md");
+    let quoted: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "### What the full run shows")
+        .skip(1)
+        .take_while(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with("- fig") || l.starts_with("- table"))
+        .collect();
+    assert!(quoted.len() >= 5, "README: the claims under 'What the full run shows': {quoted:?}");
+    for q in quoted {
+        assert!(claims.iter().any(|c| c == q), "README quotes a claim the full run's JSON does not make: {q}");
+    }
+}

@@ -88,7 +88,7 @@ fn figure_md(s: &mut String, f: &Figure, data: &str) {
     if !f.not_run.is_empty() {
         s.push_str("Not run here, each with the reason:\n\n");
         for n in &f.not_run {
-            s.push_str(&format!("- {n}\n"));
+            s.push_str(&format!("- {}\n", with_data_var(n, data)));
         }
         s.push('\n');
     }
