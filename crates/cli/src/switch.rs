@@ -317,6 +317,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     cfg.hook = Some(hook);
     cfg.packet_in = channel_wanted;
     cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
+    let policed: Vec<String> = cfg
+        .policing
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.map(|p| format!("port {} at {} kpps, burst {} kpkts", i + 1, p.kpps, p.burst_kpkts)))
+        .collect();
     let n_rules = cfg.rules.len();
     let names: Vec<String> = a.ports.clone();
     let switch = Switch::start(cfg)?;
@@ -373,6 +379,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             } else {
                 String::new()
             }
+            + &if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) }
     );
     let t0 = Instant::now();
     loop {

@@ -62,6 +62,20 @@ fn auto_settings_reach_the_pmds() {
     assert!(a["time_orig_s"].as_f64().unwrap() > 0.0 && a["time_cflows_s"] == 0.0, "{a}");
 }
 
+/// `--ingress-policing`: the ready line names the policed port and its bucket, and the port's
+/// frames over it are dropped as `policed` in the final JSON, every frame still accounted for.
+#[test]
+fn ingress_policing_is_announced_and_counted() {
+    let tmp = temp("policing");
+    let (out, v) = embedded_switch(&tmp.0, &["--design", "cflows", "--ingress-policing", "1=1/0.5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("; ingress policing: port 1 at 1 kpps, burst 0.5 kpkts"), "{err}");
+    let p1 = &v["ports"][0]["frames"];
+    let n = |k: &str| p1[k].as_u64().unwrap_or_else(|| panic!("{k}: {p1}"));
+    assert!(n("policed") > 0 && n("dropped") >= n("policed") && n("rx") - n("policed") >= 500, "{p1}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(policed "), "the summary names them");
+}
+
 #[test]
 fn bad_input_is_one_line_and_leaves_nothing_behind() {
     let tmp = temp("bad");
