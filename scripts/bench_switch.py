@@ -368,10 +368,21 @@ class SinkClasses:
 # Sender and probes
 
 
-def sender_cmd(iface, pcap, pps, seconds):
+def sender_cmd(iface, pcap, pps, seconds, pacing=()):
     cmd = ["tcpreplay", "-i", iface, "-K", "--loop=0", f"--duration={seconds}", "--no-flow-stats"]
-    cmd += ["--topspeed"] if pps is None else [f"--pps={int(pps)}"]
+    cmd += ["--topspeed"] if pps is None else [f"--pps={int(pps)}", *pacing]
     return cmd + [str(pcap)]
+
+
+def attack_pacing(args, pps):
+    """How the attack's tcpreplay keeps its rate. `gtod` (tcpreplay's default) busy-waits between
+    frames, so even a slow attacker takes its whole share of the senders' core from the benign
+    sender; `nano` sleeps, sending bursts of --attack-burst frames (default: rate/1000, i.e. a
+    thousand bursts a second) so that the sleeps stay long enough to be kept."""
+    if args.attack_timer == "gtod":
+        return ()
+    burst = args.attack_burst or max(1, int(pps) // 1000)
+    return ("--timer=nano", f"--pps-multi={burst}")
 
 
 def probe_seconds(args, frames, pps):
@@ -431,7 +442,8 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
         if atk_on:
             # Runs longer than the benign probe could; stopped by pid as soon as the benign sender ends.
             atk_seconds = int(math.ceil(args.attack_lead + seconds + 130))
-            ap = procs.start(sender_cmd("atk0", attack.pcap, attack.pps, atk_seconds), "tcpreplay-attack",
+            ap = procs.start(sender_cmd("atk0", attack.pcap, attack.pps, atk_seconds, attack_pacing(args, attack.pps)),
+                             "tcpreplay-attack",
                              ns=topo.ns["atk"], cpu=args.sender_cpu, stdout=aout, stderr=subprocess.STDOUT)
             wait_sending(ap, 4, "atk0", "the attack's tcpreplay", aout)
             time.sleep(args.attack_lead)
@@ -1208,6 +1220,10 @@ def parse_args(argv=None):
                     "one row per (switch, rules, rate)")
     ap.add_argument("--attack-lead", type=float, default=2.0,
                     help="seconds the attack runs before each probe's benign sender starts (default 2)")
+    ap.add_argument("--attack-timer", choices=["nano", "gtod"], default="nano",
+                    help="the attack's tcpreplay timer: nano (sleeps; default) or gtod (busy-waits, tcpreplay's default)")
+    ap.add_argument("--attack-burst", type=int, default=0,
+                    help="with --attack-timer nano: frames per burst (default: rate/1000)")
     ap.add_argument("--json", help="write the results here (rewritten after every row)")
     ap.add_argument("--plot", help="draw rate vs rules to this SVG")
     ap.add_argument("--remove-stale", action="store_true",
@@ -1306,7 +1322,8 @@ def main(argv=None):
     if args.attack:
         atk_pcap, atk_frames = prepare_attack(Path(args.attack), cache)
         meta["attack"] = {"pcap": str(args.attack), "frames": atk_frames, "rates_pps": args.attack_pps,
-                          "dst_mac": ATTACK_DMAC.hex(":"), "lead_s": args.attack_lead, "sender_cpu": args.sender_cpu}
+                          "dst_mac": ATTACK_DMAC.hex(":"), "lead_s": args.attack_lead, "sender_cpu": args.sender_cpu,
+                          "timer": args.attack_timer, "burst": args.attack_burst or "rate/1000"}
         log(f"attack: {atk_frames} frames of {args.attack}, dst MAC {ATTACK_DMAC.hex(':')} ({atk_pcap.name}), "
             f"at {', '.join(str(r) for r in args.attack_pps)} pps")
     try:

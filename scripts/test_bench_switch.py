@@ -2,7 +2,7 @@
 """Unit tests of bench_switch.py's attack-mode helpers that need no root, namespace or switch:
 the classic BPF filter on the destination MAC (run by a small interpreter of the four
 instructions it uses), the attack pcap's MAC rewrite, megaflow masks from dpctl/dump-flows
-lines, the dl_dst check and the rate parser. Run: python3 scripts/test_bench_switch.py"""
+lines, the dl_dst check, the rate parser and the attacker's pacing. Run: python3 scripts/test_bench_switch.py"""
 import sys
 import tempfile
 import unittest
@@ -89,6 +89,20 @@ class AttackHelpers(unittest.TestCase):
         for bad in ("-1", "x", "0.5", "2e9"):
             with self.assertRaises(ValueError):
                 bs.parse_rate(bad)
+
+    def test_attack_pacing(self):
+        """The attacker sleeps in bursts of rate/1000 frames (at least 1) unless told to busy-wait;
+        the benign sender at top speed gets no pacing options at all."""
+        from types import SimpleNamespace as NS
+        nano = NS(attack_timer="nano", attack_burst=0)
+        self.assertEqual(bs.attack_pacing(nano, 200000), ("--timer=nano", "--pps-multi=200"))
+        self.assertEqual(bs.attack_pacing(nano, 500), ("--timer=nano", "--pps-multi=1"))
+        self.assertEqual(bs.attack_pacing(NS(attack_timer="nano", attack_burst=7), 200000),
+                         ("--timer=nano", "--pps-multi=7"))
+        self.assertEqual(bs.attack_pacing(NS(attack_timer="gtod", attack_burst=0), 200000), ())
+        cmd = bs.sender_cmd("atk0", "a.pcap", 2000, 5, bs.attack_pacing(nano, 2000))
+        self.assertEqual(cmd[-4:], ["--pps=2000", "--timer=nano", "--pps-multi=2", "a.pcap"])
+        self.assertNotIn("--timer=nano", bs.sender_cmd("src0", "b.pcap", None, 5, ("--timer=nano",)))
 
 
 if __name__ == "__main__":

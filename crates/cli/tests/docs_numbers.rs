@@ -214,7 +214,41 @@ fn timed_tables_are_their_kept_json() {
         let g = size["geomean_runs"].as_array().unwrap();
         assert_eq!(row[2..5], [x(&g[0]), x(&g[1]), x(&size["geomean_amd"])], "{row:?}");
     }
+    intel_small_rows(&nmu);
     cold_orig_rows(&designs);
+}
+
+/// docs/nuevomatch.md's 1K/10K sweep on the Intel Xeon: every cell is
+/// docs/nmu-tm-intel-small.json's (scripts/cpu_table.py), two runs beside the AMD EPYC's figure,
+/// for nmu-isets/tm and nmu/tm, 0 mismatches in every run.
+fn intel_small_rows(nmu: &str) {
+    let small: serde_json::Value = serde_json::from_str(&repo_file("docs/nmu-tm-intel-small.json")).unwrap();
+    let f = |v: &serde_json::Value, d: usize| format!("{:.*}", d, v.as_f64().unwrap_or_else(|| panic!("{v}")));
+    let rows = table(nmu, "| seed | size | nmu-isets/tm, run 1 |");
+    assert_eq!(rows.len(), 26, "docs/nuevomatch.md Intel 1K/10K: {rows:?}");
+    let x = |v: &serde_json::Value| format!("{}x", f(v, 2));
+    for row in &rows[..24] {
+        let size = &small["sizes"][&row[1]];
+        let cell = size["rows"].as_array().unwrap().iter().find(|r| r["seed"] == row[0].as_str()).expect("a kept seed");
+        let runs = cell["runs"].as_array().unwrap();
+        let mut want = Vec::new();
+        for c in ["nmu-isets", "nmu"] {
+            want.extend(runs.iter().map(|r| x(&r[format!("{c}_over_tm")])));
+            want.push(x(&cell[format!("amd_{c}_over_tm")]));
+        }
+        assert_eq!(row[2..8], want[..], "{row:?}");
+        assert!(runs.iter().all(|r| r["mismatches"] == 0 && r["verified"].as_u64() > Some(0)), "{row:?}");
+        assert_eq!(row[8], "0", "{row:?}");
+    }
+    for row in &rows[24..] {
+        let size = &small["sizes"][&row[1]];
+        let mut want = Vec::new();
+        for c in ["nmu-isets", "nmu"] {
+            want.extend(size[format!("geomean_{c}_over_tm_runs")].as_array().unwrap().iter().map(x));
+            want.push(x(&size[format!("geomean_{c}_over_tm_amd")]));
+        }
+        assert_eq!(row[2..8], want[..], "{row:?}");
+    }
 }
 
 /// docs/designs.md's "Auto out of a cold ORIG": each row is its run's JSON in
@@ -320,5 +354,81 @@ fn the_paper_page_and_the_readme_claims_are_the_full_runs_json() {
     assert!(quoted.len() >= 5, "README: the claims under 'What the full run shows': {quoted:?}");
     for q in quoted {
         assert!(claims.iter().any(|c| c == q), "README quotes a claim the full run's JSON does not make: {q}");
+    }
+}
+
+/// docs/switch-bench.md's TSE curve through the real switch: every row is a row of the
+/// `scripts/bench_switch.py --attack` JSON kept in docs/switch-tse/ (`police-*` runs add
+/// `--ingress-policing`, shown as `+policing`), formatted as `scripts/switch_tse_table.py` does.
+#[test]
+fn the_switch_tse_curve_is_its_kept_json() {
+    let doc = repo_file("docs/switch-bench.md");
+    let mut runs: Vec<(serde_json::Value, &str)> = Vec::new();
+    for size in ["1k", "10k", "100k"] {
+        for (file, suffix) in [("tse", ""), ("police", "+policing")] {
+            let j = serde_json::from_str(&repo_file(&format!("docs/switch-tse/{file}-{size}.json"))).unwrap();
+            runs.push((j, suffix));
+        }
+    }
+    let label = |r: &serde_json::Value, suffix: &str| {
+        let d = r["design"].as_str().map(|d| format!("/{d}{suffix}")).unwrap_or_default();
+        format!("{}-{}{d}", r["switch"].as_str().unwrap(), r["port_type"].as_str().unwrap())
+    };
+    let kpps = |v: &serde_json::Value| format!("{:.1}", v.as_f64().unwrap() / 1e3);
+    let rows = table(&doc, "| rules | switch | attack Kpps | benign Kpps | % of clean |");
+    let all: Vec<(&serde_json::Value, String)> =
+        runs.iter().flat_map(|(j, s)| j["rows"].as_array().unwrap().iter().map(move |r| (r, label(r, s)))).collect();
+    assert_eq!(rows.len(), all.len(), "one table row per kept row");
+    for row in &rows {
+        let (r, _) = all
+            .iter()
+            .find(|(r, l)| {
+                (r["rules"].to_string(), l.as_str(), format!("{}", r["attack_pps"].as_f64().unwrap() / 1e3))
+                    == (row[0].clone(), row[1].as_str(), row[2].clone())
+            })
+            .unwrap_or_else(|| panic!("no kept row for {row:?}"));
+        assert_eq!(r["status"], "ok", "{row:?}");
+        assert_eq!(row[5], kpps(&r["sender_top_into_switch_pps"]), "{row:?}");
+        let sample =
+            if r["switch_sample_at_best"].is_object() { &r["switch_sample_at_best"] } else { &r["switch_sample_top"] };
+        assert_eq!(
+            (row[8].as_str(), row[9].as_str()),
+            (&*sample["megaflows"].to_string(), &*sample["masks"].to_string()),
+            "{row:?}"
+        );
+        let Some(best) = r["best_pps"].as_f64() else {
+            // No probe passed: the row says so and gives no rate.
+            assert!(r["reason"].as_str().is_some_and(|why| why.starts_with("no probe had")), "{row:?}");
+            assert!([&row[3], &row[4], &row[6], &row[7]].iter().all(|c| *c == "–"), "{row:?}");
+            continue;
+        };
+        let sender = if r["bound_by"] == "sender" { "≥ " } else { "" };
+        assert_eq!(row[3], format!("{sender}{}", kpps(&r["best_pps"])), "{row:?}");
+        assert_eq!(row[7], kpps(&r["attack_at_best"]["delivered_pps"]), "{row:?}");
+        // The clean rate a row is a share of: its design's (without +policing) at attack 0; a
+        // rate the sender bounded is a floor, so the share is then a bound (or none).
+        let base = row[1].split('+').next().unwrap();
+        let (clean, _) = all
+            .iter()
+            .find(|(c, l)| {
+                c["rules"].as_u64().map(|n| n.to_string()).as_deref() == Some(row[0].as_str())
+                    && l == base
+                    && c["attack_pps"] == 0
+            })
+            .expect("a clean row");
+        let pct = 100.0 * best / clean["best_pps"].as_f64().unwrap();
+        let share = match (r["attack_pps"] == 0, r["bound_by"] == "sender", clean["bound_by"] == "sender") {
+            (true, ..) => "100%".to_string(),
+            (false, false, false) => format!("{pct:.0}%"),
+            (false, true, false) => format!("≥ {pct:.0}%"),
+            (false, false, true) => format!("≤ {pct:.0}%"),
+            (false, true, true) => "–".to_string(),
+        };
+        assert_eq!(row[4], share, "{row:?}");
+        assert_eq!(
+            row[6],
+            format!("{:.0}%", 100.0 * best / r["sender_top_into_switch_pps"].as_f64().unwrap()),
+            "{row:?}"
+        );
     }
 }

@@ -63,7 +63,8 @@ fn auto_settings_reach_the_pmds() {
 }
 
 /// `--ingress-policing`: the ready line names the policed port and its bucket, and the port's
-/// frames over it are dropped as `policed` in the final JSON, every frame still accounted for.
+/// frames over it are dropped as `policed` in the final JSON, every frame still accounted for;
+/// the summary (the text of `ctl show` too) and the JSON name each port's policer.
 #[test]
 fn ingress_policing_is_announced_and_counted() {
     let tmp = temp("policing");
@@ -73,7 +74,17 @@ fn ingress_policing_is_announced_and_counted() {
     let p1 = &v["ports"][0]["frames"];
     let n = |k: &str| p1[k].as_u64().unwrap_or_else(|| panic!("{k}: {p1}"));
     assert!(n("policed") > 0 && n("dropped") >= n("policed") && n("rx") - n("policed") >= 500, "{p1}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("(policed "), "the summary names them");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("(policed "), "the summary names them: {summary}");
+    let line = format!(
+        "  port 1 ({}): ingress policing 1 kpps, burst 0.5 kpkts: {} frames policed",
+        v["ports"][0]["name"].as_str().unwrap(),
+        n("policed")
+    );
+    assert!(summary.contains(&line), "the summary (and `ctl show`) names the policer: {summary}");
+    let (rate, burst) = (&v["ports"][0]["ingress_policing_kpkts_rate"], &v["ports"][0]["ingress_policing_kpkts_burst"]);
+    assert_eq!((rate.as_f64(), burst.as_f64()), (Some(1.0), Some(0.5)), "{}", v["ports"][0]);
+    assert_eq!(v["ports"][1]["ingress_policing_kpkts_rate"].as_f64(), Some(0.0), "port 2 is not policed");
 }
 
 #[test]

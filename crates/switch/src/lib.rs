@@ -259,6 +259,8 @@ pub struct Control {
     inboxes: Vec<Sender<PmdMsg>>,
     ports: Vec<PortHandle>,
     port_names: Vec<String>,
+    /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
+    policing: Vec<Option<PolicerSpec>>,
     pmd_cpus: Vec<Option<usize>>,
     /// The slow path's OpenFlow table: shared with the ORIG/CCACHE PMDs, the handler and the
     /// revalidator; empty and unused in CFLOWS (see `trace_table`).
@@ -406,6 +408,7 @@ impl Switch {
             design: cfg.design,
             inboxes,
             port_names: cfg.ports.iter().map(PortSource::name).collect(),
+            policing: (0..cfg.ports.len()).map(|p| cfg.policing.get(p).copied().flatten()).collect(),
             ports: handles,
             pmd_cpus: cpus,
             table,
@@ -485,6 +488,10 @@ pub struct PortReport {
     pub tx_errors: u64,
     /// What the PMDs did with this port's frames (summed over PMDs).
     pub frames: PortFrames,
+    /// The port's ingress policer, in OVS's units and names (thousands of packets per second,
+    /// thousands of packets); 0 and 0: not policed.
+    pub ingress_policing_kpkts_rate: f64,
+    pub ingress_policing_kpkts_burst: f64,
 }
 
 /// Everything at the end of a run (or at `show`).
@@ -565,6 +572,13 @@ impl FinalReport {
                 p.rx_lost,
                 p.tx_packets,
                 p.tx_dropped
+            );
+        }
+        for p in self.ports.iter().filter(|p| p.ingress_policing_kpkts_rate > 0.0) {
+            let _ = writeln!(
+                s,
+                "  port {} ({}): ingress policing {} kpps, burst {} kpkts: {} frames policed",
+                p.port, p.name, p.ingress_policing_kpkts_rate, p.ingress_policing_kpkts_burst, p.frames.policed
             );
         }
         let t = &self.total;
@@ -700,6 +714,8 @@ impl Control {
                     tx_dropped: s.total.tx_dropped,
                     tx_errors: s.total.tx_errors,
                     frames: per_port[i],
+                    ingress_policing_kpkts_rate: self.policing[i].map_or(0.0, |p| p.kpps),
+                    ingress_policing_kpkts_burst: self.policing[i].map_or(0.0, |p| p.burst_kpkts),
                 }
             })
             .collect();

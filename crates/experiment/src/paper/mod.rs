@@ -320,6 +320,9 @@ pub struct Ctx<'a> {
     progress: RefCell<&'a mut dyn FnMut(Progress<'_>)>,
     /// The cells this run measured (`--fresh` measures each once).
     measured_now: RefCell<std::collections::HashSet<String>>,
+    /// Sets found past the slow path's size limit, with the reason: the figures after the first
+    /// that tried one list it as not run without loading it again.
+    too_large: RefCell<std::collections::HashMap<String, String>>,
 }
 
 /// What a figure keeps of a replay (a cell's value).
@@ -446,20 +449,36 @@ impl Ctx<'_> {
 
     /// The three designs replayed on `seed`/`size`: a cell shared by the figures that read it.
     /// `None` when the set is past rqvs's size limits (its port ranges expand to more entries
-    /// than a table may hold, `rqvs_flow::convert::MAX_FLOWS`): then `f` lists it as not run,
-    /// with the reason, and the figure is made from the other sets. Any other error is the
-    /// figure's.
+    /// than the slow path's table may hold, [`rqvs_classify::ofproto::MAX_EXPANDED`], so ORIG
+    /// and CCACHE cannot load it): then `f` lists it as not run, with the reason, and the figure
+    /// is made from the other sets. Any other error is the figure's.
     fn compare(&self, f: &mut Figure, seed: &str, size: &str) -> Result<Option<Vec<RunSummary>>, Error> {
-        let key = self.replay_command("compare", seed, size, " --designs orig,ccache,cflows");
-        match self.designs_cell("compare", &format!("{seed}_{size}"), &key, &self.replay_config(seed, size)) {
-            Ok(runs) => Ok(Some(runs)),
-            // The limit's error is the one way a shared set cannot be loaded; it names the limit.
-            Err(e) if e.0.contains("past the limit of") => {
-                f.not_run.push(format!("{seed}_{size}: cannot be loaded: {}", e.0));
-                Ok(None)
-            }
-            Err(e) => Err(e),
+        let name = format!("{seed}_{size}");
+        if let Some(why) = self.too_large.borrow().get(&name) {
+            f.not_run.push(why.clone());
+            return Ok(None);
         }
+        let key = self.replay_command("compare", seed, size, " --designs orig,ccache,cflows");
+        let e = match self.designs_cell("compare", &name, &key, &self.replay_config(seed, size)) {
+            Ok(runs) => return Ok(Some(runs)),
+            Err(e) => e,
+        };
+        // Only after a failure, so a kept cell never costs a parse: is the set past the limit?
+        let rules = crate::inputs::load_rules(Some(&self.rules(seed, size)))?;
+        let entries: usize = rules.iter().map(|r| r.matches.expand_port_ranges().len()).sum();
+        if entries <= rqvs_classify::ofproto::MAX_EXPANDED {
+            return Err(e);
+        }
+        let why = format!(
+            "{name}: cannot be loaded by ORIG and CCACHE: its {} rules expand to {entries} entries, past the \
+             limit of {} in the slow path's table ({})",
+            rules.len(),
+            rqvs_classify::ofproto::MAX_EXPANDED,
+            e.0
+        );
+        self.too_large.borrow_mut().insert(name, why.clone());
+        f.not_run.push(why);
+        Ok(None)
     }
 
     /// The three designs replayed with `c` (`command` reproduces it): a cell of `group`.
@@ -571,6 +590,7 @@ pub fn run(cfg: &PaperConfig, progress: &mut dyn FnMut(Progress<'_>)) -> Result<
         eta: RefCell::new(Eta::new(&units)),
         progress: RefCell::new(progress),
         measured_now: RefCell::default(),
+        too_large: RefCell::default(),
     };
     let (total, est_s) = {
         let e = ctx.eta.borrow();

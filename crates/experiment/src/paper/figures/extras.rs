@@ -237,10 +237,22 @@ pub fn plan_ovs_fidelity(mode: Mode) -> Vec<Unit> {
     }
 }
 
+/// A directory removed with everything in it when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// [`ovs_fidelity`]'s measurement (one cell: the scripts run as a whole).
 fn ovs_measure(ctx: &Ctx, mut f: Figure, sets: &[&str], scripts: &Path, rqvs: &Path) -> Result<Figure, Error> {
-    let tmp = ctx.cfg.out.join("ovs-fidelity");
-    std::fs::create_dir_all(&tmp).map_err(|e| Error(format!("{}: cannot create: {e}", tmp.display())))?;
+    // The converted flows and pcaps (tens of MB, regenerable) go to a scratch directory that is
+    // removed when the figure is done, also on failure; only the figure is kept.
+    let scratch = Scratch(std::env::temp_dir().join(format!("rqvs-paper-ovs-{}", std::process::id())));
+    let tmp = &scratch.0;
+    std::fs::create_dir_all(tmp).map_err(|e| Error(format!("{}: cannot create: {e}", tmp.display())))?;
     f.header = cols("set | OVS megaflows | rqvs megaflows | OVS masks | rqvs masks | packets");
     let mut equal = true;
     for s in sets {
