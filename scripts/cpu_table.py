@@ -17,7 +17,7 @@ import math
 import os
 import sys
 
-SEEDS = ["acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2"]
+from bench_all import SEEDS
 
 
 def amd_table(doc, classifiers):

@@ -43,10 +43,6 @@ def load(spec):
     return rows
 
 
-def variant(r):
-    return bench_switch.row_label(r)
-
-
 def share_of_clean(rows, r):
     """The row's rate over the same design's clean rate (attack 0, without the SUFFIX). A rate
     the sender bounded is a floor, so the share is a bound: "≥" when only the row's rate is a
@@ -57,7 +53,8 @@ def share_of_clean(rows, r):
         return "100%"
     base = dict(r, design=(r["design"] or "").split("+")[0] or None)
     for c in rows:
-        if (c["rules"], variant(c), c.get("attack_pps")) == (r["rules"], variant(base), 0) and c["best_pps"]:
+        same = (c["rules"], bench_switch.row_label(c), c.get("attack_pps")) == (r["rules"], bench_switch.row_label(base), 0)
+        if same and c["best_pps"]:
             floor = (r["bound_by"] == "sender", c["bound_by"] == "sender")
             mark = {(False, False): "", (True, False): "≥ ", (False, True): "≤ "}.get(floor)
             return "–" if mark is None else f"{mark}{100 * r['best_pps'] / c['best_pps']:.0f}%"
@@ -82,7 +79,7 @@ def cells(rows, r):
                      sample.get("avg_subtable_lookups_per_megaflow_hit"))
     return [
         f"{r['rules']:,}",
-        variant(r),
+        bench_switch.row_label(r),
         f"{r['attack_pps'] / 1e3:g}",
         best_s,
         share_of_clean(rows, r),
@@ -105,8 +102,8 @@ def main():
     ap.add_argument("--plot-prefix", help="draw PREFIX-RULES.svg per rule count")
     a = ap.parse_args()
     rows = [r for spec in a.runs for r in load(spec) if r.get("attack_pps") is not None]
-    order = {v: i for i, v in enumerate(dict.fromkeys(variant(r) for r in rows))}
-    rows.sort(key=lambda r: (r["rules"], order[variant(r)], r["attack_pps"]))
+    order = {v: i for i, v in enumerate(dict.fromkeys(bench_switch.row_label(r) for r in rows))}
+    rows.sort(key=lambda r: (r["rules"], order[bench_switch.row_label(r)], r["attack_pps"]))
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER))
     for r in rows:

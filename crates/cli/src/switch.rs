@@ -321,7 +321,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         .policing
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| p.map(|p| format!("port {} at {} kpps, burst {} kpkts", i + 1, p.kpps, p.burst_kpkts)))
+        .filter_map(|(i, p)| p.map(|p| format!("port {} at {}", i + 1, p.describe())))
         .collect();
     let n_rules = cfg.rules.len();
     let names: Vec<String> = a.ports.clone();

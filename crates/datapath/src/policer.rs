@@ -54,6 +54,14 @@ impl FromStr for PolicerSpec {
     }
 }
 
+impl PolicerSpec {
+    /// The setting in words, as the switch's ready line and summary give it: "100 kpps, burst
+    /// 16 kpkts".
+    pub fn describe(&self) -> String {
+        format!("{} kpps, burst {} kpkts", self.kpps, self.burst_kpkts)
+    }
+}
+
 impl fmt::Display for PolicerSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.kpps, self.burst_kpkts)

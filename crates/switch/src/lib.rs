@@ -575,10 +575,14 @@ impl FinalReport {
             );
         }
         for p in self.ports.iter().filter(|p| p.ingress_policing_kpkts_rate > 0.0) {
+            let spec = PolicerSpec { kpps: p.ingress_policing_kpkts_rate, burst_kpkts: p.ingress_policing_kpkts_burst };
             let _ = writeln!(
                 s,
-                "  port {} ({}): ingress policing {} kpps, burst {} kpkts: {} frames policed",
-                p.port, p.name, p.ingress_policing_kpkts_rate, p.ingress_policing_kpkts_burst, p.frames.policed
+                "  port {} ({}): ingress policing {}: {} frames policed",
+                p.port,
+                p.name,
+                spec.describe(),
+                p.frames.policed
             );
         }
         let t = &self.total;
