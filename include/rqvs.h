@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#define RQVS_ALIGNED(n) __attribute__((aligned(n)))
 
 // `dl_type` of IPv4: ClassBench rules require it, so a ClassBench packet is a zeroed key with
 // `dl_type = RQVS_ETH_TYPE_IP` and its five fields (`nw_src`, `nw_dst`, `tp_src`, `tp_dst`,
@@ -84,6 +85,15 @@ typedef struct rqvs_error rqvs_error;
 // threads while one thread updates; it locks itself (`rqvs_live_from_file`).
 typedef struct rqvs_live rqvs_live;
 
+// A 128-bit number (an IPv6 address in host order) as two 64-bit halves, aligned as the
+// library's `u128`.
+typedef struct RQVS_ALIGNED(16) rqvs_u128 {
+  // The low 64 bits.
+  uint64_t lo;
+  // The high 64 bits.
+  uint64_t hi;
+} rqvs_u128;
+
 // One packet's header fields, in host byte order, under `FlowKey`'s (and Open vSwitch's) names.
 //
 // Plain data: zero it, then set the fields the rules examine. The transport fields are shared
@@ -118,6 +128,23 @@ typedef struct rqvs_key {
   uint8_t dl_src[6];
   // Ethernet destination address.
   uint8_t dl_dst[6];
+  // IPv4 TTL / IPv6 hop limit.
+  uint8_t nw_ttl;
+  // OpenFlow metadata.
+  uint64_t metadata;
+  // IPv6 source address (`lo` holds its last 8 bytes: 2001:db8::1 is `{lo = 1, hi =
+  // 0x20010db800000000}`).
+  struct rqvs_u128 ipv6_src;
+  // IPv6 destination address.
+  struct rqvs_u128 ipv6_dst;
+  // ICMPv6 neighbour discovery target address.
+  struct rqvs_u128 nd_target;
+  // IPv6 flow label (20 bits).
+  uint32_t ipv6_label;
+  // ARP sender hardware address; ND source link-layer address.
+  uint8_t arp_sha[6];
+  // ARP target hardware address; ND target link-layer address.
+  uint8_t arp_tha[6];
 } rqvs_key;
 
 // A rule in struct form: a priority and a match (value/mask on every field, plus an inclusive

@@ -50,6 +50,47 @@ pub struct rqvs_key {
     pub dl_src: [u8; 6],
     /// Ethernet destination address.
     pub dl_dst: [u8; 6],
+    /// IPv4 TTL / IPv6 hop limit.
+    pub nw_ttl: u8,
+    /// OpenFlow metadata.
+    pub metadata: u64,
+    /// IPv6 source address (`lo` holds its last 8 bytes: 2001:db8::1 is `{lo = 1, hi =
+    /// 0x20010db800000000}`).
+    pub ipv6_src: rqvs_u128,
+    /// IPv6 destination address.
+    pub ipv6_dst: rqvs_u128,
+    /// ICMPv6 neighbour discovery target address.
+    pub nd_target: rqvs_u128,
+    /// IPv6 flow label (20 bits).
+    pub ipv6_label: u32,
+    /// ARP sender hardware address; ND source link-layer address.
+    pub arp_sha: [u8; 6],
+    /// ARP target hardware address; ND target link-layer address.
+    pub arp_tha: [u8; 6],
+}
+
+/// A 128-bit number (an IPv6 address in host order) as two 64-bit halves, aligned as the
+/// library's `u128`.
+#[allow(non_camel_case_types)]
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct rqvs_u128 {
+    /// The low 64 bits.
+    pub lo: u64,
+    /// The high 64 bits.
+    pub hi: u64,
+}
+
+impl From<u128> for rqvs_u128 {
+    fn from(x: u128) -> rqvs_u128 {
+        rqvs_u128 { lo: x as u64, hi: (x >> 64) as u64 }
+    }
+}
+
+impl From<rqvs_u128> for u128 {
+    fn from(x: rqvs_u128) -> u128 {
+        u128::from(x.lo) | u128::from(x.hi) << 64
+    }
 }
 
 // The zero-copy view of a `rqvs_key` array as `FlowKey`s (`crate::ffi::keys`) needs the two
@@ -64,8 +105,15 @@ macro_rules! same_layout {
     };
 }
 same_layout!(
-    nw_src, nw_dst, tp_src, tp_dst, in_port, dl_type, vlan_tci, tcp_flags, nw_proto, nw_tos, nw_frag, dl_src, dl_dst
+    nw_src, nw_dst, tp_src, tp_dst, in_port, dl_type, vlan_tci, tcp_flags, nw_proto, nw_tos, nw_frag, dl_src, dl_dst,
+    nw_ttl, metadata, ipv6_src, ipv6_dst, nd_target, ipv6_label, arp_sha, arp_tha
 );
+// `rqvs_u128` is `u128` in memory (little-endian: `lo` first), so the view above holds.
+const _: () = {
+    assert!(std::mem::size_of::<rqvs_u128>() == std::mem::size_of::<u128>());
+    assert!(std::mem::align_of::<rqvs_u128>() == std::mem::align_of::<u128>());
+    assert!(cfg!(target_endian = "little"));
+};
 
 impl From<&rqvs_key> for FlowKey {
     fn from(k: &rqvs_key) -> FlowKey {
@@ -83,6 +131,14 @@ impl From<&rqvs_key> for FlowKey {
             nw_frag: k.nw_frag,
             dl_src: k.dl_src,
             dl_dst: k.dl_dst,
+            nw_ttl: k.nw_ttl,
+            metadata: k.metadata,
+            ipv6_src: k.ipv6_src.into(),
+            ipv6_dst: k.ipv6_dst.into(),
+            nd_target: k.nd_target.into(),
+            ipv6_label: k.ipv6_label,
+            arp_sha: k.arp_sha,
+            arp_tha: k.arp_tha,
         }
     }
 }
@@ -103,6 +159,14 @@ impl From<&FlowKey> for rqvs_key {
             nw_frag: k.nw_frag,
             dl_src: k.dl_src,
             dl_dst: k.dl_dst,
+            nw_ttl: k.nw_ttl,
+            metadata: k.metadata,
+            ipv6_src: k.ipv6_src.into(),
+            ipv6_dst: k.ipv6_dst.into(),
+            nd_target: k.nd_target.into(),
+            ipv6_label: k.ipv6_label,
+            arp_sha: k.arp_sha,
+            arp_tha: k.arp_tha,
         }
     }
 }

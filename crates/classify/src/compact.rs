@@ -3,7 +3,8 @@
 //!
 //! The 48-byte entry holds what ClassBench-style rules use — addresses, port ranges and port
 //! masks, protocol, TCP flags, dl_type — tested cheapest and most selective first. A rule that also
-//! matches other fields (in_port, MACs, VLAN, ToS, fragments) keeps its full [`Match`] in an
+//! matches other fields (in_port, MACs, VLAN, ToS, fragments, TTL, metadata, IPv6, ND, ARP
+//! hardware addresses) keeps its full [`Match`] in an
 //! [`Extras`] slab and the entry holds its index, checked last.
 
 use rqvs_flow::{FlowKey, Match, RuleId};
@@ -110,8 +111,9 @@ impl CompactMatch {
 
 /// Does the match use any field outside the compact entry?
 fn needs_extra(m: &Match) -> bool {
-    let k = m.mask();
-    k.in_port != 0 || k.dl_src != [0; 6] || k.dl_dst != [0; 6] || k.vlan_tci != 0 || k.nw_tos != 0 || k.nw_frag != 0
+    let rest =
+        FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*m.mask() };
+    rest != FlowKey::ZERO
 }
 
 /// Full matches of the rules whose compact entry is not enough, in stable slots.

@@ -17,29 +17,47 @@ pub fn brute(rules: &[Rule], k: &FlowKey) -> Option<RuleId> {
     best.map(|r| r.id)
 }
 
-/// Keys from a small space so that random rules overlap heavily.
+/// Keys from a small space so that random rules overlap heavily: IPv4 (most), ARP, and IPv6
+/// keys, with the wide fields (metadata, IPv6 addresses and label, ND target, ARP hardware
+/// addresses, TTL, VLAN) drawn from small spaces too.
 pub fn arb_key() -> impl Strategy<Value = FlowKey> {
-    (0u32..16, 0u32..16, 0u16..8, 0u16..8, 0u8..3, 0u16..4, 0u32..3, 0u8..2, prop::bool::weighted(0.9)).prop_map(
-        |(s, d, sp, dp, proto, flags, port, mac, ip)| FlowKey {
-            nw_src: s << 28 | s,
-            nw_dst: d << 28,
+    let narrow = (0u32..16, 0u32..16, 0u16..8, 0u16..8, 0u8..3, 0u16..4, 0u32..3, 0u8..2, 0u8..10);
+    let wide = (0u64..3, 0u128..8, 0u128..8, 0u8..3, 0u32..3, 0u8..2, 0u16..3);
+    (narrow, wide).prop_map(|((s, d, sp, dp, proto, flags, port, mac, kind), (meta, s6, d6, ttl, label, sha, vlan))| {
+        let dl_type = match kind {
+            0..=6 => 0x0800,
+            7 => 0x0806,
+            _ => 0x86dd,
+        };
+        let v6 = dl_type == 0x86dd;
+        FlowKey {
+            nw_src: if v6 { 0 } else { s << 28 | s },
+            nw_dst: if v6 { 0 } else { d << 28 },
             tp_src: sp,
             tp_dst: dp << 13 | dp,
             nw_proto: proto,
             tcp_flags: flags,
             in_port: port,
             dl_src: [mac; 6],
-            dl_type: if ip { 0x0800 } else { 0x0806 },
+            dl_type,
+            vlan_tci: if vlan == 0 { 0 } else { 0x1000 | vlan },
+            nw_ttl: ttl,
+            metadata: meta,
+            ipv6_src: if v6 { s6 << 124 | s6 } else { 0 },
+            ipv6_dst: if v6 { d6 << 120 } else { 0 },
+            ipv6_label: if v6 { label } else { 0 },
+            nd_target: if v6 { s6 << 64 } else { 0 },
+            arp_sha: [sha; 6],
             ..FlowKey::default()
-        },
-    )
+        }
+    })
 }
 
 /// A match over the keys of [`arb_key`]: prefixes and non-prefix masks on addresses, ranges and
 /// masks on ports, wildcards anywhere.
 pub fn arb_match() -> impl Strategy<Value = Match> {
-    (arb_key(), any::<[bool; 10]>(), 0u16..8, 0u16..8, 0u32..=32, 0u16..8, 0u16..8).prop_map(
-        |(k, w, a, b, slen, c, d)| {
+    (arb_key(), any::<[bool; 10]>(), 0u16..8, 0u16..8, 0u32..=32, 0u16..8, 0u16..8, any::<[bool; 8]>(), 0u32..=128)
+        .prop_map(|(k, w, a, b, slen, c, d, x, len6)| {
             let mut m = FlowKey::EXACT;
             m.nw_src = if w[0] {
                 0
@@ -66,11 +84,28 @@ pub fn arb_match() -> impl Strategy<Value = Match> {
             m.nw_tos = 0;
             m.nw_frag = 0;
             m.dl_dst = [0; 6];
+            // The wide fields: each examined by about one rule in four, with prefixes and
+            // non-prefix masks on the IPv6 addresses.
+            m.metadata = if x[0] && x[1] { 3 } else { 0 };
+            m.ipv6_src = if x[2] && x[3] {
+                if w[7] {
+                    0xf000_0000_0000_0000_0000_0000_0000_000f
+                } else {
+                    u128::MAX.checked_shl(128 - len6).unwrap_or(0)
+                }
+            } else {
+                0
+            };
+            m.ipv6_dst = if x[4] && x[5] { 0xff00_0000_0000_0000_0000_0000_0000_0000 } else { 0 };
+            m.nd_target = if x[6] && x[0] { u128::MAX } else { 0 };
+            m.ipv6_label = if x[7] && x[1] { 3 } else { 0 };
+            m.nw_ttl = if x[1] && x[3] { 0xff } else { 0 };
+            m.arp_sha = if x[5] && x[6] { [0xff; 6] } else { [0; 6] };
+            m.vlan_tci = if x[3] && x[7] { 0x1fff } else { 0 };
             let sr = PortRange::new(a.min(b), a.max(b)).unwrap();
             let dr = PortRange::new((c.min(d)) << 13, (c.max(d) << 13) | 0x1fff).unwrap();
             Match::new(k.masked(&m), m, sr, if w[8] { PortRange::ANY } else { dr }).unwrap()
-        },
-    )
+        })
 }
 
 /// A differential case: rules (ids unique, priorities from a small set so ties happen), probe

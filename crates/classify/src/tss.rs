@@ -17,23 +17,41 @@
 use std::collections::{BTreeMap, HashMap};
 
 use hashbrown::HashTable;
-use rqvs_flow::key::mask_words;
+use rqvs_flow::key::word_map;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 
 type Words = rqvs_flow::key::KeyWords;
 
-/// Hash of the masked words `w` over the words set in `active` (bit i = word i).
+/// Hash of the words `w & mask` over the words set in `active` (bit i = word i; the mask's
+/// [`word_map`]): only the words a subtable's mask uses are read, so a 5-tuple subtable hashes
+/// its few narrow words whatever the width of the key.
 #[inline(always)]
-pub(crate) fn hash_words(w: &Words, active: u8) -> u64 {
+pub(crate) fn hash_words(w: &Words, mask: &Words, active: u16) -> u64 {
     let mut h: u64 = 0x243f_6a88_85a3_08d3;
-    for (i, &x) in w.iter().enumerate() {
-        if active & (1 << i) != 0 {
-            h = (h.rotate_left(23) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
+    let mut bits = active;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        h = (h.rotate_left(23) ^ (w[i] & mask[i])).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        bits &= bits - 1;
     }
     h ^ (h >> 29)
+}
+
+/// Does the stored (masked) `key` equal `w & mask` on the words of `active`? (The stored key is
+/// zero outside them.)
+#[inline(always)]
+fn equal_words(key: &Words, w: &Words, mask: &Words, active: u16) -> bool {
+    let mut bits = active;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        if key[i] != w[i] & mask[i] {
+            return false;
+        }
+        bits &= bits - 1;
+    }
+    true
 }
 
 /// All rules (entries) whose masked value is `key`, best first.
@@ -46,7 +64,7 @@ struct Bucket {
 
 struct Subtable {
     mask: Words,
-    active: u8,
+    active: u16,
     table: HashTable<Bucket>,
     /// priority → number of entries with it (for the max after removals).
     priorities: BTreeMap<u32, u32>,
@@ -109,7 +127,7 @@ impl TupleSpace {
         if let Some(&i) = self.by_mask.get(&mask) {
             return i;
         }
-        let active = (0..5).filter(|&i| mask[i] != 0).fold(0u8, |a, i| a | (1 << i));
+        let active = word_map(&mask);
         let st = Subtable { mask, active, table: HashTable::new(), priorities: BTreeMap::new(), entries: 0 };
         let i = match self.free.pop() {
             Some(i) => {
@@ -165,7 +183,7 @@ impl TupleSpace {
 
     fn add_entry(&mut self, i: u32, key: Words, prio: u32, id: RuleId) {
         let st = self.subtables[i as usize].as_mut().expect("live subtable");
-        let hash = hash_words(&key, st.active);
+        let hash = hash_words(&key, &st.mask, st.active);
         let rank = |&(p, id): &(u32, RuleId)| (std::cmp::Reverse(p), id);
         match st.table.find_mut(hash, |b| b.key == key) {
             Some(b) => {
@@ -183,7 +201,7 @@ impl TupleSpace {
 
     fn remove_entry(&mut self, i: u32, key: &Words, prio: u32, id: RuleId) {
         let st = self.subtables[i as usize].as_mut().expect("live subtable");
-        let hash = hash_words(key, st.active);
+        let hash = hash_words(key, &st.mask, st.active);
         if let Ok(mut entry) = st.table.find_entry(hash, |b| b.key == *key) {
             let b = entry.get_mut();
             b.rules.retain(|&(_, x)| x != id);
@@ -214,9 +232,8 @@ impl TupleSpace {
                 }
             }
             let Some(st) = self.subtables[i as usize].as_ref() else { continue };
-            let masked = mask_words(&words, &st.mask);
-            let hash = hash_words(&masked, st.active);
-            if let Some(b) = st.table.find(hash, |b| b.key == masked) {
+            let hash = hash_words(&words, &st.mask, st.active);
+            if let Some(b) = st.table.find(hash, |b| equal_words(&b.key, &words, &st.mask, st.active)) {
                 let (p, id) = b.rules[0];
                 if best.is_none_or(|(bp, bid)| rqvs_flow::rule::beats(p, id, bp, bid)) {
                     best = Some((p, id));

@@ -214,6 +214,7 @@ fn check(c: &OfprotoClassifier, sorted: &[Rule], k: &FlowKey, inside: &[[u32; 4]
             nw_frag: 0,
             dl_src: [n[0] as u8, 1, 2, 3, 4, n[1] as u8],
             dl_dst: [n[2] as u8, 5, 6, 7, 8, n[3] as u8],
+            ..FlowKey::ZERO
         };
         if n[3] % 2 == 0 {
             r.vlan_tci = 0;

@@ -31,10 +31,11 @@
 //! - **Drop-only subtables** ([`Dpcls::remove_drop_only`]): MFCGuard's deletion (the datapath's
 //!   `mfcguard` option, [`crate::orig::OrigConfig::mfcguard`]).
 //!
-//! Lookups allocate nothing: the hash tables are `hashbrown` maps keyed by `[u64; 5]`.
+//! Lookups allocate nothing: the hash tables are `hashbrown` maps keyed by the masked key's words (the narrow five, or all of them for a wide mask).
 
 use hashbrown::HashMap;
 use rqvs_classify::ofproto::Megaflow;
+use rqvs_flow::key::{mask_words, KeyWords, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
 use crate::ofproto::Verdict;
@@ -85,8 +86,7 @@ struct Slot {
 
 struct Subtable {
     mask: FlowKey,
-    mask_words: [u64; 5],
-    table: HashMap<[u64; 5], u32>,
+    table: Table,
     /// Hits in the current ranking interval.
     hits: u64,
     /// Packets its megaflows decided (any path) in the current and in the past ranking interval
@@ -219,9 +219,69 @@ impl Journal {
     }
 }
 
-#[inline]
-fn and_words(a: &[u64; 5], m: &[u64; 5]) -> [u64; 5] {
-    [a[0] & m[0], a[1] & m[1], a[2] & m[2], a[3] & m[3], a[4] & m[4]]
+/// One subtable's hash table, from masked key words to the megaflow's slot. A mask that examines
+/// only narrow words (every 5-tuple megaflow) stores and hashes those five alone, so the 5-tuple
+/// path pays nothing for the wide key; a wide mask stores every word (OVS's miniflow keeps only
+/// the words a mask uses; two fixed widths are the simple version of that).
+enum Table {
+    Narrow { mask: NarrowWords, map: HashMap<NarrowWords, u32> },
+    Wide { mask: KeyWords, map: HashMap<KeyWords, u32> },
+}
+
+impl Table {
+    fn new(mask: &FlowKey) -> Table {
+        if mask.is_narrow_mask() {
+            Table::Narrow { mask: mask.to_narrow_words(), map: HashMap::new() }
+        } else {
+            Table::Wide { mask: mask.to_words(), map: HashMap::new() }
+        }
+    }
+
+    /// The slot of the megaflow whose value is `words` under this table's mask.
+    #[inline]
+    fn get(&self, words: &KeyWords) -> Option<u32> {
+        match self {
+            Table::Narrow { mask, map } => map.get(&std::array::from_fn(|i| words[i] & mask[i])).copied(),
+            Table::Wide { mask, map } => map.get(&mask_words(words, mask)).copied(),
+        }
+    }
+
+    /// The slot of the megaflow whose (masked) value is `value`.
+    fn get_value(&self, value: &FlowKey) -> Option<u32> {
+        match self {
+            Table::Narrow { map, .. } => map.get(&value.to_narrow_words()).copied(),
+            Table::Wide { map, .. } => map.get(&value.to_words()).copied(),
+        }
+    }
+
+    fn insert(&mut self, value: &FlowKey, slot: u32) {
+        match self {
+            Table::Narrow { map, .. } => map.insert(value.to_narrow_words(), slot),
+            Table::Wide { map, .. } => map.insert(value.to_words(), slot),
+        };
+    }
+
+    fn remove(&mut self, value: &FlowKey) {
+        match self {
+            Table::Narrow { map, .. } => map.remove(&value.to_narrow_words()),
+            Table::Wide { map, .. } => map.remove(&value.to_words()),
+        };
+    }
+
+    /// The slots of every megaflow in the table.
+    fn values(&self) -> Box<dyn Iterator<Item = &u32> + '_> {
+        match self {
+            Table::Narrow { map, .. } => Box::new(map.values()),
+            Table::Wide { map, .. } => Box::new(map.values()),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Table::Narrow { map, .. } => map.is_empty(),
+            Table::Wide { map, .. } => map.is_empty(),
+        }
+    }
 }
 
 impl Dpcls {
@@ -301,9 +361,9 @@ impl Dpcls {
 
     /// Probes one subtable (by index; a dead or reused index is simply probed as it is now).
     #[inline]
-    pub fn lookup_in(&mut self, subtable: u32, words: &[u64; 5]) -> Option<MegaflowRef> {
+    pub fn lookup_in(&mut self, subtable: u32, words: &KeyWords) -> Option<MegaflowRef> {
         let st = self.subtables.get_mut(subtable as usize)?.as_mut()?;
-        let slot = *st.table.get(&and_words(words, &st.mask_words))?;
+        let slot = st.table.get(words)?;
         st.hits += 1;
         Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
     }
@@ -311,10 +371,10 @@ impl Dpcls {
     /// Walks the subtables in rank order; first hit wins. `probed` is also reported on a miss
     /// through the second value.
     #[inline]
-    pub fn lookup(&mut self, words: &[u64; 5]) -> (Option<Hit>, u32) {
+    pub fn lookup(&mut self, words: &KeyWords) -> (Option<Hit>, u32) {
         for (i, &si) in self.order.iter().enumerate() {
             let st = self.subtables[si as usize].as_mut().expect("ranked subtable is live");
-            if let Some(&slot) = st.table.get(&and_words(words, &st.mask_words)) {
+            if let Some(slot) = st.table.get(words) {
                 st.hits += 1;
                 let megaflow = MegaflowRef { slot, gen: self.slots[slot as usize].gen };
                 return (Some(Hit { megaflow, subtable: si, probed: i as u32 + 1 }), i as u32 + 1);
@@ -324,10 +384,10 @@ impl Dpcls {
     }
 
     /// The first installed megaflow covering these key words, without counting a hit.
-    pub fn peek(&self, words: &[u64; 5]) -> Option<MegaflowRef> {
+    pub fn peek(&self, words: &KeyWords) -> Option<MegaflowRef> {
         self.order.iter().find_map(|&si| {
             let st = self.subtables[si as usize].as_ref().expect("ranked subtable is live");
-            let slot = *st.table.get(&and_words(words, &st.mask_words))?;
+            let slot = st.table.get(words)?;
             Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
         })
     }
@@ -336,7 +396,7 @@ impl Dpcls {
     pub fn find(&self, mf: &Megaflow) -> Option<MegaflowRef> {
         let si = *self.by_mask.get(&mf.mask)?;
         let st = self.subtables[si as usize].as_ref()?;
-        let slot = *st.table.get(&mf.value.to_words())?;
+        let slot = st.table.get_value(&mf.value)?;
         Some(MegaflowRef { slot, gen: self.slots[slot as usize].gen })
     }
 
@@ -374,7 +434,7 @@ impl Dpcls {
             }
         };
         let st = self.subtables[si as usize].as_mut().expect("live");
-        st.table.insert(megaflow.value.to_words(), slot);
+        st.table.insert(&megaflow.value, slot);
         self.n_megaflows += 1;
         let f = MegaflowRef { slot, gen: self.slots[slot as usize].gen };
         if let Some(j) = self.journal.as_mut() {
@@ -539,7 +599,7 @@ impl Dpcls {
     /// Takes `megaflow` out of subtable `si`, destroying the subtable when it empties.
     fn unlink(&mut self, si: u32, megaflow: &Megaflow) {
         let st = self.subtables[si as usize].as_mut().expect("live");
-        st.table.remove(&megaflow.value.to_words());
+        st.table.remove(&megaflow.value);
         if st.table.is_empty() {
             let mask = st.mask;
             self.subtables[si as usize] = None;
@@ -554,15 +614,7 @@ impl Dpcls {
         if let Some(&si) = self.by_mask.get(mask) {
             return si;
         }
-        let st = Subtable {
-            mask: *mask,
-            mask_words: mask.to_words(),
-            table: HashMap::new(),
-            hits: 0,
-            used: 0,
-            used_past: 0,
-            seq: self.next_seq,
-        };
+        let st = Subtable { mask: *mask, table: Table::new(mask), hits: 0, used: 0, used_past: 0, seq: self.next_seq };
         self.next_seq += 1;
         let si = match self.free_subtables.pop() {
             Some(si) => {
@@ -619,7 +671,7 @@ impl Dpcls {
         }
         let si = self.subtable_for(&mf.mask);
         let st = self.subtables[si as usize].as_mut().expect("live");
-        st.table.insert(mf.value.to_words(), f.slot);
+        st.table.insert(&mf.value, f.slot);
         self.slots[f.slot as usize].megaflow.as_mut().expect("live").subtable = si;
         true
     }

@@ -247,15 +247,23 @@ pub fn assign_rule_outputs(rules: &mut [Rule]) {
 }
 
 /// The 32-bit flow hash of a packet key (OVS's RSS hash plays this role): a multiply-xorshift
-/// mix of [`FlowKey::to_words`]. Used by the EMC and the cuckoo distributor (and, in the
+/// mix of [`FlowKey::to_narrow_words`], then of the wide words when the key has any. Used by the EMC and the cuckoo distributor (and, in the
 /// switch, to spread flows over PMD threads).
 #[inline]
 pub fn flow_hash(k: &FlowKey) -> u32 {
-    let w = k.to_words();
+    let mix = |h: u64, x: u64| {
+        let h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ h >> 32
+    };
     let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-    for x in w {
-        h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 32;
+    for x in k.to_narrow_words() {
+        h = mix(h, x);
+    }
+    // The wide words only when the key has any (a 5-tuple key hashes as it always did).
+    if !k.is_narrow_mask() {
+        for x in &k.to_words()[rqvs_flow::key::NARROW_WORDS..] {
+            h = mix(h, *x);
+        }
     }
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     (h ^ (h >> 29)) as u32

@@ -122,6 +122,7 @@ impl Interval {
 
 /// One update of the run's sequence (made before the run, so that the lookup thread only takes
 /// the next one: no random choice, map lookup or copy of a rule while it is measured).
+#[allow(clippy::large_enum_variant)] // one per update, built before the timed part
 enum Op {
     Insert(Rule),
     Remove(RuleId),

@@ -25,6 +25,7 @@ pub const IPPROTO_ICMP: u8 = 1;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
 pub const IPPROTO_SCTP: u8 = 132;
+pub const IPPROTO_ICMPV6: u8 = 58;
 
 /// The CFI/"VLAN present" bit of `vlan_tci`, as OVS uses it: a zero TCI means "no VLAN header".
 pub const VLAN_CFI: u16 = 0x1000;
@@ -38,98 +39,245 @@ pub const FLOW_NW_FRAG_LATER: u8 = 2;
 /// The TCP flag bits OVS can match (12 bits).
 pub const TCP_FLAGS_MASK: u16 = 0x0fff;
 
+/// How many 64-bit words [`FlowKey::to_words`] packs a key into.
+pub const KEY_WORDS: usize = 15;
+
+/// The first [`NARROW_WORDS`] words hold the fields of ClassBench's 5-tuple and the L2 header
+/// (addresses, ports, `in_port`, `dl_type`, VLAN, protocol, ToS, flags, fragments, MACs, TTL);
+/// the rest hold the *wide* fields (metadata, IPv6, ND, ARP hardware addresses). A structure
+/// whose masks use none of the wide words (every 5-tuple workload) hashes and stores only the
+/// narrow ones: see [`FlowKey::is_narrow_mask`].
+pub const NARROW_WORDS: usize = 5;
+
 /// A key packed by [`FlowKey::to_words`]: what hash tables over masked keys store and hash.
-pub type KeyWords = [u64; 5];
+pub type KeyWords = [u64; KEY_WORDS];
+
+/// The narrow part of [`KeyWords`] (see [`NARROW_WORDS`]).
+pub type NarrowWords = [u64; NARROW_WORDS];
 
 /// `k & m`, word by word (masking commutes with packing: see [`FlowKey::to_words`]).
 #[inline(always)]
 pub fn mask_words(k: &KeyWords, m: &KeyWords) -> KeyWords {
-    [k[0] & m[0], k[1] & m[1], k[2] & m[2], k[3] & m[3], k[4] & m[4]]
+    std::array::from_fn(|i| k[i] & m[i])
 }
 
-/// One packet's header fields (or, used as a mask, the bits of them that are examined).
-///
-/// Plain old data, 40 bytes, `Copy`; `Default` is the all-zero key (or the all-wildcard mask).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[repr(C)]
-pub struct FlowKey {
-    pub nw_src: u32,
-    pub nw_dst: u32,
-    pub tp_src: u16,
-    pub tp_dst: u16,
-    pub in_port: u32,
-    pub dl_type: u16,
-    pub vlan_tci: u16,
-    pub tcp_flags: u16,
-    pub nw_proto: u8,
-    pub nw_tos: u8,
-    pub nw_frag: u8,
-    pub dl_src: [u8; 6],
-    pub dl_dst: [u8; 6],
+/// The bitmap of the words of `w` that are not zero (bit `i` for word `i`): for a mask, the
+/// words a lookup under it must hash and compare — OVS's miniflow map.
+#[inline]
+pub fn word_map(w: &KeyWords) -> u16 {
+    w.iter().enumerate().fold(0u16, |m, (i, &x)| if x != 0 { m | 1 << i } else { m })
 }
+
+/// Declares [`FlowKey`]'s storage members once and derives from the list what is done member by
+/// member: `masked`, `union`, the first member with value bits outside a mask, and `Debug`.
+macro_rules! flow_key {
+    ($( $(#[$doc:meta])* $name:ident : $ty:ty = $exact:expr ),* $(,)?) => {
+        /// One packet's header fields (or, used as a mask, the bits of them that are examined).
+        ///
+        /// Plain old data, `Copy`; `Default` is the all-zero key (or the all-wildcard mask).
+        /// The members follow Open vSwitch's `struct flow`, overlays included: ARP keeps its
+        /// opcode in `nw_proto` and its IPv4 addresses in `nw_src`/`nw_dst`; ICMP and ICMPv6
+        /// type and code live in `tp_src`/`tp_dst`; `arp_sha`/`arp_tha` hold ND's source and
+        /// target link-layer addresses for ICMPv6 neighbour discovery. The OpenFlow fields over
+        /// these members (names, OXM codes, prerequisites) are described once, in
+        /// [`crate::field`].
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[repr(C)]
+        pub struct FlowKey {
+            $( $(#[$doc])* pub $name: $ty, )*
+        }
+
+        impl FlowKey {
+            /// The mask that examines every bit of every field.
+            pub const EXACT: FlowKey = FlowKey { $( $name: $exact, )* };
+
+            /// The all-zero key (the all-wildcard mask); `Default`, usable in constants.
+            pub const ZERO: FlowKey = FlowKey { $( $name: <$ty as Member>::ZERO, )* };
+
+            /// `self & mask`, member by member.
+            #[inline]
+            pub fn masked(&self, mask: &FlowKey) -> FlowKey {
+                FlowKey { $( $name: Member::and(self.$name, mask.$name), )* }
+            }
+
+            /// `self | other`, member by member (the union of two masks).
+            #[inline]
+            pub fn union(&self, other: &FlowKey) -> FlowKey {
+                FlowKey { $( $name: Member::or(self.$name, other.$name), )* }
+            }
+
+            /// The first member (in declaration order) of `self` with a bit set outside `mask`.
+            pub fn first_bits_outside(&self, mask: &FlowKey) -> Option<&'static str> {
+                $( if !Member::and(self.$name, Member::not(mask.$name)).is_zero() {
+                    return Some(stringify!($name));
+                } )*
+                None
+            }
+
+            /// The members that are not zero, by name (as a mask: the members it examines).
+            pub fn nonzero_members(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $( if !self.$name.is_zero() { out.push(stringify!($name)); } )*
+                out
+            }
+        }
+
+        impl FlowKey {
+            /// `,name=value` for every wide member that is not zero (for `Debug`).
+            fn fmt_wide(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                $(
+                    if !NARROW_MEMBERS.contains(&stringify!($name)) && !self.$name.is_zero() {
+                        write!(f, ",{}=", stringify!($name))?;
+                        self.$name.debug(stringify!($name), f)?;
+                    }
+                )*
+                Ok(())
+            }
+        }
+    };
+}
+
+/// The members `Debug` prints always (the narrow words' fields); the others only when not zero,
+/// so that the 5-tuple keys of every log and test keep their one-line form.
+const NARROW_MEMBERS: [&str; 14] = [
+    "in_port",
+    "dl_src",
+    "dl_dst",
+    "dl_type",
+    "vlan_tci",
+    "nw_src",
+    "nw_dst",
+    "nw_proto",
+    "nw_tos",
+    "nw_frag",
+    "nw_ttl",
+    "tp_src",
+    "tp_dst",
+    "tcp_flags",
+];
+
+/// What `flow_key!` needs of a member's type.
+trait Member: Copy {
+    const ZERO: Self;
+    fn and(a: Self, b: Self) -> Self;
+    fn or(a: Self, b: Self) -> Self;
+    fn not(a: Self) -> Self;
+    fn is_zero(&self) -> bool;
+    fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+macro_rules! int_member {
+    ($($t:ty),*) => {$(
+        impl Member for $t {
+            const ZERO: Self = 0;
+            #[inline(always)]
+            fn and(a: Self, b: Self) -> Self { a & b }
+            #[inline(always)]
+            fn or(a: Self, b: Self) -> Self { a | b }
+            #[inline(always)]
+            fn not(a: Self) -> Self { !a }
+            #[inline(always)]
+            fn is_zero(&self) -> bool { *self == 0 }
+            fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match name {
+                    "nw_src" | "nw_dst" => f.write_str(&fmt_ipv4(*self as u32)),
+                    "ipv6_src" | "ipv6_dst" | "nd_target" => f.write_str(&fmt_ipv6(*self as u128)),
+                    "dl_type" => write!(f, "{:#06x}", *self),
+                    "vlan_tci" => write!(f, "{:#06x}", *self),
+                    "tcp_flags" => write!(f, "{:#05x}", *self),
+                    "metadata" | "ipv6_label" => write!(f, "{:#x}", *self),
+                    _ => write!(f, "{}", *self),
+                }
+            }
+        }
+    )*};
+}
+int_member!(u8, u16, u32, u64, u128);
+
+impl Member for [u8; 6] {
+    const ZERO: Self = [0; 6];
+    #[inline(always)]
+    fn and(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| a[i] & b[i])
+    }
+    #[inline(always)]
+    fn or(a: Self, b: Self) -> Self {
+        std::array::from_fn(|i| a[i] | b[i])
+    }
+    #[inline(always)]
+    fn not(a: Self) -> Self {
+        a.map(|x| !x)
+    }
+    #[inline(always)]
+    fn is_zero(&self) -> bool {
+        *self == [0; 6]
+    }
+    fn debug(&self, _name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&fmt_mac(self))
+    }
+}
+
+flow_key! {
+    // ---- the narrow words (0..5) ----
+    /// IPv4 source (host order); ARP's sender IP (`arp_spa`).
+    nw_src: u32 = u32::MAX,
+    /// IPv4 destination (host order); ARP's target IP (`arp_tpa`).
+    nw_dst: u32 = u32::MAX,
+    /// TCP/UDP/SCTP source port; ICMP and ICMPv6 type.
+    tp_src: u16 = u16::MAX,
+    /// TCP/UDP/SCTP destination port; ICMP and ICMPv6 code.
+    tp_dst: u16 = u16::MAX,
+    /// The OpenFlow port the packet arrived on.
+    in_port: u32 = u32::MAX,
+    /// The innermost ethertype (`eth_type`).
+    dl_type: u16 = u16::MAX,
+    /// The outer 802.1Q tag's TCI with [`VLAN_CFI`] meaning "a tag is present" (OVS's `vlan_tci`;
+    /// OpenFlow's `vlan_vid` with OFPVID_PRESENT and `vlan_pcp` are views of it).
+    vlan_tci: u16 = u16::MAX,
+    /// TCP flags (12 bits).
+    tcp_flags: u16 = TCP_FLAGS_MASK,
+    /// IP protocol (IPv4 protocol, IPv6 next header after extension headers); ARP's opcode.
+    nw_proto: u8 = u8::MAX,
+    /// The IPv4 TOS byte / IPv6 traffic class: DSCP (`ip_dscp`) and ECN (`ip_ecn`).
+    nw_tos: u8 = u8::MAX,
+    /// [`FLOW_NW_FRAG_ANY`] and [`FLOW_NW_FRAG_LATER`] (`ip_frag`).
+    nw_frag: u8 = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER,
+    /// Ethernet source (`eth_src`).
+    dl_src: [u8; 6] = [0xff; 6],
+    /// Ethernet destination (`eth_dst`).
+    dl_dst: [u8; 6] = [0xff; 6],
+    /// IPv4 TTL / IPv6 hop limit.
+    nw_ttl: u8 = u8::MAX,
+    // ---- the wide words (5..15) ----
+    /// OpenFlow metadata (64 bits), written by write-metadata.
+    metadata: u64 = u64::MAX,
+    /// IPv6 source (host order: the address's first byte is the top byte).
+    ipv6_src: u128 = u128::MAX,
+    /// IPv6 destination (host order).
+    ipv6_dst: u128 = u128::MAX,
+    /// ICMPv6 neighbour discovery target (host order).
+    nd_target: u128 = u128::MAX,
+    /// IPv6 flow label (20 bits).
+    ipv6_label: u32 = IPV6_LABEL_MASK,
+    /// ARP sender hardware address (`arp_sha`); ND source link-layer address (`nd_sll`).
+    arp_sha: [u8; 6] = [0xff; 6],
+    /// ARP target hardware address (`arp_tha`); ND target link-layer address (`nd_tll`).
+    arp_tha: [u8; 6] = [0xff; 6],
+}
+
+/// The 20 bits of an IPv6 flow label.
+pub const IPV6_LABEL_MASK: u32 = 0x000f_ffff;
 
 impl FlowKey {
-    /// The mask that examines every bit of every field.
-    pub const EXACT: FlowKey = FlowKey {
-        nw_src: u32::MAX,
-        nw_dst: u32::MAX,
-        tp_src: u16::MAX,
-        tp_dst: u16::MAX,
-        in_port: u32::MAX,
-        dl_type: u16::MAX,
-        vlan_tci: u16::MAX,
-        tcp_flags: TCP_FLAGS_MASK,
-        nw_proto: u8::MAX,
-        nw_tos: u8::MAX,
-        nw_frag: FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER,
-        dl_src: [0xff; 6],
-        dl_dst: [0xff; 6],
-    };
-
     /// An IPv4 5-tuple key, the shape of a ClassBench header (`in_port` 1, no MACs, no VLAN).
     pub fn ipv4(nw_src: u32, nw_dst: u32, nw_proto: u8, tp_src: u16, tp_dst: u16) -> FlowKey {
-        FlowKey { nw_src, nw_dst, tp_src, tp_dst, in_port: 1, dl_type: ETH_TYPE_IP, nw_proto, ..FlowKey::default() }
+        FlowKey { nw_src, nw_dst, tp_src, tp_dst, in_port: 1, dl_type: ETH_TYPE_IP, nw_proto, ..FlowKey::ZERO }
     }
 
-    /// `self & mask`, field by field.
-    #[inline]
-    pub fn masked(&self, mask: &FlowKey) -> FlowKey {
-        FlowKey {
-            nw_src: self.nw_src & mask.nw_src,
-            nw_dst: self.nw_dst & mask.nw_dst,
-            tp_src: self.tp_src & mask.tp_src,
-            tp_dst: self.tp_dst & mask.tp_dst,
-            in_port: self.in_port & mask.in_port,
-            dl_type: self.dl_type & mask.dl_type,
-            vlan_tci: self.vlan_tci & mask.vlan_tci,
-            tcp_flags: self.tcp_flags & mask.tcp_flags,
-            nw_proto: self.nw_proto & mask.nw_proto,
-            nw_tos: self.nw_tos & mask.nw_tos,
-            nw_frag: self.nw_frag & mask.nw_frag,
-            dl_src: and6(self.dl_src, mask.dl_src),
-            dl_dst: and6(self.dl_dst, mask.dl_dst),
-        }
-    }
-
-    /// `self | other`, field by field (the union of two masks).
-    #[inline]
-    pub fn union(&self, other: &FlowKey) -> FlowKey {
-        FlowKey {
-            nw_src: self.nw_src | other.nw_src,
-            nw_dst: self.nw_dst | other.nw_dst,
-            tp_src: self.tp_src | other.tp_src,
-            tp_dst: self.tp_dst | other.tp_dst,
-            in_port: self.in_port | other.in_port,
-            dl_type: self.dl_type | other.dl_type,
-            vlan_tci: self.vlan_tci | other.vlan_tci,
-            tcp_flags: self.tcp_flags | other.tcp_flags,
-            nw_proto: self.nw_proto | other.nw_proto,
-            nw_tos: self.nw_tos | other.nw_tos,
-            nw_frag: self.nw_frag | other.nw_frag,
-            dl_src: or6(self.dl_src, other.dl_src),
-            dl_dst: or6(self.dl_dst, other.dl_dst),
-        }
+    /// An IPv6 5-tuple key (`in_port` 1, no MACs, no VLAN).
+    pub fn ipv6(ipv6_src: u128, ipv6_dst: u128, nw_proto: u8, tp_src: u16, tp_dst: u16) -> FlowKey {
+        FlowKey { ipv6_src, ipv6_dst, tp_src, tp_dst, in_port: 1, dl_type: ETH_TYPE_IPV6, nw_proto, ..FlowKey::ZERO }
     }
 
     /// True when every bit set in `self` is also set in `other` (as masks: `self` is coarser).
@@ -158,13 +306,11 @@ impl FlowKey {
         (dst_first, lo..=lo | free)
     }
 
-    /// The key packed into five 64-bit words, for hashing and word-wise masking (the layout of
-    /// OVS's miniflow, simplified): `[nw_src|nw_dst, tp_src|tp_dst|in_port,
-    /// dl_type|vlan_tci|tcp_flags|nw_proto|nw_tos, nw_frag|dl_src, dl_dst]`. Masking commutes
-    /// with packing: `k.masked(m).to_words()[i] == k.to_words()[i] & m.to_words()[i]`.
+    /// The narrow words of [`FlowKey::to_words`] alone (what a structure whose masks are all
+    /// narrow hashes): `[nw_src|nw_dst, tp_src|tp_dst|in_port,
+    /// dl_type|vlan_tci|tcp_flags|nw_proto|nw_tos, nw_frag|dl_src|nw_ttl, dl_dst]`.
     #[inline]
-    pub fn to_words(&self) -> [u64; 5] {
-        let mac = |m: [u8; 6]| u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+    pub fn to_narrow_words(&self) -> NarrowWords {
         [
             u64::from(self.nw_src) | u64::from(self.nw_dst) << 32,
             u64::from(self.tp_src) | u64::from(self.tp_dst) << 16 | u64::from(self.in_port) << 32,
@@ -173,18 +319,46 @@ impl FlowKey {
                 | u64::from(self.tcp_flags) << 32
                 | u64::from(self.nw_proto) << 48
                 | u64::from(self.nw_tos) << 56,
-            u64::from(self.nw_frag) | mac(self.dl_src) << 8,
-            mac(self.dl_dst),
+            u64::from(self.nw_frag) | mac_word(self.dl_src) << 8 | u64::from(self.nw_ttl) << 56,
+            mac_word(self.dl_dst),
+        ]
+    }
+
+    /// The key packed into [`KEY_WORDS`] 64-bit words, for hashing and word-wise masking (the
+    /// layout of OVS's miniflow, simplified): the narrow words ([`FlowKey::to_narrow_words`]),
+    /// then `metadata`, `ipv6_src` (low, high), `ipv6_dst` (low, high), `nd_target` (low, high),
+    /// `ipv6_label`, `arp_sha`, `arp_tha`. Masking commutes with packing:
+    /// `k.masked(m).to_words()[i] == k.to_words()[i] & m.to_words()[i]`.
+    #[inline]
+    pub fn to_words(&self) -> KeyWords {
+        let n = self.to_narrow_words();
+        [
+            n[0],
+            n[1],
+            n[2],
+            n[3],
+            n[4],
+            self.metadata,
+            self.ipv6_src as u64,
+            (self.ipv6_src >> 64) as u64,
+            self.ipv6_dst as u64,
+            (self.ipv6_dst >> 64) as u64,
+            self.nd_target as u64,
+            (self.nd_target >> 64) as u64,
+            u64::from(self.ipv6_label),
+            mac_word(self.arp_sha),
+            mac_word(self.arp_tha),
         ]
     }
 
     /// The inverse of [`FlowKey::to_words`]; bits outside the fields (the top bytes of the MAC
-    /// words, bit 56.. of word 3) are ignored.
-    pub fn from_words(w: &[u64; 5]) -> FlowKey {
+    /// words, the top of the label's word) are ignored.
+    pub fn from_words(w: &KeyWords) -> FlowKey {
         let mac = |x: u64| {
             let b = x.to_le_bytes();
             [b[0], b[1], b[2], b[3], b[4], b[5]]
         };
+        let wide = |lo: u64, hi: u64| u128::from(lo) | u128::from(hi) << 64;
         FlowKey {
             nw_src: w[0] as u32,
             nw_dst: (w[0] >> 32) as u32,
@@ -198,8 +372,28 @@ impl FlowKey {
             nw_tos: (w[2] >> 56) as u8,
             nw_frag: w[3] as u8,
             dl_src: mac(w[3] >> 8),
+            nw_ttl: (w[3] >> 56) as u8,
             dl_dst: mac(w[4]),
+            metadata: w[5],
+            ipv6_src: wide(w[6], w[7]),
+            ipv6_dst: wide(w[8], w[9]),
+            nd_target: wide(w[10], w[11]),
+            ipv6_label: w[12] as u32,
+            arp_sha: mac(w[13]),
+            arp_tha: mac(w[14]),
         }
+    }
+
+    /// True when, used as a mask, this key examines only narrow words (see [`NARROW_WORDS`]).
+    #[inline]
+    pub fn is_narrow_mask(&self) -> bool {
+        self.metadata == 0
+            && self.ipv6_src == 0
+            && self.ipv6_dst == 0
+            && self.nd_target == 0
+            && self.ipv6_label == 0
+            && self.arp_sha == [0; 6]
+            && self.arp_tha == [0; 6]
     }
 
     /// True when this is an IPv4 packet.
@@ -208,38 +402,24 @@ impl FlowKey {
         self.dl_type == ETH_TYPE_IP
     }
 
-    /// True when `tp_src`/`tp_dst` hold ports (TCP, UDP, SCTP over IPv4).
+    /// True when this is an IPv6 packet.
+    #[inline]
+    pub fn is_ipv6(&self) -> bool {
+        self.dl_type == ETH_TYPE_IPV6
+    }
+
+    /// True when `tp_src`/`tp_dst` hold ports (TCP, UDP, SCTP over IPv4 or IPv6).
     #[inline]
     pub fn has_ports(&self) -> bool {
-        self.is_ip() && matches!(self.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
+        (self.is_ip() || self.is_ipv6()) && matches!(self.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
     }
-}
-
-#[inline]
-fn and6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
-    std::array::from_fn(|i| a[i] & b[i])
-}
-
-#[inline]
-fn or6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
-    std::array::from_fn(|i| a[i] | b[i])
-}
-
-/// Formats a MAC address as `xx:xx:xx:xx:xx:xx`.
-pub fn fmt_mac(mac: &[u8; 6]) -> String {
-    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
-}
-
-/// Formats an IPv4 address held in host order.
-pub fn fmt_ipv4(addr: u32) -> String {
-    std::net::Ipv4Addr::from(addr).to_string()
 }
 
 impl fmt::Debug for FlowKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "FlowKey{{in_port={},dl_src={},dl_dst={},dl_type={:#06x},vlan_tci={:#06x},nw_src={},nw_dst={},nw_proto={},nw_tos={},nw_frag={},tp_src={},tp_dst={},tcp_flags={:#05x}}}",
+            "FlowKey{{in_port={},dl_src={},dl_dst={},dl_type={:#06x},vlan_tci={:#06x},nw_src={},nw_dst={},nw_proto={},nw_tos={},nw_frag={},tp_src={},tp_dst={},tcp_flags={:#05x}",
             self.in_port,
             fmt_mac(&self.dl_src),
             fmt_mac(&self.dl_dst),
@@ -253,8 +433,33 @@ impl fmt::Debug for FlowKey {
             self.tp_src,
             self.tp_dst,
             self.tcp_flags
-        )
+        )?;
+        if self.nw_ttl != 0 {
+            write!(f, ",nw_ttl={}", self.nw_ttl)?;
+        }
+        self.fmt_wide(f)?;
+        f.write_str("}")
     }
+}
+
+#[inline(always)]
+fn mac_word(m: [u8; 6]) -> u64 {
+    u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0])
+}
+
+/// Formats a MAC address as `xx:xx:xx:xx:xx:xx`.
+pub fn fmt_mac(mac: &[u8; 6]) -> String {
+    format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
+}
+
+/// Formats an IPv4 address held in host order.
+pub fn fmt_ipv4(addr: u32) -> String {
+    std::net::Ipv4Addr::from(addr).to_string()
+}
+
+/// Formats an IPv6 address held in host order (RFC 5952, as OVS prints it).
+pub fn fmt_ipv6(addr: u128) -> String {
+    std::net::Ipv6Addr::from(addr).to_string()
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! - [`FlowKey`] — one packet's header fields (in_port, dl_src, dl_dst, dl_type, vlan_tci, nw_src,
 //!   nw_dst, nw_proto, nw_tos, nw_frag, tp_src, tp_dst, tcp_flags), fixed-size and `Copy`. The same
 //!   type is used as a mask.
+//! - [`field`] — the OpenFlow match fields, each described once (name, member, width, OXM and
+//!   NXM codes, prerequisites, text format), as OVS's meta-flow table.
 //! - [`Match`] — value/mask on every field plus native inclusive ranges on the two ports.
 //! - [`Rule`] — `{ id, priority, matches, actions }` and the **winner rule** used everywhere:
 //!   highest priority wins, equal priority → lowest id ([`Rule::beats`]).
@@ -27,6 +29,7 @@
 
 pub mod convert;
 pub mod error;
+pub mod field;
 pub mod formats;
 pub mod frame;
 pub mod io;

@@ -108,40 +108,8 @@ impl Default for Match {
 
 impl Match {
     /// The match every packet satisfies.
-    pub const ANY: Match = Match {
-        value: FlowKey {
-            nw_src: 0,
-            nw_dst: 0,
-            tp_src: 0,
-            tp_dst: 0,
-            in_port: 0,
-            dl_type: 0,
-            vlan_tci: 0,
-            tcp_flags: 0,
-            nw_proto: 0,
-            nw_tos: 0,
-            nw_frag: 0,
-            dl_src: [0; 6],
-            dl_dst: [0; 6],
-        },
-        mask: FlowKey {
-            nw_src: 0,
-            nw_dst: 0,
-            tp_src: 0,
-            tp_dst: 0,
-            in_port: 0,
-            dl_type: 0,
-            vlan_tci: 0,
-            tcp_flags: 0,
-            nw_proto: 0,
-            nw_tos: 0,
-            nw_frag: 0,
-            dl_src: [0; 6],
-            dl_dst: [0; 6],
-        },
-        tp_src_range: PortRange::ANY,
-        tp_dst_range: PortRange::ANY,
-    };
+    pub const ANY: Match =
+        Match { value: FlowKey::ZERO, mask: FlowKey::ZERO, tp_src_range: PortRange::ANY, tp_dst_range: PortRange::ANY };
 
     /// A match from value/mask and port ranges; fails when the value has bits outside the mask.
     pub fn new(
@@ -291,24 +259,7 @@ fn port_interval(range: PortRange, v: u16, m: u16) -> Option<PortRange> {
 }
 
 fn first_bits_outside_mask(value: &FlowKey, mask: &FlowKey) -> Option<&'static str> {
-    let v = value;
-    let m = mask;
-    let checks: [(&'static str, bool); 13] = [
-        ("nw_src", v.nw_src & !m.nw_src != 0),
-        ("nw_dst", v.nw_dst & !m.nw_dst != 0),
-        ("tp_src", v.tp_src & !m.tp_src != 0),
-        ("tp_dst", v.tp_dst & !m.tp_dst != 0),
-        ("in_port", v.in_port & !m.in_port != 0),
-        ("dl_type", v.dl_type & !m.dl_type != 0),
-        ("vlan_tci", v.vlan_tci & !m.vlan_tci != 0),
-        ("tcp_flags", v.tcp_flags & !m.tcp_flags != 0),
-        ("nw_proto", v.nw_proto & !m.nw_proto != 0),
-        ("nw_tos", v.nw_tos & !m.nw_tos != 0),
-        ("nw_frag", v.nw_frag & !m.nw_frag != 0),
-        ("dl_src", (0..6).any(|i| v.dl_src[i] & !m.dl_src[i] != 0)),
-        ("dl_dst", (0..6).any(|i| v.dl_dst[i] & !m.dl_dst[i] != 0)),
-    ];
-    checks.into_iter().find(|&(_, bad)| bad).map(|(f, _)| f)
+    value.first_bits_outside(mask)
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 
 use std::fmt;
 
+use rqvs_flow::key::{KEY_WORDS, NARROW_WORDS};
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::index::LearnedRanges;
@@ -26,7 +27,9 @@ use super::{Location, NuevoMatchConfig, NuevoMatchUp};
 use crate::{ClassifierError, TupleMerge};
 
 const MAGIC: &[u8; 8] = b"RQVSNMU\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The first version, whose keys were the five narrow words (read still; written no more).
+const VERSION_NARROW: u32 = 1;
 /// Magic, version and payload length.
 const HEADER: usize = 8 + 4 + 8;
 
@@ -60,7 +63,7 @@ impl fmt::Display for ModelError {
             }
             ModelError::BadMagic => write!(f, "not an rqvs NuevoMatchUP model file (bad magic)"),
             ModelError::UnsupportedVersion(v) => {
-                write!(f, "model file version {v} is not supported (expected {VERSION})")
+                write!(f, "model file version {v} is not supported (expected {VERSION}, or {VERSION_NARROW})")
             }
             ModelError::Checksum { stored, computed } => {
                 write!(f, "model file is corrupt: checksum {stored:#018x}, computed {computed:#018x}")
@@ -167,14 +170,16 @@ fn write_rule(w: &mut Writer, r: &Rule) {
     w.bytes(r.actions.to_string().as_bytes());
 }
 
-fn read_rule(r: &mut Reader<'_>) -> Result<Rule, ModelError> {
+/// A rule; `key_words` is how many words each of its value and mask has in the file
+/// ([`KEY_WORDS`], or [`NARROW_WORDS`] in a version-1 file; the missing words are zero).
+fn read_rule(r: &mut Reader<'_>, key_words: usize) -> Result<Rule, ModelError> {
     let (id, priority, cookie, table) = (r.u32()?, r.u32()?, r.u64()?, r.u8()?);
-    let mut words = [0u64; 10];
-    for w in &mut words {
+    let mut value = [0u64; KEY_WORDS];
+    let mut mask = [0u64; KEY_WORDS];
+    for w in value.iter_mut().take(key_words).chain(mask.iter_mut().take(key_words)) {
         *w = r.u64()?;
     }
-    let value = FlowKey::from_words(&[words[0], words[1], words[2], words[3], words[4]]);
-    let mask = FlowKey::from_words(&[words[5], words[6], words[7], words[8], words[9]]);
+    let (value, mask) = (FlowKey::from_words(&value), FlowKey::from_words(&mask));
     let (slo, shi, dlo, dhi) = (r.u16()?, r.u16()?, r.u16()?, r.u16()?);
     let bad = |why: String| ModelError::Invalid(format!("rule {id}: {why}"));
     let src = PortRange::new(slo, shi).ok_or_else(|| bad("reversed tp_src range".into()))?;
@@ -308,9 +313,11 @@ impl NuevoMatchUp<TupleMerge> {
             return Err(ModelError::Truncated { at: bytes.len(), needed: HEADER - bytes.len() });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(ModelError::UnsupportedVersion(version));
-        }
+        let key_words = match version {
+            VERSION => KEY_WORDS,
+            VERSION_NARROW => NARROW_WORDS,
+            _ => return Err(ModelError::UnsupportedVersion(version)),
+        };
         let len = usize::try_from(u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"))).unwrap_or(usize::MAX);
         let body = &bytes[HEADER..];
         let whole = len.saturating_add(8);
@@ -333,7 +340,7 @@ impl NuevoMatchUp<TupleMerge> {
         let n = r.count(100)?;
         let mut rules = Vec::with_capacity(n);
         for _ in 0..n {
-            rules.push(read_rule(&mut r)?);
+            rules.push(read_rule(&mut r, key_words)?);
         }
         let index_of: std::collections::HashMap<u32, usize> =
             rules.iter().enumerate().map(|(i, r)| (r.id.0, i)).collect();
@@ -514,6 +521,6 @@ mod tests {
         let mut b = c.to_model_bytes().unwrap();
         b[8] = 9;
         let err = NuevoMatchUp::from_model_bytes(&b).err().expect("version 9 is refused");
-        assert_eq!(err.to_string(), "model file version 9 is not supported (expected 1)");
+        assert_eq!(err.to_string(), "model file version 9 is not supported (expected 2, or 1)");
     }
 }

@@ -124,7 +124,7 @@ struct Peers {
 
 #[derive(Clone, Debug)]
 struct PeerGroup {
-    mask_words: [u64; 5],
+    mask_words: rqvs_flow::key::KeyWords,
     by_value: HashMap<FlowKey, Vec<RuleId>>,
     /// The values by `nw_src:nw_dst` and by `nw_dst:nw_src`.
     by_addrs: [BTreeMap<u64, Vec<FlowKey>>; 2],
@@ -150,10 +150,10 @@ impl Peers {
                 continue;
             }
             let common = mask.masked(m2);
-            let cw: [u64; 5] = std::array::from_fn(|i| mw[i] & g.mask_words[i]);
+            let cw: rqvs_flow::key::KeyWords = std::array::from_fn(|i| mw[i] & g.mask_words[i]);
             let agree = |v2: &FlowKey| {
                 let w = v2.to_words();
-                (0..5).all(|i| (vw[i] ^ w[i]) & cw[i] == 0)
+                (0..rqvs_flow::key::KEY_WORDS).all(|i| (vw[i] ^ w[i]) & cw[i] == 0)
             };
             let (dst_first, range) = value.addr_range(&common);
             for values in g.by_addrs[usize::from(dst_first)].range(range).map(|(_, v)| v) {

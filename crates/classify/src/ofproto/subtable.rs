@@ -52,7 +52,10 @@ impl Segment {
     pub fn restrict(self, mask: &FlowKey) -> FlowKey {
         let mut m = FlowKey::default();
         match self {
-            Segment::Metadata => m.in_port = mask.in_port,
+            Segment::Metadata => {
+                m.in_port = mask.in_port;
+                m.metadata = mask.metadata;
+            }
             Segment::L2 => {
                 m.dl_src = mask.dl_src;
                 m.dl_dst = mask.dl_dst;
@@ -65,8 +68,18 @@ impl Segment {
                 m.nw_frag = mask.nw_frag;
                 m.nw_tos = mask.nw_tos;
                 m.nw_proto = mask.nw_proto;
+                m.nw_ttl = mask.nw_ttl;
+                m.ipv6_src = mask.ipv6_src;
+                m.ipv6_dst = mask.ipv6_dst;
+                m.ipv6_label = mask.ipv6_label;
             }
+            // OVS 3.1's L4 segment starts at `nd_target` (`FLOW_SEGMENT_3_ENDS_AT`), so the
+            // ND target and link-layer addresses (ARP's hardware addresses share them) and the
+            // TCP flags are looked up with the ports.
             Segment::L4 => {
+                m.nd_target = mask.nd_target;
+                m.arp_sha = mask.arp_sha;
+                m.arp_tha = mask.arp_tha;
                 m.tcp_flags = mask.tcp_flags;
                 m.tp_src = mask.tp_src;
                 m.tp_dst = mask.tp_dst;

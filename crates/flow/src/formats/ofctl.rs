@@ -139,6 +139,8 @@ struct Builder {
     needs_arp: Vec<(usize, &'static str)>,
     /// Fields that need a protocol: (position, field, allowed protocols).
     needs_proto: Vec<(usize, &'static str, &'static [u8])>,
+    /// Fields read through the field table, checked against their own prerequisites.
+    table_fields: Vec<(usize, &'static crate::field::Field)>,
 }
 
 const PORT_PROTOS: &[u8] = &[IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP];
@@ -174,26 +176,30 @@ impl Builder {
                 .ok_or_else(|| c.message_at(at, format!("expected '{name}=value', found '{name}' without a value")))
         };
         match name {
-            "ip" | "tcp" | "udp" | "sctp" | "icmp" | "arp" => {
+            "ip" | "tcp" | "udp" | "sctp" | "icmp" | "arp" | "rarp" | "ipv6" | "tcp6" | "udp6" | "sctp6"
+            | "icmp6" => {
                 if value.is_some() {
                     return Err(c.message_at(at, format!("'{name}' is a shorthand and takes no value")));
                 }
-                if name == "arp" {
-                    return self.set_dl_type(c, at, ETH_TYPE_ARP);
-                }
-                self.set_dl_type(c, at, ETH_TYPE_IP)?;
                 match name {
+                    "arp" => return self.set_dl_type(c, at, ETH_TYPE_ARP),
+                    "rarp" => return self.set_dl_type(c, at, crate::field::ETH_TYPE_RARP),
+                    _ => {}
+                }
+                let v6 = name == "ipv6" || name.ends_with('6');
+                self.set_dl_type(c, at, if v6 { ETH_TYPE_IPV6 } else { ETH_TYPE_IP })?;
+                match name.trim_end_matches('6') {
                     "tcp" => self.set_proto(c, at, IPPROTO_TCP),
                     "udp" => self.set_proto(c, at, IPPROTO_UDP),
                     "sctp" => self.set_proto(c, at, IPPROTO_SCTP),
+                    "icmp" if v6 => self.set_proto(c, at, IPPROTO_ICMPV6),
                     "icmp" => self.set_proto(c, at, IPPROTO_ICMP),
                     _ => Ok(()),
                 }
             }
-            "ipv6" | "tcp6" | "udp6" | "icmp6" | "sctp6" | "rarp" | "mpls" | "mplsm" => Err(c.message_at(
-                at,
-                format!("'{name}' is not supported by rqvs (IPv4 and ARP only; see the README)"),
-            )),
+            "mpls" | "mplsm" => {
+                Err(c.message_at(at, format!("'{name}' is not supported by rqvs (no MPLS; see the README)")))
+            }
             "priority" => {
                 let (p, v) = need(value)?;
                 self.priority = Some(num(c, p, &v, 0xffff, "priority 0..65535")? as u32);
@@ -237,9 +243,6 @@ impl Builder {
             "dl_type" | "eth_type" => {
                 let (p, v) = need(value)?;
                 let t = num(c, p, &v, 0xffff, "dl_type like 0x0800")? as u16;
-                if t == ETH_TYPE_IPV6 {
-                    return Err(c.message_at(p, "dl_type 0x86dd (IPv6) is not supported by rqvs"));
-                }
                 self.set_dl_type(c, p, t)
             }
             "dl_vlan" => {
@@ -356,7 +359,9 @@ impl Builder {
             }
             "icmp_type" | "icmp_code" => {
                 let (p, v) = need(value)?;
-                self.needs_proto.push((at, if name == "icmp_type" { "icmp_type" } else { "icmp_code" }, &[IPPROTO_ICMP]));
+                // As ovs-ofctl: under icmp6 these are ICMPv6's type and code.
+                self.needs_proto
+                    .push((at, if name == "icmp_type" { "icmp_type" } else { "icmp_code" }, &[IPPROTO_ICMP, IPPROTO_ICMPV6]));
                 let x = num(c, p, &v, 255, &format!("{name} 0..255"))? as u16;
                 if name == "icmp_type" {
                     self.value.tp_src = x;
@@ -375,6 +380,14 @@ impl Builder {
                 self.mask.tcp_flags = mask;
                 Ok(())
             }
+            _ if crate::field::Field::by_name(name).is_some() => {
+                let (p, v) = need(value)?;
+                let f = crate::field::Field::by_name(name).expect("checked");
+                let (val, mask) = field_value(c, p, &v, f)?;
+                self.table_fields.push((at, f));
+                f.set_masked(&mut self.value, &mut self.mask, val, mask);
+                Ok(())
+            }
             _ if STATISTICS.iter().any(|(f, _)| *f == name) => {
                 let (p, v) = need(value)?;
                 let seconds = STATISTICS.iter().any(|(f, s)| *f == name && *s);
@@ -390,20 +403,34 @@ impl Builder {
             }
             _ => Err(c.message_at(
                 at,
-                format!("unknown or unsupported field '{name}' (rqvs reads: priority, cookie, table, in_port, dl_src, dl_dst, dl_type, dl_vlan, dl_vlan_pcp, vlan_tci, ip, tcp, udp, sctp, icmp, arp, nw_src, nw_dst, arp_spa, arp_tpa, nw_proto, arp_op, nw_tos, ip_dscp, nw_frag, tp_src, tp_dst, tcp_*/udp_*/sctp_* ports, tcp_flags, icmp_type, icmp_code, actions; and ignores dump-flows' duration, n_packets, n_bytes, idle_age, hard_age)"),
+                format!("unknown or unsupported field '{name}' (rqvs reads: priority, cookie, table, the shorthands ip, tcp, udp, sctp, icmp, arp, rarp, ipv6, tcp6, udp6, sctp6, icmp6, dl_vlan, dl_vlan_pcp, nw_tos, every field of `rqvs fields` ({}), actions; and ignores dump-flows' duration, n_packets, n_bytes, idle_age, hard_age)", crate::field::FIELDS.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")),
             )),
         }
     }
 
     fn check_prerequisites(&self, c: &Cursor<'_>) -> Result<()> {
-        let ip = self.mask.dl_type == u16::MAX && self.value.dl_type == ETH_TYPE_IP;
-        let arp = self.mask.dl_type == u16::MAX && self.value.dl_type == ETH_TYPE_ARP;
+        let ip4 = self.mask.dl_type == u16::MAX && self.value.dl_type == ETH_TYPE_IP;
+        let ip6 = self.mask.dl_type == u16::MAX && self.value.dl_type == ETH_TYPE_IPV6;
+        let ip = ip4 || ip6;
+        let arp =
+            self.mask.dl_type == u16::MAX && matches!(self.value.dl_type, ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP);
+        for &(at, f) in &self.table_fields {
+            if !f.prereq.satisfied(&self.value, &self.mask) {
+                return Err(c.message_at(at, format!("{} needs {}", f.name, f.prereq.describe())));
+            }
+        }
         if let Some(&(at, f)) = self.needs_ip.first() {
-            // nw_src/nw_dst/nw_proto also mean the ARP fields in OVS when dl_type is ARP.
+            // nw_src/nw_dst/nw_proto also mean the ARP fields in OVS when dl_type is ARP; the
+            // IPv4 addresses need IPv4, the rest (protocol, ToS, fragments) IPv4 or IPv6.
             let arp_ok = arp && matches!(f, "nw_src" | "nw_dst" | "nw_proto");
-            if !ip && !arp_ok {
+            let ok = if matches!(f, "nw_src" | "nw_dst") { ip4 } else { ip };
+            if !ok && !arp_ok {
                 return Err(
-                    c.message_at(at, format!("{f} needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow"))
+                    c.message_at(at, if matches!(f, "nw_src" | "nw_dst") {
+                        format!("{f} needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow (ipv6_src/ipv6_dst for IPv6)")
+                    } else {
+                        format!("{f} needs an IP match: add 'ip' or 'ipv6' (or tcp, tcp6, ...) to the flow")
+                    })
                 );
             }
         }
@@ -432,8 +459,65 @@ fn proto_name(p: u8) -> &'static str {
         IPPROTO_UDP => "udp",
         IPPROTO_SCTP => "sctp",
         IPPROTO_ICMP => "icmp",
+        IPPROTO_ICMPV6 => "icmp6",
         _ => "ip",
     }
+}
+
+/// A value (and mask: all ones when none is written) of a field read through the field table,
+/// in the field's text format.
+fn field_value(c: &Cursor<'_>, at: usize, s: &str, f: &crate::field::Field) -> Result<(u128, u128)> {
+    use crate::field::{Format, Maskable};
+    if s.contains('/') && f.maskable == Maskable::No {
+        return Err(c.message_at(at, format!("{} cannot be masked in OpenFlow, found '{s}'", f.name)));
+    }
+    let ones = f.all_ones();
+    let (v, m) = match f.format {
+        Format::Mac => {
+            let (v, m) = mac_masked(c, at, s)?;
+            let n = |x: [u8; 6]| x.iter().fold(0u128, |a, &b| a << 8 | u128::from(b));
+            (n(v), n(m))
+        }
+        Format::Ipv4 => {
+            let (v, m) = ipv4_masked(c, at, s)?;
+            (u128::from(v), u128::from(m))
+        }
+        Format::Ipv6 => ipv6_masked(c, at, s)?,
+        Format::Decimal | Format::Hex | Format::Port | Format::Frag | Format::TcpFlags => {
+            let what = format!("{} 0..{ones:#x}, a decimal or 0x hex number", f.name);
+            let (v, m) = num_masked(c, at, s, ones.min(u128::from(u64::MAX)) as u64, &what)?;
+            (u128::from(v), u128::from(m))
+        }
+    };
+    Ok((v & m, m))
+}
+
+/// An IPv6 address, optionally `/prefix-length` or `/mask-address`; the value is masked.
+fn ipv6_masked(c: &Cursor<'_>, at: usize, s: &str) -> Result<(u128, u128)> {
+    let expected = "an IPv6 address like 2001:db8::1, 2001:db8::/32 or 2001:db8::/ffff:ffff::";
+    let (a, m) = match s.split_once('/') {
+        None => (s, None),
+        Some((a, m)) => (a, Some(m)),
+    };
+    let addr: u128 = a
+        .parse::<std::net::Ipv6Addr>()
+        .map_err(|_| c.message_at(at, format!("expected {expected}, found '{s}'")))?
+        .into();
+    let mask = match m {
+        None => u128::MAX,
+        Some(m) if m.contains(':') => m
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| {
+                c.message_at(at + a.len() + 1, format!("expected an IPv6 mask like ffff:ffff::, found '{m}'"))
+            })?
+            .into(),
+        Some(m) => match m.parse::<u32>() {
+            Ok(0) => 0,
+            Ok(len) if len <= 128 => u128::MAX << (128 - len),
+            _ => return Err(c.message_at(at + a.len() + 1, format!("expected a prefix length 0..128, found '/{m}'"))),
+        },
+    };
+    Ok((addr & mask, mask))
 }
 
 /// A decimal or `0x` hex number no larger than `max`.
@@ -1104,14 +1188,18 @@ mod tests {
         );
         assert_eq!(
             err("nw_src=1.2.3.4,actions=drop"),
-            "f.ofctl:1:1: nw_src needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow"
+            "f.ofctl:1:1: nw_src needs an IPv4 match: add 'ip' (or tcp, udp, icmp) to the flow (ipv6_src/ipv6_dst for IPv6)"
         );
         assert!(err("\ntcp,tp_dst=80").starts_with("f.ofctl:2:"));
         assert!(err("tcp,tp_dst=80").contains("expected 'actions=...'"));
         assert!(err("udp,tcp_flags=+syn,actions=drop").contains("tcp_flags needs the protocol to be tcp"));
         assert!(err("tcp,tcp_flags=+sin,actions=drop").contains("found 'sin'"));
         assert!(err("priority=70000,actions=drop").contains("priority 0..65535"));
-        assert!(err("ipv6,actions=drop").contains("not supported"));
+        assert!(err("mpls,actions=drop").contains("not supported"));
+        assert!(err("ipv6,ipv6_src=2001:db8::/129,actions=drop").contains("prefix length 0..128"));
+        assert!(err("icmp6,nd_target=2001:db8::1,actions=drop").contains("nd_target needs ICMPv6 neighbour discovery"));
+        assert!(err("ip,ipv6_src=::1,actions=drop").contains("ipv6_src needs an IPv6 match"));
+        assert!(err("ipv6,nw_ttl=64/3,actions=drop").contains("cannot be masked"));
         assert!(err("tcp,udp,actions=drop").contains("contradicts"));
         assert!(err("ip,actions=output(1").contains("')'"));
     }

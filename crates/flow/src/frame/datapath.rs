@@ -184,6 +184,7 @@ mod tests {
                         tp_src,
                         tp_dst,
                         tcp_flags,
+                        ..FlowKey::ZERO
                     }
                 },
             )

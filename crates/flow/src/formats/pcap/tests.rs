@@ -44,6 +44,7 @@ fn golden_syn_key() -> FlowKey {
         tp_src: 12345,
         tp_dst: 80,
         tcp_flags: 0x002,
+        ..FlowKey::ZERO
     }
 }
 
@@ -356,6 +357,7 @@ fn arb_any_key() -> impl Strategy<Value = FlowKey> {
                 nw_frag: nw_frag & 3,
                 dl_src,
                 dl_dst,
+                ..FlowKey::ZERO
             }
         })
 }
