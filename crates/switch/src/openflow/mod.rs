@@ -97,6 +97,8 @@ mod controller;
 mod flow_removed;
 mod packet_in;
 mod packet_out;
+pub mod tls;
+mod transport;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -105,7 +107,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use controller::{parse_controller, FailMode};
+pub use controller::{parse_controller, ControllerTarget, FailMode};
+pub use tls::{Tls, TlsSettings};
 
 use crate::{Control, Error};
 
@@ -131,14 +134,45 @@ pub(crate) const ROLE_EQUAL: u32 = 1;
 pub(crate) const ROLE_MASTER: u32 = 2;
 pub(crate) const ROLE_SLAVE: u32 = 3;
 
-/// Where to listen: `ptcp:[IP:]PORT`.
-pub fn parse_target(s: &str) -> Result<SocketAddr, Error> {
-    let bad = || Error(format!("--openflow '{s}': expected ptcp:[IP:]PORT, e.g. ptcp:6653 or ptcp:127.0.0.1:6653"));
-    let rest = s.strip_prefix("ptcp:").ok_or_else(bad)?;
-    if let Ok(port) = rest.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    parse_ip_port(rest).ok_or_else(bad)
+/// OpenFlow's IANA port: the default port of `ssl:`, `tcp:`, `pssl:` and `ptcp:` targets.
+pub const OFP_PORT: u16 = 6653;
+
+/// A passive target: where to listen, and whether with TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenTarget {
+    pub addr: SocketAddr,
+    /// `pssl:`: TLS (peers must present a certificate the CA signed).
+    pub tls: bool,
+}
+
+/// Where to listen: `ptcp:` or `pssl:` followed by OVS's `[PORT][:IP]` (`pssl:6653:127.0.0.1`,
+/// `pssl:6653`, `pssl:`, `pssl::10.0.0.1`) or rqvs's `IP:PORT` (`ptcp:127.0.0.1:6653`). The IP
+/// defaults to 127.0.0.1 (loopback: other hosts are let in only when told), the port to 6653.
+pub fn parse_target(s: &str) -> Result<ListenTarget, Error> {
+    let bad = || {
+        Error(format!(
+            "--openflow '{s}': expected ptcp:[PORT][:IP] or pssl:[PORT][:IP] (or IP:PORT after the colon), e.g. ptcp:6653, pssl:6653:127.0.0.1 or ptcp:127.0.0.1:6653"
+        ))
+    };
+    let (tls, rest) = match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+        (Some(r), _) => (false, r),
+        (_, Some(r)) => (true, r),
+        _ => return Err(bad()),
+    };
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let addr = if rest.is_empty() {
+        SocketAddr::new(loopback, OFP_PORT)
+    } else if let Ok(port) = rest.parse::<u16>() {
+        SocketAddr::new(loopback, port)
+    } else if let Some(a) = rest.split_once(':').and_then(|(port, ip)| {
+        let port = if port.is_empty() { OFP_PORT } else { port.parse().ok()? };
+        Some(SocketAddr::new(ip.trim_start_matches('[').trim_end_matches(']').parse().ok()?, port))
+    }) {
+        a
+    } else {
+        parse_ip_port(rest).ok_or_else(bad)?
+    };
+    Ok(ListenTarget { addr, tls })
 }
 
 /// `IP:PORT` or `[IPv6]:PORT`.
@@ -151,6 +185,8 @@ pub(crate) fn parse_ip_port(s: &str) -> Option<SocketAddr> {
 /// The bound OpenFlow listener.
 pub struct OpenflowListener {
     listener: TcpListener,
+    /// `pssl:`: every accepted connection is TLS.
+    tls: Option<Arc<Tls>>,
 }
 
 impl OpenflowListener {
@@ -158,7 +194,23 @@ impl OpenflowListener {
     pub fn bind(addr: SocketAddr) -> Result<OpenflowListener, Error> {
         let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        Ok(OpenflowListener { listener })
+        Ok(OpenflowListener { listener, tls: None })
+    }
+
+    /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`.
+    pub fn bind_target(target: &ListenTarget, tls: Option<Arc<Tls>>) -> Result<OpenflowListener, Error> {
+        let mut l = OpenflowListener::bind(target.addr)?;
+        if target.tls {
+            let Some(tls) = tls else {
+                return Err(Error(format!(
+                    "--openflow pssl:{}:{}: TLS needs --private-key, --certificate and --ca-cert",
+                    target.addr.port(),
+                    target.addr.ip()
+                )));
+            };
+            l.tls = Some(tls);
+        }
+        Ok(l)
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -175,6 +227,16 @@ impl OpenflowListener {
                 Ok((stream, peer)) => {
                     n += 1;
                     let h = hub.clone();
+                    let stream = match &self.tls {
+                        None => transport::Stream::Tcp(stream),
+                        Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
+                            Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
+                            Err(e) => {
+                                eprintln!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
+                                continue;
+                            }
+                        },
+                    };
                     let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
                         connection::serve(stream, peer, &h, connection::Kind::Passive);
                     });
@@ -198,7 +260,9 @@ pub struct ChannelConfig {
     /// The passive listener (`--openflow`).
     pub listen: Option<OpenflowListener>,
     /// Controllers to connect to (`--controller`).
-    pub controllers: Vec<SocketAddr>,
+    pub controllers: Vec<ControllerTarget>,
+    /// The TLS settings of `ssl:` controllers (the passive listener has its own).
+    pub tls: Option<Arc<Tls>>,
     pub fail_mode: FailMode,
     /// Idle time after which an active connection is sent an ECHO_REQUEST (and closed after as
     /// long again without an answer); three of them without a controller fail a standalone
@@ -215,6 +279,7 @@ impl ChannelConfig {
         ChannelConfig {
             listen: None,
             controllers: Vec::new(),
+            tls: None,
             fail_mode: FailMode::Standalone,
             inactivity_probe: DEFAULT_INACTIVITY_PROBE,
             max_backoff: DEFAULT_MAX_BACKOFF,
@@ -280,12 +345,22 @@ impl Channel {
             let h = hub.clone();
             threads.push(spawn("openflow", Box::new(move || l.serve(&h)))?);
         }
-        for (i, addr) in cfg.controllers.iter().copied().enumerate() {
+        for (i, target) in cfg.controllers.iter().copied().enumerate() {
             let h = hub.clone();
             let (probe, max_backoff) = (cfg.inactivity_probe, cfg.max_backoff);
+            let tls = match (target.tls, &cfg.tls) {
+                (false, _) => None,
+                (true, Some(t)) => Some(t.clone()),
+                (true, None) => {
+                    return Err(Error(format!(
+                        "--controller ssl:{}: TLS needs --private-key, --certificate and --ca-cert",
+                        target.addr
+                    )))
+                }
+            };
             threads.push(spawn(
                 &format!("controller{i}"),
-                Box::new(move || controller::run(addr, &h, probe, max_backoff)),
+                Box::new(move || controller::run(target.addr, tls, &h, probe, max_backoff)),
             )?);
         }
         if cfg.fail_mode == FailMode::Standalone && !cfg.controllers.is_empty() {
@@ -441,6 +516,33 @@ impl Hub {
             packet_outs_refused: get(&self.packet_outs_refused),
             fail_opens: fail.fail_opens,
             failed_open: self.control.is_failed_open(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_targets_parse() {
+        let t = |s: &str, a: &str, tls: bool| {
+            assert_eq!(parse_target(s).unwrap(), ListenTarget { addr: a.parse().unwrap(), tls }, "{s}")
+        };
+        t("ptcp:6653", "127.0.0.1:6653", false);
+        t("ptcp:127.0.0.1:7000", "127.0.0.1:7000", false);
+        t("ptcp:7000:0.0.0.0", "0.0.0.0:7000", false);
+        t("pssl:", "127.0.0.1:6653", true);
+        t("pssl:6634", "127.0.0.1:6634", true);
+        t("pssl:6634:127.0.0.1", "127.0.0.1:6634", true);
+        t("pssl::10.0.0.1", "10.0.0.1:6653", true);
+        t("pssl:6634:[::1]", "[::1]:6634", true);
+        t("pssl:[::1]:6634", "[::1]:6634", true);
+        for bad in ["tcp:6653", "ssl:6653", "ptcp:host", "pssl:99999", "ptcp:6653:nowhere"] {
+            assert!(
+                parse_target(bad).unwrap_err().0.contains("expected ptcp:[PORT][:IP] or pssl:[PORT][:IP]"),
+                "{bad}"
+            );
         }
     }
 }
