@@ -92,6 +92,10 @@ pub struct Args {
     controllers: Vec<String>,
     #[command(flatten)]
     tls: crate::switch_channel::TlsArgs,
+    /// With --openflow: connections served at once; another is closed at once and logged
+    /// [range: 1 ≤ x ≤ 65536].
+    #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
+    max_connections: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
     /// without a controller the flows are removed and the switch forwards as a MAC-learning
@@ -233,6 +237,11 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
         g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
     }
     a.tls.unused(g, any_tls_target(a))?;
+    g.refuse(
+        "max_connections",
+        a.openflow.is_none(),
+        "the passive OpenFlow listener's limit; used only with --openflow",
+    )?;
     for (id, what) in [
         ("mask_limit", "the mask limit"),
         ("mask_eviction", "the mask limit's policy"),
@@ -359,6 +368,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             listen: of_listener,
             controllers,
             tls,
+            max_connections: a.max_connections,
             fail_mode: match a.fail_mode {
                 FailModeArg::Secure => FailMode::Secure,
                 FailModeArg::Standalone => FailMode::Standalone,
@@ -424,8 +434,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     out.line(report.format().trim_end_matches('\n'));
     if let Some(c) = &channel_stats {
         outln!(out,
-            "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times",
-            c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens
+            "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times; {} connections refused (--max-connections), {} dropped without a HELLO",
+            c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens,
+            c.connections_refused, c.hello_timeouts
         );
     }
     if let Some(d) = &out_dir {

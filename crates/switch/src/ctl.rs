@@ -97,6 +97,13 @@ impl Listener {
         }
         let listener =
             UnixListener::bind(path).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        // Owner only (0600): the socket changes flows and stops the switch. (Between bind and
+        // this, the umask's mode — 0755 with the usual 022 — already refuses other users'
+        // connects: connecting needs write permission.)
+        if let Err(e) = std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)) {
+            let _ = std::fs::remove_file(path);
+            return Err(Error(format!("control socket {}: making it owner-only (0600): {e}", path.display())));
+        }
         listener.set_nonblocking(true).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
         Ok(Listener { listener, path: path.to_path_buf() })
     }

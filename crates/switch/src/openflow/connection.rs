@@ -248,6 +248,16 @@ impl Connection {
     /// The inactivity probe of an active connection: an ECHO_REQUEST after `probe` of silence,
     /// the end after as long again. False: close the connection.
     fn probe(&mut self) -> bool {
+        if self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
+            // Connected and silent (or a TLS handshake left unfinished): a slot held for nothing.
+            eprintln!(
+                "rqvs switch: openflow {}: no HELLO within {:.0} s: disconnecting",
+                self.name,
+                self.hub.hello_timeout.as_secs_f64()
+            );
+            self.hub.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let Kind::Active { probe } = self.kind else { return true };
         let Some(v) = self.version else {
             // No HELLO within two intervals: not an OpenFlow peer that is alive.
@@ -624,11 +634,14 @@ impl Connection {
         if !self.bundles.contains_key(&ba.bundle_id) && self.bundles.len() >= MAX_BUNDLES {
             return self.error(v, xid, OfError::BUNDLE_FAILED_OUT_OF_BUNDLES, bytes);
         }
+        // The bound is on all the connection's bundles together: what one client can make the
+        // switch hold.
+        let bundled: usize = self.bundles.values().map(|b| b.ops.len()).sum();
         let b = self.bundles.entry(ba.bundle_id).or_insert(Bundle { flags: ba.flags, closed: false, ops: Vec::new() });
         if b.closed {
             return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_CLOSED, bytes);
         }
-        if b.ops.len() >= MAX_BUNDLE_MSGS {
+        if bundled >= MAX_BUNDLE_MSGS {
             return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
         let fm = match ba.inner() {

@@ -40,7 +40,17 @@
 //! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
-//! [`MAX_BUNDLE_MSGS`] flow-mods each.
+//! [`MAX_BUNDLE_MSGS`] flow-mods in all.
+//!
+//! **Limits** (what one client can make the switch hold): the passive listener serves at most
+//! [`ChannelConfig::max_connections`] connections at once (`--max-connections`, default
+//! [`DEFAULT_MAX_CONNECTIONS`]; another is closed at once, counted and logged); a connection
+//! without a HELLO — for TLS, with its handshake unfinished — after
+//! [`ChannelConfig::hello_timeout`] (10 s) is dropped and logged; per connection, the read buffer
+//! holds at most one read (256 KiB) and one partial message (64 KiB), the writer queue
+//! [`WRITE_QUEUE`] messages of at most 64 KiB, a TLS writer at most 256 KiB of records, and the
+//! open bundles [`MAX_BUNDLE_MSGS`] flow-mods together. A `ptcp:` listener on a wildcard address
+//! is bound with a warning (no TLS: anyone who reaches the host can change the flows).
 //!
 //! **PACKET_IN** (`packet_in.rs`). A `controller` action sends the frame, as it is at that point
 //! of the action list, to every connection that takes asynchronous messages: role master or
@@ -118,14 +128,20 @@ pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
 pub const MAX_RUN: usize = 16 * 1024;
 /// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
 pub const MAX_BUNDLES: usize = 64;
-/// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
-/// a client adding without end would otherwise grow the switch's memory without bound.
+/// Flow-mods one connection's open bundles may hold together (more: MSG_TOO_MANY): the paper's
+/// bundles are 125K rules; a client adding without end would otherwise grow the switch's memory
+/// without bound.
 pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
 /// Messages waiting for a connection's writer thread (replies wait for room; packet-ins that
 /// do not fit are dropped).
 pub const WRITE_QUEUE: usize = 256;
 /// OVS's default inactivity probe interval for controllers.
 pub const DEFAULT_INACTIVITY_PROBE: Duration = Duration::from_secs(5);
+/// Connections the passive listener serves at once (`--max-connections`); more are refused.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// How long a connection may stay without a HELLO (for TLS: with the handshake unfinished)
+/// before it is dropped.
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// OVS's default maximum reconnection backoff.
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(8);
 
@@ -197,9 +213,18 @@ impl OpenflowListener {
         Ok(OpenflowListener { listener, tls: None })
     }
 
-    /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`.
+    /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`. A `ptcp:` target on
+    /// a wildcard address (0.0.0.0, ::) is bound with a warning (logged once, here): anyone who
+    /// reaches the host can then change its flows.
     pub fn bind_target(target: &ListenTarget, tls: Option<Arc<Tls>>) -> Result<OpenflowListener, Error> {
         let mut l = OpenflowListener::bind(target.addr)?;
+        if !target.tls && target.addr.ip().is_unspecified() {
+            eprintln!(
+                "rqvs switch: warning: --openflow ptcp:{}:{} listens on every address without TLS: anyone who reaches this host can change its flows (use pssl: with certificates, or a loopback address)",
+                target.addr.port(),
+                target.addr.ip()
+            );
+        }
         if target.tls {
             let Some(tls) = tls else {
                 return Err(Error(format!(
@@ -218,13 +243,23 @@ impl OpenflowListener {
     }
 
     /// Accepts connections until the switch is asked to stop, each on its own threads; returns
-    /// once every connection thread has ended.
+    /// once every connection thread has ended. Beyond `hub.max_connections` open at once, a new
+    /// connection is closed at once and logged (the first of a burst, then at most one line a
+    /// second with the count since).
     fn serve(&self, hub: &Arc<Hub>) {
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
         let mut n = 0u64;
+        let mut refusals = Refusals::default();
         while !hub.control.stop_requested() {
             match self.listener.accept() {
                 Ok((stream, peer)) => {
+                    conns.retain(|t| !t.is_finished());
+                    if conns.len() >= hub.max_connections {
+                        drop(stream);
+                        hub.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        refusals.log(peer, hub.max_connections);
+                        continue;
+                    }
                     n += 1;
                     let h = hub.clone();
                     let stream = match &self.tls {
@@ -244,7 +279,6 @@ impl OpenflowListener {
                         Ok(t) => conns.push(t),
                         Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
                     }
-                    conns.retain(|t| !t.is_finished());
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
@@ -252,6 +286,29 @@ impl OpenflowListener {
         for t in conns {
             let _ = t.join();
         }
+    }
+}
+
+/// The log of refused connections: the first of a burst, then one line a second at most.
+#[derive(Default)]
+struct Refusals {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Refusals {
+    fn log(&mut self, peer: SocketAddr, max: usize) {
+        if self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            self.unlogged += 1;
+            return;
+        }
+        let more = match self.unlogged {
+            0 => String::new(),
+            n => format!(" ({n} more refused since the last line)"),
+        };
+        eprintln!("rqvs switch: openflow {peer}: connection refused: {max} connections open (--max-connections){more}");
+        self.last = Some(Instant::now());
+        self.unlogged = 0;
     }
 }
 
@@ -271,10 +328,15 @@ pub struct ChannelConfig {
     /// The longest wait between two connection attempts.
     pub max_backoff: Duration,
     pub datapath_id: u64,
+    /// Connections the passive listener serves at once; more are refused (logged, counted).
+    pub max_connections: usize,
+    /// A connection without a HELLO (or a finished TLS handshake) this long is dropped.
+    pub hello_timeout: Duration,
 }
 
 impl ChannelConfig {
-    /// OVS's defaults: no listener, no controller, standalone, 5 s probe, 8 s max backoff.
+    /// OVS's defaults: no listener, no controller, standalone, 5 s probe, 8 s max backoff; at
+    /// most 64 passive connections, a 10 s HELLO timeout.
     pub fn new() -> ChannelConfig {
         ChannelConfig {
             listen: None,
@@ -284,6 +346,8 @@ impl ChannelConfig {
             inactivity_probe: DEFAULT_INACTIVITY_PROBE,
             max_backoff: DEFAULT_MAX_BACKOFF,
             datapath_id: DEFAULT_DATAPATH_ID,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
         }
     }
 }
@@ -318,6 +382,10 @@ pub struct ChannelStats {
     /// Times the switch failed open, and whether it is failed open now.
     pub fail_opens: u64,
     pub failed_open: bool,
+    /// Passive connections refused because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Connections dropped for sending no HELLO within the HELLO timeout.
+    pub hello_timeouts: u64,
 }
 
 impl Channel {
@@ -325,7 +393,10 @@ impl Channel {
     /// switch was started with a packet-in queue) and, for a standalone switch with
     /// controllers, the fail-open watch; registers the FLOW_REMOVED sink.
     pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
-        let hub = Arc::new(Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe));
+        let mut hub = Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe);
+        hub.max_connections = cfg.max_connections.max(1);
+        hub.hello_timeout = cfg.hello_timeout;
+        let hub = Arc::new(hub);
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -393,6 +464,10 @@ pub(crate) struct Hub {
     pub control: Arc<Control>,
     pub datapath_id: u64,
     pub probe: Duration,
+    pub max_connections: usize,
+    pub hello_timeout: Duration,
+    pub connections_refused: AtomicU64,
+    pub hello_timeouts: AtomicU64,
     peers: Mutex<Vec<Arc<Peer>>>,
     next_peer: AtomicU64,
     fail: Mutex<FailState>,
@@ -441,6 +516,10 @@ impl Hub {
             control,
             datapath_id,
             probe,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            connections_refused: AtomicU64::new(0),
+            hello_timeouts: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
             next_peer: AtomicU64::new(1),
             fail: Mutex::new(FailState { admitted: 0, none_since: Instant::now(), fail_opens: 0 }),
@@ -516,6 +595,8 @@ impl Hub {
             packet_outs_refused: get(&self.packet_outs_refused),
             fail_opens: fail.fail_opens,
             failed_open: self.control.is_failed_open(),
+            connections_refused: get(&self.connections_refused),
+            hello_timeouts: get(&self.hello_timeouts),
         }
     }
 }

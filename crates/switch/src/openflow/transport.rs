@@ -56,7 +56,7 @@ impl Stream {
                 let conn = Arc::new(Mutex::new(*conn));
                 Ok(Halves {
                     reader: Box::new(TlsReader { sock: s.try_clone()?, conn: conn.clone(), wake }),
-                    writer: Box::new(TlsWriter { sock: s.try_clone()?, conn, out: Vec::new() }),
+                    writer: Box::new(TlsWriter { sock: s.try_clone()?, conn, out: Vec::new(), unflushed: 0 }),
                     socket: s,
                 })
             }
@@ -127,19 +127,19 @@ struct TlsWriter {
     conn: Arc<Mutex<rustls::Connection>>,
     /// Records taken from the TLS state, on their way to the socket.
     out: Vec<u8>,
+    /// Plaintext written since the last flush.
+    unflushed: usize,
 }
 
-/// Plaintext taken before the writer pushes records to the socket.
+/// Plaintext taken before the writer pushes records to the socket (the bound on what the TLS
+/// state holds: the writer thread writes a batch of queued messages before it flushes).
 const TLS_FLUSH_AT: usize = 256 * 1024;
 
 impl Write for TlsWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let (n, pending) = {
-            let mut c = lock(&self.conn);
-            let n = c.writer().write(buf)?;
-            (n, c.wants_write())
-        };
-        if pending && buf.len() >= TLS_FLUSH_AT {
+        let n = lock(&self.conn).writer().write(buf)?;
+        self.unflushed += n;
+        if self.unflushed >= TLS_FLUSH_AT {
             self.flush()?;
         }
         Ok(n)
@@ -148,6 +148,7 @@ impl Write for TlsWriter {
     /// Encrypts what is pending and writes it to the socket (the mutex is released before the
     /// socket write; only this thread writes to the socket, so records stay in order).
     fn flush(&mut self) -> io::Result<()> {
+        self.unflushed = 0;
         loop {
             self.out.clear();
             {
