@@ -220,3 +220,75 @@ fn wildcard_listener_without_tls_is_warned_about() {
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).contains("without TLS"));
 }
+
+/// The peak resident memory of a running process (`VmHWM`), in MiB.
+fn peak_mib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb / 1024)
+}
+
+#[test]
+fn an_endless_pcap_in_stream_is_read_in_bounded_memory() {
+    let dir = TempDir::new("cli-limits-stream");
+    let fifo = dir.join("endless.pcap");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    // A capture without end: the header, then 1400-byte UDP frames until the switch closes the
+    // FIFO (the write fails then).
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let mut header = Vec::new();
+        for v in [0xa1b2_c3d4u32.to_le_bytes().as_slice(), &2u16.to_le_bytes(), &4u16.to_le_bytes(), &[0; 8]] {
+            header.extend_from_slice(v);
+        }
+        header.extend_from_slice(&65535u32.to_le_bytes());
+        header.extend_from_slice(&1u32.to_le_bytes());
+        f.write_all(&header).unwrap();
+        let mut k = rqvs_flow::FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 17, 1000, 53);
+        k.dl_src = [2, 0, 0, 0, 0, 1];
+        k.dl_dst = [2, 0, 0, 0, 0, 2];
+        let mut frame = rqvs_flow::frame::build_frame(&k.wire());
+        frame.resize(1400, 0);
+        let mut chunk = Vec::new();
+        for _ in 0..64 {
+            chunk.extend_from_slice(&[0u8; 8]);
+            chunk.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+            chunk.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+            chunk.extend_from_slice(&frame);
+        }
+        let mut bytes = 0u64;
+        while f.write_all(&chunk).is_ok() {
+            bytes += chunk.len() as u64;
+        }
+        bytes
+    });
+    let fifo_arg = format!("pcap-in:{}", fifo.display());
+    let mut p = Proc::start({
+        let mut c = Command::new(RQVS);
+        c.args(["switch", "--port", &fifo_arg, "--port", "pcap-out:/dev/null", "--duration", "4"]);
+        c
+    });
+    let pid = p.child.id();
+    let mut peak = 0;
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(m) = peak_mib(pid) {
+            peak = peak.max(m);
+        }
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{}", p.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let written = writer.join().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(status.success(), "{status}: {}", p.stderr());
+    let out = p.stdout.lock().unwrap().clone();
+    eprintln!("streamed {} MiB through the FIFO; peak RSS {peak} MiB", written >> 20);
+    assert!(written > 256 << 20, "the stream was too short to show anything: {written} bytes\n{out}");
+    assert!(peak < 256, "peak RSS {peak} MiB reading an endless capture");
+    assert!(out.contains("every frame accounted for"), "{out}");
+}
