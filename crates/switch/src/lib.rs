@@ -62,6 +62,7 @@ pub mod designs;
 pub mod events;
 pub mod execute;
 pub mod expiry;
+pub mod fault;
 pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
@@ -354,8 +355,8 @@ impl Switch {
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
         let (manager, manager_inbox) = match publisher {
             Some(p) => {
-                let (m, inbox) =
-                    manager::Manager::spawn(p).map_err(|e| err(format!("starting the CFLOWS manager thread: {e}")))?;
+                let (m, inbox) = manager::Manager::spawn(p, stop.clone())
+                    .map_err(|e| err(format!("starting the CFLOWS manager thread: {e}")))?;
                 (Some(m), Some(inbox))
             }
             None => (None, None),
@@ -365,7 +366,7 @@ impl Switch {
         let mut handler = None;
         if handler_thread {
             let (replies, answers): (Vec<_>, Vec<_>) = (0..pmds).map(|_| mpsc::channel()).unzip();
-            let (h, to) = handler::Handler::spawn(table.clone(), replies)
+            let (h, to) = handler::Handler::spawn(table.clone(), replies, stop.clone())
                 .map_err(|e| err(format!("starting the handler thread: {e}")))?;
             for (link, from) in links.iter_mut().zip(answers) {
                 *link = Some(pmd::HandlerLink { to: to.clone(), from, cap: cfg.orig.upcall_queue });
@@ -398,9 +399,10 @@ impl Switch {
                 macs: macs.clone(),
                 packet_in: packet_in_tx.clone(),
             };
+            let pmd_stop = stop.clone();
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
-                .spawn(move || pmd::run(setup))
+                .spawn(move || fault::guard(&format!("PMD thread {i}"), &pmd_stop, || pmd::run(setup)))
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
             threads.push(t);
         }
