@@ -92,6 +92,14 @@ pub struct Args {
     controllers: Vec<String>,
     #[command(flatten)]
     tls: crate::switch_channel::TlsArgs,
+    /// The NORMAL action's MAC learning: seconds a station stays learned without sending (OVS's
+    /// mac-aging-time) [range: 1 ≤ x ≤ 86400].
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = crate::args::range::between(1u64, 86_400))]
+    mac_aging_time: u64,
+    /// The NORMAL action's MAC learning: stations learned at most, per (VLAN, address) (OVS's
+    /// mac-table-size) [range: 4 ≤ x ≤ 1048576].
+    #[arg(long, value_name = "N", default_value_t = rqvs_switch::normal::DEFAULT_SIZE, value_parser = crate::args::range::between(4usize, 1 << 20))]
+    mac_table_size: usize,
     /// With --openflow: connections served at once; another is closed at once and logged
     /// [range: 1 ≤ x ≤ 65536].
     #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
@@ -339,6 +347,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     cfg.hook = Some(hook);
     cfg.packet_in = channel_wanted;
     cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
+    cfg.mac_aging = Duration::from_secs(a.mac_aging_time);
+    cfg.mac_table_size = a.mac_table_size;
     let policed: Vec<String> = cfg
         .policing
         .iter()

@@ -232,9 +232,15 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
         "fdb/show" => {
             let entries = control.mac_entries();
             let mac = |m: &[u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
-            let mut text = String::from(" port  MAC\n");
-            entries.iter().for_each(|(m, p)| text += &format!("{p:>5}  {}\n", mac(m)));
-            let j: Vec<Value> = entries.iter().map(|(m, p)| json!({"port": p, "mac": mac(m)})).collect();
+            // As `ovs-appctl fdb/show` lays it out.
+            let mut text = String::from(" port  VLAN  MAC                Age\n");
+            for e in &entries {
+                text += &format!("{:>5}  {:>4}  {}  {:>3}\n", e.port, e.vlan, mac(&e.mac), e.age_s);
+            }
+            let j: Vec<Value> = entries
+                .iter()
+                .map(|e| json!({"port": e.port, "vlan": e.vlan, "mac": mac(&e.mac), "age": e.age_s}))
+                .collect();
             Reply::ok(text, json!(j))
         }
         "exit" => {

@@ -164,6 +164,10 @@ pub struct SwitchConfig {
     /// `ingress_policing_kpkts_rate`/`_burst` ([`rqvs_datapath::policer`]). Each PMD polls its
     /// own queue of a port with its own bucket, of the rate and burst divided by the PMDs.
     pub policing: Vec<Option<PolicerSpec>>,
+    /// The `NORMAL` action's MAC table: entries at most (OVS's `mac-table-size`) and how long an
+    /// idle station stays (OVS's `mac-aging-time`) ([`normal`]).
+    pub mac_table_size: usize,
+    pub mac_aging: std::time::Duration,
 }
 
 impl SwitchConfig {
@@ -186,6 +190,8 @@ impl SwitchConfig {
             input_loops: 1,
             packet_in: false,
             policing: Vec::new(),
+            mac_table_size: normal::DEFAULT_SIZE,
+            mac_aging: normal::DEFAULT_AGING,
         }
     }
 }
@@ -342,7 +348,7 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let macs = Arc::new(normal::MacTable::new());
+        let macs = Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging));
         let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
             let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
             (Some(t), Some(r))
@@ -1068,8 +1074,8 @@ impl Control {
         let _ = self.ask(PmdMsg::Sync);
     }
 
-    /// The `NORMAL` action's learned addresses, `(address, port)`.
-    pub fn mac_entries(&self) -> Vec<([u8; 6], u32)> {
+    /// The `NORMAL` action's learned stations that have not aged out.
+    pub fn mac_entries(&self) -> Vec<normal::MacEntry> {
         self.macs.entries()
     }
 
