@@ -22,6 +22,7 @@ mod plot;
 mod replay;
 mod report;
 mod switch;
+mod switch_channel;
 mod trace;
 mod train;
 

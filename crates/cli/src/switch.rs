@@ -77,16 +77,33 @@ pub struct Args {
     /// between batches, as OVS-DPDK's PMDs do).
     #[arg(long, value_enum, default_value = "handler")]
     upcalls: Upcalls,
-    /// OpenFlow 1.3/1.4 channel: listen on `ptcp:[IP:]PORT` (IP default 127.0.0.1) for
-    /// `ovs-ofctl` and controllers. With it the switch keeps running after its pcap-in ports
-    /// are done (until SIGINT/SIGTERM, `rqvs ctl exit` or --duration).
-    #[arg(long, value_name = "ptcp:[IP:]PORT")]
+    /// OpenFlow 1.3/1.4 channel: listen on `ptcp:[PORT][:IP]` (plain TCP) or `pssl:[PORT][:IP]`
+    /// (TLS: --private-key, --certificate, --ca-cert) for `ovs-ofctl` and controllers; IP
+    /// default 127.0.0.1, PORT 6653 (`ptcp:IP:PORT` works too). With it the switch keeps
+    /// running after its pcap-in ports are done (until SIGINT/SIGTERM, `rqvs ctl exit` or
+    /// --duration).
+    #[arg(long, value_name = "ptcp:|pssl:[PORT][:IP]")]
     openflow: Option<String>,
-    /// OpenFlow controller to connect to, `tcp:IP[:PORT]` (PORT default 6653); repeat for
-    /// several. The switch keeps reconnecting (backoff 1 s doubling to 8 s), probes an idle
-    /// connection with ECHO_REQUEST, sends table misses and `controller` actions as PACKET_IN.
-    #[arg(long = "controller", value_name = "tcp:IP[:PORT]")]
+    /// OpenFlow controller to connect to, `tcp:IP[:PORT]` or `ssl:IP[:PORT]` (TLS; PORT default
+    /// 6653); repeat for several. The switch keeps reconnecting (backoff 1 s doubling to 8 s),
+    /// probes an idle connection with ECHO_REQUEST, sends table misses and `controller` actions
+    /// as PACKET_IN.
+    #[arg(long = "controller", value_name = "tcp:|ssl:IP[:PORT]")]
     controllers: Vec<String>,
+    #[command(flatten)]
+    tls: crate::switch_channel::TlsArgs,
+    /// The NORMAL action's MAC learning: seconds a station stays learned without sending (OVS's
+    /// mac-aging-time) [range: 1 ≤ x ≤ 86400].
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = crate::args::range::between(1u64, 86_400))]
+    mac_aging_time: u64,
+    /// The NORMAL action's MAC learning: stations learned at most, per (VLAN, address) (OVS's
+    /// mac-table-size) [range: 4 ≤ x ≤ 1048576].
+    #[arg(long, value_name = "N", default_value_t = rqvs_switch::normal::DEFAULT_SIZE, value_parser = crate::args::range::between(4usize, 1 << 20))]
+    mac_table_size: usize,
+    /// With --openflow: connections served at once; another is closed at once and logged
+    /// [range: 1 ≤ x ≤ 65536].
+    #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
+    max_connections: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
     /// without a controller the flows are removed and the switch forwards as a MAC-learning
@@ -227,6 +244,12 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     for id in ["fail_mode", "inactivity_probe"] {
         g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
     }
+    a.tls.unused(g, any_tls_target(a))?;
+    g.refuse(
+        "max_connections",
+        a.openflow.is_none(),
+        "the passive OpenFlow listener's limit; used only with --openflow",
+    )?;
     for (id, what) in [
         ("mask_limit", "the mask limit"),
         ("mask_eviction", "the mask limit's policy"),
@@ -243,6 +266,11 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     policing(&a.ingress_policing, &port_args(a))?;
     let auto = a.auto.check()?;
     rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
+}
+
+/// Does an `ssl:` controller or a `pssl:` listener need the TLS options?
+fn any_tls_target(a: &Args) -> bool {
+    a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:")) || a.controllers.iter().any(|c| c.starts_with("ssl:"))
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
@@ -284,8 +312,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
     let metrics = a.metrics.as_deref().map(MetricsListener::bind).transpose()?;
     let metrics_addr = metrics.as_ref().and_then(MetricsListener::local_addr);
+    let tls = a.tls.load(any_tls_target(a))?;
     let of_listener = match &a.openflow {
-        Some(t) => Some(OpenflowListener::bind(openflow::parse_target(t)?)?),
+        Some(t) => Some(OpenflowListener::bind_target(&openflow::parse_target(t)?, tls.clone())?),
         None => None,
     };
     let controllers = a.controllers.iter().map(|c| openflow::parse_controller(c)).collect::<Result<Vec<_>, _>>()?;
@@ -294,6 +323,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
+    let of_tls = a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:"));
     let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
     if a.classifier == crate::args::CflowsClassifierArg::Tm
         && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
@@ -317,6 +347,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     cfg.hook = Some(hook);
     cfg.packet_in = channel_wanted;
     cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
+    cfg.mac_aging = Duration::from_secs(a.mac_aging_time);
+    cfg.mac_table_size = a.mac_table_size;
     let policed: Vec<String> = cfg
         .policing
         .iter()
@@ -345,6 +377,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         let cfg = ChannelConfig {
             listen: of_listener,
             controllers,
+            tls,
+            max_connections: a.max_connections,
             fail_mode: match a.fail_mode {
                 FailModeArg::Secure => FailMode::Secure,
                 FailModeArg::Standalone => FailMode::Standalone,
@@ -372,7 +406,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         a.pmds,
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
         a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
-            + &of_addr.map_or(String::new(), |s| format!("; OpenFlow ptcp:{s}"))
+            + &of_addr.map_or(String::new(), |s| format!("; OpenFlow {}:{s}", if of_tls { "pssl" } else { "ptcp" }))
             + &metrics_addr.map_or(String::new(), |s| format!("; metrics http://{s}/metrics"))
             + &if n_controllers > 0 {
                 format!("; {n_controllers} controller(s), fail mode {:?}", a.fail_mode).to_lowercase()
@@ -410,8 +444,9 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     out.line(report.format().trim_end_matches('\n'));
     if let Some(c) = &channel_stats {
         outln!(out,
-            "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times",
-            c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens
+            "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times; {} connections refused (--max-connections), {} dropped without a HELLO",
+            c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens,
+            c.connections_refused, c.hello_timeouts
         );
     }
     if let Some(d) = &out_dir {

@@ -416,6 +416,16 @@ const CASES: &[Case] = &[
     ),
     case("/dev/zero to trace", &["trace", "--rules", "/dev/zero", "tcp"], 1, "input limit of 256 MiB"),
     Case {
+        // Streamed, not read whole (issue 40): the header says it is no capture.
+        peak_mb: 256,
+        ..case(
+            "/dev/zero as a switch's pcap-in",
+            &["switch", "--port", "pcap-in:/dev/zero", "--port", "pcap-out:/dev/null"],
+            1,
+            "/dev/zero: not a pcap or pcapng capture",
+        )
+    },
+    Case {
         peak_mb: 1200,
         ..case(
             "wide ranges: trace --trace",

@@ -65,6 +65,7 @@ pub mod afxdp;
 mod error;
 mod frame;
 pub mod pcap;
+pub mod pcap_stream;
 mod port;
 mod ring;
 pub mod stats;

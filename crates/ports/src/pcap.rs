@@ -1,6 +1,8 @@
 //! `pcap-in:FILE` and `pcap-out:FILE`: offline ports, so a switch runs anywhere.
 //!
-//! **`pcap-in`** ([`crate::open_frames`] for frames already in memory) reads a whole capture at open — classic pcap (either byte order, micro- or
+//! **`pcap-in`** ([`crate::open_frames`] for frames already in memory) reads a whole capture at
+//! open when it is a regular file of at most [`crate::pcap_stream::IN_MEMORY_LIMIT`] (anything
+//! else is streamed through a bounded window: [`crate::pcap_stream`]) — classic pcap (either byte order, micro- or
 //! nanosecond) or pcapng (enhanced and simple packet blocks of Ethernet interfaces; packets of
 //! other link types are skipped) — and delivers its frames, as captured, in file order, as fast
 //! as they are polled ([`PcapConfig::loops`] times). With several queues, each frame goes to the
@@ -167,8 +169,14 @@ pub fn flow_hash(frame: &[u8]) -> u32 {
     mix(mix(0, a.min(b) ^ a.max(b).rotate_left(16)), ethertype as u32)
 }
 
-/// Loads a capture for a `pcap-in` port and splits it over `queues` queues.
+/// Opens a capture for a `pcap-in` port over `queues` queues: a regular file up to
+/// [`crate::pcap_stream::IN_MEMORY_LIMIT`] is loaded whole and split; anything else is streamed
+/// ([`crate::pcap_stream`]).
 pub(crate) fn open_in(path: &Path, queues: usize, cfg: &PcapConfig) -> Result<Vec<Rx>, PortError> {
+    if !crate::pcap_stream::in_memory(path) {
+        let streams = crate::pcap_stream::open(path, queues, cfg.loops)?;
+        return Ok(streams.into_iter().map(|s| Rx { stream: Some(s), ..Rx::empty() }).collect());
+    }
     let name = path.display().to_string();
     let bytes = std::fs::read(path)
         .map_err(|e| PortError::Pcap { path: name.clone(), message: format!("cannot read: {e}") })?;
@@ -201,6 +209,7 @@ fn split(frames: Frames, queues: usize, cfg: &PcapConfig) -> Vec<Rx> {
             loops_left: cfg.loops.max(1),
             bufs: (0..BATCH).map(|_| Vec::new()).collect(),
             finished: false,
+            stream: None,
         })
         .collect()
 }
@@ -213,10 +222,58 @@ pub(crate) struct Rx {
     loops_left: u64,
     bufs: Vec<Vec<u8>>,
     finished: bool,
+    /// A streamed input: its frames come from here, not `frames`.
+    stream: Option<crate::pcap_stream::StreamRx>,
 }
 
 impl Rx {
+    fn empty() -> Rx {
+        Rx {
+            frames: Arc::new(Frames { bytes: Vec::new(), ends: Vec::new() }),
+            mine: Vec::new(),
+            pos: 0,
+            loops_left: 1,
+            bufs: (0..BATCH).map(|_| Vec::new()).collect(),
+            finished: false,
+            stream: None,
+        }
+    }
+
+    /// A streamed queue's fill: what has arrived, never waiting.
+    fn fill_stream(&mut self, slots: &mut [Slot], shared: &PortShared) -> usize {
+        use crate::pcap_stream::Next;
+        let Some(stream) = self.stream.as_mut() else { return 0 };
+        let mut n = 0;
+        while n < slots.len() && !self.finished {
+            let frame = match stream.next() {
+                Next::Frame(f) => f,
+                Next::Empty => break,
+                Next::Failed(e) => {
+                    shared.error("reading the capture", &std::io::Error::other(e));
+                    continue;
+                }
+                Next::End => {
+                    self.finished = true;
+                    shared.input_finished();
+                    break;
+                }
+            };
+            let buf = &mut self.bufs[n];
+            let need = HEADROOM + frame.len() + TAILROOM;
+            if buf.len() < need {
+                buf.resize(need, 0);
+            }
+            buf[HEADROOM..HEADROOM + frame.len()].copy_from_slice(frame);
+            slots[n] = Slot::over(buf, HEADROOM, frame.len());
+            n += 1;
+        }
+        n
+    }
+
     pub(crate) fn fill(&mut self, slots: &mut [Slot], shared: &PortShared) -> usize {
+        if self.stream.is_some() {
+            return self.fill_stream(slots, shared);
+        }
         let mut n = 0;
         while n < slots.len() && !self.finished {
             if self.pos == self.mine.len() {

@@ -97,6 +97,13 @@ impl Listener {
         }
         let listener =
             UnixListener::bind(path).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        // Owner only (0600): the socket changes flows and stops the switch. (Between bind and
+        // this, the umask's mode — 0755 with the usual 022 — already refuses other users'
+        // connects: connecting needs write permission.)
+        if let Err(e) = std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)) {
+            let _ = std::fs::remove_file(path);
+            return Err(Error(format!("control socket {}: making it owner-only (0600): {e}", path.display())));
+        }
         listener.set_nonblocking(true).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
         Ok(Listener { listener, path: path.to_path_buf() })
     }
@@ -225,9 +232,15 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
         "fdb/show" => {
             let entries = control.mac_entries();
             let mac = |m: &[u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
-            let mut text = String::from(" port  MAC\n");
-            entries.iter().for_each(|(m, p)| text += &format!("{p:>5}  {}\n", mac(m)));
-            let j: Vec<Value> = entries.iter().map(|(m, p)| json!({"port": p, "mac": mac(m)})).collect();
+            // As `ovs-appctl fdb/show` lays it out.
+            let mut text = String::from(" port  VLAN  MAC                Age\n");
+            for e in &entries {
+                text += &format!("{:>5}  {:>4}  {}  {:>3}\n", e.port, e.vlan, mac(&e.mac), e.age_s);
+            }
+            let j: Vec<Value> = entries
+                .iter()
+                .map(|e| json!({"port": e.port, "vlan": e.vlan, "mac": mac(&e.mac), "age": e.age_s}))
+                .collect();
             Reply::ok(text, json!(j))
         }
         "exit" => {

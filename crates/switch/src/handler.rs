@@ -70,15 +70,18 @@ pub struct Handler {
 impl Handler {
     /// Starts the handler over `table`, answering PMD `i` on `replies[i]`. Returns it and the
     /// sending side of its queue (one clone per PMD); it ends when every sender is gone.
+    /// A panic in it stops the switch (`stop`, [`crate::fault::guard`]).
     pub fn spawn(
         table: OfprotoTable,
         replies: Vec<Sender<UpcallBatch>>,
+        stop: Arc<std::sync::atomic::AtomicBool>,
     ) -> std::io::Result<(Handler, SyncSender<UpcallBatch>)> {
         let (send, recv) = std::sync::mpsc::sync_channel(HANDLER_QUEUE);
         let stats = Arc::new(HandlerStats::default());
         let s = stats.clone();
-        let thread =
-            std::thread::Builder::new().name("handler".into()).spawn(move || serve(&table, &recv, &replies, &s))?;
+        let thread = std::thread::Builder::new()
+            .name("handler".into())
+            .spawn(move || crate::fault::guard("the handler thread", &stop, || serve(&table, &recv, &replies, &s)))?;
         Ok((Handler { thread, stats }, send))
     }
 
@@ -89,7 +92,11 @@ impl Handler {
 }
 
 fn serve(table: &OfprotoTable, recv: &Receiver<UpcallBatch>, replies: &[Sender<UpcallBatch>], stats: &HandlerStats) {
+    let test_panic = crate::fault::test_panic("handler");
     while let Ok(mut b) = recv.recv() {
+        if test_panic {
+            panic!("RQVS_TEST_PANIC=handler: the handler's test panic");
+        }
         let t0 = Instant::now();
         {
             let t = table.read();

@@ -62,6 +62,7 @@ pub mod designs;
 pub mod events;
 pub mod execute;
 pub mod expiry;
+pub mod fault;
 pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
@@ -163,6 +164,10 @@ pub struct SwitchConfig {
     /// `ingress_policing_kpkts_rate`/`_burst` ([`rqvs_datapath::policer`]). Each PMD polls its
     /// own queue of a port with its own bucket, of the rate and burst divided by the PMDs.
     pub policing: Vec<Option<PolicerSpec>>,
+    /// The `NORMAL` action's MAC table: entries at most (OVS's `mac-table-size`) and how long an
+    /// idle station stays (OVS's `mac-aging-time`) ([`normal`]).
+    pub mac_table_size: usize,
+    pub mac_aging: std::time::Duration,
 }
 
 impl SwitchConfig {
@@ -185,6 +190,8 @@ impl SwitchConfig {
             input_loops: 1,
             packet_in: false,
             policing: Vec::new(),
+            mac_table_size: normal::DEFAULT_SIZE,
+            mac_aging: normal::DEFAULT_AGING,
         }
     }
 }
@@ -341,7 +348,7 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let macs = Arc::new(normal::MacTable::new());
+        let macs = Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging));
         let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
             let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
             (Some(t), Some(r))
@@ -354,8 +361,8 @@ impl Switch {
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
         let (manager, manager_inbox) = match publisher {
             Some(p) => {
-                let (m, inbox) =
-                    manager::Manager::spawn(p).map_err(|e| err(format!("starting the CFLOWS manager thread: {e}")))?;
+                let (m, inbox) = manager::Manager::spawn(p, stop.clone())
+                    .map_err(|e| err(format!("starting the CFLOWS manager thread: {e}")))?;
                 (Some(m), Some(inbox))
             }
             None => (None, None),
@@ -365,7 +372,7 @@ impl Switch {
         let mut handler = None;
         if handler_thread {
             let (replies, answers): (Vec<_>, Vec<_>) = (0..pmds).map(|_| mpsc::channel()).unzip();
-            let (h, to) = handler::Handler::spawn(table.clone(), replies)
+            let (h, to) = handler::Handler::spawn(table.clone(), replies, stop.clone())
                 .map_err(|e| err(format!("starting the handler thread: {e}")))?;
             for (link, from) in links.iter_mut().zip(answers) {
                 *link = Some(pmd::HandlerLink { to: to.clone(), from, cap: cfg.orig.upcall_queue });
@@ -398,9 +405,10 @@ impl Switch {
                 macs: macs.clone(),
                 packet_in: packet_in_tx.clone(),
             };
+            let pmd_stop = stop.clone();
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
-                .spawn(move || pmd::run(setup))
+                .spawn(move || fault::guard(&format!("PMD thread {i}"), &pmd_stop, || pmd::run(setup)))
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
             threads.push(t);
         }
@@ -1066,8 +1074,8 @@ impl Control {
         let _ = self.ask(PmdMsg::Sync);
     }
 
-    /// The `NORMAL` action's learned addresses, `(address, port)`.
-    pub fn mac_entries(&self) -> Vec<([u8; 6], u32)> {
+    /// The `NORMAL` action's learned stations that have not aged out.
+    pub fn mac_entries(&self) -> Vec<normal::MacEntry> {
         self.macs.entries()
     }
 

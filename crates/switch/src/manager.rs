@@ -28,10 +28,15 @@ pub struct Manager {
 
 impl Manager {
     /// Starts the manager over `publisher`; it ends when every sender of its queue is gone.
-    pub fn spawn(mut publisher: CflowsPublisher) -> std::io::Result<(Manager, Sender<ManagerMsg>)> {
+    /// A panic in it stops the switch (`stop`, [`crate::fault::guard`]).
+    pub fn spawn(
+        mut publisher: CflowsPublisher,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::io::Result<(Manager, Sender<ManagerMsg>)> {
         let (send, recv) = mpsc::channel();
-        let thread =
-            std::thread::Builder::new().name("cflows-manager".into()).spawn(move || serve(&mut publisher, &recv))?;
+        let thread = std::thread::Builder::new()
+            .name("cflows-manager".into())
+            .spawn(move || crate::fault::guard("the CFLOWS manager thread", &stop, || serve(&mut publisher, &recv)))?;
         Ok((Manager { thread }, send))
     }
 

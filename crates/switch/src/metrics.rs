@@ -26,9 +26,12 @@
 //! scraper's rates stay right). `rqvs_pmd_subtables_per_megaflow_hit` is the average since the
 //! start; a rate is `rate(…subtable_lookups_total) / rate(…megaflow_hits_total)`.
 //!
-//! The server is one thread answering one connection at a time, each with a 5 s timeout and a
-//! request head of at most 8 KiB: a scraper that hangs or sends garbage gets an error status (or
-//! nothing) and is forgotten; nothing it sends can stop the switch.
+//! The server answers each connection on a thread of its own, [`MAX_CLIENTS`] at once (one more
+//! is answered `503 Service Unavailable` and closed at once); each connection has 5 s in all to
+//! send its request head (at most 8 KiB) and 5 s for each write of the answer: a scraper that
+//! stalls, trickles bytes or sends garbage holds only its own thread, gets an error status (or
+//! nothing) and is forgotten, and the next scrape is answered at once; nothing a client sends can
+//! stop the switch.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -44,6 +47,8 @@ pub type ChannelSource = Arc<dyn Fn() -> ChannelStats + Send + Sync>;
 
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_HEAD: usize = 8 << 10;
+/// Connections served at once.
+pub const MAX_CLIENTS: usize = 16;
 
 /// The bound endpoint.
 pub struct MetricsListener {
@@ -65,13 +70,45 @@ impl MetricsListener {
         self.listener.local_addr().ok()
     }
 
-    /// Serves scrapes until the switch is asked to stop (polling every 20 ms).
+    /// Serves scrapes until the switch is asked to stop (polling every 20 ms), each connection
+    /// on its own thread ([`MAX_CLIENTS`] at once). At the stop, waits up to a second for the
+    /// connections being answered (a stalled one ends by its own timeout).
     pub fn serve(&self, control: &Arc<Control>, channel: Option<ChannelSource>) {
+        let mut clients: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        let mut refused_logged = false;
         while !control.stop_requested() {
             match self.listener.accept() {
-                Ok((stream, _)) => serve_one(stream, control, channel.as_ref()),
+                Ok((mut stream, peer)) => {
+                    clients.retain(|t| !t.is_finished());
+                    if clients.len() >= MAX_CLIENTS {
+                        if !refused_logged {
+                            eprintln!("rqvs switch: metrics {peer}: {MAX_CLIENTS} scrapes in progress: answered 503 (logged once)");
+                            refused_logged = true;
+                        }
+                        let _ = stream.set_nonblocking(true);
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                        continue;
+                    }
+                    let (c, ch) = (control.clone(), channel.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("metrics-client".into())
+                        .spawn(move || serve_one(stream, &c, ch.as_ref()));
+                    match spawned {
+                        Ok(t) => clients.push(t),
+                        Err(e) => eprintln!("rqvs switch: metrics {peer}: no thread for it: {e}"),
+                    }
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
+        }
+        let until = std::time::Instant::now() + Duration::from_secs(1);
+        while clients.iter().any(|t| !t.is_finished()) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for t in clients.into_iter().filter(|t| t.is_finished()) {
+            let _ = t.join();
         }
     }
 }
@@ -89,12 +126,19 @@ fn serve_one(mut stream: TcpStream, control: &Arc<Control>, channel: Option<&Cha
     let _ = stream.write_all(reply.as_bytes());
 }
 
-/// The request head (up to the blank line), or `None` when the client hung up, timed out or
-/// sent more than [`MAX_HEAD`] bytes without one.
+/// The request head (up to the blank line), or `None` when the client hung up, took more than
+/// [`IO_TIMEOUT`] in all, or sent more than [`MAX_HEAD`] bytes without one.
 fn read_head(stream: &mut TcpStream) -> Option<String> {
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        // A trickle of bytes does not extend the time: the head's deadline is for all of it.
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let _ = stream.set_read_timeout(Some(left));
         if buf.len() > MAX_HEAD {
             let _ = stream.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n");
             // Closing with unread bytes would reset the connection before the client reads the

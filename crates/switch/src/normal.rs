@@ -14,21 +14,27 @@
 //! `NORMAL` is what the fail-open rule of `--fail-mode standalone` runs
 //! ([`crate::openflow`]), and flows may use it (`actions=NORMAL`).
 //!
-//! **The MAC table** is shared by every PMD thread (the two directions of a conversation may
-//! be on different PMDs) without a lock: [`SLOTS`] 64-bit atomic slots, 4-way buckets chosen by
-//! a hash of the address, each slot holding a 48-bit address and a 16-bit port in one word (so a
-//! reader never sees half of an entry). Learning writes a slot only when the entry is new or its
-//! port changed. A full bucket evicts one of its entries (chosen by the address); two PMDs
-//! learning into one empty slot at once keep one of the two, and the other is learned again by
-//! its next frame. Differences from OVS: entries do not age out (OVS: 300 s idle) — a moved
-//! station is relearned by its next frame, an evicted one is flooded to until then; and the
-//! table is keyed by address only, not by (VLAN, address): rqvs ports have no VLAN
-//! configuration, and frames keep their tags.
+//! **The MAC table** (OVS's `mac_learning`) is keyed by (VLAN, address), as OVS learns per VLAN:
+//! the VLAN is the frame's first 802.1Q/802.1ad tag's VID, 0 when untagged, and a destination
+//! is looked up in the frame's own VLAN (the same address on two VLANs is two stations). It is
+//! shared by every PMD thread (the two directions of a conversation may be on different PMDs):
+//! [`MacTable::capacity`] entries (`--mac-table-size`, OVS's `mac-table-size`, default
+//! [`DEFAULT_SIZE`]) in 4-way buckets chosen by a hash of the key, each bucket behind its own
+//! small lock (held for a few loads and stores). An entry ages out after
+//! [`MacTable::aging`] without a frame from its station (`--mac-aging-time`, OVS's
+//! `mac-aging-time`, default [`DEFAULT_AGING`]): an aged station is flooded to again until it
+//! sends. A full bucket replaces its least recently seen entry (OVS evicts the least recently
+//! used). Differences from OVS: ports carry every VLAN (no access ports, no per-port VLAN sets),
+//! and aging is checked when an entry is read (a lookup, `fdb/show`), not by a periodic sweep —
+//! the forwarding is the same; and OVS clamps the aging time to at least 15 s, rqvs takes 1 s.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-/// Entries the MAC table holds at most.
-pub const SLOTS: usize = 8192;
+/// OVS's default `mac-table-size`.
+pub const DEFAULT_SIZE: usize = 8192;
+/// OVS's default `mac-aging-time`.
+pub const DEFAULT_AGING: Duration = Duration::from_secs(300);
 const WAYS: usize = 4;
 
 /// What `NORMAL` does with one frame.
@@ -42,9 +48,32 @@ pub enum Forward {
     Flood,
 }
 
+/// One learned station.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    /// `vlan << 48 | address`; 0: empty (the all-zero address is never learned: not unicast
+    /// from a real station, and multicast sources are not learned either).
+    key: u64,
+    port: u32,
+    /// Milliseconds since the table's start when its station was last seen.
+    seen_ms: u64,
+}
+
+/// One learned entry as [`MacTable::entries`] lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MacEntry {
+    pub vlan: u16,
+    pub mac: [u8; 6],
+    pub port: u32,
+    /// Seconds since its station was last seen.
+    pub age_s: u64,
+}
+
 /// The shared MAC-learning table (module docs).
 pub struct MacTable {
-    slots: Box<[AtomicU64]>,
+    buckets: Box<[Mutex<[Entry; WAYS]>]>,
+    aging: Duration,
+    start: Instant,
 }
 
 impl Default for MacTable {
@@ -57,11 +86,6 @@ fn mac48(mac: &[u8; 6]) -> u64 {
     mac.iter().fold(0u64, |a, &b| a << 8 | u64::from(b))
 }
 
-fn bucket(m: u64) -> usize {
-    let h = m.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    ((h >> 32) as usize % (SLOTS / WAYS)) * WAYS
-}
-
 fn is_multicast(mac: &[u8; 6]) -> bool {
     mac[0] & 1 != 0
 }
@@ -71,79 +95,120 @@ fn is_reserved(mac: &[u8; 6]) -> bool {
     mac[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && mac[5] & 0xf0 == 0
 }
 
+/// The VID of the frame's first VLAN tag (802.1Q 0x8100 or 802.1ad 0x88a8), 0 when untagged.
+pub fn vlan_of(frame: &[u8]) -> u16 {
+    match frame.get(12..16) {
+        Some([0x81, 0x00, hi, lo]) | Some([0x88, 0xa8, hi, lo]) => u16::from_be_bytes([*hi, *lo]) & 0x0fff,
+        _ => 0,
+    }
+}
+
 impl MacTable {
+    /// OVS's defaults: 8,192 entries, 300 s aging.
     pub fn new() -> MacTable {
-        MacTable { slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect() }
+        MacTable::with(DEFAULT_SIZE, DEFAULT_AGING)
     }
 
-    /// Learns `mac` on `port` (1..=0xfeff; anything else, and multicast addresses, are not
-    /// learned).
-    pub fn learn(&self, mac: &[u8; 6], port: u32) {
-        if is_multicast(mac) || !(1..=0xfeff).contains(&port) {
+    /// A table of at least `size` entries (rounded up to whole buckets of 4; at least one) whose
+    /// entries age out after `aging`.
+    pub fn with(size: usize, aging: Duration) -> MacTable {
+        let buckets = size.div_ceil(WAYS).max(1);
+        MacTable {
+            buckets: (0..buckets).map(|_| Mutex::new([Entry::default(); WAYS])).collect(),
+            aging,
+            start: Instant::now(),
+        }
+    }
+
+    /// Entries the table holds at most.
+    pub fn capacity(&self) -> usize {
+        self.buckets.len() * WAYS
+    }
+
+    /// How long an entry lives without a frame from its station.
+    pub fn aging(&self) -> Duration {
+        self.aging
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn live(&self, e: &Entry, now: u64) -> bool {
+        e.key != 0 && u128::from(now.saturating_sub(e.seen_ms)) < self.aging.as_millis()
+    }
+
+    fn bucket(&self, key: u64) -> std::sync::MutexGuard<'_, [Entry; WAYS]> {
+        let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let b = &self.buckets[(h >> 32) as usize % self.buckets.len()];
+        b.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Learns `mac` on `port` in `vlan` (ports 1..=0xfeff; anything else, and multicast
+    /// addresses, are not learned); refreshes its age.
+    pub fn learn(&self, vlan: u16, mac: &[u8; 6], port: u32) {
+        if is_multicast(mac) || !(1..=0xfeff).contains(&port) || *mac == [0; 6] {
             return;
         }
-        let m = mac48(mac);
-        let entry = m << 16 | u64::from(port);
-        let b = bucket(m);
-        let mut empty = None;
-        for s in &self.slots[b..b + WAYS] {
-            let e = s.load(Ordering::Relaxed);
-            if e != 0 && e >> 16 == m {
-                if e != entry {
-                    s.store(entry, Ordering::Relaxed);
-                }
-                return;
-            }
-            if e == 0 && empty.is_none() {
-                empty = Some(s);
+        let key = u64::from(vlan & 0x0fff) << 48 | mac48(mac);
+        let now = self.now_ms();
+        let mut b = self.bucket(key);
+        if let Some(e) = b.iter_mut().find(|e| e.key == key) {
+            (e.port, e.seen_ms) = (port, now);
+            return;
+        }
+        // An empty or aged slot, else the least recently seen.
+        let slot = match b.iter().position(|e| !self.live(e, now)) {
+            Some(i) => i,
+            None => (0..WAYS).min_by_key(|&i| b[i].seen_ms).unwrap_or(0),
+        };
+        b[slot] = Entry { key, port, seen_ms: now };
+    }
+
+    /// The port `mac` was learned on in `vlan`, unless it aged out.
+    pub fn lookup(&self, vlan: u16, mac: &[u8; 6]) -> Option<u32> {
+        let key = u64::from(vlan & 0x0fff) << 48 | mac48(mac);
+        let now = self.now_ms();
+        let b = self.bucket(key);
+        b.iter().find(|e| e.key == key && self.live(e, now)).map(|e| e.port)
+    }
+
+    /// The live entries, sorted by VLAN and address (for `fdb/show`).
+    pub fn entries(&self) -> Vec<MacEntry> {
+        let now = self.now_ms();
+        let mut v = Vec::new();
+        for b in self.buckets.iter() {
+            let b = b.lock().unwrap_or_else(|e| e.into_inner());
+            for e in b.iter().filter(|e| self.live(e, now)) {
+                let m = e.key.to_be_bytes();
+                v.push(MacEntry {
+                    vlan: (e.key >> 48) as u16,
+                    mac: [m[2], m[3], m[4], m[5], m[6], m[7]],
+                    port: e.port,
+                    age_s: now.saturating_sub(e.seen_ms) / 1000,
+                });
             }
         }
-        let victim = empty.unwrap_or(&self.slots[b + (m as usize >> 7) % WAYS]);
-        victim.store(entry, Ordering::Relaxed);
-    }
-
-    /// The port `mac` was learned on.
-    pub fn lookup(&self, mac: &[u8; 6]) -> Option<u32> {
-        let m = mac48(mac);
-        let b = bucket(m);
-        self.slots[b..b + WAYS]
-            .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .find(|&e| e != 0 && e >> 16 == m)
-            .map(|e| (e & 0xffff) as u32)
-    }
-
-    /// Learned entries, `(address, port)` (for `fdb/show`).
-    pub fn entries(&self) -> Vec<([u8; 6], u32)> {
-        let mut v: Vec<([u8; 6], u32)> = self
-            .slots
-            .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .filter(|&e| e != 0)
-            .map(|e| {
-                let b = (e >> 16).to_be_bytes();
-                ([b[2], b[3], b[4], b[5], b[6], b[7]], (e & 0xffff) as u32)
-            })
-            .collect();
-        v.sort_unstable();
+        v.sort_unstable_by_key(|e| (e.vlan, e.mac));
         v
     }
 
-    /// `NORMAL` for a frame from `in_port` (module docs): learns its source, says where it goes.
-    /// A frame shorter than two addresses is dropped.
+    /// `NORMAL` for a frame from `in_port` (module docs): learns its source in its VLAN, says
+    /// where it goes. A frame shorter than two addresses is dropped.
     pub fn forward(&self, frame: &[u8], in_port: u32) -> Forward {
         let (Some(dst), Some(src)) = (frame.first_chunk::<6>(), frame.get(6..12).and_then(|s| s.first_chunk::<6>()))
         else {
             return Forward::Drop;
         };
-        self.learn(src, in_port);
+        let vlan = vlan_of(frame);
+        self.learn(vlan, src, in_port);
         if is_reserved(dst) {
             return Forward::Drop;
         }
         if is_multicast(dst) {
             return Forward::Flood;
         }
-        match self.lookup(dst) {
+        match self.lookup(vlan, dst) {
             Some(p) if p == in_port => Forward::Drop,
             Some(p) => Forward::Port(p),
             None => Forward::Flood,
@@ -170,41 +235,107 @@ mod tests {
     fn learns_floods_forwards_and_follows_moves() {
         let t = MacTable::new();
         assert_eq!(t.forward(&frame(B, A), 1), Forward::Flood, "B unknown");
-        assert_eq!(t.lookup(&A), Some(1));
+        assert_eq!(t.lookup(0, &A), Some(1));
         assert_eq!(t.forward(&frame(A, B), 2), Forward::Port(1), "A learned on 1");
         assert_eq!(t.forward(&frame(B, A), 1), Forward::Port(2));
         assert_eq!(t.forward(&frame(BCAST, A), 1), Forward::Flood, "broadcast");
         assert_eq!(t.forward(&frame([0x01, 0x80, 0xc2, 0, 0, 0], A), 1), Forward::Drop, "STP");
         assert_eq!(t.forward(&frame(B, A), 2), Forward::Drop, "B is on the input port");
-        assert_eq!(t.lookup(&A), Some(2), "A moved to 2");
+        assert_eq!(t.lookup(0, &A), Some(2), "A moved to 2");
         assert_eq!(t.forward(&frame(A, BCAST), 3), Forward::Port(2), "a multicast source is not learned");
-        assert_eq!(t.lookup(&BCAST), None);
+        assert_eq!(t.lookup(0, &BCAST), None);
         assert_eq!(t.forward(&frame(A, B), 0xfffd), Forward::Port(2), "from the controller: nothing learned");
-        assert_eq!(t.lookup(&B), Some(2));
+        assert_eq!(t.lookup(0, &B), Some(2));
         assert_eq!(t.forward(&[1, 2, 3], 1), Forward::Drop, "too short");
-        assert_eq!(t.entries(), vec![(A, 2), (B, 2)]);
+        let e: Vec<(u16, [u8; 6], u32)> = t.entries().iter().map(|e| (e.vlan, e.mac, e.port)).collect();
+        assert_eq!(e, vec![(0, A, 2), (0, B, 2)]);
     }
 
     #[test]
-    fn a_full_bucket_evicts_and_every_entry_reads_back_whole() {
+    fn a_full_table_keeps_its_size_and_every_entry_reads_back_whole() {
         let t = MacTable::new();
-        let macs: Vec<[u8; 6]> =
-            (0..3 * SLOTS as u32).map(|i| [2, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]).collect();
+        let n = 3 * t.capacity() as u32;
+        let macs: Vec<[u8; 6]> = (0..n).map(|i| [2, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]).collect();
         std::thread::scope(|s| {
             for part in macs.chunks(macs.len() / 2) {
                 s.spawn(|| {
                     for (i, m) in part.iter().enumerate() {
-                        t.learn(m, 1 + (i as u32 % 7));
+                        t.learn(0, m, 1 + (i as u32 % 7));
                     }
                 });
             }
         });
         let got = t.entries();
-        assert!(got.len() <= SLOTS && got.len() > SLOTS / 2, "{}", got.len());
-        for (m, p) in got {
-            let i = macs.iter().position(|x| *x == m).expect("an address that was learned");
+        assert!(got.len() <= DEFAULT_SIZE && got.len() > DEFAULT_SIZE / 2, "{}", got.len());
+        for e in got {
+            let i = macs.iter().position(|x| *x == e.mac).expect("an address that was learned");
             let part = i % (macs.len() / 2);
-            assert_eq!(p, 1 + (part as u32 % 7), "entry {m:?} kept its own port");
+            assert_eq!(e.port, 1 + (part as u32 % 7), "entry {:?} kept its own port", e.mac);
+        }
+        assert_eq!(MacTable::with(10, DEFAULT_AGING).capacity(), 12, "whole buckets");
+    }
+
+    fn tagged(dst: [u8; 6], src: [u8; 6], vid: u16) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&vid.to_be_bytes());
+        f.extend_from_slice(&[0x08, 0x00]);
+        f
+    }
+
+    #[test]
+    fn one_address_on_two_vlans_is_two_stations() {
+        let t = MacTable::new();
+        assert_eq!(vlan_of(&tagged(B, A, 10)), 10);
+        assert_eq!(vlan_of(&frame(B, A)), 0);
+        // A on VLAN 10 at port 1, on VLAN 20 at port 3.
+        assert_eq!(t.forward(&tagged(B, A, 10), 1), Forward::Flood);
+        assert_eq!(t.forward(&tagged(B, A, 20), 3), Forward::Flood);
+        assert_eq!(t.lookup(10, &A), Some(1));
+        assert_eq!(t.lookup(20, &A), Some(3));
+        assert_eq!(t.lookup(0, &A), None, "not learned untagged");
+        assert_eq!(t.forward(&tagged(A, B, 10), 2), Forward::Port(1));
+        assert_eq!(t.forward(&tagged(A, B, 20), 2), Forward::Port(3));
+        assert_eq!(t.forward(&tagged(A, B, 30), 2), Forward::Flood, "unknown in VLAN 30");
+        let vlans: Vec<(u16, [u8; 6])> = t.entries().iter().map(|e| (e.vlan, e.mac)).collect();
+        assert_eq!(vlans, vec![(10, A), (10, B), (20, A), (20, B), (30, B)]);
+    }
+
+    #[test]
+    fn an_idle_station_ages_out_and_is_flooded_to_again() {
+        let t = MacTable::with(DEFAULT_SIZE, Duration::from_millis(300));
+        assert_eq!(t.forward(&frame(B, A), 1), Forward::Flood);
+        assert_eq!(t.forward(&frame(A, B), 2), Forward::Port(1));
+        // B keeps sending, A stays silent past the aging time.
+        for _ in 0..4 {
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(t.forward(&frame(BCAST, B), 2), Forward::Flood);
+        }
+        assert_eq!(t.lookup(0, &A), None, "A aged out");
+        assert_eq!(t.lookup(0, &B), Some(2), "B refreshed by its frames");
+        assert_eq!(t.forward(&frame(A, B), 2), Forward::Flood, "A flooded to again");
+        assert!(t.entries().iter().all(|e| e.mac != A), "fdb/show no longer lists A");
+        // A speaks: learned again.
+        assert_eq!(t.forward(&frame(B, A), 1), Forward::Port(2));
+        assert_eq!(t.forward(&frame(A, B), 2), Forward::Port(1));
+    }
+
+    #[test]
+    fn a_full_bucket_replaces_its_least_recently_seen() {
+        // One bucket of 4.
+        let t = MacTable::with(4, DEFAULT_AGING);
+        let m = |i: u8| [2, 0, 0, 0, 0, i];
+        for i in 1..=4 {
+            t.learn(0, &m(i), u32::from(i));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        t.learn(0, &m(1), 1); // 1 seen again: 2 is now the least recent
+        std::thread::sleep(Duration::from_millis(2));
+        t.learn(0, &m(5), 5);
+        assert_eq!(t.lookup(0, &m(2)), None);
+        for i in [1, 3, 4, 5] {
+            assert_eq!(t.lookup(0, &m(i)), Some(u32::from(i)));
         }
     }
 }

@@ -156,6 +156,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut idle_polls = 0u32;
     let mut switches_logged = 0u64;
     let ports = s.rx.len();
+    let test_panic = s.index == 0 && crate::fault::test_panic("pmd");
     let mut up = Inflight {
         revalidations: Vec::new(),
         changed: Vec::new(),
@@ -181,6 +182,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             let n_frames = batch.len();
             if n_frames == 0 {
                 continue;
+            }
+            if test_panic {
+                panic!("RQVS_TEST_PANIC=pmd: PMD 0's test panic");
             }
             let busy = Instant::now();
             got += n_frames;

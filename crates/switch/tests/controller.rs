@@ -490,7 +490,7 @@ fn controller_connection_probe_backoff_and_restart() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let mut cfg = channel_config();
-    cfg.controllers = vec![addr];
+    cfg.controllers = vec![addr.into()];
     cfg.fail_mode = FailMode::Secure;
     cfg.inactivity_probe = Duration::from_secs(1);
     cfg.max_backoff = Duration::from_secs(4);
@@ -555,7 +555,7 @@ fn fail_modes_without_a_controller() {
     let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let cfg = |mode| {
         let mut c = channel_config();
-        c.controllers = vec![addr];
+        c.controllers = vec![addr.into()];
         c.fail_mode = mode;
         c.inactivity_probe = Duration::from_millis(300);
         c.max_backoff = Duration::from_secs(1);
@@ -612,7 +612,8 @@ fn fail_modes_without_a_controller() {
     assert_eq!(rig.arrivals(), vec![vec![udp(b, a, 9, 60)], vec![], vec![]], "to the learned port");
     rig.inject(3, &udp(c, b, 9, 60));
     assert_eq!(rig.arrivals(), vec![vec![], vec![udp(c, b, 9, 60)], vec![]], "to the learned port");
-    assert_eq!(rig.control.mac_entries(), vec![(a, 1), (b, 2), (c, 3)]);
+    let learned: Vec<([u8; 6], u32)> = rig.control.mac_entries().iter().map(|e| (e.mac, e.port)).collect();
+    assert_eq!(learned, vec![(a, 1), (b, 2), (c, 3)]);
     // A controller comes: once it is admitted (a message past the handshake), fail-open ends
     // and its flows decide.
     let l = TcpListener::bind(addr).unwrap();

@@ -25,6 +25,7 @@ use rqvs_openflow::port::Port;
 use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
+use super::transport::{Halves, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
@@ -58,34 +59,46 @@ pub(crate) enum Kind {
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
 /// the switch stops): registers it with the hub, starts its writer thread, reads and handles
 /// messages; then unregisters it and waits for the writer.
-pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(READ_TICK));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-    let writer_stream = match stream.try_clone() {
+pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind) {
+    let socket = stream.socket();
+    let _ = socket.set_nonblocking(false);
+    let _ = socket.set_nodelay(true);
+    let _ = socket.set_read_timeout(Some(READ_TICK));
+    let _ = socket.set_write_timeout(Some(Duration::from_secs(10)));
+    let scheme = stream.scheme();
+    let (out, queue) = mpsc::sync_channel(WRITE_QUEUE);
+    let Halves { reader, writer: writer_half, socket } = match stream.split(out.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("rqvs switch: openflow {peer}: {e}");
+            return;
+        }
+    };
+    let name = match kind {
+        Kind::Passive if scheme == "tcp" => peer.to_string(),
+        Kind::Passive => format!("{scheme}:{peer}"),
+        Kind::Active { .. } => format!("controller {scheme}:{peer}"),
+    };
+    let closer = match socket.try_clone() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("rqvs switch: openflow {peer}: {e}");
             return;
         }
     };
-    let (out, queue) = mpsc::sync_channel(WRITE_QUEUE);
-    let name = match kind {
-        Kind::Passive => peer.to_string(),
-        Kind::Active { .. } => format!("controller tcp:{peer}"),
+    let writer = match std::thread::Builder::new()
+        .name("of-writer".into())
+        .spawn(move || write_all(writer_half, closer, &queue))
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
+            return;
+        }
     };
-    let writer =
-        match std::thread::Builder::new().name("of-writer".into()).spawn(move || write_all(writer_stream, &queue)) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
-                return;
-            }
-        };
     let me = hub.register(name.clone(), matches!(kind, Kind::Active { .. }), out.clone());
     let mut c = Connection {
-        stream,
+        stream: reader,
         name,
         hub: hub.clone(),
         me: me.clone(),
@@ -108,21 +121,31 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
     // The writer ends once every sender is gone (the connection's, the hub's entry) and it has
     // written what was queued — a last ERROR (HELLO_FAILED, BAD_LEN) reaches the peer before the
     // close. When the switch stops, the socket is shut down first: a write blocked on a dead
-    // peer fails at once.
+    // peer fails at once. (The reader goes too: a TLS reader holds the queue to wake the writer.)
     let Connection { stream, out, me: entry, .. } = c;
-    drop((out, entry, me));
+    drop((stream, out, entry, me));
     if hub.control.stop_requested() {
-        let _ = stream.shutdown(Shutdown::Both);
+        let _ = socket.shutdown(Shutdown::Both);
     }
     let _ = writer.join();
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = socket.shutdown(Shutdown::Both);
 }
 
-/// The writer thread: writes queued messages in order until the queue closes or a write fails.
-fn write_all(mut stream: TcpStream, queue: &Receiver<Vec<u8>>) {
+/// The writer thread: writes queued messages in order until the queue closes or a write fails;
+/// flushes (TLS: encrypts and sends) whenever the queue is empty. An empty message only flushes
+/// (a TLS reader's wake-up).
+fn write_all(mut stream: Box<dyn Write + Send>, socket: TcpStream, queue: &Receiver<Vec<u8>>) {
     while let Ok(bytes) = queue.recv() {
-        if stream.write_all(&bytes).is_err() {
-            let _ = stream.shutdown(Shutdown::Both);
+        let mut ok = stream.write_all(&bytes).is_ok();
+        while ok {
+            match queue.try_recv() {
+                Ok(more) => ok = stream.write_all(&more).is_ok(),
+                Err(_) => break,
+            }
+        }
+        if !ok || stream.flush().is_err() {
+            // The reader sees the end too.
+            let _ = socket.shutdown(Shutdown::Both);
             // Drain, so senders never wait on a dead connection.
             while queue.recv().is_ok() {}
             return;
@@ -131,8 +154,8 @@ fn write_all(mut stream: TcpStream, queue: &Receiver<Vec<u8>>) {
 }
 
 struct Connection {
-    /// The read side (the writer thread has a clone).
-    stream: TcpStream,
+    /// The read side (the writer thread has the write side).
+    stream: Box<dyn Read + Send>,
     name: String,
     hub: Arc<Hub>,
     /// This connection in the hub (version, role, miss_send_len for the packet-in thread).
@@ -212,6 +235,11 @@ impl Connection {
                     self.probe_sent = None;
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) if e.kind() == ErrorKind::InvalidData => {
+                    // A TLS failure (a certificate the CA did not sign, a protocol error).
+                    eprintln!("rqvs switch: openflow {}: {e}: disconnecting", self.name);
+                    return;
+                }
                 Err(_) => return,
             }
         }
@@ -220,6 +248,16 @@ impl Connection {
     /// The inactivity probe of an active connection: an ECHO_REQUEST after `probe` of silence,
     /// the end after as long again. False: close the connection.
     fn probe(&mut self) -> bool {
+        if self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
+            // Connected and silent (or a TLS handshake left unfinished): a slot held for nothing.
+            eprintln!(
+                "rqvs switch: openflow {}: no HELLO within {:.0} s: disconnecting",
+                self.name,
+                self.hub.hello_timeout.as_secs_f64()
+            );
+            self.hub.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let Kind::Active { probe } = self.kind else { return true };
         let Some(v) = self.version else {
             // No HELLO within two intervals: not an OpenFlow peer that is alive.
@@ -596,11 +634,14 @@ impl Connection {
         if !self.bundles.contains_key(&ba.bundle_id) && self.bundles.len() >= MAX_BUNDLES {
             return self.error(v, xid, OfError::BUNDLE_FAILED_OUT_OF_BUNDLES, bytes);
         }
+        // The bound is on all the connection's bundles together: what one client can make the
+        // switch hold.
+        let bundled: usize = self.bundles.values().map(|b| b.ops.len()).sum();
         let b = self.bundles.entry(ba.bundle_id).or_insert(Bundle { flags: ba.flags, closed: false, ops: Vec::new() });
         if b.closed {
             return self.error(v, xid, OfError::BUNDLE_FAILED_BUNDLE_CLOSED, bytes);
         }
-        if b.ops.len() >= MAX_BUNDLE_MSGS {
+        if bundled >= MAX_BUNDLE_MSGS {
             return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
         let fm = match ba.inner() {

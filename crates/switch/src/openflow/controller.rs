@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::{self, Kind};
-use super::{parse_ip_port, Hub};
+use super::transport::Stream;
+use super::{parse_ip_port, Hub, Tls, OFP_PORT};
 use crate::Error;
 
 /// What the switch does while no controller is there (OVS's `fail_mode`).
@@ -32,19 +33,36 @@ impl std::str::FromStr for FailMode {
     }
 }
 
-/// OpenFlow's IANA port, the default of `tcp:IP`.
-const OFP_TCP_PORT: u16 = 6653;
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A controller: `tcp:IP[:PORT]` (PORT defaults to 6653, as in OVS).
-pub fn parse_controller(s: &str) -> Result<SocketAddr, Error> {
-    let bad = || Error(format!("--controller '{s}': expected tcp:IP[:PORT], e.g. tcp:127.0.0.1:6653"));
-    let rest = s.strip_prefix("tcp:").ok_or_else(bad)?;
-    if let Ok(ip) = rest.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, OFP_TCP_PORT));
+/// A controller to connect to, and whether with TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerTarget {
+    pub addr: SocketAddr,
+    /// `ssl:`: TLS (the controller's certificate must chain to the CA).
+    pub tls: bool,
+}
+
+impl From<SocketAddr> for ControllerTarget {
+    /// A plain TCP controller.
+    fn from(addr: SocketAddr) -> ControllerTarget {
+        ControllerTarget { addr, tls: false }
     }
-    parse_ip_port(rest).ok_or_else(bad)
+}
+
+/// A controller: `tcp:IP[:PORT]` or `ssl:IP[:PORT]` (PORT defaults to 6653, as in OVS).
+pub fn parse_controller(s: &str) -> Result<ControllerTarget, Error> {
+    let bad = || Error(format!("--controller '{s}': expected tcp:IP[:PORT] or ssl:IP[:PORT], e.g. tcp:127.0.0.1:6653"));
+    let (tls, rest) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+        (Some(r), _) => (false, r),
+        (_, Some(r)) => (true, r),
+        _ => return Err(bad()),
+    };
+    if let Ok(ip) = rest.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(ControllerTarget { addr: SocketAddr::new(ip, OFP_PORT), tls });
+    }
+    parse_ip_port(rest).map(|addr| ControllerTarget { addr, tls }).ok_or_else(bad)
 }
 
 /// Sleeps `d` in short steps; false when the switch was asked to stop meanwhile.
@@ -62,12 +80,12 @@ fn sleep_unless_stopped(hub: &Hub, d: Duration) -> bool {
 /// Keeps a connection to `addr` until the switch stops: connect, serve, and after a failure or
 /// the end of a connection wait 1 s, 2 s, 4 s, ... up to `max_backoff` (back to 1 s after a
 /// connection that lasted longer than the wait before it, as OVS's `rconn` does).
-pub(crate) fn run(addr: SocketAddr, hub: &Arc<Hub>, probe: Duration, max_backoff: Duration) {
-    let name = format!("tcp:{addr}");
+pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe: Duration, max_backoff: Duration) {
+    let name = format!("{}:{addr}", if tls.is_some() { "ssl" } else { "tcp" });
     let mut backoff = Duration::ZERO;
     let mut failures = 0u64;
     while !hub.control.stop_requested() {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|s| wrap(s, addr, tls.as_deref())) {
             Ok(stream) => {
                 let t0 = Instant::now();
                 eprintln!(
@@ -94,6 +112,16 @@ pub(crate) fn run(addr: SocketAddr, hub: &Arc<Hub>, probe: Duration, max_backoff
             return;
         }
     }
+}
+
+/// The connected socket as a plain or TLS stream (the handshake runs as the connection starts).
+fn wrap(s: TcpStream, addr: SocketAddr, tls: Option<&Tls>) -> std::io::Result<Stream> {
+    let Some(tls) = tls else { return Ok(Stream::Tcp(s)) };
+    // OVS checks the chain, not the name ([`super::tls`]); the IP is the name rustls is given.
+    let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
+    let c = rustls::ClientConnection::new(tls.client.clone(), name)
+        .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+    Ok(Stream::Tls(s, Box::new(c.into())))
 }
 
 /// The fail-open watch of a standalone switch: fails open once no controller has been admitted
@@ -144,11 +172,15 @@ mod tests {
 
     #[test]
     fn targets_parse() {
-        assert_eq!(parse_controller("tcp:127.0.0.1:6633").unwrap(), "127.0.0.1:6633".parse().unwrap());
-        assert_eq!(parse_controller("tcp:10.0.0.1").unwrap(), "10.0.0.1:6653".parse().unwrap());
-        assert_eq!(parse_controller("tcp:[::1]:7000").unwrap(), "[::1]:7000".parse().unwrap());
-        for bad in ["127.0.0.1:6653", "ptcp:6653", "tcp:", "tcp:host:1", "tcp:1.2.3.4:99999"] {
-            assert!(parse_controller(bad).unwrap_err().0.contains("expected tcp:IP[:PORT]"), "{bad}");
+        let tcp = |s: &str| ControllerTarget { addr: s.parse().unwrap(), tls: false };
+        let ssl = |s: &str| ControllerTarget { addr: s.parse().unwrap(), tls: true };
+        assert_eq!(parse_controller("tcp:127.0.0.1:6633").unwrap(), tcp("127.0.0.1:6633"));
+        assert_eq!(parse_controller("tcp:10.0.0.1").unwrap(), tcp("10.0.0.1:6653"));
+        assert_eq!(parse_controller("tcp:[::1]:7000").unwrap(), tcp("[::1]:7000"));
+        assert_eq!(parse_controller("ssl:10.0.0.1").unwrap(), ssl("10.0.0.1:6653"));
+        assert_eq!(parse_controller("ssl:127.0.0.1:6634").unwrap(), ssl("127.0.0.1:6634"));
+        for bad in ["127.0.0.1:6653", "ptcp:6653", "pssl:6653", "tcp:", "ssl:", "tcp:host:1", "tcp:1.2.3.4:99999"] {
+            assert!(parse_controller(bad).unwrap_err().0.contains("expected tcp:IP[:PORT] or ssl:IP[:PORT]"), "{bad}");
         }
         assert_eq!("secure".parse::<FailMode>().unwrap(), FailMode::Secure);
         assert!("open".parse::<FailMode>().is_err());

@@ -40,7 +40,17 @@
 //! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
-//! [`MAX_BUNDLE_MSGS`] flow-mods each.
+//! [`MAX_BUNDLE_MSGS`] flow-mods in all.
+//!
+//! **Limits** (what one client can make the switch hold): the passive listener serves at most
+//! [`ChannelConfig::max_connections`] connections at once (`--max-connections`, default
+//! [`DEFAULT_MAX_CONNECTIONS`]; another is closed at once, counted and logged); a connection
+//! without a HELLO — for TLS, with its handshake unfinished — after
+//! [`ChannelConfig::hello_timeout`] (10 s) is dropped and logged; per connection, the read buffer
+//! holds at most one read (256 KiB) and one partial message (64 KiB), the writer queue
+//! [`WRITE_QUEUE`] messages of at most 64 KiB, a TLS writer at most 256 KiB of records, and the
+//! open bundles [`MAX_BUNDLE_MSGS`] flow-mods together. A `ptcp:` listener on a wildcard address
+//! is bound with a warning (no TLS: anyone who reaches the host can change the flows).
 //!
 //! **PACKET_IN** (`packet_in.rs`). A `controller` action sends the frame, as it is at that point
 //! of the action list, to every connection that takes asynchronous messages: role master or
@@ -97,6 +107,8 @@ mod controller;
 mod flow_removed;
 mod packet_in;
 mod packet_out;
+pub mod tls;
+mod transport;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -105,7 +117,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use controller::{parse_controller, FailMode};
+pub use controller::{parse_controller, ControllerTarget, FailMode};
+pub use tls::{Tls, TlsSettings};
 
 use crate::{Control, Error};
 
@@ -115,14 +128,20 @@ pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
 pub const MAX_RUN: usize = 16 * 1024;
 /// Open bundles one connection may hold (more: OUT_OF_BUNDLES).
 pub const MAX_BUNDLES: usize = 64;
-/// Flow-mods one bundle may hold (more: MSG_TOO_MANY): the paper's bundles are 125K rules;
-/// a client adding without end would otherwise grow the switch's memory without bound.
+/// Flow-mods one connection's open bundles may hold together (more: MSG_TOO_MANY): the paper's
+/// bundles are 125K rules; a client adding without end would otherwise grow the switch's memory
+/// without bound.
 pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
 /// Messages waiting for a connection's writer thread (replies wait for room; packet-ins that
 /// do not fit are dropped).
 pub const WRITE_QUEUE: usize = 256;
 /// OVS's default inactivity probe interval for controllers.
 pub const DEFAULT_INACTIVITY_PROBE: Duration = Duration::from_secs(5);
+/// Connections the passive listener serves at once (`--max-connections`); more are refused.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// How long a connection may stay without a HELLO (for TLS: with the handshake unfinished)
+/// before it is dropped.
+pub const DEFAULT_HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// OVS's default maximum reconnection backoff.
 pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(8);
 
@@ -131,14 +150,45 @@ pub(crate) const ROLE_EQUAL: u32 = 1;
 pub(crate) const ROLE_MASTER: u32 = 2;
 pub(crate) const ROLE_SLAVE: u32 = 3;
 
-/// Where to listen: `ptcp:[IP:]PORT`.
-pub fn parse_target(s: &str) -> Result<SocketAddr, Error> {
-    let bad = || Error(format!("--openflow '{s}': expected ptcp:[IP:]PORT, e.g. ptcp:6653 or ptcp:127.0.0.1:6653"));
-    let rest = s.strip_prefix("ptcp:").ok_or_else(bad)?;
-    if let Ok(port) = rest.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    parse_ip_port(rest).ok_or_else(bad)
+/// OpenFlow's IANA port: the default port of `ssl:`, `tcp:`, `pssl:` and `ptcp:` targets.
+pub const OFP_PORT: u16 = 6653;
+
+/// A passive target: where to listen, and whether with TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenTarget {
+    pub addr: SocketAddr,
+    /// `pssl:`: TLS (peers must present a certificate the CA signed).
+    pub tls: bool,
+}
+
+/// Where to listen: `ptcp:` or `pssl:` followed by OVS's `[PORT][:IP]` (`pssl:6653:127.0.0.1`,
+/// `pssl:6653`, `pssl:`, `pssl::10.0.0.1`) or rqvs's `IP:PORT` (`ptcp:127.0.0.1:6653`). The IP
+/// defaults to 127.0.0.1 (loopback: other hosts are let in only when told), the port to 6653.
+pub fn parse_target(s: &str) -> Result<ListenTarget, Error> {
+    let bad = || {
+        Error(format!(
+            "--openflow '{s}': expected ptcp:[PORT][:IP] or pssl:[PORT][:IP] (or IP:PORT after the colon), e.g. ptcp:6653, pssl:6653:127.0.0.1 or ptcp:127.0.0.1:6653"
+        ))
+    };
+    let (tls, rest) = match (s.strip_prefix("ptcp:"), s.strip_prefix("pssl:")) {
+        (Some(r), _) => (false, r),
+        (_, Some(r)) => (true, r),
+        _ => return Err(bad()),
+    };
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let addr = if rest.is_empty() {
+        SocketAddr::new(loopback, OFP_PORT)
+    } else if let Ok(port) = rest.parse::<u16>() {
+        SocketAddr::new(loopback, port)
+    } else if let Some(a) = rest.split_once(':').and_then(|(port, ip)| {
+        let port = if port.is_empty() { OFP_PORT } else { port.parse().ok()? };
+        Some(SocketAddr::new(ip.trim_start_matches('[').trim_end_matches(']').parse().ok()?, port))
+    }) {
+        a
+    } else {
+        parse_ip_port(rest).ok_or_else(bad)?
+    };
+    Ok(ListenTarget { addr, tls })
 }
 
 /// `IP:PORT` or `[IPv6]:PORT`.
@@ -151,6 +201,8 @@ pub(crate) fn parse_ip_port(s: &str) -> Option<SocketAddr> {
 /// The bound OpenFlow listener.
 pub struct OpenflowListener {
     listener: TcpListener,
+    /// `pssl:`: every accepted connection is TLS.
+    tls: Option<Arc<Tls>>,
 }
 
 impl OpenflowListener {
@@ -158,7 +210,32 @@ impl OpenflowListener {
     pub fn bind(addr: SocketAddr) -> Result<OpenflowListener, Error> {
         let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        Ok(OpenflowListener { listener })
+        Ok(OpenflowListener { listener, tls: None })
+    }
+
+    /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`. A `ptcp:` target on
+    /// a wildcard address (0.0.0.0, ::) is bound with a warning (logged once, here): anyone who
+    /// reaches the host can then change its flows.
+    pub fn bind_target(target: &ListenTarget, tls: Option<Arc<Tls>>) -> Result<OpenflowListener, Error> {
+        let mut l = OpenflowListener::bind(target.addr)?;
+        if !target.tls && target.addr.ip().is_unspecified() {
+            eprintln!(
+                "rqvs switch: warning: --openflow ptcp:{}:{} listens on every address without TLS: anyone who reaches this host can change its flows (use pssl: with certificates, or a loopback address)",
+                target.addr.port(),
+                target.addr.ip()
+            );
+        }
+        if target.tls {
+            let Some(tls) = tls else {
+                return Err(Error(format!(
+                    "--openflow pssl:{}:{}: TLS needs --private-key, --certificate and --ca-cert",
+                    target.addr.port(),
+                    target.addr.ip()
+                )));
+            };
+            l.tls = Some(tls);
+        }
+        Ok(l)
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -166,15 +243,35 @@ impl OpenflowListener {
     }
 
     /// Accepts connections until the switch is asked to stop, each on its own threads; returns
-    /// once every connection thread has ended.
+    /// once every connection thread has ended. Beyond `hub.max_connections` open at once, a new
+    /// connection is closed at once and logged (the first of a burst, then at most one line a
+    /// second with the count since).
     fn serve(&self, hub: &Arc<Hub>) {
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
         let mut n = 0u64;
+        let mut refusals = Refusals::default();
         while !hub.control.stop_requested() {
             match self.listener.accept() {
                 Ok((stream, peer)) => {
+                    conns.retain(|t| !t.is_finished());
+                    if conns.len() >= hub.max_connections {
+                        drop(stream);
+                        hub.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        refusals.log(peer, hub.max_connections);
+                        continue;
+                    }
                     n += 1;
                     let h = hub.clone();
+                    let stream = match &self.tls {
+                        None => transport::Stream::Tcp(stream),
+                        Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
+                            Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
+                            Err(e) => {
+                                eprintln!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
+                                continue;
+                            }
+                        },
+                    };
                     let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
                         connection::serve(stream, peer, &h, connection::Kind::Passive);
                     });
@@ -182,7 +279,6 @@ impl OpenflowListener {
                         Ok(t) => conns.push(t),
                         Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
                     }
-                    conns.retain(|t| !t.is_finished());
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
@@ -193,12 +289,37 @@ impl OpenflowListener {
     }
 }
 
+/// The log of refused connections: the first of a burst, then one line a second at most.
+#[derive(Default)]
+struct Refusals {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Refusals {
+    fn log(&mut self, peer: SocketAddr, max: usize) {
+        if self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            self.unlogged += 1;
+            return;
+        }
+        let more = match self.unlogged {
+            0 => String::new(),
+            n => format!(" ({n} more refused since the last line)"),
+        };
+        eprintln!("rqvs switch: openflow {peer}: connection refused: {max} connections open (--max-connections){more}");
+        self.last = Some(Instant::now());
+        self.unlogged = 0;
+    }
+}
+
 /// How to run the channel.
 pub struct ChannelConfig {
     /// The passive listener (`--openflow`).
     pub listen: Option<OpenflowListener>,
     /// Controllers to connect to (`--controller`).
-    pub controllers: Vec<SocketAddr>,
+    pub controllers: Vec<ControllerTarget>,
+    /// The TLS settings of `ssl:` controllers (the passive listener has its own).
+    pub tls: Option<Arc<Tls>>,
     pub fail_mode: FailMode,
     /// Idle time after which an active connection is sent an ECHO_REQUEST (and closed after as
     /// long again without an answer); three of them without a controller fail a standalone
@@ -207,18 +328,26 @@ pub struct ChannelConfig {
     /// The longest wait between two connection attempts.
     pub max_backoff: Duration,
     pub datapath_id: u64,
+    /// Connections the passive listener serves at once; more are refused (logged, counted).
+    pub max_connections: usize,
+    /// A connection without a HELLO (or a finished TLS handshake) this long is dropped.
+    pub hello_timeout: Duration,
 }
 
 impl ChannelConfig {
-    /// OVS's defaults: no listener, no controller, standalone, 5 s probe, 8 s max backoff.
+    /// OVS's defaults: no listener, no controller, standalone, 5 s probe, 8 s max backoff; at
+    /// most 64 passive connections, a 10 s HELLO timeout.
     pub fn new() -> ChannelConfig {
         ChannelConfig {
             listen: None,
             controllers: Vec::new(),
+            tls: None,
             fail_mode: FailMode::Standalone,
             inactivity_probe: DEFAULT_INACTIVITY_PROBE,
             max_backoff: DEFAULT_MAX_BACKOFF,
             datapath_id: DEFAULT_DATAPATH_ID,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
         }
     }
 }
@@ -253,6 +382,10 @@ pub struct ChannelStats {
     /// Times the switch failed open, and whether it is failed open now.
     pub fail_opens: u64,
     pub failed_open: bool,
+    /// Passive connections refused because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Connections dropped for sending no HELLO within the HELLO timeout.
+    pub hello_timeouts: u64,
 }
 
 impl Channel {
@@ -260,7 +393,10 @@ impl Channel {
     /// switch was started with a packet-in queue) and, for a standalone switch with
     /// controllers, the fail-open watch; registers the FLOW_REMOVED sink.
     pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
-        let hub = Arc::new(Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe));
+        let mut hub = Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe);
+        hub.max_connections = cfg.max_connections.max(1);
+        hub.hello_timeout = cfg.hello_timeout;
+        let hub = Arc::new(hub);
         let mut threads = Vec::new();
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
@@ -280,12 +416,22 @@ impl Channel {
             let h = hub.clone();
             threads.push(spawn("openflow", Box::new(move || l.serve(&h)))?);
         }
-        for (i, addr) in cfg.controllers.iter().copied().enumerate() {
+        for (i, target) in cfg.controllers.iter().copied().enumerate() {
             let h = hub.clone();
             let (probe, max_backoff) = (cfg.inactivity_probe, cfg.max_backoff);
+            let tls = match (target.tls, &cfg.tls) {
+                (false, _) => None,
+                (true, Some(t)) => Some(t.clone()),
+                (true, None) => {
+                    return Err(Error(format!(
+                        "--controller ssl:{}: TLS needs --private-key, --certificate and --ca-cert",
+                        target.addr
+                    )))
+                }
+            };
             threads.push(spawn(
                 &format!("controller{i}"),
-                Box::new(move || controller::run(addr, &h, probe, max_backoff)),
+                Box::new(move || controller::run(target.addr, tls, &h, probe, max_backoff)),
             )?);
         }
         if cfg.fail_mode == FailMode::Standalone && !cfg.controllers.is_empty() {
@@ -318,6 +464,10 @@ pub(crate) struct Hub {
     pub control: Arc<Control>,
     pub datapath_id: u64,
     pub probe: Duration,
+    pub max_connections: usize,
+    pub hello_timeout: Duration,
+    pub connections_refused: AtomicU64,
+    pub hello_timeouts: AtomicU64,
     peers: Mutex<Vec<Arc<Peer>>>,
     next_peer: AtomicU64,
     fail: Mutex<FailState>,
@@ -366,6 +516,10 @@ impl Hub {
             control,
             datapath_id,
             probe,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            hello_timeout: DEFAULT_HELLO_TIMEOUT,
+            connections_refused: AtomicU64::new(0),
+            hello_timeouts: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
             next_peer: AtomicU64::new(1),
             fail: Mutex::new(FailState { admitted: 0, none_since: Instant::now(), fail_opens: 0 }),
@@ -441,6 +595,35 @@ impl Hub {
             packet_outs_refused: get(&self.packet_outs_refused),
             fail_opens: fail.fail_opens,
             failed_open: self.control.is_failed_open(),
+            connections_refused: get(&self.connections_refused),
+            hello_timeouts: get(&self.hello_timeouts),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_targets_parse() {
+        let t = |s: &str, a: &str, tls: bool| {
+            assert_eq!(parse_target(s).unwrap(), ListenTarget { addr: a.parse().unwrap(), tls }, "{s}")
+        };
+        t("ptcp:6653", "127.0.0.1:6653", false);
+        t("ptcp:127.0.0.1:7000", "127.0.0.1:7000", false);
+        t("ptcp:7000:0.0.0.0", "0.0.0.0:7000", false);
+        t("pssl:", "127.0.0.1:6653", true);
+        t("pssl:6634", "127.0.0.1:6634", true);
+        t("pssl:6634:127.0.0.1", "127.0.0.1:6634", true);
+        t("pssl::10.0.0.1", "10.0.0.1:6653", true);
+        t("pssl:6634:[::1]", "[::1]:6634", true);
+        t("pssl:[::1]:6634", "[::1]:6634", true);
+        for bad in ["tcp:6653", "ssl:6653", "ptcp:host", "pssl:99999", "ptcp:6653:nowhere"] {
+            assert!(
+                parse_target(bad).unwrap_err().0.contains("expected ptcp:[PORT][:IP] or pssl:[PORT][:IP]"),
+                "{bad}"
+            );
         }
     }
 }

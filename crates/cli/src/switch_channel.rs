@@ -1,0 +1,69 @@
+//! `rqvs switch`'s OpenFlow channel security options: OVS's TLS options for `ssl:` and `pssl:`
+//! targets ([`rqvs_switch::openflow::tls`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rqvs_switch::openflow::{Tls, TlsSettings};
+
+use crate::Failure;
+
+/// The TLS options (Open vSwitch's names), used by `ssl:` controllers and a `pssl:` listener.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// With ssl:/pssl: targets: the switch's private key (PEM: RSA, PKCS#8 or EC), e.g. one
+    /// `ovs-pki req+sign` made.
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// With ssl:/pssl: targets: the switch's certificate (PEM), signed by the CA the peers trust.
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// With ssl:/pssl: targets: the CA certificate (PEM) a peer's certificate must chain to; a
+    /// peer without one, or with another CA's, is refused (both directions).
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// OVS's trust-on-first-use CA: not implemented in rqvs (refused with a usage error; give
+    /// --ca-cert).
+    #[arg(long, value_name = "FILE")]
+    bootstrap_ca_cert: Option<PathBuf>,
+    /// With ssl:/pssl: targets: TLS versions, comma-separated, of TLSv1.2 and TLSv1.3 (`+`:
+    /// and later); rustls offers no older one [default: TLSv1.2,TLSv1.3].
+    #[arg(long, value_name = "LIST")]
+    ssl_protocols: Option<String>,
+    /// With ssl:/pssl: targets: an OpenSSL cipher list (e.g. `HIGH:!aNULL:!MD5`, or suite names
+    /// such as ECDHE-RSA-AES128-GCM-SHA256) mapped to rustls's suites; a name rustls lacks is
+    /// an error [default: every suite rustls offers].
+    #[arg(long, value_name = "LIST")]
+    ssl_ciphers: Option<String>,
+}
+
+const IDS: [&str; 6] = ["private_key", "certificate", "ca_cert", "bootstrap_ca_cert", "ssl_protocols", "ssl_ciphers"];
+
+impl TlsArgs {
+    /// Usage errors: TLS options without an ssl:/pssl: target, and --bootstrap-ca-cert.
+    pub fn unused(&self, g: &crate::args::Given, any_tls_target: bool) -> Result<(), String> {
+        for id in IDS {
+            g.refuse(id, !any_tls_target, "a TLS setting; used only with --openflow pssl:... or --controller ssl:...")?;
+        }
+        g.refuse(
+            "bootstrap_ca_cert",
+            true,
+            "trust-on-first-use of a controller's CA is not implemented in rqvs; give the CA with --ca-cert",
+        )
+    }
+
+    /// The loaded TLS configuration when a target needs it.
+    pub fn load(&self, any_tls_target: bool) -> Result<Option<Arc<Tls>>, Failure> {
+        if !any_tls_target {
+            return Ok(None);
+        }
+        let s = TlsSettings {
+            private_key: self.private_key.clone(),
+            certificate: self.certificate.clone(),
+            ca_cert: self.ca_cert.clone(),
+            protocols: self.ssl_protocols.clone(),
+            ciphers: self.ssl_ciphers.clone(),
+        };
+        Ok(Some(Arc::new(Tls::load(&s)?)))
+    }
+}

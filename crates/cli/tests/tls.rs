@@ -1,0 +1,300 @@
+//! The OpenFlow channel over TLS with Open vSwitch's own tools: certificates made by `ovs-pki`
+//! (in a temporary directory), `ovs-ofctl ... ssl:` against `rqvs switch --openflow pssl:`
+//! (add-flow and dump-flows work with the right CA; with the wrong CA on either side nothing
+//! connects and the table is unchanged; a plain TCP client gets nothing), and
+//! `rqvs switch --controller ssl:` against `ovs-testcontroller pssl:` (the controller's
+//! table-miss flow arrives with the right CA, never with the wrong one).
+//!
+//! Loopback only, on the embedded workload's pcap ports: no root needed. Skipped (with the
+//! reason printed) when `ovs-pki`, `ovs-ofctl` or `ovs-testcontroller` is missing, a failure
+//! with `RQVS_REQUIRE_OVS=1`. Processes started here are killed by pid when a test ends.
+
+mod common;
+use common::{ctl, TempDir};
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
+
+/// A process started here: its stderr collected; killed (by pid) when dropped.
+struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Proc {
+    fn start(mut cmd: Command) -> Proc {
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (r, into) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { return };
+                let mut s = into.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Proc { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr holds `text`; panics after `within` or if the process ends first.
+    fn wait_for(&mut self, text: &str, within: Duration) -> String {
+        let t0 = Instant::now();
+        loop {
+            let e = self.stderr();
+            if e.contains(text) {
+                return e;
+            }
+            if let Some(s) = self.child.try_wait().unwrap() {
+                panic!("ended ({s}) before saying {text:?}: {e}");
+            }
+            assert!(t0.elapsed() < within, "no {text:?} within {within:?}: {e}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM (by pid) and the exit status.
+    fn terminate(&mut self) -> ExitStatus {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) has no memory effects; the pid is our child's, not yet reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t0 = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(15), "did not stop: {}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether `tool --version` runs; else skipped (a failure with `RQVS_REQUIRE_OVS=1`).
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("RQVS_REQUIRE_OVS").as_deref() != Ok("1"),
+            "{tool} is required (RQVS_REQUIRE_OVS=1): apt-get install openvswitch-switch openvswitch-testcontroller"
+        );
+        eprintln!("skipped: {tool} is not installed");
+    }
+    ok
+}
+
+/// Key, certificate and CA paths of one side.
+struct Creds {
+    key: PathBuf,
+    cert: PathBuf,
+    /// The CA that signs the *other* side's certificates (what this side checks peers with).
+    peer_ca: PathBuf,
+}
+
+/// A PKI made by `ovs-pki` in `dir/NAME`: a switch's and a controller's credentials (each
+/// checking the other with the other's CA, as OVS sets them up).
+fn pki(dir: &TempDir, name: &str) -> (Creds, Creds) {
+    let root = dir.join(name);
+    let pki_dir = format!("--dir={}", root.join("pki").display());
+    std::fs::create_dir_all(&root).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new("ovs-pki").arg(&pki_dir).args(args).current_dir(&root).stdin(Stdio::null()).output();
+        let out = out.unwrap();
+        assert!(out.status.success(), "ovs-pki {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["init"]);
+    run(&["req+sign", "sw", "switch"]);
+    run(&["req+sign", "ctl", "controller"]);
+    let switch = Creds {
+        key: root.join("sw-privkey.pem"),
+        cert: root.join("sw-cert.pem"),
+        peer_ca: root.join("pki/controllerca/cacert.pem"),
+    };
+    let controller = Creds {
+        key: root.join("ctl-privkey.pem"),
+        cert: root.join("ctl-cert.pem"),
+        peer_ca: root.join("pki/switchca/cacert.pem"),
+    };
+    (switch, controller)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `rqvs switch` with the switch's credentials and `args`.
+fn switch(c: &Creds, ctl_sock: &Path, args: &[&str]) -> Proc {
+    let mut cmd = Command::new(RQVS);
+    cmd.args(["switch", "--ctl", s(ctl_sock), "--private-key", s(&c.key), "--certificate", s(&c.cert)]);
+    cmd.args(["--ca-cert", s(&c.peer_ca)]).args(args);
+    Proc::start(cmd)
+}
+
+/// `ovs-ofctl -O OpenFlow13` over `target` with `c`'s credentials.
+fn ofctl(c: &Creds, target: &str, args: &[&str]) -> Output {
+    let key = format!("--private-key={}", s(&c.key));
+    let cert = format!("--certificate={}", s(&c.cert));
+    let ca = format!("--ca-cert={}", s(&c.peer_ca));
+    // ovs-ofctl takes the target after the command.
+    let (command, rest) = args.split_first().unwrap();
+    let mut cmd = Command::new("ovs-ofctl");
+    cmd.args(["-O", "OpenFlow13", "--timeout=5", &key, &cert, &ca, command, target]).args(rest);
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+/// The listening port the ready line names (`OpenFlow pssl:127.0.0.1:PORT`).
+fn pssl_port(ready: &str) -> u16 {
+    let rest = ready.split("OpenFlow pssl:127.0.0.1:").nth(1).unwrap_or_else(|| panic!("no pssl in {ready}"));
+    rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn ovs_ofctl_over_ssl_needs_the_right_ca() {
+    if !(have("ovs-pki") && have("ovs-ofctl")) {
+        return;
+    }
+    let dir = TempDir::new("cli-tls-ofctl");
+    let (sw, ctl_creds) = pki(&dir, "good");
+    let (_, stranger) = pki(&dir, "other");
+    let sock = dir.join("sw.ctl");
+    let mut p = switch(&sw, &sock, &["--openflow", "pssl:0:127.0.0.1"]);
+    let ready = p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    let target = format!("ssl:127.0.0.1:{}", pssl_port(&ready));
+    let flow = "priority=40000,udp,tp_dst=4242,actions=drop";
+
+    let add = ofctl(&ctl_creds, &target, &["add-flow", flow]);
+    assert!(add.status.success(), "add-flow over ssl: {}\n{}", String::from_utf8_lossy(&add.stderr), p.stderr());
+    let dump = ofctl(&ctl_creds, &target, &["dump-flows", "udp,tp_dst=4242"]);
+    let text = String::from_utf8_lossy(&dump.stdout).into_owned();
+    assert!(dump.status.success(), "dump-flows over ssl: {}", String::from_utf8_lossy(&dump.stderr));
+    assert!(text.contains("priority=40000,udp,tp_dst=4242 actions=drop"), "dump-flows: {text}");
+    let rules_before = ctl(&sock, &["dump-rules"]);
+    assert!(rules_before.contains("tp_dst=4242"), "{rules_before}");
+
+    // The client trusts another CA: it refuses the switch's certificate.
+    let wrong_client_ca = Creds { peer_ca: stranger.peer_ca.clone(), ..clone(&ctl_creds) };
+    let r = ofctl(&wrong_client_ca, &target, &["add-flow", "priority=40001,udp,tp_dst=4343,actions=drop"]);
+    assert!(!r.status.success(), "a client with the wrong CA connected: {}", String::from_utf8_lossy(&r.stdout));
+    // The client's certificate is another CA's: the switch refuses it, and says why.
+    let stranger_cert = Creds { peer_ca: ctl_creds.peer_ca.clone(), ..clone(&stranger) };
+    let r = ofctl(&stranger_cert, &target, &["add-flow", "priority=40002,udp,tp_dst=4444,actions=drop"]);
+    assert!(!r.status.success(), "a client the switch's CA did not sign connected");
+    p.wait_for("TLS: invalid peer certificate", Duration::from_secs(5));
+    // Plain TCP to a TLS listener: no OpenFlow session.
+    let plain = Command::new("ovs-ofctl")
+        .args(["-O", "OpenFlow13", "--timeout=3", "add-flow", &target.replace("ssl:", "tcp:")])
+        .arg("priority=40003,udp,tp_dst=4545,actions=drop")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "plain TCP reached a pssl listener");
+    assert_eq!(ctl(&sock, &["dump-rules"]), rules_before, "a refused client changed the table");
+
+    let status = p.terminate();
+    assert!(status.success(), "exit {status}: {}", p.stderr());
+    assert!(!p.stderr().contains("panicked"), "{}", p.stderr());
+}
+
+fn clone(c: &Creds) -> Creds {
+    Creds { key: c.key.clone(), cert: c.cert.clone(), peer_ca: c.peer_ca.clone() }
+}
+
+/// A free TCP port on loopback (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn testcontroller(dir: &TempDir, c: &Creds, port: u16, tag: &str) -> Proc {
+    let mut cmd = Command::new("ovs-testcontroller");
+    cmd.arg(format!("pssl:{port}:127.0.0.1"));
+    cmd.args(["-p", s(&c.key), "-c", s(&c.cert), "-C", s(&c.peer_ca)]);
+    cmd.arg(format!("--unixctl={}", dir.join(format!("{tag}.ctl")).display()));
+    cmd.arg(format!("--log-file={}", dir.join(format!("{tag}.log")).display()));
+    cmd.arg("-vconsole:off");
+    Proc::start(cmd)
+}
+
+#[test]
+fn controller_over_ssl_needs_the_right_ca() {
+    if !(have("ovs-pki") && have("ovs-testcontroller")) {
+        return;
+    }
+    let dir = TempDir::new("cli-tls-controller");
+    let (sw, ctl_creds) = pki(&dir, "good");
+    let (_, stranger) = pki(&dir, "other");
+    // The right CAs: the controller's table-miss flow arrives.
+    let port = free_port();
+    let _tc = testcontroller(&dir, &ctl_creds, port, "tc");
+    let sock = dir.join("sw.ctl");
+    let target = format!("ssl:127.0.0.1:{port}");
+    let mut p = switch(&sw, &sock, &["--controller", &target, "--fail-mode", "secure"]);
+    p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    let t0 = Instant::now();
+    while !ctl(&sock, &["dump-rules"]).to_lowercase().contains("actions=controller") {
+        assert!(t0.elapsed() < Duration::from_secs(15), "no table-miss flow from the controller: {}", p.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(p.terminate().success(), "{}", p.stderr());
+
+    // A controller whose certificate another CA signed: refused by the switch, no flow.
+    let port = free_port();
+    let _tc = testcontroller(&dir, &Creds { peer_ca: ctl_creds.peer_ca.clone(), ..clone(&stranger) }, port, "tc2");
+    let sock = dir.join("sw2.ctl");
+    let target = format!("ssl:127.0.0.1:{port}");
+    let mut p = switch(&sw, &sock, &["--controller", &target, "--fail-mode", "secure"]);
+    p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    p.wait_for("TLS: invalid peer certificate", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !ctl(&sock, &["dump-rules"]).to_lowercase().contains("actions=controller"),
+        "a flow from an untrusted controller"
+    );
+    assert!(p.terminate().success(), "{}", p.stderr());
+}
+
+#[test]
+fn tls_options_are_checked() {
+    let dir = TempDir::new("cli-tls-usage");
+    let run = |args: &[&str]| {
+        let out = Command::new(RQVS).arg("switch").args(args).stdin(Stdio::null()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--openflow", "ptcp:0", "--ca-cert", "/x", "--duration", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--ca-cert: a TLS setting; used only with --openflow pssl:"), "{err}");
+    let (code, err) = run(&["--openflow", "pssl:0", "--duration", "1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("needs --private-key"), "{err}");
+    let missing = dir.join("missing.pem");
+    let (code, err) =
+        run(&["--openflow", "pssl:0", "--private-key", s(&missing), "--certificate", "/x", "--ca-cert", "/y"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&format!("--private-key {}", missing.display())), "{err}");
+    let (code, err) = run(&["--openflow", "pssl:0", "--ssl-protocols", "TLSv1.1", "--ca-cert", "/y"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--ssl-protocols 'TLSv1.1': TLSv1.1: rustls does not offer it"), "{err}");
+    let (code, err) = run(&["--openflow", "pssl:0", "--ssl-ciphers", "RC4-MD5", "--ca-cert", "/y"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("RC4-MD5: unknown cipher"), "{err}");
+    let (code, err) = run(&["--openflow", "pssl:0", "--bootstrap-ca-cert", "/y"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not implemented"), "{err}");
+    assert!(!err.contains("panicked"));
+}
