@@ -174,6 +174,31 @@ pub fn complete(frame: &mut [u8]) -> Outcome {
     }
 }
 
+/// For receive paths that carry no checksum status (AF_XDP): completes the TCP/UDP checksum of
+/// a frame whose checksum field holds exactly the pseudo-header sum — what Linux leaves in a
+/// `CHECKSUM_PARTIAL` packet — and which does not already verify. Costs a header parse and the
+/// pseudo-header sum for every other frame. A frame damaged so that its field happens to equal
+/// the pseudo-header sum (one in 65,536 of damaged frames) would be "completed" too: the price
+/// of having no status bit. Returns whether it wrote the checksum.
+pub fn complete_if_partial(frame: &mut [u8]) -> bool {
+    let Some(l) = layout(frame) else { return false };
+    let at = l.l4 + check_offset(l.proto);
+    let stored = u16::from_be_bytes([frame[at], frame[at + 1]]);
+    if stored != pseudo_sum(frame, &l) {
+        return false;
+    }
+    let before = [frame[at], frame[at + 1]];
+    write_l4(frame, &l);
+    before != [frame[at], frame[at + 1]]
+}
+
+/// The folded (not complemented) pseudo-header sum of the packet at `l`: the value Linux puts
+/// in the checksum field of a packet whose checksum it leaves to the device.
+fn pseudo_sum(f: &[u8], l: &Layout) -> u16 {
+    let addrs = if l.ipv6 { &f[l.l3 + 8..l.l3 + 40] } else { &f[l.l3 + 12..l.l3 + 20] };
+    fold(add_bytes(u64::from(l.proto) + (l.end - l.l4) as u64, addrs))
+}
+
 /// Whether the TCP or UDP checksum of `frame` is correct (`None`: not a packet [`complete`]
 /// handles). For tests and diagnostics.
 pub fn verify(frame: &[u8]) -> Option<bool> {
@@ -330,6 +355,20 @@ mod tests {
         assert_eq!(complete(&mut g), Outcome::Completed);
         assert_eq!(&g[60..62], &[0x95, 0x65]);
         assert_eq!(verify(&g), Some(true));
+    }
+
+    #[test]
+    fn only_a_partial_checksum_is_completed_without_status() {
+        let mut f = syn("0000");
+        let pseudo = pseudo_sum(&f, &layout(&f).unwrap());
+        f[50..52].copy_from_slice(&pseudo.to_be_bytes());
+        assert!(complete_if_partial(&mut f));
+        assert_eq!(&f[50..52], &[0xda, 0xfd]);
+        // Complete already: untouched. Wrong but not partial (damaged): untouched.
+        assert!(!complete_if_partial(&mut f));
+        let mut g = syn("1234");
+        assert!(!complete_if_partial(&mut g));
+        assert_eq!(&g[50..52], &[0x12, 0x34]);
     }
 
     #[test]
