@@ -128,6 +128,30 @@ fn port_args(a: &Args) -> Vec<String> {
     }
 }
 
+/// One port, one owner: the same interface (`p1` and `p1:afxdp` alike) or output file given
+/// twice as `--port` is a usage error (it would see, or write, every frame twice). Reading one
+/// capture twice is allowed. Arguments that do not parse are left to `run`'s error.
+fn duplicate_ports(names: &[String]) -> Result<(), String> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let Ok(spec) = n.parse::<PortSpec>() else { continue };
+        let key = match &spec.port_type {
+            rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp => format!("interface {}", spec.name),
+            rqvs_ports::PortType::PcapOut(p) => format!("file {}", p.display()),
+            rqvs_ports::PortType::PcapIn(_) => continue,
+        };
+        if let Some((_, j)) = seen.iter().find(|(k, _)| *k == key) {
+            return Err(format!(
+                "--port {n}: {key} is already port {} (--port {}): one port, one owner",
+                j + 1,
+                names[*j]
+            ));
+        }
+        seen.push((key, i));
+    }
+    Ok(())
+}
+
 /// `--ingress-policing` for the ports `names` (the `--port` arguments): the policer of each
 /// port, by port − 1; a port that does not exist, or is policed twice, is an error.
 fn policing(given: &[(String, PolicerSpec)], names: &[String]) -> Result<Vec<Option<PolicerSpec>>, String> {
@@ -241,6 +265,7 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     }
     g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
     policing(&a.ingress_policing, &port_args(a))?;
+    duplicate_ports(&a.ports)?;
     let auto = a.auto.check()?;
     rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
 }

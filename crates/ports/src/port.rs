@@ -279,6 +279,22 @@ impl PortHandle {
         self.shared.link()
     }
 
+    /// The interface's hardware (MAC) address (`None` for files and in-memory ports, or when
+    /// the interface cannot be asked: gone).
+    pub fn hw_addr(&self) -> Option<[u8; 6]> {
+        let (ifindex, ctl) = self.shared.iface.as_ref()?;
+        let name = sys::interface_name(ctl, *ifindex).ok()?;
+        sys::interface_hw_addr(ctl, &name).ok()
+    }
+
+    /// The interface's link speed in Mb/s and whether it is full duplex, as its driver reports
+    /// them (ethtool; `None` when it reports none, e.g. link down, or for files).
+    pub fn speed(&self) -> Option<(u32, bool)> {
+        let (ifindex, ctl) = self.shared.iface.as_ref()?;
+        let name = sys::interface_name(ctl, *ifindex).ok()?;
+        sys::interface_speed(ctl, &name).ok().flatten()
+    }
+
     /// Reads the kernel's loss counters and checks the link (a few system calls; call it from a
     /// management thread, e.g. ten times a second, and once before reading final counters).
     pub fn refresh(&self) -> LinkState {

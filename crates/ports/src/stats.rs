@@ -47,7 +47,8 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
-    fn add(&mut self, o: &QueueStats) {
+    /// Adds `o` to these counters.
+    pub fn add(&mut self, o: &QueueStats) {
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
         self.rx_lost += o.rx_lost;

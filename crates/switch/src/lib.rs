@@ -65,10 +65,12 @@ pub mod expiry;
 pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
+pub mod link;
 pub mod manager;
 pub mod metrics;
 pub mod normal;
 pub mod openflow;
+pub mod owner;
 pub mod pmd;
 pub mod stats;
 mod sys;
@@ -249,6 +251,10 @@ pub struct Switch {
     manager: Option<manager::Manager>,
     /// The expiry thread (idle and hard timeouts, [`expiry`]).
     expiry: Option<JoinHandle<()>>,
+    /// The link watcher ([`link`]).
+    link: Option<JoinHandle<()>>,
+    /// The interfaces' locks ([`owner`]), released when the switch stops.
+    _locks: Vec<owner::PortLock>,
     control: Arc<Control>,
 }
 
@@ -257,7 +263,14 @@ pub struct Switch {
 pub struct Control {
     design: DesignKind,
     inboxes: Vec<Sender<PmdMsg>>,
-    ports: Vec<PortHandle>,
+    /// The ports' current handles (a re-attached port gets a new one: [`link`]).
+    ports: std::sync::RwLock<Vec<PortHandle>>,
+    /// Each port's handles from before its re-attachments (their counters still count).
+    retired: Mutex<Vec<Vec<PortHandle>>>,
+    /// The interface ports' specs (`None`: files, in-memory), to open them again.
+    port_specs: Vec<Option<PortSpec>>,
+    /// How the ports were opened.
+    port_config: PortConfig,
     port_names: Vec<String>,
     /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
     policing: Vec<Option<PolicerSpec>>,
@@ -307,6 +320,18 @@ impl Switch {
             pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
             ..PortConfig::default()
         };
+        // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.
+        let mut locks = Vec::new();
+        for (i, src) in cfg.ports.iter().enumerate() {
+            if let PortSource::Spec(spec) = src {
+                if matches!(spec.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) {
+                    if cfg.ports[..i].iter().any(|p| matches!(p, PortSource::Spec(s) if s.name == spec.name && matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp))) {
+                        return Err(err(format!("port {} ({spec}): interface {} is given twice", i + 1, spec.name)));
+                    }
+                    locks.push(owner::acquire(&spec.name).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?);
+                }
+            }
+        }
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
@@ -409,7 +434,21 @@ impl Switch {
             inboxes,
             port_names: cfg.ports.iter().map(PortSource::name).collect(),
             policing: (0..cfg.ports.len()).map(|p| cfg.policing.get(p).copied().flatten()).collect(),
-            ports: handles,
+            retired: Mutex::new(handles.iter().map(|_| Vec::new()).collect()),
+            ports: std::sync::RwLock::new(handles),
+            port_specs: cfg
+                .ports
+                .iter()
+                .map(|p| match p {
+                    PortSource::Spec(s)
+                        if matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) =>
+                    {
+                        Some(s.clone())
+                    }
+                    _ => None,
+                })
+                .collect(),
+            port_config: pcfg,
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
@@ -426,7 +465,8 @@ impl Switch {
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
-        Ok(Switch { threads, handler, manager, expiry: Some(expiry), control })
+        let link = link::spawn(control.clone()).map_err(|e| err(format!("starting the link watcher thread: {e}")))?;
+        Ok(Switch { threads, handler, manager, expiry: Some(expiry), link: Some(link), _locks: locks, control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -445,6 +485,11 @@ impl Switch {
         if let Some(t) = self.expiry.take() {
             if t.join().is_err() {
                 return Err(err("the expiry thread panicked (a bug: please report it)"));
+            }
+        }
+        if let Some(t) = self.link.take() {
+            if t.join().is_err() {
+                return Err(err("the link watcher thread panicked (a bug: please report it)"));
             }
         }
         let mut pmds = Vec::new();
@@ -689,7 +734,7 @@ impl Control {
         let mut total = PortFrames::default();
         let mut injected = PortFrames::default();
         let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
-        let mut per_port = vec![PortFrames::default(); self.ports.len()];
+        let mut per_port = vec![PortFrames::default(); self.port_names.len()];
         for p in &pmds {
             total.add(&p.total);
             injected.add(&p.injected);
@@ -700,12 +745,10 @@ impl Control {
                 per_port[i].add(f);
             }
         }
-        let ports: Vec<PortReport> = self
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let s: PortStats = h.stats();
+        let ports: Vec<PortReport> = (0..self.port_names.len())
+            .map(|i| {
+                let h = self.port(i);
+                let s: PortStats = self.port_stats(i);
                 PortReport {
                     port: i as u32 + 1,
                     name: self.port_names[i].clone(),

@@ -61,6 +61,9 @@ pub enum PmdMsg {
     /// Answered once every message before it is handled (a packet-out before it is sent): an
     /// OpenFlow BARRIER's wait.
     Sync(Sender<()>),
+    /// Port `port` (0-based) was opened again after its interface came back ([`crate::link`]):
+    /// this PMD's receive and transmit queue of it replace the old ones.
+    Reattach { port: usize, queues: Box<(RxQueue, TxQueue)> },
 }
 
 /// A PACKET_OUT as a PMD executes it.
@@ -563,6 +566,13 @@ fn handle_msg(
         PmdMsg::PacketOut(po) => packet_out(c, exec, &mut s.tx, &po),
         PmdMsg::Sync(answer) => {
             let _ = answer.send(());
+        }
+        PmdMsg::Reattach { port, queues } => {
+            let (rx, tx) = *queues;
+            if let (Some(r), Some(t)) = (s.rx.get_mut(port), s.tx.get_mut(port)) {
+                *r = rx;
+                *t = tx;
+            }
         }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);

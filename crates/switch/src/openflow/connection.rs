@@ -524,21 +524,7 @@ impl Connection {
     }
 
     fn ports(&self) -> Vec<Port> {
-        let report = self.hub.control.show();
-        report
-            .ports
-            .iter()
-            .map(|p| Port {
-                port_no: p.port,
-                hw_addr: [0x02, 0x72, 0x71, 0x76, (p.port >> 8) as u8, p.port as u8],
-                name: short_name(&p.name, p.port),
-                config: 0,
-                // OFPPS_LINK_DOWN, or OFPPS_LIVE.
-                state: if p.link == "down" { 1 } else { 4 },
-                ethernet: None,
-                properties: Vec::new(),
-            })
-            .collect()
+        super::ports::describe(&self.hub.control)
     }
 
     /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),
@@ -767,20 +753,4 @@ fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats>
         }
     }
     out
-}
-
-/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
-/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
-/// `pcap-out:PATH`, or `pN` when that does not fit.
-fn short_name(name: &str, port: u32) -> String {
-    let base = match name.split_once(':') {
-        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
-        Some((ifname, _)) => ifname,
-        None => name,
-    };
-    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
-        base.to_string()
-    } else {
-        format!("p{port}")
-    }
 }

@@ -52,7 +52,10 @@ pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
 /// The sink: each event to every connection that takes it (module docs).
 pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
     let Some(hub) = hub.upgrade() else { return };
-    let Event::FlowRemoved(fr) = e;
+    let fr = match e {
+        Event::FlowRemoved(fr) => fr,
+        Event::PortStatus(port) => return super::ports::deliver_status(&hub, *port),
+    };
     for peer in hub.peers() {
         if !peer.takes_async() {
             continue;

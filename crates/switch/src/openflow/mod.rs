@@ -97,6 +97,7 @@ mod controller;
 mod flow_removed;
 mod packet_in;
 mod packet_out;
+mod ports;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
