@@ -373,6 +373,13 @@ impl RxQueue {
         }
     }
 
+    /// The counters of this queue index (its receive and its transmit side): exact when read by
+    /// the thread that owns the queue and its transmit twin, but for `rx_lost`, which the
+    /// kernel's counters raise from any thread.
+    pub fn stats(&self) -> crate::QueueStats {
+        self.counters.snapshot()
+    }
+
     /// True for a file's queue (`pcap-in`, and the idle receive side of `pcap-out`): its frames
     /// wait for the reader, nothing is lost by reading them later.
     pub fn is_offline(&self) -> bool {

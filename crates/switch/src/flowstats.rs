@@ -76,11 +76,18 @@ fn place(rule: RuleId) -> (usize, usize) {
 #[derive(Default)]
 pub struct FlowCounters {
     pages: Vec<Option<Page>>,
+    /// Packets counted for some flow since the PMD started (the table's `matched_count`).
+    matched: u64,
 }
 
 impl FlowCounters {
     pub fn new() -> FlowCounters {
         FlowCounters::default()
+    }
+
+    /// Packets a flow decided since the PMD started (kept when flows go).
+    pub fn matched(&self) -> u64 {
+        self.matched
     }
 
     /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere).
@@ -89,6 +96,7 @@ impl FlowCounters {
         if rule == NO_RULE {
             return;
         }
+        self.matched += 1;
         let (p, i) = place(rule);
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);

@@ -422,6 +422,8 @@ impl Switch {
                 parting: parting.clone(),
                 macs: macs.clone(),
                 packet_in: packet_in_tx.clone(),
+                queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
+                queue_base: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
             };
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
@@ -526,9 +528,13 @@ pub struct PortReport {
     pub link: String,
     pub queues: usize,
     pub rx_packets: u64,
+    /// Bytes of the frames counted in `rx_packets` (as received, before any rewrite).
+    pub rx_bytes: u64,
     pub rx_lost: u64,
     pub rx_errors: u64,
     pub tx_packets: u64,
+    /// Bytes of the frames counted in `tx_packets`.
+    pub tx_bytes: u64,
     pub tx_dropped: u64,
     pub tx_errors: u64,
     /// What the PMDs did with this port's frames (summed over PMDs).
@@ -586,7 +592,7 @@ impl FinalReport {
         let w = self.ports.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>12} {:>12}",
             "port",
             "name",
             "link",
@@ -598,13 +604,15 @@ impl FinalReport {
             "lost",
             "rx_lost",
             "tx",
-            "tx_drop"
+            "tx_drop",
+            "rx_bytes",
+            "tx_bytes"
         );
         for p in &self.ports {
             let f = &p.frames;
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>12} {:>12}",
                 p.port,
                 p.name,
                 p.link,
@@ -616,7 +624,9 @@ impl FinalReport {
                 f.lost,
                 p.rx_lost,
                 p.tx_packets,
-                p.tx_dropped
+                p.tx_dropped,
+                p.rx_bytes,
+                p.tx_bytes
             );
         }
         for p in self.ports.iter().filter(|p| p.ingress_policing_kpkts_rate > 0.0) {
@@ -735,7 +745,12 @@ impl Control {
         let mut injected = PortFrames::default();
         let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
         let mut per_port = vec![PortFrames::default(); self.port_names.len()];
+        // The ports' counters at the last clear, as each PMD took them (empty: since start).
+        let mut base = vec![rqvs_ports::QueueStats::default(); self.port_names.len()];
         for p in &pmds {
+            for (b, q) in base.iter_mut().zip(&p.port_base) {
+                b.add(q);
+            }
             total.add(&p.total);
             injected.add(&p.injected);
             outputs += p.outputs;
@@ -748,16 +763,19 @@ impl Control {
         let ports: Vec<PortReport> = (0..self.port_names.len())
             .map(|i| {
                 let h = self.port(i);
-                let s: PortStats = self.port_stats(i);
+                let mut s: PortStats = self.port_stats(i);
+                s.total = s.total.minus(&base[i]);
                 PortReport {
                     port: i as u32 + 1,
                     name: self.port_names[i].clone(),
                     link: format!("{:?}", s.link).to_lowercase(),
                     queues: h.queues(),
                     rx_packets: s.total.rx_packets,
+                    rx_bytes: s.total.rx_bytes,
                     rx_lost: s.total.rx_lost,
                     rx_errors: s.total.rx_errors,
                     tx_packets: s.total.tx_packets,
+                    tx_bytes: s.total.tx_bytes,
                     tx_dropped: s.total.tx_dropped,
                     tx_errors: s.total.tx_errors,
                     frames: per_port[i],

@@ -97,6 +97,13 @@ pub struct PmdSetup {
     pub macs: Arc<crate::normal::MacTable>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
+    /// Per port, the counters of this PMD's queues of the port's handles before a
+    /// re-attachment ([`PmdMsg::Reattach`]).
+    pub queue_retired: Vec<rqvs_ports::QueueStats>,
+    /// Per port, this PMD's queue counters (retired included) at the last `pmd-stats-clear`:
+    /// taken by the thread that moves them, at the same moment as the PMD's own baseline, so
+    /// that counters since the clear add up exactly.
+    pub queue_base: Vec<rqvs_ports::QueueStats>,
 }
 
 /// A PMD's ends of the handler thread's queues.
@@ -570,6 +577,9 @@ fn handle_msg(
         PmdMsg::Reattach { port, queues } => {
             let (rx, tx) = *queues;
             if let (Some(r), Some(t)) = (s.rx.get_mut(port), s.tx.get_mut(port)) {
+                if let Some(q) = s.queue_retired.get_mut(port) {
+                    q.add(&r.stats());
+                }
                 *r = rx;
                 *t = tx;
             }
@@ -579,13 +589,29 @@ fn handle_msg(
             up.changed.push(answer);
         }
         PmdMsg::Stats { since_clear: true, reply } => {
-            let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));
+            let mut r = report(s, c, &baseline.0, &baseline.1, t0);
+            r.port_base = s.queue_base.clone();
+            r.table_matched = flows.matched();
+            let _ = reply.send(r);
         }
         PmdMsg::Stats { since_clear: false, reply } => {
             let zero = PmdCounters::new(c.rx.len());
-            let _ = reply.send(report(s, c, &zero, &rqvs_datapath::Counters::default(), t0));
+            let mut r = report(s, c, &zero, &rqvs_datapath::Counters::default(), t0);
+            r.table_matched = flows.matched();
+            let _ = reply.send(r);
         }
-        PmdMsg::Clear => *baseline = (c.clone(), s.design.counters()),
+        PmdMsg::Clear => {
+            *baseline = (c.clone(), s.design.counters());
+            s.queue_base =
+                s.rx.iter()
+                    .zip(&s.queue_retired)
+                    .map(|(q, retired)| {
+                        let mut b = *retired;
+                        b.add(&q.stats());
+                        b
+                    })
+                    .collect();
+        }
         PmdMsg::DumpFlows(reply) => {
             let mut lines = Vec::new();
             let now = s.design.now_ns();

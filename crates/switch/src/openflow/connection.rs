@@ -438,7 +438,10 @@ impl Connection {
             })),
             MultipartRequestBody::PortDesc => one(MultipartReplyBody::PortDesc(self.ports())),
             MultipartRequestBody::PortStats { port_no } => {
-                let report = self.hub.control.show();
+                // Since the switch started, as OVS's port counters: `pmd-stats-clear` is the
+                // PMD view's baseline only.
+                let control = &self.hub.control;
+                let report = control.show_with(control.pmd_totals());
                 let stats: Vec<PortStats> = report
                     .ports
                     .iter()
@@ -448,6 +451,8 @@ impl Connection {
                         duration_sec: report.uptime_s as u32,
                         rx_packets: p.rx_packets,
                         tx_packets: p.tx_packets,
+                        rx_bytes: p.rx_bytes,
+                        tx_bytes: p.tx_bytes,
                         rx_dropped: p.rx_lost,
                         tx_dropped: p.tx_dropped,
                         rx_errors: p.rx_errors,
@@ -457,12 +462,19 @@ impl Connection {
                     .collect();
                 one(MultipartReplyBody::PortStats(stats))
             }
-            MultipartRequestBody::Table => one(MultipartReplyBody::Table(vec![TableStats {
-                table_id: 0,
-                active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
-                lookup_count: 0,
-                matched_count: 0,
-            }])),
+            MultipartRequestBody::Table => {
+                // Every packet the PMDs classified looked the one table up (since start); those
+                // a flow decided matched (a table miss with no table-miss flow did not).
+                let pmds = self.hub.control.pmd_totals();
+                let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
+                let matched: u64 = pmds.iter().map(|p| p.table_matched).sum();
+                one(MultipartReplyBody::Table(vec![TableStats {
+                    table_id: 0,
+                    active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
+                    lookup_count,
+                    matched_count: matched,
+                }]))
+            }
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
                 Some(f) => {

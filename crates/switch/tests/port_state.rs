@@ -1,8 +1,14 @@
-//! Link state on veths (root): the link watcher (`crates/switch/src/link.rs`) follows carrier
+//! Ports as an operator sees them, on veths (root).
+//!
+//! Link state: the link watcher (`crates/switch/src/link.rs`) follows carrier
 //! and admin state, every change reaches an OpenFlow connection as PORT_STATUS, PORT_DESC and
 //! `show` say LIVE/LINK_DOWN (`up`/`down`/`gone`), PORT_DESC carries the interface's real MAC
 //! and speed, and a port whose interface is deleted and created again is re-attached: frames
 //! flow through it again, and the switch's accounting still balances at the end.
+//!
+//! Counters: after `pmd-stats-clear` the ports' counters start again with the PMDs' (so
+//! `outputs = tx + tx_dropped` holds), bytes are counted with packets (ports, PORT_STATS, JSON),
+//! PORT_STATS counts since the start, TABLE stats count lookups and matches.
 //!
 //! Skipped without root and `ip` (a failure with `RQVS_REQUIRE_NETNS=1`).
 
@@ -105,17 +111,20 @@ impl Of {
     }
 
     fn port_desc(&mut self) -> Vec<Port> {
-        let xid =
-            self.send(&Message::MultipartRequest(MultipartRequest { flags: 0, body: MultipartRequestBody::PortDesc }));
+        match self.multipart(MultipartRequestBody::PortDesc) {
+            MultipartReplyBody::PortDesc(p) => p,
+            b => panic!("expected PORT_DESC, got {b:?}"),
+        }
+    }
+
+    fn multipart(&mut self, body: MultipartRequestBody) -> MultipartReplyBody {
+        let xid = self.send(&Message::MultipartRequest(MultipartRequest { flags: 0, body }));
         let deadline = Instant::now() + WAIT;
         loop {
             match self.recv(deadline.saturating_duration_since(Instant::now())) {
-                Some((h, Message::MultipartReply(r))) if h.xid == xid => match r.body {
-                    MultipartReplyBody::PortDesc(p) => return p,
-                    b => panic!("expected PORT_DESC, got {b:?}"),
-                },
+                Some((h, Message::MultipartReply(r))) if h.xid == xid => return r.body,
                 Some(_) => {}
-                None => panic!("no PORT_DESC reply"),
+                None => panic!("no multipart reply"),
             }
         }
     }
@@ -221,4 +230,78 @@ fn port_status_link_down_and_reattach_after_delete() {
     let report = sw.stop().unwrap();
     assert!(report.balanced(), "{}", report.format());
     assert!(report.ports[2].tx_packets >= 2, "port 3 sent before and after: {}", report.format());
+}
+
+/// Waits until port `port` has sent `n` frames (the switch's own view).
+fn wait_tx(control: &Control, port: usize, n: u64) {
+    let t0 = Instant::now();
+    while control.show_with(control.pmd_totals()).ports[port - 1].tx_packets < n {
+        assert!(t0.elapsed() < WAIT, "port {port} did not send {n} frames");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn counters_add_up_after_clear_with_bytes_port_and_table_stats() {
+    if !testnet::available("counters_add_up_after_clear_with_bytes_port_and_table_stats") {
+        return;
+    }
+    let topo = Topo::new("ctrs", 1);
+    // Port 1's frames go to 2; port 3's meet no flow (a table miss).
+    let rules = ofctl::parse_flows("flows", "in_port=1,actions=output:2\n").unwrap();
+    let ports: Vec<PortSource> =
+        (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:afpacket").parse().unwrap())).collect();
+    let cfg = SwitchConfig::new(ports, rules, DesignKind::Orig);
+    let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
+    let control: Arc<Control> = sw.control();
+    let mut ch = ChannelConfig::new();
+    let l = OpenflowListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    ch.listen = Some(l);
+    let channel = Channel::start(&control, ch).unwrap();
+    let mut of = Of::connect(addr);
+    let (h1, h3) = (topo.host_socket(1), topo.host_socket(3));
+    let len = frame(0).len() as u64;
+    for seq in 0..40 {
+        h1.send(&frame(seq)).unwrap();
+    }
+    wait_tx(&control, 2, 40);
+    control.pmd_stats_clear();
+    for seq in 0..30 {
+        h1.send(&frame(seq)).unwrap();
+    }
+    for seq in 0..5 {
+        h3.send(&frame(seq)).unwrap();
+    }
+    wait_tx(&control, 2, 70);
+    let t0 = Instant::now();
+    let show = loop {
+        let s = control.show();
+        if s.ports[2].rx_packets == 5 || t0.elapsed() > WAIT {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Since the clear: 30 in at 1 and out at 2, 5 in at 3 and dropped; and it adds up.
+    assert!(show.balanced(), "{}", show.format());
+    assert_eq!((show.ports[0].rx_packets, show.ports[0].rx_bytes), (30, 30 * len), "{}", show.format());
+    assert_eq!((show.ports[1].tx_packets, show.ports[1].tx_bytes), (30, 30 * len), "{}", show.format());
+    assert_eq!((show.ports[2].rx_packets, show.ports[2].frames.dropped), (5, 5), "{}", show.format());
+    assert_eq!(show.outputs, 30);
+    assert!(show.format().contains("every frame accounted for"), "{}", show.format());
+    // PORT_STATS: since the start, with bytes.
+    let MultipartReplyBody::PortStats(ps) = of.multipart(MultipartRequestBody::PortStats { port_no: 0xffff_ffff })
+    else {
+        panic!("expected PORT_STATS")
+    };
+    assert_eq!((ps[0].rx_packets, ps[0].rx_bytes), (70, 70 * len));
+    assert_eq!((ps[1].tx_packets, ps[1].tx_bytes), (70, 70 * len));
+    // TABLE: 75 lookups, the 5 from port 3 missed.
+    let MultipartReplyBody::Table(t) = of.multipart(MultipartRequestBody::Table) else { panic!("expected TABLE") };
+    assert_eq!((t[0].lookup_count, t[0].matched_count), (75, 70));
+    control.request_stop();
+    channel.join();
+    let report = sw.stop().unwrap();
+    assert!(report.balanced(), "{}", report.format());
+    assert_eq!((report.ports[0].rx_packets, report.ports[0].rx_bytes), (70, 70 * len));
 }
