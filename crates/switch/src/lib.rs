@@ -59,6 +59,7 @@
 pub mod bench;
 pub mod ctl;
 pub mod designs;
+pub mod diag;
 pub mod events;
 pub mod execute;
 pub mod expiry;
@@ -236,7 +237,7 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
 fn wait_revalidated(answers: impl Iterator<Item = mpsc::Receiver<()>>, version: u64) {
     for r in answers {
         if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
-            eprintln!(
+            crate::log_warn!(
                 "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
                 APPLY_WAIT.as_secs()
             );
@@ -1001,7 +1002,7 @@ impl Control {
                     if self.design == DesignKind::Auto {
                         let ids: Vec<RuleId> = net.added.iter().map(|r| r.id).collect();
                         if let Err(undo) = self.publish(&net.removed, &ids) {
-                            eprintln!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
+                            crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
                     }
                     return Err(err(format!("{what}: {e}")));
@@ -1071,7 +1072,7 @@ impl Control {
         if m.send(msg).is_ok() {
             match r.recv_timeout(APPLY_WAIT) {
                 Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
-                Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
+                Err(mpsc::RecvTimeoutError::Timeout) => crate::log_warn!(
                     "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
                     APPLY_WAIT.as_secs()
                 ),

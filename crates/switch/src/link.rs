@@ -68,6 +68,11 @@ impl Control {
                 }
             }
             if now != *seen {
+                crate::log_debug!(
+                    "rqvs switch: port {} ({}): link {seen:?} -> {now:?}: PORT_STATUS to the OpenFlow connections",
+                    i + 1,
+                    self.port_names[i]
+                );
                 *seen = now;
                 self.emit(vec![Event::PortStatus(i as u32 + 1)]);
             }

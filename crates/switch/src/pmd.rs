@@ -356,7 +356,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
 fn log_switches(s: &PmdSetup, logged: u64) -> u64 {
     let Some(r) = s.design.auto_report() else { return logged };
     for e in r.log.iter().skip(logged as usize) {
-        eprintln!(
+        crate::log_info!(
             "rqvs switch: pmd {}: design {} -> {} at {:.3} s: {} (ready in {:.1} ms, {} megaflows preinstalled)",
             s.index,
             e.from_name(),

@@ -66,7 +66,7 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
     let writer_stream = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rqvs switch: openflow {peer}: {e}");
+            crate::log_warn!("rqvs switch: openflow {peer}: {e}");
             return;
         }
     };
@@ -79,7 +79,7 @@ pub(crate) fn serve(stream: TcpStream, peer: SocketAddr, hub: &Arc<Hub>, kind: K
         match std::thread::Builder::new().name("of-writer".into()).spawn(move || write_all(writer_stream, &queue)) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
+                crate::log_warn!("rqvs switch: openflow {peer}: no writer thread: {e}");
                 return;
             }
         };
@@ -231,7 +231,7 @@ impl Connection {
                 self.send(v, 0, &Message::EchoRequest(Vec::new())).is_ok()
             }
             Some(t) if t.elapsed() >= probe => {
-                eprintln!(
+                crate::log_warn!(
                     "rqvs switch: openflow {}: no answer to the inactivity probe after {:.0} s: disconnecting",
                     self.name,
                     (self.last_rx.elapsed()).as_secs_f64()
@@ -279,14 +279,18 @@ impl Connection {
             if let Some((e, why)) = refused {
                 // One line per run, however many a controller sends.
                 if refusals == 0 {
-                    eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
                 }
                 refusals += 1;
                 self.error(v, xid, e, &bytes)?;
             }
         }
         if refusals > 1 {
-            eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.name, refusals - 1);
+            crate::log_warn!(
+                "rqvs switch: openflow {}: {} more flow_mods of that run refused",
+                self.name,
+                refusals - 1
+            );
         }
         run.ops.clear();
         Ok(())
@@ -296,7 +300,10 @@ impl Connection {
         let bytes = match encode(version, xid, msg) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)", self.name);
+                crate::log_error!(
+                    "rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)",
+                    self.name
+                );
                 return Err(End::Fatal);
             }
         };
@@ -356,7 +363,7 @@ impl Connection {
         let reply = match msg {
             Message::Hello(_) | Message::EchoReply(_) | Message::BarrierReply => None,
             Message::Error(e) => {
-                eprintln!("rqvs switch: openflow {}: the peer sent an error ({})", self.name, e.of_error());
+                crate::log_warn!("rqvs switch: openflow {}: the peer sent an error ({})", self.name, e.of_error());
                 None
             }
             Message::EchoRequest(data) => Some(Message::EchoReply(data)),
@@ -410,7 +417,7 @@ impl Connection {
                 return match sent {
                     Ok(()) => Ok(()),
                     Err((e, why)) => {
-                        eprintln!("rqvs switch: openflow {}: packet_out refused: {why}", self.name);
+                        crate::log_warn!("rqvs switch: openflow {}: packet_out refused: {why}", self.name);
                         self.error(v, xid, e, bytes)
                     }
                 };
@@ -521,11 +528,11 @@ impl Connection {
             Ok(b) => self.out.send(b).map_err(|_| End::Closed),
             Err(e) => {
                 let Message::MultipartReply(MultipartReply { body: MultipartReplyBody::Flow(f), .. }) = msg else {
-                    eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.name);
+                    crate::log_error!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.name);
                     return Err(End::Fatal);
                 };
                 if f.len() <= 1 {
-                    eprintln!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.name);
                     return Err(End::Fatal);
                 }
                 let (a, b) = f.split_at(f.len() / 2);
@@ -570,7 +577,7 @@ impl Connection {
                     return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
                 };
                 if let Err(e) = self.hub.control.apply_ops(&b.ops) {
-                    eprintln!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
                     return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
                 }
                 bundle::COMMIT_REPLY
@@ -612,7 +619,7 @@ impl Connection {
                 Ok(())
             }
             Err((e, why)) => {
-                eprintln!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.name);
+                crate::log_warn!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.name);
                 self.error(v, xid, e, bytes)
             }
         }

@@ -41,7 +41,9 @@ pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
             match encode(version, 0, &Message::FlowRemoved(msg)) {
                 Ok(b) => Some(b),
                 Err(e) => {
-                    eprintln!("rqvs switch: openflow: cannot encode a flow_removed: {e} (a bug: please report it)");
+                    crate::log_error!(
+                        "rqvs switch: openflow: cannot encode a flow_removed: {e} (a bug: please report it)"
+                    );
                     None
                 }
             }

@@ -181,7 +181,7 @@ impl OpenflowListener {
                     });
                     match spawned {
                         Ok(t) => conns.push(t),
-                        Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
+                        Err(e) => crate::log_warn!("rqvs switch: openflow {peer}: no thread for it: {e}"),
                     }
                     conns.retain(|t| !t.is_finished());
                 }

@@ -109,7 +109,9 @@ pub(crate) fn deliver_status(hub: &Hub, port_no: u32) {
             Ok(bytes) => {
                 let _ = peer.out.send(bytes);
             }
-            Err(e) => eprintln!("rqvs switch: openflow: cannot encode a port_status: {e} (a bug: please report it)"),
+            Err(e) => {
+                crate::log_error!("rqvs switch: openflow: cannot encode a port_status: {e} (a bug: please report it)")
+            }
         }
     }
 }
