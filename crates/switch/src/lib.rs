@@ -709,14 +709,23 @@ impl Control {
         })
     }
 
-    /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
+    /// Each PMD's counters (since the last clear); a PMD that has ended gives its last ones.
     pub fn pmd_stats(&self) -> Vec<PmdReport> {
-        self.ask(|reply| PmdMsg::Stats { since_clear: true, reply }).into_iter().map(|(_, r)| r).collect()
+        self.pmd_reports(true)
     }
 
     /// Each PMD's counters since it started (`pmd-stats-clear` does not touch them).
     pub fn pmd_totals(&self) -> Vec<PmdReport> {
-        self.ask(|reply| PmdMsg::Stats { since_clear: false, reply }).into_iter().map(|(_, r)| r).collect()
+        self.pmd_reports(false)
+    }
+
+    /// Every PMD's report: from the PMD, or, for one that has ended, its last one.
+    fn pmd_reports(&self, since_clear: bool) -> Vec<PmdReport> {
+        let mut got: Vec<Option<PmdReport>> = self.inboxes.iter().map(|_| None).collect();
+        for (i, r) in self.ask(|reply| PmdMsg::Stats { since_clear, reply }) {
+            got[i] = Some(r);
+        }
+        got.into_iter().enumerate().filter_map(|(i, r)| r.or_else(|| self.parting.report(i, since_clear))).collect()
     }
 
     pub fn pmd_stats_clear(&self) {

@@ -336,7 +336,12 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     flush(&mut s.tx);
     s.design.settle();
-    let report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    report.table_matched = flows.matched();
+    let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
+    since_clear.port_base = s.queue_base.clone();
+    since_clear.table_matched = flows.matched();
+    s.parting.leave_reports(s.index, [since_clear, report.clone()]);
     // The per-flow counters stay readable after the thread ends (a flow-stats request now
     // goes unanswered: the asker reads them there).
     s.parting.leave(s.index, std::mem::take(&mut flows));
