@@ -27,7 +27,7 @@
 //! front of each frame (`PACKET_VNET_HDR`, set before the ring), which names a super-frame's
 //! kind and segment size. A frame marked not ready gets its checksum computed whole
 //! ([`crate::csum::complete`]) in place; a TCP or UDP super-frame is cut into segments, each
-//! with its headers and checksums ([`crate::csum::Segmenter`]), written into a per-queue buffer
+//! with its headers and checksums (`csum::Segmenter`), written into a per-queue buffer
 //! and handed out as frames of their own (so `rx_packets` counts segments; at most
 //! [`SEG_ARENA`] bytes of segments per batch, the rest in the next). A super-frame of another
 //! kind (UFO, a tunnel's) or whose segment does not fit the buffer is counted in `rx_errors` and

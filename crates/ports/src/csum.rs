@@ -9,7 +9,7 @@
 //! header in front of it says whether it is a super-frame and its segment size. A switch that
 //! forwarded them as they are sends frames the next host drops (`cksum incorrect`) or that do
 //! not fit the next link (`EMSGSIZE`) — so the receive path ([`crate::afpacket`]) calls
-//! [`complete`] on every frame marked not ready, and [`Segmenter`] on every super-frame.
+//! [`complete`] on every frame marked not ready, and `Segmenter` on every super-frame.
 //!
 //! [`complete`] recomputes the whole checksum from the IPv4/IPv6 pseudo header and the L4
 //! bytes — it does not trust the partial value, so a frame the switch rewrote before is fine

@@ -2,8 +2,8 @@
 //! closed stderr (`2>/dev/full`, a closed pipe) never panics — a line that cannot be written is
 //! dropped — and the switch's log lines carry their time and level and can go to a file too.
 //!
-//! - [`line`] ([`crate::diag!`]): a plain line (a command's error, `rqvs: error: …`).
-//! - [`log`] ([`crate::log_error!`], [`crate::log_warn!`], [`crate::log_info!`],
+//! - [`line()`] ([`crate::diag!`]): a plain line (a command's error, `rqvs: error: …`).
+//! - [`log()`] ([`crate::log_error!`], [`crate::log_warn!`], [`crate::log_info!`],
 //!   [`crate::log_debug!`]): a log line of the running switch, `2026-11-28T13:35:30.123Z WARN
 //!   rqvs switch: port p1: link down: no carrier` (UTC, milliseconds), written when its level is
 //!   at most the current one ([`set_level`]: `info` by default; `rqvs switch -v` makes it `debug`;
@@ -128,31 +128,31 @@ pub fn timestamp(t: SystemTime) -> String {
     )
 }
 
-/// A plain line to stderr that never panics ([`line`]).
+/// A plain line to stderr that never panics ([`line()`]).
 #[macro_export]
 macro_rules! diag {
     ($($t:tt)*) => { $crate::diag::line(format_args!($($t)*)) };
 }
 
-/// A log line at level ERROR ([`log`]).
+/// A log line at level ERROR ([`log()`]).
 #[macro_export]
 macro_rules! log_error {
     ($($t:tt)*) => { $crate::diag::log($crate::diag::Level::Error, format_args!($($t)*)) };
 }
 
-/// A log line at level WARN ([`log`]).
+/// A log line at level WARN ([`log()`]).
 #[macro_export]
 macro_rules! log_warn {
     ($($t:tt)*) => { $crate::diag::log($crate::diag::Level::Warn, format_args!($($t)*)) };
 }
 
-/// A log line at level INFO ([`log`]).
+/// A log line at level INFO ([`log()`]).
 #[macro_export]
 macro_rules! log_info {
     ($($t:tt)*) => { $crate::diag::log($crate::diag::Level::Info, format_args!($($t)*)) };
 }
 
-/// A log line at level DEBUG ([`log`]).
+/// A log line at level DEBUG ([`log()`]).
 #[macro_export]
 macro_rules! log_debug {
     ($($t:tt)*) => { $crate::diag::log($crate::diag::Level::Debug, format_args!($($t)*)) };
