@@ -321,9 +321,9 @@ impl Drop for Stream {
     }
 }
 
-/// Stderr lines that name port `name` (the switch's event lines: `rqvs switch: NAME: ...`).
+/// Stderr lines that name port `name` (the switch's event lines: `TIME LEVEL rqvs switch: NAME: ...`).
 fn event_lines<'a>(stderr: &'a str, name: &str) -> Vec<&'a str> {
-    stderr.lines().filter(|l| l.starts_with("rqvs switch:") && !l.contains("ready") && l.contains(name)).collect()
+    stderr.lines().filter(|l| l.contains(" rqvs switch: ") && !l.contains("ready") && l.contains(name)).collect()
 }
 
 fn json(path: &Path) -> serde_json::Value {
