@@ -96,7 +96,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             pmds: a.pmds,
             seed: a.seed,
         };
-        let r = bench::run(&setup, &mut |s| eprintln!("rqvs bench openflow: {}: {s}", design.name()))
+        let r = bench::run(&setup, &mut |s| rqvs_switch::diag!("rqvs bench openflow: {}: {s}", design.name()))
             .map_err(|e| Failure(e.to_string()))?;
         out.line(format!(
             "{:<6} {} flow-mods over {} held-out flows in {:.2} s: {:.0} flow-mods/s ({} errors), traffic {:.3} Mpps meanwhile, coverage after {}; frames checked {} exact + {} during updates: {} mismatches ({} dropped)",

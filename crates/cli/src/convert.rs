@@ -152,14 +152,14 @@ fn rules(a: &RulesArgs) -> Result<(), Failure> {
             let table = if from == RuleFormat::ClassBench {
                 let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &parse_actions(&a.actions)?)?;
                 if let Some((id, why)) = conv.skipped.first() {
-                    eprintln!(
+                    rqvs_switch::diag!(
                         "rqvs: warning: {name}: {} of {} rules have no OpenFlow form and were left out (first: rule {id}: {why})",
                         conv.skipped.len(),
                         rules.len()
                     );
                 }
                 // The converted flows may go to stdout: the summary goes to stderr.
-                eprintln!(
+                rqvs_switch::diag!(
                     "rqvs: {name}: {} rules → {} flows ({} converted, {} added by port-range expansion, {} skipped, max priority {})",
                     rules.len(), conv.flows.len(), conv.converted, conv.expansion(), conv.skipped.len(), conv.max_priority
                 );
@@ -266,13 +266,13 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
             }
             let (_, stats) = w.finish().map_err(|e| Failure(format!("{e}")))?;
             if stats.ports_dropped > 0 {
-                eprintln!(
+                rqvs_switch::diag!(
                     "rqvs: warning: {} packets carry ports on a protocol whose header cannot hold them; their ports are not in the pcap",
                     stats.ports_dropped
                 );
             }
             if stats.not_carried > 0 {
-                eprintln!(
+                rqvs_switch::diag!(
                     "rqvs: warning: {} packets are not IP, which link type {} cannot carry; they are not in the pcap",
                     stats.not_carried,
                     pcap::link::link_type_name(link.number())
@@ -295,7 +295,11 @@ fn packets(a: &TraceArgs) -> Result<(), Failure> {
     if let Some(c) = reader.capture_stats() {
         f.insert("capture".into(), report::capture_json(&c));
         if c.skipped() > 0 {
-            eprintln!("rqvs: warning: {name}: skipped {} truncated and {} malformed frames", c.truncated, c.malformed);
+            rqvs_switch::diag!(
+                "rqvs: warning: {name}: skipped {} truncated and {} malformed frames",
+                c.truncated,
+                c.malformed
+            );
         }
     }
     if let Some(j) = &a.json {

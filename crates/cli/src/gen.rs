@@ -277,14 +277,14 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
         gen::RulesRequest { seed_file: a.seed_file.clone(), params, format: a.format, compare: a.compare.clone() };
     let g = gen::gen_rules(&req)?;
     for w in &g.warnings {
-        eprintln!("rqvs: warning: {w}");
+        rqvs_switch::diag!("rqvs: warning: {w}");
     }
     emit(a.output.as_deref(), &a.json, g.text.as_bytes())?;
     for line in std::iter::once(&g.summary).chain(&g.compare_line) {
         if a.output.is_some() || a.json.is_some() {
             out.line(line);
         } else {
-            eprintln!("{line}");
+            rqvs_switch::diag!("{line}");
         }
     }
     if let Some(j) = &a.json {
@@ -310,7 +310,7 @@ fn gen_trace(a: &TraceArgs) -> Result<(), Failure> {
         return Err(Failure("--format pcap needs --output FILE".into()));
     }
     emit(a.output.as_deref(), &a.json, &g.bytes)?;
-    let say = |s: &str| if a.output.is_some() || a.json.is_some() { out.line(s) } else { eprintln!("{s}") };
+    let say = |s: &str| if a.output.is_some() || a.json.is_some() { out.line(s) } else { rqvs_switch::diag!("{s}") };
     say(&g.summary);
     if a.stats {
         for line in &g.stats_lines {
@@ -397,7 +397,7 @@ fn gen_updates(a: &UpdatesArgs) -> Result<(), Failure> {
     if a.output.is_some() || a.json.is_some() {
         out.line(&line);
     } else {
-        eprintln!("{line}");
+        rqvs_switch::diag!("{line}");
     }
     if let Some(j) = &a.json {
         let mut f = Map::new();

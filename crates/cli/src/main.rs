@@ -105,12 +105,8 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
         Command::Switch(a) => switch::unused(a, given),
         Command::Gen(c) => gen::unused(c, given),
         // Every option of these is used whatever the others say.
-        Command::Train(_)
-        | Command::Paper(_)
-        | Command::Bench(_)
-        | Command::Ctl(_)
-        | Command::Completions(_)
-        | Command::Man(_) => Ok(()),
+        Command::Ctl(a) => switch::check_ctl(a),
+        Command::Train(_) | Command::Paper(_) | Command::Bench(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }
 
@@ -130,12 +126,12 @@ fn main() -> ExitCode {
         }
     };
     if let Some(Err(e)) = cli.command.as_ref().map(|c| unused(c, &given)) {
-        eprintln!("rqvs: error: {e}");
+        rqvs_switch::diag!("rqvs: error: {e}");
         return ExitCode::from(2);
     }
     // A kernel forced by the environment that this CPU lacks is a usage error, said once.
     if let Err(e) = rqvs_rqrmi::Kernel::from_env() {
-        eprintln!("rqvs: error: {e}");
+        rqvs_switch::diag!("rqvs: error: {e}");
         return ExitCode::from(2);
     }
     let result = match cli.command {
@@ -165,7 +161,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(msg)) => {
-            eprintln!("rqvs: error: {msg}");
+            rqvs_switch::diag!("rqvs: error: {msg}");
             ExitCode::from(1)
         }
     }

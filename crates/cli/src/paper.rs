@@ -69,7 +69,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         rqvs: std::env::current_exe().ok(),
     };
     if a.estimate {
-        print!("{}", estimate(&cfg)?);
+        crate::report::stdout(estimate(&cfg)?.as_bytes());
         return Ok(());
     }
     let t = std::time::Instant::now();
@@ -85,16 +85,19 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let outcome = paper::run(&cfg, &mut |p| match (p, &bar) {
         (Progress::Plan { total, .. }, Some(b)) => b.set_length(total as u64),
         (Progress::Plan { total, est_s }, None) => {
-            eprintln!("rqvs paper: {total} cells planned, ~{} on this project's machine if none is kept", hms(est_s))
+            rqvs_switch::diag!(
+                "rqvs paper: {total} cells planned, ~{} on this project's machine if none is kept",
+                hms(est_s)
+            )
         }
         (Progress::Line(msg), Some(b)) => b.println(format!("rqvs paper: {msg}")),
-        (Progress::Line(msg), None) => eprintln!("rqvs paper [{:>5.0} s] {msg}", t.elapsed().as_secs_f64()),
+        (Progress::Line(msg), None) => rqvs_switch::diag!("rqvs paper [{:>5.0} s] {msg}", t.elapsed().as_secs_f64()),
         (Progress::Cell { name, done, total, left_s, .. }, Some(b)) => {
             b.set_length(total as u64);
             b.set_position(done as u64);
             b.set_message(format!("ETA {}  (last: {name})", hms(left_s)));
         }
-        (Progress::Cell { name, measured_s: Some(s), done, total, left_s }, None) => eprintln!(
+        (Progress::Cell { name, measured_s: Some(s), done, total, left_s }, None) => rqvs_switch::diag!(
             "rqvs paper [{:>5.0} s] {name} measured in {s:.1} s ({done}/{total} cells, ETA {})",
             t.elapsed().as_secs_f64(),
             hms(left_s)
@@ -125,7 +128,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let page = out.join("README.md");
     std::fs::write(&page, paper::page(&cfg, &outcome))
         .map_err(|e| Failure(format!("{}: cannot write: {e}", page.display())))?;
-    eprintln!("rqvs paper: {} written ({:.0} s)", page.display(), t.elapsed().as_secs_f64());
+    rqvs_switch::diag!("rqvs paper: {} written ({:.0} s)", page.display(), t.elapsed().as_secs_f64());
     let failed = outcome.failed();
     if !failed.is_empty() {
         return Err(Failure(format!("figures not produced: {}", failed.join("; "))));

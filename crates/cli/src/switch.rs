@@ -22,9 +22,6 @@ use rqvs_switch::{PortSource, Switch, SwitchConfig, UpcallMode};
 use crate::Failure;
 use rqvs_datapath::policer::PolicerSpec;
 
-/// The management socket when none is named.
-pub const DEFAULT_CTL: &str = "/run/rqvs-switch.ctl";
-
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// A port: NAME or NAME:afpacket (an interface through AF_PACKET), NAME:afxdp, pcap-in:FILE,
@@ -49,9 +46,17 @@ pub struct Args {
     /// CPUs to pin the PMD threads to, e.g. `0,1` or `0-3` (PMD i on the i-th, cycling).
     #[arg(long, value_name = "LIST")]
     pmd_cpus: Option<String>,
-    /// Management socket (Unix) for `rqvs ctl`.
+    /// Management socket (Unix) for `rqvs ctl`. Default: RUN_DIR/rqvs-switch.PID.ctl, which
+    /// `rqvs ctl` finds by itself (RUN_DIR: $RQVS_RUN_DIR, else /run/rqvs). A socket nobody
+    /// listens on (left by a killed switch) is removed; a live one is an error.
     #[arg(long, value_name = "SOCKET")]
     ctl: Option<PathBuf>,
+    /// Also write every log line to FILE (appended).
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Log more: -v adds the debug lines (`rqvs ctl vlog/set LEVEL` changes the level later).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
     /// Serve the counters for Prometheus/OpenMetrics scrapers at `http://ADDR/metrics`, e.g.
     /// `127.0.0.1:9100` (port 0 picks one; the ready line says which).
     #[arg(long, value_name = "IP:PORT")]
@@ -143,6 +148,30 @@ fn port_args(a: &Args) -> Vec<String> {
     } else {
         a.ports.clone()
     }
+}
+
+/// One port, one owner: the same interface (`p1` and `p1:afxdp` alike) or output file given
+/// twice as `--port` is a usage error (it would see, or write, every frame twice). Reading one
+/// capture twice is allowed. Arguments that do not parse are left to `run`'s error.
+fn duplicate_ports(names: &[String]) -> Result<(), String> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let Ok(spec) = n.parse::<PortSpec>() else { continue };
+        let key = match &spec.port_type {
+            rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp => format!("interface {}", spec.name),
+            rqvs_ports::PortType::PcapOut(p) => format!("file {}", p.display()),
+            rqvs_ports::PortType::PcapIn(_) => continue,
+        };
+        if let Some((_, j)) = seen.iter().find(|(k, _)| *k == key) {
+            return Err(format!(
+                "--port {n}: {key} is already port {} (--port {}): one port, one owner",
+                j + 1,
+                names[*j]
+            ));
+        }
+        seen.push((key, i));
+    }
+    Ok(())
 }
 
 /// `--ingress-policing` for the ports `names` (the `--port` arguments): the policer of each
@@ -264,6 +293,7 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     }
     g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
     policing(&a.ingress_policing, &port_args(a))?;
+    duplicate_ports(&a.ports)?;
     let auto = a.auto.check()?;
     rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
 }
@@ -309,7 +339,17 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         rqvs_switch::assign_switch_outputs(&mut rules, ports.len());
     }
     // The socket first: a stale one is an error before any port is opened.
-    let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
+    if a.verbose > 0 {
+        rqvs_switch::diag::set_level(rqvs_switch::diag::Level::Debug);
+    }
+    if let Some(f) = &a.log_file {
+        rqvs_switch::diag::set_log_file(f).map_err(|e| Failure(format!("--log-file {}: {e}", f.display())))?;
+    }
+    let ctl_path = match &a.ctl {
+        Some(p) => p.clone(),
+        None => rqvs_switch::ctl::default_socket()?,
+    };
+    let listener = Some(Listener::bind(&ctl_path)?);
     let metrics = a.metrics.as_deref().map(MetricsListener::bind).transpose()?;
     let metrics_addr = metrics.as_ref().and_then(MetricsListener::local_addr);
     let tls = a.tls.load(any_tls_target(a))?;
@@ -324,7 +364,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let of_tls = a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:"));
-    let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| eprintln!("rqvs switch: {e}"));
+    let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| match e.kind {
+        rqvs_ports::EventKind::LinkUp | rqvs_ports::EventKind::EndOfInput => {
+            rqvs_switch::log_info!("rqvs switch: {e}")
+        }
+        _ => rqvs_switch::log_warn!("rqvs switch: {e}"),
+    });
     if a.classifier == crate::args::CflowsClassifierArg::Tm
         && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
     {
@@ -400,12 +445,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         DesignKind::Auto => format!("auto (settings: {})", a.auto.config().settings_line()),
         d => d.name().to_string(),
     };
-    eprintln!(
+    rqvs_switch::log_info!(
         "rqvs switch: ready: {design} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
         if classbench { " (ClassBench: rule i outputs to port 2 + i mod (ports - 1))" } else { "" },
         a.pmds,
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
-        a.ctl.as_ref().map_or(String::new(), |p| format!("; management socket {}", p.display()))
+        format!("; management socket {}", ctl_path.display())
             + &of_addr.map_or(String::new(), |s| format!("; OpenFlow {}:{s}", if of_tls { "pssl" } else { "ptcp" }))
             + &metrics_addr.map_or(String::new(), |s| format!("; metrics http://{s}/metrics"))
             + &if n_controllers > 0 {
@@ -469,17 +514,23 @@ pub fn run(a: &Args) -> Result<(), Failure> {
 
 #[derive(clap::Args, Debug)]
 pub struct CtlArgs {
-    /// The switch's management socket (`rqvs switch --ctl`).
-    #[arg(long, default_value = DEFAULT_CTL)]
-    socket: PathBuf,
+    /// The switch's management socket (`rqvs switch --ctl`). Default: the one running switch's
+    /// in RUN_DIR ($RQVS_RUN_DIR, else /run/rqvs).
+    #[arg(long)]
+    socket: Option<PathBuf>,
     /// Print the reply as JSON.
     #[arg(long)]
     json: bool,
     /// pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules [--stats], ofproto/trace FLOW, show,
-    /// add-flows FILE, del-flows FILE|--all, exit.
+    /// add-flows FILE, del-flows FILE|--all, fdb/show, vlog/set LEVEL, vlog/list, exit.
     command: String,
     #[arg(allow_hyphen_values = true)]
     args: Vec<String>,
+}
+
+/// `rqvs ctl`'s usage errors (exit 2): an unknown command, or the wrong number of arguments.
+pub fn check_ctl(a: &CtlArgs) -> Result<(), String> {
+    ctl::check_command(&a.command, &a.args)
 }
 
 pub fn run_ctl(a: &CtlArgs) -> Result<(), Failure> {
@@ -492,7 +543,11 @@ pub fn run_ctl(a: &CtlArgs) -> Result<(), Failure> {
             req.file = Some(f.clone());
         }
     }
-    let reply = ctl::request(&a.socket, &req)?;
+    let socket = match &a.socket {
+        Some(p) => p.clone(),
+        None => ctl::find_switch()?,
+    };
+    let reply = ctl::request(&socket, &req)?;
     if !reply.ok {
         return Err(Failure(reply.error));
     }

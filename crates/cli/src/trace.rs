@@ -62,7 +62,7 @@ fn load_table(path: &std::path::Path) -> Result<Vec<Rule>, Failure> {
             let conv = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions::drop())
                 .map_err(|e| format!("{name}: {e}"))?;
             if !conv.skipped.is_empty() {
-                eprintln!("rqvs: {name}: {} rules OpenFlow cannot express were left out", conv.skipped.len());
+                rqvs_switch::diag!("rqvs: {name}: {} rules OpenFlow cannot express were left out", conv.skipped.len());
             }
             Ok(conv.flows)
         }

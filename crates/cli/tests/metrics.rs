@@ -150,9 +150,12 @@ fn metrics_endpoint_while_traffic_flows() {
         );
         // No port is policed here: the policed part of the drops is there, and zero.
         assert_eq!(get(&m, r#"rqvs_pmd_frames_policed_total{pmd="0",port="1"}"#), 0.0, "{design}");
-        assert_eq!(get(&m, r#"rqvs_port_tx_packets_total{port="2",name="p2:afpacket"}"#) as u64, forward);
-        assert_eq!(get(&m, r#"rqvs_port_rx_packets_total{port="1",name="p1:afpacket"}"#) as u64, forward + dropped);
-        assert_eq!(get(&m, r#"rqvs_port_up{port="1",name="p1:afpacket"}"#), 1.0);
+        assert_eq!(get(&m, r#"rqvs_port_tx_packets_total{port="2",name="p2",spec="p2:afpacket"}"#) as u64, forward);
+        assert_eq!(
+            get(&m, r#"rqvs_port_rx_packets_total{port="1",name="p1",spec="p1:afpacket"}"#) as u64,
+            forward + dropped
+        );
+        assert_eq!(get(&m, r#"rqvs_port_up{port="1",name="p1",spec="p1:afpacket"}"#), 1.0);
         assert_eq!(get(&m, &format!(r#"rqvs_info{{design="{design}",version="{}"}}"#, env!("CARGO_PKG_VERSION"))), 1.0);
         assert_eq!(get(&m, &format!(r#"rqvs_pmd_design{{pmd="0",design="{design}"}}"#)), 1.0);
         assert_eq!(get(&m, "rqvs_openflow_rules"), 1.0);

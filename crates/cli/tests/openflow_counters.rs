@@ -199,12 +199,19 @@ fn dump_flows_counts_each_flows_packets_and_bytes() {
             let args = ["--design", design, "--pmds", pmds, "--port", &in_port, "--port", &out2, "--port", &out3];
             let mut sw = start_with(&tmp.0, &rules_file, port, &args);
             let sock = tmp.join("ctl.sock");
-            // The capture is done once the port has delivered every frame and the PMDs, their
-            // input finished, have ended (they no longer answer `show`).
+            // The capture is done once the port has delivered every frame and the PMDs have
+            // decided every one (an ended PMD's last counters stay in `show`).
             let t0 = Instant::now();
             loop {
                 let show: serde_json::Value = serde_json::from_str(&ctl(&sock, &["--json", "show"])).unwrap();
-                if show["ports"][0]["rx_packets"] == frames.len() && show["pmds"].as_array().is_some_and(Vec::is_empty)
+                let t = &show["total"];
+                let decided = ["forwarded", "to_controller", "dropped", "malformed", "lost"]
+                    .iter()
+                    .map(|k| t[k].as_u64().unwrap_or(0))
+                    .sum::<u64>();
+                if show["ports"][0]["rx_packets"] == frames.len()
+                    && t["rx"] == frames.len()
+                    && decided == frames.len() as u64
                 {
                     break;
                 }

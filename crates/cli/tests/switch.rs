@@ -92,12 +92,13 @@ fn bad_input_is_one_line_and_leaves_nothing_behind() {
     let tmp = temp("bad");
     let dir = &tmp.0;
     let sock = dir.join("ctl.sock");
-    // A stale socket path: refused, and still the operator's to remove.
+    // A file that is not a socket at the socket path: refused, and still the operator's to
+    // remove (a stale socket is removed: tests/daemon.rs).
     std::fs::write(&sock, b"").unwrap();
     let out = rqvs(&["switch", "--ctl", sock.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("control socket") && err.contains("stale"), "{err}");
+    assert!(err.contains("control socket") && err.contains("not a socket"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     std::fs::remove_file(&sock).unwrap();
     // A rule file with an action the switch does not execute, and a malformed one.
@@ -217,8 +218,9 @@ fn management_socket_drives_a_running_switch() {
         s1.send(&udp_frame(53)).unwrap();
         assert_eq!(s2.recv(Duration::from_millis(300)).unwrap(), None, "deleted: dropped");
         // A bad request does not hurt it.
+        // (An unknown command is a usage error of `rqvs ctl` itself, exit 2, before it connects.)
         let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "no-such-command"]);
-        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(out.status.code(), Some(2));
         if stop_with_signal {
             sigterm(running.child.id());
         } else {

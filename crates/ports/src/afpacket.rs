@@ -17,9 +17,22 @@
 //! transmit sockets bypass the qdisc layer, where the copy for packet taps is made. The
 //! kernel's VLAN offload takes the 802.1Q/802.1ad tag out of the frame and gives it as metadata;
 //! the receive path puts it back in front of the ethertype, using the frame's headroom, so the
-//! caller sees the frame as it was on the wire. A frame longer than the ring's slot
-//! (`tp_snaplen < tp_len`, e.g. a GSO super-frame from a veth with offloads on) is counted in
-//! `rx_errors` and skipped, never forwarded cut short.
+//! caller sees the frame as it was on the wire. A frame longer than the ring's block
+//! (`tp_snaplen < tp_len`) is counted in `rx_errors` and skipped, never forwarded cut short.
+//!
+//! **Checksum offload.** A sender whose interface offloads checksums and segmentation (a veth's
+//! defaults) leaves two jobs to "the device", which for a frame read here is us: the TCP/UDP
+//! checksum (the ring marks such a frame `TP_STATUS_CSUMNOTREADY`) and, with TSO/USO, cutting a
+//! super-frame of up to 64 KiB into segments. The receive sockets ask for a virtio-net header in
+//! front of each frame (`PACKET_VNET_HDR`, set before the ring), which names a super-frame's
+//! kind and segment size. A frame marked not ready gets its checksum computed whole
+//! ([`crate::csum::complete`]) in place; a TCP or UDP super-frame is cut into segments, each
+//! with its headers and checksums (`csum::Segmenter`), written into a per-queue buffer
+//! and handed out as frames of their own (so `rx_packets` counts segments; at most
+//! [`SEG_ARENA`] bytes of segments per batch, the rest in the next). A super-frame of another
+//! kind (UFO, a tunnel's) or whose segment does not fit the buffer is counted in `rx_errors` and
+//! dropped. Without `PACKET_VNET_HDR` (refused by the kernel) checksums are still completed, but
+//! super-frames go on whole (and the output port refuses what exceeds its MTU, counted).
 //!
 //! Latency note: a block reaches user space only when full or retired, so at low rates a frame
 //! waits up to `retire_ms` (rounded up to the kernel's timer tick).
@@ -45,6 +58,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use crate::csum::{self, GsoKind, Segmenter};
 use crate::error::PortError;
 use crate::port::Staging;
 use crate::ring::{Slot, V3Frame, V3Ring, V3_HEADROOM_START};
@@ -92,6 +106,26 @@ struct Cursor {
     off: usize,
 }
 
+/// Bytes of segment memory per receive queue (a batch's segments; reset when it is released).
+pub const SEG_ARENA: usize = 512 << 10;
+/// Headroom in front of each segment (two VLAN tags and then some).
+const SEG_HEADROOM: usize = 32;
+/// virtio-net header: `flags`, `gso_type` (ECN bit 0x80), `hdr_len`, `gso_size`, …
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
+const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
+
+/// A super-frame being cut: its view in the current block (which is not finished before it is
+/// done) and the next segment to write.
+struct Pending {
+    frame: Slot,
+    seg: Segmenter,
+    next: usize,
+    /// It was the block's last frame: finish the block once every segment is out.
+    finish_block: bool,
+}
+
 /// One receive queue: a packet socket and its ring.
 pub(crate) struct Rx {
     /// Declared before the socket so that it is unmapped before the socket closes.
@@ -102,12 +136,24 @@ pub(crate) struct Rx {
     cursor: Option<Cursor>,
     /// Blocks whose frames have all been handed out; given back on release.
     finished: Vec<usize>,
+    /// A virtio-net header precedes each frame (`PACKET_VNET_HDR`).
+    vnet: bool,
+    pending: Option<Pending>,
+    /// Segment memory (allocated at the first super-frame), and how much the batch used.
+    arena: Vec<u8>,
+    arena_used: usize,
 }
 
 impl Rx {
     pub(crate) fn fill(&mut self, slots: &mut [Slot], c: &QueueCounters) -> usize {
         let mut n = 0;
         while n < slots.len() {
+            if self.pending.is_some() {
+                if !self.segments(slots, &mut n, c) {
+                    break;
+                }
+                continue;
+            }
             let cur = match &mut self.cursor {
                 Some(cur) => cur,
                 // Wrapped around to a block this batch has read and not yet given back: its
@@ -136,15 +182,90 @@ impl Rx {
             }
             cur.off = off + h.next_offset as usize;
             let done = cur.left == 0;
-            if let Some(slot) = self.frame_slot(off, &h, c) {
-                slots[n] = slot;
-                n += 1;
+            if let Some(mut slot) = self.frame_slot(off, &h, c) {
+                match self.gso_of(off, &h) {
+                    None => {
+                        if h.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+                            // Unsupported (not TCP/UDP over IP): left as it is, as a NIC would.
+                            let _ = csum::complete(slot.view().data_mut());
+                        }
+                        slots[n] = slot;
+                        n += 1;
+                    }
+                    Some((kind, size)) => match Segmenter::new(slot.data(), kind, size) {
+                        Some(seg) => {
+                            self.pending = Some(Pending { frame: slot, seg, next: 0, finish_block: done });
+                            continue;
+                        }
+                        None => bump(&c.rx_errors, 1),
+                    },
+                }
             }
             if done {
                 self.finish_block();
             }
         }
         n
+    }
+
+    /// The super-frame kind and segment size of the frame at `off`, if it is one (`None` for a
+    /// plain frame, or without a virtio-net header). A super-frame of a kind not cut here gives
+    /// a kind-less answer the segmenter refuses (counted in `rx_errors`).
+    fn gso_of(&self, off: usize, h: &V3Frame) -> Option<(GsoKind, u16)> {
+        if !self.vnet {
+            return None;
+        }
+        // An unreadable header: the frame is taken as plain (a TCP super-frame would then be
+        // refused by the output port as too long, counted there).
+        let v = self.ring.vnet_header(self.block, off, h.mac as usize)?;
+        let size = u16::from_le_bytes([v[4], v[5]]);
+        match v[1] & !0x80 {
+            VIRTIO_NET_HDR_GSO_NONE => None,
+            VIRTIO_NET_HDR_GSO_TCPV4 | VIRTIO_NET_HDR_GSO_TCPV6 => Some((GsoKind::Tcp, size)),
+            VIRTIO_NET_HDR_GSO_UDP_L4 => Some((GsoKind::UdpL4, size)),
+            // UFO or anything newer: size 0 makes the segmenter refuse it.
+            _ => Some((GsoKind::Tcp, 0)),
+        }
+    }
+
+    /// Hands out segments of the pending super-frame into `slots[*n..]`. False when the batch
+    /// cannot take more (slots or segment memory full): the rest go into the next batch.
+    fn segments(&mut self, slots: &mut [Slot], n: &mut usize, c: &QueueCounters) -> bool {
+        let Some(p) = self.pending.as_mut() else { return true };
+        if self.arena.is_empty() {
+            self.arena = vec![0; SEG_ARENA];
+        }
+        while p.next < p.seg.count() {
+            if *n == slots.len() {
+                return false;
+            }
+            let need = SEG_HEADROOM + p.seg.len(p.next);
+            if need > self.arena.len() {
+                // Never fits: the whole super-frame is dropped, counted once.
+                bump(&c.rx_errors, 1);
+                p.next = p.seg.count();
+                break;
+            }
+            if self.arena_used + need > self.arena.len() {
+                return false;
+            }
+            let buf = &mut self.arena[self.arena_used..self.arena_used + need];
+            let Some(len) = p.seg.write(p.frame.data(), p.next, &mut buf[SEG_HEADROOM..]) else {
+                bump(&c.rx_errors, 1);
+                p.next = p.seg.count();
+                break;
+            };
+            slots[*n] = Slot::over(buf, SEG_HEADROOM, len);
+            *n += 1;
+            self.arena_used += need;
+            p.next += 1;
+        }
+        let finish = p.finish_block;
+        self.pending = None;
+        if finish {
+            self.finish_block();
+        }
+        true
     }
 
     /// The slot of the frame at `off` of the current block, or `None` (counted) if it is skipped.
@@ -187,6 +308,7 @@ impl Rx {
 
     /// Gives fully read blocks back to the kernel. No slot into them may be alive.
     pub(crate) fn release(&mut self) {
+        self.arena_used = 0;
         for &b in &self.finished {
             self.ring.release_block(b);
         }
@@ -277,6 +399,9 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
         let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
             .map_err(|e| PortError::packet_socket(port, e))?;
         set_int(&fd, libc::PACKET_VERSION, TPACKET_V3).map_err(err("TPACKET_V3"))?;
+        // Before the ring (the kernel refuses it after). Old kernels lack it with TPACKET_V3:
+        // then checksums are still completed (from the frame status) but super-frames go whole.
+        let vnet = set_int(&fd, libc::PACKET_VNET_HDR, 1).is_ok();
         set_int(&fd, libc::PACKET_RESERVE, cfg.reserve as libc::c_int).map_err(err("PACKET_RESERVE"))?;
         let frame_size = 2048u32;
         let req = libc::tpacket_req3 {
@@ -318,6 +443,10 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
             block: 0,
             cursor: None,
             finished: Vec::with_capacity(cfg.blocks),
+            vnet,
+            pending: None,
+            arena: Vec::new(),
+            arena_used: 0,
         });
     }
     let mut tx = Vec::with_capacity(queues);

@@ -10,6 +10,13 @@
 //! Frames the kernel could not deliver (rx ring full, no chunk on the fill ring) are counted by
 //! the kernel and read into `rx_lost` (`XDP_STATISTICS`).
 //!
+//! **Checksums.** A frame from a local sender (a veth whose host offloads checksums, the
+//! default) reaches an XDP socket, in generic and in driver mode, with its TCP/UDP checksum
+//! not filled in — we saw it: TCP between two hosts failed until it was completed — and the
+//! socket carries no status bit that says so. Each received frame whose checksum field holds
+//! exactly the pseudo-header sum (what Linux leaves there) gets its checksum completed
+//! ([`crate::csum::complete_if_partial`]); other frames cost a header parse.
+//!
 //! Copy mode (`XDP_COPY`) everywhere, and the program attached in generic (`XDP_SKB`) mode by
 //! default: that works on every interface, veths included. [`XdpMode::Native`] attaches in driver
 //! mode instead (veth supports it). Zero-copy needs NIC driver support and is not offered.
@@ -50,6 +57,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
+use crate::csum;
 use crate::error::PortError;
 use crate::ring::{Slot, Umem, XdpRing};
 use crate::stats::{bump, KernelCounter, LinkState, PortShared, QueueCounters};
@@ -162,7 +170,10 @@ impl Rx {
         for i in 0..take {
             let d = self.rx.read_desc(self.rx_cons.wrapping_add(i as u32));
             match self.sock.umem.rx_slot(d.addr, d.len) {
-                Some(slot) => {
+                Some(mut slot) => {
+                    // No checksum status reaches an XDP socket: a frame from a local sender
+                    // (a veth) can carry a partial checksum; see `csum::complete_if_partial`.
+                    csum::complete_if_partial(slot.view().data_mut());
                     // Only chunks of our UMEM go back on the fill ring.
                     self.held[n] = d.addr - d.addr % self.chunk_size;
                     slots[n] = slot;

@@ -62,6 +62,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+pub mod csum;
 mod error;
 mod frame;
 pub mod pcap;

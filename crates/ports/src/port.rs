@@ -279,6 +279,22 @@ impl PortHandle {
         self.shared.link()
     }
 
+    /// The interface's hardware (MAC) address (`None` for files and in-memory ports, or when
+    /// the interface cannot be asked: gone).
+    pub fn hw_addr(&self) -> Option<[u8; 6]> {
+        let (ifindex, ctl) = self.shared.iface.as_ref()?;
+        let name = sys::interface_name(ctl, *ifindex).ok()?;
+        sys::interface_hw_addr(ctl, &name).ok()
+    }
+
+    /// The interface's link speed in Mb/s and whether it is full duplex, as its driver reports
+    /// them (ethtool; `None` when it reports none, e.g. link down, or for files).
+    pub fn speed(&self) -> Option<(u32, bool)> {
+        let (ifindex, ctl) = self.shared.iface.as_ref()?;
+        let name = sys::interface_name(ctl, *ifindex).ok()?;
+        sys::interface_speed(ctl, &name).ok().flatten()
+    }
+
     /// Reads the kernel's loss counters and checks the link (a few system calls; call it from a
     /// management thread, e.g. ten times a second, and once before reading final counters).
     pub fn refresh(&self) -> LinkState {
@@ -355,6 +371,13 @@ impl RxQueue {
         if idle {
             self.shared.check_link();
         }
+    }
+
+    /// The counters of this queue index (its receive and its transmit side): exact when read by
+    /// the thread that owns the queue and its transmit twin, but for `rx_lost`, which the
+    /// kernel's counters raise from any thread.
+    pub fn stats(&self) -> crate::QueueStats {
+        self.counters.snapshot()
     }
 
     /// True for a file's queue (`pcap-in`, and the idle receive side of `pcap-out`): its frames

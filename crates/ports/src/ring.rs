@@ -38,8 +38,10 @@ unsafe impl Send for Slot {}
 impl Slot {
     pub(crate) const EMPTY: Slot = Slot { ptr: std::ptr::null_mut(), cap: 0, head: 0, len: 0 };
 
-    /// A slot over a heap buffer (pcap ports): sound as long as the buffer is not touched or
-    /// reallocated while the slot is used, which the pcap queue guarantees.
+    /// A slot over a heap buffer (pcap ports, afpacket's segments): sound as long as the buffer
+    /// is not touched or reallocated while the slot is used, which the pcap queue and the
+    /// afpacket segment memory (allocated once, reused only after the batch is released)
+    /// guarantee.
     pub(crate) fn over(buf: &mut [u8], head: usize, len: usize) -> Slot {
         let cap = buf.len();
         Slot { ptr: buf.as_mut_ptr(), cap, head: head.min(cap), len: len.min(cap - head.min(cap)) }
@@ -171,6 +173,21 @@ impl V3Ring {
             vlan_tpid: read_u16(m, at + 36)?,
             pkttype: *self.byte(at + SLL_PKTTYPE)?,
         })
+    }
+
+    /// The virtio-net header (10 bytes) the kernel wrote in front of the frame at `off` of
+    /// block `b` whose MAC header is `mac` bytes into the frame (`PACKET_VNET_HDR` sockets).
+    pub(crate) fn vnet_header(&self, b: usize, off: usize, mac: usize) -> Option<[u8; 10]> {
+        let frame = b.checked_mul(self.block_size)?.checked_add(off)?;
+        let at = frame.checked_add(mac.checked_sub(10)?)?;
+        if off.checked_add(mac)? > self.block_size || mac < V3_HEADROOM_START + 10 {
+            return None;
+        }
+        let mut h = [0u8; 10];
+        for (i, x) in h.iter_mut().enumerate() {
+            *x = *self.byte(at + i)?;
+        }
+        Some(h)
     }
 
     fn byte(&self, at: usize) -> Option<&u8> {

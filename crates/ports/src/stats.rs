@@ -47,7 +47,22 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
-    fn add(&mut self, o: &QueueStats) {
+    /// These counters since `base` (each saturating at 0).
+    pub fn minus(&self, base: &QueueStats) -> QueueStats {
+        QueueStats {
+            rx_packets: self.rx_packets.saturating_sub(base.rx_packets),
+            rx_bytes: self.rx_bytes.saturating_sub(base.rx_bytes),
+            rx_lost: self.rx_lost.saturating_sub(base.rx_lost),
+            rx_errors: self.rx_errors.saturating_sub(base.rx_errors),
+            tx_packets: self.tx_packets.saturating_sub(base.tx_packets),
+            tx_bytes: self.tx_bytes.saturating_sub(base.tx_bytes),
+            tx_dropped: self.tx_dropped.saturating_sub(base.tx_dropped),
+            tx_errors: self.tx_errors.saturating_sub(base.tx_errors),
+        }
+    }
+
+    /// Adds `o` to these counters.
+    pub fn add(&mut self, o: &QueueStats) {
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
         self.rx_lost += o.rx_lost;

@@ -299,7 +299,8 @@ struct IfReq {
 
 fn ifreq_ioctl(fd: &OwnedFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
     // SAFETY: `req` is a 40-byte ifreq the kernel reads and writes within its size; for
-    // SIOCETHTOOL its data holds the address of the caller's live `EthtoolChannels`, whose
+    // SIOCETHTOOL its data holds the address of the caller's live `EthtoolChannels` or
+    // `EthtoolCmd` (the size the command implies), whose
     // address was exposed by the integer cast and which the kernel writes within its size.
     cvt(unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut IfReq) }).map(drop)
 }
@@ -366,6 +367,51 @@ pub(crate) fn interface_rx_queues(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     req.data[..8].copy_from_slice(&((&mut ch as *mut EthtoolChannels) as u64).to_ne_bytes());
     ifreq_ioctl(fd, libc::SIOCETHTOOL, &mut req)?;
     Ok(ch.rx_count + ch.combined_count)
+}
+
+/// The hardware (MAC) address of `name` (`SIOCGIFHWADDR`).
+pub(crate) fn interface_hw_addr(fd: &OwnedFd, name: &str) -> io::Result<[u8; 6]> {
+    let mut req = named_ifreq(name)?;
+    ifreq_ioctl(fd, libc::SIOCGIFHWADDR, &mut req)?;
+    // A `struct sockaddr`: the family (2 bytes), then the address.
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&req.data[2..8]);
+    Ok(mac)
+}
+
+/// `struct ethtool_cmd` (ETHTOOL_GSET): what is read of it is the speed and duplex.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolCmd {
+    cmd: u32,
+    supported: u32,
+    advertising: u32,
+    speed: u16,
+    duplex: u8,
+    port: u8,
+    phy_address: u8,
+    transceiver: u8,
+    autoneg: u8,
+    mdio_support: u8,
+    maxtxpkt: u32,
+    maxrxpkt: u32,
+    speed_hi: u16,
+    eth_tp_mdix: u8,
+    eth_tp_mdix_ctrl: u8,
+    lp_advertising: u32,
+    reserved: [u32; 2],
+}
+
+/// The link speed of `name` in Mb/s and whether it is full duplex (ETHTOOL_GSET); `None` when
+/// the driver reports no speed (unknown, or the link is down).
+pub(crate) fn interface_speed(fd: &OwnedFd, name: &str) -> io::Result<Option<(u32, bool)>> {
+    const ETHTOOL_GSET: u32 = 0x1;
+    let mut cmd = EthtoolCmd { cmd: ETHTOOL_GSET, ..EthtoolCmd::default() };
+    let mut req = named_ifreq(name)?;
+    req.data[..8].copy_from_slice(&((&mut cmd as *mut EthtoolCmd) as u64).to_ne_bytes());
+    ifreq_ioctl(fd, libc::SIOCETHTOOL, &mut req)?;
+    let speed = u32::from(cmd.speed) | u32::from(cmd.speed_hi) << 16;
+    Ok((speed != 0 && speed != u32::MAX).then_some((speed, cmd.duplex == 1)))
 }
 
 /// Moves the calling thread into the network namespace `fd` refers to.

@@ -185,7 +185,7 @@ impl Oracle {
         if !ok {
             self.mismatches.fetch_add(1, Ordering::Relaxed);
             if std::env::var_os("RQVS_BENCH_DEBUG").is_some() {
-                eprintln!(
+                crate::diag!(
                     "mismatch window {} flow {flow} stable {stable} with_bundle {with_bundle} held {} at_ms {} key {key:?}",
                     self.window.load(Ordering::Relaxed),
                     self.held.get(flow as usize).copied().unwrap_or(false),

@@ -80,31 +80,37 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Binds `path`. An existing file there is an error (a running switch's socket, or a stale
-    /// one from a switch that was killed: the operator removes it), never silently replaced.
+    /// Binds `path`. A socket there that a process listens on is an error (another switch);
+    /// one nobody listens on (left by a switch that was killed) is removed first, and said so;
+    /// any other file is an error and left alone.
     pub fn bind(path: &Path) -> Result<Listener, Error> {
-        if path.exists() || path.symlink_metadata().is_ok() {
-            let running = UnixStream::connect(path).is_ok();
-            return Err(Error(format!(
-                "control socket {}: {}",
-                path.display(),
-                if running {
-                    "another rqvs switch is listening there".to_string()
-                } else {
-                    "the file exists (a stale socket from a switch that did not stop cleanly? remove it)".to_string()
+        let fail = |why: String| Error(format!("control socket {}: {why}", path.display()));
+        if let Ok(meta) = path.symlink_metadata() {
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(fail("the file exists and is not a socket (not removed)".into()));
+            }
+            match UnixStream::connect(path) {
+                Ok(_) => return Err(fail("another rqvs switch is listening there".into())),
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    std::fs::remove_file(path).map_err(|e| fail(format!("removing the stale socket: {e}")))?;
+                    crate::log_warn!(
+                        "rqvs switch: control socket {}: removed a stale socket (nothing listened there)",
+                        path.display()
+                    );
                 }
-            )));
+                Err(e) => return Err(fail(format!("the socket exists and cannot be checked: {e}"))),
+            }
         }
-        let listener =
-            UnixListener::bind(path).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        let listener = UnixListener::bind(path).map_err(|e| fail(e.to_string()))?;
         // Owner only (0600): the socket changes flows and stops the switch. (Between bind and
         // this, the umask's mode — 0755 with the usual 022 — already refuses other users'
         // connects: connecting needs write permission.)
         if let Err(e) = std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)) {
             let _ = std::fs::remove_file(path);
-            return Err(Error(format!("control socket {}: making it owner-only (0600): {e}", path.display())));
+            return Err(fail(format!("making it owner-only (0600): {e}")));
         }
-        listener.set_nonblocking(true).map_err(|e| Error(format!("control socket {}: {e}", path.display())))?;
+        listener.set_nonblocking(true).map_err(|e| fail(e.to_string()))?;
         Ok(Listener { listener, path: path.to_path_buf() })
     }
 
@@ -147,6 +153,105 @@ fn serve_one(stream: UnixStream, control: &Arc<Control>) {
         serde_json::to_string(&reply).unwrap_or_else(|_| r#"{"ok":false,"error":"reply not serialisable"}"#.into());
     out.push('\n');
     let _ = (&stream).write_all(out.as_bytes());
+}
+
+/// Where the switch puts its management socket when none is named, and where `rqvs ctl` looks
+/// for it: `$RQVS_RUN_DIR` if set, else `/run/rqvs`, else (not writable) `rqvs-run` in the
+/// temporary directory.
+pub fn run_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("RQVS_RUN_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let run = PathBuf::from("/run/rqvs");
+    if std::fs::create_dir_all(&run).is_ok() && writable(&run) {
+        return run;
+    }
+    std::env::temp_dir().join("rqvs-run")
+}
+
+fn writable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let ok = std::fs::File::create(&probe).is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+/// The default management socket of this process: `RUN_DIR/rqvs-switch.PID.ctl` (the directory
+/// created if needed).
+pub fn default_socket() -> Result<PathBuf, Error> {
+    let dir = run_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| Error(format!("{}: {e}", dir.display())))?;
+    Ok(dir.join(format!("rqvs-switch.{}.ctl", std::process::id())))
+}
+
+/// The management socket of the one running switch in [`run_dir`] (`rqvs ctl` without
+/// `--socket`): sockets nobody listens on are skipped; none, or several, is an error that says
+/// what to do.
+pub fn find_switch() -> Result<PathBuf, Error> {
+    let dir = run_dir();
+    let mut live: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("rqvs-switch.") && n.ends_with(".ctl"))
+                })
+                .filter(|p| UnixStream::connect(p).is_ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    live.sort();
+    match live.len() {
+        1 => Ok(live.remove(0)),
+        0 => Err(Error(format!(
+            "no running rqvs switch has a management socket in {} (start one, or give --socket PATH)",
+            dir.display()
+        ))),
+        _ => Err(Error(format!(
+            "{} rqvs switches are running ({}): choose one with --socket PATH",
+            live.len(),
+            live.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The commands `rqvs ctl` sends and how many arguments each takes (`(min, max)`; `None`: any
+/// number from min). `rqvs ctl` refuses others before connecting (a usage error).
+pub const COMMANDS: &[(&str, usize, Option<usize>)] = &[
+    ("pmd-stats-show", 0, Some(0)),
+    ("pmd-stats-clear", 0, Some(0)),
+    ("dump-flows", 0, Some(0)),
+    ("dump-rules", 0, Some(1)),
+    ("ofproto/trace", 1, None),
+    ("show", 0, Some(0)),
+    ("add-flows", 1, Some(1)),
+    ("del-flows", 1, Some(1)),
+    ("fdb/show", 0, Some(0)),
+    ("vlog/set", 1, Some(1)),
+    ("vlog/list", 0, Some(0)),
+    ("exit", 0, Some(0)),
+];
+
+/// Checks a command line for `rqvs ctl` against [`COMMANDS`] (and `dump-rules`' one option).
+pub fn check_command(cmd: &str, args: &[String]) -> Result<(), String> {
+    let Some(&(_, min, max)) = COMMANDS.iter().find(|(c, _, _)| *c == cmd) else {
+        let names: Vec<&str> = COMMANDS.iter().map(|(c, _, _)| *c).collect();
+        return Err(format!("unknown command '{cmd}' (the commands: {})", names.join(", ")));
+    };
+    if args.len() < min || max.is_some_and(|m| args.len() > m) {
+        let want = match (min, max) {
+            (a, Some(b)) if a == b => format!("{a}"),
+            (a, Some(b)) => format!("{a} to {b}"),
+            (a, None) => format!("at least {a}"),
+        };
+        return Err(format!("{cmd}: expected {want} argument(s), got {}: {}", args.len(), args.join(" ")));
+    }
+    if cmd == "dump-rules" && args.first().is_some_and(|a| a != "--stats") {
+        return Err(format!("dump-rules: unknown argument '{}' (expected --stats)", args[0]));
+    }
+    Ok(())
 }
 
 /// Runs one request against the switch.
@@ -242,6 +347,18 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
                 .map(|e| json!({"port": e.port, "vlan": e.vlan, "mac": mac(&e.mac), "age": e.age_s}))
                 .collect();
             Reply::ok(text, json!(j))
+        }
+        "vlog/set" => match req.args.first().and_then(|l| crate::diag::Level::parse(l)) {
+            Some(level) => {
+                crate::diag::set_level(level);
+                crate::log_info!("rqvs switch: log level {} (vlog/set)", level.name());
+                Reply::ok(format!("log level {}\n", level.name()), json!({"level": level.name()}))
+            }
+            None => Reply::err("vlog/set: expected a level: error, warn, info or debug"),
+        },
+        "vlog/list" => {
+            let level = crate::diag::level().name();
+            Reply::ok(format!("log level {level}\n"), json!({"level": level}))
         }
         "exit" => {
             control.request_stop();

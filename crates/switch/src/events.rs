@@ -1,5 +1,7 @@
 //! Asynchronous events from the switch to the OpenFlow channel: a flow removed by a delete or a
-//! timeout ([`FlowRemoved`], sent as FLOW_REMOVED when the flow has SEND_FLOW_REM).
+//! timeout ([`FlowRemoved`], sent as FLOW_REMOVED when the flow has SEND_FLOW_REM), and a
+//! port whose link state changed ([`Event::PortStatus`], from the link watcher, [`crate::link`];
+//! sent as PORT_STATUS).
 //!
 //! The channel registers a sink when it starts ([`Control::on_event`]; `openflow/flow_removed.rs`
 //! writes the messages into the connections' queues and decides who gets them). The switch
@@ -18,6 +20,8 @@ use crate::Control;
 #[derive(Clone, Debug)]
 pub enum Event {
     FlowRemoved(FlowRemoved),
+    /// Port N's link state changed (went down or up, disappeared, was re-attached).
+    PortStatus(u32),
 }
 
 /// A flow with SEND_FLOW_REM left the table (OpenFlow's `ofp_flow_removed`).

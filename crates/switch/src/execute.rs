@@ -237,7 +237,7 @@ fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController,
             out.packet_in_dropped += 1;
             if !q.full_logged {
                 q.full_logged = true;
-                eprintln!(
+                crate::log_warn!(
                     "rqvs switch: PMD {}: the packet-in queue is full ({PACKET_IN_QUEUE}): packet-ins are dropped and counted (logged once)",
                     q.pmd
                 );

@@ -63,7 +63,7 @@ impl Control {
         match self.transact("expiry", &due, false, false) {
             Ok((effects, _)) => effects.iter().flatten().map(|e| e.removed).sum(),
             Err(e) => {
-                eprintln!("rqvs switch: {e}");
+                crate::log_warn!("rqvs switch: {e}");
                 0
             }
         }

@@ -23,7 +23,7 @@ pub fn guard<R>(what: &str, stop: &AtomicBool, body: impl FnOnce() -> R) -> R {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "(no message)".to_string());
-            eprintln!("rqvs switch: {what} panicked: {msg}; stopping the switch (a bug: please report it)");
+            crate::log_error!("rqvs switch: {what} panicked: {msg}; stopping the switch (a bug: please report it)");
             stop.store(true, Ordering::Relaxed);
             resume_unwind(payload)
         }

@@ -76,11 +76,18 @@ fn place(rule: RuleId) -> (usize, usize) {
 #[derive(Default)]
 pub struct FlowCounters {
     pages: Vec<Option<Page>>,
+    /// Packets counted for some flow since the PMD started (the table's `matched_count`).
+    matched: u64,
 }
 
 impl FlowCounters {
     pub fn new() -> FlowCounters {
         FlowCounters::default()
+    }
+
+    /// Packets a flow decided since the PMD started (kept when flows go).
+    pub fn matched(&self) -> u64 {
+        self.matched
     }
 
     /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere).
@@ -89,6 +96,7 @@ impl FlowCounters {
         if rule == NO_RULE {
             return;
         }
+        self.matched += 1;
         let (p, i) = place(rule);
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);
@@ -147,13 +155,31 @@ impl FlowCounters {
     }
 }
 
-/// The counters of PMD threads that have ended, by PMD index (module docs).
+/// The counters of PMD threads that have ended, by PMD index (module docs); and their last
+/// reports (since the last clear, since the start), which `show` and the metrics use for a PMD
+/// that no longer answers (every input was a file, and it is done).
 #[derive(Clone, Default)]
-pub struct Parting(Arc<Mutex<Vec<Option<FlowCounters>>>>);
+pub struct Parting(Arc<Mutex<Vec<Option<FlowCounters>>>>, Arc<Mutex<Vec<Option<[crate::stats::PmdReport; 2]>>>>);
 
 impl Parting {
     pub fn new(pmds: usize) -> Parting {
-        Parting(Arc::new(Mutex::new((0..pmds).map(|_| None).collect())))
+        Parting(
+            Arc::new(Mutex::new((0..pmds).map(|_| None).collect())),
+            Arc::new(Mutex::new((0..pmds).map(|_| None).collect())),
+        )
+    }
+
+    /// PMD `pmd` ends: its reports since the last clear and since the start.
+    pub fn leave_reports(&self, pmd: usize, reports: [crate::stats::PmdReport; 2]) {
+        if let Some(slot) = self.1.lock().unwrap_or_else(|e| e.into_inner()).get_mut(pmd) {
+            *slot = Some(reports);
+        }
+    }
+
+    /// The last report of PMD `pmd` if it has ended: since the last clear, or since the start.
+    pub fn report(&self, pmd: usize, since_clear: bool) -> Option<crate::stats::PmdReport> {
+        let g = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(pmd)?.as_ref().map(|r| r[usize::from(!since_clear)].clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<FlowCounters>>> {

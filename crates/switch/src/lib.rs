@@ -59,6 +59,7 @@
 pub mod bench;
 pub mod ctl;
 pub mod designs;
+pub mod diag;
 pub mod events;
 pub mod execute;
 pub mod expiry;
@@ -66,10 +67,12 @@ pub mod fault;
 pub mod flowstate;
 pub mod flowstats;
 pub mod handler;
+pub mod link;
 pub mod manager;
 pub mod metrics;
 pub mod normal;
 pub mod openflow;
+pub mod owner;
 pub mod pmd;
 pub mod stats;
 mod sys;
@@ -241,7 +244,7 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
 fn wait_revalidated(answers: impl Iterator<Item = mpsc::Receiver<()>>, version: u64) {
     for r in answers {
         if let Err(mpsc::RecvTimeoutError::Timeout) = r.recv_timeout(APPLY_WAIT) {
-            eprintln!(
+            crate::log_warn!(
                 "rqvs switch: a PMD has not revalidated for table version {version} after {} s; not waiting any longer",
                 APPLY_WAIT.as_secs()
             );
@@ -256,6 +259,10 @@ pub struct Switch {
     manager: Option<manager::Manager>,
     /// The expiry thread (idle and hard timeouts, [`expiry`]).
     expiry: Option<JoinHandle<()>>,
+    /// The link watcher ([`link`]).
+    link: Option<JoinHandle<()>>,
+    /// The interfaces' locks ([`owner`]), released when the switch stops.
+    _locks: Vec<owner::PortLock>,
     control: Arc<Control>,
 }
 
@@ -264,7 +271,14 @@ pub struct Switch {
 pub struct Control {
     design: DesignKind,
     inboxes: Vec<Sender<PmdMsg>>,
-    ports: Vec<PortHandle>,
+    /// The ports' current handles (a re-attached port gets a new one: [`link`]).
+    ports: std::sync::RwLock<Vec<PortHandle>>,
+    /// Each port's handles from before its re-attachments (their counters still count).
+    retired: Mutex<Vec<Vec<PortHandle>>>,
+    /// The interface ports' specs (`None`: files, in-memory), to open them again.
+    port_specs: Vec<Option<PortSpec>>,
+    /// How the ports were opened.
+    port_config: PortConfig,
     port_names: Vec<String>,
     /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
     policing: Vec<Option<PolicerSpec>>,
@@ -314,6 +328,18 @@ impl Switch {
             pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
             ..PortConfig::default()
         };
+        // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.
+        let mut locks = Vec::new();
+        for (i, src) in cfg.ports.iter().enumerate() {
+            if let PortSource::Spec(spec) = src {
+                if matches!(spec.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) {
+                    if cfg.ports[..i].iter().any(|p| matches!(p, PortSource::Spec(s) if s.name == spec.name && matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp))) {
+                        return Err(err(format!("port {} ({spec}): interface {} is given twice", i + 1, spec.name)));
+                    }
+                    locks.push(owner::acquire(&spec.name).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?);
+                }
+            }
+        }
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
@@ -404,6 +430,8 @@ impl Switch {
                 parting: parting.clone(),
                 macs: macs.clone(),
                 packet_in: packet_in_tx.clone(),
+                queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
+                queue_base: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
             };
             let pmd_stop = stop.clone();
             let t = std::thread::Builder::new()
@@ -417,7 +445,21 @@ impl Switch {
             inboxes,
             port_names: cfg.ports.iter().map(PortSource::name).collect(),
             policing: (0..cfg.ports.len()).map(|p| cfg.policing.get(p).copied().flatten()).collect(),
-            ports: handles,
+            retired: Mutex::new(handles.iter().map(|_| Vec::new()).collect()),
+            ports: std::sync::RwLock::new(handles),
+            port_specs: cfg
+                .ports
+                .iter()
+                .map(|p| match p {
+                    PortSource::Spec(s)
+                        if matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) =>
+                    {
+                        Some(s.clone())
+                    }
+                    _ => None,
+                })
+                .collect(),
+            port_config: pcfg,
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
@@ -434,7 +476,8 @@ impl Switch {
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
-        Ok(Switch { threads, handler, manager, expiry: Some(expiry), control })
+        let link = link::spawn(control.clone()).map_err(|e| err(format!("starting the link watcher thread: {e}")))?;
+        Ok(Switch { threads, handler, manager, expiry: Some(expiry), link: Some(link), _locks: locks, control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -453,6 +496,11 @@ impl Switch {
         if let Some(t) = self.expiry.take() {
             if t.join().is_err() {
                 return Err(err("the expiry thread panicked (a bug: please report it)"));
+            }
+        }
+        if let Some(t) = self.link.take() {
+            if t.join().is_err() {
+                return Err(err("the link watcher thread panicked (a bug: please report it)"));
             }
         }
         let mut pmds = Vec::new();
@@ -489,9 +537,13 @@ pub struct PortReport {
     pub link: String,
     pub queues: usize,
     pub rx_packets: u64,
+    /// Bytes of the frames counted in `rx_packets` (as received, before any rewrite).
+    pub rx_bytes: u64,
     pub rx_lost: u64,
     pub rx_errors: u64,
     pub tx_packets: u64,
+    /// Bytes of the frames counted in `tx_packets`.
+    pub tx_bytes: u64,
     pub tx_dropped: u64,
     pub tx_errors: u64,
     /// What the PMDs did with this port's frames (summed over PMDs).
@@ -549,7 +601,7 @@ impl FinalReport {
         let w = self.ports.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             s,
-            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+            "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>12} {:>12}",
             "port",
             "name",
             "link",
@@ -561,13 +613,15 @@ impl FinalReport {
             "lost",
             "rx_lost",
             "tx",
-            "tx_drop"
+            "tx_drop",
+            "rx_bytes",
+            "tx_bytes"
         );
         for p in &self.ports {
             let f = &p.frames;
             let _ = writeln!(
                 s,
-                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}",
+                "  {:>4}  {:<w$} {:>5}  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>12} {:>12}",
                 p.port,
                 p.name,
                 p.link,
@@ -579,7 +633,9 @@ impl FinalReport {
                 f.lost,
                 p.rx_lost,
                 p.tx_packets,
-                p.tx_dropped
+                p.tx_dropped,
+                p.rx_bytes,
+                p.tx_bytes
             );
         }
         for p in self.ports.iter().filter(|p| p.ingress_policing_kpkts_rate > 0.0) {
@@ -661,14 +717,23 @@ impl Control {
         })
     }
 
-    /// Each PMD's counters (since the last clear). A PMD that has stopped does not answer.
+    /// Each PMD's counters (since the last clear); a PMD that has ended gives its last ones.
     pub fn pmd_stats(&self) -> Vec<PmdReport> {
-        self.ask(|reply| PmdMsg::Stats { since_clear: true, reply }).into_iter().map(|(_, r)| r).collect()
+        self.pmd_reports(true)
     }
 
     /// Each PMD's counters since it started (`pmd-stats-clear` does not touch them).
     pub fn pmd_totals(&self) -> Vec<PmdReport> {
-        self.ask(|reply| PmdMsg::Stats { since_clear: false, reply }).into_iter().map(|(_, r)| r).collect()
+        self.pmd_reports(false)
+    }
+
+    /// Every PMD's report: from the PMD, or, for one that has ended, its last one.
+    fn pmd_reports(&self, since_clear: bool) -> Vec<PmdReport> {
+        let mut got: Vec<Option<PmdReport>> = self.inboxes.iter().map(|_| None).collect();
+        for (i, r) in self.ask(|reply| PmdMsg::Stats { since_clear, reply }) {
+            got[i] = Some(r);
+        }
+        got.into_iter().enumerate().filter_map(|(i, r)| r.or_else(|| self.parting.report(i, since_clear))).collect()
     }
 
     pub fn pmd_stats_clear(&self) {
@@ -697,8 +762,13 @@ impl Control {
         let mut total = PortFrames::default();
         let mut injected = PortFrames::default();
         let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
-        let mut per_port = vec![PortFrames::default(); self.ports.len()];
+        let mut per_port = vec![PortFrames::default(); self.port_names.len()];
+        // The ports' counters at the last clear, as each PMD took them (empty: since start).
+        let mut base = vec![rqvs_ports::QueueStats::default(); self.port_names.len()];
         for p in &pmds {
+            for (b, q) in base.iter_mut().zip(&p.port_base) {
+                b.add(q);
+            }
             total.add(&p.total);
             injected.add(&p.injected);
             outputs += p.outputs;
@@ -708,21 +778,22 @@ impl Control {
                 per_port[i].add(f);
             }
         }
-        let ports: Vec<PortReport> = self
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                let s: PortStats = h.stats();
+        let ports: Vec<PortReport> = (0..self.port_names.len())
+            .map(|i| {
+                let h = self.port(i);
+                let mut s: PortStats = self.port_stats(i);
+                s.total = s.total.minus(&base[i]);
                 PortReport {
                     port: i as u32 + 1,
                     name: self.port_names[i].clone(),
                     link: format!("{:?}", s.link).to_lowercase(),
                     queues: h.queues(),
                     rx_packets: s.total.rx_packets,
+                    rx_bytes: s.total.rx_bytes,
                     rx_lost: s.total.rx_lost,
                     rx_errors: s.total.rx_errors,
                     tx_packets: s.total.tx_packets,
+                    tx_bytes: s.total.tx_bytes,
                     tx_dropped: s.total.tx_dropped,
                     tx_errors: s.total.tx_errors,
                     frames: per_port[i],
@@ -948,7 +1019,7 @@ impl Control {
                     if self.design == DesignKind::Auto {
                         let ids: Vec<RuleId> = net.added.iter().map(|r| r.id).collect();
                         if let Err(undo) = self.publish(&net.removed, &ids) {
-                            eprintln!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
+                            crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
                     }
                     return Err(err(format!("{what}: {e}")));
@@ -1018,7 +1089,7 @@ impl Control {
         if m.send(msg).is_ok() {
             match r.recv_timeout(APPLY_WAIT) {
                 Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),
-                Err(mpsc::RecvTimeoutError::Timeout) => eprintln!(
+                Err(mpsc::RecvTimeoutError::Timeout) => crate::log_warn!(
                     "rqvs switch: the CFLOWS manager has not applied a change after {} s; not waiting any longer",
                     APPLY_WAIT.as_secs()
                 ),

@@ -82,7 +82,7 @@ impl MetricsListener {
                     clients.retain(|t| !t.is_finished());
                     if clients.len() >= MAX_CLIENTS {
                         if !refused_logged {
-                            eprintln!("rqvs switch: metrics {peer}: {MAX_CLIENTS} scrapes in progress: answered 503 (logged once)");
+                            crate::log_warn!("rqvs switch: metrics {peer}: {MAX_CLIENTS} scrapes in progress: answered 503 (logged once)");
                             refused_logged = true;
                         }
                         let _ = stream.set_nonblocking(true);
@@ -97,7 +97,7 @@ impl MetricsListener {
                         .spawn(move || serve_one(stream, &c, ch.as_ref()));
                     match spawned {
                         Ok(t) => clients.push(t),
-                        Err(e) => eprintln!("rqvs switch: metrics {peer}: no thread for it: {e}"),
+                        Err(e) => crate::log_warn!("rqvs switch: metrics {peer}: no thread for it: {e}"),
                     }
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -388,8 +388,10 @@ pub fn render_report(
     );
 
     type PortField = fn(&crate::PortReport) -> f64;
-    let ports: [(&str, &str, PortField); 6] = [
+    let ports: [(&str, &str, PortField); 8] = [
         ("rqvs_port_rx_packets_total", "Frames received from the port's queues.", |p| p.rx_packets as f64),
+        ("rqvs_port_rx_bytes_total", "Bytes of the frames received.", |p| p.rx_bytes as f64),
+        ("rqvs_port_tx_bytes_total", "Bytes of the frames transmitted.", |p| p.tx_bytes as f64),
         ("rqvs_port_rx_lost_total", "Frames the kernel or the ring dropped before the switch saw them.", |p| {
             p.rx_lost as f64
         }),
@@ -398,7 +400,15 @@ pub fn render_report(
         ("rqvs_port_tx_dropped_total", "Frames not transmitted (queue full).", |p| p.tx_dropped as f64),
         ("rqvs_port_tx_errors_total", "Transmit errors.", |p| p.tx_errors as f64),
     ];
-    let port = |p: &crate::PortReport| vec![("port", p.port.to_string()), ("name", p.name.clone())];
+    // `name` is the interface (`p1` for `--port p1:afpacket`), as operators name ports; `spec`
+    // the `--port` argument. Files keep their whole spec in both.
+    let port = |p: &crate::PortReport| {
+        let ifname = match p.name.split_once(':') {
+            Some(("pcap-in" | "pcap-out", _)) | None => p.name.as_str(),
+            Some((ifname, _)) => ifname,
+        };
+        vec![("port", p.port.to_string()), ("name", ifname.to_string()), ("spec", p.name.clone())]
+    };
     for (name, help, f) in ports {
         x.each(name, "counter", help, &show.ports, |p| (port(p), f(p)));
     }

@@ -61,6 +61,9 @@ pub enum PmdMsg {
     /// Answered once every message before it is handled (a packet-out before it is sent): an
     /// OpenFlow BARRIER's wait.
     Sync(Sender<()>),
+    /// Port `port` (0-based) was opened again after its interface came back ([`crate::link`]):
+    /// this PMD's receive and transmit queue of it replace the old ones.
+    Reattach { port: usize, queues: Box<(RxQueue, TxQueue)> },
 }
 
 /// A PACKET_OUT as a PMD executes it.
@@ -94,6 +97,13 @@ pub struct PmdSetup {
     pub macs: Arc<crate::normal::MacTable>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
+    /// Per port, the counters of this PMD's queues of the port's handles before a
+    /// re-attachment ([`PmdMsg::Reattach`]).
+    pub queue_retired: Vec<rqvs_ports::QueueStats>,
+    /// Per port, this PMD's queue counters (retired included) at the last `pmd-stats-clear`:
+    /// taken by the thread that moves them, at the same moment as the PMD's own baseline, so
+    /// that counters since the clear add up exactly.
+    pub queue_base: Vec<rqvs_ports::QueueStats>,
 }
 
 /// A PMD's ends of the handler thread's queues.
@@ -330,7 +340,12 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     flush(&mut s.tx);
     s.design.settle();
-    let report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+    report.table_matched = flows.matched();
+    let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
+    since_clear.port_base = s.queue_base.clone();
+    since_clear.table_matched = flows.matched();
+    s.parting.leave_reports(s.index, [since_clear, report.clone()]);
     // The per-flow counters stay readable after the thread ends (a flow-stats request now
     // goes unanswered: the asker reads them there).
     s.parting.leave(s.index, std::mem::take(&mut flows));
@@ -350,7 +365,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
 fn log_switches(s: &PmdSetup, logged: u64) -> u64 {
     let Some(r) = s.design.auto_report() else { return logged };
     for e in r.log.iter().skip(logged as usize) {
-        eprintln!(
+        crate::log_info!(
             "rqvs switch: pmd {}: design {} -> {} at {:.3} s: {} (ready in {:.1} ms, {} megaflows preinstalled)",
             s.index,
             e.from_name(),
@@ -568,18 +583,44 @@ fn handle_msg(
         PmdMsg::Sync(answer) => {
             let _ = answer.send(());
         }
+        PmdMsg::Reattach { port, queues } => {
+            let (rx, tx) = *queues;
+            if let (Some(r), Some(t)) = (s.rx.get_mut(port), s.tx.get_mut(port)) {
+                if let Some(q) = s.queue_retired.get_mut(port) {
+                    q.add(&r.stats());
+                }
+                *r = rx;
+                *t = tx;
+            }
+        }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
             up.changed.push(answer);
         }
         PmdMsg::Stats { since_clear: true, reply } => {
-            let _ = reply.send(report(s, c, &baseline.0, &baseline.1, t0));
+            let mut r = report(s, c, &baseline.0, &baseline.1, t0);
+            r.port_base = s.queue_base.clone();
+            r.table_matched = flows.matched();
+            let _ = reply.send(r);
         }
         PmdMsg::Stats { since_clear: false, reply } => {
             let zero = PmdCounters::new(c.rx.len());
-            let _ = reply.send(report(s, c, &zero, &rqvs_datapath::Counters::default(), t0));
+            let mut r = report(s, c, &zero, &rqvs_datapath::Counters::default(), t0);
+            r.table_matched = flows.matched();
+            let _ = reply.send(r);
         }
-        PmdMsg::Clear => *baseline = (c.clone(), s.design.counters()),
+        PmdMsg::Clear => {
+            *baseline = (c.clone(), s.design.counters());
+            s.queue_base =
+                s.rx.iter()
+                    .zip(&s.queue_retired)
+                    .map(|(q, retired)| {
+                        let mut b = *retired;
+                        b.add(&q.stats());
+                        b
+                    })
+                    .collect();
+        }
         PmdMsg::DumpFlows(reply) => {
             let mut lines = Vec::new();
             let now = s.design.now_ns();

@@ -202,6 +202,13 @@ pub struct PmdReport {
     pub avg_ns_per_packet: f64,
     /// `--design auto`: the controller's switches (`design` is the current design).
     pub auto: Option<AutoStats>,
+    /// Per port, this PMD's queue counters at the last `pmd-stats-clear` (zero in counters
+    /// since start): `Control::show_with` subtracts them from the ports' counters.
+    #[serde(skip)]
+    pub port_base: Vec<rqvs_ports::QueueStats>,
+    /// Packets some flow decided, since the PMD started (OpenFlow TABLE stats'
+    /// `matched_count`; `datapath.packets` since the start is the `lookup_count`).
+    pub table_matched: u64,
 }
 
 /// A PMD's `--design auto` controller (`rqvs_datapath::AutoReport`), since the PMD started
@@ -314,6 +321,8 @@ impl PmdReport {
             uptime_s: uptime.as_secs_f64(),
             avg_ns_per_packet: avg,
             auto: None,
+            port_base: Vec::new(),
+            table_matched: 0,
         }
     }
 

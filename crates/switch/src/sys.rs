@@ -4,7 +4,7 @@
 /// stderr) and ignored: the thread runs unpinned.
 pub fn pin_to(cpu: usize) {
     if cpu >= libc::CPU_SETSIZE as usize {
-        eprintln!("rqvs switch: CPU {cpu} is out of range; the PMD thread runs unpinned");
+        crate::log_warn!("rqvs switch: CPU {cpu} is out of range; the PMD thread runs unpinned");
         return;
     }
     // SAFETY: cpu_set_t is plain data (all zeroes is the empty set); CPU_SET writes inside it
@@ -15,7 +15,7 @@ pub fn pin_to(cpu: usize) {
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
-        eprintln!(
+        crate::log_warn!(
             "rqvs switch: could not pin a PMD thread to CPU {cpu}: {}; it runs unpinned",
             std::io::Error::last_os_error()
         );

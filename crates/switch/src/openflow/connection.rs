@@ -70,7 +70,7 @@ pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind
     let Halves { reader, writer: writer_half, socket } = match stream.split(out.clone()) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("rqvs switch: openflow {peer}: {e}");
+            crate::log_warn!("rqvs switch: openflow {peer}: {e}");
             return;
         }
     };
@@ -82,7 +82,7 @@ pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind
     let closer = match socket.try_clone() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rqvs switch: openflow {peer}: {e}");
+            crate::log_warn!("rqvs switch: openflow {peer}: {e}");
             return;
         }
     };
@@ -92,7 +92,7 @@ pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind
     {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("rqvs switch: openflow {peer}: no writer thread: {e}");
+            crate::log_warn!("rqvs switch: openflow {peer}: no writer thread: {e}");
             return;
         }
     };
@@ -237,7 +237,7 @@ impl Connection {
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
                 Err(e) if e.kind() == ErrorKind::InvalidData => {
                     // A TLS failure (a certificate the CA did not sign, a protocol error).
-                    eprintln!("rqvs switch: openflow {}: {e}: disconnecting", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: {e}: disconnecting", self.name);
                     return;
                 }
                 Err(_) => return,
@@ -250,7 +250,7 @@ impl Connection {
     fn probe(&mut self) -> bool {
         if self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
             // Connected and silent (or a TLS handshake left unfinished): a slot held for nothing.
-            eprintln!(
+            crate::log_warn!(
                 "rqvs switch: openflow {}: no HELLO within {:.0} s: disconnecting",
                 self.name,
                 self.hub.hello_timeout.as_secs_f64()
@@ -269,7 +269,7 @@ impl Connection {
                 self.send(v, 0, &Message::EchoRequest(Vec::new())).is_ok()
             }
             Some(t) if t.elapsed() >= probe => {
-                eprintln!(
+                crate::log_warn!(
                     "rqvs switch: openflow {}: no answer to the inactivity probe after {:.0} s: disconnecting",
                     self.name,
                     (self.last_rx.elapsed()).as_secs_f64()
@@ -317,14 +317,18 @@ impl Connection {
             if let Some((e, why)) = refused {
                 // One line per run, however many a controller sends.
                 if refusals == 0 {
-                    eprintln!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
                 }
                 refusals += 1;
                 self.error(v, xid, e, &bytes)?;
             }
         }
         if refusals > 1 {
-            eprintln!("rqvs switch: openflow {}: {} more flow_mods of that run refused", self.name, refusals - 1);
+            crate::log_warn!(
+                "rqvs switch: openflow {}: {} more flow_mods of that run refused",
+                self.name,
+                refusals - 1
+            );
         }
         run.ops.clear();
         Ok(())
@@ -334,7 +338,10 @@ impl Connection {
         let bytes = match encode(version, xid, msg) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)", self.name);
+                crate::log_error!(
+                    "rqvs switch: openflow {}: cannot encode a reply: {e} (a bug: please report it)",
+                    self.name
+                );
                 return Err(End::Fatal);
             }
         };
@@ -394,7 +401,7 @@ impl Connection {
         let reply = match msg {
             Message::Hello(_) | Message::EchoReply(_) | Message::BarrierReply => None,
             Message::Error(e) => {
-                eprintln!("rqvs switch: openflow {}: the peer sent an error ({})", self.name, e.of_error());
+                crate::log_warn!("rqvs switch: openflow {}: the peer sent an error ({})", self.name, e.of_error());
                 None
             }
             Message::EchoRequest(data) => Some(Message::EchoReply(data)),
@@ -448,7 +455,7 @@ impl Connection {
                 return match sent {
                     Ok(()) => Ok(()),
                     Err((e, why)) => {
-                        eprintln!("rqvs switch: openflow {}: packet_out refused: {why}", self.name);
+                        crate::log_warn!("rqvs switch: openflow {}: packet_out refused: {why}", self.name);
                         self.error(v, xid, e, bytes)
                     }
                 };
@@ -476,7 +483,10 @@ impl Connection {
             })),
             MultipartRequestBody::PortDesc => one(MultipartReplyBody::PortDesc(self.ports())),
             MultipartRequestBody::PortStats { port_no } => {
-                let report = self.hub.control.show();
+                // Since the switch started, as OVS's port counters: `pmd-stats-clear` is the
+                // PMD view's baseline only.
+                let control = &self.hub.control;
+                let report = control.show_with(control.pmd_totals());
                 let stats: Vec<PortStats> = report
                     .ports
                     .iter()
@@ -486,6 +496,8 @@ impl Connection {
                         duration_sec: report.uptime_s as u32,
                         rx_packets: p.rx_packets,
                         tx_packets: p.tx_packets,
+                        rx_bytes: p.rx_bytes,
+                        tx_bytes: p.tx_bytes,
                         rx_dropped: p.rx_lost,
                         tx_dropped: p.tx_dropped,
                         rx_errors: p.rx_errors,
@@ -495,12 +507,19 @@ impl Connection {
                     .collect();
                 one(MultipartReplyBody::PortStats(stats))
             }
-            MultipartRequestBody::Table => one(MultipartReplyBody::Table(vec![TableStats {
-                table_id: 0,
-                active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
-                lookup_count: 0,
-                matched_count: 0,
-            }])),
+            MultipartRequestBody::Table => {
+                // Every packet the PMDs classified looked the one table up (since start); those
+                // a flow decided matched (a table miss with no table-miss flow did not).
+                let pmds = self.hub.control.pmd_totals();
+                let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
+                let matched: u64 = pmds.iter().map(|p| p.table_matched).sum();
+                one(MultipartReplyBody::Table(vec![TableStats {
+                    table_id: 0,
+                    active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
+                    lookup_count,
+                    matched_count: matched,
+                }]))
+            }
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
                 Some(f) => {
@@ -547,11 +566,11 @@ impl Connection {
             Ok(b) => self.out.send(b).map_err(|_| End::Closed),
             Err(e) => {
                 let Message::MultipartReply(MultipartReply { body: MultipartReplyBody::Flow(f), .. }) = msg else {
-                    eprintln!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.name);
+                    crate::log_error!("rqvs switch: openflow {}: cannot encode a reply: {e} (a bug)", self.name);
                     return Err(End::Fatal);
                 };
                 if f.len() <= 1 {
-                    eprintln!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: a flow does not fit a reply: {e}", self.name);
                     return Err(End::Fatal);
                 }
                 let (a, b) = f.split_at(f.len() / 2);
@@ -562,21 +581,7 @@ impl Connection {
     }
 
     fn ports(&self) -> Vec<Port> {
-        let report = self.hub.control.show();
-        report
-            .ports
-            .iter()
-            .map(|p| Port {
-                port_no: p.port,
-                hw_addr: [0x02, 0x72, 0x71, 0x76, (p.port >> 8) as u8, p.port as u8],
-                name: short_name(&p.name, p.port),
-                config: 0,
-                // OFPPS_LINK_DOWN, or OFPPS_LIVE.
-                state: if p.link == "down" { 1 } else { 4 },
-                ethernet: None,
-                properties: Vec::new(),
-            })
-            .collect()
+        super::ports::describe(&self.hub.control)
     }
 
     /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),
@@ -610,7 +615,7 @@ impl Connection {
                     return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
                 };
                 if let Err(e) = self.hub.control.apply_ops(&b.ops) {
-                    eprintln!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
+                    crate::log_warn!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
                     return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
                 }
                 bundle::COMMIT_REPLY
@@ -655,7 +660,7 @@ impl Connection {
                 Ok(())
             }
             Err((e, why)) => {
-                eprintln!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.name);
+                crate::log_warn!("rqvs switch: openflow {}: bundled flow_mod refused: {why}", self.name);
                 self.error(v, xid, e, bytes)
             }
         }
@@ -808,20 +813,4 @@ fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats>
         }
     }
     out
-}
-
-/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
-/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
-/// `pcap-out:PATH`, or `pN` when that does not fit.
-fn short_name(name: &str, port: u32) -> String {
-    let base = match name.split_once(':') {
-        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
-        Some((ifname, _)) => ifname,
-        None => name,
-    };
-    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
-        base.to_string()
-    } else {
-        format!("p{port}")
-    }
 }

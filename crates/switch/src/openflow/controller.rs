@@ -88,14 +88,14 @@ pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|s| wrap(s, addr, tls.as_deref())) {
             Ok(stream) => {
                 let t0 = Instant::now();
-                eprintln!(
+                crate::log_info!(
                     "rqvs switch: controller {name}: connected{}",
                     if failures > 0 { format!(" (after {failures} failed attempts)") } else { String::new() }
                 );
                 failures = 0;
                 connection::serve(stream, addr, hub, Kind::Active { probe });
                 let lasted = t0.elapsed();
-                eprintln!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
+                crate::log_info!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
                 if lasted > backoff {
                     backoff = Duration::ZERO;
                 }
@@ -103,7 +103,7 @@ pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe
             Err(e) => {
                 failures += 1;
                 if failures == 1 {
-                    eprintln!("rqvs switch: controller {name}: connection failed ({e}); retrying with backoff up to {} s (logged once)", max_backoff.as_secs());
+                    crate::log_warn!("rqvs switch: controller {name}: connection failed ({e}); retrying with backoff up to {} s (logged once)", max_backoff.as_secs());
                 }
             }
         }
@@ -133,13 +133,13 @@ pub(crate) fn watch_fail_open(hub: &Hub) {
         let mut fail = hub.lock_fail();
         let waited = fail.none_since.elapsed();
         if fail.admitted == 0 && waited >= trigger && !hub.control.is_failed_open() {
-            eprintln!(
+            crate::log_info!(
                 "rqvs switch: no controller for {:.0} s: failing open (flows removed; NORMAL forwarding until a controller is admitted)",
                 waited.as_secs_f64()
             );
             match hub.control.fail_open(true) {
                 Ok(()) => fail.fail_opens += 1,
-                Err(e) => eprintln!("rqvs switch: failing open: {e}"),
+                Err(e) => crate::log_warn!("rqvs switch: failing open: {e}"),
             }
         }
     }
@@ -151,8 +151,8 @@ pub(crate) fn admitted(hub: &Hub) {
     fail.admitted += 1;
     if hub.control.is_failed_open() {
         match hub.control.fail_open(false) {
-            Ok(()) => eprintln!("rqvs switch: a controller is admitted: no longer in fail-open mode"),
-            Err(e) => eprintln!("rqvs switch: leaving fail-open mode: {e}"),
+            Ok(()) => crate::log_info!("rqvs switch: a controller is admitted: no longer in fail-open mode"),
+            Err(e) => crate::log_warn!("rqvs switch: leaving fail-open mode: {e}"),
         }
     }
 }

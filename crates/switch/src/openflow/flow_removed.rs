@@ -41,7 +41,9 @@ pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
             match encode(version, 0, &Message::FlowRemoved(msg)) {
                 Ok(b) => Some(b),
                 Err(e) => {
-                    eprintln!("rqvs switch: openflow: cannot encode a flow_removed: {e} (a bug: please report it)");
+                    crate::log_error!(
+                        "rqvs switch: openflow: cannot encode a flow_removed: {e} (a bug: please report it)"
+                    );
                     None
                 }
             }
@@ -52,7 +54,10 @@ pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
 /// The sink: each event to every connection that takes it (module docs).
 pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
     let Some(hub) = hub.upgrade() else { return };
-    let Event::FlowRemoved(fr) = e;
+    let fr = match e {
+        Event::FlowRemoved(fr) => fr,
+        Event::PortStatus(port) => return super::ports::deliver_status(&hub, *port),
+    };
     for peer in hub.peers() {
         if !peer.takes_async() {
             continue;

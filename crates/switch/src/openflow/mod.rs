@@ -107,6 +107,7 @@ mod controller;
 mod flow_removed;
 mod packet_in;
 mod packet_out;
+mod ports;
 pub mod tls;
 mod transport;
 
@@ -219,7 +220,7 @@ impl OpenflowListener {
     pub fn bind_target(target: &ListenTarget, tls: Option<Arc<Tls>>) -> Result<OpenflowListener, Error> {
         let mut l = OpenflowListener::bind(target.addr)?;
         if !target.tls && target.addr.ip().is_unspecified() {
-            eprintln!(
+            crate::log_warn!(
                 "rqvs switch: warning: --openflow ptcp:{}:{} listens on every address without TLS: anyone who reaches this host can change its flows (use pssl: with certificates, or a loopback address)",
                 target.addr.port(),
                 target.addr.ip()
@@ -267,7 +268,7 @@ impl OpenflowListener {
                         Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
                             Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
                             Err(e) => {
-                                eprintln!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
+                                crate::log_warn!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
                                 continue;
                             }
                         },
@@ -277,7 +278,7 @@ impl OpenflowListener {
                     });
                     match spawned {
                         Ok(t) => conns.push(t),
-                        Err(e) => eprintln!("rqvs switch: openflow {peer}: no thread for it: {e}"),
+                        Err(e) => crate::log_warn!("rqvs switch: openflow {peer}: no thread for it: {e}"),
                     }
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -306,7 +307,9 @@ impl Refusals {
             0 => String::new(),
             n => format!(" ({n} more refused since the last line)"),
         };
-        eprintln!("rqvs switch: openflow {peer}: connection refused: {max} connections open (--max-connections){more}");
+        crate::log_warn!(
+            "rqvs switch: openflow {peer}: connection refused: {max} connections open (--max-connections){more}"
+        );
         self.last = Some(Instant::now());
         self.unlogged = 0;
     }

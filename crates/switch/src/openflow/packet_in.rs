@@ -70,7 +70,9 @@ fn deliver(hub: &Hub, p: &PacketIn) {
             match encode(v, 0, &message(v, p)) {
                 Ok(b) => *slot = Some(b),
                 Err(e) => {
-                    eprintln!("rqvs switch: openflow: cannot encode a packet-in: {e} (a bug: please report it)");
+                    crate::log_error!(
+                        "rqvs switch: openflow: cannot encode a packet-in: {e} (a bug: please report it)"
+                    );
                     continue;
                 }
             }
@@ -84,7 +86,7 @@ fn deliver(hub: &Hub, p: &PacketIn) {
             Err(TrySendError::Full(_)) => {
                 hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
                 if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    eprintln!(
+                    crate::log_warn!(
                         "rqvs switch: openflow {}: its queue is full: packet-ins to it are dropped and counted (logged once)",
                         peer.name
                     );

@@ -1,0 +1,132 @@
+//! The switch's ports as OpenFlow describes them (PORT_DESC, PORT_STATUS), and PORT_STATUS
+//! itself: the channel's answer to the link watcher's [`crate::events::Event::PortStatus`].
+//!
+//! A port is described with its interface's real MAC address (`SIOCGIFHWADDR`; a file or
+//! in-memory port, which has none, gets `02:72:71:76:PP:PP`), its state — `OFPPS_LIVE` when the
+//! link is up, `OFPPS_LINK_DOWN` when it is down or the interface is gone — and, when the
+//! driver reports one (ethtool), its speed (`curr_speed`/`max_speed` in kbps, the `OFPPF_*`
+//! bit of that speed and duplex in `curr`/`supported`/`advertised`; a veth says 10 Gb/s full
+//! duplex); no speed: `OFPPF_OTHER`, speed 0.
+//!
+//! PORT_STATUS (reason `OFPPR_MODIFY`, the port as PORT_DESC would describe it now) goes to
+//! every connection past its HELLO that takes asynchronous messages, slaves included (OpenFlow
+//! 1.3's default asynchronous configuration sends port status to every role): active
+//! (`--controller`) ones always, passive ones once they set a non-zero miss_send_len (as for
+//! PACKET_IN: Open vSwitch's rule for service connections, so plain `ovs-ofctl` commands get
+//! none; `ovs-ofctl monitor TARGET 65535` asks for them). A port whose interface disappears is
+//! kept (LINK_DOWN, re-attached when it returns), so the reason is never ADD or DELETE.
+
+use std::sync::atomic::Ordering;
+
+use rqvs_openflow::message::PortStatus;
+use rqvs_openflow::port::{Port, PortEthernet};
+use rqvs_openflow::{encode, Message};
+
+use super::Hub;
+use crate::Control;
+
+/// `OFPPS_LINK_DOWN`, `OFPPS_LIVE`.
+const OFPPS_LINK_DOWN: u32 = 1;
+const OFPPS_LIVE: u32 = 4;
+/// `OFPPR_MODIFY`.
+const OFPPR_MODIFY: u8 = 2;
+/// `OFPPF_OTHER`.
+const OFPPF_OTHER: u32 = 1 << 10;
+
+/// Every port, numbered 1.. in order.
+pub(crate) fn describe(control: &Control) -> Vec<Port> {
+    (0..control.port_names.len()).map(|i| describe_one(control, i)).collect()
+}
+
+fn describe_one(control: &Control, i: usize) -> Port {
+    let port_no = i as u32 + 1;
+    let h = control.port(i);
+    let up = h.link() == rqvs_ports::LinkState::Up;
+    let ethernet = match h.speed() {
+        Some((mbps, full)) => {
+            let bit = speed_bit(mbps, full);
+            let kbps = mbps.saturating_mul(1000);
+            PortEthernet { curr: bit, advertised: 0, supported: bit, peer: 0, curr_speed: kbps, max_speed: kbps }
+        }
+        None => PortEthernet { curr: OFPPF_OTHER, ..PortEthernet::default() },
+    };
+    Port {
+        port_no,
+        hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (port_no >> 8) as u8, port_no as u8]),
+        name: short_name(&control.port_names[i], port_no),
+        config: 0,
+        state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
+        ethernet: Some(ethernet),
+        properties: Vec::new(),
+    }
+}
+
+/// The `OFPPF_*` bit of a speed in Mb/s (`OFPPF_OTHER` when OpenFlow has none for it).
+fn speed_bit(mbps: u32, full: bool) -> u32 {
+    match (mbps, full) {
+        (10, false) => 1 << 0,
+        (10, true) => 1 << 1,
+        (100, false) => 1 << 2,
+        (100, true) => 1 << 3,
+        (1000, false) => 1 << 4,
+        (1000, true) => 1 << 5,
+        (10_000, true) => 1 << 6,
+        (40_000, true) => 1 << 7,
+        (100_000, true) => 1 << 8,
+        (1_000_000, true) => 1 << 9,
+        _ => OFPPF_OTHER,
+    }
+}
+
+/// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
+/// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
+/// `pcap-out:PATH`, or `pN` when that does not fit.
+pub(crate) fn short_name(name: &str, port: u32) -> String {
+    let base = match name.split_once(':') {
+        Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
+        Some((ifname, _)) => ifname,
+        None => name,
+    };
+    if !base.is_empty() && base.len() <= 15 && !base.contains('\0') {
+        base.to_string()
+    } else {
+        format!("p{port}")
+    }
+}
+
+/// PORT_STATUS of port `port_no` to every connection that takes it (module docs).
+pub(crate) fn deliver_status(hub: &Hub, port_no: u32) {
+    let Some(i) = (port_no as usize).checked_sub(1).filter(|&i| i < hub.control.port_names.len()) else { return };
+    let port = describe_one(&hub.control, i);
+    for peer in hub.peers() {
+        let v = peer.version.load(Ordering::Relaxed);
+        if v == 0 || !(peer.active || peer.miss_send_len.load(Ordering::Relaxed) != 0) {
+            continue;
+        }
+        let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: port.clone() });
+        match encode(v, 0, &msg) {
+            // A connection that is gone has dropped its queue: nothing to wait for.
+            Ok(bytes) => {
+                let _ = peer.out.send(bytes);
+            }
+            Err(e) => {
+                crate::log_error!("rqvs switch: openflow: cannot encode a port_status: {e} (a bug: please report it)")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds_map_to_their_bits() {
+        assert_eq!(speed_bit(10_000, true), 1 << 6);
+        assert_eq!(speed_bit(1000, false), 1 << 4);
+        assert_eq!(speed_bit(25_000, true), OFPPF_OTHER);
+        assert_eq!(short_name("p1:afpacket", 1), "p1");
+        assert_eq!(short_name("pcap-out:/tmp/x/out2.pcap", 2), "out2.pcap");
+        assert_eq!(short_name("a-very-long-interface-name:afxdp", 3), "p3");
+    }
+}

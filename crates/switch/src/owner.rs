@@ -1,0 +1,91 @@
+//! One port, one owner: a switch holds an exclusive lock on each interface it uses, so a second
+//! `rqvs switch` on an interface a running one uses is refused with a message naming it (two
+//! switches on one interface would each forward every frame: duplicates).
+//!
+//! The lock is an `flock` (`File::try_lock`) on `/run/rqvs/port-NETNS-IFNAME.lock` — NETNS the
+//! inode of the calling thread's network namespace, since two namespaces may each have an
+//! interface of the same name — or, where `/run/rqvs` cannot be created (not root), on the same
+//! name under the system's temporary directory. The kernel releases the lock when the switch
+//! exits, also after `kill -9`: a lock file left behind is harmless and reused. The lock file
+//! holds the owner's pid, for the message. Taken in [`crate::Switch::start`] before any port is
+//! opened and released when the switch stops.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+/// A held port lock (released on drop).
+#[derive(Debug)]
+pub struct PortLock {
+    _file: File,
+}
+
+/// The directories lock files may live in, in order of preference.
+fn lock_dirs() -> [PathBuf; 2] {
+    [PathBuf::from("/run/rqvs"), std::env::temp_dir().join("rqvs-locks")]
+}
+
+fn file_name(ifname: &str) -> String {
+    let ns = std::fs::metadata("/proc/thread-self/ns/net").map(|m| m.ino()).unwrap_or(0);
+    format!("port-{ns}-{ifname}.lock")
+}
+
+/// The lock file of interface `ifname` in the calling thread's network namespace (the first
+/// directory that can hold it), opened.
+fn open_lock(ifname: &str) -> Result<(File, PathBuf), String> {
+    let mut last = None;
+    for dir in lock_dirs() {
+        let path = dir.join(file_name(ifname));
+        let opened = std::fs::create_dir_all(&dir)
+            .and_then(|()| OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path));
+        match opened {
+            Ok(f) => return Ok((f, path)),
+            Err(e) => last = Some(format!("interface {ifname}: cannot open its lock file {}: {e}", path.display())),
+        }
+    }
+    Err(last.unwrap_or_default())
+}
+
+/// Takes the lock of interface `ifname`; the error says who holds it.
+pub fn acquire(ifname: &str) -> Result<PortLock, String> {
+    let (mut file, path) = open_lock(ifname)?;
+    match file.try_lock() {
+        Ok(()) => {
+            // The pid, for a second switch's message; failing to write it only makes that vaguer.
+            let _ = file.set_len(0).and_then(|()| writeln!(file, "{}", std::process::id()));
+            Ok(PortLock { _file: file })
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut pid = String::new();
+            let _ = file.rewind().and_then(|()| file.read_to_string(&mut pid));
+            let pid = pid.trim();
+            let who = if pid.is_empty() { "another process".to_string() } else { format!("pid {pid}") };
+            Err(format!(
+                "interface {ifname} is in use by another rqvs switch ({who}; lock {}): one port, one owner",
+                path.display()
+            ))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("interface {ifname}: cannot lock {}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_on_an_interface_is_refused_and_freed_on_drop() {
+        let name = format!("rqvs-test-{}", std::process::id());
+        let first = acquire(&name).unwrap();
+        let e = acquire(&name).unwrap_err();
+        assert!(e.contains("in use by another rqvs switch"), "{e}");
+        assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(first);
+        let again = acquire(&name).unwrap();
+        drop(again);
+        for dir in lock_dirs() {
+            let _ = std::fs::remove_file(dir.join(file_name(&name)));
+        }
+    }
+}
