@@ -15,6 +15,7 @@ mod classify;
 mod coflows;
 mod compare;
 mod convert;
+mod daemon;
 mod docs;
 mod gen;
 mod paper;

@@ -108,6 +108,8 @@ pub struct Args {
     /// they are parsed or classified, counted as `dropped` and `policed`. Repeat for each port.
     #[arg(long = "ingress-policing", value_name = "PORT=KPPS[/BURST]", value_parser = policing_arg)]
     ingress_policing: Vec<(String, PolicerSpec)>,
+    #[command(flatten)]
+    daemon: crate::daemon::DaemonArgs,
 }
 
 /// One `--ingress-policing PORT=KPPS[/BURST]`.
@@ -282,6 +284,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     }
     // The socket first: a stale one is an error before any port is opened.
     let listener = a.ctl.as_deref().map(Listener::bind).transpose()?;
+    let mut daemon = a.daemon.bind()?;
     let metrics = a.metrics.as_deref().map(MetricsListener::bind).transpose()?;
     let metrics_addr = metrics.as_ref().and_then(MetricsListener::local_addr);
     let of_listener = match &a.openflow {
@@ -340,6 +343,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
     });
     let server = server.transpose().map_err(|e| Failure(format!("starting the management thread: {e}")))?;
+    daemon.serve(&control)?;
     let n_controllers = controllers.len();
     let channel = if channel_wanted {
         let cfg = ChannelConfig {
@@ -380,6 +384,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 String::new()
             }
             + &if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) }
+            + &daemon.describe()
     );
     let t0 = Instant::now();
     loop {
@@ -388,7 +393,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             control.request_stop();
         }
         let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
-        let finished = switch.is_finished() && channel.is_none();
+        let finished = switch.is_finished() && channel.is_none() && !daemon.serves();
         if control.stop_requested() || timed_out || finished {
             break;
         }
@@ -398,6 +403,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if let Some(s) = server {
         let _ = s.join();
     }
+    drop(daemon);
     if let Some(s) = metrics_server {
         let _ = s.join();
     }

@@ -69,10 +69,12 @@ pub mod manager;
 pub mod metrics;
 pub mod normal;
 pub mod openflow;
+pub mod pidfile;
 pub mod pmd;
 pub mod stats;
 mod sys;
 pub mod table;
+pub mod unixctl;
 
 pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
 
