@@ -72,6 +72,11 @@ impl Daemon {
         s
     }
 
+    /// The bound unixctl socket, for a caller that serves it itself (`--ovsdb`).
+    pub fn take_unixctl(&mut self) -> Option<UnixctlServer> {
+        self.unixctl.take()
+    }
+
     /// Serves the socket on its own thread until the switch is asked to stop.
     pub fn serve(&mut self, control: &Arc<Control>) -> Result<(), Failure> {
         if let Some(server) = self.unixctl.take() {

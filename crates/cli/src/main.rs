@@ -17,6 +17,7 @@ mod compare;
 mod convert;
 mod daemon;
 mod docs;
+mod dropin;
 mod gen;
 mod paper;
 mod plot;

@@ -32,40 +32,40 @@ pub struct Args {
     /// any: the embedded workload's frames on pcap-in port 1 and two pcap-out ports in a
     /// temporary directory.
     #[arg(long = "port", value_name = "NAME[:TYPE]")]
-    ports: Vec<String>,
+    pub(crate) ports: Vec<String>,
     /// Rule file: ovs-ofctl flows (with actions), or ClassBench (no actions: rule i outputs to
     /// port 2 + i mod (ports − 1)); plain or .xz. Default: the embedded acl1_1k set.
     #[arg(long)]
-    rules: Option<PathBuf>,
+    pub(crate) rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
-    design: DesignKind,
+    pub(crate) design: DesignKind,
     /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
     /// (tm, no learned index).
     #[arg(long, value_enum, default_value_t = crate::args::CflowsClassifierArg::Nmu)]
     classifier: crate::args::CflowsClassifierArg,
     /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
-    pmds: usize,
+    pub(crate) pmds: usize,
     /// CPUs to pin the PMD threads to, e.g. `0,1` or `0-3` (PMD i on the i-th, cycling).
     #[arg(long, value_name = "LIST")]
-    pmd_cpus: Option<String>,
+    pub(crate) pmd_cpus: Option<String>,
     /// Management socket (Unix) for `rqvs ctl`.
     #[arg(long, value_name = "SOCKET")]
-    ctl: Option<PathBuf>,
+    pub(crate) ctl: Option<PathBuf>,
     /// Serve the counters for Prometheus/OpenMetrics scrapers at `http://ADDR/metrics`, e.g.
     /// `127.0.0.1:9100` (port 0 picks one; the ready line says which).
     #[arg(long, value_name = "IP:PORT")]
-    metrics: Option<String>,
+    pub(crate) metrics: Option<String>,
     /// Write the final counters as JSON here.
     #[arg(long, value_name = "OUT")]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Spin when idle, as OVS-DPDK's PMDs do (default: nap 50 µs after 1024 empty polls).
     #[arg(long)]
     busy_poll: bool,
     /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
     /// port is a pcap-in port that has delivered all its frames) [range: 0 < x ≤ 1000000000].
     #[arg(long, value_name = "SECONDS", value_parser = crate::args::range::above(0.0, 1e9))]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// EMC insertion probability (OVS default 0.01) [range: 0 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     emc_prob: f64,
@@ -81,12 +81,12 @@ pub struct Args {
     /// `ovs-ofctl` and controllers. With it the switch keeps running after its pcap-in ports
     /// are done (until SIGINT/SIGTERM, `rqvs ctl exit` or --duration).
     #[arg(long, value_name = "ptcp:[IP:]PORT")]
-    openflow: Option<String>,
+    pub(crate) openflow: Option<String>,
     /// OpenFlow controller to connect to, `tcp:IP[:PORT]` (PORT default 6653); repeat for
     /// several. The switch keeps reconnecting (backoff 1 s doubling to 8 s), probes an idle
     /// connection with ECHO_REQUEST, sends table misses and `controller` actions as PACKET_IN.
     #[arg(long = "controller", value_name = "tcp:IP[:PORT]")]
-    controllers: Vec<String>,
+    pub(crate) controllers: Vec<String>,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
     /// without a controller the flows are removed and the switch forwards as a MAC-learning
@@ -107,9 +107,15 @@ pub struct Args {
     /// with bursts of at most BURST thousand (default 16); the frames over it are dropped before
     /// they are parsed or classified, counted as `dropped` and `policed`. Repeat for each port.
     #[arg(long = "ingress-policing", value_name = "PORT=KPPS[/BURST]", value_parser = policing_arg)]
-    ingress_policing: Vec<(String, PolicerSpec)>,
+    pub(crate) ingress_policing: Vec<(String, PolicerSpec)>,
     #[command(flatten)]
-    daemon: crate::daemon::DaemonArgs,
+    pub(crate) daemon: crate::daemon::DaemonArgs,
+    /// Take the configuration from an OVSDB server as ovs-vswitchd does (`unix:PATH` or
+    /// `tcp:IP:PORT`; without a value OVS's `unix:/run/openvswitch/db.sock`): the first bridge
+    /// with datapath_type=netdev, its interfaces as ports, status written back
+    /// (docs/ovs-dropin.md). Not with --port, --openflow, --controller, --metrics.
+    #[arg(long, value_name = "REMOTE")]
+    pub(crate) ovsdb: Option<Option<String>>,
 }
 
 /// One `--ingress-policing PORT=KPPS[/BURST]`.
@@ -175,7 +181,7 @@ enum Upcalls {
     Inline,
 }
 
-fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
+pub(crate) fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || Failure(format!("--pmd-cpus '{s}': expected CPU numbers like 0,1 or 0-3, found '{part}'"));
@@ -247,7 +253,34 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     rqvs_experiment::replay::check_auto(&auto, a.classifier.classifier()).map_err(|e| e.0)
 }
 
+/// The datapath settings of `a` (everything but ports, rules and the OpenFlow channel).
+fn configure(
+    a: &Args,
+    cfg: &mut SwitchConfig,
+    pmd_cpus: Vec<usize>,
+    hook: rqvs_ports::EventHook,
+) -> Result<(), Failure> {
+    cfg.cflows.classifier = a.classifier.classifier();
+    cfg.auto = a.auto.config();
+    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
+    cfg.pmds = a.pmds;
+    cfg.pmd_cpus = pmd_cpus;
+    cfg.busy_poll = a.busy_poll;
+    cfg.upcalls = match a.upcalls {
+        Upcalls::Handler => UpcallMode::Handler,
+        Upcalls::Inline => UpcallMode::Inline,
+    };
+    cfg.datapath.emc_insert_prob = a.emc_prob;
+    cfg.datapath.emc_entries =
+        rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
+    cfg.hook = Some(hook);
+    Ok(())
+}
+
 pub fn run(a: &Args) -> Result<(), Failure> {
+    if let Some(remote) = &a.ovsdb {
+        return crate::dropin::run(a, remote.as_deref(), |cfg, cpus, hook| configure(a, cfg, cpus, hook));
+    }
     if a.pmds == 0 || a.pmds > 64 {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
     }
@@ -304,20 +337,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
-    cfg.cflows.classifier = a.classifier.classifier();
-    cfg.auto = a.auto.config();
-    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
-    cfg.pmds = a.pmds;
-    cfg.pmd_cpus = pmd_cpus;
-    cfg.busy_poll = a.busy_poll;
-    cfg.upcalls = match a.upcalls {
-        Upcalls::Handler => UpcallMode::Handler,
-        Upcalls::Inline => UpcallMode::Inline,
-    };
-    cfg.datapath.emc_insert_prob = a.emc_prob;
-    cfg.datapath.emc_entries =
-        rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
-    cfg.hook = Some(hook);
+    configure(a, &mut cfg, pmd_cpus, hook)?;
     cfg.packet_in = channel_wanted;
     cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
     let policed: Vec<String> = cfg

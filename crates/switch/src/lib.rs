@@ -75,6 +75,7 @@ pub mod stats;
 mod sys;
 pub mod table;
 pub mod unixctl;
+pub mod vswitchd;
 
 pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
 
