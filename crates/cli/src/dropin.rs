@@ -25,22 +25,8 @@ pub fn run(
     remote: Option<&str>,
     configure: impl Fn(&mut SwitchConfig, Vec<usize>, EventHook) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let refuse = |given: bool, opt: &str, why: &str| {
-        if given {
-            Err(Failure(format!("{opt}: not with --ovsdb ({why})")))
-        } else {
-            Ok(())
-        }
-    };
-    refuse(!a.ports.is_empty(), "--port", "the ports are the bridge's interfaces in the database")?;
-    refuse(a.openflow.is_some(), "--openflow", "the OpenFlow channel is not started from the database yet")?;
-    refuse(!a.controllers.is_empty(), "--controller", "the Controller table is not applied yet")?;
-    refuse(a.metrics.is_some(), "--metrics", "not served across datapath restarts yet")?;
-    refuse(
-        !a.ingress_policing.is_empty(),
-        "--ingress-policing",
-        "the Interface's ingress_policing columns are not read yet",
-    )?;
+    // --port, --openflow, --controller, --metrics, --ingress-policing are refused with --ovsdb
+    // as usage errors (`switch::unused`).
     let remote = Remote::parse(remote.unwrap_or(DEFAULT_REMOTE))?;
     let rules = match &a.rules {
         None => ofctl::parse_flows("<OVS's default flow>", DEFAULT_FLOWS)?,

@@ -247,6 +247,16 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
             &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by --design {design}"),
         )?;
     }
+    for (id, why) in [
+        ("ports", "with --ovsdb the ports are the bridge's interfaces in the database"),
+        ("openflow", "with --ovsdb the OpenFlow channel is not started yet"),
+        ("controllers", "with --ovsdb the Controller table is not applied yet"),
+        ("metrics", "not served across --ovsdb's datapath restarts yet"),
+        ("ingress_policing", "with --ovsdb the Interface's ingress_policing columns are not read yet"),
+    ] {
+        g.refuse(id, a.ovsdb.is_some(), why)?;
+    }
+    g.refuse("bridge", a.daemon.unixctl.is_none(), "the bridge ovs-appctl's commands name; used only with --unixctl")?;
     g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
     policing(&a.ingress_policing, &port_args(a))?;
     let auto = a.auto.check()?;
