@@ -92,6 +92,13 @@ fn ovs_appctl_manages_a_running_switch() {
     let target = sock.to_str().unwrap();
     std::thread::sleep(Duration::from_millis(200));
 
+    // A second switch on the same pid file is refused, naming the running one.
+    let second = common::rqvs(&["switch", "--pidfile", pidfile.to_str().unwrap(), "--duration", "1"]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("already locked by running process {pid}")), "{err}");
+    assert_eq!(std::fs::read_to_string(&pidfile).unwrap(), format!("{pid}\n"), "left as it was");
+
     let list = ok(dir, target, &["list-commands"]);
     assert!(list.starts_with("The available commands are:\n"), "{list}");
     for c in ["dpif-netdev/pmd-stats-show", "dpctl/dump-flows", "ofproto/trace", "fdb/show", "exit", "vlog/set"] {

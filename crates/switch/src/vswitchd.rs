@@ -420,7 +420,9 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut generations = Vec::new();
     let mut last_stats: Option<Instant> = None;
     let mut seen = u64::MAX;
+    // The port set the datapath last failed to start with, and why (not retried until it changes).
     let mut failed_ports: Option<Vec<PlannedPort>> = None;
+    let mut start_error = String::new();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -448,7 +450,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
             continue;
         }
         let (_, replica) = client.snapshot();
-        let p = plan(&replica, &mut assigned);
+        let mut p = plan(&replica, &mut assigned);
         p.notes.iter().for_each(|n| note(n.clone()));
         for i in &p.ifaces {
             if let Some(e) = &i.error {
@@ -482,12 +484,20 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                         p.ports.iter().map(|x| &x.spec).collect::<Vec<_>>()
                     ));
                     failed_ports = Some(p.ports.clone());
+                    start_error = e.to_string();
                     // Keep the sockets answering on a datapath without ports.
                     match start_datapath(&cfg, &[], rules.clone(), &unixctl, &ctl_listener) {
                         Ok(r) => running = Some(r),
                         Err(e) => break Err(e),
                     }
                 }
+            }
+        }
+        if failed_ports.as_ref().is_some_and(|f| *f == p.ports && !f.is_empty()) {
+            // Every interface the datapath was to open says why it is not forwarding.
+            for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
+                i.error = Some(format!("the datapath could not start: {start_error}"));
+                i.ofport = -1;
             }
         }
         let ops = status_ops(&replica, &p, stats_due);
