@@ -156,6 +156,36 @@ fn ovs_vsctl_configures_a_running_switch() {
     assert!(ping(&h1, H2, 2), "p2 is back");
     assert_eq!(field(&db.vsctl(&["list", "interface", "p2"]).unwrap(), "ofport"), "1", "the lowest free number");
 
+    // A controller from the Controller table: OVS's learning-switch controller in the switch's
+    // namespace; is_connected follows the connection. An unsupported target says why.
+    if rqvs_testkit::ovs::testcontroller_available() {
+        sw.ip(&["link", "set", "lo", "up"]).unwrap();
+        let tc = Command::new("ip")
+            .args(["netns", "exec", sw.name(), "ovs-testcontroller", "ptcp:6663:127.0.0.1"])
+            .arg(format!("--unixctl={}", dir.join("tc.ctl").display()))
+            .args(["-vconsole:off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let tc = Running(tc);
+        db.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6663", "--", "set-fail-mode", "br0", "secure"]).unwrap();
+        eventually("the controller is connected", || {
+            db.vsctl(&["get", "controller", "br0", "is_connected"]).is_ok_and(|s| s.trim() == "true")
+        });
+        assert!(db.vsctl(&["get", "controller", "br0", "status:state"]).unwrap().contains("ACTIVE"));
+        assert!(ping(&h1, H2, 3), "ping with the learning-switch controller");
+        drop(tc);
+        eventually("the controller is gone", || {
+            db.vsctl(&["get", "controller", "br0", "is_connected"]).is_ok_and(|s| s.trim() == "false")
+        });
+        db.vsctl(&["set-controller", "br0", "ssl:127.0.0.1:6663"]).unwrap();
+        let status = db.vsctl(&["get", "controller", "br0", "status:last_error"]).unwrap();
+        assert!(status.contains("is not supported by rqvs (tcp:IP[:PORT] only)"), "{status}");
+        db.vsctl(&["del-controller", "br0", "--", "del-fail-mode", "br0"]).unwrap();
+        assert!(ping(&h1, H2, 2), "still forwarding after del-controller");
+    }
+
     // ovsdb-server killed and started again on the same file: forwarding goes on meanwhile;
     // the switch reconnects and applies what changes next.
     db.stop();

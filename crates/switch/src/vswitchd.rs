@@ -31,9 +31,14 @@
 //!   `scripts/ovsdb_restart_pause.sh`), the
 //!   flows' counters, the megaflows and the learned MACs start again from zero. The management
 //!   and unixctl sockets stay bound and are served by each datapath in turn.
-//! - Not yet: `Controller` (no OpenFlow channel is started from the database; `--openflow` and
-//!   `--controller` are refused with `--ovsdb`), the bridge's `BRIDGE.mgmt` socket, `fail_mode`,
-//!   `Port.tag`/`trunks`, `Flow_Table`, several bridges, `internal` and `patch` interfaces.
+//! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
+//!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
+//!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
+//!   written as connections come and go; another target gets `status:last_error`. A change of
+//!   controllers, fail mode or datapath id restarts the datapath as a port change does.
+//! - Not yet: the bridge's `BRIDGE.mgmt` socket and `ptcp:`/`punix:` listeners (`--openflow` and
+//!   `--controller` are refused with `--ovsdb`), `Port.tag`/`trunks`, `Flow_Table`, several
+//!   bridges, `internal` and `patch` interfaces.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -47,6 +52,9 @@ use rqvs_ovsdb::{Client, ClientConfig, Condition, Datum, LogFn, MonitorTable, Op
 
 pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
+use std::net::SocketAddr;
+
+use crate::openflow::{Channel, ChannelConfig, FailMode};
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
 
@@ -90,11 +98,29 @@ struct IfaceStatus {
     error: Option<String>,
 }
 
+/// What a datapath is started with; a change of any of it restarts the datapath.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Identity {
+    ports: Vec<PlannedPort>,
+    controllers: Vec<SocketAddr>,
+    secure: bool,
+    datapath_id: u64,
+}
+
+/// A `Controller` row of the bridge: its target, parsed when rqvs can connect to it.
+#[derive(Clone, Debug)]
+struct PlannedController {
+    uuid: Uuid,
+    target: String,
+    addr: Result<SocketAddr, String>,
+}
+
 #[derive(Default)]
 struct Plan {
     ovs: Option<(Uuid, i64)>,
     bridge: Option<(Uuid, Row)>,
     ports: Vec<PlannedPort>,
+    controllers: Vec<PlannedController>,
     ifaces: Vec<IfaceStatus>,
     notes: Vec<String>,
 }
@@ -207,24 +233,48 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error: None });
     }
     p.ports.sort_by_key(|x| x.ofport);
+    for cu in br.uuids("controller") {
+        let Some(c) = r.row("Controller", &cu) else { continue };
+        let target = c.str("target").unwrap_or("").to_string();
+        let addr = if target.starts_with("tcp:") {
+            crate::openflow::parse_controller(&target).map_err(|e| e.0)
+        } else {
+            Err(format!("controller target '{target}' is not supported by rqvs (tcp:IP[:PORT] only)"))
+        };
+        p.controllers.push(PlannedController { uuid: cu, target, addr });
+    }
     p
+}
+
+impl Plan {
+    fn identity(&self) -> Identity {
+        let br = self.bridge.as_ref().map(|(_, b)| b);
+        Identity {
+            ports: self.ports.clone(),
+            controllers: self.controllers.iter().filter_map(|c| c.addr.clone().ok()).collect(),
+            secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
+            datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
+        }
+    }
 }
 
 /// One running datapath and the threads serving its sockets.
 struct Running {
     switch: Switch,
     control: Arc<Control>,
-    ports: Vec<PlannedPort>,
+    identity: Identity,
+    channel: Option<Channel>,
     servers: Vec<JoinHandle<()>>,
 }
 
 fn start_datapath(
     cfg: &VswitchdConfig<'_>,
-    ports: &[PlannedPort],
+    id: &Identity,
     rules: Vec<Rule>,
     unixctl: &Option<Arc<UnixctlServer>>,
     ctl_listener: &Option<Arc<ctl::Listener>>,
 ) -> Result<Running, Error> {
+    let ports = &id.ports;
     let max = ports.iter().map(|p| p.ofport).max().unwrap_or(0).max(1);
     let mut sources = Vec::new();
     for n in 1..=max {
@@ -235,8 +285,28 @@ fn start_datapath(
             None => sources.push(PortSource::Tap { name: format!("unused-ofport-{n}"), tap: Arc::new(|_: &[u8]| {}) }),
         }
     }
-    let switch = Switch::start((cfg.make)(sources, rules)?)?;
+    let mut scfg = (cfg.make)(sources, rules)?;
+    scfg.packet_in = !id.controllers.is_empty();
+    let switch = Switch::start(scfg)?;
     let control = switch.control();
+    let channel = if id.controllers.is_empty() {
+        None
+    } else {
+        let ccfg = ChannelConfig {
+            controllers: id.controllers.clone(),
+            fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
+            datapath_id: id.datapath_id,
+            ..ChannelConfig::new()
+        };
+        match Channel::start(&control, ccfg) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                control.request_stop();
+                let _ = switch.stop();
+                return Err(e);
+            }
+        }
+    };
     let mut servers = Vec::new();
     if let Some(u) = unixctl {
         let (u, c) = (Arc::clone(u), Arc::clone(&control));
@@ -256,17 +326,21 @@ fn start_datapath(
                 .map_err(|e| Error(format!("ctl thread: {e}")))?,
         );
     }
-    Ok(Running { switch, control, ports: ports.to_vec(), servers })
+    Ok(Running { switch, control, identity: id.clone(), channel, servers })
 }
 
 fn stop_datapath(r: Running) -> Result<(Vec<Rule>, Generation), Error> {
     let rules = r.control.rules();
     r.control.request_stop();
     let report = r.switch.stop()?;
+    if let Some(c) = r.channel {
+        c.join();
+    }
     for t in r.servers {
         let _ = t.join();
     }
-    Ok((rules, Generation { ports: r.ports.iter().map(|p| format!("{}:{}", p.ofport, p.spec)).collect(), report }))
+    let ports = r.identity.ports.iter().map(|p| format!("{}:{}", p.ofport, p.spec)).collect();
+    Ok((rules, Generation { ports, report }))
 }
 
 /// What /sys says of an interface.
@@ -341,8 +415,25 @@ fn opt_str(s: Option<&str>) -> Datum {
 }
 
 /// The writes that bring the database to what the switch is (module docs).
-fn status_ops(r: &Replica, p: &Plan, stats_due: bool) -> Vec<Op> {
+fn status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String]) -> Vec<Op> {
     let mut ops = Vec::new();
+    for c in &p.controllers {
+        let want = match &c.addr {
+            Ok(a) => {
+                let up = connected.iter().any(|t| *t == format!("tcp:{a}"));
+                Row::new()
+                    .with("is_connected", Datum::one(up))
+                    .with("status", Datum::map([("state", if up { "ACTIVE" } else { "BACKOFF" })]))
+            }
+            Err(e) => Row::new()
+                .with("is_connected", Datum::one(false))
+                .with("status", Datum::map([("last_error", e.as_str())])),
+        };
+        let upd = changed(r.row("Controller", &c.uuid), want);
+        if !upd.0.is_empty() {
+            ops.push(Op::update("Controller", vec![Condition::uuid(&c.uuid)], upd));
+        }
+    }
     for i in &p.ifaces {
         let sys = if i.error.is_none() { sys_iface(&i.name) } else { None };
         let mut want = Row::new().with("ofport", Datum::one(i.ofport)).with("error", opt_str(i.error.as_deref()));
@@ -421,7 +512,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut last_stats: Option<Instant> = None;
     let mut seen = u64::MAX;
     // The port set the datapath last failed to start with, and why (not retried until it changes).
-    let mut failed_ports: Option<Vec<PlannedPort>> = None;
+    let mut failed_ports: Option<Identity> = None;
+    let mut connected: Vec<String> = Vec::new();
     let mut start_error = String::new();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
@@ -434,15 +526,20 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let now = client.wait_change(seen, Duration::from_millis(100));
         let stats_due = last_stats.is_none_or(|t| t.elapsed() >= cfg.stats_interval);
-        if now == seen && !stats_due {
+        let mut now_connected =
+            running.as_ref().and_then(|r| r.channel.as_ref()).map(Channel::connected_controllers).unwrap_or_default();
+        now_connected.sort();
+        let controllers_moved = now_connected != connected;
+        connected = now_connected;
+        if now == seen && !stats_due && !controllers_moved {
             continue;
         }
         seen = now;
         if !client.status().connected {
             // Without a database the datapath keeps forwarding as last configured.
             if running.is_none() && failed_ports.is_none() {
-                failed_ports = Some(Vec::new());
-                match start_datapath(&cfg, &[], rules.clone(), &unixctl, &ctl_listener) {
+                failed_ports = Some(Identity::default());
+                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
                     Ok(r) => running = Some(r),
                     Err(e) => break Err(e),
                 }
@@ -457,8 +554,14 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                 note(format!("interface {}: {e}", i.name));
             }
         }
-        let current = running.as_ref().map(|r| r.ports.clone());
-        if current.as_ref() != Some(&p.ports) && failed_ports.as_ref() != Some(&p.ports) {
+        for c in &p.controllers {
+            if let Err(e) = &c.addr {
+                note(format!("controller {}: {e}", c.target));
+            }
+        }
+        let want = p.identity();
+        let current = running.as_ref().map(|r| r.identity.clone());
+        if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
             if let Some(r) = running.take() {
                 match stop_datapath(r) {
                     Ok((kept, g)) => {
@@ -468,7 +571,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     Err(e) => break Err(e),
                 }
             }
-            match start_datapath(&cfg, &p.ports, rules.clone(), &unixctl, &ctl_listener) {
+            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener) {
                 Ok(r) => {
                     let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
                     log(&format!(
@@ -483,24 +586,24 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                         "the datapath could not start with ports {:?}: {e}",
                         p.ports.iter().map(|x| &x.spec).collect::<Vec<_>>()
                     ));
-                    failed_ports = Some(p.ports.clone());
+                    failed_ports = Some(want.clone());
                     start_error = e.to_string();
                     // Keep the sockets answering on a datapath without ports.
-                    match start_datapath(&cfg, &[], rules.clone(), &unixctl, &ctl_listener) {
+                    match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
                         Ok(r) => running = Some(r),
                         Err(e) => break Err(e),
                     }
                 }
             }
         }
-        if failed_ports.as_ref().is_some_and(|f| *f == p.ports && !f.is_empty()) {
+        if failed_ports.as_ref().is_some_and(|f| *f == want && !f.ports.is_empty()) {
             // Every interface the datapath was to open says why it is not forwarding.
             for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
                 i.error = Some(format!("the datapath could not start: {start_error}"));
                 i.ofport = -1;
             }
         }
-        let ops = status_ops(&replica, &p, stats_due);
+        let ops = status_ops(&replica, &p, stats_due, &connected);
         if stats_due {
             last_stats = Some(Instant::now());
         }
