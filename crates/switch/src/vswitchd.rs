@@ -169,7 +169,9 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             } else {
                 match ty {
                     "" | "system" | "afxdp" => {
-                        if Path::new("/sys/class/net").join(&name).exists() && !name.contains('/') && !name.is_empty() {
+                        if !is_ifname(&name) {
+                            Some(format!("'{name}' is not a network device name (1 to 15 bytes, no '/' or blank)"))
+                        } else if Path::new("/sys/class/net").join(&name).exists() {
                             None
                         } else {
                             Some(format!("could not open network device {name} (No such device)"))
@@ -256,6 +258,14 @@ impl Plan {
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
         }
     }
+}
+
+/// A name Linux accepts for a network device (`dev_valid_name`).
+fn is_ifname(name: &str) -> bool {
+    (1..16).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace())
 }
 
 /// One running datapath and the threads serving its sockets.
@@ -673,6 +683,15 @@ mod tests {
         let p = plan(&replica(&[("lo", "afxdp", None)]), &mut assigned);
         assert_eq!(p.ports[0].ofport, 3, "kept while the interface stays");
         assert_eq!(p.ports[0].spec, "lo:afxdp");
+        let p = plan(
+            &replica(&[("..", "", None), ("a/b", "", None), ("sixteen-bytes-xx", "", None)]),
+            &mut BTreeMap::new(),
+        );
+        assert!(p.ports.is_empty());
+        assert!(p
+            .ifaces
+            .iter()
+            .all(|i| i.error.as_deref().is_some_and(|e| e.contains("is not a network device name"))));
         let p = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
         assert_eq!(p.ports[0].ofport, 1);
         assert!(p.notes.iter().any(|n| n.contains("not honoured")));
