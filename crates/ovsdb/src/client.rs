@@ -93,6 +93,9 @@ struct State {
     /// Transactions in flight: id → its reply once it came.
     pending: HashMap<u64, Option<Result<Value>>>,
     writer: Option<(Arc<Mutex<Stream>>, Remote)>,
+    /// The connection being set up or served, for `Drop` to shut down (a server that accepted
+    /// and never answers must not hold the client's owner for a call's timeout).
+    closer: Option<Arc<Mutex<Stream>>>,
 }
 
 struct Shared {
@@ -126,6 +129,7 @@ impl Client {
                 status: Status::default(),
                 pending: HashMap::new(),
                 writer: None,
+                closer: None,
             }),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -262,7 +266,11 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some((w, _)) = self.shared.lock().writer.take() {
+        let (writer, closer) = {
+            let mut st = self.shared.lock();
+            (st.writer.take(), st.closer.take())
+        };
+        for w in writer.map(|(w, _)| w).into_iter().chain(closer) {
             w.lock().unwrap_or_else(|p| p.into_inner()).shutdown();
         }
         self.shared.changed.notify_all();
@@ -329,6 +337,10 @@ fn session_loop(shared: &Arc<Shared>, config: &ClientConfig) {
 /// `Ok`). `reached` is set once the tables are monitored.
 fn session(shared: &Arc<Shared>, config: &ClientConfig, reached: &mut bool) -> Result<()> {
     let mut conn = Connection::open_with_ids(&config.remote, Duration::from_secs(5), Arc::clone(&shared.ids))?;
+    shared.lock().closer = Some(conn.writer());
+    if shared.stop.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     let dbs = conn.list_dbs()?;
     if !dbs.contains(&config.database) {
         return Err(Error::Schema(format!(

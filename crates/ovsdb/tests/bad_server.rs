@@ -26,6 +26,8 @@ enum Fault {
     Initial(&'static str),
     /// This JSON sent after a good monitor reply.
     After(&'static str),
+    /// Accepts and never answers.
+    Silent,
 }
 
 struct Fake {
@@ -92,6 +94,9 @@ fn serve(mut stream: UnixStream, fault: Fault, stop: &AtomicBool) {
         };
         let id = msg["id"].clone();
         let reply = |r: Value| json!({"result": r, "error": null, "id": id}).to_string();
+        if matches!(fault, Fault::Silent) {
+            continue;
+        }
         let out = match (msg["method"].as_str(), fault) {
             (Some("list_dbs"), Fault::Bytes(b)) => {
                 let _ = stream.write_all(b);
@@ -171,4 +176,20 @@ fn malformed_rows_and_updates() {
     );
     run(Fault::After(r#"{"method": "update", "params": ["other", {}], "id": null}"#), "an update notification");
     run(Fault::After(r#"{"result": [], "error": null, "id": 424242}"#), "a reply to id 424242, which no request had");
+}
+
+#[test]
+fn a_silent_server_does_not_hold_the_client() {
+    let fake = Fake::start(Fault::Silent);
+    let client = Client::start(ClientConfig::new(fake.remote(), "Open_vSwitch", vec![MonitorTable::all("Bridge")]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.connections.load(Ordering::Relaxed) < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!client.status().connected);
+    // list_dbs is waiting for its reply (30 s at most); dropping the client cuts it short.
+    let t0 = Instant::now();
+    drop(client);
+    assert!(t0.elapsed() < Duration::from_secs(2), "drop took {:?}", t0.elapsed());
 }
