@@ -18,6 +18,9 @@
 //! | `coverage/show` | (the PMDs' totals) | OVS's heading, then `NAME total: N` (rqvs keeps no per-interval rates) |
 //! | `vlog/set SPEC`, `vlog/list` | — | accepted and checked as OVS does; rqvs has one log level (everything is logged once) |
 //!
+//! Each connection is served on its own thread, at most [`MAX_CONNECTIONS`] at once (more are
+//! closed at once), each closed after 10 s without a request.
+//!
 //! A bridge argument must name the switch's bridge (`no bridge named X` otherwise, as OVS). No
 //! request can stop the server or the switch except `exit`: malformed JSON closes that
 //! connection, a bad command gets an error reply.
@@ -25,6 +28,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +62,12 @@ pub struct UnixctlServer {
     listener: UnixListener,
     path: PathBuf,
     bridge: String,
+    /// Connections being served now (each on its own thread; at most [`MAX_CONNECTIONS`]).
+    active: Arc<AtomicUsize>,
 }
+
+/// Connections served at once; one more is closed at once (`ovs-appctl` opens one per command).
+pub const MAX_CONNECTIONS: usize = 32;
 
 /// `RUNDIR/ovs-vswitchd.PID.ctl`, where `ovs-appctl -t ovs-vswitchd` looks (RUNDIR:
 /// `OVS_RUNDIR`, else `/run/openvswitch`).
@@ -84,7 +93,12 @@ impl UnixctlServer {
         }
         let listener = UnixListener::bind(path).map_err(e)?;
         listener.set_nonblocking(true).map_err(e)?;
-        Ok(UnixctlServer { listener, path: path.to_path_buf(), bridge: bridge.to_string() })
+        Ok(UnixctlServer {
+            listener,
+            path: path.to_path_buf(),
+            bridge: bridge.to_string(),
+            active: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -96,8 +110,18 @@ impl UnixctlServer {
         while !control.stop_requested() {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    let (c, b) = (Arc::clone(control), self.bridge.clone());
-                    let _ = std::thread::Builder::new().name("unixctl".into()).spawn(move || serve_one(stream, &c, &b));
+                    if self.active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                        self.active.fetch_sub(1, Ordering::AcqRel);
+                        continue; // dropped: closed
+                    }
+                    let (c, b, n) = (Arc::clone(control), self.bridge.clone(), Arc::clone(&self.active));
+                    let spawned = std::thread::Builder::new().name("unixctl".into()).spawn(move || {
+                        serve_one(stream, &c, &b);
+                        n.fetch_sub(1, Ordering::AcqRel);
+                    });
+                    if spawned.is_err() {
+                        self.active.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
@@ -111,10 +135,11 @@ impl Drop for UnixctlServer {
     }
 }
 
-/// One connection: requests until the client hangs up, sends garbage, or is silent for a minute.
+/// One connection: requests until the client hangs up, sends garbage, or is silent for 10 s
+/// (so [`MAX_CONNECTIONS`] idle clients hold the socket for 10 s at most).
 fn serve_one(mut stream: UnixStream, control: &Control, bridge: &str) {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
     let mut framer = Framer::new();
     let mut buf = [0u8; 16384];
