@@ -29,48 +29,48 @@ pub struct Args {
     /// any: the embedded workload's frames on pcap-in port 1 and two pcap-out ports in a
     /// temporary directory.
     #[arg(long = "port", value_name = "NAME[:TYPE]")]
-    ports: Vec<String>,
+    pub(crate) ports: Vec<String>,
     /// Rule file: ovs-ofctl flows (with actions), or ClassBench (no actions: rule i outputs to
     /// port 2 + i mod (ports − 1)); plain or .xz. Default: the embedded acl1_1k set.
     #[arg(long)]
-    rules: Option<PathBuf>,
+    pub(crate) rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
-    design: DesignKind,
+    pub(crate) design: DesignKind,
     /// CFLOWS: the classifier over the OpenFlow rules — NuevoMatchUP (nmu) or TupleMerge alone
     /// (tm, no learned index).
     #[arg(long, value_enum, default_value_t = crate::args::CflowsClassifierArg::Nmu)]
     classifier: crate::args::CflowsClassifierArg,
     /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
-    pmds: usize,
+    pub(crate) pmds: usize,
     /// CPUs to pin the PMD threads to, e.g. `0,1` or `0-3` (PMD i on the i-th, cycling).
     #[arg(long, value_name = "LIST")]
-    pmd_cpus: Option<String>,
+    pub(crate) pmd_cpus: Option<String>,
     /// Management socket (Unix) for `rqvs ctl`. Default: RUN_DIR/rqvs-switch.PID.ctl, which
     /// `rqvs ctl` finds by itself (RUN_DIR: $RQVS_RUN_DIR, else /run/rqvs). A socket nobody
     /// listens on (left by a killed switch) is removed; a live one is an error.
     #[arg(long, value_name = "SOCKET")]
-    ctl: Option<PathBuf>,
+    pub(crate) ctl: Option<PathBuf>,
     /// Also write every log line to FILE (appended).
     #[arg(long, value_name = "FILE")]
-    log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
     /// Log more: -v adds the debug lines (`rqvs ctl vlog/set LEVEL` changes the level later).
     #[arg(short, long, action = clap::ArgAction::Count)]
-    verbose: u8,
+    pub(crate) verbose: u8,
     /// Serve the counters for Prometheus/OpenMetrics scrapers at `http://ADDR/metrics`, e.g.
     /// `127.0.0.1:9100` (port 0 picks one; the ready line says which).
     #[arg(long, value_name = "IP:PORT")]
-    metrics: Option<String>,
+    pub(crate) metrics: Option<String>,
     /// Write the final counters as JSON here.
     #[arg(long, value_name = "OUT")]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Spin when idle, as OVS-DPDK's PMDs do (default: nap 50 µs after 1024 empty polls).
     #[arg(long)]
     busy_poll: bool,
     /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
     /// port is a pcap-in port that has delivered all its frames) [range: 0 < x ≤ 1000000000].
     #[arg(long, value_name = "SECONDS", value_parser = crate::args::range::above(0.0, 1e9))]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// EMC insertion probability (OVS default 0.01) [range: 0 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::share())]
     emc_prob: f64,
@@ -88,27 +88,27 @@ pub struct Args {
     /// running after its pcap-in ports are done (until SIGINT/SIGTERM, `rqvs ctl exit` or
     /// --duration).
     #[arg(long, value_name = "ptcp:|pssl:[PORT][:IP]")]
-    openflow: Option<String>,
+    pub(crate) openflow: Option<String>,
     /// OpenFlow controller to connect to, `tcp:IP[:PORT]` or `ssl:IP[:PORT]` (TLS; PORT default
     /// 6653); repeat for several. The switch keeps reconnecting (backoff 1 s doubling to 8 s),
     /// probes an idle connection with ECHO_REQUEST, sends table misses and `controller` actions
     /// as PACKET_IN.
     #[arg(long = "controller", value_name = "tcp:|ssl:IP[:PORT]")]
-    controllers: Vec<String>,
+    pub(crate) controllers: Vec<String>,
     #[command(flatten)]
-    tls: crate::switch_channel::TlsArgs,
+    pub(crate) tls: crate::switch_channel::TlsArgs,
     /// The NORMAL action's MAC learning: seconds a station stays learned without sending (OVS's
     /// mac-aging-time) [range: 1 ≤ x ≤ 86400].
     #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = crate::args::range::between(1u64, 86_400))]
-    mac_aging_time: u64,
+    pub(crate) mac_aging_time: u64,
     /// The NORMAL action's MAC learning: stations learned at most, per (VLAN, address) (OVS's
     /// mac-table-size) [range: 4 ≤ x ≤ 1048576].
     #[arg(long, value_name = "N", default_value_t = rqvs_switch::normal::DEFAULT_SIZE, value_parser = crate::args::range::between(4usize, 1 << 20))]
-    mac_table_size: usize,
+    pub(crate) mac_table_size: usize,
     /// With --openflow: connections served at once; another is closed at once and logged
     /// [range: 1 ≤ x ≤ 65536].
     #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
-    max_connections: usize,
+    pub(crate) max_connections: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
     /// without a controller the flows are removed and the switch forwards as a MAC-learning
@@ -129,7 +129,15 @@ pub struct Args {
     /// with bursts of at most BURST thousand (default 16); the frames over it are dropped before
     /// they are parsed or classified, counted as `dropped` and `policed`. Repeat for each port.
     #[arg(long = "ingress-policing", value_name = "PORT=KPPS[/BURST]", value_parser = policing_arg)]
-    ingress_policing: Vec<(String, PolicerSpec)>,
+    pub(crate) ingress_policing: Vec<(String, PolicerSpec)>,
+    #[command(flatten)]
+    pub(crate) daemon: crate::daemon::DaemonArgs,
+    /// Take the configuration from an OVSDB server as ovs-vswitchd does (`unix:PATH` or
+    /// `tcp:IP:PORT`; without a value OVS's `unix:/run/openvswitch/db.sock`): the first bridge
+    /// with datapath_type=netdev, its interfaces as ports, status written back
+    /// (docs/ovs-dropin.md). Not with --port, --openflow, --controller, --metrics.
+    #[arg(long, value_name = "REMOTE")]
+    pub(crate) ovsdb: Option<Option<String>>,
 }
 
 /// One `--ingress-policing PORT=KPPS[/BURST]`.
@@ -219,7 +227,7 @@ enum Upcalls {
     Inline,
 }
 
-fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
+pub(crate) fn parse_cpus(s: &str) -> Result<Vec<usize>, Failure> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || Failure(format!("--pmd-cpus '{s}': expected CPU numbers like 0,1 or 0-3, found '{part}'"));
@@ -291,6 +299,16 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
             &format!("{what}, a defence of ORIG's and CCACHE's megaflow cache; not used by --design {design}"),
         )?;
     }
+    for (id, why) in [
+        ("ports", "with --ovsdb the ports are the bridge's interfaces in the database"),
+        ("openflow", "with --ovsdb the OpenFlow channel is not started yet"),
+        ("controllers", "with --ovsdb the Controller table is not applied yet"),
+        ("metrics", "not served across --ovsdb's datapath restarts yet"),
+        ("ingress_policing", "with --ovsdb the Interface's ingress_policing columns are not read yet"),
+    ] {
+        g.refuse(id, a.ovsdb.is_some(), why)?;
+    }
+    g.refuse("bridge", a.daemon.unixctl.is_none(), "the bridge ovs-appctl's commands name; used only with --unixctl")?;
     g.refuse("auto", a.design != DesignKind::Auto, &format!("auto's settings; not used by --design {design}"))?;
     policing(&a.ingress_policing, &port_args(a))?;
     duplicate_ports(&a.ports)?;
@@ -303,7 +321,40 @@ fn any_tls_target(a: &Args) -> bool {
     a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:")) || a.controllers.iter().any(|c| c.starts_with("ssl:"))
 }
 
+/// The datapath settings of `a` (everything but ports, rules and the OpenFlow channel).
+fn configure(
+    a: &Args,
+    cfg: &mut SwitchConfig,
+    pmd_cpus: Vec<usize>,
+    hook: rqvs_ports::EventHook,
+) -> Result<(), Failure> {
+    cfg.cflows.classifier = a.classifier.classifier();
+    cfg.auto = a.auto.config();
+    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
+    cfg.pmds = a.pmds;
+    cfg.pmd_cpus = pmd_cpus;
+    cfg.busy_poll = a.busy_poll;
+    cfg.upcalls = match a.upcalls {
+        Upcalls::Handler => UpcallMode::Handler,
+        Upcalls::Inline => UpcallMode::Inline,
+    };
+    cfg.datapath.emc_insert_prob = a.emc_prob;
+    cfg.datapath.emc_entries =
+        rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
+    cfg.hook = Some(hook);
+    Ok(())
+}
+
 pub fn run(a: &Args) -> Result<(), Failure> {
+    if a.verbose > 0 {
+        rqvs_switch::diag::set_level(rqvs_switch::diag::Level::Debug);
+    }
+    if let Some(f) = &a.log_file {
+        rqvs_switch::diag::set_log_file(f).map_err(|e| Failure(format!("--log-file {}: {e}", f.display())))?;
+    }
+    if let Some(remote) = &a.ovsdb {
+        return crate::dropin::run(a, remote.as_deref(), |cfg, cpus, hook| configure(a, cfg, cpus, hook));
+    }
     if a.pmds == 0 || a.pmds > 64 {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
     }
@@ -339,17 +390,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         rqvs_switch::assign_switch_outputs(&mut rules, ports.len());
     }
     // The socket first: a stale one is an error before any port is opened.
-    if a.verbose > 0 {
-        rqvs_switch::diag::set_level(rqvs_switch::diag::Level::Debug);
-    }
-    if let Some(f) = &a.log_file {
-        rqvs_switch::diag::set_log_file(f).map_err(|e| Failure(format!("--log-file {}: {e}", f.display())))?;
-    }
     let ctl_path = match &a.ctl {
         Some(p) => p.clone(),
         None => rqvs_switch::ctl::default_socket()?,
     };
     let listener = Some(Listener::bind(&ctl_path)?);
+    let mut daemon = a.daemon.bind()?;
     let metrics = a.metrics.as_deref().map(MetricsListener::bind).transpose()?;
     let metrics_addr = metrics.as_ref().and_then(MetricsListener::local_addr);
     let tls = a.tls.load(any_tls_target(a))?;
@@ -376,20 +422,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
     }
     let mut cfg = SwitchConfig::new(ports, rules, a.design);
-    cfg.cflows.classifier = a.classifier.classifier();
-    cfg.auto = a.auto.config();
-    (cfg.orig.mask_limit, cfg.orig.mfcguard) = a.defences.orig();
-    cfg.pmds = a.pmds;
-    cfg.pmd_cpus = pmd_cpus;
-    cfg.busy_poll = a.busy_poll;
-    cfg.upcalls = match a.upcalls {
-        Upcalls::Handler => UpcallMode::Handler,
-        Upcalls::Inline => UpcallMode::Inline,
-    };
-    cfg.datapath.emc_insert_prob = a.emc_prob;
-    cfg.datapath.emc_entries =
-        rqvs_datapath::emc::EmcEntries::new(a.emc_entries).map_err(|e| Failure(format!("--emc-entries: {e}")))?;
-    cfg.hook = Some(hook);
+    configure(a, &mut cfg, pmd_cpus, hook)?;
     cfg.packet_in = channel_wanted;
     cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
     cfg.mac_aging = Duration::from_secs(a.mac_aging_time);
@@ -417,6 +450,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
     });
     let server = server.transpose().map_err(|e| Failure(format!("starting the management thread: {e}")))?;
+    daemon.serve(&control)?;
     let n_controllers = controllers.len();
     let channel = if channel_wanted {
         let cfg = ChannelConfig {
@@ -459,6 +493,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 String::new()
             }
             + &if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) }
+            + &daemon.describe()
     );
     let t0 = Instant::now();
     loop {
@@ -467,7 +502,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             control.request_stop();
         }
         let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
-        let finished = switch.is_finished() && channel.is_none();
+        let finished = switch.is_finished() && channel.is_none() && !daemon.serves();
         if control.stop_requested() || timed_out || finished {
             break;
         }
@@ -477,6 +512,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if let Some(s) = server {
         let _ = s.join();
     }
+    drop(daemon);
     if let Some(s) = metrics_server {
         let _ = s.join();
     }

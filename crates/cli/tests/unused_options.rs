@@ -114,6 +114,15 @@ fn other_commands_refuse_what_they_would_not_use() {
         ),
         (vec!["switch", "--design", "auto", "--auto", "window-ms=5,window-ms=6"], "--auto: window-ms: given twice"),
         (vec!["switch", "--inactivity-probe", "2"], "--inactivity-probe: a controller connection's setting"),
+        (
+            vec!["switch", "--ovsdb", "unix:/nonexistent.sock", "--port", "p1"],
+            "with --ovsdb the ports are the bridge's interfaces",
+        ),
+        (vec!["switch", "--ovsdb", "--openflow", "ptcp:6653"], "--openflow: with --ovsdb the OpenFlow channel"),
+        (
+            vec!["switch", "--bridge", "br1"],
+            "--bridge: the bridge ovs-appctl's commands name; used only with --unixctl",
+        ),
         // A policer on a port that does not exist polices nothing.
         (vec!["switch", "--ingress-policing", "4=100"], "--ingress-policing 4=100/16: no port 4: the ports are 1..3"),
         (vec!["switch", "--ingress-policing", "veth9=100"], "--ingress-policing veth9=100/16: no port named 'veth9'"),

@@ -73,10 +73,13 @@ pub mod metrics;
 pub mod normal;
 pub mod openflow;
 pub mod owner;
+pub mod pidfile;
 pub mod pmd;
 pub mod stats;
 mod sys;
 pub mod table;
+pub mod unixctl;
+pub mod vswitchd;
 
 pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
 

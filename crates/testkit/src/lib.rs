@@ -7,6 +7,8 @@
 //!   `ofproto/trace` — the oracle for the slow path; checks for `ovs-ofctl`,
 //!   `ovs-testcontroller` and os-ken (real controllers); `RQVS_REQUIRE_OVS=1` makes their absence
 //!   a failure.
+//! - [`ovsdb_server`]: a private `ovsdb-server` on a fresh `Open_vSwitch` database (no
+//!   `ovs-vswitchd`), `ovs-vsctl` pointed at it; restartable on the same file.
 //! - [`TempDir`]: a test's directory in the system temporary directory, removed on drop (also
 //!   when the test fails).
 
@@ -14,6 +16,7 @@
 
 pub mod data;
 pub mod ovs;
+pub mod ovsdb_server;
 pub mod temp;
 
 pub use temp::TempDir;

@@ -454,6 +454,16 @@ impl Channel {
         Arc::new(move || hub.stats())
     }
 
+    /// The controllers (`--controller` targets, `tcp:IP:PORT`) connected now, HELLO exchanged.
+    pub fn connected_controllers(&self) -> Vec<String> {
+        self.hub
+            .peers()
+            .iter()
+            .filter(|p| p.active && p.version.load(std::sync::atomic::Ordering::Relaxed) != 0)
+            .filter_map(|p| p.name.strip_prefix("controller ").map(str::to_string))
+            .collect()
+    }
+
     /// Waits for every thread of the channel (after [`Control::request_stop`]).
     pub fn join(self) {
         for t in self.threads {
