@@ -59,14 +59,19 @@
 //! that had some.
 
 mod datapath;
+mod ipv6;
 mod view;
 
 pub use datapath::extract_datapath;
+pub use ipv6::{
+    IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_NONE, IPPROTO_ROUTING, ND_NEIGHBOR_ADVERT,
+    ND_NEIGHBOR_SOLICIT,
+};
 pub use view::{push_vlan, strip_vlan, Frame, FrameError, Layout};
 
 use crate::key::{
-    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP,
-    IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
+    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
+    IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
 };
 
 /// `dl_type` of an 802.1ad (QinQ) service tag.
@@ -95,7 +100,18 @@ const IP_FRAG_OFF_MASK: u16 = 0x1fff;
 /// Fragment offset (in 8-byte units) [`build_frame`] gives a later fragment: 1480 bytes, the
 /// second fragment of a 1500-byte-MTU datagram.
 const LATER_FRAGMENT_OFFSET: u16 = 185;
-const TTL: u8 = 64;
+/// The TTL (hop limit) [`build_frame`] writes for a key whose `nw_ttl` is 0 (module docs).
+const DEFAULT_TTL: u8 = 64;
+
+/// The TTL or hop limit a frame built for a key with `nw_ttl` carries: `nw_ttl`, or 64 for 0.
+#[inline]
+pub(crate) fn ttl_on_wire(nw_ttl: u8) -> u8 {
+    if nw_ttl == 0 {
+        DEFAULT_TTL
+    } else {
+        nw_ttl
+    }
+}
 
 /// What [`extract`] made of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +169,7 @@ pub fn extract(frame: &[u8], in_port: u32) -> Extract {
     let l3 = frame.get(at..).unwrap_or_default();
     match dl_type {
         ETH_TYPE_IP => ipv4(key, l3),
+        ETH_TYPE_IPV6 => ipv6::extract_ipv6(key, l3),
         ETH_TYPE_ARP | ETH_TYPE_RARP => arp(key, l3),
         _ => Extract::Other(key),
     }
@@ -194,6 +211,7 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
         n => n.min(ip.len()),
     };
     key.nw_tos = h[1];
+    key.nw_ttl = h[8];
     key.nw_proto = h[9];
     key.nw_src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     key.nw_dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
@@ -256,6 +274,8 @@ fn arp(mut key: FlowKey, l3: &[u8]) -> Extract {
         if let Ok(op) = u8::try_from(u16::from_be_bytes([a[6], a[7]])) {
             key.nw_proto = op;
         }
+        key.arp_sha = [a[8], a[9], a[10], a[11], a[12], a[13]];
+        key.arp_tha = [a[18], a[19], a[20], a[21], a[22], a[23]];
     }
     Extract::Other(key)
 }
@@ -286,6 +306,7 @@ impl FlowKey {
                 w.nw_dst = key.nw_dst;
                 w.nw_proto = key.nw_proto;
                 w.nw_tos = key.nw_tos;
+                w.nw_ttl = ttl_on_wire(key.nw_ttl);
                 if key.nw_frag & FLOW_NW_FRAG_LATER != 0 {
                     w.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
                     return w;
@@ -306,10 +327,13 @@ impl FlowKey {
                     w.tcp_flags = key.tcp_flags & TCP_FLAGS_MASK;
                 }
             }
+            ETH_TYPE_IPV6 => ipv6::wire_ipv6(key, &mut w),
             ETH_TYPE_ARP | ETH_TYPE_RARP => {
                 w.nw_src = key.nw_src;
                 w.nw_dst = key.nw_dst;
                 w.nw_proto = key.nw_proto;
+                w.arp_sha = key.arp_sha;
+                w.arp_tha = key.arp_tha;
             }
             ETH_TYPE_VLAN | ETH_TYPE_VLAN_8021AD => {
                 // The type field announces a tag; the zero padding after it reads as TCI 0 followed
@@ -350,6 +374,7 @@ pub fn build_frame(key: &FlowKey) -> Vec<u8> {
     frame.extend_from_slice(&key.dl_type.to_be_bytes());
     match key.dl_type {
         ETH_TYPE_IP => push_ipv4(&mut frame, key),
+        ETH_TYPE_IPV6 => ipv6::push_ipv6(&mut frame, key),
         ETH_TYPE_ARP | ETH_TYPE_RARP => push_arp(&mut frame, key),
         _ => {}
     }
@@ -364,9 +389,9 @@ fn push_arp(frame: &mut Vec<u8>, key: &FlowKey) {
     frame.extend_from_slice(&ETH_TYPE_IP.to_be_bytes());
     frame.extend_from_slice(&[6, 4]);
     frame.extend_from_slice(&u16::from(key.nw_proto).to_be_bytes());
-    frame.extend_from_slice(&key.dl_src);
+    frame.extend_from_slice(&key.arp_sha);
     frame.extend_from_slice(&key.nw_src.to_be_bytes());
-    frame.extend_from_slice(&[0; 6]);
+    frame.extend_from_slice(&key.arp_tha);
     frame.extend_from_slice(&key.nw_dst.to_be_bytes());
 }
 
@@ -388,7 +413,7 @@ fn push_ipv4(frame: &mut Vec<u8>, key: &FlowKey) {
     ip[1] = key.nw_tos;
     ip[2..4].copy_from_slice(&total_len.to_be_bytes());
     ip[6..8].copy_from_slice(&frag.to_be_bytes());
-    ip[8] = TTL;
+    ip[8] = ttl_on_wire(key.nw_ttl);
     ip[9] = key.nw_proto;
     ip[12..16].copy_from_slice(&key.nw_src.to_be_bytes());
     ip[16..20].copy_from_slice(&key.nw_dst.to_be_bytes());

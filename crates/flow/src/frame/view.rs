@@ -252,6 +252,7 @@ mod tests {
             let mut want = k.wire();
             want.nw_tos = (new_tos & 0xfc) | (tos & 0x03);
             want.dl_src = [2, 0, 0, 0, 0, 9];
+            want.nw_ttl = ttl - 1;
             if tagged {
                 want.vlan_tci = (k.vlan_tci & !VLAN_VID_MASK) | vid;
             }
