@@ -60,6 +60,8 @@
 
 mod datapath;
 mod ipv6;
+#[cfg(test)]
+mod ipv6_tests;
 mod view;
 
 pub use datapath::extract_datapath;
