@@ -21,8 +21,13 @@
 //! - **TCP** ports and flags need the whole header including its options (data offset ≥ 5 words,
 //!   all present); UDP, SCTP and ICMP their fixed headers. A short L4 header leaves `tp_src`,
 //!   `tp_dst` and `tcp_flags` zero, the IPv4 fields set.
+//! - **IPv6** (`ipv6_sanity_check`): at least 40 bytes and the payload length within the frame;
+//!   otherwise no IPv6 fields. An extension header cut short (fewer than 8 bytes, or its length
+//!   past the payload) leaves `ipv6_src`/`ipv6_dst` set and every other L3/L4 field zero (OVS
+//!   pushes the addresses before it walks the extension headers). ICMPv6 type and code need the
+//!   8-byte header. The version field is not read.
 //! - **ARP** shorter than its 28-byte Ethernet/IPv4 body keeps the L2 fields only.
-//! - **First fragments** keep `tcp_flags` but get `tp_src`/`tp_dst` 0. Here rqvs's key is not
+//! - **First fragments** (IPv4 and IPv6) keep `tcp_flags` (and ND fields) but get `tp_src`/`tp_dst` 0. Here rqvs's key is not
 //!   `miniflow_extract`'s (which keeps the ports) but what OVS classifies: with the default
 //!   fragment handling ("normal"), its slow path "pretends that transport ports are
 //!   unavailable" for every fragment (`xlate_actions`), so no rule on ports can match one.
