@@ -292,3 +292,36 @@ fn extension_headers_and_fragments_as_ovs() {
     assert!(matches!(extract(&v4, 4), Extract::Malformed { layer: "ipv6", .. }));
     assert_eq!(extract_datapath(&v4, 4), Some(syn_key()));
 }
+
+proptest! {
+    /// The view's IPv6 setters: new addresses and a decremented hop limit read back, and the
+    /// upper-layer checksum still verifies.
+    #[test]
+    fn ipv6_setters_keep_the_checksum(k in wide_key(), src in any::<u128>(), dst in any::<u128>()) {
+        prop_assume!(k.dl_type == ETH_TYPE_IPV6);
+        let mut f = build_frame(&k);
+        let mut v = super::Frame::new_checked(&mut f[..]).unwrap();
+        prop_assert!(v.set_ipv6_src(src));
+        prop_assert!(v.set_ipv6_dst(dst));
+        let w = k.wire();
+        prop_assert_eq!(v.dec_hop_limit(), Some(w.nw_ttl - 1));
+        prop_assert_eq!(v.ipv6_addrs(), Some((src, dst)));
+        let want = FlowKey { ipv6_src: src, ipv6_dst: dst, nw_ttl: w.nw_ttl - 1, ..w };
+        prop_assert_eq!(extract(&f, 4).key().copied(), Some(want));
+        if k.nw_frag & FLOW_NW_FRAG_LATER == 0 && matches!(k.nw_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_ICMPV6) {
+            prop_assert!(upper_checksum_ok(&f, &k));
+        }
+    }
+}
+
+#[test]
+fn view_setters_need_a_usable_ipv6_header() {
+    let mut long = TCP6_SYN;
+    long[19] = 0x40; // payload length past the frame
+    let mut v = super::Frame::new_checked(&mut long[..]).unwrap();
+    assert_eq!((v.hop_limit(), v.dec_hop_limit(), v.set_ipv6_src(1)), (None, None, false));
+    let mut zero = TCP6_SYN;
+    zero[21] = 0;
+    let mut v = super::Frame::new_checked(&mut zero[..]).unwrap();
+    assert_eq!(v.dec_hop_limit(), Some(0));
+}
