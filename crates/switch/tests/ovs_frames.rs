@@ -58,6 +58,76 @@ fn base_key(rng: &mut Rng) -> FlowKey {
     k.wire()
 }
 
+/// IPv6 (TCP, UDP, SCTP, ICMPv6, ND with SLL/TLL options, extension headers, fragments) and
+/// ARP frames with both hardware addresses, about half of them damaged: cut anywhere, a byte
+/// changed, the payload length or an extension header's length wrong, ND options repeated.
+fn wide_frames() -> Vec<Vec<u8>> {
+    let mut rng = Rng(0x1f6_a4b);
+    let mut out = Vec::new();
+    for _ in 0..400 {
+        let proto =
+            [IPPROTO_TCP, IPPROTO_UDP, IPPROTO_SCTP, IPPROTO_ICMPV6, IPPROTO_ICMPV6, 60, 0, 47][rng.below(8) as usize];
+        let mut k = FlowKey::ipv6(
+            0x2001_0db8 << 96 | u128::from(rng.below(1 << 32)),
+            0xfe80 << 112 | u128::from(rng.below(1 << 32)),
+            proto,
+            rng.below(65536) as u16,
+            rng.below(65536) as u16,
+        );
+        k.dl_src = [2, 0, 0, 0, 0, 1];
+        k.dl_dst = [0x33, 0x33, 0, 0, 0, 2];
+        k.nw_tos = rng.below(256) as u8;
+        k.nw_ttl = rng.below(256) as u8;
+        k.ipv6_label = rng.below(1 << 20) as u32;
+        k.tcp_flags = rng.below(0x1000) as u16;
+        k.nw_frag = [0, 0, 0, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER][rng.below(5) as usize];
+        if proto == IPPROTO_ICMPV6 {
+            (k.tp_src, k.tp_dst) = [(135, 0), (136, 0), (135, 1), (128, 0)][rng.below(4) as usize];
+            k.nd_target = 0xfe80 << 112 | u128::from(rng.below(1 << 32));
+            let mac = |r: &mut Rng| if r.below(3) == 0 { [0; 6] } else { [2, 0, 0, 0, 1, r.below(256) as u8] };
+            (k.arp_sha, k.arp_tha) = (mac(&mut rng), mac(&mut rng));
+        }
+        match rng.below(6) {
+            0 => k.vlan_tci = VLAN_CFI | rng.below(0x1000) as u16,
+            1 => {
+                k = FlowKey {
+                    dl_type: ETH_TYPE_ARP,
+                    nw_proto: 1 + rng.below(2) as u8,
+                    nw_src: rng.below(1 << 32) as u32,
+                    nw_dst: rng.below(1 << 32) as u32,
+                    arp_sha: [2, 0, 0, 0, 0, rng.below(256) as u8],
+                    arp_tha: [2, 0, 0, 0, 1, rng.below(256) as u8],
+                    ..k
+                }
+            }
+            _ => {}
+        }
+        let k = k.wire();
+        let mut f = build_frame(&k);
+        let l3 = 14 + if k.vlan_tci != 0 { 4 } else { 0 };
+        match rng.below(8) {
+            0..=3 => {}
+            4 => f.truncate(14 + rng.below(f.len() as u64 - 13) as usize),
+            5 if k.dl_type == ETH_TYPE_IPV6 => f[l3 + 5] = f[l3 + 5].wrapping_add(1 + rng.below(40) as u8), // payload length
+            6 if k.dl_type == ETH_TYPE_IPV6 && f.len() > l3 + 44 => f[l3 + 41] = rng.below(8) as u8, // extension header length
+            7 if k.dl_type == ETH_TYPE_IPV6 && k.nd_target != 0 && k.arp_sha != [0; 6] => {
+                // The SLL option once more, after the others.
+                let plen = u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]) + 8;
+                let end = l3 + 40 + usize::from(plen) - 8;
+                f.truncate(end);
+                f.extend_from_slice(&[1, 1, 2, 0, 0, 0, 0, 9]);
+                f[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+            }
+            _ => {
+                let at = 12 + rng.below(f.len() as u64 - 12) as usize;
+                f[at] = rng.below(256) as u8;
+            }
+        }
+        out.push(f);
+    }
+    out
+}
+
 /// Frames of every kind, most of them damaged on purpose; distinct.
 fn frames() -> Vec<Vec<u8>> {
     let mut rng = Rng(0x0f5_f4a3e5);
@@ -98,6 +168,7 @@ fn frames() -> Vec<Vec<u8>> {
         }
         out.insert(f);
     }
+    out.extend(wide_frames());
     // Every length from an Ethernet header up, of one tagged TCP frame.
     let k = FlowKey { vlan_tci: VLAN_CFI | 9, ..base_key(&mut Rng(7)) };
     let f = build_frame(&FlowKey { dl_type: ETH_TYPE_IP, nw_proto: IPPROTO_TCP, ..k });
@@ -122,6 +193,7 @@ fn parse_flow_line(line: &str) -> FlowKey {
         b.try_into().unwrap()
     };
     let ip = |v: &str| -> u32 { u32::from(v.parse::<std::net::Ipv4Addr>().unwrap()) };
+    let ip6 = |v: &str| -> u128 { u128::from(v.parse::<std::net::Ipv6Addr>().unwrap()) };
     for item in line.trim().split(',') {
         let (name, v) = item.split_once('=').unwrap_or((item, ""));
         match name {
@@ -135,6 +207,20 @@ fn parse_flow_line(line: &str) -> FlowKey {
                     _ => IPPROTO_ICMP,
                 };
             }
+            "ipv6" => k.dl_type = ETH_TYPE_IPV6,
+            "tcp6" | "udp6" | "sctp6" | "icmp6" => {
+                k.dl_type = ETH_TYPE_IPV6;
+                k.nw_proto = match name {
+                    "tcp6" => IPPROTO_TCP,
+                    "udp6" => IPPROTO_UDP,
+                    "sctp6" => IPPROTO_SCTP,
+                    _ => IPPROTO_ICMPV6,
+                };
+            }
+            "ipv6_src" => k.ipv6_src = ip6(v),
+            "ipv6_dst" => k.ipv6_dst = ip6(v),
+            "nd_target" => k.nd_target = ip6(v),
+            "ipv6_label" => k.ipv6_label = num(v),
             "arp" => k.dl_type = ETH_TYPE_ARP,
             "rarp" => k.dl_type = 0x8035,
             "dl_type" => k.dl_type = num(v) as u16,
@@ -160,7 +246,12 @@ fn parse_flow_line(line: &str) -> FlowKey {
             "tp_src" | "icmp_type" => k.tp_src = num(v) as u16,
             "tp_dst" | "icmp_code" => k.tp_dst = num(v) as u16,
             "tcp_flags" => k.tcp_flags = tcp_flags(v),
-            "nw_ttl" | "vlan_tci1" | "arp_sha" | "arp_tha" => {}
+            "nw_ttl" => k.nw_ttl = num(v) as u8,
+            "arp_sha" | "nd_sll" => k.arp_sha = mac(v),
+            "arp_tha" | "nd_tll" => k.arp_tha = mac(v),
+            // Fields rqvs's key does not have (OVS keeps ND's reserved word and first option
+            // type); no rqvs rule can match them.
+            "vlan_tci1" | "nd_reserved" | "nd_options_type" => {}
             _ => panic!("unknown field {name:?} in OVS's flow {line}"),
         }
     }

@@ -21,8 +21,13 @@
 //! - **TCP** ports and flags need the whole header including its options (data offset ≥ 5 words,
 //!   all present); UDP, SCTP and ICMP their fixed headers. A short L4 header leaves `tp_src`,
 //!   `tp_dst` and `tcp_flags` zero, the IPv4 fields set.
+//! - **IPv6** (`ipv6_sanity_check`): at least 40 bytes and the payload length within the frame;
+//!   otherwise no IPv6 fields. An extension header cut short (fewer than 8 bytes, or its length
+//!   past the payload) leaves `ipv6_src`/`ipv6_dst` set and every other L3/L4 field zero (OVS
+//!   pushes the addresses before it walks the extension headers). ICMPv6 type and code need the
+//!   8-byte header. The version field is not read.
 //! - **ARP** shorter than its 28-byte Ethernet/IPv4 body keeps the L2 fields only.
-//! - **First fragments** keep `tcp_flags` but get `tp_src`/`tp_dst` 0. Here rqvs's key is not
+//! - **First fragments** (IPv4 and IPv6) keep `tcp_flags` (and ND fields) but get `tp_src`/`tp_dst` 0. Here rqvs's key is not
 //!   `miniflow_extract`'s (which keeps the ports) but what OVS classifies: with the default
 //!   fragment handling ("normal"), its slow path "pretends that transport ports are
 //!   unavailable" for every fragment (`xlate_actions`), so no rule on ports can match one.
@@ -35,8 +40,8 @@ use super::{arp, llc_snap, Extract, ETH_HEADER_LEN, ETH_TYPE_VLAN_8021AD, IPV4_H
 use super::{ETH_TYPE_MIN, ETH_TYPE_RARP, ICMP_HEADER_LEN, SCTP_HEADER_LEN, TCP_HEADER_LEN, UDP_HEADER_LEN};
 use super::{IP_FRAG_OFF_MASK, IP_MORE_FRAGMENTS};
 use crate::key::{
-    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP,
-    IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
+    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
+    IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
 };
 
 /// The key of `frame` received on `in_port`, as OVS's userspace datapath makes it (module
@@ -58,6 +63,7 @@ pub fn extract_datapath(frame: &[u8], in_port: u32) -> Option<FlowKey> {
     let l3 = frame.get(l2.l3..).unwrap_or_default();
     Some(match dl_type {
         ETH_TYPE_IP => ipv4(key, l3),
+        ETH_TYPE_IPV6 => super::ipv6::datapath_ipv6(key, l3),
         ETH_TYPE_ARP | ETH_TYPE_RARP => match arp(key, l3) {
             Extract::Other(k) => k,
             _ => key,
@@ -106,6 +112,7 @@ pub(crate) fn ipv4_header(ip: &[u8]) -> Option<(usize, usize)> {
 fn ipv4(mut key: FlowKey, ip: &[u8]) -> FlowKey {
     let Some((header_len, total_len)) = ipv4_header(ip) else { return key };
     key.nw_tos = ip[1];
+    key.nw_ttl = ip[8];
     key.nw_proto = ip[9];
     key.nw_src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
     key.nw_dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
@@ -230,10 +237,10 @@ mod tests {
     #[test]
     fn damaged_headers_zero_their_fields_as_ovs_does() {
         let k = FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, IPPROTO_TCP, 1234, 80);
-        let k = FlowKey { dl_type: ETH_TYPE_IP, tcp_flags: 0x012, ..k };
+        let k = FlowKey { dl_type: ETH_TYPE_IP, tcp_flags: 0x012, ..k }.wire();
         let whole = build_frame(&k);
         let ip_only = FlowKey { tp_src: 0, tp_dst: 0, tcp_flags: 0, ..k };
-        let l2_only = FlowKey { nw_src: 0, nw_dst: 0, nw_proto: 0, ..ip_only };
+        let l2_only = FlowKey { nw_src: 0, nw_dst: 0, nw_proto: 0, nw_ttl: 0, ..ip_only };
         let with = |at: usize, byte: u8| {
             let mut f = whole.clone();
             f[at] = byte;

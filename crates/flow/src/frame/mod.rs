@@ -18,7 +18,7 @@
 //!   (outer) tag's TCI with [`VLAN_CFI`] set, which is how OVS says "a tag is present" (so the wire's
 //!   CFI/DEI bit is not kept); untagged frames have `vlan_tci` 0. `dl_type` is the innermost
 //!   ethertype.
-//! - **IPv4**: `nw_src`, `nw_dst` (host order), `nw_proto`, `nw_tos`, `nw_frag`. The header length
+//! - **IPv4**: `nw_src`, `nw_dst` (host order), `nw_proto`, `nw_tos`, `nw_ttl` (the TTL), `nw_frag`. The header length
 //!   (IHL, i.e. options) is honoured; bytes after the IP total length (Ethernet padding, an FCS) are
 //!   ignored. `nw_tos` is the whole TOS byte, DSCP and ECN, as in OVS's `struct flow`; an ovs-ofctl
 //!   `nw_tos=` match examines only its DSCP bits (mask 0xfc). `nw_frag` is [`FLOW_NW_FRAG_ANY`] when MF is set or the fragment offset
@@ -27,22 +27,40 @@
 //!   → ports and `tcp_flags` (the low 12 bits of the data-offset/flags word); UDP and SCTP → ports;
 //!   ICMP → type in `tp_src` and code in `tp_dst`, as OVS does. Every other IP protocol leaves
 //!   `tp_src`/`tp_dst` zero (OVS also puts IGMP type/code there; rqvs does not, see `crate::key`).
+//! - **IPv6** (OVS's `miniflow_extract`, `parse_ipv6_ext_hdrs__`, `parse_icmpv6`): `ipv6_src`,
+//!   `ipv6_dst`, `ipv6_label` (20 bits), `nw_tos` = the traffic class, `nw_ttl` = the hop limit,
+//!   `nw_proto` = the next header after the extension headers OVS walks through (hop-by-hop 0,
+//!   routing 43, destination options 60, AH 51, fragment 44; any other value, 59 included, ends
+//!   the walk). A fragment header with offset-and-flags not zero sets [`FLOW_NW_FRAG_ANY`]; with a
+//!   non-zero offset also [`FLOW_NW_FRAG_LATER`], and then, as in OVS, `nw_proto` is 44 and there
+//!   are no L4 fields. Then TCP, UDP and SCTP as for IPv4, and ICMPv6: type in `tp_src`, code in
+//!   `tp_dst` (the 8-byte ICMPv6 header must be there). For neighbour solicitation and
+//!   advertisement (type 135/136, code 0): `nd_target`, and the source and target link-layer
+//!   address options into `arp_sha` (`nd_sll`) and `arp_tha` (`nd_tll`). As OVS: a target cut
+//!   short leaves the ND fields zero; an option of length 0 or past the payload ends the walk
+//!   (what was read stays); an SLL or TLL option that appears twice zeroes `nd_target`,
+//!   `arp_sha` and `arp_tha`; other options, and SLL/TLL options longer than 8 bytes, are
+//!   skipped. The payload length bounds the walk (bytes after it are padding). OVS's
+//!   `nd_reserved` and `nd_options_type` have no member in [`FlowKey`] and are not kept.
 //! - **ARP/RARP**, as OVS, when hardware type is Ethernet and protocol type IPv4: `nw_src` = sender
-//!   IP, `nw_dst` = target IP, `nw_proto` = the opcode when it is ≤ 255 (OVS matches its low byte
-//!   only). Other ARP flavours keep the L2 fields only.
-//! - **Every other ethertype**, IPv6 included: a key with the L2 fields only ([`Extract::Other`]).
+//!   IP, `nw_dst` = target IP, `arp_sha`/`arp_tha` = sender and target hardware addresses,
+//!   `nw_proto` = the opcode when it is ≤ 255 (OVS matches its low byte only). Other ARP flavours
+//!   keep the L2 fields only.
+//! - **Every other ethertype**: a key with the L2 fields only ([`Extract::Other`]).
 //!
 //! Where a capture is not a datapath, [`extract`] departs from OVS on purpose
 //! ([`extract_datapath`] does not; its module lists what OVS does instead):
 //!
 //! - A frame too short for a header it announces (Ethernet, VLAN tag, IPv4 header with its
-//!   options, the fixed TCP/UDP/SCTP/ICMP header of a first fragment or unfragmented packet, ARP) is
-//!   [`Extract::Truncated`]; OVS would make a key without that header's fields. A header that
-//!   contradicts itself (IP version ≠ 4, IHL < 5, total length < header length, TCP data offset < 5)
-//!   is [`Extract::Malformed`]. The capture readers skip and count both.
+//!   options, the IPv6 header, an IPv6 extension header, the fixed TCP/UDP/SCTP/ICMP/ICMPv6
+//!   header of a first fragment or unfragmented packet, ARP) is [`Extract::Truncated`]; OVS would
+//!   make a key without that header's fields. ND's target and options are read as OVS reads them
+//!   (a cut there is not an error). A header that contradicts itself (IPv4 version ≠ 4, IPv6
+//!   version ≠ 6, IHL < 5, total length < header length, TCP data offset < 5) is
+//!   [`Extract::Malformed`]. The capture readers skip and count both.
 //! - Captures are cut at their snap length, so an IPv4 total length beyond the end of the frame is
 //!   accepted as long as the headers rqvs reads are there (OVS drops such a packet), and so is a
-//!   total length of 0 (TSO/GSO packets captured on the sending host; the frame's end is used).
+//!   total length (IPv6: payload length) of 0 (TSO/GSO packets captured on the sending host; the frame's end is used).
 //!   TCP options need not be present. Any amount of trailing padding is ignored (OVS gives up past
 //!   255 bytes).
 //!
@@ -50,8 +68,16 @@
 //!
 //! [`build_frame`] writes the smallest Ethernet frame that carries a key: headers only, zero-padded
 //! to 60 bytes (the 64-byte minimum without the FCS, which pcap files normally omit), with correct
-//! IPv4, TCP, UDP and ICMP checksums and SCTP CRC32c.
-//! [`FlowKey::wire`] says exactly which key [`extract`] reads back from it.
+//! IPv4, TCP, UDP, ICMP and ICMPv6 checksums (over the IPv6 pseudo-header for IPv6) and SCTP
+//! CRC32c. [`FlowKey::wire`] says exactly which key [`extract`] reads back from it.
+//!
+//! **TTL.** A frame carries a TTL (hop limit), and `nw_ttl` 0 is what every key has that did not
+//! come from a frame (ClassBench traces, [`FlowKey::ipv4`], [`FlowKey::ipv6`]). [`build_frame`]
+//! writes `nw_ttl`, or 64 when it is 0, and [`FlowKey::wire`] maps an IP key's `nw_ttl` 0 to 64
+//! the same way: a trace converted to a pcap gives frames a router forwards and `dec_ttl`
+//! decrements (as before `nw_ttl` existed), and `extract(build_frame(k)) == k.wire()` holds for
+//! every key. The price: a key with `nw_ttl` 0 cannot be built (a captured TTL-0 frame reads as
+//! `nw_ttl` 0, and writes back as TTL 64).
 //!
 //! ClassBench traces set ports on any protocol, but a real packet can carry `tp_src`/`tp_dst` only
 //! in a TCP, UDP or SCTP header, or as an ICMP type and code below 256, and never in a later
@@ -59,14 +85,21 @@
 //! that had some.
 
 mod datapath;
+mod ipv6;
+#[cfg(test)]
+mod ipv6_tests;
 mod view;
 
 pub use datapath::extract_datapath;
+pub use ipv6::{
+    IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_NONE, IPPROTO_ROUTING, ND_NEIGHBOR_ADVERT,
+    ND_NEIGHBOR_SOLICIT,
+};
 pub use view::{push_vlan, strip_vlan, Frame, FrameError, Layout};
 
 use crate::key::{
-    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER, IPPROTO_ICMP,
-    IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
+    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
+    IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
 };
 
 /// `dl_type` of an 802.1ad (QinQ) service tag.
@@ -95,20 +128,34 @@ const IP_FRAG_OFF_MASK: u16 = 0x1fff;
 /// Fragment offset (in 8-byte units) [`build_frame`] gives a later fragment: 1480 bytes, the
 /// second fragment of a 1500-byte-MTU datagram.
 const LATER_FRAGMENT_OFFSET: u16 = 185;
-const TTL: u8 = 64;
+/// The TTL (hop limit) [`build_frame`] writes for a key whose `nw_ttl` is 0 (module docs).
+const DEFAULT_TTL: u8 = 64;
+
+/// The TTL or hop limit a frame built for a key with `nw_ttl` carries: `nw_ttl`, or 64 for 0.
+#[inline]
+pub(crate) fn ttl_on_wire(nw_ttl: u8) -> u8 {
+    if nw_ttl == 0 {
+        DEFAULT_TTL
+    } else {
+        nw_ttl
+    }
+}
 
 /// What [`extract`] made of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extract {
     /// An IPv4 packet (possibly a fragment, possibly without L4 fields).
     Ipv4(FlowKey),
-    /// Anything else that is a complete Ethernet frame: ARP (with its IPv4 addresses and opcode)
-    /// and every other ethertype, IPv6 included, with the L2 fields only.
+    /// Anything else that is a complete Ethernet frame: IPv6 (module docs), ARP (with its IPv4
+    /// addresses, hardware addresses and opcode) and every other ethertype with the L2 fields
+    /// only.
     Other(FlowKey),
     /// The frame ends inside a header it announced; `layer` names it (`"ethernet"`, `"vlan"`,
-    /// `"ipv4"`, `"tcp"`, `"udp"`, `"sctp"`, `"icmp"`, `"arp"`).
+    /// `"ipv4"`, `"ipv6"`, `"ipv6 extension header"`, `"tcp"`, `"udp"`, `"sctp"`, `"icmp"`,
+    /// `"icmpv6"`, `"arp"`).
     Truncated { layer: &'static str },
-    /// A header contradicts itself (IP version, IHL, total length, TCP data offset).
+    /// A header contradicts itself (IP version, IHL, total length, TCP data offset); `layer` is
+    /// `"ipv4"`, `"ipv6"` or `"tcp"`.
     Malformed { layer: &'static str, reason: &'static str },
 }
 
@@ -153,6 +200,7 @@ pub fn extract(frame: &[u8], in_port: u32) -> Extract {
     let l3 = frame.get(at..).unwrap_or_default();
     match dl_type {
         ETH_TYPE_IP => ipv4(key, l3),
+        ETH_TYPE_IPV6 => ipv6::extract_ipv6(key, l3),
         ETH_TYPE_ARP | ETH_TYPE_RARP => arp(key, l3),
         _ => Extract::Other(key),
     }
@@ -194,6 +242,7 @@ fn ipv4(mut key: FlowKey, ip: &[u8]) -> Extract {
         n => n.min(ip.len()),
     };
     key.nw_tos = h[1];
+    key.nw_ttl = h[8];
     key.nw_proto = h[9];
     key.nw_src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
     key.nw_dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
@@ -256,6 +305,8 @@ fn arp(mut key: FlowKey, l3: &[u8]) -> Extract {
         if let Ok(op) = u8::try_from(u16::from_be_bytes([a[6], a[7]])) {
             key.nw_proto = op;
         }
+        key.arp_sha = [a[8], a[9], a[10], a[11], a[12], a[13]];
+        key.arp_tha = [a[18], a[19], a[20], a[21], a[22], a[23]];
     }
     Extract::Other(key)
 }
@@ -265,11 +316,17 @@ impl FlowKey {
     /// carries. Every packet key the datapath, the slow path and the reference see is normalised by
     /// this one function (a ClassBench trace may put ports on any protocol; a frame cannot).
     ///
-    /// `vlan_tci` survives only with [`VLAN_CFI`] set; non-IPv4 keys keep their L2 fields (ARP/RARP
-    /// also `nw_src`, `nw_dst` and `nw_proto` as the opcode); IPv4 keeps `nw_tos`, `nw_frag`
+    /// `vlan_tci` survives only with [`VLAN_CFI`] set; other keys keep their L2 fields (ARP/RARP
+    /// also `nw_src`, `nw_dst`, `arp_sha`, `arp_tha` and `nw_proto` as the opcode); IPv4 and IPv6
+    /// keep `nw_ttl` (0 becomes 64: module docs); IPv4 keeps `nw_tos`, `nw_frag`
     /// (`FLOW_NW_FRAG_LATER` implies `FLOW_NW_FRAG_ANY`) and, unless the key is a later fragment, the
     /// ports of TCP/UDP/SCTP, the low bytes of `tp_src`/`tp_dst` for ICMP and `tcp_flags` for TCP. An
     /// ethertype below 0x0600 reads back as [`FLOW_DL_TYPE_NONE`], a VLAN ethertype as a tag.
+    /// IPv6 keeps its addresses, label, `nw_tos` and `nw_frag` like IPv4; a later fragment reads
+    /// back with `nw_proto` 44 ([`IPPROTO_FRAGMENT`]) and no L4 fields; an `nw_proto` that is an
+    /// extension header number reads back as 59 ([`IPPROTO_NONE`]); ICMPv6 keeps the low bytes of
+    /// type and code and, for ND (135/136, code 0), `nd_target`, `arp_sha` and `arp_tha`. The
+    /// wide fields of every other key are dropped.
     pub fn wire(&self) -> FlowKey {
         let key = self;
         let mut w = FlowKey {
@@ -286,6 +343,7 @@ impl FlowKey {
                 w.nw_dst = key.nw_dst;
                 w.nw_proto = key.nw_proto;
                 w.nw_tos = key.nw_tos;
+                w.nw_ttl = ttl_on_wire(key.nw_ttl);
                 if key.nw_frag & FLOW_NW_FRAG_LATER != 0 {
                     w.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
                     return w;
@@ -306,10 +364,13 @@ impl FlowKey {
                     w.tcp_flags = key.tcp_flags & TCP_FLAGS_MASK;
                 }
             }
+            ETH_TYPE_IPV6 => ipv6::wire_ipv6(key, &mut w),
             ETH_TYPE_ARP | ETH_TYPE_RARP => {
                 w.nw_src = key.nw_src;
                 w.nw_dst = key.nw_dst;
                 w.nw_proto = key.nw_proto;
+                w.arp_sha = key.arp_sha;
+                w.arp_tha = key.arp_tha;
             }
             ETH_TYPE_VLAN | ETH_TYPE_VLAN_8021AD => {
                 // The type field announces a tag; the zero padding after it reads as TCI 0 followed
@@ -332,13 +393,15 @@ impl FlowKey {
 ///
 /// Layout: destination and source MAC; an 802.1Q tag with `vlan_tci & !VLAN_CFI` when `vlan_tci`
 /// has [`VLAN_CFI`] set; `dl_type`; then for IPv4 a 20-byte header (TOS `nw_tos`, TTL 64, id 0,
-/// checksum) followed by a TCP header (data offset 5, flags `tcp_flags`, window 65535), a UDP
+/// checksum, TTL `nw_ttl` or 64 for 0) followed by a TCP header (data offset 5, flags `tcp_flags`, window 65535), a UDP
 /// header, an SCTP common header or an 8-byte ICMP header (type and code the low bytes of
 /// `tp_src`/`tp_dst`), all checksummed, and no payload; for other IP protocols no payload at all.
 /// Fragments: `FLOW_NW_FRAG_LATER` → fragment offset 1480 bytes and no L4 header;
 /// `FLOW_NW_FRAG_ANY` alone → MF set, offset 0, the L4 header padded to a multiple of 8 bytes. ARP
-/// and RARP keys get an Ethernet/IPv4 ARP body (opcode `nw_proto`, sender `dl_src`/`nw_src`,
-/// target `nw_dst`); every other ethertype only zero padding.
+/// and RARP keys get an Ethernet/IPv4 ARP body (opcode `nw_proto`, sender `arp_sha`/`nw_src`,
+/// target `arp_tha`/`nw_dst`); IPv6 keys the packet `ipv6::push_ipv6` documents (a 40-byte
+/// header, a fragment header for fragments, TCP/UDP/SCTP/ICMPv6 with ND's target and SLL/TLL
+/// options); every other ethertype only zero padding.
 pub fn build_frame(key: &FlowKey) -> Vec<u8> {
     let mut frame = Vec::with_capacity(MIN_FRAME_LEN);
     frame.extend_from_slice(&key.dl_dst);
@@ -350,6 +413,7 @@ pub fn build_frame(key: &FlowKey) -> Vec<u8> {
     frame.extend_from_slice(&key.dl_type.to_be_bytes());
     match key.dl_type {
         ETH_TYPE_IP => push_ipv4(&mut frame, key),
+        ETH_TYPE_IPV6 => ipv6::push_ipv6(&mut frame, key),
         ETH_TYPE_ARP | ETH_TYPE_RARP => push_arp(&mut frame, key),
         _ => {}
     }
@@ -364,9 +428,9 @@ fn push_arp(frame: &mut Vec<u8>, key: &FlowKey) {
     frame.extend_from_slice(&ETH_TYPE_IP.to_be_bytes());
     frame.extend_from_slice(&[6, 4]);
     frame.extend_from_slice(&u16::from(key.nw_proto).to_be_bytes());
-    frame.extend_from_slice(&key.dl_src);
+    frame.extend_from_slice(&key.arp_sha);
     frame.extend_from_slice(&key.nw_src.to_be_bytes());
-    frame.extend_from_slice(&[0; 6]);
+    frame.extend_from_slice(&key.arp_tha);
     frame.extend_from_slice(&key.nw_dst.to_be_bytes());
 }
 
@@ -388,7 +452,7 @@ fn push_ipv4(frame: &mut Vec<u8>, key: &FlowKey) {
     ip[1] = key.nw_tos;
     ip[2..4].copy_from_slice(&total_len.to_be_bytes());
     ip[6..8].copy_from_slice(&frag.to_be_bytes());
-    ip[8] = TTL;
+    ip[8] = ttl_on_wire(key.nw_ttl);
     ip[9] = key.nw_proto;
     ip[12..16].copy_from_slice(&key.nw_src.to_be_bytes());
     ip[16..20].copy_from_slice(&key.nw_dst.to_be_bytes());

@@ -6,11 +6,17 @@
 //! and every accessor and setter afterwards is bounds-safe by construction. Setters keep the
 //! IPv4 header checksum right by incremental update (RFC 1624); the fields they touch (MACs,
 //! the VLAN ID, TOS, TTL) are in no L4 checksum's pseudo-header, so L4 checksums stay valid.
+//! IPv6 setters ([`Frame::set_ipv6_src`], [`Frame::set_ipv6_dst`]) update the TCP, UDP or
+//! ICMPv6 checksum, whose pseudo-header holds the addresses; [`Frame::dec_hop_limit`] needs none.
 //! Tag push/pop changes the length, so it works on a `Vec<u8>` ([`push_vlan`], [`strip_vlan`]).
 
 use super::datapath::{ipv4_header, L2};
+use super::ipv6::{ext_headers, IPV6_HEADER_LEN};
 use super::{ETH_HEADER_LEN, VLAN_HEADER_LEN};
-use crate::key::{ETH_TYPE_IP, ETH_TYPE_VLAN, VLAN_VID_MASK};
+use crate::key::{
+    ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_LATER, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP,
+    VLAN_VID_MASK,
+};
 
 /// Why a frame could not be viewed: a small `Copy` error for the hot path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +39,9 @@ pub struct Layout {
     /// Offset of a usable IPv4 header: IHL ≥ 5 words, all of it present, total length neither
     /// past the frame nor shorter than the header (the version field is not read, as in OVS).
     pub ipv4: Option<usize>,
+    /// Offset of a usable IPv6 header: 40 bytes with the payload length within the frame (OVS's
+    /// `ipv6_sanity_check`; the version field is not read).
+    pub ipv6: Option<usize>,
 }
 
 impl Layout {
@@ -44,8 +53,16 @@ impl Layout {
         let l2 = L2::of(b);
         let is_ipv4 = l2.dl_type == ETH_TYPE_IP;
         let ipv4 = (is_ipv4 && ipv4_header(&b[l2.l3..]).is_some()).then_some(l2.l3);
-        Ok(Layout { vlan: l2.vlan, ethertype: l2.ethertype, is_ipv4, ipv4 })
+        let ipv6 = (l2.dl_type == ETH_TYPE_IPV6 && ipv6_payload(b, l2.l3).is_some()).then_some(l2.l3);
+        Ok(Layout { vlan: l2.vlan, ethertype: l2.ethertype, is_ipv4, ipv4, ipv6 })
     }
+}
+
+/// The payload of the IPv6 header at `ip` (its offset range), when the header is usable.
+fn ipv6_payload(b: &[u8], ip: usize) -> Option<std::ops::Range<usize>> {
+    let plen = usize::from(be16(b, ip + 4)?);
+    let start = ip + IPV6_HEADER_LEN;
+    (b.len() >= start + plen).then_some(start..start + plen)
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -168,6 +185,88 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     }
 }
 
+impl<T: AsRef<[u8]>> Frame<T> {
+    /// The IPv6 hop limit, for frames with a usable IPv6 header.
+    pub fn hop_limit(&self) -> Option<u8> {
+        self.layout.ipv6.map(|ip| self.buf.as_ref()[ip + 7])
+    }
+
+    /// The IPv6 source and destination, for frames with a usable IPv6 header.
+    pub fn ipv6_addrs(&self) -> Option<(u128, u128)> {
+        let ip = self.layout.ipv6?;
+        let b = self.buf.as_ref();
+        let a = |at: usize| u128::from_be_bytes(b[at..at + 16].try_into().unwrap_or_default());
+        Some((a(ip + 8), a(ip + 24)))
+    }
+
+    /// Offset of the TCP, UDP or ICMPv6 checksum covering the IPv6 pseudo-header, when the
+    /// packet has one in the frame (not a later fragment, extension headers intact), and
+    /// whether it is UDP's (where 0 means "no checksum").
+    fn ipv6_l4_checksum(&self) -> Option<(usize, bool)> {
+        let ip = self.layout.ipv6?;
+        let b = self.buf.as_ref();
+        let payload = ipv6_payload(b, ip)?;
+        let (proto, frag, at) = ext_headers(&b[payload.clone()], b[ip + 6])?;
+        if frag & FLOW_NW_FRAG_LATER != 0 {
+            return None;
+        }
+        let field = match proto {
+            IPPROTO_TCP => 16,
+            IPPROTO_UDP => 6,
+            IPPROTO_ICMPV6 => 2,
+            _ => return None,
+        };
+        let at = payload.start + at + field;
+        (at + 2 <= payload.end).then_some((at, proto == IPPROTO_UDP))
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    /// Decrements the IPv6 hop limit (no header checksum in IPv6). As [`Frame::dec_ttl`]:
+    /// `Some(limit)` after the decrement, `Some(0)` for a limit of 0 (left as it is), `None`
+    /// without a usable IPv6 header.
+    pub fn dec_hop_limit(&mut self) -> Option<u8> {
+        let ip = self.layout.ipv6?;
+        let b = self.buf.as_mut();
+        b[ip + 7] = b[ip + 7].saturating_sub(1);
+        Some(b[ip + 7])
+    }
+
+    /// Sets the IPv6 source address, updating the TCP, UDP or ICMPv6 checksum over the
+    /// pseudo-header incrementally (RFC 1624; a UDP checksum of 0, "none", stays 0 and a
+    /// computed 0 is written 0xffff). False without a usable IPv6 header.
+    pub fn set_ipv6_src(&mut self, addr: u128) -> bool {
+        self.set_ipv6_addr(8, addr)
+    }
+
+    /// Sets the IPv6 destination address (as [`Frame::set_ipv6_src`]).
+    pub fn set_ipv6_dst(&mut self, addr: u128) -> bool {
+        self.set_ipv6_addr(24, addr)
+    }
+
+    fn set_ipv6_addr(&mut self, offset: usize, addr: u128) -> bool {
+        let Some(ip) = self.layout.ipv6 else { return false };
+        let csum = self.ipv6_l4_checksum();
+        let b = self.buf.as_mut();
+        let at = ip + offset;
+        let new = addr.to_be_bytes();
+        if let Some((c, udp)) = csum {
+            let none = udp && b[c..c + 2] == [0, 0];
+            if !none {
+                for i in (0..16).step_by(2) {
+                    let old = u16::from_be_bytes([b[at + i], b[at + i + 1]]);
+                    update_checksum(&mut b[c..c + 2], old, u16::from_be_bytes([new[i], new[i + 1]]));
+                }
+                if udp && b[c..c + 2] == [0, 0] {
+                    b[c..c + 2].copy_from_slice(&[0xff, 0xff]);
+                }
+            }
+        }
+        b[at..at + 16].copy_from_slice(&new);
+        true
+    }
+}
+
 /// RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')` for one changed 16-bit word `m` → `m'`.
 fn update_checksum(field: &mut [u8], old: u16, new: u16) {
     let hc = u16::from_be_bytes([field[0], field[1]]);
@@ -252,6 +351,7 @@ mod tests {
             let mut want = k.wire();
             want.nw_tos = (new_tos & 0xfc) | (tos & 0x03);
             want.dl_src = [2, 0, 0, 0, 0, 9];
+            want.nw_ttl = ttl - 1;
             if tagged {
                 want.vlan_tci = (k.vlan_tci & !VLAN_VID_MASK) | vid;
             }

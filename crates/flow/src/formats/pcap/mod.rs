@@ -66,7 +66,7 @@ pub struct CaptureStats {
     pub frames: usize,
     /// IPv4 keys produced.
     pub ipv4: usize,
-    /// Non-IPv4 keys produced (ARP, IPv6 and every other ethertype; L2 fields only except ARP).
+    /// Non-IPv4 keys produced (IPv6, ARP and every other ethertype: see `crate::frame`).
     pub other: usize,
     /// Frames skipped because they end inside a header ([`crate::frame::Extract::Truncated`]),
     /// the link-layer header included; a small snap length causes these.

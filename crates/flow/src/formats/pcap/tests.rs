@@ -44,6 +44,7 @@ fn golden_syn_key() -> FlowKey {
         tp_src: 12345,
         tp_dst: 80,
         tcp_flags: 0x002,
+        nw_ttl: 64,
         ..FlowKey::ZERO
     }
 }
@@ -81,6 +82,7 @@ fn golden_icmp_echo() {
         nw_proto: IPPROTO_ICMP,
         tp_src: 8,
         tp_dst: 0,
+        nw_ttl: 64,
         ..FlowKey::default()
     };
     assert_eq!(extract(&frame, 1), Extract::Ipv4(want));
@@ -110,6 +112,7 @@ fn golden_arp_request() {
         nw_src: 0xc0a8_0102,
         nw_dst: 0xc0a8_0101,
         nw_proto: 1,
+        arp_sha: [0x52, 0x54, 0x00, 0x12, 0x34, 0x56],
         ..FlowKey::default()
     };
     assert_eq!(extract(&frame, 3), Extract::Other(want));
@@ -120,16 +123,16 @@ fn golden_arp_request() {
     // Not Ethernet/IPv4 ARP: L2 fields only.
     let mut other_hw = frame;
     other_hw[15] = 6;
-    let l2_only = FlowKey { nw_src: 0, nw_dst: 0, nw_proto: 0, ..want };
+    let l2_only = FlowKey { nw_src: 0, nw_dst: 0, nw_proto: 0, arp_sha: [0; 6], ..want };
     assert_eq!(extract(&other_hw, 3), Extract::Other(l2_only));
     // Cut inside the ARP body.
     assert_eq!(extract(&frame[..41], 3), Extract::Truncated { layer: "arp" });
-    // The builder writes the same ARP body (sender MAC from dl_src, target MAC zero).
+    // The builder writes the same ARP body (sender and target MAC from arp_sha/arp_tha).
     assert_eq!(build_frame(&want), frame.to_vec());
 }
 
 #[test]
-fn ipv6_is_other_with_l2_fields() {
+fn ipv6_bare_header() {
     let mut frame = vec![0u8; 14 + 40 + 8];
     frame[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
     frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 9]);
@@ -141,11 +144,14 @@ fn ipv6_is_other_with_l2_fields() {
         dl_dst: [0x33, 0x33, 0, 0, 0, 1],
         dl_src: [2, 0, 0, 0, 0, 9],
         dl_type: ETH_TYPE_IPV6,
+        nw_proto: IPPROTO_UDP,
         ..FlowKey::default()
     };
+    // Payload length 0 (as a TSO capture): the frame's end is used; a UDP header of zeros.
     assert_eq!(extract(&frame, 2), Extract::Other(want));
-    // Even a bare IPv6 ethertype with nothing after it is a complete L2 key.
-    assert_eq!(extract(&frame[..14], 2), Extract::Other(want));
+    // A bare IPv6 ethertype with nothing after it announces a header it does not have.
+    assert_eq!(extract(&frame[..14], 2), Extract::Truncated { layer: "ipv6" });
+    assert_eq!(extract(&frame[..14 + 39], 2), Extract::Truncated { layer: "ipv6" });
 }
 
 #[test]
@@ -246,7 +252,7 @@ fn udp_sctp_other_proto_and_crc32c() {
         let key = FlowKey::ipv4(0x0102_0304, 0x0506_0708, proto, 53, 5353);
         let f = build_frame(&key);
         assert_eq!(f.len(), MIN_FRAME_LEN);
-        assert_eq!(extract(&f, 1), Extract::Ipv4(key));
+        assert_eq!(extract(&f, 1), Extract::Ipv4(FlowKey { nw_ttl: 64, ..key }));
     }
     // GRE: ports cannot be carried.
     let gre = FlowKey::ipv4(1, 2, 47, 1000, 2000);
@@ -296,6 +302,7 @@ fn arb_ipv4_key() -> impl Strategy<Value = FlowKey> {
                 nw_proto: proto,
                 nw_tos: tos,
                 nw_frag: frag,
+                nw_ttl: tos.rotate_left(3) | 1,
                 ..FlowKey::default()
             };
             if frag & FLOW_NW_FRAG_LATER == 0 {
@@ -355,6 +362,7 @@ fn arb_any_key() -> impl Strategy<Value = FlowKey> {
                 nw_proto,
                 nw_tos,
                 nw_frag: nw_frag & 3,
+                nw_ttl: nw_tos.wrapping_mul(7).max(1),
                 dl_src,
                 dl_dst,
                 ..FlowKey::ZERO
@@ -478,8 +486,8 @@ fn pcapng_of(keys: &[FlowKey], endianness: Endianness, tsresol: Option<u8>) -> V
 fn some_keys() -> Vec<FlowKey> {
     vec![
         golden_syn_key(),
-        FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, IPPROTO_UDP, 1000, 53),
-        FlowKey::ipv4(0x0a00_0003, 0x0a00_0004, IPPROTO_ICMP, 8, 0),
+        FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, IPPROTO_UDP, 1000, 53).wire(),
+        FlowKey::ipv4(0x0a00_0003, 0x0a00_0004, IPPROTO_ICMP, 8, 0).wire(),
     ]
 }
 
@@ -758,9 +766,8 @@ proptest! {
                 .iter()
                 .filter(|k| match link {
                     LinkType::Ethernet | LinkType::LinuxSll | LinkType::LinuxSll2 => true,
-                    // A raw frame is told apart by its IP version, and an IPv6 key's frame has
-                    // no IPv6 header (rqvs reads none): truncated.
-                    LinkType::Ipv4 | LinkType::Raw => k.dl_type == ETH_TYPE_IP,
+                    // A raw frame is told apart by its IP version.
+                    LinkType::Ipv4 => k.dl_type == ETH_TYPE_IP,
                     LinkType::Ipv6 => k.dl_type == link::ETH_TYPE_IPV6,
                     _ => k.dl_type == ETH_TYPE_IP || k.dl_type == link::ETH_TYPE_IPV6,
                 })
@@ -827,7 +834,8 @@ fn truncated_frames_and_records_of_every_link_type() {
 #[test]
 fn cooked_and_loopback_header_fields() {
     let key =
-        FlowKey { dl_src: [2, 0, 0, 0, 0, 9], dl_dst: [2, 0, 0, 0, 0, 8], ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 5, 6) };
+        FlowKey { dl_src: [2, 0, 0, 0, 0, 9], dl_dst: [2, 0, 0, 0, 0, 8], ..FlowKey::ipv4(1, 2, IPPROTO_UDP, 5, 6) }
+            .wire();
     let frame = build_frame(&key);
     let mut sll = Vec::new();
     assert!(link::from_ethernet(LinkType::LinuxSll, &frame, &mut sll));
