@@ -63,6 +63,8 @@ pub const ONF_EXPERIMENTER_ID: u32 = 0x4f4e_4600;
 pub const OFPVID_PRESENT: u16 = 0x1000;
 /// VLAN_VID's "no VLAN tag" value.
 pub const OFPVID_NONE: u16 = 0x0000;
+/// OpenFlow 1.5's OXM_OF_PACKET_TYPE (a basic field OVS also sends in 1.3).
+pub const OXM_PACKET_TYPE: u8 = 44;
 /// The highest OpenFlow 1.3 port number of a physical port.
 pub const OFPP_MAX: u32 = 0xffff_ff00;
 /// OpenFlow 1.3's `OFPP_ANY` (no port; a wildcard in requests).
@@ -258,7 +260,7 @@ impl Field {
 
 /// The name of an OpenFlow basic field rqvs does not have.
 fn basic_field_name(f: u8) -> String {
-    const NAMES: [&str; 42] = [
+    const NAMES: [&str; 45] = [
         "in_port",
         "in_phy_port",
         "metadata",
@@ -301,6 +303,9 @@ fn basic_field_name(f: u8) -> String {
         "ipv6_exthdr",
         "field 40",
         "pbb_uca",
+        "tcp_flags",
+        "actset_output",
+        "packet_type",
     ];
     NAMES.get(usize::from(f)).map_or_else(|| format!("OXM basic field {f}"), |n| (*n).to_string())
 }
@@ -440,13 +445,35 @@ fn be128(b: &[u8]) -> u128 {
 
 /// Reads one match TLV; errors name unknown fields, wrong sizes, masks where none may be, value
 /// bits outside the mask and values too wide for the field.
-fn read_match_tlv(r: &mut Reader<'_>) -> Result<MatchTlv, DecodeError> {
+/// `None` for OXM_OF_PACKET_TYPE = Ethernet, which every frame rqvs sees is.
+fn read_match_tlv(r: &mut Reader<'_>) -> Result<Option<MatchTlv>, DecodeError> {
     let header = r.u32()?;
     let class = (header >> 16) as u16;
     let code = ((header >> 9) & 0x7f) as u8;
     let has_mask = header & 0x100 != 0;
     let len = (header & 0xff) as usize;
     let mut payload = r.sub(len, "oxm_tlv")?;
+    if class == OFPXMC_OPENFLOW_BASIC && code == OXM_PACKET_TYPE {
+        // OVS 3.1 sends packet_type=(0,0) for matches it cannot say in OXM (vlan_tci=0x2000/0x2000).
+        if has_mask || len != 4 {
+            return reject(
+                format!("packet_type: {len} payload bytes, expected 4, unmasked"),
+                OfError::BAD_MATCH_BAD_LEN,
+            );
+        }
+        let t = payload.u32()?;
+        if t != 0 {
+            return reject(
+                format!(
+                    "packet_type ({},{:#x}): rqvs switches only Ethernet frames, packet_type (0,0)",
+                    t >> 16,
+                    t & 0xffff
+                ),
+                OfError::BAD_MATCH_BAD_VALUE,
+            );
+        }
+        return Ok(None);
+    }
     let unsupported = |what: String| reject(what, OfError::BAD_MATCH_BAD_FIELD);
     let found = match class {
         OFPXMC_EXPERIMENTER => {
@@ -502,7 +529,7 @@ fn read_match_tlv(r: &mut Reader<'_>) -> Result<MatchTlv, DecodeError> {
     if value & !mask != 0 {
         return reject(format!("match field {wire} has value bits outside its mask"), OfError::BAD_MATCH_BAD_WILDCARDS);
     }
-    Ok(MatchTlv { field: f, value, mask, wire })
+    Ok(Some(MatchTlv { field: f, value, mask, wire }))
 }
 
 /// Decodes the `ofp_match` at `r` (header, TLVs and padding) into an rqvs [`Match`].
@@ -526,7 +553,7 @@ pub fn decode_match(r: &mut Reader<'_>) -> Result<Match, DecodeError> {
     let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
     let mut read: Vec<MatchTlv> = Vec::new();
     while !tlvs.is_empty() {
-        let t = read_match_tlv(&mut tlvs)?;
+        let Some(t) = read_match_tlv(&mut tlvs)? else { continue };
         // A field twice, or two views of the same bits (tcp_src and udp_src, vlan_vid and
         // vlan_tci): OVS answers DUP_FIELD.
         if t.field.get(&m) & t.mask != 0 || read.iter().any(|x| x.field == t.field) {
@@ -867,6 +894,10 @@ mod tests {
         assert_eq!(code(tlvs(&[&eth_arp[..], &[0x80, 0, 0x2a, 2, 1, 0]].concat())), OfError::BAD_MATCH_BAD_VALUE);
         let label = [&eth_ip6[..], &[0x80, 0, 0x38, 4, 0, 0x10, 0, 0]].concat();
         assert_eq!(code(tlvs(&label)), OfError::BAD_MATCH_BAD_VALUE);
+        // packet_type: Ethernet (what OVS sends for matches OXM cannot say) is no condition;
+        // another packet type is refused.
+        assert_eq!(tlvs(&[0x80, 0, 0x58, 4, 0, 0, 0, 0]).unwrap(), Match::from_masked(FlowKey::ZERO, FlowKey::ZERO));
+        assert_eq!(code(tlvs(&[0x80, 0, 0x58, 4, 0, 1, 0x08, 0])), OfError::BAD_MATCH_BAD_VALUE);
         // tcp_src and udp_src together: the same bits twice.
         let both =
             [&eth_ip[..], &[0x80, 0, 0x14, 1, 6], &[0x80, 0, 0x1a, 2, 0, 80], &[0x80, 0, 0x1e, 2, 0, 80]].concat();
