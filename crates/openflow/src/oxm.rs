@@ -664,20 +664,20 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
     let mut covered = FlowKey::ZERO;
     for &name in ENCODE_ORDER {
         if name == "vlan" {
-            encode_vlan(&v, &k, w);
+            encode_vlan(v, k, w);
             covered.vlan_tci = k.vlan_tci;
             continue;
         }
         let f = TField::by_name(name).expect("ENCODE_ORDER names table fields");
-        let mut mask = f.get(&k);
-        if mask == 0 || f.get(&covered) != 0 || !f.prereq.satisfied(&v, &k) {
+        let mut mask = f.get(k);
+        if mask == 0 || f.get(&covered) != 0 || !f.prereq.satisfied(v, k) {
             continue;
         }
-        let mut value = f.get(&v);
+        let mut value = f.get(v);
         let icmp = matches!(f.member, Member::TpSrc | Member::TpDst) && f.bits == 8;
         if icmp {
             // Exact over tp_src/tp_dst, the value one byte.
-            if f.member.get(&k) != u128::from(u16::MAX) || f.member.get(&v) > 0xff {
+            if f.member.get(k) != u128::from(u16::MAX) || f.member.get(v) > 0xff {
                 return enc_err(format!("{name}: must be exact and at most 255"));
             }
             f.member.set(&mut covered, u128::from(u16::MAX));
@@ -696,7 +696,7 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
             value = p.into();
         }
         let mut ignored = FlowKey::ZERO;
-        f.set_masked(&mut ignored, &mut covered, 0, f.get(&k));
+        f.set_masked(&mut ignored, &mut covered, 0, f.get(k));
         put_field(w, f, code_of_field(f), oxm_bytes(f), value, mask);
     }
     if let Some(member) = k.first_bits_outside(&covered) {
@@ -955,7 +955,7 @@ mod tests {
     fn wide_match(ctx: u8, picks: &[(bool, u128, u128, u8)]) -> Match {
         use rqvs_flow::field::{Field, Format, Maskable, FIELDS};
         let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
-        let mut set = |name: &str, x: u128, v: &mut FlowKey, m: &mut FlowKey| {
+        let set = |name: &str, x: u128, v: &mut FlowKey, m: &mut FlowKey| {
             let f = Field::by_name(name).unwrap();
             f.set_masked(v, m, x, u128::MAX);
         };
