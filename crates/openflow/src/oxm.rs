@@ -592,6 +592,16 @@ pub fn decode_match(r: &mut Reader<'_>) -> Result<Match, DecodeError> {
         .map_err(|e| DecodeError::Unsupported { what: e.to_string(), error: OfError::BAD_MATCH_BAD_WILDCARDS })
 }
 
+/// Every match field rqvs reads, as [`encode_match`] writes it (each field of the table once,
+/// in the table's order): class, field number, experimenter id, payload bytes without a mask,
+/// and whether it may be masked. TABLE_FEATURES' MATCH and WILDCARDS lists.
+pub(crate) fn match_fields() -> impl Iterator<Item = (u16, u8, Option<u32>, usize, bool)> {
+    field::FIELDS.iter().map(|f| {
+        let (class, code, experimenter) = code_of_field(f);
+        (class, code, experimenter, oxm_bytes(f), f.maskable == Maskable::Bitwise)
+    })
+}
+
 /// Writes one match TLV of `f`: `value`, and `mask` unless it is all ones over the field.
 fn put_field(w: &mut Writer, f: &TField, code: (u16, u8, Option<u32>), bytes: usize, value: u128, mask: u128) {
     let (class, c, experimenter) = code;
@@ -938,6 +948,27 @@ mod tests {
         let mut k = FlowKey::default();
         k.in_port = 0xff;
         assert!(encode_match(&Match::from_masked(FlowKey::default(), k), &mut Writer::new()).is_err());
+    }
+
+    /// What TABLE_FEATURES lists is what the decoder reads: each listed id, with a zero value
+    /// (and a zero mask where maskable), is read as a field of the table.
+    #[test]
+    fn every_listed_match_field_is_read() {
+        let mut n = 0;
+        for (class, code, experimenter, width, maskable) in match_fields() {
+            let payload = width * (1 + usize::from(maskable));
+            let mut w = Writer::new();
+            let len = payload + if experimenter.is_some() { 4 } else { 0 };
+            w.u32(u32::from(class) << 16 | u32::from(code) << 9 | u32::from(maskable) << 8 | len as u32);
+            if let Some(e) = experimenter {
+                w.u32(e);
+            }
+            w.zeros(payload);
+            let t = read_match_tlv(&mut Reader::new(&w.bytes, "t")).unwrap().expect("a field");
+            assert_eq!(oxm_bytes(t.field), width, "{}", t.wire);
+            n += 1;
+        }
+        assert_eq!(n, rqvs_flow::field::FIELDS.len());
     }
 
     #[test]
