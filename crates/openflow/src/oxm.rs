@@ -4,28 +4,37 @@
 //! TLVs, then zeros up to a multiple of 8. Each TLV is a 32-bit header — class (16 bits), field
 //! (7), has-mask (1), payload length (8) — and the value (then the mask, when has-mask is set).
 //!
-//! **Fields.** `OFPXMC_OPENFLOW_BASIC` (0x8000): IN_PORT, ETH_DST/ETH_SRC (maskable),
-//! ETH_TYPE, VLAN_VID (maskable, with `OFPVID_PRESENT`) and VLAN_PCP, IP_DSCP and IP_ECN (the two
-//! halves of `nw_tos`), IP_PROTO, IPV4_SRC/DST (maskable), TCP/UDP/SCTP_SRC/DST (maskable, an
-//! extension OVS also accepts and sends for `tp_src=0x1000/0xf000`), ICMPV4_TYPE/CODE, ARP_OP,
-//! ARP_SPA/ARP_TPA (maskable; rqvs keeps them in `nw_proto`, `nw_src`, `nw_dst` as OVS does).
-//! Open vSwitch's extensions, which `ovs-ofctl` sends in OpenFlow 1.3 and 1.4 matches:
-//! `NXM_NX_IP_FRAG` (class 0x0001, field 26, maskable) for `nw_frag`, and for `tcp_flags`
-//! `ONFOXM_ET_TCP_FLAGS` (experimenter class 0xffff, ONF experimenter 0x4f4e4600, field 42,
-//! maskable) — what OVS 3.1 sends in 1.3 and 1.4 (checked against a capture). Decoding also
-//! accepts `NXM_NX_TCP_FLAGS` (class 0x0001, field 34) and 1.5's `OXM_OF_TCP_FLAGS` (0x8000, 42).
-//! Any other field (IPv6, ARP hardware addresses, MPLS, PBB, tunnels, metadata, registers) is
-//! [`DecodeError::Unsupported`] with `BAD_MATCH_BAD_FIELD`, naming it.
+//! **Fields.** Driven by [`rqvs_flow::field::FIELDS`], the table that describes each match
+//! field once: every field with an `OFPXMC_OPENFLOW_BASIC` (0x8000) code — IN_PORT, METADATA,
+//! ETH_DST/SRC, ETH_TYPE, VLAN_VID/PCP, IP_DSCP/ECN, IP_PROTO, IPV4_SRC/DST, TCP/UDP/SCTP
+//! ports, ICMPV4 and ICMPV6 type/code, ARP_OP/SPA/TPA/SHA/THA, IPV6_SRC/DST/FLABEL,
+//! IPV6_ND_TARGET/SLL/TLL — and the NXM codes of the fields OXM lacks, which `ovs-ofctl` sends in
+//! 1.3 and 1.4: `NXM_NX_IP_TTL` (`nw_ttl`), `NXM_NX_IP_FRAG` (`ip_frag`), `NXM_OF_VLAN_TCI`;
+//! `tcp_flags` as `ONFOXM_ET_TCP_FLAGS` (experimenter 0x4f4e4600, field 42), what OVS 3.1 sends.
+//! Every field's NXM code is read too (`NXM_OF_IN_PORT` as a 16-bit port), and 1.5's
+//! `OXM_OF_TCP_FLAGS`. `OXM_OF_PACKET_TYPE` = Ethernet (which OVS 3.1 sends when a match cannot
+//! be said in OXM) is no condition; another packet type is BAD_VALUE. Payload sizes are the
+//! table's widths in bytes, except ARP_OP (2 bytes; rqvs keeps 8 bits, as OVS's `nw_proto`, so a
+//! larger opcode is BAD_VALUE) and IPV6_FLABEL (4 bytes, 20 bits used). Any other field
+//! (MPLS, PBB, tunnels, registers, conntrack, ipv6_exthdr) is [`DecodeError::Unsupported`] with
+//! `BAD_MATCH_BAD_FIELD`, naming it. TABLE_FEATURES lists exactly these (`match_fields`).
 //!
-//! **Checks on decoding** (answered with the OpenFlow error in brackets): a field twice
-//! (`DUP_FIELD`); a mask on a field that has none (`BAD_MASK`); a payload of the wrong size
-//! (`BAD_LEN`); value bits outside the mask (`BAD_WILDCARDS`); values too wide for the field
-//! (VLAN_VID above 0x1fff, VLAN_PCP above 7, ...) (`BAD_VALUE`); prerequisites as the spec lists
-//! them (IPV4_SRC needs ETH_TYPE=0x0800, TCP_SRC needs IP_PROTO=6, VLAN_PCP needs a VLAN
-//! present, ...) (`BAD_PREREQ`). ETH_TYPE=0x86dd is unsupported (`BAD_VALUE`), as in
-//! `ofctl::parse_flow` (rqvs parses IPv6 only as far as `dl_type`), and so are IP fields over it
-//! (`BAD_FIELD`). Malformed TLVs that cannot be walked (a length past the match) are
-//! [`DecodeError::BadLength`] / [`DecodeError::Truncated`].
+//! **Checks on decoding** (answered with the OpenFlow error in brackets): a field twice, or two
+//! fields over the same bits (tcp_src and udp_src; vlan_vid and vlan_tci) (`DUP_FIELD`); a mask
+//! on a field the table says is exact-only (`BAD_MASK`); a payload of the wrong size
+//! (`BAD_LEN`); values wider than the field (VLAN_VID above 0x1fff, VLAN_PCP above 7, ...)
+//! (`BAD_VALUE`); value bits outside the mask (`BAD_WILDCARDS`, as OVS); each field's
+//! prerequisites from the table (IPV6_SRC needs ETH_TYPE=0x86dd, TCP_SRC IP_PROTO=6 over IPv4
+//! or IPv6, ND_TARGET ICMPv6 type 135/136 with code 0, VLAN_PCP a VLAN present, ...), then
+//! [`rqvs_flow::field::unmet_prerequisite`] over the whole match (`BAD_PREREQ`). Malformed TLVs
+//! that cannot be walked (a length past the match) are [`DecodeError::BadLength`] /
+//! [`DecodeError::Truncated`].
+//!
+//! **Encoding** writes each examined bit as the field whose prerequisites the match meets
+//! (`tp_src` is `tcp_src` under TCP, `icmpv6_type` under ICMPv6), in the order OVS's
+//! `nx_put_raw` does — byte-identical to `ovs-ofctl`'s FLOW_MODs (`tests/ovs_flow_mod.rs`). A bit
+//! no field can carry there (a port without its protocol, a masked `in_port`) is an
+//! [`EncodeError`] naming the member.
 //!
 //! **Ports.** OpenFlow 1.3 port numbers are 32-bit; rqvs numbers ports as OpenFlow 1.0 and OVS
 //! do (16-bit, `LOCAL` = 0xfffe): the reserved ports 0xffffff00.. map to 0xff00.., and a 1.3
@@ -34,8 +43,10 @@
 //! **VLAN.** `vlan_tci`'s CFI bit is OVS's "VLAN present", which is `OFPVID_PRESENT` (0x1000)
 //! of VLAN_VID: VLAN_VID's value/mask are `vlan_tci`'s low 13 bits, VLAN_PCP its top 3. "No
 //! VLAN" (VLAN_VID = `OFPVID_NONE` exact) decodes to `vlan_tci=0/0xffff`, what `dl_vlan=0xffff`
-//! means in rqvs and OVS. A `vlan_tci` mask that OXM cannot say (a partial PCP mask, PCP without
-//! a present VLAN) is an [`EncodeError`].
+//! means in rqvs and OVS. A `vlan_tci` mask that VLAN_VID/VLAN_PCP cannot say (a partial PCP
+//! mask, PCP without a present VLAN) is written whole as `NXM_OF_VLAN_TCI`, which OVS reads in
+//! 1.3; OVS's own encoder drops such bits (it sends `packet_type=(0,0)` for
+//! `vlan_tci=0x2000/0x2000`).
 //!
 //! **Port ranges.** OXM has no ranges. [`encode_match`] refuses a [`Match`] with a port range
 //! that is not the whole port space (the error names it); callers first split the match with
