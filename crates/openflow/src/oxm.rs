@@ -1075,5 +1075,26 @@ mod tests {
                 .map_err(|e| TestCaseError::fail(format!("{mt:?}: {e}")))?;
             prop_assert_eq!(back, mt);
         }
+        /// Random TLVs (known classes and codes, random sizes, masks and bytes) never panic the
+        /// decoder; what it accepts encodes to bytes it decodes to the same match.
+        #[test]
+        fn random_tlvs_decode_or_fail_cleanly(
+            tlvs_in in proptest::collection::vec(
+                (0usize..4, 0u8..48, any::<bool>(), 0usize..34, proptest::collection::vec(any::<u8>(), 34)),
+                0..6,
+            ),
+        ) {
+            let mut body = Vec::new();
+            for (class, code, masked, len, bytes) in tlvs_in {
+                let class = [OFPXMC_OPENFLOW_BASIC, 0, 1, OFPXMC_EXPERIMENTER][class];
+                let header = u32::from(class) << 16 | u32::from(code) << 9 | u32::from(masked) << 8 | len as u32;
+                body.extend_from_slice(&header.to_be_bytes());
+                body.extend_from_slice(&bytes[..len]);
+            }
+            if let Ok(mt) = tlvs(&body) {
+                let back = round(&mt);
+                prop_assert_eq!(back, mt);
+            }
+        }
     }
 }
