@@ -2,7 +2,8 @@
 //! IPv6 (prefixes, flow label, TTL, ECN), ICMPv6 neighbour discovery (`nd_target`, `nd_sll`,
 //! `nd_tll`), ARP hardware addresses, `metadata` and `vlan_vid`/`vlan_pcp`, into
 //! `rqvs switch --openflow`; `dump-flows` (in 1.3 and 1.4) prints each flow exactly as OVS
-//! itself formats the FLOW_MOD it sent (`ovs-ofctl parse-flow` of the same text, the oracle),
+//! itself formats the FLOW_MOD it sent (`ovs-ofctl parse-flow` of the same text, the oracle) and
+//! as rqvs's own writer (`ofctl::format_match`) prints it,
 //! `rqvs ctl dump-rules` agrees, and `del-flows --strict` of a wide flow removes only it.
 //!
 //! Skipped (with the reason printed) when `ovs-ofctl` is missing, unless `RQVS_REQUIRE_OVS=1`.
@@ -29,6 +30,9 @@ const WIDE: &[&str] = &[
     "priority=108,udp6,nw_ttl=3,udp_dst=547,actions=drop",
     "priority=109,ipv6,ipv6_src=2001:db8::/ffff:0:ffff::,nw_tos=32,nw_ecn=1,nw_frag=later,actions=drop",
     "priority=110,icmp6,icmp_type=128,actions=drop",
+    "priority=111,vlan_tci=0x1000/0x1000,dl_vlan_pcp=3,actions=drop",
+    "priority=112,rarp,arp_op=3,arp_sha=02:00:00:00:00:04/ff:ff:ff:00:00:00,actions=drop",
+    "priority=113,sctp6,nw_ttl=255,tp_src=0x100/0xff00,actions=drop",
 ];
 
 /// How OVS itself prints the flow (`ovs-ofctl parse-flow`): the match and actions of its
@@ -58,6 +62,22 @@ fn dump_lines(sw: &OfSwitch, version: &str) -> BTreeSet<String> {
                 .join(", ")
         })
         .collect()
+}
+
+/// rqvs's own writer (`ofctl::format_match`) prints each wide flow's match exactly as OVS does.
+#[test]
+fn rqvs_prints_wide_matches_as_ovs() {
+    if !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    for flow in WIDE {
+        let ovs = ovs_format("OpenFlow13", flow);
+        let (ovs_match, _) = ovs.split_once(" actions=").unwrap();
+        let rule = rqvs_flow::formats::ofctl::parse_flow("flow", 1, flow, 0).unwrap();
+        let ours = rqvs_flow::formats::ofctl::format_flows(&rule).unwrap();
+        let (our_match, _) = ours[0].split_once(",actions=").unwrap();
+        assert_eq!(our_match, ovs_match, "{flow}: rqvs (left) and OVS (right)");
+    }
 }
 
 #[test]
