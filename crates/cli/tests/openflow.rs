@@ -343,7 +343,8 @@ fn bundles_commit_all_or_nothing_ccache_of14() {
 /// `ovs-ofctl dump-table-features` (1.3 and 1.4) prints what rqvs's one table supports, and
 /// only that: apply_actions and clear_actions; output, push/pop VLAN, dec_ttl and set_field
 /// of eth_src/eth_dst/vlan_vid/ip_dscp; no write actions and no next table; every field rqvs
-/// matches, masked where it takes a mask. Each item parsed from what `ovs-ofctl` printed.
+/// matches (the wide key's too: IPv6, ND, ARP hardware addresses, metadata, nw_ttl), masked
+/// where it takes a mask. Each item parsed from what `ovs-ofctl` printed.
 #[test]
 fn dump_table_features_says_what_the_table_supports() {
     if !rqvs_testkit::ovs::ofctl_available() {
@@ -370,9 +371,11 @@ fn dump_table_features_says_what_the_table_supports() {
         assert_eq!(out.matches("actions:").count(), 1, "write actions: none; apply actions: one list\n{out}");
         assert!(out.contains("Write-Actions features:\n      Apply-Actions features:"), "{out}");
         assert_eq!(item("supported on Set-Field"), Some(set("eth_src eth_dst vlan_vid ip_dscp")), "{out}");
-        let masked = "eth_src eth_dst vlan_vid ip_src ip_dst ip_frag arp_spa arp_tpa tcp_src tcp_dst tcp_flags udp_src udp_dst sctp_src sctp_dst";
+        let masked = "metadata eth_src eth_dst vlan_tci vlan_vid ip_src ip_dst ipv6_src ipv6_dst ipv6_label ip_frag \
+                      arp_spa arp_tpa arp_sha arp_tha tcp_src tcp_dst tcp_flags udp_src udp_dst sctp_src sctp_dst \
+                      nd_target nd_sll nd_tll";
         assert_eq!(item("arbitrary mask"), Some(set(masked)), "{out}");
-        let exact = "in_port_oxm eth_type vlan_pcp nw_proto ip_dscp nw_ecn arp_op icmp_type icmp_code";
+        let exact = "in_port_oxm eth_type vlan_pcp nw_proto nw_ttl ip_dscp nw_ecn arp_op icmp_type icmp_code icmpv6_type icmpv6_code";
         assert_eq!(item("exact match or wildcard"), Some(set(exact)), "{out}");
         assert!(item("must exact match").is_none(), "every field can be wildcarded: {out}");
         if version == "OpenFlow14" {

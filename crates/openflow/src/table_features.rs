@@ -315,8 +315,10 @@ impl TableFeatures {
         let apply: Vec<Id> =
             [OFPAT_OUTPUT, OFPAT_PUSH_VLAN, OFPAT_POP_VLAN, OFPAT_DEC_NW_TTL, OFPAT_SET_FIELD].map(Id::new).into();
         let set_fields: Vec<OxmId> = SET_FIELDS.iter().map(|&f| oxm_id(f, false)).collect();
-        let matched: Vec<OxmId> = Field::ALL.iter().map(|&f| oxm_id(f, f.shape().1)).collect();
-        let wildcards: Vec<OxmId> = Field::ALL.iter().map(|&f| oxm_id(f, false)).collect();
+        let matched: Vec<OxmId> =
+            crate::oxm::match_fields().map(|(c, f, e, width, maskable)| raw_oxm_id(c, f, e, width, maskable)).collect();
+        let wildcards: Vec<OxmId> =
+            crate::oxm::match_fields().map(|(c, f, e, width, _)| raw_oxm_id(c, f, e, width, false)).collect();
         let prop = |kind, value| TableFeatureProp { kind, value };
         let mut properties = Vec::new();
         for miss in [0, 1] {
@@ -346,7 +348,10 @@ impl TableFeatures {
 /// The OXM header of `f` as the codec reads it (has-mask: the length doubles).
 fn oxm_id(f: Field, masked: bool) -> OxmId {
     let (class, field, experimenter) = f.oxm_class();
-    let width = f.shape().0;
+    raw_oxm_id(class, field, experimenter, f.shape().0, masked)
+}
+
+fn raw_oxm_id(class: u16, field: u8, experimenter: Option<u32>, width: usize, masked: bool) -> OxmId {
     let payload = if masked { 2 * width } else { width } + if experimenter.is_some() { 4 } else { 0 };
     let header = u32::from(class) << 16 | u32::from(field) << 9 | u32::from(masked) << 8 | payload as u32;
     OxmId { header, experimenter }

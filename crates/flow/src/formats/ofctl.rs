@@ -908,9 +908,29 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
             }
             _ => parts.push("ip".into()),
         },
+        Some(ETH_TYPE_IPV6) => match proto {
+            Some(p @ (IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)) => {
+                parts.push(format!("{}6", proto_name(p)));
+                proto_written = true;
+            }
+            Some(IPPROTO_ICMPV6) => {
+                parts.push("icmp6".into());
+                proto_written = true;
+            }
+            _ => parts.push("ipv6".into()),
+        },
         Some(ETH_TYPE_ARP) => parts.push("arp".into()),
+        Some(crate::field::ETH_TYPE_RARP) => parts.push("rarp".into()),
         Some(t) => parts.push(format!("dl_type={t:#06x}")),
         None => {}
+    }
+    let ipv6 = dl == Some(ETH_TYPE_IPV6);
+    let arp = matches!(dl, Some(ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP));
+    // OVS prints metadata before in_port.
+    if k.metadata == u64::MAX {
+        parts.push(format!("metadata={:#x}", v.metadata));
+    } else if k.metadata != 0 {
+        parts.push(format!("metadata={:#x}/{:#x}", v.metadata, k.metadata));
     }
     if k.in_port != 0 {
         if k.in_port != u32::MAX {
@@ -919,7 +939,18 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
         parts.push(if v.in_port == OFPP_LOCAL { "in_port=LOCAL".into() } else { format!("in_port={}", v.in_port) });
     }
     if k.vlan_tci != 0 {
-        if k.vlan_tci == VLAN_CFI | VLAN_VID_MASK && v.vlan_tci & VLAN_CFI != 0 {
+        let (vid_mask, pcp_mask) = (k.vlan_tci & VLAN_VID_MASK, k.vlan_tci & VLAN_PCP_MASK);
+        if k.vlan_tci & VLAN_CFI != 0
+            && v.vlan_tci & VLAN_CFI != 0
+            && (vid_mask == 0 || vid_mask == VLAN_VID_MASK)
+            && pcp_mask == VLAN_PCP_MASK
+        {
+            // As OVS: a present tag with a whole PCP (and a whole VID or none).
+            if vid_mask != 0 {
+                parts.push(format!("dl_vlan={}", v.vlan_tci & VLAN_VID_MASK));
+            }
+            parts.push(format!("dl_vlan_pcp={}", v.vlan_tci >> 13));
+        } else if k.vlan_tci == VLAN_CFI | VLAN_VID_MASK && v.vlan_tci & VLAN_CFI != 0 {
             parts.push(format!("dl_vlan={}", v.vlan_tci & VLAN_VID_MASK));
         } else {
             parts.push(format!("vlan_tci={:#06x}/{:#06x}", v.vlan_tci, k.vlan_tci));
@@ -932,7 +963,25 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
             parts.push(format!("{name}={}/{}", fmt_mac(&val), fmt_mac(&mask)));
         }
     }
-    let l3_ok = matches!(dl, Some(ETH_TYPE_IP) | Some(ETH_TYPE_ARP));
+    for (name, val, mask) in [("ipv6_src", v.ipv6_src, k.ipv6_src), ("ipv6_dst", v.ipv6_dst, k.ipv6_dst)] {
+        if mask != 0 {
+            if !ipv6 {
+                return Err(format!("{name} needs dl_type IPv6"));
+            }
+            parts.push(format!("{name}={}", fmt_ipv6_masked(val, mask)));
+        }
+    }
+    if k.ipv6_label != 0 {
+        if !ipv6 {
+            return Err("ipv6_label needs dl_type IPv6".into());
+        }
+        if k.ipv6_label == 0xfffff {
+            parts.push(format!("ipv6_label={:#07x}", v.ipv6_label));
+        } else {
+            parts.push(format!("ipv6_label={:#07x}/{:#07x}", v.ipv6_label, k.ipv6_label));
+        }
+    }
+    let l3_ok = matches!(dl, Some(ETH_TYPE_IP) | Some(ETH_TYPE_ARP) | Some(crate::field::ETH_TYPE_RARP));
     for (name, val, mask) in [("nw_src", v.nw_src, k.nw_src), ("nw_dst", v.nw_dst, k.nw_dst)] {
         if mask == 0 {
             continue;
@@ -941,8 +990,8 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
             return Err(format!("{name} needs dl_type IPv4 or ARP"));
         }
         let name = match (dl, name) {
-            (Some(ETH_TYPE_ARP), "nw_src") => "arp_spa",
-            (Some(ETH_TYPE_ARP), _) => "arp_tpa",
+            (Some(ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP), "nw_src") => "arp_spa",
+            (Some(ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP), _) => "arp_tpa",
             _ => name,
         };
         parts.push(match prefix_len(mask, 32) {
@@ -954,17 +1003,38 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
     if let Some(p) = proto {
         if !proto_written {
             match dl {
-                Some(ETH_TYPE_IP) => parts.push(format!("nw_proto={p}")),
-                Some(ETH_TYPE_ARP) => parts.push(format!("arp_op={p}")),
-                _ => return Err("nw_proto needs dl_type IPv4 or ARP".into()),
+                Some(ETH_TYPE_IP | ETH_TYPE_IPV6) => parts.push(format!("nw_proto={p}")),
+                Some(ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP) => parts.push(format!("arp_op={p}")),
+                _ => return Err("nw_proto needs dl_type IPv4, IPv6 or ARP".into()),
             }
         }
     }
-    if k.nw_tos != 0 {
-        if dl != Some(ETH_TYPE_IP) || k.nw_tos != 0xfc {
-            return Err("nw_tos needs ip and the mask 0xfc".into());
+    let ip_any = matches!(dl, Some(ETH_TYPE_IP | ETH_TYPE_IPV6));
+    let icmp6 = ipv6 && proto == Some(IPPROTO_ICMPV6);
+    if arp {
+        for (name, val, mask) in [("arp_sha", v.arp_sha, k.arp_sha), ("arp_tha", v.arp_tha, k.arp_tha)] {
+            push_mac(&mut parts, name, &val, &mask);
         }
-        parts.push(format!("nw_tos={}", v.nw_tos));
+    } else if !icmp6 && (k.arp_sha != [0; 6] || k.arp_tha != [0; 6]) {
+        return Err("arp_sha/arp_tha need arp (nd_sll/nd_tll need icmp6 neighbour discovery)".into());
+    }
+    if k.nw_tos != 0 {
+        let (dscp, ecn) = (k.nw_tos & 0xfc, k.nw_tos & 3);
+        if !ip_any || !matches!(dscp, 0 | 0xfc) || !matches!(ecn, 0 | 3) {
+            return Err("nw_tos needs ip or ipv6 and the mask 0xfc (nw_ecn the mask 3)".into());
+        }
+        if dscp != 0 {
+            parts.push(format!("nw_tos={}", v.nw_tos & 0xfc));
+        }
+        if ecn != 0 {
+            parts.push(format!("nw_ecn={}", v.nw_tos & 3));
+        }
+    }
+    if k.nw_ttl != 0 {
+        if !ip_any || k.nw_ttl != u8::MAX {
+            return Err("nw_ttl needs ip or ipv6 and cannot be masked".into());
+        }
+        parts.push(format!("nw_ttl={}", v.nw_ttl));
     }
     if k.nw_frag != 0 {
         let f = match (v.nw_frag, k.nw_frag) {
@@ -977,9 +1047,26 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
         };
         parts.push(format!("nw_frag={f}"));
     }
-    let ip_proto = if dl == Some(ETH_TYPE_IP) { proto } else { None };
+    let ip_proto = if ip_any { proto } else { None };
+    if (k.nd_target != 0 || (!arp && (k.arp_sha != [0; 6] || k.arp_tha != [0; 6]))) && !icmp6 {
+        return Err("nd_target, nd_sll and nd_tll need icmp6 neighbour discovery".into());
+    }
     match ip_proto {
-        Some(IPPROTO_ICMP) => {
+        Some(IPPROTO_ICMPV6) if ipv6 => {
+            for (name, val, mask) in [("icmp_type", v.tp_src, k.tp_src), ("icmp_code", v.tp_dst, k.tp_dst)] {
+                match mask {
+                    0 => {}
+                    u16::MAX if val <= 0xff => parts.push(format!("{name}={val}")),
+                    _ => return Err(format!("{name} must be exact (0..255) in OpenFlow")),
+                }
+            }
+            if k.nd_target != 0 {
+                parts.push(format!("nd_target={}", fmt_ipv6_masked(v.nd_target, k.nd_target)));
+            }
+            push_mac(&mut parts, "nd_sll", &v.arp_sha, &k.arp_sha);
+            push_mac(&mut parts, "nd_tll", &v.arp_tha, &k.arp_tha);
+        }
+        Some(IPPROTO_ICMP) if dl == Some(ETH_TYPE_IP) => {
             for (name, val, mask) in [("icmp_type", v.tp_src, k.tp_src), ("icmp_code", v.tp_dst, k.tp_dst)] {
                 match mask {
                     0 => {}
@@ -1014,6 +1101,30 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
         }
     }
     Ok(parts.join(","))
+}
+
+/// `name=mac` or `name=mac/mask` (nothing for an all-zero mask), as OVS's `format_eth_masked`.
+fn push_mac(parts: &mut Vec<String>, name: &str, val: &[u8; 6], mask: &[u8; 6]) {
+    if *mask == [0xff; 6] {
+        parts.push(format!("{name}={}", fmt_mac(val)));
+    } else if *mask != [0; 6] {
+        parts.push(format!("{name}={}/{}", fmt_mac(val), fmt_mac(mask)));
+    }
+}
+
+/// An IPv6 address with its mask as OVS prints it: bare when exact, `/len` for a prefix, else
+/// `/mask-address`.
+fn fmt_ipv6_masked(val: u128, mask: u128) -> String {
+    let a = std::net::Ipv6Addr::from(val);
+    let len = mask.count_ones();
+    let prefix = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    if mask == u128::MAX {
+        a.to_string()
+    } else if mask == prefix {
+        format!("{a}/{len}")
+    } else {
+        format!("{a}/{}", std::net::Ipv6Addr::from(mask))
+    }
 }
 
 /// Writes rules as an ovs-ofctl flow file (one or more lines per rule), in the given order.
@@ -1262,7 +1373,90 @@ mod tests {
             })
     }
 
+    /// A random match over every field of the table: a protocol context (`ctx`), then each
+    /// field whose prerequisite holds, with probability 1/2, a random value and (when maskable)
+    /// a random or prefix mask; one view per member.
+    fn wide_match(ctx: u8, picks: &[(bool, u128, u128, u8)]) -> Match {
+        use crate::field::{Field, Format, Maskable, FIELDS};
+        let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
+        let set = |name: &str, x: u128, v: &mut FlowKey, m: &mut FlowKey| {
+            let f = Field::by_name(name).unwrap();
+            f.set_masked(v, m, x, u128::MAX);
+        };
+        let (dl, proto, icmp): (Option<u16>, Option<u8>, Option<u16>) = match ctx % 15 {
+            0 => (None, None, None),
+            1 => (Some(ETH_TYPE_IP), None, None),
+            2 => (Some(ETH_TYPE_IP), Some(IPPROTO_TCP), None),
+            3 => (Some(ETH_TYPE_IP), Some(IPPROTO_UDP), None),
+            4 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_SCTP), None),
+            5 => (Some(ETH_TYPE_IP), Some(IPPROTO_ICMP), None),
+            6 => (Some(ETH_TYPE_IPV6), None, None),
+            7 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_TCP), None),
+            8 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_UDP), None),
+            9 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_ICMPV6), Some(135)),
+            10 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_ICMPV6), Some(136)),
+            11 => (Some(ETH_TYPE_IPV6), Some(IPPROTO_ICMPV6), None),
+            12 => (Some(ETH_TYPE_ARP), None, None),
+            13 => (Some(crate::field::ETH_TYPE_RARP), None, None),
+            _ => (Some(0x88cc), None, None),
+        };
+        if let Some(t) = dl {
+            set("dl_type", t.into(), &mut v, &mut m);
+        }
+        if let Some(p) = proto {
+            set("nw_proto", p.into(), &mut v, &mut m);
+        }
+        if let Some(t) = icmp {
+            (v.tp_src, m.tp_src, v.tp_dst, m.tp_dst) = (t, u16::MAX, 0, u16::MAX);
+        }
+        if ctx >= 15 {
+            // A present VLAN tag (vlan_pcp's prerequisite).
+            v.vlan_tci |= VLAN_CFI | u16::from(ctx) & VLAN_VID_MASK;
+            m.vlan_tci |= VLAN_CFI | VLAN_VID_MASK;
+        }
+        for (f, &(on, x, mask, len)) in FIELDS.iter().zip(picks) {
+            if !on || f.member.get(&m) != 0 || !f.prereq.satisfied(&v, &m) {
+                continue;
+            }
+            let ones = f.all_ones();
+            let x = if f.name == "in_port" { x % 0xff00 } else { x };
+            let mask = match (f.maskable, len % 3) {
+                (Maskable::No, _) => ones,
+                (_, 0) => ones,
+                (_, 1) => ones & !(ones >> (u32::from(len) % f.bits + 1)),
+                _ => mask & ones,
+            };
+            if f.format == Format::Frag {
+                let (fv, fm) = [(0, 1), (1, 1), (1, 3), (3, 3), (0, 2)][usize::from(len) % 5];
+                f.set_masked(&mut v, &mut m, fv, fm);
+                continue;
+            }
+            if mask == 0 {
+                continue;
+            }
+            f.set_masked(&mut v, &mut m, x, mask);
+            if f.name.starts_with("icmp") {
+                // ICMP type and code are matched over the whole tp_src/tp_dst (as ofctl reads them).
+                f.member.set(&mut m, 0xffff);
+            }
+        }
+        Match::from_masked(v, m)
+    }
+
     proptest! {
+        /// Every field with a nonzero mask is printed (nothing dropped) the way ofctl reads it.
+        #[test]
+        fn wide_matches_format_and_parse_back(
+            ctx in 0u8..30,
+            picks in proptest::collection::vec(any::<(bool, u128, u128, u8)>(), crate::field::FIELDS.len()),
+        ) {
+            let m = wide_match(ctx, &picks);
+            let text = format_match(&m).map_err(|e| TestCaseError::fail(format!("{m:?}: {e}")))?;
+            let back = parse_flow("p", 1, &format!("{text},actions=drop"), 0)
+                .map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+            prop_assert_eq!(back.matches, m, "{}", text);
+        }
+
         #[test]
         fn write_read_round_trip(r in arb_rule()) {
             let text = write_flows(std::slice::from_ref(&r)).unwrap();
