@@ -10,8 +10,9 @@ use super::verifier::Verifier;
 use crate::{inputs, Error};
 
 /// Traces up to this many packets are held in memory after the counting pass (each pass then
-/// reads memory, not the file); longer ones are read from the file on every pass.
-pub const HOLD_PACKETS: usize = 1 << 20;
+/// reads memory, not the file); longer ones are read from the file on every pass. A budget of
+/// 40 MiB of keys (1,048,576 keys when a key was 40 bytes; about 374K since the wide key).
+pub const HOLD_PACKETS: usize = (40 << 20) / std::mem::size_of::<FlowKey>();
 
 /// The packets of a replay: a source, and which share of it (a PMD's, by flow hash).
 #[derive(Clone)]
