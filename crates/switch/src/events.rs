@@ -18,6 +18,7 @@ use crate::Control;
 
 /// An event for the OpenFlow channel.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // a flow removal is rare and carries its match (wide key)
 pub enum Event {
     FlowRemoved(FlowRemoved),
     /// Port N's link state changed (went down or up, disappeared, was re-attached).

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
-use rqvs_flow::key::mask_words;
+use rqvs_flow::key::{mask_words, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
 use super::trie::{PrefixTrie, TrieLookup};
@@ -156,6 +156,87 @@ struct Stage {
 /// A key as the five words of [`FlowKey::to_words`].
 type Words = rqvs_flow::key::KeyWords;
 
+/// A hash map keyed by masked key words: the five narrow words when the subtable's mask uses no
+/// wide word (every 5-tuple rule), all of them otherwise — so a 5-tuple slow path stores 40-byte
+/// keys, not 120-byte ones.
+#[derive(Clone, Debug)]
+enum WordMap<V> {
+    Narrow(HashMap<NarrowWords, V>),
+    Wide(HashMap<Words, V>),
+}
+
+#[inline(always)]
+fn narrow(w: &Words) -> NarrowWords {
+    [w[0], w[1], w[2], w[3], w[4]]
+}
+
+impl<V: Default> WordMap<V> {
+    fn new(wide: bool) -> WordMap<V> {
+        if wide {
+            WordMap::Wide(HashMap::new())
+        } else {
+            WordMap::Narrow(HashMap::new())
+        }
+    }
+
+    #[inline]
+    fn get(&self, w: &Words) -> Option<&V> {
+        match self {
+            WordMap::Narrow(m) => m.get(&narrow(w)),
+            WordMap::Wide(m) => m.get(w),
+        }
+    }
+
+    #[inline]
+    fn contains_key(&self, w: &Words) -> bool {
+        self.get(w).is_some()
+    }
+
+    fn get_mut(&mut self, w: &Words) -> Option<&mut V> {
+        match self {
+            WordMap::Narrow(m) => m.get_mut(&narrow(w)),
+            WordMap::Wide(m) => m.get_mut(w),
+        }
+    }
+
+    /// The value for `w`, inserted as `V::default()` when missing.
+    fn entry(&mut self, w: &Words) -> &mut V {
+        match self {
+            WordMap::Narrow(m) => m.entry(narrow(w)).or_default(),
+            WordMap::Wide(m) => m.entry(*w).or_default(),
+        }
+    }
+
+    fn remove(&mut self, w: &Words) -> Option<V> {
+        match self {
+            WordMap::Narrow(m) => m.remove(&narrow(w)),
+            WordMap::Wide(m) => m.remove(w),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        match self {
+            WordMap::Narrow(m) => m.capacity(),
+            WordMap::Wide(m) => m.capacity(),
+        }
+    }
+
+    fn values(&self) -> Box<dyn Iterator<Item = &V> + '_> {
+        match self {
+            WordMap::Narrow(m) => Box::new(m.values()),
+            WordMap::Wide(m) => Box::new(m.values()),
+        }
+    }
+
+    /// Bytes of one key.
+    fn key_bytes(&self) -> usize {
+        match self {
+            WordMap::Narrow(_) => std::mem::size_of::<NarrowWords>(),
+            WordMap::Wide(_) => std::mem::size_of::<Words>(),
+        }
+    }
+}
+
 /// A rule as a subtable holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -183,9 +264,9 @@ pub struct Subtable {
     stages: Vec<Stage>,
     /// For each stage but the final one: masked values (this stage and earlier, as words) → rule
     /// count.
-    indices: Vec<HashMap<Words, u32>>,
+    indices: Vec<WordMap<u32>>,
     /// Masked value (as words) → its rules in winner order.
-    rules: HashMap<Words, Vec<Entry>>,
+    rules: WordMap<Vec<Entry>>,
     mask_words: Words,
     /// Every rule's rank → its number of parts here, for the maximum priority and the best rank.
     ranks: BTreeMap<(Reverse<u32>, RuleId), u32>,
@@ -213,11 +294,12 @@ impl Subtable {
         }
         let n_indices = stages.len().saturating_sub(1);
         let ports_mask = ports_of(&mask);
+        let wide = !mask.is_narrow_mask();
         Subtable {
             mask,
             stages,
-            indices: vec![HashMap::new(); n_indices],
-            rules: HashMap::new(),
+            indices: (0..n_indices).map(|_| WordMap::new(wide)).collect(),
+            rules: WordMap::new(wide),
             mask_words: mask.to_words(),
             ranks: BTreeMap::new(),
             best: None,
@@ -251,9 +333,9 @@ impl Subtable {
     pub fn insert(&mut self, value: FlowKey, entry: Entry) {
         let words = value.to_words();
         for (stage, index) in self.stages.iter().zip(&mut self.indices) {
-            *index.entry(mask_words(&words, &stage.cumulative_words)).or_insert(0) += 1;
+            *index.entry(&mask_words(&words, &stage.cumulative_words)) += 1;
         }
-        let list = self.rules.entry(words).or_default();
+        let list = self.rules.entry(&words);
         let at = list.partition_point(|e| e.rank() < entry.rank());
         list.insert(at, entry);
         *self.ranks.entry(entry.rank()).or_insert(0) += 1;
@@ -384,9 +466,9 @@ impl Subtable {
 
     /// Bytes held (estimate: every allocation this subtable makes).
     pub fn memory_bytes(&self) -> usize {
-        let idx: usize = self.indices.iter().map(|i| i.capacity() * (40 + 8)).sum();
+        let idx: usize = self.indices.iter().map(|i| i.capacity() * (i.key_bytes() + 8)).sum();
         let rules: usize = self.rules.values().map(|l| l.capacity() * std::mem::size_of::<Entry>()).sum::<usize>()
-            + self.rules.capacity() * (40 + 32);
+            + self.rules.capacity() * (self.rules.key_bytes() + 32);
         std::mem::size_of::<Self>() + idx + rules + self.ranks.len() * 32 + self.ports_trie.memory_bytes()
     }
 }
