@@ -684,8 +684,9 @@ fn ephemeral(rng: &mut Rng) -> u16 {
     rng.range_u32(32768, 60999) as u16
 }
 
+/// A flow's key as a frame carries it (`wire`: TTL 64 among others).
 fn udp_key(src: u32, dst: u32, sport: u16, dport: u16) -> FlowKey {
-    FlowKey::ipv4(src, dst, IPPROTO_UDP, sport, dport)
+    FlowKey::ipv4(src, dst, IPPROTO_UDP, sport, dport).wire()
 }
 
 /// The most packets a workload may have ([`generate`] holds them all, with their times).
@@ -911,7 +912,7 @@ pub fn parse_truth(name: &str, text: &str) -> Result<Vec<TruthFlow>, String> {
         for i in [0, 9, 10, 11] {
             num::<u64>(fields[i].1).ok_or_else(|| err(i, "a number"))?;
         }
-        out.push(TruthFlow { coflow, role, key: FlowKey::ipv4(src, dst, proto, sport, dport) });
+        out.push(TruthFlow { coflow, role, key: FlowKey::ipv4(src, dst, proto, sport, dport).wire() });
     }
     if out.is_empty() {
         return Err(format!("{name}: no flows (expected the ground truth `rqvs gen coflows --truth-out` writes)"));
