@@ -899,31 +899,7 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
     if k.nw_proto != 0 && k.nw_proto != u8::MAX {
         return Err("nw_proto cannot be masked in OpenFlow".into());
     }
-    let mut proto_written = false;
-    match dl {
-        Some(ETH_TYPE_IP) => match proto {
-            Some(p @ (IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP | IPPROTO_ICMP)) => {
-                parts.push(proto_name(p).to_string());
-                proto_written = true;
-            }
-            _ => parts.push("ip".into()),
-        },
-        Some(ETH_TYPE_IPV6) => match proto {
-            Some(p @ (IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)) => {
-                parts.push(format!("{}6", proto_name(p)));
-                proto_written = true;
-            }
-            Some(IPPROTO_ICMPV6) => {
-                parts.push("icmp6".into());
-                proto_written = true;
-            }
-            _ => parts.push("ipv6".into()),
-        },
-        Some(ETH_TYPE_ARP) => parts.push("arp".into()),
-        Some(crate::field::ETH_TYPE_RARP) => parts.push("rarp".into()),
-        Some(t) => parts.push(format!("dl_type={t:#06x}")),
-        None => {}
-    }
+    let proto_written = push_shorthand(&mut parts, dl, proto);
     let ipv6 = dl == Some(ETH_TYPE_IPV6);
     let arp = matches!(dl, Some(ETH_TYPE_ARP | crate::field::ETH_TYPE_RARP));
     // OVS prints metadata before in_port.
@@ -1051,29 +1027,97 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
     if (k.nd_target != 0 || (!arp && (k.arp_sha != [0; 6] || k.arp_tha != [0; 6]))) && !icmp6 {
         return Err("nd_target, nd_sll and nd_tll need icmp6 neighbour discovery".into());
     }
-    match ip_proto {
-        Some(IPPROTO_ICMPV6) if ipv6 => {
-            for (name, val, mask) in [("icmp_type", v.tp_src, k.tp_src), ("icmp_code", v.tp_dst, k.tp_dst)] {
-                match mask {
-                    0 => {}
-                    u16::MAX if val <= 0xff => parts.push(format!("{name}={val}")),
-                    _ => return Err(format!("{name} must be exact (0..255) in OpenFlow")),
-                }
+    push_l4(&mut parts, v, k, dl, ip_proto)?;
+    Ok(parts.join(","))
+}
+
+/// `name=mac` or `name=mac/mask` (nothing for an all-zero mask), as OVS's `format_eth_masked`.
+fn push_mac(parts: &mut Vec<String>, name: &str, val: &[u8; 6], mask: &[u8; 6]) {
+    if *mask == [0xff; 6] {
+        parts.push(format!("{name}={}", fmt_mac(val)));
+    } else if *mask != [0; 6] {
+        parts.push(format!("{name}={}/{}", fmt_mac(val), fmt_mac(mask)));
+    }
+}
+
+/// An IPv6 address with its mask as OVS prints it: bare when exact, `/len` for a prefix, else
+/// `/mask-address`.
+fn fmt_ipv6_masked(val: u128, mask: u128) -> String {
+    let a = std::net::Ipv6Addr::from(val);
+    let len = mask.count_ones();
+    let prefix = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    if mask == u128::MAX {
+        a.to_string()
+    } else if mask == prefix {
+        format!("{a}/{len}")
+    } else {
+        format!("{a}/{}", std::net::Ipv6Addr::from(mask))
+    }
+}
+
+/// The shorthand a match's `dl_type` and protocol print as (`tcp`, `icmp6`, `arp`, ...), as
+/// OVS orders it: first. True when the shorthand already says the protocol.
+fn push_shorthand(parts: &mut Vec<String>, dl: Option<u16>, proto: Option<u8>) -> bool {
+    let mut proto_written = false;
+    match dl {
+        Some(ETH_TYPE_IP) => match proto {
+            Some(p @ (IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP | IPPROTO_ICMP)) => {
+                parts.push(proto_name(p).to_string());
+                proto_written = true;
             }
+            _ => parts.push("ip".into()),
+        },
+        Some(ETH_TYPE_IPV6) => match proto {
+            Some(p @ (IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)) => {
+                parts.push(format!("{}6", proto_name(p)));
+                proto_written = true;
+            }
+            Some(IPPROTO_ICMPV6) => {
+                parts.push("icmp6".into());
+                proto_written = true;
+            }
+            _ => parts.push("ipv6".into()),
+        },
+        Some(ETH_TYPE_ARP) => parts.push("arp".into()),
+        Some(crate::field::ETH_TYPE_RARP) => parts.push("rarp".into()),
+        Some(t) => parts.push(format!("dl_type={t:#06x}")),
+        None => {}
+    }
+    proto_written
+}
+
+/// ICMP's or ICMPv6's type and code (`tp_src`/`tp_dst`), which OpenFlow matches exactly.
+fn push_icmp_type_code(parts: &mut Vec<String>, v: &FlowKey, k: &FlowKey) -> std::result::Result<(), String> {
+    for (name, val, mask) in [("icmp_type", v.tp_src, k.tp_src), ("icmp_code", v.tp_dst, k.tp_dst)] {
+        match mask {
+            0 => {}
+            u16::MAX if val <= 0xff => parts.push(format!("{name}={val}")),
+            _ => return Err(format!("{name} must be exact (0..255) in OpenFlow")),
+        }
+    }
+    Ok(())
+}
+
+/// The transport fields under their protocol (`ip_proto`: the exact protocol of an IPv4 or
+/// IPv6 match): ports, ICMP/ICMPv6 type and code with ND's target and addresses, TCP flags.
+fn push_l4(
+    parts: &mut Vec<String>,
+    v: &FlowKey,
+    k: &FlowKey,
+    dl: Option<u16>,
+    ip_proto: Option<u8>,
+) -> std::result::Result<(), String> {
+    match ip_proto {
+        Some(IPPROTO_ICMPV6) if dl == Some(ETH_TYPE_IPV6) => {
+            push_icmp_type_code(parts, v, k)?;
             if k.nd_target != 0 {
                 parts.push(format!("nd_target={}", fmt_ipv6_masked(v.nd_target, k.nd_target)));
             }
-            push_mac(&mut parts, "nd_sll", &v.arp_sha, &k.arp_sha);
-            push_mac(&mut parts, "nd_tll", &v.arp_tha, &k.arp_tha);
+            push_mac(parts, "nd_sll", &v.arp_sha, &k.arp_sha);
+            push_mac(parts, "nd_tll", &v.arp_tha, &k.arp_tha);
         }
         Some(IPPROTO_ICMP) if dl == Some(ETH_TYPE_IP) => {
-            for (name, val, mask) in [("icmp_type", v.tp_src, k.tp_src), ("icmp_code", v.tp_dst, k.tp_dst)] {
-                match mask {
-                    0 => {}
-                    u16::MAX if val <= 0xff => parts.push(format!("{name}={val}")),
-                    _ => return Err(format!("{name} must be exact (0..255) in OpenFlow")),
-                }
-            }
+            push_icmp_type_code(parts, v, k)?;
         }
         Some(IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP) => {
             for (name, val, mask) in [("tp_src", v.tp_src, k.tp_src), ("tp_dst", v.tp_dst, k.tp_dst)] {
@@ -1100,31 +1144,7 @@ pub fn format_match(m: &Match) -> std::result::Result<String, String> {
             parts.push(format!("tcp_flags={:#05x}/{:#05x}", v.tcp_flags, k.tcp_flags));
         }
     }
-    Ok(parts.join(","))
-}
-
-/// `name=mac` or `name=mac/mask` (nothing for an all-zero mask), as OVS's `format_eth_masked`.
-fn push_mac(parts: &mut Vec<String>, name: &str, val: &[u8; 6], mask: &[u8; 6]) {
-    if *mask == [0xff; 6] {
-        parts.push(format!("{name}={}", fmt_mac(val)));
-    } else if *mask != [0; 6] {
-        parts.push(format!("{name}={}/{}", fmt_mac(val), fmt_mac(mask)));
-    }
-}
-
-/// An IPv6 address with its mask as OVS prints it: bare when exact, `/len` for a prefix, else
-/// `/mask-address`.
-fn fmt_ipv6_masked(val: u128, mask: u128) -> String {
-    let a = std::net::Ipv6Addr::from(val);
-    let len = mask.count_ones();
-    let prefix = if len == 0 { 0 } else { u128::MAX << (128 - len) };
-    if mask == u128::MAX {
-        a.to_string()
-    } else if mask == prefix {
-        format!("{a}/{len}")
-    } else {
-        format!("{a}/{}", std::net::Ipv6Addr::from(mask))
-    }
+    Ok(())
 }
 
 /// Writes rules as an ovs-ofctl flow file (one or more lines per rule), in the given order.
