@@ -91,7 +91,19 @@ impl Op {
             Action::StripVlan => Op::StripVlan,
             Action::SetNwTos(t) => Op::SetNwTos(*t),
             Action::DecTtl => Op::DecTtl,
-            Action::Drop | Action::Other(_) => return None,
+            // Not executed yet (`Action::is_executable`): rules holding them are refused
+            // where rules are executed.
+            Action::Drop
+            | Action::Other(_)
+            | Action::SetField { .. }
+            | Action::PushVlan(_)
+            | Action::Resubmit { .. }
+            | Action::Group(_)
+            | Action::Meter(_)
+            | Action::ClearActions
+            | Action::WriteActions(_)
+            | Action::WriteMetadata { .. }
+            | Action::GotoTable(_) => return None,
         })
     }
 

@@ -112,7 +112,7 @@ impl Member {
 }
 
 /// What a field requires of the rest of the match (OVS's `enum mf_prerequisites`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Prereq {
     None,
     /// A VLAN tag (`vlan_pcp` needs `vlan_vid` to say a tag is present).
@@ -196,7 +196,7 @@ impl Prereq {
 }
 
 /// How a field's value is written as text (ovs-ofctl).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
     Decimal,
     Hex,
@@ -212,7 +212,7 @@ pub enum Format {
 }
 
 /// How a field may be masked in OpenFlow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Maskable {
     /// Only exact matches.
     No,
@@ -221,7 +221,7 @@ pub enum Maskable {
 }
 
 /// One OpenFlow match field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Field {
     /// The name OVS 3.1 prints (`ovs-ofctl dump-flows`).
     pub name: &'static str,
@@ -361,6 +361,22 @@ impl Field {
         self.set(mask, m);
     }
 
+    /// A value of the field (bits `0..bits`) as ovs-ofctl writes it in an action
+    /// (`set_field:VALUE->FIELD`): MACs and addresses in their notation, `Hex` fields in hex,
+    /// the rest in decimal.
+    pub fn format_value(&self, v: u128) -> String {
+        match self.format {
+            Format::Mac => {
+                let m = to_mac(v);
+                format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+            }
+            Format::Ipv4 => std::net::Ipv4Addr::from(v as u32).to_string(),
+            Format::Ipv6 => std::net::Ipv6Addr::from(v).to_string(),
+            Format::Hex | Format::TcpFlags => format!("{v:#x}"),
+            Format::Decimal | Format::Port | Format::Frag => v.to_string(),
+        }
+    }
+
     /// Is this a valid mask for the field? (`Maskable::No` fields take only all-ones.)
     pub fn mask_ok(&self, m: u128) -> bool {
         m & !self.all_ones() == 0 && (self.maskable == Maskable::Bitwise || m == self.all_ones())
@@ -464,5 +480,20 @@ mod tests {
         v.nw_proto = IPPROTO_TCP;
         m.nw_proto = u8::MAX;
         assert_eq!(unmet_prerequisite(&v, &m), None);
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for &'static Field {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for &'static Field {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Field::by_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown field '{name}'")))
     }
 }

@@ -32,6 +32,7 @@ pub mod error;
 pub mod field;
 pub mod formats;
 pub mod frame;
+pub mod group;
 pub mod io;
 pub mod key;
 pub mod matching;

@@ -8,6 +8,7 @@
 use std::cmp::Reverse;
 use std::fmt;
 
+use crate::field::Field;
 use crate::matching::Match;
 
 /// A rule's identity within one rule-set (ClassBench line index, or ofctl flow index).
@@ -55,14 +56,52 @@ pub enum Action {
     DecTtl,
     /// `NORMAL`: the switch's own MAC-learning forwarding (OpenFlow's `OFPP_NORMAL`).
     Normal,
-    /// Anything else (`resubmit(,1)`, `LOCAL`, ...), exactly as written.
+    /// `set_field:VALUE[/MASK]->FIELD` (also what `load`, `mod_nw_src`, ... amount to): the
+    /// field's bits under `mask` take `value`'s (both already shifted to the field: bits
+    /// `0..field.bits`). `mask` is the field's all-ones for an unmasked set.
+    SetField { field: &'static Field, value: u128, mask: u128 },
+    /// `push_vlan:ETHERTYPE` (0x8100 or 0x88a8): pushes a tag with VID 0, PCP 0 (OVS: the
+    /// new tag copies the PCP/VID of an existing one).
+    PushVlan(u16),
+    /// `resubmit([PORT],[TABLE])` (Nicira): looks the packet up again, in `table` (the current
+    /// table when `None`), as if it had come in on `in_port` (unchanged when `None`); then goes
+    /// on with the actions after it.
+    Resubmit { in_port: Option<u32>, table: Option<u8> },
+    /// `group:ID`: the group's buckets (see [`crate::group`]).
+    Group(u32),
+    /// `meter:ID` (the instruction): the packet passes meter `ID` first.
+    Meter(u32),
+    /// `clear_actions` (the instruction): empties the action set.
+    ClearActions,
+    /// `write_actions(...)` (the instruction): merges the list into the action set.
+    WriteActions(Vec<Action>),
+    /// `write_metadata:VALUE[/MASK]` (the instruction).
+    WriteMetadata { value: u64, mask: u64 },
+    /// `goto_table:N` (the instruction; always last): continue the pipeline in table `N`.
+    GotoTable(u8),
+    /// Anything else (`LOCAL`, `learn(...)`, ...), exactly as written.
     Other(String),
 }
 
 impl Action {
-    /// True for the actions the switch executes (all but [`Action::Other`]).
+    /// True for the actions the switch executes. Not yet: [`Action::Other`] and the pipeline's
+    /// actions and instructions (set_field, push_vlan, resubmit, groups, meters, the action set,
+    /// write_metadata, goto_table), which the translation does not execute yet — the switch
+    /// refuses a rule holding one rather than ignoring it.
     pub fn is_executable(&self) -> bool {
-        !matches!(self, Action::Other(_))
+        !matches!(
+            self,
+            Action::Other(_)
+                | Action::SetField { .. }
+                | Action::PushVlan(_)
+                | Action::Resubmit { .. }
+                | Action::Group(_)
+                | Action::Meter(_)
+                | Action::ClearActions
+                | Action::WriteActions(_)
+                | Action::WriteMetadata { .. }
+                | Action::GotoTable(_)
+        )
     }
 }
 
@@ -103,6 +142,33 @@ impl fmt::Display for Action {
             Action::SetNwTos(t) => write!(f, "mod_nw_tos:{t}"),
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::Normal => f.write_str("NORMAL"),
+            Action::SetField { field, value, mask } => {
+                f.write_str("set_field:")?;
+                f.write_str(&field.format_value(*value))?;
+                if *mask != field.all_ones() {
+                    write!(f, "/{}", field.format_value(*mask))?;
+                }
+                write!(f, "->{}", field.name)
+            }
+            Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
+            Action::Resubmit { in_port, table } => {
+                f.write_str("resubmit(")?;
+                if let Some(p) = in_port {
+                    write!(f, "{p}")?;
+                }
+                f.write_str(",")?;
+                if let Some(t) = table {
+                    write!(f, "{t}")?;
+                }
+                f.write_str(")")
+            }
+            Action::Group(g) => write!(f, "group:{g}"),
+            Action::Meter(m) => write!(f, "meter:{m}"),
+            Action::ClearActions => f.write_str("clear_actions"),
+            Action::WriteActions(list) => write!(f, "write_actions({})", Actions(list.clone())),
+            Action::WriteMetadata { value, mask } if *mask == u64::MAX => write!(f, "write_metadata:{value:#x}"),
+            Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
             Action::Other(s) => f.write_str(s),
         }
     }

@@ -328,6 +328,16 @@ pub fn encode_actions(actions: &Actions, m: &Match, w: &mut Writer) -> Result<()
             Action::Other(s) if s.eq_ignore_ascii_case("LOCAL") => output(w, OFPP_LOCAL, 0),
             Action::Other(s) if s.eq_ignore_ascii_case("TABLE") => output(w, OFPP_TABLE, 0),
             Action::Other(s) => return enc_err(format!("action '{s}' has no OpenFlow encoding in rqvs")),
+            // The pipeline's actions and instructions: their codec is not written yet.
+            a @ (Action::SetField { .. }
+            | Action::PushVlan(_)
+            | Action::Resubmit { .. }
+            | Action::Group(_)
+            | Action::Meter(_)
+            | Action::ClearActions
+            | Action::WriteActions(_)
+            | Action::WriteMetadata { .. }
+            | Action::GotoTable(_)) => return enc_err(format!("action '{a}' has no OpenFlow encoding in rqvs yet")),
         }
     }
     Ok(())

@@ -60,6 +60,15 @@ pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<
             // Its outputs depend on the MAC table's history: the rules these tests check do
             // not use it (tests/normal.rs checks NORMAL on its own).
             Action::Normal => panic!("outputs: NORMAL depends on learned addresses; not interpreted here"),
+            a @ (Action::SetField { .. }
+            | Action::PushVlan(_)
+            | Action::Resubmit { .. }
+            | Action::Group(_)
+            | Action::Meter(_)
+            | Action::ClearActions
+            | Action::WriteActions(_)
+            | Action::WriteMetadata { .. }
+            | Action::GotoTable(_)) => panic!("outputs: '{a}' is not executed by the switch yet"),
             Action::InPort => emit(in_port, &f),
             Action::All | Action::Flood => (1..=PORTS).filter(|&p| p != in_port).for_each(|p| emit(p, &f)),
             Action::SetDlSrc(m) => f[6..12].copy_from_slice(m),
