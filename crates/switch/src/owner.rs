@@ -6,9 +6,12 @@
 //! inode of the calling thread's network namespace, since two namespaces may each have an
 //! interface of the same name — or, where `/run/rqvs` cannot be created (not root), on the same
 //! name under the system's temporary directory. The kernel releases the lock when the switch
-//! exits, also after `kill -9`: a lock file left behind is harmless and reused. The lock file
-//! holds the owner's pid, for the message. Taken in [`crate::Switch::start`] before any port is
-//! opened and released when the switch stops.
+//! exits, also after `kill -9`: a lock file left behind then is harmless and reused. A switch that
+//! stops removes its lock files (while still holding the lock; a process that opened the file
+//! before the removal and locks it afterwards sees that the path no longer names its file and
+//! starts over), so test runs over many namespaces do not pile them up. The lock file holds the
+//! owner's pid, for the message. Taken in [`crate::Switch::start`] before any port is opened and
+//! released when the switch stops.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -18,7 +21,26 @@ use std::path::PathBuf;
 /// A held port lock (released on drop).
 #[derive(Debug)]
 pub struct PortLock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+}
+
+impl Drop for PortLock {
+    fn drop(&mut self) {
+        // Removed while the lock is held: see the module docs for why that is safe. The file
+        // closes (and the lock goes) after this, when `file` drops.
+        if same_file(&self.file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Does `path` still name the open `file` (same inode on the same device)?
+fn same_file(file: &File, path: &std::path::Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
+    }
 }
 
 /// The directories lock files may live in, in order of preference.
@@ -49,12 +71,25 @@ fn open_lock(ifname: &str) -> Result<(File, PathBuf), String> {
 
 /// Takes the lock of interface `ifname`; the error says who holds it.
 pub fn acquire(ifname: &str) -> Result<PortLock, String> {
-    let (mut file, path) = open_lock(ifname)?;
+    // A lock taken on a file its owner removed meanwhile is no lock: start over (bounded: each
+    // retry means another switch stopped in between).
+    for _ in 0..16 {
+        let (file, path) = open_lock(ifname)?;
+        if let Some(lock) = try_acquire(ifname, file, path)? {
+            return Ok(lock);
+        }
+    }
+    Err(format!("interface {ifname}: its lock file keeps being replaced by other switches starting and stopping"))
+}
+
+/// One attempt: `Ok(None)` when the file was removed by its previous owner before we locked it.
+fn try_acquire(ifname: &str, mut file: File, path: PathBuf) -> Result<Option<PortLock>, String> {
     match file.try_lock() {
+        Ok(()) if !same_file(&file, &path) => Ok(None),
         Ok(()) => {
             // The pid, for a second switch's message; failing to write it only makes that vaguer.
             let _ = file.set_len(0).and_then(|()| writeln!(file, "{}", std::process::id()));
-            Ok(PortLock { _file: file })
+            Ok(Some(PortLock { file, path }))
         }
         Err(std::fs::TryLockError::WouldBlock) => {
             let mut pid = String::new();
@@ -75,17 +110,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lock_on_a_removed_file_is_retaken_on_the_new_one() {
+        let name = format!("rqvs-test-removed-{}", std::process::id());
+        let first = acquire(&name).unwrap();
+        // A second switch opened the file while the first held it...
+        let (stale, path) = open_lock(&name).unwrap();
+        // ...the first stops (removing it), a third starts on a new file.
+        drop(first);
+        let third = acquire(&name).unwrap();
+        // The second's lock on the old file must not count: it starts over and finds the third.
+        assert!(try_acquire(&name, stale, path).unwrap().is_none());
+        let e = acquire(&name).unwrap_err();
+        assert!(e.contains("in use by another rqvs switch"), "{e}");
+        drop(third);
+    }
+
+    #[test]
     fn a_second_lock_on_an_interface_is_refused_and_freed_on_drop() {
         let name = format!("rqvs-test-{}", std::process::id());
         let first = acquire(&name).unwrap();
         let e = acquire(&name).unwrap_err();
         assert!(e.contains("in use by another rqvs switch"), "{e}");
         assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        let path = first.path.clone();
+        assert!(path.exists());
         drop(first);
+        assert!(!path.exists(), "a released lock leaves no file behind");
         let again = acquire(&name).unwrap();
         drop(again);
-        for dir in lock_dirs() {
-            let _ = std::fs::remove_file(dir.join(file_name(&name)));
-        }
+        assert!(!path.exists());
     }
 }
