@@ -61,6 +61,16 @@ pub fn osken_available() -> bool {
     )
 }
 
+/// The `bin` directory of a Python virtual environment holding Faucet 1.10 (`faucet`,
+/// `gauge`, and the `osken-manager` Faucet runs from its PATH): `$RQVS_FAUCET_VENV/bin`, by
+/// default `/opt/faucet-venv/bin` (where `.ci/run` installs it); as [`ofctl_available`].
+pub fn faucet_bin() -> Option<PathBuf> {
+    let venv = std::env::var_os("RQVS_FAUCET_VENV").map_or_else(|| PathBuf::from("/opt/faucet-venv"), PathBuf::from);
+    let bin = venv.join("bin");
+    let install = format!("python3 -m venv {0} && {0}/bin/pip install faucet==1.10.12", venv.display());
+    tool_available(Command::new(bin.join("faucet")).arg("--version"), "Faucet", &install).then_some(bin)
+}
+
 /// Runs `cmd`; when it fails, prints that the test is skipped and how to get `what` — or panics
 /// with `RQVS_REQUIRE_OVS=1`.
 fn tool_available(cmd: &mut Command, what: &str, install: &str) -> bool {
