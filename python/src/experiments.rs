@@ -302,7 +302,7 @@ pub fn gen_rules(
         f => return Err(PyValueError::new_err(format!("format: expected 'classbench' or 'ofctl', found '{f}'"))),
     };
     let params = rqvs_workload::rules::Params { count, rng_seed, addr_scope, port_scope, scale_skew, smoothing };
-    let req = gen::RulesRequest { seed_file, params, format, compare };
+    let req = gen::RulesRequest { seed_file, params, format, compare, variant: gen::RulesVariant::Auto };
     let g = py.detach(|| gen::gen_rules(&req)).map_err(error::from)?;
     write(&output, g.text.as_bytes())?;
     to_dict(py, "gen rules", g.fields)

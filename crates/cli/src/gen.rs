@@ -90,18 +90,28 @@ pub fn unused(cmd: &Command, g: &crate::args::Given) -> Result<(), String> {
 
 #[derive(clap::Args, Debug)]
 pub struct RulesArgs {
-    /// acl1..acl5, fw1..fw5, ipc1, ipc2 (ClassBench's seed files, built into rqvs) or the path of a
-    /// seed file.
+    /// acl1..acl5, fw1..fw5, ipc1, ipc2 (ClassBench's seed files), of1, of2 (ClassBench-ng's
+    /// OpenFlow seeds), all built into rqvs, or the path of a seed file. A seed with an
+    /// `-openflow` section makes OpenFlow rules (in_port, MACs, VLANs next to the 5-tuple) the
+    /// ClassBench-ng way, written with --format ofctl.
     #[arg(long)]
     pub seed_file: String,
+    /// IPv6 5-tuples with ClassBench-ng's IPv6 prefixes (each IPv4 prefix in the top 32 bits of
+    /// the address), written with --format ofctl.
+    #[arg(long, conflicts_with = "classic")]
+    pub ipv6: bool,
+    /// Only the IPv4 5-tuples of the seed's classic part, ignoring its `-openflow` section.
+    #[arg(long)]
+    pub classic: bool,
     /// Target number of rules (duplicates are removed, so the set may be smaller) [range: 1 ≤ x ≤
     /// 10000000: every rule is held in memory to remove duplicates].
     #[arg(long, value_parser = crate::args::range::between(1usize, rules::MAX_COUNT))]
     pub count: usize,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
-    #[arg(long, value_enum, default_value = "classbench")]
-    pub format: RulesFormat,
+    /// classbench | ofctl (default: ofctl for --ipv6 and OpenFlow seeds, else classbench).
+    #[arg(long, value_enum)]
+    pub format: Option<RulesFormat>,
     /// Address scope (positive: shorter prefixes) [range: −1 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true, value_parser = crate::args::range::between(-1.0, 1.0))]
     pub addr_scope: f64,
@@ -273,8 +283,20 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
         scale_skew: !a.no_scale_skew,
         smoothing: a.smoothing,
     };
-    let req =
-        gen::RulesRequest { seed_file: a.seed_file.clone(), params, format: a.format, compare: a.compare.clone() };
+    let variant = if a.ipv6 {
+        gen::RulesVariant::Ipv6
+    } else if a.classic {
+        gen::RulesVariant::Classic
+    } else {
+        gen::RulesVariant::Auto
+    };
+    let format = match a.format {
+        Some(f) => f,
+        None if a.ipv6 => RulesFormat::Ofctl,
+        None if !a.classic && gen::has_openflow_section(&a.seed_file)? => RulesFormat::Ofctl,
+        None => RulesFormat::Classbench,
+    };
+    let req = gen::RulesRequest { seed_file: a.seed_file.clone(), params, format, compare: a.compare.clone(), variant };
     let g = gen::gen_rules(&req)?;
     for w in &g.warnings {
         rqvs_switch::diag!("rqvs: warning: {w}");

@@ -181,3 +181,60 @@ fn attacks_make_the_masks_they_claim() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.rules"));
 }
+
+/// ClassBench-ng sets end to end: `gen rules --seed-file of1` (an ovs-ofctl file by default) and
+/// `--ipv6`, a pcap trace for each that `classify` replays with no mismatch; an OpenFlow seed
+/// refuses the ClassBench format, and a bad `-openflow` section is a one-line file:line error.
+#[test]
+fn openflow_and_ipv6_sets_classify_without_mismatch() {
+    let dir = TempDir::new("gen-openflow-and-ipv6-sets");
+    for (name, extra) in [("of1", vec![]), ("acl1", vec!["--ipv6"])] {
+        let rules = tmp(&dir, &format!("{name}.ofctl"));
+        let trace = tmp(&dir, &format!("{name}.pcap"));
+        let mut args = vec!["gen", "rules", "--seed-file", name, "--count", "2000", "-o", rules.to_str().unwrap()];
+        args.extend(extra);
+        let out = rqvs(&args);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&rules).unwrap();
+        assert!(text.starts_with("priority="), "{name}: an ovs-ofctl file");
+        let out = rqvs(&[
+            "gen",
+            "trace",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--packets",
+            "3000",
+            "--format",
+            "pcap",
+            "-o",
+            trace.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = rqvs(&[
+            "classify",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+            "--classifier",
+            "tm",
+            "--json",
+            "-",
+        ]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["packets"], 3000, "{name}");
+        assert_eq!(v["mismatches"], 0, "{name}");
+    }
+    let out = rqvs(&["gen", "rules", "--seed-file", "of1", "--count", "10", "--format", "classbench"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("use --format ofctl"), "{err}");
+    let bad = tmp(&dir, "bad_of_seed");
+    let text = rqvs_workload::seedfile::embedded("of1").unwrap().replace("  count: 1016", "  count: many");
+    std::fs::write(&bad, text).unwrap();
+    let out = rqvs(&["gen", "rules", "--seed-file", bad.to_str().unwrap(), "--count", "10"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("bad_of_seed:391:10: expected a positive count, found 'many'"), "{err}");
+}

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rqvs_flow::formats::{classbench, ofctl, pcap, trace as cbtrace};
 use rqvs_flow::{Actions, FlowKey};
-use rqvs_workload::{attack, rules, seedfile, stats, trace};
+use rqvs_workload::{attack, ipv6, ofrules, ofseed, rules, seedfile, stats, trace};
 use serde_json::{json, Map, Value};
 
 use crate::{inputs, Error};
@@ -32,15 +32,29 @@ pub enum TraceFormat {
     Pcap,
 }
 
+/// Which rules a seed makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RulesVariant {
+    /// OpenFlow rules ClassBench-ng's way ([`rqvs_workload::ofrules`]) when the seed has an
+    /// `-openflow` section (of1, of2), else ClassBench IPv4 5-tuples.
+    Auto,
+    /// The IPv4 5-tuples of the seed's classic part, ignoring any `-openflow` section.
+    Classic,
+    /// IPv6 5-tuples with ClassBench-ng's IPv6 prefixes ([`rqvs_workload::ipv6`]), from the
+    /// classic part.
+    Ipv6,
+}
+
 /// A rule-set to generate (`rqvs gen rules`' options).
 #[derive(Clone, Debug)]
 pub struct RulesRequest {
-    /// acl1..ipc2 ([`seedfile::embedded`]) or the path of a seed file.
+    /// acl1..ipc2, of1, of2 ([`seedfile::embedded`]) or the path of a seed file.
     pub seed_file: String,
     pub params: rules::Params,
     pub format: RulesFormat,
-    /// A rule file to compare the statistics with.
+    /// A rule file to compare the statistics with (ClassBench 5-tuple sets only).
     pub compare: Option<PathBuf>,
+    pub variant: RulesVariant,
 }
 
 /// A generated rule-set and its report.
@@ -71,9 +85,152 @@ fn stats_json(s: &stats::RuleStats) -> Value {
     })
 }
 
+fn combinations_json(st: &ofrules::OpenFlowStats, of: &ofseed::OpenFlowSection) -> Value {
+    let total: u64 = of.rule_distribution.iter().map(|c| c.count).sum();
+    let share = |c: ofseed::Combination| {
+        st.combinations.iter().find(|x| x.0 == c).map_or(0, |x| x.1) as f64 / st.rules.max(1) as f64
+    };
+    let ranked =
+        |v: &[([u8; 3], usize)]| v.iter().map(|(o, n)| (ofrules::fmt_oui(*o), json!(n))).collect::<Map<_, _>>();
+    json!({
+        "rules": st.rules,
+        "combinations": of.rule_distribution.iter().map(|c| json!({
+            "attributes": c.combination.attrs().map(ofseed::Attr::name).collect::<Vec<_>>(),
+            "seed_share": c.count as f64 / total as f64,
+            "share": share(c.combination),
+        })).collect::<Vec<_>>(),
+        "dl_src_ouis": ranked(&st.dl_src_ouis),
+        "dl_dst_ouis": ranked(&st.dl_dst_ouis),
+        "in_ports": st.in_ports.len(),
+        "vlan_ids": st.vlan_ids,
+    })
+}
+
+/// `--format classbench` cannot hold what OpenFlow and IPv6 sets match.
+fn needs_ofctl(a: &RulesRequest, what: &str) -> Result<(), Error> {
+    if a.format != RulesFormat::Ofctl {
+        return Err(Error(format!(
+            "{}: {what}, which the ClassBench format cannot hold: use --format ofctl",
+            a.seed_file
+        )));
+    }
+    if a.compare.is_some() {
+        return Err(Error(format!(
+            "--compare compares ClassBench statistics of 5-tuple sets; {} makes {what}",
+            a.seed_file
+        )));
+    }
+    Ok(())
+}
+
+/// The report of an OpenFlow or IPv6 table: flows, rules left out, priorities.
+fn table_fields(fields: &mut Map<String, Value>, warnings: &mut Vec<String>, conv: &rqvs_flow::convert::Conversion) {
+    if !conv.skipped.is_empty() {
+        warnings.push(format!("{} rules have no OpenFlow form and were left out", conv.skipped.len()));
+    }
+    fields.insert("flows".into(), conv.flows.len().into());
+    fields.insert("skipped".into(), conv.skipped.len().into());
+    fields.insert("max_priority".into(), conv.max_priority.into());
+}
+
+/// Generates a ClassBench-ng OpenFlow set (`of1`, `of2`, any seed with an `-openflow` section).
+fn gen_openflow_rules(
+    a: &RulesRequest,
+    seed: &seedfile::SeedFile,
+    of: &ofseed::OpenFlowSection,
+) -> Result<RulesOutput, Error> {
+    needs_ofctl(a, "an OpenFlow seed makes rules on in_port, MACs and VLANs")?;
+    let t = Instant::now();
+    let set = ofrules::generate(seed, of, &a.params)?;
+    let gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    let conv = ofrules::to_flows(&set.rules)?;
+    let text = ofctl::write_flows(&conv.flows)?;
+    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut fields = Map::new();
+    let mut warnings = Vec::new();
+    table_fields(&mut fields, &mut warnings, &conv);
+    let st = ofrules::OpenFlowStats::of(&set);
+    let (gap, worst) = st.worst_combination_share_gap(of);
+    let p = &a.params;
+    let summary = format!(
+        "gen rules: seed {} (OpenFlow, ClassBench-ng) count {} rng-seed {}: {} rules ({} duplicate matches removed), {} flows, in {:.0} ms ({:.0} ms with priorities and formatting); {} combinations (largest share gap {:.2} points, {}), {} given TCP/UDP for their ports; OUIs dl_src {} dl_dst {}, {} in_ports",
+        a.seed_file, p.count, p.rng_seed, set.rules.len(), set.duplicate_matches, conv.flows.len(), gen_ms, total_ms,
+        st.combinations.len(), gap * 100.0, worst.label(), set.protocols_added,
+        st.dl_src_ouis.len(), st.dl_dst_ouis.len(), st.in_ports.len()
+    );
+    for (k, v) in [
+        ("seed_file", json!(a.seed_file)),
+        ("variant", json!("openflow")),
+        ("count", json!(p.count)),
+        ("rng_seed", json!(p.rng_seed)),
+        ("rules", json!(set.rules.len())),
+        ("classic_duplicates", json!(set.classic_duplicates)),
+        ("duplicates", json!(set.duplicate_matches)),
+        ("protocols_added", json!(set.protocols_added)),
+        ("generate_ms", json!(gen_ms)),
+        ("total_ms", json!(total_ms)),
+        ("openflow_stats", combinations_json(&st, of)),
+    ] {
+        fields.insert(k.into(), v);
+    }
+    Ok(RulesOutput { text, fields, warnings, summary, compare_line: None })
+}
+
+/// Generates an IPv6 5-tuple set (`--ipv6`).
+fn gen_ipv6_rules(a: &RulesRequest, seed: &seedfile::SeedFile) -> Result<RulesOutput, Error> {
+    needs_ofctl(a, "IPv6 rules")?;
+    let t = Instant::now();
+    let g = rules::generate(seed, &a.params)?;
+    let gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    let conv = ipv6::to_flows(&g.rules)?;
+    let text = ofctl::write_flows(&conv.flows)?;
+    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut fields = Map::new();
+    let mut warnings = Vec::new();
+    table_fields(&mut fields, &mut warnings, &conv);
+    // The IPv4 set's statistics are the IPv6 set's, prefix for prefix (rqvs_workload::ipv6).
+    let st = stats::RuleStats::of(&g.rules)?;
+    let p = &a.params;
+    let summary = format!(
+        "gen rules: seed {} (IPv6) count {} rng-seed {}: {} rules ({} duplicates removed), {} flows, in {:.0} ms ({:.0} ms with priorities and formatting); {} tuples, {} src / {} dst prefixes",
+        a.seed_file, p.count, p.rng_seed, g.rules.len(), g.duplicates, conv.flows.len(), gen_ms, total_ms, st.tuples, st.src_prefixes, st.dst_prefixes
+    );
+    for (k, v) in [
+        ("seed_file", json!(a.seed_file)),
+        ("variant", json!("ipv6")),
+        ("count", json!(p.count)),
+        ("rng_seed", json!(p.rng_seed)),
+        ("rules", json!(g.rules.len())),
+        ("duplicates", json!(g.duplicates)),
+        ("generate_ms", json!(gen_ms)),
+        ("total_ms", json!(total_ms)),
+        ("stats", stats_json(&st)),
+    ] {
+        fields.insert(k.into(), v);
+    }
+    Ok(RulesOutput { text, fields, warnings, summary, compare_line: None })
+}
+
+/// Whether a seed (name or path) has an `-openflow` section (a cheap look: the section is
+/// parsed by [`gen_rules`]).
+pub fn has_openflow_section(seed_file: &str) -> Result<bool, Error> {
+    let (_, text) = seedfile::read(seed_file)?;
+    Ok(text.lines().any(|l| l.trim() == "-openflow"))
+}
+
 /// Generates a rule-set (module docs).
 pub fn gen_rules(a: &RulesRequest) -> Result<RulesOutput, Error> {
-    let seed = seedfile::load(&a.seed_file)?;
+    let (name, seed_text) = seedfile::read(&a.seed_file)?;
+    let seed = seedfile::parse(&name, &seed_text).map_err(|e| Error(e.to_string()))?;
+    match a.variant {
+        RulesVariant::Ipv6 => return gen_ipv6_rules(a, &seed),
+        RulesVariant::Auto => {
+            if let Some(of) = ofseed::parse(&name, &seed_text).map_err(|e| Error(e.to_string()))? {
+                return gen_openflow_rules(a, &seed, &of);
+            }
+        }
+        RulesVariant::Classic => {}
+    }
     let t = Instant::now();
     let g = rules::generate(&seed, &a.params)?;
     let gen_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -151,9 +308,31 @@ pub struct TraceOutput {
     pub stats_lines: Vec<String>,
 }
 
+/// A ClassBench trace holds IPv4 5-tuples and TCP flags: headers aimed at rules on other fields
+/// (OpenFlow sets' in_port, MACs, VLANs, ToS; IPv6 sets) would lose what makes them match.
+fn classbench_trace_holds(rules: &[rqvs_flow::Rule]) -> Result<(), Error> {
+    const HELD: [&str; 8] = ["nw_src", "nw_dst", "tp_src", "tp_dst", "nw_proto", "tcp_flags", "dl_type", "nw_frag"];
+    for r in rules {
+        let (v, k) = (r.matches.value(), r.matches.mask());
+        let other = k.nonzero_members().into_iter().find(|m| !HELD.contains(m));
+        let not_ipv4 = k.dl_type != 0 && v.dl_type != rqvs_flow::key::ETH_TYPE_IP;
+        if other.is_some() || not_ipv4 {
+            let what = other.map_or_else(|| format!("dl_type {:#06x}", v.dl_type), |m| m.to_string());
+            return Err(Error(format!(
+                "rule {} matches {what}, which a ClassBench trace cannot hold (IPv4 5-tuples and TCP flags only): use --format pcap",
+                r.id
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Generates a trace (module docs).
 pub fn gen_trace(a: &TraceRequest) -> Result<TraceOutput, Error> {
     let rules = inputs::load_rules(Some(&a.rules))?;
+    if a.format == TraceFormat::Classbench {
+        classbench_trace_holds(&rules)?;
+    }
     let mut p = trace::Params::new(a.packets, trace::Locality::parse(&a.locality)?, a.rng_seed);
     p.mode = if a.corner { trace::Mode::Corner } else { trace::Mode::Inside };
     p.max_share = a.max_share;

@@ -5,6 +5,10 @@
 //! - [`seedfile`] — the 12 ClassBench parameter ("seed") files, parsed with `file:line` errors.
 //! - [`rules`] — ClassBench-compatible rule-set generation (Taylor & Turner, ToN 2007): the same
 //!   algorithm as the original `db_generator -bc`, re-implemented to run in O(n · 33) and seeded.
+//! - [`ofseed`], [`ofrules`] — ClassBench-ng's OpenFlow rule-sets (Matoušek et al., ANCS 2017):
+//!   the `-openflow` section of the `of1`/`of2` seeds, and rules with in_port, MACs, VLANs and
+//!   ToS next to the 5-tuple, drawn the ClassBench-ng way.
+//! - [`ipv6`] — IPv6 5-tuple sets from the classic seeds, with ClassBench-ng's `-6` prefixes.
 //! - [`stats`] — the statistics generated sets are compared on (prefix-length histograms, port
 //!   classes, protocol mix, distinct tuples).
 //! - [`trace`] — header traces: headers drawn inside a chosen rule (or at its corners, as the
@@ -24,7 +28,10 @@
 
 pub mod attack;
 pub mod coflow;
+pub mod ipv6;
 pub mod map;
+pub mod ofrules;
+pub mod ofseed;
 pub use rqvs_flow::rng;
 pub mod rules;
 pub mod seedfile;

@@ -103,13 +103,13 @@ struct Filter {
 
 /// A cumulative distribution over the entries of positive weight: `pick(r)` is the first such
 /// entry whose cumulative weight is ≥ r (the original's `r <= cum[i]` scan, by binary search).
-struct Cdf {
+pub(crate) struct Cdf {
     idx: Vec<usize>,
     cum: Vec<f64>,
 }
 
 impl Cdf {
-    fn new(weights: impl IntoIterator<Item = f64>) -> Cdf {
+    pub(crate) fn new(weights: impl IntoIterator<Item = f64>) -> Cdf {
         let w: Vec<(usize, f64)> = weights.into_iter().enumerate().filter(|&(_, x)| x > 0.0).collect();
         let total: f64 = w.iter().map(|x| x.1).sum();
         let mut acc = 0.0;
@@ -128,7 +128,7 @@ impl Cdf {
     }
 
     /// `r` in [0, 1]; the distribution must have an entry of positive weight.
-    fn pick(&self, r: f64) -> usize {
+    pub(crate) fn pick(&self, r: f64) -> usize {
         self.idx[self.cum.partition_point(|&c| c < r).min(self.cum.len() - 1)]
     }
 }
@@ -158,6 +158,18 @@ pub const MAX_COUNT: usize = 10_000_000;
 
 /// Generates a rule-set from a seed file.
 pub fn generate(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
+    generate_inner(seed, params, false)
+}
+
+/// [`generate`] without step 5's duplicate removal: every drawn rule, in the same order (equal
+/// rules next to each other), `duplicates` counting the ones [`generate`] would have removed.
+/// For generators that add fields afterwards ([`crate::ofrules`]), which make most of them
+/// distinct and remove the rest themselves.
+pub fn generate_with_duplicates(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
+    generate_inner(seed, params, true)
+}
+
+fn generate_inner(seed: &SeedFile, params: &Params, keep_duplicates: bool) -> Result<Generated, String> {
     if params.count == 0 || params.count > MAX_COUNT {
         return Err(format!("expected a rule count in 1..={MAX_COUNT}, found {}", params.count));
     }
@@ -215,7 +227,7 @@ pub fn generate(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
         let tuple = (f.sl, f.dl, f.sp.len(), f.dp.len(), f.proto > 0, f.flags.1 > 0);
         let next = tuple_first.len();
         let t = *tuple_first.entry(tuple).or_insert(next);
-        if !seen.insert(key) {
+        if !seen.insert(key) && !keep_duplicates {
             continue;
         }
         let scope = (32 - i32::from(f.sl)) as f64
@@ -244,7 +256,7 @@ pub fn generate(seed: &SeedFile, params: &Params) -> Result<Generated, String> {
         rules.push(Rule::new(pos as u32, total - pos as u32, m, Actions::drop()));
         fields.push(cb);
     }
-    Ok(Generated { rules, fields, drawn: n, duplicates: n - kept.len() })
+    Ok(Generated { rules, fields, drawn: n, duplicates: n - seen.len() })
 }
 
 /// Step 1: protocol, flags, ports and prefix lengths of every rule.

@@ -96,9 +96,15 @@ pub struct SeedFile {
     pub pcorr: [f64; 33],
 }
 
-/// The text of a seed file shipped with ClassBench (`acl1` … `ipc2`), embedded in the crate
-/// (`crates/workload/seeds/`, copies of ClassBench's `parameter_files`), so that a program needs
-/// no data directory; `None` for any other name.
+/// The names of the two OpenFlow seeds published with ClassBench-ng (Matoušek et al., ANCS 2017):
+/// a classic seed followed by an `-openflow` section ([`crate::ofseed`]).
+pub const OPENFLOW_SEEDS: [&str; 2] = ["of1", "of2"];
+
+/// The text of a seed file shipped with ClassBench (`acl1` … `ipc2`) or ClassBench-ng (`of1`,
+/// `of2`), embedded in the crate (`crates/workload/seeds/`, copies of ClassBench's
+/// `parameter_files` and of ClassBench-ng's `seeds/`, MIT licence in
+/// `seeds/classbench-ng-LICENSE.txt`), so that a program needs no data directory; `None` for any
+/// other name.
 pub fn embedded(name: &str) -> Option<&'static str> {
     macro_rules! seeds {
         ($($n:literal),*) => {
@@ -108,7 +114,17 @@ pub fn embedded(name: &str) -> Option<&'static str> {
             }
         };
     }
-    seeds!("acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2")
+    seeds!("acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2", "of1", "of2")
+}
+
+/// The name errors give a seed (`<seed acl1>` for an embedded one, else the path) and its text.
+pub fn read(name_or_path: &str) -> Result<(String, std::borrow::Cow<'static, str>), String> {
+    if let Some(text) = embedded(name_or_path) {
+        return Ok((format!("<seed {name_or_path}>"), std::borrow::Cow::Borrowed(text)));
+    }
+    let path = std::path::Path::new(name_or_path);
+    let text = rqvs_flow::io::read_text(path).map_err(|e| e.to_string())?;
+    Ok((path.display().to_string(), std::borrow::Cow::Owned(text)))
 }
 
 struct Section<'a> {
@@ -121,12 +137,8 @@ struct Section<'a> {
 /// Reads a seed file: `acl1` … `ipc2` name an [`embedded`] seed (errors name it `<seed acl1>`);
 /// anything else is the path of a seed file (plain or `.xz`).
 pub fn load(name_or_path: &str) -> Result<SeedFile, String> {
-    if let Some(text) = embedded(name_or_path) {
-        return parse(&format!("<seed {name_or_path}>"), text).map_err(|e| e.to_string());
-    }
-    let path = std::path::Path::new(name_or_path);
-    let text = rqvs_flow::io::read_text(path).map_err(|e| e.to_string())?;
-    parse(&path.display().to_string(), &text).map_err(|e| e.to_string())
+    let (name, text) = read(name_or_path)?;
+    parse(&name, &text).map_err(|e| e.to_string())
 }
 
 /// Parses seed-file text; `file` names it in errors.

@@ -6,7 +6,12 @@
 //!   uniformly in the prefix, ports uniformly in the range, the protocol uniformly in 0..=255 when
 //!   wildcarded, the TCP flag byte uniformly on its unmatched bits (0 for other protocols). ICMP
 //!   type/code (kept in the port fields, as OVS does) are drawn in 0..=255 when the rule allows it,
-//!   so they survive a real packet. A non-prefix mask is honoured bit by bit.
+//!   so they survive a real packet (ICMPv6's too). A non-prefix mask is honoured bit by bit.
+//!   Wide rules (OpenFlow sets, [`crate::ofrules`]; IPv6 sets, [`crate::ipv6`]): IPv6 addresses
+//!   are drawn like IPv4 ones (the key is an IPv6 one when the rule matches `dl_type=0x86dd`); a
+//!   MAC the rule masks in part gets random bits where unmasked, an exact one is the rule's;
+//!   `in_port`, VLAN and ToS take the rule's value (`in_port` 1 and no tag when not matched), and
+//!   MACs the rule does not match stay zero, as in 5-tuple traces.
 //! - [`Mode::Corner`]: the original's behaviour — each field at the low or high end of its range,
 //!   flags at the rule's value; kept for compatibility with published ClassBench traces.
 //!
@@ -29,7 +34,7 @@
 
 use hashbrown::HashMap;
 use rqvs_classify::{Classifier, TupleMerge};
-use rqvs_flow::key::{IPPROTO_ICMP, IPPROTO_TCP};
+use rqvs_flow::key::{ETH_TYPE_IPV6, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP};
 use rqvs_flow::prefix::min_masked_at_least;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
@@ -333,15 +338,20 @@ pub fn header_inside(m: &Match, rng: &mut Rng) -> FlowKey {
     let mut key = FlowKey::ipv4(0, 0, 0, 0, 0);
     key.in_port = if k.in_port != 0 { v.in_port } else { 1 };
     key.dl_type = v.dl_type | (key.dl_type & !k.dl_type);
-    key.dl_src = v.dl_src;
-    key.dl_dst = v.dl_dst;
+    key.dl_src = mac_inside(v.dl_src, k.dl_src, rng);
+    key.dl_dst = mac_inside(v.dl_dst, k.dl_dst, rng);
     key.vlan_tci = v.vlan_tci;
     key.nw_tos = v.nw_tos;
     key.nw_frag = v.nw_frag;
-    key.nw_src = v.nw_src | (rng.next_u32() & !k.nw_src);
-    key.nw_dst = v.nw_dst | (rng.next_u32() & !k.nw_dst);
+    if key.dl_type == ETH_TYPE_IPV6 {
+        key.ipv6_src = v.ipv6_src | (u128_random(rng) & !k.ipv6_src);
+        key.ipv6_dst = v.ipv6_dst | (u128_random(rng) & !k.ipv6_dst);
+    } else {
+        key.nw_src = v.nw_src | (rng.next_u32() & !k.nw_src);
+        key.nw_dst = v.nw_dst | (rng.next_u32() & !k.nw_dst);
+    }
     key.nw_proto = v.nw_proto | (rng.next_u32() as u8 & !k.nw_proto);
-    let icmp = key.nw_proto == IPPROTO_ICMP;
+    let icmp = key.nw_proto == IPPROTO_ICMP || (key.dl_type == ETH_TYPE_IPV6 && key.nw_proto == IPPROTO_ICMPV6);
     key.tp_src = port_inside(m.tp_src_range(), v.tp_src, k.tp_src, icmp, rng);
     key.tp_dst = port_inside(m.tp_dst_range(), v.tp_dst, k.tp_dst, icmp, rng);
     if key.nw_proto == IPPROTO_TCP {
@@ -353,6 +363,20 @@ pub fn header_inside(m: &Match, rng: &mut Rng) -> FlowKey {
         return header_corner_low(m);
     }
     key
+}
+
+/// A MAC inside `value`/`mask`: the masked bits from the rule, the others random — or all zero
+/// when the rule does not look at the field (5-tuple traces keep their zero MACs).
+fn mac_inside(value: [u8; 6], mask: [u8; 6], rng: &mut Rng) -> [u8; 6] {
+    if mask == [0; 6] || mask == [0xff; 6] {
+        return value;
+    }
+    let r = rng.next_u64().to_be_bytes();
+    std::array::from_fn(|i| value[i] | (r[i + 2] & !mask[i]))
+}
+
+fn u128_random(rng: &mut Rng) -> u128 {
+    u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())
 }
 
 fn port_inside(range: PortRange, value: u16, mask: u16, icmp: bool, rng: &mut Rng) -> u16 {
@@ -376,6 +400,13 @@ fn header_corner_low(m: &Match) -> FlowKey {
     let mut key = FlowKey::ipv4(v.nw_src, v.nw_dst, v.nw_proto, 0, 0);
     key.in_port = if k.in_port != 0 { v.in_port } else { 1 };
     key.dl_type = v.dl_type | (key.dl_type & !k.dl_type);
+    key.dl_src = v.dl_src;
+    key.dl_dst = v.dl_dst;
+    key.vlan_tci = v.vlan_tci;
+    key.nw_tos = v.nw_tos;
+    key.nw_frag = v.nw_frag;
+    key.ipv6_src = v.ipv6_src;
+    key.ipv6_dst = v.ipv6_dst;
     key.tcp_flags = if v.nw_proto == IPPROTO_TCP { v.tcp_flags } else { 0 };
     for (port, range, value, mask) in [
         (&mut key.tp_src, m.tp_src_range(), v.tp_src, k.tp_src),
@@ -393,11 +424,20 @@ pub fn header_corner(m: &Match, rng: &mut Rng) -> FlowKey {
     let (v, k) = (m.value(), m.mask());
     let mut bit = || rng.next_u32() & 1 == 1;
     let mut key = header_corner_low(m);
-    if bit() {
-        key.nw_src = v.nw_src | !k.nw_src;
-    }
-    if bit() {
-        key.nw_dst = v.nw_dst | !k.nw_dst;
+    if key.dl_type == ETH_TYPE_IPV6 {
+        if bit() {
+            key.ipv6_src = v.ipv6_src | !k.ipv6_src;
+        }
+        if bit() {
+            key.ipv6_dst = v.ipv6_dst | !k.ipv6_dst;
+        }
+    } else {
+        if bit() {
+            key.nw_src = v.nw_src | !k.nw_src;
+        }
+        if bit() {
+            key.nw_dst = v.nw_dst | !k.nw_dst;
+        }
     }
     if bit() {
         key.tp_src = m.tp_src_range().hi;
