@@ -87,6 +87,7 @@ fn ovs_vsctl_configures_a_running_switch() {
     let child = Command::new("ip")
         .args(["netns", "exec", sw.name(), env!("CARGO_BIN_EXE_rqvs"), "switch", "--ovsdb", &db.remote()])
         .args(["--unixctl", unixctl.to_str().unwrap()])
+        .env("OVS_RUNDIR", &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -41,7 +41,8 @@
 //!   bridges, `internal` and `patch` interfaces.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,7 +55,8 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
 use std::net::SocketAddr;
 
-use crate::openflow::{Channel, ChannelConfig, FailMode};
+use crate::normal::PortVlan;
+use crate::openflow::{Channel, ChannelConfig, FailMode, OpenflowListener};
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
 
@@ -75,6 +77,9 @@ pub struct VswitchdConfig<'a> {
     /// 5 s).
     pub stats_interval: Duration,
     pub log: LogFn,
+    /// Where the bridge's management socket `BRIDGE.mgmt` is made (OVS's rundir:
+    /// [`crate::unixctl::rundir`]).
+    pub rundir: PathBuf,
 }
 
 /// What one datapath did (one per restart).
@@ -88,6 +93,8 @@ struct PlannedPort {
     ofport: u32,
     name: String,
     spec: String,
+    /// Its `Port`'s `tag`/`trunks`/`vlan_mode` ([`port_vlan`]).
+    vlan: PortVlan,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +112,8 @@ struct Identity {
     controllers: Vec<SocketAddr>,
     secure: bool,
     datapath_id: u64,
+    /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
+    mgmt: Option<PathBuf>,
 }
 
 /// A `Controller` row of the bridge: its target, parsed when rqvs can connect to it.
@@ -156,16 +165,23 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         return p;
     };
     // The interfaces, each checked.
-    let mut good: Vec<(Uuid, String, String, Option<i64>)> = Vec::new();
+    let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
     for port_uuid in br.uuids("ports") {
         let Some(port) = r.row("Port", &port_uuid) else { continue };
         let ifaces = port.uuids("interfaces");
+        let pname = port.str("name").unwrap_or("?");
+        let vlan = port_vlan(port);
+        if let Ok((_, Some(n))) = &vlan {
+            p.notes.push(format!("port {pname}: {n}"));
+        }
         for iu in &ifaces {
             let Some(iface) = r.row("Interface", iu) else { continue };
             let name = iface.str("name").unwrap_or("").to_string();
             let ty = iface.str("type").unwrap_or("");
             let error = if ifaces.len() > 1 {
-                Some(format!("port {}: bonds are not supported by rqvs", port.str("name").unwrap_or("?")))
+                Some(format!("port {pname}: bonds are not supported by rqvs"))
+            } else if let Err(e) = &vlan {
+                Some(format!("port {pname}: {e}"))
             } else {
                 match ty {
                     "" | "system" | "afxdp" => {
@@ -185,7 +201,8 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
                 Some(e) => p.ifaces.push(IfaceStatus { uuid: iu.clone(), name, ofport: -1, error: Some(e) }),
                 None => {
                     let spec = if ty == "afxdp" { format!("{name}:afxdp") } else { name.clone() };
-                    good.push((iu.clone(), name, spec, iface.int("ofport_request")));
+                    let v = vlan.as_ref().map(|v| v.0.clone()).unwrap_or_default();
+                    good.push((iu.clone(), name, spec, iface.int("ofport_request"), v));
                 }
             }
         }
@@ -196,7 +213,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
     let mut by_name: BTreeMap<String, u32> = BTreeMap::new();
     let mut sorted = good.clone();
     sorted.sort_by(|a, b| a.1.cmp(&b.1));
-    for (_, name, _, req) in &sorted {
+    for (_, name, _, req, _) in &sorted {
         match req {
             Some(q) if (1..=MAX_OFPORT).contains(q) && !taken.contains_key(&(*q as u32)) => {
                 taken.insert(*q as u32, name.clone());
@@ -209,7 +226,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             None => {}
         }
     }
-    for (_, name, _, _) in &sorted {
+    for (_, name, _, _, _) in &sorted {
         if by_name.contains_key(name) {
             continue;
         }
@@ -220,7 +237,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             }
         }
     }
-    for (_, name, _, _) in &sorted {
+    for (_, name, _, _, _) in &sorted {
         if by_name.contains_key(name) {
             continue;
         }
@@ -229,9 +246,9 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         by_name.insert(name.clone(), n);
     }
     *assigned = by_name.clone();
-    for (uuid, name, spec, _) in good {
+    for (uuid, name, spec, _, vlan) in good {
         let ofport = by_name[&name];
-        p.ports.push(PlannedPort { ofport, name: name.clone(), spec });
+        p.ports.push(PlannedPort { ofport, name: name.clone(), spec, vlan });
         p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error: None });
     }
     p.ports.sort_by_key(|x| x.ofport);
@@ -256,8 +273,46 @@ impl Plan {
             controllers: self.controllers.iter().filter_map(|c| c.addr.clone().ok()).collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
+            mgmt: None,
         }
     }
+}
+
+/// A `Port` row's VLANs for `NORMAL`, as ovs-vswitchd reads `tag`, `trunks` and `vlan_mode`
+/// (`vlan_mode` unset: `access` when `tag` is set — `trunks` then ignored —, else `trunk`;
+/// `trunks` empty: every VLAN). With it a note to log (something ignored); an error for what
+/// rqvs refuses (`dot1q-tunnel`, an unknown mode).
+fn port_vlan(port: &Row) -> Result<(PortVlan, Option<String>), String> {
+    let tag = port.int("tag").filter(|t| (0..4096).contains(t)).map(|t| t as u16);
+    let mut trunks: Vec<u16> = port
+        .get("trunks")
+        .map(|d| {
+            d.atoms().iter().filter_map(|a| a.as_i64()).filter(|t| (0..4096).contains(t)).map(|t| t as u16).collect()
+        })
+        .unwrap_or_default();
+    trunks.sort_unstable();
+    trunks.dedup();
+    let mode = port.str("vlan_mode").unwrap_or(match tag {
+        Some(_) => "access",
+        None => "trunk",
+    });
+    let ignored = |what: &str| Some(format!("{what} ignored (vlan_mode {mode})"));
+    Ok(match (mode, tag) {
+        ("access", t) => (PortVlan::Access(t.unwrap_or(0)), if trunks.is_empty() { None } else { ignored("trunks") }),
+        ("trunk", t) if trunks.is_empty() => (PortVlan::All, t.and_then(|_| ignored("tag"))),
+        ("trunk", t) => (PortVlan::Trunk(trunks), t.and_then(|_| ignored("tag"))),
+        ("native-tagged" | "native-untagged", Some(native)) => {
+            (PortVlan::Native { native, tagged: mode == "native-tagged", trunks }, None)
+        }
+        ("native-tagged" | "native-untagged", None) => (
+            if trunks.is_empty() { PortVlan::All } else { PortVlan::Trunk(trunks) },
+            Some(format!("vlan_mode {mode} without a tag: a trunk port")),
+        ),
+        ("dot1q-tunnel", _) => return Err("vlan_mode dot1q-tunnel is not supported by rqvs".into()),
+        (other, _) => {
+            return Err(format!("vlan_mode '{other}' is not one of access, trunk, native-tagged, native-untagged"))
+        }
+    })
 }
 
 /// A name Linux accepts for a network device (`dev_valid_name`).
@@ -277,12 +332,26 @@ struct Running {
     servers: Vec<JoinHandle<()>>,
 }
 
+/// The bridge's management socket, bound (it outlives the datapaths: each one's channel serves
+/// a clone of it); the file is removed when it is dropped.
+struct Mgmt {
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl Drop for Mgmt {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 fn start_datapath(
     cfg: &VswitchdConfig<'_>,
     id: &Identity,
     rules: Vec<Rule>,
     unixctl: &Option<Arc<UnixctlServer>>,
     ctl_listener: &Option<Arc<ctl::Listener>>,
+    mgmt: Option<&Mgmt>,
 ) -> Result<Running, Error> {
     let ports = &id.ports;
     let max = ports.iter().map(|p| p.ofport).max().unwrap_or(0).max(1);
@@ -297,12 +366,19 @@ fn start_datapath(
     }
     let mut scfg = (cfg.make)(sources, rules)?;
     scfg.packet_in = !id.controllers.is_empty();
+    scfg.port_vlans =
+        (1..=max).map(|n| ports.iter().find(|p| p.ofport == n).map(|p| p.vlan.clone()).unwrap_or_default()).collect();
     let switch = Switch::start(scfg)?;
     let control = switch.control();
-    let channel = if id.controllers.is_empty() {
+    let listen = match mgmt.filter(|_| id.mgmt.is_some()) {
+        Some(m) => Some(OpenflowListener::unix(&m.listener, &m.path)?),
+        None => None,
+    };
+    let channel = if id.controllers.is_empty() && listen.is_none() {
         None
     } else {
         let ccfg = ChannelConfig {
+            listen,
             controllers: id.controllers.iter().map(|&a| a.into()).collect(),
             fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
             datapath_id: id.datapath_id,
@@ -525,6 +601,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut failed_ports: Option<Identity> = None;
     let mut connected: Vec<String> = Vec::new();
     let mut start_error = String::new();
+    let mut mgmt: Option<Mgmt> = None;
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -549,7 +626,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
             // Without a database the datapath keeps forwarding as last configured.
             if running.is_none() && failed_ports.is_none() {
                 failed_ports = Some(Identity::default());
-                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
+                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener, None) {
                     Ok(r) => running = Some(r),
                     Err(e) => break Err(e),
                 }
@@ -569,7 +646,20 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                 note(format!("controller {}: {e}", c.target));
             }
         }
-        let want = p.identity();
+        // The bridge's management socket follows the bridge's name.
+        let mgmt_path =
+            p.bridge.as_ref().map(|(_, b)| cfg.rundir.join(format!("{}.mgmt", b.str("name").unwrap_or("?"))));
+        if mgmt.as_ref().map(|m| &m.path) != mgmt_path.as_ref() {
+            mgmt = None;
+            if let Some(path) = mgmt_path {
+                match OpenflowListener::bind_unix(&path) {
+                    Ok(listener) => mgmt = Some(Mgmt { path, listener }),
+                    Err(e) => note(format!("the bridge's management socket: {e}")),
+                }
+            }
+        }
+        let mut want = p.identity();
+        want.mgmt = mgmt.as_ref().map(|m| m.path.clone());
         let current = running.as_ref().map(|r| r.identity.clone());
         if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
             if let Some(r) = running.take() {
@@ -581,7 +671,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     Err(e) => break Err(e),
                 }
             }
-            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener) {
+            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
                 Ok(r) => {
                     let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
                     log(&format!(
@@ -599,7 +689,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     failed_ports = Some(want.clone());
                     start_error = e.to_string();
                     // Keep the sockets answering on a datapath without ports.
-                    match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
+                    let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
+                    match start_datapath(&cfg, &bare, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
                         Ok(r) => running = Some(r),
                         Err(e) => break Err(e),
                     }
@@ -674,7 +765,7 @@ mod tests {
         // "lo" exists in every network namespace.
         let mut assigned = BTreeMap::new();
         let p = plan(&replica(&[("lo", "", Some(3)), ("nonexistent0", "", None), ("x", "dpdk", None)]), &mut assigned);
-        assert_eq!(p.ports, vec![PlannedPort { ofport: 3, name: "lo".into(), spec: "lo".into() }]);
+        assert_eq!(p.ports, vec![PlannedPort { ofport: 3, name: "lo".into(), spec: "lo".into(), vlan: PortVlan::All }]);
         let err = |n: &str| p.ifaces.iter().find(|i| i.name == n).unwrap().error.clone().unwrap();
         assert_eq!(err("nonexistent0"), "could not open network device nonexistent0 (No such device)");
         assert_eq!(err("x"), "dpdk interfaces are not supported by rqvs");
@@ -695,5 +786,26 @@ mod tests {
         let p = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
         assert_eq!(p.ports[0].ofport, 1);
         assert!(p.notes.iter().any(|n| n.contains("not honoured")));
+    }
+    #[test]
+    fn port_vlans_follow_ovs_defaults() {
+        let row = |j: serde_json::Value| Row::from_json(&j).unwrap();
+        let v = |j: serde_json::Value| port_vlan(&row(j));
+        assert_eq!(v(json!({})).unwrap(), (PortVlan::All, None));
+        assert_eq!(v(json!({"tag": 10})).unwrap(), (PortVlan::Access(10), None));
+        let (a, note) = v(json!({"tag": 10, "trunks": ["set", [20, 30]]})).unwrap();
+        assert_eq!(a, PortVlan::Access(10));
+        assert_eq!(note.as_deref(), Some("trunks ignored (vlan_mode access)"));
+        assert_eq!(v(json!({"trunks": ["set", [30, 20, 20]]})).unwrap().0, PortVlan::Trunk(vec![20, 30]));
+        assert_eq!(v(json!({"trunks": 20})).unwrap().0, PortVlan::Trunk(vec![20]));
+        assert_eq!(
+            v(json!({"tag": 5, "vlan_mode": "native-untagged", "trunks": ["set", [7]]})).unwrap().0,
+            PortVlan::Native { native: 5, tagged: false, trunks: vec![7] }
+        );
+        assert_eq!(
+            v(json!({"vlan_mode": "dot1q-tunnel", "tag": 5})).unwrap_err(),
+            "vlan_mode dot1q-tunnel is not supported by rqvs"
+        );
+        assert!(v(json!({"vlan_mode": "bogus"})).unwrap_err().contains("'bogus' is not one of"));
     }
 }
