@@ -8,6 +8,9 @@
 //!   across access and trunk ports (the trunk's host answers tagged frames from a raw socket:
 //!   the test kernel may lack 8021q), VLANs kept apart, tagged frames dropped on access ports,
 //!   `trunks` changed while running.
+//! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
+//!   devices in the switch's namespace; a host pings addresses put on them; they keep their
+//!   addresses across a datapath restart and go when their interface (or the switch) does.
 //!
 //! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
 //! (unless `RQVS_REQUIRE_OVS=1`).
@@ -132,7 +135,7 @@ impl Env {
 
     /// Stops the switch (`ovs-appctl exit`), checks it stopped cleanly with every frame
     /// accounted for, and returns its stderr (the log).
-    fn exit(mut self) -> String {
+    fn exit(&mut self) -> String {
         let (ok, out, err) = self.running.exit(&self.unixctl);
         assert!(ok, "{out}{err}");
         assert!(out.contains("every frame accounted for"), "{out}");
@@ -142,7 +145,7 @@ impl Env {
 
 #[test]
 fn ovs_ofctl_over_the_bridge_mgmt_socket() {
-    let Some(env) = Env::start("dropin_mgmt") else { return };
+    let Some(mut env) = Env::start("dropin_mgmt") else { return };
     let h1 = env.host("h1", "p1", "10.79.0.1");
     let _h2 = env.host("h2", "p2", "10.79.0.2");
     env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
@@ -303,7 +306,7 @@ fn send_arp(h: &Netns, vid: Option<u16>, sender: [u8; 4], target: [u8; 4]) {
 
 #[test]
 fn access_and_trunk_ports_for_normal() {
-    let Some(env) = Env::start("dropin_vlans") else { return };
+    let Some(mut env) = Env::start("dropin_vlans") else { return };
     // p1: access VLAN 10; p2: trunk of VLANs 10 and 20; p3: access VLAN 20; p4: every VLAN.
     let h1 = env.host("h1", "p1", "10.80.0.1");
     let h2 = env.host("h2", "p2", "10.80.9.2");
@@ -350,4 +353,38 @@ fn access_and_trunk_ports_for_normal() {
     drop(h4);
     let log = env.exit();
     assert_eq!(log.matches("vlan_mode dot1q-tunnel is not supported").count(), 1, "logged once: {log}");
+}
+
+#[test]
+fn internal_ports_are_tap_devices() {
+    let Some(mut env) = Env::start("dropin_internal") else { return };
+    let h1 = env.host("h1", "p1", "10.81.0.1");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1"]);
+    let br0 = env.vsctl(&["list", "interface", "br0"]);
+    assert!(br0.contains("error               : []"), "{br0}");
+    assert!(!br0.contains("ofport              : -1"), "{br0}");
+    // As with OVS: the operator configures the bridge's interface in the switch's namespace.
+    env.sw.ip(&["addr", "add", "10.81.0.254/24", "dev", "br0"]).unwrap();
+    env.sw.ip(&["link", "set", "br0", "up"]).unwrap();
+    assert!(ping(&h1, "10.81.0.254", 3), "a host reaches the bridge's internal port");
+    env.vsctl(&["add-port", "br0", "int1", "--", "set", "interface", "int1", "type=internal"]);
+    env.sw.ip(&["addr", "add", "10.81.1.254/24", "dev", "int1"]).unwrap();
+    env.sw.ip(&["link", "set", "int1", "up"]).unwrap();
+    h1.ip(&["route", "add", "10.81.1.0/24", "dev", "e0"]).unwrap();
+    assert!(ping(&h1, "10.81.1.254", 2), "and a type=internal port");
+    // A port added restarts the datapath: the tap devices stay, with their addresses.
+    let _h2 = env.host("h2", "p2", "10.81.0.2");
+    env.vsctl(&["add-port", "br0", "p2"]);
+    assert!(ping(&h1, "10.81.0.254", 2), "br0 kept its address across the restart");
+    assert!(ping(&h1, "10.81.0.2", 2));
+    let sw = env.sw.name().to_string();
+    let link =
+        |name: &str| Command::new("ip").args(["-n", &sw, "link", "show", name]).output().unwrap().status.success();
+    assert!(link("int1"));
+    env.vsctl(&["del-port", "br0", "int1"]);
+    eventually("int1's tap device goes with its interface", || !link("int1"));
+    assert!(link("br0"));
+    env.exit();
+    assert!(!link("br0"), "br0's tap device goes when the switch stops");
 }

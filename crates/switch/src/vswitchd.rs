@@ -59,6 +59,7 @@ use crate::normal::PortVlan;
 use crate::openflow::{Channel, ChannelConfig, FailMode, OpenflowListener};
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
+use rqvs_ports::TapKeeper;
 
 /// The largest `ofport_request` honoured (the datapath numbers ports 1..N without gaps).
 pub const MAX_OFPORT: i64 = 256;
@@ -193,14 +194,22 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
                             Some(format!("could not open network device {name} (No such device)"))
                         }
                     }
-                    "internal" => Some("internal interfaces are not supported by rqvs (no tap device yet)".into()),
+                    "internal" if !is_ifname(&name) => {
+                        Some(format!("'{name}' is not a network device name (1 to 15 bytes, no '/' or blank)"))
+                    }
+                    // A tap device, made by the switch ([`keep_taps`]).
+                    "internal" => None,
                     other => Some(format!("{other} interfaces are not supported by rqvs")),
                 }
             };
             match error {
                 Some(e) => p.ifaces.push(IfaceStatus { uuid: iu.clone(), name, ofport: -1, error: Some(e) }),
                 None => {
-                    let spec = if ty == "afxdp" { format!("{name}:afxdp") } else { name.clone() };
+                    let spec = match ty {
+                        "afxdp" => format!("{name}:afxdp"),
+                        "internal" => format!("{name}:tap"),
+                        _ => name.clone(),
+                    };
                     let v = vlan.as_ref().map(|v| v.0.clone()).unwrap_or_default();
                     good.push((iu.clone(), name, spec, iface.int("ofport_request"), v));
                 }
@@ -313,6 +322,32 @@ fn port_vlan(port: &Row) -> Result<(PortVlan, Option<String>), String> {
             return Err(format!("vlan_mode '{other}' is not one of access, trunk, native-tagged, native-untagged"))
         }
     })
+}
+
+/// Makes the tap device of each `internal` interface the plan has (`NAME:tap` ports) and keeps
+/// it while the interface stays, across datapath restarts, so its addresses and routes stay
+/// too ([`TapKeeper`]); drops the devices of interfaces gone. An interface whose device cannot
+/// be made gets the error instead of a port.
+fn keep_taps(p: &mut Plan, keepers: &mut BTreeMap<String, TapKeeper>) {
+    let wanted: Vec<String> = p.ports.iter().filter(|x| x.spec.ends_with(":tap")).map(|x| x.name.clone()).collect();
+    keepers.retain(|n, _| wanted.contains(n));
+    for name in wanted {
+        if keepers.contains_key(&name) {
+            continue;
+        }
+        match TapKeeper::open(&name) {
+            Ok(k) => {
+                keepers.insert(name, k);
+            }
+            Err(e) => {
+                p.ports.retain(|x| x.name != name);
+                for i in p.ifaces.iter_mut().filter(|i| i.name == name) {
+                    i.error = Some(format!("could not make the tap device of internal interface {name}: {e}"));
+                    i.ofport = -1;
+                }
+            }
+        }
+    }
 }
 
 /// A name Linux accepts for a network device (`dev_valid_name`).
@@ -602,6 +637,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut connected: Vec<String> = Vec::new();
     let mut start_error = String::new();
     let mut mgmt: Option<Mgmt> = None;
+    // The tap devices of internal interfaces, by name.
+    let mut taps: BTreeMap<String, TapKeeper> = BTreeMap::new();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -635,6 +672,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let (_, replica) = client.snapshot();
         let mut p = plan(&replica, &mut assigned);
+        keep_taps(&mut p, &mut taps);
         p.notes.iter().for_each(|n| note(n.clone()));
         for i in &p.ifaces {
             if let Some(e) = &i.error {
