@@ -361,6 +361,8 @@ fn internal_ports_are_tap_devices() {
     let h1 = env.host("h1", "p1", "10.81.0.1");
     env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
     env.vsctl(&["add-port", "br0", "p1"]);
+    let types = env.vsctl(&["get", "open_vswitch", ".", "iface_types"]);
+    assert_eq!(types.trim(), "[afxdp, internal, system]");
     let br0 = env.vsctl(&["list", "interface", "br0"]);
     assert!(br0.contains("error               : []"), "{br0}");
     assert!(!br0.contains("ofport              : -1"), "{br0}");

@@ -1,16 +1,30 @@
 //! `rqvs switch --ovsdb`: the switch configured through OVSDB as `ovs-vswitchd` is, so that
-//! `ovs-vsctl` drives it. What is built (issue 37, part 3, first cut):
+//! `ovs-vsctl` drives it. What is built (issue 37, parts 1 and 2):
 //!
 //! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface` and `Controller` tables are monitored
 //!   ([`rqvs_ovsdb::Client`], which reconnects when `ovsdb-server` restarts and re-reads them).
 //! - **One bridge**: the first (by name) with `datapath_type=netdev`. Every other bridge is
 //!   logged once and left alone (several bridges sharing the PMDs is the rest of the issue: the
 //!   switch has one OpenFlow table, one MAC table and one port numbering per `Switch`).
-//! - Its interfaces become ports: type `""`/`system` → AF_PACKET, `afxdp` → AF_XDP. Every
-//!   other type (`internal` included — the bridge's own port: rqvs makes no tap device yet —,
-//!   `dpdk`, `patch`, tunnels) gets `Interface.error` "... not supported by rqvs" and
-//!   `ofport` -1; an interface that does not exist gets OVS's "could not open network device
-//!   NAME (No such device)". A port of several interfaces (a bond) is refused the same way.
+//! - Its interfaces become ports: type `""`/`system` → AF_PACKET, `afxdp` → AF_XDP,
+//!   `internal` (the bridge's own port too) → a tap device (`NAME:tap`, [`rqvs_ports::tap`]),
+//!   made by the switch in its network namespace and kept by a [`TapKeeper`] while the
+//!   interface stays — across datapath restarts, so the addresses an operator puts on it stay
+//!   — and removed with it (or at exit), as OVS's netdev datapath does; it starts down (`ip
+//!   link set br0 up`). The bridge's own port is numbered like the others (OVS gives it
+//!   `LOCAL`, 65534: rqvs numbers ports 1..N). Every other type (`dpdk`, `patch`, tunnels) gets
+//!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
+//!   exist gets OVS's "could not open network device NAME (No such device)". A port of several
+//!   interfaces (a bond) is refused the same way.
+//! - `Port.tag`, `trunks`, `vlan_mode` (`port_vlan`) give each port its VLANs for `NORMAL`
+//!   ([`crate::normal::PortVlan`]): OVS's defaults (a `tag` makes an access port, `trunks`
+//!   ignored; otherwise a trunk of `trunks`, every VLAN when empty), `native-tagged` and
+//!   `native-untagged`; `dot1q-tunnel` and unknown modes are refused in `Interface.error`.
+//! - The bridge's management socket `RUNDIR/BRIDGE.mgmt` (OVS's rundir, `OVS_RUNDIR`): a
+//!   passive OpenFlow listener on a unix socket, bound when the bridge appears and kept while
+//!   it stays (each datapath's channel serves it), removed at exit, so `ovs-ofctl -O
+//!   OpenFlow13 show br0` works unchanged. A stale socket file there is replaced; one a live
+//!   process accepts on (an ovs-vswitchd still running) is left alone and logged.
 //! - `ofport_request` is honoured (1..=[`MAX_OFPORT`]); other interfaces get the lowest free
 //!   number, kept while the interface stays. The datapath numbers its ports 1..N, so a number
 //!   nobody holds is a placeholder port that discards what is sent to it (`show` lists it as
@@ -26,19 +40,21 @@
 //! - **Ports added or removed while running**: the switch cannot add or remove a port live (a
 //!   PMD owns queue *i* of every port from start to stop, and the ports vector, the per-port
 //!   counters and the MAC table's port numbers are fixed when `Switch::start` builds them), so a
-//!   change of the port set stops the datapath and starts a new one in the same process with
-//!   the same OpenFlow rules: forwarding pauses for the restart (~45 ms measured with
-//!   `scripts/ovsdb_restart_pause.sh`), the
-//!   flows' counters, the megaflows and the learned MACs start again from zero. The management
-//!   and unixctl sockets stay bound and are served by each datapath in turn.
+//!   change of the port set (or of a port's VLANs) stops the datapath and starts a new one in
+//!   the same process with the same OpenFlow rules — those `ovs-ofctl` added included, with
+//!   their cookies; their timeouts and flags restart —: forwarding pauses for the restart
+//!   (~45 ms measured with `scripts/ovsdb_restart_pause.sh`), the flows' counters, the
+//!   megaflows and the learned MACs start again from zero; every frame of each datapath is
+//!   accounted for in its own report. The management, unixctl and ctl sockets and the tap
+//!   devices stay and are served by each datapath in turn.
 //! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
 //!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
 //!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
 //!   written as connections come and go; another target gets `status:last_error`. A change of
 //!   controllers, fail mode or datapath id restarts the datapath as a port change does.
-//! - Not yet: the bridge's `BRIDGE.mgmt` socket and `ptcp:`/`punix:` listeners (`--openflow` and
-//!   `--controller` are refused with `--ovsdb`), `Port.tag`/`trunks`, `Flow_Table`, several
-//!   bridges, `internal` and `patch` interfaces.
+//! - Not yet: `ptcp:`/`punix:` controller targets (`--openflow` and `--controller` are refused
+//!   with `--ovsdb`), `Flow_Table`, several bridges (docs/ovs-dropin.md says what is missing),
+//!   `patch` interfaces, ports added without a datapath restart.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::net::UnixListener;
@@ -593,7 +609,7 @@ fn status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String]) -> V
         let want = Row::new()
             .with("cur_cfg", Datum::one(*next_cfg))
             .with("datapath_types", str_set(&["netdev"]))
-            .with("iface_types", str_set(&["afxdp", "system"]));
+            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
         let upd = changed(r.row("Open_vSwitch", uuid), want);
         if !upd.0.is_empty() {
             ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));

@@ -1,5 +1,6 @@
 //! The OpenFlow channel: OpenFlow 1.3 and 1.4 (the codec is `rqvs_openflow`) over TCP, passive
-//! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch) and active
+//! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch; or a unix
+//! socket, [`OpenflowListener::unix`]: the bridge's `BRIDGE.mgmt` with `--ovsdb`) and active
 //! (`--controller tcp:IP:PORT`, repeatable: the switch connects to controllers and keeps
 //! reconnecting). Several connections at once; each has a reader thread and a writer thread.
 //!
@@ -17,7 +18,7 @@
 //!
 //! | message | answer |
 //! |---|---|
-//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED and close |
+//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x04 to 0x05, you support no later than version 0xNN.") and close |
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
