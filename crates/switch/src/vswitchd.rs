@@ -43,7 +43,7 @@
 //!   change of the port set (or of a port's VLANs) stops the datapath and starts a new one in
 //!   the same process with the same OpenFlow rules — those `ovs-ofctl` added included, with
 //!   their cookies; their timeouts and flags restart —: forwarding pauses for the restart
-//!   (~45 ms measured with `scripts/ovsdb_restart_pause.sh`), the flows' counters, the
+//!   (~40–60 ms measured with `scripts/ovsdb_restart_pause.sh`), the flows' counters, the
 //!   megaflows and the learned MACs start again from zero; every frame of each datapath is
 //!   accounted for in its own report. The management, unixctl and ctl sockets and the tap
 //!   devices stay and are served by each datapath in turn.
