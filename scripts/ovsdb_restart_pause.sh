@@ -20,7 +20,7 @@ OVS_RUNDIR=$D ovsdb-server $D/conf.db --remote=punix:$D/db.sock --unixctl=$D/s.c
 sleep 0.5
 V="ovs-vsctl --db=unix:$D/db.sock --timeout=30"
 $V --no-wait init
-ip netns exec $S "$RQVS" switch --ovsdb unix:$D/db.sock > $D/sw.out 2> $D/sw.err & SWPID=$!
+OVS_RUNDIR=$D ip netns exec $S "$RQVS" switch --ovsdb unix:$D/db.sock > $D/sw.out 2> $D/sw.err & SWPID=$!
 sleep 0.5
 for cmd in "add-br br0 -- set bridge br0 datapath_type=netdev" "add-port br0 p1" "add-port br0 p2"; do
   s=$(date +%s%N); $V $cmd; e=$(date +%s%N); echo "ovs-vsctl $cmd: $(( (e-s)/1000000 )) ms"

@@ -79,6 +79,7 @@ pub fn run(
         ctl,
         stats_interval: Duration::from_secs(5),
         log: Arc::new(|line: &str| eprintln!("{line}")),
+        rundir: rqvs_switch::unixctl::rundir(),
     };
     let generations = vswitchd::run(cfg, &stop)?;
     drop(daemon);

@@ -166,7 +166,9 @@ fn duplicate_ports(names: &[String]) -> Result<(), String> {
     for (i, n) in names.iter().enumerate() {
         let Ok(spec) = n.parse::<PortSpec>() else { continue };
         let key = match &spec.port_type {
-            rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp => format!("interface {}", spec.name),
+            rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp | rqvs_ports::PortType::Tap => {
+                format!("interface {}", spec.name)
+            }
             rqvs_ports::PortType::PcapOut(p) => format!("file {}", p.display()),
             rqvs_ports::PortType::PcapIn(_) => continue,
         };

@@ -45,11 +45,13 @@
 //! - [`afxdp`]: AF_XDP sockets in copy mode, one per queue, with a five-instruction XDP program
 //!   (redirect by receive queue into an XSKMAP) loaded and attached by this crate through
 //!   `bpf(2)` and a `bpf_link` — no C libraries, no BPF toolchain; detached on drop.
+//! - [`tap`]: `NAME:tap`, a tap device through `/dev/net/tun` (a queue per PMD), as OVS's
+//!   netdev datapath makes for `internal` ports: the host's stack sends into the switch.
 //! - [`pcap`]: `pcap-in:FILE` (pcap or pcapng, frames split over queues by [`flow_hash`]) and
 //!   `pcap-out:FILE` — offline ports, so a switch runs with no interfaces at all.
 //!
 //! ## Safety
-//! `unsafe` lives in two small modules: `sys` (system calls, `mmap`) and `ring` (memory shared
+//! `unsafe` lives in two small modules: `sys` (system calls, `mmap`, the tap ioctls) and `ring` (memory shared
 //! with the kernel; its module docs give the ownership rules that make the frame views sound).
 //! Everything else is safe code.
 //!
@@ -71,6 +73,7 @@ mod port;
 mod ring;
 pub mod stats;
 mod sys;
+pub mod tap;
 pub mod testnet;
 
 pub use afpacket::AfPacketConfig;
@@ -83,6 +86,7 @@ pub use port::{
 };
 pub use stats::{EventHook, EventKind, LinkState, PortEvent, PortStats, QueueStats};
 pub use sys::is_root;
+pub use tap::TapKeeper;
 
 /// Frames per batch: at most this many per [`RxQueue::recv`], and a [`TxQueue`] flushes on its
 /// own when this many are staged. Equal to the datapath's `BATCH`.

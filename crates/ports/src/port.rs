@@ -12,8 +12,8 @@ use crate::frame::FrameMut;
 use crate::pcap::{self, PcapConfig};
 use crate::ring::Slot;
 use crate::stats::{bump, EventHook, LinkState, PortShared, PortStats, QueueCounters};
-use crate::sys;
 use crate::BATCH;
+use crate::{sys, tap};
 
 /// The kind of a port and where its frames come from or go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub enum PortType {
     PcapIn(PathBuf),
     /// Frames written to a capture file.
     PcapOut(PathBuf),
+    /// A tap device (made when missing): the host's stack on one side ([`crate::tap`]).
+    Tap,
 }
 
 impl PortType {
@@ -36,12 +38,13 @@ impl PortType {
             PortType::AfXdp => "afxdp",
             PortType::PcapIn(_) => "pcap-in",
             PortType::PcapOut(_) => "pcap-out",
+            PortType::Tap => "tap",
         }
     }
 }
 
 /// A parsed `--port` argument: `NAME` or `NAME:afpacket` (an interface through AF_PACKET),
-/// `NAME:afxdp`, `pcap-in:FILE`, `pcap-out:FILE`.
+/// `NAME:afxdp`, `NAME:tap` (a tap device, made when missing), `pcap-in:FILE`, `pcap-out:FILE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortSpec {
     /// The interface name, or the file for pcap ports.
@@ -80,10 +83,11 @@ impl FromStr for PortSpec {
         let port_type = match ty {
             "afpacket" => PortType::AfPacket,
             "afxdp" => PortType::AfXdp,
+            "tap" => PortType::Tap,
             other => {
                 return Err(PortError::Spec(format!(
                     "port '{s}': unknown port type '{other}' (expected NAME, NAME:afpacket, NAME:afxdp, \
-                     pcap-in:FILE or pcap-out:FILE)"
+                     NAME:tap, pcap-in:FILE or pcap-out:FILE)"
                 )))
             }
         };
@@ -140,6 +144,13 @@ pub fn open(spec: &PortSpec, cfg: &PortConfig) -> Result<Port, PortError> {
             let rx = rx.into_iter().map(RxBackend::AfXdp).collect();
             let tx = tx.into_iter().map(TxBackend::AfXdp).collect();
             (rx, tx, kernel, Some((ifindex, ctl)))
+        }
+        PortType::Tap => {
+            let (rx, tx) = tap::open(name, queues)?;
+            let iface = interface(name)?;
+            let rx = rx.into_iter().map(RxBackend::Tap).collect();
+            let tx = tx.into_iter().map(TxBackend::TapDevice).collect();
+            (rx, tx, (0..queues).map(|_| None).collect(), Some(iface))
         }
         PortType::PcapIn(path) => {
             let rx = pcap::open_in(path, queues, &cfg.pcap)?.into_iter().map(RxBackend::PcapIn).collect();
@@ -310,6 +321,7 @@ pub(crate) enum RxBackend {
     AfPacket(afpacket::Rx),
     AfXdp(afxdp::Rx),
     PcapIn(pcap::Rx),
+    Tap(tap::Rx),
     /// Never has frames (the receive side of a `pcap-out` port).
     Idle,
 }
@@ -347,6 +359,7 @@ impl RxQueue {
             RxBackend::AfPacket(rx) => rx.fill(&mut self.slots, &self.counters),
             RxBackend::AfXdp(rx) => rx.fill(&mut self.slots, &self.counters),
             RxBackend::PcapIn(rx) => rx.fill(&mut self.slots, &self.shared),
+            RxBackend::Tap(rx) => rx.fill(&mut self.slots, &self.shared),
             RxBackend::Idle => 0,
         };
         self.n = n;
@@ -402,7 +415,7 @@ impl RxQueue {
         match &mut self.backend {
             RxBackend::AfPacket(rx) => rx.release(),
             RxBackend::AfXdp(rx) => rx.release(&self.shared),
-            RxBackend::PcapIn(_) | RxBackend::Idle => {}
+            RxBackend::PcapIn(_) | RxBackend::Tap(_) | RxBackend::Idle => {}
         }
     }
 }
@@ -455,6 +468,8 @@ pub(crate) enum TxBackend {
     PcapOut(pcap::Tx),
     /// Hands every frame to a function ([`open_tap`]).
     Tap(FrameTap, Staging),
+    /// Writes every frame to a tap device (`NAME:tap`, [`crate::tap`]).
+    TapDevice(tap::Tx),
     /// Counts every frame as dropped (the transmit side of a `pcap-in` port).
     Sink,
 }
@@ -494,6 +509,7 @@ impl TxQueue {
             TxBackend::AfXdp(tx) => tx.stage(frame, &self.counters, &self.shared),
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
             TxBackend::Tap(_, staging) => staging.push(frame),
+            TxBackend::TapDevice(tx) => tx.staging.push(frame),
             TxBackend::Sink => {}
         }
         true
@@ -506,6 +522,7 @@ impl TxQueue {
             TxBackend::AfXdp(tx) => tx.pending(),
             TxBackend::PcapOut(tx) => tx.staging.len(),
             TxBackend::Tap(_, staging) => staging.len(),
+            TxBackend::TapDevice(tx) => tx.staging.len(),
             TxBackend::Sink => 0,
         }
     }
@@ -518,6 +535,7 @@ impl TxQueue {
             TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.flush(c, shared),
             TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
+            TxBackend::TapDevice(tx) => tx.flush(c, shared),
             TxBackend::Sink => {}
         }
     }
@@ -539,6 +557,7 @@ impl Drop for TxQueue {
             TxBackend::AfXdp(tx) => tx.flush(c, shared),
             TxBackend::PcapOut(tx) => tx.sync(c, shared),
             TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
+            TxBackend::TapDevice(tx) => tx.flush(c, shared),
             TxBackend::Sink => {}
         }
     }

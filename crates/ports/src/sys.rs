@@ -298,7 +298,8 @@ struct IfReq {
 }
 
 fn ifreq_ioctl(fd: &OwnedFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
-    // SAFETY: `req` is a 40-byte ifreq the kernel reads and writes within its size; for
+    // SAFETY: `req` is a 40-byte ifreq the kernel reads and writes within its size (TUNSETIFF
+    // and TUNSETQUEUE too: they read the name and flags, and write the name); for
     // SIOCETHTOOL its data holds the address of the caller's live `EthtoolChannels` or
     // `EthtoolCmd` (the size the command implies), whose
     // address was exposed by the integer cast and which the kernel writes within its size.
@@ -321,6 +322,49 @@ fn named_ifreq(name: &str) -> io::Result<IfReq> {
     }
     req.name[..name.len()].copy_from_slice(name.as_bytes());
     Ok(req)
+}
+
+/// Opens one queue of the tap device `name` (made when it does not exist; a multi-queue tap
+/// without packet information, as OVS's netdev datapath makes its internal ports), non-blocking.
+/// `EBUSY` when `name` is another kind of device (or a tap made without multi-queue).
+pub(crate) fn tap_open(name: &str) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/dev/net/tun")?;
+    let fd = OwnedFd::from(file);
+    let mut req = named_ifreq(name)?;
+    let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as u16;
+    req.data[..2].copy_from_slice(&flags.to_ne_bytes());
+    ifreq_ioctl(&fd, libc::TUNSETIFF as libc::c_ulong, &mut req)?;
+    Ok(fd)
+}
+
+/// Detaches a tap queue (`TUNSETQUEUE`, `IFF_DETACH_QUEUE`): the kernel sends it nothing more,
+/// and the device lives on while the descriptor is open.
+pub(crate) fn tap_detach(fd: &OwnedFd) -> io::Result<()> {
+    let mut req = IfReq { name: [0; libc::IFNAMSIZ], data: [0; 24] };
+    req.data[..2].copy_from_slice(&(libc::IFF_DETACH_QUEUE as u16).to_ne_bytes());
+    ifreq_ioctl(fd, libc::TUNSETQUEUE as libc::c_ulong, &mut req)
+}
+
+/// `read(2)` of one frame from a non-blocking descriptor: `Ok(None)` when none is waiting.
+pub(crate) fn read_nonblocking(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: pointer and length describe the caller's live, writable slice; the kernel writes
+    // at most `buf.len()` bytes into it.
+    match cvt_size(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }) {
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `write(2)` of one frame.
+pub(crate) fn write(fd: &OwnedFd, frame: &[u8]) -> io::Result<usize> {
+    // SAFETY: pointer and length describe the caller's slice, only read by the kernel.
+    cvt_size(unsafe { libc::write(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) })
 }
 
 /// The interface flags (`IFF_UP`, `IFF_RUNNING`, ...) of `name`.

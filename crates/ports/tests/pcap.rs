@@ -155,6 +155,8 @@ fn port_specs_parse_and_refuse_clearly() {
     let p = |s: &str| s.parse::<PortSpec>();
     assert_eq!(p("p1").unwrap(), PortSpec { name: "p1".into(), port_type: PortType::AfPacket });
     assert_eq!(p("p1:afxdp").unwrap().port_type, PortType::AfXdp);
+    assert_eq!(p("br0:tap").unwrap(), PortSpec { name: "br0".into(), port_type: PortType::Tap });
+    assert_eq!(p("br0:tap").unwrap().to_string(), "br0:tap");
     assert_eq!(p("eth0.100:afpacket").unwrap().name, "eth0.100");
     assert_eq!(p("pcap-in:a:b.pcap").unwrap().port_type, PortType::PcapIn("a:b.pcap".into()));
     assert_eq!(p("pcap-out:o.pcap").unwrap().to_string(), "pcap-out:o.pcap");

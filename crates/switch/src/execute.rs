@@ -37,7 +37,7 @@ use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
 use rqvs_ports::TxQueue;
 
-use crate::normal::{Forward, MacTable};
+use crate::normal::{vid_of, Forward, MacTable};
 
 /// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
 /// `crate::openflow`).
@@ -101,6 +101,8 @@ pub struct Outcome {
 /// Applies actions to frames (module docs). One per PMD thread.
 pub struct Executor {
     scratch: Vec<u8>,
+    /// A frame retagged for one port by `NORMAL` on ports with VLANs.
+    vlan_buf: Vec<u8>,
     macs: Arc<MacTable>,
     packet_in: Option<PacketInQueue>,
 }
@@ -115,7 +117,7 @@ impl Executor {
     /// An executor learning into `macs` (`NORMAL`), sending packet-ins into `packet_in` (none:
     /// `controller` ops only count).
     pub fn new(macs: Arc<MacTable>, packet_in: Option<PacketInQueue>) -> Executor {
-        Executor { scratch: Vec::with_capacity(2048), macs, packet_in }
+        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in }
     }
 
     /// Applies `action` to `frame`, received on port `in_port` (1-based; `tx[p - 1]` is port
@@ -155,6 +157,9 @@ impl Executor {
                 Op::Output(p) => send(cur, p, in_port, tx, out),
                 Op::InPort => send_to(cur, in_port, tx, out),
                 Op::Flood => flood(cur, in_port, tx, out),
+                Op::Normal if self.macs.has_vlans() => {
+                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, tx, out)
+                }
                 Op::Normal => match self.macs.forward(cur, in_port) {
                     Forward::Drop => {}
                     Forward::Port(p) => send_to(cur, p, tx, out),
@@ -272,5 +277,44 @@ fn send_to(frame: &[u8], p: u32, tx: &mut [TxQueue], out: &mut Outcome) {
             out.outputs += 1;
         }
         None => out.skipped += 1,
+    }
+}
+
+/// `NORMAL` on ports with VLANs ([`crate::normal`]): the frame's VLAN from its input port, then
+/// to each output port that carries it, untagged or tagged as that port says (retagged in
+/// `buf` when it differs from how the frame came in).
+fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, tx: &mut [TxQueue], out: &mut Outcome) {
+    let Some(d) = macs.forward_vlan(frame, in_port) else { return };
+    let has_tag = frame.get(12..14) == Some(&[0x81, 0x00]);
+    let vid = vid_of(frame);
+    let mut emit = |p: u32, tx: &mut [TxQueue], out: &mut Outcome| match macs.port_vlan(p).output(d.vlan) {
+        None => {}
+        Some(None) if !has_tag => send_to(frame, p, tx, out),
+        Some(Some(v)) if vid == Some(v) => send_to(frame, p, tx, out),
+        Some(want) => {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            match want {
+                None => {
+                    strip_vlan(buf);
+                }
+                Some(v) => {
+                    let retagged = Frame::new_checked(&mut buf[..]).is_ok_and(|mut f| f.set_vlan_vid(v));
+                    if !retagged {
+                        push_vlan(buf, v);
+                    }
+                }
+            }
+            send_to(buf, p, tx, out);
+        }
+    };
+    match d.to {
+        Forward::Drop => {}
+        Forward::Port(p) => emit(p, tx, out),
+        Forward::Flood => {
+            for p in (1..=tx.len() as u32).filter(|p| *p != in_port) {
+                emit(p, tx, out);
+            }
+        }
     }
 }

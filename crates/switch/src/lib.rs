@@ -174,6 +174,9 @@ pub struct SwitchConfig {
     /// idle station stays (OVS's `mac-aging-time`) ([`normal`]).
     pub mac_table_size: usize,
     pub mac_aging: std::time::Duration,
+    /// The VLANs each port carries for `NORMAL`, by port − 1 (empty: every port every VLAN;
+    /// OVS's `Port.tag`/`trunks`/`vlan_mode`, [`normal::PortVlan`]).
+    pub port_vlans: Vec<normal::PortVlan>,
 }
 
 impl SwitchConfig {
@@ -198,6 +201,7 @@ impl SwitchConfig {
             policing: Vec::new(),
             mac_table_size: normal::DEFAULT_SIZE,
             mac_aging: normal::DEFAULT_AGING,
+            port_vlans: Vec::new(),
         }
     }
 }
@@ -377,7 +381,8 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let macs = Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging));
+        let macs =
+            Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging).with_vlans(cfg.port_vlans.clone()));
         let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
             let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
             (Some(t), Some(r))

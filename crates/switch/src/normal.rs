@@ -24,9 +24,28 @@
 //! [`MacTable::aging`] without a frame from its station (`--mac-aging-time`, OVS's
 //! `mac-aging-time`, default [`DEFAULT_AGING`]): an aged station is flooded to again until it
 //! sends. A full bucket replaces its least recently seen entry (OVS evicts the least recently
-//! used). Differences from OVS: ports carry every VLAN (no access ports, no per-port VLAN sets),
-//! and aging is checked when an entry is read (a lookup, `fdb/show`), not by a periodic sweep —
-//! the forwarding is the same; and OVS clamps the aging time to at least 15 s, rqvs takes 1 s.
+//! used). Differences from OVS: aging is checked when an entry is read (a lookup, `fdb/show`),
+//! not by a periodic sweep — the forwarding is the same; and OVS clamps the aging time to at
+//! least 15 s, rqvs takes 1 s.
+//!
+//! **VLANs of ports** ([`PortVlan`], OVS's `Port.tag`, `trunks`, `vlan_mode`; given with
+//! [`MacTable::with_vlans`], `rqvs switch --ovsdb` reads them from the `Port` table). A port
+//! without any carries every VLAN and frames pass unchanged (OVS's default, and the only
+//! behaviour without `--ovsdb`). Otherwise, as OVS's `xlate_normal`:
+//!
+//! - **input**: the frame's VLAN is decided by its port — `access` (OVS's default when `tag` is
+//!   set): untagged (or priority-tagged, VID 0) frames are in VLAN `tag`, tagged ones are
+//!   dropped; `trunk` (the default without `tag`): the frame's own VID (0 untagged), dropped
+//!   unless `trunks` is empty (every VLAN) or lists it; `native-tagged`/`native-untagged`:
+//!   untagged frames are in the native VLAN `tag`, tagged ones as for a trunk (`tag` counts as
+//!   listed). Dropped frames are not learned from.
+//! - **output** (the learned port, or every port but the input one when flooding): only ports
+//!   that carry the frame's VLAN; it leaves untagged from an `access` port, from a
+//!   `native-untagged` port in its native VLAN, and in VLAN 0; tagged with the VID otherwise.
+//!
+//! Ports are numbered by their index: `vlans[p - 1]` is port `p`'s. Differences from OVS:
+//! `other_config:priority-tags`, `dot1q-tunnel` and 802.1ad (`cvlans`, `qinq-ethtype`) are not
+//! read (a `dot1q-tunnel` port is refused where the configuration is read).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -46,6 +65,78 @@ pub enum Forward {
     Port(u32),
     /// To every port but the input port.
     Flood,
+}
+
+/// How a port carries VLANs (module docs; OVS's `vlan_mode`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PortVlan {
+    /// Every VLAN, frames unchanged (OVS's trunk port with `trunks` empty).
+    #[default]
+    All,
+    /// `vlan_mode=access` with `tag`.
+    Access(u16),
+    /// `vlan_mode=trunk`: the listed VIDs (sorted; 0 is untagged).
+    Trunk(Vec<u16>),
+    /// `native-tagged` (`tagged: true`) or `native-untagged`: native VLAN `native` (untagged on
+    /// input), and the listed VIDs (empty: every VLAN).
+    Native { native: u16, tagged: bool, trunks: Vec<u16> },
+}
+
+impl PortVlan {
+    /// The VLAN a frame tagged `vid` (`None`: untagged or priority-tagged) is in, or `None`
+    /// when this port drops it.
+    pub fn input(&self, vid: Option<u16>) -> Option<u16> {
+        match (self, vid) {
+            (PortVlan::All, v) => Some(v.unwrap_or(0)),
+            (PortVlan::Access(tag), None) => Some(*tag),
+            (PortVlan::Access(_), Some(_)) => None,
+            (PortVlan::Trunk(_), v) => Some(v.unwrap_or(0)).filter(|v| self.carries(*v)),
+            (PortVlan::Native { native, .. }, None) => Some(*native),
+            (PortVlan::Native { .. }, Some(v)) => Some(v).filter(|v| self.carries(*v)),
+        }
+    }
+
+    /// Does this port carry VLAN `vlan`?
+    pub fn carries(&self, vlan: u16) -> bool {
+        match self {
+            PortVlan::All => true,
+            PortVlan::Access(tag) => vlan == *tag,
+            PortVlan::Trunk(t) => t.is_empty() || t.binary_search(&vlan).is_ok(),
+            PortVlan::Native { native, trunks, .. } => {
+                vlan == *native || trunks.is_empty() || trunks.binary_search(&vlan).is_ok()
+            }
+        }
+    }
+
+    /// How a frame of VLAN `vlan` leaves this port: `None` not at all, `Some(None)` untagged,
+    /// `Some(Some(vid))` tagged.
+    pub fn output(&self, vlan: u16) -> Option<Option<u16>> {
+        if !self.carries(vlan) {
+            return None;
+        }
+        Some(match self {
+            PortVlan::Access(_) => None,
+            PortVlan::Native { native, tagged: false, .. } if vlan == *native => None,
+            _ if vlan == 0 => None,
+            _ => Some(vlan),
+        })
+    }
+}
+
+/// The VID of the frame's first 802.1Q tag, `None` when untagged or priority-tagged (VID 0).
+pub fn vid_of(frame: &[u8]) -> Option<u16> {
+    match frame.get(12..16) {
+        Some([0x81, 0x00, hi, lo]) => Some(u16::from_be_bytes([*hi, *lo]) & 0x0fff).filter(|v| *v != 0),
+        _ => None,
+    }
+}
+
+/// What `NORMAL` decided for a frame on ports with VLANs ([`MacTable::forward_vlan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanForward {
+    /// The frame's VLAN.
+    pub vlan: u16,
+    pub to: Forward,
 }
 
 /// One learned station.
@@ -74,6 +165,8 @@ pub struct MacTable {
     buckets: Box<[Mutex<[Entry; WAYS]>]>,
     aging: Duration,
     start: Instant,
+    /// The ports' VLANs (by port − 1); empty when every port carries every VLAN.
+    vlans: Vec<PortVlan>,
 }
 
 impl Default for MacTable {
@@ -117,7 +210,26 @@ impl MacTable {
             buckets: (0..buckets).map(|_| Mutex::new([Entry::default(); WAYS])).collect(),
             aging,
             start: Instant::now(),
+            vlans: Vec::new(),
         }
+    }
+
+    /// This table for ports whose VLANs are `vlans` (by port − 1; a port beyond it carries
+    /// every VLAN). All [`PortVlan::All`] is the same as none.
+    pub fn with_vlans(mut self, vlans: Vec<PortVlan>) -> MacTable {
+        self.vlans = if vlans.iter().all(|v| *v == PortVlan::All) { Vec::new() } else { vlans };
+        self
+    }
+
+    /// Do the ports have VLAN settings ([`MacTable::forward_vlan`] must be used)?
+    pub fn has_vlans(&self) -> bool {
+        !self.vlans.is_empty()
+    }
+
+    /// Port `port`'s VLANs.
+    pub fn port_vlan(&self, port: u32) -> &PortVlan {
+        static ALL: PortVlan = PortVlan::All;
+        port.checked_sub(1).and_then(|i| self.vlans.get(i as usize)).unwrap_or(&ALL)
     }
 
     /// Entries the table holds at most.
@@ -196,11 +308,25 @@ impl MacTable {
     /// `NORMAL` for a frame from `in_port` (module docs): learns its source in its VLAN, says
     /// where it goes. A frame shorter than two addresses is dropped.
     pub fn forward(&self, frame: &[u8], in_port: u32) -> Forward {
+        self.forward_in(frame, in_port, vlan_of(frame))
+    }
+
+    /// `NORMAL` on ports with VLANs (module docs): the frame's VLAN as its input port decides
+    /// (`None`: the port drops it, nothing learned), and where it goes in that VLAN. Which
+    /// output ports carry the VLAN, and with which tag, is [`PortVlan::output`]'s to say.
+    pub fn forward_vlan(&self, frame: &[u8], in_port: u32) -> Option<VlanForward> {
+        if frame.len() < 14 {
+            return None;
+        }
+        let vlan = self.port_vlan(in_port).input(vid_of(frame))?;
+        Some(VlanForward { vlan, to: self.forward_in(frame, in_port, vlan) })
+    }
+
+    fn forward_in(&self, frame: &[u8], in_port: u32, vlan: u16) -> Forward {
         let (Some(dst), Some(src)) = (frame.first_chunk::<6>(), frame.get(6..12).and_then(|s| s.first_chunk::<6>()))
         else {
             return Forward::Drop;
         };
-        let vlan = vlan_of(frame);
         self.learn(vlan, src, in_port);
         if is_reserved(dst) {
             return Forward::Drop;
@@ -230,6 +356,49 @@ mod tests {
     const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0xa];
     const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0xb];
     const BCAST: [u8; 6] = [0xff; 6];
+
+    #[test]
+    fn port_vlans_decide_input_and_output_as_ovs() {
+        // access 10; trunk of 10 and 20; native-untagged 30 carrying 10; every VLAN.
+        let access = PortVlan::Access(10);
+        let trunk = PortVlan::Trunk(vec![10, 20]);
+        let native = PortVlan::Native { native: 30, tagged: false, trunks: vec![10] };
+        let native_tagged = PortVlan::Native { native: 30, tagged: true, trunks: vec![10] };
+        assert_eq!(access.input(None), Some(10));
+        assert_eq!(access.input(Some(10)), None, "tagged frames are dropped on access ports");
+        assert_eq!(trunk.input(Some(20)), Some(20));
+        assert_eq!(trunk.input(Some(30)), None, "not a listed VLAN");
+        assert_eq!(trunk.input(None), None, "VLAN 0 is not listed");
+        assert_eq!(PortVlan::Trunk(vec![]).input(None), Some(0), "empty trunks: every VLAN");
+        assert_eq!(native.input(None), Some(30));
+        assert_eq!(native.input(Some(10)), Some(10));
+        assert_eq!(native.input(Some(20)), None);
+        assert_eq!(access.output(10), Some(None));
+        assert_eq!(access.output(20), None);
+        assert_eq!(trunk.output(10), Some(Some(10)));
+        assert_eq!(trunk.output(30), None);
+        assert_eq!(native.output(30), Some(None), "native-untagged: untagged in its VLAN");
+        assert_eq!(native_tagged.output(30), Some(Some(30)));
+        assert_eq!(native.output(10), Some(Some(10)));
+        assert_eq!(PortVlan::All.output(0), Some(None));
+        assert_eq!(PortVlan::All.output(7), Some(Some(7)));
+    }
+
+    #[test]
+    fn forward_vlan_learns_in_the_port_vlan() {
+        let t = MacTable::new().with_vlans(vec![PortVlan::Access(10), PortVlan::Trunk(vec![10]), PortVlan::Access(20)]);
+        assert!(t.has_vlans());
+        let f = t.forward_vlan(&frame(B, A), 1).unwrap();
+        assert_eq!(f, VlanForward { vlan: 10, to: Forward::Flood });
+        assert_eq!(t.lookup(10, &A), Some(1), "learned in the access port's VLAN");
+        assert_eq!(t.lookup(0, &A), None);
+        assert_eq!(t.forward_vlan(&tagged(A, B, 10), 2).unwrap(), VlanForward { vlan: 10, to: Forward::Port(1) });
+        assert_eq!(t.forward_vlan(&tagged(A, B, 10), 1), None, "tagged on an access port");
+        assert_eq!(t.forward_vlan(&tagged(A, B, 20), 2), None, "VLAN 20 is not on the trunk");
+        // Port 3 is in VLAN 20: A (VLAN 10) is unknown there.
+        assert_eq!(t.forward_vlan(&frame(A, B), 3).unwrap(), VlanForward { vlan: 20, to: Forward::Flood });
+        assert!(!MacTable::new().with_vlans(vec![PortVlan::All; 3]).has_vlans());
+    }
 
     #[test]
     fn learns_floods_forwards_and_follows_moves() {

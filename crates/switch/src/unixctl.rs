@@ -14,7 +14,7 @@
 //! | `dpif-netdev/pmd-rxq-show` | (`show`'s ports and queues) | OVS's, with `pmd usage: NOT AVAIL` (rqvs does not measure it per queue) |
 //! | `dpctl/dump-flows [DP]` | `dump-flows` | OVS's megaflow notation, one `flow-dump from pmd N:` header per PMD |
 //! | `ofproto/trace BRIDGE FLOW` | `ofproto/trace FLOW` | rqvs's trace (rule, megaflow, actions), not OVS's indented xlate tree |
-//! | `fdb/show BRIDGE` | `fdb/show` | rqvs's ` port  MAC` (no VLAN and age columns: rqvs's MAC table has neither) |
+//! | `fdb/show BRIDGE` | `fdb/show` | OVS's ` port  VLAN  MAC  Age` columns |
 //! | `coverage/show` | (the PMDs' totals) | OVS's heading, then `NAME total: N` (rqvs keeps no per-interval rates) |
 //! | `vlog/set SPEC`, `vlog/list` | — | accepted and checked as OVS does; rqvs has one log level (everything is logged once) |
 //!

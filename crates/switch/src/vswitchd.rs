@@ -1,16 +1,30 @@
 //! `rqvs switch --ovsdb`: the switch configured through OVSDB as `ovs-vswitchd` is, so that
-//! `ovs-vsctl` drives it. What is built (issue 37, part 3, first cut):
+//! `ovs-vsctl` drives it. What is built (issue 37, parts 1 and 2):
 //!
 //! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface` and `Controller` tables are monitored
 //!   ([`rqvs_ovsdb::Client`], which reconnects when `ovsdb-server` restarts and re-reads them).
 //! - **One bridge**: the first (by name) with `datapath_type=netdev`. Every other bridge is
 //!   logged once and left alone (several bridges sharing the PMDs is the rest of the issue: the
 //!   switch has one OpenFlow table, one MAC table and one port numbering per `Switch`).
-//! - Its interfaces become ports: type `""`/`system` → AF_PACKET, `afxdp` → AF_XDP. Every
-//!   other type (`internal` included — the bridge's own port: rqvs makes no tap device yet —,
-//!   `dpdk`, `patch`, tunnels) gets `Interface.error` "... not supported by rqvs" and
-//!   `ofport` -1; an interface that does not exist gets OVS's "could not open network device
-//!   NAME (No such device)". A port of several interfaces (a bond) is refused the same way.
+//! - Its interfaces become ports: type `""`/`system` → AF_PACKET, `afxdp` → AF_XDP,
+//!   `internal` (the bridge's own port too) → a tap device (`NAME:tap`, [`rqvs_ports::tap`]),
+//!   made by the switch in its network namespace and kept by a [`TapKeeper`] while the
+//!   interface stays — across datapath restarts, so the addresses an operator puts on it stay
+//!   — and removed with it (or at exit), as OVS's netdev datapath does; it starts down (`ip
+//!   link set br0 up`). The bridge's own port is numbered like the others (OVS gives it
+//!   `LOCAL`, 65534: rqvs numbers ports 1..N). Every other type (`dpdk`, `patch`, tunnels) gets
+//!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
+//!   exist gets OVS's "could not open network device NAME (No such device)". A port of several
+//!   interfaces (a bond) is refused the same way.
+//! - `Port.tag`, `trunks`, `vlan_mode` (`port_vlan`) give each port its VLANs for `NORMAL`
+//!   ([`crate::normal::PortVlan`]): OVS's defaults (a `tag` makes an access port, `trunks`
+//!   ignored; otherwise a trunk of `trunks`, every VLAN when empty), `native-tagged` and
+//!   `native-untagged`; `dot1q-tunnel` and unknown modes are refused in `Interface.error`.
+//! - The bridge's management socket `RUNDIR/BRIDGE.mgmt` (OVS's rundir, `OVS_RUNDIR`): a
+//!   passive OpenFlow listener on a unix socket, bound when the bridge appears and kept while
+//!   it stays (each datapath's channel serves it), removed at exit, so `ovs-ofctl -O
+//!   OpenFlow13 show br0` works unchanged. A stale socket file there is replaced; one a live
+//!   process accepts on (an ovs-vswitchd still running) is left alone and logged.
 //! - `ofport_request` is honoured (1..=[`MAX_OFPORT`]); other interfaces get the lowest free
 //!   number, kept while the interface stays. The datapath numbers its ports 1..N, so a number
 //!   nobody holds is a placeholder port that discards what is sent to it (`show` lists it as
@@ -26,22 +40,25 @@
 //! - **Ports added or removed while running**: the switch cannot add or remove a port live (a
 //!   PMD owns queue *i* of every port from start to stop, and the ports vector, the per-port
 //!   counters and the MAC table's port numbers are fixed when `Switch::start` builds them), so a
-//!   change of the port set stops the datapath and starts a new one in the same process with
-//!   the same OpenFlow rules: forwarding pauses for the restart (~45 ms measured with
-//!   `scripts/ovsdb_restart_pause.sh`), the
-//!   flows' counters, the megaflows and the learned MACs start again from zero. The management
-//!   and unixctl sockets stay bound and are served by each datapath in turn.
+//!   change of the port set (or of a port's VLANs) stops the datapath and starts a new one in
+//!   the same process with the same OpenFlow rules — those `ovs-ofctl` added included, with
+//!   their cookies; their timeouts and flags restart —: forwarding pauses for the restart
+//!   (~40–60 ms measured with `scripts/ovsdb_restart_pause.sh`), the flows' counters, the
+//!   megaflows and the learned MACs start again from zero; every frame of each datapath is
+//!   accounted for in its own report. The management, unixctl and ctl sockets and the tap
+//!   devices stay and are served by each datapath in turn.
 //! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
 //!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
 //!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
 //!   written as connections come and go; another target gets `status:last_error`. A change of
 //!   controllers, fail mode or datapath id restarts the datapath as a port change does.
-//! - Not yet: the bridge's `BRIDGE.mgmt` socket and `ptcp:`/`punix:` listeners (`--openflow` and
-//!   `--controller` are refused with `--ovsdb`), `Port.tag`/`trunks`, `Flow_Table`, several
-//!   bridges, `internal` and `patch` interfaces.
+//! - Not yet: `ptcp:`/`punix:` controller targets (`--openflow` and `--controller` are refused
+//!   with `--ovsdb`), `Flow_Table`, several bridges (docs/ovs-dropin.md says what is missing),
+//!   `patch` interfaces, ports added without a datapath restart.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,9 +71,11 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
 use std::net::SocketAddr;
 
-use crate::openflow::{Channel, ChannelConfig, FailMode};
+use crate::normal::PortVlan;
+use crate::openflow::{Channel, ChannelConfig, FailMode, OpenflowListener};
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
+use rqvs_ports::TapKeeper;
 
 /// The largest `ofport_request` honoured (the datapath numbers ports 1..N without gaps).
 pub const MAX_OFPORT: i64 = 256;
@@ -75,6 +94,9 @@ pub struct VswitchdConfig<'a> {
     /// 5 s).
     pub stats_interval: Duration,
     pub log: LogFn,
+    /// Where the bridge's management socket `BRIDGE.mgmt` is made (OVS's rundir:
+    /// [`crate::unixctl::rundir`]).
+    pub rundir: PathBuf,
 }
 
 /// What one datapath did (one per restart).
@@ -88,6 +110,8 @@ struct PlannedPort {
     ofport: u32,
     name: String,
     spec: String,
+    /// Its `Port`'s `tag`/`trunks`/`vlan_mode` ([`port_vlan`]).
+    vlan: PortVlan,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +129,8 @@ struct Identity {
     controllers: Vec<SocketAddr>,
     secure: bool,
     datapath_id: u64,
+    /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
+    mgmt: Option<PathBuf>,
 }
 
 /// A `Controller` row of the bridge: its target, parsed when rqvs can connect to it.
@@ -156,16 +182,23 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         return p;
     };
     // The interfaces, each checked.
-    let mut good: Vec<(Uuid, String, String, Option<i64>)> = Vec::new();
+    let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
     for port_uuid in br.uuids("ports") {
         let Some(port) = r.row("Port", &port_uuid) else { continue };
         let ifaces = port.uuids("interfaces");
+        let pname = port.str("name").unwrap_or("?");
+        let vlan = port_vlan(port);
+        if let Ok((_, Some(n))) = &vlan {
+            p.notes.push(format!("port {pname}: {n}"));
+        }
         for iu in &ifaces {
             let Some(iface) = r.row("Interface", iu) else { continue };
             let name = iface.str("name").unwrap_or("").to_string();
             let ty = iface.str("type").unwrap_or("");
             let error = if ifaces.len() > 1 {
-                Some(format!("port {}: bonds are not supported by rqvs", port.str("name").unwrap_or("?")))
+                Some(format!("port {pname}: bonds are not supported by rqvs"))
+            } else if let Err(e) = &vlan {
+                Some(format!("port {pname}: {e}"))
             } else {
                 match ty {
                     "" | "system" | "afxdp" => {
@@ -177,15 +210,24 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
                             Some(format!("could not open network device {name} (No such device)"))
                         }
                     }
-                    "internal" => Some("internal interfaces are not supported by rqvs (no tap device yet)".into()),
+                    "internal" if !is_ifname(&name) => {
+                        Some(format!("'{name}' is not a network device name (1 to 15 bytes, no '/' or blank)"))
+                    }
+                    // A tap device, made by the switch ([`keep_taps`]).
+                    "internal" => None,
                     other => Some(format!("{other} interfaces are not supported by rqvs")),
                 }
             };
             match error {
                 Some(e) => p.ifaces.push(IfaceStatus { uuid: iu.clone(), name, ofport: -1, error: Some(e) }),
                 None => {
-                    let spec = if ty == "afxdp" { format!("{name}:afxdp") } else { name.clone() };
-                    good.push((iu.clone(), name, spec, iface.int("ofport_request")));
+                    let spec = match ty {
+                        "afxdp" => format!("{name}:afxdp"),
+                        "internal" => format!("{name}:tap"),
+                        _ => name.clone(),
+                    };
+                    let v = vlan.as_ref().map(|v| v.0.clone()).unwrap_or_default();
+                    good.push((iu.clone(), name, spec, iface.int("ofport_request"), v));
                 }
             }
         }
@@ -196,7 +238,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
     let mut by_name: BTreeMap<String, u32> = BTreeMap::new();
     let mut sorted = good.clone();
     sorted.sort_by(|a, b| a.1.cmp(&b.1));
-    for (_, name, _, req) in &sorted {
+    for (_, name, _, req, _) in &sorted {
         match req {
             Some(q) if (1..=MAX_OFPORT).contains(q) && !taken.contains_key(&(*q as u32)) => {
                 taken.insert(*q as u32, name.clone());
@@ -209,7 +251,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             None => {}
         }
     }
-    for (_, name, _, _) in &sorted {
+    for (_, name, _, _, _) in &sorted {
         if by_name.contains_key(name) {
             continue;
         }
@@ -220,7 +262,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             }
         }
     }
-    for (_, name, _, _) in &sorted {
+    for (_, name, _, _, _) in &sorted {
         if by_name.contains_key(name) {
             continue;
         }
@@ -229,9 +271,9 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         by_name.insert(name.clone(), n);
     }
     *assigned = by_name.clone();
-    for (uuid, name, spec, _) in good {
+    for (uuid, name, spec, _, vlan) in good {
         let ofport = by_name[&name];
-        p.ports.push(PlannedPort { ofport, name: name.clone(), spec });
+        p.ports.push(PlannedPort { ofport, name: name.clone(), spec, vlan });
         p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error: None });
     }
     p.ports.sort_by_key(|x| x.ofport);
@@ -256,6 +298,70 @@ impl Plan {
             controllers: self.controllers.iter().filter_map(|c| c.addr.clone().ok()).collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
+            mgmt: None,
+        }
+    }
+}
+
+/// A `Port` row's VLANs for `NORMAL`, as ovs-vswitchd reads `tag`, `trunks` and `vlan_mode`
+/// (`vlan_mode` unset: `access` when `tag` is set — `trunks` then ignored —, else `trunk`;
+/// `trunks` empty: every VLAN). With it a note to log (something ignored); an error for what
+/// rqvs refuses (`dot1q-tunnel`, an unknown mode).
+fn port_vlan(port: &Row) -> Result<(PortVlan, Option<String>), String> {
+    let tag = port.int("tag").filter(|t| (0..4096).contains(t)).map(|t| t as u16);
+    let mut trunks: Vec<u16> = port
+        .get("trunks")
+        .map(|d| {
+            d.atoms().iter().filter_map(|a| a.as_i64()).filter(|t| (0..4096).contains(t)).map(|t| t as u16).collect()
+        })
+        .unwrap_or_default();
+    trunks.sort_unstable();
+    trunks.dedup();
+    let mode = port.str("vlan_mode").unwrap_or(match tag {
+        Some(_) => "access",
+        None => "trunk",
+    });
+    let ignored = |what: &str| Some(format!("{what} ignored (vlan_mode {mode})"));
+    Ok(match (mode, tag) {
+        ("access", t) => (PortVlan::Access(t.unwrap_or(0)), if trunks.is_empty() { None } else { ignored("trunks") }),
+        ("trunk", t) if trunks.is_empty() => (PortVlan::All, t.and_then(|_| ignored("tag"))),
+        ("trunk", t) => (PortVlan::Trunk(trunks), t.and_then(|_| ignored("tag"))),
+        ("native-tagged" | "native-untagged", Some(native)) => {
+            (PortVlan::Native { native, tagged: mode == "native-tagged", trunks }, None)
+        }
+        ("native-tagged" | "native-untagged", None) => (
+            if trunks.is_empty() { PortVlan::All } else { PortVlan::Trunk(trunks) },
+            Some(format!("vlan_mode {mode} without a tag: a trunk port")),
+        ),
+        ("dot1q-tunnel", _) => return Err("vlan_mode dot1q-tunnel is not supported by rqvs".into()),
+        (other, _) => {
+            return Err(format!("vlan_mode '{other}' is not one of access, trunk, native-tagged, native-untagged"))
+        }
+    })
+}
+
+/// Makes the tap device of each `internal` interface the plan has (`NAME:tap` ports) and keeps
+/// it while the interface stays, across datapath restarts, so its addresses and routes stay
+/// too ([`TapKeeper`]); drops the devices of interfaces gone. An interface whose device cannot
+/// be made gets the error instead of a port.
+fn keep_taps(p: &mut Plan, keepers: &mut BTreeMap<String, TapKeeper>) {
+    let wanted: Vec<String> = p.ports.iter().filter(|x| x.spec.ends_with(":tap")).map(|x| x.name.clone()).collect();
+    keepers.retain(|n, _| wanted.contains(n));
+    for name in wanted {
+        if keepers.contains_key(&name) {
+            continue;
+        }
+        match TapKeeper::open(&name) {
+            Ok(k) => {
+                keepers.insert(name, k);
+            }
+            Err(e) => {
+                p.ports.retain(|x| x.name != name);
+                for i in p.ifaces.iter_mut().filter(|i| i.name == name) {
+                    i.error = Some(format!("could not make the tap device of internal interface {name}: {e}"));
+                    i.ofport = -1;
+                }
+            }
         }
     }
 }
@@ -277,12 +383,26 @@ struct Running {
     servers: Vec<JoinHandle<()>>,
 }
 
+/// The bridge's management socket, bound (it outlives the datapaths: each one's channel serves
+/// a clone of it); the file is removed when it is dropped.
+struct Mgmt {
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl Drop for Mgmt {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 fn start_datapath(
     cfg: &VswitchdConfig<'_>,
     id: &Identity,
     rules: Vec<Rule>,
     unixctl: &Option<Arc<UnixctlServer>>,
     ctl_listener: &Option<Arc<ctl::Listener>>,
+    mgmt: Option<&Mgmt>,
 ) -> Result<Running, Error> {
     let ports = &id.ports;
     let max = ports.iter().map(|p| p.ofport).max().unwrap_or(0).max(1);
@@ -297,12 +417,19 @@ fn start_datapath(
     }
     let mut scfg = (cfg.make)(sources, rules)?;
     scfg.packet_in = !id.controllers.is_empty();
+    scfg.port_vlans =
+        (1..=max).map(|n| ports.iter().find(|p| p.ofport == n).map(|p| p.vlan.clone()).unwrap_or_default()).collect();
     let switch = Switch::start(scfg)?;
     let control = switch.control();
-    let channel = if id.controllers.is_empty() {
+    let listen = match mgmt.filter(|_| id.mgmt.is_some()) {
+        Some(m) => Some(OpenflowListener::unix(&m.listener, &m.path)?),
+        None => None,
+    };
+    let channel = if id.controllers.is_empty() && listen.is_none() {
         None
     } else {
         let ccfg = ChannelConfig {
+            listen,
             controllers: id.controllers.iter().map(|&a| a.into()).collect(),
             fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
             datapath_id: id.datapath_id,
@@ -482,7 +609,7 @@ fn status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String]) -> V
         let want = Row::new()
             .with("cur_cfg", Datum::one(*next_cfg))
             .with("datapath_types", str_set(&["netdev"]))
-            .with("iface_types", str_set(&["afxdp", "system"]));
+            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
         let upd = changed(r.row("Open_vSwitch", uuid), want);
         if !upd.0.is_empty() {
             ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));
@@ -525,6 +652,9 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut failed_ports: Option<Identity> = None;
     let mut connected: Vec<String> = Vec::new();
     let mut start_error = String::new();
+    let mut mgmt: Option<Mgmt> = None;
+    // The tap devices of internal interfaces, by name.
+    let mut taps: BTreeMap<String, TapKeeper> = BTreeMap::new();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -549,7 +679,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
             // Without a database the datapath keeps forwarding as last configured.
             if running.is_none() && failed_ports.is_none() {
                 failed_ports = Some(Identity::default());
-                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
+                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener, None) {
                     Ok(r) => running = Some(r),
                     Err(e) => break Err(e),
                 }
@@ -558,6 +688,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let (_, replica) = client.snapshot();
         let mut p = plan(&replica, &mut assigned);
+        keep_taps(&mut p, &mut taps);
         p.notes.iter().for_each(|n| note(n.clone()));
         for i in &p.ifaces {
             if let Some(e) = &i.error {
@@ -569,7 +700,20 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                 note(format!("controller {}: {e}", c.target));
             }
         }
-        let want = p.identity();
+        // The bridge's management socket follows the bridge's name.
+        let mgmt_path =
+            p.bridge.as_ref().map(|(_, b)| cfg.rundir.join(format!("{}.mgmt", b.str("name").unwrap_or("?"))));
+        if mgmt.as_ref().map(|m| &m.path) != mgmt_path.as_ref() {
+            mgmt = None;
+            if let Some(path) = mgmt_path {
+                match OpenflowListener::bind_unix(&path) {
+                    Ok(listener) => mgmt = Some(Mgmt { path, listener }),
+                    Err(e) => note(format!("the bridge's management socket: {e}")),
+                }
+            }
+        }
+        let mut want = p.identity();
+        want.mgmt = mgmt.as_ref().map(|m| m.path.clone());
         let current = running.as_ref().map(|r| r.identity.clone());
         if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
             if let Some(r) = running.take() {
@@ -581,7 +725,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     Err(e) => break Err(e),
                 }
             }
-            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener) {
+            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
                 Ok(r) => {
                     let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
                     log(&format!(
@@ -599,7 +743,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     failed_ports = Some(want.clone());
                     start_error = e.to_string();
                     // Keep the sockets answering on a datapath without ports.
-                    match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener) {
+                    let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
+                    match start_datapath(&cfg, &bare, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
                         Ok(r) => running = Some(r),
                         Err(e) => break Err(e),
                     }
@@ -674,7 +819,7 @@ mod tests {
         // "lo" exists in every network namespace.
         let mut assigned = BTreeMap::new();
         let p = plan(&replica(&[("lo", "", Some(3)), ("nonexistent0", "", None), ("x", "dpdk", None)]), &mut assigned);
-        assert_eq!(p.ports, vec![PlannedPort { ofport: 3, name: "lo".into(), spec: "lo".into() }]);
+        assert_eq!(p.ports, vec![PlannedPort { ofport: 3, name: "lo".into(), spec: "lo".into(), vlan: PortVlan::All }]);
         let err = |n: &str| p.ifaces.iter().find(|i| i.name == n).unwrap().error.clone().unwrap();
         assert_eq!(err("nonexistent0"), "could not open network device nonexistent0 (No such device)");
         assert_eq!(err("x"), "dpdk interfaces are not supported by rqvs");
@@ -695,5 +840,26 @@ mod tests {
         let p = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
         assert_eq!(p.ports[0].ofport, 1);
         assert!(p.notes.iter().any(|n| n.contains("not honoured")));
+    }
+    #[test]
+    fn port_vlans_follow_ovs_defaults() {
+        let row = |j: serde_json::Value| Row::from_json(&j).unwrap();
+        let v = |j: serde_json::Value| port_vlan(&row(j));
+        assert_eq!(v(json!({})).unwrap(), (PortVlan::All, None));
+        assert_eq!(v(json!({"tag": 10})).unwrap(), (PortVlan::Access(10), None));
+        let (a, note) = v(json!({"tag": 10, "trunks": ["set", [20, 30]]})).unwrap();
+        assert_eq!(a, PortVlan::Access(10));
+        assert_eq!(note.as_deref(), Some("trunks ignored (vlan_mode access)"));
+        assert_eq!(v(json!({"trunks": ["set", [30, 20, 20]]})).unwrap().0, PortVlan::Trunk(vec![20, 30]));
+        assert_eq!(v(json!({"trunks": 20})).unwrap().0, PortVlan::Trunk(vec![20]));
+        assert_eq!(
+            v(json!({"tag": 5, "vlan_mode": "native-untagged", "trunks": ["set", [7]]})).unwrap().0,
+            PortVlan::Native { native: 5, tagged: false, trunks: vec![7] }
+        );
+        assert_eq!(
+            v(json!({"vlan_mode": "dot1q-tunnel", "tag": 5})).unwrap_err(),
+            "vlan_mode dot1q-tunnel is not supported by rqvs"
+        );
+        assert!(v(json!({"vlan_mode": "bogus"})).unwrap_err().contains("'bogus' is not one of"));
     }
 }

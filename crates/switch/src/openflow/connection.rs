@@ -4,8 +4,9 @@
 //! Active connections (`--controller`) are also probed for inactivity and tell the fail-open
 //! watch when they are admitted ([`super::controller`]).
 
+use std::fmt::Display;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::Shutdown;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use rqvs_openflow::port::Port;
 use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
 
-use super::transport::{Halves, Stream};
+use super::transport::{Halves, Socket, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
@@ -59,12 +60,14 @@ pub(crate) enum Kind {
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
 /// the switch stops): registers it with the hub, starts its writer thread, reads and handles
 /// messages; then unregisters it and waits for the writer.
-pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind) {
-    let socket = stream.socket();
-    let _ = socket.set_nonblocking(false);
-    let _ = socket.set_nodelay(true);
-    let _ = socket.set_read_timeout(Some(READ_TICK));
-    let _ = socket.set_write_timeout(Some(Duration::from_secs(10)));
+pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind) {
+    match stream.socket() {
+        Ok(socket) => socket.prepare(READ_TICK, Duration::from_secs(10)),
+        Err(e) => {
+            crate::log_warn!("rqvs switch: openflow {peer}: {e}");
+            return;
+        }
+    }
     let scheme = stream.scheme();
     let (out, queue) = mpsc::sync_channel(WRITE_QUEUE);
     let Halves { reader, writer: writer_half, socket } = match stream.split(out.clone()) {
@@ -134,7 +137,7 @@ pub(crate) fn serve(stream: Stream, peer: SocketAddr, hub: &Arc<Hub>, kind: Kind
 /// The writer thread: writes queued messages in order until the queue closes or a write fails;
 /// flushes (TLS: encrypts and sends) whenever the queue is empty. An empty message only flushes
 /// (a TLS reader's wake-up).
-fn write_all(mut stream: Box<dyn Write + Send>, socket: TcpStream, queue: &Receiver<Vec<u8>>) {
+fn write_all(mut stream: Box<dyn Write + Send>, socket: Socket, queue: &Receiver<Vec<u8>>) {
     while let Ok(bytes) = queue.recv() {
         let mut ok = stream.write_all(&bytes).is_ok();
         while ok {
@@ -383,7 +386,15 @@ impl Connection {
                     return Ok(());
                 }
                 None => {
-                    let _ = self.error(h.version, xid, OfError::HELLO_FAILED_INCOMPATIBLE, bytes);
+                    // OpenFlow 1.0-1.4 §A.4.4: HELLO_FAILED carries ASCII text saying why, which
+                    // a client may print (OVS's vconn logs its own words and closes first).
+                    let why = format!(
+                        "We support versions 0x{OFP13:02x} to 0x{OFP14:02x}, you support no later than version 0x{:02x}.",
+                        h.version
+                    );
+                    let e = OfError::HELLO_FAILED_INCOMPATIBLE;
+                    let text = ErrorMsg { kind: e.kind, code: e.code, data: why.into_bytes() };
+                    let _ = self.send(h.version.clamp(1, OFP14), xid, &Message::Error(text));
                     return Err(End::Fatal);
                 }
             }

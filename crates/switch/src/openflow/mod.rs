@@ -1,5 +1,6 @@
 //! The OpenFlow channel: OpenFlow 1.3 and 1.4 (the codec is `rqvs_openflow`) over TCP, passive
-//! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch) and active
+//! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch; or a unix
+//! socket, [`OpenflowListener::unix`]: the bridge's `BRIDGE.mgmt` with `--ovsdb`) and active
 //! (`--controller tcp:IP:PORT`, repeatable: the switch connects to controllers and keeps
 //! reconnecting). Several connections at once; each has a reader thread and a writer thread.
 //!
@@ -17,7 +18,7 @@
 //!
 //! | message | answer |
 //! |---|---|
-//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED and close |
+//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x04 to 0x05, you support no later than version 0xNN.") and close |
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
@@ -112,6 +113,8 @@ pub mod tls;
 mod transport;
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
@@ -199,9 +202,17 @@ pub(crate) fn parse_ip_port(s: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip.parse().ok()?, port.parse().ok()?))
 }
 
+/// The socket a listener accepts on.
+enum Bound {
+    Tcp(TcpListener),
+    /// `punix:PATH` (the bridge's management socket `BRIDGE.mgmt`): whoever may open the file
+    /// may change the flows, as with OVS.
+    Unix(UnixListener, PathBuf),
+}
+
 /// The bound OpenFlow listener.
 pub struct OpenflowListener {
-    listener: TcpListener,
+    listener: Bound,
     /// `pssl:`: every accepted connection is TLS.
     tls: Option<Arc<Tls>>,
 }
@@ -211,7 +222,38 @@ impl OpenflowListener {
     pub fn bind(addr: SocketAddr) -> Result<OpenflowListener, Error> {
         let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        Ok(OpenflowListener { listener, tls: None })
+        Ok(OpenflowListener { listener: Bound::Tcp(listener), tls: None })
+    }
+
+    /// Binds a unix socket at `path` (`punix:`): a stale socket file left there (by a switch
+    /// that did not stop cleanly) is removed first, as OVS does; a socket some process still
+    /// accepts on (another switch serving the bridge) or any other file is an error.
+    pub fn bind_unix(path: &Path) -> Result<UnixListener, Error> {
+        let err = |e: std::io::Error| Error(format!("punix:{}: {e}", path.display()));
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                return Err(Error(format!("punix:{}: exists and is not a socket", path.display())));
+            }
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(Error(format!(
+                    "punix:{}: another process listens there (is ovs-vswitchd running?)",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path).map_err(err)?;
+        }
+        let l = UnixListener::bind(path).map_err(err)?;
+        l.set_nonblocking(true).map_err(err)?;
+        Ok(l)
+    }
+
+    /// A listener on a unix socket bound by [`OpenflowListener::bind_unix`] (a clone of it, so
+    /// that the socket outlives one channel: each datapath's channel serves it in turn).
+    pub fn unix(listener: &UnixListener, path: &Path) -> Result<OpenflowListener, Error> {
+        let l = listener.try_clone().map_err(|e| Error(format!("punix:{}: {e}", path.display())))?;
+        l.set_nonblocking(true).map_err(|e| Error(format!("punix:{}: {e}", path.display())))?;
+        Ok(OpenflowListener { listener: Bound::Unix(l, path.to_path_buf()), tls: None })
     }
 
     /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`. A `ptcp:` target on
@@ -240,7 +282,34 @@ impl OpenflowListener {
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.listener.local_addr().ok()
+        match &self.listener {
+            Bound::Tcp(l) => l.local_addr().ok(),
+            Bound::Unix(..) => None,
+        }
+    }
+
+    /// The next connection, if one is waiting: the stream and the peer's name for the logs.
+    fn accept(&self) -> Option<(transport::Stream, String)> {
+        match &self.listener {
+            Bound::Tcp(l) => {
+                let (stream, peer) = l.accept().ok()?;
+                let stream = match &self.tls {
+                    None => transport::Stream::Tcp(stream),
+                    Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
+                        Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
+                        Err(e) => {
+                            crate::log_warn!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
+                            return None;
+                        }
+                    },
+                };
+                Some((stream, peer.to_string()))
+            }
+            Bound::Unix(l, path) => {
+                let (stream, _) = l.accept().ok()?;
+                Some((transport::Stream::Unix(stream), path.display().to_string()))
+            }
+        }
     }
 
     /// Accepts connections until the switch is asked to stop, each on its own threads; returns
@@ -252,36 +321,26 @@ impl OpenflowListener {
         let mut n = 0u64;
         let mut refusals = Refusals::default();
         while !hub.control.stop_requested() {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
+            match self.accept() {
+                Some((stream, peer)) => {
                     conns.retain(|t| !t.is_finished());
                     if conns.len() >= hub.max_connections {
                         drop(stream);
                         hub.connections_refused.fetch_add(1, Ordering::Relaxed);
-                        refusals.log(peer, hub.max_connections);
+                        refusals.log(&peer, hub.max_connections);
                         continue;
                     }
                     n += 1;
                     let h = hub.clone();
-                    let stream = match &self.tls {
-                        None => transport::Stream::Tcp(stream),
-                        Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
-                            Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
-                            Err(e) => {
-                                crate::log_warn!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
-                                continue;
-                            }
-                        },
-                    };
                     let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
-                        connection::serve(stream, peer, &h, connection::Kind::Passive);
+                        connection::serve(stream, &peer, &h, connection::Kind::Passive);
                     });
                     match spawned {
                         Ok(t) => conns.push(t),
-                        Err(e) => crate::log_warn!("rqvs switch: openflow {peer}: no thread for it: {e}"),
+                        Err(e) => crate::log_warn!("rqvs switch: openflow: no thread for a connection: {e}"),
                     }
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                None => std::thread::sleep(Duration::from_millis(20)),
             }
         }
         for t in conns {
@@ -298,7 +357,7 @@ struct Refusals {
 }
 
 impl Refusals {
-    fn log(&mut self, peer: SocketAddr, max: usize) {
+    fn log(&mut self, peer: &str, max: usize) {
         if self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
             self.unlogged += 1;
             return;

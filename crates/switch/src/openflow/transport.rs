@@ -1,5 +1,5 @@
-//! The byte stream under an OpenFlow connection: plain TCP (`tcp:`, `ptcp:`) or TLS over TCP
-//! (`ssl:`, `pssl:`, rustls). A connection uses it as two halves — a reader for its reader
+//! The byte stream under an OpenFlow connection: plain TCP (`tcp:`, `ptcp:`), TLS over TCP
+//! (`ssl:`, `pssl:`, rustls) or a unix socket (`punix:`, the bridge's `BRIDGE.mgmt`). A connection uses it as two halves — a reader for its reader
 //! thread, a writer for its writer thread — so the message handling (`connection.rs`) is the
 //! same for both.
 //!
@@ -10,36 +10,80 @@
 //! handshake, an alert — wakes the writer with an empty message on its queue).
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// A connected stream, before it is split.
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Tls(TcpStream, Box<rustls::Connection>),
+    Unix(UnixStream),
+}
+
+/// The socket under a stream: what a connection sets options on and shuts down.
+pub(crate) enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    /// Blocking, with these timeouts (and for TCP no Nagle delay).
+    pub fn prepare(&self, read: Duration, write: Duration) {
+        match self {
+            Socket::Tcp(s) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_nodelay(true);
+                let _ = s.set_read_timeout(Some(read));
+                let _ = s.set_write_timeout(Some(write));
+            }
+            Socket::Unix(s) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(read));
+                let _ = s.set_write_timeout(Some(write));
+            }
+        }
+    }
+
+    pub fn try_clone(&self) -> io::Result<Socket> {
+        Ok(match self {
+            Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
+            Socket::Unix(s) => Socket::Unix(s.try_clone()?),
+        })
+    }
+
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.shutdown(how),
+            Socket::Unix(s) => s.shutdown(how),
+        }
+    }
 }
 
 /// The halves of a [`Stream`], and the socket to shut down.
 pub(crate) struct Halves {
     pub reader: Box<dyn Read + Send>,
     pub writer: Box<dyn Write + Send>,
-    pub socket: TcpStream,
+    pub socket: Socket,
 }
 
 impl Stream {
-    /// The TCP socket under the stream.
-    pub fn socket(&self) -> &TcpStream {
+    /// The socket under the stream (a clone of its descriptor).
+    pub fn socket(&self) -> io::Result<Socket> {
         match self {
-            Stream::Tcp(s) | Stream::Tls(s, _) => s,
+            Stream::Tcp(s) | Stream::Tls(s, _) => Ok(Socket::Tcp(s.try_clone()?)),
+            Stream::Unix(s) => Ok(Socket::Unix(s.try_clone()?)),
         }
     }
 
-    /// `tcp` or `ssl`, as the targets name them.
+    /// `tcp`, `ssl` or `unix`, as the targets name them.
     pub fn scheme(&self) -> &'static str {
         match self {
             Stream::Tcp(_) => "tcp",
             Stream::Tls(..) => "ssl",
+            Stream::Unix(_) => "unix",
         }
     }
 
@@ -47,9 +91,16 @@ impl Stream {
     /// message there when the TLS state has bytes to send).
     pub fn split(self, wake: SyncSender<Vec<u8>>) -> io::Result<Halves> {
         match self {
-            Stream::Tcp(s) => {
-                Ok(Halves { reader: Box::new(s.try_clone()?), writer: Box::new(s.try_clone()?), socket: s })
-            }
+            Stream::Tcp(s) => Ok(Halves {
+                reader: Box::new(s.try_clone()?),
+                writer: Box::new(s.try_clone()?),
+                socket: Socket::Tcp(s),
+            }),
+            Stream::Unix(s) => Ok(Halves {
+                reader: Box::new(s.try_clone()?),
+                writer: Box::new(s.try_clone()?),
+                socket: Socket::Unix(s),
+            }),
             Stream::Tls(s, mut conn) => {
                 // The writer's queue is the bound on what waits to be sent.
                 conn.set_buffer_limit(None);
@@ -57,7 +108,7 @@ impl Stream {
                 Ok(Halves {
                     reader: Box::new(TlsReader { sock: s.try_clone()?, conn: conn.clone(), wake }),
                     writer: Box::new(TlsWriter { sock: s.try_clone()?, conn, out: Vec::new(), unflushed: 0 }),
-                    socket: s,
+                    socket: Socket::Tcp(s),
                 })
             }
         }

@@ -1,0 +1,392 @@
+//! `rqvs switch --ovsdb` as an operator uses ovs-vswitchd (issue 37, second part), with the
+//! real tools (OVS 3.1's `ovsdb-server`, `ovs-vsctl`, `ovs-ofctl`) and namespaced hosts on veths:
+//!
+//! - `ovs_ofctl_over_the_bridge_mgmt_socket`: `ovs-ofctl show/dump-flows/add-flow/del-flows br0`
+//!   reach the switch through `$OVS_RUNDIR/br0.mgmt`; OpenFlow 1.0 (ovs-ofctl's default) is
+//!   refused with a version negotiation failure the tool prints.
+//! - `access_and_trunk_ports_for_normal`: `Port.tag`/`trunks`/`vlan_mode` for `NORMAL`: pings
+//!   across access and trunk ports (the trunk's host answers tagged frames from a raw socket:
+//!   the test kernel may lack 8021q), VLANs kept apart, tagged frames dropped on access ports,
+//!   `trunks` changed while running.
+//! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
+//!   devices in the switch's namespace; a host pings addresses put on them; they keep their
+//!   addresses across a datapath restart and go when their interface (or the switch) does.
+//!
+//! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
+//! (unless `RQVS_REQUIRE_OVS=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rqvs_ports::testnet::{self, Netns, RawSocket};
+use rqvs_testkit::ovsdb_server::{start_or_skip, OvsdbServer};
+
+/// The switch, stopped (killed) when the test ends however it ends.
+struct Running(Option<Child>);
+
+impl Running {
+    /// Stops the switch with `ovs-appctl exit` and returns what it printed (stdout, stderr).
+    fn exit(&mut self, unixctl: &Path) -> (bool, String, String) {
+        let _ = Command::new("ovs-appctl").args(["-t", unixctl.to_str().unwrap(), "exit"]).output();
+        let mut child = self.0.take().unwrap();
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Pings `to` from `h`, `count` times; true when every ping was answered.
+fn ping(h: &Netns, to: &str, count: u32) -> bool {
+    let out = Command::new("ip")
+        .args(["netns", "exec", h.name(), "ping", "-c", &count.to_string(), "-i", "0.2", "-W", "1", to])
+        .output()
+        .unwrap();
+    out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&format!("{count} received"))
+}
+
+/// Polls `f` until it holds (15 s at most).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < Duration::from_secs(15), "{what}: not within 15 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A private ovsdb-server, the switch's namespace `sw` and the running switch (its pid file,
+/// unixctl and management sockets under the server's directory, as `OVS_RUNDIR` says).
+struct Env {
+    db: OvsdbServer,
+    sw: Netns,
+    dir: PathBuf,
+    unixctl: PathBuf,
+    running: Running,
+}
+
+impl Env {
+    fn start(tag: &str) -> Option<Env> {
+        if !testnet::available(tag) {
+            return None;
+        }
+        let db = start_or_skip(tag)?;
+        db.vsctl(&["--no-wait", "init"]).unwrap();
+        let sw = Netns::new("sw").unwrap();
+        let dir = db.dir.path().to_path_buf();
+        let unixctl = dir.join("rqvs.ctl");
+        let child = Command::new("ip")
+            .args(["netns", "exec", sw.name(), env!("CARGO_BIN_EXE_rqvs"), "switch", "--ovsdb", &db.remote()])
+            .args(["--unixctl", unixctl.to_str().unwrap()])
+            .env("OVS_RUNDIR", &dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let env = Env { db, sw, dir, unixctl, running: Running(Some(child)) };
+        eventually("the switch writes datapath_types", || {
+            env.db.vsctl(&["get", "open_vswitch", ".", "datapath_types"]).is_ok_and(|s| s.contains("netdev"))
+        });
+        Some(env)
+    }
+
+    /// A host namespace joined to the switch's namespace by a veth (`port` on the switch's side),
+    /// with `addr/24` on its end.
+    fn host(&self, tag: &str, port: &str, addr: &str) -> Netns {
+        let h = Netns::new(tag).unwrap();
+        self.sw.veth(port, &h, "e0", 1).unwrap();
+        self.sw.wait_running(port, Duration::from_secs(3)).unwrap();
+        h.wait_running("e0", Duration::from_secs(3)).unwrap();
+        h.ip(&["addr", "add", &format!("{addr}/24"), "dev", "e0"]).unwrap();
+        h
+    }
+
+    fn vsctl(&self, args: &[&str]) -> String {
+        self.db.vsctl(args).unwrap_or_else(|e| panic!("ovs-vsctl {args:?}: {e}"))
+    }
+
+    /// `ovs-ofctl ARGS` with the test's `OVS_RUNDIR` (so `br0` is `DIR/br0.mgmt`).
+    fn ofctl(&self, args: &[&str]) -> Output {
+        Command::new("ovs-ofctl").args(args).env("OVS_RUNDIR", &self.dir).output().unwrap()
+    }
+
+    /// `ovs-ofctl ARGS`, which must succeed: its output.
+    fn ofctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ofctl(args);
+        assert!(out.status.success(), "ovs-ofctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Stops the switch (`ovs-appctl exit`), checks it stopped cleanly with every frame
+    /// accounted for, and returns its stderr (the log).
+    fn exit(&mut self) -> String {
+        let (ok, out, err) = self.running.exit(&self.unixctl);
+        assert!(ok, "{out}{err}");
+        assert!(out.contains("every frame accounted for"), "{out}");
+        err
+    }
+}
+
+#[test]
+fn ovs_ofctl_over_the_bridge_mgmt_socket() {
+    let Some(mut env) = Env::start("dropin_mgmt") else { return };
+    let h1 = env.host("h1", "p1", "10.79.0.1");
+    let _h2 = env.host("h2", "p2", "10.79.0.2");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=4"]);
+    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
+    let mgmt = env.dir.join("br0.mgmt");
+    assert!(mgmt.exists(), "{} is made", mgmt.display());
+
+    // ovs-ofctl, unchanged: the bridge's name is its management socket.
+    let show = env.ofctl_ok(&["-O", "OpenFlow13", "show", "br0"]);
+    assert!(show.contains(" 4(p1): addr:"), "{show}");
+    assert!(show.contains(" 2(p2): addr:"), "{show}");
+    let flows = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]);
+    assert!(flows.contains("priority=0 actions=NORMAL"), "{flows}");
+    assert!(ping(&h1, "10.79.0.2", 2), "NORMAL forwards");
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,ip,actions=drop"]);
+    assert!(env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]).contains("priority=10,ip actions=drop"));
+    assert!(!ping(&h1, "10.79.0.2", 1), "the flow added by ovs-ofctl drops IP");
+    env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0", "ip"]);
+    assert!(ping(&h1, "10.79.0.2", 2), "forwarding again");
+
+    // ovs-ofctl without -O speaks OpenFlow 1.0, which rqvs does not: the tool says so.
+    let out = env.ofctl(&["show", "br0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("version negotiation failed (we support version 0x01, peer supports versions 0x04, 0x05)"),
+        "{err}"
+    );
+
+    // The flows the tool added survive a datapath restart (a port added).
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=7,arp,actions=NORMAL"]);
+    let _h3 = env.host("h3", "p3", "10.79.0.3");
+    env.vsctl(&["add-port", "br0", "p3"]);
+    assert!(env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]).contains("priority=7,arp actions=NORMAL"));
+    assert!(ping(&h1, "10.79.0.3", 2));
+
+    let dir = env.dir.clone();
+    env.exit();
+    assert!(!dir.join("br0.mgmt").exists(), "the management socket is removed at exit");
+}
+
+/// The tagged ARP requests a [`TrunkHost`] saw: (VID, sender IP).
+type Seen = Arc<Mutex<Vec<(u16, [u8; 4])>>>;
+
+/// A trunk-side host without kernel VLAN interfaces (the test kernel may have no 8021q): a
+/// thread on `e0` of `h` answers ARP and ICMP echo requests tagged with a VID it has an
+/// address in (`addrs`), tagged the same way, from [`TRUNK_MAC`]; it records each tagged ARP
+/// request's (VID, sender IP).
+struct TrunkHost {
+    stop: Arc<AtomicBool>,
+    seen: Seen,
+    thread: Option<std::thread::JoinHandle<std::io::Result<std::io::Result<()>>>>,
+}
+
+const TRUNK_MAC: [u8; 6] = [0x02, 0x80, 0, 0, 0, 0x02];
+
+fn checksum(data: &[u8]) -> u16 {
+    let mut sum: u32 = data.chunks(2).map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]))).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl TrunkHost {
+    fn start(h: &Netns, addrs: &[(u16, [u8; 4])]) -> TrunkHost {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+        let (st, se, addrs) = (stop.clone(), seen.clone(), addrs.to_vec());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = h
+            .spawn(move || {
+                let sock = RawSocket::open("e0")?;
+                let _ = ready_tx.send(());
+                while !st.load(Ordering::Relaxed) {
+                    let Some(f) = sock.recv(Duration::from_millis(50))? else { continue };
+                    if f.len() < 18 || f[12..14] != [0x81, 0x00] {
+                        continue;
+                    }
+                    let vid = u16::from_be_bytes([f[14], f[15]]) & 0xfff;
+                    let Some(&(_, ip)) = addrs.iter().find(|a| a.0 == vid) else { continue };
+                    let (ty, l3) = ([f[16], f[17]], &f[18..]);
+                    let mut reply = f[6..12].to_vec();
+                    reply.extend_from_slice(&TRUNK_MAC);
+                    reply.extend_from_slice(&f[12..16]);
+                    if ty == [0x08, 0x06] && l3.len() >= 28 && l3[7] == 1 {
+                        se.lock().unwrap().push((vid, [l3[14], l3[15], l3[16], l3[17]]));
+                        if l3[24..28] != ip {
+                            continue;
+                        }
+                        reply.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 2]);
+                        reply.extend_from_slice(&TRUNK_MAC);
+                        reply.extend_from_slice(&ip);
+                        reply.extend_from_slice(&l3[8..18]);
+                    } else if ty == [0x08, 0x00] && l3.len() >= 28 && l3[9] == 1 && l3[16..20] == ip {
+                        let hl = usize::from(l3[0] & 0xf) * 4;
+                        let total = usize::from(u16::from_be_bytes([l3[2], l3[3]])).min(l3.len());
+                        if l3.get(hl) != Some(&8) || total < hl + 8 {
+                            continue;
+                        }
+                        let mut ipv4 = l3[..total].to_vec();
+                        ipv4[12..16].copy_from_slice(&l3[16..20]);
+                        ipv4[16..20].copy_from_slice(&l3[12..16]);
+                        ipv4[hl] = 0;
+                        ipv4[hl + 2..hl + 4].copy_from_slice(&[0, 0]);
+                        let c = checksum(&ipv4[hl..]);
+                        ipv4[hl + 2..hl + 4].copy_from_slice(&c.to_be_bytes());
+                        reply.extend_from_slice(&[0x08, 0x00]);
+                        reply.extend_from_slice(&ipv4);
+                    } else {
+                        continue;
+                    }
+                    sock.send(&reply)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        ready_rx.recv_timeout(Duration::from_secs(5)).expect("the trunk host's socket is open");
+        TrunkHost { stop, seen, thread: Some(thread) }
+    }
+
+    /// Has a tagged ARP request from `sender` in VLAN `vid` arrived?
+    fn saw(&self, vid: u16, sender: [u8; 4]) -> bool {
+        self.seen.lock().unwrap().contains(&(vid, sender))
+    }
+}
+
+impl Drop for TrunkHost {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let r = t.join();
+            if !std::thread::panicking() {
+                r.unwrap().unwrap().unwrap();
+            }
+        }
+    }
+}
+
+/// An ARP request from `sender` (MAC 02:80:00:00:00:SENDER[3]) for `target`, broadcast,
+/// tagged with `vid` when given, sent from `h`'s `e0` by a raw socket.
+fn send_arp(h: &Netns, vid: Option<u16>, sender: [u8; 4], target: [u8; 4]) {
+    let mac = [0x02, 0x80, 0, 0, 1, sender[3]];
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac);
+    if let Some(v) = vid {
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&v.to_be_bytes());
+    }
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&sender);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    h.run(move || RawSocket::open("e0").and_then(|s| s.send(&f))).unwrap().unwrap();
+}
+
+#[test]
+fn access_and_trunk_ports_for_normal() {
+    let Some(mut env) = Env::start("dropin_vlans") else { return };
+    // p1: access VLAN 10; p2: trunk of VLANs 10 and 20; p3: access VLAN 20; p4: every VLAN.
+    let h1 = env.host("h1", "p1", "10.80.0.1");
+    let h2 = env.host("h2", "p2", "10.80.9.2");
+    let h3 = env.host("h3", "p3", "10.80.1.3");
+    let h4 = env.host("h4", "p4", "10.80.9.4");
+    let trunk = TrunkHost::start(&h2, &[(10, [10, 80, 0, 2]), (20, [10, 80, 1, 2])]);
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1", "tag=10"]);
+    env.vsctl(&["add-port", "br0", "p2", "trunks=10,20"]);
+    env.vsctl(&["add-port", "br0", "p3", "tag=20"]);
+    env.vsctl(&["add-port", "br0", "p4"]);
+    assert!(ping(&h1, "10.80.0.2", 3), "access VLAN 10 to the trunk's VLAN 10 (tagged there)");
+    assert!(ping(&h3, "10.80.1.2", 3), "access VLAN 20 to the trunk's VLAN 20");
+    // VLANs are apart: h3 given an address in h1's subnet still cannot reach it.
+    h3.ip(&["addr", "add", "10.80.0.3/24", "dev", "e0"]).unwrap();
+    assert!(!ping(&h3, "10.80.0.1", 2), "VLAN 20 does not reach VLAN 10");
+    // The trunk's untagged frames are VLAN 0, which it does not carry.
+    assert!(!ping(&h2, "10.80.9.4", 1), "untagged on a trunk of listed VLANs");
+    // A tagged frame on an access port is dropped; an untagged one is in the port's VLAN.
+    send_arp(&h1, Some(10), [10, 80, 0, 99], [10, 80, 0, 2]);
+    send_arp(&h1, None, [10, 80, 0, 98], [10, 80, 0, 2]);
+    eventually("the untagged ARP reaches the trunk tagged 10", || trunk.saw(10, [10, 80, 0, 98]));
+    assert!(!trunk.saw(10, [10, 80, 0, 99]), "tagged frames on an access port are dropped");
+    // Only the listed VLANs: the trunk's trunks changed while running.
+    env.vsctl(&["set", "port", "p2", "trunks=10"]);
+    assert!(!ping(&h3, "10.80.1.2", 2), "VLAN 20 is no longer on the trunk");
+    assert!(ping(&h1, "10.80.0.2", 2), "VLAN 10 still is");
+    // Without trunks p2 carries every VLAN, 0 (untagged) too.
+    env.vsctl(&["clear", "port", "p2", "trunks"]);
+    // (h2's neighbour entry for h4 failed above: the kernel's first retries may be slow.)
+    eventually("untagged between two ports of every VLAN", || ping(&h2, "10.80.9.4", 1));
+    assert!(ping(&h1, "10.80.0.2", 2));
+    // An access port's MACs are learned in its VLAN (fdb/show's VLAN column).
+    let fdb =
+        Command::new("ovs-appctl").args(["-t", env.unixctl.to_str().unwrap(), "fdb/show", "br0"]).output().unwrap();
+    let fdb = String::from_utf8_lossy(&fdb.stdout).into_owned();
+    assert!(fdb.lines().any(|l| l.split_whitespace().nth(1) == Some("10")), "{fdb}");
+    // dot1q-tunnel is refused in the port's interface row; the rest keeps forwarding.
+    env.vsctl(&["set", "port", "p3", "vlan_mode=dot1q-tunnel"]);
+    let err = env.vsctl(&["get", "interface", "p3", "error"]);
+    assert!(err.contains("vlan_mode dot1q-tunnel is not supported by rqvs"), "{err}");
+    assert!(ping(&h1, "10.80.0.2", 1));
+    drop(trunk);
+    drop(h4);
+    let log = env.exit();
+    assert_eq!(log.matches("vlan_mode dot1q-tunnel is not supported").count(), 1, "logged once: {log}");
+}
+
+#[test]
+fn internal_ports_are_tap_devices() {
+    let Some(mut env) = Env::start("dropin_internal") else { return };
+    let h1 = env.host("h1", "p1", "10.81.0.1");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1"]);
+    let types = env.vsctl(&["get", "open_vswitch", ".", "iface_types"]);
+    assert_eq!(types.trim(), "[afxdp, internal, system]");
+    let br0 = env.vsctl(&["list", "interface", "br0"]);
+    assert!(br0.contains("error               : []"), "{br0}");
+    assert!(!br0.contains("ofport              : -1"), "{br0}");
+    // As with OVS: the operator configures the bridge's interface in the switch's namespace.
+    env.sw.ip(&["addr", "add", "10.81.0.254/24", "dev", "br0"]).unwrap();
+    env.sw.ip(&["link", "set", "br0", "up"]).unwrap();
+    assert!(ping(&h1, "10.81.0.254", 3), "a host reaches the bridge's internal port");
+    env.vsctl(&["add-port", "br0", "int1", "--", "set", "interface", "int1", "type=internal"]);
+    env.sw.ip(&["addr", "add", "10.81.1.254/24", "dev", "int1"]).unwrap();
+    env.sw.ip(&["link", "set", "int1", "up"]).unwrap();
+    h1.ip(&["route", "add", "10.81.1.0/24", "dev", "e0"]).unwrap();
+    assert!(ping(&h1, "10.81.1.254", 2), "and a type=internal port");
+    // A port added restarts the datapath: the tap devices stay, with their addresses.
+    let _h2 = env.host("h2", "p2", "10.81.0.2");
+    env.vsctl(&["add-port", "br0", "p2"]);
+    assert!(ping(&h1, "10.81.0.254", 2), "br0 kept its address across the restart");
+    assert!(ping(&h1, "10.81.0.2", 2));
+    let sw = env.sw.name().to_string();
+    let link =
+        |name: &str| Command::new("ip").args(["-n", &sw, "link", "show", name]).output().unwrap().status.success();
+    assert!(link("int1"));
+    env.vsctl(&["del-port", "br0", "int1"]);
+    eventually("int1's tap device goes with its interface", || !link("int1"));
+    assert!(link("br0"));
+    env.exit();
+    assert!(!link("br0"), "br0's tap device goes when the switch stops");
+}
