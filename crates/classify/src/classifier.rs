@@ -109,6 +109,13 @@ pub trait Classifier: Send + Sync {
     /// Heap and inline bytes used by the classifier's own structures (an estimate that counts
     /// every allocation it makes, not allocator overhead).
     fn memory_bytes(&self) -> usize;
+
+    /// [`Classifier::memory_bytes`] by structure, as `(part, bytes)` pairs with stable names that
+    /// add up to it (what `bench classifiers` reports per part: `rules`, `model`, `isets`,
+    /// `tables`, `index`, `remainder.tables`, ...). The default is one part, `all`.
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
+        vec![("all".to_string(), self.memory_bytes())]
+    }
 }
 
 /// A classifier that can serve as the *remainder* of a learned classifier: it answers "the best

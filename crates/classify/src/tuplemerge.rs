@@ -36,6 +36,7 @@ use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
 use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::stored::StoredRule;
 
 /// Width in bits of each hashed field: nw_src, nw_dst, tp_src, tp_dst, nw_proto.
 const WIDTH: [u32; 5] = [32, 32, 16, 16, 8];
@@ -266,10 +267,10 @@ impl Table {
     }
 }
 
-/// A rule and where it is.
+/// A rule (its match stored as the words it uses: [`StoredRule`]) and where it is.
 #[derive(Clone)]
 struct Record {
-    rule: Rule,
+    rule: StoredRule,
     tuple: Tuple,
     values: Values,
     table: u32,
@@ -283,7 +284,12 @@ pub struct TupleMerge {
     /// Table id → index in `tables` (`u32::MAX` for a free id). Rules refer to tables by id.
     position: Vec<u32>,
     free_ids: Vec<u32>,
-    rules: HashMap<RuleId, Record>,
+    /// Rule id → its slot in `records`.
+    slots: HashMap<RuleId, u32>,
+    /// The rules, in stable slots (a slab: removed rules' slots are in `free_records`), so that
+    /// the id map holds 8-byte entries rather than whole records.
+    records: Vec<Option<Record>>,
+    free_records: Vec<u32>,
     extras: Extras,
     collision_limit: usize,
     /// Rule count from which `lookup_batch` goes table by table.
@@ -302,7 +308,9 @@ impl TupleMerge {
             tables: Vec::new(),
             position: Vec::new(),
             free_ids: Vec::new(),
-            rules: HashMap::new(),
+            slots: HashMap::new(),
+            records: Vec::new(),
+            free_records: Vec::new(),
             extras: Extras::default(),
             collision_limit: collision_limit.max(1),
             table_major_from: TABLE_MAJOR_BATCH_RULES,
@@ -324,6 +332,7 @@ impl TupleMerge {
         for r in sorted {
             t.insert(r.clone())?;
         }
+        t.records.shrink_to_fit();
         Ok(t)
     }
 
@@ -335,6 +344,14 @@ impl TupleMerge {
     /// Number of tables.
     pub fn tables(&self) -> usize {
         self.tables.len()
+    }
+
+    fn record(&self, id: RuleId) -> &Record {
+        self.records[self.slots[&id] as usize].as_ref().expect("a live rule's slot holds it")
+    }
+
+    fn record_mut(&mut self, id: RuleId) -> &mut Record {
+        self.records[self.slots[&id] as usize].as_mut().expect("a live rule's slot holds it")
     }
 
     fn table(&self, id: u32) -> &Table {
@@ -384,17 +401,17 @@ impl TupleMerge {
 
     /// Moves the rule `id` from its table to table `to`.
     fn move_rule(&mut self, id: RuleId, to: u32) {
-        let rec = &self.rules[&id];
+        let rec = self.record(id);
         let (from, values, priority) = (rec.table, rec.values, rec.rule.priority);
         let c = self.table_mut(from).take(&values, priority, id).expect("rule is in its table");
         self.table_mut(to).add(&values, c);
-        self.rules.get_mut(&id).expect("present").table = to;
+        self.record_mut(id).table = to;
     }
 
     /// Splits table `i` after the bucket of `values` exceeded the collision limit.
     fn split(&mut self, i: u32, values: &Values) {
         let ids = self.table(i).bucket_ids(values);
-        let tuples: Vec<Tuple> = ids.iter().map(|id| self.rules[id].tuple).collect();
+        let tuples: Vec<Tuple> = ids.iter().map(|&id| self.record(id).tuple).collect();
         let mut compat: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).min().unwrap_or(0));
         let sup: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).max().unwrap_or(0));
         let Some((d, delta)) = (0..5).map(|d| (d, sup[d] - compat[d])).max_by_key(|&(d, delta)| (delta, Reverse(d)))
@@ -411,7 +428,7 @@ impl TupleMerge {
         let target = self.find_or_make(compat);
         let movers: Vec<RuleId> = self.table(i).table.iter().flat_map(|b| b.iter().map(|c| c.id)).collect();
         for id in movers {
-            if fits(&self.rules[&id].tuple, &compat) {
+            if fits(&self.record(id).tuple, &compat) {
                 self.move_rule(id, target);
             }
         }
@@ -488,7 +505,7 @@ impl Classifier for TupleMerge {
     /// unpredictable branches: fw1_10k ~12 vs ~9 Mpps).
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
         assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
-        if self.rules.len() < self.table_major_from {
+        if self.slots.len() < self.table_major_from {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 *o = self.lookup(k);
             }
@@ -504,7 +521,7 @@ impl Classifier for TupleMerge {
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        if self.rules.contains_key(&rule.id) {
+        if self.slots.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
         let (tuple, values) = rule_tuple(&rule.matches);
@@ -516,7 +533,18 @@ impl Classifier for TupleMerge {
         let c =
             Candidate { priority: rule.priority, id: rule.id, m: CompactMatch::new(&rule.matches, &mut self.extras) };
         let id = rule.id;
-        self.rules.insert(id, Record { rule, tuple, values, table: i });
+        let rec = Some(Record { rule: StoredRule::new(rule), tuple, values, table: i });
+        let slot = match self.free_records.pop() {
+            Some(slot) => {
+                self.records[slot as usize] = rec;
+                slot
+            }
+            None => {
+                self.records.push(rec);
+                (self.records.len() - 1) as u32
+            }
+        };
+        self.slots.insert(id, slot);
         let bucket = self.table_mut(i).add(&values, c);
         self.settle(i);
         if bucket > self.collision_limit {
@@ -526,36 +554,54 @@ impl Classifier for TupleMerge {
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let rec = self.rules.remove(&id)?;
+        let slot = self.slots.remove(&id)?;
+        let rec = self.records[slot as usize].take().expect("a live rule's slot holds it");
+        self.free_records.push(slot);
         let c = self.table_mut(rec.table).take(&rec.values, rec.rule.priority, id).expect("rule is in its table");
         c.m.release(&mut self.extras);
         self.settle(rec.table);
-        Some(rec.rule)
+        Some(rec.rule.to_rule())
     }
 
     fn len(&self) -> usize {
-        self.rules.len()
+        self.slots.len()
     }
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         vec![("tables", self.tables() as f64)]
     }
 
-    fn memory_bytes(&self) -> usize {
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
         use std::mem::size_of;
-        let mut bytes = size_of::<Self>()
+        // The rules as kept for updates: the id map, the slab and each rule's stored words and
+        // actions.
+        let rules = self.slots.capacity() * (size_of::<RuleId>() + 4 + 1)
+            + self.records.capacity() * size_of::<Option<Record>>()
+            + self.free_records.capacity() * 4
+            + self.records.iter().flatten().map(|r| r.rule.heap_bytes()).sum::<usize>();
+        // The hash tables: buckets (key, hash, the best candidate inline) and their tails.
+        let mut tables = 0;
+        // What orders and finds the tables: the table list, id positions, hashed fields, and
+        // each table's priority counts.
+        let mut index = size_of::<Self>()
             + self.tables.capacity() * size_of::<Table>()
             + self.position.capacity() * 4
-            + self.free_ids.capacity() * 4
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<Record>())
-            + self.extras.memory_bytes();
+            + self.free_ids.capacity() * 4;
         for t in &self.tables {
-            bytes += t.active.capacity();
-            bytes += t.table.capacity() * (size_of::<Bucket>() + 1);
-            bytes += t.table.iter().map(|b| b.tail.capacity() * size_of::<Candidate>()).sum::<usize>();
-            bytes += t.priorities.len() * 16;
+            index += t.active.capacity() + t.priorities.len() * 16;
+            tables += t.table.capacity() * (size_of::<Bucket>() + 1);
+            tables += t.table.iter().map(|b| b.tail.capacity() * size_of::<Candidate>()).sum::<usize>();
         }
-        bytes
+        vec![
+            ("rules".to_string(), rules),
+            ("tables".to_string(), tables),
+            ("index".to_string(), index),
+            ("extras".to_string(), self.extras.memory_bytes()),
+        ]
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.memory_breakdown().iter().map(|(_, b)| b).sum()
     }
 }
 

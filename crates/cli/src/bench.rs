@@ -138,6 +138,19 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         ));
     }
 
+    // Where the bytes go, per classifier: each structure's bytes and bytes per rule.
+    let per_rule = |b: usize| if rules.is_empty() { 0.0 } else { b as f64 / rules.len() as f64 };
+    for r in rows {
+        let parts: Vec<String> =
+            r.memory_parts.iter().map(|(k, b)| format!("{k}={b} ({:.0} B/rule)", per_rule(*b))).collect();
+        out.line(format!(
+            "bytes {:<6} {} B/rule: {}",
+            r.kind.name(),
+            format!("{:.0}", per_rule(r.memory)),
+            parts.join(" ")
+        ));
+    }
+
     let list: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -146,6 +159,8 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
                 "name": r.kind.name(),
                 "build_ms": r.build.as_secs_f64() * 1e3,
                 "memory_bytes": r.memory,
+                "bytes_per_rule": per_rule(r.memory),
+                "memory_breakdown": r.memory_parts.iter().map(|(k, b)| (k.clone(), json!(b))).collect::<Map<String, Value>>(),
                 "timed_packets": r.timed_packets,
                 "timed_passes": r.ns_batch.passes,
                 "mpps": batch.median,

@@ -47,6 +47,8 @@ pub struct Row {
     pub kind: ClassifierKind,
     pub build: Duration,
     pub memory: usize,
+    /// `memory` by structure ([`Classifier::memory_breakdown`]), as built.
+    pub memory_parts: Vec<(String, usize)>,
     /// Packets the lookup rates were timed on (the sample, for the reference on a big set).
     pub timed_packets: usize,
     /// ns/packet in batches of 32, over the timed passes.
@@ -243,7 +245,7 @@ pub fn classifiers(
 
         progress(Step::Start(&format!("{}: updates", kind.name())));
         // Size and classifier figures as built, before the update round changes them.
-        let (memory, stats) = (c.memory_bytes(), c.stats());
+        let (memory, memory_parts, stats) = (c.memory_bytes(), c.memory_breakdown(), c.stats());
         // No rules, nothing to remove and re-insert.
         let updates = if rules.is_empty() || (kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT) {
             None
@@ -255,6 +257,7 @@ pub fn classifiers(
             kind,
             build,
             memory,
+            memory_parts,
             timed_packets: timed[i].len(),
             ns_batch: ns_batch[i],
             ns_single: ns_single[i],

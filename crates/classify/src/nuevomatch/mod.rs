@@ -791,20 +791,35 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     }
 
     fn memory_bytes(&self) -> usize {
+        self.memory_breakdown().iter().map(|(_, b)| b).sum()
+    }
+
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
         use std::mem::size_of;
-        let mut bytes = size_of::<Self>()
-            + self.remainder.memory_bytes()
-            + self.extras.memory_bytes()
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<Rule>)>())
-            + self.rules.len() * size_of::<Rule>();
-        for s in &self.isets {
-            bytes += s.index.memory_bytes();
-            bytes += s.spans.capacity() * 8
-                + s.ranks.capacity() * 8
-                + s.pre.memory_bytes()
-                + s.cands.capacity() * size_of::<Candidate>();
-        }
-        bytes
+        // Every rule, with where it lives (for updates and rebuilds; shared with a trainer).
+        let rules = size_of::<Self>()
+            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<Rule>)>() + 1)
+            + self.rules.len() * (size_of::<Rule>() + 2 * size_of::<usize>());
+        let model: usize = self.isets.iter().map(|s| s.index.memory_bytes()).sum();
+        // The buckets: candidates (priority, id, compact match), address pre-filter, ranks, spans.
+        let isets: usize = self
+            .isets
+            .iter()
+            .map(|s| {
+                s.spans.capacity() * 8
+                    + s.ranks.capacity() * 8
+                    + s.pre.memory_bytes()
+                    + s.cands.capacity() * size_of::<Candidate>()
+            })
+            .sum();
+        let mut parts = vec![
+            ("rules".to_string(), rules),
+            ("model".to_string(), model),
+            ("isets".to_string(), isets),
+            ("extras".to_string(), self.extras.memory_bytes()),
+        ];
+        parts.extend(self.remainder.memory_breakdown().into_iter().map(|(k, b)| (format!("remainder.{k}"), b)));
+        parts
     }
 }
 
