@@ -35,8 +35,9 @@ use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
-use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::compact::{Candidate, CompactMatch, Extras, Key};
 use crate::stored::StoredRule;
+use rqvs_flow::key::NarrowKey;
 
 /// Width in bits of each hashed field: nw_src, nw_dst, tp_src, tp_dst, nw_proto.
 const WIDTH: [u32; 5] = [32, 32, 16, 16, 8];
@@ -51,8 +52,8 @@ type Values = [u32; 5];
 
 /// The five hashed fields of a packet.
 #[inline(always)]
-fn packet_values(k: &FlowKey) -> Values {
-    [k.nw_src, k.nw_dst, u32::from(k.tp_src), u32::from(k.tp_dst), u32::from(k.nw_proto)]
+fn packet_values<K: Key>(k: &K) -> Values {
+    [k.nw_src(), k.nw_dst(), u32::from(k.tp_src()), u32::from(k.tp_dst()), u32::from(k.nw_proto())]
 }
 
 /// Leading ones of a `width`-bit mask.
@@ -245,7 +246,7 @@ impl Table {
     /// `best`. Bucket rules are in winner order: the first that validates is the bucket's best,
     /// and the scan stops at the first that cannot beat `best`.
     #[inline(always)]
-    fn probe(&self, k: &Values, hash: u64, key: &FlowKey, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
+    fn probe<K: Key>(&self, k: &Values, hash: u64, key: &K, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
         let Some(b) = self.table.find(hash, |b| b.key == *k) else { return };
         for c in b.iter() {
             if let Some((bp, bid)) = *best {
@@ -440,7 +441,7 @@ impl TupleMerge {
 impl TupleMerge {
     /// The best of `best` and the rules matching `key`.
     #[inline]
-    fn search(&self, key: &FlowKey, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+    fn search<K: Key>(&self, key: &K, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         let values = packet_values(key);
         for t in &self.tables {
             if best.is_some_and(|(bp, _)| t.max_priority < bp) {
@@ -457,7 +458,7 @@ impl TupleMerge {
     /// [`search`](Self::search) for a batch of at most [`BATCH`] keys, table by table: the
     /// hashes of every key that still needs a table are computed before any of them probes it, so
     /// the probes' cache misses overlap. `best[j]` is improved in place.
-    fn search_batch(&self, keys: &[FlowKey], best: &mut [Option<(u32, RuleId)>]) {
+    fn search_batch<K: Key>(&self, keys: &[K], best: &mut [Option<(u32, RuleId)>]) {
         let n = keys.len();
         debug_assert!(n <= BATCH && best.len() >= n);
         let values: [Values; BATCH] = std::array::from_fn(|j| keys.get(j).map_or([0; 5], packet_values));
@@ -488,6 +489,34 @@ impl Remainder for TupleMerge {
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.search(key, floor).filter(|b| Some(*b) != floor)
     }
+
+    fn improve_batch_narrow(&self, keys: &[NarrowKey], best: &mut [Option<(u32, RuleId)>]) {
+        for (k, b) in keys.iter().zip(best.iter_mut()) {
+            if let Some(better) = self.search(k, *b).filter(|x| Some(*x) != *b) {
+                *b = Some(better);
+            }
+        }
+    }
+}
+
+impl TupleMerge {
+    /// `lookup_batch` over keys of either kind (see [`Classifier::lookup_batch`] below).
+    fn lookup_keys<K: Key>(&self, keys: &[K], out: &mut [Option<RuleId>]) {
+        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
+        if self.slots.len() < self.table_major_from {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.search(k, None).map(|(_, id)| id);
+            }
+            return;
+        }
+        for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let mut best: [Option<(u32, RuleId)>; BATCH] = [None; BATCH];
+            self.search_batch(chunk, &mut best);
+            for (o, b) in out.iter_mut().zip(&best) {
+                *o = b.map(|(_, id)| id);
+            }
+        }
+    }
 }
 
 impl Classifier for TupleMerge {
@@ -504,20 +533,11 @@ impl Classifier for TupleMerge {
     /// sets whose tables stay in cache, key by key, which measured faster there (fewer
     /// unpredictable branches: fw1_10k ~12 vs ~9 Mpps).
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
-        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
-        if self.slots.len() < self.table_major_from {
-            for (k, o) in keys.iter().zip(out.iter_mut()) {
-                *o = self.lookup(k);
-            }
-            return;
-        }
-        for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let mut best: [Option<(u32, RuleId)>; BATCH] = [None; BATCH];
-            self.search_batch(chunk, &mut best);
-            for (o, b) in out.iter_mut().zip(&best) {
-                *o = b.map(|(_, id)| id);
-            }
-        }
+        self.lookup_keys(keys, out);
+    }
+
+    fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
+        self.lookup_keys(keys, out);
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {

@@ -35,11 +35,12 @@ use std::time::{Duration, Instant};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
-use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::compact::{Candidate, CompactMatch, Extras, Key};
 use crate::prefetch::prefetch;
 use crate::TupleMerge;
 use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
+use rqvs_flow::key::NarrowKey;
 
 /// Builds a range index over sorted disjoint ranges.
 pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
@@ -517,9 +518,18 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// `lookup_batch`, also returning how many keys' winners the iSets gave (the remainder had
     /// nothing better) — the datapath's "model hit" count.
     pub fn lookup_batch_counted(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) -> usize {
+        self.lookup_keys_counted(keys, out)
+    }
+
+    /// [`NuevoMatchUp::lookup_batch_counted`] of narrow keys.
+    pub fn lookup_batch_narrow_counted(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) -> usize {
+        self.lookup_keys_counted(keys, out)
+    }
+
+    fn lookup_keys_counted<K: Key>(&self, keys: &[K], out: &mut [Option<RuleId>]) -> usize {
         assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
         if self.isets.is_empty() {
-            self.remainder.lookup_batch(keys, out); // the small-set fallback: the remainder alone
+            K::lookup_batch(&self.remainder, keys, out); // the small-set fallback: the remainder alone
             return 0;
         }
         let mut from_isets = 0;
@@ -530,7 +540,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let mut buckets = [None; crate::BATCH];
             for s in &self.isets {
                 for (v, k) in values.iter_mut().zip(chunk) {
-                    *v = s.field.value(k);
+                    *v = s.field.value_of(k);
                 }
                 s.index.find_batch(&values[..n], &mut buckets[..n]);
                 // The scans' memory is fetched for every key before any scan starts: first the
@@ -551,7 +561,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 for j in 0..n {
                     let (mut from, to) = spans[j];
                     while from < to {
-                        let bits = s.pre.group(from, chunk[j].nw_src, chunk[j].nw_dst);
+                        let bits = s.pre.group(from, chunk[j].nw_src(), chunk[j].nw_dst());
                         if bits != 0 {
                             first[j] = bits;
                             prefetch(&s.cands[from + bits.trailing_zeros() as usize]);
@@ -576,7 +586,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
             }
             let from_iset = best;
-            self.remainder.improve_batch(chunk, &mut best[..n]);
+            K::improve_batch(&self.remainder, chunk, &mut best[..n]);
             for j in 0..n {
                 from_isets += usize::from(best[j].is_some() && best[j] == from_iset[j]);
                 out[j] = best[j].map(|(_, id)| id);
@@ -706,7 +716,15 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// Scans the slots `from..to` of iSet `s` (one bucket) for `key`, improving `best`; `first`
     /// is the pre-filter's answer for the first group (unused when the span is empty).
     #[inline(always)]
-    fn scan_span(&self, s: &ISet, from: usize, to: usize, first: u32, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
+    fn scan_span<K: Key>(
+        &self,
+        s: &ISet,
+        from: usize,
+        to: usize,
+        first: u32,
+        key: &K,
+        best: &mut Option<(u32, RuleId)>,
+    ) {
         let mut j = from;
         let mut bits = first;
         while j < to {
@@ -723,7 +741,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             }
             j += LANES;
             if j < to {
-                bits = s.pre.group(j, key.nw_src, key.nw_dst);
+                bits = s.pre.group(j, key.nw_src(), key.nw_dst());
             }
         }
     }
@@ -751,6 +769,10 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     /// model's batched inference), then the scans; then the remainder per key.
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
         self.lookup_batch_counted(keys, out);
+    }
+
+    fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
+        self.lookup_batch_narrow_counted(keys, out);
     }
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
         self.insert_shared(Arc::new(rule)).map(|_| ())
