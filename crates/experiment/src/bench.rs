@@ -275,7 +275,7 @@ pub fn classifiers(
         .zip(&timed)
         .map(|((_, c, _), k)| match &narrow {
             Some(n) if k.len() == keys.len() => (c.as_ref(), Keys::Narrow(&n[..])),
-            _ => (c.as_ref(), Keys::Flow(*k)),
+            _ => (c.as_ref(), Keys::Flow(k)),
         })
         .collect();
     let single_runs: Vec<(&dyn Classifier, Keys)> =
