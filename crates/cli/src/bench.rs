@@ -150,12 +150,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
     for r in rows {
         let parts: Vec<String> =
             r.memory_parts.iter().map(|(k, b)| format!("{k}={b} ({:.0} B/rule)", per_rule(*b))).collect();
-        out.line(format!(
-            "bytes {:<6} {} B/rule: {}",
-            r.kind.name(),
-            format!("{:.0}", per_rule(r.memory)),
-            parts.join(" ")
-        ));
+        out.line(format!("bytes {:<6} {:.0} B/rule: {}", r.kind.name(), per_rule(r.memory), parts.join(" ")));
     }
 
     let list: Vec<Value> = rows
