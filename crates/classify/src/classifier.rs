@@ -79,9 +79,12 @@ pub trait Classifier: Send + Sync {
     /// When `out` is shorter than `keys`.
     fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
         assert!(out.len() >= keys.len(), "lookup_batch_narrow: output shorter than input");
+        let mut wide = [FlowKey::ZERO; BATCH];
         for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let wide: Vec<FlowKey> = chunk.iter().map(NarrowKey::widen).collect();
-            self.lookup_batch(&wide, out);
+            for (w, k) in wide.iter_mut().zip(chunk) {
+                *w = k.widen();
+            }
+            self.lookup_batch(&wide[..chunk.len()], out);
         }
     }
 
