@@ -302,7 +302,7 @@ impl rqvs_live {
     /// Removes the rule (returned), then polls the trainer.
     pub fn remove(&self, id: u32) -> Result<Rule, Error> {
         let mut s = self.write()?;
-        let rule = s.live.rule(RuleId(id)).cloned().ok_or_else(|| not_found(id))?;
+        let rule = s.live.rule(RuleId(id)).ok_or_else(|| not_found(id))?;
         s.live.remove(RuleId(id));
         s.live.poll();
         Ok(rule)

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 /// The datapath's unit of work: packets are looked up in batches of this many.
@@ -70,6 +71,23 @@ pub trait Classifier: Send + Sync {
         }
     }
 
+    /// [`Classifier::lookup_batch`] of keys without wide members, held as [`NarrowKey`]s (40
+    /// bytes each instead of 112): the same answers as for their [`NarrowKey::widen`]ed keys.
+    /// TupleMerge and NuevoMatchUP read the narrow keys directly; the default widens them.
+    ///
+    /// # Panics
+    /// When `out` is shorter than `keys`.
+    fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
+        assert!(out.len() >= keys.len(), "lookup_batch_narrow: output shorter than input");
+        let mut wide = [FlowKey::ZERO; BATCH];
+        for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            for (w, k) in wide.iter_mut().zip(chunk) {
+                *w = k.widen();
+            }
+            self.lookup_batch(&wide[..chunk.len()], out);
+        }
+    }
+
     /// Adds a rule; refuses an id that is already present. With [`Classifier::remove`]:
     ///
     /// ```
@@ -109,6 +127,13 @@ pub trait Classifier: Send + Sync {
     /// Heap and inline bytes used by the classifier's own structures (an estimate that counts
     /// every allocation it makes, not allocator overhead).
     fn memory_bytes(&self) -> usize;
+
+    /// [`Classifier::memory_bytes`] by structure, as `(part, bytes)` pairs with stable names that
+    /// add up to it (what `bench classifiers` reports per part: `rules`, `model`, `isets`,
+    /// `tables`, `index`, `remainder.tables`, ...). The default is one part, `all`.
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
+        vec![("all".to_string(), self.memory_bytes())]
+    }
 }
 
 /// A classifier that can serve as the *remainder* of a learned classifier: it answers "the best
@@ -124,6 +149,15 @@ pub trait Remainder: Classifier {
     fn improve_batch(&self, keys: &[FlowKey], best: &mut [Option<(u32, RuleId)>]) {
         for (k, b) in keys.iter().zip(best.iter_mut()) {
             if let Some(better) = self.lookup_beating(k, *b) {
+                *b = Some(better);
+            }
+        }
+    }
+
+    /// [`Remainder::improve_batch`] of narrow keys (the default widens each).
+    fn improve_batch_narrow(&self, keys: &[NarrowKey], best: &mut [Option<(u32, RuleId)>]) {
+        for (k, b) in keys.iter().zip(best.iter_mut()) {
+            if let Some(better) = self.lookup_beating(&k.widen(), *b) {
                 *b = Some(better);
             }
         }

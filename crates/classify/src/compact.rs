@@ -7,7 +7,90 @@
 //! hardware addresses) keeps its full [`Match`] in an
 //! [`Extras`] slab and the entry holds its index, checked last.
 
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Match, RuleId};
+
+use crate::classifier::{Classifier, Remainder};
+
+/// A packet's key as the lookups read it: a [`FlowKey`], or a [`NarrowKey`] (the same narrow
+/// fields without the wide ones, for batches of 5-tuple packets). The hot paths of TupleMerge and
+/// NuevoMatchUP are written once over this trait and compiled for both.
+pub(crate) trait Key: Copy {
+    fn nw_src(&self) -> u32;
+    fn nw_dst(&self) -> u32;
+    fn tp_src(&self) -> u16;
+    fn tp_dst(&self) -> u16;
+    fn nw_proto(&self) -> u8;
+    fn tcp_flags(&self) -> u16;
+    fn dl_type(&self) -> u16;
+    /// `f` of the whole key (for a full match's check).
+    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T;
+    /// The remainder's `lookup_batch` of keys of this type.
+    fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]);
+    /// The remainder's `improve_batch` of keys of this type.
+    fn improve_batch<R: Remainder + ?Sized>(r: &R, keys: &[Self], best: &mut [Option<(u32, RuleId)>]);
+}
+
+macro_rules! key_fields {
+    () => {
+        #[inline(always)]
+        fn nw_src(&self) -> u32 {
+            self.nw_src
+        }
+        #[inline(always)]
+        fn nw_dst(&self) -> u32 {
+            self.nw_dst
+        }
+        #[inline(always)]
+        fn tp_src(&self) -> u16 {
+            self.tp_src
+        }
+        #[inline(always)]
+        fn tp_dst(&self) -> u16 {
+            self.tp_dst
+        }
+        #[inline(always)]
+        fn nw_proto(&self) -> u8 {
+            self.nw_proto
+        }
+        #[inline(always)]
+        fn tcp_flags(&self) -> u16 {
+            self.tcp_flags
+        }
+        #[inline(always)]
+        fn dl_type(&self) -> u16 {
+            self.dl_type
+        }
+    };
+}
+
+impl Key for FlowKey {
+    key_fields!();
+    #[inline(always)]
+    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
+        f(self)
+    }
+    fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]) {
+        c.lookup_batch(keys, out)
+    }
+    fn improve_batch<R: Remainder + ?Sized>(r: &R, keys: &[Self], best: &mut [Option<(u32, RuleId)>]) {
+        r.improve_batch(keys, best)
+    }
+}
+
+impl Key for NarrowKey {
+    key_fields!();
+    #[inline(always)]
+    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
+        f(&self.widen())
+    }
+    fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]) {
+        c.lookup_batch_narrow(keys, out)
+    }
+    fn improve_batch<R: Remainder + ?Sized>(r: &R, keys: &[Self], best: &mut [Option<(u32, RuleId)>]) {
+        r.improve_batch_narrow(keys, best)
+    }
+}
 
 /// A rule as hash buckets and iSet buckets hold it: rank and compact match.
 #[derive(Clone, Copy)]
@@ -89,23 +172,25 @@ impl CompactMatch {
 
     /// Does `k` satisfy the match?
     #[inline(always)]
-    pub(crate) fn matches(&self, k: &FlowKey, extras: &Extras) -> bool {
-        self.matches_compact(k) && (self.extra == Self::NO_EXTRA || extras.get(self.extra).matches(k))
+    pub(crate) fn matches<K: Key>(&self, k: &K, extras: &Extras) -> bool {
+        self.matches_compact(k)
+            && (self.extra == Self::NO_EXTRA || k.with_full(|full| extras.get(self.extra).matches(full)))
     }
 
     #[inline(always)]
-    fn matches_compact(&self, k: &FlowKey) -> bool {
-        (k.nw_src & self.src_m) == self.src_v
-            && (k.nw_dst & self.dst_m) == self.dst_v
-            && self.sp_lo <= k.tp_src
-            && k.tp_src <= self.sp_hi
-            && self.dp_lo <= k.tp_dst
-            && k.tp_dst <= self.dp_hi
-            && (k.nw_proto & self.proto_m) == self.proto_v
-            && (k.tp_src & self.sp_m) == self.sp_v
-            && (k.tp_dst & self.dp_m) == self.dp_v
-            && (k.tcp_flags & self.flags_m) == self.flags_v
-            && (k.dl_type & self.dl_type_m) == self.dl_type_v
+    fn matches_compact<K: Key>(&self, k: &K) -> bool {
+        let (sp, dp) = (k.tp_src(), k.tp_dst());
+        (k.nw_src() & self.src_m) == self.src_v
+            && (k.nw_dst() & self.dst_m) == self.dst_v
+            && self.sp_lo <= sp
+            && sp <= self.sp_hi
+            && self.dp_lo <= dp
+            && dp <= self.dp_hi
+            && (k.nw_proto() & self.proto_m) == self.proto_v
+            && (sp & self.sp_m) == self.sp_v
+            && (dp & self.dp_m) == self.dp_v
+            && (k.tcp_flags() & self.flags_m) == self.flags_v
+            && (k.dl_type() & self.dl_type_m) == self.dl_type_v
     }
 }
 

@@ -32,6 +32,7 @@ pub mod nuevomatch;
 pub mod ofproto;
 pub mod prefetch;
 pub mod reference;
+mod stored;
 #[cfg(test)]
 mod testing;
 pub mod tss;

@@ -142,6 +142,15 @@ pub fn check_all(c: &dyn Classifier, rules: &[Rule], keys: &[FlowKey], stage: &s
         prop_assert_eq!(c.lookup(k), want, "{}: lookup {:?}", stage, k);
         prop_assert_eq!(*b, want, "{}: lookup_batch {:?}", stage, k);
     }
+    // The same batch as narrow keys (those without wide members): the same answers.
+    let narrow: Vec<(usize, rqvs_flow::key::NarrowKey)> =
+        keys.iter().enumerate().filter_map(|(i, k)| k.narrow().map(|n| (i, n))).collect();
+    let nk: Vec<rqvs_flow::key::NarrowKey> = narrow.iter().map(|&(_, n)| n).collect();
+    let mut got = vec![None; nk.len()];
+    c.lookup_batch_narrow(&nk, &mut got);
+    for (&(i, _), g) in narrow.iter().zip(&got) {
+        prop_assert_eq!(*g, batch[i], "{}: lookup_batch_narrow {:?}", stage, keys[i]);
+    }
     Ok(())
 }
 

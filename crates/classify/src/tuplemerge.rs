@@ -35,7 +35,9 @@ use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
-use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::compact::{Candidate, CompactMatch, Extras, Key};
+use crate::stored::StoredRule;
+use rqvs_flow::key::NarrowKey;
 
 /// Width in bits of each hashed field: nw_src, nw_dst, tp_src, tp_dst, nw_proto.
 const WIDTH: [u32; 5] = [32, 32, 16, 16, 8];
@@ -50,8 +52,8 @@ type Values = [u32; 5];
 
 /// The five hashed fields of a packet.
 #[inline(always)]
-fn packet_values(k: &FlowKey) -> Values {
-    [k.nw_src, k.nw_dst, u32::from(k.tp_src), u32::from(k.tp_dst), u32::from(k.nw_proto)]
+fn packet_values<K: Key>(k: &K) -> Values {
+    [k.nw_src(), k.nw_dst(), u32::from(k.tp_src()), u32::from(k.tp_dst()), u32::from(k.nw_proto())]
 }
 
 /// Leading ones of a `width`-bit mask.
@@ -118,7 +120,6 @@ fn fits(rule: &Tuple, table: &Tuple) -> bool {
 #[derive(Clone)]
 struct Bucket {
     key: Values,
-    hash: u64,
     head: Candidate,
     tail: Vec<Candidate>,
 }
@@ -207,7 +208,11 @@ impl Table {
                 b.len()
             }
             None => {
-                self.table.insert_unique(hash, Bucket { key, hash, head: c, tail: Vec::new() }, |b| b.hash);
+                // The hash is made again from the key when the table grows (not stored: 16
+                // bytes a bucket with the alignment).
+                let active = &self.active;
+                self.table
+                    .insert_unique(hash, Bucket { key, head: c, tail: Vec::new() }, |b| hash_values(&b.key, active));
                 1
             }
         }
@@ -244,7 +249,7 @@ impl Table {
     /// `best`. Bucket rules are in winner order: the first that validates is the bucket's best,
     /// and the scan stops at the first that cannot beat `best`.
     #[inline(always)]
-    fn probe(&self, k: &Values, hash: u64, key: &FlowKey, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
+    fn probe<K: Key>(&self, k: &Values, hash: u64, key: &K, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
         let Some(b) = self.table.find(hash, |b| b.key == *k) else { return };
         for c in b.iter() {
             if let Some((bp, bid)) = *best {
@@ -266,13 +271,19 @@ impl Table {
     }
 }
 
-/// A rule and where it is.
+/// A rule (its match stored as the words it uses: [`StoredRule`]) and where it is. Its hashed
+/// values are made again from the match when it moves or goes ([`Record::values`]).
 #[derive(Clone)]
 struct Record {
-    rule: Rule,
+    rule: StoredRule,
     tuple: Tuple,
-    values: Values,
     table: u32,
+}
+
+impl Record {
+    fn values(&self) -> Values {
+        rule_tuple(&self.rule.matches.to_match()).1
+    }
 }
 
 /// TupleMerge with online insert and remove.
@@ -283,7 +294,12 @@ pub struct TupleMerge {
     /// Table id → index in `tables` (`u32::MAX` for a free id). Rules refer to tables by id.
     position: Vec<u32>,
     free_ids: Vec<u32>,
-    rules: HashMap<RuleId, Record>,
+    /// Rule id → its slot in `records`.
+    slots: HashMap<RuleId, u32>,
+    /// The rules, in stable slots (a slab: removed rules' slots are in `free_records`), so that
+    /// the id map holds 8-byte entries rather than whole records.
+    records: Vec<Option<Record>>,
+    free_records: Vec<u32>,
     extras: Extras,
     collision_limit: usize,
     /// Rule count from which `lookup_batch` goes table by table.
@@ -302,7 +318,9 @@ impl TupleMerge {
             tables: Vec::new(),
             position: Vec::new(),
             free_ids: Vec::new(),
-            rules: HashMap::new(),
+            slots: HashMap::new(),
+            records: Vec::new(),
+            free_records: Vec::new(),
             extras: Extras::default(),
             collision_limit: collision_limit.max(1),
             table_major_from: TABLE_MAJOR_BATCH_RULES,
@@ -324,6 +342,7 @@ impl TupleMerge {
         for r in sorted {
             t.insert(r.clone())?;
         }
+        t.records.shrink_to_fit();
         Ok(t)
     }
 
@@ -335,6 +354,14 @@ impl TupleMerge {
     /// Number of tables.
     pub fn tables(&self) -> usize {
         self.tables.len()
+    }
+
+    fn record(&self, id: RuleId) -> &Record {
+        self.records[self.slots[&id] as usize].as_ref().expect("a live rule's slot holds it")
+    }
+
+    fn record_mut(&mut self, id: RuleId) -> &mut Record {
+        self.records[self.slots[&id] as usize].as_mut().expect("a live rule's slot holds it")
     }
 
     fn table(&self, id: u32) -> &Table {
@@ -384,17 +411,17 @@ impl TupleMerge {
 
     /// Moves the rule `id` from its table to table `to`.
     fn move_rule(&mut self, id: RuleId, to: u32) {
-        let rec = &self.rules[&id];
-        let (from, values, priority) = (rec.table, rec.values, rec.rule.priority);
+        let rec = self.record(id);
+        let (from, values, priority) = (rec.table, rec.values(), rec.rule.priority);
         let c = self.table_mut(from).take(&values, priority, id).expect("rule is in its table");
         self.table_mut(to).add(&values, c);
-        self.rules.get_mut(&id).expect("present").table = to;
+        self.record_mut(id).table = to;
     }
 
     /// Splits table `i` after the bucket of `values` exceeded the collision limit.
     fn split(&mut self, i: u32, values: &Values) {
         let ids = self.table(i).bucket_ids(values);
-        let tuples: Vec<Tuple> = ids.iter().map(|id| self.rules[id].tuple).collect();
+        let tuples: Vec<Tuple> = ids.iter().map(|&id| self.record(id).tuple).collect();
         let mut compat: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).min().unwrap_or(0));
         let sup: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).max().unwrap_or(0));
         let Some((d, delta)) = (0..5).map(|d| (d, sup[d] - compat[d])).max_by_key(|&(d, delta)| (delta, Reverse(d)))
@@ -411,7 +438,7 @@ impl TupleMerge {
         let target = self.find_or_make(compat);
         let movers: Vec<RuleId> = self.table(i).table.iter().flat_map(|b| b.iter().map(|c| c.id)).collect();
         for id in movers {
-            if fits(&self.rules[&id].tuple, &compat) {
+            if fits(&self.record(id).tuple, &compat) {
                 self.move_rule(id, target);
             }
         }
@@ -423,7 +450,7 @@ impl TupleMerge {
 impl TupleMerge {
     /// The best of `best` and the rules matching `key`.
     #[inline]
-    fn search(&self, key: &FlowKey, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+    fn search<K: Key>(&self, key: &K, mut best: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         let values = packet_values(key);
         for t in &self.tables {
             if best.is_some_and(|(bp, _)| t.max_priority < bp) {
@@ -440,7 +467,7 @@ impl TupleMerge {
     /// [`search`](Self::search) for a batch of at most [`BATCH`] keys, table by table: the
     /// hashes of every key that still needs a table are computed before any of them probes it, so
     /// the probes' cache misses overlap. `best[j]` is improved in place.
-    fn search_batch(&self, keys: &[FlowKey], best: &mut [Option<(u32, RuleId)>]) {
+    fn search_batch<K: Key>(&self, keys: &[K], best: &mut [Option<(u32, RuleId)>]) {
         let n = keys.len();
         debug_assert!(n <= BATCH && best.len() >= n);
         let values: [Values; BATCH] = std::array::from_fn(|j| keys.get(j).map_or([0; 5], packet_values));
@@ -471,6 +498,34 @@ impl Remainder for TupleMerge {
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.search(key, floor).filter(|b| Some(*b) != floor)
     }
+
+    fn improve_batch_narrow(&self, keys: &[NarrowKey], best: &mut [Option<(u32, RuleId)>]) {
+        for (k, b) in keys.iter().zip(best.iter_mut()) {
+            if let Some(better) = self.search(k, *b).filter(|x| Some(*x) != *b) {
+                *b = Some(better);
+            }
+        }
+    }
+}
+
+impl TupleMerge {
+    /// `lookup_batch` over keys of either kind (see [`Classifier::lookup_batch`] below).
+    fn lookup_keys<K: Key>(&self, keys: &[K], out: &mut [Option<RuleId>]) {
+        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
+        if self.slots.len() < self.table_major_from {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.search(k, None).map(|(_, id)| id);
+            }
+            return;
+        }
+        for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let mut best: [Option<(u32, RuleId)>; BATCH] = [None; BATCH];
+            self.search_batch(chunk, &mut best);
+            for (o, b) in out.iter_mut().zip(&best) {
+                *o = b.map(|(_, id)| id);
+            }
+        }
+    }
 }
 
 impl Classifier for TupleMerge {
@@ -487,24 +542,15 @@ impl Classifier for TupleMerge {
     /// sets whose tables stay in cache, key by key, which measured faster there (fewer
     /// unpredictable branches: fw1_10k ~12 vs ~9 Mpps).
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
-        assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
-        if self.rules.len() < self.table_major_from {
-            for (k, o) in keys.iter().zip(out.iter_mut()) {
-                *o = self.lookup(k);
-            }
-            return;
-        }
-        for (chunk, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let mut best: [Option<(u32, RuleId)>; BATCH] = [None; BATCH];
-            self.search_batch(chunk, &mut best);
-            for (o, b) in out.iter_mut().zip(&best) {
-                *o = b.map(|(_, id)| id);
-            }
-        }
+        self.lookup_keys(keys, out);
+    }
+
+    fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
+        self.lookup_keys(keys, out);
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        if self.rules.contains_key(&rule.id) {
+        if self.slots.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
         let (tuple, values) = rule_tuple(&rule.matches);
@@ -516,7 +562,18 @@ impl Classifier for TupleMerge {
         let c =
             Candidate { priority: rule.priority, id: rule.id, m: CompactMatch::new(&rule.matches, &mut self.extras) };
         let id = rule.id;
-        self.rules.insert(id, Record { rule, tuple, values, table: i });
+        let rec = Some(Record { rule: StoredRule::new(rule), tuple, table: i });
+        let slot = match self.free_records.pop() {
+            Some(slot) => {
+                self.records[slot as usize] = rec;
+                slot
+            }
+            None => {
+                self.records.push(rec);
+                (self.records.len() - 1) as u32
+            }
+        };
+        self.slots.insert(id, slot);
         let bucket = self.table_mut(i).add(&values, c);
         self.settle(i);
         if bucket > self.collision_limit {
@@ -526,36 +583,54 @@ impl Classifier for TupleMerge {
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let rec = self.rules.remove(&id)?;
-        let c = self.table_mut(rec.table).take(&rec.values, rec.rule.priority, id).expect("rule is in its table");
+        let slot = self.slots.remove(&id)?;
+        let rec = self.records[slot as usize].take().expect("a live rule's slot holds it");
+        self.free_records.push(slot);
+        let c = self.table_mut(rec.table).take(&rec.values(), rec.rule.priority, id).expect("rule is in its table");
         c.m.release(&mut self.extras);
         self.settle(rec.table);
-        Some(rec.rule)
+        Some(rec.rule.to_rule())
     }
 
     fn len(&self) -> usize {
-        self.rules.len()
+        self.slots.len()
     }
 
     fn stats(&self) -> Vec<(&'static str, f64)> {
         vec![("tables", self.tables() as f64)]
     }
 
-    fn memory_bytes(&self) -> usize {
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
         use std::mem::size_of;
-        let mut bytes = size_of::<Self>()
+        // The rules as kept for updates: the id map, the slab and each rule's stored words and
+        // actions.
+        let rules = self.slots.capacity() * (size_of::<RuleId>() + 4 + 1)
+            + self.records.capacity() * size_of::<Option<Record>>()
+            + self.free_records.capacity() * 4
+            + self.records.iter().flatten().map(|r| r.rule.heap_bytes()).sum::<usize>();
+        // The hash tables: buckets (key, the best candidate inline) and their tails.
+        let mut tables = 0;
+        // What orders and finds the tables: the table list, id positions, hashed fields, and
+        // each table's priority counts.
+        let mut index = size_of::<Self>()
             + self.tables.capacity() * size_of::<Table>()
             + self.position.capacity() * 4
-            + self.free_ids.capacity() * 4
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<Record>())
-            + self.extras.memory_bytes();
+            + self.free_ids.capacity() * 4;
         for t in &self.tables {
-            bytes += t.active.capacity();
-            bytes += t.table.capacity() * (size_of::<Bucket>() + 1);
-            bytes += t.table.iter().map(|b| b.tail.capacity() * size_of::<Candidate>()).sum::<usize>();
-            bytes += t.priorities.len() * 16;
+            index += t.active.capacity() + t.priorities.len() * 16;
+            tables += t.table.capacity() * (size_of::<Bucket>() + 1);
+            tables += t.table.iter().map(|b| b.tail.capacity() * size_of::<Candidate>()).sum::<usize>();
         }
-        bytes
+        vec![
+            ("rules".to_string(), rules),
+            ("tables".to_string(), tables),
+            ("index".to_string(), index),
+            ("extras".to_string(), self.extras.memory_bytes()),
+        ]
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.memory_breakdown().iter().map(|(_, b)| b).sum()
     }
 }
 
@@ -614,6 +689,34 @@ mod tests {
         assert_eq!(relax([32, 8, 16, 16, 8]), [28, 0, 0, 0, 8]);
         assert_eq!(relax([24, 16, 6, 15, 8]), [22, 0, 0, 0, 8]);
         assert_eq!(relax([24, 20, 0, 16, 0]), [22, 18, 0, 0, 0]);
+    }
+
+    /// A 5-tuple rule is kept as three key words of value and mask, not as two whole keys: the
+    /// `rules` part stays under 150 bytes a rule (it was about 330 with whole `Rule`s).
+    #[test]
+    fn five_tuple_rules_are_kept_narrow() {
+        let text: String = (0..2000u32)
+            .map(|i| {
+                format!(
+                    "@10.{}.{}.0/24\t192.168.{}.0/24\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
+                    i % 200,
+                    i / 200,
+                    i % 97,
+                    i % 1000,
+                    i % 1000 + 10
+                )
+            })
+            .collect();
+        let rules = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        let tm = TupleMerge::build(&rules).unwrap();
+        let parts = tm.memory_breakdown();
+        let rules_part = parts.iter().find(|(k, _)| k == "rules").unwrap().1;
+        assert!(rules_part / rules.len() < 150, "{} bytes a rule: {parts:?}", rules_part / rules.len());
+        assert_eq!(parts.iter().map(|(_, b)| b).sum::<usize>(), tm.memory_bytes());
+        for r in &rules[..50] {
+            let mut t = tm.clone();
+            assert_eq!(t.remove(r.id).as_ref(), Some(r), "the removed rule comes back whole");
+        }
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub struct Args {
     /// [range: 0 ≤ x ≤ 3600000].
     #[arg(long, default_value_t = 300, value_parser = crate::args::range::between(0u64, 3_600_000))]
     pub min_ms: u64,
+    /// Time the batches over the packets as whole `FlowKey`s (112 bytes each) even when none has
+    /// a wide field; by default such a trace is looked up as narrow keys (40 bytes each, the
+    /// narrow members alone), the form a batch of 5-tuple packets takes.
+    #[arg(long)]
+    pub flowkey_batches: bool,
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -80,6 +85,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         update_fraction: a.update_fraction,
         min_time: Duration::from_millis(a.min_ms),
         seed: a.workload.seed,
+        narrow_batches: !a.flowkey_batches,
     };
     let bar = ProgressBar::new(bench::steps(a.classifiers.len()));
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"));
@@ -94,10 +100,11 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
     let trace_name = report::show(&a.workload.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules {rules_name}: {} rules; packets {trace_name}: {} packets", rules.len(), keys.len()));
     out.line(format!(
-        "verified {} packets against the reference (seed {}); update rates over {:.0}% of the rules",
+        "verified {} packets against the reference (seed {}); update rates over {:.0}% of the rules; batches over {}",
         b.verified,
         a.workload.seed,
-        a.update_fraction * 100.0
+        a.update_fraction * 100.0,
+        if b.narrow_batches { "narrow keys (40 bytes)" } else { "FlowKeys (112 bytes)" }
     ));
     out.line(format!(
         "{:<6} {:>9} {:>12} {:>9} {:>19} {:>10} {:>10} {:>10} {:>11} {:>11} {:>8}  stats",
@@ -138,6 +145,14 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         ));
     }
 
+    // Where the bytes go, per classifier: each structure's bytes and bytes per rule.
+    let per_rule = |b: usize| if rules.is_empty() { 0.0 } else { b as f64 / rules.len() as f64 };
+    for r in rows {
+        let parts: Vec<String> =
+            r.memory_parts.iter().map(|(k, b)| format!("{k}={b} ({:.0} B/rule)", per_rule(*b))).collect();
+        out.line(format!("bytes {:<6} {:.0} B/rule: {}", r.kind.name(), per_rule(r.memory), parts.join(" ")));
+    }
+
     let list: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -146,6 +161,8 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
                 "name": r.kind.name(),
                 "build_ms": r.build.as_secs_f64() * 1e3,
                 "memory_bytes": r.memory,
+                "bytes_per_rule": per_rule(r.memory),
+                "memory_breakdown": r.memory_parts.iter().map(|(k, b)| (k.clone(), json!(b))).collect::<Map<String, Value>>(),
                 "timed_packets": r.timed_packets,
                 "timed_passes": r.ns_batch.passes,
                 "mpps": batch.median,
@@ -184,6 +201,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
         f.insert("verified".into(), b.verified.into());
         f.insert("seed".into(), a.workload.seed.into());
         f.insert("update_fraction".into(), json!(a.update_fraction));
+        f.insert("batch_keys".into(), json!(if b.narrow_batches { "narrow" } else { "flowkey" }));
         f.insert("classifiers".into(), Value::Array(list));
         report::write_json(path, "bench classifiers", f)?;
     }

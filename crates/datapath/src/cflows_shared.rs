@@ -212,7 +212,7 @@ impl CflowsPublisher {
         let early = instant && self.publish_first(&mirror);
         let mut removed: Vec<Rule> = Vec::new();
         for &id in &mirror.removed {
-            if let Some(r) = self.nm.rule(id).cloned() {
+            if let Some(r) = self.nm.rule(id) {
                 if self.nm.remove(id) {
                     self.actions.remove(id.0);
                     removed.push(r);

@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use rqvs_classify::{Classifier, ClassifierKind, Reference, BATCH};
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::rng::Rng;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -32,6 +33,10 @@ pub struct BenchConfig {
     pub min_time: Duration,
     /// Seed of the verification sample and the update order.
     pub seed: u64,
+    /// Time the lookups in batches over the packets as [`NarrowKey`]s when no packet has a wide
+    /// member (`Classifier::lookup_batch_narrow`: 40 bytes a key instead of 112); otherwise, or
+    /// when false, as `FlowKey`s. One key at a time is always over `FlowKey`s.
+    pub narrow_batches: bool,
 }
 
 /// A step of the benchmark, for progress reports.
@@ -47,6 +52,8 @@ pub struct Row {
     pub kind: ClassifierKind,
     pub build: Duration,
     pub memory: usize,
+    /// `memory` by structure ([`Classifier::memory_breakdown`]), as built.
+    pub memory_parts: Vec<(String, usize)>,
     /// Packets the lookup rates were timed on (the sample, for the reference on a big set).
     pub timed_packets: usize,
     /// ns/packet in batches of 32, over the timed passes.
@@ -75,6 +82,8 @@ pub struct Bench {
     pub rows: Vec<Row>,
     /// Packets verified against the reference.
     pub verified: usize,
+    /// The batches were timed over [`NarrowKey`]s ([`BenchConfig::narrow_batches`]).
+    pub narrow_batches: bool,
 }
 
 impl Bench {
@@ -86,6 +95,44 @@ impl Bench {
                 r.mismatches + r.cross.as_ref().map_or(0, |c| c.1) + r.updates.as_ref().map_or(0, |u| u.mismatches)
             })
             .sum()
+    }
+}
+
+/// The packets a lookup pass runs over: `FlowKey`s, or [`NarrowKey`]s (looked up in batches
+/// with `Classifier::lookup_batch_narrow`, one at a time widened).
+#[derive(Clone, Copy)]
+pub enum Keys<'a> {
+    Flow(&'a [FlowKey]),
+    Narrow(&'a [NarrowKey]),
+}
+
+impl Keys<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::Flow(k) => k.len(),
+            Keys::Narrow(k) => k.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`lookup_all`] over keys of either kind.
+pub fn lookup_keys(c: &dyn Classifier, keys: Keys, out: &mut [Option<RuleId>], batched: bool) {
+    match keys {
+        Keys::Flow(k) => lookup_all(c, k, out, batched),
+        Keys::Narrow(k) if batched => {
+            for (k, o) in k.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+                c.lookup_batch_narrow(k, o);
+            }
+        }
+        Keys::Narrow(k) => {
+            for (k, o) in k.iter().zip(out.iter_mut()) {
+                *o = c.lookup(&k.widen());
+            }
+        }
     }
 }
 
@@ -140,7 +187,7 @@ pub fn time_lookups(
     batched: bool,
     min: Duration,
 ) -> Spread {
-    time_interleaved(&[(c, keys)], &mut [out], batched, min)[0]
+    time_interleaved(&[(c, Keys::Flow(keys))], &mut [out], batched, min)[0]
 }
 
 /// [`time_lookups`] of several classifiers (each over its own keys, its lookups into its `outs`),
@@ -149,14 +196,14 @@ pub fn time_lookups(
 /// the measurement then falls on every classifier alike, where timing them one after the other
 /// would give it to whichever ran then.
 pub fn time_interleaved(
-    runs: &[(&dyn Classifier, &[FlowKey])],
+    runs: &[(&dyn Classifier, Keys)],
     outs: &mut [&mut [Option<RuleId>]],
     batched: bool,
     min: Duration,
 ) -> Vec<Spread> {
     assert_eq!(runs.len(), outs.len(), "one output per classifier");
     for ((c, keys), out) in runs.iter().zip(outs.iter_mut()) {
-        lookup_all(*c, keys, out, batched);
+        lookup_keys(*c, *keys, out, batched);
     }
     let mut passes = vec![Vec::new(); runs.len()];
     let mut spent = vec![Duration::ZERO; runs.len()];
@@ -167,7 +214,7 @@ pub fn time_interleaved(
                 continue;
             }
             let t = Instant::now();
-            lookup_all(*c, keys, out, batched);
+            lookup_keys(*c, *keys, out, batched);
             let took = t.elapsed();
             spent[i] += took;
             passes[i].push(took.as_nanos() as f64 / keys.len().max(1) as f64);
@@ -220,8 +267,19 @@ pub fn classifiers(
         .iter()
         .map(|(kind, _, _)| if *kind == ClassifierKind::Ref && !full_scan_ok { &sample_keys[..] } else { keys })
         .collect();
-    let runs: Vec<(&dyn Classifier, &[FlowKey])> =
-        built.iter().zip(&timed).map(|((_, c, _), k)| (c.as_ref(), *k)).collect();
+    // Batches over narrow keys when every packet is one (the sample stays `FlowKey`s).
+    let narrow: Option<Vec<NarrowKey>> =
+        if cfg.narrow_batches { keys.iter().map(FlowKey::narrow).collect() } else { None };
+    let runs: Vec<(&dyn Classifier, Keys)> = built
+        .iter()
+        .zip(&timed)
+        .map(|((_, c, _), k)| match &narrow {
+            Some(n) if k.len() == keys.len() => (c.as_ref(), Keys::Narrow(&n[..])),
+            _ => (c.as_ref(), Keys::Flow(k)),
+        })
+        .collect();
+    let single_runs: Vec<(&dyn Classifier, Keys)> =
+        built.iter().zip(&timed).map(|((_, c, _), k)| (c.as_ref(), Keys::Flow(k))).collect();
     let mut got: Vec<Vec<Option<RuleId>>> = timed.iter().map(|k| vec![None; k.len()]).collect();
     let mut single: Vec<Vec<Option<RuleId>>> = got.clone();
     let names: Vec<&str> = built.iter().map(|(kind, _, _)| kind.name()).collect();
@@ -229,9 +287,11 @@ pub fn classifiers(
     let ns_batch = time_interleaved(&runs, &mut got.iter_mut().map(|v| &mut v[..]).collect::<Vec<_>>(), true, min);
     progress(Step::Done);
     progress(Step::Start(&format!("{}: lookups one at a time, taking turns", names.join(", "))));
-    let ns_single = time_interleaved(&runs, &mut single.iter_mut().map(|v| &mut v[..]).collect::<Vec<_>>(), false, min);
+    let ns_single =
+        time_interleaved(&single_runs, &mut single.iter_mut().map(|v| &mut v[..]).collect::<Vec<_>>(), false, min);
     progress(Step::Done);
     drop(runs);
+    drop(single_runs);
 
     let mut rows: Vec<Row> = Vec::new();
     let mut results: Vec<Option<Vec<Option<RuleId>>>> = Vec::new();
@@ -243,7 +303,7 @@ pub fn classifiers(
 
         progress(Step::Start(&format!("{}: updates", kind.name())));
         // Size and classifier figures as built, before the update round changes them.
-        let (memory, stats) = (c.memory_bytes(), c.stats());
+        let (memory, memory_parts, stats) = (c.memory_bytes(), c.memory_breakdown(), c.stats());
         // No rules, nothing to remove and re-insert.
         let updates = if rules.is_empty() || (kind == ClassifierKind::Ref && rules.len() > REFERENCE_UPDATE_LIMIT) {
             None
@@ -255,6 +315,7 @@ pub fn classifiers(
             kind,
             build,
             memory,
+            memory_parts,
             timed_packets: timed[i].len(),
             ns_batch: ns_batch[i],
             ns_single: ns_single[i],
@@ -277,7 +338,7 @@ pub fn classifiers(
         let n = x.iter().zip(y).filter(|(p, q)| p != q).count();
         rows[i].cross = Some((rows[peer].kind.name().to_string(), n));
     }
-    Ok(Bench { rows, verified: sample.len() })
+    Ok(Bench { rows, verified: sample.len(), narrow_batches: narrow.is_some() })
 }
 
 /// The update rates' orders over `n` rules (indexes): a random `fraction` of them (at least one)
@@ -374,8 +435,12 @@ mod spread_tests {
         let mut outs = [vec![None; keys.len()], vec![None; few.len()]];
         let min = Duration::from_millis(30);
         let [a, b] = &mut outs;
-        let spreads =
-            super::time_interleaved(&[(tm.as_ref(), &keys), (reference.as_ref(), few)], &mut [a, b], true, min);
+        let spreads = super::time_interleaved(
+            &[(tm.as_ref(), super::Keys::Flow(&keys)), (reference.as_ref(), super::Keys::Flow(few))],
+            &mut [a, b],
+            true,
+            min,
+        );
         assert_eq!(spreads.len(), 2);
         for s in &spreads {
             assert!((1..=super::MAX_PASSES).contains(&s.passes), "{s:?}");

@@ -269,6 +269,77 @@ flow_key! {
 /// The 20 bits of an IPv6 flow label.
 pub const IPV6_LABEL_MASK: u32 = 0x000f_ffff;
 
+/// A [`FlowKey`] whose wide members are all zero, stored without them: the narrow members alone,
+/// 40 bytes where a `FlowKey` takes 112 (OVS's miniflow does the same for a packet: only the words
+/// its headers fill are stored). What a batch of 5-tuple packets can be looked up as
+/// (`Classifier::lookup_batch_narrow` in rqvs-classify): the classifiers read the same fields,
+/// and a batch of 32 keys spans 20 cache lines instead of 56.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+#[repr(C)]
+pub struct NarrowKey {
+    pub nw_src: u32,
+    pub nw_dst: u32,
+    pub tp_src: u16,
+    pub tp_dst: u16,
+    pub in_port: u32,
+    pub dl_type: u16,
+    pub vlan_tci: u16,
+    pub tcp_flags: u16,
+    pub nw_proto: u8,
+    pub nw_tos: u8,
+    pub nw_frag: u8,
+    pub dl_src: [u8; 6],
+    pub dl_dst: [u8; 6],
+    pub nw_ttl: u8,
+}
+
+impl NarrowKey {
+    /// The full key (wide members zero).
+    #[inline]
+    pub fn widen(&self) -> FlowKey {
+        FlowKey {
+            nw_src: self.nw_src,
+            nw_dst: self.nw_dst,
+            tp_src: self.tp_src,
+            tp_dst: self.tp_dst,
+            in_port: self.in_port,
+            dl_type: self.dl_type,
+            vlan_tci: self.vlan_tci,
+            tcp_flags: self.tcp_flags,
+            nw_proto: self.nw_proto,
+            nw_tos: self.nw_tos,
+            nw_frag: self.nw_frag,
+            dl_src: self.dl_src,
+            dl_dst: self.dl_dst,
+            nw_ttl: self.nw_ttl,
+            ..FlowKey::ZERO
+        }
+    }
+}
+
+impl FlowKey {
+    /// The key as a [`NarrowKey`], or `None` when a wide member is set (it would be lost).
+    pub fn narrow(&self) -> Option<NarrowKey> {
+        let n = NarrowKey {
+            nw_src: self.nw_src,
+            nw_dst: self.nw_dst,
+            tp_src: self.tp_src,
+            tp_dst: self.tp_dst,
+            in_port: self.in_port,
+            dl_type: self.dl_type,
+            vlan_tci: self.vlan_tci,
+            tcp_flags: self.tcp_flags,
+            nw_proto: self.nw_proto,
+            nw_tos: self.nw_tos,
+            nw_frag: self.nw_frag,
+            dl_src: self.dl_src,
+            dl_dst: self.dl_dst,
+            nw_ttl: self.nw_ttl,
+        };
+        (n.widen() == *self).then_some(n)
+    }
+}
+
 impl FlowKey {
     /// An IPv4 5-tuple key, the shape of a ClassBench header (`in_port` 1, no MACs, no VLAN).
     pub fn ipv4(nw_src: u32, nw_dst: u32, nw_proto: u8, tp_src: u16, tp_dst: u16) -> FlowKey {
@@ -503,6 +574,27 @@ mod tests {
         assert_ne!(FlowKey { dl_dst: [0; 6], ..k }.to_words(), kw);
         assert_eq!(FlowKey::from_words(&kw), k);
         assert_eq!(FlowKey::from_words(&FlowKey::EXACT.to_words()), FlowKey::EXACT);
+    }
+
+    #[test]
+    fn narrow_keys_keep_every_narrow_member() {
+        let k = FlowKey {
+            dl_src: [1, 2, 3, 4, 5, 6],
+            dl_dst: [7, 8, 9, 10, 11, 12],
+            vlan_tci: 0x1005,
+            tcp_flags: 0x12,
+            nw_tos: 0xb8,
+            nw_frag: 3,
+            nw_ttl: 64,
+            in_port: 9,
+            ..FlowKey::ipv4(0x0a01_0203, 0xc0a8_0001, 6, 1234, 80)
+        };
+        let n = k.narrow().expect("no wide member set");
+        assert_eq!(n.widen(), k);
+        assert_eq!(std::mem::size_of::<NarrowKey>(), 40);
+        assert_eq!(FlowKey { metadata: 1, ..k }.narrow(), None);
+        assert_eq!(FlowKey { arp_tha: [0, 0, 0, 0, 0, 1], ..k }.narrow(), None);
+        assert_eq!(FlowKey::ipv6(1, 2, 6, 3, 4).narrow(), None);
     }
 
     #[test]

@@ -51,12 +51,18 @@ impl Field {
     /// The packet's value on this field.
     #[inline(always)]
     pub fn value(self, k: &FlowKey) -> u32 {
+        self.value_of(k)
+    }
+
+    /// [`Field::value`] of a key of either kind.
+    #[inline(always)]
+    pub(crate) fn value_of<K: crate::compact::Key>(self, k: &K) -> u32 {
         match self {
-            Field::NwSrc => k.nw_src,
-            Field::NwDst => k.nw_dst,
-            Field::TpSrc => u32::from(k.tp_src),
-            Field::TpDst => u32::from(k.tp_dst),
-            Field::NwProto => u32::from(k.nw_proto),
+            Field::NwSrc => k.nw_src(),
+            Field::NwDst => k.nw_dst(),
+            Field::TpSrc => u32::from(k.tp_src()),
+            Field::TpDst => u32::from(k.tp_dst()),
+            Field::NwProto => u32::from(k.nw_proto()),
         }
     }
 

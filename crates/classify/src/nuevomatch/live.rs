@@ -62,6 +62,7 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use super::{NuevoMatchConfig, NuevoMatchUp};
 use crate::classifier::{Classifier, ClassifierError};
+use crate::stored::StoredRule;
 use crate::TupleMerge;
 
 /// When inserted rules become visible.
@@ -90,7 +91,7 @@ impl Policy {
 
 /// One logged update. Inserts are shared with the owner's model (no copy of the rule).
 enum Update {
-    Insert(Arc<Rule>),
+    Insert(Arc<StoredRule>),
     Remove(RuleId),
 }
 
@@ -99,19 +100,19 @@ pub const CATCH_UP_CHUNK: usize = 1024;
 
 /// Applies a logged update to a new model (and, under the delayed policy, to the rules staged
 /// since its snapshot) — what the trainer does while catching up and the owner for the tail.
-fn apply(policy: Policy, model: &mut NuevoMatchUp, staged: &mut HashMap<RuleId, Arc<Rule>>, u: Update) {
+fn apply(policy: Policy, model: &mut NuevoMatchUp, staged: &mut HashMap<RuleId, Arc<StoredRule>>, u: Update) {
     match (policy, u) {
         (Policy::Instant, Update::Insert(r)) => {
-            let _ = model.insert_shared(r);
+            let _ = model.insert_stored(&r.to_rule(), r);
         }
         (Policy::Instant, Update::Remove(id)) => {
-            model.remove_shared(id);
+            model.remove_stored(id);
         }
         (Policy::Delayed, Update::Insert(r)) => {
             staged.insert(r.id, r);
         }
         (Policy::Delayed, Update::Remove(id)) => {
-            if model.remove_shared(id).is_none() {
+            if model.remove_stored(id).is_none() {
                 staged.remove(&id);
             }
         }
@@ -148,7 +149,7 @@ struct Trained {
     /// The remainder's size as built (before those entries).
     built_remainder: usize,
     /// Delayed policy: the rules those entries staged.
-    staged: HashMap<RuleId, Arc<Rule>>,
+    staged: HashMap<RuleId, Arc<StoredRule>>,
 }
 
 struct Training {
@@ -169,7 +170,7 @@ pub struct LiveNuevoMatch {
     threshold: f64,
     config: NuevoMatchConfig,
     /// Delayed policy: inserted rules not yet in any model.
-    staged: HashMap<RuleId, Arc<Rule>>,
+    staged: HashMap<RuleId, Arc<StoredRule>>,
     /// Updates since the snapshot the running training started from.
     /// The trainer takes entries from the front as it applies them; what is left at the swap
     /// is the owner's to replay.
@@ -257,8 +258,8 @@ impl LiveNuevoMatch {
     }
 
     /// The rule with this id, visible or staged.
-    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
-        self.staged.get(&id).map(|r| r.as_ref()).or_else(|| self.current.rule(id))
+    pub fn rule(&self, id: RuleId) -> Option<Rule> {
+        self.staged.get(&id).map(|r| r.to_rule()).or_else(|| self.current.rule(id))
     }
 
     /// The policy inserted rules follow.
@@ -299,15 +300,22 @@ impl LiveNuevoMatch {
 
     /// Adds a rule by the policy.
     pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        self.insert_shared(Arc::new(rule))
+        let stored = Arc::new(StoredRule::new(rule.clone()));
+        self.insert_stored(&rule, stored)
     }
 
-    /// [`LiveNuevoMatch::insert`] of a rule shared with others (a publisher's copies of the
-    /// classifier), without copying it.
+    /// [`LiveNuevoMatch::insert`] of a rule held elsewhere too (a publisher's copies of the
+    /// classifier); the classifier keeps it in its stored form.
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<(), ClassifierError> {
+        let stored = Arc::new(StoredRule::new(Rule::clone(&rule)));
+        self.insert_stored(&rule, stored)
+    }
+
+    /// [`LiveNuevoMatch::insert`], keeping `stored` (shared with the trainer's model).
+    fn insert_stored(&mut self, rule: &Rule, stored: Arc<StoredRule>) -> Result<(), ClassifierError> {
         match self.policy {
             Policy::Instant => {
-                let into_iset = self.current.insert_shared(Arc::clone(&rule))?;
+                let into_iset = self.current.insert_stored(rule, Arc::clone(&stored))?;
                 if into_iset {
                     self.placed.0 += 1;
                 } else {
@@ -318,19 +326,19 @@ impl LiveNuevoMatch {
                 if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));
                 }
-                self.staged.insert(rule.id, Arc::clone(&rule));
+                self.staged.insert(rule.id, Arc::clone(&stored));
             }
         }
         // Logged once accepted: the trainer's model gets exactly the owner's updates.
         if self.training.is_some() {
-            self.log.lock().expect("log lock").push_back(Update::Insert(rule));
+            self.log.lock().expect("log lock").push_back(Update::Insert(stored));
         }
         Ok(())
     }
 
     /// Removes a rule wherever it is (model or staging); `false` when absent.
     pub fn remove(&mut self, id: RuleId) -> bool {
-        let found = self.staged.remove(&id).is_some() || self.current.remove_shared(id).is_some();
+        let found = self.staged.remove(&id).is_some() || self.current.remove_stored(id).is_some();
         if found && self.training.is_some() {
             self.log.lock().expect("log lock").push_back(Update::Remove(id));
         }
@@ -402,7 +410,7 @@ impl LiveNuevoMatch {
     fn start_training(&mut self, retired: Option<NuevoMatchUp>) {
         let t_start = Instant::now();
         // Shared, not copied: the trainer copies the rules on its own thread.
-        let mut snapshot: Vec<Arc<Rule>> = self.current.rule_arcs();
+        let mut snapshot: Vec<Arc<StoredRule>> = self.current.rule_arcs();
         snapshot.extend(self.staged.values().cloned());
         let rules = snapshot.len();
         let config = self.config;

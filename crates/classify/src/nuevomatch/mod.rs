@@ -35,11 +35,13 @@ use std::time::{Duration, Instant};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
-use crate::compact::{Candidate, CompactMatch, Extras};
+use crate::compact::{Candidate, CompactMatch, Extras, Key};
 use crate::prefetch::prefetch;
+use crate::stored::StoredRule;
 use crate::TupleMerge;
 use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
+use rqvs_flow::key::NarrowKey;
 
 /// Builds a range index over sorted disjoint ranges.
 pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
@@ -315,8 +317,9 @@ pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
     isets: Vec<ISet>,
     remainder: R,
     /// Every rule, with where it lives (kept here for `remove` and `rebuild`).
-    /// Behind `Arc`s so that a trainer's snapshot costs the owner a reference count per rule.
-    rules: HashMap<RuleId, (Location, Arc<Rule>)>,
+    /// Behind `Arc`s so that a trainer's snapshot costs the owner a reference count per rule;
+    /// each match stored as the key words it uses ([`StoredRule`]).
+    rules: HashMap<RuleId, (Location, Arc<StoredRule>)>,
     extras: Extras,
     build_time: Duration,
     /// Where `build_time` went.
@@ -348,16 +351,31 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let shared: Vec<Arc<Rule>> = rules.iter().map(|r| Arc::new(r.clone())).collect();
-        let mut c = Self::build_shared(shared, config, make_remainder)?;
+        let stored: Vec<Arc<StoredRule>> = rules.iter().map(|r| Arc::new(StoredRule::new(r.clone()))).collect();
+        let mut c = Self::build_from(rules, stored, config, make_remainder)?;
         c.build_time = t0.elapsed();
         Ok(c)
     }
 
     /// [`build_with`](Self::build_with) over rules that are already shared (a trainer's
-    /// snapshot): the classifier keeps these `Arc`s and copies no rule but the remainder's.
-    pub fn build_shared(
-        rules: Vec<Arc<Rule>>,
+    /// snapshot): the classifier keeps these `Arc`s; the whole rules are made again only for the
+    /// build, on the caller's thread.
+    pub(crate) fn build_shared(
+        stored: Vec<Arc<StoredRule>>,
+        config: NuevoMatchConfig,
+        make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
+    ) -> Result<Self, ClassifierError> {
+        let t0 = Instant::now();
+        let rules: Vec<Rule> = stored.iter().map(|r| r.to_rule()).collect();
+        let mut c = Self::build_from(&rules, stored, config, make_remainder)?;
+        c.build_time = t0.elapsed();
+        Ok(c)
+    }
+
+    /// The build over `rules`, keeping `stored` (the same rules, in the same order).
+    fn build_from(
+        rules: &[Rule],
+        stored: Vec<Arc<StoredRule>>,
         config: NuevoMatchConfig,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
@@ -365,7 +383,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
         let (plans, rest) = if rules.len() < config.min_rules {
             (Vec::new(), (0..rules.len()).collect())
         } else {
-            iset::partition(&rules, &config.isets)
+            iset::partition(rules, &config.isets)
         };
         let partition = t0.elapsed();
         let mut indexes = Vec::with_capacity(plans.len());
@@ -374,18 +392,20 @@ impl<R: Remainder> NuevoMatchUp<R> {
             indexes.push((config.index)(&ranges).map_err(|e| ClassifierError::Unsupported(RuleId(0), e))?);
         }
         let train = t0.elapsed() - partition;
-        let mut c = Self::assemble(rules, config, &plans, indexes, &rest, make_remainder)?;
+        let mut c = Self::assemble(rules, stored, config, &plans, indexes, &rest, make_remainder)?;
         c.build_time = t0.elapsed();
         c.phases.partition = partition;
         c.phases.train = train;
         Ok(c)
     }
 
-    /// Puts a classifier together from a partition (`plans` and `rest` index into `rules`) and
-    /// one ready index per plan — what `build_with` does after training, and what loading a
-    /// saved model does instead of training.
+    /// Puts a classifier together from a partition (`plans` and `rest` index into `rules`;
+    /// `stored` holds the same rules as kept) and one ready index per plan — what `build_with`
+    /// does after training, and what loading a saved model does instead of training.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
-        rules: Vec<Arc<Rule>>,
+        rules: &[Rule],
+        stored: Vec<Arc<StoredRule>>,
         config: NuevoMatchConfig,
         plans: &[iset::PlannedISet],
         indexes: Vec<Box<dyn RangeIndex>>,
@@ -441,9 +461,9 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 live: plan.rules(),
             });
         }
-        let rest_rules: Vec<Rule> = rest.iter().map(|&i| Rule::clone(&rules[i])).collect();
-        let mut by_id: HashMap<RuleId, (Location, Arc<Rule>)> = HashMap::with_capacity(rules.len());
-        for (r, at) in rules.into_iter().zip(located) {
+        let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
+        let mut by_id: HashMap<RuleId, (Location, Arc<StoredRule>)> = HashMap::with_capacity(stored.len());
+        for (r, at) in stored.into_iter().zip(located) {
             let id = r.id;
             if by_id.insert(id, (at, r)).is_some() {
                 return Err(ClassifierError::DuplicateId(id));
@@ -466,16 +486,16 @@ impl<R: Remainder> NuevoMatchUp<R> {
 
     /// Every live rule (any order).
     pub fn rules(&self) -> Vec<Rule> {
-        self.rules.values().map(|(_, r)| Rule::clone(r)).collect()
+        self.rules.values().map(|(_, r)| r.to_rule()).collect()
     }
 
-    /// The live rule with this id.
-    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
-        self.rules.get(&id).map(|(_, r)| r.as_ref())
+    /// The live rule with this id (made from its stored form).
+    pub fn rule(&self, id: RuleId) -> Option<Rule> {
+        self.rules.get(&id).map(|(_, r)| r.to_rule())
     }
 
     /// Every rule, shared (a trainer's snapshot: no rule is copied on the caller's thread).
-    pub fn rule_arcs(&self) -> Vec<Arc<Rule>> {
+    pub(crate) fn rule_arcs(&self) -> Vec<Arc<StoredRule>> {
         self.rules.values().map(|(_, r)| Arc::clone(r)).collect()
     }
 
@@ -517,9 +537,18 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// `lookup_batch`, also returning how many keys' winners the iSets gave (the remainder had
     /// nothing better) — the datapath's "model hit" count.
     pub fn lookup_batch_counted(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) -> usize {
+        self.lookup_keys_counted(keys, out)
+    }
+
+    /// [`NuevoMatchUp::lookup_batch_counted`] of narrow keys.
+    pub fn lookup_batch_narrow_counted(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) -> usize {
+        self.lookup_keys_counted(keys, out)
+    }
+
+    fn lookup_keys_counted<K: Key>(&self, keys: &[K], out: &mut [Option<RuleId>]) -> usize {
         assert!(out.len() >= keys.len(), "lookup_batch: output shorter than input");
         if self.isets.is_empty() {
-            self.remainder.lookup_batch(keys, out); // the small-set fallback: the remainder alone
+            K::lookup_batch(&self.remainder, keys, out); // the small-set fallback: the remainder alone
             return 0;
         }
         let mut from_isets = 0;
@@ -530,7 +559,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let mut buckets = [None; crate::BATCH];
             for s in &self.isets {
                 for (v, k) in values.iter_mut().zip(chunk) {
-                    *v = s.field.value(k);
+                    *v = s.field.value_of(k);
                 }
                 s.index.find_batch(&values[..n], &mut buckets[..n]);
                 // The scans' memory is fetched for every key before any scan starts: first the
@@ -551,7 +580,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 for j in 0..n {
                     let (mut from, to) = spans[j];
                     while from < to {
-                        let bits = s.pre.group(from, chunk[j].nw_src, chunk[j].nw_dst);
+                        let bits = s.pre.group(from, chunk[j].nw_src(), chunk[j].nw_dst());
                         if bits != 0 {
                             first[j] = bits;
                             prefetch(&s.cands[from + bits.trailing_zeros() as usize]);
@@ -576,7 +605,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
             }
             let from_iset = best;
-            self.remainder.improve_batch(chunk, &mut best[..n]);
+            K::improve_batch(&self.remainder, chunk, &mut best[..n]);
             for j in 0..n {
                 from_isets += usize::from(best[j].is_some() && best[j] == from_iset[j]);
                 out[j] = best[j].map(|(_, id)| id);
@@ -585,27 +614,39 @@ impl<R: Remainder> NuevoMatchUp<R> {
         from_isets
     }
 
-    /// [`Classifier::insert`] of a shared rule (the owner of a [`live::LiveNuevoMatch`] and its
-    /// trainer insert the same rule without copying it), telling where the rule went: `true` into
-    /// an iSet's bucket, `false` into the remainder.
+    /// [`Classifier::insert`] of a rule held elsewhere too (a publisher's copies of one
+    /// classifier), telling where it went: `true` into an iSet's bucket, `false` into the
+    /// remainder. The classifier keeps the rule in its stored form ([`StoredRule`]).
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<bool, ClassifierError> {
+        let stored = Arc::new(StoredRule::new(Rule::clone(&rule)));
+        self.insert_stored(&rule, stored)
+    }
+
+    /// [`Classifier::insert`] of `rule`, keeping `stored` (its stored form, shared: the owner
+    /// of a [`live::LiveNuevoMatch`] and its trainer keep the same one), telling where the rule
+    /// went: `true` into an iSet's bucket, `false` into the remainder.
+    pub(crate) fn insert_stored(&mut self, rule: &Rule, stored: Arc<StoredRule>) -> Result<bool, ClassifierError> {
         if self.rules.contains_key(&rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
-        let at = match self.insert_into_bucket(&rule) {
+        let at = match self.insert_into_bucket(rule) {
             Some(at) => at,
             None => {
-                self.remainder.insert(Rule::clone(&rule))?;
+                self.remainder.insert(rule.clone())?;
                 Location::Remainder
             }
         };
-        self.rules.insert(rule.id, (at, rule));
+        self.rules.insert(rule.id, (at, stored));
         Ok(matches!(at, Location::ISet { .. }))
     }
 
-    /// [`Classifier::remove`] without copying the rule out when it is shared (the owner of a
-    /// [`live::LiveNuevoMatch`] drops it anyway).
-    pub fn remove_shared(&mut self, id: RuleId) -> Option<Arc<Rule>> {
+    /// [`Classifier::remove`] of a rule inserted with [`NuevoMatchUp::insert_shared`] (the same).
+    pub fn remove_shared(&mut self, id: RuleId) -> Option<Rule> {
+        self.remove_stored(id).map(|r| r.to_rule())
+    }
+
+    /// [`NuevoMatchUp::remove_shared`] giving back the stored form (no whole rule made).
+    pub(crate) fn remove_stored(&mut self, id: RuleId) -> Option<Arc<StoredRule>> {
         let (loc, rule) = self.rules.remove(&id)?;
         match loc {
             Location::Remainder => {
@@ -706,7 +747,15 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// Scans the slots `from..to` of iSet `s` (one bucket) for `key`, improving `best`; `first`
     /// is the pre-filter's answer for the first group (unused when the span is empty).
     #[inline(always)]
-    fn scan_span(&self, s: &ISet, from: usize, to: usize, first: u32, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
+    fn scan_span<K: Key>(
+        &self,
+        s: &ISet,
+        from: usize,
+        to: usize,
+        first: u32,
+        key: &K,
+        best: &mut Option<(u32, RuleId)>,
+    ) {
         let mut j = from;
         let mut bits = first;
         while j < to {
@@ -723,7 +772,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             }
             j += LANES;
             if j < to {
-                bits = s.pre.group(j, key.nw_src, key.nw_dst);
+                bits = s.pre.group(j, key.nw_src(), key.nw_dst());
             }
         }
     }
@@ -752,13 +801,17 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<RuleId>]) {
         self.lookup_batch_counted(keys, out);
     }
+
+    fn lookup_batch_narrow(&self, keys: &[NarrowKey], out: &mut [Option<RuleId>]) {
+        self.lookup_batch_narrow_counted(keys, out);
+    }
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        self.insert_shared(Arc::new(rule)).map(|_| ())
+        let stored = Arc::new(StoredRule::new(rule.clone()));
+        self.insert_stored(&rule, stored).map(|_| ())
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let rule = self.remove_shared(id)?;
-        Some(Arc::try_unwrap(rule).unwrap_or_else(|shared| Rule::clone(&shared)))
+        self.remove_stored(id).map(|r| r.to_rule())
     }
 
     fn len(&self) -> usize {
@@ -791,20 +844,39 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     }
 
     fn memory_bytes(&self) -> usize {
+        self.memory_breakdown().iter().map(|(_, b)| b).sum()
+    }
+
+    fn memory_breakdown(&self) -> Vec<(String, usize)> {
         use std::mem::size_of;
-        let mut bytes = size_of::<Self>()
-            + self.remainder.memory_bytes()
-            + self.extras.memory_bytes()
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<Rule>)>())
-            + self.rules.len() * size_of::<Rule>();
-        for s in &self.isets {
-            bytes += s.index.memory_bytes();
-            bytes += s.spans.capacity() * 8
-                + s.ranks.capacity() * 8
-                + s.pre.memory_bytes()
-                + s.cands.capacity() * size_of::<Candidate>();
-        }
-        bytes
+        // Every rule, with where it lives (for updates and rebuilds; shared with a trainer).
+        let rules = size_of::<Self>()
+            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<StoredRule>)>() + 1)
+            + self
+                .rules
+                .values()
+                .map(|(_, r)| size_of::<StoredRule>() + 2 * size_of::<usize>() + r.heap_bytes())
+                .sum::<usize>();
+        let model: usize = self.isets.iter().map(|s| s.index.memory_bytes()).sum();
+        // The buckets: candidates (priority, id, compact match), address pre-filter, ranks, spans.
+        let isets: usize = self
+            .isets
+            .iter()
+            .map(|s| {
+                s.spans.capacity() * 8
+                    + s.ranks.capacity() * 8
+                    + s.pre.memory_bytes()
+                    + s.cands.capacity() * size_of::<Candidate>()
+            })
+            .sum();
+        let mut parts = vec![
+            ("rules".to_string(), rules),
+            ("model".to_string(), model),
+            ("isets".to_string(), isets),
+            ("extras".to_string(), self.extras.memory_bytes()),
+        ];
+        parts.extend(self.remainder.memory_breakdown().into_iter().map(|(k, b)| (format!("remainder.{k}"), b)));
+        parts
     }
 }
 

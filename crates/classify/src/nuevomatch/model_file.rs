@@ -272,7 +272,7 @@ impl NuevoMatchUp<TupleMerge> {
         let mut p = Writer(Vec::new());
         p.u32(ids.len() as u32);
         for id in &ids {
-            write_rule(&mut p, &self.rules[id].1);
+            write_rule(&mut p, &self.rules[id].1.to_rule());
         }
         p.u32(self.isets.len() as u32);
         for s in &self.isets {
@@ -411,7 +411,8 @@ impl NuevoMatchUp<TupleMerge> {
             )));
         }
         NuevoMatchUp::assemble(
-            rules.into_iter().map(std::sync::Arc::new).collect(),
+            &rules,
+            rules.iter().map(|r| std::sync::Arc::new(crate::stored::StoredRule::new(r.clone()))).collect(),
             NuevoMatchConfig::default(),
             &plans,
             indexes,
