@@ -110,6 +110,18 @@ fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
     });
 }
 
+/// The switch process, killed (by pid) if the test ends before stopping it.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -153,7 +165,8 @@ fn soak() {
     for p in 1..=4 {
         cmd.args(["--port", &format!("p{p}:afpacket")]);
     }
-    let mut child: Child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut guard = Killed(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let child = &mut guard.0;
     let (out, err) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
     collect(child.stdout.take().unwrap(), out.clone());
     collect(child.stderr.take().unwrap(), err.clone());
