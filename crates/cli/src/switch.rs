@@ -109,6 +109,11 @@ pub struct Args {
     /// [range: 1 ≤ x ≤ 65536].
     #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
     pub(crate) max_connections: usize,
+    /// Distinct action lists the datapath holds at most: a flow-mod that would add one more is
+    /// refused (OFPFMFC_TABLE_FULL). Lists are not freed yet when their flows go, so a controller
+    /// that keeps inventing lists reaches it [range: 1 ≤ x ≤ 16777216].
+    #[arg(long, value_name = "N", default_value_t = rqvs_datapath::actions::DEFAULT_LIMIT, value_parser = crate::args::range::between(1usize, 1 << 24))]
+    pub(crate) max_action_lists: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
     /// without a controller the flows are removed and the switch forwards as a MAC-learning
@@ -354,6 +359,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if let Some(f) = &a.log_file {
         rqvs_switch::diag::set_log_file(f).map_err(|e| Failure(format!("--log-file {}: {e}", f.display())))?;
     }
+    // Process-wide, as the action table is (module docs of rqvs_datapath::actions).
+    rqvs_datapath::actions::set_limit(a.max_action_lists);
     if let Some(remote) = &a.ovsdb {
         return crate::dropin::run(a, remote.as_deref(), |cfg, cpus, hook| configure(a, cfg, cpus, hook));
     }

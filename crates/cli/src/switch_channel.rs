@@ -22,8 +22,10 @@ pub struct TlsArgs {
     /// peer without one, or with another CA's, is refused (both directions).
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
-    /// OVS's trust-on-first-use CA: not implemented in rqvs (refused with a usage error; give
-    /// --ca-cert).
+    /// With ssl:/pssl: targets, instead of --ca-cert: the CA certificate file, or — when it does
+    /// not exist yet — where to save the CA the first ssl: controller sends (trust on first
+    /// use, as OVS: the controller must send its CA, e.g. ovs-testcontroller --peer-ca-cert);
+    /// the switch then reconnects and checks every peer against it.
     #[arg(long, value_name = "FILE")]
     bootstrap_ca_cert: Option<PathBuf>,
     /// With ssl:/pssl: targets: TLS versions, comma-separated, of TLSv1.2 and TLSv1.3 (`+`:
@@ -40,16 +42,13 @@ pub struct TlsArgs {
 const IDS: [&str; 6] = ["private_key", "certificate", "ca_cert", "bootstrap_ca_cert", "ssl_protocols", "ssl_ciphers"];
 
 impl TlsArgs {
-    /// Usage errors: TLS options without an ssl:/pssl: target, and --bootstrap-ca-cert.
+    /// Usage errors: TLS options without an ssl:/pssl: target; --ca-cert with
+    /// --bootstrap-ca-cert.
     pub fn unused(&self, g: &crate::args::Given, any_tls_target: bool) -> Result<(), String> {
         for id in IDS {
             g.refuse(id, !any_tls_target, "a TLS setting; used only with --openflow pssl:... or --controller ssl:...")?;
         }
-        g.refuse(
-            "bootstrap_ca_cert",
-            true,
-            "trust-on-first-use of a controller's CA is not implemented in rqvs; give the CA with --ca-cert",
-        )
+        g.refuse("bootstrap_ca_cert", self.ca_cert.is_some(), "names the CA, as --ca-cert does: give one of them")
     }
 
     /// The loaded TLS configuration when a target needs it.
@@ -61,6 +60,7 @@ impl TlsArgs {
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),
+            bootstrap_ca_cert: self.bootstrap_ca_cert.clone(),
             protocols: self.ssl_protocols.clone(),
             ciphers: self.ssl_ciphers.clone(),
         };

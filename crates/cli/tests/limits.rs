@@ -292,3 +292,48 @@ fn an_endless_pcap_in_stream_is_read_in_bounded_memory() {
     assert!(peak < 256, "peak RSS {peak} MiB reading an endless capture");
     assert!(out.contains("every frame accounted for"), "{out}");
 }
+
+/// `--max-action-lists`: `ovs-ofctl add-flow` with a new action list beyond the limit gets
+/// OpenFlow's `OFPFMFC_TABLE_FULL` (the action table frees no list yet, so a deleted flow's list
+/// still counts); flows reusing a list the table holds are still taken, and the metrics say how
+/// many lists there are and how many were refused.
+#[test]
+fn action_lists_past_the_limit_are_refused_with_table_full() {
+    if !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let mut p = Proc::start({
+        let mut c = Command::new(RQVS);
+        c.args(["switch", "--openflow", "ptcp:0", "--max-action-lists", "3", "--metrics", "127.0.0.1:0"]);
+        c
+    });
+    let ready = p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    let target = format!("tcp:127.0.0.1:{}", ptcp_port(&ready));
+    let ofctl = |args: &[&str]| {
+        let out = Command::new("ovs-ofctl").args(["-O", "OpenFlow13"]).args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let flow = |i: u32| format!("priority=9,udp,tp_dst={i},actions=output:2,output:{}", 10 + i);
+    for i in 1..=3 {
+        let (ok, err) = ofctl(&["add-flow", &target, &flow(i)]);
+        assert!(ok, "list {i} of 3: {err}");
+    }
+    // Deleting them frees nothing: a fourth list is refused.
+    assert!(ofctl(&["del-flows", &target, "udp"]).0);
+    let (ok, err) = ofctl(&["add-flow", &target, &flow(4)]);
+    assert!(!ok && err.contains("OFPFMFC_TABLE_FULL"), "a fourth list: {err}");
+    // A list the table holds is taken; a single output needs no list.
+    assert!(ofctl(&["add-flow", &target, &flow(2).replace("tp_dst=2", "tp_dst=99")]).0);
+    assert!(ofctl(&["add-flow", &target, "priority=9,udp,tp_dst=5,actions=output:3"]).0);
+    let log = p.wait_for("flow_mod refused: the action table is full", Duration::from_secs(5));
+    assert!(log.contains("holds 3 distinct action lists"), "{log}");
+    let metrics_at = ready.split("metrics http://").nth(1).and_then(|r| r.split('/').next()).expect("metrics address");
+    let mut s = TcpStream::connect(metrics_at).unwrap();
+    std::io::Write::write_all(&mut s, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("\nrqvs_action_lists 3\n"), "{body}");
+    assert!(body.contains("\nrqvs_action_lists_limit 3\n"), "{body}");
+    assert!(body.contains("\nrqvs_action_lists_refused_total 1\n"), "{body}");
+    assert!(p.terminate().success(), "{}", p.stderr());
+}

@@ -3,7 +3,11 @@
 //! (add-flow and dump-flows work with the right CA; with the wrong CA on either side nothing
 //! connects and the table is unchanged; a plain TCP client gets nothing), and
 //! `rqvs switch --controller ssl:` against `ovs-testcontroller pssl:` (the controller's
-//! table-miss flow arrives with the right CA, never with the wrong one).
+//! table-miss flow arrives with the right CA, never with the wrong one); `--ssl-protocols` and
+//! `--ssl-ciphers` against `ovs-ofctl`'s (a common version and suite connects, none does not);
+//! `--bootstrap-ca-cert` against `ovs-testcontroller --peer-ca-cert` (the controller's CA saved
+//! on first contact, the switch reconnecting and then checking the controller with it; a
+//! controller that sends no CA teaches nothing; a saved CA is one like `--ca-cert`'s).
 //!
 //! Loopback only, on the embedded workload's pcap ports: no root needed. Skipped (with the
 //! reason printed) when `ovs-pki`, `ovs-ofctl` or `ovs-testcontroller` is missing, a failure
@@ -149,13 +153,18 @@ fn switch(c: &Creds, ctl_sock: &Path, args: &[&str]) -> Proc {
 
 /// `ovs-ofctl -O OpenFlow13` over `target` with `c`'s credentials.
 fn ofctl(c: &Creds, target: &str, args: &[&str]) -> Output {
+    ofctl_with(c, &[], target, args)
+}
+
+/// [`ofctl`] with more options (`--ssl-protocols=...`).
+fn ofctl_with(c: &Creds, options: &[&str], target: &str, args: &[&str]) -> Output {
     let key = format!("--private-key={}", s(&c.key));
     let cert = format!("--certificate={}", s(&c.cert));
     let ca = format!("--ca-cert={}", s(&c.peer_ca));
     // ovs-ofctl takes the target after the command.
     let (command, rest) = args.split_first().unwrap();
     let mut cmd = Command::new("ovs-ofctl");
-    cmd.args(["-O", "OpenFlow13", "--timeout=5", &key, &cert, &ca, command, target]).args(rest);
+    cmd.args(["-O", "OpenFlow13", "--timeout=5", &key, &cert, &ca]).args(options).args([command, target]).args(rest);
     cmd.stdin(Stdio::null()).output().unwrap()
 }
 
@@ -293,8 +302,162 @@ fn tls_options_are_checked() {
     let (code, err) = run(&["--openflow", "pssl:0", "--ssl-ciphers", "RC4-MD5", "--ca-cert", "/y"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("RC4-MD5: unknown cipher"), "{err}");
-    let (code, err) = run(&["--openflow", "pssl:0", "--bootstrap-ca-cert", "/y"]);
+    let (code, err) = run(&["--openflow", "pssl:0", "--bootstrap-ca-cert", "/y", "--ca-cert", "/x"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("not implemented"), "{err}");
+    assert!(err.contains("--bootstrap-ca-cert: names the CA, as --ca-cert does"), "{err}");
+    let (code, err) = run(&["--openflow", "ptcp:0", "--bootstrap-ca-cert", "/y"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--bootstrap-ca-cert: a TLS setting"), "{err}");
     assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn ssl_protocols_and_ciphers_must_meet_the_peer() {
+    if !(have("ovs-pki") && have("ovs-ofctl")) {
+        return;
+    }
+    let dir = TempDir::new("cli-tls-suites");
+    let (sw, ctl_creds) = pki(&dir, "good");
+    let add = |p: &mut Proc, options: &[&str], tp: u16| {
+        let ready = p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+        let target = format!("ssl:127.0.0.1:{}", pssl_port(&ready));
+        let flow = format!("priority=40000,udp,tp_dst={tp},actions=drop");
+        ofctl_with(&ctl_creds, options, &target, &["add-flow", &flow]).status.success()
+    };
+    // TLS 1.3 only: an ovs-ofctl held to TLS 1.2 cannot connect; one left to its default can
+    // (OVS 3.1's OpenSSL offers TLS 1.3 unless told otherwise).
+    let sock = dir.join("v13.ctl");
+    let mut p = switch(&sw, &sock, &["--openflow", "pssl:0:127.0.0.1", "--ssl-protocols", "TLSv1.3"]);
+    assert!(!add(&mut p, &["--ssl-protocols=TLSv1.2"], 5001), "TLS 1.2 reached a TLS 1.3-only switch");
+    assert!(!ctl(&sock, &["dump-rules"]).contains("tp_dst=5001"));
+    assert!(p.terminate().success(), "{}", p.stderr());
+    // TLS 1.2 with one suite: a client offering only another suite fails; one offering it works.
+    let sock = dir.join("v12.ctl");
+    let mut p = switch(
+        &sw,
+        &sock,
+        &[
+            "--openflow",
+            "pssl:0:127.0.0.1",
+            "--ssl-protocols",
+            "TLSv1.2",
+            "--ssl-ciphers",
+            "ECDHE-RSA-AES256-GCM-SHA384",
+        ],
+    );
+    let other = ["--ssl-protocols=TLSv1.2", "--ssl-ciphers=ECDHE-RSA-AES128-GCM-SHA256"];
+    assert!(!add(&mut p, &other, 5002), "a client without the switch's suite connected");
+    let same = ["--ssl-protocols=TLSv1.2", "--ssl-ciphers=ECDHE-RSA-AES256-GCM-SHA384"];
+    assert!(add(&mut p, &same, 5003), "a TLS 1.2 client with the switch's suite: {}", p.stderr());
+    let rules = ctl(&sock, &["dump-rules"]);
+    assert!(rules.contains("tp_dst=5003") && !rules.contains("tp_dst=5002"), "{rules}");
+    assert!(p.terminate().success(), "{}", p.stderr());
+}
+
+/// `ovs-testcontroller pssl:` sending its CA certificate after its own (`--peer-ca-cert`), or not.
+fn teaching_controller(dir: &TempDir, c: &Creds, own_ca: Option<&Path>, port: u16, tag: &str) -> Proc {
+    let mut cmd = Command::new("ovs-testcontroller");
+    cmd.arg(format!("pssl:{port}:127.0.0.1"));
+    cmd.args(["-p", s(&c.key), "-c", s(&c.cert), "-C", s(&c.peer_ca)]);
+    if let Some(ca) = own_ca {
+        cmd.arg(format!("--peer-ca-cert={}", s(ca)));
+    }
+    cmd.arg(format!("--unixctl={}", dir.join(format!("{tag}.ctl")).display()));
+    cmd.arg(format!("--log-file={}", dir.join(format!("{tag}.log")).display()));
+    cmd.arg("-vconsole:off");
+    Proc::start(cmd)
+}
+
+/// `rqvs switch --controller TARGET --bootstrap-ca-cert CA` with the switch's key and certificate.
+fn bootstrapping_switch(c: &Creds, ctl_sock: &Path, target: &str, ca: &Path) -> Proc {
+    let mut cmd = Command::new(RQVS);
+    cmd.args(["switch", "--ctl", s(ctl_sock), "--private-key", s(&c.key), "--certificate", s(&c.cert)]);
+    cmd.args(["--bootstrap-ca-cert", s(ca), "--controller", target, "--fail-mode", "secure"]);
+    Proc::start(cmd)
+}
+
+/// The base64 bodies of a PEM file's certificates (each unwrapped; text around them ignored).
+fn ders(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    let mut body: Option<String> = None;
+    for line in text.lines().map(str::trim) {
+        match (&mut body, line) {
+            (None, "-----BEGIN CERTIFICATE-----") => body = Some(String::new()),
+            (Some(b), "-----END CERTIFICATE-----") => {
+                out.push(std::mem::take(b));
+                body = None;
+            }
+            (Some(b), l) => b.push_str(l),
+            (None, _) => {}
+        }
+    }
+    assert!(!out.is_empty(), "no certificate in {}", path.display());
+    out
+}
+
+fn has_controller_flow(sock: &Path) -> bool {
+    ctl(sock, &["dump-rules"]).to_lowercase().contains("actions=controller")
+}
+
+#[test]
+fn bootstrap_ca_cert_trusts_the_first_controller_and_then_checks_it() {
+    if !(have("ovs-pki") && have("ovs-testcontroller")) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("cli-tls-bootstrap");
+    let (sw, ctl_creds) = pki(&dir, "good");
+    let (_, stranger) = pki(&dir, "other");
+    let controller_ca = dir.join("good/pki/controllerca/cacert.pem");
+    let saved = dir.join("bootstrapped-ca.pem");
+
+    // A controller that sends no CA certificate: nothing is learned, no flow arrives.
+    let port = free_port();
+    let _tc = teaching_controller(&dir, &ctl_creds, None, port, "mute");
+    let sock = dir.join("sw0.ctl");
+    let mut p = bootstrapping_switch(&sw, &sock, &format!("ssl:127.0.0.1:{port}"), &saved);
+    p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    p.wait_for("the controller sends no CA certificate", Duration::from_secs(10));
+    assert!(!saved.exists(), "a CA saved from a controller that sent none");
+    assert!(!has_controller_flow(&sock), "a flow from an unchecked controller");
+    assert!(p.terminate().success(), "{}", p.stderr());
+
+    // One that sends it: saved (read-only, exactly the controller's CA), the switch reconnects
+    // and then takes the controller's table-miss flow.
+    let port = free_port();
+    let _tc = teaching_controller(&dir, &ctl_creds, Some(&controller_ca), port, "teach");
+    let sock = dir.join("sw1.ctl");
+    let mut p = bootstrapping_switch(&sw, &sock, &format!("ssl:127.0.0.1:{port}"), &saved);
+    p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    let log = p.wait_for("saved the controller's CA certificate", Duration::from_secs(10));
+    assert!(log.contains(s(&saved)), "{log}");
+    assert_eq!(ders(&saved), ders(&controller_ca), "the saved CA is the controller's");
+    assert_eq!(std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777, 0o444);
+    let t0 = Instant::now();
+    while !has_controller_flow(&sock) {
+        assert!(t0.elapsed() < Duration::from_secs(15), "no flow after bootstrapping: {}", p.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(p.terminate().success(), "{}", p.stderr());
+
+    // The saved CA is a CA like --ca-cert's: a controller another CA signed is refused, even
+    // one sending its own CA (nothing is learned twice).
+    let stranger_ca = dir.join("other/pki/controllerca/cacert.pem");
+    let port = free_port();
+    let _tc = teaching_controller(
+        &dir,
+        &Creds { peer_ca: ctl_creds.peer_ca.clone(), ..clone(&stranger) },
+        Some(&stranger_ca),
+        port,
+        "stranger",
+    );
+    let sock = dir.join("sw2.ctl");
+    let mut p = bootstrapping_switch(&sw, &sock, &format!("ssl:127.0.0.1:{port}"), &saved);
+    p.wait_for("rqvs switch: ready", Duration::from_secs(20));
+    p.wait_for("TLS: invalid peer certificate", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!has_controller_flow(&sock), "a flow from a controller the saved CA did not sign");
+    assert_eq!(ders(&saved), ders(&controller_ca), "the saved CA was not replaced");
+    assert!(p.terminate().success(), "{}", p.stderr());
 }

@@ -14,12 +14,34 @@
 //! comparisons keep working on `DpAction`). It is append-only: an id stays valid for the life of
 //! the process, and [`ops`] reads it without a lock (segments of slots that are written once).
 //! Interning takes a mutex, on the slow path only. The table grows with the number of distinct
-//! action lists ever seen (never with packets or megaflows); nothing is freed — a controller
-//! that keeps inventing new lists grows it (a documented limit, as OVS's ofpacts are per rule).
+//! action lists ever seen (never with packets or megaflows).
+//!
+//! **Accounting and the limit.** Nothing is freed yet, so a controller that keeps inventing new
+//! lists would grow the table without bound; instead the table has a **limit** ([`set_limit`],
+//! default [`DEFAULT_LIMIT`], the switch's `--max-action-lists`) that the switch enforces where
+//! lists come in: a flow-mod whose rule would add a new list to a full table is refused
+//! ([`admit_rule`] → [`TableFull`], OpenFlow's `OFPFMFC_TABLE_FULL`) rather than grown. Lists
+//! interned by the slow path ([`intern`]) are the lists of rules already admitted, so they do
+//! not pass the limit (except the rules a switch starts with, which are not refused). [`stats`]
+//! says how many lists the table holds, their approximate bytes, the limit and the refusals.
+//!
+//! **Not done (issue 40): freeing.** A list no flow uses any more stays in the table, so a
+//! controller that installs and deletes distinct lists fills the table and is then refused until
+//! the switch restarts. Freeing needs every holder of an id to be known: the rules of the table
+//! of record (reference counts taken at commit, dropped at delete), the megaflows (counts taken
+//! at install, dropped at removal or revalidation), and the ids in transit with no count (a PMD's
+//! batch, an upcall verdict on its way from the handler, the revalidator between translating and
+//! updating a megaflow, the CFLOWS publications a batch reads): those need an epoch per reader
+//! thread (quiescent at its batch boundary, and not quiescent past an upcall it still waits for),
+//! an id being reused only once every reader has passed the epoch at which its count reached
+//! zero. Reads would then go through a per-slot atomic pointer (so [`ops`] returns a guard, not a
+//! `&'static`), with a generation in the id so that a stale one reads as "gone", never as another
+//! list.
 
 // foldhash: a bundle of 125K flows with distinct action lists interns each.
 use hashbrown::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use rqvs_flow::{Action, Match, Rule};
@@ -151,13 +173,89 @@ type Slots = Box<[OnceLock<Box<[Op]>>]>;
 struct Table {
     segments: [OnceLock<Slots>; SEGMENTS],
     index: Mutex<HashMap<Box<[Op]>, u32>>,
+    /// Lists and ops held (the index's, readable without its lock).
+    lists: AtomicUsize,
+    ops: AtomicUsize,
+    limit: AtomicUsize,
+    /// New lists [`try_intern`] refused.
+    refused: AtomicU64,
 }
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
-    TABLE
-        .get_or_init(|| Table { segments: std::array::from_fn(|_| OnceLock::new()), index: Mutex::new(HashMap::new()) })
+    TABLE.get_or_init(|| Table {
+        segments: std::array::from_fn(|_| OnceLock::new()),
+        index: Mutex::new(HashMap::new()),
+        lists: AtomicUsize::new(0),
+        ops: AtomicUsize::new(0),
+        limit: AtomicUsize::new(DEFAULT_LIMIT),
+        refused: AtomicU64::new(0),
+    })
 }
+
+/// The default [`limit`]: 2^20 distinct lists (some 200 MB of lists of three ops; a bundle of
+/// 125K flows with distinct lists fits eight times).
+pub const DEFAULT_LIMIT: usize = 1 << 20;
+
+/// Sets the most distinct lists [`try_intern`] lets the table hold (module docs). Process-wide;
+/// a limit below the lists already held refuses every new one.
+pub fn set_limit(n: usize) {
+    table().limit.store(n, Ordering::Relaxed);
+}
+
+/// The most distinct lists [`try_intern`] lets the table hold.
+pub fn limit() -> usize {
+    table().limit.load(Ordering::Relaxed)
+}
+
+/// The action table now ([`stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// Distinct lists held (none is freed yet: module docs).
+    pub lists: usize,
+    /// Ops in them, all lists together.
+    pub ops: usize,
+    /// Approximate bytes the table takes: each list twice (its slot and the index's key), its
+    /// slot and its index entry. The segments' unused slots are not counted.
+    pub bytes: usize,
+    /// [`limit`].
+    pub limit: usize,
+    /// New lists refused since the process started, the table being full.
+    pub refused: u64,
+}
+
+/// The action table's counts (lock-free).
+pub fn stats() -> Stats {
+    let t = table();
+    let (lists, ops) = (t.lists.load(Ordering::Relaxed), t.ops.load(Ordering::Relaxed));
+    let per_list = std::mem::size_of::<OnceLock<Box<[Op]>>>() + 2 * std::mem::size_of::<Box<[Op]>>() + 8;
+    Stats {
+        lists,
+        ops,
+        bytes: lists * per_list + 2 * ops * std::mem::size_of::<Op>(),
+        limit: limit(),
+        refused: t.refused.load(Ordering::Relaxed),
+    }
+}
+
+/// A new list refused: the table holds [`limit`] lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableFull {
+    pub limit: usize,
+}
+
+impl fmt::Display for TableFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the action table is full: it holds {} distinct action lists, its limit (--max-action-lists), \
+             and frees none yet (lists of deleted flows included); reuse action lists, or restart the switch",
+            self.limit
+        )
+    }
+}
+
+impl std::error::Error for TableFull {}
 
 /// (segment, offset) of id `i`.
 fn slot_of(i: u32) -> (usize, usize) {
@@ -166,17 +264,49 @@ fn slot_of(i: u32) -> (usize, usize) {
     (seg, x - (FIRST << seg))
 }
 
-/// The id of `ops` in the action table, added if new.
+/// The id of `ops` in the action table, added if new, whatever the [`limit`] (the slow path's
+/// interning of lists already admitted: module docs).
 ///
 /// # Panics
-/// Past 2^41 distinct lists (the table's capacity) — unreachable in practice.
+/// Past 2^32 distinct lists (the ids' range) — unreachable in practice.
 pub fn intern(ops: &[Op]) -> ActionsId {
+    intern_within(ops, usize::MAX).expect("no limit")
+}
+
+/// The id of `ops` in the action table, added if new and the table holds fewer than [`limit`]
+/// lists; a list already held is always found.
+pub fn try_intern(ops: &[Op]) -> Result<ActionsId, TableFull> {
+    intern_within(ops, limit())
+}
+
+/// Admits rule `r`'s actions: interns the list [`crate::DpAction::from_rule`] makes of them, if
+/// it is one the table holds (two ops or more, or one that is not an `output`); refused when
+/// the list is new and the table full.
+pub fn admit_rule(r: &Rule) -> Result<(), TableFull> {
+    let ops: Vec<Op> = r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect();
+    if is_listed(&ops) {
+        try_intern(&ops)?;
+    }
+    Ok(())
+}
+
+/// Is `ops` a list the table holds ([`crate::DpAction::Apply`]), rather than `Drop` (none) or
+/// `Output` (one `output`)?
+pub fn is_listed(ops: &[Op]) -> bool {
+    !matches!(ops, [] | [Op::Output(_)])
+}
+
+fn intern_within(ops: &[Op], limit: usize) -> Result<ActionsId, TableFull> {
     let t = table();
     // A poisoned lock only means another thread panicked while holding it; the map is still a
     // consistent map (insertion is its last step).
     let mut index = t.index.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&i) = index.get(ops) {
-        return ActionsId(i);
+        return Ok(ActionsId(i));
+    }
+    if index.len() >= limit {
+        t.refused.fetch_add(1, Ordering::Relaxed);
+        return Err(TableFull { limit });
     }
     let i = u32::try_from(index.len()).expect("action table full (2^32 distinct action lists)");
     let (seg, off) = slot_of(i);
@@ -184,7 +314,9 @@ pub fn intern(ops: &[Op]) -> ActionsId {
     // The slot is fresh: ids are handed out once, under the lock.
     let _ = slots[off].set(ops.into());
     index.insert(ops.into(), i);
-    ActionsId(i)
+    t.lists.store(index.len(), Ordering::Relaxed);
+    t.ops.fetch_add(ops.len(), Ordering::Relaxed);
+    Ok(ActionsId(i))
 }
 
 /// The ops of an interned list. Lock-free. An id that was never handed out gives an empty list
@@ -231,5 +363,27 @@ mod tests {
         for (id, l) in mine.into_iter().chain(h.join().unwrap()) {
             assert_eq!(ops(id), &l[..]);
         }
+    }
+
+    #[test]
+    fn a_full_table_refuses_new_lists_and_finds_held_ones() {
+        let held = [Op::SetNwTos(8), Op::Output(1), Op::Output(2)];
+        let id = intern(&held);
+        let before = stats();
+        assert!(before.lists >= 1 && before.ops >= 3 && before.bytes > 0);
+        // A limit the table is at or past: a held list is found, a new one refused.
+        assert_eq!(intern_within(&held, 0), Ok(id));
+        let new = [Op::SetNwTos(12), Op::Output(u32::MAX - 7), Op::Flood];
+        assert_eq!(intern_within(&new, 0), Err(TableFull { limit: 0 }));
+        assert!(stats().refused > before.refused);
+        assert!(index_has(&held) && !index_has(&new), "a refused list is not added");
+        assert!(TableFull { limit: 5 }.to_string().contains("holds 5 distinct action lists"));
+        // Which lists a rule admits: one output and drop are not lists.
+        assert!(!is_listed(&[]) && !is_listed(&[Op::Output(3)]));
+        assert!(is_listed(&[Op::Flood]) && is_listed(&[Op::Output(1), Op::Output(2)]));
+    }
+
+    fn index_has(ops: &[Op]) -> bool {
+        table().index.lock().unwrap().contains_key(ops)
     }
 }

@@ -73,15 +73,27 @@ pub enum OpError {
     Invalid(Error),
     /// An add with CHECK_OVERLAP overlaps a flow of the same priority (`OFPFMFC_OVERLAP`).
     Overlap(String),
+    /// The flow's action list would be a new one in a full action table
+    /// ([`rqvs_datapath::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
+    TableFull(String),
 }
 
 impl fmt::Display for OpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OpError::Invalid(e) => write!(f, "{e}"),
-            OpError::Overlap(s) => f.write_str(s),
+            OpError::Overlap(s) | OpError::TableFull(s) => f.write_str(s),
         }
     }
+}
+
+/// Admits the rules' action lists into the datapath's action table (its limit: module docs of
+/// [`rqvs_datapath::actions`]). Lists admitted for a flow-mod that is refused later stay.
+fn admit_actions<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Result<(), OpError> {
+    for r in rules {
+        rqvs_datapath::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
+    }
+    Ok(())
 }
 
 impl From<Error> for OpError {
@@ -355,6 +367,7 @@ impl Txn<'_> {
         match op {
             FlowOp::Add(r, spec) => {
                 check_rules(std::slice::from_ref(r))?;
+                admit_actions(std::slice::from_ref(r))?;
                 let replaces = self.table.index.get(&(r.priority, r.matches)).copied();
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
                     if let Some(o) = self.table.overlapping(r.priority, &r.matches) {
@@ -388,6 +401,7 @@ impl Txn<'_> {
                     .map(|(o, m)| (Rule { actions: actions.clone(), ..o.clone() }, *m))
                     .collect();
                 check_rules(&new.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>())?;
+                admit_actions(new.iter().map(|(r, _)| r))?;
                 for (id, (r, m)) in ids.iter().zip(&mut new) {
                     self.remove(*id);
                     r.id = self.new_id();

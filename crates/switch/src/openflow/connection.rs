@@ -313,6 +313,7 @@ impl Connection {
                 Ok(true) => match results.next() {
                     Some(Ok(_)) | None => None,
                     Some(Err(OpError::Overlap(why))) => Some((OfError::FLOW_MOD_FAILED_OVERLAP, why)),
+                    Some(Err(OpError::TableFull(why))) => Some((OfError::FLOW_MOD_FAILED_TABLE_FULL, why)),
                     Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
                 },
                 Err(e) => Some(e),

@@ -119,7 +119,7 @@ fn wrap(s: TcpStream, addr: SocketAddr, tls: Option<&Tls>) -> std::io::Result<St
     let Some(tls) = tls else { return Ok(Stream::Tcp(s)) };
     // OVS checks the chain, not the name ([`super::tls`]); the IP is the name rustls is given.
     let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
-    let c = rustls::ClientConnection::new(tls.client.clone(), name)
+    let c = rustls::ClientConnection::new(tls.client_config(), name)
         .map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
     Ok(Stream::Tls(s, Box::new(c.into())))
 }

@@ -295,10 +295,13 @@ impl OpenflowListener {
                 let (stream, peer) = l.accept().ok()?;
                 let stream = match &self.tls {
                     None => transport::Stream::Tcp(stream),
-                    Some(tls) => match rustls::ServerConnection::new(tls.server.clone()) {
+                    Some(tls) => match tls
+                        .server_config()
+                        .and_then(|c| rustls::ServerConnection::new(c).map_err(|e| format!("TLS: {e}")))
+                    {
                         Ok(c) => transport::Stream::Tls(stream, Box::new(c.into())),
                         Err(e) => {
-                            crate::log_warn!("rqvs switch: openflow ssl:{peer}: TLS: {e}");
+                            crate::log_warn!("rqvs switch: openflow ssl:{peer}: connection refused: {e}");
                             return None;
                         }
                     },

@@ -8,11 +8,21 @@
 //! the switch connecting to `ssl:10.0.0.1` accepts any certificate the CA signed (the name
 //! check webpki would add is skipped, the chain and signature checks are kept).
 //!
-//! `--bootstrap-ca-cert` (OVS: trust the CA a controller sends on first contact) is not
-//! implemented: the option is refused with a usage error naming `--ca-cert`.
+//! `--bootstrap-ca-cert FILE` (OVS's trust on first use) instead of `--ca-cert`: when FILE
+//! exists it is the CA, as `--ca-cert` would be. When it does not, the first `ssl:` controller
+//! the switch connects to is trusted for its CA: the top of the certificate chain it sends must
+//! be self-signed (a controller sends its CA only when told to: `ovs-testcontroller
+//! --peer-ca-cert`, `ovs-vsctl set-ssl ... --peer-ca-cert`), the chain must verify against it;
+//! it is then written to FILE (PEM, created read-only, never overwritten), logged with its
+//! subject, and — as OVS does — that first connection is dropped and the switch reconnects,
+//! checking the controller against the saved CA from then on, as every later run does. Until
+//! then a `pssl:` listener takes no connection (each refused with a log line): it has no CA to
+//! check clients with. [`Tls::load`] reads the options, [`Tls::client_config`] and
+//! [`Tls::server_config`] give each new connection the configuration of the moment.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -36,16 +46,38 @@ pub struct TlsSettings {
     pub certificate: Option<PathBuf>,
     /// `--ca-cert`: PEM, the CA(s) a peer's certificate must chain to.
     pub ca_cert: Option<PathBuf>,
+    /// `--bootstrap-ca-cert`: PEM, the CA — saved from the first controller when the file does
+    /// not exist yet (module docs). Not with `ca_cert`.
+    pub bootstrap_ca_cert: Option<PathBuf>,
     /// `--ssl-protocols`, e.g. `TLSv1.2,TLSv1.3` (default: both).
     pub protocols: Option<String>,
     /// `--ssl-ciphers`, OpenSSL-style, e.g. `HIGH:!aNULL:!MD5` (default: every suite rustls has).
     pub ciphers: Option<String>,
 }
 
-/// Loaded TLS configurations for both directions.
+/// Loaded TLS configurations for both directions (module docs).
 pub struct Tls {
-    pub(crate) server: Arc<ServerConfig>,
-    pub(crate) client: Arc<ClientConfig>,
+    /// What the configurations are built of.
+    parts: Parts,
+    configs: RwLock<Configs>,
+}
+
+/// The switch's own credentials and settings.
+struct Parts {
+    key: PrivateKeyDer<'static>,
+    chain: Vec<CertificateDer<'static>>,
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    versions: Vec<&'static SupportedProtocolVersion>,
+    provider: Arc<CryptoProvider>,
+}
+
+struct Configs {
+    /// `None` while the CA is being bootstrapped.
+    server: Option<Arc<ServerConfig>>,
+    client: Arc<ClientConfig>,
+    /// `--bootstrap-ca-cert`'s file, while it does not exist yet.
+    bootstrapping: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -215,7 +247,18 @@ impl Tls {
         };
         let key_path = need(&s.private_key, "--private-key", "the switch's private key, PEM")?;
         let cert_path = need(&s.certificate, "--certificate", "the switch's certificate, PEM")?;
-        let ca_path = need(&s.ca_cert, "--ca-cert", "the CA that signs the peers' certificates, PEM")?;
+        let ca = match (&s.ca_cert, &s.bootstrap_ca_cert) {
+            (Some(_), Some(_)) => {
+                return Err(Error("--ca-cert and --bootstrap-ca-cert both name the CA: give one of them".into()))
+            }
+            (Some(c), None) => Ca::File("--ca-cert", c.clone()),
+            (None, Some(b)) if b.exists() => Ca::File("--bootstrap-ca-cert", b.clone()),
+            (None, Some(b)) => Ca::Bootstrap(b.clone()),
+            (None, None) => {
+                need(&None, "--ca-cert", "the CA that signs the peers' certificates, PEM; or --bootstrap-ca-cert")?;
+                unreachable!("need(None) is an error")
+            }
+        };
         let usable = cipher_suites.iter().any(|c| versions.iter().any(|v| v.version == c.version().version));
         if !usable {
             return Err(Error(format!(
@@ -228,39 +271,300 @@ impl Tls {
             Error(format!("--private-key {}: {e} (expected a PEM private key: RSA, PKCS#8 or EC)", key_path.display()))
         })?;
         let chain = read_certs("--certificate", &cert_path)?;
+        let provider = Arc::new(CryptoProvider { cipher_suites, ..provider::default_provider() });
+        let parts = Parts { key, chain, cert_path, key_path, versions, provider };
+        let configs = match ca {
+            Ca::File(option, path) => parts.configs(option, &path)?,
+            Ca::Bootstrap(path) => Configs {
+                server: None,
+                client: parts.client(Arc::new(Bootstrap { path: path.clone(), provider: parts.provider.clone() }))?,
+                bootstrapping: Some(path),
+            },
+        };
+        Ok(Tls { parts, configs: RwLock::new(configs) })
+    }
+
+    /// The configuration a new `ssl:` connection uses now.
+    pub fn client_config(&self) -> Arc<ClientConfig> {
+        self.refresh();
+        self.configs.read().unwrap_or_else(|e| e.into_inner()).client.clone()
+    }
+
+    /// The configuration a connection a `pssl:` listener accepts uses now; `Err` (why) while
+    /// the CA is being bootstrapped.
+    pub fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
+        self.refresh();
+        let c = self.configs.read().unwrap_or_else(|e| e.into_inner());
+        c.server.clone().ok_or_else(|| {
+            let path = c.bootstrapping.as_deref().map_or_else(String::new, |p| p.display().to_string());
+            format!("no CA to check clients with yet (--bootstrap-ca-cert {path}: no controller has given it)")
+        })
+    }
+
+    /// Whether the CA is still to be bootstrapped.
+    pub fn bootstrapping(&self) -> bool {
+        self.refresh();
+        self.configs.read().unwrap_or_else(|e| e.into_inner()).bootstrapping.is_some()
+    }
+
+    /// Once the bootstrapped CA's file exists, the configurations that check peers with it.
+    fn refresh(&self) {
+        let pending = self.configs.read().unwrap_or_else(|e| e.into_inner()).bootstrapping.clone();
+        let Some(path) = pending.filter(|p| p.exists()) else { return };
+        match self.parts.configs("--bootstrap-ca-cert", &path) {
+            Ok(c) => *self.configs.write().unwrap_or_else(|e| e.into_inner()) = c,
+            // Unreadable (being written, or damaged): stay as we are; said at each connection.
+            Err(e) => crate::log_warn!("rqvs switch: {e}"),
+        }
+    }
+}
+
+/// Where the CA comes from.
+enum Ca {
+    /// The option naming it, and the file.
+    File(&'static str, PathBuf),
+    /// `--bootstrap-ca-cert`'s file, not there yet.
+    Bootstrap(PathBuf),
+}
+
+impl Parts {
+    /// Both directions' configurations with the CA in `ca_path` (given with `option`).
+    fn configs(&self, option: &str, ca_path: &Path) -> Result<Configs, Error> {
         let mut roots = RootCertStore::empty();
-        for c in read_certs("--ca-cert", &ca_path)? {
+        for c in read_certs(option, ca_path)? {
             roots
                 .add(c)
-                .map_err(|e| Error(format!("--ca-cert {}: not a usable CA certificate: {e}", ca_path.display())))?;
+                .map_err(|e| Error(format!("{option} {}: not a usable CA certificate: {e}", ca_path.display())))?;
         }
         let roots = Arc::new(roots);
-        let provider = Arc::new(CryptoProvider { cipher_suites, ..provider::default_provider() });
-        let tls_err = |what: &str, e: rustls::Error| Error(format!("TLS {what}: {e}"));
-        let client_verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        let client_verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), self.provider.clone())
             .build()
-            .map_err(|e| Error(format!("--ca-cert {}: {e}", ca_path.display())))?;
-        let server = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&versions)
-            .map_err(|e| tls_err("settings", e))?
+            .map_err(|e| Error(format!("{option} {}: {e}", ca_path.display())))?;
+        let server = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&self.versions)
+            .map_err(|e| Error(format!("TLS settings: {e}")))?
             .with_client_cert_verifier(client_verifier)
-            .with_single_cert(chain.clone(), key.clone_key())
-            .map_err(|e| {
-                Error(format!("--certificate {} with --private-key {}: {e}", cert_path.display(), key_path.display()))
-            })?;
-        let server_verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+            .with_single_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| self.pair_error(e))?;
+        let server_verifier = WebPkiServerVerifier::builder_with_provider(roots, self.provider.clone())
             .build()
-            .map_err(|e| Error(format!("--ca-cert {}: {e}", ca_path.display())))?;
-        let client = ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&versions)
-            .map_err(|e| tls_err("settings", e))?
+            .map_err(|e| Error(format!("{option} {}: {e}", ca_path.display())))?;
+        let client = self.client(Arc::new(ChainOnly(server_verifier)))?;
+        Ok(Configs { server: Some(Arc::new(server)), client, bootstrapping: None })
+    }
+
+    fn client(&self, verifier: Arc<dyn ServerCertVerifier>) -> Result<Arc<ClientConfig>, Error> {
+        let c = ClientConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&self.versions)
+            .map_err(|e| Error(format!("TLS settings: {e}")))?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ChainOnly(server_verifier)))
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| {
-                Error(format!("--certificate {} with --private-key {}: {e}", cert_path.display(), key_path.display()))
-            })?;
-        Ok(Tls { server: Arc::new(server), client: Arc::new(client) })
+            .with_custom_certificate_verifier(verifier)
+            .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| self.pair_error(e))?;
+        Ok(Arc::new(c))
+    }
+
+    fn pair_error(&self, e: rustls::Error) -> Error {
+        Error(format!("--certificate {} with --private-key {}: {e}", self.cert_path.display(), self.key_path.display()))
+    }
+}
+
+/// The verifier of a controller's certificate while `--bootstrap-ca-cert`'s file does not
+/// exist (module docs): the top of the chain, self-signed, is saved as the CA if the chain
+/// verifies against it; the connection is refused either way (the switch reconnects).
+#[derive(Debug)]
+struct Bootstrap {
+    path: PathBuf,
+    provider: Arc<CryptoProvider>,
+}
+
+impl Bootstrap {
+    /// Saves `ca` (DER) to the file: created, read-only, never replacing one.
+    fn save(&self, ca: &CertificateDer<'_>) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&self.path)?;
+        f.write_all(pem("CERTIFICATE", ca).as_bytes())?;
+        f.sync_all()
+    }
+}
+
+impl ServerCertVerifier for Bootstrap {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let fail = |why: String| {
+            let msg = format!("--bootstrap-ca-cert {}: could not bootstrap the CA: {why}", self.path.display());
+            crate::log_warn!("rqvs switch: {msg}");
+            Err(rustls::Error::General(msg))
+        };
+        let ca = intermediates.last().unwrap_or(end_entity);
+        match der::self_signed(ca) {
+            Ok(true) => {}
+            Ok(false) => {
+                return fail(format!(
+                    "the top of the controller's certificate chain ({} certificate{}) is not self-signed{}",
+                    1 + intermediates.len(),
+                    if intermediates.is_empty() { "" } else { "s" },
+                    if intermediates.is_empty() {
+                        ": the controller sends no CA certificate (ovs-testcontroller --peer-ca-cert, ovs-vsctl set-ssl ... --peer-ca-cert)"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+            Err(e) => return fail(format!("the controller's top certificate is not X.509 DER: {e}")),
+        }
+        // The chain must verify against it, the name aside (as for a CA given with --ca-cert).
+        let mut roots = RootCertStore::empty();
+        if let Err(e) = roots.add(ca.clone().into_owned()) {
+            return fail(format!("the controller's CA certificate is not usable as one: {e}"));
+        }
+        let check = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
+            .build()
+            .map_err(|e| rustls::Error::General(e.to_string()))?;
+        let below = &intermediates[..intermediates.len().saturating_sub(1)];
+        if intermediates.is_empty() {
+            return fail("the controller's own certificate is self-signed: it names no CA to trust".into());
+        }
+        if let Err(e) = ChainOnly(check).verify_server_cert(end_entity, below, server_name, ocsp_response, now) {
+            return fail(format!("the controller's certificate does not verify against the CA it sent: {e}"));
+        }
+        match self.save(ca) {
+            Ok(()) => {
+                crate::log_info!(
+                    "rqvs switch: --bootstrap-ca-cert: saved the controller's CA certificate ({}) to {}; reconnecting to check the controller with it",
+                    der::subject_text(ca).unwrap_or_else(|_| "subject unreadable".into()),
+                    self.path.display()
+                );
+                // As OVS: the connection that taught the CA is not used.
+                Err(rustls::Error::General("CA certificate bootstrapped; reconnecting with it".into()))
+            }
+            // Another connection saved it first: the reconnection uses it.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Err(rustls::Error::General("CA certificate bootstrapped; reconnecting with it".into()))
+            }
+            Err(e) => fail(format!("writing it: {e}")),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `der` as a PEM block of `label`, 64 columns (RFC 7468).
+fn pem(label: &str, der: &[u8]) -> String {
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::with_capacity(der.len() * 4 / 3 + 4);
+    for c in der.chunks(3) {
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            text.push(if i <= c.len() { char::from(B64[(n >> (18 - 6 * i) & 63) as usize]) } else { '=' });
+        }
+    }
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in text.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+/// Just enough DER to tell whether a certificate is self-signed (its issuer and subject are the
+/// same name, what OpenSSL's `X509_check_issued(c, c)` checks first) and to print its subject.
+mod der {
+    /// One TLV at the start of `b`: (tag, contents, the whole TLV's length).
+    fn tlv(b: &[u8]) -> Result<(u8, &[u8], usize), String> {
+        let short = || "truncated".to_string();
+        let (&tag, rest) = b.split_first().ok_or_else(short)?;
+        let (&l0, rest) = rest.split_first().ok_or_else(short)?;
+        let (len, head) = if l0 < 0x80 {
+            (usize::from(l0), 2)
+        } else {
+            let n = usize::from(l0 & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return Err("bad length".into());
+            }
+            (rest[..n].iter().fold(0usize, |a, &x| a << 8 | usize::from(x)), 2 + n)
+        };
+        let body = b.get(head..head + len).ok_or_else(short)?;
+        Ok((tag, body, head + len))
+    }
+
+    /// A field: its tag, its contents and its whole TLV.
+    type Field<'a> = (u8, &'a [u8], &'a [u8]);
+
+    /// The TBSCertificate's fields, in order.
+    fn tbs_fields(cert: &[u8]) -> Result<Vec<Field<'_>>, String> {
+        let (tag, c, _) = tlv(cert)?;
+        let (tag2, tbs, _) = tlv(c)?;
+        if tag != 0x30 || tag2 != 0x30 {
+            return Err("not a certificate SEQUENCE".into());
+        }
+        let mut fields = Vec::new();
+        let mut at = tbs;
+        while !at.is_empty() {
+            let (t, body, n) = tlv(at)?;
+            fields.push((t, body, &at[..n]));
+            at = &at[n..];
+        }
+        Ok(fields)
+    }
+
+    /// (issuer, subject): whole Name TLVs. The TBSCertificate is `[0] version` (optional),
+    /// serial, signature algorithm, issuer, validity, subject, ...
+    fn names(cert: &[u8]) -> Result<(&[u8], &[u8]), String> {
+        let f = tbs_fields(cert)?;
+        let skip = usize::from(f.first().is_some_and(|x| x.0 == 0xa0));
+        match (f.get(skip + 2), f.get(skip + 4)) {
+            (Some(i), Some(s)) if i.0 == 0x30 && s.0 == 0x30 => Ok((i.2, s.2)),
+            _ => Err("no issuer and subject".into()),
+        }
+    }
+
+    pub fn self_signed(cert: &[u8]) -> Result<bool, String> {
+        names(cert).map(|(i, s)| i == s)
+    }
+
+    /// The subject's attribute values, `/`-separated (printable ones only).
+    pub fn subject_text(cert: &[u8]) -> Result<String, String> {
+        let (_, subject) = names(cert)?;
+        let (_, mut rdns, _) = tlv(subject)?;
+        let mut parts = Vec::new();
+        while !rdns.is_empty() {
+            let (_, set, n) = tlv(rdns)?;
+            rdns = &rdns[n..];
+            let (_, atv, _) = tlv(set)?;
+            let (_, _oid, m) = tlv(atv)?;
+            let (_, value, _) = tlv(&atv[m..])?;
+            parts.push(String::from_utf8_lossy(value).into_owned());
+        }
+        Ok(parts.join("/"))
     }
 }
 
@@ -345,6 +649,37 @@ mod tests {
         assert!(parse_ciphers("RC4-SHA").unwrap_err().0.contains("RC4-SHA: unknown cipher"));
         assert!(parse_ciphers("MD5").unwrap_err().0.contains("rustls offers no such cipher suite"));
         assert!(parse_ciphers("!ALL").unwrap_err().0.contains("selects no cipher suite"));
+    }
+
+    #[test]
+    fn pem_encodes_what_pem_decoding_reads_back() {
+        for n in [0usize, 1, 2, 3, 47, 48, 49, 700] {
+            let der: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
+            let text = pem("CERTIFICATE", &der);
+            assert!(text.lines().all(|l| l.len() <= 64), "{text}");
+            let back = CertificateDer::from_pem_slice(text.as_bytes()).unwrap();
+            assert_eq!(back.as_ref(), &der[..], "{n} bytes");
+        }
+    }
+
+    #[test]
+    fn der_names_of_a_malformed_certificate_are_errors_not_panics() {
+        for bad in [&[][..], &[0x30], &[0x30, 0x82, 0xff], &[0x30, 0x03, 0x30, 0x01, 0x02], &[0x04, 0x00]] {
+            assert!(der::self_signed(bad).is_err(), "{bad:?}");
+            assert!(der::subject_text(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ca_cert_and_bootstrap_ca_cert_are_one_or_the_other() {
+        let s = TlsSettings {
+            private_key: Some("/k".into()),
+            certificate: Some("/c".into()),
+            ca_cert: Some("/a".into()),
+            bootstrap_ca_cert: Some("/b".into()),
+            ..TlsSettings::default()
+        };
+        assert!(Tls::load(&s).unwrap_err().0.contains("give one of them"));
     }
 
     #[test]

@@ -152,8 +152,13 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    /// Starts capturing on e1..e3, then sending on e1.
+    /// Starts capturing on e1..e3, then sending on e1 ([`BURST`] frames every millisecond).
     pub fn start(topo: &Topo) -> Traffic {
+        Traffic::start_every(topo, Duration::from_millis(1))
+    }
+
+    /// [`Traffic::start`] with a burst every `period` (the soak's lower rate).
+    pub fn start_every(topo: &Topo, period: Duration) -> Traffic {
         let stop_capture = Arc::new(AtomicBool::new(false));
         let captures = (1..=PORTS as usize)
             .map(|p| {
@@ -187,7 +192,7 @@ impl Traffic {
                     sock.send(&f).unwrap();
                     sent.push((t0, Instant::now()));
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(period);
             }
             sent
         });

@@ -1,0 +1,321 @@
+//! The soak (issue 40; `scripts/soak.sh`, docs/soak.md — not in CI: `#[ignore]`). For one
+//! design (`RQVS_SOAK_DESIGN`, default `orig`) and `RQVS_SOAK_MINUTES` minutes (default 30),
+//! `rqvs switch` runs on veths between private namespaces (the churn test's topology, plus a
+//! fourth port that carries no traffic) while:
+//!
+//! - frames flow in on port 1 continuously (the churn test's 64 flows, [`churn::BURST`] frames
+//!   every 10 ms: 1,600 a second), captured on every host;
+//! - `ovs-ofctl` changes the flows over OpenFlow without pause (a flow on a match no frame has,
+//!   re-added with one of 1,000 action lists in turn and deleted every tenth time), and at a third
+//!   of the run adds the churn test's CHANGE flows (which move traffic), at two thirds deletes them;
+//! - a controller (a minimal one in this test: HELLO, echo replies) is connected with
+//!   `--controller tcp:` and drops the connection every minute; the switch reconnects;
+//! - port 4 flaps (down for 2 s every 20 s).
+//!
+//! At the end: the churn test's check ([`churn::check`]) on every frame sent — each left exactly
+//! the ports, with exactly the bytes, that the reference's winner under one visible rule set
+//! says (0 mismatches), and the switch accounts for every frame (every port: received =
+//! forwarded + dropped + lost, "every frame accounted for", exit 0); the switch's RSS and open
+//! file descriptors, sampled every 5 s, printed with their growth after the first quarter
+//! (warm-up), which must stay under 10% (RSS) and 4 descriptors.
+
+#[path = "../../switch/tests/churn/mod.rs"]
+mod churn;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rqvs_ports::testnet::{self, Netns};
+use rqvs_testkit::TempDir;
+
+const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
+const CONTROLLER_PORT: u16 = 16653;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// `ovs-ofctl -O OpenFlow13 ARGS` against the switch's listener, in its namespace.
+fn ofctl(ns: &str, args: &[&str]) -> bool {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, "ovs-ofctl", "-O", "OpenFlow13", "--timeout=10"]);
+    let (cmd, rest) = args.split_first().unwrap();
+    c.args([cmd, "tcp:127.0.0.1:6653"]).args(rest).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    c.status().is_ok_and(|s| s.success())
+}
+
+/// A controller that says HELLO, answers echoes and hangs up every `every`: connections made.
+fn controller(listener: TcpListener, every: Duration, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let mut connections = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            connections += 1;
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            let _ = s.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
+            let t0 = Instant::now();
+            let mut buf = Vec::new();
+            while t0.elapsed() < every && !stop.load(Ordering::Relaxed) {
+                let mut chunk = [0u8; 4096];
+                match s.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(_) => continue,
+                }
+                while buf.len() >= 8 {
+                    let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
+                    if buf.len() < len {
+                        break;
+                    }
+                    let mut m: Vec<u8> = buf.drain(..len).collect();
+                    if m[1] == 2 {
+                        m[1] = 3; // ECHO_REQUEST → ECHO_REPLY, same xid and data
+                        let _ = s.write_all(&m);
+                    }
+                }
+            }
+        }
+        connections
+    })
+}
+
+fn proc_status(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn fds(pid: u32) -> Option<u64> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as u64)
+}
+
+fn collect(r: impl Read + Send + 'static, into: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        let mut r = std::io::BufReader::new(r);
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut r, &mut line).is_ok_and(|n| n > 0) {
+            into.lock().unwrap().push_str(&line);
+            line.clear();
+        }
+    });
+}
+
+/// The switch process, killed (by pid) if the test ends before stopping it.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+#[ignore = "the soak: scripts/soak.sh"]
+fn soak() {
+    if !testnet::available("soak") || !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let design: String = env_or("RQVS_SOAK_DESIGN", "orig".to_string());
+    let minutes: f64 = env_or("RQVS_SOAK_MINUTES", 30.0);
+    let run = Duration::from_secs_f64(minutes * 60.0);
+    let what = format!("soak {design} {minutes} min");
+    let dir = TempDir::new(&format!("soak-{design}"));
+    let file = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // ovs-ofctl deletes from a file with add-flows and `delete MATCH` lines.
+    let deletes: String = churn::DELETE.lines().map(|l| format!("delete {l}\n")).collect();
+    let (base, change, delete) =
+        (file("base.txt", churn::BASE), file("change.txt", churn::CHANGE), file("delete.txt", &deletes));
+    let (sock, json_path) = (dir.join("ctl.sock"), dir.join("out.json"));
+    let topo = churn::Topo::new(&format!("sk{}", &design[..2]), 1);
+    // Port 4: no traffic, flapping.
+    let h4 = Netns::new(&format!("sk{}-h4", &design[..2])).unwrap();
+    topo.sw.veth("p4", &h4, "e4", 1).unwrap();
+    topo.sw.wait_running("p4", Duration::from_secs(3)).unwrap();
+    topo.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = topo.sw.run(|| TcpListener::bind(("127.0.0.1", CONTROLLER_PORT))).unwrap().unwrap();
+    let ctrl = controller(listener, Duration::from_secs(60), stop.clone());
+
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", topo.sw.name(), RQVS, "switch", "--design", &design]);
+    cmd.args(["--rules", base.to_str().unwrap(), "--emc-prob", "0.2", "--ctl", sock.to_str().unwrap()]);
+    cmd.args(["--json", json_path.to_str().unwrap(), "--openflow", "ptcp:6653"]);
+    cmd.args(["--controller", &format!("tcp:127.0.0.1:{CONTROLLER_PORT}"), "--fail-mode", "secure"]);
+    for p in 1..=4 {
+        cmd.args(["--port", &format!("p{p}:afpacket")]);
+    }
+    let mut guard = Killed(cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let child = &mut guard.0;
+    let (out, err) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
+    collect(child.stdout.take().unwrap(), out.clone());
+    collect(child.stderr.take().unwrap(), err.clone());
+    let pid = child.id();
+    let t0 = Instant::now();
+    while !err.lock().unwrap().contains("rqvs switch: ready") {
+        assert!(child.try_wait().unwrap().is_none(), "{what}: ended: {}", err.lock().unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(30), "{what}: not ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Flow-mod churn over OpenFlow.
+    let flow_mods = Arc::new(AtomicU64::new(0));
+    let churner = {
+        let (stop, n, ns) = (stop.clone(), flow_mods.clone(), topo.sw.name().to_string());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            let mut failed = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let flow = format!(
+                    "priority=300,tcp,nw_dst=10.77.0.1,tp_dst=7,actions=mod_dl_src:02:00:00:00:{:02x}:{:02x},output:2",
+                    (i % 1000) / 256,
+                    (i % 1000) % 256
+                );
+                if ofctl(&ns, &["add-flow", &flow]) {
+                    n.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed += 1;
+                }
+                if i % 10 == 9 {
+                    if ofctl(&ns, &["del-flows", "tcp,nw_dst=10.77.0.1"]) {
+                        n.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        failed += 1;
+                    }
+                }
+                i += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            failed
+        })
+    };
+    // Port 4 flapping.
+    let flapper = {
+        let (stop, ns) = (stop.clone(), topo.sw.name().to_string());
+        std::thread::spawn(move || {
+            let link = |state: &str| {
+                let s = Command::new("ip").args(["-n", &ns, "link", "set", "p4", state]).status();
+                assert!(s.is_ok_and(|s| s.success()), "ip link set p4 {state}");
+            };
+            let mut flaps = 0u64;
+            let mut last = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                if last.elapsed() >= Duration::from_secs(20) {
+                    link("down");
+                    std::thread::sleep(Duration::from_secs(2));
+                    link("up");
+                    flaps += 1;
+                    last = Instant::now();
+                }
+            }
+            flaps
+        })
+    };
+
+    let traffic = churn::Traffic::start_every(&topo, Duration::from_millis(10));
+    let start = Instant::now();
+    let mut samples: Vec<(f64, u64, u64)> = Vec::new();
+    let mut add = None;
+    let mut del = None;
+    while start.elapsed() < run {
+        std::thread::sleep(Duration::from_secs(5).min(run.saturating_sub(start.elapsed())));
+        if let (Some(rss), Some(fd)) = (proc_status(pid, "VmRSS:"), fds(pid)) {
+            samples.push((start.elapsed().as_secs_f64(), rss, fd));
+        }
+        if add.is_none() && start.elapsed() >= run / 3 {
+            let (ok, c) = churn::timed(|| ofctl(topo.sw.name(), &["add-flows", change.to_str().unwrap()]));
+            assert!(ok, "{what}: ovs-ofctl add-flows CHANGE");
+            add = Some(c);
+        }
+        if del.is_none() && start.elapsed() >= run * 2 / 3 {
+            let (ok, c) = churn::timed(|| ofctl(topo.sw.name(), &["add-flows", delete.to_str().unwrap()]));
+            assert!(ok, "{what}: ovs-ofctl add-flows with the DELETE lines");
+            del = Some(c);
+        }
+        assert!(child.try_wait().unwrap().is_none(), "{what}: the switch ended: {}", err.lock().unwrap());
+    }
+    let (sent, captured) = traffic.finish();
+    stop.store(true, Ordering::Relaxed);
+    let failed_mods = churner.join().unwrap();
+    let flaps = flapper.join().unwrap();
+    let connections = ctrl.join().unwrap();
+    // SAFETY: kill(2) has no memory effects; the pid is our child's, not yet reaped.
+    assert_eq!(unsafe { libc::kill(libc::pid_t::try_from(pid).unwrap(), libc::SIGTERM) }, 0);
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(30), "{what}: did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let stdout = out.lock().unwrap().clone();
+    let stderr = err.lock().unwrap().clone();
+    assert!(status.success(), "{what}: exit {status}\n{stdout}\n{stderr}");
+    assert!(stdout.contains("every frame accounted for"), "{what}: {stdout}");
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+
+    let v = json(&json_path);
+    let ports = v["ports"].as_array().unwrap();
+    let sum = |field: &str| ports.iter().map(|p| p[field].as_u64().unwrap()).sum::<u64>();
+    let acct = churn::Accounting {
+        port1_rx: ports[0]["rx_packets"].as_u64().unwrap(),
+        rx_lost: sum("rx_lost"),
+        lost: v["total"]["lost"].as_u64().unwrap(),
+        malformed: v["total"]["malformed"].as_u64().unwrap(),
+        tx_dropped: sum("tx_dropped"),
+        balanced: true,
+        text: stdout.clone(),
+    };
+    let summary = churn::check(&what, &sent, &captured, add.unwrap(), del.unwrap(), &acct);
+
+    // RSS and descriptors after the warm-up (the first quarter).
+    let warm: Vec<_> = samples.iter().filter(|s| s.0 >= run.as_secs_f64() / 4.0).copied().collect();
+    assert!(!warm.is_empty(), "{what}: no samples");
+    let (rss0, fd0) = (warm[0].1, warm[0].2);
+    let rss_max = warm.iter().map(|s| s.1).max().unwrap();
+    let fd_max = warm.iter().map(|s| s.2).max().unwrap();
+    let growth = (rss_max as f64 - rss0 as f64) / rss0 as f64 * 100.0;
+    let port4 = &ports[3];
+    println!(
+        "SOAK {design}: {minutes} min; frames sent {}, captured {}; mismatches 0 (check passed: {summary:?}); \
+         flow-mods {} ({} ovs-ofctl failures); controller connections {connections}; port 4 flaps {flaps} \
+         (rx {}); RSS {} KiB at warm-up end, max {} KiB after (+{growth:.1}%), first {} KiB; fds {fd0} → max {fd_max}; \
+         samples {}",
+        sent.len(),
+        captured.iter().map(Vec::len).sum::<usize>(),
+        flow_mods.load(Ordering::Relaxed),
+        failed_mods,
+        port4["rx_packets"].as_u64().unwrap_or(0),
+        rss0,
+        rss_max,
+        samples[0].1,
+        samples.len()
+    );
+    println!("SOAK {design} summary:\n{stdout}");
+    assert!(connections as f64 >= minutes.floor(), "{what}: {connections} controller connections");
+    assert!(growth < 10.0, "{what}: RSS grew {growth:.1}% after warm-up: {samples:?}");
+    assert!(fd_max <= fd0 + 4, "{what}: descriptors grew {fd0} → {fd_max}: {samples:?}");
+}
