@@ -547,7 +547,11 @@ impl Connection {
                 one(MultipartReplyBody::TableFeatures(vec![TableFeatures::rqvs()]))
             }
             MultipartRequestBody::TableFeatures(_) => return self.error(v, xid, TABLE_FEATURES_EPERM, bytes),
-            MultipartRequestBody::Other { .. } => {
+            MultipartRequestBody::Other { .. }
+            | MultipartRequestBody::GroupStats { .. }
+            | MultipartRequestBody::GroupDesc
+            | MultipartRequestBody::GroupFeatures
+            | MultipartRequestBody::MeterFeatures => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
         };
