@@ -219,3 +219,25 @@ impl PortMod {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_set_and_wants() {
+        let mut c = AsyncConfig::ovs_default(OFP13);
+        // Packet-in: no_match and action for master/equal, nothing for slaves.
+        assert!(c.wants(PACKET_IN_MASTER, false, 0) && c.wants(PACKET_IN_MASTER, false, 1));
+        assert!(!c.wants(PACKET_IN_MASTER, false, 2), "invalid_ttl is off by default");
+        assert!(!c.wants(PACKET_IN_MASTER, true, 1));
+        // Port status for both roles; flow removed for master/equal only.
+        assert!(c.wants(PORT_STATUS_MASTER, true, 2) && c.wants(FLOW_REMOVED_MASTER, false, 2));
+        assert!(!c.wants(FLOW_REMOVED_MASTER, true, 2));
+        // A 1.4 SET_ASYNC naming one property changes that one only.
+        c.apply(&AsyncConfig { props: vec![(PACKET_IN_MASTER, 0b10)] });
+        assert!(!c.wants(PACKET_IN_MASTER, false, 0) && c.wants(PACKET_IN_MASTER, false, 1));
+        assert!(c.wants(PORT_STATUS_MASTER, false, 0));
+        assert!(!c.wants(PACKET_IN_MASTER, false, 40), "reasons above 31 are never wanted");
+    }
+}

@@ -477,6 +477,15 @@ impl Connection {
                 };
             }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
+            Message::SetAsync(c) => {
+                let mut slot = self.me.async_config.lock().unwrap_or_else(|e| e.into_inner());
+                match slot.as_mut() {
+                    Some(old) => old.apply(&c),
+                    None => *slot = Some(c),
+                }
+                None
+            }
+            Message::GetAsyncRequest => Some(Message::GetAsyncReply(self.me.async_config())),
             Message::BundleControl(bc) => return self.bundle_control(v, xid, bc, bytes),
             Message::BundleAdd(ba) => return self.bundle_add(v, xid, ba, bytes),
             _ => return self.error(v, xid, OfError::BAD_REQUEST_BAD_TYPE, bytes),

@@ -512,6 +512,9 @@ pub(crate) struct Peer {
     pub miss_send_len: AtomicU16,
     /// PACKET_INs dropped on this connection (its writer queue full).
     pub dropped: AtomicU64,
+    /// The connection's SET_ASYNC configuration (`None`: OVS's default for its version,
+    /// [`rqvs_openflow::async_config::AsyncConfig::ovs_default`]).
+    pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
 }
 
 impl Peer {
@@ -520,6 +523,23 @@ impl Peer {
         self.version.load(Ordering::Relaxed) != 0
             && self.role.load(Ordering::Relaxed) != ROLE_SLAVE
             && (self.active || self.miss_send_len.load(Ordering::Relaxed) != 0)
+    }
+
+    /// The connection's async configuration now (its SET_ASYNC's, or the default).
+    pub fn async_config(&self) -> rqvs_openflow::async_config::AsyncConfig {
+        let v = self.version.load(Ordering::Relaxed);
+        let mut c = rqvs_openflow::async_config::AsyncConfig::ovs_default(v);
+        if let Some(set) = &*self.async_config.lock().unwrap_or_else(|e| e.into_inner()) {
+            c.apply(set);
+        }
+        c
+    }
+
+    /// Does the connection's async configuration let through a message whose MASTER property
+    /// is `master_prop` with `reason` (for its role: the slave masks for a slave)?
+    pub fn wants(&self, master_prop: u16, reason: u8) -> bool {
+        let slave = self.role.load(Ordering::Relaxed) == ROLE_SLAVE;
+        self.async_config().wants(master_prop, slave, reason)
     }
 }
 
@@ -564,6 +584,7 @@ impl Hub {
             role: AtomicU32::new(ROLE_EQUAL),
             miss_send_len: AtomicU16::new(if active { 128 } else { 0 }),
             dropped: AtomicU64::new(0),
+            async_config: Mutex::new(None),
         });
         self.lock_peers().push(p.clone());
         p
