@@ -64,6 +64,19 @@ fn pipeline(version: &str, design: &str) {
     let target = sw.target();
     let t = target.as_str();
 
+    // The datapath id: with interface ports, the smallest of their MACs (OVS's rule), not a
+    // constant; on file ports the constant 0x727176730001.
+    let show = sw.ofctl_ok(version, &["show", t]);
+    let dpid = show.split("dpid:").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    if sw.has_traffic() {
+        let macs: Vec<String> =
+            show.split("addr:").skip(1).map(|x| x.split_whitespace().next().unwrap().replace(':', "")).collect();
+        assert_eq!(macs.len(), 3, "{show}");
+        assert_eq!(dpid, format!("0000{}", macs.iter().min().unwrap()), "{show}");
+    } else {
+        assert_eq!(dpid, "0000727176730001", "{show}");
+    }
+
     // Flows in tables 1, 2 and 254; the same (priority, match) as table 0's in table 1 is
     // another flow. Higher priorities than table 0's: they would win if the datapath saw them.
     let others = [
