@@ -125,6 +125,11 @@ pub struct Args {
     /// [range: 0 < x ≤ 86400].
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, value_parser = crate::args::range::above(0.0, 86_400.0))]
     inactivity_probe: f64,
+    /// The OpenFlow datapath id (1 to 16 hex digits, `0x` allowed). Default, as Open vSwitch
+    /// derives it from the bridge's MAC: the smallest MAC of the switch's interface ports
+    /// (afpacket, afxdp), else (file ports only) 0x0000727176730001.
+    #[arg(long, value_name = "HEX", value_parser = parse_datapath_id)]
+    datapath_id: Option<u64>,
     #[command(flatten)]
     defences: crate::args::Defences,
     #[command(flatten)]
@@ -152,6 +157,28 @@ fn policing_arg(s: &str) -> Result<(String, PolicerSpec), String> {
         return Err(format!("expected PORT=KPPS[/BURST] with a port, found '{s}'"));
     }
     Ok((port.to_string(), crate::args::policer(spec)?))
+}
+
+/// `--datapath-id`: 1 to 16 hex digits, `0x` allowed.
+fn parse_datapath_id(s: &str) -> Result<u64, String> {
+    let h = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if h.is_empty() || h.len() > 16 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("'{s}': expected 1 to 16 hex digits (a 64-bit datapath id)"));
+    }
+    u64::from_str_radix(h, 16).map_err(|e| format!("'{s}': {e}"))
+}
+
+/// The default datapath id (see `--datapath-id`): the smallest MAC of the interface ports, read
+/// from `/sys/class/net/NAME/address` in the switch's namespace.
+fn default_datapath_id(ports: &[String]) -> Option<u64> {
+    ports
+        .iter()
+        .filter_map(|n| n.parse::<PortSpec>().ok())
+        .filter(|s| matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp))
+        .filter_map(|s| std::fs::read_to_string(format!("/sys/class/net/{}/address", s.name)).ok())
+        .filter_map(|mac| u64::from_str_radix(&mac.trim().replace(':', ""), 16).ok())
+        .filter(|&m| m != 0)
+        .min()
 }
 
 /// The `--port` arguments, or the embedded run's ports when none is given.
@@ -288,6 +315,11 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     for id in ["fail_mode", "inactivity_probe"] {
         g.refuse(id, a.controllers.is_empty(), "a controller connection's setting; used only with --controller")?;
     }
+    g.refuse(
+        "datapath_id",
+        a.controllers.is_empty() && a.openflow.is_none(),
+        "the OpenFlow channel's setting; used only with --controller or --openflow",
+    )?;
     a.tls.unused(g, any_tls_target(a))?;
     g.refuse(
         "max_connections",
@@ -472,6 +504,10 @@ pub fn run(a: &Args) -> Result<(), Failure> {
                 FailModeArg::Standalone => FailMode::Standalone,
             },
             inactivity_probe: Duration::from_secs_f64(a.inactivity_probe),
+            datapath_id: a
+                .datapath_id
+                .or_else(|| default_datapath_id(&port_args(a)))
+                .unwrap_or(openflow::DEFAULT_DATAPATH_ID),
             ..ChannelConfig::new()
         };
         Some(Channel::start(&control, cfg)?)

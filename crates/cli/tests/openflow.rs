@@ -3,7 +3,7 @@
 //! map names): `show`, `add-flow`, `add-flows FILE`, `dump-flows` (parsed back and compared as
 //! a set with what was loaded), `del-flows` with a match and with a cookie, `del-flows
 //! --strict`, `mod-flows` and `--strict mod-flows`, `--bundle add-flows` (all or nothing),
-//! refused flow-mods (another table; `check_overlap`: OVERLAP) leaving the table alone, `dump-table-features`, and `rqvs ctl dump-rules`
+//! refused flow-mods (a missing group: BAD_OUT_GROUP; `check_overlap`: OVERLAP) leaving the table alone, `dump-table-features`, and `rqvs ctl dump-rules`
 //! agreeing throughout. As root, the switch runs on veths between private namespaces and every
 //! operation is checked by traffic: frames built from the flows — the table's, and those just
 //! added, modified or deleted — must leave exactly as the reference winner of the table the
@@ -84,11 +84,11 @@ fn programs(version: &str, design: &str) {
     let target = sw.target();
     let t = target.as_str();
 
-    // show: one table, the three ports numbered 1.. as the switch numbers them, named.
+    // show: 255 tables, the three ports numbered 1.. as the switch numbers them, named.
     let out = sw.ofctl(version, &["show", t]);
     let show = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{show}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(show.contains("n_tables:1"), "{show}");
+    assert!(show.contains("n_tables:255"), "{show}");
     for (i, name) in sw.port_names().iter().enumerate() {
         assert!(show.contains(&format!(" {}({name}):", i + 1)), "port {} in {show}", i + 1);
     }
@@ -126,12 +126,12 @@ fn programs(version: &str, design: &str) {
     assert_eq!(sw.dump(version), all);
     traffic(&mut sw, &all, &m(&replaced), "add-flow replacing a flow");
 
-    // A refused flow-mod (another table; an add with check_overlap that overlaps a flow of its
-    // priority) changes nothing: UDP frames that miss every flow still leave nowhere, ICMP
-    // frames from 10/8 still meet priority=5,icmp.
-    let out = sw.ofctl(version, &["add-flow", t, "table=3,priority=1,udp,actions=output:3"]);
+    // A refused flow-mod (a group that does not exist; an add with check_overlap that overlaps
+    // a flow of its priority) changes nothing: UDP frames that miss every flow still leave
+    // nowhere, ICMP frames from 10/8 still meet priority=5,icmp.
+    let out = sw.ofctl(version, &["add-flow", t, "priority=1,udp,actions=group:77"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("BAD_TABLE_ID"), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("OFPBAC_BAD_OUT_GROUP"), "{out:?}");
     let overlap = "check_overlap,priority=5,icmp,nw_src=10.0.0.0/8,actions=output:3";
     let out = sw.ofctl(version, &["add-flow", t, overlap]);
     assert!(!out.status.success());
@@ -303,8 +303,9 @@ fn bundles(version: &str, design: &str) {
     all.extend(normal(&good));
     assert_eq!(sw.dump(version), all, "{version}: after the bundle");
     traffic(&mut sw, &all, &[], "--bundle add-flows");
-    // One bad flow (table 4) among good ones: the bundle fails, the table is unchanged.
-    let bad_flows = "priority=9,udp,tp_dst=5,actions=output:2\ntable=4,priority=9,udp,tp_dst=6,actions=output:2\n";
+    // One bad flow (naming a missing group) among good ones: the bundle fails, the table is
+    // unchanged.
+    let bad_flows = "priority=9,udp,tp_dst=5,actions=output:2\npriority=9,udp,tp_dst=6,actions=group:4\n";
     let bad = tmp.join("bad.txt");
     std::fs::write(&bad, bad_flows).unwrap();
     let out = sw.ofctl(version, &["--bundle", "add-flows", &t, bad.to_str().unwrap()]);
@@ -340,13 +341,15 @@ fn bundles_commit_all_or_nothing_ccache_of14() {
     bundles("OpenFlow14", "ccache");
 }
 
-/// `ovs-ofctl dump-table-features` (1.3 and 1.4) prints what rqvs's one table supports, and
-/// only that: apply_actions and clear_actions; output, push/pop VLAN, dec_ttl and set_field
-/// of eth_src/eth_dst/vlan_vid/ip_dscp; no write actions and no next table; every field rqvs
-/// matches (the wide key's too: IPv6, ND, ARP hardware addresses, metadata, nw_ttl), masked
-/// where it takes a mask. Each item parsed from what `ovs-ofctl` printed.
+/// `ovs-ofctl dump-table-features` (1.3 and 1.4) prints what rqvs's tables support: 255
+/// tables (0 "classifier", the others "tableN", each the same but for its next tables),
+/// metadata matched and written whole; instructions meter, apply/clear/write actions,
+/// write_metadata and goto_table (not in table 254, the last); the same actions in write and
+/// apply lists (output, group, set_field, strip_vlan, push_vlan, dec_ttl); set_field of every
+/// writable field; next tables the later ones; every field rqvs matches (the wide key's too),
+/// masked where it takes a mask. Each item parsed from what `ovs-ofctl` printed.
 #[test]
-fn dump_table_features_says_what_the_table_supports() {
+fn dump_table_features_says_what_the_tables_support() {
     if !rqvs_testkit::ovs::ofctl_available() {
         return;
     }
@@ -357,20 +360,27 @@ fn dump_table_features_says_what_the_table_supports() {
     let t = sw.target();
     for version in ["OpenFlow13", "OpenFlow14"] {
         let out = sw.ofctl_ok(version, &["dump-table-features", &t]);
-        // `  key: value` lines, the value split into words ("eth_{src,dst}" expanded).
+        // `  key: value` lines of table 0, the value split into words ("eth_{src,dst}" expanded).
+        let table0 = out.split("  table 1 ").next().unwrap();
         let item = |key: &str| -> Option<BTreeSet<String>> {
-            let line = out.lines().find(|l| l.trim_start().starts_with(&format!("{key}:")))?;
+            let line = table0.lines().find(|l| l.trim_start().starts_with(&format!("{key}:")))?;
             Some(line.split_once(':').unwrap().1.split_whitespace().flat_map(expand).collect())
         };
         let set = |s: &str| s.split_whitespace().map(String::from).collect::<BTreeSet<String>>();
-        assert!(out.contains("  table 0:") && !out.contains("table 1"), "{out}");
-        assert!(out.contains("max_entries=4294967295"), "{out}");
-        assert!(!out.contains("metadata:") && !out.contains("next tables"), "no metadata, no next table: {out}");
-        assert_eq!(item("instructions"), Some(set("apply_actions clear_actions")), "{out}");
-        assert_eq!(item("actions"), Some(set("output set_field strip_vlan push_vlan dec_ttl")), "{out}");
-        assert_eq!(out.matches("actions:").count(), 1, "write actions: none; apply actions: one list\n{out}");
-        assert!(out.contains("Write-Actions features:\n      Apply-Actions features:"), "{out}");
-        assert_eq!(item("supported on Set-Field"), Some(set("eth_src eth_dst vlan_vid ip_dscp")), "{out}");
+        assert!(out.contains("  table 0 (\"classifier\"):") && out.contains("  table 1 (\"table1\"): ditto"), "{out}");
+        assert!(out.contains("  table 254 (\"table254\"):") && !out.contains("table 255"), "{out}");
+        assert!(table0.contains("max_entries=4294967295"), "{out}");
+        assert!(table0.contains("metadata: match=0xffffffffffffffff write=0xffffffffffffffff"), "{out}");
+        assert!(table0.contains("next tables: 1-254"), "{out}");
+        let all = "meter apply_actions clear_actions write_actions write_metadata goto_table";
+        assert_eq!(item("instructions"), Some(set(all)), "{out}");
+        assert_eq!(item("actions"), Some(set("output group set_field strip_vlan push_vlan dec_ttl")), "{out}");
+        assert!(table0.contains("Write-Actions and Apply-Actions features:"), "the same lists: {out}");
+        let writable = "metadata in_port_oxm eth_src eth_dst vlan_vid vlan_pcp ip_src ip_dst ipv6_src ipv6_dst \
+                        ipv6_label ip_dscp nw_ecn nw_ttl arp_op arp_spa arp_tpa arp_sha arp_tha tcp_src tcp_dst \
+                        udp_src udp_dst sctp_src sctp_dst icmp_type icmp_code icmpv6_type icmpv6_code nd_target \
+                        nd_sll nd_tll";
+        assert_eq!(item("supported on Set-Field"), Some(set(writable)), "{out}");
         let masked = "metadata eth_src eth_dst vlan_tci vlan_vid ip_src ip_dst ipv6_src ipv6_dst ipv6_label ip_frag \
                       arp_spa arp_tpa arp_sha arp_tha tcp_src tcp_dst tcp_flags udp_src udp_dst sctp_src sctp_dst \
                       nd_target nd_sll nd_tll";
@@ -378,6 +388,13 @@ fn dump_table_features_says_what_the_table_supports() {
         let exact = "in_port_oxm eth_type vlan_pcp nw_proto nw_ttl ip_dscp nw_ecn arp_op icmp_type icmp_code icmpv6_type icmpv6_code";
         assert_eq!(item("exact match or wildcard"), Some(set(exact)), "{out}");
         assert!(item("must exact match").is_none(), "every field can be wildcarded: {out}");
+        // The last table: no goto_table, no next tables.
+        let last = out.split("  table 254 ").nth(1).unwrap();
+        assert!(
+            last.contains("instructions: meter apply_actions clear_actions write_actions write_metadata\n"),
+            "{out}"
+        );
+        assert!(!last.contains("next tables"), "{out}");
         if version == "OpenFlow14" {
             assert!(out.contains("eviction: not supported") && out.contains("vacancy events: not supported"), "{out}");
         }

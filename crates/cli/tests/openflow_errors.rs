@@ -106,8 +106,8 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     b.write_all(&[5, 2, 0, 12, 0, 0, 0, 3, 9, 9, 9, 9]).unwrap();
     let r = read_msg(&mut b).expect("an echo reply");
     assert_eq!(r, vec![5, 3, 0, 12, 0, 0, 0, 3, 9, 9, 9, 9]);
-    // A GROUP_MOD (type 15): BAD_TYPE; BARRIER then answers.
-    let mut gm = vec![5, 15, 0, 16, 0, 0, 0, 4];
+    // A TABLE_MOD (type 17): BAD_TYPE; BARRIER then answers.
+    let mut gm = vec![5, 17, 0, 16, 0, 0, 0, 4];
     gm.extend_from_slice(&[0; 8]);
     b.write_all(&gm).unwrap();
     let e = read_msg(&mut b).expect("an error");

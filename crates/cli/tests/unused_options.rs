@@ -114,6 +114,7 @@ fn other_commands_refuse_what_they_would_not_use() {
         ),
         (vec!["switch", "--design", "auto", "--auto", "window-ms=5,window-ms=6"], "--auto: window-ms: given twice"),
         (vec!["switch", "--inactivity-probe", "2"], "--inactivity-probe: a controller connection's setting"),
+        (vec!["switch", "--datapath-id", "0xabc"], "--datapath-id: the OpenFlow channel's setting"),
         (
             vec!["switch", "--ovsdb", "unix:/nonexistent.sock", "--port", "p1"],
             "with --ovsdb the ports are the bridge's interfaces",

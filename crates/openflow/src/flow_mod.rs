@@ -15,7 +15,7 @@
 
 use rqvs_flow::{Actions, Match, Rule};
 
-use crate::action::{decode_actions, decode_instructions, encode_actions, encode_instructions};
+use crate::action::{check_actions, decode_actions, decode_instructions_for, encode_actions, encode_instructions};
 use crate::error::{DecodeError, OfError};
 use crate::oxm::{decode_match, enc_err, encode_match, reject, EncodeError, OFPP_ANY};
 use crate::wire::{Reader, Writer};
@@ -229,7 +229,10 @@ impl FlowMod {
             return reject(format!("flow_mod flags {flags:#x} has unknown bits"), OfError::FLOW_MOD_FAILED_BAD_FLAGS);
         }
         let matches = decode_match(&mut r)?;
-        let actions = decode_instructions(r.rest())?;
+        let actions = decode_instructions_for(r.rest(), &matches)?;
+        if matches!(command, FlowModCommand::Add | FlowModCommand::Modify | FlowModCommand::ModifyStrict) {
+            check_actions(&matches, &actions)?;
+        }
         Ok(FlowMod {
             cookie,
             cookie_mask,
@@ -561,7 +564,7 @@ impl FlowStats {
         let packet_count = e.u64()?;
         let byte_count = e.u64()?;
         let matches = decode_match(&mut e)?;
-        let actions = decode_instructions(e.rest())?;
+        let actions = decode_instructions_for(e.rest(), &matches)?;
         Ok(FlowStats {
             table_id,
             duration_sec,

@@ -12,11 +12,15 @@
 //! - [`flow_mod`] — FLOW_MOD, FLOW_REMOVED, PACKET_IN, PACKET_OUT and the FLOW and AGGREGATE
 //!   multipart bodies.
 //! - [`message`] — [`Message`], [`decode`] and [`encode`] of whole messages, HELLO and version
-//!   [`negotiate`]; the types not handled (GROUP_MOD, METER_MOD, TABLE_MOD, ...) decode to
+//!   [`negotiate`]; the types not handled (METER_MOD, TABLE_MOD, ...) decode to
 //!   [`Message::Other`] with their raw body.
+//! - [`group`] — GROUP_MOD and the GROUP, GROUP_DESC, GROUP_FEATURES and METER_FEATURES
+//!   multipart bodies.
+//! - [`async_config`] — SET_ASYNC / GET_ASYNC_REPLY and PORT_MOD.
 //! - [`port`] — `ofp_port` (1.3's fixed 64 bytes, 1.4's with properties) and 1.4 properties.
 //! - [`multipart`] — MULTIPART requests and replies: DESC, FLOW, AGGREGATE, TABLE, PORT_STATS,
-//!   PORT_DESC, TABLE_FEATURES ([`table_features`]); the others (GROUP, METER, ...) raw.
+//!   PORT_DESC, TABLE_FEATURES ([`table_features`]), GROUP, GROUP_DESC, GROUP_FEATURES,
+//!   METER_FEATURES ([`group`]); the others (METER, QUEUE, ...) raw.
 //! - [`table_features`] — the TABLE_FEATURES multipart body, and what rqvs's table supports.
 //! - [`bundle`] — BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE (1.4, and ONF EXT-230 in 1.3).
 //!
@@ -24,9 +28,11 @@
 //! there before anything is read.
 
 pub mod action;
+pub mod async_config;
 pub mod bundle;
 pub mod error;
 pub mod flow_mod;
+pub mod group;
 pub mod message;
 pub mod multipart;
 pub mod oxm;

@@ -4,20 +4,24 @@
 //! Handled here: HELLO (with the version-bitmap element), ERROR, ECHO_REQUEST/REPLY,
 //! EXPERIMENTER, FEATURES_REQUEST/REPLY, GET_CONFIG_REQUEST/REPLY, SET_CONFIG, PORT_STATUS,
 //! MULTIPART_REQUEST/REPLY ([`crate::multipart`]), BARRIER_REQUEST/REPLY, ROLE_REQUEST/REPLY,
+//! GROUP_MOD ([`crate::group`]), PORT_MOD, GET_ASYNC_REQUEST/REPLY and SET_ASYNC
+//! ([`crate::async_config`]),
 //! bundles ([`crate::bundle`]: types 33/34 in 1.4, the ONF EXT-230 experimenter messages in
 //! 1.3), and, through [`crate::flow_mod`], FLOW_MOD, FLOW_REMOVED, PACKET_IN and PACKET_OUT.
 //!
-//! Every other type the version defines — GROUP_MOD, PORT_MOD, TABLE_MOD, METER_MOD, the
-//! async-config and queue messages, ... — decodes to [`Message::Other`] with its body as raw
-//! bytes, and encodes back from them (a channel answers them with an error).
+//! Every other type the version defines — TABLE_MOD, METER_MOD, the queue messages, ... —
+//! decodes to [`Message::Other`] with its body as raw bytes, and encodes back from them (a
+//! channel answers them with an error).
 
 //! Versions: every message must be OpenFlow 1.3 ([`OFP13`]) or 1.4 ([`OFP14`]), except HELLO and
 //! ERROR, which decode and encode at any version: a HELLO carries the sender's highest version
 //! whatever it is, and an ERROR may answer a HELLO whose version failed.
 
+use crate::async_config::{AsyncConfig, PortMod};
 use crate::bundle::{BundleAdd, BundleControl, ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL, ONF_EXPERIMENTER_ID};
 use crate::error::{DecodeError, EncodeError, OfError};
 use crate::flow_mod::{FlowMod, FlowRemoved, PacketIn, PacketOut};
+use crate::group::GroupMod;
 use crate::multipart::{MultipartReply, MultipartRequest};
 use crate::port::{pad8, Port};
 use crate::wire::{Header, Reader, Writer};
@@ -67,6 +71,16 @@ pub mod kind {
     pub const ROLE_REQUEST: u8 = 24;
     /// `OFPT_ROLE_REPLY`.
     pub const ROLE_REPLY: u8 = 25;
+    /// `OFPT_GROUP_MOD`.
+    pub const GROUP_MOD: u8 = 15;
+    /// `OFPT_PORT_MOD`.
+    pub const PORT_MOD: u8 = 16;
+    /// `OFPT_GET_ASYNC_REQUEST`.
+    pub const GET_ASYNC_REQUEST: u8 = 26;
+    /// `OFPT_GET_ASYNC_REPLY`.
+    pub const GET_ASYNC_REPLY: u8 = 27;
+    /// `OFPT_SET_ASYNC`.
+    pub const SET_ASYNC: u8 = 28;
     /// `OFPT_METER_MOD`, OpenFlow 1.3's last type.
     pub const METER_MOD: u8 = 29;
     /// `OFPT_BUNDLE_CONTROL` (1.4).
@@ -121,6 +135,16 @@ pub enum Message {
     RoleRequest(Role),
     /// `OFPT_ROLE_REPLY`.
     RoleReply(Role),
+    /// `OFPT_GROUP_MOD` ([`crate::group`]).
+    GroupMod(GroupMod),
+    /// `OFPT_PORT_MOD` ([`crate::async_config`]).
+    PortMod(PortMod),
+    /// `OFPT_GET_ASYNC_REQUEST`.
+    GetAsyncRequest,
+    /// `OFPT_GET_ASYNC_REPLY`.
+    GetAsyncReply(AsyncConfig),
+    /// `OFPT_SET_ASYNC`.
+    SetAsync(AsyncConfig),
     /// `OFPT_BUNDLE_CONTROL` (1.4) or ONF's `ONFT_BUNDLE_CONTROL` (1.3).
     BundleControl(BundleControl),
     /// `OFPT_BUNDLE_ADD_MESSAGE` (1.4) or ONF's `ONFT_BUNDLE_ADD_MESSAGE` (1.3).
@@ -367,6 +391,11 @@ pub fn is_other_kind(version: u8, kind: u8) -> bool {
                 | ROLE_REPLY
                 | BUNDLE_CONTROL
                 | BUNDLE_ADD_MESSAGE
+                | GROUP_MOD
+                | PORT_MOD
+                | GET_ASYNC_REQUEST
+                | GET_ASYNC_REPLY
+                | SET_ASYNC
         )
 }
 
@@ -405,11 +434,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Message), DecodeError> {
                 _ => Message::Experimenter(Experimenter { experimenter, exp_type, data: r.rest().to_vec() }),
             }
         }
-        FEATURES_REQUEST | GET_CONFIG_REQUEST | BARRIER_REQUEST | BARRIER_REPLY => {
+        FEATURES_REQUEST | GET_CONFIG_REQUEST | BARRIER_REQUEST | BARRIER_REPLY | GET_ASYNC_REQUEST => {
             expect_len(&r, "message without body", Header::LEN)?;
             match h.kind {
                 FEATURES_REQUEST => Message::FeaturesRequest,
                 GET_CONFIG_REQUEST => Message::GetConfigRequest,
+                GET_ASYNC_REQUEST => Message::GetAsyncRequest,
                 BARRIER_REQUEST => Message::BarrierRequest,
                 _ => Message::BarrierReply,
             }
@@ -449,6 +479,10 @@ pub fn decode(bytes: &[u8]) -> Result<(Header, Message), DecodeError> {
         FLOW_REMOVED => Message::FlowRemoved(FlowRemoved::decode(v, r.rest())?),
         PACKET_OUT => Message::PacketOut(PacketOut::decode(v, r.rest())?),
         FLOW_MOD => Message::FlowMod(FlowMod::decode(v, r.rest())?),
+        GROUP_MOD => Message::GroupMod(GroupMod::decode(r.rest())?),
+        PORT_MOD => Message::PortMod(PortMod::decode(v, r.rest())?),
+        GET_ASYNC_REPLY => Message::GetAsyncReply(AsyncConfig::decode(v, r.rest())?),
+        SET_ASYNC => Message::SetAsync(AsyncConfig::decode(v, r.rest())?),
         MULTIPART_REQUEST => Message::MultipartRequest(MultipartRequest::read(&mut r, v)?),
         MULTIPART_REPLY => Message::MultipartReply(MultipartReply::read(&mut r, v)?),
         ROLE_REQUEST | ROLE_REPLY => {
@@ -496,6 +530,11 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeErr
         Message::PortStatus(_) => PORT_STATUS,
         Message::PacketOut(_) => PACKET_OUT,
         Message::FlowMod(_) => FLOW_MOD,
+        Message::GroupMod(_) => GROUP_MOD,
+        Message::PortMod(_) => PORT_MOD,
+        Message::GetAsyncRequest => GET_ASYNC_REQUEST,
+        Message::GetAsyncReply(_) => GET_ASYNC_REPLY,
+        Message::SetAsync(_) => SET_ASYNC,
         Message::MultipartRequest(_) => MULTIPART_REQUEST,
         Message::MultipartReply(_) => MULTIPART_REPLY,
         Message::BarrierRequest => BARRIER_REQUEST,
@@ -534,7 +573,11 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeErr
             w.u32(e.exp_type);
             w.put(&e.data);
         }
-        Message::FeaturesRequest | Message::GetConfigRequest | Message::BarrierRequest | Message::BarrierReply => {}
+        Message::FeaturesRequest
+        | Message::GetConfigRequest
+        | Message::BarrierRequest
+        | Message::BarrierReply
+        | Message::GetAsyncRequest => {}
         Message::FeaturesReply(f) => {
             w.u64(f.datapath_id);
             w.u32(f.n_buffers);
@@ -557,6 +600,9 @@ pub fn encode(version: u8, xid: u32, msg: &Message) -> Result<Vec<u8>, EncodeErr
         Message::FlowRemoved(m) => m.encode(version, &mut w)?,
         Message::PacketOut(m) => m.encode(version, &mut w)?,
         Message::FlowMod(m) => m.encode(version, &mut w)?,
+        Message::GroupMod(m) => m.encode(&mut w)?,
+        Message::PortMod(m) => m.encode(version, &mut w)?,
+        Message::GetAsyncReply(c) | Message::SetAsync(c) => c.encode(version, &mut w)?,
         Message::MultipartRequest(m) => m.write(&mut w, version)?,
         Message::MultipartReply(m) => m.write(&mut w, version)?,
         Message::RoleRequest(r) | Message::RoleReply(r) => {

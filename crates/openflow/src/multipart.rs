@@ -3,12 +3,17 @@
 //! FLOW and AGGREGATE (their bodies in [`crate::flow_mod`]), TABLE (table statistics),
 //! PORT_STATS, PORT_DESC and TABLE_FEATURES (its body in [`crate::table_features`]).
 //!
-//! Every other multipart type (GROUP, METER, QUEUE, ...) comes out as
+//! GROUP, GROUP_DESC, GROUP_FEATURES and METER_FEATURES have their bodies in [`crate::group`].
+//! Every other multipart type (METER, QUEUE, ...) comes out as
 //! [`MultipartRequestBody::Other`] / [`MultipartReplyBody::Other`] with its body as raw bytes,
 //! and is encoded back from them.
 
 use crate::error::{DecodeError, EncodeError, OfError};
 use crate::flow_mod::{AggregateStats, AggregateStatsRequest, FlowStats, FlowStatsRequest};
+use crate::group::{
+    decode_group_descs, encode_group_descs, GroupFeatures, GroupStats, MeterFeatures, MP_GROUP, MP_GROUP_DESC,
+    MP_GROUP_FEATURES, MP_METER_FEATURES,
+};
 use crate::port::{not_in_13, read_properties, read_str, write_property, write_str, Port, Property};
 use crate::table_features::{TableFeatures, MP_TABLE_FEATURES};
 use crate::wire::{Reader, Writer};
@@ -61,7 +66,18 @@ pub enum MultipartRequestBody {
     PortDesc,
     /// `OFPMP_TABLE_FEATURES`: empty to ask for the features, else the features asked for.
     TableFeatures(Vec<TableFeatures>),
-    /// Any other type (GROUP, METER, ...), body as received.
+    /// `OFPMP_GROUP`: statistics of one group or `OFPG_ALL`.
+    GroupStats {
+        /// The group asked about.
+        group_id: u32,
+    },
+    /// `OFPMP_GROUP_DESC` (no body).
+    GroupDesc,
+    /// `OFPMP_GROUP_FEATURES` (no body).
+    GroupFeatures,
+    /// `OFPMP_METER_FEATURES` (no body).
+    MeterFeatures,
+    /// Any other type (METER, QUEUE, ...), body as received.
     Other {
         /// The `OFPMP_*` type.
         kind: u16,
@@ -96,6 +112,14 @@ pub enum MultipartReplyBody {
     PortDesc(Vec<Port>),
     /// `OFPMP_TABLE_FEATURES`: one entry per table.
     TableFeatures(Vec<TableFeatures>),
+    /// `OFPMP_GROUP`: one entry per group.
+    GroupStats(Vec<GroupStats>),
+    /// `OFPMP_GROUP_DESC`: the groups.
+    GroupDesc(Vec<rqvs_flow::group::Group>),
+    /// `OFPMP_GROUP_FEATURES`.
+    GroupFeatures(GroupFeatures),
+    /// `OFPMP_METER_FEATURES`.
+    MeterFeatures(MeterFeatures),
     /// Any other type, body as received.
     Other {
         /// The `OFPMP_*` type.
@@ -202,13 +226,22 @@ impl MultipartRequest {
         let flags = r.u16()?;
         r.skip(4)?;
         let body = match kind {
-            MP_DESC | MP_TABLE | MP_PORT_DESC => {
+            MP_DESC | MP_TABLE | MP_PORT_DESC | MP_GROUP_DESC | MP_GROUP_FEATURES | MP_METER_FEATURES => {
                 expect_empty(r, "multipart request without body", 16)?;
                 match kind {
                     MP_DESC => MultipartRequestBody::Desc,
                     MP_TABLE => MultipartRequestBody::Table,
+                    MP_GROUP_DESC => MultipartRequestBody::GroupDesc,
+                    MP_GROUP_FEATURES => MultipartRequestBody::GroupFeatures,
+                    MP_METER_FEATURES => MultipartRequestBody::MeterFeatures,
                     _ => MultipartRequestBody::PortDesc,
                 }
+            }
+            MP_GROUP => {
+                let group_id = r.u32()?;
+                r.skip(4)?;
+                expect_empty(r, "ofp_group_stats_request", 24)?;
+                MultipartRequestBody::GroupStats { group_id }
             }
             MP_PORT_STATS => {
                 let port_no = r.u32()?;
@@ -234,14 +267,18 @@ impl MultipartRequest {
             MultipartRequestBody::PortStats { .. } => MP_PORT_STATS,
             MultipartRequestBody::PortDesc => MP_PORT_DESC,
             MultipartRequestBody::TableFeatures(_) => MP_TABLE_FEATURES,
+            MultipartRequestBody::GroupStats { .. } => MP_GROUP,
+            MultipartRequestBody::GroupDesc => MP_GROUP_DESC,
+            MultipartRequestBody::GroupFeatures => MP_GROUP_FEATURES,
+            MultipartRequestBody::MeterFeatures => MP_METER_FEATURES,
             MultipartRequestBody::Other { kind, .. } => other_kind(*kind)?,
         };
         w.u16(kind);
         w.u16(self.flags);
         w.zeros(4);
         match &self.body {
-            MultipartRequestBody::PortStats { port_no } => {
-                w.u32(*port_no);
+            MultipartRequestBody::PortStats { port_no: id } | MultipartRequestBody::GroupStats { group_id: id } => {
+                w.u32(*id);
                 w.zeros(4);
             }
             MultipartRequestBody::Flow(f) | MultipartRequestBody::Aggregate(f) => f.encode(version, w)?,
@@ -260,12 +297,11 @@ impl MultipartRequest {
 /// `kind` if it is a type this module leaves raw.
 fn other_kind(kind: u16) -> Result<u16, DecodeError> {
     match kind {
-        MP_DESC | MP_FLOW | MP_AGGREGATE | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC | MP_TABLE_FEATURES => {
-            Err(DecodeError::Unsupported {
-                what: format!("multipart type {kind} given as raw bytes; it has its own variant"),
-                error: OfError::BAD_REQUEST_BAD_MULTIPART,
-            })
-        }
+        MP_DESC | MP_FLOW | MP_AGGREGATE | MP_TABLE | MP_PORT_STATS | MP_PORT_DESC | MP_TABLE_FEATURES | MP_GROUP
+        | MP_GROUP_DESC | MP_GROUP_FEATURES | MP_METER_FEATURES => Err(DecodeError::Unsupported {
+            what: format!("multipart type {kind} given as raw bytes; it has its own variant"),
+            error: OfError::BAD_REQUEST_BAD_MULTIPART,
+        }),
         k => Ok(k),
     }
 }
@@ -322,6 +358,10 @@ impl MultipartReply {
             MP_FLOW => MultipartReplyBody::Flow(FlowStats::decode_all(version, r.rest())?),
             MP_AGGREGATE => MultipartReplyBody::Aggregate(AggregateStats::decode(version, r.rest())?),
             MP_TABLE_FEATURES => MultipartReplyBody::TableFeatures(TableFeatures::decode_all(r.rest())?),
+            MP_GROUP => MultipartReplyBody::GroupStats(GroupStats::decode_all(r.rest())?),
+            MP_GROUP_DESC => MultipartReplyBody::GroupDesc(decode_group_descs(r.rest())?),
+            MP_GROUP_FEATURES => MultipartReplyBody::GroupFeatures(GroupFeatures::decode(r.rest())?),
+            MP_METER_FEATURES => MultipartReplyBody::MeterFeatures(MeterFeatures::decode(r.rest())?),
             _ => MultipartReplyBody::Other { kind, body: r.rest().to_vec() },
         };
         Ok(MultipartReply { flags, body })
@@ -337,6 +377,10 @@ impl MultipartReply {
             MultipartReplyBody::PortStats(_) => MP_PORT_STATS,
             MultipartReplyBody::PortDesc(_) => MP_PORT_DESC,
             MultipartReplyBody::TableFeatures(_) => MP_TABLE_FEATURES,
+            MultipartReplyBody::GroupStats(_) => MP_GROUP,
+            MultipartReplyBody::GroupDesc(_) => MP_GROUP_DESC,
+            MultipartReplyBody::GroupFeatures(_) => MP_GROUP_FEATURES,
+            MultipartReplyBody::MeterFeatures(_) => MP_METER_FEATURES,
             MultipartReplyBody::Other { kind, .. } => other_kind(*kind)?,
         };
         w.u16(kind);
@@ -380,6 +424,14 @@ impl MultipartReply {
                     t.write(w)?;
                 }
             }
+            MultipartReplyBody::GroupStats(v) => {
+                for g in v {
+                    g.encode(w)?;
+                }
+            }
+            MultipartReplyBody::GroupDesc(v) => encode_group_descs(v, w)?,
+            MultipartReplyBody::GroupFeatures(f) => f.encode(w),
+            MultipartReplyBody::MeterFeatures(f) => f.encode(w),
             MultipartReplyBody::Other { body, .. } => w.put(body),
         }
         Ok(())

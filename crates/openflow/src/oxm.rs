@@ -115,160 +115,6 @@ pub fn port_to_of(p: u32) -> Option<u32> {
     }
 }
 
-/// The fields rqvs maps (one bit each in the duplicate check).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Field {
-    InPort,
-    EthDst,
-    EthSrc,
-    EthType,
-    VlanVid,
-    VlanPcp,
-    IpDscp,
-    IpEcn,
-    IpProto,
-    Ipv4Src,
-    Ipv4Dst,
-    TcpSrc,
-    TcpDst,
-    UdpSrc,
-    UdpDst,
-    SctpSrc,
-    SctpDst,
-    Icmpv4Type,
-    Icmpv4Code,
-    ArpOp,
-    ArpSpa,
-    ArpTpa,
-    IpFrag,
-    TcpFlags,
-}
-
-impl Field {
-    /// Every field, in OpenFlow basic order, then the extensions.
-    pub(crate) const ALL: [Field; 24] = [
-        Field::InPort,
-        Field::EthDst,
-        Field::EthSrc,
-        Field::EthType,
-        Field::VlanVid,
-        Field::VlanPcp,
-        Field::IpDscp,
-        Field::IpEcn,
-        Field::IpProto,
-        Field::Ipv4Src,
-        Field::Ipv4Dst,
-        Field::TcpSrc,
-        Field::TcpDst,
-        Field::UdpSrc,
-        Field::UdpDst,
-        Field::SctpSrc,
-        Field::SctpDst,
-        Field::Icmpv4Type,
-        Field::Icmpv4Code,
-        Field::ArpOp,
-        Field::ArpSpa,
-        Field::ArpTpa,
-        Field::IpFrag,
-        Field::TcpFlags,
-    ];
-
-    /// The value's size in bytes and whether a mask may follow.
-    pub(crate) fn shape(self) -> (usize, bool) {
-        use Field::*;
-        match self {
-            InPort => (4, false),
-            EthDst | EthSrc => (6, true),
-            EthType => (2, false),
-            VlanVid => (2, true),
-            VlanPcp | IpDscp | IpEcn | IpProto | Icmpv4Type | Icmpv4Code => (1, false),
-            Ipv4Src | Ipv4Dst | ArpSpa | ArpTpa => (4, true),
-            TcpSrc | TcpDst | UdpSrc | UdpDst | SctpSrc | SctpDst => (2, true),
-            ArpOp => (2, false),
-            IpFrag => (1, true),
-            TcpFlags => (2, true),
-        }
-    }
-
-    /// The OXM name (as the spec and `ovs-ofctl` spell it).
-    pub(crate) fn name(self) -> &'static str {
-        use Field::*;
-        match self {
-            InPort => "in_port",
-            EthDst => "eth_dst",
-            EthSrc => "eth_src",
-            EthType => "eth_type",
-            VlanVid => "vlan_vid",
-            VlanPcp => "vlan_pcp",
-            IpDscp => "ip_dscp",
-            IpEcn => "ip_ecn",
-            IpProto => "ip_proto",
-            Ipv4Src => "ipv4_src",
-            Ipv4Dst => "ipv4_dst",
-            TcpSrc => "tcp_src",
-            TcpDst => "tcp_dst",
-            UdpSrc => "udp_src",
-            UdpDst => "udp_dst",
-            SctpSrc => "sctp_src",
-            SctpDst => "sctp_dst",
-            Icmpv4Type => "icmpv4_type",
-            Icmpv4Code => "icmpv4_code",
-            ArpOp => "arp_op",
-            ArpSpa => "arp_spa",
-            ArpTpa => "arp_tpa",
-            IpFrag => "ip_frag (NXM_NX_IP_FRAG)",
-            TcpFlags => "tcp_flags",
-        }
-    }
-
-    fn basic(self) -> Option<u8> {
-        use Field::*;
-        Some(match self {
-            InPort => 0,
-            EthDst => 3,
-            EthSrc => 4,
-            EthType => 5,
-            VlanVid => 6,
-            VlanPcp => 7,
-            IpDscp => 8,
-            IpEcn => 9,
-            IpProto => 10,
-            Ipv4Src => 11,
-            Ipv4Dst => 12,
-            TcpSrc => 13,
-            TcpDst => 14,
-            UdpSrc => 15,
-            UdpDst => 16,
-            SctpSrc => 17,
-            SctpDst => 18,
-            Icmpv4Type => 19,
-            Icmpv4Code => 20,
-            ArpOp => 21,
-            ArpSpa => 22,
-            ArpTpa => 23,
-            IpFrag | TcpFlags => return None,
-        })
-    }
-
-    fn from_basic(f: u8) -> Option<Field> {
-        if f == 42 {
-            return Some(Field::TcpFlags);
-        }
-        Field::ALL.into_iter().find(|x| x.basic() == Some(f))
-    }
-
-    /// The class, field number and experimenter id the encoder writes the field with: the
-    /// OpenFlow basic class; `NXM_NX_IP_FRAG` for `nw_frag`; for `tcp_flags`
-    /// `ONFOXM_ET_TCP_FLAGS`, as OVS sends it in 1.3 and 1.4.
-    pub(crate) fn oxm_class(self) -> (u16, u8, Option<u32>) {
-        match self.basic() {
-            Some(f) => (OFPXMC_OPENFLOW_BASIC, f, None),
-            None if self == Field::IpFrag => (OFPXMC_NXM_1, 26, None),
-            None => (OFPXMC_EXPERIMENTER, 42, Some(ONF_EXPERIMENTER_ID)),
-        }
-    }
-}
-
 /// The name of an OpenFlow basic field rqvs does not have.
 fn basic_field_name(f: u8) -> String {
     const NAMES: [&str; 45] = [
@@ -319,80 +165,6 @@ fn basic_field_name(f: u8) -> String {
         "packet_type",
     ];
     NAMES.get(usize::from(f)).map_or_else(|| format!("OXM basic field {f}"), |n| (*n).to_string())
-}
-
-/// One OXM TLV as read: which field, its value and its mask (all ones when there was none).
-#[derive(Clone, Debug)]
-pub(crate) struct Oxm<'a> {
-    pub field: Field,
-    pub value: &'a [u8],
-    pub mask: Option<&'a [u8]>,
-}
-
-/// Reads one TLV from `r`; errors name unknown fields, wrong sizes and masks where none may be.
-pub(crate) fn read_oxm<'a>(r: &mut Reader<'a>) -> Result<Oxm<'a>, DecodeError> {
-    let header = r.u32()?;
-    let class = (header >> 16) as u16;
-    let field = ((header >> 9) & 0x7f) as u8;
-    let has_mask = header & 0x100 != 0;
-    let len = (header & 0xff) as usize;
-    let mut payload = r.sub(len, "oxm_tlv")?;
-    let f = match class {
-        OFPXMC_OPENFLOW_BASIC => match Field::from_basic(field) {
-            Some(f) => f,
-            None => {
-                return reject(
-                    format!("match field {} is not supported by rqvs", basic_field_name(field)),
-                    OfError::BAD_MATCH_BAD_FIELD,
-                )
-            }
-        },
-        OFPXMC_NXM_1 if field == 26 => Field::IpFrag,
-        OFPXMC_NXM_1 if field == 34 => Field::TcpFlags,
-        OFPXMC_EXPERIMENTER => {
-            let exp = payload.u32().map_err(|_| DecodeError::Unsupported {
-                what: "experimenter OXM shorter than its experimenter id".into(),
-                error: OfError::BAD_MATCH_BAD_LEN,
-            })?;
-            if exp == ONF_EXPERIMENTER_ID && field == 42 {
-                Field::TcpFlags
-            } else {
-                return reject(
-                    format!("experimenter match field {field} of experimenter {exp:#010x} is not supported by rqvs"),
-                    OfError::BAD_MATCH_BAD_FIELD,
-                );
-            }
-        }
-        0x0000 => {
-            return reject(format!("NXM_OF match field {field} is not supported by rqvs"), OfError::BAD_MATCH_BAD_FIELD)
-        }
-        0x0001 => {
-            return reject(
-                format!("NXM_NX match field {field} is not supported by rqvs (registers, tunnels, IPv6, ...)"),
-                OfError::BAD_MATCH_BAD_FIELD,
-            )
-        }
-        _ => {
-            return reject(
-                format!("match field class {class:#06x} field {field} is not supported by rqvs"),
-                OfError::BAD_MATCH_BAD_FIELD,
-            )
-        }
-    };
-    let (width, maskable) = f.shape();
-    if has_mask && !maskable {
-        return reject(format!("{} cannot be masked", f.name()), OfError::BAD_MATCH_BAD_MASK);
-    }
-    let want = if has_mask { 2 * width } else { width };
-    if payload.remaining() != want {
-        return reject(
-            format!("{} has {} payload bytes, expected {want}", f.name(), payload.remaining()),
-            OfError::BAD_MATCH_BAD_LEN,
-        );
-    }
-    let value = payload.take(width)?;
-    let mask = if has_mask { Some(payload.take(width)?) } else { None };
-    Ok(Oxm { field: f, value, mask })
 }
 
 /// One match TLV as read: the table's field, its value and mask (all ones over the field when
@@ -613,6 +385,13 @@ pub(crate) fn match_fields() -> impl Iterator<Item = (u16, u8, Option<u32>, usiz
     })
 }
 
+/// The class, field number, experimenter id and payload bytes the codec writes table field
+/// `f` with (TABLE_FEATURES' SETFIELD lists).
+pub(crate) fn table_field_code(f: &TField) -> (u16, u8, Option<u32>, usize) {
+    let (class, code, experimenter) = code_of_field(f);
+    (class, code, experimenter, oxm_bytes(f))
+}
+
 /// Writes one match TLV of `f`: `value`, and `mask` unless it is all ones over the field.
 fn put_field(w: &mut Writer, f: &TField, code: (u16, u8, Option<u32>), bytes: usize, value: u128, mask: u128) {
     let (class, c, experimenter) = code;
@@ -754,26 +533,6 @@ fn encode_vlan(v: &FlowKey, k: &FlowKey, w: &mut Writer) {
     }
 }
 
-/// Writes one TLV: `field` with `value` (big-endian, `width` bytes), masked unless `mask` is
-/// all ones over the field's bits (`full`).
-fn put(w: &mut Writer, field: Field, value: u64, mask: u64, full: u64) {
-    let (width, _) = field.shape();
-    let has_mask = mask != full;
-    let payload = if has_mask { 2 * width } else { width };
-    let bytes = |x: u64| x.to_be_bytes()[8 - width..].to_vec();
-    let (class, f, experimenter) = field.oxm_class();
-    // An experimenter id counts in the TLV's length.
-    let len = payload + if experimenter.is_some() { 4 } else { 0 };
-    w.u32(u32::from(class) << 16 | u32::from(f) << 9 | u32::from(has_mask) << 8 | len as u32);
-    if let Some(e) = experimenter {
-        w.u32(e);
-    }
-    w.put(&bytes(value));
-    if has_mask {
-        w.put(&bytes(mask));
-    }
-}
-
 /// Writes `m` as an `ofp_match` (header, TLVs, zeros to a multiple of 8).
 pub fn encode_match(m: &Match, w: &mut Writer) -> Result<(), EncodeError> {
     let start = w.len();
@@ -786,20 +545,49 @@ pub fn encode_match(m: &Match, w: &mut Writer) -> Result<(), EncodeError> {
     Ok(())
 }
 
-/// Writes one OXM TLV for a `set_field` action (exact value; `field` is by name of [`Field`]).
-pub(crate) fn put_set_field(w: &mut Writer, field: Field, value: u64) {
-    let full = match field.shape().0 {
-        1 => 0xff,
-        2 => 0xffff,
-        4 => 0xffff_ffff,
-        _ => 0xffff_ffff_ffff,
+/// Reads the OXM TLV of a `SET_FIELD` action over the field table: the field and its value
+/// (an `in_port` in rqvs's numbering). A mask (OpenFlow 1.5), a field OVS does not write
+/// (`eth_type`, `ip_proto`, `ip_frag`, `tcp_flags`) or one rqvs lacks is an error naming it.
+pub(crate) fn read_set_field(r: &mut Reader<'_>) -> Result<(&'static TField, u128), DecodeError> {
+    let Some(t) = read_match_tlv(r)? else {
+        return reject("set_field of packet_type", OfError::BAD_ACTION_BAD_SET_TYPE);
     };
-    put(w, field, value, full, full);
+    if t.mask != t.field.all_ones() {
+        return reject(
+            format!("set_field of {} with a mask (OpenFlow 1.5)", t.wire),
+            OfError::BAD_ACTION_BAD_SET_ARGUMENT,
+        );
+    }
+    if !field_is_writable(t.field) {
+        return reject(format!("set_field of {}: the field is read-only", t.wire), OfError::BAD_ACTION_BAD_SET_TYPE);
+    }
+    Ok((t.field, t.value))
 }
 
-/// The value bytes of a `set_field` as a number.
-pub(crate) fn oxm_value(o: &Oxm<'_>) -> u64 {
-    o.value.iter().fold(0u64, |a, &x| a << 8 | u64::from(x))
+/// Can `set_field` write `f`? Every field of the table but those OVS marks read-only
+/// (`eth_type`, `ip_proto`, `ip_frag`, `tcp_flags`) and `vlan_tci` (no OXM code).
+pub fn field_is_writable(f: &TField) -> bool {
+    !matches!(f.name, "dl_type" | "nw_proto" | "ip_frag" | "tcp_flags" | "vlan_tci")
+}
+
+/// Writes the OXM TLV of a `SET_FIELD` of table field `f` to `value` (unmasked; an `in_port`
+/// in rqvs's numbering is written as OpenFlow 1.3's).
+pub(crate) fn put_set_table_field(w: &mut Writer, f: &TField, value: u128) -> Result<(), EncodeError> {
+    if !field_is_writable(f) {
+        return enc_err(format!("set_field of {}: the field is read-only", f.name));
+    }
+    if value & !f.all_ones() != 0 {
+        return enc_err(format!("set_field:{value:#x}->{}: above the field's {} bits", f.name, f.bits));
+    }
+    let mut v = value;
+    if f.member == Member::InPort {
+        let Some(p) = port_to_of(value as u32) else {
+            return enc_err(format!("set_field in_port {value}: no OpenFlow 1.3 number"));
+        };
+        v = p.into();
+    }
+    put_field(w, f, code_of_field(f), oxm_bytes(f), v, f.all_ones());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,11 +27,11 @@
 //! is an ordinary flow in rqvs). `max_entries` is 2³²−1: the table has no limit of its own.
 
 use crate::action::{
-    OFPAT_DEC_NW_TTL, OFPAT_OUTPUT, OFPAT_POP_VLAN, OFPAT_PUSH_VLAN, OFPAT_SET_FIELD, OFPIT_APPLY_ACTIONS,
-    OFPIT_CLEAR_ACTIONS, SET_FIELDS,
+    set_fields, OFPAT_DEC_NW_TTL, OFPAT_GROUP, OFPAT_OUTPUT, OFPAT_POP_VLAN, OFPAT_PUSH_VLAN, OFPAT_SET_FIELD,
+    OFPIT_APPLY_ACTIONS, OFPIT_CLEAR_ACTIONS, OFPIT_GOTO_TABLE, OFPIT_METER, OFPIT_WRITE_ACTIONS, OFPIT_WRITE_METADATA,
 };
 use crate::error::{DecodeError, EncodeError};
-use crate::oxm::{Field, OFPXMC_EXPERIMENTER};
+use crate::oxm::OFPXMC_EXPERIMENTER;
 use crate::port::{read_properties, read_str, write_property, write_str};
 use crate::wire::{Reader, Writer};
 
@@ -309,35 +309,58 @@ impl TableFeatures {
         self.properties.iter().find(|p| p.kind == kind).map(|p| &p.value)
     }
 
-    /// What rqvs's table 0 supports (see the module documentation).
+    /// What rqvs's table 0 supports: [`TableFeatures::rqvs_table`] of table 0.
     pub fn rqvs() -> TableFeatures {
-        let instructions = vec![Id::new(OFPIT_APPLY_ACTIONS), Id::new(OFPIT_CLEAR_ACTIONS)];
-        let apply: Vec<Id> =
-            [OFPAT_OUTPUT, OFPAT_PUSH_VLAN, OFPAT_POP_VLAN, OFPAT_DEC_NW_TTL, OFPAT_SET_FIELD].map(Id::new).into();
-        let set_fields: Vec<OxmId> = SET_FIELDS.iter().map(|&f| oxm_id(f, false)).collect();
+        TableFeatures::rqvs_table(0)
+    }
+
+    /// What rqvs's table `table_id` (0..=254) supports (see the module documentation).
+    pub fn rqvs_table(table_id: u8) -> TableFeatures {
+        let mut instructions = vec![
+            Id::new(OFPIT_GOTO_TABLE),
+            Id::new(OFPIT_WRITE_METADATA),
+            Id::new(OFPIT_WRITE_ACTIONS),
+            Id::new(OFPIT_APPLY_ACTIONS),
+            Id::new(OFPIT_CLEAR_ACTIONS),
+            Id::new(OFPIT_METER),
+        ];
+        if table_id >= LAST_TABLE {
+            instructions.remove(0);
+        }
+        let actions: Vec<Id> =
+            [OFPAT_OUTPUT, OFPAT_GROUP, OFPAT_PUSH_VLAN, OFPAT_POP_VLAN, OFPAT_DEC_NW_TTL, OFPAT_SET_FIELD]
+                .map(Id::new)
+                .into();
+        let set_fields: Vec<OxmId> = set_fields()
+            .map(|f| {
+                let (c, code, e, width) = crate::oxm::table_field_code(f);
+                raw_oxm_id(c, code, e, width, false)
+            })
+            .collect();
         let matched: Vec<OxmId> =
             crate::oxm::match_fields().map(|(c, f, e, width, maskable)| raw_oxm_id(c, f, e, width, maskable)).collect();
         let wildcards: Vec<OxmId> =
             crate::oxm::match_fields().map(|(c, f, e, width, _)| raw_oxm_id(c, f, e, width, false)).collect();
+        let next: Vec<u8> = (table_id.saturating_add(1)..=LAST_TABLE).filter(|&t| t > table_id).collect();
         let prop = |kind, value| TableFeatureProp { kind, value };
         let mut properties = Vec::new();
         for miss in [0, 1] {
             properties.push(prop(INSTRUCTIONS + miss, PropValue::Ids(instructions.clone())));
-            properties.push(prop(NEXT_TABLES + miss, PropValue::Tables(Vec::new())));
-            properties.push(prop(WRITE_ACTIONS + miss, PropValue::Ids(Vec::new())));
-            properties.push(prop(APPLY_ACTIONS + miss, PropValue::Ids(apply.clone())));
+            properties.push(prop(NEXT_TABLES + miss, PropValue::Tables(next.clone())));
+            properties.push(prop(WRITE_ACTIONS + miss, PropValue::Ids(actions.clone())));
+            properties.push(prop(APPLY_ACTIONS + miss, PropValue::Ids(actions.clone())));
         }
         properties.push(prop(MATCH, PropValue::Oxms(matched)));
         properties.push(prop(WILDCARDS, PropValue::Oxms(wildcards)));
         for miss in [0, 1] {
-            properties.push(prop(WRITE_SETFIELD + miss, PropValue::Oxms(Vec::new())));
+            properties.push(prop(WRITE_SETFIELD + miss, PropValue::Oxms(set_fields.clone())));
             properties.push(prop(APPLY_SETFIELD + miss, PropValue::Oxms(set_fields.clone())));
         }
         TableFeatures {
-            table_id: 0,
-            name: String::new(),
-            metadata_match: 0,
-            metadata_write: 0,
+            table_id,
+            name: if table_id == 0 { "classifier".into() } else { format!("table{table_id}") },
+            metadata_match: u64::MAX,
+            metadata_write: u64::MAX,
             capabilities: 0,
             max_entries: u32::MAX,
             properties,
@@ -345,11 +368,8 @@ impl TableFeatures {
     }
 }
 
-/// The OXM header of `f` as the codec reads it (has-mask: the length doubles).
-fn oxm_id(f: Field, masked: bool) -> OxmId {
-    let (class, field, experimenter) = f.oxm_class();
-    raw_oxm_id(class, field, experimenter, f.shape().0, masked)
-}
+/// The last table of a pipeline (OpenFlow's `OFPTT_MAX`): tables are 0..=254.
+pub const LAST_TABLE: u8 = 254;
 
 fn raw_oxm_id(class: u16, field: u8, experimenter: Option<u32>, width: usize, masked: bool) -> OxmId {
     let payload = if masked { 2 * width } else { width } + if experimenter.is_some() { 4 } else { 0 };
@@ -380,20 +400,26 @@ mod tests {
     }
 
     /// The lists are what the decoders accept: every instruction and action type outside them
-    /// is refused as unsupported, every field outside SET_FIELDS as a set-field target.
+    /// is refused as unsupported, every field of the table outside the SETFIELD lists as a
+    /// set-field target; the next tables are the later ones.
     #[test]
     fn the_lists_are_what_the_decoders_accept() {
         use crate::action::{decode_actions, decode_instructions};
         use crate::OfError;
-        let t = TableFeatures::rqvs();
+        let t = TableFeatures::rqvs_table(3);
         let ids = |k| match t.property(k) {
             Some(PropValue::Ids(v)) => v.iter().map(|i| i.kind).collect::<Vec<u16>>(),
             _ => panic!("property {k}"),
         };
         for kind in 0..=12u16 {
-            let r = decode_instructions(&[0, kind as u8, 0, 8, 0, 0, 0, 0]);
+            let len = if kind == OFPIT_WRITE_METADATA { 24 } else { 8 };
+            let mut i = vec![0u8; len];
+            i[..2].copy_from_slice(&kind.to_be_bytes());
+            i[3] = len as u8;
+            let r = decode_instructions(&i);
             assert_eq!(r.is_ok(), ids(INSTRUCTIONS).contains(&kind), "instruction {kind}: {r:?}");
         }
+        assert!(!ids(INSTRUCTIONS).is_empty() && ids(WRITE_ACTIONS) == ids(APPLY_ACTIONS));
         for kind in (0..=40u16).chain([0xffff]) {
             let mut a = vec![0u8; 8];
             a[..2].copy_from_slice(&kind.to_be_bytes());
@@ -404,9 +430,10 @@ mod tests {
             );
             assert_eq!(refused, !ids(APPLY_ACTIONS).contains(&kind), "action {kind}");
         }
-        assert!(ids(WRITE_ACTIONS).is_empty(), "no write_actions instruction, no write actions");
-        for f in Field::ALL {
-            let o = oxm_id(f, false);
+        let Some(PropValue::Oxms(listed)) = t.property(APPLY_SETFIELD) else { panic!() };
+        for f in rqvs_flow::field::FIELDS {
+            let (c, code, e, width) = crate::oxm::table_field_code(f);
+            let o = raw_oxm_id(c, code, e, width, false);
             let mut a = Writer::new();
             a.u16(OFPAT_SET_FIELD);
             a.u16(0);
@@ -414,15 +441,19 @@ mod tests {
             if let Some(e) = o.experimenter {
                 a.u32(e);
             }
-            a.zeros(f.shape().0);
+            a.zeros(width);
             a.pad8();
             let len = a.len() as u16;
             a.patch_u16(2, len);
             let ok = decode_actions(&a.bytes).is_ok();
-            assert_eq!(ok, SET_FIELDS.contains(&f), "set_field {}", f.name());
-            let Some(PropValue::Oxms(listed)) = t.property(APPLY_SETFIELD) else { panic!() };
-            assert_eq!(ok, listed.contains(&o), "set_field {} listed", f.name());
+            assert_eq!(ok, crate::oxm::field_is_writable(f) && f.name != "vlan_tci", "set_field {}", f.name);
+            assert_eq!(ok, listed.contains(&o), "set_field {} listed", f.name);
         }
+        assert_eq!(t.property(NEXT_TABLES), Some(&PropValue::Tables((4..=254).collect())));
+        let last = TableFeatures::rqvs_table(254);
+        assert_eq!(last.property(NEXT_TABLES), Some(&PropValue::Tables(vec![])));
+        let Some(PropValue::Ids(i)) = last.property(INSTRUCTIONS) else { panic!() };
+        assert!(!i.iter().any(|i| i.kind == OFPIT_GOTO_TABLE), "no goto_table from the last table");
     }
 
     #[test]

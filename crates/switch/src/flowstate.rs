@@ -24,7 +24,7 @@
 use rqvs_flow::RuleId;
 use rqvs_openflow::flow_mod::{
     OFPFF_CHECK_OVERLAP, OFPFF_NO_BYT_COUNTS, OFPFF_NO_PKT_COUNTS, OFPFF_RESET_COUNTS, OFPFF_SEND_FLOW_REM,
-    OFPRR_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
+    OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
 };
 
 use crate::flowstats::FlowCount;
@@ -59,6 +59,8 @@ pub enum Reason {
     IdleTimeout,
     HardTimeout,
     Delete,
+    /// The group its actions name was deleted.
+    GroupDelete,
 }
 
 impl Reason {
@@ -68,6 +70,7 @@ impl Reason {
             Reason::IdleTimeout => OFPRR_IDLE_TIMEOUT,
             Reason::HardTimeout => OFPRR_HARD_TIMEOUT,
             Reason::Delete => OFPRR_DELETE,
+            Reason::GroupDelete => OFPRR_GROUP_DELETE,
         }
     }
 }

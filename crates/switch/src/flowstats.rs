@@ -261,7 +261,7 @@ impl Control {
                 Some(FlowStat { rule, meta, counts, duration_ns: now.saturating_sub(meta.created_ns) })
             })
             .collect();
-        v.sort_by_key(|s| s.rule.rank());
+        v.sort_by_key(|s| (s.rule.table, s.rule.rank()));
         v
     }
 

@@ -66,6 +66,7 @@ pub mod expiry;
 pub mod fault;
 pub mod flowstate;
 pub mod flowstats;
+pub mod groups;
 pub mod handler;
 pub mod link;
 pub mod manager;
@@ -231,9 +232,9 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
         ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
     };
     for r in rules {
-        if r.table != 0 {
+        if r.table > table::LAST_TABLE {
             let flow = text(r);
-            return Err(err(format!("flow {} ({flow}): table {} — the switch has one table (0)", r.id.0 + 1, r.table)));
+            return Err(err(format!("flow {} ({flow}): table {} — tables are 0..=254", r.id.0 + 1, r.table)));
         }
         if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
             let flow = text(r);
@@ -361,7 +362,8 @@ impl Switch {
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
         let record = FlowTable::new(std::mem::take(&mut cfg.rules));
-        let rules: Vec<Rule> = record.iter().cloned().collect();
+        // The datapath's view: table 0 ([`table::in_datapath`]).
+        let rules: Vec<Rule> = record.iter().filter(|r| table::in_datapath(r)).cloned().collect();
         // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
         // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
         let table =
@@ -888,7 +890,8 @@ impl Control {
         }
         let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
         if cached.is_none() {
-            *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?);
+            let rules: Vec<Rule> = self.rules().into_iter().filter(table::in_datapath).collect();
+            *cached = Some(OfprotoTable::build(&rules).map_err(|e| err(e.to_string()))?);
         }
         Ok(cached.as_ref().expect("built above").classify(key))
     }
@@ -998,7 +1001,10 @@ impl Control {
             effects.push(e);
         }
         let net = txn.net();
-        if net.is_empty() {
+        // The datapath's view ([`table::in_datapath`]): the change to table 0.
+        let dp_added: Vec<Rule> = net.added.iter().filter(|r| table::in_datapath(r)).cloned().collect();
+        let dp_removed: Vec<Rule> = net.removed.iter().filter(|r| table::in_datapath(r)).cloned().collect();
+        if dp_added.is_empty() && dp_removed.is_empty() {
             txn.keep();
             // Flows added and deleted inside the transaction may still owe a FLOW_REMOVED.
             let events = self.settle_counts(&mut rules, &net, now_ns);
@@ -1006,34 +1012,34 @@ impl Control {
             self.emit(events);
             return Ok((effects, net));
         }
-        let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
+        let removed: Vec<RuleId> = dp_removed.iter().map(|r| r.id).collect();
         if self.design == DesignKind::Cflows {
             // The learned classifier takes it all or none of it (the record is dropped with
             // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
-            self.apply(0, &net.added, &removed, true).map_err(|e| err(format!("{what}: {e}")))?;
+            self.apply(0, &dp_added, &removed, true).map_err(|e| err(format!("{what}: {e}")))?;
             *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         } else {
             // Auto: the published classifier first (it may refuse), then the table.
             if self.design == DesignKind::Auto {
-                self.publish(&net.added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
+                self.publish(&dp_added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
             }
             let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-            changes.extend(net.added.iter().cloned().map(RuleChange::Add));
+            changes.extend(dp_added.iter().cloned().map(RuleChange::Add));
             // On error the transaction is dropped: the record goes back to what it was (and
             // auto's classifier with it).
             let (version, _) = match self.table.commit(changes) {
                 Ok(v) => v,
                 Err(e) => {
                     if self.design == DesignKind::Auto {
-                        let ids: Vec<RuleId> = net.added.iter().map(|r| r.id).collect();
-                        if let Err(undo) = self.publish(&net.removed, &ids) {
+                        let ids: Vec<RuleId> = dp_added.iter().map(|r| r.id).collect();
+                        if let Err(undo) = self.publish(&dp_removed, &ids) {
                             crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
                     }
                     return Err(err(format!("{what}: {e}")));
                 }
             };
-            self.apply(version, &net.added, &removed, settle)?;
+            self.apply(version, &dp_added, &removed, settle)?;
         }
         txn.keep();
         let events = self.settle_counts(&mut rules, &net, now_ns);

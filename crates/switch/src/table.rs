@@ -26,6 +26,23 @@
 //! flags, times, carried counts, with OVS 3.1's add/modify/RESET_COUNTS semantics); a
 //! transaction records which flow takes over each replaced or modified flow's counts
 //! ([`NetChange::heir`]) and the flows it deleted or expired, with why ([`NetChange::deleted`]).
+//!
+//! **Tables.** The record holds the flows of every table, 0..=254 (`Rule::table`); a flow's
+//! identity is (table, priority, match). A filter ([`FlowFilter::table`]) selects in one table
+//! or all (`OFPTT_ALL`), and by `out_port` / `out_group` as OVS does (outputs and groups in the
+//! apply actions and in `write_actions`). An add or modify is checked as OVS checks it
+//! ([`check_flow`]): table 255 is `OFPFMFC_BAD_TABLE_ID`; a `goto_table` to the flow's own
+//! table or an earlier one `OFPBIC_BAD_TABLE_ID`; a `group:G` naming a missing group
+//! `OFPBAC_BAD_OUT_GROUP`; then whether the switch executes the actions.
+//!
+//! **Groups.** The group table ([`crate::groups`]) lives here too, changed by
+//! [`FlowOp::Group`] in the same transactions: a group's deletion deletes the flows that name
+//! it (reason `OFPRR_GROUP_DELETE`), as one change.
+//!
+//! **The datapath's view.** Until the pipeline is translated (goto_table, resubmit and groups
+//! execute: the `xlate` work), a packet only ever meets table 0: the flows of other tables are
+//! unreachable, so only table 0's flows are handed to the datapath ([`in_datapath`]); the
+//! others are stored, counted (zero), dumped and deleted like any flow.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,12 +50,61 @@ use std::collections::{BTreeMap, BTreeSet};
 use hashbrown::HashMap;
 use std::fmt;
 
+use std::sync::Arc;
+
+use rqvs_flow::group::Group;
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
 use rqvs_openflow::flow_mod::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS};
+use rqvs_openflow::group::GroupModCommand;
+use rqvs_openflow::OfError;
 
 pub use crate::flowstate::{Counts, FlowMeta, FlowSpec, Heir, Reason, KEPT_FLAGS};
 use crate::flowstats::FlowCount;
+use crate::groups::{groups_named, GroupEntry, GroupTable};
 use crate::{check_rules, Error};
+
+/// The last table (`OFPTT_MAX`).
+pub const LAST_TABLE: u8 = 254;
+
+/// Is `r` in the datapath's view (module docs: table 0 until the pipeline is translated)?
+pub fn in_datapath(r: &Rule) -> bool {
+    r.table == 0
+}
+
+/// The checks of an add or modify against the tables and groups (module docs), before the
+/// switch's own ([`check_rules`]: the actions it executes).
+pub fn check_flow(r: &Rule, groups: &GroupTable) -> Result<(), OpError> {
+    if r.table > LAST_TABLE {
+        return Err(OpError::Of(
+            OfError::FLOW_MOD_FAILED_BAD_TABLE_ID,
+            format!("table {} (tables are 0..=254)", r.table),
+        ));
+    }
+    let mut actions: Vec<&Action> = r.actions.0.iter().collect();
+    for a in &r.actions.0 {
+        if let Action::WriteActions(inner) = a {
+            actions.extend(inner);
+        }
+    }
+    for a in actions {
+        match a {
+            Action::GotoTable(t) if *t <= r.table => {
+                return Err(OpError::Of(
+                    OfError::BAD_INSTRUCTION_BAD_TABLE_ID,
+                    format!("goto_table:{t} in table {}: a goto goes to a later table", r.table),
+                ))
+            }
+            Action::GotoTable(t) if *t > LAST_TABLE => {
+                return Err(OpError::Of(OfError::BAD_INSTRUCTION_BAD_TABLE_ID, format!("goto_table:{t}")))
+            }
+            _ => {}
+        }
+    }
+    if let Some(g) = groups_named(&r.actions.0).find(|g| !groups.contains(*g)) {
+        return Err(OpError::Of(OfError::BAD_ACTION_BAD_OUT_GROUP, format!("group {g} does not exist")));
+    }
+    check_rules(std::slice::from_ref(r)).map_err(|e| OpError::Of(OfError::BAD_ACTION_BAD_TYPE, e.0))
+}
 
 /// One flow-mod against the table of record.
 #[derive(Clone, Debug)]
@@ -51,6 +117,8 @@ pub enum FlowOp {
     Delete(FlowFilter),
     /// Remove this flow, if it is still in the table: its idle or hard timeout passed.
     Expire(RuleId, Reason),
+    /// A GROUP_MOD ([`crate::groups`]).
+    Group(GroupModCommand, Group),
 }
 
 impl FlowOp {
@@ -76,6 +144,8 @@ pub enum OpError {
     /// The flow's action list would be a new one in a full action table
     /// ([`rqvs_datapath::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
     TableFull(String),
+    /// Refused with this OpenFlow error (a bad table, a missing group, a GROUP_MOD's checks).
+    Of(OfError, String),
 }
 
 impl fmt::Display for OpError {
@@ -83,6 +153,7 @@ impl fmt::Display for OpError {
         match self {
             OpError::Invalid(e) => write!(f, "{e}"),
             OpError::Overlap(s) | OpError::TableFull(s) => f.write_str(s),
+            OpError::Of(e, s) => write!(f, "{s} ({e})"),
         }
     }
 }
@@ -114,12 +185,16 @@ pub struct FlowFilter {
     pub cookie: (u64, u64),
     /// Only flows with an `output:N` to this port.
     pub out_port: Option<u32>,
+    /// Only flows of this table (`None`: every table, OpenFlow's `OFPTT_ALL`).
+    pub table: Option<u8>,
+    /// Only flows with a `group:G` to this group.
+    pub out_group: Option<u32>,
 }
 
 impl FlowFilter {
     /// Every flow.
     pub fn all() -> FlowFilter {
-        FlowFilter { matches: None, strict: None, cookie: (0, 0), out_port: None }
+        FlowFilter { matches: None, strict: None, cookie: (0, 0), out_port: None, table: None, out_group: None }
     }
 
     /// Does it select `r`?
@@ -131,8 +206,19 @@ impl FlowFilter {
         };
         let (cookie, mask) = self.cookie;
         m && (r.cookie & mask) == (cookie & mask)
-            && self.out_port.is_none_or(|p| r.actions.0.contains(&Action::Output(p)))
+            && self.table.is_none_or(|t| r.table == t)
+            && self.out_port.is_none_or(|p| outputs_to(&r.actions.0, p))
+            && self.out_group.is_none_or(|g| groups_named(&r.actions.0).any(|x| x == g))
     }
+}
+
+/// Does the list (with its `write_actions`) output to port `p`?
+fn outputs_to(actions: &[Action], p: u32) -> bool {
+    actions.iter().any(|a| match a {
+        Action::Output(o) => *o == p,
+        Action::WriteActions(inner) => outputs_to(inner, p),
+        _ => false,
+    })
 }
 
 /// Does `general` match every packet `specific` matches? (Sound: value/mask containment on
@@ -155,7 +241,9 @@ type Flow = (Rule, FlowMeta);
 /// The table of record (module docs).
 pub struct FlowTable {
     by_id: BTreeMap<RuleId, Flow>,
-    index: HashMap<(u32, Match), RuleId>,
+    index: HashMap<(u8, u32, Match), RuleId>,
+    /// The group table (copy on write: [`FlowTable::groups`] hands out the committed one).
+    groups: Arc<GroupTable>,
     /// The flows with a timeout.
     timed: BTreeSet<RuleId>,
     next_id: u32,
@@ -172,12 +260,13 @@ impl FlowTable {
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
             index: HashMap::with_capacity(rules.len()),
+            groups: Arc::new(GroupTable::default()),
             timed: BTreeSet::new(),
             next_id,
             hidden: None,
         };
         for r in rules {
-            if let Some(old) = t.index.insert((r.priority, r.matches), r.id) {
+            if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
                 t.by_id.remove(&old);
             }
             t.by_id.insert(r.id, (r, FlowMeta::default()));
@@ -233,16 +322,36 @@ impl FlowTable {
         }
     }
 
-    /// The ids of the flows `f` selects: through the index when `f` is strict with a match.
-    /// Never a hidden flow.
+    /// The committed group table (a snapshot: module docs of [`crate::groups`]).
+    pub fn groups(&self) -> Arc<GroupTable> {
+        self.groups.clone()
+    }
+
+    /// The number of flows in each table that has any.
+    pub fn active_per_table(&self) -> BTreeMap<u8, u32> {
+        let mut n = BTreeMap::new();
+        for (r, _) in self.by_id.values() {
+            *n.entry(r.table).or_insert(0) += 1;
+        }
+        n
+    }
+
+    /// The ids of the flows `f` selects: through the index when `f` is strict with a match
+    /// (in its table, or in each table when it names none). Never a hidden flow.
     pub fn select(&self, f: &FlowFilter) -> Vec<RuleId> {
         match (&f.matches, f.strict) {
-            (Some(m), Some(p)) => self
-                .index
-                .get(&(p, *m))
-                .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r) && !self.is_hidden(r)))
-                .map(|&id| vec![id])
-                .unwrap_or_default(),
+            (Some(m), Some(p)) => {
+                let tables: Vec<u8> = match f.table {
+                    Some(t) => vec![t],
+                    None => self.active_per_table().into_keys().collect(),
+                };
+                tables
+                    .into_iter()
+                    .filter_map(|t| self.index.get(&(t, p, *m)))
+                    .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r) && !self.is_hidden(r)))
+                    .copied()
+                    .collect()
+            }
             _ => self.by_id.values().filter(|(r, _)| f.selects(r) && !self.is_hidden(r)).map(|(r, _)| r.id).collect(),
         }
     }
@@ -257,9 +366,9 @@ impl FlowTable {
         self.hidden
     }
 
-    /// Is `r` hidden from selections?
+    /// Is `r` hidden from selections? (The fail-open flow is table 0's.)
     pub fn is_hidden(&self, r: &Rule) -> bool {
-        self.hidden == Some((r.priority, r.matches))
+        r.table == 0 && self.hidden == Some((r.priority, r.matches))
     }
 
     /// A transaction on the table at `now_ns` on the switch's clock (module docs).
@@ -278,7 +387,7 @@ impl FlowTable {
     }
 
     fn insert(&mut self, f: Flow) -> Option<Flow> {
-        let (id, key, expires) = (f.0.id, (f.0.priority, f.0.matches), f.1.expires());
+        let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
         if let Some((o, _)) = &old {
             self.timed.remove(&o.id);
@@ -292,7 +401,7 @@ impl FlowTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
-        let key = (f.0.priority, f.0.matches);
+        let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
         }
@@ -300,10 +409,13 @@ impl FlowTable {
         Some(f)
     }
 
-    /// A flow of `priority` other than an identical one that some packet matches together
-    /// with `m` (CHECK_OVERLAP).
-    fn overlapping(&self, priority: u32, m: &Match) -> Option<&Rule> {
-        self.by_id.values().map(|(r, _)| r).find(|r| r.priority == priority && r.matches != *m && r.matches.overlaps(m))
+    /// A flow of `table` and `priority` other than an identical one that some packet matches
+    /// together with `m` (CHECK_OVERLAP).
+    fn overlapping(&self, table: u8, priority: u32, m: &Match) -> Option<&Rule> {
+        self.by_id
+            .values()
+            .map(|(r, _)| r)
+            .find(|r| r.table == table && r.priority == priority && r.matches != *m && r.matches.overlaps(m))
     }
 }
 
@@ -341,6 +453,8 @@ enum Undo {
     /// A flow was inserted (and replaced this one, if any).
     Inserted(RuleId, Option<Flow>),
     Removed(Flow),
+    /// A group was set or removed; this was there before.
+    Group(u32, Option<GroupEntry>),
 }
 
 /// A transaction of flow-mods on a [`FlowTable`] (module docs). Dropping it without
@@ -366,11 +480,11 @@ impl Txn<'_> {
     pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, OpError> {
         match op {
             FlowOp::Add(r, spec) => {
-                check_rules(std::slice::from_ref(r))?;
+                check_flow(r, &self.table.groups)?;
                 admit_actions(std::slice::from_ref(r))?;
-                let replaces = self.table.index.get(&(r.priority, r.matches)).copied();
+                let replaces = self.table.index.get(&(r.table, r.priority, r.matches)).copied();
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
-                    if let Some(o) = self.table.overlapping(r.priority, &r.matches) {
+                    if let Some(o) = self.table.overlapping(r.table, r.priority, &r.matches) {
                         let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
                         return Err(OpError::Overlap(format!(
                             "check_overlap: priority {} {} overlaps {}",
@@ -400,7 +514,9 @@ impl Txn<'_> {
                     .filter_map(|id| self.table.by_id.get(id))
                     .map(|(o, m)| (Rule { actions: actions.clone(), ..o.clone() }, *m))
                     .collect();
-                check_rules(&new.iter().map(|(r, _)| r.clone()).collect::<Vec<_>>())?;
+                for (r, _) in &new {
+                    check_flow(r, &self.table.groups)?;
+                }
                 admit_actions(new.iter().map(|(r, _)| r))?;
                 for (id, (r, m)) in ids.iter().zip(&mut new) {
                     self.remove(*id);
@@ -425,6 +541,25 @@ impl Txn<'_> {
             FlowOp::Expire(id, reason) => {
                 let gone = self.delete(*id, *reason);
                 Ok(OpEffect { added: 0, removed: usize::from(gone) })
+            }
+            FlowOp::Group(command, g) => {
+                let gone = self.table.groups.check(*command, g).map_err(|(e, why)| OpError::Of(e, why))?;
+                if *command != GroupModCommand::Delete {
+                    let old = Arc::make_mut(&mut self.table.groups).set(g.clone(), self.now_ns);
+                    self.undo.push(Undo::Group(g.id, old));
+                    return Ok(OpEffect::default());
+                }
+                // The flows that name a deleted group go with it.
+                let mut removed = 0;
+                for id in gone {
+                    let f = FlowFilter { out_group: Some(id), ..FlowFilter::all() };
+                    for fid in self.table.select(&f) {
+                        removed += usize::from(self.delete(fid, Reason::GroupDelete));
+                    }
+                    let old = Arc::make_mut(&mut self.table.groups).remove(id);
+                    self.undo.push(Undo::Group(id, old));
+                }
+                Ok(OpEffect { added: 0, removed })
             }
         }
     }
@@ -499,6 +634,7 @@ impl Drop for Txn<'_> {
                 Undo::Removed(r) => {
                     self.table.insert(r);
                 }
+                Undo::Group(id, old) => Arc::make_mut(&mut self.table.groups).restore(id, old),
             }
         }
     }
@@ -555,7 +691,7 @@ mod tests {
         x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
         let strict = |text: &str| {
             let r = rules(text).remove(0);
-            FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
+            FlowFilter { matches: Some(r.matches), strict: Some(r.priority), ..FlowFilter::all() }
         };
         assert_eq!(x.apply(&FlowOp::Delete(strict("priority=5,arp,actions=drop"))).unwrap().removed, 1);
         // A modify by cookie: the original removed, a replacement added.
@@ -578,7 +714,7 @@ mod tests {
         let before = texts(&t);
         let mut x = t.txn(0);
         let mut bad = rules("priority=1,actions=output:1").remove(0);
-        bad.table = 3;
+        bad.table = 255;
         assert!(x.apply(&FlowOp::add(bad)).is_err());
         assert!(x.net().is_empty());
         x.keep();
@@ -590,7 +726,7 @@ mod tests {
         let t = table();
         for r in t.iter() {
             for p in [r.priority, r.priority + 1] {
-                let f = FlowFilter { matches: Some(r.matches), strict: Some(p), cookie: (0, 0), out_port: None };
+                let f = FlowFilter { matches: Some(r.matches), strict: Some(p), ..FlowFilter::all() };
                 let scan: Vec<RuleId> = t.iter().filter(|o| f.selects(o)).map(|o| o.id).collect();
                 assert_eq!(t.select(&f), scan);
             }
@@ -599,7 +735,7 @@ mod tests {
 
     fn strict(text: &str) -> FlowFilter {
         let r = rules(text).remove(0);
-        FlowFilter { matches: Some(r.matches), strict: Some(r.priority), cookie: (0, 0), out_port: None }
+        FlowFilter { matches: Some(r.matches), strict: Some(r.priority), ..FlowFilter::all() }
     }
 
     fn spec(idle: u16, hard: u16, flags: u16) -> FlowSpec {
@@ -720,22 +856,115 @@ mod tests {
 
     /// The table's flows as comparable text: (priority, match, cookie, actions).
     fn contents<'a>(rules: impl Iterator<Item = &'a Rule>) -> Vec<String> {
-        let mut v: Vec<String> =
-            rules.map(|r| format!("{:?}|{:?}|{}|{:?}", r.priority, r.matches, r.cookie, r.actions)).collect();
+        let mut v: Vec<String> = rules
+            .map(|r| format!("{}|{:?}|{:?}|{}|{:?}", r.table, r.priority, r.matches, r.cookie, r.actions))
+            .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn tables_and_groups() {
+        use rqvs_flow::group::{Bucket, GroupType};
+        let mut t = table();
+        let g = |id, a: Vec<Action>| Group { id, kind: GroupType::All, buckets: vec![Bucket::new(Actions(a))] };
+        let mut x = t.txn(0);
+        // The same (priority, match) in two tables: two flows; table 255 refused.
+        let mut r1 = rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0);
+        r1.table = 1;
+        assert_eq!(x.apply(&FlowOp::add(r1.clone())).unwrap(), OpEffect { added: 1, removed: 0 });
+        let mut bad = r1.clone();
+        bad.table = 255;
+        assert!(matches!(x.apply(&FlowOp::add(bad)), Err(OpError::Of(OfError::FLOW_MOD_FAILED_BAD_TABLE_ID, _))));
+        // goto_table backward or to itself: BAD_TABLE_ID; forward: refused only because the
+        // switch does not execute it yet.
+        for (to, e) in [
+            (1, OfError::BAD_INSTRUCTION_BAD_TABLE_ID),
+            (0, OfError::BAD_INSTRUCTION_BAD_TABLE_ID),
+            (2, OfError::BAD_ACTION_BAD_TYPE),
+        ] {
+            let mut r = r1.clone();
+            r.actions = Actions(vec![Action::GotoTable(to)]);
+            match x.apply(&FlowOp::add(r)) {
+                Err(OpError::Of(got, why)) => assert_eq!(got, e, "goto_table:{to}: {why}"),
+                other => panic!("goto_table:{to}: {other:?}"),
+            }
+        }
+        // A flow naming a missing group: BAD_OUT_GROUP.
+        let mut r = r1.clone();
+        r.actions = Actions(vec![Action::Group(7)]);
+        assert!(matches!(x.apply(&FlowOp::add(r)), Err(OpError::Of(OfError::BAD_ACTION_BAD_OUT_GROUP, _))));
+        // Groups: add, exists, then modify.
+        x.apply(&FlowOp::Group(GroupModCommand::Add, g(7, vec![Action::Output(1)]))).unwrap();
+        assert!(matches!(
+            x.apply(&FlowOp::Group(GroupModCommand::Add, g(7, vec![]))),
+            Err(OpError::Of(OfError::GROUP_MOD_FAILED_GROUP_EXISTS, _))
+        ));
+        x.apply(&FlowOp::Group(GroupModCommand::Modify, g(7, vec![Action::Output(2)]))).unwrap();
+        // Delete in table 1 only; then with table=ALL.
+        let in_table = |t| FlowFilter { table: Some(t), ..FlowFilter::all() };
+        assert_eq!(x.apply(&FlowOp::Delete(in_table(1))).unwrap().removed, 1);
+        assert_eq!(x.apply(&FlowOp::Delete(in_table(1))).unwrap().removed, 0);
+        x.keep();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.groups().get(7).unwrap().buckets[0].actions, Actions::output(2));
+        assert_eq!(t.active_per_table(), BTreeMap::from([(0, 3)]));
+        // A dropped transaction takes its group changes back.
+        {
+            let mut x = t.txn(0);
+            x.apply(&FlowOp::Group(GroupModCommand::Add, g(8, vec![]))).unwrap();
+            x.apply(&FlowOp::Group(GroupModCommand::Delete, g(7, vec![]))).unwrap();
+        }
+        assert!(t.groups().get(7).is_some() && t.groups().get(8).is_none());
+    }
+
+    /// Deleting a group deletes the flows that name it (in apply actions or write_actions, in
+    /// any table), with reason GROUP_DELETE; out_group selects them.
+    #[test]
+    fn a_group_delete_takes_its_flows() {
+        use rqvs_flow::group::{Bucket, GroupType};
+        let mut named =
+            rules("priority=5,ip,actions=drop\npriority=6,ip,actions=drop\npriority=7,ip,actions=output:1").into_iter();
+        let mut a = named.next().unwrap();
+        a.actions = Actions(vec![Action::Group(3)]);
+        let mut b = named.next().unwrap();
+        b.table = 4;
+        b.id = RuleId(1);
+        b.actions = Actions(vec![Action::WriteActions(vec![Action::Group(3)])]);
+        let mut c = named.next().unwrap();
+        c.id = RuleId(2);
+        let mut t = FlowTable::new(vec![a, b, c]);
+        let g3 = Group { id: 3, kind: GroupType::Indirect, buckets: vec![Bucket::new(Actions::output(2))] };
+        let mut x = t.txn(0);
+        x.apply(&FlowOp::Group(GroupModCommand::Add, g3.clone())).unwrap();
+        x.keep();
+        let by_group = FlowFilter { out_group: Some(3), ..FlowFilter::all() };
+        assert_eq!(t.select(&by_group), vec![RuleId(0), RuleId(1)]);
+        let mut x = t.txn(0);
+        let e = x.apply(&FlowOp::Group(GroupModCommand::Delete, Group { buckets: vec![], ..g3 })).unwrap();
+        assert_eq!(e.removed, 2);
+        let net = x.net();
+        assert!(net.deleted.iter().all(|(_, _, why)| *why == Reason::GroupDelete));
+        x.keep();
+        assert_eq!(t.len(), 1);
+        assert!(t.groups().is_empty());
     }
 
     const MATCHES: [&str; 7] =
         ["", "ip,", "tcp,", "tcp,tp_dst=80,", "ip,nw_src=10.0.0.0/8,", "ip,nw_src=10.1.0.0/16,", "udp,"];
 
-    fn op_of(kind: u8, p: u32, m: usize, cookie: u64, out: u32, strict: bool, any_match: bool) -> FlowOp {
-        let r = rules(&format!("cookie={cookie},priority={p},{}actions=output:{out}", MATCHES[m])).remove(0);
+    /// One op; `table` 3 is "every table" in a filter (an add goes to table 0 then).
+    #[allow(clippy::too_many_arguments)]
+    fn op_of(kind: u8, p: u32, m: usize, cookie: u64, out: u32, strict: bool, any_match: bool, table: u8) -> FlowOp {
+        let mut r = rules(&format!("cookie={cookie},priority={p},{}actions=output:{out}", MATCHES[m])).remove(0);
+        r.table = table % 3;
         let filter = FlowFilter {
             matches: (!any_match).then_some(r.matches),
             strict: strict.then_some(p),
             cookie: if cookie == 2 { (0, 0) } else { (cookie, u64::MAX) },
-            out_port: None,
+            out_port: (out == 3).then_some(2),
+            table: (table < 3).then_some(table),
+            out_group: None,
         };
         match kind % 3 {
             0 => FlowOp::add(r),
@@ -748,7 +977,7 @@ mod tests {
     fn naive(list: &mut Vec<Rule>, op: &FlowOp) {
         match op {
             FlowOp::Add(r, _) => {
-                list.retain(|o| !(o.priority == r.priority && o.matches == r.matches));
+                list.retain(|o| !(o.table == r.table && o.priority == r.priority && o.matches == r.matches));
                 list.push(r.clone());
             }
             FlowOp::Modify(f, a, _) => {
@@ -758,29 +987,31 @@ mod tests {
             }
             FlowOp::Delete(f) => list.retain(|r| !f.selects(r)),
             FlowOp::Expire(id, _) => list.retain(|r| r.id != *id),
+            FlowOp::Group(..) => unreachable!("no group ops in this test"),
         }
     }
 
     proptest::proptest! {
         #[test]
         fn transactions_agree_with_the_definition(
-            start in proptest::collection::vec((1u32..4, 0usize..7, 0u64..3, 1u32..4), 0..12),
-            ops in proptest::collection::vec((0u8..3, 1u32..4, 0usize..7, 0u64..3, 1u32..4, proptest::bool::ANY, proptest::bool::ANY), 1..20),
+            start in proptest::collection::vec((1u32..4, 0usize..7, 0u64..3, 1u32..4, 0u8..3), 0..12),
+            ops in proptest::collection::vec(((0u8..3, 1u32..4, 0usize..7, 0u64..3, 1u32..4), proptest::bool::ANY, proptest::bool::ANY, 0u8..4), 1..20),
             keep in proptest::bool::ANY,
         ) {
             let start: Vec<Rule> = start
                 .iter()
                 .enumerate()
-                .map(|(i, &(p, m, c, o))| {
+                .map(|(i, &(p, m, c, o, table))| {
                     let mut r = rules(&format!("cookie={c},priority={p},{}actions=output:{o}", MATCHES[m])).remove(0);
                     r.id = RuleId(i as u32);
+                    r.table = table;
                     r
                 })
                 .collect();
             let mut t = FlowTable::new(start.clone());
             let mut list: Vec<Rule> = t.iter().cloned().collect();
             let before = contents(t.iter());
-            let ops: Vec<FlowOp> = ops.iter().map(|&(k, p, m, c, o, s, a)| op_of(k, p, m, c, o, s, a)).collect();
+            let ops: Vec<FlowOp> = ops.iter().map(|&((k, p, m, c, o), s, a, t)| op_of(k, p, m, c, o, s, a, t)).collect();
             let mut x = t.txn(0);
             for op in &ops {
                 x.apply(op).unwrap();
@@ -803,7 +1034,7 @@ mod tests {
                 // The index holds exactly the table.
                 proptest::prop_assert_eq!(t.index.len(), t.len());
                 for r in t.iter() {
-                    proptest::prop_assert_eq!(t.index.get(&(r.priority, r.matches)), Some(&r.id));
+                    proptest::prop_assert_eq!(t.index.get(&(r.table, r.priority, r.matches)), Some(&r.id));
                 }
             } else {
                 drop(x);

@@ -18,6 +18,7 @@ use rqvs_openflow::flow_mod::{
     AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPFF_RESET_COUNTS, OFPG_ANY, OFPTT_ALL,
     OFP_NO_BUFFER,
 };
+use rqvs_openflow::group::{GroupFeatures, MeterFeatures};
 use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, Role, SwitchConfig as OfConfig};
 use rqvs_openflow::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequestBody, PortStats, TableStats, MORE, OFPP_ANY,
@@ -37,8 +38,12 @@ const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
 const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
 /// `OFPTFFC_EPERM`: the table features cannot be changed.
 const TABLE_FEATURES_EPERM: OfError = OfError { kind: 13, code: 5 };
-/// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS`.
-const CAPABILITIES: u32 = 1 | 2 | 4;
+/// `OFPC_FLOW_STATS | OFPC_TABLE_STATS | OFPC_PORT_STATS | OFPC_GROUP_STATS`.
+const CAPABILITIES: u32 = 1 | 2 | 4 | 8;
+/// The tables the switch reports (0..=254, every one usable: FEATURES' n_tables is a u8).
+const N_TABLES: u8 = 255;
+/// TABLE_FEATURES entries per reply part (each is about a kilobyte).
+const FEATURES_PART: usize = 32;
 /// Entries per MULTIPART_REPLY part (well below 64 KiB; halved when a part is still too big).
 const PART: usize = 128;
 /// Bytes read from a connection at a time.
@@ -315,6 +320,7 @@ impl Connection {
                     Some(Err(OpError::Overlap(why))) => Some((OfError::FLOW_MOD_FAILED_OVERLAP, why)),
                     Some(Err(OpError::TableFull(why))) => Some((OfError::FLOW_MOD_FAILED_TABLE_FULL, why)),
                     Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
+                    Some(Err(OpError::Of(e, why))) => Some((e, why)),
                 },
                 Err(e) => Some(e),
             };
@@ -405,7 +411,12 @@ impl Connection {
         }
         let writes = matches!(
             msg,
-            Message::FlowMod(_) | Message::PacketOut(_) | Message::BundleControl(_) | Message::BundleAdd(_)
+            Message::FlowMod(_)
+                | Message::GroupMod(_)
+                | Message::PortMod(_)
+                | Message::PacketOut(_)
+                | Message::BundleControl(_)
+                | Message::BundleAdd(_)
         );
         if writes && self.is_slave() {
             return self.error(v, xid, OfError::BAD_REQUEST_IS_SLAVE, bytes);
@@ -420,7 +431,7 @@ impl Connection {
             Message::FeaturesRequest => Some(Message::FeaturesReply(Features {
                 datapath_id: self.hub.datapath_id,
                 n_buffers: 0,
-                n_tables: 1,
+                n_tables: N_TABLES,
                 auxiliary_id: 0,
                 capabilities: CAPABILITIES,
             })),
@@ -459,6 +470,11 @@ impl Connection {
                 run.push(xid, bytes, flow_op(&fm));
                 return self.flush(&mut run);
             }
+            Message::GroupMod(gm) => {
+                let mut run = FlowModRun::default();
+                run.push(xid, bytes, Ok(Some(FlowOp::Group(gm.command, gm.group))));
+                return self.flush(&mut run);
+            }
             Message::PacketOut(po) => {
                 let sent = packet_out::prepare(&po, &self.hub.control)
                     .and_then(|p| self.hub.control.packet_out(p).map_err(|e| (OfError::BAD_REQUEST_BAD_PACKET, e.0)));
@@ -473,6 +489,15 @@ impl Connection {
                 };
             }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
+            Message::SetAsync(c) => {
+                let mut slot = self.me.async_config.lock().unwrap_or_else(|e| e.into_inner());
+                match slot.as_mut() {
+                    Some(old) => old.apply(&c),
+                    None => *slot = Some(c),
+                }
+                None
+            }
+            Message::GetAsyncRequest => Some(Message::GetAsyncReply(self.me.async_config())),
             Message::BundleControl(bc) => return self.bundle_control(v, xid, bc, bytes),
             Message::BundleAdd(ba) => return self.bundle_add(v, xid, ba, bytes),
             _ => return self.error(v, xid, OfError::BAD_REQUEST_BAD_TYPE, bytes),
@@ -520,17 +545,23 @@ impl Connection {
                 one(MultipartReplyBody::PortStats(stats))
             }
             MultipartRequestBody::Table => {
-                // Every packet the PMDs classified looked the one table up (since start); those
-                // a flow decided matched (a table miss with no table-miss flow did not).
+                // Every packet the PMDs classified looked table 0 up (since start); those a
+                // flow decided matched (a table miss with no table-miss flow did not). No packet
+                // reaches another table until the pipeline is translated (the xlate work): their
+                // lookups and matches are 0. Active: the flows of each table (hidden ones not).
                 let pmds = self.hub.control.pmd_totals();
                 let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
                 let matched: u64 = pmds.iter().map(|p| p.table_matched).sum();
-                one(MultipartReplyBody::Table(vec![TableStats {
-                    table_id: 0,
-                    active_count: self.hub.control.select(&FlowFilter::all()).len() as u32,
-                    lookup_count,
-                    matched_count: matched,
-                }]))
+                let active = self.hub.control.active_per_table();
+                let stats = (0..N_TABLES)
+                    .map(|t| TableStats {
+                        table_id: t,
+                        active_count: active.get(&t).copied().unwrap_or(0),
+                        lookup_count: if t == 0 { lookup_count } else { 0 },
+                        matched_count: if t == 0 { matched } else { 0 },
+                    })
+                    .collect();
+                one(MultipartReplyBody::Table(stats))
             }
             MultipartRequestBody::Flow(req) => match stats_filter(&req) {
                 None => one(MultipartReplyBody::Flow(Vec::new())),
@@ -556,9 +587,29 @@ impl Connection {
             }
             // A query (empty, one part); a request to change the features is refused.
             MultipartRequestBody::TableFeatures(t) if t.is_empty() && flags & MORE == 0 => {
-                one(MultipartReplyBody::TableFeatures(vec![TableFeatures::rqvs()]))
+                let all: Vec<TableFeatures> = (0..N_TABLES).map(TableFeatures::rqvs_table).collect();
+                all.chunks(FEATURES_PART).map(|c| MultipartReplyBody::TableFeatures(c.to_vec())).collect()
             }
             MultipartRequestBody::TableFeatures(_) => return self.error(v, xid, TABLE_FEATURES_EPERM, bytes),
+            MultipartRequestBody::GroupDesc => {
+                let groups = self.hub.control.groups();
+                let all: Vec<rqvs_flow::group::Group> = groups.iter().map(|e| e.group.clone()).collect();
+                if all.is_empty() {
+                    one(MultipartReplyBody::GroupDesc(Vec::new()))
+                } else {
+                    all.chunks(PART).map(|c| MultipartReplyBody::GroupDesc(c.to_vec())).collect()
+                }
+            }
+            MultipartRequestBody::GroupStats { group_id } => {
+                let stats = self.hub.control.group_stats(group_id);
+                if stats.is_empty() {
+                    one(MultipartReplyBody::GroupStats(Vec::new()))
+                } else {
+                    stats.chunks(PART).map(|c| MultipartReplyBody::GroupStats(c.to_vec())).collect()
+                }
+            }
+            MultipartRequestBody::GroupFeatures => one(MultipartReplyBody::GroupFeatures(GroupFeatures::rqvs())),
+            MultipartRequestBody::MeterFeatures => one(MultipartReplyBody::MeterFeatures(MeterFeatures::rqvs())),
             MultipartRequestBody::Other { .. } => {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
@@ -661,12 +712,30 @@ impl Connection {
         if bundled >= MAX_BUNDLE_MSGS {
             return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
-        let fm = match ba.inner() {
-            Ok((_, Message::FlowMod(fm))) => fm,
+        let op = match ba.inner() {
+            Ok((_, Message::FlowMod(fm))) => flow_op(&fm),
+            Ok((_, Message::GroupMod(gm))) => Ok(Some(FlowOp::Group(gm.command, gm.group))),
             Ok(_) => return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_UNSUP, bytes),
             Err(e) => return self.error(v, xid, e.of_error(), bytes),
         };
-        match flow_op(&fm) {
+        let also: Vec<u32> = b
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                FlowOp::Group(rqvs_openflow::group::GroupModCommand::Add, g) => Some(g.id),
+                _ => None,
+            })
+            .collect();
+        let op = op.and_then(|op| match &op {
+            Some(o) => match self.hub.control.precheck(o, &also) {
+                Ok(()) => Ok(op),
+                Err(OpError::Of(e, why)) => Err((e, why)),
+                Err(e) => Err((OfError::FLOW_MOD_FAILED_UNKNOWN, e.to_string())),
+            },
+            None => Ok(op),
+        });
+        let b = self.bundles.get_mut(&ba.bundle_id).expect("inserted above");
+        match op {
             Ok(op) => {
                 b.ops.extend(op);
                 Ok(())
@@ -728,25 +797,14 @@ struct Bundle {
 fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     let is_add = matches!(fm.command, FlowModCommand::Add);
     let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
-    // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes it with one
-    // table) — table 0 either way.
-    let table_ok = fm.table_id == 0 || fm.table_id == OFPTT_ALL;
-    if !table_ok {
-        return Err((
-            OfError::FLOW_MOD_FAILED_BAD_TABLE_ID,
-            format!("table {} (the switch has one table, 0)", fm.table_id),
-        ));
-    }
+    // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes the first
+    // table, 0). Tables, goto_table, groups and the actions the switch executes are checked by
+    // the table of record ([`crate::table::check_flow`]).
+    let table = (fm.table_id != OFPTT_ALL).then_some(fm.table_id);
     if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
         return Err((
             OfError::BAD_REQUEST_BUFFER_UNKNOWN,
             format!("buffer {} (the switch buffers no packets)", fm.buffer_id),
-        ));
-    }
-    if (is_add || is_modify) && fm.actions.0.iter().any(|a| !a.is_executable()) {
-        return Err((
-            OfError::BAD_ACTION_BAD_TYPE,
-            format!("actions {}: not all are ones the switch executes ({})", fm.actions, crate::EXECUTED_ACTIONS),
         ));
     }
     let strict = matches!(fm.command, FlowModCommand::ModifyStrict | FlowModCommand::DeleteStrict);
@@ -755,10 +813,12 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
         strict: strict.then_some(u32::from(fm.priority)),
         cookie: (fm.cookie, fm.cookie_mask),
         out_port: (fm.out_port != OFPP_ANY).then_some(fm.out_port),
+        table,
+        out_group: (fm.out_group != OFPG_ANY).then_some(fm.out_group),
     };
     Ok(match fm.command {
         FlowModCommand::Add => Some(FlowOp::Add(
-            Rule { table: 0, ..fm.to_rule(0) },
+            Rule { table: table.unwrap_or(0), ..fm.to_rule(0) },
             FlowSpec {
                 idle_timeout: fm.idle_timeout,
                 hard_timeout: fm.hard_timeout,
@@ -766,28 +826,25 @@ fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
                 importance: fm.importance,
             },
         )),
-        // out_port filters deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps the flows'
-        // timeouts and flags (OVS); of its flags only RESET_COUNTS counts.
+        // out_port and out_group filter deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps
+        // the flows' timeouts and flags (OVS); of its flags only RESET_COUNTS counts.
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
             let counts = if fm.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
-            Some(FlowOp::Modify(FlowFilter { out_port: None, ..filter }, fm.actions.clone(), counts))
+            Some(FlowOp::Modify(FlowFilter { out_port: None, out_group: None, ..filter }, fm.actions.clone(), counts))
         }
-        // No groups: no flow outputs to one.
-        FlowModCommand::Delete | FlowModCommand::DeleteStrict if fm.out_group != OFPG_ANY => None,
         FlowModCommand::Delete | FlowModCommand::DeleteStrict => Some(FlowOp::Delete(filter)),
     })
 }
 
-/// The selection of a FLOW/AGGREGATE request (`None`: nothing can match, e.g. another table).
+/// The selection of a FLOW/AGGREGATE request (`None`: nothing can match).
 fn stats_filter(req: &FlowStatsRequest) -> Option<FlowFilter> {
-    if req.table_id != 0 && req.table_id != OFPTT_ALL || req.out_group != OFPG_ANY {
-        return None;
-    }
     Some(FlowFilter {
         matches: Some(req.matches),
         strict: None,
         cookie: (req.cookie, req.cookie_mask),
         out_port: (req.out_port != OFPP_ANY).then_some(req.out_port),
+        table: (req.table_id != OFPTT_ALL).then_some(req.table_id),
+        out_group: (req.out_group != OFPG_ANY).then_some(req.out_group),
     })
 }
 
@@ -808,7 +865,7 @@ fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats>
             }
             let c = counts.take().unwrap_or_default();
             out.push(FlowStats {
-                table_id: 0,
+                table_id: r.table,
                 duration_sec: (s.duration_ns / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
                 duration_nsec: (s.duration_ns % 1_000_000_000) as u32,
                 priority: u16::try_from(r.priority).unwrap_or(u16::MAX),

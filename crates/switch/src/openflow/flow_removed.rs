@@ -59,7 +59,7 @@ pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
         Event::PortStatus(port) => return super::ports::deliver_status(&hub, *port),
     };
     for peer in hub.peers() {
-        if !peer.takes_async() {
+        if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::FLOW_REMOVED_MASTER, fr.reason.code()) {
             continue;
         }
         for bytes in messages(peer.version.load(Ordering::Relaxed), fr) {

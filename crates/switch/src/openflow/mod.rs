@@ -20,12 +20,15 @@
 //! |---|---|
 //! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x04 to 0x05, you support no later than version 0xNN.") and close |
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
-//! | FEATURES_REQUEST | datapath id, 0 buffers, 1 table, flow/table/port stats capabilities |
+//! | FEATURES_REQUEST | datapath id, 0 buffers, 255 tables, flow/table/port/group stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
 //! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
 //! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
-//! | MULTIPART TABLE_FEATURES | what the table supports ([`rqvs_openflow::table_features::TableFeatures::rqvs`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
+//! | MULTIPART TABLE_FEATURES | what each table 0..254 supports ([`rqvs_openflow::table_features::TableFeatures::rqvs_table`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
+//! | MULTIPART GROUP_DESC, GROUP, GROUP_FEATURES, METER_FEATURES | the group table ([`crate::groups`]); no meters |
+//! | GROUP_MOD | a change of the group table in the table of record's transaction ([`crate::groups`]: OVS's errors; a deleted group's flows deleted); in runs and bundles like FLOW_MODs |
+//! | SET_ASYNC / GET_ASYNC | the connection's asynchronous configuration (OVS's default until set), which filters its PACKET_IN, FLOW_REMOVED and PORT_STATUS |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::flowstate`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
@@ -36,9 +39,9 @@
 //! names; the table is not touched and the connection stays open (a header whose length is
 //! below 8 cannot be framed: ERROR and close). A flow's counters are the PMDs' per-flow counts
 //! ([`crate::flowstats`]); a rule with port ranges (a ClassBench set) is several OpenFlow flows
-//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN. An add may name table 0 or, as Open vSwitch allows with one table, 0xff
-//! ("the switch chooses": `ovs-testcontroller`'s learned flows say so). A slave connection's
-//! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. SET_ASYNC is not served. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
+//! and its counts go with the first of them. Buffered packets are refused with BUFFER_UNKNOWN. An add may name any table 0..254, or 0xff
+//! ("the switch chooses": table 0, as Open vSwitch; `ovs-testcontroller`'s learned flows say so). A slave connection's
+//! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
 //! [`MAX_BUNDLE_MSGS`] flow-mods in all.
@@ -574,6 +577,9 @@ pub(crate) struct Peer {
     pub miss_send_len: AtomicU16,
     /// PACKET_INs dropped on this connection (its writer queue full).
     pub dropped: AtomicU64,
+    /// The connection's SET_ASYNC configuration (`None`: OVS's default for its version,
+    /// [`rqvs_openflow::async_config::AsyncConfig::ovs_default`]).
+    pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
 }
 
 impl Peer {
@@ -582,6 +588,23 @@ impl Peer {
         self.version.load(Ordering::Relaxed) != 0
             && self.role.load(Ordering::Relaxed) != ROLE_SLAVE
             && (self.active || self.miss_send_len.load(Ordering::Relaxed) != 0)
+    }
+
+    /// The connection's async configuration now (its SET_ASYNC's, or the default).
+    pub fn async_config(&self) -> rqvs_openflow::async_config::AsyncConfig {
+        let v = self.version.load(Ordering::Relaxed);
+        let mut c = rqvs_openflow::async_config::AsyncConfig::ovs_default(v);
+        if let Some(set) = &*self.async_config.lock().unwrap_or_else(|e| e.into_inner()) {
+            c.apply(set);
+        }
+        c
+    }
+
+    /// Does the connection's async configuration let through a message whose MASTER property
+    /// is `master_prop` with `reason` (for its role: the slave masks for a slave)?
+    pub fn wants(&self, master_prop: u16, reason: u8) -> bool {
+        let slave = self.role.load(Ordering::Relaxed) == ROLE_SLAVE;
+        self.async_config().wants(master_prop, slave, reason)
     }
 }
 
@@ -626,6 +649,7 @@ impl Hub {
             role: AtomicU32::new(ROLE_EQUAL),
             miss_send_len: AtomicU16::new(if active { 128 } else { 0 }),
             dropped: AtomicU64::new(0),
+            async_config: Mutex::new(None),
         });
         self.lock_peers().push(p.clone());
         p

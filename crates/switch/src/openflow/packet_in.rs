@@ -34,15 +34,20 @@ pub(crate) fn run(rx: &Receiver<PacketIn>, hub: &Hub) {
     }
 }
 
-/// The PACKET_IN of `p` in `version`'s numbering.
-pub(crate) fn message(version: u8, p: &PacketIn) -> Message {
-    let reason = match p.reason {
+/// The reason of `p` in `version`'s numbering.
+fn reason_code(version: u8, p: &PacketIn) -> u8 {
+    match p.reason {
         PacketInReason::NoMatch => OFPR_NO_MATCH,
         PacketInReason::Action => OFPR_ACTION,
         // 1.3 has no PACKET_OUT reason: OVS sends ACTION.
         PacketInReason::PacketOut if version >= OFP14 => OFPR_PACKET_OUT,
         PacketInReason::PacketOut => OFPR_ACTION,
-    };
+    }
+}
+
+/// The PACKET_IN of `p` in `version`'s numbering.
+pub(crate) fn message(version: u8, p: &PacketIn) -> Message {
+    let reason = reason_code(version, p);
     let value = FlowKey { in_port: p.in_port, ..FlowKey::default() };
     let mask = FlowKey { in_port: u32::MAX, ..FlowKey::default() };
     Message::PacketIn(OfPacketIn {
@@ -61,10 +66,10 @@ fn deliver(hub: &Hub, p: &PacketIn) {
     let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
     let mut sent = false;
     for peer in hub.peers() {
-        if !peer.takes_async() {
+        let v = peer.version.load(Ordering::Relaxed);
+        if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::PACKET_IN_MASTER, reason_code(v, p)) {
             continue;
         }
-        let v = peer.version.load(Ordering::Relaxed);
         let slot = &mut encoded[usize::from(v >= OFP14)];
         if slot.is_none() {
             match encode(v, 0, &message(v, p)) {

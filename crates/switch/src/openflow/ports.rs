@@ -103,6 +103,9 @@ pub(crate) fn deliver_status(hub: &Hub, port_no: u32) {
         if v == 0 || !(peer.active || peer.miss_send_len.load(Ordering::Relaxed) != 0) {
             continue;
         }
+        if !peer.wants(rqvs_openflow::async_config::PORT_STATUS_MASTER, OFPPR_MODIFY) {
+            continue;
+        }
         let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: port.clone() });
         match encode(v, 0, &msg) {
             // A connection that is gone has dropped its queue: nothing to wait for.
