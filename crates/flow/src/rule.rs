@@ -151,6 +151,7 @@ impl fmt::Display for Action {
                 write!(f, "->{}", field.name)
             }
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
+            Action::Resubmit { in_port: Some(p), table: None } => write!(f, "resubmit:{p}"),
             Action::Resubmit { in_port, table } => {
                 f.write_str("resubmit(")?;
                 if let Some(p) = in_port {
@@ -165,6 +166,7 @@ impl fmt::Display for Action {
             Action::Group(g) => write!(f, "group:{g}"),
             Action::Meter(m) => write!(f, "meter:{m}"),
             Action::ClearActions => f.write_str("clear_actions"),
+            Action::WriteActions(list) if list.is_empty() => f.write_str("write_actions()"),
             Action::WriteActions(list) => write!(f, "write_actions({})", Actions(list.clone())),
             Action::WriteMetadata { value, mask } if *mask == u64::MAX => write!(f, "write_metadata:{value:#x}"),
             Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
