@@ -22,6 +22,7 @@ use hashbrown::HashMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock};
 
+use rqvs_flow::field::Field;
 use rqvs_flow::{Action, Match, Rule};
 
 /// One datapath action, applied in order to the frame (see [`rqvs_flow::Action`] for each
@@ -44,6 +45,21 @@ pub enum Op {
     /// Decrement the IPv4 TTL; when it reaches 0 the remaining ops are skipped (OVS's
     /// `compose_dec_ttl`: outputs already done stay done).
     DecTtl,
+    /// `set_field`: the field's bits under `mask` take `value`'s (both shifted to the field,
+    /// as in [`rqvs_flow::Action::SetField`]). The executor writes the fields a frame view can
+    /// rewrite ([`set_field_executable`]); the translation emits none for `metadata` and
+    /// `in_port`, which live only in the pipeline's key.
+    SetField {
+        field: &'static Field,
+        value: u128,
+        mask: u128,
+    },
+    /// Push an 802.1Q (0x8100) or 802.1ad (0x88a8) tag, copying the VID and PCP of the outer
+    /// tag (none: 0).
+    PushVlan(u16),
+    /// Run the interned op list on a copy of the frame (an ALL group's bucket that rewrites it);
+    /// the ops after it see the frame as it was.
+    Clone(ActionsId),
 }
 
 /// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries
@@ -60,12 +76,14 @@ pub struct ToController {
     /// The rule is a table-miss flow (priority 0, matching every packet): its packet-ins say
     /// `NO_MATCH` (OpenFlow 1.3) / `TABLE_MISS` (1.4) rather than `ACTION`.
     pub table_miss: bool,
+    /// The table of the rule whose action it is (the packet-in's table_id).
+    pub table_id: u8,
 }
 
 impl ToController {
     /// A `controller:max_len` op outside any rule.
     pub fn new(max_len: u16) -> ToController {
-        ToController { max_len, cookie: u64::MAX, table_miss: false }
+        ToController { max_len, cookie: u64::MAX, table_miss: false, table_id: 0 }
     }
 }
 
@@ -91,12 +109,13 @@ impl Op {
             Action::StripVlan => Op::StripVlan,
             Action::SetNwTos(t) => Op::SetNwTos(*t),
             Action::DecTtl => Op::DecTtl,
-            // Not executed yet (`Action::is_executable`): rules holding them are refused
-            // where rules are executed.
+            Action::SetField { field, value, mask } => Op::SetField { field, value: *value, mask: *mask },
+            Action::PushVlan(t) => Op::PushVlan(*t),
+            // The pipeline's own: only the translation (`crate::xlate`) executes them, as it
+            // needs the tables and the groups; outside it (a list with no pipeline) they are
+            // nothing.
             Action::Drop
             | Action::Other(_)
-            | Action::SetField { .. }
-            | Action::PushVlan(_)
             | Action::Resubmit { .. }
             | Action::Group(_)
             | Action::Meter(_)
@@ -111,10 +130,48 @@ impl Op {
     /// `r` is a table-miss flow.
     pub fn of_rule(a: &Action, r: &Rule) -> Option<Op> {
         Some(match Op::of(a)? {
-            Op::Controller(c) => Op::Controller(ToController { cookie: r.cookie, table_miss: is_table_miss(r), ..c }),
+            Op::Controller(c) => {
+                Op::Controller(ToController { cookie: r.cookie, table_miss: is_table_miss(r), table_id: r.table, ..c })
+            }
             op => op,
         })
     }
+
+    /// Does the op change the frame (rather than send it somewhere)?
+    pub fn rewrites(&self) -> bool {
+        !matches!(self, Op::Output(_) | Op::InPort | Op::Flood | Op::Controller(_) | Op::Normal | Op::Clone(_))
+    }
+}
+
+/// Can the switch's executor write field `f` into a frame? The L2 addresses, the VLAN's VID
+/// and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP/SCTP ports, IPv6's addresses. Not
+/// yet: the ARP, ND, ICMP and flow-label fields (a rule setting one is refused by the switch),
+/// nor `dl_type`/`nw_proto`/`ip_frag`/`tcp_flags` (read-only in OpenFlow). `metadata` and
+/// `in_port` are the pipeline's only: always executable (no frame change).
+pub fn set_field_executable(f: &Field) -> bool {
+    matches!(
+        f.name,
+        "metadata"
+            | "in_port"
+            | "dl_src"
+            | "dl_dst"
+            | "vlan_tci"
+            | "vlan_vid"
+            | "vlan_pcp"
+            | "nw_src"
+            | "nw_dst"
+            | "ip_dscp"
+            | "nw_ecn"
+            | "nw_ttl"
+            | "tcp_src"
+            | "tcp_dst"
+            | "udp_src"
+            | "udp_dst"
+            | "sctp_src"
+            | "sctp_dst"
+            | "ipv6_src"
+            | "ipv6_dst"
+    )
 }
 
 impl fmt::Display for Op {
@@ -134,6 +191,23 @@ impl fmt::Display for Op {
             Op::StripVlan => f.write_str("pop_vlan"),
             Op::SetNwTos(t) => write!(f, "set(ipv4(tos={t:#x}/0xfc))"),
             Op::DecTtl => f.write_str("dec_ttl"),
+            Op::SetField { field, value, mask } if *mask == field.all_ones() => {
+                write!(f, "set({}={})", field.name, field.format_value(*value))
+            }
+            Op::SetField { field, value, mask } => {
+                write!(f, "set({}={}/{})", field.name, field.format_value(*value), field.format_value(*mask))
+            }
+            Op::PushVlan(t) => write!(f, "push_vlan(tpid={t:#06x})"),
+            Op::Clone(id) => {
+                f.write_str("clone(")?;
+                for (i, op) in ops(*id).iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }

@@ -28,6 +28,12 @@
 //! fields into a frame only when the flow has "an L3 header", which it takes to be a non-zero
 //! `nw_proto` (`commit_set_nw_action`), so on a protocol-0 packet `mod_nw_tos` and `dec_ttl`
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
+//!
+//! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
+//! frame with `Frame::set_field` (checksums kept; a field the frame lacks is left alone);
+//! `push_vlan` inserts a tag copying the outer tag's VID and PCP; a clone (an ALL group's
+//! bucket that rewrites the frame) runs its ops on a copy, the ops after it seeing the frame as
+//! it was.
 
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -35,6 +41,7 @@ use std::sync::Arc;
 use rqvs_datapath::actions::{self, Op, ToController};
 use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
+use rqvs_flow::key::VLAN_CFI;
 use rqvs_ports::TxQueue;
 
 use crate::normal::{Forward, MacTable};
@@ -61,7 +68,7 @@ pub struct PacketIn {
     pub reason: PacketInReason,
     /// The cookie of the flow that sent it (all ones for a packet-out's own action).
     pub cookie: u64,
-    /// The table it was looked up in (always 0: the switch has one).
+    /// The table of the rule whose `controller` action sent it.
     pub table_id: u8,
 }
 
@@ -166,6 +173,13 @@ impl Executor {
                         packet_in(q, cur, in_port, c, packet_out, out);
                     }
                 }
+                Op::Clone(id) => {
+                    // The bucket runs on its own copy; the scratch buffer is the caller's.
+                    let copy = cur.to_vec();
+                    let saved = std::mem::take(&mut self.scratch);
+                    self.apply(&copy, in_port, actions::ops(id), packet_out, tx, out);
+                    self.scratch = saved;
+                }
                 _ => {
                     if !copied {
                         self.scratch.clear();
@@ -188,6 +202,21 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
     match *op {
         Op::StripVlan => {
             strip_vlan(buf);
+        }
+        Op::PushVlan(tpid) => {
+            if let Ok(l) = rqvs_flow::frame::Layout::of(buf) {
+                // The new tag copies the outer tag's VID and PCP (OVS); none: 0.
+                let tci = l.vlan.map_or(0, |at| u16::from_be_bytes([buf[at], buf[at + 1]]) & !VLAN_CFI);
+                let mut tag = [0u8; 4];
+                tag[..2].copy_from_slice(&tpid.to_be_bytes());
+                tag[2..].copy_from_slice(&tci.to_be_bytes());
+                buf.splice(12..12, tag);
+            }
+        }
+        Op::SetField { field, value, mask } => {
+            if let Ok(mut f) = Frame::new_checked(&mut buf[..]) {
+                f.set_field(field, value, mask);
+            }
         }
         Op::SetVlanVid(vid) => {
             let tagged = Frame::new_checked(&mut buf[..]).is_ok_and(|mut f| f.set_vlan_vid(vid));
@@ -230,7 +259,7 @@ fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController,
         (false, true) => PacketInReason::NoMatch,
         (false, false) => PacketInReason::Action,
     };
-    let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: 0 };
+    let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: c.table_id };
     match q.tx.try_send(p) {
         Ok(()) => out.packet_ins += 1,
         Err(TrySendError::Full(_)) => {
