@@ -57,7 +57,9 @@
 //! # Wildcards added by actions (OVS's)
 //!
 //! A set_field, `mod_dl_*`, `mod_vlan_vid`, `mod_nw_tos` un-wildcard the bits they overwrite
-//! (so a later lookup on the field is sound); `dec_ttl` reads `nw_ttl` (and `dl_type`);
+//! (OVS does, as its datapath actions are the difference between the packet and the rewritten
+//! flow; rqvs's ops are unconditional, so for rqvs this only keeps the megaflows OVS's: the
+//! soundness test of `tests/xlate_pipeline.rs` holds either way); `dec_ttl` reads `nw_ttl` (and `dl_type`);
 //! `NORMAL` reads `dl_src`, `dl_dst` and the VLAN (VID and CFI); `push_vlan` reads the tag it
 //! copies; `strip_vlan` reads whether there is a tag (CFI); a SELECT group the hashed fields;
 //! set_field's prerequisite check reads the prerequisite fields. Output to `in_port` reads
