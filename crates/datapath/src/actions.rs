@@ -57,6 +57,9 @@ pub enum Op {
     /// Push an 802.1Q (0x8100) or 802.1ad (0x88a8) tag, copying the VID and PCP of the outer
     /// tag (none: 0).
     PushVlan(u16),
+    /// The translation met `dec_ttl` with a TTL of 0 or 1 and stopped that rule's actions
+    /// (OVS's "stop processing for current table"); the executor only counts it.
+    TtlExpired,
     /// Run the interned op list on a copy of the frame (an ALL group's bucket that rewrites it);
     /// the ops after it see the frame as it was.
     Clone(ActionsId),
@@ -139,39 +142,19 @@ impl Op {
 
     /// Does the op change the frame (rather than send it somewhere)?
     pub fn rewrites(&self) -> bool {
-        !matches!(self, Op::Output(_) | Op::InPort | Op::Flood | Op::Controller(_) | Op::Normal | Op::Clone(_))
+        !matches!(
+            self,
+            Op::Output(_) | Op::InPort | Op::Flood | Op::Controller(_) | Op::Normal | Op::Clone(_) | Op::TtlExpired
+        )
     }
 }
 
-/// Can the switch's executor write field `f` into a frame? The L2 addresses, the VLAN's VID
-/// and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP/SCTP ports, IPv6's addresses. Not
-/// yet: the ARP, ND, ICMP and flow-label fields (a rule setting one is refused by the switch),
-/// nor `dl_type`/`nw_proto`/`ip_frag`/`tcp_flags` (read-only in OpenFlow). `metadata` and
-/// `in_port` are the pipeline's only: always executable (no frame change).
+/// Can the switch's executor write field `f` into a frame? ([`rqvs_flow::rule::SET_FIELD_WRITABLE`]:
+/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP
+/// ports, IPv6's addresses; `metadata` and `in_port` change only the pipeline's key.) Not yet:
+/// SCTP ports, the ARP, ND, ICMP and flow-label fields.
 pub fn set_field_executable(f: &Field) -> bool {
-    matches!(
-        f.name,
-        "metadata"
-            | "in_port"
-            | "dl_src"
-            | "dl_dst"
-            | "vlan_tci"
-            | "vlan_vid"
-            | "vlan_pcp"
-            | "nw_src"
-            | "nw_dst"
-            | "ip_dscp"
-            | "nw_ecn"
-            | "nw_ttl"
-            | "tcp_src"
-            | "tcp_dst"
-            | "udp_src"
-            | "udp_dst"
-            | "sctp_src"
-            | "sctp_dst"
-            | "ipv6_src"
-            | "ipv6_dst"
-    )
+    rqvs_flow::rule::SET_FIELD_WRITABLE.contains(&f.name)
 }
 
 impl fmt::Display for Op {
@@ -198,6 +181,7 @@ impl fmt::Display for Op {
                 write!(f, "set({}={}/{})", field.name, field.format_value(*value), field.format_value(*mask))
             }
             Op::PushVlan(t) => write!(f, "push_vlan(tpid={t:#06x})"),
+            Op::TtlExpired => f.write_str("ttl_expired"),
             Op::Clone(id) => {
                 f.write_str("clone(")?;
                 for (i, op) in ops(*id).iter().enumerate() {

@@ -60,7 +60,8 @@
 //! (OVS does, as its datapath actions are the difference between the packet and the rewritten
 //! flow; rqvs's ops are unconditional, so for rqvs this only keeps the megaflows OVS's: the
 //! soundness test of `tests/xlate_pipeline.rs` holds either way); `dec_ttl` reads `nw_ttl` (and `dl_type`);
-//! `NORMAL` reads `dl_src`, `dl_dst` and the VLAN (VID and CFI); `push_vlan` reads the tag it
+//! `NORMAL` reads `dl_src`, `dl_dst` and, on a tagged packet, the VLAN (VID and CFI; OVS 3.1's
+//! megaflow for an untagged packet has no VLAN bits); `push_vlan` reads the tag it
 //! copies; `strip_vlan` reads whether there is a tag (CFI); a SELECT group the hashed fields;
 //! set_field's prerequisite check reads the prerequisite fields. Output to `in_port` reads
 //! `in_port`, which every megaflow matches exactly anyway. `metadata` is never in a megaflow:
@@ -212,10 +213,29 @@ struct Ctx<'a> {
     error: Option<XlateError>,
     /// The last rule matched and its table (the action set's `controller` says its cookie).
     last_rule: Option<(u8, Rule)>,
+    /// `ofproto/trace`'s lines, when tracing ([`xlate_traced`]).
+    trace: Option<Vec<String>>,
+    /// Nesting level of the trace (a lookup that is not a tail call is one deeper).
+    level: u32,
 }
 
 /// Translates `key` through the pipeline (module docs).
 pub fn xlate(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey) -> Xlate {
+    run(pipeline, groups, key, false).0
+}
+
+/// [`xlate`], with the lines `ovs-appctl ofproto/trace` prints between `bridge(...)` and
+/// `Final flow:` — each lookup (`T. MATCH, priority P[, cookie C]` or `T. No match.`), each
+/// action under it; a lookup that is the last thing its rule does (goto_table, a final
+/// resubmit, with no action set pending) at the same level, any other nested one level deeper
+/// (OVS's layout: tables at 4 spaces per level, actions at 8 per level + 4); group buckets
+/// (`bucket N`); the action set (`--. Executing action set:`).
+pub fn xlate_traced(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey) -> (Xlate, Vec<String>) {
+    let (x, lines) = run(pipeline, groups, key, true);
+    (x, lines.unwrap_or_default())
+}
+
+fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool) -> (Xlate, Option<Vec<String>>) {
     let mut ctx = Ctx {
         pipeline,
         groups,
@@ -229,11 +249,15 @@ pub fn xlate(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey) -> Xla
         table_miss: false,
         error: None,
         last_rule: None,
+        trace: trace.then(Vec::new),
+        level: 0,
     };
     let mut ops = Vec::new();
-    ctx.table(0, None, true, &mut ops);
+    ctx.table(0, None, true, true, &mut ops);
     if ctx.error.is_none() && !ctx.action_set.is_empty() {
         let set = action_set_order(&std::mem::take(&mut ctx.action_set));
+        ctx.level = 0;
+        ctx.line(0, "--. Executing action set:".to_string());
         let (table, rule) = ctx.last_rule.take().map_or((0, None), |(t, r)| (t, Some(r)));
         ctx.actions(&set, table, rule.as_ref(), &mut ops);
     }
@@ -246,7 +270,10 @@ pub fn xlate(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey) -> Xla
     let mut megaflow = Megaflow::from_wildcards(key, &wc);
     megaflow.mask.metadata = 0;
     megaflow.value = key.masked(&megaflow.mask);
-    Xlate {
+    if let Some(e) = ctx.error {
+        ctx.line(0, format!("\n{e}: the packet is dropped"));
+    }
+    let x = Xlate {
         ops,
         wildcards: wc,
         megaflow,
@@ -254,7 +281,92 @@ pub fn xlate(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey) -> Xla
         final_key: ctx.key,
         table_miss: ctx.table_miss,
         error: ctx.error,
+    };
+    (x, ctx.trace)
+}
+
+/// The translation's ops as `Datapath actions:` (OVS's notation where rqvs's ops have one): a
+/// header change that leaves the packet as it is at that point adds nothing (OVS commits a change
+/// only when the field differs; rqvs's ops carry them all), an output to the input port is
+/// skipped (as the switch's executor skips it), `in_port` is the input port's number, a TTL
+/// expiry adds nothing.
+pub fn datapath_actions(ops: &[Op], key: &FlowKey) -> String {
+    let mut k = *key;
+    let mut emitted: Vec<String> = Vec::new();
+    for op in ops {
+        let before = k;
+        match *op {
+            Op::SetDlSrc(m) => k.dl_src = m,
+            Op::SetDlDst(m) => k.dl_dst = m,
+            Op::SetVlanVid(v) => k.vlan_tci = (k.vlan_tci & VLAN_PCP_MASK) | VLAN_CFI | v,
+            Op::StripVlan => k.vlan_tci = 0,
+            Op::SetNwTos(t) if k.dl_type == ETH_TYPE_IP => k.nw_tos = (k.nw_tos & 3) | (t & 0xfc),
+            Op::SetNwTos(_) => {}
+            Op::SetField { field, value, mask } => {
+                let v = (field.get(&k) & !mask) | (value & mask);
+                field.set(&mut k, v);
+            }
+            Op::Output(p) if p == key.in_port => continue,
+            Op::InPort => {
+                emitted.push(key.in_port.to_string());
+                continue;
+            }
+            Op::TtlExpired => continue,
+            _ => {
+                emitted.push(op.to_string());
+                continue;
+            }
+        }
+        if k != before {
+            emitted.push(op.to_string());
+        }
     }
+    if emitted.is_empty() {
+        "drop".to_string()
+    } else {
+        emitted.join(",")
+    }
+}
+
+/// `ofproto/trace`'s whole text for a translation of `key` on bridge `bridge`: `Flow:`, the
+/// lines of [`xlate_traced`], `Final flow:` (`unchanged` or the rewritten packet), `Megaflow:`
+/// and `Datapath actions:` ([`datapath_actions`]).
+pub fn trace_text(bridge: &str, key: &FlowKey, x: &Xlate, lines: &[String]) -> String {
+    use rqvs_classify::ofproto::format_flow;
+    let mut s = format!("Flow: {}\n\nbridge(\"{bridge}\")\n-------------\n", format_flow(key));
+    for l in lines {
+        s.push_str(l);
+        s.push('\n');
+    }
+    let final_text = if x.final_key == *key { "unchanged".to_string() } else { format_flow(&x.final_key) };
+    s.push_str(&format!(
+        "\nFinal flow: {final_text}\nMegaflow: {}\nDatapath actions: {}\n",
+        x.megaflow,
+        datapath_actions(&x.ops, key)
+    ));
+    s
+}
+
+/// A rule as `ofproto/trace` names it: its match as ovs-ofctl writes it, TCP flags by name,
+/// then `priority P` and the cookie when not 0.
+pub fn format_rule(r: &Rule) -> String {
+    use rqvs_classify::ofproto::format_tcp_flags;
+    let (v, w) = (r.matches.value(), r.matches.mask());
+    let m = rqvs_flow::formats::ofctl::format_match(&r.matches)
+        .unwrap_or_else(|e| format!("({e})"))
+        .split(',')
+        .map(|item| match item.starts_with("tcp_flags=") {
+            true => format!("tcp_flags={}", format_tcp_flags(v.tcp_flags, w.tcp_flags)),
+            false => item.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut line =
+        if m.is_empty() { format!("priority {}", r.priority) } else { format!("{m}, priority {}", r.priority) };
+    if r.cookie != 0 {
+        line.push_str(&format!(", cookie {:#x}", r.cookie));
+    }
+    line
 }
 
 /// The action set as the list it runs as (OpenFlow 1.3 §5.10, OVS's
@@ -353,7 +465,18 @@ fn mix(h: u64, x: u64) -> u64 {
 impl Ctx<'_> {
     /// One lookup in `table` (as if from `in_port` when given) and the matched rule's actions.
     /// `pipeline`: a lookup of the pipeline proper (table 0, goto_table), whose miss ends it.
-    fn table(&mut self, table: u8, in_port: Option<u32>, pipeline: bool, ops: &mut Vec<Op>) {
+    /// A trace line at `indent` spaces (nothing when not tracing).
+    fn line(&mut self, indent: u32, text: String) {
+        if let Some(t) = &mut self.trace {
+            t.push(format!("{}{text}", " ".repeat(indent as usize)));
+        }
+    }
+
+    fn action_indent(&self) -> u32 {
+        8 * self.level + 4
+    }
+
+    fn table(&mut self, table: u8, in_port: Option<u32>, pipeline: bool, tail: bool, ops: &mut Vec<Op>) {
         if self.error.is_some() {
             return;
         }
@@ -375,12 +498,24 @@ impl Ctx<'_> {
         if pipeline {
             self.table_miss = rule.is_none();
         }
+        let level = self.level;
+        if !tail {
+            self.level += 1;
+        }
+        if self.trace.is_some() {
+            let text = rule.as_ref().map_or_else(|| "No match.".to_string(), format_rule);
+            self.line(4 * self.level, format!("{table:2}. {text}"));
+            if rule.is_none() {
+                self.line(self.action_indent(), "drop".to_string());
+            }
+        }
         if let Some(r) = rule {
             self.last_rule = Some((table, r.clone()));
             self.depth += 1;
-            self.actions(&r.actions.0, table, Some(&r), ops);
+            self.actions_at(&r.actions.0, table, Some(&r), true, ops);
             self.depth -= 1;
         }
+        self.level = level;
         if in_port.is_some() {
             self.key.in_port = saved;
         }
@@ -388,9 +523,20 @@ impl Ctx<'_> {
 
     /// One action list (a rule's, the action set's, a bucket's), executed on `self.key`.
     fn actions(&mut self, list: &[Action], table: u8, rule: Option<&Rule>, ops: &mut Vec<Op>) {
-        for a in list {
+        self.actions_at(list, table, rule, false, ops)
+    }
+
+    /// [`Ctx::actions`]; `tail`: the list's last action is the last thing the translation does
+    /// at this level (for the trace's layout).
+    fn actions_at(&mut self, list: &[Action], table: u8, rule: Option<&Rule>, tail: bool, ops: &mut Vec<Op>) {
+        for (i, a) in list.iter().enumerate() {
             if self.error.is_some() {
                 return;
+            }
+            let last = tail && i + 1 == list.len() && self.action_set.is_empty();
+            if self.trace.is_some() {
+                let indent = self.action_indent();
+                self.line(indent, a.to_string());
             }
             match a {
                 Action::Output(p) => {
@@ -423,9 +569,13 @@ impl Ctx<'_> {
                     }));
                 }
                 Action::Normal => {
+                    // OVS 3.1's megaflow of an untagged packet under NORMAL (ofproto/trace):
+                    // both MACs, no VLAN bits; a tagged packet's VID is read too.
                     self.wc.dl_src = [0xff; 6];
                     self.wc.dl_dst = [0xff; 6];
-                    self.wc.vlan_tci |= VLAN_VID_MASK | VLAN_CFI;
+                    if self.key.vlan_tci & VLAN_CFI != 0 {
+                        self.wc.vlan_tci |= VLAN_VID_MASK | VLAN_CFI;
+                    }
                     ops.push(Op::Normal);
                 }
                 Action::SetDlSrc(m) => {
@@ -466,7 +616,9 @@ impl Ctx<'_> {
                             self.key.nw_ttl -= 1;
                             ops.push(Op::DecTtl);
                         } else {
-                            // Stop processing for the current table (OVS's compose_dec_ttl).
+                            // Stop processing for the current table (OVS's compose_dec_ttl);
+                            // the executor counts the expiry.
+                            ops.push(Op::TtlExpired);
                             return;
                         }
                     }
@@ -496,9 +648,9 @@ impl Ctx<'_> {
                     ops.push(Op::PushVlan(*tpid));
                 }
                 Action::Resubmit { in_port, table: t } => {
-                    self.table(t.unwrap_or(table), *in_port, false, ops);
+                    self.table(t.unwrap_or(table), *in_port, false, last, ops);
                 }
-                Action::GotoTable(t) => self.table(*t, None, true, ops),
+                Action::GotoTable(t) => self.table(*t, None, true, last, ops),
                 Action::WriteMetadata { value, mask } => {
                     self.key.metadata = (self.key.metadata & !mask) | (value & mask);
                 }
@@ -547,11 +699,18 @@ impl Ctx<'_> {
         };
         self.depth += 1;
         for b in chosen {
+            if self.trace.is_some() {
+                let i = g.buckets.iter().position(|x| std::ptr::eq(x, b)).unwrap_or(0);
+                let indent = self.action_indent();
+                self.line(indent, format!("bucket {i}"));
+            }
+            self.level += 1;
             let saved_key = self.key;
             let saved_set = std::mem::take(&mut self.action_set);
             let list = action_set_order(&b.actions.0);
             let mut bucket_ops = Vec::new();
             self.actions(&list, table, rule, &mut bucket_ops);
+            self.level -= 1;
             self.key = saved_key;
             self.action_set = saved_set;
             if bucket_ops.iter().any(Op::rewrites) {
@@ -705,7 +864,7 @@ mod tests {
         let p = pipeline("table=0,priority=10,ip,actions=resubmit(,1),output:3\ntable=1,priority=1,ip,actions=output:2,dec_ttl,output:4");
         let mut k = tcp(1, 1, 2, 3, 4);
         k.nw_ttl = 1;
-        assert_eq!(ops(&xlate(&p, &NoGroups, &k)), "2,3");
+        assert_eq!(ops(&xlate(&p, &NoGroups, &k)), "2,ttl_expired,3");
     }
 
     #[test]

@@ -55,6 +55,10 @@ fn field(name: &str) -> &'static Field {
     Field::by_name(name).unwrap()
 }
 
+fn one_in(rng: &mut Rng, n: u32) -> bool {
+    rng.next_u32().is_multiple_of(n)
+}
+
 fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
     xs[rng.next_u32() as usize % xs.len()]
 }
@@ -108,10 +112,10 @@ fn actions(rng: &mut Rng, table: u8, tables: u8) -> Actions {
         }
         list.push(a);
     }
-    if rng.next_u32() % 4 == 0 {
+    if one_in(rng, 4) {
         list.push(Action::ClearActions);
     }
-    if rng.next_u32() % 2 == 0 {
+    if one_in(rng, 2) {
         let n = 1 + rng.next_u32() % 3;
         let set: Vec<Action> = (0..n)
             .map(|_| action(rng, table, tables, true))
@@ -119,10 +123,10 @@ fn actions(rng: &mut Rng, table: u8, tables: u8) -> Actions {
             .collect();
         list.push(Action::WriteActions(set));
     }
-    if rng.next_u32() % 3 == 0 {
+    if one_in(rng, 3) {
         list.push(Action::WriteMetadata { value: u64::from(rng.next_u32() % 4), mask: 3 });
     }
-    if table + 1 < tables && rng.next_u32() % 2 == 0 {
+    if table + 1 < tables && one_in(rng, 2) {
         list.push(Action::GotoTable(table + 1 + (rng.next_u32() % u32::from(tables - table - 1)) as u8));
     }
     Actions(list)
@@ -134,29 +138,29 @@ fn rule(rng: &mut Rng, id: u32, table: u8, tables: u8, priority: u32) -> Rule {
     m.dl_type = u16::MAX;
     v.nw_proto = IPPROTO_TCP;
     m.nw_proto = u8::MAX;
-    if rng.next_u32() % 3 == 0 {
+    if one_in(rng, 3) {
         v.in_port = 1 + rng.next_u32() % 3;
         m.in_port = u32::MAX;
     }
-    if rng.next_u32() % 2 == 0 {
+    if one_in(rng, 2) {
         m.nw_src = pick(rng, &[0xffff_0000u32, 0xffff_ffff, 0xff00_0000]);
         v.nw_src = pick(rng, &SRCS) & m.nw_src;
     }
-    if rng.next_u32() % 2 == 0 {
+    if one_in(rng, 2) {
         m.nw_dst = pick(rng, &[0xffff_ff00u32, 0xffff_ffff]);
         v.nw_dst = pick(rng, &DSTS) & m.nw_dst;
     }
-    if rng.next_u32() % 3 == 0 {
+    if one_in(rng, 3) {
         m.tp_dst = u16::MAX;
         v.tp_dst = pick(rng, &PORTS);
     }
-    if table > 0 && rng.next_u32() % 2 == 0 {
+    if table > 0 && one_in(rng, 2) {
         m.metadata = 3;
         v.metadata = u64::from(rng.next_u32() % 4);
     }
-    if rng.next_u32() % 4 == 0 {
+    if one_in(rng, 4) {
         m.vlan_tci = VLAN_CFI;
-        v.vlan_tci = if rng.next_u32() % 2 == 0 { VLAN_CFI } else { 0 };
+        v.vlan_tci = if one_in(rng, 2) { VLAN_CFI } else { 0 };
     }
     let mut r = Rule::new(id, priority, Match::from_masked(v, m), actions(rng, table, tables));
     r.table = table;
@@ -201,7 +205,7 @@ fn key(rng: &mut Rng) -> FlowKey {
     k.dl_type = ETH_TYPE_IP;
     k.in_port = 1 + rng.next_u32() % 3;
     k.nw_ttl = (rng.next_u32() % 3) as u8;
-    if rng.next_u32() % 3 == 0 {
+    if one_in(rng, 3) {
         k.vlan_tci = VLAN_CFI | (rng.next_u32() % 4) as u16;
     }
     k

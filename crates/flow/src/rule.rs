@@ -84,16 +84,20 @@ pub enum Action {
 }
 
 impl Action {
-    /// True for the actions the switch executes. Not yet: [`Action::Other`] and the pipeline's
-    /// actions and instructions (set_field, push_vlan, resubmit, groups, meters, the action set,
-    /// write_metadata, goto_table), which the translation does not execute yet — the switch
-    /// refuses a rule holding one rather than ignoring it.
+    /// True for the actions the switch executes in every design: also `set_field` on the fields
+    /// a frame can be rewritten in ([`SET_FIELD_WRITABLE`]) and `push_vlan`. Not yet:
+    /// [`Action::Other`], `set_field` on other fields, and the pipeline's actions and
+    /// instructions (resubmit, groups, meters, the action set, write_metadata, goto_table):
+    /// ORIG's and CCACHE's translation (`rqvs_datapath::xlate`) and `rqvs trace` run them, but
+    /// CFLOWS holds one action list per rule and does not walk tables yet, so the switch refuses
+    /// a rule holding one rather than ignoring it.
     pub fn is_executable(&self) -> bool {
+        if let Action::SetField { field, .. } = self {
+            return SET_FIELD_WRITABLE.contains(&field.name);
+        }
         !matches!(
             self,
             Action::Other(_)
-                | Action::SetField { .. }
-                | Action::PushVlan(_)
                 | Action::Resubmit { .. }
                 | Action::Group(_)
                 | Action::Meter(_)
@@ -104,6 +108,13 @@ impl Action {
         )
     }
 }
+
+/// The fields a `set_field` can write into a frame (the switch's executor, through
+/// `Frame::set_field`), plus `metadata` and `in_port`, which only the pipeline's key holds.
+pub const SET_FIELD_WRITABLE: &[&str] = &[
+    "metadata", "in_port", "dl_src", "dl_dst", "vlan_tci", "vlan_vid", "vlan_pcp", "nw_src", "nw_dst", "ip_dscp",
+    "nw_ecn", "nw_ttl", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "ipv6_src", "ipv6_dst",
+];
 
 /// A rule's action list, in order. An empty list means drop, as in OpenFlow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -148,7 +159,15 @@ impl fmt::Display for Action {
                 if *mask != field.all_ones() {
                     write!(f, "/{}", field.format_value(*mask))?;
                 }
-                write!(f, "->{}", field.name)
+                // OVS's names of OpenFlow 1.2+ (both read back: they are the fields' aliases).
+                let name = match field.name {
+                    "dl_src" => "eth_src",
+                    "dl_dst" => "eth_dst",
+                    "nw_src" => "ip_src",
+                    "nw_dst" => "ip_dst",
+                    n => n,
+                };
+                write!(f, "->{name}")
             }
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
             Action::Resubmit { in_port: Some(p), table: None } => write!(f, "resubmit:{p}"),

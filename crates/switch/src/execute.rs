@@ -173,6 +173,7 @@ impl Executor {
                         packet_in(q, cur, in_port, c, packet_out, out);
                     }
                 }
+                Op::TtlExpired => out.ttl_expired = true,
                 Op::Clone(id) => {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
                     let copy = cur.to_vec();

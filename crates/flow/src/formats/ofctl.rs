@@ -1575,7 +1575,7 @@ mod tests {
             ]
         );
         let written = format_flows(&r).unwrap().remove(0);
-        assert!(written.ends_with("actions=meter:4,set_field:10.0.0.1->nw_dst,set_field:1.2.3.4->nw_src,set_field:3->nw_ttl,dec_ttl,push_vlan:0x8100,set_field:4100->vlan_vid,set_field:0x5/0xf->metadata,resubmit:3,resubmit(,2),resubmit(4,5),resubmit(,6),group:7,strip_vlan,clear_actions,write_actions(output:1,group:3),write_metadata:0x5/0xff,goto_table:9"), "{written}");
+        assert!(written.ends_with("actions=meter:4,set_field:10.0.0.1->ip_dst,set_field:1.2.3.4->ip_src,set_field:3->nw_ttl,dec_ttl,push_vlan:0x8100,set_field:4100->vlan_vid,set_field:0x5/0xf->metadata,resubmit:3,resubmit(,2),resubmit(4,5),resubmit(,6),group:7,strip_vlan,clear_actions,write_actions(output:1,group:3),write_metadata:0x5/0xff,goto_table:9"), "{written}");
         assert_eq!(one(&written), r);
         // mod_tp_* take the match's protocol; set_field reads each field's notation.
         assert_eq!(
