@@ -54,8 +54,7 @@ pub enum Op {
         value: u128,
         mask: u128,
     },
-    /// Push an 802.1Q (0x8100) or 802.1ad (0x88a8) tag, copying the VID and PCP of the outer
-    /// tag (none: 0).
+    /// Push a fresh 802.1Q (0x8100) or 802.1ad (0x88a8) tag: VID 0, PCP 0 (as OVS 3.1).
     PushVlan(u16),
     /// The translation met `dec_ttl` with a TTL of 0 or 1 and stopped that rule's actions
     /// (OVS's "stop processing for current table"); the executor only counts it.

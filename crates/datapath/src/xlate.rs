@@ -35,8 +35,8 @@
 //!   executed (no meters yet).
 //! - **Rewrites** change the key the next lookup sees; `set_field` on a field whose
 //!   prerequisites the packet lacks is skipped (OVS: "unmet prerequisites"); `vlan_vid` and
-//!   `vlan_pcp` need a tag. `push_vlan` pushes a tag copying the VID and PCP of the outer tag
-//!   (none: 0); rqvs keys hold one tag (QinQ is not modelled: after a push on a tagged frame,
+//!   `vlan_pcp` need a tag. `push_vlan` pushes a fresh tag, VID 0 and PCP 0 (OVS 3.1 does not
+//!   copy the outer tag's, whatever OpenFlow 1.3 suggests); rqvs keys hold one tag (QinQ is not modelled: after a push on a tagged frame,
 //!   lookups see the new outer tag; a pop after that leaves the key untagged). `dec_ttl` on a TTL
 //!   of 0 or 1 stops the current action list (OVS's "stop processing for current table"; OVS
 //!   also sends a packet-in with reason INVALID_TTL, which rqvs does not).
@@ -61,8 +61,7 @@
 //! flow; rqvs's ops are unconditional, so for rqvs this only keeps the megaflows OVS's: the
 //! soundness test of `tests/xlate_pipeline.rs` holds either way); `dec_ttl` reads `nw_ttl` (and `dl_type`);
 //! `NORMAL` reads `dl_src`, `dl_dst` and, on a tagged packet, the VLAN (VID and CFI; OVS 3.1's
-//! megaflow for an untagged packet has no VLAN bits); `push_vlan` reads the tag it
-//! copies; `strip_vlan` reads whether there is a tag (CFI); a SELECT group the hashed fields;
+//! megaflow for an untagged packet has no VLAN bits); `push_vlan` reads nothing; `strip_vlan` reads whether there is a tag (CFI); a SELECT group the hashed fields;
 //! set_field's prerequisite check reads the prerequisite fields. Output to `in_port` reads
 //! `in_port`, which every megaflow matches exactly anyway. `metadata` is never in a megaflow:
 //! packets enter the pipeline with metadata 0 (OVS's datapath keys have none).
@@ -217,6 +216,12 @@ struct Ctx<'a> {
     trace: Option<Vec<String>>,
     /// Nesting level of the trace (a lookup that is not a tail call is one deeper).
     level: u32,
+    /// The outer tag is one `push_vlan` made: what is read or written of it says nothing about
+    /// the packet, so it adds no VLAN bits to the wildcards (OVS shifts its VLAN wildcards on a
+    /// push).
+    vlan_pushed: bool,
+    /// `dec_ttl` expired the packet: the current action list stops.
+    stop: bool,
 }
 
 /// Translates `key` through the pipeline (module docs).
@@ -251,6 +256,8 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
         last_rule: None,
         trace: trace.then(Vec::new),
         level: 0,
+        vlan_pushed: false,
+        stop: false,
     };
     let mut ops = Vec::new();
     ctx.table(0, None, true, true, &mut ops);
@@ -538,6 +545,29 @@ impl Ctx<'_> {
                 let indent = self.action_indent();
                 self.line(indent, a.to_string());
             }
+            let vlan_wc = self.wc.vlan_tci;
+            self.action(a, table, rule, last, ops);
+            // Writing a pushed tag reads nothing of the packet.
+            let writes_tag = matches!(a, Action::SetVlanVid(_))
+                || matches!(a, Action::SetField { field, .. } if field.member == Member::VlanTci);
+            if self.vlan_pushed && writes_tag {
+                self.wc.vlan_tci = vlan_wc;
+            }
+            if matches!(a, Action::PushVlan(_)) {
+                self.vlan_pushed = true;
+            } else if matches!(a, Action::StripVlan) {
+                self.vlan_pushed = false;
+            }
+            if self.stop {
+                self.stop = false;
+                return;
+            }
+        }
+    }
+
+    /// One action of a list (see [`Ctx::actions_at`]).
+    fn action(&mut self, a: &Action, table: u8, rule: Option<&Rule>, last: bool, ops: &mut Vec<Op>) {
+        {
             match a {
                 Action::Output(p) => {
                     if *p == self.key.in_port && *p != self.ingress {
@@ -619,7 +649,7 @@ impl Ctx<'_> {
                             // Stop processing for the current table (OVS's compose_dec_ttl);
                             // the executor counts the expiry.
                             ops.push(Op::TtlExpired);
-                            return;
+                            self.stop = true;
                         }
                     }
                 }
@@ -642,9 +672,8 @@ impl Ctx<'_> {
                     }
                 }
                 Action::PushVlan(tpid) => {
-                    self.wc.vlan_tci = u16::MAX;
-                    let tci = if self.key.vlan_tci & VLAN_CFI != 0 { self.key.vlan_tci } else { 0 };
-                    self.key.vlan_tci = tci | VLAN_CFI;
+                    // OVS 3.1 pushes a fresh tag (VID 0, PCP 0) and reads nothing of the packet.
+                    self.key.vlan_tci = VLAN_CFI;
                     ops.push(Op::PushVlan(*tpid));
                 }
                 Action::Resubmit { in_port, table: t } => {
@@ -706,12 +735,14 @@ impl Ctx<'_> {
             }
             self.level += 1;
             let saved_key = self.key;
+            let saved_pushed = self.vlan_pushed;
             let saved_set = std::mem::take(&mut self.action_set);
             let list = action_set_order(&b.actions.0);
             let mut bucket_ops = Vec::new();
             self.actions(&list, table, rule, &mut bucket_ops);
             self.level -= 1;
             self.key = saved_key;
+            self.vlan_pushed = saved_pushed;
             self.action_set = saved_set;
             if bucket_ops.iter().any(Op::rewrites) {
                 ops.push(Op::Clone(actions::intern(&bucket_ops)));
@@ -851,10 +882,7 @@ mod tests {
         let p = pipeline("priority=10,ip,actions=NORMAL,dec_ttl,output:1,in_port");
         let x = xlate(&p, &NoGroups, &tcp(1, 1, 2, 3, 4));
         let m = x.megaflow.mask;
-        assert_eq!(
-            (m.dl_src, m.dl_dst, m.vlan_tci & (VLAN_VID_MASK | VLAN_CFI)),
-            ([0xff; 6], [0xff; 6], VLAN_VID_MASK | VLAN_CFI)
-        );
+        assert_eq!((m.dl_src, m.dl_dst, m.vlan_tci), ([0xff; 6], [0xff; 6], 0), "untagged: no VLAN bits (OVS 3.1)");
         assert_eq!(m.nw_ttl, u8::MAX);
         assert_eq!((m.nw_src, m.tp_dst), (0, 0), "nothing else");
         // output to the input port stays an op, which the executor skips (the action the

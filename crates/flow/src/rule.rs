@@ -60,8 +60,8 @@ pub enum Action {
     /// field's bits under `mask` take `value`'s (both already shifted to the field: bits
     /// `0..field.bits`). `mask` is the field's all-ones for an unmasked set.
     SetField { field: &'static Field, value: u128, mask: u128 },
-    /// `push_vlan:ETHERTYPE` (0x8100 or 0x88a8): pushes a tag with VID 0, PCP 0 (OVS: the
-    /// new tag copies the PCP/VID of an existing one).
+    /// `push_vlan:ETHERTYPE` (0x8100 or 0x88a8): pushes a tag with VID 0, PCP 0 (as OVS 3.1
+    /// does, on an untagged or a tagged packet).
     PushVlan(u16),
     /// `resubmit([PORT],[TABLE])` (Nicira): looks the packet up again, in `table` (the current
     /// table when `None`), as if it had come in on `in_port` (unchanged when `None`); then goes

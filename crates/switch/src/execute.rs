@@ -31,7 +31,7 @@
 //!
 //! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
 //! frame with `Frame::set_field` (checksums kept; a field the frame lacks is left alone);
-//! `push_vlan` inserts a tag copying the outer tag's VID and PCP; a clone (an ALL group's
+//! `push_vlan` inserts a fresh tag (VID 0, PCP 0, as OVS 3.1); a clone (an ALL group's
 //! bucket that rewrites the frame) runs its ops on a copy, the ops after it seeing the frame as
 //! it was.
 
@@ -41,7 +41,6 @@ use std::sync::Arc;
 use rqvs_datapath::actions::{self, Op, ToController};
 use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
-use rqvs_flow::key::VLAN_CFI;
 use rqvs_ports::TxQueue;
 
 use crate::normal::{Forward, MacTable};
@@ -205,12 +204,10 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
             strip_vlan(buf);
         }
         Op::PushVlan(tpid) => {
-            if let Ok(l) = rqvs_flow::frame::Layout::of(buf) {
-                // The new tag copies the outer tag's VID and PCP (OVS); none: 0.
-                let tci = l.vlan.map_or(0, |at| u16::from_be_bytes([buf[at], buf[at + 1]]) & !VLAN_CFI);
+            // A fresh tag, VID 0 and PCP 0 (OVS 3.1), outside any tag already there.
+            if buf.len() >= 14 {
                 let mut tag = [0u8; 4];
                 tag[..2].copy_from_slice(&tpid.to_be_bytes());
-                tag[2..].copy_from_slice(&tci.to_be_bytes());
                 buf.splice(12..12, tag);
             }
         }

@@ -200,6 +200,9 @@ pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
     if w.nw_tos & 0x03 != 0 {
         let _ = write!(s, "nw_ecn={},", f.nw_tos & 0x03);
     }
+    if w.nw_ttl != 0 {
+        let _ = write!(s, "nw_ttl={},", f.nw_ttl);
+    }
     let any = f.nw_frag & FLOW_NW_FRAG_ANY != 0;
     let later = f.nw_frag & FLOW_NW_FRAG_LATER != 0;
     match w.nw_frag & 3 {
