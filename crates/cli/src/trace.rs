@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use rqvs_classify::ofproto::{format_flow, format_tcp_flags, Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{format_flow, Megaflow, OfprotoClassifier};
 use rqvs_classify::Classifier;
 use rqvs_flow::formats::{self, ofctl, RuleFormat};
 use rqvs_flow::{Actions, FlowKey, Rule};
@@ -97,93 +97,39 @@ pub fn run(args: &Args) -> Result<(), Failure> {
 }
 
 fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failure> {
-    let key = parse_packet(flow)?.wire();
-    let l = c.lookup_wc(&key);
-    let mf = l.megaflow(&key);
-    let rule = l.rule.and_then(|id| c.rule(id));
+    let packet = parse_packet(flow)?;
+    // The TTL as written (0 when not: OVS's trace of a packet from text has TTL 0), not the
+    // wire's default.
+    let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
+    // The one translation (rqvs_datapath::xlate), with ofproto/trace's lines. `rqvs trace` has
+    // no group table (groups come from GROUP_MOD on a running switch).
+    let (x, lines) = rqvs_datapath::xlate::xlate_traced(c, &rqvs_datapath::xlate::NoGroups, &key);
+    let mf = x.megaflow;
     let out = crate::report::Out::new(args.json.as_deref());
     out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
-    match rule {
-        Some(r) => {
-            // The match as ovs-ofctl writes it, TCP flags by name as OVS prints them.
-            let (v, w) = (r.matches.value(), r.matches.mask());
-            let m = ofctl::format_match(&r.matches)?
-                .split(',')
-                .map(|item| match item.starts_with("tcp_flags=") {
-                    true => format!("tcp_flags={}", format_tcp_flags(v.tcp_flags, w.tcp_flags)),
-                    false => item.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(",");
-            let mut line =
-                if m.is_empty() { format!("priority {}", r.priority) } else { format!("{m}, priority {}", r.priority) };
-            if r.cookie != 0 {
-                line.push_str(&format!(", cookie {:#x}", r.cookie));
-            }
-            out.line(format!(" 0. {line}"));
-            for a in &r.actions.0 {
-                out.line(format!("    {a}"));
-            }
-        }
-        None => out.line(" 0. No match.\n    drop"),
+    for l in &lines {
+        out.line(l.clone());
     }
-    let (after, actions) = rule.map_or((key, "drop".to_string()), |r| translate(&key, r));
-    let final_text = if after == key { "unchanged".to_string() } else { format_flow(&after) };
+    let final_text = if x.final_key == key { "unchanged".to_string() } else { format_flow(&x.final_key) };
+    let actions = rqvs_datapath::xlate::datapath_actions(&x.ops, &key);
     out.line(format!("\nFinal flow: {final_text}\nMegaflow: {mf}\nDatapath actions: {actions}"));
     if let Some(path_out) = &args.json {
+        let rule = x.first_rule().and_then(|id| c.rule(id));
         let v = serde_json::json!({
             "rules_file": args.rules.display().to_string(),
             "flow": format_flow(&key),
-            "rule": l.rule.map(|id| id.0),
+            "rule": x.first_rule().map(|id| id.0),
             "cookie": rule.map(|r| r.cookie),
+            "chain": x.chain.iter().map(|l| serde_json::json!({"table": l.table, "rule": l.rule.map(|r| r.0)})).collect::<Vec<_>>(),
+            "table_miss": x.table_miss,
             "final_flow": final_text,
             "megaflow": mf.to_string(),
             "datapath_actions": actions,
-            "subtables_searched": l.subtables_searched,
         });
         let serde_json::Value::Object(map) = v else { unreachable!("a JSON object literal") };
         crate::report::write_json(path_out, "trace", map)?;
     }
     Ok(())
-}
-
-/// The rule's actions on one packet, as OVS's translation makes them: the packet after the
-/// header changes (what `Final flow:` shows) and the datapath actions, where a header change that
-/// leaves the packet as it is at that point adds no `set(...)` (OVS commits a change only when
-/// the field differs; rqvs's datapath keeps one action list per rule, so it carries them all),
-/// and an output to the input port is skipped (as the switch's executor skips it).
-fn translate(key: &FlowKey, rule: &Rule) -> (FlowKey, String) {
-    use rqvs_datapath::actions::Op;
-    use rqvs_flow::key::{ETH_TYPE_IP, VLAN_CFI, VLAN_PCP_MASK};
-    let mut k = *key;
-    let mut emitted: Vec<String> = Vec::new();
-    for op in rqvs_datapath::DpAction::from_rule(rule).to_ops() {
-        let before = k;
-        match op {
-            Op::SetDlSrc(m) => k.dl_src = m,
-            Op::SetDlDst(m) => k.dl_dst = m,
-            Op::SetVlanVid(v) => k.vlan_tci = (k.vlan_tci & VLAN_PCP_MASK) | VLAN_CFI | v,
-            Op::StripVlan => k.vlan_tci = 0,
-            Op::SetNwTos(t) if k.dl_type == ETH_TYPE_IP => k.nw_tos = (k.nw_tos & 3) | (t & 0xfc),
-            Op::SetNwTos(_) => {}
-            // As the switch executes it (and OVS translates it): `output:N` to the input port is
-            // skipped, `in_port` is the input port's number.
-            Op::Output(p) if p == k.in_port => continue,
-            Op::InPort => {
-                emitted.push(k.in_port.to_string());
-                continue;
-            }
-            _ => {
-                emitted.push(op.to_string());
-                continue;
-            }
-        }
-        if k != before {
-            emitted.push(op.to_string());
-        }
-    }
-    let actions = if emitted.is_empty() { "drop".to_string() } else { emitted.join(",") };
-    (k, actions)
 }
 
 fn megaflows(c: &OfprotoClassifier, args: &Args) -> Result<(), Failure> {

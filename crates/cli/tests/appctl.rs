@@ -116,7 +116,7 @@ fn ovs_appctl_manages_a_running_switch() {
     let dump = ok(dir, target, &["dpctl/dump-flows", "netdev@ovs-netdev"]);
     assert!(dump.contains("actions:2"), "{dump}");
     let trace = ok(dir, target, &["ofproto/trace", "br0", "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_dst=53"]);
-    assert!(trace.contains("priority=10") && trace.contains("Datapath actions: 2"), "{trace}");
+    assert!(trace.contains("priority 10") && trace.contains("Datapath actions: 2"), "{trace}");
     let fdb = ok(dir, target, &["fdb/show", "br0"]);
     assert!(fdb.contains("02:00:00:00:00:01") && fdb.lines().any(|l| l.trim_start().starts_with("1 ")), "{fdb}");
     let rxq = ok(dir, target, &["dpif-netdev/pmd-rxq-show"]);

@@ -44,6 +44,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use rqvs_flow::field::Field;
 use rqvs_flow::{Action, Match, Rule};
 
 /// One datapath action, applied in order to the frame (see [`rqvs_flow::Action`] for each
@@ -66,6 +67,23 @@ pub enum Op {
     /// Decrement the IPv4 TTL; when it reaches 0 the remaining ops are skipped (OVS's
     /// `compose_dec_ttl`: outputs already done stay done).
     DecTtl,
+    /// `set_field`: the field's bits under `mask` take `value`'s (both shifted to the field,
+    /// as in [`rqvs_flow::Action::SetField`]). The executor writes the fields a frame view can
+    /// rewrite ([`set_field_executable`]); the translation emits none for `metadata` and
+    /// `in_port`, which live only in the pipeline's key.
+    SetField {
+        field: &'static Field,
+        value: u128,
+        mask: u128,
+    },
+    /// Push a fresh 802.1Q (0x8100) or 802.1ad (0x88a8) tag: VID 0, PCP 0 (as OVS 3.1).
+    PushVlan(u16),
+    /// The translation met `dec_ttl` with a TTL of 0 or 1 and stopped that rule's actions
+    /// (OVS's "stop processing for current table"); the executor only counts it.
+    TtlExpired,
+    /// Run the interned op list on a copy of the frame (an ALL group's bucket that rewrites it);
+    /// the ops after it see the frame as it was.
+    Clone(ActionsId),
 }
 
 /// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries
@@ -82,12 +100,14 @@ pub struct ToController {
     /// The rule is a table-miss flow (priority 0, matching every packet): its packet-ins say
     /// `NO_MATCH` (OpenFlow 1.3) / `TABLE_MISS` (1.4) rather than `ACTION`.
     pub table_miss: bool,
+    /// The table of the rule whose action it is (the packet-in's table_id).
+    pub table_id: u8,
 }
 
 impl ToController {
     /// A `controller:max_len` op outside any rule.
     pub fn new(max_len: u16) -> ToController {
-        ToController { max_len, cookie: u64::MAX, table_miss: false }
+        ToController { max_len, cookie: u64::MAX, table_miss: false, table_id: 0 }
     }
 }
 
@@ -113,12 +133,13 @@ impl Op {
             Action::StripVlan => Op::StripVlan,
             Action::SetNwTos(t) => Op::SetNwTos(*t),
             Action::DecTtl => Op::DecTtl,
-            // Not executed yet (`Action::is_executable`): rules holding them are refused
-            // where rules are executed.
+            Action::SetField { field, value, mask } => Op::SetField { field, value: *value, mask: *mask },
+            Action::PushVlan(t) => Op::PushVlan(*t),
+            // The pipeline's own: only the translation (`crate::xlate`) executes them, as it
+            // needs the tables and the groups; outside it (a list with no pipeline) they are
+            // nothing.
             Action::Drop
             | Action::Other(_)
-            | Action::SetField { .. }
-            | Action::PushVlan(_)
             | Action::Resubmit { .. }
             | Action::Group(_)
             | Action::Meter(_)
@@ -133,10 +154,28 @@ impl Op {
     /// `r` is a table-miss flow.
     pub fn of_rule(a: &Action, r: &Rule) -> Option<Op> {
         Some(match Op::of(a)? {
-            Op::Controller(c) => Op::Controller(ToController { cookie: r.cookie, table_miss: is_table_miss(r), ..c }),
+            Op::Controller(c) => {
+                Op::Controller(ToController { cookie: r.cookie, table_miss: is_table_miss(r), table_id: r.table, ..c })
+            }
             op => op,
         })
     }
+
+    /// Does the op change the frame (rather than send it somewhere)?
+    pub fn rewrites(&self) -> bool {
+        !matches!(
+            self,
+            Op::Output(_) | Op::InPort | Op::Flood | Op::Controller(_) | Op::Normal | Op::Clone(_) | Op::TtlExpired
+        )
+    }
+}
+
+/// Can the switch's executor write field `f` into a frame? ([`rqvs_flow::rule::SET_FIELD_WRITABLE`]:
+/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP
+/// ports, IPv6's addresses; `metadata` and `in_port` change only the pipeline's key.) Not yet:
+/// SCTP ports, the ARP, ND, ICMP and flow-label fields.
+pub fn set_field_executable(f: &Field) -> bool {
+    rqvs_flow::rule::SET_FIELD_WRITABLE.contains(&f.name)
 }
 
 impl fmt::Display for Op {
@@ -156,6 +195,24 @@ impl fmt::Display for Op {
             Op::StripVlan => f.write_str("pop_vlan"),
             Op::SetNwTos(t) => write!(f, "set(ipv4(tos={t:#x}/0xfc))"),
             Op::DecTtl => f.write_str("dec_ttl"),
+            Op::SetField { field, value, mask } if *mask == field.all_ones() => {
+                write!(f, "set({}={})", field.name, field.format_value(*value))
+            }
+            Op::SetField { field, value, mask } => {
+                write!(f, "set({}={}/{})", field.name, field.format_value(*value), field.format_value(*mask))
+            }
+            Op::PushVlan(t) => write!(f, "push_vlan(tpid={t:#06x})"),
+            Op::TtlExpired => f.write_str("ttl_expired"),
+            Op::Clone(id) => {
+                f.write_str("clone(")?;
+                for (i, op) in ops(*id).iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }

@@ -104,6 +104,7 @@ pub mod revalidator;
 mod testutil;
 pub mod trainer;
 pub mod upcall;
+pub mod xlate;
 
 pub use auto::{Auto, AutoConfig, AutoReport, AutoSettings};
 pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
@@ -194,10 +195,15 @@ impl DpAction {
     }
 
     fn of_ops(ops: Vec<Op>) -> DpAction {
+        DpAction::of_op_list(&ops)
+    }
+
+    /// The datapath action of an op list (the translation's, [`xlate::Xlate::action`]).
+    pub fn of_op_list(ops: &[Op]) -> DpAction {
         match ops[..] {
             [] => DpAction::Drop,
             [Op::Output(p)] => DpAction::Output(p),
-            _ => DpAction::Apply(actions::intern(&ops)),
+            _ => DpAction::Apply(actions::intern(ops)),
         }
     }
 

@@ -21,12 +21,15 @@
 //!   after several commits is checked against the newest table, which is the one that decides
 //!   new upcalls.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier};
 use rqvs_classify::{Classifier, ClassifierError};
+use rqvs_flow::group::Group;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::xlate::{self, Groups, Xlate};
 use crate::DpAction;
 
 /// Megaflows the revalidator re-checks per read of the table (so a commit waits at most for one
@@ -42,6 +45,12 @@ pub enum RuleChange {
     Add(Rule),
     /// Removes the rule with this id (absent: nothing).
     Remove(RuleId),
+    /// Adds or replaces a group.
+    Group(Group),
+    /// Removes the group with this id (absent: nothing).
+    RemoveGroup(u32),
+    /// A port's link went up (`true`) or down.
+    PortLive(u32, bool),
 }
 
 /// The slow path's answer for a packet: the megaflow to install and the action.
@@ -53,7 +62,27 @@ pub struct Verdict {
 
 struct Versioned {
     classifier: OfprotoClassifier,
+    groups: GroupTable,
     version: u64,
+}
+
+/// The groups the translation sees, and the liveness of ports (fast-failover groups), changed
+/// with the rules ([`RuleChange::Group`], [`RuleChange::RemoveGroup`], [`RuleChange::PortLive`]).
+#[derive(Clone, Debug, Default)]
+pub struct GroupTable {
+    pub groups: BTreeMap<u32, Group>,
+    /// Ports whose link is down (every other port is live).
+    pub down: BTreeSet<u32>,
+}
+
+impl Groups for GroupTable {
+    fn group(&self, id: u32) -> Option<&Group> {
+        self.groups.get(&id)
+    }
+
+    fn port_live(&self, port: u32) -> bool {
+        !self.down.contains(&port)
+    }
 }
 
 /// The shared, versioned OpenFlow table (module docs). Cloning shares it.
@@ -68,13 +97,21 @@ pub struct TableRead<'a> {
 }
 
 impl TableRead<'_> {
-    /// The slow path's verdict for a (wire) key: OVS's classification with wildcard tracking.
+    /// The slow path's verdict for a (wire) key: the translation through the pipeline
+    /// ([`crate::xlate`]) with wildcard tracking. `rule` is table 0's rule (the chain's first).
     pub fn classify(&self, key: &FlowKey) -> Verdict {
-        let c = &self.guard.classifier;
-        let l = c.lookup_wc(key);
-        let megaflow = l.megaflow(key);
-        let action = DpAction::of_rule(l.rule.and_then(|id| c.rule(id)));
-        Verdict { megaflow, action, rule: l.rule }
+        let x = self.xlate(key);
+        Verdict { megaflow: x.megaflow, action: x.action(), rule: x.first_rule() }
+    }
+
+    /// The whole translation of a (wire) key: ops, megaflow, rule chain, final key.
+    pub fn xlate(&self, key: &FlowKey) -> Xlate {
+        xlate::xlate(&self.guard.classifier, &self.guard.groups, key)
+    }
+
+    /// The group table.
+    pub fn groups(&self) -> &GroupTable {
+        &self.guard.groups
     }
 
     pub fn version(&self) -> u64 {
@@ -89,7 +126,7 @@ impl TableRead<'_> {
 impl OfprotoTable {
     /// A table holding `rules`, at version 0.
     pub fn build(rules: &[Rule]) -> Result<OfprotoTable, ClassifierError> {
-        let v = Versioned { classifier: OfprotoClassifier::build(rules)?, version: 0 };
+        let v = Versioned { classifier: OfprotoClassifier::build(rules)?, groups: GroupTable::default(), version: 0 };
         Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)) })
     }
 
@@ -121,7 +158,7 @@ impl OfprotoTable {
                 RuleChange::Add(r) => {
                     let id = r.id;
                     if let Err(e) = t.classifier.insert(r) {
-                        rollback(&mut t.classifier, undo);
+                        rollback(&mut t, undo);
                         return Err(e);
                     }
                     undo.push(RuleChange::Remove(id));
@@ -132,6 +169,23 @@ impl OfprotoTable {
                         removed.push(r);
                     }
                 }
+                RuleChange::Group(g) => {
+                    let id = g.id;
+                    match t.groups.groups.insert(id, g) {
+                        Some(old) => undo.push(RuleChange::Group(old)),
+                        None => undo.push(RuleChange::RemoveGroup(id)),
+                    }
+                }
+                RuleChange::RemoveGroup(id) => {
+                    if let Some(old) = t.groups.groups.remove(&id) {
+                        undo.push(RuleChange::Group(old));
+                    }
+                }
+                RuleChange::PortLive(p, live) => {
+                    let was = !t.groups.down.contains(&p);
+                    set_live(&mut t.groups, p, live);
+                    undo.push(RuleChange::PortLive(p, was));
+                }
             }
         }
         t.version += 1;
@@ -139,16 +193,31 @@ impl OfprotoTable {
     }
 }
 
+fn set_live(g: &mut GroupTable, port: u32, live: bool) {
+    if live {
+        g.down.remove(&port);
+    } else {
+        g.down.insert(port);
+    }
+}
+
 /// Undoes the changes applied so far, newest first.
-fn rollback(c: &mut OfprotoClassifier, undo: Vec<RuleChange>) {
+fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
     for ch in undo.into_iter().rev() {
         match ch {
             RuleChange::Remove(id) => {
-                c.remove(id);
+                t.classifier.remove(id);
             }
             RuleChange::Add(r) => {
-                c.insert(r).expect("a rule the table held before goes back in");
+                t.classifier.insert(r).expect("a rule the table held before goes back in");
             }
+            RuleChange::Group(g) => {
+                t.groups.groups.insert(g.id, g);
+            }
+            RuleChange::RemoveGroup(id) => {
+                t.groups.groups.remove(&id);
+            }
+            RuleChange::PortLive(p, live) => set_live(&mut t.groups, p, live),
         }
     }
 }

@@ -60,8 +60,8 @@ pub enum Action {
     /// field's bits under `mask` take `value`'s (both already shifted to the field: bits
     /// `0..field.bits`). `mask` is the field's all-ones for an unmasked set.
     SetField { field: &'static Field, value: u128, mask: u128 },
-    /// `push_vlan:ETHERTYPE` (0x8100 or 0x88a8): pushes a tag with VID 0, PCP 0 (OVS: the
-    /// new tag copies the PCP/VID of an existing one).
+    /// `push_vlan:ETHERTYPE` (0x8100 or 0x88a8): pushes a tag with VID 0, PCP 0 (as OVS 3.1
+    /// does, on an untagged or a tagged packet).
     PushVlan(u16),
     /// `resubmit([PORT],[TABLE])` (Nicira): looks the packet up again, in `table` (the current
     /// table when `None`), as if it had come in on `in_port` (unchanged when `None`); then goes
@@ -84,16 +84,20 @@ pub enum Action {
 }
 
 impl Action {
-    /// True for the actions the switch executes. Not yet: [`Action::Other`] and the pipeline's
-    /// actions and instructions (set_field, push_vlan, resubmit, groups, meters, the action set,
-    /// write_metadata, goto_table), which the translation does not execute yet — the switch
-    /// refuses a rule holding one rather than ignoring it.
+    /// True for the actions the switch executes in every design: also `set_field` on the fields
+    /// a frame can be rewritten in ([`SET_FIELD_WRITABLE`]) and `push_vlan`. Not yet:
+    /// [`Action::Other`], `set_field` on other fields, and the pipeline's actions and
+    /// instructions (resubmit, groups, meters, the action set, write_metadata, goto_table):
+    /// ORIG's and CCACHE's translation (`rqvs_datapath::xlate`) and `rqvs trace` run them, but
+    /// CFLOWS holds one action list per rule and does not walk tables yet, so the switch refuses
+    /// a rule holding one rather than ignoring it.
     pub fn is_executable(&self) -> bool {
+        if let Action::SetField { field, .. } = self {
+            return SET_FIELD_WRITABLE.contains(&field.name);
+        }
         !matches!(
             self,
             Action::Other(_)
-                | Action::SetField { .. }
-                | Action::PushVlan(_)
                 | Action::Resubmit { .. }
                 | Action::Group(_)
                 | Action::Meter(_)
@@ -104,6 +108,13 @@ impl Action {
         )
     }
 }
+
+/// The fields a `set_field` can write into a frame (the switch's executor, through
+/// `Frame::set_field`), plus `metadata` and `in_port`, which only the pipeline's key holds.
+pub const SET_FIELD_WRITABLE: &[&str] = &[
+    "metadata", "in_port", "dl_src", "dl_dst", "vlan_tci", "vlan_vid", "vlan_pcp", "nw_src", "nw_dst", "ip_dscp",
+    "nw_ecn", "nw_ttl", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "ipv6_src", "ipv6_dst",
+];
 
 /// A rule's action list, in order. An empty list means drop, as in OpenFlow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -148,9 +159,18 @@ impl fmt::Display for Action {
                 if *mask != field.all_ones() {
                     write!(f, "/{}", field.format_value(*mask))?;
                 }
-                write!(f, "->{}", field.name)
+                // OVS's names of OpenFlow 1.2+ (both read back: they are the fields' aliases).
+                let name = match field.name {
+                    "dl_src" => "eth_src",
+                    "dl_dst" => "eth_dst",
+                    "nw_src" => "ip_src",
+                    "nw_dst" => "ip_dst",
+                    n => n,
+                };
+                write!(f, "->{name}")
             }
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
+            Action::Resubmit { in_port: Some(p), table: None } => write!(f, "resubmit:{p}"),
             Action::Resubmit { in_port, table } => {
                 f.write_str("resubmit(")?;
                 if let Some(p) = in_port {
@@ -165,6 +185,7 @@ impl fmt::Display for Action {
             Action::Group(g) => write!(f, "group:{g}"),
             Action::Meter(m) => write!(f, "meter:{m}"),
             Action::ClearActions => f.write_str("clear_actions"),
+            Action::WriteActions(list) if list.is_empty() => f.write_str("write_actions()"),
             Action::WriteActions(list) => write!(f, "write_actions({})", Actions(list.clone())),
             Action::WriteMetadata { value, mask } if *mask == u64::MAX => write!(f, "write_metadata:{value:#x}"),
             Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),

@@ -28,6 +28,12 @@
 //! fields into a frame only when the flow has "an L3 header", which it takes to be a non-zero
 //! `nw_proto` (`commit_set_nw_action`), so on a protocol-0 packet `mod_nw_tos` and `dec_ttl`
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
+//!
+//! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
+//! frame with `Frame::set_field` (checksums kept; a field the frame lacks is left alone);
+//! `push_vlan` inserts a fresh tag (VID 0, PCP 0, as OVS 3.1); a clone (an ALL group's
+//! bucket that rewrites the frame) runs its ops on a copy, the ops after it seeing the frame as
+//! it was.
 
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -61,7 +67,7 @@ pub struct PacketIn {
     pub reason: PacketInReason,
     /// The cookie of the flow that sent it (all ones for a packet-out's own action).
     pub cookie: u64,
-    /// The table it was looked up in (always 0: the switch has one).
+    /// The table of the rule whose `controller` action sent it.
     pub table_id: u8,
 }
 
@@ -171,6 +177,14 @@ impl Executor {
                         packet_in(q, cur, in_port, c, packet_out, out);
                     }
                 }
+                Op::TtlExpired => out.ttl_expired = true,
+                Op::Clone(id) => {
+                    // The bucket runs on its own copy; the scratch buffer is the caller's.
+                    let copy = cur.to_vec();
+                    let saved = std::mem::take(&mut self.scratch);
+                    self.apply(&copy, in_port, actions::ops(id), packet_out, tx, out);
+                    self.scratch = saved;
+                }
                 _ => {
                     if !copied {
                         self.scratch.clear();
@@ -193,6 +207,19 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
     match *op {
         Op::StripVlan => {
             strip_vlan(buf);
+        }
+        Op::PushVlan(tpid) => {
+            // A fresh tag, VID 0 and PCP 0 (OVS 3.1), outside any tag already there.
+            if buf.len() >= 14 {
+                let mut tag = [0u8; 4];
+                tag[..2].copy_from_slice(&tpid.to_be_bytes());
+                buf.splice(12..12, tag);
+            }
+        }
+        Op::SetField { field, value, mask } => {
+            if let Ok(mut f) = Frame::new_checked(&mut buf[..]) {
+                f.set_field(field, value, mask);
+            }
         }
         Op::SetVlanVid(vid) => {
             let tagged = Frame::new_checked(&mut buf[..]).is_ok_and(|mut f| f.set_vlan_vid(vid));
@@ -235,7 +262,7 @@ fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController,
         (false, true) => PacketInReason::NoMatch,
         (false, false) => PacketInReason::Action,
     };
-    let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: 0 };
+    let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: c.table_id };
     match q.tx.try_send(p) {
         Ok(()) => out.packet_ins += 1,
         Err(TrySendError::Full(_)) => {

@@ -90,7 +90,6 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rqvs_classify::ofproto::{format_megaflow, format_packet};
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::policer::{Policer, PolicerSpec};
@@ -217,7 +216,7 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl";
+pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port";
 
 /// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
 /// OpenFlow priority.
@@ -862,24 +861,23 @@ impl Control {
         if rule.matches.has_port_ranges() {
             return Err(err("ofproto/trace: a packet has single port values, not masks"));
         }
-        let key: FlowKey = rule.matches.value().wire();
-        let v = self.slow_path(&key).map_err(|e| err(format!("ofproto/trace: {e}")))?;
-        let rules = self.lock_rules();
-        let winner = v.rule.and_then(|id| rules.get(id));
-        let mut s = format!("Flow: {}\n\n", format_packet(&key));
-        match winner {
-            Some(r) => {
-                let text = ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_default();
-                s += &format!("bridge(\"rqvs\")\n-------------\n 0. {text}\n\n");
-            }
-            None => s += "bridge(\"rqvs\")\n-------------\n 0. No match (table miss: drop)\n\n",
+        let packet = *rule.matches.value();
+        // The TTL as written (0 when not, as in OVS's trace), not the wire's default.
+        let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
+        // The one translation (rqvs_datapath::xlate), as the handler runs it.
+        let trace = |t: &OfprotoTable| {
+            let r = t.read();
+            let (x, lines) = rqvs_datapath::xlate::xlate_traced(r.classifier(), r.groups(), &key);
+            rqvs_datapath::xlate::trace_text("rqvs", &key, &x, &lines)
+        };
+        if self.design != DesignKind::Cflows {
+            return Ok(trace(&self.table));
         }
-        s += &format!(
-            "Final flow: unchanged\nMegaflow: {}\nDatapath actions: {}\n",
-            format_megaflow(&v.megaflow.value, &v.megaflow.mask),
-            v.action
-        );
-        Ok(s)
+        let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.is_none() {
+            *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?);
+        }
+        Ok(trace(cached.as_ref().expect("built above")))
     }
 
     /// The slow path's verdict for `key`: the shared table's (ORIG, CCACHE), or in CFLOWS the

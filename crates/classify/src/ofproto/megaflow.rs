@@ -200,6 +200,9 @@ pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
     if w.nw_tos & 0x03 != 0 {
         let _ = write!(s, "nw_ecn={},", f.nw_tos & 0x03);
     }
+    if w.nw_ttl != 0 {
+        let _ = write!(s, "nw_ttl={},", f.nw_ttl);
+    }
     let any = f.nw_frag & FLOW_NW_FRAG_ANY != 0;
     let later = f.nw_frag & FLOW_NW_FRAG_LATER != 0;
     match w.nw_frag & 3 {
@@ -304,9 +307,9 @@ pub fn format_packet(k: &FlowKey) -> String {
 }
 
 /// A packet in the notation of `ofproto/trace`'s `Flow:` and `Final flow:` lines (OVS's
-/// `flow_format`) for the fields rqvs keys carry: every field printed, zero or not, in OVS's order,
-/// TCP flags by name (`syn|ack`, `0`), and `nw_ttl=0` (rqvs keys carry no TTL; a packet traced
-/// from text has TTL 0 in OVS too).
+/// `flow_format`) for the fields rqvs keys carry: every field printed, zero or not, in OVS's order
+/// (`metadata` only when not 0, as OVS), TCP flags by name (`syn|ack`, `0`); a packet traced
+/// from text without `nw_ttl` has TTL 0, in OVS too.
 pub fn format_flow(k: &FlowKey) -> String {
     let mut s = String::new();
     let ip = k.dl_type == ETH_TYPE_IP;
@@ -322,6 +325,9 @@ pub fn format_flow(k: &FlowKey) -> String {
     };
     if !proto.is_empty() {
         let _ = write!(s, "{proto},");
+    }
+    if k.metadata != 0 {
+        let _ = write!(s, "metadata={:#x},", k.metadata);
     }
     let _ = write!(s, "in_port={},", k.in_port);
     if k.vlan_tci & VLAN_CFI != 0 {
@@ -340,7 +346,7 @@ pub fn format_flow(k: &FlowKey) -> String {
             (true, false) => "first",
             (true, true) => "later",
         };
-        let _ = write!(s, "nw_tos={},nw_ecn={},nw_ttl=0,nw_frag={frag},", k.nw_tos & 0xfc, k.nw_tos & 3);
+        let _ = write!(s, "nw_tos={},nw_ecn={},nw_ttl={},nw_frag={frag},", k.nw_tos & 0xfc, k.nw_tos & 3, k.nw_ttl);
         match proto {
             "icmp" => {
                 let _ = write!(s, "icmp_type={},icmp_code={},", k.tp_src, k.tp_dst);

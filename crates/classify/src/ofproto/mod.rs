@@ -407,6 +407,11 @@ impl OfprotoClassifier {
         self.tables.iter().find_map(|t| t.rules.get(&id).map(|(r, _)| r))
     }
 
+    /// The rule with this id in table `table`, if held there.
+    pub fn rule_in_table(&self, table: u8, id: RuleId) -> Option<&Rule> {
+        self.tables.get(usize::from(table)).and_then(|t| t.rules.get(&id)).map(|(r, _)| r)
+    }
+
     /// Pairs of overlapping rules of equal priority in a table: while 0, every lookup in it is
     /// exactly OVS's (module docs, "Equal priorities").
     pub fn tied_overlaps(&self, table: u8) -> usize {

@@ -267,6 +267,149 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
+    /// OpenFlow's `set_field` on the frame: field `f`'s bits under `mask` take `value`'s (both
+    /// shifted to the field, as in [`crate::Action::SetField`]), checksums kept right (IPv4
+    /// header; the TCP/UDP checksum over the IPv4 or IPv6 pseudo-header and the ports). False,
+    /// nothing changed, when the frame lacks the field's header or the field is not one a frame
+    /// view writes: the MACs, the VLAN's VID and PCP (tagged frames), IPv4's addresses, DSCP,
+    /// ECN and TTL, IPv6's addresses and hop limit (`nw_ttl`), the TCP and UDP ports (not in a
+    /// later fragment). SCTP ports (CRC32c), the ARP/ND/ICMP fields and the flow label are not
+    /// written.
+    pub fn set_field(&mut self, f: &crate::field::Field, value: u128, mask: u128) -> bool {
+        use crate::field::Member;
+        let fm = (mask & f.all_ones()) << f.shift;
+        let fv = (value << f.shift) & fm;
+        let merge = |old: u128| (old & !fm) | fv;
+        match f.member {
+            Member::DlSrc | Member::DlDst => {
+                let at = if f.member == Member::DlDst { 0 } else { 6 };
+                let b = self.buf.as_mut();
+                let old = b[at..at + 6].iter().fold(0u128, |a, &x| a << 8 | u128::from(x));
+                let new = merge(old).to_be_bytes();
+                b[at..at + 6].copy_from_slice(&new[10..16]);
+                true
+            }
+            Member::VlanTci => {
+                let Some(at) = self.layout.vlan else { return false };
+                // Bit 12 is the key's "tag present" (CFI); on the wire it is DEI: kept.
+                let wire = (fm as u16) & !crate::key::VLAN_CFI;
+                let b = self.buf.as_mut();
+                let tci = u16::from_be_bytes([b[at], b[at + 1]]);
+                let tci = (tci & !wire) | (fv as u16 & wire);
+                b[at..at + 2].copy_from_slice(&tci.to_be_bytes());
+                true
+            }
+            Member::NwTos => {
+                let Some(ip) = self.layout.ipv4 else { return false };
+                let b = self.buf.as_mut();
+                let old = u16::from_be_bytes([b[ip], b[ip + 1]]);
+                b[ip + 1] = merge(u128::from(b[ip + 1])) as u8;
+                let new = u16::from_be_bytes([b[ip], b[ip + 1]]);
+                update_checksum(&mut b[ip + 10..ip + 12], old, new);
+                true
+            }
+            Member::NwTtl => {
+                if let Some(ip) = self.layout.ipv4 {
+                    let b = self.buf.as_mut();
+                    let old = u16::from_be_bytes([b[ip + 8], b[ip + 9]]);
+                    b[ip + 8] = merge(u128::from(b[ip + 8])) as u8;
+                    let new = u16::from_be_bytes([b[ip + 8], b[ip + 9]]);
+                    update_checksum(&mut b[ip + 10..ip + 12], old, new);
+                    true
+                } else if let Some(ip) = self.layout.ipv6 {
+                    let b = self.buf.as_mut();
+                    b[ip + 7] = merge(u128::from(b[ip + 7])) as u8;
+                    true
+                } else {
+                    false
+                }
+            }
+            Member::NwSrc | Member::NwDst => {
+                let Some(ip) = self.layout.ipv4 else { return false };
+                let at = ip + if f.member == Member::NwSrc { 12 } else { 16 };
+                let l4 = self.l4_ports().map(|(_, c, udp)| (c, udp));
+                let b = self.buf.as_mut();
+                let old = u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+                let new = merge(u128::from(old)) as u32;
+                for (o, n) in [((old >> 16) as u16, (new >> 16) as u16), (old as u16, new as u16)] {
+                    update_checksum(&mut b[ip + 10..ip + 12], o, n);
+                    if let Some((c, udp)) = l4 {
+                        update_l4_checksum(b, c, udp, o, n);
+                    }
+                }
+                b[at..at + 4].copy_from_slice(&new.to_be_bytes());
+                true
+            }
+            Member::Ipv6Src | Member::Ipv6Dst => {
+                let Some((src, dst)) = self.ipv6_addrs() else { return false };
+                if f.member == Member::Ipv6Src {
+                    self.set_ipv6_src(merge(src))
+                } else {
+                    self.set_ipv6_dst(merge(dst))
+                }
+            }
+            Member::TpSrc | Member::TpDst => {
+                if matches!(f.name, "sctp_src" | "sctp_dst") {
+                    return false;
+                }
+                let Some((ports, c, udp)) = self.l4_ports() else { return false };
+                let at = ports + if f.member == Member::TpSrc { 0 } else { 2 };
+                let b = self.buf.as_mut();
+                let old = u16::from_be_bytes([b[at], b[at + 1]]);
+                let new = merge(u128::from(old)) as u16;
+                update_l4_checksum(b, c, udp, old, new);
+                b[at..at + 2].copy_from_slice(&new.to_be_bytes());
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<T: AsRef<[u8]>> Frame<T> {
+    /// Offset of the TCP or UDP port pair, of its checksum, and whether it is UDP's, for
+    /// an IPv4 or IPv6 packet that is not a later fragment and holds the whole L4 header.
+    fn l4_ports(&self) -> Option<(usize, usize, bool)> {
+        let b = self.buf.as_ref();
+        let (l4, end, proto) = if let Some(ip) = self.layout.ipv4 {
+            let (hl, total) = ipv4_header(&b[ip..])?;
+            let frag = u16::from_be_bytes([b[ip + 6], b[ip + 7]]);
+            if frag & 0x1fff != 0 {
+                return None;
+            }
+            (ip + hl, ip + total, b[ip + 9])
+        } else if let Some(ip) = self.layout.ipv6 {
+            let payload = ipv6_payload(b, ip)?;
+            let (proto, frag, at) = ext_headers(&b[payload.clone()], b[ip + 6])?;
+            if frag & FLOW_NW_FRAG_LATER != 0 {
+                return None;
+            }
+            (payload.start + at, payload.end, proto)
+        } else {
+            return None;
+        };
+        let (len, csum) = match proto {
+            IPPROTO_TCP => (20, 16),
+            IPPROTO_UDP => (8, 6),
+            _ => return None,
+        };
+        (l4 + len <= end).then_some((l4, l4 + csum, proto == IPPROTO_UDP))
+    }
+}
+
+/// One 16-bit word of a TCP/UDP checksum's coverage changed: a UDP checksum of 0 ("none")
+/// stays 0, a computed 0 is written 0xffff.
+fn update_l4_checksum(b: &mut [u8], c: usize, udp: bool, old: u16, new: u16) {
+    if udp && b[c..c + 2] == [0, 0] {
+        return;
+    }
+    update_checksum(&mut b[c..c + 2], old, new);
+    if udp && b[c..c + 2] == [0, 0] {
+        b[c..c + 2].copy_from_slice(&[0xff, 0xff]);
+    }
+}
+
 /// RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')` for one changed 16-bit word `m` → `m'`.
 fn update_checksum(field: &mut [u8], old: u16, new: u16) {
     let hc = u16::from_be_bytes([field[0], field[1]]);
@@ -314,6 +457,61 @@ mod tests {
         k.nw_tos = tos;
         k.dl_type = ETH_TYPE_IP;
         k
+    }
+
+    proptest! {
+        /// A set_field on a frame gives the frame of the key with the field set: every byte,
+        /// checksums included (IPv4 header, TCP/UDP over either pseudo-header).
+        #[test]
+        fn set_field_writes_the_key_it_says(
+            v6 in any::<bool>(), udp in any::<bool>(), tagged in any::<bool>(),
+            seed in any::<[u64; 4]>(), which in 0usize..15, value in any::<u128>(), full in any::<bool>(), mask in any::<u128>(),
+        ) {
+            let names = ["dl_src", "dl_dst", "vlan_vid", "vlan_pcp", "nw_src", "nw_dst", "ip_dscp", "nw_ecn", "nw_ttl",
+                "tcp_src", "tcp_dst", "udp_src", "udp_dst", "ipv6_src", "ipv6_dst"];
+            let f = crate::field::Field::by_name(names[which]).unwrap();
+            let proto = if udp { crate::key::IPPROTO_UDP } else { IPPROTO_TCP };
+            let mut k = FlowKey::ipv4(seed[0] as u32, (seed[0] >> 32) as u32, proto, seed[1] as u16, (seed[1] >> 16) as u16);
+            k.dl_type = ETH_TYPE_IP;
+            k.dl_src = [2, 0, 0, 0, 0, seed[2] as u8];
+            k.dl_dst = [4, 0, 0, 0, (seed[2] >> 8) as u8, 1];
+            k.nw_ttl = 1 + (seed[2] >> 16) as u8 % 200;
+            k.nw_tos = (seed[2] >> 24) as u8;
+            if v6 {
+                k.dl_type = ETH_TYPE_IPV6;
+                k.ipv6_src = u128::from(seed[3]) << 64 | u128::from(seed[0]);
+                k.ipv6_dst = u128::from(seed[1]) << 64 | u128::from(seed[3]);
+                k.nw_src = 0;
+                k.nw_dst = 0;
+                k.nw_tos = 0;
+            }
+            if tagged {
+                k.vlan_tci = VLAN_CFI | (seed[3] as u16 & 0xefff);
+            }
+            let mask = if full { f.all_ones() } else { mask & f.all_ones() };
+            let mut frame = build_frame(&k);
+            let wrote = Frame::new_checked(&mut frame[..]).unwrap().set_field(f, value, mask);
+            let applies = match f.member {
+                crate::field::Member::VlanTci => tagged,
+                crate::field::Member::NwSrc | crate::field::Member::NwDst | crate::field::Member::NwTos => !v6,
+                crate::field::Member::Ipv6Src | crate::field::Member::Ipv6Dst => v6,
+                _ => true,
+            };
+            prop_assert_eq!(wrote, applies);
+            if applies {
+                let mut want = k;
+                let old = f.get(&k);
+                // The wire's bit 12 is DEI, not the key's "present" bit.
+                let mask = if f.name == "vlan_vid" { mask & 0xfff } else { mask };
+                f.set(&mut want, (old & !mask) | (value & mask));
+                if want.nw_ttl == 0 {
+                    return Ok(()); // build_frame writes a TTL of 0 as 64
+                }
+                prop_assert_eq!(&frame, &build_frame(&want), "{} {:#x}/{:#x}", f.name, value, mask);
+            } else {
+                prop_assert_eq!(&frame, &build_frame(&k));
+            }
+        }
     }
 
     proptest! {
