@@ -616,7 +616,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
 
     /// [`Classifier::insert`] of a rule held elsewhere too (a publisher's copies of one
     /// classifier), telling where it went: `true` into an iSet's bucket, `false` into the
-    /// remainder. The classifier keeps the rule in its stored form ([`StoredRule`]).
+    /// remainder. The classifier keeps the rule in its stored form (`StoredRule`).
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<bool, ClassifierError> {
         let stored = Arc::new(StoredRule::new(Rule::clone(&rule)));
         self.insert_stored(&rule, stored)
