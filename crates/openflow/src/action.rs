@@ -781,9 +781,10 @@ mod tests {
         assert_eq!(acode(&[0, 21, 0, 8, 0, 0, 0, 1]), OfError::BAD_ACTION_BAD_TYPE);
         // output to port 0.
         assert_eq!(acode(&[0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]), OfError::BAD_ACTION_BAD_OUT_PORT);
-        // set_field ipv4_src is a SetField now; set_field eth_type is read-only; tunnel_id unknown.
+        // set_field ipv4_src is a SetField now, printed with its OXM name as ovs-ofctl does;
+        // set_field eth_type is read-only; tunnel_id unknown.
         let a = decode_actions(&[0, 25, 0, 16, 0x80, 0, 0x16, 4, 1, 2, 3, 4, 0, 0, 0, 0]).unwrap();
-        assert_eq!(a.to_string(), "set_field:1.2.3.4->nw_src");
+        assert_eq!(a.to_string(), "set_field:1.2.3.4->ip_src");
         assert_eq!(acode(&[0, 25, 0, 16, 0x80, 0, 0x0a, 2, 8, 0, 0, 0, 0, 0, 0, 0]), OfError::BAD_ACTION_BAD_SET_TYPE);
         assert_eq!(acode(&[0, 25, 0, 16, 0x80, 0, 0x4c, 8, 0, 0, 0, 0, 0, 0, 0, 5]), OfError::BAD_ACTION_BAD_SET_TYPE);
         // push_vlan alone, and 802.1ad: PushVlan; another ethertype: BAD_ARGUMENT.
