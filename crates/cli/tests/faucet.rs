@@ -18,12 +18,6 @@
 //! switch's namespace (its loopback up, Faucet listening on 127.0.0.1 there), traffic in the
 //! hosts'. Processes started here are killed by pid when a test ends, also when it fails.
 //!
-//! **Ignored for now**: the switch does not run tables other than 0 yet (the translation,
-//! `datapath::xlate`, walks them; the switch's datapath is not handed them, and CFLOWS does not
-//! walk tables). Run with `cargo test --release -p rqvs --test faucet -- --ignored` to see how
-//! far Faucet gets; this is issue 36's acceptance test, to be un-ignored when the pipeline runs
-//! in the switch.
-//!
 //! Needs root and `ip` (else skipped; a failure with `RQVS_REQUIRE_NETNS=1`), `ovs-ofctl` and
 //! Faucet 1.10 in a virtual environment (`rqvs_testkit::ovs::faucet_bin`; skipped when missing,
 //! a failure with `RQVS_REQUIRE_OVS=1`). The tests run one at a time.
@@ -393,31 +387,26 @@ fn run(tag: &str, design: &str, pmds: usize) {
 }
 
 #[test]
-#[ignore = "the switch runs table 0 only until the pipeline reaches its datapath (issue 36)"]
 fn faucet_l2_vlans_and_acl_orig() {
     run("fcorig", "orig", 1);
 }
 
 #[test]
-#[ignore = "the switch runs table 0 only until the pipeline reaches its datapath (issue 36)"]
 fn faucet_l2_vlans_and_acl_ccache() {
     run("fccc", "ccache", 1);
 }
 
 #[test]
-#[ignore = "the switch runs table 0 only until the pipeline reaches its datapath (issue 36)"]
 fn faucet_l2_vlans_and_acl_cflows() {
     run("fccf", "cflows", 1);
 }
 
 #[test]
-#[ignore = "the switch runs table 0 only until the pipeline reaches its datapath (issue 36)"]
 fn faucet_l2_vlans_and_acl_orig_two_pmds() {
     run("fcorig2", "orig", 2);
 }
 
 #[test]
-#[ignore = "the switch runs table 0 only until the pipeline reaches its datapath (issue 36)"]
 fn faucet_l2_vlans_and_acl_cflows_two_pmds() {
     run("fccf2", "cflows", 2);
 }

@@ -35,6 +35,7 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
+use crate::cflows_pipeline::{rule_action, Live, Walker, X_GEN};
 use crate::emc::{Emc, EmcRef, EmcTarget};
 use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
 
@@ -206,6 +207,8 @@ pub(crate) fn fast_path(
     keys: &[FlowKey],
     out: &mut [DpAction],
     rules: &mut [RuleId; BATCH],
+    mut walker: Option<&mut Walker>,
+    rules_epoch: u64,
 ) -> Option<Instant> {
     let n = keys.len();
     assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
@@ -217,14 +220,20 @@ pub(crate) fn fast_path(
     let mut miss_at = [0u8; BATCH];
     let mut nmiss = 0;
     c.received += n as u64;
+    if let Some(w) = walker.as_deref_mut() {
+        w.begin(rules_epoch);
+    }
 
     for i in 0..n {
         k[i] = if cfg.wire_keys { keys[i].wire() } else { keys[i] };
         h[i] = flow_hash(&k[i]);
         if cfg.emc {
-            if let Some(f) = emc.lookup(h[i], &k[i], table) {
-                out[i] = table.action(f.id);
-                rules[i] = RuleId(f.id);
+            let live = Live { table, walker: walker.as_deref() };
+            if let Some(f) = emc.lookup(h[i], &k[i], &live) {
+                (out[i], rules[i]) = match &walker {
+                    Some(w) if f.gen & X_GEN != 0 => w.cached(f),
+                    _ => (table.action(f.id), RuleId(f.id)),
+                };
                 c.emc_hit += 1;
                 continue;
             }
@@ -247,9 +256,16 @@ pub(crate) fn fast_path(
             let id = ids[j].map_or(NO_RULE, |id| id.0);
             out[i] = table.action(id);
             rules[i] = RuleId(id);
-            if cfg.emc {
-                let r = RuleRef { id, gen: table.gen };
-                emc.probabilistic_insert(h[i], &k[i], r, table);
+            let mut r = Some(RuleRef { id, gen: table.gen });
+            // A rule that continues the pipeline: the translation over the other tables.
+            if out[i] == DpAction::Pending {
+                match walker.as_deref_mut() {
+                    Some(w) => (out[i], rules[i], r) = w.translate(nm, &k[i]),
+                    None => (out[i], r) = (DpAction::Drop, None),
+                }
+            }
+            if let (true, Some(r)) = (cfg.emc, r) {
+                emc.probabilistic_insert(h[i], &k[i], r, &Live { table, walker: walker.as_deref() });
             }
         }
     }
@@ -309,14 +325,20 @@ pub struct Cflows {
     /// Each packet's winner in the last batch ([`Design::batch_rules`]) and the batch's size.
     rules: [RuleId; BATCH],
     batch_len: usize,
+    /// The tables after 0 and the translation cache ([`crate::cflows_pipeline`]).
+    walker: Walker,
 }
 
 impl Cflows {
     /// Builds the first model synchronously (its training time is reported by
     /// [`Design::report`], not counted as PMD time).
+    /// Table 0's rules go to the learned classifier, the others to the pipeline's rest
+    /// ([`crate::cflows_pipeline`]).
     pub fn new(rules: &[Rule], cfg: DatapathConfig, learned: CflowsConfig) -> Result<Cflows, ClassifierError> {
-        let nm = learned.build(rules)?;
-        let actions = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
+        let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|r| r.table == 0);
+        let nm = learned.build(&t0)?;
+        let actions = t0.iter().map(|r| (r.id.0, rule_action(r))).collect();
+        let walker = Walker::new(crate::OfprotoTable::build(&rest)?);
         Ok(Cflows {
             emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             nm,
@@ -327,8 +349,17 @@ impl Cflows {
             swaps_seen: 0,
             rules: [crate::NO_RULE; BATCH],
             batch_len: 0,
+            walker,
             cfg,
         })
+    }
+
+    /// Commits group and port-liveness changes (and rules of tables after 0) to the pipeline's
+    /// rest ([`crate::cflows_pipeline`]); rules of table 0 go through [`Design::add_rules`].
+    pub fn commit_pipeline(&mut self, changes: Vec<crate::ofproto::RuleChange>) -> Result<(), ClassifierError> {
+        self.walker.rest.commit(changes)?;
+        self.epoch += 1;
+        Ok(())
     }
 
     /// The learned classifier (coverage, sessions, ...).
@@ -374,6 +405,8 @@ impl Design for Cflows {
             keys,
             out,
             &mut self.rules,
+            Some(&mut self.walker),
+            self.epoch,
         );
         self.batch_len = keys.len();
         self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
@@ -400,8 +433,13 @@ impl Design for Cflows {
     }
 
     fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
-        for r in rules {
-            let (id, action) = (r.id.0, DpAction::from_rule(&r));
+        let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.into_iter().partition(|r| r.table == 0);
+        if !rest.is_empty() {
+            self.walker.rest.commit(rest.into_iter().map(crate::ofproto::RuleChange::Add).collect())?;
+            self.epoch += 1;
+        }
+        for r in t0 {
+            let (id, action) = (r.id.0, rule_action(&r));
             self.nm.insert(r)?;
             self.table.actions.insert(id, action);
         }
@@ -417,10 +455,18 @@ impl Design for Cflows {
 
     fn remove_rules(&mut self, ids: &[RuleId]) -> u64 {
         let mut changed = false;
+        let mut rest = Vec::new();
         for &id in ids {
             if self.nm.remove(id) {
                 self.table.actions.remove(id.0);
                 changed = true;
+            } else {
+                rest.push(crate::ofproto::RuleChange::Remove(id));
+            }
+        }
+        if !rest.is_empty() {
+            if let Ok((_, removed)) = self.walker.rest.commit(rest) {
+                changed |= !removed.is_empty();
             }
         }
         if changed {

@@ -38,6 +38,7 @@ use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::cflows_pipeline::{rule_action, Walker};
 use crate::cflows::{fast_path, report_of, report_with, with_gauges, ActionTable, CflowsConfig, RuleRef, Table};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
@@ -122,7 +123,7 @@ impl CflowsPublisher {
     /// Trains the first model (synchronously) and publishes it.
     pub fn new(rules: &[Rule], learned: CflowsConfig) -> Result<CflowsPublisher, ClassifierError> {
         let nm = learned.build(rules)?;
-        let actions: ActionTable = rules.iter().map(|r| (r.id.0, DpAction::from_rule(r))).collect();
+        let actions: ActionTable = rules.iter().map(|r| (r.id.0, rule_action(r))).collect();
         let first = publication(&nm, &actions, 0, 0);
         Ok(CflowsPublisher {
             nm,
@@ -197,7 +198,7 @@ impl CflowsPublisher {
         }
         let add: Vec<Arc<Rule>> = add.into_iter().map(Arc::new).collect();
         for r in &add {
-            mirror.actions.push((r.id.0, Some(DpAction::from_rule(r))));
+            mirror.actions.push((r.id.0, Some(rule_action(r))));
             if instant {
                 mirror.inserted.push(Arc::clone(r));
             }
@@ -242,7 +243,7 @@ impl CflowsPublisher {
                 self.actions.remove(id.0);
             }
             for r in removed {
-                let (id, action) = (r.id, DpAction::from_rule(&r));
+                let (id, action) = (r.id, rule_action(&r));
                 self.nm.insert(r).expect("a rule the classifier held before goes back in");
                 self.actions.insert(id.0, action);
             }
@@ -423,6 +424,7 @@ impl CflowsReaders {
             now_ns: 0,
             rules: [crate::NO_RULE; crate::BATCH],
             batch_len: 0,
+            walker: None,
             cfg,
         }
     }
@@ -438,6 +440,18 @@ pub struct SharedCflows {
     /// Each packet's winner in the last batch ([`Design::batch_rules`]) and the batch's size.
     rules: [RuleId; crate::BATCH],
     batch_len: usize,
+    /// The pipeline past table 0 ([`crate::cflows_pipeline`]); `None`: table 0 only (a rule
+    /// that continues the pipeline then drops).
+    walker: Option<Walker>,
+}
+
+impl SharedCflows {
+    /// Walks the tables after 0 and the groups in `rest` (the switch's shared table of them) for
+    /// packets whose table-0 rule continues the pipeline.
+    pub fn with_pipeline(mut self, rest: crate::OfprotoTable) -> SharedCflows {
+        self.walker = Some(Walker::new(rest));
+        self
+    }
 }
 
 impl Design for SharedCflows {
@@ -447,7 +461,18 @@ impl Design for SharedCflows {
 
     fn process_batch(&mut self, keys: &[FlowKey], _seq0: u64, out: &mut [DpAction]) {
         let p = self.shared.load();
-        let t0 = fast_path(&self.cfg, &mut self.emc, &p.nm, &p.table, &mut self.c, keys, out, &mut self.rules);
+        let t0 = fast_path(
+            &self.cfg,
+            &mut self.emc,
+            &p.nm,
+            &p.table,
+            &mut self.c,
+            keys,
+            out,
+            &mut self.rules,
+            self.walker.as_mut(),
+            p.epoch,
+        );
         self.batch_len = keys.len();
         self.now_ns += self.cfg.clock.batch_ns(t0, keys.len());
     }

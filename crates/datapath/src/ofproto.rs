@@ -57,6 +57,7 @@ pub enum RuleChange {
 pub struct Verdict {
     pub megaflow: Megaflow,
     pub action: DpAction,
+    /// The rules the packet passed, as one attribution id ([`crate::chain`]); `None`: none.
     pub rule: Option<RuleId>,
 }
 
@@ -98,10 +99,12 @@ pub struct TableRead<'a> {
 
 impl TableRead<'_> {
     /// The slow path's verdict for a (wire) key: the translation through the pipeline
-    /// ([`crate::xlate`]) with wildcard tracking. `rule` is table 0's rule (the chain's first).
+    /// ([`crate::xlate`]) with wildcard tracking. `rule` attributes the whole rule chain
+    /// ([`crate::chain`]).
     pub fn classify(&self, key: &FlowKey) -> Verdict {
         let x = self.xlate(key);
-        Verdict { megaflow: x.megaflow, action: x.action(), rule: x.first_rule() }
+        let rule = crate::chain::attribution(&x.rules());
+        Verdict { megaflow: x.megaflow, action: x.action(), rule }
     }
 
     /// The whole translation of a (wire) key: ops, megaflow, rule chain, final key.

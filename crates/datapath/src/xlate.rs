@@ -84,16 +84,17 @@ pub const MAX_RESUBMITS: u32 = 4096;
 
 /// The pipeline's lookup: the best rule of a table for a key, adding the bits the lookup
 /// examined to `wc`. A classifier without wildcard tracking adds nothing (its callers then do
-/// not use the megaflow).
+/// not use the megaflow). The rule is returned owned: a classifier that stores rules in another
+/// form (NuevoMatchUP's stored rules, for CFLOWS' table 0) makes one.
 pub trait Pipeline {
-    fn lookup(&self, table: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Rule>;
+    fn lookup(&self, table: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<Rule>;
 }
 
 impl Pipeline for OfprotoClassifier {
-    fn lookup(&self, table: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Rule> {
+    fn lookup(&self, table: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<Rule> {
         let l = self.lookup_wc_in_table(table, key);
         *wc = wc.union(&l.wildcards);
-        l.rule.and_then(|id| self.rule_in_table(table, id))
+        l.rule.and_then(|id| self.rule_in_table(table, id)).cloned()
     }
 }
 
@@ -500,7 +501,7 @@ impl Ctx<'_> {
         if let Some(p) = in_port {
             self.key.in_port = p;
         }
-        let rule = self.pipeline.lookup(table, &self.key, &mut self.wc).cloned();
+        let rule = self.pipeline.lookup(table, &self.key, &mut self.wc);
         self.chain.push(Link { table, rule: rule.as_ref().map(|r| r.id), depth: self.depth });
         if pipeline {
             self.table_miss = rule.is_none();

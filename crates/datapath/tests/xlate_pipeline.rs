@@ -44,10 +44,10 @@ impl Reference {
 }
 
 impl Pipeline for Reference {
-    fn lookup(&self, table: u8, key: &FlowKey, _wc: &mut FlowKey) -> Option<&Rule> {
+    fn lookup(&self, table: u8, key: &FlowKey, _wc: &mut FlowKey) -> Option<Rule> {
         let t = self.tables.get(usize::from(table))?;
         let id = winner_by_definition(t, key)?;
-        t.iter().find(|r| r.id == id)
+        t.iter().find(|r| r.id == id).cloned()
     }
 }
 
@@ -295,5 +295,129 @@ fn single_table_translation_is_the_rules_action() {
         assert_eq!(x.first_rule(), l.rule);
         assert_eq!(x.megaflow, l.megaflow(&k));
         assert_eq!(x.action(), rqvs_datapath::DpAction::of_rule(l.rule.and_then(|id| of.rule(id))));
+    }
+}
+
+/// Every design runs the pipeline: ORIG and CCACHE through the slow path's translation and
+/// their megaflows, CFLOWS through its learned table 0 and the walk of the other tables
+/// (`rqvs_datapath::cflows_pipeline`). For random pipelines (groups included) each packet's
+/// action and its rule chain's attribution equal the reference walk's, before and after a
+/// change of rules in any table.
+mod designs {
+    use super::*;
+    use rqvs_datapath::ccache::CcacheConfig;
+    use rqvs_datapath::ofproto::RuleChange;
+    use rqvs_datapath::pmd::run_keys_with_rules;
+    use rqvs_datapath::{chain, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, OfprotoTable, Orig, OrigConfig};
+    use rqvs_flow::RuleId;
+
+    type Expected = (Vec<rqvs_datapath::DpAction>, Vec<RuleId>);
+
+    /// The reference walk's action and chain per key; and CFLOWS' expectation, which differs
+    /// in the action only where the packet's table-0 rule ends the pipeline: CFLOWS then applies
+    /// that rule's own op list (`DpAction::from_rule`, as one-table CFLOWS always did; the
+    /// executor decides TTL expiry and prerequisites per frame), not the translation's.
+    fn expected(rules: &[Rule], groups: &HashMap<u32, Group>, keys: &[FlowKey]) -> (Expected, Expected) {
+        let reference = Reference::new(rules);
+        let (mut all, mut cflows): (Expected, Expected) = Default::default();
+        for k in keys {
+            let x = xlate(&reference, groups, k);
+            let chain = chain::attribution(&x.rules()).unwrap_or(rqvs_datapath::NO_RULE);
+            let first = x.first_rule().and_then(|id| rules.iter().find(|r| r.id == id));
+            let cf = match first {
+                Some(r) if !rqvs_datapath::cflows_pipeline::continues(r) => rqvs_datapath::DpAction::from_rule(r),
+                _ => x.action(),
+            };
+            all.0.push(x.action());
+            all.1.push(chain);
+            cflows.0.push(cf);
+            cflows.1.push(chain);
+        }
+        (all, cflows)
+    }
+
+    fn check(name: &str, got: &Expected, want: &Expected, keys: &[FlowKey]) -> Result<(), TestCaseError> {
+        if let Some(i) = (0..keys.len()).find(|&i| got.0[i] != want.0[i] || got.1[i] != want.1[i]) {
+            prop_assert!(
+                false,
+                "{}: key {:?}: got {:?} {:?}, want {:?} {:?}",
+                name,
+                keys[i],
+                got.0[i].to_ops(),
+                chain::rules(got.1[i]),
+                want.0[i].to_ops(),
+                chain::rules(want.1[i])
+            );
+        }
+        Ok(())
+    }
+
+    fn with_groups(rules: &[Rule], groups: &HashMap<u32, Group>) -> OfprotoTable {
+        let t = OfprotoTable::build(rules).unwrap();
+        t.commit(groups.values().cloned().map(RuleChange::Group).collect()).unwrap();
+        t
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 60, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_design_equals_the_reference_walk(seed in any::<u64>()) {
+            let (rules, groups) = pipeline(seed);
+            let mut rng = Rng::new(seed ^ 0xd351);
+            let keys: Vec<FlowKey> = (0..200).map(|_| key(&mut rng)).collect();
+            // Keys repeat, so the EMC and the caches serve some.
+            let keys: Vec<FlowKey> = keys.iter().chain(keys.iter()).copied().collect();
+            let cfg = DatapathConfig {
+                clock: Clock::Virtual { packet_ns: 100, upcall_ns: 1000 },
+                wire_keys: false,
+                emc_insert_prob: 1.0,
+                ..DatapathConfig::default()
+            };
+            // A change: the last rule of every table removed, one rule of table 1 re-added
+            // under a new id with other actions.
+            let mut removed: Vec<RuleId> = Vec::new();
+            for t in 0..4u8 {
+                if let Some(r) = rules.iter().filter(|r| r.table == t).last() {
+                    removed.push(r.id);
+                }
+            }
+            let mut added = rules.iter().find(|r| r.table == 1).cloned().unwrap();
+            added.id = RuleId(1000);
+            added.priority += 1;
+            added.actions = Actions::output(3);
+            let mut after: Vec<Rule> = rules.iter().filter(|r| !removed.contains(&r.id)).cloned().collect();
+            after.push(added.clone());
+
+            let want0 = expected(&rules, &groups, &keys);
+            let want1 = expected(&after, &groups, &keys);
+
+            let table = with_groups(&rules, &groups);
+            let mut orig = Orig::with_table(table.clone(), cfg, OrigConfig::default());
+            let ctable = with_groups(&rules, &groups);
+            let mut ccache = Ccache::with_table(ctable.clone(), cfg, OrigConfig::default(), CcacheConfig::default());
+            let mut cflows = Cflows::new(&rules, cfg, CflowsConfig::default()).unwrap();
+            cflows.commit_pipeline(groups.values().cloned().map(RuleChange::Group).collect()).unwrap();
+
+            for (name, dp) in [("orig", &mut orig as &mut dyn Design), ("ccache", &mut ccache), ("cflows", &mut cflows)] {
+                let got = run_keys_with_rules(dp, &keys);
+                check(name, &got, if name == "cflows" { &want0.1 } else { &want0.0 }, &keys)?;
+            }
+            let changes = || {
+                let mut c: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
+                c.push(RuleChange::Add(added.clone()));
+                c
+            };
+            table.commit(changes()).unwrap();
+            orig.table_changed();
+            ctable.commit(changes()).unwrap();
+            ccache.table_changed();
+            cflows.remove_rules(&removed);
+            cflows.add_rules(vec![added.clone()]).unwrap();
+            for (name, dp) in [("orig", &mut orig as &mut dyn Design), ("ccache", &mut ccache), ("cflows", &mut cflows)] {
+                let got = run_keys_with_rules(dp, &keys);
+                check(&format!("{name} after the change"), &got, if name == "cflows" { &want1.1 } else { &want1.0 }, &keys)?;
+            }
+        }
     }
 }

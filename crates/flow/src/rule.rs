@@ -84,21 +84,28 @@ pub enum Action {
 }
 
 impl Action {
-    /// True for the actions the switch executes in every design: also `set_field` on the fields
-    /// a frame can be rewritten in ([`SET_FIELD_WRITABLE`]) and `push_vlan`. Not yet:
-    /// [`Action::Other`], `set_field` on other fields, and the pipeline's actions and
-    /// instructions (resubmit, groups, meters, the action set, write_metadata, goto_table):
-    /// ORIG's and CCACHE's translation (`rqvs_datapath::xlate`) and `rqvs trace` run them, but
-    /// CFLOWS holds one action list per rule and does not walk tables yet, so the switch refuses
-    /// a rule holding one rather than ignoring it.
+    /// True for the actions the switch executes in every design: `set_field` on the fields a
+    /// frame can be rewritten in ([`SET_FIELD_WRITABLE`]), `push_vlan`, and the pipeline's
+    /// actions and instructions (resubmit, groups, the action set, write_metadata, goto_table),
+    /// which the one translation (`rqvs_datapath::xlate`) runs in ORIG, CCACHE and CFLOWS.
+    /// `meter` is accepted and not enforced (no meter table yet; OpenFlow lets a switch without
+    /// the meter pass the packet). Not: [`Action::Other`] and `set_field` on other fields.
     pub fn is_executable(&self) -> bool {
-        if let Action::SetField { field, .. } = self {
-            return SET_FIELD_WRITABLE.contains(&field.name);
+        match self {
+            Action::SetField { field, .. } => SET_FIELD_WRITABLE.contains(&field.name),
+            Action::WriteActions(inner) => inner.iter().all(Action::is_executable),
+            Action::Other(_) => false,
+            _ => true,
         }
-        !matches!(
+    }
+
+    /// True for the pipeline's actions and instructions (they continue or redirect the
+    /// translation: resubmit, group, goto_table, the action set, write_metadata, meter) — what a
+    /// packet-out's action list, which is not translated through the tables, cannot hold.
+    pub fn is_pipeline(&self) -> bool {
+        matches!(
             self,
-            Action::Other(_)
-                | Action::Resubmit { .. }
+            Action::Resubmit { .. }
                 | Action::Group(_)
                 | Action::Meter(_)
                 | Action::ClearActions

@@ -63,8 +63,9 @@ impl Makers {
                 }
                 Box::new(d)
             }
+            // The tables after 0 and the groups: the shared table (all tables, for auto).
             DesignKind::Cflows => match &self.readers {
-                Some(r) => Box::new(r.reader(dp)),
+                Some(r) => Box::new(r.reader(dp).with_pipeline(self.table.clone())),
                 None => return Err(ClassifierError::Config("CFLOWS: no shared classifier (a bug)".into())),
             },
             DesignKind::Auto => return Err(ClassifierError::Config("auto builds fixed designs only".into())),
@@ -72,12 +73,14 @@ impl Makers {
     }
 }
 
-/// The designs of `pmds` PMDs over `rules` (already in `table`, unless the design is CFLOWS);
+/// The designs of `pmds` PMDs over `rules` (already in `table`; CFLOWS' table holds the tables
+/// after 0, and `t0`, table 0's rules, go to the learned classifier of CFLOWS and auto);
 /// `handler_thread`: ORIG/CCACHE upcalls go to the handler thread. Returns them and the CFLOWS
 /// publisher (CFLOWS, auto) for the manager thread.
 pub(crate) fn build(
     cfg: &SwitchConfig,
     rules: &[Rule],
+    t0: &[Rule],
     table: &OfprotoTable,
     handler_thread: bool,
     pmds: usize,
@@ -94,7 +97,7 @@ pub(crate) fn build(
     // CFLOWS: one learned classifier for every PMD, owned by the manager thread.
     let publisher = match design {
         DesignKind::Cflows | DesignKind::Auto => {
-            Some(CflowsPublisher::new(rules, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
+            Some(CflowsPublisher::new(t0, cfg.cflows).map_err(|e| err(format!("rules: {e}")))?)
         }
         _ => None,
     };

@@ -90,13 +90,25 @@ impl FlowCounters {
         self.matched
     }
 
-    /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere).
+    /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere) — a rule, or
+    /// a chain of rules the pipeline passed ([`rqvs_datapath::chain`]: each rule is credited).
     #[inline]
     pub fn hit(&mut self, rule: RuleId, bytes: usize) {
         if rule == NO_RULE {
             return;
         }
         self.matched += 1;
+        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
+            for &r in rqvs_datapath::chain::rules(rule) {
+                self.count(r, bytes);
+            }
+        } else {
+            self.count(rule, bytes);
+        }
+    }
+
+    #[inline]
+    fn count(&mut self, rule: RuleId, bytes: usize) {
         let (p, i) = place(rule);
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);
@@ -111,6 +123,9 @@ impl FlowCounters {
     /// page not allocated yet is left alone).
     #[inline]
     pub fn prefetch(&self, rule: RuleId) {
+        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
+            return;
+        }
         let (p, i) = place(rule);
         if let Some(Some(page)) = self.pages.get(p) {
             rqvs_classify::prefetch::prefetch(&page[i]);

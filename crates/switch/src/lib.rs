@@ -216,7 +216,7 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port";
+pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port, and the pipeline: goto_table, resubmit, group, write_actions, clear_actions, write_metadata (meter accepted, not enforced)";
 
 /// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
 /// OpenFlow priority.
@@ -290,8 +290,9 @@ pub struct Control {
     /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
     policing: Vec<Option<PolicerSpec>>,
     pmd_cpus: Vec<Option<usize>>,
-    /// The slow path's OpenFlow table: shared with the ORIG/CCACHE PMDs, the handler and the
-    /// revalidator; empty and unused in CFLOWS (see `trace_table`).
+    /// The slow path's OpenFlow table with the groups: shared with the ORIG/CCACHE PMDs, the
+    /// handler and the revalidator; in CFLOWS the tables after 0, which its PMDs walk past the
+    /// learned table 0 (see `trace_table`).
     table: OfprotoTable,
     /// CFLOWS: the slow path's table of the record for `trace`, built when asked and dropped at
     /// every rule change (`None`).
@@ -361,13 +362,20 @@ impl Switch {
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
         let record = FlowTable::new(std::mem::take(&mut cfg.rules));
-        // The datapath's view: table 0 ([`table::in_datapath`]).
-        let rules: Vec<Rule> = record.iter().filter(|r| table::in_datapath(r)).cloned().collect();
-        // CFLOWS' PMDs never consult the slow path's table: it is built only for `trace`, when
-        // asked ([`Control::trace`]), so neither start nor flow-mods pay for it.
-        let table =
-            if cfg.design == DesignKind::Cflows { OfprotoTable::build(&[]) } else { OfprotoTable::build(&rules) }
-                .map_err(|e| err(format!("rules: {e}")))?;
+        // The datapath holds every table's flows: the translation walks the pipeline.
+        let rules: Vec<Rule> = record.iter().cloned().collect();
+        // CFLOWS' learned classifier holds table 0; the shared table holds the tables after it
+        // (the pipeline the PMDs walk past table 0) and the groups, so a one-table switch pays
+        // nothing for it. `trace` builds a whole table when asked ([`Control::trace`]).
+        let (t0, table) = if cfg.design == DesignKind::Cflows {
+            let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|r| r.table == 0);
+            (t0, OfprotoTable::build(&rest))
+        } else if cfg.design == DesignKind::Auto {
+            (rules.iter().filter(|r| r.table == 0).cloned().collect(), OfprotoTable::build(&rules))
+        } else {
+            (Vec::new(), OfprotoTable::build(&rules))
+        };
+        let table = table.map_err(|e| err(format!("rules: {e}")))?;
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -391,7 +399,7 @@ impl Switch {
             (None, None)
         };
         let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
-        let (designs, publisher) = designs::build(&cfg, &rules, &table, handler_thread, pmds)?;
+        let (designs, publisher) = designs::build(&cfg, &rules, &t0, &table, handler_thread, pmds)?;
         let cpus: Vec<Option<usize>> =
             (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
         let (manager, manager_inbox) = match publisher {
@@ -875,7 +883,7 @@ impl Control {
         }
         let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
         if cached.is_none() {
-            *cached = Some(OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?);
+            *cached = Some(self.whole_table()?);
         }
         Ok(trace(cached.as_ref().expect("built above")))
     }
@@ -888,10 +896,20 @@ impl Control {
         }
         let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
         if cached.is_none() {
-            let rules: Vec<Rule> = self.rules().into_iter().filter(table::in_datapath).collect();
-            *cached = Some(OfprotoTable::build(&rules).map_err(|e| err(e.to_string()))?);
+            *cached = Some(self.whole_table()?);
         }
         Ok(cached.as_ref().expect("built above").classify(key))
+    }
+
+    /// CFLOWS: the whole pipeline (every table of the record, and the groups) as one slow-path
+    /// table, for `trace` and TABLE packet-outs.
+    fn whole_table(&self) -> Result<OfprotoTable, Error> {
+        let t = OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?;
+        let groups: Vec<RuleChange> = self.groups().iter().map(|e| RuleChange::Group(e.group.clone())).collect();
+        if !groups.is_empty() {
+            t.commit(groups).map_err(|e| err(e.to_string()))?;
+        }
+        Ok(t)
     }
 
     /// `add-flows`: adds `rules` (their ids are ignored and new ones given) as one commit; a
@@ -999,10 +1017,7 @@ impl Control {
             effects.push(e);
         }
         let net = txn.net();
-        // The datapath's view ([`table::in_datapath`]): the change to table 0.
-        let dp_added: Vec<Rule> = net.added.iter().filter(|r| table::in_datapath(r)).cloned().collect();
-        let dp_removed: Vec<Rule> = net.removed.iter().filter(|r| table::in_datapath(r)).cloned().collect();
-        if dp_added.is_empty() && dp_removed.is_empty() {
+        if net.is_empty() {
             txn.keep();
             // Flows added and deleted inside the transaction may still owe a FLOW_REMOVED.
             let events = self.settle_counts(&mut rules, &net, now_ns);
@@ -1010,34 +1025,54 @@ impl Control {
             self.emit(events);
             return Ok((effects, net));
         }
-        let removed: Vec<RuleId> = dp_removed.iter().map(|r| r.id).collect();
-        if self.design == DesignKind::Cflows {
-            // The learned classifier takes it all or none of it (the record is dropped with
-            // the transaction on a refusal); `trace`'s table is rebuilt when next asked.
-            self.apply(0, &dp_added, &removed, true).map_err(|e| err(format!("{what}: {e}")))?;
-            *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // The learned classifier (CFLOWS, auto) holds table 0; the shared OpenFlow table holds
+        // every table (ORIG, CCACHE, auto) or, for CFLOWS, the tables after 0 — and the groups.
+        let learned = matches!(self.design, DesignKind::Cflows | DesignKind::Auto);
+        let (t0_added, t0_removed): (Vec<Rule>, Vec<RuleId>) = if learned {
+            (
+                net.added.iter().filter(|r| r.table == 0).cloned().collect(),
+                net.removed.iter().filter(|r| r.table == 0).map(|r| r.id).collect(),
+            )
         } else {
-            // Auto: the published classifier first (it may refuse), then the table.
-            if self.design == DesignKind::Auto {
-                self.publish(&dp_added, &removed).map_err(|e| err(format!("{what}: {e}")))?;
-            }
-            let mut changes: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
-            changes.extend(dp_added.iter().cloned().map(RuleChange::Add));
-            // On error the transaction is dropped: the record goes back to what it was (and
-            // auto's classifier with it).
-            let (version, _) = match self.table.commit(changes) {
-                Ok(v) => v,
+            (Vec::new(), Vec::new())
+        };
+        let in_table = |r: &&Rule| self.design != DesignKind::Cflows || r.table != 0;
+        let mut changes: Vec<RuleChange> =
+            net.removed.iter().filter(in_table).map(|r| RuleChange::Remove(r.id)).collect();
+        changes.extend(net.added.iter().filter(in_table).cloned().map(RuleChange::Add));
+        for (id, g) in &net.groups {
+            changes.push(match g {
+                Some(g) => RuleChange::Group(g.clone()),
+                None => RuleChange::RemoveGroup(*id),
+            });
+        }
+        // The learned classifier first (it may refuse: the transaction is then dropped and the
+        // record goes back to what it was).
+        if learned && !(t0_added.is_empty() && t0_removed.is_empty()) {
+            self.publish(&t0_added, &t0_removed).map_err(|e| err(format!("{what}: {e}")))?;
+        }
+        *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let version = if changes.is_empty() {
+            None
+        } else {
+            match self.table.commit(changes) {
+                Ok((v, _)) => Some(v),
                 Err(e) => {
-                    if self.design == DesignKind::Auto {
-                        let ids: Vec<RuleId> = dp_added.iter().map(|r| r.id).collect();
-                        if let Err(undo) = self.publish(&dp_removed, &ids) {
+                    if learned && !(t0_added.is_empty() && t0_removed.is_empty()) {
+                        let ids: Vec<RuleId> = t0_added.iter().map(|r| r.id).collect();
+                        let back: Vec<Rule> = net.removed.iter().filter(|r| r.table == 0).cloned().collect();
+                        if let Err(undo) = self.publish(&back, &ids) {
                             crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
                     }
                     return Err(err(format!("{what}: {e}")));
                 }
-            };
-            self.apply(version, &dp_added, &removed, settle)?;
+            }
+        };
+        if let Some(version) = version {
+            if self.design != DesignKind::Cflows {
+                self.apply(version, settle)?;
+            }
         }
         txn.keep();
         let events = self.settle_counts(&mut rules, &net, now_ns);
@@ -1064,10 +1099,7 @@ impl Control {
     /// with those of earlier such changes, by the next change that settles or by
     /// [`Control::settle_changes`]. CFLOWS always waits: the manager's answer says whether the
     /// learned classifier took the change.
-    fn apply(&self, version: u64, added: &[Rule], removed: &[RuleId], settle: bool) -> Result<(), Error> {
-        if self.design == DesignKind::Cflows {
-            return self.publish(added, removed);
-        }
+    fn apply(&self, version: u64, settle: bool) -> Result<(), Error> {
         let done: Vec<_> = self
             .inboxes
             .iter()

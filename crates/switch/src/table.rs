@@ -39,10 +39,9 @@
 //! [`FlowOp::Group`] in the same transactions: a group's deletion deletes the flows that name
 //! it (reason `OFPRR_GROUP_DELETE`), as one change.
 //!
-//! **The datapath's view.** Until the pipeline is translated (goto_table, resubmit and groups
-//! execute: the `xlate` work), a packet only ever meets table 0: the flows of other tables are
-//! unreachable, so only table 0's flows are handed to the datapath ([`in_datapath`]); the
-//! others are stored, counted (zero), dumped and deleted like any flow.
+//! **The datapath's view.** Every table's flows and the groups go to the datapath
+//! ([`NetChange::added`], [`NetChange::removed`], [`NetChange::groups`]): the translation
+//! (`rqvs_datapath::xlate`) walks the pipeline from table 0.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,11 +64,6 @@ use crate::{check_rules, Error};
 
 /// The last table (`OFPTT_MAX`).
 pub const LAST_TABLE: u8 = 254;
-
-/// Is `r` in the datapath's view (module docs: table 0 until the pipeline is translated)?
-pub fn in_datapath(r: &Rule) -> bool {
-    r.table == 0
-}
 
 /// The checks of an add or modify against the tables and groups (module docs), before the
 /// switch's own ([`check_rules`]: the actions it executes).
@@ -441,11 +435,13 @@ pub struct NetChange {
     /// A flow replaced (by an add) or modified (under a new id) → the flow that takes over its
     /// counts.
     pub heir: HashMap<RuleId, Heir>,
+    /// Groups it set or removed: each one's id and what it is after it (`None`: removed).
+    pub groups: Vec<(u32, Option<Group>)>,
 }
 
 impl NetChange {
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty()
+        self.added.is_empty() && self.removed.is_empty() && self.groups.is_empty()
     }
 }
 
@@ -568,7 +564,16 @@ impl Txn<'_> {
     pub fn net(&self) -> NetChange {
         // In id order, one walk along the end of the table (no lookup per flow).
         let added: Vec<Rule> = self.table.by_id.range(RuleId(self.first)..).map(|(_, (r, _))| r.clone()).collect();
-        NetChange { added, removed: self.removed.clone(), deleted: self.deleted.clone(), heir: self.heir.clone() }
+        let ids: BTreeSet<u32> =
+            self.undo.iter().filter_map(|u| if let Undo::Group(id, _) = u { Some(*id) } else { None }).collect();
+        let groups = ids.into_iter().map(|id| (id, self.table.groups.get(id).cloned())).collect();
+        NetChange {
+            added,
+            removed: self.removed.clone(),
+            deleted: self.deleted.clone(),
+            heir: self.heir.clone(),
+            groups,
+        }
     }
 
     /// Keeps the changes (the transaction was committed downstream).

@@ -64,8 +64,11 @@ pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, 
             Action::Other(s) => {
                 return Err((OfError::BAD_ACTION_BAD_OUT_PORT, format!("output to {s}: not a port of the switch")))
             }
-            // The pipeline's actions (group, set_field, resubmit, ...) are not executed yet:
-            // refused, never dropped silently.
+            // A packet-out's list is executed as it is, not translated through the tables: the
+            // pipeline's actions (group, resubmit, ...) are refused, never dropped silently.
+            a if a.is_pipeline() => {
+                return Err((OfError::BAD_ACTION_BAD_TYPE, format!("{a}: not executed in a packet-out by rqvs yet")))
+            }
             a if !a.is_executable() => {
                 return Err((OfError::BAD_ACTION_BAD_TYPE, format!("{a}: not an action the switch executes yet")))
             }
