@@ -881,13 +881,9 @@ mod tests {
         let mut bad = r1.clone();
         bad.table = 255;
         assert!(matches!(x.apply(&FlowOp::add(bad)), Err(OpError::Of(OfError::FLOW_MOD_FAILED_BAD_TABLE_ID, _))));
-        // goto_table backward or to itself: BAD_TABLE_ID; forward: refused only because the
-        // switch does not execute it yet.
-        for (to, e) in [
-            (1, OfError::BAD_INSTRUCTION_BAD_TABLE_ID),
-            (0, OfError::BAD_INSTRUCTION_BAD_TABLE_ID),
-            (2, OfError::BAD_ACTION_BAD_TYPE),
-        ] {
+        // goto_table backward or to itself: BAD_TABLE_ID; forward: accepted (here it replaces
+        // the flow of the same table, priority and match).
+        for (to, e) in [(1, OfError::BAD_INSTRUCTION_BAD_TABLE_ID), (0, OfError::BAD_INSTRUCTION_BAD_TABLE_ID)] {
             let mut r = r1.clone();
             r.actions = Actions(vec![Action::GotoTable(to)]);
             match x.apply(&FlowOp::add(r)) {
@@ -895,6 +891,9 @@ mod tests {
                 other => panic!("goto_table:{to}: {other:?}"),
             }
         }
+        let mut forward = r1.clone();
+        forward.actions = Actions(vec![Action::GotoTable(2)]);
+        assert_eq!(x.apply(&FlowOp::add(forward)).unwrap(), OpEffect { added: 1, removed: 1 });
         // A flow naming a missing group: BAD_OUT_GROUP.
         let mut r = r1.clone();
         r.actions = Actions(vec![Action::Group(7)]);
