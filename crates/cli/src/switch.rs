@@ -31,7 +31,9 @@ pub struct Args {
     #[arg(long = "port", value_name = "NAME[:TYPE]")]
     pub(crate) ports: Vec<String>,
     /// Rule file: ovs-ofctl flows (with actions), or ClassBench (no actions: rule i outputs to
-    /// port 2 + i mod (ports − 1)); plain or .xz. Default: the embedded acl1_1k set.
+    /// port 2 + i mod (ports − 1)); plain or .xz. Default: the embedded acl1_1k set; with
+    /// --port and --controller/--openflow, what Open vSwitch gives a new bridge
+    /// (`priority=0,actions=NORMAL`; nothing with --fail-mode secure).
     #[arg(long)]
     pub(crate) rules: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "orig")]
@@ -419,7 +421,15 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             ports.push(PortSource::Spec(p.parse::<PortSpec>()?));
         }
     }
+    // A switch on real ports under an OpenFlow channel, given no flows, starts as Open vSwitch
+    // starts a new bridge: `priority=0,actions=NORMAL` in fail-mode standalone, nothing in
+    // secure (the controller programs it). The embedded run keeps its demo table.
+    let new_bridge = !a.ports.is_empty() && (a.openflow.is_some() || !a.controllers.is_empty());
     let (mut rules, classbench) = match &a.rules {
+        None if new_bridge => match a.fail_mode {
+            FailModeArg::Secure => (Vec::new(), false),
+            FailModeArg::Standalone => (formats::parse_rules("new bridge", "priority=0,actions=NORMAL\n")?, false),
+        },
         None => (inputs::load_rules(None)?, true),
         Some(p) => {
             let text = read_text(p)?;

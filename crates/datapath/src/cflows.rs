@@ -33,9 +33,9 @@ use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::cflows_pipeline::{rule_action, Live, Walker, X_GEN};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
-use crate::cflows_pipeline::{rule_action, Live, Walker, X_GEN};
 use crate::emc::{Emc, EmcRef, EmcTarget};
 use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
 

@@ -38,8 +38,8 @@ use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::cflows_pipeline::{rule_action, Walker};
 use crate::cflows::{fast_path, report_of, report_with, with_gauges, ActionTable, CflowsConfig, RuleRef, Table};
+use crate::cflows_pipeline::{rule_action, Walker};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;

@@ -308,7 +308,9 @@ mod designs {
     use rqvs_datapath::ccache::CcacheConfig;
     use rqvs_datapath::ofproto::RuleChange;
     use rqvs_datapath::pmd::run_keys_with_rules;
-    use rqvs_datapath::{chain, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, OfprotoTable, Orig, OrigConfig};
+    use rqvs_datapath::{
+        chain, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, OfprotoTable, Orig, OrigConfig,
+    };
     use rqvs_flow::RuleId;
 
     type Expected = (Vec<rqvs_datapath::DpAction>, Vec<RuleId>);
@@ -378,7 +380,7 @@ mod designs {
             // under a new id with other actions.
             let mut removed: Vec<RuleId> = Vec::new();
             for t in 0..4u8 {
-                if let Some(r) = rules.iter().filter(|r| r.table == t).last() {
+                if let Some(r) = rules.iter().rfind(|r| r.table == t) {
                     removed.push(r.id);
                 }
             }

@@ -73,9 +73,29 @@ impl Control {
                     i + 1,
                     self.port_names[i]
                 );
+                let was_live = *seen == LinkState::Up;
                 *seen = now;
+                if was_live != (now == LinkState::Up) {
+                    self.port_liveness(i as u32 + 1, now == LinkState::Up);
+                }
                 self.emit(vec![Event::PortStatus(i as u32 + 1)]);
             }
+        }
+    }
+
+    /// Port `port`'s liveness changed: the translation's fast-failover groups follow it (the
+    /// shared table takes it; ORIG/CCACHE revalidate, CFLOWS' PMDs see the table's new version).
+    fn port_liveness(&self, port: u32, live: bool) {
+        match self.table.commit(vec![rqvs_datapath::ofproto::RuleChange::PortLive(port, live)]) {
+            Ok((version, _)) => {
+                *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                if self.design != rqvs_datapath::DesignKind::Cflows {
+                    if let Err(e) = self.apply(version, false) {
+                        crate::log_warn!("rqvs switch: port {port}: liveness for fast-failover groups: {e}");
+                    }
+                }
+            }
+            Err(e) => crate::log_warn!("rqvs switch: port {port}: liveness for fast-failover groups: {e}"),
         }
     }
 
