@@ -46,8 +46,9 @@ pub const REVALIDATE_CHUNK: usize = 1024;
 
 /// Commits the change log remembers (module docs).
 pub const CHANGE_LOG_VERSIONS: usize = 65_536;
-/// Rule matches the change log holds at most, over all the commits it remembers.
-pub const CHANGE_LOG_MATCHES: usize = 262_144;
+/// Rule matches the change log holds at most, over all the commits it remembers (a match is
+/// about 250 bytes: 8 MB). A bigger change set is logged as "anything may have changed".
+pub const CHANGE_LOG_MATCHES: usize = 32_768;
 
 /// One rule change of a change set.
 // A rule is about 300 bytes since the wide key; change sets are built once per flow-mod, not per

@@ -18,7 +18,8 @@
 //!   its key and mask cover) meets no changed rule's match ([`rqvs_flow::Match::overlaps`])
 //!   stays exact and keeps its rule: only the megaflows meeting one are re-checked as above.
 //!   The thread finds them with [`MegaflowIndex`] (by IPv4 address prefixes), inline a linear
-//!   scan with the cheap intersection test. Anything else in the log (groups, port liveness,
+//!   scan with the cheap intersection test (up to [`INLINE_SCAN_MATCHES`] changed matches; more
+//!   re-check every megaflow, as does the thread when the changes outnumber its megaflows). Anything else in the log (groups, port liveness,
 //!   rules outside table 0 or with resubmit/goto_table/group actions anywhere in the table, or
 //!   commits the log no longer holds: [`crate::ofproto::Changes::Any`]) re-checks every
 //!   megaflow. The version to read changes from is the oldest version a megaflow installed
@@ -72,6 +73,9 @@ mod index;
 pub use index::{region, MegaflowIndex};
 
 pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+/// Inline revalidation scans every megaflow against each changed rule's match when there are at
+/// most this many; beyond, it re-checks every megaflow (module docs, *Incremental revalidation*).
+pub const INLINE_SCAN_MATCHES: usize = 64;
 /// The revalidator thread is sent the megaflow cache's journal once it holds this many entries
 /// (and before every rule change, which is all its order matters for).
 pub const JOURNAL_BATCH: usize = 1024;
@@ -108,6 +112,8 @@ impl Revalidator {
         match changes {
             Changes::Any => self.revalidate_all(dpcls, table, c),
             Changes::Rules(ms) if ms.is_empty() => 0,
+            // Many changes: testing each megaflow against each costs more than re-checking it.
+            Changes::Rules(ms) if ms.len() > INLINE_SCAN_MATCHES => self.revalidate_all(dpcls, table, c),
             Changes::Rules(ms) => {
                 let hit: Vec<MegaflowRef> = dpcls
                     .megaflow_refs()
@@ -424,8 +430,9 @@ impl Client {
     fn affected(&self, table: &OfprotoTable) -> Vec<(MegaflowRef, Ukey)> {
         let changes = table.read().changes_since(self.floor);
         match changes {
-            Changes::Any => self.ukeys.iter().map(|(&f, &u)| (f, u)).collect(),
-            Changes::Rules(ms) => {
+            // More changed rules than megaflows: the index's queries would cost more than
+            // re-checking every megaflow.
+            Changes::Rules(ms) if ms.len() <= self.ukeys.len() => {
                 let mut refs = Vec::new();
                 for m in &ms {
                     self.index.overlapping(m, &mut refs);
@@ -436,6 +443,7 @@ impl Client {
                 }
                 refs.into_iter().map(|f| (f, self.ukeys[&f])).collect()
             }
+            _ => self.ukeys.iter().map(|(&f, &u)| (f, u)).collect(),
         }
     }
 
