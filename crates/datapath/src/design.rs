@@ -145,6 +145,12 @@ pub trait Design {
     fn table_changed(&mut self) -> u64 {
         0
     }
+    /// [`Design::table_changed`] for a PMD whose upcalls another thread classifies: every
+    /// verdict it installs from now on comes from a table of version `known` or later
+    /// ([`crate::orig::MegaflowDatapath::table_changed_at`]).
+    fn table_changed_at(&mut self, _known: u64) -> u64 {
+        self.table_changed()
+    }
     /// Calls `f` on every installed megaflow (none for designs without a megaflow cache).
     fn for_each_megaflow(&self, _f: &mut dyn FnMut(&MegaflowEntry)) {}
     /// Installs the megaflows of `keys` ahead of their packets through the slow path

@@ -20,14 +20,22 @@
 //! - **Revalidation against the latest version**, as OVS's revalidators do: a megaflow checked
 //!   after several commits is checked against the newest table, which is the one that decides
 //!   new upcalls.
+//! - **The change log** ([`TableRead::changes_since`]): every commit records the matches of the
+//!   rules it added and removed, so a revalidator re-checks only the megaflows a change can
+//!   affect ([`crate::revalidator`], *Incremental revalidation*). A commit records "anything may
+//!   have changed" instead when the translation is not one table-0 lookup on the packet's own
+//!   key: it changes groups or port liveness, or a rule it touches, or any rule the table holds
+//!   after it, is outside table 0 or holds an action that looks up a table or a group again
+//!   ([`is_single_lookup`]). The log keeps the latest [`CHANGE_LOG_VERSIONS`] commits (and at
+//!   most [`CHANGE_LOG_MATCHES`] matches); older ones read as "anything may have changed".
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier};
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::group::Group;
-use rqvs_flow::{FlowKey, Rule, RuleId};
+use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 
 use crate::xlate::{self, Groups, Xlate};
 use crate::DpAction;
@@ -35,6 +43,12 @@ use crate::DpAction;
 /// Megaflows the revalidator re-checks per read of the table (so a commit waits at most for one
 /// chunk).
 pub const REVALIDATE_CHUNK: usize = 1024;
+
+/// Commits the change log remembers (module docs).
+pub const CHANGE_LOG_VERSIONS: usize = 65_536;
+/// Rule matches the change log holds at most, over all the commits it remembers (a match is
+/// about 250 bytes: 8 MB). A bigger change set is logged as "anything may have changed".
+pub const CHANGE_LOG_MATCHES: usize = 32_768;
 
 /// One rule change of a change set.
 // A rule is about 300 bytes since the wide key; change sets are built once per flow-mod, not per
@@ -65,6 +79,80 @@ struct Versioned {
     classifier: OfprotoClassifier,
     groups: GroupTable,
     version: u64,
+    /// Rules held that are not [`is_single_lookup`].
+    pipeline_rules: usize,
+    log: ChangeLog,
+}
+
+/// What the commits since some version changed ([`TableRead::changes_since`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Changes {
+    /// Only table-0 rules with these matches (added or removed) changed, and every packet's
+    /// translation is one table-0 lookup on its own key, before and after: a packet none of
+    /// them matches gets the same translation.
+    Rules(Vec<Match>),
+    /// Anything may have changed (groups, port liveness, pipeline rules, or commits the log no
+    /// longer holds).
+    Any,
+}
+
+/// The latest commits' changes, oldest first (module docs).
+#[derive(Default)]
+struct ChangeLog {
+    /// `(version, the matches its commit changed, or None: anything)`.
+    entries: VecDeque<(u64, Option<Vec<Match>>)>,
+    matches: usize,
+    /// Changes after this version and up to the oldest entry's are forgotten.
+    forgotten_to: u64,
+}
+
+impl ChangeLog {
+    fn push(&mut self, version: u64, changed: Option<Vec<Match>>) {
+        self.matches += changed.as_ref().map_or(0, Vec::len);
+        self.entries.push_back((version, changed));
+        while self.entries.len() > CHANGE_LOG_VERSIONS || (self.matches > CHANGE_LOG_MATCHES && self.entries.len() > 1)
+        {
+            let Some((v, c)) = self.entries.pop_front() else { break };
+            self.matches -= c.as_ref().map_or(0, Vec::len);
+            self.forgotten_to = v;
+        }
+    }
+
+    fn since(&self, version: u64) -> Changes {
+        if version < self.forgotten_to {
+            return Changes::Any;
+        }
+        let mut out = Vec::new();
+        for (v, c) in self.entries.iter().rev() {
+            if *v <= version {
+                break;
+            }
+            match c {
+                Some(m) => out.extend_from_slice(m),
+                None => return Changes::Any,
+            }
+        }
+        Changes::Rules(out)
+    }
+}
+
+/// True when a rule's part of any translation is one lookup: it sits in table 0 and none of its
+/// actions looks up a table or a group (resubmit, goto_table, group, write_actions — which may
+/// hold a group — and actions rqvs does not know). A table holding only such rules translates
+/// every packet by one table-0 lookup on its own key (the change log's condition).
+pub fn is_single_lookup(rule: &Rule) -> bool {
+    rule.table == 0
+        && !rule.actions.0.iter().any(|a| {
+            matches!(
+                a,
+                Action::Resubmit { .. }
+                    | Action::GotoTable(_)
+                    | Action::Group(_)
+                    | Action::WriteActions(_)
+                    | Action::ClearActions
+                    | Action::Other(_)
+            )
+        })
 }
 
 /// The groups the translation sees, and the liveness of ports (fast-failover groups), changed
@@ -124,12 +212,28 @@ impl TableRead<'_> {
     pub fn classifier(&self) -> &OfprotoClassifier {
         &self.guard.classifier
     }
+
+    /// What the commits after `version` (up to this read's) changed (module docs, *The change
+    /// log*).
+    pub fn changes_since(&self, version: u64) -> Changes {
+        if version >= self.guard.version {
+            return Changes::Rules(Vec::new());
+        }
+        self.guard.log.since(version)
+    }
 }
 
 impl OfprotoTable {
     /// A table holding `rules`, at version 0.
     pub fn build(rules: &[Rule]) -> Result<OfprotoTable, ClassifierError> {
-        let v = Versioned { classifier: OfprotoClassifier::build(rules)?, groups: GroupTable::default(), version: 0 };
+        let pipeline_rules = rules.iter().filter(|r| !is_single_lookup(r)).count();
+        let v = Versioned {
+            classifier: OfprotoClassifier::build(rules)?,
+            groups: GroupTable::default(),
+            version: 0,
+            pipeline_rules,
+            log: ChangeLog::default(),
+        };
         Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)) })
     }
 
@@ -156,18 +260,41 @@ impl OfprotoTable {
         let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut undo: Vec<RuleChange> = Vec::new();
         let mut removed = Vec::new();
+        // The matches changed, while the change set stays within single-lookup rules.
+        let mut changed: Option<Vec<Match>> = Some(Vec::new());
+        let pipeline_before = t.pipeline_rules;
         for ch in changes {
+            if !matches!(ch, RuleChange::Add(_) | RuleChange::Remove(_)) {
+                changed = None;
+            }
             match ch {
                 RuleChange::Add(r) => {
                     let id = r.id;
+                    let single = is_single_lookup(&r);
+                    let m = r.matches;
                     if let Err(e) = t.classifier.insert(r) {
+                        t.pipeline_rules = pipeline_before;
                         rollback(&mut t, undo);
                         return Err(e);
+                    }
+                    if !single {
+                        t.pipeline_rules += 1;
+                        changed = None;
+                    }
+                    if let Some(c) = changed.as_mut() {
+                        c.push(m);
                     }
                     undo.push(RuleChange::Remove(id));
                 }
                 RuleChange::Remove(id) => {
                     if let Some(r) = t.classifier.remove(id) {
+                        if !is_single_lookup(&r) {
+                            t.pipeline_rules -= 1;
+                            changed = None;
+                        }
+                        if let Some(c) = changed.as_mut() {
+                            c.push(r.matches);
+                        }
                         undo.push(RuleChange::Add(r.clone()));
                         removed.push(r);
                     }
@@ -191,8 +318,13 @@ impl OfprotoTable {
                 }
             }
         }
+        if t.pipeline_rules > 0 {
+            changed = None;
+        }
         t.version += 1;
-        Ok((t.version, removed))
+        let version = t.version;
+        t.log.push(version, changed);
+        Ok((version, removed))
     }
 }
 

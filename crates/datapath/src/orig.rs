@@ -174,6 +174,9 @@ pub struct MegaflowDatapath<S: ModelStage> {
     revalidations: Vec<Revalidation>,
     /// PMD clock of MFCGuard's next pass ([`OrigConfig::mfcguard`]).
     next_mfcguard_ns: u64,
+    /// Inline revalidation: every megaflow installed comes from, or was checked against, a
+    /// table of this version or later ([`crate::revalidator`], *Incremental revalidation*).
+    reval_floor: u64,
 }
 
 impl Orig {
@@ -250,6 +253,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
             reval_thread,
             revalidations: Vec::new(),
             next_mfcguard_ns: orig.mfcguard.unwrap_or(0),
+            reval_floor: 0,
             cfg,
             orig,
         }
@@ -625,25 +629,44 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         Ok(self.table_changed())
     }
 
-    /// The shared table changed (a commit by this PMD or another one): every megaflow is
-    /// revalidated — inline, or on the revalidator thread with the deletions at a later batch
-    /// boundary. Returns megaflows deleted now.
+    /// The shared table changed (a commit by this PMD or another one): the megaflows the
+    /// changes can affect are revalidated — inline, or on the revalidator thread with the
+    /// deletions at a later batch boundary. Returns megaflows deleted now. Every megaflow this
+    /// PMD installs afterwards must come from the table as it is now or later (true of its own
+    /// handler; a handler on another thread: [`MegaflowDatapath::table_changed_at`]).
     pub fn table_changed(&mut self) -> u64 {
+        let now = self.table.version();
+        self.table_changed_at(now)
+    }
+
+    /// [`MegaflowDatapath::table_changed`] for a PMD whose upcalls another thread classifies:
+    /// `known` is the oldest table version a verdict installed from now on can come from (the
+    /// switch's PMD refuses to install verdicts older than the newest version it heard of; the
+    /// revalidator reads the changes after `known` at the next pass, [`crate::revalidator`],
+    /// *Incremental revalidation*).
+    pub fn table_changed_at(&mut self, known: u64) -> u64 {
         self.epoch += 1;
         match self.reval_thread.as_mut() {
             Some(t) => {
-                t.revalidate(&mut self.dpcls, self.epoch);
+                t.revalidate(&mut self.dpcls, self.epoch, known);
                 0
             }
-            None => self.revalidate_inline(),
+            None => self.revalidate_inline(known),
         }
     }
 
-    fn revalidate_inline(&mut self) -> u64 {
+    fn revalidate_inline(&mut self, known: u64) -> u64 {
         self.account_predictions();
-        let deleted = self.reval.revalidate_all(&mut self.dpcls, &self.table, &mut self.c);
+        let deleted = self.reval.revalidate_since(&mut self.dpcls, &self.table, self.reval_floor, &mut self.c);
+        self.reval_floor = known;
         self.sync_model();
         deleted
+    }
+
+    /// Megaflows re-checked (translated again) by inline revalidations so far; the others a
+    /// change could not affect ([`crate::revalidator`], *Incremental revalidation*).
+    pub fn revalidation_checks(&self) -> u64 {
+        self.reval.checked
     }
 
     /// Deletes what the revalidator thread found stale (all of it pending when `wait`); returns
@@ -825,6 +848,9 @@ impl<S: ModelStage> Design for MegaflowDatapath<S> {
     }
     fn table_changed(&mut self) -> u64 {
         MegaflowDatapath::table_changed(self)
+    }
+    fn table_changed_at(&mut self, known: u64) -> u64 {
+        MegaflowDatapath::table_changed_at(self, known)
     }
     fn for_each_megaflow(&self, f: &mut dyn FnMut(&MegaflowEntry)) {
         self.dpcls.iter().for_each(f)

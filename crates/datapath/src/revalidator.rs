@@ -9,6 +9,23 @@
 //!   the same action. Anything else is deleted; the next packet of it upcalls. A kept megaflow
 //!   whose key now has another winner (same action, another rule) is **re-attributed** to that
 //!   rule ([`crate::dpcls::Dpcls::set_rule`]; the design's module docs, *Attribution*).
+//! - **Incremental revalidation** ([`Revalidator::revalidate_since`], and the thread): the
+//!   table's change log ([`crate::ofproto::TableRead::changes_since`]) names the matches of the
+//!   rules added and removed since the version the megaflows were last checked against. When
+//!   every translation is one table-0 lookup on the packet's own key (the log says so,
+//!   [`crate::ofproto::Changes::Rules`]), a packet no changed rule matches gets the same
+//!   translation from the new table as from the old one, so a megaflow whose region (the packets
+//!   its key and mask cover) meets no changed rule's match ([`rqvs_flow::Match::overlaps`])
+//!   stays exact and keeps its rule: only the megaflows meeting one are re-checked as above.
+//!   The thread finds them with [`MegaflowIndex`] (by IPv4 address prefixes), inline a linear
+//!   scan with the cheap intersection test (up to [`INLINE_SCAN_MATCHES`] changed matches; more
+//!   re-check every megaflow, as does the thread when the changes outnumber its megaflows). Anything else in the log (groups, port liveness,
+//!   rules outside table 0 or with resubmit/goto_table/group actions anywhere in the table, or
+//!   commits the log no longer holds: [`crate::ofproto::Changes::Any`]) re-checks every
+//!   megaflow. The version to read changes from is the oldest version a megaflow installed
+//!   since the last pass can come from: the caller says it
+//!   ([`crate::orig::MegaflowDatapath::table_changed_at`], the switch's PMD passes the newest
+//!   version it has heard of, which is what it refuses older verdicts against).
 //! - **Idle expiry** ([`Revalidator::sweep`], every [`SWEEP_INTERVAL_NS`] of PMD clock): megaflows
 //!   not hit for `idle_ns` (default 10 s, OVS's `max-idle`) are deleted.
 //! - **Flow limit** (default 200,000): the handler installs nothing at the limit; when the cache
@@ -49,10 +66,16 @@ use rqvs_flow::{FlowKey, RuleId};
 
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Journal, MegaflowRef};
-use crate::ofproto::{OfprotoTable, TableRead, REVALIDATE_CHUNK};
+use crate::ofproto::{Changes, OfprotoTable, TableRead, REVALIDATE_CHUNK};
 use crate::DpAction;
 
+mod index;
+pub use index::{region, MegaflowIndex};
+
 pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+/// Inline revalidation scans every megaflow against each changed rule's match when there are at
+/// most this many; beyond, it re-checks every megaflow (module docs, *Incremental revalidation*).
+pub const INLINE_SCAN_MATCHES: usize = 64;
 /// The revalidator thread is sent the megaflow cache's journal once it holds this many entries
 /// (and before every rule change, which is all its order matters for).
 pub const JOURNAL_BATCH: usize = 1024;
@@ -64,18 +87,53 @@ pub struct Revalidator {
     pub idle_ns: u64,
     pub flow_limit: usize,
     next_sweep_ns: u64,
+    /// Megaflows re-checked against the table (translated again) after rule changes, in all.
+    pub checked: u64,
 }
 
 impl Revalidator {
     pub fn new(idle_ns: u64, flow_limit: usize) -> Revalidator {
-        Revalidator { idle_ns, flow_limit, next_sweep_ns: SWEEP_INTERVAL_NS }
+        Revalidator { idle_ns, flow_limit, next_sweep_ns: SWEEP_INTERVAL_NS, checked: 0 }
     }
 
     /// Re-checks every megaflow against the current table (deleting the invalid ones,
     /// re-attributing the kept ones); returns how many were deleted.
     pub fn revalidate_all(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, c: &mut Counters) -> u64 {
+        let all = dpcls.megaflow_refs();
+        self.recheck(dpcls, table, &all, c)
+    }
+
+    /// Re-checks the megaflows the table's changes after version `since` can affect (module
+    /// docs, *Incremental revalidation*): every megaflow when the change log says anything may
+    /// have changed, else those whose region meets a changed rule's match. Returns how many
+    /// were deleted.
+    pub fn revalidate_since(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, since: u64, c: &mut Counters) -> u64 {
+        let changes = table.read().changes_since(since);
+        match changes {
+            Changes::Any => self.revalidate_all(dpcls, table, c),
+            Changes::Rules(ms) if ms.is_empty() => 0,
+            // Many changes: testing each megaflow against each costs more than re-checking it.
+            Changes::Rules(ms) if ms.len() > INLINE_SCAN_MATCHES => self.revalidate_all(dpcls, table, c),
+            Changes::Rules(ms) => {
+                let hit: Vec<MegaflowRef> = dpcls
+                    .megaflow_refs()
+                    .into_iter()
+                    .filter(|&f| {
+                        let e = dpcls.get(f).expect("listed megaflow is live");
+                        let r = region(&e.key, &e.megaflow.mask);
+                        ms.iter().any(|m| r.overlaps(m))
+                    })
+                    .collect();
+                self.recheck(dpcls, table, &hit, c)
+            }
+        }
+    }
+
+    /// Re-checks the megaflows `refs` (live ones) against the current table.
+    fn recheck(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, refs: &[MegaflowRef], c: &mut Counters) -> u64 {
         let mut deleted = 0;
-        for chunk in dpcls.megaflow_refs().chunks(REVALIDATE_CHUNK) {
+        self.checked += refs.len() as u64;
+        for chunk in refs.chunks(REVALIDATE_CHUNK) {
             let t = table.read();
             for &f in chunk {
                 let e = dpcls.get(f).expect("listed megaflow is live");
@@ -176,9 +234,11 @@ enum ToThread {
     Connect(Sender<Revalidation>),
     Installed(Vec<(MegaflowRef, Ukey)>),
     Removed(Vec<MegaflowRef>),
-    /// The table changed: the change of this epoch is to be revalidated.
+    /// The table changed: the change of this epoch is to be revalidated. Every megaflow the
+    /// PMD installs after this message comes from a table of version `known` or later.
     Revalidate {
         epoch: u64,
+        known: u64,
     },
 }
 
@@ -195,6 +255,11 @@ pub struct Revalidation {
     pub(crate) reattribute: Vec<(MegaflowRef, Option<RuleId>)>,
     /// Megaflows the PMD actually deleted (the others were gone already).
     pub deleted: u64,
+    /// Megaflows the thread re-checked (translated again); the others could not have changed
+    /// (module docs, *Incremental revalidation*).
+    pub checked: u64,
+    /// Megaflows the thread held for this PMD.
+    pub held: u64,
     /// The thread's time on it (re-checking).
     pub thread_ms: f64,
 }
@@ -279,10 +344,12 @@ impl RevalidatorThread {
     }
 
     /// Asks for the revalidation of the table change of `epoch` (committed already); `dpcls`'s
-    /// journal goes first, so the thread re-checks every megaflow installed before it.
-    pub fn revalidate(&mut self, dpcls: &mut Dpcls, epoch: u64) {
+    /// journal goes first, so the thread re-checks every megaflow installed before it. `known`:
+    /// the oldest table version a megaflow installed after this call can come from (module
+    /// docs, *Incremental revalidation*).
+    pub fn revalidate(&mut self, dpcls: &mut Dpcls, epoch: u64, known: u64) {
         self.sync(dpcls);
-        self.send(ToThread::Revalidate { epoch });
+        self.send(ToThread::Revalidate { epoch, known });
         self.pending.push_back(epoch);
     }
 
@@ -347,7 +414,43 @@ impl Drop for RevalidatorThread {
 /// What the thread holds for one PMD: its ukeys and where its revalidations go.
 struct Client {
     ukeys: HashMap<MegaflowRef, Ukey>,
+    /// The ukeys by address prefix, to find the ones a changed rule meets.
+    index: MegaflowIndex<MegaflowRef>,
+    /// Every ukey held comes from, or was checked against, a table of this version or later.
+    floor: u64,
     reply: Sender<Revalidation>,
+}
+
+impl Client {
+    fn new(reply: Sender<Revalidation>) -> Client {
+        Client { ukeys: HashMap::new(), index: MegaflowIndex::default(), floor: 0, reply }
+    }
+
+    /// The ukeys the table's changes after `self.floor` can affect.
+    fn affected(&self, table: &OfprotoTable) -> Vec<(MegaflowRef, Ukey)> {
+        let changes = table.read().changes_since(self.floor);
+        match changes {
+            // More changed rules than megaflows: the index's queries would cost more than
+            // re-checking every megaflow.
+            Changes::Rules(ms) if ms.len() <= self.ukeys.len() => {
+                let mut refs = Vec::new();
+                for m in &ms {
+                    self.index.overlapping(m, &mut refs);
+                }
+                if ms.len() > 1 {
+                    refs.sort_unstable_by_key(|f| (f.slot, f.gen));
+                    refs.dedup();
+                }
+                refs.into_iter().map(|f| (f, self.ukeys[&f])).collect()
+            }
+            _ => self.ukeys.iter().map(|(&f, &u)| (f, u)).collect(),
+        }
+    }
+
+    fn forget(&mut self, f: &MegaflowRef) {
+        self.ukeys.remove(f);
+        self.index.remove(*f);
+    }
 }
 
 fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
@@ -357,35 +460,43 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
         // sent them); the rule changes among it are revalidated together, per PMD, against the
         // latest table.
         let t0 = Instant::now();
-        let mut epochs: Vec<(usize, u64)> = Vec::new();
+        // Per PMD: the latest epoch asked for, and its `known` version.
+        let mut epochs: Vec<(usize, u64, u64)> = Vec::new();
         let mut next = Some(first);
         while let Some((id, m)) = next {
             match m {
                 ToThread::Connect(reply) => {
-                    clients.insert(id, Client { ukeys: HashMap::new(), reply });
+                    clients.insert(id, Client::new(reply));
                 }
                 ToThread::Installed(v) => {
                     if let Some(c) = clients.get_mut(&id) {
-                        c.ukeys.extend(v);
+                        for (f, u) in v {
+                            c.index.insert(f, u.key, u.mask);
+                            c.ukeys.insert(f, u);
+                        }
                     }
                 }
                 ToThread::Removed(v) => {
                     if let Some(c) = clients.get_mut(&id) {
                         for f in v {
-                            c.ukeys.remove(&f);
+                            c.forget(&f);
                         }
                     }
                 }
-                ToThread::Revalidate { epoch } => match epochs.iter_mut().find(|(i, _)| *i == id) {
-                    Some(e) => e.1 = epoch,
-                    None => epochs.push((id, epoch)),
+                ToThread::Revalidate { epoch, known } => match epochs.iter_mut().find(|(i, _, _)| *i == id) {
+                    Some(e) => (e.1, e.2) = (epoch, known),
+                    None => epochs.push((id, epoch, known)),
                 },
             }
             next = rx.try_recv().ok();
         }
-        for (id, epoch) in epochs {
+        for (id, epoch, known) in epochs {
             let Some(c) = clients.get_mut(&id) else { continue };
-            let all: Vec<(MegaflowRef, Ukey)> = c.ukeys.iter().map(|(&f, &u)| (f, u)).collect();
+            let all = c.affected(&table);
+            // Every ukey not in `all` is exact for the table the changes were read from (or a
+            // later one); the PMD's next installs come from `known` or later.
+            c.floor = known;
+            let (checked, held) = (all.len() as u64, c.ukeys.len() as u64);
             let (mut delete, mut reattribute) = (Vec::new(), Vec::new());
             for chunk in all.chunks(REVALIDATE_CHUNK) {
                 let t = table.read();
@@ -398,7 +509,7 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
                 }
             }
             for f in &delete {
-                c.ukeys.remove(f);
+                c.forget(f);
             }
             for &(f, rule) in &reattribute {
                 if let Some(u) = c.ukeys.get_mut(&f) {
@@ -406,7 +517,7 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
                 }
             }
             let thread_ms = t0.elapsed().as_secs_f64() * 1e3;
-            let r = Revalidation { epoch, delete, reattribute, deleted: 0, thread_ms };
+            let r = Revalidation { epoch, delete, reattribute, deleted: 0, checked, held, thread_ms };
             if c.reply.send(r).is_err() {
                 // That PMD is gone.
                 clients.remove(&id);

@@ -302,7 +302,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &mut flows, &t0);
         }
         if !up.changed.is_empty() {
-            s.design.table_changed();
+            // Verdicts older than `known_version` are not installed from now on: the
+            // revalidator reads the table's changes after it (incremental revalidation).
+            s.design.table_changed_at(up.known_version);
             let epoch = s.design.visible_epoch();
             up.revalidations.extend(up.changed.drain(..).map(|answer| (epoch, answer)));
         }

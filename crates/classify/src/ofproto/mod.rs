@@ -107,27 +107,37 @@ pub struct OfTable {
 /// the same limit ([`rqvs_flow::convert::MAX_FLOWS`]).
 pub const MAX_EXPANDED: usize = rqvs_flow::convert::MAX_FLOWS;
 
-/// The parts of the rules of one priority, by mask, then by (masked) value.
+/// The parts of the rules of one priority, by the masks of their addresses, then by mask, then
+/// by (masked) value.
 ///
-/// Two value/mask parts overlap when their values agree on the bits both masks specify. Against
-/// a group whose mask is a subset of the new part's, that is one hash lookup. Against any other
-/// group the candidates are the values that agree on the leading address bits both masks
-/// specify — a range of the group's values sorted source-first or destination-first, whichever
-/// the common mask covers more of — each then compared word by word. Only a part wildcarding the
-/// leading bits of both addresses scans a whole group. Building acl1 100K's 136K flows (98K of
-/// them at one priority) takes about a second where the rule-by-rule check it replaces took
-/// minutes.
+/// Two value/mask parts overlap when their values agree on the bits both masks specify. The
+/// candidates are the values that agree on the leading address bits both masks specify: within
+/// one class of parts (the same `nw_src` and `nw_dst` masks, whatever their other fields) those
+/// bits are the same for every part, so the candidates are one range of the class's values
+/// sorted source-first or destination-first (whichever the common mask covers more of), each
+/// then compared word by word. Only a part wildcarding the leading bits of both addresses scans
+/// a whole class. A flow-mod thus costs one range lookup per address class of its priority, not
+/// one per mask: acl1 100K's 136K flows hold 98K at one priority, whose masks differ mostly in
+/// their ports and protocol.
 #[derive(Clone, Debug, Default)]
 struct Peers {
-    groups: HashMap<FlowKey, PeerGroup>,
+    classes: HashMap<(u32, u32), PeerClass>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
+struct PeerClass {
+    /// Rules by value, per mask; a slot of a mask no part holds any more is reused.
+    groups: Vec<PeerGroup>,
+    by_mask: HashMap<FlowKey, u32>,
+    free: Vec<u32>,
+    /// `(group, value)` of every group's values by `nw_src:nw_dst` and by `nw_dst:nw_src`.
+    by_addrs: [BTreeMap<u64, Vec<(u32, FlowKey)>>; 2],
+}
+
+#[derive(Clone, Debug, Default)]
 struct PeerGroup {
     mask_words: rqvs_flow::key::KeyWords,
     by_value: HashMap<FlowKey, Vec<RuleId>>,
-    /// The values by `nw_src:nw_dst` and by `nw_dst:nw_src`.
-    by_addrs: [BTreeMap<u64, Vec<FlowKey>>; 2],
 }
 
 impl Peers {
@@ -142,67 +152,84 @@ impl Peers {
         };
         let vw = value.to_words();
         let mw = mask.to_words();
-        for (m2, g) in &self.groups {
-            if mask.masked(m2) == *m2 {
-                if let Some(ids) = g.by_value.get(&value.masked(m2)) {
-                    push(ids);
-                }
-                continue;
-            }
-            let common = mask.masked(m2);
-            let cw: rqvs_flow::key::KeyWords = std::array::from_fn(|i| mw[i] & g.mask_words[i]);
-            let agree = |v2: &FlowKey| {
-                let w = v2.to_words();
-                (0..rqvs_flow::key::KEY_WORDS).all(|i| (vw[i] ^ w[i]) & cw[i] == 0)
-            };
+        for (&(src, dst), class) in &self.classes {
+            let mut common = FlowKey::ZERO;
+            common.nw_src = mask.nw_src & src;
+            common.nw_dst = mask.nw_dst & dst;
             let (dst_first, range) = value.addr_range(&common);
-            for values in g.by_addrs[usize::from(dst_first)].range(range).map(|(_, v)| v) {
-                for v2 in values.iter().filter(|v2| agree(v2)) {
-                    push(&g.by_value[v2]);
+            for entries in class.by_addrs[usize::from(dst_first)].range(range).map(|(_, e)| e) {
+                for (g, v2) in entries {
+                    let group = &class.groups[*g as usize];
+                    let v2w = v2.to_words();
+                    if (0..rqvs_flow::key::KEY_WORDS).all(|i| (vw[i] ^ v2w[i]) & mw[i] & group.mask_words[i] == 0) {
+                        push(&group.by_value[v2]);
+                    }
                 }
             }
         }
     }
 
     fn insert(&mut self, id: RuleId, value: FlowKey, mask: FlowKey) {
-        let g = self.groups.entry(mask).or_insert_with(|| PeerGroup {
-            mask_words: mask.to_words(),
-            by_value: HashMap::new(),
-            by_addrs: Default::default(),
-        });
-        let ids = g.by_value.entry(value).or_default();
+        let class = self.classes.entry((mask.nw_src, mask.nw_dst)).or_default();
+        let g = match class.by_mask.get(&mask) {
+            Some(&g) => g,
+            None => {
+                let group = PeerGroup { mask_words: mask.to_words(), by_value: HashMap::new() };
+                let g = match class.free.pop() {
+                    Some(g) => {
+                        class.groups[g as usize] = group;
+                        g
+                    }
+                    None => {
+                        class.groups.push(group);
+                        (class.groups.len() - 1) as u32
+                    }
+                };
+                class.by_mask.insert(mask, g);
+                g
+            }
+        };
+        let ids = class.groups[g as usize].by_value.entry(value).or_default();
         if ids.is_empty() {
-            for (order, index) in g.by_addrs.iter_mut().enumerate() {
-                index.entry(value.addr_key(order == 1)).or_default().push(value);
+            for (order, index) in class.by_addrs.iter_mut().enumerate() {
+                index.entry(value.addr_key(order == 1)).or_default().push((g, value));
             }
         }
         ids.push(id);
     }
 
     fn remove(&mut self, id: RuleId, value: &FlowKey, mask: &FlowKey) {
-        let Some(g) = self.groups.get_mut(mask) else { return };
-        if let Some(ids) = g.by_value.get_mut(value) {
+        let key = (mask.nw_src, mask.nw_dst);
+        let Some(class) = self.classes.get_mut(&key) else { return };
+        let Some(&g) = class.by_mask.get(mask) else { return };
+        let group = &mut class.groups[g as usize];
+        if let Some(ids) = group.by_value.get_mut(value) {
             ids.retain(|&o| o != id);
             if ids.is_empty() {
-                g.by_value.remove(value);
-                for (order, index) in g.by_addrs.iter_mut().enumerate() {
-                    let key = value.addr_key(order == 1);
-                    if let Some(values) = index.get_mut(&key) {
-                        values.retain(|v| v != value);
-                        if values.is_empty() {
-                            index.remove(&key);
+                group.by_value.remove(value);
+                for (order, index) in class.by_addrs.iter_mut().enumerate() {
+                    let k = value.addr_key(order == 1);
+                    if let Some(entries) = index.get_mut(&k) {
+                        entries.retain(|(eg, v)| !(*eg == g && v == value));
+                        if entries.is_empty() {
+                            index.remove(&k);
                         }
                     }
                 }
             }
         }
-        if g.by_value.is_empty() {
-            self.groups.remove(mask);
+        if class.groups[g as usize].by_value.is_empty() {
+            class.by_mask.remove(mask);
+            class.groups[g as usize] = PeerGroup::default();
+            class.free.push(g);
+        }
+        if class.by_mask.is_empty() {
+            self.classes.remove(&key);
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+        self.classes.is_empty()
     }
 }
 

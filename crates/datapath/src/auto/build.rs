@@ -48,7 +48,9 @@ pub(super) enum Change {
     Add(Vec<Rule>),
     Remove(Vec<RuleId>),
     /// The OpenFlow table the designs share was committed to ([`Design::table_changed`]).
-    TableChanged,
+    /// With the oldest version later verdicts can come from, when the caller knew it
+    /// ([`Design::table_changed_at`]).
+    TableChanged(Option<u64>),
 }
 
 /// Where a candidate is at a batch boundary.
@@ -140,8 +142,11 @@ impl Candidate {
                     d.remove_rules(&ids);
                     true
                 }
-                Change::TableChanged => {
-                    d.table_changed();
+                Change::TableChanged(known) => {
+                    match known {
+                        Some(k) => d.table_changed_at(k),
+                        None => d.table_changed(),
+                    };
                     true
                 }
             };

@@ -666,9 +666,16 @@ impl Design for Auto {
 
     fn table_changed(&mut self) -> u64 {
         if let Some(c) = self.candidate.as_mut() {
-            c.journal.push(Change::TableChanged);
+            c.journal.push(Change::TableChanged(None));
         }
         self.current.table_changed()
+    }
+
+    fn table_changed_at(&mut self, known: u64) -> u64 {
+        if let Some(c) = self.candidate.as_mut() {
+            c.journal.push(Change::TableChanged(Some(known)));
+        }
+        self.current.table_changed_at(known)
     }
 
     fn design_switches(&self) -> u64 {
