@@ -514,6 +514,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         }
     }
 
+    /// The field each iSet indexes, in iSet order.
+    pub fn iset_fields(&self) -> Vec<Field> {
+        self.isets.iter().map(|s| s.field).collect()
+    }
+
     /// Number of iSets.
     pub fn isets(&self) -> usize {
         self.isets.len()
@@ -888,7 +893,7 @@ mod tests {
 
     fn small_buckets() -> NuevoMatchConfig {
         NuevoMatchConfig {
-            isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0 },
+            isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
             ..NuevoMatchConfig::always_learned()
         }
     }
