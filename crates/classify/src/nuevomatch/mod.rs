@@ -907,6 +907,15 @@ mod tests {
             })?;
         }
 
+        /// Prefixes of every length over the wide fields, nesting inside each 32-bit window:
+        /// iSets on the windows (small buckets, so several iSets form) answer as brute force.
+        #[test]
+        fn differential_wide_windows(case in testing::arb_wide_prefix_case()) {
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
+            })?;
+        }
+
         /// The default configuration on small sets: the small-set fallback (no iSets).
         #[test]
         fn differential_default_config(case in testing::arb_case()) {
