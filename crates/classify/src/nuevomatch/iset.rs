@@ -35,7 +35,7 @@ use rqvs_flow::{FlowKey, Match, Rule};
 /// above the prefix's end are exact, the one it ends in is a prefix, the ones below wildcards —
 /// and its interval there is a necessary condition of a match, which is all an iSet bucket needs:
 /// the candidates are validated on the whole rule (every field, 128-bit ones included, through
-/// [`crate::compact`]'s extras), so a bucket found by one window never answers wrongly.
+/// `compact.rs`'s extras), so a bucket found by one window never answers wrongly.
 ///
 /// Why windows and not a 64- or 128-bit model input: the RQ-RMI's error bound is sound because
 /// the key converts to `f64` exactly (`rqvs_rqrmi::Key`); 64-bit keys do not (53-bit mantissa)
