@@ -206,3 +206,75 @@ pub fn check_remainder(case: &Case, c: &dyn Remainder) -> Result<(), TestCaseErr
     }
     Ok(())
 }
+
+/// Prefixes of any length over the wide fields the iSets index by windows (`ipv6_src`,
+/// `ipv6_dst`: 0..=128 bits; `dl_dst`: 0..=48; `metadata`: 0..=64) under a few shared base
+/// values, so that rules nest and overlap inside every 32-bit window; keys are the bases with a
+/// few random bits flipped (inside and just outside the prefixes).
+pub fn arb_wide_prefix_case() -> impl Strategy<Value = Case> {
+    const BASES: [u128; 3] = [
+        0x2001_0db8_0000_0001_0000_0000_0000_0001,
+        0x2001_0db8_8000_0000_ffff_0000_0000_0000,
+        0xfd00_0000_0000_0000_0000_0000_dead_beef,
+    ];
+    let prefix = |bits: u32| (0usize..3, 0u32..=bits, any::<u128>(), any::<bool>());
+    let rule = (prefix(128), prefix(128), prefix(48), prefix(64), 0u32..6);
+    let flips = (0usize..3, 0usize..3, 0u32..128, 0u32..128, 0u32..48, 0u32..64, any::<u8>());
+    (
+        prop::collection::vec(rule, 1..60),
+        prop::collection::vec(flips, 1..80),
+        prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+    )
+        .prop_map(|(spec, flips, removals)| {
+            // A prefix of `len` bits of a base (with random bits below it, which the mask drops),
+            // or no match on the field when `skip`.
+            let pre = |(b, len, noise, skip): (usize, u32, u128, bool), bits: u32| -> (u128, u128) {
+                if skip && len % 2 == 0 {
+                    return (0, 0);
+                }
+                let all = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
+                let mask = if len == 0 { 0 } else { all & !(all >> len) };
+                let v = (BASES[b] ^ noise) & all;
+                (v & mask, mask)
+            };
+            let mac = |v: u128| -> [u8; 6] { std::array::from_fn(|i| (v >> (8 * (5 - i))) as u8) };
+            let rules = spec
+                .into_iter()
+                .enumerate()
+                .map(|(i, (s, d, e, md, p))| {
+                    let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
+                    (v.dl_type, m.dl_type) = (0x86dd, u16::MAX);
+                    (v.ipv6_src, m.ipv6_src) = pre(s, 128);
+                    (v.ipv6_dst, m.ipv6_dst) = pre(d, 128);
+                    let (ev, em) = pre(e, 48);
+                    (v.dl_dst, m.dl_dst) = (mac(ev), mac(em));
+                    let (mv, mm) = pre(md, 64);
+                    (v.metadata, m.metadata) = (mv as u64, mm as u64);
+                    Rule::new((i as u32 * 7) % 101, p, Match::from_masked(v, m), Actions::drop())
+                })
+                .collect();
+            let keys = flips
+                .into_iter()
+                .map(|(a, b, fs, fd, fe, fm, which)| {
+                    let mut k = FlowKey::ipv6(BASES[a], BASES[b], 6, 1, 2);
+                    k.dl_dst = mac(BASES[b] & ((1u128 << 48) - 1));
+                    k.metadata = BASES[a] as u64;
+                    // Flip one bit of some fields (which ones: the bits of `which`).
+                    if which & 1 != 0 {
+                        k.ipv6_src ^= 1u128 << fs;
+                    }
+                    if which & 2 != 0 {
+                        k.ipv6_dst ^= 1u128 << fd;
+                    }
+                    if which & 4 != 0 {
+                        k.dl_dst = mac((BASES[b] & ((1u128 << 48) - 1)) ^ 1u128 << fe);
+                    }
+                    if which & 8 != 0 {
+                        k.metadata ^= 1u64 << fm;
+                    }
+                    k
+                })
+                .collect();
+            Case { rules, keys, removals }
+        })
+}

@@ -514,6 +514,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         }
     }
 
+    /// The field each iSet indexes, in iSet order.
+    pub fn iset_fields(&self) -> Vec<Field> {
+        self.isets.iter().map(|s| s.field).collect()
+    }
+
     /// Number of iSets.
     pub fn isets(&self) -> usize {
         self.isets.len()
@@ -888,7 +893,7 @@ mod tests {
 
     fn small_buckets() -> NuevoMatchConfig {
         NuevoMatchConfig {
-            isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0 },
+            isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
             ..NuevoMatchConfig::always_learned()
         }
     }
@@ -897,6 +902,15 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
+            })?;
+        }
+
+        /// Prefixes of every length over the wide fields, nesting inside each 32-bit window:
+        /// iSets on the windows (small buckets, so several iSets form) answer as brute force.
+        #[test]
+        fn differential_wide_windows(case in testing::arb_wide_prefix_case()) {
             testing::check_differential(&case, |rules| {
                 Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
             })?;

@@ -1,0 +1,56 @@
+//! docs/wide-key-bench.md's timed table is the JSON its commands wrote beside it
+//! (docs/wide-key-bench-{of1,of2,acl1v6}.json): every cell — rules, batches and one-key Mpps,
+//! ns/pkt, build time, bytes per rule, coverage — compared with the report, rounded as printed,
+//! and the report's CPU and commit named in the page (issue 19: numbers in docs come from JSON).
+
+fn docs() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs")
+}
+
+#[test]
+fn the_wide_bench_table_is_its_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let header = "| set | rules | classifier | batches Mpps |";
+    let rows: Vec<Vec<String>> = page
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
+        .collect();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for row in &rows {
+        let file = match row[0].as_str() {
+            "of1" => "of1",
+            "of2" => "of2",
+            "acl1 IPv6" => "acl1v6",
+            other => panic!("a set this test does not know: {other}"),
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(docs().join(format!("wide-key-bench-{file}.json"))).unwrap())
+                .unwrap();
+        assert!(page.contains(&format!("Commit {}.", &json["git_rev"].as_str().unwrap()[..7])), "{file}: commit");
+        assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
+        let name = match row[2].as_str() {
+            "TupleMerge" => "tm",
+            "NuevoMatchUP" => "nmu",
+            other => panic!("{other}"),
+        };
+        let c = json["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap();
+        let f = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("{file} {name}: {k}"));
+        let rules = json["rules"].as_u64().unwrap().to_string();
+        assert!(row[1].starts_with(&rules), "{file}: rules {} against {rules}", row[1]);
+        let mpps_digits = |x: f64| format!("{x:.3}");
+        assert_eq!(row[3], mpps_digits(f("mpps")), "{file} {name}: batches");
+        assert_eq!(row[4], format!("{:.0}", f("ns_per_packet")), "{file} {name}: ns/pkt");
+        assert_eq!(row[5], mpps_digits(f("mpps_single")), "{file} {name}: one key");
+        assert_eq!(row[6], format!("{:.0}", f("build_ms")), "{file} {name}: build");
+        assert_eq!(row[7], format!("{:.0}", f("bytes_per_rule")), "{file} {name}: bytes/rule");
+        assert_eq!(c["mismatches"], 0, "{file} {name}");
+        assert_eq!(c["update_mismatches"], 0, "{file} {name}");
+        if name == "nmu" {
+            let cov = c["stats"]["coverage"].as_f64().unwrap();
+            assert_eq!(row[8], format!("{:.1}%", 100.0 * cov), "{file}: coverage");
+        }
+    }
+}
