@@ -112,9 +112,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = openflow::DEFAULT_MAX_CONNECTIONS, value_parser = crate::args::range::between(1usize, 65536))]
     pub(crate) max_connections: usize,
     /// Distinct action lists the datapath holds at most: a flow-mod that would add one more is
-    /// refused (OFPFMFC_TABLE_FULL). Lists are not freed yet when their flows go, so a controller
-    /// that keeps inventing lists reaches it [range: 1 ≤ x ≤ 16777216].
-    #[arg(long, value_name = "N", default_value_t = rqvs_datapath::actions::DEFAULT_LIMIT, value_parser = crate::args::range::between(1usize, 1 << 24))]
+    /// refused (OFPFMFC_TABLE_FULL). A list is freed about a second after the last flow or
+    /// megaflow using it goes, so a controller inventing more lists a second than this reaches
+    /// it [range: 1 ≤ x ≤ 4194304].
+    #[arg(long, value_name = "N", default_value_t = rqvs_datapath::actions::DEFAULT_LIMIT, value_parser = crate::args::range::between(1usize, rqvs_datapath::actions::MAX_LISTS))]
     pub(crate) max_action_lists: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes

@@ -294,9 +294,10 @@ fn an_endless_pcap_in_stream_is_read_in_bounded_memory() {
 }
 
 /// `--max-action-lists`: `ovs-ofctl add-flow` with a new action list beyond the limit gets
-/// OpenFlow's `OFPFMFC_TABLE_FULL` (the action table frees no list yet, so a deleted flow's list
-/// still counts); flows reusing a list the table holds are still taken, and the metrics say how
-/// many lists there are and how many were refused.
+/// OpenFlow's `OFPFMFC_TABLE_FULL` while the flows holding the table's lists are there; flows
+/// reusing a list the table holds are still taken, and the metrics say how many lists there
+/// are and how many were refused. Once the flows are deleted their lists are freed (about a
+/// second later) and new lists are taken again.
 #[test]
 fn action_lists_past_the_limit_are_refused_with_table_full() {
     if !rqvs_testkit::ovs::ofctl_available() {
@@ -318,8 +319,7 @@ fn action_lists_past_the_limit_are_refused_with_table_full() {
         let (ok, err) = ofctl(&["add-flow", &target, &flow(i)]);
         assert!(ok, "list {i} of 3: {err}");
     }
-    // Deleting them frees nothing: a fourth list is refused.
-    assert!(ofctl(&["del-flows", &target, "udp"]).0);
+    // The flows hold their lists: a fourth list is refused.
     let (ok, err) = ofctl(&["add-flow", &target, &flow(4)]);
     assert!(!ok && err.contains("OFPFMFC_TABLE_FULL"), "a fourth list: {err}");
     // A list the table holds is taken; a single output needs no list.
@@ -335,5 +335,24 @@ fn action_lists_past_the_limit_are_refused_with_table_full() {
     assert!(body.contains("\nrqvs_action_lists 3\n"), "{body}");
     assert!(body.contains("\nrqvs_action_lists_limit 3\n"), "{body}");
     assert!(body.contains("\nrqvs_action_lists_refused_total 1\n"), "{body}");
+    // Deleted, the flows' lists are freed: the fourth list is taken (within a few seconds).
+    assert!(ofctl(&["del-flows", &target, "udp"]).0);
+    let t = std::time::Instant::now();
+    loop {
+        let (ok, err) = ofctl(&["add-flow", &target, &flow(4)]);
+        if ok {
+            break;
+        }
+        assert!(err.contains("OFPFMFC_TABLE_FULL"), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(10), "the deleted flows' lists were not freed: {err}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut s = TcpStream::connect(metrics_at).unwrap();
+    std::io::Write::write_all(&mut s, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("\nrqvs_action_lists_freed_total "), "{body}");
+    assert!(!body.contains("\nrqvs_action_lists_freed_total 0\n"), "{body}");
+    assert!(body.contains("\nrqvs_action_lists_stale_total 0\n"), "{body}");
     assert!(p.terminate().success(), "{}", p.stderr());
 }

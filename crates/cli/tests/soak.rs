@@ -161,6 +161,7 @@ fn soak() {
     cmd.args(["netns", "exec", topo.sw.name(), RQVS, "switch", "--design", &design]);
     cmd.args(["--rules", base.to_str().unwrap(), "--emc-prob", "0.2", "--ctl", sock.to_str().unwrap()]);
     cmd.args(["--json", json_path.to_str().unwrap(), "--openflow", "ptcp:6653"]);
+    cmd.args(["--metrics", &format!("127.0.0.1:{METRICS_PORT}")]);
     cmd.args(["--controller", &format!("tcp:127.0.0.1:{CONTROLLER_PORT}"), "--fail-mode", "secure"]);
     for p in 1..=4 {
         cmd.args(["--port", &format!("p{p}:afpacket")]);
@@ -186,10 +187,11 @@ fn soak() {
             let mut i = 0u32;
             let mut failed = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                // A list no flow had before, every time: the action table must free them.
+                let b = i.to_be_bytes();
                 let flow = format!(
-                    "priority=300,tcp,nw_dst=10.77.0.1,tp_dst=7,actions=mod_dl_src:02:00:00:00:{:02x}:{:02x},output:2",
-                    (i % 1000) / 256,
-                    (i % 1000) % 256
+                    "priority=300,tcp,nw_dst=10.77.0.1,tp_dst=7,actions=mod_dl_src:02:{:02x}:{:02x}:{:02x}:{:02x}:00,output:2",
+                    b[0], b[1], b[2], b[3]
                 );
                 if ofctl(&ns, &["add-flow", &flow]) {
                     n.fetch_add(1, Ordering::Relaxed);
@@ -236,12 +238,17 @@ fn soak() {
     let traffic = churn::Traffic::start_every(&topo, Duration::from_millis(10));
     let start = Instant::now();
     let mut samples: Vec<(f64, u64, u64)> = Vec::new();
+    // (time, lists, freed, stale) of the action table, from the metrics.
+    let mut table: Vec<(f64, u64, u64, u64)> = Vec::new();
     let mut add = None;
     let mut del = None;
     while start.elapsed() < run {
         std::thread::sleep(Duration::from_secs(5).min(run.saturating_sub(start.elapsed())));
         if let (Some(rss), Some(fd)) = (proc_status(pid, "VmRSS:"), fds(pid)) {
             samples.push((start.elapsed().as_secs_f64(), rss, fd));
+        }
+        if let Some((lists, freed, stale)) = action_table(&topo.sw) {
+            table.push((start.elapsed().as_secs_f64(), lists, freed, stale));
         }
         if add.is_none() && start.elapsed() >= run / 3 {
             let (ok, c) = churn::timed(|| ofctl(topo.sw.name(), &["add-flows", change.to_str().unwrap()]));
@@ -299,11 +306,13 @@ fn soak() {
     let fd_max = warm.iter().map(|s| s.2).max().unwrap();
     let growth = (rss_max as f64 - rss0 as f64) / rss0 as f64 * 100.0;
     let port4 = &ports[3];
+    let lists_max = table.iter().map(|t| t.1).max().unwrap_or(0);
+    let (freed, stale) = table.last().map_or((0, 0), |t| (t.2, t.3));
     println!(
         "SOAK {design}: {minutes} min; frames sent {}, captured {}; mismatches 0 (check passed: {summary:?}); \
          flow-mods {} ({} ovs-ofctl failures); controller connections {connections}; port 4 flaps {flaps} \
          (rx {}); RSS {} KiB at warm-up end, max {} KiB after (+{growth:.1}%), first {} KiB; fds {fd0} → max {fd_max}; \
-         samples {}",
+         action lists max {lists_max}, freed {freed}, stale reads {stale}; samples {}",
         sent.len(),
         captured.iter().map(Vec::len).sum::<usize>(),
         flow_mods.load(Ordering::Relaxed),
@@ -318,4 +327,35 @@ fn soak() {
     assert!(connections as f64 >= minutes.floor(), "{what}: {connections} controller connections");
     assert!(growth < 10.0, "{what}: RSS grew {growth:.1}% after warm-up: {samples:?}");
     assert!(fd_max <= fd0 + 4, "{what}: descriptors grew {fd0} → {fd_max}: {samples:?}");
+    // Every add-flow invents a list: the table holds about a second's worth, never the run's.
+    assert!(table.len() as f64 >= run.as_secs_f64() / 10.0, "{what}: too few metrics scrapes: {table:?}");
+    assert!(lists_max < 1_000, "{what}: the action table held {lists_max} lists: {table:?}");
+    assert!(freed as f64 >= flow_mods.load(Ordering::Relaxed) as f64 * 0.5, "{what}: {freed} lists freed");
+    assert_eq!(stale, 0, "{what}: reads of freed action lists");
+}
+
+/// The metrics endpoint's port (on the switch namespace's loopback).
+const METRICS_PORT: u16 = 19090;
+
+/// (lists, freed, stale reads) of the switch's action table, from its metrics.
+fn action_table(ns: &Netns) -> Option<(u64, u64, u64)> {
+    let body = ns
+        .run(|| -> std::io::Result<String> {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            std::io::Write::write_all(&mut s, b"GET /metrics HTTP/1.0\r\n\r\n")?;
+            let mut body = String::new();
+            s.read_to_string(&mut body)?;
+            Ok(body)
+        })
+        .ok()?
+        .ok()?;
+    let value = |name: &str| -> Option<u64> {
+        body.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok()).map(|v| v as u64)
+    };
+    Some((
+        value("rqvs_action_lists")?,
+        value("rqvs_action_lists_freed_total")?,
+        value("rqvs_action_lists_stale_total")?,
+    ))
 }

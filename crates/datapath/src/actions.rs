@@ -11,38 +11,59 @@
 //!
 //! The action table interns lists: equal lists get the same id, so two actions compare equal
 //! exactly when their op lists are equal (the revalidator's "same action" and verification's
-//! comparisons keep working on `DpAction`). It is append-only: an id stays valid for the life of
-//! the process, and [`ops`] reads it without a lock (segments of slots that are written once).
-//! Interning takes a mutex, on the slow path only. The table grows with the number of distinct
-//! action lists ever seen (never with packets or megaflows).
+//! comparisons keep working on `DpAction`). [`ops`] reads a list without a lock (a slot is an
+//! atomic pointer; the read is a guard that keeps the list readable even if it is freed
+//! meanwhile); interning, holding and releasing take a mutex, on the slow path only.
 //!
-//! **Accounting and the limit.** Nothing is freed yet, so a controller that keeps inventing new
-//! lists would grow the table without bound; instead the table has a **limit** ([`set_limit`],
-//! default [`DEFAULT_LIMIT`], the switch's `--max-action-lists`) that the switch enforces where
-//! lists come in: a flow-mod whose rule would add a new list to a full table is refused
+//! **Accounting and the limit.** The table has a **limit** ([`set_limit`], default
+//! [`DEFAULT_LIMIT`], the switch's `--max-action-lists`) that the switch enforces where lists
+//! come in: a flow-mod whose rule would add a new list to a full table is refused
 //! ([`admit_rule`] → [`TableFull`], OpenFlow's `OFPFMFC_TABLE_FULL`) rather than grown. Lists
 //! interned by the slow path ([`intern`]) are the lists of rules already admitted, so they do
 //! not pass the limit (except the rules a switch starts with, which are not refused). [`stats`]
-//! says how many lists the table holds, their approximate bytes, the limit and the refusals.
+//! says how many lists the table holds, their approximate bytes, the limit, the refusals, the
+//! lists freed and the reads of freed ones.
 //!
-//! **Not done (issue 40): freeing.** A list no flow uses any more stays in the table, so a
-//! controller that installs and deletes distinct lists fills the table and is then refused until
-//! the switch restarts. Freeing needs every holder of an id to be known: the rules of the table
-//! of record (reference counts taken at commit, dropped at delete), the megaflows (counts taken
-//! at install, dropped at removal or revalidation), and the ids in transit with no count (a PMD's
-//! batch, an upcall verdict on its way from the handler, the revalidator between translating and
-//! updating a megaflow, the CFLOWS publications a batch reads): those need an epoch per reader
-//! thread (quiescent at its batch boundary, and not quiescent past an upcall it still waits for),
-//! an id being reused only once every reader has passed the epoch at which its count reached
-//! zero. Reads would then go through a per-slot atomic pointer (so [`ops`] returns a guard, not a
-//! `&'static`), with a generation in the id so that a stale one reads as "gone", never as another
-//! list.
+//! **Freeing.** A list lives while something counts it — a **hold** ([`hold`], [`release`]):
+//! the flows of the switch's table of record ([`hold_rule`], [`release_rule`]: taken when a flow
+//! enters the table, dropped when it leaves), the megaflows ([`crate::dpcls::Dpcls`]: at install
+//! and removal), the CFLOWS action tables each publication carries (while a PMD may read it),
+//! and a list that clones another (a group's bucket) holds that one. An id in transit has no
+//! hold: a PMD's batch (the actions it read from megaflows, the EMC and a publication), an upcall
+//! verdict on its way from the handler, a translation the revalidator compares, a packet-out's
+//! actions. Those are covered two ways:
+//! - **epochs**: a thread that reads ids it does not hold registers a [`Reader`] and says, at its
+//!   batch boundary, that it holds none ([`Reader::quiescent`]); a list that lost its last hold
+//!   (or was handed out by [`intern`] while it had none) at epoch *e* is freed only once every
+//!   reader has passed a quiescent point after *e* (each collection advances the epoch);
+//! - **a grace period** ([`GRACE`], 1 s): the threads that are not readers (the handler, the
+//!   control thread, the revalidator) have that long between interning a list and handing it to
+//!   a holder — what they do in micro- to milliseconds.
+//!
+//! The readers collect ([`collect`]) now and then at their quiescent points (the switch's PMDs
+//! are its readers), and so do interning and releasing once [`enable_freeing`] was called (the
+//! switch does, when it makes its table of record); a process with neither (`rqvs replay`, the
+//! library's users) collects nothing and its table only grows, as before, with the distinct
+//! lists it sees. An id carries
+//! its slot's **generation**: a freed slot is reused for another list under another id, and the
+//! old id reads as gone (an empty list: a drop, counted `stale`), never as the new list. So the
+//! table holds the lists in use plus those unused for about a second: a controller that installs
+//! and deletes distinct lists keeps it at about a second's worth of its flow-mods
+//! (`crates/switch/tests/action_table.rs`).
+//!
+//! Not covered: a thread that is not a reader and holds an uncounted id longer than the grace
+//! (descheduled for a second between interning and holding: the list may be freed, its frames
+//! dropped and counted `stale`).
 
 // foldhash: a bundle of 125K flows with distinct action lists interns each.
+use arc_swap::ArcSwapOption;
 use hashbrown::HashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use rqvs_flow::field::Field;
 use rqvs_flow::{Action, Match, Rule};
@@ -217,47 +238,141 @@ impl fmt::Display for Op {
     }
 }
 
-/// An action list's index in the action table (module docs).
+/// An action list's handle in the action table (module docs): its slot (the low [`INDEX_BITS`]
+/// bits) and the slot's generation (the high bits), so that the id of a list that was freed
+/// reads as gone, never as the list that took its slot since.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActionsId(pub u32);
+
+/// Bits of an [`ActionsId`] that name its slot.
+pub const INDEX_BITS: u32 = 22;
+const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
+const GEN_MASK: u32 = u32::MAX >> INDEX_BITS;
+/// The most lists the table holds at once (the slots an [`ActionsId`] can name).
+pub const MAX_LISTS: usize = 1 << INDEX_BITS;
+
+impl ActionsId {
+    fn index(self) -> u32 {
+        self.0 & INDEX_MASK
+    }
+
+    fn of(index: u32, gen: u32) -> ActionsId {
+        ActionsId((gen & GEN_MASK) << INDEX_BITS | index)
+    }
+}
+
+/// How long a list no holder counts stays in the table at least (module docs, *Freeing*): the
+/// time a thread that is not a [`Reader`] (the handler, the control thread, the revalidator)
+/// has between interning a list and handing it to a holder.
+pub const GRACE: Duration = Duration::from_secs(1);
+
+/// A [`Reader`] collects at most once per this many quiescent points (a power of two).
+const COLLECT_EVERY: u32 = 256;
 
 /// Slots in the first segment; segment `s` has `FIRST << s`.
 const FIRST: usize = 1024;
 const SEGMENTS: usize = 32;
 
-type Slots = Box<[OnceLock<Box<[Op]>>]>;
+/// A list in its slot, with the id it was given (a slot's list and its id change together).
+struct Listed {
+    id: ActionsId,
+    ops: Box<[Op]>,
+}
+
+type Slots = Box<[ArcSwapOption<Listed>]>;
+
+/// A slot's bookkeeping (under the table's lock).
+#[derive(Clone, Copy, Default)]
+struct Meta {
+    /// The generation of the slot's list, or of the next one while it is free.
+    gen: u32,
+    live: bool,
+    /// Holds ([`hold`]) not yet released.
+    count: u32,
+    /// When the list was last without holds: the epoch and the time at which its count went to
+    /// zero, or at which it was handed out ([`intern`]) while at zero. `None` while held.
+    unheld: Option<(u64, Instant)>,
+    /// In [`Inner::unheld`].
+    queued: bool,
+}
+
+struct Inner {
+    /// List → slot.
+    index: HashMap<Box<[Op]>, u32>,
+    meta: Vec<Meta>,
+    free: Vec<u32>,
+    /// Slots whose list was unheld when queued, by the time and epoch it was queued at, oldest
+    /// first; one entry per slot at most. An entry whose list was held or freed since is dropped
+    /// when it comes up, one whose list was handed out again since goes back with that time.
+    unheld: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    /// Each [`Reader`]'s last quiescent epoch (dropped readers' are gone).
+    readers: Vec<Weak<AtomicU64>>,
+    /// When [`Inner::collect`] last ran.
+    collected: Option<Instant>,
+}
 
 struct Table {
     segments: [OnceLock<Slots>; SEGMENTS],
-    index: Mutex<HashMap<Box<[Op]>, u32>>,
-    /// Lists and ops held (the index's, readable without its lock).
+    inner: Mutex<Inner>,
+    /// Lists and ops held (readable without the lock).
     lists: AtomicUsize,
     ops: AtomicUsize,
     limit: AtomicUsize,
     /// New lists [`try_intern`] refused.
     refused: AtomicU64,
+    /// Lists freed.
+    freed: AtomicU64,
+    /// Reads ([`ops`]) and holds of an id whose list is gone.
+    stale: AtomicU64,
+    /// Releases of a list without a hold (a holder's bug; the count stays at zero).
+    unbalanced: AtomicU64,
+    /// The reclamation epoch: advanced by every collection.
+    epoch: AtomicU64,
+    /// `Inner::unheld.len()`, readable without the lock.
+    queued: AtomicUsize,
+    /// [`enable_freeing`] was called: interning and releasing collect too.
+    freeing: AtomicBool,
 }
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| Table {
         segments: std::array::from_fn(|_| OnceLock::new()),
-        index: Mutex::new(HashMap::new()),
+        inner: Mutex::new(Inner {
+            index: HashMap::new(),
+            meta: Vec::new(),
+            free: Vec::new(),
+            unheld: BinaryHeap::new(),
+            readers: Vec::new(),
+            collected: None,
+        }),
         lists: AtomicUsize::new(0),
         ops: AtomicUsize::new(0),
         limit: AtomicUsize::new(DEFAULT_LIMIT),
         refused: AtomicU64::new(0),
+        freed: AtomicU64::new(0),
+        stale: AtomicU64::new(0),
+        unbalanced: AtomicU64::new(0),
+        epoch: AtomicU64::new(0),
+        queued: AtomicUsize::new(0),
+        freeing: AtomicBool::new(false),
     })
+}
+
+fn lock(t: &Table) -> MutexGuard<'_, Inner> {
+    // A poisoned lock only means another thread panicked while holding it; every change to the
+    // bookkeeping that can panic (an allocation) comes before the ones that must go together.
+    t.inner.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The default [`limit`]: 2^20 distinct lists (some 200 MB of lists of three ops; a bundle of
 /// 125K flows with distinct lists fits eight times).
 pub const DEFAULT_LIMIT: usize = 1 << 20;
 
-/// Sets the most distinct lists [`try_intern`] lets the table hold (module docs). Process-wide;
-/// a limit below the lists already held refuses every new one.
+/// Sets the most distinct lists [`try_intern`] lets the table hold (module docs), at most
+/// [`MAX_LISTS`]. Process-wide; a limit below the lists held refuses every new one.
 pub fn set_limit(n: usize) {
-    table().limit.store(n, Ordering::Relaxed);
+    table().limit.store(n.min(MAX_LISTS), Ordering::Relaxed);
 }
 
 /// The most distinct lists [`try_intern`] lets the table hold.
@@ -268,30 +383,46 @@ pub fn limit() -> usize {
 /// The action table now ([`stats`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
-    /// Distinct lists held (none is freed yet: module docs).
+    /// Distinct lists held: used by a flow or a megaflow, or unused for less than about
+    /// [`GRACE`] (module docs).
     pub lists: usize,
     /// Ops in them, all lists together.
     pub ops: usize,
     /// Approximate bytes the table takes: each list twice (its slot and the index's key), its
-    /// slot and its index entry. The segments' unused slots are not counted.
+    /// slot, bookkeeping and index entry. The segments' unused slots are not counted.
     pub bytes: usize,
     /// [`limit`].
     pub limit: usize,
     /// New lists refused since the process started, the table being full.
     pub refused: u64,
+    /// Lists freed since the process started.
+    pub freed: u64,
+    /// Reads and holds of an id whose list was freed (module docs: 0 unless a holder kept an id
+    /// uncounted past [`GRACE`]; such a read is an empty list, a drop).
+    pub stale: u64,
+    /// Releases without a hold (a holder's bug; 0).
+    pub unbalanced: u64,
 }
 
 /// The action table's counts (lock-free).
 pub fn stats() -> Stats {
     let t = table();
     let (lists, ops) = (t.lists.load(Ordering::Relaxed), t.ops.load(Ordering::Relaxed));
-    let per_list = std::mem::size_of::<OnceLock<Box<[Op]>>>() + 2 * std::mem::size_of::<Box<[Op]>>() + 8;
+    let per_list = std::mem::size_of::<ArcSwapOption<Listed>>()
+        + std::mem::size_of::<Meta>()
+        + std::mem::size_of::<Listed>()
+        + 16
+        + std::mem::size_of::<Box<[Op]>>()
+        + 12;
     Stats {
         lists,
         ops,
         bytes: lists * per_list + 2 * ops * std::mem::size_of::<Op>(),
         limit: limit(),
         refused: t.refused.load(Ordering::Relaxed),
+        freed: t.freed.load(Ordering::Relaxed),
+        stale: t.stale.load(Ordering::Relaxed),
+        unbalanced: t.unbalanced.load(Ordering::Relaxed),
     }
 }
 
@@ -305,8 +436,8 @@ impl fmt::Display for TableFull {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the action table is full: it holds {} distinct action lists, its limit (--max-action-lists), \
-             and frees none yet (lists of deleted flows included); reuse action lists, or restart the switch",
+            "the action table is full: it holds {} distinct action lists, its limit (--max-action-lists); \
+             a list no flow or megaflow uses is freed about a second after its last use",
             self.limit
         )
     }
@@ -314,20 +445,188 @@ impl fmt::Display for TableFull {
 
 impl std::error::Error for TableFull {}
 
-/// (segment, offset) of id `i`.
+/// (segment, offset) of slot `i`.
 fn slot_of(i: u32) -> (usize, usize) {
     let x = i as usize + FIRST;
     let seg = (usize::BITS - 1 - x.leading_zeros()) as usize - FIRST.trailing_zeros() as usize;
     (seg, x - (FIRST << seg))
 }
 
+/// Slot `i`, if its segment exists.
+fn slot(t: &Table, i: u32) -> Option<&ArcSwapOption<Listed>> {
+    let (seg, off) = slot_of(i);
+    t.segments.get(seg).and_then(OnceLock::get).and_then(|s| s.get(off))
+}
+
+impl Inner {
+    fn id(&self, i: u32) -> ActionsId {
+        ActionsId::of(i, self.meta[i as usize].gen)
+    }
+
+    /// The live slot of `id`, if its list is still there.
+    fn live(&self, id: ActionsId) -> Option<u32> {
+        let i = id.index();
+        self.meta.get(i as usize).filter(|m| m.live && m.gen == id.0 >> INDEX_BITS).map(|_| i)
+    }
+
+    /// Slot `i`'s list has no holds as of now.
+    fn mark_unheld(&mut self, t: &Table, i: u32) {
+        let stamp = (t.epoch.load(Ordering::SeqCst), Instant::now());
+        let m = &mut self.meta[i as usize];
+        m.unheld = Some(stamp);
+        if !m.queued {
+            m.queued = true;
+            self.unheld.push(Reverse((stamp.1, stamp.0, i)));
+            t.queued.store(self.unheld.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn hold(&mut self, i: u32) {
+        let m = &mut self.meta[i as usize];
+        m.count += 1;
+        m.unheld = None;
+    }
+
+    fn release(&mut self, t: &Table, i: u32) {
+        let m = &mut self.meta[i as usize];
+        if m.count == 0 {
+            t.unbalanced.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        m.count -= 1;
+        if m.count == 0 {
+            self.mark_unheld(t, i);
+        }
+    }
+
+    /// The slot of `ops`, added if new and the table holds fewer than `limit` lists.
+    fn get_or_insert(&mut self, t: &Table, ops: &[Op], limit: usize) -> Result<u32, TableFull> {
+        if let Some(&i) = self.index.get(ops) {
+            if self.meta[i as usize].count == 0 {
+                // Handed out again: it is in transit again (module docs).
+                self.mark_unheld(t, i);
+            }
+            return Ok(i);
+        }
+        if self.index.len() >= limit.min(MAX_LISTS) {
+            t.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(TableFull { limit });
+        }
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.meta.push(Meta::default());
+                (self.meta.len() - 1) as u32
+            }
+        };
+        // The lists it runs (a group's clone) live as long as it does.
+        for op in ops {
+            if let Op::Clone(c) = op {
+                match self.live(*c) {
+                    Some(ci) => self.hold(ci),
+                    None => {
+                        t.stale.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        let id = self.id(i);
+        let (seg, off) = slot_of(i);
+        let slots = t.segments[seg].get_or_init(|| (0..FIRST << seg).map(|_| ArcSwapOption::empty()).collect());
+        slots[off].store(Some(Arc::new(Listed { id, ops: ops.into() })));
+        self.index.insert(ops.into(), i);
+        self.meta[i as usize].live = true;
+        t.lists.store(self.index.len(), Ordering::Relaxed);
+        t.ops.fetch_add(ops.len(), Ordering::Relaxed);
+        self.mark_unheld(t, i);
+        Ok(i)
+    }
+
+    /// Frees slot `i`'s list.
+    fn free(&mut self, t: &Table, i: u32) {
+        let Some(listed) = slot(t, i).and_then(|s| s.swap(None)) else { return };
+        self.index.remove(&listed.ops);
+        let m = &mut self.meta[i as usize];
+        m.live = false;
+        m.gen = (m.gen + 1) & GEN_MASK;
+        m.unheld = None;
+        self.free.push(i);
+        t.lists.store(self.index.len(), Ordering::Relaxed);
+        t.ops.fetch_sub(listed.ops.len(), Ordering::Relaxed);
+        t.freed.fetch_add(1, Ordering::Relaxed);
+        for op in listed.ops.iter() {
+            if let Op::Clone(c) = op {
+                if let Some(ci) = self.live(*c) {
+                    self.release(t, ci);
+                }
+            }
+        }
+    }
+
+    /// Frees the lists unheld since an epoch every reader has passed and for [`GRACE`] at least
+    /// (module docs); returns how many.
+    fn collect(&mut self, t: &Table) -> usize {
+        self.readers.retain(|r| r.strong_count() > 0);
+        let oldest = self.readers.iter().filter_map(Weak::upgrade).map(|r| r.load(Ordering::SeqCst)).min();
+        let passed = oldest.unwrap_or(u64::MAX);
+        let now = Instant::now();
+        let ready = |epoch: u64, at: Instant| epoch < passed && now.saturating_duration_since(at) >= GRACE;
+        let mut freed = 0;
+        while let Some(&Reverse((at, epoch, i))) = self.unheld.peek() {
+            if !ready(epoch, at) {
+                break;
+            }
+            self.unheld.pop();
+            let m = self.meta[i as usize];
+            match m.unheld {
+                Some((e, a)) if m.live && m.count == 0 => {
+                    if (e, a) == (epoch, at) {
+                        self.meta[i as usize].queued = false;
+                        self.free(t, i);
+                        freed += 1;
+                    } else {
+                        // Handed out again since it was queued: it waits from then.
+                        self.unheld.push(Reverse((a, e, i)));
+                    }
+                }
+                _ => self.meta[i as usize].queued = false,
+            }
+        }
+        t.queued.store(self.unheld.len(), Ordering::Relaxed);
+        t.epoch.fetch_add(1, Ordering::SeqCst);
+        self.collected = Some(now);
+        freed
+    }
+
+    /// [`Inner::collect`] if freeing is enabled and the last collection is [`COLLECT_PERIOD`]
+    /// old.
+    fn collect_if_due(&mut self, t: &Table) {
+        if t.freeing.load(Ordering::Relaxed) && self.collected.is_none_or(|c| c.elapsed() >= COLLECT_PERIOD) {
+            self.collect(t);
+        }
+    }
+}
+
+/// Interning and releasing collect at most this often ([`enable_freeing`]).
+const COLLECT_PERIOD: Duration = Duration::from_millis(100);
+
+/// Makes interning and releasing collect too (at most every 100 ms), beside the [`Reader`]s:
+/// the switch's choice, so that a switch without PMDs (no ports) or whose PMDs are busy frees
+/// the lists of deleted flows. A process that never calls it frees only through its readers.
+pub fn enable_freeing() {
+    table().freeing.store(true, Ordering::Relaxed);
+}
+
 /// The id of `ops` in the action table, added if new, whatever the [`limit`] (the slow path's
-/// interning of lists already admitted: module docs).
+/// interning of lists already admitted: module docs). The id is the caller's to use for
+/// [`GRACE`] (and, on a [`Reader`], until its next quiescent point); to keep it longer, hold it
+/// ([`hold`]).
 ///
 /// # Panics
-/// Past 2^32 distinct lists (the ids' range) — unreachable in practice.
+/// Past [`MAX_LISTS`] lists held at once — out of reach of the flow-mods a switch admits (its
+/// limit is at most that) but for translations combining lists.
 pub fn intern(ops: &[Op]) -> ActionsId {
-    intern_within(ops, usize::MAX).expect("no limit")
+    intern_within(ops, MAX_LISTS).expect("action table full (MAX_LISTS distinct action lists held at once)")
 }
 
 /// The id of `ops` in the action table, added if new and the table holds fewer than [`limit`]
@@ -336,15 +635,27 @@ pub fn try_intern(ops: &[Op]) -> Result<ActionsId, TableFull> {
     intern_within(ops, limit())
 }
 
+fn intern_within(ops: &[Op], limit: usize) -> Result<ActionsId, TableFull> {
+    let t = table();
+    let mut inner = lock(t);
+    inner.collect_if_due(t);
+    let i = inner.get_or_insert(t, ops, limit)?;
+    Ok(inner.id(i))
+}
+
 /// Admits rule `r`'s actions: interns the list [`crate::DpAction::from_rule`] makes of them, if
 /// it is one the table holds (two ops or more, or one that is not an `output`); refused when
 /// the list is new and the table full.
 pub fn admit_rule(r: &Rule) -> Result<(), TableFull> {
-    let ops: Vec<Op> = r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect();
+    let ops = rule_ops(r);
     if is_listed(&ops) {
         try_intern(&ops)?;
     }
     Ok(())
+}
+
+fn rule_ops(r: &Rule) -> Vec<Op> {
+    r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect()
 }
 
 /// Is `ops` a list the table holds ([`crate::DpAction::Apply`]), rather than `Drop` (none) or
@@ -353,40 +664,194 @@ pub fn is_listed(ops: &[Op]) -> bool {
     !matches!(ops, [] | [Op::Output(_)])
 }
 
-fn intern_within(ops: &[Op], limit: usize) -> Result<ActionsId, TableFull> {
+/// Counts a holder of `id` (a flow, a megaflow, a published action table): its list stays until
+/// every hold is released ([`release`]). False (and counted `stale`) when the list is gone
+/// already.
+pub fn hold(id: ActionsId) -> bool {
     let t = table();
-    // A poisoned lock only means another thread panicked while holding it; the map is still a
-    // consistent map (insertion is its last step).
-    let mut index = t.index.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&i) = index.get(ops) {
-        return Ok(ActionsId(i));
+    let mut inner = lock(t);
+    match inner.live(id) {
+        Some(i) => {
+            inner.hold(i);
+            true
+        }
+        None => {
+            t.stale.fetch_add(1, Ordering::Relaxed);
+            false
+        }
     }
-    if index.len() >= limit {
-        t.refused.fetch_add(1, Ordering::Relaxed);
-        return Err(TableFull { limit });
-    }
-    let i = u32::try_from(index.len()).expect("action table full (2^32 distinct action lists)");
-    let (seg, off) = slot_of(i);
-    let slots = t.segments[seg].get_or_init(|| (0..FIRST << seg).map(|_| OnceLock::new()).collect());
-    // The slot is fresh: ids are handed out once, under the lock.
-    let _ = slots[off].set(ops.into());
-    index.insert(ops.into(), i);
-    t.lists.store(index.len(), Ordering::Relaxed);
-    t.ops.fetch_add(ops.len(), Ordering::Relaxed);
-    Ok(ActionsId(i))
 }
 
-/// The ops of an interned list. Lock-free. An id that was never handed out gives an empty list
-/// (drop) rather than a panic.
-pub fn ops(id: ActionsId) -> &'static [Op] {
-    let (seg, off) = slot_of(id.0);
-    table()
-        .segments
-        .get(seg)
-        .and_then(OnceLock::get)
-        .and_then(|s| s.get(off))
-        .and_then(OnceLock::get)
-        .map_or(&[], |b| b)
+/// Drops a hold taken with [`hold`] (the list may be freed from then on: module docs).
+pub fn release(id: ActionsId) {
+    let t = table();
+    let mut inner = lock(t);
+    if let Some(i) = inner.live(id) {
+        inner.release(t, i);
+    }
+    inner.collect_if_due(t);
+}
+
+/// [`hold`]s the list of action `a`, if it has one (`Apply`).
+pub fn hold_action(a: crate::DpAction) -> bool {
+    match a {
+        crate::DpAction::Apply(id) => hold(id),
+        _ => true,
+    }
+}
+
+/// [`release`]s the list of action `a`, if it has one.
+pub fn release_action(a: crate::DpAction) {
+    if let crate::DpAction::Apply(id) = a {
+        release(id);
+    }
+}
+
+/// [`hold_action`] for many actions, under one lock.
+pub fn hold_actions(all: impl IntoIterator<Item = crate::DpAction>) {
+    let t = table();
+    let mut inner: Option<MutexGuard<'_, Inner>> = None;
+    for a in all {
+        if let crate::DpAction::Apply(id) = a {
+            let inner = inner.get_or_insert_with(|| lock(t));
+            match inner.live(id) {
+                Some(i) => inner.hold(i),
+                None => {
+                    t.stale.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// [`release_action`] for many actions, under one lock.
+pub fn release_actions(all: impl IntoIterator<Item = crate::DpAction>) {
+    let t = table();
+    let mut inner: Option<MutexGuard<'_, Inner>> = None;
+    for a in all {
+        if let crate::DpAction::Apply(id) = a {
+            let inner = inner.get_or_insert_with(|| lock(t));
+            if let Some(i) = inner.live(id) {
+                inner.release(t, i);
+            }
+        }
+    }
+}
+
+/// Holds rule `r`'s list, interned if missing (whatever the limit: the rule was admitted) — a
+/// flow of the table of record.
+pub fn hold_rule(r: &Rule) {
+    let ops = rule_ops(r);
+    if is_listed(&ops) {
+        let t = table();
+        let mut inner = lock(t);
+        inner.collect_if_due(t);
+        if let Ok(i) = inner.get_or_insert(t, &ops, MAX_LISTS) {
+            inner.hold(i);
+        }
+    }
+}
+
+/// Releases the hold [`hold_rule`] took for `r` (whose actions, cookie and table are
+/// unchanged since).
+pub fn release_rule(r: &Rule) {
+    let ops = rule_ops(r);
+    if is_listed(&ops) {
+        let t = table();
+        let mut inner = lock(t);
+        match inner.index.get(&ops[..]) {
+            Some(&i) => inner.release(t, i),
+            None => {
+                t.unbalanced.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        inner.collect_if_due(t);
+    }
+}
+
+/// A thread that reads ids without holding them — a PMD, whose batch uses the actions of
+/// megaflows, the EMC and published tables that may be released meanwhile. It says when it
+/// holds none ([`Reader::quiescent`], its batch boundary); a list is freed only once every
+/// reader has passed such a point after the list lost its last hold (module docs). Dropping the
+/// reader unregisters it.
+pub struct Reader {
+    seen: Arc<AtomicU64>,
+    calls: std::cell::Cell<u32>,
+}
+
+impl Reader {
+    /// Registers the calling thread's reader.
+    pub fn register() -> Reader {
+        let t = table();
+        let seen = Arc::new(AtomicU64::new(t.epoch.load(Ordering::SeqCst)));
+        lock(t).readers.push(Arc::downgrade(&seen));
+        Reader { seen, calls: std::cell::Cell::new(0) }
+    }
+
+    /// The thread holds no id it has not [`hold`]: lists unheld before now may be freed as far
+    /// as it is concerned. Now and then (every 256th call, when lists wait) it also collects
+    /// them, unless another thread is at it.
+    #[inline]
+    pub fn quiescent(&self) {
+        let t = table();
+        self.seen.store(t.epoch.load(Ordering::SeqCst), Ordering::SeqCst);
+        let n = self.calls.get().wrapping_add(1);
+        self.calls.set(n);
+        if n & (COLLECT_EVERY - 1) == 0 && t.queued.load(Ordering::Relaxed) > 0 {
+            let inner = match t.inner.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut inner) = inner {
+                inner.collect(t);
+            }
+        }
+    }
+}
+
+/// Frees what can be freed now (what a [`Reader`] does now and then); returns how many lists.
+pub fn collect() -> usize {
+    let t = table();
+    lock(t).collect(t)
+}
+
+/// The ops of an interned list, read without a lock: an empty list (drop) for an id that was
+/// never handed out or whose list was freed (counted `stale` in [`stats`]).
+pub fn ops(id: ActionsId) -> OpsRef {
+    let t = table();
+    if let Some(s) = slot(t, id.index()) {
+        let g = s.load();
+        if g.as_ref().is_some_and(|l| l.id == id) {
+            return OpsRef(Some(g));
+        }
+    }
+    t.stale.fetch_add(1, Ordering::Relaxed);
+    OpsRef(None)
+}
+
+/// An interned list as [`ops`] read it: derefs to its ops, which stay readable while it lives
+/// (even when the list is freed meanwhile).
+pub struct OpsRef(Option<arc_swap::Guard<Option<Arc<Listed>>>>);
+
+impl std::ops::Deref for OpsRef {
+    type Target = [Op];
+
+    fn deref(&self) -> &[Op] {
+        match &self.0 {
+            Some(g) => match &**g {
+                Some(l) => &l.ops,
+                None => &[],
+            },
+            None => &[],
+        }
+    }
+}
+
+impl fmt::Debug for OpsRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 #[cfg(test)]
@@ -409,16 +874,16 @@ mod tests {
         let (ia, ib) = (intern(&a), intern(&b));
         assert_ne!(ia, ib);
         assert_eq!(intern(&a), ia);
-        assert_eq!(ops(ia), &a);
-        assert_eq!(ops(ib), &b);
-        assert_eq!(ops(ActionsId(u32::MAX - 1)), &[] as &[Op], "unknown id: empty, no panic");
+        assert_eq!(&*ops(ia), &a);
+        assert_eq!(&*ops(ib), &b);
+        assert_eq!(&*ops(ActionsId(u32::MAX - 1)), &[] as &[Op], "unknown id: empty, no panic");
         // Many lists, across segment boundaries, from two threads at once.
         let lists =
             |t: u32| (0..3000u32).map(move |i| vec![Op::Output(i), Op::Controller(ToController::new(t as u16))]);
         let h = std::thread::spawn(move || lists(1).map(|l| (intern(&l), l)).collect::<Vec<_>>());
         let mine: Vec<_> = lists(2).map(|l| (intern(&l), l)).collect();
         for (id, l) in mine.into_iter().chain(h.join().unwrap()) {
-            assert_eq!(ops(id), &l[..]);
+            assert_eq!(&*ops(id), &l[..]);
         }
     }
 
@@ -441,6 +906,6 @@ mod tests {
     }
 
     fn index_has(ops: &[Op]) -> bool {
-        table().index.lock().unwrap().contains_key(ops)
+        lock(table()).index.contains_key(ops)
     }
 }

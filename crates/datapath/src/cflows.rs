@@ -133,7 +133,10 @@ impl Table {
 /// the ids below a bound that grows with the table (ClassBench ids and the cookies of converted
 /// sets are small and dense), a map for the others. A map alone cost a dependent cache miss or
 /// two per packet at 500K rules (fw4_500k without EMC: 3.9 Mpps with the map).
-#[derive(Clone, Default)]
+///
+/// It holds the lists of its actions (`crate::actions`, *Freeing*): a published copy keeps
+/// them while a PMD may still read it.
+#[derive(Default)]
 pub(crate) struct ActionTable {
     dense: Vec<Option<DpAction>>,
     sparse: HashMap<u32, DpAction>,
@@ -157,6 +160,7 @@ impl ActionTable {
     }
 
     pub(crate) fn insert(&mut self, id: u32, a: DpAction) {
+        crate::actions::hold_action(a);
         let i = id as usize;
         let was = if i < self.dense.len() || i < self.dense_limit() {
             if i >= self.dense.len() {
@@ -166,6 +170,9 @@ impl ActionTable {
         } else {
             self.sparse.insert(id, a)
         };
+        if let Some(w) = was {
+            crate::actions::release_action(w);
+        }
         self.len += usize::from(was.is_none());
     }
 
@@ -174,7 +181,27 @@ impl ActionTable {
             Some(a) => Some(a),
             None => self.sparse.remove(&id),
         };
+        if let Some(g) = gone {
+            crate::actions::release_action(g);
+        }
         self.len -= usize::from(gone.is_some());
+    }
+
+    fn all(&self) -> impl Iterator<Item = DpAction> + '_ {
+        self.dense.iter().flatten().chain(self.sparse.values()).copied()
+    }
+}
+
+impl Clone for ActionTable {
+    fn clone(&self) -> Self {
+        crate::actions::hold_actions(self.all());
+        ActionTable { dense: self.dense.clone(), sparse: self.sparse.clone(), len: self.len }
+    }
+}
+
+impl Drop for ActionTable {
+    fn drop(&mut self) {
+        crate::actions::release_actions(self.all());
     }
 }
 

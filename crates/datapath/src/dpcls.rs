@@ -206,6 +206,13 @@ pub struct Dpcls {
     defence: DefenceStats,
 }
 
+impl Drop for Dpcls {
+    /// The megaflows still installed release their actions' lists.
+    fn drop(&mut self) {
+        crate::actions::release_actions(self.slots.iter().filter_map(|s| s.megaflow.as_ref().map(|e| e.action)));
+    }
+}
+
 /// Megaflows installed and deleted, in order of each kind, since the journal was last taken.
 #[derive(Clone, Debug, Default)]
 pub struct Journal {
@@ -286,7 +293,10 @@ impl Table {
 
 impl Dpcls {
     pub fn new() -> Dpcls {
-        Dpcls { next_rank_ns: RANK_INTERVAL_NS, top_share: 1.0, ..Dpcls::default() }
+        let mut d = Dpcls::default();
+        d.next_rank_ns = RANK_INTERVAL_NS;
+        d.top_share = 1.0;
+        d
     }
 
     /// Megaflows installed.
@@ -413,6 +423,8 @@ impl Dpcls {
             return f;
         }
         let si = self.subtable_for(&megaflow.mask);
+        // The megaflow holds its action's list while installed (`crate::actions`, *Freeing*).
+        crate::actions::hold_action(action);
         let entry = MegaflowEntry {
             key,
             megaflow,
@@ -584,6 +596,7 @@ impl Dpcls {
             return false;
         }
         let e = s.megaflow.take().expect("checked");
+        crate::actions::release_action(e.action);
         s.gen = s.gen.wrapping_add(1);
         self.free_slots.push(f.slot);
         self.n_megaflows -= 1;

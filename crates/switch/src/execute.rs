@@ -132,7 +132,7 @@ impl Executor {
         let mut out = Outcome::default();
         match action {
             DpAction::Output(p) => send(frame, p, in_port, tx, &mut out),
-            DpAction::Apply(id) => self.apply(frame, in_port, actions::ops(id), false, tx, &mut out),
+            DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
         out
@@ -182,7 +182,7 @@ impl Executor {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
                     let copy = cur.to_vec();
                     let saved = std::mem::take(&mut self.scratch);
-                    self.apply(&copy, in_port, actions::ops(id), packet_out, tx, out);
+                    self.apply(&copy, in_port, &actions::ops(id), packet_out, tx, out);
                     self.scratch = saved;
                 }
                 _ => {

@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | `rqvs_info` | gauge (1) | `design`, `version` |
 //! | `rqvs_uptime_seconds`, `rqvs_openflow_rules` | gauge | |
-//! | `rqvs_action_lists`, `rqvs_action_lists_limit`, `rqvs_action_table_bytes` (the datapath's interned action lists: none is freed yet, `--max-action-lists` bounds them) | gauge | |
-//! | `rqvs_action_lists_refused_total` (new lists refused, the table full: flow-mods answered `OFPFMFC_TABLE_FULL`) | counter | |
+//! | `rqvs_action_lists`, `rqvs_action_lists_limit`, `rqvs_action_table_bytes` (the datapath's interned action lists: those a flow or megaflow uses, and unused ones for about a second; `--max-action-lists` bounds them) | gauge | |
+//! | `rqvs_action_lists_refused_total` (new lists refused, the table full: flow-mods answered `OFPFMFC_TABLE_FULL`), `rqvs_action_lists_freed_total`, `rqvs_action_lists_stale_total` (reads of a freed list: 0) | counter | |
 //! | `rqvs_pmd_design` | gauge (1) | `pmd`, `design` |
 //! | `rqvs_pmd_packets_total`, `_emc_hits_total`, `_megaflow_hits_total`, `_model_hits_total`, `_remainder_hits_total`, `_no_match_total`, `_upcalls_total`, `_lost_total`, `_flow_limit_hits_total`, `_masks_evicted_total`, `_megaflows_evicted_total`,  `_mask_limit_refused_total`, `_mask_limit_narrowed_total`, `_mfcguard_masks_total`, `_mfcguard_removed_total` (the defences against Tuple Space Explosion), `_megaflow_subtable_lookups_total`, `_model_swaps_total`, `_busy_seconds_total` | counter | `pmd` |
 //! | `rqvs_pmd_megaflows`, `rqvs_pmd_masks`, `rqvs_pmd_subtables_per_megaflow_hit`, `rqvs_pmd_model_coverage` (CCACHE, CFLOWS) | gauge | `pmd` |
@@ -272,7 +272,7 @@ pub fn render_report(
     x.family(
         "rqvs_action_lists",
         "gauge",
-        "Distinct action lists the datapath's action table holds (none is freed yet).",
+        "Distinct action lists the datapath's action table holds (used by a flow or megaflow, or unused for under a second).",
     );
     x.sample("rqvs_action_lists", &[], a.lists as f64);
     x.family("rqvs_action_lists_limit", "gauge", "The most action lists the table takes (--max-action-lists).");
@@ -281,6 +281,14 @@ pub fn render_report(
     x.sample("rqvs_action_table_bytes", &[], a.bytes as f64);
     x.family("rqvs_action_lists_refused_total", "counter", "New action lists refused, the table being full.");
     x.sample("rqvs_action_lists_refused_total", &[], a.refused as f64);
+    x.family("rqvs_action_lists_freed_total", "counter", "Action lists freed, no flow or megaflow using them.");
+    x.sample("rqvs_action_lists_freed_total", &[], a.freed as f64);
+    x.family(
+        "rqvs_action_lists_stale_total",
+        "counter",
+        "Reads of an action list freed already (0 unless a holder kept an id uncounted too long).",
+    );
+    x.sample("rqvs_action_lists_stale_total", &[], a.stale as f64);
 
     let pmd = |p: &crate::stats::PmdReport| vec![("pmd", p.pmd.to_string())];
     x.each("rqvs_pmd_design", "gauge", "The design a PMD runs (1 for the one in use).", pmds, |p| {

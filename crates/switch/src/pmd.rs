@@ -154,6 +154,9 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     }
     let t0 = Instant::now();
     let mut pmd = Pmd::new();
+    // The batch uses action lists it does not hold; each iteration's start is its quiescent
+    // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
+    let action_reader = rqvs_datapath::actions::Reader::register();
     let mut exec =
         Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
     let mut c = PmdCounters::new(s.rx.len());
@@ -177,6 +180,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         taken: Vec::new(),
     };
     loop {
+        action_reader.quiescent();
         let mut got = 0usize;
         if let Some(link) = &s.handler {
             if up.n > 0 {

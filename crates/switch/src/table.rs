@@ -251,6 +251,9 @@ impl FlowTable {
     /// timeouts or flags.
     pub fn new(rules: Vec<Rule>) -> FlowTable {
         let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
+        // The flows hold their lists, so the switch's action table frees the others (also
+        // when it has no PMD to do it).
+        rqvs_datapath::actions::enable_freeing();
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
             index: HashMap::with_capacity(rules.len()),
@@ -260,8 +263,11 @@ impl FlowTable {
             hidden: None,
         };
         for r in rules {
+            rqvs_datapath::actions::hold_rule(&r);
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
-                t.by_id.remove(&old);
+                if let Some((o, _)) = t.by_id.remove(&old) {
+                    rqvs_datapath::actions::release_rule(&o);
+                }
             }
             t.by_id.insert(r.id, (r, FlowMeta::default()));
         }
@@ -380,10 +386,15 @@ impl FlowTable {
         }
     }
 
+    /// Every change of the flows goes through here and [`FlowTable::remove`]: each flow holds
+    /// its action list in the datapath's action table while it is in the table
+    /// ([`rqvs_datapath::actions::hold_rule`]).
     fn insert(&mut self, f: Flow) -> Option<Flow> {
         let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
+        rqvs_datapath::actions::hold_rule(&f.0);
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
         if let Some((o, _)) = &old {
+            rqvs_datapath::actions::release_rule(o);
             self.timed.remove(&o.id);
         }
         if expires {
@@ -395,6 +406,7 @@ impl FlowTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
+        rqvs_datapath::actions::release_rule(&f.0);
         let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
@@ -402,7 +414,18 @@ impl FlowTable {
         self.timed.remove(&id);
         Some(f)
     }
+}
 
+impl Drop for FlowTable {
+    /// The flows release their action lists.
+    fn drop(&mut self) {
+        for (r, _) in self.by_id.values() {
+            rqvs_datapath::actions::release_rule(r);
+        }
+    }
+}
+
+impl FlowTable {
     /// A flow of `table` and `priority` other than an identical one that some packet matches
     /// together with `m` (CHECK_OVERLAP).
     fn overlapping(&self, table: u8, priority: u32, m: &Match) -> Option<&Rule> {
