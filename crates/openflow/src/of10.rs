@@ -1262,50 +1262,60 @@ pub fn encode_features_reply(xid: u32, f: &Features, ports: &[Port]) -> Result<V
     w.finish_message()
 }
 
-/// An OpenFlow (1.3-numbered) error as 1.0 says it: `(type, code)`, or `None` when only OVS's
-/// vendor wrapper can carry it (see the module docs).
-pub fn error_to_of10(e: OfError) -> Option<(u16, u16)> {
+/// How OpenFlow 1.0 carries an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Of10Error {
+    /// A standard 1.0 type and code.
+    Plain(u16, u16),
+    /// OVS's Nicira wrapper (`NXET_VENDOR`, code 0, vendor 0x2320) around this type and code:
+    /// OVS's own 1.0 codes for errors 1.0 lacks ("NX1.0(1,260)" for `OFPBMC_BAD_PREREQ`), and
+    /// the later version's type and code for the rest, as OVS 3.1 sends them.
+    Nx(u16, u16),
+}
+
+/// An OpenFlow (1.3-numbered) error as 1.0 says it (OVS's `ofp-errors.h` table).
+pub fn error_to_of10(e: OfError) -> Of10Error {
     let (t, c) = (e.kind, e.code);
-    Some(match (t, c) {
-        (0, _) => (0, c),
-        (1, 0..=8) | (2, 0..=8) => (t, c),
-        (1, 9) => (1, 512),
-        (1, 10) => (1, 5),
-        (1, 11) => (1, 514),
-        (2, 10) => (1, 522),
-        (2, 13) => (1, 523),
-        (2, 14) => (1, 524),
-        (2, 15) => (1, 525),
-        (3, 1) => (2, 257),
-        (4, 5) => (1, 262),
-        (4, 6) => (0, 263),
-        (4, 7) => (1, 258),
-        (4, 8) => (1, 259),
-        (4, 9) => (1, 260),
-        (4, 10) => (1, 261),
-        (5, 1) => (3, 0),
-        (5, 3) => (3, 1),
-        (5, 4) => (3, 2),
-        (5, 6) => (3, 4),
-        (5, 7) => (3, 258),
-        (7, 0) => (4, 0),
-        (7, 1) => (4, 1),
-        _ => return None,
-    })
+    let nx = |t, c| Of10Error::Nx(t, c);
+    match (t, c) {
+        (0, _) | (1, 0..=8) | (2, 0..=8) => Of10Error::Plain(t, c),
+        (1, 10) => Of10Error::Plain(1, 5),
+        (5, 1) => Of10Error::Plain(3, 0),
+        (5, 3) => Of10Error::Plain(3, 1),
+        (5, 4) => Of10Error::Plain(3, 2),
+        (5, 6) => Of10Error::Plain(3, 4),
+        (7, 0) => Of10Error::Plain(4, 0),
+        (7, 1) => Of10Error::Plain(4, 1),
+        (1, 9) => nx(1, 512),
+        (1, 11) => nx(1, 514),
+        (2, 10) => nx(1, 522),
+        (2, 13) => nx(1, 523),
+        (2, 14) => nx(1, 524),
+        (2, 15) => nx(1, 525),
+        (3, 1) => nx(2, 257),
+        (4, 5) => nx(1, 262),
+        (4, 6) => nx(0, 263),
+        (4, 7) => nx(1, 258),
+        (4, 8) => nx(1, 259),
+        (4, 9) => nx(1, 260),
+        (4, 10) => nx(1, 261),
+        (5, 7) => nx(3, 258),
+        _ => nx(t, c),
+    }
 }
 
 fn write_error(w: &mut Writer, e: &ErrorMsg) {
     match error_to_of10(e.of_error()) {
-        Some((t, c)) => {
+        Of10Error::Plain(t, c) => {
             w.u16(t);
             w.u16(c);
         }
-        None => {
+        Of10Error::Nx(t, c) => {
             w.u16(NXET_VENDOR);
             w.u16(0);
             w.u32(NX_VENDOR_ID);
-            w.u16(e.kind);
-            w.u16(e.code);
+            w.u16(t);
+            w.u16(c);
         }
     }
     w.put(&e.data);
@@ -1319,6 +1329,12 @@ fn nx_stats_header(w: &mut Writer, flags: u16, subtype: u32) {
     w.zeros(4);
 }
 
+/// A duration's nanoseconds at OVS's precision (it keeps flow times in milliseconds, so
+/// `ovs-ofctl` prints `duration=0.017s`).
+fn ms_precision(nsec: u32) -> u32 {
+    nsec / 1_000_000 * 1_000_000
+}
+
 /// One `nx_flow_stats` entry.
 fn write_nx_flow(w: &mut Writer, s: &FlowStats) -> Result<(), EncodeError> {
     let start = w.len();
@@ -1326,7 +1342,7 @@ fn write_nx_flow(w: &mut Writer, s: &FlowStats) -> Result<(), EncodeError> {
     w.u8(s.table_id);
     w.u8(0);
     w.u32(s.duration_sec);
-    w.u32(s.duration_nsec);
+    w.u32(ms_precision(s.duration_nsec));
     w.u16(s.priority);
     w.u16(s.idle_timeout);
     w.u16(s.hard_timeout);
@@ -1358,7 +1374,7 @@ fn write_flow10(w: &mut Writer, s: &FlowStats) -> Result<(), EncodeError> {
     w.u8(0);
     encode_match(&s.matches, w)?;
     w.u32(s.duration_sec);
-    w.u32(s.duration_nsec);
+    w.u32(ms_precision(s.duration_nsec));
     w.u16(s.priority);
     w.u16(s.idle_timeout);
     w.u16(s.hard_timeout);
@@ -1681,7 +1697,7 @@ mod tests {
         let s = FlowStats {
             table_id: 0,
             duration_sec: 0,
-            duration_nsec: 0x0089_5440,
+            duration_nsec: 0x0089_5440 + 123,
             priority: 11,
             idle_timeout: 0,
             hard_timeout: 0,
@@ -1715,7 +1731,8 @@ mod tests {
             b[8..].to_vec()
         };
         assert_eq!(e(OfError::FLOW_MOD_FAILED_OVERLAP), [0, 3, 0, 1, 1, 2]);
-        assert_eq!(e(OfError::BAD_MATCH_BAD_PREREQ), [0, 1, 1, 4, 1, 2]);
+        // OVS's NX1.0 code (1,260), in the Nicira wrapper.
+        assert_eq!(e(OfError::BAD_MATCH_BAD_PREREQ), hex("b0c2000000002320000101040102"));
         assert_eq!(e(OfError::BAD_REQUEST_IS_SLAVE), [0, 1, 0, 5, 1, 2]);
         // BAD_OUT_GROUP has no 1.0 code: OVS's vendor wrapper (as OVS 3.1 sent it).
         assert_eq!(e(OfError::BAD_ACTION_BAD_OUT_GROUP), hex("b0c2000000002320000200090102"));
