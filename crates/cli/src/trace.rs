@@ -111,7 +111,7 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     let head = format!("Flow: {}\n", format_flow(&key));
     let annotated = rqvs_switch::normal::annotate_trace(&(head + &lines.join("\n")), |_, _| None);
     for l in annotated.lines().skip(1) {
-        out.line(l.to_string());
+        out.line(l);
     }
     let final_text = if x.final_key == key { "unchanged".to_string() } else { format_flow(&x.final_key) };
     let actions = rqvs_datapath::xlate::datapath_actions(&x.ops, &key);
