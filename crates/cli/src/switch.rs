@@ -69,6 +69,12 @@ pub struct Args {
     /// Spin when idle, as OVS-DPDK's PMDs do (default: nap 50 µs after 1024 empty polls).
     #[arg(long)]
     busy_poll: bool,
+    /// How afpacket ports receive: 'throughput' (a TPACKET_V3 ring, frames handed over a block
+    /// at a time: full, or after the 1 ms block timer) or 'latency' (recvmsg per frame, no
+    /// block timer: a lone frame crosses at once, at a copy and a system call per frame; see
+    /// docs/switch-bench.md).
+    #[arg(long, value_name = "MODE", default_value = "throughput")]
+    rx_mode: rqvs_ports::RxMode,
     /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
     /// port is a pcap-in port that has delivered all its frames) [range: 0 < x ≤ 1000000000].
     #[arg(long, value_name = "SECONDS", value_parser = crate::args::range::above(0.0, 1e9))]
@@ -376,6 +382,7 @@ fn configure(
     cfg.pmds = a.pmds;
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;
+    cfg.rx_mode = a.rx_mode;
     cfg.upcalls = match a.upcalls {
         Upcalls::Handler => UpcallMode::Handler,
         Upcalls::Inline => UpcallMode::Inline,

@@ -107,8 +107,11 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     let mf = x.megaflow;
     let out = crate::report::Out::new(args.json.as_deref());
     out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
-    for l in &lines {
-        out.line(l.clone());
+    // NORMAL's decision as OVS prints it: `rqvs trace` has learned no address, so it floods.
+    let head = format!("Flow: {}\n", format_flow(&key));
+    let annotated = rqvs_switch::normal::annotate_trace(&(head + &lines.join("\n")), |_, _| None);
+    for l in annotated.lines().skip(1) {
+        out.line(l);
     }
     let final_text = if x.final_key == key { "unchanged".to_string() } else { format_flow(&x.final_key) };
     let actions = rqvs_datapath::xlate::datapath_actions(&x.ops, &key);

@@ -129,13 +129,13 @@ fn bad_messages_get_errors_and_connections_are_independent() {
     }
     // No common version: HELLO_FAILED, then the switch closes.
     let mut c = connect();
-    c.write_all(&hello(1, 1 << 1)).unwrap();
+    c.write_all(&hello(3, 1 << 3 | 1 << 2)).unwrap();
     let e = read_msg(&mut c).expect("an error");
     assert_eq!((e[1], &e[8..12]), (1, &[0, 0, 0, 0][..]), "{e:?}");
     // Its data is the text the specification asks for, not the offending HELLO.
     assert_eq!(
         String::from_utf8_lossy(&e[12..]),
-        "We support versions 0x04 to 0x05, you support no later than version 0x01."
+        "We support versions 0x01 and 0x04 to 0x05, you support no later than version 0x03."
     );
     assert!(read_msg(&mut c).is_none(), "closed after HELLO_FAILED");
     // A header whose length is below 8 cannot be framed: an error and a close.

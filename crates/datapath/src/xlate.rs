@@ -547,6 +547,11 @@ impl Ctx<'_> {
                 self.line(indent, a.to_string());
             }
             let vlan_wc = self.wc.vlan_tci;
+            if matches!(a, Action::Output(p) if *p == self.key.in_port && *p == self.ingress) {
+                // As OVS: an output to the input port sends nothing (only `in_port` does).
+                let indent = self.action_indent() + 1;
+                self.line(indent, ">> skipping output to input port".into());
+            }
             self.action(a, table, rule, last, ops);
             // Writing a pushed tag reads nothing of the packet.
             let writes_tag = matches!(a, Action::SetVlanVid(_))

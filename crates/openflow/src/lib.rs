@@ -1,4 +1,5 @@
-//! The OpenFlow codec of rqvs: OpenFlow 1.3 and 1.4 messages to and from bytes. No I/O: the
+//! The OpenFlow codec of rqvs: OpenFlow 1.3 and 1.4 messages to and from bytes (and 1.0 with
+//! Nicira's extensions, [`of10`]). No I/O: the
 //! switch's channel (and tests, and fuzzing) hand it whole messages and get bytes back.
 //!
 //! Layout (one module per part of the protocol):
@@ -23,6 +24,10 @@
 //!   METER_FEATURES ([`group`]); the others (METER, QUEUE, ...) raw.
 //! - [`table_features`] — the TABLE_FEATURES multipart body, and what rqvs's table supports.
 //! - [`bundle`] — BUNDLE_CONTROL and BUNDLE_ADD_MESSAGE (1.4, and ONF EXT-230 in 1.3).
+//! - [`of10`] — OpenFlow 1.0 with the Nicira extensions plain `ovs-ofctl` uses (no `-O`):
+//!   its messages to and from the 1.3-shaped [`Message`] the switch handles.
+//! - [`nxm`] — Open vSwitch's `nx_match` (NXM), the match of those extensions, over the OXM
+//!   TLV codec.
 //!
 //! Decoding never panics, whatever the bytes; every length field is checked against what is
 //! there before anything is read.
@@ -35,6 +40,8 @@ pub mod flow_mod;
 pub mod group;
 pub mod message;
 pub mod multipart;
+pub mod nxm;
+pub mod of10;
 pub mod oxm;
 pub mod port;
 pub mod table_features;
@@ -44,6 +51,8 @@ pub use error::{DecodeError, EncodeError, OfError};
 pub use message::{decode, encode, negotiate, Message};
 pub use wire::{Header, Reader, Writer};
 
+/// OpenFlow 1.0's wire version.
+pub const OFP10: u8 = of10::OFP10;
 /// OpenFlow 1.3's wire version.
 pub const OFP13: u8 = 0x04;
 /// OpenFlow 1.4's wire version.

@@ -211,6 +211,30 @@ fn field_of_code(class: u16, code: u8) -> Option<(&'static TField, usize)> {
     Some((f, bytes))
 }
 
+/// `NXM_OF_IP_TOS` (class `NXM_OF`): OpenFlow 1.0's `nw_tos`, the TOS byte's DSCP bits in place.
+pub const NXM_OF_IP_TOS: u8 = 5;
+
+/// Which codes a match is written with: OXM (OpenFlow 1.3/1.4's `ofp_match`) or NXM (Open
+/// vSwitch's `nx_match` of OpenFlow 1.0's Nicira extensions, [`crate::nxm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Oxm,
+    Nxm,
+}
+
+/// The code and payload size `f` is written with in `dialect`: in OXM as [`code_of_field`];
+/// in NXM its NXM code when it has one (`in_port` as `NXM_OF_IN_PORT`, 16 bits), else its
+/// OXM code (`metadata`, `sctp_*`), as OVS's `nx_put_raw` does.
+fn dialect_code(f: &TField, dialect: Dialect) -> ((u16, u8, Option<u32>), usize) {
+    match (dialect, f.nxm) {
+        (Dialect::Nxm, Some((class, code))) => {
+            let bytes = if f.member == Member::InPort { 2 } else { oxm_bytes(f) };
+            ((class, code, None), bytes)
+        }
+        _ => (code_of_field(f), oxm_bytes(f)),
+    }
+}
+
 /// The code [`encode_match`] writes `f` with: its OXM basic code, else its NXM code
 /// (`NXM_NX_IP_TTL`, `NXM_NX_IP_FRAG`, `NXM_OF_VLAN_TCI`), and for `tcp_flags`
 /// `ONFOXM_ET_TCP_FLAGS`, as OVS 3.1 sends them in 1.3 and 1.4.
@@ -256,6 +280,22 @@ fn read_match_tlv(r: &mut Reader<'_>) -> Result<Option<MatchTlv>, DecodeError> {
             );
         }
         return Ok(None);
+    }
+    if class == field::NXM_OF && code == NXM_OF_IP_TOS {
+        // OpenFlow 1.0's nw_tos (NXM): the DSCP bits of the TOS byte, ECN zero.
+        let ip_dscp = TField::by_name("ip_dscp").expect("ip_dscp");
+        if has_mask || len != 1 {
+            return reject(
+                format!("NXM_OF_IP_TOS: {len} payload bytes, expected 1, unmasked"),
+                OfError::BAD_MATCH_BAD_LEN,
+            );
+        }
+        let tos = payload.u8()?;
+        if tos & 3 != 0 {
+            return reject(format!("NXM_OF_IP_TOS {tos:#x}: ECN bits set"), OfError::BAD_MATCH_BAD_VALUE);
+        }
+        let wire = "nw_tos (NXM_OF_IP_TOS)".to_string();
+        return Ok(Some(MatchTlv { field: ip_dscp, value: u128::from(tos >> 2), mask: ip_dscp.all_ones(), wire }));
     }
     let unsupported = |what: String| reject(what, OfError::BAD_MATCH_BAD_FIELD);
     let found = match class {
@@ -329,10 +369,16 @@ pub fn decode_match(r: &mut Reader<'_>) -> Result<Match, DecodeError> {
     if len < 4 {
         return Err(DecodeError::BadLength { what: "ofp_match", len });
     }
-    let mut tlvs = r.sub(len - 4, "ofp_match")?;
+    let tlvs = r.sub(len - 4, "ofp_match")?;
     let padded = len.div_ceil(8) * 8;
     r.skip(padded - len)?;
     debug_assert_eq!(r.position() - start, padded);
+    decode_tlvs(tlvs)
+}
+
+/// Decodes a run of match TLVs (OXM or NXM: both share the header shape; `r` holds exactly
+/// them) into an rqvs [`Match`], with every check of the module docs.
+pub(crate) fn decode_tlvs(mut tlvs: Reader<'_>) -> Result<Match, DecodeError> {
     let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
     let mut read: Vec<MatchTlv> = Vec::new();
     while !tlvs.is_empty() {
@@ -451,7 +497,7 @@ const ENCODE_ORDER: &[&str] = &[
 /// Open vSwitch writes them. Each examined bit goes out as the field whose prerequisites the
 /// match meets (`tp_src` is `tcp_src` under TCP, `icmpv6_type` under ICMPv6); a bit no field
 /// can carry (a port without its protocol, a masked `in_port`) is an error naming it.
-pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError> {
+pub(crate) fn encode_fields(m: &Match, w: &mut Writer, dialect: Dialect) -> Result<(), EncodeError> {
     if m.has_port_ranges() {
         let (s, d) = (m.tp_src_range(), m.tp_dst_range());
         return enc_err(format!(
@@ -464,7 +510,7 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
     let mut covered = FlowKey::ZERO;
     for &name in ENCODE_ORDER {
         if name == "vlan" {
-            encode_vlan(v, k, w);
+            encode_vlan(v, k, w, dialect);
             covered.vlan_tci = k.vlan_tci;
             continue;
         }
@@ -490,14 +536,28 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
             return enc_err(format!("{name} cannot be masked in OpenFlow (mask {mask:#x})"));
         }
         if f.member == Member::InPort {
-            let Some(p) = port_to_of(value as u32) else {
-                return enc_err(format!("in_port {value} has no OpenFlow 1.3 number (above 0xffff)"));
-            };
-            value = p.into();
+            if dialect == Dialect::Nxm {
+                // NXM_OF_IN_PORT is OpenFlow 1.0's 16-bit port, rqvs's own numbering.
+                if value > 0xffff {
+                    return enc_err(format!("in_port {value} has no OpenFlow 1.0 number (above 0xffff)"));
+                }
+            } else {
+                let Some(p) = port_to_of(value as u32) else {
+                    return enc_err(format!("in_port {value} has no OpenFlow 1.3 number (above 0xffff)"));
+                };
+                value = p.into();
+            }
         }
         let mut ignored = FlowKey::ZERO;
         f.set_masked(&mut ignored, &mut covered, 0, f.get(k));
-        put_field(w, f, code_of_field(f), oxm_bytes(f), value, mask);
+        if dialect == Dialect::Nxm && f.name == "ip_dscp" {
+            // NXM has no ip_dscp: OpenFlow 1.0's nw_tos, the DSCP in place.
+            w.u32(u32::from(field::NXM_OF) << 16 | u32::from(NXM_OF_IP_TOS) << 9 | 1);
+            w.u8((value as u8) << 2);
+            continue;
+        }
+        let (code, bytes) = dialect_code(f, dialect);
+        put_field(w, f, code, bytes, value, mask);
     }
     if let Some(member) = k.first_bits_outside(&covered) {
         return enc_err(format!(
@@ -511,8 +571,14 @@ pub(crate) fn encode_fields(m: &Match, w: &mut Writer) -> Result<(), EncodeError
 /// VLAN_PCP when the PCP is matched whole over a present tag; any other `vlan_tci` mask goes
 /// whole as `NXM_OF_VLAN_TCI` (which OVS reads in 1.3), rather than dropping bits as OVS's
 /// own encoder does.
-fn encode_vlan(v: &FlowKey, k: &FlowKey, w: &mut Writer) {
+fn encode_vlan(v: &FlowKey, k: &FlowKey, w: &mut Writer, dialect: Dialect) {
     if k.vlan_tci == 0 {
+        return;
+    }
+    if dialect == Dialect::Nxm {
+        // NXM has only NXM_OF_VLAN_TCI (OVS's nx_put_raw).
+        let tci = TField::by_name("vlan_tci").expect("vlan_tci");
+        put_field(w, tci, code_of_field(tci), 2, v.vlan_tci.into(), k.vlan_tci.into());
         return;
     }
     let vid_bits = VLAN_CFI | VLAN_VID_MASK;
@@ -538,7 +604,7 @@ pub fn encode_match(m: &Match, w: &mut Writer) -> Result<(), EncodeError> {
     let start = w.len();
     w.u16(OFPMT_OXM);
     w.u16(0);
-    encode_fields(m, w)?;
+    encode_fields(m, w, Dialect::Oxm)?;
     let len = w.len() - start;
     w.patch_u16(start + 2, len as u16);
     w.pad8();

@@ -58,6 +58,8 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use crate::afpacket_latency::LatencyRx;
+pub use crate::afpacket_latency::RxMode;
 use crate::csum::{self, GsoKind, Segmenter};
 use crate::error::PortError;
 use crate::port::Staging;
@@ -85,6 +87,9 @@ pub struct AfPacketConfig {
     pub promiscuous: bool,
     /// Send with `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: bool,
+    /// How the receive queues read: a TPACKET_V3 ring (throughput, the default) or `recvmsg`
+    /// per frame (latency: no block timer; `afpacket_latency`).
+    pub rx_mode: RxMode,
 }
 
 impl Default for AfPacketConfig {
@@ -96,6 +101,7 @@ impl Default for AfPacketConfig {
             reserve: 16,
             promiscuous: true,
             qdisc_bypass: true,
+            rx_mode: RxMode::Throughput,
         }
     }
 }
@@ -127,7 +133,7 @@ struct Pending {
 }
 
 /// One receive queue: a packet socket and its ring.
-pub(crate) struct Rx {
+pub(crate) struct RingRx {
     /// Declared before the socket so that it is unmapped before the socket closes.
     ring: V3Ring,
     _socket: Arc<OwnedFd>,
@@ -144,7 +150,7 @@ pub(crate) struct Rx {
     arena_used: usize,
 }
 
-impl Rx {
+impl RingRx {
     pub(crate) fn fill(&mut self, slots: &mut [Slot], c: &QueueCounters) -> usize {
         let mut n = 0;
         while n < slots.len() {
@@ -316,6 +322,29 @@ impl Rx {
     }
 }
 
+/// One receive queue: a ring ([`RxMode::Throughput`]) or `recvmsg` per frame
+/// ([`RxMode::Latency`], `afpacket_latency`).
+pub(crate) enum Rx {
+    Ring(RingRx),
+    Latency(LatencyRx),
+}
+
+impl Rx {
+    pub(crate) fn fill(&mut self, slots: &mut [Slot], c: &QueueCounters) -> usize {
+        match self {
+            Rx::Ring(r) => r.fill(slots, c),
+            Rx::Latency(r) => r.fill(slots, c),
+        }
+    }
+
+    pub(crate) fn release(&mut self) {
+        match self {
+            Rx::Ring(r) => r.release(),
+            Rx::Latency(r) => r.release(),
+        }
+    }
+}
+
 /// One transmit queue: a packet socket and up to [`BATCH`] staged frames.
 pub(crate) struct Tx {
     fd: OwnedFd,
@@ -398,6 +427,28 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
     for _ in 0..queues {
         let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK, 0)
             .map_err(|e| PortError::packet_socket(port, e))?;
+        if cfg.rx_mode == RxMode::Latency {
+            // No ring: each frame is read when it arrives (afpacket_latency).
+            let vnet = set_int(&fd, libc::PACKET_VNET_HDR, 1).is_ok();
+            set_int(&fd, libc::PACKET_AUXDATA, 1).map_err(err("PACKET_AUXDATA"))?;
+            // As much queued as a ring would hold (root may pass the rmem_max limit).
+            let bytes = (cfg.block_size * cfg.blocks).min(i32::MAX as usize) as libc::c_int;
+            if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &bytes).is_err() {
+                let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &bytes);
+            }
+            let _ = set_int(&fd, libc::PACKET_IGNORE_OUTGOING, 1);
+            sys::bind_packet(&fd, ifindex, ETH_P_ALL).map_err(err("bind"))?;
+            if cfg.promiscuous {
+                promiscuous(&fd, ifindex).map_err(err("promiscuous mode"))?;
+            }
+            if queues > 1 {
+                join_fanout(&fd, &mut fanout_id).map_err(err("PACKET_FANOUT"))?;
+            }
+            let fd = Arc::new(fd);
+            kernel.push(Some(KernelCounter::Packet(fd.clone())));
+            rx.push(Rx::Latency(LatencyRx::new(fd, vnet)));
+            continue;
+        }
         set_int(&fd, libc::PACKET_VERSION, TPACKET_V3).map_err(err("TPACKET_V3"))?;
         // Before the ring (the kernel refuses it after). Old kernels lack it with TPACKET_V3:
         // then checksums are still completed (from the frame status) but super-frames go whole.
@@ -422,21 +473,14 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
         let _ = set_int(&fd, libc::PACKET_IGNORE_OUTGOING, 1);
         sys::bind_packet(&fd, ifindex, ETH_P_ALL).map_err(err("bind"))?;
         if cfg.promiscuous {
-            let mreq = libc::packet_mreq {
-                mr_ifindex: ifindex as libc::c_int,
-                mr_type: libc::PACKET_MR_PROMISC as u16,
-                mr_alen: 0,
-                mr_address: [0; 8],
-            };
-            sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
-                .map_err(err("promiscuous mode"))?;
+            promiscuous(&fd, ifindex).map_err(err("promiscuous mode"))?;
         }
         if queues > 1 {
             join_fanout(&fd, &mut fanout_id).map_err(err("PACKET_FANOUT"))?;
         }
         let fd = Arc::new(fd);
         kernel.push(Some(KernelCounter::Packet(fd.clone())));
-        rx.push(Rx {
+        rx.push(Rx::Ring(RingRx {
             _socket: fd,
             ring,
             block_size: cfg.block_size,
@@ -447,7 +491,7 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
             pending: None,
             arena: Vec::new(),
             arena_used: 0,
-        });
+        }));
     }
     let mut tx = Vec::with_capacity(queues);
     for _ in 0..queues {
@@ -460,6 +504,17 @@ pub(crate) fn open(port: &str, ifindex: u32, queues: usize, cfg: &AfPacketConfig
         tx.push(Tx { fd, staging: Staging::new() });
     }
     Ok((rx, tx, kernel))
+}
+
+/// Puts the interface in promiscuous mode for as long as the socket is open.
+fn promiscuous(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    let mreq = libc::packet_mreq {
+        mr_ifindex: ifindex as libc::c_int,
+        mr_type: libc::PACKET_MR_PROMISC as u16,
+        mr_alen: 0,
+        mr_address: [0; 8],
+    };
+    sys::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
 }
 
 /// Joins the port's fanout group in hash mode, creating it with a kernel-chosen id the first time.

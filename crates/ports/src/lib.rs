@@ -63,6 +63,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+mod afpacket_latency;
 pub mod afxdp;
 pub mod csum;
 mod error;
@@ -76,7 +77,7 @@ mod sys;
 pub mod tap;
 pub mod testnet;
 
-pub use afpacket::AfPacketConfig;
+pub use afpacket::{AfPacketConfig, RxMode};
 pub use afxdp::{AfXdpConfig, XdpMode};
 pub use error::PortError;
 pub use frame::{FrameMut, MIN_HEADROOM};

@@ -240,6 +240,8 @@ pub(crate) struct Received {
     pub(crate) len: usize,
     pub(crate) vlan: Option<(u16, u16)>,
     pub(crate) outgoing: bool,
+    /// `TP_STATUS_CSUMNOTREADY`: the checksum is left to whoever sends the frame on.
+    pub(crate) csum_not_ready: bool,
 }
 
 /// `recvmsg(2)` of one frame on a packet socket with `PACKET_AUXDATA` on; waits up to
@@ -250,6 +252,12 @@ pub(crate) fn recv_frame(fd: &OwnedFd, buf: &mut [u8], timeout_ms: i32) -> io::R
     if cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) })? == 0 {
         return Ok(None);
     }
+    recv_nowait(fd, buf)
+}
+
+/// `recvmsg(2)` of one frame on a packet socket with `PACKET_AUXDATA` on, without waiting:
+/// `Ok(None)` when none is queued.
+pub(crate) fn recv_nowait(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut control = [0u64; 16];
     // SAFETY: sockaddr_ll is plain data; all-zero is valid.
@@ -271,6 +279,7 @@ pub(crate) fn recv_frame(fd: &OwnedFd, buf: &mut [u8], timeout_ms: i32) -> io::R
         Err(e) => return Err(e),
     };
     let mut vlan = None;
+    let mut csum_not_ready = false;
     // SAFETY: `msg` was filled by recvmsg; the CMSG macros walk the control buffer within
     // msg_controllen, and the auxdata payload is read unaligned into a plain-data struct.
     unsafe {
@@ -278,6 +287,7 @@ pub(crate) fn recv_frame(fd: &OwnedFd, buf: &mut [u8], timeout_ms: i32) -> io::R
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_PACKET && (*cmsg).cmsg_type == libc::PACKET_AUXDATA {
                 let aux = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::tpacket_auxdata>());
+                csum_not_ready = aux.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0;
                 if aux.tp_status & libc::TP_STATUS_VLAN_VALID != 0 || aux.tp_vlan_tci != 0 {
                     let tpid =
                         if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { aux.tp_vlan_tpid } else { 0x8100 };
@@ -287,7 +297,7 @@ pub(crate) fn recv_frame(fd: &OwnedFd, buf: &mut [u8], timeout_ms: i32) -> io::R
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    Ok(Some(Received { len, vlan, outgoing: from.sll_pkttype == libc::PACKET_OUTGOING }))
+    Ok(Some(Received { len, vlan, outgoing: from.sll_pkttype == libc::PACKET_OUTGOING, csum_not_ready }))
 }
 
 /// The `struct ifreq` of the interface ioctls: a name and a 24-byte union.

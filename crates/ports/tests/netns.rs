@@ -51,8 +51,20 @@ fn bytes(frames: &[Vec<u8>]) -> u64 {
 }
 
 fn receive_exact(ty: &str) {
+    receive_exact_with(ty, &PortConfig::with_queues(1));
+}
+
+/// `--rx-mode latency`: the same frames arrive, byte for byte (VLAN tags put back), without the
+/// ring.
+fn receive_exact_latency(ty: &str) {
+    let mut cfg = PortConfig::with_queues(1);
+    cfg.afpacket.rx_mode = rqvs_ports::RxMode::Latency;
+    receive_exact_with(ty, &cfg);
+}
+
+fn receive_exact_with(ty: &str, cfg: &PortConfig) {
     let topo = Topo::new(1, 1);
-    let mut port = topo.open(&format!("p1:{ty}"), &PortConfig::with_queues(1));
+    let mut port = topo.open(&format!("p1:{ty}"), cfg);
     let h1 = topo.host(1);
     let frames = mixed_frames();
     for f in &frames {
@@ -395,6 +407,7 @@ macro_rules! netns_tests {
 
 netns_tests!("afpacket",
     afpacket_receives_exact_bytes => receive_exact,
+    afpacket_latency_mode_receives_exact_bytes => receive_exact_latency,
     afpacket_transmits_exact_bytes => transmit_exact,
     afpacket_fanout_spreads_flows => fanout_spreads_flows,
     afpacket_link_events => link_events,

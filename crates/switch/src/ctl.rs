@@ -291,13 +291,27 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             flows.iter().for_each(|l| text += &format!("{l}\n"));
             Reply::ok(text, json!(flows))
         }
-        "ofproto/trace" => match req.args.first() {
-            None => Reply::err("ofproto/trace: expected a flow, e.g. 'in_port=1,tcp,nw_src=10.0.0.1,tp_dst=80'"),
-            Some(flow) => match control.trace(&req.args.join(",")) {
-                Ok(text) => Reply::ok(text.clone(), json!({"flow": flow, "trace": text})),
-                Err(e) => Reply::err(e),
-            },
-        },
+        "ofproto/trace" => {
+            // OVS's `ofproto/trace BRIDGE FLOW`: a first argument that is no flow is the bridge
+            // (the switch is one; the unixctl socket checks the name against --bridge).
+            let args = match req.args.as_slice() {
+                [bridge, rest @ ..] if !rest.is_empty() && !bridge.contains('=') && !is_flow_word(bridge) => rest,
+                all => all,
+            };
+            match args.first() {
+                None => Reply::err("ofproto/trace: expected a flow, e.g. 'in_port=1,tcp,nw_src=10.0.0.1,tp_dst=80'"),
+                Some(flow) => match control.trace(&args.join(",")) {
+                    Ok(text) => {
+                        let macs = control.mac_entries();
+                        let text = crate::normal::annotate_trace(&text, |vlan, mac| {
+                            macs.iter().find(|e| e.vlan == vlan && &e.mac == mac).map(|e| e.port)
+                        });
+                        Reply::ok(text.clone(), json!({"flow": flow, "trace": text}))
+                    }
+                    Err(e) => Reply::err(e),
+                },
+            }
+        }
         "show" => {
             let r = control.show();
             Reply::ok(r.format(), json!(r))
@@ -438,4 +452,12 @@ pub fn request(path: &Path, req: &Request) -> Result<Reply, Error> {
         )));
     }
     serde_json::from_str(&reply).map_err(|x| Error(format!("control socket {}: bad reply: {x}", path.display())))
+}
+
+/// A flow word without `=` (`tcp`, `ip`, ...): not a bridge name in `ofproto/trace`.
+fn is_flow_word(w: &str) -> bool {
+    matches!(
+        w,
+        "ip" | "ipv6" | "tcp" | "tcp6" | "udp" | "udp6" | "sctp" | "sctp6" | "icmp" | "icmp6" | "arp" | "rarp" | "eth"
+    )
 }

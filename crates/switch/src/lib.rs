@@ -151,6 +151,8 @@ pub struct SwitchConfig {
     pub pmd_cpus: Vec<usize>,
     /// Spin when idle (OVS-DPDK); otherwise an idle PMD naps 50 µs after 1024 empty polls.
     pub busy_poll: bool,
+    /// How `afpacket` ports receive: a TPACKET_V3 ring, or `recvmsg` per frame (no block timer).
+    pub rx_mode: rqvs_ports::RxMode,
     /// Where upcalls (ORIG, CCACHE) are handled.
     pub upcalls: UpcallMode,
     pub datapath: DatapathConfig,
@@ -189,6 +191,7 @@ impl SwitchConfig {
             pmds: 1,
             pmd_cpus: Vec::new(),
             busy_poll: false,
+            rx_mode: rqvs_ports::RxMode::Throughput,
             upcalls: UpcallMode::Handler,
             datapath: DatapathConfig::default(),
             orig: OrigConfig { revalidator: RevalidatorMode::Thread, ..OrigConfig::default() },
@@ -334,6 +337,7 @@ impl Switch {
             queues: pmds,
             hook: cfg.hook.clone(),
             pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
+            afpacket: rqvs_ports::AfPacketConfig { rx_mode: cfg.rx_mode, ..Default::default() },
             ..PortConfig::default()
         };
         // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.

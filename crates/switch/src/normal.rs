@@ -508,3 +508,63 @@ mod tests {
         }
     }
 }
+
+/// `ofproto/trace`'s note under each `NORMAL` action, as OVS prints it: `-> forwarding to
+/// learned port`, `-> learned port is input port, dropping`, or `-> no learned MAC for
+/// destination, flooding` (also for group addresses, which are never learned). The packet is
+/// the trace's `Flow:` line (`in_port`, `dl_dst`, `vlan_tci`); `lookup(vlan, mac)` is the MAC
+/// table's answer. A `NORMAL` after a rewrite of `dl_dst` or the VLAN is annotated from the
+/// packet as it came in (the trace text does not carry the rewritten key at that point).
+pub fn annotate_trace(text: &str, lookup: impl Fn(u16, &[u8; 6]) -> Option<u32>) -> String {
+    let flow = text.lines().find_map(|l| l.strip_prefix("Flow: ")).unwrap_or("");
+    let field = |name: &str| flow.split(',').find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')));
+    let in_port = field("in_port").and_then(|p| p.parse::<u32>().ok());
+    let tci = field("vlan_tci").and_then(|t| u16::from_str_radix(t.trim_start_matches("0x"), 16).ok()).unwrap_or(0);
+    let vlan = if tci & 0x1000 != 0 { tci & 0x0fff } else { 0 };
+    let dst: Option<[u8; 6]> = field("dl_dst").and_then(|m| {
+        let b: Vec<u8> = m.split(':').filter_map(|x| u8::from_str_radix(x, 16).ok()).collect();
+        b.try_into().ok()
+    });
+    let note = match dst {
+        Some(d) if d[0] & 1 == 0 => match lookup(vlan, &d) {
+            Some(p) if Some(p) == in_port => "-> learned port is input port, dropping",
+            Some(_) => "-> forwarding to learned port",
+            None => "-> no learned MAC for destination, flooding",
+        },
+        _ => "-> no learned MAC for destination, flooding",
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    for l in text.split_inclusive('\n') {
+        out.push_str(l);
+        if l.trim() == "NORMAL" {
+            let indent = l.len() - l.trim_start().len();
+            if !l.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!("{}{note}\n", " ".repeat(indent + 1)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::annotate_trace;
+
+    const TRACE: &str = "Flow: tcp,in_port=2,vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:09,nw_src=0.0.0.0\n\nbridge(\"rqvs\")\n-------------\n 0. priority 5\n    NORMAL\n\nFinal flow: unchanged\n";
+
+    #[test]
+    fn normal_is_annotated_as_ovs_does() {
+        let flood = annotate_trace(TRACE, |_, _| None);
+        assert!(
+            flood.contains("    NORMAL\n     -> no learned MAC for destination, flooding\n\nFinal flow"),
+            "{flood}"
+        );
+        let learned = annotate_trace(TRACE, |v, m| (v == 0 && m[5] == 9).then_some(3));
+        assert!(learned.contains("    NORMAL\n     -> forwarding to learned port\n"), "{learned}");
+        let back = annotate_trace(TRACE, |_, _| Some(2));
+        assert!(back.contains("     -> learned port is input port, dropping\n"), "{back}");
+        let bcast = annotate_trace(&TRACE.replace("00:00:00:00:00:09", "ff:ff:ff:ff:ff:ff"), |_, _| Some(3));
+        assert!(bcast.contains("flooding"), "{bcast}");
+    }
+}

@@ -25,12 +25,17 @@ use rqvs_openflow::multipart::{
 };
 use rqvs_openflow::port::Port;
 use rqvs_openflow::table_features::TableFeatures;
-use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP13, OFP14};
+use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, OFP13, OFP14};
 
 use super::transport::{Halves, Socket, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
+
+mod of10;
+
+/// The versions the switch speaks: OpenFlow 1.0 (with Nicira's extensions, [`of10`]), 1.3, 1.4.
+const VERSIONS: [u8; 3] = [OFP10, OFP13, OFP14];
 
 /// `OFPBRC_BAD_EXPERIMENTER`.
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
@@ -120,6 +125,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         probe_sent: None,
         admitted: false,
         packet_outs_pending: false,
+        of10: of10::State::default(),
     };
     c.run();
     hub.unregister(me.id);
@@ -184,6 +190,8 @@ struct Connection {
     admitted: bool,
     /// Packet-outs handed to PMDs since the last BARRIER.
     packet_outs_pending: bool,
+    /// What an OpenFlow 1.0 connection's Nicira requests set.
+    of10: of10::State,
 }
 
 /// Why a connection ends.
@@ -194,7 +202,7 @@ enum End {
 
 impl Connection {
     fn run(&mut self) {
-        if self.send(OFP14, 0, &Message::Hello(Hello::with_versions(&[OFP13, OFP14]))).is_err() {
+        if self.send(OFP14, 0, &Message::Hello(Hello::with_versions(&VERSIONS))).is_err() {
             return;
         }
         let mut buf: Vec<u8> = Vec::new();
@@ -221,7 +229,7 @@ impl Connection {
                 pos += len;
                 self.admit(msg[1]);
                 // A slave's FLOW_MODs are refused one by one (IS_SLAVE) in `handle`.
-                if !self.is_slave() && run.take(self.version, msg) {
+                if !self.is_slave() && run.take(self.version, msg, self.of10.table_id_ext) {
                     if run.ops.len() >= MAX_RUN && self.flush(&mut run).is_err() {
                         return;
                     }
@@ -345,6 +353,10 @@ impl Connection {
     }
 
     fn send(&mut self, version: u8, xid: u32, msg: &Message) -> Result<(), End> {
+        if version == OFP10 {
+            let bytes = self.encode_of10(xid, msg)?;
+            return self.out.send(bytes).map_err(|_| End::Closed);
+        }
         let bytes = match encode(version, xid, msg) {
             Ok(b) => b,
             Err(e) => {
@@ -368,6 +380,9 @@ impl Connection {
     }
 
     fn handle(&mut self, bytes: &[u8]) -> Result<(), End> {
+        if self.version == Some(OFP10) {
+            return self.handle_of10(bytes);
+        }
         let xid = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         let wire_version = bytes[0];
         let (h, msg) = match decode(bytes) {
@@ -386,27 +401,38 @@ impl Connection {
                 let _ = self.error(OFP14, xid, OfError::HELLO_FAILED_INCOMPATIBLE, bytes);
                 return Err(End::Fatal);
             };
-            match negotiate(bitmap_of(&[OFP13, OFP14]), h.version, hello) {
-                Some(v) => {
-                    self.version = Some(v);
-                    self.me.version.store(v, Ordering::Relaxed);
-                    return Ok(());
-                }
-                None => {
-                    // OpenFlow 1.0-1.4 §A.4.4: HELLO_FAILED carries ASCII text saying why, which
-                    // a client may print (OVS's vconn logs its own words and closes first).
-                    let why = format!(
-                        "We support versions 0x{OFP13:02x} to 0x{OFP14:02x}, you support no later than version 0x{:02x}.",
-                        h.version
-                    );
-                    let e = OfError::HELLO_FAILED_INCOMPATIBLE;
-                    let text = ErrorMsg { kind: e.kind, code: e.code, data: why.into_bytes() };
-                    let _ = self.send(h.version.clamp(1, OFP14), xid, &Message::Error(text));
-                    return Err(End::Fatal);
-                }
-            }
+            return self.negotiated(h.version, xid, hello);
         };
-        if h.version != v && !matches!(msg, Message::Hello(_) | Message::Error(_)) {
+        self.dispatch(v, xid, h.version, msg, bytes)
+    }
+
+    /// The HELLO exchange's end: the version to speak from our [`VERSIONS`] and the peer's
+    /// HELLO (`their_version` its header's), or HELLO_FAILED and the end.
+    fn negotiated(&mut self, their_version: u8, xid: u32, hello: &Hello) -> Result<(), End> {
+        match negotiate(bitmap_of(&VERSIONS), their_version, hello) {
+            Some(v) => {
+                self.version = Some(v);
+                self.me.version.store(v, Ordering::Relaxed);
+                Ok(())
+            }
+            None => {
+                // OpenFlow 1.0-1.4 §A.4.4: HELLO_FAILED carries ASCII text saying why, which
+                // a client may print (OVS's vconn logs its own words and closes first).
+                let why = format!(
+                    "We support versions 0x{OFP10:02x} and 0x{OFP13:02x} to 0x{OFP14:02x}, you support no later than version 0x{their_version:02x}."
+                );
+                let e = OfError::HELLO_FAILED_INCOMPATIBLE;
+                let text = ErrorMsg { kind: e.kind, code: e.code, data: why.into_bytes() };
+                let _ = self.send(their_version.clamp(1, OFP14), xid, &Message::Error(text));
+                Err(End::Fatal)
+            }
+        }
+    }
+
+    /// Handles one decoded message of the connection's version `v` (`wire_version` its
+    /// header's); 1.0 messages come here translated ([`of10`]).
+    fn dispatch(&mut self, v: u8, xid: u32, wire_version: u8, msg: Message, bytes: &[u8]) -> Result<(), End> {
+        if wire_version != v && !matches!(msg, Message::Hello(_) | Message::Error(_)) {
             return self.error(v, xid, OfError::BAD_REQUEST_BAD_VERSION, bytes);
         }
         let writes = matches!(
@@ -614,6 +640,12 @@ impl Connection {
                 return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
             }
         };
+        if v == OFP10 {
+            if let Some(why) = of10::unsayable(&parts) {
+                crate::log_warn!("rqvs switch: openflow {}: a reply cannot be said in OpenFlow 1.0: {why}", self.name);
+                return self.error(v, xid, of10::BAD_REQUEST_EPERM, bytes);
+            }
+        }
         let n = parts.len();
         for (i, body) in parts.into_iter().enumerate() {
             let flags = if i + 1 < n { MORE } else { 0 };
@@ -625,7 +657,20 @@ impl Connection {
     /// Sends one part, split further when it does not fit one message.
     fn send_part(&mut self, v: u8, xid: u32, flags: u16, body: MultipartReplyBody) -> Result<(), End> {
         let msg = Message::MultipartReply(MultipartReply { flags, body });
-        match encode(v, xid, &msg) {
+        let encoded = if v == OFP10 {
+            match rqvs_openflow::of10::encode(xid, &msg, self.of10.form) {
+                // One flow that 1.0 cannot say: an error answers (`encode_of10`).
+                Err(_) if !matches!(&msg, Message::MultipartReply(MultipartReply { body: MultipartReplyBody::Flow(f), .. }) if f.len() > 1) =>
+                {
+                    let b = self.encode_of10(xid, &msg)?;
+                    return self.out.send(b).map_err(|_| End::Closed);
+                }
+                other => other,
+            }
+        } else {
+            encode(v, xid, &msg)
+        };
+        match encoded {
             Ok(b) => self.out.send(b).map_err(|_| End::Closed),
             Err(e) => {
                 let Message::MultipartReply(MultipartReply { body: MultipartReplyBody::Flow(f), .. }) = msg else {
@@ -764,7 +809,21 @@ impl FlowModRun {
     /// Takes `msg` into the run when it is a FLOW_MOD of the negotiated version that decodes
     /// (anything else — another message, a version mismatch, a decode error — is handled on
     /// its own, after the run is applied).
-    fn take(&mut self, version: Option<u8>, msg: &[u8]) -> bool {
+    fn take(&mut self, version: Option<u8>, msg: &[u8], table_id_ext: bool) -> bool {
+        if version == Some(OFP10) && msg[0] == OFP10 {
+            // 1.0's FLOW_MOD or Nicira's NXT_FLOW_MOD (type VENDOR, subtype 13).
+            let nx = msg[1] == rqvs_openflow::of10::kind::VENDOR
+                && msg.len() >= 16
+                && msg[8..16] == [0, 0, 0x23, 0x20, 0, 0, 0, rqvs_openflow::of10::NXT_FLOW_MOD as u8];
+            if msg[1] != rqvs_openflow::of10::kind::FLOW_MOD && !nx {
+                return false;
+            }
+            let Ok(d) = rqvs_openflow::of10::decode(msg, table_id_ext) else { return false };
+            let rqvs_openflow::of10::Request::Msg(m) = d.request else { return false };
+            let Message::FlowMod(fm) = *m else { return false };
+            self.push(d.header.xid, msg, flow_op(&fm));
+            return true;
+        }
         if version != Some(msg[0]) || msg[1] != kind::FLOW_MOD {
             return false;
         }

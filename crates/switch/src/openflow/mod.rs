@@ -1,4 +1,5 @@
-//! The OpenFlow channel: OpenFlow 1.3 and 1.4 (the codec is `rqvs_openflow`) over TCP, passive
+//! The OpenFlow channel: OpenFlow 1.3 and 1.4, and 1.0 with Nicira's extensions for plain
+//! `ovs-ofctl` (the codec is `rqvs_openflow`) over TCP, passive
 //! (`--openflow ptcp:[IP:]PORT`: `ovs-ofctl` and controllers connect to the switch; or a unix
 //! socket, [`OpenflowListener::unix`]: the bridge's `BRIDGE.mgmt` with `--ovsdb`) and active
 //! (`--controller tcp:IP:PORT`, repeatable: the switch connects to controllers and keeps
@@ -18,7 +19,8 @@
 //!
 //! | message | answer |
 //! |---|---|
-//! | HELLO | version negotiated (1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x04 to 0x05, you support no later than version 0xNN.") and close |
+//! | HELLO | version negotiated (1.0, 1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x01 and 0x04 to 0x05, you support no later than version 0xNN.") and close |
+//! | (OpenFlow 1.0) | plain `ovs-ofctl`'s 1.0 and Nicira messages (`NXT_FLOW_MOD`, `NXST_FLOW`, `NXT_SET_FLOW_FORMAT`, ...) translated to the rows below and back (`connection/of10.rs`, [`rqvs_openflow::of10`]); FEATURES_REPLY carries the ports; no asynchronous messages to 1.0 connections |
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 255 tables, flow/table/port/group stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
@@ -603,6 +605,10 @@ impl Peer {
     /// Does the connection's async configuration let through a message whose MASTER property
     /// is `master_prop` with `reason` (for its role: the slave masks for a slave)?
     pub fn wants(&self, master_prop: u16, reason: u8) -> bool {
+        if self.version.load(Ordering::Relaxed) == rqvs_openflow::OFP10 {
+            // Not written in OpenFlow 1.0 yet (PACKET_IN, FLOW_REMOVED, PORT_STATUS).
+            return false;
+        }
         let slave = self.role.load(Ordering::Relaxed) == ROLE_SLAVE;
         self.async_config().wants(master_prop, slave, reason)
     }
