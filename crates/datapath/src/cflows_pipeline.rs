@@ -13,7 +13,8 @@
 //! table is the next step; in Faucet's and OpenStack's pipelines they are small).
 //!
 //! **The translation cache** ([`XCache`], one per PMD): composed results `(action, chain)`,
-//! deduplicated, which EMC entries name by index with a generation of their own (its top bit
+//! deduplicated and each holding its action list (so the action table does not free it while
+//! cached), which EMC entries name by index with a generation of their own (its top bit
 //! set, so it never equals a table generation). It is emptied, retiring every entry naming it,
 //! whenever the rules change anywhere: the rule set's epoch (table 0) or the rest's version (the
 //! later tables, the groups, port liveness). Between a commit to the rest and the publication of
@@ -106,6 +107,9 @@ impl Walker {
         if self.xc.seen != Some(now) {
             let xc = &mut self.xc;
             xc.seen = Some(now);
+            // The cache's holds on its action lists ([`crate::actions`]: freed once no one
+            // holds them).
+            crate::actions::release_actions(xc.entries.iter().map(|e| e.0));
             xc.entries.clear();
             xc.index.clear();
             // Never X_GEN | 0x7fff_ffff == RuleRef::NONE's generation.
@@ -132,7 +136,8 @@ impl Walker {
         xc.translations += 1;
         let slot = match xc.index.get(&(action, rule)) {
             Some(&i) => Some(i),
-            None if xc.entries.len() < XCACHE_MAX => {
+            // Cached only with a hold on its list (an EMC entry may name it long after).
+            None if xc.entries.len() < XCACHE_MAX && crate::actions::hold_action(action) => {
                 let i = xc.entries.len() as u32;
                 xc.entries.push((action, rule));
                 xc.index.insert((action, rule), i);
@@ -146,6 +151,12 @@ impl Walker {
     /// Translations run so far.
     pub fn translations(&self) -> u64 {
         self.xc.translations
+    }
+}
+
+impl Drop for Walker {
+    fn drop(&mut self) {
+        crate::actions::release_actions(self.xc.entries.iter().map(|e| e.0));
     }
 }
 
