@@ -41,6 +41,10 @@ pub struct PipelineArgs {
     /// in_port) [range: 1 ≤ x ≤ 65000].
     #[arg(long, default_value_t = 8, value_parser = crate::args::range::between(1u32, 65_000))]
     pub ports: u32,
+    /// Share of the forwarding prefixes moved under the ACL's destination prefixes, so that
+    /// permitted traffic spreads over table 1 (the rest keep the seed's addresses) [range: 0 ≤ x ≤ 1].
+    #[arg(long, default_value_t = 0.5, value_parser = crate::args::range::between(0.0, 1.0))]
+    pub overlap: f64,
     #[arg(long, default_value_t = 1)]
     pub rng_seed: u64,
     /// The pipeline's flows, ovs-ofctl text (`table=1,...`).
@@ -81,6 +85,7 @@ pub fn run(a: &PipelineArgs) -> Result<(), Failure> {
         drop_share: a.drop_share,
         extras: a.extras,
         ports: a.ports,
+        overlap: a.overlap,
     };
     let pl = pipeline::generate(&seed(&a.acl_seed)?, &seed(&a.fwd_seed)?, &p).map_err(Failure)?;
     let text = ofctl::write_flows(&pl.rules).map_err(Failure)?;

@@ -13,7 +13,12 @@
 //!   forwarding seed (drawn with more rng seeds until [`Params::fwd`] are found or 16 rounds
 //!   have passed), each `priority=LEN+1,ip,nw_dst=P/LEN,actions=output:PORT` (longest prefix
 //!   first; the port a hash of the prefix, 2..=[`Params::ports`]+1, so port 1 is free to be the
-//!   trace's in_port), and a miss flow `priority=0,actions=drop`.
+//!   trace's in_port), and a miss flow `priority=0,actions=drop`. The seed's destinations and
+//!   the ACL's rarely meet (ClassBench draws addresses per seed), so [`Params::overlap`] of the
+//!   prefixes (default half) are moved under a random ACL flow's destination prefix — their
+//!   leading bits, up to the shorter of the two lengths, replaced by the flow's: a prefix shorter
+//!   than the flow's then holds the flow's destinations, a longer one lies inside them. Lengths
+//!   and the rest of the bits stay the seed's; the other prefixes keep the seed's addresses.
 //! - **The trace** ([`trace`]): headers drawn inside table 0's flows by
 //!   [`crate::trace::generate`] (the locality given), then each header's `nw_dst` moved inside a
 //!   table-1 prefix that lies within the ACL flow's destination prefix when there is one (chosen
@@ -49,11 +54,13 @@ pub struct Params {
     pub extras: bool,
     /// Output ports of the forwarding table: 2..=ports+1.
     pub ports: u32,
+    /// Share of the forwarding prefixes moved under the ACL's destination prefixes (module docs).
+    pub overlap: f64,
 }
 
 impl Params {
     pub fn new(acl: usize, fwd: usize, rng_seed: u64) -> Params {
-        Params { acl, fwd, rng_seed, drop_share: 0.1, extras: false, ports: 8 }
+        Params { acl, fwd, rng_seed, drop_share: 0.1, extras: false, ports: 8, overlap: 0.5 }
     }
 }
 
@@ -98,6 +105,9 @@ fn check(p: &Params) -> Result<(), String> {
     }
     if p.fwd == 0 || p.fwd > MAX_RULES {
         return Err(format!("expected 1..={MAX_RULES} forwarding prefixes, found {}", p.fwd));
+    }
+    if !(0.0..=1.0).contains(&p.overlap) {
+        return Err(format!("expected an overlap share in 0..=1, found {}", p.overlap));
     }
     if !(0.0..=1.0).contains(&p.drop_share) {
         return Err(format!("expected a drop share in 0..=1, found {}", p.drop_share));
@@ -207,7 +217,15 @@ pub fn generate(acl_seed: &SeedFile, fwd_seed: &SeedFile, p: &Params) -> Result<
             rules::generate(fwd_seed, &rules::Params::new(want.min(MAX_RULES), p.rng_seed.wrapping_add(1 + round)))?;
         for r in &g.rules {
             let len = r.matches.mask().nw_dst.count_ones() as u8;
-            let v = r.matches.value().nw_dst & prefix_mask(len);
+            let mut v = r.matches.value().nw_dst & prefix_mask(len);
+            if rng.chance(p.overlap) {
+                // Moved under a random ACL flow's destination: its leading bits, up to the
+                // shorter of the two lengths, replaced by the flow's.
+                let f = &out[rng.below(acl_flows as u64) as usize];
+                let (av, am) = (f.matches.value().nw_dst, f.matches.mask().nw_dst);
+                let keep = prefix_mask(len) & am;
+                v = (av & keep) | (v & !keep);
+            }
             if prefixes.len() < p.fwd && seen.insert((v, len)) {
                 prefixes.push((v, len));
             }
