@@ -19,7 +19,7 @@
 //!   leading bits, up to the shorter of the two lengths, replaced by the flow's: a prefix shorter
 //!   than the flow's then holds the flow's destinations, a longer one lies inside them. Lengths
 //!   and the rest of the bits stay the seed's; the other prefixes keep the seed's addresses.
-//! - **The trace** ([`trace`]): headers drawn inside table 0's flows by
+//! - **The trace** ([`trace()`]): headers drawn inside table 0's flows by
 //!   [`crate::trace::generate`] (the locality given), then each header's `nw_dst` moved inside a
 //!   table-1 prefix that lies within the ACL flow's destination prefix when there is one (chosen
 //!   at random), so that permitted packets spread over the forwarding table; otherwise it keeps
