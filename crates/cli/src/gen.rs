@@ -29,6 +29,9 @@ pub enum Command {
     /// Attack traffic against the megaflow cache (Tuple Space Explosion, TSE 2.0, a new-flow
     /// flood) as a pcap, with what it does to ORIG.
     Attack(AttackArgs),
+    /// A two-table OpenFlow pipeline: an ACL from a ClassBench seed (goto_table:1 or drop), then
+    /// forwarding on another seed's destination prefixes; and a trace for it.
+    Pipeline(crate::gen_pipeline::PipelineArgs),
 }
 
 /// `--kind` of `gen attack`.
@@ -226,6 +229,7 @@ pub fn run(cmd: &Command) -> Result<(), Failure> {
         Command::Updates(a) => gen_updates(a),
         Command::Coflows(a) => crate::coflows::gen(a),
         Command::Attack(a) => gen_attack(a),
+        Command::Pipeline(a) => crate::gen_pipeline::run(a),
     }
 }
 

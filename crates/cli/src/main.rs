@@ -19,6 +19,7 @@ mod daemon;
 mod docs;
 mod dropin;
 mod gen;
+mod gen_pipeline;
 mod paper;
 mod plot;
 mod replay;

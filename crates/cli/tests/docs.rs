@@ -55,7 +55,7 @@ fn man_pages_for_rqvs_and_every_command() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&o.stderr).trim(),
-        "rqvs: error: man: 'rqvs-gen' has no command 'nope' (known: rules, trace, map, updates, coflows, attack, help)"
+        "rqvs: error: man: 'rqvs-gen' has no command 'nope' (known: rules, trace, map, updates, coflows, attack, pipeline, help)"
     );
 }
 

@@ -32,6 +32,7 @@ pub mod ipv6;
 pub mod map;
 pub mod ofrules;
 pub mod ofseed;
+pub mod pipeline;
 pub use rqvs_flow::rng;
 pub mod rules;
 pub mod seedfile;

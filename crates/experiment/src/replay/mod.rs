@@ -31,8 +31,11 @@
 //!   at the model swap for the delayed policy) and compared, after the run, with the reference
 //!   classifier's winning rule for that version — or, for a packet that ran while the
 //!   revalidator thread had stale megaflows to check, with any version from the oldest of them
-//!   on (OVS's eventual consistency; the report counts these packets). Mismatches are printed
-//!   next to the throughput; any makes the exit code 1.
+//!   on (OVS's eventual consistency; the report counts these packets). For rules of several
+//!   tables (`table=N` in an ofctl file) the reference walks the pipeline: `xlate` over a
+//!   reference classifier per table (`pipeline_ref`); CFLOWS' right action for a packet whose
+//!   table-0 rule ends the pipeline is that rule's own op list. Mismatches are printed next to
+//!   the throughput; any makes the exit code 1.
 //! - **Flow prediction** (`--predict`, ORIG only, off by default; [`rqvs_datapath::predict`]):
 //!   `online` attaches the online predictor — it learns from the upcalls of any trace which flows
 //!   follow which, and installs the megaflows of expected follow-ups through the slow path;
@@ -55,6 +58,7 @@
 mod check;
 mod designs;
 mod feed;
+mod pipeline_ref;
 mod pmds;
 mod prepare;
 mod rate_search;

@@ -107,7 +107,7 @@ pub(super) fn run_design_on(
     let dp: &mut dyn Design = built.as_mut();
     let build_ms = build_start.elapsed().as_secs_f64() * 1e3;
 
-    let mut verifier = Verifier::new(p, dp.visible_epoch());
+    let mut verifier = Verifier::new(p, dp.visible_epoch(), design);
     let mut feed = Feed::new(&p.trace, p.packets, &p.samples, 0, "the trace")?;
     let mut epoch = dp.visible_epoch();
     let wall = std::time::Instant::now();

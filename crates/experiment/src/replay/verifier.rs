@@ -5,26 +5,52 @@
 
 use rqvs_classify::Reference;
 use rqvs_datapath::pmd::BatchOutcome;
-use rqvs_datapath::DpAction;
+use rqvs_datapath::{DesignKind, DpAction};
 use rqvs_flow::{FlowKey, Rule};
 
+use super::pipeline_ref::{is_pipeline, PipelineReference};
 use super::Prepared;
 use crate::Error;
+
+/// The reference of one rule-table version: the classifier of its one table, or, for rules of
+/// several tables, the pipeline walk over a classifier per table ([`PipelineReference`]).
+enum Built {
+    Table(Reference),
+    Pipeline(PipelineReference),
+}
 
 /// The reference classifier of each rule-table version, built when first needed.
 struct References<'a> {
     versions: &'a [Vec<Rule>],
-    built: Vec<Option<Reference>>,
+    built: Vec<Option<Built>>,
+    design: DesignKind,
 }
 
 impl References<'_> {
-    /// The reference's action for `key` under version `v`.
-    fn action(&mut self, v: usize, key: &FlowKey) -> Result<DpAction, Error> {
+    /// The reference's action for `key` under version `v`, and a second action that is right
+    /// too (`auto` over a pipeline: the translation's or CFLOWS').
+    fn action(&mut self, v: usize, key: &FlowKey) -> Result<(DpAction, Option<DpAction>), Error> {
         let r = match &mut self.built[v] {
             Some(r) => r,
-            slot => slot.insert(Reference::build(&self.versions[v])?),
+            slot => {
+                let rules = &self.versions[v];
+                slot.insert(if is_pipeline(rules) {
+                    Built::Pipeline(PipelineReference::build(rules)?)
+                } else {
+                    Built::Table(Reference::build(rules)?)
+                })
+            }
         };
-        Ok(DpAction::of_rule(r.lookup_rule(&key.wire())))
+        Ok(match r {
+            Built::Table(r) => (DpAction::of_rule(r.lookup_rule(&key.wire())), None),
+            Built::Pipeline(p) => p.actions(&key.wire(), self.design),
+        })
+    }
+
+    /// Is `a` the action of `key` under version `v`?
+    fn accepts(&mut self, v: usize, key: &FlowKey, a: DpAction) -> Result<bool, Error> {
+        let (want, also) = self.action(v, key)?;
+        Ok(want == a || also == Some(a))
     }
 
     /// Frees the references of versions before `v` (no later check needs them).
@@ -44,10 +70,12 @@ pub(super) struct Verifier {
     versions: Vec<Vec<Rule>>,
     /// The visible epoch of each version, for the oldest version a packet may see.
     version_epochs: Vec<u64>,
+    /// The design run (what its right action for a pipeline is, [`PipelineReference::actions`]).
+    design: DesignKind,
 }
 
 impl Verifier {
-    pub(super) fn new(p: &Prepared, epoch: u64) -> Verifier {
+    pub(super) fn new(p: &Prepared, epoch: u64, design: DesignKind) -> Verifier {
         let slots = p.samples.len() + p.attack.as_ref().map_or(0, |a| a.samples.len());
         Verifier {
             keys: vec![FlowKey::default(); slots],
@@ -55,6 +83,7 @@ impl Verifier {
             checks: Vec::with_capacity(p.n_verify * (p.updates.len() + 1)),
             versions: vec![p.initial.clone()],
             version_epochs: vec![epoch],
+            design,
         }
     }
 
@@ -122,8 +151,11 @@ impl Verifier {
         let (mut mismatches, mut attack_mismatches, mut attack_checks) = (0usize, 0usize, 0usize);
         let mut windowed_checks = 0usize;
         let mut first_mismatch = None;
-        let mut references =
-            References { versions: &self.versions, built: (0..self.versions.len()).map(|_| None).collect() };
+        let mut references = References {
+            versions: &self.versions,
+            built: (0..self.versions.len()).map(|_| None).collect(),
+            design: self.design,
+        };
         self.checks.sort_by_key(|c| c.1);
         // The oldest version any later check may need: references older than it are dropped (one
         // reference of a 500K-rule table is large; a run may have many versions).
@@ -135,13 +167,13 @@ impl Verifier {
             references.drop_before(need_from[i]);
             attack_checks += usize::from(q >= benign);
             let key = &self.keys[q];
-            let want = references.action(v, key)?;
-            if want == a {
+            if references.accepts(v, key, a)? {
                 continue;
             }
+            let want = references.action(v, key)?.0;
             let mut older = false;
             for w in lo..v {
-                older |= references.action(w, key)? == a;
+                older |= references.accepts(w, key, a)?;
             }
             if older {
                 windowed_checks += 1;

@@ -1,0 +1,239 @@
+//! Real Open vSwitch 3.1 as the oracle of a generated two-table pipeline (issue 36): `rqvs gen
+//! pipeline` makes an ACL (1K acl1 rules: goto_table:1 or drop; with `--extras` some permits
+//! write metadata, push a VLAN tag or put an output in the action set) and a forwarding table
+//! (1K ipc1 destination prefixes, LPM, a miss flow), and a trace for it. The same flows go to
+//! OVS (`ovs-ofctl --bundle add-flows`), and for ≥ 300 distinct packets of the trace
+//! `ovs-appctl ofproto/trace` and `rqvs trace` must print the same rule chain (every `T. ...`
+//! line: 100%), the same datapath actions (100%) and the same megaflow (≥ 99%).
+
+use std::path::Path;
+
+mod common;
+use common::{rqvs, TempDir};
+
+/// Packets compared with OVS.
+const PACKETS: usize = 320;
+
+/// A trace packet as an ofproto/trace flow, for TCP and UDP (the protocols whose ports both
+/// tools read the same way from a ClassBench trace).
+fn flow(k: &rqvs_flow::FlowKey) -> Option<String> {
+    let (src, dst) = (std::net::Ipv4Addr::from(k.nw_src), std::net::Ipv4Addr::from(k.nw_dst));
+    let ip = format!("in_port=1,{{}},nw_src={src},nw_dst={dst},nw_ttl=64");
+    match k.nw_proto {
+        6 => Some(format!(
+            "{},tcp_src={},tcp_dst={},tcp_flags={:#05x}",
+            ip.replace("{}", "tcp"),
+            k.tp_src,
+            k.tp_dst,
+            k.tcp_flags
+        )),
+        17 => Some(format!("{},udp_src={},udp_dst={}", ip.replace("{}", "udp"), k.tp_src, k.tp_dst)),
+        _ => None,
+    }
+}
+
+/// The lines both tools print alike: the lookups (`T. ...`, at any indentation), `Megaflow:`
+/// and `Datapath actions:`.
+fn keep(text: &str) -> (Vec<String>, String, String) {
+    let mut chain = Vec::new();
+    let (mut megaflow, mut actions) = (String::new(), String::new());
+    for l in text.lines() {
+        let t = l.trim_start();
+        if t.split_once(". ").is_some_and(|(n, _)| n.parse::<u8>().is_ok()) {
+            chain.push(l.to_string());
+        } else if let Some(m) = l.strip_prefix("Megaflow: ") {
+            megaflow = m.to_string();
+        } else if let Some(a) = l.strip_prefix("Datapath actions: ") {
+            actions = a.to_string();
+        }
+    }
+    (chain, megaflow, actions)
+}
+
+/// rqvs's datapath actions in OVS's notation where they differ: rqvs prints a pushed tag as
+/// `push_vlan(tpid=0x8100),set(vlan_vid=TCI)` (the push, then the VID written into it; `TCI`
+/// with the CFI bit, 0x1000), OVS as one `push_vlan(vid=VID,pcp=0)`. Nothing else is rewritten.
+fn ovs_notation(actions: &str) -> String {
+    const PUSH: &str = "push_vlan(tpid=0x8100),set(vlan_vid=";
+    let mut out = String::new();
+    let mut rest = actions;
+    while let Some(i) = rest.find(PUSH) {
+        let after = &rest[i + PUSH.len()..];
+        let Some(end) = after.find(')') else { break };
+        let Ok(tci) = after[..end].parse::<u16>() else { break };
+        out.push_str(&rest[..i]);
+        out.push_str(&format!("push_vlan(vid={},pcp=0)", tci & 0xfff));
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn vsctl(ovs: &rqvs_testkit::ovs::Ovs, args: &[&str]) {
+    let db = format!("--db=unix:{}", ovs.dir.join("db.sock").display());
+    let out = std::process::Command::new("ovs-vsctl").arg(db).args(args).output().expect("run ovs-vsctl");
+    assert!(out.status.success(), "ovs-vsctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn gen(dir: &Path) -> (String, Vec<String>) {
+    let (rules, trace) = (dir.join("pipeline.flows"), dir.join("pipeline.trace"));
+    let out = rqvs(&[
+        "gen",
+        "pipeline",
+        "--acl",
+        "1000",
+        "--fwd",
+        "1000",
+        "--extras",
+        "--ports",
+        "4",
+        "--rng-seed",
+        "7",
+        "-o",
+        rules.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--packets",
+        "5000",
+        "--locality",
+        "uniform",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&rules).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let entries = rqvs_flow::formats::trace::read_trace(&trace).unwrap();
+    let flows: Vec<String> =
+        entries.iter().filter_map(|e| flow(&e.key)).filter(|f| seen.insert(f.clone())).take(PACKETS).collect();
+    (text, flows)
+}
+
+#[test]
+fn notation_of_a_pushed_tag() {
+    assert_eq!(ovs_notation("push_vlan(tpid=0x8100),set(vlan_vid=4196),3"), "push_vlan(vid=100,pcp=0),3");
+    assert_eq!(ovs_notation("2,push_vlan(tpid=0x8100),set(vlan_vid=4097),4"), "2,push_vlan(vid=1,pcp=0),4");
+    assert_eq!(ovs_notation("drop"), "drop");
+}
+
+#[test]
+fn generated_pipeline_traces_as_ovs() {
+    let Some(ovs) = rqvs_testkit::ovs::start_or_skip("cli-pipeline-oracle") else { return };
+    // The forwarding rules output to ports 2..=5.
+    for p in 3..=5 {
+        let name = format!("p{p}");
+        vsctl(
+            &ovs,
+            &["add-port", "br0", &name, "--", "set", "interface", &name, "type=dummy", &format!("ofport_request={p}")],
+        );
+    }
+    let dir = TempDir::new("pipeline-oracle");
+    let (flows_text, packets) = gen(dir.path());
+    assert_eq!(packets.len(), PACKETS, "the trace has {PACKETS} distinct TCP/UDP packets");
+    assert!(
+        flows_text.contains("table=1,") && flows_text.contains("push_vlan") && flows_text.contains("write_metadata")
+    );
+    ovs.replace_flows(&flows_text).unwrap();
+    let rules = dir.join("pipeline.flows");
+    let params: Vec<Vec<String>> = packets.iter().map(|p| vec!["br0".to_string(), p.clone()]).collect();
+    let theirs = ovs.call_many("ofproto/trace", &params, 64).unwrap();
+    // rqvs trace, one process per packet, 4 at a time.
+    let ours: Vec<String> = std::thread::scope(|s| {
+        let chunks: Vec<_> = packets
+            .chunks(PACKETS.div_ceil(4))
+            .map(|chunk| {
+                let rules = rules.to_str().unwrap();
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|p| {
+                            let out = rqvs(&["trace", "--rules", rules, p]);
+                            assert!(out.status.success(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
+                            String::from_utf8(out.stdout).unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        chunks.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let (mut megaflows_equal, mut reached_table_1, mut chain_diffs, mut action_diffs) = (0, 0, Vec::new(), Vec::new());
+    let mut megaflow_diffs = Vec::new();
+    // Packets whose walk (in OVS's words) ran each of the extras.
+    let ran = |what: &str| theirs.iter().filter(|t| t.contains(what)).count();
+    let extras = [ran("write_metadata:"), ran("push_vlan:"), ran("write_actions(")];
+    for ((p, o), t) in packets.iter().zip(&ours).zip(&theirs) {
+        let (oc, om, oa) = keep(o);
+        let (tc, tm, ta) = keep(t);
+        reached_table_1 += usize::from(tc.iter().any(|l| l.trim_start().starts_with("1. ")));
+        if oc != tc {
+            chain_diffs.push(format!("{p}:\n  rqvs {oc:?}\n  OVS  {tc:?}"));
+        }
+        if ovs_notation(&oa) != ta {
+            action_diffs.push(format!("{p}: rqvs '{oa}', OVS '{ta}'"));
+        }
+        if om == tm {
+            megaflows_equal += 1;
+        } else {
+            megaflow_diffs.push(format!("{p}:\n  rqvs {om}\n  OVS  {tm}"));
+        }
+    }
+    eprintln!(
+        "{} packets: {reached_table_1} reached table 1 (write_metadata, push_vlan, write_actions: {extras:?}); chains differ {}, actions differ {}, megaflows equal {megaflows_equal}",
+        packets.len(),
+        chain_diffs.len(),
+        action_diffs.len()
+    );
+    assert!(chain_diffs.is_empty(), "{} chains differ:\n{}", chain_diffs.len(), chain_diffs.join("\n"));
+    assert!(action_diffs.is_empty(), "{} datapath actions differ:\n{}", action_diffs.len(), action_diffs.join("\n"));
+    assert!(
+        megaflows_equal * 100 >= packets.len() * 99,
+        "megaflows equal {megaflows_equal} of {}:\n{}",
+        packets.len(),
+        megaflow_diffs.join("\n")
+    );
+    assert!(reached_table_1 * 2 > packets.len(), "most packets pass table 0 ({reached_table_1})");
+    assert!(extras.iter().all(|&n| n > 0), "metadata, VLAN push, action set each run: {extras:?}");
+}
+
+/// `rqvs compare` on a generated pipeline: every design runs both tables, and the verification
+/// (the pipeline walk over a reference classifier per table) finds no mismatch in any.
+#[test]
+fn compare_runs_a_generated_pipeline_without_mismatches() {
+    let dir = TempDir::new("pipeline-compare");
+    let (rules, trace) = (dir.join("p.flows"), dir.join("p.trace"));
+    let out = rqvs(&[
+        "gen",
+        "pipeline",
+        "--acl",
+        "1000",
+        "--fwd",
+        "1000",
+        "--extras",
+        "-o",
+        rules.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--packets",
+        "20000",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = dir.join("c.json");
+    let out = rqvs(&[
+        "compare",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--verify",
+        "3000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let mut designs = 0;
+    for l in text.lines().filter(|l| l.starts_with(['o', 'c']) && l.contains("/3000")) {
+        designs += 1;
+        assert!(l.contains(" 0/3000 "), "{l}");
+    }
+    assert_eq!(designs, 3, "{text}");
+}
