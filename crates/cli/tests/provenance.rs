@@ -252,7 +252,9 @@ const PINNED: [(&str, &str); 10] = [
     ("gen map: file", "3d8efa9b17f11809"),
     ("gen updates: file", "e21096ba277e9156"),
     ("classify: intended checked/differs", "300/6"),
-    ("replay: megaflows/masks/upcalls/emc hits", "1189/169/1650/487"),
+    // Incremental revalidation (issue 39) deletes only the megaflows a rule change meets: the
+    // replay's updates end with one megaflow and two upcalls fewer than revalidating all did.
+    ("replay: megaflows/masks/upcalls/emc hits", "1188/169/1648/487"),
     ("bench classifiers: updated rules", "53"),
     ("gen coflows: capture", "10ae746888b52464"),
 ];
