@@ -12,7 +12,7 @@
 //! The table is append-only and read without a lock (segments of slots written once), like the
 //! action table ([`crate::actions`]); it grows with the number of distinct chains ever seen,
 //! never with packets. Past [`LIMIT`] chains a new chain is attributed to its first rule only
-//! (the others' counters then miss those packets; [`refused`] counts such chains).
+//! (the others' counters then miss those packets; [`stats`] counts such chains).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
