@@ -18,9 +18,9 @@
 //! set, so it never equals a table generation). It is emptied, retiring every entry naming it,
 //! whenever the rules change anywhere: the rule set's epoch (table 0) or the rest's version (the
 //! later tables, the groups, port liveness). Between a commit to the rest and the publication of
-//! table 0's part of the same change, a packet can meet the new later tables with the old table
-//! 0 (and the reverse): the switch commits the rest first; a bundle spanning tables is not seen
-//! atomically by CFLOWS' PMDs (ORIG and CCACHE see it atomically).
+//! table 0's part of the same change, a packet can meet the new table 0 with the old later
+//! tables: the switch publishes table 0's part, then commits the rest. A bundle spanning tables
+//! is not seen atomically by CFLOWS' PMDs (ORIG and CCACHE see it atomically).
 
 use hashbrown::HashMap;
 use rqvs_classify::nuevomatch::NuevoMatchUp;
