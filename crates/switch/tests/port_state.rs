@@ -305,3 +305,55 @@ fn counters_add_up_after_clear_with_bytes_port_and_table_stats() {
     assert!(report.balanced(), "{}", report.format());
     assert_eq!((report.ports[0].rx_packets, report.ports[0].rx_bytes), (70, 70 * len));
 }
+
+/// A fast-failover group follows the ports' link state: port 1's frames go to group 1, whose
+/// first bucket watches port 2 and second port 3. While port 2 has carrier frames leave there;
+/// when its peer goes down they leave on port 3; when it comes back, on port 2 again — in ORIG
+/// (megaflows revalidated on the liveness change) and CFLOWS (the translation cache emptied).
+#[test]
+fn fast_failover_group_follows_link_state() {
+    use rqvs_flow::group::{Bucket, Group, GroupType};
+    use rqvs_flow::Actions;
+    use rqvs_openflow::group::GroupModCommand;
+    use rqvs_switch::table::FlowOp;
+    if !testnet::available("fast_failover_group_follows_link_state") {
+        return;
+    }
+    for (tag, design) in [("ffo", DesignKind::Orig), ("ffc", DesignKind::Cflows)] {
+        let topo = Topo::new(tag, 1);
+        let ports: Vec<PortSource> =
+            (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:afpacket").parse().unwrap())).collect();
+        let cfg = SwitchConfig::new(ports, Vec::new(), design);
+        let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
+        let control: Arc<Control> = sw.control();
+        let bucket = |p: u32| Bucket { watch_port: p, ..Bucket::new(Actions::output(p)) };
+        let group = Group { id: 1, kind: GroupType::FastFailover, buckets: vec![bucket(2), bucket(3)] };
+        let rule = ofctl::parse_flows("flows", "in_port=1,actions=group:1\n").unwrap().remove(0);
+        control.apply_ops(&[FlowOp::Group(GroupModCommand::Add, group), FlowOp::add(rule)]).unwrap();
+        let (h1, h2, h3) = (topo.host_socket(1), topo.host_socket(2), topo.host_socket(3));
+        // Sends frames from host 1 until one arrives at `to` (within the wait).
+        let reaches = |to: &RawSocket| {
+            let t0 = Instant::now();
+            let mut seq = 0u8;
+            while t0.elapsed() < WAIT {
+                seq = seq.wrapping_add(1);
+                h1.send(&frame(seq)).unwrap();
+                while let Some(got) = to.recv(Duration::from_millis(50)).unwrap() {
+                    if got == frame(seq) {
+                        return true;
+                    }
+                }
+            }
+            false
+        };
+        assert!(reaches(&h2), "{design:?}: port 2 live: its bucket");
+        topo.hosts[1].ip(&["link", "set", "e2", "down"]).unwrap();
+        assert!(reaches(&h3), "{design:?}: port 2 down: the next bucket, port 3");
+        topo.hosts[1].ip(&["link", "set", "e2", "up"]).unwrap();
+        topo.hosts[1].wait_running("e2", Duration::from_secs(3)).unwrap();
+        let h2 = topo.host_socket(2);
+        assert!(reaches(&h2), "{design:?}: port 2 back: its bucket again");
+        let report = sw.stop().unwrap();
+        assert!(report.balanced(), "{}", report.format());
+    }
+}
