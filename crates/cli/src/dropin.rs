@@ -52,6 +52,7 @@ pub fn run(
         signal_hook::flag::register(sig, stop.clone())
             .map_err(|e| Failure(format!("installing a signal handler: {e}")))?;
     }
+    crate::daemon::on_sighup(a.log_file.is_some(), &stop)?;
     if let Some(d) = a.duration {
         let s = Arc::clone(&stop);
         std::thread::spawn(move || {
@@ -81,7 +82,10 @@ pub fn run(
         log: Arc::new(|line: &str| eprintln!("{line}")),
         rundir: rqvs_switch::unixctl::rundir(),
     };
-    let generations = vswitchd::run(cfg, &stop)?;
+    // Ready (rqvs_switch::notify) once the database's configuration is applied: vswitchd::run.
+    let generations = vswitchd::run(cfg, &stop);
+    rqvs_switch::notify::stopping();
+    let generations = generations?;
     drop(daemon);
     let out = crate::report::Out::new(a.json.as_deref());
     let mut balanced = true;

@@ -395,6 +395,10 @@ fn configure(
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
+    if a.daemon.detach {
+        // The same command line runs in the background; this process returns once it is ready.
+        return crate::daemon::detach();
+    }
     if a.verbose > 0 {
         rqvs_switch::diag::set_level(rqvs_switch::diag::Level::Debug);
     }
@@ -504,6 +508,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         signal_hook::flag::register(sig, signalled.clone())
             .map_err(|e| Failure(format!("installing a signal handler: {e}")))?;
     }
+    crate::daemon::on_sighup(a.log_file.is_some(), &signalled)?;
     let server = listener.map(|l| {
         let c = control.clone();
         std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c))
@@ -558,6 +563,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             + &if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) }
             + &daemon.describe()
     );
+    rqvs_switch::notify::ready(&format!("{design} design, {} PMD thread(s)", a.pmds));
     let t0 = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(20));
@@ -571,7 +577,12 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         }
     }
     control.request_stop();
+    rqvs_switch::notify::stopping();
     let report = switch.stop()?;
+    rqvs_switch::log_info!(
+        "rqvs switch: stopped: {}",
+        if report.balanced() { "every frame accounted for" } else { "frame accounting does not balance" }
+    );
     if let Some(s) = server {
         let _ = s.join();
     }
@@ -621,7 +632,7 @@ pub struct CtlArgs {
     #[arg(long)]
     json: bool,
     /// pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules [--stats], ofproto/trace FLOW, show,
-    /// add-flows FILE, del-flows FILE|--all, fdb/show, vlog/set LEVEL, vlog/list, exit.
+    /// add-flows FILE, del-flows FILE|--all, fdb/show, vlog/set LEVEL, vlog/list, vlog/reopen, exit.
     command: String,
     #[arg(allow_hyphen_values = true)]
     args: Vec<String>,

@@ -231,6 +231,7 @@ pub const COMMANDS: &[(&str, usize, Option<usize>)] = &[
     ("fdb/show", 0, Some(0)),
     ("vlog/set", 1, Some(1)),
     ("vlog/list", 0, Some(0)),
+    ("vlog/reopen", 0, Some(0)),
     ("exit", 0, Some(0)),
 ];
 
@@ -370,6 +371,15 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             }
             None => Reply::err("vlog/set: expected a level: error, warn, info or debug"),
         },
+        "vlog/reopen" => match crate::diag::reopen_log_file() {
+            Ok(Some(path)) => {
+                crate::log_info!("rqvs switch: log file {} reopened", path.display());
+                Reply::ok(format!("log file {} reopened\n", path.display()), json!({"log_file": path}))
+            }
+            // OVS's words when there is no log file.
+            Ok(None) => Reply::err("Logging to file not configured"),
+            Err(e) => Reply::err(format!("reopening the log file: {e}")),
+        },
         "vlog/list" => {
             let level = crate::diag::level().name();
             Reply::ok(format!("log level {level}\n"), json!({"level": level}))
@@ -379,7 +389,7 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             Reply::ok("stopping\n".into(), Value::Null)
         }
         other => Reply::err(format!(
-            "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, fdb/show, exit)"
+            "unknown command '{other}' (expected pmd-stats-show, pmd-stats-clear, dump-flows, dump-rules, ofproto/trace, show, add-flows, del-flows, fdb/show, vlog/set, vlog/list, vlog/reopen, exit)"
         )),
     }
 }

@@ -10,7 +10,9 @@
 //!   `rqvs ctl vlog/set LEVEL` changes it while the switch runs).
 //!
 //! With [`set_log_file`] (`rqvs switch --log-file FILE`) every line also goes to the file
-//! (appended, created if needed), whatever happens to stderr.
+//! (appended, created if needed), whatever happens to stderr. [`reopen_log_file`] (SIGHUP, or
+//! `ovs-appctl vlog/reopen` as OVS's logrotate configuration sends it) closes the file and opens
+//! the path again, so a rotated log continues in a new file.
 
 use std::fmt;
 use std::io::Write;
@@ -60,7 +62,7 @@ impl Level {
 }
 
 static LEVEL: AtomicU8 = AtomicU8::new(Level::Info as u8);
-static FILE: Mutex<Option<std::fs::File>> = Mutex::new(None);
+static FILE: Mutex<Option<(std::path::PathBuf, std::fs::File)>> = Mutex::new(None);
 
 /// Log lines up to `level` are written from now on.
 pub fn set_level(level: Level) {
@@ -80,14 +82,23 @@ pub fn enabled(level: Level) -> bool {
 /// Every line from now on also goes to `path` (appended; created if needed).
 pub fn set_log_file(path: &Path) -> std::io::Result<()> {
     let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
-    *FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    *FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some((path.to_path_buf(), f));
     Ok(())
+}
+
+/// Closes the log file and opens its path again (after a rotation). `Ok(None)` when there is no
+/// log file; on an error the old file is kept and written to.
+pub fn reopen_log_file() -> std::io::Result<Option<std::path::PathBuf>> {
+    let mut file = FILE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((path, f)) = file.as_mut() else { return Ok(None) };
+    *f = std::fs::OpenOptions::new().create(true).append(true).open(&*path)?;
+    Ok(Some(path.clone()))
 }
 
 /// Writes `text` (whole lines) to stderr and the log file; failures are ignored.
 fn emit(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
-    if let Some(f) = FILE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    if let Some((_, f)) = FILE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         let _ = f.write_all(text.as_bytes());
     }
 }

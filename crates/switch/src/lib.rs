@@ -72,6 +72,7 @@ pub mod link;
 pub mod manager;
 pub mod metrics;
 pub mod normal;
+pub mod notify;
 pub mod openflow;
 pub mod owner;
 pub mod pidfile;

@@ -17,6 +17,7 @@
 //! | `fdb/show BRIDGE` | `fdb/show` | OVS's ` port  VLAN  MAC  Age` columns |
 //! | `coverage/show` | (the PMDs' totals) | OVS's heading, then `NAME total: N` (rqvs keeps no per-interval rates) |
 //! | `vlog/set SPEC`, `vlog/list` | — | accepted and checked as OVS does; rqvs has one log level (everything is logged once) |
+//! | `vlog/reopen` | `vlog/reopen` (and SIGHUP) | OVS's: the `--log-file` closed and opened again (after logrotate) |
 //!
 //! Each connection is served on its own thread, at most [`MAX_CONNECTIONS`] at once (more are
 //! closed at once), each closed after 10 s without a request.
@@ -51,6 +52,7 @@ const COMMANDS: &[(&str, &str, usize, usize)] = &[
     ("ofproto/trace", "bridge br_flow", 2, usize::MAX),
     ("version", "", 0, 0),
     ("vlog/list", "", 0, 0),
+    ("vlog/reopen", "", 0, 0),
     ("vlog/set", "{spec | PATTERN:destination:pattern}", 0, usize::MAX),
 ];
 
@@ -236,6 +238,7 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
         }
         "coverage/show" => Ok(coverage(control)),
         "vlog/set" => args.iter().try_for_each(|a| vlog_spec(a)).map(|()| String::new()),
+        "vlog/reopen" => via_ctl("vlog/reopen", vec![]).map(|_| String::new()),
         "vlog/list" => Ok("                 console    syslog    file\n                 -------    ------    ------\nrqvs                INFO      INFO      INFO\n".into()),
         _ => unreachable!("every command of COMMANDS is matched"),
     }

@@ -769,6 +769,9 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                 last_stats = None;
             }
         }
+        // The database's configuration is applied and written back: what a supervisor (systemd,
+        // `--detach`'s parent) waits for. Sent once per process.
+        crate::notify::ready("configured by OVSDB");
     };
     if let Some(r) = running.take() {
         let (_, g) = stop_datapath(r)?;
