@@ -12,7 +12,9 @@
 //! 3 also holds an address in VLAN 100's subnet: reachable only if frames leaked); learned hosts
 //! appear in `dump-flows`; a port whose link goes down makes Faucet delete its hosts' flows
 //! (PORT_STATUS); and a Faucet ACL on port 1 (drop TCP to port 22, allow the rest) drops the
-//! ssh-port connection and passes the rest.
+//! ssh-port connection and passes the rest. With Gauge (Faucet's statistics collector, a second
+//! controller of the switch): its Prometheus output has the ports' and the flows' counters, and
+//! they move with the traffic. Routing: IPv4 and IPv6 between the VLANs through Faucet's router.
 //!
 //! Everything runs inside the test's namespaces: the switch, Faucet and `ovs-ofctl` in the
 //! switch's namespace (its loopback up, Faucet listening on 127.0.0.1 there), traffic in the
@@ -44,12 +46,18 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Faucet's OpenFlow port and the switch's passive one, on the switch namespace's loopback.
 const FAUCET_PORT: u16 = 6653;
 const OPENFLOW_PORT: u16 = 6654;
+/// Gauge's OpenFlow port and its Prometheus port, on the same loopback.
+const GAUGE_PORT: u16 = 6655;
+const GAUGE_PROMETHEUS_PORT: u16 = 9303;
 /// Faucet's own cookie on every flow it writes.
 const FAUCET_COOKIE: &str = "cookie=0x5adc15c0";
 
 /// The two VLANs' subnets (/24).
 const OFFICE: &str = "10.78.100";
 const GUEST: &str = "10.78.200";
+/// Their IPv6 subnets (/64), for routing.
+const OFFICE6: &str = "fd78:100:";
+const GUEST6: &str = "fd78:200:";
 
 struct Proc {
     child: Child,
@@ -148,10 +156,10 @@ const ROUTING_CONFIG: &str = r#"
 vlans:
   office:
     vid: 100
-    faucet_vips: ["10.78.100.254/24"]
+    faucet_vips: ["10.78.100.254/24", "fd78:100::254/64"]
   guest:
     vid: 200
-    faucet_vips: ["10.78.200.254/24"]
+    faucet_vips: ["10.78.200.254/24", "fd78:200::254/64"]
 routers:
   office-guest:
     vlans: [office, guest]
@@ -196,8 +204,14 @@ fn faucet_with(net: &Net, dir: &TempDir, bin: &Path, config: &str) -> Proc {
 /// `rqvs switch` on p1..p5 with Faucet as its controller, in fail-mode secure (nothing passes
 /// until Faucet programs it), datapath id 1 (Faucet drops a switch whose id is not its dp_id).
 fn start_switch(net: &Net, dir: &TempDir, design: &str, pmds: usize) -> Proc {
+    start_switch_with(net, dir, design, pmds, false)
+}
+
+/// As [`start_switch`], with Gauge as a second controller when `gauge`.
+fn start_switch_with(net: &Net, dir: &TempDir, design: &str, pmds: usize, gauge: bool) -> Proc {
     let sock = dir.join("ctl.sock");
     let controller = format!("tcp:127.0.0.1:{FAUCET_PORT}");
+    let gauge_controller = format!("tcp:127.0.0.1:{GAUGE_PORT}");
     let openflow = format!("ptcp:127.0.0.1:{OPENFLOW_PORT}");
     let pmds = pmds.to_string();
     let mut args = vec!["switch", "--ctl", sock.to_str().unwrap(), "--design", design, "--pmds", &pmds];
@@ -205,6 +219,9 @@ fn start_switch(net: &Net, dir: &TempDir, design: &str, pmds: usize) -> Proc {
         args.extend(["--port", p]);
     }
     args.extend(["--controller", &controller, "--fail-mode", "secure", "--datapath-id", "0x1"]);
+    if gauge {
+        args.extend(["--controller", &gauge_controller]);
+    }
     args.extend(["--openflow", &openflow, "--duration", "300"]);
     let child = in_ns(&net.sw, env!("CARGO_BIN_EXE_rqvs"), &args)
         .stdout(std::fs::File::create(dir.join("switch.out")).unwrap())
@@ -348,7 +365,74 @@ fn mac_of(net: &Net, host: usize) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn run(tag: &str, design: &str, pmds: usize) {
+/// Gauge (from Faucet's venv) in the switch's namespace: port and flow-table statistics polled
+/// every 2 s into its Prometheus output.
+fn gauge(net: &Net, dir: &TempDir, bin: &Path) -> Proc {
+    let config = format!(
+        "faucet_configs:\n  - {}\nwatchers:\n  ports:\n    dps: [rqvs1]\n    type: port_stats\n    interval: 2\n    db: prom\n  flows:\n    dps: [rqvs1]\n    type: flow_table\n    interval: 2\n    db: prom\ndbs:\n  prom:\n    type: prometheus\n    prometheus_addr: 127.0.0.1\n    prometheus_port: {GAUGE_PROMETHEUS_PORT}\n",
+        dir.join("faucet.yaml").display()
+    );
+    std::fs::write(dir.join("gauge.yaml"), config).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let port = format!("--ryu-ofp-tcp-listen-port={GAUGE_PORT}");
+    let child = in_ns(&net.sw, bin.join("gauge").to_str().unwrap(), &[&port, "--ryu-ofp-listen-host=127.0.0.1"])
+        .env("PATH", path)
+        .env("GAUGE_CONFIG", dir.join("gauge.yaml"))
+        .env("GAUGE_LOG", dir.join("gauge.log"))
+        .env("GAUGE_EXCEPTION_LOG", dir.join("gauge_exception.log"))
+        .stdout(std::fs::File::create(dir.join("gauge.out")).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc { child, what: "gauge" }
+}
+
+/// Gauge's Prometheus page (empty when it does not answer yet).
+fn gauge_metrics(net: &Net) -> String {
+    let code = format!(
+        "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:{GAUGE_PROMETHEUS_PORT}/metrics', timeout=5).read().decode())"
+    );
+    let out = in_ns(&net.sw, "python3", &["-c", &code]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of the first sample of `metric` whose labels contain every one of `labels`.
+fn sample(metrics: &str, metric: &str, labels: &[&str]) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let rest = l.strip_prefix(metric)?.strip_prefix('{')?;
+        let (lab, value) = rest.split_once("} ")?;
+        labels.iter().all(|x| lab.contains(x)).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// The sum of every `flow_packet_count_TABLE` sample (all of Faucet's tables).
+fn flow_packets(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("flow_packet_count_"))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.trim().parse::<f64>().ok()))
+        .sum()
+}
+
+/// Waits until Gauge's page satisfies `ok`; the page and Gauge's logs in the message otherwise.
+fn wait_gauge(net: &Net, dir: &TempDir, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let t0 = Instant::now();
+    loop {
+        let m = gauge_metrics(net);
+        if ok(&m) {
+            return m;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "{what}: not after 40 s:\n{m}\n--- gauge:\n{}\n{}",
+            read(&dir.join("gauge.log")),
+            read(&dir.join("gauge_exception.log"))
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn run(tag: &str, design: &str, pmds: usize, with_gauge: bool) {
     let _one = serial();
     if !testnet::available(tag) || !rqvs_testkit::ovs::ofctl_available() {
         return;
@@ -357,7 +441,8 @@ fn run(tag: &str, design: &str, pmds: usize) {
     let dir = TempDir::new(&format!("cli-faucet-{tag}"));
     let net = network(tag);
     let mut f = faucet(&net, &dir, &bin);
-    let mut sw = start_switch(&net, &dir, design, pmds);
+    let g = with_gauge.then(|| gauge(&net, &dir, &bin));
+    let mut sw = start_switch_with(&net, &dir, design, pmds, with_gauge);
     let stop = Arc::new(AtomicBool::new(false));
     let h5 = tagged_host(&net, Arc::clone(&stop));
 
@@ -381,6 +466,24 @@ fn run(tag: &str, design: &str, pmds: usize) {
     for h in [1, 2, 3, 4] {
         let mac = mac_of(&net, h);
         assert!(flows.contains(&mac), "host {h} ({mac}) learned:\n{flows}");
+    }
+
+    // Gauge (check (d) of issue 36): the ports' and the flows' counters in its Prometheus
+    // output, moving with the traffic.
+    if let Some(mut g) = g {
+        let port1 = ["port=\"1\""];
+        let m = wait_gauge(&net, &dir, "Gauge's port and flow statistics", |m| {
+            sample(m, "of_port_rx_packets", &port1).is_some_and(|v| v > 0.0) && flow_packets(m) > 0.0
+        });
+        let (rx0, flows0) = (sample(&m, "of_port_rx_packets", &port1).unwrap(), flow_packets(&m));
+        assert!(sample(&m, "of_port_rx_bytes", &port1).is_some_and(|v| v >= 60.0 * rx0), "bytes with packets:\n{m}");
+        assert!(ping(&net, 1, &format!("{OFFICE}.2"), 10), "office: h1 → h2, 10 pings");
+        wait_gauge(&net, &dir, "Gauge's counters moving with 10 more pings", |m| {
+            sample(m, "of_port_rx_packets", &port1).is_some_and(|v| v >= rx0 + 10.0) && flow_packets(m) >= flows0 + 20.0
+        });
+        assert!(g.running(), "gauge exited: {}", read(&dir.join("gauge.out")));
+        let exceptions = read(&dir.join("gauge_exception.log"));
+        assert!(exceptions.trim().is_empty(), "Gauge raised:\n{exceptions}");
     }
 
     // The ACL on port 1: TCP to port 22 dropped, to port 80 passed.
@@ -419,7 +522,7 @@ fn run(tag: &str, design: &str, pmds: usize) {
     drop(f);
 }
 
-/// Inter-VLAN routing through Faucet's router tables (check (c) of issue 36, IPv4): hosts of
+/// Inter-VLAN routing through Faucet's router tables (check (c) of issue 36, IPv4 and IPv6): hosts of
 /// VLAN 100 and VLAN 200 ping each
 /// other through the switch (each with its VLAN's VIP as default gateway), and the TTL the far
 /// host sees is one lower (the switch routed, `dec_ttl`).
@@ -431,8 +534,15 @@ fn run_routing(tag: &str, design: &str, pmds: usize) {
     let Some(bin) = rqvs_testkit::ovs::faucet_bin() else { return };
     let dir = TempDir::new(&format!("cli-faucet-{tag}"));
     let net = network(tag);
-    for (h, gw) in [(0, OFFICE), (1, OFFICE), (2, GUEST), (3, GUEST)] {
+    for (h, gw, gw6) in [(0, OFFICE, OFFICE6), (1, OFFICE, OFFICE6), (2, GUEST, GUEST6), (3, GUEST, GUEST6)] {
         net.hosts[h].ip(&["route", "add", "default", "via", &format!("{gw}.254")]).unwrap();
+        // IPv6: host N is PREFIX:N (no duplicate address detection: usable at once).
+        let dev = format!("e{}", h + 1);
+        // The test network starts with IPv6 off on its veths (no stray neighbour discovery).
+        let on = format!("net.ipv6.conf.{dev}.disable_ipv6=0");
+        assert!(in_ns(&net.hosts[h], "sysctl", &["-qw", &on]).status().unwrap().success(), "{on}");
+        net.hosts[h].ip(&["-6", "addr", "add", &format!("{gw6}:{}/64", h + 1), "dev", &dev, "nodad"]).unwrap();
+        net.hosts[h].ip(&["-6", "route", "add", "default", "via", &format!("{gw6}:254"), "dev", &dev]).unwrap();
     }
     let mut f = faucet_with(&net, &dir, &bin, ROUTING_CONFIG);
     let mut sw = start_switch(&net, &dir, design, pmds);
@@ -459,6 +569,23 @@ fn run_routing(tag: &str, design: &str, pmds: usize) {
     assert!(text.contains("ttl=63"), "one routed hop:\n{text}");
     let flows = dump_flows(&net);
     assert!(flows.contains("dec_ttl"), "Faucet's routes decrement the TTL:\n{flows}");
+    // IPv6 (Faucet's ND for its VIPs and the hosts, its ipv6_fib table): the gateway, then
+    // across, one hop (hop limit 64 less one).
+    let ping6 = |from: usize, to: &str| {
+        (0..5).any(|_| {
+            let out =
+                in_ns(&net.hosts[from - 1], "ping", &["-6", "-c", "2", "-i", "0.2", "-W", "1", to]).output().unwrap();
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("2 received")
+        })
+    };
+    assert!(ping6(1, &format!("{OFFICE6}:254")), "IPv6: h1 → its gateway\n{}", diag(&net));
+    assert!(ping6(1, &format!("{GUEST6}:4")), "routed IPv6: h1 (VLAN 100) → h4 (VLAN 200)\n{}", diag(&net));
+    assert!(ping6(4, &format!("{OFFICE6}:2")), "routed IPv6: h4 (VLAN 200) → h2 (VLAN 100)\n{}", diag(&net));
+    let out = in_ns(&net.hosts[0], "ping", &["-6", "-c", "1", "-W", "1", &format!("{GUEST6}:4")]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ttl=63") || text.contains("hlim=63"), "one routed IPv6 hop:\n{text}\n{}", diag(&net));
+    let flows = dump_flows(&net);
+    assert!(flows.contains("ipv6_dst="), "Faucet's IPv6 FIB:\n{flows}");
     assert!(f.running(), "faucet exited: {}", read(&dir.join("faucet.out")));
     assert!(sw.running(), "the switch exited: {}", read(&dir.join("switch.err")));
     let exceptions = read(&dir.join("faucet_exception.log"));
@@ -483,25 +610,25 @@ fn faucet_routes_between_vlans_cflows() {
 
 #[test]
 fn faucet_l2_vlans_and_acl_orig() {
-    run("fcorig", "orig", 1);
+    run("fcorig", "orig", 1, true);
 }
 
 #[test]
 fn faucet_l2_vlans_and_acl_ccache() {
-    run("fccc", "ccache", 1);
+    run("fccc", "ccache", 1, false);
 }
 
 #[test]
 fn faucet_l2_vlans_and_acl_cflows() {
-    run("fccf", "cflows", 1);
+    run("fccf", "cflows", 1, true);
 }
 
 #[test]
 fn faucet_l2_vlans_and_acl_orig_two_pmds() {
-    run("fcorig2", "orig", 2);
+    run("fcorig2", "orig", 2, false);
 }
 
 #[test]
 fn faucet_l2_vlans_and_acl_cflows_two_pmds() {
-    run("fccf2", "cflows", 2);
+    run("fccf2", "cflows", 2, false);
 }

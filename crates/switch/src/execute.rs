@@ -231,10 +231,12 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
             let Ok(mut f) = Frame::new_checked(&mut buf[..]) else { return true };
             // OVS's commit_set_nw_action: IPv4 fields are written only with a non-zero nw_proto.
             let writable = f.nw_proto().is_some_and(|p| p != 0);
+            // A usable IPv6 header (its hop limit and traffic class are rewritten as OVS does).
+            let ipv6 = !f.layout().is_ipv4 && f.layout().ipv6.is_some();
             match *op {
                 Op::SetDlSrc(m) => f.set_dl_src(m),
                 Op::SetDlDst(m) => f.set_dl_dst(m),
-                Op::SetNwTos(t) if writable => {
+                Op::SetNwTos(t) if writable || ipv6 => {
                     f.set_nw_tos(t);
                 }
                 Op::DecTtl if f.layout().is_ipv4 => {
@@ -247,6 +249,15 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
                     if writable {
                         f.dec_ttl();
                     }
+                }
+                Op::DecTtl if ipv6 => {
+                    // IPv6's hop limit, as OVS's dec_ttl does (no header checksum to keep).
+                    let now = ttl.or(f.hop_limit()).unwrap_or(0);
+                    if now <= 1 {
+                        return false;
+                    }
+                    *ttl = Some(now - 1);
+                    f.dec_hop_limit();
                 }
                 _ => {}
             }
@@ -343,5 +354,49 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
                 emit(p, tx, out);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rqvs_flow::frame::build_frame;
+    use rqvs_flow::FlowKey;
+
+    fn ipv6_frame(hop_limit: u8, tclass: u8) -> Vec<u8> {
+        let mut k = FlowKey::ipv6(0xfd78_0100 << 96 | 1, 0xfd78_0200 << 96 | 4, 17, 1000, 53);
+        k.nw_ttl = hop_limit;
+        k.nw_tos = tclass;
+        build_frame(&k.wire())
+    }
+
+    #[test]
+    fn dec_ttl_and_mod_nw_tos_rewrite_ipv6() {
+        let mut b = ipv6_frame(64, 0x03);
+        let before = b.clone();
+        let mut ttl = None;
+        assert!(rewrite(&mut b, &Op::DecTtl, &mut ttl));
+        assert!(rewrite(&mut b, &Op::SetNwTos(0xb8), &mut ttl));
+        let f = Frame::new_checked(&b[..]).unwrap();
+        assert_eq!(f.hop_limit(), Some(63));
+        assert_eq!(ttl, Some(63));
+        // DSCP written, ECN kept, version and flow label untouched.
+        let tc = (b[14] << 4) | (b[15] >> 4);
+        assert_eq!(tc, 0xb8 | 0x03);
+        assert_eq!(b[14] >> 4, 6);
+        assert_eq!(b[15] & 0x0f, before[15] & 0x0f);
+        // Nothing else changed: the traffic class's two bytes and the hop limit only.
+        let mut want = before.clone();
+        (want[14], want[15], want[21]) = (b[14], b[15], 63);
+        assert_eq!(b, want);
+    }
+
+    #[test]
+    fn ipv6_hop_limit_one_expires() {
+        let mut b = ipv6_frame(1, 0);
+        let before = b.clone();
+        let mut ttl = None;
+        assert!(!rewrite(&mut b, &Op::DecTtl, &mut ttl), "hop limit 1: expired, as OVS's dec_ttl");
+        assert_eq!(b, before);
     }
 }

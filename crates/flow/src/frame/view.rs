@@ -158,6 +158,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// Sets the IPv4 TOS byte's DSCP bits (OpenFlow's `mod_nw_tos`: the ECN bits are kept),
     /// updating the header checksum. False for non-IPv4 frames.
     pub fn set_nw_tos(&mut self, tos: u8) -> bool {
+        if let (None, Some(ip)) = (self.layout.ipv4, self.layout.ipv6) {
+            // IPv6's traffic class (bits 4..11 of the first word): its DSCP, ECN kept; no
+            // header checksum.
+            let b = self.buf.as_mut();
+            let tc = (b[ip] << 4) | (b[ip + 1] >> 4);
+            let tc = (tos & 0xfc) | (tc & 0x03);
+            b[ip] = (b[ip] & 0xf0) | (tc >> 4);
+            b[ip + 1] = (b[ip + 1] & 0x0f) | (tc << 4);
+            return true;
+        }
         let Some(ip) = self.layout.ipv4 else { return false };
         let b = self.buf.as_mut();
         let old = u16::from_be_bytes([b[ip], b[ip + 1]]);

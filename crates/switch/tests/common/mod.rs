@@ -40,8 +40,8 @@ impl Rng {
 /// Every action the switch executes: `output:N` (not back to the input port; no such port: no
 /// copy), `in_port`, `all`/`flood` (every port but the input), `drop`, `controller` (no copy on
 /// a port), `mod_dl_src/dst`, `mod_vlan_vid` (rewrites a tag, or pushes one), `strip_vlan`,
-/// `mod_nw_tos`, `dec_ttl` (the packet dies at TTL 0 or 1: no copies from there on) — the IPv4
-/// ones as OVS 3.1 commits them (tests/ovs_frames.rs checks that against OVS): a damaged IPv4
+/// `mod_nw_tos`, `dec_ttl` (the packet dies at TTL 0 or 1: no copies from there on; IPv6's
+/// traffic class and hop limit too) — the IPv4 ones as OVS 3.1 commits them (tests/ovs_frames.rs checks that against OVS): a damaged IPv4
 /// header's TTL is 0, and a protocol-0 packet's IPv4 bytes are never written, its TTL counted
 /// down all the same.
 pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<u8>)> {
@@ -83,13 +83,22 @@ pub fn outputs(frame: &[u8], in_port: u32, actions: &[Action]) -> Vec<(u32, Vec<
             }
             Action::SetNwTos(t) => {
                 let mut fr = Frame::new_checked(&mut f[..]).unwrap();
-                if fr.nw_proto().is_some_and(|p| p != 0) {
+                let ipv6 = !fr.layout().is_ipv4 && fr.layout().ipv6.is_some();
+                if ipv6 || fr.nw_proto().is_some_and(|p| p != 0) {
                     fr.set_nw_tos(*t);
                 }
             }
             Action::DecTtl => {
                 let mut fr = Frame::new_checked(&mut f[..]).unwrap();
-                if fr.layout().is_ipv4 {
+                if !fr.layout().is_ipv4 && fr.layout().ipv6.is_some() {
+                    // IPv6: the hop limit.
+                    let now: u8 = ttl.or(fr.hop_limit()).unwrap_or(0);
+                    if now <= 1 {
+                        break;
+                    }
+                    ttl = Some(now - 1);
+                    fr.dec_hop_limit();
+                } else if fr.layout().is_ipv4 {
                     let now: u8 = ttl.or(fr.nw_ttl()).unwrap_or(0);
                     if now <= 1 {
                         break;
