@@ -27,10 +27,14 @@
 //!   key: it changes groups or port liveness, or a rule it touches, or any rule the table holds
 //!   after it, is outside table 0 or holds an action that looks up a table or a group again
 //!   ([`is_single_lookup`]). The log keeps the latest [`CHANGE_LOG_VERSIONS`] commits (and at
-//!   most [`CHANGE_LOG_MATCHES`] matches); older ones read as "anything may have changed".
+//!   most [`CHANGE_LOG_MATCHES`] matches) of the last [`CHANGE_LOG_AGE`]; older ones read as
+//!   "anything may have changed".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+#[cfg(test)]
+use std::time::Duration;
+use std::time::Instant;
 
 use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier};
 use rqvs_classify::{Classifier, ClassifierError};
@@ -49,6 +53,12 @@ pub const CHANGE_LOG_VERSIONS: usize = 65_536;
 /// Rule matches the change log holds at most, over all the commits it remembers (a match is
 /// about 250 bytes: 8 MB). A bigger change set is logged as "anything may have changed".
 pub const CHANGE_LOG_MATCHES: usize = 32_768;
+/// How long the change log remembers a commit. Revalidators read it within milliseconds of a
+/// commit; one that comes back later (an idle PMD) revalidates everything, which is always
+/// right. Without this, a switch under slow, endless churn (a controller's few flow-mods a
+/// second) would hold the log's whole bound — 8 MB — after hours, as if it leaked (the soak
+/// saw ~0.5 KiB per flow-mod for 30 minutes).
+pub const CHANGE_LOG_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One rule change of a change set.
 // A rule is about 300 bytes since the wide key; change sets are built once per flow-mod, not per
@@ -99,8 +109,8 @@ pub enum Changes {
 /// The latest commits' changes, oldest first (module docs).
 #[derive(Default)]
 struct ChangeLog {
-    /// `(version, the matches its commit changed, or None: anything)`.
-    entries: VecDeque<(u64, Option<Vec<Match>>)>,
+    /// `(version, when it was committed, the matches its commit changed, or None: anything)`.
+    entries: VecDeque<(u64, Instant, Option<Vec<Match>>)>,
     matches: usize,
     /// Changes after this version and up to the oldest entry's are forgotten.
     forgotten_to: u64,
@@ -108,13 +118,23 @@ struct ChangeLog {
 
 impl ChangeLog {
     fn push(&mut self, version: u64, changed: Option<Vec<Match>>) {
+        self.push_at(version, Instant::now(), changed);
+    }
+
+    fn push_at(&mut self, version: u64, now: Instant, changed: Option<Vec<Match>>) {
         self.matches += changed.as_ref().map_or(0, Vec::len);
-        self.entries.push_back((version, changed));
-        while self.entries.len() > CHANGE_LOG_VERSIONS || (self.matches > CHANGE_LOG_MATCHES && self.entries.len() > 1)
+        self.entries.push_back((version, now, changed));
+        let too_old = |at: &Instant| now.saturating_duration_since(*at) > CHANGE_LOG_AGE;
+        while self.entries.len() > CHANGE_LOG_VERSIONS
+            || (self.matches > CHANGE_LOG_MATCHES && self.entries.len() > 1)
+            || self.entries.front().is_some_and(|(_, at, _)| too_old(at))
         {
-            let Some((v, c)) = self.entries.pop_front() else { break };
+            let Some((v, _, c)) = self.entries.pop_front() else { break };
             self.matches -= c.as_ref().map_or(0, Vec::len);
             self.forgotten_to = v;
+        }
+        if self.entries.capacity() > 4 * self.entries.len().max(64) {
+            self.entries.shrink_to_fit();
         }
     }
 
@@ -123,7 +143,7 @@ impl ChangeLog {
             return Changes::Any;
         }
         let mut out = Vec::new();
-        for (v, c) in self.entries.iter().rev() {
+        for (v, _, c) in self.entries.iter().rev() {
             if *v <= version {
                 break;
             }
@@ -361,6 +381,24 @@ fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
 mod tests {
     use super::*;
     use crate::testutil::rules;
+
+    #[test]
+    fn the_change_log_forgets_commits_older_than_its_age() {
+        let m = rules(3).into_iter().map(|r| r.matches).collect::<Vec<_>>();
+        let mut log = ChangeLog::default();
+        let t0 = Instant::now();
+        log.push_at(1, t0, Some(vec![m[0]]));
+        log.push_at(2, t0 + Duration::from_secs(1), Some(vec![m[1]]));
+        assert_eq!(log.since(0), Changes::Rules(vec![m[1], m[0]]));
+        // Past the age of the first two: they are forgotten, a reader from before them sees Any.
+        log.push_at(3, t0 + CHANGE_LOG_AGE + Duration::from_secs(2), Some(vec![m[2]]));
+        assert_eq!(log.entries.len(), 1);
+        assert_eq!(log.matches, 1);
+        assert_eq!(log.since(0), Changes::Any);
+        assert_eq!(log.since(1), Changes::Any);
+        assert_eq!(log.since(2), Changes::Rules(vec![m[2]]));
+        assert_eq!(log.since(3), Changes::Rules(vec![]));
+    }
 
     #[test]
     fn a_failed_change_set_changes_nothing() {
