@@ -11,6 +11,11 @@
 //! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
 //!   devices in the switch's namespace; a host pings addresses put on them; they keep their
 //!   addresses across a datapath restart and go when their interface (or the switch) does.
+//! - `ofports_are_any_number_and_the_bridge_port_is_local`: `ofport_request=1000` honoured with
+//!   no ports filling the gap; the bridge's own port is `LOCAL` (`Interface.ofport` 65534,
+//!   `LOCAL(br0)` in `ovs-ofctl show` over 1.0 and 1.3); flows `in_port=LOCAL` and
+//!   `actions=LOCAL` carry a ping between a host and `br0`'s address; `dump-ports br0 LOCAL`,
+//!   `ofproto/trace br0 in_port=LOCAL,...` and `fdb/show` name it.
 //!
 //! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
 //! (unless `RQVS_REQUIRE_OVS=1`).
@@ -385,4 +390,58 @@ fn internal_ports_are_tap_devices() {
     assert!(link("br0"));
     env.exit();
     assert!(!link("br0"), "br0's tap device goes when the switch stops");
+}
+
+#[test]
+fn ofports_are_any_number_and_the_bridge_port_is_local() {
+    let Some(mut env) = Env::start("dropin_local") else { return };
+    let h1 = env.host("h1", "p1", "10.82.0.1");
+    let h2 = env.host("h2", "p2", "10.82.0.2");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    // A number far past the ports' count: honoured as it is, no ports made to fill the gap.
+    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1000"]);
+    env.vsctl(&["add-port", "br0", "p2"]);
+    assert_eq!(env.vsctl(&["get", "interface", "br0", "ofport"]).trim(), "65534");
+    assert_eq!(env.vsctl(&["get", "interface", "p1", "ofport"]).trim(), "1000");
+    assert_eq!(env.vsctl(&["get", "interface", "p2", "ofport"]).trim(), "1");
+    for v in [&["-O", "OpenFlow13"][..], &[]] {
+        let show = env.ofctl_ok(&[v, &["show", "br0"]].concat());
+        assert!(show.contains(" LOCAL(br0): addr:"), "{v:?} {show}");
+        assert!(show.contains(" 1000(p1): addr:"), "{show}");
+        assert!(show.contains(" 1(p2): addr:"), "{show}");
+        assert_eq!(show.matches("): addr:").count(), 3, "three ports, nothing between: {show}");
+    }
+    env.sw.ip(&["addr", "add", "10.82.0.254/24", "dev", "br0"]).unwrap();
+    env.sw.ip(&["link", "set", "br0", "up"]).unwrap();
+    // Only p1 and the bridge's port talk, by flows naming LOCAL both ways.
+    env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0"]);
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,in_port=1000,actions=LOCAL"]);
+    env.ofctl_ok(&["add-flow", "br0", "priority=10,in_port=LOCAL,actions=output:1000"]);
+    let flows = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]);
+    assert!(flows.contains("priority=10,in_port=1000 actions=LOCAL"), "{flows}");
+    assert!(flows.contains("priority=10,in_port=LOCAL actions=output:1000"), "{flows}");
+    assert!(ping(&h1, "10.82.0.254", 3), "in_port=1000 → LOCAL and back");
+    let trace = Command::new("ovs-appctl")
+        .args(["-t", env.unixctl.to_str().unwrap(), "ofproto/trace", "br0", "in_port=LOCAL,ip,nw_dst=10.82.0.1"])
+        .output()
+        .unwrap();
+    let trace = String::from_utf8_lossy(&trace.stdout).into_owned();
+    assert!(trace.contains("in_port=LOCAL") && trace.contains("Datapath actions: 1000"), "{trace}");
+    assert!(!ping(&h2, "10.82.0.254", 1), "p2 has no flow");
+    let ports = env.ofctl_ok(&["-O", "OpenFlow13", "dump-ports", "br0", "LOCAL"]);
+    let rx = ports
+        .split("rx pkts=")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{ports}"));
+    assert!(ports.contains("port LOCAL:") && rx >= 3, "the bridge's port counted what it received: {ports}");
+    // The MAC table names the bridge's port LOCAL too.
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=20,actions=NORMAL"]);
+    assert!(ping(&h2, "10.82.0.254", 2), "NORMAL between p2 and LOCAL");
+    let fdb =
+        Command::new("ovs-appctl").args(["-t", env.unixctl.to_str().unwrap(), "fdb/show", "br0"]).output().unwrap();
+    let fdb = String::from_utf8_lossy(&fdb.stdout).into_owned();
+    assert!(fdb.lines().any(|l| l.split_whitespace().next() == Some("LOCAL")), "{fdb}");
+    env.exit();
 }

@@ -124,10 +124,10 @@ fn ovs_vsctl_configures_a_running_switch() {
     assert_eq!(field(&p1, "error"), "[]", "{p1}");
     assert_eq!(field(&p1, "mtu"), "1500", "{p1}");
     assert_eq!(field(&db.vsctl(&["list", "interface", "p2"]).unwrap(), "ofport"), "3");
-    // The bridge's own (internal) interface: a tap device, the lowest free number.
+    // The bridge's own (internal) interface: a tap device, OpenFlow's LOCAL port as in OVS.
     let br0 = db.vsctl(&["list", "interface", "br0"]).unwrap();
     assert_eq!(field(&br0, "error"), "[]", "{br0}");
-    assert_eq!(field(&br0, "ofport"), "1", "{br0}");
+    assert_eq!(field(&br0, "ofport"), "65534", "{br0}");
     let dpid = db.vsctl(&["get", "bridge", "br0", "datapath_id"]).unwrap();
     assert_eq!(dpid.trim().trim_matches('"').len(), 16, "{dpid}");
     // Statistics move (written every 5 s).
@@ -155,7 +155,7 @@ fn ovs_vsctl_configures_a_running_switch() {
     assert!(!ping(&h1, H2, 1), "p2 is gone");
     db.vsctl(&["add-port", "br0", "p2"]).unwrap();
     assert!(ping(&h1, H2, 2), "p2 is back");
-    assert_eq!(field(&db.vsctl(&["list", "interface", "p2"]).unwrap(), "ofport"), "2", "the lowest free number");
+    assert_eq!(field(&db.vsctl(&["list", "interface", "p2"]).unwrap(), "ofport"), "1", "the lowest free number");
 
     // ovsdb-server killed and started again on the same file: forwarding goes on meanwhile;
     // the switch reconnects and applies what changes next.

@@ -103,11 +103,11 @@ fn bad_input_is_one_line_and_leaves_nothing_behind() {
     std::fs::remove_file(&sock).unwrap();
     // A rule file with an action the switch does not execute, and a malformed one.
     let flows = dir.join("flows.txt");
-    std::fs::write(&flows, "priority=5,ip,actions=LOCAL\n").unwrap();
+    std::fs::write(&flows, "priority=5,ip,actions=enqueue:1:1\n").unwrap();
     let out = rqvs(&["switch", "--rules", flows.to_str().unwrap(), "--ctl", sock.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(err.contains("action 'LOCAL' is not one the switch executes"), "{err}");
+    assert!(err.contains("action 'enqueue:1:1' is not one the switch executes"), "{err}");
     assert!(!sock.exists(), "no socket left behind");
     std::fs::write(&flows, "priority=5,ip,nw_src=1.2.3,actions=output:2\n").unwrap();
     let out = rqvs(&["switch", "--rules", flows.to_str().unwrap()]);

@@ -688,10 +688,10 @@ fn killing_the_traffic_source_does_not_disturb_the_switch() {
     assert!(sw.running(), "{}", sw.stderr());
     // Bad flow files through the socket: one line, exit 1, nothing changed.
     let bad = dir.0.join("bad.txt");
-    std::fs::write(&bad, "priority=20,udp,actions=output:2\npriority=20,udp,tp_dst=54,actions=LOCAL\n").unwrap();
+    std::fs::write(&bad, "priority=20,udp,actions=output:2\npriority=20,udp,tp_dst=54,actions=enqueue:1:1\n").unwrap();
     let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "add-flows", bad.to_str().unwrap()]);
     let line = one_line_error("add-flows with a bad flow", out.status, &String::from_utf8_lossy(&out.stderr));
-    assert!(line.contains("LOCAL"), "{line}");
+    assert!(line.contains("enqueue:1:1"), "{line}");
     std::fs::write(&bad, "udp,nw_src=1.2.3\n").unwrap();
     let out = rqvs(&["ctl", "--socket", sock.to_str().unwrap(), "del-flows", bad.to_str().unwrap()]);
     let line = one_line_error("del-flows with a bad match", out.status, &String::from_utf8_lossy(&out.stderr));

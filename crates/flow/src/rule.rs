@@ -79,7 +79,8 @@ pub enum Action {
     WriteMetadata { value: u64, mask: u64 },
     /// `goto_table:N` (the instruction; always last): continue the pipeline in table `N`.
     GotoTable(u8),
-    /// Anything else (`LOCAL`, `learn(...)`, ...), exactly as written.
+    /// Anything else (`TABLE`, `learn(...)`, ...), exactly as written (`LOCAL` is
+    /// `Output(0xfffe)`).
     Other(String),
 }
 
@@ -146,6 +147,8 @@ impl Actions {
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // OpenFlow's LOCAL (0xfffe), as ovs-ofctl writes it.
+            Action::Output(0xfffe) => f.write_str("LOCAL"),
             Action::Output(p) => write!(f, "output:{p}"),
             Action::Drop => f.write_str("drop"),
             Action::Controller(None) => f.write_str("controller"),

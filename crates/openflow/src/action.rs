@@ -20,7 +20,8 @@
 //! | `Resubmit{in_port,table}` | Nicira `NXAST_RESUBMIT_TABLE` (subtype 14; `NXAST_RESUBMIT`, subtype 1, is read too) |
 //! | `Drop` / empty list | no action (and no instruction at all) |
 //! | `Normal` | `OUTPUT` to `OFPP_NORMAL` |
-//! | `Other("LOCAL")`, `Other("TABLE")` | `OUTPUT` to `OFPP_LOCAL`, `OFPP_TABLE` (kept as OVS prints them; the switch refuses `Other` in a flow, and takes `TABLE` only in a packet-out) |
+//! | `Output(0xfffe)` | `OUTPUT` to `OFPP_LOCAL` (the bridge's own port; OpenFlow 1.0's number) |
+//! | `Other("TABLE")` | `OUTPUT` to `OFPP_TABLE` (kept as OVS prints it; the switch refuses `Other` in a flow, and takes `TABLE` only in a packet-out) |
 //! | `Meter(m)` | instruction `METER` m |
 //! | `ClearActions` | instruction `CLEAR_ACTIONS` |
 //! | `WriteActions(list)` | instruction `WRITE_ACTIONS` with the list |
@@ -112,6 +113,8 @@ pub const OFPP_ALL: u32 = 0xffff_fffc;
 pub const OFPP_CONTROLLER: u32 = 0xffff_fffd;
 /// `OFPP_LOCAL`.
 pub const OFPP_LOCAL: u32 = 0xffff_fffe;
+/// `LOCAL` as rqvs numbers it (OpenFlow 1.0's 0xfffe): `Action::Output(0xfffe)` is `output:LOCAL`.
+pub const OFPP10_LOCAL_NO: u32 = 0xfffe;
 /// `OFPCML_NO_BUFFER`: send the whole packet to the controller.
 pub const OFPCML_NO_BUFFER: u16 = 0xffff;
 /// OpenFlow 1.0's `OFPP_IN_PORT` (a Nicira resubmit's "the packet's own in_port").
@@ -216,7 +219,7 @@ fn decode_action_list(bytes: &[u8], mut vlan: bool) -> Result<Vec<Action>, Decod
                     OFPP_FLOOD => Action::Flood,
                     OFPP_CONTROLLER => Action::Controller((max_len != OFPCML_NO_BUFFER).then_some(max_len)),
                     OFPP_NORMAL => Action::Normal,
-                    OFPP_LOCAL => Action::Other("LOCAL".into()),
+                    OFPP_LOCAL => Action::Output(OFPP10_LOCAL_NO),
                     OFPP_TABLE => Action::Other("TABLE".into()),
                     1..=0xfeff => Action::Output(port),
                     _ => {
@@ -379,6 +382,7 @@ pub fn encode_actions(actions: &Actions, m: &Match, w: &mut Writer) -> Result<()
 fn encode_action_list(actions: &[Action], mut vlan: bool, w: &mut Writer) -> Result<(), EncodeError> {
     for a in actions {
         match a {
+            Action::Output(OFPP10_LOCAL_NO) => output(w, OFPP_LOCAL, 0),
             Action::Output(p) => {
                 if !(1..=0xfeff).contains(p) {
                     return enc_err(format!("output:{p}: no OpenFlow 1.3 port number (1..=0xfeff)"));

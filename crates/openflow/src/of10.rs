@@ -558,7 +558,7 @@ pub fn decode_actions(bytes: &[u8], m: &Match) -> Result<Actions, DecodeError> {
                     OFPP10_FLOOD => Action::Flood,
                     OFPP10_CONTROLLER => Action::Controller((max_len != u16::MAX).then_some(max_len)),
                     OFPP10_NORMAL => Action::Normal,
-                    OFPP10_LOCAL => Action::Other("LOCAL".into()),
+                    OFPP10_LOCAL => Action::Output(u32::from(OFPP10_LOCAL)),
                     OFPP10_TABLE => Action::Other("TABLE".into()),
                     1..=0xfeff => Action::Output(u32::from(port)),
                     _ => {
@@ -795,7 +795,7 @@ pub fn encode_actions(actions: &Actions, w: &mut Writer) -> Result<(), EncodeErr
     for a in &actions.0 {
         match a {
             Action::Output(p) => {
-                let Some(p) = u16::try_from(*p).ok().filter(|&p| p < 0xff00) else {
+                let Some(p) = u16::try_from(*p).ok().filter(|&p| p < 0xff00 || p == OFPP10_LOCAL) else {
                     return enc_err(format!("output:{p}: no OpenFlow 1.0 port number"));
                 };
                 output10(w, p, 0);

@@ -131,7 +131,8 @@ fn actions_from(s: Vec<u64>) -> Actions {
             10 => Action::SetNwTos((x >> 8) as u8 & 0xfc),
             11 => Action::DecTtl,
             12 if x & 256 == 0 => Action::Normal,
-            _ => Action::Other(if x & 512 == 0 { "TABLE".into() } else { "LOCAL".into() }),
+            _ if x & 512 == 0 => Action::Other("TABLE".into()),
+            _ => Action::Output(0xfffe),
         });
     }
     if out.is_empty() {

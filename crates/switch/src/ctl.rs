@@ -355,7 +355,8 @@ pub fn execute(req: &Request, control: &Control) -> Reply {
             // As `ovs-appctl fdb/show` lays it out.
             let mut text = String::from(" port  VLAN  MAC                Age\n");
             for e in &entries {
-                text += &format!("{:>5}  {:>4}  {}  {:>3}\n", e.port, e.vlan, mac(&e.mac), e.age_s);
+                let port = crate::ofports::ofport_name(e.port);
+                text += &format!("{port:>5}  {:>4}  {}  {:>3}\n", e.vlan, mac(&e.mac), e.age_s);
             }
             let j: Vec<Value> = entries
                 .iter()

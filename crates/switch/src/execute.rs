@@ -44,6 +44,7 @@ use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
 use rqvs_ports::TxQueue;
 
 use crate::normal::{vid_of, Forward, MacTable};
+use crate::ofports::OfPorts;
 
 /// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
 /// `crate::openflow`).
@@ -111,6 +112,8 @@ pub struct Executor {
     vlan_buf: Vec<u8>,
     macs: Arc<MacTable>,
     packet_in: Option<PacketInQueue>,
+    /// The ports' OpenFlow numbers ([`crate::ofports`]); `None`: `tx[p - 1]` is port `p`.
+    ports: Option<Arc<OfPorts>>,
 }
 
 impl Default for Executor {
@@ -123,15 +126,27 @@ impl Executor {
     /// An executor learning into `macs` (`NORMAL`), sending packet-ins into `packet_in` (none:
     /// `controller` ops only count).
     pub fn new(macs: Arc<MacTable>, packet_in: Option<PacketInQueue>) -> Executor {
-        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in }
+        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in, ports: None }
     }
 
-    /// Applies `action` to `frame`, received on port `in_port` (1-based; `tx[p - 1]` is port
-    /// `p`'s transmit queue).
+    /// This executor for ports numbered `ports` (`tx[i]` is the port whose ofport is
+    /// `ports.ofport(i)`); the ports of `execute` and its ops are ofports.
+    pub fn with_ports(mut self, ports: Arc<OfPorts>) -> Executor {
+        self.ports = Some(ports);
+        self
+    }
+
+    /// Port index `i`'s OpenFlow number.
+    pub fn ofport(&self, i: usize) -> u32 {
+        self.ports.as_deref().map_or(i as u32 + 1, |m| m.ofport(i))
+    }
+
+    /// Applies `action` to `frame`, received on port `in_port` (an ofport: `tx[p - 1]` is port
+    /// `p`'s transmit queue unless [`Executor::with_ports`] says otherwise).
     pub fn execute(&mut self, frame: &[u8], in_port: u32, action: DpAction, tx: &mut [TxQueue]) -> Outcome {
         let mut out = Outcome::default();
         match action {
-            DpAction::Output(p) => send(frame, p, in_port, tx, &mut out),
+            DpAction::Output(p) => send(frame, p, in_port, Tx(tx, self.ports.as_deref()), &mut out),
             DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
@@ -157,19 +172,21 @@ impl Executor {
     ) {
         let mut copied = false;
         let mut ttl = None;
+        let ports = self.ports.clone();
+        let ports = ports.as_deref();
         for op in ops {
             let cur: &[u8] = if copied { &self.scratch } else { frame };
             match *op {
-                Op::Output(p) => send(cur, p, in_port, tx, out),
-                Op::InPort => send_to(cur, in_port, tx, out),
-                Op::Flood => flood(cur, in_port, tx, out),
+                Op::Output(p) => send(cur, p, in_port, Tx(tx, ports), out),
+                Op::InPort => send_to(cur, in_port, Tx(tx, ports), out),
+                Op::Flood => flood(cur, in_port, Tx(tx, ports), out),
                 Op::Normal if self.macs.has_vlans() => {
-                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, tx, out)
+                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports), out)
                 }
                 Op::Normal => match self.macs.forward(cur, in_port) {
                     Forward::Drop => {}
-                    Forward::Port(p) => send_to(cur, p, tx, out),
-                    Forward::Flood => flood(cur, in_port, tx, out),
+                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports), out),
+                    Forward::Flood => flood(cur, in_port, Tx(tx, ports), out),
                 },
                 Op::Controller(c) => {
                     out.to_controller += 1;
@@ -290,17 +307,35 @@ fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController,
     }
 }
 
+/// The transmit queues and the ofports they belong to (`None`: `tx[p - 1]` is port `p`).
+struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>);
+
+impl Tx<'_, '_> {
+    fn ofport(&self, i: usize) -> u32 {
+        self.1.map_or(i as u32 + 1, |m| m.ofport(i))
+    }
+
+    fn queue(&mut self, p: u32) -> Option<&mut TxQueue> {
+        let i = match self.1 {
+            Some(m) => m.index(p)?,
+            None => (p as usize).checked_sub(1)?,
+        };
+        self.0.get_mut(i)
+    }
+}
+
 /// `flood`/`all`: every port but the input port.
-fn flood(frame: &[u8], in_port: u32, tx: &mut [TxQueue], out: &mut Outcome) {
-    for p in 1..=tx.len() as u32 {
-        if p != in_port {
-            send_to(frame, p, tx, out);
+fn flood(frame: &[u8], in_port: u32, tx: Tx, out: &mut Outcome) {
+    for i in 0..tx.0.len() {
+        if tx.ofport(i) != in_port {
+            tx.0[i].send(frame);
+            out.outputs += 1;
         }
     }
 }
 
 /// `output:p` — skipped when `p` is the input port (OpenFlow: only `in_port` sends back).
-fn send(frame: &[u8], p: u32, in_port: u32, tx: &mut [TxQueue], out: &mut Outcome) {
+fn send(frame: &[u8], p: u32, in_port: u32, tx: Tx, out: &mut Outcome) {
     if p == in_port {
         out.skipped += 1;
     } else {
@@ -308,8 +343,8 @@ fn send(frame: &[u8], p: u32, in_port: u32, tx: &mut [TxQueue], out: &mut Outcom
     }
 }
 
-fn send_to(frame: &[u8], p: u32, tx: &mut [TxQueue], out: &mut Outcome) {
-    match (p as usize).checked_sub(1).and_then(|i| tx.get_mut(i)) {
+fn send_to(frame: &[u8], p: u32, mut tx: Tx, out: &mut Outcome) {
+    match tx.queue(p) {
         Some(q) => {
             q.send(frame);
             out.outputs += 1;
@@ -321,11 +356,11 @@ fn send_to(frame: &[u8], p: u32, tx: &mut [TxQueue], out: &mut Outcome) {
 /// `NORMAL` on ports with VLANs ([`crate::normal`]): the frame's VLAN from its input port, then
 /// to each output port that carries it, untagged or tagged as that port says (retagged in
 /// `buf` when it differs from how the frame came in).
-fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, tx: &mut [TxQueue], out: &mut Outcome) {
+fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, tx: Tx, out: &mut Outcome) {
     let Some(d) = macs.forward_vlan(frame, in_port) else { return };
     let has_tag = frame.get(12..14) == Some(&[0x81, 0x00]);
     let vid = vid_of(frame);
-    let mut emit = |p: u32, tx: &mut [TxQueue], out: &mut Outcome| match macs.port_vlan(p).output(d.vlan) {
+    let mut emit = |p: u32, tx: Tx, out: &mut Outcome| match macs.port_vlan(p).output(d.vlan) {
         None => {}
         Some(None) if !has_tag => send_to(frame, p, tx, out),
         Some(Some(v)) if vid == Some(v) => send_to(frame, p, tx, out),
@@ -350,8 +385,11 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
         Forward::Drop => {}
         Forward::Port(p) => emit(p, tx, out),
         Forward::Flood => {
-            for p in (1..=tx.len() as u32).filter(|p| *p != in_port) {
-                emit(p, tx, out);
+            for i in 0..tx.0.len() {
+                let p = tx.ofport(i);
+                if p != in_port {
+                    emit(p, Tx(&mut *tx.0, tx.1), out);
+                }
             }
         }
     }

@@ -73,6 +73,7 @@ pub mod manager;
 pub mod metrics;
 pub mod normal;
 pub mod notify;
+pub mod ofports;
 pub mod openflow;
 pub mod owner;
 pub mod pidfile;
@@ -143,8 +144,12 @@ impl PortSource {
 
 /// How to run the switch.
 pub struct SwitchConfig {
-    /// Ports, numbered 1, 2, ... in this order (their OpenFlow port numbers).
+    /// Ports, numbered 1, 2, ... in this order (their OpenFlow port numbers) unless
+    /// `ofports` numbers them.
     pub ports: Vec<PortSource>,
+    /// Each port's OpenFlow port number, by index (1..=0xfeff or `LOCAL`, [`ofports`]); empty:
+    /// 1..N in order.
+    pub ofports: Vec<u32>,
     pub rules: Vec<Rule>,
     pub design: DesignKind,
     pub pmds: usize,
@@ -177,7 +182,7 @@ pub struct SwitchConfig {
     /// idle station stays (OVS's `mac-aging-time`) ([`normal`]).
     pub mac_table_size: usize,
     pub mac_aging: std::time::Duration,
-    /// The VLANs each port carries for `NORMAL`, by port − 1 (empty: every port every VLAN;
+    /// The VLANs each port carries for `NORMAL`, by index (empty: every port every VLAN;
     /// OVS's `Port.tag`/`trunks`/`vlan_mode`, [`normal::PortVlan`]).
     pub port_vlans: Vec<normal::PortVlan>,
 }
@@ -187,6 +192,7 @@ impl SwitchConfig {
     pub fn new(ports: Vec<PortSource>, rules: Vec<Rule>, design: DesignKind) -> SwitchConfig {
         SwitchConfig {
             ports,
+            ofports: Vec::new(),
             rules,
             design,
             pmds: 1,
@@ -220,7 +226,7 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str = "output:N, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port, and the pipeline: goto_table, resubmit, group, write_actions, clear_actions, write_metadata (meter accepted, not enforced)";
+pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port, and the pipeline: goto_table, resubmit, group, write_actions, clear_actions, write_metadata (meter accepted, not enforced)";
 
 /// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
 /// OpenFlow priority.
@@ -291,6 +297,8 @@ pub struct Control {
     /// How the ports were opened.
     port_config: PortConfig,
     port_names: Vec<String>,
+    /// The ports' OpenFlow numbers ([`ofports`]).
+    ofports: Arc<ofports::OfPorts>,
     /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
     policing: Vec<Option<PolicerSpec>>,
     pmd_cpus: Vec<Option<usize>>,
@@ -333,6 +341,13 @@ impl Switch {
             return Err(err("a switch needs at least one port"));
         }
         check_rules(&cfg.rules)?;
+        let ofports = Arc::new(if cfg.ofports.is_empty() {
+            ofports::OfPorts::identity(cfg.ports.len())
+        } else if cfg.ofports.len() != cfg.ports.len() {
+            return Err(err(format!("{} OpenFlow port numbers for {} ports", cfg.ofports.len(), cfg.ports.len())));
+        } else {
+            ofports::OfPorts::new(cfg.ofports.clone()).map_err(err)?
+        });
         let pmds = cfg.pmds.max(1);
         let pcfg = PortConfig {
             queues: pmds,
@@ -347,18 +362,25 @@ impl Switch {
             if let PortSource::Spec(spec) = src {
                 if matches!(spec.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) {
                     if cfg.ports[..i].iter().any(|p| matches!(p, PortSource::Spec(s) if s.name == spec.name && matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp))) {
-                        return Err(err(format!("port {} ({spec}): interface {} is given twice", i + 1, spec.name)));
+                        return Err(err(format!(
+                            "port {} ({spec}): interface {} is given twice",
+                            ofports::ofport_name(ofports.ofport(i)),
+                            spec.name
+                        )));
                     }
-                    locks.push(owner::acquire(&spec.name).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?);
+                    locks.push(
+                        owner::acquire(&spec.name).map_err(|e| {
+                            err(format!("port {} ({spec}): {e}", ofports::ofport_name(ofports.ofport(i))))
+                        })?,
+                    );
                 }
             }
         }
         let mut opened = Vec::new();
         for (i, src) in cfg.ports.iter().enumerate() {
             let port = match src {
-                PortSource::Spec(spec) => {
-                    rqvs_ports::open(spec, &pcfg).map_err(|e| err(format!("port {} ({spec}): {e}", i + 1)))?
-                }
+                PortSource::Spec(spec) => rqvs_ports::open(spec, &pcfg)
+                    .map_err(|e| err(format!("port {} ({spec}): {e}", ofports::ofport_name(ofports.ofport(i)))))?,
                 PortSource::Frames { name, frames } => rqvs_ports::open_frames(name, frames, &pcfg),
                 PortSource::Tap { name, tap } => rqvs_ports::open_tap(name, tap.clone(), &pcfg),
             };
@@ -396,7 +418,9 @@ impl Switch {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let macs =
-            Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging).with_vlans(cfg.port_vlans.clone()));
+            Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging).with_port_vlans(
+                cfg.port_vlans.iter().enumerate().map(|(i, v)| (ofports.ofport(i), v.clone())).collect(),
+            ));
         let (packet_in_tx, packet_in_rx) = if cfg.packet_in {
             let (t, r) = mpsc::sync_channel(execute::PACKET_IN_QUEUE);
             (Some(t), Some(r))
@@ -451,6 +475,7 @@ impl Switch {
                 handler: link,
                 parting: parting.clone(),
                 macs: macs.clone(),
+                ofports: ofports.clone(),
                 packet_in: packet_in_tx.clone(),
                 queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
                 queue_base: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
@@ -465,6 +490,7 @@ impl Switch {
         let control = Arc::new(Control {
             design: cfg.design,
             inboxes,
+            ofports: ofports.clone(),
             port_names: cfg.ports.iter().map(PortSource::name).collect(),
             policing: (0..cfg.ports.len()).map(|p| cfg.policing.get(p).copied().flatten()).collect(),
             retired: Mutex::new(handles.iter().map(|_| Vec::new()).collect()),
@@ -806,7 +832,7 @@ impl Control {
                 let mut s: PortStats = self.port_stats(i);
                 s.total = s.total.minus(&base[i]);
                 PortReport {
-                    port: i as u32 + 1,
+                    port: self.ofports.ofport(i),
                     name: self.port_names[i].clone(),
                     link: format!("{:?}", s.link).to_lowercase(),
                     queues: h.queues(),
@@ -1089,6 +1115,11 @@ impl Control {
     /// The ports' names, numbered 1.. in this order.
     pub fn port_names(&self) -> &[String] {
         &self.port_names
+    }
+
+    /// The ports' OpenFlow numbers, by index ([`ofports`]).
+    pub fn ofports(&self) -> &ofports::OfPorts {
+        &self.ofports
     }
 
     /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE

@@ -70,15 +70,15 @@ impl Control {
             if now != *seen {
                 crate::log_debug!(
                     "rqvs switch: port {} ({}): link {seen:?} -> {now:?}: PORT_STATUS to the OpenFlow connections",
-                    i + 1,
+                    crate::ofports::ofport_name(self.ofports().ofport(i)),
                     self.port_names[i]
                 );
                 let was_live = *seen == LinkState::Up;
                 *seen = now;
                 if was_live != (now == LinkState::Up) {
-                    self.port_liveness(i as u32 + 1, now == LinkState::Up);
+                    self.port_liveness(self.ofports().ofport(i), now == LinkState::Up);
                 }
-                self.emit(vec![Event::PortStatus(i as u32 + 1)]);
+                self.emit(vec![Event::PortStatus(self.ofports().ofport(i))]);
             }
         }
     }

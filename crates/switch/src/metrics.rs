@@ -380,7 +380,9 @@ pub fn render_report(
     let mut policed = Vec::new();
     for p in pmds {
         for (i, f) in p.ports.iter().enumerate() {
-            policed.push((p.pmd, i + 1, f.policed));
+            // The port's OpenFlow number (the report's ports are in the PMDs' index order).
+            let port = show.ports.get(i).map_or(i as u32 + 1, |r| r.port);
+            policed.push((p.pmd, port, f.policed));
             for (fate, v) in [
                 ("rx", f.rx),
                 ("forwarded", f.forwarded),
@@ -389,7 +391,7 @@ pub fn render_report(
                 ("malformed", f.malformed),
                 ("lost", f.lost),
             ] {
-                frames.push((p.pmd, i + 1, fate, v));
+                frames.push((p.pmd, port, fate, v));
             }
         }
     }
@@ -398,7 +400,7 @@ pub fn render_report(
         "counter",
         "Frames a PMD took from a port, by what became of them (rx = the sum of the others).",
         &frames,
-        |(pmd, port, fate, v): &(usize, usize, &str, u64)| {
+        |(pmd, port, fate, v): &(usize, u32, &str, u64)| {
             (vec![("pmd", pmd.to_string()), ("port", port.to_string()), ("fate", fate.to_string())], *v as f64)
         },
     );
@@ -407,7 +409,7 @@ pub fn render_report(
         "counter",
         "Of the dropped frames: those the port's ingress policer dropped before they were parsed.",
         &policed,
-        |(pmd, port, v): &(usize, usize, u64)| (vec![("pmd", pmd.to_string()), ("port", port.to_string())], *v as f64),
+        |(pmd, port, v): &(usize, u32, u64)| (vec![("pmd", pmd.to_string()), ("port", port.to_string())], *v as f64),
     );
 
     type PortField = fn(&crate::PortReport) -> f64;

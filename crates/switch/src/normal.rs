@@ -43,7 +43,7 @@
 //!   that carry the frame's VLAN; it leaves untagged from an `access` port, from a
 //!   `native-untagged` port in its native VLAN, and in VLAN 0; tagged with the VID otherwise.
 //!
-//! Ports are numbered by their index: `vlans[p - 1]` is port `p`'s. Differences from OVS:
+//! Ports are named by their OpenFlow numbers ([`crate::ofports`]; `LOCAL` is learned on too). Differences from OVS:
 //! `other_config:priority-tags`, `dot1q-tunnel` and 802.1ad (`cvlans`, `qinq-ethtype`) are not
 //! read (a `dot1q-tunnel` port is refused where the configuration is read).
 
@@ -166,7 +166,8 @@ pub struct MacTable {
     aging: Duration,
     start: Instant,
     /// The ports' VLANs (by port − 1); empty when every port carries every VLAN.
-    vlans: Vec<PortVlan>,
+    /// `(ofport, its VLANs)`, sorted by ofport.
+    vlans: Vec<(u32, PortVlan)>,
 }
 
 impl Default for MacTable {
@@ -216,8 +217,15 @@ impl MacTable {
 
     /// This table for ports whose VLANs are `vlans` (by port − 1; a port beyond it carries
     /// every VLAN). All [`PortVlan::All`] is the same as none.
-    pub fn with_vlans(mut self, vlans: Vec<PortVlan>) -> MacTable {
-        self.vlans = if vlans.iter().all(|v| *v == PortVlan::All) { Vec::new() } else { vlans };
+    pub fn with_vlans(self, vlans: Vec<PortVlan>) -> MacTable {
+        self.with_port_vlans(vlans.into_iter().zip(1..).map(|(v, p)| (p, v)).collect())
+    }
+
+    /// This table for ports whose VLANs are `vlans` (`(ofport, VLANs)`; a port not in it
+    /// carries every VLAN).
+    pub fn with_port_vlans(mut self, mut vlans: Vec<(u32, PortVlan)>) -> MacTable {
+        vlans.sort_by_key(|v| v.0);
+        self.vlans = if vlans.iter().all(|v| v.1 == PortVlan::All) { Vec::new() } else { vlans };
         self
     }
 
@@ -229,7 +237,10 @@ impl MacTable {
     /// Port `port`'s VLANs.
     pub fn port_vlan(&self, port: u32) -> &PortVlan {
         static ALL: PortVlan = PortVlan::All;
-        port.checked_sub(1).and_then(|i| self.vlans.get(i as usize)).unwrap_or(&ALL)
+        match self.vlans.binary_search_by_key(&port, |v| v.0) {
+            Ok(k) => &self.vlans[k].1,
+            Err(_) => &ALL,
+        }
     }
 
     /// Entries the table holds at most.
@@ -256,10 +267,10 @@ impl MacTable {
         b.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Learns `mac` on `port` in `vlan` (ports 1..=0xfeff; anything else, and multicast
+    /// Learns `mac` on `port` in `vlan` (ports 1..=0xfeff and `LOCAL`; anything else, and multicast
     /// addresses, are not learned); refreshes its age.
     pub fn learn(&self, vlan: u16, mac: &[u8; 6], port: u32) {
-        if is_multicast(mac) || !(1..=0xfeff).contains(&port) || *mac == [0; 6] {
+        if is_multicast(mac) || !((1..=0xfeff).contains(&port) || port == crate::ofports::LOCAL) || *mac == [0; 6] {
             return;
         }
         let key = u64::from(vlan & 0x0fff) << 48 | mac48(mac);

@@ -95,6 +95,8 @@ pub struct PmdSetup {
     pub parting: Parting,
     /// The `NORMAL` action's MAC table (shared by every PMD).
     pub macs: Arc<crate::normal::MacTable>,
+    /// The ports' OpenFlow numbers (a received frame's `in_port`).
+    pub ofports: Arc<crate::ofports::OfPorts>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
     /// Per port, the counters of this PMD's queues of the port's handles before a
@@ -158,7 +160,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
     let action_reader = rqvs_datapath::actions::Reader::register();
     let mut exec =
-        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)));
+        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
+            .with_ports(s.ofports.clone());
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut flows = FlowCounters::new();
@@ -191,7 +194,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             }
         }
         for p in 0..ports {
-            let in_port = p as u32 + 1;
+            let in_port = s.ofports.ofport(p);
             let batch = s.rx[p].recv();
             let n_frames = batch.len();
             if n_frames == 0 {
@@ -505,7 +508,8 @@ fn answers(
                 a => {
                     let rule = it.verdict.as_ref().and_then(|(v, _)| v.rule).unwrap_or(NO_RULE);
                     flows.hit(rule, it.frame.len());
-                    account(c, it.port, exec.execute(&it.frame, it.port as u32 + 1, a, tx));
+                    let in_port = exec.ofport(it.port);
+                    account(c, it.port, exec.execute(&it.frame, in_port, a, tx));
                 }
             }
         }

@@ -11,8 +11,8 @@
 //!   made by the switch in its network namespace and kept by a [`TapKeeper`] while the
 //!   interface stays — across datapath restarts, so the addresses an operator puts on it stay
 //!   — and removed with it (or at exit), as OVS's netdev datapath does; it starts down (`ip
-//!   link set br0 up`). The bridge's own port is numbered like the others (OVS gives it
-//!   `LOCAL`, 65534: rqvs numbers ports 1..N). Every other type (`dpdk`, `patch`, tunnels) gets
+//!   link set br0 up`). The bridge's own port is OpenFlow's `LOCAL` (65534, as OVS numbers
+//!   it: `in_port=LOCAL`, `actions=LOCAL`, `LOCAL(br0)` in `ovs-ofctl show`). Every other type (`dpdk`, `patch`, tunnels) gets
 //!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
 //!   exist gets OVS's "could not open network device NAME (No such device)". A port of several
 //!   interfaces (a bond) is refused the same way.
@@ -25,10 +25,9 @@
 //!   it stays (each datapath's channel serves it), removed at exit, so `ovs-ofctl -O
 //!   OpenFlow13 show br0` works unchanged. A stale socket file there is replaced; one a live
 //!   process accepts on (an ovs-vswitchd still running) is left alone and logged.
-//! - `ofport_request` is honoured (1..=[`MAX_OFPORT`]); other interfaces get the lowest free
-//!   number, kept while the interface stays. The datapath numbers its ports 1..N, so a number
-//!   nobody holds is a placeholder port that discards what is sent to it (`show` lists it as
-//!   `tap:unused-ofport-N`).
+//! - `ofport_request` is honoured (1..=[`MAX_OFPORT`], 65279 as in OVS); other interfaces get
+//!   the lowest free number, kept while the interface stays. OpenFlow port numbers are apart
+//!   from the datapath's port indices ([`crate::ofports`]): no port fills a gap.
 //! - Written back, as ovs-vswitchd writes them: `Interface.ofport`, `error`, `link_state`,
 //!   `admin_state`, `mtu`, `mac_in_use`, `ifindex`, and every `stats_interval` (OVS: 5 s)
 //!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them);
@@ -54,7 +53,8 @@
 //!   controllers, fail mode or datapath id restarts the datapath as a port change does.
 //! - Not yet: `ptcp:`/`punix:` controller targets (`--openflow` and `--controller` are refused
 //!   with `--ovsdb`), `Flow_Table`, several bridges (docs/ovs-dropin.md says what is missing),
-//!   `patch` interfaces, ports added without a datapath restart.
+//!   `patch` interfaces, ports added without a datapath restart (docs/ovs-dropin.md and
+//!   ARCHITECTURE.md say how these are to be built).
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::net::UnixListener;
@@ -77,8 +77,9 @@ use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
 use rqvs_ports::TapKeeper;
 
-/// The largest `ofport_request` honoured (the datapath numbers ports 1..N without gaps).
-pub const MAX_OFPORT: i64 = 256;
+/// The largest `ofport_request` honoured (OpenFlow's ordinary ports end there; `LOCAL`, 65534,
+/// is the bridge's own port's).
+pub const MAX_OFPORT: i64 = crate::ofports::MAX_OFPORT as i64;
 
 /// Builds a datapath's configuration from its ports and rules (the CLI's other options).
 pub type MakeConfig<'a> = Box<dyn Fn(Vec<PortSource>, Vec<Rule>) -> Result<SwitchConfig, Error> + 'a>;
@@ -181,6 +182,7 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         assigned.clear();
         return p;
     };
+    let bridge_name = br.str("name").unwrap_or("").to_string();
     // The interfaces, each checked.
     let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
     for port_uuid in br.uuids("ports") {
@@ -238,14 +240,22 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
     let mut by_name: BTreeMap<String, u32> = BTreeMap::new();
     let mut sorted = good.clone();
     sorted.sort_by(|a, b| a.1.cmp(&b.1));
+    // The bridge's own interface is LOCAL, whatever it asks for (as OVS numbers it).
+    if sorted.iter().any(|g| g.1 == bridge_name) {
+        taken.insert(crate::ofports::LOCAL, bridge_name.clone());
+        by_name.insert(bridge_name.clone(), crate::ofports::LOCAL);
+    }
     for (_, name, _, req, _) in &sorted {
+        if by_name.contains_key(name) {
+            continue;
+        }
         match req {
             Some(q) if (1..=MAX_OFPORT).contains(q) && !taken.contains_key(&(*q as u32)) => {
                 taken.insert(*q as u32, name.clone());
                 by_name.insert(name.clone(), *q as u32);
             }
             Some(q) if !(1..=MAX_OFPORT).contains(q) => p.notes.push(format!(
-                "interface {name}: ofport_request {q} not honoured (rqvs numbers ports 1..{MAX_OFPORT})"
+                "interface {name}: ofport_request {q} not honoured (OpenFlow port numbers are 1..={MAX_OFPORT})"
             )),
             Some(q) => p.notes.push(format!("interface {name}: ofport_request {q} is taken by another interface")),
             None => {}
@@ -405,20 +415,22 @@ fn start_datapath(
     mgmt: Option<&Mgmt>,
 ) -> Result<Running, Error> {
     let ports = &id.ports;
-    let max = ports.iter().map(|p| p.ofport).max().unwrap_or(0).max(1);
+    // Each interface a port, with its ofport ([`crate::ofports`]: the datapath's indices are
+    // its own). A bridge without a port gets one that discards what it is sent, as the
+    // switch needs at least one.
     let mut sources = Vec::new();
-    for n in 1..=max {
-        match ports.iter().find(|p| p.ofport == n) {
-            Some(p) => {
-                sources.push(PortSource::Spec(p.spec.parse().map_err(|e| Error(format!("interface {}: {e}", p.name)))?))
-            }
-            None => sources.push(PortSource::Tap { name: format!("unused-ofport-{n}"), tap: Arc::new(|_: &[u8]| {}) }),
-        }
+    for p in ports {
+        sources.push(PortSource::Spec(p.spec.parse().map_err(|e| Error(format!("interface {}: {e}", p.name)))?));
+    }
+    let mut ofports: Vec<u32> = ports.iter().map(|p| p.ofport).collect();
+    if sources.is_empty() {
+        sources.push(PortSource::Tap { name: "no-ports".into(), tap: Arc::new(|_: &[u8]| {}) });
+        ofports.push(1);
     }
     let mut scfg = (cfg.make)(sources, rules)?;
+    scfg.ofports = ofports;
     scfg.packet_in = !id.controllers.is_empty();
-    scfg.port_vlans =
-        (1..=max).map(|n| ports.iter().find(|p| p.ofport == n).map(|p| p.vlan.clone()).unwrap_or_default()).collect();
+    scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
     let switch = Switch::start(scfg)?;
     let control = switch.control();
     let listen = match mgmt.filter(|_| id.mgmt.is_some()) {
@@ -843,6 +855,19 @@ mod tests {
         let p = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
         assert_eq!(p.ports[0].ofport, 1);
         assert!(p.notes.iter().any(|n| n.contains("not honoured")));
+    }
+
+    #[test]
+    fn the_bridge_port_is_local_and_requests_need_no_gap_fillers() {
+        let p = plan(&replica(&[("br0", "internal", Some(5)), ("lo", "", Some(1000))]), &mut BTreeMap::new());
+        let got: Vec<(u32, &str)> = p.ports.iter().map(|x| (x.ofport, x.name.as_str())).collect();
+        assert_eq!(got, vec![(1000, "lo"), (crate::ofports::LOCAL, "br0")]);
+        let br0 = p.ifaces.iter().find(|i| i.name == "br0").unwrap();
+        assert_eq!(br0.ofport, 65534, "Interface.ofport of the bridge's port, as OVS writes it");
+        // Another interface asking for LOCAL's number is refused; the lowest free one is given.
+        let p = plan(&replica(&[("br0", "internal", None), ("lo", "", Some(65534))]), &mut BTreeMap::new());
+        assert_eq!(p.ports.iter().map(|x| x.ofport).collect::<Vec<_>>(), vec![1, crate::ofports::LOCAL]);
+        assert!(p.notes.iter().any(|n| n.contains("ofport_request 65534 not honoured")), "{:?}", p.notes);
     }
     #[test]
     fn port_vlans_follow_ovs_defaults() {

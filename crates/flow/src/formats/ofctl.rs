@@ -907,6 +907,8 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str, proto: Option<u8>) -> Result
         "strip_vlan" => no_arg(Action::StripVlan)?,
         "dec_ttl" => no_arg(Action::DecTtl)?,
         "normal" => no_arg(Action::Normal)?,
+        // The bridge's own port (`output:LOCAL`).
+        "local" => no_arg(Action::Output(OFPP_LOCAL))?,
         "controller" => match arg {
             None => Action::Controller(None),
             Some(n) => match n.parse::<u16>() {
@@ -920,7 +922,8 @@ fn parse_action(c: &Cursor<'_>, at: usize, a: &str, proto: Option<u8>) -> Result
             "all" => Action::All,
             "flood" => Action::Flood,
             "normal" => Action::Normal,
-            p => Action::Output(num(c, arg_at, p, u64::from(MAX_PORT), "a port number 1..0xffffff00")? as u32),
+            "local" => Action::Output(OFPP_LOCAL),
+            p => Action::Output(num(c, arg_at, p, u64::from(MAX_PORT), "a port number 1..0xffffff00 or LOCAL")? as u32),
         },
         "mod_dl_src" => {
             Action::SetDlSrc(mac_masked(c, arg_at, need("MAC")?).and_then(|(v, m)| exact_mac(c, arg_at, v, m))?)
@@ -1474,7 +1477,12 @@ mod tests {
         );
         assert_eq!(one("arp,arp_tpa=10.0.0.1,actions=NORMAL").actions.0, vec![Action::Normal]);
         assert_eq!(one("actions=output:normal").actions.0, vec![Action::Normal]);
-        assert_eq!(one("actions=LOCAL").actions.0, vec![Action::Other("LOCAL".into())]);
+        assert_eq!(one("actions=LOCAL").actions.0, vec![Action::Output(OFPP_LOCAL)]);
+        assert_eq!(one("actions=output:LOCAL").actions.0, vec![Action::Output(OFPP_LOCAL)]);
+        assert_eq!(
+            format_flows(&one("in_port=LOCAL,actions=LOCAL")).unwrap(),
+            vec!["priority=32768,in_port=LOCAL,actions=LOCAL"]
+        );
         assert_eq!(one("actions=").actions, Actions::default());
     }
 
@@ -1543,7 +1551,7 @@ mod tests {
         assert_eq!(one(&written).actions, r.actions, "written actions read back the same");
         assert_eq!(one("actions=output:in_port,output:flood").actions.0, vec![Action::InPort, Action::Flood]);
         assert!(one("actions=NORMAL").actions.0[0].is_executable());
-        assert!(!one("actions=LOCAL").actions.0[0].is_executable());
+        assert!(one("actions=LOCAL").actions.0[0].is_executable());
         assert!(err("actions=NORMAL:3").contains("with no argument"));
     }
 

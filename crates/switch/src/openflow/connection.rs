@@ -553,9 +553,9 @@ impl Connection {
                 let stats: Vec<PortStats> = report
                     .ports
                     .iter()
-                    .filter(|p| port_no == OFPP_ANY || p.port == port_no)
+                    .filter(|p| port_no == OFPP_ANY || rqvs_openflow::oxm::port_to_of(p.port) == Some(port_no))
                     .map(|p| PortStats {
-                        port_no: p.port,
+                        port_no: rqvs_openflow::oxm::port_to_of(p.port).unwrap_or(p.port),
                         duration_sec: report.uptime_s as u32,
                         rx_packets: p.rx_packets,
                         tx_packets: p.tx_packets,

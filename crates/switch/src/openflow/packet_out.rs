@@ -22,7 +22,8 @@ const ANY: u32 = 0xffff;
 
 /// The packet-out `po` as a PMD executes it, or the error it is refused with (and why).
 pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, (OfError, String)> {
-    let ports = control.port_names().len() as u32;
+    let ports = control.ofports();
+    let numbers = || ports.numbers().iter().map(|&p| crate::ofports::ofport_name(p)).collect::<Vec<_>>().join(",");
     if po.buffer_id != OFP_NO_BUFFER {
         return Err((
             OfError::BAD_REQUEST_BUFFER_UNKNOWN,
@@ -30,11 +31,11 @@ pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, 
         ));
     }
     let in_port = match port_from_of(po.in_port) {
-        Some(p) if (1..=ports).contains(&p) || p == CONTROLLER || p == ANY => p,
+        Some(p) if ports.index(p).is_some() || p == CONTROLLER || p == ANY => p,
         _ => {
             return Err((
                 OfError::BAD_REQUEST_BAD_PORT,
-                format!("in_port {:#x}: not a port of the switch (1..={ports}), CONTROLLER or ANY", po.in_port),
+                format!("in_port {:#x}: not a port of the switch ({}), CONTROLLER or ANY", po.in_port, numbers()),
             ))
         }
     };
@@ -53,8 +54,11 @@ pub(crate) fn prepare(po: &OfPacketOut, control: &Control) -> Result<PacketOut, 
     let mut expired = false;
     for a in &po.actions.0 {
         let new: Vec<Op> = match a {
-            Action::Output(p) if !(1..=ports).contains(p) => {
-                return Err((OfError::BAD_ACTION_BAD_OUT_PORT, format!("output:{p}: the switch has ports 1..={ports}")))
+            Action::Output(p) if ports.index(*p).is_none() => {
+                return Err((
+                    OfError::BAD_ACTION_BAD_OUT_PORT,
+                    format!("output:{}: the switch has ports {}", crate::ofports::ofport_name(*p), numbers()),
+                ))
             }
             Action::Other(s) if s == "TABLE" && !expired => control
                 .classify_frame(&frame, in_port)

@@ -33,13 +33,14 @@ const OFPPR_MODIFY: u8 = 2;
 /// `OFPPF_OTHER`.
 const OFPPF_OTHER: u32 = 1 << 10;
 
-/// Every port, numbered 1.. in order.
+/// Every port, by its OpenFlow number ([`crate::ofports`]; `LOCAL` is 0xfffffffe on the wire).
 pub(crate) fn describe(control: &Control) -> Vec<Port> {
     (0..control.port_names.len()).map(|i| describe_one(control, i)).collect()
 }
 
 fn describe_one(control: &Control, i: usize) -> Port {
-    let port_no = i as u32 + 1;
+    let ofport = control.ofports().ofport(i);
+    let port_no = rqvs_openflow::oxm::port_to_of(ofport).unwrap_or(ofport);
     let h = control.port(i);
     let up = h.link() == rqvs_ports::LinkState::Up;
     let ethernet = match h.speed() {
@@ -52,8 +53,8 @@ fn describe_one(control: &Control, i: usize) -> Port {
     };
     Port {
         port_no,
-        hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (port_no >> 8) as u8, port_no as u8]),
-        name: short_name(&control.port_names[i], port_no),
+        hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (ofport >> 8) as u8, ofport as u8]),
+        name: short_name(&control.port_names[i], ofport),
         config: 0,
         state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
         ethernet: Some(ethernet),
@@ -94,9 +95,9 @@ pub(crate) fn short_name(name: &str, port: u32) -> String {
     }
 }
 
-/// PORT_STATUS of port `port_no` to every connection that takes it (module docs).
-pub(crate) fn deliver_status(hub: &Hub, port_no: u32) {
-    let Some(i) = (port_no as usize).checked_sub(1).filter(|&i| i < hub.control.port_names.len()) else { return };
+/// PORT_STATUS of port `ofport` to every connection that takes it (module docs).
+pub(crate) fn deliver_status(hub: &Hub, ofport: u32) {
+    let Some(i) = hub.control.ofports().index(ofport) else { return };
     let port = describe_one(&hub.control, i);
     for peer in hub.peers() {
         let v = peer.version.load(Ordering::Relaxed);
