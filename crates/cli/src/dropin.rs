@@ -80,6 +80,7 @@ pub fn run(
         stats_interval: Duration::from_secs(5),
         log: Arc::new(|line: &str| eprintln!("{line}")),
         rundir: rqvs_switch::unixctl::rundir(),
+        tls: a.tls.load(crate::switch::any_tls_target(a))?.map(|t| t.ovsdb_connector()),
     };
     let generations = vswitchd::run(cfg, &stop)?;
     drop(daemon);
