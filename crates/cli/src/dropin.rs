@@ -81,6 +81,7 @@ pub fn run(
         stats_interval: Duration::from_secs(5),
         log: Arc::new(|line: &str| eprintln!("{line}")),
         rundir: rqvs_switch::unixctl::rundir(),
+        tls: a.tls.load(crate::switch::any_tls_target(a))?.map(|t| t.ovsdb_connector()),
     };
     // Ready (rqvs_switch::notify) once the database's configuration is applied: vswitchd::run.
     let generations = vswitchd::run(cfg, &stop);

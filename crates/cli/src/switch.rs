@@ -151,8 +151,9 @@ pub struct Args {
     pub(crate) ingress_policing: Vec<(String, PolicerSpec)>,
     #[command(flatten)]
     pub(crate) daemon: crate::daemon::DaemonArgs,
-    /// Take the configuration from an OVSDB server as ovs-vswitchd does (`unix:PATH` or
-    /// `tcp:IP:PORT`; without a value OVS's `unix:/run/openvswitch/db.sock`): the first bridge
+    /// Take the configuration from an OVSDB server as ovs-vswitchd does (`unix:PATH`,
+    /// `tcp:IP:PORT` or `ssl:IP:PORT` with --private-key, --certificate, --ca-cert; without a
+    /// value OVS's `unix:/run/openvswitch/db.sock`): the first bridge
     /// with datapath_type=netdev, its interfaces as ports, status written back
     /// (docs/ovs-dropin.md). Not with --port, --openflow, --controller, --metrics.
     #[arg(long, value_name = "REMOTE")]
@@ -365,8 +366,10 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
 }
 
 /// Does an `ssl:` controller or a `pssl:` listener need the TLS options?
-fn any_tls_target(a: &Args) -> bool {
-    a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:")) || a.controllers.iter().any(|c| c.starts_with("ssl:"))
+pub(crate) fn any_tls_target(a: &Args) -> bool {
+    a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:"))
+        || a.controllers.iter().any(|c| c.starts_with("ssl:"))
+        || a.ovsdb.as_ref().is_some_and(|r| r.as_deref().is_some_and(|r| r.starts_with("ssl:")))
 }
 
 /// The datapath settings of `a` (everything but ports, rules and the OpenFlow channel).

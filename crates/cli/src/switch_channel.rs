@@ -1,5 +1,5 @@
-//! `rqvs switch`'s OpenFlow channel security options: OVS's TLS options for `ssl:` and `pssl:`
-//! targets ([`rqvs_switch::openflow::tls`]).
+//! `rqvs switch`'s TLS options (OVS's) for the OpenFlow channel's `ssl:` and `pssl:` targets
+//! and the `--ovsdb ssl:` remote ([`rqvs_switch::tls`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +46,11 @@ impl TlsArgs {
     /// --bootstrap-ca-cert.
     pub fn unused(&self, g: &crate::args::Given, any_tls_target: bool) -> Result<(), String> {
         for id in IDS {
-            g.refuse(id, !any_tls_target, "a TLS setting; used only with --openflow pssl:... or --controller ssl:...")?;
+            g.refuse(
+                id,
+                !any_tls_target,
+                "a TLS setting; used only with --openflow pssl:..., --controller ssl:... or --ovsdb ssl:...",
+            )?;
         }
         g.refuse("bootstrap_ca_cert", self.ca_cert.is_some(), "names the CA, as --ca-cert does: give one of them")
     }

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::datum::short;
 use crate::error::{context, protocol, Error, Result};
 use crate::ops::{parse_results, transact_params, Op, OpResult};
-use crate::remote::{Remote, Stream};
+use crate::remote::{Remote, Stream, TlsConnector};
 use crate::replica::Replica;
 use crate::rpc::{send_on, server_error, Connection, Message, CALL_TIMEOUT};
 use crate::schema::{Schema, Version};
@@ -56,6 +56,9 @@ pub struct ClientConfig {
     /// long it reconnects (OVS's inactivity probe). Zero: never.
     pub probe_interval: Duration,
     pub log: LogFn,
+    /// The TLS configuration of an `ssl:` remote (`None`: such a remote fails to connect, saying
+    /// it needs TLS settings).
+    pub tls: Option<TlsConnector>,
 }
 
 impl ClientConfig {
@@ -69,6 +72,7 @@ impl ClientConfig {
             max_backoff: Duration::from_secs(8),
             probe_interval: Duration::from_secs(5),
             log: Arc::new(|line: &str| eprintln!("{line}")),
+            tls: None,
         }
     }
 }
@@ -336,7 +340,12 @@ fn session_loop(shared: &Arc<Shared>, config: &ClientConfig) {
 /// One session: connect, check, monitor, then serve messages until an error (or the stop flag:
 /// `Ok`). `reached` is set once the tables are monitored.
 fn session(shared: &Arc<Shared>, config: &ClientConfig, reached: &mut bool) -> Result<()> {
-    let mut conn = Connection::open_with_ids(&config.remote, Duration::from_secs(5), Arc::clone(&shared.ids))?;
+    let mut conn = Connection::open_with_ids(
+        &config.remote,
+        Duration::from_secs(5),
+        config.tls.as_ref(),
+        Arc::clone(&shared.ids),
+    )?;
     shared.lock().closer = Some(conn.writer());
     if shared.stop.load(Ordering::Relaxed) {
         return Ok(());

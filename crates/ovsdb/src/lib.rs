@@ -1,5 +1,5 @@
-//! An OVSDB client (RFC 7047), written on serde_json over `unix:PATH` and `tcp:IP:PORT`, with
-//! no other rqvs crate beneath it: what `rqvs switch --ovsdb` reads its configuration through.
+//! An OVSDB client (RFC 7047), written on serde_json over `unix:PATH`, `tcp:IP:PORT` and
+//! `ssl:IP:PORT` (rustls), with no other rqvs crate beneath it: what `rqvs switch --ovsdb` reads its configuration through.
 //!
 //! - [`Connection`]: one JSON-RPC connection used from one thread — `list_dbs`, `get_schema`,
 //!   `transact`, `echo`, any `call` — that answers the server's echo requests while it waits.
@@ -19,7 +19,9 @@
 //! Not implemented: `monitor_cond`/`monitor_cond_since` (OVS 2.6+'s conditional and
 //! incremental monitors; the plain `monitor` re-reads the whole tables after a reconnect),
 //! `lock`/`steal` (ovs-vswitchd takes the `ovs_vswitchd` lock so that two do not run on one
-//! database; rqvs does not), `ssl:` remotes, clustered databases (`_Server` database).
+//! database; rqvs does not), passive remotes (`pssl:`, `ptcp:`, `punix:`: the server
+//! connecting to the client), clustered databases (`_Server` database). `ssl:` remotes take a
+//! [`TlsConnector`] (the rustls configuration is the caller's: [`ClientConfig::tls`]).
 //!
 //! ```no_run
 //! use rqvs_ovsdb::{Client, ClientConfig, MonitorTable, Remote};
@@ -48,7 +50,7 @@ pub use datum::{Atom, Datum, Row, Uuid};
 pub use error::{Error, Result};
 pub use framing::{Framer, MAX_MESSAGE};
 pub use ops::{parse_results, transact_params, Condition, Mutation, Op, OpResult};
-pub use remote::{Remote, Stream, DEFAULT_REMOTE};
+pub use remote::{Remote, Stream, TlsConnector, TlsStream, DEFAULT_REMOTE};
 pub use replica::Replica;
 pub use rpc::{Connection, Message, CALL_TIMEOUT};
 pub use schema::{Schema, Version};

@@ -12,7 +12,7 @@ use crate::datum::short;
 use crate::error::{protocol, Error, Result};
 use crate::framing::Framer;
 use crate::ops::{parse_results, transact_params, Op, OpResult};
-use crate::remote::{Remote, Stream};
+use crate::remote::{Remote, Stream, TlsConnector};
 use crate::schema::Schema;
 
 /// One JSON-RPC message.
@@ -87,11 +87,21 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Connection {
     pub fn open(remote: &Remote, timeout: Duration) -> Result<Connection> {
-        Connection::open_with_ids(remote, timeout, Arc::new(AtomicU64::new(1)))
+        Connection::open_with_ids(remote, timeout, None, Arc::new(AtomicU64::new(1)))
     }
 
-    pub(crate) fn open_with_ids(remote: &Remote, timeout: Duration, ids: Arc<AtomicU64>) -> Result<Connection> {
-        let reader = remote.connect(timeout)?;
+    /// [`Connection::open`] with the TLS configuration an `ssl:` remote needs.
+    pub fn open_tls(remote: &Remote, timeout: Duration, tls: &TlsConnector) -> Result<Connection> {
+        Connection::open_with_ids(remote, timeout, Some(tls), Arc::new(AtomicU64::new(1)))
+    }
+
+    pub(crate) fn open_with_ids(
+        remote: &Remote,
+        timeout: Duration,
+        tls: Option<&TlsConnector>,
+        ids: Arc<AtomicU64>,
+    ) -> Result<Connection> {
+        let reader = remote.connect_with(timeout, tls)?;
         let writer = reader.try_clone().map_err(|e| Error::Io(format!("{remote}: {e}")))?;
         writer.set_write_timeout(Some(CALL_TIMEOUT)).map_err(|e| Error::Io(format!("{remote}: {e}")))?;
         Ok(Connection {

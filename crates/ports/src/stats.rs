@@ -288,7 +288,15 @@ impl PortShared {
             return LinkState::Gone;
         }
         let gone = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENODEV) | Some(libc::ENXIO));
-        let flags = sys::interface_name(ctl, *ifindex).and_then(|name| sys::interface_flags(ctl, &name));
+        let name = sys::interface_name(ctl, *ifindex);
+        // Renamed (`ip link set p3 name other`): the port is its name, which names no interface
+        // now (or another one later) — gone, and re-attached by name as a deleted one is.
+        if let Ok(now) = &name {
+            if *now != self.name {
+                return self.set_link(LinkState::Gone, &format!("the interface was renamed to {now}"));
+            }
+        }
+        let flags = name.and_then(|name| sys::interface_flags(ctl, &name));
         match flags {
             Ok(f) if f & libc::IFF_UP as u32 != 0 && f & libc::IFF_RUNNING as u32 != 0 => {
                 self.set_link(LinkState::Up, "")

@@ -81,6 +81,7 @@ pub mod pmd;
 pub mod stats;
 mod sys;
 pub mod table;
+pub mod tls;
 pub mod unixctl;
 pub mod vswitchd;
 

@@ -6,7 +6,11 @@
 //! inode of the calling thread's network namespace, since two namespaces may each have an
 //! interface of the same name — or, where `/run/rqvs` cannot be created (not root), on the same
 //! name under the system's temporary directory. The kernel releases the lock when the switch
-//! exits, also after `kill -9`: a lock file left behind then is harmless and reused. A switch that
+//! exits, also after `kill -9`: a lock file left behind then is harmless and reused — but, named
+//! by a namespace that is gone, it would never be reused: so the first port lock a switch takes
+//! sweeps the lock directories of files whose owner is dead (any `port-*.lock` it can lock:
+//! removed while locked, as below; [`sweep_dead`]), and a lock found taken by a pid that is
+//! dead — such a sweep holding it for a moment — is tried again. A switch that
 //! stops removes its lock files (while still holding the lock; a process that opened the file
 //! before the removal and locks it afterwards sees that the path no longer names its file and
 //! starts over), so test runs over many namespaces do not pile them up. The lock file holds the
@@ -69,10 +73,46 @@ fn open_lock(ifname: &str) -> Result<(File, PathBuf), String> {
     Err(last.unwrap_or_default())
 }
 
+/// Removes the `port-*.lock` files in `dir` no live process holds (their owner died, e.g. by
+/// `kill -9`): each is locked first and removed while locked (module docs). Returns how many.
+pub fn sweep_dead(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("port-") && name.ends_with(".lock")) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else { continue };
+        // Held: its owner lives. Not held: nobody's — remove it while we hold it.
+        if file.try_lock().is_ok() && same_file(&file, &path) && std::fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether process `pid` exists (signal 0: no signal sent, only the check).
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing and touches no memory of ours.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The lock files of dead owners are swept once per process, at its first port lock.
+static SWEPT: std::sync::Once = std::sync::Once::new();
+
 /// Takes the lock of interface `ifname`; the error says who holds it.
 pub fn acquire(ifname: &str) -> Result<PortLock, String> {
+    SWEPT.call_once(|| {
+        for dir in lock_dirs() {
+            sweep_dead(&dir);
+        }
+    });
     // A lock taken on a file its owner removed meanwhile is no lock: start over (bounded: each
-    // retry means another switch stopped in between).
+    // retry means another switch stopped in between, or a sweep held a dead owner's file).
     for _ in 0..16 {
         let (file, path) = open_lock(ifname)?;
         if let Some(lock) = try_acquire(ifname, file, path)? {
@@ -95,6 +135,12 @@ fn try_acquire(ifname: &str, mut file: File, path: PathBuf) -> Result<Option<Por
             let mut pid = String::new();
             let _ = file.rewind().and_then(|()| file.read_to_string(&mut pid));
             let pid = pid.trim();
+            // No pid yet, or a dead one: the holder is another switch's sweep, about to remove
+            // the file, or a switch between its lock and writing its pid: try again shortly.
+            if pid.is_empty() || pid.parse::<i32>().is_ok_and(|p| p > 0 && !alive(p)) || !same_file(&file, &path) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                return Ok(None);
+            }
             let who = if pid.is_empty() { "another process".to_string() } else { format!("pid {pid}") };
             Err(format!(
                 "interface {ifname} is in use by another rqvs switch ({who}; lock {}): one port, one owner",
@@ -123,6 +169,50 @@ mod tests {
         let e = acquire(&name).unwrap_err();
         assert!(e.contains("in use by another rqvs switch"), "{e}");
         drop(third);
+    }
+
+    #[test]
+    fn lock_files_of_dead_owners_are_swept_and_held_ones_kept() {
+        let dir = std::env::temp_dir().join(format!("rqvs-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // What `kill -9` leaves: a file with a pid in it and no lock on it.
+        let dead = dir.join("port-4026532999-p1.lock");
+        std::fs::write(&dead, "999999999\n").unwrap();
+        // A live owner's: locked (flock conflicts between open files, also in one process).
+        let held_path = dir.join("port-4026532999-p2.lock");
+        let held = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&held_path).unwrap();
+        held.try_lock().unwrap();
+        // Not a lock file: left alone.
+        let other = dir.join("notes.txt");
+        std::fs::write(&other, "x").unwrap();
+        assert_eq!(sweep_dead(&dir), 1);
+        assert!(!dead.exists(), "the dead owner's lock file is removed");
+        assert!(held_path.exists(), "a held lock file is kept");
+        assert!(other.exists());
+        drop(held);
+        assert_eq!(sweep_dead(&dir), 1, "released: swept too");
+        assert!(!held_path.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lock_held_under_a_dead_pid_is_retried_not_refused() {
+        let name = format!("rqvs-test-deadpid-{}", std::process::id());
+        let (mut sweeper, path) = open_lock(&name).unwrap();
+        sweeper.try_lock().unwrap();
+        // The file says a dead pid holds it (a sweep holding a dead owner's file), then the
+        // sweep removes it and lets go.
+        writeln!(sweeper, "999999999").unwrap();
+        let p = path.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::remove_file(&p).unwrap();
+            drop(sweeper);
+        });
+        let lock = acquire(&name).unwrap();
+        t.join().unwrap();
+        assert!(same_file(&lock.file, &path));
+        drop(lock);
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct VswitchdConfig<'a> {
     /// Where the bridge's management socket `BRIDGE.mgmt` is made (OVS's rundir:
     /// [`crate::unixctl::rundir`]).
     pub rundir: PathBuf,
+    /// The TLS configuration of an `ssl:` remote ([`crate::tls::Tls::ovsdb_connector`]).
+    pub tls: Option<rqvs_ovsdb::TlsConnector>,
 }
 
 /// What one datapath did (one per restart).
@@ -644,7 +646,9 @@ pub fn client_config(remote: Remote, log: LogFn) -> ClientConfig {
 /// report, in order.
 pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>, Error> {
     let log = Arc::clone(&cfg.log);
-    let client = Client::start(client_config(cfg.remote.clone(), Arc::clone(&log)));
+    let mut client_cfg = client_config(cfg.remote.clone(), Arc::clone(&log));
+    client_cfg.tls = cfg.tls.clone();
+    let client = Client::start(client_cfg);
     let mut cfg = cfg;
     let unixctl = cfg.unixctl.take().map(Arc::new);
     let ctl_listener = cfg.ctl.take().map(Arc::new);

@@ -114,8 +114,9 @@ mod flow_removed;
 mod packet_in;
 mod packet_out;
 mod ports;
-pub mod tls;
 mod transport;
+/// The TLS configuration, shared with `--ovsdb ssl:` ([`crate::tls`]).
+pub use crate::tls;
 
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;

@@ -29,7 +29,8 @@
 //!
 //! **The check** ([`check`]), every frame sent:
 //! 1. is accounted for: the switch's port 1 received every frame sent (`rx_packets = sent`, no
-//!    `rx_lost`), nothing was lost on the upcall path, every port balances (`rx = forwarded +
+//!    `rx_lost`; [`check_accounted`], the soak's, accepts frames the kernel dropped from port
+//!    1's receive ring when `rx_packets + rx_lost = sent`), nothing was lost on the upcall path, every port balances (`rx = forwarded +
 //!    dropped + malformed + lost`) and no copy was dropped on transmit;
 //! 2. left exactly the ports, with exactly the bytes, that the actions of the reference winner
 //!    (`rqvs_classify::Reference`, interpreted by the shared [`common::outputs`], independently
@@ -253,6 +254,9 @@ pub struct Summary {
     pub followed: [usize; 3],
     /// Frames of the strict v1 phase whose v1 outputs differ from v0's.
     pub changed_strict: usize,
+    /// [`check_accounted`]: frames that left no copy although every visible rule set forwards
+    /// them (at most the ring's `rx_lost`; 0 for [`check`], which accepts no loss).
+    pub lost: usize,
 }
 
 /// The copies a frame in on port 1 makes under `actions` (none: no rule matched), sorted: the
@@ -272,13 +276,51 @@ pub fn check(
     del: Change,
     acct: &Accounting,
 ) -> Summary {
+    check_frames(what, sent, captured, add, del, acct, false)
+}
+
+/// [`check`], except that frames the kernel dropped from port 1's AF_PACKET receive ring before
+/// the switch read them are accepted when they are *accounted*: `acct.rx_lost` must then be
+/// port 1's `rx_lost` alone, and `port1_rx + rx_lost` must equal the frames sent (nothing
+/// vanished without a count). Which frames the ring dropped is not known, so the exact check
+/// still runs on every frame: a frame that left no copy although its rule set wants some counts
+/// as lost ([`Summary::lost`]), and there may be at most `rx_lost` of them (a lost frame whose
+/// rule drops it is indistinguishable from a forwarded-and-dropped one); a frame with copies
+/// that differ from every visible rule set's is a mismatch, as in [`check`]. The soak's (issue
+/// 40: "every frame accounted", not "no frame lost", on a machine it shares).
+pub fn check_accounted(
+    what: &str,
+    sent: &Sent,
+    captured: &[Vec<Vec<u8>>],
+    add: Change,
+    del: Change,
+    acct: &Accounting,
+) -> Summary {
+    check_frames(what, sent, captured, add, del, acct, true)
+}
+
+fn check_frames(
+    what: &str,
+    sent: &Sent,
+    captured: &[Vec<Vec<u8>>],
+    add: Change,
+    del: Change,
+    acct: &Accounting,
+    ring_losses: bool,
+) -> Summary {
     let n = sent.len();
     let report = &acct.text;
     // 1. Every frame accounted for.
     assert!(acct.balanced, "{what}: the switch's accounting does not balance\n{report}");
-    assert_eq!(acct.port1_rx, n as u64, "{what}: port 1 received every frame sent ({n})\n{report}");
+    let ring_lost = if ring_losses { acct.rx_lost } else { 0 };
     assert_eq!(
-        (acct.rx_lost, acct.lost, acct.malformed, acct.tx_dropped),
+        acct.port1_rx + ring_lost,
+        n as u64,
+        "{what}: port 1 received (rx_packets {}) or lost on its ring (rx_lost {ring_lost}) every frame sent ({n})\n{report}",
+        acct.port1_rx
+    );
+    assert_eq!(
+        (acct.rx_lost - ring_lost, acct.lost, acct.malformed, acct.tx_dropped),
         (0, 0, 0, 0),
         "{what}: (rx_lost, lost, malformed, tx_dropped) below capacity\n{report}"
     );
@@ -353,6 +395,11 @@ pub fn check(
         let ok = allowed(sent[seq]);
         let want: BTreeMap<usize, Vec<(u32, Vec<u8>)>> =
             ok.iter().map(|&v| (v, outputs(&f, winners[v][fl].as_deref()))).collect();
+        // A frame the ring dropped left no copy; the count of such frames is bounded below.
+        if ring_losses && g.is_empty() && want.values().all(|w| !w.is_empty()) {
+            s.lost += 1;
+            continue;
+        }
         match want.iter().find(|(_, w)| **w == g) {
             Some((&v, _)) => {
                 if ok.len() == 1 {
@@ -377,6 +424,11 @@ pub fn check(
             )),
         }
     }
+    assert!(
+        s.lost as u64 <= ring_lost,
+        "{what}: {} frames left no copy although every visible rule set forwards them, but port 1's ring lost only {ring_lost}\n{report}",
+        s.lost
+    );
     assert!(
         bad.is_empty(),
         "{what}: {} of {n} frames left the switch other than any visible rule set says; the first:\n{}\n{report}",

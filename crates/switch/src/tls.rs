@@ -1,5 +1,6 @@
-//! TLS for the OpenFlow channel (`ssl:` and `pssl:` targets), with rustls on the `ring`
-//! provider — no OpenSSL. The options are Open vSwitch's: `--private-key`, `--certificate`,
+//! TLS for the OpenFlow channel (`ssl:` and `pssl:` targets) and the OVSDB connection
+//! (`--ovsdb ssl:IP:PORT`, through [`Tls::ovsdb_connector`]: one configuration for both, made
+//! here once), with rustls on the `ring` provider — no OpenSSL. The options are Open vSwitch's: `--private-key`, `--certificate`,
 //! `--ca-cert` (the peer's certificate must chain to it, both directions: a passive listener
 //! demands a client certificate), `--ssl-protocols` and `--ssl-ciphers` (mapped to what rustls
 //! offers, see [`parse_protocols`] and [`parse_ciphers`]).
@@ -288,6 +289,14 @@ impl Tls {
     pub fn client_config(&self) -> Arc<ClientConfig> {
         self.refresh();
         self.configs.read().unwrap_or_else(|e| e.into_inner()).client.clone()
+    }
+
+    /// What `rqvs_ovsdb`'s client asks at each `ssl:` connection to the database: the client
+    /// configuration of the moment (the same as an `ssl:` controller's; with
+    /// `--bootstrap-ca-cert`, the database server's CA is bootstrapped as a controller's is).
+    pub fn ovsdb_connector(self: &Arc<Self>) -> rqvs_ovsdb::TlsConnector {
+        let tls = Arc::clone(self);
+        Arc::new(move || Ok(tls.client_config()))
     }
 
     /// The configuration a connection a `pssl:` listener accepts uses now; `Err` (why) while
