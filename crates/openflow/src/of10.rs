@@ -24,8 +24,9 @@
 //! `NXST_AGGREGATE` when the request was Nicira's ([`ReplyForm::nx_stats`]), with `idle_age` and
 //! `hard_age`. ERRORs are written with OpenFlow 1.0's type and code where 1.0 has one, OVS's
 //! Nicira 1.0 code where it defines one (`OFPBMC_BAD_PREREQ` is type 1 code 260, ...), and
-//! otherwise as OVS does: `NXBRC_UNENCODABLE_ERROR` in OVS's `NXET_VENDOR` (0xb0c2) wrapper, so
-//! `ovs-ofctl` always prints an error's name ([`error_to_of10`]).
+//! otherwise wrapped as OVS does (`NXET_VENDOR` 0xb0c2 carrying the later version's type and
+//! code; `NXBRC_UNENCODABLE_ERROR` for PORT_MOD's BAD_CONFIG), so `ovs-ofctl` prints the
+//! error's name ([`error_to_of10`]).
 //!
 //! **Ports.** 1.0's are 16-bit, which is rqvs's own numbering; the reserved ports (0xfff8
 //! `IN_PORT` .. 0xffff `NONE`) map to 1.3's 0xfffffff8.. as [`crate::oxm::port_to_of`] does.
@@ -1300,9 +1301,9 @@ pub enum Of10Error {
     /// A standard 1.0 type and code.
     Plain(u16, u16),
     /// OVS's Nicira wrapper (`NXET_VENDOR`, code 0, vendor 0x2320) around this type and code:
-    /// OVS's own 1.0 codes for errors 1.0 lacks ("NX1.0(1,260)" for `OFPBMC_BAD_PREREQ`), and
-    /// for the rest `NXBRC_UNENCODABLE_ERROR` (NX1.0 (1,521)), as OVS 3.1 sends an error it
-    /// cannot say in 1.0 (`OFPPMFC_BAD_CONFIG`, ...): what `ovs-ofctl` can decode.
+    /// OVS's own 1.0 codes for errors 1.0 lacks ("NX1.0(1,260)" for `OFPBMC_BAD_PREREQ`),
+    /// `NXBRC_UNENCODABLE_ERROR` (NX1.0 (1,521)) for PORT_MOD_FAILED's codes beyond 1.0's, and
+    /// the later version's type and code for the rest, as OVS 3.1 sends them.
     Nx(u16, u16),
 }
 
@@ -1333,7 +1334,11 @@ pub fn error_to_of10(e: OfError) -> Of10Error {
         (4, 9) => nx(1, 260),
         (4, 10) => nx(1, 261),
         (5, 7) => nx(3, 258),
-        _ => nx(1, 521),
+        // PORT_MOD_FAILED's BAD_CONFIG, BAD_ADVERTISE, EPERM: 1.0 has only BAD_PORT and
+        // BAD_HW_ADDR, and `ovs-ofctl` cannot read these in the wrapper: OVS's
+        // NXBRC_UNENCODABLE_ERROR, as OVS sends an error it cannot say in 1.0.
+        (7, 2..=4) => nx(1, 521),
+        _ => nx(t, c),
     }
 }
 
@@ -1822,6 +1827,8 @@ mod tests {
         assert_eq!(e(OfError::BAD_REQUEST_IS_SLAVE), [0, 1, 0, 5, 1, 2]);
         // BAD_OUT_GROUP has no 1.0 code: OVS's vendor wrapper (as OVS 3.1 sent it).
         assert_eq!(e(OfError::BAD_ACTION_BAD_OUT_GROUP), hex("b0c2000000002320000200090102"));
+        // PORT_MOD's BAD_CONFIG: OVS's NXBRC_UNENCODABLE_ERROR (NX1.0 (1,521)).
+        assert_eq!(e(OfError::PORT_MOD_FAILED_BAD_CONFIG), hex("b0c2000000002320000102090102"));
     }
 
     #[test]

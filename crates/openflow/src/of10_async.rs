@@ -567,4 +567,37 @@ mod tests {
         assert!(decode_async(&hex("010a0008000000000000")).is_err());
         assert!(decode_async(&hex("010a000c00000000ffffff")).is_err());
     }
+
+    /// Arbitrary bytes (and every cut of the captured messages) never make the reader panic.
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let good = encode_async(&Message::PacketIn(packet_in(1)), form(NXPIF_NXT_PACKET_IN2, FlowFormat::Nxm)).unwrap();
+        for cut in 0..good.len() {
+            let mut b = good[..cut].to_vec();
+            if b.len() >= 4 {
+                b[2..4].copy_from_slice(&(cut as u16).to_be_bytes());
+            }
+            let _ = decode_async(&b);
+        }
+        for _ in 0..20_000 {
+            let len = 8 + (next() % 120) as usize;
+            let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            b[0] = OFP10;
+            b[1] = [kind::PACKET_IN, kind::FLOW_REMOVED, kind::PORT_STATUS, kind::EXPERIMENTER][(next() % 4) as usize];
+            b[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+            if b[1] == kind::EXPERIMENTER && len >= 16 {
+                b[8..12].copy_from_slice(&NX_VENDOR_ID.to_be_bytes());
+                let sub = [NXT_PACKET_IN, NXT_PACKET_IN2, NXT_FLOW_REMOVED][(next() % 3) as usize];
+                b[12..16].copy_from_slice(&sub.to_be_bytes());
+            }
+            let _ = decode_async(&b);
+        }
+    }
 }
