@@ -121,11 +121,11 @@ impl AsyncConfig {
     /// The default of a new connection of `version`, as OVS 3.1 sets it
     /// (`ofputil_async_cfg_default`): packet-in every reason but invalid TTL (0x3b) for
     /// master/equal, none for slaves; every port-status reason (add, delete, modify) for both;
-    /// flow-removed for master/equal: idle, hard, delete (0x7) in 1.3, plus group delete, meter
-    /// delete and eviction (0x3f) in 1.4. 1.4's other properties (role status, table status,
+    /// flow-removed for master/equal: idle, hard, delete (0x7) in 1.0 and 1.3, plus group
+    /// delete, meter delete and eviction (0x3f) in 1.4. 1.4's other properties (role status, table status,
     /// request forward) are not kept: rqvs sends none of those messages.
     pub fn ovs_default(version: u8) -> AsyncConfig {
-        let removed = if version == OFP13 { 0x7 } else { 0x3f };
+        let removed = if version <= OFP13 { 0x7 } else { 0x3f };
         AsyncConfig {
             props: vec![
                 (PACKET_IN_SLAVE, 0),

@@ -42,6 +42,7 @@ pub mod message;
 pub mod multipart;
 pub mod nxm;
 pub mod of10;
+pub mod of10_async;
 pub mod oxm;
 pub mod port;
 pub mod table_features;

@@ -14,6 +14,8 @@
 //! | `ECHO_REQUEST`/`REPLY`, `FEATURES_REQUEST`, `GET_CONFIG_REQUEST`, `SET_CONFIG`, `BARRIER_REQUEST` | the same [`Message`] |
 //! | `FLOW_MOD` (`ofp10_match`), `NXT_FLOW_MOD` (`nx_match`, [`crate::nxm`]) | [`Message::FlowMod`] |
 //! | `PORT_MOD` | [`Message::PortMod`] |
+//! | `PACKET_OUT` | [`Message::PacketOut`] |
+//! | `NXT_SET_ASYNC_CONFIG` | [`Message::SetAsync`] (1.3's layout of the six masks) |
 //! | `STATS_REQUEST` DESC, FLOW, AGGREGATE, TABLE, PORT, PORT_DESC; Nicira `NXST_FLOW`, `NXST_AGGREGATE` | [`Message::MultipartRequest`] |
 //! | `NXT_SET_FLOW_FORMAT`, `NXT_FLOW_MOD_TABLE_ID`, `NXT_SET_PACKET_IN_FORMAT` | [`Request`]'s own variants (connection state) |
 //!
@@ -23,7 +25,8 @@
 //! `hard_age`. ERRORs are written with OpenFlow 1.0's type and code where 1.0 has one, OVS's
 //! Nicira 1.0 code where it defines one (`OFPBMC_BAD_PREREQ` is type 1 code 260, ...), and
 //! otherwise wrapped as OVS does (`NXET_VENDOR` 0xb0c2 carrying the later version's type and
-//! code), so `ovs-ofctl` prints the error's name ([`error_to_of10`]).
+//! code; `NXBRC_UNENCODABLE_ERROR` for PORT_MOD's BAD_CONFIG), so `ovs-ofctl` prints the
+//! error's name ([`error_to_of10`]).
 //!
 //! **Ports.** 1.0's are 16-bit, which is rqvs's own numbering; the reserved ports (0xfff8
 //! `IN_PORT` .. 0xffff `NONE`) map to 1.3's 0xfffffff8.. as [`crate::oxm::port_to_of`] does.
@@ -38,9 +41,12 @@
 //! [`EncodeError`] naming it; the switch answers such a dump with an error telling to use
 //! `-O OpenFlow13`.
 //!
-//! **Not here** (partial, said in the README): PACKET_IN, FLOW_REMOVED and PORT_STATUS are not
-//! sent to 1.0 connections (nor `NXT_PACKET_IN`), PACKET_OUT and the queue, flow-monitor and
-//! role extensions of 1.0 are answered `BAD_TYPE`/`BAD_SUBTYPE`/`BAD_STAT`.
+//! `OFPT_PACKET_OUT` decodes to [`Message::PacketOut`] and `NXT_SET_ASYNC_CONFIG` to
+//! [`Message::SetAsync`]; the asynchronous messages the switch sends (PACKET_IN, FLOW_REMOVED,
+//! PORT_STATUS in their 1.0 and Nicira forms) are [`crate::of10_async`]'s.
+//!
+//! **Not here** (partial, said in the README): the queue, flow-monitor and role extensions of
+//! 1.0 are answered `BAD_TYPE`/`BAD_SUBTYPE`/`BAD_STAT`.
 
 use rqvs_flow::field::{Field as TField, FIELDS};
 use rqvs_flow::key::{VLAN_CFI, VLAN_VID_MASK};
@@ -48,7 +54,7 @@ use rqvs_flow::{Action, Actions, FlowKey, Match};
 
 use crate::async_config::PortMod;
 use crate::error::{DecodeError, EncodeError, OfError};
-use crate::flow_mod::{AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, OFPG_ANY};
+use crate::flow_mod::{AggregateStats, FlowMod, FlowModCommand, FlowStats, FlowStatsRequest, PacketOut, OFPG_ANY};
 use crate::message::{ErrorMsg, Features, Hello, SwitchConfig};
 use crate::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequest, MultipartRequestBody, PortStats, TableStats,
@@ -154,9 +160,10 @@ const NXET_VENDOR: u16 = 0xb0c2;
 
 /// The flow format of a connection (`NXT_SET_FLOW_FORMAT`): which match flow statistics
 /// replies would carry for a 1.0 request (`NXST_*` replies always carry NXM).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FlowFormat {
     /// `NXFF_OPENFLOW10` (0), the default.
+    #[default]
     OpenFlow10,
     /// `NXFF_NXM` (2).
     Nxm,
@@ -382,7 +389,11 @@ pub fn encode_match(m: &Match, w: &mut Writer) -> Result<(), EncodeError> {
         let mut ignored = FlowKey::ZERO;
         f.set_masked(&mut ignored, covered, 0, f.get(k));
     };
-    let mut wc = OFPFW10_ALL;
+    // Every field wildcarded; an IP address wholly wildcarded has 32 as its wildcard bits, as
+    // Open vSwitch writes it (1.0 reads 32..63 alike).
+    let mut wc = (OFPFW10_ALL & !(0x3f << FW_NW_SRC_SHIFT) & !(0x3f << FW_NW_DST_SHIFT))
+        | (32 << FW_NW_SRC_SHIFT)
+        | (32 << FW_NW_DST_SHIFT);
     let exact = |name: &str, bits: u32| -> Result<bool, EncodeError> {
         let mask = get(name, k);
         if mask == 0 {
@@ -1067,6 +1078,23 @@ pub fn decode(bytes: &[u8], table_id_ext: bool) -> Result<Decoded, DecodeError> 
             }))
         }
         kind::STATS_REQUEST => decode_stats_request(header, &mut r, bytes.len()),
+        kind::PACKET_OUT => {
+            let buffer_id = r.u32()?;
+            let in_port = r.u16()?;
+            let actions_len = usize::from(r.u16()?);
+            if actions_len % 8 != 0 {
+                return Err(bad_len("ofp_packet_out actions (1.0)", actions_len));
+            }
+            // The actions' context is the frame's; SET_TP_SRC/DST need the protocol in the
+            // match, which a packet-out has not: they are refused as in a flow without it.
+            let actions = decode_actions(r.take(actions_len)?, &Match::default())?;
+            msg(Message::PacketOut(PacketOut {
+                buffer_id,
+                in_port: port10_to_of(in_port),
+                actions,
+                data: r.rest().to_vec(),
+            }))
+        }
         kind::VENDOR => {
             let vendor = r.u32()?;
             if vendor != NX_VENDOR_ID {
@@ -1101,6 +1129,11 @@ pub fn decode(bytes: &[u8], table_id_ext: bool) -> Result<Decoded, DecodeError> 
                         return reject(format!("packet-in format {f}"), BAD_REQUEST_EPERM);
                     }
                     Request::SetPacketInFormat(f)
+                }
+                crate::of10_async::NXT_SET_ASYNC_CONFIG => {
+                    // The six masks of OpenFlow 1.3's SET_ASYNC, in the same order.
+                    let c = crate::async_config::AsyncConfig::decode(crate::OFP13, r.rest())?;
+                    Request::Msg(Box::new(Message::SetAsync(c)))
                 }
                 NXT_FLOW_MOD => {
                     let tail = FlowModTail::read(&mut r)?;
@@ -1268,7 +1301,8 @@ pub enum Of10Error {
     /// A standard 1.0 type and code.
     Plain(u16, u16),
     /// OVS's Nicira wrapper (`NXET_VENDOR`, code 0, vendor 0x2320) around this type and code:
-    /// OVS's own 1.0 codes for errors 1.0 lacks ("NX1.0(1,260)" for `OFPBMC_BAD_PREREQ`), and
+    /// OVS's own 1.0 codes for errors 1.0 lacks ("NX1.0(1,260)" for `OFPBMC_BAD_PREREQ`),
+    /// `NXBRC_UNENCODABLE_ERROR` (NX1.0 (1,521)) for PORT_MOD_FAILED's codes beyond 1.0's, and
     /// the later version's type and code for the rest, as OVS 3.1 sends them.
     Nx(u16, u16),
 }
@@ -1300,6 +1334,10 @@ pub fn error_to_of10(e: OfError) -> Of10Error {
         (4, 9) => nx(1, 260),
         (4, 10) => nx(1, 261),
         (5, 7) => nx(3, 258),
+        // PORT_MOD_FAILED's BAD_CONFIG, BAD_ADVERTISE, EPERM: 1.0 has only BAD_PORT and
+        // BAD_HW_ADDR, and `ovs-ofctl` cannot read these in the wrapper: OVS's
+        // NXBRC_UNENCODABLE_ERROR, as OVS sends an error it cannot say in 1.0.
+        (7, 2..=4) => nx(1, 521),
         _ => nx(t, c),
     }
 }
@@ -1524,6 +1562,34 @@ pub fn encode(xid: u32, msg: &Message, form: ReplyForm) -> Result<Vec<u8>, Encod
             write_stats_reply(&mut w, r, form)?;
         }
         Message::FeaturesReply(_) => return enc_err("a 1.0 FEATURES_REPLY carries the ports: encode_features_reply"),
+        // What a controller sends (tests, tools).
+        Message::PacketOut(po) => {
+            header(&mut w, kind::PACKET_OUT, xid);
+            w.u32(po.buffer_id);
+            let Some(in_port) = port_of_to10(po.in_port) else {
+                return enc_err(format!("in_port {:#x}: no 1.0 number", po.in_port));
+            };
+            w.u16(in_port);
+            let at = w.len();
+            w.u16(0);
+            let start = w.len();
+            encode_actions(&po.actions, &mut w)?;
+            let len = u16::try_from(w.len() - start).or_else(|_| enc_err("packet_out actions over 64 KiB"))?;
+            w.patch_u16(at, len);
+            w.put(&po.data);
+        }
+        Message::PortMod(pm) => {
+            header(&mut w, kind::PORT_MOD, xid);
+            let Some(no) = port_of_to10(pm.port_no) else {
+                return enc_err(format!("port {:#x}: no 1.0 number", pm.port_no));
+            };
+            w.u16(no);
+            w.put(&pm.hw_addr);
+            w.u32(pm.config);
+            w.u32(pm.mask);
+            w.u32(features13_to_10(pm.advertise));
+            w.zeros(4);
+        }
         other => return enc_err(format!("{other:?} is not sent in OpenFlow 1.0 by rqvs")),
     }
     w.finish_message()
@@ -1550,6 +1616,31 @@ mod tests {
             },
             other => panic!("{other:?}"),
         }
+    }
+
+    /// `ovs-ofctl packet-out SOCK controller output:1 FRAME` and `mod-port SOCK p2 no-flood`
+    /// as 3.1 sends them without `-O` (captured with strace): decoded, and written back to the
+    /// same bytes.
+    #[test]
+    fn packet_out_and_port_mod_of_ovs_ofctl_round_trip() {
+        let po = hex("010d004200000006fffffffffffd00080000000800010000ffffffffffff00000000000108060001080006040001000000000001c0a80001000000000000c0a80002");
+        let Request::Msg(m) = decode(&po, false).unwrap().request else { panic!() };
+        let Message::PacketOut(p) = &*m else { panic!("{m:?}") };
+        assert_eq!(p.in_port, 0xffff_fffd);
+        assert_eq!(p.buffer_id, u32::MAX);
+        assert_eq!(p.actions, rule("actions=output:1").actions);
+        assert_eq!(p.data.len(), 42);
+        assert_eq!(encode(6, &m, ReplyForm::default()).unwrap(), po);
+        let pm = hex("010f0020000000040002aa55aa55000e00000010000000100000000000000000");
+        let Request::Msg(m) = decode(&pm, false).unwrap().request else { panic!() };
+        let Message::PortMod(p) = &*m else { panic!("{m:?}") };
+        assert_eq!((p.port_no, p.config, p.mask, p.advertise), (2, 0x10, 0x10, 0));
+        assert_eq!(p.hw_addr, [0xaa, 0x55, 0xaa, 0x55, 0, 0x0e]);
+        assert_eq!(encode(4, &m, ReplyForm::default()).unwrap(), pm);
+        // A packet-out whose actions length is not a multiple of 8.
+        let mut bad = po.clone();
+        bad[15] = 7;
+        assert!(decode(&bad, false).is_err());
     }
 
     /// FLOW_MODs `ovs-ofctl` 3.1 sent without `-O` (captured): each decodes to the rule its
@@ -1736,6 +1827,8 @@ mod tests {
         assert_eq!(e(OfError::BAD_REQUEST_IS_SLAVE), [0, 1, 0, 5, 1, 2]);
         // BAD_OUT_GROUP has no 1.0 code: OVS's vendor wrapper (as OVS 3.1 sent it).
         assert_eq!(e(OfError::BAD_ACTION_BAD_OUT_GROUP), hex("b0c2000000002320000200090102"));
+        // PORT_MOD's BAD_CONFIG: OVS's NXBRC_UNENCODABLE_ERROR (NX1.0 (1,521)).
+        assert_eq!(e(OfError::PORT_MOD_FAILED_BAD_CONFIG), hex("b0c2000000002320000102090102"));
     }
 
     #[test]

@@ -306,6 +306,25 @@ impl PortHandle {
         sys::interface_speed(ctl, &name).ok().flatten()
     }
 
+    /// Whether the interface is administratively up (`IFF_UP`; `None` for files and in-memory
+    /// ports, or when the interface cannot be asked: gone).
+    pub fn admin_up(&self) -> Option<bool> {
+        let (ifindex, ctl) = self.shared.iface.as_ref()?;
+        let name = sys::interface_name(ctl, *ifindex).ok()?;
+        sys::interface_flags(ctl, &name).ok().map(|f| f & libc::IFF_UP as u32 != 0)
+    }
+
+    /// Sets the interface administratively up or down, as `ip link set IF up|down` (OpenFlow's
+    /// PORT_MOD `PORT_DOWN`, which Open vSwitch applies to the interface). An error for files
+    /// and in-memory ports (they have no interface) and when the kernel refuses (`EPERM`...).
+    pub fn set_admin_up(&self, up: bool) -> std::io::Result<()> {
+        let Some((ifindex, ctl)) = self.shared.iface.as_ref() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "the port has no interface"));
+        };
+        let name = sys::interface_name(ctl, *ifindex)?;
+        sys::set_interface_up(ctl, &name, up)
+    }
+
     /// Reads the kernel's loss counters and checks the link (a few system calls; call it from a
     /// management thread, e.g. ten times a second, and once before reading final counters).
     pub fn refresh(&self) -> LinkState {

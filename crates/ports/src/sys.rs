@@ -384,6 +384,16 @@ pub(crate) fn interface_flags(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     Ok(u16::from_ne_bytes([req.data[0], req.data[1]]) as u32)
 }
 
+/// Sets `name` administratively up or down (`SIOCSIFFLAGS` with `IFF_UP` changed, the other
+/// flags as they are), as `ip link set NAME up|down`.
+pub(crate) fn set_interface_up(fd: &OwnedFd, name: &str, up: bool) -> io::Result<()> {
+    let flags = interface_flags(fd, name)?;
+    let flags = if up { flags | libc::IFF_UP as u32 } else { flags & !(libc::IFF_UP as u32) };
+    let mut req = named_ifreq(name)?;
+    req.data[..2].copy_from_slice(&(flags as u16).to_ne_bytes());
+    ifreq_ioctl(fd, libc::SIOCSIFFLAGS, &mut req)
+}
+
 /// The ifindex of `name` in the socket's network namespace.
 pub(crate) fn interface_index(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     let mut req = named_ifreq(name)?;

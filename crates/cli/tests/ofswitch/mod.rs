@@ -191,6 +191,37 @@ impl OfSwitch {
         c.args(["-O", version]).args(args).output().unwrap()
     }
 
+    /// A command run in the switch's namespace (on veths; else as it is).
+    #[allow(dead_code)]
+    pub fn in_switch_ns(&self, program: &str) -> Command {
+        match &self.net {
+            Net::Veths { topo, .. } => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", topo.sw.name(), program]);
+                c
+            }
+            Net::Pcap => Command::new(program),
+        }
+    }
+
+    /// Sends `frame` from the host on port `port` (1-based; on veths only).
+    #[allow(dead_code)]
+    pub fn send_from(&self, port: usize, frame: &[u8]) {
+        match &self.net {
+            Net::Veths { socks, .. } => socks[port - 1].send(frame).unwrap(),
+            Net::Pcap => panic!("no veths: no frames can be sent"),
+        }
+    }
+
+    /// The frames the host on port `port` receives until `quiet` passes without one.
+    #[allow(dead_code)]
+    pub fn received_on(&self, port: usize, quiet: Duration) -> Vec<Vec<u8>> {
+        match &self.net {
+            Net::Veths { socks, .. } => socks[port - 1].drain(quiet).unwrap(),
+            Net::Pcap => Vec::new(),
+        }
+    }
+
     /// [`OfSwitch::ofctl`], asserting success: its stdout.
     pub fn ofctl_ok(&self, version: &str, args: &[&str]) -> String {
         let out = self.ofctl(version, args);

@@ -514,6 +514,15 @@ impl Connection {
                     }
                 };
             }
+            Message::PortMod(pm) => {
+                return match super::port_mod::apply(&self.hub, &self.me, &pm) {
+                    Ok(()) => Ok(()),
+                    Err((e, why)) => {
+                        crate::log_warn!("rqvs switch: openflow {}: port_mod refused: {why}", self.name);
+                        self.error(v, xid, e, bytes)
+                    }
+                };
+            }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
             Message::SetAsync(c) => {
                 let mut slot = self.me.async_config.lock().unwrap_or_else(|e| e.into_inner());
@@ -689,7 +698,7 @@ impl Connection {
     }
 
     fn ports(&self) -> Vec<Port> {
-        super::ports::describe(&self.hub.control)
+        super::ports::describe(&self.hub)
     }
 
     /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),

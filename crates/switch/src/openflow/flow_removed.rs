@@ -7,17 +7,16 @@
 //! equal connections, none to slaves). The queue is waited on, not dropped from: the caller is
 //! the thread that made the change, and the writer thread drains a queue whose peer is gone.
 
-use std::sync::atomic::Ordering;
 use std::sync::Weak;
 
 use rqvs_openflow::flow_mod::FlowRemoved;
-use rqvs_openflow::{encode, Message};
+use rqvs_openflow::Message;
 
 use super::Hub;
 use crate::events::{Event, FlowRemoved as Removed};
 
-/// The messages of one removed flow in `version`.
-pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
+/// The messages of one removed flow, as `peer` takes them.
+pub(crate) fn messages(peer: &super::Peer, fr: &Removed) -> Vec<Vec<u8>> {
     let r = &fr.rule;
     r.matches
         .expand_port_ranges()
@@ -38,7 +37,7 @@ pub(crate) fn messages(version: u8, fr: &Removed) -> Vec<Vec<u8>> {
                 byte_count: counts.bytes,
                 matches: m,
             };
-            match encode(version, 0, &Message::FlowRemoved(msg)) {
+            match peer.encode_async(&Message::FlowRemoved(msg)) {
                 Ok(b) => Some(b),
                 Err(e) => {
                     crate::log_error!(
@@ -62,7 +61,7 @@ pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
         if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::FLOW_REMOVED_MASTER, fr.reason.code()) {
             continue;
         }
-        for bytes in messages(peer.version.load(Ordering::Relaxed), fr) {
+        for bytes in messages(&peer, fr) {
             // A connection that is gone has dropped its queue: nothing to wait for.
             let _ = peer.out.send(bytes);
         }

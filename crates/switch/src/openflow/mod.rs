@@ -20,7 +20,7 @@
 //! | message | answer |
 //! |---|---|
 //! | HELLO | version negotiated (1.0, 1.3, 1.4); none in common: HELLO_FAILED (its data the text "We support versions 0x01 and 0x04 to 0x05, you support no later than version 0xNN.") and close |
-//! | (OpenFlow 1.0) | plain `ovs-ofctl`'s 1.0 and Nicira messages (`NXT_FLOW_MOD`, `NXST_FLOW`, `NXT_SET_FLOW_FORMAT`, ...) translated to the rows below and back (`connection/of10.rs`, [`rqvs_openflow::of10`]); FEATURES_REPLY carries the ports; no asynchronous messages to 1.0 connections |
+//! | (OpenFlow 1.0) | plain `ovs-ofctl`'s 1.0 and Nicira messages (`NXT_FLOW_MOD`, `NXST_FLOW`, `NXT_SET_FLOW_FORMAT`, ...) translated to the rows below and back (`connection/of10.rs`, [`rqvs_openflow::of10`]); FEATURES_REPLY carries the ports; asynchronous messages in the form the connection chose (`OFPT_PACKET_IN`, `NXT_PACKET_IN`, `NXT_PACKET_IN2`; `OFPT_FLOW_REMOVED`, `NXT_FLOW_REMOVED`; 1.0's PORT_STATUS: [`rqvs_openflow::of10_async`]) |
 //! | ECHO_REQUEST | ECHO_REPLY with the same data |
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 255 tables, flow/table/port/group stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
@@ -34,6 +34,7 @@
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::flowstate`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
 //! | BUNDLE_CONTROL, BUNDLE_ADD_MESSAGE (1.4; OVS's ONF extension in 1.3) | open/close/commit/discard; FLOW_MODs checked when added, committed as one change set ([`Control::apply_ops`]) |
 //! | PACKET_OUT | executed by a PMD (`packet_out.rs`); errors below |
+//! | PORT_MOD | `PORT_DOWN` sets the interface down/up, `NO_PACKET_IN` kept; `NO_FLOOD`, `NO_FWD`, `NO_RECV` refused (BAD_CONFIG); BAD_PORT, BAD_HW_ADDR as OVS (`port_mod.rs`) |
 //! | anything else | the OpenFlow ERROR for it (BAD_TYPE, BAD_MULTIPART, BAD_EXPERIMENTER, ...) |
 //! | (sent) FLOW_REMOVED | when a flow with SEND_FLOW_REM is deleted or expires (reason DELETE, IDLE_TIMEOUT, HARD_TIMEOUT), to every connection that takes asynchronous messages, as PACKET_IN (`flow_removed.rs`) |
 //!
@@ -113,6 +114,7 @@ mod controller;
 mod flow_removed;
 mod packet_in;
 mod packet_out;
+mod port_mod;
 mod ports;
 mod transport;
 /// The TLS configuration, shared with `--ovsdb ssl:` ([`crate::tls`]).
@@ -557,6 +559,9 @@ pub(crate) struct Hub {
     packet_ins_dropped: AtomicU64,
     packet_outs: AtomicU64,
     packet_outs_refused: AtomicU64,
+    /// Each port's `OFPPC_*` bits PORT_MOD keeps (`PORT_DOWN` lives in the interface):
+    /// [`port_mod`].
+    pub port_config: Vec<AtomicU32>,
 }
 
 /// Controllers admitted now, and since when none has been (the fail-open clock).
@@ -583,6 +588,8 @@ pub(crate) struct Peer {
     /// The connection's SET_ASYNC configuration (`None`: OVS's default for its version,
     /// [`rqvs_openflow::async_config::AsyncConfig::ovs_default`]).
     pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
+    /// An OpenFlow 1.0 connection's packet-in and flow formats (its Nicira requests).
+    pub of10_form: Mutex<rqvs_openflow::of10_async::AsyncForm>,
 }
 
 impl Peer {
@@ -606,19 +613,31 @@ impl Peer {
     /// Does the connection's async configuration let through a message whose MASTER property
     /// is `master_prop` with `reason` (for its role: the slave masks for a slave)?
     pub fn wants(&self, master_prop: u16, reason: u8) -> bool {
-        if self.version.load(Ordering::Relaxed) == rqvs_openflow::OFP10 {
-            // Not written in OpenFlow 1.0 yet (PACKET_IN, FLOW_REMOVED, PORT_STATUS).
-            return false;
-        }
         let slave = self.role.load(Ordering::Relaxed) == ROLE_SLAVE;
         self.async_config().wants(master_prop, slave, reason)
+    }
+}
+
+impl Peer {
+    /// An asynchronous message (PACKET_IN, FLOW_REMOVED, PORT_STATUS) as this connection takes
+    /// it: in its version, and for OpenFlow 1.0 in the form its Nicira requests chose
+    /// ([`rqvs_openflow::of10_async`]).
+    pub fn encode_async(&self, msg: &rqvs_openflow::Message) -> Result<Vec<u8>, rqvs_openflow::EncodeError> {
+        match self.version.load(Ordering::Relaxed) {
+            rqvs_openflow::OFP10 => rqvs_openflow::of10_async::encode_async(msg, self.form()),
+            v => rqvs_openflow::encode(v, 0, msg),
+        }
+    }
+
+    /// The 1.0 form (the default for other versions).
+    pub fn form(&self) -> rqvs_openflow::of10_async::AsyncForm {
+        *self.of10_form.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl Hub {
     fn new(control: Arc<Control>, datapath_id: u64, probe: Duration) -> Hub {
         Hub {
-            control,
             datapath_id,
             probe,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -633,6 +652,8 @@ impl Hub {
             packet_ins_dropped: AtomicU64::new(0),
             packet_outs: AtomicU64::new(0),
             packet_outs_refused: AtomicU64::new(0),
+            port_config: (0..control.port_names.len()).map(|_| AtomicU32::new(0)).collect(),
+            control,
         }
     }
 
@@ -657,6 +678,7 @@ impl Hub {
             miss_send_len: AtomicU16::new(if active { 128 } else { 0 }),
             dropped: AtomicU64::new(0),
             async_config: Mutex::new(None),
+            of10_form: Mutex::new(Default::default()),
         });
         self.lock_peers().push(p.clone());
         p

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use rqvs_flow::{FlowKey, Match};
 use rqvs_openflow::flow_mod::{PacketIn as OfPacketIn, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER};
-use rqvs_openflow::{encode, Message, OFP14};
+use rqvs_openflow::of10_async::AsyncForm;
+use rqvs_openflow::{Message, OFP10, OFP14};
 
 use super::Hub;
 use crate::execute::{PacketIn, PacketInReason};
@@ -62,27 +63,30 @@ pub(crate) fn message(version: u8, p: &PacketIn) -> Message {
 }
 
 fn deliver(hub: &Hub, p: &PacketIn) {
-    // Encoded once per version.
-    let mut encoded: [Option<Vec<u8>>; 2] = [None, None];
+    // Encoded once per version and (1.0) form.
+    let mut encoded: Vec<((u8, AsyncForm), Vec<u8>)> = Vec::new();
     let mut sent = false;
     for peer in hub.peers() {
         let v = peer.version.load(Ordering::Relaxed);
         if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::PACKET_IN_MASTER, reason_code(v, p)) {
             continue;
         }
-        let slot = &mut encoded[usize::from(v >= OFP14)];
-        if slot.is_none() {
-            match encode(v, 0, &message(v, p)) {
-                Ok(b) => *slot = Some(b),
+        let key = (v, if v == OFP10 { peer.form() } else { AsyncForm::default() });
+        let bytes = match encoded.iter().find(|e| e.0 == key) {
+            Some(e) => e.1.clone(),
+            None => match peer.encode_async(&message(v, p)) {
+                Ok(b) => {
+                    encoded.push((key, b.clone()));
+                    b
+                }
                 Err(e) => {
                     crate::log_error!(
                         "rqvs switch: openflow: cannot encode a packet-in: {e} (a bug: please report it)"
                     );
                     continue;
                 }
-            }
-        }
-        let Some(bytes) = slot.clone() else { continue };
+            },
+        };
         sent = true;
         match peer.out.try_send(bytes) {
             Ok(()) => {

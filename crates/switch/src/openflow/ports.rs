@@ -14,13 +14,16 @@
 //! (`--controller`) ones always, passive ones once they set a non-zero miss_send_len (as for
 //! PACKET_IN: Open vSwitch's rule for service connections, so plain `ovs-ofctl` commands get
 //! none; `ovs-ofctl monitor TARGET 65535` asks for them). A port whose interface disappears is
-//! kept (LINK_DOWN, re-attached when it returns), so the reason is never ADD or DELETE.
+//! kept (LINK_DOWN, re-attached when it returns), so the reason is never ADD or DELETE. A
+//! PORT_MOD that changes a port's configuration sends it too ([`super::port_mod`]); `config`
+//! carries `PORT_DOWN` while the interface is administratively down (set so by PORT_MOD or by
+//! `ip link set IF down`), as Open vSwitch reports it.
 
 use std::sync::atomic::Ordering;
 
 use rqvs_openflow::message::PortStatus;
 use rqvs_openflow::port::{Port, PortEthernet};
-use rqvs_openflow::{encode, Message};
+use rqvs_openflow::Message;
 
 use super::Hub;
 use crate::Control;
@@ -34,11 +37,14 @@ const OFPPR_MODIFY: u8 = 2;
 const OFPPF_OTHER: u32 = 1 << 10;
 
 /// Every port, by its OpenFlow number ([`crate::ofports`]; `LOCAL` is 0xfffffffe on the wire).
-pub(crate) fn describe(control: &Control) -> Vec<Port> {
-    (0..control.port_names.len()).map(|i| describe_one(control, i)).collect()
+pub(crate) fn describe(hub: &Hub) -> Vec<Port> {
+    (0..hub.control.port_names.len()).map(|i| describe_one(hub, i)).collect()
 }
 
-fn describe_one(control: &Control, i: usize) -> Port {
+/// Port `i` (0-based datapath index) as PORT_DESC describes it: its `config` is what PORT_MOD
+/// set ([`super::port_mod`]) plus `PORT_DOWN` while the interface is administratively down.
+pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
+    let control: &Control = &hub.control;
     let ofport = control.ofports().ofport(i);
     let port_no = rqvs_openflow::oxm::port_to_of(ofport).unwrap_or(ofport);
     let h = control.port(i);
@@ -55,7 +61,8 @@ fn describe_one(control: &Control, i: usize) -> Port {
         port_no,
         hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (ofport >> 8) as u8, ofport as u8]),
         name: short_name(&control.port_names[i], ofport),
-        config: 0,
+        config: hub.port_config[i].load(Ordering::Relaxed)
+            | if h.admin_up() == Some(false) { rqvs_openflow::async_config::OFPPC_PORT_DOWN } else { 0 },
         state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
         ethernet: Some(ethernet),
         properties: Vec::new(),
@@ -97,9 +104,17 @@ pub(crate) fn short_name(name: &str, port: u32) -> String {
 
 /// PORT_STATUS of port `ofport` to every connection that takes it (module docs).
 pub(crate) fn deliver_status(hub: &Hub, ofport: u32) {
+    deliver_status_except(hub, ofport, None);
+}
+
+/// [`deliver_status`] but to connection `except` (the one whose PORT_MOD made the change).
+pub(crate) fn deliver_status_except(hub: &Hub, ofport: u32, except: Option<u64>) {
     let Some(i) = hub.control.ofports().index(ofport) else { return };
-    let port = describe_one(&hub.control, i);
+    let port = describe_one(hub, i);
     for peer in hub.peers() {
+        if Some(peer.id) == except {
+            continue;
+        }
         let v = peer.version.load(Ordering::Relaxed);
         if v == 0 || !(peer.active || peer.miss_send_len.load(Ordering::Relaxed) != 0) {
             continue;
@@ -108,7 +123,7 @@ pub(crate) fn deliver_status(hub: &Hub, ofport: u32) {
             continue;
         }
         let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: port.clone() });
-        match encode(v, 0, &msg) {
+        match peer.encode_async(&msg) {
             // A connection that is gone has dropped its queue: nothing to wait for.
             Ok(bytes) => {
                 let _ = peer.out.send(bytes);

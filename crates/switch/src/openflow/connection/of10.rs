@@ -5,8 +5,11 @@
 //! `NXST_*` replies for Nicira requests). Handled here: FEATURES_REQUEST (1.0's reply carries the
 //! ports), `NXT_SET_FLOW_FORMAT`, `NXT_FLOW_MOD_TABLE_ID`, `NXT_SET_PACKET_IN_FORMAT`.
 //!
-//! 1.0 connections get no asynchronous messages (PACKET_IN, FLOW_REMOVED, PORT_STATUS): see
-//! [`super::super::Peer::wants`].
+//! 1.0 connections take asynchronous messages as 1.3 ones do (once they set a miss_send_len,
+//! as `ovs-ofctl monitor SOCK 65535` does), written in the form the connection's
+//! `NXT_SET_PACKET_IN_FORMAT` and `NXT_SET_FLOW_FORMAT` chose ([`rqvs_openflow::of10_async`];
+//! kept in the hub's entry for the threads that send them, [`super::super::Peer::of10_form`]);
+//! `NXT_SET_ASYNC_CONFIG` is 1.3's SET_ASYNC. PACKET_OUT and PORT_MOD go the 1.3 way.
 
 use rqvs_openflow::message::Features;
 use rqvs_openflow::multipart::MultipartReplyBody;
@@ -34,11 +37,11 @@ pub(super) fn unsayable(parts: &[MultipartReplyBody]) -> Option<String> {
 #[derive(Debug)]
 pub(super) struct State {
     /// `NXT_SET_FLOW_FORMAT` (rqvs answers `NXST_FLOW` in NXM and `OFPST_FLOW` in 1.0's match
-    /// whatever it is; kept for what it says).
+    /// whatever it is; FLOW_REMOVED follows it: [`super::super::Peer::of10_form`]).
     pub flow_format: FlowFormat,
     /// `NXT_FLOW_MOD_TABLE_ID`: FLOW_MOD's command carries the table in its high byte.
     pub table_id_ext: bool,
-    /// `NXT_SET_PACKET_IN_FORMAT` (no packet-ins are sent to 1.0 connections yet).
+    /// `NXT_SET_PACKET_IN_FORMAT` (the packet-in thread reads it from [`super::super::Peer::of10_form`]).
     pub packet_in_format: u32,
     /// How the reply being written is formed (set per request).
     pub form: ReplyForm,
@@ -78,6 +81,7 @@ impl Connection {
         match decoded.request {
             Request::SetFlowFormat(f) => {
                 self.of10.flow_format = f;
+                self.me.of10_form.lock().unwrap_or_else(|e| e.into_inner()).flow_format = f;
                 Ok(())
             }
             Request::FlowModTableId(on) => {
@@ -86,6 +90,7 @@ impl Connection {
             }
             Request::SetPacketInFormat(f) => {
                 self.of10.packet_in_format = f;
+                self.me.of10_form.lock().unwrap_or_else(|e| e.into_inner()).packet_in_format = f;
                 Ok(())
             }
             Request::Msg(m) if matches!(*m, Message::FeaturesRequest) => {
