@@ -197,7 +197,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for _ in 0..2000 {
             let (a, b) = (rng.next_u64() as u32, rng.next_u64() as u32);
-            let b = if rng.next_u64() % 2 == 0 { a ^ (b >> (b % 32)) } else { b };
+            let b = if rng.next_u64().is_multiple_of(2) { a ^ (b >> (b % 32)) } else { b };
             let (la, lb) = ((rng.next_u64() % 33) as u32, (rng.next_u64() % 33) as u32);
             let ((va, ma), (vb, mb)) = (prefix(a, la), prefix(b, lb));
             assert_eq!(ma.leading_ones(), SPREAD_LENGTHS[la as usize]);
