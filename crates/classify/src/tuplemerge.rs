@@ -62,7 +62,8 @@ const TABLE_MAJOR_BATCH_RULES: usize = 100_000;
 pub const DEFAULT_COLLISION_LIMIT: usize = 10;
 
 /// The wide dimensions of a tuple, after the five classic ones: every other member of the key,
-/// each viewed so that the masks OpenFlow tables use are prefixes (see [`wide_value`]).
+/// each viewed so that the masks OpenFlow tables use are prefixes (`wide_value`: VLAN as CFI and
+/// VID first, then PCP; fragments as ANY then LATER).
 pub const WIDE_DIMS: [&str; NW] = [
     "in_port",
     "dl_type",
