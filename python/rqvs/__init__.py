@@ -6,7 +6,8 @@ Headers (what ``classify`` takes) come in two forms:
   ClassBench 5-tuple — up to ``(n, 11)`` with the next fields of :data:`FIELDS`
   (``tcp_flags, in_port, dl_type, vlan_tci, nw_tos, nw_frag``);
 - a 1-D structured array with any of :data:`HEADER_DTYPE`'s fields (what :func:`read_trace`
-  returns; ``dl_src``/``dl_dst`` are 48-bit MAC addresses as integers).
+  returns; ``dl_src``/``dl_dst`` are 48-bit MAC addresses as integers, the IPv6 addresses and
+  ``nd_target`` 16 bytes each in network order, ``metadata`` 64 bits).
 
 Fields not given take a ClassBench packet's values: ``in_port`` 1, ``dl_type`` 0x0800, the rest 0.
 Rule ids come back as ``int64``, ``-1`` where no rule matches. The winner is the matching rule of
@@ -54,7 +55,9 @@ __all__ = [
     "replay",
 ]
 
-#: Every header field, each in its own width (``dl_src``/``dl_dst``: 48-bit MACs in a uint64).
+#: Every header field, each in its own width (``dl_src``/``dl_dst``/``arp_sha``/``arp_tha``: 48-bit
+#: MACs in a uint64; ``ipv6_src``/``ipv6_dst``/``nd_target``: 16 bytes in network order, as
+#: ``ipaddress.IPv6Address(...).packed``). A structured array may hold any subset of them.
 HEADER_DTYPE = np.dtype(
     [
         ("nw_src", np.uint32),
@@ -70,6 +73,14 @@ HEADER_DTYPE = np.dtype(
         ("nw_frag", np.uint8),
         ("dl_src", np.uint64),
         ("dl_dst", np.uint64),
+        ("nw_ttl", np.uint8),
+        ("metadata", np.uint64),
+        ("ipv6_src", np.uint8, (16,)),
+        ("ipv6_dst", np.uint8, (16,)),
+        ("ipv6_label", np.uint32),
+        ("nd_target", np.uint8, (16,)),
+        ("arp_sha", np.uint64),
+        ("arp_tha", np.uint64),
     ]
 )
 assert HEADER_DTYPE.names is not None and tuple(HEADER_DTYPE.names) == tuple(FIELDS)

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -393,7 +393,12 @@ pub fn read_trace_columns<'py>(py: Python<'py>, path: PathBuf, in_port: u32) -> 
             0..=8 => PyArray1::from_vec(py, values.map(|v| v as u8).collect()).into_any(),
             9..=16 => PyArray1::from_vec(py, values.map(|v| v as u16).collect()).into_any(),
             17..=32 => PyArray1::from_vec(py, values.map(|v| v as u32).collect()).into_any(),
-            _ => PyArray1::from_vec(py, values.collect::<Vec<u64>>()).into_any(),
+            33..=64 => PyArray1::from_vec(py, values.map(|v| v as u64).collect()).into_any(),
+            // 128-bit fields: (n, 16) bytes in network order.
+            _ => {
+                let flat: Vec<u8> = values.flat_map(|v| v.to_be_bytes()).collect();
+                PyArray1::from_vec(py, flat).reshape([keys.len(), 16])?.into_any()
+            }
         };
         d.set_item(*name, col)?;
     }

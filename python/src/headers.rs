@@ -7,9 +7,12 @@
 //!
 //! Both are read with the GIL released, a chunk of keys at a time between lookups (the keys stay
 //! in cache).
-//! - a 1-D structured array whose fields are any of the 13 [`FIELDS`] (`rqvs.HEADER_DTYPE` has
-//!   them all; `dl_src`/`dl_dst` are 48-bit MAC addresses in an integer), each of an integer dtype
-//!   in native byte order. It is read in place too, field by field a chunk at a time.
+//! - a 1-D structured array whose fields are any of the 21 [`FIELDS`] (`rqvs.HEADER_DTYPE` has
+//!   them all; `dl_src`/`dl_dst`/`arp_sha`/`arp_tha` are 48-bit MAC addresses in an integer),
+//!   each of an integer dtype in native byte order; the 128-bit fields (`ipv6_src`, `ipv6_dst`,
+//!   `nd_target`) are 16 bytes in network order (a `(16,)` subarray of `uint8`, as
+//!   `ipaddress.IPv6Address(...).packed` gives them), or an integer dtype for values below 2^64.
+//!   It is read in place too, field by field a chunk at a time.
 //!
 //! Fields not given take a ClassBench packet's values: `in_port` 1, `dl_type` 0x0800 (IPv4), the
 //! rest 0. A value wider than its field is an error naming the packet and the field, never
@@ -22,8 +25,9 @@ use pyo3::prelude::*;
 use rqvs_classify::BATCH;
 use rqvs_flow::{FlowKey, RuleId};
 
-/// Every header field, in the column order of the plain form.
-pub const FIELDS: [&str; 13] = [
+/// Every header field: the first 11 in the column order of the plain form, then the MACs and
+/// the wide fields (structured arrays only).
+pub const FIELDS: [&str; 21] = [
     "nw_src",
     "nw_dst",
     "tp_src",
@@ -37,10 +41,18 @@ pub const FIELDS: [&str; 13] = [
     "nw_frag",
     "dl_src",
     "dl_dst",
+    "nw_ttl",
+    "metadata",
+    "ipv6_src",
+    "ipv6_dst",
+    "ipv6_label",
+    "nd_target",
+    "arp_sha",
+    "arp_tha",
 ];
 
 /// Width of each field of [`FIELDS`], in bits.
-pub const BITS: [u32; 13] = [32, 32, 16, 16, 8, 12, 32, 16, 16, 8, 2, 48, 48];
+pub const BITS: [u32; 21] = [32, 32, 16, 16, 8, 12, 32, 16, 16, 8, 2, 48, 48, 8, 64, 128, 128, 20, 128, 48, 48];
 
 /// Columns a plain `uint32` array may have (the MACs need the structured form).
 const MIN_COLUMNS: usize = 5;
@@ -65,7 +77,7 @@ fn mac_value(m: [u8; 6]) -> u64 {
 
 /// Sets field `f` of [`FIELDS`] to `v`, which fits its width.
 #[inline(always)]
-fn set(k: &mut FlowKey, f: usize, v: u64) {
+fn set(k: &mut FlowKey, f: usize, v: u128) {
     match f {
         0 => k.nw_src = v as u32,
         1 => k.nw_dst = v as u32,
@@ -78,13 +90,21 @@ fn set(k: &mut FlowKey, f: usize, v: u64) {
         8 => k.vlan_tci = v as u16,
         9 => k.nw_tos = v as u8,
         10 => k.nw_frag = v as u8,
-        11 => k.dl_src = mac(v),
-        _ => k.dl_dst = mac(v),
+        11 => k.dl_src = mac(v as u64),
+        12 => k.dl_dst = mac(v as u64),
+        13 => k.nw_ttl = v as u8,
+        14 => k.metadata = v as u64,
+        15 => k.ipv6_src = v,
+        16 => k.ipv6_dst = v,
+        17 => k.ipv6_label = v as u32,
+        18 => k.nd_target = v,
+        19 => k.arp_sha = mac(v as u64),
+        _ => k.arp_tha = mac(v as u64),
     }
 }
 
 /// Field `f` of [`FIELDS`] of `k`.
-pub fn get(k: &FlowKey, f: usize) -> u64 {
+pub fn get(k: &FlowKey, f: usize) -> u128 {
     match f {
         0 => k.nw_src.into(),
         1 => k.nw_dst.into(),
@@ -97,13 +117,21 @@ pub fn get(k: &FlowKey, f: usize) -> u64 {
         8 => k.vlan_tci.into(),
         9 => k.nw_tos.into(),
         10 => k.nw_frag.into(),
-        11 => mac_value(k.dl_src),
-        _ => mac_value(k.dl_dst),
+        11 => mac_value(k.dl_src).into(),
+        12 => mac_value(k.dl_dst).into(),
+        13 => k.nw_ttl.into(),
+        14 => k.metadata.into(),
+        15 => k.ipv6_src,
+        16 => k.ipv6_dst,
+        17 => k.ipv6_label.into(),
+        18 => k.nd_target,
+        19 => mac_value(k.arp_sha).into(),
+        _ => mac_value(k.arp_tha).into(),
     }
 }
 
 fn out_of_range(at: &str, f: usize, v: i128) -> String {
-    format!("headers{at}: {} {v} is out of range 0..{}", FIELDS[f], (1u64 << BITS[f]) - 1)
+    format!("headers{at}: {} {v} is out of range 0..{}", FIELDS[f], u128::MAX >> (128 - BITS[f]))
 }
 
 /// Headers checked and ready to look up.
@@ -182,8 +210,10 @@ pub fn parse<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Headers<'py>> {
 struct Column {
     field: usize,
     offset: usize,
+    /// Bytes of an integer; 16 for a 128-bit field's bytes in network order.
     size: usize,
     signed: bool,
+    bytes: bool,
 }
 
 /// A structured array's layout: its elements and where each field sits in one.
@@ -221,14 +251,21 @@ fn structured(array: &Bound<'_, PyUntypedArray>) -> PyResult<Structured> {
         };
         let (fd, offset) = dtype.get_field(&name)?;
         let size = fd.itemsize();
+        // A 128-bit field as 16 bytes: a (16,) subarray of uint8 (its itemsize is 16).
+        let bytes = BITS[field] == 128
+            && fd.has_subarray()
+            && size == 16
+            && fd.base().is_equiv_to(&numpy::dtype::<u8>(array.py()))
+            && fd.shape() == vec![16];
         let integer = matches!(fd.kind(), b'u' | b'i') && !fd.has_subarray() && matches!(size, 1 | 2 | 4 | 8);
-        if !integer || fd.is_native_byteorder() == Some(false) {
+        if !(integer || bytes) || (integer && fd.is_native_byteorder() == Some(false)) {
+            let also = if BITS[field] == 128 { " or a (16,) subarray of uint8 (network order)" } else { "" };
             return Err(PyTypeError::new_err(format!(
-                "headers: field '{name}' has dtype {}, expected an integer dtype in native byte order",
+                "headers: field '{name}' has dtype {}, expected an integer dtype in native byte order{also}",
                 fd.str()?
             )));
         }
-        columns.push(Column { field, offset, size, signed: fd.kind() == b'i' });
+        columns.push(Column { field, offset, size, signed: fd.kind() == b'i', bytes });
     }
     // SAFETY: a numpy array object, alive while `array` is (see `Structured`).
     let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
@@ -256,12 +293,24 @@ impl Structured {
                         #[allow(unused_comparisons)] // unsigned types: never negative
                         let negative = raw < 0;
                         let v = raw as u64;
-                        if negative || v >> bits != 0 {
+                        if negative || (bits < 64 && v >> bits != 0) {
                             return Err(out_of_range(&format!("[{i}]"), c.field, i128::from(raw)));
                         }
-                        set(key, c.field, v);
+                        set(key, c.field, v.into());
                     }
                 };
+            }
+            if c.bytes {
+                for (j, key) in keys.iter_mut().enumerate() {
+                    let i = first + j;
+                    // SAFETY: as in `column!`: 16 bytes at the field's offset lie within element
+                    // `i < n` (the subarray's itemsize is 16).
+                    let raw = unsafe {
+                        self.data.offset(i as isize * self.stride).add(c.offset).cast::<[u8; 16]>().read_unaligned()
+                    };
+                    set(key, c.field, u128::from_be_bytes(raw));
+                }
+                continue;
             }
             match (c.size, c.signed) {
                 (1, false) => column!(u8),

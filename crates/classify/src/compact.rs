@@ -23,6 +23,22 @@ pub(crate) trait Key: Copy {
     fn nw_proto(&self) -> u8;
     fn tcp_flags(&self) -> u16;
     fn dl_type(&self) -> u16;
+    /// The other members TupleMerge's wide tuples hash (`tuplemerge::wide_value`); a
+    /// [`NarrowKey`] has the wide ones (metadata, IPv6, ND, ARP hardware addresses) zero.
+    fn in_port(&self) -> u32;
+    fn vlan_tci(&self) -> u16;
+    fn nw_tos(&self) -> u8;
+    fn nw_frag(&self) -> u8;
+    fn nw_ttl(&self) -> u8;
+    fn dl_src(&self) -> [u8; 6];
+    fn dl_dst(&self) -> [u8; 6];
+    fn metadata(&self) -> u64;
+    fn ipv6_src(&self) -> u128;
+    fn ipv6_dst(&self) -> u128;
+    fn ipv6_label(&self) -> u32;
+    fn nd_target(&self) -> u128;
+    fn arp_sha(&self) -> [u8; 6];
+    fn arp_tha(&self) -> [u8; 6];
     /// `f` of the whole key (for a full match's check).
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T;
     /// The remainder's `lookup_batch` of keys of this type.
@@ -61,11 +77,64 @@ macro_rules! key_fields {
         fn dl_type(&self) -> u16 {
             self.dl_type
         }
+        #[inline(always)]
+        fn in_port(&self) -> u32 {
+            self.in_port
+        }
+        #[inline(always)]
+        fn vlan_tci(&self) -> u16 {
+            self.vlan_tci
+        }
+        #[inline(always)]
+        fn nw_tos(&self) -> u8 {
+            self.nw_tos
+        }
+        #[inline(always)]
+        fn nw_frag(&self) -> u8 {
+            self.nw_frag
+        }
+        #[inline(always)]
+        fn nw_ttl(&self) -> u8 {
+            self.nw_ttl
+        }
+        #[inline(always)]
+        fn dl_src(&self) -> [u8; 6] {
+            self.dl_src
+        }
+        #[inline(always)]
+        fn dl_dst(&self) -> [u8; 6] {
+            self.dl_dst
+        }
     };
+}
+
+/// The wide members' accessors: a `FlowKey`'s own members, or zero (a `NarrowKey` has none).
+macro_rules! wide_fields {
+    (own) => {
+        wide_fields!(@each self, metadata: u64, ipv6_src: u128, ipv6_dst: u128, ipv6_label: u32,
+            nd_target: u128, arp_sha: [u8; 6], arp_tha: [u8; 6]);
+    };
+    (@each $s:ident, $($name:ident: $ty:ty),*) => {$(
+        #[inline(always)]
+        fn $name(&$s) -> $ty {
+            $s.$name
+        }
+    )*};
+    (zero) => {
+        wide_fields!(@zero metadata: u64, ipv6_src: u128, ipv6_dst: u128, ipv6_label: u32,
+            nd_target: u128, arp_sha: [u8; 6], arp_tha: [u8; 6]);
+    };
+    (@zero $($name:ident: $ty:ty),*) => {$(
+        #[inline(always)]
+        fn $name(&self) -> $ty {
+            <$ty>::default()
+        }
+    )*};
 }
 
 impl Key for FlowKey {
     key_fields!();
+    wide_fields!(own);
     #[inline(always)]
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
         f(self)
@@ -80,6 +149,7 @@ impl Key for FlowKey {
 
 impl Key for NarrowKey {
     key_fields!();
+    wide_fields!(zero);
     #[inline(always)]
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
         f(&self.widen())

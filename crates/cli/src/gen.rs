@@ -91,6 +91,13 @@ pub fn unused(cmd: &Command, g: &crate::args::Given) -> Result<(), String> {
     Ok(())
 }
 
+/// How `gen rules --ipv6` maps IPv4 prefixes (rqvs_workload::ipv6::Prefixes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Ipv6Prefixes {
+    Top32,
+    Spread,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct RulesArgs {
     /// acl1..acl5, fw1..fw5, ipc1, ipc2 (ClassBench's seed files), of1, of2 (ClassBench-ng's
@@ -103,6 +110,11 @@ pub struct RulesArgs {
     /// the address), written with --format ofctl.
     #[arg(long, conflicts_with = "classic")]
     pub ipv6: bool,
+    /// With --ipv6: top32 (ClassBench-ng's output from an IPv4 seed: the IPv4 prefix in the top
+    /// 32 bits, same length) or spread (rqvs's seeded extension to lengths up to /128: a /16
+    /// becomes a /32, a /24 a /48, a /28 a /64, a /32 a /128; docs/classbench-ng.md).
+    #[arg(long, value_enum, default_value_t = Ipv6Prefixes::Top32, requires = "ipv6")]
+    pub ipv6_prefixes: Ipv6Prefixes,
     /// Only the IPv4 5-tuples of the seed's classic part, ignoring its `-openflow` section.
     #[arg(long)]
     pub classic: bool,
@@ -288,7 +300,10 @@ fn gen_rules(a: &RulesArgs) -> Result<(), Failure> {
         smoothing: a.smoothing,
     };
     let variant = if a.ipv6 {
-        gen::RulesVariant::Ipv6
+        gen::RulesVariant::Ipv6(match a.ipv6_prefixes {
+            Ipv6Prefixes::Top32 => rqvs_workload::ipv6::Prefixes::Top32,
+            Ipv6Prefixes::Spread => rqvs_workload::ipv6::Prefixes::Spread { seed: a.rng_seed },
+        })
     } else if a.classic {
         gen::RulesVariant::Classic
     } else {

@@ -40,9 +40,9 @@ pub enum RulesVariant {
     Auto,
     /// The IPv4 5-tuples of the seed's classic part, ignoring any `-openflow` section.
     Classic,
-    /// IPv6 5-tuples with ClassBench-ng's IPv6 prefixes ([`rqvs_workload::ipv6`]), from the
-    /// classic part.
-    Ipv6,
+    /// IPv6 5-tuples with ClassBench-ng's IPv6 prefixes, or rqvs's longer ones
+    /// ([`rqvs_workload::ipv6`]), from the classic part.
+    Ipv6(ipv6::Prefixes),
 }
 
 /// A rule-set to generate (`rqvs gen rules`' options).
@@ -177,12 +177,12 @@ fn gen_openflow_rules(
 }
 
 /// Generates an IPv6 5-tuple set (`--ipv6`).
-fn gen_ipv6_rules(a: &RulesRequest, seed: &seedfile::SeedFile) -> Result<RulesOutput, Error> {
+fn gen_ipv6_rules(a: &RulesRequest, seed: &seedfile::SeedFile, prefixes: ipv6::Prefixes) -> Result<RulesOutput, Error> {
     needs_ofctl(a, "IPv6 rules")?;
     let t = Instant::now();
     let g = rules::generate(seed, &a.params)?;
     let gen_ms = t.elapsed().as_secs_f64() * 1e3;
-    let conv = ipv6::to_flows(&g.rules)?;
+    let conv = ipv6::to_flows_with(&g.rules, prefixes)?;
     let text = ofctl::write_flows(&conv.flows)?;
     let total_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut fields = Map::new();
@@ -198,6 +198,13 @@ fn gen_ipv6_rules(a: &RulesRequest, seed: &seedfile::SeedFile) -> Result<RulesOu
     for (k, v) in [
         ("seed_file", json!(a.seed_file)),
         ("variant", json!("ipv6")),
+        (
+            "ipv6_prefixes",
+            json!(match prefixes {
+                ipv6::Prefixes::Top32 => "top32",
+                ipv6::Prefixes::Spread { .. } => "spread",
+            }),
+        ),
         ("count", json!(p.count)),
         ("rng_seed", json!(p.rng_seed)),
         ("rules", json!(g.rules.len())),
@@ -223,7 +230,7 @@ pub fn gen_rules(a: &RulesRequest) -> Result<RulesOutput, Error> {
     let (name, seed_text) = seedfile::read(&a.seed_file)?;
     let seed = seedfile::parse(&name, &seed_text).map_err(|e| Error(e.to_string()))?;
     match a.variant {
-        RulesVariant::Ipv6 => return gen_ipv6_rules(a, &seed),
+        RulesVariant::Ipv6(p) => return gen_ipv6_rules(a, &seed, p),
         RulesVariant::Auto => {
             if let Some(of) = ofseed::parse(&name, &seed_text).map_err(|e| Error(e.to_string()))? {
                 return gen_openflow_rules(a, &seed, &of);

@@ -14,8 +14,23 @@
 //! | protocol 1 (ICMP) | 58 (ICMPv6), and 58 → 1, so the mapping stays one to one |
 //! | ports, TCP flags | unchanged |
 //!
+//! ## Longer prefixes: [`Prefixes::Spread`] (`--ipv6-prefixes spread`)
+//!
+//! ClassBench-ng reaches lengths beyond /32 only from a seed analysed from an IPv6 rule-set (its
+//! patched `db_generator` then reads per-level parameters and lengths up to 128); none ships with
+//! it, and the 12 ClassBench seeds are IPv4. rqvs's extension, seeded and documented: each IPv4
+//! length `l` becomes the IPv6 length [`SPREAD_LENGTHS`]`[l]` — `l ≤ 16`: `2l` (a /16 becomes a
+//! /32, an LIR allocation); 17..24: `32 + 2(l − 16)` (a /24 becomes a /48, a site); 25..28:
+//! `48 + 4(l − 24)` (a /28 becomes a /64, a subnet); 29..31: `64 + 16(l − 28)`; 32: 128 (a host).
+//! The address spreads the same way: IPv4 bit `i` (from the top) becomes the last bit of the
+//! block `[len(i), len(i + 1))`, and the block's other bits are a hash of the rng-seed, `i` and
+//! the IPv4 bits above `i` (so they are fixed by the prefix a rule has there). A prefix's first
+//! `len(l)` IPv6 bits then depend only on its first `l` IPv4 bits: the map is injective and
+//! keeps containment both ways, so overlaps, priorities and winners are the IPv4 set's, as for
+//! the top-32 mapping, and the set is deterministic by `--rng-seed`.
+//!
 //! rqvs therefore generates the IPv4 set ([`crate::rules::generate`], the same draws) and maps
-//! each rule with [`ipv6_match`]. The mapping is injective and keeps prefix containment, so two
+//! each rule with [`ipv6_match`] (or [`ipv6_match_with`]). The mapping is injective and keeps prefix containment, so two
 //! IPv6 rules overlap exactly when their IPv4 rules do: the OpenFlow priorities (and winners) of
 //! the IPv4 set carry over ([`to_flows`] computes them on the IPv4 rules, where the layered
 //! assignment's address index applies, and maps the flows).
@@ -24,9 +39,84 @@ use rqvs_flow::convert::Conversion;
 use rqvs_flow::key::{ETH_TYPE_IP, ETH_TYPE_IPV6, IPPROTO_ICMP, IPPROTO_ICMPV6};
 use rqvs_flow::{Actions, FlowKey, Match, Rule};
 
-/// The IPv6 form of an IPv4 5-tuple match (module docs). Fields other than `dl_type`, the
-/// addresses and the protocol are kept; a match on another ethertype is returned unchanged.
+/// How IPv4 prefixes become IPv6 prefixes (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefixes {
+    /// ClassBench-ng's output from an IPv4 seed: the prefix in the top 32 bits, same length.
+    Top32,
+    /// rqvs's extension: lengths up to 128 ([`SPREAD_LENGTHS`]), filler bits from this seed.
+    Spread { seed: u64 },
+}
+
+/// The IPv6 length of each IPv4 length under [`Prefixes::Spread`] (strictly increasing).
+pub const SPREAD_LENGTHS: [u32; 33] = {
+    let mut t = [0u32; 33];
+    let mut l = 0;
+    while l <= 32 {
+        t[l] = match l as u32 {
+            l @ 0..=16 => 2 * l,
+            l @ 17..=24 => 32 + 2 * (l - 16),
+            l @ 25..=28 => 48 + 4 * (l - 24),
+            l @ 29..=31 => 64 + 16 * (l - 28),
+            _ => 128,
+        };
+        l += 1;
+    }
+    t
+};
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The IPv6 address of IPv4 address `a` under `p` (for a prefix, mask it to the mapped length:
+/// its bits there depend only on the prefix's bits).
+pub fn ipv6_address(a: u32, p: Prefixes) -> u128 {
+    let Prefixes::Spread { seed } = p else { return u128::from(a) << 96 };
+    let mut out: u128 = 0;
+    for i in 0..32u32 {
+        let (from, to) = (SPREAD_LENGTHS[i as usize], SPREAD_LENGTHS[i as usize + 1]);
+        let above = if i == 0 { 0 } else { u64::from(a >> (32 - i)) };
+        let fill_bits = to - from - 1;
+        // Filler bits (at most 15), then the IPv4 bit, at positions from..to from the top.
+        let fill = if fill_bits == 0 {
+            0
+        } else {
+            u128::from(splitmix(seed ^ splitmix(u64::from(i) << 40 ^ above)) & ((1u64 << fill_bits) - 1))
+        };
+        let block = fill << 1 | u128::from(a >> (31 - i) & 1);
+        out |= block << (128 - to);
+    }
+    out
+}
+
+/// The IPv6 prefix (value, mask) of IPv4 prefix `v & m` (a prefix mask) under `p`.
+fn ipv6_prefix(v: u32, m: u32, p: Prefixes) -> (u128, u128) {
+    let l = m.leading_ones();
+    let len6 = match p {
+        Prefixes::Top32 => l,
+        Prefixes::Spread { .. } => SPREAD_LENGTHS[l as usize],
+    };
+    if m != 0 && m.count_ones() != l {
+        // Not a prefix (ClassBench sets have none): the bits as they are, in the top 32 bits.
+        return (u128::from(v) << 96, u128::from(m) << 96);
+    }
+    let mask = if len6 == 0 { 0 } else { u128::MAX << (128 - len6) };
+    (ipv6_address(v, p) & mask, mask)
+}
+
+/// The IPv6 form of an IPv4 5-tuple match (module docs), with ClassBench-ng's prefixes. Fields
+/// other than `dl_type`, the addresses and the protocol are kept; a match on another ethertype is
+/// returned unchanged.
 pub fn ipv6_match(m: &Match) -> Match {
+    ipv6_match_with(m, Prefixes::Top32)
+}
+
+/// [`ipv6_match`] with prefixes mapped as `p` says.
+pub fn ipv6_match_with(m: &Match, p: Prefixes) -> Match {
     let (v, k) = (*m.value(), *m.mask());
     if k.dl_type != u16::MAX || v.dl_type != ETH_TYPE_IP {
         return *m;
@@ -36,11 +126,13 @@ pub fn ipv6_match(m: &Match) -> Match {
         IPPROTO_ICMPV6 => IPPROTO_ICMP,
         p => p,
     };
+    let (src, src_m) = ipv6_prefix(v.nw_src, k.nw_src, p);
+    let (dst, dst_m) = ipv6_prefix(v.nw_dst, k.nw_dst, p);
     let map = |x: FlowKey, is_mask: bool| FlowKey {
         nw_src: 0,
         nw_dst: 0,
-        ipv6_src: u128::from(x.nw_src) << 96,
-        ipv6_dst: u128::from(x.nw_dst) << 96,
+        ipv6_src: if is_mask { src_m } else { src },
+        ipv6_dst: if is_mask { dst_m } else { dst },
         dl_type: x.dl_type,
         nw_proto: if is_mask { x.nw_proto } else { swap(x.nw_proto) },
         ..x
@@ -71,9 +163,14 @@ pub fn ipv6_rules(rules: &[Rule]) -> Vec<Rule> {
 /// expansion and the rules left out as [`rqvs_flow::convert::classbench_to_openflow`] gives them
 /// for the IPv4 rules; `cookie` = the rule's id, action `output:(id + 1)`.
 pub fn to_flows(rules: &[Rule]) -> Result<Conversion, String> {
+    to_flows_with(rules, Prefixes::Top32)
+}
+
+/// [`to_flows`] with prefixes mapped as `p` says.
+pub fn to_flows_with(rules: &[Rule], p: Prefixes) -> Result<Conversion, String> {
     let mut conv = rqvs_flow::convert::classbench_to_openflow(rules, &Actions::drop())?;
     for f in &mut conv.flows {
-        f.matches = ipv6_match(&f.matches);
+        f.matches = ipv6_match_with(&f.matches, p);
         f.actions = Actions::output(f.cookie as u32 + 1);
     }
     Ok(conv)
@@ -83,6 +180,41 @@ pub fn to_flows(rules: &[Rule]) -> Result<Conversion, String> {
 mod tests {
     use super::*;
     use rqvs_flow::formats::classbench;
+
+    /// The spread mapping: lengths as the table says, containment kept both ways, injective on
+    /// addresses, deterministic by seed and different between seeds.
+    #[test]
+    fn spread_prefixes_keep_containment() {
+        assert!(SPREAD_LENGTHS.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!([SPREAD_LENGTHS[8], SPREAD_LENGTHS[16], SPREAD_LENGTHS[24], SPREAD_LENGTHS[28]], [16, 32, 48, 64]);
+        assert_eq!(SPREAD_LENGTHS[32], 128);
+        let p = Prefixes::Spread { seed: 7 };
+        let mut rng = rqvs_flow::rng::Rng::new(3);
+        let prefix = |a: u32, l: u32| {
+            let m = rqvs_flow::prefix::prefix_mask(l, 32);
+            ipv6_prefix(a & m, m, p)
+        };
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..2000 {
+            let (a, b) = (rng.next_u64() as u32, rng.next_u64() as u32);
+            let b = if rng.next_u64().is_multiple_of(2) { a ^ (b >> (b % 32)) } else { b };
+            let (la, lb) = ((rng.next_u64() % 33) as u32, (rng.next_u64() % 33) as u32);
+            let ((va, ma), (vb, mb)) = (prefix(a, la), prefix(b, lb));
+            assert_eq!(ma.leading_ones(), SPREAD_LENGTHS[la as usize]);
+            let m4 = |l| rqvs_flow::prefix::prefix_mask(l, 32);
+            let nest4 = la <= lb && (a & m4(la)) == (b & m4(la));
+            let nest6 = ma.count_ones() <= mb.count_ones() && (vb & ma) == va;
+            assert_eq!(nest4, nest6, "{a:#x}/{la} in {b:#x}/{lb}");
+            // The host bits of an address match its own /32 prefix.
+            assert_eq!(ipv6_address(a, p), prefix(a, 32).0);
+            seen.insert((a, ipv6_address(a, p)));
+        }
+        let addrs: std::collections::HashSet<u128> = seen.iter().map(|x| x.1).collect();
+        let v4: std::collections::HashSet<u32> = seen.iter().map(|x| x.0).collect();
+        assert_eq!(addrs.len(), v4.len(), "injective");
+        assert_ne!(ipv6_address(0x0a01_0203, p), ipv6_address(0x0a01_0203, Prefixes::Spread { seed: 8 }));
+        assert_eq!(ipv6_address(0x0a01_0203, Prefixes::Top32), 0x0a01_0203u128 << 96);
+    }
 
     #[test]
     fn prefixes_move_to_the_top_bits() {

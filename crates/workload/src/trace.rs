@@ -269,7 +269,8 @@ pub fn generate(rules: &[Rule], params: &Params) -> Result<(Vec<Packet>, TraceSt
 /// The true winner of every key. TupleMerge (which the classify tests hold equal to the
 /// definition) for 5-tuple rules; for rules that also match a wide field or a MAC (OpenFlow and
 /// IPv6 sets), NuevoMatchUP with iSets at every size (held equal to the definition too): its
-/// iSets index the MAC and IPv6 windows that TupleMerge's tuples do not hash, so that a 1M-packet
+/// iSets index the MAC and IPv6 windows (chosen when TupleMerge's tuples hashed the 5-tuple
+/// only; TupleMerge now hashes the wide fields too, and either is exact), so that a 1M-packet
 /// trace of an of1 100K set takes seconds, not minutes.
 pub fn winners(rules: &[Rule], keys: &[FlowKey]) -> Result<Vec<Option<RuleId>>, String> {
     let fail = |e: rqvs_classify::ClassifierError| format!("cannot build the classifier for true winners: {e}");

@@ -6,7 +6,8 @@
 //! - always examined: `in_port`, `dl_type` (and `recirc_id` and the packet type, which rqvs keys
 //!   do not carry: a megaflow always prints `recirc_id=0,eth`);
 //! - IPv4 (and IPv6) packets: both `nw_frag` bits;
-//! - ICMP: only the low 8 bits of `tp_src`/`tp_dst` (type and code are 8-bit in the datapath);
+//! - ICMP and ICMPv6: only the low 8 bits of `tp_src`/`tp_dst` (type and code are 8-bit in the
+//!   datapath);
 //! - a VLAN TCI examined at all has its CFI bit examined;
 //! - later IP fragments: no port bits (their ports are always zero).
 //!
@@ -34,7 +35,9 @@ impl Megaflow {
         if key.is_ip() || key.dl_type == ETH_TYPE_IPV6 {
             mask.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
         }
-        if key.is_ip() && key.nw_proto == IPPROTO_ICMP {
+        if (key.is_ip() && key.nw_proto == IPPROTO_ICMP)
+            || (key.dl_type == ETH_TYPE_IPV6 && key.nw_proto == IPPROTO_ICMPV6)
+        {
             mask.tp_src &= 0xff;
             mask.tp_dst &= 0xff;
         }
@@ -85,6 +88,35 @@ fn fmt_ip_masked(s: &mut String, name: &str, v: u32, m: u32) {
     s.push(',');
 }
 
+/// An IPv6 address as glibc's `inet_ntop` writes it (OVS's `ipv6_format_addr`): RFC 5952's
+/// text, and the IPv4-compatible and IPv4-mapped forms with a dotted quad (`::1.2.3.4`).
+fn fmt_ipv6_ntop(a: u128) -> String {
+    let w: [u16; 8] = std::array::from_fn(|i| (a >> (112 - 16 * i)) as u16);
+    // glibc: the longest run of zero words starting at word 0 being words 0..6 (or 0..5 then
+    // ffff) means an embedded IPv4 address (not for :: and ::1, whose run is longer).
+    let run0 = w.iter().take_while(|&&x| x == 0).count();
+    if run0 == 6 || (run0 == 5 && w[5] == 0xffff) {
+        let v4 = fmt_ipv4(a as u32);
+        return if run0 == 6 { format!("::{v4}") } else { format!("::ffff:{v4}") };
+    }
+    fmt_ipv6(a)
+}
+
+fn fmt_ipv6_masked(s: &mut String, name: &str, v: u128, m: u128) {
+    if m == 0 {
+        return;
+    }
+    let _ = write!(s, "{name}={}", fmt_ipv6_ntop(v));
+    if m != u128::MAX {
+        if m.leading_ones() + m.trailing_zeros() == 128 {
+            let _ = write!(s, "/{}", m.leading_ones());
+        } else {
+            let _ = write!(s, "/{}", fmt_ipv6_ntop(m));
+        }
+    }
+    s.push(',');
+}
+
 fn fmt_eth_masked(s: &mut String, name: &str, v: &[u8; 6], m: &[u8; 6]) {
     if *m == [0; 6] {
         return;
@@ -123,7 +155,11 @@ pub fn format_tcp_flags(flags: u16, mask: u16) -> String {
 }
 
 /// A value/mask pair in the notation of OVS's `match_format` for a megaflow (the fields rqvs
-/// keys carry), prefixed with `recirc_id=0,eth,` as every megaflow of a bridge is.
+/// keys carry, in OVS's order: protocol shorthand (`tcp`, `tcp6`, `icmp6`, …), `metadata`,
+/// `in_port`, VLAN, MACs, `dl_type`, then IPv4 addresses, or `ipv6_src`/`ipv6_dst`/`ipv6_label`,
+/// or ARP's, the protocol, ARP hardware addresses, ToS, TTL, fragments, ports or ICMP type/code
+/// with ICMPv6's `nd_target`/`nd_sll`/`nd_tll`, TCP flags of TCP over IPv4 and IPv6), prefixed
+/// with `recirc_id=0,eth,` as every megaflow of a bridge is.
 pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
     let (f, w) = (value, mask);
     let mut s = String::from("recirc_id=0,eth,");
@@ -149,9 +185,32 @@ pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
                     s.push_str("ip,");
                 }
             }
-            ETH_TYPE_IPV6 => s.push_str("ipv6,"),
+            ETH_TYPE_IPV6 => {
+                if w.nw_proto != 0 {
+                    skip_proto = true;
+                    match f.nw_proto {
+                        IPPROTO_ICMPV6 => s.push_str("icmp6,"),
+                        IPPROTO_TCP => s.push_str("tcp6,"),
+                        IPPROTO_UDP => s.push_str("udp6,"),
+                        IPPROTO_SCTP => s.push_str("sctp6,"),
+                        _ => {
+                            s.push_str("ipv6,");
+                            skip_proto = false;
+                        }
+                    }
+                } else {
+                    s.push_str("ipv6,");
+                }
+            }
             ETH_TYPE_ARP => s.push_str("arp,"),
             _ => skip_type = false,
+        }
+    }
+    if w.metadata != 0 {
+        let _ = write!(s, "metadata={:#x},", f.metadata);
+        if w.metadata != u64::MAX {
+            s.pop();
+            let _ = write!(s, "/{:#x},", w.metadata);
         }
     }
     if w.in_port != 0 {
@@ -189,10 +248,31 @@ pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
         let _ = write!(s, "dl_type={:#06x},", f.dl_type);
     }
     let arp = f.dl_type == ETH_TYPE_ARP;
-    fmt_ip_masked(&mut s, if arp { "arp_spa" } else { "nw_src" }, f.nw_src, w.nw_src);
-    fmt_ip_masked(&mut s, if arp { "arp_tpa" } else { "nw_dst" }, f.nw_dst, w.nw_dst);
+    let ipv6 = f.dl_type == ETH_TYPE_IPV6;
+    if ipv6 {
+        fmt_ipv6_masked(&mut s, "ipv6_src", f.ipv6_src, w.ipv6_src);
+        fmt_ipv6_masked(&mut s, "ipv6_dst", f.ipv6_dst, w.ipv6_dst);
+        // OVS prints a label without its mask only for an all-ones 32-bit mask, which a label's
+        // mask (20 bits) never is: `ipv6_label=0x12345/0xfffff`.
+        match w.ipv6_label {
+            0 => {}
+            u32::MAX => {
+                let _ = write!(s, "ipv6_label={:#07x},", f.ipv6_label);
+            }
+            m => {
+                let _ = write!(s, "ipv6_label={:#07x}/{:#07x},", f.ipv6_label, m);
+            }
+        }
+    } else {
+        fmt_ip_masked(&mut s, if arp { "arp_spa" } else { "nw_src" }, f.nw_src, w.nw_src);
+        fmt_ip_masked(&mut s, if arp { "arp_tpa" } else { "nw_dst" }, f.nw_dst, w.nw_dst);
+    }
     if !skip_proto && w.nw_proto != 0 {
         let _ = write!(s, "{}={},", if arp { "arp_op" } else { "nw_proto" }, f.nw_proto);
+    }
+    if arp {
+        fmt_eth_masked(&mut s, "arp_sha", &f.arp_sha, &w.arp_sha);
+        fmt_eth_masked(&mut s, "arp_tha", &f.arp_tha, &w.arp_tha);
     }
     if w.nw_tos & 0xfc != 0 {
         let _ = write!(s, "nw_tos={},", f.nw_tos & 0xfc);
@@ -229,11 +309,17 @@ pub fn format_megaflow(value: &FlowKey, mask: &FlowKey) -> String {
     if f.dl_type == ETH_TYPE_IP && f.nw_proto == IPPROTO_ICMP {
         fmt_be16_masked(&mut s, "icmp_type", f.tp_src, w.tp_src);
         fmt_be16_masked(&mut s, "icmp_code", f.tp_dst, w.tp_dst);
+    } else if ipv6 && f.nw_proto == IPPROTO_ICMPV6 {
+        fmt_be16_masked(&mut s, "icmp_type", f.tp_src, w.tp_src);
+        fmt_be16_masked(&mut s, "icmp_code", f.tp_dst, w.tp_dst);
+        fmt_ipv6_masked(&mut s, "nd_target", f.nd_target, w.nd_target);
+        fmt_eth_masked(&mut s, "nd_sll", &f.arp_sha, &w.arp_sha);
+        fmt_eth_masked(&mut s, "nd_tll", &f.arp_tha, &w.arp_tha);
     } else {
         fmt_be16_masked(&mut s, "tp_src", f.tp_src, w.tp_src);
         fmt_be16_masked(&mut s, "tp_dst", f.tp_dst, w.tp_dst);
     }
-    if f.dl_type == ETH_TYPE_IP && f.nw_proto == IPPROTO_TCP && w.tcp_flags != 0 {
+    if (f.dl_type == ETH_TYPE_IP || ipv6) && f.nw_proto == IPPROTO_TCP && w.tcp_flags != 0 {
         fmt_tcp_flags(&mut s, f.tcp_flags, w.tcp_flags & TCP_FLAGS_MASK);
     }
     s.pop();
@@ -426,6 +512,67 @@ mod tests {
         );
         wc.tcp_flags = TCP_FLAGS_MASK;
         assert!(Megaflow::from_wildcards(&k, &wc).to_string().ends_with("tcp_flags=syn|ack"));
+    }
+
+    /// IPv6 megaflows as OVS 3.1's `ofproto/trace` prints them (texts from real traces of the
+    /// acl1 IPv6 set, `ovs_wide_sets.rs`, and OVS's `match_format` for ICMPv6 and labels).
+    #[test]
+    fn ipv6_formats_like_ovs() {
+        let mut k = FlowKey::ipv6(0x0a01_0203u128 << 96 | 5, 0xc0a8_0207u128 << 96, 6, 1030, 80);
+        k.tcp_flags = 0x002;
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.ipv6_src = u128::MAX << 112;
+        wc.ipv6_dst = u128::MAX << 96;
+        wc.tp_dst = 0xffff;
+        wc.tcp_flags = 0x012;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,tcp6,in_port=1,ipv6_src=a01::/16,ipv6_dst=c0a8:207::/32,nw_frag=no,tp_dst=80,tcp_flags=+syn-ack"
+        );
+        // Exact addresses, a flow label, a non-CIDR mask, UDP.
+        let mut k = FlowKey::ipv6(0x2001_0db8u128 << 96 | 1, 2, 17, 53, 53);
+        k.ipv6_label = 0x12345;
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.ipv6_src = u128::MAX;
+        wc.ipv6_dst = 0xffff_0000_0000_0000_0000_0000_0000_ffff;
+        wc.ipv6_label = IPV6_LABEL_MASK;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,udp6,in_port=1,ipv6_src=2001:db8::1,ipv6_dst=::2/ffff::ffff,ipv6_label=0x12345/0xfffff,nw_frag=no"
+        );
+        // ICMPv6 neighbour solicitation: type/code on 8 bits (so printed masked, as OVS does for
+        // ICMP), nd_target and nd_sll.
+        let mut k = FlowKey::ipv6(0xfe80u128 << 112 | 1, 0xff02u128 << 112 | 0x1_ff00_0002, 58, 135, 0);
+        k.nd_target = 0xfe80u128 << 112 | 2;
+        k.arp_sha = [0, 0x11, 0x22, 0x33, 0x44, 0x55];
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.tp_src = 0xffff;
+        wc.tp_dst = 0xffff;
+        wc.nd_target = u128::MAX;
+        wc.arp_sha = [0xff; 6];
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,icmp6,in_port=1,nw_frag=no,icmp_type=0x87/0xff,icmp_code=0x0/0xff,nd_target=fe80::2,nd_sll=00:11:22:33:44:55"
+        );
+        // Another next header: ipv6 and nw_proto; without the protocol examined: ipv6.
+        let k = FlowKey::ipv6(1, 0x0102_0304, 47, 0, 0);
+        let mut wc = FlowKey::default();
+        wc.nw_proto = 0xff;
+        wc.ipv6_dst = u128::MAX;
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &wc).to_string(),
+            "recirc_id=0,eth,ipv6,in_port=1,ipv6_dst=::1.2.3.4,nw_proto=47,nw_frag=no"
+        );
+        assert_eq!(
+            Megaflow::from_wildcards(&k, &FlowKey::default()).to_string(),
+            "recirc_id=0,eth,ipv6,in_port=1,nw_frag=no"
+        );
+        assert_eq!(fmt_ipv6_ntop(0xffff_0a00_0001), "::ffff:10.0.0.1");
+        assert_eq!(fmt_ipv6_ntop(1), "::1");
+        assert_eq!(fmt_ipv6_ntop(0), "::");
     }
 
     #[test]
