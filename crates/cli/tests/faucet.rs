@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rqvs_ports::testnet::{self, Netns, RawSocket};
+use rqvs_testkit::pki::Creds;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -184,10 +185,26 @@ fn faucet(net: &Net, dir: &TempDir, bin: &Path) -> Proc {
 }
 
 fn faucet_with(net: &Net, dir: &TempDir, bin: &Path, config: &str) -> Proc {
+    faucet_tls(net, dir, bin, config, None)
+}
+
+/// Faucet listening for TLS with `tls` (os-ken's `ctl-privkey`, `ctl-cert`, `ca-certs`: it
+/// checks the switch's certificate) when given, plain TCP otherwise.
+fn faucet_tls(net: &Net, dir: &TempDir, bin: &Path, config: &str, tls: Option<&Creds>) -> Proc {
     std::fs::write(dir.join("faucet.yaml"), config).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let port = format!("--ryu-ofp-tcp-listen-port={FAUCET_PORT}");
-    let child = in_ns(&net.sw, bin.join("faucet").to_str().unwrap(), &[&port, "--ryu-ofp-listen-host=127.0.0.1"])
+    let mut args = vec!["--ryu-ofp-listen-host=127.0.0.1".to_string()];
+    match tls {
+        None => args.push(format!("--ryu-ofp-tcp-listen-port={FAUCET_PORT}")),
+        Some(c) => args.extend([
+            format!("--ryu-ofp-ssl-listen-port={FAUCET_PORT}"),
+            format!("--ryu-ctl-privkey={}", c.key.display()),
+            format!("--ryu-ctl-cert={}", c.cert.display()),
+            format!("--ryu-ca-certs={}", c.peer_ca.display()),
+        ]),
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let child = in_ns(&net.sw, bin.join("faucet").to_str().unwrap(), &args)
         .env("PATH", path)
         .env("FAUCET_CONFIG", dir.join("faucet.yaml"))
         .env("FAUCET_LOG", dir.join("faucet.log"))
@@ -204,13 +221,14 @@ fn faucet_with(net: &Net, dir: &TempDir, bin: &Path, config: &str) -> Proc {
 /// `rqvs switch` on p1..p5 with Faucet as its controller, in fail-mode secure (nothing passes
 /// until Faucet programs it), datapath id 1 (Faucet drops a switch whose id is not its dp_id).
 fn start_switch(net: &Net, dir: &TempDir, design: &str, pmds: usize) -> Proc {
-    start_switch_with(net, dir, design, pmds, false)
+    start_switch_with(net, dir, design, pmds, false, None)
 }
 
-/// As [`start_switch`], with Gauge as a second controller when `gauge`.
-fn start_switch_with(net: &Net, dir: &TempDir, design: &str, pmds: usize, gauge: bool) -> Proc {
+/// As [`start_switch`], with Gauge as a second controller when `gauge`, and Faucet reached
+/// over TLS with `tls` (the switch's credentials) when given.
+fn start_switch_with(net: &Net, dir: &TempDir, design: &str, pmds: usize, gauge: bool, tls: Option<&Creds>) -> Proc {
     let sock = dir.join("ctl.sock");
-    let controller = format!("tcp:127.0.0.1:{FAUCET_PORT}");
+    let controller = format!("{}:127.0.0.1:{FAUCET_PORT}", if tls.is_some() { "ssl" } else { "tcp" });
     let gauge_controller = format!("tcp:127.0.0.1:{GAUGE_PORT}");
     let openflow = format!("ptcp:127.0.0.1:{OPENFLOW_PORT}");
     let pmds = pmds.to_string();
@@ -221,6 +239,11 @@ fn start_switch_with(net: &Net, dir: &TempDir, design: &str, pmds: usize, gauge:
     args.extend(["--controller", &controller, "--fail-mode", "secure", "--datapath-id", "0x1"]);
     if gauge {
         args.extend(["--controller", &gauge_controller]);
+    }
+    let tls_paths =
+        tls.map(|c| [c.key.display().to_string(), c.cert.display().to_string(), c.peer_ca.display().to_string()]);
+    if let Some([key, cert, ca]) = &tls_paths {
+        args.extend(["--private-key", key, "--certificate", cert, "--ca-cert", ca]);
     }
     args.extend(["--openflow", &openflow, "--duration", "300"]);
     let child = in_ns(&net.sw, env!("CARGO_BIN_EXE_rqvs"), &args)
@@ -442,7 +465,7 @@ fn run(tag: &str, design: &str, pmds: usize, with_gauge: bool) {
     let net = network(tag);
     let mut f = faucet(&net, &dir, &bin);
     let g = with_gauge.then(|| gauge(&net, &dir, &bin));
-    let mut sw = start_switch_with(&net, &dir, design, pmds, with_gauge);
+    let mut sw = start_switch_with(&net, &dir, design, pmds, with_gauge, None);
     let stop = Arc::new(AtomicBool::new(false));
     let h5 = tagged_host(&net, Arc::clone(&stop));
 
@@ -591,6 +614,39 @@ fn run_routing(tag: &str, design: &str, pmds: usize) {
     let exceptions = read(&dir.join("faucet_exception.log"));
     assert!(exceptions.trim().is_empty(), "Faucet raised:\n{exceptions}");
     assert!(!read(&dir.join("faucet.log")).contains("OFPErrorMsg"), "the switch refused a message");
+}
+
+/// Faucet over TLS (issue 40): os-ken listening with `ovs-pki` certificates and checking the
+/// switch's, `rqvs switch --controller ssl:` checking Faucet's; Faucet programs its pipeline over
+/// the encrypted channel and hosts of one VLAN ping, of two do not.
+#[test]
+fn faucet_over_tls() {
+    let _one = serial();
+    let tag = "faucet_over_tls";
+    if !testnet::available(tag) || !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let Some(bin) = rqvs_testkit::ovs::faucet_bin() else { return };
+    if Command::new("ovs-pki").arg("--version").output().is_err() {
+        assert!(std::env::var("RQVS_REQUIRE_OVS").as_deref() != Ok("1"), "ovs-pki is required (openvswitch-common)");
+        eprintln!("skipped: ovs-pki is not installed");
+        return;
+    }
+    let dir = TempDir::new("cli-faucet-tls");
+    let (switch_creds, faucet_creds) = rqvs_testkit::pki::pki(dir.path(), "pki", "faucet");
+    let net = network("fctls");
+    let mut f = faucet_tls(&net, &dir, &bin, CONFIG, Some(&faucet_creds));
+    let mut sw = start_switch_with(&net, &dir, "orig", 1, false, Some(&switch_creds));
+    let flows = wait_flows(&net, &dir, "Faucet's pipeline over TLS", Duration::from_secs(30), |f| {
+        f.contains(FAUCET_COOKIE) && f.contains("table=3")
+    });
+    assert!(!read(&dir.join("faucet.log")).contains("OFPErrorMsg"), "the switch refused a flow-mod:\n{flows}");
+    assert!(ping_eventually(&net, 1, &format!("{OFFICE}.2")), "office: h1 → h2");
+    assert!(!ping(&net, 1, &format!("{OFFICE}.33"), 2), "a frame crossed from VLAN 100 to VLAN 200");
+    assert!(f.running(), "faucet exited: {}", read(&dir.join("faucet.out")));
+    assert!(sw.running(), "the switch exited: {}", read(&dir.join("switch.err")));
+    let exceptions = read(&dir.join("faucet_exception.log"));
+    assert!(exceptions.trim().is_empty(), "Faucet raised:\n{exceptions}");
 }
 
 #[test]

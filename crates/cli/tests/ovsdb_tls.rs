@@ -86,35 +86,11 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Key and certificate of one side and the CA its peer's certificate must chain to.
-struct Creds {
-    key: PathBuf,
-    cert: PathBuf,
-    peer_ca: PathBuf,
-}
+use rqvs_testkit::pki::Creds;
 
 /// `ovs-pki` in `dir/NAME`: (the switch's credentials, the database server's).
 fn pki(dir: &TempDir, name: &str) -> (Creds, Creds) {
-    let root = dir.join(name);
-    std::fs::create_dir_all(&root).unwrap();
-    let pki_dir = format!("--dir={}", root.join("pki").display());
-    for args in [&["init"][..], &["req+sign", "sw", "switch"], &["req+sign", "db", "controller"]] {
-        let out = Command::new("ovs-pki").arg(&pki_dir).args(args).current_dir(&root).stdin(Stdio::null()).output();
-        let out = out.unwrap();
-        assert!(out.status.success(), "ovs-pki {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    (
-        Creds {
-            key: root.join("sw-privkey.pem"),
-            cert: root.join("sw-cert.pem"),
-            peer_ca: root.join("pki/controllerca/cacert.pem"),
-        },
-        Creds {
-            key: root.join("db-privkey.pem"),
-            cert: root.join("db-cert.pem"),
-            peer_ca: root.join("pki/switchca/cacert.pem"),
-        },
-    )
+    rqvs_testkit::pki::pki(dir.path(), name, "db")
 }
 
 fn free_port() -> u16 {

@@ -17,7 +17,7 @@ mod common;
 use common::{ctl, TempDir};
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -104,39 +104,11 @@ fn have(tool: &str) -> bool {
     ok
 }
 
-/// Key, certificate and CA paths of one side.
-struct Creds {
-    key: PathBuf,
-    cert: PathBuf,
-    /// The CA that signs the *other* side's certificates (what this side checks peers with).
-    peer_ca: PathBuf,
-}
+use rqvs_testkit::pki::Creds;
 
-/// A PKI made by `ovs-pki` in `dir/NAME`: a switch's and a controller's credentials (each
-/// checking the other with the other's CA, as OVS sets them up).
+/// A PKI made by `ovs-pki` in `dir/NAME`: a switch's and a controller's credentials.
 fn pki(dir: &TempDir, name: &str) -> (Creds, Creds) {
-    let root = dir.join(name);
-    let pki_dir = format!("--dir={}", root.join("pki").display());
-    std::fs::create_dir_all(&root).unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new("ovs-pki").arg(&pki_dir).args(args).current_dir(&root).stdin(Stdio::null()).output();
-        let out = out.unwrap();
-        assert!(out.status.success(), "ovs-pki {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    run(&["init"]);
-    run(&["req+sign", "sw", "switch"]);
-    run(&["req+sign", "ctl", "controller"]);
-    let switch = Creds {
-        key: root.join("sw-privkey.pem"),
-        cert: root.join("sw-cert.pem"),
-        peer_ca: root.join("pki/controllerca/cacert.pem"),
-    };
-    let controller = Creds {
-        key: root.join("ctl-privkey.pem"),
-        cert: root.join("ctl-cert.pem"),
-        peer_ca: root.join("pki/switchca/cacert.pem"),
-    };
-    (switch, controller)
+    rqvs_testkit::pki::pki(dir.path(), name, "ctl")
 }
 
 fn s(p: &Path) -> &str {
