@@ -527,7 +527,7 @@ const CASES: &[Case] = &[
         "output port too big",
         &["convert", "rules", "@big_output.of", "--to", "ofctl"],
         1,
-        "expected a port number 1..0xffffff00, found '99999999999'",
+        "expected a port number 1..0xffffff00 or LOCAL, found '99999999999'",
     ),
     case(
         "bare port too big",
