@@ -106,7 +106,7 @@ impl Listener {
         // Owner only (0600): the socket changes flows and stops the switch. (Between bind and
         // this, the umask's mode — 0755 with the usual 022 — already refuses other users'
         // connects: connecting needs write permission.)
-        if let Err(e) = std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600)) {
+        if let Err(e) = owner_only(path) {
             let _ = std::fs::remove_file(path);
             return Err(fail(format!("making it owner-only (0600): {e}")));
         }
@@ -471,4 +471,12 @@ fn is_flow_word(w: &str) -> bool {
         w,
         "ip" | "ipv6" | "tcp" | "tcp6" | "udp" | "udp6" | "sctp" | "sctp6" | "icmp" | "icmp6" | "arp" | "rarp" | "eth"
     )
+}
+
+/// Makes a socket file owner-only (0600): every socket the switch binds for its managers (this
+/// one, unixctl's, a bridge's `.mgmt` and `punix:` listeners) changes flows or stops the switch.
+/// (Between bind and this, the umask's mode — 0755 with the usual 022 — already refuses other
+/// users' connects: connecting needs write permission.)
+pub(crate) fn owner_only(path: &Path) -> std::io::Result<()> {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
 }

@@ -94,6 +94,10 @@ impl UnixctlServer {
             std::fs::remove_file(path).map_err(e)?;
         }
         let listener = UnixListener::bind(path).map_err(e)?;
+        if let Err(x) = ctl::owner_only(path) {
+            let _ = std::fs::remove_file(path);
+            return Err(e(x));
+        }
         listener.set_nonblocking(true).map_err(e)?;
         Ok(UnixctlServer {
             listener,
@@ -341,6 +345,18 @@ fn vlog_spec(spec: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_socket_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rqvs-unixctl-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.ctl");
+        let server = UnixctlServer::bind(&path, "br0").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn commands_are_sorted_and_vlog_specs_checked() {

@@ -252,6 +252,10 @@ impl OpenflowListener {
             std::fs::remove_file(path).map_err(err)?;
         }
         let l = UnixListener::bind(path).map_err(err)?;
+        if let Err(e) = crate::ctl::owner_only(path) {
+            let _ = std::fs::remove_file(path);
+            return Err(err(e));
+        }
         l.set_nonblocking(true).map_err(err)?;
         Ok(l)
     }
@@ -731,6 +735,18 @@ impl Hub {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_unix_listener_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rqvs-punix-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("br0.mgmt");
+        let l = super::OpenflowListener::bind_unix(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        drop(l);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use super::*;
 
     #[test]
