@@ -16,12 +16,11 @@
 //! skipped without them unless `RQVS_REQUIRE_OVS=1`). Processes started here are killed by pid
 //! when a test ends.
 
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rqvs_ports::testnet::{self, Netns};
@@ -31,44 +30,7 @@ const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
 const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 /// A child process: stderr collected, killed (by pid) when dropped.
-struct Proc {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Proc {
-    fn start(mut cmd: Command) -> Proc {
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (r, into) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { return };
-                let mut s = into.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Proc { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+use rqvs_testkit::proc::Logged as Proc;
 
 fn have(tool: &str) -> bool {
     let ok = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());

@@ -16,78 +16,27 @@
 mod common;
 use common::{ctl, TempDir};
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
 
 /// A process started here: its stderr collected; killed (by pid) when dropped.
-struct Proc {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
+use rqvs_testkit::proc::Logged as Proc;
 
-impl Proc {
-    fn start(mut cmd: Command) -> Proc {
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (r, into) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { return };
-                let mut s = into.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Proc { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Waits until stderr holds `text`; panics after `within` or if the process ends first.
-    fn wait_for(&mut self, text: &str, within: Duration) -> String {
-        let t0 = Instant::now();
-        loop {
-            let e = self.stderr();
-            if e.contains(text) {
-                return e;
-            }
-            if let Some(s) = self.child.try_wait().unwrap() {
-                panic!("ended ({s}) before saying {text:?}: {e}");
-            }
-            assert!(t0.elapsed() < within, "no {text:?} within {within:?}: {e}");
-            std::thread::sleep(Duration::from_millis(20));
+/// SIGTERM (by pid) and the exit status.
+fn terminate(p: &mut Proc) -> ExitStatus {
+    let pid = libc::pid_t::try_from(p.child.id()).unwrap();
+    // SAFETY: kill(2) has no memory effects; the pid is our child's, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            return s;
         }
-    }
-
-    /// SIGTERM (by pid) and the exit status.
-    fn terminate(&mut self) -> ExitStatus {
-        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
-        // SAFETY: kill(2) has no memory effects; the pid is our child's, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let t0 = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(15), "did not stop: {}", self.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "did not stop: {}", p.stderr());
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -188,7 +137,7 @@ fn ovs_ofctl_over_ssl_needs_the_right_ca() {
     assert!(!plain.status.success(), "plain TCP reached a pssl listener");
     assert_eq!(ctl(&sock, &["dump-rules"]), rules_before, "a refused client changed the table");
 
-    let status = p.terminate();
+    let status = terminate(&mut p);
     assert!(status.success(), "exit {status}: {}", p.stderr());
     assert!(!p.stderr().contains("panicked"), "{}", p.stderr());
 }
@@ -232,7 +181,7 @@ fn controller_over_ssl_needs_the_right_ca() {
         assert!(t0.elapsed() < Duration::from_secs(15), "no table-miss flow from the controller: {}", p.stderr());
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 
     // A controller whose certificate another CA signed: refused by the switch, no flow.
     let port = free_port();
@@ -247,7 +196,7 @@ fn controller_over_ssl_needs_the_right_ca() {
         !ctl(&sock, &["dump-rules"]).to_lowercase().contains("actions=controller"),
         "a flow from an untrusted controller"
     );
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 }
 
 #[test]
@@ -302,7 +251,7 @@ fn ssl_protocols_and_ciphers_must_meet_the_peer() {
     let mut p = switch(&sw, &sock, &["--openflow", "pssl:0:127.0.0.1", "--ssl-protocols", "TLSv1.3"]);
     assert!(!add(&mut p, &["--ssl-protocols=TLSv1.2"], 5001), "TLS 1.2 reached a TLS 1.3-only switch");
     assert!(!ctl(&sock, &["dump-rules"]).contains("tp_dst=5001"));
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
     // TLS 1.2 with one suite: a client offering only another suite fails; one offering it works.
     let sock = dir.join("v12.ctl");
     let mut p = switch(
@@ -323,7 +272,7 @@ fn ssl_protocols_and_ciphers_must_meet_the_peer() {
     assert!(add(&mut p, &same, 5003), "a TLS 1.2 client with the switch's suite: {}", p.stderr());
     let rules = ctl(&sock, &["dump-rules"]);
     assert!(rules.contains("tp_dst=5003") && !rules.contains("tp_dst=5002"), "{rules}");
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 }
 
 /// `ovs-testcontroller pssl:` sending its CA certificate after its own (`--peer-ca-cert`), or not.
@@ -393,7 +342,7 @@ fn bootstrap_ca_cert_trusts_the_first_controller_and_then_checks_it() {
     p.wait_for("the controller sends no CA certificate", Duration::from_secs(10));
     assert!(!saved.exists(), "a CA saved from a controller that sent none");
     assert!(!has_controller_flow(&sock), "a flow from an unchecked controller");
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 
     // One that sends it: saved (read-only, exactly the controller's CA), the switch reconnects
     // and then takes the controller's table-miss flow.
@@ -411,7 +360,7 @@ fn bootstrap_ca_cert_trusts_the_first_controller_and_then_checks_it() {
         assert!(t0.elapsed() < Duration::from_secs(15), "no flow after bootstrapping: {}", p.stderr());
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 
     // The saved CA is a CA like --ca-cert's: a controller another CA signed is refused, even
     // one sending its own CA (nothing is learned twice).
@@ -431,5 +380,5 @@ fn bootstrap_ca_cert_trusts_the_first_controller_and_then_checks_it() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(!has_controller_flow(&sock), "a flow from a controller the saved CA did not sign");
     assert_eq!(ders(&saved), ders(&controller_ca), "the saved CA was not replaced");
-    assert!(p.terminate().success(), "{}", p.stderr());
+    assert!(terminate(&mut p).success(), "{}", p.stderr());
 }

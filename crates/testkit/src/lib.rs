@@ -9,6 +9,7 @@
 //!   a failure.
 //! - [`ovsdb_server`]: a private `ovsdb-server` on a fresh `Open_vSwitch` database (no
 //!   `ovs-vswitchd`), `ovs-vsctl` pointed at it; restartable on the same file.
+//! - [`proc::Logged`]: a started process whose stderr is collected, killed on drop.
 //! - [`pki`]: certificates made by `ovs-pki` (a switch's and a controller's).
 //! - [`wide_match`]: a match over every field of the field table, from proptest's picks.
 //! - [`TempDir`]: a test's directory in the system temporary directory, removed on drop (also
@@ -20,6 +21,7 @@ pub mod data;
 pub mod ovs;
 pub mod ovsdb_server;
 pub mod pki;
+pub mod proc;
 pub mod temp;
 pub mod wide;
 
