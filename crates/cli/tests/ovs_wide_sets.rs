@@ -224,6 +224,8 @@ fn compare(ovs: &rqvs_testkit::ovs::Ovs, dir: &TempDir, name: &str, rules: &[Rul
             assert!(o.status.success(), "{name}: rqvs trace {ptext}: {}", String::from_utf8_lossy(&o.stderr));
             let printed = String::from_utf8(o.stdout).unwrap();
             assert_eq!(rule_line(&printed), rule_line(t), "{name}: rqvs trace (left) and OVS on {ptext}");
+            let flow_line = |s: &str| s.lines().find(|l| l.starts_with("Flow: ")).map(str::to_string);
+            assert_eq!(flow_line(&printed), flow_line(t), "{name}: rqvs trace's (left) and OVS's Flow line on {ptext}");
             let megaflow = printed.lines().find_map(|l| l.strip_prefix("Megaflow: ")).unwrap();
             assert_eq!(megaflow, mf.to_string(), "{name}: the binary prints the library's megaflow");
         }

@@ -399,14 +399,20 @@ pub fn format_packet(k: &FlowKey) -> String {
 pub fn format_flow(k: &FlowKey) -> String {
     let mut s = String::new();
     let ip = k.dl_type == ETH_TYPE_IP;
+    let ipv6 = k.dl_type == ETH_TYPE_IPV6;
     let arp = k.dl_type == ETH_TYPE_ARP;
-    let proto = match (ip, k.nw_proto) {
-        (true, IPPROTO_TCP) => "tcp",
-        (true, IPPROTO_UDP) => "udp",
-        (true, IPPROTO_SCTP) => "sctp",
-        (true, IPPROTO_ICMP) => "icmp",
-        (true, _) => "ip",
-        (false, _) if arp => "arp",
+    let proto = match (ip, ipv6, k.nw_proto) {
+        (true, _, IPPROTO_TCP) => "tcp",
+        (true, _, IPPROTO_UDP) => "udp",
+        (true, _, IPPROTO_SCTP) => "sctp",
+        (true, _, IPPROTO_ICMP) => "icmp",
+        (true, _, _) => "ip",
+        (_, true, IPPROTO_TCP) => "tcp6",
+        (_, true, IPPROTO_UDP) => "udp6",
+        (_, true, IPPROTO_SCTP) => "sctp6",
+        (_, true, IPPROTO_ICMPV6) => "icmp6",
+        (_, true, _) => "ipv6",
+        _ if arp => "arp",
         _ => "",
     };
     if !proto.is_empty() {
@@ -415,43 +421,72 @@ pub fn format_flow(k: &FlowKey) -> String {
     if k.metadata != 0 {
         let _ = write!(s, "metadata={:#x},", k.metadata);
     }
-    let _ = write!(s, "in_port={},", k.in_port);
+    if k.in_port == rqvs_flow::formats::ofctl::OFPP_LOCAL {
+        s.push_str("in_port=LOCAL,");
+    } else {
+        let _ = write!(s, "in_port={},", k.in_port);
+    }
     if k.vlan_tci & VLAN_CFI != 0 {
         let _ = write!(s, "dl_vlan={},dl_vlan_pcp={},vlan_tci1=0x0000,", k.vlan_tci & VLAN_VID_MASK, k.vlan_tci >> 13);
     } else {
         s.push_str("vlan_tci=0x0000,");
     }
     let _ = write!(s, "dl_src={},dl_dst={},", fmt_mac(&k.dl_src), fmt_mac(&k.dl_dst));
-    if ip {
-        let _ = write!(s, "nw_src={},nw_dst={},", fmt_ipv4(k.nw_src), fmt_ipv4(k.nw_dst));
-        if proto == "ip" {
+    if ip || ipv6 {
+        if ip {
+            let _ = write!(s, "nw_src={},nw_dst={},", fmt_ipv4(k.nw_src), fmt_ipv4(k.nw_dst));
+        } else {
+            let _ = write!(
+                s,
+                "ipv6_src={},ipv6_dst={},ipv6_label={:#07x},",
+                fmt_ipv6_ntop(k.ipv6_src),
+                fmt_ipv6_ntop(k.ipv6_dst),
+                k.ipv6_label
+            );
+        }
+        if proto == "ip" || proto == "ipv6" {
             let _ = write!(s, "nw_proto={},", k.nw_proto);
         }
-        let frag = match (k.nw_frag & FLOW_NW_FRAG_ANY != 0, k.nw_frag & FLOW_NW_FRAG_LATER != 0) {
+        let later = k.nw_frag & FLOW_NW_FRAG_LATER != 0;
+        let frag = match (k.nw_frag & FLOW_NW_FRAG_ANY != 0, later) {
             (false, _) => "no",
             (true, false) => "first",
             (true, true) => "later",
         };
         let _ = write!(s, "nw_tos={},nw_ecn={},nw_ttl={},nw_frag={frag},", k.nw_tos & 0xfc, k.nw_tos & 3, k.nw_ttl);
-        match proto {
-            "icmp" => {
-                let _ = write!(s, "icmp_type={},icmp_code={},", k.tp_src, k.tp_dst);
+        // A later fragment has no transport header: OVS prints none of its fields.
+        if !later {
+            match proto {
+                "icmp" | "icmp6" => {
+                    let _ = write!(s, "icmp_type={},icmp_code={},", k.tp_src, k.tp_dst);
+                    if proto == "icmp6" && (k.tp_src == 135 || k.tp_src == 136) && k.tp_dst == 0 {
+                        let _ = write!(
+                            s,
+                            "nd_target={},nd_sll={},nd_tll={},",
+                            fmt_ipv6_ntop(k.nd_target),
+                            fmt_mac(&k.arp_sha),
+                            fmt_mac(&k.arp_tha)
+                        );
+                    }
+                }
+                "tcp" | "udp" | "sctp" | "tcp6" | "udp6" | "sctp6" => {
+                    let _ = write!(s, "tp_src={},tp_dst={},", k.tp_src, k.tp_dst);
+                }
+                _ => {}
             }
-            "tcp" | "udp" | "sctp" => {
-                let _ = write!(s, "tp_src={},tp_dst={},", k.tp_src, k.tp_dst);
+            if proto == "tcp" || proto == "tcp6" {
+                fmt_tcp_flags(&mut s, k.tcp_flags, TCP_FLAGS_MASK);
             }
-            _ => {}
-        }
-        if proto == "tcp" {
-            fmt_tcp_flags(&mut s, k.tcp_flags, TCP_FLAGS_MASK);
         }
     } else if arp {
         let _ = write!(
             s,
-            "arp_spa={},arp_tpa={},arp_op={},arp_sha=00:00:00:00:00:00,arp_tha=00:00:00:00:00:00,",
+            "arp_spa={},arp_tpa={},arp_op={},arp_sha={},arp_tha={},",
             fmt_ipv4(k.nw_src),
             fmt_ipv4(k.nw_dst),
-            k.nw_proto
+            k.nw_proto,
+            fmt_mac(&k.arp_sha),
+            fmt_mac(&k.arp_tha)
         );
     } else {
         let _ = write!(s, "dl_type={:#06x},", k.dl_type);
@@ -516,6 +551,60 @@ mod tests {
 
     /// IPv6 megaflows as OVS 3.1's `ofproto/trace` prints them (texts from real traces of the
     /// acl1 IPv6 set, `ovs_wide_sets.rs`, and OVS's `match_format` for ICMPv6 and labels).
+    #[test]
+    fn trace_flow_line_formats_like_ovs() {
+        // Each expected line is real OVS 3.1's `ofproto/trace` `Flow:` line for the same packet.
+        let z = "vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00";
+        let v6 = "ipv6_src=::,ipv6_dst=::";
+        let l3 = "nw_tos=0,nw_ecn=0,nw_ttl=0";
+        let mut k = FlowKey::ipv6(0x2001_0db8u128 << 96 | 1, 2, IPPROTO_TCP, 0, 80);
+        k.in_port = rqvs_flow::formats::ofctl::OFPP_LOCAL;
+        assert_eq!(
+            format_flow(&k),
+            format!("tcp6,in_port=LOCAL,{z},ipv6_src=2001:db8::1,ipv6_dst=::2,ipv6_label=0x00000,{l3},nw_frag=no,tp_src=0,tp_dst=80,tcp_flags=0")
+        );
+        k.in_port = 1;
+        k.nw_frag = FLOW_NW_FRAG_ANY | FLOW_NW_FRAG_LATER;
+        assert_eq!(
+            format_flow(&k),
+            format!("tcp6,in_port=1,{z},ipv6_src=2001:db8::1,ipv6_dst=::2,ipv6_label=0x00000,{l3},nw_frag=later")
+        );
+        let mut k = FlowKey::ipv6(0, 0, IPPROTO_ICMPV6, 135, 0);
+        k.nd_target = 0xfe80u128 << 112 | 1;
+        k.arp_sha = [0, 0x11, 0x22, 0x33, 0x44, 0x55];
+        assert_eq!(
+            format_flow(&k),
+            format!(
+                "icmp6,in_port=1,{z},{v6},ipv6_label=0x00000,{l3},nw_frag=no,icmp_type=135,icmp_code=0,\
+                 nd_target=fe80::1,nd_sll=00:11:22:33:44:55,nd_tll=00:00:00:00:00:00"
+            )
+        );
+        let k = FlowKey::ipv6(0, 0, IPPROTO_ICMPV6, 128, 0);
+        assert_eq!(
+            format_flow(&k),
+            format!("icmp6,in_port=1,{z},{v6},ipv6_label=0x00000,{l3},nw_frag=no,icmp_type=128,icmp_code=0")
+        );
+        let mut k = FlowKey::ipv6(0, 0, IPPROTO_UDP, 0, 53);
+        k.ipv6_label = 5;
+        assert_eq!(
+            format_flow(&k),
+            format!("udp6,in_port=1,{z},{v6},ipv6_label=0x00005,{l3},nw_frag=no,tp_src=0,tp_dst=53")
+        );
+        let mut k = FlowKey::ipv6(0, 0, 50, 0, 0);
+        (k.ipv6_label, k.nw_ttl, k.nw_tos) = (0x12345, 64, 8);
+        assert_eq!(
+            format_flow(&k),
+            format!("ipv6,in_port=1,{z},{v6},ipv6_label=0x12345,nw_proto=50,nw_tos=8,nw_ecn=0,nw_ttl=64,nw_frag=no")
+        );
+        let mut k =
+            FlowKey { in_port: 1, dl_type: ETH_TYPE_ARP, nw_proto: 1, nw_src: 0x0102_0304, ..FlowKey::default() };
+        k.arp_sha = [0, 0x11, 0x22, 0x33, 0x44, 0x55];
+        assert_eq!(
+            format_flow(&k),
+            format!("arp,in_port=1,{z},arp_spa=1.2.3.4,arp_tpa=0.0.0.0,arp_op=1,arp_sha=00:11:22:33:44:55,arp_tha=00:00:00:00:00:00")
+        );
+    }
+
     #[test]
     fn ipv6_formats_like_ovs() {
         let mut k = FlowKey::ipv6(0x0a01_0203u128 << 96 | 5, 0xc0a8_0207u128 << 96, 6, 1030, 80);
