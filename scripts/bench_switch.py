@@ -13,7 +13,8 @@ Ctrl-C; frames only ever travel over veth pairs whose both ends are in namespace
     src0  <== veth ==>  swp1 [switch] swp2  <== veth ==>  sink0
     src1  <================ veth (no switch) ==========>  sink1   (the sender's own ceiling)
 
-The sender is `tcpreplay` (preloaded pcap, looped, --pps or --topspeed) pinned to --sender-cpu;
+The sender is `tcpreplay` (preloaded pcap, looped, --pps or --topspeed), or with --sender rqvs
+`rqvs send` (the same pcap in an AF_PACKET TX ring, looped, --pps or top speed), pinned to --sender-cpu;
 the switch is pinned to --switch-cpu (its only PMD core). Frames are the ClassBench trace of the
 set (`rqvs convert trace --to pcap`), rules are the set converted to OpenFlow with every action
 `output:2` plus a priority-0 catch-all `output:2` (`rqvs convert rules --to ofctl`). Offered =
@@ -368,7 +369,11 @@ class SinkClasses:
 # Sender and probes
 
 
-def sender_cmd(iface, pcap, pps, seconds, pacing=()):
+def sender_cmd(iface, pcap, pps, seconds, pacing=(), rqvs=None):
+    """The sender's command: tcpreplay, or with `rqvs` (the binary) `rqvs send` (a TX ring)."""
+    if rqvs is not None:
+        cmd = [rqvs, "send", "--iface", iface, "--pcap", str(pcap), "--duration", str(seconds)]
+        return cmd if pps is None else cmd + ["--pps", str(int(pps))]
     cmd = ["tcpreplay", "-i", iface, "-K", "--loop=0", f"--duration={seconds}", "--no-flow-stats"]
     cmd += ["--topspeed"] if pps is None else [f"--pps={int(pps)}", *pacing]
     return cmd + [str(pcap)]
@@ -447,9 +452,10 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
                              ns=topo.ns["atk"], cpu=args.sender_cpu, stdout=aout, stderr=subprocess.STDOUT)
             wait_sending(ap, 4, "atk0", "the attack's tcpreplay", aout)
             time.sleep(args.attack_lead)
-        p = procs.start(sender_cmd(tx_dev, pcap, pps, seconds), "tcpreplay", ns=topo.ns["src"],
+        rqvs_sender = args.rqvs if args.sender == "rqvs" else None
+        p = procs.start(sender_cmd(tx_dev, pcap, pps, seconds, rqvs=rqvs_sender), args.sender, ns=topo.ns["src"],
                         cpu=args.sender_cpu, stdout=out, stderr=subprocess.STDOUT)
-        t_start = wait_sending(p, 1, tx_dev, "tcpreplay", out)
+        t_start = wait_sending(p, 1, tx_dev, args.sender, out)
         time.sleep(max(0.0, t_start + args.warmup * seconds - time.monotonic()))
         a = snap(classes=attack is not None)  # the class counts restart here
         while p.poll() is None:
@@ -460,7 +466,7 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
             if atk_on and ap.poll() is not None:
                 raise RuntimeError(f"the attack's tcpreplay stopped early (exit {ap.returncode})")
             if now - t_start > seconds + 60:
-                raise RuntimeError("tcpreplay did not stop after --duration")
+                raise RuntimeError(f"{args.sender} did not stop after --duration")
         t_end = time.monotonic()
     finally:
         for q in (p, ap):
@@ -514,6 +520,9 @@ def probe(topo, procs, args, pcap, pps, seconds, tx_dev="src0", rx_dev="sink0", 
         rec["tcpreplay_sent"] = int(m.group(1)) if m else None
         m = re.search(r"Failed packets:\s+(\d+)", txt)
         rec["tcpreplay_failed"] = int(m.group(1)) if m else None
+        # `rqvs send`'s one line: "IFACE: N frames (B bytes) of PCAP ...".
+        m = re.search(r": (\d+) frames \(\d+ bytes\)", txt)
+        rec["rqvs_send_sent"] = int(m.group(1)) if m else None
     rec["pass"] = rec["loss"] is not None and rec["loss"] < args.loss
     return rec
 
@@ -1204,7 +1213,10 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=float, default=0.05, help="warm-up, fraction of a probe (default 0.05)")
     ap.add_argument("--loss", type=float, default=0.01, help="a probe passes below this loss (default 0.01)")
     ap.add_argument("--drain", type=float, default=0.5, help="seconds to wait after the sender stops")
-    ap.add_argument("--sender-cpu", type=int, default=0, help="CPU of tcpreplay (default 0)")
+    ap.add_argument("--sender-cpu", type=int, default=0, help="CPU of the sender (default 0)")
+    ap.add_argument("--sender", choices=["tcpreplay", "rqvs"], default="tcpreplay",
+                    help="the benign traffic's sender: tcpreplay, or `rqvs send` (an AF_PACKET TX ring; "
+                         "the attack's sender stays tcpreplay)")
     ap.add_argument("--switch-cpu", type=int, default=1, help="CPU of the switch and its one PMD (default 1)")
     ap.add_argument("--prefix", default="rqvsb", help="namespace prefix: PREFIX-src, PREFIX-sw, PREFIX-sink")
     ap.add_argument("--cache", default=str(REPO / "target/bench-switch"), help="converted flows and pcaps")
@@ -1296,7 +1308,7 @@ def main(argv=None):
         "rqvs": args.rqvs,
         "method": {"probe_seconds": args.probe_seconds, "max_probe_seconds": args.max_probe_seconds,
                    "passes": args.passes, "gap": args.gap, "probes": args.probes, "warmup": args.warmup,
-                   "loss": args.loss, "sender": "tcpreplay", "sender_cpu": args.sender_cpu,
+                   "loss": args.loss, "sender": args.sender, "sender_cpu": args.sender_cpu,
                    "switch_cpu": args.switch_cpu, "set": args.set},
     }
     rows = []
@@ -1339,7 +1351,7 @@ def main(argv=None):
                 c = probe(topo, procs, args, pcap, None, int(args.probe_seconds), tx_dev="src1", rx_dev="sink1",
                           logdir=logroot)
                 ceiling = c["received_pps"]
-                log(f"  sender ceiling (tcpreplay --topspeed, no switch): {ceiling / 1e3:.1f} Kpps")
+                log(f"  sender ceiling ({args.sender} at top speed, no switch): {ceiling / 1e3:.1f} Kpps")
             for (sw, pt, design), rate in ((v, r) for v in variants for r in (args.attack_pps or [None])):
                 row = {"switch": sw, "port_type": pt, "design": design, "rules": n_rules, "flows": n_flows,
                        "set": args.set, "trace_frames": frames, "best_pps": None, "loss_at_best": None,

@@ -24,6 +24,7 @@ mod paper;
 mod plot;
 mod replay;
 mod report;
+mod send;
 mod switch;
 mod switch_channel;
 mod trace;
@@ -76,6 +77,9 @@ enum Command {
     /// Run a switch on real ports (AF_PACKET, AF_XDP) or capture files: PMD threads, a
     /// datapath design, the rules' actions applied to frames, a management socket.
     Switch(switch::Args),
+    /// Send a capture's frames out of an interface, looping, as fast as one core can or at a set
+    /// rate (an AF_PACKET TX ring): the traffic generator of the switch benchmarks.
+    Send(send::Args),
     /// Talk to a running switch's management socket (pmd-stats-show, dump-flows, show,
     /// ofproto/trace, add-flows, del-flows, exit, ...).
     Ctl(switch::CtlArgs),
@@ -109,7 +113,12 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
         Command::Gen(c) => gen::unused(c, given),
         // Every option of these is used whatever the others say.
         Command::Ctl(a) => switch::check_ctl(a),
-        Command::Train(_) | Command::Paper(_) | Command::Bench(_) | Command::Completions(_) | Command::Man(_) => Ok(()),
+        Command::Train(_)
+        | Command::Send(_)
+        | Command::Paper(_)
+        | Command::Bench(_)
+        | Command::Completions(_)
+        | Command::Man(_) => Ok(()),
     }
 }
 
@@ -158,6 +167,7 @@ fn main() -> ExitCode {
         Some(Command::Coflows(args)) => coflows::run_cmd(&args),
         Some(Command::Switch(args)) => switch::run(&args),
         Some(Command::Ctl(args)) => switch::run_ctl(&args),
+        Some(Command::Send(args)) => send::run(&args),
         Some(Command::Completions(args)) => docs::completions::<Cli>(&args),
         Some(Command::Man(args)) => docs::man::<Cli>(&args),
     };

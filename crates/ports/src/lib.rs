@@ -72,6 +72,7 @@ pub mod pcap;
 pub mod pcap_stream;
 mod port;
 mod ring;
+pub mod sender;
 pub mod stats;
 mod sys;
 pub mod tap;

@@ -350,3 +350,105 @@ impl Umem {
         true
     }
 }
+
+/// Where a TPACKET_V2 transmit slot's frame starts: the kernel reads it at
+/// `TPACKET2_HDRLEN - sizeof(struct sockaddr_ll)`, the aligned header's size (32).
+pub(crate) const TX_DATA: usize = 32;
+
+/// A TPACKET_V2 transmit ring (`PACKET_TX_RING`): `slots` slots of `frame_size` bytes, each a
+/// `tpacket2_hdr` then the frame at [`TX_DATA`].
+///
+/// Ownership by status, as the receive ring's blocks: a slot whose status (read with acquire
+/// ordering) is `TP_STATUS_AVAILABLE` or `TP_STATUS_WRONG_FORMAT` belongs to user space, which may
+/// write its frame and length; storing `TP_STATUS_SEND_REQUEST` (release ordering) hands it to
+/// the kernel until the kernel stores `TP_STATUS_AVAILABLE` again. The writers here check the
+/// status first and never touch a slot the kernel owns.
+pub(crate) struct TxRing {
+    map: Mmap,
+    slots: usize,
+    frame_size: usize,
+    /// The socket has `PACKET_VNET_HDR`: each frame is preceded by a `virtio_net_hdr` (10 bytes).
+    vnet: bool,
+}
+
+/// The size of a `virtio_net_hdr`.
+pub(crate) const VNET_HDR: usize = 10;
+
+impl TxRing {
+    /// A ring over `map`, which must hold `slots * frame_size` bytes; `frame_size` a multiple of
+    /// 16 (TPACKET_ALIGNMENT) and more than [`TX_DATA`] (the kernel checks the same when the ring
+    /// is set up).
+    pub(crate) fn new(map: Mmap, slots: usize, frame_size: usize, vnet: bool) -> Option<TxRing> {
+        let fits = slots.checked_mul(frame_size).is_some_and(|n| n <= map.len());
+        (fits && slots > 0 && frame_size > TX_DATA + VNET_HDR && frame_size.is_multiple_of(16)).then_some(TxRing {
+            map,
+            slots,
+            frame_size,
+            vnet,
+        })
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The largest frame a slot holds.
+    pub(crate) fn max_frame(&self) -> usize {
+        self.frame_size - TX_DATA - if self.vnet { VNET_HDR } else { 0 }
+    }
+
+    fn status_word(&self, i: usize) -> &AtomicU32 {
+        assert!(i < self.slots, "tx slot {i} of {}", self.slots);
+        // SAFETY: slot i starts at i * frame_size < map.len() (checked in `new`), a multiple of
+        // 16, so the u32 status at its start is in bounds and aligned; the kernel and we only
+        // ever access it atomically.
+        unsafe { &*self.map.ptr().add(i * self.frame_size).cast::<AtomicU32>() }
+    }
+
+    /// The slot's status (acquire: a slot seen available has its last send completed).
+    pub(crate) fn status(&self, i: usize) -> u32 {
+        self.status_word(i).load(Ordering::Acquire)
+    }
+
+    /// Writes `frame` into slot `i`, which must be user space's (`status` available or wrong
+    /// format); false (nothing written) when it is not, or when the frame does not fit.
+    pub(crate) fn fill(&mut self, i: usize, frame: &[u8]) -> bool {
+        let st = self.status(i);
+        if (st != libc::TP_STATUS_AVAILABLE && st != libc::TP_STATUS_WRONG_FORMAT) || frame.len() > self.max_frame() {
+            return false;
+        }
+        let base = i * self.frame_size;
+        let vnet = if self.vnet { VNET_HDR } else { 0 };
+        // With a vnet header, `hdr_len` = the whole frame: the kernel copies that much into the
+        // skb's linear part (tpacket_snd's `copylen`) instead of attaching the rest of the slot
+        // as a page fragment, which a veth would copy again into a fresh page (skb_copy_ubufs)
+        // when the skb crosses into the peer's namespace. No offload asked (flags, gso 0).
+        let mut hdr = [0u8; VNET_HDR];
+        hdr[2..4].copy_from_slice(&(frame.len() as u16).to_le_bytes());
+        // SAFETY: slot i is user space's (status checked above, module rules) and
+        // [base, base + frame_size) lies inside the mapping (`new`); `&mut self` means no other
+        // view of the ring's bytes is alive. tp_len is the u32 at offset 4 of the header.
+        unsafe {
+            let slot = std::slice::from_raw_parts_mut(self.map.ptr().add(base), self.frame_size);
+            slot[TX_DATA..TX_DATA + vnet].copy_from_slice(&hdr[..vnet]);
+            slot[TX_DATA + vnet..TX_DATA + vnet + frame.len()].copy_from_slice(frame);
+            slot[4..8].copy_from_slice(&((vnet + frame.len()) as u32).to_ne_bytes());
+        }
+        true
+    }
+
+    /// Hands slot `i` to the kernel (its frame is sent at the next kick).
+    pub(crate) fn request(&self, i: usize) {
+        self.status_word(i).store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+    }
+
+    /// Takes back a slot the kernel refused (`TP_STATUS_WRONG_FORMAT`), as available.
+    pub(crate) fn clear(&self, i: usize) {
+        let _ = self.status_word(i).compare_exchange(
+            libc::TP_STATUS_WRONG_FORMAT,
+            libc::TP_STATUS_AVAILABLE,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}

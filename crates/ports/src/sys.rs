@@ -31,6 +31,8 @@ unsafe impl Pod for c_int {}
 unsafe impl Pod for u32 {}
 // SAFETY: repr(C) struct of seven c_uint.
 unsafe impl Pod for libc::tpacket_req3 {}
+// SAFETY: repr(C) struct of four c_uint.
+unsafe impl Pod for libc::tpacket_req {}
 // SAFETY: repr(C) struct of integers and a byte array.
 unsafe impl Pod for libc::packet_mreq {}
 // SAFETY: repr(C) struct of three c_uint.
