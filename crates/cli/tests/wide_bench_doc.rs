@@ -113,3 +113,67 @@ fn the_wide_tuplemerge_table_is_its_json() {
         }
     }
 }
+
+/// The table of CFLOWS against ORIG on of1/of2 with 100K-packet traces
+/// (docs/wide-key-bench-{rate,passes}-{of1,of2}-100k.json): each Mpps, ratio and mask count as
+/// printed, 0 mismatches, the commit named in the text.
+#[test]
+fn the_cflows_orig_table_is_its_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let header = "| set | design | one pass, constant rate";
+    let rows: Vec<Vec<String>> = page
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace(['*'], "")).collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let load = |kind: &str, set: &str| -> serde_json::Value {
+        let file = docs().join(format!("wide-key-bench-{kind}-{set}-100k.json"));
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+    };
+    for row in &rows {
+        let set = row[0].strip_suffix(" 100K").unwrap();
+        let design = row[1].to_lowercase();
+        let (rate, passes) = (load("rate", set), load("passes", set));
+        for j in [&rate, &passes] {
+            assert!(page.contains(&format!("commit {}'s", &j["git_rev"].as_str().unwrap()[..7])), "{set}: commit");
+        }
+        // A rate search's runs are under `rate_search`; a plain compare's under `runs`.
+        let run = |j: &serde_json::Value, key: &str, d: &str| {
+            j[key].as_array().unwrap().iter().find(|r| r["design"] == d).unwrap().clone()
+        };
+        let (r, r0) = (run(&rate, "rate_search", &design), run(&rate, "rate_search", "orig"));
+        let (p, p0) = (run(&passes, "runs", &design), run(&passes, "runs", "orig"));
+        for x in [&r, &p] {
+            assert_eq!(x["mismatches"], 0, "{set} {design}");
+            // A packet the rate search dropped is not checked.
+            assert!((9_900..=10_000).contains(&x["verified"].as_u64().unwrap()), "{set} {design}");
+        }
+        let f = |x: &serde_json::Value, k: &str| x[k].as_f64().unwrap_or_else(|| panic!("{set} {design}: {k}"));
+        let ratio = |a: f64, b: f64| if design == "orig" { String::new() } else { format!(" ({:.1}×)", a / b) };
+        let ratio2 = |a: f64, b: f64| if design == "orig" { String::new() } else { format!(" ({:.2}×)", a / b) };
+        let (mr, mr0) = (f(&r, "max_rate_below_1pct_drops") / 1e6, f(&r0, "max_rate_below_1pct_drops") / 1e6);
+        assert_eq!(row[2], format!("{mr:.3}{}", ratio(mr, mr0)), "{set} {design}: constant rate");
+        assert_eq!(
+            row[3],
+            format!("{:.3}{}", f(&p, "mpps"), ratio(f(&p, "mpps"), f(&p0, "mpps"))),
+            "{set} {design}: 3 passes"
+        );
+        let warm = f(&p, "mpps_after_first_pass");
+        assert_eq!(
+            row[4],
+            format!("{warm:.3}{}", ratio2(warm, f(&p0, "mpps_after_first_pass"))),
+            "{set} {design}: warm"
+        );
+        if design == "orig" {
+            let masks = p["counters"]["masks"].as_u64().unwrap();
+            assert_eq!(
+                row[5],
+                format!("{masks} ({:.1} subtables/hit)", f(&p, "avg_subtables_per_hit")),
+                "{set}: masks"
+            );
+        }
+    }
+}
