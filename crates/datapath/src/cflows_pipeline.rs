@@ -131,7 +131,7 @@ impl Walker {
         let x = xlate::xlate(&pipe, read.groups(), key);
         drop(read);
         let action = x.action();
-        let rule = crate::chain::attribution(&x.rules()).unwrap_or(crate::NO_RULE);
+        let rule = crate::chain::attribution_of(&x).unwrap_or(crate::NO_RULE);
         let xc = &mut self.xc;
         xc.translations += 1;
         let slot = match xc.index.get(&(action, rule)) {

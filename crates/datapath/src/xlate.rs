@@ -175,6 +175,9 @@ pub struct Xlate {
     /// The last lookup of the pipeline (table 0's or a goto_table's) missed.
     pub table_miss: bool,
     pub error: Option<XlateError>,
+    /// Each group the packet went through, in order, with the buckets it took (their indices).
+    /// Empty when the translation failed (the packet is dropped).
+    pub groups: Vec<(u32, Vec<u32>)>,
 }
 
 impl Xlate {
@@ -225,6 +228,8 @@ struct Ctx<'a> {
     vlan_pushed: bool,
     /// `dec_ttl` expired the packet: the current action list stops.
     stop: bool,
+    /// The groups executed and their buckets ([`Xlate::groups`]).
+    visits: Vec<(u32, Vec<u32>)>,
 }
 
 /// Translates `key` through the pipeline (module docs).
@@ -261,6 +266,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
         level: 0,
         vlan_pushed: false,
         stop: false,
+        visits: Vec::new(),
     };
     let mut ops = Vec::new();
     ctx.table(0, None, true, true, &mut ops);
@@ -273,6 +279,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
     }
     if ctx.error.is_some() {
         ops.clear();
+        ctx.visits.clear();
     }
     let mut wc = ctx.wc;
     // Packets enter with metadata 0: it is never part of a datapath key.
@@ -291,6 +298,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
         final_key: ctx.key,
         table_miss: ctx.table_miss,
         error: ctx.error,
+        groups: ctx.visits,
     };
     (x, ctx.trace)
 }
@@ -741,6 +749,9 @@ impl Ctx<'_> {
             }
         };
         self.depth += 1;
+        let taken: Vec<u32> =
+            chosen.iter().map(|b| g.buckets.iter().position(|x| std::ptr::eq(x, *b)).unwrap_or(0) as u32).collect();
+        self.visits.push((id, taken));
         for b in chosen {
             if self.trace.is_some() {
                 let i = g.buckets.iter().position(|x| std::ptr::eq(x, b)).unwrap_or(0);

@@ -354,9 +354,11 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     s.design.settle();
     let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
     report.table_matched = flows.matched();
+    report.pipeline = flows.pipeline().clone();
     let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
     since_clear.port_base = s.queue_base.clone();
     since_clear.table_matched = flows.matched();
+    since_clear.pipeline = flows.pipeline().clone();
     s.parting.leave_reports(s.index, [since_clear, report.clone()]);
     // The per-flow counters stay readable after the thread ends (a flow-stats request now
     // goes unanswered: the asker reads them there).
@@ -618,12 +620,14 @@ fn handle_msg(
             let mut r = report(s, c, &baseline.0, &baseline.1, t0);
             r.port_base = s.queue_base.clone();
             r.table_matched = flows.matched();
+            r.pipeline = flows.pipeline().clone();
             let _ = reply.send(r);
         }
         PmdMsg::Stats { since_clear: false, reply } => {
             let zero = PmdCounters::new(c.rx.len());
             let mut r = report(s, c, &zero, &rqvs_datapath::Counters::default(), t0);
             r.table_matched = flows.matched();
+            r.pipeline = flows.pipeline().clone();
             let _ = reply.send(r);
         }
         PmdMsg::Clear => {

@@ -222,6 +222,10 @@ pub struct PmdReport {
     /// Packets some flow decided, since the PMD started (OpenFlow TABLE stats'
     /// `matched_count`; `datapath.packets` since the start is the `lookup_count`).
     pub table_matched: u64,
+    /// The pipeline's counters past table 0's lookup, since the PMD started (TABLE stats of
+    /// the other tables, GROUP stats: [`crate::flowstats::PipelineCounts`]).
+    #[serde(skip)]
+    pub pipeline: crate::flowstats::PipelineCounts,
 }
 
 /// A PMD's `--design auto` controller (`rqvs_datapath::AutoReport`), since the PMD started
@@ -338,6 +342,7 @@ impl PmdReport {
             auto: None,
             port_base: Vec::new(),
             table_matched: 0,
+            pipeline: Default::default(),
         }
     }
 

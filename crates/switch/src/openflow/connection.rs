@@ -591,20 +591,27 @@ impl Connection {
                 one(MultipartReplyBody::PortStats(stats))
             }
             MultipartRequestBody::Table => {
-                // Every packet the PMDs classified looked table 0 up (since start); those a
-                // flow decided matched (a table miss with no table-miss flow did not). No packet
-                // reaches another table until the pipeline is translated (the xlate work): their
-                // lookups and matches are 0. Active: the flows of each table (hidden ones not).
+                // As OVS counts (since start): a lookup in every table a packet visits, a match
+                // when a flow matched there. Every packet the PMDs classified looked table 0 up,
+                // those a flow decided matched (a miss with no table-miss flow did not); the
+                // lookups after a packet's first are the pipeline's counters (goto_table,
+                // resubmit: `rqvs_datapath::chain::Credit`). Active: the flows of each table
+                // (hidden ones not).
                 let pmds = self.hub.control.pmd_totals();
                 let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
                 let matched: u64 = pmds.iter().map(|p| p.table_matched).sum();
+                let mut pipeline = crate::flowstats::PipelineCounts::default();
+                for p in &pmds {
+                    pipeline.add(&p.pipeline);
+                }
+                let later = |t: u8| pipeline.tables.get(usize::from(t)).copied().unwrap_or((0, 0));
                 let active = self.hub.control.active_per_table();
                 let stats = (0..N_TABLES)
                     .map(|t| TableStats {
                         table_id: t,
                         active_count: active.get(&t).copied().unwrap_or(0),
-                        lookup_count: if t == 0 { lookup_count } else { 0 },
-                        matched_count: if t == 0 { matched } else { 0 },
+                        lookup_count: later(t).0 + if t == 0 { lookup_count } else { 0 },
+                        matched_count: later(t).1 + if t == 0 { matched } else { 0 },
                     })
                     .collect();
                 one(MultipartReplyBody::Table(stats))
