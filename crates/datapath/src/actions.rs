@@ -206,9 +206,10 @@ impl Op {
 }
 
 /// Can the switch's executor write field `f` into a frame? ([`rqvs_flow::rule::SET_FIELD_WRITABLE`]:
-/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP
-/// ports, IPv6's addresses; `metadata` and `in_port` change only the pipeline's key.) Not yet:
-/// SCTP ports, the ARP, ND, ICMP and flow-label fields.
+/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP, UDP
+/// and SCTP ports, IPv6's addresses and flow label, ICMPv4/ICMPv6 type and code, the ARP
+/// fields, the ND target and link-layer addresses; `metadata` and `in_port` change only the
+/// pipeline's key.)
 pub fn set_field_executable(f: &Field) -> bool {
     rqvs_flow::rule::SET_FIELD_WRITABLE.contains(&f.name)
 }

@@ -30,7 +30,11 @@
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
 //!
 //! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
-//! frame with `Frame::set_field` (checksums kept; a field the frame lacks is left alone);
+//! frame with `Frame::set_field` (checksums kept — IPv4 header, TCP/UDP/ICMP/ICMPv6 by
+//! incremental update, SCTP's CRC32c recomputed; a field the frame lacks is left alone);
+//! `meter:N` runs the frame through the meter ([`crate::meters`]: a band that drops it ends
+//! the list, counted `metered`); a TTL expiry sends the frame to the controller with reason
+//! `INVALID_TTL` (and, as every packet-in, through the controller meter when there is one);
 //! `push_vlan` inserts a fresh tag (VID 0, PCP 0, as OVS 3.1); a clone (an ALL group's
 //! bucket that rewrites the frame) runs its ops on a copy, the ops after it seeing the frame as
 //! it was.
