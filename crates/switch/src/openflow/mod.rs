@@ -67,7 +67,9 @@
 //! active connections start at 128). Each PACKET_IN has buffer_id `NO_BUFFER`, total_len, the
 //! reason (`NO_MATCH` — 1.4's `TABLE_MISS`, the same number 0 — when the flow is a table-miss
 //! flow, priority 0 matching everything; `ACTION` otherwise; a packet-out's own actions
-//! `PACKET_OUT` in 1.4, `ACTION` in 1.3, as OVS encodes them), table 0, the flow's cookie (all
+//! `PACKET_OUT` in 1.4, `ACTION` in 1.3, as OVS encodes them; `INVALID_TTL` for a `dec_ttl` on a
+//! TTL of 0 or 1, with the cookie and table of the rule whose `dec_ttl` it was, to the
+//! connections whose asynchronous configuration asks for it), the table and cookie of the flow whose action it was (all
 //! ones for a packet-out's), a match holding `in_port`, and the **whole frame**: OpenFlow 1.3
 //! §A.4.1 sends the entire packet when it is not buffered, and rqvs buffers none, so neither the
 //! action's max_len nor miss_send_len cuts it — Open vSwitch does the same since it dropped
