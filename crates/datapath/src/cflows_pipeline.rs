@@ -53,10 +53,12 @@ pub fn rule_action(r: &Rule) -> DpAction {
 
 /// Does `r` need the translation: does it continue the pipeline past its own actions, or write
 /// `metadata` or `in_port` (which live only in the pipeline's key: the translation, not the
-/// rule's op list, knows what they change)?
+/// rule's op list, knows what they change), or `dec_ttl` (the translation decides an expiry
+/// with the rule's cookie and table, which the INVALID_TTL packet-in carries)?
 pub fn continues(r: &Rule) -> bool {
     r.actions.0.iter().any(|a| {
         a.is_pipeline()
+            || matches!(a, Action::DecTtl)
             || matches!(a, Action::SetField { field, .. } if matches!(field.member, Member::Metadata | Member::InPort))
     })
 }
