@@ -100,8 +100,15 @@ pub enum Op {
     /// Push a fresh 802.1Q (0x8100) or 802.1ad (0x88a8) tag: VID 0, PCP 0 (as OVS 3.1).
     PushVlan(u16),
     /// The translation met `dec_ttl` with a TTL of 0 or 1 and stopped that rule's actions
-    /// (OVS's "stop processing for current table"); the executor only counts it.
-    TtlExpired,
+    /// (OVS's "stop processing for current table"); the executor counts it and sends the
+    /// packet to the controller with reason `INVALID_TTL` (OVS's `compose_dec_ttl`: the whole
+    /// frame, the cookie and table of the rule whose `dec_ttl` it was; the channel passes it to
+    /// the connections whose asynchronous configuration asks for that reason).
+    TtlExpired(ToController),
+    /// OpenFlow's `meter` instruction: the packet goes through meter N (the switch's meter
+    /// table: a band that applies drops it, and the ops after it are not run). A meter that does
+    /// not exist lets the packet through (as OVS's datapath does).
+    Meter(u32),
     /// Run the interned op list on a copy of the frame (an ALL group's bucket that rewrites it);
     /// the ops after it see the frame as it was.
     Clone(ActionsId),
@@ -156,6 +163,7 @@ impl Op {
             Action::DecTtl => Op::DecTtl,
             Action::SetField { field, value, mask } => Op::SetField { field, value: *value, mask: *mask },
             Action::PushVlan(t) => Op::PushVlan(*t),
+            Action::Meter(m) => Op::Meter(*m),
             // The pipeline's own: only the translation (`crate::xlate`) executes them, as it
             // needs the tables and the groups; outside it (a list with no pipeline) they are
             // nothing.
@@ -163,7 +171,6 @@ impl Op {
             | Action::Other(_)
             | Action::Resubmit { .. }
             | Action::Group(_)
-            | Action::Meter(_)
             | Action::ClearActions
             | Action::WriteActions(_)
             | Action::WriteMetadata { .. }
@@ -186,15 +193,23 @@ impl Op {
     pub fn rewrites(&self) -> bool {
         !matches!(
             self,
-            Op::Output(_) | Op::InPort | Op::Flood | Op::Controller(_) | Op::Normal | Op::Clone(_) | Op::TtlExpired
+            Op::Output(_)
+                | Op::InPort
+                | Op::Flood
+                | Op::Controller(_)
+                | Op::Normal
+                | Op::Clone(_)
+                | Op::TtlExpired(_)
+                | Op::Meter(_)
         )
     }
 }
 
 /// Can the switch's executor write field `f` into a frame? ([`rqvs_flow::rule::SET_FIELD_WRITABLE`]:
-/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP/UDP
-/// ports, IPv6's addresses; `metadata` and `in_port` change only the pipeline's key.) Not yet:
-/// SCTP ports, the ARP, ND, ICMP and flow-label fields.
+/// the L2 addresses, the VLAN's VID and PCP, IPv4's addresses, DSCP, ECN and TTL, the TCP, UDP
+/// and SCTP ports, IPv6's addresses and flow label, ICMPv4/ICMPv6 type and code, the ARP
+/// fields, the ND target and link-layer addresses; `metadata` and `in_port` change only the
+/// pipeline's key.)
 pub fn set_field_executable(f: &Field) -> bool {
     rqvs_flow::rule::SET_FIELD_WRITABLE.contains(&f.name)
 }
@@ -223,7 +238,8 @@ impl fmt::Display for Op {
                 write!(f, "set({}={}/{})", field.name, field.format_value(*value), field.format_value(*mask))
             }
             Op::PushVlan(t) => write!(f, "push_vlan(tpid={t:#06x})"),
-            Op::TtlExpired => f.write_str("ttl_expired"),
+            Op::TtlExpired(_) => f.write_str("ttl_expired"),
+            Op::Meter(m) => write!(f, "meter({m})"),
             Op::Clone(id) => {
                 f.write_str("clone(")?;
                 for (i, op) in ops(*id).iter().enumerate() {

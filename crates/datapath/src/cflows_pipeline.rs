@@ -53,10 +53,12 @@ pub fn rule_action(r: &Rule) -> DpAction {
 
 /// Does `r` need the translation: does it continue the pipeline past its own actions, or write
 /// `metadata` or `in_port` (which live only in the pipeline's key: the translation, not the
-/// rule's op list, knows what they change)?
+/// rule's op list, knows what they change), or `dec_ttl` (the translation decides an expiry
+/// with the rule's cookie and table, which the INVALID_TTL packet-in carries)?
 pub fn continues(r: &Rule) -> bool {
     r.actions.0.iter().any(|a| {
         a.is_pipeline()
+            || matches!(a, Action::DecTtl)
             || matches!(a, Action::SetField { field, .. } if matches!(field.member, Member::Metadata | Member::InPort))
     })
 }
@@ -131,7 +133,7 @@ impl Walker {
         let x = xlate::xlate(&pipe, read.groups(), key);
         drop(read);
         let action = x.action();
-        let rule = crate::chain::attribution(&x.rules()).unwrap_or(crate::NO_RULE);
+        let rule = crate::chain::attribution_of(&x).unwrap_or(crate::NO_RULE);
         let xc = &mut self.xc;
         xc.translations += 1;
         let slot = match xc.index.get(&(action, rule)) {

@@ -9,6 +9,14 @@
 //! revalidation that finds the same chain keeps the megaflow's id (ids compare equal exactly
 //! when the chains do), and the per-flow counters credit each rule of the chain.
 //!
+//! **Pipeline credits.** An interned chain also carries what the pipeline's counters credit
+//! besides the rules ([`Credit`]): each lookup after the packet's first (in table 0) with its
+//! table and whether a rule matched (OpenFlow TABLE stats: OVS counts a lookup per table
+//! visited, a match when a flow matched), and each group the packet went through with the
+//! buckets it took (GROUP stats). A chain with any credit is interned even when it holds one
+//! rule ([`attribution_of`]), so a packet's id says all of it; one lookup in table 0 that
+//! matched is that rule's id, as before.
+//!
 //! The table is append-only and read without a lock (segments of slots written once), like the
 //! action table ([`crate::actions`]); it grows with the number of distinct chains ever seen,
 //! never with packets. Past [`LIMIT`] chains a new chain is attributed to its first rule only
@@ -26,12 +34,25 @@ pub const CHAIN_BIT: u32 = 1 << 31;
 pub const LIMIT: usize = 1 << 20;
 const SEGMENTS: usize = 21;
 
-type Slot = OnceLock<Box<[RuleId]>>;
+/// What a packet's pass through the pipeline credits besides its rules (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Credit {
+    /// A lookup in `table` (after the packet's first), which a rule matched or not.
+    Lookup { table: u8, matched: bool },
+    /// The packet went through group `group` (once per time).
+    Group(u32),
+    /// ... and took its bucket number `bucket` (0-based, in the group's order).
+    Bucket { group: u32, bucket: u32 },
+}
+
+/// An interned chain: its rules and its credits.
+type Entry = (Box<[RuleId]>, Box<[Credit]>);
+type Slot = OnceLock<Entry>;
 
 struct Table {
     /// Segment `s` holds `2^s` slots: chain `i` is in segment `log2(i + 1)`.
     segments: [OnceLock<Box<[Slot]>>; SEGMENTS],
-    index: Mutex<HashMap<Box<[RuleId]>, u32>>,
+    index: Mutex<HashMap<Entry, u32>>,
     len: AtomicUsize,
     refused: AtomicU64,
 }
@@ -55,17 +76,35 @@ fn slot_of(i: u32) -> (usize, usize) {
 /// The attribution id of the chain `rules` (in order, each once): `None` for no rule, the rule
 /// itself for one, an interned id for more (module docs).
 pub fn attribution(rules: &[RuleId]) -> Option<RuleId> {
-    match rules {
-        [] => None,
-        [one] => Some(*one),
-        _ => Some(intern(rules)),
+    attribution_with(rules, &[])
+}
+
+/// The attribution id of a translation: its rules and its credits ([`Credit`]: the lookups
+/// after the first, the groups and buckets), `None` when no rule matched.
+pub fn attribution_of(x: &crate::xlate::Xlate) -> Option<RuleId> {
+    let mut credits: Vec<Credit> =
+        x.chain.iter().skip(1).map(|l| Credit::Lookup { table: l.table, matched: l.rule.is_some() }).collect();
+    for (g, buckets) in &x.groups {
+        credits.push(Credit::Group(*g));
+        credits.extend(buckets.iter().map(|&b| Credit::Bucket { group: *g, bucket: b }));
+    }
+    attribution_with(&x.rules(), &credits)
+}
+
+/// [`attribution`] with credits: interned whenever there are any.
+pub fn attribution_with(rules: &[RuleId], credits: &[Credit]) -> Option<RuleId> {
+    match (rules, credits) {
+        ([], _) => None,
+        ([one], []) => Some(*one),
+        _ => Some(intern(rules, credits)),
     }
 }
 
-fn intern(rules: &[RuleId]) -> RuleId {
+fn intern(rules: &[RuleId], credits: &[Credit]) -> RuleId {
     let t = table();
     let mut index = t.index.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&i) = index.get(rules) {
+    let key: Entry = (rules.into(), credits.into());
+    if let Some(&i) = index.get(&key) {
         return RuleId(CHAIN_BIT | i);
     }
     let i = t.len.load(Ordering::Relaxed);
@@ -75,10 +114,9 @@ fn intern(rules: &[RuleId]) -> RuleId {
     }
     let (seg, off) = slot_of(i as u32);
     let segment = t.segments[seg].get_or_init(|| (0..1usize << seg).map(|_| OnceLock::new()).collect());
-    let boxed: Box<[RuleId]> = rules.into();
     // The slot is new (the index did not know the chain, and `len` only grows under the lock).
-    let _ = segment[off].set(boxed.clone());
-    index.insert(boxed, i as u32);
+    let _ = segment[off].set(key.clone());
+    index.insert(key, i as u32);
     t.len.store(i + 1, Ordering::Release);
     RuleId(CHAIN_BIT | i as u32)
 }
@@ -99,19 +137,23 @@ pub fn for_each_rule(id: RuleId, mut f: impl FnMut(RuleId)) {
     }
 }
 
-/// The rules of an interned chain (empty for an id that is not one).
-pub fn rules(id: RuleId) -> &'static [RuleId] {
+fn entry(id: RuleId) -> Option<&'static Entry> {
     if id.0 & CHAIN_BIT == 0 || id == crate::NO_RULE {
-        return &[];
+        return None;
     }
     let (seg, off) = slot_of(id.0 & !CHAIN_BIT);
-    table()
-        .segments
-        .get(seg)
-        .and_then(OnceLock::get)
-        .and_then(|s| s.get(off))
-        .and_then(OnceLock::get)
-        .map_or(&[], |b| b)
+    table().segments.get(seg).and_then(OnceLock::get).and_then(|s| s.get(off)).and_then(OnceLock::get)
+}
+
+/// The rules of an interned chain (empty for an id that is not one).
+pub fn rules(id: RuleId) -> &'static [RuleId] {
+    entry(id).map_or(&[], |e| &e.0)
+}
+
+/// The credits of an interned chain (empty for an id that is not one: a single rule's lookup
+/// in table 0).
+pub fn credits(id: RuleId) -> &'static [Credit] {
+    entry(id).map_or(&[], |e| &e.1)
 }
 
 /// The first rule of attribution id `id` (table 0's, for a chain).
@@ -155,5 +197,14 @@ mod tests {
             let id = attribution(&[RuleId(i), RuleId(i + 1000)]).unwrap();
             assert_eq!(rules(id), [RuleId(i), RuleId(i + 1000)]);
         }
+        // One rule with credits is interned; equal credits, equal ids.
+        let cr =
+            [Credit::Lookup { table: 1, matched: false }, Credit::Group(4), Credit::Bucket { group: 4, bucket: 1 }];
+        let d = attribution_with(&[RuleId(7)], &cr).unwrap();
+        assert!(d.0 & CHAIN_BIT != 0);
+        assert_eq!((rules(d), credits(d)), (&[RuleId(7)][..], &cr[..]));
+        assert_eq!(attribution_with(&[RuleId(7)], &cr), Some(d));
+        assert_ne!(attribution_with(&[RuleId(7)], &cr[..1]), Some(d));
+        assert!(credits(RuleId(7)).is_empty());
     }
 }

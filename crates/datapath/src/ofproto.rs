@@ -211,7 +211,7 @@ impl TableRead<'_> {
     /// ([`crate::chain`]).
     pub fn classify(&self, key: &FlowKey) -> Verdict {
         let x = self.xlate(key);
-        let rule = crate::chain::attribution(&x.rules());
+        let rule = crate::chain::attribution_of(&x);
         Verdict { megaflow: x.megaflow, action: x.action(), rule }
     }
 

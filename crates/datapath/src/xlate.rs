@@ -31,15 +31,17 @@
 //!   empties the action set; `write_actions` adds to it; the action set runs when the pipeline
 //!   ends (even after a miss, as OVS does), in the specification's order: pop (strip_vlan),
 //!   push_vlan, dec_ttl, every set_field in order, then a group if any, else the output if any,
-//!   else a resubmit — of each kind only the last written ([`action_set_order`]). `meter` is not
-//!   executed (no meters yet).
+//!   else a resubmit — of each kind only the last written ([`action_set_order`]). `meter:N`
+//!   becomes [`Op::Meter`] where it stands (the instruction comes first in a rule's list): the
+//!   switch's executor runs the packet through the meter, which may drop it.
 //! - **Rewrites** change the key the next lookup sees; `set_field` on a field whose
 //!   prerequisites the packet lacks is skipped (OVS: "unmet prerequisites"); `vlan_vid` and
 //!   `vlan_pcp` need a tag. `push_vlan` pushes a fresh tag, VID 0 and PCP 0 (OVS 3.1 does not
 //!   copy the outer tag's, whatever OpenFlow 1.3 suggests); rqvs keys hold one tag (QinQ is not modelled: after a push on a tagged frame,
 //!   lookups see the new outer tag; a pop after that leaves the key untagged). `dec_ttl` on a TTL
-//!   of 0 or 1 stops the current action list (OVS's "stop processing for current table"; OVS
-//!   also sends a packet-in with reason INVALID_TTL, which rqvs does not).
+//!   of 0 or 1 stops the current action list (OVS's "stop processing for current table") and
+//!   sends the packet to the controller with reason INVALID_TTL, the rule's cookie and table
+//!   ([`Op::TtlExpired`]).
 //! - **Outputs.** `output:P` to the packet's in_port is dropped (the executor skips an output to
 //!   the ingress port; the translation drops one to a port the pipeline made the in_port);
 //!   `in_port` sends there. Outputs to the port a frame came in on when `set_field:...->in_port`
@@ -173,6 +175,9 @@ pub struct Xlate {
     /// The last lookup of the pipeline (table 0's or a goto_table's) missed.
     pub table_miss: bool,
     pub error: Option<XlateError>,
+    /// Each group the packet went through, in order, with the buckets it took (their indices).
+    /// Empty when the translation failed (the packet is dropped).
+    pub groups: Vec<(u32, Vec<u32>)>,
 }
 
 impl Xlate {
@@ -223,6 +228,8 @@ struct Ctx<'a> {
     vlan_pushed: bool,
     /// `dec_ttl` expired the packet: the current action list stops.
     stop: bool,
+    /// The groups executed and their buckets ([`Xlate::groups`]).
+    visits: Vec<(u32, Vec<u32>)>,
 }
 
 /// Translates `key` through the pipeline (module docs).
@@ -259,6 +266,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
         level: 0,
         vlan_pushed: false,
         stop: false,
+        visits: Vec::new(),
     };
     let mut ops = Vec::new();
     ctx.table(0, None, true, true, &mut ops);
@@ -271,6 +279,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
     }
     if ctx.error.is_some() {
         ops.clear();
+        ctx.visits.clear();
     }
     let mut wc = ctx.wc;
     // Packets enter with metadata 0: it is never part of a datapath key.
@@ -289,6 +298,7 @@ fn run(pipeline: &dyn Pipeline, groups: &dyn Groups, key: &FlowKey, trace: bool)
         final_key: ctx.key,
         table_miss: ctx.table_miss,
         error: ctx.error,
+        groups: ctx.visits,
     };
     (x, ctx.trace)
 }
@@ -319,7 +329,7 @@ pub fn datapath_actions(ops: &[Op], key: &FlowKey) -> String {
                 emitted.push(key.in_port.to_string());
                 continue;
             }
-            Op::TtlExpired => continue,
+            Op::TtlExpired(_) => continue,
             _ => {
                 emitted.push(op.to_string());
                 continue;
@@ -594,7 +604,8 @@ impl Ctx<'_> {
                     }
                 }
                 Action::All | Action::Flood => ops.push(Op::Flood),
-                Action::Drop | Action::Other(_) | Action::Meter(_) => {}
+                Action::Drop | Action::Other(_) => {}
+                Action::Meter(m) => ops.push(Op::Meter(*m)),
                 Action::Controller(n) => {
                     let (cookie, table_miss) = rule.map_or((u64::MAX, false), |r| (r.cookie, is_table_miss(r)));
                     ops.push(Op::Controller(ToController {
@@ -654,7 +665,12 @@ impl Ctx<'_> {
                         } else {
                             // Stop processing for the current table (OVS's compose_dec_ttl);
                             // the executor counts the expiry.
-                            ops.push(Op::TtlExpired);
+                            ops.push(Op::TtlExpired(ToController {
+                                max_len: u16::MAX,
+                                cookie: rule.map_or(u64::MAX, |r| r.cookie),
+                                table_miss: false,
+                                table_id: table,
+                            }));
                             self.stop = true;
                         }
                     }
@@ -733,6 +749,9 @@ impl Ctx<'_> {
             }
         };
         self.depth += 1;
+        let taken: Vec<u32> =
+            chosen.iter().map(|b| g.buckets.iter().position(|x| std::ptr::eq(x, *b)).unwrap_or(0) as u32).collect();
+        self.visits.push((id, taken));
         for b in chosen {
             if self.trace.is_some() {
                 let i = g.buckets.iter().position(|x| std::ptr::eq(x, b)).unwrap_or(0);

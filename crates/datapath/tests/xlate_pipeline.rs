@@ -324,7 +324,7 @@ mod designs {
         let (mut all, mut cflows): (Expected, Expected) = Default::default();
         for k in keys {
             let x = xlate(&reference, groups, k);
-            let chain = chain::attribution(&x.rules()).unwrap_or(rqvs_datapath::NO_RULE);
+            let chain = chain::attribution_of(&x).unwrap_or(rqvs_datapath::NO_RULE);
             let first = x.first_rule().and_then(|id| rules.iter().find(|r| r.id == id));
             let cf = match first {
                 Some(r) if !rqvs_datapath::cflows_pipeline::continues(r) => rqvs_datapath::DpAction::from_rule(r),

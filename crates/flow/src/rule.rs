@@ -89,8 +89,8 @@ impl Action {
     /// frame can be rewritten in ([`SET_FIELD_WRITABLE`]), `push_vlan`, and the pipeline's
     /// actions and instructions (resubmit, groups, the action set, write_metadata, goto_table),
     /// which the one translation (`rqvs_datapath::xlate`) runs in ORIG, CCACHE and CFLOWS.
-    /// `meter` is accepted and not enforced (no meter table yet; OpenFlow lets a switch without
-    /// the meter pass the packet). Not: [`Action::Other`] and `set_field` on other fields.
+    /// `meter` (the switch's meter table enforces it). Not: [`Action::Other`] and `set_field` on
+    /// other fields.
     pub fn is_executable(&self) -> bool {
         match self {
             Action::SetField { field, .. } => SET_FIELD_WRITABLE.contains(&field.name),
@@ -120,8 +120,39 @@ impl Action {
 /// The fields a `set_field` can write into a frame (the switch's executor, through
 /// `Frame::set_field`), plus `metadata` and `in_port`, which only the pipeline's key holds.
 pub const SET_FIELD_WRITABLE: &[&str] = &[
-    "metadata", "in_port", "dl_src", "dl_dst", "vlan_tci", "vlan_vid", "vlan_pcp", "nw_src", "nw_dst", "ip_dscp",
-    "nw_ecn", "nw_ttl", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "ipv6_src", "ipv6_dst",
+    "metadata",
+    "in_port",
+    "dl_src",
+    "dl_dst",
+    "vlan_tci",
+    "vlan_vid",
+    "vlan_pcp",
+    "nw_src",
+    "nw_dst",
+    "ip_dscp",
+    "nw_ecn",
+    "nw_ttl",
+    "tcp_src",
+    "tcp_dst",
+    "udp_src",
+    "udp_dst",
+    "ipv6_src",
+    "ipv6_dst",
+    "sctp_src",
+    "sctp_dst",
+    "icmp_type",
+    "icmp_code",
+    "icmpv6_type",
+    "icmpv6_code",
+    "ipv6_label",
+    "arp_op",
+    "arp_spa",
+    "arp_tpa",
+    "arp_sha",
+    "arp_tha",
+    "nd_target",
+    "nd_sll",
+    "nd_tll",
 ];
 
 /// A rule's action list, in order. An empty list means drop, as in OpenFlow.

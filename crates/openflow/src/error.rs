@@ -108,6 +108,17 @@ impl OfError {
     pub const SWITCH_CONFIG_FAILED_BAD_FLAGS: OfError = OfError { kind: 10, code: 0 };
     pub const ASYNC_CONFIG_FAILED_INVALID: OfError = OfError { kind: 15, code: 0 };
     pub const METER_MOD_FAILED_UNKNOWN: OfError = OfError { kind: 12, code: 0 };
+    pub const METER_MOD_FAILED_METER_EXISTS: OfError = OfError { kind: 12, code: 1 };
+    pub const METER_MOD_FAILED_INVALID_METER: OfError = OfError { kind: 12, code: 2 };
+    pub const METER_MOD_FAILED_UNKNOWN_METER: OfError = OfError { kind: 12, code: 3 };
+    pub const METER_MOD_FAILED_BAD_COMMAND: OfError = OfError { kind: 12, code: 4 };
+    pub const METER_MOD_FAILED_BAD_FLAGS: OfError = OfError { kind: 12, code: 5 };
+    pub const METER_MOD_FAILED_BAD_RATE: OfError = OfError { kind: 12, code: 6 };
+    pub const METER_MOD_FAILED_BAD_BURST: OfError = OfError { kind: 12, code: 7 };
+    pub const METER_MOD_FAILED_BAD_BAND: OfError = OfError { kind: 12, code: 8 };
+    pub const METER_MOD_FAILED_BAD_BAND_VALUE: OfError = OfError { kind: 12, code: 9 };
+    pub const METER_MOD_FAILED_OUT_OF_METERS: OfError = OfError { kind: 12, code: 10 };
+    pub const METER_MOD_FAILED_OUT_OF_BANDS: OfError = OfError { kind: 12, code: 11 };
     pub const BUNDLE_FAILED_UNKNOWN: OfError = OfError { kind: 17, code: 0 };
     pub const BUNDLE_FAILED_OUT_OF_BUNDLES: OfError = OfError { kind: 17, code: 1 };
     pub const BUNDLE_FAILED_BAD_ID: OfError = OfError { kind: 17, code: 2 };

@@ -302,6 +302,11 @@ impl GroupFeatures {
 /// The most groups rqvs's group table holds (of each type).
 pub const MAX_GROUPS: u32 = 65536;
 
+/// The most meters rqvs's meter table holds (OVS 3.1's userspace datapath: 2^18).
+pub const MAX_METERS: u32 = 1 << 18;
+/// The most bands a meter has (OVS 3.1's userspace datapath: 8).
+pub const MAX_BANDS: u8 = 8;
+
 /// `ofp_meter_features`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MeterFeatures {
@@ -315,10 +320,22 @@ pub struct MeterFeatures {
 }
 
 impl MeterFeatures {
-    /// What rqvs has: no meters (METER_MOD is refused), as OVS's userspace datapath without
-    /// meter support reports.
+    /// What rqvs has, as OVS 3.1's userspace datapath reports it (`ovs-ofctl meter-features`
+    /// on a netdev bridge): [`MAX_METERS`] meters of up to [`MAX_BANDS`] bands, drop bands only,
+    /// rates in kbps or pktps, burst sizes, statistics.
     pub fn rqvs() -> MeterFeatures {
-        MeterFeatures::default()
+        MeterFeatures {
+            max_meter: MAX_METERS,
+            band_types: 1 << crate::meter::OFPMBT_DROP,
+            capabilities: u32::from(
+                crate::meter::OFPMF_KBPS
+                    | crate::meter::OFPMF_PKTPS
+                    | crate::meter::OFPMF_BURST
+                    | crate::meter::OFPMF_STATS,
+            ),
+            max_bands: MAX_BANDS,
+            max_color: 0,
+        }
     }
 
     /// Decodes the reply body.

@@ -17,6 +17,8 @@
 //!   [`Message::Other`] with their raw body.
 //! - [`group`] — GROUP_MOD and the GROUP, GROUP_DESC, GROUP_FEATURES and METER_FEATURES
 //!   multipart bodies.
+//! - [`meter`] — METER_MOD (carried as [`Message::Other`]) and the METER and METER_CONFIG
+//!   multipart bodies (carried as the multipart `Other` bodies).
 //! - [`async_config`] — SET_ASYNC / GET_ASYNC_REPLY and PORT_MOD.
 //! - [`port`] — `ofp_port` (1.3's fixed 64 bytes, 1.4's with properties) and 1.4 properties.
 //! - [`multipart`] — MULTIPART requests and replies: DESC, FLOW, AGGREGATE, TABLE, PORT_STATS,
@@ -39,6 +41,7 @@ pub mod error;
 pub mod flow_mod;
 pub mod group;
 pub mod message;
+pub mod meter;
 pub mod multipart;
 pub mod nxm;
 pub mod of10;

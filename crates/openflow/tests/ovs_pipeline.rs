@@ -319,7 +319,8 @@ fn ovs_ofctl_prints_rqvs_group_meter_async_and_port_mod_messages() {
         assert!(p.contains("max_groups=0x10000"), "{p}");
         let p =
             ofp_print(&encode(version, 1, &reply(MultipartReplyBody::MeterFeatures(MeterFeatures::rqvs()))).unwrap());
-        assert!(p.contains("max_meter:0 max_bands:0 max_color:0"), "{p}");
+        assert!(p.contains("max_meter:262144 max_bands:8 max_color:0"), "{p}");
+        assert!(p.contains("band_types: drop") && p.contains("capabilities: kbps pktps burst stats"), "{p}");
 
         let cfg = AsyncConfig::ovs_default(version);
         let p = ofp_print(&encode(version, 1, &Message::GetAsyncReply(cfg.clone())).unwrap());
@@ -482,5 +483,104 @@ proptest! {
         if let Ok(msg) = w.finish_message() {
             let _ = decode(&msg);
         }
+    }
+}
+
+/// `ovs-ofctl add-meter/mod-meter/del-meter(s)` (OpenFlow 1.3 and 1.4): rqvs decodes each
+/// METER_MOD to the meter written here by hand and encodes it back to the same bytes.
+#[test]
+fn ovs_ofctl_meter_mods_decode_and_reencode_byte_for_byte() {
+    use rqvs_openflow::meter::*;
+    if !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let m = |id, flags, bands: Vec<Band>| Meter { id, flags, bands };
+    let cases: Vec<(&str, &str, MeterModCommand, Meter)> = vec![
+        (
+            "add-meter",
+            "meter=1,pktps,burst,stats,bands=type=drop,rate=100,burst_size=10",
+            MeterModCommand::Add,
+            m(1, OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, vec![Band::drop(100, 10)]),
+        ),
+        (
+            "mod-meter",
+            "meter=2,kbps,bands=type=drop,rate=1000,type=drop,rate=2000",
+            MeterModCommand::Modify,
+            m(2, OFPMF_KBPS, vec![Band::drop(1000, 0), Band::drop(2000, 0)]),
+        ),
+        (
+            "add-meter",
+            "meter=controller,pktps,bands=type=drop,rate=10",
+            MeterModCommand::Add,
+            m(OFPM_CONTROLLER, OFPMF_PKTPS, vec![Band::drop(10, 0)]),
+        ),
+        (
+            "add-meter",
+            "meter=5,kbps,bands=type=dscp_remark,rate=100,prec_level=1",
+            MeterModCommand::Add,
+            m(
+                5,
+                OFPMF_KBPS,
+                vec![Band { kind: OFPMBT_DSCP_REMARK, rate: 100, burst_size: 0, prec_level: 1, experimenter: 0 }],
+            ),
+        ),
+        ("del-meter", "meter=3", MeterModCommand::Delete, m(3, 0, vec![])),
+        ("del-meters", "meter=all", MeterModCommand::Delete, m(OFPM_ALL, 0, vec![])),
+    ];
+    for version in [OFP13, OFP14] {
+        for (cmd, text, command, meter) in &cases {
+            let got = capture(version, cmd, text, kind::METER_MOD);
+            assert_eq!(got.len(), 1, "{cmd} {text}");
+            let (h, msg) = decode(&got[0]).unwrap();
+            let Message::Other { kind: k, body } = msg else { panic!("{cmd} {text}: {msg:?}") };
+            assert_eq!(k, kind::METER_MOD);
+            let mm = MeterMod::decode(&body).unwrap();
+            let want = MeterMod { command: *command, meter: meter.clone() };
+            assert_eq!(mm, want, "{cmd} {text}");
+            let again =
+                encode(version, h.xid, &Message::Other { kind: kind::METER_MOD, body: want.to_body() }).unwrap();
+            assert_eq!(hex(&again), hex(&got[0]), "{cmd} {text}");
+        }
+    }
+}
+
+/// rqvs's METER and METER_CONFIG replies, as `ovs-ofctl ofp-print` reads them (what
+/// `meter-stats` and `dump-meters` print).
+#[test]
+fn ovs_ofctl_prints_rqvs_meter_stats_and_config() {
+    use rqvs_openflow::meter::*;
+    if !rqvs_testkit::ovs::ofctl_available() {
+        return;
+    }
+    let reply = |kind, body| {
+        Message::MultipartReply(MultipartReply { flags: 0, body: MultipartReplyBody::Other { kind, body } })
+    };
+    for version in [OFP13, OFP14] {
+        let st = vec![
+            MeterStats {
+                meter_id: 1,
+                flow_count: 2,
+                packet_in_count: 2000,
+                byte_in_count: 120_000,
+                duration_sec: 9,
+                duration_nsec: 708_000_000,
+                bands: vec![(1800, 108_000)],
+            },
+            MeterStats { meter_id: OFPM_CONTROLLER, bands: vec![(0, 0), (0, 0)], ..MeterStats::default() },
+        ];
+        let p = ofp_print(&encode(version, 2, &reply(MP_METER, encode_meter_stats(&st))).unwrap());
+        assert!(
+            p.contains("meter:1 flow_count:2 packet_in_count:2000 byte_in_count:120000 duration:9.708s bands:\n0: packet_count:1800 byte_count:108000"),
+            "{p}"
+        );
+        assert!(p.contains("meter:controller flow_count:0"), "{p}");
+        assert!(p.contains("1: packet_count:0 byte_count:0"), "{p}");
+        let cfg = vec![
+            Meter { id: 1, flags: OFPMF_PKTPS | OFPMF_BURST | OFPMF_STATS, bands: vec![Band::drop(100, 10)] },
+            Meter { id: 4, flags: OFPMF_KBPS, bands: vec![Band::drop(100, 0), Band::drop(200, 0)] },
+        ];
+        let p = ofp_print(&encode(version, 2, &reply(MP_METER_CONFIG, encode_meter_configs(&cfg))).unwrap());
+        assert!(p.contains("meter=1 pktps burst stats bands=\ntype=drop rate=100 burst_size=10"), "{p}");
+        assert!(p.contains("meter=4 kbps bands=\ntype=drop rate=100\ntype=drop rate=200"), "{p}");
     }
 }

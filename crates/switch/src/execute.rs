@@ -30,7 +30,11 @@
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
 //!
 //! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
-//! frame with `Frame::set_field` (checksums kept; a field the frame lacks is left alone);
+//! frame with `Frame::set_field` (checksums kept — IPv4 header, TCP/UDP/ICMP/ICMPv6 by
+//! incremental update, SCTP's CRC32c recomputed; a field the frame lacks is left alone);
+//! `meter:N` runs the frame through the meter ([`crate::meters`]: a band that drops it ends
+//! the list, counted `metered`); a TTL expiry sends the frame to the controller with reason
+//! `INVALID_TTL` (and, as every packet-in, through the controller meter when there is one);
 //! `push_vlan` inserts a fresh tag (VID 0, PCP 0, as OVS 3.1); a clone (an ALL group's
 //! bucket that rewrites the frame) runs its ops on a copy, the ops after it seeing the frame as
 //! it was.
@@ -43,6 +47,7 @@ use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
 use rqvs_ports::TxQueue;
 
+use crate::meters::MeterTable;
 use crate::normal::{vid_of, Forward, MacTable};
 use crate::ofports::OfPorts;
 
@@ -56,6 +61,9 @@ pub enum PacketInReason {
     Action,
     /// A packet-out's action (1.4 `PACKET_OUT`; 1.3 has no such reason: `ACTION`).
     PacketOut,
+    /// `dec_ttl` met a TTL of 0 or 1 (`INVALID_TTL`; OVS's default asynchronous configuration
+    /// does not ask for it, Faucet's does).
+    InvalidTtl,
 }
 
 /// A packet on its way to the controller.
@@ -103,6 +111,11 @@ pub struct Outcome {
     pub packet_in_dropped: u32,
     /// Outputs skipped: to the input port, or to a port that does not exist.
     pub skipped: u32,
+    /// A meter's band dropped the packet ([`crate::meters`]): the ops after the meter were not
+    /// run.
+    pub metered: bool,
+    /// Packet-ins the controller meter dropped (not sent, not counted in `packet_in_dropped`).
+    pub packet_in_metered: u32,
 }
 
 /// Applies actions to frames (module docs). One per PMD thread.
@@ -114,6 +127,8 @@ pub struct Executor {
     packet_in: Option<PacketInQueue>,
     /// The ports' OpenFlow numbers ([`crate::ofports`]); `None`: `tx[p - 1]` is port `p`.
     ports: Option<Arc<OfPorts>>,
+    /// The switch's meters (`None`: a `meter` op lets every packet through).
+    meters: Option<Arc<MeterTable>>,
 }
 
 impl Default for Executor {
@@ -126,7 +141,13 @@ impl Executor {
     /// An executor learning into `macs` (`NORMAL`), sending packet-ins into `packet_in` (none:
     /// `controller` ops only count).
     pub fn new(macs: Arc<MacTable>, packet_in: Option<PacketInQueue>) -> Executor {
-        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in, ports: None }
+        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in, ports: None, meters: None }
+    }
+
+    /// This executor metering through `meters` (`meter` ops, the controller meter on packet-ins).
+    pub fn with_meters(mut self, meters: Arc<MeterTable>) -> Executor {
+        self.meters = Some(meters);
+        self
     }
 
     /// This executor for ports numbered `ports` (`tx[i]` is the port whose ofport is
@@ -190,11 +211,30 @@ impl Executor {
                 },
                 Op::Controller(c) => {
                     out.to_controller += 1;
+                    let reason = match (packet_out, c.table_miss) {
+                        (true, _) => PacketInReason::PacketOut,
+                        (false, true) => PacketInReason::NoMatch,
+                        (false, false) => PacketInReason::Action,
+                    };
                     if let Some(q) = &mut self.packet_in {
-                        packet_in(q, cur, in_port, c, packet_out, out);
+                        packet_in(q, self.meters.as_deref(), cur, in_port, c, reason, out);
                     }
                 }
-                Op::TtlExpired => out.ttl_expired = true,
+                Op::TtlExpired(c) => {
+                    out.ttl_expired = true;
+                    // OVS's compose_dec_ttl: the packet goes to the controller, INVALID_TTL.
+                    if let Some(q) = &mut self.packet_in {
+                        packet_in(q, self.meters.as_deref(), cur, in_port, c, PacketInReason::InvalidTtl, out);
+                    }
+                }
+                Op::Meter(id) => {
+                    if let Some(m) = &self.meters {
+                        if !m.admit(id, cur.len()) {
+                            out.metered = true;
+                            return;
+                        }
+                    }
+                }
                 Op::Clone(id) => {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
                     let copy = cur.to_vec();
@@ -284,12 +324,20 @@ pub(crate) fn rewrite(buf: &mut Vec<u8>, op: &Op, ttl: &mut Option<u8>) -> bool 
 }
 
 /// Queues a packet-in without waiting: a full queue drops it (counted; logged the first time).
-fn packet_in(q: &mut PacketInQueue, frame: &[u8], in_port: u32, c: ToController, packet_out: bool, out: &mut Outcome) {
-    let reason = match (packet_out, c.table_miss) {
-        (true, _) => PacketInReason::PacketOut,
-        (false, true) => PacketInReason::NoMatch,
-        (false, false) => PacketInReason::Action,
-    };
+/// The controller meter, when there is one, may drop it first (counted apart).
+fn packet_in(
+    q: &mut PacketInQueue,
+    meters: Option<&MeterTable>,
+    frame: &[u8],
+    in_port: u32,
+    c: ToController,
+    reason: PacketInReason,
+    out: &mut Outcome,
+) {
+    if meters.is_some_and(|m| !m.admit_packet_in(frame.len())) {
+        out.packet_in_metered += 1;
+        return;
+    }
     let p = PacketIn { frame: frame.to_vec(), in_port, reason, cookie: c.cookie, table_id: c.table_id };
     match q.tx.try_send(p) {
         Ok(()) => out.packet_ins += 1,

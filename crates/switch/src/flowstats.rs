@@ -78,6 +78,101 @@ pub struct FlowCounters {
     pages: Vec<Option<Page>>,
     /// Packets counted for some flow since the PMD started (the table's `matched_count`).
     matched: u64,
+    /// The pipeline's counters: tables after the first lookup, groups, buckets.
+    pipeline: PipelineCounts,
+}
+
+/// A group's packets and bytes, and each bucket's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupCount {
+    pub total: FlowCount,
+    pub buckets: Vec<FlowCount>,
+}
+
+impl GroupCount {
+    /// Sums `o` into this.
+    pub fn add(&mut self, o: &GroupCount) {
+        self.total.add(&o.total);
+        if self.buckets.len() < o.buckets.len() {
+            self.buckets.resize(o.buckets.len(), FlowCount::default());
+        }
+        for (b, x) in self.buckets.iter_mut().zip(&o.buckets) {
+            b.add(x);
+        }
+    }
+
+    /// These counts since `base` (saturating: a count never goes below 0).
+    pub fn minus(&self, base: &GroupCount) -> GroupCount {
+        let sub = |a: &FlowCount, b: &FlowCount| FlowCount {
+            packets: a.packets.saturating_sub(b.packets),
+            bytes: a.bytes.saturating_sub(b.bytes),
+        };
+        GroupCount {
+            total: sub(&self.total, &base.total),
+            buckets: self
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(i, c)| sub(c, base.buckets.get(i).unwrap_or(&FlowCount::default())))
+                .collect(),
+        }
+    }
+}
+
+/// What a PMD counted of the pipeline besides the rules ([`rqvs_datapath::chain::Credit`]):
+/// per table the lookups and the matches past each packet's first lookup (table 0's, which the
+/// PMD's own counters have: every packet classified looked it up, those a flow decided matched),
+/// and per group (by id) its packets and bytes and each bucket's. Since the PMD started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineCounts {
+    /// `(lookups, matched)` by table (empty until a packet went past table 0).
+    pub tables: Vec<(u64, u64)>,
+    pub groups: HashMap<u32, GroupCount>,
+}
+
+impl PipelineCounts {
+    /// Sums `o` into this.
+    pub fn add(&mut self, o: &PipelineCounts) {
+        if self.tables.len() < o.tables.len() {
+            self.tables.resize(o.tables.len(), (0, 0));
+        }
+        for (t, x) in self.tables.iter_mut().zip(&o.tables) {
+            t.0 += x.0;
+            t.1 += x.1;
+        }
+        for (g, c) in &o.groups {
+            self.groups.entry(*g).or_default().add(c);
+        }
+    }
+
+    #[inline]
+    fn credit(&mut self, c: &rqvs_datapath::chain::Credit, bytes: u64) {
+        use rqvs_datapath::chain::Credit;
+        match *c {
+            Credit::Lookup { table, matched } => {
+                if self.tables.is_empty() {
+                    self.tables = vec![(0, 0); 256];
+                }
+                let t = &mut self.tables[usize::from(table)];
+                t.0 += 1;
+                t.1 += u64::from(matched);
+            }
+            Credit::Group(g) => {
+                let e = self.groups.entry(g).or_default();
+                e.total.packets += 1;
+                e.total.bytes += bytes;
+            }
+            Credit::Bucket { group, bucket } => {
+                let e = self.groups.entry(group).or_default();
+                let b = bucket as usize;
+                if e.buckets.len() <= b {
+                    e.buckets.resize(b + 1, FlowCount::default());
+                }
+                e.buckets[b].packets += 1;
+                e.buckets[b].bytes += bytes;
+            }
+        }
+    }
 }
 
 impl FlowCounters {
@@ -88,6 +183,11 @@ impl FlowCounters {
     /// Packets a flow decided since the PMD started (kept when flows go).
     pub fn matched(&self) -> u64 {
         self.matched
+    }
+
+    /// The pipeline's counters since the PMD started ([`PipelineCounts`]).
+    pub fn pipeline(&self) -> &PipelineCounts {
+        &self.pipeline
     }
 
     /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere) — a rule, or
@@ -101,6 +201,9 @@ impl FlowCounters {
         if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
             for &r in rqvs_datapath::chain::rules(rule) {
                 self.count(r, bytes);
+            }
+            for c in rqvs_datapath::chain::credits(rule) {
+                self.pipeline.credit(c, bytes as u64);
             }
         } else {
             self.count(rule, bytes);
@@ -173,15 +276,29 @@ impl FlowCounters {
 /// The counters of PMD threads that have ended, by PMD index (module docs); and their last
 /// reports (since the last clear, since the start), which `show` and the metrics use for a PMD
 /// that no longer answers (every input was a file, and it is done).
+///
+/// It also keeps each group's **base**: the PMDs' counts of the group id when its current
+/// version was added or last modified (OVS starts a group's counts again at both), which the
+/// group statistics subtract ([`Control::group_counts`]).
 #[derive(Clone, Default)]
-pub struct Parting(Arc<Mutex<Vec<Option<FlowCounters>>>>, Arc<Mutex<Vec<Option<[crate::stats::PmdReport; 2]>>>>);
+#[allow(clippy::type_complexity)]
+pub struct Parting(
+    Arc<Mutex<Vec<Option<FlowCounters>>>>,
+    Arc<Mutex<Vec<Option<[crate::stats::PmdReport; 2]>>>>,
+    Arc<Mutex<HashMap<u32, GroupCount>>>,
+);
 
 impl Parting {
     pub fn new(pmds: usize) -> Parting {
         Parting(
             Arc::new(Mutex::new((0..pmds).map(|_| None).collect())),
             Arc::new(Mutex::new((0..pmds).map(|_| None).collect())),
+            Arc::new(Mutex::new(HashMap::new())),
         )
+    }
+
+    fn bases(&self) -> std::sync::MutexGuard<'_, HashMap<u32, GroupCount>> {
+        self.2.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// PMD `pmd` ends: its reports since the last clear and since the start.
@@ -229,6 +346,26 @@ pub struct FlowStat {
 }
 
 impl Control {
+    /// The pipeline's counters summed over the PMDs, since they started
+    /// ([`PipelineCounts`]).
+    pub fn pipeline_totals(&self) -> PipelineCounts {
+        let mut sum = PipelineCounts::default();
+        for r in self.pmd_totals() {
+            sum.add(&r.pipeline);
+        }
+        sum
+    }
+
+    /// Group `id`'s packets and bytes (and its buckets') since its current version was added
+    /// or modified, from `totals` ([`Control::pipeline_totals`]).
+    pub fn group_counts(&self, totals: &PipelineCounts, id: u32) -> GroupCount {
+        let now = totals.groups.get(&id).cloned().unwrap_or_default();
+        match self.parting.bases().get(&id) {
+            Some(base) => now.minus(base),
+            None => now,
+        }
+    }
+
     /// The per-flow counts of `rules` summed over the PMDs (cleared at every PMD when `take`:
     /// the flows are gone; module docs), in their order; a PMD thread that has ended counts
     /// with what it left.
@@ -287,6 +424,15 @@ impl Control {
     /// SEND_FLOW_REM, with its counts. Called with the table of record locked (`rules`), so no
     /// flow-stats request sees counts in between.
     pub(crate) fn settle_counts(&self, rules: &mut FlowTable, net: &NetChange, now_ns: u64) -> Vec<Event> {
+        // A group added, modified or deleted starts its counts again (OVS): its base is what
+        // the PMDs have counted of its id so far.
+        if !net.groups.is_empty() {
+            let now = self.pipeline_totals();
+            let mut bases = self.parting.bases();
+            for (id, _) in &net.groups {
+                bases.insert(*id, now.groups.get(id).cloned().unwrap_or_default());
+            }
+        }
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
         let taken = self.flow_counts(&removed, true);
         let mut owed: HashMap<RuleId, (FlowCount, bool)> = HashMap::new();

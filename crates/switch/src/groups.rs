@@ -232,6 +232,7 @@ impl crate::Control {
     /// translated (the xlate work), which will count them.
     pub fn group_stats(&self, id: u32) -> Vec<rqvs_openflow::group::GroupStats> {
         let now = self.clock_ns();
+        let totals = self.pipeline_totals();
         let rules = self.lock_rules();
         let groups = rules.groups();
         let mut refs: BTreeMap<u32, u32> = BTreeMap::new();
@@ -247,14 +248,16 @@ impl crate::Control {
             .filter(|e| id == OFPG_ALL || e.group.id == id)
             .map(|e| {
                 let d = now.saturating_sub(e.created_ns);
+                let c = self.group_counts(&totals, e.group.id);
+                let bucket = |i: usize| c.buckets.get(i).map_or((0, 0), |b| (b.packets, b.bytes));
                 rqvs_openflow::group::GroupStats {
                     group_id: e.group.id,
                     ref_count: refs.get(&e.group.id).copied().unwrap_or(0),
-                    packet_count: 0,
-                    byte_count: 0,
+                    packet_count: c.total.packets,
+                    byte_count: c.total.bytes,
                     duration_sec: (d / 1_000_000_000).min(u64::from(u32::MAX)) as u32,
                     duration_nsec: (d % 1_000_000_000) as u32,
-                    buckets: vec![(0, 0); e.group.buckets.len()],
+                    buckets: (0..e.group.buckets.len()).map(bucket).collect(),
                 }
             })
             .collect()

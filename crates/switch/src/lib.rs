@@ -70,6 +70,7 @@ pub mod groups;
 pub mod handler;
 pub mod link;
 pub mod manager;
+pub mod meters;
 pub mod metrics;
 pub mod normal;
 pub mod notify;
@@ -227,7 +228,7 @@ pub enum UpcallMode {
 }
 
 /// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP ports, IPv6 addresses, metadata, in_port, and the pipeline: goto_table, resubmit, group, write_actions, clear_actions, write_metadata (meter accepted, not enforced)";
+pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP/SCTP ports, IPv6 addresses/flow label, ICMP type/code, ARP and ND fields, metadata, in_port, and the pipeline: goto_table, resubmit, group, meter, write_actions, clear_actions, write_metadata";
 
 /// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
 /// OpenFlow priority.
@@ -332,6 +333,8 @@ pub struct Control {
     packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
     /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
     packet_outs: std::sync::atomic::AtomicUsize,
+    /// The meters ([`meters`], shared with the PMDs).
+    meters: Arc<meters::MeterTable>,
 }
 
 impl Switch {
@@ -455,6 +458,7 @@ impl Switch {
         let handler_stats = handler.as_ref().map(|h: &handler::Handler| h.stats.clone());
         let started = std::time::Instant::now();
         let parting = flowstats::Parting::new(pmds);
+        let meter_table = Arc::new(meters::MeterTable::new());
         let mut inboxes = Vec::new();
         let mut threads = Vec::new();
         for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
@@ -478,6 +482,7 @@ impl Switch {
                 macs: macs.clone(),
                 ofports: ofports.clone(),
                 packet_in: packet_in_tx.clone(),
+                meters: meter_table.clone(),
                 queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
                 queue_base: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
             };
@@ -523,6 +528,7 @@ impl Switch {
             macs,
             packet_ins: Mutex::new(packet_in_rx),
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
+            meters: meter_table,
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
         let link = link::spawn(control.clone()).map_err(|e| err(format!("starting the link watcher thread: {e}")))?;

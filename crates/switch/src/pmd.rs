@@ -99,6 +99,8 @@ pub struct PmdSetup {
     pub ofports: Arc<crate::ofports::OfPorts>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
+    /// The switch's meters ([`crate::meters`]).
+    pub meters: Arc<crate::meters::MeterTable>,
     /// Per port, the counters of this PMD's queues of the port's handles before a
     /// re-attachment ([`PmdMsg::Reattach`]).
     pub queue_retired: Vec<rqvs_ports::QueueStats>,
@@ -161,7 +163,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let action_reader = rqvs_datapath::actions::Reader::register();
     let mut exec =
         Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
-            .with_ports(s.ofports.clone());
+            .with_ports(s.ofports.clone())
+            .with_meters(s.meters.clone());
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut flows = FlowCounters::new();
@@ -351,9 +354,11 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     s.design.settle();
     let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
     report.table_matched = flows.matched();
+    report.pipeline = flows.pipeline().clone();
     let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
     since_clear.port_base = s.queue_base.clone();
     since_clear.table_matched = flows.matched();
+    since_clear.pipeline = flows.pipeline().clone();
     s.parting.leave_reports(s.index, [since_clear, report.clone()]);
     // The per-flow counters stay readable after the thread ends (a flow-stats request now
     // goes unanswered: the asker reads them there).
@@ -535,6 +540,7 @@ fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
     c.controller += u64::from(o.to_controller);
     c.packet_ins += u64::from(o.packet_ins);
     c.packet_in_dropped += u64::from(o.packet_in_dropped);
+    c.packet_in_metered += u64::from(o.packet_in_metered);
     if o.outputs > 0 {
         End::Forwarded
     } else if o.packet_ins > 0 {
@@ -549,6 +555,9 @@ fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
 fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
     if o.ttl_expired {
         c.ttl_expired[p] += 1;
+    }
+    if o.metered {
+        c.metered[p] += 1;
     }
     match outcome(c, o) {
         End::Forwarded => c.forwarded[p] += 1,
@@ -611,12 +620,14 @@ fn handle_msg(
             let mut r = report(s, c, &baseline.0, &baseline.1, t0);
             r.port_base = s.queue_base.clone();
             r.table_matched = flows.matched();
+            r.pipeline = flows.pipeline().clone();
             let _ = reply.send(r);
         }
         PmdMsg::Stats { since_clear: false, reply } => {
             let zero = PmdCounters::new(c.rx.len());
             let mut r = report(s, c, &zero, &rqvs_datapath::Counters::default(), t0);
             r.table_matched = flows.matched();
+            r.pipeline = flows.pipeline().clone();
             let _ = reply.send(r);
         }
         PmdMsg::Clear => {

@@ -37,6 +37,8 @@ pub struct PmdCounters {
     pub ttl_expired: Vec<u64>,
     /// Of `dropped`: frames the port's ingress policer dropped before they were parsed.
     pub policed: Vec<u64>,
+    /// Of `dropped`: frames a meter's band dropped ([`crate::meters`]).
+    pub metered: Vec<u64>,
     /// Copies staged for transmission.
     pub outputs: u64,
     /// Outputs skipped (to the input port, to a port that does not exist).
@@ -47,6 +49,8 @@ pub struct PmdCounters {
     pub packet_ins: u64,
     /// Packet-ins dropped: the queue was full.
     pub packet_in_dropped: u64,
+    /// Packet-ins the controller meter dropped.
+    pub packet_in_metered: u64,
     /// Frames injected by PACKET_OUT (module docs).
     pub injected: PortFrames,
     /// Time spent on batches that had frames.
@@ -70,7 +74,8 @@ impl PmdCounters {
             malformed: z.clone(),
             lost: z.clone(),
             ttl_expired: z.clone(),
-            policed: z,
+            policed: z.clone(),
+            metered: z,
             ..PmdCounters::default()
         }
     }
@@ -86,11 +91,13 @@ impl PmdCounters {
             lost: sub(&self.lost, &base.lost),
             ttl_expired: sub(&self.ttl_expired, &base.ttl_expired),
             policed: sub(&self.policed, &base.policed),
+            metered: sub(&self.metered, &base.metered),
             outputs: self.outputs - base.outputs,
             skipped_outputs: self.skipped_outputs - base.skipped_outputs,
             controller: self.controller - base.controller,
             packet_ins: self.packet_ins - base.packet_ins,
             packet_in_dropped: self.packet_in_dropped - base.packet_in_dropped,
+            packet_in_metered: self.packet_in_metered - base.packet_in_metered,
             injected: self.injected.minus(&base.injected),
             busy_ns: self.busy_ns - base.busy_ns,
             iterations: self.iterations - base.iterations,
@@ -110,6 +117,8 @@ pub struct PortFrames {
     pub ttl_expired: u64,
     /// Of `dropped`: dropped by the port's ingress policer (`--ingress-policing`).
     pub policed: u64,
+    /// Of `dropped`: dropped by a meter's band.
+    pub metered: u64,
 }
 
 impl PortFrames {
@@ -122,6 +131,7 @@ impl PortFrames {
         self.lost += o.lost;
         self.ttl_expired += o.ttl_expired;
         self.policed += o.policed;
+        self.metered += o.metered;
     }
 
     /// These counts since `base`.
@@ -135,6 +145,7 @@ impl PortFrames {
             lost: self.lost - base.lost,
             ttl_expired: self.ttl_expired - base.ttl_expired,
             policed: self.policed - base.policed,
+            metered: self.metered - base.metered,
         }
     }
 
@@ -194,6 +205,8 @@ pub struct PmdReport {
     pub controller: u64,
     pub packet_ins: u64,
     pub packet_in_dropped: u64,
+    /// Packet-ins the controller meter dropped.
+    pub packet_in_metered: u64,
     /// Frames injected by PACKET_OUT, and what became of them (module docs).
     pub injected: PortFrames,
     pub datapath: DatapathStats,
@@ -209,6 +222,10 @@ pub struct PmdReport {
     /// Packets some flow decided, since the PMD started (OpenFlow TABLE stats'
     /// `matched_count`; `datapath.packets` since the start is the `lookup_count`).
     pub table_matched: u64,
+    /// The pipeline's counters past table 0's lookup, since the PMD started (TABLE stats of
+    /// the other tables, GROUP stats: [`crate::flowstats::PipelineCounts`]).
+    #[serde(skip)]
+    pub pipeline: crate::flowstats::PipelineCounts,
 }
 
 /// A PMD's `--design auto` controller (`rqvs_datapath::AutoReport`), since the PMD started
@@ -269,6 +286,7 @@ impl PmdReport {
                 lost: c.lost[i],
                 ttl_expired: c.ttl_expired[i],
                 policed: c.policed[i],
+                metered: c.metered[i],
             })
             .collect();
         let mut total = PortFrames::default();
@@ -315,6 +333,7 @@ impl PmdReport {
             controller: c.controller,
             packet_ins: c.packet_ins,
             packet_in_dropped: c.packet_in_dropped,
+            packet_in_metered: c.packet_in_metered,
             injected: c.injected,
             datapath,
             busy_ns: c.busy_ns,
@@ -323,6 +342,7 @@ impl PmdReport {
             auto: None,
             port_base: Vec::new(),
             table_matched: 0,
+            pipeline: Default::default(),
         }
     }
 
@@ -379,13 +399,13 @@ impl PmdReport {
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
         let _ = writeln!(
             out,
-            "  dropped: {} (ttl expired: {}, policed: {})",
-            self.total.dropped, self.total.ttl_expired, self.total.policed
+            "  dropped: {} (ttl expired: {}, policed: {}, metered: {})",
+            self.total.dropped, self.total.ttl_expired, self.total.policed, self.total.metered
         );
         let _ = writeln!(
             out,
-            "  to controller: {} (packet-ins sent: {}, dropped: {}; frames sent only there: {})",
-            self.controller, self.packet_ins, self.packet_in_dropped, self.total.to_controller
+            "  to controller: {} (packet-ins sent: {}, dropped: {}, metered: {}; frames sent only there: {})",
+            self.controller, self.packet_ins, self.packet_in_dropped, self.packet_in_metered, self.total.to_controller
         );
         if self.injected.rx > 0 {
             let i = &self.injected;

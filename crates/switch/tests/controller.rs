@@ -222,13 +222,18 @@ struct Rig {
 
 impl Rig {
     /// `flows` in ovs-ofctl syntax; `passive`: also listen on 127.0.0.1 (any port).
-    fn new(tag: &str, flows: &str, passive: bool, mut channel: ChannelConfig) -> Rig {
+    fn new(tag: &str, flows: &str, passive: bool, channel: ChannelConfig) -> Rig {
+        Rig::with_design(tag, flows, passive, channel, DesignKind::Orig)
+    }
+
+    /// [`Rig::new`] with another design.
+    fn with_design(tag: &str, flows: &str, passive: bool, mut channel: ChannelConfig, design: DesignKind) -> Rig {
         let topo = Topo::new(tag, 1);
         let socks: Vec<RawSocket> = (1..=PORTS as usize).map(|p| topo.host_socket(p)).collect();
         let rules = ofctl::parse_flows("flows", flows).unwrap();
         let ports: Vec<PortSource> =
             (1..=PORTS).map(|p| PortSource::Spec(format!("p{p}:afpacket").parse().unwrap())).collect();
-        let mut cfg = SwitchConfig::new(ports, rules, DesignKind::Orig);
+        let mut cfg = SwitchConfig::new(ports, rules, design);
         cfg.packet_in = true;
         let sw = topo.sw.run(move || Switch::start(cfg)).unwrap().unwrap();
         let control = sw.control();
@@ -641,4 +646,65 @@ fn fail_modes_without_a_controller() {
     assert_eq!(rig.arrivals(), vec![Vec::<Vec<u8>>::new(); 3], "no longer forwarded on its own");
     let r = rig.finish();
     assert_eq!((r.total.forwarded, r.total.to_controller), (3, 1), "{}", r.format());
+}
+
+/// `dec_ttl` on a TTL of 1 in a later table: the packet goes to the controller with reason
+/// INVALID_TTL, the cookie and table of the rule whose `dec_ttl` it was, the whole frame — to
+/// the connections whose asynchronous configuration asks for that reason (OVS's default does
+/// not; SET_ASYNC does); nothing is output. A TTL of 64 is decremented and sent, no packet-in.
+/// ORIG and CFLOWS; in table 0 too (CFLOWS: a table-0 `dec_ttl` rule is translated).
+#[test]
+fn invalid_ttl_packet_in_with_the_rules_cookie_and_table() {
+    if !testnet::available("invalid_ttl_packet_in_with_the_rules_cookie_and_table") {
+        return;
+    }
+    // In a later table, and in table 0 (which CFLOWS' learned classifier serves).
+    let later = "cookie=0x33,table=0,priority=10,udp,actions=goto_table:1\n\
+                 cookie=0x44,table=1,priority=10,udp,actions=dec_ttl,output:2\n";
+    let first = "cookie=0x44,table=0,priority=10,udp,actions=dec_ttl,output:2\n";
+    for (flows, table, design) in
+        [(later, 1, DesignKind::Orig), (later, 1, DesignKind::Cflows), (first, 0, DesignKind::Cflows)]
+    {
+        invalid_ttl(flows, table, design);
+    }
+}
+
+fn invalid_ttl(flows: &str, table: u8, design: DesignKind) {
+    use rqvs_openflow::async_config::{AsyncConfig, PACKET_IN_MASTER};
+    use rqvs_openflow::flow_mod::OFPR_INVALID_TTL;
+    let rig = Rig::with_design("ittl", flows, true, channel_config(), design);
+    let mut expired = udp(mac(1), mac(2), 9, 120);
+    expired[22] = 1;
+    let live = udp(mac(1), mac(2), 9, 120);
+    let mut to_controller = 0;
+    for v in [OFP13, OFP14] {
+        let mut of = rig.connect(&[v]);
+        of.set_miss_send_len(0xffff);
+        // OVS's default asynchronous configuration leaves INVALID_TTL out.
+        rig.inject(1, &expired);
+        to_controller += 1;
+        assert!(of.packet_ins(QUIET).is_empty(), "{v}: INVALID_TTL packet-in by default");
+        let mut cfg = AsyncConfig::ovs_default(v);
+        for p in cfg.props.iter_mut().filter(|p| p.0 == PACKET_IN_MASTER) {
+            p.1 |= 1 << OFPR_INVALID_TTL;
+        }
+        of.send(&Message::SetAsync(cfg));
+        of.barrier();
+        rig.inject(1, &expired);
+        to_controller += 1;
+        let p = of.packet_in("the INVALID_TTL packet-in");
+        assert_eq!((p.reason, p.cookie, p.table_id), (OFPR_INVALID_TTL, 0x44, table), "{v} {design:?}");
+        assert_eq!((p.buffer_id, p.total_len), (OFP_NO_BUFFER, 120));
+        assert_eq!(p.data, expired, "{v}: the whole frame");
+        assert_eq!(p.matches.value().in_port, 1);
+        assert!(rig.arrivals().iter().all(Vec::is_empty), "{v}: an expired packet is not output");
+        rig.inject(1, &live);
+        let got = rig.arrivals();
+        assert_eq!(got[1].len(), 1, "{v}");
+        assert_eq!(got[1][0][22], 63, "{v}: TTL decremented");
+        assert!(of.packet_ins(QUIET).is_empty(), "{v}: no packet-in for a live TTL");
+    }
+    let r = rig.finish();
+    assert_eq!(r.ports[0].frames.to_controller, to_controller, "{}", r.format());
+    assert_eq!(r.ports[0].frames.forwarded, 2, "{}", r.format());
 }

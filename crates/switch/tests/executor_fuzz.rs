@@ -116,7 +116,8 @@ fn op_lists() -> Vec<Vec<Op>> {
         vec![Op::InPort, Op::Output(1)],
         vec![Op::Normal],
         vec![Op::Controller(ToController::new(64)), Op::Output(7)],
-        vec![Op::TtlExpired, Op::Output(2)],
+        vec![Op::TtlExpired(ToController::new(u16::MAX)), Op::Output(2)],
+        vec![Op::Meter(1), Op::Output(2)],
     ]);
     lists
 }

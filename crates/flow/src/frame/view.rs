@@ -277,6 +277,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     }
 }
 
+mod more_fields;
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// OpenFlow's `set_field` on the frame: field `f`'s bits under `mask` take `value`'s (both
     /// shifted to the field, as in [`crate::Action::SetField`]), checksums kept right (IPv4
@@ -284,13 +286,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
     /// nothing changed, when the frame lacks the field's header or the field is not one a frame
     /// view writes: the MACs, the VLAN's VID and PCP (tagged frames), IPv4's addresses, DSCP,
     /// ECN and TTL, IPv6's addresses and hop limit (`nw_ttl`), the TCP and UDP ports (not in a
-    /// later fragment). SCTP ports (CRC32c), the ARP/ND/ICMP fields and the flow label are not
-    /// written.
+    /// later fragment), and (`more_fields`) the SCTP ports (CRC32c), ICMPv4/ICMPv6 type and
+    /// code, the IPv6 flow label, the ARP fields, the ND target and link-layer addresses.
     pub fn set_field(&mut self, f: &crate::field::Field, value: u128, mask: u128) -> bool {
         use crate::field::Member;
         let fm = (mask & f.all_ones()) << f.shift;
         let fv = (value << f.shift) & fm;
         let merge = |old: u128| (old & !fm) | fv;
+        // SCTP, ICMP, ARP, ND, the flow label (`more_fields`).
+        if let Some(done) = self.set_more(f.name, merge) {
+            return done;
+        }
         match f.member {
             Member::DlSrc | Member::DlDst => {
                 let at = if f.member == Member::DlDst { 0 } else { 6 };
@@ -360,9 +366,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
                 }
             }
             Member::TpSrc | Member::TpDst => {
-                if matches!(f.name, "sctp_src" | "sctp_dst") {
-                    return false;
-                }
                 let Some((ports, c, udp)) = self.l4_ports() else { return false };
                 let at = ports + if f.member == Member::TpSrc { 0 } else { 2 };
                 let b = self.buf.as_mut();

@@ -30,6 +30,7 @@ use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, 
 use super::transport::{Halves, Socket, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
+use crate::meters::MeterTable;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
 
 mod of10;
@@ -229,7 +230,7 @@ impl Connection {
                 pos += len;
                 self.admit(msg[1]);
                 // A slave's FLOW_MODs are refused one by one (IS_SLAVE) in `handle`.
-                if !self.is_slave() && run.take(self.version, msg, self.of10.table_id_ext) {
+                if !self.is_slave() && run.take(self.version, msg, self.of10.table_id_ext, self.hub.control.meters()) {
                     if run.ops.len() >= MAX_RUN && self.flush(&mut run).is_err() {
                         return;
                     }
@@ -439,6 +440,7 @@ impl Connection {
             msg,
             Message::FlowMod(_)
                 | Message::GroupMod(_)
+                | Message::Other { kind: kind::METER_MOD, .. }
                 | Message::PortMod(_)
                 | Message::PacketOut(_)
                 | Message::BundleControl(_)
@@ -493,7 +495,7 @@ impl Connection {
             Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {
                 let mut run = FlowModRun::default();
-                run.push(xid, bytes, flow_op(&fm));
+                run.push(xid, bytes, flow_op(&fm, self.hub.control.meters()));
                 return self.flush(&mut run);
             }
             Message::GroupMod(gm) => {
@@ -519,6 +521,15 @@ impl Connection {
                     Ok(()) => Ok(()),
                     Err((e, why)) => {
                         crate::log_warn!("rqvs switch: openflow {}: port_mod refused: {why}", self.name);
+                        self.error(v, xid, e, bytes)
+                    }
+                };
+            }
+            Message::Other { kind: kind::METER_MOD, body } => {
+                return match super::meters::meter_mod(&self.hub.control, &body) {
+                    Ok(()) => Ok(()),
+                    Err((e, why)) => {
+                        crate::log_warn!("rqvs switch: openflow {}: meter_mod refused: {why}", self.name);
                         self.error(v, xid, e, bytes)
                     }
                 };
@@ -580,20 +591,27 @@ impl Connection {
                 one(MultipartReplyBody::PortStats(stats))
             }
             MultipartRequestBody::Table => {
-                // Every packet the PMDs classified looked table 0 up (since start); those a
-                // flow decided matched (a table miss with no table-miss flow did not). No packet
-                // reaches another table until the pipeline is translated (the xlate work): their
-                // lookups and matches are 0. Active: the flows of each table (hidden ones not).
+                // As OVS counts (since start): a lookup in every table a packet visits, a match
+                // when a flow matched there. Every packet the PMDs classified looked table 0 up,
+                // those a flow decided matched (a miss with no table-miss flow did not); the
+                // lookups after a packet's first are the pipeline's counters (goto_table,
+                // resubmit: `rqvs_datapath::chain::Credit`). Active: the flows of each table
+                // (hidden ones not).
                 let pmds = self.hub.control.pmd_totals();
                 let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
                 let matched: u64 = pmds.iter().map(|p| p.table_matched).sum();
+                let mut pipeline = crate::flowstats::PipelineCounts::default();
+                for p in &pmds {
+                    pipeline.add(&p.pipeline);
+                }
+                let later = |t: u8| pipeline.tables.get(usize::from(t)).copied().unwrap_or((0, 0));
                 let active = self.hub.control.active_per_table();
                 let stats = (0..N_TABLES)
                     .map(|t| TableStats {
                         table_id: t,
                         active_count: active.get(&t).copied().unwrap_or(0),
-                        lookup_count: if t == 0 { lookup_count } else { 0 },
-                        matched_count: if t == 0 { matched } else { 0 },
+                        lookup_count: later(t).0 + if t == 0 { lookup_count } else { 0 },
+                        matched_count: later(t).1 + if t == 0 { matched } else { 0 },
                     })
                     .collect();
                 one(MultipartReplyBody::Table(stats))
@@ -645,8 +663,12 @@ impl Connection {
             }
             MultipartRequestBody::GroupFeatures => one(MultipartReplyBody::GroupFeatures(GroupFeatures::rqvs())),
             MultipartRequestBody::MeterFeatures => one(MultipartReplyBody::MeterFeatures(MeterFeatures::rqvs())),
-            MultipartRequestBody::Other { .. } => {
-                return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes);
+            MultipartRequestBody::Other { kind, body } => {
+                match super::meters::multipart(&self.hub.control, kind, &body) {
+                    Some(Ok(parts)) => parts,
+                    Some(Err((e, _))) => return self.error(v, xid, e, bytes),
+                    None => return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes),
+                }
             }
         };
         if v == OFP10 {
@@ -767,7 +789,7 @@ impl Connection {
             return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
         let op = match ba.inner() {
-            Ok((_, Message::FlowMod(fm))) => flow_op(&fm),
+            Ok((_, Message::FlowMod(fm))) => flow_op(&fm, self.hub.control.meters()),
             Ok((_, Message::GroupMod(gm))) => Ok(Some(FlowOp::Group(gm.command, gm.group))),
             Ok(_) => return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_UNSUP, bytes),
             Err(e) => return self.error(v, xid, e.of_error(), bytes),
@@ -818,7 +840,7 @@ impl FlowModRun {
     /// Takes `msg` into the run when it is a FLOW_MOD of the negotiated version that decodes
     /// (anything else — another message, a version mismatch, a decode error — is handled on
     /// its own, after the run is applied).
-    fn take(&mut self, version: Option<u8>, msg: &[u8], table_id_ext: bool) -> bool {
+    fn take(&mut self, version: Option<u8>, msg: &[u8], table_id_ext: bool, meters: &MeterTable) -> bool {
         if version == Some(OFP10) && msg[0] == OFP10 {
             // 1.0's FLOW_MOD or Nicira's NXT_FLOW_MOD (type VENDOR, subtype 13).
             let nx = msg[1] == rqvs_openflow::of10::kind::VENDOR
@@ -830,14 +852,14 @@ impl FlowModRun {
             let Ok(d) = rqvs_openflow::of10::decode(msg, table_id_ext) else { return false };
             let rqvs_openflow::of10::Request::Msg(m) = d.request else { return false };
             let Message::FlowMod(fm) = *m else { return false };
-            self.push(d.header.xid, msg, flow_op(&fm));
+            self.push(d.header.xid, msg, flow_op(&fm, meters));
             return true;
         }
         if version != Some(msg[0]) || msg[1] != kind::FLOW_MOD {
             return false;
         }
         let Ok((h, Message::FlowMod(fm))) = decode(msg) else { return false };
-        self.push(h.xid, msg, flow_op(&fm));
+        self.push(h.xid, msg, flow_op(&fm, meters));
         true
     }
 
@@ -861,8 +883,12 @@ struct Bundle {
 }
 
 /// What a FLOW_MOD asks of the table (`None`: nothing, e.g. a delete by group), or the error it
-/// is refused with.
-fn flow_op(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
+/// is refused with (an add or modify naming a meter not in `meters`: INVALID_METER).
+fn flow_op(fm: &FlowMod, meters: &MeterTable) -> Result<Option<FlowOp>, (OfError, String)> {
+    flow_op_unmetered(fm).and_then(|op| super::meters::check_op(op, meters))
+}
+
+fn flow_op_unmetered(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     let is_add = matches!(fm.command, FlowModCommand::Add);
     let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
     // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes the first

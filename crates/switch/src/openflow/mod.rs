@@ -28,7 +28,8 @@
 //! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
 //! | MULTIPART TABLE_FEATURES | what each table 0..254 supports ([`rqvs_openflow::table_features::TableFeatures::rqvs_table`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
-//! | MULTIPART GROUP_DESC, GROUP, GROUP_FEATURES, METER_FEATURES | the group table ([`crate::groups`]); no meters |
+//! | MULTIPART GROUP_DESC, GROUP, GROUP_FEATURES | the group table ([`crate::groups`]) |
+//! | METER_MOD; MULTIPART METER, METER_CONFIG, METER_FEATURES | the meter table ([`crate::meters`], `meters.rs`: OVS's errors; a deleted meter's flows deleted); a FLOW_MOD naming a missing meter: METER_MOD_FAILED/INVALID_METER |
 //! | GROUP_MOD | a change of the group table in the table of record's transaction ([`crate::groups`]: OVS's errors; a deleted group's flows deleted); in runs and bundles like FLOW_MODs |
 //! | SET_ASYNC / GET_ASYNC | the connection's asynchronous configuration (OVS's default until set), which filters its PACKET_IN, FLOW_REMOVED and PORT_STATUS |
 //! | FLOW_MOD add, modify(_strict), delete(_strict) | idle/hard timeouts, SEND_FLOW_REM, CHECK_OVERLAP (OVERLAP), RESET_COUNTS with OVS's semantics ([`crate::flowstate`]); applied in order; the FLOW_MODs that arrive back to back (read together, up to [`MAX_RUN`]) are one run: each accepted or refused on its own, all the accepted ones one commit ([`Control::apply_each`]) — so a controller's stream costs one revalidation or publication per run, not per flow-mod; any other message (a BARRIER, say) ends the run first |
@@ -66,7 +67,9 @@
 //! active connections start at 128). Each PACKET_IN has buffer_id `NO_BUFFER`, total_len, the
 //! reason (`NO_MATCH` — 1.4's `TABLE_MISS`, the same number 0 — when the flow is a table-miss
 //! flow, priority 0 matching everything; `ACTION` otherwise; a packet-out's own actions
-//! `PACKET_OUT` in 1.4, `ACTION` in 1.3, as OVS encodes them), table 0, the flow's cookie (all
+//! `PACKET_OUT` in 1.4, `ACTION` in 1.3, as OVS encodes them; `INVALID_TTL` for a `dec_ttl` on a
+//! TTL of 0 or 1, with the cookie and table of the rule whose `dec_ttl` it was, to the
+//! connections whose asynchronous configuration asks for it), the table and cookie of the flow whose action it was (all
 //! ones for a packet-out's), a match holding `in_port`, and the **whole frame**: OpenFlow 1.3
 //! §A.4.1 sends the entire packet when it is not buffered, and rqvs buffers none, so neither the
 //! action's max_len nor miss_send_len cuts it — Open vSwitch does the same since it dropped
@@ -112,6 +115,7 @@
 mod connection;
 mod controller;
 mod flow_removed;
+mod meters;
 mod packet_in;
 mod packet_out;
 mod port_mod;

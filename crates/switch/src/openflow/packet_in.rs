@@ -9,7 +9,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
 use std::time::Duration;
 
 use rqvs_flow::{FlowKey, Match};
-use rqvs_openflow::flow_mod::{PacketIn as OfPacketIn, OFPR_ACTION, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER};
+use rqvs_openflow::flow_mod::{
+    PacketIn as OfPacketIn, OFPR_ACTION, OFPR_INVALID_TTL, OFPR_NO_MATCH, OFPR_PACKET_OUT, OFP_NO_BUFFER,
+};
 use rqvs_openflow::of10_async::AsyncForm;
 use rqvs_openflow::{Message, OFP10, OFP14};
 
@@ -43,6 +45,7 @@ fn reason_code(version: u8, p: &PacketIn) -> u8 {
         // 1.3 has no PACKET_OUT reason: OVS sends ACTION.
         PacketInReason::PacketOut if version >= OFP14 => OFPR_PACKET_OUT,
         PacketInReason::PacketOut => OFPR_ACTION,
+        PacketInReason::InvalidTtl => OFPR_INVALID_TTL,
     }
 }
 
