@@ -136,6 +136,11 @@ impl Executor {
         self
     }
 
+    /// [`Executor::with_ports`] on a running executor (a port attached or removed live).
+    pub fn set_ports(&mut self, ports: Arc<OfPorts>) {
+        self.ports = Some(ports);
+    }
+
     /// Port index `i`'s OpenFlow number.
     pub fn ofport(&self, i: usize) -> u32 {
         self.ports.as_deref().map_or(i as u32 + 1, |m| m.ofport(i))

@@ -288,6 +288,19 @@ impl MacTable {
         b[slot] = Entry { key, port, seen_ms: now };
     }
 
+    /// Forgets every station learned on `port` (the port was removed); returns how many.
+    pub fn forget_port(&self, port: u32) -> usize {
+        let mut n = 0;
+        for b in self.buckets.iter() {
+            let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+            for e in b.iter_mut().filter(|e| e.key != 0 && e.port == port) {
+                *e = Entry::default();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The port `mac` was learned on in `vlan`, unless it aged out.
     pub fn lookup(&self, vlan: u16, mac: &[u8; 6]) -> Option<u32> {
         let key = u64::from(vlan & 0x0fff) << 48 | mac48(mac);
