@@ -12,18 +12,19 @@
 //! its queues ([`PmdMsg::RemovePort`]) — the index stays retired: an upcall at the handler may
 //! still name it, and its counts stay in `show` (link "removed") so every frame stays accounted
 //! for —; once every PMD has, the interface's lock goes (the same interface can be added
-//! again, at a new index), the `NORMAL` MAC table forgets the stations learned on it, its
-//! liveness goes down for fast-failover groups (a table change: ORIG/CCACHE revalidate every
-//! megaflow), and the connections get PORT_STATUS DELETE. Megaflows whose `in_port` is the
-//! removed port are not deleted at once: no frame carries that `in_port` any more, so they sit
-//! unused until the revalidator's idle timeout (10 s) removes them, and a port added again with
-//! that number is classified by the same (still correct) translations meanwhile.
+//! again, at a new index), the `NORMAL` MAC table forgets the stations learned on it, and the
+//! shared OpenFlow table learns that the port is gone and down (one change set:
+//! `RuleChange::PortRemoved` — a removed port's packets translate to a drop —, and `PortLive`
+//! for fast-failover groups); ORIG/CCACHE PMDs revalidate every megaflow against it, which
+//! deletes the megaflows of that `in_port`, and are waited for; then the connections get
+//! PORT_STATUS DELETE. A port attached takes its number out of the removed set the same way.
 //!
 //! One change at a time (`port_change`); the link watcher's re-attachment takes the same lock.
 //! Only interface ports (`afpacket`, `afxdp`, `tap` devices) are attached this way.
 
 use std::sync::Arc;
 
+use rqvs_datapath::ofproto::RuleChange;
 use rqvs_ports::{LinkState, PortSpec, PortType};
 
 use crate::events::Event;
@@ -79,7 +80,7 @@ impl Control {
             });
         }
         self.sync_pmds();
-        self.port_liveness(ofport, state == LinkState::Up);
+        self.port_in_table(ofport, false, state == LinkState::Up);
         crate::log_info!("rqvs switch: port {} ({spec}) attached at index {index}", ofport_name(ofport));
         self.emit(vec![Event::PortAdded(index)]);
         Ok(index)
@@ -110,10 +111,27 @@ impl Control {
         self.sync_pmds();
         drop(lock);
         self.macs.forget_port(ofport);
-        self.port_liveness(ofport, false);
+        self.port_in_table(ofport, true, false);
         crate::log_info!("rqvs switch: port {} ({}) removed", ofport_name(ofport), self.port_name(i));
         self.emit(vec![Event::PortDeleted(i)]);
         Ok(())
+    }
+
+    /// The shared table's view of port `ofport`: removed or not, live or not (module docs); the
+    /// ORIG/CCACHE PMDs' revalidation is waited for.
+    fn port_in_table(&self, ofport: u32, removed: bool, live: bool) {
+        let changes = vec![RuleChange::PortRemoved(ofport, removed), RuleChange::PortLive(ofport, live)];
+        match self.table.commit(changes) {
+            Ok((version, _)) => {
+                *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                if self.design != rqvs_datapath::DesignKind::Cflows {
+                    if let Err(e) = self.apply(version, true) {
+                        crate::log_warn!("rqvs switch: port {}: revalidating: {e}", ofport_name(ofport));
+                    }
+                }
+            }
+            Err(e) => crate::log_warn!("rqvs switch: port {}: the OpenFlow table: {e}", ofport_name(ofport)),
+        }
     }
 
     /// Port index `i`'s OpenFlow number, also once it is removed ([`crate::ofports::NONE`] past

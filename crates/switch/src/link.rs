@@ -93,7 +93,7 @@ impl Control {
 
     /// Port `port`'s liveness changed: the translation's fast-failover groups follow it (the
     /// shared table takes it; ORIG/CCACHE revalidate, CFLOWS' PMDs see the table's new version).
-    pub(crate) fn port_liveness(&self, port: u32, live: bool) {
+    fn port_liveness(&self, port: u32, live: bool) {
         match self.table.commit(vec![rqvs_datapath::ofproto::RuleChange::PortLive(port, live)]) {
             Ok((version, _)) => {
                 *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;

@@ -1,7 +1,8 @@
 //! Ports attached and removed while the switch runs (`crates/switch/src/attach.rs`), without
 //! namespaces: an in-memory port delivering frames in a loop, flooded to `pcap-out` ports (of
 //! files that are `/dev/null`) that come and go. The PMDs keep forwarding, a removed port's index is retired (never reused) and
-//! its counts stay in the report, its ofport is free again, and every frame is accounted for.
+//! its counts stay in the report, its ofport is free again, the megaflows of a removed input
+//! port are revalidated away, and every frame is accounted for.
 
 use std::time::{Duration, Instant};
 
@@ -70,10 +71,20 @@ fn run(design: DesignKind, pmds: usize) {
     let b_name = b.to_string();
     eventually("the port added again is sent frames", || tx_of(&c, &b_name) > 100);
     assert_eq!(c.port_names(), vec!["pcap-in:in".to_string(), b_name.clone()]);
+    // The input port removed: its megaflows are revalidated away (ORIG, CCACHE keep them).
+    let megaflows = |c: &Control| c.dump_flows().iter().map(|(_, l)| l.len()).sum::<usize>();
+    let cached = matches!(design, DesignKind::Orig | DesignKind::Ccache);
+    if cached {
+        assert!(megaflows(&c) > 0);
+    }
+    c.remove_port(1).unwrap();
+    eventually("the removed in_port's megaflows are deleted", || megaflows(&c) == 0);
+    assert!(c.port_names() == vec![b_name.clone()]);
     c.request_stop();
     let report = switch.stop().unwrap();
     assert!(report.balanced(), "{}", report.format());
     assert_eq!(report.ports.len(), 3);
+    assert_eq!(report.ports.iter().filter(|p| p.link == "removed").count(), 2);
     assert!(report.format().contains("every frame accounted for"));
 }
 
