@@ -7,7 +7,7 @@
 //! - `access_and_trunk_ports_for_normal`: `Port.tag`/`trunks`/`vlan_mode` for `NORMAL`: pings
 //!   across access and trunk ports (the trunk's host answers tagged frames from a raw socket:
 //!   the test kernel may lack 8021q), VLANs kept apart, tagged frames dropped on access ports,
-//!   `trunks` changed while running.
+//!   `trunks` changed while running; VLAN ports attached and changed without a datapath restart.
 //! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
 //!   devices in the switch's namespace; a host pings addresses put on them; they keep their
 //!   addresses across a datapath restart and go when their interface (or the switch) does.
@@ -358,6 +358,10 @@ fn access_and_trunk_ports_for_normal() {
     drop(h4);
     let log = env.exit();
     assert_eq!(log.matches("vlan_mode dot1q-tunnel is not supported").count(), 1, "logged once: {log}");
+    // VLAN ports attached, and their VLANs changed, live: the datapath started once with the
+    // bridge, never for a port.
+    assert_eq!(log.matches("ovsdb: datapath ports").count(), 1, "{log}");
+    assert!(log.contains("port 2=p2 VLANs Trunk([10, 20]) -> Trunk([10])"), "{log}");
 }
 
 #[test]

@@ -134,6 +134,13 @@ impl Control {
         }
     }
 
+    /// Port `ofport`'s VLANs for `NORMAL` become `vlan` (attached or not yet: set before
+    /// [`Control::add_port`] for its first frames to see them); its learned stations are
+    /// forgotten ([`crate::normal::MacTable::set_port_vlan`]).
+    pub fn set_port_vlan(&self, ofport: u32, vlan: crate::normal::PortVlan) {
+        self.macs.set_port_vlan(ofport, vlan);
+    }
+
     /// Port index `i`'s OpenFlow number, also once it is removed ([`crate::ofports::NONE`] past
     /// the end).
     pub(crate) fn port_ofport(&self, i: usize) -> u32 {

@@ -41,10 +41,10 @@
 //!   [`crate::attach`]): removals first, then additions; a changed `ofport_request` is both; a
 //!   port that cannot be attached keeps its error in `Interface.error` (not retried until its
 //!   plan changes) while the others apply. The other ports forward throughout.
-//! - **What restarts the datapath** (`live_change` says no): a port whose VLANs differ from
-//!   what the `NORMAL` MAC table was started with for its number (a port added with a `tag`, a
-//!   port's VLANs changed: the MAC table's VLANs are fixed at start), a change of controllers,
-//!   fail mode or management socket. The datapath stops and a new one starts in the same process
+//!   A port's VLANs are set in the `NORMAL` MAC table ([`Control::set_port_vlan`]: before a new
+//!   port's first frame; a changed port's learned stations forgotten).
+//! - **What restarts the datapath** (`live_change` says no): a change of controllers, fail mode
+//!   or management socket. The datapath stops and a new one starts in the same process
 //!   with the same OpenFlow rules — those `ovs-ofctl` added included, with their cookies; their
 //!   timeouts and flags restart —: forwarding pauses for the restart (~40–60 ms measured with
 //!   `scripts/ovsdb_restart_pause.sh`), the flows' counters, the megaflows and the learned MACs
@@ -396,24 +396,17 @@ struct Running {
     control: Arc<Control>,
     /// What it runs: as started, then as ports were attached and removed ([`live_change`]).
     identity: Identity,
-    /// The ports' VLANs the `NORMAL` MAC table was started with, by ofport (a port not here
-    /// carries every VLAN).
-    vlans: BTreeMap<u32, PortVlan>,
     /// Ports of `identity` that could not be attached live, by interface name: why.
     failed: BTreeMap<String, String>,
     channel: Option<Channel>,
     servers: Vec<JoinHandle<()>>,
 }
 
-/// Can the running datapath become `want` by attaching and removing ports, without a restart?
-/// Yes when only the ports differ and every port's VLANs are what the MAC table has for its
-/// number (the MAC table's VLANs are fixed at start: a port added with a `tag`, or whose VLANs
-/// change, restarts the datapath). The datapath id may change (derived from the ports' MACs).
+/// Can the running datapath become `want` by attaching and removing ports and setting their
+/// VLANs, without a restart? Yes when only the ports differ (the datapath id may change too:
+/// derived from the ports' MACs).
 fn live_change(r: &Running, want: &Identity) -> bool {
-    r.identity.controllers == want.controllers
-        && r.identity.secure == want.secure
-        && r.identity.mgmt == want.mgmt
-        && want.ports.iter().all(|p| r.vlans.get(&p.ofport).unwrap_or(&PortVlan::All) == &p.vlan)
+    r.identity.controllers == want.controllers && r.identity.secure == want.secure && r.identity.mgmt == want.mgmt
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
@@ -421,7 +414,18 @@ fn live_change(r: &Running, want: &Identity) -> bool {
 /// cannot be is kept in `failed` with its error (not tried again until its plan changes).
 fn apply_ports(r: &mut Running, want: &Identity, log: &LogFn) {
     let old = std::mem::take(&mut r.identity.ports);
-    for p in old.iter().filter(|p| !want.ports.contains(p)) {
+    // The same port (number, interface, type) with other VLANs: set in place.
+    let same = |a: &PlannedPort, b: &PlannedPort| a.ofport == b.ofport && a.name == b.name && a.spec == b.spec;
+    for p in want.ports.iter() {
+        if let Some(o) = old.iter().find(|o| same(o, p) && o.vlan != p.vlan) {
+            if !r.failed.contains_key(&p.name) {
+                r.control.set_port_vlan(p.ofport, p.vlan.clone());
+                log(&format!("rqvs switch: ovsdb: port {}={} VLANs {:?} -> {:?}", p.ofport, p.spec, o.vlan, p.vlan));
+            }
+        }
+    }
+    let kept = |p: &PlannedPort, among: &[PlannedPort]| among.iter().any(|o| same(o, p));
+    for p in old.iter().filter(|p| !kept(p, &want.ports)) {
         if r.failed.remove(&p.name).is_some() {
             continue; // never attached
         }
@@ -430,7 +434,9 @@ fn apply_ports(r: &mut Running, want: &Identity, log: &LogFn) {
             Err(e) => log(&format!("rqvs switch: ovsdb: removing port {}: {e}", p.name)),
         }
     }
-    for p in want.ports.iter().filter(|p| !old.contains(p)) {
+    for p in want.ports.iter().filter(|p| !kept(p, &old)) {
+        // Its VLANs before its first frame.
+        r.control.set_port_vlan(p.ofport, p.vlan.clone());
         let attached = p
             .spec
             .parse::<rqvs_ports::PortSpec>()
@@ -528,8 +534,7 @@ fn start_datapath(
                 .map_err(|e| Error(format!("ctl thread: {e}")))?,
         );
     }
-    let vlans = ports.iter().filter(|p| p.vlan != PortVlan::All).map(|p| (p.ofport, p.vlan.clone())).collect();
-    Ok(Running { switch, control, identity: id.clone(), vlans, failed: BTreeMap::new(), channel, servers })
+    Ok(Running { switch, control, identity: id.clone(), failed: BTreeMap::new(), channel, servers })
 }
 
 fn stop_datapath(r: Running) -> Result<(Vec<Rule>, Generation), Error> {
