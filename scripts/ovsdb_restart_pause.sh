@@ -2,7 +2,8 @@
 # Run as root from the checkout after `cargo build --release -p rqvs` (RQVS=path overrides the binary).
 # Everything runs in four private network namespaces and a temporary directory, removed at exit.
 # Measures: ovs-vsctl add-port (with its wait) latency against rqvs switch --ovsdb, and frames lost
-# by a ping flood (-i 0.002) across the datapath restart that add-port causes.
+# by a ping flood (-i 0.002) across add-port/del-port of another port (attached and removed live;
+# before, each restarted the datapath).
 set -e
 RQVS=$(realpath "${RQVS:-target/release/rqvs}")
 D=$(mktemp -d /tmp/rqvs-measure-XXXX); S=rqvs-ms-$$; A=rqvs-ma-$$; B=rqvs-mb-$$; C=rqvs-mc-$$
@@ -29,9 +30,9 @@ ip netns exec $A ping -c 3 -i 0.2 -W 1 10.79.0.2 | grep received
 ip netns exec $A ping -q -c 1500 -i 0.002 -W 1 10.79.0.2 > $D/flood.txt & FP=$!
 sleep 1
 for i in 1 2 3; do
-  s=$(date +%s%N); $V add-port br0 p3; e=$(date +%s%N); echo "ovs-vsctl add-port br0 p3 (datapath restart): $(( (e-s)/1000000 )) ms"
+  s=$(date +%s%N); $V add-port br0 p3; e=$(date +%s%N); echo "ovs-vsctl add-port br0 p3 (live): $(( (e-s)/1000000 )) ms"
   sleep 0.5
-  s=$(date +%s%N); $V del-port br0 p3; e=$(date +%s%N); echo "ovs-vsctl del-port br0 p3 (datapath restart): $(( (e-s)/1000000 )) ms"
+  s=$(date +%s%N); $V del-port br0 p3; e=$(date +%s%N); echo "ovs-vsctl del-port br0 p3 (live): $(( (e-s)/1000000 )) ms"
   sleep 0.5
 done
 wait $FP || true

@@ -7,7 +7,7 @@
 //! - `access_and_trunk_ports_for_normal`: `Port.tag`/`trunks`/`vlan_mode` for `NORMAL`: pings
 //!   across access and trunk ports (the trunk's host answers tagged frames from a raw socket:
 //!   the test kernel may lack 8021q), VLANs kept apart, tagged frames dropped on access ports,
-//!   `trunks` changed while running.
+//!   `trunks` changed while running; VLAN ports attached and changed without a datapath restart.
 //! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
 //!   devices in the switch's namespace; a host pings addresses put on them; they keep their
 //!   addresses across a datapath restart and go when their interface (or the switch) does.
@@ -16,6 +16,10 @@
 //!   `LOCAL(br0)` in `ovs-ofctl show` over 1.0 and 1.3); flows `in_port=LOCAL` and
 //!   `actions=LOCAL` carry a ping between a host and `br0`'s address; `dump-ports br0 LOCAL`,
 //!   `ofproto/trace br0 in_port=LOCAL,...` and `fdb/show` name it.
+//! - `ports_are_added_and_removed_without_a_datapath_restart`: a port added and removed 10
+//!   times while a 100-per-second ping stream between two other ports loses nothing; their
+//!   counters keep counting; PORT_STATUS ADD/DEL each time (`ovs-ofctl monitor`); the port
+//!   added again forwards; the log shows no datapath restart.
 //!
 //! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
 //! (unless `RQVS_REQUIRE_OVS=1`).
@@ -177,7 +181,7 @@ fn ovs_ofctl_over_the_bridge_mgmt_socket() {
     assert!(show.contains(" 2(p2): addr:"), "plain ovs-ofctl show: {show}");
     assert!(env.ofctl_ok(&["dump-flows", "br0"]).contains("actions=NORMAL"), "plain ovs-ofctl dump-flows");
 
-    // The flows the tool added survive a datapath restart (a port added).
+    // The flows the tool added stay when a port is added (live, no datapath restart).
     env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=7,arp,actions=NORMAL"]);
     let _h3 = env.host("h3", "p3", "10.79.0.3");
     env.vsctl(&["add-port", "br0", "p3"]);
@@ -354,6 +358,10 @@ fn access_and_trunk_ports_for_normal() {
     drop(h4);
     let log = env.exit();
     assert_eq!(log.matches("vlan_mode dot1q-tunnel is not supported").count(), 1, "logged once: {log}");
+    // VLAN ports attached, and their VLANs changed, live: the datapath started once with the
+    // bridge, never for a port.
+    assert_eq!(log.matches("ovsdb: datapath ports").count(), 1, "{log}");
+    assert!(log.contains("port 2=p2 VLANs Trunk([10, 20]) -> Trunk([10])"), "{log}");
 }
 
 #[test]
@@ -376,10 +384,10 @@ fn internal_ports_are_tap_devices() {
     env.sw.ip(&["link", "set", "int1", "up"]).unwrap();
     h1.ip(&["route", "add", "10.81.1.0/24", "dev", "e0"]).unwrap();
     assert!(ping(&h1, "10.81.1.254", 2), "and a type=internal port");
-    // A port added restarts the datapath: the tap devices stay, with their addresses.
+    // A port added (live): the tap devices stay, with their addresses.
     let _h2 = env.host("h2", "p2", "10.81.0.2");
     env.vsctl(&["add-port", "br0", "p2"]);
-    assert!(ping(&h1, "10.81.0.254", 2), "br0 kept its address across the restart");
+    assert!(ping(&h1, "10.81.0.254", 2), "br0 kept its address");
     assert!(ping(&h1, "10.81.0.2", 2));
     let sw = env.sw.name().to_string();
     let link =
@@ -444,4 +452,83 @@ fn ofports_are_any_number_and_the_bridge_port_is_local() {
     let fdb = String::from_utf8_lossy(&fdb.stdout).into_owned();
     assert!(fdb.lines().any(|l| l.split_whitespace().next() == Some("LOCAL")), "{fdb}");
     env.exit();
+}
+
+/// The number after `key` in `text` (`rx pkts=12,` → 12).
+fn count_after(text: &str, key: &str) -> u64 {
+    text.split(key)
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '{key}' in {text}"))
+}
+
+#[test]
+fn ports_are_added_and_removed_without_a_datapath_restart() {
+    let Some(mut env) = Env::start("dropin_live") else { return };
+    let h1 = env.host("h1", "p1", "10.83.0.1");
+    let _h2 = env.host("h2", "p2", "10.83.0.2");
+    let h3 = env.host("h3", "p3", "10.83.0.3");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
+    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
+    assert!(ping(&h1, "10.83.0.2", 2), "NORMAL between p1 and p2");
+    // PORT_STATUS to a connection that asks for asynchronous messages.
+    // (stdbuf: its output line by line, as it is killed at the end.)
+    let monitor = Command::new("stdbuf")
+        .args(["-oL", "ovs-ofctl", "-O", "OpenFlow13", "monitor", "br0", "65535"])
+        .env("OVS_RUNDIR", &env.dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut monitor = Running(Some(monitor));
+    std::thread::sleep(Duration::from_millis(300));
+    let rx_p2 = |env: &Env| count_after(&env.ofctl_ok(&["-O", "OpenFlow13", "dump-ports", "br0", "2"]), "rx pkts=");
+    let before = rx_p2(&env);
+    // A steady stream between p1 and p2 (100 pings a second, 6 s) while p3 comes and goes 10
+    // times (under a second here).
+    const PINGS: u32 = 600;
+    let stream = Command::new("ip")
+        .args(["netns", "exec", h1.name(), "ping", "-q", "-c", &PINGS.to_string(), "-i", "0.01", "-W", "1"])
+        .arg("10.83.0.2")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stream = Running(Some(stream));
+    let t0 = Instant::now();
+    let mut ofports = Vec::new();
+    for _ in 0..10 {
+        env.vsctl(&["add-port", "br0", "p3"]);
+        ofports.push(env.vsctl(&["get", "interface", "p3", "ofport"]).trim().to_string());
+        let show = env.ofctl_ok(&["-O", "OpenFlow13", "show", "br0"]);
+        assert!(show.contains("(p3): addr:"), "{show}");
+        env.vsctl(&["del-port", "br0", "p3"]);
+    }
+    let cycles = t0.elapsed();
+    assert!(cycles < Duration::from_secs(5), "10 cycles took {cycles:?}: the stream (6 s) must outlast them");
+    let during = rx_p2(&env);
+    let out = stream.0.take().unwrap().wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.contains(&format!("{PINGS} packets transmitted, {PINGS} received")),
+        "no frame lost on p1-p2 while p3 was added and removed 10 times: {out}"
+    );
+    assert!(during > before, "p2's counters kept counting: {before} then {during}");
+    assert!(rx_p2(&env) >= during + u64::from(PINGS) / 2, "and still count");
+    assert!(ofports.iter().all(|o| o.parse::<i64>().is_ok_and(|n| n > 0)), "{ofports:?}");
+    // Added again, the port works.
+    env.vsctl(&["add-port", "br0", "p3"]);
+    assert!(ping(&h3, "10.83.0.1", 2), "a re-added port forwards");
+    let mut m = monitor.0.take().unwrap();
+    let _ = m.kill();
+    let out = m.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.matches("): ADD: 3(p3): addr:").count(), 11, "PORT_STATUS ADD: {out}");
+    assert_eq!(out.matches("): DEL: 3(p3): addr:").count(), 10, "PORT_STATUS DELETE: {out}");
+    let log = env.exit();
+    assert_eq!(log.matches("port 3=p3 attached").count(), 11, "{log}");
+    assert_eq!(log.matches("port 3=p3 removed").count(), 10, "{log}");
+    // Started once without the bridge, once with its management socket: never for a port.
+    assert!(log.matches("ovsdb: datapath ports").count() <= 2, "no datapath restart for a port: {log}");
 }

@@ -75,6 +75,10 @@ pub enum RuleChange {
     RemoveGroup(u32),
     /// A port's link went up (`true`) or down.
     PortLive(u32, bool),
+    /// A port was removed from the switch (`true`) or is a port again: a removed port's
+    /// packets translate to a drop, so the revalidation this change starts deletes every
+    /// megaflow of that `in_port` that did anything else.
+    PortRemoved(u32, bool),
 }
 
 /// The slow path's answer for a packet: the megaflow to install and the action.
@@ -182,6 +186,8 @@ pub struct GroupTable {
     pub groups: BTreeMap<u32, Group>,
     /// Ports whose link is down (every other port is live).
     pub down: BTreeSet<u32>,
+    /// Ports removed from the switch ([`RuleChange::PortRemoved`]).
+    pub removed: BTreeSet<u32>,
 }
 
 impl Groups for GroupTable {
@@ -211,6 +217,11 @@ impl TableRead<'_> {
     /// ([`crate::chain`]).
     pub fn classify(&self, key: &FlowKey) -> Verdict {
         let x = self.xlate(key);
+        if self.guard.groups.removed.contains(&key.in_port) {
+            // No packet of a removed port is forwarded ([`RuleChange::PortRemoved`]); the
+            // megaflow is the translation's, which always examines in_port.
+            return Verdict { megaflow: x.megaflow, action: DpAction::Drop, rule: None };
+        }
         let rule = crate::chain::attribution_of(&x);
         Verdict { megaflow: x.megaflow, action: x.action(), rule }
     }
@@ -336,6 +347,11 @@ impl OfprotoTable {
                     set_live(&mut t.groups, p, live);
                     undo.push(RuleChange::PortLive(p, was));
                 }
+                RuleChange::PortRemoved(p, removed) => {
+                    let was = t.groups.removed.contains(&p);
+                    set_removed(&mut t.groups, p, removed);
+                    undo.push(RuleChange::PortRemoved(p, was));
+                }
             }
         }
         if t.pipeline_rules > 0 {
@@ -345,6 +361,14 @@ impl OfprotoTable {
         let version = t.version;
         t.log.push(version, changed);
         Ok((version, removed))
+    }
+}
+
+fn set_removed(g: &mut GroupTable, port: u32, removed: bool) {
+    if removed {
+        g.removed.insert(port);
+    } else {
+        g.removed.remove(&port);
     }
 }
 
@@ -373,6 +397,7 @@ fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
                 t.groups.groups.remove(&id);
             }
             RuleChange::PortLive(p, live) => set_live(&mut t.groups, p, live),
+            RuleChange::PortRemoved(p, removed) => set_removed(&mut t.groups, p, removed),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Asynchronous events from the switch to the OpenFlow channel: a flow removed by a delete or a
 //! timeout ([`FlowRemoved`], sent as FLOW_REMOVED when the flow has SEND_FLOW_REM), and a
 //! port whose link state changed ([`Event::PortStatus`], from the link watcher, [`crate::link`];
-//! sent as PORT_STATUS).
+//! sent as PORT_STATUS), and a port attached or removed ([`Event::PortAdded`],
+//! [`Event::PortDeleted`], [`crate::attach`]; PORT_STATUS ADD and DELETE).
 //!
 //! The channel registers a sink when it starts ([`Control::on_event`]; `openflow/flow_removed.rs`
 //! writes the messages into the connections' queues and decides who gets them). The switch
@@ -23,6 +24,11 @@ pub enum Event {
     FlowRemoved(FlowRemoved),
     /// Port N's link state changed (went down or up, disappeared, was re-attached).
     PortStatus(u32),
+    /// The port at this datapath index was attached while running ([`crate::attach`]:
+    /// PORT_STATUS ADD).
+    PortAdded(usize),
+    /// The port at this datapath index was removed (PORT_STATUS DELETE, describing it as it was).
+    PortDeleted(usize),
 }
 
 /// A flow with SEND_FLOW_REM left the table (OpenFlow's `ofp_flow_removed`).

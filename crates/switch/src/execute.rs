@@ -157,6 +157,11 @@ impl Executor {
         self
     }
 
+    /// [`Executor::with_ports`] on a running executor (a port attached or removed live).
+    pub fn set_ports(&mut self, ports: Arc<OfPorts>) {
+        self.ports = Some(ports);
+    }
+
     /// Port index `i`'s OpenFlow number.
     pub fn ofport(&self, i: usize) -> u32 {
         self.ports.as_deref().map_or(i as u32 + 1, |m| m.ofport(i))
@@ -408,7 +413,8 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
     let Some(d) = macs.forward_vlan(frame, in_port) else { return };
     let has_tag = frame.get(12..14) == Some(&[0x81, 0x00]);
     let vid = vid_of(frame);
-    let mut emit = |p: u32, tx: Tx, out: &mut Outcome| match macs.port_vlan(p).output(d.vlan) {
+    let vlans = macs.vlans();
+    let mut emit = |p: u32, tx: Tx, out: &mut Outcome| match vlans.port(p).output(d.vlan) {
         None => {}
         Some(None) if !has_tag => send_to(frame, p, tx, out),
         Some(Some(v)) if vid == Some(v) => send_to(frame, p, tx, out),

@@ -56,6 +56,7 @@
 //! **Frames.** Every frame is accounted for ([`stats`]): per port `rx = forwarded +
 //! to_controller + dropped + malformed + lost`; frames injected by PACKET_OUT apart.
 
+pub mod attach;
 pub mod bench;
 pub mod ctl;
 pub mod designs;
@@ -187,6 +188,10 @@ pub struct SwitchConfig {
     /// The VLANs each port carries for `NORMAL`, by index (empty: every port every VLAN;
     /// OVS's `Port.tag`/`trunks`/`vlan_mode`, [`normal::PortVlan`]).
     pub port_vlans: Vec<normal::PortVlan>,
+    /// Ports are attached and removed while running ([`Control::add_port`],
+    /// [`Control::remove_port`]; `rqvs switch --ovsdb`): the switch may start with none, and
+    /// its PMDs run until stopped.
+    pub live_ports: bool,
 }
 
 impl SwitchConfig {
@@ -214,6 +219,7 @@ impl SwitchConfig {
             mac_table_size: normal::DEFAULT_SIZE,
             mac_aging: normal::DEFAULT_AGING,
             port_vlans: Vec::new(),
+            live_ports: false,
         }
     }
 }
@@ -280,9 +286,23 @@ pub struct Switch {
     expiry: Option<JoinHandle<()>>,
     /// The link watcher ([`link`]).
     link: Option<JoinHandle<()>>,
-    /// The interfaces' locks ([`owner`]), released when the switch stops.
-    _locks: Vec<owner::PortLock>,
     control: Arc<Control>,
+}
+
+/// What the switch keeps of each port by datapath index, removed ones included ([`attach`]).
+pub(crate) struct PortInfo {
+    /// As `show` names it (`PortSource::name`).
+    pub(crate) name: String,
+    /// The interface port's spec (`None`: files, in-memory), to open it again; `None` too once
+    /// removed (never re-attached).
+    pub(crate) spec: Option<PortSpec>,
+    /// Its ingress policer's setting (`SwitchConfig::policing`).
+    pub(crate) policing: Option<PolicerSpec>,
+    /// Its OpenFlow number, kept after it is removed (`show` names it so).
+    pub(crate) ofport: u32,
+    pub(crate) removed: bool,
+    /// The interface's lock ([`owner`]), released when the port is removed or the switch stops.
+    pub(crate) lock: Option<owner::PortLock>,
 }
 
 /// The switch's management handle: counters, flows, rule changes, stop. Shared with the
@@ -294,15 +314,17 @@ pub struct Control {
     ports: std::sync::RwLock<Vec<PortHandle>>,
     /// Each port's handles from before its re-attachments (their counters still count).
     retired: Mutex<Vec<Vec<PortHandle>>>,
-    /// The interface ports' specs (`None`: files, in-memory), to open them again.
-    port_specs: Vec<Option<PortSpec>>,
+    /// Each port's name, spec, policer and lock, by index ([`PortInfo`]).
+    port_info: std::sync::RwLock<Vec<PortInfo>>,
     /// How the ports were opened.
     port_config: PortConfig,
-    port_names: Vec<String>,
-    /// The ports' OpenFlow numbers ([`ofports`]).
-    ofports: Arc<ofports::OfPorts>,
-    /// Each port's ingress policer's setting (`SwitchConfig::policing`), by port − 1.
-    policing: Vec<Option<PolicerSpec>>,
+    /// The ports' OpenFlow numbers ([`ofports`]): replaced whole when a port is attached or
+    /// removed ([`attach`]).
+    ofports: std::sync::RwLock<Arc<ofports::OfPorts>>,
+    /// Ports are attached and removed while running ([`SwitchConfig::live_ports`]); one such
+    /// change at a time.
+    live_ports: bool,
+    port_change: Mutex<()>,
     pmd_cpus: Vec<Option<usize>>,
     /// The slow path's OpenFlow table with the groups: shared with the ORIG/CCACHE PMDs, the
     /// handler and the revalidator; in CFLOWS the tables after 0, which its PMDs walk past the
@@ -341,7 +363,7 @@ impl Switch {
     /// Opens every port (all or none: on failure what was opened is closed), builds one
     /// design per PMD and starts the PMD threads.
     pub fn start(mut cfg: SwitchConfig) -> Result<Switch, Error> {
-        if cfg.ports.is_empty() {
+        if cfg.ports.is_empty() && !cfg.live_ports {
             return Err(err("a switch needs at least one port"));
         }
         check_rules(&cfg.rules)?;
@@ -361,7 +383,7 @@ impl Switch {
             ..PortConfig::default()
         };
         // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.
-        let mut locks = Vec::new();
+        let mut locks: Vec<Option<owner::PortLock>> = cfg.ports.iter().map(|_| None).collect();
         for (i, src) in cfg.ports.iter().enumerate() {
             if let PortSource::Spec(spec) = src {
                 if matches!(spec.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) {
@@ -372,11 +394,10 @@ impl Switch {
                             spec.name
                         )));
                     }
-                    locks.push(
-                        owner::acquire(&spec.name).map_err(|e| {
+                    locks[i] =
+                        Some(owner::acquire(&spec.name).map_err(|e| {
                             err(format!("port {} ({spec}): {e}", ofports::ofport_name(ofports.ofport(i))))
-                        })?,
-                    );
+                        })?);
                 }
             }
         }
@@ -470,9 +491,11 @@ impl Switch {
             let setup = PmdSetup {
                 index: i,
                 cpu: cpus[i],
-                rx,
+                rx: rx.into_iter().map(Some).collect(),
                 policers,
+                tx_of: (0..tx.len()).collect(),
                 tx,
+                live_ports: cfg.live_ports,
                 design,
                 inbox,
                 stop: stop.clone(),
@@ -493,26 +516,36 @@ impl Switch {
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
             threads.push(t);
         }
-        let control = Arc::new(Control {
-            design: cfg.design,
-            inboxes,
-            ofports: ofports.clone(),
-            port_names: cfg.ports.iter().map(PortSource::name).collect(),
-            policing: (0..cfg.ports.len()).map(|p| cfg.policing.get(p).copied().flatten()).collect(),
-            retired: Mutex::new(handles.iter().map(|_| Vec::new()).collect()),
-            ports: std::sync::RwLock::new(handles),
-            port_specs: cfg
-                .ports
-                .iter()
-                .map(|p| match p {
+        let port_info = cfg
+            .ports
+            .iter()
+            .zip(locks)
+            .enumerate()
+            .map(|(i, (p, lock))| PortInfo {
+                name: p.name(),
+                spec: match p {
                     PortSource::Spec(s)
                         if matches!(s.port_type, rqvs_ports::PortType::AfPacket | rqvs_ports::PortType::AfXdp) =>
                     {
                         Some(s.clone())
                     }
                     _ => None,
-                })
-                .collect(),
+                },
+                policing: cfg.policing.get(i).copied().flatten(),
+                ofport: ofports.ofport(i),
+                removed: false,
+                lock,
+            })
+            .collect();
+        let control = Arc::new(Control {
+            design: cfg.design,
+            inboxes,
+            ofports: std::sync::RwLock::new(ofports.clone()),
+            port_info: std::sync::RwLock::new(port_info),
+            live_ports: cfg.live_ports,
+            port_change: Mutex::new(()),
+            retired: Mutex::new(handles.iter().map(|_| Vec::new()).collect()),
+            ports: std::sync::RwLock::new(handles),
             port_config: pcfg,
             pmd_cpus: cpus,
             table,
@@ -532,7 +565,7 @@ impl Switch {
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
         let link = link::spawn(control.clone()).map_err(|e| err(format!("starting the link watcher thread: {e}")))?;
-        Ok(Switch { threads, handler, manager, expiry: Some(expiry), link: Some(link), _locks: locks, control })
+        Ok(Switch { threads, handler, manager, expiry: Some(expiry), link: Some(link), control })
     }
 
     pub fn control(&self) -> Arc<Control> {
@@ -564,6 +597,10 @@ impl Switch {
                 Ok(f) => pmds.push(f.report),
                 Err(_) => return Err(err(format!("PMD thread {i} panicked (a bug: please report it)"))),
             }
+        }
+        // The interfaces' locks go with the ports (the PMDs, which held their queues, ended).
+        for p in self.control.port_info.write().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+            p.lock = None;
         }
         // The manager ends when its queue closes.
         if let Ok(mut m) = self.control.manager.lock() {
@@ -817,9 +854,10 @@ impl Control {
         let mut total = PortFrames::default();
         let mut injected = PortFrames::default();
         let (mut outputs, mut packet_ins, mut packet_in_dropped) = (0, 0, 0);
-        let mut per_port = vec![PortFrames::default(); self.port_names.len()];
+        let info = self.lock_ports();
+        let mut per_port = vec![PortFrames::default(); info.len()];
         // The ports' counters at the last clear, as each PMD took them (empty: since start).
-        let mut base = vec![rqvs_ports::QueueStats::default(); self.port_names.len()];
+        let mut base = vec![rqvs_ports::QueueStats::default(); info.len()];
         for p in &pmds {
             for (b, q) in base.iter_mut().zip(&p.port_base) {
                 b.add(q);
@@ -829,19 +867,22 @@ impl Control {
             outputs += p.outputs;
             packet_ins += p.packet_ins;
             packet_in_dropped += p.packet_in_dropped;
-            for (i, f) in p.ports.iter().enumerate() {
-                per_port[i].add(f);
+            // (A PMD never has more ports than the switch: a port is in `port_info` before
+            // any PMD is told of it.)
+            for (pp, f) in per_port.iter_mut().zip(&p.ports) {
+                pp.add(f);
             }
         }
-        let ports: Vec<PortReport> = (0..self.port_names.len())
+        // Removed ports too (`link` "removed"): their frames are in the totals.
+        let ports: Vec<PortReport> = (0..info.len())
             .map(|i| {
                 let h = self.port(i);
                 let mut s: PortStats = self.port_stats(i);
                 s.total = s.total.minus(&base[i]);
                 PortReport {
-                    port: self.ofports.ofport(i),
-                    name: self.port_names[i].clone(),
-                    link: format!("{:?}", s.link).to_lowercase(),
+                    port: info[i].ofport,
+                    name: info[i].name.clone(),
+                    link: if info[i].removed { "removed".into() } else { format!("{:?}", s.link).to_lowercase() },
                     queues: h.queues(),
                     rx_packets: s.total.rx_packets,
                     rx_bytes: s.total.rx_bytes,
@@ -852,11 +893,12 @@ impl Control {
                     tx_dropped: s.total.tx_dropped,
                     tx_errors: s.total.tx_errors,
                     frames: per_port[i],
-                    ingress_policing_kpkts_rate: self.policing[i].map_or(0.0, |p| p.kpps),
-                    ingress_policing_kpkts_burst: self.policing[i].map_or(0.0, |p| p.burst_kpkts),
+                    ingress_policing_kpkts_rate: info[i].policing.map_or(0.0, |p| p.kpps),
+                    ingress_policing_kpkts_burst: info[i].policing.map_or(0.0, |p| p.burst_kpkts),
                 }
             })
             .collect();
+        drop(info);
         let tx_accounted = ports.iter().map(|p| p.tx_packets + p.tx_dropped).sum();
         FinalReport {
             design: self.design.name(),
@@ -1119,14 +1161,23 @@ impl Control {
         Ok((effects, net))
     }
 
-    /// The ports' names, numbered 1.. in this order.
-    pub fn port_names(&self) -> &[String] {
-        &self.port_names
+    /// The live ports' names, in index order.
+    pub fn port_names(&self) -> Vec<String> {
+        self.lock_ports().iter().filter(|p| !p.removed).map(|p| p.name.clone()).collect()
     }
 
-    /// The ports' OpenFlow numbers, by index ([`ofports`]).
-    pub fn ofports(&self) -> &ofports::OfPorts {
-        &self.ofports
+    /// Port index `i`'s name (a removed port's too; empty past the end).
+    pub fn port_name(&self, i: usize) -> String {
+        self.lock_ports().get(i).map(|p| p.name.clone()).unwrap_or_default()
+    }
+
+    /// The ports' OpenFlow numbers, by index ([`ofports`]), as they are now.
+    pub fn ofports(&self) -> Arc<ofports::OfPorts> {
+        self.ofports.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn lock_ports(&self) -> std::sync::RwLockReadGuard<'_, Vec<PortInfo>> {
+        self.port_info.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Tells the PMDs about a committed change and waits until each has applied it: ORIG/CCACHE

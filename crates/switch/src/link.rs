@@ -38,7 +38,7 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// Starts the watcher thread; it ends when the switch stops.
 pub(crate) fn spawn(control: Arc<Control>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("link".into()).spawn(move || {
-        let mut last: Vec<LinkState> = (0..control.port_names.len()).map(|i| control.port(i).link()).collect();
+        let mut last: Vec<LinkState> = Vec::new();
         while !control.stop.load(Ordering::Relaxed) {
             control.watch_links(&mut last);
             // Sleep in short steps so that a stop is not kept waiting.
@@ -58,9 +58,17 @@ impl Control {
         self.ports.read().unwrap_or_else(|e| e.into_inner())[i].clone()
     }
 
-    /// One look at every port: refresh, re-attach the gone ones that can be, report changes.
-    pub(crate) fn watch_links(&self, last: &mut [LinkState]) {
+    /// One look at every port: refresh, re-attach the gone ones that can be, report changes. A
+    /// port attached since the last look is first seen as it is; a removed one is not looked at.
+    pub(crate) fn watch_links(&self, last: &mut Vec<LinkState>) {
+        while last.len() < self.port_count() {
+            last.push(self.port(last.len()).link());
+        }
+        let map = self.ofports();
         for (i, seen) in last.iter_mut().enumerate() {
+            if !map.is_live(i) {
+                continue;
+            }
             let mut now = self.port(i).refresh();
             if now == LinkState::Gone {
                 if let Some(state) = self.reattach(i) {
@@ -70,15 +78,15 @@ impl Control {
             if now != *seen {
                 crate::log_debug!(
                     "rqvs switch: port {} ({}): link {seen:?} -> {now:?}: PORT_STATUS to the OpenFlow connections",
-                    crate::ofports::ofport_name(self.ofports().ofport(i)),
-                    self.port_names[i]
+                    crate::ofports::ofport_name(map.ofport(i)),
+                    self.port_name(i)
                 );
                 let was_live = *seen == LinkState::Up;
                 *seen = now;
                 if was_live != (now == LinkState::Up) {
-                    self.port_liveness(self.ofports().ofport(i), now == LinkState::Up);
+                    self.port_liveness(map.ofport(i), now == LinkState::Up);
                 }
-                self.emit(vec![Event::PortStatus(self.ofports().ofport(i))]);
+                self.emit(vec![Event::PortStatus(map.ofport(i))]);
             }
         }
     }
@@ -101,7 +109,10 @@ impl Control {
 
     /// Opens port `i` again (module docs); its new link state, or `None` while it cannot be.
     fn reattach(&self, i: usize) -> Option<LinkState> {
-        let spec = self.port_specs.get(i)?.as_ref()?;
+        // Not while a port is attached or removed ([`crate::attach`]).
+        let _one = self.port_change.lock().unwrap_or_else(|e| e.into_inner());
+        let spec = self.lock_ports().get(i)?.spec.clone()?;
+        let spec = &spec;
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }

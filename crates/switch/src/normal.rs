@@ -165,9 +165,34 @@ pub struct MacTable {
     buckets: Box<[Mutex<[Entry; WAYS]>]>,
     aging: Duration,
     start: Instant,
-    /// The ports' VLANs (by port − 1); empty when every port carries every VLAN.
-    /// `(ofport, its VLANs)`, sorted by ofport.
-    vlans: Vec<(u32, PortVlan)>,
+    /// The ports' VLANs: `(ofport, its VLANs)`, sorted by ofport; empty when every port carries
+    /// every VLAN. Replaced whole when a port's VLANs change while running
+    /// ([`MacTable::set_port_vlan`]); a reader holds one version for a frame ([`MacTable::vlans`]).
+    vlans: arc_swap::ArcSwap<Vec<(u32, PortVlan)>>,
+}
+
+/// The ports' VLANs as one reader sees them ([`MacTable::vlans`]).
+pub struct PortVlans(arc_swap::Guard<std::sync::Arc<Vec<(u32, PortVlan)>>>);
+
+impl PortVlans {
+    /// Port `port`'s VLANs.
+    pub fn port(&self, port: u32) -> &PortVlan {
+        static ALL: PortVlan = PortVlan::All;
+        match self.0.binary_search_by_key(&port, |v| v.0) {
+            Ok(k) => &self.0[k].1,
+            Err(_) => &ALL,
+        }
+    }
+}
+
+/// `vlans` sorted by ofport, or empty when every one is [`PortVlan::All`].
+fn normalized(mut vlans: Vec<(u32, PortVlan)>) -> Vec<(u32, PortVlan)> {
+    vlans.sort_by_key(|v| v.0);
+    if vlans.iter().all(|v| v.1 == PortVlan::All) {
+        Vec::new()
+    } else {
+        vlans
+    }
 }
 
 impl Default for MacTable {
@@ -211,7 +236,7 @@ impl MacTable {
             buckets: (0..buckets).map(|_| Mutex::new([Entry::default(); WAYS])).collect(),
             aging,
             start: Instant::now(),
-            vlans: Vec::new(),
+            vlans: arc_swap::ArcSwap::from_pointee(Vec::new()),
         }
     }
 
@@ -223,24 +248,36 @@ impl MacTable {
 
     /// This table for ports whose VLANs are `vlans` (`(ofport, VLANs)`; a port not in it
     /// carries every VLAN).
-    pub fn with_port_vlans(mut self, mut vlans: Vec<(u32, PortVlan)>) -> MacTable {
-        vlans.sort_by_key(|v| v.0);
-        self.vlans = if vlans.iter().all(|v| v.1 == PortVlan::All) { Vec::new() } else { vlans };
+    pub fn with_port_vlans(self, vlans: Vec<(u32, PortVlan)>) -> MacTable {
+        self.vlans.store(std::sync::Arc::new(normalized(vlans)));
         self
+    }
+
+    /// Port `port`'s VLANs become `vlan`, while running (a port attached, or its `Port.tag`,
+    /// `trunks` or `vlan_mode` changed); the stations learned on it are forgotten (they were
+    /// learned in its old VLANs).
+    pub fn set_port_vlan(&self, port: u32, vlan: PortVlan) {
+        self.vlans.rcu(|now| {
+            let mut v: Vec<(u32, PortVlan)> = now.iter().filter(|e| e.0 != port).cloned().collect();
+            v.push((port, vlan.clone()));
+            normalized(v)
+        });
+        self.forget_port(port);
     }
 
     /// Do the ports have VLAN settings ([`MacTable::forward_vlan`] must be used)?
     pub fn has_vlans(&self) -> bool {
-        !self.vlans.is_empty()
+        !self.vlans.load().is_empty()
     }
 
-    /// Port `port`'s VLANs.
-    pub fn port_vlan(&self, port: u32) -> &PortVlan {
-        static ALL: PortVlan = PortVlan::All;
-        match self.vlans.binary_search_by_key(&port, |v| v.0) {
-            Ok(k) => &self.vlans[k].1,
-            Err(_) => &ALL,
-        }
+    /// The ports' VLANs now (one version, for one frame).
+    pub fn vlans(&self) -> PortVlans {
+        PortVlans(self.vlans.load())
+    }
+
+    /// Port `port`'s VLANs now.
+    pub fn port_vlan(&self, port: u32) -> PortVlan {
+        self.vlans().port(port).clone()
     }
 
     /// Entries the table holds at most.
@@ -288,6 +325,19 @@ impl MacTable {
         b[slot] = Entry { key, port, seen_ms: now };
     }
 
+    /// Forgets every station learned on `port` (the port was removed); returns how many.
+    pub fn forget_port(&self, port: u32) -> usize {
+        let mut n = 0;
+        for b in self.buckets.iter() {
+            let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+            for e in b.iter_mut().filter(|e| e.key != 0 && e.port == port) {
+                *e = Entry::default();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// The port `mac` was learned on in `vlan`, unless it aged out.
     pub fn lookup(&self, vlan: u16, mac: &[u8; 6]) -> Option<u32> {
         let key = u64::from(vlan & 0x0fff) << 48 | mac48(mac);
@@ -329,7 +379,7 @@ impl MacTable {
         if frame.len() < 14 {
             return None;
         }
-        let vlan = self.port_vlan(in_port).input(vid_of(frame))?;
+        let vlan = self.vlans().port(in_port).input(vid_of(frame))?;
         Some(VlanForward { vlan, to: self.forward_in(frame, in_port, vlan) })
     }
 

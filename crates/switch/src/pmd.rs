@@ -17,6 +17,13 @@
 //! queue *i* of every port, so the frame is sent from here, between batches, through the same
 //! executor (counted in `injected`, see [`crate::stats`]).
 //!
+//! **Ports attached and removed live** ([`PmdMsg::AddPort`], [`PmdMsg::RemovePort`], between
+//! two batches): a new port's receive and transmit queue join the PMD's, its counters are grown
+//! in place (every other port's counts kept); a removed port's queues are dropped and its index
+//! stays retired (`None`) — never reused, as an upcall at the handler may still name it; its
+//! counts stay. The receive queues are by datapath index; the transmit queues are the live
+//! ports' only, in index order, with the executor's map of their ofports.
+//!
 //! Nothing on this path takes a lock: queues and the design are the thread's own; ORIG and
 //! CCACHE read the shared OpenFlow table only in the handler and the revalidator; messages and
 //! the handler's answers are polled with a non-blocking `try_recv`.
@@ -37,6 +44,7 @@ use serde::Serialize;
 use crate::execute::Executor;
 use crate::flowstats::{FlowCount, FlowCounters, Parting};
 use crate::handler::{UpcallBatch, UpcallItem};
+use crate::ofports::OfPorts;
 use crate::stats::{PmdCounters, PmdReport};
 
 /// A message from the management thread, handled between batches.
@@ -64,6 +72,11 @@ pub enum PmdMsg {
     /// Port `port` (0-based) was opened again after its interface came back ([`crate::link`]):
     /// this PMD's receive and transmit queue of it replace the old ones.
     Reattach { port: usize, queues: Box<(RxQueue, TxQueue)> },
+    /// A port attached live at index `port` (the next one), with this PMD's queues of it, its
+    /// ingress policer, and the ports' numbering that includes it (module docs).
+    AddPort { port: usize, ofports: Arc<OfPorts>, queues: Box<(RxQueue, TxQueue)>, policer: Option<Policer> },
+    /// Port `port` removed: its queues are dropped, its index retired; `ofports` no longer has it.
+    RemovePort { port: usize, ofports: Arc<OfPorts> },
 }
 
 /// A PACKET_OUT as a PMD executes it.
@@ -79,10 +92,17 @@ pub struct PacketOut {
 pub struct PmdSetup {
     pub index: usize,
     pub cpu: Option<usize>,
-    pub rx: Vec<RxQueue>,
+    /// Receive queue of each port, by datapath index (`None`: the port was removed).
+    pub rx: Vec<Option<RxQueue>>,
     /// Each receive queue's ingress policer (`None`: not policed), by port − 1.
     pub policers: Vec<Option<Policer>>,
+    /// The live ports' transmit queues, in index order (module docs).
     pub tx: Vec<TxQueue>,
+    /// The datapath index of each of `tx`.
+    pub tx_of: Vec<usize>,
+    /// Ports come and go while running ([`PmdMsg::AddPort`]): run until stopped, also with no
+    /// port or only finished ones.
+    pub live_ports: bool,
     pub design: Box<dyn Design + Send>,
     pub inbox: Receiver<PmdMsg>,
     pub stop: Arc<AtomicBool>,
@@ -95,8 +115,8 @@ pub struct PmdSetup {
     pub parting: Parting,
     /// The `NORMAL` action's MAC table (shared by every PMD).
     pub macs: Arc<crate::normal::MacTable>,
-    /// The ports' OpenFlow numbers (a received frame's `in_port`).
-    pub ofports: Arc<crate::ofports::OfPorts>,
+    /// The ports' OpenFlow numbers (a received frame's `in_port`), by datapath index.
+    pub ofports: Arc<OfPorts>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
     /// The switch's meters ([`crate::meters`]).
@@ -163,7 +183,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let action_reader = rqvs_datapath::actions::Reader::register();
     let mut exec =
         Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
-            .with_ports(s.ofports.clone())
+            .with_ports(tx_map(&s))
             .with_meters(s.meters.clone());
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
@@ -174,15 +194,14 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut seq: u64 = 0;
     let mut idle_polls = 0u32;
     let mut switches_logged = 0u64;
-    let ports = s.rx.len();
     let test_panic = s.index == 0 && crate::fault::test_panic("pmd");
     let mut up = Inflight {
         revalidations: Vec::new(),
         changed: Vec::new(),
         n: 0,
-        by_port: vec![0; ports],
+        by_port: vec![0; s.rx.len()],
         known_version: 0,
-        offline: s.rx.iter().all(RxQueue::is_offline),
+        offline: !s.live_ports && s.rx.iter().flatten().all(RxQueue::is_offline),
         taken: Vec::new(),
     };
     loop {
@@ -191,14 +210,17 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         if let Some(link) = &s.handler {
             if up.n > 0 {
                 let busy = Instant::now();
-                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, None) > 0 {
+                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, &s.ofports, None)
+                    > 0
+                {
                     c.busy_ns += busy.elapsed().as_nanos() as u64;
                 }
             }
         }
-        for p in 0..ports {
+        for p in 0..s.rx.len() {
             let in_port = s.ofports.ofport(p);
-            let batch = s.rx[p].recv();
+            let Some(q) = s.rx[p].as_mut() else { continue };
+            let batch = q.recv();
             let n_frames = batch.len();
             if n_frames == 0 {
                 continue;
@@ -276,6 +298,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             &mut exec,
                             &mut s.tx,
                             &mut flows,
+                            &s.ofports,
                         );
                     }
                 }
@@ -319,7 +342,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             up.revalidations.extend(up.changed.drain(..).map(|answer| (epoch, answer)));
         }
         if got == 0 {
-            if s.stop.load(Ordering::Relaxed) || s.rx.iter().all(RxQueue::is_finished) {
+            if s.stop.load(Ordering::Relaxed) || (!s.live_ports && s.rx.iter().flatten().all(RxQueue::is_finished)) {
                 break;
             }
             idle_polls += 1;
@@ -338,8 +361,17 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     // The handler's last answers: every packet taken is sent or counted.
     if let Some(link) = s.handler.take() {
         while up.n > 0 {
-            if answers(&link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, Some(HANDLER_DRAIN))
-                == 0
+            if answers(
+                &link,
+                s.design.as_mut(),
+                &mut up,
+                &mut c,
+                &mut exec,
+                &mut s.tx,
+                &mut flows,
+                &s.ofports,
+                Some(HANDLER_DRAIN),
+            ) == 0
             {
                 // No answer in time (the handler is gone): what it held is lost.
                 for (p, n) in up.by_port.iter_mut().enumerate() {
@@ -393,6 +425,13 @@ fn log_switches(s: &PmdSetup, logged: u64) -> u64 {
     r.design_switches
 }
 
+/// The executor's map: the ofport of each live port's transmit queue (`s.tx`).
+fn tx_map(s: &PmdSetup) -> Arc<OfPorts> {
+    let numbers = s.tx_of.iter().map(|&i| s.ofports.ofport(i)).collect();
+    // The live ports' numbers are distinct and valid, as `s.ofports` checked them.
+    Arc::new(OfPorts::new(numbers).unwrap_or_else(|_| OfPorts::identity(0)))
+}
+
 fn flush(tx: &mut [TxQueue]) {
     for q in tx.iter_mut() {
         if q.pending() > 0 {
@@ -414,13 +453,14 @@ fn send_upcalls(
     exec: &mut Executor,
     tx: &mut [TxQueue],
     flows: &mut FlowCounters,
+    ofports: &OfPorts,
 ) {
     if up.offline {
         // A file waits: in pieces of at most the cap, each when there is room for it.
         while !items.is_empty() {
             let rest = items.split_off(items.len().min(link.cap.max(1)));
             while up.n > 0 && up.n + items.len() > link.cap {
-                if answers(link, design, up, c, exec, tx, flows, Some(HANDLER_DRAIN)) == 0 {
+                if answers(link, design, up, c, exec, tx, flows, ofports, Some(HANDLER_DRAIN)) == 0 {
                     break;
                 }
             }
@@ -486,6 +526,7 @@ fn answers(
     exec: &mut Executor,
     tx: &mut [TxQueue],
     flows: &mut FlowCounters,
+    ofports: &OfPorts,
     wait: Option<Duration>,
 ) -> usize {
     let mut done = 0;
@@ -513,7 +554,8 @@ fn answers(
                 a => {
                     let rule = it.verdict.as_ref().and_then(|(v, _)| v.rule).unwrap_or(NO_RULE);
                     flows.hit(rule, it.frame.len());
-                    let in_port = exec.ofport(it.port);
+                    // By the datapath's numbering (a removed port's late answer: NONE).
+                    let in_port = ofports.ofport(it.port);
                     account(c, it.port, exec.execute(&it.frame, in_port, a, tx));
                 }
             }
@@ -604,13 +646,50 @@ fn handle_msg(
         }
         PmdMsg::Reattach { port, queues } => {
             let (rx, tx) = *queues;
-            if let (Some(r), Some(t)) = (s.rx.get_mut(port), s.tx.get_mut(port)) {
+            let t = s.tx_of.iter().position(|&i| i == port);
+            if let (Some(Some(r)), Some(t)) = (s.rx.get_mut(port), t) {
                 if let Some(q) = s.queue_retired.get_mut(port) {
                     q.add(&r.stats());
                 }
                 *r = rx;
-                *t = tx;
+                s.tx[t] = tx;
             }
+        }
+        PmdMsg::AddPort { port, ofports, queues, policer } => {
+            let (rx, tx) = *queues;
+            let n = port + 1;
+            s.rx.resize_with(n.max(s.rx.len()), || None);
+            s.rx[port] = Some(rx);
+            s.policers.resize_with(n.max(s.policers.len()), || None);
+            s.policers[port] = policer;
+            let at = s.tx_of.partition_point(|&i| i < port);
+            s.tx.insert(at, tx);
+            s.tx_of.insert(at, port);
+            s.queue_retired.resize(n.max(s.queue_retired.len()), rqvs_ports::QueueStats::default());
+            s.queue_base.resize(n.max(s.queue_base.len()), rqvs_ports::QueueStats::default());
+            c.grow(n);
+            baseline.0.grow(n);
+            up.by_port.resize(n.max(up.by_port.len()), 0);
+            s.ofports = ofports;
+            exec.set_ports(tx_map(s));
+        }
+        PmdMsg::RemovePort { port, ofports } => {
+            if let Some(t) = s.tx_of.iter().position(|&i| i == port) {
+                s.tx_of.remove(t);
+                // Dropped: flushed first, what it staged counted sent or dropped.
+                drop(s.tx.remove(t));
+            }
+            if let Some(slot) = s.rx.get_mut(port) {
+                if let (Some(r), Some(q)) = (slot.take(), s.queue_retired.get_mut(port)) {
+                    // Its counts stay the port's (a clear's baseline reads them here).
+                    q.add(&r.stats());
+                }
+            }
+            if let Some(p) = s.policers.get_mut(port) {
+                *p = None;
+            }
+            s.ofports = ofports;
+            exec.set_ports(tx_map(s));
         }
         PmdMsg::TableChanged(version, answer) => {
             up.known_version = up.known_version.max(version);
@@ -637,7 +716,9 @@ fn handle_msg(
                     .zip(&s.queue_retired)
                     .map(|(q, retired)| {
                         let mut b = *retired;
-                        b.add(&q.stats());
+                        if let Some(q) = q {
+                            b.add(&q.stats());
+                        }
                         b
                     })
                     .collect();

@@ -80,6 +80,25 @@ impl PmdCounters {
         }
     }
 
+    /// Counters for a port attached live (index `ports - 1`): the vectors grown in place, every
+    /// other port's counts kept.
+    pub fn grow(&mut self, ports: usize) {
+        for v in [
+            &mut self.rx,
+            &mut self.forwarded,
+            &mut self.to_controller,
+            &mut self.dropped,
+            &mut self.malformed,
+            &mut self.lost,
+            &mut self.ttl_expired,
+            &mut self.policed,
+        ] {
+            if v.len() < ports {
+                v.resize(ports, 0);
+            }
+        }
+    }
+
     /// These counters since `base` (a copy taken at `pmd-stats-clear`).
     pub fn minus(&self, base: &PmdCounters) -> PmdCounters {
         PmdCounters {

@@ -36,25 +36,29 @@
 //!   reconfiguration `Open_vSwitch.cur_cfg = next_cfg`, so `ovs-vsctl` (without `--no-wait`)
 //!   returns. Each write compares with the replica, so after a reconnect whatever the new
 //!   server lacks is written again, and nothing when nothing changed.
-//! - **Ports added or removed while running**: the switch cannot add or remove a port live (a
-//!   PMD owns queue *i* of every port from start to stop, and the ports vector, the per-port
-//!   counters and the MAC table's port numbers are fixed when `Switch::start` builds them), so a
-//!   change of the port set (or of a port's VLANs) stops the datapath and starts a new one in
-//!   the same process with the same OpenFlow rules — those `ovs-ofctl` added included, with
-//!   their cookies; their timeouts and flags restart —: forwarding pauses for the restart
-//!   (~40–60 ms measured with `scripts/ovsdb_restart_pause.sh`), the flows' counters, the
-//!   megaflows and the learned MACs start again from zero; every frame of each datapath is
-//!   accounted for in its own report. The management, unixctl and ctl sockets and the tap
-//!   devices stay and are served by each datapath in turn.
+//! - **Ports added or removed while running** are attached and removed live, without a datapath
+//!   restart (`apply_ports` over [`Control::add_port`]/[`Control::remove_port`],
+//!   [`crate::attach`]): removals first, then additions; a changed `ofport_request` is both; a
+//!   port that cannot be attached keeps its error in `Interface.error` (not retried until its
+//!   plan changes) while the others apply. The other ports forward throughout.
+//!   A port's VLANs are set in the `NORMAL` MAC table ([`Control::set_port_vlan`]: before a new
+//!   port's first frame; a changed port's learned stations forgotten).
+//! - **What restarts the datapath** (`live_change` says no): a change of controllers, fail mode
+//!   or management socket. The datapath stops and a new one starts in the same process
+//!   with the same OpenFlow rules — those `ovs-ofctl` added included, with their cookies; their
+//!   timeouts and flags restart —: forwarding pauses for the restart (~40–60 ms measured with
+//!   `scripts/ovsdb_restart_pause.sh`), the flows' counters, the megaflows and the learned MACs
+//!   start again from zero; every frame of each datapath is accounted for in its own report.
+//!   The management, unixctl and ctl sockets and the tap devices stay and are served by each
+//!   datapath in turn. A datapath id that changes with the ports is given to the running
+//!   channel ([`Channel::set_datapath_id`]).
 //! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
 //!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
 //!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
-//!   written as connections come and go; another target gets `status:last_error`. A change of
-//!   controllers, fail mode or datapath id restarts the datapath as a port change does.
+//!   written as connections come and go; another target gets `status:last_error`.
 //! - Not yet: `ptcp:`/`punix:` controller targets (`--openflow` and `--controller` are refused
 //!   with `--ovsdb`), `Flow_Table`, several bridges (docs/ovs-dropin.md says what is missing),
-//!   `patch` interfaces, ports added without a datapath restart (docs/ovs-dropin.md and
-//!   ARCHITECTURE.md say how these are to be built).
+//!   `patch` interfaces (docs/ovs-dropin.md and ARCHITECTURE.md say how these are to be built).
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::net::UnixListener;
@@ -390,9 +394,66 @@ fn is_ifname(name: &str) -> bool {
 struct Running {
     switch: Switch,
     control: Arc<Control>,
+    /// What it runs: as started, then as ports were attached and removed ([`live_change`]).
     identity: Identity,
+    /// Ports of `identity` that could not be attached live, by interface name: why.
+    failed: BTreeMap<String, String>,
     channel: Option<Channel>,
     servers: Vec<JoinHandle<()>>,
+}
+
+/// Can the running datapath become `want` by attaching and removing ports and setting their
+/// VLANs, without a restart? Yes when only the ports differ (the datapath id may change too:
+/// derived from the ports' MACs).
+fn live_change(r: &Running, want: &Identity) -> bool {
+    r.identity.controllers == want.controllers && r.identity.secure == want.secure && r.identity.mgmt == want.mgmt
+}
+
+/// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
+/// removed first — freeing their numbers and interfaces —, then the new ones attached; one that
+/// cannot be is kept in `failed` with its error (not tried again until its plan changes).
+fn apply_ports(r: &mut Running, want: &Identity, log: &LogFn) {
+    let old = std::mem::take(&mut r.identity.ports);
+    // The same port (number, interface, type) with other VLANs: set in place.
+    let same = |a: &PlannedPort, b: &PlannedPort| a.ofport == b.ofport && a.name == b.name && a.spec == b.spec;
+    for p in want.ports.iter() {
+        if let Some(o) = old.iter().find(|o| same(o, p) && o.vlan != p.vlan) {
+            if !r.failed.contains_key(&p.name) {
+                r.control.set_port_vlan(p.ofport, p.vlan.clone());
+                log(&format!("rqvs switch: ovsdb: port {}={} VLANs {:?} -> {:?}", p.ofport, p.spec, o.vlan, p.vlan));
+            }
+        }
+    }
+    let kept = |p: &PlannedPort, among: &[PlannedPort]| among.iter().any(|o| same(o, p));
+    for p in old.iter().filter(|p| !kept(p, &want.ports)) {
+        if r.failed.remove(&p.name).is_some() {
+            continue; // never attached
+        }
+        match r.control.remove_port(p.ofport) {
+            Ok(()) => log(&format!("rqvs switch: ovsdb: port {}={} removed", p.ofport, p.spec)),
+            Err(e) => log(&format!("rqvs switch: ovsdb: removing port {}: {e}", p.name)),
+        }
+    }
+    for p in want.ports.iter().filter(|p| !kept(p, &old)) {
+        // Its VLANs before its first frame.
+        r.control.set_port_vlan(p.ofport, p.vlan.clone());
+        let attached = p
+            .spec
+            .parse::<rqvs_ports::PortSpec>()
+            .map_err(|e| Error(format!("interface {}: {e}", p.name)))
+            .and_then(|spec| r.control.add_port(&spec, p.ofport));
+        match attached {
+            Ok(_) => log(&format!("rqvs switch: ovsdb: port {}={} attached", p.ofport, p.spec)),
+            Err(e) => {
+                log(&format!("rqvs switch: ovsdb: port {} could not be attached: {e}", p.name));
+                r.failed.insert(p.name.clone(), e.to_string());
+            }
+        }
+    }
+    if let Some(c) = &r.channel {
+        c.set_datapath_id(want.datapath_id);
+    }
+    r.identity = want.clone();
 }
 
 /// The bridge's management socket, bound (it outlives the datapaths: each one's channel serves
@@ -418,19 +479,15 @@ fn start_datapath(
 ) -> Result<Running, Error> {
     let ports = &id.ports;
     // Each interface a port, with its ofport ([`crate::ofports`]: the datapath's indices are
-    // its own). A bridge without a port gets one that discards what it is sent, as the
-    // switch needs at least one.
+    // its own). Ports come and go while it runs ([`apply_ports`]); it may start with none.
     let mut sources = Vec::new();
     for p in ports {
         sources.push(PortSource::Spec(p.spec.parse().map_err(|e| Error(format!("interface {}: {e}", p.name)))?));
     }
-    let mut ofports: Vec<u32> = ports.iter().map(|p| p.ofport).collect();
-    if sources.is_empty() {
-        sources.push(PortSource::Tap { name: "no-ports".into(), tap: Arc::new(|_: &[u8]| {}) });
-        ofports.push(1);
-    }
+    let ofports: Vec<u32> = ports.iter().map(|p| p.ofport).collect();
     let mut scfg = (cfg.make)(sources, rules)?;
     scfg.ofports = ofports;
+    scfg.live_ports = true;
     scfg.packet_in = !id.controllers.is_empty();
     scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
     let switch = Switch::start(scfg)?;
@@ -477,7 +534,7 @@ fn start_datapath(
                 .map_err(|e| Error(format!("ctl thread: {e}")))?,
         );
     }
-    Ok(Running { switch, control, identity: id.clone(), channel, servers })
+    Ok(Running { switch, control, identity: id.clone(), failed: BTreeMap::new(), channel, servers })
 }
 
 fn stop_datapath(r: Running) -> Result<(Vec<Rule>, Generation), Error> {
@@ -731,7 +788,13 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         let mut want = p.identity();
         want.mgmt = mgmt.as_ref().map(|m| m.path.clone());
         let current = running.as_ref().map(|r| r.identity.clone());
-        if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
+        let live = running.as_ref().is_some_and(|r| failed_ports.is_none() && live_change(r, &want));
+        if current.as_ref() != Some(&want) && live {
+            // Ports attached and removed without stopping the datapath.
+            if let Some(r) = running.as_mut() {
+                apply_ports(r, &want, &log);
+            }
+        } else if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
             if let Some(r) = running.take() {
                 match stop_datapath(r) {
                     Ok((kept, g)) => {
@@ -764,6 +827,14 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                         Ok(r) => running = Some(r),
                         Err(e) => break Err(e),
                     }
+                }
+            }
+        }
+        if let Some(r) = &running {
+            for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
+                if let Some(e) = r.failed.get(&i.name) {
+                    i.error = Some(format!("could not attach the port: {e}"));
+                    i.ofport = -1;
                 }
             }
         }

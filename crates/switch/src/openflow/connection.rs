@@ -457,7 +457,7 @@ impl Connection {
             }
             Message::EchoRequest(data) => Some(Message::EchoReply(data)),
             Message::FeaturesRequest => Some(Message::FeaturesReply(Features {
-                datapath_id: self.hub.datapath_id,
+                datapath_id: self.hub.datapath_id.load(std::sync::atomic::Ordering::Relaxed),
                 n_buffers: 0,
                 n_tables: N_TABLES,
                 auxiliary_id: 0,

@@ -542,6 +542,12 @@ impl Channel {
             .collect()
     }
 
+    /// The datapath id FEATURES_REPLY says from now on (`--ovsdb`: the bridge's, which a port
+    /// attached or removed can change when it is derived from the ports' MACs).
+    pub fn set_datapath_id(&self, id: u64) {
+        self.hub.datapath_id.store(id, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Waits for every thread of the channel (after [`Control::request_stop`]).
     pub fn join(self) {
         for t in self.threads {
@@ -553,7 +559,7 @@ impl Channel {
 /// What the connections, the packet-in thread and the fail-open watch share.
 pub(crate) struct Hub {
     pub control: Arc<Control>,
-    pub datapath_id: u64,
+    pub datapath_id: AtomicU64,
     pub probe: Duration,
     pub max_connections: usize,
     pub hello_timeout: Duration,
@@ -569,7 +575,34 @@ pub(crate) struct Hub {
     packet_outs_refused: AtomicU64,
     /// Each port's `OFPPC_*` bits PORT_MOD keeps (`PORT_DOWN` lives in the interface):
     /// [`port_mod`].
-    pub port_config: Vec<AtomicU32>,
+    pub port_config: PortConfigs,
+}
+
+/// Each port's `OFPPC_*` bits PORT_MOD keeps, by datapath index: grown when a port is attached
+/// while running ([`crate::attach`]; a new port starts with none).
+#[derive(Default)]
+pub struct PortConfigs(std::sync::RwLock<Vec<AtomicU32>>);
+
+impl PortConfigs {
+    /// Port index `i`'s bits.
+    pub fn get(&self, i: usize) -> u32 {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(i).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Flips `bits` of port index `i`'s.
+    pub fn xor(&self, i: usize, bits: u32) {
+        {
+            let v = self.0.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = v.get(i) {
+                c.fetch_xor(bits, Ordering::Relaxed);
+                return;
+            }
+        }
+        let mut v = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let n = v.len().max(i + 1);
+        v.resize_with(n, || AtomicU32::new(0));
+        v[i].fetch_xor(bits, Ordering::Relaxed);
+    }
 }
 
 /// Controllers admitted now, and since when none has been (the fail-open clock).
@@ -646,7 +679,7 @@ impl Peer {
 impl Hub {
     fn new(control: Arc<Control>, datapath_id: u64, probe: Duration) -> Hub {
         Hub {
-            datapath_id,
+            datapath_id: AtomicU64::new(datapath_id),
             probe,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
@@ -660,7 +693,7 @@ impl Hub {
             packet_ins_dropped: AtomicU64::new(0),
             packet_outs: AtomicU64::new(0),
             packet_outs_refused: AtomicU64::new(0),
-            port_config: (0..control.port_names.len()).map(|_| AtomicU32::new(0)).collect(),
+            port_config: PortConfigs::default(),
             control,
         }
     }

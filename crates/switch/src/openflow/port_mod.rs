@@ -28,8 +28,6 @@
 //! the bits kept here plus `PORT_DOWN` whenever the interface is administratively down, however
 //! it got there (`ip link set IF down` too, as OVS reports it).
 
-use std::sync::atomic::Ordering;
-
 use rqvs_openflow::async_config::{PortMod, OFPPC_NO_PACKET_IN, OFPPC_PORT_DOWN};
 use rqvs_openflow::OfError;
 
@@ -95,13 +93,13 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
                 "rqvs switch: openflow {}: PORT_MOD: port {} ({}) cannot be set {}: {e} (left as it is)",
                 me.name,
                 pm.port_no,
-                hub.control.port_names[i],
+                hub.control.port_name(i),
                 if down { "down" } else { "up" }
             ),
         }
     }
     if toggle & OFPPC_NO_PACKET_IN != 0 {
-        hub.port_config[i].fetch_xor(OFPPC_NO_PACKET_IN, Ordering::Relaxed);
+        hub.port_config.xor(i, OFPPC_NO_PACKET_IN);
         changed = true;
     }
     if changed {
@@ -109,7 +107,7 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
             "rqvs switch: openflow {}: PORT_MOD: port {} ({}) config {}",
             me.name,
             pm.port_no,
-            hub.control.port_names[i],
+            hub.control.port_name(i),
             match bit_names(super::ports::describe_one(hub, i).config) {
                 s if s.is_empty() => "0".to_string(),
                 s => s,

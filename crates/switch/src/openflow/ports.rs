@@ -14,7 +14,9 @@
 //! (`--controller`) ones always, passive ones once they set a non-zero miss_send_len (as for
 //! PACKET_IN: Open vSwitch's rule for service connections, so plain `ovs-ofctl` commands get
 //! none; `ovs-ofctl monitor TARGET 65535` asks for them). A port whose interface disappears is
-//! kept (LINK_DOWN, re-attached when it returns), so the reason is never ADD or DELETE. A
+//! kept (LINK_DOWN, re-attached when it returns): MODIFY. A port attached or removed while
+//! running (`--ovsdb`, [`crate::attach`]) is reason ADD or DELETE (the removed port described
+//! as it was, with its number). A
 //! PORT_MOD that changes a port's configuration sends it too ([`super::port_mod`]); `config`
 //! carries `PORT_DOWN` while the interface is administratively down (set so by PORT_MOD or by
 //! `ip link set IF down`), as Open vSwitch reports it.
@@ -31,21 +33,24 @@ use crate::Control;
 /// `OFPPS_LINK_DOWN`, `OFPPS_LIVE`.
 const OFPPS_LINK_DOWN: u32 = 1;
 const OFPPS_LIVE: u32 = 4;
-/// `OFPPR_MODIFY`.
+/// `OFPPR_ADD`, `OFPPR_DELETE`, `OFPPR_MODIFY`.
+pub(crate) const OFPPR_ADD: u8 = 0;
+pub(crate) const OFPPR_DELETE: u8 = 1;
 const OFPPR_MODIFY: u8 = 2;
 /// `OFPPF_OTHER`.
 const OFPPF_OTHER: u32 = 1 << 10;
 
 /// Every port, by its OpenFlow number ([`crate::ofports`]; `LOCAL` is 0xfffffffe on the wire).
 pub(crate) fn describe(hub: &Hub) -> Vec<Port> {
-    (0..hub.control.port_names.len()).map(|i| describe_one(hub, i)).collect()
+    hub.control.ofports().live().map(|i| describe_one(hub, i)).collect()
 }
 
 /// Port `i` (0-based datapath index) as PORT_DESC describes it: its `config` is what PORT_MOD
 /// set ([`super::port_mod`]) plus `PORT_DOWN` while the interface is administratively down.
 pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
     let control: &Control = &hub.control;
-    let ofport = control.ofports().ofport(i);
+    // A removed port keeps its number here (PORT_STATUS DELETE describes it).
+    let ofport = control.port_ofport(i);
     let port_no = rqvs_openflow::oxm::port_to_of(ofport).unwrap_or(ofport);
     let h = control.port(i);
     let up = h.link() == rqvs_ports::LinkState::Up;
@@ -60,8 +65,8 @@ pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
     Port {
         port_no,
         hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (ofport >> 8) as u8, ofport as u8]),
-        name: short_name(&control.port_names[i], ofport),
-        config: hub.port_config[i].load(Ordering::Relaxed)
+        name: short_name(&control.port_name(i), ofport),
+        config: hub.port_config.get(i)
             | if h.admin_up() == Some(false) { rqvs_openflow::async_config::OFPPC_PORT_DOWN } else { 0 },
         state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
         ethernet: Some(ethernet),
@@ -110,6 +115,12 @@ pub(crate) fn deliver_status(hub: &Hub, ofport: u32) {
 /// [`deliver_status`] but to connection `except` (the one whose PORT_MOD made the change).
 pub(crate) fn deliver_status_except(hub: &Hub, ofport: u32, except: Option<u64>) {
     let Some(i) = hub.control.ofports().index(ofport) else { return };
+    deliver_reason(hub, i, OFPPR_MODIFY, except);
+}
+
+/// PORT_STATUS with `reason` of the port at index `i` to every connection that takes it, but
+/// `except`.
+pub(crate) fn deliver_reason(hub: &Hub, i: usize, reason: u8, except: Option<u64>) {
     let port = describe_one(hub, i);
     for peer in hub.peers() {
         if Some(peer.id) == except {
@@ -119,10 +130,10 @@ pub(crate) fn deliver_status_except(hub: &Hub, ofport: u32, except: Option<u64>)
         if v == 0 || !(peer.active || peer.miss_send_len.load(Ordering::Relaxed) != 0) {
             continue;
         }
-        if !peer.wants(rqvs_openflow::async_config::PORT_STATUS_MASTER, OFPPR_MODIFY) {
+        if !peer.wants(rqvs_openflow::async_config::PORT_STATUS_MASTER, reason) {
             continue;
         }
-        let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: port.clone() });
+        let msg = Message::PortStatus(PortStatus { reason, port: port.clone() });
         match peer.encode_async(&msg) {
             // A connection that is gone has dropped its queue: nothing to wait for.
             Ok(bytes) => {

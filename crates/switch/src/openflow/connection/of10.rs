@@ -95,7 +95,7 @@ impl Connection {
             }
             Request::Msg(m) if matches!(*m, Message::FeaturesRequest) => {
                 let features = Features {
-                    datapath_id: self.hub.datapath_id,
+                    datapath_id: self.hub.datapath_id.load(std::sync::atomic::Ordering::Relaxed),
                     n_buffers: 0,
                     n_tables: N_TABLES,
                     auxiliary_id: 0,
