@@ -92,6 +92,7 @@ impl PmdCounters {
             &mut self.lost,
             &mut self.ttl_expired,
             &mut self.policed,
+            &mut self.metered,
         ] {
             if v.len() < ports {
                 v.resize(ports, 0);
@@ -458,4 +459,37 @@ fn design_name(r: &DesignReport) -> &'static str {
 fn cpu_mhz() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     text.lines().find(|l| l.starts_with("cpu MHz"))?.split(':').nth(1)?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port attached live grows every per-port vector: the report reads each one at every
+    /// port's index (a vector left out of `grow` panics here).
+    #[test]
+    fn grown_counters_report_every_port() {
+        let mut c = PmdCounters::new(1);
+        c.grow(3);
+        c.rx[2] = 5;
+        let d = Counters::default();
+        let r = PmdReport::new(
+            0,
+            None,
+            c,
+            d.clone(),
+            d,
+            DesignReport::Cflows(rqvs_datapath::design::CflowsReport {
+                coverage: 0.0,
+                isets: 0,
+                remainder_rules: 0,
+                staged_rules: 0,
+                training_sessions: 0,
+                last_training_ms: None,
+            }),
+            std::time::Duration::ZERO,
+        );
+        assert_eq!(r.ports.len(), 3);
+        assert_eq!(r.ports[2].rx, 5);
+    }
 }
