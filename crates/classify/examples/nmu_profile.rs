@@ -48,6 +48,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nmu.iset_fields().iter().map(|f| f.name()).collect::<Vec<_>>(),
         nmu.iset_prefilters().iter().map(|p| [p[0].name(), p[1].name()]).collect::<Vec<_>>()
     );
+    for (tuple, n, max_priority) in nmu.remainder().table_summary() {
+        println!("remainder table: {n} rules, max priority {max_priority}, tuple {tuple:?}");
+    }
     for (name, c) in [("tm", &tm as &dyn Classifier), ("nmu", &nmu)] {
         let parts: Vec<String> =
             c.memory_breakdown().iter().map(|(k, b)| format!("{k}={:.0}", *b as f64 / rules.len() as f64)).collect();
