@@ -312,6 +312,13 @@ impl Extras {
         &self.slots[i as usize]
     }
 
+    /// Gives back the slab's unused room (after a build: the doubling growth leaves up to half
+    /// of it empty; later inserts grow it again).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.slots.shrink_to_fit();
+        self.free.shrink_to_fit();
+    }
+
     /// True when no match is in the slab (nothing to prefetch).
     pub(crate) fn is_empty(&self) -> bool {
         self.slots.len() == self.free.len()

@@ -280,11 +280,6 @@ struct Table {
     id: u32,
     /// Highest priority held (kept up to date by `TupleMerge::settle`).
     max_priority: u32,
-    /// No rule of the table at its highest priority has a lower id than this (exact after a
-    /// build; a removal leaves it as it was, a bound still): with coarse priorities (OpenFlow
-    /// tables use a few values) a table whose best possible rule loses to the best found so far
-    /// on the id is skipped, not only one whose priorities are all lower.
-    top_id: u32,
     tuple: Tuple,
     masks: Values,
     /// The classic fields with a non-zero length, and 5 (the wide fingerprint) when the table
@@ -322,7 +317,6 @@ impl Table {
         Table {
             id,
             max_priority: 0,
-            top_id: 0,
             tuple,
             masks,
             active,
@@ -362,21 +356,10 @@ impl Table {
         hash_values(key, &self.active)
     }
 
-    /// Can a rule of this table beat `best` (by the winner rule: priority, then id)?
-    #[inline(always)]
-    fn may_beat(&self, best: Option<(u32, RuleId)>) -> bool {
-        best.is_none_or(|(bp, bid)| self.max_priority > bp || (self.max_priority == bp && self.top_id < bid.0))
-    }
-
     /// Adds a candidate (of a rule whose value is `rv`); returns the size of its bucket afterwards.
     fn add(&mut self, values: &Values, rv: &FlowKey, c: Candidate) -> usize {
         let key = self.key(values, rv);
         let hash = self.hash(&key);
-        match self.priorities.keys().next_back() {
-            Some(&top) if top > c.priority => {}
-            Some(&top) if top == c.priority => self.top_id = self.top_id.min(c.id.0),
-            _ => self.top_id = c.id.0,
-        }
         *self.priorities.entry(c.priority).or_insert(0) += 1;
         self.rules += 1;
         match self.table.find_mut(hash, |b| b.key == key) {
@@ -416,10 +399,6 @@ impl Table {
             *n -= 1;
             if *n == 0 {
                 self.priorities.remove(&priority);
-                if self.priorities.keys().next_back().is_none_or(|&top| top < priority) {
-                    // The highest priority went: of the next one's ids nothing is known.
-                    self.top_id = 0;
-                }
             }
         }
         self.rules -= 1;
@@ -536,6 +515,7 @@ impl TupleMerge {
             t.insert(r.clone())?;
         }
         t.records.shrink_to_fit();
+        t.extras.shrink_to_fit();
         Ok(t)
     }
 
@@ -688,9 +668,6 @@ impl TupleMerge {
             if best.is_some_and(|(bp, _)| t.max_priority < bp) {
                 break; // tables are in descending max priority: nothing left can win
             }
-            if !t.may_beat(best) {
-                continue;
-            }
             let k = t.key(&values, key);
             t.probe(&k, t.hash(&k), key, &self.extras, &mut best);
         }
@@ -711,17 +688,14 @@ impl TupleMerge {
         for t in &self.tables {
             let mut need: u32 = 0;
             for j in 0..n {
-                if t.may_beat(best[j]) {
+                if best[j].is_none_or(|(bp, _)| t.max_priority >= bp) {
                     masked[j] = t.key(&values[j], &keys[j]);
                     hashes[j] = t.hash(&masked[j]);
                     need |= 1 << j;
                 }
             }
             if need == 0 {
-                if (0..n).all(|j| best[j].is_some_and(|(bp, _)| bp > t.max_priority)) {
-                    break; // every key has a match no later table can beat
-                }
-                continue; // a later table of the same priority may hold a lower id
+                break; // every key has a match no later table can beat
             }
             while need != 0 {
                 let j = need.trailing_zeros() as usize;

@@ -275,6 +275,14 @@ const PREFILTER_SAMPLE: usize = 1024;
 pub fn prefilter_words<B: Borrow<Rule>>(rules: &[B], plan: &PlannedISet) -> [Field; 2] {
     const IPV4: [Field; 2] = [Field::NwSrc, Field::NwDst];
     let members: Vec<usize> = plan.buckets.iter().flat_map(|b| b.rules.iter().copied()).collect();
+    // One pass first: does any rule match on a window at all (5-tuple sets: no)?
+    let wide = members.iter().any(|&i| {
+        let k = rules[i].borrow().matches.mask();
+        k.ipv6_src != 0 || k.ipv6_dst != 0 || k.dl_src != [0; 6] || k.dl_dst != [0; 6] || k.metadata != 0
+    });
+    if !wide {
+        return IPV4;
+    }
     let fields: Vec<Field> =
         PREFILTER_FIELDS.iter().copied().filter(|f| f.window().is_none() || f.used_by(rules, &members)).collect();
     if fields.len() == IPV4.len() {

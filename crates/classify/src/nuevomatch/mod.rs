@@ -482,6 +482,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 live: plan.rules(),
             });
         }
+        extras.shrink_to_fit();
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
         let mut by_id: HashMap<RuleId, (Location, Arc<StoredRule>)> = HashMap::with_capacity(stored.len());
         for (r, at) in stored.into_iter().zip(located) {
