@@ -6,7 +6,12 @@
 //! validated on every field (`crate::compact`) until the first that matches — the bucket's best —
 //! or until none left can beat the best found so far. The best over all iSets is handed to the
 //! remainder as a floor ([`Remainder::lookup_beating`]), so it skips every table that cannot win.
-//! iSets index five fields but validate all, so rules with more fields stay exact.
+//! iSets index five fields but validate all, so rules with more fields stay exact. Before a
+//! candidate is read, a pre-filter compares eight candidates at a time on the iSet's two 32-bit
+//! words ([`iset::prefilter_words`]: the IPv4 addresses on 5-tuple sets, the IPv6/MAC/metadata
+//! windows that tell the bucket's rules apart on wide ones); what it compares exactly the
+//! candidate does not check again, and a rule with nothing else outside the 48-byte compact
+//! match keeps no full match in the side slab.
 //!
 //! **Updates** (instant policy). A removed rule is taken out of its bucket; the bucket's range and
 //! the index stay as they are (no retraining: a bucket may become empty and still be found). An
@@ -325,10 +330,11 @@ fn dead_candidate() -> Candidate {
     Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
 }
 
-/// Where a rule lives.
+/// Where a rule lives. Eight bytes (an iSet number of 16 bits), so that a slot of the rule map
+/// is 24 bytes, not 32 (`assemble` refuses more than `u16::MAX` iSets).
 #[derive(Clone, Copy)]
 enum Location {
-    ISet { iset: u32, bucket: u32 },
+    ISet { iset: u16, bucket: u32 },
     Remainder,
 }
 
@@ -436,6 +442,10 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
+        if plans.len() > usize::from(u16::MAX) {
+            let why = format!("{} iSets, more than the {} a rule's location can name", plans.len(), u16::MAX);
+            return Err(ClassifierError::Unsupported(RuleId(0), why));
+        }
         let mut located = vec![Location::Remainder; rules.len()];
         let mut extras = Extras::default();
         let mut isets = Vec::with_capacity(plans.len());
@@ -457,7 +467,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 order.sort_unstable_by_key(|&i| (rank(rules[i].priority, rules[i].id), i));
                 for &i in &order {
                     let r = &rules[i];
-                    located[i] = Location::ISet { iset: s as u32, bucket: b as u32 };
+                    located[i] = Location::ISet { iset: s as u16, bucket: b as u32 };
                     let (entry, cand) = ISet::slot(pf, r, &mut extras);
                     pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
@@ -747,7 +757,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
-            return Some(Location::ISet { iset: si as u32, bucket: b as u32 });
+            return Some(Location::ISet { iset: si as u16, bucket: b as u32 });
         }
         None
     }
@@ -935,6 +945,12 @@ mod tests {
     }
 
     /// 5-tuple rules: the pre-filter compares the IPv4 addresses, as it always did.
+    #[test]
+    fn a_rule_map_slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Location>(), 8);
+        assert_eq!(std::mem::size_of::<(RuleId, (Location, Arc<StoredRule>))>(), 24);
+    }
+
     #[test]
     fn five_tuple_sets_prefilter_the_ipv4_addresses() {
         let text: String = (0..300u32)
