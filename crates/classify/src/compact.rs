@@ -201,8 +201,19 @@ impl CompactMatch {
 
     /// Flattens `m`, storing its full match in `extras` when it uses fields outside the entry.
     pub(crate) fn new(m: &Match, extras: &mut Extras) -> CompactMatch {
+        Self::new_after(m, extras, |_| ())
+    }
+
+    /// [`CompactMatch::new`] for a slot that a pre-filter checks first (NuevoMatchUP's buckets):
+    /// `checked` clears, in a copy of the rule's mask, the bits the pre-filter compares exactly
+    /// (its 32-bit words). When no bit is then left outside the entry, the full match is not
+    /// stored and [`CompactMatch::matches`] checks the entry alone — exact **only** after that
+    /// pre-filter has passed the key.
+    pub(crate) fn new_after(m: &Match, extras: &mut Extras, checked: impl Fn(&mut FlowKey)) -> CompactMatch {
         let (v, k) = (m.value(), m.mask());
-        let extra = if needs_extra(m) { extras.add(*m) } else { Self::NO_EXTRA };
+        let mut rest = *k;
+        checked(&mut rest);
+        let extra = if needs_extra(&rest) { extras.add(*m) } else { Self::NO_EXTRA };
         CompactMatch {
             src_v: v.nw_src,
             src_m: k.nw_src,
@@ -264,10 +275,9 @@ impl CompactMatch {
     }
 }
 
-/// Does the match use any field outside the compact entry?
-fn needs_extra(m: &Match) -> bool {
-    let rest =
-        FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*m.mask() };
+/// Does a match with this mask use any field outside the compact entry?
+fn needs_extra(mask: &FlowKey) -> bool {
+    let rest = FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*mask };
     rest != FlowKey::ZERO
 }
 
@@ -300,6 +310,13 @@ impl Extras {
     #[inline]
     fn get(&self, i: u32) -> &Match {
         &self.slots[i as usize]
+    }
+
+    /// Gives back the slab's unused room (after a build: the doubling growth leaves up to half
+    /// of it empty; later inserts grow it again).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.slots.shrink_to_fit();
+        self.free.shrink_to_fit();
     }
 
     /// True when no match is in the slab (nothing to prefetch).

@@ -212,6 +212,18 @@ pub fn check_remainder(case: &Case, c: &dyn Remainder) -> Result<(), TestCaseErr
 /// values, so that rules nest and overlap inside every 32-bit window; keys are the bases with a
 /// few random bits flipped (inside and just outside the prefixes).
 pub fn arb_wide_prefix_case() -> impl Strategy<Value = Case> {
+    wide_prefix_case(true)
+}
+
+/// [`arb_wide_prefix_case`] with rules on the IPv6 addresses alone (and `dl_type`): two wide
+/// fields, so NuevoMatchUP's two pre-filter words can hold every bit of a rule outside the
+/// compact entry (then no full match is kept — and a pre-filter that checked less than it
+/// claims would answer wrongly here, prefixes longer than a window included).
+pub fn arb_ipv6_prefix_case() -> impl Strategy<Value = Case> {
+    wide_prefix_case(false)
+}
+
+fn wide_prefix_case(macs_and_metadata: bool) -> impl Strategy<Value = Case> {
     const BASES: [u128; 3] = [
         0x2001_0db8_0000_0001_0000_0000_0000_0001,
         0x2001_0db8_8000_0000_ffff_0000_0000_0000,
@@ -225,13 +237,20 @@ pub fn arb_wide_prefix_case() -> impl Strategy<Value = Case> {
         prop::collection::vec(flips, 1..80),
         prop::collection::vec(any::<prop::sample::Index>(), 0..12),
     )
-        .prop_map(|(spec, flips, removals)| {
+        .prop_map(move |(spec, flips, removals)| {
             // A prefix of `len` bits of a base (with random bits below it, which the mask drops),
             // or no match on the field when `skip`.
             let pre = |(b, len, noise, skip): (usize, u32, u128, bool), bits: u32| -> (u128, u128) {
                 if skip && len % 2 == 0 {
                     return (0, 0);
                 }
+                // IPv6 alone: the base itself or one bit of it flipped, so that long prefixes
+                // (ending in any window) match the keys too.
+                let noise = match noise % 2 {
+                    _ if macs_and_metadata => noise,
+                    0 => 0,
+                    _ => 1u128 << ((noise >> 1) % u128::from(bits)),
+                };
                 let all = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
                 let mask = if len == 0 { 0 } else { all & !(all >> len) };
                 let v = (BASES[b] ^ noise) & all;
@@ -246,10 +265,12 @@ pub fn arb_wide_prefix_case() -> impl Strategy<Value = Case> {
                     (v.dl_type, m.dl_type) = (0x86dd, u16::MAX);
                     (v.ipv6_src, m.ipv6_src) = pre(s, 128);
                     (v.ipv6_dst, m.ipv6_dst) = pre(d, 128);
-                    let (ev, em) = pre(e, 48);
-                    (v.dl_dst, m.dl_dst) = (mac(ev), mac(em));
-                    let (mv, mm) = pre(md, 64);
-                    (v.metadata, m.metadata) = (mv as u64, mm as u64);
+                    if macs_and_metadata {
+                        let (ev, em) = pre(e, 48);
+                        (v.dl_dst, m.dl_dst) = (mac(ev), mac(em));
+                        let (mv, mm) = pre(md, 64);
+                        (v.metadata, m.metadata) = (mv as u64, mm as u64);
+                    }
                     Rule::new((i as u32 * 7) % 101, p, Match::from_masked(v, m), Actions::drop())
                 })
                 .collect();

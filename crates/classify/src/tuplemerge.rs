@@ -515,6 +515,7 @@ impl TupleMerge {
             t.insert(r.clone())?;
         }
         t.records.shrink_to_fit();
+        t.extras.shrink_to_fit();
         Ok(t)
     }
 

@@ -177,3 +177,78 @@ fn the_cflows_orig_table_is_its_json() {
         }
     }
 }
+
+/// The table of the pre-filter on the iSet's words at 100K and 500K
+/// (docs/wide-key-bench-pf-{of1,of2,acl1v6}-{100k,500k}.json): every cell, the ratios, the
+/// commit and CPU; the bytes table at 500K (with docs/wide-key-bench-pf-acl1-500k.json).
+#[test]
+fn the_prefilter_tables_are_their_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let table = |header: &str| -> Vec<Vec<String>> {
+        page.lines()
+            .skip_while(|l| !l.starts_with(header))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
+            .collect()
+    };
+    let load = |file: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(docs().join(file)).unwrap()).unwrap()
+    };
+    let key = |set: &str| match set {
+        "of1" => "of1",
+        "of2" => "of2",
+        "acl1" => "acl1",
+        "acl1 IPv6" => "acl1v6",
+        other => panic!("a set this test does not know: {other}"),
+    };
+    let rows = table("| wide set | size | rules | classifier | batches Mpps |");
+    assert_eq!(rows.len(), 12, "{rows:?}");
+    for row in &rows {
+        let file = format!("wide-key-bench-pf-{}-{}.json", key(&row[0]), row[1].to_lowercase());
+        let json = load(&file);
+        assert!(page.contains(&format!("Commit {},", &json["git_rev"].as_str().unwrap()[..7])), "{file}: commit");
+        assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
+        let cs = json["classifiers"].as_array().unwrap();
+        let get = |name: &str, k: &str| {
+            cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap_or_else(|| panic!("{file} {name}: {k}"))
+        };
+        let name = if row[3] == "TupleMerge" { "tm" } else { "nmu" };
+        let f = |k: &str| get(name, k);
+        assert_eq!(row[2], json["rules"].as_u64().unwrap().to_string(), "{file}: rules");
+        assert_eq!(row[4], format!("{:.3}", f("mpps")), "{file} {name}: batches");
+        assert_eq!(row[5], format!("{:.0}", f("ns_per_packet")), "{file} {name}: ns/pkt");
+        assert_eq!(row[6], format!("{:.3}", f("mpps_single")), "{file} {name}: one key");
+        assert_eq!(row[7], format!("{:.0}", f("build_ms")), "{file} {name}: build");
+        assert_eq!(row[8], format!("{:.0}", f("bytes_per_rule")), "{file} {name}: bytes/rule");
+        for c in cs {
+            assert_eq!(c["mismatches"], 0, "{file}");
+            assert_eq!(c["update_mismatches"], 0, "{file}");
+        }
+        if name == "nmu" {
+            let cov = cs.iter().find(|c| c["name"] == "nmu").unwrap()["stats"]["coverage"].as_f64().unwrap();
+            assert_eq!(row[9], format!("{:.1}%", 100.0 * cov), "{file}: coverage");
+            assert_eq!(row[10], format!("{:.2}×", get("nmu", "mpps") / get("tm", "mpps")), "{file}: ratio");
+            assert_eq!(
+                row[12],
+                format!("{:.2}×", get("nmu", "mpps_single") / get("tm", "mpps_single")),
+                "{file}: ratio 1x1"
+            );
+        }
+    }
+    let rows = table("| set | classifier | bytes/rule | rules | tables or isets |");
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows {
+        let file = format!("wide-key-bench-pf-{}-500k.json", key(&row[0]));
+        let json = load(&file);
+        let n = json["rules"].as_f64().unwrap();
+        let name = if row[1] == "TupleMerge" { "tm" } else { "nmu" };
+        let c = json["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+        assert_eq!(row[2], format!("{:.0}", c["bytes_per_rule"].as_f64().unwrap()), "{file} {name}: bytes/rule");
+        let part = |k: &str| -> f64 { c["memory_breakdown"][k].as_f64().unwrap_or(0.0) / n };
+        assert_eq!(row[3], format!("{:.0}", part("rules")), "{file} {name}: rules");
+        let second = if name == "tm" { "tables" } else { "isets" };
+        assert_eq!(row[4], format!("{:.0} ({second})", part(second)), "{file} {name}: {second}");
+        assert_eq!(row[6], format!("{:.0}", part("extras")), "{file} {name}: extras");
+    }
+}

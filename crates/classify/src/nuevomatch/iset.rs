@@ -162,9 +162,45 @@ impl Field {
             Field::TpSrc => u32::from(k.tp_src()),
             Field::TpDst => u32::from(k.tp_dst()),
             Field::NwProto => u32::from(k.nw_proto()),
+            Field::Ipv6Src0 => (k.ipv6_src() >> 96) as u32,
+            Field::Ipv6Src1 => (k.ipv6_src() >> 64) as u32,
+            Field::Ipv6Src2 => (k.ipv6_src() >> 32) as u32,
+            Field::Ipv6Src3 => k.ipv6_src() as u32,
+            Field::Ipv6Dst0 => (k.ipv6_dst() >> 96) as u32,
+            Field::Ipv6Dst1 => (k.ipv6_dst() >> 64) as u32,
+            Field::Ipv6Dst2 => (k.ipv6_dst() >> 32) as u32,
+            Field::Ipv6Dst3 => k.ipv6_dst() as u32,
+            // A key's own accessors (a narrow key has its MACs: no whole key is made).
+            Field::DlSrcHi => (mac48(k.dl_src()) >> 16) as u32,
+            Field::DlSrcLo => mac48(k.dl_src()) as u32,
+            Field::DlDstHi => (mac48(k.dl_dst()) >> 16) as u32,
+            Field::DlDstLo => mac48(k.dl_dst()) as u32,
+            Field::MetadataHi => (k.metadata() >> 32) as u32,
+            Field::MetadataLo => k.metadata() as u32,
+        }
+    }
+
+    /// The field's 32 bits (a narrow field's value, zero-extended) of a whole key — a match's
+    /// value or mask: what the pre-filter of a bucket compares ([`prefilter_words`]).
+    pub(crate) fn word(self, k: &FlowKey) -> u32 {
+        match self.window() {
+            Some((member, shift)) => Self::window_of(member, shift, k),
+            None => self.value(k),
+        }
+    }
+
+    /// Clears the field's 32 bits in `k` (a copy of a match's mask: what remains is what the
+    /// pre-filter does not check).
+    pub(crate) fn clear(self, k: &mut FlowKey) {
+        match self {
+            Field::NwSrc => k.nw_src = 0,
+            Field::NwDst => k.nw_dst = 0,
+            Field::TpSrc => k.tp_src = 0,
+            Field::TpDst => k.tp_dst = 0,
+            Field::NwProto => k.nw_proto = 0,
             wide => {
                 let (member, shift) = wide.window().expect("a window");
-                k.with_full(|f| Self::window_of(member, shift, f))
+                member.set(k, member.get(k) & !(u128::from(u32::MAX) << shift));
             }
         }
     }
@@ -195,6 +231,110 @@ impl Field {
             }
         }
     }
+}
+
+/// A MAC as a number, its first byte on top.
+#[inline(always)]
+fn mac48(m: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+/// The fields a bucket's pre-filter may compare: 32-bit words a rule matches with any mask.
+const PREFILTER_FIELDS: [Field; 16] = [
+    Field::NwSrc,
+    Field::NwDst,
+    Field::Ipv6Src0,
+    Field::Ipv6Src1,
+    Field::Ipv6Src2,
+    Field::Ipv6Src3,
+    Field::Ipv6Dst0,
+    Field::Ipv6Dst1,
+    Field::Ipv6Dst2,
+    Field::Ipv6Dst3,
+    Field::DlSrcHi,
+    Field::DlSrcLo,
+    Field::DlDstHi,
+    Field::DlDstLo,
+    Field::MetadataHi,
+    Field::MetadataLo,
+];
+
+/// Buckets sampled by [`prefilter_words`] (evenly spread), to bound its cost on big sets.
+const PREFILTER_SAMPLE: usize = 1024;
+
+/// The two 32-bit words an iSet's pre-filter compares before a candidate is read
+/// (NuevoMatchUP's buckets: `(key_word & mask) == value` on both, eight slots at a time).
+///
+/// When no rule of the iSet matches on a wide field, the IPv4 addresses (`nw_src`, `nw_dst`):
+/// what the pre-filter always compared, so 5-tuple sets build and look up as before. Otherwise
+/// the two words, among the addresses and the 32-bit windows of IPv6 addresses, MACs and
+/// metadata ([`Field`]), that tell the most pairs of rules of one bucket apart (two rules are
+/// told apart by a word when their values differ on bits both masks hold: no packet matches
+/// both), chosen greedily: the best word, then the one that adds the most pairs to it. A pair
+/// told apart is a candidate the pre-filter rejects for a packet of the other rule.
+pub fn prefilter_words<B: Borrow<Rule>>(rules: &[B], plan: &PlannedISet) -> [Field; 2] {
+    const IPV4: [Field; 2] = [Field::NwSrc, Field::NwDst];
+    let members: Vec<usize> = plan.buckets.iter().flat_map(|b| b.rules.iter().copied()).collect();
+    // One pass first: does any rule match on a window at all (5-tuple sets: no)?
+    let wide = members.iter().any(|&i| {
+        let k = rules[i].borrow().matches.mask();
+        k.ipv6_src != 0 || k.ipv6_dst != 0 || k.dl_src != [0; 6] || k.dl_dst != [0; 6] || k.metadata != 0
+    });
+    if !wide {
+        return IPV4;
+    }
+    let fields: Vec<Field> =
+        PREFILTER_FIELDS.iter().copied().filter(|f| f.window().is_none() || f.used_by(rules, &members)).collect();
+    if fields.len() == IPV4.len() {
+        return IPV4;
+    }
+    let step = plan.buckets.len().div_ceil(PREFILTER_SAMPLE).max(1);
+    let sampled: Vec<&PlannedBucket> = plan.buckets.iter().step_by(step).collect();
+    // Per sampled bucket, per field, each member's (value, mask) word.
+    let words: Vec<Vec<Vec<(u32, u32)>>> = sampled
+        .iter()
+        .map(|b| {
+            fields
+                .iter()
+                .map(|f| {
+                    b.rules
+                        .iter()
+                        .map(|&i| {
+                            let m = &rules[i].borrow().matches;
+                            (f.word(m.value()), f.word(m.mask()))
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let apart = |w: &[(u32, u32)], i: usize, j: usize| ((w[i].0 ^ w[j].0) & w[i].1 & w[j].1) != 0;
+    // Pairs told apart by field `f` and not by field `given`.
+    let score = |f: usize, given: Option<usize>| -> u64 {
+        let mut n = 0u64;
+        for b in &words {
+            let w = &b[f];
+            for i in 0..w.len() {
+                for j in i + 1..w.len() {
+                    n += u64::from(apart(w, i, j) && given.is_none_or(|g| !apart(&b[g], i, j)));
+                }
+            }
+        }
+        n
+    };
+    // Mask bits on field `f` over the sampled members: what a candidate's check leaves to the
+    // pre-filter (when every bit outside the compact entry is in the two words, no full match
+    // is read at all).
+    let bits = |f: usize| -> u64 { words.iter().flat_map(|b| &b[f]).map(|&(_, m)| u64::from(m.count_ones())).sum() };
+    // Ties go to the word holding more mask bits, then to the earlier field (IPv4 first).
+    let best = |given: Option<usize>| {
+        (0..fields.len())
+            .filter(|&f| Some(f) != given)
+            .max_by_key(|&f| (score(f, given), bits(f), std::cmp::Reverse(f)))
+    };
+    let first = best(None).expect("at least the IPv4 addresses");
+    let second = best(Some(first)).expect("at least two fields");
+    [fields[first], fields[second]]
 }
 
 /// iSet construction parameters.

@@ -6,7 +6,12 @@
 //! validated on every field (`crate::compact`) until the first that matches — the bucket's best —
 //! or until none left can beat the best found so far. The best over all iSets is handed to the
 //! remainder as a floor ([`Remainder::lookup_beating`]), so it skips every table that cannot win.
-//! iSets index five fields but validate all, so rules with more fields stay exact.
+//! iSets index five fields but validate all, so rules with more fields stay exact. Before a
+//! candidate is read, a pre-filter compares eight candidates at a time on the iSet's two 32-bit
+//! words ([`iset::prefilter_words`]: the IPv4 addresses on 5-tuple sets, the IPv6/MAC/metadata
+//! windows that tell the bucket's rules apart on wide ones); what it compares exactly the
+//! candidate does not check again, and a rule with nothing else outside the 48-byte compact
+//! match keeps no full match in the side slab.
 //!
 //! **Updates** (instant policy). A removed rule is taken out of its bucket; the bucket's range and
 //! the index stay as they are (no retraining: a bucket may become empty and still be found). An
@@ -112,9 +117,11 @@ impl NuevoMatchConfig {
 /// Candidates are scanned in groups of this many (buckets are padded to a multiple of it).
 const LANES: usize = 8;
 
-/// The address pre-filter of one group of [`LANES`] candidates: their address values and masks
-/// side by side (two cache lines, so a group is checked with a few vector compares after one
-/// adjacent-line fetch). A slot with `src_v = 1, src_m = 0` passes no key: removed rules and padding.
+/// The pre-filter of one group of [`LANES`] candidates: their values and masks on the iSet's two
+/// pre-filter words ([`iset::prefilter_words`]: the IPv4 addresses on 5-tuple sets, IPv6 or MAC
+/// windows on wide ones; `src` is the first word, `dst` the second), side by side (two cache
+/// lines, so a group is checked with a few vector compares after one adjacent-line fetch). A slot
+/// with `src_v = 1, src_m = 0` passes no key: removed rules and padding.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Group {
@@ -128,8 +135,8 @@ impl Group {
     const DEAD: Group = Group { src_v: [1; LANES], src_m: [0; LANES], dst_v: [1; LANES], dst_m: [0; LANES] };
 }
 
-/// The address pre-filter of an iSet's candidates, one [`Group`] per [`LANES`] slots (an array
-/// of structures of arrays; the loop below is plain Rust that the compiler vectorizes).
+/// The pre-filter of an iSet's candidates, one [`Group`] per [`LANES`] slots (an array of
+/// structures of arrays; the loop below is plain Rust that the compiler vectorizes).
 #[derive(Clone, Default)]
 struct Prefilter {
     groups: Vec<Group>,
@@ -175,7 +182,7 @@ impl Prefilter {
         g.src_m[j % LANES] = 0;
     }
 
-    /// Bit `i` set when slot `j + i` passes for these addresses (`j` a multiple of [`LANES`]).
+    /// Bit `i` set when slot `j + i` passes for these words (`j` a multiple of [`LANES`]).
     #[inline(always)]
     fn group(&self, j: usize, src: u32, dst: u32) -> u32 {
         let g = &self.groups[j / LANES];
@@ -201,6 +208,8 @@ impl Prefilter {
 #[derive(Clone)]
 struct ISet {
     field: Field,
+    /// The two words the pre-filter compares ([`iset::prefilter_words`]).
+    pf: [Field; 2],
     /// Immutable once trained (inserts go to the buckets), so shared by clones.
     index: Arc<dyn RangeIndex>,
     /// Bucket `b` is `cands[spans[b].0..spans[b].1]`, live rules in winner order among dead
@@ -208,7 +217,9 @@ struct ISet {
     /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead).
     spans: Vec<(u32, u32)>,
     cands: Vec<Candidate>,
-    /// Parallel to `cands`: the address check made before touching a 64-byte candidate.
+    /// Parallel to `cands`: the check made before touching a 64-byte candidate. A candidate's
+    /// compact match leaves out what this checks exactly (`CompactMatch::new_after`), so a
+    /// candidate is valid only for a key the pre-filter passed.
     pre: Prefilter,
     /// Parallel to `cands`: each slot's winner rank ([`rank`]), eight to a cache line, for the
     /// binary searches of updates (a removed rule's slot keeps its rank; padding ranks last).
@@ -223,6 +234,23 @@ fn rank(priority: u32, id: RuleId) -> u64 {
 }
 
 impl ISet {
+    /// The key's two pre-filter words.
+    #[inline(always)]
+    fn words<K: Key>(&self, k: &K) -> (u32, u32) {
+        (self.pf[0].value_of(k), self.pf[1].value_of(k))
+    }
+
+    /// A rule's pre-filter entry and its candidate (whose compact match relies on the entry).
+    fn slot(pf: [Field; 2], rule: &Rule, extras: &mut Extras) -> ([u32; 4], Candidate) {
+        let (v, k) = (rule.matches.value(), rule.matches.mask());
+        let entry = [pf[0].word(v), pf[0].word(k), pf[1].word(v), pf[1].word(k)];
+        let m = CompactMatch::new_after(&rule.matches, extras, |mask| {
+            pf[0].clear(mask);
+            pf[1].clear(mask);
+        });
+        (entry, Candidate { priority: rule.priority, id: rule.id, m })
+    }
+
     fn buckets(&self) -> usize {
         self.spans.len()
     }
@@ -302,10 +330,11 @@ fn dead_candidate() -> Candidate {
     Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
 }
 
-/// Where a rule lives.
+/// Where a rule lives. Eight bytes (an iSet number of 16 bits), so that a slot of the rule map
+/// is 24 bytes, not 32 (`assemble` refuses more than `u16::MAX` iSets).
 #[derive(Clone, Copy)]
 enum Location {
-    ISet { iset: u32, bucket: u32 },
+    ISet { iset: u16, bucket: u32 },
     Remainder,
 }
 
@@ -413,11 +442,16 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
+        if plans.len() > usize::from(u16::MAX) {
+            let why = format!("{} iSets, more than the {} a rule's location can name", plans.len(), u16::MAX);
+            return Err(ClassifierError::Unsupported(RuleId(0), why));
+        }
         let mut located = vec![Location::Remainder; rules.len()];
         let mut extras = Extras::default();
         let mut isets = Vec::with_capacity(plans.len());
         let mut order: Vec<usize> = Vec::new();
         for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
+            let pf = iset::prefilter_words(rules, plan);
             let mut spans = Vec::with_capacity(plan.buckets.len());
             // Room for buckets that outgrow their span by inserts to move to the end (untouched
             // until used, so it costs address space, not memory).
@@ -433,15 +467,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 order.sort_unstable_by_key(|&i| (rank(rules[i].priority, rules[i].id), i));
                 for &i in &order {
                     let r = &rules[i];
-                    located[i] = Location::ISet { iset: s as u32, bucket: b as u32 };
-                    let (v, k) = (r.matches.value(), r.matches.mask());
-                    pre.push([v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]);
+                    located[i] = Location::ISet { iset: s as u16, bucket: b as u32 };
+                    let (entry, cand) = ISet::slot(pf, r, &mut extras);
+                    pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
-                    all.push(Candidate {
-                        priority: r.priority,
-                        id: r.id,
-                        m: CompactMatch::new(&r.matches, &mut extras),
-                    });
+                    all.push(cand);
                 }
                 let pad = (LANES - all.len() % LANES) % LANES;
                 for _ in 0..pad {
@@ -453,6 +483,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             }
             isets.push(ISet {
                 field: plan.field,
+                pf,
                 index: index.into(),
                 spans,
                 cands: all,
@@ -461,6 +492,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 live: plan.rules(),
             });
         }
+        extras.shrink_to_fit();
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
         let mut by_id: HashMap<RuleId, (Location, Arc<StoredRule>)> = HashMap::with_capacity(stored.len());
         for (r, at) in stored.into_iter().zip(located) {
@@ -517,6 +549,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// The field each iSet indexes, in iSet order.
     pub fn iset_fields(&self) -> Vec<Field> {
         self.isets.iter().map(|s| s.field).collect()
+    }
+
+    /// The two words each iSet's pre-filter compares ([`iset::prefilter_words`]), in iSet order.
+    pub fn iset_prefilters(&self) -> Vec<[Field; 2]> {
+        self.isets.iter().map(|s| s.pf).collect()
     }
 
     /// Number of iSets.
@@ -582,10 +619,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     }
                 }
                 let mut first = [0u32; crate::BATCH];
+                let mut words = [(0u32, 0u32); crate::BATCH];
                 for j in 0..n {
                     let (mut from, to) = spans[j];
+                    words[j] = s.words(&chunk[j]);
                     while from < to {
-                        let bits = s.pre.group(from, chunk[j].nw_src(), chunk[j].nw_dst());
+                        let bits = s.pre.group(from, words[j].0, words[j].1);
                         if bits != 0 {
                             first[j] = bits;
                             prefetch(&s.cands[from + bits.trailing_zeros() as usize]);
@@ -606,7 +645,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
                 for j in 0..n {
                     let (from, to) = spans[j];
-                    self.scan_span(s, from, to, first[j], &chunk[j], &mut best[j]);
+                    self.scan_span(s, from, to, first[j], words[j], &chunk[j], &mut best[j]);
                 }
             }
             let from_iset = best;
@@ -713,16 +752,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 (_, Some(e)) => s.shift_up(p, e),
                 (None, None) => unreachable!("a span with room has a dead slot"),
             };
-            let (v, k) = (rule.matches.value(), rule.matches.mask());
-            s.cands[at] = Candidate {
-                priority: rule.priority,
-                id: rule.id,
-                m: CompactMatch::new(&rule.matches, &mut self.extras),
-            };
-            s.pre.set(at, [v.nw_src, k.nw_src, v.nw_dst, k.nw_dst]);
+            let (entry, cand) = ISet::slot(s.pf, rule, &mut self.extras);
+            s.cands[at] = cand;
+            s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
-            return Some(Location::ISet { iset: si as u32, bucket: b as u32 });
+            return Some(Location::ISet { iset: si as u16, bucket: b as u32 });
         }
         None
     }
@@ -744,13 +779,16 @@ impl<R: Remainder> NuevoMatchUp<R> {
     fn scan_bucket(&self, s: &ISet, b: usize, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
         let (from, to) = s.span(b);
         if from < to {
-            let first = s.pre.group(from, key.nw_src, key.nw_dst);
-            self.scan_span(s, from, to, first, key, best);
+            let words = s.words(key);
+            let first = s.pre.group(from, words.0, words.1);
+            self.scan_span(s, from, to, first, words, key, best);
         }
     }
 
     /// Scans the slots `from..to` of iSet `s` (one bucket) for `key`, improving `best`; `first`
-    /// is the pre-filter's answer for the first group (unused when the span is empty).
+    /// is the pre-filter's answer for the first group (unused when the span is empty), `words`
+    /// the key's pre-filter words ([`ISet::words`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn scan_span<K: Key>(
         &self,
@@ -758,6 +796,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
         from: usize,
         to: usize,
         first: u32,
+        words: (u32, u32),
         key: &K,
         best: &mut Option<(u32, RuleId)>,
     ) {
@@ -777,7 +816,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             }
             j += LANES;
             if j < to {
-                bits = s.pre.group(j, key.nw_src(), key.nw_dst());
+                bits = s.pre.group(j, words.0, words.1);
             }
         }
     }
@@ -898,6 +937,78 @@ mod tests {
         }
     }
 
+    fn one_iset() -> NuevoMatchConfig {
+        NuevoMatchConfig {
+            isets: ISetConfig { bucket_size: 40, max_isets: 1, min_coverage: 0.0, wide: true },
+            ..NuevoMatchConfig::always_learned()
+        }
+    }
+
+    /// 5-tuple rules: the pre-filter compares the IPv4 addresses, as it always did.
+    #[test]
+    fn a_rule_map_slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Location>(), 8);
+        assert_eq!(std::mem::size_of::<(RuleId, (Location, Arc<StoredRule>))>(), 24);
+    }
+
+    #[test]
+    fn five_tuple_sets_prefilter_the_ipv4_addresses() {
+        let text: String = (0..300u32)
+            .map(|i| {
+                format!(
+                    "priority={},tcp,nw_src=10.{}.{}.0/24,nw_dst=192.168.{}.0/24,tp_dst={},actions=drop\n",
+                    i % 7,
+                    i % 11,
+                    i % 256,
+                    i % 13,
+                    i % 50
+                )
+            })
+            .collect();
+        let rules = rqvs_flow::formats::parse_rules("t", &text).unwrap();
+        let c = NuevoMatchUp::build_with(&rules, one_iset(), TupleMerge::build).unwrap();
+        assert_eq!(c.iset_prefilters(), vec![[Field::NwSrc, Field::NwDst]]);
+        assert!(c.extras.is_empty());
+    }
+
+    /// IPv6 rules whose prefixes end inside the top words: the pre-filter compares both
+    /// addresses' top words, and no candidate keeps a full match (nothing is read beyond the
+    /// 64-byte candidate); rules with longer prefixes keep theirs. Every answer as the reference.
+    #[test]
+    fn ipv6_prefilter_on_the_top_words() {
+        let line = |i: u32, len: u32| {
+            format!(
+                "priority={},tcp6,ipv6_src=2001:{:x}:{:x}::/{len},ipv6_dst=fd00:{:x}::/32,tp_dst={},actions=drop\n",
+                i % 5,
+                i % 37,
+                i,
+                i % 41,
+                i % 20
+            )
+        };
+        let short: String = (0..400u32).map(|i| line(i, 32)).collect();
+        let rules = rqvs_flow::formats::parse_rules("t", &short).unwrap();
+        let c = NuevoMatchUp::build_with(&rules, one_iset(), TupleMerge::build).unwrap();
+        let pf = c.iset_prefilters()[0];
+        assert!(pf.contains(&Field::Ipv6Src0) && pf.contains(&Field::Ipv6Dst0), "{pf:?}");
+        assert!(c.coverage() > 0.5 && c.extras.is_empty(), "coverage {}", c.coverage());
+        let long: String = (0..400u32).map(|i| line(i, 48)).collect();
+        let long = rqvs_flow::formats::parse_rules("t", &long).unwrap();
+        let c = NuevoMatchUp::build_with(&long, one_iset(), TupleMerge::build).unwrap();
+        assert!(c.coverage() > 0.5 && !c.extras.is_empty());
+        let reference = crate::Reference::build(&long).unwrap();
+        for r in &long {
+            let mut k = FlowKey::ipv6(r.matches.value().ipv6_src | 5, r.matches.value().ipv6_dst, 6, 9, 0);
+            for tp in [0, 3, 19] {
+                k.tp_dst = tp;
+                assert_eq!(c.lookup(&k), reference.lookup(&k));
+                k.ipv6_src ^= 1 << 90; // a bit of the second word, inside the /48
+                assert_eq!(c.lookup(&k), reference.lookup(&k));
+                k.ipv6_src ^= 1 << 90;
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         #[test]
@@ -913,6 +1024,21 @@ mod tests {
         fn differential_wide_windows(case in testing::arb_wide_prefix_case()) {
             testing::check_differential(&case, |rules| {
                 Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
+            })?;
+        }
+
+        /// Rules on the IPv6 addresses alone, prefixes of every length: the pre-filter's two
+        /// words hold all a rule matches outside the compact entry whenever its prefixes end
+        /// inside them, and then no full match is read. Fails when the pre-filter checks less
+        /// than the compact entry leaves to it (checked by mutation: clearing a whole address
+        /// instead of the window in `Field::clear`, comparing one word twice).
+        #[test]
+        fn differential_ipv6_prefilter(case in testing::arb_ipv6_prefix_case()) {
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap())
+            })?;
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, one_iset(), TupleMerge::build).unwrap())
             })?;
         }
 
