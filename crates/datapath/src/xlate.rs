@@ -593,7 +593,8 @@ impl Ctx<'_> {
                         ops.push(Op::Output(self.key.in_port));
                     }
                 }
-                Action::All | Action::Flood => ops.push(Op::Flood),
+                Action::All => ops.push(Op::All),
+                Action::Flood => ops.push(Op::Flood),
                 Action::Drop | Action::Other(_) | Action::Meter(_) => {}
                 Action::Controller(n) => {
                     let (cookie, table_miss) = rule.map_or((u64::MAX, false), |r| (r.cookie, is_table_miss(r)));

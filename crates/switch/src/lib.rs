@@ -78,6 +78,7 @@ pub mod openflow;
 pub mod owner;
 pub mod pidfile;
 pub mod pmd;
+pub mod portflags;
 pub mod stats;
 mod sys;
 pub mod table;
@@ -328,6 +329,8 @@ pub struct Control {
     sinks: Mutex<Vec<events::EventSink>>,
     /// The `NORMAL` action's MAC table (shared with the PMDs).
     macs: Arc<normal::MacTable>,
+    /// The ports' PORT_MOD bits ([`portflags`]), shared with the PMDs' executors.
+    port_flags: Arc<portflags::PortFlags>,
     /// The packet-in queue's receiving end, until the OpenFlow channel takes it.
     packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
     /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
@@ -418,6 +421,7 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let port_flags = Arc::new(portflags::PortFlags::new(cfg.ports.len()));
         let macs =
             Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging).with_port_vlans(
                 cfg.port_vlans.iter().enumerate().map(|(i, v)| (ofports.ofport(i), v.clone())).collect(),
@@ -476,6 +480,7 @@ impl Switch {
                 handler: link,
                 parting: parting.clone(),
                 macs: macs.clone(),
+                port_flags: port_flags.clone(),
                 ofports: ofports.clone(),
                 packet_in: packet_in_tx.clone(),
                 queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
@@ -521,6 +526,7 @@ impl Switch {
             parting,
             sinks: Mutex::new(Vec::new()),
             macs,
+            port_flags,
             packet_ins: Mutex::new(packet_in_rx),
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
         });
@@ -601,6 +607,9 @@ pub struct PortReport {
     /// thousands of packets); 0 and 0: not policed.
     pub ingress_policing_kpkts_rate: f64,
     pub ingress_policing_kpkts_burst: f64,
+    /// The port's OpenFlow `config` bits as PORT_DESC reports them (PORT_MOD's, `PORT_DOWN`
+    /// while the interface is administratively down), `ovs-ofctl show`'s names; `0`: none.
+    pub config: String,
 }
 
 /// Everything at the end of a run (or at `show`).
@@ -698,6 +707,7 @@ impl FinalReport {
                 p.frames.policed
             );
         }
+        portflags::show_lines(&mut s, &self.ports);
         let t = &self.total;
         if self.packet_ins + self.packet_in_dropped + self.injected.rx > 0 {
             let i = &self.injected;
@@ -714,7 +724,7 @@ impl FinalReport {
             t.forwarded,
             t.to_controller,
             t.dropped,
-            if t.policed > 0 { format!(" (policed {})", t.policed) } else { String::new() },
+            t.drop_detail(),
             t.malformed,
             t.lost,
             self.outputs,
@@ -848,6 +858,7 @@ impl Control {
                     frames: per_port[i],
                     ingress_policing_kpkts_rate: self.policing[i].map_or(0.0, |p| p.kpps),
                     ingress_policing_kpkts_burst: self.policing[i].map_or(0.0, |p| p.burst_kpkts),
+                    config: portflags::names(self.port_config_bits(i)),
                 }
             })
             .collect();

@@ -563,9 +563,6 @@ pub(crate) struct Hub {
     packet_ins_dropped: AtomicU64,
     packet_outs: AtomicU64,
     packet_outs_refused: AtomicU64,
-    /// Each port's `OFPPC_*` bits PORT_MOD keeps (`PORT_DOWN` lives in the interface):
-    /// [`port_mod`].
-    pub port_config: Vec<AtomicU32>,
 }
 
 /// Controllers admitted now, and since when none has been (the fail-open clock).
@@ -656,7 +653,6 @@ impl Hub {
             packet_ins_dropped: AtomicU64::new(0),
             packet_outs: AtomicU64::new(0),
             packet_outs_refused: AtomicU64::new(0),
-            port_config: (0..control.port_names.len()).map(|_| AtomicU32::new(0)).collect(),
             control,
         }
     }

@@ -61,8 +61,7 @@ pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
         port_no,
         hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (ofport >> 8) as u8, ofport as u8]),
         name: short_name(&control.port_names[i], ofport),
-        config: hub.port_config[i].load(Ordering::Relaxed)
-            | if h.admin_up() == Some(false) { rqvs_openflow::async_config::OFPPC_PORT_DOWN } else { 0 },
+        config: control.port_config_bits(i),
         state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
         ethernet: Some(ethernet),
         properties: Vec::new(),
