@@ -145,7 +145,8 @@ pub struct Port {
     pub properties: Vec<Property>,
 }
 
-/// The `OFPPC_*` bits only OpenFlow 1.0 has: `NO_STP`, `NO_RECV_STP`, `NO_FLOOD`.
+/// The `OFPPC_*` bits only OpenFlow 1.0 has: `NO_STP`, `NO_RECV_STP`, `NO_FLOOD` (a 1.3 or 1.4
+/// port description does not carry them: Open vSwitch's `OFPPC11_ALL`).
 pub const OFPPC10_ONLY: u32 = 0x02 | 0x08 | 0x10;
 
 /// `OFPPDPT_ETHERNET`, the OpenFlow 1.4 port description property holding [`PortEthernet`].
@@ -215,9 +216,7 @@ impl Port {
         w.put(&self.hw_addr);
         w.zeros(2);
         write_str(w, &self.name, 16, "port name")?;
-        // OpenFlow 1.0's own bits (NO_STP, NO_RECV_STP, NO_FLOOD) do not exist in 1.3 and 1.4:
-        // not written, as Open vSwitch does (`OFPPC11_ALL`).
-        w.u32(self.config & !OFPPC10_ONLY);
+        w.u32(self.config);
         w.u32(self.state);
         if version == OFP13 {
             self.ethernet.unwrap_or_default().write(w);

@@ -161,6 +161,8 @@ pub struct SwitchConfig {
     pub busy_poll: bool,
     /// How `afpacket` ports receive: a TPACKET_V3 ring, or `recvmsg` per frame (no block timer).
     pub rx_mode: rqvs_ports::RxMode,
+    /// Where `afxdp` ports attach their XDP program (auto: driver mode when the driver takes it).
+    pub xdp_mode: rqvs_ports::XdpMode,
     /// Where upcalls (ORIG, CCACHE) are handled.
     pub upcalls: UpcallMode,
     pub datapath: DatapathConfig,
@@ -201,6 +203,7 @@ impl SwitchConfig {
             pmd_cpus: Vec::new(),
             busy_poll: false,
             rx_mode: rqvs_ports::RxMode::Throughput,
+            xdp_mode: rqvs_ports::XdpMode::Auto,
             upcalls: UpcallMode::Handler,
             datapath: DatapathConfig::default(),
             orig: OrigConfig { revalidator: RevalidatorMode::Thread, ..OrigConfig::default() },
@@ -358,7 +361,7 @@ impl Switch {
             hook: cfg.hook.clone(),
             pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
             afpacket: rqvs_ports::AfPacketConfig { rx_mode: cfg.rx_mode, ..Default::default() },
-            ..PortConfig::default()
+            afxdp: rqvs_ports::AfXdpConfig { mode: cfg.xdp_mode, ..Default::default() },
         };
         // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.
         let mut locks = Vec::new();

@@ -56,6 +56,7 @@ pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
     let fr = match e {
         Event::FlowRemoved(fr) => fr,
         Event::PortStatus(port) => return super::ports::deliver_status(&hub, *port),
+        Event::FlowsChanged(ch) => return super::monitor::deliver(&hub, ch),
     };
     for peer in hub.peers() {
         if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::FLOW_REMOVED_MASTER, fr.reason.code()) {

@@ -112,6 +112,7 @@
 mod connection;
 mod controller;
 mod flow_removed;
+mod monitor;
 mod packet_in;
 mod packet_out;
 mod port_mod;
@@ -591,6 +592,8 @@ pub(crate) struct Peer {
     pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
     /// An OpenFlow 1.0 connection's packet-in and flow formats (its Nicira requests).
     pub of10_form: Mutex<rqvs_openflow::of10_async::AsyncForm>,
+    /// The connection's flow monitors ([`monitor`]).
+    pub monitors: monitor::Monitors,
 }
 
 impl Peer {
@@ -679,6 +682,7 @@ impl Hub {
             dropped: AtomicU64::new(0),
             async_config: Mutex::new(None),
             of10_form: Mutex::new(Default::default()),
+            monitors: monitor::Monitors::default(),
         });
         self.lock_peers().push(p.clone());
         p

@@ -68,6 +68,15 @@ pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
     }
 }
 
+/// `p` as a connection of `version` is told of it: OpenFlow 1.0's own `config` bits
+/// (`NO_FLOOD`, STP's) do not exist in 1.3 and 1.4 (Open vSwitch's `OFPPC11_ALL`).
+pub(crate) fn for_version(mut p: Port, version: u8) -> Port {
+    if version != rqvs_openflow::OFP10 {
+        p.config &= !rqvs_openflow::port::OFPPC10_ONLY;
+    }
+    p
+}
+
 /// The `OFPPF_*` bit of a speed in Mb/s (`OFPPF_OTHER` when OpenFlow has none for it).
 fn speed_bit(mbps: u32, full: bool) -> u32 {
     match (mbps, full) {
@@ -121,7 +130,7 @@ pub(crate) fn deliver_status_except(hub: &Hub, ofport: u32, except: Option<u64>)
         if !peer.wants(rqvs_openflow::async_config::PORT_STATUS_MASTER, OFPPR_MODIFY) {
             continue;
         }
-        let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: port.clone() });
+        let msg = Message::PortStatus(PortStatus { reason: OFPPR_MODIFY, port: for_version(port.clone(), v) });
         match peer.encode_async(&msg) {
             // A connection that is gone has dropped its queue: nothing to wait for.
             Ok(bytes) => {
