@@ -75,6 +75,12 @@ pub struct Args {
     /// docs/switch-bench.md).
     #[arg(long, value_name = "MODE", default_value = "throughput")]
     rx_mode: rqvs_ports::RxMode,
+    /// Where afxdp ports attach their XDP program: 'native' (driver mode: on a veth the kernel
+    /// then stops its peer's TSO/GSO, so bulk TCP from a host passes), 'generic' (any
+    /// interface; a TSO super-frame does not fit an AF_XDP chunk and is lost, counted in
+    /// rx_lost) or 'auto' (native when the driver takes it, else generic, logged).
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    xdp_mode: rqvs_ports::XdpMode,
     /// Stop after this many seconds (default: at SIGINT/SIGTERM, `rqvs ctl exit`, or when every
     /// port is a pcap-in port that has delivered all its frames) [range: 0 < x ≤ 1000000000].
     #[arg(long, value_name = "SECONDS", value_parser = crate::args::range::above(0.0, 1e9))]
@@ -332,6 +338,11 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     )?;
     a.tls.unused(g, any_tls_target(a))?;
     g.refuse(
+        "xdp_mode",
+        !a.ports.iter().any(|p| p.ends_with(":afxdp")),
+        "where afxdp ports attach their XDP program; used only with NAME:afxdp ports",
+    )?;
+    g.refuse(
         "max_connections",
         a.openflow.is_none(),
         "the passive OpenFlow listener's limit; used only with --openflow",
@@ -386,6 +397,7 @@ fn configure(
     cfg.pmd_cpus = pmd_cpus;
     cfg.busy_poll = a.busy_poll;
     cfg.rx_mode = a.rx_mode;
+    cfg.xdp_mode = a.xdp_mode;
     cfg.upcalls = match a.upcalls {
         Upcalls::Handler => UpcallMode::Handler,
         Upcalls::Inline => UpcallMode::Inline,

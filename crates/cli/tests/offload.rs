@@ -6,8 +6,11 @@
 //!
 //! `curl` fetches, from `python3 -m http.server` on host 2, a 1 MB random file (hundreds of
 //! segments, super-frames among them) and a small one, and the bytes must be those served; a
-//! UDP datagram goes each way. For each design on afpacket ports; on afxdp ports a response of
-//! one segment (AF_XDP in generic mode cannot take a super-frame: see the README).
+//! UDP datagram goes each way. For each design on afpacket ports. On afxdp ports (`--xdp-mode
+//! auto`, the default: driver mode on a veth, where the kernel stops the peer's TSO/GSO) a 2 MB
+//! body too; with `--xdp-mode generic` the bulk transfer does not complete and the super-frames
+//! the kernel could not give the AF_XDP socket are counted in the port's `rx_lost` (see the
+//! README).
 //!
 //! Needs root and `ip` (else skipped; a failure with `RQVS_REQUIRE_NETNS=1`), `curl` and
 //! `python3` (likewise). Everything runs in the test's namespaces; processes started here are
@@ -83,7 +86,7 @@ fn topology(tag: &str, www: &Path) -> (Topo, Proc) {
     (t, Proc(server))
 }
 
-fn start_switch(t: &Topo, dir: &TempDir, design: &str, kind: &str) -> Proc {
+fn start_switch(t: &Topo, dir: &TempDir, design: &str, kind: &str, extra: &[&str]) -> Proc {
     let flows = dir.join("normal.flows");
     std::fs::write(&flows, "priority=0,actions=NORMAL\n").unwrap();
     let sock = dir.join("ctl.sock");
@@ -91,6 +94,7 @@ fn start_switch(t: &Topo, dir: &TempDir, design: &str, kind: &str) -> Proc {
     let ports: Vec<String> = (1..=3).map(|i| format!("p{i}:{kind}")).collect();
     let mut args = vec!["switch", "--rules", flows.to_str().unwrap(), "--ctl", sock.to_str().unwrap()];
     args.extend(["--design", design, "--duration", "120"]);
+    args.extend(extra);
     for p in &ports {
         args.extend(["--port", p.as_str()]);
     }
@@ -170,6 +174,8 @@ fn web_dir(dir: &TempDir) -> (std::path::PathBuf, Vec<u8>) {
     let big: Vec<u8> = (0..1_000_000).map(|_| rng.next() as u8).collect();
     std::fs::write(www.join("big"), &big).unwrap();
     std::fs::write(www.join("small"), b"hello through rqvs\n").unwrap();
+    let bulk: Vec<u8> = (0..2_000_000).map(|_| rng.next() as u8).collect();
+    std::fs::write(www.join("bulk"), bulk).unwrap();
     (www, big)
 }
 
@@ -182,7 +188,7 @@ fn tcp_and_udp_pass_with_default_offloads_afpacket_every_design() {
     let (www, big) = web_dir(&dir);
     let (t, _server) = topology("offl", &www);
     for design in ["orig", "ccache", "cflows"] {
-        let sw = start_switch(&t, &dir, design, "afpacket");
+        let sw = start_switch(&t, &dir, design, "afpacket", &[]);
         let small = dir.join("small.got");
         // The server may still be starting: a few tries for the first request.
         let t0 = Instant::now();
@@ -207,7 +213,7 @@ fn tcp_passes_with_default_offloads_afxdp() {
     let dir = TempDir::new("offload-afxdp");
     let (www, _) = web_dir(&dir);
     let (t, _server) = topology("offx", &www);
-    let sw = start_switch(&t, &dir, "orig", "afxdp");
+    let sw = start_switch(&t, &dir, "orig", "afxdp", &[]);
     let small = dir.join("small.got");
     let t0 = Instant::now();
     while !fetch(&t, "small", &small, 3) {
@@ -215,5 +221,36 @@ fn tcp_passes_with_default_offloads_afxdp() {
     }
     assert_eq!(std::fs::read(&small).unwrap(), b"hello through rqvs\n");
     assert!(udp(&t.hosts[0], &t.hosts[1], H2, 1000), "UDP h1 -> h2 over afxdp");
+    // Bulk TCP with the hosts' TSO on: driver-mode XDP on the veths (the kernel turned their
+    // peers' segmentation offloads off), nothing lost.
+    let bulk = dir.join("bulk.got");
+    assert!(fetch(&t, "bulk", &bulk, 20), "2 MB GET over afxdp failed: {}", read(&dir.join("switch.err")));
+    assert!(std::fs::read(&bulk).unwrap() == std::fs::read(www.join("bulk")).unwrap(), "the 2 MB body differs");
+    let show = ctl(&dir.join("ctl.sock"), &["show"]);
+    assert!(!read(&dir.join("switch.err")).contains("generic mode"), "{}", read(&dir.join("switch.err")));
     stop_switch(sw, &dir);
+    assert!(rx_lost(&show).iter().all(|&n| n == 0), "{show}");
+
+    // Generic mode: the hosts' super-frames do not fit an AF_XDP chunk; the transfer stalls
+    // and the loss is counted on the receiving ports.
+    let sw = start_switch(&t, &dir, "orig", "afxdp", &["--xdp-mode", "generic"]);
+    let t0 = Instant::now();
+    while !fetch(&t, "small", &small, 3) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "small GET over generic afxdp never succeeded");
+    }
+    assert!(!fetch(&t, "bulk", &bulk, 5), "a 2 MB GET passed generic-mode AF_XDP: the README is wrong now");
+    let show = ctl(&dir.join("ctl.sock"), &["show"]);
+    assert!(rx_lost(&show).iter().sum::<u64>() > 0, "the super-frames lost are not counted: {show}");
+    stop_switch(sw, &dir);
+}
+
+/// The `rx_lost` column of `rqvs ctl show`, per port.
+fn rx_lost(show: &str) -> Vec<u64> {
+    let mut lines = show.lines().skip_while(|l| !l.contains("rx_lost"));
+    let head: Vec<&str> = lines.next().unwrap_or_else(|| panic!("no header in {show}")).split_whitespace().collect();
+    let col = head.iter().position(|h| *h == "rx_lost").unwrap();
+    lines
+        .take_while(|l| !l.trim_start().starts_with("total") && !l.contains("): "))
+        .filter_map(|l| l.split_whitespace().nth(col).and_then(|v| v.parse().ok()))
+        .collect()
 }

@@ -69,12 +69,15 @@ use rqvs_flow::field::Field;
 use rqvs_flow::{Action, Match, Rule};
 
 /// One datapath action, applied in order to the frame (see [`rqvs_flow::Action`] for each
-/// one's meaning). `all` and `flood` are one op: rqvs has no per-port no-flood flag.
+/// one's meaning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Output(u32),
     InPort,
+    /// Every port but the input port, except those PORT_MOD made `NO_FLOOD`.
     Flood,
+    /// Every port but the input port (`NO_FLOOD` ports too).
+    All,
     /// To the controller: a packet-in ([`ToController`] says what it carries besides the frame).
     Controller(ToController),
     /// OpenFlow's `NORMAL`: the switch's MAC-learning forwarding (learn the source address on
@@ -152,7 +155,8 @@ impl Op {
         Some(match a {
             Action::Output(p) => Op::Output(*p),
             Action::InPort => Op::InPort,
-            Action::All | Action::Flood => Op::Flood,
+            Action::All => Op::All,
+            Action::Flood => Op::Flood,
             Action::Controller(n) => Op::Controller(ToController::new(n.unwrap_or(u16::MAX))),
             Action::Normal => Op::Normal,
             Action::SetDlSrc(m) => Op::SetDlSrc(*m),
@@ -196,6 +200,7 @@ impl Op {
             Op::Output(_)
                 | Op::InPort
                 | Op::Flood
+                | Op::All
                 | Op::Controller(_)
                 | Op::Normal
                 | Op::Clone(_)
@@ -222,6 +227,7 @@ impl fmt::Display for Op {
             Op::Output(p) => write!(f, "{p}"),
             Op::InPort => f.write_str("in_port"),
             Op::Flood => f.write_str("flood"),
+            Op::All => f.write_str("all"),
             Op::Controller(ToController { max_len: u16::MAX, .. }) => f.write_str("controller"),
             Op::Controller(c) => write!(f, "controller:{}", c.max_len),
             Op::Normal => f.write_str("NORMAL"),

@@ -603,7 +603,8 @@ impl Ctx<'_> {
                         ops.push(Op::Output(self.key.in_port));
                     }
                 }
-                Action::All | Action::Flood => ops.push(Op::Flood),
+                Action::All => ops.push(Op::All),
+                Action::Flood => ops.push(Op::Flood),
                 Action::Drop | Action::Other(_) => {}
                 Action::Meter(m) => ops.push(Op::Meter(*m)),
                 Action::Controller(n) => {

@@ -39,6 +39,7 @@ pub mod async_config;
 pub mod bundle;
 pub mod error;
 pub mod flow_mod;
+pub mod flow_monitor;
 pub mod group;
 pub mod message;
 pub mod meter;

@@ -45,8 +45,11 @@
 //! [`Message::SetAsync`]; the asynchronous messages the switch sends (PACKET_IN, FLOW_REMOVED,
 //! PORT_STATUS in their 1.0 and Nicira forms) are [`crate::of10_async`]'s.
 //!
-//! **Not here** (partial, said in the README): the queue, flow-monitor and role extensions of
-//! 1.0 are answered `BAD_TYPE`/`BAD_SUBTYPE`/`BAD_STAT`.
+//! `NXST_FLOW_MONITOR` and `NXT_FLOW_MONITOR_CANCEL` decode to [`Request::FlowMonitor`] and
+//! [`Request::FlowMonitorCancel`] ([`crate::flow_monitor`] has their codec and the replies').
+//!
+//! **Not here** (partial, said in the README): the queue and role extensions of 1.0 are
+//! answered `BAD_TYPE`/`BAD_SUBTYPE`/`BAD_STAT`.
 
 use rqvs_flow::field::{Field as TField, FIELDS};
 use rqvs_flow::key::{VLAN_CFI, VLAN_VID_MASK};
@@ -180,6 +183,10 @@ pub enum Request {
     FlowModTableId(bool),
     /// `NXT_SET_PACKET_IN_FORMAT` (0: 1.0's, 1: `NXT_PACKET_IN`, 2: `NXT_PACKET_IN2`).
     SetPacketInFormat(u32),
+    /// `NXST_FLOW_MONITOR` ([`crate::flow_monitor`]): the monitors asked for.
+    FlowMonitor(Vec<crate::flow_monitor::FlowMonitorRequest>),
+    /// `NXT_FLOW_MONITOR_CANCEL`: the monitor's id.
+    FlowMonitorCancel(u32),
 }
 
 /// A decoded 1.0 message.
@@ -1135,6 +1142,9 @@ pub fn decode(bytes: &[u8], table_id_ext: bool) -> Result<Decoded, DecodeError> 
                     let c = crate::async_config::AsyncConfig::decode(crate::OFP13, r.rest())?;
                     Request::Msg(Box::new(Message::SetAsync(c)))
                 }
+                crate::flow_monitor::NXT_FLOW_MONITOR_CANCEL => {
+                    Request::FlowMonitorCancel(crate::flow_monitor::decode_cancel(r.rest())?)
+                }
                 NXT_FLOW_MOD => {
                     let tail = FlowModTail::read(&mut r)?;
                     let match_len = usize::from(r.u16()?);
@@ -1210,6 +1220,10 @@ fn decode_stats_request(header: Header, r: &mut Reader<'_>, total: usize) -> Res
             }
             let sub = r.u32()?;
             r.skip(4)?;
+            if sub == crate::flow_monitor::NXST_FLOW_MONITOR {
+                let reqs = crate::flow_monitor::decode_nx_requests(r.rest())?;
+                return Ok(Decoded { header, request: Request::FlowMonitor(reqs), nx_stats: true });
+            }
             if sub != NXST_FLOW && sub != NXST_AGGREGATE {
                 return reject(
                     format!("Nicira statistics subtype {sub} is not supported by rqvs"),

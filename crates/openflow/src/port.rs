@@ -145,6 +145,10 @@ pub struct Port {
     pub properties: Vec<Property>,
 }
 
+/// The `OFPPC_*` bits only OpenFlow 1.0 has: `NO_STP`, `NO_RECV_STP`, `NO_FLOOD` (a 1.3 or 1.4
+/// port description does not carry them: Open vSwitch's `OFPPC11_ALL`).
+pub const OFPPC10_ONLY: u32 = 0x02 | 0x08 | 0x10;
+
 /// `OFPPDPT_ETHERNET`, the OpenFlow 1.4 port description property holding [`PortEthernet`].
 pub const PORT_DESC_PROP_ETHERNET: u16 = 0;
 /// The length of OpenFlow 1.3's `ofp_port`.

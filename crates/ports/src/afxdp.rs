@@ -17,9 +17,19 @@
 //! exactly the pseudo-header sum (what Linux leaves there) gets its checksum completed
 //! ([`crate::csum::complete_if_partial`]); other frames cost a header parse.
 //!
-//! Copy mode (`XDP_COPY`) everywhere, and the program attached in generic (`XDP_SKB`) mode by
-//! default: that works on every interface, veths included. [`XdpMode::Native`] attaches in driver
-//! mode instead (veth supports it). Zero-copy needs NIC driver support and is not offered.
+//! Copy mode (`XDP_COPY`) everywhere. The program is attached in driver mode when the driver
+//! takes it, else in generic (`XDP_SKB`) mode, which works on every interface ([`XdpMode::Auto`],
+//! the default; the fall-back is reported once through the port's event hook);
+//! [`XdpMode::Native`] and [`XdpMode::Generic`] insist on one. Zero-copy needs NIC driver support
+//! and is not offered.
+//!
+//! **TSO.** A host whose veth offloads segmentation (TSO/GSO, the default) hands the kernel TCP
+//! super-frames of up to 64 KiB. In generic mode they reach the XDP program whole, do not fit a
+//! chunk and are dropped by the kernel (counted in `rx_lost`): bulk TCP stalls. In driver mode on
+//! a veth the kernel turns the peer's segmentation offloads off for as long as an XDP program is
+//! attached (`veth_xdp_set`, `veth_fix_features`), so the host sends segments that fit: that is
+//! why driver mode is the default wherever the driver has it. Multi-buffer AF_XDP (`XDP_USE_SG`),
+//! the other way to take super-frames, is not used.
 //!
 //! Every receive queue of the interface must have a socket — a frame arriving on a queue without
 //! one would pass to the kernel's stack, unseen and uncounted — so opening fails, with the fix in
@@ -67,11 +77,26 @@ use crate::BATCH;
 /// Where the XDP program is attached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum XdpMode {
-    /// Generic XDP (`XDP_FLAGS_SKB_MODE`): any interface, after the kernel has built its skb.
+    /// Driver mode when the driver takes it, else generic mode (module docs, *TSO*).
     #[default]
+    Auto,
+    /// Generic XDP (`XDP_FLAGS_SKB_MODE`): any interface, after the kernel has built its skb.
     Generic,
     /// Driver XDP (`XDP_FLAGS_DRV_MODE`): the driver must support it (veth, most NIC drivers).
     Native,
+}
+
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<XdpMode, String> {
+        match s {
+            "auto" => Ok(XdpMode::Auto),
+            "generic" => Ok(XdpMode::Generic),
+            "native" => Ok(XdpMode::Native),
+            _ => Err(format!("'{s}' is not an XDP mode (expected auto, generic or native)")),
+        }
+    }
 }
 
 /// Tuning of `afxdp` ports. The defaults give each queue 6 MiB of UMEM.
@@ -89,7 +114,7 @@ pub struct AfXdpConfig {
 
 impl Default for AfXdpConfig {
     fn default() -> Self {
-        AfXdpConfig { mode: XdpMode::Generic, rx_frames: 2048, tx_frames: 1024, chunk_size: 2048 }
+        AfXdpConfig { mode: XdpMode::Auto, rx_frames: 2048, tx_frames: 1024, chunk_size: 2048 }
     }
 }
 
@@ -343,6 +368,7 @@ pub(crate) fn open(
     ctl: &OwnedFd,
     queues: usize,
     cfg: &AfXdpConfig,
+    hook: Option<&crate::EventHook>,
 ) -> Result<Opened, PortError> {
     let err = |op: &'static str| move |e: io::Error| PortError::os(port, op, e);
     let pow2 = |v: u32| v.is_power_of_two() && v >= 64;
@@ -393,9 +419,22 @@ pub(crate) fn open(
 
     let flags = match cfg.mode {
         XdpMode::Generic => XDP_FLAGS_SKB_MODE,
-        XdpMode::Native => XDP_FLAGS_DRV_MODE,
+        XdpMode::Native | XdpMode::Auto => XDP_FLAGS_DRV_MODE,
     };
-    let link = sys::bpf_link_create(&attachment.prog, ifindex, BPF_XDP, flags).map_err(|e| match e.raw_os_error() {
+    let mut linked = sys::bpf_link_create(&attachment.prog, ifindex, BPF_XDP, flags);
+    let mut fallback = None;
+    if cfg.mode == XdpMode::Auto {
+        if let Err(e) = &linked {
+            // No driver mode here (EOPNOTSUPP), or not with this setup (a veth whose peer's
+            // MTU is too large, ERANGE; more peer queues than ours, ENOSPC; no peer, ...):
+            // generic mode, which takes any interface.
+            if !matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EEXIST)) {
+                fallback = Some(e.to_string());
+                linked = sys::bpf_link_create(&attachment.prog, ifindex, BPF_XDP, XDP_FLAGS_SKB_MODE);
+            }
+        }
+    }
+    let link = linked.map_err(|e| match e.raw_os_error() {
         Some(libc::EBUSY) | Some(libc::EEXIST) => {
             PortError::Busy { port: port.to_string(), what: "another XDP program is attached to the interface".into() }
         }
@@ -411,6 +450,20 @@ pub(crate) fn open(
     })?;
     // The sockets already share the attachment; it gets its link once, before any queue runs.
     let _ = attachment.link.set(link);
+    if let Some(why) = fallback {
+        if let Some(hook) = hook {
+            hook(&crate::PortEvent {
+                port: port.to_string(),
+                kind: crate::EventKind::Error,
+                detail: format!(
+                    "XDP in generic mode: the driver refused driver mode ({why}); TCP/UDP super-frames \
+                     (TSO/GSO) from the interface's sender do not fit an AF_XDP chunk in generic mode \
+                     and are lost in the kernel (counted in rx_lost): turn segmentation offloads off \
+                     on the sender (ethtool -K IF tso off gso off)"
+                ),
+            });
+        }
+    }
     Ok((rx, tx, kernel))
 }
 

@@ -140,7 +140,7 @@ pub fn open(spec: &PortSpec, cfg: &PortConfig) -> Result<Port, PortError> {
         }
         PortType::AfXdp => {
             let (ifindex, ctl) = interface(name)?;
-            let (rx, tx, kernel) = afxdp::open(name, ifindex, &ctl, queues, &cfg.afxdp)?;
+            let (rx, tx, kernel) = afxdp::open(name, ifindex, &ctl, queues, &cfg.afxdp, cfg.hook.as_ref())?;
             let rx = rx.into_iter().map(RxBackend::AfXdp).collect();
             let tx = tx.into_iter().map(TxBackend::AfXdp).collect();
             (rx, tx, kernel, Some((ifindex, ctl)))

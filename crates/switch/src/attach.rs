@@ -111,6 +111,7 @@ impl Control {
         self.sync_pmds();
         drop(lock);
         self.macs.forget_port(ofport);
+        self.port_flags.forget(ofport);
         self.port_in_table(ofport, true, false);
         crate::log_info!("rqvs switch: port {} ({}) removed", ofport_name(ofport), self.port_name(i));
         self.emit(vec![Event::PortDeleted(i)]);

@@ -7,7 +7,10 @@
 //!
 //! OpenFlow details, as Open vSwitch does them: `output:N` to the input port is skipped (only
 //! `in_port` sends a packet back); an output to a port that does not exist is skipped; `all` and
-//! `flood` send to every port but the input port; `mod_vlan_vid` pushes a tag (priority 0) on
+//! `flood` send to every port but the input port; the ports' PORT_MOD bits
+//! ([`crate::portflags`]) are applied here: a frame from a `NO_RECV` port runs no op, an output
+//! to a `NO_FWD` port is skipped (whatever chose the port), `flood` and `NORMAL`'s flooding
+//! leave `NO_FLOOD` ports out (`all` does not); `mod_vlan_vid` pushes a tag (priority 0) on
 //! an untagged frame; `strip_vlan` on an untagged frame, `mod_nw_tos` and `dec_ttl` on a
 //! non-IPv4 frame do nothing; `dec_ttl` on a TTL of 0 or 1 stops the list (outputs already done
 //! stay done) and counts the packet in `ttl_expired`; `NORMAL` is the MAC-learning forwarding
@@ -50,6 +53,7 @@ use rqvs_ports::TxQueue;
 use crate::meters::MeterTable;
 use crate::normal::{vid_of, Forward, MacTable};
 use crate::ofports::OfPorts;
+use crate::portflags::{PortFlags, NO_FLOOD, NO_FWD, NO_RECV};
 
 /// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
 /// `crate::openflow`).
@@ -116,6 +120,10 @@ pub struct Outcome {
     pub metered: bool,
     /// Packet-ins the controller meter dropped (not sent, not counted in `packet_in_dropped`).
     pub packet_in_metered: u32,
+    /// Outputs skipped because their port is `NO_FWD` (PORT_MOD; not in `skipped`).
+    pub no_forward: u32,
+    /// The frame came in on a `NO_RECV` port: no op ran.
+    pub no_receive: bool,
 }
 
 /// Applies actions to frames (module docs). One per PMD thread.
@@ -129,6 +137,8 @@ pub struct Executor {
     ports: Option<Arc<OfPorts>>,
     /// The switch's meters (`None`: a `meter` op lets every packet through).
     meters: Option<Arc<MeterTable>>,
+    /// The ports' PORT_MOD bits (`None`: none set, ever).
+    flags: Option<Arc<PortFlags>>,
 }
 
 impl Default for Executor {
@@ -141,13 +151,32 @@ impl Executor {
     /// An executor learning into `macs` (`NORMAL`), sending packet-ins into `packet_in` (none:
     /// `controller` ops only count).
     pub fn new(macs: Arc<MacTable>, packet_in: Option<PacketInQueue>) -> Executor {
-        Executor { scratch: Vec::with_capacity(2048), vlan_buf: Vec::new(), macs, packet_in, ports: None, meters: None }
+        Executor {
+            scratch: Vec::with_capacity(2048),
+            vlan_buf: Vec::new(),
+            macs,
+            packet_in,
+            ports: None,
+            meters: None,
+            flags: None,
+        }
     }
 
     /// This executor metering through `meters` (`meter` ops, the controller meter on packet-ins).
     pub fn with_meters(mut self, meters: Arc<MeterTable>) -> Executor {
         self.meters = Some(meters);
         self
+    }
+
+    /// This executor applying the ports' PORT_MOD bits `flags` (by OpenFlow port number).
+    pub fn with_port_flags(mut self, flags: Arc<PortFlags>) -> Executor {
+        self.flags = Some(flags);
+        self
+    }
+
+    /// Does port `in_port`'s `NO_RECV` drop what it receives?
+    fn refuses(&self, in_port: u32) -> bool {
+        self.flags.as_deref().is_some_and(|f| f.get(in_port) & NO_RECV != 0)
     }
 
     /// This executor for ports numbered `ports` (`tx[i]` is the port whose ofport is
@@ -171,8 +200,14 @@ impl Executor {
     /// `p`'s transmit queue unless [`Executor::with_ports`] says otherwise).
     pub fn execute(&mut self, frame: &[u8], in_port: u32, action: DpAction, tx: &mut [TxQueue]) -> Outcome {
         let mut out = Outcome::default();
+        if self.refuses(in_port) {
+            out.no_receive = true;
+            return out;
+        }
         match action {
-            DpAction::Output(p) => send(frame, p, in_port, Tx(tx, self.ports.as_deref()), &mut out),
+            DpAction::Output(p) => {
+                send(frame, p, in_port, Tx(tx, self.ports.as_deref(), self.flags.as_deref()), &mut out)
+            }
             DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
@@ -183,6 +218,11 @@ impl Executor {
     /// reserved port such as `CONTROLLER`, 0xfffd). Packet-ins it sends say `PACKET_OUT`.
     pub fn execute_packet_out(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue]) -> Outcome {
         let mut out = Outcome::default();
+        // OVS's `may_receive` holds for a packet-out's in_port too.
+        if self.refuses(in_port) {
+            out.no_receive = true;
+            return out;
+        }
         self.apply(frame, in_port, ops, true, tx, &mut out);
         out
     }
@@ -200,19 +240,22 @@ impl Executor {
         let mut ttl = None;
         let ports = self.ports.clone();
         let ports = ports.as_deref();
+        let flags = self.flags.clone();
+        let flags = flags.as_deref();
         for op in ops {
             let cur: &[u8] = if copied { &self.scratch } else { frame };
             match *op {
-                Op::Output(p) => send(cur, p, in_port, Tx(tx, ports), out),
-                Op::InPort => send_to(cur, in_port, Tx(tx, ports), out),
-                Op::Flood => flood(cur, in_port, Tx(tx, ports), out),
+                Op::Output(p) => send(cur, p, in_port, Tx(tx, ports, flags), out),
+                Op::InPort => send_to(cur, in_port, Tx(tx, ports, flags), out),
+                Op::Flood => flood(cur, in_port, false, Tx(tx, ports, flags), out),
+                Op::All => flood(cur, in_port, true, Tx(tx, ports, flags), out),
                 Op::Normal if self.macs.has_vlans() => {
-                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports), out)
+                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports, flags), out)
                 }
                 Op::Normal => match self.macs.forward(cur, in_port) {
                     Forward::Drop => {}
-                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports), out),
-                    Forward::Flood => flood(cur, in_port, Tx(tx, ports), out),
+                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports, flags), out),
+                    Forward::Flood => flood(cur, in_port, false, Tx(tx, ports, flags), out),
                 },
                 Op::Controller(c) => {
                     out.to_controller += 1;
@@ -360,30 +403,45 @@ fn packet_in(
     }
 }
 
-/// The transmit queues and the ofports they belong to (`None`: `tx[p - 1]` is port `p`).
-struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>);
+/// The transmit queues, the ofports they belong to (`None`: `tx[p - 1]` is port `p`) and the
+/// ports' PORT_MOD bits (`None`: none).
+struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>, Option<&'b PortFlags>);
 
 impl Tx<'_, '_> {
     fn ofport(&self, i: usize) -> u32 {
         self.1.map_or(i as u32 + 1, |m| m.ofport(i))
     }
 
-    fn queue(&mut self, p: u32) -> Option<&mut TxQueue> {
-        let i = match self.1 {
-            Some(m) => m.index(p)?,
-            None => (p as usize).checked_sub(1)?,
-        };
-        self.0.get_mut(i)
+    /// The PORT_MOD bits of the port at `tx[i]` (kept by OpenFlow port number).
+    fn flags(&self, i: usize) -> u32 {
+        self.2.map_or(0, |f| f.get(self.ofport(i)))
+    }
+
+    fn index(&self, p: u32) -> Option<usize> {
+        match self.1 {
+            Some(m) => m.index(p),
+            None => (p as usize).checked_sub(1),
+        }
     }
 }
 
-/// `flood`/`all`: every port but the input port.
-fn flood(frame: &[u8], in_port: u32, tx: Tx, out: &mut Outcome) {
+/// `flood` (`all: false`) / `all`: every port but the input port; `flood` leaves out the
+/// `NO_FLOOD` ports, both skip the `NO_FWD` ones (counted).
+fn flood(frame: &[u8], in_port: u32, all: bool, tx: Tx, out: &mut Outcome) {
     for i in 0..tx.0.len() {
-        if tx.ofport(i) != in_port {
-            tx.0[i].send(frame);
-            out.outputs += 1;
+        if tx.ofport(i) == in_port {
+            continue;
         }
+        let f = tx.flags(i);
+        if !all && f & NO_FLOOD != 0 {
+            continue;
+        }
+        if f & NO_FWD != 0 {
+            out.no_forward += 1;
+            continue;
+        }
+        tx.0[i].send(frame);
+        out.outputs += 1;
     }
 }
 
@@ -396,10 +454,12 @@ fn send(frame: &[u8], p: u32, in_port: u32, tx: Tx, out: &mut Outcome) {
     }
 }
 
-fn send_to(frame: &[u8], p: u32, mut tx: Tx, out: &mut Outcome) {
-    match tx.queue(p) {
-        Some(q) => {
-            q.send(frame);
+/// An output to port `p` (skipped when it does not exist; when it is `NO_FWD`, counted so).
+fn send_to(frame: &[u8], p: u32, tx: Tx, out: &mut Outcome) {
+    match tx.index(p).filter(|&i| i < tx.0.len()) {
+        Some(i) if tx.flags(i) & NO_FWD != 0 => out.no_forward += 1,
+        Some(i) => {
+            tx.0[i].send(frame);
             out.outputs += 1;
         }
         None => out.skipped += 1,
@@ -441,8 +501,8 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
         Forward::Flood => {
             for i in 0..tx.0.len() {
                 let p = tx.ofport(i);
-                if p != in_port {
-                    emit(p, Tx(&mut *tx.0, tx.1), out);
+                if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
+                    emit(p, Tx(&mut *tx.0, tx.1, tx.2), out);
                 }
             }
         }

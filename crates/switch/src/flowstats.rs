@@ -455,10 +455,14 @@ impl Control {
         for (id, (c, hit)) in &owed {
             rules.carry(*id, c, hit.then_some(now_ns));
         }
-        net.deleted
-            .iter()
-            .filter(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM != 0)
-            .map(|(rule, m, reason)| {
+        let mut events = Vec::new();
+        if crate::events::watched() {
+            if let Some(e) = flow_changes(rules, net) {
+                events.push(e);
+            }
+        }
+        events.extend(net.deleted.iter().filter(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM != 0).map(
+            |(rule, m, reason)| {
                 let mut counts = m.carried;
                 if let Some((c, _)) = owed.get(&rule.id) {
                     counts.add(c);
@@ -471,9 +475,47 @@ impl Control {
                     hard_timeout: m.hard_timeout,
                     counts,
                 })
-            })
-            .collect()
+            },
+        ));
+        events
     }
+}
+
+/// The flows `net` changed, for flow monitors ([`crate::events`], *Flow changes*): added ones,
+/// deleted ones with their reason, and modified ones — those that took over from a flow (a
+/// modify, an add over the same match) with other actions; `None` when it changed none.
+fn flow_changes(rules: &FlowTable, net: &NetChange) -> Option<Event> {
+    use crate::events::{Change, FlowChange, FlowChanges};
+    let removed: HashMap<RuleId, &rqvs_flow::Rule> = net.removed.iter().map(|r| (r.id, r)).collect();
+    let from: HashMap<RuleId, RuleId> = net.heir.iter().map(|(f, h)| (h.to, *f)).collect();
+    let mut flows = Vec::new();
+    for r in net.added.iter().filter(|r| !rules.is_hidden(r)) {
+        let meta = rules.meta(r.id);
+        // A modify keeps the flow's creation time; an add that replaces a flow is a new flow
+        // (OVS reports it ADDED, whatever its actions were); a modify that leaves the actions
+        // as they were is not reported (as OVS).
+        let modified = meta.is_some_and(|m| m.created_ns < m.modified_ns);
+        let change = match from.get(&r.id).and_then(|f| removed.get(f)) {
+            Some(old) if modified && old.actions == r.actions => continue,
+            Some(_) if modified => Change::Modified,
+            _ => Change::Added,
+        };
+        let (idle_timeout, hard_timeout) = meta.map_or((0, 0), |m| (m.idle_timeout, m.hard_timeout));
+        flows.push(FlowChange { change, rule: r.clone(), idle_timeout, hard_timeout });
+    }
+    for (r, m, reason) in net.deleted.iter().filter(|(r, _, _)| !rules.is_hidden(r)) {
+        flows.push(FlowChange {
+            change: Change::Deleted(*reason),
+            rule: r.clone(),
+            idle_timeout: m.idle_timeout,
+            hard_timeout: m.hard_timeout,
+        });
+    }
+    if flows.is_empty() {
+        return None;
+    }
+    let origin = crate::events::Origin::current();
+    Some(Event::FlowsChanged(std::sync::Arc::new(FlowChanges { origin, flows })))
 }
 
 #[cfg(test)]

@@ -80,6 +80,7 @@ pub mod openflow;
 pub mod owner;
 pub mod pidfile;
 pub mod pmd;
+pub mod portflags;
 pub mod stats;
 mod sys;
 pub mod table;
@@ -162,6 +163,8 @@ pub struct SwitchConfig {
     pub busy_poll: bool,
     /// How `afpacket` ports receive: a TPACKET_V3 ring, or `recvmsg` per frame (no block timer).
     pub rx_mode: rqvs_ports::RxMode,
+    /// Where `afxdp` ports attach their XDP program (auto: driver mode when the driver takes it).
+    pub xdp_mode: rqvs_ports::XdpMode,
     /// Where upcalls (ORIG, CCACHE) are handled.
     pub upcalls: UpcallMode,
     pub datapath: DatapathConfig,
@@ -206,6 +209,7 @@ impl SwitchConfig {
             pmd_cpus: Vec::new(),
             busy_poll: false,
             rx_mode: rqvs_ports::RxMode::Throughput,
+            xdp_mode: rqvs_ports::XdpMode::Auto,
             upcalls: UpcallMode::Handler,
             datapath: DatapathConfig::default(),
             orig: OrigConfig { revalidator: RevalidatorMode::Thread, ..OrigConfig::default() },
@@ -351,6 +355,8 @@ pub struct Control {
     sinks: Mutex<Vec<events::EventSink>>,
     /// The `NORMAL` action's MAC table (shared with the PMDs).
     macs: Arc<normal::MacTable>,
+    /// The ports' PORT_MOD bits ([`portflags`]), shared with the PMDs' executors.
+    port_flags: Arc<portflags::PortFlags>,
     /// The packet-in queue's receiving end, until the OpenFlow channel takes it.
     packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
     /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
@@ -380,7 +386,7 @@ impl Switch {
             hook: cfg.hook.clone(),
             pcap: rqvs_ports::PcapConfig { loops: cfg.input_loops.max(1) },
             afpacket: rqvs_ports::AfPacketConfig { rx_mode: cfg.rx_mode, ..Default::default() },
-            ..PortConfig::default()
+            afxdp: rqvs_ports::AfXdpConfig { mode: cfg.xdp_mode, ..Default::default() },
         };
         // One port, one owner ([`owner`]): the interfaces' locks before any port is opened.
         let mut locks: Vec<Option<owner::PortLock>> = cfg.ports.iter().map(|_| None).collect();
@@ -442,6 +448,7 @@ impl Switch {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let port_flags = Arc::new(portflags::PortFlags::new());
         let macs =
             Arc::new(normal::MacTable::with(cfg.mac_table_size, cfg.mac_aging).with_port_vlans(
                 cfg.port_vlans.iter().enumerate().map(|(i, v)| (ofports.ofport(i), v.clone())).collect(),
@@ -503,6 +510,7 @@ impl Switch {
                 handler: link,
                 parting: parting.clone(),
                 macs: macs.clone(),
+                port_flags: port_flags.clone(),
                 ofports: ofports.clone(),
                 packet_in: packet_in_tx.clone(),
                 meters: meter_table.clone(),
@@ -559,6 +567,7 @@ impl Switch {
             parting,
             sinks: Mutex::new(Vec::new()),
             macs,
+            port_flags,
             packet_ins: Mutex::new(packet_in_rx),
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
             meters: meter_table,
@@ -644,6 +653,9 @@ pub struct PortReport {
     /// thousands of packets); 0 and 0: not policed.
     pub ingress_policing_kpkts_rate: f64,
     pub ingress_policing_kpkts_burst: f64,
+    /// The port's OpenFlow `config` bits as PORT_DESC reports them (PORT_MOD's, `PORT_DOWN`
+    /// while the interface is administratively down), `ovs-ofctl show`'s names; `0`: none.
+    pub config: String,
 }
 
 /// Everything at the end of a run (or at `show`).
@@ -741,6 +753,7 @@ impl FinalReport {
                 p.frames.policed
             );
         }
+        portflags::show_lines(&mut s, &self.ports);
         let t = &self.total;
         if self.packet_ins + self.packet_in_dropped + self.injected.rx > 0 {
             let i = &self.injected;
@@ -757,7 +770,7 @@ impl FinalReport {
             t.forwarded,
             t.to_controller,
             t.dropped,
-            if t.policed > 0 { format!(" (policed {})", t.policed) } else { String::new() },
+            t.drop_detail(),
             t.malformed,
             t.lost,
             self.outputs,
@@ -895,6 +908,7 @@ impl Control {
                     frames: per_port[i],
                     ingress_policing_kpkts_rate: info[i].policing.map_or(0.0, |p| p.kpps),
                     ingress_policing_kpkts_burst: info[i].policing.map_or(0.0, |p| p.burst_kpkts),
+                    config: portflags::names(self.port_config_bits(i)),
                 }
             })
             .collect();

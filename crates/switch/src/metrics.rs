@@ -17,6 +17,7 @@
 //! | `rqvs_pmd_design_seconds_total` (`--design auto`) | counter | `pmd`, `design` |
 //! | `rqvs_pmd_frames_total` | counter | `pmd`, `port`, `fate` (`rx`, `forwarded`, `to_controller`, `dropped`, `malformed`, `lost`) |
 //! | `rqvs_pmd_frames_policed_total` (of `dropped`: the port's ingress policer's) | counter | `pmd`, `port` |
+//! | `rqvs_pmd_frames_no_receive_total`, `rqvs_pmd_frames_no_forward_total` (of `dropped`: PORT_MOD's `no-receive` on the port; every copy to `no-forward` ports) | counter | `pmd`, `port` |
 //! | `rqvs_port_rx_packets_total`, `_rx_lost_total`, `_rx_errors_total`, `_tx_packets_total`, `_tx_dropped_total`, `_tx_errors_total` | counter | `port`, `name` |
 //! | `rqvs_port_up` | gauge | `port`, `name` |
 //! | `rqvs_handler_upcalls_total`, `rqvs_handler_busy_seconds_total` | counter | (with a handler thread) |
@@ -378,11 +379,14 @@ pub fn render_report(
     );
     let mut frames = Vec::new();
     let mut policed = Vec::new();
+    let (mut no_receive, mut no_forward) = (Vec::new(), Vec::new());
     for p in pmds {
         for (i, f) in p.ports.iter().enumerate() {
             // The port's OpenFlow number (the report's ports are in the PMDs' index order).
             let port = show.ports.get(i).map_or(i as u32 + 1, |r| r.port);
             policed.push((p.pmd, port, f.policed));
+            no_receive.push((p.pmd, port, f.no_receive));
+            no_forward.push((p.pmd, port, f.no_forward));
             for (fate, v) in [
                 ("rx", f.rx),
                 ("forwarded", f.forwarded),
@@ -411,6 +415,22 @@ pub fn render_report(
         &policed,
         |(pmd, port, v): &(usize, u32, u64)| (vec![("pmd", pmd.to_string()), ("port", port.to_string())], *v as f64),
     );
+    for (name, help, v) in [
+        (
+            "rqvs_pmd_frames_no_receive_total",
+            "Of the dropped frames: those received while the port was no-receive (PORT_MOD).",
+            &no_receive,
+        ),
+        (
+            "rqvs_pmd_frames_no_forward_total",
+            "Of the dropped frames: those whose every copy went to no-forward ports (PORT_MOD).",
+            &no_forward,
+        ),
+    ] {
+        x.each(name, "counter", help, v, |(pmd, port, v): &(usize, u32, u64)| {
+            (vec![("pmd", pmd.to_string()), ("port", port.to_string())], *v as f64)
+        });
+    }
 
     type PortField = fn(&crate::PortReport) -> f64;
     let ports: [(&str, &str, PortField); 8] = [

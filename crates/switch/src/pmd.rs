@@ -117,6 +117,8 @@ pub struct PmdSetup {
     pub macs: Arc<crate::normal::MacTable>,
     /// The ports' OpenFlow numbers (a received frame's `in_port`), by datapath index.
     pub ofports: Arc<OfPorts>,
+    /// The ports' PORT_MOD bits (the executor applies them).
+    pub port_flags: Arc<crate::portflags::PortFlags>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
     /// The switch's meters ([`crate::meters`]).
@@ -184,7 +186,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
     let mut exec =
         Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
             .with_ports(tx_map(&s))
-            .with_meters(s.meters.clone());
+            .with_meters(s.meters.clone())
+            .with_port_flags(s.port_flags.clone());
     let mut c = PmdCounters::new(s.rx.len());
     let mut baseline = (PmdCounters::default(), s.design.counters());
     let mut flows = FlowCounters::new();
@@ -595,6 +598,7 @@ fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
 }
 
 fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
+    c.port_mod_reasons(p, &o);
     if o.ttl_expired {
         c.ttl_expired[p] += 1;
     }
@@ -613,6 +617,7 @@ fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
 /// drops it: `dropped` there, the packet-in counted as dropped).
 fn packet_out(c: &mut PmdCounters, exec: &mut Executor, tx: &mut [TxQueue], po: &PacketOut) {
     let o = exec.execute_packet_out(&po.frame, po.in_port, &po.ops, tx);
+    c.no_forward_outputs += u64::from(o.no_forward);
     c.injected.rx += 1;
     if o.ttl_expired {
         c.injected.ttl_expired += 1;

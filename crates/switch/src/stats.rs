@@ -6,7 +6,9 @@
 //! packet-in queued for the OpenFlow channel), `dropped` (no copy: the rule drops it, no rule
 //! matched, every output was skipped, `dec_ttl` expired it before any output, or its
 //! `controller` action had no OpenFlow channel to go to, or the port's ingress policer dropped
-//! it before it was parsed: `policed`, a part of `dropped`), `malformed` (shorter than an Ethernet
+//! it before it was parsed: `policed`, a part of `dropped`; the port is `NO_RECV` (PORT_MOD):
+//! `no_receive`, a part of `dropped`; every copy went to `NO_FWD` ports: `no_forward`, a part
+//! of `dropped`), `malformed` (shorter than an Ethernet
 //! header: dropped, as OVS drops it; every longer frame is classified, a damaged header's fields
 //! zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (a queue was full: the upcall
 //! queue, or the packet-in queue when the controller was its only destination). So per port
@@ -39,10 +41,16 @@ pub struct PmdCounters {
     pub policed: Vec<u64>,
     /// Of `dropped`: frames a meter's band dropped ([`crate::meters`]).
     pub metered: Vec<u64>,
+    /// Of `dropped`: frames received on a `NO_RECV` port ([`crate::portflags`]).
+    pub no_receive: Vec<u64>,
+    /// Of `dropped`: frames whose every copy went to a `NO_FWD` port.
+    pub no_forward: Vec<u64>,
     /// Copies staged for transmission.
     pub outputs: u64,
     /// Outputs skipped (to the input port, to a port that does not exist).
     pub skipped_outputs: u64,
+    /// Outputs skipped because their port is `NO_FWD`.
+    pub no_forward_outputs: u64,
     /// `controller` actions met.
     pub controller: u64,
     /// Packet-ins queued for the OpenFlow channel.
@@ -75,7 +83,9 @@ impl PmdCounters {
             lost: z.clone(),
             ttl_expired: z.clone(),
             policed: z.clone(),
-            metered: z,
+            metered: z.clone(),
+            no_receive: z.clone(),
+            no_forward: z,
             ..PmdCounters::default()
         }
     }
@@ -93,6 +103,8 @@ impl PmdCounters {
             &mut self.ttl_expired,
             &mut self.policed,
             &mut self.metered,
+            &mut self.no_receive,
+            &mut self.no_forward,
         ] {
             if v.len() < ports {
                 v.resize(ports, 0);
@@ -112,8 +124,11 @@ impl PmdCounters {
             ttl_expired: sub(&self.ttl_expired, &base.ttl_expired),
             policed: sub(&self.policed, &base.policed),
             metered: sub(&self.metered, &base.metered),
+            no_receive: sub(&self.no_receive, &base.no_receive),
+            no_forward: sub(&self.no_forward, &base.no_forward),
             outputs: self.outputs - base.outputs,
             skipped_outputs: self.skipped_outputs - base.skipped_outputs,
+            no_forward_outputs: self.no_forward_outputs - base.no_forward_outputs,
             controller: self.controller - base.controller,
             packet_ins: self.packet_ins - base.packet_ins,
             packet_in_dropped: self.packet_in_dropped - base.packet_in_dropped,
@@ -121,6 +136,17 @@ impl PmdCounters {
             injected: self.injected.minus(&base.injected),
             busy_ns: self.busy_ns - base.busy_ns,
             iterations: self.iterations - base.iterations,
+        }
+    }
+
+    /// Counts the PORT_MOD reasons of one frame from port index `p` that ended `dropped` or
+    /// otherwise (`o`: the executor's outcome): `no_receive`, `no_forward` (module docs).
+    pub(crate) fn port_mod_reasons(&mut self, p: usize, o: &crate::execute::Outcome) {
+        self.no_forward_outputs += u64::from(o.no_forward);
+        if o.no_receive {
+            self.no_receive[p] += 1;
+        } else if o.no_forward > 0 && o.outputs == 0 && o.packet_ins == 0 && o.packet_in_dropped == 0 {
+            self.no_forward[p] += 1;
         }
     }
 }
@@ -139,6 +165,10 @@ pub struct PortFrames {
     pub policed: u64,
     /// Of `dropped`: dropped by a meter's band.
     pub metered: u64,
+    /// Of `dropped`: received while the port was `NO_RECV` (PORT_MOD).
+    pub no_receive: u64,
+    /// Of `dropped`: every copy went to `NO_FWD` ports (PORT_MOD).
+    pub no_forward: u64,
 }
 
 impl PortFrames {
@@ -152,6 +182,8 @@ impl PortFrames {
         self.ttl_expired += o.ttl_expired;
         self.policed += o.policed;
         self.metered += o.metered;
+        self.no_receive += o.no_receive;
+        self.no_forward += o.no_forward;
     }
 
     /// These counts since `base`.
@@ -166,6 +198,28 @@ impl PortFrames {
             ttl_expired: self.ttl_expired - base.ttl_expired,
             policed: self.policed - base.policed,
             metered: self.metered - base.metered,
+            no_receive: self.no_receive - base.no_receive,
+            no_forward: self.no_forward - base.no_forward,
+        }
+    }
+
+    /// The reasons of `dropped` that are not 0 besides `ttl_expired`, as ` (policed N,
+    /// metered N, no_receive N, no_forward N)` (empty when all are 0).
+    pub fn drop_detail(&self) -> String {
+        let parts: Vec<String> = [
+            ("policed", self.policed),
+            ("metered", self.metered),
+            ("no_receive", self.no_receive),
+            ("no_forward", self.no_forward),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
         }
     }
 
@@ -222,6 +276,8 @@ pub struct PmdReport {
     pub total: PortFrames,
     pub outputs: u64,
     pub skipped_outputs: u64,
+    /// Outputs skipped because their port is `NO_FWD` (PORT_MOD).
+    pub no_forward_outputs: u64,
     pub controller: u64,
     pub packet_ins: u64,
     pub packet_in_dropped: u64,
@@ -307,6 +363,8 @@ impl PmdReport {
                 ttl_expired: c.ttl_expired[i],
                 policed: c.policed[i],
                 metered: c.metered[i],
+                no_receive: c.no_receive[i],
+                no_forward: c.no_forward[i],
             })
             .collect();
         let mut total = PortFrames::default();
@@ -350,6 +408,7 @@ impl PmdReport {
             total,
             outputs: c.outputs,
             skipped_outputs: c.skipped_outputs,
+            no_forward_outputs: c.no_forward_outputs,
             controller: c.controller,
             packet_ins: c.packet_ins,
             packet_in_dropped: c.packet_in_dropped,
@@ -417,11 +476,21 @@ impl PmdReport {
             let _ = writeln!(out, "  mfcguard: {} masks removed ({} megaflows)", d.mfcguard_masks, d.mfcguard_removed);
         }
         let _ = writeln!(out, "  malformed frames: {}", self.total.malformed);
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "  dropped: {} (ttl expired: {}, policed: {}, metered: {})",
+            "  dropped: {} (ttl expired: {}, policed: {}, metered: {}",
             self.total.dropped, self.total.ttl_expired, self.total.policed, self.total.metered
         );
+        // PORT_MOD's reasons only once a port has had them (the layout stays otherwise).
+        let _ = if self.total.no_receive + self.total.no_forward + self.no_forward_outputs > 0 {
+            writeln!(
+                out,
+                ", no_receive: {}, no_forward: {}; outputs to no_forward ports skipped: {})",
+                self.total.no_receive, self.total.no_forward, self.no_forward_outputs
+            )
+        } else {
+            writeln!(out, ")")
+        };
         let _ = writeln!(
             out,
             "  to controller: {} (packet-ins sent: {}, dropped: {}, metered: {}; frames sent only there: {})",

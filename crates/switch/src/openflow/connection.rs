@@ -319,7 +319,9 @@ impl Connection {
             return Ok(());
         }
         let Some(v) = self.version else { return Ok(()) };
+        let origin = crate::events::Origin::set(self.me.id, run.items.iter().map(|(xid, _, _)| *xid).collect());
         let mut results = self.hub.control.apply_each(&run.ops).into_iter();
+        drop(origin);
         let mut refusals = 0usize;
         for (xid, bytes, item) in std::mem::take(&mut run.items) {
             let refused = match item {
@@ -433,6 +435,8 @@ impl Connection {
     /// Handles one decoded message of the connection's version `v` (`wire_version` its
     /// header's); 1.0 messages come here translated ([`of10`]).
     fn dispatch(&mut self, v: u8, xid: u32, wire_version: u8, msg: Message, bytes: &[u8]) -> Result<(), End> {
+        // The flow changes this message makes are this connection's (flow monitors' ABBREV).
+        let _origin = crate::events::Origin::set(self.me.id, vec![xid]);
         if wire_version != v && !matches!(msg, Message::Hello(_) | Message::Error(_)) {
             return self.error(v, xid, OfError::BAD_REQUEST_BAD_VERSION, bytes);
         }
@@ -534,6 +538,16 @@ impl Connection {
                     }
                 };
             }
+            Message::Experimenter(e)
+                if v == rqvs_openflow::OFP13
+                    && e.experimenter == rqvs_openflow::flow_monitor::ONF_EXPERIMENTER_ID
+                    && e.exp_type == rqvs_openflow::flow_monitor::ONF_FLOW_MONITOR =>
+            {
+                return match rqvs_openflow::flow_monitor::decode_cancel(&e.data) {
+                    Ok(id) => self.flow_monitor_cancel(v, xid, id, bytes),
+                    Err(e) => self.error(v, xid, e.of_error(), bytes),
+                };
+            }
             Message::Experimenter(_) => return self.error(v, xid, BAD_EXPERIMENTER, bytes),
             Message::SetAsync(c) => {
                 let mut slot = self.me.async_config.lock().unwrap_or_else(|e| e.into_inner());
@@ -551,6 +565,39 @@ impl Connection {
         match reply {
             Some(m) => self.send(v, xid, &m),
             None => Ok(()),
+        }
+    }
+
+    /// A flow monitor request ([`super::monitor`]): the initial flows, or an error.
+    pub(super) fn flow_monitor(
+        &mut self,
+        v: u8,
+        xid: u32,
+        reqs: Vec<rqvs_openflow::flow_monitor::FlowMonitorRequest>,
+        bytes: &[u8],
+    ) -> Result<(), End> {
+        match super::monitor::request(&self.hub, &self.me, v, xid, reqs) {
+            Ok(msgs) => {
+                for m in msgs {
+                    self.out.send(m).map_err(|_| End::Closed)?;
+                }
+                Ok(())
+            }
+            Err((e, why)) => {
+                crate::log_warn!("rqvs switch: openflow {}: flow monitor refused: {why}", self.name);
+                self.error(v, xid, e, bytes)
+            }
+        }
+    }
+
+    /// A flow monitor cancel ([`super::monitor::cancel`]).
+    pub(super) fn flow_monitor_cancel(&mut self, v: u8, xid: u32, id: u32, bytes: &[u8]) -> Result<(), End> {
+        match super::monitor::cancel(&self.me, v, id) {
+            Ok(()) => Ok(()),
+            Err((e, why)) => {
+                crate::log_warn!("rqvs switch: openflow {}: flow monitor cancel refused: {why}", self.name);
+                self.error(v, xid, e, bytes)
+            }
         }
     }
 
@@ -667,7 +714,19 @@ impl Connection {
                 match super::meters::multipart(&self.hub.control, kind, &body) {
                     Some(Ok(parts)) => parts,
                     Some(Err((e, _))) => return self.error(v, xid, e, bytes),
-                    None => return self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes),
+                    None => {
+                        return match rqvs_openflow::flow_monitor::decode_request(v, kind, &body) {
+                            Ok(Some(reqs)) => self.flow_monitor(v, xid, reqs, bytes),
+                            Ok(None) => self.error(v, xid, OfError::BAD_REQUEST_BAD_MULTIPART, bytes),
+                            Err(e) => {
+                                crate::log_debug!(
+                                    "rqvs switch: openflow {}: flow monitor request refused: {e}",
+                                    self.name
+                                );
+                                self.error(v, xid, e.of_error(), bytes)
+                            }
+                        }
+                    }
                 }
             }
         };
@@ -720,7 +779,8 @@ impl Connection {
     }
 
     fn ports(&self) -> Vec<Port> {
-        super::ports::describe(&self.hub)
+        let v = self.version.unwrap_or(rqvs_openflow::OFP10);
+        super::ports::describe(&self.hub).into_iter().map(|p| super::ports::for_version(p, v)).collect()
     }
 
     /// BUNDLE_CONTROL: open, close, commit (one atomic change set: [`Control::apply_ops`]),

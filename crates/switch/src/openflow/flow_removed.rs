@@ -58,6 +58,7 @@ pub(crate) fn deliver(hub: &Weak<Hub>, e: &Event) {
         Event::PortStatus(port) => return super::ports::deliver_status(&hub, *port),
         Event::PortAdded(i) => return super::ports::deliver_reason(&hub, *i, super::ports::OFPPR_ADD, None),
         Event::PortDeleted(i) => return super::ports::deliver_reason(&hub, *i, super::ports::OFPPR_DELETE, None),
+        Event::FlowsChanged(ch) => return super::monitor::deliver(&hub, ch),
     };
     for peer in hub.peers() {
         if !peer.takes_async() || !peer.wants(rqvs_openflow::async_config::FLOW_REMOVED_MASTER, fr.reason.code()) {

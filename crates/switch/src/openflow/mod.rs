@@ -116,6 +116,7 @@ mod connection;
 mod controller;
 mod flow_removed;
 mod meters;
+mod monitor;
 mod packet_in;
 mod packet_out;
 mod port_mod;
@@ -573,36 +574,6 @@ pub(crate) struct Hub {
     packet_ins_dropped: AtomicU64,
     packet_outs: AtomicU64,
     packet_outs_refused: AtomicU64,
-    /// Each port's `OFPPC_*` bits PORT_MOD keeps (`PORT_DOWN` lives in the interface):
-    /// [`port_mod`].
-    pub port_config: PortConfigs,
-}
-
-/// Each port's `OFPPC_*` bits PORT_MOD keeps, by datapath index: grown when a port is attached
-/// while running ([`crate::attach`]; a new port starts with none).
-#[derive(Default)]
-pub struct PortConfigs(std::sync::RwLock<Vec<AtomicU32>>);
-
-impl PortConfigs {
-    /// Port index `i`'s bits.
-    pub fn get(&self, i: usize) -> u32 {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).get(i).map_or(0, |c| c.load(Ordering::Relaxed))
-    }
-
-    /// Flips `bits` of port index `i`'s.
-    pub fn xor(&self, i: usize, bits: u32) {
-        {
-            let v = self.0.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(c) = v.get(i) {
-                c.fetch_xor(bits, Ordering::Relaxed);
-                return;
-            }
-        }
-        let mut v = self.0.write().unwrap_or_else(|e| e.into_inner());
-        let n = v.len().max(i + 1);
-        v.resize_with(n, || AtomicU32::new(0));
-        v[i].fetch_xor(bits, Ordering::Relaxed);
-    }
 }
 
 /// Controllers admitted now, and since when none has been (the fail-open clock).
@@ -631,6 +602,8 @@ pub(crate) struct Peer {
     pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
     /// An OpenFlow 1.0 connection's packet-in and flow formats (its Nicira requests).
     pub of10_form: Mutex<rqvs_openflow::of10_async::AsyncForm>,
+    /// The connection's flow monitors ([`monitor`]).
+    pub monitors: monitor::Monitors,
 }
 
 impl Peer {
@@ -693,7 +666,6 @@ impl Hub {
             packet_ins_dropped: AtomicU64::new(0),
             packet_outs: AtomicU64::new(0),
             packet_outs_refused: AtomicU64::new(0),
-            port_config: PortConfigs::default(),
             control,
         }
     }
@@ -720,6 +692,7 @@ impl Hub {
             dropped: AtomicU64::new(0),
             async_config: Mutex::new(None),
             of10_form: Mutex::new(Default::default()),
+            monitors: monitor::Monitors::default(),
         });
         self.lock_peers().push(p.clone());
         p

@@ -16,10 +16,15 @@
 //!   then a frame to `in_port=1,actions=controller` — the packet-in comes). rqvs has no
 //!   implicit miss to the controller (a miss drops), so the bit changes nothing in forwarding,
 //!   as in OVS with explicit flows;
-//! - `NO_FLOOD` (1.0), `NO_FWD` and `NO_RECV` are **not built** (they need the translation to
-//!   skip the port, which megaflows cache): refused with `OFPPMFC_BAD_CONFIG`, logged, the
-//!   port unchanged; STP's bits likewise. `advertise` is ignored (veths and taps have nothing
-//!   to negotiate), as OVS does for a netdev that cannot change it;
+//! - `NO_RECV`, `NO_FWD` and (OpenFlow 1.0) `NO_FLOOD` are kept per port
+//!   ([`crate::portflags`]) and applied by every PMD's executor from the next frame on: a
+//!   frame received on a `NO_RECV` port runs no action, an output to a `NO_FWD` port is
+//!   skipped, `FLOOD` and `NORMAL`'s flooding leave `NO_FLOOD` ports out (see
+//!   [`crate::portflags`] for why there, and what OVS 3.1 showed). OpenFlow 1.3 and 1.4 have no
+//!   `NO_FLOOD`: as OVS (`OFPPC11_ALL`), their PORT_MOD's bit 16 is ignored, and their port
+//!   descriptions do not carry it. STP's bits (1.0's `NO_STP`, `NO_RECV_STP`) are refused with
+//!   `OFPPMFC_BAD_CONFIG`, logged, the port unchanged (rqvs has no STP). `advertise` is ignored
+//!   (veths and taps have nothing to negotiate), as OVS does for a netdev that cannot change it;
 //! - a change sends PORT_STATUS (reason MODIFY, the port as PORT_DESC says it now) to every
 //!   other connection that takes port status — not to the one that sent the PORT_MOD, as OVS
 //!   does below OpenFlow 1.5.
@@ -28,32 +33,22 @@
 //! the bits kept here plus `PORT_DOWN` whenever the interface is administratively down, however
 //! it got there (`ip link set IF down` too, as OVS reports it).
 
-use rqvs_openflow::async_config::{PortMod, OFPPC_NO_PACKET_IN, OFPPC_PORT_DOWN};
+use std::sync::atomic::Ordering;
+
+use rqvs_openflow::async_config::{PortMod, OFPPC_PORT_DOWN};
 use rqvs_openflow::OfError;
 
 use super::{Hub, Peer};
+use crate::portflags::{names as bit_names, NO_FLOOD, NO_FWD, NO_PACKET_IN, NO_RECV};
 
 /// The `OFPPC_*` bits a PORT_MOD may change.
-const SUPPORTED: u32 = OFPPC_PORT_DOWN | OFPPC_NO_PACKET_IN;
-
-/// Names of the `OFPPC_*` bits, for the logs.
-fn bit_names(bits: u32) -> String {
-    let names = [
-        (1, "PORT_DOWN"),
-        (2, "NO_STP"),
-        (4, "NO_RECV"),
-        (8, "NO_RECV_STP"),
-        (16, "NO_FLOOD"),
-        (32, "NO_FWD"),
-        (64, "NO_PACKET_IN"),
-    ];
-    let mut v: Vec<String> = names.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| (*n).to_string()).collect();
-    let rest = bits & !0x7f;
-    if rest != 0 {
-        v.push(format!("{rest:#x}"));
-    }
-    v.join(" ")
-}
+const SUPPORTED: u32 = OFPPC_PORT_DOWN | NO_RECV | NO_FLOOD | NO_FWD | NO_PACKET_IN;
+/// The bits the switch keeps ([`crate::portflags`]); `PORT_DOWN` is the interface's.
+const KEPT: u32 = NO_RECV | NO_FLOOD | NO_FWD | NO_PACKET_IN;
+/// OpenFlow 1.0's `OFPPC_*` bits (`OFPPC10_ALL` in OVS), and 1.1's and later (`OFPPC11_ALL`:
+/// no `NO_FLOOD`, no STP bits): what OVS reads of a PORT_MOD's `config` and `mask`.
+const OFPPC10_ALL: u32 = 0x7f;
+const OFPPC11_ALL: u32 = 0x65;
 
 /// Applies `pm` from connection `me` (module docs); the error to answer with, and why.
 pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, String)> {
@@ -76,7 +71,10 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
             ),
         ));
     }
-    let toggle = (pm.config ^ now.config) & pm.mask;
+    let all = if me.version.load(Ordering::Relaxed) == rqvs_openflow::OFP10 { OFPPC10_ALL } else { OFPPC11_ALL };
+    let (config, mask) = (pm.config & all, pm.mask & all);
+    // `now.config` as this version sees it (a 1.3 connection never sees NO_FLOOD).
+    let toggle = (config ^ now.config) & mask & all;
     let unsupported = toggle & !SUPPORTED;
     if unsupported != 0 {
         return Err((
@@ -86,7 +84,7 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
     }
     let mut changed = false;
     if toggle & OFPPC_PORT_DOWN != 0 {
-        let down = pm.config & OFPPC_PORT_DOWN != 0;
+        let down = config & OFPPC_PORT_DOWN != 0;
         match hub.control.port(i).set_admin_up(!down) {
             Ok(()) => changed = true,
             Err(e) => crate::log_warn!(
@@ -98,8 +96,9 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
             ),
         }
     }
-    if toggle & OFPPC_NO_PACKET_IN != 0 {
-        hub.port_config.xor(i, OFPPC_NO_PACKET_IN);
+    if toggle & KEPT != 0 {
+        // Every PMD's executor reads the bits for each frame: the next frame sees them.
+        hub.control.port_flags().toggle(hub.control.ofports().ofport(i), toggle & KEPT);
         changed = true;
     }
     if changed {
@@ -108,10 +107,7 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
             me.name,
             pm.port_no,
             hub.control.port_name(i),
-            match bit_names(super::ports::describe_one(hub, i).config) {
-                s if s.is_empty() => "0".to_string(),
-                s => s,
-            }
+            bit_names(hub.control.port_config_bits(i))
         );
         super::ports::deliver_status_except(hub, ofport, Some(me.id));
     }

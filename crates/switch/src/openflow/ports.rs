@@ -66,12 +66,20 @@ pub(crate) fn describe_one(hub: &Hub, i: usize) -> Port {
         port_no,
         hw_addr: h.hw_addr().unwrap_or([0x02, 0x72, 0x71, 0x76, (ofport >> 8) as u8, ofport as u8]),
         name: short_name(&control.port_name(i), ofport),
-        config: hub.port_config.get(i)
-            | if h.admin_up() == Some(false) { rqvs_openflow::async_config::OFPPC_PORT_DOWN } else { 0 },
+        config: control.port_config_bits(i),
         state: if up { OFPPS_LIVE } else { OFPPS_LINK_DOWN },
         ethernet: Some(ethernet),
         properties: Vec::new(),
     }
+}
+
+/// `p` as a connection of `version` is told of it: OpenFlow 1.0's own `config` bits
+/// (`NO_FLOOD`, STP's) do not exist in 1.3 and 1.4 (Open vSwitch's `OFPPC11_ALL`).
+pub(crate) fn for_version(mut p: Port, version: u8) -> Port {
+    if version != rqvs_openflow::OFP10 {
+        p.config &= !rqvs_openflow::port::OFPPC10_ONLY;
+    }
+    p
 }
 
 /// The `OFPPF_*` bit of a speed in Mb/s (`OFPPF_OTHER` when OpenFlow has none for it).
@@ -133,7 +141,7 @@ pub(crate) fn deliver_reason(hub: &Hub, i: usize, reason: u8, except: Option<u64
         if !peer.wants(rqvs_openflow::async_config::PORT_STATUS_MASTER, reason) {
             continue;
         }
-        let msg = Message::PortStatus(PortStatus { reason, port: port.clone() });
+        let msg = Message::PortStatus(PortStatus { reason, port: for_version(port.clone(), v) });
         match peer.encode_async(&msg) {
             // A connection that is gone has dropped its queue: nothing to wait for.
             Ok(bytes) => {

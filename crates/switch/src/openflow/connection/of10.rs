@@ -112,6 +112,8 @@ impl Connection {
                     }
                 }
             }
+            Request::FlowMonitor(reqs) => self.flow_monitor(OFP10, xid, reqs, bytes),
+            Request::FlowMonitorCancel(id) => self.flow_monitor_cancel(OFP10, xid, id, bytes),
             Request::Msg(m) => self.dispatch(OFP10, xid, OFP10, *m, bytes),
         }
     }
