@@ -546,7 +546,7 @@ mod tests {
             0,
             None,
             c,
-            d.clone(),
+            d,
             d,
             DesignReport::Cflows(rqvs_datapath::design::CflowsReport {
                 coverage: 0.0,
