@@ -81,36 +81,7 @@ fn the_wide_tuplemerge_table_is_its_json() {
             serde_json::from_str(&std::fs::read_to_string(docs().join(&file)).unwrap()).unwrap();
         assert!(page.contains(&format!("Commit {} ", &json["git_rev"].as_str().unwrap()[..7])), "{file}: commit");
         assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
-        let cs = json["classifiers"].as_array().unwrap();
-        let get = |name: &str, k: &str| {
-            cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap_or_else(|| panic!("{file} {name}: {k}"))
-        };
-        let name = match row[3].as_str() {
-            "TupleMerge" => "tm",
-            "NuevoMatchUP" => "nmu",
-            other => panic!("{other}"),
-        };
-        let f = |k: &str| get(name, k);
-        assert_eq!(row[2], json["rules"].as_u64().unwrap().to_string(), "{file}: rules");
-        assert_eq!(row[4], format!("{:.3}", f("mpps")), "{file} {name}: batches");
-        assert_eq!(row[5], format!("{:.0}", f("ns_per_packet")), "{file} {name}: ns/pkt");
-        assert_eq!(row[6], format!("{:.3}", f("mpps_single")), "{file} {name}: one key");
-        assert_eq!(row[7], format!("{:.0}", f("build_ms")), "{file} {name}: build");
-        assert_eq!(row[8], format!("{:.0}", f("bytes_per_rule")), "{file} {name}: bytes/rule");
-        for c in cs {
-            assert_eq!(c["mismatches"], 0, "{file}");
-            assert_eq!(c["update_mismatches"], 0, "{file}");
-        }
-        if name == "nmu" {
-            let cov = cs.iter().find(|c| c["name"] == "nmu").unwrap()["stats"]["coverage"].as_f64().unwrap();
-            assert_eq!(row[9], format!("{:.1}%", 100.0 * cov), "{file}: coverage");
-            assert_eq!(row[10], format!("{:.2}×", get("nmu", "mpps") / get("tm", "mpps")), "{file}: ratio");
-            assert_eq!(
-                row[11],
-                format!("{:.2}×", get("nmu", "mpps_single") / get("tm", "mpps_single")),
-                "{file}: ratio 1x1"
-            );
-        }
+        classifier_row(row, &json, &file, 11);
     }
 }
 
@@ -209,32 +180,7 @@ fn the_prefilter_tables_are_their_json() {
         let json = load(&file);
         assert!(page.contains(&format!("Commit {},", &json["git_rev"].as_str().unwrap()[..7])), "{file}: commit");
         assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
-        let cs = json["classifiers"].as_array().unwrap();
-        let get = |name: &str, k: &str| {
-            cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap_or_else(|| panic!("{file} {name}: {k}"))
-        };
-        let name = if row[3] == "TupleMerge" { "tm" } else { "nmu" };
-        let f = |k: &str| get(name, k);
-        assert_eq!(row[2], json["rules"].as_u64().unwrap().to_string(), "{file}: rules");
-        assert_eq!(row[4], format!("{:.3}", f("mpps")), "{file} {name}: batches");
-        assert_eq!(row[5], format!("{:.0}", f("ns_per_packet")), "{file} {name}: ns/pkt");
-        assert_eq!(row[6], format!("{:.3}", f("mpps_single")), "{file} {name}: one key");
-        assert_eq!(row[7], format!("{:.0}", f("build_ms")), "{file} {name}: build");
-        assert_eq!(row[8], format!("{:.0}", f("bytes_per_rule")), "{file} {name}: bytes/rule");
-        for c in cs {
-            assert_eq!(c["mismatches"], 0, "{file}");
-            assert_eq!(c["update_mismatches"], 0, "{file}");
-        }
-        if name == "nmu" {
-            let cov = cs.iter().find(|c| c["name"] == "nmu").unwrap()["stats"]["coverage"].as_f64().unwrap();
-            assert_eq!(row[9], format!("{:.1}%", 100.0 * cov), "{file}: coverage");
-            assert_eq!(row[10], format!("{:.2}×", get("nmu", "mpps") / get("tm", "mpps")), "{file}: ratio");
-            assert_eq!(
-                row[12],
-                format!("{:.2}×", get("nmu", "mpps_single") / get("tm", "mpps_single")),
-                "{file}: ratio 1x1"
-            );
-        }
+        classifier_row(row, &json, &file, 12);
     }
     let rows = table("| set | classifier | bytes/rule | rules | tables or isets |");
     assert_eq!(rows.len(), 8, "{rows:?}");
@@ -250,5 +196,41 @@ fn the_prefilter_tables_are_their_json() {
         let second = if name == "tm" { "tables" } else { "isets" };
         assert_eq!(row[4], format!("{:.0} ({second})", part(second)), "{file} {name}: {second}");
         assert_eq!(row[6], format!("{:.0}", part("extras")), "{file} {name}: extras");
+    }
+}
+
+/// One classifier's row of a TupleMerge/NuevoMatchUP table (columns from 2: rules, classifier,
+/// batches Mpps, ns/pkt, one key Mpps, build ms, bytes/rule, coverage, batch ratio, and the
+/// one-key ratio in column `one_key_ratio`) against its `bench classifiers` JSON.
+fn classifier_row(row: &[String], json: &serde_json::Value, file: &str, one_key_ratio: usize) {
+    let cs = json["classifiers"].as_array().unwrap();
+    let get = |name: &str, k: &str| {
+        cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap_or_else(|| panic!("{file} {name}: {k}"))
+    };
+    let name = match row[3].as_str() {
+        "TupleMerge" => "tm",
+        "NuevoMatchUP" => "nmu",
+        other => panic!("{other}"),
+    };
+    let f = |k: &str| get(name, k);
+    assert_eq!(row[2], json["rules"].as_u64().unwrap().to_string(), "{file}: rules");
+    assert_eq!(row[4], format!("{:.3}", f("mpps")), "{file} {name}: batches");
+    assert_eq!(row[5], format!("{:.0}", f("ns_per_packet")), "{file} {name}: ns/pkt");
+    assert_eq!(row[6], format!("{:.3}", f("mpps_single")), "{file} {name}: one key");
+    assert_eq!(row[7], format!("{:.0}", f("build_ms")), "{file} {name}: build");
+    assert_eq!(row[8], format!("{:.0}", f("bytes_per_rule")), "{file} {name}: bytes/rule");
+    for c in cs {
+        assert_eq!(c["mismatches"], 0, "{file}");
+        assert_eq!(c["update_mismatches"], 0, "{file}");
+    }
+    if name == "nmu" {
+        let cov = cs.iter().find(|c| c["name"] == "nmu").unwrap()["stats"]["coverage"].as_f64().unwrap();
+        assert_eq!(row[9], format!("{:.1}%", 100.0 * cov), "{file}: coverage");
+        assert_eq!(row[10], format!("{:.2}×", get("nmu", "mpps") / get("tm", "mpps")), "{file}: ratio");
+        assert_eq!(
+            row[one_key_ratio],
+            format!("{:.2}×", get("nmu", "mpps_single") / get("tm", "mpps_single")),
+            "{file}: ratio 1x1"
+        );
     }
 }
