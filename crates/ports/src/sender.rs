@@ -172,6 +172,9 @@ impl Sender {
         let (mut queued, mut done) = (0u64, 0usize);
         let start = Instant::now();
         let limit = opts.count.unwrap_or(u64::MAX);
+        // When the run reached its end (a limit or `stop`): the kernel gets 2 s from then to
+        // hand back what it holds.
+        let mut ended: Option<Instant> = None;
         loop {
             let now = Instant::now();
             let over = stop.load(Ordering::Relaxed)
@@ -197,7 +200,7 @@ impl Sender {
                     break;
                 }
                 // Let the kernel finish what it holds (a blocked peer drops; it never holds on).
-                if now.duration_since(start) > opts.duration.unwrap_or(Duration::ZERO) + Duration::from_secs(2) {
+                if now.duration_since(*ended.get_or_insert(now)) > Duration::from_secs(2) {
                     return Err(PortError::Spec(format!(
                         "{}: {} frames still in the TX ring 2 s after the end",
                         self.iface,

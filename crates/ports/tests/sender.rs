@@ -78,6 +78,22 @@ fn sender_rewrites_slots_without_corrupting_frames() {
     }
 }
 
+/// A paced run longer than the 2 s the kernel gets to hand back its last slots ends cleanly
+/// (the grace runs from the run's end, not its start).
+#[test]
+fn a_long_paced_run_ends_with_its_report() {
+    if !testnet::available("a_long_paced_run_ends_with_its_report") {
+        return;
+    }
+    let (a, _b) = pair();
+    let frames = mixed_frames();
+    let mut sender = a.run(move || Sender::open("s0", frames)).unwrap().unwrap();
+    let opts = SendOptions { count: Some(60), pps: Some(25.0), ..SendOptions::default() };
+    let report = sender.run(&opts, &AtomicBool::new(false)).unwrap();
+    assert_eq!((report.frames, report.refused), (60, 0), "{report:?}");
+    assert!(report.seconds > 2.0, "{report:?}");
+}
+
 #[test]
 fn sender_refuses_what_it_cannot_send() {
     assert!(Sender::open("s0", Vec::new()).unwrap_err().to_string().contains("no frames to send"));
