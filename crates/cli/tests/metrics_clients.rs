@@ -5,58 +5,25 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use rqvs_testkit::proc::Logged;
 
 const RQVS: &str = env!("CARGO_BIN_EXE_rqvs");
 
-struct Proc {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// `rqvs switch --metrics 127.0.0.1:0 --openflow ptcp:0` (it runs until stopped): the process
 /// and the metrics address from its ready line.
-fn start() -> (Proc, String) {
-    let mut child = Command::new(RQVS)
-        .args(["switch", "--metrics", "127.0.0.1:0", "--openflow", "ptcp:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let (r, into) = (child.stderr.take().unwrap(), stderr.clone());
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { return };
-            let mut s = into.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    let p = Proc { child, stderr };
-    let t0 = Instant::now();
-    loop {
-        let e = p.stderr.lock().unwrap().clone();
-        if let Some(rest) = e.split("metrics http://").nth(1) {
-            return (p, rest.split('/').next().unwrap().to_string());
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "not ready: {e}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn start() -> (Logged, String) {
+    let mut cmd = Command::new(RQVS);
+    cmd.args(["switch", "--metrics", "127.0.0.1:0", "--openflow", "ptcp:0"]);
+    let mut p = Logged::start(cmd);
+    let e = p.wait_for("metrics http://", Duration::from_secs(20));
+    let rest = e.split("metrics http://").nth(1).expect("waited for it");
+    let addr = rest.split('/').next().unwrap().to_string();
+    (p, addr)
 }
 
 /// One scrape: the status line and how long it took.
@@ -106,7 +73,7 @@ fn a_stalled_client_does_not_hold_the_next_scrape() {
     let held = t_trickle.elapsed();
     assert!(held >= Duration::from_secs(4) && held < Duration::from_secs(8), "the trickler was held {held:?}");
     drop(silent);
-    assert!(!p.stderr.lock().unwrap().contains("panicked"));
+    assert!(!p.stderr().contains("panicked"));
 }
 
 #[test]
@@ -117,7 +84,7 @@ fn clients_beyond_the_limit_get_503() {
     let (status, took) = scrape(&addr);
     assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
     assert!(took < Duration::from_secs(2), "{took:?}");
-    assert!(p.stderr.lock().unwrap().contains("16 scrapes in progress: answered 503"));
+    assert!(p.stderr().contains("16 scrapes in progress: answered 503"));
     drop(silent);
     // The silent ones close: scrapes are served again.
     let t0 = Instant::now();
