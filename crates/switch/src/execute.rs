@@ -53,7 +53,7 @@ use rqvs_ports::TxQueue;
 use crate::meters::MeterTable;
 use crate::normal::{vid_of, Forward, MacTable};
 use crate::ofports::OfPorts;
-use crate::portflags::{PortFlags, NO_FLOOD, NO_FWD, NO_RECV};
+use crate::portflags::{Bits, PortFlags, NO_FLOOD, NO_FWD, NO_RECV};
 
 /// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
 /// `crate::openflow`).
@@ -174,9 +174,9 @@ impl Executor {
         self
     }
 
-    /// Does port `in_port`'s `NO_RECV` drop what it receives?
-    fn refuses(&self, in_port: u32) -> bool {
-        self.flags.as_deref().is_some_and(|f| f.get(in_port) & NO_RECV != 0)
+    /// The ports' PORT_MOD bits as they are for this frame.
+    fn bits(&self) -> Bits {
+        self.flags.as_deref().map_or(Bits::NONE, PortFlags::read)
     }
 
     /// This executor for ports numbered `ports` (`tx[i]` is the port whose ofport is
@@ -200,15 +200,14 @@ impl Executor {
     /// `p`'s transmit queue unless [`Executor::with_ports`] says otherwise).
     pub fn execute(&mut self, frame: &[u8], in_port: u32, action: DpAction, tx: &mut [TxQueue]) -> Outcome {
         let mut out = Outcome::default();
-        if self.refuses(in_port) {
+        let bits = self.bits();
+        if bits.get(in_port) & NO_RECV != 0 {
             out.no_receive = true;
             return out;
         }
         match action {
-            DpAction::Output(p) => {
-                send(frame, p, in_port, Tx(tx, self.ports.as_deref(), self.flags.as_deref()), &mut out)
-            }
-            DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &mut out),
+            DpAction::Output(p) => send(frame, p, in_port, Tx(tx, self.ports.as_deref(), &bits), &mut out),
+            DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &bits, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
         out
@@ -219,14 +218,16 @@ impl Executor {
     pub fn execute_packet_out(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue]) -> Outcome {
         let mut out = Outcome::default();
         // OVS's `may_receive` holds for a packet-out's in_port too.
-        if self.refuses(in_port) {
+        let bits = self.bits();
+        if bits.get(in_port) & NO_RECV != 0 {
             out.no_receive = true;
             return out;
         }
-        self.apply(frame, in_port, ops, true, tx, &mut out);
+        self.apply(frame, in_port, ops, true, tx, &bits, &mut out);
         out
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         frame: &[u8],
@@ -234,14 +235,13 @@ impl Executor {
         ops: &[Op],
         packet_out: bool,
         tx: &mut [TxQueue],
+        flags: &Bits,
         out: &mut Outcome,
     ) {
         let mut copied = false;
         let mut ttl = None;
         let ports = self.ports.clone();
         let ports = ports.as_deref();
-        let flags = self.flags.clone();
-        let flags = flags.as_deref();
         for op in ops {
             let cur: &[u8] = if copied { &self.scratch } else { frame };
             match *op {
@@ -287,7 +287,7 @@ impl Executor {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
                     let copy = cur.to_vec();
                     let saved = std::mem::take(&mut self.scratch);
-                    self.apply(&copy, in_port, &actions::ops(id), packet_out, tx, out);
+                    self.apply(&copy, in_port, &actions::ops(id), packet_out, tx, flags, out);
                     self.scratch = saved;
                 }
                 _ => {
@@ -404,8 +404,8 @@ fn packet_in(
 }
 
 /// The transmit queues, the ofports they belong to (`None`: `tx[p - 1]` is port `p`) and the
-/// ports' PORT_MOD bits (`None`: none).
-struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>, Option<&'b PortFlags>);
+/// ports' PORT_MOD bits for this frame.
+struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>, &'b Bits);
 
 impl Tx<'_, '_> {
     fn ofport(&self, i: usize) -> u32 {
@@ -414,7 +414,7 @@ impl Tx<'_, '_> {
 
     /// The PORT_MOD bits of the port at `tx[i]` (kept by OpenFlow port number).
     fn flags(&self, i: usize) -> u32 {
-        self.2.map_or(0, |f| f.get(self.ofport(i)))
+        self.2.get(self.ofport(i))
     }
 
     fn index(&self, p: u32) -> Option<usize> {

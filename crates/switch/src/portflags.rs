@@ -44,6 +44,9 @@ pub const NO_FWD: u32 = 32;
 /// `OFPPC_NO_PACKET_IN`.
 pub const NO_PACKET_IN: u32 = 64;
 
+/// `(ofport, bits)` of the ports whose bits are not all 0.
+type List = Vec<(u32, u32)>;
+
 /// Each port's bits (module docs), by OpenFlow port number: a port attached while running
 /// ([`crate::attach`]) needs nothing grown, and a removed port's number, given again to a new
 /// port, starts with no bits ([`PortFlags::forget`]). Copy-on-write: the PMDs read the current
@@ -51,7 +54,7 @@ pub const NO_PACKET_IN: u32 = 64;
 /// PORT_MOD, rare, writes a new one.
 #[derive(Debug, Default)]
 pub struct PortFlags {
-    bits: ArcSwap<Vec<(u32, u32)>>,
+    bits: ArcSwap<List>,
     write: Mutex<()>,
 }
 
@@ -62,13 +65,15 @@ impl PortFlags {
     }
 
     /// Port `ofport`'s bits.
-    #[inline]
     pub fn get(&self, ofport: u32) -> u32 {
+        self.read().get(ofport)
+    }
+
+    /// Every port's bits as they are now: one load for all the lookups of a frame.
+    #[inline]
+    pub fn read(&self) -> Bits {
         let v = self.bits.load();
-        if v.is_empty() {
-            return 0;
-        }
-        v.iter().find(|(p, _)| *p == ofport).map_or(0, |(_, b)| *b)
+        Bits(if v.is_empty() { None } else { Some(v) })
     }
 
     /// Flips `bits` of port `ofport`.
@@ -95,6 +100,20 @@ impl PortFlags {
     /// needs a look at the per-port words.)
     pub fn any(&self, bits: u32) -> bool {
         self.bits.load().iter().any(|(_, b)| b & bits != 0)
+    }
+}
+
+/// One reading of the ports' bits ([`PortFlags::read`]); `Bits::NONE` when no port has any.
+pub struct Bits(Option<arc_swap::Guard<Arc<List>>>);
+
+impl Bits {
+    /// No port has a bit set (also: the executor has no [`PortFlags`]).
+    pub const NONE: Bits = Bits(None);
+
+    /// Port `ofport`'s bits in this reading.
+    #[inline]
+    pub fn get(&self, ofport: u32) -> u32 {
+        self.0.as_ref().and_then(|v| v.iter().find(|(p, _)| *p == ofport)).map_or(0, |(_, b)| *b)
     }
 }
 
