@@ -5,6 +5,8 @@
 //! OVS (`ovs-ofctl --bundle add-flows`), and for ≥ 300 distinct packets of the trace
 //! `ovs-appctl ofproto/trace` and `rqvs trace` must print the same rule chain (every `T. ...`
 //! line: 100%), the same datapath actions (100%) and the same megaflow (≥ 99%).
+//! `generated_pipeline_frames_are_byte_identical_to_ovs`: the frames out of `rqvs switch` for
+//! the same pipeline (with rewrites) equal OVS's, byte for byte, every design, 1 and 2 PMDs.
 
 use std::path::Path;
 
@@ -76,6 +78,13 @@ fn vsctl(ovs: &rqvs_testkit::ovs::Ovs, args: &[&str]) {
 }
 
 fn gen(dir: &Path) -> (String, Vec<String>) {
+    let (text, packets) = gen_keys(dir);
+    (text, packets.into_iter().map(|(f, _)| f).collect())
+}
+
+/// The generated pipeline's flows and ≥ [`PACKETS`] distinct TCP/UDP packets of its trace, each
+/// as an ofproto/trace flow and as its key.
+fn gen_keys(dir: &Path) -> (String, Vec<(String, rqvs_flow::FlowKey)>) {
     let (rules, trace) = (dir.join("pipeline.flows"), dir.join("pipeline.trace"));
     let out = rqvs(&[
         "gen",
@@ -102,8 +111,12 @@ fn gen(dir: &Path) -> (String, Vec<String>) {
     let text = std::fs::read_to_string(&rules).unwrap();
     let mut seen = std::collections::HashSet::new();
     let entries = rqvs_flow::formats::trace::read_trace(&trace).unwrap();
-    let flows: Vec<String> =
-        entries.iter().filter_map(|e| flow(&e.key)).filter(|f| seen.insert(f.clone())).take(PACKETS).collect();
+    let flows: Vec<(String, rqvs_flow::FlowKey)> = entries
+        .iter()
+        .filter_map(|e| flow(&e.key).map(|f| (f, e.key)))
+        .filter(|(f, _)| seen.insert(f.clone()))
+        .take(PACKETS)
+        .collect();
     (text, flows)
 }
 
@@ -236,4 +249,172 @@ fn compare_runs_a_generated_pipeline_without_mismatches() {
         assert!(l.contains(" 0/3000 "), "{l}");
     }
     assert_eq!(designs, 3, "{text}");
+}
+
+/// The generated pipeline with rewrites in its forwarding table, so that frames change on the
+/// way: every fifth forwarding flow each decrements the TTL and rewrites the source MAC, writes
+/// the DSCP, pops the VLAN tag table 0 pushed (a flow of its own for tagged packets), or
+/// outputs twice around a TTL write.
+fn with_rewrites(text: &str) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    for line in text.lines() {
+        let fwd = line.contains("table=1,") && !line.contains("priority=0,");
+        match line.split_once("actions=output:") {
+            Some((m, port)) if fwd => {
+                i += 1;
+                let actions = match i % 5 {
+                    1 => format!("dec_ttl,mod_dl_src:02:00:00:00:00:99,output:{port}"),
+                    2 => format!("set_field:46->ip_dscp,output:{port}"),
+                    3 => {
+                        // pop_vlan needs a tag in the match (OpenFlow 1.1+): tagged packets of
+                        // this prefix get a flow of their own, above every untagged one.
+                        let (prio, rest) = m.trim_start_matches("priority=").split_once(',').unwrap();
+                        let prio: u32 = prio.parse().unwrap();
+                        out.push_str(&format!(
+                            "priority={},{rest}vlan_tci=0x1000/0x1000,actions=pop_vlan,output:{port}\n",
+                            prio + 1000
+                        ));
+                        format!("output:{port}")
+                    }
+                    4 => format!("output:{port},mod_nw_ttl:9,output:2"),
+                    _ => format!("output:{port}"),
+                };
+                out.push_str(&format!("{m}actions={actions}\n"));
+            }
+            _ => out.push_str(&format!("{line}\n")),
+        }
+    }
+    out
+}
+
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let Ok(file) = std::fs::File::open(path) else { return Vec::new() };
+    let Ok(mut r) = pcap_file::pcap::PcapReader::new(file) else { return Vec::new() };
+    let mut out = Vec::new();
+    while let Some(Ok(p)) = r.next_packet() {
+        out.push(p.data.into_owned());
+    }
+    out
+}
+
+/// The frames of a generated pipeline (ACL with metadata, VLAN pushes and action sets; a
+/// forwarding table with TTL, MAC, DSCP and VLAN rewrites) out of `rqvs switch` — every design,
+/// 1 and 2 PMDs — byte for byte the frames real Open vSwitch 3.1 sends for the same input
+/// frames: OVS on dummy ports (`netdev-dummy/receive`, each port's `tx_pcap`), rqvs on capture
+/// ports; per output port the same multiset of frames.
+#[test]
+fn generated_pipeline_frames_are_byte_identical_to_ovs() {
+    use rqvs_datapath::DesignKind;
+    use rqvs_switch::{PortSource, Switch, SwitchConfig};
+
+    let Some(ovs) = rqvs_testkit::ovs::start_or_skip("cli-pipeline-frames") else { return };
+    let dir = TempDir::new("pipeline-frames");
+    for p in 2..=5 {
+        let name = format!("p{p}");
+        let pcap = dir.join(&format!("ovs-p{p}.pcap"));
+        let mut args = vec![];
+        if p > 2 {
+            args.extend(["add-port", "br0", &name, "--", "set", "interface", &name, "type=dummy"]);
+            args.push("--");
+        }
+        let request = format!("ofport_request={p}");
+        let tx = format!("options:tx_pcap={}", pcap.display());
+        args.extend(["set", "interface", &name, &request, &tx]);
+        vsctl(&ovs, &args);
+    }
+    let (text, packets) = gen_keys(dir.path());
+    let text = with_rewrites(&text);
+    ovs.replace_flows(&text).unwrap();
+    let frames: Vec<Vec<u8>> = packets
+        .iter()
+        .map(|(_, k)| {
+            let mut k = *k;
+            k.in_port = 1;
+            k.dl_src = [2, 0, 0, 0, 0, 1];
+            k.dl_dst = [2, 0, 0, 0, 0, 2];
+            k.nw_ttl = 64;
+            rqvs_flow::frame::build_frame(&k)
+        })
+        .collect();
+    let hex = |f: &[u8]| f.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let params: Vec<Vec<String>> = frames.iter().map(|f| vec!["p1".to_string(), hex(f)]).collect();
+    // netdev-dummy queues at most 100 received frames: send 50 at a time, each time waiting
+    // until OVS's PMD has taken them all (`packets received` of pmd-stats-show).
+    let received = || -> usize {
+        let text = ovs.appctl(&["dpif-netdev/pmd-stats-show"]).unwrap();
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("packets received: "))
+            .map(|n| n.trim().parse::<usize>().unwrap())
+            .sum()
+    };
+    let t0 = std::time::Instant::now();
+    for (i, chunk) in params.chunks(50).enumerate() {
+        ovs.call_many("netdev-dummy/receive", chunk, 16).unwrap();
+        let want = (i * 50 + chunk.len()).min(params.len());
+        while received() < want {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "OVS's PMD took {} of {want}", received());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    assert_eq!(received(), frames.len(), "OVS received every frame once");
+    // The PMD writes a frame's outputs after counting it: read until the captures stay put.
+    let read_ovs =
+        || -> Vec<Vec<Vec<u8>>> { (2..=5).map(|p| pcap_frames(&dir.join(&format!("ovs-p{p}.pcap")))).collect() };
+    let mut theirs = read_ovs();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let again = read_ovs();
+        if again == theirs {
+            break;
+        }
+        theirs = again;
+    }
+    for v in theirs.iter_mut() {
+        v.sort();
+    }
+    let total: usize = theirs.iter().map(Vec::len).sum();
+    let tagged = theirs.iter().flatten().filter(|f| f[12..14] == [0x81, 0x00]).count();
+    let mac = theirs.iter().flatten().filter(|f| f[6..12] == [2, 0, 0, 0, 0, 0x99]).count();
+    eprintln!("{} frames in, OVS sent {total} ({tagged} tagged, {mac} with the rewritten MAC)", frames.len());
+    assert!(total > frames.len() / 2 && tagged > 0 && mac > 0, "a weak corpus: {total} {tagged} {mac}");
+
+    let rules = rqvs_flow::formats::ofctl::parse_flows("pipeline", &text).unwrap();
+    for design in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
+        for pmds in [1, 2] {
+            let out = TempDir::new(&format!("pipeline-frames-{}-{pmds}", design.name()));
+            let mut ports = vec![PortSource::Frames { name: "p1".into(), frames: frames.clone() }];
+            for p in 2..=5 {
+                let spec = format!("pcap-out:{}", out.join(&format!("p{p}.pcap")).display());
+                ports.push(PortSource::Spec(spec.parse().unwrap()));
+            }
+            let mut cfg = SwitchConfig::new(ports, rules.clone(), design);
+            cfg.pmds = pmds;
+            let sw = Switch::start(cfg).unwrap();
+            let t0 = std::time::Instant::now();
+            while !sw.is_finished() && t0.elapsed() < std::time::Duration::from_secs(60) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let report = sw.stop().unwrap();
+            assert!(report.balanced(), "{}", report.format());
+            for p in 2..=5usize {
+                let mut ours = pcap_frames(&out.join(&format!("p{p}.pcap")));
+                ours.sort();
+                let want = &theirs[p - 2];
+                if &ours != want {
+                    let only = |a: &[Vec<u8>], b: &[Vec<u8>]| {
+                        a.iter().filter(|f| !b.contains(f)).take(3).map(|f| hex(f)).collect::<Vec<_>>()
+                    };
+                    panic!(
+                        "{} with {pmds} PMD(s), port {p}: {} frames, OVS {}\n  only rqvs: {:?}\n  only OVS: {:?}",
+                        design.name(),
+                        ours.len(),
+                        want.len(),
+                        only(&ours, want),
+                        only(want, &ours)
+                    );
+                }
+            }
+        }
+    }
 }
