@@ -312,7 +312,7 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
     let dir = TempDir::new("pipeline-frames");
     for p in 2..=5 {
         let name = format!("p{p}");
-        let pcap = dir.join(&format!("ovs-p{p}.pcap"));
+        let pcap = dir.join(format!("ovs-p{p}.pcap"));
         let mut args = vec![];
         if p > 2 {
             args.extend(["add-port", "br0", &name, "--", "set", "interface", &name, "type=dummy"]);
@@ -360,7 +360,7 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
     assert_eq!(received(), frames.len(), "OVS received every frame once");
     // The PMD writes a frame's outputs after counting it: read until the captures stay put.
     let read_ovs =
-        || -> Vec<Vec<Vec<u8>>> { (2..=5).map(|p| pcap_frames(&dir.join(&format!("ovs-p{p}.pcap")))).collect() };
+        || -> Vec<Vec<Vec<u8>>> { (2..=5).map(|p| pcap_frames(&dir.join(format!("ovs-p{p}.pcap")))).collect() };
     let mut theirs = read_ovs();
     loop {
         std::thread::sleep(std::time::Duration::from_millis(300));
@@ -385,7 +385,7 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
             let out = TempDir::new(&format!("pipeline-frames-{}-{pmds}", design.name()));
             let mut ports = vec![PortSource::Frames { name: "p1".into(), frames: frames.clone() }];
             for p in 2..=5 {
-                let spec = format!("pcap-out:{}", out.join(&format!("p{p}.pcap")).display());
+                let spec = format!("pcap-out:{}", out.join(format!("p{p}.pcap")).display());
                 ports.push(PortSource::Spec(spec.parse().unwrap()));
             }
             let mut cfg = SwitchConfig::new(ports, rules.clone(), design);
@@ -398,7 +398,7 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
             let report = sw.stop().unwrap();
             assert!(report.balanced(), "{}", report.format());
             for p in 2..=5usize {
-                let mut ours = pcap_frames(&out.join(&format!("p{p}.pcap")));
+                let mut ours = pcap_frames(&out.join(format!("p{p}.pcap")));
                 ours.sort();
                 let want = &theirs[p - 2];
                 if &ours != want {
