@@ -9,8 +9,9 @@
 //! classifies it exactly as in one-table CFLOWS. A rule that ends the pipeline costs nothing
 //! more. A rule that continues it costs one translation per EMC miss, whose result — the composed
 //! datapath action and the rule chain — the EMC then caches per key, as OVS's EMC caches a
-//! megaflow's composed actions. The later tables are not learned yet (a learned index per
-//! table is the next step; in Faucet's and OpenStack's pipelines they are small).
+//! megaflow's composed actions. The later tables are looked up through a TupleMerge per table
+//! ([`crate::later_tables`], kept by the rest's commits), not a learned index yet (that needs a
+//! trainer per table; in Faucet's and OpenStack's pipelines they are small).
 //!
 //! **The translation cache** ([`XCache`], one per PMD): composed results `(action, chain)`,
 //! deduplicated and each holding its action list (so the action table does not free it while
@@ -31,6 +32,7 @@ use rqvs_flow::{Action, FlowKey, Rule, RuleId};
 
 use crate::cflows::{RuleRef, Table};
 use crate::emc::EmcTarget;
+use crate::later_tables::LaterTables;
 use crate::ofproto::OfprotoTable;
 use crate::xlate::{self, Pipeline};
 use crate::DpAction;
@@ -63,10 +65,13 @@ pub fn continues(r: &Rule) -> bool {
     })
 }
 
-/// Table 0 from the learned classifier, the others from the rest (module docs). No wildcards.
+/// Table 0 from the learned classifier, the others from the rest (module docs): through its
+/// index of the tables after 0 ([`LaterTables`]) where it has one and the table has no
+/// overlapping rules of equal priority, otherwise its tuple space search. No wildcards.
 pub struct CflowsPipe<'a> {
     pub nm: &'a NuevoMatchUp,
     pub rest: &'a OfprotoClassifier,
+    pub later: Option<&'a LaterTables>,
 }
 
 impl Pipeline for CflowsPipe<'_> {
@@ -74,8 +79,11 @@ impl Pipeline for CflowsPipe<'_> {
         if table == 0 {
             return self.nm.lookup(key).and_then(|id| self.nm.rule(id));
         }
-        let l = self.rest.lookup_wc_in_table(table, key);
-        l.rule.and_then(|id| self.rest.rule_in_table(table, id)).cloned()
+        let id = match self.later {
+            Some(l) if self.rest.tied_overlaps(table) == 0 => l.lookup(table, key),
+            _ => self.rest.lookup_wc_in_table(table, key).rule,
+        };
+        id.and_then(|id| self.rest.rule_in_table(table, id)).cloned()
     }
 }
 
@@ -99,7 +107,11 @@ pub struct Walker {
 }
 
 impl Walker {
+    /// The walk over `rest`, which from now on keeps an index of its tables after 0 for it
+    /// ([`OfprotoTable::index_later_tables`]; should building it fail, the tables are looked up
+    /// in the rest's classifier).
     pub fn new(rest: OfprotoTable) -> Walker {
+        let _ = rest.index_later_tables();
         Walker { rest, xc: XCache::default() }
     }
 
@@ -129,7 +141,7 @@ impl Walker {
     /// attribution id, and the EMC entry naming the cached result (`None`: the cache is full).
     pub(crate) fn translate(&mut self, nm: &NuevoMatchUp, key: &FlowKey) -> (DpAction, RuleId, Option<RuleRef>) {
         let read = self.rest.read();
-        let pipe = CflowsPipe { nm, rest: read.classifier() };
+        let pipe = CflowsPipe { nm, rest: read.classifier(), later: read.later() };
         let x = xlate::xlate(&pipe, read.groups(), key);
         drop(read);
         let action = x.action();

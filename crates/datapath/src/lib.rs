@@ -96,6 +96,7 @@ pub mod counters;
 pub mod design;
 pub mod dpcls;
 pub mod emc;
+pub mod later_tables;
 pub mod ofproto;
 pub mod orig;
 pub mod pmd;

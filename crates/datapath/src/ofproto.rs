@@ -41,6 +41,7 @@ use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 
+use crate::later_tables::LaterTables;
 use crate::xlate::{self, Groups, Xlate};
 use crate::DpAction;
 
@@ -96,6 +97,9 @@ struct Versioned {
     /// Rules held that are not [`is_single_lookup`].
     pipeline_rules: usize,
     log: ChangeLog,
+    /// CFLOWS' index of the tables after 0, once asked for
+    /// ([`OfprotoTable::index_later_tables`]); kept with the classifier in every commit.
+    later: Option<LaterTables>,
 }
 
 /// What the commits since some version changed ([`TableRead::changes_since`]).
@@ -244,6 +248,11 @@ impl TableRead<'_> {
         &self.guard.classifier
     }
 
+    /// The index of the tables after 0, when [`OfprotoTable::index_later_tables`] made one.
+    pub fn later(&self) -> Option<&LaterTables> {
+        self.guard.later.as_ref()
+    }
+
     /// What the commits after `version` (up to this read's) changed (module docs, *The change
     /// log*).
     pub fn changes_since(&self, version: u64) -> Changes {
@@ -264,6 +273,7 @@ impl OfprotoTable {
             version: 0,
             pipeline_rules,
             log: ChangeLog::default(),
+            later: None,
         };
         Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)) })
     }
@@ -285,6 +295,18 @@ impl OfprotoTable {
         self.read().version()
     }
 
+    /// Keeps an index of the tables after 0 from now on ([`LaterTables`]: what CFLOWS' walk looks
+    /// them up in). Idempotent.
+    pub fn index_later_tables(&self) -> Result<(), ClassifierError> {
+        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if t.later.is_none() {
+            let tables = 1..=u8::MAX;
+            let l = LaterTables::build(tables.flat_map(|n| t.classifier.rules_in_table(n)))?;
+            t.later = Some(l);
+        }
+        Ok(())
+    }
+
     /// Applies a change set atomically (module docs) and returns the new version and the rules
     /// the removals took out. On error nothing is changed.
     pub fn commit(&self, changes: Vec<RuleChange>) -> Result<(u64, Vec<Rule>), ClassifierError> {
@@ -303,10 +325,14 @@ impl OfprotoTable {
                     let id = r.id;
                     let single = is_single_lookup(&r);
                     let m = r.matches;
+                    let indexed = (t.later.is_some() && r.table != 0).then(|| r.clone());
                     if let Err(e) = t.classifier.insert(r) {
                         t.pipeline_rules = pipeline_before;
                         rollback(&mut t, undo);
                         return Err(e);
+                    }
+                    if let Some(r) = indexed {
+                        later_insert(&mut t, r);
                     }
                     if !single {
                         t.pipeline_rules += 1;
@@ -319,6 +345,9 @@ impl OfprotoTable {
                 }
                 RuleChange::Remove(id) => {
                     if let Some(r) = t.classifier.remove(id) {
+                        if let Some(l) = t.later.as_mut() {
+                            l.remove(r.table, id);
+                        }
                         if !is_single_lookup(&r) {
                             t.pipeline_rules -= 1;
                             changed = None;
@@ -364,6 +393,17 @@ impl OfprotoTable {
     }
 }
 
+/// Adds a rule the classifier took to the index of the later tables; should the index refuse it
+/// (it holds what the classifier holds, so it should not), the index is dropped and the walk
+/// goes back to the classifier for every table: slower, never wrong.
+fn later_insert(t: &mut Versioned, r: Rule) {
+    if let Some(l) = t.later.as_mut() {
+        if l.insert(r).is_err() {
+            t.later = None;
+        }
+    }
+}
+
 fn set_removed(g: &mut GroupTable, port: u32, removed: bool) {
     if removed {
         g.removed.insert(port);
@@ -385,10 +425,16 @@ fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
     for ch in undo.into_iter().rev() {
         match ch {
             RuleChange::Remove(id) => {
-                t.classifier.remove(id);
+                if let (Some(r), Some(l)) = (t.classifier.remove(id), t.later.as_mut()) {
+                    l.remove(r.table, id);
+                }
             }
             RuleChange::Add(r) => {
+                let indexed = (t.later.is_some() && r.table != 0).then(|| r.clone());
                 t.classifier.insert(r).expect("a rule the table held before goes back in");
+                if let Some(r) = indexed {
+                    later_insert(t, r);
+                }
             }
             RuleChange::Group(g) => {
                 t.groups.groups.insert(g.id, g);
@@ -447,6 +493,42 @@ mod tests {
         assert_eq!(t.classify(&key).rule, before);
         let (v, removed) = t.commit(vec![RuleChange::Remove(all[3].id), RuleChange::Add(all[12].clone())]).unwrap();
         assert_eq!((v, removed.len(), t.read().classifier().len()), (1, 1, 10));
+    }
+
+    /// The index of the later tables follows every commit, also one rolled back: its answer in
+    /// table 1 is the classifier's for every key, after adds, removes and a failed change set.
+    #[test]
+    fn the_index_of_the_later_tables_follows_the_commits() {
+        use crate::testutil::keys;
+        let mut all = rules(400);
+        for r in all.iter_mut() {
+            r.table = 1;
+        }
+        let t = OfprotoTable::build(&all[..300]).unwrap();
+        t.index_later_tables().unwrap();
+        let same = |t: &OfprotoTable, what: &str| {
+            let r = t.read();
+            assert_eq!(r.classifier().tied_overlaps(1), 0);
+            let l = r.later().expect("indexed");
+            let mut hits = 0;
+            for k in keys(3000, 7) {
+                let want = r.classifier().lookup_wc_in_table(1, &k).rule;
+                assert_eq!(l.lookup(1, &k), want, "{what}: {k:?}");
+                hits += usize::from(want.is_some());
+            }
+            assert!(hits >= 1000, "{what}: the keys hit table 1 ({hits})");
+        };
+        same(&t, "built");
+        // Remove every third rule, add 50 new ones.
+        let mut changes: Vec<RuleChange> = all[..300].iter().step_by(3).map(|r| RuleChange::Remove(r.id)).collect();
+        changes.extend(all[300..350].iter().cloned().map(RuleChange::Add));
+        t.commit(changes).unwrap();
+        same(&t, "after a commit");
+        // A change set that fails on its last add (an id the table holds) changes nothing.
+        let changes =
+            vec![RuleChange::Remove(all[1].id), RuleChange::Add(all[360].clone()), RuleChange::Add(all[2].clone())];
+        assert!(t.commit(changes).is_err());
+        same(&t, "after a failed commit");
     }
 
     /// Two PMDs over one table: a rule committed once reaches both after `table_changed`, and

@@ -439,6 +439,11 @@ impl OfprotoClassifier {
         self.tables.get(usize::from(table)).and_then(|t| t.rules.get(&id)).map(|(r, _)| r)
     }
 
+    /// The rules of table `table`, in no order.
+    pub fn rules_in_table(&self, table: u8) -> impl Iterator<Item = &Rule> {
+        self.tables.get(usize::from(table)).into_iter().flat_map(|t| t.rules.values().map(|(r, _)| r))
+    }
+
     /// Pairs of overlapping rules of equal priority in a table: while 0, every lookup in it is
     /// exactly OVS's (module docs, "Equal priorities").
     pub fn tied_overlaps(&self, table: u8) -> usize {
