@@ -1,6 +1,7 @@
 //! `rqvs send`: a capture's frames out of an interface, looping, as fast as one core can or at a
 //! set rate — the traffic generator of the switch benchmarks (`rqvs_ports::sender`: an
-//! AF_PACKET TX ring whose slots hold the frames).
+//! AF_PACKET TX ring whose slots hold the frames; or `--engine xdp`, `rqvs_ports::xdp_sender`:
+//! frames made by the kernel from an XDP program, no socket buffer).
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -12,6 +13,17 @@ use serde_json::{json, Map};
 use crate::report::{self, Out};
 use crate::Failure;
 use rqvs_ports::sender::{SendOptions, Sender};
+use rqvs_ports::xdp_sender::XdpSender;
+
+/// How the frames are sent.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// An AF_PACKET TX ring (any interface; its tx counters count the frames).
+    Ring,
+    /// XDP live frames (`BPF_PROG_TEST_RUN`, Linux 5.18+): no socket buffer per frame. A veth's
+    /// peer must have an XDP program or GRO on (`ethtool -K PEER gro on`), or it drops them.
+    Xdp,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -34,6 +46,10 @@ pub struct Args {
     /// Write a JSON report to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// How to send: `ring` (default) or `xdp` (see `rqvs_ports::xdp_sender` for what the
+    /// receiving side needs).
+    #[arg(long, value_enum, default_value = "ring")]
+    pub engine: Engine,
 }
 
 fn parse_pps(s: &str) -> Result<f64, String> {
@@ -56,7 +72,6 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let bytes = std::fs::read(&a.pcap).map_err(|e| Failure(format!("{name}: cannot read: {e}")))?;
     let frames = rqvs_ports::pcap::parse_frames(&name, &bytes)?;
     let n = frames.len();
-    let mut sender = Sender::open(&a.iface, frames)?;
     let duration = match (a.duration, a.count) {
         (Some(d), _) => Some(Duration::from_secs_f64(d)),
         (None, Some(_)) => None,
@@ -68,26 +83,42 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).map_err(|e| Failure(format!("signal handler: {e}")))?;
     }
-    let r = sender.run(&opts, &stop)?;
+    let (r, slots) = match a.engine {
+        Engine::Ring => {
+            let mut sender = Sender::open(&a.iface, frames)?;
+            (sender.run(&opts, &stop)?, Some(sender.slots()))
+        }
+        Engine::Xdp => (XdpSender::open(&a.iface, &frames)?.run(&opts, &stop)?, None),
+    };
     let counted = |v: Option<u64>| v.map_or("unreadable".to_string(), |v| v.to_string());
-    out.line(format!(
-        "{}: {} frames ({} bytes) of {name} ({n} distinct, {} ring slots) in {:.3} s: {:.1} Kpps; refused {}; interface tx_packets {} tx_dropped {}",
-        a.iface,
-        r.frames,
-        r.bytes,
-        sender.slots(),
-        r.seconds,
-        r.pps() / 1e3,
-        r.refused,
-        counted(r.if_tx_packets),
-        counted(r.if_tx_dropped),
-    ));
+    match slots {
+        Some(slots) => out.line(format!(
+            "{}: {} frames ({} bytes) of {name} ({n} distinct, {slots} ring slots) in {:.3} s: {:.1} Kpps; refused {}; interface tx_packets {} tx_dropped {}",
+            a.iface,
+            r.frames,
+            r.bytes,
+            r.seconds,
+            r.pps() / 1e3,
+            r.refused,
+            counted(r.if_tx_packets),
+            counted(r.if_tx_dropped),
+        )),
+        None => out.line(format!(
+            "{}: {} frames ({} bytes) of {name} ({n} distinct) made by XDP in {:.3} s: {:.1} Kpps (the receiver's counters say what arrived)",
+            a.iface,
+            r.frames,
+            r.bytes,
+            r.seconds,
+            r.pps() / 1e3,
+        )),
+    }
     if let Some(path) = &a.json {
         let mut f = Map::new();
         f.insert("iface".into(), a.iface.clone().into());
         f.insert("pcap".into(), name.into());
         f.insert("distinct_frames".into(), n.into());
-        f.insert("ring_slots".into(), sender.slots().into());
+        f.insert("engine".into(), format!("{:?}", a.engine).to_lowercase().into());
+        f.insert("ring_slots".into(), json!(slots));
         f.insert("pps_asked".into(), json!(a.pps));
         f.insert("frames".into(), r.frames.into());
         f.insert("bytes".into(), r.bytes.into());

@@ -77,6 +77,7 @@ pub mod stats;
 mod sys;
 pub mod tap;
 pub mod testnet;
+pub mod xdp_sender;
 
 pub use afpacket::{AfPacketConfig, RxMode};
 pub use afxdp::{AfXdpConfig, XdpMode};

@@ -497,6 +497,7 @@ pub fn is_root() -> bool {
 const BPF_MAP_CREATE: c_int = 0;
 const BPF_MAP_UPDATE_ELEM: c_int = 2;
 const BPF_PROG_LOAD: c_int = 5;
+const BPF_PROG_TEST_RUN: c_int = 10;
 const BPF_LINK_CREATE: c_int = 28;
 
 /// One eBPF instruction (`struct bpf_insn`).
@@ -576,6 +577,38 @@ pub(crate) fn bpf_map_update_u32(map: &OwnedFd, key: u32, value: u32) -> io::Res
         .u64(16, (&value as *const u32) as u64)
         .u64(24, 0);
     bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// `BPF_MAP_UPDATE_ELEM` with a key and a value of the map's sizes (checked by the kernel).
+pub(crate) fn bpf_map_update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Result<()> {
+    let mut attr = BpfAttr::new();
+    attr.u32(0, map.as_raw_fd() as u32).u64(8, key.as_ptr() as u64).u64(16, value.as_ptr() as u64).u64(24, 0);
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+}
+
+/// `BPF_PROG_TEST_RUN` of an XDP program with `BPF_F_TEST_XDP_LIVE_FRAMES`: `repeat` frames made
+/// from `data`, each run through `prog` on `ifindex`'s receive queue 0, and what the program
+/// returns done for real (`XDP_TX`: sent out of `ifindex`), `batch` frames at a time.
+pub(crate) fn bpf_xdp_live_frames(
+    prog: &OwnedFd,
+    data: &[u8],
+    ifindex: u32,
+    repeat: u32,
+    batch: u32,
+) -> io::Result<()> {
+    const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
+    let ctx: [u32; 6] = [0, data.len() as u32, 0, ifindex, 0, 0];
+    let mut attr = BpfAttr::new();
+    attr.u32(0, prog.as_raw_fd() as u32)
+        .u32(8, data.len() as u32)
+        .u64(16, data.as_ptr() as u64)
+        .u32(32, repeat)
+        .u32(40, size_of_val(&ctx) as u32)
+        .u64(48, ctx.as_ptr() as u64)
+        .u32(64, BPF_F_TEST_XDP_LIVE_FRAMES)
+        .u32(72, batch);
+    bpf(BPF_PROG_TEST_RUN, &mut attr).map(drop)
 }
 
 /// `BPF_PROG_LOAD`; on failure the verifier's log is appended to the error message.

