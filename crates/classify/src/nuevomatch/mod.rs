@@ -226,6 +226,10 @@ struct ISet {
     /// binary searches of updates (a removed rule's slot keeps its rank; padding ranks last).
     ranks: Vec<u64>,
     live: usize,
+    /// Of the live rules, those kept whole in their candidates (no stored form in the rule map):
+    /// a trainer's snapshot copies an iSet's live candidates without asking the map when all of
+    /// them are, and skips the iSet when none is.
+    whole: usize,
 }
 
 /// A rule's winner rank as one number: smaller wins (higher priority, then lower id).
@@ -498,6 +502,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
         let mut isets = Vec::with_capacity(plans.len());
         let mut order: Vec<usize> = Vec::new();
         for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
+            let mut whole_here = 0;
             let pf = iset::prefilter_words(rules, plan);
             let mut spans = Vec::with_capacity(plan.buckets.len());
             // Room for buckets that outgrow their span by inserts to move to the end (untouched
@@ -517,6 +522,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     located[i] = At::new(Location::ISet { iset: s, bucket: b }).expect("limits checked above");
                     let (entry, cand) = ISet::slot(pf, r, &mut extras);
                     whole[i] = whole_in(&cand, r);
+                    whole_here += usize::from(whole[i]);
                     pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
                     all.push(cand);
@@ -538,6 +544,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 pre,
                 ranks,
                 live: plan.rules(),
+                whole: whole_here,
             });
         }
         extras.shrink_to_fit();
@@ -588,9 +595,22 @@ impl<R: Remainder> NuevoMatchUp<R> {
     }
 
     /// Every rule, shared or copied from its candidate (a trainer's snapshot: no rule is made
-    /// whole, no memory allocated per rule on the caller's thread).
+    /// whole, no memory allocated per rule on the caller's thread). The stored ones from the
+    /// map; the others straight from the iSets' live slots, in order (an iSet whose live rules
+    /// are all kept whole is copied without asking the map, one with none is skipped).
     pub(crate) fn snapshot(&self) -> Vec<KeptRule> {
-        self.rules.iter().map(|k| self.kept(k)).collect()
+        let mut out = Vec::with_capacity(self.rules.len());
+        out.extend(self.rules.iter().filter_map(|k| k.stored.clone().map(KeptRule::Stored)));
+        for s in self.isets.iter().filter(|s| s.whole > 0) {
+            let all = s.whole == s.live;
+            for (j, c) in s.cands.iter().enumerate() {
+                if !s.pre.is_dead(j) && (all || self.rules.get(c.id).is_some_and(|k| k.stored.is_none())) {
+                    out.push(KeptRule::Whole(*c));
+                }
+            }
+        }
+        debug_assert_eq!(out.len(), self.rules.len(), "every rule once");
+        out
     }
 
     /// Ids of the live rules the iSets hold.
@@ -761,6 +781,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// rule made).
     pub(crate) fn remove_stored(&mut self, id: RuleId) -> Option<KeptRule> {
         let k = self.rules.remove(id)?;
+        let was_whole = k.stored.is_none();
         let mut gone = k.stored.map(KeptRule::Stored);
         match k.at.get() {
             Location::Remainder => {
@@ -776,6 +797,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     s.cands[at].m.release(&mut self.extras);
                     s.cands[at].m = CompactMatch::never();
                     s.live -= 1;
+                    s.whole -= usize::from(was_whole);
                 }
             }
         }
@@ -829,8 +851,10 @@ impl<R: Remainder> NuevoMatchUp<R> {
             s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
+            let whole = whole_in(&cand, rule);
+            s.whole += usize::from(whole);
             let at = At::new(Location::ISet { iset: si, bucket: b }).expect("assemble checked the limits");
-            return Some((at, whole_in(&cand, rule)));
+            return Some((at, whole));
         }
         None
     }
@@ -1178,6 +1202,12 @@ mod tests {
                 prop_assert_eq!(c.rule(r.id), Some(r.clone()));
             }
             testing::check_all(&c, &rules, &case.keys, "re-inserted")?;
+            // The snapshot after updates: each rule once (the iSets' counts of whole rules kept
+            // up to date by removes and inserts).
+            prop_assert_eq!(c.snapshot().len(), rules.len());
+            prop_assert_eq!(by_id(c.rebuild(TupleMerge::build).unwrap().rules()), by_id(rules.clone()));
+            let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+            prop_assert_eq!(c.isets.iter().map(|s| s.whole).sum::<usize>(), whole);
         }
 
         #[test]
