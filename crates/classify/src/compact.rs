@@ -8,7 +8,7 @@
 //! [`Extras`] slab and the entry holds its index, checked last.
 
 use rqvs_flow::key::NarrowKey;
-use rqvs_flow::{FlowKey, Match, RuleId};
+use rqvs_flow::{FlowKey, Match, PortRange, RuleId};
 
 use crate::classifier::{Classifier, Remainder};
 
@@ -242,6 +242,38 @@ impl CompactMatch {
         let mut m = CompactMatch::new(&Match::ANY, &mut Extras::default());
         m.src_v = 1; // with src_m = 0: (k & 0) == 1 never holds
         m
+    }
+
+    /// The match made of the entry's fields alone (every other field wildcarded); `None` when
+    /// the entry has a full match in the side slab. Equal to the match the entry was made from
+    /// only when that match used no field outside the entry — callers compare before relying
+    /// on it (NuevoMatchUP's rule map keeps no stored rule when they are equal).
+    pub(crate) fn to_match(self) -> Option<Match> {
+        if self.extra != Self::NO_EXTRA {
+            return None;
+        }
+        let value = FlowKey {
+            nw_src: self.src_v,
+            nw_dst: self.dst_v,
+            tp_src: self.sp_v,
+            tp_dst: self.dp_v,
+            dl_type: self.dl_type_v,
+            tcp_flags: self.flags_v,
+            nw_proto: self.proto_v,
+            ..FlowKey::ZERO
+        };
+        let mask = FlowKey {
+            nw_src: self.src_m,
+            nw_dst: self.dst_m,
+            tp_src: self.sp_m,
+            tp_dst: self.dp_m,
+            dl_type: self.dl_type_m,
+            tcp_flags: self.flags_m,
+            nw_proto: self.proto_m,
+            ..FlowKey::ZERO
+        };
+        let ranges = (PortRange { lo: self.sp_lo, hi: self.sp_hi }, PortRange { lo: self.dp_lo, hi: self.dp_hi });
+        Match::new(value, mask, ranges.0, ranges.1).ok()
     }
 
     /// Frees the entry's slot in `extras`, if it has one.

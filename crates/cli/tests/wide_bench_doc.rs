@@ -234,3 +234,53 @@ fn classifier_row(row: &[String], json: &serde_json::Value, file: &str, one_key_
         );
     }
 }
+
+/// The bytes table after the rules moved into their candidates (issue 39 item 3, second pass):
+/// each row's bytes per rule and its parts against docs/wide-key-bench-bytes-{set}-500k.json,
+/// with the run's commit and CPU named, and no mismatch in the run.
+#[test]
+fn the_second_bytes_table_is_its_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let rows: Vec<Vec<String>> = page
+        .lines()
+        .skip_while(|l| !l.starts_with("| set | classifier | B/rule before | B/rule |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
+        .collect();
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows {
+        let set = match row[0].as_str() {
+            "acl1" => "acl1",
+            "of1" => "of1",
+            "of2" => "of2",
+            "acl1 IPv6" => "acl1v6",
+            other => panic!("a set this test does not know: {other}"),
+        };
+        let file = format!("wide-key-bench-bytes-{set}-500k.json");
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(docs().join(&file)).unwrap()).unwrap();
+        assert!(page.contains(&format!("commit {}", &json["git_rev"].as_str().unwrap()[..7])), "{file}: commit");
+        assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
+        let n = json["rules"].as_f64().unwrap();
+        let name = if row[1] == "TupleMerge" { "tm" } else { "nmu" };
+        let c = json["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+        assert_eq!(c["mismatches"], 0, "{file} {name}");
+        assert_eq!(c["update_mismatches"], 0, "{file} {name}");
+        assert_eq!(row[3], format!("{:.0}", c["bytes_per_rule"].as_f64().unwrap()), "{file} {name}: bytes/rule");
+        let part = |k: &str| -> f64 { c["memory_breakdown"][k].as_f64().unwrap_or(0.0) / n };
+        assert_eq!(row[4], format!("{:.0}", part("rules")), "{file} {name}: rules");
+        let second = if name == "tm" { "tables" } else { "isets" };
+        assert_eq!(row[5], format!("{:.0} ({second})", part(second)), "{file} {name}: {second}");
+        let rest: f64 = c["memory_breakdown"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| !["rules", "tables", "isets", "extras"].contains(&k.as_str()))
+            .map(|(_, v)| v.as_f64().unwrap())
+            .sum::<f64>()
+            / n;
+        assert_eq!(row[6], format!("{rest:.0}"), "{file} {name}: the rest");
+        assert_eq!(row[7], format!("{:.0}", part("extras")), "{file} {name}: extras");
+    }
+}

@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use super::{NuevoMatchConfig, NuevoMatchUp};
+use super::{KeptRule, NuevoMatchConfig, NuevoMatchUp};
 use crate::classifier::{Classifier, ClassifierError};
 use crate::stored::StoredRule;
 use crate::TupleMerge;
@@ -103,7 +103,7 @@ pub const CATCH_UP_CHUNK: usize = 1024;
 fn apply(policy: Policy, model: &mut NuevoMatchUp, staged: &mut HashMap<RuleId, Arc<StoredRule>>, u: Update) {
     match (policy, u) {
         (Policy::Instant, Update::Insert(r)) => {
-            let _ = model.insert_stored(&r.to_rule(), r);
+            let _ = model.insert_stored(&r.to_rule(), Some(r));
         }
         (Policy::Instant, Update::Remove(id)) => {
             model.remove_stored(id);
@@ -300,22 +300,23 @@ impl LiveNuevoMatch {
 
     /// Adds a rule by the policy.
     pub fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        let stored = Arc::new(StoredRule::new(rule.clone()));
-        self.insert_stored(&rule, stored)
+        self.insert_stored(&rule)
     }
 
     /// [`LiveNuevoMatch::insert`] of a rule held elsewhere too (a publisher's copies of the
-    /// classifier); the classifier keeps it in its stored form.
+    /// classifier); the classifier keeps it in its stored form, or in its iSet candidate alone.
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<(), ClassifierError> {
-        let stored = Arc::new(StoredRule::new(Rule::clone(&rule)));
-        self.insert_stored(&rule, stored)
+        self.insert_stored(&rule)
     }
 
-    /// [`LiveNuevoMatch::insert`], keeping `stored` (shared with the trainer's model).
-    fn insert_stored(&mut self, rule: &Rule, stored: Arc<StoredRule>) -> Result<(), ClassifierError> {
+    /// [`LiveNuevoMatch::insert`]. The stored form is made only when something must keep it:
+    /// the staging (delayed policy) or the log of a running training, shared with the model.
+    fn insert_stored(&mut self, rule: &Rule) -> Result<(), ClassifierError> {
+        let logged = self.training.is_some();
+        let stored = (logged || self.policy == Policy::Delayed).then(|| Arc::new(StoredRule::new(rule.clone())));
         match self.policy {
             Policy::Instant => {
-                let into_iset = self.current.insert_stored(rule, Arc::clone(&stored))?;
+                let into_iset = self.current.insert_stored(rule, stored.clone())?;
                 if into_iset {
                     self.placed.0 += 1;
                 } else {
@@ -323,14 +324,14 @@ impl LiveNuevoMatch {
                 }
             }
             Policy::Delayed => {
-                if self.current.rules.contains_key(&rule.id) || self.staged.contains_key(&rule.id) {
+                if self.current.rules.contains(rule.id) || self.staged.contains_key(&rule.id) {
                     return Err(ClassifierError::DuplicateId(rule.id));
                 }
-                self.staged.insert(rule.id, Arc::clone(&stored));
+                self.staged.insert(rule.id, Arc::clone(stored.as_ref().expect("made for the delayed policy")));
             }
         }
         // Logged once accepted: the trainer's model gets exactly the owner's updates.
-        if self.training.is_some() {
+        if let (true, Some(stored)) = (logged, stored) {
             self.log.lock().expect("log lock").push_back(Update::Insert(stored));
         }
         Ok(())
@@ -410,8 +411,8 @@ impl LiveNuevoMatch {
     fn start_training(&mut self, retired: Option<NuevoMatchUp>) {
         let t_start = Instant::now();
         // Shared, not copied: the trainer copies the rules on its own thread.
-        let mut snapshot: Vec<Arc<StoredRule>> = self.current.rule_arcs();
-        snapshot.extend(self.staged.values().cloned());
+        let mut snapshot: Vec<KeptRule> = self.current.snapshot();
+        snapshot.extend(self.staged.values().cloned().map(KeptRule::Stored));
         let rules = snapshot.len();
         let config = self.config;
         // Before the trainer can read it: the log holds exactly the updates after the snapshot.

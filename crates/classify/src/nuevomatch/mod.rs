@@ -32,12 +32,12 @@ pub mod index;
 pub mod iset;
 pub mod live;
 pub mod model_file;
+mod rulemap;
 
-use hashbrown::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rqvs_flow::{FlowKey, Rule, RuleId};
+use rqvs_flow::{Actions, FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{Candidate, CompactMatch, Extras, Key};
@@ -47,6 +47,7 @@ use crate::TupleMerge;
 use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
 use rqvs_flow::key::NarrowKey;
+use rulemap::{At, Kept, Location, RuleMap};
 
 /// Builds a range index over sorted disjoint ranges.
 pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
@@ -225,6 +226,10 @@ struct ISet {
     /// binary searches of updates (a removed rule's slot keeps its rank; padding ranks last).
     ranks: Vec<u64>,
     live: usize,
+    /// Of the live rules, those kept whole in their candidates (no stored form in the rule map):
+    /// a trainer's snapshot copies an iSet's live candidates without asking the map when all of
+    /// them are, and skips the iSet when none is.
+    whole: usize,
 }
 
 /// A rule's winner rank as one number: smaller wins (higher priority, then lower id).
@@ -305,13 +310,16 @@ impl ISet {
         p
     }
 
-    /// The live slot of rule `(priority, id)` in bucket `b`: a binary search by winner rank
-    /// (dead slots keep theirs), then the slots of equal rank.
-    fn find_live(&self, b: usize, priority: u32, id: RuleId) -> Option<usize> {
+    /// The live slot of rule `id` in bucket `b`: the slot whose rank holds the id (a rank's low
+    /// 32 bits, [`rank`]) and that is not dead (a removed rule's slot keeps its rank). The
+    /// priority is not needed (a rule kept whole in its candidate has it nowhere else); a
+    /// bucket's ranks are a few adjacent lines, fetched together.
+    fn find_id(&self, b: usize, id: RuleId) -> Option<usize> {
         let (from, to) = self.span(b);
-        let key = rank(priority, id);
-        let p = from + self.position(from, to, key);
-        (p..to).take_while(|&j| self.ranks[j] == key).find(|&j| !self.pre.is_dead(j))
+        for chunk in self.ranks[from..to].chunks(8) {
+            prefetch(&chunk[0]);
+        }
+        (from..to).find(|&j| self.ranks[j] as u32 == id.0 && !self.pre.is_dead(j))
     }
 
     /// Where rank `key` goes among the slots `from..to` (their ranks are fetched together first:
@@ -330,12 +338,35 @@ fn dead_candidate() -> Candidate {
     Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
 }
 
-/// Where a rule lives. Eight bytes (an iSet number of 16 bits), so that a slot of the rule map
-/// is 24 bytes, not 32 (`assemble` refuses more than `u16::MAX` iSets).
-#[derive(Clone, Copy)]
-enum Location {
-    ISet { iset: u16, bucket: u32 },
-    Remainder,
+/// True when `rule` is exactly what its candidate gives back ([`KeptRule::Whole`]): a `drop`
+/// rule with cookie and table 0 whose match uses no field outside the compact match.
+fn whole_in(c: &Candidate, rule: &Rule) -> bool {
+    rule.actions.0 == [rqvs_flow::Action::Drop]
+        && rule.cookie == 0
+        && rule.table == 0
+        && c.priority == rule.priority
+        && c.id == rule.id
+        && c.m.to_match().as_ref() == Some(&rule.matches)
+}
+
+/// A rule as the classifier gives it out without making it whole: its stored form, or the iSet
+/// candidate that holds all of it (a trainer's snapshot, a removed rule).
+#[derive(Clone)]
+pub(crate) enum KeptRule {
+    Stored(Arc<StoredRule>),
+    Whole(Candidate),
+}
+
+impl KeptRule {
+    pub(crate) fn to_rule(&self) -> Rule {
+        match self {
+            KeptRule::Stored(r) => r.to_rule(),
+            KeptRule::Whole(c) => {
+                let m = c.m.to_match().expect("a candidate kept whole has its whole match");
+                Rule { id: c.id, priority: c.priority, matches: m, actions: Actions::drop(), cookie: 0, table: 0 }
+            }
+        }
+    }
 }
 
 /// iSets + remainder. `R` is the remainder classifier (TupleMerge by default). A clone shares the
@@ -345,10 +376,11 @@ pub struct NuevoMatchUp<R: Remainder = TupleMerge> {
     config: NuevoMatchConfig,
     isets: Vec<ISet>,
     remainder: R,
-    /// Every rule, with where it lives (kept here for `remove` and `rebuild`).
-    /// Behind `Arc`s so that a trainer's snapshot costs the owner a reference count per rule;
-    /// each match stored as the key words it uses ([`StoredRule`]).
-    rules: HashMap<RuleId, (Location, Arc<StoredRule>)>,
+    /// Every rule, with where it lives (kept here for `remove` and `rebuild`), 16 bytes a rule;
+    /// a rule its iSet candidate cannot give back whole also keeps its stored form
+    /// ([`StoredRule`], behind an `Arc` so that a trainer's snapshot costs the owner a
+    /// reference count). See [`rulemap`].
+    rules: RuleMap,
     extras: Extras,
     build_time: Duration,
     /// Where `build_time` went.
@@ -380,31 +412,39 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let stored: Vec<Arc<StoredRule>> = rules.iter().map(|r| Arc::new(StoredRule::new(r.clone()))).collect();
+        let stored = (0..rules.len()).map(|_| None).collect();
         let mut c = Self::build_from(rules, stored, config, make_remainder)?;
         c.build_time = t0.elapsed();
         Ok(c)
     }
 
     /// [`build_with`](Self::build_with) over rules that are already shared (a trainer's
-    /// snapshot): the classifier keeps these `Arc`s; the whole rules are made again only for the
-    /// build, on the caller's thread.
+    /// snapshot): the classifier keeps the stored ones' `Arc`s where it needs a stored rule; the
+    /// whole rules are made again only for the build, on the caller's thread.
     pub(crate) fn build_shared(
-        stored: Vec<Arc<StoredRule>>,
+        snapshot: Vec<KeptRule>,
         config: NuevoMatchConfig,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        let rules: Vec<Rule> = stored.iter().map(|r| r.to_rule()).collect();
+        let rules: Vec<Rule> = snapshot.iter().map(|r| r.to_rule()).collect();
+        let stored = snapshot
+            .into_iter()
+            .map(|r| match r {
+                KeptRule::Stored(s) => Some(s),
+                KeptRule::Whole(_) => None,
+            })
+            .collect();
         let mut c = Self::build_from(&rules, stored, config, make_remainder)?;
         c.build_time = t0.elapsed();
         Ok(c)
     }
 
-    /// The build over `rules`, keeping `stored` (the same rules, in the same order).
+    /// The build over `rules`; `stored` (parallel to `rules`) holds the stored forms already
+    /// made, kept where one is needed (others are made then).
     fn build_from(
         rules: &[Rule],
-        stored: Vec<Arc<StoredRule>>,
+        stored: Vec<Option<Arc<StoredRule>>>,
         config: NuevoMatchConfig,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
@@ -429,12 +469,13 @@ impl<R: Remainder> NuevoMatchUp<R> {
     }
 
     /// Puts a classifier together from a partition (`plans` and `rest` index into `rules`;
-    /// `stored` holds the same rules as kept) and one ready index per plan — what `build_with`
-    /// does after training, and what loading a saved model does instead of training.
+    /// `stored`, parallel to `rules`, the stored forms already made, if any) and one ready index
+    /// per plan — what `build_with` does after training, and what loading a saved model does
+    /// instead of training. A rule whose iSet candidate gives it back whole keeps no stored form.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn assemble(
         rules: &[Rule],
-        stored: Vec<Arc<StoredRule>>,
+        mut stored: Vec<Option<Arc<StoredRule>>>,
         config: NuevoMatchConfig,
         plans: &[iset::PlannedISet],
         indexes: Vec<Box<dyn RangeIndex>>,
@@ -442,20 +483,31 @@ impl<R: Remainder> NuevoMatchUp<R> {
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
         let t0 = Instant::now();
-        if plans.len() > usize::from(u16::MAX) {
-            let why = format!("{} iSets, more than the {} a rule's location can name", plans.len(), u16::MAX);
+        if plans.len() > At::MAX_ISETS {
+            let why = format!("{} iSets, more than the {} a rule's location can name", plans.len(), At::MAX_ISETS);
             return Err(ClassifierError::Unsupported(RuleId(0), why));
         }
-        let mut located = vec![Location::Remainder; rules.len()];
+        if let Some(p) = plans.iter().find(|p| p.buckets.len() > At::MAX_BUCKETS) {
+            let why = format!(
+                "an iSet of {} buckets, more than the {} a rule's location can name",
+                p.buckets.len(),
+                At::MAX_BUCKETS
+            );
+            return Err(ClassifierError::Unsupported(RuleId(0), why));
+        }
+        let mut located = vec![At::REMAINDER; rules.len()];
+        // Rules their candidate gives back whole (no stored form kept).
+        let mut whole = vec![false; rules.len()];
         let mut extras = Extras::default();
         let mut isets = Vec::with_capacity(plans.len());
         let mut order: Vec<usize> = Vec::new();
         for (s, (plan, index)) in plans.iter().zip(indexes).enumerate() {
+            let mut whole_here = 0;
             let pf = iset::prefilter_words(rules, plan);
             let mut spans = Vec::with_capacity(plan.buckets.len());
             // Room for buckets that outgrow their span by inserts to move to the end (untouched
             // until used, so it costs address space, not memory).
-            let slots = plan.rules() + LANES * plan.buckets.len();
+            let slots: usize = plan.buckets.iter().map(|b| b.rules.len().next_multiple_of(LANES)).sum();
             let reserve = if config.insert_slack.is_some() { slots / 4 + 64 * LANES } else { 0 };
             let mut all: Vec<Candidate> = Vec::with_capacity(slots + reserve);
             let mut pre = Prefilter { groups: Vec::with_capacity((slots + reserve).div_ceil(LANES)), len: 0 };
@@ -467,8 +519,10 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 order.sort_unstable_by_key(|&i| (rank(rules[i].priority, rules[i].id), i));
                 for &i in &order {
                     let r = &rules[i];
-                    located[i] = Location::ISet { iset: s as u16, bucket: b as u32 };
+                    located[i] = At::new(Location::ISet { iset: s, bucket: b }).expect("limits checked above");
                     let (entry, cand) = ISet::slot(pf, r, &mut extras);
+                    whole[i] = whole_in(&cand, r);
+                    whole_here += usize::from(whole[i]);
                     pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
                     all.push(cand);
@@ -490,15 +544,16 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 pre,
                 ranks,
                 live: plan.rules(),
+                whole: whole_here,
             });
         }
         extras.shrink_to_fit();
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
-        let mut by_id: HashMap<RuleId, (Location, Arc<StoredRule>)> = HashMap::with_capacity(stored.len());
-        for (r, at) in stored.into_iter().zip(located) {
-            let id = r.id;
-            if by_id.insert(id, (at, r)).is_some() {
-                return Err(ClassifierError::DuplicateId(id));
+        let mut by_id = RuleMap::with_capacity(rules.len());
+        for (i, r) in rules.iter().enumerate() {
+            let stored = (!whole[i]).then(|| stored[i].take().unwrap_or_else(|| Arc::new(StoredRule::new(r.clone()))));
+            if !by_id.insert(Kept { id: r.id, at: located[i], stored }) {
+                return Err(ClassifierError::DuplicateId(r.id));
             }
         }
         let layout = t0.elapsed();
@@ -513,27 +568,54 @@ impl<R: Remainder> NuevoMatchUp<R> {
         &self,
         make_remainder: impl Fn(&[Rule]) -> Result<R, ClassifierError>,
     ) -> Result<Self, ClassifierError> {
-        Self::build_shared(self.rule_arcs(), self.config, make_remainder)
+        Self::build_shared(self.snapshot(), self.config, make_remainder)
     }
 
     /// Every live rule (any order).
     pub fn rules(&self) -> Vec<Rule> {
-        self.rules.values().map(|(_, r)| r.to_rule()).collect()
+        self.rules.iter().map(|k| self.kept(k).to_rule()).collect()
     }
 
-    /// The live rule with this id (made from its stored form).
+    /// The live rule with this id (made from its stored form or its candidate).
     pub fn rule(&self, id: RuleId) -> Option<Rule> {
-        self.rules.get(&id).map(|(_, r)| r.to_rule())
+        self.rules.get(id).map(|k| self.kept(k).to_rule())
     }
 
-    /// Every rule, shared (a trainer's snapshot: no rule is copied on the caller's thread).
-    pub(crate) fn rule_arcs(&self) -> Vec<Arc<StoredRule>> {
-        self.rules.values().map(|(_, r)| Arc::clone(r)).collect()
+    /// A rule of the map: its stored form, or a copy of its candidate.
+    fn kept(&self, k: &Kept) -> KeptRule {
+        match (&k.stored, k.at.get()) {
+            (Some(r), _) => KeptRule::Stored(Arc::clone(r)),
+            (None, Location::ISet { iset, bucket }) => {
+                let s = &self.isets[iset];
+                let j = s.find_id(bucket, k.id).expect("a rule of the map is live in its bucket");
+                KeptRule::Whole(s.cands[j])
+            }
+            (None, Location::Remainder) => unreachable!("a remainder rule keeps its stored form"),
+        }
+    }
+
+    /// Every rule, shared or copied from its candidate (a trainer's snapshot: no rule is made
+    /// whole, no memory allocated per rule on the caller's thread). The stored ones from the
+    /// map; the others straight from the iSets' live slots, in order (an iSet whose live rules
+    /// are all kept whole is copied without asking the map, one with none is skipped).
+    pub(crate) fn snapshot(&self) -> Vec<KeptRule> {
+        let mut out = Vec::with_capacity(self.rules.len());
+        out.extend(self.rules.iter().filter_map(|k| k.stored.clone().map(KeptRule::Stored)));
+        for s in self.isets.iter().filter(|s| s.whole > 0) {
+            let all = s.whole == s.live;
+            for (j, c) in s.cands.iter().enumerate() {
+                if !s.pre.is_dead(j) && (all || self.rules.get(c.id).is_some_and(|k| k.stored.is_none())) {
+                    out.push(KeptRule::Whole(*c));
+                }
+            }
+        }
+        debug_assert_eq!(out.len(), self.rules.len(), "every rule once");
+        out
     }
 
     /// Ids of the live rules the iSets hold.
     pub fn iset_ids(&self) -> Vec<RuleId> {
-        self.rules.iter().filter(|(_, (loc, _))| matches!(loc, Location::ISet { .. })).map(|(id, _)| *id).collect()
+        self.rules.iter().filter(|k| matches!(k.at.get(), Location::ISet { .. })).map(|k| k.id).collect()
     }
 
     /// Share of live rules held by iSets.
@@ -662,26 +744,32 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// classifier), telling where it went: `true` into an iSet's bucket, `false` into the
     /// remainder. The classifier keeps the rule in its stored form (`StoredRule`).
     pub fn insert_shared(&mut self, rule: Arc<Rule>) -> Result<bool, ClassifierError> {
-        let stored = Arc::new(StoredRule::new(Rule::clone(&rule)));
-        self.insert_stored(&rule, stored)
+        self.insert_stored(&rule, None)
     }
 
-    /// [`Classifier::insert`] of `rule`, keeping `stored` (its stored form, shared: the owner
-    /// of a [`live::LiveNuevoMatch`] and its trainer keep the same one), telling where the rule
-    /// went: `true` into an iSet's bucket, `false` into the remainder.
-    pub(crate) fn insert_stored(&mut self, rule: &Rule, stored: Arc<StoredRule>) -> Result<bool, ClassifierError> {
-        if self.rules.contains_key(&rule.id) {
+    /// [`Classifier::insert`] of `rule`, keeping `stored` (its stored form when the caller made
+    /// one, shared: the owner of a [`live::LiveNuevoMatch`] and its trainer keep the same one)
+    /// unless its iSet candidate gives the rule back whole; telling where the rule went: `true`
+    /// into an iSet's bucket, `false` into the remainder.
+    pub(crate) fn insert_stored(
+        &mut self,
+        rule: &Rule,
+        stored: Option<Arc<StoredRule>>,
+    ) -> Result<bool, ClassifierError> {
+        if self.rules.contains(rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
-        let at = match self.insert_into_bucket(rule) {
-            Some(at) => at,
+        let (at, whole) = match self.insert_into_bucket(rule) {
+            Some(placed) => placed,
             None => {
                 self.remainder.insert(rule.clone())?;
-                Location::Remainder
+                (At::REMAINDER, false)
             }
         };
-        self.rules.insert(rule.id, (at, stored));
-        Ok(matches!(at, Location::ISet { .. }))
+        let stored = (!whole).then(|| stored.unwrap_or_else(|| Arc::new(StoredRule::new(rule.clone()))));
+        let added = self.rules.insert(Kept { id: rule.id, at, stored });
+        debug_assert!(added, "checked above");
+        Ok(at != At::REMAINDER)
     }
 
     /// [`Classifier::remove`] of a rule inserted with [`NuevoMatchUp::insert_shared`] (the same).
@@ -689,26 +777,31 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.remove_stored(id).map(|r| r.to_rule())
     }
 
-    /// [`NuevoMatchUp::remove_shared`] giving back the stored form (no whole rule made).
-    pub(crate) fn remove_stored(&mut self, id: RuleId) -> Option<Arc<StoredRule>> {
-        let (loc, rule) = self.rules.remove(&id)?;
-        match loc {
+    /// [`NuevoMatchUp::remove_shared`] giving back the stored form or the candidate (no whole
+    /// rule made).
+    pub(crate) fn remove_stored(&mut self, id: RuleId) -> Option<KeptRule> {
+        let k = self.rules.remove(id)?;
+        let was_whole = k.stored.is_none();
+        let mut gone = k.stored.map(KeptRule::Stored);
+        match k.at.get() {
             Location::Remainder => {
                 self.remainder.remove(id);
             }
             Location::ISet { iset, bucket } => {
-                let s = &mut self.isets[iset as usize];
-                if let Some(at) = s.find_live(bucket as usize, rule.priority, id) {
+                let s = &mut self.isets[iset];
+                if let Some(at) = s.find_id(bucket, id) {
+                    gone = gone.or(Some(KeptRule::Whole(s.cands[at])));
                     // Marked dead in place, keeping its rank (the span stays sorted): the
                     // bucket's layout and the index stay as they are.
                     s.pre.kill(at);
                     s.cands[at].m.release(&mut self.extras);
                     s.cands[at].m = CompactMatch::never();
                     s.live -= 1;
+                    s.whole -= usize::from(was_whole);
                 }
             }
         }
-        Some(rule)
+        Some(gone.expect("a rule kept whole is live in its bucket"))
     }
 
     /// Puts `rule` into the first iSet bucket whose range holds its interval on the iSet's field
@@ -719,7 +812,8 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// slots between it and the nearest dead slot shift by one. A span without a dead slot moves
     /// to the end of `cands` one group longer, while the reserve made at build time lasts (never a
     /// reallocation of the whole array).
-    fn insert_into_bucket(&mut self, rule: &Rule) -> Option<Location> {
+    /// Also tells whether the candidate gives the rule back whole (then no stored form is kept).
+    fn insert_into_bucket(&mut self, rule: &Rule) -> Option<(At, bool)> {
         let slack = self.config.insert_slack?;
         let most = self.config.isets.bucket_size + slack;
         for (si, s) in self.isets.iter_mut().enumerate() {
@@ -757,7 +851,10 @@ impl<R: Remainder> NuevoMatchUp<R> {
             s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
-            return Some(Location::ISet { iset: si as u16, bucket: b as u32 });
+            let whole = whole_in(&cand, rule);
+            s.whole += usize::from(whole);
+            let at = At::new(Location::ISet { iset: si, bucket: b }).expect("assemble checked the limits");
+            return Some((at, whole));
         }
         None
     }
@@ -850,8 +947,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         self.lookup_batch_narrow_counted(keys, out);
     }
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        let stored = Arc::new(StoredRule::new(rule.clone()));
-        self.insert_stored(&rule, stored).map(|_| ())
+        self.insert_stored(&rule, None).map(|_| ())
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
@@ -893,14 +989,9 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
 
     fn memory_breakdown(&self) -> Vec<(String, usize)> {
         use std::mem::size_of;
-        // Every rule, with where it lives (for updates and rebuilds; shared with a trainer).
-        let rules = size_of::<Self>()
-            + self.rules.capacity() * (size_of::<RuleId>() + size_of::<(Location, Arc<StoredRule>)>() + 1)
-            + self
-                .rules
-                .values()
-                .map(|(_, r)| size_of::<StoredRule>() + 2 * size_of::<usize>() + r.heap_bytes())
-                .sum::<usize>();
+        // Every rule, with where it lives, and the stored forms (for updates and rebuilds;
+        // shared with a trainer).
+        let rules = size_of::<Self>() + self.rules.memory_bytes();
         let model: usize = self.isets.iter().map(|s| s.index.memory_bytes()).sum();
         // The buckets: candidates (priority, id, compact match), address pre-filter, ranks, spans.
         let isets: usize = self
@@ -945,11 +1036,6 @@ mod tests {
     }
 
     /// 5-tuple rules: the pre-filter compares the IPv4 addresses, as it always did.
-    #[test]
-    fn a_rule_map_slot_is_24_bytes() {
-        assert_eq!(std::mem::size_of::<Location>(), 8);
-        assert_eq!(std::mem::size_of::<(RuleId, (Location, Arc<StoredRule>))>(), 24);
-    }
 
     #[test]
     fn five_tuple_sets_prefilter_the_ipv4_addresses() {
@@ -1009,8 +1095,121 @@ mod tests {
         }
     }
 
+    /// `m` on the fields of the compact match alone (the others wildcarded).
+    fn five_tuple(m: &rqvs_flow::Match) -> rqvs_flow::Match {
+        let k = m.mask();
+        let mask = FlowKey {
+            nw_src: k.nw_src,
+            nw_dst: k.nw_dst,
+            tp_src: k.tp_src,
+            tp_dst: k.tp_dst,
+            nw_proto: k.nw_proto,
+            tcp_flags: k.tcp_flags,
+            dl_type: k.dl_type,
+            ..FlowKey::ZERO
+        };
+        rqvs_flow::Match::new(m.value().masked(&mask), mask, m.tp_src_range(), m.tp_dst_range()).unwrap()
+    }
+
+    /// A `drop` rule with cookie and table 0 on the compact match's fields alone.
+    fn plain(r: &Rule) -> bool {
+        r.actions == Actions::drop() && r.cookie == 0 && r.table == 0 && five_tuple(&r.matches) == r.matches
+    }
+
+    /// The case's rules: half of them on the 5-tuple fields alone, plain or with an action, a
+    /// cookie or a table of their own (none of which a candidate holds); the rest as they are.
+    fn with_varied_rest(rules: &[Rule]) -> Vec<Rule> {
+        let output = |i: usize| Actions(vec![rqvs_flow::Action::Output(i as u32)]);
+        let vary = |(i, r): (usize, &Rule)| {
+            let narrow = Rule { matches: five_tuple(&r.matches), ..r.clone() };
+            match i % 8 {
+                0..=3 => narrow,
+                4 => Rule { actions: output(i), ..narrow },
+                5 => Rule { cookie: i as u64 + 1, ..narrow },
+                6 => Rule { table: 1, ..narrow },
+                _ => r.clone(),
+            }
+        };
+        rules.iter().enumerate().map(vary).collect()
+    }
+
+    fn by_id(mut rules: Vec<Rule>) -> Vec<Rule> {
+        rules.sort_by_key(|r| r.id);
+        rules
+    }
+
+    /// Plain 5-tuple `drop` rules in iSets keep no stored form (the candidate holds them
+    /// whole); every rule still comes back bit for bit, through `rule`, a rebuild and `remove`.
+    #[test]
+    fn five_tuple_rules_are_kept_in_their_candidates() {
+        let text: String = (0..300u32)
+            .map(|i| {
+                let act = if i % 10 == 0 { "output:3" } else { "drop" };
+                format!(
+                    "priority={},tcp,nw_src=10.{}.{}.0/24,nw_dst=192.168.{}.0/24,tp_dst={},actions={act}\n",
+                    i % 7,
+                    i % 11,
+                    i % 256,
+                    i % 13,
+                    i % 50
+                )
+            })
+            .collect();
+        let rules = rqvs_flow::formats::parse_rules("t", &text).unwrap();
+        let mut c = NuevoMatchUp::build_with(&rules, one_iset(), TupleMerge::build).unwrap();
+        let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+        let in_isets = c.iset_ids().len();
+        let plain_in_isets =
+            c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && r.actions == Actions::drop())).count();
+        assert!(in_isets > 200, "{in_isets} rules in iSets");
+        assert_eq!(whole, plain_in_isets, "every plain rule an iSet holds is kept whole, and no other");
+        assert!(whole < in_isets, "the rules with an output action keep their stored form");
+        assert_eq!(by_id(c.rules()), by_id(rules.clone()));
+        assert_eq!(by_id(c.rebuild(TupleMerge::build).unwrap().rules()), by_id(rules.clone()));
+        for r in &rules {
+            assert_eq!(c.remove(r.id).as_ref(), Some(r));
+        }
+        assert!(c.rules.is_empty());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Every rule comes back bit for bit (`rule`, `rules`, a rebuild from the snapshot,
+        /// `remove`), whether its candidate holds it whole or it keeps a stored form. Fails when
+        /// a rule with an action, cookie or table of its own is taken as whole, when a plain one
+        /// keeps a stored form, or when a rule is made back wrong from its candidate (checked
+        /// by mutation: `whole_in` always true; `KeptRule::to_rule` with a wrong priority).
+        #[test]
+        fn rules_come_back_whole(case in testing::arb_case()) {
+            let rules = with_varied_rest(&case.rules);
+            let mut c = NuevoMatchUp::build_with(&rules, small_buckets(), TupleMerge::build).unwrap();
+            let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+            let plain_in_isets = c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && plain(r))).count();
+            prop_assert_eq!(whole, plain_in_isets, "kept whole: every plain rule in an iSet, and no other");
+            prop_assert_eq!(by_id(c.rules()), by_id(rules.clone()));
+            for r in &rules {
+                prop_assert_eq!(c.rule(r.id), Some(r.clone()));
+            }
+            prop_assert_eq!(by_id(c.rebuild(TupleMerge::build).unwrap().rules()), by_id(rules.clone()));
+            for r in &rules {
+                prop_assert_eq!(c.remove(r.id), Some(r.clone()));
+            }
+            // Inserted again: into buckets (slack) or the remainder, kept whole or not.
+            for r in &rules {
+                c.insert(r.clone()).unwrap();
+            }
+            for r in &rules {
+                prop_assert_eq!(c.rule(r.id), Some(r.clone()));
+            }
+            testing::check_all(&c, &rules, &case.keys, "re-inserted")?;
+            // The snapshot after updates: each rule once (the iSets' counts of whole rules kept
+            // up to date by removes and inserts).
+            prop_assert_eq!(c.snapshot().len(), rules.len());
+            prop_assert_eq!(by_id(c.rebuild(TupleMerge::build).unwrap().rules()), by_id(rules.clone()));
+            let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+            prop_assert_eq!(c.isets.iter().map(|s| s.whole).sum::<usize>(), whole);
+        }
+
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| {

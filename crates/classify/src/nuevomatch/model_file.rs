@@ -23,7 +23,8 @@ use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::index::LearnedRanges;
 use super::iset::{Field, PlannedBucket, PlannedISet};
-use super::{Location, NuevoMatchConfig, NuevoMatchUp};
+use super::rulemap::At;
+use super::{NuevoMatchConfig, NuevoMatchUp};
 use crate::{ClassifierError, TupleMerge};
 
 const MAGIC: &[u8; 8] = b"RQVSNMU\0";
@@ -267,12 +268,12 @@ pub fn fuzz_seeds() -> Vec<Vec<u8>> {
 impl NuevoMatchUp<TupleMerge> {
     /// The model file of this classifier's live state.
     pub fn to_model_bytes(&self) -> Result<Vec<u8>, ModelError> {
-        let mut ids: Vec<RuleId> = self.rules.keys().copied().collect();
+        let mut ids: Vec<RuleId> = self.rules.iter().map(|k| k.id).collect();
         ids.sort_unstable();
         let mut p = Writer(Vec::new());
         p.u32(ids.len() as u32);
         for id in &ids {
-            write_rule(&mut p, &self.rules[id].1.to_rule());
+            write_rule(&mut p, &self.rule(*id).expect("an id of the map"));
         }
         p.u32(self.isets.len() as u32);
         for s in &self.isets {
@@ -292,8 +293,11 @@ impl NuevoMatchUp<TupleMerge> {
             }
             p.bytes(&model);
         }
-        let rest: Vec<u32> =
-            ids.iter().filter(|id| matches!(self.rules[*id].0, Location::Remainder)).map(|id| id.0).collect();
+        let rest: Vec<u32> = ids
+            .iter()
+            .filter(|id| self.rules.get(**id).is_some_and(|k| k.at == At::REMAINDER))
+            .map(|id| id.0)
+            .collect();
         p.u32(rest.len() as u32);
         for id in rest {
             p.u32(id);
@@ -412,7 +416,7 @@ impl NuevoMatchUp<TupleMerge> {
         }
         NuevoMatchUp::assemble(
             &rules,
-            rules.iter().map(|r| std::sync::Arc::new(crate::stored::StoredRule::new(r.clone()))).collect(),
+            (0..rules.len()).map(|_| None).collect(),
             NuevoMatchConfig::default(),
             &plans,
             indexes,
@@ -503,7 +507,7 @@ mod tests {
         let mut p = payload(&good).unwrap().to_vec();
         // The remainder list ends the payload: its count, then ids. Add rule 0 256 more times.
         let c = NuevoMatchUp::from_model_bytes(&good).unwrap();
-        let in_remainder = c.rules.values().filter(|(at, _)| matches!(at, Location::Remainder)).count();
+        let in_remainder = c.rules.iter().filter(|k| k.at == At::REMAINDER).count();
         let rest_at = p.len() - 4 * (1 + in_remainder);
         let n = u32::from_le_bytes(p[rest_at..rest_at + 4].try_into().unwrap());
         p[rest_at..rest_at + 4].copy_from_slice(&(n + 256).to_le_bytes());
