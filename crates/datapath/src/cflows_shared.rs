@@ -208,16 +208,17 @@ impl CflowsPublisher {
         // The change set as the master's classifier takes it: the rules it holds go, every
         // added rule goes in (instant policy; staged rules are not in it).
         let mut mirror = Mirror { removed: Vec::new(), inserted: Vec::new(), actions: Vec::new() };
-        // The rules removed, to put back should an addition be refused.
+        // The rules removed, to put back should an addition be refused. Under the instant
+        // policy they are in the current publication (the master's rules before this change
+        // set) and are fetched from it only then; staged rules (delayed) are the master's alone.
         let mut removed: Vec<Rule> = Vec::new();
         for &id in remove {
-            if let Some(r) = self.nm.rule(id) {
-                if self.nm.remove(id) {
-                    self.actions.remove(id.0);
-                    mirror.removed.push(id);
-                    mirror.actions.push((id.0, None));
-                    removed.push(r);
-                }
+            let staged = if instant { None } else { self.nm.rule(id) };
+            if self.nm.remove(id) {
+                self.actions.remove(id.0);
+                mirror.removed.push(id);
+                mirror.actions.push((id.0, None));
+                removed.extend(staged);
             }
         }
         if add.is_empty() && mirror.removed.is_empty() {
@@ -243,6 +244,10 @@ impl CflowsPublisher {
             for id in added {
                 self.nm.remove(id);
                 self.actions.remove(id.0);
+            }
+            if instant {
+                let before = self.out.load();
+                removed = mirror.removed.iter().filter_map(|&id| before.nm.rule(id)).collect();
             }
             for r in removed {
                 let (id, action) = (r.id, rule_action(&r));
