@@ -325,7 +325,7 @@ impl CflowsPublisher {
         self.spare_table = Some(actions);
     }
 
-    /// Brings the master's model back (its twin caught up, see [`CflowsPublisher::restore`]):
+    /// Brings the master's model back (its twin caught up to the current publication, or a copy of it):
     /// the manager calls this after answering a change, taking the twin's application of the
     /// change set off the commit's path. Any call that needs the master does it first.
     pub fn catch_up(&mut self) {
