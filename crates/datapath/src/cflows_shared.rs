@@ -5,19 +5,20 @@
 //!   ([`LiveNuevoMatch`], whose training runs on its own thread, one session at a time) and the
 //!   actions, and after every change set and every model swap it **publishes** a copy — the
 //!   classifier as lookups see it, the actions, an EMC generation — with one atomic pointer swap
-//!   ([`arc_swap::ArcSwap`]). **Two copies, left-right**: the publication before the current one
-//!   is kept as the *spare*; a change set is applied to the spare as well (with the change sets
-//!   it missed since it was published — the one before, unless [`CflowsPublisher::catch_up`]
-//!   applied it after the last commit), which is then published in its place, and the
-//!   publication it replaces becomes the spare. Under the instant policy the spare takes the
-//!   change set and is published *before* the master does (it is a copy of the master's
-//!   classifier, so it takes what the master will): the PMDs see a change one application of
-//!   it sooner. So a change set costs O(its rules) twice,
-//!   not a copy of the classifier — the spare is only written once no PMD reads it any more
-//!   (every reader's hold ends with its batch; the publisher waits up to [`SPARE_WAIT`] for
-//!   that, then copies instead). A model swap (and a refused change set, which is rolled back)
-//!   publishes a fresh copy — O(rules) (tens of milliseconds at 100K rules), paid by the
-//!   publisher's thread, never by a PMD — and the left-right pair starts again from it.
+//!   ([`arc_swap::ArcSwap`]). **Two copies, left-right, one of them the master's**: the master
+//!   (the live classifier the trainer works from) takes a change set and its model is then
+//!   published *as it is* — no copy; the publication it replaces (the *twin*: the same rules
+//!   but that change set) takes the change set once no PMD reads it any more and goes back into
+//!   the master ([`CflowsPublisher::catch_up`], which the manager calls after answering, off
+//!   the commit's path). So a change set is applied twice, once before the PMDs see it, never
+//!   a copy of the classifier; until the next change set, the master holds an empty
+//!   placeholder. Every reader's hold ends with its batch; the publisher waits up to
+//!   [`SPARE_WAIT`] for that, then copies the current publication instead (O(rules)), and
+//!   drops the one still read once its reader lets go (never a PMD freeing a classifier). A
+//!   model swap (and a refused change set, which is rolled back) publishes a fresh copy —
+//!   O(rules) (tens of milliseconds at 100K rules), paid by the publisher's thread, never by a
+//!   PMD — and the left-right pair starts again from it. (Before, the master kept a third copy
+//!   of its own, and each change set was applied three times.)
 //! - [`SharedCflows`] is a PMD's design: its own EMC and counters over the latest publication,
 //!   loaded once per batch without a lock (an `ArcSwap` load is a few atomic operations) — so a
 //!   batch sees one rule set, and every batch after a publication sees the new one. EMC entries
@@ -28,7 +29,7 @@
 //!   publisher's thread).
 //!
 //! One copy of the classifier serves N PMDs (N private [`crate::Cflows`] would hold N, each
-//! training on its own), at the cost of the copy per change set.
+//! training on its own), at the cost of a second application of each change set.
 
 use std::sync::Arc;
 
@@ -58,23 +59,41 @@ pub struct Published {
 
 /// The owner of the shared classifier (module docs).
 pub struct CflowsPublisher {
+    /// The master: the live classifier the trainer works from. Its model is one of the two
+    /// left-right copies — except between a publication of it and the end of its twin's catch-up
+    /// ([`CflowsPublisher::restore`]), when it holds `placeholder`'s empty model and `twin` is set.
     nm: LiveNuevoMatch,
     actions: ActionTable,
     gen: u32,
     epoch: u64,
     swaps_seen: usize,
     out: Arc<ArcSwap<Published>>,
-    /// The publication before the current one (module docs), and the change sets it lacks.
-    spare: Option<Arc<Published>>,
-    lag: Vec<Mirror>,
-    /// Publications by applying change sets to the spare, and fresh copies.
+    /// The publication before the current one, and the change sets it lacks: the master's model
+    /// once it has caught up (module docs).
+    twin: Option<Twin>,
+    /// An empty model, held by the master while its own model is published and its twin not
+    /// yet back (`None` then: it is in the master).
+    placeholder: Option<NuevoMatchUp>,
+    /// The actions of the master's model's last publication, caught up: the next publication's.
+    spare_table: Option<ActionTable>,
+    /// Publications of the master's model (with the copy it replaced becoming the master's),
+    /// and fresh copies.
     publications: (u64, u64),
+    /// Publications replaced while a PMD still read them, dropped here once it no longer does
+    /// (so no PMD ever frees a classifier of 500K rules).
+    retired: Vec<Arc<Published>>,
 }
 
-/// How long the publisher waits for the PMDs to let go of the spare before copying instead.
+/// The publication the master's model comes back from, and the change sets it lacks.
+struct Twin {
+    p: Arc<Published>,
+    lag: Vec<Mirror>,
+}
+
+/// How long the publisher waits for the PMDs to let go of the twin before copying instead.
 pub const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// One change set as the current classifier took it, for the spare: the rules removed from it,
+/// One change set as the master's classifier took it, for the twin: the rules removed from it,
 /// the rules inserted into it (instant policy; staged rules are not in it), and the actions.
 struct Mirror {
     removed: Vec<RuleId>,
@@ -95,13 +114,17 @@ impl Mirror {
                 return false;
             }
         }
+        self.apply_actions(&mut p.table.actions);
+        true
+    }
+
+    fn apply_actions(&self, t: &mut ActionTable) {
         for &(id, a) in &self.actions {
             match a {
-                Some(a) => p.table.actions.insert(id, a),
-                None => p.table.actions.remove(id),
+                Some(a) => t.insert(id, a),
+                None => t.remove(id),
             }
         }
-        true
     }
 }
 
@@ -132,9 +155,11 @@ impl CflowsPublisher {
             epoch: 0,
             swaps_seen: 0,
             out: Arc::new(ArcSwap::from_pointee(first)),
-            spare: None,
-            lag: Vec::new(),
+            twin: None,
+            placeholder: Some(NuevoMatchUp::build(&[])?),
+            spare_table: None,
             publications: (0, 1),
+            retired: Vec::new(),
         })
     }
 
@@ -166,74 +191,52 @@ impl CflowsPublisher {
     /// (none of the switch's do: `check_rules` runs first) puts the removed rules back — under
     /// the delayed policy they then wait, staged, for the next model.
     ///
-    /// Under the instant policy the change set goes to the spare **first** and is published
-    /// from it before the master (the classifier the trainer works from) takes it: the spare
-    /// is a copy of the master's current classifier, so it takes what the master will, and the
-    /// PMDs see the change one application of it earlier (a 125K-flow bundle: about a third
-    /// of the commit's time). Should the spare refuse a rule it is dropped unpublished and the
-    /// master decides, as under the delayed policy: the master applies the change set, then it
-    /// is published.
+    /// The master's model takes the change set and is then published as it is (module docs):
+    /// one application of it before the PMDs see it; the publication it replaces takes it
+    /// after ([`CflowsPublisher::catch_up`]) and becomes the master's model.
     pub fn change(&mut self, remove: &[RuleId], add: Vec<Rule>) -> Result<(), ClassifierError> {
+        self.restore();
         // Ids first, before anything changes: an id held (and not removed here) or given twice.
         let mut ids = hashbrown::HashSet::with_capacity(add.len());
         let removing: hashbrown::HashSet<RuleId> = remove.iter().copied().collect();
         for r in &add {
-            if !ids.insert(r.id) || (self.nm.rule(r.id).is_some() && !removing.contains(&r.id)) {
+            if !ids.insert(r.id) || (!removing.contains(&r.id) && self.nm.rule(r.id).is_some()) {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
         let instant = self.nm.policy() == Policy::Instant;
-        // The change set as the master's current classifier will take it: the rules it holds
-        // go, every added rule goes in (instant policy; staged rules are not in it).
-        let mut gone = hashbrown::HashSet::with_capacity(remove.len());
+        // The change set as the master's classifier takes it: the rules it holds go, every
+        // added rule goes in (instant policy; staged rules are not in it).
         let mut mirror = Mirror { removed: Vec::new(), inserted: Vec::new(), actions: Vec::new() };
+        // The rules removed, to put back should an addition be refused. Under the instant
+        // policy they are in the current publication (the master's rules before this change
+        // set) and are fetched from it only then; staged rules (delayed) are the master's alone.
+        let mut removed: Vec<Rule> = Vec::new();
         for &id in remove {
-            if self.nm.rule(id).is_some() && gone.insert(id) {
+            let staged = if instant { None } else { self.nm.rule(id) };
+            if self.nm.remove(id) {
+                self.actions.remove(id.0);
                 mirror.removed.push(id);
                 mirror.actions.push((id.0, None));
+                removed.extend(staged);
             }
         }
         if add.is_empty() && mirror.removed.is_empty() {
             return Ok(());
         }
         let add: Vec<Arc<Rule>> = add.into_iter().map(Arc::new).collect();
-        for r in &add {
-            mirror.actions.push((r.id.0, Some(rule_action(r))));
-            if instant {
-                mirror.inserted.push(Arc::clone(r));
-            }
-        }
-        // Any insert retires the EMC (see `Cflows::add_rules`), under both policies.
-        if !add.is_empty() {
-            self.next_gen();
-        }
-        if !mirror.removed.is_empty() || instant {
-            self.epoch += 1;
-        }
-        let early = instant && self.publish_first(&mirror);
-        let mut removed: Vec<Rule> = Vec::new();
-        for &id in &mirror.removed {
-            if let Some(r) = self.nm.rule(id) {
-                if self.nm.remove(id) {
-                    self.actions.remove(id.0);
-                    removed.push(r);
-                }
-            }
-        }
-        let mut added = Vec::new();
+        let mut added = Vec::with_capacity(add.len());
         let mut refused = None;
-        // `mirror.actions` holds the removed ids' entries, then one per added rule, in order.
-        let actions = &mirror.actions[mirror.removed.len()..];
-        debug_assert_eq!(actions.len(), add.len());
-        for (r, &(action_id, action)) in add.into_iter().zip(actions) {
-            let id = r.id;
-            debug_assert_eq!(action_id, id.0, "the added rules' actions in the order of `add`");
-            if let Err(e) = self.nm.insert_shared(r) {
+        for r in &add {
+            let (id, action) = (r.id, rule_action(r));
+            if let Err(e) = self.nm.insert_shared(Arc::clone(r)) {
                 refused = Some(e);
                 break;
             }
-            if let Some(action) = action {
-                self.actions.insert(id.0, action);
+            self.actions.insert(id.0, action);
+            mirror.actions.push((id.0, Some(action)));
+            if instant {
+                mirror.inserted.push(Arc::clone(r));
             }
             added.push(id);
         }
@@ -241,6 +244,10 @@ impl CflowsPublisher {
             for id in added {
                 self.nm.remove(id);
                 self.actions.remove(id.0);
+            }
+            if instant {
+                let before = self.out.load();
+                removed = mirror.removed.iter().filter_map(|&id| before.nm.rule(id)).collect();
             }
             for r in removed {
                 let (id, action) = (r.id, rule_action(&r));
@@ -251,101 +258,82 @@ impl CflowsPublisher {
             self.publish();
             return Err(e);
         }
-        if early {
-            // The spare took `mirror` and is published; the one it replaced lacks it.
-            self.lag = vec![mirror];
-        } else {
-            self.publish_change(mirror);
+        // Any insert retires the EMC (see `Cflows::add_rules`), under both policies.
+        if !add.is_empty() {
+            self.next_gen();
         }
+        if !mirror.removed.is_empty() || instant {
+            self.epoch += 1;
+        }
+        self.publish_change(mirror);
         Ok(())
     }
 
-    /// Publishes the spare with `m` applied, before the master takes it (see
-    /// [`CflowsPublisher::change`]). False when it did not: no spare to be had (a model swap
-    /// not yet published, or PMDs still reading it), or the spare refused a rule (it is then
-    /// dropped).
-    fn publish_first(&mut self, m: &Mirror) -> bool {
-        if self.nm.sessions().len() != self.swaps_seen {
-            return false;
-        }
-        let Some(spare) = self.spare.take() else { return false };
-        let mut p = match exclusive(spare) {
-            Ok(p) => p,
-            Err(p) => {
-                self.spare = Some(p);
-                return false;
-            }
-        };
-        let pm = Arc::get_mut(&mut p).expect("exclusive() returned it unshared");
-        // The master took the lag, so this copy of its classifier does; `m` it may refuse.
-        let lag = std::mem::take(&mut self.lag);
-        if !lag.iter().chain(std::iter::once(m)).all(|l| l.apply(pm)) {
-            return false;
-        }
-        self.finish(pm);
-        let old = self.out.swap(p);
-        self.publications.0 += 1;
-        self.spare = Some(old);
-        true
-    }
-
-    /// Publishes the change set `m` the master just took: through the spare when it can be
-    /// had (module docs), else as a fresh copy.
+    /// Publishes the master's model, which just took `m`, as it is; the publication it
+    /// replaces becomes the twin, lacking `m`. A model swapped in but not yet published (not
+    /// a case the manager makes: only [`CflowsPublisher::poll`] swaps) publishes a fresh copy.
     fn publish_change(&mut self, m: Mirror) {
-        let swaps = self.nm.sessions().len();
-        let spare = self.spare.take().filter(|_| swaps == self.swaps_seen).and_then(|p| exclusive(p).ok());
-        let Some(mut p) = spare else {
-            let old = self.out.swap(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
-            self.publications.1 += 1;
-            // The replaced publication is the classifier before `m` (same model): it lacks `m`
-            // alone.
-            self.spare = (swaps == self.swaps_seen).then_some(old);
-            self.lag = vec![m];
+        if self.nm.sessions().len() != self.swaps_seen {
+            self.publish();
+            return;
+        }
+        debug_assert!(self.twin.is_none(), "restore() ran first");
+        let Some(placeholder) = self.placeholder.take() else {
+            self.publish();
             return;
         };
-        let pm = Arc::get_mut(&mut p).expect("exclusive() returned it unshared");
-        for l in self.lag.iter().chain(std::iter::once(&m)) {
-            // The master took all of them, so this copy of its classifier does.
-            let _ = l.apply(pm);
-        }
-        self.finish(pm);
-        let old = self.out.swap(p);
-        self.publications.0 += 1;
-        self.spare = Some(old);
-        self.lag = vec![m];
-    }
-
-    /// A spare brought up to date gets the publication's generation, epoch and report.
-    fn finish(&self, pm: &mut Published) {
-        pm.table.gen = self.gen;
-        pm.epoch = self.epoch;
-        pm.report = report_with(&pm.nm, &self.nm);
-        pm.rules = (pm.nm.len() + self.nm.staged()) as u64;
-    }
-
-    /// Brings the spare up to date with the current publication, so that the next change set
-    /// applies only itself to it: the manager calls this after answering a change, taking the
-    /// second application off the commit's path. A spare still read (beyond [`SPARE_WAIT`])
-    /// is left as it is, its lag kept.
-    pub fn catch_up(&mut self) {
-        if self.lag.is_empty() {
-            return;
-        }
-        let Some(spare) = self.spare.take() else { return };
-        match exclusive(spare) {
-            Ok(mut p) => {
-                let pm = Arc::get_mut(&mut p).expect("exclusive() returned it unshared");
-                for l in self.lag.drain(..) {
-                    // The master took all of them, so this copy of its classifier does.
-                    let _ = l.apply(pm);
-                }
-                self.spare = Some(p);
+        let actions = match self.spare_table.take() {
+            Some(mut t) => {
+                m.apply_actions(&mut t);
+                t
             }
-            Err(p) => self.spare = Some(p),
-        }
+            None => self.actions.clone(),
+        };
+        let report = report_with(self.nm.current(), &self.nm);
+        let rules = (self.nm.current().len() + self.nm.staged()) as u64;
+        let nm = self.nm.replace_current(placeholder);
+        let p = Published { nm, table: Table { actions, gen: self.gen }, epoch: self.epoch, report, rules };
+        let old = self.out.swap(Arc::new(p));
+        self.publications.0 += 1;
+        self.twin = Some(Twin { p: old, lag: vec![m] });
     }
 
-    /// Publications so far: (through the spare, as fresh copies).
+    /// Makes the master whole again: its twin (the publication before the current one) takes
+    /// the change sets it lacks and becomes the master's model, its actions the next
+    /// publication's. When a PMD still reads the twin after [`SPARE_WAIT`] (or the twin refuses
+    /// a rule), the master's model is a copy of the current publication instead — O(rules),
+    /// never wrong.
+    fn restore(&mut self) {
+        self.retired.retain(|p| Arc::strong_count(p) > 1);
+        let Some(Twin { p, lag }) = self.twin.take() else { return };
+        let caught_up = match exclusive(p) {
+            Ok(p) => {
+                let mut p = Arc::try_unwrap(p).ok().expect("exclusive() returned it unshared");
+                // The master took all of them, so this copy of its classifier does (checked).
+                lag.iter().all(|l| l.apply(&mut p)).then_some((p.nm, p.table.actions))
+            }
+            Err(p) => {
+                self.retired.push(p);
+                None
+            }
+        };
+        let (model, actions) = caught_up.unwrap_or_else(|| {
+            self.publications.1 += 1;
+            (self.out.load().nm.clone(), self.actions.clone())
+        });
+        self.placeholder = Some(self.nm.replace_current(model));
+        self.spare_table = Some(actions);
+    }
+
+    /// Brings the master's model back (its twin caught up to the current publication, or a copy of it):
+    /// the manager calls this after answering a change, taking the twin's application of the
+    /// change set off the commit's path. Any call that needs the master does it first.
+    pub fn catch_up(&mut self) {
+        self.restore();
+    }
+
+    /// Publications so far: (of the master's model, with the copy it replaced catching up to
+    /// become the master's; fresh copies).
     pub fn publications(&self) -> (u64, u64) {
         self.publications
     }
@@ -353,6 +341,8 @@ impl CflowsPublisher {
     /// Swaps a trained model in when one is ready (and starts training when due); publishes on
     /// a swap. True when it published.
     pub fn poll(&mut self) -> bool {
+        // The trainer's snapshot is taken from the master's model.
+        self.restore();
         self.nm.poll();
         let swaps = self.nm.sessions().len();
         if swaps == self.swaps_seen {
@@ -370,12 +360,14 @@ impl CflowsPublisher {
 
     /// Waits for a running training and publishes its model.
     pub fn settle(&mut self) {
+        self.restore();
         self.nm.finish_training();
         self.poll();
     }
 
-    /// The live classifier (tests, reports).
-    pub fn classifier(&self) -> &LiveNuevoMatch {
+    /// The live classifier (tests, reports), its master's model brought back first.
+    pub fn classifier(&mut self) -> &LiveNuevoMatch {
+        self.restore();
         &self.nm
     }
 
@@ -387,13 +379,16 @@ impl CflowsPublisher {
         };
     }
 
-    /// Publishes a fresh copy; the left-right pair starts again from it (a model swap, a
-    /// rolled-back change set).
+    /// Publishes a fresh copy of the master (made whole first); the left-right pair starts
+    /// again from it (a model swap, a rolled-back change set).
     fn publish(&mut self) {
-        self.out.store(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
+        self.restore();
+        let old = self.out.swap(Arc::new(publication(&self.nm, &self.actions, self.gen, self.epoch)));
         self.publications.1 += 1;
-        self.spare = None;
-        self.lag.clear();
+        if Arc::strong_count(&old) > 1 {
+            self.retired.push(old);
+        }
+        self.spare_table = None;
     }
 }
 
@@ -648,6 +643,52 @@ mod tests {
             assert!(publisher.change(&[all[7].id], vec![new.clone()]).is_err());
             assert_eq!(dp.visible_epoch(), e1, "{policy:?}: nothing published");
             assert_eq!(run(&mut dp, &keys), expect(&now, &keys), "{policy:?}: nothing changed");
+        }
+    }
+
+    /// A publication a PMD still holds when the next change set comes (beyond [`SPARE_WAIT`])
+    /// cannot become the master's model: the master takes a copy of the current publication
+    /// instead, the held one is dropped by the publisher once let go, and every publication
+    /// after stays exact — under both policies, with the master's model handed out and
+    /// brought back between change sets.
+    #[test]
+    fn a_twin_still_read_is_copied_and_later_publications_stay_exact() {
+        let pool = rules(120);
+        let keys = keys(600, 1);
+        for policy in [Policy::Instant, Policy::Delayed] {
+            let learned = CflowsConfig { policy, retrain_threshold: 0.5, ..CflowsConfig::default() };
+            let mut live: Vec<Rule> = pool[..80].to_vec();
+            let mut publisher = CflowsPublisher::new(&live, learned).unwrap();
+            let mut dp = publisher.reader(virtual_cfg(3));
+            let readers = publisher.readers();
+            for (step, chunk) in pool[80..].chunks(10).enumerate() {
+                // A PMD in the middle of a batch on the publication about to be replaced.
+                let held = readers.shared.load_full();
+                publisher.add_rules(chunk.to_vec()).unwrap();
+                live.extend(chunk.iter().cloned());
+                let gone = [live[step * 3].id, live[step * 3 + 1].id];
+                let copies = publisher.publications().1;
+                // Its twin is `held`, still read: the master copies the current publication.
+                publisher.remove_rules(&gone);
+                assert_eq!(publisher.publications().1, copies + 1, "{policy:?} step {step}: a copy");
+                assert!(Arc::strong_count(&held) > 1, "{policy:?}: kept until let go, not freed");
+                drop(held);
+                live.retain(|r| !gone.contains(&r.id));
+                publisher.catch_up();
+                assert!(publisher.retired.is_empty(), "{policy:?}: dropped by the publisher once let go");
+                let staged = publisher.classifier().staged_ids();
+                let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+                assert_eq!(run(&mut dp, &keys), expect(&visible, &keys), "{policy:?} step {step}");
+                // The master's model is the classifier the change sets went to.
+                assert_eq!(publisher.classifier().current().len() + publisher.classifier().staged(), live.len());
+            }
+            // The first starts a training (the staged rules are due one), the second waits for it.
+            publisher.settle();
+            publisher.settle();
+            assert!(publisher.classifier().sessions().len() >= usize::from(policy == Policy::Delayed));
+            let staged = publisher.classifier().staged_ids();
+            let visible: Vec<Rule> = live.iter().filter(|r| !staged.contains(&r.id)).cloned().collect();
+            assert_eq!(run(&mut dp, &keys), expect(&visible, &keys), "{policy:?}: after the model swap");
         }
     }
 

@@ -389,17 +389,21 @@ impl Field {
 /// belongs to a field whose prerequisite holds.
 pub fn unmet_prerequisite(value: &FlowKey, mask: &FlowKey) -> Option<&'static Field> {
     // Which members carry which field depends on the protocol: judge each examined member by
-    // the fields over it, and complain only when none of them is allowed.
-    let mut members: Vec<Member> = Vec::new();
-    for f in FIELDS {
-        if f.get(mask) != 0 && !members.contains(&f.member) {
-            members.push(f.member);
+    // the fields over it, and complain only when none of them is allowed. Members in the order
+    // their first examined field comes in FIELDS, each judged once (a bit per member: this runs
+    // for every FLOW_MOD the channel decodes, without an allocation).
+    let mut judged = 0u64;
+    for (i, f) in FIELDS.iter().enumerate() {
+        let bit = 1u64 << (f.member as u32);
+        if judged & bit != 0 || f.get(mask) == 0 {
+            continue;
         }
-    }
-    for member in members {
-        let over: Vec<&'static Field> = FIELDS.iter().filter(|f| f.member == member && f.get(mask) != 0).collect();
-        if !over.iter().any(|f| f.prereq.satisfied(value, mask)) {
-            return over.first().copied();
+        judged |= bit;
+        // `f` is the first field over its member the mask examines: the one named.
+        let allowed =
+            FIELDS[i..].iter().any(|g| g.member == f.member && g.get(mask) != 0 && g.prereq.satisfied(value, mask));
+        if !allowed {
+            return Some(f);
         }
     }
     None
@@ -453,6 +457,57 @@ mod tests {
         assert_eq!(k.nw_tos, 46 << 2 | 1);
         assert_eq!(Field::by_name("eth_src").unwrap().name, "dl_src");
         assert_eq!(Field::by_oxm(OFPXMC_OPENFLOW_BASIC, 31).unwrap().name, "nd_target");
+    }
+
+    /// The allocation-free check names the same field as judging member by member with lists
+    /// (its first form), on random matches over random fields with random prerequisite values.
+    #[test]
+    fn unmet_prerequisite_equals_judging_member_by_member() {
+        fn by_lists(value: &FlowKey, mask: &FlowKey) -> Option<&'static Field> {
+            let mut members: Vec<Member> = Vec::new();
+            for f in FIELDS {
+                if f.get(mask) != 0 && !members.contains(&f.member) {
+                    members.push(f.member);
+                }
+            }
+            for member in members {
+                let over: Vec<&'static Field> =
+                    FIELDS.iter().filter(|f| f.member == member && f.get(mask) != 0).collect();
+                if !over.iter().any(|f| f.prereq.satisfied(value, mask)) {
+                    return over.first().copied();
+                }
+            }
+            None
+        }
+        assert!(FIELDS.iter().all(|f| (f.member as u32) < 64), "a bit per member");
+        let types = [ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_ARP, 0x8847];
+        let protos = [IPPROTO_TCP, 17, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP];
+        let mut rng = crate::rng::Rng::new(39);
+        let (mut named, mut none) = (0, 0);
+        for _ in 0..20_000 {
+            let (mut v, mut m) = (FlowKey::ZERO, FlowKey::ZERO);
+            if rng.chance(0.7) {
+                v.dl_type = types[rng.index(types.len())];
+                m.dl_type = u16::MAX;
+            }
+            if rng.chance(0.6) {
+                v.nw_proto = protos[rng.index(protos.len())];
+                m.nw_proto = u8::MAX;
+            }
+            for _ in 0..rng.index(4) {
+                let f = &FIELDS[rng.index(FIELDS.len())];
+                let value = u128::from(rng.next_u64()) & f.all_ones();
+                f.set_masked(&mut v, &mut m, value, f.all_ones());
+            }
+            let got = unmet_prerequisite(&v, &m);
+            assert_eq!(got.map(|f| f.name), by_lists(&v, &m).map(|f| f.name), "{v:?} / {m:?}");
+            if got.is_some() {
+                named += 1;
+            } else {
+                none += 1;
+            }
+        }
+        assert!(named > 1000 && none > 1000, "both outcomes exercised: {named} / {none}");
     }
 
     #[test]

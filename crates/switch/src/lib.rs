@@ -1142,8 +1142,13 @@ impl Control {
         }
         // The learned classifier first (it may refuse: the transaction is then dropped and the
         // record goes back to what it was).
-        if learned && !(t0_added.is_empty() && t0_removed.is_empty()) {
-            self.publish(&t0_added, &t0_removed).map_err(|e| err(format!("{what}: {e}")))?;
+        let published = learned && !(t0_added.is_empty() && t0_removed.is_empty());
+        // The added flows' ids, to take them out again should the commit below fail; the rules
+        // themselves go to the manager (moved, not copied: a flow-mod's rule is cloned once, by
+        // the transaction's net change).
+        let t0_added_ids: Vec<RuleId> = if published { t0_added.iter().map(|r| r.id).collect() } else { Vec::new() };
+        if published {
+            self.publish(t0_added, t0_removed).map_err(|e| err(format!("{what}: {e}")))?;
         }
         *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let version = if changes.is_empty() {
@@ -1152,10 +1157,9 @@ impl Control {
             match self.table.commit(changes) {
                 Ok((v, _)) => Some(v),
                 Err(e) => {
-                    if learned && !(t0_added.is_empty() && t0_removed.is_empty()) {
-                        let ids: Vec<RuleId> = t0_added.iter().map(|r| r.id).collect();
+                    if published {
                         let back: Vec<Rule> = net.removed.iter().filter(|r| r.table == 0).cloned().collect();
-                        if let Err(undo) = self.publish(&back, &ids) {
+                        if let Err(undo) = self.publish(back, t0_added_ids) {
                             crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
                     }
@@ -1232,12 +1236,12 @@ impl Control {
 
     /// The learned classifier the CFLOWS (and auto) PMDs share takes a change: the manager
     /// applies and publishes it (all or none), and each PMD's next batch reads the publication.
-    fn publish(&self, added: &[Rule], removed: &[RuleId]) -> Result<(), Error> {
+    fn publish(&self, added: Vec<Rule>, removed: Vec<RuleId>) -> Result<(), Error> {
         let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
         let Some(m) = manager.as_ref() else { return Ok(()) };
         // One change set: a replaced flow is never missing in between.
         let (answer, r) = mpsc::channel();
-        let msg = manager::ManagerMsg { remove: removed.to_vec(), add: added.to_vec(), answer };
+        let msg = manager::ManagerMsg { remove: removed, add: added, answer };
         if m.send(msg).is_ok() {
             match r.recv_timeout(APPLY_WAIT) {
                 Ok(Err(e)) => return Err(err(format!("the learned classifier refused the rules: {e}"))),

@@ -244,6 +244,18 @@ impl LiveNuevoMatch {
         &self.current
     }
 
+    /// Puts `model` in place of the model lookups use, and gives that one back — for an owner
+    /// that keeps the rules in two copies (a left-right publisher, `rqvs_datapath`'s
+    /// `CflowsPublisher`): it hands the current model out to be read, and puts its twin back in
+    /// once the twin has caught up. Nothing else changes (policy, staged rules, the training
+    /// log and sessions), so `model` must hold exactly the rules the current one does before
+    /// any other call is made — in particular before [`LiveNuevoMatch::poll`], whose training
+    /// snapshot is taken from it. In between, the owner may put a placeholder in (an empty
+    /// model) that it calls nothing on.
+    pub fn replace_current(&mut self, model: NuevoMatchUp) -> NuevoMatchUp {
+        std::mem::replace(&mut self.current, model)
+    }
+
     pub fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
         self.current.lookup(key)
     }
