@@ -93,17 +93,20 @@ pub fn run(
     for (i, g) in generations.iter().enumerate() {
         outln!(
             out,
-            "datapath {} of {} (ports {}):",
+            "datapath {} of {} (bridge {}, ports {}):",
             i + 1,
             generations.len(),
+            g.bridge,
             if g.ports.is_empty() { "none".into() } else { g.ports.join(", ") }
         );
         out.line(g.report.format().trim_end_matches('\n'));
         balanced &= g.report.balanced();
     }
     if let Some(p) = &a.json {
-        let list: Vec<serde_json::Value> =
-            generations.iter().map(|g| serde_json::json!({"ports": g.ports, "report": g.report})).collect();
+        let list: Vec<serde_json::Value> = generations
+            .iter()
+            .map(|g| serde_json::json!({"bridge": g.bridge, "ports": g.ports, "report": g.report}))
+            .collect();
         let mut fields = serde_json::Map::new();
         fields.insert("datapaths".into(), serde_json::Value::Array(list));
         crate::report::write_json(p, "switch", fields)?;

@@ -21,6 +21,18 @@
 //!   counters keep counting; PORT_STATUS ADD/DEL each time (`ovs-ofctl monitor`); the port
 //!   added again forwards; the log shows no datapath restart.
 //!
+//! - `two_bridges_share_one_datapath`: two `netdev` bridges in one process on the same PMD
+//!   threads, two host pairs in one subnet: pings pass within each bridge and never across;
+//!   `ovs-ofctl dump-flows` over each bridge's mgmt socket shows only its flows;
+//!   `pmd-stats-show` shows the one datapath (one section per PMD thread, every bridge's
+//!   frames), `fdb/show`/`ofproto/trace` take the bridge; an interface claimed by a second
+//!   bridge gets `Interface.error` (logged once); a third bridge added and the second deleted
+//!   while a ping stream crosses the first loses nothing of it.
+//!
+//! - `passive_controller_targets`: `set-controller br0 punix:PATH ptcp:PORT:127.0.0.1`: both
+//!   listened on (`ovs-ofctl add-flow unix:PATH`, `dump-flows tcp:127.0.0.1:PORT` in the
+//!   switch's namespace) beside `br0.mgmt`; `del-controller` closes them and removes the file.
+//!
 //! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
 //! (unless `RQVS_REQUIRE_OVS=1`).
 
@@ -124,6 +136,12 @@ impl Env {
         h.wait_running("e0", Duration::from_secs(3)).unwrap();
         h.ip(&["addr", "add", &format!("{addr}/24"), "dev", "e0"]).unwrap();
         h
+    }
+
+    /// `ovs-appctl -t UNIXCTL ARGS`: (success, stdout, stderr).
+    fn appctl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("ovs-appctl").args(["-t", self.unixctl.to_str().unwrap()]).args(args).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
     }
 
     fn vsctl(&self, args: &[&str]) -> String {
@@ -531,4 +549,140 @@ fn ports_are_added_and_removed_without_a_datapath_restart() {
     assert_eq!(log.matches("port 3=p3 removed").count(), 10, "{log}");
     // Started once without the bridge, once with its management socket: never for a port.
     assert!(log.matches("ovsdb: datapath ports").count() <= 2, "no datapath restart for a port: {log}");
+}
+
+#[test]
+fn two_bridges_share_one_datapath() {
+    let Some(mut env) = Env::start("dropin_2br") else { return };
+    // One subnet: only the bridges keep the pairs apart.
+    let h1 = env.host("h1", "p1", "10.82.0.1");
+    let _h2 = env.host("h2", "p2", "10.82.0.2");
+    let h3 = env.host("h3", "p3", "10.82.0.3");
+    let _h4 = env.host("h4", "p4", "10.82.0.4");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1"]);
+    env.vsctl(&["add-port", "br0", "p2"]);
+    env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br1", "p3"]);
+    env.vsctl(&["add-port", "br1", "p4"]);
+    assert!(env.dir.join("br0.mgmt").exists() && env.dir.join("br1.mgmt").exists(), "a mgmt socket per bridge");
+    // Each bridge numbers its own ports.
+    assert_eq!(env.vsctl(&["get", "interface", "p3", "ofport"]).trim(), "1");
+    assert_eq!(env.vsctl(&["get", "interface", "p2", "ofport"]).trim(), "2");
+    assert!(ping(&h1, "10.82.0.2", 3), "within br0");
+    assert!(ping(&h3, "10.82.0.4", 3), "within br1");
+    assert!(!ping(&h1, "10.82.0.3", 2), "never from br0 to br1");
+    assert!(!ping(&h1, "10.82.0.4", 1), "never from br0 to br1");
+    assert!(!ping(&h3, "10.82.0.2", 1), "never from br1 to br0");
+
+    // Each bridge's table over its own mgmt socket.
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br1", "priority=9,arp,actions=NORMAL"]);
+    let f0 = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]);
+    let f1 = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br1"]);
+    assert!(f1.contains("priority=9,arp actions=NORMAL") && f1.contains("priority=0 actions=NORMAL"), "{f1}");
+    assert!(!f0.contains("priority=9"), "br0 has only its own flows: {f0}");
+    let show1 = env.ofctl_ok(&["-O", "OpenFlow13", "show", "br1"]);
+    assert!(show1.contains("(p3)") && !show1.contains("(p1)"), "{show1}");
+    // A flow on br1 that drops IP leaves br0 forwarding.
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br1", "priority=10,ip,actions=drop"]);
+    assert!(!ping(&h3, "10.82.0.4", 1), "br1's drop");
+    assert!(ping(&h1, "10.82.0.2", 2), "br0 is not br1");
+    env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br1", "ip"]);
+
+    // The one datapath: one section per PMD thread, with both bridges' frames.
+    let (ok, stats, err) = env.appctl(&["dpif-netdev/pmd-stats-show"]);
+    assert!(ok, "{err}");
+    assert_eq!(stats.matches("pmd thread 0 ").count(), 1, "{stats}");
+    let received: u64 = stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("packets received: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(received >= 20, "both bridges' pings: {stats}");
+    let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+    assert!(ok && flows.contains("flow-dump from pmd 0:") && flows.contains("actions:"), "{flows}{err}");
+    // fdb/show and ofproto/trace per bridge.
+    let (ok, fdb0, err) = env.appctl(&["fdb/show", "br0"]);
+    assert!(ok, "{err}");
+    let (ok, fdb1, _) = env.appctl(&["fdb/show", "br1"]);
+    assert!(ok);
+    let macs = |h: &Netns| {
+        let out = Command::new("ip").args(["netns", "exec", h.name(), "cat", "/sys/class/net/e0/address"]).output();
+        String::from_utf8_lossy(&out.unwrap().stdout).trim().to_string()
+    };
+    let (m1, m3) = (macs(&h1), macs(&h3));
+    assert!(fdb0.contains(&m1) && !fdb0.contains(&m3), "br0's MAC table: {fdb0}");
+    assert!(fdb1.contains(&m3) && !fdb1.contains(&m1), "br1's MAC table: {fdb1}");
+    let (ok, trace, err) = env.appctl(&["ofproto/trace", "br1", "in_port=1,arp"]);
+    assert!(ok && trace.contains("arp, priority 9"), "br1's table traced: {trace}{err}");
+    let (ok, _, err) = env.appctl(&["fdb/show", "br7"]);
+    assert!(!ok && err.contains("no bridge named br7"), "{err}");
+
+    // A second bridge claiming br0's interface (its port row added to br1 as well: the schema
+    // keeps interface names unique): refused in Interface.error, br0 keeps it.
+    let p2 = env.vsctl(&["get", "port", "p2", "_uuid"]).trim().to_string();
+    env.vsctl(&["add", "bridge", "br1", "ports", &p2]);
+    let error = env.vsctl(&["get", "interface", "p2", "error"]);
+    assert!(error.contains("could not add network device p2 to bridge br1: it is on bridge br0"), "{error}");
+    assert_eq!(env.vsctl(&["get", "interface", "p2", "ofport"]).trim(), "2", "br0's number");
+    assert!(ping(&h1, "10.82.0.2", 2), "br0 keeps its port");
+    assert!(!env.ofctl_ok(&["-O", "OpenFlow13", "show", "br1"]).contains("(p2)"), "not on br1");
+    env.vsctl(&["remove", "bridge", "br1", "ports", &p2]);
+    assert_eq!(env.vsctl(&["get", "interface", "p2", "error"]).trim(), "[]", "the error goes with the claim");
+
+    // Bridges added and deleted while br0 forwards: nothing of its ping stream lost.
+    let h1n = h1.name().to_string();
+    let stream = std::thread::spawn(move || {
+        Command::new("ip")
+            .args(["netns", "exec", &h1n, "ping", "-c", "40", "-i", "0.1", "-W", "1", "10.82.0.2"])
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    env.vsctl(&["del-br", "br1"]);
+    env.vsctl(&["add-br", "br2", "--", "set", "bridge", "br2", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br2", "p3"]);
+    env.vsctl(&["add-port", "br2", "p4"]);
+    let out = stream.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("40 received"), "br0's stream across del-br/add-br: {text}");
+    assert!(!env.dir.join("br1.mgmt").exists(), "the deleted bridge's mgmt socket is removed");
+    assert!(ping(&h3, "10.82.0.4", 2), "the new bridge forwards");
+    assert!(!ping(&h3, "10.82.0.1", 1), "and apart from br0");
+
+    let log = env.exit();
+    assert_eq!(log.matches("it is on bridge br0").count(), 1, "logged once: {log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn passive_controller_targets() {
+    let Some(mut env) = Env::start("dropin_passive") else { return };
+    let h1 = env.host("h1", "p1", "10.83.0.1");
+    let _h2 = env.host("h2", "p2", "10.83.0.2");
+    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1"]);
+    env.vsctl(&["add-port", "br0", "p2"]);
+    let sock = env.dir.join("br0.controller");
+    let punix = format!("punix:{}", sock.display());
+    env.vsctl(&["set-controller", "br0", &punix, "ptcp:6698:127.0.0.1"]);
+    eventually("the punix socket is made", || sock.exists());
+    let unix = format!("unix:{}", sock.display());
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", &unix, "priority=20,ip,actions=drop"]);
+    assert!(!ping(&h1, "10.83.0.2", 1), "the flow added over punix: drops IP");
+    let tcp = Command::new("ip")
+        .args(["netns", "exec", env.sw.name(), "ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "tcp:127.0.0.1:6698"])
+        .output()
+        .unwrap();
+    let flows = String::from_utf8_lossy(&tcp.stdout);
+    assert!(tcp.status.success() && flows.contains("priority=20,ip actions=drop"), "ptcp: {flows}");
+    assert!(env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]).contains("priority=20,ip actions=drop"));
+    let list = env.vsctl(&["list", "controller"]);
+    assert!(!list.contains("last_error"), "both targets supported: {list}");
+    env.vsctl(&["del-controller", "br0"]);
+    eventually("the punix socket is removed", || !sock.exists());
+    env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0", "ip"]);
+    assert!(ping(&h1, "10.83.0.2", 2), "forwarding again");
+    env.exit();
 }

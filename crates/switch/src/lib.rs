@@ -58,6 +58,7 @@
 
 pub mod attach;
 pub mod bench;
+pub mod bridges;
 pub mod ctl;
 pub mod designs;
 pub mod diag;
@@ -81,6 +82,7 @@ pub mod owner;
 pub mod pidfile;
 pub mod pmd;
 pub mod portflags;
+pub mod shared;
 pub mod stats;
 mod sys;
 pub mod table;
@@ -195,6 +197,9 @@ pub struct SwitchConfig {
     /// [`Control::remove_port`]; `rqvs switch --ovsdb`): the switch may start with none, and
     /// its PMDs run until stopped.
     pub live_ports: bool,
+    /// Run on the datapath's shared PMD threads instead of threads of its own (several bridges
+    /// in one process: [`shared`]); `pmds` and `pmd_cpus` are then the shared threads'.
+    pub shared: Option<Arc<shared::SharedPmds>>,
 }
 
 impl SwitchConfig {
@@ -224,6 +229,7 @@ impl SwitchConfig {
             mac_aging: normal::DEFAULT_AGING,
             port_vlans: Vec::new(),
             live_ports: false,
+            shared: None,
         }
     }
 }
@@ -283,7 +289,7 @@ fn wait_revalidated(answers: impl Iterator<Item = mpsc::Receiver<()>>, version: 
 
 /// A running switch.
 pub struct Switch {
-    threads: Vec<JoinHandle<PmdFinal>>,
+    threads: Vec<PmdThread>,
     handler: Option<handler::Handler>,
     manager: Option<manager::Manager>,
     /// The expiry thread (idle and hard timeouts, [`expiry`]).
@@ -291,6 +297,12 @@ pub struct Switch {
     /// The link watcher ([`link`]).
     link: Option<JoinHandle<()>>,
     control: Arc<Control>,
+}
+
+/// A PMD of the switch: a thread of its own, or its loop on a shared thread ([`shared`]).
+enum PmdThread {
+    Own(JoinHandle<PmdFinal>),
+    Shared(mpsc::Receiver<PmdFinal>),
 }
 
 /// What the switch keeps of each port by datapath index, removed ones included ([`attach`]).
@@ -380,7 +392,7 @@ impl Switch {
         } else {
             ofports::OfPorts::new(cfg.ofports.clone()).map_err(err)?
         });
-        let pmds = cfg.pmds.max(1);
+        let pmds = cfg.shared.as_ref().map_or(cfg.pmds.max(1), |s| s.len());
         let pcfg = PortConfig {
             queues: pmds,
             hook: cfg.hook.clone(),
@@ -461,8 +473,12 @@ impl Switch {
         };
         let handler_thread = cfg.upcalls == UpcallMode::Handler && cfg.design != DesignKind::Cflows;
         let (designs, publisher) = designs::build(&cfg, &rules, &t0, &table, handler_thread, pmds)?;
-        let cpus: Vec<Option<usize>> =
-            (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect();
+        let cpus: Vec<Option<usize>> = match &cfg.shared {
+            Some(s) => s.cpus().to_vec(),
+            None => {
+                (0..pmds).map(|i| (!cfg.pmd_cpus.is_empty()).then(|| cfg.pmd_cpus[i % cfg.pmd_cpus.len()])).collect()
+            }
+        };
         let (manager, manager_inbox) = match publisher {
             Some(p) => {
                 let (m, inbox) = manager::Manager::spawn(p, stop.clone())
@@ -517,12 +533,16 @@ impl Switch {
                 queue_retired: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
                 queue_base: vec![rqvs_ports::QueueStats::default(); cfg.ports.len()],
             };
+            if let Some(shared) = &cfg.shared {
+                threads.push(PmdThread::Shared(shared.join(setup)?));
+                continue;
+            }
             let pmd_stop = stop.clone();
             let t = std::thread::Builder::new()
                 .name(format!("pmd{i}"))
                 .spawn(move || fault::guard(&format!("PMD thread {i}"), &pmd_stop, || pmd::run(setup)))
                 .map_err(|e| err(format!("starting PMD thread {i}: {e}")))?;
-            threads.push(t);
+            threads.push(PmdThread::Own(t));
         }
         let port_info = cfg
             .ports
@@ -582,8 +602,12 @@ impl Switch {
     }
 
     /// True once every PMD thread has ended (all input was offline and is done, or stopped).
+    /// On shared PMD threads ([`SwitchConfig::shared`]) the switch runs until stopped: false.
     pub fn is_finished(&self) -> bool {
-        self.threads.iter().all(JoinHandle::is_finished)
+        self.threads.iter().all(|t| match t {
+            PmdThread::Own(t) => t.is_finished(),
+            PmdThread::Shared(_) => false,
+        })
     }
 
     /// Stops the PMD threads (each finishes its batch and flushes), then closes the ports.
@@ -602,9 +626,13 @@ impl Switch {
         }
         let mut pmds = Vec::new();
         for (i, t) in self.threads.into_iter().enumerate() {
-            match t.join() {
-                Ok(f) => pmds.push(f.report),
-                Err(_) => return Err(err(format!("PMD thread {i} panicked (a bug: please report it)"))),
+            let f = match t {
+                PmdThread::Own(t) => t.join().ok(),
+                PmdThread::Shared(r) => r.recv().ok(),
+            };
+            match f {
+                Some(f) => pmds.push(f.report),
+                None => return Err(err(format!("PMD thread {i} panicked (a bug: please report it)"))),
             }
         }
         // The interfaces' locks go with the ports (the PMDs, which held their queues, ended).

@@ -144,8 +144,8 @@ pub struct HandlerLink {
 const HANDLER_DRAIN: Duration = Duration::from_secs(5);
 
 /// Empty polls of every queue before an idle PMD naps (when not busy-polling).
-const IDLE_POLLS: u32 = 1024;
-const NAP: Duration = Duration::from_micros(50);
+pub(crate) const IDLE_POLLS: u32 = 1024;
+pub(crate) const NAP: Duration = Duration::from_micros(50);
 
 /// The final state of a PMD thread when it stops.
 #[derive(Clone, Debug, Serialize)]
@@ -172,50 +172,136 @@ struct Inflight {
     taken: Vec<Upcall>,
 }
 
+/// What one [`PmdLoop::step`] did.
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    /// Frames received.
+    pub got: usize,
+    /// The PMD is to stop: [`PmdLoop::finish`] it.
+    pub end: bool,
+}
+
+/// A PMD's state between iterations: one bridge's receive queues, design instance, executor
+/// and counters. A thread of its own runs one ([`run`]); a thread of the shared datapath runs
+/// one per bridge ([`crate::shared`]).
+pub struct PmdLoop {
+    s: PmdSetup,
+    t0: Instant,
+    pmd: Pmd,
+    action_reader: rqvs_datapath::actions::Reader,
+    exec: Executor,
+    c: PmdCounters,
+    baseline: (PmdCounters, rqvs_datapath::Counters),
+    flows: FlowCounters,
+    keys: [FlowKey; BATCH],
+    /// Which frame of the batch each key came from.
+    frame_of: [usize; BATCH],
+    seq: u64,
+    switches_logged: u64,
+    test_panic: bool,
+    up: Inflight,
+}
+
 /// Runs a PMD thread to completion: until `stop`, or until every receive queue is an offline
 /// one that has delivered all its frames.
-pub fn run(mut s: PmdSetup) -> PmdFinal {
+pub fn run(s: PmdSetup) -> PmdFinal {
     if let Some(cpu) = s.cpu {
         crate::sys::pin_to(cpu);
     }
-    let t0 = Instant::now();
-    let mut pmd = Pmd::new();
-    // The batch uses action lists it does not hold; each iteration's start is its quiescent
-    // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
-    let action_reader = rqvs_datapath::actions::Reader::register();
-    let mut exec =
-        Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
-            .with_ports(tx_map(&s))
-            .with_meters(s.meters.clone())
-            .with_port_flags(s.port_flags.clone());
-    let mut c = PmdCounters::new(s.rx.len());
-    let mut baseline = (PmdCounters::default(), s.design.counters());
-    let mut flows = FlowCounters::new();
-    let mut keys = [FlowKey::default(); BATCH];
-    // Which frame of the batch each key came from.
-    let mut frame_of = [0usize; BATCH];
-    let mut seq: u64 = 0;
+    let busy_poll = s.busy_poll;
+    let mut l = PmdLoop::new(s);
     let mut idle_polls = 0u32;
-    let mut switches_logged = 0u64;
-    let test_panic = s.index == 0 && crate::fault::test_panic("pmd");
-    let mut up = Inflight {
-        revalidations: Vec::new(),
-        changed: Vec::new(),
-        n: 0,
-        by_port: vec![0; s.rx.len()],
-        known_version: 0,
-        offline: !s.live_ports && s.rx.iter().flatten().all(RxQueue::is_offline),
-        taken: Vec::new(),
-    };
     loop {
+        let step = l.step();
+        if step.end {
+            break;
+        }
+        if step.got == 0 {
+            idle_polls += 1;
+            if !busy_poll && idle_polls >= IDLE_POLLS {
+                std::thread::sleep(NAP);
+            }
+        } else {
+            idle_polls = 0;
+        }
+    }
+    l.finish()
+}
+
+impl PmdLoop {
+    /// Takes a PMD's setup; the thread that steps it is the PMD (pinning is the caller's).
+    pub fn new(mut s: PmdSetup) -> PmdLoop {
+        let t0 = Instant::now();
+        let pmd = Pmd::new();
+        // The batch uses action lists it does not hold; each iteration's start is its quiescent
+        // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
+        let action_reader = rqvs_datapath::actions::Reader::register();
+        let exec =
+            Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
+                .with_ports(tx_map(&s))
+                .with_meters(s.meters.clone())
+                .with_port_flags(s.port_flags.clone());
+        let c = PmdCounters::new(s.rx.len());
+        let baseline = (PmdCounters::default(), s.design.counters());
+        let flows = FlowCounters::new();
+        let keys = [FlowKey::default(); BATCH];
+        // Which frame of the batch each key came from.
+        let frame_of = [0usize; BATCH];
+        let seq: u64 = 0;
+        let switches_logged = 0u64;
+        let test_panic = s.index == 0 && crate::fault::test_panic("pmd");
+        let up = Inflight {
+            revalidations: Vec::new(),
+            changed: Vec::new(),
+            n: 0,
+            by_port: vec![0; s.rx.len()],
+            known_version: 0,
+            offline: !s.live_ports && s.rx.iter().flatten().all(RxQueue::is_offline),
+            taken: Vec::new(),
+        };
+        PmdLoop {
+            s,
+            t0,
+            pmd,
+            action_reader,
+            exec,
+            c,
+            baseline,
+            flows,
+            keys,
+            frame_of,
+            seq,
+            switches_logged,
+            test_panic,
+            up,
+        }
+    }
+
+    /// One iteration: every receive queue polled once, housekeeping, the inbox's messages.
+    /// `end`: the PMD is to stop (then [`PmdLoop::finish`]).
+    pub fn step(&mut self) -> Step {
+        let PmdLoop {
+            s,
+            t0,
+            pmd,
+            action_reader,
+            exec,
+            c,
+            baseline,
+            flows,
+            keys,
+            frame_of,
+            seq,
+            switches_logged,
+            test_panic,
+            up,
+        } = self;
         action_reader.quiescent();
         let mut got = 0usize;
         if let Some(link) = &s.handler {
             if up.n > 0 {
                 let busy = Instant::now();
-                if answers(link, s.design.as_mut(), &mut up, &mut c, &mut exec, &mut s.tx, &mut flows, &s.ofports, None)
-                    > 0
-                {
+                if answers(link, s.design.as_mut(), up, c, exec, &mut s.tx, flows, &s.ofports, None) > 0 {
                     c.busy_ns += busy.elapsed().as_nanos() as u64;
                 }
             }
@@ -228,7 +314,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             if n_frames == 0 {
                 continue;
             }
-            if test_panic {
+            if *test_panic {
                 panic!("RQVS_TEST_PANIC=pmd: PMD 0's test panic");
             }
             let busy = Instant::now();
@@ -256,8 +342,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                     None => c.malformed[p] += 1,
                 }
             }
-            let seq0 = seq;
-            seq += n as u64;
+            let seq0 = *seq;
+            *seq += n as u64;
             let (_, actions) = pmd.receive(s.design.as_mut(), &keys[..n], seq0);
             // The per-flow counters: fetched now, counted after the actions, so their cache
             // misses hide behind the frame work (a `Pending` or `Lost` packet's rule is NO_RULE:
@@ -269,7 +355,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                 match a {
                     DpAction::Pending => {}
                     DpAction::Lost => c.lost[p] += 1,
-                    a => account(&mut c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
+                    a => account(c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
                 }
             }
             for (j, &rule) in rules.iter().enumerate() {
@@ -296,11 +382,11 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                             s.index,
                             items,
                             s.design.as_mut(),
-                            &mut up,
-                            &mut c,
-                            &mut exec,
+                            up,
+                            c,
+                            exec,
                             &mut s.tx,
-                            &mut flows,
+                            flows,
                             &s.ofports,
                         );
                     }
@@ -311,7 +397,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
                     for (i, &(q, a)) in handled.iter().enumerate() {
                         let frame = batch.get(frame_of[(q - seq0) as usize]).unwrap_or(&[]);
                         flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len());
-                        account(&mut c, p, exec.execute(frame, in_port, a, &mut s.tx));
+                        account(c, p, exec.execute(frame, in_port, a, &mut s.tx));
                     }
                 }
             }
@@ -319,8 +405,8 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             c.busy_ns += busy.elapsed().as_nanos() as u64;
         }
         pmd.housekeep(s.design.as_mut());
-        if s.design.design_switches() != switches_logged {
-            switches_logged = log_switches(&s, switches_logged);
+        if s.design.design_switches() != *switches_logged {
+            *switches_logged = log_switches(s, *switches_logged);
         }
         if !up.revalidations.is_empty() {
             let oldest = s.design.oldest_epoch();
@@ -335,7 +421,7 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
         s.design.idle_until(t0.elapsed().as_nanos() as u64);
         c.iterations += 1;
         while let Ok(msg) = s.inbox.try_recv() {
-            handle_msg(msg, &mut s, &mut c, &mut baseline, &mut up, &mut exec, &mut flows, &t0);
+            handle_msg(msg, s, c, baseline, up, exec, flows, t0);
         }
         if !up.changed.is_empty() {
             // Verdicts older than `known_version` are not installed from now on: the
@@ -344,69 +430,63 @@ pub fn run(mut s: PmdSetup) -> PmdFinal {
             let epoch = s.design.visible_epoch();
             up.revalidations.extend(up.changed.drain(..).map(|answer| (epoch, answer)));
         }
-        if got == 0 {
-            if s.stop.load(Ordering::Relaxed) || (!s.live_ports && s.rx.iter().flatten().all(RxQueue::is_finished)) {
-                break;
-            }
-            idle_polls += 1;
-            if !s.busy_poll && idle_polls >= IDLE_POLLS {
-                std::thread::sleep(NAP);
-            }
-        } else {
-            idle_polls = 0;
-            if s.stop.load(Ordering::Relaxed) {
-                // Stop after this iteration: what is queued in the kernel is counted by the
-                // ports (rx_lost) when they close; what we took is sent below.
-                break;
-            }
-        }
+        let stop = s.stop.load(Ordering::Relaxed);
+        // Stop after this iteration: what is queued in the kernel is counted by the ports
+        // (rx_lost) when they close; what was taken is sent by `finish`.
+        let end = stop || (got == 0 && !s.live_ports && s.rx.iter().flatten().all(RxQueue::is_finished));
+        Step { got, end }
     }
-    // The handler's last answers: every packet taken is sent or counted.
-    if let Some(link) = s.handler.take() {
-        while up.n > 0 {
-            if answers(
-                &link,
-                s.design.as_mut(),
-                &mut up,
-                &mut c,
-                &mut exec,
-                &mut s.tx,
-                &mut flows,
-                &s.ofports,
-                Some(HANDLER_DRAIN),
-            ) == 0
-            {
-                // No answer in time (the handler is gone): what it held is lost.
-                for (p, n) in up.by_port.iter_mut().enumerate() {
-                    c.lost[p] += *n as u64;
-                    *n = 0;
+
+    /// Ends the PMD: the handler's last answers taken, its counters left in [`Parting`].
+    pub fn finish(self) -> PmdFinal {
+        let PmdLoop { mut s, t0, mut exec, mut c, baseline, mut flows, mut up, .. } = self;
+        // The handler's last answers: every packet taken is sent or counted.
+        if let Some(link) = s.handler.take() {
+            while up.n > 0 {
+                if answers(
+                    &link,
+                    s.design.as_mut(),
+                    &mut up,
+                    &mut c,
+                    &mut exec,
+                    &mut s.tx,
+                    &mut flows,
+                    &s.ofports,
+                    Some(HANDLER_DRAIN),
+                ) == 0
+                {
+                    // No answer in time (the handler is gone): what it held is lost.
+                    for (p, n) in up.by_port.iter_mut().enumerate() {
+                        c.lost[p] += *n as u64;
+                        *n = 0;
+                    }
+                    up.n = 0;
                 }
-                up.n = 0;
             }
         }
-    }
-    flush(&mut s.tx);
-    s.design.settle();
-    let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
-    report.table_matched = flows.matched();
-    report.pipeline = flows.pipeline().clone();
-    let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
-    since_clear.port_base = s.queue_base.clone();
-    since_clear.table_matched = flows.matched();
-    since_clear.pipeline = flows.pipeline().clone();
-    s.parting.leave_reports(s.index, [since_clear, report.clone()]);
-    // The per-flow counters stay readable after the thread ends (a flow-stats request now
-    // goes unanswered: the asker reads them there).
-    s.parting.leave(s.index, std::mem::take(&mut flows));
-    // Answer anything still waiting, so no caller blocks on a stopped PMD.
-    while let Ok(msg) = s.inbox.try_recv() {
-        if matches!(msg, PmdMsg::FlowStats { .. }) {
-            continue;
+        flush(&mut s.tx);
+        s.design.settle();
+        let mut report = report(&s, &c, &PmdCounters::default(), &Default::default(), &t0);
+        report.table_matched = flows.matched();
+        report.pipeline = flows.pipeline().clone();
+        let mut since_clear = self::report(&s, &c, &baseline.0, &baseline.1, &t0);
+        since_clear.port_base = s.queue_base.clone();
+        since_clear.table_matched = flows.matched();
+        since_clear.pipeline = flows.pipeline().clone();
+        s.parting.leave_reports(s.index, [since_clear, report.clone()]);
+        // The per-flow counters stay readable after the thread ends (a flow-stats request now
+        // goes unanswered: the asker reads them there).
+        s.parting.leave(s.index, std::mem::take(&mut flows));
+        // Answer anything still waiting, so no caller blocks on a stopped PMD.
+        while let Ok(msg) = s.inbox.try_recv() {
+            if matches!(msg, PmdMsg::FlowStats { .. }) {
+                continue;
+            }
+            let mut b = (PmdCounters::default(), Default::default());
+            handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &mut flows, &t0);
         }
-        let mut b = (PmdCounters::default(), Default::default());
-        handle_msg(msg, &mut s, &mut c, &mut b, &mut up, &mut exec, &mut flows, &t0);
+        PmdFinal { report }
     }
-    PmdFinal { report }
 }
 
 /// Logs `--design auto`'s switches after the first `logged` (each once, with its reason);

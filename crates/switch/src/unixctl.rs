@@ -22,7 +22,11 @@
 //! Each connection is served on its own thread, at most [`MAX_CONNECTIONS`] at once (more are
 //! closed at once), each closed after 10 s without a request.
 //!
-//! A bridge argument must name the switch's bridge (`no bridge named X` otherwise, as OVS). No
+//! A bridge argument must name the switch's bridge (`no bridge named X` otherwise, as OVS).
+//! With several bridges (`rqvs switch --ovsdb`, [`UnixctlServer::serve_bridges`]) a command
+//! naming a bridge runs on that bridge's switch, and the datapath's commands (`dpif-netdev/*`,
+//! `dpctl/dump-flows`, `coverage/show`) show every bridge's loops on each PMD thread together
+//! ([`execute_bridges`]). No
 //! request can stop the server or the switch except `exit`: malformed JSON closes that
 //! connection, a bad command gets an error reply.
 
@@ -36,6 +40,7 @@ use std::time::Duration;
 use rqvs_ovsdb::{Framer, Message};
 use serde_json::{json, Value};
 
+use crate::bridges::{merge_pmds, Bridges};
 use crate::ctl::{self, Request};
 use crate::{Control, Error};
 
@@ -113,16 +118,28 @@ impl UnixctlServer {
 
     /// Serves connections (a thread each) until the switch is asked to stop.
     pub fn serve(&self, control: &Arc<Control>) {
-        while !control.stop_requested() {
+        let target = Target::One(Arc::clone(control), self.bridge.clone());
+        self.serve_target(&target, &|| control.stop_requested());
+    }
+
+    /// Serves the bridges of one datapath ([`Bridges`]: `rqvs switch --ovsdb`) until
+    /// [`Bridges::request_stop`].
+    pub fn serve_bridges(&self, bridges: &Arc<Bridges>) {
+        let target = Target::Many(Arc::clone(bridges));
+        self.serve_target(&target, &|| bridges.stop_requested());
+    }
+
+    fn serve_target(&self, target: &Target, stopped: &dyn Fn() -> bool) {
+        while !stopped() {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if self.active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
                         self.active.fetch_sub(1, Ordering::AcqRel);
                         continue; // dropped: closed
                     }
-                    let (c, b, n) = (Arc::clone(control), self.bridge.clone(), Arc::clone(&self.active));
+                    let (t, n) = (target.clone(), Arc::clone(&self.active));
                     let spawned = std::thread::Builder::new().name("unixctl".into()).spawn(move || {
-                        serve_one(stream, &c, &b);
+                        serve_one(stream, &t);
                         n.fetch_sub(1, Ordering::AcqRel);
                     });
                     if spawned.is_err() {
@@ -143,7 +160,16 @@ impl Drop for UnixctlServer {
 
 /// One connection: requests until the client hangs up, sends garbage, or is silent for 10 s
 /// (so [`MAX_CONNECTIONS`] idle clients hold the socket for 10 s at most).
-fn serve_one(mut stream: UnixStream, control: &Control, bridge: &str) {
+/// What a connection's commands run against.
+#[derive(Clone)]
+enum Target {
+    /// One bridge's switch (`rqvs switch --port ...`) and the bridge name it answers to.
+    One(Arc<Control>, String),
+    /// Every bridge of the datapath ([`Bridges`]).
+    Many(Arc<Bridges>),
+}
+
+fn serve_one(mut stream: UnixStream, target: &Target) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
@@ -169,7 +195,10 @@ fn serve_one(mut stream: UnixStream, control: &Control, bridge: &str) {
             Err(_) => return,
         };
         let reply = match string_params(&method, &params) {
-            Ok(args) => match execute(&method, &args, control, bridge) {
+            Ok(args) => match match target {
+                Target::One(control, bridge) => execute(&method, &args, control, bridge),
+                Target::Many(bridges) => execute_bridges(&method, &args, bridges),
+            } {
                 Ok(text) => json!({"result": text, "error": null, "id": id}),
                 Err(text) => json!({"result": null, "error": text, "id": id}),
             },
@@ -189,7 +218,8 @@ fn string_params(method: &str, params: &Value) -> Result<Vec<String>, String> {
 }
 
 /// Runs one command (module docs): the reply's text, or its error.
-pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -> Result<String, String> {
+/// The command's arguments checked against [`COMMANDS`], in OVS's words.
+fn check_args(method: &str, args: &[String]) -> Result<(), String> {
     let Some(&(_, _, min, max)) = COMMANDS.iter().find(|c| c.0 == method) else {
         return Err(format!(
             "\"{method}\" is not a valid command (use \"list-commands\" to see a list of valid commands)"
@@ -201,6 +231,11 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
     if args.len() > max {
         return Err(format!("\"{method}\" command takes at most {max} arguments"));
     }
+    Ok(())
+}
+
+pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -> Result<String, String> {
+    check_args(method, args)?;
     let via_ctl = |cmd: &str, args: Vec<String>| -> Result<String, String> {
         let r = ctl::execute(&Request { cmd: cmd.into(), args, ..Request::default() }, control);
         if r.ok {
@@ -210,21 +245,19 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
         }
     };
     let check_bridge = |b: &str| if b == bridge { Ok(()) } else { Err(format!("no bridge named {b}")) };
+    if let Some(r) = no_bridge(method, args) {
+        return r;
+    }
     match method {
-        "list-commands" => {
-            let mut s = String::from("The available commands are:\n");
-            for (name, usage, _, _) in COMMANDS {
-                s += &format!("  {name:<23} {usage}\n");
-            }
-            Ok(s)
-        }
-        "version" => Ok(format!("rqvs switch (rqvs) {}\n", env!("CARGO_PKG_VERSION"))),
         "exit" => {
             control.request_stop();
             Ok(String::new())
         }
-        "dpif-netdev/pmd-stats-show" | "dpif-netdev/pmd-stats-clear" | "dpif-netdev/pmd-rxq-show" | "dpctl/dump-flows" => {
-            check_dp_args(method, args, control)?;
+        "dpif-netdev/pmd-stats-show"
+        | "dpif-netdev/pmd-stats-clear"
+        | "dpif-netdev/pmd-rxq-show"
+        | "dpctl/dump-flows" => {
+            check_dp_args(method, args, control.pmd_cpus())?;
             match method {
                 "dpif-netdev/pmd-stats-show" => via_ctl("pmd-stats-show", vec![]),
                 "dpif-netdev/pmd-stats-clear" => via_ctl("pmd-stats-clear", vec![]),
@@ -241,16 +274,116 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
             via_ctl("ofproto/trace", args[1..].to_vec())
         }
         "coverage/show" => Ok(coverage(control)),
-        "vlog/set" => args.iter().try_for_each(|a| vlog_spec(a)).map(|()| String::new()),
         "vlog/reopen" => via_ctl("vlog/reopen", vec![]).map(|_| String::new()),
-        "vlog/list" => Ok("                 console    syslog    file\n                 -------    ------    ------\nrqvs                INFO      INFO      INFO\n".into()),
         _ => unreachable!("every command of COMMANDS is matched"),
     }
 }
 
 /// `[-m] [--names|--no-names] [-pmd CORE] [DP]`: the flags are accepted (rqvs's output is the
 /// same either way), `-pmd N` must name a PMD's core, a datapath must be rqvs's.
-fn check_dp_args(method: &str, args: &[String], control: &Control) -> Result<(), String> {
+/// The commands that need no bridge: their answer, or `None`.
+fn no_bridge(method: &str, args: &[String]) -> Option<Result<String, String>> {
+    Some(match method {
+        "list-commands" => {
+            let mut s = String::from("The available commands are:\n");
+            for (name, usage, _, _) in COMMANDS {
+                s += &format!("  {name:<23} {usage}\n");
+            }
+            Ok(s)
+        }
+        "version" => Ok(format!("rqvs switch (rqvs) {}\n", env!("CARGO_PKG_VERSION"))),
+        "vlog/set" => args.iter().try_for_each(|a| vlog_spec(a)).map(|()| String::new()),
+        "vlog/list" => Ok("                 console    syslog    file\n                 -------    ------    ------\nrqvs                INFO      INFO      INFO\n".into()),
+        _ => return None,
+    })
+}
+
+/// A command over every bridge of the datapath ([`Bridges`], `rqvs switch --ovsdb`): the
+/// commands that name a bridge run on it (`no bridge named X` else); the datapath's
+/// (`dpif-netdev/*`, `dpctl/dump-flows`, `coverage/show`) show every bridge's loops on each
+/// PMD thread together, as OVS shows its one datapath.
+pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Result<String, String> {
+    check_args(method, args)?;
+    let all = bridges.all();
+    let bridge = |name: &str| bridges.get(name).ok_or_else(|| format!("no bridge named {name}"));
+    match method {
+        "exit" => {
+            bridges.request_stop();
+            Ok(String::new())
+        }
+        "fdb/show" | "ofproto/trace" => execute(method, args, &*bridge(&args[0])?, &args[0]),
+        "dpif-netdev/pmd-stats-show" => {
+            check_dp_args(method, args, &bridges.cpus())?;
+            let mut text = String::new();
+            merge_pmds(all.iter().map(|(_, c)| c.pmd_stats()).collect()).iter().for_each(|p| p.format(&mut text));
+            for (name, c) in &all {
+                if let Some((upcalls, batches, busy_ns)) = c.handler_stats() {
+                    let avg = if upcalls == 0 { 0.0 } else { busy_ns as f64 / upcalls as f64 };
+                    text.push_str(&format!(
+                        "handler thread of {name}:\n  upcalls handled: {upcalls} in {batches} batches\n  avg slow-path ns per upcall: {avg:.1}\n"
+                    ));
+                }
+            }
+            Ok(text)
+        }
+        "dpif-netdev/pmd-stats-clear" => {
+            check_dp_args(method, args, &bridges.cpus())?;
+            all.iter().for_each(|(_, c)| c.pmd_stats_clear());
+            Ok(String::new())
+        }
+        "dpctl/dump-flows" => {
+            check_dp_args(method, args, &bridges.cpus())?;
+            let mut by_pmd: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+            for i in 0..bridges.cpus().len() {
+                by_pmd.insert(i, Vec::new());
+            }
+            for (_, c) in &all {
+                for (pmd, lines) in c.dump_flows() {
+                    by_pmd.entry(pmd).or_default().extend(lines);
+                }
+            }
+            let mut text = String::new();
+            for (pmd, lines) in by_pmd {
+                text += &format!("flow-dump from pmd {pmd}:\n");
+                lines.iter().for_each(|l| text += &format!("{l}\n"));
+            }
+            Ok(text)
+        }
+        "dpif-netdev/pmd-rxq-show" => {
+            check_dp_args(method, args, &bridges.cpus())?;
+            let mut s = String::new();
+            for (i, cpu) in bridges.cpus().iter().enumerate() {
+                let core = cpu.map_or(format!("unpinned (pmd {i})"), |c| c.to_string());
+                s += &format!("pmd thread numa_id 0 core_id {core}:\n  isolated : false\n");
+                for (_, c) in &all {
+                    for name in c.port_names() {
+                        s += &format!("  port: {name:<16}  queue-id: {i:>2} (enabled)   pmd usage: NOT AVAIL\n");
+                    }
+                }
+            }
+            Ok(s)
+        }
+        "coverage/show" => {
+            let pmds: Vec<_> = all.iter().flat_map(|(_, c)| c.pmd_totals()).collect();
+            Ok(coverage_of(&pmds))
+        }
+        "vlog/reopen" => match crate::diag::reopen_log_file() {
+            Ok(Some(path)) => {
+                crate::log_info!("rqvs switch: log file {} reopened", path.display());
+                Ok(String::new())
+            }
+            Ok(None) => Err("Logging to file not configured".into()),
+            Err(e) => Err(format!("reopening the log file: {e}")),
+        },
+        // The rest needs no bridge: any one's answer is the datapath's.
+        _ => match all.first() {
+            Some((name, c)) => execute(method, args, c, name),
+            None => no_bridge(method, args).unwrap_or_else(|| Err(format!("\"{method}\": no bridge is configured"))),
+        },
+    }
+}
+
+fn check_dp_args(method: &str, args: &[String], cpus: &[Option<usize>]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -258,7 +391,6 @@ fn check_dp_args(method: &str, args: &[String], control: &Control) -> Result<(),
             "-pmd" => {
                 let core = it.next().ok_or_else(|| format!("{method}: -pmd needs a core id"))?;
                 let n: usize = core.parse().map_err(|_| format!("{method}: invalid pmd core '{core}'"))?;
-                let cpus = control.pmd_cpus();
                 if !cpus.contains(&Some(n)) {
                     return Err(format!(
                         "{method}: no pmd thread on core {n} (rqvs runs a PMD on a core only with --pmd-cpus)"
@@ -287,7 +419,10 @@ fn rxq_show(control: &Control) -> String {
 
 /// `coverage/show` over the PMDs' totals since start.
 fn coverage(control: &Control) -> String {
-    let pmds = control.pmd_totals();
+    coverage_of(&control.pmd_totals())
+}
+
+fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
     let sum = |f: &dyn Fn(&crate::stats::PmdReport) -> u64| pmds.iter().map(f).sum::<u64>();
     let rows: [(&str, u64); 10] = [
         ("dpif_netdev_packets", sum(&|p| p.total.rx)),

@@ -3,9 +3,17 @@
 //!
 //! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface` and `Controller` tables are monitored
 //!   ([`rqvs_ovsdb::Client`], which reconnects when `ovsdb-server` restarts and re-reads them).
-//! - **One bridge**: the first (by name) with `datapath_type=netdev`. Every other bridge is
-//!   logged once and left alone (several bridges sharing the PMDs is the rest of the issue: the
-//!   switch has one OpenFlow table, one MAC table and one port numbering per `Switch`).
+//! - **Every bridge** with `datapath_type=netdev` (another type is logged once and left alone),
+//!   each a [`Switch`] of its own — its OpenFlow table, MAC table, port numbering, management
+//!   socket, controllers, fail mode, datapath id — all on the one datapath's PMD threads
+//!   ([`crate::shared`]: each PMD holds a design instance per bridge and classifies a frame
+//!   with its receiving port's bridge's). A bridge added or deleted starts or stops its switch
+//!   while the others forward. An interface on two bridges belongs to the first by name; the
+//!   other gets `Interface.error` ("could not add network device NAME to bridge B: it is on
+//!   bridge A"). The unixctl socket serves every bridge ([`crate::bridges::Bridges`]:
+//!   `fdb/show BRIDGE`, `ofproto/trace BRIDGE`, the datapath's `pmd-stats-show` over all); the
+//!   ctl socket the first running bridge by name. Each bridge has its own handler,
+//!   revalidator and expiry threads (OVS has one set for the datapath).
 //! - Its interfaces become ports: type `""`/`system` → AF_PACKET, `afxdp` → AF_XDP,
 //!   `internal` (the bridge's own port too) → a tap device (`NAME:tap`, [`rqvs_ports::tap`]),
 //!   made by the switch in its network namespace and kept by a [`TapKeeper`] while the
@@ -43,22 +51,25 @@
 //!   plan changes) while the others apply. The other ports forward throughout.
 //!   A port's VLANs are set in the `NORMAL` MAC table ([`Control::set_port_vlan`]: before a new
 //!   port's first frame; a changed port's learned stations forgotten).
-//! - **What restarts the datapath** (`live_change` says no): a change of controllers, fail mode
-//!   or management socket. The datapath stops and a new one starts in the same process
+//! - **What restarts a bridge's switch** (`live_change` says no): a change of controllers, fail
+//!   mode or management socket. The switch stops and a new one starts in the same process
 //!   with the same OpenFlow rules — those `ovs-ofctl` added included, with their cookies; their
 //!   timeouts and flags restart —: forwarding pauses for the restart (~40–60 ms measured with
 //!   `scripts/ovsdb_restart_pause.sh`), the flows' counters, the megaflows and the learned MACs
 //!   start again from zero; every frame of each datapath is accounted for in its own report.
-//!   The management, unixctl and ctl sockets and the tap devices stay and are served by each
-//!   datapath in turn. A datapath id that changes with the ports is given to the running
+//!   The management socket and the tap devices stay and are served by each switch in turn. A datapath id that changes with the ports is given to the running
 //!   channel ([`Channel::set_datapath_id`]).
 //! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
 //!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
 //!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
 //!   written as connections come and go; another target gets `status:last_error`.
-//! - Not yet: `ptcp:`/`punix:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), `Flow_Table`, several bridges (docs/ovs-dropin.md says what is missing),
-//!   `patch` interfaces (docs/ovs-dropin.md and ARCHITECTURE.md say how these are to be built).
+//! - `ptcp:[PORT][:IP]` and `punix:PATH` controller targets are listened on by the bridge's
+//!   channel beside its management socket (`is_connected` false and `status` empty for them, as
+//!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
+//!   them restarts the bridge's switch as a change of controllers does.
+//! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
+//!   with `--ovsdb`), `Flow_Table`, `patch` interfaces (refused in `Interface.error`;
+//!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::net::UnixListener;
@@ -75,8 +86,10 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
 use std::net::SocketAddr;
 
+use crate::bridges::Bridges;
 use crate::normal::PortVlan;
-use crate::openflow::{Channel, ChannelConfig, FailMode, OpenflowListener};
+use crate::openflow::{Channel, ChannelConfig, FailMode, ListenTarget, OpenflowListener};
+use crate::shared::SharedPmds;
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
 use rqvs_ports::TapKeeper;
@@ -106,8 +119,9 @@ pub struct VswitchdConfig<'a> {
     pub tls: Option<rqvs_ovsdb::TlsConnector>,
 }
 
-/// What one datapath did (one per restart).
+/// What one bridge's switch did (one per bridge and restart).
 pub struct Generation {
+    pub bridge: String,
     pub ports: Vec<String>,
     pub report: FinalReport,
 }
@@ -138,6 +152,24 @@ struct Identity {
     datapath_id: u64,
     /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
     mgmt: Option<PathBuf>,
+    /// Its `ptcp:`/`punix:` controller targets: listened on as the management socket is.
+    listeners: Vec<Passive>,
+}
+
+/// A passive controller target (`ptcp:`, `punix:`): a listener the bridge's channel serves.
+#[derive(Clone, Debug, PartialEq)]
+enum Passive {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// What a `Controller` row's target is to rqvs.
+#[derive(Clone, Debug)]
+enum Target {
+    /// `tcp:IP[:PORT]`: connected to.
+    Active(SocketAddr),
+    /// `ptcp:`/`punix:`: listened on.
+    Passive(Passive),
 }
 
 /// A `Controller` row of the bridge: its target, parsed when rqvs can connect to it.
@@ -145,12 +177,20 @@ struct Identity {
 struct PlannedController {
     uuid: Uuid,
     target: String,
-    addr: Result<SocketAddr, String>,
+    addr: Result<Target, String>,
 }
 
+/// What the database asks for: every `netdev` bridge's plan, by name.
+#[derive(Default)]
+struct Plans {
+    ovs: Option<(Uuid, i64)>,
+    bridges: Vec<Plan>,
+    notes: Vec<String>,
+}
+
+/// One bridge's plan.
 #[derive(Default)]
 struct Plan {
-    ovs: Option<(Uuid, i64)>,
     bridge: Option<(Uuid, Row)>,
     ports: Vec<PlannedPort>,
     controllers: Vec<PlannedController>,
@@ -158,36 +198,73 @@ struct Plan {
     notes: Vec<String>,
 }
 
-/// Reads the replica into the datapath it asks for. `assigned` keeps each interface's ofport
-/// from one plan to the next.
-fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
-    let mut p = Plan::default();
-    let Some((ovs_uuid, ovs)) = r.rows("Open_vSwitch").next() else { return p };
-    p.ovs = Some((ovs_uuid.clone(), ovs.int("next_cfg").unwrap_or(0)));
+/// Reads the replica into the bridges it asks for: each `netdev` bridge by name, an interface
+/// that an earlier bridge (by name) has refused on the later one. `assigned` keeps each
+/// bridge's interfaces' ofports from one plan to the next.
+fn plans(r: &Replica, assigned: &mut BTreeMap<String, BTreeMap<String, u32>>) -> Plans {
+    let mut out = Plans::default();
+    let Some((ovs_uuid, ovs)) = r.rows("Open_vSwitch").next() else {
+        assigned.clear();
+        return out;
+    };
+    out.ovs = Some((ovs_uuid.clone(), ovs.int("next_cfg").unwrap_or(0)));
     let bridge_uuids = ovs.uuids("bridges");
     let mut bridges: Vec<(Uuid, &Row)> =
         bridge_uuids.iter().filter_map(|u| r.row("Bridge", u).map(|row| (u.clone(), row))).collect();
     bridges.sort_by(|a, b| a.1.str("name").cmp(&b.1.str("name")));
+    // Each interface name's bridge (the first by name to have it).
+    let mut claimed: BTreeMap<String, String> = BTreeMap::new();
     for (uuid, br) in bridges {
         let name = br.str("name").unwrap_or("?");
         let dp = br.str("datapath_type").unwrap_or("");
         if dp != "netdev" {
-            p.notes.push(format!(
+            out.notes.push(format!(
                 "bridge {name}: datapath_type '{dp}' is not supported by rqvs (set datapath_type=netdev); bridge ignored"
             ));
-        } else if let Some((_, ours)) = &p.bridge {
-            p.notes.push(format!(
-                "bridge {name}: rqvs serves one bridge ({}); bridge ignored",
-                ours.str("name").unwrap_or("?")
-            ));
+        } else if out.bridges.iter().any(|p| p.name() == name) {
+            out.notes.push(format!("bridge {name}: a second bridge of that name; ignored"));
         } else {
-            p.bridge = Some((uuid, br.clone()));
+            let a = assigned.entry(name.to_string()).or_default();
+            out.bridges.push(plan(r, uuid, br, a, &mut claimed));
         }
     }
-    let Some((_, br)) = p.bridge.clone() else {
-        assigned.clear();
-        return p;
-    };
+    assigned.retain(|n, _| out.bridges.iter().any(|p| p.name() == n));
+    // One `Interface` row referenced from two bridges (the schema keeps interface names
+    // unique, so this is how two bridges claim one): the row has one status — its port on the
+    // first bridge, with the second's refusal in `error`.
+    let mut seen: Vec<(Uuid, usize, usize)> = Vec::new();
+    for b in 0..out.bridges.len() {
+        let mut k = 0;
+        while k < out.bridges[b].ifaces.len() {
+            let uuid = out.bridges[b].ifaces[k].uuid.clone();
+            match seen.iter().find(|s| s.0 == uuid) {
+                Some(&(_, b0, k0)) => {
+                    let later = out.bridges[b].ifaces.remove(k);
+                    let first = &mut out.bridges[b0].ifaces[k0];
+                    if first.error.is_none() {
+                        first.error = later.error;
+                    }
+                }
+                None => {
+                    seen.push((uuid, b, k));
+                    k += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One bridge's plan: its interfaces checked (`claimed`: the interfaces of the bridges before
+/// it), numbered ([`crate::ofports`]) and typed, its controllers.
+fn plan(
+    r: &Replica,
+    uuid: Uuid,
+    br: &Row,
+    assigned: &mut BTreeMap<String, u32>,
+    claimed: &mut BTreeMap<String, String>,
+) -> Plan {
+    let mut p = Plan { bridge: Some((uuid, br.clone())), ..Plan::default() };
     let bridge_name = br.str("name").unwrap_or("").to_string();
     // The interfaces, each checked.
     let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
@@ -203,7 +280,14 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
             let Some(iface) = r.row("Interface", iu) else { continue };
             let name = iface.str("name").unwrap_or("").to_string();
             let ty = iface.str("type").unwrap_or("");
-            let error = if ifaces.len() > 1 {
+            let other = claimed.get(&name).cloned();
+            if other.is_none() {
+                claimed.insert(name.clone(), bridge_name.clone());
+            }
+            let error = if let Some(other) = other {
+                // One interface, one bridge.
+                Some(format!("could not add network device {name} to bridge {bridge_name}: it is on bridge {other}"))
+            } else if ifaces.len() > 1 {
                 Some(format!("port {pname}: bonds are not supported by rqvs"))
             } else if let Err(e) = &vlan {
                 Some(format!("port {pname}: {e}"))
@@ -297,9 +381,15 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
         let Some(c) = r.row("Controller", &cu) else { continue };
         let target = c.str("target").unwrap_or("").to_string();
         let addr = if target.starts_with("tcp:") {
-            crate::openflow::parse_controller(&target).map(|t| t.addr).map_err(|e| e.0)
+            crate::openflow::parse_controller(&target).map(|t| Target::Active(t.addr)).map_err(|e| e.0)
+        } else if target.starts_with("ptcp:") {
+            crate::openflow::parse_target(&target).map(|t| Target::Passive(Passive::Tcp(t.addr))).map_err(|e| e.0)
+        } else if let Some(path) = target.strip_prefix("punix:").filter(|p| !p.is_empty()) {
+            Ok(Target::Passive(Passive::Unix(PathBuf::from(path))))
         } else {
-            Err(format!("controller target '{target}' is not supported by rqvs (tcp:IP[:PORT] only)"))
+            Err(format!(
+                "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ptcp:[PORT][:IP] or punix:PATH only)"
+            ))
         };
         p.controllers.push(PlannedController { uuid: cu, target, addr });
     }
@@ -307,11 +397,31 @@ fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> Plan {
 }
 
 impl Plan {
+    /// The bridge's name.
+    fn name(&self) -> &str {
+        self.bridge.as_ref().and_then(|(_, b)| b.str("name")).unwrap_or("?")
+    }
+
     fn identity(&self) -> Identity {
         let br = self.bridge.as_ref().map(|(_, b)| b);
         Identity {
             ports: self.ports.clone(),
-            controllers: self.controllers.iter().filter_map(|c| c.addr.clone().ok()).collect(),
+            controllers: self
+                .controllers
+                .iter()
+                .filter_map(|c| match &c.addr {
+                    Ok(Target::Active(a)) => Some(*a),
+                    _ => None,
+                })
+                .collect(),
+            listeners: self
+                .controllers
+                .iter()
+                .filter_map(|c| match &c.addr {
+                    Ok(Target::Passive(p)) => Some(p.clone()),
+                    _ => None,
+                })
+                .collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
             mgmt: None,
@@ -400,13 +510,20 @@ struct Running {
     failed: BTreeMap<String, String>,
     channel: Option<Channel>,
     servers: Vec<JoinHandle<()>>,
+    /// The `rqvs ctl` socket is served by this bridge's switch (`servers` has its thread).
+    serves_ctl: bool,
+    /// Its `punix:` controller sockets (removed when it stops).
+    sockets: Vec<Mgmt>,
 }
 
 /// Can the running datapath become `want` by attaching and removing ports and setting their
 /// VLANs, without a restart? Yes when only the ports differ (the datapath id may change too:
 /// derived from the ports' MACs).
 fn live_change(r: &Running, want: &Identity) -> bool {
-    r.identity.controllers == want.controllers && r.identity.secure == want.secure && r.identity.mgmt == want.mgmt
+    r.identity.controllers == want.controllers
+        && r.identity.secure == want.secure
+        && r.identity.mgmt == want.mgmt
+        && r.identity.listeners == want.listeners
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
@@ -473,8 +590,7 @@ fn start_datapath(
     cfg: &VswitchdConfig<'_>,
     id: &Identity,
     rules: Vec<Rule>,
-    unixctl: &Option<Arc<UnixctlServer>>,
-    ctl_listener: &Option<Arc<ctl::Listener>>,
+    shared: &Arc<SharedPmds>,
     mgmt: Option<&Mgmt>,
 ) -> Result<Running, Error> {
     let ports = &id.ports;
@@ -488,19 +604,39 @@ fn start_datapath(
     let mut scfg = (cfg.make)(sources, rules)?;
     scfg.ofports = ofports;
     scfg.live_ports = true;
-    scfg.packet_in = !id.controllers.is_empty();
+    scfg.packet_in = !id.controllers.is_empty() || !id.listeners.is_empty();
     scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
+    scfg.shared = Some(Arc::clone(shared));
     let switch = Switch::start(scfg)?;
     let control = switch.control();
     let listen = match mgmt.filter(|_| id.mgmt.is_some()) {
         Some(m) => Some(OpenflowListener::unix(&m.listener, &m.path)?),
         None => None,
     };
-    let channel = if id.controllers.is_empty() && listen.is_none() {
+    // The passive controller targets: one that cannot be bound is logged and left out.
+    let mut more_listeners = Vec::new();
+    let mut sockets = Vec::new();
+    for l in &id.listeners {
+        let bound = match l {
+            Passive::Tcp(addr) => OpenflowListener::bind_target(&ListenTarget { addr: *addr, tls: false }, None),
+            Passive::Unix(path) => OpenflowListener::bind_unix(path).and_then(|listener| {
+                let m = Mgmt { path: path.clone(), listener };
+                let l = OpenflowListener::unix(&m.listener, &m.path)?;
+                sockets.push(m);
+                Ok(l)
+            }),
+        };
+        match bound {
+            Ok(b) => more_listeners.push(b),
+            Err(e) => (cfg.log)(&format!("rqvs switch: ovsdb: controller {l:?}: {e}")),
+        }
+    }
+    let channel = if id.controllers.is_empty() && listen.is_none() && more_listeners.is_empty() {
         None
     } else {
         let ccfg = ChannelConfig {
             listen,
+            more_listeners,
             controllers: id.controllers.iter().map(|&a| a.into()).collect(),
             fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
             datapath_id: id.datapath_id,
@@ -515,40 +651,32 @@ fn start_datapath(
             }
         }
     };
-    let mut servers = Vec::new();
-    if let Some(u) = unixctl {
-        let (u, c) = (Arc::clone(u), Arc::clone(&control));
-        servers.push(
-            std::thread::Builder::new()
-                .name("unixctl".into())
-                .spawn(move || u.serve(&c))
-                .map_err(|e| Error(format!("unixctl thread: {e}")))?,
-        );
-    }
-    if let Some(l) = ctl_listener {
-        let (l, c) = (Arc::clone(l), Arc::clone(&control));
-        servers.push(
-            std::thread::Builder::new()
-                .name("ctl".into())
-                .spawn(move || l.serve(&c))
-                .map_err(|e| Error(format!("ctl thread: {e}")))?,
-        );
-    }
-    Ok(Running { switch, control, identity: id.clone(), failed: BTreeMap::new(), channel, servers })
+    Ok(Running {
+        switch,
+        control,
+        identity: id.clone(),
+        failed: BTreeMap::new(),
+        channel,
+        servers: Vec::new(),
+        serves_ctl: false,
+        sockets,
+    })
 }
 
-fn stop_datapath(r: Running) -> Result<(Vec<Rule>, Generation), Error> {
+fn stop_datapath(bridge: &str, r: Running) -> Result<(Vec<Rule>, Generation), Error> {
     let rules = r.control.rules();
     r.control.request_stop();
     let report = r.switch.stop()?;
     if let Some(c) = r.channel {
         c.join();
     }
+    // Its punix: sockets closed and removed once no channel serves them.
+    drop(r.sockets);
     for t in r.servers {
         let _ = t.join();
     }
     let ports = r.identity.ports.iter().map(|p| format!("{}:{}", p.ofport, p.spec)).collect();
-    Ok((rules, Generation { ports, report }))
+    Ok((rules, Generation { bridge: bridge.to_string(), ports, report }))
 }
 
 /// What /sys says of an interface.
@@ -623,11 +751,33 @@ fn opt_str(s: Option<&str>) -> Datum {
 }
 
 /// The writes that bring the database to what the switch is (module docs).
-fn status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String]) -> Vec<Op> {
+fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<String, Vec<String>>) -> Vec<Op> {
     let mut ops = Vec::new();
+    for p in &ps.bridges {
+        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), &mut ops);
+    }
+    if let Some((uuid, next_cfg)) = &ps.ovs {
+        let want = Row::new()
+            .with("cur_cfg", Datum::one(*next_cfg))
+            .with("datapath_types", str_set(&["netdev"]))
+            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
+        let upd = changed(r.row("Open_vSwitch", uuid), want);
+        if !upd.0.is_empty() {
+            ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));
+        }
+    }
+    ops
+}
+
+/// [`status_ops`] of one bridge: its controllers, interfaces and datapath id.
+fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String], ops: &mut Vec<Op>) {
     for c in &p.controllers {
         let want = match &c.addr {
-            Ok(a) => {
+            // A listener: no connection of its own to report (as OVS).
+            Ok(Target::Passive(_)) => {
+                Row::new().with("is_connected", Datum::one(false)).with("status", Datum::map::<&str, &str>([]))
+            }
+            Ok(Target::Active(a)) => {
                 let up = connected.iter().any(|t| *t == format!("tcp:{a}"));
                 Row::new()
                     .with("is_connected", Datum::one(up))
@@ -676,17 +826,6 @@ fn status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String]) -> V
             ops.push(Op::update("Bridge", vec![Condition::uuid(uuid)], upd));
         }
     }
-    if let Some((uuid, next_cfg)) = &p.ovs {
-        let want = Row::new()
-            .with("cur_cfg", Datum::one(*next_cfg))
-            .with("datapath_types", str_set(&["netdev"]))
-            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
-        let upd = changed(r.row("Open_vSwitch", uuid), want);
-        if !upd.0.is_empty() {
-            ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));
-        }
-    }
-    ops
 }
 
 /// The tables monitored, the schema version required (OVS 2.x's 7.x lacks columns written here).
@@ -699,15 +838,47 @@ pub fn client_config(remote: Remote, log: LogFn) -> ClientConfig {
     c
 }
 
-/// Runs until `stop` (or an `exit` through a socket): module docs. Returns each datapath's
-/// report, in order.
+/// One bridge's state across plans: its running switch (restarted when its identity changes
+/// other than by ports), its management socket, its tap devices, its OpenFlow table.
+struct BridgeRun {
+    running: Option<Running>,
+    /// The identity the switch last failed to start with, and why (not retried until it changes).
+    failed_ports: Option<Identity>,
+    start_error: String,
+    mgmt: Option<Mgmt>,
+    /// The tap devices of its internal interfaces, by name.
+    taps: BTreeMap<String, TapKeeper>,
+    /// Its OpenFlow table when its switch is stopped (kept across restarts).
+    rules: Vec<Rule>,
+    /// Its controllers' targets connected at the last look.
+    connected: Vec<String>,
+}
+
+/// Runs until `stop` (or an `exit` through a socket): module docs. Returns each bridge's
+/// switch's report, in the order they stopped.
 pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>, Error> {
     let log = Arc::clone(&cfg.log);
+    let mut cfg = cfg;
+    // The one datapath's PMD threads, with the CLI's options (`--pmds`, `--pmd-cpus`).
+    let probe = (cfg.make)(Vec::new(), Vec::new())?;
+    let shared = SharedPmds::start(probe.pmds, &probe.pmd_cpus, probe.busy_poll)?;
+    drop(probe);
+    let bridges = Arc::new(Bridges::new(shared.cpus().to_vec()));
+    let unixctl = match cfg.unixctl.take().map(Arc::new) {
+        Some(u) => {
+            let b = Arc::clone(&bridges);
+            Some(
+                std::thread::Builder::new()
+                    .name("unixctl".into())
+                    .spawn(move || u.serve_bridges(&b))
+                    .map_err(|e| Error(format!("unixctl thread: {e}")))?,
+            )
+        }
+        None => None,
+    };
     let mut client_cfg = client_config(cfg.remote.clone(), Arc::clone(&log));
     client_cfg.tls = cfg.tls.clone();
     let client = Client::start(client_cfg);
-    let mut cfg = cfg;
-    let unixctl = cfg.unixctl.take().map(Arc::new);
     let ctl_listener = cfg.ctl.take().map(Arc::new);
     let mut logged: HashSet<String> = HashSet::new();
     let mut note = |line: String| {
@@ -716,136 +887,110 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
     };
     let mut assigned = BTreeMap::new();
-    let mut rules = std::mem::take(&mut cfg.rules);
-    let mut running: Option<Running> = None;
+    let rules0 = std::mem::take(&mut cfg.rules);
+    let mut runs: BTreeMap<String, BridgeRun> = BTreeMap::new();
     let mut generations = Vec::new();
     let mut last_stats: Option<Instant> = None;
     let mut seen = u64::MAX;
-    // The port set the datapath last failed to start with, and why (not retried until it changes).
-    let mut failed_ports: Option<Identity> = None;
-    let mut connected: Vec<String> = Vec::new();
-    let mut start_error = String::new();
-    let mut mgmt: Option<Mgmt> = None;
-    // The tap devices of internal interfaces, by name.
-    let mut taps: BTreeMap<String, TapKeeper> = BTreeMap::new();
     let result = loop {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || bridges.stop_requested() {
             break Ok(());
         }
-        if let Some(r) = &running {
-            if r.control.stop_requested() {
-                break Ok(()); // `exit` through a socket
-            }
+        if runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.control.stop_requested()) {
+            break Ok(()); // `exit` through the ctl socket, or a bridge's thread failed
         }
         let now = client.wait_change(seen, Duration::from_millis(100));
         let stats_due = last_stats.is_none_or(|t| t.elapsed() >= cfg.stats_interval);
-        let mut now_connected =
-            running.as_ref().and_then(|r| r.channel.as_ref()).map(Channel::connected_controllers).unwrap_or_default();
-        now_connected.sort();
-        let controllers_moved = now_connected != connected;
-        connected = now_connected;
+        let mut controllers_moved = false;
+        for b in runs.values_mut() {
+            let mut now_connected = b
+                .running
+                .as_ref()
+                .and_then(|r| r.channel.as_ref())
+                .map(Channel::connected_controllers)
+                .unwrap_or_default();
+            now_connected.sort();
+            controllers_moved |= now_connected != b.connected;
+            b.connected = now_connected;
+        }
         if now == seen && !stats_due && !controllers_moved {
             continue;
         }
         seen = now;
         if !client.status().connected {
-            // Without a database the datapath keeps forwarding as last configured.
-            if running.is_none() && failed_ports.is_none() {
-                failed_ports = Some(Identity::default());
-                match start_datapath(&cfg, &Identity::default(), rules.clone(), &unixctl, &ctl_listener, None) {
-                    Ok(r) => running = Some(r),
-                    Err(e) => break Err(e),
-                }
-            }
+            // Without a database the bridges keep forwarding as last configured.
             continue;
         }
         let (_, replica) = client.snapshot();
-        let mut p = plan(&replica, &mut assigned);
-        keep_taps(&mut p, &mut taps);
-        p.notes.iter().for_each(|n| note(n.clone()));
-        for i in &p.ifaces {
-            if let Some(e) = &i.error {
-                note(format!("interface {}: {e}", i.name));
-            }
-        }
-        for c in &p.controllers {
-            if let Err(e) = &c.addr {
-                note(format!("controller {}: {e}", c.target));
-            }
-        }
-        // The bridge's management socket follows the bridge's name.
-        let mgmt_path =
-            p.bridge.as_ref().map(|(_, b)| cfg.rundir.join(format!("{}.mgmt", b.str("name").unwrap_or("?"))));
-        if mgmt.as_ref().map(|m| &m.path) != mgmt_path.as_ref() {
-            mgmt = None;
-            if let Some(path) = mgmt_path {
-                match OpenflowListener::bind_unix(&path) {
-                    Ok(listener) => mgmt = Some(Mgmt { path, listener }),
-                    Err(e) => note(format!("the bridge's management socket: {e}")),
-                }
-            }
-        }
-        let mut want = p.identity();
-        want.mgmt = mgmt.as_ref().map(|m| m.path.clone());
-        let current = running.as_ref().map(|r| r.identity.clone());
-        let live = running.as_ref().is_some_and(|r| failed_ports.is_none() && live_change(r, &want));
-        if current.as_ref() != Some(&want) && live {
-            // Ports attached and removed without stopping the datapath.
-            if let Some(r) = running.as_mut() {
-                apply_ports(r, &want, &log);
-            }
-        } else if current.as_ref() != Some(&want) && failed_ports.as_ref() != Some(&want) {
-            if let Some(r) = running.take() {
-                match stop_datapath(r) {
-                    Ok((kept, g)) => {
-                        rules = kept;
-                        generations.push(g);
+        let mut ps = plans(&replica, &mut assigned);
+        ps.notes.iter().for_each(|n| note(n.clone()));
+        // The bridges gone: their switches stopped, their sockets and tap devices removed.
+        let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
+        let mut failed = None;
+        for name in gone {
+            bridges.remove(&name);
+            if let Some(b) = runs.remove(&name) {
+                if let Some(r) = b.running {
+                    match stop_datapath(&name, r) {
+                        Ok((_, g)) => generations.push(g),
+                        Err(e) => failed = Some(e),
                     }
-                    Err(e) => break Err(e),
+                }
+                log(&format!("rqvs switch: ovsdb: bridge {name} removed"));
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        for p in ps.bridges.iter_mut() {
+            let name = p.name().to_string();
+            let b = runs.entry(name.clone()).or_insert_with(|| BridgeRun {
+                running: None,
+                failed_ports: None,
+                start_error: String::new(),
+                mgmt: None,
+                taps: BTreeMap::new(),
+                rules: rules0.clone(),
+                connected: Vec::new(),
+            });
+            keep_taps(p, &mut b.taps);
+            p.notes.iter().for_each(|n| note(format!("bridge {name}: {n}")));
+            for i in &p.ifaces {
+                if let Some(e) = &i.error {
+                    note(format!("interface {}: {e}", i.name));
                 }
             }
-            match start_datapath(&cfg, &want, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
-                Ok(r) => {
-                    let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
-                    log(&format!(
-                        "rqvs switch: ovsdb: datapath ports {}",
-                        if names.is_empty() { "none".into() } else { names.join(", ") }
-                    ));
-                    running = Some(r);
-                    failed_ports = None;
+            for c in &p.controllers {
+                if let Err(e) = &c.addr {
+                    note(format!("controller {}: {e}", c.target));
                 }
-                Err(e) => {
-                    note(format!(
-                        "the datapath could not start with ports {:?}: {e}",
-                        p.ports.iter().map(|x| &x.spec).collect::<Vec<_>>()
-                    ));
-                    failed_ports = Some(want.clone());
-                    start_error = e.to_string();
-                    // Keep the sockets answering on a datapath without ports.
-                    let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
-                    match start_datapath(&cfg, &bare, rules.clone(), &unixctl, &ctl_listener, mgmt.as_ref()) {
-                        Ok(r) => running = Some(r),
-                        Err(e) => break Err(e),
+            }
+            if let Err(e) = apply_bridge(&cfg, &name, p, b, &shared, &bridges, &log, &mut note, &mut generations) {
+                failed = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        // `rqvs ctl` is served by one bridge's switch: the first by name that runs.
+        if let Some(l) = &ctl_listener {
+            if !runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.serves_ctl) {
+                if let Some(r) = runs.values_mut().find_map(|b| b.running.as_mut()) {
+                    let (l, c) = (Arc::clone(l), Arc::clone(&r.control));
+                    match std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c)) {
+                        Ok(t) => {
+                            r.servers.push(t);
+                            r.serves_ctl = true;
+                        }
+                        Err(e) => note(format!("ctl thread: {e}")),
                     }
                 }
             }
         }
-        if let Some(r) = &running {
-            for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
-                if let Some(e) = r.failed.get(&i.name) {
-                    i.error = Some(format!("could not attach the port: {e}"));
-                    i.ofport = -1;
-                }
-            }
-        }
-        if failed_ports.as_ref().is_some_and(|f| *f == want && !f.ports.is_empty()) {
-            // Every interface the datapath was to open says why it is not forwarding.
-            for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
-                i.error = Some(format!("the datapath could not start: {start_error}"));
-                i.ofport = -1;
-            }
-        }
-        let ops = status_ops(&replica, &p, stats_due, &connected);
+        let connected: BTreeMap<String, Vec<String>> =
+            runs.iter().map(|(n, b)| (n.clone(), b.connected.clone())).collect();
+        let ops = status_ops(&replica, &ps, stats_due, &connected);
         if stats_due {
             last_stats = Some(Instant::now());
         }
@@ -860,17 +1005,122 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         // `--detach`'s parent) waits for. Sent once per process.
         crate::notify::ready("configured by OVSDB");
     };
-    if let Some(r) = running.take() {
-        let (_, g) = stop_datapath(r)?;
-        generations.push(g);
+    let mut end = result;
+    for (name, b) in std::mem::take(&mut runs) {
+        bridges.remove(&name);
+        if let Some(r) = b.running {
+            match stop_datapath(&name, r) {
+                Ok((_, g)) => generations.push(g),
+                Err(e) => end = end.and(Err(e)),
+            }
+        }
     }
-    result.map(|()| generations)
+    bridges.request_stop();
+    if let Some(t) = unixctl {
+        let _ = t.join();
+    }
+    // Every bridge's loops have ended: the PMD threads end.
+    drop(shared);
+    end.map(|()| generations)
+}
+
+/// Brings one bridge's switch to its plan `p`: ports attached and removed live, or the switch
+/// (re)started when its controllers, fail mode or management socket changed; the plan's
+/// interfaces then say what could not be done.
+#[allow(clippy::too_many_arguments)]
+fn apply_bridge(
+    cfg: &VswitchdConfig<'_>,
+    name: &str,
+    p: &mut Plan,
+    b: &mut BridgeRun,
+    shared: &Arc<SharedPmds>,
+    bridges: &Bridges,
+    log: &LogFn,
+    note: &mut dyn FnMut(String),
+    generations: &mut Vec<Generation>,
+) -> Result<(), Error> {
+    // The bridge's management socket follows the bridge's name.
+    let mgmt_path = cfg.rundir.join(format!("{name}.mgmt"));
+    if b.mgmt.as_ref().map(|m| &m.path) != Some(&mgmt_path) {
+        b.mgmt = None;
+        match OpenflowListener::bind_unix(&mgmt_path) {
+            Ok(listener) => b.mgmt = Some(Mgmt { path: mgmt_path, listener }),
+            Err(e) => note(format!("bridge {name}: the bridge's management socket: {e}")),
+        }
+    }
+    let mut want = p.identity();
+    want.mgmt = b.mgmt.as_ref().map(|m| m.path.clone());
+    let current = b.running.as_ref().map(|r| r.identity.clone());
+    let live = b.running.as_ref().is_some_and(|r| b.failed_ports.is_none() && live_change(r, &want));
+    if current.as_ref() != Some(&want) && live {
+        // Ports attached and removed without stopping the datapath.
+        if let Some(r) = b.running.as_mut() {
+            apply_ports(r, &want, log);
+        }
+    } else if current.as_ref() != Some(&want) && b.failed_ports.as_ref() != Some(&want) {
+        if let Some(r) = b.running.take() {
+            let (kept, g) = stop_datapath(name, r)?;
+            b.rules = kept;
+            generations.push(g);
+        }
+        match start_datapath(cfg, &want, b.rules.clone(), shared, b.mgmt.as_ref()) {
+            Ok(r) => {
+                let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
+                log(&format!(
+                    "rqvs switch: ovsdb: datapath ports {} (bridge {name})",
+                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                ));
+                bridges.set(name, Arc::clone(&r.control));
+                b.running = Some(r);
+                b.failed_ports = None;
+            }
+            Err(e) => {
+                note(format!(
+                    "bridge {name}: the datapath could not start with ports {:?}: {e}",
+                    p.ports.iter().map(|x| &x.spec).collect::<Vec<_>>()
+                ));
+                b.failed_ports = Some(want.clone());
+                b.start_error = e.to_string();
+                // Keep the sockets answering on a switch without ports.
+                let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
+                let r = start_datapath(cfg, &bare, b.rules.clone(), shared, b.mgmt.as_ref())?;
+                bridges.set(name, Arc::clone(&r.control));
+                b.running = Some(r);
+            }
+        }
+    }
+    if let Some(r) = &b.running {
+        for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
+            if let Some(e) = r.failed.get(&i.name) {
+                i.error = Some(format!("could not attach the port: {e}"));
+                i.ofport = -1;
+            }
+        }
+    }
+    if b.failed_ports.as_ref().is_some_and(|f| *f == want && !f.ports.is_empty()) {
+        // Every interface the datapath was to open says why it is not forwarding.
+        for i in p.ifaces.iter_mut().filter(|i| i.error.is_none()) {
+            i.error = Some(format!("the datapath could not start: {}", b.start_error));
+            i.ofport = -1;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Bridge br0's plan of the replica (its notes with the datapath's).
+    fn plan(r: &Replica, assigned: &mut BTreeMap<String, u32>) -> (Plan, Option<(Uuid, i64)>) {
+        let mut all = BTreeMap::from([("br0".to_string(), assigned.clone())]);
+        let ps = plans(r, &mut all);
+        let mut p = ps.bridges.into_iter().find(|p| p.name() == "br0").unwrap_or_default();
+        p.notes.extend(ps.notes);
+        *assigned = all.remove("br0").unwrap_or_default();
+        (p, ps.ovs)
+    }
 
     fn uuid(n: u32) -> String {
         format!("00000000-0000-0000-0000-{n:012}")
@@ -908,17 +1158,18 @@ mod tests {
     fn ofports_honour_requests_stay_and_fill_the_lowest_gap() {
         // "lo" exists in every network namespace.
         let mut assigned = BTreeMap::new();
-        let p = plan(&replica(&[("lo", "", Some(3)), ("nonexistent0", "", None), ("x", "dpdk", None)]), &mut assigned);
+        let (p, ovs) =
+            plan(&replica(&[("lo", "", Some(3)), ("nonexistent0", "", None), ("x", "dpdk", None)]), &mut assigned);
         assert_eq!(p.ports, vec![PlannedPort { ofport: 3, name: "lo".into(), spec: "lo".into(), vlan: PortVlan::All }]);
         let err = |n: &str| p.ifaces.iter().find(|i| i.name == n).unwrap().error.clone().unwrap();
         assert_eq!(err("nonexistent0"), "could not open network device nonexistent0 (No such device)");
         assert_eq!(err("x"), "dpdk interfaces are not supported by rqvs");
         assert!(p.notes.iter().any(|n| n.contains("bridge br1: datapath_type 'system'")), "{:?}", p.notes);
-        assert_eq!(p.ovs.as_ref().unwrap().1, 3);
-        let p = plan(&replica(&[("lo", "afxdp", None)]), &mut assigned);
+        assert_eq!(ovs.as_ref().unwrap().1, 3);
+        let (p, _) = plan(&replica(&[("lo", "afxdp", None)]), &mut assigned);
         assert_eq!(p.ports[0].ofport, 3, "kept while the interface stays");
         assert_eq!(p.ports[0].spec, "lo:afxdp");
-        let p = plan(
+        let (p, _) = plan(
             &replica(&[("..", "", None), ("a/b", "", None), ("sixteen-bytes-xx", "", None)]),
             &mut BTreeMap::new(),
         );
@@ -927,23 +1178,66 @@ mod tests {
             .ifaces
             .iter()
             .all(|i| i.error.as_deref().is_some_and(|e| e.contains("is not a network device name"))));
-        let p = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
+        let (p, _) = plan(&replica(&[("lo", "", Some(MAX_OFPORT + 1))]), &mut BTreeMap::new());
         assert_eq!(p.ports[0].ofport, 1);
         assert!(p.notes.iter().any(|n| n.contains("not honoured")));
     }
 
     #[test]
     fn the_bridge_port_is_local_and_requests_need_no_gap_fillers() {
-        let p = plan(&replica(&[("br0", "internal", Some(5)), ("lo", "", Some(1000))]), &mut BTreeMap::new());
+        let (p, _) = plan(&replica(&[("br0", "internal", Some(5)), ("lo", "", Some(1000))]), &mut BTreeMap::new());
         let got: Vec<(u32, &str)> = p.ports.iter().map(|x| (x.ofport, x.name.as_str())).collect();
         assert_eq!(got, vec![(1000, "lo"), (crate::ofports::LOCAL, "br0")]);
         let br0 = p.ifaces.iter().find(|i| i.name == "br0").unwrap();
         assert_eq!(br0.ofport, 65534, "Interface.ofport of the bridge's port, as OVS writes it");
         // Another interface asking for LOCAL's number is refused; the lowest free one is given.
-        let p = plan(&replica(&[("br0", "internal", None), ("lo", "", Some(65534))]), &mut BTreeMap::new());
+        let (p, _) = plan(&replica(&[("br0", "internal", None), ("lo", "", Some(65534))]), &mut BTreeMap::new());
         assert_eq!(p.ports.iter().map(|x| x.ofport).collect::<Vec<_>>(), vec![1, crate::ofports::LOCAL]);
         assert!(p.notes.iter().any(|n| n.contains("ofport_request 65534 not honoured")), "{:?}", p.notes);
     }
+    #[test]
+    fn every_netdev_bridge_is_planned_and_an_interface_goes_to_one_bridge() {
+        let mut r = Replica::new();
+        r.apply(&json!({
+            "Open_vSwitch": {uuid(1): {"new": {"next_cfg": 1, "bridges": ["set", [["uuid", uuid(2)], ["uuid", uuid(3)], ["uuid", uuid(4)]]]}}},
+            "Bridge": {
+                uuid(2): {"new": {"name": "brb", "datapath_type": "netdev", "ports": ["set", [["uuid", uuid(20)]]]}},
+                uuid(3): {"new": {"name": "bra", "datapath_type": "netdev", "ports": ["set", [["uuid", uuid(30)], ["uuid", uuid(31)]]]}},
+                uuid(4): {"new": {"name": "brs", "datapath_type": "", "ports": ["set", []]}},
+            },
+            "Port": {
+                uuid(20): {"new": {"name": "lo", "interfaces": ["uuid", uuid(120)]}},
+                uuid(30): {"new": {"name": "lo", "interfaces": ["uuid", uuid(130)]}},
+                uuid(31): {"new": {"name": "bra", "interfaces": ["uuid", uuid(131)]}},
+            },
+            "Interface": {
+                uuid(120): {"new": {"name": "lo", "type": ""}},
+                uuid(130): {"new": {"name": "lo", "type": "", "ofport_request": 7}},
+                uuid(131): {"new": {"name": "bra", "type": "internal"}},
+            },
+        }))
+        .unwrap();
+        let mut assigned = BTreeMap::new();
+        let ps = plans(&r, &mut assigned);
+        let names: Vec<&str> = ps.bridges.iter().map(Plan::name).collect();
+        assert_eq!(names, vec!["bra", "brb"], "the netdev bridges, by name");
+        assert!(ps.notes.iter().any(|n| n.contains("bridge brs: datapath_type ''")), "{:?}", ps.notes);
+        // The first bridge by name has the interface; the second's is refused.
+        let ports: Vec<(u32, &str)> = ps.bridges[0].ports.iter().map(|x| (x.ofport, x.name.as_str())).collect();
+        assert_eq!(ports, vec![(7, "lo"), (crate::ofports::LOCAL, "bra")]);
+        assert!(ps.bridges[1].ports.is_empty());
+        let lo = &ps.bridges[1].ifaces[0];
+        assert_eq!(lo.ofport, -1);
+        assert_eq!(lo.error.as_deref(), Some("could not add network device lo to bridge brb: it is on bridge bra"));
+        // Each bridge numbers its own ports.
+        assert_eq!(assigned.keys().collect::<Vec<_>>(), vec!["bra", "brb"]);
+        assert_eq!(assigned["bra"].get("lo"), Some(&7));
+        // The status: brb's interface row gets the error.
+        let ops = status_ops(&r, &ps, false, &BTreeMap::new());
+        let text = serde_json::to_string(&ops.iter().map(|o| o.to_json()).collect::<Vec<_>>()).unwrap();
+        assert!(text.contains("it is on bridge bra"), "{text}");
+    }
+
     #[test]
     fn port_vlans_follow_ovs_defaults() {
         let row = |j: serde_json::Value| Row::from_json(&j).unwrap();

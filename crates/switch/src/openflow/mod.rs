@@ -398,6 +398,9 @@ impl Refusals {
 pub struct ChannelConfig {
     /// The passive listener (`--openflow`).
     pub listen: Option<OpenflowListener>,
+    /// More passive listeners, served alike (`--ovsdb`: a bridge's `ptcp:`/`punix:`
+    /// controller targets beside its management socket).
+    pub more_listeners: Vec<OpenflowListener>,
     /// Controllers to connect to (`--controller`).
     pub controllers: Vec<ControllerTarget>,
     /// The TLS settings of `ssl:` controllers (the passive listener has its own).
@@ -422,6 +425,7 @@ impl ChannelConfig {
     pub fn new() -> ChannelConfig {
         ChannelConfig {
             listen: None,
+            more_listeners: Vec::new(),
             controllers: Vec::new(),
             tls: None,
             fail_mode: FailMode::Standalone,
@@ -497,6 +501,10 @@ impl Channel {
         if let Some(l) = cfg.listen {
             let h = hub.clone();
             threads.push(spawn("openflow", Box::new(move || l.serve(&h)))?);
+        }
+        for (i, l) in cfg.more_listeners.into_iter().enumerate() {
+            let h = hub.clone();
+            threads.push(spawn(&format!("openflow{}", i + 1), Box::new(move || l.serve(&h)))?);
         }
         for (i, target) in cfg.controllers.iter().copied().enumerate() {
             let h = hub.clone();
