@@ -239,6 +239,41 @@ impl PrefixFields {
         })
     }
 
+    /// The fields OVS's vswitchd takes from an OVSDB `Flow_Table` row's `prefixes` column (what
+    /// the drop-in's OVSDB wiring calls), with the warnings vswitchd would log. The column is a
+    /// set, so its names come sorted and vswitchd checks the fields in that order
+    /// (`prefixes=ipv6_src,ipv6_dst` checks `ipv6_dst` first — measured against OVS 3.1 by
+    /// `ovs_wide_sets`); `none` anywhere means no tries; an unknown or non-prefix field (and
+    /// rqvs's missing tunnel fields) is skipped with a warning, as is a fourth field; an alias of
+    /// a field already taken is ignored; when no field is usable, the default stays.
+    pub fn from_ovsdb<S: AsRef<str>>(names: &[S]) -> (PrefixFields, Vec<String>) {
+        let mut sorted: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.contains(&"none") {
+            return (PrefixFields::NONE, Vec::new());
+        }
+        let mut warnings = Vec::new();
+        let mut out = PrefixFields::NONE;
+        let mut usable = false;
+        for name in sorted {
+            match Self::field(name) {
+                Err(e) => warnings.push(format!("'prefixes': {e}; field not used")),
+                Ok(_) if usize::from(out.n) >= MAX_PREFIX_FIELDS => {
+                    warnings.push(format!("'prefixes' with too many fields, field not used: {name}"))
+                }
+                Ok(f) => {
+                    usable = true;
+                    if !out.fields().contains(&f) {
+                        out.fields[usize::from(out.n)] = f;
+                        out.n += 1;
+                    }
+                }
+            }
+        }
+        (if usable { out } else { PrefixFields::OVS_DEFAULT }, warnings)
+    }
+
     /// The fields, in checking order.
     #[inline]
     pub fn fields(&self) -> &[PrefixField] {
@@ -407,6 +442,22 @@ mod tests {
         assert!(err("nw_src,ip_src").contains("twice"));
         assert!(err("none,nw_src").contains("none"));
         assert!(err("nw_src,").contains("expected"));
+    }
+
+    #[test]
+    fn from_ovsdb_as_vswitchd() {
+        let (p, w) = PrefixFields::from_ovsdb(&["ipv6_src", "ipv6_dst"]);
+        assert_eq!(p.to_string(), "ipv6_dst,ipv6_src", "a set: sorted");
+        assert!(w.is_empty());
+        let (p, w) = PrefixFields::from_ovsdb(&["nw_src", "tun_src", "ipv6_dst", "nw_dst", "ipv6_src"]);
+        assert_eq!(p.to_string(), "ipv6_dst,ipv6_src,nw_dst");
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("nw_src") && w[0].contains("too many"), "{w:?}");
+        assert!(w[1].contains("tun_src"), "{w:?}");
+        assert_eq!(PrefixFields::from_ovsdb(&["nw_src", "none"]).0, PrefixFields::NONE);
+        assert_eq!(PrefixFields::from_ovsdb(&["bogus"]).0, PrefixFields::OVS_DEFAULT);
+        assert_eq!(PrefixFields::from_ovsdb::<&str>(&[]).0, PrefixFields::OVS_DEFAULT);
+        assert_eq!(PrefixFields::from_ovsdb(&["ip_src", "nw_src"]).0.to_string(), "nw_src");
     }
 
     #[test]
