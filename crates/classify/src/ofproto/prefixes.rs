@@ -217,11 +217,11 @@ impl PrefixFields {
             }
             return Ok(PrefixFields::NONE);
         }
-        let fields = names.iter().map(|n| Self::field(n)).collect::<Result<Vec<_>, _>>()?;
+        let fields = names.iter().map(|n| Self::field_by_name(n)).collect::<Result<Vec<_>, _>>()?;
         PrefixFields::new(&fields)
     }
 
-    fn field(name: &str) -> Result<PrefixField, PrefixFieldsError> {
+    fn field_by_name(name: &str) -> Result<PrefixField, PrefixFieldsError> {
         if TUNNEL_PREFIX_FIELDS.contains(&name) {
             return Err(PrefixFieldsError(format!(
                 "prefix field {name}: OVS allows it, but rqvs keys carry no tunnel fields"
@@ -257,7 +257,7 @@ impl PrefixFields {
         let mut out = PrefixFields::NONE;
         let mut usable = false;
         for name in sorted {
-            match Self::field(name) {
+            match Self::field_by_name(name) {
                 Err(e) => warnings.push(format!("'prefixes': {e}; field not used")),
                 Ok(_) if usize::from(out.n) >= MAX_PREFIX_FIELDS => {
                     warnings.push(format!("'prefixes' with too many fields, field not used: {name}"))
@@ -272,6 +272,12 @@ impl PrefixFields {
             }
         }
         (if usable { out } else { PrefixFields::OVS_DEFAULT }, warnings)
+    }
+
+    /// Field `j` (`j` below [`MAX_PREFIX_FIELDS`]; past the fields, whatever fills the slot).
+    #[inline(always)]
+    pub fn field(&self, j: usize) -> PrefixField {
+        self.fields[j]
     }
 
     /// The fields, in checking order.
@@ -395,7 +401,7 @@ impl Tries {
     /// the packet does not meet the field's prerequisite.
     #[inline]
     pub fn lookup(&self, j: usize, key: &FlowKey) -> TrieLookup {
-        let f = self.fields.fields()[j];
+        let f = self.fields.field(j);
         if !f.applies(key) {
             return TrieLookup::ALL;
         }

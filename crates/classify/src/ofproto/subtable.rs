@@ -398,7 +398,7 @@ impl Subtable {
         let found = self.find_words(kw);
         if found.is_none() && self.ports_mask_len > 0 {
             let pmask = ports_of(&self.mask);
-            let mbits = self.ports_trie.lookup(ports_of(key) & pmask).maskbits;
+            let mbits = self.ports_trie.maskbits(ports_of(key) & pmask);
             // Every bit of the subtable was used to decide there is no match, but the ports
             // examined are only those the ports trie needs (OVS fix 489553b1c).
             let ports = ports_of(wc) | (pmask & prefix_mask32(mbits));
@@ -415,7 +415,8 @@ impl Subtable {
     /// adding the bits that proof needs to `wc`.
     #[inline]
     fn check_tries(&self, key: &FlowKey, tries: &Tries, ctx: &mut TrieCtx, wc: &mut FlowKey) -> bool {
-        for (j, &field) in tries.fields.fields().iter().enumerate() {
+        // trie_plen is 0 past the table's fields: no slice of them, no bounds to check.
+        for j in 0..MAX_PREFIX_FIELDS {
             let plen = self.trie_plen[j];
             if plen == 0 {
                 continue;
@@ -428,6 +429,7 @@ impl Subtable {
             }
             let res = ctx.result[j];
             if !res.has_plen(plen) {
+                let field = tries.fields.field(j);
                 // The trie is shared by the whole table: its bits must not un-wildcard more
                 // than this subtable would examine, unless they already are.
                 if res.maskbits <= plen {

@@ -174,6 +174,23 @@ impl<K: TrieKey> PrefixTrie<K> {
         TrieLookup { maskbits: K::BITS, plens }
     }
 
+    /// [`PrefixTrie::lookup`]'s `maskbits` alone (what the ports trie needs), without collecting
+    /// the prefix lengths.
+    #[inline]
+    pub fn maskbits(&self, value: K) -> u32 {
+        let mut node = 0usize;
+        for depth in 0..K::BITS {
+            let n = &self.nodes[node];
+            let b = bit_at(value, depth);
+            let next = n.children[b];
+            if next == NONE {
+                return if n.children[1 - b] != NONE { depth + 1 } else { depth };
+            }
+            node = next as usize;
+        }
+        K::BITS
+    }
+
     /// True when no prefix is stored.
     pub fn is_empty(&self) -> bool {
         self.nodes[0].children == [NONE, NONE]
@@ -306,6 +323,7 @@ mod tests {
         }
         for value in probes {
             prop_assert_eq!(t.lookup(to_key(value)), by_definition(&kept, value, width));
+            prop_assert_eq!(t.maskbits(to_key(value)), t.lookup(to_key(value)).maskbits);
         }
         if kept.is_empty() {
             prop_assert!(t.is_empty());
