@@ -25,23 +25,38 @@ use std::marker::PhantomData;
 pub trait TrieKey: Copy + std::fmt::Debug {
     /// Width in bits (at most 128).
     const BITS: u32;
+    /// The prefix-length bitmap a lookup collects (bit `L - 1` for length `L`), as narrow as
+    /// the key allows: a `u32` key's lookup does no 128-bit arithmetic.
+    type Plens: Copy + Default + std::ops::BitOrAssign + Into<u128>;
     /// Bit `depth` (0: the most significant) as 0 or 1.
     fn bit_at(self, depth: u32) -> usize;
+    /// The bitmap bit of prefix length `plen` (1..=BITS).
+    fn plen_bit(plen: u32) -> Self::Plens;
 }
 
 impl TrieKey for u32 {
     const BITS: u32 = 32;
+    type Plens = u32;
     #[inline(always)]
     fn bit_at(self, depth: u32) -> usize {
         ((self >> (31 - depth)) & 1) as usize
+    }
+    #[inline(always)]
+    fn plen_bit(plen: u32) -> u32 {
+        1 << (plen - 1)
     }
 }
 
 impl TrieKey for u128 {
     const BITS: u32 = 128;
+    type Plens = u128;
     #[inline(always)]
     fn bit_at(self, depth: u32) -> usize {
         ((self >> (127 - depth)) & 1) as usize
+    }
+    #[inline(always)]
+    fn plen_bit(plen: u32) -> u128 {
+        1 << (plen - 1)
     }
 }
 
@@ -153,25 +168,25 @@ impl<K: TrieKey> PrefixTrie<K> {
     #[inline]
     pub fn lookup(&self, value: K) -> TrieLookup {
         let mut node = 0usize;
-        let mut plens = 0u128;
+        let mut plens = K::Plens::default();
         for depth in 0..K::BITS {
             let n = &self.nodes[node];
             if depth > 0 && n.n_rules > 0 {
-                plens |= 1u128 << (depth - 1);
+                plens |= K::plen_bit(depth);
             }
             let b = bit_at(value, depth);
             let next = n.children[b];
             if next == NONE {
                 // A longer prefix branching off the other way is ruled out by this bit.
                 let maskbits = if n.children[1 - b] != NONE { depth + 1 } else { depth };
-                return TrieLookup { maskbits, plens };
+                return TrieLookup { maskbits, plens: plens.into() };
             }
             node = next as usize;
         }
         if self.nodes[node].n_rules > 0 {
-            plens |= 1u128 << (K::BITS - 1);
+            plens |= K::plen_bit(K::BITS);
         }
-        TrieLookup { maskbits: K::BITS, plens }
+        TrieLookup { maskbits: K::BITS, plens: plens.into() }
     }
 
     /// [`PrefixTrie::lookup`]'s `maskbits` alone (what the ports trie needs), without collecting
