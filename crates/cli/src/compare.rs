@@ -25,6 +25,8 @@ pub struct Args {
     pub designs: Vec<DesignKind>,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub prefixes: crate::prefixes::Prefixes,
 }
 
 /// Options `rqvs compare` accepts but would not use with the designs and the other options
@@ -36,6 +38,7 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
+    args.prefixes.apply();
     let designs = &args.designs;
     if designs.is_empty() {
         return Err(Failure("--designs: expected at least one design".into()));

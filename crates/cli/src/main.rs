@@ -22,6 +22,7 @@ mod gen;
 mod gen_pipeline;
 mod paper;
 mod plot;
+mod prefixes;
 mod replay;
 mod report;
 mod send;

@@ -42,6 +42,8 @@ pub struct Args {
     /// (tm, no learned index).
     #[arg(long, value_enum, default_value_t = crate::args::CflowsClassifierArg::Nmu)]
     classifier: crate::args::CflowsClassifierArg,
+    #[command(flatten)]
+    pub(crate) prefixes: crate::prefixes::Prefixes,
     /// PMD threads (each polls one queue of every port) [range: 1 ≤ x ≤ 64].
     #[arg(long, default_value_t = 1, value_parser = crate::args::range::between(1usize, 64))]
     pub(crate) pmds: usize,
@@ -410,6 +412,7 @@ fn configure(
 }
 
 pub fn run(a: &Args) -> Result<(), Failure> {
+    a.prefixes.apply();
     if a.daemon.detach {
         // The same command line runs in the background; this process returns once it is ready.
         return crate::daemon::detach();

@@ -50,6 +50,8 @@ pub struct Args {
     /// Write a JSON report here ('-' = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub prefixes: crate::prefixes::Prefixes,
 }
 
 fn load_table(path: &std::path::Path) -> Result<Vec<Rule>, Failure> {
@@ -86,6 +88,7 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
 }
 
 pub fn run(args: &Args) -> Result<(), Failure> {
+    args.prefixes.apply();
     let flows = load_table(&args.rules)?;
     let c = OfprotoClassifier::build(&flows)?;
     match (&args.flow, &args.trace) {

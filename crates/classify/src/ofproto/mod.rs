@@ -13,10 +13,11 @@
 //!   above the best match found so far, and a subtable the search does not reach adds no bits.
 //! - **Staged lookup** ([`subtable`]): each subtable checks metadata, then L2, then L3, then L4,
 //!   stopping at the first stage no rule of it agrees with; later stages add no bits.
-//! - **Prefix tries** ([`trie`]) on `nw_dst` and `nw_src` (OVS's default prefix fields, in that
-//!   order): a subtable whose prefix on the field cannot match is skipped after examining only as
-//!   many leading address bits as rule out the longer prefixes; and a per-subtable trie over the
-//!   ports does the same for the final stage.
+//! - **Prefix tries** ([`trie`]) on the table's prefix fields ([`prefixes`], OVS's
+//!   `Flow_Table:prefixes`: by default `nw_dst` and `nw_src`, in that order; up to three of
+//!   `nw_src`, `nw_dst`, `ipv6_src`, `ipv6_dst`, or none): a subtable whose prefix on the field
+//!   cannot match is skipped after examining only as many leading address bits as rule out the
+//!   longer prefixes; and a per-subtable trie over the ports does the same for the final stage.
 //!
 //! **Tables.** Rules carry an OpenFlow table id; each table is its own classifier with its own
 //! tries. [`OfprotoClassifier::lookup_wc`] and the [`Classifier`] trait look up table 0 (the
@@ -42,6 +43,7 @@
 //! keys do not carry.
 
 pub mod megaflow;
+pub mod prefixes;
 pub mod subtable;
 pub mod trie;
 
@@ -51,8 +53,12 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError};
 pub use megaflow::{format_flow, format_megaflow, format_packet, format_tcp_flags, Megaflow};
+use prefixes::Tries;
+pub use prefixes::{
+    default_prefix_fields, set_default_prefix_fields, PrefixField, PrefixFields, PrefixFieldsError, MAX_PREFIX_FIELDS,
+};
 use subtable::{Entry, Subtable, TrieCtx};
-pub use trie::{PrefixTrie, TrieLookup};
+pub use trie::{PrefixTrie, TrieKey, TrieLookup};
 
 /// A lookup's result: the winning rule and the wildcards the classifier examined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +92,8 @@ pub struct OfTable {
     by_mask: HashMap<FlowKey, usize>,
     /// Live subtables in search order.
     order: Vec<usize>,
-    /// Tries on `nw_dst`, `nw_src` ([`subtable::PrefixField`] order).
-    tries: [PrefixTrie; 2],
+    /// The classifier-wide tries, one per prefix field.
+    tries: Tries,
     rules: HashMap<RuleId, (Rule, Vec<Part>)>,
     /// Every rule's parts, grouped by priority: what finds a new rule's overlapping equals.
     by_priority: HashMap<u32, Peers>,
@@ -277,7 +283,7 @@ impl OfTable {
             let st = self.subtables[si].as_mut().expect("live subtable");
             for (j, plen) in st.trie_plen.into_iter().enumerate() {
                 if plen > 0 {
-                    self.tries[j].insert(subtable::PrefixField::ALL[j].get(&value), plen);
+                    self.tries.insert(j, &value, plen);
                 }
             }
             st.insert(value, entry);
@@ -297,7 +303,7 @@ impl OfTable {
             st.remove(p.value, entry);
             for (j, plen) in st.trie_plen.into_iter().enumerate() {
                 if plen > 0 {
-                    self.tries[j].remove(subtable::PrefixField::ALL[j].get(&p.value), plen);
+                    self.tries.remove(j, &p.value, plen);
                 }
             }
             if st.is_empty() {
@@ -329,7 +335,7 @@ impl OfTable {
     }
 
     fn create_subtable(&mut self, mask: FlowKey) -> usize {
-        let st = Subtable::new(mask, self.next_seq);
+        let st = Subtable::new(mask, self.next_seq, &self.tries.fields);
         self.next_seq += 1;
         let si = match self.free.pop() {
             Some(si) => {
@@ -390,26 +396,92 @@ impl OfTable {
         let st: usize = self.subtables.iter().flatten().map(Subtable::memory_bytes).sum();
         let rules = self.rules.capacity() * (std::mem::size_of::<Rule>() + 64)
             + self.rules.values().map(|(_, p)| p.capacity() * std::mem::size_of::<Part>()).sum::<usize>();
-        st + rules + self.tries.iter().map(PrefixTrie::memory_bytes).sum::<usize>() + self.order.capacity() * 8
+        st + rules + self.tries.memory_bytes() + self.order.capacity() * 8
+    }
+
+    fn new(prefixes: PrefixFields) -> OfTable {
+        OfTable { tries: Tries::new(prefixes), ..OfTable::default() }
+    }
+
+    /// Rebuilds the tries for new prefix fields (OVS's `classifier_set_prefix_fields`: every
+    /// subtable's prefix lengths recomputed, every rule re-inserted into the new tries).
+    fn set_prefix_fields(&mut self, prefixes: PrefixFields) {
+        self.tries = Tries::new(prefixes);
+        for st in self.subtables.iter_mut().flatten() {
+            st.set_prefix_fields(&prefixes);
+        }
+        for (_, parts) in self.rules.values() {
+            for p in parts {
+                let st = self.subtables[p.subtable].as_ref().expect("live subtable");
+                for (j, plen) in st.trie_plen.into_iter().enumerate() {
+                    if plen > 0 {
+                        self.tries.insert(j, &p.value, plen);
+                    }
+                }
+            }
+        }
     }
 }
 
 /// The OpenFlow tables of one bridge, looked up with wildcard tracking (module docs).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct OfprotoClassifier {
     /// Indexed by table id; tables are created on first use.
     tables: Vec<OfTable>,
     len: usize,
+    /// The prefix fields of every table.
+    prefixes: PrefixFields,
+}
+
+impl Default for OfprotoClassifier {
+    /// An empty classifier with the process's default prefix fields
+    /// ([`default_prefix_fields`]).
+    fn default() -> Self {
+        OfprotoClassifier::with_prefix_fields(default_prefix_fields())
+    }
 }
 
 impl OfprotoClassifier {
+    /// An empty classifier with the process's default prefix fields
+    /// ([`default_prefix_fields`]: OVS's `nw_dst,nw_src` unless the process set others).
     pub fn new() -> OfprotoClassifier {
         OfprotoClassifier::default()
     }
 
+    /// An empty classifier with prefix tries on `prefixes`.
+    pub fn with_prefix_fields(prefixes: PrefixFields) -> OfprotoClassifier {
+        OfprotoClassifier { tables: Vec::new(), len: 0, prefixes }
+    }
+
+    /// The prefix fields of every table.
+    pub fn prefix_fields(&self) -> PrefixFields {
+        self.prefixes
+    }
+
+    /// Sets the prefix fields of every table (OVS's `Flow_Table:prefixes`, here for all tables
+    /// at once), rebuilding the tries of the rules held. Lookups afterwards examine the bits the
+    /// new tries need; the matched rules do not change.
+    pub fn set_prefix_fields(&mut self, prefixes: PrefixFields) {
+        if prefixes == self.prefixes {
+            return;
+        }
+        self.prefixes = prefixes;
+        for t in &mut self.tables {
+            t.set_prefix_fields(prefixes);
+        }
+    }
+
     /// A classifier holding `rules` (inserted in the given order, as `ovs-ofctl add-flows` does).
     pub fn build(rules: &[Rule]) -> Result<OfprotoClassifier, ClassifierError> {
-        let mut c = OfprotoClassifier::new();
+        OfprotoClassifier::build_with_prefix_fields(rules, default_prefix_fields())
+    }
+
+    /// [`OfprotoClassifier::build`] with prefix tries on `prefixes`.
+    pub fn build_with_prefix_fields(
+        rules: &[Rule],
+        prefixes: PrefixFields,
+    ) -> Result<OfprotoClassifier, ClassifierError> {
+        let mut c = OfprotoClassifier::with_prefix_fields(prefixes);
         for r in rules {
             c.insert(r.clone())?;
         }
@@ -475,7 +547,8 @@ impl Classifier for OfprotoClassifier {
         }
         let t = usize::from(rule.table);
         if self.tables.len() <= t {
-            self.tables.resize_with(t + 1, OfTable::default);
+            let prefixes = self.prefixes;
+            self.tables.resize_with(t + 1, || OfTable::new(prefixes));
         }
         self.tables[t].insert(rule)?;
         self.len += 1;

@@ -11,8 +11,9 @@
 //! stages examined so far are added to the wildcards. The final stage looks the packet up among
 //! the rules themselves.
 //!
-//! **Tries.** Before a stage that holds a prefix field (`nw_dst`, `nw_src`, in that order), the
-//! classifier-wide trie is consulted (`check_tries` in OVS): if no rule of any subtable has this
+//! **Tries.** Before a stage that holds a prefix field (the table's [`super::prefixes`]: by
+//! default `nw_dst`, then `nw_src`; any of `ipv6_src`, `ipv6_dst` too — all in the L3 segment),
+//! the classifier-wide tries are consulted in order (`check_tries` in OVS): if no rule of any subtable has this
 //! subtable's prefix length matching the packet, the subtable is skipped after adding only the
 //! trie's `maskbits` bits of the field to the wildcards (and the stages before this one), provided
 //! that is not more bits than the subtable itself would examine, or those bits are already
@@ -34,6 +35,7 @@ use hashbrown::HashMap;
 use rqvs_flow::key::{mask_words, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
+use super::prefixes::{prefix_mask32, PrefixFields, Tries, MAX_PREFIX_FIELDS};
 use super::trie::{PrefixTrie, TrieLookup};
 
 /// The four segments of a flow, in lookup order.
@@ -89,57 +91,10 @@ impl Segment {
     }
 }
 
-/// The prefix fields with a classifier-wide trie, in the order OVS checks them
-/// (`default_prefix_fields` of ofproto: `nw_dst`, then `nw_src`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrefixField {
-    NwDst,
-    NwSrc,
-}
-
-impl PrefixField {
-    pub const ALL: [PrefixField; 2] = [PrefixField::NwDst, PrefixField::NwSrc];
-
-    #[inline]
-    pub fn get(self, k: &FlowKey) -> u32 {
-        match self {
-            PrefixField::NwDst => k.nw_dst,
-            PrefixField::NwSrc => k.nw_src,
-        }
-    }
-
-    #[inline]
-    pub fn get_mut(self, k: &mut FlowKey) -> &mut u32 {
-        match self {
-            PrefixField::NwDst => &mut k.nw_dst,
-            PrefixField::NwSrc => &mut k.nw_src,
-        }
-    }
-}
-
-/// The prefix length of a mask when it is a CIDR mask (`0` for no bits or a non-prefix mask: OVS
-/// then keeps the subtable out of the trie).
-pub fn cidr_len(mask: u32) -> u32 {
-    if mask != 0 && (!mask).wrapping_add(1) & !mask == 0 {
-        mask.count_ones()
-    } else {
-        0
-    }
-}
-
 /// `tp_src:tp_dst` as one 32-bit value, `tp_src` in the high half (OVS's `TP_PORTS_OFS32`).
 #[inline]
 pub fn ports_of(k: &FlowKey) -> u32 {
     (u32::from(k.tp_src) << 16) | u32::from(k.tp_dst)
-}
-
-#[inline]
-fn prefix_mask(bits: u32) -> u32 {
-    if bits == 0 {
-        0
-    } else {
-        u32::MAX << (32 - bits)
-    }
 }
 
 /// One stage of a subtable.
@@ -252,9 +207,17 @@ impl Entry {
 }
 
 /// The per-lookup state of the classifier-wide tries (looked up on demand, once per packet).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct TrieCtx {
-    pub result: [Option<TrieLookup>; 2],
+    /// Bit `j` set: `result[j]` holds trie `j`'s answer.
+    done: u8,
+    result: [TrieLookup; MAX_PREFIX_FIELDS],
+}
+
+impl Default for TrieCtx {
+    fn default() -> Self {
+        TrieCtx { done: 0, result: [TrieLookup::ALL; MAX_PREFIX_FIELDS] }
+    }
 }
 
 /// Rules sharing one mask.
@@ -272,8 +235,9 @@ pub struct Subtable {
     ranks: BTreeMap<(Reverse<u32>, RuleId), u32>,
     /// The first key of `ranks`, cached: lookups read it for every subtable they consider.
     best: Option<(Reverse<u32>, RuleId)>,
-    /// Prefix length on each [`PrefixField`] (0: not in that trie).
-    pub trie_plen: [u32; 2],
+    /// Prefix length on each of the table's prefix fields, in their order (0: not in that
+    /// trie).
+    pub trie_plen: [u32; MAX_PREFIX_FIELDS],
     /// OVS's `ports_mask_len`: 32 minus the trailing zeros of the ports mask as one 32-bit value.
     ports_mask_len: u32,
     ports_trie: PrefixTrie,
@@ -282,7 +246,7 @@ pub struct Subtable {
 }
 
 impl Subtable {
-    pub fn new(mask: FlowKey, seq: u64) -> Subtable {
+    pub fn new(mask: FlowKey, seq: u64, prefixes: &PrefixFields) -> Subtable {
         let mut stages = Vec::new();
         let mut cumulative = FlowKey::default();
         for seg in Segment::ALL {
@@ -303,11 +267,25 @@ impl Subtable {
             mask_words: mask.to_words(),
             ranks: BTreeMap::new(),
             best: None,
-            trie_plen: [cidr_len(mask.nw_dst), cidr_len(mask.nw_src)],
+            trie_plen: Self::trie_plens(&mask, prefixes),
             ports_mask_len: if ports_mask == 0 { 0 } else { 32 - ports_mask.trailing_zeros() },
             ports_trie: PrefixTrie::default(),
             seq,
         }
+    }
+
+    /// The subtable's prefix length on each prefix field (OVS's `trie_plen`).
+    fn trie_plens(mask: &FlowKey, prefixes: &PrefixFields) -> [u32; MAX_PREFIX_FIELDS] {
+        let mut plens = [0; MAX_PREFIX_FIELDS];
+        for (p, f) in plens.iter_mut().zip(prefixes.fields()) {
+            *p = f.plen(mask);
+        }
+        plens
+    }
+
+    /// Recomputes the prefix lengths for a new set of prefix fields.
+    pub fn set_prefix_fields(&mut self, prefixes: &PrefixFields) {
+        self.trie_plen = Self::trie_plens(&self.mask, prefixes);
     }
 
     /// Number of rules held (a rule split into several parts here counts once).
@@ -392,13 +370,12 @@ impl Subtable {
     }
 
     /// The staged lookup of OVS's `find_match_wc`: the best rule of this subtable matching `key`,
-    /// adding to `wc` every bit the lookup examined. `tries` holds the classifier-wide tries in
-    /// [`PrefixField`] order.
+    /// adding to `wc` every bit the lookup examined. `tries` holds the classifier-wide tries.
     pub fn find_wc(
         &self,
         key: &FlowKey,
         kw: &Words,
-        tries: &[PrefixTrie; 2],
+        tries: &Tries,
         ctx: &mut TrieCtx,
         wc: &mut FlowKey,
     ) -> Option<Entry> {
@@ -421,10 +398,10 @@ impl Subtable {
         let found = self.find_words(kw);
         if found.is_none() && self.ports_mask_len > 0 {
             let pmask = ports_of(&self.mask);
-            let mbits = self.ports_trie.lookup(ports_of(key) & pmask).maskbits;
+            let mbits = self.ports_trie.maskbits(ports_of(key) & pmask);
             // Every bit of the subtable was used to decide there is no match, but the ports
             // examined are only those the ports trie needs (OVS fix 489553b1c).
-            let ports = ports_of(wc) | (pmask & prefix_mask(mbits));
+            let ports = ports_of(wc) | (pmask & prefix_mask32(mbits));
             *wc = wc.union(&self.mask);
             wc.tp_src = (ports >> 16) as u16;
             wc.tp_dst = ports as u16;
@@ -436,27 +413,30 @@ impl Subtable {
 
     /// OVS's `check_tries`: true when the tries prove no rule of this subtable can match, after
     /// adding the bits that proof needs to `wc`.
-    fn check_tries(&self, key: &FlowKey, tries: &[PrefixTrie; 2], ctx: &mut TrieCtx, wc: &mut FlowKey) -> bool {
-        for (j, field) in PrefixField::ALL.into_iter().enumerate() {
+    #[inline]
+    fn check_tries(&self, key: &FlowKey, tries: &Tries, ctx: &mut TrieCtx, wc: &mut FlowKey) -> bool {
+        // trie_plen is 0 past the table's fields: no slice of them, no bounds to check.
+        for j in 0..MAX_PREFIX_FIELDS {
             let plen = self.trie_plen[j];
             if plen == 0 {
                 continue;
             }
-            let res = *ctx.result[j].get_or_insert_with(|| {
-                // The prerequisite of nw_src/nw_dst (OVS: `mf_are_prereqs_ok`) is IPv4.
-                if key.is_ip() {
-                    tries[j].lookup(field.get(key))
-                } else {
-                    TrieLookup::ALL
-                }
-            });
+            // On-demand lookup, once per packet; a packet without the field's prerequisite
+            // gets "every length may match" (OVS's `trie_lookup`).
+            if ctx.done & (1 << j) == 0 {
+                ctx.result[j] = tries.lookup(j, key);
+                ctx.done |= 1 << j;
+            }
+            let res = ctx.result[j];
             if !res.has_plen(plen) {
-                let bits = prefix_mask(res.maskbits);
+                let field = tries.fields.field(j);
+                // The trie is shared by the whole table: its bits must not un-wildcard more
+                // than this subtable would examine, unless they already are.
                 if res.maskbits <= plen {
-                    *field.get_mut(wc) |= bits;
+                    field.set_prefix_bits(wc, res.maskbits);
                     return true;
                 }
-                if field.get(wc) & bits == bits {
+                if field.prefix_bits_set(wc, res.maskbits) {
                     return true;
                 }
             }
