@@ -36,7 +36,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 use std::time::Instant;
 
-use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier};
+use rqvs_classify::ofproto::{Megaflow, OfprotoClassifier, PrefixFields};
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
@@ -293,6 +293,14 @@ impl OfprotoTable {
 
     pub fn version(&self) -> u64 {
         self.read().version()
+    }
+
+    /// The prefix fields of every table's tries (OVS's `Flow_Table:prefixes`): the tries are
+    /// rebuilt; the rules and so every lookup's winner stay, only the megaflows made from now on
+    /// differ ([`OfprotoClassifier::set_prefix_fields`]).
+    pub fn set_prefix_fields(&self, prefixes: PrefixFields) {
+        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        t.classifier.set_prefix_fields(prefixes);
     }
 
     /// Keeps an index of the tables after 0 from now on ([`LaterTables`]: what CFLOWS' walk looks

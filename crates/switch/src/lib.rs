@@ -200,6 +200,9 @@ pub struct SwitchConfig {
     /// Run on the datapath's shared PMD threads instead of threads of its own (several bridges
     /// in one process: [`shared`]); `pmds` and `pmd_cpus` are then the shared threads'.
     pub shared: Option<Arc<shared::SharedPmds>>,
+    /// The slow path's prefix fields (a bridge's `Flow_Table:prefixes`); `None`: the process's
+    /// default (`--prefixes`, else OVS's `nw_dst,nw_src`).
+    pub prefixes: Option<rqvs_classify::ofproto::PrefixFields>,
 }
 
 impl SwitchConfig {
@@ -230,6 +233,7 @@ impl SwitchConfig {
             port_vlans: Vec::new(),
             live_ports: false,
             shared: None,
+            prefixes: None,
         }
     }
 }
@@ -349,6 +353,8 @@ pub struct Control {
     /// CFLOWS: the slow path's table of the record for `trace`, built when asked and dropped at
     /// every rule change (`None`).
     trace_table: Mutex<Option<OfprotoTable>>,
+    /// [`SwitchConfig::prefixes`], for the tables built on demand ([`Control::whole_table`]).
+    prefixes: Option<rqvs_classify::ofproto::PrefixFields>,
     rules: Mutex<FlowTable>,
     /// ORIG/CCACHE: the PMDs' answers to table changes committed without waiting (a run of
     /// FLOW_MODs, an expiry), waited for at the next change that waits or at
@@ -446,6 +452,9 @@ impl Switch {
             (Vec::new(), OfprotoTable::build(&rules))
         };
         let table = table.map_err(|e| err(format!("rules: {e}")))?;
+        if let Some(p) = cfg.prefixes {
+            table.set_prefix_fields(p);
+        }
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -578,6 +587,7 @@ impl Switch {
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
+            prefixes: cfg.prefixes,
             rules: Mutex::new(record),
             unsettled: Mutex::new(Vec::new()),
             handler: handler_stats,
@@ -1027,6 +1037,9 @@ impl Control {
     /// table, for `trace` and TABLE packet-outs.
     fn whole_table(&self) -> Result<OfprotoTable, Error> {
         let t = OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?;
+        if let Some(p) = self.prefixes {
+            t.set_prefix_fields(p);
+        }
         let groups: Vec<RuleChange> = self.groups().iter().map(|e| RuleChange::Group(e.group.clone())).collect();
         if !groups.is_empty() {
             t.commit(groups).map_err(|e| err(e.to_string()))?;

@@ -1,7 +1,8 @@
 //! `rqvs switch --ovsdb`: the switch configured through OVSDB as `ovs-vswitchd` is, so that
 //! `ovs-vsctl` drives it. What is built (issue 37, parts 1 and 2):
 //!
-//! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface` and `Controller` tables are monitored
+//! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface`, `Controller` and `Flow_Table` tables
+//!   are monitored
 //!   ([`rqvs_ovsdb::Client`], which reconnects when `ovsdb-server` restarts and re-reads them).
 //! - **Every bridge** with `datapath_type=netdev` (another type is logged once and left alone),
 //!   each a [`Switch`] of its own — its OpenFlow table, MAC table, port numbering, management
@@ -67,11 +68,15 @@
 //!   channel beside its management socket (`is_connected` false and `status` empty for them, as
 //!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
 //!   them restarts the bridge's switch as a change of controllers does.
+//! - Table 0's `Flow_Table:prefixes` is the bridge's slow-path prefix fields
+//!   ([`flow_table_prefixes`]; one list for every table); a change restarts the bridge's switch.
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), `Flow_Table`, `patch` interfaces (refused in `Interface.error`;
+//!   with `--ovsdb`), the other `Flow_Table` columns, `patch` interfaces (refused in `Interface.error`;
 //!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
 
 use std::collections::{BTreeMap, HashSet};
+
+use rqvs_classify::ofproto::PrefixFields;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,6 +159,8 @@ struct Identity {
     mgmt: Option<PathBuf>,
     /// Its `ptcp:`/`punix:` controller targets: listened on as the management socket is.
     listeners: Vec<Passive>,
+    /// The slow path's prefix fields (`Flow_Table:prefixes`); `None`: the default.
+    prefixes: Option<PrefixFields>,
 }
 
 /// A passive controller target (`ptcp:`, `punix:`): a listener the bridge's channel serves.
@@ -195,6 +202,8 @@ struct Plan {
     ports: Vec<PlannedPort>,
     controllers: Vec<PlannedController>,
     ifaces: Vec<IfaceStatus>,
+    /// Table 0's `Flow_Table:prefixes` ([`flow_table_prefixes`]); `None`: no row, the default.
+    prefixes: Option<PrefixFields>,
     notes: Vec<String>,
 }
 
@@ -393,7 +402,39 @@ fn plan(
         };
         p.controllers.push(PlannedController { uuid: cu, target, addr });
     }
+    let (prefixes, notes) = flow_table_prefixes(r, br);
+    p.prefixes = prefixes;
+    p.notes.extend(notes);
     p
+}
+
+/// The prefix fields of a bridge's `flow_tables` (OVS's `Flow_Table:prefixes`, read as
+/// vswitchd reads it: [`PrefixFields::from_ovsdb`]), and the notes to log. rqvs sets one list for
+/// every table of a bridge: table 0's row decides; a row of another table whose list differs
+/// is noted, not applied.
+fn flow_table_prefixes(r: &Replica, br: &Row) -> (Option<PrefixFields>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut by_table: Vec<(i64, PrefixFields)> = Vec::new();
+    for (k, v) in br.get("flow_tables").map(|d| d.pairs().to_vec()).unwrap_or_default() {
+        let (Some(table), Some(u)) = (k.as_i64(), v.as_uuid()) else { continue };
+        let Some(ft) = r.row("Flow_Table", u) else { continue };
+        let names: Vec<String> = ft
+            .get("prefixes")
+            .map(|d| d.atoms().iter().filter_map(|a| a.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let (fields, warnings) = PrefixFields::from_ovsdb(&names);
+        notes.extend(warnings.into_iter().map(|w| format!("flow table {table}: {w}")));
+        by_table.push((table, fields));
+    }
+    let zero = by_table.iter().find(|(t, _)| *t == 0).map(|(_, f)| *f);
+    for (t, f) in &by_table {
+        if *t != 0 && Some(*f) != zero {
+            notes.push(format!(
+                "flow table {t}: 'prefixes' differ from table 0's; rqvs sets one list for every table of a bridge (table 0's), so table {t}'s is not used"
+            ));
+        }
+    }
+    (zero, notes)
 }
 
 impl Plan {
@@ -423,6 +464,7 @@ impl Plan {
                 })
                 .collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
+            prefixes: self.prefixes,
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
             mgmt: None,
         }
@@ -524,6 +566,7 @@ fn live_change(r: &Running, want: &Identity) -> bool {
         && r.identity.secure == want.secure
         && r.identity.mgmt == want.mgmt
         && r.identity.listeners == want.listeners
+        && r.identity.prefixes == want.prefixes
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
@@ -607,6 +650,7 @@ fn start_datapath(
     scfg.packet_in = !id.controllers.is_empty() || !id.listeners.is_empty();
     scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
     scfg.shared = Some(Arc::clone(shared));
+    scfg.prefixes = id.prefixes;
     let switch = Switch::start(scfg)?;
     let control = switch.control();
     let listen = match mgmt.filter(|_| id.mgmt.is_some()) {
@@ -830,8 +874,10 @@ fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String
 
 /// The tables monitored, the schema version required (OVS 2.x's 7.x lacks columns written here).
 pub fn client_config(remote: Remote, log: LogFn) -> ClientConfig {
-    let tables =
-        ["Open_vSwitch", "Bridge", "Port", "Interface", "Controller"].iter().map(|t| MonitorTable::all(t)).collect();
+    let tables = ["Open_vSwitch", "Bridge", "Port", "Interface", "Controller", "Flow_Table"]
+        .iter()
+        .map(|t| MonitorTable::all(t))
+        .collect();
     let mut c = ClientConfig::new(remote, "Open_vSwitch", tables);
     c.min_version = Some(Version(8, 0, 0));
     c.log = log;
