@@ -15,6 +15,23 @@ use rqvs_ports::xdp_sender::XdpSender;
 
 const WAIT: Duration = Duration::from_secs(3);
 
+/// Frame `id` of the many-distinct-frames runs: it names itself in its ports.
+fn numbered(id: usize) -> Vec<u8> {
+    udp([10, 0, 0, 1], [10, 0, 0, 2], id as u16, (id >> 16) as u16, 60 + id % 7, id as u8)
+}
+
+/// Every frame of `got` is a [`numbered`] frame below `n`, byte for byte, in increasing order.
+fn in_order_uncorrupted(got: &[Vec<u8>], n: usize) {
+    let mut last = None;
+    for f in got {
+        let id =
+            usize::from(u16::from_be_bytes([f[34], f[35]])) | usize::from(u16::from_be_bytes([f[36], f[37]])) << 16;
+        assert!(id < n && *f == numbered(id), "a frame that was never sent (id {id})");
+        assert!(last.is_none_or(|l| id > l), "frame {id} after {last:?}: out of order");
+        last = Some(id);
+    }
+}
+
 /// Namespaces `a` (veth `s0`, the sender) and `b` (its peer `r0`, a raw socket).
 fn pair() -> (Netns, Netns) {
     let a = Netns::new("snd").expect("create namespace");
@@ -56,8 +73,7 @@ fn sender_rewrites_slots_without_corrupting_frames() {
     // More distinct frames than a multiple of the ring can hold: slots are rewritten as they
     // come round. Each frame names itself in its ports.
     let n = 70_000usize;
-    let frame = |id: usize| udp([10, 0, 0, 1], [10, 0, 0, 2], id as u16, (id >> 16) as u16, 60 + id % 7, id as u8);
-    let frames: Vec<Vec<u8>> = (0..n).map(frame).collect();
+    let frames: Vec<Vec<u8>> = (0..n).map(numbered).collect();
     assert_eq!(ring_slots(n, 2), 16 * 1024);
     let mut sender = a.run(move || Sender::open("s0", frames)).unwrap().unwrap();
     let r0 = b.run(|| RawSocket::open("r0")).unwrap().unwrap();
@@ -69,14 +85,7 @@ fn sender_rewrites_slots_without_corrupting_frames() {
     assert_eq!((report.frames, report.refused), (n as u64, 0), "{report:?}");
     let got = reader.join().unwrap();
     assert!(got.len() > n / 2, "only {} of {n} frames arrived", got.len());
-    let mut last = None;
-    for f in &got {
-        let id =
-            usize::from(u16::from_be_bytes([f[34], f[35]])) | usize::from(u16::from_be_bytes([f[36], f[37]])) << 16;
-        assert!(id < n && *f == frame(id), "a frame that was never sent (id {id})");
-        assert!(last.is_none_or(|l| id > l), "frame {id} after {last:?}: out of order");
-        last = Some(id);
-    }
+    in_order_uncorrupted(&got, n);
 }
 
 /// A paced run longer than the 2 s the kernel gets to hand back its last slots ends cleanly
@@ -159,8 +168,7 @@ fn xdp_sender_loops_the_frames_in_order_byte_for_byte() {
 
     // Many distinct frames, at a rate a raw socket keeps up with: none corrupted or reordered.
     let n = 20_000usize;
-    let frame = |id: usize| udp([10, 0, 0, 1], [10, 0, 0, 2], id as u16, (id >> 16) as u16, 60 + id % 7, id as u8);
-    let frames: Vec<Vec<u8>> = (0..n).map(frame).collect();
+    let frames: Vec<Vec<u8>> = (0..n).map(numbered).collect();
     let reader = std::thread::spawn(move || r0.drain(Duration::from_millis(500)).unwrap());
     let report = a
         .run(move || {
@@ -173,14 +181,7 @@ fn xdp_sender_loops_the_frames_in_order_byte_for_byte() {
     assert_eq!(report.frames, n as u64);
     let got = reader.join().unwrap();
     assert!(got.len() > n / 2, "only {} of {n} frames arrived", got.len());
-    let mut last = None;
-    for f in &got {
-        let id =
-            usize::from(u16::from_be_bytes([f[34], f[35]])) | usize::from(u16::from_be_bytes([f[36], f[37]])) << 16;
-        assert!(id < n && *f == frame(id), "a frame that was never sent (id {id})");
-        assert!(last.is_none_or(|l| id > l), "frame {id} after {last:?}: out of order");
-        last = Some(id);
-    }
+    in_order_uncorrupted(&got, n);
 }
 
 #[test]
