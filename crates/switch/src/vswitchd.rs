@@ -69,7 +69,7 @@
 //!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
 //!   them restarts the bridge's switch as a change of controllers does.
 //! - Table 0's `Flow_Table:prefixes` is the bridge's slow-path prefix fields
-//!   ([`flow_table_prefixes`]; one list for every table); a change restarts the bridge's switch.
+//!   (`flow_table_prefixes`; one list for every table); a change restarts the bridge's switch.
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
 //!   with `--ovsdb`), the other `Flow_Table` columns, `patch` interfaces (refused in `Interface.error`;
 //!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
