@@ -687,8 +687,8 @@ fn passive_controller_targets() {
     env.exit();
 }
 
-/// `Flow_Table:prefixes` (issue 35/37): the bridge's slow path takes the prefix fields of its
-/// table-0 `Flow_Table` row, as ovs-vswitchd does — with an IPv6 trie on `ipv6_dst` a miss of
+/// `Flow_Table:prefixes` (issue 35/37): each table of the bridge's slow path takes the prefix
+/// fields of its `Flow_Table` row, as ovs-vswitchd does — with an IPv6 trie a miss of
 /// `2001:db8::/32` examines only as many bits of the address as rule the prefix out (`/15`
 /// instead of `/32`); a field rqvs cannot build a trie on is logged once and skipped.
 #[test]
@@ -697,34 +697,41 @@ fn flow_table_prefixes_reach_the_slow_path() {
     let _h1 = env.host("h1", "p1", "10.84.0.1");
     env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
     env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
-    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,ipv6,ipv6_dst=2001:db8::/32,actions=drop"]);
+    // Table 0 looks at ipv6_dst, table 1 at ipv6_src.
+    for flow in [
+        "table=0,priority=10,ipv6,ipv6_dst=2001:db8::/32,actions=drop",
+        "table=0,priority=1,actions=goto_table:1",
+        "table=1,priority=10,ipv6,ipv6_src=2001:db8::/32,actions=drop",
+    ] {
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", flow]);
+    }
     let megaflow = |env: &Env| {
-        let (ok, out, err) = env.appctl(&["ofproto/trace", "br0", "in_port=1,ipv6,ipv6_dst=2002::1"]);
+        let (ok, out, err) = env.appctl(&["ofproto/trace", "br0", "in_port=1,ipv6,ipv6_src=2002::1,ipv6_dst=2002::1"]);
         assert!(ok, "{out}{err}");
         out.lines().find_map(|l| l.strip_prefix("Megaflow: ")).unwrap_or_default().to_string()
     };
-    let before = megaflow(&env);
-    assert!(before.contains("ipv6_dst=2002::/32"), "no IPv6 trie by default: {before}");
-    env.vsctl(&[
-        "--",
-        "--id=@ft",
-        "create",
-        "Flow_Table",
-        "prefixes=ipv6_dst,tun_src",
-        "--",
-        "set",
-        "Bridge",
-        "br0",
-        "flow_tables:0=@ft",
-    ]);
-    eventually("the bridge's slow path has the ipv6_dst trie", || megaflow(&env).contains("ipv6_dst=2002::/15"));
+    let has = |m: &str, src: u8, dst: u8| {
+        m.contains(&format!("ipv6_src=2002::/{src}")) && m.contains(&format!("ipv6_dst=2002::/{dst}"))
+    };
+    let m = megaflow(&env);
+    assert!(has(&m, 32, 32), "no IPv6 trie by default: {m}");
+    let create = |table: u8, prefixes: &str| {
+        let id = format!("--id=@ft{table}");
+        let set = format!("flow_tables:{table}=@ft{table}");
+        let prefixes = format!("prefixes={prefixes}");
+        env.vsctl(&["--", &id, "create", "Flow_Table", &prefixes, "--", "set", "Bridge", "br0", &set]);
+    };
+    create(1, "ipv6_src,tun_src");
+    eventually("table 1 has the ipv6_src trie, table 0 none", || has(&megaflow(&env), 15, 32));
+    create(0, "ipv6_dst");
+    eventually("both tables have their tries", || has(&megaflow(&env), 15, 15));
     assert!(
         env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]).contains("ipv6_dst=2001:db8::/32"),
         "the flows stay"
     );
     env.vsctl(&["clear", "Bridge", "br0", "flow_tables"]);
-    eventually("back to the default", || megaflow(&env).contains("ipv6_dst=2002::/32"));
+    eventually("back to the default", || has(&megaflow(&env), 32, 32));
     let log = env.exit();
-    let note = "flow table 0: 'prefixes': ";
+    let note = "flow table 1: 'prefixes': ";
     assert_eq!(log.matches(note).count(), 1, "tun_src's warning logged once:\n{log}");
 }

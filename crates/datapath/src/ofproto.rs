@@ -303,6 +303,12 @@ impl OfprotoTable {
         t.classifier.set_prefix_fields(prefixes);
     }
 
+    /// [`OfprotoTable::set_prefix_fields`] for one table (its `Flow_Table` row's).
+    pub fn set_table_prefix_fields(&self, table: u8, prefixes: PrefixFields) {
+        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        t.classifier.set_table_prefix_fields(table, prefixes);
+    }
+
     /// Keeps an index of the tables after 0 from now on ([`LaterTables`]: what CFLOWS' walk looks
     /// them up in). Idempotent.
     pub fn index_later_tables(&self) -> Result<(), ClassifierError> {

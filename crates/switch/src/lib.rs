@@ -200,9 +200,10 @@ pub struct SwitchConfig {
     /// Run on the datapath's shared PMD threads instead of threads of its own (several bridges
     /// in one process: [`shared`]); `pmds` and `pmd_cpus` are then the shared threads'.
     pub shared: Option<Arc<shared::SharedPmds>>,
-    /// The slow path's prefix fields (a bridge's `Flow_Table:prefixes`); `None`: the process's
-    /// default (`--prefixes`, else OVS's `nw_dst,nw_src`).
-    pub prefixes: Option<rqvs_classify::ofproto::PrefixFields>,
+    /// The slow path's prefix fields of the tables that have their own (a bridge's
+    /// `Flow_Table:prefixes`, by table); the others take the process's default (`--prefixes`,
+    /// else OVS's `nw_dst,nw_src`).
+    pub prefixes: Vec<(u8, rqvs_classify::ofproto::PrefixFields)>,
 }
 
 impl SwitchConfig {
@@ -233,7 +234,7 @@ impl SwitchConfig {
             port_vlans: Vec::new(),
             live_ports: false,
             shared: None,
-            prefixes: None,
+            prefixes: Vec::new(),
         }
     }
 }
@@ -354,7 +355,7 @@ pub struct Control {
     /// every rule change (`None`).
     trace_table: Mutex<Option<OfprotoTable>>,
     /// [`SwitchConfig::prefixes`], for the tables built on demand ([`Control::whole_table`]).
-    prefixes: Option<rqvs_classify::ofproto::PrefixFields>,
+    prefixes: Vec<(u8, rqvs_classify::ofproto::PrefixFields)>,
     rules: Mutex<FlowTable>,
     /// ORIG/CCACHE: the PMDs' answers to table changes committed without waiting (a run of
     /// FLOW_MODs, an expiry), waited for at the next change that waits or at
@@ -452,8 +453,8 @@ impl Switch {
             (Vec::new(), OfprotoTable::build(&rules))
         };
         let table = table.map_err(|e| err(format!("rules: {e}")))?;
-        if let Some(p) = cfg.prefixes {
-            table.set_prefix_fields(p);
+        for &(t, p) in &cfg.prefixes {
+            table.set_table_prefix_fields(t, p);
         }
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -587,7 +588,7 @@ impl Switch {
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
-            prefixes: cfg.prefixes,
+            prefixes: cfg.prefixes.clone(),
             rules: Mutex::new(record),
             unsettled: Mutex::new(Vec::new()),
             handler: handler_stats,
@@ -1037,8 +1038,8 @@ impl Control {
     /// table, for `trace` and TABLE packet-outs.
     fn whole_table(&self) -> Result<OfprotoTable, Error> {
         let t = OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?;
-        if let Some(p) = self.prefixes {
-            t.set_prefix_fields(p);
+        for &(table, p) in &self.prefixes {
+            t.set_table_prefix_fields(table, p);
         }
         let groups: Vec<RuleChange> = self.groups().iter().map(|e| RuleChange::Group(e.group.clone())).collect();
         if !groups.is_empty() {

@@ -68,8 +68,9 @@
 //!   channel beside its management socket (`is_connected` false and `status` empty for them, as
 //!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
 //!   them restarts the bridge's switch as a change of controllers does.
-//! - Table 0's `Flow_Table:prefixes` is the bridge's slow-path prefix fields
-//!   (`flow_table_prefixes`; one list for every table); a change restarts the bridge's switch.
+//! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
+//!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change restarts the
+//!   bridge's switch.
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
 //!   with `--ovsdb`), the other `Flow_Table` columns, `patch` interfaces (refused in `Interface.error`;
 //!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
@@ -159,8 +160,8 @@ struct Identity {
     mgmt: Option<PathBuf>,
     /// Its `ptcp:`/`punix:` controller targets: listened on as the management socket is.
     listeners: Vec<Passive>,
-    /// The slow path's prefix fields (`Flow_Table:prefixes`); `None`: the default.
-    prefixes: Option<PrefixFields>,
+    /// The slow path's prefix fields by table (`Flow_Table:prefixes`).
+    prefixes: Vec<(u8, PrefixFields)>,
 }
 
 /// A passive controller target (`ptcp:`, `punix:`): a listener the bridge's channel serves.
@@ -202,8 +203,9 @@ struct Plan {
     ports: Vec<PlannedPort>,
     controllers: Vec<PlannedController>,
     ifaces: Vec<IfaceStatus>,
-    /// Table 0's `Flow_Table:prefixes` ([`flow_table_prefixes`]); `None`: no row, the default.
-    prefixes: Option<PrefixFields>,
+    /// `Flow_Table:prefixes` by table ([`flow_table_prefixes`]); a table without a row has the
+    /// default.
+    prefixes: Vec<(u8, PrefixFields)>,
     notes: Vec<String>,
 }
 
@@ -408,16 +410,19 @@ fn plan(
     p
 }
 
-/// The prefix fields of a bridge's `flow_tables` (OVS's `Flow_Table:prefixes`, read as
-/// vswitchd reads it: [`PrefixFields::from_ovsdb`]), and the notes to log. rqvs sets one list for
-/// every table of a bridge: table 0's row decides; a row of another table whose list differs
-/// is noted, not applied.
-fn flow_table_prefixes(r: &Replica, br: &Row) -> (Option<PrefixFields>, Vec<String>) {
+/// The prefix fields of a bridge's `flow_tables`, by table (OVS's `Flow_Table:prefixes`, read
+/// as vswitchd reads it: [`PrefixFields::from_ovsdb`]), and the notes to log. A table without a
+/// row keeps the default.
+fn flow_table_prefixes(r: &Replica, br: &Row) -> (Vec<(u8, PrefixFields)>, Vec<String>) {
     let mut notes = Vec::new();
-    let mut by_table: Vec<(i64, PrefixFields)> = Vec::new();
+    let mut by_table: Vec<(u8, PrefixFields)> = Vec::new();
     for (k, v) in br.get("flow_tables").map(|d| d.pairs().to_vec()).unwrap_or_default() {
         let (Some(table), Some(u)) = (k.as_i64(), v.as_uuid()) else { continue };
         let Some(ft) = r.row("Flow_Table", u) else { continue };
+        let Some(table) = u8::try_from(table).ok().filter(|t| *t != 255) else {
+            notes.push(format!("flow_tables: table {table} is not a table (0 to 254); its row is not used"));
+            continue;
+        };
         let names: Vec<String> = ft
             .get("prefixes")
             .map(|d| d.atoms().iter().filter_map(|a| a.as_str().map(str::to_string)).collect())
@@ -426,15 +431,8 @@ fn flow_table_prefixes(r: &Replica, br: &Row) -> (Option<PrefixFields>, Vec<Stri
         notes.extend(warnings.into_iter().map(|w| format!("flow table {table}: {w}")));
         by_table.push((table, fields));
     }
-    let zero = by_table.iter().find(|(t, _)| *t == 0).map(|(_, f)| *f);
-    for (t, f) in &by_table {
-        if *t != 0 && Some(*f) != zero {
-            notes.push(format!(
-                "flow table {t}: 'prefixes' differ from table 0's; rqvs sets one list for every table of a bridge (table 0's), so table {t}'s is not used"
-            ));
-        }
-    }
-    (zero, notes)
+    by_table.sort_by_key(|(t, _)| *t);
+    (by_table, notes)
 }
 
 impl Plan {
@@ -464,7 +462,7 @@ impl Plan {
                 })
                 .collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
-            prefixes: self.prefixes,
+            prefixes: self.prefixes.clone(),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
             mgmt: None,
         }
@@ -650,7 +648,7 @@ fn start_datapath(
     scfg.packet_in = !id.controllers.is_empty() || !id.listeners.is_empty();
     scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
     scfg.shared = Some(Arc::clone(shared));
-    scfg.prefixes = id.prefixes;
+    scfg.prefixes = id.prefixes.clone();
     let switch = Switch::start(scfg)?;
     let control = switch.control();
     let listen = match mgmt.filter(|_| id.mgmt.is_some()) {

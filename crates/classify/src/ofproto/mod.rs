@@ -429,8 +429,10 @@ pub struct OfprotoClassifier {
     /// Indexed by table id; tables are created on first use.
     tables: Vec<OfTable>,
     len: usize,
-    /// The prefix fields of every table.
+    /// The prefix fields of every table without one of its own.
     prefixes: PrefixFields,
+    /// Tables with prefix fields of their own ([`OfprotoClassifier::set_table_prefix_fields`]).
+    own: Vec<(u8, PrefixFields)>,
 }
 
 impl Default for OfprotoClassifier {
@@ -450,10 +452,29 @@ impl OfprotoClassifier {
 
     /// An empty classifier with prefix tries on `prefixes`.
     pub fn with_prefix_fields(prefixes: PrefixFields) -> OfprotoClassifier {
-        OfprotoClassifier { tables: Vec::new(), len: 0, prefixes }
+        OfprotoClassifier { tables: Vec::new(), len: 0, prefixes, own: Vec::new() }
     }
 
-    /// The prefix fields of every table.
+    /// The prefix fields of table `table`.
+    pub fn table_prefix_fields(&self, table: u8) -> PrefixFields {
+        self.own.iter().find(|(t, _)| *t == table).map_or(self.prefixes, |(_, p)| *p)
+    }
+
+    /// Sets the prefix fields of one table (OVS's `Flow_Table:prefixes` of that table's row),
+    /// rebuilding its tries; [`OfprotoClassifier::set_prefix_fields`] no longer changes them.
+    pub fn set_table_prefix_fields(&mut self, table: u8, prefixes: PrefixFields) {
+        match self.own.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, p)) => *p = prefixes,
+            None => self.own.push((table, prefixes)),
+        }
+        if let Some(t) = self.tables.get_mut(usize::from(table)) {
+            if t.tries.fields != prefixes {
+                t.set_prefix_fields(prefixes);
+            }
+        }
+    }
+
+    /// The prefix fields of every table without prefix fields of its own.
     pub fn prefix_fields(&self) -> PrefixFields {
         self.prefixes
     }
@@ -466,8 +487,11 @@ impl OfprotoClassifier {
             return;
         }
         self.prefixes = prefixes;
-        for t in &mut self.tables {
-            t.set_prefix_fields(prefixes);
+        let own = &self.own;
+        for (i, t) in self.tables.iter_mut().enumerate() {
+            if !own.iter().any(|(o, _)| usize::from(*o) == i) {
+                t.set_prefix_fields(prefixes);
+            }
         }
     }
 
@@ -547,8 +571,9 @@ impl Classifier for OfprotoClassifier {
         }
         let t = usize::from(rule.table);
         if self.tables.len() <= t {
-            let prefixes = self.prefixes;
-            self.tables.resize_with(t + 1, || OfTable::new(prefixes));
+            let first = self.tables.len();
+            let prefixes: Vec<PrefixFields> = (first..=t).map(|i| self.table_prefix_fields(i as u8)).collect();
+            self.tables.extend(prefixes.into_iter().map(OfTable::new));
         }
         self.tables[t].insert(rule)?;
         self.len += 1;
@@ -570,6 +595,40 @@ impl Classifier for OfprotoClassifier {
 
     fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.tables.iter().map(OfTable::memory_bytes).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod table_prefix_tests {
+    use super::*;
+
+    /// A table's own prefix fields change its lookups' wildcards and no other table's; the
+    /// classifier-wide setting leaves a table with its own alone; a table made later takes its
+    /// own fields.
+    #[test]
+    fn each_table_has_its_own_prefix_fields() {
+        let text = "\
+table=0,priority=10,ipv6,ipv6_dst=2001:db8::/32,actions=drop
+table=1,priority=10,ipv6,ipv6_dst=2001:db8::/32,actions=drop
+";
+        let rules = rqvs_flow::formats::ofctl::parse_flows("t", text).unwrap();
+        let mut c = OfprotoClassifier::build_with_prefix_fields(&rules, PrefixFields::OVS_DEFAULT).unwrap();
+        let k = FlowKey::ipv6(1, 0x2002_u128 << 112 | 1, 6, 1, 2);
+        let bits = |c: &OfprotoClassifier, t: u8| c.lookup_wc_in_table(t, &k).wildcards.ipv6_dst.count_ones();
+        assert_eq!((bits(&c, 0), bits(&c, 1)), (32, 32), "no IPv6 trie");
+        let v6 = PrefixFields::parse("ipv6_dst").unwrap();
+        c.set_table_prefix_fields(1, v6);
+        assert_eq!(c.table_prefix_fields(1), v6);
+        assert_eq!(bits(&c, 0), 32, "table 0 keeps the default");
+        assert!(bits(&c, 1) < 32, "table 1's trie rules the prefix out with fewer bits");
+        c.set_prefix_fields(PrefixFields::NONE);
+        assert_eq!(c.table_prefix_fields(1), v6, "the classifier-wide setting leaves table 1 alone");
+        c.set_table_prefix_fields(3, v6);
+        let mut r = rules[1].clone();
+        r.table = 3;
+        r.id = RuleId(9);
+        c.insert(r).unwrap();
+        assert!(bits(&c, 3) < 32, "a table made after its setting takes it");
     }
 }
 
