@@ -273,7 +273,21 @@ pub(crate) fn fast_path(
 
     if nmiss > 0 {
         let mut ids = [None; BATCH];
-        let from_model = nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
+        // Narrow keys when every miss has no wide member (the 5-tuple path reads a third of
+        // the bytes: [`rqvs_flow::key::NarrowKey`]).
+        let mut narrow = [rqvs_flow::key::NarrowKey::default(); BATCH];
+        let all_narrow = miss_keys[..nmiss].iter().zip(narrow.iter_mut()).all(|(k, n)| match k.narrow() {
+            Some(x) => {
+                *n = x;
+                true
+            }
+            None => false,
+        });
+        let from_model = if all_narrow {
+            nm.lookup_batch_narrow_counted(&narrow[..nmiss], &mut ids[..nmiss])
+        } else {
+            nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss])
+        } as u64;
         let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
         c.model_hit += from_model;
         c.remainder_hit += nmiss as u64 - from_model - no_match;

@@ -7,6 +7,11 @@
 //!   entries; above 2^16 entries the second segment has fewer than `log2(entries)` bits left in
 //!   the 32-bit hash, so second slots fall in the first `2^(32 - log2(entries))` entries, as they
 //!   would in OVS built with a larger shift).
+//! - **Entries hold narrow keys** ([`NarrowKey`], 40 bytes: the 5-tuple and L2 members), as OVS's
+//!   EMC holds miniflows (only the words a packet fills): a packet with a wide member (IPv6,
+//!   ARP/ND addresses, metadata) keeps its whole key in a side array, allocated on the first such
+//!   packet and read only for them, so a 5-tuple workload's EMC is the size it was before the
+//!   key grew (an entry of 48 bytes, not 120).
 //! - A hit compares the stored hash and the whole key, then asks the owner whether what the
 //!   entry points at is still there ([`EmcTarget::is_live`]), so deleting a megaflow or retiring
 //!   a rule table needs no EMC sweep.
@@ -21,6 +26,7 @@
 //!   ORIG and CCACHE (live while the megaflow is installed), a [`crate::cflows::RuleRef`] in
 //!   CFLOWS (a rule of one table generation).
 
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::FlowKey;
 
 use crate::dpcls::{Dpcls, MegaflowRef};
@@ -84,13 +90,31 @@ impl Default for EmcEntries {
 #[derive(Clone, Copy)]
 struct Entry<R> {
     hash: u32,
+    /// The key has a wide member: it is in [`Emc::wide`] at the entry's index, `key` unused.
+    wide: bool,
     target: R,
-    key: FlowKey,
+    key: NarrowKey,
+}
+
+/// A key as the EMC compares it: its narrow form, or the whole key when it has a wide member.
+#[derive(Clone, Copy)]
+enum Stored<'a> {
+    Narrow(NarrowKey),
+    Wide(&'a FlowKey),
+}
+
+impl Stored<'_> {
+    #[inline]
+    fn of(key: &FlowKey) -> Stored<'_> {
+        key.narrow().map_or(Stored::Wide(key), Stored::Narrow)
+    }
 }
 
 /// The exact-match cache (module docs), its entries pointing at `R`s.
 pub struct Emc<R: EmcRef> {
     entries: Vec<Entry<R>>,
+    /// The whole keys of the entries whose key is wide (module docs); empty until one is.
+    wide: Vec<FlowKey>,
     /// `entries.len() - 1` and `log2(entries.len())`: the hash segments' mask and shift.
     mask: u32,
     shift: u32,
@@ -110,9 +134,12 @@ impl<R: EmcRef> Emc<R> {
     /// [`Emc::new`] with `entries` entries.
     pub fn with_entries(entries: EmcEntries, insert_prob: f64, seed: u64) -> Emc<R> {
         let p = insert_prob.clamp(0.0, 1.0);
-        let empty = Entry { hash: 0, target: R::NONE, key: FlowKey::EXACT };
+        // Empty entries point at nothing live, so their key never matters.
+        let never = FlowKey::ZERO.narrow().expect("the zero key is narrow");
+        let empty = Entry { hash: 0, wide: false, target: R::NONE, key: never };
         Emc {
             entries: vec![empty; entries.get()],
+            wide: Vec::new(),
             mask: entries.get() as u32 - 1,
             shift: entries.shift,
             threshold: (p * 4_294_967_296.0) as u64,
@@ -131,12 +158,23 @@ impl<R: EmcRef> Emc<R> {
         [(hash & self.mask) as usize, ((hash >> self.shift) & self.mask) as usize]
     }
 
+    /// Does entry `i` hold `key`?
+    #[inline]
+    fn holds(&self, i: usize, key: Stored) -> bool {
+        let e = &self.entries[i];
+        match key {
+            Stored::Narrow(n) => !e.wide && e.key == n,
+            Stored::Wide(k) => e.wide && self.wide[i] == *k,
+        }
+    }
+
     /// The live target `key` maps to, if any.
     #[inline]
     pub fn lookup(&self, hash: u32, key: &FlowKey, owner: &impl EmcTarget<R>) -> Option<R> {
+        let key = Stored::of(key);
         for i in self.slots(hash) {
             let e = &self.entries[i];
-            if e.hash == hash && e.key == *key && owner.is_live(e.target) {
+            if e.hash == hash && self.holds(i, key) && owner.is_live(e.target) {
                 return Some(e.target);
             }
         }
@@ -165,11 +203,12 @@ impl<R: EmcRef> Emc<R> {
     /// Inserts unconditionally (module docs for the replacement rule).
     pub fn insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
         self.inserts += 1;
+        let stored = Stored::of(key);
         let [a, b] = self.slots(hash);
         let mut victim = None;
         for i in [a, b] {
             let e = &self.entries[i];
-            if e.hash == hash && e.key == *key {
+            if e.hash == hash && self.holds(i, stored) {
                 self.entries[i].target = target;
                 return;
             }
@@ -178,7 +217,18 @@ impl<R: EmcRef> Emc<R> {
             }
         }
         let i = victim.unwrap_or(if self.entries[a].hash <= self.entries[b].hash { a } else { b });
-        self.entries[i] = Entry { hash, target, key: *key };
+        let e = &mut self.entries[i];
+        (e.hash, e.target) = (hash, target);
+        match stored {
+            Stored::Narrow(n) => (e.wide, e.key) = (false, n),
+            Stored::Wide(k) => {
+                e.wide = true;
+                if self.wide.is_empty() {
+                    self.wide = vec![FlowKey::EXACT; self.entries.len()];
+                }
+                self.wide[i] = *k;
+            }
+        }
     }
 
     /// Live entries (for reports and tests).
@@ -233,6 +283,35 @@ mod tests {
         let (small, default, large) = (live(1024), live(EMC_ENTRIES), live(1 << 17));
         assert!(small <= 1024 && default <= EMC_ENTRIES, "{small} {default}");
         assert!(small < default && default < large && large > 15_000, "{small} {default} {large}");
+    }
+
+    /// Wide keys (IPv6, metadata) live in the side array: a hit needs the whole key, a narrow
+    /// key equal in its narrow members does not hit a wide entry nor the other way round, and
+    /// an entry changes kind when a key of the other kind takes its slot.
+    #[test]
+    fn wide_keys_are_compared_whole() {
+        let mut d = Dpcls::new();
+        let mut emc: Emc<MegaflowRef> = Emc::with_entries(EmcEntries::new(2).unwrap(), 1.0, 1);
+        let narrow = FlowKey::ipv4(1, 2, 6, 3, 4);
+        let mut wide = narrow;
+        wide.metadata = 7;
+        let mut wide2 = wide;
+        wide2.ipv6_dst = 9;
+        let f = d.insert(narrow, Megaflow { value: narrow, mask: FlowKey::EXACT }, DpAction::Drop, None, 0);
+        let g = d.insert(wide, Megaflow { value: wide, mask: FlowKey::EXACT }, DpAction::Drop, None, 0);
+        // One hash for all three: they share the slots.
+        emc.insert(5, &wide, g, &d);
+        assert_eq!(emc.lookup(5, &wide, &d), Some(g));
+        assert_eq!(emc.lookup(5, &narrow, &d), None, "a narrow key does not hit a wide entry");
+        assert_eq!(emc.lookup(5, &wide2, &d), None, "the wide members are compared");
+        emc.insert(5, &narrow, f, &d);
+        assert_eq!(emc.lookup(5, &narrow, &d), Some(f));
+        assert_eq!(emc.lookup(5, &wide, &d), Some(g), "the other slot still holds the wide key");
+        // Both slots taken: a third key replaces one, and the entry takes the new key's kind.
+        emc.insert(5, &wide2, g, &d);
+        let hits = [&narrow, &wide, &wide2].iter().filter(|k| emc.lookup(5, k, &d).is_some()).count();
+        assert_eq!(hits, 2);
+        assert_eq!(emc.lookup(5, &wide2, &d), Some(g));
     }
 
     #[test]
