@@ -39,8 +39,8 @@
 //! specific than OVS's — where OVS's answer is undefined anyway.
 //!
 //! Not modelled: conjunctive matches, rule versions (concurrent updates), OVS's hash collisions
-//! in stage indices (which can only add bits in OVS), and the ICMP/IPv6/ARP-specific fields rqvs
-//! keys do not carry.
+//! in stage indices (which can only add bits in OVS), and the fields rqvs keys do not carry
+//! (tunnel, connection tracking, registers, MPLS).
 
 pub mod megaflow;
 pub mod prefixes;
