@@ -295,15 +295,9 @@ impl OfprotoTable {
         self.read().version()
     }
 
-    /// The prefix fields of every table's tries (OVS's `Flow_Table:prefixes`): the tries are
-    /// rebuilt; the rules and so every lookup's winner stay, only the megaflows made from now on
-    /// differ ([`OfprotoClassifier::set_prefix_fields`]).
-    pub fn set_prefix_fields(&self, prefixes: PrefixFields) {
-        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        t.classifier.set_prefix_fields(prefixes);
-    }
-
-    /// [`OfprotoTable::set_prefix_fields`] for one table (its `Flow_Table` row's).
+    /// The prefix fields of one table's tries (OVS's `Flow_Table:prefixes` of its row): the
+    /// tries are rebuilt; the rules and so every lookup's winner stay, only the megaflows made
+    /// from now on differ ([`OfprotoClassifier::set_table_prefix_fields`]).
     pub fn set_table_prefix_fields(&self, table: u8, prefixes: PrefixFields) {
         let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
         t.classifier.set_table_prefix_fields(table, prefixes);
