@@ -262,10 +262,7 @@ fn start_switch_with(net: &Net, dir: &TempDir, design: &str, pmds: usize, gauge:
 }
 
 fn dump_flows(net: &Net) -> String {
-    let target = format!("tcp:127.0.0.1:{OPENFLOW_PORT}");
-    let out = in_ns(&net.sw, "ovs-ofctl", &["-O", "OpenFlow13", "dump-flows", &target]).output().unwrap();
-    assert!(out.status.success(), "dump-flows: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ofctl13(net, "dump-flows")
 }
 
 /// Waits until `ok(dump-flows)`; the logs in the message when it does not come.
