@@ -57,11 +57,8 @@ pub fn run(args: &Args) -> Result<(), Failure> {
     // The packets are read once to count them (the verification sample needs the count), then
     // again to classify them, a chunk at a time: memory grows with the distinct flows (counted
     // exactly), not with the packets. Short traces are held after the first read.
-    let counted = inputs::PacketSource::count(
-        args.workload.trace.as_deref(),
-        args.in_port,
-        rqvs_experiment::replay::HOLD_PACKETS,
-    )?;
+    let counted =
+        inputs::PacketSource::count(args.workload.trace.as_deref(), args.in_port, rqvs_experiment::replay::HOLD_BYTES)?;
     let n = usize::try_from(counted.packets).map_err(|_| Failure("too many packets for this machine".into()))?;
     if n == 0 {
         return Err(Failure(format!(

@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 
 use rqvs_classify::nuevomatch::{NuevoMatchConfig, NuevoMatchUp};
 use rqvs_classify::{Classifier, NoRemainder};
-use rqvs_flow::{Actions, FlowKey, Match, Rule, RuleId};
+use rqvs_flow::{Actions, Match, Rule, RuleId};
 
+use crate::batch_key::BatchKey;
 use crate::counters::Counters;
 use crate::design::{CcacheReport, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, MegaflowRef};
@@ -119,11 +120,11 @@ impl MegaflowModel {
 
     /// For each key, the live megaflow the model holds that covers it. Returns the number found.
     #[inline]
-    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<MegaflowRef>]) -> usize {
+    pub fn lookup_batch<K: BatchKey>(&self, keys: &[K], out: &mut [Option<MegaflowRef>]) -> usize {
         let Some(m) = &self.model else { return 0 };
         let mut ids = [None; crate::BATCH];
         let n = keys.len();
-        m.lookup_batch(keys, &mut ids[..n]);
+        K::lookup_batch(m, keys, &mut ids[..n]);
         let mut found = 0;
         for (o, id) in out.iter_mut().zip(&ids[..n]) {
             *o = id.and_then(|id| self.held.get(&id.0).map(|&gen| MegaflowRef { slot: id.0, gen }));
@@ -258,7 +259,7 @@ impl ModelStage for MegaflowModel {
     const NAME: &'static str = "ccache";
     const PRESENT: bool = true;
     #[inline]
-    fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<MegaflowRef>]) -> usize {
+    fn lookup_batch<K: BatchKey>(&self, keys: &[K], out: &mut [Option<MegaflowRef>]) -> usize {
         MegaflowModel::lookup_batch(self, keys, out)
     }
     fn sync(&mut self, dpcls: &Dpcls) {

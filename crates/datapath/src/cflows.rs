@@ -31,13 +31,15 @@ use hashbrown::HashMap;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
 use rqvs_classify::nuevomatch::NuevoMatchUp;
 use rqvs_classify::{Classifier, ClassifierError};
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::batch_key::{narrow_batch, whole_batch, BatchKey};
 use crate::cflows_pipeline::{rule_action, Live, Walker, X_GEN};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::{Emc, EmcRef, EmcTarget};
-use crate::{flow_hash, DatapathConfig, DpAction, BATCH};
+use crate::{DatapathConfig, DpAction, BATCH};
 
 /// EMC slot value meaning "no rule matches" (the packet is dropped): [`crate::NO_RULE`]'s id.
 const NO_RULE: u32 = crate::NO_RULE.0;
@@ -234,94 +236,130 @@ pub(crate) fn fast_path(
     keys: &[FlowKey],
     out: &mut [DpAction],
     rules: &mut [RuleId; BATCH],
-    mut walker: Option<&mut Walker>,
+    walker: Option<&mut Walker>,
     rules_epoch: u64,
 ) -> Option<Instant> {
     let n = keys.len();
     assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
-    let clock = cfg.clock;
-    let t0 = clock.start();
-    let mut k = [FlowKey::default(); BATCH];
-    let mut h = [0u32; BATCH];
-    let mut miss_keys = [FlowKey::default(); BATCH];
-    let mut miss_at = [0u8; BATCH];
-    let mut nmiss = 0;
-    c.received += n as u64;
-    if let Some(w) = walker.as_deref_mut() {
-        w.begin(rules_epoch);
-    }
-
-    for i in 0..n {
-        k[i] = if cfg.wire_keys { keys[i].wire() } else { keys[i] };
-        h[i] = flow_hash(&k[i]);
-        if cfg.emc {
-            let live = Live { table, walker: walker.as_deref() };
-            if let Some(f) = emc.lookup(h[i], &k[i], &live) {
-                (out[i], rules[i]) = match &walker {
-                    Some(w) if f.gen & X_GEN != 0 => w.cached(f),
-                    _ => (table.action(f.id), RuleId(f.id)),
-                };
-                c.emc_hit += 1;
-                continue;
-            }
-        }
-        miss_keys[nmiss] = k[i];
-        miss_at[nmiss] = i as u8;
-        nmiss += 1;
-    }
-    let t1 = clock.start();
-
-    if nmiss > 0 {
-        let mut ids = [None; BATCH];
-        // Narrow keys when every miss has no wide member (the 5-tuple path reads a third of
-        // the bytes: [`rqvs_flow::key::NarrowKey`]).
-        let mut narrow = [rqvs_flow::key::NarrowKey::default(); BATCH];
-        let all_narrow = miss_keys[..nmiss].iter().zip(narrow.iter_mut()).all(|(k, n)| match k.narrow() {
-            Some(x) => {
-                *n = x;
-                true
-            }
-            None => false,
-        });
-        let from_model = if all_narrow {
-            nm.lookup_batch_narrow_counted(&narrow[..nmiss], &mut ids[..nmiss])
-        } else {
-            nm.lookup_batch_counted(&miss_keys[..nmiss], &mut ids[..nmiss])
-        } as u64;
-        let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
-        c.model_hit += from_model;
-        c.remainder_hit += nmiss as u64 - from_model - no_match;
-        c.no_match += no_match;
-        for j in 0..nmiss {
-            let i = usize::from(miss_at[j]);
-            let id = ids[j].map_or(NO_RULE, |id| id.0);
-            out[i] = table.action(id);
-            rules[i] = RuleId(id);
-            let mut r = Some(RuleRef { id, gen: table.gen });
-            // A rule that continues the pipeline: the translation over the other tables.
-            if out[i] == DpAction::Pending {
-                match walker.as_deref_mut() {
-                    Some(w) => (out[i], rules[i], r) = w.translate(nm, &k[i]),
-                    None => (out[i], r) = (DpAction::Drop, None),
-                }
-            }
-            if let (true, Some(r)) = (cfg.emc, r) {
-                emc.probabilistic_insert(h[i], &k[i], r, &Live { table, walker: walker.as_deref() });
-            }
-        }
-    }
-    for a in &out[..n] {
-        match a {
-            DpAction::Output(_) | DpAction::Apply(_) => c.tx += 1,
-            _ => c.dropped_by_action += 1,
-        }
-    }
-
-    if let (Some(t0), Some(t1)) = (t0, t1) {
-        c.emc_ns += (t1 - t0).as_nanos() as u64;
-        c.model_ns += t1.elapsed().as_nanos() as u64;
+    let t0 = cfg.clock.start();
+    let run = Run { cfg, emc, nm, table, c, out, rules, walker, rules_epoch, t0 };
+    // The batch as narrow keys when every packet's key is narrow (crate::batch_key).
+    let mut narrow = [NarrowKey::default(); BATCH];
+    if narrow_batch(keys, cfg.wire_keys, &mut narrow) {
+        run.batch(&narrow[..n]);
+    } else {
+        let mut whole = [FlowKey::ZERO; BATCH];
+        whole_batch(keys, cfg.wire_keys, &mut whole);
+        run.batch(&whole[..n]);
     }
     t0
+}
+
+/// CFLOWS' learned lookup of a batch's misses, counted, in either key form.
+trait CountedLookup: BatchKey {
+    fn lookup_counted(nm: &NuevoMatchUp, keys: &[Self], ids: &mut [Option<RuleId>]) -> usize;
+}
+
+impl CountedLookup for NarrowKey {
+    #[inline(always)]
+    fn lookup_counted(nm: &NuevoMatchUp, keys: &[Self], ids: &mut [Option<RuleId>]) -> usize {
+        nm.lookup_batch_narrow_counted(keys, ids)
+    }
+}
+
+impl CountedLookup for FlowKey {
+    #[inline(always)]
+    fn lookup_counted(nm: &NuevoMatchUp, keys: &[Self], ids: &mut [Option<RuleId>]) -> usize {
+        nm.lookup_batch_counted(keys, ids)
+    }
+}
+
+/// One batch through [`fast_path`]: what it works on.
+struct Run<'a> {
+    cfg: &'a DatapathConfig,
+    emc: &'a mut Emc<RuleRef>,
+    nm: &'a NuevoMatchUp,
+    table: &'a Table,
+    c: &'a mut Counters,
+    out: &'a mut [DpAction],
+    rules: &'a mut [RuleId; BATCH],
+    walker: Option<&'a mut Walker>,
+    rules_epoch: u64,
+    t0: Option<Instant>,
+}
+
+impl Run<'_> {
+    /// The EMC, then the learned lookup of the misses (and the walk of a pipeline's later
+    /// tables), for the batch's keys `k` (on the wire already).
+    #[inline(always)]
+    fn batch<K: CountedLookup>(self, k: &[K]) {
+        let Run { cfg, emc, nm, table, c, out, rules, mut walker, rules_epoch, t0 } = self;
+        let n = k.len();
+        let mut h = [0u32; BATCH];
+        let mut miss_keys = [K::default(); BATCH];
+        let mut miss_at = [0u8; BATCH];
+        let mut nmiss = 0;
+        c.received += n as u64;
+        if let Some(w) = walker.as_deref_mut() {
+            w.begin(rules_epoch);
+        }
+
+        for i in 0..n {
+            h[i] = k[i].hash();
+            if cfg.emc {
+                let live = Live { table, walker: walker.as_deref() };
+                if let Some(f) = k[i].emc_lookup(emc, h[i], &live) {
+                    (out[i], rules[i]) = match &walker {
+                        Some(w) if f.gen & X_GEN != 0 => w.cached(f),
+                        _ => (table.action(f.id), RuleId(f.id)),
+                    };
+                    c.emc_hit += 1;
+                    continue;
+                }
+            }
+            miss_keys[nmiss] = k[i];
+            miss_at[nmiss] = i as u8;
+            nmiss += 1;
+        }
+        let t1 = cfg.clock.start();
+
+        if nmiss > 0 {
+            let mut ids = [None; BATCH];
+            let from_model = K::lookup_counted(nm, &miss_keys[..nmiss], &mut ids[..nmiss]) as u64;
+            let no_match = ids[..nmiss].iter().filter(|id| id.is_none()).count() as u64;
+            c.model_hit += from_model;
+            c.remainder_hit += nmiss as u64 - from_model - no_match;
+            c.no_match += no_match;
+            for j in 0..nmiss {
+                let i = usize::from(miss_at[j]);
+                let id = ids[j].map_or(NO_RULE, |id| id.0);
+                out[i] = table.action(id);
+                rules[i] = RuleId(id);
+                let mut r = Some(RuleRef { id, gen: table.gen });
+                // A rule that continues the pipeline: the translation over the other tables.
+                if out[i] == DpAction::Pending {
+                    match walker.as_deref_mut() {
+                        Some(w) => (out[i], rules[i], r) = w.translate(nm, &k[i].whole()),
+                        None => (out[i], r) = (DpAction::Drop, None),
+                    }
+                }
+                if let (true, Some(r)) = (cfg.emc, r) {
+                    k[i].emc_insert(emc, h[i], r, &Live { table, walker: walker.as_deref() });
+                }
+            }
+        }
+        for a in &out[..n] {
+            match a {
+                DpAction::Output(_) | DpAction::Apply(_) => c.tx += 1,
+                _ => c.dropped_by_action += 1,
+            }
+        }
+
+        if let (Some(t0), Some(t1)) = (t0, t1) {
+            c.emc_ns += (t1 - t0).as_nanos() as u64;
+            c.model_ns += t1.elapsed().as_nanos() as u64;
+        }
+    }
 }
 
 /// A live classifier's figures, as CFLOWS reports them.

@@ -59,13 +59,12 @@ impl MegaflowRef {
     pub const NONE: MegaflowRef = MegaflowRef { slot: u32::MAX, gen: 0 };
 }
 
-/// One installed megaflow.
+/// One installed megaflow. The fields a hit reads and writes come first (`repr(C)`), so that with
+/// the slot's generation they share one cache line ([`Slot`]); the keys, which only upcalls and
+/// the revalidator read, follow.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct MegaflowEntry {
-    /// The packet whose upcall created it (the revalidator re-classifies this key, as OVS's
-    /// ukeys hold the flow key).
-    pub key: FlowKey,
-    pub megaflow: Megaflow,
     pub action: DpAction,
     /// The OpenFlow rule the slow path matched: the packets that hit the megaflow are
     /// attributed to it (per-flow counters; [`Dpcls::hit`]). Revalidation updates it when it
@@ -73,12 +72,19 @@ pub struct MegaflowEntry {
     /// Correctness rests on `action`.
     pub rule: Option<RuleId>,
     pub hits: u64,
-    /// PMD clock (ns) of creation and of the last hit.
-    pub created_ns: u64,
+    /// PMD clock (ns) of the last hit and of creation.
     pub last_used_ns: u64,
+    pub created_ns: u64,
     subtable: u32,
+    /// The packet whose upcall created it (the revalidator re-classifies this key, as OVS's
+    /// ukeys hold the flow key).
+    pub key: FlowKey,
+    pub megaflow: Megaflow,
 }
 
+/// A megaflow's place in [`Dpcls`]: its generation and entry, aligned to a cache line so that a
+/// hit (the generation check, the action, the counters) touches one line.
+#[repr(C, align(64))]
 struct Slot {
     gen: u32,
     megaflow: Option<MegaflowEntry>,
@@ -743,6 +749,17 @@ impl Dpcls {
 
 #[cfg(test)]
 mod tests {
+    /// A hit's fields (the generation, the action, the rule, the counters) lie in the slot's
+    /// first cache line.
+    #[test]
+    fn a_hit_reads_one_cache_line() {
+        let e = std::mem::offset_of!(MegaflowEntry, subtable) + 4;
+        let slot = std::mem::offset_of!(Slot, megaflow);
+        // `Option` adds no tag before the entry (its niche is the action's).
+        assert_eq!(std::mem::size_of::<Option<MegaflowEntry>>(), std::mem::size_of::<MegaflowEntry>());
+        assert!(slot + e <= 64, "the hot fields end at byte {}", slot + e);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
+    }
     use super::*;
 
     fn mf(key: FlowKey, mask: FlowKey) -> Megaflow {

@@ -171,7 +171,17 @@ impl<R: EmcRef> Emc<R> {
     /// The live target `key` maps to, if any.
     #[inline]
     pub fn lookup(&self, hash: u32, key: &FlowKey, owner: &impl EmcTarget<R>) -> Option<R> {
-        let key = Stored::of(key);
+        self.lookup_stored(hash, Stored::of(key), owner)
+    }
+
+    /// [`Emc::lookup`] of a narrow key (`hash` its [`crate::flow_hash_narrow`]).
+    #[inline]
+    pub fn lookup_narrow(&self, hash: u32, key: &NarrowKey, owner: &impl EmcTarget<R>) -> Option<R> {
+        self.lookup_stored(hash, Stored::Narrow(*key), owner)
+    }
+
+    #[inline]
+    fn lookup_stored(&self, hash: u32, key: Stored, owner: &impl EmcTarget<R>) -> Option<R> {
         for i in self.slots(hash) {
             let e = &self.entries[i];
             if e.hash == hash && self.holds(i, key) && owner.is_live(e.target) {
@@ -200,10 +210,22 @@ impl<R: EmcRef> Emc<R> {
         self.insert(hash, key, target, owner);
     }
 
+    /// [`Emc::probabilistic_insert`] of a narrow key (`hash` its [`crate::flow_hash_narrow`]).
+    #[inline]
+    pub fn probabilistic_insert_narrow(&mut self, hash: u32, key: &NarrowKey, target: R, owner: &impl EmcTarget<R>) {
+        if self.threshold == 0 || self.draw() >= self.threshold {
+            return;
+        }
+        self.insert_stored(hash, Stored::Narrow(*key), target, owner);
+    }
+
     /// Inserts unconditionally (module docs for the replacement rule).
     pub fn insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
+        self.insert_stored(hash, Stored::of(key), target, owner)
+    }
+
+    fn insert_stored(&mut self, hash: u32, stored: Stored, target: R, owner: &impl EmcTarget<R>) {
         self.inserts += 1;
-        let stored = Stored::of(key);
         let [a, b] = self.slots(hash);
         let mut victim = None;
         for i in [a, b] {

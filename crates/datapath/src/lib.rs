@@ -85,6 +85,7 @@
 
 pub mod actions;
 pub mod auto;
+pub mod batch_key;
 pub mod ccache;
 pub mod cd;
 pub mod cflows;
@@ -260,21 +261,34 @@ pub fn assign_rule_outputs(rules: &mut [Rule]) {
 /// switch, to spread flows over PMD threads).
 #[inline]
 pub fn flow_hash(k: &FlowKey) -> u32 {
-    let mix = |h: u64, x: u64| {
-        let h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^ h >> 32
-    };
-    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-    for x in k.to_narrow_words() {
-        h = mix(h, x);
-    }
+    let h = hash_narrow_words(&k.to_narrow_words());
     // The wide words only when the key has any (a 5-tuple key hashes as it always did).
-    if !k.is_narrow_mask() {
-        for x in &k.to_words()[rqvs_flow::key::NARROW_WORDS..] {
-            h = mix(h, *x);
-        }
+    if k.is_narrow_mask() {
+        return finish_hash(h);
     }
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    finish_hash(k.to_words()[rqvs_flow::key::NARROW_WORDS..].iter().fold(h, |h, &x| mix_hash(h, x)))
+}
+
+/// [`flow_hash`] of a narrow key (`flow_hash_narrow(&k.narrow()?) == flow_hash(&k)`).
+#[inline]
+pub fn flow_hash_narrow(k: &rqvs_flow::key::NarrowKey) -> u32 {
+    finish_hash(hash_narrow_words(&k.to_narrow_words()))
+}
+
+#[inline(always)]
+fn mix_hash(h: u64, x: u64) -> u64 {
+    let h = (h ^ x).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ h >> 32
+}
+
+#[inline(always)]
+fn hash_narrow_words(w: &rqvs_flow::key::NarrowWords) -> u64 {
+    w.iter().fold(0x9e37_79b9_7f4a_7c15, |h, &x| mix_hash(h, x))
+}
+
+#[inline(always)]
+fn finish_hash(h: u64) -> u32 {
+    let h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     (h ^ (h >> 29)) as u32
 }
 
@@ -288,6 +302,18 @@ mod tests {
         assert_eq!(DpAction::from_actions(&Actions::drop()), DpAction::Drop);
         assert_eq!(DpAction::from_actions(&Actions(vec![])), DpAction::Drop);
         assert_eq!(DpAction::of_rule(None), DpAction::Drop);
+    }
+
+    proptest::proptest! {
+        /// A narrow key hashes the same as its whole form (the EMC is shared by both paths).
+        #[test]
+        fn the_narrow_hash_is_the_hash(w in proptest::prelude::any::<[u64; 5]>(), wide in proptest::prelude::any::<u64>()) {
+            let mut k = FlowKey::from_words(&[w[0], w[1], w[2], w[3], w[4], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            let n = k.narrow().expect("no wide word");
+            proptest::prop_assert_eq!(flow_hash(&k), flow_hash_narrow(&n));
+            k.metadata = wide | 1;
+            proptest::prop_assert_ne!(flow_hash(&k), flow_hash_narrow(&n));
+        }
     }
 
     #[test]

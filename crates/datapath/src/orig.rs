@@ -42,8 +42,10 @@
 use std::time::Instant;
 
 use rqvs_classify::ClassifierError;
+use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
+use crate::batch_key::{narrow_batch, whole_batch, BatchKey};
 use crate::ccache::{CcacheConfig, MegaflowModel};
 use crate::cd::CuckooDistributor;
 use crate::counters::Counters;
@@ -56,7 +58,7 @@ use crate::revalidator::{
     Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
 };
 use crate::upcall::{Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
-use crate::{flow_hash, DatapathConfig, DpAction, BATCH, NO_RULE};
+use crate::{DatapathConfig, DpAction, BATCH, NO_RULE};
 
 /// The settings of the megaflow datapath (ORIG, and CCACHE's megaflow cache): OVS's options.
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +101,7 @@ pub trait ModelStage: Send {
     /// False for [`NoModel`]: the stage's code compiles away.
     const PRESENT: bool;
     /// For each key, an installed megaflow the stage holds that covers it; returns how many.
-    fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<MegaflowRef>]) -> usize;
+    fn lookup_batch<K: BatchKey>(&self, keys: &[K], out: &mut [Option<MegaflowRef>]) -> usize;
     /// Megaflows were deleted from the megaflow cache: forget them.
     fn sync(&mut self, dpcls: &Dpcls);
     /// Batch boundary: starts training when due, swaps a trained model in; true on a swap.
@@ -121,7 +123,7 @@ impl ModelStage for NoModel {
     const NAME: &'static str = "orig";
     const PRESENT: bool = false;
     #[inline]
-    fn lookup_batch(&self, _: &[FlowKey], _: &mut [Option<MegaflowRef>]) -> usize {
+    fn lookup_batch<K: BatchKey>(&self, _: &[K], _: &mut [Option<MegaflowRef>]) -> usize {
         0
     }
     fn sync(&mut self, _: &Dpcls) {}
@@ -361,10 +363,25 @@ impl<S: ModelStage> MegaflowDatapath<S> {
     pub fn process_batch(&mut self, keys: &[FlowKey], seq0: u64, out: &mut [DpAction]) {
         let n = keys.len();
         assert!(n <= BATCH && out.len() >= n, "batches hold at most {BATCH} packets");
+        let t0 = self.cfg.clock.start();
+        // The batch as narrow keys when every packet's key is narrow (crate::batch_key).
+        let mut narrow = [NarrowKey::default(); BATCH];
+        if narrow_batch(keys, self.cfg.wire_keys, &mut narrow) {
+            self.batch(&narrow[..n], seq0, out, t0);
+        } else {
+            let mut whole = [FlowKey::ZERO; BATCH];
+            whole_batch(keys, self.cfg.wire_keys, &mut whole);
+            self.batch(&whole[..n], seq0, out, t0);
+        }
+    }
+
+    /// [`MegaflowDatapath::process_batch`] of the batch's keys `k` (on the wire already), started
+    /// at `t0`.
+    #[inline(always)]
+    fn batch<K: BatchKey>(&mut self, k: &[K], seq0: u64, out: &mut [DpAction], t0: Option<Instant>) {
+        let n = k.len();
         let clock = self.cfg.clock;
-        let t0 = clock.start();
         let now = self.now_ns;
-        let mut k = [FlowKey::default(); BATCH];
         let mut h = [0u32; BATCH];
         let mut miss = [0u8; BATCH];
         let mut nmiss = 0;
@@ -373,10 +390,9 @@ impl<S: ModelStage> MegaflowDatapath<S> {
 
         // Stage 1: EMC.
         for i in 0..n {
-            k[i] = if self.cfg.wire_keys { keys[i].wire() } else { keys[i] };
-            h[i] = flow_hash(&k[i]);
+            h[i] = k[i].hash();
             if self.cfg.emc {
-                if let Some(f) = self.emc.lookup(h[i], &k[i], &self.dpcls) {
+                if let Some(f) = k[i].emc_lookup(&self.emc, h[i], &self.dpcls) {
                     (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                     self.c.emc_hit += 1;
                     continue;
@@ -390,7 +406,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         // Stage 1b (CCACHE): the learned model over megaflows.
         if S::PRESENT && nmiss > 0 {
             let m = &self.stage;
-            let mut mk = [FlowKey::default(); BATCH];
+            let mut mk = [K::default(); BATCH];
             for (j, &mi) in miss[..nmiss].iter().enumerate() {
                 mk[j] = k[usize::from(mi)];
             }
@@ -404,7 +420,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                             (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                             self.c.model_hit += 1;
                             if self.cfg.emc {
-                                self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
+                                k[i].emc_insert(&mut self.emc, h[i], f, &self.dpcls);
                             }
                         }
                         None => {
@@ -421,7 +437,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         // Stage 2: cuckoo distributor and megaflow cache; misses are queued.
         for &mi in &miss[..nmiss] {
             let i = usize::from(mi);
-            let words = k[i].to_words();
+            let words = k[i].words();
             let mut found: Option<MegaflowRef> = None;
             let mut extra = 0;
             let cd_active = self.cd.as_ref().is_some_and(|cd| cd.active);
@@ -458,12 +474,12 @@ impl<S: ModelStage> MegaflowDatapath<S> {
                 Some(f) => {
                     (out[i], self.batch_rules[i]) = self.dpcls.hit(f, now);
                     if self.cfg.emc {
-                        self.emc.probabilistic_insert(h[i], &k[i], f, &self.dpcls);
+                        k[i].emc_insert(&mut self.emc, h[i], f, &self.dpcls);
                     }
                 }
                 None => {
                     self.batch_rules[i] = NO_RULE;
-                    if self.queue.push(Upcall { key: k[i], hash: h[i], seq: seq0 + i as u64 }) {
+                    if self.queue.push(Upcall { key: k[i].whole(), hash: h[i], seq: seq0 + i as u64 }) {
                         self.c.upcall += 1;
                         out[i] = DpAction::Pending;
                     } else {

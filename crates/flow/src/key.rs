@@ -294,6 +294,44 @@ pub struct NarrowKey {
 }
 
 impl NarrowKey {
+    /// The key's [`NarrowWords`], as [`FlowKey::to_narrow_words`] packs them.
+    #[inline]
+    pub fn to_narrow_words(&self) -> NarrowWords {
+        [
+            u64::from(self.nw_src) | u64::from(self.nw_dst) << 32,
+            u64::from(self.tp_src) | u64::from(self.tp_dst) << 16 | u64::from(self.in_port) << 32,
+            u64::from(self.dl_type)
+                | u64::from(self.vlan_tci) << 16
+                | u64::from(self.tcp_flags) << 32
+                | u64::from(self.nw_proto) << 48
+                | u64::from(self.nw_tos) << 56,
+            u64::from(self.nw_frag) | mac_word(self.dl_src) << 8 | u64::from(self.nw_ttl) << 56,
+            mac_word(self.dl_dst),
+        ]
+    }
+
+    /// `wc |= self`, member by member, touching only the narrow members of `wc` (used as masks:
+    /// adds a narrow mask's bits to wildcards, without the 112-byte copy of [`FlowKey::union`]).
+    #[inline]
+    pub fn or_into(&self, wc: &mut FlowKey) {
+        wc.nw_src |= self.nw_src;
+        wc.nw_dst |= self.nw_dst;
+        wc.tp_src |= self.tp_src;
+        wc.tp_dst |= self.tp_dst;
+        wc.in_port |= self.in_port;
+        wc.dl_type |= self.dl_type;
+        wc.vlan_tci |= self.vlan_tci;
+        wc.tcp_flags |= self.tcp_flags;
+        wc.nw_proto |= self.nw_proto;
+        wc.nw_tos |= self.nw_tos;
+        wc.nw_frag |= self.nw_frag;
+        wc.nw_ttl |= self.nw_ttl;
+        for i in 0..6 {
+            wc.dl_src[i] |= self.dl_src[i];
+            wc.dl_dst[i] |= self.dl_dst[i];
+        }
+    }
+
     /// The full key (wide members zero).
     #[inline]
     pub fn widen(&self) -> FlowKey {
@@ -319,8 +357,15 @@ impl NarrowKey {
 
 impl FlowKey {
     /// The key as a [`NarrowKey`], or `None` when a wide member is set (it would be lost).
+    #[inline]
     pub fn narrow(&self) -> Option<NarrowKey> {
-        let n = NarrowKey {
+        self.is_narrow_mask().then(|| self.narrow_part())
+    }
+
+    /// The narrow members of the key (its wide members, if any, left out).
+    #[inline]
+    pub fn narrow_part(&self) -> NarrowKey {
+        NarrowKey {
             nw_src: self.nw_src,
             nw_dst: self.nw_dst,
             tp_src: self.tp_src,
@@ -335,8 +380,7 @@ impl FlowKey {
             dl_src: self.dl_src,
             dl_dst: self.dl_dst,
             nw_ttl: self.nw_ttl,
-        };
-        (n.widen() == *self).then_some(n)
+        }
     }
 }
 
@@ -382,17 +426,7 @@ impl FlowKey {
     /// dl_type|vlan_tci|tcp_flags|nw_proto|nw_tos, nw_frag|dl_src|nw_ttl, dl_dst]`.
     #[inline]
     pub fn to_narrow_words(&self) -> NarrowWords {
-        [
-            u64::from(self.nw_src) | u64::from(self.nw_dst) << 32,
-            u64::from(self.tp_src) | u64::from(self.tp_dst) << 16 | u64::from(self.in_port) << 32,
-            u64::from(self.dl_type)
-                | u64::from(self.vlan_tci) << 16
-                | u64::from(self.tcp_flags) << 32
-                | u64::from(self.nw_proto) << 48
-                | u64::from(self.nw_tos) << 56,
-            u64::from(self.nw_frag) | mac_word(self.dl_src) << 8 | u64::from(self.nw_ttl) << 56,
-            mac_word(self.dl_dst),
-        ]
+        self.narrow_part().to_narrow_words()
     }
 
     /// The key packed into [`KEY_WORDS`] 64-bit words, for hashing and word-wise masking (the

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use hashbrown::HashMap;
 
-use rqvs_flow::key::{mask_words, NarrowWords};
+use rqvs_flow::key::{mask_words, NarrowKey, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
 use super::prefixes::{prefix_mask32, PrefixFields, Tries, MAX_PREFIX_FIELDS};
@@ -101,11 +101,34 @@ pub fn ports_of(k: &FlowKey) -> u32 {
 #[derive(Clone, Debug)]
 struct Stage {
     segment: Segment,
-    /// The mask bits of this stage.
-    mask: FlowKey,
-    /// The mask bits of this stage and all earlier ones, as the words of [`FlowKey::to_words`]
-    /// (what the stage index is keyed by).
+    /// The mask bits of this stage and all earlier ones (what a lookup that stops after this
+    /// stage has examined).
+    cumulative: Mask,
+    /// `cumulative` as the words of [`FlowKey::to_words`] (what the stage index is keyed by).
     cumulative_words: Words,
+}
+
+/// A mask, and its narrow form when it has no wide member: adding it to wildcards then touches
+/// the narrow members only ([`NarrowKey::or_into`]).
+#[derive(Clone, Debug)]
+struct Mask {
+    key: FlowKey,
+    narrow: Option<NarrowKey>,
+}
+
+impl Mask {
+    fn new(key: FlowKey) -> Mask {
+        Mask { key, narrow: key.narrow() }
+    }
+
+    /// `wc |= self`.
+    #[inline]
+    fn add_to(&self, wc: &mut FlowKey) {
+        match &self.narrow {
+            Some(n) => n.or_into(wc),
+            None => *wc = wc.union(&self.key),
+        }
+    }
 }
 
 /// A key as the five words of [`FlowKey::to_words`].
@@ -224,6 +247,8 @@ impl Default for TrieCtx {
 #[derive(Clone, Debug)]
 pub struct Subtable {
     pub mask: FlowKey,
+    /// `mask` as a [`Mask`] (its narrow form when it has one).
+    full_mask: Mask,
     stages: Vec<Stage>,
     /// For each stage but the final one: masked values (this stage and earlier, as words) → rule
     /// count.
@@ -253,7 +278,11 @@ impl Subtable {
             let m = seg.restrict(&mask);
             if m != FlowKey::default() {
                 cumulative = cumulative.union(&m);
-                stages.push(Stage { segment: seg, mask: m, cumulative_words: cumulative.to_words() });
+                stages.push(Stage {
+                    segment: seg,
+                    cumulative: Mask::new(cumulative),
+                    cumulative_words: cumulative.to_words(),
+                });
             }
         }
         let n_indices = stages.len().saturating_sub(1);
@@ -261,6 +290,7 @@ impl Subtable {
         let wide = !mask.is_narrow_mask();
         Subtable {
             mask,
+            full_mask: Mask::new(mask),
             stages,
             indices: (0..n_indices).map(|_| WordMap::new(wide)).collect(),
             rules: WordMap::new(wide),
@@ -379,19 +409,22 @@ impl Subtable {
         ctx: &mut TrieCtx,
         wc: &mut FlowKey,
     ) -> Option<Entry> {
-        let mut so_far = FlowKey::default();
+        // The stages examined so far: the previous stage's cumulative mask.
+        let mut so_far: Option<&Mask> = None;
         let last = self.stages.len().saturating_sub(1);
         for (i, stage) in self.stages.iter().enumerate() {
             if stage.segment == Segment::L3 && self.check_tries(key, tries, ctx, wc) {
-                *wc = wc.union(&so_far);
+                if let Some(m) = so_far {
+                    m.add_to(wc);
+                }
                 return None;
             }
             if i == last {
                 break;
             }
-            so_far = so_far.union(&stage.mask);
+            so_far = Some(&stage.cumulative);
             if !self.indices[i].contains_key(&mask_words(kw, &stage.cumulative_words)) {
-                *wc = wc.union(&so_far);
+                stage.cumulative.add_to(wc);
                 return None;
             }
         }
@@ -402,12 +435,12 @@ impl Subtable {
             // Every bit of the subtable was used to decide there is no match, but the ports
             // examined are only those the ports trie needs (OVS fix 489553b1c).
             let ports = ports_of(wc) | (pmask & prefix_mask32(mbits));
-            *wc = wc.union(&self.mask);
+            self.full_mask.add_to(wc);
             wc.tp_src = (ports >> 16) as u16;
             wc.tp_dst = ports as u16;
             return None;
         }
-        *wc = wc.union(&self.mask);
+        self.full_mask.add_to(wc);
         found
     }
 

@@ -9,10 +9,11 @@ use super::results::RxStats;
 use super::verifier::Verifier;
 use crate::{inputs, Error};
 
-/// Traces up to this many packets are held in memory after the counting pass (each pass then
-/// reads memory, not the file); longer ones are read from the file on every pass. A budget of
-/// 40 MiB of keys (1,048,576 keys when a key was 40 bytes; about 374K since the wide key).
-pub const HOLD_PACKETS: usize = (40 << 20) / std::mem::size_of::<FlowKey>();
+/// Traces whose packets fit in this many bytes held ([`inputs::Held`]: 48 bytes a 5-tuple
+/// packet, 128 one with wide fields) are held in memory after the counting pass (each pass then
+/// reads memory, not the file); longer ones are read from the file on every pass. 48 MiB holds
+/// 1,048,576 5-tuple packets — every ClassBench 100K trace, as before the key was widened.
+pub const HOLD_BYTES: usize = 48 << 20;
 
 /// The packets of a replay: a source, and which share of it (a PMD's, by flow hash).
 #[derive(Clone)]

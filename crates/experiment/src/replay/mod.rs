@@ -69,7 +69,7 @@ mod verifier;
 
 pub use check::{check_auto, check_defences, check_unused};
 pub use designs::{auto_builder, build};
-pub use feed::{Trace, TraceKeys, HOLD_PACKETS};
+pub use feed::{Trace, TraceKeys, HOLD_BYTES};
 pub use pmds::{run_pmds, PmdRuns};
 pub use prepare::{prepare, AttackTrace, Prepared};
 pub use rate_search::{rate_search, RateSearch};

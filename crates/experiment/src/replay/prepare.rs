@@ -11,7 +11,7 @@ use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::rng::Rng;
 use rqvs_flow::Rule;
 
-use super::feed::{Trace, HOLD_PACKETS};
+use super::feed::{Trace, HOLD_BYTES};
 use super::updates::{parse_updates, Update, UpdateOp};
 use super::{ReplayConfig, STREAM_ATTACK_VERIFY, STREAM_HELD_OUT, STREAM_VERIFY};
 use crate::{inputs, Error};
@@ -104,7 +104,7 @@ pub fn prepare(c: &ReplayConfig) -> Result<Prepared, Error> {
         return Err(Error(format!("--train-interval: expected seconds > 0, found '{}'", c.train_interval)));
     }
     let (all_rules, rules_format) = load_rules(c.rules.as_deref())?;
-    let counted = inputs::PacketSource::count(c.trace.as_deref(), c.in_port, HOLD_PACKETS)?;
+    let counted = inputs::PacketSource::count(c.trace.as_deref(), c.in_port, HOLD_BYTES)?;
     let (trace, packets, capture) = (Trace { source: counted.source, share: None }, counted.packets, counted.capture);
     if packets == 0 {
         return Err(Error(format!("{}: no packets", c.trace_name())));
@@ -183,7 +183,7 @@ fn prepare_attack(c: &ReplayConfig, wanted: usize) -> Result<Option<AttackTrace>
     if c.pmds > 1 {
         return Err(Error("--attack: mixed replay runs on one PMD; --pmds is not used with it".into()));
     }
-    let counted = inputs::PacketSource::count(Some(path), c.in_port, HOLD_PACKETS)?;
+    let counted = inputs::PacketSource::count(Some(path), c.in_port, HOLD_BYTES)?;
     if counted.packets == 0 {
         return Err(Error(format!("{}: no packets", path.display())));
     }

@@ -325,3 +325,27 @@ fn view_setters_need_a_usable_ipv6_header() {
     let mut v = super::Frame::new_checked(&mut zero[..]).unwrap();
     assert_eq!(v.dec_hop_limit(), Some(0));
 }
+
+proptest! {
+    /// The datapath's narrow form of a key on the wire is the wire key narrowed, for every type
+    /// (IPv6 and ARP, which have wide fields, and IPv4, VLAN, 802.3 and other ethertypes, which
+    /// have none), with or without wide members set on the way in.
+    #[test]
+    fn wire_narrow_is_the_wire_key_narrowed(
+        k in wide_key(),
+        dl_type in prop_oneof![Just(None), Just(Some(crate::key::ETH_TYPE_IP)), Just(Some(0x8100)), Just(Some(0x0500)), Just(Some(0x88cc))],
+        metadata in prop_oneof![Just(0u64), any::<u64>()],
+        plain in any::<bool>(),
+    ) {
+        let mut k = FlowKey { dl_type: dl_type.unwrap_or(k.dl_type), metadata, ..k };
+        if plain {
+            k = k.narrow_part().widen();
+        }
+        prop_assert_eq!(k.wire_narrow(), k.wire().narrow());
+        prop_assert_eq!(k.narrow(), (k.narrow_part().widen() == k).then(|| k.narrow_part()));
+        let mask = k.narrow_part();
+        let mut wc = FlowKey { ipv6_src: 7, ..FlowKey::ZERO };
+        mask.or_into(&mut wc);
+        prop_assert_eq!(wc, FlowKey { ipv6_src: 7, ..FlowKey::ZERO }.union(&mask.widen()));
+    }
+}

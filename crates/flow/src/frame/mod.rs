@@ -98,7 +98,7 @@ pub use ipv6::{
 pub use view::{push_vlan, strip_vlan, Frame, FrameError, Layout};
 
 use crate::key::{
-    FlowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
+    FlowKey, NarrowKey, ETH_TYPE_ARP, ETH_TYPE_IP, ETH_TYPE_IPV6, ETH_TYPE_VLAN, FLOW_NW_FRAG_ANY, FLOW_NW_FRAG_LATER,
     IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, TCP_FLAGS_MASK, VLAN_CFI,
 };
 
@@ -327,16 +327,60 @@ impl FlowKey {
     /// extension header number reads back as 59 ([`IPPROTO_NONE`]); ICMPv6 keeps the low bytes of
     /// type and code and, for ND (135/136, code 0), `nd_target`, `arp_sha` and `arp_tha`. The
     /// wide fields of every other key are dropped.
+    #[inline]
     pub fn wire(&self) -> FlowKey {
+        match self.dl_type {
+            ETH_TYPE_IPV6 | ETH_TYPE_ARP | ETH_TYPE_RARP => self.wire_wide(),
+            _ => self.wire_of_narrow_type().widen(),
+        }
+    }
+
+    /// `self.wire()` as a [`NarrowKey`] when it has no wide member (every key but IPv6 and
+    /// ARP/RARP ones with wide fields): what the datapath's 5-tuple path takes, without
+    /// building the whole key.
+    #[inline]
+    pub fn wire_narrow(&self) -> Option<NarrowKey> {
+        match self.dl_type {
+            ETH_TYPE_IPV6 | ETH_TYPE_ARP | ETH_TYPE_RARP => self.wire_wide().narrow(),
+            _ => Some(self.wire_of_narrow_type()),
+        }
+    }
+
+    /// The L2 fields every key keeps on the wire.
+    #[inline]
+    fn wire_l2(&self) -> NarrowKey {
+        NarrowKey {
+            in_port: self.in_port,
+            dl_src: self.dl_src,
+            dl_dst: self.dl_dst,
+            dl_type: self.dl_type,
+            vlan_tci: if self.vlan_tci & VLAN_CFI != 0 { self.vlan_tci } else { 0 },
+            ..NarrowKey::default()
+        }
+    }
+
+    /// [`FlowKey::wire`] of an IPv6 or ARP/RARP key (the types with wide fields).
+    fn wire_wide(&self) -> FlowKey {
         let key = self;
-        let mut w = FlowKey {
-            in_port: key.in_port,
-            dl_src: key.dl_src,
-            dl_dst: key.dl_dst,
-            dl_type: key.dl_type,
-            vlan_tci: if key.vlan_tci & VLAN_CFI != 0 { key.vlan_tci } else { 0 },
-            ..FlowKey::default()
-        };
+        let mut w = self.wire_l2().widen();
+        if key.dl_type == ETH_TYPE_IPV6 {
+            ipv6::wire_ipv6(key, &mut w);
+        } else {
+            w.nw_src = key.nw_src;
+            w.nw_dst = key.nw_dst;
+            w.nw_proto = key.nw_proto;
+            w.arp_sha = key.arp_sha;
+            w.arp_tha = key.arp_tha;
+        }
+        w
+    }
+
+    /// [`FlowKey::wire`] of a key whose type has no wide field (IPv4, a VLAN or 802.3 type, any
+    /// other ethertype).
+    #[inline]
+    fn wire_of_narrow_type(&self) -> NarrowKey {
+        let key = self;
+        let mut w = self.wire_l2();
         match key.dl_type {
             ETH_TYPE_IP => {
                 w.nw_src = key.nw_src;
@@ -363,14 +407,6 @@ impl FlowKey {
                 if key.nw_proto == IPPROTO_TCP {
                     w.tcp_flags = key.tcp_flags & TCP_FLAGS_MASK;
                 }
-            }
-            ETH_TYPE_IPV6 => ipv6::wire_ipv6(key, &mut w),
-            ETH_TYPE_ARP | ETH_TYPE_RARP => {
-                w.nw_src = key.nw_src;
-                w.nw_dst = key.nw_dst;
-                w.nw_proto = key.nw_proto;
-                w.arp_sha = key.arp_sha;
-                w.arp_tha = key.arp_tha;
             }
             ETH_TYPE_VLAN | ETH_TYPE_VLAN_8021AD => {
                 // The type field announces a tag; the zero padding after it reads as TCI 0 followed
