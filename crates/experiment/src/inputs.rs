@@ -259,3 +259,36 @@ impl PacketPass {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rqvs_flow::FlowKey;
+
+    /// Held packets come back as they went in: narrow ones from the 48-byte store, and all of
+    /// them once a wide packet turns the store wide; the byte count follows the form.
+    #[test]
+    fn held_packets_keep_their_entries_in_either_form() {
+        let narrow =
+            |i: u32| TraceEntry { key: FlowKey::ipv4(i, 2, 6, 3, 4), flags_column: i, intended: Some(RuleId(i)) };
+        let mut h = Held::Narrow(Vec::new());
+        let mut entries = Vec::new();
+        for i in 0..3 {
+            assert_eq!(h.bytes_with(&narrow(i)), (i as usize + 1) * std::mem::size_of::<NarrowEntry>());
+            h.push(narrow(i));
+            entries.push(narrow(i));
+        }
+        let none = TraceEntry { intended: None, ..narrow(9) };
+        h.push(none);
+        entries.push(none);
+        assert!(matches!(h, Held::Narrow(_)));
+        let wide = TraceEntry::from_key(FlowKey::ipv6(1, 2, 17, 5, 6));
+        assert_eq!(h.bytes_with(&wide), 5 * std::mem::size_of::<TraceEntry>());
+        h.push(wide);
+        entries.push(wide);
+        assert!(matches!(h, Held::Wide(_)));
+        let back: Vec<TraceEntry> = (0..h.len()).map(|i| h.get(i).expect("held")).collect();
+        assert_eq!(back, entries);
+        assert!(h.get(5).is_none());
+    }
+}
