@@ -189,6 +189,9 @@ pub struct Hit {
     pub probed: u32,
 }
 
+/// The most slots [`Dpcls::reserve`] reserves ahead (a million: 448 MB of address space).
+pub const RESERVE_SLOTS_MAX: usize = 1 << 20;
+
 /// The megaflow cache (module docs).
 #[derive(Default)]
 pub struct Dpcls {
@@ -303,6 +306,13 @@ impl Dpcls {
         d.next_rank_ns = RANK_INTERVAL_NS;
         d.top_share = 1.0;
         d
+    }
+
+    /// Reserves room for `megaflows` slots (at most [`RESERVE_SLOTS_MAX`]): the slots are never
+    /// moved by a growing vector while upcalls install (the address space is reserved; pages are
+    /// touched only as slots are used).
+    pub fn reserve(&mut self, megaflows: usize) {
+        self.slots.reserve(megaflows.min(RESERVE_SLOTS_MAX).saturating_sub(self.slots.len()));
     }
 
     /// Megaflows installed.

@@ -230,6 +230,7 @@ impl<S: ModelStage> MegaflowDatapath<S> {
 
     fn with_table_and_stage(table: OfprotoTable, cfg: DatapathConfig, orig: OrigConfig, stage: S) -> Self {
         let mut dpcls = Dpcls::new();
+        dpcls.reserve(orig.flow_limit);
         dpcls.set_mask_limit(orig.mask_limit);
         let reval_thread = (orig.revalidator == RevalidatorMode::Thread).then(|| {
             dpcls.enable_journal();
