@@ -8,12 +8,17 @@ mean of the new/old ratios of each pair.
         --pairs 4 --out DIR
 
 Each run's JSON is kept in DIR (old-SET-K.json, new-SET-K.json) with a summary.json.
+With --fifo PRIO (root), every run is under SCHED_FIFO at that priority (`chrt -f PRIO`): the
+PMD thread is not preempted by the machine's other processes, which on a shared 2-core machine
+otherwise move single runs by up to 2x.
 """
 import argparse, json, math, os, subprocess, sys, time
 
+PREFIX = []
+
 
 def run(binary, rules, trace, out):
-    cmd = [binary, "bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", "tm,nmu", "--json", out]
+    cmd = PREFIX + [binary, "bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", "tm,nmu", "--json", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     d = json.load(open(out))
     res = {}
@@ -25,7 +30,7 @@ def run(binary, rules, trace, out):
 
 
 def run_compare(binary, rules, trace, out):
-    cmd = [binary, "compare", "--rules", rules, "--trace", trace, "--designs", "orig,ccache,cflows", "--json", out]
+    cmd = PREFIX + [binary, "compare", "--rules", rules, "--trace", trace, "--designs", "orig,ccache,cflows", "--json", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     res = {}
     for r in json.load(open(out))["runs"]:
@@ -45,10 +50,14 @@ def main():
     ap.add_argument("--pairs", type=int, default=4)
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", action="store_true")
+    ap.add_argument("--fifo", type=int, metavar="PRIO", help="run each measurement under chrt -f PRIO")
     a = ap.parse_args()
+    if a.fifo:
+        PREFIX.extend(["chrt", "-f", str(a.fifo)])
+    summary_prefix = PREFIX[:]
     bench = run_compare if a.compare else run
     os.makedirs(a.out, exist_ok=True)
-    summary = {"old": a.old, "new": a.new, "sets": {}}
+    summary = {"old": a.old, "new": a.new, "prefix": summary_prefix, "sets": {}}
     for s in a.sets.split(","):
         rules = os.path.join(a.data, "rules", f"{s}.xz")
         trace = os.path.join(a.data, "traces", f"{s}_trace.xz")

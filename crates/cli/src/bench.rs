@@ -49,9 +49,10 @@ pub struct Args {
     /// [range: 0 ≤ x ≤ 3600000].
     #[arg(long, default_value_t = 300, value_parser = crate::args::range::between(0u64, 3_600_000))]
     pub min_ms: u64,
-    /// Time the batches over the packets as whole `FlowKey`s (112 bytes each) even when none has
-    /// a wide field; by default such a trace is looked up as narrow keys (40 bytes each, the
-    /// narrow members alone), the form a batch of 5-tuple packets takes.
+    /// Hold the packets as whole `FlowKey`s (112 bytes each) even when none has a wide field; by
+    /// default such a trace is held as narrow keys (40 bytes each, the narrow members alone),
+    /// the form a batch of 5-tuple packets takes: batches are looked up as narrow keys, one key
+    /// at a time widened on the stack.
     #[arg(long)]
     pub flowkey_batches: bool,
     /// Write a JSON report to this file (`-` = stdout).
@@ -100,7 +101,7 @@ fn classifiers(a: &Args) -> Result<(), Failure> {
     let trace_name = report::show(&a.workload.trace, DEFAULT_TRACE_NAME);
     out.line(format!("rules {rules_name}: {} rules; packets {trace_name}: {} packets", rules.len(), keys.len()));
     out.line(format!(
-        "verified {} packets against the reference (seed {}); update rates over {:.0}% of the rules; batches over {}",
+        "verified {} packets against the reference (seed {}); update rates over {:.0}% of the rules; keys held as {}",
         b.verified,
         a.workload.seed,
         a.update_fraction * 100.0,
