@@ -35,8 +35,8 @@
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
 
-use rqvs_datapath::NO_RULE;
 use rqvs_flow::{Rule, RuleId};
+use rqvs_ofproto::NO_RULE;
 use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
 use crate::events::{Event, FlowRemoved};
@@ -119,7 +119,7 @@ impl GroupCount {
     }
 }
 
-/// What a PMD counted of the pipeline besides the rules ([`rqvs_datapath::chain::Credit`]):
+/// What a PMD counted of the pipeline besides the rules ([`rqvs_ofproto::chain::Credit`]):
 /// per table the lookups and the matches past each packet's first lookup (table 0's, which the
 /// PMD's own counters have: every packet classified looked it up, those a flow decided matched),
 /// and per group (by id) its packets and bytes and each bucket's. Since the PMD started.
@@ -146,8 +146,8 @@ impl PipelineCounts {
     }
 
     #[inline]
-    fn credit(&mut self, c: &rqvs_datapath::chain::Credit, bytes: u64) {
-        use rqvs_datapath::chain::Credit;
+    fn credit(&mut self, c: &rqvs_ofproto::chain::Credit, bytes: u64) {
+        use rqvs_ofproto::chain::Credit;
         match *c {
             Credit::Lookup { table, matched } => {
                 if self.tables.is_empty() {
@@ -191,18 +191,18 @@ impl FlowCounters {
     }
 
     /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere) — a rule, or
-    /// a chain of rules the pipeline passed ([`rqvs_datapath::chain`]: each rule is credited).
+    /// a chain of rules the pipeline passed ([`rqvs_ofproto::chain`]: each rule is credited).
     #[inline]
     pub fn hit(&mut self, rule: RuleId, bytes: usize) {
         if rule == NO_RULE {
             return;
         }
         self.matched += 1;
-        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
-            for &r in rqvs_datapath::chain::rules(rule) {
+        if rule.0 & rqvs_ofproto::chain::CHAIN_BIT != 0 {
+            for &r in rqvs_ofproto::chain::rules(rule) {
                 self.count(r, bytes);
             }
-            for c in rqvs_datapath::chain::credits(rule) {
+            for c in rqvs_ofproto::chain::credits(rule) {
                 self.pipeline.credit(c, bytes as u64);
             }
         } else {
@@ -226,7 +226,7 @@ impl FlowCounters {
     /// page not allocated yet is left alone).
     #[inline]
     pub fn prefetch(&self, rule: RuleId) {
-        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
+        if rule.0 & rqvs_ofproto::chain::CHAIN_BIT != 0 {
             return;
         }
         let (p, i) = place(rule);

@@ -99,12 +99,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::policer::{Policer, PolicerSpec};
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, DpAction, OfprotoTable, OrigConfig};
+use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, OrigConfig};
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
+use rqvs_ofproto::table::RuleChange;
+use rqvs_ofproto::{DpAction, OfprotoTable};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
 use serde::Serialize;
 
@@ -1005,11 +1006,11 @@ impl Control {
         let packet = *rule.matches.value();
         // The TTL as written (0 when not, as in OVS's trace), not the wire's default.
         let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
-        // The one translation (rqvs_datapath::xlate), as the handler runs it.
+        // The one translation (rqvs_ofproto::xlate), as the handler runs it.
         let trace = |t: &OfprotoTable| {
             let r = t.read();
-            let (x, lines) = rqvs_datapath::xlate::xlate_traced(r.classifier(), r.groups(), &key);
-            rqvs_datapath::xlate::trace_text("rqvs", &key, &x, &lines)
+            let (x, lines) = rqvs_ofproto::xlate::xlate_traced(r.classifier(), r.groups(), &key);
+            rqvs_ofproto::xlate::trace_text("rqvs", &key, &x, &lines)
         };
         if self.design != DesignKind::Cflows {
             return Ok(trace(&self.table));
@@ -1023,7 +1024,7 @@ impl Control {
 
     /// The slow path's verdict for `key`: the shared table's (ORIG, CCACHE), or in CFLOWS the
     /// one built from the record when asked after a change (its PMDs never consult one).
-    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_datapath::ofproto::Verdict, Error> {
+    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_ofproto::table::Verdict, Error> {
         if self.design != DesignKind::Cflows {
             return Ok(self.table.classify(key));
         }

@@ -35,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use rqvs_datapath::policer::Policer;
 use rqvs_datapath::upcall::Upcall;
-use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH, NO_RULE};
+use rqvs_datapath::{Design, DesignReport, Pmd, BATCH};
 use rqvs_flow::frame::extract_datapath;
 use rqvs_flow::{FlowKey, RuleId};
+use rqvs_ofproto::{DpAction, NO_RULE};
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
@@ -85,7 +86,7 @@ pub struct PacketOut {
     pub frame: Vec<u8>,
     /// The packet-out's in_port (rqvs numbering: `CONTROLLER` is 0xfffd).
     pub in_port: u32,
-    pub ops: Vec<rqvs_datapath::actions::Op>,
+    pub ops: Vec<rqvs_ofproto::actions::Op>,
 }
 
 /// What a PMD thread is given.
@@ -188,7 +189,7 @@ pub struct PmdLoop {
     s: PmdSetup,
     t0: Instant,
     pmd: Pmd,
-    action_reader: rqvs_datapath::actions::Reader,
+    action_reader: rqvs_ofproto::actions::Reader,
     exec: Executor,
     c: PmdCounters,
     baseline: (PmdCounters, rqvs_datapath::Counters),
@@ -234,8 +235,8 @@ impl PmdLoop {
         let t0 = Instant::now();
         let pmd = Pmd::new();
         // The batch uses action lists it does not hold; each iteration's start is its quiescent
-        // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
-        let action_reader = rqvs_datapath::actions::Reader::register();
+        // point for the action table's freeing (`rqvs_ofproto::actions`, *Freeing*).
+        let action_reader = rqvs_ofproto::actions::Reader::register();
         let exec =
             Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
                 .with_ports(tx_map(&s))

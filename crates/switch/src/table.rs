@@ -41,7 +41,7 @@
 //!
 //! **The datapath's view.** Every table's flows and the groups go to the datapath
 //! ([`NetChange::added`], [`NetChange::removed`], [`NetChange::groups`]): the translation
-//! (`rqvs_datapath::xlate`) walks the pipeline from table 0.
+//! (`rqvs_ofproto::xlate`) walks the pipeline from table 0.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -136,7 +136,7 @@ pub enum OpError {
     /// An add with CHECK_OVERLAP overlaps a flow of the same priority (`OFPFMFC_OVERLAP`).
     Overlap(String),
     /// The flow's action list would be a new one in a full action table
-    /// ([`rqvs_datapath::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
+    /// ([`rqvs_ofproto::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
     TableFull(String),
     /// Refused with this OpenFlow error (a bad table, a missing group, a GROUP_MOD's checks).
     Of(OfError, String),
@@ -153,10 +153,10 @@ impl fmt::Display for OpError {
 }
 
 /// Admits the rules' action lists into the datapath's action table (its limit: module docs of
-/// [`rqvs_datapath::actions`]). Lists admitted for a flow-mod that is refused later stay.
+/// [`rqvs_ofproto::actions`]). Lists admitted for a flow-mod that is refused later stay.
 fn admit_actions<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Result<(), OpError> {
     for r in rules {
-        rqvs_datapath::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
+        rqvs_ofproto::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
     }
     Ok(())
 }
@@ -253,7 +253,7 @@ impl FlowTable {
         let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
         // The flows hold their lists, so the switch's action table frees the others (also
         // when it has no PMD to do it).
-        rqvs_datapath::actions::enable_freeing();
+        rqvs_ofproto::actions::enable_freeing();
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
             index: HashMap::with_capacity(rules.len()),
@@ -263,10 +263,10 @@ impl FlowTable {
             hidden: None,
         };
         for r in rules {
-            rqvs_datapath::actions::hold_rule(&r);
+            rqvs_ofproto::actions::hold_rule(&r);
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
                 if let Some((o, _)) = t.by_id.remove(&old) {
-                    rqvs_datapath::actions::release_rule(&o);
+                    rqvs_ofproto::actions::release_rule(&o);
                 }
             }
             t.by_id.insert(r.id, (r, FlowMeta::default()));
@@ -388,13 +388,13 @@ impl FlowTable {
 
     /// Every change of the flows goes through here and [`FlowTable::remove`]: each flow holds
     /// its action list in the datapath's action table while it is in the table
-    /// ([`rqvs_datapath::actions::hold_rule`]).
+    /// ([`rqvs_ofproto::actions::hold_rule`]).
     fn insert(&mut self, f: Flow) -> Option<Flow> {
         let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
-        rqvs_datapath::actions::hold_rule(&f.0);
+        rqvs_ofproto::actions::hold_rule(&f.0);
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
         if let Some((o, _)) = &old {
-            rqvs_datapath::actions::release_rule(o);
+            rqvs_ofproto::actions::release_rule(o);
             self.timed.remove(&o.id);
         }
         if expires {
@@ -406,7 +406,7 @@ impl FlowTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
-        rqvs_datapath::actions::release_rule(&f.0);
+        rqvs_ofproto::actions::release_rule(&f.0);
         let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
@@ -420,7 +420,7 @@ impl Drop for FlowTable {
     /// The flows release their action lists.
     fn drop(&mut self) {
         for (r, _) in self.by_id.values() {
-            rqvs_datapath::actions::release_rule(r);
+            rqvs_ofproto::actions::release_rule(r);
         }
     }
 }

@@ -642,7 +642,7 @@ impl Connection {
                 // when a flow matched there. Every packet the PMDs classified looked table 0 up,
                 // those a flow decided matched (a miss with no table-miss flow did not); the
                 // lookups after a packet's first are the pipeline's counters (goto_table,
-                // resubmit: `rqvs_datapath::chain::Credit`). Active: the flows of each table
+                // resubmit: `rqvs_ofproto::chain::Credit`). Active: the flows of each table
                 // (hidden ones not).
                 let pmds = self.hub.control.pmd_totals();
                 let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();

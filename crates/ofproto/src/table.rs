@@ -22,7 +22,7 @@
 //!   new upcalls.
 //! - **The change log** ([`TableRead::changes_since`]): every commit records the matches of the
 //!   rules it added and removed, so a revalidator re-checks only the megaflows a change can
-//!   affect ([`crate::revalidator`], *Incremental revalidation*). A commit records "anything may
+//!   affect (`rqvs_datapath::revalidator`, *Incremental revalidation*). A commit records "anything may
 //!   have changed" instead when the translation is not one table-0 lookup on the packet's own
 //!   key: it changes groups or port liveness, or a rule it touches, or any rule the table holds
 //!   after it, is outside table 0 or holds an action that looks up a table or a group again
@@ -208,6 +208,13 @@ impl Groups for GroupTable {
 #[derive(Clone)]
 pub struct OfprotoTable {
     inner: Arc<RwLock<Versioned>>,
+}
+
+impl OfprotoTable {
+    /// Are `self` and `other` handles of one table (not copies)?
+    pub fn is_same(&self, other: &OfprotoTable) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
 }
 
 /// A read of the table at one version.
@@ -459,7 +466,7 @@ fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::rules;
+    use rqvs_testkit::overlap::rules;
 
     #[test]
     fn the_change_log_forgets_commits_older_than_its_age() {
@@ -507,7 +514,7 @@ mod tests {
     /// table 1 is the classifier's for every key, after adds, removes and a failed change set.
     #[test]
     fn the_index_of_the_later_tables_follows_the_commits() {
-        use crate::testutil::keys;
+        use rqvs_testkit::overlap::keys;
         let mut all = rules(400);
         for r in all.iter_mut() {
             r.table = 1;
@@ -537,31 +544,6 @@ mod tests {
             vec![RuleChange::Remove(all[1].id), RuleChange::Add(all[360].clone()), RuleChange::Add(all[2].clone())];
         assert!(t.commit(changes).is_err());
         same(&t, "after a failed commit");
-    }
-
-    /// Two PMDs over one table: a rule committed once reaches both after `table_changed`, and
-    /// both answer as the reference does.
-    #[test]
-    fn pmds_share_one_table() {
-        use crate::testutil::{expect, keys};
-        use crate::{Ccache, DatapathConfig, Orig, OrigConfig};
-        let all = rules(300);
-        let t = OfprotoTable::build(&all[..200]).unwrap();
-        let cfg = DatapathConfig {
-            clock: crate::Clock::Virtual { packet_ns: 100, upcall_ns: 1000 },
-            ..DatapathConfig::default()
-        };
-        let mut a = Orig::with_table(t.clone(), cfg, OrigConfig::default());
-        let mut b = Ccache::with_table(t.clone(), cfg, OrigConfig::default(), crate::ccache::CcacheConfig::default());
-        let ks = keys(3000, 1);
-        assert_eq!(a.run_keys(&ks), expect(&all[..200], &ks));
-        assert_eq!(b.run_keys(&ks), expect(&all[..200], &ks));
-        t.commit(all[200..].iter().cloned().map(RuleChange::Add).collect()).unwrap();
-        a.table_changed();
-        b.table_changed();
-        assert_eq!(a.run_keys(&ks), expect(&all, &ks));
-        assert_eq!(b.run_keys(&ks), expect(&all, &ks));
-        assert!(std::sync::Arc::ptr_eq(&a.table().inner, &b.table().inner), "one table, not copies");
     }
 
     #[test]
