@@ -3,13 +3,16 @@
 //! the one translation of a packet through it ([`xlate`]: every table's lookup with wildcard
 //! tracking, instructions, action sets, groups, the megaflow), the datapath actions it produces
 //! ([`DpAction`], [`actions`]: the interned op lists and their accounting), the rule chains a
-//! packet is credited to ([`chain`]) and the per-table classifiers of the PMD's walk past table 0
-//! ([`later_tables`]).
+//! packet is credited to ([`chain`]), the per-table classifiers of the PMD's walk past table 0
+//! ([`later_tables`]), and the switch's table of record ([`record`]: flows with their state —
+//! [`flowstate`]: timeouts, flags, carried counts —, OpenFlow's flow-mod transactions, the
+//! group table [`groups`] and the meter table [`meters`]).
 //!
 //! # Where this crate sits, and why
 //!
 //! ```text
 //! flow → classify → ofproto → datapath → switch
+//! flow → openflow → ofproto
 //! ```
 //!
 //! - **Above classify.** The per-table lookup with wildcard tracking is OVS's `lib/classifier.c`,
@@ -24,22 +27,30 @@
 //!   translation makes ([`DpAction`]), so the datapath depends on this crate, not the other way
 //!   round. The op vocabulary (OVS's datapath actions, `lib/odp-util`, under both `ofproto/` and
 //!   `dpif-netdev`) therefore lives here, with the table that interns and holds it.
+//! - **On the codec's types, not its wire.** The table of record refuses with OpenFlow's errors
+//!   ([`rqvs_openflow::OfError`]) and keeps OpenFlow's flow flags, GROUP_MOD commands and
+//!   METER_MOD bodies; it takes those types from `rqvs-openflow` (a codec without I/O, on flow
+//!   only) rather than declaring second copies. Nothing here encodes or decodes a message. The
+//!   datapath reaches the codec's crate only through this one and names nothing of it.
 //! - **Used by the slow path, the switch and the replay, no second copy.** The datapath's
 //!   upcall handler and revalidator (ORIG, CCACHE), CFLOWS' pipeline walk, the switch (its
-//!   handler thread, PACKET_OUT to TABLE, `ofproto/trace`, the attach and link threads' commits),
-//!   `rqvs trace` and the replay's reference walk (`rqvs_experiment::replay::pipeline_ref`) all
-//!   call this crate's [`xlate`] over this crate's [`OfprotoTable`] or [`xlate::Pipeline`].
-//! - **Not here (yet).** The switch's table of record (flows with their timeouts, flags and
-//!   counts, OpenFlow's flow-mod transactions: `rqvs_switch::table`, `flowstate`, `flowstats`,
-//!   `groups`, `meters`) still lives in the switch crate; see the README's *Status*.
-//!
-//! This crate does not depend on `rqvs-openflow`: nothing here speaks the wire.
+//!   handler thread, PACKET_OUT to TABLE, `ofproto/trace`, the attach and link threads' commits,
+//!   and its table of record), `rqvs trace` and the replay's reference walk
+//!   (`rqvs_experiment::replay::pipeline_ref`) all call this crate's [`xlate`] over this crate's
+//!   [`OfprotoTable`] or [`xlate::Pipeline`].
+//! - **Left in the switch**: what is wound into its threads — the PMDs' per-flow and pipeline
+//!   counters and their summing (`rqvs_switch::flowstats`), the expiry thread, and `Control`'s
+//!   views of the groups (`rqvs_switch::control_groups`).
 
 #![forbid(unsafe_code)]
 
 pub mod actions;
 pub mod chain;
+pub mod flowstate;
+pub mod groups;
 pub mod later_tables;
+pub mod meters;
+pub mod record;
 pub mod table;
 pub mod xlate;
 

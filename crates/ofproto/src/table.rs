@@ -302,6 +302,20 @@ impl OfprotoTable {
         self.read().version()
     }
 
+    /// [`OfprotoTable::build`] with the prefix fields of some tables set (OVS's
+    /// `Flow_Table:prefixes`, by table; the others keep the process default), as the switch
+    /// builds its table at start and for a trace.
+    pub fn build_with_prefixes(
+        rules: &[Rule],
+        prefixes: &[(u8, PrefixFields)],
+    ) -> Result<OfprotoTable, ClassifierError> {
+        let t = OfprotoTable::build(rules)?;
+        for &(table, p) in prefixes {
+            t.set_table_prefix_fields(table, p);
+        }
+        Ok(t)
+    }
+
     /// The prefix fields of one table's tries (OVS's `Flow_Table:prefixes` of its row): the
     /// tries are rebuilt; the rules and so every lookup's winner stay, only the megaflows made
     /// from now on differ ([`OfprotoClassifier::set_table_prefix_fields`]).

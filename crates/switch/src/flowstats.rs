@@ -27,7 +27,7 @@
 //! **Last hits.** The PMDs keep no time: a flow's last hit, which only idle timeouts need, is
 //! what the management side sees of its counts — the expiry thread ([`crate::expiry`]) reads the
 //! counts of the flows with an idle timeout a few times a second, and a count that moved means a
-//! hit since the last look ([`crate::table::FlowTable::observe`]). A time per packet would make
+//! hit since the last look ([`rqvs_ofproto::record::FlowTable::observe`]). A time per packet would make
 //! an entry 24 bytes: measured on acl1_100k through CFLOWS (136K flows, the counters far beyond
 //! the caches), the counting took 4.6% of a PMD's time so, 1.8% at 16 bytes
 //! (docs/switch-bench.md).
@@ -36,33 +36,18 @@ use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
 
 use rqvs_flow::{Rule, RuleId};
+use rqvs_ofproto::flowstate::FlowCount;
 use rqvs_ofproto::NO_RULE;
 use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
 use crate::events::{Event, FlowRemoved};
 use crate::pmd::PmdMsg;
-use crate::table::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
 use crate::{Control, REPLY_WAIT};
+use rqvs_ofproto::record::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
 
 /// Rules per page of counters.
 pub const PAGE: usize = 1024;
 const PAGE_BITS: u32 = PAGE.trailing_zeros();
-
-/// One rule's counters at one PMD (or summed over PMDs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowCount {
-    pub packets: u64,
-    /// Frame lengths as received.
-    pub bytes: u64,
-}
-
-impl FlowCount {
-    /// Sums `o` into this.
-    pub fn add(&mut self, o: &FlowCount) {
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-    }
-}
 
 type Page = Box<[FlowCount]>;
 

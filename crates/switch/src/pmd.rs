@@ -43,10 +43,11 @@ use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
 use crate::execute::Executor;
-use crate::flowstats::{FlowCount, FlowCounters, Parting};
+use crate::flowstats::{FlowCounters, Parting};
 use crate::handler::{UpcallBatch, UpcallItem};
 use crate::ofports::OfPorts;
 use crate::stats::{PmdCounters, PmdReport};
+use rqvs_ofproto::flowstate::FlowCount;
 
 /// A message from the management thread, handled between batches.
 pub enum PmdMsg {
@@ -122,8 +123,8 @@ pub struct PmdSetup {
     pub port_flags: Arc<crate::portflags::PortFlags>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
-    /// The switch's meters ([`crate::meters`]).
-    pub meters: Arc<crate::meters::MeterTable>,
+    /// The switch's meters ([`rqvs_ofproto::meters`]).
+    pub meters: Arc<rqvs_ofproto::meters::MeterTable>,
     /// Per port, the counters of this PMD's queues of the port's handles before a
     /// re-attachment ([`PmdMsg::Reattach`]).
     pub queue_retired: Vec<rqvs_ports::QueueStats>,

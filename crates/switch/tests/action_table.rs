@@ -23,8 +23,9 @@ use std::time::Instant;
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
 use rqvs_ofproto::actions;
+use rqvs_ofproto::record::{FlowOp, OpError};
 use rqvs_ports::testnet;
-use rqvs_switch::{FinalReport, FlowOp, OpError, PortSource, Switch, SwitchConfig};
+use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig};
 
 /// The table is process-wide: one case at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
