@@ -357,7 +357,7 @@ pub struct Control {
     packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
     /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
     packet_outs: std::sync::atomic::AtomicUsize,
-    /// The meters ([`meters`], shared with the PMDs).
+    /// The meters ([`rqvs_ofproto::meters`], shared with the PMDs).
     meters: Arc<rqvs_ofproto::meters::MeterTable>,
 }
 
