@@ -725,6 +725,40 @@ mod tests {
         v
     }
 
+    /// The record's net change as the shared table's change set: removals, then adds, then the
+    /// groups; without table 0 (CFLOWS' learned classifier serves it) table-0 flows stay out.
+    #[test]
+    fn a_net_change_becomes_the_shared_tables_change_set() {
+        use crate::table::RuleChange;
+        use rqvs_flow::group::{Group, GroupType};
+        let rs = rules(
+            "table=0,priority=1,actions=output:1\n\
+             table=1,priority=1,actions=output:2\n\
+             table=0,priority=2,ip,actions=drop\n",
+        );
+        let net = NetChange {
+            added: vec![rs[0].clone(), rs[1].clone()],
+            removed: vec![rs[2].clone()],
+            deleted: Vec::new(),
+            heir: HashMap::default(),
+            groups: vec![(7, Some(Group { id: 7, kind: GroupType::All, buckets: Vec::new() })), (8, None)],
+        };
+        let names = |changes: Vec<RuleChange>| -> Vec<String> {
+            changes
+                .iter()
+                .map(|c| match c {
+                    RuleChange::Add(r) => format!("add {}", r.id.0),
+                    RuleChange::Remove(id) => format!("remove {}", id.0),
+                    RuleChange::Group(g) => format!("group {}", g.id),
+                    RuleChange::RemoveGroup(id) => format!("remove group {id}"),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(names(net.table_changes(true)), ["remove 2", "add 0", "add 1", "group 7", "remove group 8"]);
+        assert_eq!(names(net.table_changes(false)), ["add 1", "group 7", "remove group 8"]);
+    }
+
     fn table() -> FlowTable {
         FlowTable::new(rules(
             "priority=10,tcp,tp_dst=80,actions=output:2\n\

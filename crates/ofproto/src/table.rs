@@ -560,6 +560,18 @@ mod tests {
         same(&t, "after a failed commit");
     }
 
+    /// `build_with_prefixes` sets the prefix fields of the tables it names, and only those.
+    #[test]
+    fn build_with_prefixes_sets_the_named_tables_only() {
+        let all = rules(3);
+        let t = OfprotoTable::build_with_prefixes(&all, &[(1, PrefixFields::NONE)]).unwrap();
+        let plain = OfprotoTable::build(&all).unwrap();
+        let (r, p) = (t.read(), plain.read());
+        assert!(r.classifier().table_prefix_fields(1) == PrefixFields::NONE);
+        assert!(p.classifier().table_prefix_fields(1) != PrefixFields::NONE, "the default has fields");
+        assert!(r.classifier().table_prefix_fields(0) == p.classifier().table_prefix_fields(0));
+    }
+
     #[test]
     fn readers_never_see_half_a_bundle() {
         let all = rules(400);
