@@ -129,7 +129,7 @@ pub struct Args {
     /// refused (OFPFMFC_TABLE_FULL). A list is freed about a second after the last flow or
     /// megaflow using it goes, so a controller inventing more lists a second than this reaches
     /// it [range: 1 ≤ x ≤ 4194304].
-    #[arg(long, value_name = "N", default_value_t = rqvs_datapath::actions::DEFAULT_LIMIT, value_parser = crate::args::range::between(1usize, rqvs_datapath::actions::MAX_LISTS))]
+    #[arg(long, value_name = "N", default_value_t = rqvs_ofproto::actions::DEFAULT_LIMIT, value_parser = crate::args::range::between(1usize, rqvs_ofproto::actions::MAX_LISTS))]
     pub(crate) max_action_lists: usize,
     /// With --controller: what happens while no controller is there. `secure`: the flows stay,
     /// nothing else; `standalone` (Open vSwitch's default): after three inactivity probes
@@ -423,8 +423,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     if let Some(f) = &a.log_file {
         rqvs_switch::diag::set_log_file(f).map_err(|e| Failure(format!("--log-file {}: {e}", f.display())))?;
     }
-    // Process-wide, as the action table is (module docs of rqvs_datapath::actions).
-    rqvs_datapath::actions::set_limit(a.max_action_lists);
+    // Process-wide, as the action table is (module docs of rqvs_ofproto::actions).
+    rqvs_ofproto::actions::set_limit(a.max_action_lists);
     if let Some(remote) = &a.ovsdb {
         return crate::dropin::run(a, remote.as_deref(), |cfg, cpus, hook| configure(a, cfg, cpus, hook));
     }

@@ -104,9 +104,9 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
     // The TTL as written (0 when not: OVS's trace of a packet from text has TTL 0), not the
     // wire's default.
     let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
-    // The one translation (rqvs_datapath::xlate), with ofproto/trace's lines. `rqvs trace` has
+    // The one translation (rqvs_ofproto::xlate), with ofproto/trace's lines. `rqvs trace` has
     // no group table (groups come from GROUP_MOD on a running switch).
-    let (x, lines) = rqvs_datapath::xlate::xlate_traced(c, &rqvs_datapath::xlate::NoGroups, &key);
+    let (x, lines) = rqvs_ofproto::xlate::xlate_traced(c, &rqvs_ofproto::xlate::NoGroups, &key);
     let mf = x.megaflow;
     let out = crate::report::Out::new(args.json.as_deref());
     out.line(format!("Flow: {}\n\nbridge(\"rqvs\")\n-------------", format_flow(&key)));
@@ -117,7 +117,7 @@ fn trace_one(c: &OfprotoClassifier, flow: &str, args: &Args) -> Result<(), Failu
         out.line(l);
     }
     let final_text = if x.final_key == key { "unchanged".to_string() } else { format_flow(&x.final_key) };
-    let actions = rqvs_datapath::xlate::datapath_actions(&x.ops, &key);
+    let actions = rqvs_ofproto::xlate::datapath_actions(&x.ops, &key);
     out.line(format!("\nFinal flow: {final_text}\nMegaflow: {mf}\nDatapath actions: {actions}"));
     if let Some(path_out) = &args.json {
         let rule = x.first_rule().and_then(|id| c.rule(id));

@@ -16,7 +16,8 @@ use common::{rqvs, TempDir};
 
 use rqvs_classify::Reference;
 use rqvs_datapath::predict::{PredictConfig, Predictor};
-use rqvs_datapath::{Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+use rqvs_datapath::{Clock, DatapathConfig, Orig, OrigConfig};
+use rqvs_ofproto::DpAction;
 use rqvs_workload::coflow::{self, Params, SizeDist, Workload};
 
 fn text(o: &Output) -> String {

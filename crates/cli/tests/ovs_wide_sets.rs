@@ -216,7 +216,7 @@ fn compare(ovs: &rqvs_testkit::ovs::Ovs, dir: &TempDir, name: &str, rules: &[Rul
         let key = FlowKey { nw_ttl: parsed.matches.value().nw_ttl, ..parsed.matches.value().wire() };
         assert_eq!(key, *k, "{name}: the packet text {ptext} does not say the packet");
         let theirs = rqvs_testkit::ovs::parse_trace(t).unwrap_or_else(|e| panic!("{name}: {ptext}: {e}\n{t}"));
-        let (x, _) = rqvs_datapath::xlate::xlate_traced(&c, &rqvs_datapath::xlate::NoGroups, &key);
+        let (x, _) = rqvs_ofproto::xlate::xlate_traced(&c, &rqvs_ofproto::xlate::NoGroups, &key);
         let ours = x.first_rule().map(|id| c.rule(id).unwrap());
         let same_rule = match (ours, &theirs.rule) {
             (None, None) => true,
@@ -235,7 +235,7 @@ fn compare(ovs: &rqvs_testkit::ovs::Ovs, dir: &TempDir, name: &str, rules: &[Rul
         );
         out.rule_agree += 1;
         let mf = x.megaflow;
-        if mf != rqvs_datapath::xlate::xlate_traced(&default, &rqvs_datapath::xlate::NoGroups, &key).0.megaflow {
+        if mf != rqvs_ofproto::xlate::xlate_traced(&default, &rqvs_ofproto::xlate::NoGroups, &key).0.megaflow {
             out.not_default += 1;
         }
         let (tv, tm) = ovs_megaflow(&theirs.megaflow).unwrap_or_else(|e| panic!("{name}: {}: {e}", theirs.megaflow));

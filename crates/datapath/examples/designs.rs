@@ -5,8 +5,9 @@
 
 use rqvs_classify::{Classifier, Reference};
 use rqvs_datapath::design::DesignKind;
-use rqvs_datapath::{pmd, Ccache, Cflows, DatapathConfig, Design, DpAction, Orig};
+use rqvs_datapath::{pmd, Ccache, Cflows, DatapathConfig, Design, Orig};
 use rqvs_flow::{formats, FlowKey};
+use rqvs_ofproto::DpAction;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1,000 rules: TCP to one port of one destination /24 each, then a default route.

@@ -39,10 +39,11 @@ use crate::cflows_pipeline::{rule_action, Live, Walker, X_GEN};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::{Emc, EmcRef, EmcTarget};
-use crate::{DatapathConfig, DpAction, BATCH};
+use crate::{DatapathConfig, BATCH};
+use rqvs_ofproto::DpAction;
 
-/// EMC slot value meaning "no rule matches" (the packet is dropped): [`crate::NO_RULE`]'s id.
-const NO_RULE: u32 = crate::NO_RULE.0;
+/// EMC slot value meaning "no rule matches" (the packet is dropped): [`rqvs_ofproto::NO_RULE`]'s id.
+const NO_RULE: u32 = rqvs_ofproto::NO_RULE.0;
 
 /// CFLOWS' settings: its learned classifier's update policy and retraining.
 #[derive(Clone, Copy, Debug)]
@@ -136,7 +137,7 @@ impl Table {
 /// sets are small and dense), a map for the others. A map alone cost a dependent cache miss or
 /// two per packet at 500K rules (fw4_500k without EMC: 3.9 Mpps with the map).
 ///
-/// It holds the lists of its actions (`crate::actions`, *Freeing*): a published copy keeps
+/// It holds the lists of its actions (`rqvs_ofproto::actions`, *Freeing*): a published copy keeps
 /// them while a PMD may still read it.
 #[derive(Default)]
 pub(crate) struct ActionTable {
@@ -162,7 +163,7 @@ impl ActionTable {
     }
 
     pub(crate) fn insert(&mut self, id: u32, a: DpAction) {
-        crate::actions::hold_action(a);
+        rqvs_ofproto::actions::hold_action(a);
         let i = id as usize;
         let was = if i < self.dense.len() || i < self.dense_limit() {
             if i >= self.dense.len() {
@@ -173,7 +174,7 @@ impl ActionTable {
             self.sparse.insert(id, a)
         };
         if let Some(w) = was {
-            crate::actions::release_action(w);
+            rqvs_ofproto::actions::release_action(w);
         }
         self.len += usize::from(was.is_none());
     }
@@ -184,7 +185,7 @@ impl ActionTable {
             None => self.sparse.remove(&id),
         };
         if let Some(g) = gone {
-            crate::actions::release_action(g);
+            rqvs_ofproto::actions::release_action(g);
         }
         self.len -= usize::from(gone.is_some());
     }
@@ -196,14 +197,14 @@ impl ActionTable {
 
 impl Clone for ActionTable {
     fn clone(&self) -> Self {
-        crate::actions::hold_actions(self.all());
+        rqvs_ofproto::actions::hold_actions(self.all());
         ActionTable { dense: self.dense.clone(), sparse: self.sparse.clone(), len: self.len }
     }
 }
 
 impl Drop for ActionTable {
     fn drop(&mut self) {
-        crate::actions::release_actions(self.all());
+        rqvs_ofproto::actions::release_actions(self.all());
     }
 }
 
@@ -417,7 +418,7 @@ impl Cflows {
         let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|r| r.table == 0);
         let nm = learned.build(&t0)?;
         let actions = t0.iter().map(|r| (r.id.0, rule_action(r))).collect();
-        let walker = Walker::new(crate::OfprotoTable::build(&rest)?);
+        let walker = Walker::new(rqvs_ofproto::OfprotoTable::build(&rest)?);
         Ok(Cflows {
             emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             nm,
@@ -426,7 +427,7 @@ impl Cflows {
             now_ns: 0,
             epoch: 0,
             swaps_seen: 0,
-            rules: [crate::NO_RULE; BATCH],
+            rules: [rqvs_ofproto::NO_RULE; BATCH],
             batch_len: 0,
             walker,
             cfg,
@@ -435,7 +436,7 @@ impl Cflows {
 
     /// Commits group and port-liveness changes (and rules of tables after 0) to the pipeline's
     /// rest ([`crate::cflows_pipeline`]); rules of table 0 go through [`Design::add_rules`].
-    pub fn commit_pipeline(&mut self, changes: Vec<crate::ofproto::RuleChange>) -> Result<(), ClassifierError> {
+    pub fn commit_pipeline(&mut self, changes: Vec<rqvs_ofproto::table::RuleChange>) -> Result<(), ClassifierError> {
         self.walker.rest.commit(changes)?;
         self.epoch += 1;
         Ok(())
@@ -514,7 +515,7 @@ impl Design for Cflows {
     fn add_rules(&mut self, rules: Vec<Rule>) -> Result<u64, ClassifierError> {
         let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.into_iter().partition(|r| r.table == 0);
         if !rest.is_empty() {
-            self.walker.rest.commit(rest.into_iter().map(crate::ofproto::RuleChange::Add).collect())?;
+            self.walker.rest.commit(rest.into_iter().map(rqvs_ofproto::table::RuleChange::Add).collect())?;
             self.epoch += 1;
         }
         for r in t0 {
@@ -540,7 +541,7 @@ impl Design for Cflows {
                 self.table.actions.remove(id.0);
                 changed = true;
             } else {
-                rest.push(crate::ofproto::RuleChange::Remove(id));
+                rest.push(rqvs_ofproto::table::RuleChange::Remove(id));
             }
         }
         if !rest.is_empty() {

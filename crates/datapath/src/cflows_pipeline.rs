@@ -1,7 +1,7 @@
 //! CFLOWS over a multi-table pipeline: the learned classifier serves **table 0**; a packet whose
 //! table-0 rule continues the pipeline (goto_table, resubmit, a group, the action set,
 //! write_metadata — [`rqvs_flow::Action::is_pipeline`]) is translated by the one translation
-//! ([`crate::xlate`]) over [`CflowsPipe`]: table 0 from the learned classifier, the later tables
+//! ([`rqvs_ofproto::xlate`]) over [`CflowsPipe`]: table 0 from the learned classifier, the later tables
 //! and the groups from an [`OfprotoTable`] (the *rest*: tuple space search per table).
 //!
 //! **How a learned index serves a pipeline here (per table 0, not per path).** Table 0 is the
@@ -10,7 +10,7 @@
 //! more. A rule that continues it costs one translation per EMC miss, whose result — the composed
 //! datapath action and the rule chain — the EMC then caches per key, as OVS's EMC caches a
 //! megaflow's composed actions. The later tables are looked up through a TupleMerge per table
-//! ([`crate::later_tables`], kept by the rest's commits), not a learned index yet (that needs a
+//! ([`rqvs_ofproto::later_tables`], kept by the rest's commits), not a learned index yet (that needs a
 //! trainer per table; in Faucet's and OpenStack's pipelines they are small).
 //!
 //! **The translation cache** ([`XCache`], one per PMD): composed results `(action, chain)`,
@@ -32,10 +32,10 @@ use rqvs_flow::{Action, FlowKey, Rule, RuleId};
 
 use crate::cflows::{RuleRef, Table};
 use crate::emc::EmcTarget;
-use crate::later_tables::LaterTables;
-use crate::ofproto::OfprotoTable;
-use crate::xlate::{self, Pipeline};
-use crate::DpAction;
+use rqvs_ofproto::later_tables::LaterTables;
+use rqvs_ofproto::table::OfprotoTable;
+use rqvs_ofproto::xlate::{self, Pipeline};
+use rqvs_ofproto::DpAction;
 
 /// Set in the generation of an EMC entry that names a translation cache entry.
 pub(crate) const X_GEN: u32 = 1 << 31;
@@ -121,9 +121,9 @@ impl Walker {
         if self.xc.seen != Some(now) {
             let xc = &mut self.xc;
             xc.seen = Some(now);
-            // The cache's holds on its action lists ([`crate::actions`]: freed once no one
+            // The cache's holds on its action lists ([`rqvs_ofproto::actions`]: freed once no one
             // holds them).
-            crate::actions::release_actions(xc.entries.iter().map(|e| e.0));
+            rqvs_ofproto::actions::release_actions(xc.entries.iter().map(|e| e.0));
             xc.entries.clear();
             xc.index.clear();
             // Never X_GEN | 0x7fff_ffff == RuleRef::NONE's generation.
@@ -134,7 +134,7 @@ impl Walker {
     /// The cached result an EMC entry names.
     #[inline]
     pub(crate) fn cached(&self, r: RuleRef) -> (DpAction, RuleId) {
-        self.xc.entries.get(r.id as usize).copied().unwrap_or((DpAction::Drop, crate::NO_RULE))
+        self.xc.entries.get(r.id as usize).copied().unwrap_or((DpAction::Drop, rqvs_ofproto::NO_RULE))
     }
 
     /// Translates `key` (table 0 first, through `nm`); the composed action, the chain's
@@ -145,13 +145,13 @@ impl Walker {
         let x = xlate::xlate(&pipe, read.groups(), key);
         drop(read);
         let action = x.action();
-        let rule = crate::chain::attribution_of(&x).unwrap_or(crate::NO_RULE);
+        let rule = rqvs_ofproto::chain::attribution_of(&x).unwrap_or(rqvs_ofproto::NO_RULE);
         let xc = &mut self.xc;
         xc.translations += 1;
         let slot = match xc.index.get(&(action, rule)) {
             Some(&i) => Some(i),
             // Cached only with a hold on its list (an EMC entry may name it long after).
-            None if xc.entries.len() < XCACHE_MAX && crate::actions::hold_action(action) => {
+            None if xc.entries.len() < XCACHE_MAX && rqvs_ofproto::actions::hold_action(action) => {
                 let i = xc.entries.len() as u32;
                 xc.entries.push((action, rule));
                 xc.index.insert((action, rule), i);
@@ -170,7 +170,7 @@ impl Walker {
 
 impl Drop for Walker {
     fn drop(&mut self) {
-        crate::actions::release_actions(self.xc.entries.iter().map(|e| e.0));
+        rqvs_ofproto::actions::release_actions(self.xc.entries.iter().map(|e| e.0));
     }
 }
 

@@ -44,7 +44,8 @@ use crate::cflows_pipeline::{rule_action, Walker};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
-use crate::{DatapathConfig, DpAction};
+use crate::DatapathConfig;
+use rqvs_ofproto::DpAction;
 
 /// What the PMDs read: one publication of the classifier.
 pub struct Published {
@@ -417,7 +418,7 @@ impl CflowsReaders {
             shared: self.shared.clone(),
             c: Counters::default(),
             now_ns: 0,
-            rules: [crate::NO_RULE; crate::BATCH],
+            rules: [rqvs_ofproto::NO_RULE; crate::BATCH],
             batch_len: 0,
             walker: None,
             cfg,
@@ -443,7 +444,7 @@ pub struct SharedCflows {
 impl SharedCflows {
     /// Walks the tables after 0 and the groups in `rest` (the switch's shared table of them) for
     /// packets whose table-0 rule continues the pipeline.
-    pub fn with_pipeline(mut self, rest: crate::OfprotoTable) -> SharedCflows {
+    pub fn with_pipeline(mut self, rest: rqvs_ofproto::OfprotoTable) -> SharedCflows {
         self.walker = Some(Walker::new(rest));
         self
     }

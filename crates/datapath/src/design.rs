@@ -31,11 +31,12 @@ use rqvs_classify::ClassifierError;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::dpcls::MegaflowEntry;
-use crate::ofproto::Verdict;
 use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
 use crate::upcall::Upcall;
-use crate::{Counters, DpAction};
+use crate::Counters;
+use rqvs_ofproto::table::Verdict;
+use rqvs_ofproto::DpAction;
 
 /// A datapath design.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,7 +80,7 @@ pub trait Design {
     /// Handles queued upcalls; `(sequence number, action)` per handled packet.
     fn handle_upcalls(&mut self) -> &[(u64, DpAction)];
     /// The OpenFlow rule that decided each packet of the last [`Design::process_batch`], in
-    /// the batch's order ([`crate::NO_RULE`]: none matched, or the packet is `Pending`/`Lost`) — what
+    /// the batch's order ([`rqvs_ofproto::NO_RULE`]: none matched, or the packet is `Pending`/`Lost`) — what
     /// per-flow counters count (module docs: *Attribution*).
     fn batch_rules(&self) -> &[RuleId];
     /// The rule that decided each upcall the last [`Design::handle_upcalls`] handled, in the
@@ -138,7 +139,7 @@ pub trait Design {
     /// Waits for background work (training) to finish and be applied; for tests and for a
     /// clean end of a run.
     fn settle(&mut self) {}
-    /// The OpenFlow table this design shares with others ([`crate::OfprotoTable`]) was changed
+    /// The OpenFlow table this design shares with others ([`rqvs_ofproto::OfprotoTable`]) was changed
     /// by someone else's commit: revalidate (ORIG, CCACHE). Returns megaflows deleted now. A
     /// no-op for designs that own their rules (CFLOWS: changes go through
     /// [`Design::add_rules`]).

@@ -38,8 +38,8 @@ use rqvs_classify::ofproto::Megaflow;
 use rqvs_flow::key::{mask_words, KeyWords, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
-use crate::ofproto::Verdict;
-use crate::{DpAction, NO_RULE};
+use rqvs_ofproto::table::Verdict;
+use rqvs_ofproto::{DpAction, NO_RULE};
 
 /// Subtables are re-ranked by hits this often (PMD clock), as OVS does every second.
 pub const RANK_INTERVAL_NS: u64 = 1_000_000_000;
@@ -218,7 +218,7 @@ pub struct Dpcls {
 impl Drop for Dpcls {
     /// The megaflows still installed release their actions' lists.
     fn drop(&mut self) {
-        crate::actions::release_actions(self.slots.iter().filter_map(|s| s.megaflow.as_ref().map(|e| e.action)));
+        rqvs_ofproto::actions::release_actions(self.slots.iter().filter_map(|s| s.megaflow.as_ref().map(|e| e.action)));
     }
 }
 
@@ -439,8 +439,8 @@ impl Dpcls {
             return f;
         }
         let si = self.subtable_for(&megaflow.mask);
-        // The megaflow holds its action's list while installed (`crate::actions`, *Freeing*).
-        crate::actions::hold_action(action);
+        // The megaflow holds its action's list while installed (`rqvs_ofproto::actions`, *Freeing*).
+        rqvs_ofproto::actions::hold_action(action);
         let entry = MegaflowEntry {
             key,
             megaflow,
@@ -612,7 +612,7 @@ impl Dpcls {
             return false;
         }
         let e = s.megaflow.take().expect("checked");
-        crate::actions::release_action(e.action);
+        rqvs_ofproto::actions::release_action(e.action);
         s.gen = s.gen.wrapping_add(1);
         self.free_slots.push(f.slot);
         self.n_megaflows -= 1;

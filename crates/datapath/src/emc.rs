@@ -262,8 +262,8 @@ impl<R: EmcRef> Emc<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DpAction;
     use rqvs_classify::ofproto::Megaflow;
+    use rqvs_ofproto::DpAction;
 
     #[test]
     fn hit_after_insert_and_stale_after_megaflow_deleted() {

@@ -44,7 +44,8 @@
 //! # A datapath fed a batch
 //!
 //! ```
-//! use rqvs_datapath::{pmd::Pmd, DatapathConfig, Design, DpAction, Orig, OrigConfig, BATCH};
+//! use rqvs_datapath::{pmd::Pmd, DatapathConfig, Design, Orig, OrigConfig, BATCH};
+//! use rqvs_ofproto::DpAction;
 //! use rqvs_flow::{formats, FlowKey};
 //!
 //! let rules = formats::parse_rules(
@@ -83,7 +84,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod actions;
 pub mod auto;
 pub mod batch_key;
 pub mod ccache;
@@ -91,24 +91,22 @@ pub mod cd;
 pub mod cflows;
 pub mod cflows_pipeline;
 pub mod cflows_shared;
-pub mod chain;
 pub mod clock;
 pub mod counters;
 pub mod design;
 pub mod dpcls;
 pub mod emc;
-pub mod later_tables;
-pub mod ofproto;
 pub mod orig;
 pub mod pmd;
 pub mod policer;
 pub mod predict;
 pub mod revalidator;
 #[cfg(test)]
+mod shared_table_tests;
+#[cfg(test)]
 mod testutil;
 pub mod trainer;
 pub mod upcall;
-pub mod xlate;
 
 pub use auto::{Auto, AutoConfig, AutoReport, AutoSettings};
 pub use cflows::{Cflows, CflowsClassifier, CflowsConfig};
@@ -117,7 +115,6 @@ pub use clock::Clock;
 pub use counters::Counters;
 pub use design::{Design, DesignKind, DesignReport};
 pub use dpcls::{MaskEviction, MaskLimit};
-pub use ofproto::OfprotoTable;
 pub use orig::{Ccache, Orig, OrigConfig};
 pub use pmd::Pmd;
 pub use rqvs_classify::BATCH;
@@ -154,98 +151,7 @@ impl Default for DatapathConfig {
     }
 }
 
-use std::fmt;
-
-use actions::{ActionsId, Op};
-use rqvs_flow::{Actions, FlowKey, Rule, RuleId};
-
-/// In a design's per-packet rule attribution ([`Design::batch_rules`],
-/// [`Design::upcall_rules`]): no rule decided the packet — none matched (it is dropped, the
-/// table-miss default), or it is queued for the handler or lost. No rule has this id.
-pub const NO_RULE: RuleId = RuleId(u32::MAX);
-
-/// What the datapath does with a packet: a compact, `Copy` form of a rule's actions that the
-/// fast path can hold and apply without allocating ([`actions`]).
-///
-/// A rule whose actions are one `output` is [`DpAction::Output`]; a rule with no action rqvs
-/// executes (drop, or only actions it does not know) drops the packet; any other list is
-/// [`DpAction::Apply`], an interned op list. No matching rule drops the packet too (OpenFlow
-/// 1.3's table-miss default with no miss rule). `Pending` marks, in a batch's output, a packet
-/// whose action the upcall handler decides later.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum DpAction {
-    #[default]
-    Drop,
-    Output(u32),
-    /// Apply the interned op list ([`actions::ops`]).
-    Apply(ActionsId),
-    /// Queued for the slow path (upcall); its action is reported when handled.
-    Pending,
-    /// Lost: the upcall queue was full.
-    Lost,
-}
-
-impl DpAction {
-    /// The datapath action of OpenFlow actions outside any rule (a packet-out's; see the type's
-    /// docs). A rule's actions are [`DpAction::from_rule`]'s: its `controller` ops carry the
-    /// rule's cookie.
-    pub fn from_actions(a: &Actions) -> DpAction {
-        DpAction::of_ops(a.0.iter().filter_map(Op::of).collect())
-    }
-
-    /// The datapath action of rule `r` (see the type's docs).
-    pub fn from_rule(r: &Rule) -> DpAction {
-        DpAction::of_ops(r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect())
-    }
-
-    fn of_ops(ops: Vec<Op>) -> DpAction {
-        DpAction::of_op_list(&ops)
-    }
-
-    /// The datapath action of an op list (the translation's, [`xlate::Xlate::action`]).
-    pub fn of_op_list(ops: &[Op]) -> DpAction {
-        match ops[..] {
-            [] => DpAction::Drop,
-            [Op::Output(p)] => DpAction::Output(p),
-            _ => DpAction::Apply(actions::intern(ops)),
-        }
-    }
-
-    /// The action for a classification result.
-    pub fn of_rule(rule: Option<&Rule>) -> DpAction {
-        rule.map_or(DpAction::Drop, DpAction::from_rule)
-    }
-
-    /// The ops this action applies, in order (a copy; `Pending` and `Lost` have none).
-    pub fn to_ops(self) -> Vec<Op> {
-        match self {
-            DpAction::Output(p) => vec![Op::Output(p)],
-            DpAction::Apply(id) => actions::ops(id).to_vec(),
-            DpAction::Drop | DpAction::Pending | DpAction::Lost => Vec::new(),
-        }
-    }
-}
-
-impl fmt::Display for DpAction {
-    /// `ovs-appctl dpctl/dump-flows` style: `drop`, `2`, `set(eth(src=..)),2,3`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DpAction::Drop => f.write_str("drop"),
-            DpAction::Output(p) => write!(f, "{p}"),
-            DpAction::Apply(id) => {
-                for (i, op) in actions::ops(*id).iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(",")?;
-                    }
-                    write!(f, "{op}")?;
-                }
-                Ok(())
-            }
-            DpAction::Pending => f.write_str("pending"),
-            DpAction::Lost => f.write_str("lost"),
-        }
-    }
-}
+use rqvs_flow::{Actions, FlowKey, Rule};
 
 /// Gives every rule the action `output:(id + 1)`, so that distinct rules have distinct actions
 /// and an action mismatch always means a wrong rule. ClassBench files carry no actions; `rqvs
@@ -295,14 +201,6 @@ fn finish_hash(h: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn actions_map_to_first_output() {
-        assert_eq!(DpAction::from_actions(&Actions::output(7)), DpAction::Output(7));
-        assert_eq!(DpAction::from_actions(&Actions::drop()), DpAction::Drop);
-        assert_eq!(DpAction::from_actions(&Actions(vec![])), DpAction::Drop);
-        assert_eq!(DpAction::of_rule(None), DpAction::Drop);
-    }
 
     proptest::proptest! {
         /// A narrow key hashes the same as its whole form (the EMC is shared by both paths).

@@ -52,13 +52,14 @@ use crate::counters::Counters;
 use crate::design::{Design, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, Install, MaskLimit, MegaflowEntry, MegaflowRef};
 use crate::emc::Emc;
-use crate::ofproto::{OfprotoTable, RuleChange, Verdict};
 use crate::predict::{self, PredictStats, Predictor};
 use crate::revalidator::{
     Revalidation, Revalidator, RevalidatorMode, RevalidatorThread, DEFAULT_FLOW_LIMIT, DEFAULT_IDLE_NS, JOURNAL_BATCH,
 };
 use crate::upcall::{Upcall, UpcallQueue, HANDLER_BATCH, UPCALL_QUEUE_CAP};
-use crate::{DatapathConfig, DpAction, BATCH, NO_RULE};
+use crate::{DatapathConfig, BATCH};
+use rqvs_ofproto::table::{OfprotoTable, RuleChange, Verdict};
+use rqvs_ofproto::{DpAction, NO_RULE};
 
 /// The settings of the megaflow datapath (ORIG, and CCACHE's megaflow cache): OVS's options.
 #[derive(Clone, Copy, Debug)]

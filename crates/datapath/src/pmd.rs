@@ -24,7 +24,8 @@ use rqvs_flow::{FlowKey, RuleId};
 
 use crate::design::Design;
 use crate::revalidator::Revalidation;
-use crate::{DpAction, BATCH};
+use crate::BATCH;
+use rqvs_ofproto::DpAction;
 
 /// The rule tables a batch's fast-path actions may come from: epochs `oldest..=visible`
 /// ([`Design::oldest_epoch`], [`Design::visible_epoch`]) at the time of the batch.
@@ -117,10 +118,10 @@ pub fn run_keys(dp: &mut dyn Design, keys: &[FlowKey]) -> Vec<DpAction> {
 }
 
 /// [`run_keys`], with the rule each packet was attributed to ([`Design::batch_rules`],
-/// [`Design::upcall_rules`]; [`crate::NO_RULE`] for none).
+/// [`Design::upcall_rules`]; [`rqvs_ofproto::NO_RULE`] for none).
 pub fn run_keys_with_rules(dp: &mut dyn Design, keys: &[FlowKey]) -> (Vec<DpAction>, Vec<RuleId>) {
     let mut actions = vec![DpAction::Drop; keys.len()];
-    let mut rules = vec![crate::NO_RULE; keys.len()];
+    let mut rules = vec![rqvs_ofproto::NO_RULE; keys.len()];
     let mut pmd = Pmd::new();
     for (b, chunk) in keys.chunks(BATCH).enumerate() {
         let base = b * BATCH;
@@ -131,7 +132,7 @@ pub fn run_keys_with_rules(dp: &mut dyn Design, keys: &[FlowKey]) -> (Vec<DpActi
         let upcall_rules = dp.upcall_rules();
         for (i, &(seq, a)) in pmd.upcalls.iter().enumerate() {
             actions[seq as usize] = a;
-            rules[seq as usize] = upcall_rules.get(i).copied().unwrap_or(crate::NO_RULE);
+            rules[seq as usize] = upcall_rules.get(i).copied().unwrap_or(rqvs_ofproto::NO_RULE);
         }
         pmd.housekeep(dp);
     }

@@ -11,7 +11,7 @@
 //!   any predictor that acts on the base flow's upcall.
 //!
 //! **Correct by construction.** A predicted key goes through the slow path exactly as an upcall
-//! would ([`crate::ofproto::OfprotoTable::classify`], wildcard tracking) and its megaflow is installed
+//! would ([`rqvs_ofproto::table::OfprotoTable::classify`], wildcard tracking) and its megaflow is installed
 //! unless an installed megaflow already covers the key or the flow limit is reached — the same
 //! checks as the handler's. A predicted megaflow is therefore a megaflow the slow path itself
 //! computed: a packet that hits it gets the action of the winning rule, whether or not the
@@ -81,7 +81,7 @@ use rqvs_flow::FlowKey;
 use crate::clock::Clock;
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Install, MegaflowRef};
-use crate::ofproto::OfprotoTable;
+use rqvs_ofproto::table::OfprotoTable;
 
 /// How often (datapath clock) the use of predictions is checked, at least.
 pub const ACCOUNT_INTERVAL_NS: u64 = 100_000_000;
@@ -695,10 +695,11 @@ impl Predictor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{testutil, DatapathConfig, DpAction, Orig, OrigConfig};
+    use crate::{testutil, DatapathConfig, Orig, OrigConfig};
     use rqvs_classify::Reference;
     use rqvs_flow::key::{ETH_TYPE_IP, IPPROTO_UDP};
     use rqvs_flow::{Actions, Match, Rule};
+    use rqvs_ofproto::DpAction;
 
     const VIP: u32 = 0xac1e_0001;
 

@@ -10,10 +10,10 @@
 //!   whose key now has another winner (same action, another rule) is **re-attributed** to that
 //!   rule ([`crate::dpcls::Dpcls::set_rule`]; the design's module docs, *Attribution*).
 //! - **Incremental revalidation** ([`Revalidator::revalidate_since`], and the thread): the
-//!   table's change log ([`crate::ofproto::TableRead::changes_since`]) names the matches of the
+//!   table's change log ([`rqvs_ofproto::table::TableRead::changes_since`]) names the matches of the
 //!   rules added and removed since the version the megaflows were last checked against. When
 //!   every translation is one table-0 lookup on the packet's own key (the log says so,
-//!   [`crate::ofproto::Changes::Rules`]), a packet no changed rule matches gets the same
+//!   [`rqvs_ofproto::table::Changes::Rules`]), a packet no changed rule matches gets the same
 //!   translation from the new table as from the old one, so a megaflow whose region (the packets
 //!   its key and mask cover) meets no changed rule's match ([`rqvs_flow::Match::overlaps`])
 //!   stays exact and keeps its rule: only the megaflows meeting one are re-checked as above.
@@ -21,7 +21,7 @@
 //!   scan with the cheap intersection test (up to [`INLINE_SCAN_MATCHES`] changed matches; more
 //!   re-check every megaflow, as does the thread when the changes outnumber its megaflows). Anything else in the log (groups, port liveness,
 //!   rules outside table 0 or with resubmit/goto_table/group actions anywhere in the table, or
-//!   commits the log no longer holds: [`crate::ofproto::Changes::Any`]) re-checks every
+//!   commits the log no longer holds: [`rqvs_ofproto::table::Changes::Any`]) re-checks every
 //!   megaflow. The version to read changes from is the oldest version a megaflow installed
 //!   since the last pass can come from: the caller says it
 //!   ([`crate::orig::MegaflowDatapath::table_changed_at`], the switch's PMD passes the newest
@@ -44,7 +44,7 @@
 //!   [`crate::dpcls::Journal`], at batch boundaries once it holds [`JOURNAL_BATCH`] entries, and
 //!   always before a rule change) and each rule change's epoch; the thread re-checks every
 //!   megaflow it holds against the table (the latest version, as OVS's revalidators; a read per
-//!   [`crate::ofproto::REVALIDATE_CHUNK`] megaflows, so a commit never waits long) and sends back
+//!   [`rqvs_ofproto::table::REVALIDATE_CHUNK`] megaflows, so a commit never waits long) and sends back
 //!   the ones to delete (and the kept ones to re-attribute), which the PMD deletes (and
 //!   re-attributes) at its next batch boundary (by handle: one deleted or replaced meanwhile is
 //!   left alone). Until then packets may still hit megaflows of
@@ -66,8 +66,8 @@ use rqvs_flow::{FlowKey, RuleId};
 
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Journal, MegaflowRef};
-use crate::ofproto::{Changes, OfprotoTable, TableRead, REVALIDATE_CHUNK};
-use crate::DpAction;
+use rqvs_ofproto::table::{Changes, OfprotoTable, TableRead, REVALIDATE_CHUNK};
+use rqvs_ofproto::DpAction;
 
 mod index;
 pub use index::{region, MegaflowIndex};

@@ -3,64 +3,8 @@
 
 use rqvs_classify::Reference;
 use rqvs_flow::{FlowKey, Rule, RuleId};
-
-use crate::{assign_rule_outputs, DpAction};
-
-/// `n` TCP rules `10.a.b.0/24 → any, dport 1000+i..2000+i`, then a catch-all, with distinct outputs.
-pub fn rules(n: usize) -> Vec<Rule> {
-    let text: String = (0..n)
-        .map(|i| {
-            format!(
-                "@10.{}.{}.0/24\t0.0.0.0/0\t0 : 65535\t{} : {}\t0x06/0xFF\t0x0000/0x0000\t\n",
-                i / 250,
-                i % 250,
-                1000 + i,
-                2000 + i
-            )
-        })
-        .chain(std::iter::once("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n".into()))
-        .collect();
-    let mut r = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
-    assign_rule_outputs(&mut r);
-    r
-}
-
-/// `n` packets over ~4,500 distinct flows (so caches hit), shuffled by `salt`.
-pub fn keys(n: usize, salt: u32) -> Vec<FlowKey> {
-    (0..n as u32)
-        .map(|i| {
-            let j = i.wrapping_mul(2_654_435_761).wrapping_add(salt) % 1500;
-            let mut k = FlowKey::ipv4(
-                0x0a00_0000 | ((j % 1000 / 250) << 16) | ((j % 250) << 8) | (i % 3),
-                0x0b00_0001,
-                6,
-                1234,
-                (1000 + j) as u16,
-            );
-            k.in_port = 1;
-            k
-        })
-        .collect()
-}
-
-/// `n` packets in the manner of a Tuple Space Explosion attack: flows of [`keys`], each with one
-/// bit of its source address or destination port flipped (a different bit packet by packet), so
-/// that the slow path's wildcard tracking gives their megaflows many distinct masks.
-pub fn attack_keys(n: usize, salt: u32) -> Vec<FlowKey> {
-    keys(n, salt)
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut k)| {
-            let b = (i as u32).wrapping_mul(7).wrapping_add(salt) % 48;
-            if b < 32 {
-                k.nw_src ^= 1 << b;
-            } else {
-                k.tp_dst ^= 1 << (b - 32);
-            }
-            k
-        })
-        .collect()
-}
+use rqvs_ofproto::DpAction;
+pub use rqvs_testkit::overlap::{attack_keys, keys, rules};
 
 /// The reference classifier's action for each key.
 pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
@@ -68,9 +12,9 @@ pub fn expect(rules: &[Rule], keys: &[FlowKey]) -> Vec<DpAction> {
     keys.iter().map(|k| DpAction::of_rule(r.lookup_rule(&k.wire()))).collect()
 }
 
-/// The reference classifier's winner for each key ([`crate::NO_RULE`] when none matches): the
+/// The reference classifier's winner for each key ([`rqvs_ofproto::NO_RULE`] when none matches): the
 /// rule a design must attribute the packet to.
 pub fn expect_rules(rules: &[Rule], keys: &[FlowKey]) -> Vec<RuleId> {
     let r = Reference::build(rules).unwrap();
-    keys.iter().map(|k| r.lookup_rule(&k.wire()).map_or(crate::NO_RULE, |r| r.id)).collect()
+    keys.iter().map(|k| r.lookup_rule(&k.wire()).map_or(rqvs_ofproto::NO_RULE, |r| r.id)).collect()
 }

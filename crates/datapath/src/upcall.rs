@@ -4,7 +4,7 @@
 //!   PMD's `push` never blocks or allocates — a full queue refuses and the PMD counts the packet
 //!   `lost` and drops it.
 //! - The handler takes the queue in batches of [`HANDLER_BATCH`] (OVS's `UPCALL_MAX_BATCH`).
-//!   For each packet, the OpenFlow table ([`crate::ofproto::OfprotoTable`]) classifies with
+//!   For each packet, the OpenFlow table ([`rqvs_ofproto::table::OfprotoTable`]) classifies with
 //!   wildcard tracking and returns the megaflow (tracked wildcards plus what OVS's translation
 //!   always examines) and the rule's action. The datapath then installs the megaflow unless an
 //!   identical or covering one is installed or the flow limit is reached (OVS's handler checks

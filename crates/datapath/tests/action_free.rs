@@ -1,4 +1,4 @@
-//! The action table's freeing (issue 40; `rqvs_datapath::actions`, *Freeing*), in a process of
+//! The action table's freeing (issue 40; `rqvs_ofproto::actions`, *Freeing*), in a process of
 //! its own: the table is process-wide, and these tests register readers and collect.
 //!
 //! - a list is freed only once it has no hold, every reader has passed a quiescent point since,
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rqvs_datapath::actions::{self, ActionsId, Op, Reader};
+use rqvs_ofproto::actions::{self, ActionsId, Op, Reader};
 
 /// One test at a time: they count the table's lists and frees.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

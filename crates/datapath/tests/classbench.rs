@@ -12,10 +12,10 @@ use rqvs_testkit::data as shared_data;
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::{
-    assign_rule_outputs, pmd, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig,
-    NO_RULE,
+    assign_rule_outputs, pmd, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, Orig, OrigConfig,
 };
 use rqvs_flow::{formats, RuleId};
+use rqvs_ofproto::{DpAction, NO_RULE};
 use shared_data::{classbench_dir, rules_path, trace_path, SEEDS};
 
 fn check(size: &str, stride: usize, cd: bool) {

@@ -18,10 +18,10 @@ use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
 use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::revalidator::RevalidatorMode;
 use rqvs_datapath::{
-    assign_rule_outputs, Ccache, Clock, Counters, DatapathConfig, DpAction, MaskEviction, MaskLimit, Orig, OrigConfig,
-    BATCH, NO_RULE,
+    assign_rule_outputs, Ccache, Clock, Counters, DatapathConfig, MaskEviction, MaskLimit, Orig, OrigConfig, BATCH,
 };
 use rqvs_flow::{formats, FlowKey, Rule, RuleId};
+use rqvs_ofproto::{DpAction, NO_RULE};
 
 use common::{interleave, many_mask_keys, random_packets, random_rules};
 

@@ -20,13 +20,14 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rqvs_classify::Reference;
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::ofproto::{Changes, RuleChange};
 use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
 use rqvs_datapath::pmd::run_keys_with_rules;
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{Ccache, Clock, DatapathConfig, DpAction, OfprotoTable, Orig, OrigConfig, NO_RULE};
+use rqvs_datapath::{Ccache, Clock, DatapathConfig, Orig, OrigConfig};
 use rqvs_flow::field::FIELDS;
 use rqvs_flow::{Action, Actions, FlowKey, Match, Rule, RuleId};
+use rqvs_ofproto::table::{Changes, RuleChange};
+use rqvs_ofproto::{DpAction, OfprotoTable, NO_RULE};
 
 fn config() -> DatapathConfig {
     DatapathConfig {

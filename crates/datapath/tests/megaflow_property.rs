@@ -16,9 +16,10 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::orig::{MegaflowDatapath, ModelStage};
 use rqvs_datapath::pmd::run_keys_with_rules;
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, DpAction, Orig, OrigConfig, NO_RULE};
+use rqvs_datapath::{assign_rule_outputs, Ccache, Clock, DatapathConfig, Orig, OrigConfig};
 use rqvs_flow::matching::PortRange;
 use rqvs_flow::{FlowKey, Match, Rule, RuleId};
+use rqvs_ofproto::{DpAction, NO_RULE};
 
 const BASES: [u32; 5] = [0x0a00_0000, 0x0a01_0000, 0x0a01_0200, 0xc0a8_0000, 0xc0a8_0180];
 const PLENS: [u32; 7] = [0, 8, 16, 23, 24, 28, 32];
@@ -389,9 +390,9 @@ fn megaflow_set<S: ModelStage>(dp: &MegaflowDatapath<S>) -> Vec<String> {
 /// PMD's megaflows (whose handles collide with the other's) with the other's.
 #[test]
 fn one_revalidator_thread_serves_two_pmds_apart() {
-    use rqvs_datapath::ofproto::RuleChange;
     use rqvs_datapath::revalidator::RevalidatorService;
-    use rqvs_datapath::OfprotoTable;
+    use rqvs_ofproto::table::RuleChange;
+    use rqvs_ofproto::OfprotoTable;
     for seed in 0..20u64 {
         let mut rng = StdRng::seed_from_u64(1000 + seed);
         let rules = random_rules(&mut rng, 30);
@@ -487,7 +488,7 @@ fn reattribution_case<S: ModelStage>(mut dp: MegaflowDatapath<S>, rules: &[Rule]
     let now: Vec<Rule> = rules.iter().filter(|r| r.id != old).cloned().chain([twin.clone()]).collect();
     let reference = Reference::build(&now).unwrap();
     let before = dp.counters();
-    use rqvs_datapath::ofproto::RuleChange;
+    use rqvs_ofproto::table::RuleChange;
     dp.table().commit(vec![RuleChange::Remove(old), RuleChange::Add(twin)]).unwrap();
     dp.table_changed();
     dp.settle_revalidation();

@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use rqvs_classify::ofproto::OfprotoClassifier;
 use rqvs_classify::winner_by_definition;
-use rqvs_datapath::xlate::{xlate, Pipeline, Xlate};
 use rqvs_flow::field::{Field, FIELDS};
 use rqvs_flow::group::{Bucket, Group, GroupType};
 use rqvs_flow::key::*;
 use rqvs_flow::rng::Rng;
 use rqvs_flow::{Action, Actions, FlowKey, Match, Rule};
+use rqvs_ofproto::xlate::{xlate, Pipeline, Xlate};
 
 /// The reference lookup: rules per table in winner order, the first that matches; it examines
 /// nothing.
@@ -290,11 +290,11 @@ fn single_table_translation_is_the_rules_action() {
     let of = OfprotoClassifier::build(&rules).unwrap();
     for _ in 0..500 {
         let k = key(&mut rng);
-        let x = xlate(&of, &rqvs_datapath::xlate::NoGroups, &k);
+        let x = xlate(&of, &rqvs_ofproto::xlate::NoGroups, &k);
         let l = of.lookup_wc(&k);
         assert_eq!(x.first_rule(), l.rule);
         assert_eq!(x.megaflow, l.megaflow(&k));
-        assert_eq!(x.action(), rqvs_datapath::DpAction::of_rule(l.rule.and_then(|id| of.rule(id))));
+        assert_eq!(x.action(), rqvs_ofproto::DpAction::of_rule(l.rule.and_then(|id| of.rule(id))));
     }
 }
 
@@ -306,14 +306,13 @@ fn single_table_translation_is_the_rules_action() {
 mod designs {
     use super::*;
     use rqvs_datapath::ccache::CcacheConfig;
-    use rqvs_datapath::ofproto::RuleChange;
     use rqvs_datapath::pmd::run_keys_with_rules;
-    use rqvs_datapath::{
-        chain, Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, OfprotoTable, Orig, OrigConfig,
-    };
+    use rqvs_datapath::{Ccache, Cflows, CflowsConfig, Clock, DatapathConfig, Design, Orig, OrigConfig};
     use rqvs_flow::RuleId;
+    use rqvs_ofproto::table::RuleChange;
+    use rqvs_ofproto::{chain, OfprotoTable};
 
-    type Expected = (Vec<rqvs_datapath::DpAction>, Vec<RuleId>);
+    type Expected = (Vec<rqvs_ofproto::DpAction>, Vec<RuleId>);
 
     /// The reference walk's action and chain per key; and CFLOWS' expectation, which differs
     /// in the action only where the packet's table-0 rule ends the pipeline: CFLOWS then applies
@@ -324,10 +323,10 @@ mod designs {
         let (mut all, mut cflows): (Expected, Expected) = Default::default();
         for k in keys {
             let x = xlate(&reference, groups, k);
-            let chain = chain::attribution_of(&x).unwrap_or(rqvs_datapath::NO_RULE);
+            let chain = chain::attribution_of(&x).unwrap_or(rqvs_ofproto::NO_RULE);
             let first = x.first_rule().and_then(|id| rules.iter().find(|r| r.id == id));
             let cf = match first {
-                Some(r) if !rqvs_datapath::cflows_pipeline::continues(r) => rqvs_datapath::DpAction::from_rule(r),
+                Some(r) if !rqvs_datapath::cflows_pipeline::continues(r) => rqvs_ofproto::DpAction::from_rule(r),
                 _ => x.action(),
             };
             all.0.push(x.action());

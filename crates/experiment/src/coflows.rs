@@ -12,8 +12,9 @@
 use rqvs_classify::Reference;
 use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::predict::{PredictConfig, PredictStats, Predictor};
-use rqvs_datapath::{Clock, DatapathConfig, Design, DpAction, Orig, OrigConfig, BATCH};
+use rqvs_datapath::{Clock, DatapathConfig, Design, Orig, OrigConfig, BATCH};
 use rqvs_flow::FlowKey;
+use rqvs_ofproto::DpAction;
 use rqvs_workload::coflow::{Role, Workload};
 use serde_json::{json, Value};
 

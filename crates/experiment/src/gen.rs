@@ -439,7 +439,8 @@ pub struct AttackOutput {
 /// the subtables probed per megaflow hit, and every packet's action checked against the
 /// reference classifier.
 pub fn gen_attack(a: &AttackRequest) -> Result<AttackOutput, Error> {
-    use rqvs_datapath::{assign_rule_outputs, Clock, DatapathConfig, DpAction, Orig, OrigConfig};
+    use rqvs_datapath::{assign_rule_outputs, Clock, DatapathConfig, Orig, OrigConfig};
+    use rqvs_ofproto::DpAction;
     let mut rules = inputs::load_rules(Some(&a.rules))?;
     let params =
         attack::Params { knowledge: a.knowledge, masks: a.masks, ..attack::Params::new(a.kind, a.packets, a.rng_seed) };

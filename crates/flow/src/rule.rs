@@ -88,7 +88,7 @@ impl Action {
     /// True for the actions the switch executes in every design: `set_field` on the fields a
     /// frame can be rewritten in ([`SET_FIELD_WRITABLE`]), `push_vlan`, and the pipeline's
     /// actions and instructions (resubmit, groups, the action set, write_metadata, goto_table),
-    /// which the one translation (`rqvs_datapath::xlate`) runs in ORIG, CCACHE and CFLOWS.
+    /// which the one translation (`rqvs_ofproto::xlate`) runs in ORIG, CCACHE and CFLOWS.
     /// `meter` (the switch's meter table enforces it). Not: [`Action::Other`] and `set_field` on
     /// other fields.
     pub fn is_executable(&self) -> bool {

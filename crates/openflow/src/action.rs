@@ -361,7 +361,7 @@ fn match_has_vlan(m: &Match) -> bool {
 }
 
 /// Is `a` an instruction rather than an action of the apply list?
-fn is_instruction(a: &Action) -> bool {
+pub fn is_instruction(a: &Action) -> bool {
     matches!(
         a,
         Action::Meter(_)

@@ -24,7 +24,7 @@
 
 use std::sync::Arc;
 
-use rqvs_datapath::ofproto::RuleChange;
+use rqvs_ofproto::table::RuleChange;
 use rqvs_ports::{LinkState, PortSpec, PortType};
 
 use crate::events::Event;

@@ -19,10 +19,10 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
 use rqvs_datapath::trainer::TrainerHandle;
 use rqvs_datapath::{
-    Auto, AutoConfig, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, OfprotoTable, Orig,
-    OrigConfig,
+    Auto, AutoConfig, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, Orig, OrigConfig,
 };
 use rqvs_flow::Rule;
+use rqvs_ofproto::OfprotoTable;
 
 use crate::{err, Error, SwitchConfig};
 

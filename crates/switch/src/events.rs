@@ -26,9 +26,9 @@ use std::sync::Arc;
 
 use rqvs_flow::Rule;
 
-use crate::flowstats::FlowCount;
-use crate::table::Reason;
 use crate::Control;
+use rqvs_ofproto::flowstate::FlowCount;
+use rqvs_ofproto::record::Reason;
 
 /// An event for the OpenFlow channel.
 #[derive(Clone, Debug)]

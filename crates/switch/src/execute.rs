@@ -19,7 +19,7 @@
 //! **`controller`.** The frame as it is at that point of the list goes into the switch's
 //! bounded packet-in queue ([`PacketIn`]: the OpenFlow channel takes it from there, see
 //! `crate::openflow`) with the reason and cookie the op carries
-//! ([`rqvs_datapath::actions::ToController`]): `NO_MATCH` for a table-miss flow's action,
+//! ([`rqvs_ofproto::actions::ToController`]): `NO_MATCH` for a table-miss flow's action,
 //! `ACTION` for any other flow's, `PACKET_OUT` for the actions of a packet-out (OVS's
 //! `in_packet_out`: also those of the flow a packet-out's `TABLE` meets). The queue never blocks
 //! the PMD: when it is full the packet-in is dropped and counted (the first time logged). With
@@ -32,10 +32,10 @@
 //! `nw_proto` (`commit_set_nw_action`), so on a protocol-0 packet `mod_nw_tos` and `dec_ttl`
 //! change no byte — `dec_ttl` still counts down the flow's copy of the TTL and expires it at 1.
 //!
-//! **The pipeline's ops** (from `rqvs_datapath::xlate`): a set_field writes the field into the
+//! **The pipeline's ops** (from `rqvs_ofproto::xlate`): a set_field writes the field into the
 //! frame with `Frame::set_field` (checksums kept — IPv4 header, TCP/UDP/ICMP/ICMPv6 by
 //! incremental update, SCTP's CRC32c recomputed; a field the frame lacks is left alone);
-//! `meter:N` runs the frame through the meter ([`crate::meters`]: a band that drops it ends
+//! `meter:N` runs the frame through the meter ([`rqvs_ofproto::meters`]: a band that drops it ends
 //! the list, counted `metered`); a TTL expiry sends the frame to the controller with reason
 //! `INVALID_TTL` (and, as every packet-in, through the controller meter when there is one);
 //! `push_vlan` inserts a fresh tag (VID 0, PCP 0, as OVS 3.1); a clone (an ALL group's
@@ -45,15 +45,15 @@
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 
-use rqvs_datapath::actions::{self, Op, ToController};
-use rqvs_datapath::DpAction;
 use rqvs_flow::frame::{push_vlan, strip_vlan, Frame};
+use rqvs_ofproto::actions::{self, Op, ToController};
+use rqvs_ofproto::DpAction;
 use rqvs_ports::TxQueue;
 
-use crate::meters::MeterTable;
 use crate::normal::{vid_of, Forward, MacTable};
 use crate::ofports::OfPorts;
 use crate::portflags::{Bits, PortFlags, NO_FLOOD, NO_FWD, NO_RECV};
+use rqvs_ofproto::meters::MeterTable;
 
 /// Why a packet goes to the controller (the PACKET_IN's reason; numbers per version in
 /// `crate::openflow`).
@@ -115,7 +115,7 @@ pub struct Outcome {
     pub packet_in_dropped: u32,
     /// Outputs skipped: to the input port, or to a port that does not exist.
     pub skipped: u32,
-    /// A meter's band dropped the packet ([`crate::meters`]): the ops after the meter were not
+    /// A meter's band dropped the packet ([`rqvs_ofproto::meters`]): the ops after the meter were not
     /// run.
     pub metered: bool,
     /// Packet-ins the controller meter dropped (not sent, not counted in `packet_in_dropped`).

@@ -1,11 +1,11 @@
 //! The expiry thread: removes flows whose idle or hard timeout has passed, off the packet path.
 //!
-//! Every [`CHECK`] it looks at the flows with a timeout ([`crate::table::FlowTable::timed`]):
+//! Every [`CHECK`] it looks at the flows with a timeout ([`rqvs_ofproto::record::FlowTable::timed`]):
 //! a hard timeout has passed when the time since the flow's add (or last modify: OVS's
 //! `modified`) exceeds it; an idle timeout when the time since its last hit does. The PMDs keep
 //! no times ([`crate::flowstats`]): the thread reads the PMDs' counts of every flow with an idle
 //! timeout at each look, and a count that moved since the last look is a hit
-//! ([`crate::table::FlowTable::observe`]) — a packet served by the EMC, a megaflow or the
+//! ([`rqvs_ofproto::record::FlowTable::observe`]) — a packet served by the EMC, a megaflow or the
 //! learned classifier, on any PMD — so a last hit is known within one look. Expired flows are
 //! removed as one transaction through the path every flow-mod takes ([`FlowOp::Expire`] in
 //! `Control::transact`: the commit, revalidation or the CFLOWS manager, the counts settled, a
@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use rqvs_flow::RuleId;
 
-use crate::table::FlowOp;
 use crate::Control;
+use rqvs_ofproto::record::FlowOp;
 
 /// How often the thread looks.
 pub const CHECK: Duration = Duration::from_millis(200);

@@ -27,7 +27,7 @@
 //! **Last hits.** The PMDs keep no time: a flow's last hit, which only idle timeouts need, is
 //! what the management side sees of its counts — the expiry thread ([`crate::expiry`]) reads the
 //! counts of the flows with an idle timeout a few times a second, and a count that moved means a
-//! hit since the last look ([`crate::table::FlowTable::observe`]). A time per packet would make
+//! hit since the last look ([`rqvs_ofproto::record::FlowTable::observe`]). A time per packet would make
 //! an entry 24 bytes: measured on acl1_100k through CFLOWS (136K flows, the counters far beyond
 //! the caches), the counting took 4.6% of a PMD's time so, 1.8% at 16 bytes
 //! (docs/switch-bench.md).
@@ -35,34 +35,19 @@
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
 
-use rqvs_datapath::NO_RULE;
 use rqvs_flow::{Rule, RuleId};
+use rqvs_ofproto::flowstate::FlowCount;
+use rqvs_ofproto::NO_RULE;
 use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
 use crate::events::{Event, FlowRemoved};
 use crate::pmd::PmdMsg;
-use crate::table::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
 use crate::{Control, REPLY_WAIT};
+use rqvs_ofproto::record::{Counts, FlowFilter, FlowMeta, FlowTable, NetChange};
 
 /// Rules per page of counters.
 pub const PAGE: usize = 1024;
 const PAGE_BITS: u32 = PAGE.trailing_zeros();
-
-/// One rule's counters at one PMD (or summed over PMDs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FlowCount {
-    pub packets: u64,
-    /// Frame lengths as received.
-    pub bytes: u64,
-}
-
-impl FlowCount {
-    /// Sums `o` into this.
-    pub fn add(&mut self, o: &FlowCount) {
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-    }
-}
 
 type Page = Box<[FlowCount]>;
 
@@ -119,7 +104,7 @@ impl GroupCount {
     }
 }
 
-/// What a PMD counted of the pipeline besides the rules ([`rqvs_datapath::chain::Credit`]):
+/// What a PMD counted of the pipeline besides the rules ([`rqvs_ofproto::chain::Credit`]):
 /// per table the lookups and the matches past each packet's first lookup (table 0's, which the
 /// PMD's own counters have: every packet classified looked it up, those a flow decided matched),
 /// and per group (by id) its packets and bytes and each bucket's. Since the PMD started.
@@ -146,8 +131,8 @@ impl PipelineCounts {
     }
 
     #[inline]
-    fn credit(&mut self, c: &rqvs_datapath::chain::Credit, bytes: u64) {
-        use rqvs_datapath::chain::Credit;
+    fn credit(&mut self, c: &rqvs_ofproto::chain::Credit, bytes: u64) {
+        use rqvs_ofproto::chain::Credit;
         match *c {
             Credit::Lookup { table, matched } => {
                 if self.tables.is_empty() {
@@ -191,18 +176,18 @@ impl FlowCounters {
     }
 
     /// A packet of `bytes` bytes decided by `rule` ([`NO_RULE`]: counted nowhere) — a rule, or
-    /// a chain of rules the pipeline passed ([`rqvs_datapath::chain`]: each rule is credited).
+    /// a chain of rules the pipeline passed ([`rqvs_ofproto::chain`]: each rule is credited).
     #[inline]
     pub fn hit(&mut self, rule: RuleId, bytes: usize) {
         if rule == NO_RULE {
             return;
         }
         self.matched += 1;
-        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
-            for &r in rqvs_datapath::chain::rules(rule) {
+        if rule.0 & rqvs_ofproto::chain::CHAIN_BIT != 0 {
+            for &r in rqvs_ofproto::chain::rules(rule) {
                 self.count(r, bytes);
             }
-            for c in rqvs_datapath::chain::credits(rule) {
+            for c in rqvs_ofproto::chain::credits(rule) {
                 self.pipeline.credit(c, bytes as u64);
             }
         } else {
@@ -226,7 +211,7 @@ impl FlowCounters {
     /// page not allocated yet is left alone).
     #[inline]
     pub fn prefetch(&self, rule: RuleId) {
-        if rule.0 & rqvs_datapath::chain::CHAIN_BIT != 0 {
+        if rule.0 & rqvs_ofproto::chain::CHAIN_BIT != 0 {
             return;
         }
         let (p, i) = place(rule);

@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use rqvs_datapath::ofproto::Verdict;
 use rqvs_datapath::upcall::Upcall;
-use rqvs_datapath::OfprotoTable;
+use rqvs_ofproto::table::Verdict;
+use rqvs_ofproto::OfprotoTable;
 
 /// Batches the handler's queue holds (all PMDs together).
 pub const HANDLER_QUEUE: usize = 256;

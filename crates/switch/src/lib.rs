@@ -30,11 +30,11 @@
 //! batches). With `--design auto` ([`designs`]) each PMD runs its own controller moving it between
 //! the three over these same shared structures. Nothing on the packet path takes a lock.
 //!
-//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`table`]): `add-flows` with a
+//! **Rules.** The switch keeps the OpenFlow table of record ([`Control`], [`rqvs_ofproto::record`]): `add-flows` with a
 //! match and priority already present replaces that flow (OpenFlow's add); `del-flows` removes
 //! every flow whose match is at least as specific as a given one (OpenFlow's non-strict
 //! delete), or all. Every change — a command, a bundle, a run of FLOW_MODs — is one transaction
-//! on the record ([`table::Txn`]) whose net change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
+//! on the record ([`rqvs_ofproto::record::Txn`]) whose net change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
 //! megaflows, CFLOWS' manager publishes the changed classifier; the call returns once every PMD
 //! will meet the change at its next batch. Only one table (table 0) and only the
 //! actions [`execute`] applies are accepted; anything else is refused with the rule named.
@@ -43,7 +43,7 @@
 //! decided it ([`flowstats`]); FLOW/AGGREGATE requests sum the PMDs' counts with what each flow
 //! carries from the flows it replaced ([`Control::flow_stats`]). A flow's state — timeouts,
 //! flags, creation and modification times — lives beside its rule in the record
-//! ([`table::FlowMeta`]); the **expiry thread** ([`expiry`]) removes flows whose idle or hard
+//! ([`rqvs_ofproto::record::FlowMeta`]); the **expiry thread** ([`expiry`]) removes flows whose idle or hard
 //! timeout passed through the same transaction path, and the removal of a flow with
 //! SEND_FLOW_REM is an event for the OpenFlow connections ([`events`]).
 //!
@@ -59,6 +59,7 @@
 pub mod attach;
 pub mod bench;
 pub mod bridges;
+pub mod control_groups;
 pub mod ctl;
 pub mod designs;
 pub mod diag;
@@ -66,13 +67,10 @@ pub mod events;
 pub mod execute;
 pub mod expiry;
 pub mod fault;
-pub mod flowstate;
 pub mod flowstats;
-pub mod groups;
 pub mod handler;
 pub mod link;
 pub mod manager;
-pub mod meters;
 pub mod metrics;
 pub mod normal;
 pub mod notify;
@@ -85,12 +83,11 @@ pub mod portflags;
 pub mod shared;
 pub mod stats;
 mod sys;
-pub mod table;
 pub mod tls;
 pub mod unixctl;
 pub mod vswitchd;
 
-pub use table::{Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, Heir, NetChange, OpError, Reason};
+use rqvs_ofproto::record::{check_rules, Counts, FlowFilter, FlowMeta, FlowOp, FlowSpec, NetChange, OpError};
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,18 +96,19 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rqvs_datapath::ccache::CcacheConfig;
-use rqvs_datapath::ofproto::RuleChange;
 use rqvs_datapath::policer::{Policer, PolicerSpec};
 use rqvs_datapath::revalidator::RevalidatorMode;
-use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, DpAction, OfprotoTable, OrigConfig};
+use rqvs_datapath::{AutoConfig, CflowsConfig, DatapathConfig, DesignKind, OrigConfig};
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
+use rqvs_ofproto::table::RuleChange;
+use rqvs_ofproto::{DpAction, OfprotoTable};
 use rqvs_ports::{EventHook, PortConfig, PortHandle, PortSpec, PortStats};
 use serde::Serialize;
 
 use crate::pmd::{PmdFinal, PmdMsg, PmdSetup};
 use crate::stats::{PmdReport, PortFrames};
-use crate::table::FlowTable;
+use rqvs_ofproto::record::FlowTable;
 
 /// A switch error: one line, naming the port, rule or setting.
 #[derive(Debug)]
@@ -119,6 +117,12 @@ pub struct Error(pub String);
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> OpError {
+        OpError::Invalid(e.0)
     }
 }
 
@@ -248,36 +252,9 @@ pub enum UpcallMode {
     Inline,
 }
 
-/// The actions the switch executes, for error messages.
-pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP/SCTP ports, IPv6 addresses/flow label, ICMP type/code, ARP and ND fields, metadata, in_port, and the pipeline: goto_table, resubmit, group, meter, write_actions, clear_actions, write_metadata";
-
 /// The priority of the fail-open rule (Open vSwitch's `FAIL_OPEN_PRIORITY`): above every
 /// OpenFlow priority.
 pub const FAIL_OPEN_PRIORITY: u32 = 0xf0_f0f0;
-
-/// Refuses rules the switch cannot run as written (another table, an action it does not
-/// execute), naming the rule.
-pub fn check_rules(rules: &[Rule]) -> Result<(), Error> {
-    // The rule's text only when it is refused (formatting every rule would cost more than
-    // checking it).
-    let text = |r: &Rule| {
-        ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
-    };
-    for r in rules {
-        if r.table > table::LAST_TABLE {
-            let flow = text(r);
-            return Err(err(format!("flow {} ({flow}): table {} — tables are 0..=254", r.id.0 + 1, r.table)));
-        }
-        if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
-            let flow = text(r);
-            return Err(err(format!(
-                "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
-                r.id.0 + 1
-            )));
-        }
-    }
-    Ok(())
-}
 
 /// Waits for the PMDs' answers to table changes, each up to [`APPLY_WAIT`] (a stopped PMD
 /// answers by dropping its sender; one that does not answer in time is logged).
@@ -380,8 +357,8 @@ pub struct Control {
     packet_ins: Mutex<Option<mpsc::Receiver<execute::PacketIn>>>,
     /// Packet-outs sent to PMDs so far (spreads them over the PMDs).
     packet_outs: std::sync::atomic::AtomicUsize,
-    /// The meters ([`meters`], shared with the PMDs).
-    meters: Arc<meters::MeterTable>,
+    /// The meters ([`rqvs_ofproto::meters`], shared with the PMDs).
+    meters: Arc<rqvs_ofproto::meters::MeterTable>,
 }
 
 impl Switch {
@@ -391,7 +368,7 @@ impl Switch {
         if cfg.ports.is_empty() && !cfg.live_ports {
             return Err(err("a switch needs at least one port"));
         }
-        check_rules(&cfg.rules)?;
+        check_rules(&cfg.rules).map_err(err)?;
         let ofports = Arc::new(if cfg.ofports.is_empty() {
             ofports::OfPorts::identity(cfg.ports.len())
         } else if cfg.ofports.len() != cfg.ports.len() {
@@ -446,16 +423,16 @@ impl Switch {
         // nothing for it. `trace` builds a whole table when asked ([`Control::trace`]).
         let (t0, table) = if cfg.design == DesignKind::Cflows {
             let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|r| r.table == 0);
-            (t0, OfprotoTable::build(&rest))
+            (t0, OfprotoTable::build_with_prefixes(&rest, &cfg.prefixes))
         } else if cfg.design == DesignKind::Auto {
-            (rules.iter().filter(|r| r.table == 0).cloned().collect(), OfprotoTable::build(&rules))
+            (
+                rules.iter().filter(|r| r.table == 0).cloned().collect(),
+                OfprotoTable::build_with_prefixes(&rules, &cfg.prefixes),
+            )
         } else {
-            (Vec::new(), OfprotoTable::build(&rules))
+            (Vec::new(), OfprotoTable::build_with_prefixes(&rules, &cfg.prefixes))
         };
         let table = table.map_err(|e| err(format!("rules: {e}")))?;
-        for &(t, p) in &cfg.prefixes {
-            table.set_table_prefix_fields(t, p);
-        }
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
@@ -512,7 +489,7 @@ impl Switch {
         let handler_stats = handler.as_ref().map(|h: &handler::Handler| h.stats.clone());
         let started = std::time::Instant::now();
         let parting = flowstats::Parting::new(pmds);
-        let meter_table = Arc::new(meters::MeterTable::new());
+        let meter_table = Arc::new(rqvs_ofproto::meters::MeterTable::new());
         let mut inboxes = Vec::new();
         let mut threads = Vec::new();
         for (i, (((design, rx), tx), link)) in designs.into_iter().zip(rx).zip(tx).zip(links).enumerate() {
@@ -886,7 +863,7 @@ impl Control {
         }
     }
 
-    /// Nanoseconds on the switch's clock (flows' times are on it: [`table::FlowMeta`]).
+    /// Nanoseconds on the switch's clock (flows' times are on it: [`rqvs_ofproto::record::FlowMeta`]).
     pub fn clock_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
     }
@@ -1005,11 +982,11 @@ impl Control {
         let packet = *rule.matches.value();
         // The TTL as written (0 when not, as in OVS's trace), not the wire's default.
         let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
-        // The one translation (rqvs_datapath::xlate), as the handler runs it.
+        // The one translation (rqvs_ofproto::xlate), as the handler runs it.
         let trace = |t: &OfprotoTable| {
             let r = t.read();
-            let (x, lines) = rqvs_datapath::xlate::xlate_traced(r.classifier(), r.groups(), &key);
-            rqvs_datapath::xlate::trace_text("rqvs", &key, &x, &lines)
+            let (x, lines) = rqvs_ofproto::xlate::xlate_traced(r.classifier(), r.groups(), &key);
+            rqvs_ofproto::xlate::trace_text("rqvs", &key, &x, &lines)
         };
         if self.design != DesignKind::Cflows {
             return Ok(trace(&self.table));
@@ -1023,7 +1000,7 @@ impl Control {
 
     /// The slow path's verdict for `key`: the shared table's (ORIG, CCACHE), or in CFLOWS the
     /// one built from the record when asked after a change (its PMDs never consult one).
-    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_datapath::ofproto::Verdict, Error> {
+    fn slow_path(&self, key: &FlowKey) -> Result<rqvs_ofproto::table::Verdict, Error> {
         if self.design != DesignKind::Cflows {
             return Ok(self.table.classify(key));
         }
@@ -1037,10 +1014,7 @@ impl Control {
     /// CFLOWS: the whole pipeline (every table of the record, and the groups) as one slow-path
     /// table, for `trace` and TABLE packet-outs.
     fn whole_table(&self) -> Result<OfprotoTable, Error> {
-        let t = OfprotoTable::build(&self.rules()).map_err(|e| err(e.to_string()))?;
-        for &(table, p) in &self.prefixes {
-            t.set_table_prefix_fields(table, p);
-        }
+        let t = OfprotoTable::build_with_prefixes(&self.rules(), &self.prefixes).map_err(|e| err(e.to_string()))?;
         let groups: Vec<RuleChange> = self.groups().iter().map(|e| RuleChange::Group(e.group.clone())).collect();
         if !groups.is_empty() {
             t.commit(groups).map_err(|e| err(e.to_string()))?;
@@ -1119,10 +1093,10 @@ impl Control {
     /// datapath has a flow-mod only after a BARRIER: [`Control::settle_changes`]), so the
     /// revalidations of consecutive runs overlap and a PMD that finds several changes queued
     /// revalidates once for all of them.
-    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<table::OpEffect, OpError>> {
+    pub fn apply_each(&self, ops: &[FlowOp]) -> Vec<Result<rqvs_ofproto::record::OpEffect, OpError>> {
         match self.transact("flow-mod", ops, false, false) {
             Ok((effects, _)) => effects,
-            Err(e) => ops.iter().map(|_| Err(OpError::Invalid(err(e.0.clone())))).collect(),
+            Err(e) => ops.iter().map(|_| Err(OpError::Invalid(e.0.clone()))).collect(),
         }
     }
 
@@ -1138,7 +1112,7 @@ impl Control {
         ops: &[FlowOp],
         atomic: bool,
         settle: bool,
-    ) -> Result<(Vec<Result<table::OpEffect, OpError>>, NetChange), Error> {
+    ) -> Result<(Vec<Result<rqvs_ofproto::record::OpEffect, OpError>>, NetChange), Error> {
         let mut rules = self.lock_rules();
         let now_ns = self.clock_ns();
         let mut txn = rules.txn(now_ns);
@@ -1172,16 +1146,7 @@ impl Control {
         } else {
             (Vec::new(), Vec::new())
         };
-        let in_table = |r: &&Rule| self.design != DesignKind::Cflows || r.table != 0;
-        let mut changes: Vec<RuleChange> =
-            net.removed.iter().filter(in_table).map(|r| RuleChange::Remove(r.id)).collect();
-        changes.extend(net.added.iter().filter(in_table).cloned().map(RuleChange::Add));
-        for (id, g) in &net.groups {
-            changes.push(match g {
-                Some(g) => RuleChange::Group(g.clone()),
-                None => RuleChange::RemoveGroup(*id),
-            });
-        }
+        let changes = net.table_changes(self.design != DesignKind::Cflows);
         // The learned classifier first (it may refuse: the transaction is then dropped and the
         // record goes back to what it was).
         let published = learned && !(t0_added.is_empty() && t0_removed.is_empty());
@@ -1356,7 +1321,7 @@ impl Control {
     /// Fails open (`--fail-mode standalone` without a controller, as Open vSwitch's
     /// `fail_open_run` does): every flow is removed and one rule added — match everything,
     /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow (no flow-mod
-    /// selects it, no stats report it: [`table::FlowTable::set_hidden`]), as one commit. With
+    /// selects it, no stats report it: [`rqvs_ofproto::record::FlowTable::set_hidden`]), as one commit. With
     /// `false` the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that
     /// were removed stay removed: the controller sets up its own). Idempotent.
     pub fn fail_open(&self, on: bool) -> Result<(), Error> {

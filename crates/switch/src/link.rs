@@ -94,7 +94,7 @@ impl Control {
     /// Port `port`'s liveness changed: the translation's fast-failover groups follow it (the
     /// shared table takes it; ORIG/CCACHE revalidate, CFLOWS' PMDs see the table's new version).
     fn port_liveness(&self, port: u32, live: bool) {
-        match self.table.commit(vec![rqvs_datapath::ofproto::RuleChange::PortLive(port, live)]) {
+        match self.table.commit(vec![rqvs_ofproto::table::RuleChange::PortLive(port, live)]) {
             Ok((version, _)) => {
                 *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 if self.design != rqvs_datapath::DesignKind::Cflows {

@@ -269,7 +269,7 @@ pub fn render_report(
     x.sample("rqvs_uptime_seconds", &[], show.uptime_s);
     x.family("rqvs_openflow_rules", "gauge", "Flows in the OpenFlow table.");
     x.sample("rqvs_openflow_rules", &[], show.rules as f64);
-    let a = rqvs_datapath::actions::stats();
+    let a = rqvs_ofproto::actions::stats();
     x.family(
         "rqvs_action_lists",
         "gauge",

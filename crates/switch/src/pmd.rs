@@ -35,17 +35,19 @@ use std::time::{Duration, Instant};
 
 use rqvs_datapath::policer::Policer;
 use rqvs_datapath::upcall::Upcall;
-use rqvs_datapath::{Design, DesignReport, DpAction, Pmd, BATCH, NO_RULE};
+use rqvs_datapath::{Design, DesignReport, Pmd, BATCH};
 use rqvs_flow::frame::extract_datapath;
 use rqvs_flow::{FlowKey, RuleId};
+use rqvs_ofproto::{DpAction, NO_RULE};
 use rqvs_ports::{RxQueue, TxQueue};
 use serde::Serialize;
 
 use crate::execute::Executor;
-use crate::flowstats::{FlowCount, FlowCounters, Parting};
+use crate::flowstats::{FlowCounters, Parting};
 use crate::handler::{UpcallBatch, UpcallItem};
 use crate::ofports::OfPorts;
 use crate::stats::{PmdCounters, PmdReport};
+use rqvs_ofproto::flowstate::FlowCount;
 
 /// A message from the management thread, handled between batches.
 pub enum PmdMsg {
@@ -85,7 +87,7 @@ pub struct PacketOut {
     pub frame: Vec<u8>,
     /// The packet-out's in_port (rqvs numbering: `CONTROLLER` is 0xfffd).
     pub in_port: u32,
-    pub ops: Vec<rqvs_datapath::actions::Op>,
+    pub ops: Vec<rqvs_ofproto::actions::Op>,
 }
 
 /// What a PMD thread is given.
@@ -121,8 +123,8 @@ pub struct PmdSetup {
     pub port_flags: Arc<crate::portflags::PortFlags>,
     /// The packet-in queue's sending end (`None`: no OpenFlow channel).
     pub packet_in: Option<std::sync::mpsc::SyncSender<crate::execute::PacketIn>>,
-    /// The switch's meters ([`crate::meters`]).
-    pub meters: Arc<crate::meters::MeterTable>,
+    /// The switch's meters ([`rqvs_ofproto::meters`]).
+    pub meters: Arc<rqvs_ofproto::meters::MeterTable>,
     /// Per port, the counters of this PMD's queues of the port's handles before a
     /// re-attachment ([`PmdMsg::Reattach`]).
     pub queue_retired: Vec<rqvs_ports::QueueStats>,
@@ -188,7 +190,7 @@ pub struct PmdLoop {
     s: PmdSetup,
     t0: Instant,
     pmd: Pmd,
-    action_reader: rqvs_datapath::actions::Reader,
+    action_reader: rqvs_ofproto::actions::Reader,
     exec: Executor,
     c: PmdCounters,
     baseline: (PmdCounters, rqvs_datapath::Counters),
@@ -234,8 +236,8 @@ impl PmdLoop {
         let t0 = Instant::now();
         let pmd = Pmd::new();
         // The batch uses action lists it does not hold; each iteration's start is its quiescent
-        // point for the action table's freeing (`rqvs_datapath::actions`, *Freeing*).
-        let action_reader = rqvs_datapath::actions::Reader::register();
+        // point for the action table's freeing (`rqvs_ofproto::actions`, *Freeing*).
+        let action_reader = rqvs_ofproto::actions::Reader::register();
         let exec =
             Executor::new(s.macs.clone(), s.packet_in.take().map(|q| crate::execute::PacketInQueue::new(q, s.index)))
                 .with_ports(tx_map(&s))

@@ -39,7 +39,7 @@ pub struct PmdCounters {
     pub ttl_expired: Vec<u64>,
     /// Of `dropped`: frames the port's ingress policer dropped before they were parsed.
     pub policed: Vec<u64>,
-    /// Of `dropped`: frames a meter's band dropped ([`crate::meters`]).
+    /// Of `dropped`: frames a meter's band dropped ([`rqvs_ofproto::meters`]).
     pub metered: Vec<u64>,
     /// Of `dropped`: frames received on a `NO_RECV` port ([`crate::portflags`]).
     pub no_receive: Vec<u64>,

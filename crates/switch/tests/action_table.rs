@@ -4,7 +4,7 @@
 //! flow has, through [`rqvs_switch::Control::apply_each`] (what the OpenFlow channel does with a
 //! run of FLOW_MODs). Each flow replaces the one before it, so its list loses its last holder
 //! (the table of record; no frame hits it, so no megaflow holds it) and is freed about
-//! [`actions::GRACE`] later (`rqvs_datapath::actions`, *Freeing*). The table's limit
+//! [`actions::GRACE`] later (`rqvs_ofproto::actions`, *Freeing*). The table's limit
 //! ([`actions::set_limit`], the switch's `--max-action-lists`) is set to half the lists the loop
 //! invents: without freeing, the second half would be refused (`OFPFMFC_TABLE_FULL`); with it,
 //! none is, the table's live size (the `rqvs_action_lists` gauge) stays under the limit, and
@@ -20,10 +20,12 @@ mod churn;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use rqvs_datapath::{actions, DesignKind};
+use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
+use rqvs_ofproto::actions;
+use rqvs_ofproto::record::{FlowOp, OpError};
 use rqvs_ports::testnet;
-use rqvs_switch::{FinalReport, FlowOp, OpError, PortSource, Switch, SwitchConfig};
+use rqvs_switch::{FinalReport, PortSource, Switch, SwitchConfig};
 
 /// The table is process-wide: one case at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

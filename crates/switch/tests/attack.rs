@@ -18,10 +18,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rqvs_classify::Reference;
-use rqvs_datapath::{AutoConfig, DesignKind, MaskEviction, MaskLimit, OfprotoTable};
+use rqvs_datapath::{AutoConfig, DesignKind, MaskEviction, MaskLimit};
 use rqvs_flow::convert::classbench_to_openflow;
 use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::{formats, io, Action, Actions, FlowKey, Rule};
+use rqvs_ofproto::OfprotoTable;
 use rqvs_switch::{PortSource, Switch, SwitchConfig};
 
 /// The embedded acl1_1k set and trace of `rqvs-experiment`.

@@ -586,7 +586,7 @@ fn fail_modes_without_a_controller() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(t0.elapsed() >= Duration::from_millis(700), "failed open after {:?}", t0.elapsed());
-    assert!(rig.control.select(&rqvs_switch::FlowFilter::all()).is_empty(), "OpenFlow sees no flow");
+    assert!(rig.control.select(&rqvs_ofproto::record::FlowFilter::all()).is_empty(), "OpenFlow sees no flow");
     let mut client = rig.connect(&[OFP14]);
     let xid = client.send(&Message::MultipartRequest(rqvs_openflow::multipart::MultipartRequest {
         flags: 0,

@@ -23,8 +23,9 @@ use rqvs_datapath::DesignKind;
 use rqvs_flow::frame::{build_frame, extract_datapath, Frame};
 use rqvs_flow::key::{ETH_TYPE_ARP, ETH_TYPE_IP, IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, VLAN_CFI};
 use rqvs_flow::{Action, Actions, FlowKey, Match, Rule, RuleId};
+use rqvs_ofproto::record::FlowFilter;
 use rqvs_ports::testnet::{self, RawSocket};
-use rqvs_switch::{Control, FinalReport, FlowFilter, PortSource, Switch, SwitchConfig, UpcallMode};
+use rqvs_switch::{Control, FinalReport, PortSource, Switch, SwitchConfig, UpcallMode};
 
 mod common;
 mod pcap_out;

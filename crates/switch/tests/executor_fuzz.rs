@@ -12,11 +12,11 @@
 
 use std::sync::Arc;
 
-use rqvs_datapath::actions::{Op, ToController};
-use rqvs_datapath::DpAction;
 use rqvs_flow::field::Field;
 use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::FlowKey;
+use rqvs_ofproto::actions::{Op, ToController};
+use rqvs_ofproto::DpAction;
 use rqvs_ports::{open_frames, PortConfig, TxQueue};
 use rqvs_switch::execute::Executor;
 use rqvs_switch::normal::MacTable;
@@ -105,7 +105,7 @@ fn op_lists() -> Vec<Vec<Op>> {
         .filter(|n| !matches!(**n, "metadata" | "in_port"))
         .map(|n| vec![set(n, 0x1234_5678_9abc_def0_0fed_cba9_8765_4321), Op::Output(2)])
         .collect();
-    let clone = rqvs_datapath::actions::intern(&[Op::PushVlan(0x8100), Op::SetVlanVid(9), Op::Output(3)]);
+    let clone = rqvs_ofproto::actions::intern(&[Op::PushVlan(0x8100), Op::SetVlanVid(9), Op::Output(3)]);
     lists.extend([
         vec![Op::SetDlSrc([2, 9, 9, 9, 9, 9]), Op::SetDlDst([2, 8, 8, 8, 8, 8]), Op::Output(2), Op::Output(3)],
         vec![Op::SetVlanVid(100), Op::Output(2), Op::StripVlan, Op::Output(3)],

@@ -5,7 +5,8 @@
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, Actions, Rule};
-use rqvs_switch::{Control, FlowFilter, PortSource, Switch, SwitchConfig};
+use rqvs_ofproto::record::FlowFilter;
+use rqvs_switch::{Control, PortSource, Switch, SwitchConfig};
 
 const FLOWS: &str = "\
 cookie=0x1,priority=10,udp,tp_dst=53,actions=output:2
@@ -84,7 +85,7 @@ fn delete_and_modify_select_as_openflow_does() {
 
 #[test]
 fn a_bundle_of_ops_is_one_commit_or_none() {
-    use rqvs_switch::FlowOp;
+    use rqvs_ofproto::record::FlowOp;
     for design in [DesignKind::Orig, DesignKind::Cflows] {
         let sw = start(design);
         let c = sw.control();

@@ -314,8 +314,8 @@ fn counters_add_up_after_clear_with_bytes_port_and_table_stats() {
 fn fast_failover_group_follows_link_state() {
     use rqvs_flow::group::{Bucket, Group, GroupType};
     use rqvs_flow::Actions;
+    use rqvs_ofproto::record::FlowOp;
     use rqvs_openflow::group::GroupModCommand;
-    use rqvs_switch::table::FlowOp;
     if !testnet::available("fast_failover_group_follows_link_state") {
         return;
     }

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rqvs_classify::ofproto::OfprotoClassifier;
-use rqvs_datapath::xlate::{xlate, NoGroups};
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::frame::{build_frame, extract_datapath};
 use rqvs_flow::key::*;
 use rqvs_flow::FlowKey;
+use rqvs_ofproto::xlate::{xlate, NoGroups};
 use rqvs_ports::{open_tap, PortConfig, TxQueue};
 use rqvs_switch::execute::Executor;
 use rqvs_switch::normal::MacTable;

@@ -12,12 +12,15 @@
 //! - [`proc::Logged`]: a started process whose stderr is collected, killed on drop.
 //! - [`pki`]: certificates made by `ovs-pki` (a switch's and a controller's).
 //! - [`wide_match`]: a match over every field of the field table, from proptest's picks.
+//! - [`overlap`]: an overlapping rule-set and packets that hit it (the datapath's and the
+//!   ofproto layer's unit tests).
 //! - [`TempDir`]: a test's directory in the system temporary directory, removed on drop (also
 //!   when the test fails).
 
 #![forbid(unsafe_code)]
 
 pub mod data;
+pub mod overlap;
 pub mod ovs;
 pub mod ovsdb_server;
 pub mod pki;

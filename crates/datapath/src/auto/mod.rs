@@ -105,11 +105,12 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::design::{Design, DesignKind, DesignReport};
 use crate::dpcls::MegaflowEntry;
-use crate::ofproto::Verdict;
 use crate::predict::PredictStats;
 use crate::revalidator::Revalidation;
 use crate::upcall::Upcall;
-use crate::{Clock, Counters, DpAction};
+use crate::{Clock, Counters};
+use rqvs_ofproto::table::Verdict;
+use rqvs_ofproto::DpAction;
 
 mod build;
 pub mod policy;
@@ -381,7 +382,7 @@ impl Auto {
         // handles them before housekeeping).
         let handled = self.current.handle_upcalls().to_vec();
         let mut rules = self.current.upcall_rules().to_vec();
-        rules.resize(handled.len(), crate::NO_RULE);
+        rules.resize(handled.len(), rqvs_ofproto::NO_RULE);
         self.carry.extend(handled);
         self.carry_rules.extend(rules);
         for mut r in self.current.take_revalidations() {

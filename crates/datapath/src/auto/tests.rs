@@ -178,7 +178,7 @@ fn upcalls_at_a_handler_cross_a_swap() {
     let rs = rules(300);
     let ks = keys(4000, 11);
     let want = expect(&rs, &ks);
-    let table = crate::OfprotoTable::build(&rs).unwrap();
+    let table = rqvs_ofproto::OfprotoTable::build(&rs).unwrap();
     for to in [DesignKind::Cflows, DesignKind::Ccache] {
         let cfg = AutoConfig { initial: Some(DesignKind::Orig), ..AutoConfig::default() };
         let mut dp = Auto::new(&rs, virtual_cfg().clock, true, cfg, builder(Policy::Instant)).unwrap();

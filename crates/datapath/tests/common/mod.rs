@@ -14,8 +14,8 @@
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use rqvs_datapath::{DpAction, OfprotoTable};
 use rqvs_flow::{FlowKey, Rule};
+use rqvs_ofproto::{DpAction, OfprotoTable};
 use std::collections::HashSet;
 
 /// Up to `n` keys, each with a megaflow mask of its own (fewer when the search runs dry).

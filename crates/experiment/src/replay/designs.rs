@@ -6,9 +6,10 @@ use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::emc::EmcEntries;
 use rqvs_datapath::{
     Auto, AutoConfig, Ccache, Cflows, CflowsClassifier, CflowsConfig, Clock, DatapathConfig, Design, DesignKind,
-    MaskLimit, OfprotoTable, Orig, OrigConfig,
+    MaskLimit, Orig, OrigConfig,
 };
 use rqvs_flow::Rule;
+use rqvs_ofproto::OfprotoTable;
 
 use super::{Prediction, ReplayConfig};
 use crate::Error;

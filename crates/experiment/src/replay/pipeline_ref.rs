@@ -1,15 +1,16 @@
 //! The verification's reference for a rule file of several tables ([`PipelineReference`]): per
 //! table, the reference classifier (the winner by definition, [`rqvs_classify::Reference`]),
-//! walked by the one translation [`rqvs_datapath::xlate::xlate`] — so the designs' pipeline
+//! walked by the one translation [`rqvs_ofproto::xlate::xlate`] — so the designs' pipeline
 //! walks (ORIG's and CCACHE's over the OpenFlow slow path with wildcards, CFLOWS' over its
 //! learned table 0) are checked against per-table lookups that share none of their code. The
 //! replay has no group table: a `group:N` action finds no group (drops), in the designs and
 //! here alike.
 
 use rqvs_classify::Reference;
-use rqvs_datapath::xlate::{xlate, NoGroups, Pipeline};
-use rqvs_datapath::{cflows_pipeline, DesignKind, DpAction};
+use rqvs_datapath::{cflows_pipeline, DesignKind};
 use rqvs_flow::{FlowKey, Rule};
+use rqvs_ofproto::xlate::{xlate, NoGroups, Pipeline};
+use rqvs_ofproto::DpAction;
 
 use crate::Error;
 

@@ -1,7 +1,8 @@
 //! Multi-PMD runs ([`run_pmds`]): the trace split over PMD threads by flow hash, each verified
 //! like a single run.
 
-use rqvs_datapath::{DesignKind, OfprotoTable};
+use rqvs_datapath::DesignKind;
+use rqvs_ofproto::OfprotoTable;
 
 use super::feed::Trace;
 use super::run::run_design_on;

@@ -4,8 +4,9 @@
 
 use rqvs_datapath::pmd::Pmd;
 use rqvs_datapath::policer::Policer;
-use rqvs_datapath::{Counters, Design, DesignKind, OfprotoTable, BATCH};
+use rqvs_datapath::{Counters, Design, DesignKind, BATCH};
 use rqvs_flow::rng::Rng;
+use rqvs_ofproto::OfprotoTable;
 
 use super::designs::build_on;
 use super::feed::{Admission, Feed};

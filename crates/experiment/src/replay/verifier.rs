@@ -5,8 +5,9 @@
 
 use rqvs_classify::Reference;
 use rqvs_datapath::pmd::BatchOutcome;
-use rqvs_datapath::{DesignKind, DpAction};
+use rqvs_datapath::DesignKind;
 use rqvs_flow::{FlowKey, Rule};
+use rqvs_ofproto::DpAction;
 
 use super::pipeline_ref::{is_pipeline, PipelineReference};
 use super::Prepared;

@@ -30,8 +30,8 @@ use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, 
 use super::transport::{Halves, Socket, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
-use crate::meters::MeterTable;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
+use rqvs_ofproto::meters::MeterTable;
 
 mod of10;
 
@@ -330,7 +330,7 @@ impl Connection {
                     Some(Ok(_)) | None => None,
                     Some(Err(OpError::Overlap(why))) => Some((OfError::FLOW_MOD_FAILED_OVERLAP, why)),
                     Some(Err(OpError::TableFull(why))) => Some((OfError::FLOW_MOD_FAILED_TABLE_FULL, why)),
-                    Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e.0)),
+                    Some(Err(OpError::Invalid(e))) => Some((OfError::FLOW_MOD_FAILED_UNKNOWN, e)),
                     Some(Err(OpError::Of(e, why))) => Some((e, why)),
                 },
                 Err(e) => Some(e),
@@ -642,7 +642,7 @@ impl Connection {
                 // when a flow matched there. Every packet the PMDs classified looked table 0 up,
                 // those a flow decided matched (a miss with no table-miss flow did not); the
                 // lookups after a packet's first are the pipeline's counters (goto_table,
-                // resubmit: `rqvs_datapath::chain::Credit`). Active: the flows of each table
+                // resubmit: `rqvs_ofproto::chain::Credit`). Active: the flows of each table
                 // (hidden ones not).
                 let pmds = self.hub.control.pmd_totals();
                 let lookup_count: u64 = pmds.iter().map(|p| p.datapath.packets).sum();
@@ -953,7 +953,7 @@ fn flow_op_unmetered(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> 
     let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
     // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes the first
     // table, 0). Tables, goto_table, groups and the actions the switch executes are checked by
-    // the table of record ([`crate::table::check_flow`]).
+    // the table of record ([`rqvs_ofproto::record::check_flow`]).
     let table = (fm.table_id != OFPTT_ALL).then_some(fm.table_id);
     if (is_add || is_modify) && fm.buffer_id != OFP_NO_BUFFER {
         return Err((
@@ -1013,7 +1013,7 @@ fn flow_stats(flows: &[FlowStat], f: &FlowFilter, version: u8) -> Vec<FlowStats>
         let mut counts = Some(s.counts);
         for m in r.matches.expand_port_ranges() {
             if let Some(g) = &f.matches {
-                if !crate::table::covers(g, &m) {
+                if !rqvs_ofproto::record::covers(g, &m) {
                     continue;
                 }
             }

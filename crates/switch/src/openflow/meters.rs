@@ -1,13 +1,13 @@
-//! The OpenFlow channel's meter messages ([`crate::meters`] is the table): METER_MOD, the
+//! The OpenFlow channel's meter messages ([`rqvs_ofproto::meters`] is the table): METER_MOD, the
 //! METER and METER_CONFIG multipart requests, and the check of a FLOW_MOD's `meter:N`.
 
 use rqvs_openflow::meter::{self, MeterMod, MP_METER, MP_METER_CONFIG};
 use rqvs_openflow::multipart::MultipartReplyBody;
 use rqvs_openflow::OfError;
 
-use crate::meters::{check_flow_meters, meters_named, MeterTable, Refusal};
-use crate::table::{FlowFilter, FlowOp};
 use crate::Control;
+use rqvs_ofproto::meters::{check_flow_meters, meters_named, MeterTable, Refusal};
+use rqvs_ofproto::record::{FlowFilter, FlowOp};
 
 impl Control {
     /// The switch's meters.

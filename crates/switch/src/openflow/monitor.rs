@@ -34,7 +34,7 @@ use rqvs_openflow::{OfError, OFP14};
 
 use super::{Hub, Peer};
 use crate::events::{Change, FlowChanges};
-use crate::table::FlowFilter;
+use rqvs_ofproto::record::FlowFilter;
 
 /// A connection's monitors; dropping them (with the connection) ends them.
 #[derive(Debug, Default)]

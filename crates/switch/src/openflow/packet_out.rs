@@ -4,8 +4,8 @@
 //! ops take `TABLE`'s place (its `controller` ops keep the flow's cookie; the PMD reports every
 //! packet-in of a packet-out with the reason `PACKET_OUT`, as OVS does).
 
-use rqvs_datapath::actions::Op;
 use rqvs_flow::Action;
+use rqvs_ofproto::actions::Op;
 use rqvs_openflow::flow_mod::{PacketOut as OfPacketOut, OFP_NO_BUFFER};
 use rqvs_openflow::oxm::port_from_of;
 use rqvs_openflow::OfError;

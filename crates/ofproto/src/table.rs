@@ -22,7 +22,7 @@
 //!   new upcalls.
 //! - **The change log** ([`TableRead::changes_since`]): every commit records the matches of the
 //!   rules it added and removed, so a revalidator re-checks only the megaflows a change can
-//!   affect ([`crate::revalidator`], *Incremental revalidation*). A commit records "anything may
+//!   affect (`rqvs_datapath::revalidator`, *Incremental revalidation*). A commit records "anything may
 //!   have changed" instead when the translation is not one table-0 lookup on the packet's own
 //!   key: it changes groups or port liveness, or a rule it touches, or any rule the table holds
 //!   after it, is outside table 0 or holds an action that looks up a table or a group again
@@ -210,6 +210,13 @@ pub struct OfprotoTable {
     inner: Arc<RwLock<Versioned>>,
 }
 
+impl OfprotoTable {
+    /// Are `self` and `other` handles of one table (not copies)?
+    pub fn is_same(&self, other: &OfprotoTable) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
 /// A read of the table at one version.
 pub struct TableRead<'a> {
     guard: RwLockReadGuard<'a, Versioned>,
@@ -293,6 +300,20 @@ impl OfprotoTable {
 
     pub fn version(&self) -> u64 {
         self.read().version()
+    }
+
+    /// [`OfprotoTable::build`] with the prefix fields of some tables set (OVS's
+    /// `Flow_Table:prefixes`, by table; the others keep the process default), as the switch
+    /// builds its table at start and for a trace.
+    pub fn build_with_prefixes(
+        rules: &[Rule],
+        prefixes: &[(u8, PrefixFields)],
+    ) -> Result<OfprotoTable, ClassifierError> {
+        let t = OfprotoTable::build(rules)?;
+        for &(table, p) in prefixes {
+            t.set_table_prefix_fields(table, p);
+        }
+        Ok(t)
     }
 
     /// The prefix fields of one table's tries (OVS's `Flow_Table:prefixes` of its row): the
@@ -459,7 +480,7 @@ fn rollback(t: &mut Versioned, undo: Vec<RuleChange>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::rules;
+    use rqvs_testkit::overlap::rules;
 
     #[test]
     fn the_change_log_forgets_commits_older_than_its_age() {
@@ -507,7 +528,7 @@ mod tests {
     /// table 1 is the classifier's for every key, after adds, removes and a failed change set.
     #[test]
     fn the_index_of_the_later_tables_follows_the_commits() {
-        use crate::testutil::keys;
+        use rqvs_testkit::overlap::keys;
         let mut all = rules(400);
         for r in all.iter_mut() {
             r.table = 1;
@@ -539,29 +560,16 @@ mod tests {
         same(&t, "after a failed commit");
     }
 
-    /// Two PMDs over one table: a rule committed once reaches both after `table_changed`, and
-    /// both answer as the reference does.
+    /// `build_with_prefixes` sets the prefix fields of the tables it names, and only those.
     #[test]
-    fn pmds_share_one_table() {
-        use crate::testutil::{expect, keys};
-        use crate::{Ccache, DatapathConfig, Orig, OrigConfig};
-        let all = rules(300);
-        let t = OfprotoTable::build(&all[..200]).unwrap();
-        let cfg = DatapathConfig {
-            clock: crate::Clock::Virtual { packet_ns: 100, upcall_ns: 1000 },
-            ..DatapathConfig::default()
-        };
-        let mut a = Orig::with_table(t.clone(), cfg, OrigConfig::default());
-        let mut b = Ccache::with_table(t.clone(), cfg, OrigConfig::default(), crate::ccache::CcacheConfig::default());
-        let ks = keys(3000, 1);
-        assert_eq!(a.run_keys(&ks), expect(&all[..200], &ks));
-        assert_eq!(b.run_keys(&ks), expect(&all[..200], &ks));
-        t.commit(all[200..].iter().cloned().map(RuleChange::Add).collect()).unwrap();
-        a.table_changed();
-        b.table_changed();
-        assert_eq!(a.run_keys(&ks), expect(&all, &ks));
-        assert_eq!(b.run_keys(&ks), expect(&all, &ks));
-        assert!(std::sync::Arc::ptr_eq(&a.table().inner, &b.table().inner), "one table, not copies");
+    fn build_with_prefixes_sets_the_named_tables_only() {
+        let all = rules(3);
+        let t = OfprotoTable::build_with_prefixes(&all, &[(1, PrefixFields::NONE)]).unwrap();
+        let plain = OfprotoTable::build(&all).unwrap();
+        let (r, p) = (t.read(), plain.read());
+        assert!(r.classifier().table_prefix_fields(1) == PrefixFields::NONE);
+        assert!(p.classifier().table_prefix_fields(1) != PrefixFields::NONE, "the default has fields");
+        assert!(r.classifier().table_prefix_fields(0) == p.classifier().table_prefix_fields(0));
     }
 
     #[test]

@@ -6,13 +6,13 @@
 //! the **net change** against the record as it was: the flows removed that existed before, and
 //! the flows added that still exist at the end (a flow added and then deleted inside one
 //! transaction never reaches the datapath). The caller commits that net change to the shared
-//! OpenFlow table and the PMDs ([`crate::Control`]) and then keeps the transaction, or aborts it
+//! OpenFlow table and the PMDs (`rqvs_switch::Control`) and then keeps the transaction, or aborts it
 //! (the record goes back to what it was). Each flow-mod is checked before it touches the record,
 //! so a refused one changes nothing: a bundle aborts the whole transaction, a run of single
-//! flow-mods ([`crate::Control::apply_each`]) just leaves the refused one out.
+//! flow-mods (`rqvs_switch::Control::apply_each`) just leaves the refused one out.
 //!
 //! **Hidden flows.** While the switch is failed open (`--fail-mode standalone` without a
-//! controller, [`crate::Control::fail_open`]) the flow at one (priority, match) — the fail-open
+//! controller, `rqvs_switch::Control::fail_open`) the flow at one (priority, match) — the fail-open
 //! rule's — is hidden from OpenFlow, as Open vSwitch hides its fail-open rule: no selection
 //! ([`FlowTable::select`]: flow-mods' modify and delete, flow stats) takes it. It is still a
 //! flow of the table (`rqvs ctl dump-rules` shows it).
@@ -41,7 +41,7 @@
 //!
 //! **The datapath's view.** Every table's flows and the groups go to the datapath
 //! ([`NetChange::added`], [`NetChange::removed`], [`NetChange::groups`]): the translation
-//! (`rqvs_datapath::xlate`) walks the pipeline from table 0.
+//! (`crate::xlate`) walks the pipeline from table 0.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,13 +57,42 @@ use rqvs_openflow::flow_mod::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS};
 use rqvs_openflow::group::GroupModCommand;
 use rqvs_openflow::OfError;
 
+use crate::flowstate::FlowCount;
 pub use crate::flowstate::{Counts, FlowMeta, FlowSpec, Heir, Reason, KEPT_FLAGS};
-use crate::flowstats::FlowCount;
 use crate::groups::{groups_named, GroupEntry, GroupTable};
-use crate::{check_rules, Error};
+use rqvs_flow::formats::ofctl;
+
+use crate::table::RuleChange;
 
 /// The last table (`OFPTT_MAX`).
 pub const LAST_TABLE: u8 = 254;
+
+/// The actions the switch executes, for error messages.
+pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP/SCTP ports, IPv6 addresses/flow label, ICMP type/code, ARP and ND fields, metadata, in_port, and the pipeline: goto_table, resubmit, group, meter, write_actions, clear_actions, write_metadata";
+
+/// Refuses rules the switch cannot run as written (another table, an action it does not
+/// execute), naming the rule.
+pub fn check_rules(rules: &[Rule]) -> Result<(), String> {
+    // The rule's text only when it is refused (formatting every rule would cost more than
+    // checking it).
+    let text = |r: &Rule| {
+        ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
+    };
+    for r in rules {
+        if r.table > LAST_TABLE {
+            let flow = text(r);
+            return Err(format!("flow {} ({flow}): table {} — tables are 0..=254", r.id.0 + 1, r.table));
+        }
+        if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
+            let flow = text(r);
+            return Err(format!(
+                "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
+                r.id.0 + 1
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The checks of an add or modify against the tables and groups (module docs), before the
 /// switch's own ([`check_rules`]: the actions it executes).
@@ -97,7 +126,7 @@ pub fn check_flow(r: &Rule, groups: &GroupTable) -> Result<(), OpError> {
     if let Some(g) = groups_named(&r.actions.0).find(|g| !groups.contains(*g)) {
         return Err(OpError::Of(OfError::BAD_ACTION_BAD_OUT_GROUP, format!("group {g} does not exist")));
     }
-    check_rules(std::slice::from_ref(r)).map_err(|e| OpError::Of(OfError::BAD_ACTION_BAD_TYPE, e.0))
+    check_rules(std::slice::from_ref(r)).map_err(|e| OpError::Of(OfError::BAD_ACTION_BAD_TYPE, e))
 }
 
 /// One flow-mod against the table of record.
@@ -132,11 +161,11 @@ impl FlowOp {
 pub enum OpError {
     /// The switch cannot run what it would add (another table, an action it does not execute),
     /// or the change could not be committed.
-    Invalid(Error),
+    Invalid(String),
     /// An add with CHECK_OVERLAP overlaps a flow of the same priority (`OFPFMFC_OVERLAP`).
     Overlap(String),
     /// The flow's action list would be a new one in a full action table
-    /// ([`rqvs_datapath::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
+    /// ([`crate::actions::admit_rule`], `OFPFMFC_TABLE_FULL`).
     TableFull(String),
     /// Refused with this OpenFlow error (a bad table, a missing group, a GROUP_MOD's checks).
     Of(OfError, String),
@@ -153,18 +182,12 @@ impl fmt::Display for OpError {
 }
 
 /// Admits the rules' action lists into the datapath's action table (its limit: module docs of
-/// [`rqvs_datapath::actions`]). Lists admitted for a flow-mod that is refused later stay.
+/// [`crate::actions`]). Lists admitted for a flow-mod that is refused later stay.
 fn admit_actions<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Result<(), OpError> {
     for r in rules {
-        rqvs_datapath::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
+        crate::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
     }
     Ok(())
-}
-
-impl From<Error> for OpError {
-    fn from(e: Error) -> OpError {
-        OpError::Invalid(e)
-    }
 }
 
 /// Which flows an OpenFlow modify, delete or flow-stats request selects.
@@ -217,7 +240,7 @@ fn outputs_to(actions: &[Action], p: u32) -> bool {
 
 /// Does `general` match every packet `specific` matches? (Sound: value/mask containment on
 /// every field and range containment on the ports.)
-pub(crate) fn covers(general: &Match, specific: &Match) -> bool {
+pub fn covers(general: &Match, specific: &Match) -> bool {
     let (gm, sm) = (general.mask(), specific.mask());
     gm.is_subset_of(sm)
         && specific.value().masked(gm) == *general.value()
@@ -253,7 +276,7 @@ impl FlowTable {
         let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
         // The flows hold their lists, so the switch's action table frees the others (also
         // when it has no PMD to do it).
-        rqvs_datapath::actions::enable_freeing();
+        crate::actions::enable_freeing();
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
             index: HashMap::with_capacity(rules.len()),
@@ -263,10 +286,10 @@ impl FlowTable {
             hidden: None,
         };
         for r in rules {
-            rqvs_datapath::actions::hold_rule(&r);
+            crate::actions::hold_rule(&r);
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
                 if let Some((o, _)) = t.by_id.remove(&old) {
-                    rqvs_datapath::actions::release_rule(&o);
+                    crate::actions::release_rule(&o);
                 }
             }
             t.by_id.insert(r.id, (r, FlowMeta::default()));
@@ -301,7 +324,7 @@ impl FlowTable {
         self.timed.iter().filter_map(|id| self.by_id.get(id)).map(|(r, m)| (r, m))
     }
 
-    /// Adds counts a flow took over to what it carries ([`crate::Control`], once the PMDs'
+    /// Adds counts a flow took over to what it carries (`rqvs_switch::Control`, once the PMDs'
     /// counts of the flows it replaced are taken), with a hit at `used_ns` when they held one
     /// not seen yet.
     pub fn carry(&mut self, id: RuleId, c: &FlowCount, used_ns: Option<u64>) {
@@ -388,13 +411,13 @@ impl FlowTable {
 
     /// Every change of the flows goes through here and [`FlowTable::remove`]: each flow holds
     /// its action list in the datapath's action table while it is in the table
-    /// ([`rqvs_datapath::actions::hold_rule`]).
+    /// ([`crate::actions::hold_rule`]).
     fn insert(&mut self, f: Flow) -> Option<Flow> {
         let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
-        rqvs_datapath::actions::hold_rule(&f.0);
+        crate::actions::hold_rule(&f.0);
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
         if let Some((o, _)) = &old {
-            rqvs_datapath::actions::release_rule(o);
+            crate::actions::release_rule(o);
             self.timed.remove(&o.id);
         }
         if expires {
@@ -406,7 +429,7 @@ impl FlowTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
-        rqvs_datapath::actions::release_rule(&f.0);
+        crate::actions::release_rule(&f.0);
         let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
@@ -420,7 +443,7 @@ impl Drop for FlowTable {
     /// The flows release their action lists.
     fn drop(&mut self) {
         for (r, _) in self.by_id.values() {
-            rqvs_datapath::actions::release_rule(r);
+            crate::actions::release_rule(r);
         }
     }
 }
@@ -463,6 +486,24 @@ pub struct NetChange {
 }
 
 impl NetChange {
+    /// The change set that brings the shared table ([`crate::OfprotoTable`]) where this net
+    /// change brought the record: the removed flows' removals, then the added flows, then the
+    /// groups set or removed. `table0`: whether the shared table holds table 0 (not when a
+    /// learned classifier serves it, CFLOWS).
+    pub fn table_changes(&self, table0: bool) -> Vec<RuleChange> {
+        let in_table = |r: &&Rule| table0 || r.table != 0;
+        let mut changes: Vec<RuleChange> =
+            self.removed.iter().filter(in_table).map(|r| RuleChange::Remove(r.id)).collect();
+        changes.extend(self.added.iter().filter(in_table).cloned().map(RuleChange::Add));
+        for (id, g) in &self.groups {
+            changes.push(match g {
+                Some(g) => RuleChange::Group(g.clone()),
+                None => RuleChange::RemoveGroup(*id),
+            });
+        }
+        changes
+    }
+
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.groups.is_empty()
     }
@@ -682,6 +723,40 @@ mod tests {
         let mut v: Vec<String> = t.iter().flat_map(|r| ofctl::format_flows(r).unwrap()).collect();
         v.sort();
         v
+    }
+
+    /// The record's net change as the shared table's change set: removals, then adds, then the
+    /// groups; without table 0 (CFLOWS' learned classifier serves it) table-0 flows stay out.
+    #[test]
+    fn a_net_change_becomes_the_shared_tables_change_set() {
+        use crate::table::RuleChange;
+        use rqvs_flow::group::{Group, GroupType};
+        let rs = rules(
+            "table=0,priority=1,actions=output:1\n\
+             table=1,priority=1,actions=output:2\n\
+             table=0,priority=2,ip,actions=drop\n",
+        );
+        let net = NetChange {
+            added: vec![rs[0].clone(), rs[1].clone()],
+            removed: vec![rs[2].clone()],
+            deleted: Vec::new(),
+            heir: HashMap::default(),
+            groups: vec![(7, Some(Group { id: 7, kind: GroupType::All, buckets: Vec::new() })), (8, None)],
+        };
+        let names = |changes: Vec<RuleChange>| -> Vec<String> {
+            changes
+                .iter()
+                .map(|c| match c {
+                    RuleChange::Add(r) => format!("add {}", r.id.0),
+                    RuleChange::Remove(id) => format!("remove {}", id.0),
+                    RuleChange::Group(g) => format!("group {}", g.id),
+                    RuleChange::RemoveGroup(id) => format!("remove group {id}"),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(names(net.table_changes(true)), ["remove 2", "add 0", "add 1", "group 7", "remove group 8"]);
+        assert_eq!(names(net.table_changes(false)), ["add 1", "group 7", "remove group 8"]);
     }
 
     fn table() -> FlowTable {

@@ -11,9 +11,10 @@
 //! always-examined bits), the rule chain (every rule the packet passed, with its table), the
 //! final key (after every rewrite) and whether the walk ended in a table miss.
 //!
-//! **Why in the datapath crate.** The translation produces [`Op`]s, which are the datapath's
-//! (`rqvs-classify` cannot name them), and its callers — the handler, the revalidator, the PMD
-//! designs — are here; the lookup itself stays behind the [`Pipeline`] trait, which
+//! **Why in the ofproto crate.** The translation produces [`Op`]s, the datapath actions, which
+//! live here with the table that interns them (the crate docs give the layering); its callers —
+//! the datapath's handler, revalidator and CFLOWS walk, the switch, `rqvs trace`, the replay's
+//! reference walk — all depend on this crate; the lookup itself stays behind the [`Pipeline`] trait, which
 //! [`OfprotoClassifier`] implements with wildcard tracking and which a classifier without
 //! wildcards (CFLOWS' per-table classifiers, the reference walk of the tests) can implement by
 //! adding nothing to the wildcards.

@@ -1,7 +1,7 @@
 //! Rule chains as attribution ids: every rule a packet passes in the pipeline is credited
 //! (OVS's xlate cache on a megaflow credits each rule of the translation), yet the fast path
-//! attributes a packet with one `Copy` id ([`crate::Design::batch_rules`],
-//! [`crate::dpcls::MegaflowEntry::rule`], [`crate::ofproto::Verdict::rule`]).
+//! attributes a packet with one `Copy` id (`rqvs_datapath::Design::batch_rules`,
+//! `rqvs_datapath::dpcls::MegaflowEntry::rule`, [`crate::table::Verdict::rule`]).
 //!
 //! A chain of one rule is that rule's id, as before pipelines existed. A longer chain is
 //! **interned**: equal chains get the same id, a [`RuleId`] with [`CHAIN_BIT`] set (rule ids of

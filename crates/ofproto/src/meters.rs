@@ -20,8 +20,8 @@
 //! reason is not sent).
 //!
 //! **Enforcement.** A flow's `meter:N` instruction is an op of the composed action list
-//! (`rqvs_datapath::actions::Op::Meter`, first in its rule's ops); the executor of each PMD
-//! ([`crate::execute`]) asks [`MeterTable::admit`] for every frame that reaches it. Each meter
+//! (`crate::actions::Op::Meter`, first in its rule's ops); the executor of each PMD
+//! (`rqvs_switch::execute`) asks [`MeterTable::admit`] for every frame that reaches it. Each meter
 //! has a token bucket per band, shared by the PMDs (a mutex held for the refill and the take:
 //! tens of nanoseconds; contention only between PMDs metering through the same meter). A
 //! bucket holds at most `(burst + rate) × 1000` units — milli-packets for pktps, bits for kbps —

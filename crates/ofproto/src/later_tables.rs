@@ -1,6 +1,6 @@
 //! CFLOWS' index of the tables after 0: one [`TupleMerge`] per table, kept beside the slow
 //! path's tuple space search of the same rules ([`crate::OfprotoTable`] updates both in one
-//! commit), so that the PMD's walk past table 0 ([`crate::cflows_pipeline`]) looks a table up
+//! commit), so that the PMD's walk past table 0 (`rqvs_datapath::cflows_pipeline`) looks a table up
 //! without wildcard tracking, the prefix tries or the staged search, none of which CFLOWS needs
 //! (it installs no megaflow).
 //!

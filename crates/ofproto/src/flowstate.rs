@@ -1,4 +1,4 @@
-//! A flow's state besides its rule, which the switch's table of record ([`crate::table`]) keeps
+//! A flow's state besides its rule, which the switch's table of record ([`crate::record`]) keeps
 //! beside each rule ([`FlowMeta`]): its idle and hard timeouts and `OFPFF_*` flags (from the
 //! add: [`FlowSpec`]), its creation and modification times, its last hit as the management side
 //! knows it, and the counts *carried* from the flows it replaced. A flow keeps OVS 3.1's
@@ -7,19 +7,19 @@
 //! - an **add** makes a new flow: duration, hard timeout and idle time count from now, with the
 //!   add's timeouts and flags; one that *replaces* a flow (equal match and priority) takes over
 //!   its packet and byte counts unless the add has RESET_COUNTS, and always its last-hit time;
-//! - a **modify** gives the selected flows new actions under new ids ([`crate::Control`]'s
+//! - a **modify** gives the selected flows new actions under new ids (`rqvs_switch::Control`'s
 //!   datapaths key everything by id) and keeps their cookie, timeouts, flags and creation
 //!   time (so their duration), their counts unless the modify has RESET_COUNTS, and their
 //!   last-hit time; their hard timeout counts from the modify (OVS's `modified`);
-//! - a **delete** or an **expiry** ([`crate::table::FlowOp::Expire`]) removes flows with a
-//!   [`Reason`]; those with SEND_FLOW_REM owe a FLOW_REMOVED ([`crate::table::NetChange::deleted`]).
+//! - a **delete** or an **expiry** ([`crate::record::FlowOp::Expire`]) removes flows with a
+//!   [`Reason`]; those with SEND_FLOW_REM owe a FLOW_REMOVED ([`crate::record::NetChange::deleted`]).
 //!
-//! The packet counts themselves live in the PMDs (by rule id, [`crate::flowstats`]): a
+//! The packet counts themselves live in the PMDs (by rule id, `rqvs_switch::flowstats`): a
 //! transaction records which flow each removed flow's counts go to ([`Heir`],
-//! [`crate::table::NetChange::heir`]), and [`crate::Control`] moves them there once the change
+//! [`crate::record::NetChange::heir`]), and `rqvs_switch::Control` moves them there once the change
 //! is applied everywhere. The PMDs keep no
 //! times: a flow's last hit is the last time the expiry thread saw its count move
-//! ([`crate::table::FlowTable::observe`]).
+//! ([`crate::record::FlowTable::observe`]).
 
 use rqvs_flow::RuleId;
 use rqvs_openflow::flow_mod::{
@@ -27,7 +27,21 @@ use rqvs_openflow::flow_mod::{
     OFPRR_DELETE, OFPRR_GROUP_DELETE, OFPRR_HARD_TIMEOUT, OFPRR_IDLE_TIMEOUT,
 };
 
-use crate::flowstats::FlowCount;
+/// One rule's counters at one PMD (or summed over PMDs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCount {
+    pub packets: u64,
+    /// Frame lengths as received.
+    pub bytes: u64,
+}
+
+impl FlowCount {
+    /// Sums `o` into this.
+    pub fn add(&mut self, o: &FlowCount) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
 
 /// The `OFPFF_*` flags a flow keeps and reports (OVS's `OFPUTIL_FF_STATE`).
 pub const KEPT_FLAGS: u16 =
@@ -89,7 +103,7 @@ pub struct FlowMeta {
     pub importance: u16,
     /// Its last hit as far as the management side knows: its add (OVS counts a new flow as
     /// used when added), the flow it replaced or was modified from (OVS forwards it), or the
-    /// last time its count was seen to move ([`crate::table::FlowTable::observe`]).
+    /// last time its count was seen to move ([`crate::record::FlowTable::observe`]).
     pub used_ns: u64,
     /// The PMDs' packets under its id when last looked at (a count that moved since is a hit).
     pub seen: u64,
@@ -145,7 +159,7 @@ impl FlowMeta {
     }
 }
 
-/// The flow that takes over a replaced or modified flow's counts ([`crate::table::NetChange::heir`]).
+/// The flow that takes over a replaced or modified flow's counts ([`crate::record::NetChange::heir`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heir {
     pub to: RuleId,

@@ -26,7 +26,7 @@
 //!
 //! **Freeing.** A list lives while something counts it — a **hold** ([`hold`], [`release`]):
 //! the flows of the switch's table of record ([`hold_rule`], [`release_rule`]: taken when a flow
-//! enters the table, dropped when it leaves), the megaflows ([`crate::dpcls::Dpcls`]: at install
+//! enters the table, dropped when it leaves), the megaflows (`rqvs_datapath::dpcls::Dpcls`: at install
 //! and removal), the CFLOWS action tables each publication carries (while a PMD may read it),
 //! and a list that clones another (a group's bucket) holds that one. An id in transit has no
 //! hold: a PMD's batch (the actions it read from megaflows, the EMC and a publication), an upcall
