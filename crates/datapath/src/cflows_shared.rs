@@ -44,6 +44,7 @@ use crate::cflows_pipeline::{rule_action, Walker};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
+use crate::later_tables::LaterConfig;
 use crate::{DatapathConfig, DpAction};
 
 /// What the PMDs read: one publication of the classifier.
@@ -82,6 +83,8 @@ pub struct CflowsPublisher {
     /// Publications replaced while a PMD still read them, dropped here once it no longer does
     /// (so no PMD ever frees a classifier of 500K rules).
     retired: Vec<Arc<Published>>,
+    /// The index of the tables after 0 the readers' walks keep ([`crate::later_tables`]).
+    later: LaterConfig,
 }
 
 /// The publication the master's model comes back from, and the change sets it lacks.
@@ -160,6 +163,7 @@ impl CflowsPublisher {
             spare_table: None,
             publications: (0, 1),
             retired: Vec::new(),
+            later: learned.later(),
         })
     }
 
@@ -171,7 +175,7 @@ impl CflowsPublisher {
     /// What makes readers on other threads once the publisher has moved to its own
     /// (`--design auto` in the switch builds a CFLOWS candidate with it).
     pub fn readers(&self) -> CflowsReaders {
-        CflowsReaders { shared: self.out.clone() }
+        CflowsReaders { shared: self.out.clone(), later: self.later }
     }
 
     /// Adds rules as one change set (all or none), then publishes.
@@ -407,6 +411,7 @@ fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64)
 #[derive(Clone)]
 pub struct CflowsReaders {
     shared: Arc<ArcSwap<Published>>,
+    later: LaterConfig,
 }
 
 impl CflowsReaders {
@@ -420,6 +425,7 @@ impl CflowsReaders {
             rules: [crate::NO_RULE; crate::BATCH],
             batch_len: 0,
             walker: None,
+            later: self.later,
             cfg,
         }
     }
@@ -438,13 +444,14 @@ pub struct SharedCflows {
     /// The pipeline past table 0 ([`crate::cflows_pipeline`]); `None`: table 0 only (a rule
     /// that continues the pipeline then drops).
     walker: Option<Walker>,
+    later: LaterConfig,
 }
 
 impl SharedCflows {
     /// Walks the tables after 0 and the groups in `rest` (the switch's shared table of them) for
     /// packets whose table-0 rule continues the pipeline.
     pub fn with_pipeline(mut self, rest: crate::OfprotoTable) -> SharedCflows {
-        self.walker = Some(Walker::new(rest));
+        self.walker = Some(Walker::new(rest, self.later));
         self
     }
 }
