@@ -53,8 +53,8 @@ pub struct CflowsConfig {
     /// learned index).
     pub classifier: CflowsClassifier,
     /// The tables after 0 holding at least this many rules are served by a NuevoMatchUP each,
-    /// smaller ones by a TupleMerge ([`crate::later_tables`]; default
-    /// [`rqvs_classify::nuevomatch::MIN_RULES`], `usize::MAX`: TupleMerge for all).
+    /// smaller ones by a TupleMerge ([`crate::later_tables`]). Default `usize::MAX`: TupleMerge
+    /// for all, the faster for the walk's lookups where measured (the module's docs).
     pub later_learned_min: usize,
 }
 
@@ -81,7 +81,7 @@ impl Default for CflowsConfig {
             policy: Policy::Instant,
             retrain_threshold: 0.1,
             classifier: CflowsClassifier::NuevoMatch,
-            later_learned_min: rqvs_classify::nuevomatch::MIN_RULES,
+            later_learned_min: usize::MAX,
         }
     }
 }
@@ -358,6 +358,8 @@ pub(crate) fn report_with(current: &NuevoMatchUp, nm: &LiveNuevoMatch) -> Cflows
         staged_rules: nm.staged() as u64,
         training_sessions: nm.sessions().len() as u64,
         last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
+        later_learned_tables: 0,
+        later_learned_rules: 0,
     }
 }
 
@@ -564,7 +566,7 @@ impl Design for Cflows {
     }
 
     fn report(&self) -> DesignReport {
-        DesignReport::Cflows(report_of(&self.nm))
+        DesignReport::Cflows(self.walker.with_later(report_of(&self.nm)))
     }
 
     fn settle(&mut self) {

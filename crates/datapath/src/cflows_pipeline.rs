@@ -166,6 +166,18 @@ impl Walker {
         (action, rule, slot.map(|id| RuleRef { id, gen: X_GEN | xc.epoch }))
     }
 
+    /// `r` with the learned tables after 0 ([`crate::later_tables`]) counted in.
+    pub(crate) fn with_later(&self, mut r: crate::design::CflowsReport) -> crate::design::CflowsReport {
+        let read = self.rest.read();
+        let learned =
+            read.later().map(|l| l.describe()).unwrap_or_default().into_iter().filter(|t| t.learned.is_some());
+        for t in learned {
+            r.later_learned_tables += 1;
+            r.later_learned_rules += t.rules as u64;
+        }
+        r
+    }
+
     /// Translations run so far.
     pub fn translations(&self) -> u64 {
         self.xc.translations

@@ -518,7 +518,11 @@ impl Design for SharedCflows {
     }
 
     fn report(&self) -> DesignReport {
-        DesignReport::Cflows(self.shared.load().report)
+        let r = self.shared.load().report;
+        DesignReport::Cflows(match &self.walker {
+            Some(w) => w.with_later(r),
+            None => r,
+        })
     }
 }
 

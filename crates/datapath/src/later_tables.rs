@@ -6,10 +6,17 @@
 //!
 //! **Which index.** A table holding at least [`LaterConfig::learned_min`] rules is served by a
 //! **NuevoMatchUP** of its own (iSets + TupleMerge remainder), a smaller one by a
-//! **TupleMerge**. The default threshold is the standalone classifier's measured crossover,
-//! [`rqvs_classify::nuevomatch::MIN_RULES`] (65,536 rules: below it TupleMerge alone looks up
-//! faster, above it NuevoMatchUP does). The learned index is per table, not per path (a model
-//! over the composition of the tables a packet passes): see [`crate::cflows_pipeline`].
+//! **TupleMerge**. The learned index is per table, not per path (a model over the composition of
+//! the tables a packet passes): see [`crate::cflows_pipeline`].
+//!
+//! **The default threshold is "never"** (`usize::MAX`; `rqvs compare|replay
+//! --later-learned-min N` sets one), because that is what was measured
+//! (docs/pipeline-bench.md): the walk looks a later table up one packet at a time, and one key at
+//! a time NuevoMatchUP is slower than TupleMerge at 100K rules, on the benchmark's forwarding
+//! table (100K ipc1 prefixes, which TupleMerge holds in 5 tuples: 3.3 vs 1.4 Mpps) and on its ACL
+//! (135K acl1 flows in 10 tuples: 2.4 vs 1.9 Mpps); the end-to-end CFLOWS runs could not tell the
+//! two apart. NuevoMatchUP's own crossover, [`rqvs_classify::nuevomatch::MIN_RULES`], is measured
+//! on batched lookups, which the walk does not make.
 //!
 //! **Training.** When the index is built ([`LaterTables::build`], what CFLOWS does when it is
 //! made) a table past the threshold is trained at once, synchronously, as CFLOWS trains table 0's
@@ -34,7 +41,7 @@
 //! Not done: a learned table that shrinks below the threshold keeps its model (it stays exact;
 //! only its speed is TupleMerge's or not).
 
-use rqvs_classify::nuevomatch::{NuevoMatchConfig, NuevoMatchUp, MIN_RULES};
+use rqvs_classify::nuevomatch::{NuevoMatchConfig, NuevoMatchUp};
 use rqvs_classify::{Classifier, ClassifierError, TupleMerge};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -42,7 +49,7 @@ use rqvs_flow::{FlowKey, Rule, RuleId};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LaterConfig {
     /// Tables with at least this many rules are served by a NuevoMatchUP of their own; smaller
-    /// ones by a TupleMerge. `usize::MAX`: never (TupleMerge for every table).
+    /// ones by a TupleMerge. `usize::MAX` (the default, module docs): never.
     pub learned_min: usize,
     /// A learned table is trained again when the rules inserted into its remainder since its
     /// model was trained exceed this share of its rules (as CFLOWS' table 0,
@@ -52,7 +59,7 @@ pub struct LaterConfig {
 
 impl Default for LaterConfig {
     fn default() -> Self {
-        LaterConfig { learned_min: MIN_RULES, retrain_threshold: 0.1 }
+        LaterConfig { learned_min: usize::MAX, retrain_threshold: 0.1 }
     }
 }
 

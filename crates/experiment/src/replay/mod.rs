@@ -199,7 +199,7 @@ impl Default for ReplayConfig {
             policy: Policy::Instant,
             classifier: CflowsClassifier::NuevoMatch,
             retrain_threshold: 0.1,
-            later_learned_min: rqvs_classify::nuevomatch::MIN_RULES,
+            later_learned_min: usize::MAX,
             train_interval: 0.01,
             idle: 10.0,
             in_port: 1,
