@@ -204,6 +204,9 @@ pub struct SwitchConfig {
     /// `Flow_Table:prefixes`, by table); the others take the process's default (`--prefixes`,
     /// else OVS's `nw_dst,nw_src`).
     pub prefixes: Vec<(u8, rqvs_classify::ofproto::PrefixFields)>,
+    /// Groups the switch starts with (as if added by GROUP_MODs before any frame), so that
+    /// `rules` may name them from the first frame on.
+    pub groups: Vec<rqvs_flow::group::Group>,
 }
 
 impl SwitchConfig {
@@ -235,6 +238,7 @@ impl SwitchConfig {
             live_ports: false,
             shared: None,
             prefixes: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }
@@ -438,7 +442,16 @@ impl Switch {
         }
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
-        let record = FlowTable::new(std::mem::take(&mut cfg.rules));
+        let mut record = FlowTable::new(std::mem::take(&mut cfg.rules));
+        if !cfg.groups.is_empty() {
+            // The starting groups: in the record here, in the datapath's table below.
+            let mut txn = record.txn(0);
+            for g in &cfg.groups {
+                let add = table::FlowOp::Group(rqvs_openflow::group::GroupModCommand::Add, g.clone());
+                txn.apply(&add).map_err(|e| err(format!("group {}: {e}", g.id)))?;
+            }
+            txn.keep();
+        }
         // The datapath holds every table's flows: the translation walks the pipeline.
         let rules: Vec<Rule> = record.iter().cloned().collect();
         // CFLOWS' learned classifier holds table 0; the shared table holds the tables after it
@@ -453,6 +466,11 @@ impl Switch {
             (Vec::new(), OfprotoTable::build(&rules))
         };
         let table = table.map_err(|e| err(format!("rules: {e}")))?;
+        if !cfg.groups.is_empty() {
+            table
+                .commit(cfg.groups.iter().cloned().map(RuleChange::Group).collect())
+                .map_err(|e| err(format!("groups: {e}")))?;
+        }
         for &(t, p) in &cfg.prefixes {
             table.set_table_prefix_fields(t, p);
         }
