@@ -127,6 +127,12 @@ pub struct Common {
     /// [range: 0 ≤ x ≤ 1].
     #[arg(long, default_value_t = 0.1, value_parser = crate::args::range::share())]
     pub retrain_threshold: f64,
+    /// CFLOWS over a pipeline: the tables after 0 holding at least this many rules are looked
+    /// up in a NuevoMatchUP each (trained as the table grows past it), smaller ones in a
+    /// TupleMerge. Default: none learned (TupleMerge for all: measured faster for the walk's
+    /// one-packet lookups, docs/pipeline-bench.md).
+    #[arg(long)]
+    pub later_learned_min: Option<usize>,
     /// CCACHE: how often (seconds of PMD time) the manager checks whether to train a new model
     /// [range: 0 < x ≤ 3600].
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::range::above(0.0, 3600.0))]
@@ -206,6 +212,7 @@ impl Common {
             policy: self.policy.policy(),
             classifier: self.classifier.classifier(),
             retrain_threshold: self.retrain_threshold,
+            later_learned_min: self.later_learned_min.unwrap_or(usize::MAX),
             train_interval: self.train_interval,
             idle: self.idle,
             in_port: self.in_port,

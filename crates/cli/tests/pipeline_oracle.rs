@@ -278,7 +278,11 @@ fn with_rewrites(text: &str) -> String {
                         format!("output:{port}")
                     }
                     4 => format!("output:{port},mod_nw_ttl:9,output:2"),
-                    _ => format!("output:{port}"),
+                    // Groups ([`GROUPS`]), on four of each five of the rest.
+                    _ => match (i / 5) % 5 {
+                        0 => format!("output:{port}"),
+                        g => format!("group:{g}"),
+                    },
                 };
                 out.push_str(&format!("{m}actions={actions}\n"));
             }
@@ -286,6 +290,46 @@ fn with_rewrites(text: &str) -> String {
         }
     }
     out
+}
+
+/// The groups of the frames' pipeline, in `ovs-ofctl add-group` syntax: ALL with three buckets,
+/// one of them a rewrite; INDIRECT with a rewrite; FAST_FAILOVER whose first bucket watches a
+/// live port; SELECT with one bucket — with more, rqvs's choice (its own hash of the flow) would
+/// differ from OVS's for the same packet, which is documented, not a bug this test can see.
+const GROUPS: [&str; 4] = [
+    "group_id=1,type=all,bucket=actions=output:3,bucket=actions=mod_dl_src:02:00:00:00:00:77,output:4,bucket=actions=output:5",
+    "group_id=2,type=indirect,bucket=actions=set_field:10->ip_dscp,output:4",
+    "group_id=3,type=fast_failover,bucket=watch_port:2,actions=output:2,bucket=watch_port:3,actions=output:3",
+    "group_id=4,type=select,bucket=actions=output:5",
+];
+
+/// [`GROUPS`] as rqvs's groups; `mutated`: group 1's first bucket outputs to port 2, not 3.
+fn groups(mutated: bool) -> Vec<rqvs_flow::group::Group> {
+    use rqvs_flow::group::{Bucket, Group, GroupType};
+    let acts =
+        |s: &str| rqvs_flow::formats::ofctl::parse_flows("g", &format!("actions={s}\n")).unwrap().remove(0).actions;
+    let first = if mutated { "output:2" } else { "output:3" };
+    vec![
+        Group {
+            id: 1,
+            kind: GroupType::All,
+            buckets: vec![
+                Bucket::new(acts(first)),
+                Bucket::new(acts("mod_dl_src:02:00:00:00:00:77,output:4")),
+                Bucket::new(acts("output:5")),
+            ],
+        },
+        Group { id: 2, kind: GroupType::Indirect, buckets: vec![Bucket::new(acts("set_field:10->ip_dscp,output:4"))] },
+        Group {
+            id: 3,
+            kind: GroupType::FastFailover,
+            buckets: vec![
+                Bucket { watch_port: 2, ..Bucket::new(acts("output:2")) },
+                Bucket { watch_port: 3, ..Bucket::new(acts("output:3")) },
+            ],
+        },
+        Group { id: 4, kind: GroupType::Select, buckets: vec![Bucket::new(acts("output:5"))] },
+    ]
 }
 
 fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
@@ -325,6 +369,13 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
     }
     let (text, packets) = gen_keys(dir.path());
     let text = with_rewrites(&text);
+    for g in GROUPS {
+        let out = std::process::Command::new("ovs-ofctl")
+            .args(["-O", "OpenFlow13", "add-group", &ovs.mgmt(), g])
+            .output()
+            .expect("run ovs-ofctl");
+        assert!(out.status.success(), "add-group {g}: {}", String::from_utf8_lossy(&out.stderr));
+    }
     ovs.replace_flows(&text).unwrap();
     let frames: Vec<Vec<u8>> = packets
         .iter()
@@ -376,32 +427,55 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
     let total: usize = theirs.iter().map(Vec::len).sum();
     let tagged = theirs.iter().flatten().filter(|f| f[12..14] == [0x81, 0x00]).count();
     let mac = theirs.iter().flatten().filter(|f| f[6..12] == [2, 0, 0, 0, 0, 0x99]).count();
-    eprintln!("{} frames in, OVS sent {total} ({tagged} tagged, {mac} with the rewritten MAC)", frames.len());
-    assert!(total > frames.len() / 2 && tagged > 0 && mac > 0, "a weak corpus: {total} {tagged} {mac}");
+    let grouped = theirs.iter().flatten().filter(|f| f[6..12] == [2, 0, 0, 0, 0, 0x77]).count();
+    // Group 2's DSCP 10 (ToS 0x28) on an untagged IPv4 frame.
+    let dscp = theirs.iter().flatten().filter(|f| f[12..14] == [8, 0] && f[15] == 0x28).count();
+    eprintln!(
+        "{} frames in, OVS sent {total} ({tagged} tagged, {mac} with the rewritten MAC, {grouped} by group 1's \
+         rewriting bucket, {dscp} with group 2's DSCP)",
+        frames.len()
+    );
+    assert!(
+        total > frames.len() / 2 && tagged > 0 && mac > 0 && grouped > 0 && dscp > 0,
+        "a weak corpus: {total} {tagged} {mac} {grouped} {dscp}"
+    );
+    for g in 1..=4 {
+        assert!(text.contains(&format!("actions=group:{g}\n")), "group {g} used");
+    }
 
     let rules = rqvs_flow::formats::ofctl::parse_flows("pipeline", &text).unwrap();
-    for design in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
-        for pmds in [1, 2] {
-            let out = TempDir::new(&format!("pipeline-frames-{}-{pmds}", design.name()));
-            let mut ports = vec![PortSource::Frames { name: "p1".into(), frames: frames.clone() }];
-            for p in 2..=5 {
-                let spec = format!("pcap-out:{}", out.join(format!("p{p}.pcap")).display());
-                ports.push(PortSource::Spec(spec.parse().unwrap()));
-            }
-            let mut cfg = SwitchConfig::new(ports, rules.clone(), design);
-            cfg.pmds = pmds;
-            let sw = Switch::start(cfg).unwrap();
-            let t0 = std::time::Instant::now();
-            while !sw.is_finished() && t0.elapsed() < std::time::Duration::from_secs(60) {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            let report = sw.stop().unwrap();
-            assert!(report.balanced(), "{}", report.format());
-            for p in 2..=5usize {
+    // rqvs's frames out of ports 2..=5, each port's sorted.
+    let run = |design: DesignKind, pmds: usize, groups: Vec<rqvs_flow::group::Group>| -> Vec<Vec<Vec<u8>>> {
+        let out = TempDir::new(&format!("pipeline-frames-{}-{pmds}", design.name()));
+        let mut ports = vec![PortSource::Frames { name: "p1".into(), frames: frames.clone() }];
+        for p in 2..=5 {
+            let spec = format!("pcap-out:{}", out.join(format!("p{p}.pcap")).display());
+            ports.push(PortSource::Spec(spec.parse().unwrap()));
+        }
+        let mut cfg = SwitchConfig::new(ports, rules.clone(), design);
+        cfg.pmds = pmds;
+        cfg.groups = groups;
+        let sw = Switch::start(cfg).unwrap();
+        let t0 = std::time::Instant::now();
+        while !sw.is_finished() && t0.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let report = sw.stop().unwrap();
+        assert!(report.balanced(), "{}", report.format());
+        (2..=5usize)
+            .map(|p| {
                 let mut ours = pcap_frames(&out.join(format!("p{p}.pcap")));
                 ours.sort();
-                let want = &theirs[p - 2];
-                if &ours != want {
+                ours
+            })
+            .collect()
+    };
+    for design in [DesignKind::Orig, DesignKind::Ccache, DesignKind::Cflows] {
+        for pmds in [1, 2] {
+            let ours = run(design, pmds, groups(false));
+            for p in 2..=5usize {
+                let (ours, want) = (&ours[p - 2], &theirs[p - 2]);
+                if ours != want {
                     let only = |a: &[Vec<u8>], b: &[Vec<u8>]| {
                         a.iter().filter(|f| !b.contains(f)).take(3).map(|f| hex(f)).collect::<Vec<_>>()
                     };
@@ -410,11 +484,13 @@ fn generated_pipeline_frames_are_byte_identical_to_ovs() {
                         design.name(),
                         ours.len(),
                         want.len(),
-                        only(&ours, want),
-                        only(want, &ours)
+                        only(ours, want),
+                        only(want, ours)
                     );
                 }
             }
         }
     }
+    // The check sees a group that differs: group 1's first bucket to port 2 instead of 3.
+    assert_ne!(run(DesignKind::Orig, 1, groups(true)), theirs, "a changed bucket must change the frames");
 }

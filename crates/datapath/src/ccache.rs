@@ -21,7 +21,7 @@
 //!   at once, so runs are a pure function of their inputs.
 //! - **Trainer.** Each training session runs on a thread of its own, or, given one
 //!   ([`MegaflowModel::set_trainer`]), on a trainer thread shared by every PMD's model
-//!   ([`crate::trainer`], what the switch does).
+//!   ([`rqvs_ofproto::trainer`], what the switch does).
 
 use hashbrown::HashMap;
 use std::sync::mpsc::{channel, Receiver};
@@ -37,7 +37,7 @@ use crate::counters::Counters;
 use crate::design::{CcacheReport, DesignReport, OrigReport};
 use crate::dpcls::{Dpcls, MegaflowRef};
 use crate::orig::ModelStage;
-use crate::trainer::{Job, TrainerHandle};
+use rqvs_ofproto::trainer::{Job, TrainerHandle};
 
 /// CCACHE settings.
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +80,7 @@ pub struct MegaflowModel {
     /// Slot → generation of each live megaflow the model holds.
     held: HashMap<u32, u32>,
     training: Option<Training>,
-    /// The trainer thread shared with other PMDs ([`crate::trainer`]); `None`: a thread per session.
+    /// The trainer thread shared with other PMDs ([`rqvs_ofproto::trainer`]); `None`: a thread per session.
     trainer: Option<TrainerHandle>,
     next_train_ns: u64,
     pub swaps: u64,
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn two_models_train_on_one_shared_trainer_and_stay_exact() {
-        let trainer = crate::trainer::spawn_trainer().unwrap();
+        let trainer = rqvs_ofproto::trainer::spawn_trainer().unwrap();
         let initial = &rules(1000)[..800];
         let mut pmds = [ccache(), ccache()];
         for (i, dp) in pmds.iter_mut().enumerate() {

@@ -55,6 +55,10 @@ pub struct CflowsConfig {
     /// alone (the ablation: what classifying the rules without megaflows gives without the
     /// learned index).
     pub classifier: CflowsClassifier,
+    /// The tables after 0 holding at least this many rules are served by a NuevoMatchUP each,
+    /// smaller ones by a TupleMerge ([`rqvs_ofproto::later_tables`]). Default `usize::MAX`: TupleMerge
+    /// for all, the faster for the walk's lookups where measured (the module's docs).
+    pub later_learned_min: usize,
 }
 
 /// [`CflowsConfig::classifier`].
@@ -76,11 +80,26 @@ impl CflowsClassifier {
 
 impl Default for CflowsConfig {
     fn default() -> Self {
-        CflowsConfig { policy: Policy::Instant, retrain_threshold: 0.1, classifier: CflowsClassifier::NuevoMatch }
+        CflowsConfig {
+            policy: Policy::Instant,
+            retrain_threshold: 0.1,
+            classifier: CflowsClassifier::NuevoMatch,
+            later_learned_min: usize::MAX,
+        }
     }
 }
 
 impl CflowsConfig {
+    /// The index of the tables after 0 this configuration asks for ([`rqvs_ofproto::later_tables`]):
+    /// TupleMerge alone (`--classifier tm`) learns none of them.
+    pub fn later(&self) -> rqvs_ofproto::later_tables::LaterConfig {
+        let learned_min = match self.classifier {
+            CflowsClassifier::NuevoMatch => self.later_learned_min,
+            CflowsClassifier::TupleMerge => usize::MAX,
+        };
+        rqvs_ofproto::later_tables::LaterConfig { learned_min, retrain_threshold: self.retrain_threshold }
+    }
+
     /// The live classifier this configuration asks for over `rules`. TupleMerge alone takes the
     /// instant policy only (a delayed insert would wait for a model that never comes).
     pub fn build(&self, rules: &[Rule]) -> Result<LiveNuevoMatch, ClassifierError> {
@@ -378,6 +397,8 @@ pub(crate) fn report_with(current: &NuevoMatchUp, nm: &LiveNuevoMatch) -> Cflows
         staged_rules: nm.staged() as u64,
         training_sessions: nm.sessions().len() as u64,
         last_training_ms: nm.sessions().last().map(|s| s.train.as_secs_f64() * 1e3),
+        later_learned_tables: 0,
+        later_learned_rules: 0,
     }
 }
 
@@ -418,7 +439,7 @@ impl Cflows {
         let (t0, rest): (Vec<Rule>, Vec<Rule>) = rules.iter().cloned().partition(|r| r.table == 0);
         let nm = learned.build(&t0)?;
         let actions = t0.iter().map(|r| (r.id.0, rule_action(r))).collect();
-        let walker = Walker::new(rqvs_ofproto::OfprotoTable::build(&rest)?);
+        let walker = Walker::new(rqvs_ofproto::OfprotoTable::build(&rest)?, learned.later());
         Ok(Cflows {
             emc: Emc::with_entries(cfg.emc_entries, cfg.emc_insert_prob, cfg.seed),
             nm,
@@ -440,6 +461,13 @@ impl Cflows {
         self.walker.rest.commit(changes)?;
         self.epoch += 1;
         Ok(())
+    }
+
+    /// The index of each table after 0 ([`rqvs_ofproto::later_tables`]): TupleMerge or a
+    /// NuevoMatchUP, its rules, whether it is being trained. Empty when the tables after 0 are
+    /// looked up in the slow path's classifier (no index).
+    pub fn later_tables(&self) -> Vec<rqvs_ofproto::later_tables::TableIndex> {
+        self.walker.rest.read().later().map(|l| l.describe()).unwrap_or_default()
     }
 
     /// The learned classifier (coverage, sessions, ...).
@@ -577,12 +605,13 @@ impl Design for Cflows {
     }
 
     fn report(&self) -> DesignReport {
-        DesignReport::Cflows(report_of(&self.nm))
+        DesignReport::Cflows(self.walker.with_later(report_of(&self.nm)))
     }
 
     fn settle(&mut self) {
         self.nm.finish_training();
         self.poll_model();
+        self.walker.rest.finish_later_training();
     }
 }
 
@@ -687,7 +716,7 @@ mod tests {
                 1 => (Policy::Delayed, CflowsClassifier::NuevoMatch),
                 _ => (Policy::Instant, CflowsClassifier::TupleMerge),
             };
-            let cfg = CflowsConfig { policy, retrain_threshold: 0.05, classifier };
+            let cfg = CflowsConfig { policy, retrain_threshold: 0.05, classifier, ..CflowsConfig::default() };
             let mut live: Vec<Rule> = pool[..150].to_vec();
             let mut removed: Vec<RuleId> = Vec::new();
             let mut dp = Cflows::new(&live, virtual_cfg(1.0), cfg).unwrap();

@@ -4,14 +4,18 @@
 //! ([`rqvs_ofproto::xlate`]) over [`CflowsPipe`]: table 0 from the learned classifier, the later tables
 //! and the groups from an [`OfprotoTable`] (the *rest*: tuple space search per table).
 //!
-//! **How a learned index serves a pipeline here (per table 0, not per path).** Table 0 is the
-//! table every packet meets and, in the sets rqvs measures, the large one; the learned index
-//! classifies it exactly as in one-table CFLOWS. A rule that ends the pipeline costs nothing
-//! more. A rule that continues it costs one translation per EMC miss, whose result — the composed
-//! datapath action and the rule chain — the EMC then caches per key, as OVS's EMC caches a
-//! megaflow's composed actions. The later tables are looked up through a TupleMerge per table
-//! ([`rqvs_ofproto::later_tables`], kept by the rest's commits), not a learned index yet (that needs a
-//! trainer per table; in Faucet's and OpenStack's pipelines they are small).
+//! **How a learned index serves a pipeline here: per table, not per path.** Table 0 is the
+//! table every packet meets; the learned index classifies it exactly as in one-table CFLOWS. A
+//! rule that ends the pipeline costs nothing more. A rule that continues it costs one
+//! translation per EMC miss, whose result — the composed datapath action and the rule chain —
+//! the EMC then caches per key, as OVS's EMC caches a megaflow's composed actions. Each later
+//! table is looked up in an index of its own ([`rqvs_ofproto::later_tables`], kept by the rest's
+//! commits): a NuevoMatchUP when it holds at least [`crate::CflowsConfig::later_learned_min`]
+//! rules, trained on the trainer thread, a TupleMerge below (Faucet's and OpenStack's later
+//! tables are small). Not per path — one model over the rule chains a packet can follow — because
+//! a path is the composition of the tables it passes: their cross product in rules (100K ACL
+//! rules × 100K prefixes), retrained on a change in any of them, and what it would cache per
+//! flow the EMC and the translation cache below already hold.
 //!
 //! **The translation cache** ([`XCache`], one per PMD): composed results `(action, chain)`,
 //! deduplicated and each holding its action list (so the action table does not free it while
@@ -108,10 +112,10 @@ pub struct Walker {
 
 impl Walker {
     /// The walk over `rest`, which from now on keeps an index of its tables after 0 for it
-    /// ([`OfprotoTable::index_later_tables`]; should building it fail, the tables are looked up
-    /// in the rest's classifier).
-    pub fn new(rest: OfprotoTable) -> Walker {
-        let _ = rest.index_later_tables();
+    /// ([`OfprotoTable::index_later_tables`] with `later`; should building it fail, the tables
+    /// are looked up in the rest's classifier).
+    pub fn new(rest: OfprotoTable, later: rqvs_ofproto::later_tables::LaterConfig) -> Walker {
+        let _ = rest.index_later_tables(later);
         Walker { rest, xc: XCache::default() }
     }
 
@@ -160,6 +164,18 @@ impl Walker {
             None => None,
         };
         (action, rule, slot.map(|id| RuleRef { id, gen: X_GEN | xc.epoch }))
+    }
+
+    /// `r` with the learned tables after 0 ([`rqvs_ofproto::later_tables`]) counted in.
+    pub(crate) fn with_later(&self, mut r: crate::design::CflowsReport) -> crate::design::CflowsReport {
+        let read = self.rest.read();
+        let learned =
+            read.later().map(|l| l.describe()).unwrap_or_default().into_iter().filter(|t| t.learned.is_some());
+        for t in learned {
+            r.later_learned_tables += 1;
+            r.later_learned_rules += t.rules as u64;
+        }
+        r
     }
 
     /// Translations run so far.

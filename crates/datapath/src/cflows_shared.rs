@@ -45,6 +45,7 @@ use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
 use crate::DatapathConfig;
+use rqvs_ofproto::later_tables::LaterConfig;
 use rqvs_ofproto::DpAction;
 
 /// What the PMDs read: one publication of the classifier.
@@ -83,6 +84,8 @@ pub struct CflowsPublisher {
     /// Publications replaced while a PMD still read them, dropped here once it no longer does
     /// (so no PMD ever frees a classifier of 500K rules).
     retired: Vec<Arc<Published>>,
+    /// The index of the tables after 0 the readers' walks keep ([`rqvs_ofproto::later_tables`]).
+    later: LaterConfig,
 }
 
 /// The publication the master's model comes back from, and the change sets it lacks.
@@ -161,6 +164,7 @@ impl CflowsPublisher {
             spare_table: None,
             publications: (0, 1),
             retired: Vec::new(),
+            later: learned.later(),
         })
     }
 
@@ -172,7 +176,7 @@ impl CflowsPublisher {
     /// What makes readers on other threads once the publisher has moved to its own
     /// (`--design auto` in the switch builds a CFLOWS candidate with it).
     pub fn readers(&self) -> CflowsReaders {
-        CflowsReaders { shared: self.out.clone() }
+        CflowsReaders { shared: self.out.clone(), later: self.later }
     }
 
     /// Adds rules as one change set (all or none), then publishes.
@@ -408,6 +412,7 @@ fn publication(nm: &LiveNuevoMatch, actions: &ActionTable, gen: u32, epoch: u64)
 #[derive(Clone)]
 pub struct CflowsReaders {
     shared: Arc<ArcSwap<Published>>,
+    later: LaterConfig,
 }
 
 impl CflowsReaders {
@@ -421,6 +426,7 @@ impl CflowsReaders {
             rules: [rqvs_ofproto::NO_RULE; crate::BATCH],
             batch_len: 0,
             walker: None,
+            later: self.later,
             cfg,
         }
     }
@@ -439,13 +445,14 @@ pub struct SharedCflows {
     /// The pipeline past table 0 ([`crate::cflows_pipeline`]); `None`: table 0 only (a rule
     /// that continues the pipeline then drops).
     walker: Option<Walker>,
+    later: LaterConfig,
 }
 
 impl SharedCflows {
     /// Walks the tables after 0 and the groups in `rest` (the switch's shared table of them) for
     /// packets whose table-0 rule continues the pipeline.
     pub fn with_pipeline(mut self, rest: rqvs_ofproto::OfprotoTable) -> SharedCflows {
-        self.walker = Some(Walker::new(rest));
+        self.walker = Some(Walker::new(rest, self.later));
         self
     }
 }
@@ -512,7 +519,11 @@ impl Design for SharedCflows {
     }
 
     fn report(&self) -> DesignReport {
-        DesignReport::Cflows(self.shared.load().report)
+        let r = self.shared.load().report;
+        DesignReport::Cflows(match &self.walker {
+            Some(w) => w.with_later(r),
+            None => r,
+        })
     }
 }
 

@@ -203,6 +203,10 @@ pub struct CflowsReport {
     pub training_sessions: u64,
     /// The last training session's time, once one ran.
     pub last_training_ms: Option<f64>,
+    /// Tables after 0 looked up in a NuevoMatchUP of their own, and the rules they hold
+    /// ([`rqvs_ofproto::later_tables`]).
+    pub later_learned_tables: u64,
+    pub later_learned_rules: u64,
 }
 
 /// A design's typed report.
@@ -257,6 +261,10 @@ impl DesignReport {
                 v.push(("training_sessions", c.training_sessions as f64));
                 if let Some(ms) = c.last_training_ms {
                     v.push(("last_training_ms", ms));
+                }
+                if c.later_learned_tables > 0 {
+                    v.push(("later_learned_tables", c.later_learned_tables as f64));
+                    v.push(("later_learned_rules", c.later_learned_rules as f64));
                 }
             }
         }

@@ -105,7 +105,6 @@ pub mod revalidator;
 mod shared_table_tests;
 #[cfg(test)]
 mod testutil;
-pub mod trainer;
 pub mod upcall;
 
 pub use auto::{Auto, AutoConfig, AutoReport, AutoSettings};

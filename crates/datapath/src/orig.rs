@@ -218,8 +218,8 @@ impl Ccache {
     }
 
     /// Trains on `t`, a trainer thread shared with other PMDs' models
-    /// ([`crate::trainer::spawn_trainer`]). Call before the first packet.
-    pub fn set_trainer(&mut self, t: crate::trainer::TrainerHandle) {
+    /// ([`rqvs_ofproto::trainer::spawn_trainer`]). Call before the first packet.
+    pub fn set_trainer(&mut self, t: rqvs_ofproto::trainer::TrainerHandle) {
         self.stage.set_trainer(t);
     }
 }

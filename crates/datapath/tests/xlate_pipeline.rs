@@ -387,8 +387,22 @@ mod designs {
             added.id = RuleId(1000);
             added.priority += 1;
             added.actions = Actions::output(3);
+            // And a second one, so that table 1 grows by one (past the learned index's threshold
+            // in a third of the cases).
+            let mut added2 = rules.iter().rfind(|r| r.table == 1).cloned().unwrap();
+            added2.id = RuleId(1001);
+            added2.priority = 95;
+            added2.actions = Actions::output(4);
             let mut after: Vec<Rule> = rules.iter().filter(|r| !removed.contains(&r.id)).cloned().collect();
             after.push(added.clone());
+            after.push(added2.clone());
+            // CFLOWS' index of the tables after 0 (`rqvs_datapath::later_tables`): a NuevoMatchUP
+            // for every table from the start, one for table 1 trained in the background once the
+            // change takes it past the threshold, or TupleMerge for all.
+            let table1 = rules.iter().filter(|r| r.table == 1).count();
+            let later_learned_min = [0, table1 + 1, usize::MAX][(seed % 3) as usize];
+            let fresh: Vec<FlowKey> = (0..200).map(|_| key(&mut rng)).collect();
+            let want2 = expected(&after, &groups, &fresh);
 
             let want0 = expected(&rules, &groups, &keys);
             let want1 = expected(&after, &groups, &keys);
@@ -397,7 +411,10 @@ mod designs {
             let mut orig = Orig::with_table(table.clone(), cfg, OrigConfig::default());
             let ctable = with_groups(&rules, &groups);
             let mut ccache = Ccache::with_table(ctable.clone(), cfg, OrigConfig::default(), CcacheConfig::default());
-            let mut cflows = Cflows::new(&rules, cfg, CflowsConfig::default()).unwrap();
+            let mut cflows =
+                Cflows::new(&rules, cfg, CflowsConfig { later_learned_min, ..CflowsConfig::default() }).unwrap();
+            let index = cflows.later_tables();
+            prop_assert!(index.iter().all(|t| t.learned.is_some() == (t.rules >= later_learned_min)), "{:?}", index);
             cflows.commit_pipeline(groups.values().cloned().map(RuleChange::Group).collect()).unwrap();
 
             for (name, dp) in [("orig", &mut orig as &mut dyn Design), ("ccache", &mut ccache), ("cflows", &mut cflows)] {
@@ -407,6 +424,7 @@ mod designs {
             let changes = || {
                 let mut c: Vec<RuleChange> = removed.iter().map(|&id| RuleChange::Remove(id)).collect();
                 c.push(RuleChange::Add(added.clone()));
+                c.push(RuleChange::Add(added2.clone()));
                 c
             };
             table.commit(changes()).unwrap();
@@ -414,11 +432,19 @@ mod designs {
             ctable.commit(changes()).unwrap();
             ccache.table_changed();
             cflows.remove_rules(&removed);
-            cflows.add_rules(vec![added.clone()]).unwrap();
+            cflows.add_rules(vec![added.clone(), added2.clone()]).unwrap();
             for (name, dp) in [("orig", &mut orig as &mut dyn Design), ("ccache", &mut ccache), ("cflows", &mut cflows)] {
                 let got = run_keys_with_rules(dp, &keys);
                 check(&format!("{name} after the change"), &got, if name == "cflows" { &want1.1 } else { &want1.0 }, &keys)?;
             }
+            // Once the background training has ended, table 1 is learned unless TupleMerge
+            // serves all; packets the caches have not seen walk it.
+            cflows.settle();
+            let t1 = cflows.later_tables().into_iter().find(|t| t.table == 1).expect("table 1 indexed");
+            prop_assert_eq!(t1.learned.is_some(), later_learned_min != usize::MAX, "{:?}", t1);
+            prop_assert!(!t1.training);
+            let got = run_keys_with_rules(&mut cflows, &fresh);
+            check("cflows after the training", &got, &want2.1, &fresh)?;
         }
     }
 }

@@ -52,6 +52,7 @@ pub mod later_tables;
 pub mod meters;
 pub mod record;
 pub mod table;
+pub mod trainer;
 pub mod xlate;
 
 pub use table::OfprotoTable;

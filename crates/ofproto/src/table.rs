@@ -41,7 +41,7 @@ use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 
-use crate::later_tables::LaterTables;
+use crate::later_tables::{LaterConfig, LaterTables};
 use crate::xlate::{self, Groups, Xlate};
 use crate::DpAction;
 
@@ -100,6 +100,8 @@ struct Versioned {
     /// CFLOWS' index of the tables after 0, once asked for
     /// ([`OfprotoTable::index_later_tables`]); kept with the classifier in every commit.
     later: Option<LaterTables>,
+    /// Where the later tables' training sessions run ([`OfprotoTable::set_later_trainer`]).
+    later_trainer: Option<crate::trainer::TrainerHandle>,
 }
 
 /// What the commits since some version changed ([`TableRead::changes_since`]).
@@ -281,6 +283,7 @@ impl OfprotoTable {
             pipeline_rules,
             log: ChangeLog::default(),
             later: None,
+            later_trainer: None,
         };
         Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)) })
     }
@@ -325,15 +328,29 @@ impl OfprotoTable {
     }
 
     /// Keeps an index of the tables after 0 from now on ([`LaterTables`]: what CFLOWS' walk looks
-    /// them up in). Idempotent.
-    pub fn index_later_tables(&self) -> Result<(), ClassifierError> {
+    /// them up in; the tables past `cfg.learned_min` rules are trained now). Idempotent: a
+    /// second call keeps the index the first made.
+    pub fn index_later_tables(&self, cfg: LaterConfig) -> Result<(), ClassifierError> {
         let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
         if t.later.is_none() {
             let tables = 1..=u8::MAX;
-            let l = LaterTables::build(tables.flat_map(|n| t.classifier.rules_in_table(n)))?;
+            let l = LaterTables::build_with(tables.flat_map(|n| t.classifier.rules_in_table(n)), cfg)?;
             t.later = Some(l);
         }
         Ok(())
+    }
+
+    /// Runs the training sessions of the later tables ([`crate::later_tables`]) on `trainer`
+    /// rather than on a thread per session.
+    pub fn set_later_trainer(&self, trainer: crate::trainer::TrainerHandle) {
+        self.inner.write().unwrap_or_else(|e| e.into_inner()).later_trainer = Some(trainer);
+    }
+
+    /// Waits until no training session of the later tables runs (tests, the end of a run).
+    pub fn finish_later_training(&self) {
+        while self.read().later().is_some_and(LaterTables::training) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Applies a change set atomically (module docs) and returns the new version and the rules
@@ -345,6 +362,10 @@ impl OfprotoTable {
         // The matches changed, while the change set stays within single-lookup rules.
         let mut changed: Option<Vec<Match>> = Some(Vec::new());
         let pipeline_before = t.pipeline_rules;
+        let stamp = t.version + 1;
+        if let Some(l) = t.later.as_mut() {
+            l.at_version(stamp);
+        }
         for ch in changes {
             if !matches!(ch, RuleChange::Add(_) | RuleChange::Remove(_)) {
                 changed = None;
@@ -418,8 +439,57 @@ impl OfprotoTable {
         t.version += 1;
         let version = t.version;
         t.log.push(version, changed);
+        start_later_training(&self.inner, &mut t);
         Ok((version, removed))
     }
+}
+
+/// Starts the training sessions the later tables' index asks for after a commit
+/// ([`crate::later_tables`], *Training*): each on the trainer when there is one, else on a thread
+/// of its own.
+fn start_later_training(inner: &Arc<RwLock<Versioned>>, t: &mut Versioned) {
+    let Some(l) = t.later.as_mut() else { return };
+    for (table, id) in l.due() {
+        let weak = Arc::downgrade(inner);
+        let job: crate::trainer::Job = Box::new(move || train_later_table(weak, table, id));
+        let job = match &t.later_trainer {
+            Some(tr) => tr.submit(job).err(),
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            if std::thread::Builder::new().name("later-trainer".into()).spawn(job).is_err() {
+                if let Some(l) = t.later.as_mut() {
+                    l.failed(table, id);
+                }
+            }
+        }
+    }
+}
+
+/// A training session of later table `table` (session `id`): copies its rules under a read lock,
+/// trains with no lock held, installs under the write lock (replaying the changes since the
+/// copy). The table gone (the switch stopped): nothing.
+fn train_later_table(weak: std::sync::Weak<RwLock<Versioned>>, table: u8, id: u64) {
+    let Some(inner) = weak.upgrade() else { return };
+    let (rules, copied_at) = {
+        let g = inner.read().unwrap_or_else(|e| e.into_inner());
+        (g.classifier.rules_in_table(table).cloned().collect::<Vec<Rule>>(), g.version)
+    };
+    drop(inner);
+    let built = crate::later_tables::train(&rules);
+    drop(rules);
+    let Some(inner) = weak.upgrade() else { return };
+    let mut g = inner.write().unwrap_or_else(|e| e.into_inner());
+    let Some(l) = g.later.as_mut() else { return };
+    let old = match built {
+        Ok(model) => l.install(table, id, copied_at, model),
+        Err(_) => {
+            l.failed(table, id);
+            None
+        }
+    };
+    drop(g);
+    drop(old); // freed with no lock held
 }
 
 /// Adds a rule the classifier took to the index of the later tables; should the index refuse it
@@ -525,7 +595,11 @@ mod tests {
     }
 
     /// The index of the later tables follows every commit, also one rolled back: its answer in
-    /// table 1 is the classifier's for every key, after adds, removes and a failed change set.
+    /// table 1 is the classifier's for every key, after adds, removes and a failed change set —
+    /// with TupleMerge, with a NuevoMatchUP trained when the index is built, and with one
+    /// trained in the background (on the trainer thread) when a commit takes the table past the
+    /// threshold, while the next commit changes the table. It fails if the learned index answers
+    /// otherwise than the classifier, or is not the one serving the table when it should be.
     #[test]
     fn the_index_of_the_later_tables_follows_the_commits() {
         use rqvs_testkit::overlap::keys;
@@ -533,31 +607,49 @@ mod tests {
         for r in all.iter_mut() {
             r.table = 1;
         }
-        let t = OfprotoTable::build(&all[..300]).unwrap();
-        t.index_later_tables().unwrap();
-        let same = |t: &OfprotoTable, what: &str| {
-            let r = t.read();
-            assert_eq!(r.classifier().tied_overlaps(1), 0);
-            let l = r.later().expect("indexed");
-            let mut hits = 0;
-            for k in keys(3000, 7) {
-                let want = r.classifier().lookup_wc_in_table(1, &k).rule;
-                assert_eq!(l.lookup(1, &k), want, "{what}: {k:?}");
-                hits += usize::from(want.is_some());
+        for (learned_min, trainer) in [(usize::MAX, false), (100, false), (320, true)] {
+            let cfg = LaterConfig { learned_min, retrain_threshold: 0.1 };
+            let t = OfprotoTable::build(&all[..300]).unwrap();
+            if trainer {
+                t.set_later_trainer(crate::trainer::spawn_trainer().unwrap());
             }
-            assert!(hits >= 1000, "{what}: the keys hit table 1 ({hits})");
-        };
-        same(&t, "built");
-        // Remove every third rule, add 50 new ones.
-        let mut changes: Vec<RuleChange> = all[..300].iter().step_by(3).map(|r| RuleChange::Remove(r.id)).collect();
-        changes.extend(all[300..350].iter().cloned().map(RuleChange::Add));
-        t.commit(changes).unwrap();
-        same(&t, "after a commit");
-        // A change set that fails on its last add (an id the table holds) changes nothing.
-        let changes =
-            vec![RuleChange::Remove(all[1].id), RuleChange::Add(all[360].clone()), RuleChange::Add(all[2].clone())];
-        assert!(t.commit(changes).is_err());
-        same(&t, "after a failed commit");
+            t.index_later_tables(cfg).unwrap();
+            let same = |t: &OfprotoTable, what: &str, learned: Option<bool>| {
+                let what = format!("learned_min {learned_min}: {what}");
+                let r = t.read();
+                assert_eq!(r.classifier().tied_overlaps(1), 0);
+                let l = r.later().expect("indexed");
+                let d = l.describe();
+                assert_eq!(d.len(), 1, "{what}: {d:?}");
+                assert_eq!(d[0].rules, r.classifier().rules_in_table(1).count(), "{what}");
+                // None: either (a session may have ended or not).
+                assert!(learned.is_none_or(|l| l == d[0].learned.is_some()), "{what}: {d:?}");
+                let mut hits = 0;
+                for k in keys(3000, 7) {
+                    let want = r.classifier().lookup_wc_in_table(1, &k).rule;
+                    assert_eq!(l.lookup(1, &k), want, "{what}: {k:?}");
+                    hits += usize::from(want.is_some());
+                }
+                assert!(hits >= 1000, "{what}: the keys hit table 1 ({hits})");
+            };
+            same(&t, "built", Some(learned_min <= 300));
+            // Add 50 new ones (350 rules: past 320), then, while that may train, remove every
+            // third of the first 300.
+            t.commit(all[300..350].iter().cloned().map(RuleChange::Add).collect()).unwrap();
+            same(&t, "after an add", (learned_min != 320).then_some(learned_min <= 300));
+            t.commit(all[..300].iter().step_by(3).map(|r| RuleChange::Remove(r.id)).collect()).unwrap();
+            t.finish_later_training();
+            let learned = learned_min <= 350;
+            same(&t, "after a commit", Some(learned));
+            if learned_min == 320 {
+                assert_eq!(t.read().later().unwrap().installs, 1, "trained in the background");
+            }
+            // A change set that fails on its last add (an id the table holds) changes nothing.
+            let changes =
+                vec![RuleChange::Remove(all[1].id), RuleChange::Add(all[360].clone()), RuleChange::Add(all[2].clone())];
+            assert!(t.commit(changes).is_err());
+            same(&t, "after a failed commit", Some(learned));
+        }
     }
 
     /// `build_with_prefixes` sets the prefix fields of the tables it names, and only those.

@@ -17,7 +17,7 @@ use rqvs_classify::ClassifierError;
 use rqvs_datapath::auto::Target;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
-use rqvs_datapath::trainer::TrainerHandle;
+use rqvs_ofproto::trainer::TrainerHandle;
 use rqvs_datapath::{
     Auto, AutoConfig, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, Orig, OrigConfig,
 };
@@ -101,10 +101,14 @@ pub(crate) fn build(
         }
         _ => None,
     };
-    // CCACHE: one trainer thread for every PMD's model (the paper's §6).
-    let trainer = (design == DesignKind::Ccache || (design == DesignKind::Auto && cfg.auto.ccache))
-        .then(|| rqvs_datapath::trainer::spawn_trainer().map_err(|e| err(format!("starting the trainer thread: {e}"))))
+    // CCACHE: one trainer thread for every PMD's model (the paper's §6). CFLOWS: the same
+    // thread trains the learned indexes of the tables after 0 (`rqvs_datapath::later_tables`).
+    let trainer = (design == DesignKind::Ccache || publisher.is_some())
+        .then(|| rqvs_ofproto::trainer::spawn_trainer().map_err(|e| err(format!("starting the trainer thread: {e}"))))
         .transpose()?;
+    if let (Some(t), Some(_)) = (&trainer, &publisher) {
+        table.set_later_trainer(t.clone());
+    }
     let makers = Arc::new(Makers {
         table: table.clone(),
         orig,

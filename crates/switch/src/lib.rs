@@ -25,7 +25,7 @@
 //! published to them with an atomic pointer swap; each PMD keeps its own EMC. One revalidator
 //! thread serves every ORIG/CCACHE PMD (each PMD's megaflows kept apart), and one **trainer
 //! thread** trains every CCACHE PMD's model over its megaflows, one job at a time
-//! (`rqvs_datapath::trainer`). The paper has a manager thread per PMD; here CFLOWS has one
+//! (`rqvs_ofproto::trainer`). The paper has a manager thread per PMD; here CFLOWS has one
 //! classifier for all PMDs, so one manager owns it (a CCACHE PMD swaps its own model in between
 //! batches). With `--design auto` ([`designs`]) each PMD runs its own controller moving it between
 //! the three over these same shared structures. Nothing on the packet path takes a lock.
@@ -208,6 +208,9 @@ pub struct SwitchConfig {
     /// `Flow_Table:prefixes`, by table); the others take the process's default (`--prefixes`,
     /// else OVS's `nw_dst,nw_src`).
     pub prefixes: Vec<(u8, rqvs_classify::ofproto::PrefixFields)>,
+    /// Groups the switch starts with (as if added by GROUP_MODs before any frame), so that
+    /// `rules` may name them from the first frame on.
+    pub groups: Vec<rqvs_flow::group::Group>,
 }
 
 impl SwitchConfig {
@@ -239,6 +242,7 @@ impl SwitchConfig {
             live_ports: false,
             shared: None,
             prefixes: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }
@@ -415,7 +419,16 @@ impl Switch {
         }
         // The table of record first: a later flow of an equal (priority, match) replaces an
         // earlier one, and the datapath is built from what it keeps, so the two agree.
-        let record = FlowTable::new(std::mem::take(&mut cfg.rules));
+        let mut record = FlowTable::new(std::mem::take(&mut cfg.rules));
+        if !cfg.groups.is_empty() {
+            // The starting groups: in the record here, in the datapath's table below.
+            let mut txn = record.txn(0);
+            for g in &cfg.groups {
+                let add = FlowOp::Group(rqvs_openflow::group::GroupModCommand::Add, g.clone());
+                txn.apply(&add).map_err(|e| err(format!("group {}: {e}", g.id)))?;
+            }
+            txn.keep();
+        }
         // The datapath holds every table's flows: the translation walks the pipeline.
         let rules: Vec<Rule> = record.iter().cloned().collect();
         // CFLOWS' learned classifier holds table 0; the shared table holds the tables after it
@@ -433,6 +446,11 @@ impl Switch {
             (Vec::new(), OfprotoTable::build_with_prefixes(&rules, &cfg.prefixes))
         };
         let table = table.map_err(|e| err(format!("rules: {e}")))?;
+        if !cfg.groups.is_empty() {
+            table
+                .commit(cfg.groups.iter().cloned().map(RuleChange::Group).collect())
+                .map_err(|e| err(format!("groups: {e}")))?;
+        }
         let mut handles = Vec::new();
         let mut rx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();
         let mut tx: Vec<Vec<_>> = (0..pmds).map(|_| Vec::new()).collect();

@@ -555,6 +555,8 @@ mod tests {
                 staged_rules: 0,
                 training_sessions: 0,
                 last_training_ms: None,
+                later_learned_tables: 0,
+                later_learned_rules: 0,
             }),
             std::time::Duration::ZERO,
         );

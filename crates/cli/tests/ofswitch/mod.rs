@@ -191,6 +191,18 @@ impl OfSwitch {
         c.args(["-O", version]).args(args).output().unwrap()
     }
 
+    /// A TCP connection to the switch's OpenFlow listener, made in its namespace when it has
+    /// one (the socket stays usable from any thread).
+    #[allow(dead_code)]
+    pub fn connect(&self) -> std::net::TcpStream {
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", self.port));
+        match &self.net {
+            Net::Veths { topo, .. } => topo.sw.run(connect).expect("into the switch's namespace"),
+            Net::Pcap => connect(),
+        }
+        .expect("a connection to the switch's OpenFlow listener")
+    }
+
     /// A command run in the switch's namespace (on veths; else as it is).
     #[allow(dead_code)]
     pub fn in_switch_ns(&self, program: &str) -> Command {

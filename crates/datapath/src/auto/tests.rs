@@ -27,9 +27,11 @@ pub(super) fn builder(policy: Policy) -> Builder {
         Ok(match to.kind {
             DesignKind::Orig => Box::new(Orig::new(rules, cfg, OrigConfig::default())?),
             DesignKind::Ccache => Box::new(Ccache::new(rules, cfg, OrigConfig::default(), cc)?),
-            DesignKind::Cflows => {
-                Box::new(Cflows::new(rules, cfg, CflowsConfig { policy, retrain_threshold: 0.05, classifier })?)
-            }
+            DesignKind::Cflows => Box::new(Cflows::new(
+                rules,
+                cfg,
+                CflowsConfig { policy, retrain_threshold: 0.05, classifier, ..CflowsConfig::default() },
+            )?),
             DesignKind::Auto => return Err(ClassifierError::Config("fixed designs only".into())),
         })
     })

@@ -40,6 +40,12 @@ pub fn check_unused(
     }
     refuse("policy", !cflows, &format!("CFLOWS' update policy; not used by {names}"))?;
     refuse("classifier", !cflows, &format!("CFLOWS' classifier; not used by {names}"))?;
+    refuse("later_learned_min", !cflows, &format!("CFLOWS' index of the later tables; not used by {names}"))?;
+    refuse(
+        "later_learned_min",
+        c.classifier == CflowsClassifier::TupleMerge,
+        "a learned index of the later tables; not used with --classifier tm (TupleMerge alone)",
+    )?;
     refuse("retrain_threshold", !(cflows || ccache), &format!("the learned designs' setting; not used by {names}"))?;
     refuse("train_interval", !ccache, &format!("CCACHE's setting; not used by {names}"))?;
     refuse("emc_prob", !c.emc, "the EMC's insertion probability; not used with --no-emc")?;

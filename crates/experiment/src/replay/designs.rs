@@ -96,7 +96,12 @@ pub(super) fn build_on(
 }
 
 fn cflows_config(c: &ReplayConfig) -> CflowsConfig {
-    CflowsConfig { policy: c.policy, retrain_threshold: c.retrain_threshold, classifier: c.classifier }
+    CflowsConfig {
+        policy: c.policy,
+        retrain_threshold: c.retrain_threshold,
+        classifier: c.classifier,
+        later_learned_min: c.later_learned_min,
+    }
 }
 
 /// Auto's thresholds for a run: TupleMerge alone is no alternative when it is the classifier

@@ -136,6 +136,9 @@ pub struct ReplayConfig {
     /// Retrain when what was added outside the model exceeds this share (CFLOWS: rules in the
     /// remainder; CCACHE: megaflows in the megaflow cache).
     pub retrain_threshold: f64,
+    /// CFLOWS: the tables after 0 with at least this many rules get a learned index each
+    /// (`rqvs_datapath::later_tables`).
+    pub later_learned_min: usize,
     /// CCACHE: seconds of PMD time between the manager's checks.
     pub train_interval: f64,
     /// Idle expiry of megaflows, seconds of PMD time.
@@ -196,6 +199,7 @@ impl Default for ReplayConfig {
             policy: Policy::Instant,
             classifier: CflowsClassifier::NuevoMatch,
             retrain_threshold: 0.1,
+            later_learned_min: usize::MAX,
             train_interval: 0.01,
             idle: 10.0,
             in_port: 1,

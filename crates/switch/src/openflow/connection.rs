@@ -27,6 +27,7 @@ use rqvs_openflow::port::Port;
 use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, OFP13, OFP14};
 
+use super::bundled::Bundled;
 use super::transport::{Halves, Socket, Stream};
 use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
 use crate::flowstats::FlowStat;
@@ -813,9 +814,15 @@ impl Connection {
                 let Some(b) = self.bundles.remove(&id) else {
                     return self.error(v, xid, OfError::BUNDLE_FAILED_BAD_ID, bytes);
                 };
-                if let Err(e) = self.hub.control.apply_ops(&b.ops) {
-                    crate::log_warn!("rqvs switch: openflow {}: bundle {id} refused, nothing changed: {e}", self.name);
-                    return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
+                match super::bundled::commit(&self.hub, &self.me, b.flags, &b.ops) {
+                    Ok(sent) => self.packet_outs_pending |= sent > 0,
+                    Err((_, why)) => {
+                        crate::log_warn!(
+                            "rqvs switch: openflow {}: bundle {id} refused, nothing changed: {why}",
+                            self.name
+                        );
+                        return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_FAILED, bytes);
+                    }
                 }
                 bundle::COMMIT_REPLY
             }
@@ -832,8 +839,8 @@ impl Connection {
         self.send(v, xid, &Message::BundleControl(reply))
     }
 
-    /// BUNDLE_ADD_MESSAGE: a FLOW_MOD checked now and kept for the commit (an unknown bundle
-    /// is opened, as the spec allows).
+    /// BUNDLE_ADD_MESSAGE: a FLOW_MOD, GROUP_MOD, PORT_MOD or PACKET_OUT checked now and kept
+    /// for the commit ([`super::bundled`]; an unknown bundle is opened, as the spec allows).
     fn bundle_add(&mut self, v: u8, xid: u32, ba: BundleAdd, bytes: &[u8]) -> Result<(), End> {
         if !self.bundles.contains_key(&ba.bundle_id) && self.bundles.len() >= MAX_BUNDLES {
             return self.error(v, xid, OfError::BUNDLE_FAILED_OUT_OF_BUNDLES, bytes);
@@ -851,6 +858,22 @@ impl Connection {
         let op = match ba.inner() {
             Ok((_, Message::FlowMod(fm))) => flow_op(&fm, self.hub.control.meters()),
             Ok((_, Message::GroupMod(gm))) => Ok(Some(FlowOp::Group(gm.command, gm.group))),
+            Ok((_, Message::PortMod(pm))) => {
+                b.ops.push(Bundled::PortMod(pm));
+                return Ok(());
+            }
+            Ok((_, Message::PacketOut(po))) => {
+                return match super::packet_out::prepare(&po, &self.hub.control) {
+                    Ok(_) => {
+                        b.ops.push(Bundled::PacketOut(po));
+                        Ok(())
+                    }
+                    Err((e, why)) => {
+                        crate::log_warn!("rqvs switch: openflow {}: bundled packet_out refused: {why}", self.name);
+                        self.error(v, xid, e, bytes)
+                    }
+                };
+            }
             Ok(_) => return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_UNSUP, bytes),
             Err(e) => return self.error(v, xid, e.of_error(), bytes),
         };
@@ -858,7 +881,7 @@ impl Connection {
             .ops
             .iter()
             .filter_map(|o| match o {
-                FlowOp::Group(rqvs_openflow::group::GroupModCommand::Add, g) => Some(g.id),
+                Bundled::Flow(FlowOp::Group(rqvs_openflow::group::GroupModCommand::Add, g)) => Some(g.id),
                 _ => None,
             })
             .collect();
@@ -873,7 +896,7 @@ impl Connection {
         let b = self.bundles.get_mut(&ba.bundle_id).expect("inserted above");
         match op {
             Ok(op) => {
-                b.ops.extend(op);
+                b.ops.extend(op.map(Bundled::Flow));
                 Ok(())
             }
             Err((e, why)) => {
@@ -939,7 +962,7 @@ impl FlowModRun {
 struct Bundle {
     flags: u16,
     closed: bool,
-    ops: Vec<FlowOp>,
+    ops: Vec<Bundled>,
 }
 
 /// What a FLOW_MOD asks of the table (`None`: nothing, e.g. a delete by group), or the error it

@@ -48,7 +48,7 @@
 //! FLOW_MOD, PACKET_OUT and bundle messages get IS_SLAVE. A bundle is atomic (the datapath sees all of it or none); its ORDERED flag changes
 //! nothing (messages are applied in order anyway); an uncommitted bundle is discarded when its
 //! connection ends. A connection holds at most [`MAX_BUNDLES`] open bundles of at most
-//! [`MAX_BUNDLE_MSGS`] flow-mods in all.
+//! [`MAX_BUNDLE_MSGS`] messages in all. PORT_MOD and PACKET_OUT in a bundle: `bundled.rs`.
 //!
 //! **Limits** (what one client can make the switch hold): the passive listener serves at most
 //! [`ChannelConfig::max_connections`] connections at once (`--max-connections`, default
@@ -112,6 +112,7 @@
 //! is what `--rules` and the passive channel make it (OVS instead adds a visible
 //! `priority=0,actions=NORMAL` flow to a standalone bridge with no controller).
 
+mod bundled;
 mod connection;
 mod controller;
 mod flow_removed;

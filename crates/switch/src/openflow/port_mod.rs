@@ -50,8 +50,25 @@ const KEPT: u32 = NO_RECV | NO_FLOOD | NO_FWD | NO_PACKET_IN;
 const OFPPC10_ALL: u32 = 0x7f;
 const OFPPC11_ALL: u32 = 0x65;
 
+/// What a PORT_MOD that passed its checks changes: the port's index and OpenFlow number, the
+/// new config bits, and the bits that change.
+pub(crate) struct Checked {
+    i: usize,
+    ofport: u32,
+    config: u32,
+    toggle: u32,
+}
+
 /// Applies `pm` from connection `me` (module docs); the error to answer with, and why.
 pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, String)> {
+    let c = check(hub, me, pm)?;
+    finish(hub, me, pm, c);
+    Ok(())
+}
+
+/// The checks of [`apply`], changing nothing (a bundle checks its PORT_MODs before it commits
+/// anything: [`super::bundled`]).
+pub(crate) fn check(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<Checked, (OfError, String)> {
     // The OpenFlow number (1.3's 32-bit reserved ports folded to 16 bits: LOCAL is 0xfffe)
     // to the datapath's index ([`crate::ofports`]).
     let ofport = rqvs_openflow::oxm::port_from_of(pm.port_no).unwrap_or(pm.port_no);
@@ -82,6 +99,13 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
             format!("port {}: {} is not supported by rqvs", pm.port_no, bit_names(unsupported)),
         ));
     }
+    Ok(Checked { i, ofport, config, toggle })
+}
+
+/// Makes the change [`check`] allowed (OVS's `port_mod_finish`: it cannot fail; an interface the
+/// kernel will not set up or down is logged and left as it is).
+pub(crate) fn finish(hub: &Hub, me: &Peer, pm: &PortMod, c: Checked) {
+    let Checked { i, ofport, config, toggle } = c;
     let mut changed = false;
     if toggle & OFPPC_PORT_DOWN != 0 {
         let down = config & OFPPC_PORT_DOWN != 0;
@@ -111,5 +135,4 @@ pub(crate) fn apply(hub: &Hub, me: &Peer, pm: &PortMod) -> Result<(), (OfError, 
         );
         super::ports::deliver_status_except(hub, ofport, Some(me.id));
     }
-    Ok(())
 }
