@@ -79,6 +79,7 @@ pub mod notify;
 pub mod ofports;
 pub mod openflow;
 pub mod owner;
+pub mod patch;
 pub mod pidfile;
 pub mod pmd;
 pub mod portflags;

@@ -21,7 +21,13 @@
 //!   interface stays — across datapath restarts, so the addresses an operator puts on it stay
 //!   — and removed with it (or at exit), as OVS's netdev datapath does; it starts down (`ip
 //!   link set br0 up`). The bridge's own port is OpenFlow's `LOCAL` (65534, as OVS numbers
-//!   it: `in_port=LOCAL`, `actions=LOCAL`, `LOCAL(br0)` in `ovs-ofctl show`). Every other type (`dpdk`, `patch`, tunnels) gets
+//!   it: `in_port=LOCAL`, `actions=LOCAL`, `LOCAL(br0)` in `ovs-ofctl show`). `patch` → one
+//!   end of an in-memory port pair ([`rqvs_ports::patch`], spec `NAME:patch=PEER`): what is
+//!   sent on it is received on the peer's bridge, on the same PMD thread, and classified there
+//!   (a hop through the datapath; OVS crosses inside the translation). Both ends must name
+//!   each other in `options:peer` ([`patch_spec`]); otherwise the port is still made (its
+//!   `ofport` written, as OVS does), drops what it is sent, and `Interface.error` says why.
+//!   Every other type (`dpdk`, tunnels) gets
 //!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
 //!   exist gets OVS's "could not open network device NAME (No such device)". A port of several
 //!   interfaces (a bond) is refused the same way.
@@ -72,8 +78,9 @@
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change restarts the
 //!   bridge's switch.
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), the other `Flow_Table` columns, `patch` interfaces (refused in `Interface.error`;
-//!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
+//!   with `--ovsdb`), the other `Flow_Table` columns, a patch port's `statistics`, and patch
+//!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
+//!   docs/ovs-dropin.md and ARCHITECTURE.md say what that needs).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -147,6 +154,8 @@ struct IfaceStatus {
     name: String,
     ofport: i64,
     error: Option<String>,
+    /// A `patch` interface: no device behind it ([`patch_spec`]).
+    patch: bool,
 }
 
 /// What a datapath is started with; a change of any of it restarts the datapath.
@@ -279,6 +288,8 @@ fn plan(
     let bridge_name = br.str("name").unwrap_or("").to_string();
     // The interfaces, each checked.
     let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
+    // A patch port's peer fault: the port is made (it has an ofport, as in OVS) and drops.
+    let mut patch_errors: BTreeMap<String, String> = BTreeMap::new();
     for port_uuid in br.uuids("ports") {
         let Some(port) = r.row("Port", &port_uuid) else { continue };
         let ifaces = port.uuids("interfaces");
@@ -318,15 +329,32 @@ fn plan(
                     }
                     // A tap device, made by the switch ([`keep_taps`]).
                     "internal" => None,
+                    "patch" if name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) => {
+                        Some(format!("'{name}' is not a patch port name rqvs takes (no ':', '/' or blank)"))
+                    }
+                    "patch" => None,
                     other => Some(format!("{other} interfaces are not supported by rqvs")),
                 }
             };
             match error {
-                Some(e) => p.ifaces.push(IfaceStatus { uuid: iu.clone(), name, ofport: -1, error: Some(e) }),
+                Some(e) => p.ifaces.push(IfaceStatus {
+                    uuid: iu.clone(),
+                    name,
+                    ofport: -1,
+                    error: Some(e),
+                    patch: ty == "patch",
+                }),
                 None => {
                     let spec = match ty {
                         "afxdp" => format!("{name}:afxdp"),
                         "internal" => format!("{name}:tap"),
+                        "patch" => {
+                            let (spec, e) = patch_spec(r, &name, iface);
+                            if let Some(e) = e {
+                                patch_errors.insert(name.clone(), e);
+                            }
+                            spec
+                        }
                         _ => name.clone(),
                     };
                     let v = vlan.as_ref().map(|v| v.0.clone()).unwrap_or_default();
@@ -384,8 +412,10 @@ fn plan(
     *assigned = by_name.clone();
     for (uuid, name, spec, _, vlan) in good {
         let ofport = by_name[&name];
+        let patch = spec.contains(":patch");
         p.ports.push(PlannedPort { ofport, name: name.clone(), spec, vlan });
-        p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error: None });
+        let error = patch_errors.remove(&name);
+        p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error, patch });
     }
     p.ports.sort_by_key(|x| x.ofport);
     for cu in br.uuids("controller") {
@@ -408,6 +438,34 @@ fn plan(
     p.prefixes = prefixes;
     p.notes.extend(notes);
     p
+}
+
+/// A `patch` interface's port spec (`NAME:patch=PEER`) and the fault to write in its `error`
+/// column: `options:peer` missing or naming itself, the peer interface missing, not a patch
+/// interface, or its own peer not this one. A faulty one is `NAME:patch` — a port with no peer,
+/// which drops what it is sent (OVS too keeps such a port, with its ofport).
+fn patch_spec(r: &Replica, name: &str, iface: &Row) -> (String, Option<String>) {
+    let lonely = |e: String| (format!("{name}:patch"), Some(e));
+    let Some(peer) = iface.map_get("options", "peer").filter(|p| !p.is_empty()) else {
+        return lonely(format!("{name}: patch type requires valid 'peer' argument"));
+    };
+    if peer == name {
+        return lonely(format!("{name}: patch peer must not be self"));
+    }
+    if peer.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) {
+        return lonely(format!("{name}: peer '{peer}' is not a patch port name rqvs takes (no ':', '/' or blank)"));
+    }
+    let Some((_, row)) = r.find("Interface", "name", peer) else {
+        return lonely(format!("{name}: peer interface {peer} not found"));
+    };
+    if row.str("type") != Some("patch") {
+        return lonely(format!("{name}: peer interface {peer} is not a patch interface"));
+    }
+    match row.map_get("options", "peer") {
+        Some(back) if back == name => (format!("{name}:patch={peer}"), None),
+        Some(back) => lonely(format!("{name}: peer interface {peer} has peer {back}, not {name}")),
+        None => lonely(format!("{name}: peer interface {peer} has no peer")),
+    }
 }
 
 /// The prefix fields of a bridge's `flow_tables`, by table (OVS's `Flow_Table:prefixes`, read
@@ -802,7 +860,7 @@ fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<Str
         let want = Row::new()
             .with("cur_cfg", Datum::one(*next_cfg))
             .with("datapath_types", str_set(&["netdev"]))
-            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
+            .with("iface_types", str_set(&["afxdp", "internal", "patch", "system"]));
         let upd = changed(r.row("Open_vSwitch", uuid), want);
         if !upd.0.is_empty() {
             ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));
@@ -835,9 +893,17 @@ fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String
         }
     }
     for i in &p.ifaces {
-        let sys = if i.error.is_none() { sys_iface(&i.name) } else { None };
+        let sys = if i.error.is_none() && !i.patch { sys_iface(&i.name) } else { None };
         let mut want = Row::new().with("ofport", Datum::one(i.ofport)).with("error", opt_str(i.error.as_deref()));
         match &sys {
+            // A patch port has no device: its link is up once it is a port (as OVS reports it).
+            None if i.patch && i.ofport > 0 => {
+                want.insert("link_state", Datum::one("up"));
+                want.insert("admin_state", Datum::one("up"));
+                for c in ["mtu", "mac_in_use", "ifindex"] {
+                    want.insert(c, Datum::empty());
+                }
+            }
             Some(s) => {
                 want.insert("link_state", Datum::one(if s.link_up { "up" } else { "down" }));
                 want.insert("admin_state", Datum::one(if s.admin_up { "up" } else { "down" }));
