@@ -750,6 +750,9 @@ fn flow_table_prefixes_reach_the_slow_path() {
     let log = env.exit();
     let note = "flow table 1: 'prefixes': ";
     assert_eq!(log.matches(note).count(), 1, "tun_src's warning logged once:\n{log}");
+    // Set live: the bridge's switch started once, never restarted for a change of prefixes.
+    assert_eq!(log.matches("ovsdb: datapath ports").count(), 1, "{log}");
+    assert_eq!(log.matches("prefix fields set live").count(), 3, "{log}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `patch` ports (Open vSwitch's `type=patch`, `options:peer=NAME`): two ports, usually on two
 //! bridges of one process, each handing the frames sent to it to the other — a frame sent on
 //! `a` (peer `b`) is received on `b`. No device, no kernel: each end's receive queues are
-//! in-memory queues ([`Mailbox`]) found by the port's name in a process-wide registry, so the
+//! in-memory queues (a mailbox per end) found by the port's name in a process-wide registry, so the
 //! two ends can be opened, closed and opened again independently (a bridge's switch restarts,
 //! a port is deleted and added again).
 //!

@@ -25,7 +25,7 @@
 //!   end of an in-memory port pair ([`rqvs_ports::patch`], spec `NAME:patch=PEER`): what is
 //!   sent on it is received on the peer's bridge, on the same PMD thread, and classified there
 //!   (a hop through the datapath; OVS crosses inside the translation). Both ends must name
-//!   each other in `options:peer` ([`patch_spec`]); otherwise the port is still made (its
+//!   each other in `options:peer` (`patch_spec`); otherwise the port is still made (its
 //!   `ofport` written, as OVS does), drops what it is sent, and `Interface.error` says why.
 //!   Every other type (`dpdk`, tunnels) gets
 //!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
@@ -75,8 +75,8 @@
 //!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
 //!   them restarts the bridge's switch as a change of controllers does.
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
-//!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change restarts the
-//!   bridge's switch.
+//!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
+//!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
 //!   with `--ovsdb`), the other `Flow_Table` columns, a patch port's `statistics`, and patch
 //!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
@@ -614,21 +614,29 @@ struct Running {
     sockets: Vec<Mgmt>,
 }
 
-/// Can the running datapath become `want` by attaching and removing ports and setting their
-/// VLANs, without a restart? Yes when only the ports differ (the datapath id may change too:
-/// derived from the ports' MACs).
+/// Can the running datapath become `want` by attaching and removing ports, setting their
+/// VLANs and the prefix fields, without a restart? Yes when only those differ (the datapath id
+/// may change too: derived from the ports' MACs).
 fn live_change(r: &Running, want: &Identity) -> bool {
     r.identity.controllers == want.controllers
         && r.identity.secure == want.secure
         && r.identity.mgmt == want.mgmt
         && r.identity.listeners == want.listeners
-        && r.identity.prefixes == want.prefixes
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
 /// removed first — freeing their numbers and interfaces —, then the new ones attached; one that
 /// cannot be is kept in `failed` with its error (not tried again until its plan changes).
 fn apply_ports(r: &mut Running, want: &Identity, log: &LogFn) {
+    if r.identity.prefixes != want.prefixes {
+        // `Flow_Table:prefixes`: the tries rebuilt in place ([`Control::set_prefixes`]).
+        r.control.set_prefixes(&want.prefixes);
+        let text: Vec<String> = want.prefixes.iter().map(|(t, p)| format!("table {t}: {p}")).collect();
+        log(&format!(
+            "rqvs switch: ovsdb: prefix fields set live ({})",
+            if text.is_empty() { "defaults".to_string() } else { text.join(", ") }
+        ));
+    }
     let old = std::mem::take(&mut r.identity.ports);
     // The same port (number, interface, type) with other VLANs: set in place.
     let same = |a: &PlannedPort, b: &PlannedPort| a.ofport == b.ofport && a.name == b.name && a.spec == b.spec;
