@@ -35,7 +35,7 @@
 //!
 //! - `patch_ports_join_two_bridges`: for each design (orig, ccache, cflows), two bridges each
 //!   with one host, joined by a `type=patch` pair made in one `ovs-vsctl` transaction: each
-//!   patch interface gets its `ofport` and `link_state`, a ping crosses both bridges (br1
+//!   patch interface gets its `ofport` and `link_state`, a ping crosses both bridges (its `statistics` count it; br1
 //!   learns the host behind the patch port in `fdb/show`; `dpctl/show` numbers every bridge's
 //!   ports in one space, `dpctl/dump-flows` prints those numbers or, with `--names`, the names;
 //!   `ofproto/trace br0` nests br1's translation), a flow on either bridge stops it and
@@ -807,6 +807,18 @@ fn patch_ports_join_two_bridges() {
             ok && learned.trim_start().starts_with("2 "),
             "{design}: br1 learned h1 on its patch port: {fdb1}{err}"
         );
+        // A patch port's statistics: its own counters (it has no kernel device).
+        if design == "orig" {
+            eventually("patch statistics", || {
+                let s = env.vsctl(&["get", "interface", "patch-br1-to-br0", "statistics"]);
+                let n = |k: &str| {
+                    s.split([',', '{', '}'])
+                        .find_map(|f| f.trim().strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                n("rx_packets") >= 3 && n("tx_packets") >= 3 && n("rx_bytes") > 0
+            });
+        }
         // The one datapath numbers every bridge's ports (OVS's netdev datapath); dump-flows
         // prints those numbers, or the names with --names.
         let (ok, show, err) = env.appctl(&["dpctl/show"]);

@@ -66,6 +66,26 @@ impl Control {
             .collect()
     }
 
+    /// This bridge's live patch ports' counters, by interface name: (rx_packets, rx_bytes,
+    /// rx_dropped, tx_packets, tx_bytes, tx_dropped) — `Interface.statistics` of a patch port
+    /// (no kernel counters to read: the port's own, as OVS counts its patch ports').
+    pub fn patch_port_counters(&self) -> Vec<(String, [u64; 6])> {
+        let handles = self.ports.read().unwrap_or_else(|e| e.into_inner());
+        self.lock_ports()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.removed)
+            .filter_map(|(i, p)| {
+                let s = spec_of(p)?;
+                if !matches!(s.port_type, PortType::Patch(_)) {
+                    return None;
+                }
+                let t = handles.get(i)?.stats().total;
+                Some((s.name, [t.rx_packets, t.rx_bytes, t.rx_lost, t.tx_packets, t.tx_bytes, t.tx_dropped]))
+            })
+            .collect()
+    }
+
     /// The slow path's traced translation of `key` (the table `trace` reads: the shared one, or
     /// in CFLOWS the whole pipeline built from the record).
     fn traced(&self, key: &FlowKey) -> Result<(Xlate, Vec<String>), Error> {

@@ -45,7 +45,8 @@
 //!   from the datapath's port indices ([`crate::ofports`]): no port fills a gap.
 //! - Written back, as ovs-vswitchd writes them: `Interface.ofport`, `error`, `link_state`,
 //!   `admin_state`, `mtu`, `mac_in_use`, `ifindex`, and every `stats_interval` (OVS: 5 s)
-//!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them);
+//!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them;
+//!   a patch port's own counters, [`Control::patch_port_counters`]);
 //!   `Bridge.datapath_id` (`other_config:datapath-id`, or the smallest MAC of its interfaces
 //!   as OVS derives it); `Open_vSwitch.datapath_types`/`iface_types`; and after each
 //!   reconfiguration `Open_vSwitch.cur_cfg = next_cfg`, so `ovs-vsctl` (without `--no-wait`)
@@ -78,7 +79,7 @@
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), the other `Flow_Table` columns, a patch port's `statistics`, and patch
+//!   with `--ovsdb`), the other `Flow_Table` columns, and patch
 //!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
 //!   docs/ovs-dropin.md and ARCHITECTURE.md say what that needs).
 
@@ -859,10 +860,17 @@ fn opt_str(s: Option<&str>) -> Datum {
 }
 
 /// The writes that bring the database to what the switch is (module docs).
-fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<String, Vec<String>>) -> Vec<Op> {
+/// `patch`: each patch interface's counters ([`Control::patch_port_counters`]), by name.
+fn status_ops(
+    r: &Replica,
+    ps: &Plans,
+    stats_due: bool,
+    connected: &BTreeMap<String, Vec<String>>,
+    patch: &BTreeMap<String, [u64; 6]>,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     for p in &ps.bridges {
-        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), &mut ops);
+        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), patch, &mut ops);
     }
     if let Some((uuid, next_cfg)) = &ps.ovs {
         let want = Row::new()
@@ -878,7 +886,14 @@ fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<Str
 }
 
 /// [`status_ops`] of one bridge: its controllers, interfaces and datapath id.
-fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String], ops: &mut Vec<Op>) {
+fn bridge_status_ops(
+    r: &Replica,
+    p: &Plan,
+    stats_due: bool,
+    connected: &[String],
+    patch: &BTreeMap<String, [u64; 6]>,
+    ops: &mut Vec<Op>,
+) {
     for c in &p.controllers {
         let want = match &c.addr {
             // A listener: no connection of its own to report (as OVS).
@@ -929,6 +944,9 @@ fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String
         if stats_due {
             if let Some(s) = &sys {
                 upd.insert("statistics", Datum::map(s.stats.iter().map(|(k, v)| (*k, *v))));
+            } else if let Some(c) = patch.get(&i.name).filter(|_| i.patch) {
+                let names = ["rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_bytes", "tx_dropped"];
+                upd.insert("statistics", Datum::map(names.iter().zip(c).map(|(k, v)| (*k, *v as i64))));
             }
         }
         if !upd.0.is_empty() {
@@ -1108,7 +1126,12 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let connected: BTreeMap<String, Vec<String>> =
             runs.iter().map(|(n, b)| (n.clone(), b.connected.clone())).collect();
-        let ops = status_ops(&replica, &ps, stats_due, &connected);
+        let patch: BTreeMap<String, [u64; 6]> = if stats_due {
+            runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
+        } else {
+            BTreeMap::new()
+        };
+        let ops = status_ops(&replica, &ps, stats_due, &connected, &patch);
         if stats_due {
             last_stats = Some(Instant::now());
         }
@@ -1351,7 +1374,7 @@ mod tests {
         assert_eq!(assigned.keys().collect::<Vec<_>>(), vec!["bra", "brb"]);
         assert_eq!(assigned["bra"].get("lo"), Some(&7));
         // The status: brb's interface row gets the error.
-        let ops = status_ops(&r, &ps, false, &BTreeMap::new());
+        let ops = status_ops(&r, &ps, false, &BTreeMap::new(), &BTreeMap::new());
         let text = serde_json::to_string(&ops.iter().map(|o| o.to_json()).collect::<Vec<_>>()).unwrap();
         assert!(text.contains("it is on bridge bra"), "{text}");
     }
