@@ -220,6 +220,7 @@ fn duplicate_ports(names: &[String]) -> Result<(), String> {
                 format!("interface {}", spec.name)
             }
             rqvs_ports::PortType::PcapOut(p) => format!("file {}", p.display()),
+            rqvs_ports::PortType::Patch(_) => format!("patch port {}", spec.name),
             rqvs_ports::PortType::PcapIn(_) => continue,
         };
         if let Some((_, j)) = seen.iter().find(|(k, _)| *k == key) {

@@ -33,6 +33,16 @@
 //!   listened on (`ovs-ofctl add-flow unix:PATH`, `dump-flows tcp:127.0.0.1:PORT` in the
 //!   switch's namespace) beside `br0.mgmt`; `del-controller` closes them and removes the file.
 //!
+//! - `patch_ports_join_two_bridges`: for each design (orig, ccache, cflows), two bridges each
+//!   with one host, joined by a `type=patch` pair made in one `ovs-vsctl` transaction: each
+//!   patch interface gets its `ofport` and `link_state`, a ping crosses both bridges (its `statistics` count it; br1
+//!   learns the host behind the patch port in `fdb/show`; `dpctl/show` numbers every bridge's
+//!   ports in one space, `dpctl/dump-flows` prints those numbers or, with `--names`, the names;
+//!   `ofproto/trace br0` nests br1's translation), a flow on either bridge stops it and
+//!   its removal restores it; `del-port` of one end stops it, the other end's `error` says its
+//!   peer is gone, and adding it again restores it; a patch interface without `options:peer` or
+//!   with a peer that is not a patch interface is refused in `error` (logged once).
+//!
 //! Skips without root/namespaces (unless `RQVS_REQUIRE_NETNS=1`) or without Open vSwitch
 //! (unless `RQVS_REQUIRE_OVS=1`).
 
@@ -104,6 +114,11 @@ struct Env {
 
 impl Env {
     fn start(tag: &str) -> Option<Env> {
+        Env::start_with(tag, &[])
+    }
+
+    /// [`Env::start`], the switch given `args` too (`--design ...`).
+    fn start_with(tag: &str, args: &[&str]) -> Option<Env> {
         if !testnet::available(tag) {
             return None;
         }
@@ -115,6 +130,7 @@ impl Env {
         let child = Command::new("ip")
             .args(["netns", "exec", sw.name(), env!("CARGO_BIN_EXE_rqvs"), "switch", "--ovsdb", &db.remote()])
             .args(["--unixctl", unixctl.to_str().unwrap()])
+            .args(args)
             .env("OVS_RUNDIR", &dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -389,7 +405,7 @@ fn internal_ports_are_tap_devices() {
     env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
     env.vsctl(&["add-port", "br0", "p1"]);
     let types = env.vsctl(&["get", "open_vswitch", ".", "iface_types"]);
-    assert_eq!(types.trim(), "[afxdp, internal, system]");
+    assert_eq!(types.trim(), "[afxdp, internal, patch, system]");
     let br0 = env.vsctl(&["list", "interface", "br0"]);
     assert!(br0.contains("error               : []"), "{br0}");
     assert!(!br0.contains("ofport              : -1"), "{br0}");
@@ -734,4 +750,153 @@ fn flow_table_prefixes_reach_the_slow_path() {
     let log = env.exit();
     let note = "flow table 1: 'prefixes': ";
     assert_eq!(log.matches(note).count(), 1, "tun_src's warning logged once:\n{log}");
+    // Set live: the bridge's switch started once, never restarted for a change of prefixes.
+    assert_eq!(log.matches("ovsdb: datapath ports").count(), 1, "{log}");
+    assert_eq!(log.matches("prefix fields set live").count(), 3, "{log}");
+}
+
+#[test]
+fn patch_ports_join_two_bridges() {
+    for (i, design) in ["orig", "ccache", "cflows"].into_iter().enumerate() {
+        let Some(mut env) = Env::start_with(&format!("dropin_patch{i}"), &["--design", design]) else { return };
+        let h1 = env.host("h1", "p1", "10.84.0.1");
+        let h2 = env.host("h2", "p2", "10.84.0.2");
+        env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+        env.vsctl(&["add-port", "br0", "p1"]);
+        env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev"]);
+        env.vsctl(&["add-port", "br1", "p2"]);
+        assert!(!ping(&h1, "10.84.0.2", 1), "{design}: two bridges, no patch yet");
+        // Both ends in one transaction (as operators and Neutron make them).
+        env.vsctl(&[
+            "add-port",
+            "br0",
+            "patch-br0-to-br1",
+            "--",
+            "set",
+            "interface",
+            "patch-br0-to-br1",
+            "type=patch",
+            "options:peer=patch-br1-to-br0",
+            "--",
+            "add-port",
+            "br1",
+            "patch-br1-to-br0",
+            "--",
+            "set",
+            "interface",
+            "patch-br1-to-br0",
+            "type=patch",
+            "options:peer=patch-br0-to-br1",
+        ]);
+        for end in ["patch-br0-to-br1", "patch-br1-to-br0"] {
+            assert_eq!(env.vsctl(&["get", "interface", end, "ofport"]).trim(), "2", "{design}: {end}'s ofport");
+            assert_eq!(env.vsctl(&["get", "interface", end, "error"]).trim(), "[]", "{design}: {end}");
+            assert_eq!(env.vsctl(&["get", "interface", end, "link_state"]).trim(), "up", "{design}: {end}");
+        }
+        let show = env.ofctl_ok(&["-O", "OpenFlow13", "show", "br0"]);
+        assert!(show.contains(" 2(patch-br0-to-br): "), "{design}: 15 bytes of the name, as OVS: {show}");
+        assert!(ping(&h1, "10.84.0.2", 3), "{design}: a ping across the patch pair");
+        let (ok, fdb1, err) = env.appctl(&["fdb/show", "br1"]);
+        let mac1 = {
+            let out =
+                Command::new("ip").args(["netns", "exec", h1.name(), "cat", "/sys/class/net/e0/address"]).output();
+            String::from_utf8_lossy(&out.unwrap().stdout).trim().to_string()
+        };
+        let learned = fdb1.lines().find(|l| l.contains(&mac1)).unwrap_or_default();
+        assert!(
+            ok && learned.trim_start().starts_with("2 "),
+            "{design}: br1 learned h1 on its patch port: {fdb1}{err}"
+        );
+        // A patch port's statistics: its own counters (it has no kernel device).
+        if design == "orig" {
+            eventually("patch statistics", || {
+                let s = env.vsctl(&["get", "interface", "patch-br1-to-br0", "statistics"]);
+                let n = |k: &str| {
+                    s.split([',', '{', '}'])
+                        .find_map(|f| f.trim().strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                n("rx_packets") >= 3 && n("tx_packets") >= 3 && n("rx_bytes") > 0
+            });
+        }
+        // The one datapath numbers every bridge's ports (OVS's netdev datapath); dump-flows
+        // prints those numbers, or the names with --names.
+        let (ok, show, err) = env.appctl(&["dpctl/show"]);
+        assert!(
+            ok && show.contains(
+                "  port 0: ovs-netdev (tap)\n  port 1: br0 (tap)\n  port 2: p1\n  port 3: patch-br0-to-br1 (patch)\n  \
+                 port 4: br1 (tap)\n  port 5: p2\n  port 6: patch-br1-to-br0 (patch)\n"
+            ),
+            "{design}: {show}{err}"
+        );
+        // CFLOWS keeps no megaflows.
+        if design != "cflows" {
+            let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+            assert!(ok && flows.contains(",in_port=6,") && flows.contains(",in_port=2,"), "{design}: {flows}{err}");
+            let (ok, flows, err) = env.appctl(&["dpctl/dump-flows", "--names"]);
+            assert!(
+                ok && flows.contains(",in_port=patch-br1-to-br0,") && flows.contains(",in_port=p1,"),
+                "{design}: {flows}{err}"
+            );
+        }
+        // ofproto/trace follows the packet into br1 (OVS's nested bridge("br1") section).
+        let mac2 = {
+            let out =
+                Command::new("ip").args(["netns", "exec", h2.name(), "cat", "/sys/class/net/e0/address"]).output();
+            String::from_utf8_lossy(&out.unwrap().stdout).trim().to_string()
+        };
+        let flow = format!("in_port=1,ip,dl_src={mac1},dl_dst={mac2},nw_src=10.84.0.1,nw_dst=10.84.0.2");
+        let (ok, trace, err) = env.appctl(&["ofproto/trace", "br0", &flow]);
+        assert!(ok, "{design}: {err}");
+        let nested = trace.split("    bridge(\"br1\")\n    -------------\n").nth(1).unwrap_or_default();
+        assert!(
+            trace.contains(
+                "bridge(\"br0\")\n-------------\n 0. priority 0\n    NORMAL\n     -> forwarding to learned port\n"
+            ) && nested.starts_with("     0. priority 0\n        NORMAL\n         -> forwarding to learned port\n"),
+            "{design}: the trace crosses into br1: {trace}"
+        );
+
+        // A flow on the peer bridge decides for what crosses into it; its removal restores it.
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br1", "priority=10,in_port=2,ip,actions=drop"]);
+        assert!(!ping(&h1, "10.84.0.2", 2), "{design}: br1's flow drops what crossed");
+        env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br1", "ip"]);
+        assert!(ping(&h1, "10.84.0.2", 2), "{design}: and forwards again");
+        // And on the ingress bridge: sending into the patch port explicitly.
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,in_port=1,ip,actions=output:2"]);
+        assert!(ping(&h1, "10.84.0.2", 2), "{design}: output:PATCH crosses");
+        env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0", "ip"]);
+
+        // One end removed: the crossing stops; the other end's error says why.
+        env.vsctl(&["del-port", "br1", "patch-br1-to-br0"]);
+        assert!(!ping(&h1, "10.84.0.2", 2), "{design}: no crossing without the peer");
+        let error = env.vsctl(&["get", "interface", "patch-br0-to-br1", "error"]);
+        assert!(error.contains("peer interface patch-br1-to-br0 not found"), "{design}: {error}");
+        assert_eq!(env.vsctl(&["get", "interface", "patch-br0-to-br1", "ofport"]).trim(), "2", "{design}: kept");
+        env.vsctl(&[
+            "add-port",
+            "br1",
+            "patch-br1-to-br0",
+            "--",
+            "set",
+            "interface",
+            "patch-br1-to-br0",
+            "type=patch",
+            "options:peer=patch-br0-to-br1",
+        ]);
+        assert_eq!(env.vsctl(&["get", "interface", "patch-br0-to-br1", "error"]).trim(), "[]", "{design}");
+        assert!(ping(&h1, "10.84.0.2", 2), "{design}: the pair again");
+
+        // Bad peers: none, and one that is not a patch interface.
+        env.vsctl(&["add-port", "br0", "lonely", "--", "set", "interface", "lonely", "type=patch"]);
+        let error = env.vsctl(&["get", "interface", "lonely", "error"]);
+        assert!(error.contains("lonely: patch type requires valid 'peer' argument"), "{design}: {error}");
+        env.vsctl(&["set", "interface", "lonely", "options:peer=p2"]);
+        let error = env.vsctl(&["get", "interface", "lonely", "error"]);
+        assert!(error.contains("lonely: peer interface p2 is not a patch interface"), "{design}: {error}");
+        assert!(ping(&h1, "10.84.0.2", 1), "{design}: the pair is not disturbed");
+
+        let log = env.exit();
+        assert_eq!(log.matches("patch type requires valid 'peer' argument").count(), 1, "logged once: {log}");
+        assert!(!log.contains("panicked"), "{log}");
+    }
 }

@@ -396,7 +396,7 @@ mod designs {
             let mut after: Vec<Rule> = rules.iter().filter(|r| !removed.contains(&r.id)).cloned().collect();
             after.push(added.clone());
             after.push(added2.clone());
-            // CFLOWS' index of the tables after 0 (`rqvs_datapath::later_tables`): a NuevoMatchUP
+            // CFLOWS' index of the tables after 0 (`rqvs_ofproto::later_tables`): a NuevoMatchUP
             // for every table from the start, one for table 1 trained in the background once the
             // change takes it past the threshold, or TupleMerge for all.
             let table1 = rules.iter().filter(|r| r.table == 1).count();

@@ -68,6 +68,7 @@ pub mod afxdp;
 pub mod csum;
 mod error;
 mod frame;
+pub mod patch;
 pub mod pcap;
 pub mod pcap_stream;
 mod port;

@@ -13,7 +13,7 @@ use crate::pcap::{self, PcapConfig};
 use crate::ring::Slot;
 use crate::stats::{bump, EventHook, LinkState, PortShared, PortStats, QueueCounters};
 use crate::BATCH;
-use crate::{sys, tap};
+use crate::{patch, sys, tap};
 
 /// The kind of a port and where its frames come from or go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +28,9 @@ pub enum PortType {
     PcapOut(PathBuf),
     /// A tap device (made when missing): the host's stack on one side ([`crate::tap`]).
     Tap,
+    /// One end of a patch pair ([`crate::patch`]): what is sent on it is received on the port
+    /// named here (empty: no peer, everything sent is dropped).
+    Patch(String),
 }
 
 impl PortType {
@@ -39,6 +42,7 @@ impl PortType {
             PortType::PcapIn(_) => "pcap-in",
             PortType::PcapOut(_) => "pcap-out",
             PortType::Tap => "tap",
+            PortType::Patch(_) => "patch",
         }
     }
 }
@@ -70,6 +74,18 @@ impl FromStr for PortSpec {
             return file(rest, PortType::PcapOut);
         }
         let (name, ty) = s.split_once(':').unwrap_or((s, "afpacket"));
+        if ty == "patch" || ty.starts_with("patch=") {
+            // Not a device: any name OVSDB allows but ':', '/' and blanks (OVS's patch ports
+            // are often longer than a device name, e.g. `patch-br0-to-br1`).
+            let peer = ty.strip_prefix("patch=").unwrap_or("");
+            let bad = |n: &str| n.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
+            if name.is_empty() || bad(name) || bad(peer) || (ty != "patch" && peer.is_empty()) {
+                return Err(PortError::Spec(format!(
+                    "port '{s}': expected NAME:patch=PEER (names without '/', ':' or blanks)"
+                )));
+            }
+            return Ok(PortSpec { name: name.to_string(), port_type: PortType::Patch(peer.to_string()) });
+        }
         let bad = name.is_empty()
             || name.len() >= libc::IFNAMSIZ
             || name == "."
@@ -99,6 +115,8 @@ impl std::fmt::Display for PortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.port_type {
             PortType::PcapIn(_) | PortType::PcapOut(_) => write!(f, "{}:{}", self.port_type.as_str(), self.name),
+            PortType::Patch(peer) if peer.is_empty() => write!(f, "{}:patch", self.name),
+            PortType::Patch(peer) => write!(f, "{}:patch={peer}", self.name),
             t => write!(f, "{}:{}", self.name, t.as_str()),
         }
     }
@@ -155,6 +173,12 @@ pub fn open(spec: &PortSpec, cfg: &PortConfig) -> Result<Port, PortError> {
         PortType::PcapIn(path) => {
             let rx = pcap::open_in(path, queues, &cfg.pcap)?.into_iter().map(RxBackend::PcapIn).collect();
             let tx = (0..queues).map(|_| TxBackend::Sink).collect();
+            (rx, tx, (0..queues).map(|_| None).collect(), None)
+        }
+        PortType::Patch(peer) => {
+            let mine = patch::open_mailbox(name, queues);
+            let rx = (0..queues).map(|i| RxBackend::Patch(patch::Rx::new(mine.clone(), i))).collect();
+            let tx = (0..queues).map(|i| TxBackend::Patch(patch::Tx::new(peer, i))).collect();
             (rx, tx, (0..queues).map(|_| None).collect(), None)
         }
         PortType::PcapOut(path) => {
@@ -341,6 +365,7 @@ pub(crate) enum RxBackend {
     AfXdp(afxdp::Rx),
     PcapIn(pcap::Rx),
     Tap(tap::Rx),
+    Patch(patch::Rx),
     /// Never has frames (the receive side of a `pcap-out` port).
     Idle,
 }
@@ -379,6 +404,7 @@ impl RxQueue {
             RxBackend::AfXdp(rx) => rx.fill(&mut self.slots, &self.counters),
             RxBackend::PcapIn(rx) => rx.fill(&mut self.slots, &self.shared),
             RxBackend::Tap(rx) => rx.fill(&mut self.slots, &self.shared),
+            RxBackend::Patch(rx) => rx.fill(&mut self.slots),
             RxBackend::Idle => 0,
         };
         self.n = n;
@@ -434,7 +460,7 @@ impl RxQueue {
         match &mut self.backend {
             RxBackend::AfPacket(rx) => rx.release(),
             RxBackend::AfXdp(rx) => rx.release(&self.shared),
-            RxBackend::PcapIn(_) | RxBackend::Tap(_) | RxBackend::Idle => {}
+            RxBackend::PcapIn(_) | RxBackend::Tap(_) | RxBackend::Patch(_) | RxBackend::Idle => {}
         }
     }
 }
@@ -489,6 +515,8 @@ pub(crate) enum TxBackend {
     Tap(FrameTap, Staging),
     /// Writes every frame to a tap device (`NAME:tap`, [`crate::tap`]).
     TapDevice(tap::Tx),
+    /// Hands every frame to the patch port's peer ([`crate::patch`]).
+    Patch(patch::Tx),
     /// Counts every frame as dropped (the transmit side of a `pcap-in` port).
     Sink,
 }
@@ -529,6 +557,7 @@ impl TxQueue {
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
             TxBackend::Tap(_, staging) => staging.push(frame),
             TxBackend::TapDevice(tx) => tx.staging.push(frame),
+            TxBackend::Patch(tx) => tx.staging.push(frame),
             TxBackend::Sink => {}
         }
         true
@@ -542,6 +571,7 @@ impl TxQueue {
             TxBackend::PcapOut(tx) => tx.staging.len(),
             TxBackend::Tap(_, staging) => staging.len(),
             TxBackend::TapDevice(tx) => tx.staging.len(),
+            TxBackend::Patch(tx) => tx.staging.len(),
             TxBackend::Sink => 0,
         }
     }
@@ -555,6 +585,7 @@ impl TxQueue {
             TxBackend::PcapOut(tx) => tx.flush(c, shared),
             TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
             TxBackend::TapDevice(tx) => tx.flush(c, shared),
+            TxBackend::Patch(tx) => tx.flush(c, shared),
             TxBackend::Sink => {}
         }
     }
@@ -577,6 +608,7 @@ impl Drop for TxQueue {
             TxBackend::PcapOut(tx) => tx.sync(c, shared),
             TxBackend::Tap(tap, staging) => tap_flush(tap, staging, c),
             TxBackend::TapDevice(tx) => tx.flush(c, shared),
+            TxBackend::Patch(tx) => tx.flush(c, shared),
             TxBackend::Sink => {}
         }
     }

@@ -4,10 +4,18 @@
 //! (`dpif-netdev/pmd-stats-show`, `dpctl/dump-flows`: [`crate::unixctl::execute_bridges`]).
 //! The bridges share the PMD threads ([`crate::shared`]): PMD *i*'s report of the datapath is
 //! the sum of each bridge's loop on thread *i* ([`merge_pmd`]).
+//!
+//! **Datapath port numbers** ([`Bridges::datapath_ports`]): each bridge numbers its own ports
+//! (OpenFlow numbers); the one datapath numbers every bridge's ports in one space, as OVS's
+//! netdev datapath does (its `odp` port numbers, which `dpctl/dump-flows` prints): from 1, the
+//! lowest free number to a port that appears (by bridge name, the bridge's own port first,
+//! then by OpenFlow number), kept while it stays; 0 is the datapath's own (`ovs-netdev`).
+//! Numbers are given when asked (the unixctl commands that print them), so a port that came
+//! and went between two asks never had one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::stats::PmdReport;
 use crate::Control;
@@ -19,6 +27,22 @@ pub struct Bridges {
     stop: AtomicBool,
     /// The shared PMD threads' CPUs (`-pmd CORE` arguments are checked against them).
     cpus: RwLock<Vec<Option<usize>>>,
+    /// The datapath's port numbers by (bridge, interface name) (module docs).
+    odp: Mutex<BTreeMap<(String, String), u32>>,
+}
+
+/// A port as the datapath numbers it ([`Bridges::datapath_ports`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpPort {
+    pub bridge: String,
+    /// Its interface's name.
+    pub name: String,
+    /// Its OpenFlow number on its bridge.
+    pub ofport: u32,
+    /// Its datapath number.
+    pub odp: u32,
+    /// Its type as `dpctl/show` prints it (empty: a system interface).
+    pub kind: &'static str,
 }
 
 impl Bridges {
@@ -61,6 +85,111 @@ impl Bridges {
     pub fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
+
+    /// Every bridge's live ports with their datapath numbers (module docs), in datapath order.
+    pub fn datapath_ports(&self) -> Vec<DpPort> {
+        let mut now: Vec<(String, String, u32, &'static str)> = Vec::new();
+        for (bridge, c) in self.all() {
+            let mut ports = c.port_list();
+            ports.sort_by_key(|(ofport, _, _)| (*ofport != crate::ofports::LOCAL, *ofport));
+            now.extend(ports.into_iter().map(|(ofport, name, kind)| (bridge.clone(), name, ofport, kind)));
+        }
+        let mut odp = self.odp.lock().unwrap_or_else(|e| e.into_inner());
+        odp.retain(|(b, n), _| now.iter().any(|(b2, n2, _, _)| b == b2 && n == n2));
+        let mut out = Vec::with_capacity(now.len());
+        for (bridge, name, ofport, kind) in now {
+            let key = (bridge.clone(), name.clone());
+            let n = match odp.get(&key) {
+                Some(&n) => n,
+                None => {
+                    let n = (1..).find(|n| !odp.values().any(|v| v == n)).expect("a free number");
+                    odp.insert(key, n);
+                    n
+                }
+            };
+            out.push(DpPort { bridge, name, ofport, odp: n, kind });
+        }
+        out.sort_by_key(|p| p.odp);
+        out
+    }
+}
+
+/// `dpctl/show`: the datapath's lookups and megaflows over `pmds` (every PMD's report), and its
+/// ports (OVS's layout; port 0 is the datapath's own).
+pub fn dpctl_show(ports: &[DpPort], pmds: &[PmdReport]) -> String {
+    let d = |f: fn(&crate::stats::DatapathStats) -> u64| pmds.iter().map(|p| f(&p.datapath)).sum::<u64>();
+    let hits = d(|s| s.emc_hits + s.megaflow_hits + s.model_hits + s.remainder_hits);
+    let missed = d(|s| s.miss_with_success_upcall + s.no_match);
+    let mut s = format!(
+        "{}:\n  lookups: hit:{hits} missed:{missed} lost:{}\n  flows: {}\n  port 0: ovs-netdev (tap)\n",
+        crate::unixctl::DATAPATH_NAME,
+        d(|s| s.lost),
+        d(|s| s.megaflows)
+    );
+    for p in ports {
+        if p.kind.is_empty() {
+            s += &format!("  port {}: {}\n", p.odp, p.name);
+        } else {
+            s += &format!("  port {}: {} ({})\n", p.odp, p.name, p.kind);
+        }
+    }
+    s
+}
+
+/// A megaflow line of `dpctl/dump-flows` (`MATCH, packets:N, used:T, actions:A`) of a bridge
+/// whose ports `label` names (its OpenFlow number → the datapath's number, or the port's name):
+/// `in_port=` and every output port of the actions (within `clone(...)` too) relabelled; what
+/// `label` does not know stays as it was.
+pub fn relabel_flow(line: &str, label: &dyn Fn(u32) -> Option<String>) -> String {
+    let mut out = String::with_capacity(line.len());
+    let (matches, actions) = match line.rfind(", actions:") {
+        Some(at) => (&line[..at], Some(&line[at + ", actions:".len()..])),
+        None => (line, None),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for f in matches.split(',') {
+        let relabelled = f.strip_prefix("in_port=").and_then(|p| {
+            let n = if p == "LOCAL" { Some(crate::ofports::LOCAL) } else { p.parse().ok() };
+            n.and_then(label).map(|l| format!("in_port={l}"))
+        });
+        parts.push(relabelled.unwrap_or_else(|| f.to_string()));
+    }
+    out.push_str(&parts.join(","));
+    if let Some(a) = actions {
+        out.push_str(", actions:");
+        out.push_str(&relabel_actions(a, label));
+    }
+    out
+}
+
+/// The actions of a megaflow line, relabelled ([`relabel_flow`]).
+fn relabel_actions(actions: &str, label: &dyn Fn(u32) -> Option<String>) -> String {
+    // Top-level commas only (`set(...)` and `clone(...)` hold their own).
+    let mut tokens: Vec<&str> = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in actions.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                tokens.push(&actions[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    tokens.push(&actions[start..]);
+    tokens
+        .into_iter()
+        .map(|t| {
+            if let Some(inner) = t.strip_prefix("clone(").and_then(|r| r.strip_suffix(')')) {
+                format!("clone({})", relabel_actions(inner, label))
+            } else {
+                t.parse::<u32>().ok().and_then(label).unwrap_or_else(|| t.to_string())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Adds `r` (one bridge's loop on a PMD thread) into `into` (the thread's report so far): the
@@ -125,4 +254,31 @@ pub fn merge_pmds(pmds: Vec<Vec<PmdReport>>) -> Vec<PmdReport> {
     }
     out.sort_by_key(|r| r.pmd);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relabel_flow;
+
+    #[test]
+    fn megaflow_lines_are_relabelled() {
+        let label = |p: u32| match p {
+            1 => Some("4".to_string()),
+            2 => Some("5".to_string()),
+            crate::ofports::LOCAL => Some("3".to_string()),
+            _ => None,
+        };
+        let line = "recirc_id=0,eth,ip,in_port=1,nw_frag=no, packets:3, used:0.1s, actions:set(eth(src=00:00:00:00:00:01)),2,clone(pop_vlan,65534),9";
+        assert_eq!(
+            relabel_flow(line, &label),
+            "recirc_id=0,eth,ip,in_port=4,nw_frag=no, packets:3, used:0.1s, actions:set(eth(src=00:00:00:00:00:01)),5,clone(pop_vlan,3),9"
+        );
+        let local = "recirc_id=0,eth,in_port=LOCAL, packets:0, used:never, actions:drop";
+        assert_eq!(relabel_flow(local, &label), "recirc_id=0,eth,in_port=3, packets:0, used:never, actions:drop");
+        let names = |p: u32| (p == 1).then(|| "p1".to_string());
+        assert_eq!(
+            relabel_flow("recirc_id=0,eth,in_port=2, packets:1, used:0.0s, actions:1,NORMAL", &names),
+            "recirc_id=0,eth,in_port=2, packets:1, used:0.0s, actions:p1,NORMAL"
+        );
+    }
 }

@@ -102,7 +102,7 @@ pub(crate) fn build(
         _ => None,
     };
     // CCACHE: one trainer thread for every PMD's model (the paper's §6). CFLOWS: the same
-    // thread trains the learned indexes of the tables after 0 (`rqvs_datapath::later_tables`).
+    // thread trains the learned indexes of the tables after 0 (`rqvs_ofproto::later_tables`).
     let trainer = (design == DesignKind::Ccache || publisher.is_some())
         .then(|| rqvs_ofproto::trainer::spawn_trainer().map_err(|e| err(format!("starting the trainer thread: {e}"))))
         .transpose()?;

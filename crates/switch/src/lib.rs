@@ -77,6 +77,7 @@ pub mod notify;
 pub mod ofports;
 pub mod openflow;
 pub mod owner;
+pub mod patch;
 pub mod pidfile;
 pub mod pmd;
 pub mod portflags;
@@ -335,8 +336,9 @@ pub struct Control {
     /// CFLOWS: the slow path's table of the record for `trace`, built when asked and dropped at
     /// every rule change (`None`).
     trace_table: Mutex<Option<OfprotoTable>>,
-    /// [`SwitchConfig::prefixes`], for the tables built on demand ([`Control::whole_table`]).
-    prefixes: Vec<(u8, rqvs_classify::ofproto::PrefixFields)>,
+    /// [`SwitchConfig::prefixes`], for the tables built on demand ([`Control::whole_table`]);
+    /// changed by [`Control::set_prefixes`].
+    prefixes: Mutex<Vec<(u8, rqvs_classify::ofproto::PrefixFields)>>,
     rules: Mutex<FlowTable>,
     /// ORIG/CCACHE: the PMDs' answers to table changes committed without waiting (a run of
     /// FLOW_MODs, an expiry), waited for at the next change that waits or at
@@ -583,7 +585,7 @@ impl Switch {
             pmd_cpus: cpus,
             table,
             trace_table: Mutex::new(None),
-            prefixes: cfg.prefixes.clone(),
+            prefixes: Mutex::new(cfg.prefixes.clone()),
             rules: Mutex::new(record),
             unsettled: Mutex::new(Vec::new()),
             handler: handler_stats,
@@ -1032,12 +1034,30 @@ impl Control {
     /// CFLOWS: the whole pipeline (every table of the record, and the groups) as one slow-path
     /// table, for `trace` and TABLE packet-outs.
     fn whole_table(&self) -> Result<OfprotoTable, Error> {
-        let t = OfprotoTable::build_with_prefixes(&self.rules(), &self.prefixes).map_err(|e| err(e.to_string()))?;
+        let prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let t = OfprotoTable::build_with_prefixes(&self.rules(), &prefixes).map_err(|e| err(e.to_string()))?;
         let groups: Vec<RuleChange> = self.groups().iter().map(|e| RuleChange::Group(e.group.clone())).collect();
         if !groups.is_empty() {
             t.commit(groups).map_err(|e| err(e.to_string()))?;
         }
         Ok(t)
+    }
+
+    /// The slow path's prefix fields by table from now on (`Flow_Table:prefixes` changed while
+    /// running): each table named takes its fields, a table named before and not now the
+    /// process's default. The tries are rebuilt under the table's write lock; the rules, the
+    /// flows' counters, the megaflows and the datapath stay (a megaflow made with the old
+    /// fields is as right as one made with the new: only how wide it is differs).
+    pub fn set_prefixes(&self, want: &[(u8, rqvs_classify::ofproto::PrefixFields)]) {
+        let mut prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        for &(table, _) in prefixes.iter().filter(|(t, _)| !want.iter().any(|(w, _)| w == t)) {
+            self.table.set_table_prefix_fields(table, rqvs_classify::ofproto::default_prefix_fields());
+        }
+        for &(table, p) in want {
+            self.table.set_table_prefix_fields(table, p);
+        }
+        *prefixes = want.to_vec();
+        *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// `add-flows`: adds `rules` (their ids are ignored and new ones given) as one commit; a

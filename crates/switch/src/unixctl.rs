@@ -12,8 +12,9 @@
 //! | `list-commands`, `version`, `exit` | — (`exit`) | OVS's (`version` names rqvs) |
 //! | `dpif-netdev/pmd-stats-show`, `-clear` | `pmd-stats-show`, `-clear` | rqvs's `pmd-stats-show` (OVS's lines and names, plus the design's) |
 //! | `dpif-netdev/pmd-rxq-show` | (`show`'s ports and queues) | OVS's, with `pmd usage: NOT AVAIL` (rqvs does not measure it per queue) |
-//! | `dpctl/dump-flows [DP]` | `dump-flows` | OVS's megaflow notation, one `flow-dump from pmd N:` header per PMD |
-//! | `ofproto/trace BRIDGE FLOW` | `ofproto/trace FLOW` | rqvs's trace (rule, megaflow, actions), not OVS's indented xlate tree |
+//! | `dpctl/dump-flows [-m] [--names] [DP]` | `dump-flows` | OVS's megaflow notation, one `flow-dump from pmd N:` header per PMD; with several bridges the ports as the one datapath numbers them ([`crate::bridges::Bridges::datapath_ports`]), by name with `-m`/`--names` |
+//! | `dpctl/show [DP]` | — | OVS's: `lookups: hit: missed: lost:`, `flows:`, `port N: NAME (TYPE)` (one switch: its OpenFlow numbers) |
+//! | `ofproto/trace BRIDGE FLOW` | `ofproto/trace FLOW` | OVS's layout under `bridge("BRIDGE")`; across patch ports the peer bridge nested ([`crate::patch::trace`]) |
 //! | `fdb/show BRIDGE` | `fdb/show` | OVS's ` port  VLAN  MAC  Age` columns |
 //! | `coverage/show` | (the PMDs' totals) | OVS's heading, then `NAME total: N` (rqvs keeps no per-interval rates) |
 //! | `vlog/set SPEC`, `vlog/list` | — | accepted and checked as OVS does; rqvs has one log level (everything is logged once) |
@@ -48,6 +49,7 @@ use crate::{Control, Error};
 const COMMANDS: &[(&str, &str, usize, usize)] = &[
     ("coverage/show", "", 0, 0),
     ("dpctl/dump-flows", "[-m] [--names | --no-names] [dp]", 0, 3),
+    ("dpctl/show", "[-s] [-m] [dp]", 0, 3),
     ("dpif-netdev/pmd-rxq-show", "[-pmd core] [dp]", 0, 3),
     ("dpif-netdev/pmd-stats-clear", "[-pmd core] [dp]", 0, 3),
     ("dpif-netdev/pmd-stats-show", "[-pmd core] [dp]", 0, 3),
@@ -256,9 +258,25 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
         "dpif-netdev/pmd-stats-show"
         | "dpif-netdev/pmd-stats-clear"
         | "dpif-netdev/pmd-rxq-show"
-        | "dpctl/dump-flows" => {
+        | "dpctl/dump-flows"
+        | "dpctl/show" => {
             check_dp_args(method, args, control.pmd_cpus())?;
             match method {
+                // One switch: its OpenFlow numbers are the datapath's.
+                "dpctl/show" => {
+                    let ports: Vec<crate::bridges::DpPort> = control
+                        .port_list()
+                        .into_iter()
+                        .map(|(ofport, name, kind)| crate::bridges::DpPort {
+                            bridge: bridge.to_string(),
+                            name,
+                            ofport,
+                            odp: ofport,
+                            kind,
+                        })
+                        .collect();
+                    Ok(crate::bridges::dpctl_show(&ports, &control.pmd_stats()))
+                }
                 "dpif-netdev/pmd-stats-show" => via_ctl("pmd-stats-show", vec![]),
                 "dpif-netdev/pmd-stats-clear" => via_ctl("pmd-stats-clear", vec![]),
                 "dpctl/dump-flows" => via_ctl("dump-flows", vec![]),
@@ -271,7 +289,7 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
         }
         "ofproto/trace" => {
             check_bridge(&args[0])?;
-            via_ctl("ofproto/trace", args[1..].to_vec())
+            via_ctl("ofproto/trace", args[1..].to_vec()).map(|t| crate::patch::retitle(&t, &args[0]))
         }
         "coverage/show" => Ok(coverage(control)),
         "vlog/reopen" => via_ctl("vlog/reopen", vec![]).map(|_| String::new()),
@@ -311,7 +329,9 @@ pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Resu
             bridges.request_stop();
             Ok(String::new())
         }
-        "fdb/show" | "ofproto/trace" => execute(method, args, &*bridge(&args[0])?, &args[0]),
+        "fdb/show" => execute(method, args, &*bridge(&args[0])?, &args[0]),
+        // Followed across patch ports into the peer bridges ([`crate::patch::trace`]).
+        "ofproto/trace" => crate::patch::trace(bridges, &args[0], &args[1..].join(",")),
         "dpif-netdev/pmd-stats-show" => {
             check_dp_args(method, args, &bridges.cpus())?;
             let mut text = String::new();
@@ -331,15 +351,41 @@ pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Resu
             all.iter().for_each(|(_, c)| c.pmd_stats_clear());
             Ok(String::new())
         }
+        "dpctl/show" => {
+            check_dp_args(method, args, &bridges.cpus())?;
+            let pmds: Vec<_> = all.iter().flat_map(|(_, c)| c.pmd_stats()).collect();
+            Ok(crate::bridges::dpctl_show(&bridges.datapath_ports(), &pmds))
+        }
         "dpctl/dump-flows" => {
             check_dp_args(method, args, &bridges.cpus())?;
             let mut by_pmd: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
             for i in 0..bridges.cpus().len() {
                 by_pmd.insert(i, Vec::new());
             }
-            for (_, c) in &all {
+            // Ports as the datapath numbers them (OVS's netdev datapath: one space over the
+            // bridges), or by name with `-m`/`--names` (OVS's default: names when verbose).
+            let names = args.iter().rev().find_map(|a| match a.as_str() {
+                "--names" => Some(true),
+                "--no-names" => Some(false),
+                _ => None,
+            });
+            let names = names.unwrap_or_else(|| args.iter().any(|a| a == "-m" || a == "--more"));
+            let ports = bridges.datapath_ports();
+            for (bridge, c) in &all {
+                let label = |p: u32| {
+                    ports.iter().find(|d| &d.bridge == bridge && d.ofport == p).map(|d| {
+                        if names {
+                            d.name.clone()
+                        } else {
+                            d.odp.to_string()
+                        }
+                    })
+                };
                 for (pmd, lines) in c.dump_flows() {
-                    by_pmd.entry(pmd).or_default().extend(lines);
+                    by_pmd
+                        .entry(pmd)
+                        .or_default()
+                        .extend(lines.iter().map(|l| crate::bridges::relabel_flow(l, &label)));
                 }
             }
             let mut text = String::new();
@@ -387,7 +433,7 @@ fn check_dp_args(method: &str, args: &[String], cpus: &[Option<usize>]) -> Resul
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-m" | "--more" | "--names" | "--no-names" => {}
+            "-m" | "--more" | "--names" | "--no-names" | "-s" | "--statistics" => {}
             "-pmd" => {
                 let core = it.next().ok_or_else(|| format!("{method}: -pmd needs a core id"))?;
                 let n: usize = core.parse().map_err(|_| format!("{method}: invalid pmd core '{core}'"))?;

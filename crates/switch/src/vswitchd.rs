@@ -21,7 +21,13 @@
 //!   interface stays — across datapath restarts, so the addresses an operator puts on it stay
 //!   — and removed with it (or at exit), as OVS's netdev datapath does; it starts down (`ip
 //!   link set br0 up`). The bridge's own port is OpenFlow's `LOCAL` (65534, as OVS numbers
-//!   it: `in_port=LOCAL`, `actions=LOCAL`, `LOCAL(br0)` in `ovs-ofctl show`). Every other type (`dpdk`, `patch`, tunnels) gets
+//!   it: `in_port=LOCAL`, `actions=LOCAL`, `LOCAL(br0)` in `ovs-ofctl show`). `patch` → one
+//!   end of an in-memory port pair ([`rqvs_ports::patch`], spec `NAME:patch=PEER`): what is
+//!   sent on it is received on the peer's bridge, on the same PMD thread, and classified there
+//!   (a hop through the datapath; OVS crosses inside the translation). Both ends must name
+//!   each other in `options:peer` (`patch_spec`); otherwise the port is still made (its
+//!   `ofport` written, as OVS does), drops what it is sent, and `Interface.error` says why.
+//!   Every other type (`dpdk`, tunnels) gets
 //!   `Interface.error` "... not supported by rqvs" and `ofport` -1; an interface that does not
 //!   exist gets OVS's "could not open network device NAME (No such device)". A port of several
 //!   interfaces (a bond) is refused the same way.
@@ -39,7 +45,8 @@
 //!   from the datapath's port indices ([`crate::ofports`]): no port fills a gap.
 //! - Written back, as ovs-vswitchd writes them: `Interface.ofport`, `error`, `link_state`,
 //!   `admin_state`, `mtu`, `mac_in_use`, `ifindex`, and every `stats_interval` (OVS: 5 s)
-//!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them);
+//!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them;
+//!   a patch port's own counters, [`Control::patch_port_counters`]);
 //!   `Bridge.datapath_id` (`other_config:datapath-id`, or the smallest MAC of its interfaces
 //!   as OVS derives it); `Open_vSwitch.datapath_types`/`iface_types`; and after each
 //!   reconfiguration `Open_vSwitch.cur_cfg = next_cfg`, so `ovs-vsctl` (without `--no-wait`)
@@ -69,11 +76,12 @@
 //!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
 //!   them restarts the bridge's switch as a change of controllers does.
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
-//!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change restarts the
-//!   bridge's switch.
+//!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
+//!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
 //! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), the other `Flow_Table` columns, `patch` interfaces (refused in `Interface.error`;
-//!   docs/ovs-dropin.md and ARCHITECTURE.md say how they are to be built).
+//!   with `--ovsdb`), the other `Flow_Table` columns, and patch
+//!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
+//!   docs/ovs-dropin.md and ARCHITECTURE.md say what that needs).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -147,6 +155,8 @@ struct IfaceStatus {
     name: String,
     ofport: i64,
     error: Option<String>,
+    /// A `patch` interface: no device behind it ([`patch_spec`]).
+    patch: bool,
 }
 
 /// What a datapath is started with; a change of any of it restarts the datapath.
@@ -279,6 +289,8 @@ fn plan(
     let bridge_name = br.str("name").unwrap_or("").to_string();
     // The interfaces, each checked.
     let mut good: Vec<(Uuid, String, String, Option<i64>, PortVlan)> = Vec::new();
+    // A patch port's peer fault: the port is made (it has an ofport, as in OVS) and drops.
+    let mut patch_errors: BTreeMap<String, String> = BTreeMap::new();
     for port_uuid in br.uuids("ports") {
         let Some(port) = r.row("Port", &port_uuid) else { continue };
         let ifaces = port.uuids("interfaces");
@@ -318,15 +330,32 @@ fn plan(
                     }
                     // A tap device, made by the switch ([`keep_taps`]).
                     "internal" => None,
+                    "patch" if name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) => {
+                        Some(format!("'{name}' is not a patch port name rqvs takes (no ':', '/' or blank)"))
+                    }
+                    "patch" => None,
                     other => Some(format!("{other} interfaces are not supported by rqvs")),
                 }
             };
             match error {
-                Some(e) => p.ifaces.push(IfaceStatus { uuid: iu.clone(), name, ofport: -1, error: Some(e) }),
+                Some(e) => p.ifaces.push(IfaceStatus {
+                    uuid: iu.clone(),
+                    name,
+                    ofport: -1,
+                    error: Some(e),
+                    patch: ty == "patch",
+                }),
                 None => {
                     let spec = match ty {
                         "afxdp" => format!("{name}:afxdp"),
                         "internal" => format!("{name}:tap"),
+                        "patch" => {
+                            let (spec, e) = patch_spec(r, &name, iface);
+                            if let Some(e) = e {
+                                patch_errors.insert(name.clone(), e);
+                            }
+                            spec
+                        }
                         _ => name.clone(),
                     };
                     let v = vlan.as_ref().map(|v| v.0.clone()).unwrap_or_default();
@@ -384,8 +413,10 @@ fn plan(
     *assigned = by_name.clone();
     for (uuid, name, spec, _, vlan) in good {
         let ofport = by_name[&name];
+        let patch = spec.contains(":patch");
         p.ports.push(PlannedPort { ofport, name: name.clone(), spec, vlan });
-        p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error: None });
+        let error = patch_errors.remove(&name);
+        p.ifaces.push(IfaceStatus { uuid, name, ofport: ofport as i64, error, patch });
     }
     p.ports.sort_by_key(|x| x.ofport);
     for cu in br.uuids("controller") {
@@ -408,6 +439,34 @@ fn plan(
     p.prefixes = prefixes;
     p.notes.extend(notes);
     p
+}
+
+/// A `patch` interface's port spec (`NAME:patch=PEER`) and the fault to write in its `error`
+/// column: `options:peer` missing or naming itself, the peer interface missing, not a patch
+/// interface, or its own peer not this one. A faulty one is `NAME:patch` — a port with no peer,
+/// which drops what it is sent (OVS too keeps such a port, with its ofport).
+fn patch_spec(r: &Replica, name: &str, iface: &Row) -> (String, Option<String>) {
+    let lonely = |e: String| (format!("{name}:patch"), Some(e));
+    let Some(peer) = iface.map_get("options", "peer").filter(|p| !p.is_empty()) else {
+        return lonely(format!("{name}: patch type requires valid 'peer' argument"));
+    };
+    if peer == name {
+        return lonely(format!("{name}: patch peer must not be self"));
+    }
+    if peer.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control()) {
+        return lonely(format!("{name}: peer '{peer}' is not a patch port name rqvs takes (no ':', '/' or blank)"));
+    }
+    let Some((_, row)) = r.find("Interface", "name", peer) else {
+        return lonely(format!("{name}: peer interface {peer} not found"));
+    };
+    if row.str("type") != Some("patch") {
+        return lonely(format!("{name}: peer interface {peer} is not a patch interface"));
+    }
+    match row.map_get("options", "peer") {
+        Some(back) if back == name => (format!("{name}:patch={peer}"), None),
+        Some(back) => lonely(format!("{name}: peer interface {peer} has peer {back}, not {name}")),
+        None => lonely(format!("{name}: peer interface {peer} has no peer")),
+    }
 }
 
 /// The prefix fields of a bridge's `flow_tables`, by table (OVS's `Flow_Table:prefixes`, read
@@ -556,21 +615,29 @@ struct Running {
     sockets: Vec<Mgmt>,
 }
 
-/// Can the running datapath become `want` by attaching and removing ports and setting their
-/// VLANs, without a restart? Yes when only the ports differ (the datapath id may change too:
-/// derived from the ports' MACs).
+/// Can the running datapath become `want` by attaching and removing ports, setting their
+/// VLANs and the prefix fields, without a restart? Yes when only those differ (the datapath id
+/// may change too: derived from the ports' MACs).
 fn live_change(r: &Running, want: &Identity) -> bool {
     r.identity.controllers == want.controllers
         && r.identity.secure == want.secure
         && r.identity.mgmt == want.mgmt
         && r.identity.listeners == want.listeners
-        && r.identity.prefixes == want.prefixes
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
 /// removed first — freeing their numbers and interfaces —, then the new ones attached; one that
 /// cannot be is kept in `failed` with its error (not tried again until its plan changes).
 fn apply_ports(r: &mut Running, want: &Identity, log: &LogFn) {
+    if r.identity.prefixes != want.prefixes {
+        // `Flow_Table:prefixes`: the tries rebuilt in place ([`Control::set_prefixes`]).
+        r.control.set_prefixes(&want.prefixes);
+        let text: Vec<String> = want.prefixes.iter().map(|(t, p)| format!("table {t}: {p}")).collect();
+        log(&format!(
+            "rqvs switch: ovsdb: prefix fields set live ({})",
+            if text.is_empty() { "defaults".to_string() } else { text.join(", ") }
+        ));
+    }
     let old = std::mem::take(&mut r.identity.ports);
     // The same port (number, interface, type) with other VLANs: set in place.
     let same = |a: &PlannedPort, b: &PlannedPort| a.ofport == b.ofport && a.name == b.name && a.spec == b.spec;
@@ -793,16 +860,23 @@ fn opt_str(s: Option<&str>) -> Datum {
 }
 
 /// The writes that bring the database to what the switch is (module docs).
-fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<String, Vec<String>>) -> Vec<Op> {
+/// `patch`: each patch interface's counters ([`Control::patch_port_counters`]), by name.
+fn status_ops(
+    r: &Replica,
+    ps: &Plans,
+    stats_due: bool,
+    connected: &BTreeMap<String, Vec<String>>,
+    patch: &BTreeMap<String, [u64; 6]>,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     for p in &ps.bridges {
-        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), &mut ops);
+        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), patch, &mut ops);
     }
     if let Some((uuid, next_cfg)) = &ps.ovs {
         let want = Row::new()
             .with("cur_cfg", Datum::one(*next_cfg))
             .with("datapath_types", str_set(&["netdev"]))
-            .with("iface_types", str_set(&["afxdp", "internal", "system"]));
+            .with("iface_types", str_set(&["afxdp", "internal", "patch", "system"]));
         let upd = changed(r.row("Open_vSwitch", uuid), want);
         if !upd.0.is_empty() {
             ops.push(Op::update("Open_vSwitch", vec![Condition::uuid(uuid)], upd));
@@ -812,7 +886,14 @@ fn status_ops(r: &Replica, ps: &Plans, stats_due: bool, connected: &BTreeMap<Str
 }
 
 /// [`status_ops`] of one bridge: its controllers, interfaces and datapath id.
-fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String], ops: &mut Vec<Op>) {
+fn bridge_status_ops(
+    r: &Replica,
+    p: &Plan,
+    stats_due: bool,
+    connected: &[String],
+    patch: &BTreeMap<String, [u64; 6]>,
+    ops: &mut Vec<Op>,
+) {
     for c in &p.controllers {
         let want = match &c.addr {
             // A listener: no connection of its own to report (as OVS).
@@ -835,9 +916,17 @@ fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String
         }
     }
     for i in &p.ifaces {
-        let sys = if i.error.is_none() { sys_iface(&i.name) } else { None };
+        let sys = if i.error.is_none() && !i.patch { sys_iface(&i.name) } else { None };
         let mut want = Row::new().with("ofport", Datum::one(i.ofport)).with("error", opt_str(i.error.as_deref()));
         match &sys {
+            // A patch port has no device: its link is up once it is a port (as OVS reports it).
+            None if i.patch && i.ofport > 0 => {
+                want.insert("link_state", Datum::one("up"));
+                want.insert("admin_state", Datum::one("up"));
+                for c in ["mtu", "mac_in_use", "ifindex"] {
+                    want.insert(c, Datum::empty());
+                }
+            }
             Some(s) => {
                 want.insert("link_state", Datum::one(if s.link_up { "up" } else { "down" }));
                 want.insert("admin_state", Datum::one(if s.admin_up { "up" } else { "down" }));
@@ -855,6 +944,9 @@ fn bridge_status_ops(r: &Replica, p: &Plan, stats_due: bool, connected: &[String
         if stats_due {
             if let Some(s) = &sys {
                 upd.insert("statistics", Datum::map(s.stats.iter().map(|(k, v)| (*k, *v))));
+            } else if let Some(c) = patch.get(&i.name).filter(|_| i.patch) {
+                let names = ["rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_bytes", "tx_dropped"];
+                upd.insert("statistics", Datum::map(names.iter().zip(c).map(|(k, v)| (*k, *v as i64))));
             }
         }
         if !upd.0.is_empty() {
@@ -1034,7 +1126,12 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let connected: BTreeMap<String, Vec<String>> =
             runs.iter().map(|(n, b)| (n.clone(), b.connected.clone())).collect();
-        let ops = status_ops(&replica, &ps, stats_due, &connected);
+        let patch: BTreeMap<String, [u64; 6]> = if stats_due {
+            runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
+        } else {
+            BTreeMap::new()
+        };
+        let ops = status_ops(&replica, &ps, stats_due, &connected, &patch);
         if stats_due {
             last_stats = Some(Instant::now());
         }
@@ -1277,7 +1374,7 @@ mod tests {
         assert_eq!(assigned.keys().collect::<Vec<_>>(), vec!["bra", "brb"]);
         assert_eq!(assigned["bra"].get("lo"), Some(&7));
         // The status: brb's interface row gets the error.
-        let ops = status_ops(&r, &ps, false, &BTreeMap::new());
+        let ops = status_ops(&r, &ps, false, &BTreeMap::new(), &BTreeMap::new());
         let text = serde_json::to_string(&ops.iter().map(|o| o.to_json()).collect::<Vec<_>>()).unwrap();
         assert!(text.contains("it is on bridge bra"), "{text}");
     }

@@ -137,7 +137,7 @@ pub struct ReplayConfig {
     /// remainder; CCACHE: megaflows in the megaflow cache).
     pub retrain_threshold: f64,
     /// CFLOWS: the tables after 0 with at least this many rules get a learned index each
-    /// (`rqvs_datapath::later_tables`).
+    /// (`rqvs_ofproto::later_tables`).
     pub later_learned_min: usize,
     /// CCACHE: seconds of PMD time between the manager's checks.
     pub train_interval: f64,

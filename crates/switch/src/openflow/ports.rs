@@ -101,10 +101,18 @@ fn speed_bit(mbps: u32, full: bool) -> u32 {
 
 /// A port's OpenFlow name (at most 15 bytes): the interface of `IFNAME:afpacket` or
 /// `IFNAME:afxdp` (as OVS names a port by its interface), the file name of `pcap-in:PATH` or
-/// `pcap-out:PATH`, or `pN` when that does not fit.
+/// `pcap-out:PATH`, or `pN` when that does not fit. A patch port's name (`NAME:patch=PEER`,
+/// not a device, so it may be longer) is cut to 15 bytes, as OVS cuts it.
 pub(crate) fn short_name(name: &str, port: u32) -> String {
     let base = match name.split_once(':') {
         Some(("pcap-in" | "pcap-out", path)) => path.rsplit('/').next().unwrap_or(""),
+        Some((ifname, ty)) if ty.starts_with("patch") => {
+            let mut end = ifname.len().min(15);
+            while !ifname.is_char_boundary(end) {
+                end -= 1;
+            }
+            &ifname[..end]
+        }
         Some((ifname, _)) => ifname,
         None => name,
     };

@@ -1,0 +1,259 @@
+//! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37): the ports
+//! themselves are [`rqvs_ports::patch`] (a frame sent on one end is received on the other, by
+//! the peer's bridge, and classified there); this module is what the unixctl socket shows of a
+//! crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
+//! and prints that bridge's translation nested under the output that crossed, headed
+//! `bridge("PEER_BRIDGE")`, as OVS's trace does.
+//!
+//! The crossings of a translation: its `output:N` to a patch port, and its `NORMAL`, `flood`
+//! and `all` when they would send to one (`NORMAL`: the port the destination was learned on,
+//! else every port but the input port, as the executor floods). The packet enters the peer
+//! bridge as the translation leaves it (its final key; OVS uses the key as it is at the output
+//! — the same unless the actions rewrite after the output) with `in_port` the peer port and
+//! metadata 0. `Datapath actions:` is each bridge's own (the crossing is a hop: the ingress
+//! bridge's megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
+
+use rqvs_ofproto::actions::{self, Op};
+use rqvs_ofproto::xlate::{trace_text, xlate_traced, Xlate};
+use rqvs_datapath::DesignKind;
+use rqvs_flow::formats::ofctl;
+use rqvs_flow::FlowKey;
+use rqvs_ports::PortType;
+
+use crate::bridges::Bridges;
+use crate::{err, Control, Error};
+
+/// Patch crossings one trace follows, nested (a loop of patch ports ends there).
+pub const MAX_CROSSINGS: usize = 8;
+
+impl Control {
+    /// This bridge's live patch ports with a peer: (OpenFlow number, peer interface name).
+    pub fn patch_ports(&self) -> Vec<(u32, String)> {
+        self.lock_ports()
+            .iter()
+            .filter(|p| !p.removed)
+            .filter_map(|p| match spec_of(p).map(|s| s.port_type) {
+                Some(PortType::Patch(peer)) if !peer.is_empty() => Some((p.ofport, peer)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The OpenFlow number of this bridge's live port named `name` (its interface's name).
+    pub fn ofport_named(&self, name: &str) -> Option<u32> {
+        self.lock_ports().iter().find(|p| !p.removed && spec_of(p).is_some_and(|s| s.name == name)).map(|p| p.ofport)
+    }
+
+    /// This bridge's live ports: (OpenFlow number, interface name, type as `dpctl/show` names
+    /// it: empty for a system interface, `afxdp`, `tap`, `patch`, `file`).
+    pub fn port_list(&self) -> Vec<(u32, String, &'static str)> {
+        self.lock_ports()
+            .iter()
+            .filter(|p| !p.removed)
+            .map(|p| match spec_of(p) {
+                Some(s) => {
+                    let kind = match s.port_type {
+                        PortType::AfPacket => "",
+                        PortType::AfXdp => "afxdp",
+                        PortType::Tap => "tap",
+                        PortType::Patch(_) => "patch",
+                        PortType::PcapIn(_) | PortType::PcapOut(_) => "file",
+                    };
+                    (p.ofport, s.name, kind)
+                }
+                None => (p.ofport, p.name.clone(), "file"),
+            })
+            .collect()
+    }
+
+    /// This bridge's live patch ports' counters, by interface name: (rx_packets, rx_bytes,
+    /// rx_dropped, tx_packets, tx_bytes, tx_dropped) — `Interface.statistics` of a patch port
+    /// (no kernel counters to read: the port's own, as OVS counts its patch ports').
+    pub fn patch_port_counters(&self) -> Vec<(String, [u64; 6])> {
+        let handles = self.ports.read().unwrap_or_else(|e| e.into_inner());
+        self.lock_ports()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.removed)
+            .filter_map(|(i, p)| {
+                let s = spec_of(p)?;
+                if !matches!(s.port_type, PortType::Patch(_)) {
+                    return None;
+                }
+                let t = handles.get(i)?.stats().total;
+                Some((s.name, [t.rx_packets, t.rx_bytes, t.rx_lost, t.tx_packets, t.tx_bytes, t.tx_dropped]))
+            })
+            .collect()
+    }
+
+    /// The slow path's traced translation of `key` (the table `trace` reads: the shared one, or
+    /// in CFLOWS the whole pipeline built from the record).
+    fn traced(&self, key: &FlowKey) -> Result<(Xlate, Vec<String>), Error> {
+        let run = |t: &rqvs_ofproto::OfprotoTable| {
+            let r = t.read();
+            xlate_traced(r.classifier(), r.groups(), key)
+        };
+        if self.design != DesignKind::Cflows {
+            return Ok(run(&self.table));
+        }
+        let mut cached = self.trace_table.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.is_none() {
+            *cached = Some(self.whole_table()?);
+        }
+        Ok(run(cached.as_ref().expect("built above")))
+    }
+
+    /// The ports a translation's ops send to (module docs), each once, in order.
+    fn sends_to(&self, x: &Xlate, in_port: u32) -> Vec<u32> {
+        let all: Vec<u32> = {
+            let map = self.ofports();
+            map.live().map(|i| map.ofport(i)).filter(|&p| p != in_port).collect()
+        };
+        let mut out = Vec::new();
+        let add = |p: u32, out: &mut Vec<u32>| {
+            if p != in_port && !out.contains(&p) {
+                out.push(p);
+            }
+        };
+        let mut stack: Vec<Vec<Op>> = vec![x.ops.clone()];
+        let mut lists = 0;
+        while let Some(ops) = stack.pop() {
+            for op in ops {
+                match op {
+                    Op::Output(p) => add(p, &mut out),
+                    Op::Flood | Op::All => all.iter().for_each(|&p| add(p, &mut out)),
+                    Op::Normal => {
+                        let k = &x.final_key;
+                        let vlan = if k.vlan_tci & 0x1000 != 0 { k.vlan_tci & 0x0fff } else { 0 };
+                        let learned = if k.dl_dst[0] & 1 == 0 { self.macs.lookup(vlan, &k.dl_dst) } else { None };
+                        match learned {
+                            Some(p) => add(p, &mut out),
+                            None => all.iter().for_each(|&p| add(p, &mut out)),
+                        }
+                    }
+                    Op::Clone(id) if lists < 64 => {
+                        lists += 1;
+                        stack.push(actions::ops(id).to_vec());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A port's spec: kept for interfaces, else read back from its name (`PortSource::name`: a
+/// patch port's is its spec).
+fn spec_of(p: &crate::PortInfo) -> Option<rqvs_ports::PortSpec> {
+    p.spec.clone().or_else(|| p.name.parse().ok())
+}
+
+/// `ofproto/trace BRIDGE FLOW` over the bridges (module docs).
+pub fn trace(bridges: &Bridges, bridge: &str, flow: &str) -> Result<String, String> {
+    let control = bridges.get(bridge).ok_or_else(|| format!("no bridge named {bridge}"))?;
+    let key = parse_flow(flow).map_err(|e| e.0)?;
+    let (x, lines) = control.traced(&key).map_err(|e| e.0)?;
+    let mut lines = annotate(&control, &key, &lines);
+    lines.extend(crossings(bridges, &control, &key, &x, 0).map_err(|e| e.0)?);
+    Ok(header(bridge, &trace_text(bridge, &key, &x, &lines)))
+}
+
+/// A trace made under rqvs's own title (`bridge("rqvs")`, `rqvs ctl trace`) titled with the
+/// bridge's name, as `ovs-appctl ofproto/trace BRIDGE` prints it.
+pub(crate) fn retitle(text: &str, bridge: &str) -> String {
+    header(bridge, &text.replacen("bridge(\"rqvs\")\n", &format!("bridge(\"{bridge}\")\n"), 1))
+}
+
+/// `trace_text`'s `-------------` under `bridge("NAME")` as long as that line (OVS's).
+fn header(bridge: &str, text: &str) -> String {
+    let head = format!("bridge(\"{bridge}\")\n");
+    match text.find(&head) {
+        Some(at) => {
+            let rest = &text[at + head.len()..];
+            let rest = rest.trim_start_matches('-');
+            format!("{}{head}{}{rest}", &text[..at], "-".repeat(head.len() - 1))
+        }
+        None => text.to_string(),
+    }
+}
+
+/// The packet's key from a trace's FLOW (as `Control::trace` reads it).
+fn parse_flow(flow: &str) -> Result<FlowKey, Error> {
+    let line = format!("{},actions=drop", flow.trim().trim_end_matches(','));
+    let rule = ofctl::parse_flows("ofproto/trace", &line).map_err(|e| err(e.to_string()))?.pop();
+    let Some(rule) = rule else { return Err(err("ofproto/trace: expected a flow, found nothing")) };
+    if rule.matches.has_port_ranges() {
+        return Err(err("ofproto/trace: a packet has single port values, not masks"));
+    }
+    let packet = *rule.matches.value();
+    Ok(FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() })
+}
+
+/// The trace's lines with `NORMAL` annotated from the bridge's MAC table.
+fn annotate(control: &Control, key: &FlowKey, lines: &[String]) -> Vec<String> {
+    let text = format!("Flow: {}\n{}", rqvs_classify::ofproto::format_flow(key), lines.join("\n"));
+    let macs = control.mac_entries();
+    let text = crate::normal::annotate_trace(&text, |vlan, mac| {
+        macs.iter().find(|e| e.vlan == vlan && &e.mac == mac).map(|e| e.port)
+    });
+    text.lines().skip(1).map(str::to_string).collect()
+}
+
+/// The nested sections of the crossings of `x` (`key` on `control`'s bridge), indented one level
+/// per crossing.
+fn crossings(
+    bridges: &Bridges,
+    control: &Control,
+    key: &FlowKey,
+    x: &Xlate,
+    depth: usize,
+) -> Result<Vec<String>, Error> {
+    let patches = control.patch_ports();
+    if patches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for port in control.sends_to(x, key.in_port) {
+        let Some((_, peer)) = patches.iter().find(|(p, _)| *p == port) else { continue };
+        let found = bridges.all().into_iter().find_map(|(name, c)| c.ofport_named(peer).map(|p| (name, c, p)));
+        // One level in from the section it crosses from (the caller's lines are padded again
+        // by each section around them).
+        let pad = "    ";
+        let Some((name, peer_control, peer_port)) = found else {
+            out.push(String::new());
+            out.push(format!("{pad}>> output to patch port {port}: its peer {peer} is not a port of any bridge"));
+            continue;
+        };
+        let head = format!("bridge(\"{name}\")");
+        out.push(String::new());
+        out.push(format!("{pad}{head}"));
+        out.push(format!("{pad}{}", "-".repeat(head.len())));
+        if depth + 1 >= MAX_CROSSINGS {
+            out.push(format!("{pad} >> over {MAX_CROSSINGS} patch crossings: not followed"));
+            continue;
+        }
+        let k2 = FlowKey { in_port: peer_port, metadata: 0, ..x.final_key };
+        let (x2, lines) = peer_control.traced(&k2)?;
+        let mut nested = annotate(&peer_control, &k2, &lines);
+        nested.extend(crossings(bridges, &peer_control, &k2, &x2, depth + 1)?);
+        out.extend(nested.into_iter().map(|l| if l.is_empty() { l } else { format!("{pad}{l}") }));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn retitled_with_the_bridge_name() {
+        let t = "Flow: x\n\nbridge(\"rqvs\")\n-------------\n 0. priority 0\n";
+        assert_eq!(super::retitle(t, "br0"), "Flow: x\n\nbridge(\"br0\")\n-------------\n 0. priority 0\n");
+        assert!(super::retitle(t, "br-ex").contains("bridge(\"br-ex\")\n---------------\n 0."));
+    }
+
+    #[test]
+    fn the_header_is_underlined_to_its_length() {
+        let t = "Flow: x\n\nbridge(\"br-int\")\n-------------\n 0. priority 0\n";
+        assert_eq!(super::header("br-int", t), "Flow: x\n\nbridge(\"br-int\")\n----------------\n 0. priority 0\n");
+    }
+}
