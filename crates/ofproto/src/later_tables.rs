@@ -389,8 +389,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rqvs_testkit::overlap::{keys, rules};
     use rqvs_flow::formats::ofctl;
+    use rqvs_testkit::overlap::{keys, rules};
 
     #[test]
     fn each_table_answers_its_own_rules_and_follows_changes() {

@@ -17,11 +17,11 @@ use rqvs_classify::ClassifierError;
 use rqvs_datapath::auto::Target;
 use rqvs_datapath::ccache::CcacheConfig;
 use rqvs_datapath::revalidator::{RevalidatorMode, RevalidatorService};
-use rqvs_ofproto::trainer::TrainerHandle;
 use rqvs_datapath::{
     Auto, AutoConfig, Ccache, CflowsPublisher, CflowsReaders, DatapathConfig, Design, DesignKind, Orig, OrigConfig,
 };
 use rqvs_flow::Rule;
+use rqvs_ofproto::trainer::TrainerHandle;
 use rqvs_ofproto::OfprotoTable;
 
 use crate::{err, Error, SwitchConfig};

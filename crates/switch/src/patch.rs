@@ -13,11 +13,11 @@
 //! metadata 0. `Datapath actions:` is each bridge's own (the crossing is a hop: the ingress
 //! bridge's megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
 
-use rqvs_ofproto::actions::{self, Op};
-use rqvs_ofproto::xlate::{trace_text, xlate_traced, Xlate};
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
 use rqvs_flow::FlowKey;
+use rqvs_ofproto::actions::{self, Op};
+use rqvs_ofproto::xlate::{trace_text, xlate_traced, Xlate};
 use rqvs_ports::PortType;
 
 use crate::bridges::Bridges;
