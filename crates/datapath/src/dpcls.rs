@@ -60,7 +60,7 @@ impl MegaflowRef {
 }
 
 /// One installed megaflow. The fields a hit reads and writes come first (`repr(C)`), so that with
-/// the slot's generation they share one cache line ([`Slot`]); the keys, which only upcalls and
+/// the slot's generation they share one cache line (the slot is aligned to 64 bytes); the keys, which only upcalls and
 /// the revalidator read, follow.
 #[derive(Clone, Debug)]
 #[repr(C)]

@@ -7,7 +7,7 @@
 //! **Which index.** A table holding at least [`LaterConfig::learned_min`] rules is served by a
 //! **NuevoMatchUP** of its own (iSets + TupleMerge remainder), a smaller one by a
 //! **TupleMerge**. The learned index is per table, not per path (a model over the composition of
-//! the tables a packet passes): see [`crate::cflows_pipeline`].
+//! the tables a packet passes): see `rqvs_datapath::cflows_pipeline`.
 //!
 //! **The default threshold is "never"** (`usize::MAX`; `rqvs compare|replay
 //! --later-learned-min N` sets one), because that is what was measured
@@ -54,7 +54,7 @@ pub struct LaterConfig {
     pub learned_min: usize,
     /// A learned table is trained again when the rules inserted into its remainder since its
     /// model was trained exceed this share of its rules (as CFLOWS' table 0,
-    /// [`crate::CflowsConfig::retrain_threshold`]).
+    /// `rqvs_datapath::CflowsConfig::retrain_threshold`).
     pub retrain_threshold: f64,
 }
 
