@@ -36,8 +36,8 @@
 //! delete), or all. Every change — a command, a bundle, a run of FLOW_MODs — is one transaction
 //! on the record ([`rqvs_ofproto::record::Txn`]) whose net change is one atomic commit; ORIG/CCACHE PMDs then revalidate their
 //! megaflows, CFLOWS' manager publishes the changed classifier; the call returns once every PMD
-//! will meet the change at its next batch. Only one table (table 0) and only the
-//! actions [`execute`] applies are accepted; anything else is refused with the rule named.
+//! will meet the change at its next batch. Tables 0–254 and only the actions [`execute`]
+//! applies are accepted; anything else is refused with the rule named.
 //!
 //! **Flows' counters and lives.** Each PMD counts every packet it decides for the rule that
 //! decided it ([`flowstats`]); FLOW/AGGREGATE requests sum the PMDs' counts with what each flow
