@@ -204,19 +204,23 @@ impl<R: EmcRef> Emc<R> {
     /// Inserts with the configured probability.
     #[inline]
     pub fn probabilistic_insert(&mut self, hash: u32, key: &FlowKey, target: R, owner: &impl EmcTarget<R>) {
-        if self.threshold == 0 || self.draw() >= self.threshold {
-            return;
+        if self.admits() {
+            self.insert(hash, key, target, owner);
         }
-        self.insert(hash, key, target, owner);
     }
 
     /// [`Emc::probabilistic_insert`] of a narrow key (`hash` its [`crate::flow_hash_narrow`]).
     #[inline]
     pub fn probabilistic_insert_narrow(&mut self, hash: u32, key: &NarrowKey, target: R, owner: &impl EmcTarget<R>) {
-        if self.threshold == 0 || self.draw() >= self.threshold {
-            return;
+        if self.admits() {
+            self.insert_stored(hash, Stored::Narrow(*key), target, owner);
         }
-        self.insert_stored(hash, Stored::Narrow(*key), target, owner);
+    }
+
+    /// Does this insertion happen (a draw below the configured probability)?
+    #[inline]
+    fn admits(&mut self) -> bool {
+        self.threshold != 0 && self.draw() < self.threshold
     }
 
     /// Inserts unconditionally (module docs for the replacement rule).

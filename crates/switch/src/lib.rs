@@ -993,15 +993,7 @@ impl Control {
     /// `ofproto/trace`: the slow path's answer for a packet written as an ovs-ofctl match
     /// (`in_port=1,tcp,nw_src=10.0.0.1,tp_dst=80`; unspecified fields are 0).
     pub fn trace(&self, flow: &str) -> Result<String, Error> {
-        let line = format!("{},actions=drop", flow.trim().trim_end_matches(','));
-        let rule = ofctl::parse_flows("ofproto/trace", &line).map_err(|e| err(e.to_string()))?.pop();
-        let Some(rule) = rule else { return Err(err("ofproto/trace: expected a flow, found nothing")) };
-        if rule.matches.has_port_ranges() {
-            return Err(err("ofproto/trace: a packet has single port values, not masks"));
-        }
-        let packet = *rule.matches.value();
-        // The TTL as written (0 when not, as in OVS's trace), not the wire's default.
-        let key = FlowKey { nw_ttl: packet.nw_ttl, ..packet.wire() };
+        let key = patch::parse_flow(flow)?;
         // The one translation (rqvs_ofproto::xlate), as the handler runs it.
         let trace = |t: &OfprotoTable| {
             let r = t.read();

@@ -178,8 +178,10 @@ fn header(bridge: &str, text: &str) -> String {
     }
 }
 
-/// The packet's key from a trace's FLOW (as `Control::trace` reads it).
-fn parse_flow(flow: &str) -> Result<FlowKey, Error> {
+/// The packet's key from a trace's FLOW, an ovs-ofctl match (`Control::trace` and the
+/// crossing's trace read it so). The TTL is as written (0 when not, as in OVS's trace), not the
+/// wire's default.
+pub(crate) fn parse_flow(flow: &str) -> Result<FlowKey, Error> {
     let line = format!("{},actions=drop", flow.trim().trim_end_matches(','));
     let rule = ofctl::parse_flows("ofproto/trace", &line).map_err(|e| err(e.to_string()))?.pop();
     let Some(rule) = rule else { return Err(err("ofproto/trace: expected a flow, found nothing")) };
