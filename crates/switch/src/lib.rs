@@ -877,10 +877,10 @@ impl Control {
         got.into_iter().enumerate().filter_map(|(i, r)| r.or_else(|| self.parting.report(i, since_clear))).collect()
     }
 
+    /// Clears the counters `pmd-stats-show` reports; returns once every running PMD has taken
+    /// its baseline (a frame that arrives after the return counts as after the clear).
     pub fn pmd_stats_clear(&self) {
-        for i in &self.inboxes {
-            let _ = i.send(PmdMsg::Clear);
-        }
+        self.ask(PmdMsg::Clear);
     }
 
     /// Nanoseconds on the switch's clock (flows' times are on it: [`rqvs_ofproto::record::FlowMeta`]).

@@ -57,8 +57,9 @@ pub enum PmdMsg {
     /// Counters now: since the last clear when `since_clear` (`pmd-stats-show`), else since the
     /// PMD started (the metrics endpoint's counters, which never go back).
     Stats { since_clear: bool, reply: Sender<PmdReport> },
-    /// Clears the counters `pmd-stats-show` reports (OVS keeps a baseline too).
-    Clear,
+    /// Clears the counters `pmd-stats-show` reports (OVS keeps a baseline too); answers once
+    /// the baseline is taken, so frames sent after the answer count as after the clear.
+    Clear(Sender<()>),
     /// The megaflows, one `ovs-appctl dpctl/dump-flows` line each.
     DumpFlows(Sender<Vec<String>>),
     /// The per-flow counts of `rules`, in their order; cleared here when `take` (the flows are
@@ -796,7 +797,7 @@ fn handle_msg(
             r.pipeline = flows.pipeline().clone();
             let _ = reply.send(r);
         }
-        PmdMsg::Clear => {
+        PmdMsg::Clear(reply) => {
             *baseline = (c.clone(), s.design.counters());
             s.queue_base =
                 s.rx.iter()
@@ -809,6 +810,7 @@ fn handle_msg(
                         b
                     })
                     .collect();
+            let _ = reply.send(());
         }
         PmdMsg::DumpFlows(reply) => {
             let mut lines = Vec::new();

@@ -277,7 +277,9 @@ fn counters_add_up_after_clear_with_bytes_port_and_table_stats() {
     let t0 = Instant::now();
     let show = loop {
         let s = control.show();
-        if s.ports[2].rx_packets == 5 || t0.elapsed() > WAIT {
+        // The port's receive counter moves when the frames are read, the PMD's drop counter
+        // when their batch is done: wait for both.
+        if (s.ports[2].rx_packets == 5 && s.ports[2].frames.dropped == 5) || t0.elapsed() > WAIT {
             break s;
         }
         std::thread::sleep(Duration::from_millis(20));
