@@ -71,6 +71,13 @@ pub trait Classifier: Send + Sync {
         }
     }
 
+    /// [`Classifier::lookup`] of a key without wide members, held as a [`NarrowKey`]: the same
+    /// answer as for its [`NarrowKey::widen`]ed key. TupleMerge and NuevoMatchUP read the narrow
+    /// key directly; the default widens it.
+    fn lookup_narrow(&self, key: &NarrowKey) -> Option<RuleId> {
+        self.lookup(&key.widen())
+    }
+
     /// [`Classifier::lookup_batch`] of keys without wide members, held as [`NarrowKey`]s (40
     /// bytes each instead of 112): the same answers as for their [`NarrowKey::widen`]ed keys.
     /// TupleMerge and NuevoMatchUP read the narrow keys directly; the default widens them.
@@ -152,6 +159,11 @@ pub trait Remainder: Classifier {
                 *b = Some(better);
             }
         }
+    }
+
+    /// [`Remainder::lookup_beating`] of a narrow key (the default widens it).
+    fn lookup_beating_narrow(&self, key: &NarrowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        self.lookup_beating(&key.widen(), floor)
     }
 
     /// [`Remainder::improve_batch`] of narrow keys (the default widens each).

@@ -41,6 +41,10 @@ pub(crate) trait Key: Copy {
     fn arp_tha(&self) -> [u8; 6];
     /// `f` of the whole key (for a full match's check).
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T;
+    /// The classifier's `lookup` of a key of this type.
+    fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId>;
+    /// The remainder's `lookup_beating` of a key of this type.
+    fn lookup_beating<R: Remainder + ?Sized>(r: &R, key: &Self, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)>;
     /// The remainder's `lookup_batch` of keys of this type.
     fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]);
     /// The remainder's `improve_batch` of keys of this type.
@@ -139,6 +143,12 @@ impl Key for FlowKey {
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
         f(self)
     }
+    fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId> {
+        c.lookup(key)
+    }
+    fn lookup_beating<R: Remainder + ?Sized>(r: &R, key: &Self, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        r.lookup_beating(key, floor)
+    }
     fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]) {
         c.lookup_batch(keys, out)
     }
@@ -153,6 +163,12 @@ impl Key for NarrowKey {
     #[inline(always)]
     fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
         f(&self.widen())
+    }
+    fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId> {
+        c.lookup_narrow(key)
+    }
+    fn lookup_beating<R: Remainder + ?Sized>(r: &R, key: &Self, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        r.lookup_beating_narrow(key, floor)
     }
     fn lookup_batch<C: Classifier + ?Sized>(c: &C, keys: &[Self], out: &mut [Option<RuleId>]) {
         c.lookup_batch_narrow(keys, out)
@@ -173,7 +189,7 @@ pub(crate) struct Candidate {
 /// A match flattened for validation. `extra` is an index into the owner's [`Extras`], or
 /// [`CompactMatch::NO_EXTRA`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(16))]
+#[repr(C)]
 pub(crate) struct CompactMatch {
     src_v: u32,
     src_m: u32,

@@ -148,8 +148,9 @@ pub fn check_all(c: &dyn Classifier, rules: &[Rule], keys: &[FlowKey], stage: &s
     let nk: Vec<rqvs_flow::key::NarrowKey> = narrow.iter().map(|&(_, n)| n).collect();
     let mut got = vec![None; nk.len()];
     c.lookup_batch_narrow(&nk, &mut got);
-    for (&(i, _), g) in narrow.iter().zip(&got) {
+    for (&(i, n), g) in narrow.iter().zip(&got) {
         prop_assert_eq!(*g, batch[i], "{}: lookup_batch_narrow {:?}", stage, keys[i]);
+        prop_assert_eq!(c.lookup_narrow(&n), batch[i], "{}: lookup_narrow {:?}", stage, keys[i]);
     }
     Ok(())
 }

@@ -33,7 +33,10 @@
 //!   `dl_type`'s, which relaxing drops and no split raises), so its lookups do what they did.
 //! - **Hashing**: a table hashes its classic fields' masked values and, when its tuple has wide
 //!   lengths, a 32-bit fingerprint of the masked wide fields (buckets key on it: two groups of
-//!   rules that share it share a bucket, whose candidates are validated anyway).
+//!   rules that share it share a bucket, whose candidates are validated anyway). A bucket is
+//!   one cache line: the key's 63-bit hash (the key itself is not stored: keys whose hashes are
+//!   equal share a bucket, exact for the same reason) and the best rule inline; the others, in
+//!   winner order, in a side table under the same hash (most buckets hold one rule).
 //! - **Lookup**: tables in descending order of their highest priority; stop once the best match
 //!   outranks every remaining table; inside a bucket, rules are in winner order, so the first
 //!   match is the bucket's best. Lookups do no bookkeeping.
@@ -244,35 +247,38 @@ fn fits(rule: &Tuple, table: &Tuple) -> bool {
     (0..DIMS).all(|d| rule[d] >= table[d])
 }
 
-/// The rules of one hash key, in winner order. The best is stored inline: most buckets hold one
-/// rule, and a lookup that finds it then touches no other memory.
+/// Bit 63 of a bucket's `hash`: the bucket has a tail (its other rules) in the table's `tails`.
+const TAIL: u64 = 1 << 63;
+
+/// The rules of one hash key, in winner order, the best inline: one cache line (most buckets
+/// hold one rule, and a lookup that finds it touches no other memory), so the key itself is not
+/// stored — the bucket is known by its key's 63-bit hash. Keys whose hashes are equal share a
+/// bucket; that is exact, since every candidate is validated whole against the packet and
+/// candidates stay in winner order (as keys sharing the wide fingerprint share a bucket).
 #[derive(Clone)]
+#[repr(C, align(64))]
 struct Bucket {
-    key: Values,
+    /// The key's hash, with [`TAIL`] set when more rules share the bucket.
+    hash: u64,
     head: Candidate,
-    tail: Vec<Candidate>,
 }
 
 impl Bucket {
-    fn len(&self) -> usize {
-        1 + self.tail.len()
+    #[inline(always)]
+    fn id(&self) -> u64 {
+        self.hash & !TAIL
     }
 
-    fn iter(&self) -> impl Iterator<Item = &Candidate> {
-        std::iter::once(&self.head).chain(self.tail.iter())
-    }
-
-    fn add(&mut self, c: Candidate) {
-        let rank = (Reverse(c.priority), c.id);
-        if rank < (Reverse(self.head.priority), self.head.id) {
-            let old = std::mem::replace(&mut self.head, c);
-            self.tail.insert(0, old);
-        } else {
-            let at = self.tail.partition_point(|x| (Reverse(x.priority), x.id) < rank);
-            self.tail.insert(at, c);
-        }
+    #[inline(always)]
+    fn has_tail(&self) -> bool {
+        self.hash & TAIL != 0
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64, "a bucket is one cache line");
+
+/// A bucket's rules after its head, in winner order, under the bucket's hash.
+type Tail = (u64, Vec<Candidate>);
 
 #[derive(Clone)]
 struct Table {
@@ -289,6 +295,8 @@ struct Table {
     /// whose lookups then never read a wide member).
     wide: Vec<(u8, u128)>,
     table: HashTable<Bucket>,
+    /// The tails of the buckets with more than one rule.
+    tails: HashTable<Tail>,
     priorities: BTreeMap<u32, u32>,
     rules: usize,
 }
@@ -300,7 +308,7 @@ fn hash_values(v: &Values, active: &[u8]) -> u64 {
     for &d in active {
         h = (h.rotate_left(23) ^ u64::from(v[d as usize])).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
-    h ^ (h >> 29)
+    (h ^ (h >> 29)) & !TAIL
 }
 
 impl Table {
@@ -322,6 +330,7 @@ impl Table {
             active,
             wide,
             table: HashTable::new(),
+            tails: HashTable::new(),
             priorities: BTreeMap::new(),
             rules: 0,
         }
@@ -356,44 +365,78 @@ impl Table {
         hash_values(key, &self.active)
     }
 
+    /// The rules of a bucket after its head.
+    #[inline(always)]
+    fn tail(&self, b: &Bucket) -> &[Candidate] {
+        if !b.has_tail() {
+            return &[];
+        }
+        let hash = b.id();
+        self.tails.find(hash, |t| t.0 == hash).map_or(&[], |t| &t.1)
+    }
+
+    /// A bucket's rules in winner order.
+    fn candidates<'a>(&'a self, b: &'a Bucket) -> impl Iterator<Item = &'a Candidate> {
+        std::iter::once(&b.head).chain(self.tail(b))
+    }
+
+    /// Every rule id the table holds.
+    fn ids(&self) -> impl Iterator<Item = RuleId> + '_ {
+        self.table.iter().flat_map(|b| self.candidates(b).map(|c| c.id))
+    }
+
     /// Adds a candidate (of a rule whose value is `rv`); returns the size of its bucket afterwards.
     fn add(&mut self, values: &Values, rv: &FlowKey, c: Candidate) -> usize {
         let key = self.key(values, rv);
         let hash = self.hash(&key);
         *self.priorities.entry(c.priority).or_insert(0) += 1;
         self.rules += 1;
-        match self.table.find_mut(hash, |b| b.key == key) {
-            Some(b) => {
-                b.add(c);
-                b.len()
-            }
-            None => {
-                // The hash is made again from the key when the table grows (not stored: 16
-                // bytes a bucket with the alignment).
-                let active = &self.active;
-                self.table
-                    .insert_unique(hash, Bucket { key, head: c, tail: Vec::new() }, |b| hash_values(&b.key, active));
-                1
-            }
-        }
+        let Some(b) = self.table.find_mut(hash, |b| b.id() == hash) else {
+            // The hash is the bucket's own (kept: the table grows without the key).
+            self.table.insert_unique(hash, Bucket { hash, head: c }, Bucket::id);
+            return 1;
+        };
+        let displaced = if (Reverse(c.priority), c.id) < (Reverse(b.head.priority), b.head.id) {
+            std::mem::replace(&mut b.head, c)
+        } else {
+            c
+        };
+        b.hash |= TAIL;
+        let tail = match self.tails.find_mut(hash, |t| t.0 == hash) {
+            Some(t) => &mut t.1,
+            None => &mut self.tails.insert_unique(hash, (hash, Vec::new()), |t| t.0).into_mut().1,
+        };
+        let rank = (Reverse(displaced.priority), displaced.id);
+        let at = tail.partition_point(|x| (Reverse(x.priority), x.id) < rank);
+        tail.insert(at, displaced);
+        1 + tail.len()
     }
 
     /// Removes rule `id` (with these values and priority); returns its candidate.
     fn take(&mut self, values: &Values, rv: &FlowKey, priority: u32, id: RuleId) -> Option<Candidate> {
         let key = self.key(values, rv);
         let hash = self.hash(&key);
-        let Ok(mut entry) = self.table.find_entry(hash, |b| b.key == key) else { return None };
+        let Ok(mut entry) = self.table.find_entry(hash, |b| b.id() == hash) else { return None };
         let b = entry.get_mut();
-        let c = if b.head.id == id {
-            if b.tail.is_empty() {
-                entry.remove().0.head
-            } else {
-                let next = b.tail.remove(0);
-                std::mem::replace(&mut b.head, next)
+        let c = if !b.has_tail() {
+            if b.head.id != id {
+                return None;
             }
+            entry.remove().0.head
         } else {
-            let at = b.tail.iter().position(|c| c.id == id)?;
-            b.tail.remove(at)
+            let Ok(mut t) = self.tails.find_entry(hash, |t| t.0 == hash) else { return None };
+            let tail = &mut t.get_mut().1;
+            let c = if b.head.id == id {
+                std::mem::replace(&mut b.head, tail.remove(0))
+            } else {
+                let at = tail.iter().position(|c| c.id == id)?;
+                tail.remove(at)
+            };
+            if tail.is_empty() {
+                t.remove();
+                b.hash &= !TAIL;
+            }
+            c
         };
         if let Some(n) = self.priorities.get_mut(&priority) {
             *n -= 1;
@@ -405,20 +448,29 @@ impl Table {
         Some(c)
     }
 
-    /// Looks `key` (whose masked values are `k`, hashing to `hash`) up in this table, improving
-    /// `best`. Bucket rules are in winner order: the first that validates is the bucket's best,
-    /// and the scan stops at the first that cannot beat `best`.
+    /// Looks the key whose table key hashes to `hash` up in this table, improving `best`.
+    /// Bucket rules are in winner order: the first that validates is the bucket's best, and the
+    /// scan stops at the first that cannot beat `best`.
     #[inline(always)]
-    fn probe<K: Key>(&self, k: &Values, hash: u64, key: &K, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
-        let Some(b) = self.table.find(hash, |b| b.key == *k) else { return };
-        for c in b.iter() {
+    fn probe<K: Key>(&self, hash: u64, key: &K, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
+        let Some(b) = self.table.find(hash, |b| b.id() == hash) else { return };
+        let mut settles = |c: &Candidate| {
             if let Some((bp, bid)) = *best {
                 if !rqvs_flow::rule::beats(c.priority, c.id, bp, bid) {
-                    return;
+                    return true;
                 }
             }
             if c.m.matches(key, extras) {
                 *best = Some((c.priority, c.id));
+                return true;
+            }
+            false
+        };
+        if settles(&b.head) || !b.has_tail() {
+            return;
+        }
+        for c in self.tail(b) {
+            if settles(c) {
                 return;
             }
         }
@@ -426,8 +478,8 @@ impl Table {
 
     /// Ids in the bucket the given values hash to.
     fn bucket_ids(&self, values: &Values, rv: &FlowKey) -> Vec<RuleId> {
-        let key = self.key(values, rv);
-        self.table.find(self.hash(&key), |b| b.key == key).map_or_else(Vec::new, |b| b.iter().map(|c| c.id).collect())
+        let hash = self.hash(&self.key(values, rv));
+        self.table.find(hash, |b| b.id() == hash).map_or_else(Vec::new, |b| self.candidates(b).map(|c| c.id).collect())
     }
 }
 
@@ -648,7 +700,7 @@ impl TupleMerge {
             return;
         }
         let target = self.find_or_make(compat);
-        let movers: Vec<RuleId> = self.table(i).table.iter().flat_map(|b| b.iter().map(|c| c.id)).collect();
+        let movers: Vec<RuleId> = self.table(i).ids().collect();
         for id in movers {
             if fits(&self.tuple_of(id), &compat) {
                 self.move_rule(id, target);
@@ -668,8 +720,7 @@ impl TupleMerge {
             if best.is_some_and(|(bp, _)| t.max_priority < bp) {
                 break; // tables are in descending max priority: nothing left can win
             }
-            let k = t.key(&values, key);
-            t.probe(&k, t.hash(&k), key, &self.extras, &mut best);
+            t.probe(t.hash(&t.key(&values, key)), key, &self.extras, &mut best);
         }
         best
     }
@@ -683,14 +734,12 @@ impl TupleMerge {
         let n = keys.len();
         debug_assert!(n <= BATCH && best.len() >= n);
         let values: [Values; BATCH] = std::array::from_fn(|j| keys.get(j).map_or([0; 6], packet_values));
-        let mut masked = [[0u32; 6]; BATCH];
         let mut hashes = [0u64; BATCH];
         for t in &self.tables {
             let mut need: u32 = 0;
             for j in 0..n {
                 if best[j].is_none_or(|(bp, _)| t.max_priority >= bp) {
-                    masked[j] = t.key(&values[j], &keys[j]);
-                    hashes[j] = t.hash(&masked[j]);
+                    hashes[j] = t.hash(&t.key(&values[j], &keys[j]));
                     need |= 1 << j;
                 }
             }
@@ -700,7 +749,7 @@ impl TupleMerge {
             while need != 0 {
                 let j = need.trailing_zeros() as usize;
                 need &= need - 1;
-                t.probe(&masked[j], hashes[j], &keys[j], &self.extras, &mut best[j]);
+                t.probe(hashes[j], &keys[j], &self.extras, &mut best[j]);
             }
         }
     }
@@ -708,6 +757,10 @@ impl TupleMerge {
 
 impl Remainder for TupleMerge {
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
+        self.search(key, floor).filter(|b| Some(*b) != floor)
+    }
+
+    fn lookup_beating_narrow(&self, key: &NarrowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.search(key, floor).filter(|b| Some(*b) != floor)
     }
 
@@ -746,6 +799,10 @@ impl Classifier for TupleMerge {
     }
 
     fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        self.search(key, None).map(|(_, id)| id)
+    }
+
+    fn lookup_narrow(&self, key: &NarrowKey) -> Option<RuleId> {
         self.search(key, None).map(|(_, id)| id)
     }
 
@@ -830,7 +887,7 @@ impl Classifier for TupleMerge {
             + self.wide_tuples.capacity() * NW
             + self.wide_tuple_index.capacity() * (NW + 4 + 1)
             + self.records.iter().flatten().map(|r| r.rule.heap_bytes()).sum::<usize>();
-        // The hash tables: buckets (key, the best candidate inline) and their tails.
+        // The hash tables: buckets (the key's hash, the best candidate inline) and their tails.
         let mut tables = 0;
         // What orders and finds the tables: the table list, id positions, hashed fields, and
         // each table's priority counts.
@@ -840,8 +897,8 @@ impl Classifier for TupleMerge {
             + self.free_ids.capacity() * 4;
         for t in &self.tables {
             index += t.active.capacity() + t.wide.capacity() * size_of::<(u8, u128)>() + t.priorities.len() * 16;
-            tables += t.table.capacity() * (size_of::<Bucket>() + 1);
-            tables += t.table.iter().map(|b| b.tail.capacity() * size_of::<Candidate>()).sum::<usize>();
+            tables += t.table.capacity() * (size_of::<Bucket>() + 1) + t.tails.capacity() * (size_of::<Tail>() + 1);
+            tables += t.tails.iter().map(|t| t.1.capacity() * size_of::<Candidate>()).sum::<usize>();
         }
         vec![
             ("rules".to_string(), rules),
@@ -1012,7 +1069,7 @@ mod tests {
         assert!(summary.iter().any(|(t, n, _)| t[dl_dst] == 48 && *n == 3000), "{summary:?}");
         assert!(summary.iter().any(|(t, n, _)| t[D_IPV6_SRC] >= 56 && *n == 3000), "{summary:?}");
         for t in &tm.tables {
-            assert!(t.table.iter().all(|b| b.len() == 1), "a bucket holds colliding rules");
+            assert!(t.table.iter().all(|b| !b.has_tail()), "a bucket holds colliding rules");
         }
         let mut k = FlowKey { in_port: 1 + 1234 % 3, dl_type: 0x0800, ..FlowKey::ZERO };
         k.dl_dst = [0xfa, 0x16, 0x3e, 0, 1234u32.to_be_bytes()[2], 1234u32.to_be_bytes()[3]];
@@ -1036,5 +1093,39 @@ mod tests {
         assert_eq!(tm.tables(), 2);
         assert_eq!(tm.lookup(&FlowKey::ipv4(1, 2, 6, 5, 80)), Some(RuleId(1)));
         assert_eq!(tm.lookup(&FlowKey::ipv4(1, 2, 17, 5, 80)), Some(RuleId(2)));
+    }
+
+    /// Rules that share a table key share one bucket: the best inline, the others in the
+    /// table's tails, in winner order, through removals of the head and of the tail's members.
+    #[test]
+    fn a_bucket_keeps_its_rules_in_winner_order_through_its_tail() {
+        // Five rules on one address pair (one key of the one table), different port ranges.
+        let line = |sp: &str| format!("@10.0.0.1/32\t10.0.0.2/32\t{sp}\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n");
+        let text: String = ["0 : 65535", "0 : 1023", "1 : 1", "0 : 99", "2 : 2"].iter().map(|sp| line(sp)).collect();
+        let rules = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        let mut tm = TupleMerge::build(&rules[1..]).unwrap();
+        assert_eq!(tm.tables(), 1);
+        let t = &tm.tables[0];
+        assert_eq!(t.table.len(), 1, "one bucket");
+        assert_eq!(t.ids().count(), 4);
+        // The best rule goes in last: it becomes the head, the old head the tail's first.
+        tm.insert(rules[0].clone()).unwrap();
+        let k = |sp| FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 6, sp, 80);
+        let want = |tm: &TupleMerge, sp| {
+            rules.iter().filter(|r| tm.slots.contains_key(&r.id)).find(|r| r.matches.matches(&k(sp))).map(|r| r.id)
+        };
+        for round in 0..5 {
+            for sp in [0, 1, 2, 50, 500, 5000] {
+                assert_eq!(tm.lookup(&k(sp)), want(&tm, sp), "round {round}, port {sp}");
+                assert_eq!(tm.lookup_narrow(&k(sp).narrow().unwrap()), want(&tm, sp));
+            }
+            // Remove the head (0, 2, 4) or a member of the tail (1, 3) in turn.
+            let id = RuleId([0, 3, 1, 4, 2][round]);
+            tm.remove(id).unwrap();
+            let t = &tm.tables.first();
+            let live = t.map_or(0, |t| t.ids().count());
+            assert_eq!(live, 4 - round, "round {round}");
+            assert!(t.is_none_or(|t| t.table.iter().all(|b| b.has_tail() == (t.tails.len() == 1))));
+        }
     }
 }

@@ -51,8 +51,8 @@ pub struct Args {
     pub min_ms: u64,
     /// Hold the packets as whole `FlowKey`s (112 bytes each) even when none has a wide field; by
     /// default such a trace is held as narrow keys (40 bytes each, the narrow members alone),
-    /// the form a batch of 5-tuple packets takes: batches are looked up as narrow keys, one key
-    /// at a time widened on the stack.
+    /// the form a batch of 5-tuple packets takes: batches and single keys are looked up as
+    /// narrow keys (TupleMerge and NuevoMatchUP read them as they are, the others widen them).
     #[arg(long)]
     pub flowkey_batches: bool,
     /// Write a JSON report to this file (`-` = stdout).

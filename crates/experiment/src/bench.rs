@@ -35,7 +35,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Hold the packets as [`NarrowKey`]s when no packet has a wide member (40 bytes a key
     /// instead of 112): batches are timed with `Classifier::lookup_batch_narrow`, one key at a
-    /// time with `Classifier::lookup` of the key widened on the stack; otherwise, or when false,
+    /// time with `Classifier::lookup_narrow` (TupleMerge and NuevoMatchUP read the narrow key,
+    /// the others widen it on the stack); otherwise, or when false,
     /// both over `FlowKey`s.
     pub narrow_batches: bool,
 }
@@ -100,7 +101,7 @@ impl Bench {
 }
 
 /// The packets a lookup pass runs over: `FlowKey`s, or [`NarrowKey`]s (looked up in batches
-/// with `Classifier::lookup_batch_narrow`, one at a time widened).
+/// with `Classifier::lookup_batch_narrow`, one at a time with `Classifier::lookup_narrow`).
 #[derive(Clone, Copy)]
 pub enum Keys<'a> {
     Flow(&'a [FlowKey]),
@@ -131,7 +132,7 @@ pub fn lookup_keys(c: &dyn Classifier, keys: Keys, out: &mut [Option<RuleId>], b
         }
         Keys::Narrow(k) => {
             for (k, o) in k.iter().zip(out.iter_mut()) {
-                *o = c.lookup(&k.widen());
+                *o = c.lookup_narrow(k);
             }
         }
     }
@@ -279,8 +280,9 @@ pub fn classifiers(
             _ => (c.as_ref(), Keys::Flow(k)),
         })
         .collect();
-    // One key at a time from the same held keys: a narrow one is widened on the stack for each
-    // lookup (as a datapath builds a packet's key), not streamed as 112 bytes from memory.
+    // One key at a time from the same held keys: a narrow one through `lookup_narrow` (read as
+    // it is by TupleMerge and NuevoMatchUP, widened on the stack by the others), not streamed as
+    // 112 bytes from memory.
     let single_runs: Vec<(&dyn Classifier, Keys)> = runs.clone();
     let mut got: Vec<Vec<Option<RuleId>>> = timed.iter().map(|k| vec![None; k.len()]).collect();
     let mut single: Vec<Vec<Option<RuleId>>> = got.clone();

@@ -217,7 +217,7 @@ struct ISet {
     /// slots (removed rules, padding), a multiple of [`LANES`] long and starting at one. A bucket
     /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead).
     spans: Vec<(u32, u32)>,
-    cands: Vec<Candidate>,
+    cands: Vec<Lined>,
     /// Parallel to `cands`: the check made before touching a 64-byte candidate. A candidate's
     /// compact match leaves out what this checks exactly (`CompactMatch::new_after`), so a
     /// candidate is valid only for a key the pre-filter passed.
@@ -280,7 +280,7 @@ impl ISet {
             self.pre.kill(j);
         }
         for _ in to - from..len {
-            self.cands.push(dead_candidate());
+            self.cands.push(Lined(dead_candidate()));
             self.pre.push_dead();
             self.ranks.push(u64::MAX);
         }
@@ -334,6 +334,27 @@ impl ISet {
 }
 
 /// A candidate slot that matches nothing (padding, a removed rule).
+/// An iSet's candidate on a cache line of its own (a 56-byte candidate in a vector aligned to
+/// 16 bytes, as the allocator gives, straddles two lines three times in four).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Lined(Candidate);
+
+impl std::ops::Deref for Lined {
+    type Target = Candidate;
+    #[inline(always)]
+    fn deref(&self) -> &Candidate {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Lined {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Candidate {
+        &mut self.0
+    }
+}
+
 fn dead_candidate() -> Candidate {
     Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
 }
@@ -509,7 +530,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             // until used, so it costs address space, not memory).
             let slots: usize = plan.buckets.iter().map(|b| b.rules.len().next_multiple_of(LANES)).sum();
             let reserve = if config.insert_slack.is_some() { slots / 4 + 64 * LANES } else { 0 };
-            let mut all: Vec<Candidate> = Vec::with_capacity(slots + reserve);
+            let mut all: Vec<Lined> = Vec::with_capacity(slots + reserve);
             let mut pre = Prefilter { groups: Vec::with_capacity((slots + reserve).div_ceil(LANES)), len: 0 };
             let mut ranks: Vec<u64> = Vec::with_capacity(slots + reserve);
             for (b, pb) in plan.buckets.iter().enumerate() {
@@ -525,12 +546,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     whole_here += usize::from(whole[i]);
                     pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
-                    all.push(cand);
+                    all.push(Lined(cand));
                 }
                 let pad = (LANES - all.len() % LANES) % LANES;
                 for _ in 0..pad {
                     pre.push_dead();
-                    all.push(dead_candidate());
+                    all.push(Lined(dead_candidate()));
                     ranks.push(u64::MAX);
                 }
                 spans.push((from, all.len() as u32));
@@ -588,7 +609,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             (None, Location::ISet { iset, bucket }) => {
                 let s = &self.isets[iset];
                 let j = s.find_id(bucket, k.id).expect("a rule of the map is live in its bucket");
-                KeptRule::Whole(s.cands[j])
+                KeptRule::Whole(s.cands[j].0)
             }
             (None, Location::Remainder) => unreachable!("a remainder rule keeps its stored form"),
         }
@@ -605,7 +626,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let all = s.whole == s.live;
             for (j, c) in s.cands.iter().enumerate() {
                 if !s.pre.is_dead(j) && (all || self.rules.get(c.id).is_some_and(|k| k.stored.is_none())) {
-                    out.push(KeptRule::Whole(*c));
+                    out.push(KeptRule::Whole(c.0));
                 }
             }
         }
@@ -790,7 +811,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             Location::ISet { iset, bucket } => {
                 let s = &mut self.isets[iset];
                 if let Some(at) = s.find_id(bucket, id) {
-                    gone = gone.or(Some(KeptRule::Whole(s.cands[at])));
+                    gone = gone.or(Some(KeptRule::Whole(s.cands[at].0)));
                     // Marked dead in place, keeping its rank (the span stays sorted): the
                     // bucket's layout and the index stay as they are.
                     s.pre.kill(at);
@@ -847,7 +868,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 (None, None) => unreachable!("a span with room has a dead slot"),
             };
             let (entry, cand) = ISet::slot(s.pf, rule, &mut self.extras);
-            s.cands[at] = cand;
+            s.cands[at] = Lined(cand);
             s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
@@ -859,12 +880,22 @@ impl<R: Remainder> NuevoMatchUp<R> {
         None
     }
 
+    /// One key's lookup, of either kind.
+    #[inline(always)]
+    fn lookup_one<K: Key>(&self, key: &K) -> Option<RuleId> {
+        if self.isets.is_empty() {
+            return K::lookup(&self.remainder, key);
+        }
+        let best = self.search_isets(key);
+        K::lookup_beating(&self.remainder, key, best).or(best).map(|(_, id)| id)
+    }
+
     /// The best rule over the iSets for `key` (by the winner rule).
     #[inline]
-    fn search_isets(&self, key: &FlowKey) -> Option<(u32, RuleId)> {
+    fn search_isets<K: Key>(&self, key: &K) -> Option<(u32, RuleId)> {
         let mut best: Option<(u32, RuleId)> = None;
         for s in &self.isets {
-            if let Some(b) = s.index.find(s.field.value(key)) {
+            if let Some(b) = s.index.find(s.field.value_of(key)) {
                 self.scan_bucket(s, b, key, &mut best);
             }
         }
@@ -873,7 +904,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
 
     /// Scans bucket `b` of iSet `s` for `key`, improving `best`.
     #[inline(always)]
-    fn scan_bucket(&self, s: &ISet, b: usize, key: &FlowKey, best: &mut Option<(u32, RuleId)>) {
+    fn scan_bucket<K: Key>(&self, s: &ISet, b: usize, key: &K, best: &mut Option<(u32, RuleId)>) {
         let (from, to) = s.span(b);
         if from < to {
             let words = s.words(key);
@@ -930,11 +961,11 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
     }
 
     fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
-        if self.isets.is_empty() {
-            return self.remainder.lookup(key);
-        }
-        let best = self.search_isets(key);
-        self.remainder.lookup_beating(key, best).or(best).map(|(_, id)| id)
+        self.lookup_one(key)
+    }
+
+    fn lookup_narrow(&self, key: &NarrowKey) -> Option<RuleId> {
+        self.lookup_one(key)
     }
 
     /// Per iSet, the bucket of every key of the batch in one batched index call (the RQ-RMI
@@ -1001,7 +1032,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
                 s.spans.capacity() * 8
                     + s.ranks.capacity() * 8
                     + s.pre.memory_bytes()
-                    + s.cands.capacity() * size_of::<Candidate>()
+                    + s.cands.capacity() * size_of::<Lined>()
             })
             .sum();
         let mut parts = vec![
