@@ -646,6 +646,32 @@ impl Txn<'_> {
         self.undo.clear();
     }
 
+    /// Whether the change so far is empty, and whether it is all in table 0 (no flow of
+    /// another table added or removed, no group set or removed) — what [`Txn::net`] would say,
+    /// without making it.
+    pub fn net_shape(&self) -> (bool, bool) {
+        let added = self.table.by_id.range(RuleId(self.first)..).map(|(_, (r, _))| r);
+        let groups = self.undo.iter().any(|u| matches!(u, Undo::Group(..)));
+        let empty = self.removed.is_empty() && !groups && added.clone().next().is_none();
+        let table0 = !groups && self.removed.iter().chain(added).all(|r| r.table == 0);
+        (empty, table0)
+    }
+
+    /// [`Txn::keep_undoable`], handing over the net change ([`Txn::net`]) — moved out of the
+    /// transaction, not copied (the added flows are, from the table).
+    pub fn keep_undoable_net(mut self) -> (NetChange, KeptTxn) {
+        let mut net = NetChange {
+            added: Vec::new(),
+            removed: std::mem::take(&mut self.removed),
+            deleted: std::mem::take(&mut self.deleted),
+            heir: std::mem::take(&mut self.heir),
+            groups: Vec::new(),
+        };
+        let shell = self.net();
+        (net.added, net.groups) = (shell.added, shell.groups);
+        (net, self.keep_undoable())
+    }
+
     /// Keeps the changes but not for good: the commit downstream is still under way (a
     /// pipelined run, `rqvs_switch::Control::apply_each_pipelined`). [`FlowTable::undo`] with
     /// the returned log takes the transaction back — valid only while no other transaction has
@@ -826,14 +852,19 @@ mod tests {
         };
         let mut x = t.txn(0);
         first(&mut x);
-        let kept = x.keep_undoable();
+        assert_eq!(x.net_shape(), (false, true));
+        let expected = format!("{:?}", x.net());
+        let (net, kept) = x.keep_undoable_net();
+        assert_eq!(format!("{net:?}"), expected, "the net change handed over is the one net() makes");
         let after_first = texts(&t);
         assert_ne!(after_first, before);
         // A later transaction on top, dropped (it undoes itself), then the first one undone.
         {
             let mut y = t.txn(0);
+            assert_eq!(y.net_shape(), (true, true));
             y.apply(&FlowOp::Delete(FlowFilter::all())).unwrap();
-            y.apply(&FlowOp::add(rules("priority=7,udp,actions=output:3").remove(0))).unwrap();
+            y.apply(&FlowOp::add(rules("table=1,priority=7,udp,actions=output:3").remove(0))).unwrap();
+            assert_eq!(y.net_shape(), (false, false));
         }
         assert_eq!(texts(&t), after_first);
         t.undo(kept);

@@ -112,7 +112,7 @@ impl Control {
         };
         let now_ns = self.clock_ns();
         // This run recorded on top of the one in flight, while the manager applies that one.
-        let (mut txn, mut effects, mut net) = record(&mut rules, ops, now_ns);
+        let (mut txn, mut effects) = record(&mut rules, ops, now_ns);
         let mut settle_prev = None;
         if let Some(p) = prev {
             match wait(&p.answer) {
@@ -125,12 +125,12 @@ impl Control {
                     drop(txn);
                     rules.undo(p.kept);
                     before = Some(Err(e));
-                    (txn, effects, net) = record(&mut rules, ops, now_ns);
+                    (txn, effects) = record(&mut rules, ops, now_ns);
                 }
             }
         }
-        let table0_only = net.table_changes(false).is_empty();
-        if net.is_empty() || !table0_only {
+        let (empty, table0_only) = txn.net_shape();
+        if empty || !table0_only {
             // Nothing for the manager, or a change beyond table 0: the path that waits.
             drop(txn);
             if let Some(p) = settle_prev {
@@ -141,19 +141,21 @@ impl Control {
             self.emit(events);
             return Piped { before, effects: self.apply_each(ops), pending: false };
         }
-        let added: Vec<Rule> = net.added.clone();
+        let (mut net, kept) = txn.keep_undoable_net();
+        let overlap = net.heir.is_empty()
+            && !crate::events::watched()
+            && net.deleted.iter().all(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM == 0);
+        // The added flows go to the manager; a run settled later keeps them only for the flow
+        // monitors (none watch when it stays in flight).
+        let added: Vec<Rule> = if overlap { std::mem::take(&mut net.added) } else { net.added.clone() };
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
         *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let answer = self.send_change(added, removed);
-        let kept = txn.keep_undoable();
         // The run before, answered: its removed flows' counts (none carried to a later flow:
         // it had no heir) and events.
         if let Some(p) = settle_prev {
             events.extend(self.settle_counts(&mut rules, &p.net, p.now_ns));
         }
-        let overlap = net.heir.is_empty()
-            && !crate::events::watched()
-            && net.deleted.iter().all(|(_, m, _)| m.flags & OFPFF_SEND_FLOW_REM == 0);
         let mut pending = false;
         match answer {
             Some(answer) if overlap => {
@@ -225,16 +227,15 @@ impl Control {
     }
 }
 
-/// A transaction of `ops` on `rules`: each op's effect, and the net change.
+/// A transaction of `ops` on `rules`, and each op's effect.
 fn record<'a>(
     rules: &'a mut FlowTable,
     ops: &[FlowOp],
     now_ns: u64,
-) -> (rqvs_ofproto::record::Txn<'a>, Vec<Result<OpEffect, OpError>>, NetChange) {
+) -> (rqvs_ofproto::record::Txn<'a>, Vec<Result<OpEffect, OpError>>) {
     let mut txn = rules.txn(now_ns);
     let effects = ops.iter().map(|op| txn.apply(op)).collect();
-    let net = txn.net();
-    (txn, effects, net)
+    (txn, effects)
 }
 
 /// The manager's answer, as [`Control::apply_each`] takes it: one not given within
