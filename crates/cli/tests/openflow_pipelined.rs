@@ -137,3 +137,29 @@ fn a_refused_run_in_a_pipelined_stream_gets_its_errors_and_the_rest_applies_as_b
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("test hook: a flow of priority 7777 refused"), "{stderr}");
 }
+
+/// `rqvs bench openflow` with two PMDs on the embedded workload: every design streams its
+/// flow-mods through the channel (CFLOWS' pipelined) while traffic flows through both PMDs,
+/// with no error and no frame decided wrongly (the one-PMD run is `tests/openflow.rs`'
+/// `bench_openflow_streams_flow_mods_with_every_frame_checked`).
+#[test]
+fn bench_openflow_with_two_pmds_checks_every_frame() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
+        .args(["bench", "openflow", "--pmds", "2", "--flow-mods", "4000", "--bundle", "40", "--json", "-"])
+        // The other test's hook is not for this one.
+        .env_remove("RQVS_TEST_REFUSE_PRIORITY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let designs = j["designs"].as_array().unwrap();
+    assert_eq!(designs.len(), 3);
+    for d in designs {
+        let name = d["design"].as_str().unwrap();
+        assert_eq!(d["mismatches"], 0, "{name}: {d}");
+        assert_eq!(d["errors"], 0, "{name}");
+        assert!(d["flow_mods"].as_u64().unwrap() >= 4000, "{name}");
+        assert!(d["frames_exact"].as_u64().unwrap() > 0 && d["frames_during"].as_u64().unwrap() > 0, "{name}: {d}");
+        assert!(d["bundle"]["visible_s"].as_f64().is_some(), "{name}: the bundle never became visible: {d}");
+    }
+}
