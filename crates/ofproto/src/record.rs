@@ -646,6 +646,42 @@ impl Txn<'_> {
         self.undo.clear();
     }
 
+    /// Whether the change so far is empty, and whether it is all in table 0 (no flow of
+    /// another table added or removed, no group set or removed) — what [`Txn::net`] would say,
+    /// without making it.
+    pub fn net_shape(&self) -> (bool, bool) {
+        let added = self.table.by_id.range(RuleId(self.first)..).map(|(_, (r, _))| r);
+        let groups = self.undo.iter().any(|u| matches!(u, Undo::Group(..)));
+        let empty = self.removed.is_empty() && !groups && added.clone().next().is_none();
+        let table0 = !groups && self.removed.iter().chain(added).all(|r| r.table == 0);
+        (empty, table0)
+    }
+
+    /// [`Txn::keep_undoable`], handing over the net change ([`Txn::net`]) — moved out of the
+    /// transaction, not copied (the added flows are, from the table).
+    pub fn keep_undoable_net(mut self) -> (NetChange, KeptTxn) {
+        let mut net = NetChange {
+            added: Vec::new(),
+            removed: std::mem::take(&mut self.removed),
+            deleted: std::mem::take(&mut self.deleted),
+            heir: std::mem::take(&mut self.heir),
+            groups: Vec::new(),
+        };
+        let shell = self.net();
+        (net.added, net.groups) = (shell.added, shell.groups);
+        (net, self.keep_undoable())
+    }
+
+    /// Keeps the changes but not for good: the commit downstream is still under way (a
+    /// pipelined run, `rqvs_switch::Control::apply_each_pipelined`). [`FlowTable::undo`] with
+    /// the returned log takes the transaction back — valid only while no other transaction has
+    /// been kept on the table since (the caller's to ensure); a later transaction left unkept
+    /// (dropped) undoes itself first, so it does not count.
+    pub fn keep_undoable(mut self) -> KeptTxn {
+        self.table.next_id = self.next_id;
+        KeptTxn { undo: std::mem::take(&mut self.undo), next_id: self.first }
+    }
+
     fn new_id(&mut self) -> RuleId {
         let id = RuleId(self.next_id);
         self.next_id += 1;
@@ -692,18 +728,40 @@ impl Txn<'_> {
 
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
-        for u in self.undo.drain(..).rev() {
+        self.table.roll_back(std::mem::take(&mut self.undo));
+    }
+}
+
+/// A transaction kept with [`Txn::keep_undoable`]: what [`FlowTable::undo`] needs to take it
+/// back.
+pub struct KeptTxn {
+    undo: Vec<Undo>,
+    /// The table's next id before the transaction (ids it handed out are handed out again).
+    next_id: u32,
+}
+
+impl FlowTable {
+    /// Takes back a transaction kept with [`Txn::keep_undoable`]: the table is again what it
+    /// was before it, its next id too (so the flows of a transaction redone after it get the
+    /// ids they would have got). Only valid while no other transaction has been kept since.
+    pub fn undo(&mut self, kept: KeptTxn) {
+        self.roll_back(kept.undo);
+        self.next_id = kept.next_id;
+    }
+
+    fn roll_back(&mut self, mut undo: Vec<Undo>) {
+        for u in undo.drain(..).rev() {
             match u {
                 Undo::Inserted(id, old) => {
-                    self.table.remove(id);
+                    self.remove(id);
                     if let Some(o) = old {
-                        self.table.insert(o);
+                        self.insert(o);
                     }
                 }
                 Undo::Removed(r) => {
-                    self.table.insert(r);
+                    self.insert(r);
                 }
-                Undo::Group(id, old) => Arc::make_mut(&mut self.table.groups).restore(id, old),
+                Undo::Group(id, old) => Arc::make_mut(&mut self.groups).restore(id, old),
             }
         }
     }
@@ -781,6 +839,44 @@ mod tests {
         assert_eq!(texts(&t), before);
         assert_eq!(t.index, index_before);
         assert_eq!(t.next_id, 3);
+    }
+
+    #[test]
+    fn a_kept_transaction_is_undone_under_a_dropped_one_and_redone_alike() {
+        let mut t = table();
+        let (before, index_before) = (texts(&t), t.index.clone());
+        let first = |x: &mut Txn<'_>| {
+            x.apply(&FlowOp::add(rules("priority=10,tcp,tp_dst=80,actions=output:1").remove(0))).unwrap();
+            x.apply(&FlowOp::Delete(FlowFilter { cookie: (5, u64::MAX), ..FlowFilter::all() })).unwrap();
+            x.apply(&FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0))).unwrap();
+        };
+        let mut x = t.txn(0);
+        first(&mut x);
+        assert_eq!(x.net_shape(), (false, true));
+        let expected = format!("{:?}", x.net());
+        let (net, kept) = x.keep_undoable_net();
+        assert_eq!(format!("{net:?}"), expected, "the net change handed over is the one net() makes");
+        let after_first = texts(&t);
+        assert_ne!(after_first, before);
+        // A later transaction on top, dropped (it undoes itself), then the first one undone.
+        {
+            let mut y = t.txn(0);
+            assert_eq!(y.net_shape(), (true, true));
+            y.apply(&FlowOp::Delete(FlowFilter::all())).unwrap();
+            y.apply(&FlowOp::add(rules("table=1,priority=7,udp,actions=output:3").remove(0))).unwrap();
+            assert_eq!(y.net_shape(), (false, false));
+        }
+        assert_eq!(texts(&t), after_first);
+        t.undo(kept);
+        assert_eq!(texts(&t), before);
+        assert_eq!(t.index, index_before);
+        assert_eq!(t.next_id, 3);
+        // Redone, it gives the same flows the same ids.
+        let mut x = t.txn(0);
+        first(&mut x);
+        x.keep();
+        assert_eq!(texts(&t), after_first);
+        assert_eq!(t.iter().map(|r| r.id.0).collect::<Vec<_>>(), vec![1, 3, 4]);
     }
 
     #[test]

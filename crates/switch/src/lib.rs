@@ -59,6 +59,7 @@
 pub mod attach;
 pub mod bench;
 pub mod bridges;
+pub mod commit_pipeline;
 pub mod control_groups;
 pub mod ctl;
 pub mod designs;
@@ -340,6 +341,9 @@ pub struct Control {
     /// changed by [`Control::set_prefixes`].
     prefixes: Mutex<Vec<(u8, rqvs_classify::ofproto::PrefixFields)>>,
     rules: Mutex<FlowTable>,
+    /// CFLOWS: an OpenFlow connection's run of FLOW_MODs the manager has not answered yet
+    /// ([`commit_pipeline`]); locked only with `rules` held.
+    inflight: Mutex<commit_pipeline::InFlight>,
     /// ORIG/CCACHE: the PMDs' answers to table changes committed without waiting (a run of
     /// FLOW_MODs, an expiry), waited for at the next change that waits or at
     /// [`Control::settle_changes`] (an OpenFlow BARRIER).
@@ -587,6 +591,7 @@ impl Switch {
             trace_table: Mutex::new(None),
             prefixes: Mutex::new(cfg.prefixes.clone()),
             rules: Mutex::new(record),
+            inflight: Mutex::new(commit_pipeline::InFlight::default()),
             unsettled: Mutex::new(Vec::new()),
             handler: handler_stats,
             manager: Mutex::new(manager_inbox),
@@ -968,7 +973,16 @@ impl Control {
     fn lock_rules(&self) -> std::sync::MutexGuard<'_, FlowTable> {
         // A panic while holding the lock happens before any change is made (changes are
         // committed last), so the map is consistent.
-        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        // A connection's run in flight is finished first: no one else sees it unanswered
+        // ([`commit_pipeline`]).
+        let events = self.finish_in_flight(&mut rules);
+        if !events.is_empty() {
+            drop(rules);
+            self.emit(events);
+            rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        }
+        rules
     }
 
     /// The rules, in ovs-ofctl syntax (`dump-flows`' OpenFlow half), winner order; a flow hidden

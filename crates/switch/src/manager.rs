@@ -2,6 +2,13 @@
 //! ([`rqvs_datapath::CflowsPublisher`]). It applies `add-flows`/`del-flows` change sets,
 //! swaps in the models its trainer finishes (polling every 10 ms), and publishes each
 //! result with one atomic pointer swap; the PMDs pick it up at their next batch.
+//!
+//! **Test hook** (not for users): the environment variable `RQVS_TEST_REFUSE_PRIORITY` set to
+//! a number makes the manager refuse every change set that adds a flow of that priority, as the
+//! learned classifier refusing a rule would (nothing changed; the answer is an error) — the
+//! refusal no rule of the switch meets otherwise (`check_rules` runs first), for the tests of
+//! [`crate::commit_pipeline`] (`crates/cli/tests/openflow_pipelined.rs`). Read once at the
+//! thread's start; unset it costs nothing.
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -47,8 +54,12 @@ impl Manager {
 }
 
 fn serve(publisher: &mut CflowsPublisher, recv: &Receiver<ManagerMsg>) {
+    let refuse: Option<u32> = std::env::var("RQVS_TEST_REFUSE_PRIORITY").ok().and_then(|v| v.parse().ok());
     loop {
         match recv.recv_timeout(POLL) {
+            Ok(m) if refuse.is_some_and(|p| m.add.iter().any(|r| r.priority == p)) => {
+                let _ = m.answer.send(Err(format!("test hook: a flow of priority {} refused", refuse.unwrap_or(0))));
+            }
             Ok(m) => {
                 let _ = m.answer.send(publisher.change(&m.remove, m.add).map_err(|e| e.to_string()));
                 // The spare catches up after the answer, off the commit's path.

@@ -128,8 +128,11 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         admitted: false,
         packet_outs_pending: false,
         of10: of10::State::default(),
+        pending: None,
+        socket: socket.try_clone().ok(),
     };
     c.run();
+    let _ = c.settle_pending();
     hub.unregister(me.id);
     if c.admitted {
         controller::gone(hub);
@@ -194,7 +197,25 @@ struct Connection {
     packet_outs_pending: bool,
     /// What an OpenFlow 1.0 connection's Nicira requests set.
     of10: of10::State,
+    /// The run of FLOW_MODs in flight (CFLOWS: [`crate::commit_pipeline`]) and the
+    /// BARRIER_REQUESTs that came after it, answered once it is.
+    pending: Option<PendingRun>,
+    /// The socket, for a short read timeout while a barrier waits on the run in flight.
+    socket: Option<Socket>,
 }
+
+/// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
+/// the table of record, and the BARRIER_REQUESTs (whole messages) that came after it.
+struct PendingRun {
+    items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+    effects: Vec<Result<rqvs_ofproto::record::OpEffect, OpError>>,
+    barriers: Vec<Vec<u8>>,
+}
+
+/// How long a read waits for more messages while a BARRIER waits on the run in flight: the
+/// controller may be waiting for the reply (then the run's answer is waited for), or streaming
+/// on (then the next run is recorded meanwhile).
+const BARRIER_TICK: Duration = Duration::from_micros(200);
 
 /// Why a connection ends.
 enum End {
@@ -221,6 +242,7 @@ impl Connection {
                     let v = self.version.unwrap_or(head[0]);
                     let head: [u8; Header::LEN] = head[..Header::LEN].try_into().expect("checked above");
                     let _ = self.flush(&mut run);
+                    let _ = self.settle_pending();
                     let _ = self.error(v, xid, OfError::BAD_REQUEST_BAD_LEN, &head);
                     return;
                 }
@@ -237,7 +259,18 @@ impl Connection {
                     }
                     continue;
                 }
-                if self.flush(&mut run).is_err() || self.handle(msg).is_err() {
+                if self.flush(&mut run).is_err() {
+                    return;
+                }
+                // A BARRIER after a run in flight waits with it (module docs of
+                // `crate::commit_pipeline`); anything else waits for that run first.
+                if self.is_barrier(msg) {
+                    if let Some(p) = self.pending.as_mut() {
+                        p.barriers.push(msg.to_vec());
+                        continue;
+                    }
+                }
+                if self.settle_pending().is_err() || self.handle(msg).is_err() {
                     return;
                 }
             }
@@ -245,14 +278,32 @@ impl Connection {
             if self.flush(&mut run).is_err() || self.hub.control.stop_requested() || !self.probe() {
                 return;
             }
-            match self.stream.read(&mut chunk) {
+            // A barrier waiting: read what is there already, then answer it.
+            let waiting = self.pending.as_ref().is_some_and(|p| !p.barriers.is_empty());
+            if waiting {
+                if let Some(s) = &self.socket {
+                    s.prepare(BARRIER_TICK, Duration::from_secs(10));
+                }
+            }
+            let read = self.stream.read(&mut chunk);
+            if waiting {
+                if let Some(s) = &self.socket {
+                    s.prepare(READ_TICK, Duration::from_secs(10));
+                }
+            }
+            match read {
                 Ok(0) => return,
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
                     self.last_rx = Instant::now();
                     self.probe_sent = None;
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                    // Nothing more came: the run in flight is answered, its barriers too.
+                    if self.settle_pending().is_err() {
+                        return;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::InvalidData => {
                     // A TLS failure (a certificate the CA did not sign, a protocol error).
                     crate::log_warn!("rqvs switch: openflow {}: {e}: disconnecting", self.name);
@@ -313,18 +364,72 @@ impl Connection {
         }
     }
 
-    /// Applies a run of FLOW_MODs ([`crate::Control::apply_each`]: each on its own, one commit
-    /// for all) and sends the errors of the refused ones, in the order they came.
+    /// Applies a run of FLOW_MODs ([`crate::Control::apply_each_pipelined`]: each on its own,
+    /// one commit for all; in CFLOWS possibly left in flight while the next run is read) and
+    /// sends the errors of the refused ones, in the order they came — for a run left in flight,
+    /// once its outcome is known, after those of the run before it.
     fn flush(&mut self, run: &mut FlowModRun) -> Result<(), End> {
         if run.items.is_empty() {
             return Ok(());
         }
         let Some(v) = self.version else { return Ok(()) };
         let origin = crate::events::Origin::set(self.me.id, run.items.iter().map(|(xid, _, _)| *xid).collect());
-        let mut results = self.hub.control.apply_each(&run.ops).into_iter();
+        let piped = self.hub.control.apply_each_pipelined(self.me.id, &run.ops);
         drop(origin);
+        run.ops.clear();
+        if let Some(p) = self.pending.take() {
+            self.answer(v, p, piped.before.unwrap_or(Ok(())))?;
+        }
+        let items = std::mem::take(&mut run.items);
+        if piped.pending {
+            self.pending = Some(PendingRun { items, effects: piped.effects, barriers: Vec::new() });
+            return Ok(());
+        }
+        self.report(v, items, piped.effects)
+    }
+
+    /// Waits for the run in flight (if any) and sends its errors, then answers the barriers
+    /// that waited on it.
+    fn settle_pending(&mut self) -> Result<(), End> {
+        let Some(p) = self.pending.take() else { return Ok(()) };
+        let outcome = self.hub.control.settle_pipelined(self.me.id).unwrap_or(Ok(()));
+        match self.version {
+            Some(v) => self.answer(v, p, outcome),
+            None => Ok(()),
+        }
+    }
+
+    /// A run's outcome is known: its errors (every flow-mod's when the manager refused it), then
+    /// the barriers after it.
+    fn answer(&mut self, v: u8, p: PendingRun, outcome: Result<(), String>) -> Result<(), End> {
+        let effects = match outcome {
+            Ok(()) => p.effects,
+            Err(e) => p.effects.iter().map(|_| Err(OpError::Invalid(e.clone()))).collect(),
+        };
+        self.report(v, p.items, effects)?;
+        for b in p.barriers {
+            self.handle(&b)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `msg` is a BARRIER_REQUEST of the negotiated version.
+    fn is_barrier(&self, msg: &[u8]) -> bool {
+        let barrier = if msg[0] == OFP10 { rqvs_openflow::of10::kind::BARRIER_REQUEST } else { kind::BARRIER_REQUEST };
+        self.version == Some(msg[0]) && msg[1] == barrier && msg.len() == Header::LEN
+    }
+
+    /// Sends the errors of a run's refused flow-mods, in the order they came (`effects`: the
+    /// table's answer to each `Ok(true)` item, in order).
+    fn report(
+        &mut self,
+        v: u8,
+        items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+        effects: Vec<Result<rqvs_ofproto::record::OpEffect, OpError>>,
+    ) -> Result<(), End> {
+        let mut results = effects.into_iter();
         let mut refusals = 0usize;
-        for (xid, bytes, item) in std::mem::take(&mut run.items) {
+        for (xid, bytes, item) in items {
             let refused = match item {
                 Ok(false) => None,
                 Ok(true) => match results.next() {
@@ -352,7 +457,6 @@ impl Connection {
                 refusals - 1
             );
         }
-        run.ops.clear();
         Ok(())
     }
 
