@@ -7,7 +7,7 @@
 use std::fmt::Display;
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,8 +71,9 @@ pub(crate) enum Kind {
 
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
 /// the switch stops): registers it with the hub, starts its writer thread, reads and handles
-/// messages; then unregisters it and waits for the writer.
-pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind) {
+/// messages; then unregisters it and waits for the writer. `retired`: the connection ends
+/// when it is set too (its controller or listener removed while the switch runs).
+pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind, retired: &Arc<AtomicBool>) {
     match stream.socket() {
         Ok(socket) => socket.prepare(READ_TICK, Duration::from_secs(10)),
         Err(e) => {
@@ -128,6 +129,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         admitted: false,
         packet_outs_pending: false,
         of10: of10::State::default(),
+        retired: retired.clone(),
     };
     c.run();
     hub.unregister(me.id);
@@ -140,7 +142,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
     // peer fails at once. (The reader goes too: a TLS reader holds the queue to wake the writer.)
     let Connection { stream, out, me: entry, .. } = c;
     drop((stream, out, entry, me));
-    if hub.control.stop_requested() {
+    if hub.control.stop_requested() || retired.load(Ordering::Relaxed) {
         let _ = socket.shutdown(Shutdown::Both);
     }
     let _ = writer.join();
@@ -194,6 +196,8 @@ struct Connection {
     packet_outs_pending: bool,
     /// What an OpenFlow 1.0 connection's Nicira requests set.
     of10: of10::State,
+    /// Set when its controller or listener is removed ([`serve`]).
+    retired: Arc<AtomicBool>,
 }
 
 /// Why a connection ends.
@@ -242,7 +246,11 @@ impl Connection {
                 }
             }
             buf.drain(..pos);
-            if self.flush(&mut run).is_err() || self.hub.control.stop_requested() || !self.probe() {
+            if self.flush(&mut run).is_err()
+                || self.hub.control.stop_requested()
+                || self.retired.load(Ordering::Relaxed)
+                || !self.probe()
+            {
                 return;
             }
             match self.stream.read(&mut chunk) {
