@@ -852,39 +852,50 @@ fn controllers_change_without_a_restart() {
             .is_ok_and(|s| s.contains("true") && s.contains("state=ACTIVE"))
     };
 
+    // `ovs-vsctl` with its wait (the switch applied the change and wrote `cur_cfg`): timed.
+    let vs = |env: &Env, args: &[&str]| {
+        let t = Instant::now();
+        env.vsctl(args);
+        eprintln!("ovs-vsctl {}: {} ms", args.join(" "), t.elapsed().as_millis());
+    };
     const PINGS: u32 = 500;
     let mut rx = vec![(rx_pkts(&env, "2"), pmd_received(&env))];
     let stream = ping_stream(&h1, "10.86.0.2", PINGS, "0.02");
     std::thread::sleep(Duration::from_millis(500));
+    let mut t_step = Instant::now();
     let mut step = |env: &Env, what: &str| {
+        // How long the change took, `ovs-vsctl` (with its wait) and the checks after it: printed
+        // for the docs' figures (`--nocapture`).
+        eprintln!("{what}: {} ms", t_step.elapsed().as_millis());
         let now = (rx_pkts(env, "2"), pmd_received(env));
         let last = *rx.last().unwrap();
         assert!(now.0 > last.0 && now.1 > last.1, "{what}: the counters keep counting: {last:?} then {now:?}");
         rx.push(now);
+        t_step = Instant::now();
     };
     // 1: a controller and a listener.
-    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6681", "ptcp:6683:127.0.0.1"]);
+    vs(&env, &["set-controller", "br0", "tcp:127.0.0.1:6681", "ptcp:6683:127.0.0.1"]);
     eventually("tcp:127.0.0.1:6681 is connected", || connected(&env, "tcp:127.0.0.1:6681"));
     assert!(ofctl_tcp(6683), "ptcp:6683 listened on");
     step(&env, "set-controller");
     // 2: the listener removed, a second controller added; the first kept.
-    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6681", "tcp:127.0.0.1:6682"]);
+    vs(&env, &["set-controller", "br0", "tcp:127.0.0.1:6681", "tcp:127.0.0.1:6682"]);
     eventually("tcp:127.0.0.1:6682 is connected", || connected(&env, "tcp:127.0.0.1:6682"));
     assert!(connected(&env, "tcp:127.0.0.1:6681"));
     assert!(!ofctl_tcp(6683), "ptcp:6683 closed");
     step(&env, "a second controller");
     // 3: the first removed.
-    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6682"]);
+    vs(&env, &["set-controller", "br0", "tcp:127.0.0.1:6682"]);
     std::thread::sleep(Duration::from_millis(300));
     assert!(connected(&env, "tcp:127.0.0.1:6682"));
     step(&env, "the first controller removed");
     // 4: none.
-    env.vsctl(&["del-controller", "br0"]);
+    vs(&env, &["del-controller", "br0"]);
     step(&env, "del-controller");
     // 5, 6: one again, and a target that does not listen (BACKOFF).
-    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6681"]);
+    vs(&env, &["set-controller", "br0", "tcp:127.0.0.1:6681"]);
     eventually("tcp:127.0.0.1:6681 is connected again", || connected(&env, "tcp:127.0.0.1:6681"));
-    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6689"]);
+    vs(&env, &["set-controller", "br0", "tcp:127.0.0.1:6689"]);
     eventually("a controller nobody listens for is in BACKOFF", || {
         env.vsctl(&["get", "controller", "br0", "status:state"]).contains("BACKOFF")
     });

@@ -108,7 +108,12 @@
 //! flow is removed and one hidden rule added (priority [`crate::FAIL_OPEN_PRIORITY`], match
 //! all, `actions=NORMAL`: MAC learning, [`crate::normal`]), so hosts on its ports reach each
 //! other; when a controller is admitted the rule is removed and the controller sets up its
-//! flows (OVS's `fail_open_recover`). Without `--controller` there is no fail mode: the table
+//! flows (OVS's `fail_open_recover`). The controllers, the extra listeners and the fail mode
+//! can change while the switch runs ([`Channel::set_controllers`] and the methods beside it:
+//! `rqvs switch --ovsdb` applies `ovs-vsctl set-controller`/`set-fail-mode` so): the fail-open
+//! watch reads both at each tick — a switch failed open recovers when its mode becomes `secure`
+//! or its last controller is removed, as OVS's fail-open state goes with them.
+//! Without `--controller` there is no fail mode: the table
 //! is what `--rules` and the passive channel make it (OVS instead adds a visible
 //! `priority=0,actions=NORMAL` flow to a standalone bridge with no controller).
 
