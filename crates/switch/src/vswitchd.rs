@@ -79,12 +79,12 @@
 //!   can come at any time.
 //! - `ssl:`/`pssl:` targets use the `SSL` table (`Open_vSwitch.ssl`: `private_key`,
 //!   `certificate`, `ca_cert`, `bootstrap_ca_cert`; `ovs-vsctl set-ssl`), loaded by
-//!   [`crate::tls`] (`SslFiles::load`) when the row changes — and again at each
+//!   [`crate::tls`] (`SslFiles::load`) when the row or one of its files (its modification
+//!   time, looked at each reconfiguration and statistics tick) changes — and again at each
 //!   reconfiguration while it fails; a new one reconnects the `ssl:` controllers and binds the
 //!   `pssl:` listeners again. Without a row (or with files that do not load) an `ssl:`/`pssl:`
 //!   target is not used and its `status:last_error` says why (`require_tls`), logged once.
-//!   Not done: files changed on disk under the same names are not re-read (OVS re-reads them);
-//!   the command line's TLS options serve only an `ssl:` OVSDB remote.
+//!   Not done: the command line's TLS options serve only an `ssl:` OVSDB remote.
 //! - **What restarts a bridge's switch** (`live_change` says no): a change of its management
 //!   socket (the bridge renamed). The switch stops and a new one starts in the same process
 //!   with the same OpenFlow rules — those `ovs-ofctl` added included, with their cookies; their
@@ -1090,6 +1090,9 @@ struct SslFiles {
     /// `bootstrap_ca_cert`: `ca_cert` is saved from the first controller when it does not
     /// exist ([`crate::tls`]).
     bootstrap: bool,
+    /// The three files' modification times: a file replaced or rewritten on disk is a change
+    /// too (OVS re-reads them), seen at the next reconfiguration or statistics tick (5 s).
+    stamps: Vec<Option<std::time::SystemTime>>,
 }
 
 impl SslFiles {
@@ -1123,11 +1126,18 @@ fn ssl_files(r: &Replica) -> Option<SslFiles> {
     let (_, ovs) = r.rows("Open_vSwitch").next()?;
     let u = ovs.uuids("ssl").into_iter().next()?;
     let row = r.row("SSL", &u)?;
+    let file = |c: &str| row.str(c).unwrap_or("").to_string();
+    let (private_key, certificate, ca_cert) = (file("private_key"), file("certificate"), file("ca_cert"));
+    let stamps = [&private_key, &certificate, &ca_cert]
+        .iter()
+        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .collect();
     Some(SslFiles {
-        private_key: row.str("private_key").unwrap_or("").to_string(),
-        certificate: row.str("certificate").unwrap_or("").to_string(),
-        ca_cert: row.str("ca_cert").unwrap_or("").to_string(),
+        private_key,
+        certificate,
+        ca_cert,
         bootstrap: row.bool("bootstrap_ca_cert").unwrap_or(false),
+        stamps,
     })
 }
 
@@ -1586,6 +1596,50 @@ mod tests {
         let ops = status_ops(&r, &ps, false, &BTreeMap::new(), &BTreeMap::new());
         let text = serde_json::to_string(&ops.iter().map(|o| o.to_json()).collect::<Vec<_>>()).unwrap();
         assert!(text.contains("it is on bridge bra"), "{text}");
+    }
+
+    #[test]
+    fn the_ssl_row_is_read_and_a_file_rewritten_is_a_change() {
+        let dir = std::env::temp_dir().join(format!("rqvs-ssl-row-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key.pem");
+        std::fs::write(&key, "not a key").unwrap();
+        let mut r = Replica::new();
+        r.apply(&json!({
+            "Open_vSwitch": {uuid(1): {"new": {"next_cfg": 1, "ssl": ["uuid", uuid(9)]}}},
+            "SSL": {uuid(9): {"new": {
+                "private_key": key.to_str().unwrap(), "certificate": "/nonexistent/cert.pem",
+                "ca_cert": "/nonexistent/ca.pem", "bootstrap_ca_cert": true}}},
+        }))
+        .unwrap();
+        let a = ssl_files(&r).unwrap();
+        assert_eq!((a.certificate.as_str(), a.bootstrap), ("/nonexistent/cert.pem", true));
+        assert_eq!(ssl_files(&r), Some(a.clone()), "nothing changed");
+        let later = std::time::SystemTime::now() + Duration::from_secs(10);
+        std::fs::File::options().write(true).open(&key).unwrap().set_modified(later).unwrap();
+        assert_ne!(ssl_files(&r), Some(a.clone()), "the key rewritten");
+        let e = a.load().unwrap_err();
+        assert!(e.starts_with("the SSL table's settings: "), "{e}");
+        // A plan's ssl:/pssl: targets without TLS say why; the others stay.
+        let mut p = Plan::default();
+        for (i, t) in ["ssl:127.0.0.1:6653", "pssl:6653", "tcp:127.0.0.1"].iter().enumerate() {
+            let addr = if t.starts_with("pssl:") {
+                crate::openflow::parse_target(t).map(|x| Target::Passive(Passive::Tcp(x)))
+            } else {
+                crate::openflow::parse_controller(t).map(Target::Active)
+            };
+            p.controllers.push(PlannedController {
+                uuid: Uuid::parse(&uuid(20 + i as u32)).unwrap(),
+                target: t.to_string(),
+                addr: addr.map_err(|e| e.0),
+            });
+        }
+        require_tls(&mut p, &Err(NO_SSL.to_string()));
+        assert_eq!(p.controllers[0].addr.as_ref().unwrap_err(), NO_SSL);
+        assert_eq!(p.controllers[1].addr.as_ref().unwrap_err(), NO_SSL);
+        assert!(p.controllers[2].addr.is_ok());
+        assert_eq!(ssl_files(&replica(&[])), None, "no SSL row");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
