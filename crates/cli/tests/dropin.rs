@@ -867,6 +867,8 @@ fn controllers_change_without_a_restart() {
         // How long the change took, `ovs-vsctl` (with its wait) and the checks after it: printed
         // for the docs' figures (`--nocapture`).
         eprintln!("{what}: {} ms", t_step.elapsed().as_millis());
+        // At least five pings' time (20 ms apart) since the last reading, so they must grow.
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(t_step.elapsed()));
         let now = (rx_pkts(env, "2"), pmd_received(env));
         let last = *rx.last().unwrap();
         assert!(now.0 > last.0 && now.1 > last.1, "{what}: the counters keep counting: {last:?} then {now:?}");
