@@ -364,8 +364,11 @@ pub fn unused(a: &Args, g: &crate::args::Given) -> Result<(), String> {
     }
     for (id, why) in [
         ("ports", "with --ovsdb the ports are the bridge's interfaces in the database"),
-        ("openflow", "with --ovsdb the OpenFlow channel is not started yet"),
-        ("controllers", "with --ovsdb the Controller table is not applied yet"),
+        (
+            "openflow",
+            "with --ovsdb the OpenFlow channels are each bridge's BRIDGE.mgmt socket and its ptcp:/pssl:/punix: Controller rows (ovs-vsctl set-controller)",
+        ),
+        ("controllers", "with --ovsdb the controllers are each bridge's Controller rows (ovs-vsctl set-controller)"),
         ("metrics", "not served across --ovsdb's datapath restarts yet"),
         ("ingress_policing", "with --ovsdb the Interface's ingress_policing columns are not read yet"),
     ] {

@@ -1,7 +1,7 @@
 //! `rqvs switch --ovsdb`: the switch configured through OVSDB as `ovs-vswitchd` is, so that
 //! `ovs-vsctl` drives it. What is built (issue 37, parts 1 and 2):
 //!
-//! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface`, `Controller` and `Flow_Table` tables
+//! - The `Open_vSwitch`, `Bridge`, `Port`, `Interface`, `Controller`, `Flow_Table` and `SSL` tables
 //!   are monitored
 //!   ([`rqvs_ovsdb::Client`], which reconnects when `ovsdb-server` restarts and re-reads them).
 //! - **Every bridge** with `datapath_type=netdev` (another type is logged once and left alone),
@@ -59,27 +59,47 @@
 //!   plan changes) while the others apply. The other ports forward throughout.
 //!   A port's VLANs are set in the `NORMAL` MAC table ([`Control::set_port_vlan`]: before a new
 //!   port's first frame; a changed port's learned stations forgotten).
-//! - **What restarts a bridge's switch** (`live_change` says no): a change of controllers, fail
-//!   mode or management socket. The switch stops and a new one starts in the same process
+//! - **The OpenFlow channel is changed live** (`apply_channel`, over [`Channel`]'s
+//!   `set_controllers`, `add_listener`, `remove_listener`, `set_fail_mode`, `set_tls`): the
+//!   bridge's `Controller` rows — `tcp:IP[:PORT]`/`ssl:IP[:PORT]` connected to (the channel of
+//!   `--controller`, with its datapath id), `ptcp:[PORT][:IP]`/`pssl:[PORT][:IP]`/`punix:PATH`
+//!   listened on beside the management socket (`is_connected` false and `status` empty for
+//!   them, as OVS writes for a listener; one that cannot be bound is logged and left out until
+//!   it changes) — and its `fail_mode` (`secure`, or `standalone` when empty). A controller
+//!   added gets its thread, one removed is retired (its connection closed), one kept keeps its
+//!   connection; `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are written as
+//!   connections come and go; another target gets `status:last_error`. The fail mode is read
+//!   by the channel's fail-open watch at each tick (OVS's semantics: `standalone` with
+//!   controllers fails open after three probes without one admitted, `secure` never, and
+//!   leaving `standalone` or the last controller recovers). A standalone bridge left without
+//!   `Controller` rows gets `priority=0,actions=NORMAL` back if it lacks it, as ovs-vswitchd's
+//!   `bridge_configure_remotes` adds it (rqvs: when the controllers or the fail mode change; OVS:
+//!   at every reconfiguration). The switch, its PMDs, flows, megaflows and MAC table are not
+//!   touched; every bridge's switch always has a channel and a packet-in queue, so a controller
+//!   can come at any time.
+//! - `ssl:`/`pssl:` targets use the `SSL` table (`Open_vSwitch.ssl`: `private_key`,
+//!   `certificate`, `ca_cert`, `bootstrap_ca_cert`; `ovs-vsctl set-ssl`), loaded by
+//!   [`crate::tls`] (`SslFiles::load`) when the row or one of its files (its modification
+//!   time, looked at each reconfiguration and statistics tick) changes — and again at each
+//!   reconfiguration while it fails; a new one reconnects the `ssl:` controllers and binds the
+//!   `pssl:` listeners again. Without a row (or with files that do not load) an `ssl:`/`pssl:`
+//!   target is not used and its `status:last_error` says why (`require_tls`), logged once.
+//!   Not done: the command line's TLS options serve only an `ssl:` OVSDB remote.
+//! - **What restarts a bridge's switch** (`live_change` says no): a change of its management
+//!   socket (the bridge renamed). The switch stops and a new one starts in the same process
 //!   with the same OpenFlow rules — those `ovs-ofctl` added included, with their cookies; their
 //!   timeouts and flags restart —: forwarding pauses for the restart (~40–60 ms measured with
 //!   `scripts/ovsdb_restart_pause.sh`), the flows' counters, the megaflows and the learned MACs
 //!   start again from zero; every frame of each datapath is accounted for in its own report.
-//!   The management socket and the tap devices stay and are served by each switch in turn. A datapath id that changes with the ports is given to the running
-//!   channel ([`Channel::set_datapath_id`]).
-//! - The bridge's `Controller` rows with a `tcp:IP[:PORT]` target are connected to (the OpenFlow
-//!   channel of `--controller`, with the bridge's `fail_mode`: `secure`, or `standalone` when
-//!   empty, and its datapath id); `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are
-//!   written as connections come and go; another target gets `status:last_error`.
-//! - `ptcp:[PORT][:IP]` and `punix:PATH` controller targets are listened on by the bridge's
-//!   channel beside its management socket (`is_connected` false and `status` empty for them, as
-//!   OVS writes for a listener; one that cannot be bound is logged and left out); a change of
-//!   them restarts the bridge's switch as a change of controllers does.
+//!   The management socket and the tap devices stay and are served by each switch in turn. A
+//!   datapath id that changes with the ports is given to the running channel
+//!   ([`Channel::set_datapath_id`]).
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - Not yet: `pssl:`/`ssl:` controller targets (`--openflow` and `--controller` are refused
-//!   with `--ovsdb`), the other `Flow_Table` columns, and patch
+//! - Not yet: `Controller.inactivity_probe`/`max_backoff`/`role` (rqvs's 5 s probe and 8 s
+//!   backoff for every controller; `--openflow` and `--controller` are refused with
+//!   `--ovsdb`), the other `Flow_Table` columns, and patch
 //!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
 //!   docs/ovs-dropin.md and ARCHITECTURE.md say what that needs).
 
@@ -98,11 +118,9 @@ use rqvs_ovsdb::{Client, ClientConfig, Condition, Datum, LogFn, MonitorTable, Op
 
 pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
-use std::net::SocketAddr;
-
 use crate::bridges::Bridges;
 use crate::normal::PortVlan;
-use crate::openflow::{Channel, ChannelConfig, FailMode, ListenTarget, OpenflowListener};
+use crate::openflow::{Channel, ChannelConfig, ControllerTarget, FailMode, ListenTarget, OpenflowListener, Tls};
 use crate::shared::SharedPmds;
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
@@ -159,12 +177,18 @@ struct IfaceStatus {
     patch: bool,
 }
 
-/// What a datapath is started with; a change of any of it restarts the datapath.
+/// What a bridge's switch runs: its ports, channel and tables. Only a change of `mgmt` restarts
+/// the switch ([`live_change`]); the rest is applied to the running one ([`apply_ports`],
+/// [`apply_channel`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Identity {
     ports: Vec<PlannedPort>,
-    controllers: Vec<SocketAddr>,
+    /// Its `tcp:`/`ssl:` controller targets: connected to.
+    controllers: Vec<ControllerTarget>,
     secure: bool,
+    /// How many `Controller` rows the bridge has, of any target (OVS adds its
+    /// `priority=0,actions=NORMAL` flow to a standalone bridge that has none).
+    controller_rows: usize,
     datapath_id: u64,
     /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
     mgmt: Option<PathBuf>,
@@ -174,18 +198,29 @@ struct Identity {
     prefixes: Vec<(u8, PrefixFields)>,
 }
 
-/// A passive controller target (`ptcp:`, `punix:`): a listener the bridge's channel serves.
+/// A passive controller target (`ptcp:`, `pssl:`, `punix:`): a listener the bridge's channel
+/// serves.
 #[derive(Clone, Debug, PartialEq)]
 enum Passive {
-    Tcp(SocketAddr),
+    Tcp(ListenTarget),
     Unix(PathBuf),
+}
+
+impl Passive {
+    /// Its key among the channel's listeners ([`Channel::add_listener`]).
+    fn key(&self) -> String {
+        match self {
+            Passive::Tcp(t) => format!("{}:{}", if t.tls { "pssl" } else { "ptcp" }, t.addr),
+            Passive::Unix(p) => format!("punix:{}", p.display()),
+        }
+    }
 }
 
 /// What a `Controller` row's target is to rqvs.
 #[derive(Clone, Debug)]
 enum Target {
-    /// `tcp:IP[:PORT]`: connected to.
-    Active(SocketAddr),
+    /// `tcp:IP[:PORT]`, `ssl:IP[:PORT]`: connected to.
+    Active(ControllerTarget),
     /// `ptcp:`/`punix:`: listened on.
     Passive(Passive),
 }
@@ -422,15 +457,15 @@ fn plan(
     for cu in br.uuids("controller") {
         let Some(c) = r.row("Controller", &cu) else { continue };
         let target = c.str("target").unwrap_or("").to_string();
-        let addr = if target.starts_with("tcp:") {
-            crate::openflow::parse_controller(&target).map(|t| Target::Active(t.addr)).map_err(|e| e.0)
-        } else if target.starts_with("ptcp:") {
-            crate::openflow::parse_target(&target).map(|t| Target::Passive(Passive::Tcp(t.addr))).map_err(|e| e.0)
+        let addr = if target.starts_with("tcp:") || target.starts_with("ssl:") {
+            crate::openflow::parse_controller(&target).map(Target::Active).map_err(|e| e.0)
+        } else if target.starts_with("ptcp:") || target.starts_with("pssl:") {
+            crate::openflow::parse_target(&target).map(|t| Target::Passive(Passive::Tcp(t))).map_err(|e| e.0)
         } else if let Some(path) = target.strip_prefix("punix:").filter(|p| !p.is_empty()) {
             Ok(Target::Passive(Passive::Unix(PathBuf::from(path))))
         } else {
             Err(format!(
-                "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ptcp:[PORT][:IP] or punix:PATH only)"
+                "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ssl:IP[:PORT], ptcp:[PORT][:IP], pssl:[PORT][:IP] or punix:PATH only)"
             ))
         };
         p.controllers.push(PlannedController { uuid: cu, target, addr });
@@ -521,6 +556,7 @@ impl Plan {
                 })
                 .collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
+            controller_rows: self.controllers.len(),
             prefixes: self.prefixes.clone(),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
             mgmt: None,
@@ -611,18 +647,107 @@ struct Running {
     servers: Vec<JoinHandle<()>>,
     /// The `rqvs ctl` socket is served by this bridge's switch (`servers` has its thread).
     serves_ctl: bool,
-    /// Its `punix:` controller sockets (removed when it stops).
-    sockets: Vec<Mgmt>,
+    /// Its `punix:` controller sockets (each removed when its listener goes or the switch stops).
+    sockets: Vec<(Passive, Mgmt)>,
+    /// The TLS settings its `ssl:`/`pssl:` targets use (the `SSL` table's, [`SslFiles::load`]).
+    tls: Option<Arc<Tls>>,
 }
 
-/// Can the running datapath become `want` by attaching and removing ports, setting their
-/// VLANs and the prefix fields, without a restart? Yes when only those differ (the datapath id
-/// may change too: derived from the ports' MACs).
+/// Can the running datapath become `want` without a restart? Yes unless its management
+/// socket changed (ports, VLANs, prefix fields, controllers, listeners and the fail mode are
+/// all applied live; the datapath id may change too: derived from the ports' MACs).
 fn live_change(r: &Running, want: &Identity) -> bool {
-    r.identity.controllers == want.controllers
-        && r.identity.secure == want.secure
-        && r.identity.mgmt == want.mgmt
-        && r.identity.listeners == want.listeners
+    r.identity.mgmt == want.mgmt
+}
+
+/// Brings the running switch's OpenFlow channel to `want`'s (module docs), the switch and its
+/// PMDs untouched: listeners gone closed (their connections with them; a `punix:` file
+/// removed), new ones bound (one that cannot be is logged and left out until it changes); the
+/// fail mode set; the controllers set ([`Channel::set_controllers`]: a removed one's
+/// connection closed, a kept one's kept). A standalone bridge left without `Controller` rows
+/// gets OVS's `priority=0,actions=NORMAL` flow back if it lacks it (as ovs-vswitchd's
+/// `bridge_configure_remotes` adds it).
+fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: &LogFn) {
+    let Some(c) = &r.channel else { return };
+    if r.tls.as_ref().map(Arc::as_ptr) != tls.map(Arc::as_ptr) {
+        // The `SSL` table changed: `pssl:` listeners bound again, `ssl:` controllers
+        // reconnected, with the new settings (the plain ones untouched).
+        for l in r.identity.listeners.iter().filter(|l| matches!(l, Passive::Tcp(t) if t.tls)) {
+            c.remove_listener(&l.key());
+        }
+        r.identity.listeners.retain(|l| !matches!(l, Passive::Tcp(t) if t.tls));
+        if let Err(e) = c.set_tls(tls.cloned()) {
+            log(&format!("rqvs switch: ovsdb: controllers: {e}"));
+        }
+        r.tls = tls.cloned();
+        if r.identity.controllers.iter().any(|t| t.tls)
+            || want.listeners.iter().any(|l| matches!(l, Passive::Tcp(t) if t.tls))
+        {
+            log("rqvs switch: ovsdb: SSL settings changed: ssl: controllers reconnect, pssl: listeners bound again");
+        }
+    }
+    let now = &r.identity;
+    for l in now.listeners.iter().filter(|l| !want.listeners.contains(l)) {
+        c.remove_listener(&l.key());
+        r.sockets.retain(|(p, _)| p != l);
+        log(&format!("rqvs switch: ovsdb: controller {}: no longer listened on", l.key()));
+    }
+    for l in want.listeners.iter().filter(|l| !now.listeners.contains(l)) {
+        let bound = match l {
+            Passive::Tcp(t) => OpenflowListener::bind_target(t, tls.cloned()),
+            Passive::Unix(path) => OpenflowListener::bind_unix(path).and_then(|listener| {
+                let m = Mgmt { path: path.clone(), listener };
+                let bound = OpenflowListener::unix(&m.listener, &m.path)?;
+                r.sockets.push((l.clone(), m));
+                Ok(bound)
+            }),
+        };
+        match bound.and_then(|b| c.add_listener(l.key(), b)) {
+            Ok(()) => log(&format!("rqvs switch: ovsdb: controller {}: listening", l.key())),
+            Err(e) => log(&format!("rqvs switch: ovsdb: controller {}: {e}", l.key())),
+        }
+    }
+    if now.secure != want.secure {
+        c.set_fail_mode(if want.secure { FailMode::Secure } else { FailMode::Standalone });
+        log(&format!("rqvs switch: ovsdb: fail mode {}", if want.secure { "secure" } else { "standalone" }));
+    }
+    let remotes_changed = now.secure != want.secure || now.controller_rows != want.controller_rows;
+    if remotes_changed && !want.secure && want.controller_rows == 0 {
+        // Before the controllers go, so a switch failed open keeps forwarding once it recovers.
+        let normal = Rule::new(0, 0, rqvs_flow::Match::ANY, rqvs_flow::Actions(vec![rqvs_flow::Action::Normal]));
+        let has = r
+            .control
+            .rules()
+            .iter()
+            .any(|x| x.table == 0 && x.priority == 0 && x.matches == normal.matches && x.actions == normal.actions);
+        if !has {
+            match r.control.add_flows(vec![normal]) {
+                Ok(_) => log("rqvs switch: ovsdb: standalone without controllers: priority=0,actions=NORMAL added"),
+                Err(e) => log(&format!("rqvs switch: ovsdb: adding priority=0,actions=NORMAL: {e}")),
+            }
+        }
+    }
+    if now.controllers != want.controllers {
+        match c.set_controllers(&want.controllers) {
+            Ok(()) => {
+                let names: Vec<String> = want.controllers.iter().map(controller_name).collect();
+                log(&format!(
+                    "rqvs switch: ovsdb: controllers {}",
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                ));
+            }
+            Err(e) => log(&format!("rqvs switch: ovsdb: controllers: {e}")),
+        }
+    }
+    r.identity.listeners = want.listeners.clone();
+    r.identity.secure = want.secure;
+    r.identity.controller_rows = want.controller_rows;
+    r.identity.controllers = c.controllers();
+}
+
+/// A controller as [`Channel::connected_controllers`] names it (`tcp:IP:PORT`, `ssl:IP:PORT`).
+fn controller_name(t: &ControllerTarget) -> String {
+    format!("{}:{}", if t.tls { "ssl" } else { "tcp" }, t.addr)
 }
 
 /// Brings the running datapath's ports to `want`'s (module docs): the ports gone (or changed)
@@ -694,12 +819,15 @@ impl Drop for Mgmt {
     }
 }
 
+/// Starts a bridge's switch with `id`'s ports and its channel ([`apply_channel`]: its
+/// listeners, controllers and fail mode, as they are then changed live).
 fn start_datapath(
     cfg: &VswitchdConfig<'_>,
     id: &Identity,
     rules: Vec<Rule>,
     shared: &Arc<SharedPmds>,
     mgmt: Option<&Mgmt>,
+    tls: Option<&Arc<Tls>>,
 ) -> Result<Running, Error> {
     let ports = &id.ports;
     // Each interface a port, with its ofport ([`crate::ofports`]: the datapath's indices are
@@ -712,7 +840,9 @@ fn start_datapath(
     let mut scfg = (cfg.make)(sources, rules)?;
     scfg.ofports = ofports;
     scfg.live_ports = true;
-    scfg.packet_in = !id.controllers.is_empty() || !id.listeners.is_empty();
+    // Controllers come and go while it runs: the packet-in queue is always there (a
+    // `controller` action with no connection taking it is counted as unsent).
+    scfg.packet_in = true;
     scfg.port_vlans = ports.iter().map(|p| p.vlan.clone()).collect();
     scfg.shared = Some(Arc::clone(shared));
     scfg.prefixes = id.prefixes.clone();
@@ -722,54 +852,38 @@ fn start_datapath(
         Some(m) => Some(OpenflowListener::unix(&m.listener, &m.path)?),
         None => None,
     };
-    // The passive controller targets: one that cannot be bound is logged and left out.
-    let mut more_listeners = Vec::new();
-    let mut sockets = Vec::new();
-    for l in &id.listeners {
-        let bound = match l {
-            Passive::Tcp(addr) => OpenflowListener::bind_target(&ListenTarget { addr: *addr, tls: false }, None),
-            Passive::Unix(path) => OpenflowListener::bind_unix(path).and_then(|listener| {
-                let m = Mgmt { path: path.clone(), listener };
-                let l = OpenflowListener::unix(&m.listener, &m.path)?;
-                sockets.push(m);
-                Ok(l)
-            }),
-        };
-        match bound {
-            Ok(b) => more_listeners.push(b),
-            Err(e) => (cfg.log)(&format!("rqvs switch: ovsdb: controller {l:?}: {e}")),
-        }
-    }
-    let channel = if id.controllers.is_empty() && listen.is_none() && more_listeners.is_empty() {
-        None
-    } else {
-        let ccfg = ChannelConfig {
-            listen,
-            more_listeners,
-            controllers: id.controllers.iter().map(|&a| a.into()).collect(),
-            fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
-            datapath_id: id.datapath_id,
-            ..ChannelConfig::new()
-        };
-        match Channel::start(&control, ccfg) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                control.request_stop();
-                let _ = switch.stop();
-                return Err(e);
-            }
+    let ccfg = ChannelConfig {
+        listen,
+        tls: tls.cloned(),
+        fail_mode: if id.secure { FailMode::Secure } else { FailMode::Standalone },
+        datapath_id: id.datapath_id,
+        ..ChannelConfig::new()
+    };
+    let channel = match Channel::start(&control, ccfg) {
+        Ok(c) => c,
+        Err(e) => {
+            control.request_stop();
+            let _ = switch.stop();
+            return Err(e);
         }
     };
-    Ok(Running {
+    // The channel as started: no controllers or listeners yet; `apply_channel` adds them.
+    // (`controller_rows` as `id`'s: the table it starts with is the one it was given — OVS's
+    // NORMAL flow is added only at a change of the controllers or the fail mode.)
+    let bare = Identity { controllers: Vec::new(), listeners: Vec::new(), ..id.clone() };
+    let mut r = Running {
         switch,
         control,
-        identity: id.clone(),
+        identity: bare,
         failed: BTreeMap::new(),
-        channel,
+        channel: Some(channel),
         servers: Vec::new(),
         serves_ctl: false,
-        sockets,
-    })
+        sockets: Vec::new(),
+        tls: tls.cloned(),
+    };
+    apply_channel(&mut r, id, tls, &cfg.log);
+    Ok(r)
 }
 
 fn stop_datapath(bridge: &str, r: Running) -> Result<(Vec<Rule>, Generation), Error> {
@@ -901,7 +1015,7 @@ fn bridge_status_ops(
                 Row::new().with("is_connected", Datum::one(false)).with("status", Datum::map::<&str, &str>([]))
             }
             Ok(Target::Active(a)) => {
-                let up = connected.iter().any(|t| *t == format!("tcp:{a}"));
+                let up = connected.iter().any(|t| *t == controller_name(a));
                 Row::new()
                     .with("is_connected", Datum::one(up))
                     .with("status", Datum::map([("state", if up { "ACTIVE" } else { "BACKOFF" })]))
@@ -962,9 +1076,90 @@ fn bridge_status_ops(
     }
 }
 
+/// What an `ssl:`/`pssl:` target says when the database has no `SSL` row.
+const NO_SSL: &str =
+    "no SSL configuration (Open_vSwitch.ssl is empty: ovs-vsctl set-ssl PRIVATE-KEY CERTIFICATE CA-CERT)";
+
+/// The `SSL` row's files (`Open_vSwitch.ssl`), as ovs-vswitchd reads them for its `ssl:` and
+/// `pssl:` connections.
+#[derive(Clone, Debug, PartialEq)]
+struct SslFiles {
+    private_key: String,
+    certificate: String,
+    ca_cert: String,
+    /// `bootstrap_ca_cert`: `ca_cert` is saved from the first controller when it does not
+    /// exist ([`crate::tls`]).
+    bootstrap: bool,
+    /// The three files' modification times: a file replaced or rewritten on disk is a change
+    /// too (OVS re-reads them), seen at the next reconfiguration or statistics tick (5 s).
+    stamps: Vec<Option<std::time::SystemTime>>,
+}
+
+impl SslFiles {
+    fn load(&self) -> Result<Arc<Tls>, String> {
+        let mut s = crate::tls::TlsSettings {
+            private_key: Some(self.private_key.clone().into()),
+            certificate: Some(self.certificate.clone().into()),
+            ..Default::default()
+        };
+        if self.bootstrap {
+            s.bootstrap_ca_cert = Some(self.ca_cert.clone().into());
+        } else {
+            s.ca_cert = Some(self.ca_cert.clone().into());
+        }
+        Tls::load(&s).map(Arc::new).map_err(|e| format!("the SSL table's settings: {}", e.0))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "private key {}, certificate {}, CA certificate {}{}",
+            self.private_key,
+            self.certificate,
+            self.ca_cert,
+            if self.bootstrap { " (bootstrapped)" } else { "" }
+        )
+    }
+}
+
+/// The `SSL` row `Open_vSwitch.ssl` names, if any.
+fn ssl_files(r: &Replica) -> Option<SslFiles> {
+    let (_, ovs) = r.rows("Open_vSwitch").next()?;
+    let u = ovs.uuids("ssl").into_iter().next()?;
+    let row = r.row("SSL", &u)?;
+    let file = |c: &str| row.str(c).unwrap_or("").to_string();
+    let (private_key, certificate, ca_cert) = (file("private_key"), file("certificate"), file("ca_cert"));
+    let stamps = [&private_key, &certificate, &ca_cert]
+        .iter()
+        .map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .collect();
+    Some(SslFiles {
+        private_key,
+        certificate,
+        ca_cert,
+        bootstrap: row.bool("bootstrap_ca_cert").unwrap_or(false),
+        stamps,
+    })
+}
+
+/// Without usable TLS settings (`tls`'s error) a plan's `ssl:`/`pssl:` targets are not used:
+/// each says why in its `Controller.status` (`last_error`) and the log, once.
+fn require_tls(p: &mut Plan, tls: &Result<Arc<Tls>, String>) {
+    let Err(e) = tls else { return };
+    for c in p.controllers.iter_mut() {
+        let needs = match &c.addr {
+            Ok(Target::Active(t)) => t.tls,
+            Ok(Target::Passive(Passive::Tcp(t))) => t.tls,
+            _ => false,
+        };
+        if needs {
+            c.addr = Err(e.clone());
+        }
+    }
+}
+
 /// The tables monitored, the schema version required (OVS 2.x's 7.x lacks columns written here).
 pub fn client_config(remote: Remote, log: LogFn) -> ClientConfig {
-    let tables = ["Open_vSwitch", "Bridge", "Port", "Interface", "Controller", "Flow_Table"]
+    let tables = ["Open_vSwitch", "Bridge", "Port", "Interface", "Controller", "Flow_Table", "SSL"]
         .iter()
         .map(|t| MonitorTable::all(t))
         .collect();
@@ -1028,6 +1223,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     let mut generations = Vec::new();
     let mut last_stats: Option<Instant> = None;
     let mut seen = u64::MAX;
+    // The `SSL` table's settings as last loaded (reloaded when they change).
+    let mut ssl: Option<(SslFiles, Result<Arc<Tls>, String>)> = None;
     let result = loop {
         if stop.load(Ordering::Relaxed) || bridges.stop_requested() {
             break Ok(());
@@ -1060,6 +1257,25 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         let (_, replica) = client.snapshot();
         let mut ps = plans(&replica, &mut assigned);
         ps.notes.iter().for_each(|n| note(n.clone()));
+        let files = ssl_files(&replica);
+        // Loaded again when the row changes, or while it fails (a file not there yet).
+        if ssl.as_ref().map(|s| &s.0) != files.as_ref() || ssl.as_ref().is_some_and(|s| s.1.is_err()) {
+            ssl = files.map(|f| {
+                let loaded = f.load();
+                if loaded.is_ok() {
+                    log(&format!("rqvs switch: ovsdb: SSL: {}", f.describe()));
+                }
+                (f, loaded)
+            });
+        }
+        let tls: Result<Arc<Tls>, String> = match &ssl {
+            Some((_, Ok(t))) => Ok(Arc::clone(t)),
+            Some((_, Err(e))) => Err(e.clone()),
+            None => Err(NO_SSL.to_string()),
+        };
+        for p in ps.bridges.iter_mut() {
+            require_tls(p, &tls);
+        }
         // The bridges gone: their switches stopped, their sockets and tap devices removed.
         let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
         let mut failed = None;
@@ -1101,7 +1317,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                     note(format!("controller {}: {e}", c.target));
                 }
             }
-            if let Err(e) = apply_bridge(&cfg, &name, p, b, &shared, &bridges, &log, &mut note, &mut generations) {
+            let tls = tls.as_ref().ok();
+            if let Err(e) = apply_bridge(&cfg, &name, p, b, &shared, &bridges, &log, &mut note, &mut generations, tls) {
                 failed = Some(e);
                 break;
             }
@@ -1179,6 +1396,7 @@ fn apply_bridge(
     log: &LogFn,
     note: &mut dyn FnMut(String),
     generations: &mut Vec<Generation>,
+    tls: Option<&Arc<Tls>>,
 ) -> Result<(), Error> {
     // The bridge's management socket follows the bridge's name.
     let mgmt_path = cfg.rundir.join(format!("{name}.mgmt"));
@@ -1194,8 +1412,9 @@ fn apply_bridge(
     let current = b.running.as_ref().map(|r| r.identity.clone());
     let live = b.running.as_ref().is_some_and(|r| b.failed_ports.is_none() && live_change(r, &want));
     if current.as_ref() != Some(&want) && live {
-        // Ports attached and removed without stopping the datapath.
+        // Ports attached and removed, the channel changed, without stopping the datapath.
         if let Some(r) = b.running.as_mut() {
+            apply_channel(r, &want, tls, log);
             apply_ports(r, &want, log);
         }
     } else if current.as_ref() != Some(&want) && b.failed_ports.as_ref() != Some(&want) {
@@ -1204,7 +1423,7 @@ fn apply_bridge(
             b.rules = kept;
             generations.push(g);
         }
-        match start_datapath(cfg, &want, b.rules.clone(), shared, b.mgmt.as_ref()) {
+        match start_datapath(cfg, &want, b.rules.clone(), shared, b.mgmt.as_ref(), tls) {
             Ok(r) => {
                 let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
                 log(&format!(
@@ -1224,7 +1443,7 @@ fn apply_bridge(
                 b.start_error = e.to_string();
                 // Keep the sockets answering on a switch without ports.
                 let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
-                let r = start_datapath(cfg, &bare, b.rules.clone(), shared, b.mgmt.as_ref())?;
+                let r = start_datapath(cfg, &bare, b.rules.clone(), shared, b.mgmt.as_ref(), tls)?;
                 bridges.set(name, Arc::clone(&r.control));
                 b.running = Some(r);
             }
@@ -1377,6 +1596,50 @@ mod tests {
         let ops = status_ops(&r, &ps, false, &BTreeMap::new(), &BTreeMap::new());
         let text = serde_json::to_string(&ops.iter().map(|o| o.to_json()).collect::<Vec<_>>()).unwrap();
         assert!(text.contains("it is on bridge bra"), "{text}");
+    }
+
+    #[test]
+    fn the_ssl_row_is_read_and_a_file_rewritten_is_a_change() {
+        let dir = std::env::temp_dir().join(format!("rqvs-ssl-row-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key.pem");
+        std::fs::write(&key, "not a key").unwrap();
+        let mut r = Replica::new();
+        r.apply(&json!({
+            "Open_vSwitch": {uuid(1): {"new": {"next_cfg": 1, "ssl": ["uuid", uuid(9)]}}},
+            "SSL": {uuid(9): {"new": {
+                "private_key": key.to_str().unwrap(), "certificate": "/nonexistent/cert.pem",
+                "ca_cert": "/nonexistent/ca.pem", "bootstrap_ca_cert": true}}},
+        }))
+        .unwrap();
+        let a = ssl_files(&r).unwrap();
+        assert_eq!((a.certificate.as_str(), a.bootstrap), ("/nonexistent/cert.pem", true));
+        assert_eq!(ssl_files(&r), Some(a.clone()), "nothing changed");
+        let later = std::time::SystemTime::now() + Duration::from_secs(10);
+        std::fs::File::options().write(true).open(&key).unwrap().set_modified(later).unwrap();
+        assert_ne!(ssl_files(&r), Some(a.clone()), "the key rewritten");
+        let e = a.load().unwrap_err();
+        assert!(e.starts_with("the SSL table's settings: "), "{e}");
+        // A plan's ssl:/pssl: targets without TLS say why; the others stay.
+        let mut p = Plan::default();
+        for (i, t) in ["ssl:127.0.0.1:6653", "pssl:6653", "tcp:127.0.0.1"].iter().enumerate() {
+            let addr = if t.starts_with("pssl:") {
+                crate::openflow::parse_target(t).map(|x| Target::Passive(Passive::Tcp(x)))
+            } else {
+                crate::openflow::parse_controller(t).map(Target::Active)
+            };
+            p.controllers.push(PlannedController {
+                uuid: Uuid::parse(&uuid(20 + i as u32)).unwrap(),
+                target: t.to_string(),
+                addr: addr.map_err(|e| e.0),
+            });
+        }
+        require_tls(&mut p, &Err(NO_SSL.to_string()));
+        assert_eq!(p.controllers[0].addr.as_ref().unwrap_err(), NO_SSL);
+        assert_eq!(p.controllers[1].addr.as_ref().unwrap_err(), NO_SSL);
+        assert!(p.controllers[2].addr.is_ok());
+        assert_eq!(ssl_files(&replica(&[])), None, "no SSL row");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

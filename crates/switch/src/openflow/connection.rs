@@ -7,7 +7,7 @@
 use std::fmt::Display;
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,8 +71,9 @@ pub(crate) enum Kind {
 
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
 /// the switch stops): registers it with the hub, starts its writer thread, reads and handles
-/// messages; then unregisters it and waits for the writer.
-pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind) {
+/// messages; then unregisters it and waits for the writer. `retired`: the connection ends
+/// when it is set too (its controller or listener removed while the switch runs).
+pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind, retired: &Arc<AtomicBool>) {
     match stream.socket() {
         Ok(socket) => socket.prepare(READ_TICK, Duration::from_secs(10)),
         Err(e) => {
@@ -130,6 +131,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         of10: of10::State::default(),
         pending: None,
         socket: socket.try_clone().ok(),
+        retired: retired.clone(),
     };
     c.run();
     let _ = c.settle_pending();
@@ -143,7 +145,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
     // peer fails at once. (The reader goes too: a TLS reader holds the queue to wake the writer.)
     let Connection { stream, out, me: entry, .. } = c;
     drop((stream, out, entry, me));
-    if hub.control.stop_requested() {
+    if hub.control.stop_requested() || retired.load(Ordering::Relaxed) {
         let _ = socket.shutdown(Shutdown::Both);
     }
     let _ = writer.join();
@@ -202,6 +204,8 @@ struct Connection {
     pending: Option<PendingRun>,
     /// The socket, for a short read timeout while a barrier waits on the run in flight.
     socket: Option<Socket>,
+    /// Set when its controller or listener is removed ([`serve`]).
+    retired: Arc<AtomicBool>,
 }
 
 /// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
@@ -275,7 +279,11 @@ impl Connection {
                 }
             }
             buf.drain(..pos);
-            if self.flush(&mut run).is_err() || self.hub.control.stop_requested() || !self.probe() {
+            if self.flush(&mut run).is_err()
+                || self.hub.control.stop_requested()
+                || self.retired.load(Ordering::Relaxed)
+                || !self.probe()
+            {
                 return;
             }
             // A barrier waiting: read what is there already, then answer it.

@@ -4,6 +4,7 @@
 //! `fail-open` ones).
 
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,26 +66,36 @@ pub fn parse_controller(s: &str) -> Result<ControllerTarget, Error> {
     parse_ip_port(rest).map(|addr| ControllerTarget { addr, tls }).ok_or_else(bad)
 }
 
-/// Sleeps `d` in short steps; false when the switch was asked to stop meanwhile.
-fn sleep_unless_stopped(hub: &Hub, d: Duration) -> bool {
+/// Sleeps `d` in short steps; false when the switch was asked to stop (or `retired` was set)
+/// meanwhile.
+fn sleep_unless_stopped(hub: &Hub, retired: &AtomicBool, d: Duration) -> bool {
     let until = Instant::now() + d;
+    let stopped = || hub.control.stop_requested() || retired.load(Ordering::Relaxed);
     while Instant::now() < until {
-        if hub.control.stop_requested() {
+        if stopped() {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())));
     }
-    !hub.control.stop_requested()
+    !stopped()
 }
 
 /// Keeps a connection to `addr` until the switch stops: connect, serve, and after a failure or
 /// the end of a connection wait 1 s, 2 s, 4 s, ... up to `max_backoff` (back to 1 s after a
-/// connection that lasted longer than the wait before it, as OVS's `rconn` does).
-pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe: Duration, max_backoff: Duration) {
+/// connection that lasted longer than the wait before it, as OVS's `rconn` does) — or until
+/// `retired` is set (the controller removed while the switch runs: its connection closed).
+pub(crate) fn run(
+    addr: SocketAddr,
+    tls: Option<Arc<Tls>>,
+    hub: &Arc<Hub>,
+    probe: Duration,
+    max_backoff: Duration,
+    retired: &Arc<AtomicBool>,
+) {
     let name = format!("{}:{addr}", if tls.is_some() { "ssl" } else { "tcp" });
     let mut backoff = Duration::ZERO;
     let mut failures = 0u64;
-    while !hub.control.stop_requested() {
+    while !hub.control.stop_requested() && !retired.load(Ordering::Relaxed) {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|s| wrap(s, addr, tls.as_deref())) {
             Ok(stream) => {
                 let t0 = Instant::now();
@@ -93,7 +104,7 @@ pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe
                     if failures > 0 { format!(" (after {failures} failed attempts)") } else { String::new() }
                 );
                 failures = 0;
-                connection::serve(stream, addr, hub, Kind::Active { probe });
+                connection::serve(stream, addr, hub, Kind::Active { probe }, retired);
                 let lasted = t0.elapsed();
                 crate::log_info!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
                 if lasted > backoff {
@@ -108,7 +119,7 @@ pub(crate) fn run(addr: SocketAddr, tls: Option<Arc<Tls>>, hub: &Arc<Hub>, probe
             }
         }
         backoff = if backoff.is_zero() { Duration::from_secs(1) } else { (backoff * 2).min(max_backoff) };
-        if !sleep_unless_stopped(hub, backoff.min(max_backoff)) {
+        if !sleep_unless_stopped(hub, retired, backoff.min(max_backoff)) {
             return;
         }
     }
@@ -124,22 +135,36 @@ fn wrap(s: TcpStream, addr: SocketAddr, tls: Option<&Tls>) -> std::io::Result<St
     Ok(Stream::Tls(s, Box::new(c.into())))
 }
 
-/// The fail-open watch of a standalone switch: fails open once no controller has been admitted
-/// for three inactivity-probe intervals (OVS's `fail_open_run`); a controller's admission ends
-/// it ([`admitted`]).
+/// The fail-open watch: a standalone switch with controllers fails open once none has been
+/// admitted for three inactivity-probe intervals (OVS's `fail_open_run`); a controller's
+/// admission ends it ([`admitted`]), and so does the fail mode becoming `secure` or the last
+/// controller being removed (OVS destroys its fail-open state then, recovering). The mode and
+/// the controllers are read at each tick ([`Hub::fail_mode`], [`Hub::controllers`]), so they
+/// change while the switch runs (`--ovsdb`: `ovs-vsctl set-fail-mode`, `set-controller`).
 pub(crate) fn watch_fail_open(hub: &Hub) {
     let trigger = hub.probe * 3;
-    while sleep_unless_stopped(hub, Duration::from_millis(100)) {
+    let never = AtomicBool::new(false);
+    while sleep_unless_stopped(hub, &never, Duration::from_millis(100)) {
         let mut fail = hub.lock_fail();
         let waited = fail.none_since.elapsed();
-        if fail.admitted == 0 && waited >= trigger && !hub.control.is_failed_open() {
-            crate::log_info!(
-                "rqvs switch: no controller for {:.0} s: failing open (flows removed; NORMAL forwarding until a controller is admitted)",
-                waited.as_secs_f64()
-            );
-            match hub.control.fail_open(true) {
-                Ok(()) => fail.fail_opens += 1,
-                Err(e) => crate::log_warn!("rqvs switch: failing open: {e}"),
+        let standalone = hub.fail_mode() == FailMode::Standalone;
+        let controllers = hub.controllers.load(Ordering::Relaxed);
+        if standalone && controllers > 0 {
+            if fail.admitted == 0 && waited >= trigger && !hub.control.is_failed_open() {
+                crate::log_info!(
+                    "rqvs switch: no controller for {:.0} s: failing open (flows removed; NORMAL forwarding until a controller is admitted)",
+                    waited.as_secs_f64()
+                );
+                match hub.control.fail_open(true) {
+                    Ok(()) => fail.fail_opens += 1,
+                    Err(e) => crate::log_warn!("rqvs switch: failing open: {e}"),
+                }
+            }
+        } else if hub.control.is_failed_open() {
+            let why = if standalone { "no controller is configured" } else { "the fail mode is secure" };
+            match hub.control.fail_open(false) {
+                Ok(()) => crate::log_info!("rqvs switch: {why}: no longer in fail-open mode"),
+                Err(e) => crate::log_warn!("rqvs switch: leaving fail-open mode: {e}"),
             }
         }
     }

@@ -108,7 +108,12 @@
 //! flow is removed and one hidden rule added (priority [`crate::FAIL_OPEN_PRIORITY`], match
 //! all, `actions=NORMAL`: MAC learning, [`crate::normal`]), so hosts on its ports reach each
 //! other; when a controller is admitted the rule is removed and the controller sets up its
-//! flows (OVS's `fail_open_recover`). Without `--controller` there is no fail mode: the table
+//! flows (OVS's `fail_open_recover`). The controllers, the extra listeners and the fail mode
+//! can change while the switch runs ([`Channel::set_controllers`] and the methods beside it:
+//! `rqvs switch --ovsdb` applies `ovs-vsctl set-controller`/`set-fail-mode` so): the fail-open
+//! watch reads both at each tick — a switch failed open recovers when its mode becomes `secure`
+//! or its last controller is removed, as OVS's fail-open state goes with them.
+//! Without `--controller` there is no fail mode: the table
 //! is what `--rules` and the passive channel make it (OVS instead adds a visible
 //! `priority=0,actions=NORMAL` flow to a standalone bridge with no controller).
 
@@ -129,7 +134,7 @@ pub use crate::tls;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -336,12 +341,13 @@ impl OpenflowListener {
     /// Accepts connections until the switch is asked to stop, each on its own threads; returns
     /// once every connection thread has ended. Beyond `hub.max_connections` open at once, a new
     /// connection is closed at once and logged (the first of a burst, then at most one line a
-    /// second with the count since).
-    fn serve(&self, hub: &Arc<Hub>) {
+    /// second with the count since). `retired`: it ends (and its connections) when that is set
+    /// too (the listener removed while the switch runs).
+    fn serve(&self, hub: &Arc<Hub>, retired: &Arc<AtomicBool>) {
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
         let mut n = 0u64;
         let mut refusals = Refusals::default();
-        while !hub.control.stop_requested() {
+        while !hub.control.stop_requested() && !retired.load(Ordering::Relaxed) {
             match self.accept() {
                 Some((stream, peer)) => {
                     conns.retain(|t| !t.is_finished());
@@ -352,9 +358,9 @@ impl OpenflowListener {
                         continue;
                     }
                     n += 1;
-                    let h = hub.clone();
+                    let (h, r) = (hub.clone(), retired.clone());
                     let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
-                        connection::serve(stream, &peer, &h, connection::Kind::Passive);
+                        connection::serve(stream, &peer, &h, connection::Kind::Passive, &r);
                     });
                     match spawned {
                         Ok(t) => conns.push(t),
@@ -399,8 +405,9 @@ impl Refusals {
 pub struct ChannelConfig {
     /// The passive listener (`--openflow`).
     pub listen: Option<OpenflowListener>,
-    /// More passive listeners, served alike (`--ovsdb`: a bridge's `ptcp:`/`punix:`
-    /// controller targets beside its management socket).
+    /// More passive listeners, served alike (under the keys `listener 0`, `listener 1`, ... of
+    /// [`Channel::remove_listener`]; `--ovsdb` adds a bridge's `ptcp:`/`pssl:`/`punix:`
+    /// targets with [`Channel::add_listener`] instead).
     pub more_listeners: Vec<OpenflowListener>,
     /// Controllers to connect to (`--controller`).
     pub controllers: Vec<ControllerTarget>,
@@ -446,9 +453,34 @@ impl Default for ChannelConfig {
 }
 
 /// The running channel: its listener, controller, packet-in and fail-open threads.
+///
+/// Its controllers, extra listeners and fail mode change while the switch runs
+/// ([`Channel::set_controllers`], [`Channel::add_listener`], [`Channel::remove_listener`],
+/// [`Channel::set_fail_mode`]: `--ovsdb`'s `ovs-vsctl set-controller`, `set-fail-mode`): each
+/// controller and listener has a thread of its own and a flag that retires it (its connections
+/// closed), the others and the datapath untouched.
 pub struct Channel {
     threads: Vec<JoinHandle<()>>,
     hub: Arc<Hub>,
+    live: Mutex<Live>,
+}
+
+/// A controller's or a listener's thread, and the flag that retires it.
+struct Endpoint {
+    retired: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// What changes while the channel runs.
+struct Live {
+    tls: Option<Arc<Tls>>,
+    max_backoff: Duration,
+    controllers: Vec<(ControllerTarget, Endpoint)>,
+    listeners: Vec<(String, Endpoint)>,
+    /// Retired controllers' threads, ending (a connect attempt takes up to 3 s): joined at
+    /// [`Channel::join`], or dropped here once finished.
+    retiring: Vec<JoinHandle<()>>,
+    next_thread: usize,
 }
 
 /// The channel's counters.
@@ -477,20 +509,15 @@ pub struct ChannelStats {
 
 impl Channel {
     /// Starts the listener's thread, one thread per controller, the packet-in thread (when the
-    /// switch was started with a packet-in queue) and, for a standalone switch with
-    /// controllers, the fail-open watch; registers the FLOW_REMOVED sink.
+    /// switch was started with a packet-in queue) and the fail-open watch (which acts for a
+    /// standalone switch with controllers); registers the FLOW_REMOVED sink.
     pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
         let mut hub = Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe);
         hub.max_connections = cfg.max_connections.max(1);
         hub.hello_timeout = cfg.hello_timeout;
+        hub.set_fail_mode(cfg.fail_mode);
         let hub = Arc::new(hub);
         let mut threads = Vec::new();
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(f)
-                .map_err(|e| Error(format!("starting the OpenFlow thread '{name}': {e}")))
-        };
         // FLOW_REMOVED: the hub as the switch's event sink (a weak handle: the hub holds the
         // switch's `Control`).
         let weak = Arc::downgrade(&hub);
@@ -501,35 +528,126 @@ impl Channel {
         }
         if let Some(l) = cfg.listen {
             let h = hub.clone();
-            threads.push(spawn("openflow", Box::new(move || l.serve(&h)))?);
+            let never = Arc::new(AtomicBool::new(false));
+            threads.push(spawn("openflow", Box::new(move || l.serve(&h, &never)))?);
         }
+        let h = hub.clone();
+        threads.push(spawn("fail-open", Box::new(move || controller::watch_fail_open(&h)))?);
+        let live = Live {
+            tls: cfg.tls,
+            max_backoff: cfg.max_backoff,
+            controllers: Vec::new(),
+            listeners: Vec::new(),
+            retiring: Vec::new(),
+            next_thread: 0,
+        };
+        let channel = Channel { threads, hub, live: Mutex::new(live) };
         for (i, l) in cfg.more_listeners.into_iter().enumerate() {
-            let h = hub.clone();
-            threads.push(spawn(&format!("openflow{}", i + 1), Box::new(move || l.serve(&h)))?);
+            channel.add_listener(format!("listener {i}"), l)?;
         }
-        for (i, target) in cfg.controllers.iter().copied().enumerate() {
-            let h = hub.clone();
-            let (probe, max_backoff) = (cfg.inactivity_probe, cfg.max_backoff);
-            let tls = match (target.tls, &cfg.tls) {
-                (false, _) => None,
-                (true, Some(t)) => Some(t.clone()),
-                (true, None) => {
-                    return Err(Error(format!(
-                        "--controller ssl:{}: TLS needs --private-key, --certificate and --ca-cert",
-                        target.addr
-                    )))
-                }
-            };
-            threads.push(spawn(
+        channel.set_controllers(&cfg.controllers)?;
+        Ok(channel)
+    }
+
+    fn lock_live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes `targets` the controllers the switch connects to: a new one gets its thread, one
+    /// no longer there is retired (its connection closed at its next read tick, 50 ms), the
+    /// others keep their connections. An `ssl:` target without the channel's TLS settings is
+    /// an error, and nothing is changed.
+    pub fn set_controllers(&self, targets: &[ControllerTarget]) -> Result<(), Error> {
+        let mut live = self.lock_live();
+        if let Some(t) = targets.iter().find(|t| t.tls && live.tls.is_none()) {
+            return Err(Error(format!(
+                "--controller ssl:{}: TLS needs --private-key, --certificate and --ca-cert",
+                t.addr
+            )));
+        }
+        let (keep, gone): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut live.controllers).into_iter().partition(|(t, _)| targets.contains(t));
+        live.controllers = keep;
+        for (_, e) in gone {
+            e.retired.store(true, Ordering::Relaxed);
+            live.retiring.push(e.thread);
+        }
+        live.retiring.retain(|t| !t.is_finished());
+        for target in targets {
+            if live.controllers.iter().any(|(t, _)| t == target) {
+                continue;
+            }
+            let (h, probe, max_backoff) = (self.hub.clone(), self.hub.probe, live.max_backoff);
+            let tls = if target.tls { live.tls.clone() } else { None };
+            let retired = Arc::new(AtomicBool::new(false));
+            let r = retired.clone();
+            let addr = target.addr;
+            let i = live.next_thread;
+            live.next_thread += 1;
+            let thread = spawn(
                 &format!("controller{i}"),
-                Box::new(move || controller::run(target.addr, tls, &h, probe, max_backoff)),
-            )?);
+                Box::new(move || controller::run(addr, tls, &h, probe, max_backoff, &r)),
+            )?;
+            live.controllers.push((*target, Endpoint { retired, thread }));
         }
-        if cfg.fail_mode == FailMode::Standalone && !cfg.controllers.is_empty() {
-            let h = hub.clone();
-            threads.push(spawn("fail-open", Box::new(move || controller::watch_fail_open(&h)))?);
+        let n = live.controllers.len();
+        let was = self.hub.controllers.swap(n, Ordering::Relaxed);
+        if was == 0 && n > 0 {
+            // The fail-open clock starts when the first controller is configured.
+            let mut fail = self.hub.lock_fail();
+            if fail.admitted == 0 {
+                fail.none_since = Instant::now();
+            }
         }
-        Ok(Channel { threads, hub })
+        Ok(())
+    }
+
+    /// The controllers configured now.
+    pub fn controllers(&self) -> Vec<ControllerTarget> {
+        self.lock_live().controllers.iter().map(|(t, _)| *t).collect()
+    }
+
+    /// Serves `listener` too, under `key` (a second one under the same key replaces the first).
+    pub fn add_listener(&self, key: String, listener: OpenflowListener) -> Result<(), Error> {
+        self.remove_listener(&key);
+        let mut live = self.lock_live();
+        let retired = Arc::new(AtomicBool::new(false));
+        let (h, r) = (self.hub.clone(), retired.clone());
+        let i = live.next_thread;
+        live.next_thread += 1;
+        let thread = spawn(&format!("openflow-l{i}"), Box::new(move || listener.serve(&h, &r)))?;
+        live.listeners.push((key, Endpoint { retired, thread }));
+        Ok(())
+    }
+
+    /// Stops serving the listener of `key` and closes its connections; returns once its
+    /// thread has ended (its socket closed: the address can be bound again).
+    pub fn remove_listener(&self, key: &str) {
+        let gone = {
+            let mut live = self.lock_live();
+            let at = live.listeners.iter().position(|(k, _)| k == key);
+            at.map(|at| live.listeners.remove(at).1)
+        };
+        if let Some(e) = gone {
+            e.retired.store(true, Ordering::Relaxed);
+            let _ = e.thread.join();
+        }
+    }
+
+    /// The TLS settings of `ssl:` controllers from now on (`--ovsdb`: the `SSL` table changed):
+    /// the `ssl:` controllers are reconnected with them (their connections closed).
+    pub fn set_tls(&self, tls: Option<Arc<Tls>>) -> Result<(), Error> {
+        let all = self.controllers();
+        let plain: Vec<ControllerTarget> = all.iter().copied().filter(|t| !t.tls).collect();
+        self.set_controllers(&plain)?;
+        self.lock_live().tls = tls;
+        self.set_controllers(&all)
+    }
+
+    /// What the switch does while no controller is admitted, from now on (the fail-open watch
+    /// reads it at its next tick: a switch failed open recovers when it becomes `secure`).
+    pub fn set_fail_mode(&self, mode: FailMode) {
+        self.hub.set_fail_mode(mode);
     }
 
     pub fn stats(&self) -> ChannelStats {
@@ -560,10 +678,19 @@ impl Channel {
 
     /// Waits for every thread of the channel (after [`Control::request_stop`]).
     pub fn join(self) {
-        for t in self.threads {
+        let live = self.live.into_inner().unwrap_or_else(|e| e.into_inner());
+        let endpoints = live.controllers.into_iter().map(|(_, e)| e).chain(live.listeners.into_iter().map(|(_, e)| e));
+        for t in self.threads.into_iter().chain(endpoints.map(|e| e.thread)).chain(live.retiring) {
             let _ = t.join();
         }
     }
+}
+
+fn spawn(name: &str, f: Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>, Error> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error(format!("starting the OpenFlow thread '{name}': {e}")))
 }
 
 /// What the connections, the packet-in thread and the fail-open watch share.
@@ -575,6 +702,10 @@ pub(crate) struct Hub {
     pub hello_timeout: Duration,
     pub connections_refused: AtomicU64,
     pub hello_timeouts: AtomicU64,
+    /// The fail mode now (true: standalone; [`Channel::set_fail_mode`]).
+    standalone: AtomicBool,
+    /// How many controllers are configured now ([`Channel::set_controllers`]).
+    pub controllers: AtomicUsize,
     peers: Mutex<Vec<Arc<Peer>>>,
     next_peer: AtomicU64,
     fail: Mutex<FailState>,
@@ -667,6 +798,8 @@ impl Hub {
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
             connections_refused: AtomicU64::new(0),
             hello_timeouts: AtomicU64::new(0),
+            standalone: AtomicBool::new(true),
+            controllers: AtomicUsize::new(0),
             peers: Mutex::new(Vec::new()),
             next_peer: AtomicU64::new(1),
             fail: Mutex::new(FailState { admitted: 0, none_since: Instant::now(), fail_opens: 0 }),
@@ -677,6 +810,18 @@ impl Hub {
             packet_outs_refused: AtomicU64::new(0),
             control,
         }
+    }
+
+    pub fn fail_mode(&self) -> FailMode {
+        if self.standalone.load(Ordering::Relaxed) {
+            FailMode::Standalone
+        } else {
+            FailMode::Secure
+        }
+    }
+
+    fn set_fail_mode(&self, mode: FailMode) {
+        self.standalone.store(mode == FailMode::Standalone, Ordering::Relaxed);
     }
 
     fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Peer>>> {
