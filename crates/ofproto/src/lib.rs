@@ -46,6 +46,7 @@
 
 pub mod actions;
 pub mod chain;
+pub mod crossing;
 pub mod flowstate;
 pub mod groups;
 pub mod later_tables;
