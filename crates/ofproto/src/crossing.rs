@@ -119,7 +119,7 @@ pub fn loop_to_log() -> Option<String> {
     if LOOP_UNLOGGED.load(Ordering::Relaxed) && LOOP_UNLOGGED.swap(false, Ordering::Relaxed) {
         return Some(format!(
             "patch loop: a translation crossed patch ports more than {MAX_CROSSINGS} deep; its packet is dropped \
-             (counted in coverage `xlate_patch_loop`; logged once)"
+             (each counted; logged once)"
         ));
     }
     None

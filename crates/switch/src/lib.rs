@@ -60,6 +60,7 @@ pub mod attach;
 pub mod bench;
 pub mod bridges;
 pub mod control_groups;
+pub mod crossing;
 pub mod ctl;
 pub mod designs;
 pub mod diag;

@@ -23,8 +23,9 @@ use rqvs_ports::PortType;
 use crate::bridges::Bridges;
 use crate::{err, Control, Error};
 
-/// Patch crossings one trace follows, nested (a loop of patch ports ends there).
-pub const MAX_CROSSINGS: usize = 8;
+/// Patch crossings one trace follows, nested (a loop of patch ports ends there): the
+/// translation's own bound ([`rqvs_ofproto::crossing::MAX_CROSSINGS`]).
+pub const MAX_CROSSINGS: usize = rqvs_ofproto::crossing::MAX_CROSSINGS as usize;
 
 impl Control {
     /// This bridge's live patch ports with a peer: (OpenFlow number, peer interface name).
@@ -145,7 +146,7 @@ impl Control {
 
 /// A port's spec: kept for interfaces, else read back from its name (`PortSource::name`: a
 /// patch port's is its spec).
-fn spec_of(p: &crate::PortInfo) -> Option<rqvs_ports::PortSpec> {
+pub(crate) fn spec_of(p: &crate::PortInfo) -> Option<rqvs_ports::PortSpec> {
     p.spec.clone().or_else(|| p.name.parse().ok())
 }
 
@@ -156,7 +157,34 @@ pub fn trace(bridges: &Bridges, bridge: &str, flow: &str) -> Result<String, Stri
     let (x, lines) = control.traced(&key).map_err(|e| e.0)?;
     let mut lines = annotate(&control, &key, &lines);
     lines.extend(crossings(bridges, &control, &key, &x, 0).map_err(|e| e.0)?);
-    Ok(header(bridge, &trace_text(bridge, &key, &x, &lines)))
+    let text = trace_text(bridge, &key, &x, &lines);
+    // The crossings the translation follows (ORIG, CCACHE): one megaflow, composed.
+    let text = match control.table.patch_resolver() {
+        Some(_) => composed(&text, &key, &control.table.read().xlate_crossing(&key)),
+        None => text,
+    };
+    Ok(header(bridge, &text))
+}
+
+/// `text` (a trace's) with its `Megaflow:` and `Datapath actions:` those of the composed
+/// translation `x` ([`rqvs_ofproto::crossing`]), and a patch loop said before `Final flow:`.
+fn composed(text: &str, key: &FlowKey, x: &Xlate) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("Final flow: ") {
+            if let Some(e) = x.error {
+                out.push_str(&format!("{e}: the packet is dropped\n\n"));
+            }
+            out.push_str(line);
+        } else if line.starts_with("Megaflow: ") {
+            out.push_str(&format!("Megaflow: {}\n", x.megaflow));
+        } else if line.starts_with("Datapath actions: ") {
+            out.push_str(&format!("Datapath actions: {}\n", rqvs_ofproto::xlate::datapath_actions(&x.ops, key)));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// A trace made under rqvs's own title (`bridge("rqvs")`, `rqvs ctl trace`) titled with the

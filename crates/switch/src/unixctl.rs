@@ -381,11 +381,20 @@ pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Resu
                         }
                     })
                 };
+                let peer = |b: &str, p: u32| {
+                    ports.iter().find(|d| d.bridge == b && d.ofport == p).map(|d| {
+                        if names {
+                            d.name.clone()
+                        } else {
+                            d.odp.to_string()
+                        }
+                    })
+                };
                 for (pmd, lines) in c.dump_flows() {
                     by_pmd
                         .entry(pmd)
                         .or_default()
-                        .extend(lines.iter().map(|l| crate::bridges::relabel_flow(l, &label)));
+                        .extend(lines.iter().map(|l| crate::bridges::relabel_flow_across(l, &label, &peer)));
                 }
             }
             let mut text = String::new();
