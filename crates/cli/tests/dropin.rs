@@ -1024,6 +1024,11 @@ fn a_patch_loop_is_dropped_and_logged_once() {
             ok && flows.lines().any(|l| l.contains(",in_port=2,") && l.ends_with("actions:drop")),
             "{design}: {flows}{err}"
         );
+        let (ok, cov, err) = env.appctl(&["coverage/show"]);
+        let loops = cov
+            .lines()
+            .find_map(|l| l.strip_prefix("xlate_patch_loop")?.trim().strip_prefix("total: ")?.parse::<u64>().ok());
+        assert!(ok && loops.is_some_and(|n| n >= 1), "{design}: counted: {cov}{err}");
         // The loop gone, the pair forwards.
         env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0"]);
         env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br1"]);

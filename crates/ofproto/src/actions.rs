@@ -125,6 +125,8 @@ pub enum Op {
 /// What an [`Op::Patch`] carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PatchOp {
+    /// The patch port crossed, on the bridge whose op this is (its PORT_MOD bits apply).
+    pub port: u32,
     /// The peer bridge ([`crate::crossing::bridge_id`]).
     pub bridge: u16,
     /// The peer port: the packet's `in_port` on the peer bridge.

@@ -216,6 +216,7 @@ impl Walk<'_> {
             match self.cross(&peer, &k, depth + 1) {
                 Some(peer_ops) if peer_ops.is_empty() => {}
                 Some(peer_ops) => out.push(Op::Patch(PatchOp {
+                    port: target.unwrap_or_default(),
                     bridge: peer.bridge,
                     in_port: peer.port,
                     ops: actions::intern(&peer_ops),
@@ -331,7 +332,7 @@ mod tests {
             v.action.to_ops(),
             vec![
                 Op::SetDlDst([2, 0, 0, 0, 0, 9]),
-                Op::Patch(PatchOp { bridge: bridge_id("cross-b"), in_port: 5, ops: want_peer })
+                Op::Patch(PatchOp { port: 2, bridge: bridge_id("cross-b"), in_port: 5, ops: want_peer })
             ],
             "the peer saw the rewritten dl_dst and the packet's tp_dst"
         );
@@ -356,10 +357,11 @@ mod tests {
         // tp_dst 80: br-b sends it back through the patch port: br-a gets it on port 2.
         let v = a.classify(&tcp(1, 80));
         let inner_a = actions::intern(&[Op::Output(3)]);
-        let inner_b = actions::intern(&[Op::Patch(PatchOp { bridge: bridge_id("back-a"), in_port: 2, ops: inner_a })]);
+        let inner_b =
+            actions::intern(&[Op::Patch(PatchOp { port: 5, bridge: bridge_id("back-a"), in_port: 2, ops: inner_a })]);
         assert_eq!(
             v.action.to_ops(),
-            vec![Op::Patch(PatchOp { bridge: bridge_id("back-b"), in_port: 5, ops: inner_b }), Op::Output(3)]
+            vec![Op::Patch(PatchOp { port: 2, bridge: bridge_id("back-b"), in_port: 5, ops: inner_b }), Op::Output(3)]
         );
     }
 

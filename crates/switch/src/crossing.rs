@@ -13,7 +13,8 @@
 //!   (`rqvs_ofproto::crossing`, *Locks*).
 //! - **Revalidation.** A commit on B marks every table that crossed into it changed; the hook
 //!   set here sends the new version to A's PMDs as A's own commits do (`Control::apply`,
-//!   without waiting).
+//!   without waiting). A bridge starting or stopping marks every other bridge that crosses
+//!   (its crossings into the old table, or into nothing, are translated again).
 //! - **Execution.** On the shared PMD threads ([`crate::shared`]) thread *i* runs every bridge's
 //!   loop: the executor of A meets [`Op::Patch`] and leaves the frame as it is at that point,
 //!   with the peer port and the peer's ops, in this thread's list of crossings ([`defer`]); the
@@ -122,6 +123,18 @@ fn crosses(design: DesignKind) -> bool {
     matches!(design, DesignKind::Orig | DesignKind::Ccache)
 }
 
+/// Every other running bridge's crossings are translated again: a bridge started (its new
+/// table has no record of who crossed into the old one) or stopped.
+fn mark_others(name: &str) {
+    let others: Vec<Arc<Control>> = {
+        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().filter(|(n, _)| n != name).filter_map(|(_, c)| c.upgrade()).collect()
+    };
+    for c in others.into_iter().filter(|c| c.table.patch_resolver().is_some()) {
+        c.table.mark_changed();
+    }
+}
+
 /// Bridge `name` is now served by `control`: its table follows patch crossings (module docs).
 pub(crate) fn link(name: &str, control: &Arc<Control>) {
     {
@@ -129,9 +142,14 @@ pub(crate) fn link(name: &str, control: &Arc<Control>) {
         r.retain(|(n, c)| n != name && c.strong_count() > 0);
         r.push((name.to_string(), Arc::downgrade(control)));
     }
-    if !crosses(control.design) {
-        return;
+    if crosses(control.design) {
+        follow(control);
     }
+    mark_others(name);
+}
+
+/// `control`'s table crosses from now on, and its PMDs hear of its peers' changes.
+fn follow(control: &Arc<Control>) {
     let me = Arc::downgrade(control);
     let resolver: rqvs_ofproto::crossing::Resolver = Arc::new(move |port| resolve(&me, port));
     control.table.set_patch_resolver(Some(resolver));
@@ -157,6 +175,7 @@ pub(crate) fn unlink(name: &str) {
         c.table.set_patch_resolver(None);
         c.table.set_on_marked(None);
     }
+    mark_others(name);
 }
 
 /// The peer of `control`'s port `port`, when it is a crossing (module docs). Never blocks.

@@ -299,6 +299,8 @@ impl Executor {
                         }
                     }
                 }
+                // An output to a `NO_FWD` patch port is skipped, as any output to it.
+                Op::Patch(p) if flags.get(p.port) & NO_FWD != 0 => out.no_forward += 1,
                 Op::Patch(p) => {
                     // The peer bridge's loop runs the peer's ops on a copy ([`crate::crossing`]).
                     crate::crossing::defer(p, cur);

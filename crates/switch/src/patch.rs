@@ -1,7 +1,10 @@
-//! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37): the ports
-//! themselves are [`rqvs_ports::patch`] (a frame sent on one end is received on the other, by
-//! the peer's bridge, and classified there); this module is what the unixctl socket shows of a
-//! crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
+//! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37). Two ways
+//! across: with ORIG and CCACHE an `output:N` to a patch port crosses inside the translation
+//! ([`rqvs_ofproto::crossing`], run by [`crate::crossing`]: one megaflow, the peer's ops run
+//! on the peer's ports by the same PMD thread); what the translation does not cross (`NORMAL`,
+//! `flood`, `all`, group buckets, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
+//! frame sent on one end is received on the other, by the peer's bridge, and classified there).
+//! This module is what the unixctl socket shows of a crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
 //! and prints that bridge's translation nested under the output that crossed, headed
 //! `bridge("PEER_BRIDGE")`, as OVS's trace does.
 //!
@@ -10,8 +13,10 @@
 //! else every port but the input port, as the executor floods). The packet enters the peer
 //! bridge as the translation leaves it (its final key; OVS uses the key as it is at the output
 //! — the same unless the actions rewrite after the output) with `in_port` the peer port and
-//! metadata 0. `Datapath actions:` is each bridge's own (the crossing is a hop: the ingress
-//! bridge's megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
+//! metadata 0. `Megaflow:` and `Datapath actions:` are the composed translation's when the
+//! bridge's table crosses ([`rqvs_ofproto::crossing::compose`]: `patch(BRIDGE:PORT:OPS)` for a
+//! crossing, one line; a patch loop said before `Final flow:`), else the ingress bridge's own
+//! (the hop: its megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
 
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
