@@ -901,11 +901,12 @@ fn patch_ports_join_two_bridges() {
     }
 }
 
-/// Two bridges with a patch pair (ofport 2 on each), `h1` on br0's `p1`, `h2` on br1's `p2`.
+/// Two bridges with a patch pair (ofport 2 on each), `h1` on br0's `p1`, `h2` on br1's `p2`;
+/// `fail_mode=secure`: no flow (no `NORMAL`, whose crossings are hops) until the test adds them.
 fn patched_bridges(env: &Env) {
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
     env.vsctl(&["add-port", "br0", "p1"]);
-    env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev"]);
+    env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev", "fail_mode=secure"]);
     env.vsctl(&["add-port", "br1", "p2"]);
     env.vsctl(&[
         "add-port",
@@ -953,6 +954,13 @@ fn patch_crossing_is_one_megaflow() {
             env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", br, &format!("priority=10,in_port={b},actions=output:{a}")]);
         }
         assert!(ping(&h1, "10.85.0.2", 3), "{design}: a ping across the patch pair by output:PATCH flows");
+        // br1's flow counts what crossed into it (OVS credits the peer's rules too).
+        let dump = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br1"]);
+        let counted = dump
+            .lines()
+            .find(|l| l.contains("in_port=2") && l.contains("actions=output:1"))
+            .and_then(|l| l.split("n_packets=").nth(1)?.split(',').next()?.parse::<u64>().ok());
+        assert!(counted.is_some_and(|n| n >= 3), "{design}: br1's flow counted the crossings: {dump}");
         // Datapath numbers: 2 p1, 3 patch-br0-to-br1, 5 p2, 6 patch-br1-to-br0.
         let (ok, show, err) = env.appctl(&["dpctl/show"]);
         assert!(ok && show.contains("  port 2: p1\n") && show.contains("  port 5: p2\n"), "{design}: {show}{err}");
@@ -969,12 +977,23 @@ fn patch_crossing_is_one_megaflow() {
                 !from_p2.is_empty() && from_p2.iter().all(|l| l.ends_with("actions:2")),
                 "{design}: and br1's to p1: {flows}"
             );
-            assert!(
-                !flows.contains(",in_port=3,") && !flows.contains(",in_port=6,"),
-                "{design}: no megaflow of a patch port (no hop): {flows}"
-            );
-            assert_eq!(patch_rx(&env, "patch-br1-to-br0"), 0, "{design}: no frame received on br1's patch port");
-            assert_eq!(patch_rx(&env, "patch-br0-to-br1"), 0, "{design}: nor on br0's");
+            // An upcall that met a commit on the peer bridge takes the hop (the commit then
+            // revalidates it into a crossing): only then may a patch port have received.
+            let (_, cov, _) = env.appctl(&["coverage/show"]);
+            let fallbacks = cov
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("xlate_patch_fallback")?.trim().strip_prefix("total: ")?.parse::<u64>().ok()
+                })
+                .unwrap_or(0);
+            if fallbacks == 0 {
+                assert!(
+                    !flows.contains(",in_port=3,") && !flows.contains(",in_port=6,"),
+                    "{design}: no megaflow of a patch port (no hop): {flows}"
+                );
+                assert_eq!(patch_rx(&env, "patch-br1-to-br0"), 0, "{design}: no frame received on br1's patch port");
+                assert_eq!(patch_rx(&env, "patch-br0-to-br1"), 0, "{design}: nor on br0's");
+            }
             // ofproto/trace: the composed megaflow's datapath actions, as one line.
             let flow = "in_port=1,ip,nw_src=10.85.0.1,nw_dst=10.85.0.2";
             let (ok, trace, err) = env.appctl(&["ofproto/trace", "br0", flow]);

@@ -133,6 +133,9 @@ pub struct PatchOp {
     pub in_port: u32,
     /// The peer bridge's ops.
     pub ops: ActionsId,
+    /// The peer bridge's rules the packet passed, as one attribution id ([`crate::chain`];
+    /// [`crate::NO_RULE`]: none): the peer's flow counters count the crossing packets.
+    pub rule: rqvs_flow::RuleId,
 }
 
 /// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries

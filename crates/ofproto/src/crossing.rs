@@ -70,11 +70,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rqvs_classify::ofproto::Megaflow;
 use rqvs_flow::key::*;
-use rqvs_flow::FlowKey;
+use rqvs_flow::{FlowKey, RuleId};
 
 use crate::actions::{self, Op, PatchOp};
 use crate::table::{OfprotoTable, TableRead};
 use crate::xlate::{Xlate, XlateError};
+use crate::NO_RULE;
 
 /// Crossings one translation nests at most (module docs, *Loops*).
 pub const MAX_CROSSINGS: u32 = 8;
@@ -214,12 +215,13 @@ impl Walk<'_> {
                 return Vec::new();
             }
             match self.cross(&peer, &k, depth + 1) {
-                Some(peer_ops) if peer_ops.is_empty() => {}
-                Some(peer_ops) => out.push(Op::Patch(PatchOp {
+                Some((peer_ops, _)) if peer_ops.is_empty() => {}
+                Some((peer_ops, rule)) => out.push(Op::Patch(PatchOp {
                     port: target.unwrap_or_default(),
                     bridge: peer.bridge,
                     in_port: peer.port,
                     ops: actions::intern(&peer_ops),
+                    rule,
                 })),
                 // Not followed: the hop (module docs, *Locks*).
                 None => out.push(*op),
@@ -228,8 +230,9 @@ impl Walk<'_> {
         out
     }
 
-    /// The peer's ops for the packet `k` crossing into it; `None` when its table would block.
-    fn cross(&mut self, peer: &Peer, k: &FlowKey, depth: u32) -> Option<Vec<Op>> {
+    /// The peer's ops for the packet `k` crossing into it, and the attribution of the peer's
+    /// rules it passed; `None` when its table would block.
+    fn cross(&mut self, peer: &Peer, k: &FlowKey, depth: u32) -> Option<(Vec<Op>, RuleId)> {
         let Some(read) = peer.table.try_read() else {
             FALLBACKS.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -243,15 +246,16 @@ impl Walk<'_> {
         self.wc = self.wc.union(&wc);
         if let Some(e) = x.error {
             self.error = Some(e);
-            return Some(Vec::new());
+            return Some((Vec::new(), NO_RULE));
         }
         if read.is_removed(peer.port) {
             // A removed port's packets are dropped (as the peer's own classify does).
-            return Some(Vec::new());
+            return Some((Vec::new(), NO_RULE));
         }
+        let rule = crate::chain::attribution_of(&x).unwrap_or(NO_RULE);
         match peer.table.patch_resolver() {
-            Some(r) => Some(self.cross_ops(&x.ops, &r, &key, depth)),
-            None => Some(x.ops),
+            Some(r) => Some((self.cross_ops(&x.ops, &r, &key, depth), rule)),
+            None => Some((x.ops, rule)),
         }
     }
 }
@@ -278,7 +282,7 @@ fn apply_to_key(op: &Op, k: &mut FlowKey) {
 mod tests {
     use super::*;
     use rqvs_flow::formats::ofctl;
-    use rqvs_flow::{Rule, RuleId};
+    use rqvs_flow::Rule;
     use std::sync::atomic::AtomicUsize;
 
     use crate::table::{Changes, RuleChange};
@@ -302,6 +306,13 @@ mod tests {
             })
             .collect();
         from.set_patch_resolver(Some(Arc::new(move |p| links.iter().find(|(q, _)| *q == p).map(|(_, x)| x.clone()))));
+    }
+
+    /// The attribution of `t`'s rules for `key` (what a crossing into `t` credits).
+    fn rule_at(t: &OfprotoTable, key: &FlowKey) -> RuleId {
+        let r = crate::chain::attribution_of(&t.read().xlate(key)).unwrap();
+        assert_ne!(r, NO_RULE);
+        r
     }
 
     fn tcp(in_port: u32, tp_dst: u16) -> FlowKey {
@@ -332,7 +343,13 @@ mod tests {
             v.action.to_ops(),
             vec![
                 Op::SetDlDst([2, 0, 0, 0, 0, 9]),
-                Op::Patch(PatchOp { port: 2, bridge: bridge_id("cross-b"), in_port: 5, ops: want_peer })
+                Op::Patch(PatchOp {
+                    port: 2,
+                    bridge: bridge_id("cross-b"),
+                    in_port: 5,
+                    ops: want_peer,
+                    rule: rule_at(&b, &FlowKey { in_port: 5, dl_dst: [2, 0, 0, 0, 0, 9], ..tcp(1, 80) })
+                })
             ],
             "the peer saw the rewritten dl_dst and the packet's tp_dst"
         );
@@ -357,11 +374,25 @@ mod tests {
         // tp_dst 80: br-b sends it back through the patch port: br-a gets it on port 2.
         let v = a.classify(&tcp(1, 80));
         let inner_a = actions::intern(&[Op::Output(3)]);
-        let inner_b =
-            actions::intern(&[Op::Patch(PatchOp { port: 5, bridge: bridge_id("back-a"), in_port: 2, ops: inner_a })]);
+        let inner_b = actions::intern(&[Op::Patch(PatchOp {
+            port: 5,
+            bridge: bridge_id("back-a"),
+            in_port: 2,
+            ops: inner_a,
+            rule: rule_at(&a, &tcp(2, 80)),
+        })]);
         assert_eq!(
             v.action.to_ops(),
-            vec![Op::Patch(PatchOp { port: 2, bridge: bridge_id("back-b"), in_port: 5, ops: inner_b }), Op::Output(3)]
+            vec![
+                Op::Patch(PatchOp {
+                    port: 2,
+                    bridge: bridge_id("back-b"),
+                    in_port: 5,
+                    ops: inner_b,
+                    rule: rule_at(&b, &tcp(5, 80))
+                }),
+                Op::Output(3)
+            ]
         );
     }
 

@@ -41,6 +41,8 @@ use crate::Control;
 /// A crossing met by an executor, waiting for the peer bridge's loop on this thread.
 pub(crate) struct Crossed {
     pub bridge: u16,
+    /// The peer's rules the packet passed (their flow counters count it).
+    pub rule: rqvs_flow::RuleId,
     pub in_port: u32,
     pub ops: ActionsId,
     pub frame: Vec<u8>,
@@ -86,7 +88,7 @@ pub(crate) fn defer(p: PatchOp, frame: &[u8]) {
             drop_one("too many crossings pending on one thread");
             return;
         }
-        q.push(Crossed { bridge: p.bridge, in_port: p.in_port, ops: p.ops, frame: frame.to_vec() });
+        q.push(Crossed { bridge: p.bridge, rule: p.rule, in_port: p.in_port, ops: p.ops, frame: frame.to_vec() });
     });
 }
 

@@ -282,8 +282,17 @@ impl PmdLoop {
 
     /// Runs a patch crossing into this loop's bridge ([`crate::crossing`]): the peer's ops on the
     /// frame, with this bridge's executor and transmit queues; the copies count as this PMD's
-    /// outputs.
-    pub(crate) fn execute_crossed(&mut self, frame: &[u8], in_port: u32, ops: rqvs_ofproto::actions::ActionsId) {
+    /// outputs, the packet in the flow counters of this bridge's rules it passed (`rule`).
+    pub(crate) fn execute_crossed(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ops: rqvs_ofproto::actions::ActionsId,
+        rule: RuleId,
+    ) {
+        if rule != NO_RULE {
+            self.flows.hit(rule, frame.len());
+        }
         let ops = rqvs_ofproto::actions::ops(ops);
         let o = self.exec.execute_crossed(frame, in_port, &ops, &mut self.s.tx);
         self.c.no_forward_outputs += u64::from(o.no_forward);
