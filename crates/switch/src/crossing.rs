@@ -1,9 +1,9 @@
 //! Patch crossings in the switch (issue 37): what makes [`rqvs_ofproto::crossing`]'s composed
 //! translations run — the resolver each bridge's table asks ("is my port N a patch port, and
 //! where is its peer?"), the revalidation a peer's commit starts on the bridges that cross into
-//! it, and the execution of an [`Op::Patch`] on the peer bridge's ports.
+//! it, and the execution of an [`Op::Patch`](rqvs_ofproto::actions::Op::Patch) on the peer bridge's ports.
 //!
-//! - **Resolver** ([`link`], when a bridge starts serving: `Bridges::set`). Bridge A's port N
+//! - **Resolver** (`link`, when a bridge starts serving: `Bridges::set`). Bridge A's port N
 //!   crosses when it is a live `patch` port whose peer interface is a live port of a running
 //!   bridge B and both A and B run ORIG or CCACHE (their slow-path table is the whole pipeline;
 //!   CFLOWS' is not: its crossings stay the datapath hop of `rqvs_ports::patch`). The resolver
@@ -16,9 +16,9 @@
 //!   without waiting). A bridge starting or stopping marks every other bridge that crosses
 //!   (its crossings into the old table, or into nothing, are translated again).
 //! - **Execution.** On the shared PMD threads ([`crate::shared`]) thread *i* runs every bridge's
-//!   loop: the executor of A meets [`Op::Patch`] and leaves the frame as it is at that point,
-//!   with the peer port and the peer's ops, in this thread's list of crossings ([`defer`]); the
-//!   thread hands each one to B's loop on the same thread ([`crate::pmd::PmdLoop::execute_crossed`]),
+//!   loop: the executor of A meets [`Op::Patch`](rqvs_ofproto::actions::Op::Patch) and leaves the frame as it is at that point,
+//!   with the peer port and the peer's ops, in this thread's list of crossings (`defer`); the
+//!   thread hands each one to B's loop on the same thread (`PmdLoop::execute_crossed`),
 //!   which runs the ops with B's executor (its MAC table, port flags, meters, packet-in queue)
 //!   and B's transmit queues — no receive on B's patch port, no second classification, one
 //!   megaflow (A's). A crossing whose bridge has no loop on the thread (it stopped meanwhile) or
