@@ -1255,3 +1255,166 @@ fn patch_ports_join_two_bridges() {
         assert!(!log.contains("panicked"), "{log}");
     }
 }
+
+/// Two bridges with a patch pair (ofport 2 on each), `h1` on br0's `p1`, `h2` on br1's `p2`;
+/// `fail_mode=secure`: no flow (no `NORMAL`, whose crossings are hops) until the test adds them.
+fn patched_bridges(env: &Env) {
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    env.vsctl(&["add-port", "br0", "p1"]);
+    env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev", "fail_mode=secure"]);
+    env.vsctl(&["add-port", "br1", "p2"]);
+    env.vsctl(&[
+        "add-port",
+        "br0",
+        "patch-br0-to-br1",
+        "--",
+        "set",
+        "interface",
+        "patch-br0-to-br1",
+        "type=patch",
+        "options:peer=patch-br1-to-br0",
+        "--",
+        "add-port",
+        "br1",
+        "patch-br1-to-br0",
+        "--",
+        "set",
+        "interface",
+        "patch-br1-to-br0",
+        "type=patch",
+        "options:peer=patch-br0-to-br1",
+    ]);
+}
+
+/// A patch port's `rx_packets` (`Interface.statistics`).
+fn patch_rx(env: &Env, name: &str) -> u64 {
+    let s = env.vsctl(&["get", "interface", name, "statistics"]);
+    s.split([',', '{', '}'])
+        .find_map(|f| f.trim().strip_prefix("rx_packets")?.strip_prefix('=')?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// `output:PATCH` crosses inside the translation (ORIG, CCACHE): one megaflow on the ingress
+/// bridge with the peer bridge's outputs, no frame received on the peer's patch port; flow
+/// changes on either bridge change what crosses. CFLOWS keeps the datapath hop.
+#[test]
+fn patch_crossing_is_one_megaflow() {
+    for (i, design) in ["orig", "ccache", "cflows"].into_iter().enumerate() {
+        let Some(mut env) = Env::start_with(&format!("dropin_xpatch{i}"), &["--design", design]) else { return };
+        let h1 = env.host("h1", "p1", "10.85.0.1");
+        let _h2 = env.host("h2", "p2", "10.85.0.2");
+        patched_bridges(&env);
+        for (br, a, b) in [("br0", 1, 2), ("br1", 2, 1)] {
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", br, &format!("priority=10,in_port={a},actions=output:{b}")]);
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", br, &format!("priority=10,in_port={b},actions=output:{a}")]);
+        }
+        assert!(ping(&h1, "10.85.0.2", 3), "{design}: a ping across the patch pair by output:PATCH flows");
+        // br1's flow counts what crossed into it (OVS credits the peer's rules too).
+        let dump = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br1"]);
+        let counted = dump
+            .lines()
+            .find(|l| l.contains("in_port=2") && l.contains("actions=output:1"))
+            .and_then(|l| l.split("n_packets=").nth(1)?.split(',').next()?.parse::<u64>().ok());
+        assert!(counted.is_some_and(|n| n >= 3), "{design}: br1's flow counted the crossings: {dump}");
+        // Datapath numbers: 2 p1, 3 patch-br0-to-br1, 5 p2, 6 patch-br1-to-br0.
+        let (ok, show, err) = env.appctl(&["dpctl/show"]);
+        assert!(ok && show.contains("  port 2: p1\n") && show.contains("  port 5: p2\n"), "{design}: {show}{err}");
+        if design != "cflows" {
+            let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+            assert!(ok, "{err}");
+            let from_p1: Vec<&str> = flows.lines().filter(|l| l.contains(",in_port=2,") && l.contains("ip")).collect();
+            let from_p2: Vec<&str> = flows.lines().filter(|l| l.contains(",in_port=5,") && l.contains("ip")).collect();
+            assert!(
+                !from_p1.is_empty() && from_p1.iter().all(|l| l.ends_with("actions:5")),
+                "{design}: br0's megaflow sends to p2 itself: {flows}"
+            );
+            assert!(
+                !from_p2.is_empty() && from_p2.iter().all(|l| l.ends_with("actions:2")),
+                "{design}: and br1's to p1: {flows}"
+            );
+            // An upcall that met a commit on the peer bridge takes the hop (the commit then
+            // revalidates it into a crossing): only then may a patch port have received.
+            let (_, cov, _) = env.appctl(&["coverage/show"]);
+            let fallbacks = cov
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("xlate_patch_fallback")?.trim().strip_prefix("total: ")?.parse::<u64>().ok()
+                })
+                .unwrap_or(0);
+            if fallbacks == 0 {
+                assert!(
+                    !flows.contains(",in_port=3,") && !flows.contains(",in_port=6,"),
+                    "{design}: no megaflow of a patch port (no hop): {flows}"
+                );
+                assert_eq!(patch_rx(&env, "patch-br1-to-br0"), 0, "{design}: no frame received on br1's patch port");
+                assert_eq!(patch_rx(&env, "patch-br0-to-br1"), 0, "{design}: nor on br0's");
+            }
+            // ofproto/trace: the composed megaflow's datapath actions, as one line.
+            let flow = "in_port=1,ip,nw_src=10.85.0.1,nw_dst=10.85.0.2";
+            let (ok, trace, err) = env.appctl(&["ofproto/trace", "br0", flow]);
+            assert!(ok && trace.contains("\nDatapath actions: patch(br1:2:1)\n"), "{design}: {trace}{err}");
+            assert!(trace.contains("    bridge(\"br1\")\n"), "{design}: the nested section: {trace}");
+        } else {
+            assert!(patch_rx(&env, "patch-br1-to-br0") > 0 || ping(&h1, "10.85.0.2", 1), "{design}: the hop");
+        }
+        // A flow change on the peer bridge changes what crosses (br0's megaflows revalidated).
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br1", "priority=20,in_port=2,ip,actions=drop"]);
+        assert!(!ping(&h1, "10.85.0.2", 2), "{design}: br1's drop decides for what crosses");
+        env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br1", "priority=20,in_port=2,ip"]);
+        assert!(ping(&h1, "10.85.0.2", 2), "{design}: and forwards again");
+        // And on the ingress bridge.
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=20,in_port=1,ip,actions=drop"]);
+        assert!(!ping(&h1, "10.85.0.2", 2), "{design}: br0's drop");
+        env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br0", "priority=20,in_port=1,ip"]);
+        assert!(ping(&h1, "10.85.0.2", 2), "{design}: forwards again");
+        let log = env.exit();
+        assert!(!log.contains("panicked") && !log.contains("crossing was dropped"), "{design}: {log}");
+    }
+}
+
+/// Flows that bounce a packet between two bridges through their patch pair: the translation
+/// stops at its depth, the packet is dropped, counted, logged once; `ofproto/trace` says so;
+/// the switch goes on forwarding.
+#[test]
+fn a_patch_loop_is_dropped_and_logged_once() {
+    for (i, design) in ["orig", "ccache"].into_iter().enumerate() {
+        let Some(mut env) = Env::start_with(&format!("dropin_ploop{i}"), &["--design", design]) else { return };
+        let h1 = env.host("h1", "p1", "10.86.0.1");
+        let _h2 = env.host("h2", "p2", "10.86.0.2");
+        patched_bridges(&env);
+        // br0 sends what p1 sends into the patch; each bridge sends back what crosses into it.
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,in_port=1,actions=output:2"]);
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=10,in_port=2,actions=in_port"]);
+        env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br1", "priority=10,in_port=2,actions=in_port"]);
+        assert!(!ping(&h1, "10.86.0.2", 3), "{design}: the loop drops");
+        let flow = "in_port=1,ip,nw_src=10.86.0.1,nw_dst=10.86.0.2";
+        let (ok, trace, err) = env.appctl(&["ofproto/trace", "br0", flow]);
+        assert!(
+            ok && trace.contains("patch loop") && trace.contains("\nDatapath actions: drop\n"),
+            "{design}: {trace}{err}"
+        );
+        let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+        assert!(
+            ok && flows.lines().any(|l| l.contains(",in_port=2,") && l.ends_with("actions:drop")),
+            "{design}: {flows}{err}"
+        );
+        let (ok, cov, err) = env.appctl(&["coverage/show"]);
+        let loops = cov
+            .lines()
+            .find_map(|l| l.strip_prefix("xlate_patch_loop")?.trim().strip_prefix("total: ")?.parse::<u64>().ok());
+        assert!(ok && loops.is_some_and(|n| n >= 1), "{design}: counted: {cov}{err}");
+        // The loop gone, the pair forwards.
+        env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0"]);
+        env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br1"]);
+        for (br, a, b) in [("br0", 1, 2), ("br1", 2, 1)] {
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", br, &format!("priority=10,in_port={a},actions=output:{b}")]);
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", br, &format!("priority=10,in_port={b},actions=output:{a}")]);
+        }
+        // h1's ARP entry failed in the loop: a kernel waits before asking again; start afresh.
+        h1.ip(&["neigh", "flush", "dev", "e0"]).unwrap();
+        assert!(ping(&h1, "10.86.0.2", 2), "{design}: forwards after the loop is gone");
+        let log = env.exit();
+        assert_eq!(log.matches("patch loop").count(), 1, "{design}: logged once: {log}");
+        assert!(!log.contains("panicked"), "{design}: {log}");
+    }
+}

@@ -115,6 +115,27 @@ pub enum Op {
     /// Run the interned op list on a copy of the frame (an ALL group's bucket that rewrites it);
     /// the ops after it see the frame as it was.
     Clone(ActionsId),
+    /// An output to a patch port whose crossing the translation followed ([`crate::crossing`]):
+    /// the frame as it is at this point enters the peer bridge on its port `in_port`, where
+    /// the interned list `ops` (the peer bridge's translation, in the peer's port numbers) runs
+    /// on a copy of it; the ops after this one see the frame as it was.
+    Patch(PatchOp),
+}
+
+/// What an [`Op::Patch`] carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PatchOp {
+    /// The patch port crossed, on the bridge whose op this is (its PORT_MOD bits apply).
+    pub port: u32,
+    /// The peer bridge ([`crate::crossing::bridge_id`]).
+    pub bridge: u16,
+    /// The peer port: the packet's `in_port` on the peer bridge.
+    pub in_port: u32,
+    /// The peer bridge's ops.
+    pub ops: ActionsId,
+    /// The peer bridge's rules the packet passed, as one attribution id ([`crate::chain`];
+    /// [`crate::NO_RULE`]: none): the peer's flow counters count the crossing packets.
+    pub rule: rqvs_flow::RuleId,
 }
 
 /// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries
@@ -204,6 +225,7 @@ impl Op {
                 | Op::Controller(_)
                 | Op::Normal
                 | Op::Clone(_)
+                | Op::Patch(_)
                 | Op::TtlExpired(_)
                 | Op::Meter(_)
         )
@@ -256,6 +278,29 @@ impl fmt::Display for Op {
                 }
                 f.write_str(")")
             }
+            Op::Patch(p) => {
+                write!(f, "patch({}:{}:", crate::crossing::bridge_name(p.bridge), p.in_port)?;
+                for (i, op) in ops(p.ops).iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                if ops(p.ops).is_empty() {
+                    f.write_str("drop")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl Op {
+    /// The interned list this op runs (a clone's, a crossing's), which a list holding it holds.
+    fn inner_list(&self) -> Option<ActionsId> {
+        match self {
+            Op::Clone(c) | Op::Patch(PatchOp { ops: c, .. }) => Some(*c),
+            _ => None,
         }
     }
 }
@@ -543,8 +588,8 @@ impl Inner {
         };
         // The lists it runs (a group's clone) live as long as it does.
         for op in ops {
-            if let Op::Clone(c) = op {
-                match self.live(*c) {
+            if let Some(c) = op.inner_list() {
+                match self.live(c) {
                     Some(ci) => self.hold(ci),
                     None => {
                         t.stale.fetch_add(1, Ordering::Relaxed);
@@ -577,8 +622,8 @@ impl Inner {
         t.ops.fetch_sub(listed.ops.len(), Ordering::Relaxed);
         t.freed.fetch_add(1, Ordering::Relaxed);
         for op in listed.ops.iter() {
-            if let Op::Clone(c) = op {
-                if let Some(ci) = self.live(*c) {
+            if let Some(c) = op.inner_list() {
+                if let Some(ci) = self.live(c) {
                     self.release(t, ci);
                 }
             }

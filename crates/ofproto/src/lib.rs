@@ -1,7 +1,8 @@
 //! rqvs ofproto layer: the OpenFlow pipeline in one crate — the one table every reader shares
 //! ([`OfprotoTable`]: versions, atomic change sets, the change log, groups and port liveness),
 //! the one translation of a packet through it ([`xlate`]: every table's lookup with wildcard
-//! tracking, instructions, action sets, groups, the megaflow), the datapath actions it produces
+//! tracking, instructions, action sets, groups, the megaflow; [`crossing`]: on into the peer
+//! bridge's table across a patch port), the datapath actions it produces
 //! ([`DpAction`], [`actions`]: the interned op lists and their accounting), the rule chains a
 //! packet is credited to ([`chain`]), the per-table classifiers of the PMD's walk past table 0
 //! ([`later_tables`]), and the switch's table of record ([`record`]: flows with their state —
@@ -46,6 +47,7 @@
 
 pub mod actions;
 pub mod chain;
+pub mod crossing;
 pub mod flowstate;
 pub mod groups;
 pub mod later_tables;

@@ -31,7 +31,7 @@
 //!   "anything may have changed".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
 #[cfg(test)]
 use std::time::Duration;
 use std::time::Instant;
@@ -41,6 +41,7 @@ use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, FlowKey, Match, Rule, RuleId};
 
+use crate::crossing;
 use crate::later_tables::{LaterConfig, LaterTables};
 use crate::xlate::{self, Groups, Xlate};
 use crate::DpAction;
@@ -210,6 +211,21 @@ impl Groups for GroupTable {
 #[derive(Clone)]
 pub struct OfprotoTable {
     inner: Arc<RwLock<Versioned>>,
+    /// Its patch ports' crossings ([`crate::crossing`]).
+    patch: Arc<PatchState>,
+}
+
+/// A table's handle that does not keep it.
+type WeakTable = (Weak<RwLock<Versioned>>, Weak<PatchState>);
+
+/// A table's patch crossings ([`crate::crossing`]): outside the versioned lock, so a reader of
+/// another table can reach them without it.
+#[derive(Default)]
+struct PatchState {
+    resolver: RwLock<Option<crossing::Resolver>>,
+    /// The tables whose translations crossed into this one (marked changed at each commit).
+    dependents: Mutex<Vec<WeakTable>>,
+    on_marked: Mutex<Option<crossing::OnMarked>>,
 }
 
 impl OfprotoTable {
@@ -222,14 +238,18 @@ impl OfprotoTable {
 /// A read of the table at one version.
 pub struct TableRead<'a> {
     guard: RwLockReadGuard<'a, Versioned>,
+    table: &'a OfprotoTable,
 }
 
 impl TableRead<'_> {
     /// The slow path's verdict for a (wire) key: the translation through the pipeline
     /// ([`crate::xlate`]) with wildcard tracking. `rule` attributes the whole rule chain
     /// ([`crate::chain`]).
+    ///
+    /// With a patch resolver ([`OfprotoTable::set_patch_resolver`]) the translation follows the
+    /// crossings into the peer bridges ([`crate::crossing::compose`]).
     pub fn classify(&self, key: &FlowKey) -> Verdict {
-        let x = self.xlate(key);
+        let x = self.xlate_crossing(key);
         if self.guard.groups.removed.contains(&key.in_port) {
             // No packet of a removed port is forwarded ([`RuleChange::PortRemoved`]); the
             // megaflow is the translation's, which always examines in_port.
@@ -239,9 +259,24 @@ impl TableRead<'_> {
         Verdict { megaflow: x.megaflow, action: x.action(), rule }
     }
 
-    /// The whole translation of a (wire) key: ops, megaflow, rule chain, final key.
+    /// The whole translation of a (wire) key: ops, megaflow, rule chain, final key (this
+    /// table's alone: no crossing).
     pub fn xlate(&self, key: &FlowKey) -> Xlate {
         xlate::xlate(&self.guard.classifier, &self.guard.groups, key)
+    }
+
+    /// [`TableRead::xlate`] with the patch crossings followed when the table has a resolver
+    /// ([`crate::crossing`]).
+    pub fn xlate_crossing(&self, key: &FlowKey) -> Xlate {
+        match self.table.patch_resolver() {
+            Some(r) => crossing::compose(self.table, self, &r, key),
+            None => self.xlate(key),
+        }
+    }
+
+    /// Was OpenFlow port `port` removed ([`RuleChange::PortRemoved`])?
+    pub fn is_removed(&self, port: u32) -> bool {
+        self.guard.groups.removed.contains(&port)
     }
 
     /// The group table.
@@ -285,7 +320,7 @@ impl OfprotoTable {
             later: None,
             later_trainer: None,
         };
-        Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)) })
+        Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)), patch: Arc::default() })
     }
 
     /// Reads the table (one version until the read is dropped).
@@ -293,7 +328,79 @@ impl OfprotoTable {
         // A writer that panicked left the classifier as it was before or after one whole
         // operation of its own (commits roll back on error, not on panic); reading on is sound.
         let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        TableRead { guard }
+        TableRead { guard, table: self }
+    }
+
+    /// Reads the table if that does not wait (a commit holds or waits for the write lock:
+    /// `None`). [`crate::crossing`] reads a peer's table so (its *Locks*).
+    pub fn try_read(&self) -> Option<TableRead<'_>> {
+        let guard = match self.inner.try_read() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(TableRead { guard, table: self })
+    }
+
+    /// Follows this table's patch crossings with `resolver` from now on (`None`: no crossing;
+    /// [`crate::crossing`]).
+    pub fn set_patch_resolver(&self, resolver: Option<crossing::Resolver>) {
+        *self.patch.resolver.write().unwrap_or_else(|e| e.into_inner()) = resolver;
+    }
+
+    /// The resolver [`OfprotoTable::set_patch_resolver`] set.
+    pub fn patch_resolver(&self) -> Option<crossing::Resolver> {
+        self.patch.resolver.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Calls `hook` with the new version each time another table's commit marks this one
+    /// changed ([`OfprotoTable::mark_changed`]).
+    pub fn set_on_marked(&self, hook: Option<crossing::OnMarked>) {
+        *self.patch.on_marked.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// `origin`'s translations crossed into this table: each commit here marks it changed.
+    pub(crate) fn add_dependent(&self, origin: &OfprotoTable) {
+        let mut d = self.patch.dependents.lock().unwrap_or_else(|e| e.into_inner());
+        if d.iter().any(|(t, _)| std::ptr::eq(t.as_ptr(), Arc::as_ptr(&origin.inner))) {
+            return;
+        }
+        d.retain(|(t, _)| t.strong_count() > 0);
+        d.push((Arc::downgrade(&origin.inner), Arc::downgrade(&origin.patch)));
+    }
+
+    /// A new version with "anything may have changed" in the change log, and no rule changed:
+    /// what a table whose translations cross into another one gets when that one changes
+    /// ([`crate::crossing`], *Revalidation*). Calls the hook ([`OfprotoTable::set_on_marked`]).
+    /// Returns the new version.
+    pub fn mark_changed(&self) -> u64 {
+        let version = {
+            let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            t.version += 1;
+            let v = t.version;
+            if let Some(l) = t.later.as_mut() {
+                l.at_version(v);
+            }
+            t.log.push(v, None);
+            v
+        };
+        let hook = self.patch.on_marked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(h) = hook {
+            h(version);
+        }
+        version
+    }
+
+    /// Marks the tables that crossed into this one changed (after a commit, its write lock
+    /// released: [`crate::crossing`], *Locks*).
+    fn mark_dependents(&self) {
+        let deps: Vec<OfprotoTable> = {
+            let d = self.patch.dependents.lock().unwrap_or_else(|e| e.into_inner());
+            d.iter().filter_map(|(t, p)| Some(OfprotoTable { inner: t.upgrade()?, patch: p.upgrade()? })).collect()
+        };
+        for t in deps {
+            t.mark_changed();
+        }
     }
 
     /// One classification (a read of its own).
@@ -356,6 +463,14 @@ impl OfprotoTable {
     /// Applies a change set atomically (module docs) and returns the new version and the rules
     /// the removals took out. On error nothing is changed.
     pub fn commit(&self, changes: Vec<RuleChange>) -> Result<(u64, Vec<Rule>), ClassifierError> {
+        let r = self.commit_locked(changes);
+        // Also after an error: a crossing that fell back while the commit ran is translated
+        // again ([`crate::crossing`], *Locks*).
+        self.mark_dependents();
+        r
+    }
+
+    fn commit_locked(&self, changes: Vec<RuleChange>) -> Result<(u64, Vec<Rule>), ClassifierError> {
         let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let mut undo: Vec<RuleChange> = Vec::new();
         let mut removed = Vec::new();

@@ -138,6 +138,8 @@ pub enum XlateError {
     TooDeep,
     /// More than [`MAX_RESUBMITS`] lookups.
     TooManyResubmits,
+    /// Patch crossings nested more than [`crate::crossing::MAX_CROSSINGS`] deep (a patch loop).
+    PatchLoop,
 }
 
 impl std::fmt::Display for XlateError {
@@ -145,6 +147,9 @@ impl std::fmt::Display for XlateError {
         match self {
             XlateError::TooDeep => write!(f, "over max translation depth {MAX_DEPTH}"),
             XlateError::TooManyResubmits => write!(f, "over {MAX_RESUBMITS} resubmit actions"),
+            XlateError::PatchLoop => {
+                write!(f, "over max translation depth: patch loop (over {} crossings)", crate::crossing::MAX_CROSSINGS)
+            }
         }
     }
 }

@@ -16,11 +16,13 @@
 //! - **Counting.** The sending end counts `tx_packets`/`tx_bytes` (or `tx_dropped`), the
 //!   receiving end `rx_packets`/`rx_bytes`, as for any port.
 //! - **What this is, against OVS.** OVS (since 1.10) crosses a patch port inside the
-//!   translation: one megaflow carries both bridges' actions. Here the crossing is a hop
-//!   through the datapath, as OVS's patch *vport* did before 1.10: the frame as it leaves the
-//!   first bridge is received by the second, classified by that bridge's own tables and
-//!   megaflows. The forwarding is the same; the megaflows, counters and traces are each
-//!   bridge's (README, docs/ovs-dropin.md).
+//!   translation: one megaflow carries both bridges' actions. rqvs does too for an `output:N`
+//!   of an ORIG/CCACHE bridge (`rqvs_ofproto::crossing`; no frame passes these queues then).
+//!   What the translation does not cross (`NORMAL`, `flood`, `all`, group buckets, CFLOWS
+//!   bridges, a peer table being committed to) is a hop through these queues, as OVS's patch
+//!   *vport* did before 1.10: the frame as it leaves the first bridge is received by the
+//!   second, classified by that bridge's own tables and megaflows. The forwarding is the same;
+//!   the megaflows, counters and traces are each bridge's (README, docs/ovs-dropin.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, Weak};

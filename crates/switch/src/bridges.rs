@@ -52,12 +52,14 @@ impl Bridges {
 
     /// Bridge `name` is now served by `control` (a bridge started or restarted).
     pub fn set(&self, name: &str, control: Arc<Control>) {
+        crate::crossing::link(name, &control);
         self.map.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), control);
     }
 
     /// Bridge `name` is gone.
     pub fn remove(&self, name: &str) {
         self.map.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        crate::crossing::unlink(name);
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Control>> {
@@ -141,6 +143,19 @@ pub fn dpctl_show(ports: &[DpPort], pmds: &[PmdReport]) -> String {
 /// `in_port=` and every output port of the actions (within `clone(...)` too) relabelled; what
 /// `label` does not know stays as it was.
 pub fn relabel_flow(line: &str, label: &dyn Fn(u32) -> Option<String>) -> String {
+    relabel_flow_across(line, label, &|_, _| None)
+}
+
+/// [`relabel_flow`] of a megaflow whose actions cross patch ports
+/// ([`rqvs_ofproto::crossing`]): a crossing's ops (`patch(BRIDGE:PORT:OPS)`) are the peer
+/// bridge's, relabelled by `peer(BRIDGE, ofport)`, and shown where the crossing is — its outputs
+/// in place (as OVS's composed datapath actions show them), inside `clone(...)` when they
+/// rewrite the frame (the ops after the crossing see it as it was).
+pub fn relabel_flow_across(
+    line: &str,
+    label: &dyn Fn(u32) -> Option<String>,
+    peer: &dyn Fn(&str, u32) -> Option<String>,
+) -> String {
     let mut out = String::with_capacity(line.len());
     let (matches, actions) = match line.rfind(", actions:") {
         Some(at) => (&line[..at], Some(&line[at + ", actions:".len()..])),
@@ -157,13 +172,17 @@ pub fn relabel_flow(line: &str, label: &dyn Fn(u32) -> Option<String>) -> String
     out.push_str(&parts.join(","));
     if let Some(a) = actions {
         out.push_str(", actions:");
-        out.push_str(&relabel_actions(a, label));
+        out.push_str(&relabel_actions(a, label, peer));
     }
     out
 }
 
 /// The actions of a megaflow line, relabelled ([`relabel_flow`]).
-fn relabel_actions(actions: &str, label: &dyn Fn(u32) -> Option<String>) -> String {
+fn relabel_actions(
+    actions: &str,
+    label: &dyn Fn(u32) -> Option<String>,
+    peer: &dyn Fn(&str, u32) -> Option<String>,
+) -> String {
     // Top-level commas only (`set(...)` and `clone(...)` hold their own).
     let mut tokens: Vec<&str> = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
@@ -183,7 +202,21 @@ fn relabel_actions(actions: &str, label: &dyn Fn(u32) -> Option<String>) -> Stri
         .into_iter()
         .map(|t| {
             if let Some(inner) = t.strip_prefix("clone(").and_then(|r| r.strip_suffix(')')) {
-                format!("clone({})", relabel_actions(inner, label))
+                format!("clone({})", relabel_actions(inner, label, peer))
+            } else if let Some((bridge, ops)) = t
+                .strip_prefix("patch(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|r| r.split_once(':'))
+                .and_then(|(b, r)| Some((b, r.split_once(':')?.1)))
+            {
+                let inner = relabel_actions(ops, &|p| peer(bridge, p), peer);
+                let outputs_only =
+                    ops.split(',').all(|o| o.parse::<u32>().is_ok() || o.starts_with("patch(") || o == "drop");
+                if outputs_only {
+                    inner
+                } else {
+                    format!("clone({inner})")
+                }
             } else {
                 t.parse::<u32>().ok().and_then(label).unwrap_or_else(|| t.to_string())
             }
@@ -258,7 +291,23 @@ pub fn merge_pmds(pmds: Vec<Vec<PmdReport>>) -> Vec<PmdReport> {
 
 #[cfg(test)]
 mod tests {
-    use super::relabel_flow;
+    use super::{relabel_flow, relabel_flow_across};
+
+    #[test]
+    fn a_crossing_shows_the_peer_bridges_outputs() {
+        let label = |p: u32| (p < 10).then(|| (p + 1).to_string());
+        let peer = |b: &str, p: u32| (b == "br1").then(|| (p + 4).to_string());
+        let line = "recirc_id=0,eth,in_port=1, packets:3, used:0.1s, actions:3,patch(br1:2:1,3)";
+        assert_eq!(
+            relabel_flow_across(line, &label, &peer),
+            "recirc_id=0,eth,in_port=2, packets:3, used:0.1s, actions:4,5,7"
+        );
+        let line = "recirc_id=0,eth,in_port=1, packets:3, used:0.1s, actions:patch(br1:2:pop_vlan,1),3";
+        assert_eq!(
+            relabel_flow_across(line, &label, &peer),
+            "recirc_id=0,eth,in_port=2, packets:3, used:0.1s, actions:clone(pop_vlan,5),4"
+        );
+    }
 
     #[test]
     fn megaflow_lines_are_relabelled() {

@@ -105,6 +105,9 @@ impl PacketInQueue {
 pub struct Outcome {
     /// Copies staged for transmission.
     pub outputs: u32,
+    /// Copies handed to a peer bridge by a patch crossing ([`crate::crossing`]): the peer's
+    /// outputs of them are the peer's.
+    pub crossed: u32,
     /// The list stopped at `dec_ttl` (TTL expired).
     pub ttl_expired: bool,
     /// `controller` ops met.
@@ -227,6 +230,19 @@ impl Executor {
         out
     }
 
+    /// Runs a patch crossing's peer ops ([`crate::crossing`]) on `frame`, which entered this
+    /// bridge on its patch port `in_port`.
+    pub fn execute_crossed(&mut self, frame: &[u8], in_port: u32, ops: &[Op], tx: &mut [TxQueue]) -> Outcome {
+        let mut out = Outcome::default();
+        let bits = self.bits();
+        if bits.get(in_port) & NO_RECV != 0 {
+            out.no_receive = true;
+            return out;
+        }
+        self.apply(frame, in_port, ops, false, tx, &bits, &mut out);
+        out
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
@@ -282,6 +298,13 @@ impl Executor {
                             return;
                         }
                     }
+                }
+                // An output to a `NO_FWD` patch port is skipped, as any output to it.
+                Op::Patch(p) if flags.get(p.port) & NO_FWD != 0 => out.no_forward += 1,
+                Op::Patch(p) => {
+                    // The peer bridge's loop runs the peer's ops on a copy ([`crate::crossing`]).
+                    crate::crossing::defer(p, cur);
+                    out.crossed += 1;
                 }
                 Op::Clone(id) => {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.

@@ -61,6 +61,7 @@ pub mod bench;
 pub mod bridges;
 pub mod commit_pipeline;
 pub mod control_groups;
+pub mod crossing;
 pub mod ctl;
 pub mod designs;
 pub mod diag;

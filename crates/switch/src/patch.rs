@@ -1,7 +1,10 @@
-//! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37): the ports
-//! themselves are [`rqvs_ports::patch`] (a frame sent on one end is received on the other, by
-//! the peer's bridge, and classified there); this module is what the unixctl socket shows of a
-//! crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
+//! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37). Two ways
+//! across: with ORIG and CCACHE an `output:N` to a patch port crosses inside the translation
+//! ([`rqvs_ofproto::crossing`], run by [`crate::crossing`]: one megaflow, the peer's ops run
+//! on the peer's ports by the same PMD thread); what the translation does not cross (`NORMAL`,
+//! `flood`, `all`, group buckets, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
+//! frame sent on one end is received on the other, by the peer's bridge, and classified there).
+//! This module is what the unixctl socket shows of a crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
 //! and prints that bridge's translation nested under the output that crossed, headed
 //! `bridge("PEER_BRIDGE")`, as OVS's trace does.
 //!
@@ -10,8 +13,10 @@
 //! else every port but the input port, as the executor floods). The packet enters the peer
 //! bridge as the translation leaves it (its final key; OVS uses the key as it is at the output
 //! — the same unless the actions rewrite after the output) with `in_port` the peer port and
-//! metadata 0. `Datapath actions:` is each bridge's own (the crossing is a hop: the ingress
-//! bridge's megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
+//! metadata 0. `Megaflow:` and `Datapath actions:` are the composed translation's when the
+//! bridge's table crosses ([`rqvs_ofproto::crossing::compose`]: `patch(BRIDGE:PORT:OPS)` for a
+//! crossing, one line; a patch loop said before `Final flow:`), else the ingress bridge's own
+//! (the hop: its megaflow sends to its patch port). Crossings nest [`MAX_CROSSINGS`] deep.
 
 use rqvs_datapath::DesignKind;
 use rqvs_flow::formats::ofctl;
@@ -23,8 +28,9 @@ use rqvs_ports::PortType;
 use crate::bridges::Bridges;
 use crate::{err, Control, Error};
 
-/// Patch crossings one trace follows, nested (a loop of patch ports ends there).
-pub const MAX_CROSSINGS: usize = 8;
+/// Patch crossings one trace follows, nested (a loop of patch ports ends there): the
+/// translation's own bound ([`rqvs_ofproto::crossing::MAX_CROSSINGS`]).
+pub const MAX_CROSSINGS: usize = rqvs_ofproto::crossing::MAX_CROSSINGS as usize;
 
 impl Control {
     /// This bridge's live patch ports with a peer: (OpenFlow number, peer interface name).
@@ -145,7 +151,7 @@ impl Control {
 
 /// A port's spec: kept for interfaces, else read back from its name (`PortSource::name`: a
 /// patch port's is its spec).
-fn spec_of(p: &crate::PortInfo) -> Option<rqvs_ports::PortSpec> {
+pub(crate) fn spec_of(p: &crate::PortInfo) -> Option<rqvs_ports::PortSpec> {
     p.spec.clone().or_else(|| p.name.parse().ok())
 }
 
@@ -156,7 +162,34 @@ pub fn trace(bridges: &Bridges, bridge: &str, flow: &str) -> Result<String, Stri
     let (x, lines) = control.traced(&key).map_err(|e| e.0)?;
     let mut lines = annotate(&control, &key, &lines);
     lines.extend(crossings(bridges, &control, &key, &x, 0).map_err(|e| e.0)?);
-    Ok(header(bridge, &trace_text(bridge, &key, &x, &lines)))
+    let text = trace_text(bridge, &key, &x, &lines);
+    // The crossings the translation follows (ORIG, CCACHE): one megaflow, composed.
+    let text = match control.table.patch_resolver() {
+        Some(_) => composed(&text, &key, &control.table.read().xlate_crossing(&key)),
+        None => text,
+    };
+    Ok(header(bridge, &text))
+}
+
+/// `text` (a trace's) with its `Megaflow:` and `Datapath actions:` those of the composed
+/// translation `x` ([`rqvs_ofproto::crossing`]), and a patch loop said before `Final flow:`.
+fn composed(text: &str, key: &FlowKey, x: &Xlate) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("Final flow: ") {
+            if let Some(e) = x.error {
+                out.push_str(&format!("{e}: the packet is dropped\n\n"));
+            }
+            out.push_str(line);
+        } else if line.starts_with("Megaflow: ") {
+            out.push_str(&format!("Megaflow: {}\n", x.megaflow));
+        } else if line.starts_with("Datapath actions: ") {
+            out.push_str(&format!("Datapath actions: {}\n", rqvs_ofproto::xlate::datapath_actions(&x.ops, key)));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// A trace made under rqvs's own title (`bridge("rqvs")`, `rqvs ctl trace`) titled with the

@@ -280,6 +280,31 @@ impl PmdLoop {
         }
     }
 
+    /// Runs a patch crossing into this loop's bridge ([`crate::crossing`]): the peer's ops on the
+    /// frame, with this bridge's executor and transmit queues; the copies count as this PMD's
+    /// outputs, the packet in the flow counters of this bridge's rules it passed (`rule`).
+    pub(crate) fn execute_crossed(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ops: rqvs_ofproto::actions::ActionsId,
+        rule: RuleId,
+    ) {
+        if rule != NO_RULE {
+            self.flows.hit(rule, frame.len());
+        }
+        let ops = rqvs_ofproto::actions::ops(ops);
+        let o = self.exec.execute_crossed(frame, in_port, &ops, &mut self.s.tx);
+        self.c.no_forward_outputs += u64::from(o.no_forward);
+        let _ = outcome(&mut self.c, o);
+        flush(&mut self.s.tx);
+    }
+
+    /// The bridge's MAC table (the loop's bridge, as [`crate::crossing::bridge_of`] finds it).
+    pub(crate) fn macs(&self) -> &Arc<crate::normal::MacTable> {
+        &self.s.macs
+    }
+
     /// One iteration: every receive queue polled once, housekeeping, the inbox's messages.
     /// `end`: the PMD is to stop (then [`PmdLoop::finish`]).
     pub fn step(&mut self) -> Step {
@@ -669,7 +694,7 @@ fn outcome(c: &mut PmdCounters, o: crate::execute::Outcome) -> End {
     c.packet_ins += u64::from(o.packet_ins);
     c.packet_in_dropped += u64::from(o.packet_in_dropped);
     c.packet_in_metered += u64::from(o.packet_in_metered);
-    if o.outputs > 0 {
+    if o.outputs > 0 || o.crossed > 0 {
         End::Forwarded
     } else if o.packet_ins > 0 {
         End::ToController

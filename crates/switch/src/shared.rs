@@ -110,6 +110,8 @@ impl Drop for SharedPmds {
 /// One bridge's loop on a thread.
 struct Entry {
     lp: PmdLoop,
+    /// Its bridge's number in patch crossings, once known ([`crate::crossing::bridge_of`]).
+    bridge: Option<u16>,
     done: Sender<PmdFinal>,
     /// The bridge's stop flag (set when its loop panics).
     stop: Arc<AtomicBool>,
@@ -125,13 +127,51 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 fn admit(entries: &mut Vec<Entry>, j: Join) {
     let stop = j.setup.stop.clone();
-    entries.push(Entry { lp: PmdLoop::new(j.setup), done: j.done, stop });
+    entries.push(Entry { lp: PmdLoop::new(j.setup), bridge: None, done: j.done, stop });
+}
+
+/// Hands the patch crossings the last step met to their bridges' loops on this thread (which
+/// may meet more: a crossing's ops cross again), until none is left ([`crate::crossing`]).
+fn hand_over(i: usize, entries: &mut [Entry]) {
+    if let Some(msg) = rqvs_ofproto::crossing::loop_to_log() {
+        crate::log_warn!("rqvs switch: PMD thread {i}: {msg}");
+    }
+    loop {
+        let crossed = crate::crossing::take();
+        if crossed.is_empty() {
+            return;
+        }
+        for c in crossed {
+            let mut at = entries.iter().position(|e| e.bridge == Some(c.bridge));
+            if at.is_none() {
+                for e in entries.iter_mut().filter(|e| e.bridge.is_none()) {
+                    e.bridge = crate::crossing::bridge_of(e.lp.macs());
+                }
+                at = entries.iter().position(|e| e.bridge == Some(c.bridge));
+            }
+            match at {
+                Some(j) => {
+                    let e = &mut entries[j];
+                    if catch_unwind(AssertUnwindSafe(|| e.lp.execute_crossed(&c.frame, c.in_port, c.ops, c.rule)))
+                        .is_err()
+                    {
+                        crate::log_error!(
+                            "rqvs switch: PMD thread {i} panicked running a patch crossing; stopping its bridge (a bug: please report it)"
+                        );
+                        e.stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                None => crate::crossing::no_loop(&c),
+            }
+        }
+    }
 }
 
 fn run(i: usize, cpu: Option<usize>, inbox: Receiver<Join>, stop: &AtomicBool, busy_poll: bool) {
     if let Some(cpu) = cpu {
         crate::sys::pin_to(cpu);
     }
+    crate::crossing::activate();
     let mut entries: Vec<Entry> = Vec::new();
     let mut idle_polls = 0u32;
     loop {
@@ -161,6 +201,7 @@ fn run(i: usize, cpu: Option<usize>, inbox: Receiver<Join>, stop: &AtomicBool, b
                 Ok(step) if !step.end => {
                     got += step.got;
                     k += 1;
+                    hand_over(i, &mut entries);
                 }
                 Ok(_) => {
                     let e = entries.remove(k);

@@ -381,11 +381,20 @@ pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Resu
                         }
                     })
                 };
+                let peer = |b: &str, p: u32| {
+                    ports.iter().find(|d| d.bridge == b && d.ofport == p).map(|d| {
+                        if names {
+                            d.name.clone()
+                        } else {
+                            d.odp.to_string()
+                        }
+                    })
+                };
                 for (pmd, lines) in c.dump_flows() {
                     by_pmd
                         .entry(pmd)
                         .or_default()
-                        .extend(lines.iter().map(|l| crate::bridges::relabel_flow(l, &label)));
+                        .extend(lines.iter().map(|l| crate::bridges::relabel_flow_across(l, &label, &peer)));
                 }
             }
             let mut text = String::new();
@@ -470,7 +479,7 @@ fn coverage(control: &Control) -> String {
 
 fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
     let sum = |f: &dyn Fn(&crate::stats::PmdReport) -> u64| pmds.iter().map(f).sum::<u64>();
-    let rows: [(&str, u64); 10] = [
+    let rows: [(&str, u64); 13] = [
         ("dpif_netdev_packets", sum(&|p| p.total.rx)),
         ("dpif_netdev_emc_hit", sum(&|p| p.datapath.emc_hits)),
         ("dpif_netdev_megaflow_hit", sum(&|p| p.datapath.megaflow_hits)),
@@ -481,6 +490,11 @@ fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
         ("datapath_drop", sum(&|p| p.total.dropped)),
         ("datapath_malformed", sum(&|p| p.total.malformed)),
         ("ofproto_packet_in", sum(&|p| p.packet_ins)),
+        // The process's patch crossings ([`crate::crossing`]): loops dropped, crossings left to
+        // the hop while the peer's table was committed to, crossings no loop took.
+        ("xlate_patch_loop", rqvs_ofproto::crossing::loops()),
+        ("xlate_patch_fallback", rqvs_ofproto::crossing::fallbacks()),
+        ("patch_crossing_dropped", crate::crossing::dropped()),
     ];
     let mut s = String::from("Event coverage, totals since start (rqvs keeps no per-interval rates):\n");
     let mut never = 0;

@@ -1,0 +1,214 @@
+//! Patch crossings in the switch (issue 37): what makes [`rqvs_ofproto::crossing`]'s composed
+//! translations run — the resolver each bridge's table asks ("is my port N a patch port, and
+//! where is its peer?"), the revalidation a peer's commit starts on the bridges that cross into
+//! it, and the execution of an [`Op::Patch`](rqvs_ofproto::actions::Op::Patch) on the peer bridge's ports.
+//!
+//! - **Resolver** (`link`, when a bridge starts serving: `Bridges::set`). Bridge A's port N
+//!   crosses when it is a live `patch` port whose peer interface is a live port of a running
+//!   bridge B and both A and B run ORIG or CCACHE (their slow-path table is the whole pipeline;
+//!   CFLOWS' is not: its crossings stay the datapath hop of `rqvs_ports::patch`). The resolver
+//!   runs with A's table read held, so it never blocks: the ports' lists are read with
+//!   `try_read` and the registry of bridges is a mutex no holder of which waits for anything;
+//!   an answer it cannot give now is "not a crossing" — the hop, which forwards the same way
+//!   (`rqvs_ofproto::crossing`, *Locks*).
+//! - **Revalidation.** A commit on B marks every table that crossed into it changed; the hook
+//!   set here sends the new version to A's PMDs as A's own commits do (`Control::apply`,
+//!   without waiting). A bridge starting or stopping marks every other bridge that crosses
+//!   (its crossings into the old table, or into nothing, are translated again).
+//! - **Execution.** On the shared PMD threads ([`crate::shared`]) thread *i* runs every bridge's
+//!   loop: the executor of A meets [`Op::Patch`](rqvs_ofproto::actions::Op::Patch) and leaves the frame as it is at that point,
+//!   with the peer port and the peer's ops, in this thread's list of crossings (`defer`); the
+//!   thread hands each one to B's loop on the same thread (`PmdLoop::execute_crossed`),
+//!   which runs the ops with B's executor (its MAC table, port flags, meters, packet-in queue)
+//!   and B's transmit queues — no receive on B's patch port, no second classification, one
+//!   megaflow (A's). A crossing whose bridge has no loop on the thread (it stopped meanwhile) or
+//!   that is met outside the shared threads is dropped and counted ([`dropped`], logged once).
+//!
+//! Counting: the crossing is one output of A's PMD; the peer's copies are B's outputs. The patch
+//! ports' own counters (`Interface.statistics`) count only hops: a crossing passes no port.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rqvs_datapath::DesignKind;
+use rqvs_ofproto::actions::{ActionsId, PatchOp};
+use rqvs_ofproto::crossing::{bridge_id, Peer};
+use rqvs_ports::PortType;
+
+use crate::Control;
+
+/// A crossing met by an executor, waiting for the peer bridge's loop on this thread.
+pub(crate) struct Crossed {
+    pub bridge: u16,
+    /// The peer's rules the packet passed (their flow counters count it).
+    pub rule: rqvs_flow::RuleId,
+    pub in_port: u32,
+    pub ops: ActionsId,
+    pub frame: Vec<u8>,
+}
+
+/// Crossings one thread holds at most between two hand-overs (more are dropped, counted).
+const PENDING: usize = 4096;
+
+thread_local! {
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static PENDING_CROSSINGS: RefCell<Vec<Crossed>> = const { RefCell::new(Vec::new()) };
+}
+
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static DROP_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// Crossings dropped: no loop of their bridge on the thread, or met outside the shared threads.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+fn drop_one(why: &str) {
+    DROPPED.fetch_add(1, Ordering::Relaxed);
+    if !DROP_LOGGED.swap(true, Ordering::Relaxed) {
+        crate::log_warn!("rqvs switch: a patch crossing was dropped: {why} (counted; logged once)");
+    }
+}
+
+/// This thread hands crossings over ([`crate::shared`]'s threads say so when they start).
+pub(crate) fn activate() {
+    ACTIVE.with(|a| a.set(true));
+}
+
+/// The executor met `p` with the frame as it is (module docs, *Execution*).
+pub(crate) fn defer(p: PatchOp, frame: &[u8]) {
+    if !ACTIVE.with(Cell::get) {
+        drop_one("met outside the shared PMD threads");
+        return;
+    }
+    PENDING_CROSSINGS.with(|q| {
+        let mut q = q.borrow_mut();
+        if q.len() >= PENDING {
+            drop_one("too many crossings pending on one thread");
+            return;
+        }
+        q.push(Crossed { bridge: p.bridge, rule: p.rule, in_port: p.in_port, ops: p.ops, frame: frame.to_vec() });
+    });
+}
+
+/// The crossings met since the last call, in order.
+pub(crate) fn take() -> Vec<Crossed> {
+    PENDING_CROSSINGS.with(|q| std::mem::take(&mut *q.borrow_mut()))
+}
+
+/// A crossing that found no loop of its bridge.
+pub(crate) fn no_loop(c: &Crossed) {
+    drop_one(&format!("bridge {} has no PMD loop on this thread", rqvs_ofproto::crossing::bridge_name(c.bridge)));
+}
+
+/// The running bridges: (name, its switch's control).
+type Registry = Mutex<Vec<(String, Weak<Control>)>>;
+
+/// The running bridges, by name (what the resolvers look peers up in).
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(Mutex::default)
+}
+
+/// The bridge number ([`bridge_id`]) of the bridge whose MAC table is `macs` (how a PMD loop
+/// knows its bridge: its setup shares the bridge's MAC table).
+pub(crate) fn bridge_of(macs: &Arc<crate::normal::MacTable>) -> Option<u16> {
+    let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+    r.iter().find_map(|(name, c)| {
+        let c = c.upgrade()?;
+        Arc::ptr_eq(&c.macs, macs).then(|| bridge_id(name))
+    })
+}
+
+fn crosses(design: DesignKind) -> bool {
+    matches!(design, DesignKind::Orig | DesignKind::Ccache)
+}
+
+/// Every other running bridge's crossings are translated again: a bridge started (its new
+/// table has no record of who crossed into the old one) or stopped.
+fn mark_others(name: &str) {
+    let others: Vec<Arc<Control>> = {
+        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().filter(|(n, _)| n != name).filter_map(|(_, c)| c.upgrade()).collect()
+    };
+    for c in others.into_iter().filter(|c| c.table.patch_resolver().is_some()) {
+        c.table.mark_changed();
+    }
+}
+
+/// Bridge `name` is now served by `control`: its table follows patch crossings (module docs).
+pub(crate) fn link(name: &str, control: &Arc<Control>) {
+    {
+        let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.retain(|(n, c)| n != name && c.strong_count() > 0);
+        r.push((name.to_string(), Arc::downgrade(control)));
+    }
+    if crosses(control.design) {
+        follow(control);
+    }
+    mark_others(name);
+}
+
+/// `control`'s table crosses from now on, and its PMDs hear of its peers' changes.
+fn follow(control: &Arc<Control>) {
+    let me = Arc::downgrade(control);
+    let resolver: rqvs_ofproto::crossing::Resolver = Arc::new(move |port| resolve(&me, port));
+    control.table.set_patch_resolver(Some(resolver));
+    let me = Arc::downgrade(control);
+    control.table.set_on_marked(Some(Arc::new(move |version| {
+        if let Some(c) = me.upgrade() {
+            if let Err(e) = c.apply(version, false) {
+                crate::log_warn!("rqvs switch: revalidating after a patch peer's change: {e}");
+            }
+        }
+    })));
+}
+
+/// Bridge `name` stopped serving.
+pub(crate) fn unlink(name: &str) {
+    let gone: Vec<Arc<Control>> = {
+        let mut r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        let gone = r.iter().filter(|(n, _)| n == name).filter_map(|(_, c)| c.upgrade()).collect();
+        r.retain(|(n, _)| n != name);
+        gone
+    };
+    for c in gone {
+        c.table.set_patch_resolver(None);
+        c.table.set_on_marked(None);
+    }
+    mark_others(name);
+}
+
+/// The peer of `control`'s port `port`, when it is a crossing (module docs). Never blocks.
+fn resolve(control: &Weak<Control>, port: u32) -> Option<Peer> {
+    let control = control.upgrade()?;
+    let peer_name = {
+        let ports = control.port_info.try_read().ok()?;
+        let p = ports.iter().find(|p| !p.removed && p.ofport == port)?;
+        match crate::patch::spec_of(p)?.port_type {
+            PortType::Patch(peer) if !peer.is_empty() => peer,
+            _ => return None,
+        }
+    };
+    let bridges: Vec<(String, Arc<Control>)> = {
+        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().filter_map(|(n, c)| Some((n.clone(), c.upgrade()?))).collect()
+    };
+    for (name, peer) in bridges {
+        if !crosses(peer.design) {
+            continue;
+        }
+        let found = {
+            let ports = peer.port_info.try_read().ok()?;
+            ports
+                .iter()
+                .find(|p| !p.removed && crate::patch::spec_of(p).is_some_and(|s| s.name == peer_name))
+                .map(|p| p.ofport)
+        };
+        if let Some(peer_port) = found {
+            return Some(Peer { bridge: bridge_id(&name), table: peer.table.clone(), port: peer_port });
+        }
+    }
+    None
+}
