@@ -1122,27 +1122,7 @@ fn patch_ports_join_two_bridges() {
         env.vsctl(&["add-port", "br1", "p2"]);
         assert!(!ping(&h1, "10.84.0.2", 1), "{design}: two bridges, no patch yet");
         // Both ends in one transaction (as operators and Neutron make them).
-        env.vsctl(&[
-            "add-port",
-            "br0",
-            "patch-br0-to-br1",
-            "--",
-            "set",
-            "interface",
-            "patch-br0-to-br1",
-            "type=patch",
-            "options:peer=patch-br1-to-br0",
-            "--",
-            "add-port",
-            "br1",
-            "patch-br1-to-br0",
-            "--",
-            "set",
-            "interface",
-            "patch-br1-to-br0",
-            "type=patch",
-            "options:peer=patch-br0-to-br1",
-        ]);
+        add_patch_pair(&env);
         for end in ["patch-br0-to-br1", "patch-br1-to-br0"] {
             assert_eq!(env.vsctl(&["get", "interface", end, "ofport"]).trim(), "2", "{design}: {end}'s ofport");
             assert_eq!(env.vsctl(&["get", "interface", end, "error"]).trim(), "[]", "{design}: {end}");
@@ -1263,6 +1243,12 @@ fn patched_bridges(env: &Env) {
     env.vsctl(&["add-port", "br0", "p1"]);
     env.vsctl(&["add-br", "br1", "--", "set", "bridge", "br1", "datapath_type=netdev", "fail_mode=secure"]);
     env.vsctl(&["add-port", "br1", "p2"]);
+    add_patch_pair(env);
+}
+
+/// The patch pair `patch-br0-to-br1` ↔ `patch-br1-to-br0`, both ends in one transaction (as
+/// operators and Neutron make them).
+fn add_patch_pair(env: &Env) {
     env.vsctl(&[
         "add-port",
         "br0",
