@@ -8,7 +8,7 @@
 //! [`Extras`] slab and the entry holds its index, checked last.
 
 use rqvs_flow::key::NarrowKey;
-use rqvs_flow::{FlowKey, Match, PortRange, RuleId};
+use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
 use crate::classifier::{Classifier, Remainder};
 
@@ -184,6 +184,22 @@ pub(crate) struct Candidate {
     pub(crate) priority: u32,
     pub(crate) id: RuleId,
     pub(crate) m: CompactMatch,
+}
+
+impl Candidate {
+    /// True when `rule` is exactly what this candidate gives back ([`Candidate::whole_rule`]):
+    /// a `drop` rule with cookie and table 0 whose match uses no field outside the compact
+    /// match (every ClassBench rule). Decided by making the rule back and comparing, never by
+    /// looking at the rule's fields.
+    pub(crate) fn holds_whole(&self, rule: &Rule) -> bool {
+        self.whole_rule().as_ref() == Some(rule)
+    }
+
+    /// The rule this candidate holds all of, when it does (see [`Candidate::holds_whole`]).
+    pub(crate) fn whole_rule(&self) -> Option<Rule> {
+        let matches = self.m.to_match()?;
+        Some(Rule { id: self.id, priority: self.priority, matches, actions: Actions::drop(), cookie: 0, table: 0 })
+    }
 }
 
 /// A match flattened for validation. `extra` is an index into the owner's [`Extras`], or

@@ -300,3 +300,47 @@ fn wide_prefix_case(macs_and_metadata: bool) -> impl Strategy<Value = Case> {
             Case { rules, keys, removals }
         })
 }
+
+/// `m` on the fields of the compact match alone (the others wildcarded).
+pub fn five_tuple(m: &rqvs_flow::Match) -> rqvs_flow::Match {
+    let k = m.mask();
+    let mask = FlowKey {
+        nw_src: k.nw_src,
+        nw_dst: k.nw_dst,
+        tp_src: k.tp_src,
+        tp_dst: k.tp_dst,
+        nw_proto: k.nw_proto,
+        tcp_flags: k.tcp_flags,
+        dl_type: k.dl_type,
+        ..FlowKey::ZERO
+    };
+    rqvs_flow::Match::new(m.value().masked(&mask), mask, m.tp_src_range(), m.tp_dst_range()).unwrap()
+}
+
+/// A `drop` rule with cookie and table 0 on the compact match's fields alone.
+pub fn plain(r: &Rule) -> bool {
+    r.actions == Actions::drop() && r.cookie == 0 && r.table == 0 && five_tuple(&r.matches) == r.matches
+}
+
+/// The case's rules: half of them on the 5-tuple fields alone, plain or with an action, a
+/// cookie or a table of their own (none of which a candidate holds); the rest as they are.
+pub fn with_varied_rest(rules: &[Rule]) -> Vec<Rule> {
+    let output = |i: usize| Actions(vec![rqvs_flow::Action::Output(i as u32)]);
+    let vary = |(i, r): (usize, &Rule)| {
+        let narrow = Rule { matches: five_tuple(&r.matches), ..r.clone() };
+        match i % 8 {
+            0..=3 => narrow,
+            4 => Rule { actions: output(i), ..narrow },
+            5 => Rule { cookie: i as u64 + 1, ..narrow },
+            6 => Rule { table: 1, ..narrow },
+            _ => r.clone(),
+        }
+    };
+    rules.iter().enumerate().map(vary).collect()
+}
+
+/// `rules` in id order.
+pub fn by_id(mut rules: Vec<Rule>) -> Vec<Rule> {
+    rules.sort_by_key(|r| r.id);
+    rules
+}

@@ -301,6 +301,15 @@ struct Table {
     rules: usize,
 }
 
+/// Where hashbrown files a bucket of hash `hash` (a key's 63-bit hash): hashbrown takes its
+/// 7-bit tag from the top bits and the position from the bottom ones, so the hash is rotated to
+/// keep the always-zero bit 63 (the [`TAIL`] flag's place) out of both — in place, one tag bit
+/// would always be 0 and a probe would meet twice the false tag matches.
+#[inline(always)]
+fn slot(hash: u64) -> u64 {
+    hash.rotate_right(23)
+}
+
 /// Hash of a table key: the masked values of the hashed fields (the others are zero).
 #[inline(always)]
 fn hash_values(v: &Values, active: &[u8]) -> u64 {
@@ -372,7 +381,7 @@ impl Table {
             return &[];
         }
         let hash = b.id();
-        self.tails.find(hash, |t| t.0 == hash).map_or(&[], |t| &t.1)
+        self.tails.find(slot(hash), |t| t.0 == hash).map_or(&[], |t| &t.1)
     }
 
     /// A bucket's rules in winner order.
@@ -385,15 +394,19 @@ impl Table {
         self.table.iter().flat_map(|b| self.candidates(b).map(|c| c.id))
     }
 
-    /// Adds a candidate (of a rule whose value is `rv`); returns the size of its bucket afterwards.
-    fn add(&mut self, values: &Values, rv: &FlowKey, c: Candidate) -> usize {
-        let key = self.key(values, rv);
-        let hash = self.hash(&key);
+    /// The hash of the bucket a rule (classic values `values`, whole value `rv`) goes to here.
+    fn hash_of(&self, values: &Values, rv: &FlowKey) -> u64 {
+        self.hash(&self.key(values, rv))
+    }
+
+    /// Adds a candidate to the bucket of hash `hash` ([`Table::hash_of`] its rule); returns the
+    /// size of the bucket afterwards.
+    fn add(&mut self, hash: u64, c: Candidate) -> usize {
         *self.priorities.entry(c.priority).or_insert(0) += 1;
         self.rules += 1;
-        let Some(b) = self.table.find_mut(hash, |b| b.id() == hash) else {
+        let Some(b) = self.table.find_mut(slot(hash), |b| b.id() == hash) else {
             // The hash is the bucket's own (kept: the table grows without the key).
-            self.table.insert_unique(hash, Bucket { hash, head: c }, Bucket::id);
+            self.table.insert_unique(slot(hash), Bucket { hash, head: c }, |b| slot(b.id()));
             return 1;
         };
         let displaced = if (Reverse(c.priority), c.id) < (Reverse(b.head.priority), b.head.id) {
@@ -402,9 +415,9 @@ impl Table {
             c
         };
         b.hash |= TAIL;
-        let tail = match self.tails.find_mut(hash, |t| t.0 == hash) {
+        let tail = match self.tails.find_mut(slot(hash), |t| t.0 == hash) {
             Some(t) => &mut t.1,
-            None => &mut self.tails.insert_unique(hash, (hash, Vec::new()), |t| t.0).into_mut().1,
+            None => &mut self.tails.insert_unique(slot(hash), (hash, Vec::new()), |t| slot(t.0)).into_mut().1,
         };
         let rank = (Reverse(displaced.priority), displaced.id);
         let at = tail.partition_point(|x| (Reverse(x.priority), x.id) < rank);
@@ -412,11 +425,15 @@ impl Table {
         1 + tail.len()
     }
 
-    /// Removes rule `id` (with these values and priority); returns its candidate.
-    fn take(&mut self, values: &Values, rv: &FlowKey, priority: u32, id: RuleId) -> Option<Candidate> {
-        let key = self.key(values, rv);
-        let hash = self.hash(&key);
-        let Ok(mut entry) = self.table.find_entry(hash, |b| b.id() == hash) else { return None };
+    /// Rule `id`'s candidate in the bucket of hash `hash`.
+    fn candidate(&self, hash: u64, id: RuleId) -> Option<&Candidate> {
+        let b = self.table.find(slot(hash), |b| b.id() == hash)?;
+        self.candidates(b).find(|c| c.id == id)
+    }
+
+    /// Removes rule `id` from the bucket of hash `hash`; returns its candidate.
+    fn take(&mut self, hash: u64, id: RuleId) -> Option<Candidate> {
+        let Ok(mut entry) = self.table.find_entry(slot(hash), |b| b.id() == hash) else { return None };
         let b = entry.get_mut();
         let c = if !b.has_tail() {
             if b.head.id != id {
@@ -424,7 +441,7 @@ impl Table {
             }
             entry.remove().0.head
         } else {
-            let Ok(mut t) = self.tails.find_entry(hash, |t| t.0 == hash) else { return None };
+            let Ok(mut t) = self.tails.find_entry(slot(hash), |t| t.0 == hash) else { return None };
             let tail = &mut t.get_mut().1;
             let c = if b.head.id == id {
                 std::mem::replace(&mut b.head, tail.remove(0))
@@ -438,10 +455,10 @@ impl Table {
             }
             c
         };
-        if let Some(n) = self.priorities.get_mut(&priority) {
+        if let Some(n) = self.priorities.get_mut(&c.priority) {
             *n -= 1;
             if *n == 0 {
-                self.priorities.remove(&priority);
+                self.priorities.remove(&c.priority);
             }
         }
         self.rules -= 1;
@@ -453,7 +470,7 @@ impl Table {
     /// scan stops at the first that cannot beat `best`.
     #[inline(always)]
     fn probe<K: Key>(&self, hash: u64, key: &K, extras: &Extras, best: &mut Option<(u32, RuleId)>) {
-        let Some(b) = self.table.find(hash, |b| b.id() == hash) else { return };
+        let Some(b) = self.table.find(slot(hash), |b| b.id() == hash) else { return };
         let mut settles = |c: &Candidate| {
             if let Some((bp, bid)) = *best {
                 if !rqvs_flow::rule::beats(c.priority, c.id, bp, bid) {
@@ -479,30 +496,36 @@ impl Table {
     /// Ids in the bucket the given values hash to.
     fn bucket_ids(&self, values: &Values, rv: &FlowKey) -> Vec<RuleId> {
         let hash = self.hash(&self.key(values, rv));
-        self.table.find(hash, |b| b.id() == hash).map_or_else(Vec::new, |b| self.candidates(b).map(|c| c.id).collect())
+        self.table
+            .find(slot(hash), |b| b.id() == hash)
+            .map_or_else(Vec::new, |b| self.candidates(b).map(|c| c.id).collect())
     }
 }
 
-/// A rule (its match stored as the words it uses: [`StoredRule`]) and where it is. Its hashed
-/// values are made again from the match when it moves or goes ([`Record::values`]).
+/// Where a rule is — its table, its bucket's hash there, its tuple — and, only when its
+/// candidate cannot give it back ([`Candidate::holds_whole`]: a rule with actions, a cookie, a
+/// table or a field outside the compact match), its stored form. A plain 5-tuple `drop` rule
+/// (every ClassBench rule) is made back from its candidate when it moves or goes: 32 bytes a
+/// rule, where a stored rule took 64 and its match's words besides.
 #[derive(Clone)]
 struct Record {
-    rule: StoredRule,
+    /// The hash of the rule's bucket in its table ([`Table::hash_of`]).
+    hash: u64,
+    /// The rule's stored form (its match as the words it uses: [`StoredRule`]); `None` when
+    /// its candidate holds all of it.
+    stored: Option<Box<StoredRule>>,
+    /// The wide part's index in `TupleMerge::wide_tuples` (0: all zero, every 5-tuple rule).
+    wide_tuple: u32,
+    /// The rule's table; [`FREE_RECORD`] for a free slot of the slab.
+    table: u32,
     /// The classic part of the rule's tuple.
     tuple: [u8; 5],
-    /// The wide part's index in `TupleMerge::wide_tuples` (0: all zero, every 5-tuple rule), so
-    /// that a record stays 64 bytes.
-    wide_tuple: u32,
-    table: u32,
 }
 
-impl Record {
-    /// The classic values and the whole value of the rule's match.
-    fn values(&self) -> (Values, FlowKey) {
-        let m = self.rule.matches.to_match();
-        (rule_tuple(&m).1, *m.value())
-    }
-}
+const _: () = assert!(std::mem::size_of::<Record>() == 32, "a record is 32 bytes");
+
+/// `Record::table` of a free slot in `TupleMerge::records`.
+const FREE_RECORD: u32 = u32::MAX;
 
 /// TupleMerge with online insert and remove.
 #[derive(Clone)]
@@ -514,9 +537,9 @@ pub struct TupleMerge {
     free_ids: Vec<u32>,
     /// Rule id → its slot in `records`.
     slots: HashMap<RuleId, u32>,
-    /// The rules, in stable slots (a slab: removed rules' slots are in `free_records`), so that
-    /// the id map holds 8-byte entries rather than whole records.
-    records: Vec<Option<Record>>,
+    /// The rules, in stable slots (a slab: removed rules' slots are in `free_records`, marked
+    /// [`FREE_RECORD`]), so that the id map holds 8-byte entries rather than whole records.
+    records: Vec<Record>,
     free_records: Vec<u32>,
     /// The distinct wide parts of the rules' tuples (few: one per field combination and prefix
     /// lengths), index 0 all zero; and their indexes.
@@ -584,7 +607,23 @@ impl TupleMerge {
     }
 
     fn record(&self, id: RuleId) -> &Record {
-        self.records[self.slots[&id] as usize].as_ref().expect("a live rule's slot holds it")
+        let r = &self.records[self.slots[&id] as usize];
+        debug_assert!(r.table != FREE_RECORD, "a live rule's slot holds it");
+        r
+    }
+
+    /// Rule `id`'s classic values and the whole value of its match (what its buckets are
+    /// hashed from): from its stored form, or made back from its candidate.
+    fn values_of(&self, id: RuleId) -> (Values, FlowKey) {
+        let rec = self.record(id);
+        let m = match &rec.stored {
+            Some(s) => s.matches.to_match(),
+            None => {
+                let c = self.table(rec.table).candidate(rec.hash, id).expect("a rule's record names its bucket");
+                c.m.to_match().expect("a rule kept without its stored form has its whole match in its candidate")
+            }
+        };
+        (rule_tuple(&m).1, *m.value())
     }
 
     /// The whole tuple of rule `id`.
@@ -607,7 +646,7 @@ impl TupleMerge {
     }
 
     fn record_mut(&mut self, id: RuleId) -> &mut Record {
-        self.records[self.slots[&id] as usize].as_mut().expect("a live rule's slot holds it")
+        &mut self.records[self.slots[&id] as usize]
     }
 
     fn table(&self, id: u32) -> &Table {
@@ -657,11 +696,13 @@ impl TupleMerge {
 
     /// Moves the rule `id` from its table to table `to`.
     fn move_rule(&mut self, id: RuleId, to: u32) {
-        let rec = self.record(id);
-        let (from, (values, rv), priority) = (rec.table, rec.values(), rec.rule.priority);
-        let c = self.table_mut(from).take(&values, &rv, priority, id).expect("rule is in its table");
-        self.table_mut(to).add(&values, &rv, c);
-        self.record_mut(id).table = to;
+        let (values, rv) = self.values_of(id);
+        let (from, hash) = (self.record(id).table, self.record(id).hash);
+        let c = self.table_mut(from).take(hash, id).expect("rule is in its table");
+        let hash = self.table(to).hash_of(&values, &rv);
+        self.table_mut(to).add(hash, c);
+        let rec = self.record_mut(id);
+        (rec.table, rec.hash) = (to, hash);
     }
 
     /// Splits table `i` after the bucket of `values` exceeded the collision limit.
@@ -833,12 +874,14 @@ impl Classifier for TupleMerge {
             Candidate { priority: rule.priority, id: rule.id, m: CompactMatch::new(&rule.matches, &mut self.extras) };
         let id = rule.id;
         let wide_tuple = self.intern_wide(&tuple);
-        let rec = Some(Record {
-            rule: StoredRule::new(rule),
-            tuple: std::array::from_fn(|d| tuple[d]),
+        let hash = self.table(i).hash_of(&values, &rv);
+        let rec = Record {
+            hash,
+            stored: (!c.holds_whole(&rule)).then(|| Box::new(StoredRule::new(rule))),
             wide_tuple,
             table: i,
-        });
+            tuple: std::array::from_fn(|d| tuple[d]),
+        };
         let slot = match self.free_records.pop() {
             Some(slot) => {
                 self.records[slot as usize] = rec;
@@ -850,7 +893,7 @@ impl Classifier for TupleMerge {
             }
         };
         self.slots.insert(id, slot);
-        let bucket = self.table_mut(i).add(&values, &rv, c);
+        let bucket = self.table_mut(i).add(hash, c);
         self.settle(i);
         if bucket > self.collision_limit {
             self.split(i, &values, &rv);
@@ -860,13 +903,17 @@ impl Classifier for TupleMerge {
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
         let slot = self.slots.remove(&id)?;
-        let rec = self.records[slot as usize].take().expect("a live rule's slot holds it");
+        let free = Record { hash: 0, stored: None, wide_tuple: 0, table: FREE_RECORD, tuple: [0; 5] };
+        let rec = std::mem::replace(&mut self.records[slot as usize], free);
         self.free_records.push(slot);
-        let (values, rv) = rec.values();
-        let c = self.table_mut(rec.table).take(&values, &rv, rec.rule.priority, id).expect("rule is in its table");
+        let c = self.table_mut(rec.table).take(rec.hash, id).expect("rule is in its table");
+        let rule = match rec.stored {
+            Some(s) => s.to_rule(),
+            None => c.whole_rule().expect("a rule kept without its stored form is whole in its candidate"),
+        };
         c.m.release(&mut self.extras);
         self.settle(rec.table);
-        Some(rec.rule.to_rule())
+        Some(rule)
     }
 
     fn len(&self) -> usize {
@@ -882,11 +929,16 @@ impl Classifier for TupleMerge {
         // The rules as kept for updates: the id map, the slab and each rule's stored words and
         // actions.
         let rules = self.slots.capacity() * (size_of::<RuleId>() + 4 + 1)
-            + self.records.capacity() * size_of::<Option<Record>>()
+            + self.records.capacity() * size_of::<Record>()
             + self.free_records.capacity() * 4
             + self.wide_tuples.capacity() * NW
             + self.wide_tuple_index.capacity() * (NW + 4 + 1)
-            + self.records.iter().flatten().map(|r| r.rule.heap_bytes()).sum::<usize>();
+            + self
+                .records
+                .iter()
+                .filter_map(|r| r.stored.as_ref())
+                .map(|s| size_of::<StoredRule>() + s.heap_bytes())
+                .sum::<usize>();
         // The hash tables: buckets (the key's hash, the best candidate inline) and their tails.
         let mut tables = 0;
         // What orders and finds the tables: the table list, id positions, hashed fields, and
@@ -929,6 +981,29 @@ mod tests {
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| Box::new(TupleMerge::build(rules).unwrap()))?;
+        }
+
+        /// Every rule comes back bit for bit from `remove`, whether its candidate holds it (a
+        /// plain 5-tuple `drop` rule: no stored form) or it keeps a stored form — through splits
+        /// (rules moved between tables are made back from their candidates) and re-insertion.
+        /// Fails when a rule with an action, cookie or table of its own is taken as whole, or
+        /// when a plain one keeps a stored form.
+        #[test]
+        fn removed_rules_come_back_whole(case in testing::arb_case()) {
+            let rules = testing::with_varied_rest(&case.rules);
+            let mut t = TupleMerge::build(&rules).unwrap();
+            let whole = t.records.iter().filter(|r| r.table != FREE_RECORD && r.stored.is_none()).count();
+            prop_assert_eq!(whole, rules.iter().filter(|r| testing::plain(r)).count());
+            for round in 0..2 {
+                for r in &rules {
+                    prop_assert_eq!(t.remove(r.id), Some(r.clone()), "round {}", round);
+                }
+                prop_assert_eq!(t.len(), 0);
+                for r in &rules {
+                    t.insert(r.clone()).unwrap();
+                }
+                testing::check_all(&t, &rules, &case.keys, "re-inserted")?;
+            }
         }
 
         #[test]
@@ -1015,8 +1090,10 @@ mod tests {
         w
     }
 
-    /// A 5-tuple rule is kept as three key words of value and mask, not as two whole keys: the
-    /// `rules` part stays under 150 bytes a rule (it was about 330 with whole `Rule`s).
+    /// A plain 5-tuple `drop` rule keeps no stored form (its candidate gives it back): the
+    /// `rules` part is its 32-byte record and its slot in the id map — under 64 bytes a rule (it
+    /// was about 330 with whole `Rule`s, about 100 with stored matches). A rule with actions
+    /// keeps its stored form.
     #[test]
     fn five_tuple_rules_are_kept_narrow() {
         let text: String = (0..2000u32)
@@ -1035,7 +1112,14 @@ mod tests {
         let tm = TupleMerge::build(&rules).unwrap();
         let parts = tm.memory_breakdown();
         let rules_part = parts.iter().find(|(k, _)| k == "rules").unwrap().1;
-        assert!(rules_part / rules.len() < 150, "{} bytes a rule: {parts:?}", rules_part / rules.len());
+        assert!(rules_part / rules.len() < 64, "{} bytes a rule: {parts:?}", rules_part / rules.len());
+        assert!(tm.records.iter().all(|r| r.stored.is_none()), "every rule here is whole in its candidate");
+        let mut with_actions = rules.clone();
+        with_actions[7].actions = rqvs_flow::Actions(vec![rqvs_flow::Action::Output(2)]);
+        let tm2 = TupleMerge::build(&with_actions).unwrap();
+        assert_eq!(tm2.records.iter().filter(|r| r.stored.is_some()).count(), 1);
+        let mut t = tm2.clone();
+        assert_eq!(t.remove(with_actions[7].id).as_ref(), Some(&with_actions[7]), "its actions come back");
         assert_eq!(parts.iter().map(|(_, b)| b).sum::<usize>(), tm.memory_bytes());
         for r in &rules[..50] {
             let mut t = tm.clone();

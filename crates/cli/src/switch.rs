@@ -11,6 +11,7 @@ use rqvs_experiment::inputs;
 use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::frame::build_frame;
 use rqvs_flow::io::read_text;
+use rqvs_flow::Rule;
 use rqvs_ports::{PortEvent, PortSpec};
 
 use crate::report::outln;
@@ -436,44 +437,8 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         return Err(Failure(format!("--pmds {}: expected 1..64", a.pmds)));
     }
     let pmd_cpus = a.pmd_cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default();
-    let mut ports = Vec::new();
-    let mut out_dir = None;
-    if a.ports.is_empty() {
-        let packets = inputs::load_packets(None, 1)?;
-        let frames = packets.entries.iter().map(|e| build_frame(&e.key)).collect();
-        let dir = std::env::temp_dir().join(format!("rqvs-switch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
-        let dir = OutDir { path: dir, keep: false };
-        ports.push(PortSource::Frames { name: "embedded-acl1_1k-trace".into(), frames });
-        for p in [2, 3] {
-            let f = dir.path.join(format!("port{p}.pcap"));
-            ports.push(PortSource::Spec(format!("pcap-out:{}", f.display()).parse::<PortSpec>()?));
-        }
-        out_dir = Some(dir);
-    } else {
-        for p in &a.ports {
-            ports.push(PortSource::Spec(p.parse::<PortSpec>()?));
-        }
-    }
-    // A switch on real ports under an OpenFlow channel, given no flows, starts as Open vSwitch
-    // starts a new bridge: `priority=0,actions=NORMAL` in fail-mode standalone, nothing in
-    // secure (the controller programs it). The embedded run keeps its demo table.
-    let new_bridge = !a.ports.is_empty() && (a.openflow.is_some() || !a.controllers.is_empty());
-    let (mut rules, classbench) = match &a.rules {
-        None if new_bridge => match a.fail_mode {
-            FailModeArg::Secure => (Vec::new(), false),
-            FailModeArg::Standalone => (formats::parse_rules("new bridge", "priority=0,actions=NORMAL\n")?, false),
-        },
-        None => (inputs::load_rules(None)?, true),
-        Some(p) => {
-            let text = read_text(p)?;
-            let classbench = formats::sniff_rule_format(&text) == RuleFormat::ClassBench;
-            (formats::parse_rules(&p.display().to_string(), &text)?, classbench)
-        }
-    };
-    if classbench {
-        rqvs_switch::assign_switch_outputs(&mut rules, ports.len());
-    }
+    let (ports, mut out_dir) = port_sources(a)?;
+    let (rules, classbench) = initial_rules(a, ports.len())?;
     // The socket first: a stale one is an error before any port is opened.
     let ctl_path = match &a.ctl {
         Some(p) => p.clone(),
@@ -495,23 +460,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     let channel_wanted = of_listener.is_some() || !controllers.is_empty();
     let of_addr = of_listener.as_ref().and_then(OpenflowListener::local_addr);
     let of_tls = a.openflow.as_deref().is_some_and(|t| t.starts_with("pssl:"));
-    let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| match e.kind {
-        rqvs_ports::EventKind::LinkUp | rqvs_ports::EventKind::EndOfInput => {
-            rqvs_switch::log_info!("rqvs switch: {e}")
-        }
-        _ => rqvs_switch::log_warn!("rqvs switch: {e}"),
-    });
-    if a.classifier == crate::args::CflowsClassifierArg::Tm
-        && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
-    {
-        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
-    }
-    let mut cfg = SwitchConfig::new(ports, rules, a.design);
-    configure(a, &mut cfg, pmd_cpus, hook)?;
-    cfg.packet_in = channel_wanted;
-    cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
-    cfg.mac_aging = Duration::from_secs(a.mac_aging_time);
-    cfg.mac_table_size = a.mac_table_size;
+    let cfg = switch_config(a, ports, rules, pmd_cpus, channel_wanted)?;
     let policed: Vec<String> = cfg
         .policing
         .iter()
@@ -539,23 +488,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
     daemon.serve(&control)?;
     let n_controllers = controllers.len();
     let channel = if channel_wanted {
-        let cfg = ChannelConfig {
-            listen: of_listener,
-            controllers,
-            tls,
-            max_connections: a.max_connections,
-            fail_mode: match a.fail_mode {
-                FailModeArg::Secure => FailMode::Secure,
-                FailModeArg::Standalone => FailMode::Standalone,
-            },
-            inactivity_probe: Duration::from_secs_f64(a.inactivity_probe),
-            datapath_id: a
-                .datapath_id
-                .or_else(|| default_datapath_id(&port_args(a)))
-                .unwrap_or(openflow::DEFAULT_DATAPATH_ID),
-            ..ChannelConfig::new()
-        };
-        Some(Channel::start(&control, cfg)?)
+        Some(Channel::start(&control, channel_config(a, of_listener, controllers, tls))?)
     } else {
         None
     };
@@ -569,36 +502,29 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         DesignKind::Auto => format!("auto (settings: {})", a.auto.config().settings_line()),
         d => d.name().to_string(),
     };
+    let endpoints = format!("; management socket {}", ctl_path.display())
+        + &of_addr.map_or(String::new(), |s| format!("; OpenFlow {}:{s}", if of_tls { "pssl" } else { "ptcp" }))
+        + &metrics_addr.map_or(String::new(), |s| format!("; metrics http://{s}/metrics"));
     rqvs_switch::log_info!(
-        "rqvs switch: ready: {design} design, {n_rules} rules{}, {} PMD thread(s), ports {}{}",
+        "rqvs switch: ready: {design} design, {n_rules} rules{}, {} PMD thread(s), ports {}{endpoints}{}{}{}",
         if classbench { " (ClassBench: rule i outputs to port 2 + i mod (ports - 1))" } else { "" },
         a.pmds,
         if names.is_empty() { "1: embedded trace (pcap-in), 2-3: pcap-out".to_string() } else { names.join(", ") },
-        format!("; management socket {}", ctl_path.display())
-            + &of_addr.map_or(String::new(), |s| format!("; OpenFlow {}:{s}", if of_tls { "pssl" } else { "ptcp" }))
-            + &metrics_addr.map_or(String::new(), |s| format!("; metrics http://{s}/metrics"))
-            + &if n_controllers > 0 {
-                format!("; {n_controllers} controller(s), fail mode {:?}", a.fail_mode).to_lowercase()
-            } else {
-                String::new()
-            }
-            + &if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) }
-            + &daemon.describe()
+        if n_controllers > 0 {
+            format!("; {n_controllers} controller(s), fail mode {:?}", a.fail_mode).to_lowercase()
+        } else {
+            String::new()
+        },
+        if policed.is_empty() { String::new() } else { format!("; ingress policing: {}", policed.join(", ")) },
+        daemon.describe()
     );
     rqvs_switch::notify::ready(&format!("{design} design, {} PMD thread(s)", a.pmds));
     let t0 = Instant::now();
-    loop {
-        std::thread::sleep(Duration::from_millis(20));
-        if signalled.load(Ordering::Relaxed) {
-            control.request_stop();
-        }
+    let is_done = || {
         let timed_out = a.duration.is_some_and(|d| t0.elapsed().as_secs_f64() >= d);
-        let finished = switch.is_finished() && channel.is_none() && !daemon.serves();
-        if control.stop_requested() || timed_out || finished {
-            break;
-        }
-    }
-    control.request_stop();
+        timed_out || (switch.is_finished() && channel.is_none() && !daemon.serves())
+    };
+    wait_for_stop(&control, &signalled, is_done);
     rqvs_switch::notify::stopping();
     let report = switch.stop()?;
     rqvs_switch::log_info!(
@@ -617,21 +543,147 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         c.join();
         s
     });
+    final_report(a, &report, channel_stats.as_ref(), out_dir.as_ref())
+}
+
+/// The datapath's configuration from the command line (`packet_in` when an OpenFlow channel
+/// will take packet-ins).
+fn switch_config(
+    a: &Args,
+    ports: Vec<PortSource>,
+    rules: Vec<Rule>,
+    pmd_cpus: Vec<usize>,
+    packet_in: bool,
+) -> Result<SwitchConfig, Failure> {
+    if a.classifier == crate::args::CflowsClassifierArg::Tm
+        && !matches!(a.design, DesignKind::Cflows | DesignKind::Auto)
+    {
+        return Err(Failure("--classifier tm: CFLOWS' classifier; expected --design cflows or auto".into()));
+    }
+    let hook: rqvs_ports::EventHook = Arc::new(|e: &PortEvent| match e.kind {
+        rqvs_ports::EventKind::LinkUp | rqvs_ports::EventKind::EndOfInput => {
+            rqvs_switch::log_info!("rqvs switch: {e}")
+        }
+        _ => rqvs_switch::log_warn!("rqvs switch: {e}"),
+    });
+    let mut cfg = SwitchConfig::new(ports, rules, a.design);
+    configure(a, &mut cfg, pmd_cpus, hook)?;
+    cfg.packet_in = packet_in;
+    cfg.policing = policing(&a.ingress_policing, &port_args(a))?;
+    cfg.mac_aging = Duration::from_secs(a.mac_aging_time);
+    cfg.mac_table_size = a.mac_table_size;
+    Ok(cfg)
+}
+
+/// The OpenFlow channel's configuration from the command line.
+fn channel_config(
+    a: &Args,
+    listen: Option<OpenflowListener>,
+    controllers: Vec<openflow::ControllerTarget>,
+    tls: Option<Arc<openflow::Tls>>,
+) -> ChannelConfig {
+    ChannelConfig {
+        listen,
+        controllers,
+        tls,
+        max_connections: a.max_connections,
+        fail_mode: match a.fail_mode {
+            FailModeArg::Secure => FailMode::Secure,
+            FailModeArg::Standalone => FailMode::Standalone,
+        },
+        inactivity_probe: Duration::from_secs_f64(a.inactivity_probe),
+        datapath_id: a
+            .datapath_id
+            .or_else(|| default_datapath_id(&port_args(a)))
+            .unwrap_or(openflow::DEFAULT_DATAPATH_ID),
+        ..ChannelConfig::new()
+    }
+}
+
+/// Until the switch is asked to stop (a signal, `exit` on a management socket) or `done`
+/// says so (checked every 20 ms); then asks every thread to stop.
+fn wait_for_stop(control: &rqvs_switch::Control, signalled: &AtomicBool, done: impl Fn() -> bool) {
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if signalled.load(Ordering::Relaxed) {
+            control.request_stop();
+        }
+        if control.stop_requested() || done() {
+            break;
+        }
+    }
+    control.request_stop();
+}
+
+/// The ports of `rqvs switch`: those given, or the embedded run's (its trace as a frame source,
+/// two pcap-out captures in a directory of its own, kept for the user once the switch starts).
+fn port_sources(a: &Args) -> Result<(Vec<PortSource>, Option<OutDir>), Failure> {
+    if !a.ports.is_empty() {
+        let ports =
+            a.ports.iter().map(|p| Ok(PortSource::Spec(p.parse::<PortSpec>()?))).collect::<Result<_, Failure>>()?;
+        return Ok((ports, None));
+    }
+    let packets = inputs::load_packets(None, 1)?;
+    let frames = packets.entries.iter().map(|e| build_frame(&e.key)).collect();
+    let dir = std::env::temp_dir().join(format!("rqvs-switch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    let dir = OutDir { path: dir, keep: false };
+    let mut ports = vec![PortSource::Frames { name: "embedded-acl1_1k-trace".into(), frames }];
+    for p in [2, 3] {
+        let f = dir.path.join(format!("port{p}.pcap"));
+        ports.push(PortSource::Spec(format!("pcap-out:{}", f.display()).parse::<PortSpec>()?));
+    }
+    Ok((ports, Some(dir)))
+}
+
+/// The switch's first OpenFlow table, and whether it came from a ClassBench file (its rules'
+/// outputs then spread over the `n_ports` ports). A switch on real ports under an OpenFlow
+/// channel, given no flows, starts as Open vSwitch starts a new bridge:
+/// `priority=0,actions=NORMAL` in fail-mode standalone, nothing in secure (the controller
+/// programs it). The embedded run keeps its demo table.
+fn initial_rules(a: &Args, n_ports: usize) -> Result<(Vec<Rule>, bool), Failure> {
+    let new_bridge = !a.ports.is_empty() && (a.openflow.is_some() || !a.controllers.is_empty());
+    let (mut rules, classbench) = match &a.rules {
+        None if new_bridge => match a.fail_mode {
+            FailModeArg::Secure => (Vec::new(), false),
+            FailModeArg::Standalone => (formats::parse_rules("new bridge", "priority=0,actions=NORMAL\n")?, false),
+        },
+        None => (inputs::load_rules(None)?, true),
+        Some(p) => {
+            let text = read_text(p)?;
+            let classbench = formats::sniff_rule_format(&text) == RuleFormat::ClassBench;
+            (formats::parse_rules(&p.display().to_string(), &text)?, classbench)
+        }
+    };
+    if classbench {
+        rqvs_switch::assign_switch_outputs(&mut rules, n_ports);
+    }
+    Ok((rules, classbench))
+}
+
+/// What `rqvs switch` prints (and writes as JSON) when it has stopped; an error when the frame
+/// accounting does not balance.
+fn final_report(
+    a: &Args,
+    report: &rqvs_switch::FinalReport,
+    channel_stats: Option<&openflow::ChannelStats>,
+    out_dir: Option<&OutDir>,
+) -> Result<(), Failure> {
     let out = crate::report::Out::new(a.json.as_deref());
     out.line(report.format().trim_end_matches('\n'));
-    if let Some(c) = &channel_stats {
+    if let Some(c) = channel_stats {
         outln!(out,
             "  openflow: {} PACKET_INs sent, {} dropped (a connection's queue full), {} with no connection to take them; {} PACKET_OUTs, {} refused; failed open {} times; {} connections refused (--max-connections), {} dropped without a HELLO",
             c.packet_ins_sent, c.packet_ins_dropped, c.packet_ins_unsent, c.packet_outs, c.packet_outs_refused, c.fail_opens,
             c.connections_refused, c.hello_timeouts
         );
     }
-    if let Some(d) = &out_dir {
+    if let Some(d) = out_dir {
         outln!(out, "  output captures: {}", d.path.display());
     }
     if let Some(p) = &a.json {
         let serde_json::Value::Object(mut fields) = serde_json::json!(report) else { unreachable!("a struct") };
-        if let Some(c) = &channel_stats {
+        if let Some(c) = channel_stats {
             fields.insert("openflow".into(), serde_json::json!(c));
         }
         crate::report::write_json(p, "switch", fields)?;

@@ -37,7 +37,7 @@ mod rulemap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rqvs_flow::{Actions, FlowKey, Rule, RuleId};
+use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{Candidate, CompactMatch, Extras, Key};
@@ -359,15 +359,9 @@ fn dead_candidate() -> Candidate {
     Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
 }
 
-/// True when `rule` is exactly what its candidate gives back ([`KeptRule::Whole`]): a `drop`
-/// rule with cookie and table 0 whose match uses no field outside the compact match.
+/// True when `rule` is exactly what its candidate gives back ([`KeptRule::Whole`]).
 fn whole_in(c: &Candidate, rule: &Rule) -> bool {
-    rule.actions.0 == [rqvs_flow::Action::Drop]
-        && rule.cookie == 0
-        && rule.table == 0
-        && c.priority == rule.priority
-        && c.id == rule.id
-        && c.m.to_match().as_ref() == Some(&rule.matches)
+    c.holds_whole(rule)
 }
 
 /// A rule as the classifier gives it out without making it whole: its stored form, or the iSet
@@ -382,10 +376,7 @@ impl KeptRule {
     pub(crate) fn to_rule(&self) -> Rule {
         match self {
             KeptRule::Stored(r) => r.to_rule(),
-            KeptRule::Whole(c) => {
-                let m = c.m.to_match().expect("a candidate kept whole has its whole match");
-                Rule { id: c.id, priority: c.priority, matches: m, actions: Actions::drop(), cookie: 0, table: 0 }
-            }
+            KeptRule::Whole(c) => c.whole_rule().expect("a candidate kept whole has its whole match"),
         }
     }
 }
@@ -1049,8 +1040,9 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing;
+    use crate::testing::{self, by_id, plain, with_varied_rest};
     use proptest::prelude::*;
+    use rqvs_flow::Actions;
 
     fn small_buckets() -> NuevoMatchConfig {
         NuevoMatchConfig {
@@ -1124,49 +1116,6 @@ mod tests {
                 k.ipv6_src ^= 1 << 90;
             }
         }
-    }
-
-    /// `m` on the fields of the compact match alone (the others wildcarded).
-    fn five_tuple(m: &rqvs_flow::Match) -> rqvs_flow::Match {
-        let k = m.mask();
-        let mask = FlowKey {
-            nw_src: k.nw_src,
-            nw_dst: k.nw_dst,
-            tp_src: k.tp_src,
-            tp_dst: k.tp_dst,
-            nw_proto: k.nw_proto,
-            tcp_flags: k.tcp_flags,
-            dl_type: k.dl_type,
-            ..FlowKey::ZERO
-        };
-        rqvs_flow::Match::new(m.value().masked(&mask), mask, m.tp_src_range(), m.tp_dst_range()).unwrap()
-    }
-
-    /// A `drop` rule with cookie and table 0 on the compact match's fields alone.
-    fn plain(r: &Rule) -> bool {
-        r.actions == Actions::drop() && r.cookie == 0 && r.table == 0 && five_tuple(&r.matches) == r.matches
-    }
-
-    /// The case's rules: half of them on the 5-tuple fields alone, plain or with an action, a
-    /// cookie or a table of their own (none of which a candidate holds); the rest as they are.
-    fn with_varied_rest(rules: &[Rule]) -> Vec<Rule> {
-        let output = |i: usize| Actions(vec![rqvs_flow::Action::Output(i as u32)]);
-        let vary = |(i, r): (usize, &Rule)| {
-            let narrow = Rule { matches: five_tuple(&r.matches), ..r.clone() };
-            match i % 8 {
-                0..=3 => narrow,
-                4 => Rule { actions: output(i), ..narrow },
-                5 => Rule { cookie: i as u64 + 1, ..narrow },
-                6 => Rule { table: 1, ..narrow },
-                _ => r.clone(),
-            }
-        };
-        rules.iter().enumerate().map(vary).collect()
-    }
-
-    fn by_id(mut rules: Vec<Rule>) -> Vec<Rule> {
-        rules.sort_by_key(|r| r.id);
-        rules
     }
 
     /// Plain 5-tuple `drop` rules in iSets keep no stored form (the candidate holds them
