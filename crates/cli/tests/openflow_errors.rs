@@ -7,10 +7,10 @@
 
 mod common;
 mod ofswitch;
-use common::{ctl, TempDir};
+use common::{ctl, read_msg, TempDir};
 use ofswitch::{normal, OfSwitch};
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -19,16 +19,6 @@ use rqvs_openflow::{encode, Message, OFP13, OFP14};
 
 /// The table the switch starts with, and must still hold at the end.
 const BASE: &str = "priority=5,icmp,actions=output:2\n";
-
-/// Reads one whole OpenFlow message.
-fn read_msg(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).ok()?;
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut body = vec![0u8; len.saturating_sub(8)];
-    s.read_exact(&mut body).ok()?;
-    Some([h.to_vec(), body].concat())
-}
 
 /// A HELLO of `version` with a version bitmap of `bitmap`.
 fn hello(version: u8, bitmap: u32) -> Vec<u8> {

@@ -17,11 +17,11 @@
 
 mod common;
 mod ofswitch;
-use common::TempDir;
+use common::{read_msg, TempDir};
 use ofswitch::{matches_of, normal, OfSwitch};
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -29,15 +29,6 @@ use rqvs_flow::formats::ofctl;
 use rqvs_flow::{Action, Actions};
 use rqvs_openflow::flow_mod::{FlowMod, FlowModCommand};
 use rqvs_openflow::{encode, Message, OFP13, OFP14};
-
-fn read_msg(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).ok()?;
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut body = vec![0u8; len.saturating_sub(8)];
-    s.read_exact(&mut body).ok()?;
-    Some([h.to_vec(), body].concat())
-}
 
 /// `dump-flows` lines as `table=N,` + the flow text (duration and counters dropped).
 fn dumped_with_tables(text: &str) -> Vec<String> {

@@ -9,10 +9,10 @@
 
 mod common;
 mod ofswitch;
-use common::TempDir;
+use common::{read_msg, TempDir};
 use ofswitch::OfSwitch;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -21,15 +21,6 @@ use rqvs_openflow::{encode, Message, OFP14};
 
 /// The priority the manager refuses (the test hook).
 const REFUSED: u16 = 7777;
-
-fn read_msg(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).ok()?;
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut body = vec![0u8; len.saturating_sub(8)];
-    s.read_exact(&mut body).ok()?;
-    Some([h.to_vec(), body].concat())
-}
 
 /// A FLOW_MOD of `command` for the flow `text` (ovs-ofctl syntax, with its priority).
 fn flow_mod(xid: u32, command: FlowModCommand, text: &str, flags: u16) -> Vec<u8> {
@@ -136,30 +127,4 @@ fn a_refused_run_in_a_pipelined_stream_gets_its_errors_and_the_rest_applies_as_b
     let (status, stderr) = sw.exit();
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("test hook: a flow of priority 7777 refused"), "{stderr}");
-}
-
-/// `rqvs bench openflow` with two PMDs on the embedded workload: every design streams its
-/// flow-mods through the channel (CFLOWS' pipelined) while traffic flows through both PMDs,
-/// with no error and no frame decided wrongly (the one-PMD run is `tests/openflow.rs`'
-/// `bench_openflow_streams_flow_mods_with_every_frame_checked`).
-#[test]
-fn bench_openflow_with_two_pmds_checks_every_frame() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rqvs"))
-        .args(["bench", "openflow", "--pmds", "2", "--flow-mods", "4000", "--bundle", "40", "--json", "-"])
-        // The other test's hook is not for this one.
-        .env_remove("RQVS_TEST_REFUSE_PRIORITY")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let designs = j["designs"].as_array().unwrap();
-    assert_eq!(designs.len(), 3);
-    for d in designs {
-        let name = d["design"].as_str().unwrap();
-        assert_eq!(d["mismatches"], 0, "{name}: {d}");
-        assert_eq!(d["errors"], 0, "{name}");
-        assert!(d["flow_mods"].as_u64().unwrap() >= 4000, "{name}");
-        assert!(d["frames_exact"].as_u64().unwrap() > 0 && d["frames_during"].as_u64().unwrap() > 0, "{name}: {d}");
-        assert!(d["bundle"]["visible_s"].as_f64().is_some(), "{name}: the bundle never became visible: {d}");
-    }
 }
