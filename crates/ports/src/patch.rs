@@ -44,10 +44,13 @@ pub const DEPTH: usize = 4096;
 const HEADROOM: usize = 64;
 const TAILROOM: usize = 64;
 
-/// The frames waiting for one end, by receive queue: each with the patch crossings it has made,
-/// this one included (see *Loops* in the module docs).
+/// A frame waiting in a patch queue and the patch crossings it has made, this one included
+/// (module docs, *Loops*).
+type Entry = (Vec<u8>, u8);
+
+/// The frames waiting for one end, by receive queue.
 pub(crate) struct Mailbox {
-    queues: Vec<Mutex<VecDeque<(Vec<u8>, u8)>>>,
+    queues: Vec<Mutex<VecDeque<Entry>>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Mailbox>>> {
