@@ -22,7 +22,9 @@
 //! so its megaflows do not depend on learned addresses — OVS's translation decides NORMAL);
 //! outputs inside a group's cloned bucket; a peer whose table is not available (see *Locks*);
 //! a peer bridge the switch gives no resolver answer for (CFLOWS bridges: their pipeline is not
-//! the shared table).
+//! the shared table). The switch bounds those hops as this module bounds its crossings: a frame
+//! carries the crossings it has made, both kinds, and is dropped past [`MAX_CROSSINGS`]
+//! (`rqvs_switch::crossing`, *Loops*).
 //!
 //! # Wildcards
 //!

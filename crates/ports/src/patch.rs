@@ -15,6 +15,12 @@
 //!   it.
 //! - **Counting.** The sending end counts `tx_packets`/`tx_bytes` (or `tx_dropped`), the
 //!   receiving end `rx_packets`/`rx_bytes`, as for any port.
+//! - **Loops.** A frame carries the number of patch crossings it has made: a queue's entry is
+//!   the frame and its count, this crossing included — the count it was sent with
+//!   ([`crate::TxQueue::send_after`]: the switch passes on what the frame came in with,
+//!   [`crate::RxBatch::crossings`]) plus one. This crate only carries the count; the switch
+//!   drops a frame past its bound (`rqvs_switch::crossing`), so a loop of patch ports ends
+//!   as a translation's loop does instead of circulating for as long as the queues have room.
 //! - **What this is, against OVS.** OVS (since 1.10) crosses a patch port inside the
 //!   translation: one megaflow carries both bridges' actions. rqvs does too for an `output:N`
 //!   of an ORIG/CCACHE bridge (`rqvs_ofproto::crossing`; no frame passes these queues then).
@@ -38,9 +44,13 @@ pub const DEPTH: usize = 4096;
 const HEADROOM: usize = 64;
 const TAILROOM: usize = 64;
 
+/// A frame waiting in a patch queue and the patch crossings it has made, this one included
+/// (module docs, *Loops*).
+type Entry = (Vec<u8>, u8);
+
 /// The frames waiting for one end, by receive queue.
 pub(crate) struct Mailbox {
-    queues: Vec<Mutex<VecDeque<Vec<u8>>>>,
+    queues: Vec<Mutex<VecDeque<Entry>>>,
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Mailbox>>> {
@@ -68,11 +78,18 @@ pub(crate) struct Rx {
     mine: Arc<Mailbox>,
     index: usize,
     bufs: Vec<Vec<u8>>,
+    /// The crossings of each frame of the last batch.
+    crossings: [u8; crate::BATCH],
 }
 
 impl Rx {
     pub(crate) fn new(mine: Arc<Mailbox>, index: usize) -> Rx {
-        Rx { mine, index, bufs: (0..crate::BATCH).map(|_| Vec::new()).collect() }
+        Rx { mine, index, bufs: (0..crate::BATCH).map(|_| Vec::new()).collect(), crossings: [0; crate::BATCH] }
+    }
+
+    /// The patch crossings frame `i` of the last batch has made, its hop onto this port included.
+    pub(crate) fn crossings(&self, i: usize) -> u8 {
+        self.crossings.get(i).copied().unwrap_or(0)
     }
 
     pub(crate) fn fill(&mut self, slots: &mut [Slot]) -> usize {
@@ -80,7 +97,8 @@ impl Rx {
         let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
         let mut n = 0;
         while n < slots.len().min(self.bufs.len()) {
-            let Some(frame) = q.pop_front() else { break };
+            let Some((frame, crossings)) = q.pop_front() else { break };
+            self.crossings[n] = crossings;
             let buf = &mut self.bufs[n];
             let need = HEADROOM + frame.len() + TAILROOM;
             if buf.len() < need {
@@ -102,11 +120,21 @@ pub(crate) struct Tx {
     /// The peer's mailbox as last found (looked up again when it has gone).
     cached: Weak<Mailbox>,
     pub(crate) staging: Staging,
+    /// The crossings each staged frame had made before this one, by staging position.
+    crossings: [u8; crate::BATCH],
 }
 
 impl Tx {
     pub(crate) fn new(peer: &str, index: usize) -> Tx {
-        Tx { peer: peer.to_string(), index, cached: Weak::new(), staging: Staging::new() }
+        Tx { peer: peer.to_string(), index, cached: Weak::new(), staging: Staging::new(), crossings: [0; crate::BATCH] }
+    }
+
+    /// Stages a copy of `frame`, which has made `crossings` patch crossings before this one.
+    pub(crate) fn stage(&mut self, frame: &[u8], crossings: u8) {
+        if let Some(c) = self.crossings.get_mut(self.staging.len()) {
+            *c = crossings;
+        }
+        self.staging.push(frame);
     }
 
     pub(crate) fn flush(&mut self, c: &QueueCounters, _shared: &PortShared) {
@@ -132,11 +160,11 @@ impl Tx {
             return;
         };
         let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
-        for f in frames {
+        for (i, f) in frames.iter().enumerate() {
             if q.len() >= DEPTH {
                 bump(&c.tx_dropped, 1);
             } else {
-                q.push_back(f.clone());
+                q.push_back((f.clone(), self.crossings.get(i).copied().unwrap_or(0).saturating_add(1)));
                 bump(&c.tx_packets, 1);
                 bump(&c.tx_bytes, f.len() as u64);
             }
@@ -193,6 +221,26 @@ mod tests {
         a.tx(0).unwrap().flush();
         let got: Vec<Vec<u8>> = d.rx(0).unwrap().recv().iter().map(<[u8]>::to_vec).collect();
         assert_eq!(got, vec![vec![4; 60]]);
+    }
+
+    #[test]
+    fn a_frame_carries_its_crossings() {
+        let mut a = open("ptest-g:patch=ptest-h", 1);
+        let mut h = open("ptest-h:patch=ptest-g", 1);
+        a.tx(0).unwrap().send(&[6; 60]);
+        a.tx(0).unwrap().send_after(&[7; 60], 3);
+        a.tx(0).unwrap().flush();
+        let again = {
+            let b = h.rx(0).unwrap().recv();
+            assert_eq!((b.len(), b.crossings(0), b.crossings(1), b.crossings(2)), (2, 1, 4, 0));
+            b.get(1).unwrap().to_vec()
+        };
+        // Sent back with what it came in with: one more.
+        h.tx(0).unwrap().send_after(&again, 4);
+        h.tx(0).unwrap().send_after(&again, u8::MAX);
+        h.tx(0).unwrap().flush();
+        let b = a.rx(0).unwrap().recv();
+        assert_eq!((b.crossings(0), b.crossings(1)), (5, u8::MAX), "counted up, never wrapped");
     }
 
     #[test]

@@ -479,6 +479,15 @@ impl RxBatch<'_> {
         self.queue.n == 0
     }
 
+    /// The patch crossings frame `i` has made ([`crate::patch`], *Loops*): 0 unless it came
+    /// in on a patch port.
+    pub fn crossings(&self, i: usize) -> u8 {
+        match &self.queue.backend {
+            RxBackend::Patch(rx) if i < self.queue.n => rx.crossings(i),
+            _ => 0,
+        }
+    }
+
     /// The bytes of frame `i`.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         self.queue.slots[..self.queue.n].get(i).map(Slot::data)
@@ -544,6 +553,13 @@ impl TxQueue {
     /// `tx_dropped`: the interface is gone, or the port cannot transmit); a frame staged can
     /// still be dropped at flush.
     pub fn send(&mut self, frame: &[u8]) -> bool {
+        self.send_after(frame, 0)
+    }
+
+    /// [`TxQueue::send`] of a frame that has made `crossings` patch crossings so far (it came in
+    /// on a patch port, [`RxBatch::crossings`]): a patch port hands the count, plus its own
+    /// crossing, to its peer with the frame ([`crate::patch`], *Loops*); other ports ignore it.
+    pub fn send_after(&mut self, frame: &[u8], crossings: u8) -> bool {
         if self.shared.is_gone() || matches!(self.backend, TxBackend::Sink) {
             bump(&self.counters.tx_dropped, 1);
             return false;
@@ -557,7 +573,7 @@ impl TxQueue {
             TxBackend::PcapOut(tx) => tx.staging.push(frame),
             TxBackend::Tap(_, staging) => staging.push(frame),
             TxBackend::TapDevice(tx) => tx.staging.push(frame),
-            TxBackend::Patch(tx) => tx.staging.push(frame),
+            TxBackend::Patch(tx) => tx.stage(frame, crossings),
             TxBackend::Sink => {}
         }
         true

@@ -26,6 +26,32 @@
 //!
 //! Counting: the crossing is one output of A's PMD; the peer's copies are B's outputs. The patch
 //! ports' own counters (`Interface.statistics`) count only hops: a crossing passes no port.
+//!
+//! # Loops
+//!
+//! A translation bounds its own crossings ([`rqvs_ofproto::crossing`], *Loops*), but what it
+//! does not cross — `NORMAL`, `flood`, `all` or a group bucket reaching a patch port, every
+//! crossing of a CFLOWS bridge — is a hop: the frame is received again on the peer port, a new
+//! packet to the peer's translation. Two bridges joined by two patch pairs, both with `NORMAL`,
+//! would circulate a broadcast for as long as the patch queues have room. So every frame
+//! carries the patch crossings it has made, hops and crossings alike: a patch queue's entry
+//! holds the count ([`rqvs_ports::patch`], *Loops*), the PMD hands it to the executor with the
+//! frame (`Executor::set_crossings`, also across an upcall), the executor sends it on with
+//! each output (a patch port adds one) and with each crossing it defers (`defer` adds one).
+//! A frame received over a hop after more than [`MAX_CROSSINGS`] crossings is dropped before it
+//! is parsed (`dropped` on the port it came in on: every frame stays accounted for), and so is
+//! a crossing that would make more; each is counted ([`loops`]: `coverage/show`'s
+//! `patch_loop_dropped`) and the first is logged once.
+//!
+//! The bound is the translation's, [`MAX_CROSSINGS`] (8), not OVS's 64 (its translation depth,
+//! which its patch crossings count against since every crossing is inside one translation):
+//! a packet may cross as many patch ports whichever way it crosses them, and a hop, unlike a
+//! translation, multiplies copies — with *k* patch pairs between two flooding bridges a
+//! broadcast makes *k* copies at its first crossing and each copy *k* − 1 more at every next
+//! one: *k*·(*k* − 1)^7 at the 8th, where 64 would let three pairs make 3·2^63. Real
+//! topologies cross far fewer (OVN's: br-int to a provider bridge and back, 2). Unlike OVS, where the translation that goes too deep drops the whole
+//! packet, the copies a looping broadcast left on other ports before the bound stay sent (they
+//! were separate frames already).
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,10 +62,13 @@ use rqvs_ofproto::actions::{ActionsId, PatchOp};
 use rqvs_ofproto::crossing::{bridge_id, Peer};
 use rqvs_ports::PortType;
 
+use crate::patch::MAX_CROSSINGS;
 use crate::Control;
 
 /// A crossing met by an executor, waiting for the peer bridge's loop on this thread.
 pub(crate) struct Crossed {
+    /// The patch crossings the frame has made, this one included (module docs, *Loops*).
+    pub crossings: u8,
     pub bridge: u16,
     /// The peer's rules the packet passed (their flow counters count it).
     pub rule: rqvs_flow::RuleId,
@@ -58,6 +87,31 @@ thread_local! {
 
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 static DROP_LOGGED: AtomicBool = AtomicBool::new(false);
+static LOOPS: AtomicU64 = AtomicU64::new(0);
+static LOOP_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// Frames dropped in the datapath as patch loops (module docs, *Loops*): `coverage/show`'s
+/// `patch_loop_dropped`.
+pub fn loops() -> u64 {
+    LOOPS.load(Ordering::Relaxed)
+}
+
+/// Whether a frame that has made `crossings` patch crossings is past the bound (*Loops*).
+pub(crate) fn past_bound(crossings: u8) -> bool {
+    usize::from(crossings) > MAX_CROSSINGS
+}
+
+/// `n` frames dropped as patch loops: counted, the first logged.
+pub(crate) fn loop_dropped(n: u64) {
+    LOOPS.fetch_add(n, Ordering::Relaxed);
+    if !LOOP_LOGGED.swap(true, Ordering::Relaxed) {
+        crate::log_warn!(
+            "rqvs switch: patch loop: a frame crossed patch ports more than {MAX_CROSSINGS} times in the datapath \
+             (NORMAL, flood, all or a group bucket sending into a loop of patch ports); it is dropped \
+             (each counted in coverage/show as patch_loop_dropped; logged once)"
+        );
+    }
+}
 
 /// Crossings dropped: no loop of their bridge on the thread, or met outside the shared threads.
 pub fn dropped() -> u64 {
@@ -76,20 +130,28 @@ pub(crate) fn activate() {
     ACTIVE.with(|a| a.set(true));
 }
 
-/// The executor met `p` with the frame as it is (module docs, *Execution*).
-pub(crate) fn defer(p: PatchOp, frame: &[u8]) {
+/// The executor met `p` with the frame as it is, after `crossings` patch crossings (module
+/// docs, *Execution*, *Loops*). False when the crossing is dropped (counted).
+pub(crate) fn defer(p: PatchOp, frame: &[u8], crossings: u8) -> bool {
+    let crossings = crossings.saturating_add(1);
+    if past_bound(crossings) {
+        loop_dropped(1);
+        return false;
+    }
     if !ACTIVE.with(Cell::get) {
         drop_one("met outside the shared PMD threads");
-        return;
+        return false;
     }
     PENDING_CROSSINGS.with(|q| {
         let mut q = q.borrow_mut();
         if q.len() >= PENDING {
             drop_one("too many crossings pending on one thread");
-            return;
+            return false;
         }
-        q.push(Crossed { bridge: p.bridge, rule: p.rule, in_port: p.in_port, ops: p.ops, frame: frame.to_vec() });
-    });
+        let (bridge, rule, in_port, ops) = (p.bridge, p.rule, p.in_port, p.ops);
+        q.push(Crossed { crossings, bridge, rule, in_port, ops, frame: frame.to_vec() });
+        true
+    })
 }
 
 /// The crossings met since the last call, in order.

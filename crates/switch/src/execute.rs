@@ -142,6 +142,8 @@ pub struct Executor {
     meters: Option<Arc<MeterTable>>,
     /// The ports' PORT_MOD bits (`None`: none set, ever).
     flags: Option<Arc<PortFlags>>,
+    /// The patch crossings the frame being executed has made ([`Executor::set_crossings`]).
+    crossings: u8,
 }
 
 impl Default for Executor {
@@ -162,6 +164,7 @@ impl Executor {
             ports: None,
             meters: None,
             flags: None,
+            crossings: 0,
         }
     }
 
@@ -175,6 +178,12 @@ impl Executor {
     pub fn with_port_flags(mut self, flags: Arc<PortFlags>) -> Executor {
         self.flags = Some(flags);
         self
+    }
+
+    /// The frames executed from now on have made `n` patch crossings ([`crate::crossing`],
+    /// *Loops*): their outputs to a patch port and their crossings carry `n` + 1 on.
+    pub fn set_crossings(&mut self, n: u8) {
+        self.crossings = n;
     }
 
     /// The ports' PORT_MOD bits as they are for this frame.
@@ -209,7 +218,9 @@ impl Executor {
             return out;
         }
         match action {
-            DpAction::Output(p) => send(frame, p, in_port, Tx(tx, self.ports.as_deref(), &bits), &mut out),
+            DpAction::Output(p) => {
+                send(frame, p, in_port, Tx(tx, self.ports.as_deref(), &bits, self.crossings), &mut out)
+            }
             DpAction::Apply(id) => self.apply(frame, in_port, &actions::ops(id), false, tx, &bits, &mut out),
             DpAction::Drop | DpAction::Pending | DpAction::Lost => {}
         }
@@ -258,20 +269,21 @@ impl Executor {
         let mut ttl = None;
         let ports = self.ports.clone();
         let ports = ports.as_deref();
+        let crossings = self.crossings;
         for op in ops {
             let cur: &[u8] = if copied { &self.scratch } else { frame };
             match *op {
-                Op::Output(p) => send(cur, p, in_port, Tx(tx, ports, flags), out),
-                Op::InPort => send_to(cur, in_port, Tx(tx, ports, flags), out),
-                Op::Flood => flood(cur, in_port, false, Tx(tx, ports, flags), out),
-                Op::All => flood(cur, in_port, true, Tx(tx, ports, flags), out),
+                Op::Output(p) => send(cur, p, in_port, Tx(tx, ports, flags, crossings), out),
+                Op::InPort => send_to(cur, in_port, Tx(tx, ports, flags, crossings), out),
+                Op::Flood => flood(cur, in_port, false, Tx(tx, ports, flags, crossings), out),
+                Op::All => flood(cur, in_port, true, Tx(tx, ports, flags, crossings), out),
                 Op::Normal if self.macs.has_vlans() => {
-                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports, flags), out)
+                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports, flags, crossings), out)
                 }
                 Op::Normal => match self.macs.forward(cur, in_port) {
                     Forward::Drop => {}
-                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports, flags), out),
-                    Forward::Flood => flood(cur, in_port, false, Tx(tx, ports, flags), out),
+                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports, flags, crossings), out),
+                    Forward::Flood => flood(cur, in_port, false, Tx(tx, ports, flags, crossings), out),
                 },
                 Op::Controller(c) => {
                     out.to_controller += 1;
@@ -303,8 +315,9 @@ impl Executor {
                 Op::Patch(p) if flags.get(p.port) & NO_FWD != 0 => out.no_forward += 1,
                 Op::Patch(p) => {
                     // The peer bridge's loop runs the peer's ops on a copy ([`crate::crossing`]).
-                    crate::crossing::defer(p, cur);
-                    out.crossed += 1;
+                    if crate::crossing::defer(p, cur, crossings) {
+                        out.crossed += 1;
+                    }
                 }
                 Op::Clone(id) => {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
@@ -426,11 +439,16 @@ fn packet_in(
     }
 }
 
-/// The transmit queues, the ofports they belong to (`None`: `tx[p - 1]` is port `p`) and the
-/// ports' PORT_MOD bits for this frame.
-struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>, &'b Bits);
+/// The transmit queues, the ofports they belong to (`None`: `tx[p - 1]` is port `p`), the
+/// ports' PORT_MOD bits for this frame and the patch crossings it has made.
+struct Tx<'a, 'b>(&'a mut [TxQueue], Option<&'b OfPorts>, &'b Bits, u8);
 
 impl Tx<'_, '_> {
+    /// Stages `frame` on `tx[i]` (with its crossings: a patch port passes them on).
+    fn send(&mut self, i: usize, frame: &[u8]) {
+        self.0[i].send_after(frame, self.3);
+    }
+
     fn ofport(&self, i: usize) -> u32 {
         self.1.map_or(i as u32 + 1, |m| m.ofport(i))
     }
@@ -450,7 +468,7 @@ impl Tx<'_, '_> {
 
 /// `flood` (`all: false`) / `all`: every port but the input port; `flood` leaves out the
 /// `NO_FLOOD` ports, both skip the `NO_FWD` ones (counted).
-fn flood(frame: &[u8], in_port: u32, all: bool, tx: Tx, out: &mut Outcome) {
+fn flood(frame: &[u8], in_port: u32, all: bool, mut tx: Tx, out: &mut Outcome) {
     for i in 0..tx.0.len() {
         if tx.ofport(i) == in_port {
             continue;
@@ -463,7 +481,7 @@ fn flood(frame: &[u8], in_port: u32, all: bool, tx: Tx, out: &mut Outcome) {
             out.no_forward += 1;
             continue;
         }
-        tx.0[i].send(frame);
+        tx.send(i, frame);
         out.outputs += 1;
     }
 }
@@ -478,11 +496,11 @@ fn send(frame: &[u8], p: u32, in_port: u32, tx: Tx, out: &mut Outcome) {
 }
 
 /// An output to port `p` (skipped when it does not exist; when it is `NO_FWD`, counted so).
-fn send_to(frame: &[u8], p: u32, tx: Tx, out: &mut Outcome) {
+fn send_to(frame: &[u8], p: u32, mut tx: Tx, out: &mut Outcome) {
     match tx.index(p).filter(|&i| i < tx.0.len()) {
         Some(i) if tx.flags(i) & NO_FWD != 0 => out.no_forward += 1,
         Some(i) => {
-            tx.0[i].send(frame);
+            tx.send(i, frame);
             out.outputs += 1;
         }
         None => out.skipped += 1,
@@ -525,7 +543,7 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
             for i in 0..tx.0.len() {
                 let p = tx.ofport(i);
                 if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
-                    emit(p, Tx(&mut *tx.0, tx.1, tx.2), out);
+                    emit(p, Tx(&mut *tx.0, tx.1, tx.2, tx.3), out);
                 }
             }
         }

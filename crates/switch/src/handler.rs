@@ -43,6 +43,8 @@ pub struct UpcallItem {
     /// Index of the port it came in on (OpenFlow port − 1).
     pub port: usize,
     pub frame: Vec<u8>,
+    /// The patch crossings the frame had made when it came in ([`crate::crossing`], *Loops*).
+    pub crossings: u8,
     /// The handler's answer, and the version of the table it came from.
     pub verdict: Option<(Verdict, u64)>,
 }

@@ -283,18 +283,13 @@ impl PmdLoop {
     /// Runs a patch crossing into this loop's bridge ([`crate::crossing`]): the peer's ops on the
     /// frame, with this bridge's executor and transmit queues; the copies count as this PMD's
     /// outputs, the packet in the flow counters of this bridge's rules it passed (`rule`).
-    pub(crate) fn execute_crossed(
-        &mut self,
-        frame: &[u8],
-        in_port: u32,
-        ops: rqvs_ofproto::actions::ActionsId,
-        rule: RuleId,
-    ) {
-        if rule != NO_RULE {
-            self.flows.hit(rule, frame.len());
+    pub(crate) fn execute_crossed(&mut self, c: &crate::crossing::Crossed) {
+        if c.rule != NO_RULE {
+            self.flows.hit(c.rule, c.frame.len());
         }
-        let ops = rqvs_ofproto::actions::ops(ops);
-        let o = self.exec.execute_crossed(frame, in_port, &ops, &mut self.s.tx);
+        let ops = rqvs_ofproto::actions::ops(c.ops);
+        self.exec.set_crossings(c.crossings);
+        let o = self.exec.execute_crossed(&c.frame, c.in_port, &ops, &mut self.s.tx);
         self.c.no_forward_outputs += u64::from(o.no_forward);
         let _ = outcome(&mut self.c, o);
         flush(&mut self.s.tx);
@@ -361,6 +356,12 @@ impl PmdLoop {
             };
             let mut n = 0;
             for (i, f) in batch.iter().take(passed).enumerate() {
+                // A frame past the patch crossings' bound: a loop of patch ports ends here.
+                if crate::crossing::past_bound(batch.crossings(i)) {
+                    c.dropped[p] += 1;
+                    crate::crossing::loop_dropped(1);
+                    continue;
+                }
                 match extract_datapath(f, in_port) {
                     Some(k) => {
                         keys[n] = k;
@@ -383,7 +384,10 @@ impl PmdLoop {
                 match a {
                     DpAction::Pending => {}
                     DpAction::Lost => c.lost[p] += 1,
-                    a => account(c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx)),
+                    a => {
+                        exec.set_crossings(batch.crossings(frame_of[j]));
+                        account(c, p, exec.execute(batch.get(frame_of[j]).unwrap_or(&[]), in_port, a, &mut s.tx));
+                    }
                 }
             }
             for (j, &rule) in rules.iter().enumerate() {
@@ -397,11 +401,10 @@ impl PmdLoop {
                         let items = up
                             .taken
                             .iter()
-                            .map(|u| UpcallItem {
-                                upcall: *u,
-                                port: p,
-                                frame: batch.get(frame_of[(u.seq - seq0) as usize]).unwrap_or(&[]).to_vec(),
-                                verdict: None,
+                            .map(|u| {
+                                let i = frame_of[(u.seq - seq0) as usize];
+                                let frame = batch.get(i).unwrap_or(&[]).to_vec();
+                                UpcallItem { upcall: *u, port: p, frame, crossings: batch.crossings(i), verdict: None }
                             })
                             .collect();
                         drop(batch);
@@ -423,8 +426,10 @@ impl PmdLoop {
                     let handled = pmd.handle(s.design.as_mut());
                     let rules = s.design.upcall_rules();
                     for (i, &(q, a)) in handled.iter().enumerate() {
-                        let frame = batch.get(frame_of[(q - seq0) as usize]).unwrap_or(&[]);
+                        let f = frame_of[(q - seq0) as usize];
+                        let frame = batch.get(f).unwrap_or(&[]);
                         flows.hit(rules.get(i).copied().unwrap_or(NO_RULE), frame.len());
+                        exec.set_crossings(batch.crossings(f));
                         account(c, p, exec.execute(frame, in_port, a, &mut s.tx));
                     }
                 }
@@ -667,6 +672,7 @@ fn answers(
                     flows.hit(rule, it.frame.len());
                     // By the datapath's numbering (a removed port's late answer: NONE).
                     let in_port = ofports.ofport(it.port);
+                    exec.set_crossings(it.crossings);
                     account(c, it.port, exec.execute(&it.frame, in_port, a, tx));
                 }
             }
@@ -724,6 +730,7 @@ fn account(c: &mut PmdCounters, p: usize, o: crate::execute::Outcome) {
 /// A packet-out's frame through the executor, counted in `injected` (a full packet-in queue
 /// drops it: `dropped` there, the packet-in counted as dropped).
 fn packet_out(c: &mut PmdCounters, exec: &mut Executor, tx: &mut [TxQueue], po: &PacketOut) {
+    exec.set_crossings(0);
     let o = exec.execute_packet_out(&po.frame, po.in_port, &po.ops, tx);
     c.no_forward_outputs += u64::from(o.no_forward);
     c.injected.rx += 1;

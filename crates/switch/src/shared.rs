@@ -152,9 +152,7 @@ fn hand_over(i: usize, entries: &mut [Entry]) {
             match at {
                 Some(j) => {
                     let e = &mut entries[j];
-                    if catch_unwind(AssertUnwindSafe(|| e.lp.execute_crossed(&c.frame, c.in_port, c.ops, c.rule)))
-                        .is_err()
-                    {
+                    if catch_unwind(AssertUnwindSafe(|| e.lp.execute_crossed(&c))).is_err() {
                         crate::log_error!(
                             "rqvs switch: PMD thread {i} panicked running a patch crossing; stopping its bridge (a bug: please report it)"
                         );

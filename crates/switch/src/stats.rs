@@ -8,7 +8,9 @@
 //! `controller` action had no OpenFlow channel to go to, or the port's ingress policer dropped
 //! it before it was parsed: `policed`, a part of `dropped`; the port is `NO_RECV` (PORT_MOD):
 //! `no_receive`, a part of `dropped`; every copy went to `NO_FWD` ports: `no_forward`, a part
-//! of `dropped`), `malformed` (shorter than an Ethernet
+//! of `dropped`; it came over a patch hop past the patch crossings' bound, a patch loop:
+//! dropped before it was parsed, counted process-wide in `coverage/show`'s
+//! `patch_loop_dropped`, see `crate::crossing`), `malformed` (shorter than an Ethernet
 //! header: dropped, as OVS drops it; every longer frame is classified, a damaged header's fields
 //! zero, see `rqvs_flow::frame::extract_datapath`) or `lost` (a queue was full: the upcall
 //! queue, or the packet-in queue when the controller was its only destination). So per port

@@ -479,7 +479,7 @@ fn coverage(control: &Control) -> String {
 
 fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
     let sum = |f: &dyn Fn(&crate::stats::PmdReport) -> u64| pmds.iter().map(f).sum::<u64>();
-    let rows: [(&str, u64); 13] = [
+    let rows: [(&str, u64); 14] = [
         ("dpif_netdev_packets", sum(&|p| p.total.rx)),
         ("dpif_netdev_emc_hit", sum(&|p| p.datapath.emc_hits)),
         ("dpif_netdev_megaflow_hit", sum(&|p| p.datapath.megaflow_hits)),
@@ -495,6 +495,8 @@ fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
         ("xlate_patch_loop", rqvs_ofproto::crossing::loops()),
         ("xlate_patch_fallback", rqvs_ofproto::crossing::fallbacks()),
         ("patch_crossing_dropped", crate::crossing::dropped()),
+        // Frames a loop of patch ports took past the bound in the datapath (hops, crossings).
+        ("patch_loop_dropped", crate::crossing::loops()),
     ];
     let mut s = String::from("Event coverage, totals since start (rqvs keeps no per-interval rates):\n");
     let mut never = 0;
