@@ -25,7 +25,8 @@
 //!   that is met outside the shared threads is dropped and counted ([`dropped`], logged once).
 //!
 //! Counting: the crossing is one output of A's PMD; the peer's copies are B's outputs. The patch
-//! ports' own counters (`Interface.statistics`) count only hops: a crossing passes no port.
+//! ports' counters (`Interface.statistics`) count the hops and the crossings: a crossing is
+//! credited to A's patch port's tx and B's patch port's rx ([`crate::patch::crossed`]).
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,12 +89,14 @@ pub(crate) fn defer(p: PatchOp, frame: &[u8]) {
             drop_one("too many crossings pending on one thread");
             return;
         }
+        crate::patch::crossed::count(p.bridge, p.in_port, frame.len());
         q.push(Crossed { bridge: p.bridge, rule: p.rule, in_port: p.in_port, ops: p.ops, frame: frame.to_vec() });
     });
 }
 
 /// The crossings met since the last call, in order.
 pub(crate) fn take() -> Vec<Crossed> {
+    crate::patch::crossed::flush();
     PENDING_CROSSINGS.with(|q| std::mem::take(&mut *q.borrow_mut()))
 }
 
