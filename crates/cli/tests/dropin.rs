@@ -203,6 +203,18 @@ impl Env {
     }
 }
 
+/// The setup most tests share: hosts `h1` (`SUBNET.1`) on `p1` and `h2` (`SUBNET.2`) on `p2`,
+/// the switch's loopback up, a `netdev` bridge `br0` with `p1` as OpenFlow port 1 and `p2` as 2.
+fn one_bridge_two_hosts(env: &Env, subnet: &str) -> (Netns, Netns) {
+    let h1 = env.host("h1", "p1", &format!("{subnet}.1"));
+    let h2 = env.host("h2", "p2", &format!("{subnet}.2"));
+    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
+    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
+    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
+    (h1, h2)
+}
+
 #[test]
 fn ovs_ofctl_over_the_bridge_mgmt_socket() {
     let Some(mut env) = Env::start("dropin_mgmt") else { return };
@@ -517,12 +529,8 @@ fn count_after(text: &str, key: &str) -> u64 {
 #[test]
 fn ports_are_added_and_removed_without_a_datapath_restart() {
     let Some(mut env) = Env::start("dropin_live") else { return };
-    let h1 = env.host("h1", "p1", "10.83.0.1");
-    let _h2 = env.host("h2", "p2", "10.83.0.2");
+    let (h1, _h2) = one_bridge_two_hosts(&env, "10.83.0");
     let h3 = env.host("h3", "p3", "10.83.0.3");
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
-    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
-    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
     assert!(ping(&h1, "10.83.0.2", 2), "NORMAL between p1 and p2");
     // PORT_STATUS to a connection that asks for asynchronous messages.
     // (stdbuf: its output line by line, as it is killed at the end.)
@@ -691,12 +699,7 @@ fn two_bridges_share_one_datapath() {
 #[test]
 fn passive_controller_targets() {
     let Some(mut env) = Env::start("dropin_passive") else { return };
-    let h1 = env.host("h1", "p1", "10.83.0.1");
-    let _h2 = env.host("h2", "p2", "10.83.0.2");
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
-    env.vsctl(&["add-port", "br0", "p1"]);
-    env.vsctl(&["add-port", "br0", "p2"]);
+    let (h1, _h2) = one_bridge_two_hosts(&env, "10.83.0");
     let sock = env.dir.join("br0.controller");
     let punix = format!("punix:{}", sock.display());
     env.vsctl(&["set-controller", "br0", &punix, "ptcp:6698:127.0.0.1"]);
@@ -876,12 +879,7 @@ impl Drop for QuietController {
 #[test]
 fn controllers_change_without_a_restart() {
     let Some(mut env) = Env::start("dropin_ctrl_live") else { return };
-    let h1 = env.host("h1", "p1", "10.86.0.1");
-    let _h2 = env.host("h2", "p2", "10.86.0.2");
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
-    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
-    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
+    let (h1, _h2) = one_bridge_two_hosts(&env, "10.86.0");
     assert!(ping(&h1, "10.86.0.2", 2), "NORMAL between p1 and p2");
     let tc0 = QuietController::start(&env, 6680);
     let tc1 = QuietController::start(&env, 6681);
@@ -989,12 +987,7 @@ fn controllers_change_without_a_restart() {
 #[test]
 fn fail_mode_changes_without_a_restart() {
     let Some(mut env) = Env::start("dropin_failmode") else { return };
-    let h1 = env.host("h1", "p1", "10.87.0.1");
-    let _h2 = env.host("h2", "p2", "10.87.0.2");
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev"]);
-    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
-    env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
+    let (h1, _h2) = one_bridge_two_hosts(&env, "10.87.0");
     assert!(ping(&h1, "10.87.0.2", 2), "NORMAL between p1 and p2");
     // A controller nobody listens for, in secure mode: the first controller flushes the table
     // (OVS's `connmgr_set_controllers`), and misses stay misses.
@@ -1108,19 +1101,10 @@ fn a_bridge_gets_the_flows_ovs_gives_it() {
     env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
     let flows = |env: &Env| env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]);
     let n_flows = |env: &Env| flows(env).matches("actions=").count();
-    env.vsctl(&[
-        "add-br",
-        "br0",
-        "--",
-        "set",
-        "bridge",
-        "br0",
-        "datapath_type=netdev",
-        "--",
-        "set-fail-mode",
-        "br0",
-        "secure",
-    ]);
+    // One transaction: the bridge is secure from its start.
+    let add_secure: Vec<&str> =
+        "add-br br0 -- set bridge br0 datapath_type=netdev -- set-fail-mode br0 secure".split(' ').collect();
+    env.vsctl(&add_secure);
     env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
     env.vsctl(&["add-port", "br0", "p2", "--", "set", "interface", "p2", "ofport_request=2"]);
     assert_eq!(n_flows(&env), 0, "a new secure bridge has no flow: {}", flows(&env));

@@ -1352,19 +1352,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let now = client.wait_change(seen, Duration::from_millis(100));
         let stats_due = last_stats.is_none_or(|t| t.elapsed() >= cfg.stats_interval);
-        let mut controllers_moved = false;
-        for b in runs.values_mut() {
-            let now =
-                b.running.as_ref().and_then(|r| r.channel.as_ref()).map(Channel::controller_status).unwrap_or_default();
-            // A change of connectivity (the seconds apart) is written back.
-            let settled = |v: &[(ControllerTarget, ControllerStatus)]| -> Vec<(ControllerTarget, ControllerStatus)> {
-                v.iter()
-                    .map(|(t, s)| (*t, ControllerStatus { since_connect: None, since_disconnect: None, ..s.clone() }))
-                    .collect()
-            };
-            controllers_moved |= settled(&now) != settled(&b.controllers);
-            b.controllers = now;
-        }
+        let controllers_moved = refresh_controllers(&mut runs);
         if now == seen && !stats_due && !controllers_moved {
             continue;
         }
@@ -1376,43 +1364,14 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         let (_, replica) = client.snapshot();
         let mut ps = plans(&replica, &mut assigned);
         ps.notes.iter().for_each(|n| note(n.clone()));
-        let files = ssl_files(&replica);
-        // Loaded again when the row changes, or while it fails (a file not there yet).
-        if ssl.as_ref().map(|s| &s.0) != files.as_ref() || ssl.as_ref().is_some_and(|s| s.1.is_err()) {
-            ssl = files.map(|f| {
-                let loaded = f.load();
-                if loaded.is_ok() {
-                    log(&format!("rqvs switch: ovsdb: SSL: {}", f.describe()));
-                }
-                (f, loaded)
-            });
-        }
-        let tls: Result<Arc<Tls>, String> = match &ssl {
-            Some((_, Ok(t))) => Ok(Arc::clone(t)),
-            Some((_, Err(e))) => Err(e.clone()),
-            None => Err(NO_SSL.to_string()),
-        };
+        let tls = reload_ssl(&replica, &mut ssl, &log);
         for p in ps.bridges.iter_mut() {
             require_tls(p, &tls);
         }
-        // The bridges gone: their switches stopped, their sockets and tap devices removed.
-        let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
-        let mut failed = None;
-        for name in gone {
-            bridges.remove(&name);
-            if let Some(b) = runs.remove(&name) {
-                if let Some(r) = b.running {
-                    match stop_datapath(&name, r) {
-                        Ok((_, g)) => generations.push(g),
-                        Err(e) => failed = Some(e),
-                    }
-                }
-                log(&format!("rqvs switch: ovsdb: bridge {name} removed"));
-            }
-        }
-        if let Some(e) = failed {
+        if let Err(e) = stop_gone(&mut runs, &ps, &bridges, &mut generations, &log) {
             break Err(e);
         }
+        let mut failed = None;
         for p in ps.bridges.iter_mut() {
             let name = p.name().to_string();
             let b = runs.entry(name.clone()).or_insert_with(|| BridgeRun {
@@ -1446,38 +1405,16 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         if let Some(e) = failed {
             break Err(e);
         }
-        // `rqvs ctl` is served by one bridge's switch: the first by name that runs.
         if let Some(l) = &ctl_listener {
-            if !runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.serves_ctl) {
-                if let Some(r) = runs.values_mut().find_map(|b| b.running.as_mut()) {
-                    let (l, c) = (Arc::clone(l), Arc::clone(&r.control));
-                    match std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c)) {
-                        Ok(t) => {
-                            r.servers.push(t);
-                            r.serves_ctl = true;
-                        }
-                        Err(e) => note(format!("ctl thread: {e}")),
-                    }
-                }
-            }
+            serve_ctl(l, &mut runs, &mut note);
         }
-        let controllers: BTreeMap<String, Vec<(ControllerTarget, ControllerStatus)>> =
-            runs.iter().map(|(n, b)| (n.clone(), b.controllers.clone())).collect();
-        let patch: BTreeMap<String, [u64; 6]> = if stats_due {
-            runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
-        } else {
-            BTreeMap::new()
-        };
-        let ops = status_ops(&replica, &ps, stats_due, &controllers, &patch);
         if stats_due {
             last_stats = Some(Instant::now());
         }
-        if !ops.is_empty() {
-            if let Err(e) = client.transact(&ops) {
-                note(format!("writing the status: {e}"));
-                // Try again at the next change or statistics tick.
-                last_stats = None;
-            }
+        if let Err(e) = write_back(&client, &replica, &ps, &runs, stats_due) {
+            note(format!("writing the status: {e}"));
+            // Try again at the next change or statistics tick.
+            last_stats = None;
         }
         // The database's configuration is applied and written back: what a supervisor (systemd,
         // `--detach`'s parent) waits for. Sent once per process.
@@ -1487,10 +1424,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     for (name, b) in std::mem::take(&mut runs) {
         bridges.remove(&name);
         if let Some(r) = b.running {
-            match stop_datapath(&name, r) {
-                Ok((_, g)) => generations.push(g),
-                Err(e) => end = end.and(Err(e)),
-            }
+            end = end.and(stop_datapath(&name, r).map(|(_, g)| generations.push(g)));
         }
     }
     bridges.request_stop();
@@ -1500,6 +1434,115 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     // Every bridge's loops have ended: the PMD threads end.
     drop(shared);
     end.map(|()| generations)
+}
+
+/// Reads each bridge's controllers' state ([`Channel::controller_status`]) into its run;
+/// true when one's connectivity changed (the seconds apart: not every second is a change).
+fn refresh_controllers(runs: &mut BTreeMap<String, BridgeRun>) -> bool {
+    let settled = |v: &[(ControllerTarget, ControllerStatus)]| -> Vec<(ControllerTarget, ControllerStatus)> {
+        v.iter()
+            .map(|(t, s)| (*t, ControllerStatus { since_connect: None, since_disconnect: None, ..s.clone() }))
+            .collect()
+    };
+    let mut moved = false;
+    for b in runs.values_mut() {
+        let now =
+            b.running.as_ref().and_then(|r| r.channel.as_ref()).map(Channel::controller_status).unwrap_or_default();
+        moved |= settled(&now) != settled(&b.controllers);
+        b.controllers = now;
+    }
+    moved
+}
+
+/// The `SSL` table's TLS settings: loaded again when the row (or a file of it) changes, or
+/// while it fails (a file not there yet); the error when there are none to use.
+fn reload_ssl(
+    replica: &Replica,
+    ssl: &mut Option<(SslFiles, Result<Arc<Tls>, String>)>,
+    log: &LogFn,
+) -> Result<Arc<Tls>, String> {
+    let files = ssl_files(replica);
+    if ssl.as_ref().map(|s| &s.0) != files.as_ref() || ssl.as_ref().is_some_and(|s| s.1.is_err()) {
+        *ssl = files.map(|f| {
+            let loaded = f.load();
+            if loaded.is_ok() {
+                log(&format!("rqvs switch: ovsdb: SSL: {}", f.describe()));
+            }
+            (f, loaded)
+        });
+    }
+    match ssl {
+        Some((_, Ok(t))) => Ok(Arc::clone(t)),
+        Some((_, Err(e))) => Err(e.clone()),
+        None => Err(NO_SSL.to_string()),
+    }
+}
+
+/// The bridges no longer in the plans: their switches stopped (their reports kept in
+/// `generations`), their sockets and tap devices removed.
+fn stop_gone(
+    runs: &mut BTreeMap<String, BridgeRun>,
+    ps: &Plans,
+    bridges: &Bridges,
+    generations: &mut Vec<Generation>,
+    log: &LogFn,
+) -> Result<(), Error> {
+    let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
+    let mut failed = Ok(());
+    for name in gone {
+        bridges.remove(&name);
+        if let Some(b) = runs.remove(&name) {
+            if let Some(r) = b.running {
+                match stop_datapath(&name, r) {
+                    Ok((_, g)) => generations.push(g),
+                    Err(e) => failed = Err(e),
+                }
+            }
+            log(&format!("rqvs switch: ovsdb: bridge {name} removed"));
+        }
+    }
+    failed
+}
+
+/// `rqvs ctl` is served by one bridge's switch: the first by name that runs (a new one when
+/// the one serving it stopped).
+fn serve_ctl(l: &Arc<ctl::Listener>, runs: &mut BTreeMap<String, BridgeRun>, note: &mut dyn FnMut(String)) {
+    if runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.serves_ctl) {
+        return;
+    }
+    if let Some(r) = runs.values_mut().find_map(|b| b.running.as_mut()) {
+        let (l, c) = (Arc::clone(l), Arc::clone(&r.control));
+        match std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c)) {
+            Ok(t) => {
+                r.servers.push(t);
+                r.serves_ctl = true;
+            }
+            Err(e) => note(format!("ctl thread: {e}")),
+        }
+    }
+}
+
+/// Writes back what differs from the database ([`status_ops`]; with `stats_due`, the
+/// statistics too).
+fn write_back(
+    client: &Client,
+    replica: &Replica,
+    ps: &Plans,
+    runs: &BTreeMap<String, BridgeRun>,
+    stats_due: bool,
+) -> Result<(), String> {
+    let controllers: BTreeMap<String, Vec<(ControllerTarget, ControllerStatus)>> =
+        runs.iter().map(|(n, b)| (n.clone(), b.controllers.clone())).collect();
+    let patch: BTreeMap<String, [u64; 6]> = if stats_due {
+        runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
+    } else {
+        BTreeMap::new()
+    };
+    let ops = status_ops(replica, ps, stats_due, &controllers, &patch);
+    if ops.is_empty() {
+        return Ok(());
+    }
+    client.transact(&ops).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// Brings one bridge's switch to its plan `p`: ports attached and removed live, or the switch
