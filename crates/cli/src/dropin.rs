@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rqvs_flow::formats::{self, ofctl, RuleFormat};
+use rqvs_flow::formats::{self, RuleFormat};
 use rqvs_flow::io::read_text;
 
 use rqvs_ports::{EventHook, PortEvent};
@@ -17,9 +17,6 @@ use crate::report::outln;
 use crate::switch::Args;
 use crate::Failure;
 
-/// OVS's table on a new bridge.
-const DEFAULT_FLOWS: &str = "priority=0,actions=NORMAL\n";
-
 pub fn run(
     a: &Args,
     remote: Option<&str>,
@@ -29,7 +26,8 @@ pub fn run(
     // as usage errors (`switch::unused`).
     let remote = Remote::parse(remote.unwrap_or(DEFAULT_REMOTE))?;
     let rules = match &a.rules {
-        None => ofctl::parse_flows("<OVS's default flow>", DEFAULT_FLOWS)?,
+        // Each bridge's table as OVS makes it (`rqvs_switch::vswitchd::VswitchdConfig::rules`).
+        None => Vec::new(),
         Some(p) => {
             let text = read_text(p)?;
             if formats::sniff_rule_format(&text) == RuleFormat::ClassBench {

@@ -25,7 +25,8 @@
 //!   that is met outside the shared threads is dropped and counted ([`dropped`], logged once).
 //!
 //! Counting: the crossing is one output of A's PMD; the peer's copies are B's outputs. The patch
-//! ports' own counters (`Interface.statistics`) count only hops: a crossing passes no port.
+//! ports' counters (`Interface.statistics`) count the hops and the crossings: a crossing is
+//! credited to A's patch port's tx and B's patch port's rx ([`crate::patch::crossed`]).
 //!
 //! # Loops
 //!
@@ -148,6 +149,7 @@ pub(crate) fn defer(p: PatchOp, frame: &[u8], crossings: u8) -> bool {
             drop_one("too many crossings pending on one thread");
             return false;
         }
+        crate::patch::crossed::count(p.bridge, p.in_port, frame.len());
         let (bridge, rule, in_port, ops) = (p.bridge, p.rule, p.in_port, p.ops);
         q.push(Crossed { crossings, bridge, rule, in_port, ops, frame: frame.to_vec() });
         true
@@ -156,6 +158,7 @@ pub(crate) fn defer(p: PatchOp, frame: &[u8], crossings: u8) -> bool {
 
 /// The crossings met since the last call, in order.
 pub(crate) fn take() -> Vec<Crossed> {
+    crate::patch::crossed::flush();
     PENDING_CROSSINGS.with(|q| std::mem::take(&mut *q.borrow_mut()))
 }
 

@@ -75,8 +75,12 @@ impl Control {
 
     /// This bridge's live patch ports' counters, by interface name: (rx_packets, rx_bytes,
     /// rx_dropped, tx_packets, tx_bytes, tx_dropped) — `Interface.statistics` of a patch port
-    /// (no kernel counters to read: the port's own, as OVS counts its patch ports').
+    /// (no kernel counters to read: the port's own, as OVS counts its patch ports'): the frames
+    /// of the hop ([`rqvs_ports::patch`]) and the packets crossed inside the translation
+    /// ([`crossed`]: tx on this end, rx on the peer's, as OVS credits a crossing).
     pub fn patch_port_counters(&self) -> Vec<(String, [u64; 6])> {
+        let me = crate::crossing::bridge_of(&self.macs);
+        let resolver = self.table.patch_resolver();
         let handles = self.ports.read().unwrap_or_else(|e| e.into_inner());
         self.lock_ports()
             .iter()
@@ -88,7 +92,23 @@ impl Control {
                     return None;
                 }
                 let t = handles.get(i)?.stats().total;
-                Some((s.name, [t.rx_packets, t.rx_bytes, t.rx_lost, t.tx_packets, t.tx_bytes, t.tx_dropped]))
+                // The crossings through it too (OVS's `patch_port_output` credits them so).
+                let rx = crossed::get(me?, p.ofport);
+                let tx = resolver
+                    .as_ref()
+                    .and_then(|r| r(p.ofport))
+                    .map_or((0, 0), |peer| crossed::get(peer.bridge, peer.port));
+                Some((
+                    s.name,
+                    [
+                        t.rx_packets + rx.0,
+                        t.rx_bytes + rx.1,
+                        t.rx_lost,
+                        t.tx_packets + tx.0,
+                        t.tx_bytes + tx.1,
+                        t.tx_dropped,
+                    ],
+                ))
             })
             .collect()
     }
@@ -291,5 +311,90 @@ mod tests {
     fn the_header_is_underlined_to_its_length() {
         let t = "Flow: x\n\nbridge(\"br-int\")\n-------------\n 0. priority 0\n";
         assert_eq!(super::header("br-int", t), "Flow: x\n\nbridge(\"br-int\")\n----------------\n 0. priority 0\n");
+    }
+}
+
+/// The packets crossed inside the translation ([`crate::crossing`]), as the patch ports'
+/// counters see them: OVS credits a crossing to the patch port's `tx` and its peer's `rx`
+/// (`patch_port_output`: `netdev_vport_inc_tx`/`inc_rx`). A crossing is counted once, under
+/// its receiving end — (peer bridge, peer port) — which is both the sending end's `tx` and
+/// the receiving end's `rx`. Each PMD thread adds up its crossings of a step and adds them to
+/// the totals once per hand-over ([`flush`]), so a crossing costs no lock.
+pub(crate) mod crossed {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+
+    /// (bridge, port) → (packets, bytes).
+    type Counts = HashMap<(u16, u32), (u64, u64)>;
+
+    /// One step's crossings into a port: (bridge, port), packets, bytes.
+    type StepCount = ((u16, u32), u64, u64);
+
+    thread_local! {
+        static STEP: RefCell<Vec<StepCount>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn totals() -> &'static Mutex<Counts> {
+        static T: OnceLock<Mutex<Counts>> = OnceLock::new();
+        T.get_or_init(Mutex::default)
+    }
+
+    /// A packet of `len` bytes crosses into port `port` of bridge `bridge`.
+    pub(crate) fn count(bridge: u16, port: u32, len: usize) {
+        STEP.with(|s| {
+            let mut s = s.borrow_mut();
+            match s.iter_mut().find(|e| e.0 == (bridge, port)) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += len as u64;
+                }
+                None => s.push(((bridge, port), 1, len as u64)),
+            }
+        });
+    }
+
+    /// This thread's crossings since the last call, added to the totals.
+    pub(crate) fn flush() {
+        STEP.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.is_empty() {
+                return;
+            }
+            let mut t = totals().lock().unwrap_or_else(|e| e.into_inner());
+            for (key, packets, bytes) in s.drain(..) {
+                let e = t.entry(key).or_default();
+                e.0 += packets;
+                e.1 += bytes;
+            }
+        });
+    }
+
+    /// The packets and bytes crossed into port `port` of bridge `bridge` so far.
+    pub(crate) fn get(bridge: u16, port: u32) -> (u64, u64) {
+        totals().lock().unwrap_or_else(|e| e.into_inner()).get(&(bridge, port)).copied().unwrap_or_default()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn crossings_add_up_per_receiving_port() {
+            // A bridge number no other test uses.
+            let b = u16::MAX - 7;
+            super::count(b, 3, 100);
+            super::count(b, 3, 60);
+            super::count(b, 4, 10);
+            assert_eq!(super::get(b, 3), (0, 0), "not before the thread's hand-over");
+            super::flush();
+            assert_eq!(super::get(b, 3), (2, 160));
+            assert_eq!(super::get(b, 4), (1, 10));
+            std::thread::spawn(move || {
+                super::count(b, 3, 40);
+                super::flush();
+            })
+            .join()
+            .unwrap();
+            assert_eq!(super::get(b, 3), (3, 200));
+        }
     }
 }

@@ -46,7 +46,8 @@
 //! - Written back, as ovs-vswitchd writes them: `Interface.ofport`, `error`, `link_state`,
 //!   `admin_state`, `mtu`, `mac_in_use`, `ifindex`, and every `stats_interval` (OVS: 5 s)
 //!   `statistics` (the kernel's counters of the interface, as OVS's netdev-linux reports them;
-//!   a patch port's own counters, [`Control::patch_port_counters`]);
+//!   a patch port's own counters with the packets crossed through it,
+//!   [`Control::patch_port_counters`]);
 //!   `Bridge.datapath_id` (`other_config:datapath-id`, or the smallest MAC of its interfaces
 //!   as OVS derives it); `Open_vSwitch.datapath_types`/`iface_types`; and after each
 //!   reconfiguration `Open_vSwitch.cur_cfg = next_cfg`, so `ovs-vsctl` (without `--no-wait`)
@@ -67,16 +68,23 @@
 //!   them, as OVS writes for a listener; one that cannot be bound is logged and left out until
 //!   it changes) — and its `fail_mode` (`secure`, or `standalone` when empty). A controller
 //!   added gets its thread, one removed is retired (its connection closed), one kept keeps its
-//!   connection; `is_connected` and `status:state` (`ACTIVE`/`BACKOFF`) are written as
-//!   connections come and go; another target gets `status:last_error`. The fail mode is read
-//!   by the channel's fail-open watch at each tick (OVS's semantics: `standalone` with
-//!   controllers fails open after three probes without one admitted, `secure` never, and
-//!   leaving `standalone` or the last controller recovers). A standalone bridge left without
-//!   `Controller` rows gets `priority=0,actions=NORMAL` back if it lacks it, as ovs-vswitchd's
-//!   `bridge_configure_remotes` adds it (rqvs: when the controllers or the fail mode change; OVS:
-//!   at every reconfiguration). The switch, its PMDs, flows, megaflows and MAC table are not
-//!   touched; every bridge's switch always has a channel and a packet-in queue, so a controller
-//!   can come at any time.
+//!   connection. Each controller's `inactivity_probe` and `max_backoff` ([`Timing::ovs`]: OVS
+//!   3.1's reading — absent 5 s and 8 s, a probe of 0 none, the probe at least 5 s, the
+//!   fail-open trigger three of the configured intervals) are given to its connection live
+//!   ([`Channel::set_controllers_timed`]). Written back, when a connection's state changes
+//!   ([`controller_update`], OVS's `refresh_controller_status`): `is_connected`, `role`
+//!   (`other`/`master`/`slave`: its ROLE_REQUESTs) and `status` (`state`, `last_error`,
+//!   `sec_since_connect`, `sec_since_disconnect`); another target gets `status:last_error`.
+//!   The fail mode is read by the channel's fail-open watch at each tick (OVS's semantics:
+//!   `standalone` with controllers fails open after three probe intervals without one
+//!   admitted, `secure` never, and leaving `standalone` or the last controller recovers).
+//! - **Flows and the fail mode** as OVS's connmgr makes them ([`apply_channel`], [`flush`]):
+//!   a new bridge starts as OVS's ofproto (secure, no controllers, no flow) and is brought to
+//!   its row; the primary controllers ([`is_primary`]) going from none to some or back, or the
+//!   fail mode changing while there are none, flush every flow, group and meter, and a
+//!   standalone bridge without controllers gets `priority=0,actions=NORMAL` in the same
+//!   commit. The switch, its PMDs, megaflows and MAC table are not touched; every bridge's
+//!   switch always has a channel and a packet-in queue, so a controller can come at any time.
 //! - `ssl:`/`pssl:` targets use the `SSL` table (`Open_vSwitch.ssl`: `private_key`,
 //!   `certificate`, `ca_cert`, `bootstrap_ca_cert`; `ovs-vsctl set-ssl`), loaded by
 //!   [`crate::tls`] (`SslFiles::load`) when the row or one of its files (its modification
@@ -97,11 +105,11 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - Not yet: `Controller.inactivity_probe`/`max_backoff`/`role` (rqvs's 5 s probe and 8 s
-//!   backoff for every controller; `--openflow` and `--controller` are refused with
-//!   `--ovsdb`), the other `Flow_Table` columns, and patch
-//!   ports crossed inside the translation as OVS crosses them (one megaflow over both bridges;
-//!   docs/ovs-dropin.md and ARCHITECTURE.md say what that needs).
+//! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`
+//!   and `type` (rate limits, in-band `connection_mode`, `enable_async_messages`, `dscp`) and
+//!   the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
+//!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
+//!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -120,7 +128,9 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
 use crate::bridges::Bridges;
 use crate::normal::PortVlan;
-use crate::openflow::{Channel, ChannelConfig, ControllerTarget, FailMode, ListenTarget, OpenflowListener, Tls};
+use crate::openflow::{
+    Channel, ChannelConfig, ControllerStatus, ControllerTarget, FailMode, ListenTarget, OpenflowListener, Timing, Tls,
+};
 use crate::shared::SharedPmds;
 use crate::unixctl::UnixctlServer;
 use crate::{ctl, Control, Error, FinalReport, PortSource, Switch, SwitchConfig};
@@ -136,7 +146,9 @@ pub type MakeConfig<'a> = Box<dyn Fn(Vec<PortSource>, Vec<Rule>) -> Result<Switc
 pub struct VswitchdConfig<'a> {
     pub remote: Remote,
     pub make: MakeConfig<'a>,
-    /// The OpenFlow table the first datapath starts with (OVS's is `priority=0,actions=NORMAL`).
+    /// The OpenFlow table each new bridge starts with (`--rules`); empty: the one OVS gives a
+    /// new bridge (`priority=0,actions=NORMAL` when standalone without controllers, else
+    /// none: [`start_datapath`]).
     pub rules: Vec<Rule>,
     pub unixctl: Option<UnixctlServer>,
     pub ctl: Option<ctl::Listener>,
@@ -183,12 +195,15 @@ struct IfaceStatus {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Identity {
     ports: Vec<PlannedPort>,
-    /// Its `tcp:`/`ssl:` controller targets: connected to.
-    controllers: Vec<ControllerTarget>,
+    /// Its `tcp:`/`ssl:` controller targets: connected to, each with its timers
+    /// (`inactivity_probe`, `max_backoff`).
+    controllers: Vec<(ControllerTarget, Timing)>,
     secure: bool,
-    /// How many `Controller` rows the bridge has, of any target (OVS adds its
-    /// `priority=0,actions=NORMAL` flow to a standalone bridge that has none).
-    controller_rows: usize,
+    /// How many primary controllers the bridge has (OVS's `connmgr_has_controllers`: the
+    /// `Controller` rows of an active target, `tcp:`/`ssl:`/`unix:`, whether rqvs can reach
+    /// them or not; `type` says otherwise when set). A change between none and some, or of
+    /// the fail mode while there are none, flushes the bridge's flows ([`apply_channel`]).
+    primaries: usize,
     datapath_id: u64,
     /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
     mgmt: Option<PathBuf>,
@@ -231,6 +246,21 @@ struct PlannedController {
     uuid: Uuid,
     target: String,
     addr: Result<Target, String>,
+    /// Its `inactivity_probe` and `max_backoff` ([`Timing::ovs`]).
+    timing: Timing,
+    /// A primary controller (OVS's `OFCONN_PRIMARY`, [`is_primary`]).
+    primary: bool,
+}
+
+/// Is a `Controller` row a primary controller, as ovs-vswitchd's
+/// `get_controller_ofconn_type` says: its `type` column when set, else whether its target is
+/// an active one (`tcp:`, `ssl:`, `unix:`; the passive `ptcp:`, `pssl:`, `punix:` are service
+/// connections).
+fn is_primary(target: &str, ty: Option<&str>) -> bool {
+    match ty {
+        Some(t) => t == "primary",
+        None => ["tcp:", "ssl:", "unix:"].iter().any(|p| target.starts_with(p)),
+    }
 }
 
 /// What the database asks for: every `netdev` bridge's plan, by name.
@@ -468,7 +498,9 @@ fn plan(
                 "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ssl:IP[:PORT], ptcp:[PORT][:IP], pssl:[PORT][:IP] or punix:PATH only)"
             ))
         };
-        p.controllers.push(PlannedController { uuid: cu, target, addr });
+        let timing = Timing::ovs(c.int("inactivity_probe"), c.int("max_backoff"));
+        let primary = is_primary(&target, c.str("type"));
+        p.controllers.push(PlannedController { uuid: cu, target, addr, timing, primary });
     }
     let (prefixes, notes) = flow_table_prefixes(r, br);
     p.prefixes = prefixes;
@@ -543,7 +575,7 @@ impl Plan {
                 .controllers
                 .iter()
                 .filter_map(|c| match &c.addr {
-                    Ok(Target::Active(a)) => Some(*a),
+                    Ok(Target::Active(a)) => Some((*a, c.timing)),
                     _ => None,
                 })
                 .collect(),
@@ -556,7 +588,7 @@ impl Plan {
                 })
                 .collect(),
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
-            controller_rows: self.controllers.len(),
+            primaries: self.controllers.iter().filter(|c| c.primary).count(),
             prefixes: self.prefixes.clone(),
             datapath_id: br.map_or(0, |b| u64::from_str_radix(&datapath_id(b, &self.ports), 16).unwrap_or(0)),
             mgmt: None,
@@ -680,7 +712,7 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
             log(&format!("rqvs switch: ovsdb: controllers: {e}"));
         }
         r.tls = tls.cloned();
-        if r.identity.controllers.iter().any(|t| t.tls)
+        if r.identity.controllers.iter().any(|(t, _)| t.tls)
             || want.listeners.iter().any(|l| matches!(l, Passive::Tcp(t) if t.tls))
         {
             log("rqvs switch: ovsdb: SSL settings changed: ssl: controllers reconnect, pssl: listeners bound again");
@@ -711,26 +743,20 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
         c.set_fail_mode(if want.secure { FailMode::Secure } else { FailMode::Standalone });
         log(&format!("rqvs switch: ovsdb: fail mode {}", if want.secure { "secure" } else { "standalone" }));
     }
-    let remotes_changed = now.secure != want.secure || now.controller_rows != want.controller_rows;
-    if remotes_changed && !want.secure && want.controller_rows == 0 {
-        // Before the controllers go, so a switch failed open keeps forwarding once it recovers.
-        let normal = Rule::new(0, 0, rqvs_flow::Match::ANY, rqvs_flow::Actions(vec![rqvs_flow::Action::Normal]));
-        let has = r
-            .control
-            .rules()
-            .iter()
-            .any(|x| x.table == 0 && x.priority == 0 && x.matches == normal.matches && x.actions == normal.actions);
-        if !has {
-            match r.control.add_flows(vec![normal]) {
-                Ok(_) => log("rqvs switch: ovsdb: standalone without controllers: priority=0,actions=NORMAL added"),
-                Err(e) => log(&format!("rqvs switch: ovsdb: adding priority=0,actions=NORMAL: {e}")),
-            }
-        }
+    // OVS's `connmgr_set_controllers` and `connmgr_set_fail_mode`: primary controllers coming
+    // (from none) or going (to none), or the fail mode changing while there are none, flush
+    // the bridge's flows, groups and meters — and a standalone bridge without controllers gets
+    // `priority=0,actions=NORMAL` (`connmgr_flushed`), in the same commit. Before the
+    // controllers change, so a switch failed open keeps forwarding once it recovers.
+    let had = now.primaries > 0;
+    let has = want.primaries > 0;
+    if had != has || (now.secure != want.secure && !has) {
+        flush(&r.control, !has && !want.secure, log);
     }
     if now.controllers != want.controllers {
-        match c.set_controllers(&want.controllers) {
+        match c.set_controllers_timed(&want.controllers) {
             Ok(()) => {
-                let names: Vec<String> = want.controllers.iter().map(controller_name).collect();
+                let names: Vec<String> = want.controllers.iter().map(|(t, _)| controller_name(t)).collect();
                 log(&format!(
                     "rqvs switch: ovsdb: controllers {}",
                     if names.is_empty() { "none".to_string() } else { names.join(", ") }
@@ -741,8 +767,43 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
     }
     r.identity.listeners = want.listeners.clone();
     r.identity.secure = want.secure;
-    r.identity.controller_rows = want.controller_rows;
-    r.identity.controllers = c.controllers();
+    r.identity.primaries = want.primaries;
+    r.identity.controllers = c.controllers_timed();
+}
+
+/// OVS's `ofproto_flush_flows`: every flow of every table (the fail-open rule, hidden, stays),
+/// every group and every meter removed — with `normal`, `priority=0,actions=NORMAL` added in
+/// the same commit (`connmgr_flushed` for a standalone bridge without controllers), so no
+/// frame meets an empty table between the two.
+fn flush(control: &Control, normal: bool, log: &LogFn) {
+    use rqvs_ofproto::record::{FlowFilter, FlowOp};
+    let mut ops = vec![
+        FlowOp::Delete(FlowFilter::all()),
+        FlowOp::Group(
+            rqvs_openflow::group::GroupModCommand::Delete,
+            rqvs_flow::group::Group {
+                id: rqvs_openflow::group::OFPG_ALL,
+                kind: rqvs_flow::group::GroupType::All,
+                buckets: Vec::new(),
+            },
+        ),
+    ];
+    if normal {
+        let rule = Rule::new(0, 0, rqvs_flow::Match::ANY, rqvs_flow::Actions(vec![rqvs_flow::Action::Normal]));
+        ops.push(FlowOp::add(rule));
+    }
+    use rqvs_openflow::meter::{Meter, MeterMod, MeterModCommand, OFPM_ALL};
+    let all = MeterMod { command: MeterModCommand::Delete, meter: Meter { id: OFPM_ALL, flags: 0, bands: Vec::new() } };
+    // Their flows go with every flow (a delete of OFPM_ALL is never refused).
+    let meters = control.meters().apply(&all).map_or(0, |gone| gone.len());
+    match control.apply_ops(&ops) {
+        Ok((_, removed)) => log(&format!(
+            "rqvs switch: ovsdb: flows flushed ({removed} removed{}{})",
+            if meters > 0 { format!(", {meters} meters") } else { String::new() },
+            if normal { "; standalone without controllers: priority=0,actions=NORMAL added" } else { "" }
+        )),
+        Err(e) => log(&format!("rqvs switch: ovsdb: flushing the flows: {e}")),
+    }
 }
 
 /// A controller as [`Channel::connected_controllers`] names it (`tcp:IP:PORT`, `ssl:IP:PORT`).
@@ -820,7 +881,11 @@ impl Drop for Mgmt {
 }
 
 /// Starts a bridge's switch with `id`'s ports and its channel ([`apply_channel`]: its
-/// listeners, controllers and fail mode, as they are then changed live).
+/// listeners, controllers and fail mode, as they are then changed live). `fresh`: a new
+/// bridge, whose table is made as OVS makes a new bridge's — from an ofproto in `secure` mode
+/// without controllers, brought to the bridge's (a standalone bridge without controllers
+/// gets `priority=0,actions=NORMAL`, any other none) — unless `rules` (`--rules`) are given:
+/// then it starts with those. A restarted bridge keeps `rules`, its table.
 fn start_datapath(
     cfg: &VswitchdConfig<'_>,
     id: &Identity,
@@ -828,7 +893,9 @@ fn start_datapath(
     shared: &Arc<SharedPmds>,
     mgmt: Option<&Mgmt>,
     tls: Option<&Arc<Tls>>,
+    fresh: bool,
 ) -> Result<Running, Error> {
+    let ovs_start = fresh && rules.is_empty();
     let ports = &id.ports;
     // Each interface a port, with its ofport ([`crate::ofports`]: the datapath's indices are
     // its own). Ports come and go while it runs ([`apply_ports`]); it may start with none.
@@ -868,9 +935,13 @@ fn start_datapath(
         }
     };
     // The channel as started: no controllers or listeners yet; `apply_channel` adds them.
-    // (`controller_rows` as `id`'s: the table it starts with is the one it was given — OVS's
-    // NORMAL flow is added only at a change of the controllers or the fail mode.)
-    let bare = Identity { controllers: Vec::new(), listeners: Vec::new(), ..id.clone() };
+    // (A restarted bridge's or `--rules`'s table is kept: `primaries` and the fail mode as
+    // `id`'s, nothing flushed. A fresh one starts as OVS's ofproto: secure, no controllers.)
+    let mut bare = Identity { controllers: Vec::new(), listeners: Vec::new(), ..id.clone() };
+    if ovs_start {
+        bare.secure = true;
+        bare.primaries = 0;
+    }
     let mut r = Running {
         switch,
         control,
@@ -973,18 +1044,19 @@ fn opt_str(s: Option<&str>) -> Datum {
     s.map_or_else(Datum::empty, Datum::one)
 }
 
-/// The writes that bring the database to what the switch is (module docs).
-/// `patch`: each patch interface's counters ([`Control::patch_port_counters`]), by name.
+/// The writes that bring the database to what the switch is (module docs). `controllers`:
+/// each bridge's controllers' state ([`Channel::controller_status`]), by bridge; `patch`: each
+/// patch interface's counters ([`Control::patch_port_counters`]), by name.
 fn status_ops(
     r: &Replica,
     ps: &Plans,
     stats_due: bool,
-    connected: &BTreeMap<String, Vec<String>>,
+    controllers: &BTreeMap<String, Vec<(ControllerTarget, ControllerStatus)>>,
     patch: &BTreeMap<String, [u64; 6]>,
 ) -> Vec<Op> {
     let mut ops = Vec::new();
     for p in &ps.bridges {
-        bridge_status_ops(r, p, stats_due, connected.get(p.name()).map_or(&[], Vec::as_slice), patch, &mut ops);
+        bridge_status_ops(r, p, stats_due, controllers.get(p.name()).map_or(&[], Vec::as_slice), patch, &mut ops);
     }
     if let Some((uuid, next_cfg)) = &ps.ovs {
         let want = Row::new()
@@ -999,33 +1071,76 @@ fn status_ops(
     ops
 }
 
+/// What a `Controller` row says, as ovs-vswitchd's `refresh_controller_status` writes it: for
+/// an active target its `is_connected`, `role` and `status` (`state`, `last_error`,
+/// `sec_since_connect`, `sec_since_disconnect`: [`ControllerStatus`]; before its thread has a
+/// state, `BACKOFF`); for a listener `false`, no role, an empty status; for a target rqvs
+/// does not take, its `last_error`. `None` when the row says it already — the seconds apart:
+/// like OVS, rqvs rewrites them only with a change of the rest (its connectivity), not every
+/// second.
+fn controller_update(row: Option<&Row>, addr: &Result<Target, String>, st: Option<&ControllerStatus>) -> Option<Row> {
+    let (connected, role, pairs): (bool, Option<&str>, Vec<(&str, String)>) = match addr {
+        Ok(Target::Passive(_)) => (false, None, Vec::new()),
+        Err(e) => (false, None, vec![("last_error", e.clone())]),
+        Ok(Target::Active(_)) => match st {
+            None => (false, Some("other"), vec![("state", "BACKOFF".to_string())]),
+            Some(st) => {
+                let mut pairs = vec![("state", st.state.to_string())];
+                if let Some(e) = &st.last_error {
+                    pairs.push(("last_error", e.clone()));
+                }
+                if let Some(d) = st.since_connect {
+                    pairs.push(("sec_since_connect", d.as_secs().to_string()));
+                }
+                if let Some(d) = st.since_disconnect {
+                    pairs.push(("sec_since_disconnect", d.as_secs().to_string()));
+                }
+                (st.is_connected, Some(st.role), pairs)
+            }
+        },
+    };
+    // The status's keys without the seconds' values, as the row has them and as wanted.
+    let settled = |pairs: Vec<(String, String)>| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = pairs
+            .into_iter()
+            .map(|(k, v)| if k.starts_with("sec_since_") { (k, String::new()) } else { (k, v) })
+            .collect();
+        v.sort();
+        v
+    };
+    let had = row.and_then(|r| r.get("status")).map(|d| {
+        d.pairs().iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string()))).collect()
+    });
+    let want_pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    let same_status = had.map(settled) == Some(settled(want_pairs));
+    let want = Row::new().with("is_connected", Datum::one(connected)).with("role", opt_str(role));
+    let upd = changed(row, want);
+    if upd.0.is_empty() && same_status {
+        return None;
+    }
+    Some(
+        Row::new()
+            .with("is_connected", Datum::one(connected))
+            .with("role", opt_str(role))
+            .with("status", Datum::map(pairs)),
+    )
+}
+
 /// [`status_ops`] of one bridge: its controllers, interfaces and datapath id.
 fn bridge_status_ops(
     r: &Replica,
     p: &Plan,
     stats_due: bool,
-    connected: &[String],
+    statuses: &[(ControllerTarget, ControllerStatus)],
     patch: &BTreeMap<String, [u64; 6]>,
     ops: &mut Vec<Op>,
 ) {
     for c in &p.controllers {
-        let want = match &c.addr {
-            // A listener: no connection of its own to report (as OVS).
-            Ok(Target::Passive(_)) => {
-                Row::new().with("is_connected", Datum::one(false)).with("status", Datum::map::<&str, &str>([]))
-            }
-            Ok(Target::Active(a)) => {
-                let up = connected.iter().any(|t| *t == controller_name(a));
-                Row::new()
-                    .with("is_connected", Datum::one(up))
-                    .with("status", Datum::map([("state", if up { "ACTIVE" } else { "BACKOFF" })]))
-            }
-            Err(e) => Row::new()
-                .with("is_connected", Datum::one(false))
-                .with("status", Datum::map([("last_error", e.as_str())])),
+        let status = match &c.addr {
+            Ok(Target::Active(a)) => statuses.iter().find(|(t, _)| t == a).map(|(_, s)| s.clone()),
+            _ => None,
         };
-        let upd = changed(r.row("Controller", &c.uuid), want);
-        if !upd.0.is_empty() {
+        if let Some(upd) = controller_update(r.row("Controller", &c.uuid), &c.addr, status.as_ref()) {
             ops.push(Op::update("Controller", vec![Condition::uuid(&c.uuid)], upd));
         }
     }
@@ -1181,8 +1296,11 @@ struct BridgeRun {
     taps: BTreeMap<String, TapKeeper>,
     /// Its OpenFlow table when its switch is stopped (kept across restarts).
     rules: Vec<Rule>,
-    /// Its controllers' targets connected at the last look.
-    connected: Vec<String>,
+    /// Its switch has never started: its table is made as OVS makes a new bridge's
+    /// ([`start_datapath`]).
+    fresh: bool,
+    /// Its controllers' state at the last look ([`Channel::controller_status`]).
+    controllers: Vec<(ControllerTarget, ControllerStatus)>,
 }
 
 /// Runs until `stop` (or an `exit` through a socket): module docs. Returns each bridge's
@@ -1234,18 +1352,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         }
         let now = client.wait_change(seen, Duration::from_millis(100));
         let stats_due = last_stats.is_none_or(|t| t.elapsed() >= cfg.stats_interval);
-        let mut controllers_moved = false;
-        for b in runs.values_mut() {
-            let mut now_connected = b
-                .running
-                .as_ref()
-                .and_then(|r| r.channel.as_ref())
-                .map(Channel::connected_controllers)
-                .unwrap_or_default();
-            now_connected.sort();
-            controllers_moved |= now_connected != b.connected;
-            b.connected = now_connected;
-        }
+        let controllers_moved = refresh_controllers(&mut runs);
         if now == seen && !stats_due && !controllers_moved {
             continue;
         }
@@ -1257,43 +1364,14 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         let (_, replica) = client.snapshot();
         let mut ps = plans(&replica, &mut assigned);
         ps.notes.iter().for_each(|n| note(n.clone()));
-        let files = ssl_files(&replica);
-        // Loaded again when the row changes, or while it fails (a file not there yet).
-        if ssl.as_ref().map(|s| &s.0) != files.as_ref() || ssl.as_ref().is_some_and(|s| s.1.is_err()) {
-            ssl = files.map(|f| {
-                let loaded = f.load();
-                if loaded.is_ok() {
-                    log(&format!("rqvs switch: ovsdb: SSL: {}", f.describe()));
-                }
-                (f, loaded)
-            });
-        }
-        let tls: Result<Arc<Tls>, String> = match &ssl {
-            Some((_, Ok(t))) => Ok(Arc::clone(t)),
-            Some((_, Err(e))) => Err(e.clone()),
-            None => Err(NO_SSL.to_string()),
-        };
+        let tls = reload_ssl(&replica, &mut ssl, &log);
         for p in ps.bridges.iter_mut() {
             require_tls(p, &tls);
         }
-        // The bridges gone: their switches stopped, their sockets and tap devices removed.
-        let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
-        let mut failed = None;
-        for name in gone {
-            bridges.remove(&name);
-            if let Some(b) = runs.remove(&name) {
-                if let Some(r) = b.running {
-                    match stop_datapath(&name, r) {
-                        Ok((_, g)) => generations.push(g),
-                        Err(e) => failed = Some(e),
-                    }
-                }
-                log(&format!("rqvs switch: ovsdb: bridge {name} removed"));
-            }
-        }
-        if let Some(e) = failed {
+        if let Err(e) = stop_gone(&mut runs, &ps, &bridges, &mut generations, &log) {
             break Err(e);
         }
+        let mut failed = None;
         for p in ps.bridges.iter_mut() {
             let name = p.name().to_string();
             let b = runs.entry(name.clone()).or_insert_with(|| BridgeRun {
@@ -1303,7 +1381,8 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
                 mgmt: None,
                 taps: BTreeMap::new(),
                 rules: rules0.clone(),
-                connected: Vec::new(),
+                fresh: true,
+                controllers: Vec::new(),
             });
             keep_taps(p, &mut b.taps);
             p.notes.iter().for_each(|n| note(format!("bridge {name}: {n}")));
@@ -1326,38 +1405,16 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         if let Some(e) = failed {
             break Err(e);
         }
-        // `rqvs ctl` is served by one bridge's switch: the first by name that runs.
         if let Some(l) = &ctl_listener {
-            if !runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.serves_ctl) {
-                if let Some(r) = runs.values_mut().find_map(|b| b.running.as_mut()) {
-                    let (l, c) = (Arc::clone(l), Arc::clone(&r.control));
-                    match std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c)) {
-                        Ok(t) => {
-                            r.servers.push(t);
-                            r.serves_ctl = true;
-                        }
-                        Err(e) => note(format!("ctl thread: {e}")),
-                    }
-                }
-            }
+            serve_ctl(l, &mut runs, &mut note);
         }
-        let connected: BTreeMap<String, Vec<String>> =
-            runs.iter().map(|(n, b)| (n.clone(), b.connected.clone())).collect();
-        let patch: BTreeMap<String, [u64; 6]> = if stats_due {
-            runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
-        } else {
-            BTreeMap::new()
-        };
-        let ops = status_ops(&replica, &ps, stats_due, &connected, &patch);
         if stats_due {
             last_stats = Some(Instant::now());
         }
-        if !ops.is_empty() {
-            if let Err(e) = client.transact(&ops) {
-                note(format!("writing the status: {e}"));
-                // Try again at the next change or statistics tick.
-                last_stats = None;
-            }
+        if let Err(e) = write_back(&client, &replica, &ps, &runs, stats_due) {
+            note(format!("writing the status: {e}"));
+            // Try again at the next change or statistics tick.
+            last_stats = None;
         }
         // The database's configuration is applied and written back: what a supervisor (systemd,
         // `--detach`'s parent) waits for. Sent once per process.
@@ -1367,10 +1424,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     for (name, b) in std::mem::take(&mut runs) {
         bridges.remove(&name);
         if let Some(r) = b.running {
-            match stop_datapath(&name, r) {
-                Ok((_, g)) => generations.push(g),
-                Err(e) => end = end.and(Err(e)),
-            }
+            end = end.and(stop_datapath(&name, r).map(|(_, g)| generations.push(g)));
         }
     }
     bridges.request_stop();
@@ -1380,6 +1434,115 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     // Every bridge's loops have ended: the PMD threads end.
     drop(shared);
     end.map(|()| generations)
+}
+
+/// Reads each bridge's controllers' state ([`Channel::controller_status`]) into its run;
+/// true when one's connectivity changed (the seconds apart: not every second is a change).
+fn refresh_controllers(runs: &mut BTreeMap<String, BridgeRun>) -> bool {
+    let settled = |v: &[(ControllerTarget, ControllerStatus)]| -> Vec<(ControllerTarget, ControllerStatus)> {
+        v.iter()
+            .map(|(t, s)| (*t, ControllerStatus { since_connect: None, since_disconnect: None, ..s.clone() }))
+            .collect()
+    };
+    let mut moved = false;
+    for b in runs.values_mut() {
+        let now =
+            b.running.as_ref().and_then(|r| r.channel.as_ref()).map(Channel::controller_status).unwrap_or_default();
+        moved |= settled(&now) != settled(&b.controllers);
+        b.controllers = now;
+    }
+    moved
+}
+
+/// The `SSL` table's TLS settings: loaded again when the row (or a file of it) changes, or
+/// while it fails (a file not there yet); the error when there are none to use.
+fn reload_ssl(
+    replica: &Replica,
+    ssl: &mut Option<(SslFiles, Result<Arc<Tls>, String>)>,
+    log: &LogFn,
+) -> Result<Arc<Tls>, String> {
+    let files = ssl_files(replica);
+    if ssl.as_ref().map(|s| &s.0) != files.as_ref() || ssl.as_ref().is_some_and(|s| s.1.is_err()) {
+        *ssl = files.map(|f| {
+            let loaded = f.load();
+            if loaded.is_ok() {
+                log(&format!("rqvs switch: ovsdb: SSL: {}", f.describe()));
+            }
+            (f, loaded)
+        });
+    }
+    match ssl {
+        Some((_, Ok(t))) => Ok(Arc::clone(t)),
+        Some((_, Err(e))) => Err(e.clone()),
+        None => Err(NO_SSL.to_string()),
+    }
+}
+
+/// The bridges no longer in the plans: their switches stopped (their reports kept in
+/// `generations`), their sockets and tap devices removed.
+fn stop_gone(
+    runs: &mut BTreeMap<String, BridgeRun>,
+    ps: &Plans,
+    bridges: &Bridges,
+    generations: &mut Vec<Generation>,
+    log: &LogFn,
+) -> Result<(), Error> {
+    let gone: Vec<String> = runs.keys().filter(|n| !ps.bridges.iter().any(|p| p.name() == *n)).cloned().collect();
+    let mut failed = Ok(());
+    for name in gone {
+        bridges.remove(&name);
+        if let Some(b) = runs.remove(&name) {
+            if let Some(r) = b.running {
+                match stop_datapath(&name, r) {
+                    Ok((_, g)) => generations.push(g),
+                    Err(e) => failed = Err(e),
+                }
+            }
+            log(&format!("rqvs switch: ovsdb: bridge {name} removed"));
+        }
+    }
+    failed
+}
+
+/// `rqvs ctl` is served by one bridge's switch: the first by name that runs (a new one when
+/// the one serving it stopped).
+fn serve_ctl(l: &Arc<ctl::Listener>, runs: &mut BTreeMap<String, BridgeRun>, note: &mut dyn FnMut(String)) {
+    if runs.values().filter_map(|b| b.running.as_ref()).any(|r| r.serves_ctl) {
+        return;
+    }
+    if let Some(r) = runs.values_mut().find_map(|b| b.running.as_mut()) {
+        let (l, c) = (Arc::clone(l), Arc::clone(&r.control));
+        match std::thread::Builder::new().name("ctl".into()).spawn(move || l.serve(&c)) {
+            Ok(t) => {
+                r.servers.push(t);
+                r.serves_ctl = true;
+            }
+            Err(e) => note(format!("ctl thread: {e}")),
+        }
+    }
+}
+
+/// Writes back what differs from the database ([`status_ops`]; with `stats_due`, the
+/// statistics too).
+fn write_back(
+    client: &Client,
+    replica: &Replica,
+    ps: &Plans,
+    runs: &BTreeMap<String, BridgeRun>,
+    stats_due: bool,
+) -> Result<(), String> {
+    let controllers: BTreeMap<String, Vec<(ControllerTarget, ControllerStatus)>> =
+        runs.iter().map(|(n, b)| (n.clone(), b.controllers.clone())).collect();
+    let patch: BTreeMap<String, [u64; 6]> = if stats_due {
+        runs.values().filter_map(|b| b.running.as_ref()).flat_map(|r| r.control.patch_port_counters()).collect()
+    } else {
+        BTreeMap::new()
+    };
+    let ops = status_ops(replica, ps, stats_due, &controllers, &patch);
+    if ops.is_empty() {
+        return Ok(());
+    }
+    client.transact(&ops).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// Brings one bridge's switch to its plan `p`: ports attached and removed live, or the switch
@@ -1423,7 +1586,8 @@ fn apply_bridge(
             b.rules = kept;
             generations.push(g);
         }
-        match start_datapath(cfg, &want, b.rules.clone(), shared, b.mgmt.as_ref(), tls) {
+        let fresh = std::mem::replace(&mut b.fresh, false);
+        match start_datapath(cfg, &want, b.rules.clone(), shared, b.mgmt.as_ref(), tls, fresh) {
             Ok(r) => {
                 let names: Vec<String> = p.ports.iter().map(|x| format!("{}={}", x.ofport, x.spec)).collect();
                 log(&format!(
@@ -1443,7 +1607,7 @@ fn apply_bridge(
                 b.start_error = e.to_string();
                 // Keep the sockets answering on a switch without ports.
                 let bare = Identity { mgmt: want.mgmt.clone(), ..Identity::default() };
-                let r = start_datapath(cfg, &bare, b.rules.clone(), shared, b.mgmt.as_ref(), tls)?;
+                let r = start_datapath(cfg, &bare, b.rules.clone(), shared, b.mgmt.as_ref(), tls, fresh)?;
                 bridges.set(name, Arc::clone(&r.control));
                 b.running = Some(r);
             }
@@ -1632,6 +1796,8 @@ mod tests {
                 uuid: Uuid::parse(&uuid(20 + i as u32)).unwrap(),
                 target: t.to_string(),
                 addr: addr.map_err(|e| e.0),
+                timing: Timing::ovs(None, None),
+                primary: is_primary(t, None),
             });
         }
         require_tls(&mut p, &Err(NO_SSL.to_string()));
@@ -1640,6 +1806,64 @@ mod tests {
         assert!(p.controllers[2].addr.is_ok());
         assert_eq!(ssl_files(&replica(&[])), None, "no SSL row");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn controller_timers_and_kind_as_ovs_reads_them() {
+        let t = |p, b| Timing::ovs(p, b);
+        let s = Duration::from_secs;
+        // Absent: 5 s probe, 8 s backoff.
+        assert_eq!(t(None, None), Timing { probe: s(5), interval: s(5), max_backoff: s(8) });
+        // 0: no probes (and no fail-open delay from this controller).
+        assert_eq!(t(Some(0), None).probe, Duration::ZERO);
+        assert_eq!(t(Some(0), None).interval, Duration::ZERO);
+        // Below a second: 1 s, the probe itself 5 s (rconn's minimum); the trigger 3 x 1 s.
+        assert_eq!(t(Some(300), None), Timing { probe: s(5), interval: s(1), max_backoff: s(8) });
+        assert_eq!(t(Some(-7), None).interval, s(1));
+        assert_eq!(t(Some(12_999), Some(2500)), Timing { probe: s(12), interval: s(12), max_backoff: s(2) });
+        assert_eq!(t(Some(1000), Some(1000)).max_backoff, s(1));
+        assert_eq!(t(None, Some(0)).max_backoff, s(1), "at least 1 s (the schema's minimum is 1000)");
+        // Primary controllers: the active targets, or as `type` says.
+        assert!(is_primary("tcp:127.0.0.1:6653", None));
+        assert!(is_primary("unix:/x", None));
+        assert!(!is_primary("ptcp:6653", None));
+        assert!(!is_primary("punix:/x", None));
+        assert!(is_primary("ptcp:6653", Some("primary")));
+        assert!(!is_primary("tcp:1.2.3.4", Some("service")));
+    }
+
+    #[test]
+    fn controller_rows_are_rewritten_when_their_connectivity_changes() {
+        let tcp = Ok(Target::Active(crate::openflow::parse_controller("tcp:127.0.0.1:6653").unwrap()));
+        let st = |connected: bool, role: &'static str, secs: u64| ControllerStatus {
+            is_connected: connected,
+            role,
+            state: if connected { "ACTIVE" } else { "BACKOFF" },
+            last_error: (!connected).then(|| "Connection refused".to_string()),
+            since_connect: connected.then(|| Duration::from_secs(secs)),
+            since_disconnect: Some(Duration::from_secs(secs + 1)),
+        };
+        let first = controller_update(None, &tcp, Some(&st(true, "master", 3))).unwrap();
+        assert_eq!(first.bool("is_connected"), Some(true));
+        assert_eq!(first.str("role"), Some("master"));
+        assert_eq!(first.map_get("status", "state"), Some("ACTIVE"));
+        assert_eq!(first.map_get("status", "sec_since_connect"), Some("3"));
+        assert_eq!(first.map_get("status", "sec_since_disconnect"), Some("4"));
+        assert_eq!(first.map_get("status", "last_error"), None);
+        let row = Row::from_json(&first.to_json()).unwrap();
+        // Only the seconds moved: nothing written.
+        assert!(controller_update(Some(&row), &tcp, Some(&st(true, "master", 9))).is_none());
+        // The role or the connection changed: the row, seconds and all.
+        assert!(controller_update(Some(&row), &tcp, Some(&st(true, "slave", 9))).is_some());
+        let down = controller_update(Some(&row), &tcp, Some(&st(false, "other", 9))).unwrap();
+        assert_eq!(down.map_get("status", "last_error"), Some("Connection refused"));
+        assert_eq!(down.map_get("status", "state"), Some("BACKOFF"));
+        assert_eq!(down.map_get("status", "sec_since_connect"), None);
+        assert_eq!(down.str("role"), Some("other"));
+        // A listener: not connected, no role, an empty status.
+        let passive = Ok(Target::Passive(Passive::Unix(PathBuf::from("/x"))));
+        let l = controller_update(None, &passive, None).unwrap();
+        assert_eq!(l.get("role"), Some(&Datum::empty()));
     }
 
     #[test]

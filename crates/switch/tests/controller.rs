@@ -458,6 +458,16 @@ fn bad_packet_outs_are_refused_with_their_errors() {
         // A role that does not exist: ROLE_REQUEST_FAILED/BAD_ROLE.
         let xid = of.send(&Message::RoleRequest(Role { role: 7, generation_id: 0 }));
         assert_eq!(of.error_for(xid), OfError { kind: 11, code: 2 }, "{v}: role 7");
+        // A MASTER or SLAVE request older than the last accepted one: ROLE_REQUEST_FAILED/STALE
+        // (OVS's generation_id check); the reply carries the last accepted generation_id.
+        of.send(&Message::RoleRequest(Role { role: 2, generation_id: 1 }));
+        let gen = of.expect(WAIT, "ROLE_REPLY", |_, m| match m {
+            Message::RoleReply(r) => Some((r.role, r.generation_id)),
+            _ => None,
+        });
+        assert_eq!(gen, (2, 1), "{v}: master, generation 1");
+        let xid = of.send(&Message::RoleRequest(Role { role: 3, generation_id: 0 }));
+        assert_eq!(of.error_for(xid), OfError { kind: 11, code: 0 }, "{v}: generation 0 after 1");
         // A slave may not send packets.
         of.role(3);
         let xid = of.send(&po(OFP_NO_BUFFER, 1, vec![Action::Output(2)], f.clone()));

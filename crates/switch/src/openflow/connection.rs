@@ -29,7 +29,9 @@ use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, 
 
 use super::bundled::Bundled;
 use super::transport::{Halves, Socket, Stream};
-use super::{controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_SLAVE, WRITE_QUEUE};
+use super::{
+    controller, packet_out, Hub, Peer, MAX_BUNDLES, MAX_BUNDLE_MSGS, MAX_RUN, ROLE_EQUAL, ROLE_SLAVE, WRITE_QUEUE,
+};
 use crate::flowstats::FlowStat;
 use crate::{Counts, FlowFilter, FlowOp, FlowSpec, OpError};
 use rqvs_ofproto::meters::MeterTable;
@@ -41,6 +43,8 @@ const VERSIONS: [u8; 3] = [OFP10, OFP13, OFP14];
 
 /// `OFPBRC_BAD_EXPERIMENTER`.
 const BAD_EXPERIMENTER: OfError = OfError { kind: 1, code: 3 };
+/// `OFPRRFC_STALE`: a MASTER/SLAVE request whose generation_id is older than the last one.
+const STALE: OfError = OfError { kind: 11, code: 0 };
 /// `OFPRRFC_BAD_ROLE`: a role other than NOCHANGE, EQUAL, MASTER, SLAVE.
 const BAD_ROLE: OfError = OfError { kind: 11, code: 2 };
 /// `OFPTFFC_EPERM`: the table features cannot be changed.
@@ -57,16 +61,20 @@ const PART: usize = 128;
 const READ_CHUNK: usize = 256 * 1024;
 /// An active connection connected this long counts as admitted whatever it sent (OVS's rconn).
 const ADMIT_AFTER: Duration = Duration::from_secs(30);
+/// `ETIMEDOUT` as OVS words it (a probe unanswered, no HELLO in time).
+const TIMED_OUT: &str = "Connection timed out";
+
 /// How long a read waits before the connection looks at the clock (probes, stop).
 const READ_TICK: Duration = Duration::from_millis(50);
 
 /// Who opened the connection.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) enum Kind {
     /// A client connected to `--openflow`.
     Passive,
-    /// The switch connected to a `--controller`; probed after `probe` of silence.
-    Active { probe: Duration },
+    /// The switch connected to a `--controller`; probed after its cell's probe interval of
+    /// silence (read at each tick: it changes live), its state kept there.
+    Active { cell: Arc<controller::ControllerCell> },
 }
 
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
@@ -113,6 +121,10 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         }
     };
     let me = hub.register(name.clone(), matches!(kind, Kind::Active { .. }), out.clone());
+    let cell = match &kind {
+        Kind::Active { cell } => Some(cell.clone()),
+        Kind::Passive => None,
+    };
     let mut c = Connection {
         stream: reader,
         name,
@@ -132,9 +144,13 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         pending: None,
         socket: socket.try_clone().ok(),
         retired: retired.clone(),
+        end: None,
     };
     c.run();
     let _ = c.settle_pending();
+    if let Some(cell) = cell {
+        cell.disconnected(c.end.take());
+    }
     hub.unregister(me.id);
     if c.admitted {
         controller::gone(hub);
@@ -206,6 +222,9 @@ struct Connection {
     socket: Option<Socket>,
     /// Set when its controller or listener is removed ([`serve`]).
     retired: Arc<AtomicBool>,
+    /// Why the connection ended, as OVS words it for `Controller.status:last_error` (`None`:
+    /// closed by the switch).
+    end: Option<String>,
 }
 
 /// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
@@ -300,11 +319,16 @@ impl Connection {
                 }
             }
             match read {
-                Ok(0) => return,
+                Ok(0) => {
+                    self.end = Some("End of file".into());
+                    return;
+                }
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
                     self.last_rx = Instant::now();
-                    self.probe_sent = None;
+                    if self.probe_sent.take().is_some() {
+                        self.set_state(controller::RconnState::Active);
+                    }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
                     // Nothing more came: the run in flight is answered, its barriers too.
@@ -315,9 +339,13 @@ impl Connection {
                 Err(e) if e.kind() == ErrorKind::InvalidData => {
                     // A TLS failure (a certificate the CA did not sign, a protocol error).
                     crate::log_warn!("rqvs switch: openflow {}: {e}: disconnecting", self.name);
+                    self.end = Some(controller::strerror(&e));
                     return;
                 }
-                Err(_) => return,
+                Err(e) => {
+                    self.end = Some(controller::strerror(&e));
+                    return;
+                }
             }
         }
     }
@@ -333,16 +361,26 @@ impl Connection {
                 self.hub.hello_timeout.as_secs_f64()
             );
             self.hub.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+            self.end = Some(TIMED_OUT.into());
             return false;
         }
-        let Kind::Active { probe } = self.kind else { return true };
+        let Kind::Active { cell } = &self.kind else { return true };
+        let probe = cell.timing().probe;
+        if probe.is_zero() {
+            return true; // probing disabled (`inactivity_probe=0`)
+        }
         let Some(v) = self.version else {
             // No HELLO within two intervals: not an OpenFlow peer that is alive.
-            return self.last_rx.elapsed() < 2 * probe || self.connected.elapsed() < 2 * probe;
+            let alive = self.last_rx.elapsed() < 2 * probe || self.connected.elapsed() < 2 * probe;
+            if !alive {
+                self.end = Some(TIMED_OUT.into());
+            }
+            return alive;
         };
         match self.probe_sent {
             None if self.last_rx.elapsed() >= probe => {
                 self.probe_sent = Some(Instant::now());
+                self.set_state(controller::RconnState::Idle);
                 self.send(v, 0, &Message::EchoRequest(Vec::new())).is_ok()
             }
             Some(t) if t.elapsed() >= probe => {
@@ -351,9 +389,17 @@ impl Connection {
                     self.name,
                     (self.last_rx.elapsed()).as_secs_f64()
                 );
+                self.end = Some(TIMED_OUT.into());
                 false
             }
             _ => true,
+        }
+    }
+
+    /// An active connection's state for `Controller.status` (a passive one has none).
+    fn set_state(&self, state: controller::RconnState) {
+        if let Kind::Active { cell } = &self.kind {
+            cell.rconn().state = state;
         }
     }
 
@@ -529,6 +575,11 @@ impl Connection {
             Some(v) => {
                 self.version = Some(v);
                 self.me.version.store(v, Ordering::Relaxed);
+                if let Kind::Active { cell } = &self.kind {
+                    let mut r = cell.rconn();
+                    r.state = controller::RconnState::Active;
+                    r.last_connected = Some(Instant::now());
+                }
                 Ok(())
             }
             None => {
@@ -604,10 +655,17 @@ impl Connection {
                     return self.error(v, xid, BAD_ROLE, bytes);
                 }
                 if r.role != 0 {
+                    // OVS's `handle_role_request`: a MASTER or SLAVE request carries a
+                    // generation_id (OpenFlow 1.2+; 1.0's Nicira request none), refused as
+                    // STALE when older than the last one accepted.
+                    let carries_id = r.role != ROLE_EQUAL && wire_version != OFP10;
+                    if carries_id && !self.hub.elect(r.generation_id) {
+                        return self.error(v, xid, STALE, bytes);
+                    }
                     self.hub.set_role(&self.me, r.role);
                 }
                 let role = self.me.role.load(Ordering::Relaxed);
-                Some(Message::RoleReply(Role { role, generation_id: r.generation_id }))
+                Some(Message::RoleReply(Role { role, generation_id: self.hub.election_id().unwrap_or(0) }))
             }
             Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {

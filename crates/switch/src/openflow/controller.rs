@@ -5,7 +5,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::connection::{self, Kind};
@@ -37,6 +37,135 @@ impl std::str::FromStr for FailMode {
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// A controller's timers: its inactivity probe and its longest reconnection wait (OVS's
+/// `Controller.inactivity_probe` and `max_backoff`). They change while its connection runs
+/// ([`super::Channel::set_controllers_timed`]): the probe at the connection's next tick, the
+/// backoff at once (a wait longer than the new maximum is cut to it, as OVS's
+/// `rconn_set_max_backoff` does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// Idle time after which the connection is sent an ECHO_REQUEST (and closed after as long
+    /// again without an answer); zero: never probed.
+    pub probe: Duration,
+    /// The interval the fail-open trigger counts three of (OVS: the configured interval, which
+    /// the probe itself raises to 5 s at least).
+    pub interval: Duration,
+    /// The longest wait between two connection attempts.
+    pub max_backoff: Duration,
+}
+
+impl Timing {
+    /// `--inactivity-probe` and `--max-backoff` as given.
+    pub fn new(probe: Duration, max_backoff: Duration) -> Timing {
+        Timing { probe, interval: probe, max_backoff }
+    }
+
+    /// From a `Controller` row's columns (milliseconds), as ovs-vswitchd 3.1 reads them
+    /// (`bridge_configure_remotes`, `rconn_set_probe_interval`, `rconn_set_max_backoff`):
+    /// `inactivity_probe` absent → 5 s; 0 → no probes; below 1000 → 1 s; else whole seconds
+    /// (truncated) — and the probe itself at least 5 s, while the fail-open trigger takes the
+    /// seconds as they are. `max_backoff` absent → 8 s, else whole seconds, at least 1 s.
+    pub fn ovs(inactivity_probe: Option<i64>, max_backoff: Option<i64>) -> Timing {
+        let secs: u64 = match inactivity_probe {
+            None => 5,
+            Some(0) => 0,
+            Some(ms) if ms < 1000 => 1,
+            Some(ms) => (ms / 1000) as u64,
+        };
+        let probe = if secs == 0 { Duration::ZERO } else { Duration::from_secs(secs.max(5)) };
+        let backoff = max_backoff.map_or(8, |ms| (ms / 1000).max(1) as u64);
+        Timing { probe, interval: Duration::from_secs(secs), max_backoff: Duration::from_secs(backoff) }
+    }
+}
+
+/// OVS's `rconn` states, as `Controller.status:state` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RconnState {
+    /// Waiting before the next attempt.
+    Backoff,
+    /// Connecting, or connected and waiting for the HELLO exchange.
+    Connecting,
+    /// Connected (HELLO exchanged), no probe outstanding.
+    Active,
+    /// Connected, an inactivity probe sent and not answered yet.
+    Idle,
+}
+
+impl RconnState {
+    pub fn name(self) -> &'static str {
+        match self {
+            RconnState::Backoff => "BACKOFF",
+            RconnState::Connecting => "CONNECTING",
+            RconnState::Active => "ACTIVE",
+            RconnState::Idle => "IDLE",
+        }
+    }
+}
+
+/// What a controller's connection has been through (OVS's `rconn` bookkeeping that
+/// `Controller.status` reports).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rconn {
+    pub state: RconnState,
+    /// Why the last connection attempt failed or the last connection ended (`None`: it was
+    /// closed by the switch itself).
+    pub last_error: Option<String>,
+    /// When the last connection completed its HELLO exchange, and when one last ended.
+    pub last_connected: Option<Instant>,
+    pub last_disconnected: Option<Instant>,
+}
+
+/// A controller's timers and state, shared by its thread, its connection and the channel.
+pub(crate) struct ControllerCell {
+    timing: Mutex<Timing>,
+    rconn: Mutex<Rconn>,
+}
+
+impl ControllerCell {
+    pub fn new(timing: Timing) -> ControllerCell {
+        ControllerCell {
+            timing: Mutex::new(timing),
+            rconn: Mutex::new(Rconn {
+                state: RconnState::Connecting,
+                last_error: None,
+                last_connected: None,
+                last_disconnected: None,
+            }),
+        }
+    }
+
+    pub fn timing(&self) -> Timing {
+        *self.timing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_timing(&self, t: Timing) {
+        *self.timing.lock().unwrap_or_else(|e| e.into_inner()) = t;
+    }
+
+    pub fn rconn(&self) -> MutexGuard<'_, Rconn> {
+        self.rconn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connection ended (or an attempt failed) for `why` (`None`: closed by the switch).
+    pub fn disconnected(&self, why: Option<String>) {
+        let mut r = self.rconn();
+        r.last_disconnected = Some(Instant::now());
+        if why.is_some() {
+            r.last_error = why;
+        }
+    }
+}
+
+/// An I/O error as OVS's `ovs_strerror` words it (`Connection refused`, without Rust's
+/// `(os error 111)`).
+pub(crate) fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
 /// A controller to connect to, and whether with TLS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerTarget {
@@ -66,36 +195,43 @@ pub fn parse_controller(s: &str) -> Result<ControllerTarget, Error> {
     parse_ip_port(rest).map(|addr| ControllerTarget { addr, tls }).ok_or_else(bad)
 }
 
-/// Sleeps `d` in short steps; false when the switch was asked to stop (or `retired` was set)
-/// meanwhile.
-fn sleep_unless_stopped(hub: &Hub, retired: &AtomicBool, d: Duration) -> bool {
-    let until = Instant::now() + d;
+/// Sleeps `d` in short steps — cut short when `cell`'s `max_backoff` becomes shorter
+/// meanwhile; false when the switch was asked to stop (or `retired` was set) meanwhile.
+fn sleep_unless_stopped(hub: &Hub, retired: &AtomicBool, d: Duration, cell: Option<&ControllerCell>) -> bool {
+    let t0 = Instant::now();
     let stopped = || hub.control.stop_requested() || retired.load(Ordering::Relaxed);
-    while Instant::now() < until {
+    loop {
+        let until = t0 + cell.map_or(d, |c| d.min(c.timing().max_backoff));
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
         if stopped() {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())));
+        std::thread::sleep(Duration::from_millis(20).min(until - now));
     }
     !stopped()
 }
 
 /// Keeps a connection to `addr` until the switch stops: connect, serve, and after a failure or
-/// the end of a connection wait 1 s, 2 s, 4 s, ... up to `max_backoff` (back to 1 s after a
-/// connection that lasted longer than the wait before it, as OVS's `rconn` does) — or until
-/// `retired` is set (the controller removed while the switch runs: its connection closed).
+/// the end of a connection wait 1 s, 2 s, 4 s, ... up to the cell's `max_backoff` (back to 1 s
+/// after a connection that lasted longer than the wait before it, as OVS's `rconn` does) — or
+/// until `retired` is set (the controller removed while the switch runs: its connection
+/// closed). The cell's timers are read at each attempt (and its connection's at each tick); its
+/// state is kept there for `Controller.status`.
 pub(crate) fn run(
     addr: SocketAddr,
     tls: Option<Arc<Tls>>,
     hub: &Arc<Hub>,
-    probe: Duration,
-    max_backoff: Duration,
+    cell: &Arc<ControllerCell>,
     retired: &Arc<AtomicBool>,
 ) {
     let name = format!("{}:{addr}", if tls.is_some() { "ssl" } else { "tcp" });
     let mut backoff = Duration::ZERO;
     let mut failures = 0u64;
     while !hub.control.stop_requested() && !retired.load(Ordering::Relaxed) {
+        cell.rconn().state = RconnState::Connecting;
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|s| wrap(s, addr, tls.as_deref())) {
             Ok(stream) => {
                 let t0 = Instant::now();
@@ -104,7 +240,7 @@ pub(crate) fn run(
                     if failures > 0 { format!(" (after {failures} failed attempts)") } else { String::new() }
                 );
                 failures = 0;
-                connection::serve(stream, addr, hub, Kind::Active { probe }, retired);
+                connection::serve(stream, addr, hub, Kind::Active { cell: cell.clone() }, retired);
                 let lasted = t0.elapsed();
                 crate::log_info!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
                 if lasted > backoff {
@@ -113,15 +249,23 @@ pub(crate) fn run(
             }
             Err(e) => {
                 failures += 1;
+                cell.disconnected(Some(strerror(&e)));
                 if failures == 1 {
-                    crate::log_warn!("rqvs switch: controller {name}: connection failed ({e}); retrying with backoff up to {} s (logged once)", max_backoff.as_secs());
+                    crate::log_warn!(
+                        "rqvs switch: controller {name}: connection failed ({e}); retrying with backoff up to {} s (logged once)",
+                        cell.timing().max_backoff.as_secs()
+                    );
                 }
             }
         }
+        cell.rconn().state = RconnState::Backoff;
+        let max_backoff = cell.timing().max_backoff;
         backoff = if backoff.is_zero() { Duration::from_secs(1) } else { (backoff * 2).min(max_backoff) };
-        if !sleep_unless_stopped(hub, retired, backoff.min(max_backoff)) {
+        if !sleep_unless_stopped(hub, retired, backoff.min(max_backoff), Some(cell)) {
             return;
         }
+        // A lower maximum applies to the next waits too.
+        backoff = backoff.min(cell.timing().max_backoff);
     }
 }
 
@@ -136,15 +280,18 @@ fn wrap(s: TcpStream, addr: SocketAddr, tls: Option<&Tls>) -> std::io::Result<St
 }
 
 /// The fail-open watch: a standalone switch with controllers fails open once none has been
-/// admitted for three inactivity-probe intervals (OVS's `fail_open_run`); a controller's
+/// admitted for three inactivity-probe intervals — the longest of its controllers' (OVS's
+/// `fail_open_run`, `connmgr_get_max_probe_interval`), at least 1 s; a controller's
 /// admission ends it ([`admitted`]), and so does the fail mode becoming `secure` or the last
 /// controller being removed (OVS destroys its fail-open state then, recovering). The mode and
 /// the controllers are read at each tick ([`Hub::fail_mode`], [`Hub::controllers`]), so they
 /// change while the switch runs (`--ovsdb`: `ovs-vsctl set-fail-mode`, `set-controller`).
 pub(crate) fn watch_fail_open(hub: &Hub) {
-    let trigger = hub.probe * 3;
     let never = AtomicBool::new(false);
-    while sleep_unless_stopped(hub, &never, Duration::from_millis(100)) {
+    while sleep_unless_stopped(hub, &never, Duration::from_millis(100), None) {
+        // Three of the longest probe interval among the controllers (they change live), and
+        // at least a second (OVS: `trigger_duration`, `fail_open_run`).
+        let trigger = (hub.fail_open_interval() * 3).max(Duration::from_secs(1));
         let mut fail = hub.lock_fail();
         let waited = fail.none_since.elapsed();
         let standalone = hub.fail_mode() == FailMode::Standalone;

@@ -25,7 +25,7 @@
 //! | FEATURES_REQUEST | datapath id, 0 buffers, 255 tables, flow/table/port/group stats capabilities |
 //! | GET_CONFIG / SET_CONFIG | the connection's flags and miss_send_len (only flags 0 accepted) |
 //! | BARRIER_REQUEST | BARRIER_REPLY once every message before it is done (changes are synchronous; packet-outs are waited for: [`Control::sync_pmds`]) |
-//! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves (no generation-id check, no ROLE_STATUS) |
+//! | ROLE_REQUEST | the role asked for (an unknown one: BAD_ROLE); a new master makes the other masters slaves; a MASTER/SLAVE request whose generation_id is older than the last accepted one (serial-number comparison, OVS's `ofconn_set_primary_election_id`) gets STALE; the reply carries the last accepted generation_id (0 before any); no ROLE_STATUS is sent to a demoted master |
 //! | MULTIPART DESC, PORT_DESC, PORT_STATS, TABLE, FLOW, AGGREGATE | from [`Control`]; FLOW and AGGREGATE with each flow's packets, bytes and duration ([`Control::flow_stats`]) |
 //! | MULTIPART TABLE_FEATURES | what each table 0..254 supports ([`rqvs_openflow::table_features::TableFeatures::rqvs_table`]); a request to change them: TABLE_FEATURES_FAILED/EPERM |
 //! | MULTIPART GROUP_DESC, GROUP, GROUP_FEATURES | the group table ([`rqvs_ofproto::groups`]) |
@@ -140,7 +140,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use controller::{parse_controller, ControllerTarget, FailMode};
+pub use controller::{parse_controller, ControllerTarget, FailMode, RconnState, Timing};
 pub use tls::{Tls, TlsSettings};
 
 use crate::{Control, Error};
@@ -471,16 +471,44 @@ struct Endpoint {
     thread: JoinHandle<()>,
 }
 
+/// A controller's thread, and its timers and state.
+struct Active {
+    target: ControllerTarget,
+    cell: Arc<controller::ControllerCell>,
+    endpoint: Endpoint,
+}
+
 /// What changes while the channel runs.
 struct Live {
     tls: Option<Arc<Tls>>,
-    max_backoff: Duration,
-    controllers: Vec<(ControllerTarget, Endpoint)>,
+    /// The timers of a controller given without its own (`--controller`).
+    timing: Timing,
+    controllers: Vec<Active>,
     listeners: Vec<(String, Endpoint)>,
     /// Retired controllers' threads, ending (a connect attempt takes up to 3 s): joined at
     /// [`Channel::join`], or dropped here once finished.
     retiring: Vec<JoinHandle<()>>,
     next_thread: usize,
+}
+
+/// A controller's state, as ovs-vswitchd writes it in its `Controller` row
+/// ([`Channel::controller_status`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerStatus {
+    /// Connected, HELLO exchanged (`is_connected`).
+    pub is_connected: bool,
+    /// The role the connection holds (`role`: `other` — OpenFlow's EQUAL, also while not
+    /// connected —, `master` or `slave`, after its ROLE_REQUESTs).
+    pub role: &'static str,
+    /// `status:state`: OVS's `rconn` state name (`BACKOFF`, `CONNECTING`, `ACTIVE`, `IDLE`).
+    pub state: &'static str,
+    /// `status:last_error`: why the last attempt failed or the last connection ended, in
+    /// OVS's words (`Connection refused`, `End of file`, `Connection timed out`).
+    pub last_error: Option<String>,
+    /// `status:sec_since_connect`, `sec_since_disconnect`: since the last connection was
+    /// made, and since one last ended (none yet: absent).
+    pub since_connect: Option<Duration>,
+    pub since_disconnect: Option<Duration>,
 }
 
 /// The channel's counters.
@@ -512,7 +540,7 @@ impl Channel {
     /// switch was started with a packet-in queue) and the fail-open watch (which acts for a
     /// standalone switch with controllers); registers the FLOW_REMOVED sink.
     pub fn start(control: &Arc<Control>, cfg: ChannelConfig) -> Result<Channel, Error> {
-        let mut hub = Hub::new(control.clone(), cfg.datapath_id, cfg.inactivity_probe);
+        let mut hub = Hub::new(control.clone(), cfg.datapath_id);
         hub.max_connections = cfg.max_connections.max(1);
         hub.hello_timeout = cfg.hello_timeout;
         hub.set_fail_mode(cfg.fail_mode);
@@ -535,7 +563,7 @@ impl Channel {
         threads.push(spawn("fail-open", Box::new(move || controller::watch_fail_open(&h)))?);
         let live = Live {
             tls: cfg.tls,
-            max_backoff: cfg.max_backoff,
+            timing: Timing::new(cfg.inactivity_probe, cfg.max_backoff),
             controllers: Vec::new(),
             listeners: Vec::new(),
             retiring: Vec::new(),
@@ -553,43 +581,55 @@ impl Channel {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes `targets` the controllers the switch connects to: a new one gets its thread, one
-    /// no longer there is retired (its connection closed at its next read tick, 50 ms), the
-    /// others keep their connections. An `ssl:` target without the channel's TLS settings is
-    /// an error, and nothing is changed.
+    /// Makes `targets` the controllers the switch connects to, with the channel's timers
+    /// ([`Channel::set_controllers_timed`]).
     pub fn set_controllers(&self, targets: &[ControllerTarget]) -> Result<(), Error> {
+        let timing = self.lock_live().timing;
+        let timed: Vec<(ControllerTarget, Timing)> = targets.iter().map(|t| (*t, timing)).collect();
+        self.set_controllers_timed(&timed)
+    }
+
+    /// Makes `targets` the controllers the switch connects to, each with its timers: a new one
+    /// gets its thread, one no longer there is retired (its connection closed at its next read
+    /// tick, 50 ms), the others keep their connections — with their timers changed in place
+    /// when they differ ([`Timing`]: OVS's `ovs-vsctl set controller br0 inactivity_probe=...`
+    /// applies to the running connection). An `ssl:` target without the channel's TLS settings
+    /// is an error, and nothing is changed.
+    pub fn set_controllers_timed(&self, targets: &[(ControllerTarget, Timing)]) -> Result<(), Error> {
         let mut live = self.lock_live();
-        if let Some(t) = targets.iter().find(|t| t.tls && live.tls.is_none()) {
+        if let Some((t, _)) = targets.iter().find(|(t, _)| t.tls && live.tls.is_none()) {
             return Err(Error(format!(
                 "--controller ssl:{}: TLS needs --private-key, --certificate and --ca-cert",
                 t.addr
             )));
         }
-        let (keep, gone): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut live.controllers).into_iter().partition(|(t, _)| targets.contains(t));
+        let (keep, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut live.controllers)
+            .into_iter()
+            .partition(|a| targets.iter().any(|(t, _)| *t == a.target));
         live.controllers = keep;
-        for (_, e) in gone {
-            e.retired.store(true, Ordering::Relaxed);
-            live.retiring.push(e.thread);
+        for a in gone {
+            a.endpoint.retired.store(true, Ordering::Relaxed);
+            live.retiring.push(a.endpoint.thread);
         }
         live.retiring.retain(|t| !t.is_finished());
-        for target in targets {
-            if live.controllers.iter().any(|(t, _)| t == target) {
+        for (target, timing) in targets {
+            if let Some(a) = live.controllers.iter().find(|a| a.target == *target) {
+                a.cell.set_timing(*timing);
                 continue;
             }
-            let (h, probe, max_backoff) = (self.hub.clone(), self.hub.probe, live.max_backoff);
+            let h = self.hub.clone();
             let tls = if target.tls { live.tls.clone() } else { None };
             let retired = Arc::new(AtomicBool::new(false));
-            let r = retired.clone();
+            let cell = Arc::new(controller::ControllerCell::new(*timing));
+            let (r, c) = (retired.clone(), cell.clone());
             let addr = target.addr;
             let i = live.next_thread;
             live.next_thread += 1;
-            let thread = spawn(
-                &format!("controller{i}"),
-                Box::new(move || controller::run(addr, tls, &h, probe, max_backoff, &r)),
-            )?;
-            live.controllers.push((*target, Endpoint { retired, thread }));
+            let thread = spawn(&format!("controller{i}"), Box::new(move || controller::run(addr, tls, &h, &c, &r)))?;
+            live.controllers.push(Active { target: *target, cell, endpoint: Endpoint { retired, thread } });
         }
+        let interval = live.controllers.iter().map(|a| a.cell.timing().interval).max().unwrap_or_default();
+        self.hub.fail_open_interval_ms.store(interval.as_millis() as u64, Ordering::Relaxed);
         let n = live.controllers.len();
         let was = self.hub.controllers.swap(n, Ordering::Relaxed);
         if was == 0 && n > 0 {
@@ -604,7 +644,48 @@ impl Channel {
 
     /// The controllers configured now.
     pub fn controllers(&self) -> Vec<ControllerTarget> {
-        self.lock_live().controllers.iter().map(|(t, _)| *t).collect()
+        self.lock_live().controllers.iter().map(|a| a.target).collect()
+    }
+
+    /// Each controller's state as ovs-vswitchd reports it in its `Controller` row
+    /// (`is_connected`, `role`, `status`).
+    pub fn controller_status(&self) -> Vec<(ControllerTarget, ControllerStatus)> {
+        let peers = self.hub.peers();
+        let live = self.lock_live();
+        live.controllers
+            .iter()
+            .map(|a| {
+                let name = format!("controller {}:{}", if a.target.tls { "ssl" } else { "tcp" }, a.target.addr);
+                let peer = peers.iter().find(|p| p.active && p.name == name && p.version.load(Ordering::Relaxed) != 0);
+                let r = a.cell.rconn().clone();
+                let state = match (&peer, r.state) {
+                    // Connected: ACTIVE or IDLE; between the HELLO and the cell's update.
+                    (Some(_), RconnState::Active | RconnState::Idle) => r.state,
+                    (Some(_), _) => RconnState::Active,
+                    (None, RconnState::Active | RconnState::Idle) => RconnState::Connecting,
+                    (None, s) => s,
+                };
+                let role = match peer.map(|p| p.role.load(Ordering::Relaxed)) {
+                    Some(ROLE_MASTER) => "master",
+                    Some(ROLE_SLAVE) => "slave",
+                    _ => "other",
+                };
+                let status = ControllerStatus {
+                    is_connected: peer.is_some(),
+                    role,
+                    state: state.name(),
+                    last_error: r.last_error,
+                    since_connect: r.last_connected.map(|t| t.elapsed()),
+                    since_disconnect: r.last_disconnected.map(|t| t.elapsed()),
+                };
+                (a.target, status)
+            })
+            .collect()
+    }
+
+    /// The controllers configured now, with their timers.
+    pub fn controllers_timed(&self) -> Vec<(ControllerTarget, Timing)> {
+        self.lock_live().controllers.iter().map(|a| (a.target, a.cell.timing())).collect()
     }
 
     /// Serves `listener` too, under `key` (a second one under the same key replaces the first).
@@ -637,11 +718,11 @@ impl Channel {
     /// The TLS settings of `ssl:` controllers from now on (`--ovsdb`: the `SSL` table changed):
     /// the `ssl:` controllers are reconnected with them (their connections closed).
     pub fn set_tls(&self, tls: Option<Arc<Tls>>) -> Result<(), Error> {
-        let all = self.controllers();
-        let plain: Vec<ControllerTarget> = all.iter().copied().filter(|t| !t.tls).collect();
-        self.set_controllers(&plain)?;
+        let all = self.controllers_timed();
+        let plain: Vec<(ControllerTarget, Timing)> = all.iter().copied().filter(|(t, _)| !t.tls).collect();
+        self.set_controllers_timed(&plain)?;
         self.lock_live().tls = tls;
-        self.set_controllers(&all)
+        self.set_controllers_timed(&all)
     }
 
     /// What the switch does while no controller is admitted, from now on (the fail-open watch
@@ -679,7 +760,8 @@ impl Channel {
     /// Waits for every thread of the channel (after [`Control::request_stop`]).
     pub fn join(self) {
         let live = self.live.into_inner().unwrap_or_else(|e| e.into_inner());
-        let endpoints = live.controllers.into_iter().map(|(_, e)| e).chain(live.listeners.into_iter().map(|(_, e)| e));
+        let endpoints =
+            live.controllers.into_iter().map(|a| a.endpoint).chain(live.listeners.into_iter().map(|(_, e)| e));
         for t in self.threads.into_iter().chain(endpoints.map(|e| e.thread)).chain(live.retiring) {
             let _ = t.join();
         }
@@ -697,7 +779,9 @@ fn spawn(name: &str, f: Box<dyn FnOnce() + Send>) -> Result<JoinHandle<()>, Erro
 pub(crate) struct Hub {
     pub control: Arc<Control>,
     pub datapath_id: AtomicU64,
-    pub probe: Duration,
+    /// The longest probe interval among the controllers, in ms ([`Timing::interval`]): the
+    /// fail-open trigger counts three.
+    fail_open_interval_ms: AtomicU64,
     pub max_connections: usize,
     pub hello_timeout: Duration,
     pub connections_refused: AtomicU64,
@@ -708,6 +792,9 @@ pub(crate) struct Hub {
     pub controllers: AtomicUsize,
     peers: Mutex<Vec<Arc<Peer>>>,
     next_peer: AtomicU64,
+    /// The generation_id of the last MASTER/SLAVE role request accepted (OVS's
+    /// `primary_election_id`), once there has been one.
+    election: Mutex<Option<u64>>,
     fail: Mutex<FailState>,
     packet_ins_sent: AtomicU64,
     packet_ins_unsent: AtomicU64,
@@ -790,10 +877,10 @@ impl Peer {
 }
 
 impl Hub {
-    fn new(control: Arc<Control>, datapath_id: u64, probe: Duration) -> Hub {
+    fn new(control: Arc<Control>, datapath_id: u64) -> Hub {
         Hub {
             datapath_id: AtomicU64::new(datapath_id),
-            probe,
+            fail_open_interval_ms: AtomicU64::new(0),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             hello_timeout: DEFAULT_HELLO_TIMEOUT,
             connections_refused: AtomicU64::new(0),
@@ -802,6 +889,7 @@ impl Hub {
             controllers: AtomicUsize::new(0),
             peers: Mutex::new(Vec::new()),
             next_peer: AtomicU64::new(1),
+            election: Mutex::new(None),
             fail: Mutex::new(FailState { admitted: 0, none_since: Instant::now(), fail_opens: 0 }),
             packet_ins_sent: AtomicU64::new(0),
             packet_ins_unsent: AtomicU64::new(0),
@@ -810,6 +898,11 @@ impl Hub {
             packet_outs_refused: AtomicU64::new(0),
             control,
         }
+    }
+
+    /// The longest probe interval among the controllers configured now.
+    pub fn fail_open_interval(&self) -> Duration {
+        Duration::from_millis(self.fail_open_interval_ms.load(Ordering::Relaxed))
     }
 
     pub fn fail_mode(&self) -> FailMode {
@@ -871,6 +964,23 @@ impl Hub {
             }
         }
         me.role.store(role, Ordering::Relaxed);
+    }
+
+    /// A MASTER/SLAVE role request's `generation_id`: accepted (and remembered) unless it is
+    /// older than the last one accepted — by serial-number arithmetic, as OpenFlow 1.3
+    /// §6.3.5 and OVS's `ofconn_set_primary_election_id` compare them.
+    pub fn elect(&self, id: u64) -> bool {
+        let mut e = self.election.lock().unwrap_or_else(|e| e.into_inner());
+        if e.is_some_and(|last| (id.wrapping_sub(last) as i64) < 0) {
+            return false;
+        }
+        *e = Some(id);
+        true
+    }
+
+    /// The last generation_id accepted, if any.
+    pub fn election_id(&self) -> Option<u64> {
+        *self.election.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn count_packet_out(&self, ok: bool) {
