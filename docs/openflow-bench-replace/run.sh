@@ -1,6 +1,6 @@
 #!/bin/bash
 # A/B pairs, old/new alternating (order flips per round); per-thread CPU from perf cpu-clock samples.
-# /tmp/rqvs-fm-old: main@7b76ef7 as built for the session; /tmp/rqvs-fm-new: fm-replace@fb8861d.
+# /tmp/rqvs-fm-old: main@7b76ef7 as built for the session; /tmp/rqvs-fm-new: 7b76ef7 with replace-stale-megaflows.patch applied (fb8861d).
 D=/work/shared/data/classbench
 out=/tmp/fm-ab
 for design in orig ccache; do
