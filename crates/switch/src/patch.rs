@@ -93,7 +93,7 @@ impl Control {
                 }
                 let t = handles.get(i)?.stats().total;
                 // The crossings through it too (OVS's `patch_port_output` credits them so).
-                let rx = crossed::get(me?, p.ofport);
+                let rx = me.map_or((0, 0), |b| crossed::get(b, p.ofport));
                 let tx = resolver
                     .as_ref()
                     .and_then(|r| r(p.ofport))
