@@ -26,7 +26,7 @@
 //!
 //! Counting: the crossing is one output of A's PMD; the peer's copies are B's outputs. The patch
 //! ports' counters (`Interface.statistics`) count the hops and the crossings: a crossing is
-//! credited to A's patch port's tx and B's patch port's rx ([`crate::patch::crossed`]).
+//! credited to A's patch port's tx and B's patch port's rx (`patch::crossed`).
 //!
 //! # Loops
 //!

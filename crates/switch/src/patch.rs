@@ -77,7 +77,7 @@ impl Control {
     /// rx_dropped, tx_packets, tx_bytes, tx_dropped) — `Interface.statistics` of a patch port
     /// (no kernel counters to read: the port's own, as OVS counts its patch ports'): the frames
     /// of the hop ([`rqvs_ports::patch`]) and the packets crossed inside the translation
-    /// ([`crossed`]: tx on this end, rx on the peer's, as OVS credits a crossing).
+    /// (`crossed`: tx on this end, rx on the peer's, as OVS credits a crossing).
     pub fn patch_port_counters(&self) -> Vec<(String, [u64; 6])> {
         let me = crate::crossing::bridge_of(&self.macs);
         let resolver = self.table.patch_resolver();

@@ -72,15 +72,15 @@
 //!   3.1's reading — absent 5 s and 8 s, a probe of 0 none, the probe at least 5 s, the
 //!   fail-open trigger three of the configured intervals) are given to its connection live
 //!   ([`Channel::set_controllers_timed`]). Written back, when a connection's state changes
-//!   ([`controller_update`], OVS's `refresh_controller_status`): `is_connected`, `role`
+//!   (`controller_update`, OVS's `refresh_controller_status`): `is_connected`, `role`
 //!   (`other`/`master`/`slave`: its ROLE_REQUESTs) and `status` (`state`, `last_error`,
 //!   `sec_since_connect`, `sec_since_disconnect`); another target gets `status:last_error`.
 //!   The fail mode is read by the channel's fail-open watch at each tick (OVS's semantics:
 //!   `standalone` with controllers fails open after three probe intervals without one
 //!   admitted, `secure` never, and leaving `standalone` or the last controller recovers).
-//! - **Flows and the fail mode** as OVS's connmgr makes them ([`apply_channel`], [`flush`]):
+//! - **Flows and the fail mode** as OVS's connmgr makes them (`apply_channel`, `flush`):
 //!   a new bridge starts as OVS's ofproto (secure, no controllers, no flow) and is brought to
-//!   its row; the primary controllers ([`is_primary`]) going from none to some or back, or the
+//!   its row; the primary controllers (`is_primary`) going from none to some or back, or the
 //!   fail mode changing while there are none, flush every flow, group and meter, and a
 //!   standalone bridge without controllers gets `priority=0,actions=NORMAL` in the same
 //!   commit. The switch, its PMDs, megaflows and MAC table are not touched; every bridge's
@@ -148,7 +148,7 @@ pub struct VswitchdConfig<'a> {
     pub make: MakeConfig<'a>,
     /// The OpenFlow table each new bridge starts with (`--rules`); empty: the one OVS gives a
     /// new bridge (`priority=0,actions=NORMAL` when standalone without controllers, else
-    /// none: [`start_datapath`]).
+    /// none: `start_datapath`).
     pub rules: Vec<Rule>,
     pub unixctl: Option<UnixctlServer>,
     pub ctl: Option<ctl::Listener>,
