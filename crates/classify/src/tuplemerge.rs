@@ -493,9 +493,8 @@ impl Table {
         }
     }
 
-    /// Ids in the bucket the given values hash to.
-    fn bucket_ids(&self, values: &Values, rv: &FlowKey) -> Vec<RuleId> {
-        let hash = self.hash(&self.key(values, rv));
+    /// Ids in the bucket of hash `hash`.
+    fn bucket_ids(&self, hash: u64) -> Vec<RuleId> {
         self.table
             .find(slot(hash), |b| b.id() == hash)
             .map_or_else(Vec::new, |b| self.candidates(b).map(|c| c.id).collect())
@@ -705,9 +704,9 @@ impl TupleMerge {
         (rec.table, rec.hash) = (to, hash);
     }
 
-    /// Splits table `i` after the bucket of `values` exceeded the collision limit.
-    fn split(&mut self, i: u32, values: &Values, rv: &FlowKey) {
-        let ids = self.table(i).bucket_ids(values, rv);
+    /// Splits table `i` after its bucket of hash `hash` exceeded the collision limit.
+    fn split(&mut self, i: u32, hash: u64) {
+        let ids = self.table(i).bucket_ids(hash);
         let tuples: Vec<Tuple> = ids.iter().map(|&id| self.tuple_of(id)).collect();
         let mut compat: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).min().unwrap_or(0));
         let sup: Tuple = std::array::from_fn(|d| tuples.iter().map(|t| t[d]).max().unwrap_or(0));
@@ -896,7 +895,7 @@ impl Classifier for TupleMerge {
         let bucket = self.table_mut(i).add(hash, c);
         self.settle(i);
         if bucket > self.collision_limit {
-            self.split(i, &values, &rv);
+            self.split(i, hash);
         }
         Ok(())
     }
