@@ -90,8 +90,8 @@ pub struct OfTable {
     subtables: Vec<Option<Subtable>>,
     free: Vec<usize>,
     by_mask: HashMap<FlowKey, usize>,
-    /// Live subtables in search order.
-    order: Vec<usize>,
+    /// Live subtables in search order, each with what a lookup reads before touching it.
+    order: Vec<Hot>,
     /// The classifier-wide tries, one per prefix field.
     tries: Tries,
     rules: HashMap<RuleId, (Rule, Vec<Part>)>,
@@ -105,6 +105,34 @@ pub struct OfTable {
     next_seq: u64,
     /// Parts of every rule (its port ranges expanded), at most [`MAX_EXPANDED`].
     parts: usize,
+}
+
+/// A live subtable as the search order holds it: what a lookup reads to pass it by or rule it
+/// out — its best rank, and its prefix lengths when the tries are its first check — without
+/// touching the subtable itself (a few hundred bytes elsewhere: on a table of a few hundred
+/// subtables, those cache misses were most of an upcall's lookup).
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    subtable: u32,
+    /// The subtable's best rank ([`Subtable::best_rank`]; live subtables are never empty).
+    best: (std::cmp::Reverse<u32>, RuleId),
+    /// The subtable's prefix lengths ([`Subtable::trie_plen`]) when [`Subtable::tries_first`],
+    /// else `None` (the subtable checks the tries itself, after its earlier stages).
+    tries_first: Option<[u32; MAX_PREFIX_FIELDS]>,
+}
+
+impl Hot {
+    fn of(si: usize, st: &Subtable) -> Hot {
+        Hot {
+            subtable: si as u32,
+            best: st.best_rank().expect("a live subtable holds a rule"),
+            tries_first: st.tries_first().then_some(st.trie_plen),
+        }
+    }
+
+    fn max_priority(&self) -> u32 {
+        self.best.0 .0
+    }
 }
 
 /// The most parts (rules with their port ranges expanded to prefixes) one table holds: a rule of
@@ -288,6 +316,7 @@ impl OfTable {
             }
             st.insert(value, entry);
             parts.push(Part { subtable: si, value });
+            self.refresh(si);
         }
         self.rules.insert(rule.id, (rule, parts));
         self.resort();
@@ -310,8 +339,10 @@ impl OfTable {
                 let mask = st.mask;
                 self.subtables[p.subtable] = None;
                 self.by_mask.remove(&mask);
-                self.order.retain(|&s| s != p.subtable);
+                self.order.retain(|h| h.subtable as usize != p.subtable);
                 self.free.push(p.subtable);
+            } else {
+                self.refresh(p.subtable);
             }
         }
         let peers = self.by_priority.get_mut(&rule.priority).expect("priority group");
@@ -348,15 +379,25 @@ impl OfTable {
             }
         };
         self.by_mask.insert(mask, si);
-        self.order.push(si);
+        // Its entry in the search order comes with its first rule (`refresh`).
         si
     }
 
+    /// Brings subtable `si`'s entry in the search order up to date with it (appending one for a
+    /// new subtable); [`OfTable::resort`] then puts it in its place.
+    fn refresh(&mut self, si: usize) {
+        let hot = Hot::of(si, self.subtables[si].as_ref().expect("live subtable"));
+        match self.order.iter_mut().find(|h| h.subtable as usize == si) {
+            Some(h) => *h = hot,
+            None => self.order.push(hot),
+        }
+    }
+
     /// Stable sort by descending highest priority: a new subtable comes after existing ones of
-    /// the same priority, as in OVS's priority vector (appended, then stably sorted).
+    /// the same priority, as in OVS's priority vector (appended, then stably sorted). The order
+    /// is sorted but for the entries just refreshed, which the adaptive sort takes in linear time.
     fn resort(&mut self) {
-        let subtables = &self.subtables;
-        self.order.sort_by_key(|&si| std::cmp::Reverse(subtables[si].as_ref().and_then(|s| s.max_priority())));
+        self.order.sort_by_key(|h| std::cmp::Reverse(h.max_priority()));
     }
 
     fn lookup_wc(&self, key: &FlowKey) -> Lookup {
@@ -365,10 +406,9 @@ impl OfTable {
         let mut best: Option<Entry> = None;
         let mut searched = 0;
         let kw = key.to_words();
-        for &si in &self.order {
-            let st = self.subtables[si].as_ref().expect("live subtable");
+        for h in &self.order {
             if let Some(b) = best {
-                let max = st.max_priority().unwrap_or(0);
+                let max = h.max_priority();
                 if max < b.priority {
                     break;
                 }
@@ -376,13 +416,20 @@ impl OfTable {
                     if self.tied_overlaps == 0 {
                         break; // OVS: stop at the first subtable not above the best match.
                     }
-                    if st.best_rank().is_some_and(|r| r >= b.rank()) {
+                    if h.best >= b.rank() {
                         continue;
                     }
                 }
             }
             searched += 1;
-            if let Some(e) = st.find_wc(key, &kw, &self.tries, &mut ctx, &mut wc) {
+            // The tries first, from the order's entry: a subtable they rule out is not touched.
+            if let Some(plen) = &h.tries_first {
+                if subtable::check_tries(plen, key, &self.tries, &mut ctx, &mut wc) {
+                    continue;
+                }
+            }
+            let st = self.subtables[h.subtable as usize].as_ref().expect("live subtable");
+            if let Some(e) = st.find_wc(key, &kw, &self.tries, &mut ctx, &mut wc, h.tries_first.is_some()) {
                 match best {
                     Some(b) if b.rank() <= e.rank() => {}
                     _ => best = Some(e),
@@ -396,7 +443,7 @@ impl OfTable {
         let st: usize = self.subtables.iter().flatten().map(Subtable::memory_bytes).sum();
         let rules = self.rules.capacity() * (std::mem::size_of::<Rule>() + 64)
             + self.rules.values().map(|(_, p)| p.capacity() * std::mem::size_of::<Part>()).sum::<usize>();
-        st + rules + self.tries.memory_bytes() + self.order.capacity() * 8
+        st + rules + self.tries.memory_bytes() + self.order.capacity() * std::mem::size_of::<Hot>()
     }
 
     fn new(prefixes: PrefixFields) -> OfTable {
@@ -409,6 +456,9 @@ impl OfTable {
         self.tries = Tries::new(prefixes);
         for st in self.subtables.iter_mut().flatten() {
             st.set_prefix_fields(&prefixes);
+        }
+        for h in &mut self.order {
+            *h = Hot::of(h.subtable as usize, self.subtables[h.subtable as usize].as_ref().expect("live subtable"));
         }
         for (_, parts) in self.rules.values() {
             for p in parts {

@@ -36,7 +36,7 @@ use rqvs_flow::key::{mask_words, NarrowKey, NarrowWords};
 use rqvs_flow::{FlowKey, RuleId};
 
 use super::prefixes::{prefix_mask32, PrefixFields, Tries, MAX_PREFIX_FIELDS};
-use super::trie::{PrefixTrie, TrieLookup};
+use super::trie::TrieLookup;
 
 /// The four segments of a flow, in lookup order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,7 +265,7 @@ pub struct Subtable {
     pub trie_plen: [u32; MAX_PREFIX_FIELDS],
     /// OVS's `ports_mask_len`: 32 minus the trailing zeros of the ports mask as one 32-bit value.
     ports_mask_len: u32,
-    ports_trie: PrefixTrie,
+    ports_trie: PortsTrie,
     /// Creation order (ties among equal maximum priorities keep it, as OVS's stable pvector sort).
     pub seq: u64,
 }
@@ -299,7 +299,7 @@ impl Subtable {
             best: None,
             trie_plen: Self::trie_plens(&mask, prefixes),
             ports_mask_len: if ports_mask == 0 { 0 } else { 32 - ports_mask.trailing_zeros() },
-            ports_trie: PrefixTrie::default(),
+            ports_trie: PortsTrie::default(),
             seq,
         }
     }
@@ -349,7 +349,7 @@ impl Subtable {
         *self.ranks.entry(entry.rank()).or_insert(0) += 1;
         self.best = self.ranks.keys().next().copied();
         if self.ports_mask_len > 0 {
-            self.ports_trie.insert(ports_of(&value), self.ports_mask_len);
+            self.ports_trie.insert(ports_of(&value));
         }
     }
 
@@ -383,7 +383,7 @@ impl Subtable {
         }
         self.best = self.ranks.keys().next().copied();
         if self.ports_mask_len > 0 {
-            self.ports_trie.remove(ports_of(&value), self.ports_mask_len);
+            self.ports_trie.remove(ports_of(&value));
         }
         true
     }
@@ -401,6 +401,9 @@ impl Subtable {
 
     /// The staged lookup of OVS's `find_match_wc`: the best rule of this subtable matching `key`,
     /// adding to `wc` every bit the lookup examined. `tries` holds the classifier-wide tries.
+    ///
+    /// `tries_checked`: the caller has already asked [`check_tries`] for this subtable, which
+    /// found no proof (only allowed when [`Subtable::tries_first`]).
     pub fn find_wc(
         &self,
         key: &FlowKey,
@@ -408,12 +411,14 @@ impl Subtable {
         tries: &Tries,
         ctx: &mut TrieCtx,
         wc: &mut FlowKey,
+        tries_checked: bool,
     ) -> Option<Entry> {
+        debug_assert!(!tries_checked || self.tries_first());
         // The stages examined so far: the previous stage's cumulative mask.
         let mut so_far: Option<&Mask> = None;
         let last = self.stages.len().saturating_sub(1);
         for (i, stage) in self.stages.iter().enumerate() {
-            if stage.segment == Segment::L3 && self.check_tries(key, tries, ctx, wc) {
+            if stage.segment == Segment::L3 && !tries_checked && check_tries(&self.trie_plen, key, tries, ctx, wc) {
                 if let Some(m) = so_far {
                     m.add_to(wc);
                 }
@@ -431,7 +436,7 @@ impl Subtable {
         let found = self.find_words(kw);
         if found.is_none() && self.ports_mask_len > 0 {
             let pmask = ports_of(&self.mask);
-            let mbits = self.ports_trie.maskbits(ports_of(key) & pmask);
+            let mbits = self.ports_trie.maskbits(ports_of(key) & pmask, self.ports_mask_len);
             // Every bit of the subtable was used to decide there is no match, but the ports
             // examined are only those the ports trie needs (OVS fix 489553b1c).
             let ports = ports_of(wc) | (pmask & prefix_mask32(mbits));
@@ -444,37 +449,11 @@ impl Subtable {
         found
     }
 
-    /// OVS's `check_tries`: true when the tries prove no rule of this subtable can match, after
-    /// adding the bits that proof needs to `wc`.
-    #[inline]
-    fn check_tries(&self, key: &FlowKey, tries: &Tries, ctx: &mut TrieCtx, wc: &mut FlowKey) -> bool {
-        // trie_plen is 0 past the table's fields: no slice of them, no bounds to check.
-        for j in 0..MAX_PREFIX_FIELDS {
-            let plen = self.trie_plen[j];
-            if plen == 0 {
-                continue;
-            }
-            // On-demand lookup, once per packet; a packet without the field's prerequisite
-            // gets "every length may match" (OVS's `trie_lookup`).
-            if ctx.done & (1 << j) == 0 {
-                ctx.result[j] = tries.lookup(j, key);
-                ctx.done |= 1 << j;
-            }
-            let res = ctx.result[j];
-            if !res.has_plen(plen) {
-                let field = tries.fields.field(j);
-                // The trie is shared by the whole table: its bits must not un-wildcard more
-                // than this subtable would examine, unless they already are.
-                if res.maskbits <= plen {
-                    field.set_prefix_bits(wc, res.maskbits);
-                    return true;
-                }
-                if field.prefix_bits_set(wc, res.maskbits) {
-                    return true;
-                }
-            }
-        }
-        false
+    /// True when the subtable's first stage is L3 (no metadata or L2 bits in its mask): then the
+    /// tries are the first thing its lookup consults, and a caller can run [`check_tries`] with
+    /// [`Subtable::trie_plen`] alone, before touching the subtable.
+    pub fn tries_first(&self) -> bool {
+        self.stages.first().is_some_and(|s| s.segment == Segment::L3)
     }
 
     /// Bytes held (estimate: every allocation this subtable makes).
@@ -483,5 +462,139 @@ impl Subtable {
         let rules: usize = self.rules.values().map(|l| l.capacity() * std::mem::size_of::<Entry>()).sum::<usize>()
             + self.rules.capacity() * (self.rules.key_bytes() + 32);
         std::mem::size_of::<Self>() + idx + rules + self.ranks.len() * 32 + self.ports_trie.memory_bytes()
+    }
+}
+
+/// OVS's `check_tries`: true when the tries prove no rule of a subtable with prefix lengths
+/// `trie_plen` ([`Subtable::trie_plen`]) can match, after
+/// adding the bits that proof needs to `wc`.
+#[inline]
+pub fn check_tries(
+    trie_plen: &[u32; MAX_PREFIX_FIELDS],
+    key: &FlowKey,
+    tries: &Tries,
+    ctx: &mut TrieCtx,
+    wc: &mut FlowKey,
+) -> bool {
+    // trie_plen is 0 past the table's fields: no slice of them, no bounds to check.
+    for j in 0..MAX_PREFIX_FIELDS {
+        let plen = trie_plen[j];
+        if plen == 0 {
+            continue;
+        }
+        // On-demand lookup, once per packet; a packet without the field's prerequisite
+        // gets "every length may match" (OVS's `trie_lookup`).
+        if ctx.done & (1 << j) == 0 {
+            ctx.result[j] = tries.lookup(j, key);
+            ctx.done |= 1 << j;
+        }
+        let res = ctx.result[j];
+        if !res.has_plen(plen) {
+            let field = tries.fields.field(j);
+            // The trie is shared by the whole table: its bits must not un-wildcard more
+            // than this subtable would examine, unless they already are.
+            if res.maskbits <= plen {
+                field.set_prefix_bits(wc, res.maskbits);
+                return true;
+            }
+            if field.prefix_bits_set(wc, res.maskbits) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A subtable's ports trie (OVS's `ports_trie`): the masked `tp_src:tp_dst` values of its rules,
+/// answering how many leading bits of a packet's ports rule all of them out.
+///
+/// Every value a subtable holds has the same prefix length (the subtable's `ports_mask_len`),
+/// so the trie's answer — the depth where the packet's path leaves every stored path, plus the
+/// bit that leaves it, at most the length — is one more than the longest common prefix of the
+/// packet's value with a stored one, and the longest is with its neighbour on either side in
+/// sorted order. So the values are kept sorted, with a count each (rules sharing a value): a
+/// lookup is one binary search over contiguous memory instead of a walk of up to 32 nodes.
+/// Tested against [`super::trie::PrefixTrie::maskbits`] in `tests::ports_trie_is_the_prefix_trie`.
+#[derive(Clone, Debug, Default)]
+struct PortsTrie {
+    values: Vec<(u32, u32)>,
+}
+
+impl PortsTrie {
+    fn insert(&mut self, value: u32) {
+        match self.values.binary_search_by_key(&value, |&(v, _)| v) {
+            Ok(i) => self.values[i].1 += 1,
+            Err(i) => self.values.insert(i, (value, 1)),
+        }
+    }
+
+    fn remove(&mut self, value: u32) {
+        if let Ok(i) = self.values.binary_search_by_key(&value, |&(v, _)| v) {
+            self.values[i].1 -= 1;
+            if self.values[i].1 == 0 {
+                self.values.remove(i);
+            }
+        }
+    }
+
+    /// The leading bits of `value` (masked to `len` bits) that decide no stored value of
+    /// length `len` matches it, or `len` when one does.
+    #[inline]
+    fn maskbits(&self, value: u32, len: u32) -> u32 {
+        if self.values.is_empty() {
+            return 0;
+        }
+        let i = self.values.partition_point(|&(v, _)| v < value);
+        let lcp = |j: usize| self.values.get(j).map_or(0, |&(v, _)| (v ^ value).leading_zeros());
+        let common = lcp(i).max(if i > 0 { lcp(i - 1) } else { 0 });
+        (common + 1).min(len)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.values.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::trie::PrefixTrie;
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The sorted ports trie answers as the bit-per-node prefix trie does, through inserts
+        /// and removes, for values of one prefix length as a subtable holds them.
+        #[test]
+        fn ports_trie_is_the_prefix_trie(
+            len in 1u32..=32,
+            values in prop::collection::vec(any::<u32>(), 0..40),
+            removes in prop::collection::vec(any::<prop::sample::Index>(), 0..20),
+            probes in prop::collection::vec(any::<u32>(), 1..40),
+        ) {
+            let mask = u32::MAX << (32 - len);
+            let mut sorted = PortsTrie::default();
+            let mut trie = PrefixTrie::<u32>::default();
+            let mut held: Vec<u32> = Vec::new();
+            for v in values {
+                let v = v & mask;
+                sorted.insert(v);
+                trie.insert(v, len);
+                held.push(v);
+            }
+            for r in removes {
+                if held.is_empty() {
+                    break;
+                }
+                let v = held.swap_remove(r.index(held.len()));
+                sorted.remove(v);
+                prop_assert!(trie.remove(v, len));
+            }
+            // Probes near the held values as well as anywhere.
+            let near = held.iter().map(|v| v ^ 1u32 << (32 - len));
+            for p in probes.into_iter().chain(held.iter().copied()).chain(near) {
+                let p = p & mask;
+                prop_assert_eq!(sorted.maskbits(p, len), trie.maskbits(p), "value {:#x} len {}", p, len);
+            }
+        }
     }
 }
