@@ -477,8 +477,7 @@ pub fn check_tries(
     wc: &mut FlowKey,
 ) -> bool {
     // trie_plen is 0 past the table's fields: no slice of them, no bounds to check.
-    for j in 0..MAX_PREFIX_FIELDS {
-        let plen = trie_plen[j];
+    for (j, &plen) in trie_plen.iter().enumerate() {
         if plen == 0 {
             continue;
         }
