@@ -138,6 +138,15 @@ impl AsyncConfig {
         }
     }
 
+    /// Every mask zero: no asynchronous message at all (OVS's `OFPUTIL_ASYNC_CFG_INIT`, a
+    /// connection's configuration when `enable_async_messages` is false and it sent no
+    /// SET_ASYNC).
+    pub fn none() -> AsyncConfig {
+        let mut props: Vec<(u16, u32)> = LAYOUT_13.iter().map(|&k| (k, 0)).collect();
+        props.sort_by_key(|p| p.0);
+        AsyncConfig { props }
+    }
+
     /// Does a connection in `slave` role take a message of `master_prop` (the MASTER property
     /// type of the message; the slave one is one below) with `reason`?
     pub fn wants(&self, master_prop: u16, slave: bool, reason: u8) -> bool {
