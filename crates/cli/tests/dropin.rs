@@ -40,6 +40,12 @@
 //! - `controller_timers_role_and_status`: `max_backoff` in the reconnection spacing,
 //!   `inactivity_probe=0` (no probe) and changed live (the connection closed one interval after
 //!   the probe), `role` after a ROLE_REQUEST, `status` keys.
+//! - `controller_enable_async_messages`: `false` → no PACKET_IN/PORT_STATUS until SET_ASYNC
+//!   asks; `true` set live → both on the running connection.
+//! - `controller_dscp`: `other_config:dscp` absent → TOS 0xc0 (DSCP 48) on every packet to the
+//!   controller (captured on loopback), changed live → a reconnect with the new DSCP.
+//! - `controller_without_hello_times_out_connecting`: rconn's CONNECTING timeout, max(1 s,
+//!   backoff), the backoff growing.
 //! - `a_bridge_gets_the_flows_ovs_gives_it`: a new secure bridge has no flow; the flushes of
 //!   OVS's connmgr (first controller, last controller, fail mode without controllers); fail-open
 //!   after three of the controller's probe intervals.
@@ -163,6 +169,15 @@ impl Env {
         eventually("the switch writes datapath_types", || {
             env.db.vsctl(&["get", "open_vswitch", ".", "datapath_types"]).is_ok_and(|s| s.contains("netdev"))
         });
+        Some(env)
+    }
+
+    /// [`Env::start`], the switch namespace's loopback up (controllers listen there) and a
+    /// `netdev` bridge `br0` with `fail_mode=secure` (no flow, no fail-open).
+    fn secure_bridge(tag: &str) -> Option<Env> {
+        let env = Env::start(tag)?;
+        env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+        env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
         Some(env)
     }
 
@@ -1061,9 +1076,7 @@ fn controller_status(env: &Env) -> String {
 /// `sec_since_connect`, `sec_since_disconnect`.
 #[test]
 fn controller_timers_role_and_status() {
-    let Some(mut env) = Env::start("dropin_ctl_timers") else { return };
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_timers") else { return };
     let hang_up = QuietController::start_with(&env, 6671, Quirks { hang_up: true, ..Quirks::default() });
     env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6671", "--", "set", "controller", "br0", "max_backoff=1000"]);
     std::thread::sleep(Duration::from_millis(5500));
@@ -1125,9 +1138,7 @@ const PORT_STATUS: u8 = 12;
 /// both on its running connection.
 #[test]
 fn controller_enable_async_messages() {
-    let Some(mut env) = Env::start("dropin_ctl_async") else { return };
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_async") else { return };
     let plain = QuietController::start(&env, 6673);
     // OpenFlow 1.3 SET_ASYNC (type 28): packet-in master/slave masks 1<<ACTION / 0, port-status 0/0,
     // flow-removed 0/0.
@@ -1195,10 +1206,8 @@ fn tos_to(frames: &[Vec<u8>], port: u16) -> Vec<u8> {
 /// value is 48 again.
 #[test]
 fn controller_dscp() {
-    let Some(mut env) = Env::start("dropin_ctl_dscp") else { return };
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_dscp") else { return };
     let cap = env.sw.run(|| RawSocket::open("lo")).unwrap().unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
     let tc = QuietController::start(&env, 6675);
     env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6675"]);
     eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
@@ -1225,9 +1234,7 @@ fn controller_dscp() {
 /// (before: dropped after two 5 s probe intervals).
 #[test]
 fn controller_without_hello_times_out_connecting() {
-    let Some(mut env) = Env::start("dropin_ctl_connecting") else { return };
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_connecting") else { return };
     let mute = QuietController::start_with(&env, 6676, Quirks { silent: true, ..Quirks::default() });
     env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6676"]);
     eventually("three attempts", || mute.closes().len() >= 3);

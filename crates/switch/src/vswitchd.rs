@@ -105,9 +105,12 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`
-//!   and `type` (rate limits, in-band `connection_mode`, `enable_async_messages`, `dscp`) and
-//!   the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
+//! - A controller's `enable_async_messages` and `other_config:dscp` ([`controller_settings`]:
+//!   OVS 3.1's reading) are given to its connection live too ([`ControllerSettings`]: async
+//!   masks all zero until SET_ASYNC; the socket's DSCP, a change reconnecting it).
+//! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
+//!   `enable_async_messages`, `other_config:dscp` and `type` (rate limits,
+//!   `controller_queue_size`, in-band `connection_mode`) and the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 

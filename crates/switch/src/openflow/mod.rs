@@ -100,6 +100,12 @@
 //! to 1 s after a connection that lasted longer than the wait before it. An active connection
 //! silent for the inactivity probe interval (`--inactivity-probe`, OVS's 5 s) is sent an
 //! ECHO_REQUEST; silent for another interval, it is closed (a dead controller is noticed).
+//! An attempt whose connect and HELLO exchange are not done within max(1 s, the backoff waited
+//! before it) ends ("Connection timed out") and the backoff keeps growing (OVS's rconn
+//! `CONNECTING` timeout). The socket's DSCP is set before it connects
+//! ([`ControllerSettings::dscp`], OVS's 48 by default); a controller with
+//! [`ControllerSettings::async_enabled`] false is sent no asynchronous message until its
+//! SET_ASYNC asks for some.
 //! `--fail-mode` says what happens while no controller is there, as Open vSwitch's fail modes
 //! do: `secure` — nothing: the flows stay, table misses stay misses; `standalone` (OVS's
 //! default) — once no controller has been *admitted* for three probe intervals (OVS: a
