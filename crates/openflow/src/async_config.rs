@@ -234,6 +234,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn none_wants_nothing_until_a_set_async_asks() {
+        let mut c = AsyncConfig::none();
+        for (prop, reason) in
+            [(PACKET_IN_MASTER, 0), (PACKET_IN_MASTER, 1), (PORT_STATUS_MASTER, 2), (FLOW_REMOVED_MASTER, 0)]
+        {
+            assert!(!c.wants(prop, false, reason) && !c.wants(prop, true, reason));
+        }
+        // Every 1.3 mask is there (GET_ASYNC encodes it).
+        assert!(c.encode(OFP13, &mut Writer::new()).is_ok());
+        c.apply(&AsyncConfig { props: vec![(PACKET_IN_MASTER, 1 << 1)] });
+        assert!(c.wants(PACKET_IN_MASTER, false, 1) && !c.wants(PACKET_IN_MASTER, false, 0));
+        assert!(!c.wants(PORT_STATUS_MASTER, false, 2));
+    }
+
+    #[test]
     fn defaults_set_and_wants() {
         let mut c = AsyncConfig::ovs_default(OFP13);
         // Packet-in: no_match and action for master/equal, nothing for slaves.
