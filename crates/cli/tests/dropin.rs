@@ -40,6 +40,12 @@
 //! - `controller_timers_role_and_status`: `max_backoff` in the reconnection spacing,
 //!   `inactivity_probe=0` (no probe) and changed live (the connection closed one interval after
 //!   the probe), `role` after a ROLE_REQUEST, `status` keys.
+//! - `controller_enable_async_messages`: `false` → no PACKET_IN/PORT_STATUS until SET_ASYNC
+//!   asks; `true` set live → both on the running connection.
+//! - `controller_dscp`: `other_config:dscp` absent → TOS 0xc0 (DSCP 48) on every packet to the
+//!   controller (captured on loopback), changed live → a reconnect with the new DSCP.
+//! - `controller_without_hello_times_out_connecting`: rconn's CONNECTING timeout, max(1 s,
+//!   backoff), the backoff growing.
 //! - `a_bridge_gets_the_flows_ovs_gives_it`: a new secure bridge has no flow; the flushes of
 //!   OVS's connmgr (first controller, last controller, fail mode without controllers); fail-open
 //!   after three of the controller's probe intervals.
@@ -163,6 +169,15 @@ impl Env {
         eventually("the switch writes datapath_types", || {
             env.db.vsctl(&["get", "open_vswitch", ".", "datapath_types"]).is_ok_and(|s| s.contains("netdev"))
         });
+        Some(env)
+    }
+
+    /// [`Env::start`], the switch namespace's loopback up (controllers listen there) and a
+    /// `netdev` bridge `br0` with `fail_mode=secure` (no flow, no fail-open).
+    fn secure_bridge(tag: &str) -> Option<Env> {
+        let env = Env::start(tag)?;
+        env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
+        env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
         Some(env)
     }
 
@@ -767,6 +782,8 @@ struct QuietController {
     /// When each connection was accepted, and when the switch closed one.
     accepts: Arc<Mutex<Vec<Instant>>>,
     closes: Arc<Mutex<Vec<Instant>>>,
+    /// The type of every message the switch sent, in order (all connections).
+    received: Arc<Mutex<Vec<u8>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
@@ -780,6 +797,8 @@ struct Quirks {
     deaf: bool,
     /// Closes each connection at once (the switch's backoff).
     hang_up: bool,
+    /// Sends no HELLO (nor `after_hello`): the switch's CONNECTING timeout.
+    silent: bool,
 }
 
 impl QuietController {
@@ -792,8 +811,9 @@ impl QuietController {
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let accepts = Arc::new(Mutex::new(Vec::new()));
         let closes = Arc::new(Mutex::new(Vec::new()));
+        let received = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (a, s, at, cl) = (accepted.clone(), stop.clone(), accepts.clone(), closes.clone());
+        let (a, s, at, cl, rx) = (accepted.clone(), stop.clone(), accepts.clone(), closes.clone(), received.clone());
         let listener = env.sw.run(|| std::net::TcpListener::bind(("127.0.0.1", port))).unwrap().unwrap();
         listener.set_nonblocking(true).unwrap();
         let thread = std::thread::spawn(move || -> std::io::Result<()> {
@@ -809,12 +829,14 @@ impl QuietController {
                     drop(c);
                     continue;
                 }
-                let (s, cl, quirks) = (s.clone(), cl.clone(), quirks.clone());
+                let (s, cl, rx, quirks) = (s.clone(), cl.clone(), rx.clone(), quirks.clone());
                 conns.push(std::thread::spawn(move || {
                     c.set_nonblocking(false).unwrap();
                     c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                    let _ = c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
-                    let _ = c.write_all(&quirks.after_hello);
+                    if !quirks.silent {
+                        let _ = c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
+                        let _ = c.write_all(&quirks.after_hello);
+                    }
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
                     while !s.load(Ordering::Relaxed) {
@@ -837,6 +859,7 @@ impl QuietController {
                         while buf.len() >= 8 && buf.len() >= usize::from(u16::from_be_bytes([buf[2], buf[3]])) {
                             let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
                             let mut msg: Vec<u8> = buf.drain(..len).collect();
+                            rx.lock().unwrap().push(msg[1]);
                             if msg[1] == 2 && !quirks.deaf {
                                 msg[1] = 3; // ECHO_REQUEST → ECHO_REPLY
                                 let _ = c.write_all(&msg);
@@ -850,7 +873,7 @@ impl QuietController {
             }
             Ok(())
         });
-        QuietController { accepted, accepts, closes, stop, thread: Some(thread) }
+        QuietController { accepted, accepts, closes, received, stop, thread: Some(thread) }
     }
 
     fn accepted(&self) -> usize {
@@ -863,6 +886,11 @@ impl QuietController {
 
     fn closes(&self) -> Vec<Instant> {
         self.closes.lock().unwrap().clone()
+    }
+
+    /// How many messages of OpenFlow type `kind` the switch sent it.
+    fn received(&self, kind: u8) -> usize {
+        self.received.lock().unwrap().iter().filter(|k| **k == kind).count()
     }
 }
 
@@ -1048,9 +1076,7 @@ fn controller_status(env: &Env) -> String {
 /// `sec_since_connect`, `sec_since_disconnect`.
 #[test]
 fn controller_timers_role_and_status() {
-    let Some(mut env) = Env::start("dropin_ctl_timers") else { return };
-    env.sw.ip(&["link", "set", "lo", "up"]).unwrap();
-    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_timers") else { return };
     let hang_up = QuietController::start_with(&env, 6671, Quirks { hang_up: true, ..Quirks::default() });
     env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6671", "--", "set", "controller", "br0", "max_backoff=1000"]);
     std::thread::sleep(Duration::from_millis(5500));
@@ -1088,6 +1114,138 @@ fn controller_timers_role_and_status() {
     assert!((5.5..8.0).contains(&closed), "probe at once, the end 6 s later: {closed:.2} s");
     eventually("last_error says why", || controller_status(&env).contains("last_error=\"Connection timed out\""));
     eventually("reconnected", || deaf.accepted() == 2);
+    let log = env.exit();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// A PACKET_OUT to br0 whose action is `controller`: a PACKET_IN to every controller that takes
+/// it; and the bridge's own port set down and up (`mod-port`): PORT_STATUS to every controller.
+fn provoke_async(env: &Env) {
+    let frame = format!("ffffffffffff00000000000188b5{}", "00".repeat(46));
+    env.ofctl_ok(&["-O", "OpenFlow13", "packet-out", "br0", "CONTROLLER", "controller", &frame]);
+    env.ofctl_ok(&["-O", "OpenFlow13", "mod-port", "br0", "br0", "down"]);
+    env.ofctl_ok(&["-O", "OpenFlow13", "mod-port", "br0", "br0", "up"]);
+}
+
+/// OpenFlow 1.3 message types.
+const PACKET_IN: u8 = 10;
+const PORT_STATUS: u8 = 12;
+
+/// Issue 37: `Controller.enable_async_messages`, as ovs-vswitchd 3.1 reads it: `false` — the
+/// controller is sent no PACKET_IN and no PORT_STATUS (every async mask zero) — until it asks
+/// with SET_ASYNC (a second controller, whose SET_ASYNC asks for packet-ins of reason ACTION
+/// only, gets those and no PORT_STATUS); set to `true` while it runs, the first controller gets
+/// both on its running connection.
+#[test]
+fn controller_enable_async_messages() {
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_async") else { return };
+    let plain = QuietController::start(&env, 6673);
+    // OpenFlow 1.3 SET_ASYNC (type 28): packet-in master/slave masks 1<<ACTION / 0, port-status 0/0,
+    // flow-removed 0/0.
+    let mut set_async = vec![4, 28, 0, 32, 0, 0, 0, 7];
+    for m in [2u32, 0, 0, 0, 0, 0] {
+        set_async.extend_from_slice(&m.to_be_bytes());
+    }
+    let asks = QuietController::start_with(&env, 6674, Quirks { after_hello: set_async, ..Quirks::default() });
+    env.vsctl(&[
+        "--id=@a",
+        "create",
+        "controller",
+        "target=\"tcp:127.0.0.1:6673\"",
+        "enable_async_messages=false",
+        "--",
+        "--id=@b",
+        "create",
+        "controller",
+        "target=\"tcp:127.0.0.1:6674\"",
+        "enable_async_messages=false",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "controller=[@a,@b]",
+    ]);
+    let connected =
+        |env: &Env| env.vsctl(&["--columns=is_connected", "list", "controller"]).matches("true").count() == 2;
+    eventually("both controllers connected", || connected(&env));
+    std::thread::sleep(Duration::from_millis(300));
+    provoke_async(&env);
+    eventually("the asking controller gets its packet-in", || asks.received(PACKET_IN) == 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!((plain.received(PACKET_IN), plain.received(PORT_STATUS)), (0, 0), "enable_async_messages=false");
+    assert_eq!(asks.received(PORT_STATUS), 0, "its SET_ASYNC asked for no port-status");
+    let uuid = env.vsctl(&["--bare", "--columns=_uuid", "find", "controller", "target=\"tcp:127.0.0.1:6673\""]);
+    env.vsctl(&["set", "controller", uuid.trim(), "enable_async_messages=true"]);
+    std::thread::sleep(Duration::from_millis(300));
+    provoke_async(&env);
+    eventually("enabled live: packet-in and port-status", || {
+        plain.received(PACKET_IN) == 1 && plain.received(PORT_STATUS) >= 2
+    });
+    assert_eq!(plain.accepted(), 1, "on the running connection");
+    let log = env.exit();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// The TOS byte of the IPv4/TCP frames to `port` captured on the switch namespace's loopback.
+fn tos_to(frames: &[Vec<u8>], port: u16) -> Vec<u8> {
+    frames
+        .iter()
+        .filter(|f| f.len() >= 38 && f[12..14] == [8, 0] && f[23] == 6)
+        .filter(|f| {
+            let tcp = 14 + usize::from(f[14] & 0xf) * 4;
+            f.len() >= tcp + 4 && u16::from_be_bytes([f[tcp + 2], f[tcp + 3]]) == port
+        })
+        .map(|f| f[15])
+        .collect()
+}
+
+/// Issue 37: the DSCP of a controller connection (`Controller.other_config:dscp`, OVS 3.1):
+/// absent → 48 (TOS 0xc0) on every packet the switch sends the controller, its SYN on
+/// (captured on the namespace's loopback); set to 10 while connected, the switch reconnects
+/// (OVS's `rconn_reconnect`) and the new connection's packets carry TOS 40; an out-of-range
+/// value is 48 again.
+#[test]
+fn controller_dscp() {
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_dscp") else { return };
+    let cap = env.sw.run(|| RawSocket::open("lo")).unwrap().unwrap();
+    let tc = QuietController::start(&env, 6675);
+    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6675"]);
+    eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
+    let tos = tos_to(&cap.drain(Duration::from_millis(300)).unwrap(), 6675);
+    assert!(tos.len() >= 3 && tos.iter().all(|t| *t == 48 << 2), "the default DSCP 48: {tos:?}");
+    env.vsctl(&["set", "controller", "br0", "other_config:dscp=10"]);
+    eventually("reconnected", || tc.accepted() == 2);
+    eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
+    let tos = tos_to(&cap.drain(Duration::from_millis(300)).unwrap(), 6675);
+    let new: Vec<u8> = tos.iter().copied().skip_while(|t| *t != 10 << 2).collect();
+    assert!(new.len() >= 3 && new.iter().all(|t| *t == 10 << 2), "DSCP 10 after the reconnect: {tos:?}");
+    env.vsctl(&["set", "controller", "br0", "other_config:dscp=64"]);
+    eventually("reconnected again", || tc.accepted() == 3);
+    eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
+    let tos = tos_to(&cap.drain(Duration::from_millis(300)).unwrap(), 6675);
+    assert!(tos.last() == Some(&(48 << 2)), "64 is out of range: the default: {tos:?}");
+    let log = env.exit();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// Issue 37: OVS's rconn CONNECTING timeout — a controller that accepts the TCP connection and
+/// never says HELLO is dropped max(1 s, backoff) after the attempt began ("Connection timed
+/// out"), and the backoff keeps growing: connections of ~1 s, ~1 s, ~2 s, 1 s, 2 s apart
+/// (before: dropped after two 5 s probe intervals).
+#[test]
+fn controller_without_hello_times_out_connecting() {
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_connecting") else { return };
+    let mute = QuietController::start_with(&env, 6676, Quirks { silent: true, ..Quirks::default() });
+    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6676"]);
+    eventually("three attempts", || mute.closes().len() >= 3);
+    let (accepts, closes) = (mute.accepts(), mute.closes());
+    let held: Vec<f64> = accepts.iter().zip(&closes).map(|(a, c)| (*c - *a).as_secs_f64()).collect();
+    let gaps: Vec<f64> = closes.iter().zip(&accepts[1..]).map(|(c, a)| (*a - *c).as_secs_f64()).collect();
+    eprintln!("CONNECTING: held {held:.2?} s, backoff {gaps:.2?} s");
+    assert!((0.8..1.6).contains(&held[0]) && (0.8..1.6).contains(&held[1]), "max(1 s, backoff): {held:.2?}");
+    assert!((1.7..2.6).contains(&held[2]), "the backoff 2 s: {held:.2?}");
+    assert!((0.8..1.4).contains(&gaps[0]) && (1.7..2.4).contains(&gaps[1]), "growing backoff: {gaps:.2?}");
+    eventually("last_error says why", || controller_status(&env).contains("last_error=\"Connection timed out\""));
     let log = env.exit();
     assert!(!log.contains("panicked"), "{log}");
 }

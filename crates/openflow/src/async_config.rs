@@ -138,6 +138,15 @@ impl AsyncConfig {
         }
     }
 
+    /// Every mask zero: no asynchronous message at all (OVS's `OFPUTIL_ASYNC_CFG_INIT`, a
+    /// connection's configuration when `enable_async_messages` is false and it sent no
+    /// SET_ASYNC).
+    pub fn none() -> AsyncConfig {
+        let mut props: Vec<(u16, u32)> = LAYOUT_13.iter().map(|&k| (k, 0)).collect();
+        props.sort_by_key(|p| p.0);
+        AsyncConfig { props }
+    }
+
     /// Does a connection in `slave` role take a message of `master_prop` (the MASTER property
     /// type of the message; the slave one is one below) with `reason`?
     pub fn wants(&self, master_prop: u16, slave: bool, reason: u8) -> bool {
@@ -223,6 +232,21 @@ impl PortMod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn none_wants_nothing_until_a_set_async_asks() {
+        let mut c = AsyncConfig::none();
+        for (prop, reason) in
+            [(PACKET_IN_MASTER, 0), (PACKET_IN_MASTER, 1), (PORT_STATUS_MASTER, 2), (FLOW_REMOVED_MASTER, 0)]
+        {
+            assert!(!c.wants(prop, false, reason) && !c.wants(prop, true, reason));
+        }
+        // Every 1.3 mask is there (GET_ASYNC encodes it).
+        assert!(c.encode(OFP13, &mut Writer::new()).is_ok());
+        c.apply(&AsyncConfig { props: vec![(PACKET_IN_MASTER, 1 << 1)] });
+        assert!(c.wants(PACKET_IN_MASTER, false, 1) && !c.wants(PACKET_IN_MASTER, false, 0));
+        assert!(!c.wants(PORT_STATUS_MASTER, false, 2));
+    }
 
     #[test]
     fn defaults_set_and_wants() {

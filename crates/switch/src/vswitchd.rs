@@ -71,7 +71,7 @@
 //!   connection. Each controller's `inactivity_probe` and `max_backoff` ([`Timing::ovs`]: OVS
 //!   3.1's reading — absent 5 s and 8 s, a probe of 0 none, the probe at least 5 s, the
 //!   fail-open trigger three of the configured intervals) are given to its connection live
-//!   ([`Channel::set_controllers_timed`]). Written back, when a connection's state changes
+//!   ([`Channel::set_controllers_with`]). Written back, when a connection's state changes
 //!   (`controller_update`, OVS's `refresh_controller_status`): `is_connected`, `role`
 //!   (`other`/`master`/`slave`: its ROLE_REQUESTs) and `status` (`state`, `last_error`,
 //!   `sec_since_connect`, `sec_since_disconnect`); another target gets `status:last_error`.
@@ -105,9 +105,12 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`
-//!   and `type` (rate limits, in-band `connection_mode`, `enable_async_messages`, `dscp`) and
-//!   the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
+//! - A controller's `enable_async_messages` and `other_config:dscp` ([`controller_settings`]:
+//!   OVS 3.1's reading) are given to its connection live too ([`ControllerSettings`]: async
+//!   masks all zero until SET_ASYNC; the socket's DSCP, a change reconnecting it).
+//! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
+//!   `enable_async_messages`, `other_config:dscp` and `type` (rate limits,
+//!   `controller_queue_size`, in-band `connection_mode`) and the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
@@ -129,7 +132,8 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 use crate::bridges::Bridges;
 use crate::normal::PortVlan;
 use crate::openflow::{
-    Channel, ChannelConfig, ControllerStatus, ControllerTarget, FailMode, ListenTarget, OpenflowListener, Timing, Tls,
+    Channel, ChannelConfig, ControllerSettings, ControllerStatus, ControllerTarget, FailMode, ListenTarget,
+    OpenflowListener, Timing, Tls, DEFAULT_DSCP,
 };
 use crate::shared::SharedPmds;
 use crate::unixctl::UnixctlServer;
@@ -195,9 +199,9 @@ struct IfaceStatus {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Identity {
     ports: Vec<PlannedPort>,
-    /// Its `tcp:`/`ssl:` controller targets: connected to, each with its timers
-    /// (`inactivity_probe`, `max_backoff`).
-    controllers: Vec<(ControllerTarget, Timing)>,
+    /// Its `tcp:`/`ssl:` controller targets: connected to, each with its settings
+    /// ([`controller_settings`]).
+    controllers: Vec<(ControllerTarget, ControllerSettings)>,
     secure: bool,
     /// How many primary controllers the bridge has (OVS's `connmgr_has_controllers`: the
     /// `Controller` rows of an active target, `tcp:`/`ssl:`/`unix:`, whether rqvs can reach
@@ -246,8 +250,9 @@ struct PlannedController {
     uuid: Uuid,
     target: String,
     addr: Result<Target, String>,
-    /// Its `inactivity_probe` and `max_backoff` ([`Timing::ovs`]).
-    timing: Timing,
+    /// Its `inactivity_probe`, `max_backoff`, `enable_async_messages`, `other_config:dscp`
+    /// ([`controller_settings`]).
+    settings: ControllerSettings,
     /// A primary controller (OVS's `OFCONN_PRIMARY`, [`is_primary`]).
     primary: bool,
 }
@@ -498,14 +503,27 @@ fn plan(
                 "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ssl:IP[:PORT], ptcp:[PORT][:IP], pssl:[PORT][:IP] or punix:PATH only)"
             ))
         };
-        let timing = Timing::ovs(c.int("inactivity_probe"), c.int("max_backoff"));
+        let settings = controller_settings(c);
         let primary = is_primary(&target, c.str("type"));
-        p.controllers.push(PlannedController { uuid: cu, target, addr, timing, primary });
+        p.controllers.push(PlannedController { uuid: cu, target, addr, settings, primary });
     }
     let (prefixes, notes) = flow_table_prefixes(r, br);
     p.prefixes = prefixes;
     p.notes.extend(notes);
     p
+}
+
+/// A `Controller` row's settings as ovs-vswitchd 3.1 reads them (`bridge_configure_remotes`):
+/// the timers ([`Timing::ovs`]); `enable_async_messages` absent → true; `other_config:dscp`
+/// an integer 0..=63, else (absent, not a number, out of range) 48.
+fn controller_settings(c: &Row) -> ControllerSettings {
+    let timing = Timing::ovs(c.int("inactivity_probe"), c.int("max_backoff"));
+    let dscp = c.map_get("other_config", "dscp").and_then(|d| d.parse::<u8>().ok()).filter(|d| *d <= 63);
+    ControllerSettings {
+        timing,
+        async_enabled: c.bool("enable_async_messages").unwrap_or(true),
+        dscp: dscp.unwrap_or(DEFAULT_DSCP),
+    }
 }
 
 /// A `patch` interface's port spec (`NAME:patch=PEER`) and the fault to write in its `error`
@@ -575,7 +593,7 @@ impl Plan {
                 .controllers
                 .iter()
                 .filter_map(|c| match &c.addr {
-                    Ok(Target::Active(a)) => Some((*a, c.timing)),
+                    Ok(Target::Active(a)) => Some((*a, c.settings)),
                     _ => None,
                 })
                 .collect(),
@@ -754,7 +772,7 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
         flush(&r.control, !has && !want.secure, log);
     }
     if now.controllers != want.controllers {
-        match c.set_controllers_timed(&want.controllers) {
+        match c.set_controllers_with(&want.controllers) {
             Ok(()) => {
                 let names: Vec<String> = want.controllers.iter().map(|(t, _)| controller_name(t)).collect();
                 log(&format!(
@@ -768,7 +786,7 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
     r.identity.listeners = want.listeners.clone();
     r.identity.secure = want.secure;
     r.identity.primaries = want.primaries;
-    r.identity.controllers = c.controllers_timed();
+    r.identity.controllers = c.controllers_with();
 }
 
 /// OVS's `ofproto_flush_flows`: every flow of every table (the fail-open rule, hidden, stays),
@@ -1796,7 +1814,7 @@ mod tests {
                 uuid: Uuid::parse(&uuid(20 + i as u32)).unwrap(),
                 target: t.to_string(),
                 addr: addr.map_err(|e| e.0),
-                timing: Timing::ovs(None, None),
+                settings: ControllerSettings::new(Timing::ovs(None, None)),
                 primary: is_primary(t, None),
             });
         }
@@ -1830,6 +1848,29 @@ mod tests {
         assert!(!is_primary("punix:/x", None));
         assert!(is_primary("ptcp:6653", Some("primary")));
         assert!(!is_primary("tcp:1.2.3.4", Some("service")));
+    }
+
+    #[test]
+    fn controller_settings_as_ovs_reads_them() {
+        let row = |async_col: Option<bool>, dscp: Option<&str>| {
+            let mut r = Row::new();
+            if let Some(b) = async_col {
+                r.insert("enable_async_messages", Datum::one(b));
+            }
+            if let Some(d) = dscp {
+                r.insert("other_config", Datum::map([("dscp", d)]));
+            }
+            controller_settings(&r)
+        };
+        assert_eq!(row(None, None), ControllerSettings::new(Timing::ovs(None, None)));
+        assert_eq!((row(None, None).async_enabled, row(None, None).dscp), (true, 48));
+        assert!(!row(Some(false), None).async_enabled);
+        assert!(row(Some(true), None).async_enabled);
+        assert_eq!(row(None, Some("0")).dscp, 0);
+        assert_eq!(row(None, Some("63")).dscp, 63);
+        for bad in ["64", "-1", "ef", ""] {
+            assert_eq!(row(None, Some(bad)).dscp, 48, "{bad}: OVS's default");
+        }
     }
 
     #[test]

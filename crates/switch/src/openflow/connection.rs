@@ -73,20 +73,23 @@ pub(crate) enum Kind {
     /// A client connected to `--openflow`.
     Passive,
     /// The switch connected to a `--controller`; probed after its cell's probe interval of
-    /// silence (read at each tick: it changes live), its state kept there.
-    Active { cell: Arc<controller::ControllerCell> },
+    /// silence (read at each tick: it changes live), its state kept there. Without the HELLO
+    /// exchanged by `hello_by` it ends (OVS's rconn CONNECTING timeout).
+    Active { cell: Arc<controller::ControllerCell>, hello_by: Instant },
 }
 
 /// Runs one connection to its end (the peer closes it, it fails, a probe goes unanswered, or
 /// the switch stops): registers it with the hub, starts its writer thread, reads and handles
 /// messages; then unregisters it and waits for the writer. `retired`: the connection ends
-/// when it is set too (its controller or listener removed while the switch runs).
-pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind, retired: &Arc<AtomicBool>) {
+/// when it is set too (its controller or listener removed while the switch runs). True when
+/// it ended for want of a HELLO exchange by its `hello_by` (an active connection's CONNECTING
+/// timeout).
+pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Kind, retired: &Arc<AtomicBool>) -> bool {
     match stream.socket() {
         Ok(socket) => socket.prepare(READ_TICK, Duration::from_secs(10)),
         Err(e) => {
             crate::log_warn!("rqvs switch: openflow {peer}: {e}");
-            return;
+            return false;
         }
     }
     let scheme = stream.scheme();
@@ -95,7 +98,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         Ok(h) => h,
         Err(e) => {
             crate::log_warn!("rqvs switch: openflow {peer}: {e}");
-            return;
+            return false;
         }
     };
     let name = match kind {
@@ -107,7 +110,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         Ok(s) => s,
         Err(e) => {
             crate::log_warn!("rqvs switch: openflow {peer}: {e}");
-            return;
+            return false;
         }
     };
     let writer = match std::thread::Builder::new()
@@ -117,14 +120,14 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         Ok(t) => t,
         Err(e) => {
             crate::log_warn!("rqvs switch: openflow {peer}: no writer thread: {e}");
-            return;
+            return false;
         }
     };
-    let me = hub.register(name.clone(), matches!(kind, Kind::Active { .. }), out.clone());
     let cell = match &kind {
-        Kind::Active { cell } => Some(cell.clone()),
+        Kind::Active { cell, .. } => Some(cell.clone()),
         Kind::Passive => None,
     };
+    let me = hub.register(name.clone(), cell.clone(), out.clone());
     let mut c = Connection {
         stream: reader,
         name,
@@ -145,6 +148,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         socket: socket.try_clone().ok(),
         retired: retired.clone(),
         end: None,
+        hello_timed_out: false,
     };
     c.run();
     let _ = c.settle_pending();
@@ -159,13 +163,14 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
     // written what was queued — a last ERROR (HELLO_FAILED, BAD_LEN) reaches the peer before the
     // close. When the switch stops, the socket is shut down first: a write blocked on a dead
     // peer fails at once. (The reader goes too: a TLS reader holds the queue to wake the writer.)
-    let Connection { stream, out, me: entry, .. } = c;
+    let Connection { stream, out, me: entry, hello_timed_out, .. } = c;
     drop((stream, out, entry, me));
     if hub.control.stop_requested() || retired.load(Ordering::Relaxed) {
         let _ = socket.shutdown(Shutdown::Both);
     }
     let _ = writer.join();
     let _ = socket.shutdown(Shutdown::Both);
+    hello_timed_out
 }
 
 /// The writer thread: writes queued messages in order until the queue closes or a write fails;
@@ -225,6 +230,8 @@ struct Connection {
     /// Why the connection ended, as OVS words it for `Controller.status:last_error` (`None`:
     /// closed by the switch).
     end: Option<String>,
+    /// An active connection ended for want of a HELLO by its `hello_by`.
+    hello_timed_out: bool,
 }
 
 /// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
@@ -353,7 +360,8 @@ impl Connection {
     /// The inactivity probe of an active connection: an ECHO_REQUEST after `probe` of silence,
     /// the end after as long again. False: close the connection.
     fn probe(&mut self) -> bool {
-        if self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
+        let passive = matches!(self.kind, Kind::Passive);
+        if passive && self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
             // Connected and silent (or a TLS handshake left unfinished): a slot held for nothing.
             crate::log_warn!(
                 "rqvs switch: openflow {}: no HELLO within {:.0} s: disconnecting",
@@ -364,19 +372,25 @@ impl Connection {
             self.end = Some(TIMED_OUT.into());
             return false;
         }
-        let Kind::Active { cell } = &self.kind else { return true };
+        let Kind::Active { cell, hello_by } = &self.kind else { return true };
+        if cell.take_reconnect() {
+            // Its DSCP changed: reconnect with the new one (OVS's `rconn_reconnect`).
+            crate::log_info!("rqvs switch: openflow {}: DSCP changed: reconnecting", self.name);
+            return false;
+        }
+        let Some(v) = self.version else {
+            // CONNECTING: no HELLO exchanged within max(1 s, backoff) (OVS's rconn).
+            if Instant::now() >= *hello_by {
+                self.hello_timed_out = true;
+                self.end = Some(TIMED_OUT.into());
+                return false;
+            }
+            return true;
+        };
         let probe = cell.timing().probe;
         if probe.is_zero() {
             return true; // probing disabled (`inactivity_probe=0`)
         }
-        let Some(v) = self.version else {
-            // No HELLO within two intervals: not an OpenFlow peer that is alive.
-            let alive = self.last_rx.elapsed() < 2 * probe || self.connected.elapsed() < 2 * probe;
-            if !alive {
-                self.end = Some(TIMED_OUT.into());
-            }
-            return alive;
-        };
         match self.probe_sent {
             None if self.last_rx.elapsed() >= probe => {
                 self.probe_sent = Some(Instant::now());
@@ -398,7 +412,7 @@ impl Connection {
 
     /// An active connection's state for `Controller.status` (a passive one has none).
     fn set_state(&self, state: controller::RconnState) {
-        if let Kind::Active { cell } = &self.kind {
+        if let Kind::Active { cell, .. } = &self.kind {
             cell.rconn().state = state;
         }
     }
@@ -575,7 +589,7 @@ impl Connection {
             Some(v) => {
                 self.version = Some(v);
                 self.me.version.store(v, Ordering::Relaxed);
-                if let Kind::Active { cell } = &self.kind {
+                if let Kind::Active { cell, .. } = &self.kind {
                     let mut r = cell.rconn();
                     r.state = controller::RconnState::Active;
                     r.last_connected = Some(Instant::now());

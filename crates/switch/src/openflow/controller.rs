@@ -34,12 +34,14 @@ impl std::str::FromStr for FailMode {
     }
 }
 
-/// How long one connection attempt may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The shortest time a connection attempt — the TCP connect, the TLS handshake and the HELLO
+/// exchange — may take: OVS's `timeout_CONNECTING` is the longer of this and the backoff
+/// waited before the attempt.
+const MIN_CONNECTING: Duration = Duration::from_secs(1);
 
 /// A controller's timers: its inactivity probe and its longest reconnection wait (OVS's
 /// `Controller.inactivity_probe` and `max_backoff`). They change while its connection runs
-/// ([`super::Channel::set_controllers_timed`]): the probe at the connection's next tick, the
+/// ([`super::Channel::set_controllers_with`]): the probe at the connection's next tick, the
 /// backoff at once (a wait longer than the new maximum is cut to it, as OVS's
 /// `rconn_set_max_backoff` does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +77,34 @@ impl Timing {
         let probe = if secs == 0 { Duration::ZERO } else { Duration::from_secs(secs.max(5)) };
         let backoff = max_backoff.map_or(8, |ms| (ms / 1000).max(1) as u64);
         Timing { probe, interval: Duration::from_secs(secs), max_backoff: Duration::from_secs(backoff) }
+    }
+}
+
+/// OVS's default DSCP of a controller connection (`DSCP_DEFAULT`: internetwork control, 48).
+pub const DEFAULT_DSCP: u8 = 48;
+
+/// A controller's settings from its `Controller` row, beside its timers (OVS's
+/// `struct ofproto_controller`); they change while its connection runs
+/// ([`super::Channel::set_controllers_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerSettings {
+    pub timing: Timing,
+    /// `enable_async_messages` (absent: true). False: the connection is sent no asynchronous
+    /// message (PACKET_IN, FLOW_REMOVED, PORT_STATUS) until it asks with SET_ASYNC — OVS's
+    /// `ofconn_get_async_config`: all masks zero instead of `ofputil_async_cfg_default`.
+    /// Read at each message, so a change applies to the running connection.
+    pub async_enabled: bool,
+    /// The DSCP of the connection's IP packets (`other_config:dscp`, 0..=63; absent or out of
+    /// range: [`DEFAULT_DSCP`]), set on the socket before it connects (`IP_TOS`/`IPV6_TCLASS`
+    /// = DSCP << 2, OVS's `set_dscp`). A change reconnects a connected controller, as OVS's
+    /// `ofconn_reconfigure` does (`rconn_reconnect`).
+    pub dscp: u8,
+}
+
+impl ControllerSettings {
+    /// `timing`, with OVS's defaults for the rest.
+    pub fn new(timing: Timing) -> ControllerSettings {
+        ControllerSettings { timing, async_enabled: true, dscp: DEFAULT_DSCP }
     }
 }
 
@@ -115,16 +145,19 @@ pub(crate) struct Rconn {
     pub last_disconnected: Option<Instant>,
 }
 
-/// A controller's timers and state, shared by its thread, its connection and the channel.
+/// A controller's settings and state, shared by its thread, its connection and the channel.
 pub(crate) struct ControllerCell {
-    timing: Mutex<Timing>,
+    settings: Mutex<ControllerSettings>,
+    /// Set when the DSCP changed: the connection ends at its next tick (and reconnects).
+    reconnect: AtomicBool,
     rconn: Mutex<Rconn>,
 }
 
 impl ControllerCell {
-    pub fn new(timing: Timing) -> ControllerCell {
+    pub fn new(settings: ControllerSettings) -> ControllerCell {
         ControllerCell {
-            timing: Mutex::new(timing),
+            settings: Mutex::new(settings),
+            reconnect: AtomicBool::new(false),
             rconn: Mutex::new(Rconn {
                 state: RconnState::Connecting,
                 last_error: None,
@@ -134,12 +167,26 @@ impl ControllerCell {
         }
     }
 
-    pub fn timing(&self) -> Timing {
-        *self.timing.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn settings(&self) -> ControllerSettings {
+        *self.settings.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn set_timing(&self, t: Timing) {
-        *self.timing.lock().unwrap_or_else(|e| e.into_inner()) = t;
+    pub fn timing(&self) -> Timing {
+        self.settings().timing
+    }
+
+    /// New settings; a changed DSCP makes the running connection end (and reconnect).
+    pub fn set_settings(&self, s: ControllerSettings) {
+        let mut now = self.settings.lock().unwrap_or_else(|e| e.into_inner());
+        if now.dscp != s.dscp {
+            self.reconnect.store(true, Ordering::Relaxed);
+        }
+        *now = s;
+    }
+
+    /// Was the DSCP changed since the last call (the connection must reconnect)?
+    pub fn take_reconnect(&self) -> bool {
+        self.reconnect.swap(false, Ordering::Relaxed)
     }
 
     pub fn rconn(&self) -> MutexGuard<'_, Rconn> {
@@ -232,18 +279,25 @@ pub(crate) fn run(
     let mut failures = 0u64;
     while !hub.control.stop_requested() && !retired.load(Ordering::Relaxed) {
         cell.rconn().state = RconnState::Connecting;
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|s| wrap(s, addr, tls.as_deref())) {
+        let _ = cell.take_reconnect();
+        let t0 = Instant::now();
+        // OVS's rconn: CONNECTING (connect, then HELLO) lasts at most max(1 s, backoff).
+        let hello_by = t0 + backoff.max(MIN_CONNECTING);
+        let dscp = cell.settings().dscp;
+        match connect(addr, dscp, hello_by - t0).and_then(|s| wrap(s, addr, tls.as_deref())) {
             Ok(stream) => {
-                let t0 = Instant::now();
                 crate::log_info!(
                     "rqvs switch: controller {name}: connected{}",
                     if failures > 0 { format!(" (after {failures} failed attempts)") } else { String::new() }
                 );
                 failures = 0;
-                connection::serve(stream, addr, hub, Kind::Active { cell: cell.clone() }, retired);
+                let kind = Kind::Active { cell: cell.clone(), hello_by };
+                let timed_out = connection::serve(stream, addr, hub, kind, retired);
                 let lasted = t0.elapsed();
                 crate::log_info!("rqvs switch: controller {name}: disconnected after {:.1} s", lasted.as_secs_f64());
-                if lasted > backoff {
+                // A CONNECTING timeout keeps the backoff growing (OVS: `backoff_deadline`
+                // set to never).
+                if lasted > backoff && !timed_out {
                     backoff = Duration::ZERO;
                 }
             }
@@ -267,6 +321,21 @@ pub(crate) fn run(
         // A lower maximum applies to the next waits too.
         backoff = backoff.min(cell.timing().max_backoff);
     }
+}
+
+/// A TCP connection to `addr` whose IP packets, its SYN on, carry `dscp` (OVS's `set_dscp`
+/// before `connect`: `IP_TOS`, or `IPV6_TCLASS`, = DSCP << 2), within `timeout`.
+fn connect(addr: SocketAddr, dscp: u8, timeout: Duration) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    let tos = u32::from(dscp.min(63)) << 2;
+    if addr.is_ipv4() {
+        s.set_tos_v4(tos)?;
+    } else {
+        s.set_tclass_v6(tos)?;
+    }
+    s.connect_timeout(&addr.into(), timeout)?;
+    Ok(s.into())
 }
 
 /// The connected socket as a plain or TLS stream (the handshake runs as the connection starts).

@@ -100,6 +100,12 @@
 //! to 1 s after a connection that lasted longer than the wait before it. An active connection
 //! silent for the inactivity probe interval (`--inactivity-probe`, OVS's 5 s) is sent an
 //! ECHO_REQUEST; silent for another interval, it is closed (a dead controller is noticed).
+//! An attempt whose connect and HELLO exchange are not done within max(1 s, the backoff waited
+//! before it) ends ("Connection timed out") and the backoff keeps growing (OVS's rconn
+//! `CONNECTING` timeout). The socket's DSCP is set before it connects
+//! ([`ControllerSettings::dscp`], OVS's 48 by default); a controller with
+//! [`ControllerSettings::async_enabled`] false is sent no asynchronous message until its
+//! SET_ASYNC asks for some.
 //! `--fail-mode` says what happens while no controller is there, as Open vSwitch's fail modes
 //! do: `secure` — nothing: the flows stay, table misses stay misses; `standalone` (OVS's
 //! default) — once no controller has been *admitted* for three probe intervals (OVS: a
@@ -140,7 +146,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use controller::{parse_controller, ControllerTarget, FailMode, RconnState, Timing};
+pub use controller::{
+    parse_controller, ControllerSettings, ControllerTarget, FailMode, RconnState, Timing, DEFAULT_DSCP,
+};
 pub use tls::{Tls, TlsSettings};
 
 use crate::{Control, Error};
@@ -581,21 +589,21 @@ impl Channel {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes `targets` the controllers the switch connects to, with the channel's timers
-    /// ([`Channel::set_controllers_timed`]).
+    /// Makes `targets` the controllers the switch connects to, with the channel's timers and
+    /// OVS's defaults for the rest ([`Channel::set_controllers_with`]).
     pub fn set_controllers(&self, targets: &[ControllerTarget]) -> Result<(), Error> {
-        let timing = self.lock_live().timing;
-        let timed: Vec<(ControllerTarget, Timing)> = targets.iter().map(|t| (*t, timing)).collect();
-        self.set_controllers_timed(&timed)
+        let settings = ControllerSettings::new(self.lock_live().timing);
+        let with: Vec<(ControllerTarget, ControllerSettings)> = targets.iter().map(|t| (*t, settings)).collect();
+        self.set_controllers_with(&with)
     }
 
-    /// Makes `targets` the controllers the switch connects to, each with its timers: a new one
-    /// gets its thread, one no longer there is retired (its connection closed at its next read
-    /// tick, 50 ms), the others keep their connections — with their timers changed in place
-    /// when they differ ([`Timing`]: OVS's `ovs-vsctl set controller br0 inactivity_probe=...`
-    /// applies to the running connection). An `ssl:` target without the channel's TLS settings
-    /// is an error, and nothing is changed.
-    pub fn set_controllers_timed(&self, targets: &[(ControllerTarget, Timing)]) -> Result<(), Error> {
+    /// Makes `targets` the controllers the switch connects to, each with its settings: a new
+    /// one gets its thread, one no longer there is retired (its connection closed at its next
+    /// read tick, 50 ms), the others keep their connections — with their settings changed in
+    /// place when they differ ([`ControllerSettings`]: OVS's `ovs-vsctl set controller br0
+    /// inactivity_probe=...` applies to the running connection; a new DSCP reconnects it). An
+    /// `ssl:` target without the channel's TLS settings is an error, and nothing is changed.
+    pub fn set_controllers_with(&self, targets: &[(ControllerTarget, ControllerSettings)]) -> Result<(), Error> {
         let mut live = self.lock_live();
         if let Some((t, _)) = targets.iter().find(|(t, _)| t.tls && live.tls.is_none()) {
             return Err(Error(format!(
@@ -612,15 +620,15 @@ impl Channel {
             live.retiring.push(a.endpoint.thread);
         }
         live.retiring.retain(|t| !t.is_finished());
-        for (target, timing) in targets {
+        for (target, settings) in targets {
             if let Some(a) = live.controllers.iter().find(|a| a.target == *target) {
-                a.cell.set_timing(*timing);
+                a.cell.set_settings(*settings);
                 continue;
             }
             let h = self.hub.clone();
             let tls = if target.tls { live.tls.clone() } else { None };
             let retired = Arc::new(AtomicBool::new(false));
-            let cell = Arc::new(controller::ControllerCell::new(*timing));
+            let cell = Arc::new(controller::ControllerCell::new(*settings));
             let (r, c) = (retired.clone(), cell.clone());
             let addr = target.addr;
             let i = live.next_thread;
@@ -683,9 +691,9 @@ impl Channel {
             .collect()
     }
 
-    /// The controllers configured now, with their timers.
-    pub fn controllers_timed(&self) -> Vec<(ControllerTarget, Timing)> {
-        self.lock_live().controllers.iter().map(|a| (a.target, a.cell.timing())).collect()
+    /// The controllers configured now, with their settings.
+    pub fn controllers_with(&self) -> Vec<(ControllerTarget, ControllerSettings)> {
+        self.lock_live().controllers.iter().map(|a| (a.target, a.cell.settings())).collect()
     }
 
     /// Serves `listener` too, under `key` (a second one under the same key replaces the first).
@@ -718,11 +726,11 @@ impl Channel {
     /// The TLS settings of `ssl:` controllers from now on (`--ovsdb`: the `SSL` table changed):
     /// the `ssl:` controllers are reconnected with them (their connections closed).
     pub fn set_tls(&self, tls: Option<Arc<Tls>>) -> Result<(), Error> {
-        let all = self.controllers_timed();
-        let plain: Vec<(ControllerTarget, Timing)> = all.iter().copied().filter(|(t, _)| !t.tls).collect();
-        self.set_controllers_timed(&plain)?;
+        let all = self.controllers_with();
+        let plain: Vec<(ControllerTarget, ControllerSettings)> = all.iter().copied().filter(|(t, _)| !t.tls).collect();
+        self.set_controllers_with(&plain)?;
         self.lock_live().tls = tls;
-        self.set_controllers_timed(&all)
+        self.set_controllers_with(&all)
     }
 
     /// What the switch does while no controller is admitted, from now on (the fail-open watch
@@ -816,6 +824,8 @@ pub(crate) struct Peer {
     pub name: String,
     /// Opened by the switch (`--controller`): asynchronous messages without asking.
     pub active: bool,
+    /// An active connection's controller (its `enable_async_messages`, read at each message).
+    cell: Option<Arc<controller::ControllerCell>>,
     /// Encoded messages to the connection's writer thread.
     pub out: SyncSender<Vec<u8>>,
     /// The negotiated version (0 before HELLO).
@@ -841,10 +851,17 @@ impl Peer {
             && (self.active || self.miss_send_len.load(Ordering::Relaxed) != 0)
     }
 
-    /// The connection's async configuration now (its SET_ASYNC's, or the default).
+    /// The connection's async configuration now: what its SET_ASYNC set, over OVS's default
+    /// for its version — or over nothing at all (every mask zero, OVS's
+    /// `OFPUTIL_ASYNC_CFG_INIT`) when its controller has `enable_async_messages=false`.
     pub fn async_config(&self) -> rqvs_openflow::async_config::AsyncConfig {
         let v = self.version.load(Ordering::Relaxed);
-        let mut c = rqvs_openflow::async_config::AsyncConfig::ovs_default(v);
+        let enabled = self.cell.as_ref().is_none_or(|c| c.settings().async_enabled);
+        let mut c = if enabled {
+            rqvs_openflow::async_config::AsyncConfig::ovs_default(v)
+        } else {
+            rqvs_openflow::async_config::AsyncConfig::none()
+        };
         if let Some(set) = &*self.async_config.lock().unwrap_or_else(|e| e.into_inner()) {
             c.apply(set);
         }
@@ -926,12 +943,19 @@ impl Hub {
     }
 
     /// A new connection's entry (role equal; passive connections take no packet-ins until they
-    /// set a miss_send_len, active ones start at 128).
-    pub fn register(&self, name: String, active: bool, out: SyncSender<Vec<u8>>) -> Arc<Peer> {
+    /// set a miss_send_len, active ones — those of a controller `cell` — start at 128).
+    pub fn register(
+        &self,
+        name: String,
+        cell: Option<Arc<controller::ControllerCell>>,
+        out: SyncSender<Vec<u8>>,
+    ) -> Arc<Peer> {
+        let active = cell.is_some();
         let p = Arc::new(Peer {
             id: self.next_peer.fetch_add(1, Ordering::Relaxed),
             name,
             active,
+            cell,
             out,
             version: AtomicU8::new(0),
             role: AtomicU32::new(ROLE_EQUAL),
