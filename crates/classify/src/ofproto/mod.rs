@@ -47,7 +47,9 @@ pub mod prefixes;
 pub mod subtable;
 pub mod trie;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use hashbrown::HashMap;
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
 

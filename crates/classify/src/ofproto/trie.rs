@@ -136,16 +136,18 @@ impl<K: TrieKey> PrefixTrie<K> {
 
     /// Removes one rule with this prefix; returns false when there was none.
     pub fn remove(&mut self, value: K, plen: u32) -> bool {
-        let mut path = Vec::with_capacity(plen as usize + 1);
+        // The nodes from the root down, on the stack (a flow-mod removes a rule from every
+        // trie: no allocation per call).
+        let mut path = [0u32; 129];
         let mut node = 0u32;
-        path.push(node);
         for depth in 0..plen {
             node = self.nodes[node as usize].children[bit_at(value, depth)];
             if node == NONE {
                 return false;
             }
-            path.push(node);
+            path[depth as usize + 1] = node;
         }
+        let path = &path[..plen as usize + 1];
         if self.nodes[node as usize].n_rules == 0 {
             return false;
         }
