@@ -131,6 +131,7 @@ mod meters;
 mod monitor;
 mod packet_in;
 mod packet_out;
+pub mod pinsched;
 mod port_mod;
 mod ports;
 mod transport;
