@@ -105,12 +105,14 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - A controller's `enable_async_messages` and `other_config:dscp` ([`controller_settings`]:
-//!   OVS 3.1's reading) are given to its connection live too ([`ControllerSettings`]: async
-//!   masks all zero until SET_ASYNC; the socket's DSCP, a change reconnecting it).
+//! - A controller's `enable_async_messages`, `other_config:dscp`, `controller_rate_limit` and
+//!   `controller_burst_limit` ([`controller_settings`]: OVS 3.1's reading) are given to its
+//!   connection live too ([`ControllerSettings`]: async masks all zero until SET_ASYNC; the
+//!   socket's DSCP, a change reconnecting it; the packet-in schedulers, whose counters are
+//!   the `packet-in-*` status keys).
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
-//!   `enable_async_messages`, `other_config:dscp` and `type` (rate limits,
-//!   `controller_queue_size`, in-band `connection_mode`) and the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
+//!   `enable_async_messages`, `other_config:dscp`, the rate limits and `type`
+//!   (`controller_queue_size`, in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
