@@ -105,12 +105,14 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - A controller's `enable_async_messages` and `other_config:dscp` ([`controller_settings`]:
-//!   OVS 3.1's reading) are given to its connection live too ([`ControllerSettings`]: async
-//!   masks all zero until SET_ASYNC; the socket's DSCP, a change reconnecting it).
+//! - A controller's `enable_async_messages`, `other_config:dscp`, `controller_rate_limit` and
+//!   `controller_burst_limit` ([`controller_settings`]: OVS 3.1's reading) are given to its
+//!   connection live too ([`ControllerSettings`]: async masks all zero until SET_ASYNC; the
+//!   socket's DSCP, a change reconnecting it; the packet-in schedulers, whose counters are
+//!   the `packet-in-*` status keys).
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
-//!   `enable_async_messages`, `other_config:dscp` and `type` (rate limits,
-//!   `controller_queue_size`, in-band `connection_mode`) and the `packet-in-*` status keys; `--openflow` and `--controller` are refused with `--ovsdb`;
+//!   `enable_async_messages`, `other_config:dscp`, the rate limits and `type`
+//!   (`controller_queue_size`, in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
@@ -131,6 +133,7 @@ pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
 
 use crate::bridges::Bridges;
 use crate::normal::PortVlan;
+use crate::openflow::pinsched::Limits;
 use crate::openflow::{
     Channel, ChannelConfig, ControllerSettings, ControllerStatus, ControllerTarget, FailMode, ListenTarget,
     OpenflowListener, Timing, Tls, DEFAULT_DSCP,
@@ -515,7 +518,8 @@ fn plan(
 
 /// A `Controller` row's settings as ovs-vswitchd 3.1 reads them (`bridge_configure_remotes`):
 /// the timers ([`Timing::ovs`]); `enable_async_messages` absent → true; `other_config:dscp`
-/// an integer 0..=63, else (absent, not a number, out of range) 48.
+/// an integer 0..=63, else (absent, not a number, out of range) 48; `controller_rate_limit`
+/// and `controller_burst_limit` as [`Limits::ovs`] takes them (no rate: no limit).
 fn controller_settings(c: &Row) -> ControllerSettings {
     let timing = Timing::ovs(c.int("inactivity_probe"), c.int("max_backoff"));
     let dscp = c.map_get("other_config", "dscp").and_then(|d| d.parse::<u8>().ok()).filter(|d| *d <= 63);
@@ -523,6 +527,7 @@ fn controller_settings(c: &Row) -> ControllerSettings {
         timing,
         async_enabled: c.bool("enable_async_messages").unwrap_or(true),
         dscp: dscp.unwrap_or(DEFAULT_DSCP),
+        rate_limit: c.int("controller_rate_limit").map(|r| Limits::ovs(r, c.int("controller_burst_limit"))),
     }
 }
 
@@ -1097,21 +1102,28 @@ fn status_ops(
 /// like OVS, rqvs rewrites them only with a change of the rest (its connectivity), not every
 /// second.
 fn controller_update(row: Option<&Row>, addr: &Result<Target, String>, st: Option<&ControllerStatus>) -> Option<Row> {
-    let (connected, role, pairs): (bool, Option<&str>, Vec<(&str, String)>) = match addr {
+    let (connected, role, pairs): (bool, Option<&str>, Vec<(String, String)>) = match addr {
         Ok(Target::Passive(_)) => (false, None, Vec::new()),
-        Err(e) => (false, None, vec![("last_error", e.clone())]),
+        Err(e) => (false, None, vec![("last_error".into(), e.clone())]),
         Ok(Target::Active(_)) => match st {
-            None => (false, Some("other"), vec![("state", "BACKOFF".to_string())]),
+            None => (false, Some("other"), vec![("state".into(), "BACKOFF".to_string())]),
             Some(st) => {
-                let mut pairs = vec![("state", st.state.to_string())];
+                let mut pairs = vec![("state".into(), st.state.to_string())];
                 if let Some(e) = &st.last_error {
-                    pairs.push(("last_error", e.clone()));
+                    pairs.push(("last_error".into(), e.clone()));
                 }
                 if let Some(d) = st.since_connect {
-                    pairs.push(("sec_since_connect", d.as_secs().to_string()));
+                    pairs.push(("sec_since_connect".into(), d.as_secs().to_string()));
                 }
                 if let Some(d) = st.since_disconnect {
-                    pairs.push(("sec_since_disconnect", d.as_secs().to_string()));
+                    pairs.push(("sec_since_disconnect".into(), d.as_secs().to_string()));
+                }
+                for (kind, s) in ["miss", "action"].into_iter().zip(st.packet_in.iter().flatten()) {
+                    for (what, n) in
+                        [("backlog", s.backlog), ("bypassed", s.bypassed), ("queued", s.queued), ("dropped", s.dropped)]
+                    {
+                        pairs.push((format!("packet-in-{kind}-{what}"), n.to_string()));
+                    }
                 }
                 (st.is_connected, Some(st.role), pairs)
             }
@@ -1129,8 +1141,7 @@ fn controller_update(row: Option<&Row>, addr: &Result<Target, String>, st: Optio
     let had = row.and_then(|r| r.get("status")).map(|d| {
         d.pairs().iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string()))).collect()
     });
-    let want_pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    let same_status = had.map(settled) == Some(settled(want_pairs));
+    let same_status = had.map(settled) == Some(settled(pairs.clone()));
     let want = Row::new().with("is_connected", Datum::one(connected)).with("role", opt_str(role));
     let upd = changed(row, want);
     if upd.0.is_empty() && same_status {
@@ -1652,6 +1663,7 @@ fn apply_bridge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::openflow::pinsched::PinStats;
     use serde_json::json;
 
     /// Bridge br0's plan of the replica (its notes with the datapath's).
@@ -1871,6 +1883,19 @@ mod tests {
         for bad in ["64", "-1", "ef", ""] {
             assert_eq!(row(None, Some(bad)).dscp, 48, "{bad}: OVS's default");
         }
+        let limits = |rate: Option<i64>, burst: Option<i64>| {
+            let mut r = Row::new();
+            if let Some(v) = rate {
+                r.insert("controller_rate_limit", Datum::one(v));
+            }
+            if let Some(v) = burst {
+                r.insert("controller_burst_limit", Datum::one(v));
+            }
+            controller_settings(&r).rate_limit
+        };
+        assert_eq!(limits(None, Some(25)), None, "no rate: no limit");
+        assert_eq!(limits(Some(100), Some(25)), Some(Limits { rate: 100, burst: 25 }));
+        assert_eq!(limits(Some(1000), None), Some(Limits { rate: 1000, burst: 250 }));
     }
 
     #[test]
@@ -1883,6 +1908,7 @@ mod tests {
             last_error: (!connected).then(|| "Connection refused".to_string()),
             since_connect: connected.then(|| Duration::from_secs(secs)),
             since_disconnect: Some(Duration::from_secs(secs + 1)),
+            packet_in: None,
         };
         let first = controller_update(None, &tcp, Some(&st(true, "master", 3))).unwrap();
         assert_eq!(first.bool("is_connected"), Some(true));
@@ -1905,6 +1931,21 @@ mod tests {
         let passive = Ok(Target::Passive(Passive::Unix(PathBuf::from("/x"))));
         let l = controller_update(None, &passive, None).unwrap();
         assert_eq!(l.get("role"), Some(&Datum::empty()));
+        // Rate-limited: the schedulers' counters, and a change of them is a rewrite.
+        let pin = |dropped: u64| {
+            let miss = PinStats { backlog: 25, bypassed: 25, queued: 975, dropped };
+            ControllerStatus { packet_in: Some([miss, PinStats::default()]), ..st(true, "master", 3) }
+        };
+        let limited = controller_update(Some(&row), &tcp, Some(&pin(900))).unwrap();
+        let get = |k: &str| limited.map_get("status", k).map(str::to_string);
+        assert_eq!(get("packet-in-miss-backlog").as_deref(), Some("25"));
+        assert_eq!(get("packet-in-miss-bypassed").as_deref(), Some("25"));
+        assert_eq!(get("packet-in-miss-queued").as_deref(), Some("975"));
+        assert_eq!(get("packet-in-miss-dropped").as_deref(), Some("900"));
+        assert_eq!(get("packet-in-action-dropped").as_deref(), Some("0"));
+        let row = Row::from_json(&limited.to_json()).unwrap();
+        assert!(controller_update(Some(&row), &tcp, Some(&pin(900))).is_none());
+        assert!(controller_update(Some(&row), &tcp, Some(&pin(901))).is_some());
     }
 
     #[test]

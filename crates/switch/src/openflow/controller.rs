@@ -99,12 +99,17 @@ pub struct ControllerSettings {
     /// = DSCP << 2, OVS's `set_dscp`). A change reconnects a connected controller, as OVS's
     /// `ofconn_reconfigure` does (`rconn_reconnect`).
     pub dscp: u8,
+    /// `controller_rate_limit` and `controller_burst_limit` (absent rate: `None`, no limit):
+    /// the connection's two packet-in schedulers ([`super::pinsched`]), one for table misses
+    /// and one for the rest. Read at each packet-in, so a change applies to the running
+    /// connection (its queues dropped down to a smaller burst).
+    pub rate_limit: Option<super::pinsched::Limits>,
 }
 
 impl ControllerSettings {
     /// `timing`, with OVS's defaults for the rest.
     pub fn new(timing: Timing) -> ControllerSettings {
-        ControllerSettings { timing, async_enabled: true, dscp: DEFAULT_DSCP }
+        ControllerSettings { timing, async_enabled: true, dscp: DEFAULT_DSCP, rate_limit: None }
     }
 }
 

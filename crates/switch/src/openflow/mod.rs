@@ -131,6 +131,7 @@ mod meters;
 mod monitor;
 mod packet_in;
 mod packet_out;
+pub mod pinsched;
 mod port_mod;
 mod ports;
 mod transport;
@@ -517,6 +518,9 @@ pub struct ControllerStatus {
     /// made, and since one last ended (none yet: absent).
     pub since_connect: Option<Duration>,
     pub since_disconnect: Option<Duration>,
+    /// `status:packet-in-{miss,action}-{backlog,bypassed,queued,dropped}`: the connection's
+    /// packet-in schedulers' counters, while connected with a `controller_rate_limit`.
+    pub packet_in: Option<[pinsched::PinStats; 2]>,
 }
 
 /// The channel's counters.
@@ -685,6 +689,7 @@ impl Channel {
                     last_error: r.last_error,
                     since_connect: r.last_connected.map(|t| t.elapsed()),
                     since_disconnect: r.last_disconnected.map(|t| t.elapsed()),
+                    packet_in: peer.and_then(|p| p.pin_stats()),
                 };
                 (a.target, status)
             })
@@ -841,6 +846,74 @@ pub(crate) struct Peer {
     pub of10_form: Mutex<rqvs_openflow::of10_async::AsyncForm>,
     /// The connection's flow monitors ([`monitor`]).
     pub monitors: monitor::Monitors,
+    /// Its packet-in schedulers while its controller has a `controller_rate_limit`
+    /// ([`Peer::schedule`]); their counts start with the connection.
+    pinsched: Mutex<Option<PeerSched>>,
+    /// The zero of the schedulers' millisecond clock.
+    born: Instant,
+}
+
+/// A connection's two packet-in schedulers (OVS's `ofconn->schedulers`): table misses, and
+/// the rest (actions, packet-outs, invalid TTLs).
+pub(crate) struct PeerSched {
+    pub miss: pinsched::PinSched<Vec<u8>>,
+    pub action: pinsched::PinSched<Vec<u8>>,
+}
+
+impl Peer {
+    fn now_ms(&self) -> u64 {
+        self.born.elapsed().as_millis() as u64
+    }
+
+    /// The schedulers, made, changed or removed as the controller's limits are now.
+    fn lock_sched(&self, now_ms: u64) -> std::sync::MutexGuard<'_, Option<PeerSched>> {
+        let limits = self.cell.as_ref().and_then(|c| c.settings().rate_limit);
+        let mut g = self.pinsched.lock().unwrap_or_else(|e| e.into_inner());
+        match (limits, g.as_mut()) {
+            (None, _) => *g = None,
+            (Some(l), None) => {
+                *g = Some(PeerSched {
+                    miss: pinsched::PinSched::new(l, now_ms),
+                    action: pinsched::PinSched::new(l, now_ms),
+                })
+            }
+            (Some(l), Some(s)) if s.miss.limits() != l => {
+                s.miss.set_limits(l);
+                s.action.set_limits(l);
+            }
+            _ => {}
+        }
+        g
+    }
+
+    /// An encoded PACKET_IN from `in_port` (`miss`: a table miss) through the connection's
+    /// scheduler: `Some` to send now, `None` when queued (or dropped for a queued one).
+    pub fn schedule(&self, miss: bool, in_port: u32, bytes: Vec<u8>) -> Option<Vec<u8>> {
+        let now = self.now_ms();
+        match self.lock_sched(now).as_mut() {
+            None => Some(bytes),
+            Some(s) if miss => s.miss.send(now, in_port, bytes),
+            Some(s) => s.action.send(now, in_port, bytes),
+        }
+    }
+
+    /// Queued PACKET_INs the schedulers let go now, into `out`; how long until more may go
+    /// (`None`: none queued).
+    pub fn drain(&self, out: &mut Vec<Vec<u8>>) -> Option<Duration> {
+        let now = self.now_ms();
+        let mut g = self.lock_sched(now);
+        let s = g.as_mut()?;
+        s.miss.run(now, out);
+        s.action.run(now, out);
+        let wait = [s.miss.wait_ms(now), s.action.wait_ms(now)].into_iter().flatten().min()?;
+        Some(Duration::from_millis(wait))
+    }
+
+    /// The schedulers' counters (miss, action), while rate-limited.
+    pub fn pin_stats(&self) -> Option<[pinsched::PinStats; 2]> {
+        let g = self.pinsched.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_ref().map(|s| [s.miss.stats(), s.action.stats()])
+    }
 }
 
 impl Peer {
@@ -964,6 +1037,8 @@ impl Hub {
             async_config: Mutex::new(None),
             of10_form: Mutex::new(Default::default()),
             monitors: monitor::Monitors::default(),
+            pinsched: Mutex::new(None),
+            born: Instant::now(),
         });
         self.lock_peers().push(p.clone());
         p

@@ -2,7 +2,9 @@
 //! and writes one PACKET_IN per connection that takes them (see the module docs of
 //! [`crate::openflow`] for who does and what a PACKET_IN holds) into that connection's writer
 //! queue, without waiting: a full queue drops the PACKET_IN for that connection (counted,
-//! logged once per connection).
+//! logged once per connection). A connection whose controller has a `controller_rate_limit`
+//! goes through its packet-in schedulers first ([`super::pinsched`], [`Peer::schedule`]):
+//! what they queue is sent from this thread's loop as their tokens come.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
@@ -15,17 +17,19 @@ use rqvs_openflow::flow_mod::{
 use rqvs_openflow::of10_async::AsyncForm;
 use rqvs_openflow::{Message, OFP10, OFP14};
 
-use super::Hub;
+use super::{Hub, Peer};
 use crate::execute::{PacketIn, PacketInReason};
 
 /// The largest frame one PACKET_IN carries: a message is at most 65535 bytes, and the header,
 /// the fixed fields, an `in_port` match and the padding take 8 + 16 + 16 + 2 of them.
 pub const MAX_DATA: usize = 65535 - 8 - 16 - 16 - 2;
 
-/// Runs until the switch stops (or every PMD is gone).
+/// Runs until the switch stops (or every PMD is gone); between packet-ins, sends what the
+/// connections' schedulers let go ([`Peer::drain`]).
 pub(crate) fn run(rx: &Receiver<PacketIn>, hub: &Hub) {
+    let mut wait = IDLE;
     loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
+        match rx.recv_timeout(wait) {
             Ok(p) => deliver(hub, &p),
             Err(RecvTimeoutError::Timeout) => {
                 if hub.control.stop_requested() {
@@ -34,7 +38,27 @@ pub(crate) fn run(rx: &Receiver<PacketIn>, hub: &Hub) {
             }
             Err(RecvTimeoutError::Disconnected) => return,
         }
+        wait = drain(hub);
     }
+}
+
+/// The packet-in thread's wait when no scheduler has anything queued.
+const IDLE: Duration = Duration::from_millis(100);
+
+/// Sends the PACKET_INs each connection's schedulers let go now; how long until more may go.
+fn drain(hub: &Hub) -> Duration {
+    let mut wait = IDLE;
+    let mut out = Vec::new();
+    for peer in hub.peers() {
+        if let Some(w) = peer.drain(&mut out) {
+            // At least 1 ms: a scheduler with a token sends at the next run anyway.
+            wait = wait.min(w.max(Duration::from_millis(1)));
+        }
+        for bytes in out.drain(..) {
+            push(hub, &peer, bytes);
+        }
+    }
+    wait
 }
 
 /// The reason of `p` in `version`'s numbering.
@@ -91,24 +115,31 @@ fn deliver(hub: &Hub, p: &PacketIn) {
             },
         };
         sent = true;
-        match peer.out.try_send(bytes) {
-            Ok(()) => {
-                hub.packet_ins_sent.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_)) => {
-                hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
-                if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    crate::log_warn!(
-                        "rqvs switch: openflow {}: its queue is full: packet-ins to it are dropped and counted (logged once)",
-                        peer.name
-                    );
-                }
-            }
-            // The connection is ending.
-            Err(TrySendError::Disconnected(_)) => {}
+        if let Some(bytes) = peer.schedule(p.reason == PacketInReason::NoMatch, p.in_port, bytes) {
+            push(hub, &peer, bytes);
         }
     }
     if !sent {
         hub.packet_ins_unsent.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Writes a PACKET_IN into `peer`'s writer queue, without waiting (a full one drops it).
+fn push(hub: &Hub, peer: &Peer, bytes: Vec<u8>) {
+    match peer.out.try_send(bytes) {
+        Ok(()) => {
+            hub.packet_ins_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(TrySendError::Full(_)) => {
+            hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
+            if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                crate::log_warn!(
+                    "rqvs switch: openflow {}: its queue is full: packet-ins to it are dropped and counted (logged once)",
+                    peer.name
+                );
+            }
+        }
+        // The connection is ending.
+        Err(TrySendError::Disconnected(_)) => {}
     }
 }
