@@ -106,7 +106,7 @@
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
 //! - A controller's `enable_async_messages`, `other_config:dscp`, `controller_rate_limit` and
-//!   `controller_burst_limit` ([`controller_settings`]: OVS 3.1's reading) are given to its
+//!   `controller_burst_limit` (`controller_settings`: OVS 3.1's reading) are given to its
 //!   connection live too ([`ControllerSettings`]: async masks all zero until SET_ASYNC; the
 //!   socket's DSCP, a change reconnecting it; the packet-in schedulers, whose counters are
 //!   the `packet-in-*` status keys).
