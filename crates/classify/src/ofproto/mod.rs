@@ -111,8 +111,9 @@ pub struct OfTable {
 
 /// A live subtable as the search order holds it: what a lookup reads to pass it by or rule it
 /// out — its best rank, and its prefix lengths when the tries are its first check — without
-/// touching the subtable itself (a few hundred bytes elsewhere: on a table of a few hundred
-/// subtables, those cache misses were most of an upcall's lookup).
+/// touching the subtable itself (a few hundred bytes elsewhere; reading its stage list was about
+/// a tenth of `find_wc`'s time in a profile of acl1_100k's upcalls, though paired runs showed no
+/// measurable change in lookup rate: docs/openflow-bench.md).
 #[derive(Clone, Copy, Debug)]
 struct Hot {
     subtable: u32,
