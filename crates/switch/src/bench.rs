@@ -196,14 +196,6 @@ impl Oracle {
     }
 }
 
-/// A deterministic xorshift for the held-out choice.
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Runs the benchmark (module docs). `progress` hears each phase.
 pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchReport, Error> {
     let n = setup.flows.len();
@@ -220,7 +212,7 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
     let mut order: Vec<u32> = (0..n as u32).collect();
     let mut s = setup.seed | 1;
     for i in (1..order.len()).rev() {
-        order.swap(i, (xorshift(&mut s) % (i as u64 + 1)) as usize);
+        order.swap(i, (crate::xorshift(&mut s) % (i as u64 + 1)) as usize);
     }
     let mut held = vec![false; n];
     let held_ids: Vec<u32> = order[..want].to_vec();

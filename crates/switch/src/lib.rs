@@ -1411,3 +1411,12 @@ pub fn assign_switch_outputs(rules: &mut [Rule], ports: usize) {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// One step of a xorshift generator (13, 7, 17) on state `s`, which must not be 0: the benchmark's
+/// deterministic held-out choice and the packet-in scheduler's tie-break draw from it.
+pub(crate) fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}

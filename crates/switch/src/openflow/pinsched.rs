@@ -207,12 +207,7 @@ impl<T> PinSched<T> {
     }
 
     fn random(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
+        crate::xorshift(&mut self.rng)
     }
 }
 
