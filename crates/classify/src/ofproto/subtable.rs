@@ -327,12 +327,7 @@ impl Subtable {
         self.ranks.is_empty()
     }
 
-    /// The highest priority held (the subtable's place in the search order).
-    pub fn max_priority(&self) -> Option<u32> {
-        self.best.map(|(Reverse(p), _)| p)
-    }
-
-    /// The best rank held.
+    /// The best rank held (its priority is the subtable's place in the search order).
     pub fn best_rank(&self) -> Option<(Reverse<u32>, RuleId)> {
         self.best
     }
