@@ -523,14 +523,13 @@ impl<S: ModelStage> MegaflowDatapath<S> {
         let mut handled = 0u64;
         while !self.queue.is_empty() {
             self.handler_batches += 1;
-            // One read of the table per handler batch (through a second handle to the shared
-            // table, so the datapath stays free to install).
+            // One read of the table per upcall (`rqvs_ofproto::table`, *Concurrency*), through a
+            // second handle to the shared table, so the datapath stays free to install.
             let shared = self.table.clone();
-            let table = shared.read();
             for _ in 0..HANDLER_BATCH {
                 let Some(u) = self.queue.pop() else { break };
                 handled += 1;
-                let v = table.classify(&u.key);
+                let v = shared.read().classify(&u.key);
                 let action = self.finish_upcall(&u, &v, true, now);
                 self.results.push((u.seq, action));
                 self.upcall_rules.push(v.rule.unwrap_or(NO_RULE));

@@ -44,7 +44,7 @@
 //!   [`crate::dpcls::Journal`], at batch boundaries once it holds [`JOURNAL_BATCH`] entries, and
 //!   always before a rule change) and each rule change's epoch; the thread re-checks every
 //!   megaflow it holds against the table (the latest version, as OVS's revalidators; a read per
-//!   [`rqvs_ofproto::table::REVALIDATE_CHUNK`] megaflows, so a commit never waits long) and sends back
+//!   megaflow, so a commit never waits long: `rqvs_ofproto::table`, *Concurrency*) and sends back
 //!   the ones to delete (and the kept ones to re-attribute), which the PMD deletes (and
 //!   re-attributes) at its next batch boundary (by handle: one deleted or replaced meanwhile is
 //!   left alone). Until then packets may still hit megaflows of
@@ -66,7 +66,7 @@ use rqvs_flow::{FlowKey, RuleId};
 
 use crate::counters::Counters;
 use crate::dpcls::{Dpcls, Journal, MegaflowRef};
-use rqvs_ofproto::table::{Changes, OfprotoTable, TableRead, REVALIDATE_CHUNK};
+use rqvs_ofproto::table::{Changes, OfprotoTable, TableRead};
 use rqvs_ofproto::DpAction;
 
 mod index;
@@ -133,20 +133,19 @@ impl Revalidator {
     fn recheck(&mut self, dpcls: &mut Dpcls, table: &OfprotoTable, refs: &[MegaflowRef], c: &mut Counters) -> u64 {
         let mut deleted = 0;
         self.checked += refs.len() as u64;
-        for chunk in refs.chunks(REVALIDATE_CHUNK) {
-            let t = table.read();
-            for &f in chunk {
-                let e = dpcls.get(f).expect("listed megaflow is live");
-                match still_valid(&t, &e.key, &e.megaflow.mask, e.action) {
-                    None => {
-                        dpcls.remove(f);
-                        deleted += 1;
-                    }
-                    Some(rule) if rule != e.rule => {
-                        dpcls.set_rule(f, rule);
-                    }
-                    Some(_) => {}
+        for &f in refs {
+            let e = dpcls.get(f).expect("listed megaflow is live");
+            // One read per megaflow (`rqvs_ofproto::table`, *Concurrency*).
+            let valid = still_valid(&table.read(), &e.key, &e.megaflow.mask, e.action);
+            match valid {
+                None => {
+                    dpcls.remove(f);
+                    deleted += 1;
                 }
+                Some(rule) if rule != e.rule => {
+                    dpcls.set_rule(f, rule);
+                }
+                Some(_) => {}
             }
         }
         c.deleted_revalidated += deleted;
@@ -498,14 +497,11 @@ fn thread_main(table: OfprotoTable, rx: Receiver<(usize, ToThread)>) {
             c.floor = known;
             let (checked, held) = (all.len() as u64, c.ukeys.len() as u64);
             let (mut delete, mut reattribute) = (Vec::new(), Vec::new());
-            for chunk in all.chunks(REVALIDATE_CHUNK) {
-                let t = table.read();
-                for &(f, u) in chunk {
-                    match still_valid(&t, &u.key, &u.mask, u.action) {
-                        None => delete.push(f),
-                        Some(rule) if rule != u.rule => reattribute.push((f, rule)),
-                        Some(_) => {}
-                    }
+            for &(f, u) in &all {
+                match still_valid(&table.read(), &u.key, &u.mask, u.action) {
+                    None => delete.push(f),
+                    Some(rule) if rule != u.rule => reattribute.push((f, rule)),
+                    Some(_) => {}
                 }
             }
             for f in &delete {

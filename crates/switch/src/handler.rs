@@ -7,8 +7,8 @@
 //! capacity of packets in flight). A full queue refuses the batch without waiting: its packets
 //! are lost, counted `lost` on their port and in the PMD's datapath counters — OVS's "miss with
 //! failed upcall". The handler classifies each packet with the shared OpenFlow table (one read
-//! of the table per batch, wildcard tracking), and sends the batch back to its PMD with the
-//! verdicts and the table version. Between its own batches the PMD installs the megaflows,
+//! of the table per upcall, wildcard tracking), and sends the batch back to its PMD with the
+//! verdicts and the table versions they came from. Between its own batches the PMD installs the megaflows,
 //! applies the actions to the frames and sends them ([`crate::pmd`]).
 //!
 //! **Stale verdicts.** A verdict computed from a table older than one the PMD has already
@@ -100,12 +100,11 @@ fn serve(table: &OfprotoTable, recv: &Receiver<UpcallBatch>, replies: &[Sender<U
             panic!("RQVS_TEST_PANIC=handler: the handler's test panic");
         }
         let t0 = Instant::now();
-        {
+        // One read of the table per upcall, each verdict with the version it came from: a
+        // commit waits for one lookup, not the whole batch (`rqvs_ofproto::table`, *Concurrency*).
+        for it in &mut b.items {
             let t = table.read();
-            let version = t.version();
-            for it in &mut b.items {
-                it.verdict = Some((t.classify(&it.upcall.key), version));
-            }
+            it.verdict = Some((t.classify(&it.upcall.key), t.version()));
         }
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.upcalls.fetch_add(b.items.len() as u64, Ordering::Relaxed);
