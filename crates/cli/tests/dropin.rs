@@ -799,6 +799,9 @@ struct Quirks {
     hang_up: bool,
     /// Sends no HELLO (nor `after_hello`): the switch's CONNECTING timeout.
     silent: bool,
+    /// While set, reads nothing (the switch's socket buffers, then its queue, fill up); its
+    /// sockets' receive buffers are then 4 KB (no autotuning).
+    paused: Option<Arc<AtomicBool>>,
 }
 
 impl QuietController {
@@ -816,6 +819,10 @@ impl QuietController {
         let (a, s, at, cl, rx) = (accepted.clone(), stop.clone(), accepts.clone(), closes.clone(), received.clone());
         let listener = env.sw.run(|| std::net::TcpListener::bind(("127.0.0.1", port))).unwrap().unwrap();
         listener.set_nonblocking(true).unwrap();
+        if quirks.paused.is_some() {
+            // Accepted connections inherit it (and it turns their autotuning off).
+            socket2::SockRef::from(&listener).set_recv_buffer_size(4096).unwrap();
+        }
         let thread = std::thread::spawn(move || -> std::io::Result<()> {
             let mut conns = Vec::new();
             while !s.load(Ordering::Relaxed) {
@@ -840,6 +847,10 @@ impl QuietController {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
                     while !s.load(Ordering::Relaxed) {
+                        if quirks.paused.as_ref().is_some_and(|p| p.load(Ordering::Relaxed)) {
+                            std::thread::sleep(Duration::from_millis(10));
+                            continue;
+                        }
                         match c.read(&mut chunk) {
                             Ok(0) => {
                                 cl.lock().unwrap().push(Instant::now());
@@ -1188,8 +1199,13 @@ fn controller_enable_async_messages() {
 
 /// Sends `n` frames from `h`'s `e0`, 50 at a time 20 ms apart (2,500 a second).
 fn send_burst(h: &Netns, n: usize) {
+    send_burst_of(h, n, 60);
+}
+
+/// [`send_burst`] of `len`-byte frames.
+fn send_burst_of(h: &Netns, n: usize, len: usize) {
     let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x88, 0xb5];
-    f.extend_from_slice(&[0; 46]);
+    f.resize(len.max(60), 0);
     h.run(move || {
         let s = RawSocket::open("e0")?;
         for i in 0..n {
@@ -1256,6 +1272,60 @@ fn controller_rate_limit() {
     assert_eq!(bypassed + queued - dropped, got as u64, "each one sent was bypassed or queued and not dropped");
     assert!(dropped >= 1000 - got as u64 - 30, "the rest dropped: {dropped}");
     assert_eq!(n("packet-in-action-queued") + n("packet-in-action-bypassed"), 0, "no action packet-in");
+    let log = env.exit();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// A `coverage/show` counter (0 when it was never hit).
+fn coverage(env: &Env, name: &str) -> u64 {
+    let (ok, cov, err) = env.appctl(&["coverage/show"]);
+    assert!(ok, "coverage/show: {err}");
+    cov.lines().find_map(|l| l.strip_prefix(name)?.trim().strip_prefix("total: ")?.parse().ok()).unwrap_or(0)
+}
+
+/// Issue 37: `controller_queue_size` (OVS: the packet-ins that may wait to be written to a
+/// controller's socket, 100 by default; one more is dropped and counted in coverage
+/// `rconn_overflow`). TCP's buffers in the switch's namespace are held at 4 KB (no
+/// autotuning, which otherwise lets a stalled socket take megabytes, more on each run), and the
+/// controller stops reading; with `controller_queue_size=10` a burst of 3,000 table-miss
+/// frames of 1,400 bytes (each PACKET_IN carries the whole frame) fills the socket, then the
+/// queue: the rest overflow. Once it reads again, every packet-in made was either received or
+/// counted as an overflow; with the column at 400 the same burst overflows by 390 fewer.
+#[test]
+fn controller_queue_size() {
+    let Some(mut env) = Env::secure_bridge("dropin_ctl_queue") else { return };
+    // The switch's namespace only (the controller runs there too, on its loopback).
+    env.sw.run(|| std::fs::write("/proc/sys/net/ipv4/tcp_wmem", "4096 4096 4096")).unwrap().unwrap();
+    let h1 = env.host("h1", "p1", "10.82.0.1");
+    env.vsctl(&["add-port", "br0", "p1"]);
+    let paused = Arc::new(AtomicBool::new(false));
+    let tc = QuietController::start_with(&env, 6678, Quirks { paused: Some(paused.clone()), ..Quirks::default() });
+    env.vsctl(&["set-controller", "br0", "tcp:127.0.0.1:6678"]);
+    eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=0,actions=controller:65535"]);
+    let mut overflows = Vec::new();
+    for size in ["10", "400"] {
+        env.vsctl(&["set", "controller", "br0", &format!("controller_queue_size={size}")]);
+        std::thread::sleep(Duration::from_millis(300));
+        let (made0, over0, got0) =
+            (coverage(&env, "ofproto_packet_in"), coverage(&env, "rconn_overflow"), tc.received(PACKET_IN));
+        paused.store(true, Ordering::Relaxed);
+        send_burst_of(&h1, 3000, 1400);
+        eventually("3,000 packet-ins made", || coverage(&env, "ofproto_packet_in") >= made0 + 3000);
+        std::thread::sleep(Duration::from_millis(500));
+        paused.store(false, Ordering::Relaxed);
+        let made = coverage(&env, "ofproto_packet_in") - made0;
+        eventually("each received or counted", || {
+            (tc.received(PACKET_IN) - got0) as u64 + coverage(&env, "rconn_overflow") - over0 == made
+        });
+        let over = coverage(&env, "rconn_overflow") - over0;
+        eprintln!("controller_queue_size={size}: {made} packet-ins, {over} overflowed");
+        assert!(over > 0, "{size}: the queue overflowed");
+        overflows.push(over);
+    }
+    let fewer = overflows[0] as i64 - overflows[1] as i64;
+    assert!((370..=410).contains(&fewer), "390 more may wait: {overflows:?}");
+    assert!(env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true", "never disconnected");
     let log = env.exit();
     assert!(!log.contains("panicked"), "{log}");
 }

@@ -92,6 +92,21 @@ fn prop(w: &mut Writer, kind: u16, payload: &[u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
+/// Does the encoded message `bytes` start with a PACKET_IN, in any version's or form's
+/// encoding: `OFPT_PACKET_IN`, or a Nicira `NXT_PACKET_IN`/`NXT_PACKET_IN2` (what
+/// [`encode_async`] and the other versions' encoders write)? A switch's writer counts the
+/// packet-ins it still has to send by it (`controller_queue_size`).
+pub fn is_packet_in(bytes: &[u8]) -> bool {
+    match bytes.get(1) {
+        Some(&kind::PACKET_IN) => true,
+        Some(&kind::EXPERIMENTER) if bytes.len() >= 16 => {
+            let word = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+            word(8) == NX_VENDOR_ID && matches!(word(12), NXT_PACKET_IN | NXT_PACKET_IN2)
+        }
+        _ => false,
+    }
+}
+
 /// An asynchronous message (PACKET_IN, FLOW_REMOVED, PORT_STATUS) as a 1.0 connection of `form`
 /// takes it (module docs); xid 0, as every asynchronous message.
 pub fn encode_async(msg: &Message, form: AsyncForm) -> Result<Vec<u8>, EncodeError> {
@@ -452,6 +467,29 @@ mod tests {
             }
             assert_eq!(back, packet_in(0x34), "format {format}");
         }
+    }
+
+    /// Every encoding of a PACKET_IN is one (1.0's three forms, 1.3's and 1.4's), nothing else
+    /// is: the other asynchronous messages, a reply, a Nicira message of another subtype, and
+    /// cut-off headers.
+    #[test]
+    fn packet_ins_are_told_by_their_header() {
+        let msg = Message::PacketIn(packet_in(0x34));
+        for format in [NXPIF_STANDARD, NXPIF_NXT_PACKET_IN, NXPIF_NXT_PACKET_IN2] {
+            assert!(is_packet_in(&encode_async(&msg, form(format, FlowFormat::OpenFlow10)).unwrap()), "{format}");
+        }
+        for version in [crate::OFP13, crate::OFP14] {
+            assert!(is_packet_in(&crate::encode(version, 0, &msg).unwrap()), "{version}");
+            assert!(!is_packet_in(&crate::encode(version, 7, &Message::BarrierReply).unwrap()));
+        }
+        let port_status = encode_async(&Message::PortStatus(PortStatus::default()), AsyncForm::default()).unwrap();
+        assert!(!is_packet_in(&port_status));
+        // NXT_SET_ASYNC_CONFIG: a Nicira message, not a packet-in.
+        let mut nx = hex("0104001800000000000023200000001300000000");
+        assert!(!is_packet_in(&nx));
+        nx[15] = 0x11;
+        assert!(is_packet_in(&nx), "NXT_PACKET_IN's subtype");
+        assert!(!is_packet_in(&nx[..12]) && !is_packet_in(&[]) && !is_packet_in(&[1]));
     }
 
     /// NXT_PACKET_IN2 of a cut frame and of a packet-out's (cookie all ones): FULL_LEN is

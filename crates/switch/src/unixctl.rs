@@ -479,7 +479,7 @@ fn coverage(control: &Control) -> String {
 
 fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
     let sum = |f: &dyn Fn(&crate::stats::PmdReport) -> u64| pmds.iter().map(f).sum::<u64>();
-    let rows: [(&str, u64); 14] = [
+    let rows: [(&str, u64); 15] = [
         ("dpif_netdev_packets", sum(&|p| p.total.rx)),
         ("dpif_netdev_emc_hit", sum(&|p| p.datapath.emc_hits)),
         ("dpif_netdev_megaflow_hit", sum(&|p| p.datapath.megaflow_hits)),
@@ -490,6 +490,8 @@ fn coverage_of(pmds: &[crate::stats::PmdReport]) -> String {
         ("datapath_drop", sum(&|p| p.total.dropped)),
         ("datapath_malformed", sum(&|p| p.total.malformed)),
         ("ofproto_packet_in", sum(&|p| p.packet_ins)),
+        // Packet-ins past a connection's `controller_queue_size` (OVS's counter of that name).
+        ("rconn_overflow", crate::openflow::packet_in::overflows()),
         // The process's patch crossings ([`crate::crossing`]): loops dropped, crossings left to
         // the hop while the peer's table was committed to, crossings no loop took.
         ("xlate_patch_loop", rqvs_ofproto::crossing::loops()),

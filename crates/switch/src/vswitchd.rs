@@ -105,14 +105,15 @@
 //! - `Flow_Table:prefixes` (`Bridge.flow_tables`) are the prefix fields of the bridge's
 //!   slow-path tables, each table's its row's (`flow_table_prefixes`); a change is set live
 //!   ([`Control::set_prefixes`]: the tries rebuilt, nothing restarted).
-//! - A controller's `enable_async_messages`, `other_config:dscp`, `controller_rate_limit` and
-//!   `controller_burst_limit` (`controller_settings`: OVS 3.1's reading) are given to its
-//!   connection live too ([`ControllerSettings`]: async masks all zero until SET_ASYNC; the
-//!   socket's DSCP, a change reconnecting it; the packet-in schedulers, whose counters are
-//!   the `packet-in-*` status keys).
+//! - A controller's `enable_async_messages`, `other_config:dscp`, `controller_rate_limit`,
+//!   `controller_burst_limit` and `controller_queue_size` (`controller_settings`: OVS 3.1's
+//!   reading) are given to its connection live too ([`ControllerSettings`]: async masks all
+//!   zero until SET_ASYNC; the socket's DSCP, a change reconnecting it; the packet-in
+//!   schedulers, whose counters are the `packet-in-*` status keys; the packet-ins that may wait
+//!   for its socket).
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
-//!   `enable_async_messages`, `other_config:dscp`, the rate limits and `type`
-//!   (`controller_queue_size`, in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
+//!   `enable_async_messages`, `other_config:dscp`, the rate limits, `controller_queue_size` and
+//!   `type` (in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
@@ -136,7 +137,7 @@ use crate::normal::PortVlan;
 use crate::openflow::pinsched::Limits;
 use crate::openflow::{
     Channel, ChannelConfig, ControllerSettings, ControllerStatus, ControllerTarget, FailMode, ListenTarget,
-    OpenflowListener, Timing, Tls, DEFAULT_DSCP,
+    OpenflowListener, Timing, Tls, DEFAULT_DSCP, DEFAULT_QUEUE_SIZE,
 };
 use crate::shared::SharedPmds;
 use crate::unixctl::UnixctlServer;
@@ -506,7 +507,7 @@ fn plan(
                 "controller target '{target}' is not supported by rqvs (tcp:IP[:PORT], ssl:IP[:PORT], ptcp:[PORT][:IP], pssl:[PORT][:IP] or punix:PATH only)"
             ))
         };
-        let settings = controller_settings(c);
+        let settings = controller_settings(c, br);
         let primary = is_primary(&target, c.str("type"));
         p.controllers.push(PlannedController { uuid: cu, target, addr, settings, primary });
     }
@@ -519,15 +520,20 @@ fn plan(
 /// A `Controller` row's settings as ovs-vswitchd 3.1 reads them (`bridge_configure_remotes`):
 /// the timers ([`Timing::ovs`]); `enable_async_messages` absent → true; `other_config:dscp`
 /// an integer 0..=63, else (absent, not a number, out of range) 48; `controller_rate_limit`
-/// and `controller_burst_limit` as [`Limits::ovs`] takes them (no rate: no limit).
-fn controller_settings(c: &Row) -> ControllerSettings {
+/// and `controller_burst_limit` as [`Limits::ovs`] takes them (no rate: no limit);
+/// `controller_queue_size` 1..=512, else its bridge's `other_config:controller-queue-size`
+/// (1..=512), else 100 ([`DEFAULT_QUEUE_SIZE`]).
+fn controller_settings(c: &Row, bridge: &Row) -> ControllerSettings {
     let timing = Timing::ovs(c.int("inactivity_probe"), c.int("max_backoff"));
     let dscp = c.map_get("other_config", "dscp").and_then(|d| d.parse::<u8>().ok()).filter(|d| *d <= 63);
+    let queue = |q: Option<i64>| q.filter(|q| (1..=512).contains(q)).map(|q| q as usize);
+    let bridge_queue = bridge.map_get("other_config", "controller-queue-size").and_then(|q| q.parse().ok());
     ControllerSettings {
         timing,
         async_enabled: c.bool("enable_async_messages").unwrap_or(true),
         dscp: dscp.unwrap_or(DEFAULT_DSCP),
         rate_limit: c.int("controller_rate_limit").map(|r| Limits::ovs(r, c.int("controller_burst_limit"))),
+        queue_size: queue(c.int("controller_queue_size")).or(queue(bridge_queue)).unwrap_or(DEFAULT_QUEUE_SIZE),
     }
 }
 
@@ -1872,7 +1878,7 @@ mod tests {
             if let Some(d) = dscp {
                 r.insert("other_config", Datum::map([("dscp", d)]));
             }
-            controller_settings(&r)
+            controller_settings(&r, &Row::new())
         };
         assert_eq!(row(None, None), ControllerSettings::new(Timing::ovs(None, None)));
         assert_eq!((row(None, None).async_enabled, row(None, None).dscp), (true, 48));
@@ -1891,11 +1897,33 @@ mod tests {
             if let Some(v) = burst {
                 r.insert("controller_burst_limit", Datum::one(v));
             }
-            controller_settings(&r).rate_limit
+            controller_settings(&r, &Row::new()).rate_limit
         };
         assert_eq!(limits(None, Some(25)), None, "no rate: no limit");
         assert_eq!(limits(Some(100), Some(25)), Some(Limits { rate: 100, burst: 25 }));
         assert_eq!(limits(Some(1000), None), Some(Limits { rate: 1000, burst: 250 }));
+        // controller_queue_size, else the bridge's other_config:controller-queue-size, else 100;
+        // out of OVS's range (1..=512) counts as absent.
+        let queue = |column: Option<i64>, bridge: Option<&str>| {
+            let mut r = Row::new();
+            if let Some(v) = column {
+                r.insert("controller_queue_size", Datum::one(v));
+            }
+            let mut b = Row::new();
+            if let Some(v) = bridge {
+                b.insert("other_config", Datum::map([("controller-queue-size", v)]));
+            }
+            controller_settings(&r, &b).queue_size
+        };
+        assert_eq!(queue(None, None), DEFAULT_QUEUE_SIZE);
+        assert_eq!(DEFAULT_QUEUE_SIZE, 100);
+        assert_eq!(queue(Some(10), None), 10);
+        assert_eq!(queue(Some(512), Some("20")), 512);
+        assert_eq!(queue(None, Some("20")), 20);
+        assert_eq!(queue(Some(0), Some("20")), 20);
+        assert_eq!(queue(Some(513), None), 100);
+        assert_eq!(queue(None, Some("x")), 100);
+        assert_eq!(queue(None, Some("600")), 100);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::fmt::Display;
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use rqvs_openflow::message::{bitmap_of, kind, ErrorMsg, Features, Hello, Role, S
 use rqvs_openflow::multipart::{
     Desc, MultipartReply, MultipartReplyBody, MultipartRequestBody, PortStats, TableStats, MORE, OFPP_ANY,
 };
+use rqvs_openflow::of10_async::is_packet_in;
 use rqvs_openflow::port::Port;
 use rqvs_openflow::table_features::TableFeatures;
 use rqvs_openflow::{decode, encode, negotiate, Header, Message, OfError, OFP10, OFP13, OFP14};
@@ -94,6 +95,8 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
     }
     let scheme = stream.scheme();
     let (out, queue) = mpsc::sync_channel(WRITE_QUEUE);
+    // The packet-ins in `queue` ([`super::Peer::pins`]): counted up when queued, down when written.
+    let pins = Arc::new(AtomicUsize::new(0));
     let Halves { reader, writer: writer_half, socket } = match stream.split(out.clone()) {
         Ok(h) => h,
         Err(e) => {
@@ -113,10 +116,10 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
             return false;
         }
     };
-    let writer = match std::thread::Builder::new()
-        .name("of-writer".into())
-        .spawn(move || write_all(writer_half, closer, &queue))
-    {
+    let writer = match std::thread::Builder::new().name("of-writer".into()).spawn({
+        let pins = pins.clone();
+        move || write_all(writer_half, closer, &queue, &pins)
+    }) {
         Ok(t) => t,
         Err(e) => {
             crate::log_warn!("rqvs switch: openflow {peer}: no writer thread: {e}");
@@ -127,7 +130,7 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         Kind::Active { cell, .. } => Some(cell.clone()),
         Kind::Passive => None,
     };
-    let me = hub.register(name.clone(), cell.clone(), out.clone());
+    let me = hub.register(name.clone(), cell.clone(), out.clone(), pins);
     let mut c = Connection {
         stream: reader,
         name,
@@ -176,12 +179,12 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
 /// The writer thread: writes queued messages in order until the queue closes or a write fails;
 /// flushes (TLS: encrypts and sends) whenever the queue is empty. An empty message only flushes
 /// (a TLS reader's wake-up).
-fn write_all(mut stream: Box<dyn Write + Send>, socket: Socket, queue: &Receiver<Vec<u8>>) {
+fn write_all(mut stream: Box<dyn Write + Send>, socket: Socket, queue: &Receiver<Vec<u8>>, pins: &AtomicUsize) {
     while let Ok(bytes) = queue.recv() {
-        let mut ok = stream.write_all(&bytes).is_ok();
+        let mut ok = write_one(&mut stream, &bytes, pins);
         while ok {
             match queue.try_recv() {
-                Ok(more) => ok = stream.write_all(&more).is_ok(),
+                Ok(more) => ok = write_one(&mut stream, &more, pins),
                 Err(_) => break,
             }
         }
@@ -193,6 +196,16 @@ fn write_all(mut stream: Box<dyn Write + Send>, socket: Socket, queue: &Receiver
             return;
         }
     }
+}
+
+/// Writes one queued message; a PACKET_IN written is no longer waiting (`controller_queue_size`,
+/// [`super::Peer::pins`]). False when the write failed.
+pub(super) fn write_one(stream: &mut Box<dyn Write + Send>, bytes: &[u8], pins: &AtomicUsize) -> bool {
+    let ok = stream.write_all(bytes).is_ok();
+    if is_packet_in(bytes) {
+        pins.fetch_sub(1, Ordering::Relaxed);
+    }
+    ok
 }
 
 struct Connection {

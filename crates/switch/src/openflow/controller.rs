@@ -104,12 +104,27 @@ pub struct ControllerSettings {
     /// and one for the rest. Read at each packet-in, so a change applies to the running
     /// connection (its queues dropped down to a smaller burst).
     pub rate_limit: Option<super::pinsched::Limits>,
+    /// `controller_queue_size` (1..=512; absent: the bridge's `other_config:controller-queue-size`,
+    /// else [`DEFAULT_QUEUE_SIZE`]): the packet-ins the connection may have waiting to be written
+    /// to its socket; one more is dropped (OVS's `rconn_send_with_limit` on the connection's
+    /// packet-in counter). Read at each packet-in.
+    pub queue_size: usize,
 }
+
+/// Packet-ins a connection may have waiting to be written when nothing says otherwise: OVS's
+/// default `controller_queue_size` (and the management connection's).
+pub const DEFAULT_QUEUE_SIZE: usize = 100;
 
 impl ControllerSettings {
     /// `timing`, with OVS's defaults for the rest.
     pub fn new(timing: Timing) -> ControllerSettings {
-        ControllerSettings { timing, async_enabled: true, dscp: DEFAULT_DSCP, rate_limit: None }
+        ControllerSettings {
+            timing,
+            async_enabled: true,
+            dscp: DEFAULT_DSCP,
+            rate_limit: None,
+            queue_size: DEFAULT_QUEUE_SIZE,
+        }
     }
 }
 

@@ -129,7 +129,7 @@ mod controller;
 mod flow_removed;
 mod meters;
 mod monitor;
-mod packet_in;
+pub(crate) mod packet_in;
 mod packet_out;
 pub mod pinsched;
 mod port_mod;
@@ -149,6 +149,7 @@ use std::time::{Duration, Instant};
 
 pub use controller::{
     parse_controller, ControllerSettings, ControllerTarget, FailMode, RconnState, Timing, DEFAULT_DSCP,
+    DEFAULT_QUEUE_SIZE,
 };
 pub use tls::{Tls, TlsSettings};
 
@@ -165,8 +166,9 @@ pub const MAX_BUNDLES: usize = 64;
 /// without bound.
 pub const MAX_BUNDLE_MSGS: usize = 1 << 20;
 /// Messages waiting for a connection's writer thread (replies wait for room; packet-ins that
-/// do not fit are dropped).
-pub const WRITE_QUEUE: usize = 256;
+/// do not fit are dropped): room for the largest `controller_queue_size` (512) of packet-ins
+/// and as many replies.
+pub const WRITE_QUEUE: usize = 1024;
 /// OVS's default inactivity probe interval for controllers.
 pub const DEFAULT_INACTIVITY_PROBE: Duration = Duration::from_secs(5);
 /// Connections the passive listener serves at once (`--max-connections`); more are refused.
@@ -837,8 +839,12 @@ pub(crate) struct Peer {
     pub version: AtomicU8,
     pub role: AtomicU32,
     pub miss_send_len: AtomicU16,
-    /// PACKET_INs dropped on this connection (its writer queue full).
+    /// PACKET_INs dropped on this connection (its `controller_queue_size` reached, or its
+    /// writer queue full).
     pub dropped: AtomicU64,
+    /// PACKET_INs in its writer queue, not yet written to the socket (the writer thread counts
+    /// them down): OVS's `packet_in_counter`, held under [`Peer::queue_size`].
+    pub pins: Arc<AtomicUsize>,
     /// The connection's SET_ASYNC configuration (`None`: OVS's default for its version,
     /// [`rqvs_openflow::async_config::AsyncConfig::ovs_default`]).
     pub async_config: Mutex<Option<rqvs_openflow::async_config::AsyncConfig>>,
@@ -863,6 +869,13 @@ pub(crate) struct PeerSched {
 impl Peer {
     fn now_ms(&self) -> u64 {
         self.born.elapsed().as_millis() as u64
+    }
+
+    /// The packet-ins it may have waiting to be written: its controller's `controller_queue_size`
+    /// ([`ControllerSettings::queue_size`]), [`DEFAULT_QUEUE_SIZE`] for a connection accepted
+    /// by a listener (as OVS's management connection without `controller-queue-size`).
+    pub fn queue_size(&self) -> usize {
+        self.cell.as_ref().map_or(DEFAULT_QUEUE_SIZE, |c| c.settings().queue_size)
     }
 
     /// The schedulers, made, changed or removed as the controller's limits are now.
@@ -1022,6 +1035,7 @@ impl Hub {
         name: String,
         cell: Option<Arc<controller::ControllerCell>>,
         out: SyncSender<Vec<u8>>,
+        pins: Arc<AtomicUsize>,
     ) -> Arc<Peer> {
         let active = cell.is_some();
         let p = Arc::new(Peer {
@@ -1034,6 +1048,7 @@ impl Hub {
             role: AtomicU32::new(ROLE_EQUAL),
             miss_send_len: AtomicU16::new(if active { 128 } else { 0 }),
             dropped: AtomicU64::new(0),
+            pins,
             async_config: Mutex::new(None),
             of10_form: Mutex::new(Default::default()),
             monitors: monitor::Monitors::default(),

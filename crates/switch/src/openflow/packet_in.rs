@@ -1,12 +1,14 @@
 //! The packet-in thread: takes packet-ins from the PMDs' queue ([`crate::execute::PacketIn`])
 //! and writes one PACKET_IN per connection that takes them (see the module docs of
 //! [`crate::openflow`] for who does and what a PACKET_IN holds) into that connection's writer
-//! queue, without waiting: a full queue drops the PACKET_IN for that connection (counted,
-//! logged once per connection). A connection whose controller has a `controller_rate_limit`
+//! queue, without waiting: a connection that already has its `controller_queue_size` of
+//! PACKET_INs waiting for its socket (OVS's limit, 100 by default: [`Peer::queue_size`]), or
+//! whose writer queue is full, is not sent it (counted, logged once per connection; OVS's
+//! `rconn_send_with_limit`). A connection whose controller has a `controller_rate_limit`
 //! goes through its packet-in schedulers first ([`super::pinsched`], [`Peer::schedule`]):
 //! what they queue is sent from this thread's loop as their tokens come.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
 use std::time::Duration;
 
@@ -124,22 +126,91 @@ fn deliver(hub: &Hub, p: &PacketIn) {
     }
 }
 
-/// Writes a PACKET_IN into `peer`'s writer queue, without waiting (a full one drops it).
+/// Writes a PACKET_IN into `peer`'s writer queue, without waiting: dropped when the connection
+/// has its [`Peer::queue_size`] of packet-ins waiting already, or its writer queue is full.
 fn push(hub: &Hub, peer: &Peer, bytes: Vec<u8>) {
+    let limit = peer.queue_size();
+    if !admit(&peer.pins, limit) {
+        OVERFLOWS.fetch_add(1, Ordering::Relaxed);
+        dropped(hub, peer, &format!("{limit} packet-ins are waiting for its socket (controller_queue_size)"));
+        return;
+    }
     match peer.out.try_send(bytes) {
         Ok(()) => {
             hub.packet_ins_sent.fetch_add(1, Ordering::Relaxed);
         }
-        Err(TrySendError::Full(_)) => {
-            hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
-            if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                crate::log_warn!(
-                    "rqvs switch: openflow {}: its queue is full: packet-ins to it are dropped and counted (logged once)",
-                    peer.name
-                );
+        Err(e) => {
+            peer.pins.fetch_sub(1, Ordering::Relaxed);
+            // Disconnected: the connection is ending.
+            if let TrySendError::Full(_) = e {
+                dropped(hub, peer, "its writer queue is full");
             }
         }
-        // The connection is ending.
-        Err(TrySendError::Disconnected(_)) => {}
+    }
+}
+
+/// Counts one more packet-in waiting in a connection's writer queue, unless `limit` are
+/// (OVS's `rconn_send_with_limit`). Counted before it is queued, so the writer never counts
+/// one down first.
+fn admit(pins: &AtomicUsize, limit: usize) -> bool {
+    pins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_ok()
+}
+
+/// Packet-ins dropped for a connection's `controller_queue_size`, all bridges together (OVS's
+/// coverage counter `rconn_overflow`, `ovs-appctl coverage/show`).
+static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
+
+/// [`OVERFLOWS`] so far.
+pub(crate) fn overflows() -> u64 {
+    OVERFLOWS.load(Ordering::Relaxed)
+}
+
+/// A PACKET_IN not sent to `peer` (counted; the first one logged, with `why`).
+fn dropped(hub: &Hub, peer: &Peer, why: &str) {
+    hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
+    if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+        crate::log_warn!(
+            "rqvs switch: openflow {}: {why}: packet-ins to it are dropped and counted (logged once)",
+            peer.name
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rqvs_openflow::{encode, Message, OFP13};
+
+    use super::super::connection::write_one;
+    use super::admit;
+
+    /// `controller_queue_size`: at most `limit` packet-ins wait; writing one (not another
+    /// message) makes room for the next.
+    #[test]
+    fn packet_ins_past_the_queue_size_are_refused_until_one_is_written() {
+        let pins = AtomicUsize::new(0);
+        assert!((0..10).all(|_| admit(&pins, 10)));
+        assert!(!admit(&pins, 10), "the 11th waits past the limit");
+        assert_eq!(pins.load(Ordering::Relaxed), 10);
+        let mut sink: Box<dyn Write + Send> = Box::new(Vec::new());
+        let reply = encode(OFP13, 1, &Message::BarrierReply).unwrap();
+        assert!(write_one(&mut sink, &reply, &pins));
+        assert!(!admit(&pins, 10), "a reply written is not a packet-in");
+        let packet_in = Message::PacketIn(rqvs_openflow::flow_mod::PacketIn {
+            buffer_id: rqvs_openflow::flow_mod::OFP_NO_BUFFER,
+            total_len: 0,
+            reason: 0,
+            table_id: 0,
+            cookie: 0,
+            matches: rqvs_flow::Match::ANY,
+            data: vec![],
+        });
+        assert!(write_one(&mut sink, &encode(OFP13, 0, &packet_in).unwrap(), &pins));
+        assert!(admit(&pins, 10), "one written, one more may wait");
+        assert!(!admit(&pins, 10));
+        // A larger limit set live takes effect at once.
+        assert!(admit(&pins, 11));
     }
 }
