@@ -10,7 +10,10 @@
 //!   lock, so no reader ever sees part of a bundle.
 //! - **Concurrency.** An `RwLock` around the classifier: readers (the handler, the
 //!   revalidator) share it, a commit excludes them while it runs. The lock prefers writers (a
-//!   waiting commit holds back new reads), and each reader reads the table **once per lookup**
+//!   waiting commit holds back new reads: `parking_lot`'s, which hands the lock to the commit
+//!   when the reads in progress end; std's lets a woken reader in first, and a handler reading
+//!   per upcall in a loop kept a commit waiting through dozens of wake-ups on a busy 2-core
+//!   machine), and each reader reads the table **once per lookup**
 //!   (one upcall, one megaflow re-checked), so a commit waits for the lookups in progress only,
 //!   tens of microseconds at 100K rules. Reads per batch of 64 upcalls or 1,024 megaflows held a
 //!   commit for up to 20 ms; ORIG's flow-mod rate (`rqvs bench openflow`) rose about 2× with
@@ -35,7 +38,9 @@
 //!   "anything may have changed".
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use parking_lot::{RwLock as TableLock, RwLockReadGuard};
 #[cfg(test)]
 use std::time::Duration;
 use std::time::Instant;
@@ -210,13 +215,13 @@ impl Groups for GroupTable {
 /// The shared, versioned OpenFlow table (module docs). Cloning shares it.
 #[derive(Clone)]
 pub struct OfprotoTable {
-    inner: Arc<RwLock<Versioned>>,
+    inner: Arc<TableLock<Versioned>>,
     /// Its patch ports' crossings ([`crate::crossing`]).
     patch: Arc<PatchState>,
 }
 
 /// A table's handle that does not keep it.
-type WeakTable = (Weak<RwLock<Versioned>>, Weak<PatchState>);
+type WeakTable = (Weak<TableLock<Versioned>>, Weak<PatchState>);
 
 /// A table's patch crossings ([`crate::crossing`]): outside the versioned lock, so a reader of
 /// another table can reach them without it.
@@ -320,25 +325,21 @@ impl OfprotoTable {
             later: None,
             later_trainer: None,
         };
-        Ok(OfprotoTable { inner: Arc::new(RwLock::new(v)), patch: Arc::default() })
+        Ok(OfprotoTable { inner: Arc::new(TableLock::new(v)), patch: Arc::default() })
     }
 
     /// Reads the table (one version until the read is dropped).
     pub fn read(&self) -> TableRead<'_> {
-        // A writer that panicked left the classifier as it was before or after one whole
-        // operation of its own (commits roll back on error, not on panic); reading on is sound.
-        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        // No poisoning: a writer that panicked left the classifier as it was before or after
+        // one whole operation of its own (commits roll back on error, not on panic).
+        let guard = self.inner.read();
         TableRead { guard, table: self }
     }
 
     /// Reads the table if that does not wait (a commit holds or waits for the write lock:
     /// `None`). [`crate::crossing`] reads a peer's table so (its *Locks*).
     pub fn try_read(&self) -> Option<TableRead<'_>> {
-        let guard = match self.inner.try_read() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let guard = self.inner.try_read()?;
         Some(TableRead { guard, table: self })
     }
 
@@ -375,7 +376,7 @@ impl OfprotoTable {
     /// Returns the new version.
     pub fn mark_changed(&self) -> u64 {
         let version = {
-            let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            let mut t = self.inner.write();
             t.version += 1;
             let v = t.version;
             if let Some(l) = t.later.as_mut() {
@@ -430,7 +431,7 @@ impl OfprotoTable {
     /// tries are rebuilt; the rules and so every lookup's winner stay, only the megaflows made
     /// from now on differ ([`OfprotoClassifier::set_table_prefix_fields`]).
     pub fn set_table_prefix_fields(&self, table: u8, prefixes: PrefixFields) {
-        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.inner.write();
         t.classifier.set_table_prefix_fields(table, prefixes);
     }
 
@@ -438,7 +439,7 @@ impl OfprotoTable {
     /// them up in; the tables past `cfg.learned_min` rules are trained now). Idempotent: a
     /// second call keeps the index the first made.
     pub fn index_later_tables(&self, cfg: LaterConfig) -> Result<(), ClassifierError> {
-        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.inner.write();
         if t.later.is_none() {
             let tables = 1..=u8::MAX;
             let l = LaterTables::build_with(tables.flat_map(|n| t.classifier.rules_in_table(n)), cfg)?;
@@ -450,7 +451,7 @@ impl OfprotoTable {
     /// Runs the training sessions of the later tables ([`crate::later_tables`]) on `trainer`
     /// rather than on a thread per session.
     pub fn set_later_trainer(&self, trainer: crate::trainer::TrainerHandle) {
-        self.inner.write().unwrap_or_else(|e| e.into_inner()).later_trainer = Some(trainer);
+        self.inner.write().later_trainer = Some(trainer);
     }
 
     /// Waits until no training session of the later tables runs (tests, the end of a run).
@@ -471,7 +472,7 @@ impl OfprotoTable {
     }
 
     fn commit_locked(&self, changes: Vec<RuleChange>) -> Result<(u64, Vec<Rule>), ClassifierError> {
-        let mut t = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.inner.write();
         let mut undo: Vec<RuleChange> = Vec::new();
         let mut removed = Vec::new();
         // The matches changed, while the change set stays within single-lookup rules.
@@ -562,7 +563,7 @@ impl OfprotoTable {
 /// Starts the training sessions the later tables' index asks for after a commit
 /// ([`crate::later_tables`], *Training*): each on the trainer when there is one, else on a thread
 /// of its own.
-fn start_later_training(inner: &Arc<RwLock<Versioned>>, t: &mut Versioned) {
+fn start_later_training(inner: &Arc<TableLock<Versioned>>, t: &mut Versioned) {
     let Some(l) = t.later.as_mut() else { return };
     for (table, id) in l.due() {
         let weak = Arc::downgrade(inner);
@@ -584,17 +585,17 @@ fn start_later_training(inner: &Arc<RwLock<Versioned>>, t: &mut Versioned) {
 /// A training session of later table `table` (session `id`): copies its rules under a read lock,
 /// trains with no lock held, installs under the write lock (replaying the changes since the
 /// copy). The table gone (the switch stopped): nothing.
-fn train_later_table(weak: std::sync::Weak<RwLock<Versioned>>, table: u8, id: u64) {
+fn train_later_table(weak: std::sync::Weak<TableLock<Versioned>>, table: u8, id: u64) {
     let Some(inner) = weak.upgrade() else { return };
     let (rules, copied_at) = {
-        let g = inner.read().unwrap_or_else(|e| e.into_inner());
+        let g = inner.read();
         (g.classifier.rules_in_table(table).cloned().collect::<Vec<Rule>>(), g.version)
     };
     drop(inner);
     let built = crate::later_tables::train(&rules);
     drop(rules);
     let Some(inner) = weak.upgrade() else { return };
-    let mut g = inner.write().unwrap_or_else(|e| e.into_inner());
+    let mut g = inner.write();
     let Some(l) = g.later.as_mut() else { return };
     let old = match built {
         Ok(model) => l.install(table, id, copied_at, model),
