@@ -810,7 +810,6 @@ impl QuietController {
     }
 
     fn start_with(env: &Env, port: u16, quirks: Quirks) -> QuietController {
-        use std::io::{Read, Write};
         let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let accepts = Arc::new(Mutex::new(Vec::new()));
         let closes = Arc::new(Mutex::new(Vec::new()));
@@ -826,7 +825,7 @@ impl QuietController {
         let thread = std::thread::spawn(move || -> std::io::Result<()> {
             let mut conns = Vec::new();
             while !s.load(Ordering::Relaxed) {
-                let Ok((mut c, _)) = listener.accept() else {
+                let Ok((c, _)) = listener.accept() else {
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 };
@@ -837,47 +836,7 @@ impl QuietController {
                     continue;
                 }
                 let (s, cl, rx, quirks) = (s.clone(), cl.clone(), rx.clone(), quirks.clone());
-                conns.push(std::thread::spawn(move || {
-                    c.set_nonblocking(false).unwrap();
-                    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                    if !quirks.silent {
-                        let _ = c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
-                        let _ = c.write_all(&quirks.after_hello);
-                    }
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while !s.load(Ordering::Relaxed) {
-                        if quirks.paused.as_ref().is_some_and(|p| p.load(Ordering::Relaxed)) {
-                            std::thread::sleep(Duration::from_millis(10));
-                            continue;
-                        }
-                        match c.read(&mut chunk) {
-                            Ok(0) => {
-                                cl.lock().unwrap().push(Instant::now());
-                                return;
-                            }
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                                ) => {}
-                            Err(_) => {
-                                cl.lock().unwrap().push(Instant::now());
-                                return;
-                            }
-                        }
-                        while buf.len() >= 8 && buf.len() >= usize::from(u16::from_be_bytes([buf[2], buf[3]])) {
-                            let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
-                            let mut msg: Vec<u8> = buf.drain(..len).collect();
-                            rx.lock().unwrap().push(msg[1]);
-                            if msg[1] == 2 && !quirks.deaf {
-                                msg[1] = 3; // ECHO_REQUEST → ECHO_REPLY
-                                let _ = c.write_all(&msg);
-                            }
-                        }
-                    }
-                }));
+                conns.push(std::thread::spawn(move || converse(c, &quirks, &s, &cl, &rx)));
             }
             for t in conns {
                 let _ = t.join();
@@ -910,6 +869,72 @@ impl Drop for QuietController {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+impl QuietController {
+    /// A client of the switch's listener at `127.0.0.1:PORT` (in its namespace) that talks as a
+    /// [`QuietController`] does over its one connection (`accepted` is 1).
+    fn connect(env: &Env, port: u16, quirks: Quirks) -> QuietController {
+        let c = env.sw.run(|| std::net::TcpStream::connect(("127.0.0.1", port))).unwrap().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+        let accepts = Arc::new(Mutex::new(vec![Instant::now()]));
+        let (closes, received) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, cl, rx) = (stop.clone(), closes.clone(), received.clone());
+        let thread = std::thread::spawn(move || {
+            converse(c, &quirks, &s, &cl, &rx);
+            Ok(())
+        });
+        QuietController { accepted, accepts, closes, received, stop, thread: Some(thread) }
+    }
+}
+
+/// One connection of a [`QuietController`]: HELLO (unless `silent`) and `after_hello`, then
+/// every message the switch sends counted by type (ECHO_REQUESTs answered unless `deaf`) until
+/// `stop` or the switch closes it (then its time pushed on `closes`).
+fn converse(
+    mut c: std::net::TcpStream,
+    quirks: &Quirks,
+    s: &AtomicBool,
+    cl: &Mutex<Vec<Instant>>,
+    rx: &Mutex<Vec<u8>>,
+) {
+    use std::io::{Read, Write};
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    if !quirks.silent {
+        let _ = c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
+        let _ = c.write_all(&quirks.after_hello);
+    }
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !s.load(Ordering::Relaxed) {
+        if quirks.paused.as_ref().is_some_and(|p| p.load(Ordering::Relaxed)) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        match c.read(&mut chunk) {
+            Ok(0) => {
+                cl.lock().unwrap().push(Instant::now());
+                return;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => {
+                cl.lock().unwrap().push(Instant::now());
+                return;
+            }
+        }
+        while buf.len() >= 8 && buf.len() >= usize::from(u16::from_be_bytes([buf[2], buf[3]])) {
+            let len = usize::from(u16::from_be_bytes([buf[2], buf[3]])).max(8);
+            let mut msg: Vec<u8> = buf.drain(..len).collect();
+            rx.lock().unwrap().push(msg[1]);
+            if msg[1] == 2 && !quirks.deaf {
+                msg[1] = 3; // ECHO_REQUEST → ECHO_REPLY
+                let _ = c.write_all(&msg);
+            }
         }
     }
 }
@@ -1332,12 +1357,23 @@ fn controller_queue_size() {
 
 /// The TOS byte of the IPv4/TCP frames to `port` captured on the switch namespace's loopback.
 fn tos_to(frames: &[Vec<u8>], port: u16) -> Vec<u8> {
+    tos_of(frames, port, 2)
+}
+
+/// The TOS byte of the IPv4/TCP frames from `port` captured on the switch namespace's loopback.
+fn tos_from(frames: &[Vec<u8>], port: u16) -> Vec<u8> {
+    tos_of(frames, port, 0)
+}
+
+/// The TOS byte of the IPv4/TCP frames whose TCP port at `at` (0: source, 2: destination) is
+/// `port`.
+fn tos_of(frames: &[Vec<u8>], port: u16, at: usize) -> Vec<u8> {
     frames
         .iter()
         .filter(|f| f.len() >= 38 && f[12..14] == [8, 0] && f[23] == 6)
         .filter(|f| {
-            let tcp = 14 + usize::from(f[14] & 0xf) * 4;
-            f.len() >= tcp + 4 && u16::from_be_bytes([f[tcp + 2], f[tcp + 3]]) == port
+            let tcp = 14 + usize::from(f[14] & 0xf) * 4 + at;
+            f.len() >= tcp + 2 && u16::from_be_bytes([f[tcp], f[tcp + 1]]) == port
         })
         .map(|f| f[15])
         .collect()
@@ -1368,6 +1404,73 @@ fn controller_dscp() {
     eventually("connected", || env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true");
     let tos = tos_to(&cap.drain(Duration::from_millis(300)).unwrap(), 6675);
     assert!(tos.last() == Some(&(48 << 2)), "64 is out of range: the default: {tos:?}");
+    let log = env.exit();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// OpenFlow 1.3 SET_CONFIG with miss_send_len 0xffff: a service connection asks for packet-ins.
+const SET_CONFIG_MISS_ALL: [u8; 12] = [4, 9, 0, 12, 0, 0, 0, 2, 0, 0, 0xff, 0xff];
+
+/// Issue 37: the connections a `Controller` row's passive target accepts take the row's
+/// settings, as OVS's `ofservice` gives them (`ofconn_create`, `ofconn_reconfigure`): a
+/// `ptcp:` target with `controller_rate_limit=100 controller_burst_limit=25` and
+/// `other_config:dscp=10` — a client that asks for packet-ins gets about 25 + 100/s of a
+/// 1,000-frame burst (all 1,000 before), its packets carry TOS 40; the DSCP set to 20 live
+/// closes it (OVS's `rconn_reconnect` of an accepted connection) and the next client's packets
+/// carry TOS 80; `enable_async_messages=false` leaves it no packet-in; and a client that never
+/// answers ECHO_REQUEST is closed after two of the row's probe intervals (5 s each).
+#[test]
+fn passive_target_connections_take_the_row_settings() {
+    let Some(mut env) = Env::secure_bridge("dropin_ptcp_settings") else { return };
+    let cap = env.sw.run(|| RawSocket::open("lo")).unwrap().unwrap();
+    let h1 = env.host("h1", "p1", "10.83.0.1");
+    env.vsctl(&["add-port", "br0", "p1"]);
+    // One transaction: the listener is bound with the row's DSCP (its SYN-ACKs carry it).
+    env.vsctl(&[
+        "set-controller",
+        "br0",
+        "ptcp:6691:127.0.0.1",
+        "--",
+        "set",
+        "controller",
+        "br0",
+        "controller_rate_limit=100",
+        "controller_burst_limit=25",
+        "other_config:dscp=10",
+    ]);
+    let asks = Quirks { after_hello: SET_CONFIG_MISS_ALL.to_vec(), ..Quirks::default() };
+    eventually("ptcp:6691 listened on", || {
+        env.sw.run(|| std::net::TcpStream::connect(("127.0.0.1", 6691))).unwrap().is_ok()
+    });
+    let first = QuietController::connect(&env, 6691, asks.clone());
+    env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=0,actions=controller"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    send_burst(&h1, 1000);
+    std::thread::sleep(Duration::from_millis(600));
+    let got = first.received(PACKET_IN);
+    let most = 25.0 + 100.0 * t0.elapsed().as_secs_f64() + 25.0;
+    eprintln!("ptcp: rate limit: {got} of 1000 in {:.2} s", t0.elapsed().as_secs_f64());
+    assert!(got >= 50 && (got as f64) <= most, "about 100/s after a burst of 25: {got} (at most {most:.0})");
+    let tos = tos_from(&cap.drain(Duration::from_millis(100)).unwrap(), 6691);
+    assert!(tos.len() >= 3 && tos.iter().all(|t| *t == 10 << 2), "DSCP 10 on the accepted connection: {tos:?}");
+
+    env.vsctl(&["set", "controller", "br0", "other_config:dscp=20", "enable_async_messages=false"]);
+    eventually("the DSCP change closed it", || first.closes().len() == 1);
+    let second = QuietController::connect(&env, 6691, asks);
+    std::thread::sleep(Duration::from_millis(500));
+    send_burst(&h1, 100);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(second.received(PACKET_IN), 0, "enable_async_messages=false: no packet-in");
+    let tos = tos_from(&cap.drain(Duration::from_millis(100)).unwrap(), 6691);
+    assert!(tos.last() == Some(&(20 << 2)), "DSCP 20 on the next connection: {tos:?}");
+
+    let deaf = QuietController::connect(&env, 6691, Quirks { deaf: true, ..Quirks::default() });
+    eventually("the silent client probed and closed", || deaf.closes().len() == 1);
+    let held = (deaf.closes()[0] - deaf.accepts()[0]).as_secs_f64();
+    assert!((9.0..13.0).contains(&held), "two 5 s probe intervals: {held:.1} s");
+    assert!(deaf.received(2) >= 1, "an ECHO_REQUEST first");
+    assert!(second.closes().is_empty(), "the answering client stays");
     let log = env.exit();
     assert!(!log.contains("panicked"), "{log}");
 }

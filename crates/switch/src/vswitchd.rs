@@ -110,7 +110,9 @@
 //!   reading) are given to its connection live too ([`ControllerSettings`]: async masks all
 //!   zero until SET_ASYNC; the socket's DSCP, a change reconnecting it; the packet-in
 //!   schedulers, whose counters are the `packet-in-*` status keys; the packet-ins that may wait
-//!   for its socket).
+//!   for its socket). A passive target's row gives them, and its inactivity probe, to the
+//!   connections its listener accepts (`OpenflowListener::with_settings`; a DSCP change closes
+//!   those connections, as OVS's `rconn_reconnect` of an accepted connection does).
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
 //!   `enable_async_messages`, `other_config:dscp`, the rate limits, `controller_queue_size` and
 //!   `type` (in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
@@ -215,8 +217,10 @@ struct Identity {
     datapath_id: u64,
     /// The bridge's management socket (`RUNDIR/BRIDGE.mgmt`), when bound.
     mgmt: Option<PathBuf>,
-    /// Its `ptcp:`/`punix:` controller targets: listened on as the management socket is.
-    listeners: Vec<Passive>,
+    /// Its `ptcp:`/`pssl:`/`punix:` controller targets: listened on as the management socket
+    /// is, each with its row's settings (given to the connections it accepts, as OVS's
+    /// `ofservice` does; changed live).
+    listeners: Vec<(Passive, ControllerSettings)>,
     /// The slow path's prefix fields by table (`Flow_Table:prefixes`).
     prefixes: Vec<(u8, PrefixFields)>,
 }
@@ -612,7 +616,7 @@ impl Plan {
                 .controllers
                 .iter()
                 .filter_map(|c| match &c.addr {
-                    Ok(Target::Passive(p)) => Some(p.clone()),
+                    Ok(Target::Passive(p)) => Some((p.clone(), c.settings)),
                     _ => None,
                 })
                 .collect(),
@@ -733,27 +737,34 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
     if r.tls.as_ref().map(Arc::as_ptr) != tls.map(Arc::as_ptr) {
         // The `SSL` table changed: `pssl:` listeners bound again, `ssl:` controllers
         // reconnected, with the new settings (the plain ones untouched).
-        for l in r.identity.listeners.iter().filter(|l| matches!(l, Passive::Tcp(t) if t.tls)) {
+        for (l, _) in r.identity.listeners.iter().filter(|(l, _)| matches!(l, Passive::Tcp(t) if t.tls)) {
             c.remove_listener(&l.key());
         }
-        r.identity.listeners.retain(|l| !matches!(l, Passive::Tcp(t) if t.tls));
+        r.identity.listeners.retain(|(l, _)| !matches!(l, Passive::Tcp(t) if t.tls));
         if let Err(e) = c.set_tls(tls.cloned()) {
             log(&format!("rqvs switch: ovsdb: controllers: {e}"));
         }
         r.tls = tls.cloned();
         if r.identity.controllers.iter().any(|(t, _)| t.tls)
-            || want.listeners.iter().any(|l| matches!(l, Passive::Tcp(t) if t.tls))
+            || want.listeners.iter().any(|(l, _)| matches!(l, Passive::Tcp(t) if t.tls))
         {
             log("rqvs switch: ovsdb: SSL settings changed: ssl: controllers reconnect, pssl: listeners bound again");
         }
     }
     let now = &r.identity;
-    for l in now.listeners.iter().filter(|l| !want.listeners.contains(l)) {
+    let listens = |list: &[(Passive, ControllerSettings)], l: &Passive| list.iter().any(|(p, _)| p == l);
+    for (l, _) in now.listeners.iter().filter(|(l, _)| !listens(&want.listeners, l)) {
         c.remove_listener(&l.key());
         r.sockets.retain(|(p, _)| p != l);
         log(&format!("rqvs switch: ovsdb: controller {}: no longer listened on", l.key()));
     }
-    for l in want.listeners.iter().filter(|l| !now.listeners.contains(l)) {
+    for (l, settings) in &want.listeners {
+        // A kept listener: its connections take the row's settings now.
+        if now.listeners.iter().any(|(p, s)| p == l && s != settings) {
+            c.set_listener_settings(&l.key(), *settings);
+        }
+    }
+    for (l, settings) in want.listeners.iter().filter(|(l, _)| !listens(&now.listeners, l)) {
         let bound = match l {
             Passive::Tcp(t) => OpenflowListener::bind_target(t, tls.cloned()),
             Passive::Unix(path) => OpenflowListener::bind_unix(path).and_then(|listener| {
@@ -763,7 +774,7 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
                 Ok(bound)
             }),
         };
-        match bound.and_then(|b| c.add_listener(l.key(), b)) {
+        match bound.and_then(|b| b.with_settings(*settings)).and_then(|b| c.add_listener(l.key(), b)) {
             Ok(()) => log(&format!("rqvs switch: ovsdb: controller {}: listening", l.key())),
             Err(e) => log(&format!("rqvs switch: ovsdb: controller {}: {e}", l.key())),
         }

@@ -71,8 +71,12 @@ const READ_TICK: Duration = Duration::from_millis(50);
 /// Who opened the connection.
 #[derive(Clone)]
 pub(crate) enum Kind {
-    /// A client connected to `--openflow`.
-    Passive,
+    /// A client connected to a listener: `--openflow`, the management socket (`cell` `None`:
+    /// OVS's defaults, never probed), or a `Controller` row's `ptcp:`/`pssl:`/`punix:` target
+    /// (`cell`: the row's settings, shared by the listener's connections — OVS's
+    /// `ofservice` settings: probed as an active connection is, rate-limited, its queue size,
+    /// its async messages enabled or not; ended when the row's DSCP changes).
+    Passive { cell: Option<Arc<controller::ControllerCell>> },
     /// The switch connected to a `--controller`; probed after its cell's probe interval of
     /// silence (read at each tick: it changes live), its state kept there. Without the HELLO
     /// exchanged by `hello_by` it ends (OVS's rconn CONNECTING timeout).
@@ -105,8 +109,8 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         }
     };
     let name = match kind {
-        Kind::Passive if scheme == "tcp" => peer.to_string(),
-        Kind::Passive => format!("{scheme}:{peer}"),
+        Kind::Passive { .. } if scheme == "tcp" => peer.to_string(),
+        Kind::Passive { .. } => format!("{scheme}:{peer}"),
         Kind::Active { .. } => format!("controller {scheme}:{peer}"),
     };
     let closer = match socket.try_clone() {
@@ -126,11 +130,12 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
             return false;
         }
     };
-    let cell = match &kind {
-        Kind::Active { cell, .. } => Some(cell.clone()),
-        Kind::Passive => None,
+    let (cell, active) = match &kind {
+        Kind::Active { cell, .. } => (Some(cell.clone()), true),
+        Kind::Passive { cell } => (cell.clone(), false),
     };
-    let me = hub.register(name.clone(), cell.clone(), out.clone(), pins);
+    let dscp = cell.as_ref().map(|c| c.settings().dscp);
+    let me = hub.register(name.clone(), active, cell.clone(), out.clone(), pins);
     let mut c = Connection {
         stream: reader,
         name,
@@ -152,10 +157,11 @@ pub(crate) fn serve(stream: Stream, peer: impl Display, hub: &Arc<Hub>, kind: Ki
         retired: retired.clone(),
         end: None,
         hello_timed_out: false,
+        dscp,
     };
     c.run();
     let _ = c.settle_pending();
-    if let Some(cell) = cell {
+    if let Some(cell) = cell.filter(|_| active) {
         cell.disconnected(c.end.take());
     }
     hub.unregister(me.id);
@@ -245,6 +251,8 @@ struct Connection {
     end: Option<String>,
     /// An active connection ended for want of a HELLO by its `hello_by`.
     hello_timed_out: bool,
+    /// The DSCP its controller's settings had when it started (`None`: it has none).
+    dscp: Option<u8>,
 }
 
 /// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
@@ -370,10 +378,11 @@ impl Connection {
         }
     }
 
-    /// The inactivity probe of an active connection: an ECHO_REQUEST after `probe` of silence,
-    /// the end after as long again. False: close the connection.
+    /// The inactivity probe of an active connection, or a passive one with a controller's
+    /// settings: an ECHO_REQUEST after `probe` of silence, the end after as long again. False:
+    /// close the connection.
     fn probe(&mut self) -> bool {
-        let passive = matches!(self.kind, Kind::Passive);
+        let passive = matches!(self.kind, Kind::Passive { .. });
         if passive && self.version.is_none() && self.connected.elapsed() >= self.hub.hello_timeout {
             // Connected and silent (or a TLS handshake left unfinished): a slot held for nothing.
             crate::log_warn!(
@@ -385,15 +394,28 @@ impl Connection {
             self.end = Some(TIMED_OUT.into());
             return false;
         }
-        let Kind::Active { cell, hello_by } = &self.kind else { return true };
-        if cell.take_reconnect() {
+        let (cell, hello_by) = match &self.kind {
+            Kind::Passive { cell: None } => return true,
+            Kind::Passive { cell: Some(cell) } => {
+                if Some(cell.settings().dscp) != self.dscp {
+                    // OVS's `rconn_reconnect` of an accepted connection: it is closed (the
+                    // client connects again, with the new DSCP).
+                    crate::log_info!("rqvs switch: openflow {}: DSCP changed: disconnecting", self.name);
+                    return false;
+                }
+                (cell.clone(), None)
+            }
+            Kind::Active { cell, hello_by } => (cell.clone(), Some(*hello_by)),
+        };
+        if hello_by.is_some() && cell.take_reconnect() {
             // Its DSCP changed: reconnect with the new one (OVS's `rconn_reconnect`).
             crate::log_info!("rqvs switch: openflow {}: DSCP changed: reconnecting", self.name);
             return false;
         }
         let Some(v) = self.version else {
-            // CONNECTING: no HELLO exchanged within max(1 s, backoff) (OVS's rconn).
-            if Instant::now() >= *hello_by {
+            // CONNECTING: no HELLO exchanged within max(1 s, backoff) (OVS's rconn); a passive
+            // connection's wait for HELLO is the hub's, above.
+            if hello_by.is_some_and(|by| Instant::now() >= by) {
                 self.hello_timed_out = true;
                 self.end = Some(TIMED_OUT.into());
                 return false;

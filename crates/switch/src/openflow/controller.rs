@@ -348,14 +348,20 @@ pub(crate) fn run(
 fn connect(addr: SocketAddr, dscp: u8, timeout: Duration) -> std::io::Result<TcpStream> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    let tos = u32::from(dscp.min(63)) << 2;
-    if addr.is_ipv4() {
-        s.set_tos_v4(tos)?;
-    } else {
-        s.set_tclass_v6(tos)?;
-    }
+    set_dscp(socket2::SockRef::from(&s), addr, dscp)?;
     s.connect_timeout(&addr.into(), timeout)?;
     Ok(s.into())
+}
+
+/// Makes a TCP socket's IP packets carry `dscp` (OVS's `set_dscp`: `IP_TOS`, or `IPV6_TCLASS`
+/// when `addr` — either end's address — is IPv6, = DSCP << 2).
+pub(crate) fn set_dscp(s: socket2::SockRef<'_>, addr: SocketAddr, dscp: u8) -> std::io::Result<()> {
+    let tos = u32::from(dscp.min(63)) << 2;
+    if addr.is_ipv4() {
+        s.set_tos_v4(tos)
+    } else {
+        s.set_tclass_v6(tos)
+    }
 }
 
 /// The connected socket as a plain or TLS stream (the handshake runs as the connection starts).

@@ -154,6 +154,7 @@ pub use controller::{
 pub use tls::{Tls, TlsSettings};
 
 use crate::{Control, Error};
+use controller::set_dscp;
 
 /// The datapath id the switch reports when none is configured.
 pub const DEFAULT_DATAPATH_ID: u64 = 0x0000_7271_7673_0001;
@@ -245,6 +246,10 @@ pub struct OpenflowListener {
     listener: Bound,
     /// `pssl:`: every accepted connection is TLS.
     tls: Option<Arc<Tls>>,
+    /// The settings of the `Controller` row it serves (`--ovsdb`'s `ptcp:`/`pssl:`/`punix:`
+    /// targets; [`OpenflowListener::with_settings`]), shared by the connections it accepts;
+    /// `None` (`--openflow`, the management socket): OVS's defaults, no inactivity probe.
+    settings: Option<Arc<controller::ControllerCell>>,
 }
 
 impl OpenflowListener {
@@ -252,7 +257,7 @@ impl OpenflowListener {
     pub fn bind(addr: SocketAddr) -> Result<OpenflowListener, Error> {
         let listener = TcpListener::bind(addr).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
         listener.set_nonblocking(true).map_err(|e| Error(format!("--openflow ptcp:{addr}: {e}")))?;
-        Ok(OpenflowListener { listener: Bound::Tcp(listener), tls: None })
+        Ok(OpenflowListener { listener: Bound::Tcp(listener), tls: None, settings: None })
     }
 
     /// Binds a unix socket at `path` (`punix:`): a stale socket file left there (by a switch
@@ -287,7 +292,7 @@ impl OpenflowListener {
     pub fn unix(listener: &UnixListener, path: &Path) -> Result<OpenflowListener, Error> {
         let l = listener.try_clone().map_err(|e| Error(format!("punix:{}: {e}", path.display())))?;
         l.set_nonblocking(true).map_err(|e| Error(format!("punix:{}: {e}", path.display())))?;
-        Ok(OpenflowListener { listener: Bound::Unix(l, path.to_path_buf()), tls: None })
+        Ok(OpenflowListener { listener: Bound::Unix(l, path.to_path_buf()), tls: None, settings: None })
     }
 
     /// Binds a `ptcp:` or `pssl:` target; `tls` is required for `pssl:`. A `ptcp:` target on
@@ -315,6 +320,22 @@ impl OpenflowListener {
         Ok(l)
     }
 
+    /// Serves a `Controller` row's passive target with the row's settings, as OVS's
+    /// `ofservice` does for the connections it accepts: their inactivity probe, packet-in rate
+    /// limit, `controller_queue_size` and `enable_async_messages`, and their DSCP — set on the
+    /// listening socket (its SYN-ACKs) and on each accepted one; a DSCP changed later closes the
+    /// connections already accepted (OVS's `rconn_reconnect` of an accepted connection) and the
+    /// next ones get the new one. The settings change live ([`Channel::set_listener_settings`]).
+    pub fn with_settings(mut self, settings: ControllerSettings) -> Result<OpenflowListener, Error> {
+        if let Bound::Tcp(l) = &self.listener {
+            let addr = l.local_addr().map_err(|e| Error(format!("ptcp: {e}")))?;
+            set_dscp(socket2::SockRef::from(l), addr, settings.dscp)
+                .map_err(|e| Error(format!("ptcp:{addr}: setting its DSCP: {e}")))?;
+        }
+        self.settings = Some(Arc::new(controller::ControllerCell::new(settings)));
+        Ok(self)
+    }
+
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match &self.listener {
             Bound::Tcp(l) => l.local_addr().ok(),
@@ -327,6 +348,11 @@ impl OpenflowListener {
         match &self.listener {
             Bound::Tcp(l) => {
                 let (stream, peer) = l.accept().ok()?;
+                if let Some(cell) = &self.settings {
+                    if let Err(e) = set_dscp(socket2::SockRef::from(&stream), peer, cell.settings().dscp) {
+                        crate::log_warn!("rqvs switch: openflow {peer}: setting its DSCP: {e}");
+                    }
+                }
                 let stream = match &self.tls {
                     None => transport::Stream::Tcp(stream),
                     Some(tls) => match tls
@@ -369,9 +395,9 @@ impl OpenflowListener {
                         continue;
                     }
                     n += 1;
-                    let (h, r) = (hub.clone(), retired.clone());
+                    let (h, r, cell) = (hub.clone(), retired.clone(), self.settings.clone());
                     let spawned = std::thread::Builder::new().name(format!("of{n}")).spawn(move || {
-                        connection::serve(stream, &peer, &h, connection::Kind::Passive, &r);
+                        connection::serve(stream, &peer, &h, connection::Kind::Passive { cell }, &r);
                     });
                     match spawned {
                         Ok(t) => conns.push(t),
@@ -495,7 +521,8 @@ struct Live {
     /// The timers of a controller given without its own (`--controller`).
     timing: Timing,
     controllers: Vec<Active>,
-    listeners: Vec<(String, Endpoint)>,
+    /// By key, each with the settings its connections share (a `Controller` row's).
+    listeners: Vec<(String, Endpoint, Option<Arc<controller::ControllerCell>>)>,
     /// Retired controllers' threads, ending (a connect attempt takes up to 3 s): joined at
     /// [`Channel::join`], or dropped here once finished.
     retiring: Vec<JoinHandle<()>>,
@@ -711,9 +738,24 @@ impl Channel {
         let (h, r) = (self.hub.clone(), retired.clone());
         let i = live.next_thread;
         live.next_thread += 1;
+        let cell = listener.settings.clone();
         let thread = spawn(&format!("openflow-l{i}"), Box::new(move || listener.serve(&h, &r)))?;
-        live.listeners.push((key, Endpoint { retired, thread }));
+        live.listeners.push((key, Endpoint { retired, thread }, cell));
         Ok(())
+    }
+
+    /// New settings for the listener of `key` (one given [`OpenflowListener::with_settings`])
+    /// and the connections it accepted, applied as OVS's `ofservice_reconfigure` applies them;
+    /// false when there is no such listener.
+    pub fn set_listener_settings(&self, key: &str, settings: ControllerSettings) -> bool {
+        let live = self.lock_live();
+        match live.listeners.iter().find(|(k, _, _)| k == key) {
+            Some((_, _, Some(cell))) => {
+                cell.set_settings(settings);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Stops serving the listener of `key` and closes its connections; returns once its
@@ -721,7 +763,7 @@ impl Channel {
     pub fn remove_listener(&self, key: &str) {
         let gone = {
             let mut live = self.lock_live();
-            let at = live.listeners.iter().position(|(k, _)| k == key);
+            let at = live.listeners.iter().position(|(k, _, _)| k == key);
             at.map(|at| live.listeners.remove(at).1)
         };
         if let Some(e) = gone {
@@ -776,7 +818,7 @@ impl Channel {
     pub fn join(self) {
         let live = self.live.into_inner().unwrap_or_else(|e| e.into_inner());
         let endpoints =
-            live.controllers.into_iter().map(|a| a.endpoint).chain(live.listeners.into_iter().map(|(_, e)| e));
+            live.controllers.into_iter().map(|a| a.endpoint).chain(live.listeners.into_iter().map(|(_, e, _)| e));
         for t in self.threads.into_iter().chain(endpoints.map(|e| e.thread)).chain(live.retiring) {
             let _ = t.join();
         }
@@ -831,7 +873,9 @@ pub(crate) struct Peer {
     pub name: String,
     /// Opened by the switch (`--controller`): asynchronous messages without asking.
     pub active: bool,
-    /// An active connection's controller (its `enable_async_messages`, read at each message).
+    /// Its controller's settings (its `enable_async_messages`, rate limit and queue size, read
+    /// at each message): an active connection's controller, or the `Controller` row of the
+    /// passive target that accepted it; `None` for `--openflow` and the management socket.
     cell: Option<Arc<controller::ControllerCell>>,
     /// Encoded messages to the connection's writer thread.
     pub out: SyncSender<Vec<u8>>,
@@ -873,7 +917,7 @@ impl Peer {
 
     /// The packet-ins it may have waiting to be written: its controller's `controller_queue_size`
     /// ([`ControllerSettings::queue_size`]), [`DEFAULT_QUEUE_SIZE`] for a connection accepted
-    /// by a listener (as OVS's management connection without `controller-queue-size`).
+    /// by `--openflow` or the management socket (OVS's management connection's).
     pub fn queue_size(&self) -> usize {
         self.cell.as_ref().map_or(DEFAULT_QUEUE_SIZE, |c| c.settings().queue_size)
     }
@@ -1033,11 +1077,11 @@ impl Hub {
     pub fn register(
         &self,
         name: String,
+        active: bool,
         cell: Option<Arc<controller::ControllerCell>>,
         out: SyncSender<Vec<u8>>,
         pins: Arc<AtomicUsize>,
     ) -> Arc<Peer> {
-        let active = cell.is_some();
         let p = Arc::new(Peer {
             id: self.next_peer.fetch_add(1, Ordering::Relaxed),
             name,
