@@ -80,6 +80,10 @@ impl Control {
             });
         }
         self.sync_pmds();
+        if let Some(b) = crate::crossing::bridge_of(&self.macs) {
+            // A number a removed patch port had: its crossings were that port's.
+            crate::patch::crossed::forget(b, Some(ofport));
+        }
         self.port_in_table(ofport, false, state == LinkState::Up);
         crate::log_info!("rqvs switch: port {} ({spec}) attached at index {index}", ofport_name(ofport));
         self.emit(vec![Event::PortAdded(index)]);

@@ -209,6 +209,8 @@ pub(crate) fn link(name: &str, control: &Arc<Control>) {
         r.retain(|(n, c)| n != name && c.strong_count() > 0);
         r.push((name.to_string(), Arc::downgrade(control)));
     }
+    // Its patch ports' counters start again, as its ports' own do.
+    crate::patch::crossed::forget(bridge_id(name), None);
     if crosses(control.design) {
         follow(control);
     }

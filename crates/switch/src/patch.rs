@@ -375,6 +375,14 @@ pub(crate) mod crossed {
         totals().lock().unwrap_or_else(|e| e.into_inner()).get(&(bridge, port)).copied().unwrap_or_default()
     }
 
+    /// Port `port` of bridge `bridge` (every port of it: `None`) starts from zero: a port
+    /// attached with a number a removed one had, or a bridge (re)started — as its hop
+    /// counters do (the port's own, new with it).
+    pub(crate) fn forget(bridge: u16, port: Option<u32>) {
+        let mut t = totals().lock().unwrap_or_else(|e| e.into_inner());
+        t.retain(|&(b, p), _| b != bridge || port.is_some_and(|port| port != p));
+    }
+
     #[cfg(test)]
     mod tests {
         #[test]
@@ -395,6 +403,12 @@ pub(crate) mod crossed {
             .join()
             .unwrap();
             assert_eq!(super::get(b, 3), (3, 200));
+            super::forget(b, Some(3));
+            assert_eq!((super::get(b, 3), super::get(b, 4)), ((0, 0), (1, 10)), "port 3 only");
+            super::count(b, 3, 7);
+            super::flush();
+            super::forget(b, None);
+            assert_eq!((super::get(b, 3), super::get(b, 4)), ((0, 0), (0, 0)), "the whole bridge");
         }
     }
 }
