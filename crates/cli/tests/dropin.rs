@@ -1911,14 +1911,7 @@ fn patch_crossing_is_one_megaflow() {
             );
             // An upcall that met a commit on the peer bridge takes the hop (the commit then
             // revalidates it into a crossing): only then may a patch port have received.
-            let (_, cov, _) = env.appctl(&["coverage/show"]);
-            let fallbacks = cov
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("xlate_patch_fallback")?.trim().strip_prefix("total: ")?.parse::<u64>().ok()
-                })
-                .unwrap_or(0);
-            if fallbacks == 0 {
+            if coverage(&env, "xlate_patch_fallback") == 0 {
                 assert!(
                     !flows.contains(",in_port=3,") && !flows.contains(",in_port=6,"),
                     "{design}: no megaflow of a patch port (no hop): {flows}"
@@ -1995,11 +1988,7 @@ fn a_patch_loop_is_dropped_and_logged_once() {
             ok && flows.lines().any(|l| l.contains(",in_port=2,") && l.ends_with("actions:drop")),
             "{design}: {flows}{err}"
         );
-        let (ok, cov, err) = env.appctl(&["coverage/show"]);
-        let loops = cov
-            .lines()
-            .find_map(|l| l.strip_prefix("xlate_patch_loop")?.trim().strip_prefix("total: ")?.parse::<u64>().ok());
-        assert!(ok && loops.is_some_and(|n| n >= 1), "{design}: counted: {cov}{err}");
+        assert!(coverage(&env, "xlate_patch_loop") >= 1, "{design}: counted");
         // The loop gone, the pair forwards.
         env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0"]);
         env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br1"]);
@@ -2018,11 +2007,7 @@ fn a_patch_loop_is_dropped_and_logged_once() {
 
 /// `coverage/show`'s `patch_loop_dropped` (0 when it never hit).
 fn patch_loops_dropped(env: &Env) -> u64 {
-    let (ok, cov, err) = env.appctl(&["coverage/show"]);
-    assert!(ok, "coverage/show: {err}");
-    cov.lines()
-        .find_map(|l| l.strip_prefix("patch_loop_dropped")?.trim().strip_prefix("total: ")?.parse::<u64>().ok())
-        .unwrap_or(0)
+    coverage(env, "patch_loop_dropped")
 }
 
 /// Two bridges joined by two patch pairs, both standalone with `NORMAL`: a broadcast (a ping's

@@ -132,7 +132,7 @@ fn push(hub: &Hub, peer: &Peer, bytes: Vec<u8>) {
     let limit = peer.queue_size();
     if !admit(&peer.pins, limit) {
         OVERFLOWS.fetch_add(1, Ordering::Relaxed);
-        dropped(hub, peer, &format!("{limit} packet-ins are waiting for its socket (controller_queue_size)"));
+        dropped(hub, peer, || format!("{limit} packet-ins are waiting for its socket (controller_queue_size)"));
         return;
     }
     match peer.out.try_send(bytes) {
@@ -143,7 +143,7 @@ fn push(hub: &Hub, peer: &Peer, bytes: Vec<u8>) {
             peer.pins.fetch_sub(1, Ordering::Relaxed);
             // Disconnected: the connection is ending.
             if let TrySendError::Full(_) = e {
-                dropped(hub, peer, "its writer queue is full");
+                dropped(hub, peer, || "its writer queue is full".to_string());
             }
         }
     }
@@ -165,13 +165,14 @@ pub(crate) fn overflows() -> u64 {
     OVERFLOWS.load(Ordering::Relaxed)
 }
 
-/// A PACKET_IN not sent to `peer` (counted; the first one logged, with `why`).
-fn dropped(hub: &Hub, peer: &Peer, why: &str) {
+/// A PACKET_IN not sent to `peer` (counted; the first one logged, with `why`, made only then).
+fn dropped(hub: &Hub, peer: &Peer, why: impl FnOnce() -> String) {
     hub.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
     if peer.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
         crate::log_warn!(
-            "rqvs switch: openflow {}: {why}: packet-ins to it are dropped and counted (logged once)",
-            peer.name
+            "rqvs switch: openflow {}: {}: packet-ins to it are dropped and counted (logged once)",
+            peer.name,
+            why()
         );
     }
 }
