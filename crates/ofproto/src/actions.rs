@@ -127,6 +127,9 @@ pub enum Op {
 pub struct PatchOp {
     /// The patch port crossed, on the bridge whose op this is (its PORT_MOD bits apply).
     pub port: u32,
+    /// That bridge ([`crate::crossing::bridge_id`]): the crossing is counted as sent by
+    /// (`from`, `port`) and received by (`bridge`, `in_port`).
+    pub from: u16,
     /// The peer bridge ([`crate::crossing::bridge_id`]).
     pub bridge: u16,
     /// The peer port: the packet's `in_port` on the peer bridge.

@@ -85,6 +85,8 @@ pub const MAX_CROSSINGS: u32 = 8;
 /// A patch port's peer, as a resolver answers it.
 #[derive(Clone)]
 pub struct Peer {
+    /// The bridge the crossing leaves: the resolver's own ([`bridge_id`]).
+    pub from: u16,
     /// The peer bridge ([`bridge_id`]).
     pub bridge: u16,
     /// Its table (a handle of the shared one).
@@ -220,6 +222,7 @@ impl Walk<'_> {
                 Some((peer_ops, _)) if peer_ops.is_empty() => {}
                 Some((peer_ops, rule)) => out.push(Op::Patch(PatchOp {
                     port: target.unwrap_or_default(),
+                    from: peer.from,
                     bridge: peer.bridge,
                     in_port: peer.port,
                     ops: actions::intern(&peer_ops),
@@ -304,7 +307,7 @@ mod tests {
         let links: Vec<(u32, Peer)> = links
             .into_iter()
             .map(|(port, to, name, peer_port)| {
-                (port, Peer { bridge: bridge_id(name), table: to.clone(), port: peer_port })
+                (port, Peer { from: 0, bridge: bridge_id(name), table: to.clone(), port: peer_port })
             })
             .collect();
         from.set_patch_resolver(Some(Arc::new(move |p| links.iter().find(|(q, _)| *q == p).map(|(_, x)| x.clone()))));
@@ -347,6 +350,7 @@ mod tests {
                 Op::SetDlDst([2, 0, 0, 0, 0, 9]),
                 Op::Patch(PatchOp {
                     port: 2,
+                    from: 0,
                     bridge: bridge_id("cross-b"),
                     in_port: 5,
                     ops: want_peer,
@@ -378,6 +382,7 @@ mod tests {
         let inner_a = actions::intern(&[Op::Output(3)]);
         let inner_b = actions::intern(&[Op::Patch(PatchOp {
             port: 5,
+            from: 0,
             bridge: bridge_id("back-a"),
             in_port: 2,
             ops: inner_a,
@@ -388,6 +393,7 @@ mod tests {
             vec![
                 Op::Patch(PatchOp {
                     port: 2,
+                    from: 0,
                     bridge: bridge_id("back-b"),
                     in_port: 5,
                     ops: inner_b,

@@ -149,7 +149,7 @@ pub(crate) fn defer(p: PatchOp, frame: &[u8], crossings: u8) -> bool {
             drop_one("too many crossings pending on one thread");
             return false;
         }
-        crate::patch::crossed::count(p.bridge, p.in_port, frame.len());
+        crate::patch::crossed::count(&p, frame.len());
         let (bridge, rule, in_port, ops) = (p.bridge, p.rule, p.in_port, p.ops);
         q.push(Crossed { crossings, bridge, rule, in_port, ops, frame: frame.to_vec() });
         true
@@ -262,6 +262,7 @@ fn resolve(control: &Weak<Control>, port: u32) -> Option<Peer> {
         let r = registry().lock().unwrap_or_else(|e| e.into_inner());
         r.iter().filter_map(|(n, c)| Some((n.clone(), c.upgrade()?))).collect()
     };
+    let from = bridges.iter().find(|(_, c)| Arc::ptr_eq(c, &control)).map(|(n, _)| bridge_id(n))?;
     for (name, peer) in bridges {
         if !crosses(peer.design) {
             continue;
@@ -274,7 +275,7 @@ fn resolve(control: &Weak<Control>, port: u32) -> Option<Peer> {
                 .map(|p| p.ofport)
         };
         if let Some(peer_port) = found {
-            return Some(Peer { bridge: bridge_id(&name), table: peer.table.clone(), port: peer_port });
+            return Some(Peer { from, bridge: bridge_id(&name), table: peer.table.clone(), port: peer_port });
         }
     }
     None

@@ -80,7 +80,6 @@ impl Control {
     /// (`crossed`: tx on this end, rx on the peer's, as OVS credits a crossing).
     pub fn patch_port_counters(&self) -> Vec<(String, [u64; 6])> {
         let me = crate::crossing::bridge_of(&self.macs);
-        let resolver = self.table.patch_resolver();
         let handles = self.ports.read().unwrap_or_else(|e| e.into_inner());
         self.lock_ports()
             .iter()
@@ -93,19 +92,15 @@ impl Control {
                 }
                 let t = handles.get(i)?.stats().total;
                 // The crossings through it too (OVS's `patch_port_output` credits them so).
-                let rx = me.map_or((0, 0), |b| crossed::get(b, p.ofport));
-                let tx = resolver
-                    .as_ref()
-                    .and_then(|r| r(p.ofport))
-                    .map_or((0, 0), |peer| crossed::get(peer.bridge, peer.port));
+                let c = me.map(|b| crossed::get(b, p.ofport)).unwrap_or_default();
                 Some((
                     s.name,
                     [
-                        t.rx_packets + rx.0,
-                        t.rx_bytes + rx.1,
+                        t.rx_packets + c.rx.0,
+                        t.rx_bytes + c.rx.1,
                         t.rx_lost,
-                        t.tx_packets + tx.0,
-                        t.tx_bytes + tx.1,
+                        t.tx_packets + c.tx.0,
+                        t.tx_bytes + c.tx.1,
                         t.tx_dropped,
                     ],
                 ))
@@ -325,14 +320,20 @@ pub(crate) mod crossed {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
 
-    /// (bridge, port) → (packets, bytes).
-    type Counts = HashMap<(u16, u32), (u64, u64)>;
+    use rqvs_ofproto::actions::PatchOp;
 
-    /// One step's crossings into a port: (bridge, port), packets, bytes.
-    type StepCount = ((u16, u32), u64, u64);
+    /// What crossed through one patch port: packets and bytes received, packets and bytes sent.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub(crate) struct Crossed {
+        pub rx: (u64, u64),
+        pub tx: (u64, u64),
+    }
+
+    /// (bridge, port) → its counts.
+    type Counts = HashMap<(u16, u32), Crossed>;
 
     thread_local! {
-        static STEP: RefCell<Vec<StepCount>> = const { RefCell::new(Vec::new()) };
+        static STEP: RefCell<Counts> = RefCell::new(HashMap::new());
     }
 
     fn totals() -> &'static Mutex<Counts> {
@@ -340,17 +341,16 @@ pub(crate) mod crossed {
         T.get_or_init(Mutex::default)
     }
 
-    /// A packet of `len` bytes crosses into port `port` of bridge `bridge`.
-    pub(crate) fn count(bridge: u16, port: u32, len: usize) {
+    /// A packet of `len` bytes crosses: sent by the op's patch port (`from`, `port`), received
+    /// by its peer (`bridge`, `in_port`).
+    pub(crate) fn count(p: &PatchOp, len: usize) {
+        let len = len as u64;
         STEP.with(|s| {
             let mut s = s.borrow_mut();
-            match s.iter_mut().find(|e| e.0 == (bridge, port)) {
-                Some(e) => {
-                    e.1 += 1;
-                    e.2 += len as u64;
-                }
-                None => s.push(((bridge, port), 1, len as u64)),
-            }
+            let rx = &mut s.entry((p.bridge, p.in_port)).or_default().rx;
+            *rx = (rx.0 + 1, rx.1 + len);
+            let tx = &mut s.entry((p.from, p.port)).or_default().tx;
+            *tx = (tx.0 + 1, tx.1 + len);
         });
     }
 
@@ -362,16 +362,16 @@ pub(crate) mod crossed {
                 return;
             }
             let mut t = totals().lock().unwrap_or_else(|e| e.into_inner());
-            for (key, packets, bytes) in s.drain(..) {
+            for (key, c) in s.drain() {
                 let e = t.entry(key).or_default();
-                e.0 += packets;
-                e.1 += bytes;
+                e.rx = (e.rx.0 + c.rx.0, e.rx.1 + c.rx.1);
+                e.tx = (e.tx.0 + c.tx.0, e.tx.1 + c.tx.1);
             }
         });
     }
 
-    /// The packets and bytes crossed into port `port` of bridge `bridge` so far.
-    pub(crate) fn get(bridge: u16, port: u32) -> (u64, u64) {
+    /// What crossed through port `port` of bridge `bridge` so far.
+    pub(crate) fn get(bridge: u16, port: u32) -> Crossed {
         totals().lock().unwrap_or_else(|e| e.into_inner()).get(&(bridge, port)).copied().unwrap_or_default()
     }
 
@@ -385,30 +385,38 @@ pub(crate) mod crossed {
 
     #[cfg(test)]
     mod tests {
+        use super::Crossed;
+        use rqvs_ofproto::actions::{ActionsId, PatchOp};
+
+        /// A crossing from port `port` of bridge `from` into port `in_port` of bridge `bridge`.
+        fn op(from: u16, port: u32, bridge: u16, in_port: u32) -> PatchOp {
+            PatchOp { port, from, bridge, in_port, ops: ActionsId(0), rule: rqvs_ofproto::NO_RULE }
+        }
+
         #[test]
-        fn crossings_add_up_per_receiving_port() {
-            // A bridge number no other test uses.
-            let b = u16::MAX - 7;
-            super::count(b, 3, 100);
-            super::count(b, 3, 60);
-            super::count(b, 4, 10);
-            assert_eq!(super::get(b, 3), (0, 0), "not before the thread's hand-over");
+        fn crossings_count_on_the_sending_and_the_receiving_port() {
+            // Bridge numbers no other test uses.
+            let (a, b) = (u16::MAX - 7, u16::MAX - 8);
+            super::count(&op(a, 2, b, 3), 100);
+            super::count(&op(a, 2, b, 3), 60);
+            super::count(&op(b, 3, a, 2), 10);
+            assert_eq!(super::get(b, 3), Crossed::default(), "not before the thread's hand-over");
             super::flush();
-            assert_eq!(super::get(b, 3), (2, 160));
-            assert_eq!(super::get(b, 4), (1, 10));
+            assert_eq!(super::get(b, 3), Crossed { rx: (2, 160), tx: (1, 10) });
+            assert_eq!(super::get(a, 2), Crossed { rx: (1, 10), tx: (2, 160) });
             std::thread::spawn(move || {
-                super::count(b, 3, 40);
+                super::count(&op(a, 2, b, 3), 40);
                 super::flush();
             })
             .join()
             .unwrap();
-            assert_eq!(super::get(b, 3), (3, 200));
+            assert_eq!(super::get(b, 3).rx, (3, 200));
             super::forget(b, Some(3));
-            assert_eq!((super::get(b, 3), super::get(b, 4)), ((0, 0), (1, 10)), "port 3 only");
-            super::count(b, 3, 7);
+            assert_eq!((super::get(b, 3), super::get(a, 2).tx), (Crossed::default(), (3, 200)), "port 3 only");
+            super::count(&op(a, 4, b, 5), 7);
             super::flush();
             super::forget(b, None);
-            assert_eq!((super::get(b, 3), super::get(b, 4)), ((0, 0), (0, 0)), "the whole bridge");
+            assert_eq!((super::get(b, 5), super::get(a, 4).tx), (Crossed::default(), (1, 7)), "bridge b only");
         }
     }
 }
