@@ -16,10 +16,11 @@ import argparse, json, math, os, subprocess, sys, time
 
 PREFIX = []
 BENCH_ARGS = []
+CLASSIFIERS = ["tm,nmu"]
 
 
 def run(binary, rules, trace, out):
-    cmd = PREFIX + [binary, "bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", "tm,nmu", "--json", out] + BENCH_ARGS
+    cmd = PREFIX + [binary, "bench", "classifiers", "--rules", rules, "--trace", trace, "--classifiers", CLASSIFIERS[0], "--json", out] + BENCH_ARGS
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     d = json.load(open(out))
     res = {}
@@ -53,15 +54,20 @@ def main():
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--min-ms", type=int, help="bench classifiers' --min-ms (time per lookup measurement)")
     ap.add_argument("--fifo", type=int, metavar="PRIO", help="run each measurement under chrt -f PRIO")
+    ap.add_argument("--classifiers", default="tm,nmu",
+                    help="bench classifiers' --classifiers (default tm,nmu; `nmu` alone measures it without "
+                         "TupleMerge built in the same process first)")
     a = ap.parse_args()
     if a.fifo:
         PREFIX.extend(["chrt", "-f", str(a.fifo)])
+    CLASSIFIERS[0] = a.classifiers
     if a.min_ms is not None:
         BENCH_ARGS.extend(["--min-ms", str(a.min_ms)])
     summary_prefix = PREFIX[:]
     bench = run_compare if a.compare else run
     os.makedirs(a.out, exist_ok=True)
-    summary = {"old": a.old, "new": a.new, "prefix": summary_prefix, "bench_args": BENCH_ARGS, "sets": {}}
+    summary = {"old": a.old, "new": a.new, "prefix": summary_prefix, "bench_args": BENCH_ARGS,
+               "classifiers": a.classifiers, "sets": {}}
     for s in a.sets.split(","):
         rules = os.path.join(a.data, "rules", f"{s}.xz")
         trace = os.path.join(a.data, "traces", f"{s}_trace.xz")
