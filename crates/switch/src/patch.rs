@@ -332,8 +332,24 @@ pub(crate) mod crossed {
     /// (bridge, port) → its counts.
     type Counts = HashMap<(u16, u32), Crossed>;
 
+    /// One step's crossings through a port: (bridge, port), its counts. A step meets a few
+    /// ports: a short list searched in order, no hashing per packet.
+    type StepCount = ((u16, u32), Crossed);
+
     thread_local! {
-        static STEP: RefCell<Counts> = RefCell::new(HashMap::new());
+        static STEP: RefCell<Vec<StepCount>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The step's counts of port `key`, added at zero if new.
+    fn step_entry(s: &mut Vec<StepCount>, key: (u16, u32)) -> &mut Crossed {
+        let i = match s.iter().position(|e| e.0 == key) {
+            Some(i) => i,
+            None => {
+                s.push((key, Crossed::default()));
+                s.len() - 1
+            }
+        };
+        &mut s[i].1
     }
 
     fn totals() -> &'static Mutex<Counts> {
@@ -347,9 +363,9 @@ pub(crate) mod crossed {
         let len = len as u64;
         STEP.with(|s| {
             let mut s = s.borrow_mut();
-            let rx = &mut s.entry((p.bridge, p.in_port)).or_default().rx;
+            let rx = &mut step_entry(&mut s, (p.bridge, p.in_port)).rx;
             *rx = (rx.0 + 1, rx.1 + len);
-            let tx = &mut s.entry((p.from, p.port)).or_default().tx;
+            let tx = &mut step_entry(&mut s, (p.from, p.port)).tx;
             *tx = (tx.0 + 1, tx.1 + len);
         });
     }
@@ -362,7 +378,7 @@ pub(crate) mod crossed {
                 return;
             }
             let mut t = totals().lock().unwrap_or_else(|e| e.into_inner());
-            for (key, c) in s.drain() {
+            for (key, c) in s.drain(..) {
                 let e = t.entry(key).or_default();
                 e.rx = (e.rx.0 + c.rx.0, e.rx.1 + c.rx.1);
                 e.tx = (e.tx.0 + c.tx.0, e.tx.1 + c.tx.1);
