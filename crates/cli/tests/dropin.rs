@@ -44,6 +44,8 @@
 //!   asks; `true` set live → both on the running connection.
 //! - `controller_dscp`: `other_config:dscp` absent → TOS 0xc0 (DSCP 48) on every packet to the
 //!   controller (captured on loopback), changed live → a reconnect with the new DSCP.
+//! - `passive_target_connections_take_the_row_settings`: a `ptcp:` row's rate limit, DSCP,
+//!   `enable_async_messages` and inactivity probe on the connections its listener accepts.
 //! - `controller_without_hello_times_out_connecting`: rconn's CONNECTING timeout, max(1 s,
 //!   backoff), the backoff growing.
 //! - `a_bridge_gets_the_flows_ovs_gives_it`: a new secure bridge has no flow; the flushes of
