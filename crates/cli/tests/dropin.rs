@@ -11,6 +11,11 @@
 //! - `internal_ports_are_tap_devices`: the bridge's own port and a `type=internal` one are tap
 //!   devices in the switch's namespace; a host pings addresses put on them; they keep their
 //!   addresses across a datapath restart and go when their interface (or the switch) does.
+//! - `in_band_control_reaches_the_controller_through_the_bridge`: a `fail_mode=secure` bridge
+//!   with no flow whose controller is reached only through the bridge's own port connects
+//!   with OVS's default `connection_mode` (in-band) and not with `out-of-band`; the hidden
+//!   in-band rules are OVS's (`ovs-appctl bridge/dump-flows`), invisible to `ovs-ofctl`,
+//!   untouched by `del-flows`, and gone with `other_config:disable-in-band=true`.
 //! - `ofports_are_any_number_and_the_bridge_port_is_local`: `ofport_request=1000` honoured with
 //!   no ports filling the gap; the bridge's own port is `LOCAL` (`Interface.ofport` 65534,
 //!   `LOCAL(br0)` in `ovs-ofctl show` over 1.0 and 1.3); flows `in_port=LOCAL` and
@@ -484,6 +489,103 @@ fn internal_ports_are_tap_devices() {
     assert!(link("br0"));
     env.exit();
     assert!(!link("br0"), "br0's tap device goes when the switch stops");
+}
+
+/// A controller on a host behind the bridge itself (in-band control, module docs), in ORIG
+/// (the hidden rules in the slow path's table) and CFLOWS (in its learned table 0).
+#[test]
+fn in_band_control_reaches_the_controller_through_the_bridge() {
+    for design in ["orig", "cflows"] {
+        in_band_control(design);
+    }
+}
+
+fn in_band_control(design: &str) {
+    let Some(mut env) = Env::start_with("dropin_inband", &["--design", design]) else { return };
+    let h1 = env.host("h1", "p1", "10.77.0.2");
+    env.vsctl(&["add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure"]);
+    env.vsctl(&["add-port", "br0", "p1", "--", "set", "interface", "p1", "ofport_request=1"]);
+    // The switch's own address on its bridge's port: its route to the controller is br0.
+    env.sw.ip(&["addr", "add", "10.77.0.1/24", "dev", "br0"]).unwrap();
+    env.sw.ip(&["link", "set", "br0", "up"]).unwrap();
+    let mut controller = Command::new("ip")
+        .args(["netns", "exec", h1.name(), "ovs-testcontroller", "--noflow", "ptcp:6653:10.77.0.2"])
+        .env("OVS_RUNDIR", &env.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let connected = |env: &Env| env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true";
+    let dump = |env: &Env| {
+        let (ok, out, err) = env.appctl(&["bridge/dump-flows", "br0"]);
+        assert!(ok, "bridge/dump-flows: {err}");
+        out
+    };
+    // Out of band: the secure bridge's empty table drops the switch's own connection.
+    env.vsctl(&[
+        "set-controller",
+        "br0",
+        "tcp:10.77.0.2:6653",
+        "--",
+        "set",
+        "controller",
+        "br0",
+        "connection_mode=out-of-band",
+    ]);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!connected(&env), "out-of-band: no way to the controller through a secure bridge");
+    assert!(!dump(&env).contains("priority=18000"), "no in-band rules out of band: {}", dump(&env));
+    // OVS's default mode: the hidden rules let the connection through.
+    env.vsctl(&["clear", "controller", "br0", "connection_mode"]);
+    eventually("the in-band controller connects", || connected(&env));
+    let mac = |ns: &str, dev: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{dev}/address")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let (local, hop) = (mac(env.sw.name(), "br0"), mac(h1.name(), "e0"));
+    let want = [
+        "priority=180008,tcp,nw_src=10.77.0.2,tp_src=6653,actions=NORMAL".to_string(),
+        "priority=180007,tcp,nw_dst=10.77.0.2,tp_dst=6653,actions=NORMAL".to_string(),
+        "priority=180006,arp,arp_spa=10.77.0.2,arp_op=1,actions=NORMAL".to_string(),
+        "priority=180005,arp,arp_tpa=10.77.0.2,arp_op=2,actions=NORMAL".to_string(),
+        format!("priority=180004,arp,dl_src={hop},arp_op=1,actions=NORMAL"),
+        format!("priority=180003,arp,dl_dst={hop},arp_op=2,actions=NORMAL"),
+        format!("priority=180002,arp,dl_src={local},arp_op=1,actions=NORMAL"),
+        format!("priority=180001,arp,dl_dst={local},arp_op=2,actions=NORMAL"),
+        format!("priority=180000,udp,in_port=LOCAL,dl_src={local},tp_src=68,tp_dst=67,actions=NORMAL"),
+    ];
+    // The next hop's rules come once the switch's kernel has resolved the controller's MAC.
+    eventually("OVS's nine in-band rules", || {
+        let d = dump(&env);
+        want.iter().all(|w| d.contains(&format!(", {w}\n")))
+    });
+    let in_band = |d: &str| d.lines().filter(|l| l.contains("priority=18000")).count();
+    let d = dump(&env);
+    // Beside them only the controller's own flows (ovs-testcontroller's table-miss flow).
+    assert_eq!(in_band(&d), want.len(), "each in-band rule once: {d}");
+    assert!(d.lines().all(|l| l.starts_with("duration=")), "table 0 only: {d}");
+    let moved: u64 = d
+        .lines()
+        .filter(|l| l.contains("tp_src=6653"))
+        .filter_map(|l| l.split("n_packets=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(moved > 0, "the controller's packets match the rule from it: {d}");
+    // Hidden from OpenFlow: not dumped, not deleted by a flow-mod; the connection stays.
+    let flows = env.ofctl_ok(&["-O", "OpenFlow13", "dump-flows", "br0"]);
+    assert!(!flows.contains("priority=18"), "{flows}");
+    env.ofctl_ok(&["-O", "OpenFlow13", "del-flows", "br0"]);
+    assert_eq!(in_band(&dump(&env)), want.len(), "kept: {}", dump(&env));
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(connected(&env));
+    // disable-in-band: the rules go.
+    env.vsctl(&["set", "bridge", "br0", "other_config:disable-in-band=true"]);
+    eventually("the in-band rules go", || !dump(&env).contains("priority=18000"));
+    let _ = controller.kill();
+    let _ = controller.wait();
+    env.exit();
 }
 
 #[test]

@@ -11,11 +11,12 @@
 //! so a refused one changes nothing: a bundle aborts the whole transaction, a run of single
 //! flow-mods (`rqvs_switch::Control::apply_each`) just leaves the refused one out.
 //!
-//! **Hidden flows.** While the switch is failed open (`--fail-mode standalone` without a
-//! controller, `rqvs_switch::Control::fail_open`) the flow at one (priority, match) — the fail-open
-//! rule's — is hidden from OpenFlow, as Open vSwitch hides its fail-open rule: no selection
-//! ([`FlowTable::select`]: flow-mods' modify and delete, flow stats) takes it. It is still a
-//! flow of the table (`rqvs ctl dump-rules` shows it).
+//! **Hidden flows.** The switch's own table-0 flows are hidden from OpenFlow, as Open vSwitch
+//! hides its: the fail-open rule while the switch is failed open (`--fail-mode standalone`
+//! without a controller, `rqvs_switch::Control::fail_open`) and in-band control's rules
+//! (`rqvs_switch::Control::set_in_band`). No selection ([`FlowTable::select`]: flow-mods'
+//! modify and delete, flow stats) takes a flow at a hidden (priority, match). It is still a
+//! flow of the table (`rqvs ctl dump-rules` shows it, `ovs-appctl bridge/dump-flows` too).
 //!
 //! Costs: an add, a strict modify and a strict delete find their flow through the index (no
 //! scan); a non-strict modify or delete scans the table, as its selection is by match
@@ -264,8 +265,8 @@ pub struct FlowTable {
     /// The flows with a timeout.
     timed: BTreeSet<RuleId>,
     next_id: u32,
-    /// The (priority, match) hidden from selections (module docs).
-    hidden: Option<(u32, Match)>,
+    /// The table-0 (priority, match) pairs hidden from selections (module docs): a few.
+    hidden: Vec<(u32, Match)>,
 }
 
 impl FlowTable {
@@ -283,7 +284,7 @@ impl FlowTable {
             groups: Arc::new(GroupTable::default()),
             timed: BTreeSet::new(),
             next_id,
-            hidden: None,
+            hidden: Vec::new(),
         };
         for r in rules {
             crate::actions::hold_rule(&r);
@@ -379,19 +380,27 @@ impl FlowTable {
         }
     }
 
-    /// Hides the flow at `key` (priority, match) from selections, or none (module docs).
-    pub fn set_hidden(&mut self, key: Option<(u32, Match)>) {
-        self.hidden = key;
+    /// Hides table 0's flow at `key` (priority, match) from selections (module docs), or shows
+    /// it again (`hide` false).
+    pub fn set_hidden(&mut self, key: (u32, Match), hide: bool) {
+        let at = self.hidden.iter().position(|k| *k == key);
+        match (hide, at) {
+            (true, None) => self.hidden.push(key),
+            (false, Some(i)) => {
+                self.hidden.swap_remove(i);
+            }
+            _ => {}
+        }
     }
 
-    /// The (priority, match) hidden from selections, if any.
-    pub fn hidden(&self) -> Option<(u32, Match)> {
-        self.hidden
+    /// Is table 0's (priority, match) `key` hidden from selections?
+    pub fn hides(&self, key: (u32, Match)) -> bool {
+        self.hidden.contains(&key)
     }
 
-    /// Is `r` hidden from selections? (The fail-open flow is table 0's.)
+    /// Is `r` hidden from selections? (Hidden flows are table 0's.)
     pub fn is_hidden(&self, r: &Rule) -> bool {
-        r.table == 0 && self.hidden == Some((r.priority, r.matches))
+        r.table == 0 && self.hides((r.priority, r.matches))
     }
 
     /// A transaction on the table at `now_ns` on the switch's clock (module docs).

@@ -56,7 +56,7 @@ impl crate::Control {
     pub fn active_per_table(&self) -> BTreeMap<u8, u32> {
         let rules = self.lock_rules();
         let mut n = rules.active_per_table();
-        if let Some(r) = rules.iter().find(|r| rules.is_hidden(r)) {
+        for r in rules.iter().filter(|r| rules.is_hidden(r)) {
             if let Some(c) = n.get_mut(&r.table) {
                 *c -= 1;
             }

@@ -385,8 +385,21 @@ impl Control {
     /// meanwhile.
     pub fn flow_stats(&self, filter: &FlowFilter) -> Vec<FlowStat> {
         let rules = self.lock_rules();
-        let now = self.clock_ns();
         let ids = rules.select(filter);
+        self.stats_of(&rules, ids)
+    }
+
+    /// Every flow with its statistics, the hidden ones (fail-open, in-band) too, in winner
+    /// order (`ovs-appctl bridge/dump-flows`).
+    pub fn all_flow_stats(&self) -> Vec<FlowStat> {
+        let rules = self.lock_rules();
+        let ids = rules.iter().map(|r| r.id).collect();
+        self.stats_of(&rules, ids)
+    }
+
+    /// The statistics of the flows `ids` of `rules` (locked by the caller), in winner order.
+    fn stats_of(&self, rules: &FlowTable, ids: Vec<RuleId>) -> Vec<FlowStat> {
+        let now = self.clock_ns();
         let counts = self.flow_counts(&ids, false);
         let mut v: Vec<FlowStat> = ids
             .iter()

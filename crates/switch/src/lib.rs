@@ -71,6 +71,7 @@ pub mod expiry;
 pub mod fault;
 pub mod flowstats;
 pub mod handler;
+pub mod in_band;
 pub mod link;
 pub mod manager;
 pub mod metrics;
@@ -370,6 +371,8 @@ pub struct Control {
     packet_outs: std::sync::atomic::AtomicUsize,
     /// The meters ([`rqvs_ofproto::meters`], shared with the PMDs).
     meters: Arc<rqvs_ofproto::meters::MeterTable>,
+    /// In-band control's hidden rules as installed ([`Control::set_in_band`]).
+    in_band: Mutex<Vec<Rule>>,
 }
 
 impl Switch {
@@ -605,6 +608,7 @@ impl Switch {
             packet_ins: Mutex::new(packet_in_rx),
             packet_outs: std::sync::atomic::AtomicUsize::new(0),
             meters: meter_table,
+            in_band: Mutex::new(Vec::new()),
         });
         let expiry = expiry::spawn(control.clone()).map_err(|e| err(format!("starting the expiry thread: {e}")))?;
         let link = link::spawn(control.clone()).map_err(|e| err(format!("starting the link watcher thread: {e}")))?;
@@ -995,10 +999,8 @@ impl Control {
         v.iter()
             .flat_map(|r| {
                 if rules.is_hidden(r) {
-                    return vec![format!(
-                        "# fail-open rule (hidden from OpenFlow): priority={},actions={}",
-                        r.priority, r.actions
-                    )];
+                    let what = if r.priority == FAIL_OPEN_PRIORITY { "fail-open" } else { "in-band" };
+                    return vec![format!("# {what} rule (hidden from OpenFlow): {}", hidden_flow(r))];
                 }
                 ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)])
             })
@@ -1360,7 +1362,7 @@ impl Control {
 
     /// Is the switch failed open ([`Control::fail_open`])?
     pub fn is_failed_open(&self) -> bool {
-        self.lock_rules().hidden().is_some()
+        self.lock_rules().hides((FAIL_OPEN_PRIORITY, Match::ANY))
     }
 
     /// Fails open (`--fail-mode standalone` without a controller, as Open vSwitch's
@@ -1368,22 +1370,23 @@ impl Control {
     /// priority [`FAIL_OPEN_PRIORITY`], `actions=NORMAL` — hidden from OpenFlow (no flow-mod
     /// selects it, no stats report it: [`rqvs_ofproto::record::FlowTable::set_hidden`]), as one commit. With
     /// `false` the fail-open rule is removed again (OVS's `fail_open_recover`; the flows that
-    /// were removed stay removed: the controller sets up its own). Idempotent.
+    /// were removed stay removed: the controller sets up its own). Idempotent. In-band
+    /// control's hidden rules ([`Control::set_in_band`]) are not removed.
     pub fn fail_open(&self, on: bool) -> Result<(), Error> {
         let key = (FAIL_OPEN_PRIORITY, Match::ANY);
-        let hidden = self.lock_rules().hidden();
+        let hidden = self.lock_rules().hides(key);
         match (on, hidden) {
-            (true, None) => {
-                self.lock_rules().set_hidden(Some(key));
+            (true, false) => {
+                self.lock_rules().set_hidden(key, true);
                 let rule = Rule::new(0, FAIL_OPEN_PRIORITY, Match::ANY, rqvs_flow::Actions(vec![Action::Normal]));
                 let ops = [FlowOp::Delete(FlowFilter::all()), FlowOp::add(rule)];
                 if let Err(e) = self.transact("fail-open", &ops, true, true) {
-                    self.lock_rules().set_hidden(None);
+                    self.lock_rules().set_hidden(key, false);
                     return Err(e);
                 }
             }
-            (false, Some(_)) => {
-                self.lock_rules().set_hidden(None);
+            (false, true) => {
+                self.lock_rules().set_hidden(key, false);
                 let strict = FlowFilter { matches: Some(key.1), strict: Some(key.0), ..FlowFilter::all() };
                 self.transact("fail-open", &[FlowOp::Delete(strict)], true, true)?;
             }
@@ -1391,6 +1394,77 @@ impl Control {
         }
         Ok(())
     }
+
+    /// In-band control's rules ([`in_band`]) as they are installed now.
+    pub fn in_band_rules(&self) -> Vec<Rule> {
+        self.in_band.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Makes in-band control's hidden table-0 rules `want` (each `NORMAL`, at a priority
+    /// above OpenFlow's: [`in_band::rules`]), as OVS's `in_band_run` does: the rules no longer
+    /// wanted removed, the new or changed ones added, hidden from OpenFlow like the fail-open
+    /// rule, in one commit. Nothing is committed when nothing changed. An empty `want`
+    /// removes them all (in-band control off).
+    pub fn set_in_band(&self, want: &[Rule]) -> Result<(), Error> {
+        let mut now = self.in_band.lock().unwrap_or_else(|p| p.into_inner());
+        let same = |a: &Rule, b: &Rule| a.priority == b.priority && a.matches == b.matches;
+        let gone: Vec<&Rule> = now.iter().filter(|r| !want.iter().any(|w| same(w, r))).collect();
+        let new: Vec<&Rule> =
+            want.iter().filter(|w| !now.iter().any(|r| same(w, r) && r.actions == w.actions)).collect();
+        if gone.is_empty() && new.is_empty() {
+            return Ok(());
+        }
+        let mut ops = Vec::with_capacity(gone.len() + new.len());
+        {
+            let mut rules = self.lock_rules();
+            for r in &gone {
+                rules.set_hidden((r.priority, r.matches), false);
+            }
+            for r in &new {
+                rules.set_hidden((r.priority, r.matches), true);
+            }
+        }
+        for r in &gone {
+            ops.push(FlowOp::Delete(FlowFilter {
+                table: Some(0),
+                matches: Some(r.matches),
+                strict: Some(r.priority),
+                ..FlowFilter::all()
+            }));
+        }
+        for r in &new {
+            ops.push(FlowOp::add(Rule::new(0, r.priority, r.matches, r.actions.clone())));
+        }
+        if let Err(e) = self.transact("in-band", &ops, true, true) {
+            // As it was: the installed rules hidden, the refused ones not.
+            let mut rules = self.lock_rules();
+            for r in &new {
+                rules.set_hidden((r.priority, r.matches), now.iter().any(|o| same(o, r)));
+            }
+            for r in &gone {
+                rules.set_hidden((r.priority, r.matches), true);
+            }
+            return Err(e);
+        }
+        *now = want.to_vec();
+        Ok(())
+    }
+}
+
+/// A flow as OVS's `cls_rule_format` prints it — `priority=N,MATCH,actions=A` — for any
+/// priority (the hidden flows' are above OpenFlow's 16 bits); port ranges expanded, one line
+/// each.
+pub fn hidden_flow(r: &Rule) -> String {
+    r.matches
+        .expand_port_ranges()
+        .iter()
+        .map(|m| match ofctl::format_match(m) {
+            Ok(f) if f.is_empty() => format!("priority={},actions={}", r.priority, r.actions),
+            Ok(f) => format!("priority={},{f},actions={}", r.priority, r.actions),
+            Err(e) => format!("priority={},# {e},actions={}", r.priority, r.actions),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// How long the management thread waits for a PMD's answer (counters, dumps).

@@ -16,6 +16,7 @@
 //! | `dpctl/show [DP]` | — | OVS's: `lookups: hit: missed: lost:`, `flows:`, `port N: NAME (TYPE)` (one switch: its OpenFlow numbers) |
 //! | `ofproto/trace BRIDGE FLOW` | `ofproto/trace FLOW` | OVS's layout under `bridge("BRIDGE")`; across patch ports the peer bridge nested ([`crate::patch::trace`]) |
 //! | `fdb/show BRIDGE` | `fdb/show` | OVS's ` port  VLAN  MAC  Age` columns |
+//! | `bridge/dump-flows BRIDGE` | — | OVS's: every flow, the hidden ones (in-band, fail-open) too |
 //! | `coverage/show` | (the PMDs' totals) | OVS's heading, then `NAME total: N` (rqvs keeps no per-interval rates) |
 //! | `vlog/set SPEC`, `vlog/list` | — | accepted and checked as OVS does; rqvs has one log level (everything is logged once) |
 //! | `vlog/reopen` | `vlog/reopen` (and SIGHUP) | OVS's: the `--log-file` closed and opened again (after logrotate) |
@@ -47,6 +48,7 @@ use crate::{Control, Error};
 
 /// `(name, usage, min args, max args)`, sorted by name as `list-commands` prints them.
 const COMMANDS: &[(&str, &str, usize, usize)] = &[
+    ("bridge/dump-flows", "[--offload-stats] bridge", 1, 2),
     ("coverage/show", "", 0, 0),
     ("dpctl/dump-flows", "[-m] [--names | --no-names] [dp]", 0, 3),
     ("dpctl/show", "[-s] [-m] [dp]", 0, 3),
@@ -287,6 +289,10 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
             check_bridge(&args[0])?;
             via_ctl("fdb/show", vec![])
         }
+        "bridge/dump-flows" => {
+            check_bridge(bridge_arg(args)?)?;
+            Ok(dump_flows(control))
+        }
         "ofproto/trace" => {
             check_bridge(&args[0])?;
             via_ctl("ofproto/trace", args[1..].to_vec()).map(|t| crate::patch::retitle(&t, &args[0]))
@@ -295,6 +301,37 @@ pub fn execute(method: &str, args: &[String], control: &Control, bridge: &str) -
         "vlog/reopen" => via_ctl("vlog/reopen", vec![]).map(|_| String::new()),
         _ => unreachable!("every command of COMMANDS is matched"),
     }
+}
+
+/// `bridge/dump-flows`'s bridge: its last argument (`--offload-stats` before it accepted: no
+/// flow of rqvs is offloaded).
+fn bridge_arg(args: &[String]) -> Result<&str, String> {
+    match args {
+        [b] => Ok(b),
+        [o, b] if o == "--offload-stats" => Ok(b),
+        _ => Err("invalid arguments: bridge/dump-flows [--offload-stats] bridge".into()),
+    }
+}
+
+/// OVS's `bridge/dump-flows`: every flow of the bridge, the hidden ones (in-band control's,
+/// the fail-open rule) too — `[table_id=N, ]duration=Ns, n_packets=N, n_bytes=N,
+/// priority=P,MATCH,actions=A` per line, each table's flows from the highest priority.
+fn dump_flows(control: &Control) -> String {
+    let mut flows = control.all_flow_stats();
+    flows.sort_by_key(|f| (f.rule.table, std::cmp::Reverse(f.rule.priority), f.rule.id));
+    let mut s = String::new();
+    for f in &flows {
+        let table = if f.rule.table == 0 { String::new() } else { format!("table_id={}, ", f.rule.table) };
+        for line in crate::hidden_flow(&f.rule).lines() {
+            s += &format!(
+                "{table}duration={}s, n_packets={}, n_bytes={}, {line}\n",
+                f.duration_ns / 1_000_000_000,
+                f.counts.packets,
+                f.counts.bytes
+            );
+        }
+    }
+    s
 }
 
 /// `[-m] [--names|--no-names] [-pmd CORE] [DP]`: the flags are accepted (rqvs's output is the
@@ -330,6 +367,7 @@ pub fn execute_bridges(method: &str, args: &[String], bridges: &Bridges) -> Resu
             Ok(String::new())
         }
         "fdb/show" => execute(method, args, &*bridge(&args[0])?, &args[0]),
+        "bridge/dump-flows" => Ok(dump_flows(&*bridge(bridge_arg(args)?)?)),
         // Followed across patch ports into the peer bridges ([`crate::patch::trace`]).
         "ofproto/trace" => crate::patch::trace(bridges, &args[0], &args[1..].join(",")),
         "dpif-netdev/pmd-stats-show" => {

@@ -113,9 +113,12 @@
 //!   for its socket). A passive target's row gives them, and its inactivity probe, to the
 //!   connections its listener accepts (`OpenflowListener::with_settings`; a DSCP change closes
 //!   those connections, as OVS's `rconn_reconnect` of an accepted connection does).
+//! - A controller's `connection_mode` (unset or `in-band`: in-band control, unless the bridge's
+//!   `other_config:disable-in-band` is true) gives the bridge OVS's hidden in-band rules
+//!   ([`crate::in_band`], refreshed by `run_in_band` on each pass of the loop).
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
-//!   `enable_async_messages`, `other_config:dscp`, the rate limits, `controller_queue_size` and
-//!   `type` (in-band `connection_mode`); `--openflow` and `--controller` are refused with `--ovsdb`;
+//!   `enable_async_messages`, `other_config:dscp`, the rate limits, `controller_queue_size`,
+//!   `connection_mode` and `type`; `other_config:in-band-queue`; `--openflow` and `--controller` are refused with `--ovsdb`;
 //!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
 //!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
@@ -130,6 +133,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rqvs_flow::Rule;
+
+use crate::in_band::{self, InBand};
 use rqvs_ovsdb::{Client, ClientConfig, Condition, Datum, LogFn, MonitorTable, Op, Replica, Row, Uuid, Version};
 
 pub use rqvs_ovsdb::{Remote, DEFAULT_REMOTE};
@@ -223,6 +228,9 @@ struct Identity {
     listeners: Vec<(Passive, ControllerSettings)>,
     /// The slow path's prefix fields by table (`Flow_Table:prefixes`).
     prefixes: Vec<(u8, PrefixFields)>,
+    /// Its in-band controllers' addresses ([`crate::in_band`]: `tcp:`/`ssl:` IPv4 targets whose
+    /// `connection_mode` is unset or `in-band`; none with `other_config:disable-in-band=true`).
+    in_band: in_band::Remotes,
 }
 
 /// A passive controller target (`ptcp:`, `pssl:`, `punix:`): a listener the bridge's channel
@@ -263,6 +271,8 @@ struct PlannedController {
     settings: ControllerSettings,
     /// A primary controller (OVS's `OFCONN_PRIMARY`, [`is_primary`]).
     primary: bool,
+    /// Its `connection_mode` is unset or `in-band` (OVS's `OFPROTO_IN_BAND`).
+    in_band: bool,
 }
 
 /// Is a `Controller` row a primary controller, as ovs-vswitchd's
@@ -274,6 +284,12 @@ fn is_primary(target: &str, ty: Option<&str>) -> bool {
         Some(t) => t == "primary",
         None => ["tcp:", "ssl:", "unix:"].iter().any(|p| target.starts_with(p)),
     }
+}
+
+/// Is a `Controller` row's connection in-band, as ovs-vswitchd reads `connection_mode`
+/// (unset or `in-band`; `out-of-band` is not)?
+fn is_in_band(c: &Row) -> bool {
+    c.str("connection_mode").is_none_or(|m| m == "in-band")
 }
 
 /// What the database asks for: every `netdev` bridge's plan, by name.
@@ -513,7 +529,11 @@ fn plan(
         };
         let settings = controller_settings(c, br);
         let primary = is_primary(&target, c.str("type"));
-        p.controllers.push(PlannedController { uuid: cu, target, addr, settings, primary });
+        let in_band = is_in_band(c);
+        p.controllers.push(PlannedController { uuid: cu, target, addr, settings, primary, in_band });
+    }
+    if br.map_get("other_config", "in-band-queue").is_some() {
+        p.notes.push("other_config:in-band-queue is not supported by rqvs (its in-band rules set no queue)".into());
     }
     let (prefixes, notes) = flow_table_prefixes(r, br);
     p.prefixes = prefixes;
@@ -620,6 +640,21 @@ impl Plan {
                     _ => None,
                 })
                 .collect(),
+            in_band: if br.and_then(|b| b.map_get("other_config", "disable-in-band")) == Some("true") {
+                Vec::new()
+            } else {
+                self.controllers
+                    .iter()
+                    .filter(|c| c.in_band)
+                    .filter_map(|c| match &c.addr {
+                        Ok(Target::Active(t)) => match t.addr {
+                            std::net::SocketAddr::V4(a) => Some(a),
+                            std::net::SocketAddr::V6(_) => None,
+                        },
+                        _ => None,
+                    })
+                    .collect()
+            },
             secure: br.and_then(|b| b.str("fail_mode")) == Some("secure"),
             primaries: self.controllers.iter().filter(|c| c.primary).count(),
             prefixes: self.prefixes.clone(),
@@ -716,6 +751,8 @@ struct Running {
     sockets: Vec<(Passive, Mgmt)>,
     /// The TLS settings its `ssl:`/`pssl:` targets use (the `SSL` table's, [`SslFiles::load`]).
     tls: Option<Arc<Tls>>,
+    /// Its in-band control ([`run_in_band`]).
+    in_band: InBand,
 }
 
 /// Can the running datapath become `want` without a restart? Yes unless its management
@@ -806,6 +843,8 @@ fn apply_channel(r: &mut Running, want: &Identity, tls: Option<&Arc<Tls>>, log: 
         }
     }
     r.identity.listeners = want.listeners.clone();
+    r.in_band.set_remotes(&want.in_band);
+    r.identity.in_band = want.in_band.clone();
     r.identity.secure = want.secure;
     r.identity.primaries = want.primaries;
     r.identity.controllers = c.controllers_with();
@@ -992,13 +1031,16 @@ fn start_datapath(
         serves_ctl: false,
         sockets: Vec::new(),
         tls: tls.cloned(),
+        in_band: InBand::new(),
     };
     apply_channel(&mut r, id, tls, &cfg.log);
     Ok(r)
 }
 
 fn stop_datapath(bridge: &str, r: Running) -> Result<(Vec<Rule>, Generation), Error> {
-    let rules = r.control.rules();
+    // The flows OpenFlow sees: the hidden ones (fail-open, in-band: above OpenFlow's
+    // priorities) are the switch's own, which the next one makes again as it needs them.
+    let rules: Vec<Rule> = r.control.rules().into_iter().filter(|x| x.priority <= 0xffff).collect();
     r.control.request_stop();
     let report = r.switch.stop()?;
     if let Some(c) = r.channel {
@@ -1399,6 +1441,7 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
         let now = client.wait_change(seen, Duration::from_millis(100));
         let stats_due = last_stats.is_none_or(|t| t.elapsed() >= cfg.stats_interval);
         let controllers_moved = refresh_controllers(&mut runs);
+        run_in_band(&mut runs, &mut note);
         if now == seen && !stats_due && !controllers_moved {
             continue;
         }
@@ -1480,6 +1523,24 @@ pub fn run(cfg: VswitchdConfig<'_>, stop: &AtomicBool) -> Result<Vec<Generation>
     // Every bridge's loops have ended: the PMD threads end.
     drop(shared);
     end.map(|()| generations)
+}
+
+/// Each running bridge's in-band control ([`crate::in_band`]): what is due refreshed, the
+/// hidden rules made what it knows now (nothing committed when they stay), a fault logged
+/// once.
+fn run_in_band(runs: &mut BTreeMap<String, BridgeRun>, note: &mut dyn FnMut(String)) {
+    let now = Instant::now();
+    for (name, b) in runs.iter_mut() {
+        let Some(r) = b.running.as_mut() else { continue };
+        if !r.in_band.is_active() && r.control.in_band_rules().is_empty() {
+            continue;
+        }
+        let (rules, notes) = r.in_band.run(name, now);
+        notes.into_iter().for_each(|n| note(format!("bridge {name}: {n}")));
+        if let Err(e) = r.control.set_in_band(&rules) {
+            note(format!("bridge {name}: in-band rules: {e}"));
+        }
+    }
 }
 
 /// Reads each bridge's controllers' state ([`Channel::controller_status`]) into its run;
@@ -1845,6 +1906,7 @@ mod tests {
                 addr: addr.map_err(|e| e.0),
                 settings: ControllerSettings::new(Timing::ovs(None, None)),
                 primary: is_primary(t, None),
+                in_band: true,
             });
         }
         require_tls(&mut p, &Err(NO_SSL.to_string()));
@@ -1877,6 +1939,54 @@ mod tests {
         assert!(!is_primary("punix:/x", None));
         assert!(is_primary("ptcp:6653", Some("primary")));
         assert!(!is_primary("tcp:1.2.3.4", Some("service")));
+    }
+
+    #[test]
+    fn in_band_controllers_as_ovs_reads_them() {
+        // connection_mode unset or in-band: in-band (OVS's default); out-of-band: not; only
+        // active IPv4 targets count; `other_config:disable-in-band=true` turns it off.
+        let plan = |disable: Option<&str>| {
+            let mut br = Row::new();
+            br.insert("name", Datum::one("br0"));
+            if let Some(d) = disable {
+                br.insert("other_config", Datum::map([("disable-in-band", d)]));
+            }
+            let mut p = Plan { bridge: Some((Uuid::parse(&uuid(1)).unwrap(), br)), ..Plan::default() };
+            for (i, (t, mode)) in [
+                ("tcp:10.0.0.1:6653", None),
+                ("tcp:10.0.0.2:6653", Some("in-band")),
+                ("ssl:10.0.0.3", Some("out-of-band")),
+                ("ptcp:6653", None),
+                ("tcp:[::1]:6653", None),
+            ]
+            .iter()
+            .enumerate()
+            {
+                let addr = if t.starts_with("ptcp:") {
+                    crate::openflow::parse_target(t).map(|x| Target::Passive(Passive::Tcp(x)))
+                } else {
+                    crate::openflow::parse_controller(t).map(Target::Active)
+                };
+                let mut c = Row::new();
+                if let Some(m) = mode {
+                    c.insert("connection_mode", Datum::one(*m));
+                }
+                p.controllers.push(PlannedController {
+                    uuid: Uuid::parse(&uuid(30 + i as u32)).unwrap(),
+                    target: t.to_string(),
+                    addr: addr.map_err(|e| e.0),
+                    settings: ControllerSettings::new(Timing::ovs(None, None)),
+                    primary: is_primary(t, None),
+                    in_band: is_in_band(&c),
+                });
+            }
+            p.identity().in_band
+        };
+        let want: Vec<std::net::SocketAddrV4> =
+            vec!["10.0.0.1:6653".parse().unwrap(), "10.0.0.2:6653".parse().unwrap()];
+        assert_eq!(plan(None), want);
+        assert_eq!(plan(Some("false")), want);
+        assert!(plan(Some("true")).is_empty());
     }
 
     #[test]
