@@ -324,28 +324,28 @@ pub(crate) mod crossed {
 
     /// What crossed through one patch port: packets and bytes received, packets and bytes sent.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-    pub(crate) struct Crossed {
+    pub(crate) struct PortCrossings {
         pub rx: (u64, u64),
         pub tx: (u64, u64),
     }
 
     /// (bridge, port) → its counts.
-    type Counts = HashMap<(u16, u32), Crossed>;
+    type Counts = HashMap<(u16, u32), PortCrossings>;
 
     /// One step's crossings through a port: (bridge, port), its counts. A step meets a few
     /// ports: a short list searched in order, no hashing per packet.
-    type StepCount = ((u16, u32), Crossed);
+    type StepCount = ((u16, u32), PortCrossings);
 
     thread_local! {
         static STEP: RefCell<Vec<StepCount>> = const { RefCell::new(Vec::new()) };
     }
 
     /// The step's counts of port `key`, added at zero if new.
-    fn step_entry(s: &mut Vec<StepCount>, key: (u16, u32)) -> &mut Crossed {
+    fn step_entry(s: &mut Vec<StepCount>, key: (u16, u32)) -> &mut PortCrossings {
         let i = match s.iter().position(|e| e.0 == key) {
             Some(i) => i,
             None => {
-                s.push((key, Crossed::default()));
+                s.push((key, PortCrossings::default()));
                 s.len() - 1
             }
         };
@@ -387,7 +387,7 @@ pub(crate) mod crossed {
     }
 
     /// What crossed through port `port` of bridge `bridge` so far.
-    pub(crate) fn get(bridge: u16, port: u32) -> Crossed {
+    pub(crate) fn get(bridge: u16, port: u32) -> PortCrossings {
         totals().lock().unwrap_or_else(|e| e.into_inner()).get(&(bridge, port)).copied().unwrap_or_default()
     }
 
@@ -401,7 +401,7 @@ pub(crate) mod crossed {
 
     #[cfg(test)]
     mod tests {
-        use super::Crossed;
+        use super::PortCrossings;
         use rqvs_ofproto::actions::{ActionsId, PatchOp};
 
         /// A crossing from port `port` of bridge `from` into port `in_port` of bridge `bridge`.
@@ -416,10 +416,10 @@ pub(crate) mod crossed {
             super::count(&op(a, 2, b, 3), 100);
             super::count(&op(a, 2, b, 3), 60);
             super::count(&op(b, 3, a, 2), 10);
-            assert_eq!(super::get(b, 3), Crossed::default(), "not before the thread's hand-over");
+            assert_eq!(super::get(b, 3), PortCrossings::default(), "not before the thread's hand-over");
             super::flush();
-            assert_eq!(super::get(b, 3), Crossed { rx: (2, 160), tx: (1, 10) });
-            assert_eq!(super::get(a, 2), Crossed { rx: (1, 10), tx: (2, 160) });
+            assert_eq!(super::get(b, 3), PortCrossings { rx: (2, 160), tx: (1, 10) });
+            assert_eq!(super::get(a, 2), PortCrossings { rx: (1, 10), tx: (2, 160) });
             std::thread::spawn(move || {
                 super::count(&op(a, 2, b, 3), 40);
                 super::flush();
@@ -428,11 +428,11 @@ pub(crate) mod crossed {
             .unwrap();
             assert_eq!(super::get(b, 3).rx, (3, 200));
             super::forget(b, Some(3));
-            assert_eq!((super::get(b, 3), super::get(a, 2).tx), (Crossed::default(), (3, 200)), "port 3 only");
+            assert_eq!((super::get(b, 3), super::get(a, 2).tx), (PortCrossings::default(), (3, 200)), "port 3 only");
             super::count(&op(a, 4, b, 5), 7);
             super::flush();
             super::forget(b, None);
-            assert_eq!((super::get(b, 5), super::get(a, 4).tx), (Crossed::default(), (1, 7)), "bridge b only");
+            assert_eq!((super::get(b, 5), super::get(a, 4).tx), (PortCrossings::default(), (1, 7)), "bridge b only");
         }
     }
 }

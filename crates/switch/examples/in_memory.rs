@@ -2,7 +2,7 @@
 //! and everything else to port 3, two tap ports counting what they receive; then the report,
 //! in which every frame is accounted for. No privileges, no interfaces.
 //!
-//! `cargo run --release -p rqvs-switch --example forward`
+//! `cargo run --release -p rqvs-switch --example in_memory`
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
