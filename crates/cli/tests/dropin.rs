@@ -73,7 +73,8 @@
 //!   peer is gone, and adding it again restores it; a patch interface without `options:peer` or
 //!   with a peer that is not a patch interface is refused in `error` (logged once).
 //! - `patch_crossing_is_one_megaflow`, `a_patch_loop_is_dropped_and_logged_once`: `output:PATCH`
-//!   crossed inside the translation (one megaflow), and a loop of such crossings dropped.
+//!   (also inside a group's bucket that rewrites its copy) crossed inside the translation (one
+//!   megaflow), and a loop of such crossings dropped.
 //! - `a_patch_loop_through_normal_ends`: two bridges joined by two patch pairs with `NORMAL` (a
 //!   loop through the datapath's patch hops): a broadcast's copies are dropped after 8
 //!   crossings, counted in `coverage/show` (`patch_loop_dropped`), logged once; the loop ends,
@@ -2049,6 +2050,29 @@ fn patch_crossing_is_one_megaflow() {
         env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br0", "priority=20,in_port=1,ip"]);
         assert!(ping(&h1, "10.85.0.2", 2), "{design}: forwards again");
         if design != "cflows" {
+            // A group's bucket that rewrites the packet (a copy of it) crosses inside the
+            // translation too: still one megaflow of p1's, now with the copy's crossing.
+            env.ofctl_ok(&[
+                "-O",
+                "OpenFlow13",
+                "add-group",
+                "br0",
+                "group_id=1,type=all,bucket=mod_nw_tos:32,output:2",
+            ]);
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=30,in_port=1,ip,actions=group:1"]);
+            assert!(ping(&h1, "10.85.0.2", 2), "{design}: across the pair through the group's bucket");
+            let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+            assert!(ok, "{err}");
+            let from_p1: Vec<&str> = flows.lines().filter(|l| l.contains(",ip,in_port=2,")).collect();
+            assert!(
+                !from_p1.is_empty() && from_p1.iter().all(|l| l.ends_with("actions:clone(set(ipv4(tos=0x20/0xfc)),5)")),
+                "{design}: the bucket's copy goes to p2 itself: {flows}"
+            );
+            if coverage(&env, "xlate_patch_fallback") == 0 {
+                assert!(!flows.contains(",in_port=3,"), "{design}: no megaflow of br1's patch port: {flows}");
+            }
+            env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br0", "priority=30,in_port=1,ip"]);
+            env.ofctl_ok(&["-O", "OpenFlow13", "del-groups", "br0"]);
             // A new patch pair on the old pair's numbers (2 on each bridge) counts from zero: one
             // ping (and an ARP probe or two), where the old pair had crossed 9 echo requests
             // (its statistics, written every 5 s, may show fewer).

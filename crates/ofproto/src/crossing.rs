@@ -14,13 +14,16 @@
 //! `in_port` when the packet came in on a patch port — the peer's translation of the packet as
 //! it is at that op; the op becomes [`Op::Patch`] (the peer bridge, the peer port and the peer's
 //! ops, in the peer's port numbers; the executor runs them with the peer bridge's ports,
-//! `rqvs_switch::patch`). Crossings nest: the peer's ops may cross again.
+//! `rqvs_switch::patch`). Crossings nest: the peer's ops may cross again. A group's bucket is
+//! crossed as the translation gives it: inline when it rewrites nothing (its outputs are ops
+//! of the list), else an [`Op::Clone`] whose list is walked the same way, with the key as the
+//! bucket's copy is at each op (a new interned list when something in it crossed).
 //!
 //! Not crossed here, left to the datapath hop of `rqvs_ports::patch` (the frame is received on
 //! the peer port and classified by the peer bridge): `NORMAL`, `flood` and `all` reaching a
 //! patch port (rqvs decides those in the executor, from the MAC table, not in the translation,
 //! so its megaflows do not depend on learned addresses — OVS's translation decides NORMAL);
-//! outputs inside a group's cloned bucket; a peer whose table is not available (see *Locks*);
+//! a peer whose table is not available (see *Locks*);
 //! a peer bridge the switch gives no resolver answer for (CFLOWS bridges: their pipeline is not
 //! the shared table). The switch bounds those hops as this module bounds its crossings: a frame
 //! carries the crossings it has made, both kinds, and is dropped past [`MAX_CROSSINGS`]
@@ -203,6 +206,21 @@ impl Walk<'_> {
             if self.looped || self.error.is_some() {
                 return Vec::new();
             }
+            if let Op::Clone(id) = *op {
+                // A group's bucket that rewrites the frame runs on a copy: its outputs cross
+                // too, with the copy as the bucket leaves it (same depth: a copy is no crossing).
+                let inner: Vec<Op> = actions::ops(id).to_vec();
+                let crossed = self.cross_ops(&inner, resolver, &k, depth);
+                if self.looped || self.error.is_some() {
+                    return Vec::new();
+                }
+                if crossed == inner {
+                    out.push(*op);
+                } else if !crossed.is_empty() {
+                    out.push(Op::Clone(actions::intern(&crossed)));
+                }
+                continue;
+            }
             let target = match *op {
                 Op::Output(p) if p != key.in_port => Some(p),
                 Op::InPort => Some(key.in_port),
@@ -367,6 +385,47 @@ mod tests {
         // Without the resolver the output stays an output (the datapath hop).
         a.set_patch_resolver(None);
         assert_eq!(a.classify(&tcp(1, 80)).action.to_ops(), vec![Op::SetDlDst([2, 0, 0, 0, 0, 9]), Op::Output(2)]);
+    }
+
+    #[test]
+    fn a_group_bucket_that_rewrites_crosses_on_its_copy() {
+        use rqvs_flow::group::{Bucket, Group, GroupType};
+        let a = table("priority=1,in_port=1,actions=group:1\n");
+        let b = table(
+            "priority=20,in_port=5,dl_dst=02:00:00:00:00:09,actions=output:7\n\
+             priority=10,in_port=5,actions=output:8\n",
+        );
+        let bucket = |acts: &str| Bucket::new(rule(&format!("actions={acts}"), 0).actions);
+        let g = Group {
+            id: 1,
+            kind: GroupType::All,
+            buckets: vec![bucket("mod_dl_dst:02:00:00:00:00:09,output:2"), bucket("output:2"), bucket("output:3")],
+        };
+        a.commit(vec![RuleChange::Group(g)]).unwrap();
+        link(&a, vec![(2, &b, "group-b", 5)]);
+        let v = a.classify(&tcp(1, 80));
+        let crossing = |ops: &[Op], dl_dst: [u8; 6]| {
+            Op::Patch(PatchOp {
+                port: 2,
+                from: 0,
+                bridge: bridge_id("group-b"),
+                in_port: 5,
+                ops: actions::intern(ops),
+                rule: rule_at(&b, &FlowKey { in_port: 5, dl_dst, ..tcp(1, 80) }),
+            })
+        };
+        let rewritten = [2, 0, 0, 0, 0, 9];
+        let first = actions::intern(&[Op::SetDlDst(rewritten), crossing(&[Op::Output(7)], rewritten)]);
+        assert_eq!(
+            v.action.to_ops(),
+            vec![Op::Clone(first), crossing(&[Op::Output(8)], tcp(1, 80).dl_dst), Op::Output(3)],
+            "the first bucket's copy crosses as rewritten, the second (inline) as it came: {}",
+            v.action
+        );
+        assert_eq!(v.megaflow.mask.dl_dst, [0xff; 6], "the peer examined dl_dst");
+        // Without the resolver: the bucket's output stays an output inside the copy (the hop).
+        a.set_patch_resolver(None);
+        assert_eq!(a.classify(&tcp(1, 80)).action.to_string(), "clone(set(eth(dst=02:00:00:00:00:09)),2),2,3");
     }
 
     #[test]

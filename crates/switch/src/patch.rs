@@ -2,7 +2,7 @@
 //! across: with ORIG and CCACHE an `output:N` to a patch port crosses inside the translation
 //! ([`rqvs_ofproto::crossing`], run by [`crate::crossing`]: one megaflow, the peer's ops run
 //! on the peer's ports by the same PMD thread); what the translation does not cross (`NORMAL`,
-//! `flood`, `all`, group buckets, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
+//! `flood`, `all`, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
 //! frame sent on one end is received on the other, by the peer's bridge, and classified there;
 //! a frame crosses at most [`MAX_CROSSINGS`] patch ports either way: [`crate::crossing`], *Loops*).
 //! This module is what the unixctl socket shows of a crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge

@@ -119,8 +119,8 @@
 //! - Not yet: the `Controller` columns other than `target`, `inactivity_probe`, `max_backoff`,
 //!   `enable_async_messages`, `other_config:dscp`, the rate limits, `controller_queue_size`,
 //!   `connection_mode` and `type`; `other_config:in-band-queue`; `--openflow` and `--controller` are refused with `--ovsdb`;
-//!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all`, in group
-//!   buckets and on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
+//!   the other `Flow_Table` columns; patch crossings by `NORMAL`/`flood`/`all` and
+//!   on CFLOWS bridges are still a datapath hop (docs/ovs-dropin.md).
 
 use std::collections::{BTreeMap, HashSet};
 
