@@ -509,13 +509,16 @@ fn in_band_control(design: &str) {
     // The switch's own address on its bridge's port: its route to the controller is br0.
     env.sw.ip(&["addr", "add", "10.77.0.1/24", "dev", "br0"]).unwrap();
     env.sw.ip(&["link", "set", "br0", "up"]).unwrap();
-    let mut controller = Command::new("ip")
-        .args(["netns", "exec", h1.name(), "ovs-testcontroller", "--noflow", "ptcp:6653:10.77.0.2"])
-        .env("OVS_RUNDIR", &env.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Killed when the test ends however it ends.
+    let _controller = Running(Some(
+        Command::new("ip")
+            .args(["netns", "exec", h1.name(), "ovs-testcontroller", "--noflow", "ptcp:6653:10.77.0.2"])
+            .env("OVS_RUNDIR", &env.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
     let connected = |env: &Env| env.vsctl(&["get", "controller", "br0", "is_connected"]).trim() == "true";
     let dump = |env: &Env| {
         let (ok, out, err) = env.appctl(&["bridge/dump-flows", "br0"]);
@@ -584,8 +587,6 @@ fn in_band_control(design: &str) {
     // disable-in-band: the rules go.
     env.vsctl(&["set", "bridge", "br0", "other_config:disable-in-band=true"]);
     eventually("the in-band rules go", || !dump(&env).contains("priority=18000"));
-    let _ = controller.kill();
-    let _ = controller.wait();
     env.exit();
 }
 

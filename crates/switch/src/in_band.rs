@@ -266,7 +266,7 @@ br0\t00214D0A\t0100A8C0\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0
         let remote: SocketAddrV4 = "10.77.0.2:6653".parse().unwrap();
         let local = [0x5e, 0, 0, 0, 0, 1];
         let hop = [0x3a, 0x11, 0x22, 0x33, 0x44, 0x55];
-        let text = |rs: &[Rule]| rs.iter().map(crate::hidden_flow).collect::<Vec<_>>();
+        let text = |rs: &[Rule]| rs.iter().map(crate::flow_line).collect::<Vec<_>>();
         assert!(rules(Some(local), &[]).is_empty(), "no controller, no rules");
         assert_eq!(
             text(&rules(Some(local), &[(remote, Some(hop))])),

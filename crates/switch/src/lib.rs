@@ -1000,7 +1000,7 @@ impl Control {
             .flat_map(|r| {
                 if rules.is_hidden(r) {
                     let what = if r.priority == FAIL_OPEN_PRIORITY { "fail-open" } else { "in-band" };
-                    return vec![format!("# {what} rule (hidden from OpenFlow): {}", hidden_flow(r))];
+                    return vec![format!("# {what} rule (hidden from OpenFlow): {}", flow_line(r))];
                 }
                 ofctl::format_flows(r).unwrap_or_else(|e| vec![format!("# rule {}: {e}", r.id)])
             })
@@ -1454,7 +1454,7 @@ impl Control {
 /// A flow as OVS's `cls_rule_format` prints it — `priority=N,MATCH,actions=A` — for any
 /// priority (the hidden flows' are above OpenFlow's 16 bits); port ranges expanded, one line
 /// each.
-pub fn hidden_flow(r: &Rule) -> String {
+pub fn flow_line(r: &Rule) -> String {
     r.matches
         .expand_port_ranges()
         .iter()

@@ -322,7 +322,7 @@ fn dump_flows(control: &Control) -> String {
     let mut s = String::new();
     for f in &flows {
         let table = if f.rule.table == 0 { String::new() } else { format!("table_id={}, ", f.rule.table) };
-        for line in crate::hidden_flow(&f.rule).lines() {
+        for line in crate::flow_line(&f.rule).lines() {
             s += &format!(
                 "{table}duration={}s, n_packets={}, n_bytes={}, {line}\n",
                 f.duration_ns / 1_000_000_000,
