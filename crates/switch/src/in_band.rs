@@ -38,16 +38,12 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use rqvs_flow::formats::ofctl;
+use rqvs_flow::key::fmt_mac;
 use rqvs_flow::Rule;
 
 /// The priority of the first kind of in-band rule (OVS's `IBR_FROM_LOCAL_DHCP`); the others
 /// follow it (module docs).
 pub const IN_BAND_PRIORITY: u32 = 180_000;
-
-/// A MAC address in ovs-ofctl's notation.
-fn mac(m: [u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
 
 /// The in-band rules (module docs) for the local port's MAC (if known) and each controller's
 /// address with its next hop's MAC (if known); none without controllers. Each (priority,
@@ -58,13 +54,13 @@ pub fn rules(local_mac: Option<[u8; 6]>, remotes: &[(SocketAddrV4, Option<[u8; 6
         return Vec::new();
     }
     if let Some(m) = local_mac.filter(|m| *m != [0; 6]) {
-        let m = mac(m);
+        let m = fmt_mac(&m);
         text.push((0, format!("udp,in_port=LOCAL,dl_src={m},tp_src=68,tp_dst=67")));
         text.push((1, format!("arp,dl_dst={m},arp_op=2")));
         text.push((2, format!("arp,dl_src={m},arp_op=1")));
     }
     for hop in remotes.iter().filter_map(|(_, m)| m.filter(|m| *m != [0; 6])) {
-        let m = mac(hop);
+        let m = fmt_mac(&hop);
         text.push((3, format!("arp,dl_dst={m},arp_op=2")));
         text.push((4, format!("arp,dl_src={m},arp_op=1")));
     }
@@ -139,8 +135,7 @@ pub fn arp_lookup(ip: Ipv4Addr, dev: &str, arp: &str) -> Option<[u8; 6]> {
         if flags & ATF_COM == 0 {
             continue;
         }
-        let bytes: Vec<u8> = f[3].split(':').filter_map(|b| u8::from_str_radix(b, 16).ok()).collect();
-        if let Ok(m) = <[u8; 6]>::try_from(bytes.as_slice()) {
+        if let Some(m) = parse_mac(f[3]) {
             return Some(m);
         }
     }
@@ -160,6 +155,8 @@ pub struct InBand {
     next_local: Option<Instant>,
     remotes: Vec<(SocketAddrV4, Option<[u8; 6]>)>,
     next_remote: Option<Instant>,
+    /// [`rules`] of the MACs and controllers above, made again only when one of them changes.
+    rules: Vec<Rule>,
 }
 
 impl InBand {
@@ -173,6 +170,7 @@ impl InBand {
         if self.remotes.iter().map(|(a, _)| *a).ne(remotes.iter().copied()) {
             self.remotes = remotes.iter().map(|a| (*a, None)).collect();
             self.next_remote = None;
+            self.rules = rules(self.local_mac, &self.remotes);
         }
     }
 
@@ -185,36 +183,44 @@ impl InBand {
     /// name, every second; the next hops every 10 s, every second while one is unknown) and
     /// returns the rules for what it knows now, with a note for each controller without a
     /// route (to be logged once).
-    pub fn run(&mut self, local: &str, now: Instant) -> (Vec<Rule>, Vec<String>) {
+    pub fn run(&mut self, local: &str, now: Instant) -> (&[Rule], Vec<String>) {
         let mut notes = Vec::new();
         if self.remotes.is_empty() {
-            return (Vec::new(), notes);
+            return (&[], notes);
         }
+        let mut changed = false;
         if self.next_local.is_none_or(|t| now >= t) {
             self.next_local = Some(now + Duration::from_secs(1));
             // A device name has no '/' (a bridge's name with one has no device).
-            self.local_mac = (!local.contains('/') && !local.starts_with('.'))
+            let mac = (!local.contains('/') && !local.starts_with('.'))
                 .then(|| std::fs::read_to_string(format!("/sys/class/net/{local}/address")).ok())
                 .flatten()
                 .and_then(|s| parse_mac(s.trim()));
+            changed |= mac != self.local_mac;
+            self.local_mac = mac;
         }
         if self.next_remote.is_none_or(|t| now >= t) {
             let route = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
             let arp = std::fs::read_to_string("/proc/net/arp").unwrap_or_default();
             let mut known = true;
             for (a, m) in self.remotes.iter_mut() {
-                *m = match next_hop(*a.ip(), &route) {
+                let hop_mac = match next_hop(*a.ip(), &route) {
                     Some((hop, dev)) => arp_lookup(hop, &dev, &arp),
                     None => {
                         notes.push(format!("in-band: cannot find route for controller ({})", a.ip()));
                         None
                     }
                 };
+                changed |= hop_mac != *m;
+                *m = hop_mac;
                 known &= m.is_some();
             }
             self.next_remote = Some(now + Duration::from_secs(if known { 10 } else { 1 }));
         }
-        (rules(self.local_mac, &self.remotes), notes)
+        if changed {
+            self.rules = rules(self.local_mac, &self.remotes);
+        }
+        (&self.rules, notes)
     }
 }
 

@@ -1395,9 +1395,9 @@ impl Control {
         Ok(())
     }
 
-    /// In-band control's rules ([`in_band`]) as they are installed now.
-    pub fn in_band_rules(&self) -> Vec<Rule> {
-        self.in_band.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// Are in-band control's rules ([`in_band`]) installed?
+    pub fn has_in_band_rules(&self) -> bool {
+        !self.in_band.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
     }
 
     /// Makes in-band control's hidden table-0 rules `want` (each `NORMAL`, at a priority

@@ -1532,12 +1532,12 @@ fn run_in_band(runs: &mut BTreeMap<String, BridgeRun>, note: &mut dyn FnMut(Stri
     let now = Instant::now();
     for (name, b) in runs.iter_mut() {
         let Some(r) = b.running.as_mut() else { continue };
-        if !r.in_band.is_active() && r.control.in_band_rules().is_empty() {
+        if !r.in_band.is_active() && !r.control.has_in_band_rules() {
             continue;
         }
         let (rules, notes) = r.in_band.run(name, now);
         notes.into_iter().for_each(|n| note(format!("bridge {name}: {n}")));
-        if let Err(e) = r.control.set_in_band(&rules) {
+        if let Err(e) = r.control.set_in_band(rules) {
             note(format!("bridge {name}: in-band rules: {e}"));
         }
     }
