@@ -47,6 +47,19 @@ impl Socket {
         }
     }
 
+    /// Whether a read would not wait: bytes (or the end of the stream, or an error) are there
+    /// now. A peek that does not wait (`MSG_DONTWAIT`), so the socket stays blocking for the
+    /// writer thread's clone (`O_NONBLOCK` belongs to the open file, which clones share). Under
+    /// TLS it sees the encrypted bytes; plaintext already decrypted is read on the next pass.
+    pub fn readable_now(&self) -> bool {
+        let mut one = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        let sock = match self {
+            Socket::Tcp(s) => socket2::SockRef::from(s),
+            Socket::Unix(s) => socket2::SockRef::from(s),
+        };
+        !matches!(sock.recv_with_flags(&mut one, libc::MSG_PEEK | libc::MSG_DONTWAIT), Err(e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
     pub fn try_clone(&self) -> io::Result<Socket> {
         Ok(match self {
             Socket::Tcp(s) => Socket::Tcp(s.try_clone()?),
