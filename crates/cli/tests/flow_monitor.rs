@@ -109,8 +109,19 @@ fn monitor(dir: &Path, target: &str, version: Option<&str>, watch: &str, own: bo
         std::thread::sleep(Duration::from_millis(300));
         ofctl(&["del-flows", target, "arp"]);
     }
-    // The hard timeout (1 s; rqvs's expiry and OVS's both look every ~second).
-    std::thread::sleep(Duration::from_millis(3000));
+    // The hard timeout (1 s; rqvs's expiry and OVS's both look every ~second): until the flow
+    // is gone from the table, then a moment for the monitor to print its DELETED.
+    let t0 = Instant::now();
+    loop {
+        let o = Command::new("ovs-ofctl").args(["dump-flows", target, "tcp"]).output().unwrap();
+        assert!(o.status.success(), "dump-flows: {}", String::from_utf8_lossy(&o.stderr));
+        if !String::from_utf8_lossy(&o.stdout).contains("hard_timeout=1") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "the hard timeout did not expire the flow");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(400));
     drop(child);
     let text = std::fs::read_to_string(&out).unwrap();
     text.lines().filter(|l| !l.contains("fatal_signal")).map(|l| format!("{l}\n")).collect()
@@ -146,8 +157,12 @@ fn ovs_ofctl_monitor_watch_prints_what_it_prints_against_open_vswitch() {
     ];
     for version in [None, Some("OpenFlow13"), Some("OpenFlow14")] {
         for &(watch, own) in cases {
-            let want = monitor(dir.path(), &real, version, watch, own);
-            let got = monitor(dir.path(), &rq, version, watch, own);
+            // Both at once: the two switches share nothing.
+            let (want, got) = std::thread::scope(|s| {
+                let want = s.spawn(|| monitor(dir.path(), &real, version, watch, own));
+                let got = monitor(dir.path(), &rq, version, watch, own);
+                (want.join().unwrap(), got)
+            });
             // `ovs-ofctl`'s own `send:` line goes to stdout, the updates to stderr: where it lands
             // among them is the terminal's business, not the switch's.
             let updates = |t: &str| t.lines().filter(|l| !l.starts_with("send: ")).collect::<Vec<_>>().join("\n");
@@ -187,7 +202,8 @@ fn a_monitor_without_a_miss_length_gets_no_port_status_as_in_open_vswitch() {
     let rules = dir.join("rules.flows");
     std::fs::write(&rules, "priority=5,in_port=1,actions=output:2\n").unwrap();
     let sw = OfSwitch::start(dir.path(), "fnml", &rules, "orig", false);
-    for target in [ovs.mgmt(), sw.target()] {
+    // The two switches at once (they share nothing), each through its cases in turn.
+    let one = |target: &str| {
         for version in [None, Some("OpenFlow13")] {
             for extra in [None, Some("watch:"), Some("65535")] {
                 let run = dir.join(format!("nml-{}", rand_tag()));
@@ -197,7 +213,7 @@ fn a_monitor_without_a_miss_length_gets_no_port_status_as_in_open_vswitch() {
                 if let Some(v) = version {
                     c.args(["-O", v]);
                 }
-                c.args(["monitor", &target]).args(extra);
+                c.args(["monitor", target]).args(extra);
                 let file = std::fs::File::create(&out).unwrap();
                 let child = Proc(
                     c.env("OVS_RUNDIR", &run)
@@ -208,8 +224,8 @@ fn a_monitor_without_a_miss_length_gets_no_port_status_as_in_open_vswitch() {
                         .unwrap(),
                 );
                 std::thread::sleep(Duration::from_millis(1000));
-                ofctl(&["mod-port", &target, "2", "no-packet-in"]);
-                ofctl(&["mod-port", &target, "2", "packet-in"]);
+                ofctl(&["mod-port", target, "2", "no-packet-in"]);
+                ofctl(&["mod-port", target, "2", "packet-in"]);
                 std::thread::sleep(Duration::from_millis(700));
                 drop(child);
                 let text = std::fs::read_to_string(&out).unwrap();
@@ -218,5 +234,11 @@ fn a_monitor_without_a_miss_length_gets_no_port_status_as_in_open_vswitch() {
                 assert_eq!(text.contains("PORT_STATUS"), asked, "{target} {version:?} {extra:?}: {text}");
             }
         }
-    }
+    };
+    let (real, rq) = (ovs.mgmt(), sw.target());
+    std::thread::scope(|s| {
+        let real = s.spawn(|| one(&real));
+        one(&rq);
+        real.join().unwrap();
+    });
 }
