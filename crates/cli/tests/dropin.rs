@@ -2074,6 +2074,30 @@ fn patch_crossing_is_one_megaflow() {
             }
             env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br0", "priority=30,in_port=1,ip"]);
             env.ofctl_ok(&["-O", "OpenFlow13", "del-groups", "br0"]);
+            // `flood` crosses its patch ports inside the translation too: p1's megaflow floods
+            // and crosses into br1, whose flow sends to p2 — no megaflow of br1's patch port.
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=30,in_port=1,ip,actions=flood"]);
+            assert!(ping(&h1, "10.85.0.2", 2), "{design}: across the pair by flood");
+            let (ok, flows, err) = env.appctl(&["dpctl/dump-flows"]);
+            assert!(ok, "{err}");
+            let from_p1: Vec<&str> = flows.lines().filter(|l| l.contains(",ip,in_port=2,")).collect();
+            assert!(
+                !from_p1.is_empty() && from_p1.iter().all(|l| l.ends_with("actions:flood(5)")),
+                "{design}: the flood crosses into br1 and on to p2: {flows}"
+            );
+            if coverage(&env, "xlate_patch_fallback") == 0 {
+                assert!(!flows.contains(",in_port=3,"), "{design}: no megaflow of br1's patch port: {flows}");
+            }
+            // NO_FLOOD on the patch port (a PORT_MOD, read when the frame is sent): nothing
+            // crosses; `all` still does.
+            env.ofctl_ok(&["mod-port", "br0", "2", "no-flood"]);
+            assert!(!ping(&h1, "10.85.0.2", 2), "{design}: the patch port is NO_FLOOD");
+            env.ofctl_ok(&["-O", "OpenFlow13", "add-flow", "br0", "priority=31,in_port=1,ip,actions=all"]);
+            assert!(ping(&h1, "10.85.0.2", 2), "{design}: all crosses a NO_FLOOD port");
+            env.ofctl_ok(&["mod-port", "br0", "2", "flood"]);
+            for f in ["priority=30,in_port=1,ip", "priority=31,in_port=1,ip"] {
+                env.ofctl_ok(&["-O", "OpenFlow13", "--strict", "del-flows", "br0", f]);
+            }
             // A new patch pair on the old pair's numbers (2 on each bridge) counts from zero: one
             // ping (and an ARP probe or two), where the old pair had crossed 9 echo requests
             // (its statistics, written every 5 s, may show fewer).

@@ -120,6 +120,16 @@ pub enum Op {
     /// the interned list `ops` (the peer bridge's translation, in the peer's port numbers) runs
     /// on a copy of it; the ops after this one see the frame as it was.
     Patch(PatchOp),
+    /// `flood` (`all: false`) or `all` on a bridge whose patch ports the translation crossed
+    /// ([`crate::crossing`]): the frame goes to every port but the input port as [`Op::Flood`]
+    /// / [`Op::All`] would send it, except the patch ports of the interned list `patches`
+    /// (each an [`Op::Patch`], in port order), which it crosses instead — subject to the same
+    /// port bits (`NO_FLOOD` for `flood`, `NO_FWD` for both), read when the frame is sent. A
+    /// crossing whose peer drops the packet is in the list with no ops: the port is skipped.
+    FloodCrossing {
+        all: bool,
+        patches: ActionsId,
+    },
 }
 
 /// What an [`Op::Patch`] carries.
@@ -229,6 +239,7 @@ impl Op {
                 | Op::Normal
                 | Op::Clone(_)
                 | Op::Patch(_)
+                | Op::FloodCrossing { .. }
                 | Op::TtlExpired(_)
                 | Op::Meter(_)
         )
@@ -294,6 +305,17 @@ impl fmt::Display for Op {
                 }
                 f.write_str(")")
             }
+            // `flood` with its crossings: `flood(patch(br1:2:3),patch(br2:1:drop))`.
+            Op::FloodCrossing { all, patches } => {
+                f.write_str(if *all { "all(" } else { "flood(" })?;
+                for (i, op) in ops(*patches).iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }
@@ -302,7 +324,7 @@ impl Op {
     /// The interned list this op runs (a clone's, a crossing's), which a list holding it holds.
     fn inner_list(&self) -> Option<ActionsId> {
         match self {
-            Op::Clone(c) | Op::Patch(PatchOp { ops: c, .. }) => Some(*c),
+            Op::Clone(c) | Op::Patch(PatchOp { ops: c, .. }) | Op::FloodCrossing { patches: c, .. } => Some(*c),
             _ => None,
         }
     }

@@ -17,12 +17,18 @@
 //! `rqvs_switch::patch`). Crossings nest: the peer's ops may cross again. A group's bucket is
 //! crossed as the translation gives it: inline when it rewrites nothing (its outputs are ops
 //! of the list), else an [`Op::Clone`] whose list is walked the same way, with the key as the
-//! bucket's copy is at each op (a new interned list when something in it crossed).
+//! bucket's copy is at each op (a new interned list when something in it crossed). A `flood` or
+//! `all` crosses every patch port of the bridge but the input port ([`PatchPorts::patch_ports`])
+//! with the key as it is at that op, and becomes [`Op::FloodCrossing`]: the executor floods the
+//! other ports as before and runs these crossings instead of sending to their patch ports,
+//! applying the ports' `NO_FLOOD`/`NO_FWD` bits to them when the frame is sent (so a PORT_MOD
+//! needs no new translation); a crossing whose peer drops the packet stays in the list, empty,
+//! so the flood skips its port.
 //!
 //! Not crossed here, left to the datapath hop of `rqvs_ports::patch` (the frame is received on
-//! the peer port and classified by the peer bridge): `NORMAL`, `flood` and `all` reaching a
-//! patch port (rqvs decides those in the executor, from the MAC table, not in the translation,
-//! so its megaflows do not depend on learned addresses — OVS's translation decides NORMAL);
+//! the peer port and classified by the peer bridge): `NORMAL` reaching a patch port (rqvs
+//! decides it in the executor, from the MAC table, not in the translation, so its megaflows do
+//! not depend on learned addresses — OVS's translation decides NORMAL);
 //! a peer whose table is not available (see *Locks*);
 //! a peer bridge the switch gives no resolver answer for (CFLOWS bridges: their pipeline is not
 //! the shared table). The switch bounds those hops as this module bounds its crossings: a frame
@@ -98,10 +104,18 @@ pub struct Peer {
     pub port: u32,
 }
 
-/// "Is OpenFlow port N of this bridge a patch port whose crossing is followed, and to what?"
-/// Called with the table's read held: it must not block on any lock a commit may hold
-/// (module docs, *Locks*).
-pub type Resolver = Arc<dyn Fn(u32) -> Option<Peer> + Send + Sync>;
+/// What a bridge's table asks the switch about its patch ports. Called with the table's read
+/// held: neither call may block on any lock a commit may hold (module docs, *Locks*).
+pub trait PatchPorts: Send + Sync {
+    /// "Is OpenFlow port N of this bridge a patch port whose crossing is followed, and to what?"
+    fn peer(&self, port: u32) -> Option<Peer>;
+    /// The bridge's patch ports, the ones a `flood` or `all` may cross (any order). A port it
+    /// cannot tell about now may be left out: a flood then reaches it by the datapath hop.
+    fn patch_ports(&self) -> Vec<u32>;
+}
+
+/// The switch's answers for one bridge ([`PatchPorts`]).
+pub type Resolver = Arc<dyn PatchPorts>;
 
 /// Called with the new version when [`OfprotoTable::mark_changed`] marked a table.
 pub type OnMarked = Arc<dyn Fn(u64) + Send + Sync>;
@@ -221,12 +235,37 @@ impl Walk<'_> {
                 }
                 continue;
             }
+            if let Op::Flood | Op::All = *op {
+                let all = *op == Op::All;
+                let mut ports = resolver.patch_ports();
+                ports.sort_unstable();
+                let mut patches = Vec::new();
+                for p in ports.into_iter().filter(|&p| p != key.in_port) {
+                    let Some(peer) = resolver.peer(p) else { continue };
+                    if depth + 1 > MAX_CROSSINGS {
+                        self.looped = true;
+                        return Vec::new();
+                    }
+                    // Not followed (`None`): left to the flood, which reaches it by the hop.
+                    if let Some((peer_ops, rule)) = self.cross(&peer, &k, depth + 1) {
+                        patches.push(patch_op(p, &peer, &peer_ops, rule));
+                    }
+                    if self.looped || self.error.is_some() {
+                        return Vec::new();
+                    }
+                }
+                out.push(match patches.is_empty() {
+                    true => *op,
+                    false => Op::FloodCrossing { all, patches: actions::intern(&patches) },
+                });
+                continue;
+            }
             let target = match *op {
                 Op::Output(p) if p != key.in_port => Some(p),
                 Op::InPort => Some(key.in_port),
                 _ => None,
             };
-            let peer = target.and_then(|p| resolver(p));
+            let peer = target.and_then(|p| resolver.peer(p));
             let Some(peer) = peer else {
                 apply_to_key(op, &mut k);
                 out.push(*op);
@@ -238,14 +277,7 @@ impl Walk<'_> {
             }
             match self.cross(&peer, &k, depth + 1) {
                 Some((peer_ops, _)) if peer_ops.is_empty() => {}
-                Some((peer_ops, rule)) => out.push(Op::Patch(PatchOp {
-                    port: target.unwrap_or_default(),
-                    from: peer.from,
-                    bridge: peer.bridge,
-                    in_port: peer.port,
-                    ops: actions::intern(&peer_ops),
-                    rule,
-                })),
+                Some((peer_ops, rule)) => out.push(patch_op(target.unwrap_or_default(), &peer, &peer_ops, rule)),
                 // Not followed: the hop (module docs, *Locks*).
                 None => out.push(*op),
             }
@@ -281,6 +313,18 @@ impl Walk<'_> {
             None => Some((x.ops, rule)),
         }
     }
+}
+
+/// The crossing of patch port `port` into `peer`, whose translation gave `ops` and `rule`.
+fn patch_op(port: u32, peer: &Peer, ops: &[Op], rule: RuleId) -> Op {
+    Op::Patch(PatchOp {
+        port,
+        from: peer.from,
+        bridge: peer.bridge,
+        in_port: peer.port,
+        ops: actions::intern(ops),
+        rule,
+    })
 }
 
 /// The key as `op` leaves it (the rewrites the translation's ops make; others leave it).
@@ -328,7 +372,20 @@ mod tests {
                 (port, Peer { from: 0, bridge: bridge_id(name), table: to.clone(), port: peer_port })
             })
             .collect();
-        from.set_patch_resolver(Some(Arc::new(move |p| links.iter().find(|(q, _)| *q == p).map(|(_, x)| x.clone()))));
+        from.set_patch_resolver(Some(Arc::new(Links(links))));
+    }
+
+    /// A test's patch ports: (port, its peer).
+    struct Links(Vec<(u32, Peer)>);
+
+    impl PatchPorts for Links {
+        fn peer(&self, port: u32) -> Option<Peer> {
+            self.0.iter().find(|(q, _)| *q == port).map(|(_, x)| x.clone())
+        }
+
+        fn patch_ports(&self) -> Vec<u32> {
+            self.0.iter().map(|(p, _)| *p).collect()
+        }
     }
 
     /// The attribution of `t`'s rules for `key` (what a crossing into `t` credits).
@@ -461,6 +518,53 @@ mod tests {
                 Op::Output(3)
             ]
         );
+    }
+
+    #[test]
+    fn flood_and_all_cross_their_patch_ports_and_leave_the_rest_to_the_executor() {
+        let a = table("priority=1,in_port=1,actions=flood\npriority=1,in_port=4,actions=all\npriority=1,in_port=2,actions=flood\n");
+        let b = table("priority=5,in_port=5,tcp,tp_dst=80,actions=output:7\npriority=1,in_port=5,actions=drop\n");
+        let c = table("priority=1,in_port=9,actions=mod_dl_src:02:00:00:00:00:0c,output:10\n");
+        // Every other port (not a patch port that crosses) is left to the executor's flood.
+        link(&a, vec![(2, &b, "flood-b", 5), (6, &c, "flood-c", 9)]);
+        let crossing = |port, bridge: &str, in_port, ops: &[Op], rule| {
+            Op::Patch(PatchOp { port, from: 0, bridge: bridge_id(bridge), in_port, ops: actions::intern(ops), rule })
+        };
+        let v = a.classify(&tcp(1, 80));
+        let into_b = crossing(2, "flood-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)));
+        let into_c =
+            crossing(6, "flood-c", 9, &[Op::SetDlSrc([2, 0, 0, 0, 0, 0xc]), Op::Output(10)], rule_at(&c, &tcp(9, 80)));
+        assert_eq!(
+            v.action.to_ops(),
+            vec![Op::FloodCrossing { all: false, patches: actions::intern(&[into_b, into_c]) }]
+        );
+        assert_eq!(
+            v.action.to_string(),
+            "flood(patch(flood-b:5:7),patch(flood-c:9:set(eth(src=02:00:00:00:00:0c)),10))"
+        );
+        // The peer's lookup examined tp_dst: one megaflow over both bridges' wildcards.
+        assert_eq!(v.megaflow.mask.tp_dst, u16::MAX);
+        // tp_dst 81: b drops it — the crossing stays in the list with no ops (the port is skipped).
+        let v = a.classify(&tcp(1, 81));
+        let into_b = crossing(2, "flood-b", 5, &[], rule_at(&b, &tcp(5, 81)));
+        assert_eq!(
+            v.action.to_ops(),
+            vec![Op::FloodCrossing { all: false, patches: actions::intern(&[into_b, into_c]) }]
+        );
+        assert_eq!(
+            v.action.to_string(),
+            "flood(patch(flood-b:5:drop),patch(flood-c:9:set(eth(src=02:00:00:00:00:0c)),10))"
+        );
+        // `all` the same; a flood from a patch port does not cross back through it.
+        let v = a.classify(&tcp(4, 80));
+        assert!(matches!(v.action.to_ops()[..], [Op::FloodCrossing { all: true, .. }]), "{}", v.action);
+        assert_eq!(
+            a.classify(&tcp(2, 80)).action.to_string(),
+            "flood(patch(flood-c:9:set(eth(src=02:00:00:00:00:0c)),10))"
+        );
+        // Without the resolver: the plain flood.
+        a.set_patch_resolver(None);
+        assert_eq!(a.classify(&tcp(1, 80)).action.to_ops(), vec![Op::Flood]);
     }
 
     #[test]

@@ -201,8 +201,13 @@ fn relabel_actions(
     tokens
         .into_iter()
         .map(|t| {
-            if let Some(inner) = t.strip_prefix("clone(").and_then(|r| r.strip_suffix(')')) {
-                format!("clone({})", relabel_actions(inner, label, peer))
+            // `clone(...)`, and a flood's crossings (`flood(...)`, `all(...)`: the flood and
+            // its patch ports' crossings, each shown as an explicit crossing is).
+            let wrapped = ["clone", "flood", "all"].into_iter().find_map(|w| {
+                t.strip_prefix(w).and_then(|r| r.strip_prefix('(')).and_then(|r| r.strip_suffix(')')).map(|r| (w, r))
+            });
+            if let Some((w, inner)) = wrapped {
+                format!("{w}({})", relabel_actions(inner, label, peer))
             } else if let Some((bridge, ops)) = t
                 .strip_prefix("patch(")
                 .and_then(|r| r.strip_suffix(')'))
@@ -292,6 +297,14 @@ pub fn merge_pmds(pmds: Vec<Vec<PmdReport>>) -> Vec<PmdReport> {
 #[cfg(test)]
 mod tests {
     use super::{relabel_flow, relabel_flow_across};
+
+    #[test]
+    fn a_flood_shows_its_crossings() {
+        let label = |p: u32| (p < 10).then(|| (p + 1).to_string());
+        let peer = |b: &str, p: u32| (b == "br1").then(|| (p + 4).to_string());
+        let line = "in_port=1, actions:flood(patch(br1:2:1),patch(br1:3:mod_nw_tos:32,1))";
+        assert_eq!(relabel_flow_across(line, &label, &peer), "in_port=2, actions:flood(5,clone(mod_nw_tos:32,5))");
+    }
 
     #[test]
     fn a_crossing_shows_the_peer_bridges_outputs() {

@@ -31,8 +31,8 @@
 //! # Loops
 //!
 //! A translation bounds its own crossings ([`rqvs_ofproto::crossing`], *Loops*), but what it
-//! does not cross — `NORMAL`, `flood`, `all` or a group bucket reaching a patch port, every
-//! crossing of a CFLOWS bridge — is a hop: the frame is received again on the peer port, a new
+//! does not cross — `NORMAL` reaching a patch port, every crossing of a CFLOWS bridge, a
+//! crossing whose peer table was being committed to — is a hop: the frame is received again on the peer port, a new
 //! packet to the peer's translation. Two bridges joined by two patch pairs, both with `NORMAL`,
 //! would circulate a broadcast for as long as the patch queues have room. So every frame
 //! carries the patch crossings it has made, hops and crossings alike: a patch queue's entry
@@ -108,7 +108,7 @@ pub(crate) fn loop_dropped(n: u64) {
     if !LOOP_LOGGED.swap(true, Ordering::Relaxed) {
         crate::log_warn!(
             "rqvs switch: patch loop: a frame crossed patch ports more than {MAX_CROSSINGS} times in the datapath \
-             (NORMAL, flood, all or a group bucket sending into a loop of patch ports); it is dropped \
+             (NORMAL or a CFLOWS bridge sending into a loop of patch ports); it is dropped \
              (each counted in coverage/show as patch_loop_dropped; logged once)"
         );
     }
@@ -219,8 +219,7 @@ pub(crate) fn link(name: &str, control: &Arc<Control>) {
 
 /// `control`'s table crosses from now on, and its PMDs hear of its peers' changes.
 fn follow(control: &Arc<Control>) {
-    let me = Arc::downgrade(control);
-    let resolver: rqvs_ofproto::crossing::Resolver = Arc::new(move |port| resolve(&me, port));
+    let resolver: rqvs_ofproto::crossing::Resolver = Arc::new(Ports(Arc::downgrade(control)));
     control.table.set_patch_resolver(Some(resolver));
     let me = Arc::downgrade(control);
     control.table.set_on_marked(Some(Arc::new(move |version| {
@@ -245,6 +244,27 @@ pub(crate) fn unlink(name: &str) {
         c.table.set_on_marked(None);
     }
     mark_others(name);
+}
+
+/// A bridge's answers to its table ([`rqvs_ofproto::crossing::PatchPorts`]). Never block.
+struct Ports(Weak<Control>);
+
+impl rqvs_ofproto::crossing::PatchPorts for Ports {
+    fn peer(&self, port: u32) -> Option<Peer> {
+        resolve(&self.0, port)
+    }
+
+    /// The live patch ports (none when the port list is being written: the flood's hop).
+    fn patch_ports(&self) -> Vec<u32> {
+        let Some(control) = self.0.upgrade() else { return Vec::new() };
+        let Ok(ports) = control.port_info.try_read() else { return Vec::new() };
+        ports
+            .iter()
+            .filter(|p| !p.removed)
+            .filter(|p| crate::patch::spec_of(p).is_some_and(|s| matches!(s.port_type, PortType::Patch(_))))
+            .map(|p| p.ofport)
+            .collect()
+    }
 }
 
 /// The peer of `control`'s port `port`, when it is a crossing (module docs). Never blocks.

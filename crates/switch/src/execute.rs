@@ -319,6 +319,23 @@ impl Executor {
                         out.crossed += 1;
                     }
                 }
+                Op::FloodCrossing { all, patches } => {
+                    let patches = actions::ops(patches);
+                    let crossed = |p: u32| patches.iter().any(|op| matches!(op, Op::Patch(c) if c.port == p));
+                    flood_except(cur, in_port, all, &crossed, Tx(tx, ports, flags, crossings), out);
+                    for op in patches.iter() {
+                        let Op::Patch(p) = *op else { continue };
+                        let f = flags.get(p.port);
+                        if p.port == in_port || (!all && f & NO_FLOOD != 0) {
+                            continue;
+                        }
+                        if f & NO_FWD != 0 {
+                            out.no_forward += 1;
+                        } else if !actions::ops(p.ops).is_empty() && crate::crossing::defer(p, cur, crossings) {
+                            out.crossed += 1;
+                        }
+                    }
+                }
                 Op::Clone(id) => {
                     // The bucket runs on its own copy; the scratch buffer is the caller's.
                     let copy = cur.to_vec();
@@ -468,9 +485,14 @@ impl Tx<'_, '_> {
 
 /// `flood` (`all: false`) / `all`: every port but the input port; `flood` leaves out the
 /// `NO_FLOOD` ports, both skip the `NO_FWD` ones (counted).
-fn flood(frame: &[u8], in_port: u32, all: bool, mut tx: Tx, out: &mut Outcome) {
+fn flood(frame: &[u8], in_port: u32, all: bool, tx: Tx, out: &mut Outcome) {
+    flood_except(frame, in_port, all, &|_| false, tx, out);
+}
+
+/// [`flood`] but for the ports `skip` names (the patch ports an [`Op::FloodCrossing`] crosses).
+fn flood_except(frame: &[u8], in_port: u32, all: bool, skip: &dyn Fn(u32) -> bool, mut tx: Tx, out: &mut Outcome) {
     for i in 0..tx.0.len() {
-        if tx.ofport(i) == in_port {
+        if tx.ofport(i) == in_port || skip(tx.ofport(i)) {
             continue;
         }
         let f = tx.flags(i);

@@ -1,8 +1,8 @@
 //! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37). Two ways
-//! across: with ORIG and CCACHE an `output:N` to a patch port crosses inside the translation
-//! ([`rqvs_ofproto::crossing`], run by [`crate::crossing`]: one megaflow, the peer's ops run
-//! on the peer's ports by the same PMD thread); what the translation does not cross (`NORMAL`,
-//! `flood`, `all`, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
+//! across: with ORIG and CCACHE an `output:N`, a group bucket, `flood` or `all` reaching a
+//! patch port crosses inside the translation ([`rqvs_ofproto::crossing`], run by
+//! [`crate::crossing`]: one megaflow, the peer's ops run on the peer's ports by the same PMD
+//! thread); what the translation does not cross (`NORMAL`, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
 //! frame sent on one end is received on the other, by the peer's bridge, and classified there;
 //! a frame crosses at most [`MAX_CROSSINGS`] patch ports either way: [`crate::crossing`], *Loops*).
 //! This module is what the unixctl socket shows of a crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
@@ -143,7 +143,7 @@ impl Control {
             for op in ops {
                 match op {
                     Op::Output(p) => add(p, &mut out),
-                    Op::Flood | Op::All => all.iter().for_each(|&p| add(p, &mut out)),
+                    Op::Flood | Op::All | Op::FloodCrossing { .. } => all.iter().for_each(|&p| add(p, &mut out)),
                     Op::Normal => {
                         let k = &x.final_key;
                         let vlan = if k.vlan_tci & 0x1000 != 0 { k.vlan_tci & 0x0fff } else { 0 };

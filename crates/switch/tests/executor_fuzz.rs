@@ -106,7 +106,20 @@ fn op_lists() -> Vec<Vec<Op>> {
         .map(|n| vec![set(n, 0x1234_5678_9abc_def0_0fed_cba9_8765_4321), Op::Output(2)])
         .collect();
     let clone = rqvs_ofproto::actions::intern(&[Op::PushVlan(0x8100), Op::SetVlanVid(9), Op::Output(3)]);
+    // A flood that crosses port 3 (here, outside the shared PMD threads: the crossing is
+    // dropped and counted; the flood still sends to the other ports).
+    let crossing = rqvs_ofproto::actions::PatchOp {
+        port: 3,
+        from: 0,
+        bridge: rqvs_ofproto::crossing::bridge_id("fuzz-peer"),
+        in_port: 1,
+        ops: rqvs_ofproto::actions::intern(&[Op::SetNwTos(0x20), Op::Output(2)]),
+        rule: rqvs_ofproto::NO_RULE,
+    };
+    let patches = rqvs_ofproto::actions::intern(&[Op::Patch(crossing)]);
     lists.extend([
+        vec![Op::FloodCrossing { all: false, patches }, Op::Output(2)],
+        vec![Op::FloodCrossing { all: true, patches }],
         vec![Op::SetDlSrc([2, 9, 9, 9, 9, 9]), Op::SetDlDst([2, 8, 8, 8, 8, 8]), Op::Output(2), Op::Output(3)],
         vec![Op::SetVlanVid(100), Op::Output(2), Op::StripVlan, Op::Output(3)],
         vec![Op::PushVlan(0x88a8), Op::PushVlan(0x8100), Op::Output(2)],
