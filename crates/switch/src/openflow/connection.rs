@@ -330,12 +330,12 @@ impl Connection {
             }
             // A barrier waiting: read what is there already (a controller streaming on: the
             // next run is recorded while this one is applied); when nothing is, the controller
-            // may be waiting for the reply — wait for the run's answer and answer the barrier at
-            // once. (Not a short read timeout: the kernel rounds one up to a clock tick, 4 ms
+            // may be waiting for the reply (or there is no socket to ask) — wait for the run's
+            // answer and answer the barrier at once. (Not a short read timeout: the kernel rounds one up to a clock tick, 4 ms
             // here, which made `ovs-ofctl add-flows` — a flow-mod and a barrier at a time —
             // ~120 flow-mods a second.)
             let waiting = self.pending.as_ref().is_some_and(|p| !p.barriers.is_empty());
-            if waiting && self.socket.as_ref().is_some_and(|s| !s.readable_now()) {
+            if waiting && !self.socket.as_ref().is_some_and(Socket::readable_now) {
                 if self.settle_pending().is_err() {
                     return;
                 }
