@@ -311,28 +311,15 @@ impl Executor {
                         }
                     }
                 }
-                // An output to a `NO_FWD` patch port is skipped, as any output to it.
-                Op::Patch(p) if flags.get(p.port) & NO_FWD != 0 => out.no_forward += 1,
-                Op::Patch(p) => {
-                    // The peer bridge's loop runs the peer's ops on a copy ([`crate::crossing`]).
-                    if crate::crossing::defer(p, cur, crossings) {
-                        out.crossed += 1;
-                    }
-                }
+                Op::Patch(p) => cross(p, cur, flags, crossings, out),
                 Op::FloodCrossing { all, patches } => {
                     let patches = actions::ops(patches);
                     let crossed = |p: u32| patches.iter().any(|op| matches!(op, Op::Patch(c) if c.port == p));
                     flood_except(cur, in_port, all, &crossed, Tx(tx, ports, flags, crossings), out);
                     for op in patches.iter() {
                         let Op::Patch(p) = *op else { continue };
-                        let f = flags.get(p.port);
-                        if p.port == in_port || (!all && f & NO_FLOOD != 0) {
-                            continue;
-                        }
-                        if f & NO_FWD != 0 {
-                            out.no_forward += 1;
-                        } else if !actions::ops(p.ops).is_empty() && crate::crossing::defer(p, cur, crossings) {
-                            out.crossed += 1;
+                        if p.port != in_port && (all || flags.get(p.port) & NO_FLOOD == 0) {
+                            cross(p, cur, flags, crossings, out);
                         }
                     }
                 }
@@ -505,6 +492,18 @@ fn flood_except(frame: &[u8], in_port: u32, all: bool, skip: &dyn Fn(u32) -> boo
         }
         tx.send(i, frame);
         out.outputs += 1;
+    }
+}
+
+/// A patch crossing ([`Op::Patch`], or one of an [`Op::FloodCrossing`]): skipped when its port
+/// is `NO_FWD`, as any output to it; else the peer bridge's loop runs the peer's ops on a copy
+/// ([`crate::crossing`]). A crossing into a peer that drops (no ops, only in a flood's list)
+/// sends nothing.
+fn cross(p: rqvs_ofproto::actions::PatchOp, frame: &[u8], flags: &Bits, crossings: u8, out: &mut Outcome) {
+    if flags.get(p.port) & NO_FWD != 0 {
+        out.no_forward += 1;
+    } else if !actions::ops(p.ops).is_empty() && crate::crossing::defer(p, frame, crossings) {
+        out.crossed += 1;
     }
 }
 
