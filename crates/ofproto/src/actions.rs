@@ -130,6 +130,16 @@ pub enum Op {
         all: bool,
         patches: ActionsId,
     },
+    /// `NORMAL` on a bridge whose patch ports the translation crossed ([`crate::crossing`]):
+    /// the executor decides it per frame as [`Op::Normal`] (learning, the MAC table, the ports'
+    /// VLANs), and where that sends the frame to a patch port of the interned list `patches`
+    /// (each an [`Op::Patch`], in port order) it crosses instead — when the frame leaves for
+    /// that port with the crossing's `vlan_tci`; otherwise (the ports' VLANs changed since) it
+    /// sends to the patch port, the datapath hop. A crossing whose peer drops the packet is in
+    /// the list with no ops: nothing is sent there.
+    NormalCrossing {
+        patches: ActionsId,
+    },
 }
 
 /// What an [`Op::Patch`] carries.
@@ -149,6 +159,10 @@ pub struct PatchOp {
     /// The peer bridge's rules the packet passed, as one attribution id ([`crate::chain`];
     /// [`crate::NO_RULE`]: none): the peer's flow counters count the crossing packets.
     pub rule: rqvs_flow::RuleId,
+    /// The packet's `vlan_tci` as it crossed (the peer's translation saw this one). A crossing
+    /// of [`Op::NormalCrossing`] is taken only by a frame that leaves with this TCI (`NORMAL`
+    /// retags per port, per packet); the others cross the frame as the ops leave it.
+    pub vlan_tci: u16,
 }
 
 /// What a `controller` op's packet-in says besides the frame. Open vSwitch's datapath carries
@@ -240,6 +254,7 @@ impl Op {
                 | Op::Clone(_)
                 | Op::Patch(_)
                 | Op::FloodCrossing { .. }
+                | Op::NormalCrossing { .. }
                 | Op::TtlExpired(_)
                 | Op::Meter(_)
         )
@@ -305,9 +320,14 @@ impl fmt::Display for Op {
                 }
                 f.write_str(")")
             }
-            // `flood` with its crossings: `flood(patch(br1:2:3),patch(br2:1:drop))`.
-            Op::FloodCrossing { all, patches } => {
-                f.write_str(if *all { "all(" } else { "flood(" })?;
+            // `flood` with its crossings: `flood(patch(br1:2:3),patch(br2:1:drop))`; `NORMAL`'s
+            // so: `NORMAL(patch(br1:2:NORMAL))`.
+            Op::FloodCrossing { patches, .. } | Op::NormalCrossing { patches } => {
+                f.write_str(match self {
+                    Op::FloodCrossing { all: true, .. } => "all(",
+                    Op::FloodCrossing { all: false, .. } => "flood(",
+                    _ => "NORMAL(",
+                })?;
                 for (i, op) in ops(*patches).iter().enumerate() {
                     if i > 0 {
                         f.write_str(",")?;
@@ -324,7 +344,10 @@ impl Op {
     /// The interned list this op runs (a clone's, a crossing's), which a list holding it holds.
     fn inner_list(&self) -> Option<ActionsId> {
         match self {
-            Op::Clone(c) | Op::Patch(PatchOp { ops: c, .. }) | Op::FloodCrossing { patches: c, .. } => Some(*c),
+            Op::Clone(c)
+            | Op::Patch(PatchOp { ops: c, .. })
+            | Op::FloodCrossing { patches: c, .. }
+            | Op::NormalCrossing { patches: c } => Some(*c),
             _ => None,
         }
     }

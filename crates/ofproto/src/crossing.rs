@@ -25,15 +25,38 @@
 //! needs no new translation); a crossing whose peer drops the packet stays in the list, empty,
 //! so the flood skips its port.
 //!
+//! `NORMAL` crosses too ([`Op::NormalCrossing`]; see *NORMAL*).
+//!
 //! Not crossed here, left to the datapath hop of `rqvs_ports::patch` (the frame is received on
-//! the peer port and classified by the peer bridge): `NORMAL` reaching a patch port (rqvs
-//! decides it in the executor, from the MAC table, not in the translation, so its megaflows do
-//! not depend on learned addresses — OVS's translation decides NORMAL);
-//! a peer whose table is not available (see *Locks*);
-//! a peer bridge the switch gives no resolver answer for (CFLOWS bridges: their pipeline is not
-//! the shared table). The switch bounds those hops as this module bounds its crossings: a frame
-//! carries the crossings it has made, both kinds, and is dropped past [`MAX_CROSSINGS`]
-//! (`rqvs_switch::crossing`, *Loops*).
+//! the peer port and classified by the peer bridge): a peer whose table is not available (see
+//! *Locks*); a peer bridge the switch gives no resolver answer for (CFLOWS bridges: their
+//! pipeline is not the shared table); a `NORMAL` crossing deeper than [`MAX_CROSSINGS`]. The
+//! switch bounds those hops as this module bounds its crossings: a frame carries the crossings
+//! it has made, both kinds, and is dropped past [`MAX_CROSSINGS`] (`rqvs_switch::crossing`,
+//! *Loops*).
+//!
+//! # NORMAL
+//!
+//! rqvs decides `NORMAL` in the executor, per frame, from the MAC table (`rqvs_switch::normal`):
+//! its megaflows do not match `dl_dst` and need no revalidation when a station is learned,
+//! moves or ages out (OVS decides it in the translation, and its megaflows do). So the
+//! translation does not know which port a `NORMAL` sends to — but it knows every port it may
+//! send to, and crosses them all, as a `flood` does: for each patch port of the bridge but the
+//! input port that the ports' VLAN settings let the packet leave by
+//! ([`PatchPorts::normal_output`]: with the VLAN TCI it would leave with), the peer's
+//! translation of the packet as it leaves there. The executor decides as before and, where
+//! the decision sends to one of those patch ports with that TCI, runs the crossing instead of
+//! sending; a frame that would leave with another TCI (the ports' VLANs changed since the
+//! translation) takes the hop, so the crossing is exact for every frame the megaflow serves.
+//! The megaflow matches the whole `vlan_tci` (what `NORMAL` does to the tag depends on it)
+//! and the union of the peers' wildcards: more specific than OVS's where a peer examines a
+//! field the packet's destination never reaches, never less exact.
+//!
+//! A `NORMAL` crossing past [`MAX_CROSSINGS`] is not followed, not an error: two bridges
+//! joined by two patch pairs, both `NORMAL`, nest crossings at every level (each bridge's
+//! `NORMAL` crosses the other pair), and the translation of a unicast frame to a local port
+//! must still succeed. The hop the executor makes there (if its decision ever goes there) is
+//! bounded by the datapath's count.
 //!
 //! # Wildcards
 //!
@@ -112,6 +135,15 @@ pub trait PatchPorts: Send + Sync {
     /// The bridge's patch ports, the ones a `flood` or `all` may cross (any order). A port it
     /// cannot tell about now may be left out: a flood then reaches it by the datapath hop.
     fn patch_ports(&self) -> Vec<u32>;
+    /// The `vlan_tci` with which `NORMAL` sends a packet that came in on `in_port` with
+    /// `vlan_tci` out of patch port `port` by the ports' VLAN settings now (`None`: it never
+    /// sends it there). The executor checks the answer on every frame (a crossing of
+    /// [`Op::NormalCrossing`] is taken only with it), so a stale one costs a hop, never a wrong
+    /// crossing. By default every port carries every VLAN, frames unchanged.
+    fn normal_output(&self, in_port: u32, vlan_tci: u16, port: u32) -> Option<u16> {
+        let _ = (in_port, port);
+        Some(vlan_tci)
+    }
 }
 
 /// The switch's answers for one bridge ([`PatchPorts`]).
@@ -235,6 +267,13 @@ impl Walk<'_> {
                 }
                 continue;
             }
+            if let Op::Normal = *op {
+                out.push(self.cross_normal(resolver, key, &k, depth));
+                if self.looped || self.error.is_some() {
+                    return Vec::new();
+                }
+                continue;
+            }
             if let Op::Flood | Op::All = *op {
                 let all = *op == Op::All;
                 let mut ports = resolver.patch_ports();
@@ -248,7 +287,7 @@ impl Walk<'_> {
                     }
                     // Not followed (`None`): left to the flood, which reaches it by the hop.
                     if let Some((peer_ops, rule)) = self.cross(&peer, &k, depth + 1) {
-                        patches.push(patch_op(p, &peer, &peer_ops, rule));
+                        patches.push(patch_op(p, &peer, &peer_ops, rule, k.vlan_tci));
                     }
                     if self.looped || self.error.is_some() {
                         return Vec::new();
@@ -277,12 +316,44 @@ impl Walk<'_> {
             }
             match self.cross(&peer, &k, depth + 1) {
                 Some((peer_ops, _)) if peer_ops.is_empty() => {}
-                Some((peer_ops, rule)) => out.push(patch_op(target.unwrap_or_default(), &peer, &peer_ops, rule)),
+                Some((peer_ops, rule)) => {
+                    out.push(patch_op(target.unwrap_or_default(), &peer, &peer_ops, rule, k.vlan_tci))
+                }
                 // Not followed: the hop (module docs, *Locks*).
                 None => out.push(*op),
             }
         }
         out
+    }
+
+    /// `NORMAL` (of a packet that came in as `key` and is `k` now) with its crossings: the
+    /// peer's translation for every patch port of the bridge but the input port that `NORMAL`
+    /// may send `k` to, with the VLAN it would leave with (module docs, *NORMAL*).
+    fn cross_normal(&mut self, resolver: &Resolver, key: &FlowKey, k: &FlowKey, depth: u32) -> Op {
+        let mut ports = resolver.patch_ports();
+        ports.sort_unstable();
+        let mut patches = Vec::new();
+        for p in ports.into_iter().filter(|&p| p != key.in_port) {
+            let Some(tci) = resolver.normal_output(key.in_port, k.vlan_tci, p) else { continue };
+            let Some(peer) = resolver.peer(p) else { continue };
+            // Deeper than the bound: left to the hop, which the datapath bounds (the unicast
+            // forwarding of this translation must not fail for a loop its flood would meet).
+            if depth + 1 > MAX_CROSSINGS {
+                continue;
+            }
+            if let Some((peer_ops, rule)) = self.cross(&peer, &FlowKey { vlan_tci: tci, ..*k }, depth + 1) {
+                patches.push(patch_op(p, &peer, &peer_ops, rule, tci));
+            }
+            if self.looped || self.error.is_some() {
+                return Op::Normal;
+            }
+        }
+        if patches.is_empty() {
+            return Op::Normal;
+        }
+        // What NORMAL does to the VLAN depends on the packet's tag: one megaflow per tag.
+        self.wc.vlan_tci = u16::MAX;
+        Op::NormalCrossing { patches: actions::intern(&patches) }
     }
 
     /// The peer's ops for the packet `k` crossing into it, and the attribution of the peer's
@@ -316,7 +387,7 @@ impl Walk<'_> {
 }
 
 /// The crossing of patch port `port` into `peer`, whose translation gave `ops` and `rule`.
-fn patch_op(port: u32, peer: &Peer, ops: &[Op], rule: RuleId) -> Op {
+fn patch_op(port: u32, peer: &Peer, ops: &[Op], rule: RuleId, vlan_tci: u16) -> Op {
     Op::Patch(PatchOp {
         port,
         from: peer.from,
@@ -324,6 +395,7 @@ fn patch_op(port: u32, peer: &Peer, ops: &[Op], rule: RuleId) -> Op {
         in_port: peer.port,
         ops: actions::intern(ops),
         rule,
+        vlan_tci,
     })
 }
 
@@ -429,7 +501,8 @@ mod tests {
                     bridge: bridge_id("cross-b"),
                     in_port: 5,
                     ops: want_peer,
-                    rule: rule_at(&b, &FlowKey { in_port: 5, dl_dst: [2, 0, 0, 0, 0, 9], ..tcp(1, 80) })
+                    rule: rule_at(&b, &FlowKey { in_port: 5, dl_dst: [2, 0, 0, 0, 0, 9], ..tcp(1, 80) }),
+                    vlan_tci: 0,
                 })
             ],
             "the peer saw the rewritten dl_dst and the packet's tp_dst"
@@ -469,6 +542,7 @@ mod tests {
                 in_port: 5,
                 ops: actions::intern(ops),
                 rule: rule_at(&b, &FlowKey { in_port: 5, dl_dst, ..tcp(1, 80) }),
+                vlan_tci: 0,
             })
         };
         let rewritten = [2, 0, 0, 0, 0, 9];
@@ -503,6 +577,7 @@ mod tests {
             in_port: 2,
             ops: inner_a,
             rule: rule_at(&a, &tcp(2, 80)),
+            vlan_tci: 0,
         })]);
         assert_eq!(
             v.action.to_ops(),
@@ -513,7 +588,8 @@ mod tests {
                     bridge: bridge_id("back-b"),
                     in_port: 5,
                     ops: inner_b,
-                    rule: rule_at(&b, &tcp(5, 80))
+                    rule: rule_at(&b, &tcp(5, 80)),
+                    vlan_tci: 0,
                 }),
                 Op::Output(3)
             ]
@@ -528,7 +604,15 @@ mod tests {
         // Every other port (not a patch port that crosses) is left to the executor's flood.
         link(&a, vec![(2, &b, "flood-b", 5), (6, &c, "flood-c", 9)]);
         let crossing = |port, bridge: &str, in_port, ops: &[Op], rule| {
-            Op::Patch(PatchOp { port, from: 0, bridge: bridge_id(bridge), in_port, ops: actions::intern(ops), rule })
+            Op::Patch(PatchOp {
+                port,
+                from: 0,
+                bridge: bridge_id(bridge),
+                in_port,
+                ops: actions::intern(ops),
+                rule,
+                vlan_tci: 0,
+            })
         };
         let v = a.classify(&tcp(1, 80));
         let into_b = crossing(2, "flood-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)));
@@ -565,6 +649,91 @@ mod tests {
         // Without the resolver: the plain flood.
         a.set_patch_resolver(None);
         assert_eq!(a.classify(&tcp(1, 80)).action.to_ops(), vec![Op::Flood]);
+    }
+
+    /// [`Links`] whose `NORMAL` leaves port `p` with `out(in_port, tci, p)`.
+    struct Tagging(Links, fn(u32, u16, u32) -> Option<u16>);
+
+    impl PatchPorts for Tagging {
+        fn peer(&self, port: u32) -> Option<Peer> {
+            self.0.peer(port)
+        }
+
+        fn patch_ports(&self) -> Vec<u32> {
+            self.0.patch_ports()
+        }
+
+        fn normal_output(&self, in_port: u32, vlan_tci: u16, port: u32) -> Option<u16> {
+            (self.1)(in_port, vlan_tci, port)
+        }
+    }
+
+    #[test]
+    fn normal_crosses_every_patch_port_it_may_send_to() {
+        let a = table("priority=1,actions=NORMAL\n");
+        let b = table(
+            "priority=9,in_port=5,dl_vlan=10,actions=output:8\n\
+             priority=5,in_port=5,tcp,tp_dst=80,actions=output:7\n\
+             priority=1,in_port=5,actions=NORMAL\n",
+        );
+        let c = table("priority=1,in_port=9,actions=drop\n");
+        link(&a, vec![(2, &b, "normal-b", 5), (6, &c, "normal-c", 9)]);
+        let v = a.classify(&tcp(1, 80));
+        let crossing = |port, bridge: &str, in_port, ops: &[Op], rule, vlan_tci| {
+            Op::Patch(PatchOp {
+                port,
+                from: 0,
+                bridge: bridge_id(bridge),
+                in_port,
+                ops: actions::intern(ops),
+                rule,
+                vlan_tci,
+            })
+        };
+        let into_b = crossing(2, "normal-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)), 0);
+        let into_c = crossing(6, "normal-c", 9, &[], rule_at(&c, &tcp(9, 80)), 0);
+        assert_eq!(v.action.to_ops(), vec![Op::NormalCrossing { patches: actions::intern(&[into_b, into_c]) }]);
+        assert_eq!(v.action.to_string(), "NORMAL(patch(normal-b:5:7),patch(normal-c:9:drop))");
+        // One megaflow over both bridges' wildcards, and the whole tag (NORMAL retags by it).
+        assert_eq!(v.megaflow.mask.tp_dst, u16::MAX);
+        assert_eq!(v.megaflow.mask.vlan_tci, u16::MAX);
+        // b's NORMAL for another port: a crossing whose ops are NORMAL (b has no resolver).
+        assert_eq!(
+            a.classify(&tcp(1, 81)).action.to_string(),
+            "NORMAL(patch(normal-b:5:NORMAL),patch(normal-c:9:drop))"
+        );
+        // From a patch port: never back through it.
+        assert_eq!(a.classify(&tcp(2, 80)).action.to_string(), "NORMAL(patch(normal-c:9:drop))");
+        // The ports' VLANs: port 6 never carries it, port 2 tags it 10 — b sees the tag.
+        let links = vec![(2, Peer { from: 0, bridge: bridge_id("normal-b"), table: b.clone(), port: 5 })];
+        let out: fn(u32, u16, u32) -> Option<u16> = |_, _, p| (p != 6).then_some(0x1000 | 10);
+        a.set_patch_resolver(Some(Arc::new(Tagging(Links(links), out))));
+        let v = a.classify(&tcp(1, 80));
+        let tagged = FlowKey { vlan_tci: 0x1000 | 10, ..tcp(5, 80) };
+        let into_b = crossing(2, "normal-b", 5, &[Op::Output(8)], rule_at(&b, &tagged), 0x1000 | 10);
+        assert_eq!(v.action.to_ops(), vec![Op::NormalCrossing { patches: actions::intern(&[into_b]) }]);
+        // No patch port it may send to: plain NORMAL, the tag left as the rules need it.
+        let none: fn(u32, u16, u32) -> Option<u16> = |_, _, _| None;
+        let links = vec![(2, Peer { from: 0, bridge: bridge_id("normal-b"), table: b.clone(), port: 5 })];
+        a.set_patch_resolver(Some(Arc::new(Tagging(Links(links), none))));
+        let v = a.classify(&tcp(1, 80));
+        assert_eq!(v.action.to_ops(), vec![Op::Normal]);
+        assert_eq!(v.megaflow.mask.vlan_tci, 0);
+    }
+
+    #[test]
+    fn normal_through_a_loop_of_patch_pairs_stops_crossing_at_the_bound() {
+        // a:2 <-> b:5 and a:3 <-> b:6, both NORMAL: each NORMAL crosses the other pair.
+        let a = table("priority=1,actions=NORMAL\n");
+        let b = table("priority=1,actions=NORMAL\n");
+        link(&a, vec![(2, &b, "nloop-b", 5), (3, &b, "nloop-b", 6)]);
+        link(&b, vec![(5, &a, "nloop-a", 2), (6, &a, "nloop-a", 3)]);
+        let x = a.read().xlate_crossing(&tcp(1, 80));
+        assert_eq!(x.error, None, "a loop the flood would meet does not fail the translation");
+        // Two chains (one per pair) of MAX_CROSSINGS crossings each; the last NORMAL plain.
+        let text = a.classify(&tcp(1, 80)).action.to_string();
+        assert_eq!(text.matches("patch(").count(), 2 * MAX_CROSSINGS as usize, "{text}");
+        assert!(text.contains("NORMAL))))"), "{text}");
     }
 
     #[test]

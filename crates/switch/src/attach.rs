@@ -18,6 +18,9 @@
 //! for fast-failover groups); ORIG/CCACHE PMDs revalidate every megaflow against it, which
 //! deletes the megaflows of that `in_port`, and are waited for; then the connections get
 //! PORT_STATUS DELETE. A port attached takes its number out of the removed set the same way.
+//! A patch port attached or removed has every crossing bridge translate its megaflows again
+//! (`crate::crossing::crossings_changed`: what met no crossing may cross now, and the reverse); so
+//! does a port's VLANs changed (a `NORMAL` crossing's tag may be another).
 //!
 //! One change at a time (`port_change`); the link watcher's re-attachment takes the same lock.
 //! Only interface ports (`afpacket`, `afxdp`, `tap` devices) are attached this way.
@@ -85,6 +88,9 @@ impl Control {
             crate::patch::crossed::forget(b, Some(ofport));
         }
         self.port_in_table(ofport, false, state == LinkState::Up);
+        if matches!(spec.port_type, PortType::Patch(_)) {
+            crate::crossing::crossings_changed();
+        }
         crate::log_info!("rqvs switch: port {} ({spec}) attached at index {index}", ofport_name(ofport));
         self.emit(vec![Event::PortAdded(index)]);
         Ok(index)
@@ -101,11 +107,12 @@ impl Control {
             return Err(err(format!("port {}: no such port", ofport_name(ofport))));
         };
         let map = Arc::new(now.without(i));
-        let lock = {
+        let (lock, patch) = {
             let mut info = self.port_info.write().unwrap_or_else(|e| e.into_inner());
+            let patch = crate::patch::spec_of(&info[i]).is_some_and(|s| matches!(s.port_type, PortType::Patch(_)));
             info[i].removed = true;
             info[i].spec = None;
-            info[i].lock.take()
+            (info[i].lock.take(), patch)
         };
         *self.ofports.write().unwrap_or_else(|e| e.into_inner()) = map.clone();
         for inbox in &self.inboxes {
@@ -117,6 +124,9 @@ impl Control {
         self.macs.forget_port(ofport);
         self.port_flags.forget(ofport);
         self.port_in_table(ofport, true, false);
+        if patch {
+            crate::crossing::crossings_changed();
+        }
         crate::log_info!("rqvs switch: port {} ({}) removed", ofport_name(ofport), self.port_name(i));
         self.emit(vec![Event::PortDeleted(i)]);
         Ok(())
@@ -143,7 +153,11 @@ impl Control {
     /// [`Control::add_port`] for its first frames to see them); its learned stations are
     /// forgotten ([`crate::normal::MacTable::set_port_vlan`]).
     pub fn set_port_vlan(&self, ofport: u32, vlan: crate::normal::PortVlan) {
+        let changed = self.macs.port_vlan(ofport) != vlan;
         self.macs.set_port_vlan(ofport, vlan);
+        if changed {
+            crate::crossing::crossings_changed();
+        }
     }
 
     /// Port index `i`'s OpenFlow number, also once it is removed ([`crate::ofports::NONE`] past

@@ -201,9 +201,10 @@ fn relabel_actions(
     tokens
         .into_iter()
         .map(|t| {
-            // `clone(...)`, and a flood's crossings (`flood(...)`, `all(...)`: the flood and
-            // its patch ports' crossings, each shown as an explicit crossing is).
-            let wrapped = ["clone", "flood", "all"].into_iter().find_map(|w| {
+            // `clone(...)`, and a flood's or NORMAL's crossings (`flood(...)`, `all(...)`,
+            // `NORMAL(...)`: the op and its patch ports' crossings, each shown as an explicit
+            // crossing is).
+            let wrapped = ["clone", "flood", "all", "NORMAL"].into_iter().find_map(|w| {
                 t.strip_prefix(w).and_then(|r| r.strip_prefix('(')).and_then(|r| r.strip_suffix(')')).map(|r| (w, r))
             });
             if let Some((w, inner)) = wrapped {
@@ -304,6 +305,8 @@ mod tests {
         let peer = |b: &str, p: u32| (b == "br1").then(|| (p + 4).to_string());
         let line = "in_port=1, actions:flood(patch(br1:2:1),patch(br1:3:mod_nw_tos:32,1))";
         assert_eq!(relabel_flow_across(line, &label, &peer), "in_port=2, actions:flood(5,clone(mod_nw_tos:32,5))");
+        let line = "in_port=1, actions:NORMAL(patch(br1:2:NORMAL),patch(br1:3:drop))";
+        assert_eq!(relabel_flow_across(line, &label, &peer), "in_port=2, actions:NORMAL(clone(NORMAL),drop)");
     }
 
     #[test]

@@ -202,6 +202,22 @@ fn mark_others(name: &str) {
     }
 }
 
+/// A patch port was attached to or removed from a running bridge, or a port's VLANs changed:
+/// every bridge that crosses translates its megaflows again, and is waited for (a `NORMAL`,
+/// `flood` or `output` that met no crossing there may cross now, or the reverse, and a
+/// `NORMAL` crossing's VLAN may be another; until then such a packet takes the hop, which
+/// forwards the same way).
+pub(crate) fn crossings_changed() {
+    let all: Vec<Arc<Control>> = {
+        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().filter_map(|(_, c)| c.upgrade()).collect()
+    };
+    for c in all.into_iter().filter(|c| c.table.patch_resolver().is_some()) {
+        c.table.mark_changed();
+        c.settle_changes();
+    }
+}
+
 /// Bridge `name` is now served by `control`: its table follows patch crossings (module docs).
 pub(crate) fn link(name: &str, control: &Arc<Control>) {
     {
@@ -264,6 +280,13 @@ impl rqvs_ofproto::crossing::PatchPorts for Ports {
             .filter(|p| crate::patch::spec_of(p).is_some_and(|s| matches!(s.port_type, PortType::Patch(_))))
             .map(|p| p.ofport)
             .collect()
+    }
+
+    /// As the executor's `NORMAL` retags for the port ([`crate::normal::PortVlan`]); checked per
+    /// frame there, so an answer made stale by a VLAN change costs a hop, not a wrong crossing.
+    fn normal_output(&self, in_port: u32, vlan_tci: u16, port: u32) -> Option<u16> {
+        let control = self.0.upgrade()?;
+        crate::normal::output_tci(&control.macs.vlans(), in_port, vlan_tci, port)
     }
 }
 

@@ -277,14 +277,13 @@ impl Executor {
                 Op::InPort => send_to(cur, in_port, Tx(tx, ports, flags, crossings), out),
                 Op::Flood => flood(cur, in_port, false, Tx(tx, ports, flags, crossings), out),
                 Op::All => flood(cur, in_port, true, Tx(tx, ports, flags, crossings), out),
-                Op::Normal if self.macs.has_vlans() => {
-                    normal_vlan(&self.macs, &mut self.vlan_buf, cur, in_port, Tx(tx, ports, flags, crossings), out)
+                Op::Normal => {
+                    normal(&self.macs, &mut self.vlan_buf, cur, in_port, &[], Tx(tx, ports, flags, crossings), out)
                 }
-                Op::Normal => match self.macs.forward(cur, in_port) {
-                    Forward::Drop => {}
-                    Forward::Port(p) => send_to(cur, p, Tx(tx, ports, flags, crossings), out),
-                    Forward::Flood => flood(cur, in_port, false, Tx(tx, ports, flags, crossings), out),
-                },
+                Op::NormalCrossing { patches } => {
+                    let patches = actions::ops(patches);
+                    normal(&self.macs, &mut self.vlan_buf, cur, in_port, &patches, Tx(tx, ports, flags, crossings), out)
+                }
                 Op::Controller(c) => {
                     out.to_controller += 1;
                     let reason = match (packet_out, c.table_miss) {
@@ -528,18 +527,60 @@ fn send_to(frame: &[u8], p: u32, mut tx: Tx, out: &mut Outcome) {
     }
 }
 
+/// `NORMAL` ([`crate::normal`]); `patches`: the crossings of an [`Op::NormalCrossing`] (none for
+/// [`Op::Normal`]), taken where the decision sends to their patch ports ([`normal_to`]).
+fn normal(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, patches: &[Op], tx: Tx, out: &mut Outcome) {
+    if macs.has_vlans() {
+        return normal_vlan(macs, buf, frame, in_port, patches, tx, out);
+    }
+    match macs.forward(frame, in_port) {
+        Forward::Drop => {}
+        Forward::Port(p) => normal_to(frame, p, patches, tx, out),
+        Forward::Flood if patches.is_empty() => flood(frame, in_port, false, tx, out),
+        Forward::Flood => {
+            for i in 0..tx.0.len() {
+                let p = tx.ofport(i);
+                if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
+                    normal_to(frame, p, patches, Tx(&mut *tx.0, tx.1, tx.2, tx.3), out);
+                }
+            }
+        }
+    }
+}
+
+/// `NORMAL`'s copy for port `p`: the crossing of `patches` for `p` when the translation made it
+/// for the TCI the frame leaves with, else an output to `p` (a patch port's: the hop).
+fn normal_to(frame: &[u8], p: u32, patches: &[Op], tx: Tx, out: &mut Outcome) {
+    let crossing = patches.iter().find_map(|op| match *op {
+        Op::Patch(c) if c.port == p => Some(c),
+        _ => None,
+    });
+    match crossing {
+        Some(c) if rqvs_flow::frame::vlan_tci_of(frame) == c.vlan_tci => cross(c, frame, tx.2, tx.3, out),
+        _ => send_to(frame, p, tx, out),
+    }
+}
+
 /// `NORMAL` on ports with VLANs ([`crate::normal`]): the frame's VLAN from its input port, then
 /// to each output port that carries it, untagged or tagged as that port says (retagged in
 /// `buf` when it differs from how the frame came in).
-fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, tx: Tx, out: &mut Outcome) {
+fn normal_vlan(
+    macs: &MacTable,
+    buf: &mut Vec<u8>,
+    frame: &[u8],
+    in_port: u32,
+    patches: &[Op],
+    tx: Tx,
+    out: &mut Outcome,
+) {
     let Some(d) = macs.forward_vlan(frame, in_port) else { return };
     let has_tag = frame.get(12..14) == Some(&[0x81, 0x00]);
     let vid = vid_of(frame);
     let vlans = macs.vlans();
     let mut emit = |p: u32, tx: Tx, out: &mut Outcome| match vlans.port(p).output(d.vlan) {
         None => {}
-        Some(None) if !has_tag => send_to(frame, p, tx, out),
-        Some(Some(v)) if vid == Some(v) => send_to(frame, p, tx, out),
+        Some(None) if !has_tag => normal_to(frame, p, patches, tx, out),
+        Some(Some(v)) if vid == Some(v) => normal_to(frame, p, patches, tx, out),
         Some(want) => {
             buf.clear();
             buf.extend_from_slice(frame);
@@ -554,7 +595,7 @@ fn normal_vlan(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, t
                     }
                 }
             }
-            send_to(buf, p, tx, out);
+            normal_to(buf, p, patches, tx, out);
         }
     };
     match d.to {
@@ -612,5 +653,118 @@ mod tests {
         let mut ttl = None;
         assert!(!rewrite(&mut b, &Op::DecTtl, &mut ttl), "hop limit 1: expired, as OVS's dec_ttl");
         assert_eq!(b, before);
+    }
+}
+
+#[cfg(test)]
+mod normal_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::normal::{output_tci, PortVlan};
+    use rqvs_flow::frame::{build_frame, vlan_tci_of};
+    use rqvs_flow::FlowKey;
+    use rqvs_ports::{open_tap, PortConfig};
+
+    type Seen = Vec<Arc<Mutex<Vec<Vec<u8>>>>>;
+
+    /// `n` ports in memory (port p is `tx[p - 1]`) and what each was sent.
+    fn ports(n: usize) -> (Vec<TxQueue>, Seen) {
+        let seen: Seen = (0..n).map(|_| Arc::default()).collect();
+        let tx = seen
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let s = s.clone();
+                let tap: rqvs_ports::FrameTap = Arc::new(move |f: &[u8]| s.lock().unwrap().push(f.to_vec()));
+                let (_, _, mut t) = open_tap(&format!("n{i}"), tap, &PortConfig::default()).split();
+                t.remove(0)
+            })
+            .collect();
+        (tx, seen)
+    }
+
+    fn sent(tx: &mut [TxQueue], seen: &Seen, port: u32) -> Vec<Vec<u8>> {
+        tx.iter_mut().for_each(TxQueue::flush);
+        std::mem::take(&mut *seen[port as usize - 1].lock().unwrap())
+    }
+
+    fn frame(vlan_tci: u16, dst: [u8; 6], src: u8) -> Vec<u8> {
+        let k = FlowKey { vlan_tci, dl_dst: dst, dl_src: [2, 0, 0, 0, 0, src], ..FlowKey::ipv4(1, 2, 17, 3, 4) };
+        build_frame(&k.wire())
+    }
+
+    /// What the translation predicts of NORMAL's tagging ([`output_tci`], which the crossings
+    /// of an [`Op::NormalCrossing`] are made with) is what the executor does, for every port
+    /// mode and tag: a broadcast from each port, every other port's copy read back.
+    #[test]
+    fn normal_tags_each_copy_as_the_translation_predicts() {
+        let modes = vec![
+            PortVlan::All,
+            PortVlan::Access(10),
+            PortVlan::Access(20),
+            PortVlan::Trunk(vec![10, 30]),
+            PortVlan::Native { native: 10, tagged: true, trunks: vec![] },
+            PortVlan::Native { native: 20, tagged: false, trunks: vec![10, 20] },
+        ];
+        let n = modes.len() as u32;
+        let (mut tx, seen) = ports(modes.len());
+        let macs = Arc::new(MacTable::new().with_vlans(modes));
+        let mut exec = Executor::new(macs.clone(), None);
+        let normal = DpAction::of_op_list(&[Op::Normal]);
+        let mut copies = 0;
+        for tci in [0, 0x1000, 0x1000 | 10, 0x1000 | 20, 0x1000 | 30, 0xa000 | 0x1000 | 10, 0x6000 | 0x1000 | 20] {
+            for in_port in 1..=n {
+                exec.execute(&frame(tci, [0xff; 6], in_port as u8), in_port, normal, &mut tx);
+                for p in (1..=n).filter(|&p| p != in_port) {
+                    let got: Vec<u16> = sent(&mut tx, &seen, p).iter().map(|f| vlan_tci_of(f)).collect();
+                    let want = output_tci(&macs.vlans(), in_port, tci, p);
+                    assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "tci {tci:#06x} from {in_port} to {p}");
+                    copies += got.len();
+                }
+                assert!(sent(&mut tx, &seen, in_port).is_empty());
+            }
+        }
+        assert!(copies > 40, "{copies}");
+    }
+
+    /// An [`Op::NormalCrossing`]: where NORMAL sends to a crossed patch port with the TCI the
+    /// crossing was made for, it crosses (no copy on the port); with another TCI, the hop.
+    #[test]
+    fn normal_crosses_where_it_sends_with_the_crossings_tag() {
+        crate::crossing::activate();
+        let (mut tx, seen) = ports(3);
+        let mut exec = Executor::new(Arc::new(MacTable::new()), None);
+        let peer = actions::intern(&[Op::Output(7)]);
+        let crossing = actions::PatchOp {
+            port: 3,
+            from: 0,
+            bridge: rqvs_ofproto::crossing::bridge_id("normal-x"),
+            in_port: 5,
+            ops: peer,
+            rule: rqvs_ofproto::NO_RULE,
+            vlan_tci: 0,
+        };
+        let list = [Op::NormalCrossing { patches: actions::intern(&[Op::Patch(crossing)]) }];
+        let action = DpAction::of_op_list(&list);
+        let _ = crate::crossing::take();
+        // A broadcast: port 2 gets a copy, port 3 is crossed.
+        let out = exec.execute(&frame(0, [0xff; 6], 1), 1, action, &mut tx);
+        assert_eq!((out.outputs, out.crossed), (1, 1));
+        assert_eq!(sent(&mut tx, &seen, 2).len(), 1);
+        assert!(sent(&mut tx, &seen, 3).is_empty());
+        let c = crate::crossing::take();
+        assert_eq!((c.len(), c[0].in_port, c[0].ops, c[0].crossings), (1, 5, peer, 1));
+        // Unicast to a station learned on port 3 (it sent from there): crossed, nothing else.
+        exec.execute(&frame(0, [0xff; 6], 9), 3, DpAction::of_op_list(&[Op::Normal]), &mut tx);
+        let _ = (sent(&mut tx, &seen, 1), sent(&mut tx, &seen, 2));
+        let out = exec.execute(&frame(0, [2, 0, 0, 0, 0, 9], 1), 1, action, &mut tx);
+        assert_eq!((out.outputs, out.crossed), (0, 1));
+        assert_eq!(crate::crossing::take().len(), 1);
+        // A tagged frame leaves with another TCI than the crossing's: sent to port 3 (the hop).
+        let out = exec.execute(&frame(0x1000 | 10, [0xff; 6], 1), 1, action, &mut tx);
+        assert_eq!((out.outputs, out.crossed), (2, 0));
+        assert_eq!(sent(&mut tx, &seen, 3).len(), 1);
+        assert!(crate::crossing::take().is_empty());
     }
 }

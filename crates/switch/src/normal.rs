@@ -185,6 +185,26 @@ impl PortVlans {
     }
 }
 
+/// The `vlan_tci` a frame from `in_port` whose key's `vlan_tci` is `tci` leaves port `port`
+/// with when `NORMAL` sends it there by `vlans` (as the executor tags it), `None` when it never
+/// does (its input port drops it, or `port` does not carry its VLAN).
+pub fn output_tci(vlans: &PortVlans, in_port: u32, tci: u16, port: u32) -> Option<u16> {
+    const CFI: u16 = 0x1000;
+    const PCP: u16 = 0xe000;
+    if vlans.0.is_empty() {
+        return Some(tci);
+    }
+    let tagged = tci & CFI != 0;
+    let vid = Some(tci & 0x0fff).filter(|v| tagged && *v != 0);
+    let vlan = vlans.port(in_port).input(vid)?;
+    Some(match vlans.port(port).output(vlan)? {
+        None => 0,
+        Some(v) if vid == Some(v) => tci,
+        Some(v) if tagged => (tci & PCP) | CFI | v,
+        Some(v) => CFI | v,
+    })
+}
+
 /// `vlans` sorted by ofport, or empty when every one is [`PortVlan::All`].
 fn normalized(mut vlans: Vec<(u32, PortVlan)>) -> Vec<(u32, PortVlan)> {
     vlans.sort_by_key(|v| v.0);

@@ -144,7 +144,7 @@ impl Control {
                 match op {
                     Op::Output(p) => add(p, &mut out),
                     Op::Flood | Op::All | Op::FloodCrossing { .. } => all.iter().for_each(|&p| add(p, &mut out)),
-                    Op::Normal => {
+                    Op::Normal | Op::NormalCrossing { .. } => {
                         let k = &x.final_key;
                         let vlan = if k.vlan_tci & 0x1000 != 0 { k.vlan_tci & 0x0fff } else { 0 };
                         let learned = if k.dl_dst[0] & 1 == 0 { self.macs.lookup(vlan, &k.dl_dst) } else { None };
@@ -406,7 +406,7 @@ pub(crate) mod crossed {
 
         /// A crossing from port `port` of bridge `from` into port `in_port` of bridge `bridge`.
         fn op(from: u16, port: u32, bridge: u16, in_port: u32) -> PatchOp {
-            PatchOp { port, from, bridge, in_port, ops: ActionsId(0), rule: rqvs_ofproto::NO_RULE }
+            PatchOp { port, from, bridge, in_port, ops: ActionsId(0), rule: rqvs_ofproto::NO_RULE, vlan_tci: 0 }
         }
 
         #[test]

@@ -115,11 +115,13 @@ fn op_lists() -> Vec<Vec<Op>> {
         in_port: 1,
         ops: rqvs_ofproto::actions::intern(&[Op::SetNwTos(0x20), Op::Output(2)]),
         rule: rqvs_ofproto::NO_RULE,
+        vlan_tci: 0,
     };
     let patches = rqvs_ofproto::actions::intern(&[Op::Patch(crossing)]);
     lists.extend([
         vec![Op::FloodCrossing { all: false, patches }, Op::Output(2)],
         vec![Op::FloodCrossing { all: true, patches }],
+        vec![Op::NormalCrossing { patches }, Op::Output(2)],
         vec![Op::SetDlSrc([2, 9, 9, 9, 9, 9]), Op::SetDlDst([2, 8, 8, 8, 8, 8]), Op::Output(2), Op::Output(3)],
         vec![Op::SetVlanVid(100), Op::Output(2), Op::StripVlan, Op::Output(3)],
         vec![Op::PushVlan(0x88a8), Op::PushVlan(0x8100), Op::Output(2)],

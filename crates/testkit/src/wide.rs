@@ -58,7 +58,7 @@ pub fn wide_match(ctx: u8, picks: &[(bool, u128, u128, u8)]) -> Match {
         let mask = match (f.maskable, len % 3) {
             (Maskable::No, _) => ones,
             (_, 0) => ones,
-            (_, 1) => ones & !(ones >> (u32::from(len) % f.bits + 1)),
+            (_, 1) => ones & !ones.checked_shr(u32::from(len) % f.bits + 1).unwrap_or(0),
             _ => mask & ones,
         };
         if f.format == Format::Frag {

@@ -55,9 +55,7 @@ pub fn extract_datapath(frame: &[u8], in_port: u32) -> Option<FlowKey> {
         ..FlowKey::default()
     };
     let l2 = L2::of(frame);
-    if let Some(tci) = l2.vlan {
-        key.vlan_tci = u16::from_be_bytes([frame[tci], frame[tci + 1]]) | VLAN_CFI;
-    }
+    key.vlan_tci = l2.vlan_tci(frame);
     let dl_type = l2.dl_type;
     key.dl_type = dl_type;
     let l3 = frame.get(l2.l3..).unwrap_or_default();
@@ -70,6 +68,15 @@ pub fn extract_datapath(frame: &[u8], in_port: u32) -> Option<FlowKey> {
         },
         _ => key,
     })
+}
+
+/// The `vlan_tci` of `frame`'s key ([`extract_datapath`]'s: the tag's TCI with `VLAN_CFI`, 0
+/// when untagged or shorter than an Ethernet header), without the rest of the key.
+pub fn vlan_tci_of(frame: &[u8]) -> u16 {
+    if frame.len() < ETH_HEADER_LEN {
+        return 0;
+    }
+    L2::of(frame).vlan_tci(frame)
 }
 
 /// The Ethernet part of a frame of at least [`ETH_HEADER_LEN`] bytes, walked as OVS's
@@ -88,6 +95,11 @@ pub(crate) struct L2 {
 }
 
 impl L2 {
+    /// The key's `vlan_tci` of the frame this is of.
+    fn vlan_tci(&self, frame: &[u8]) -> u16 {
+        self.vlan.map_or(0, |t| u16::from_be_bytes([frame[t], frame[t + 1]]) | VLAN_CFI)
+    }
+
     pub(crate) fn of(frame: &[u8]) -> L2 {
         let tpid = u16::from_be_bytes([frame[12], frame[13]]);
         let tagged = (tpid == ETH_TYPE_VLAN || tpid == ETH_TYPE_VLAN_8021AD) && frame.len() >= 12 + VLAN_HEADER_LEN + 2;

@@ -90,7 +90,7 @@ mod ipv6;
 mod ipv6_tests;
 mod view;
 
-pub use datapath::extract_datapath;
+pub use datapath::{extract_datapath, vlan_tci_of};
 pub use ipv6::{
     IPPROTO_AH, IPPROTO_DSTOPTS, IPPROTO_FRAGMENT, IPPROTO_HOPOPTS, IPPROTO_NONE, IPPROTO_ROUTING, ND_NEIGHBOR_ADVERT,
     ND_NEIGHBOR_SOLICIT,
