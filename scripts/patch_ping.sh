@@ -5,8 +5,9 @@
 # Measures: a ping flood (ping -f) within one bridge (h1 -> h3 on br0) against one across a patch
 # pair (h1 on br0 -> h2 on br1, br0 and br1 joined by type=patch ports), rqvs switch --ovsdb,
 # three runs each; then the switch's report (each patch end's tx equals its peer's rx).
-# CROSS=1: h1 <-> h2's IPv4 by output:PATCH flows, which ORIG and CCACHE cross inside the
-# translation (one megaflow, no frame through the patch ports) instead of NORMAL's hop.
+# ORIG and CCACHE cross the patch pair inside the translation (one megaflow per direction, no
+# frame through the patch ports) by NORMAL, or with CROSS=1 by output:PATCH flows for h1 <-> h2's
+# IPv4; DESIGN=cflows takes the datapath hop (each bridge classifies, the patch ports receive).
 set -e
 RQVS=$(realpath "${RQVS:-target/release/rqvs}")
 D=$(mktemp -d /tmp/rqvs-patch-XXXX); S=rqvs-ps-$$; H1=rqvs-p1-$$; H2=rqvs-p2-$$; H3=rqvs-p3-$$

@@ -23,9 +23,9 @@
 //!   as a translation's loop does instead of circulating for as long as the queues have room.
 //! - **What this is, against OVS.** OVS (since 1.10) crosses a patch port inside the
 //!   translation: one megaflow carries both bridges' actions. rqvs does too for an `output:N`,
-//!   a group bucket, `flood` and `all` of an ORIG/CCACHE bridge (`rqvs_ofproto::crossing`; no
-//!   frame passes these queues then). What the translation does not cross (`NORMAL`, CFLOWS
-//!   bridges, a peer table being committed to) is a hop through these queues, as OVS's patch
+//!   a group bucket, `flood`, `all` and `NORMAL` of an ORIG/CCACHE bridge
+//!   (`rqvs_ofproto::crossing`; no frame passes these queues then). What the translation does
+//!   not cross (CFLOWS bridges, a peer table being committed to) is a hop through these queues, as OVS's patch
 //!   *vport* did before 1.10: the frame as it leaves the first bridge is received by the
 //!   second, classified by that bridge's own tables and megaflows. The forwarding is the same;
 //!   the megaflows, counters and traces are each bridge's (README, docs/ovs-dropin.md).

@@ -31,8 +31,9 @@
 //! # Loops
 //!
 //! A translation bounds its own crossings ([`rqvs_ofproto::crossing`], *Loops*), but what it
-//! does not cross — `NORMAL` reaching a patch port, every crossing of a CFLOWS bridge, a
-//! crossing whose peer table was being committed to — is a hop: the frame is received again on
+//! does not cross — every crossing of a CFLOWS bridge, a crossing whose peer table was being
+//! committed to, a `NORMAL` crossing deeper than the bound or whose frame leaves with another
+//! VLAN tag than the crossing's — is a hop: the frame is received again on
 //! the peer port, a new packet to the peer's translation. Two bridges joined by two patch pairs, both with `NORMAL`,
 //! would circulate a broadcast for as long as the patch queues have room. So every frame
 //! carries the patch crossings it has made, hops and crossings alike: a patch queue's entry

@@ -1,8 +1,9 @@
 //! Patch ports across the bridges of one process (`rqvs switch --ovsdb`, issue 37). Two ways
-//! across: with ORIG and CCACHE an `output:N`, a group bucket, `flood` or `all` reaching a
-//! patch port crosses inside the translation ([`rqvs_ofproto::crossing`], run by
+//! across: with ORIG and CCACHE an `output:N`, a group bucket, `flood`, `all` or `NORMAL`
+//! reaching a patch port crosses inside the translation ([`rqvs_ofproto::crossing`], run by
 //! [`crate::crossing`]: one megaflow, the peer's ops run on the peer's ports by the same PMD
-//! thread); what the translation does not cross (`NORMAL`, CFLOWS bridges) takes the hop of [`rqvs_ports::patch`] (a
+//! thread); what the translation does not cross (CFLOWS bridges, the fallbacks listed there)
+//! takes the hop of [`rqvs_ports::patch`] (a
 //! frame sent on one end is received on the other, by the peer's bridge, and classified there;
 //! a frame crosses at most [`MAX_CROSSINGS`] patch ports either way: [`crate::crossing`], *Loops*).
 //! This module is what the unixctl socket shows of a crossing — `ofproto/trace BRIDGE FLOW` ([`trace`]) follows the packet into the peer bridge
