@@ -155,7 +155,9 @@ impl Control {
     pub fn set_port_vlan(&self, ofport: u32, vlan: crate::normal::PortVlan) {
         let changed = self.macs.port_vlan(ofport) != vlan;
         self.macs.set_port_vlan(ofport, vlan);
-        if changed {
+        // Only a `NORMAL` crossing out of this bridge (or nested in one into it) depends on its
+        // VLANs, and either needs a patch port here.
+        if changed && !self.patch_ports().is_empty() {
             crate::crossing::crossings_changed();
         }
     }
