@@ -267,35 +267,21 @@ impl Walk<'_> {
                 }
                 continue;
             }
-            if let Op::Normal = *op {
-                out.push(self.cross_normal(resolver, key, &k, depth));
+            if let Op::Normal | Op::Flood | Op::All = *op {
+                let normal = *op == Op::Normal;
+                let patches = self.cross_patch_ports(resolver, key, &k, depth, normal);
                 if self.looped || self.error.is_some() {
                     return Vec::new();
                 }
-                continue;
-            }
-            if let Op::Flood | Op::All = *op {
-                let all = *op == Op::All;
-                let mut ports = resolver.patch_ports();
-                ports.sort_unstable();
-                let mut patches = Vec::new();
-                for p in ports.into_iter().filter(|&p| p != key.in_port) {
-                    let Some(peer) = resolver.peer(p) else { continue };
-                    if depth + 1 > MAX_CROSSINGS {
-                        self.looped = true;
-                        return Vec::new();
+                out.push(match *op {
+                    _ if patches.is_empty() => *op,
+                    Op::Normal => {
+                        // What NORMAL does to the VLAN depends on the packet's tag: one
+                        // megaflow per tag.
+                        self.wc.vlan_tci = u16::MAX;
+                        Op::NormalCrossing { patches: actions::intern(&patches) }
                     }
-                    // Not followed (`None`): left to the flood, which reaches it by the hop.
-                    if let Some((peer_ops, rule)) = self.cross(&peer, &k, depth + 1) {
-                        patches.push(patch_op(p, &peer, &peer_ops, rule, k.vlan_tci));
-                    }
-                    if self.looped || self.error.is_some() {
-                        return Vec::new();
-                    }
-                }
-                out.push(match patches.is_empty() {
-                    true => *op,
-                    false => Op::FloodCrossing { all, patches: actions::intern(&patches) },
+                    _ => Op::FloodCrossing { all: *op == Op::All, patches: actions::intern(&patches) },
                 });
                 continue;
             }
@@ -326,34 +312,49 @@ impl Walk<'_> {
         out
     }
 
-    /// `NORMAL` (of a packet that came in as `key` and is `k` now) with its crossings: the
-    /// peer's translation for every patch port of the bridge but the input port that `NORMAL`
-    /// may send `k` to, with the VLAN it would leave with (module docs, *NORMAL*).
-    fn cross_normal(&mut self, resolver: &Resolver, key: &FlowKey, k: &FlowKey, depth: u32) -> Op {
+    /// The crossings of a `flood`/`all` (`normal` false) or a `NORMAL` (of a packet that came in
+    /// as `key` and is `k` now): for every patch port of the bridge but the input port, the
+    /// peer's translation of the packet as it leaves there — a `NORMAL` only for the ports it
+    /// may send `k` to, with the VLAN it would leave with (module docs, *NORMAL*). A crossing
+    /// not followed (the peer's table would block) is left out: the op reaches that port by
+    /// the hop. Past [`MAX_CROSSINGS`] a flood is a loop (`looped`, nothing returned); a
+    /// `NORMAL` leaves that port to the hop, which the datapath bounds (the unicast forwarding
+    /// of this translation must not fail for a loop its flood would meet).
+    fn cross_patch_ports(
+        &mut self,
+        resolver: &Resolver,
+        key: &FlowKey,
+        k: &FlowKey,
+        depth: u32,
+        normal: bool,
+    ) -> Vec<Op> {
         let mut ports = resolver.patch_ports();
         ports.sort_unstable();
         let mut patches = Vec::new();
         for p in ports.into_iter().filter(|&p| p != key.in_port) {
-            let Some(tci) = resolver.normal_output(key.in_port, k.vlan_tci, p) else { continue };
+            let tci = match normal {
+                true => match resolver.normal_output(key.in_port, k.vlan_tci, p) {
+                    Some(tci) => tci,
+                    None => continue,
+                },
+                false => k.vlan_tci,
+            };
             let Some(peer) = resolver.peer(p) else { continue };
-            // Deeper than the bound: left to the hop, which the datapath bounds (the unicast
-            // forwarding of this translation must not fail for a loop its flood would meet).
             if depth + 1 > MAX_CROSSINGS {
-                continue;
+                if normal {
+                    continue;
+                }
+                self.looped = true;
+                return Vec::new();
             }
             if let Some((peer_ops, rule)) = self.cross(&peer, &FlowKey { vlan_tci: tci, ..*k }, depth + 1) {
                 patches.push(patch_op(p, &peer, &peer_ops, rule, tci));
             }
             if self.looped || self.error.is_some() {
-                return Op::Normal;
+                return Vec::new();
             }
         }
-        if patches.is_empty() {
-            return Op::Normal;
-        }
-        // What NORMAL does to the VLAN depends on the packet's tag: one megaflow per tag.
-        self.wc.vlan_tci = u16::MAX;
-        Op::NormalCrossing { patches: actions::intern(&patches) }
+        patches
     }
 
     /// The peer's ops for the packet `k` crossing into it, and the attribution of the peer's
@@ -458,6 +459,19 @@ mod tests {
         fn patch_ports(&self) -> Vec<u32> {
             self.0.iter().map(|(p, _)| *p).collect()
         }
+    }
+
+    /// A crossing from bridge 0's `port` into `bridge`'s `in_port` with the peer's `ops`.
+    fn crossing(port: u32, bridge: &str, in_port: u32, ops: &[Op], rule: RuleId, vlan_tci: u16) -> Op {
+        Op::Patch(PatchOp {
+            port,
+            from: 0,
+            bridge: bridge_id(bridge),
+            in_port,
+            ops: actions::intern(ops),
+            rule,
+            vlan_tci,
+        })
     }
 
     /// The attribution of `t`'s rules for `key` (what a crossing into `t` credits).
@@ -603,21 +617,16 @@ mod tests {
         let c = table("priority=1,in_port=9,actions=mod_dl_src:02:00:00:00:00:0c,output:10\n");
         // Every other port (not a patch port that crosses) is left to the executor's flood.
         link(&a, vec![(2, &b, "flood-b", 5), (6, &c, "flood-c", 9)]);
-        let crossing = |port, bridge: &str, in_port, ops: &[Op], rule| {
-            Op::Patch(PatchOp {
-                port,
-                from: 0,
-                bridge: bridge_id(bridge),
-                in_port,
-                ops: actions::intern(ops),
-                rule,
-                vlan_tci: 0,
-            })
-        };
         let v = a.classify(&tcp(1, 80));
-        let into_b = crossing(2, "flood-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)));
-        let into_c =
-            crossing(6, "flood-c", 9, &[Op::SetDlSrc([2, 0, 0, 0, 0, 0xc]), Op::Output(10)], rule_at(&c, &tcp(9, 80)));
+        let into_b = crossing(2, "flood-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)), 0);
+        let into_c = crossing(
+            6,
+            "flood-c",
+            9,
+            &[Op::SetDlSrc([2, 0, 0, 0, 0, 0xc]), Op::Output(10)],
+            rule_at(&c, &tcp(9, 80)),
+            0,
+        );
         assert_eq!(
             v.action.to_ops(),
             vec![Op::FloodCrossing { all: false, patches: actions::intern(&[into_b, into_c]) }]
@@ -630,7 +639,7 @@ mod tests {
         assert_eq!(v.megaflow.mask.tp_dst, u16::MAX);
         // tp_dst 81: b drops it — the crossing stays in the list with no ops (the port is skipped).
         let v = a.classify(&tcp(1, 81));
-        let into_b = crossing(2, "flood-b", 5, &[], rule_at(&b, &tcp(5, 81)));
+        let into_b = crossing(2, "flood-b", 5, &[], rule_at(&b, &tcp(5, 81)), 0);
         assert_eq!(
             v.action.to_ops(),
             vec![Op::FloodCrossing { all: false, patches: actions::intern(&[into_b, into_c]) }]
@@ -679,17 +688,6 @@ mod tests {
         let c = table("priority=1,in_port=9,actions=drop\n");
         link(&a, vec![(2, &b, "normal-b", 5), (6, &c, "normal-c", 9)]);
         let v = a.classify(&tcp(1, 80));
-        let crossing = |port, bridge: &str, in_port, ops: &[Op], rule, vlan_tci| {
-            Op::Patch(PatchOp {
-                port,
-                from: 0,
-                bridge: bridge_id(bridge),
-                in_port,
-                ops: actions::intern(ops),
-                rule,
-                vlan_tci,
-            })
-        };
         let into_b = crossing(2, "normal-b", 5, &[Op::Output(7)], rule_at(&b, &tcp(5, 80)), 0);
         let into_c = crossing(6, "normal-c", 9, &[], rule_at(&c, &tcp(9, 80)), 0);
         assert_eq!(v.action.to_ops(), vec![Op::NormalCrossing { patches: actions::intern(&[into_b, into_c]) }]);

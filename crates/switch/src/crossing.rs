@@ -191,14 +191,20 @@ fn crosses(design: DesignKind) -> bool {
     matches!(design, DesignKind::Orig | DesignKind::Ccache)
 }
 
+/// The running bridges whose tables cross, but bridge `except`.
+fn crossing_bridges(except: &str) -> Vec<Arc<Control>> {
+    let running: Vec<Arc<Control>> = {
+        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().filter(|(n, _)| n != except).filter_map(|(_, c)| c.upgrade()).collect()
+    };
+    // The registry's lock is not held while a table's is taken (module docs, *Resolver*).
+    running.into_iter().filter(|c| c.table.patch_resolver().is_some()).collect()
+}
+
 /// Every other running bridge's crossings are translated again: a bridge started (its new
 /// table has no record of who crossed into the old one) or stopped.
 fn mark_others(name: &str) {
-    let others: Vec<Arc<Control>> = {
-        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-        r.iter().filter(|(n, _)| n != name).filter_map(|(_, c)| c.upgrade()).collect()
-    };
-    for c in others.into_iter().filter(|c| c.table.patch_resolver().is_some()) {
+    for c in crossing_bridges(name) {
         c.table.mark_changed();
     }
 }
@@ -209,11 +215,8 @@ fn mark_others(name: &str) {
 /// `NORMAL` crossing's VLAN may be another; until then such a packet takes the hop, which
 /// forwards the same way).
 pub(crate) fn crossings_changed() {
-    let all: Vec<Arc<Control>> = {
-        let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-        r.iter().filter_map(|(_, c)| c.upgrade()).collect()
-    };
-    for c in all.into_iter().filter(|c| c.table.patch_resolver().is_some()) {
+    // No bridge is named "" (OVS refuses the name): every crossing bridge.
+    for c in crossing_bridges("") {
         c.table.mark_changed();
         c.settle_changes();
     }

@@ -537,13 +537,16 @@ fn normal(macs: &MacTable, buf: &mut Vec<u8>, frame: &[u8], in_port: u32, patche
         Forward::Drop => {}
         Forward::Port(p) => normal_to(frame, p, patches, tx, out),
         Forward::Flood if patches.is_empty() => flood(frame, in_port, false, tx, out),
-        Forward::Flood => {
-            for i in 0..tx.0.len() {
-                let p = tx.ofport(i);
-                if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
-                    normal_to(frame, p, patches, Tx(&mut *tx.0, tx.1, tx.2, tx.3), out);
-                }
-            }
+        Forward::Flood => normal_flood(in_port, tx, out, |p, tx, out| normal_to(frame, p, patches, tx, out)),
+    }
+}
+
+/// `NORMAL`'s flooding: `send` for every port but the input port that is not `NO_FLOOD`.
+fn normal_flood(in_port: u32, tx: Tx, out: &mut Outcome, mut send: impl FnMut(u32, Tx, &mut Outcome)) {
+    for i in 0..tx.0.len() {
+        let p = tx.ofport(i);
+        if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
+            send(p, Tx(&mut *tx.0, tx.1, tx.2, tx.3), out);
         }
     }
 }
@@ -601,14 +604,7 @@ fn normal_vlan(
     match d.to {
         Forward::Drop => {}
         Forward::Port(p) => emit(p, tx, out),
-        Forward::Flood => {
-            for i in 0..tx.0.len() {
-                let p = tx.ofport(i);
-                if p != in_port && tx.flags(i) & NO_FLOOD == 0 {
-                    emit(p, Tx(&mut *tx.0, tx.1, tx.2, tx.3), out);
-                }
-            }
-        }
+        Forward::Flood => normal_flood(in_port, tx, out, emit),
     }
 }
 
