@@ -1,11 +1,13 @@
 //! `CompactMatch`: a rule's match flattened for fast validation, shared by the classifiers that
-//! check candidates field by field (the reference scan, TupleMerge buckets, and later iSets).
+//! check candidates field by field (the reference scan and TupleMerge buckets).
 //!
 //! The 48-byte entry holds what ClassBench-style rules use — addresses, port ranges and port
 //! masks, protocol, TCP flags, dl_type — tested cheapest and most selective first. A rule that also
 //! matches other fields (in_port, MACs, VLAN, ToS, fragments, TTL, metadata, IPv6, ND, ARP
 //! hardware addresses) keeps its full [`Match`] in an
-//! [`Extras`] slab and the entry holds its index, checked last.
+//! [`Extras`] slab and the entry holds its index, checked last. (NuevoMatchUP's iSet buckets hold
+//! a smaller candidate of their own behind their pre-filter: `nuevomatch/slot.rs`; they share the
+//! slab and the [`Key`] trait.)
 
 use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
@@ -233,19 +235,8 @@ impl CompactMatch {
 
     /// Flattens `m`, storing its full match in `extras` when it uses fields outside the entry.
     pub(crate) fn new(m: &Match, extras: &mut Extras) -> CompactMatch {
-        Self::new_after(m, extras, |_| ())
-    }
-
-    /// [`CompactMatch::new`] for a slot that a pre-filter checks first (NuevoMatchUP's buckets):
-    /// `checked` clears, in a copy of the rule's mask, the bits the pre-filter compares exactly
-    /// (its 32-bit words). When no bit is then left outside the entry, the full match is not
-    /// stored and [`CompactMatch::matches`] checks the entry alone — exact **only** after that
-    /// pre-filter has passed the key.
-    pub(crate) fn new_after(m: &Match, extras: &mut Extras, checked: impl Fn(&mut FlowKey)) -> CompactMatch {
         let (v, k) = (m.value(), m.mask());
-        let mut rest = *k;
-        checked(&mut rest);
-        let extra = if needs_extra(&rest) { extras.add(*m) } else { Self::NO_EXTRA };
+        let extra = if needs_extra(k) { extras.add(*m) } else { Self::NO_EXTRA };
         CompactMatch {
             src_v: v.nw_src,
             src_m: k.nw_src,
@@ -267,13 +258,6 @@ impl CompactMatch {
             proto_m: k.nw_proto,
             extra,
         }
-    }
-
-    /// A match no key satisfies (for slots of removed rules).
-    pub(crate) fn never() -> CompactMatch {
-        let mut m = CompactMatch::new(&Match::ANY, &mut Extras::default());
-        m.src_v = 1; // with src_m = 0: (k & 0) == 1 never holds
-        m
     }
 
     /// The match made of the entry's fields alone (every other field wildcarded); `None` when
@@ -353,7 +337,7 @@ pub(crate) struct Extras {
 }
 
 impl Extras {
-    fn add(&mut self, m: Match) -> u32 {
+    pub(crate) fn add(&mut self, m: Match) -> u32 {
         match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = m;
@@ -366,13 +350,13 @@ impl Extras {
         }
     }
 
-    fn free(&mut self, i: u32) {
+    pub(crate) fn free(&mut self, i: u32) {
         // A freed slot matches nothing until reused (it is never reached: its entry is gone).
         self.free.push(i);
     }
 
     #[inline]
-    fn get(&self, i: u32) -> &Match {
+    pub(crate) fn get(&self, i: u32) -> &Match {
         &self.slots[i as usize]
     }
 
@@ -388,13 +372,11 @@ impl Extras {
         self.slots.len() == self.free.len()
     }
 
-    /// Prefetches the full match `m` will need, if it has one in the slab.
+    /// Prefetches the full match at index `i` of the slab, if there is one (`u32::MAX`: none).
     #[inline(always)]
-    pub(crate) fn prefetch_for(&self, m: &CompactMatch) {
-        if m.extra != CompactMatch::NO_EXTRA {
-            if let Some(slot) = self.slots.get(m.extra as usize) {
-                crate::prefetch::prefetch(slot);
-            }
+    pub(crate) fn prefetch_at(&self, i: u32) {
+        if let Some(slot) = self.slots.get(i as usize) {
+            crate::prefetch::prefetch(slot);
         }
     }
 

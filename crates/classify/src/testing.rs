@@ -253,7 +253,7 @@ fn wide_prefix_case(macs_and_metadata: bool) -> impl Strategy<Value = Case> {
                     _ => 1u128 << ((noise >> 1) % u128::from(bits)),
                 };
                 let all = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
-                let mask = if len == 0 { 0 } else { all & !(all >> len) };
+                let mask = if len == 0 { 0 } else { all & !all.checked_shr(len).unwrap_or(0) };
                 let v = (BASES[b] ^ noise) & all;
                 (v & mask, mask)
             };

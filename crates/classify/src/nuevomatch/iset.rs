@@ -205,6 +205,23 @@ impl Field {
         }
     }
 
+    /// Writes `w` as the field's 32 bits of `k` (the other bits as they are): the inverse of
+    /// [`Field::word`], to make a match back from a pre-filter entry.
+    pub(crate) fn set_word(self, k: &mut FlowKey, w: u32) {
+        match self {
+            Field::NwSrc => k.nw_src = w,
+            Field::NwDst => k.nw_dst = w,
+            Field::TpSrc => k.tp_src = w as u16,
+            Field::TpDst => k.tp_dst = w as u16,
+            Field::NwProto => k.nw_proto = w as u8,
+            wide => {
+                let (member, shift) = wide.window().expect("a window");
+                let window = u128::from(u32::MAX) << shift;
+                member.set(k, (member.get(k) & !window) | (u128::from(w) << shift));
+            }
+        }
+    }
+
     /// The values a match accepts on this field, when they form one interval.
     pub fn interval(self, m: &Match) -> Option<(u32, u32)> {
         let (v, k) = (m.value(), m.mask());

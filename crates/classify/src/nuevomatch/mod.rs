@@ -33,6 +33,7 @@ pub mod iset;
 pub mod live;
 pub mod model_file;
 mod rulemap;
+mod slot;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::classifier::{Classifier, ClassifierError, Remainder};
-use crate::compact::{Candidate, CompactMatch, Extras, Key};
+use crate::compact::{Extras, Key};
 use crate::prefetch::prefetch;
 use crate::stored::StoredRule;
 use crate::TupleMerge;
@@ -48,6 +49,7 @@ use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
 use rqvs_flow::key::NarrowKey;
 use rulemap::{At, Kept, Location, RuleMap};
+use slot::{Slot, WholeSlot};
 
 /// Builds a range index over sorted disjoint ranges.
 pub type IndexBuilder = fn(&[(u32, u32)]) -> Result<Box<dyn RangeIndex>, String>;
@@ -217,10 +219,10 @@ struct ISet {
     /// slots (removed rules, padding), a multiple of [`LANES`] long and starting at one. A bucket
     /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead).
     spans: Vec<(u32, u32)>,
-    cands: Vec<Lined>,
-    /// Parallel to `cands`: the check made before touching a 64-byte candidate. A candidate's
-    /// compact match leaves out what this checks exactly (`CompactMatch::new_after`), so a
-    /// candidate is valid only for a key the pre-filter passed.
+    cands: Vec<Slot>,
+    /// Parallel to `cands`: the check made before touching a 32-byte candidate. A candidate
+    /// leaves out what this checks exactly ([`slot`]), so it is valid only for a key the
+    /// pre-filter passed.
     pre: Prefilter,
     /// Parallel to `cands`: each slot's winner rank ([`rank`]), eight to a cache line, for the
     /// binary searches of updates (a removed rule's slot keeps its rank; padding ranks last).
@@ -245,15 +247,9 @@ impl ISet {
         (self.pf[0].value_of(k), self.pf[1].value_of(k))
     }
 
-    /// A rule's pre-filter entry and its candidate (whose compact match relies on the entry).
-    fn slot(pf: [Field; 2], rule: &Rule, extras: &mut Extras) -> ([u32; 4], Candidate) {
-        let (v, k) = (rule.matches.value(), rule.matches.mask());
-        let entry = [pf[0].word(v), pf[0].word(k), pf[1].word(v), pf[1].word(k)];
-        let m = CompactMatch::new_after(&rule.matches, extras, |mask| {
-            pf[0].clear(mask);
-            pf[1].clear(mask);
-        });
-        (entry, Candidate { priority: rule.priority, id: rule.id, m })
+    /// Slot `j` with what gives its rule back (its pre-filter entry and words).
+    fn whole_slot(&self, j: usize) -> WholeSlot {
+        WholeSlot { slot: self.cands[j], entry: self.pre.get(j), pf: self.pf }
     }
 
     fn buckets(&self) -> usize {
@@ -280,7 +276,7 @@ impl ISet {
             self.pre.kill(j);
         }
         for _ in to - from..len {
-            self.cands.push(Lined(dead_candidate()));
+            self.cands.push(Slot::dead());
             self.pre.push_dead();
             self.ranks.push(u64::MAX);
         }
@@ -333,50 +329,19 @@ impl ISet {
     }
 }
 
-/// A candidate slot that matches nothing (padding, a removed rule).
-/// An iSet's candidate on a cache line of its own (a 56-byte candidate in a vector aligned to
-/// 16 bytes, as the allocator gives, straddles two lines three times in four).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Lined(Candidate);
-
-impl std::ops::Deref for Lined {
-    type Target = Candidate;
-    #[inline(always)]
-    fn deref(&self) -> &Candidate {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Lined {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut Candidate {
-        &mut self.0
-    }
-}
-
-fn dead_candidate() -> Candidate {
-    Candidate { priority: 0, id: RuleId(u32::MAX), m: CompactMatch::never() }
-}
-
-/// True when `rule` is exactly what its candidate gives back ([`KeptRule::Whole`]).
-fn whole_in(c: &Candidate, rule: &Rule) -> bool {
-    c.holds_whole(rule)
-}
-
 /// A rule as the classifier gives it out without making it whole: its stored form, or the iSet
 /// candidate that holds all of it (a trainer's snapshot, a removed rule).
 #[derive(Clone)]
 pub(crate) enum KeptRule {
     Stored(Arc<StoredRule>),
-    Whole(Candidate),
+    Whole(WholeSlot),
 }
 
 impl KeptRule {
     pub(crate) fn to_rule(&self) -> Rule {
         match self {
             KeptRule::Stored(r) => r.to_rule(),
-            KeptRule::Whole(c) => c.whole_rule().expect("a candidate kept whole has its whole match"),
+            KeptRule::Whole(w) => w.to_rule(),
         }
     }
 }
@@ -521,7 +486,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             // until used, so it costs address space, not memory).
             let slots: usize = plan.buckets.iter().map(|b| b.rules.len().next_multiple_of(LANES)).sum();
             let reserve = if config.insert_slack.is_some() { slots / 4 + 64 * LANES } else { 0 };
-            let mut all: Vec<Lined> = Vec::with_capacity(slots + reserve);
+            let mut all: Vec<Slot> = Vec::with_capacity(slots + reserve);
             let mut pre = Prefilter { groups: Vec::with_capacity((slots + reserve).div_ceil(LANES)), len: 0 };
             let mut ranks: Vec<u64> = Vec::with_capacity(slots + reserve);
             for (b, pb) in plan.buckets.iter().enumerate() {
@@ -532,17 +497,17 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 for &i in &order {
                     let r = &rules[i];
                     located[i] = At::new(Location::ISet { iset: s, bucket: b }).expect("limits checked above");
-                    let (entry, cand) = ISet::slot(pf, r, &mut extras);
-                    whole[i] = whole_in(&cand, r);
+                    let (entry, cand) = Slot::new(pf, r, &mut extras);
+                    whole[i] = cand.holds_whole(entry, pf, r);
                     whole_here += usize::from(whole[i]);
                     pre.push(entry);
                     ranks.push(rank(r.priority, r.id));
-                    all.push(Lined(cand));
+                    all.push(cand);
                 }
                 let pad = (LANES - all.len() % LANES) % LANES;
                 for _ in 0..pad {
                     pre.push_dead();
-                    all.push(Lined(dead_candidate()));
+                    all.push(Slot::dead());
                     ranks.push(u64::MAX);
                 }
                 spans.push((from, all.len() as u32));
@@ -600,7 +565,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             (None, Location::ISet { iset, bucket }) => {
                 let s = &self.isets[iset];
                 let j = s.find_id(bucket, k.id).expect("a rule of the map is live in its bucket");
-                KeptRule::Whole(s.cands[j].0)
+                KeptRule::Whole(s.whole_slot(j))
             }
             (None, Location::Remainder) => unreachable!("a remainder rule keeps its stored form"),
         }
@@ -617,7 +582,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let all = s.whole == s.live;
             for (j, c) in s.cands.iter().enumerate() {
                 if !s.pre.is_dead(j) && (all || self.rules.get(c.id).is_some_and(|k| k.stored.is_none())) {
-                    out.push(KeptRule::Whole(c.0));
+                    out.push(KeptRule::Whole(s.whole_slot(j)));
                 }
             }
         }
@@ -733,7 +698,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 if !self.extras.is_empty() {
                     for j in 0..n {
                         if first[j] != 0 {
-                            self.extras.prefetch_for(&s.cands[spans[j].0 + first[j].trailing_zeros() as usize].m);
+                            self.extras.prefetch_at(s.cands[spans[j].0 + first[j].trailing_zeros() as usize].extra());
                         }
                     }
                 }
@@ -802,12 +767,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
             Location::ISet { iset, bucket } => {
                 let s = &mut self.isets[iset];
                 if let Some(at) = s.find_id(bucket, id) {
-                    gone = gone.or(Some(KeptRule::Whole(s.cands[at].0)));
+                    gone = gone.or(Some(KeptRule::Whole(s.whole_slot(at))));
                     // Marked dead in place, keeping its rank (the span stays sorted): the
                     // bucket's layout and the index stay as they are.
                     s.pre.kill(at);
-                    s.cands[at].m.release(&mut self.extras);
-                    s.cands[at].m = CompactMatch::never();
+                    s.cands[at].release(&mut self.extras);
+                    s.cands[at].kill();
                     s.live -= 1;
                     s.whole -= usize::from(was_whole);
                 }
@@ -858,12 +823,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 (_, Some(e)) => s.shift_up(p, e),
                 (None, None) => unreachable!("a span with room has a dead slot"),
             };
-            let (entry, cand) = ISet::slot(s.pf, rule, &mut self.extras);
-            s.cands[at] = Lined(cand);
+            let (entry, cand) = Slot::new(s.pf, rule, &mut self.extras);
+            s.cands[at] = cand;
             s.pre.set(at, entry);
             s.ranks[at] = key;
             s.live += 1;
-            let whole = whole_in(&cand, rule);
+            let whole = cand.holds_whole(entry, s.pf, rule);
             s.whole += usize::from(whole);
             let at = At::new(Location::ISet { iset: si, bucket: b }).expect("assemble checked the limits");
             return Some((at, whole));
@@ -928,7 +893,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 if best.is_some_and(|(bp, bid)| !rqvs_flow::rule::beats(c.priority, c.id, bp, bid)) {
                     return; // in winner order: nothing further in the bucket beats `best`
                 }
-                if c.m.matches(key, &self.extras) {
+                if c.matches(key, &self.extras) {
                     *best = Some((c.priority, c.id));
                     return;
                 }
@@ -1023,7 +988,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
                 s.spans.capacity() * 8
                     + s.ranks.capacity() * 8
                     + s.pre.memory_bytes()
-                    + s.cands.capacity() * size_of::<Lined>()
+                    + s.cands.capacity() * size_of::<Slot>()
             })
             .sum();
         let mut parts = vec![
@@ -1152,19 +1117,35 @@ mod tests {
         assert!(c.rules.is_empty());
     }
 
+    /// Can rule `r`, in an iSet of `c`, be given back from its slot and pre-filter entry alone? A
+    /// plain rule (`testing::plain`) whose ports are ranges or exact values and whose IPv4
+    /// addresses, if it matches them, are among its iSet's pre-filter words.
+    fn held_whole(c: &NuevoMatchUp, r: &Rule) -> bool {
+        let Some(Location::ISet { iset, .. }) = c.rules.get(r.id).map(|k| k.at.get()) else { return false };
+        let pf = c.isets[iset].pf;
+        let (m, k) = (&r.matches, r.matches.mask());
+        let port = |mask: u16, range: rqvs_flow::PortRange| mask == 0 || (mask == u16::MAX && range.is_any());
+        plain(r)
+            && port(k.tp_src, m.tp_src_range())
+            && port(k.tp_dst, m.tp_dst_range())
+            && (k.nw_src == 0 || pf.contains(&Field::NwSrc))
+            && (k.nw_dst == 0 || pf.contains(&Field::NwDst))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
         /// Every rule comes back bit for bit (`rule`, `rules`, a rebuild from the snapshot,
-        /// `remove`), whether its candidate holds it whole or it keeps a stored form. Fails when
-        /// a rule with an action, cookie or table of its own is taken as whole, when a plain one
-        /// keeps a stored form, or when a rule is made back wrong from its candidate (checked
-        /// by mutation: `whole_in` always true; `KeptRule::to_rule` with a wrong priority).
+        /// `remove`), whether its slot holds it whole or it keeps a stored form. Fails when a rule
+        /// with an action, cookie or table of its own is taken as whole, when a plain one its slot
+        /// can hold (`held_whole`) keeps a stored form, or when a rule is made back wrong from its
+        /// slot (checked by mutation: `Slot::holds_whole` always true; `KeptRule::to_rule` with a
+        /// wrong priority).
         #[test]
         fn rules_come_back_whole(case in testing::arb_case()) {
             let rules = with_varied_rest(&case.rules);
             let mut c = NuevoMatchUp::build_with(&rules, small_buckets(), TupleMerge::build).unwrap();
             let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
-            let plain_in_isets = c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && plain(r))).count();
+            let plain_in_isets = c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && held_whole(&c, r))).count();
             prop_assert_eq!(whole, plain_in_isets, "kept whole: every plain rule in an iSet, and no other");
             prop_assert_eq!(by_id(c.rules()), by_id(rules.clone()));
             for r in &rules {
