@@ -202,7 +202,7 @@ pub(crate) struct WholeSlot {
 }
 
 impl WholeSlot {
-    pub(crate) fn to_rule(&self) -> Rule {
+    pub(crate) fn to_rule(self) -> Rule {
         self.slot.whole_rule(self.entry, self.pf).expect("a slot kept whole gives its rule back")
     }
 }
