@@ -224,9 +224,6 @@ struct ISet {
     /// leaves out what this checks exactly ([`slot`]), so it is valid only for a key the
     /// pre-filter passed.
     pre: Prefilter,
-    /// Parallel to `cands`: each slot's winner rank ([`rank`]), eight to a cache line, for the
-    /// binary searches of updates (a removed rule's slot keeps its rank; padding ranks last).
-    ranks: Vec<u64>,
     live: usize,
     /// Of the live rules, those kept whole in their candidates (no stored form in the rule map):
     /// a trainer's snapshot copies an iSet's live candidates without asking the map when all of
@@ -272,13 +269,11 @@ impl ISet {
             let (c, e) = (self.cands[j], self.pre.get(j));
             self.cands.push(c);
             self.pre.push(e);
-            self.ranks.push(self.ranks[j]);
             self.pre.kill(j);
         }
         for _ in to - from..len {
             self.cands.push(Slot::dead());
             self.pre.push_dead();
-            self.ranks.push(u64::MAX);
         }
         self.spans[b] = (at as u32, (at + len) as u32);
         (at, at + len)
@@ -290,7 +285,6 @@ impl ISet {
             self.cands[j] = self.cands[j + 1];
             let e = self.pre.get(j + 1);
             self.pre.set(j, e);
-            self.ranks[j] = self.ranks[j + 1];
         }
         p - 1
     }
@@ -301,31 +295,32 @@ impl ISet {
             self.cands[j + 1] = self.cands[j];
             let x = self.pre.get(j);
             self.pre.set(j + 1, x);
-            self.ranks[j + 1] = self.ranks[j];
         }
         p
     }
 
-    /// The live slot of rule `id` in bucket `b`: the slot whose rank holds the id (a rank's low
-    /// 32 bits, [`rank`]) and that is not dead (a removed rule's slot keeps its rank). The
-    /// priority is not needed (a rule kept whole in its candidate has it nowhere else); a
-    /// bucket's ranks are a few adjacent lines, fetched together.
+    /// The live slot of rule `id` in bucket `b`: the slot that holds the id and is not dead (a
+    /// removed rule's slot keeps its rank). The priority is not needed; a bucket's slots are a
+    /// few adjacent lines, fetched together.
     fn find_id(&self, b: usize, id: RuleId) -> Option<usize> {
         let (from, to) = self.span(b);
-        for chunk in self.ranks[from..to].chunks(8) {
-            prefetch(&chunk[0]);
-        }
-        (from..to).find(|&j| self.ranks[j] as u32 == id.0 && !self.pre.is_dead(j))
+        self.fetch(from, to);
+        (from..to).find(|&j| self.cands[j].id == id && !self.pre.is_dead(j))
     }
 
-    /// Where rank `key` goes among the slots `from..to` (their ranks are fetched together first:
-    /// a bucket's are a few adjacent lines, so the search waits for memory once).
+    /// Where rank `key` goes among the slots `from..to`, sorted by their rank (a removed rule's
+    /// slot keeps its priority and id, padding ranks last: [`Slot::dead`]); the slots are fetched
+    /// together first, so the search waits for memory once.
     fn position(&self, from: usize, to: usize, key: u64) -> usize {
-        let ranks = &self.ranks[from..to];
-        for chunk in ranks.chunks(8) {
-            prefetch(&chunk[0]);
+        self.fetch(from, to);
+        self.cands[from..to].partition_point(|c| rank(c.priority, c.id) < key)
+    }
+
+    /// Prefetches the slots `from..to` (two to a cache line).
+    fn fetch(&self, from: usize, to: usize) {
+        for pair in self.cands[from..to].chunks(2) {
+            prefetch(&pair[0]);
         }
-        ranks.partition_point(|&r| r < key)
     }
 }
 
@@ -488,7 +483,6 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let reserve = if config.insert_slack.is_some() { slots / 4 + 64 * LANES } else { 0 };
             let mut all: Vec<Slot> = Vec::with_capacity(slots + reserve);
             let mut pre = Prefilter { groups: Vec::with_capacity((slots + reserve).div_ceil(LANES)), len: 0 };
-            let mut ranks: Vec<u64> = Vec::with_capacity(slots + reserve);
             for (b, pb) in plan.buckets.iter().enumerate() {
                 let from = all.len() as u32;
                 order.clear();
@@ -501,14 +495,12 @@ impl<R: Remainder> NuevoMatchUp<R> {
                     whole[i] = cand.holds_whole(entry, pf, r);
                     whole_here += usize::from(whole[i]);
                     pre.push(entry);
-                    ranks.push(rank(r.priority, r.id));
                     all.push(cand);
                 }
                 let pad = (LANES - all.len() % LANES) % LANES;
                 for _ in 0..pad {
                     pre.push_dead();
                     all.push(Slot::dead());
-                    ranks.push(u64::MAX);
                 }
                 spans.push((from, all.len() as u32));
             }
@@ -519,7 +511,6 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 spans,
                 cands: all,
                 pre,
-                ranks,
                 live: plan.rules(),
                 whole: whole_here,
             });
@@ -826,7 +817,6 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let (entry, cand) = Slot::new(s.pf, rule, &mut self.extras);
             s.cands[at] = cand;
             s.pre.set(at, entry);
-            s.ranks[at] = key;
             s.live += 1;
             let whole = cand.holds_whole(entry, s.pf, rule);
             s.whole += usize::from(whole);
@@ -980,13 +970,12 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         // shared with a trainer).
         let rules = size_of::<Self>() + self.rules.memory_bytes();
         let model: usize = self.isets.iter().map(|s| s.index.memory_bytes()).sum();
-        // The buckets: candidates (priority, id, compact match), address pre-filter, ranks, spans.
+        // The buckets: candidates (slots), pre-filter, spans.
         let isets: usize = self
             .isets
             .iter()
             .map(|s| {
                 s.spans.capacity() * 8
-                    + s.ranks.capacity() * 8
                     + s.pre.memory_bytes()
                     + s.cands.capacity() * size_of::<Slot>()
             })
