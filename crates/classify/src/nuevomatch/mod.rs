@@ -10,8 +10,9 @@
 //! candidate is read, a pre-filter compares eight candidates at a time on the iSet's two 32-bit
 //! words ([`iset::prefilter_words`]: the IPv4 addresses on 5-tuple sets, the IPv6/MAC/metadata
 //! windows that tell the bucket's rules apart on wide ones); what it compares exactly the
-//! candidate does not check again, and a rule with nothing else outside the 48-byte compact
-//! match keeps no full match in the side slab.
+//! candidate does not check again: a candidate is a 32-byte [`slot`] (rank, port ranges, protocol,
+//! TCP flags, `dl_type`), two to a cache line, and a rule with nothing else keeps no full match in
+//! the side slab.
 //!
 //! **Updates** (instant policy). A removed rule is taken out of its bucket; the bucket's range and
 //! the index stay as they are (no retraining: a bucket may become empty and still be found). An
@@ -974,11 +975,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         let isets: usize = self
             .isets
             .iter()
-            .map(|s| {
-                s.spans.capacity() * 8
-                    + s.pre.memory_bytes()
-                    + s.cands.capacity() * size_of::<Slot>()
-            })
+            .map(|s| s.spans.capacity() * 8 + s.pre.memory_bytes() + s.cands.capacity() * size_of::<Slot>())
             .sum();
         let mut parts = vec![
             ("rules".to_string(), rules),
@@ -1036,7 +1033,7 @@ mod tests {
 
     /// IPv6 rules whose prefixes end inside the top words: the pre-filter compares both
     /// addresses' top words, and no candidate keeps a full match (nothing is read beyond the
-    /// 64-byte candidate); rules with longer prefixes keep theirs. Every answer as the reference.
+    /// 32-byte slot); rules with longer prefixes keep theirs. Every answer as the reference.
     #[test]
     fn ipv6_prefilter_on_the_top_words() {
         let line = |i: u32, len: u32| {
@@ -1113,7 +1110,9 @@ mod tests {
         let Some(Location::ISet { iset, .. }) = c.rules.get(r.id).map(|k| k.at.get()) else { return false };
         let pf = c.isets[iset].pf;
         let (m, k) = (&r.matches, r.matches.mask());
-        let port = |mask: u16, range: rqvs_flow::PortRange| mask == 0 || (mask == u16::MAX && range.is_any());
+        let port = |mask: u16, range: rqvs_flow::PortRange| {
+            mask == 0 || (range.is_any() && rqvs_flow::prefix::mask_as_range(0, u32::from(mask), 16).is_some())
+        };
         plain(r)
             && port(k.tp_src, m.tp_src_range())
             && port(k.tp_dst, m.tp_dst_range())

@@ -3,9 +3,9 @@
 //! an optional shared pointer), in a hash table keyed by hand (a `HashMap<RuleId, (…)>` would
 //! pad its slot to 24).
 //!
-//! A plain 5-tuple rule (action `drop`, cookie 0, table 0, no field outside the compact match)
-//! held by an iSet keeps no stored rule: its candidate holds every bit of it
-//! ([`crate::compact::CompactMatch::to_match`]), and the rule is made from it when asked for
+//! A plain 5-tuple rule (action `drop`, cookie 0, table 0, nothing its slot and pre-filter entry
+//! do not hold) held by an iSet keeps no stored rule: its slot holds every bit of it
+//! (`slot::Slot::whole_rule`), and the rule is made from it when asked for
 //! (`remove`, `rules`, a trainer's snapshot). Whether a rule may do without is decided by making
 //! it back from its candidate and comparing with the rule itself, never by looking at its fields.
 

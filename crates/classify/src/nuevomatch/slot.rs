@@ -4,10 +4,11 @@
 //! words, value and mask, eight slots at a time: `Prefilter` in `mod.rs`), then — for the first
 //! slot that passes — its candidate, this [`Slot`]. What the pre-filter compares exactly (the IPv4
 //! addresses on 5-tuple sets, IPv6/MAC/metadata windows on wide ones) the slot neither stores nor
-//! checks again, so it holds only the rest of a 5-tuple rule: rank (priority, id), port ranges,
-//! protocol, TCP flags and `dl_type`, and the index of the rule's full match in the side slab
-//! ([`Extras`]) when the rule uses anything else (a port mask that is neither none nor exact, an
-//! address the pre-filter does not hold, in_port, MACs, VLAN, IPv6 beyond the words, …).
+//! checks again, so it holds only the rest of a 5-tuple rule: rank (priority, id), port ranges (a
+//! prefix mask on a port as the range it accepts), protocol, TCP flags and `dl_type`, and the
+//! index of the rule's full match in the side slab ([`Extras`]) when the rule uses anything else
+//! (a port mask that is not a prefix or comes with a range, an address the pre-filter does not
+//! hold, in_port, MACs, VLAN, IPv6 beyond the words, …).
 //!
 //! A slot is therefore valid **only for a key the pre-filter passed**; the one-key and batch scans
 //! in `mod.rs` reach a slot no other way.
@@ -16,14 +17,16 @@
 //! its slot and its pre-filter entry ([`Slot::whole_rule`]); whether a rule may be kept that way is
 //! decided by making it back and comparing ([`Slot::holds_whole`]), never by looking at its fields.
 
+use rqvs_flow::prefix::mask_as_range;
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::iset::Field;
 use crate::compact::{Extras, Key};
 
-/// A rule as an iSet bucket holds it (see the module docs). `exact_ports` says, per port (bit 0
-/// `tp_src`, bit 1 `tp_dst`), that the rule matched it by an exact mask rather than by a range, so
-/// that it is given back in the form it came in.
+/// A rule as an iSet bucket holds it (see the module docs). `masked_ports` says, per port (bit 0
+/// `tp_src`, bit 1 `tp_dst`), that the rule matched it by a prefix mask (an exact value, or an
+/// OpenFlow rule's `tp_dst=0x400/0xfc00`) rather than by a range, so that it is given back in the
+/// form it came in; the slot holds either as the range of values it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, align(32))]
 pub(super) struct Slot {
@@ -39,25 +42,29 @@ pub(super) struct Slot {
     dl_type_m: u16,
     proto_v: u8,
     proto_m: u8,
-    exact_ports: u8,
+    masked_ports: u8,
     extra: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
 const NO_EXTRA: u32 = u32::MAX;
-const EXACT_SRC: u8 = 1;
-const EXACT_DST: u8 = 2;
+const MASKED_SRC: u8 = 1;
+const MASKED_DST: u8 = 2;
 
-/// A port's condition as a range: the rule's range when it has no mask on the port, the one value
-/// when it has an exact mask and no range (OpenFlow's `tp_dst=80`); `None` for any other mask
-/// (kept in the full match).
+/// A port's condition as a range, and whether it came as a mask: the rule's range when it has no
+/// mask on the port; the values a prefix mask accepts when it has no range (OpenFlow's `tp_dst=80`
+/// or `tp_dst=0x400/0xfc00`); `None` for a mask that is not a prefix, or a mask and a range
+/// together (kept in the full match).
 fn port_range(range: PortRange, value: u16, mask: u16) -> Option<(PortRange, bool)> {
-    match mask {
-        0 => Some((range, false)),
-        u16::MAX if range.is_any() => Some((PortRange { lo: value, hi: value }, true)),
-        _ => None,
+    if mask == 0 {
+        return Some((range, false));
     }
+    if !range.is_any() {
+        return None;
+    }
+    let (lo, hi) = mask_as_range(u32::from(value), u32::from(mask), 16)?;
+    Some((PortRange { lo: lo as u16, hi: hi as u16 }, true))
 }
 
 impl Slot {
@@ -87,8 +94,8 @@ impl Slot {
         let extra = if rest != FlowKey::ZERO { extras.add(*m) } else { NO_EXTRA };
         // Without a whole port condition the slot still checks the rule's range (a necessary
         // condition); the full match checks the rest.
-        let (sp, sp_exact) = src.unwrap_or((m.tp_src_range(), false));
-        let (dp, dp_exact) = dst.unwrap_or((m.tp_dst_range(), false));
+        let (sp, sp_masked) = src.unwrap_or((m.tp_src_range(), false));
+        let (dp, dp_masked) = dst.unwrap_or((m.tp_dst_range(), false));
         let slot = Slot {
             priority: rule.priority,
             id: rule.id,
@@ -102,7 +109,7 @@ impl Slot {
             dl_type_m: k.dl_type,
             proto_v: v.nw_proto,
             proto_m: k.nw_proto,
-            exact_ports: if sp_exact { EXACT_SRC } else { 0 } | if dp_exact { EXACT_DST } else { 0 },
+            masked_ports: if sp_masked { MASKED_SRC } else { 0 } | if dp_masked { MASKED_DST } else { 0 },
             extra,
         };
         (entry, slot)
@@ -158,18 +165,20 @@ impl Slot {
         if self.extra != NO_EXTRA || self.sp_lo > self.sp_hi || self.dp_lo > self.dp_hi {
             return None;
         }
-        let (sp_exact, dp_exact) = (self.exact_ports & EXACT_SRC != 0, self.exact_ports & EXACT_DST != 0);
+        let (sp_masked, dp_masked) = (self.masked_ports & MASKED_SRC != 0, self.masked_ports & MASKED_DST != 0);
+        // A prefix's range gives its mask back: the bits where its ends agree.
+        let mask_of = |masked: bool, lo: u16, hi: u16| if masked { !(lo ^ hi) } else { 0 };
         let mut value = FlowKey {
-            tp_src: if sp_exact { self.sp_lo } else { 0 },
-            tp_dst: if dp_exact { self.dp_lo } else { 0 },
+            tp_src: if sp_masked { self.sp_lo } else { 0 },
+            tp_dst: if dp_masked { self.dp_lo } else { 0 },
             dl_type: self.dl_type_v,
             tcp_flags: self.flags_v,
             nw_proto: self.proto_v,
             ..FlowKey::ZERO
         };
         let mut mask = FlowKey {
-            tp_src: if sp_exact { u16::MAX } else { 0 },
-            tp_dst: if dp_exact { u16::MAX } else { 0 },
+            tp_src: mask_of(sp_masked, self.sp_lo, self.sp_hi),
+            tp_dst: mask_of(dp_masked, self.dp_lo, self.dp_hi),
             dl_type: self.dl_type_m,
             tcp_flags: self.flags_m,
             nw_proto: self.proto_m,
@@ -179,9 +188,9 @@ impl Slot {
             f.set_word(&mut value, w[0]);
             f.set_word(&mut mask, w[1]);
         }
-        let range = |exact: bool, lo: u16, hi: u16| if exact { PortRange::ANY } else { PortRange { lo, hi } };
+        let range = |masked: bool, lo: u16, hi: u16| if masked { PortRange::ANY } else { PortRange { lo, hi } };
         let matches =
-            Match::new(value, mask, range(sp_exact, self.sp_lo, self.sp_hi), range(dp_exact, self.dp_lo, self.dp_hi))
+            Match::new(value, mask, range(sp_masked, self.sp_lo, self.sp_hi), range(dp_masked, self.dp_lo, self.dp_hi))
                 .ok()?;
         Some(Rule { id: self.id, priority: self.priority, matches, actions: Actions::drop(), cookie: 0, table: 0 })
     }
@@ -270,7 +279,9 @@ mod tests {
                     prop_assert_eq!(s.holds_whole(e, pf, r), &back == r);
                 }
                 let (m, k) = (&r.matches, r.matches.mask());
-                let port = |mask: u16, range: PortRange| mask == 0 || (mask == u16::MAX && range.is_any());
+                let port = |mask: u16, range: PortRange| {
+                    mask == 0 || (range.is_any() && mask_as_range(0, u32::from(mask), 16).is_some())
+                };
                 if !wide && testing::plain(r) && port(k.tp_src, m.tp_src_range()) && port(k.tp_dst, m.tp_dst_range()) {
                     prop_assert!(s.holds_whole(e, pf, r), "{:?}", r);
                 }
