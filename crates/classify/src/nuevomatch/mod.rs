@@ -10,9 +10,9 @@
 //! candidate is read, a pre-filter compares eight candidates at a time on the iSet's two 32-bit
 //! words ([`iset::prefilter_words`]: the IPv4 addresses on 5-tuple sets, the IPv6/MAC/metadata
 //! windows that tell the bucket's rules apart on wide ones); what it compares exactly the
-//! candidate does not check again: a candidate is a 32-byte [`slot`] (rank, port ranges, protocol,
-//! TCP flags, `dl_type`), two to a cache line, and a rule with nothing else keeps no full match in
-//! the side slab.
+//! candidate does not check again: a candidate is a 32-byte slot (`slot.rs`: rank, port ranges,
+//! protocol, TCP flags, `dl_type`), two to a cache line, and a rule with nothing else keeps no full
+//! match in the side slab.
 //!
 //! **Updates** (instant policy). A removed rule is taken out of its bucket; the bucket's range and
 //! the index stay as they are (no retraining: a bucket may become empty and still be found). An
