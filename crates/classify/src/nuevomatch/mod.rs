@@ -1104,7 +1104,7 @@ mod tests {
     }
 
     /// Can rule `r`, in an iSet of `c`, be given back from its slot and pre-filter entry alone? A
-    /// plain rule (`testing::plain`) whose ports are ranges or exact values and whose IPv4
+    /// plain rule (`testing::plain`) whose ports are ranges or prefixes and whose IPv4
     /// addresses, if it matches them, are among its iSet's pre-filter words.
     fn held_whole(c: &NuevoMatchUp, r: &Rule) -> bool {
         let Some(Location::ISet { iset, .. }) = c.rules.get(r.id).map(|k| k.at.get()) else { return false };
