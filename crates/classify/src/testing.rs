@@ -322,6 +322,16 @@ pub fn plain(r: &Rule) -> bool {
     r.actions == Actions::drop() && r.cookie == 0 && r.table == 0 && five_tuple(&r.matches) == r.matches
 }
 
+/// Does `m` match each port by a range alone or by a prefix mask alone (what a NuevoMatchUP slot
+/// holds as a range)?
+pub fn ports_as_ranges(m: &rqvs_flow::Match) -> bool {
+    let k = m.mask();
+    let port = |mask: u16, range: rqvs_flow::PortRange| {
+        mask == 0 || (range.is_any() && rqvs_flow::prefix::prefix_len(u32::from(mask), 16).is_some())
+    };
+    port(k.tp_src, m.tp_src_range()) && port(k.tp_dst, m.tp_dst_range())
+}
+
 /// The case's rules: half of them on the 5-tuple fields alone, plain or with an action, a
 /// cookie or a table of their own (none of which a candidate holds); the rest as they are.
 pub fn with_varied_rest(rules: &[Rule]) -> Vec<Rule> {

@@ -191,11 +191,11 @@ fn crosses(design: DesignKind) -> bool {
     matches!(design, DesignKind::Orig | DesignKind::Ccache)
 }
 
-/// The running bridges whose tables cross, but bridge `except`.
-fn crossing_bridges(except: &str) -> Vec<Arc<Control>> {
+/// The running bridges whose tables cross, but bridge `except` (when one is named).
+fn crossing_bridges(except: Option<&str>) -> Vec<Arc<Control>> {
     let running: Vec<Arc<Control>> = {
         let r = registry().lock().unwrap_or_else(|e| e.into_inner());
-        r.iter().filter(|(n, _)| n != except).filter_map(|(_, c)| c.upgrade()).collect()
+        r.iter().filter(|(n, _)| Some(n.as_str()) != except).filter_map(|(_, c)| c.upgrade()).collect()
     };
     // The registry's lock is not held while a table's is taken (module docs, *Resolver*).
     running.into_iter().filter(|c| c.table.patch_resolver().is_some()).collect()
@@ -204,7 +204,7 @@ fn crossing_bridges(except: &str) -> Vec<Arc<Control>> {
 /// Every other running bridge's crossings are translated again: a bridge started (its new
 /// table has no record of who crossed into the old one) or stopped.
 fn mark_others(name: &str) {
-    for c in crossing_bridges(name) {
+    for c in crossing_bridges(Some(name)) {
         c.table.mark_changed();
     }
 }
@@ -215,8 +215,7 @@ fn mark_others(name: &str) {
 /// `NORMAL` crossing's VLAN may be another; until then such a packet takes the hop, which
 /// forwards the same way).
 pub(crate) fn crossings_changed() {
-    // No bridge is named "" (OVS refuses the name): every crossing bridge.
-    for c in crossing_bridges("") {
+    for c in crossing_bridges(None) {
         c.table.mark_changed();
         c.settle_changes();
     }

@@ -192,17 +192,7 @@ impl Field {
     /// Clears the field's 32 bits in `k` (a copy of a match's mask: what remains is what the
     /// pre-filter does not check).
     pub(crate) fn clear(self, k: &mut FlowKey) {
-        match self {
-            Field::NwSrc => k.nw_src = 0,
-            Field::NwDst => k.nw_dst = 0,
-            Field::TpSrc => k.tp_src = 0,
-            Field::TpDst => k.tp_dst = 0,
-            Field::NwProto => k.nw_proto = 0,
-            wide => {
-                let (member, shift) = wide.window().expect("a window");
-                member.set(k, member.get(k) & !(u128::from(u32::MAX) << shift));
-            }
-        }
+        self.set_word(k, 0);
     }
 
     /// Writes `w` as the field's 32 bits of `k` (the other bits as they are): the inverse of

@@ -1109,13 +1109,9 @@ mod tests {
     fn held_whole(c: &NuevoMatchUp, r: &Rule) -> bool {
         let Some(Location::ISet { iset, .. }) = c.rules.get(r.id).map(|k| k.at.get()) else { return false };
         let pf = c.isets[iset].pf;
-        let (m, k) = (&r.matches, r.matches.mask());
-        let port = |mask: u16, range: rqvs_flow::PortRange| {
-            mask == 0 || (range.is_any() && rqvs_flow::prefix::mask_as_range(0, u32::from(mask), 16).is_some())
-        };
+        let k = r.matches.mask();
         plain(r)
-            && port(k.tp_src, m.tp_src_range())
-            && port(k.tp_dst, m.tp_dst_range())
+            && testing::ports_as_ranges(&r.matches)
             && (k.nw_src == 0 || pf.contains(&Field::NwSrc))
             && (k.nw_dst == 0 || pf.contains(&Field::NwDst))
     }

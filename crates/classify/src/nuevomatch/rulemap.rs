@@ -138,14 +138,15 @@ impl RuleMap {
     /// Adds `k`; `false` (and the map unchanged) when its id is there already.
     pub(crate) fn insert(&mut self, k: Kept) -> bool {
         debug_assert!(k.at != At::EMPTY, "not a location");
-        if self.contains(k.id) {
-            return false;
-        }
+        let mut at = match self.probe(k.id) {
+            Ok(_) => return false,
+            Err(i) => i,
+        };
         if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
             self.grow();
+            at = self.probe(k.id).expect_err("not in the map");
         }
-        let i = self.probe(k.id).expect_err("checked above");
-        self.slots[i] = k;
+        self.slots[at] = k;
         self.len += 1;
         true
     }

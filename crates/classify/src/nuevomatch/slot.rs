@@ -21,7 +21,7 @@ use rqvs_flow::prefix::mask_as_range;
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::iset::Field;
-use crate::compact::{Extras, Key};
+use crate::compact::{CompactMatch, Extras, Key};
 
 /// A rule as an iSet bucket holds it (see the module docs). `masked_ports` says, per port (bit 0
 /// `tp_src`, bit 1 `tp_dst`), that the rule matched it by a prefix mask (an exact value, or an
@@ -48,7 +48,7 @@ pub(super) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
-const NO_EXTRA: u32 = u32::MAX;
+const NO_EXTRA: u32 = CompactMatch::NO_EXTRA;
 const MASKED_SRC: u8 = 1;
 const MASKED_DST: u8 = 2;
 
@@ -219,7 +219,6 @@ impl WholeSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compact::CompactMatch;
     use crate::testing;
     use proptest::prelude::*;
 
@@ -278,11 +277,7 @@ mod tests {
                 if let Some(back) = s.whole_rule(e, pf) {
                     prop_assert_eq!(s.holds_whole(e, pf, r), &back == r);
                 }
-                let (m, k) = (&r.matches, r.matches.mask());
-                let port = |mask: u16, range: PortRange| {
-                    mask == 0 || (range.is_any() && mask_as_range(0, u32::from(mask), 16).is_some())
-                };
-                if !wide && testing::plain(r) && port(k.tp_src, m.tp_src_range()) && port(k.tp_dst, m.tp_dst_range()) {
+                if !wide && testing::plain(r) && testing::ports_as_ranges(&r.matches) {
                     prop_assert!(s.holds_whole(e, pf, r), "{:?}", r);
                 }
             }
