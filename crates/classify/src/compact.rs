@@ -4,15 +4,16 @@
 //! The 48-byte entry holds what ClassBench-style rules use — addresses, port ranges and port
 //! masks, protocol, TCP flags, dl_type — tested cheapest and most selective first. A rule that also
 //! matches other fields (in_port, MACs, VLAN, ToS, fragments, TTL, metadata, IPv6, ND, ARP
-//! hardware addresses) keeps its full [`Match`] in an
-//! [`Extras`] slab and the entry holds its index, checked last. (NuevoMatchUP's iSet buckets hold
+//! hardware addresses) keeps the words of its match that hold those bits in the [`Extras`] slab
+//! (`extras.rs`) and the entry holds their index, checked last. (NuevoMatchUP's iSet buckets hold
 //! a smaller candidate of their own behind their pre-filter: `nuevomatch/slot.rs`; they share the
 //! slab and the [`Key`] trait.)
 
-use rqvs_flow::key::NarrowKey;
+use rqvs_flow::key::{KeyWords, NarrowKey};
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
 use crate::classifier::{Classifier, Remainder};
+pub(crate) use crate::extras::Extras;
 
 /// A packet's key as the lookups read it: a [`FlowKey`], or a [`NarrowKey`] (the same narrow
 /// fields without the wide ones, for batches of 5-tuple packets). The hot paths of TupleMerge and
@@ -41,8 +42,8 @@ pub(crate) trait Key: Copy {
     fn nd_target(&self) -> u128;
     fn arp_sha(&self) -> [u8; 6];
     fn arp_tha(&self) -> [u8; 6];
-    /// `f` of the whole key (for a full match's check).
-    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T;
+    /// The key packed by [`FlowKey::to_words`] (for the check of a rule's rest in [`Extras`]).
+    fn words(&self) -> KeyWords;
     /// The classifier's `lookup` of a key of this type.
     fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId>;
     /// The remainder's `lookup_beating` of a key of this type.
@@ -142,8 +143,8 @@ impl Key for FlowKey {
     key_fields!();
     wide_fields!(own);
     #[inline(always)]
-    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
-        f(self)
+    fn words(&self) -> KeyWords {
+        self.to_words()
     }
     fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId> {
         c.lookup(key)
@@ -163,8 +164,9 @@ impl Key for NarrowKey {
     key_fields!();
     wide_fields!(zero);
     #[inline(always)]
-    fn with_full<T>(&self, f: impl FnOnce(&FlowKey) -> T) -> T {
-        f(&self.widen())
+    fn words(&self) -> KeyWords {
+        let n = self.to_narrow_words();
+        std::array::from_fn(|i| if i < n.len() { n[i] } else { 0 })
     }
     fn lookup<C: Classifier + ?Sized>(c: &C, key: &Self) -> Option<RuleId> {
         c.lookup_narrow(key)
@@ -233,10 +235,11 @@ pub(crate) struct CompactMatch {
 impl CompactMatch {
     pub(crate) const NO_EXTRA: u32 = u32::MAX;
 
-    /// Flattens `m`, storing its full match in `extras` when it uses fields outside the entry.
+    /// Flattens `m`, storing the rest of it in `extras` when it uses fields outside the entry.
     pub(crate) fn new(m: &Match, extras: &mut Extras) -> CompactMatch {
         let (v, k) = (m.value(), m.mask());
-        let extra = if needs_extra(k) { extras.add(*m) } else { Self::NO_EXTRA };
+        let rest = FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*k };
+        let extra = if rest != FlowKey::ZERO { extras.add(m, &rest) } else { Self::NO_EXTRA };
         CompactMatch {
             src_v: v.nw_src,
             src_m: k.nw_src,
@@ -261,7 +264,7 @@ impl CompactMatch {
     }
 
     /// The match made of the entry's fields alone (every other field wildcarded); `None` when
-    /// the entry has a full match in the side slab. Equal to the match the entry was made from
+    /// the entry has a rest in the side slab. Equal to the match the entry was made from
     /// only when that match used no field outside the entry — callers compare before relying
     /// on it (NuevoMatchUP's rule map keeps no stored rule when they are equal).
     pub(crate) fn to_match(self) -> Option<Match> {
@@ -302,8 +305,7 @@ impl CompactMatch {
     /// Does `k` satisfy the match?
     #[inline(always)]
     pub(crate) fn matches<K: Key>(&self, k: &K, extras: &Extras) -> bool {
-        self.matches_compact(k)
-            && (self.extra == Self::NO_EXTRA || k.with_full(|full| extras.get(self.extra).matches(full)))
+        self.matches_compact(k) && (self.extra == Self::NO_EXTRA || extras.matches(self.extra, &k.words()))
     }
 
     #[inline(always)]
@@ -320,67 +322,5 @@ impl CompactMatch {
             && (dp & self.dp_m) == self.dp_v
             && (k.tcp_flags() & self.flags_m) == self.flags_v
             && (k.dl_type() & self.dl_type_m) == self.dl_type_v
-    }
-}
-
-/// Does a match with this mask use any field outside the compact entry?
-fn needs_extra(mask: &FlowKey) -> bool {
-    let rest = FlowKey { nw_src: 0, nw_dst: 0, tp_src: 0, tp_dst: 0, dl_type: 0, tcp_flags: 0, nw_proto: 0, ..*mask };
-    rest != FlowKey::ZERO
-}
-
-/// Full matches of the rules whose compact entry is not enough, in stable slots.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Extras {
-    slots: Vec<Match>,
-    free: Vec<u32>,
-}
-
-impl Extras {
-    pub(crate) fn add(&mut self, m: Match) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = m;
-                i
-            }
-            None => {
-                self.slots.push(m);
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-
-    pub(crate) fn free(&mut self, i: u32) {
-        // A freed slot matches nothing until reused (it is never reached: its entry is gone).
-        self.free.push(i);
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, i: u32) -> &Match {
-        &self.slots[i as usize]
-    }
-
-    /// Gives back the slab's unused room (after a build: the doubling growth leaves up to half
-    /// of it empty; later inserts grow it again).
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.slots.shrink_to_fit();
-        self.free.shrink_to_fit();
-    }
-
-    /// True when no match is in the slab (nothing to prefetch).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.slots.len() == self.free.len()
-    }
-
-    /// Prefetches the full match at index `i` of the slab, if there is one (`u32::MAX`: none).
-    #[inline(always)]
-    pub(crate) fn prefetch_at(&self, i: u32) {
-        if let Some(slot) = self.slots.get(i as usize) {
-            crate::prefetch::prefetch(slot);
-        }
-    }
-
-    pub(crate) fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Match>() + self.free.capacity() * 4
     }
 }

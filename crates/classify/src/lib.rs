@@ -28,6 +28,7 @@
 
 mod classifier;
 mod compact;
+mod extras;
 pub mod nuevomatch;
 pub mod ofproto;
 pub mod prefetch;

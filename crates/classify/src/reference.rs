@@ -3,7 +3,7 @@
 //! Rules are kept sorted in winner order (priority descending, id ascending), so the first rule
 //! that matches is the winner and the scan stops there. Each rule is flattened into a 48-byte
 //! compact match (`compact.rs`: addresses, port ranges and masks, protocol, TCP flags, dl_type,
-//! tested cheapest-and-most-selective first; other fields are checked on the full match last).
+//! tested cheapest-and-most-selective first; other fields are checked last, on the words of the rule kept in the side slab `Extras`).
 //! `lookup_batch` scans the rules once for the whole batch, testing each rule against every key
 //! still unresolved, which reads the rule array once per batch instead of once per packet — the
 //! difference between memory-bound and cache-bound on 500K-rule sets.

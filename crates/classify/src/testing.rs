@@ -218,7 +218,7 @@ pub fn arb_wide_prefix_case() -> impl Strategy<Value = Case> {
 
 /// [`arb_wide_prefix_case`] with rules on the IPv6 addresses alone (and `dl_type`): two wide
 /// fields, so NuevoMatchUP's two pre-filter words can hold every bit of a rule outside the
-/// compact entry (then no full match is kept — and a pre-filter that checked less than it
+/// compact entry (then no side-slab entry is kept — and a pre-filter that checked less than it
 /// claims would answer wrongly here, prefixes longer than a window included).
 pub fn arb_ipv6_prefix_case() -> impl Strategy<Value = Case> {
     wide_prefix_case(false)

@@ -12,7 +12,7 @@
 //! accepts any rule whose tuple is at least as long on every field: it hashes the rule (and the
 //! packet) on the table's shorter prefixes, so rules with different tuples share one table, and
 //! every candidate found in a bucket is *validated* on all its fields (the compact match of
-//! `compact.rs`, then any other field of the full match).
+//! `compact.rs`, then any other field, on the words of it kept in the side slab `extras.rs`).
 //!
 //! - **Insert**: into the first table, in priority order, that accepts the rule's tuple. When the
 //!   rule's bucket then holds more than the *collision limit* rules (default 10, as the authors'

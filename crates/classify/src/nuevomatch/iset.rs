@@ -330,7 +330,7 @@ pub fn prefilter_words<B: Borrow<Rule>>(rules: &[B], plan: &PlannedISet) -> [Fie
         n
     };
     // Mask bits on field `f` over the sampled members: what a candidate's check leaves to the
-    // pre-filter (when every bit outside the compact entry is in the two words, no full match
+    // pre-filter (when every bit outside the compact entry is in the two words, no rest
     // is read at all).
     let bits = |f: usize| -> u64 { words.iter().flat_map(|b| &b[f]).map(|&(_, m)| u64::from(m.count_ones())).sum() };
     // Ties go to the word holding more mask bits, then to the earlier field (IPv4 first).

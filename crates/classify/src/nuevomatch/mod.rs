@@ -1032,7 +1032,7 @@ mod tests {
     }
 
     /// IPv6 rules whose prefixes end inside the top words: the pre-filter compares both
-    /// addresses' top words, and no candidate keeps a full match (nothing is read beyond the
+    /// addresses' top words, and no candidate keeps a rest in the side slab (nothing is read beyond the
     /// 32-byte slot); rules with longer prefixes keep theirs. Every answer as the reference.
     #[test]
     fn ipv6_prefilter_on_the_top_words() {
@@ -1173,7 +1173,7 @@ mod tests {
 
         /// Rules on the IPv6 addresses alone, prefixes of every length: the pre-filter's two
         /// words hold all a rule matches outside the compact entry whenever its prefixes end
-        /// inside them, and then no full match is read. Fails when the pre-filter checks less
+        /// inside them, and then no side-slab entry is read. Fails when the pre-filter checks less
         /// than the compact entry leaves to it (checked by mutation: clearing a whole address
         /// instead of the window in `Field::clear`, comparing one word twice).
         #[test]

@@ -6,14 +6,14 @@
 //! addresses on 5-tuple sets, IPv6/MAC/metadata windows on wide ones) the slot neither stores nor
 //! checks again, so it holds only the rest of a 5-tuple rule: rank (priority, id), port ranges (a
 //! prefix mask on a port as the range it accepts), protocol, TCP flags and `dl_type`, and the
-//! index of the rule's full match in the side slab ([`Extras`]) when the rule uses anything else
+//! index of the rule's rest in the side slab ([`Extras`]) when the rule uses anything else
 //! (a port mask that is not a prefix or comes with a range, an address the pre-filter does not
 //! hold, in_port, MACs, VLAN, IPv6 beyond the words, …).
 //!
 //! A slot is therefore valid **only for a key the pre-filter passed**; the one-key and batch scans
 //! in `mod.rs` reach a slot no other way.
 //!
-//! A plain rule (action `drop`, cookie 0, table 0, no full match in the slab) is given back from
+//! A plain rule (action `drop`, cookie 0, table 0, no rest in the slab) is given back from
 //! its slot and its pre-filter entry ([`Slot::whole_rule`]); whether a rule may be kept that way is
 //! decided by making it back and comparing ([`Slot::holds_whole`]), never by looking at its fields.
 
@@ -55,7 +55,7 @@ const MASKED_DST: u8 = 2;
 /// A port's condition as a range, and whether it came as a mask: the rule's range when it has no
 /// mask on the port; the values a prefix mask accepts when it has no range (OpenFlow's `tp_dst=80`
 /// or `tp_dst=0x400/0xfc00`); `None` for a mask that is not a prefix, or a mask and a range
-/// together (kept in the full match).
+/// together (checked by the side slab).
 fn port_range(range: PortRange, value: u16, mask: u16) -> Option<(PortRange, bool)> {
     if mask == 0 {
         return Some((range, false));
@@ -70,14 +70,14 @@ fn port_range(range: PortRange, value: u16, mask: u16) -> Option<(PortRange, boo
 impl Slot {
     /// The slot of `rule` in an iSet whose pre-filter compares the words `pf`, and its pre-filter
     /// entry (`[value, mask]` of the first word, then of the second). A rule that uses any bit
-    /// neither the entry nor the slot holds has its full match added to `extras`.
+    /// neither the entry nor the slot holds has the rest of its match (those bits) added to `extras`.
     pub(super) fn new(pf: [Field; 2], rule: &Rule, extras: &mut Extras) -> ([u32; 4], Slot) {
         let m = &rule.matches;
         let (v, k) = (m.value(), m.mask());
         let entry = [pf[0].word(v), pf[0].word(k), pf[1].word(v), pf[1].word(k)];
         let src = port_range(m.tp_src_range(), v.tp_src, k.tp_src);
         let dst = port_range(m.tp_dst_range(), v.tp_dst, k.tp_dst);
-        // What is left for the full match: the mask without the pre-filter's words and the
+        // What is left for the side slab: the mask without the pre-filter's words and the
         // slot's own fields (a port goes only when the slot holds it whole).
         let mut rest = *k;
         pf[0].clear(&mut rest);
@@ -91,9 +91,9 @@ impl Slot {
         if dst.is_some() {
             rest.tp_dst = 0;
         }
-        let extra = if rest != FlowKey::ZERO { extras.add(*m) } else { NO_EXTRA };
+        let extra = if rest != FlowKey::ZERO { extras.add(m, &rest) } else { NO_EXTRA };
         // Without a whole port condition the slot still checks the rule's range (a necessary
-        // condition); the full match checks the rest.
+        // condition); the side slab checks the mask.
         let (sp, sp_masked) = src.unwrap_or((m.tp_src_range(), false));
         let (dp, dp_masked) = dst.unwrap_or((m.tp_dst_range(), false));
         let slot = Slot {
@@ -130,14 +130,14 @@ impl Slot {
         self.extra = NO_EXTRA;
     }
 
-    /// Frees the slot's full match in `extras`, if it has one.
+    /// Frees the slot's rest in `extras`, if it has one.
     pub(super) fn release(&self, extras: &mut Extras) {
         if self.extra != NO_EXTRA {
             extras.free(self.extra);
         }
     }
 
-    /// The index of the slot's full match in the slab ([`Extras::prefetch_at`]).
+    /// The index of the slot's rest in the slab ([`Extras::prefetch_at`]).
     #[inline(always)]
     pub(super) fn extra(&self) -> u32 {
         self.extra
@@ -154,11 +154,11 @@ impl Slot {
             && (k.nw_proto() & self.proto_m) == self.proto_v
             && (k.tcp_flags() & self.flags_m) == self.flags_v
             && (k.dl_type() & self.dl_type_m) == self.dl_type_v
-            && (self.extra == NO_EXTRA || k.with_full(|full| extras.get(self.extra).matches(full)))
+            && (self.extra == NO_EXTRA || extras.matches(self.extra, &k.words()))
     }
 
     /// The rule made of the slot and its pre-filter entry alone (action `drop`, cookie and table
-    /// 0, every other field wildcarded); `None` when the slot has a full match in the slab. Equal
+    /// 0, every other field wildcarded); `None` when the slot has a rest in the slab. Equal
     /// to the rule the slot was made from only when that rule used nothing else — see
     /// [`Slot::holds_whole`].
     pub(super) fn whole_rule(&self, entry: [u32; 4], pf: [Field; 2]) -> Option<Rule> {
@@ -233,7 +233,7 @@ mod tests {
             let pf = if wide { [Field::Ipv6Src0, Field::DlDstLo] } else { [Field::NwSrc, Field::NwDst] };
             let mut extras = Extras::default();
             let mut compact = Extras::default();
-            // Each rule as it is (nearly always with a full match in the slab) and narrowed to
+            // Each rule as it is (nearly always with a rest in the slab) and narrowed to
             // its 5-tuple fields (the slot alone decides).
             let narrowed = case.rules.iter().map(|r| Rule { matches: testing::five_tuple(&r.matches), ..r.clone() });
             let rules: Vec<Rule> = case.rules.iter().cloned().chain(narrowed).collect();
