@@ -96,8 +96,8 @@ pub struct NuevoMatchConfig {
     pub insert_slack: Option<usize>,
 }
 
-/// Default [`NuevoMatchConfig::insert_slack`]: a bucket of `l` = 40 rules may grow to 56 by inserts
-/// (seven groups of `LANES`) before inserts into its range go to the remainder.
+/// Default [`NuevoMatchConfig::insert_slack`]: a bucket of `l` = 8 rules (the default) may grow to
+/// 24 by inserts (three groups of `LANES`) before inserts into its range go to the remainder.
 pub const INSERT_SLACK: usize = 16;
 
 impl Default for NuevoMatchConfig {
@@ -997,14 +997,14 @@ mod tests {
 
     fn small_buckets() -> NuevoMatchConfig {
         NuevoMatchConfig {
-            isets: ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
+            isets: ISetConfig { bucket_size: 2, cluster_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
             ..NuevoMatchConfig::always_learned()
         }
     }
 
     fn one_iset() -> NuevoMatchConfig {
         NuevoMatchConfig {
-            isets: ISetConfig { bucket_size: 40, max_isets: 1, min_coverage: 0.0, wide: true },
+            isets: ISetConfig { bucket_size: 40, cluster_size: 40, max_isets: 1, min_coverage: 0.0, wide: true },
             ..NuevoMatchConfig::always_learned()
         }
     }

@@ -232,7 +232,7 @@ pub fn fuzz_check(payload: &[u8]) {
 /// that mutations start from every part of a real model.
 pub fn fuzz_seeds() -> Vec<Vec<u8>> {
     let cfg = NuevoMatchConfig {
-        isets: super::iset::ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
+        isets: super::iset::ISetConfig { bucket_size: 2, cluster_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
         ..NuevoMatchConfig::always_learned()
     };
     let rule = |i: u32, src: (u32, u32), sport: (u16, u16), proto: Option<u8>| {
@@ -436,7 +436,13 @@ mod tests {
 
     fn cfg() -> NuevoMatchConfig {
         NuevoMatchConfig {
-            isets: super::super::iset::ISetConfig { bucket_size: 2, max_isets: 3, min_coverage: 0.0, wide: true },
+            isets: super::super::iset::ISetConfig {
+                bucket_size: 2,
+                cluster_size: 2,
+                max_isets: 3,
+                min_coverage: 0.0,
+                wide: true,
+            },
             ..NuevoMatchConfig::always_learned()
         }
     }
