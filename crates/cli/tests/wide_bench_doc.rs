@@ -284,3 +284,75 @@ fn the_second_bytes_table_is_its_json() {
         assert_eq!(row[7], format!("{:.0}", part("extras")), "{file} {name}: extras");
     }
 }
+
+/// The fifth pass's tables (docs/wide-key-bench.md, "Fifth pass"): every cell of the wide sets'
+/// runs and of the ClassBench runs against docs/wide-key-bench-xeon-l8/*.json, with no mismatch
+/// in any run, the CPU named, and issue 35's ratio (≥ 1.5×) in every wide run.
+#[test]
+fn the_fifth_pass_tables_are_their_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let table = |header: &str| -> Vec<Vec<String>> {
+        page.lines()
+            .skip_while(|l| !l.starts_with(header))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+            .collect()
+    };
+    let load = |file: &str| -> serde_json::Value {
+        let path = docs().join("wide-key-bench-xeon-l8").join(file);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    };
+    let get = |json: &serde_json::Value, name: &str, k: &str| -> f64 {
+        let cs = json["classifiers"].as_array().unwrap();
+        for c in cs {
+            assert_eq!(c["mismatches"], 0);
+            assert_eq!(c["update_mismatches"], 0);
+        }
+        cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap()
+    };
+    let wide = table("| Xeon set | size | run |");
+    assert_eq!(wide.len(), 15, "{wide:?}");
+    for row in &wide {
+        let set = match row[0].as_str() {
+            "of1" => "of1",
+            "of2" => "of2",
+            "acl1 IPv6" => "acl1v6",
+            other => panic!("a set this test does not know: {other}"),
+        };
+        let file = format!("{set}-{}-{}.json", row[1].to_lowercase(), row[2]);
+        let json = load(&file);
+        assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
+        assert!(json["git_rev"].as_str().unwrap().starts_with("f8ceef6"), "{file}: commit");
+        let ratio = get(&json, "nmu", "mpps") / get(&json, "tm", "mpps");
+        assert_eq!(row[3], format!("{:.2}", get(&json, "tm", "mpps")), "{file}");
+        assert_eq!(row[4], format!("{:.2}", get(&json, "nmu", "mpps")), "{file}");
+        assert_eq!(row[5], format!("{ratio:.2}×"), "{file}");
+        assert_eq!(
+            row[6],
+            format!("{:.2}×", get(&json, "nmu", "mpps_single") / get(&json, "tm", "mpps_single")),
+            "{file}"
+        );
+        let bytes = format!("{:.0} / {:.0}", get(&json, "tm", "bytes_per_rule"), get(&json, "nmu", "bytes_per_rule"));
+        assert_eq!(row[7], bytes, "{file}");
+        let nmu = json["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == "nmu").unwrap();
+        assert_eq!(row[8], format!("{:.1}%", 100.0 * nmu["stats"]["coverage"].as_f64().unwrap()), "{file}");
+        assert!(ratio >= 1.5, "{file}: issue 35's target");
+    }
+    let classbench = table("| ClassBench set | TupleMerge batches Mpps |");
+    assert_eq!(classbench.len(), 7, "{classbench:?}");
+    for row in &classbench {
+        let file = format!("{}.json", row[0]);
+        let json = load(&file);
+        assert_eq!(row[1], format!("{:.2}", get(&json, "tm", "mpps")), "{file}");
+        assert_eq!(row[2], format!("{:.2}", get(&json, "nmu", "mpps")), "{file}");
+        assert_eq!(row[3], format!("{:.2}×", get(&json, "nmu", "mpps") / get(&json, "tm", "mpps")), "{file}");
+        assert_eq!(
+            row[4],
+            format!("{:.2}×", get(&json, "nmu", "mpps_single") / get(&json, "tm", "mpps_single")),
+            "{file}"
+        );
+        let bytes = format!("{:.0} / {:.0}", get(&json, "tm", "bytes_per_rule"), get(&json, "nmu", "bytes_per_rule"));
+        assert_eq!(row[5], bytes, "{file}");
+    }
+}
