@@ -23,8 +23,9 @@ pub(crate) struct Extras {
     /// Entries: a header word (bit `i` set for each key word `i` stored), then `[mask, value]`
     /// for each of those words in increasing order.
     words: Vec<u64>,
-    /// Offsets of freed entries, by their number of key words (index 1..=KEY_WORDS).
-    free: [Vec<u32>; KEY_WORDS + 1],
+    /// Offsets of freed entries, by their number of key words (index 1..=KEY_WORDS; grown on
+    /// the first free of each size, so that an empty slab stays three words).
+    free: Vec<Vec<u32>>,
     /// Entries stored and not freed.
     live: usize,
 }
@@ -41,7 +42,7 @@ impl Extras {
         let entry = std::iter::once(u64::from(map))
             .chain((0..KEY_WORDS).filter(|&w| mask[w] != 0).flat_map(|w| [mask[w], value[w] & mask[w]]));
         self.live += 1;
-        match self.free[n].pop() {
+        match self.free.get_mut(n).and_then(Vec::pop) {
             Some(at) => {
                 let at = at as usize;
                 for (slot, x) in self.words[at..at + 1 + 2 * n].iter_mut().zip(entry) {
@@ -61,6 +62,9 @@ impl Extras {
     pub(crate) fn free(&mut self, i: u32) {
         let n = (self.words[i as usize] as u16).count_ones() as usize;
         // A freed entry is never reached again: the slot or entry that held its index is gone.
+        if self.free.len() <= n {
+            self.free.resize_with(n + 1, Vec::new);
+        }
         self.free[n].push(i);
         self.live -= 1;
     }
@@ -111,7 +115,9 @@ impl Extras {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.words.capacity() * 8 + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
+        self.words.capacity() * 8
+            + self.free.capacity() * std::mem::size_of::<Vec<u32>>()
+            + self.free.iter().map(|f| f.capacity() * 4).sum::<usize>()
     }
 }
 
