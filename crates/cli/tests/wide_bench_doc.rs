@@ -7,25 +7,35 @@ fn docs() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs")
 }
 
+/// The rows of the table of `page` whose header line starts with `header`: each row's cells,
+/// trimmed, with the characters of `strip` (thousands separators, bold marks) taken out.
+fn table(page: &str, header: &str, strip: &[char]) -> Vec<Vec<String>> {
+    page.lines()
+        .skip_while(|l| !l.starts_with(header))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace(strip, "")).collect())
+        .collect()
+}
+
+/// The file name part of a wide set as the tables name it.
+fn wide_set(name: &str) -> &'static str {
+    match name {
+        "of1" => "of1",
+        "of2" => "of2",
+        "acl1 IPv6" => "acl1v6",
+        other => panic!("a set this test does not know: {other}"),
+    }
+}
+
 #[test]
 fn the_wide_bench_table_is_its_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
     let header = "| set | rules | classifier | batches Mpps |";
-    let rows: Vec<Vec<String>> = page
-        .lines()
-        .skip_while(|l| !l.starts_with(header))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
-        .collect();
+    let rows = table(&page, header, &[',', '*']);
     assert_eq!(rows.len(), 6, "{rows:?}");
     for row in &rows {
-        let file = match row[0].as_str() {
-            "of1" => "of1",
-            "of2" => "of2",
-            "acl1 IPv6" => "acl1v6",
-            other => panic!("a set this test does not know: {other}"),
-        };
+        let file = wide_set(&row[0]);
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(docs().join(format!("wide-key-bench-{file}.json"))).unwrap())
                 .unwrap();
@@ -61,21 +71,10 @@ fn the_wide_bench_table_is_its_json() {
 fn the_wide_tuplemerge_table_is_its_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
     let header = "| set | size | rules | classifier | batches Mpps |";
-    let rows: Vec<Vec<String>> = page
-        .lines()
-        .skip_while(|l| !l.starts_with(header))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
-        .collect();
+    let rows = table(&page, header, &[',', '*']);
     assert_eq!(rows.len(), 12, "{rows:?}");
     for row in &rows {
-        let set = match row[0].as_str() {
-            "of1" => "of1",
-            "of2" => "of2",
-            "acl1 IPv6" => "acl1v6",
-            other => panic!("a set this test does not know: {other}"),
-        };
+        let set = wide_set(&row[0]);
         let file = format!("wide-key-bench-tm-{set}-{}.json", row[1].to_lowercase());
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(docs().join(&file)).unwrap()).unwrap();
@@ -92,13 +91,7 @@ fn the_wide_tuplemerge_table_is_its_json() {
 fn the_cflows_orig_table_is_its_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
     let header = "| set | design | one pass, constant rate";
-    let rows: Vec<Vec<String>> = page
-        .lines()
-        .skip_while(|l| !l.starts_with(header))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace(['*'], "")).collect())
-        .collect();
+    let rows = table(&page, header, &['*']);
     assert_eq!(rows.len(), 4, "{rows:?}");
     let load = |kind: &str, set: &str| -> serde_json::Value {
         let file = docs().join(format!("wide-key-bench-{kind}-{set}-100k.json"));
@@ -155,14 +148,6 @@ fn the_cflows_orig_table_is_its_json() {
 #[test]
 fn the_prefilter_tables_are_their_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
-    let table = |header: &str| -> Vec<Vec<String>> {
-        page.lines()
-            .skip_while(|l| !l.starts_with(header))
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
-            .collect()
-    };
     let load = |file: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(docs().join(file)).unwrap()).unwrap()
     };
@@ -173,7 +158,7 @@ fn the_prefilter_tables_are_their_json() {
         "acl1 IPv6" => "acl1v6",
         other => panic!("a set this test does not know: {other}"),
     };
-    let rows = table("| wide set | size | rules | classifier | batches Mpps |");
+    let rows = table(&page, "| wide set | size | rules | classifier | batches Mpps |", &[',', '*']);
     assert_eq!(rows.len(), 12, "{rows:?}");
     for row in &rows {
         let file = format!("wide-key-bench-pf-{}-{}.json", key(&row[0]), row[1].to_lowercase());
@@ -182,7 +167,7 @@ fn the_prefilter_tables_are_their_json() {
         assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
         classifier_row(row, &json, &file, 12);
     }
-    let rows = table("| set | classifier | bytes/rule | rules | tables or isets |");
+    let rows = table(&page, "| set | classifier | bytes/rule | rules | tables or isets |", &[',', '*']);
     assert_eq!(rows.len(), 8, "{rows:?}");
     for row in &rows {
         let file = format!("wide-key-bench-pf-{}-500k.json", key(&row[0]));
@@ -241,13 +226,7 @@ fn classifier_row(row: &[String], json: &serde_json::Value, file: &str, one_key_
 #[test]
 fn the_second_bytes_table_is_its_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
-    let rows: Vec<Vec<String>> = page
-        .lines()
-        .skip_while(|l| !l.starts_with("| set | classifier | B/rule before | B/rule |"))
-        .skip(2)
-        .take_while(|l| l.starts_with('|'))
-        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().replace([',', '*'], "")).collect())
-        .collect();
+    let rows = table(&page, "| set | classifier | B/rule before | B/rule |", &[',', '*']);
     assert_eq!(rows.len(), 8, "{rows:?}");
     for row in &rows {
         let set = match row[0].as_str() {
@@ -291,14 +270,6 @@ fn the_second_bytes_table_is_its_json() {
 #[test]
 fn the_fifth_pass_tables_are_their_json() {
     let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
-    let table = |header: &str| -> Vec<Vec<String>> {
-        page.lines()
-            .skip_while(|l| !l.starts_with(header))
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
-            .collect()
-    };
     let load = |file: &str| -> serde_json::Value {
         let path = docs().join("wide-key-bench-xeon-l8").join(file);
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
@@ -311,15 +282,10 @@ fn the_fifth_pass_tables_are_their_json() {
         }
         cs.iter().find(|c| c["name"] == name).unwrap()[k].as_f64().unwrap()
     };
-    let wide = table("| Xeon set | size | run |");
+    let wide = table(&page, "| Xeon set | size | run |", &[',', '*']);
     assert_eq!(wide.len(), 15, "{wide:?}");
     for row in &wide {
-        let set = match row[0].as_str() {
-            "of1" => "of1",
-            "of2" => "of2",
-            "acl1 IPv6" => "acl1v6",
-            other => panic!("a set this test does not know: {other}"),
-        };
+        let set = wide_set(&row[0]);
         let file = format!("{set}-{}-{}.json", row[1].to_lowercase(), row[2]);
         let json = load(&file);
         assert!(page.contains(json["cpu"].as_str().unwrap()), "{file}: CPU");
@@ -339,7 +305,7 @@ fn the_fifth_pass_tables_are_their_json() {
         assert_eq!(row[8], format!("{:.1}%", 100.0 * nmu["stats"]["coverage"].as_f64().unwrap()), "{file}");
         assert!(ratio >= 1.5, "{file}: issue 35's target");
     }
-    let classbench = table("| ClassBench set | TupleMerge batches Mpps |");
+    let classbench = table(&page, "| ClassBench set | TupleMerge batches Mpps |", &[',', '*']);
     assert_eq!(classbench.len(), 7, "{classbench:?}");
     for row in &classbench {
         let file = format!("{}.json", row[0]);
