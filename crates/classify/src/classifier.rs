@@ -1,9 +1,13 @@
 //! The `Classifier` trait and its concurrency contract.
 
 use std::fmt;
+use std::sync::Arc;
 
 use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Rule, RuleId};
+
+use crate::compact::Candidate;
+use crate::stored::StoredRule;
 
 /// The datapath's unit of work: packets are looked up in batches of this many.
 pub const BATCH: usize = 32;
@@ -161,6 +165,25 @@ pub trait Remainder: Classifier {
         }
     }
 
+    /// The rule `id` as this remainder holds it, handed out without being made whole; `None`
+    /// when it does not hold `id`. The default holds none for anyone: see
+    /// [`Remainder::gives_rules_back`].
+    fn held_rule(&self, _id: RuleId) -> Option<HeldRule> {
+        None
+    }
+
+    /// Every rule this remainder holds, as [`Remainder::held_rule`] gives it, handed to `each`
+    /// in any order (a learned classifier's snapshot for its trainer). The default hands none.
+    fn held_rules(&self, _each: &mut dyn FnMut(HeldRule)) {}
+
+    /// Whether [`Remainder::held_rule`] answers for every rule this remainder holds. A learned
+    /// classifier over such a remainder keeps no stored form of its own for the rules it puts
+    /// there (NuevoMatchUP over TupleMerge: about 100 bytes per remainder rule); over one that
+    /// does not (the default), it keeps one for each.
+    fn gives_rules_back(&self) -> bool {
+        false
+    }
+
     /// [`Remainder::lookup_beating`] of a narrow key (the default widens it).
     fn lookup_beating_narrow(&self, key: &NarrowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.lookup_beating(&key.widen(), floor)
@@ -172,6 +195,35 @@ pub trait Remainder: Classifier {
             if let Some(better) = self.lookup_beating(&k.widen(), *b) {
                 *b = Some(better);
             }
+        }
+    }
+}
+
+/// A rule as a remainder holds it, handed out without being made whole: its stored form shared,
+/// or a copy of the candidate that holds all of it ([`HeldRule::to_rule`] makes it whole).
+#[derive(Clone)]
+pub struct HeldRule(pub(crate) Held);
+
+#[derive(Clone)]
+pub(crate) enum Held {
+    Stored(Arc<StoredRule>),
+    Candidate(Candidate),
+}
+
+impl HeldRule {
+    /// The rule, whole.
+    pub fn to_rule(&self) -> Rule {
+        match &self.0 {
+            Held::Stored(s) => s.to_rule(),
+            Held::Candidate(c) => c.whole_rule().expect("a candidate is handed out only when it holds its rule whole"),
+        }
+    }
+
+    /// The stored form, when the rule is held in one.
+    pub(crate) fn stored(&self) -> Option<&Arc<StoredRule>> {
+        match &self.0 {
+            Held::Stored(s) => Some(s),
+            Held::Candidate(_) => None,
         }
     }
 }

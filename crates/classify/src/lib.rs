@@ -29,6 +29,7 @@
 mod classifier;
 mod compact;
 mod extras;
+mod idmap;
 pub mod nuevomatch;
 pub mod ofproto;
 pub mod prefetch;
@@ -39,7 +40,7 @@ mod testing;
 pub mod tss;
 pub mod tuplemerge;
 
-pub use classifier::{Classifier, ClassifierError, NoRemainder, Remainder, BATCH};
+pub use classifier::{Classifier, ClassifierError, HeldRule, NoRemainder, Remainder, BATCH};
 pub use nuevomatch::NuevoMatchUp;
 pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;

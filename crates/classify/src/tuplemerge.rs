@@ -46,14 +46,16 @@
 //! statistics are updated on lookups.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use hashbrown::HashTable;
 use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
+use crate::classifier::{Classifier, ClassifierError, Held, HeldRule, Remainder, BATCH};
 use crate::compact::{Candidate, CompactMatch, Extras, Key};
+use crate::idmap::{IdIndex, IdMap};
 use crate::stored::StoredRule;
 use rqvs_flow::key::NarrowKey;
 
@@ -284,8 +286,15 @@ type Tail = (u64, Vec<Candidate>);
 struct Table {
     /// Stable id (rules' records refer to it; the table's index changes as the order does).
     id: u32,
-    /// Highest priority held (kept up to date by `TupleMerge::settle`).
+    /// At least the highest priority held: exact while `max_count` > 0 (that many rules have
+    /// it), an upper bound after the last of them went (lookups only skip a table whose bound
+    /// cannot win, so a bound is as safe as the maximum). `TupleMerge::settle` makes it exact
+    /// again once it is worth a scan of the table ([`Table::settle_max`]), as OVS's subtables
+    /// keep `max_priority` and `max_count` instead of a count per priority (16 bytes a rule).
     max_priority: u32,
+    max_count: u32,
+    /// Rules removed since `max_priority` became a bound.
+    stale_removals: u32,
     tuple: Tuple,
     masks: Values,
     /// The classic fields with a non-zero length, and 5 (the wide fingerprint) when the table
@@ -297,7 +306,6 @@ struct Table {
     table: HashTable<Bucket>,
     /// The tails of the buckets with more than one rule.
     tails: HashTable<Tail>,
-    priorities: BTreeMap<u32, u32>,
     rules: usize,
 }
 
@@ -334,13 +342,14 @@ impl Table {
         Table {
             id,
             max_priority: 0,
+            max_count: 0,
+            stale_removals: 0,
             tuple,
             masks,
             active,
             wide,
             table: HashTable::new(),
             tails: HashTable::new(),
-            priorities: BTreeMap::new(),
             rules: 0,
         }
     }
@@ -402,7 +411,13 @@ impl Table {
     /// Adds a candidate to the bucket of hash `hash` ([`Table::hash_of`] its rule); returns the
     /// size of the bucket afterwards.
     fn add(&mut self, hash: u64, c: Candidate) -> usize {
-        *self.priorities.entry(c.priority).or_insert(0) += 1;
+        if self.rules == 0 || c.priority > self.max_priority {
+            (self.max_priority, self.max_count, self.stale_removals) = (c.priority, 1, 0);
+        } else if c.priority == self.max_priority {
+            // A bound no rule has (`max_count` 0) is exact again with this one.
+            self.max_count += 1;
+            self.stale_removals = 0;
+        }
         self.rules += 1;
         let Some(b) = self.table.find_mut(slot(hash), |b| b.id() == hash) else {
             // The hash is the bucket's own (kept: the table grows without the key).
@@ -455,14 +470,37 @@ impl Table {
             }
             c
         };
-        if let Some(n) = self.priorities.get_mut(&c.priority) {
-            *n -= 1;
-            if *n == 0 {
-                self.priorities.remove(&c.priority);
-            }
+        if self.max_count == 0 {
+            self.stale_removals += 1;
+        } else if c.priority == self.max_priority {
+            self.max_count -= 1;
+            self.stale_removals = u32::from(self.max_count == 0);
         }
         self.rules -= 1;
         Some(c)
+    }
+
+    /// Makes `max_priority` exact again when it is a bound and a scan of the table is cheap or
+    /// paid for: the table is small, or an eighth of its rules were removed since (so the scans
+    /// cost O(1) per removal however the rules go, highest first included).
+    fn settle_max(&mut self) {
+        if self.max_count > 0 || self.rules == 0 {
+            return;
+        }
+        if self.rules > 8 && (self.stale_removals as usize) * 8 < self.rules {
+            return;
+        }
+        let (mut max, mut count) = (0, 0);
+        for b in self.table.iter() {
+            for c in self.candidates(b) {
+                if count == 0 || c.priority > max {
+                    (max, count) = (c.priority, 1);
+                } else if c.priority == max {
+                    count += 1;
+                }
+            }
+        }
+        (self.max_priority, self.max_count, self.stale_removals) = (max, count, 0);
     }
 
     /// Looks the key whose table key hashes to `hash` up in this table, improving `best`.
@@ -512,7 +550,7 @@ struct Record {
     hash: u64,
     /// The rule's stored form (its match as the words it uses: [`StoredRule`]); `None` when
     /// its candidate holds all of it.
-    stored: Option<Box<StoredRule>>,
+    stored: Option<Arc<StoredRule>>,
     /// The wide part's index in `TupleMerge::wide_tuples` (0: all zero, every 5-tuple rule).
     wide_tuple: u32,
     /// The rule's table; [`FREE_RECORD`] for a free slot of the slab.
@@ -535,7 +573,7 @@ pub struct TupleMerge {
     position: Vec<u32>,
     free_ids: Vec<u32>,
     /// Rule id → its slot in `records`.
-    slots: HashMap<RuleId, u32>,
+    slots: IdMap<IdIndex>,
     /// The rules, in stable slots (a slab: removed rules' slots are in `free_records`, marked
     /// [`FREE_RECORD`]), so that the id map holds 8-byte entries rather than whole records.
     records: Vec<Record>,
@@ -562,7 +600,7 @@ impl TupleMerge {
             tables: Vec::new(),
             position: Vec::new(),
             free_ids: Vec::new(),
-            slots: HashMap::new(),
+            slots: IdMap::default(),
             records: Vec::new(),
             free_records: Vec::new(),
             wide_tuples: vec![[0; NW]],
@@ -585,6 +623,8 @@ impl TupleMerge {
         let mut sorted: Vec<&Rule> = rules.iter().collect();
         sorted.sort_by_key(|r| r.rank());
         let mut t = TupleMerge::default();
+        // The id map sized for the set (80% full), not grown to a power of two.
+        t.slots = IdMap::with_capacity(rules.len());
         for r in sorted {
             t.insert(r.clone())?;
         }
@@ -606,7 +646,7 @@ impl TupleMerge {
     }
 
     fn record(&self, id: RuleId) -> &Record {
-        let r = &self.records[self.slots[&id] as usize];
+        let r = &self.records[self.slots.get(id).expect("a rule of the map").index as usize];
         debug_assert!(r.table != FREE_RECORD, "a live rule's slot holds it");
         r
     }
@@ -645,7 +685,7 @@ impl TupleMerge {
     }
 
     fn record_mut(&mut self, id: RuleId) -> &mut Record {
-        &mut self.records[self.slots[&id] as usize]
+        &mut self.records[self.slots.get(id).expect("a rule of the map").index as usize]
     }
 
     fn table(&self, id: u32) -> &Table {
@@ -687,7 +727,7 @@ impl TupleMerge {
             self.renumber(p, self.tables.len());
             return;
         }
-        t.max_priority = t.priorities.keys().next_back().copied().unwrap_or(0);
+        t.settle_max();
         let q = self.tables.partition_point(|x| x.max_priority >= t.max_priority);
         self.tables.insert(q, t);
         self.renumber(p.min(q), p.max(q) + 1);
@@ -796,6 +836,35 @@ impl TupleMerge {
 }
 
 impl Remainder for TupleMerge {
+    fn held_rule(&self, id: RuleId) -> Option<HeldRule> {
+        let rec = &self.records[self.slots.get(id)?.index as usize];
+        Some(HeldRule(match &rec.stored {
+            Some(s) => Held::Stored(Arc::clone(s)),
+            None => Held::Candidate(*self.table(rec.table).candidate(rec.hash, id).expect("rule is in its table")),
+        }))
+    }
+
+    fn held_rules(&self, each: &mut dyn FnMut(HeldRule)) {
+        // The stored forms from the slab, then every other rule from the tables' buckets, in
+        // memory order: no id map probed, no bucket found by hash.
+        let mut stored = std::collections::HashSet::new();
+        for s in self.records.iter().filter_map(|r| r.stored.as_ref()) {
+            stored.insert(s.id);
+            each(HeldRule(Held::Stored(Arc::clone(s))));
+        }
+        for t in &self.tables {
+            for b in t.table.iter() {
+                for c in t.candidates(b).filter(|c| !stored.contains(&c.id)) {
+                    each(HeldRule(Held::Candidate(*c)));
+                }
+            }
+        }
+    }
+
+    fn gives_rules_back(&self) -> bool {
+        true
+    }
+
     fn lookup_beating(&self, key: &FlowKey, floor: Option<(u32, RuleId)>) -> Option<(u32, RuleId)> {
         self.search(key, floor).filter(|b| Some(*b) != floor)
     }
@@ -859,7 +928,7 @@ impl Classifier for TupleMerge {
     }
 
     fn insert(&mut self, rule: Rule) -> Result<(), ClassifierError> {
-        if self.slots.contains_key(&rule.id) {
+        if self.slots.contains(rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
         let (tuple, values) = rule_tuple(&rule.matches);
@@ -876,7 +945,7 @@ impl Classifier for TupleMerge {
         let hash = self.table(i).hash_of(&values, &rv);
         let rec = Record {
             hash,
-            stored: (!c.holds_whole(&rule)).then(|| Box::new(StoredRule::new(rule))),
+            stored: (!c.holds_whole(&rule)).then(|| Arc::new(StoredRule::new(rule))),
             wide_tuple,
             table: i,
             tuple: std::array::from_fn(|d| tuple[d]),
@@ -891,7 +960,7 @@ impl Classifier for TupleMerge {
                 (self.records.len() - 1) as u32
             }
         };
-        self.slots.insert(id, slot);
+        self.slots.insert(IdIndex { id, index: slot });
         let bucket = self.table_mut(i).add(hash, c);
         self.settle(i);
         if bucket > self.collision_limit {
@@ -901,7 +970,7 @@ impl Classifier for TupleMerge {
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Rule> {
-        let slot = self.slots.remove(&id)?;
+        let slot = self.slots.remove(id)?.index;
         let free = Record { hash: 0, stored: None, wide_tuple: 0, table: FREE_RECORD, tuple: [0; 5] };
         let rec = std::mem::replace(&mut self.records[slot as usize], free);
         self.free_records.push(slot);
@@ -927,7 +996,7 @@ impl Classifier for TupleMerge {
         use std::mem::size_of;
         // The rules as kept for updates: the id map, the slab and each rule's stored words and
         // actions.
-        let rules = self.slots.capacity() * (size_of::<RuleId>() + 4 + 1)
+        let rules = self.slots.memory_bytes()
             + self.records.capacity() * size_of::<Record>()
             + self.free_records.capacity() * 4
             + self.wide_tuples.capacity() * NW
@@ -936,7 +1005,7 @@ impl Classifier for TupleMerge {
                 .records
                 .iter()
                 .filter_map(|r| r.stored.as_ref())
-                .map(|s| size_of::<StoredRule>() + s.heap_bytes())
+                .map(|s| 2 * size_of::<usize>() + size_of::<StoredRule>() + s.heap_bytes())
                 .sum::<usize>();
         // The hash tables: buckets (the key's hash, the best candidate inline) and their tails.
         let mut tables = 0;
@@ -947,7 +1016,7 @@ impl Classifier for TupleMerge {
             + self.position.capacity() * 4
             + self.free_ids.capacity() * 4;
         for t in &self.tables {
-            index += t.active.capacity() + t.wide.capacity() * size_of::<(u8, u128)>() + t.priorities.len() * 16;
+            index += t.active.capacity() + t.wide.capacity() * size_of::<(u8, u128)>();
             tables += t.table.capacity() * (size_of::<Bucket>() + 1) + t.tails.capacity() * (size_of::<Tail>() + 1);
             tables += t.tails.iter().map(|t| t.1.capacity() * size_of::<Candidate>()).sum::<usize>();
         }
@@ -1005,6 +1074,35 @@ mod tests {
             }
         }
 
+        /// Rules removed highest priority first (the order that keeps a table's maximum a
+        /// bound longest) and put back, looking up after every step: every table's
+        /// `max_priority` is at least its highest rule's, equal to it with `max_count` right
+        /// whenever `max_count` > 0, and every answer is the brute force's. Fails when a removal
+        /// lowers the bound below a rule still held, or when a bound is taken as exact.
+        #[test]
+        fn table_maxima_are_bounds_through_removals(case in testing::arb_case()) {
+            let mut t = TupleMerge::build(&case.rules).unwrap();
+            let mut order: Vec<&Rule> = case.rules.iter().collect();
+            order.sort_by_key(|r| (std::cmp::Reverse(r.priority), r.id));
+            let mut live: Vec<Rule> = case.rules.clone();
+            for (n, r) in order.iter().enumerate() {
+                prop_assert!(t.remove(r.id).is_some());
+                live.retain(|x| x.id != r.id);
+                check_table_maxima(&t)?;
+                for k in &case.keys {
+                    prop_assert_eq!(t.lookup(k), testing::brute(&live, k));
+                }
+                if n % 3 == 0 {
+                    t.insert((*r).clone()).unwrap();
+                    live.push((*r).clone());
+                    check_table_maxima(&t)?;
+                    prop_assert!(t.remove(r.id).is_some());
+                    live.retain(|x| x.id != r.id);
+                }
+            }
+            prop_assert_eq!(t.tables(), 0);
+        }
+
         #[test]
         fn differential_table_major_batches(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| {
@@ -1044,6 +1142,48 @@ mod tests {
                 }
                 Box::new(t)
             })?;
+        }
+    }
+
+    fn check_table_maxima(t: &TupleMerge) -> Result<(), TestCaseError> {
+        for tb in &t.tables {
+            let prios: Vec<u32> = tb.table.iter().flat_map(|b| tb.candidates(b).map(|c| c.priority)).collect();
+            prop_assert_eq!(prios.len(), tb.rules);
+            let max = prios.iter().copied().max().expect("an empty table is dropped");
+            prop_assert!(tb.max_priority >= max, "bound {} under a held rule's {}", tb.max_priority, max);
+            if tb.max_count > 0 {
+                prop_assert_eq!(tb.max_priority, max);
+                prop_assert_eq!(tb.max_count as usize, prios.iter().filter(|&&p| p == max).count());
+            }
+        }
+        let bounds: Vec<u32> = t.tables.iter().map(|tb| tb.max_priority).collect();
+        prop_assert!(bounds.windows(2).all(|w| w[0] >= w[1]), "tables in descending bound order");
+        Ok(())
+    }
+
+    /// A big table whose highest rules go one by one keeps its bound until an eighth of its
+    /// rules have gone, then scans once and is exact again.
+    #[test]
+    fn a_stale_maximum_is_made_exact_after_an_eighth_of_the_rules() {
+        let text: String = (0..80)
+            .map(|i| format!("@10.0.{i}.1/32\t10.0.0.2/32\t0 : 65535\t0 : 65535\t0x06/0xFF\t0x0000/0x0000\t\n"))
+            .collect();
+        let rules = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        let mut tm = TupleMerge::build(&rules).unwrap();
+        assert_eq!(tm.tables(), 1);
+        let top = rules.iter().map(|r| r.priority).max().unwrap();
+        let mut by_priority: Vec<&Rule> = rules.iter().collect();
+        by_priority.sort_by_key(|r| std::cmp::Reverse(r.priority));
+        for (n, r) in by_priority.iter().take(9).enumerate() {
+            tm.remove(r.id).unwrap();
+            let tb = &tm.tables[0];
+            if n < 8 {
+                // 8 removals of 80: not yet an eighth of the 72 left.
+                assert_eq!((tb.max_priority, tb.max_count), (top, 0), "after {} removals", n + 1);
+            } else {
+                // 9 removals, 71 left: scanned.
+                assert_eq!((tb.max_priority, tb.max_count), (by_priority[9].priority, 1));
+            }
         }
     }
 
@@ -1195,7 +1335,7 @@ mod tests {
         tm.insert(rules[0].clone()).unwrap();
         let k = |sp| FlowKey::ipv4(0x0a00_0001, 0x0a00_0002, 6, sp, 80);
         let want = |tm: &TupleMerge, sp| {
-            rules.iter().filter(|r| tm.slots.contains_key(&r.id)).find(|r| r.matches.matches(&k(sp))).map(|r| r.id)
+            rules.iter().filter(|r| tm.slots.contains(r.id)).find(|r| r.matches.matches(&k(sp))).map(|r| r.id)
         };
         for round in 0..5 {
             for sp in [0, 1, 2, 50, 500, 5000] {

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError, Remainder};
+use crate::classifier::{Classifier, ClassifierError, HeldRule, Remainder};
 use crate::compact::{Extras, Key};
 use crate::prefetch::prefetch;
 use crate::stored::StoredRule;
@@ -325,12 +325,14 @@ impl ISet {
     }
 }
 
-/// A rule as the classifier gives it out without making it whole: its stored form, or the iSet
-/// candidate that holds all of it (a trainer's snapshot, a removed rule).
+/// A rule as the classifier gives it out without making it whole: its stored form, the iSet
+/// candidate that holds all of it, or what the remainder holds of it (a trainer's snapshot, a
+/// removed rule).
 #[derive(Clone)]
 pub(crate) enum KeptRule {
     Stored(Arc<StoredRule>),
     Whole(WholeSlot),
+    Held(HeldRule),
 }
 
 impl KeptRule {
@@ -338,6 +340,7 @@ impl KeptRule {
         match self {
             KeptRule::Stored(r) => r.to_rule(),
             KeptRule::Whole(w) => w.to_rule(),
+            KeptRule::Held(h) => h.to_rule(),
         }
     }
 }
@@ -406,6 +409,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             .map(|r| match r {
                 KeptRule::Stored(s) => Some(s),
                 KeptRule::Whole(_) => None,
+                KeptRule::Held(h) => h.stored().cloned(),
             })
             .collect();
         let mut c = Self::build_from(&rules, stored, config, make_remainder)?;
@@ -517,17 +521,24 @@ impl<R: Remainder> NuevoMatchUp<R> {
             });
         }
         extras.shrink_to_fit();
+        let layout = t0.elapsed();
         let rest_rules: Vec<Rule> = rest.iter().map(|&i| rules[i].clone()).collect();
+        let remainder = make_remainder(&rest_rules)?;
+        let remainder_time = t0.elapsed() - layout;
+        // A rule keeps a stored form here unless its iSet candidate or the remainder gives it
+        // back.
+        let kept_there = remainder.gives_rules_back();
         let mut by_id = RuleMap::with_capacity(rules.len());
         for (i, r) in rules.iter().enumerate() {
-            let stored = (!whole[i]).then(|| stored[i].take().unwrap_or_else(|| Arc::new(StoredRule::new(r.clone()))));
+            let given_back = whole[i] || (kept_there && located[i] == At::REMAINDER);
+            let stored =
+                (!given_back).then(|| stored[i].take().unwrap_or_else(|| Arc::new(StoredRule::new(r.clone()))));
             if !by_id.insert(Kept { id: r.id, at: located[i], stored }) {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
-        let layout = t0.elapsed();
-        let remainder = make_remainder(&rest_rules)?;
-        let phases = BuildPhases { layout, remainder: t0.elapsed() - layout, ..BuildPhases::default() };
+        let layout = t0.elapsed() - remainder_time;
+        let phases = BuildPhases { layout, remainder: remainder_time, ..BuildPhases::default() };
         Ok(NuevoMatchUp { config, isets, remainder, rules: by_id, extras, build_time: t0.elapsed(), phases })
     }
 
@@ -559,17 +570,23 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 let j = s.find_id(bucket, k.id).expect("a rule of the map is live in its bucket");
                 KeptRule::Whole(s.whole_slot(j))
             }
-            (None, Location::Remainder) => unreachable!("a remainder rule keeps its stored form"),
+            (None, Location::Remainder) => {
+                KeptRule::Held(self.remainder.held_rule(k.id).expect("the remainder gives back the rules it holds"))
+            }
         }
     }
 
     /// Every rule, shared or copied from its candidate (a trainer's snapshot: no rule is made
     /// whole, no memory allocated per rule on the caller's thread). The stored ones from the
-    /// map; the others straight from the iSets' live slots, in order (an iSet whose live rules
+    /// map; the remainder's from the remainder ([`Remainder::held_rules`]) when it gives them
+    /// back; the others straight from the iSets' live slots, in order (an iSet whose live rules
     /// are all kept whole is copied without asking the map, one with none is skipped).
     pub(crate) fn snapshot(&self) -> Vec<KeptRule> {
         let mut out = Vec::with_capacity(self.rules.len());
+        // A remainder that gives its rules back hands them all over at once; over any other,
+        // the map keeps their stored forms.
         out.extend(self.rules.iter().filter_map(|k| k.stored.clone().map(KeptRule::Stored)));
+        self.remainder.held_rules(&mut |h| out.push(KeptRule::Held(h)));
         for s in self.isets.iter().filter(|s| s.whole > 0) {
             let all = s.whole == s.live;
             for (j, c) in s.cands.iter().enumerate() {
@@ -732,7 +749,8 @@ impl<R: Remainder> NuevoMatchUp<R> {
             Some(placed) => placed,
             None => {
                 self.remainder.insert(rule.clone())?;
-                (At::REMAINDER, false)
+                // Kept whole here when the remainder gives it back.
+                (At::REMAINDER, self.remainder.gives_rules_back())
             }
         };
         let stored = (!whole).then(|| stored.unwrap_or_else(|| Arc::new(StoredRule::new(rule.clone()))));
@@ -754,6 +772,9 @@ impl<R: Remainder> NuevoMatchUp<R> {
         let mut gone = k.stored.map(KeptRule::Stored);
         match k.at.get() {
             Location::Remainder => {
+                if gone.is_none() {
+                    gone = self.remainder.held_rule(id).map(KeptRule::Held);
+                }
                 self.remainder.remove(id);
             }
             Location::ISet { iset, bucket } => {
@@ -770,7 +791,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
                 }
             }
         }
-        Some(gone.expect("a rule kept whole is live in its bucket"))
+        Some(gone.expect("a rule kept whole is live in its bucket or given back by the remainder"))
     }
 
     /// Puts `rule` into the first iSet bucket whose range holds its interval on the iSet's field
@@ -969,7 +990,7 @@ impl<R: Remainder> Classifier for NuevoMatchUp<R> {
         use std::mem::size_of;
         // Every rule, with where it lives, and the stored forms (for updates and rebuilds;
         // shared with a trainer).
-        let rules = size_of::<Self>() + self.rules.memory_bytes();
+        let rules = size_of::<Self>() + self.rules.bytes_with_stored();
         let model: usize = self.isets.iter().map(|s| s.index.memory_bytes()).sum();
         // The buckets: candidates (slots), pre-filter, spans.
         let isets: usize = self
@@ -1088,7 +1109,7 @@ mod tests {
             .collect();
         let rules = rqvs_flow::formats::parse_rules("t", &text).unwrap();
         let mut c = NuevoMatchUp::build_with(&rules, one_iset(), TupleMerge::build).unwrap();
-        let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+        let whole = c.rules.iter().filter(|k| k.stored.is_none() && k.at != At::REMAINDER).count();
         let in_isets = c.iset_ids().len();
         let plain_in_isets =
             c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && r.actions == Actions::drop())).count();
@@ -1128,7 +1149,8 @@ mod tests {
         fn rules_come_back_whole(case in testing::arb_case()) {
             let rules = with_varied_rest(&case.rules);
             let mut c = NuevoMatchUp::build_with(&rules, small_buckets(), TupleMerge::build).unwrap();
-            let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+            let whole = c.rules.iter().filter(|k| k.stored.is_none() && k.at != At::REMAINDER).count();
+            prop_assert!(c.rules.iter().all(|k| k.at != At::REMAINDER || k.stored.is_none()), "TupleMerge gives its rules back");
             let plain_in_isets = c.iset_ids().iter().filter(|id| rules.iter().any(|r| r.id == **id && held_whole(&c, r))).count();
             prop_assert_eq!(whole, plain_in_isets, "kept whole: every plain rule in an iSet, and no other");
             prop_assert_eq!(by_id(c.rules()), by_id(rules.clone()));
@@ -1151,8 +1173,32 @@ mod tests {
             // up to date by removes and inserts).
             prop_assert_eq!(c.snapshot().len(), rules.len());
             prop_assert_eq!(by_id(c.rebuild(TupleMerge::build).unwrap().rules()), by_id(rules.clone()));
-            let whole = c.rules.iter().filter(|k| k.stored.is_none()).count();
+            let whole = c.rules.iter().filter(|k| k.stored.is_none() && k.at != At::REMAINDER).count();
             prop_assert_eq!(c.isets.iter().map(|s| s.whole).sum::<usize>(), whole);
+            prop_assert!(c.rules.iter().all(|k| k.at != At::REMAINDER || k.stored.is_none()));
+        }
+
+        /// Over a remainder that does not give its rules back (TupleSpace), the classifier keeps
+        /// the remainder rules' stored forms itself, and they come back bit for bit. Fails when
+        /// a remainder rule is left without one.
+        #[test]
+        fn remainder_rules_come_back_from_a_remainder_that_keeps_none(case in testing::arb_case()) {
+            let rules = with_varied_rest(&case.rules);
+            let mut c = NuevoMatchUp::build_with(&rules, small_buckets(), crate::TupleSpace::build).unwrap();
+            prop_assert!(c.rules.iter().all(|k| k.at != At::REMAINDER || k.stored.is_some()));
+            prop_assert_eq!(c.snapshot().len(), rules.len());
+            prop_assert_eq!(by_id(c.rules()), by_id(rules.clone()));
+            prop_assert_eq!(by_id(c.rebuild(crate::TupleSpace::build).unwrap().rules()), by_id(rules.clone()));
+            for r in &rules {
+                prop_assert_eq!(c.remove(r.id), Some(r.clone()));
+            }
+            for r in &rules {
+                c.insert(r.clone()).unwrap();
+            }
+            prop_assert!(c.rules.iter().all(|k| k.at != At::REMAINDER || k.stored.is_some()));
+            for r in &rules {
+                prop_assert_eq!(c.rule(r.id), Some(r.clone()));
+            }
         }
 
         #[test]
