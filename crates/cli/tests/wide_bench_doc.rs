@@ -322,3 +322,61 @@ fn the_fifth_pass_tables_are_their_json() {
         assert_eq!(row[5], bytes, "{file}");
     }
 }
+
+/// The bytes table of "Fifth pass: the remainder gives its rules back" (docs/wide-key-bench.md):
+/// every cell against docs/bytes-remainder-held/*.json (before and after), no mismatch in any
+/// run, the commits and the CPU named, and issue 39's targets (≤ 150 B/rule TupleMerge, ≤ 100
+/// NuevoMatchUP) in every "after" row.
+#[test]
+fn the_remainder_bytes_table_is_its_json() {
+    let page = std::fs::read_to_string(docs().join("wide-key-bench.md")).unwrap();
+    let rows = table(&page, "| set | classifier | B/rule before → after |", &[',', '*']);
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    let load = |rev: &str, set: &str| -> serde_json::Value {
+        let path = docs().join("bytes-remainder-held").join(format!("{rev}-{set}.json"));
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(json["git_rev"].as_str().unwrap().starts_with(rev), "{}: commit", path.display());
+        assert!(page.contains(json["cpu"].as_str().unwrap()), "{}: CPU", path.display());
+        json
+    };
+    let k = |v: f64| format!("{:.0}K", v / 1e3);
+    for row in &rows {
+        let (before, after) = (load("f8ceef6", &row[0]), load("089bff3", &row[0]));
+        let name = if row[1] == "TupleMerge" { "tm" } else { "nmu" };
+        let c = |json: &serde_json::Value| -> serde_json::Value {
+            let c = json["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+            assert_eq!(c["mismatches"], 0, "{} {name}", row[0]);
+            assert_eq!(c["update_mismatches"], 0, "{} {name}", row[0]);
+            c
+        };
+        let (cb, ca) = (c(&before), c(&after));
+        let n = after["rules"].as_f64().unwrap();
+        let bpr = |c: &serde_json::Value| c["bytes_per_rule"].as_f64().unwrap();
+        assert_eq!(row[2], format!("{:.1} → {:.1}", bpr(&cb), bpr(&ca)), "{} {name}", row[0]);
+        assert!(bpr(&ca) <= if name == "tm" { 150.0 } else { 100.0 }, "{} {name}: issue 39's target", row[0]);
+        let part = |c: &serde_json::Value, f: &dyn Fn(&str) -> bool| -> f64 {
+            c["memory_breakdown"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, _)| f(k))
+                .map(|(_, v)| v.as_f64().unwrap())
+                .sum::<f64>()
+                / n
+        };
+        let rules = |k: &str| k == "rules";
+        assert_eq!(row[3], format!("{:.1} → {:.1}", part(&cb, &rules), part(&ca, &rules)), "{} {name}", row[0]);
+        let third = if name == "tm" {
+            let index = |k: &str| k == "index";
+            format!("{:.1} → {:.1} (index)", part(&cb, &index), part(&ca, &index))
+        } else {
+            let rem = |k: &str| k.starts_with("remainder.");
+            format!("{:.1} → {:.1} (remainder)", part(&cb, &rem), part(&ca, &rem))
+        };
+        assert_eq!(row[4], third, "{} {name}", row[0]);
+        let rates = |c: &serde_json::Value| {
+            format!("{} / {}", k(c["insert_per_s"].as_f64().unwrap()), k(c["remove_per_s"].as_f64().unwrap()))
+        };
+        assert_eq!(row[5], format!("{} → {}", rates(&cb), rates(&ca)), "{} {name}", row[0]);
+    }
+}
