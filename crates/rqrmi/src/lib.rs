@@ -119,6 +119,8 @@ mod format;
 mod kernel;
 mod key;
 mod model;
+#[allow(unsafe_code)]
+mod prefetch;
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod simd;
@@ -129,6 +131,7 @@ pub use format::FormatError;
 pub use kernel::{Kernel, KernelUnavailable, KERNEL_ENV};
 pub use key::Key;
 pub use model::{RqRmi, SubModel, HIDDEN};
+pub use prefetch::prefetch;
 pub use train::{auto_stage_widths, TrainConfig, TrainError, TrainStats};
 
 /// The README's examples, run as doc tests.

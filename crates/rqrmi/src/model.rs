@@ -299,6 +299,8 @@ impl<K: Key> RqRmi<K> {
     /// Index of the range containing `key`, or `None` when `key` is in a gap. Scalar.
     pub fn lookup(&self, key: K) -> Option<usize> {
         let (_, lo, hi) = self.predict(key);
+        // The `his` line asked for with the `los` one the search reads first (see `batch_loop`).
+        crate::prefetch::prefetch(&self.his[lo]);
         self.search(key, lo, hi)
     }
 
@@ -367,9 +369,19 @@ impl<K: Key> RqRmi<K> {
                     }
                 }
             }
+            // The windows first, each one's lines of `los` and `his` asked for, then the
+            // searches: a search reads `his` only after its `los` (two misses one after the
+            // other when the arrays are out of cache); asked for together, and for all the
+            // group's keys, they overlap.
+            let mut win = [(0usize, 0usize); GROUP];
             for g in 0..kc.len() {
                 let (_, lo, hi) = self.window(m[g], y[g]);
-                oc[g] = self.search(kc[g], lo, hi);
+                win[g] = (lo, hi);
+                crate::prefetch::prefetch(&self.los[lo]);
+                crate::prefetch::prefetch(&self.his[lo]);
+            }
+            for g in 0..kc.len() {
+                oc[g] = self.search(kc[g], win[g].0, win[g].1);
             }
         }
     }

@@ -1201,6 +1201,20 @@ mod tests {
             }
         }
 
+        /// The remainder's batches table by table (what a remainder of 100K rules or more does)
+        /// against the brute force, through updates.
+        #[test]
+        fn differential_table_major_remainder(case in testing::arb_case()) {
+            let table_major = |rules: &[Rule]| {
+                let mut t = TupleMerge::build(rules)?;
+                t.set_table_major_batch_from(0);
+                Ok(t)
+            };
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), table_major).unwrap())
+            })?;
+        }
+
         #[test]
         fn differential_with_updates(case in testing::arb_case()) {
             testing::check_differential(&case, |rules| {
