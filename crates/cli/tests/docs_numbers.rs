@@ -432,3 +432,50 @@ fn the_switch_tse_curve_is_its_kept_json() {
         );
     }
 }
+
+/// docs/nuevomatch.md, "Issue 39's floor on 5b8c619": every cell of the twelve-seed (100K) and
+/// four-set (500K) table against docs/nmu-tm-xeon-5b8c619/{avx512,avx2}-{100k,500k}/*.json, the
+/// geometric means made from them, no mismatch in any run, the CPU named.
+#[test]
+fn the_floor_table_is_its_json() {
+    let doc = repo_file("docs/nuevomatch.md");
+    let rows = table(&doc, "| set | AVX-512: TupleMerge / NuevoMatchUP Mpps |");
+    assert_eq!(rows.len(), 18, "{rows:?}");
+    let load = |kernel: &str, set: &str| -> (f64, f64, f64, f64) {
+        let size = set.rsplit('_').next().unwrap();
+        let path = format!("docs/nmu-tm-xeon-5b8c619/{kernel}-{size}/{set}.json");
+        let j: serde_json::Value = serde_json::from_str(&repo_file(&path)).unwrap();
+        assert!(doc.contains(j["cpu"].as_str().unwrap()), "{path}: CPU");
+        assert!(j["git_rev"].as_str().unwrap().starts_with("5b8c619"), "{path}: commit");
+        let c = |n: &str| j["classifiers"].as_array().unwrap().iter().find(|c| c["name"] == n).unwrap().clone();
+        let (tm, nmu) = (c("tm"), c("nmu"));
+        for c in [&tm, &nmu] {
+            assert_eq!(c["mismatches"], 0, "{path}");
+            assert_eq!(c["update_mismatches"], 0, "{path}");
+        }
+        let v = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap();
+        (v(&tm, "mpps"), v(&nmu, "mpps"), v(&tm, "mpps_single"), v(&nmu, "mpps_single"))
+    };
+    let geo = |l: &[f64]| (l.iter().map(|x| x.ln()).sum::<f64>() / l.len() as f64).exp();
+    let (mut b5, mut b2, mut s5, mut s2) = (vec![], vec![], vec![], vec![]);
+    for row in &rows {
+        if let Some(size) = row[0].strip_prefix("**geomean ").and_then(|s| s.strip_suffix("**")) {
+            assert_eq!(row[2], format!("**{:.2}×**", geo(&b5)), "{size}");
+            assert_eq!(row[4], format!("**{:.2}×**", geo(&b2)), "{size}");
+            assert_eq!(row[5], format!("{:.2}× / {:.2}×", geo(&s5), geo(&s2)), "{size}");
+            (b5, b2, s5, s2) = (vec![], vec![], vec![], vec![]);
+            continue;
+        }
+        let (t5, n5, ts5, ns5) = load("avx512", &row[0]);
+        let (t2, n2, ts2, ns2) = load("avx2", &row[0]);
+        assert_eq!(row[1], format!("{t5:.2} / {n5:.2}"), "{row:?}");
+        assert_eq!(row[2], format!("{:.2}×", n5 / t5), "{row:?}");
+        assert_eq!(row[3], format!("{t2:.2} / {n2:.2}"), "{row:?}");
+        assert_eq!(row[4], format!("{:.2}×", n2 / t2), "{row:?}");
+        assert_eq!(row[5], format!("{:.2}× / {:.2}×", ns5 / ts5, ns2 / ts2), "{row:?}");
+        b5.push(n5 / t5);
+        b2.push(n2 / t2);
+        s5.push(ns5 / ts5);
+        s2.push(ns2 / ts2);
+    }
+}
