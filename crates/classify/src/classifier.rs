@@ -1,13 +1,11 @@
 //! The `Classifier` trait and its concurrency contract.
 
 use std::fmt;
-use std::sync::Arc;
 
 use rqvs_flow::key::NarrowKey;
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::compact::Candidate;
-use crate::stored::StoredRule;
+use crate::stored::HeldRule;
 
 /// The datapath's unit of work: packets are looked up in batches of this many.
 pub const BATCH: usize = 32;
@@ -195,35 +193,6 @@ pub trait Remainder: Classifier {
             if let Some(better) = self.lookup_beating(&k.widen(), *b) {
                 *b = Some(better);
             }
-        }
-    }
-}
-
-/// A rule as a remainder holds it, handed out without being made whole: its stored form shared,
-/// or a copy of the candidate that holds all of it ([`HeldRule::to_rule`] makes it whole).
-#[derive(Clone)]
-pub struct HeldRule(pub(crate) Held);
-
-#[derive(Clone)]
-pub(crate) enum Held {
-    Stored(Arc<StoredRule>),
-    Candidate(Candidate),
-}
-
-impl HeldRule {
-    /// The rule, whole.
-    pub fn to_rule(&self) -> Rule {
-        match &self.0 {
-            Held::Stored(s) => s.to_rule(),
-            Held::Candidate(c) => c.whole_rule().expect("a candidate is handed out only when it holds its rule whole"),
-        }
-    }
-
-    /// The stored form, when the rule is held in one.
-    pub(crate) fn stored(&self) -> Option<&Arc<StoredRule>> {
-        match &self.0 {
-            Held::Stored(s) => Some(s),
-            Held::Candidate(_) => None,
         }
     }
 }

@@ -40,10 +40,11 @@ mod testing;
 pub mod tss;
 pub mod tuplemerge;
 
-pub use classifier::{Classifier, ClassifierError, HeldRule, NoRemainder, Remainder, BATCH};
+pub use classifier::{Classifier, ClassifierError, NoRemainder, Remainder, BATCH};
 pub use nuevomatch::NuevoMatchUp;
 pub use ofproto::OfprotoClassifier;
 pub use reference::Reference;
+pub use stored::HeldRule;
 pub use tss::TupleSpace;
 pub use tuplemerge::TupleMerge;
 

@@ -10,6 +10,9 @@
 
 use rqvs_flow::key::{word_map, KeyWords, KEY_WORDS};
 use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
+use std::sync::Arc;
+
+use crate::compact::Candidate;
 
 /// A match stored as the words its mask uses (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +149,35 @@ mod tests {
         ) {
             let r = Rule::new(3, 9, rqvs_testkit::wide_match(ctx, &picks), Actions::drop());
             prop_assert_eq!(StoredRule::new(r.clone()).to_rule(), r);
+        }
+    }
+}
+
+/// A rule as a remainder holds it, handed out without being made whole: its stored form shared,
+/// or a copy of the candidate that holds all of it ([`HeldRule::to_rule`] makes it whole).
+#[derive(Clone)]
+pub struct HeldRule(pub(crate) Held);
+
+#[derive(Clone)]
+pub(crate) enum Held {
+    Stored(Arc<StoredRule>),
+    Candidate(Candidate),
+}
+
+impl HeldRule {
+    /// The rule, whole.
+    pub fn to_rule(&self) -> Rule {
+        match &self.0 {
+            Held::Stored(s) => s.to_rule(),
+            Held::Candidate(c) => c.whole_rule().expect("a candidate is handed out only when it holds its rule whole"),
+        }
+    }
+
+    /// The stored form, when the rule is held in one.
+    pub(crate) fn stored(&self) -> Option<&Arc<StoredRule>> {
+        match &self.0 {
+            Held::Stored(s) => Some(s),
+            Held::Candidate(_) => None,
         }
     }
 }

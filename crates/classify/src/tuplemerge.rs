@@ -53,10 +53,10 @@ use hashbrown::HashTable;
 use rqvs_flow::prefix::prefix_mask;
 use rqvs_flow::{FlowKey, Match, PortRange, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError, Held, HeldRule, Remainder, BATCH};
+use crate::classifier::{Classifier, ClassifierError, Remainder, BATCH};
 use crate::compact::{Candidate, CompactMatch, Extras, Key};
 use crate::idmap::{IdIndex, IdMap};
-use crate::stored::StoredRule;
+use crate::stored::{Held, HeldRule, StoredRule};
 use rqvs_flow::key::NarrowKey;
 
 /// Width in bits of each classic hashed field: nw_src, nw_dst, tp_src, tp_dst, nw_proto.

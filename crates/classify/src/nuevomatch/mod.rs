@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
-use crate::classifier::{Classifier, ClassifierError, HeldRule, Remainder};
+use crate::classifier::{Classifier, ClassifierError, Remainder};
 use crate::compact::{Extras, Key};
 use crate::prefetch::prefetch;
-use crate::stored::StoredRule;
+use crate::stored::{HeldRule, StoredRule};
 use crate::TupleMerge;
 use index::{LearnedRanges, RangeIndex, SortedRanges};
 use iset::{Field, ISetConfig};
