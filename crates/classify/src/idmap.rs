@@ -1,6 +1,9 @@
 //! A map from rule id to a small fixed-size slot, for the classifiers' update paths (never on
 //! a lookup's): an open-addressing table of the slots themselves — linear probing from the id's
-//! home slot, removal by backward shift (no tombstones), and a slot count that is not a power of
+//! home slot in *Robin Hood* order (along a run, slots sit in non-decreasing distance from their
+//! home, so a search for an absent id stops at the first slot nearer its home than the id would
+//! be, not at the run's end: at 80% load plain linear probing reads ~13 slots for an insert's
+//! miss), removal by backward shift (no tombstones), and a slot count that is not a power of
 //! two. A map built for `n` rules holds `1.25 n` slots (80% full), where a `hashbrown` table
 //! rounds its buckets up to a power of two (47% full at 500K rules) and adds a control byte
 //! each. NuevoMatchUP's rule map (16-byte slots: `nuevomatch::rulemap`) and TupleMerge's index
@@ -84,35 +87,67 @@ impl<S: IdSlot> IdMap<S> {
         }
     }
 
-    /// The slot holding `id`, or the empty slot where it would go.
-    fn probe(&self, id: RuleId) -> Result<usize, usize> {
+    /// How far slot `i`'s id sits from its home slot.
+    #[inline]
+    fn distance(&self, i: usize, id: RuleId) -> usize {
+        let h = self.home(id);
+        if i >= h {
+            i - h
+        } else {
+            i + self.slots.len() - h
+        }
+    }
+
+    /// The slot holding `id`; `None` when it is absent (the search stops at an empty slot or at
+    /// one nearer its home than `id` would be there: Robin Hood order, module docs).
+    fn probe(&self, id: RuleId) -> Option<usize> {
         let mut i = self.home(id);
+        let mut d = 0;
         loop {
             let k = &self.slots[i];
-            if k.is_empty() {
-                return Err(i);
+            if k.is_empty() || self.distance(i, k.id()) < d {
+                return None;
             }
             if k.id() == id {
-                return Ok(i);
+                return Some(i);
             }
             i = self.next(i);
+            d += 1;
         }
     }
 
     /// Adds `k`; `false` (and the map unchanged) when its id is there already.
     pub(crate) fn insert(&mut self, k: S) -> bool {
         debug_assert!(!k.is_empty(), "not an empty slot");
-        let mut at = match self.probe(k.id()) {
-            Ok(_) => return false,
-            Err(i) => i,
-        };
+        if self.probe(k.id()).is_some() {
+            return false;
+        }
         if (self.len + 1) * MAX_LOAD.1 > self.slots.len() * MAX_LOAD.0 {
             self.grow();
-            at = self.probe(k.id()).expect_err("not in the map");
         }
-        self.slots[at] = k;
+        self.place(k);
         self.len += 1;
         true
+    }
+
+    /// Puts `k` (an id not in the map) in Robin Hood order: it takes the first slot whose id
+    /// is nearer its home than `k` would be there, and that id goes on looking further.
+    fn place(&mut self, mut k: S) {
+        let mut i = self.home(k.id());
+        let mut d = 0;
+        loop {
+            if self.slots[i].is_empty() {
+                self.slots[i] = k;
+                return;
+            }
+            let theirs = self.distance(i, self.slots[i].id());
+            if theirs < d {
+                std::mem::swap(&mut self.slots[i], &mut k);
+                d = theirs;
+            }
+            i = self.next(i);
+            d += 1;
+        }
     }
 
     /// Doubles the slot count (at least 8) and puts every rule back.
@@ -120,8 +155,7 @@ impl<S: IdSlot> IdMap<S> {
         let bigger = Self::empty_slots((self.slots.len() * 2).max(8));
         let old = std::mem::replace(&mut self.slots, bigger);
         for k in old.into_vec().into_iter().filter(|k| !k.is_empty()) {
-            let i = self.probe(k.id()).expect_err("ids are unique");
-            self.slots[i] = k;
+            self.place(k);
         }
     }
 
@@ -129,32 +163,27 @@ impl<S: IdSlot> IdMap<S> {
         if self.len == 0 {
             return None;
         }
-        self.probe(id).ok().map(|i| &self.slots[i])
+        self.probe(id).map(|i| &self.slots[i])
     }
 
     pub(crate) fn contains(&self, id: RuleId) -> bool {
         self.get(id).is_some()
     }
 
-    /// Takes `id` out, shifting back the slots after it that probed past it (each moves into the
-    /// hole when its home slot does not lie between the hole and itself), so that every lookup
-    /// still finds its rule before the first empty slot.
+    /// Takes `id` out, shifting back by one the slots after it up to the first empty one or
+    /// the first at its home (Robin Hood order stays: each moved slot comes one nearer its
+    /// home), so that every search still finds its id.
     pub(crate) fn remove(&mut self, id: RuleId) -> Option<S> {
         if self.len == 0 {
             return None;
         }
-        let i = self.probe(id).ok()?;
+        let i = self.probe(id)?;
         let gone = std::mem::replace(&mut self.slots[i], S::empty());
         self.len -= 1;
         let (mut hole, mut j) = (i, self.next(i));
-        while !self.slots[j].is_empty() {
-            let h = self.home(self.slots[j].id());
-            // Is `h` cyclically in (hole, j]? Then slot j must stay.
-            let stays = if hole <= j { hole < h && h <= j } else { hole < h || h <= j };
-            if !stays {
-                self.slots.swap(hole, j);
-                hole = j;
-            }
+        while !self.slots[j].is_empty() && self.distance(j, self.slots[j].id()) > 0 {
+            self.slots.swap(hole, j);
+            hole = j;
             j = self.next(j);
         }
         Some(gone)
@@ -215,6 +244,15 @@ mod tests {
             }
             for (id, index) in &model {
                 proptest::prop_assert_eq!(m.get(RuleId(*id)).map(|k| k.index), Some(*index));
+            }
+            // Robin Hood order: along a run, each slot is at most one further from its home
+            // than the slot before it (what lets a miss stop early).
+            for i in 0..m.slots.len() {
+                let j = m.next(i);
+                if !m.slots[i].is_empty() && !m.slots[j].is_empty() {
+                    let (di, dj) = (m.distance(i, m.slots[i].id), m.distance(j, m.slots[j].id));
+                    proptest::prop_assert!(dj <= di + 1, "slot {j} at distance {dj} after {di}");
+                }
             }
             let mut ids: Vec<u32> = m.iter().map(|k| k.id.0).collect();
             ids.sort_unstable();

@@ -35,6 +35,13 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+/// The allocator of the `rqvs` binary (ARCHITECTURE.md, cli): a flow-mod allocates on one
+/// switch thread and frees on another; glibc's malloc and free took 23% and 30% of those two
+/// threads' time
+/// (docs/openflow-bench.md, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// rqvs: a userspace virtual-switch datapath whose classifier can be a learned index.
 ///
 /// With no subcommand, classifies the embedded default workload (ClassBench acl1, 1K rules, and

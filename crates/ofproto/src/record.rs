@@ -254,7 +254,7 @@ fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> boo
 }
 
 /// A flow of the table: its rule and its state.
-type Flow = (Rule, FlowMeta);
+type Flow = Box<(Rule, FlowMeta)>;
 
 /// The table of record (module docs).
 pub struct FlowTable {
@@ -289,11 +289,11 @@ impl FlowTable {
         for r in rules {
             crate::actions::hold_rule(&r);
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
-                if let Some((o, _)) = t.by_id.remove(&old) {
+                if let Some(o) = t.by_id.remove(&old).map(|f| f.0) {
                     crate::actions::release_rule(&o);
                 }
             }
-            t.by_id.insert(r.id, (r, FlowMeta::default()));
+            t.by_id.insert(r.id, Box::new((r, FlowMeta::default())));
         }
         t
     }
@@ -307,29 +307,29 @@ impl FlowTable {
     }
 
     pub fn get(&self, id: RuleId) -> Option<&Rule> {
-        self.by_id.get(&id).map(|(r, _)| r)
+        self.by_id.get(&id).map(|f| &f.0)
     }
 
     /// A flow's state.
     pub fn meta(&self, id: RuleId) -> Option<&FlowMeta> {
-        self.by_id.get(&id).map(|(_, m)| m)
+        self.by_id.get(&id).map(|f| &f.1)
     }
 
     /// The flows in id order.
     pub fn iter(&self) -> impl Iterator<Item = &Rule> {
-        self.by_id.values().map(|(r, _)| r)
+        self.by_id.values().map(|f| &f.0)
     }
 
     /// The flows with a timeout, and their state.
     pub fn timed(&self) -> impl Iterator<Item = (&Rule, &FlowMeta)> {
-        self.timed.iter().filter_map(|id| self.by_id.get(id)).map(|(r, m)| (r, m))
+        self.timed.iter().filter_map(|id| self.by_id.get(id)).map(|f| (&f.0, &f.1))
     }
 
     /// Adds counts a flow took over to what it carries (`rqvs_switch::Control`, once the PMDs'
     /// counts of the flows it replaced are taken), with a hit at `used_ns` when they held one
     /// not seen yet.
     pub fn carry(&mut self, id: RuleId, c: &FlowCount, used_ns: Option<u64>) {
-        if let Some((_, m)) = self.by_id.get_mut(&id) {
+        if let Some(m) = self.by_id.get_mut(&id).map(|f| &mut f.1) {
             m.carried.add(c);
             m.used_ns = m.used_ns.max(used_ns.unwrap_or(0));
         }
@@ -338,7 +338,7 @@ impl FlowTable {
     /// The PMDs count `packets` under `id` at `now_ns` (the expiry thread looks): a count that
     /// moved since the last look is a hit, so the flow was used by now.
     pub fn observe(&mut self, id: RuleId, packets: u64, now_ns: u64) {
-        if let Some((_, m)) = self.by_id.get_mut(&id) {
+        if let Some(m) = self.by_id.get_mut(&id).map(|f| &mut f.1) {
             if packets != m.seen {
                 m.seen = packets;
                 m.used_ns = m.used_ns.max(now_ns);
@@ -354,7 +354,7 @@ impl FlowTable {
     /// The number of flows in each table that has any.
     pub fn active_per_table(&self) -> BTreeMap<u8, u32> {
         let mut n = BTreeMap::new();
-        for (r, _) in self.by_id.values() {
+        for r in self.by_id.values().map(|f| &f.0) {
             *n.entry(r.table).or_insert(0) += 1;
         }
         n
@@ -372,11 +372,11 @@ impl FlowTable {
                 tables
                     .into_iter()
                     .filter_map(|t| self.index.get(&(t, p, *m)))
-                    .filter(|id| self.by_id.get(id).is_some_and(|(r, _)| f.selects(r) && !self.is_hidden(r)))
+                    .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
                     .copied()
                     .collect()
             }
-            _ => self.by_id.values().filter(|(r, _)| f.selects(r) && !self.is_hidden(r)).map(|(r, _)| r.id).collect(),
+            _ => self.by_id.values().filter(|x| f.selects(&x.0) && !self.is_hidden(&x.0)).map(|x| x.0.id).collect(),
         }
     }
 
@@ -425,7 +425,7 @@ impl FlowTable {
         let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
         crate::actions::hold_rule(&f.0);
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
-        if let Some((o, _)) = &old {
+        if let Some(o) = old.as_ref().map(|f| &f.0) {
             crate::actions::release_rule(o);
             self.timed.remove(&o.id);
         }
@@ -451,7 +451,7 @@ impl FlowTable {
 impl Drop for FlowTable {
     /// The flows release their action lists.
     fn drop(&mut self) {
-        for (r, _) in self.by_id.values() {
+        for r in self.by_id.values().map(|f| &f.0) {
             crate::actions::release_rule(r);
         }
     }
@@ -463,7 +463,7 @@ impl FlowTable {
     fn overlapping(&self, table: u8, priority: u32, m: &Match) -> Option<&Rule> {
         self.by_id
             .values()
-            .map(|(r, _)| r)
+            .map(|f| &f.0)
             .find(|r| r.table == table && r.priority == priority && r.matches != *m && r.matches.overlaps(m))
     }
 }
@@ -571,7 +571,7 @@ impl Txn<'_> {
                 let meta =
                     old.map_or_else(|| FlowMeta::new(spec, self.now_ns), |o| o.heir(Some(spec), counts, self.now_ns));
                 let id = r.id;
-                if let (Some(from), Some(o)) = (self.insert((r, meta)), old) {
+                if let (Some(from), Some(o)) = (self.insert(Box::new((r, meta))), old) {
                     self.heir.insert(from, Heir { to: id, counts, seen: o.seen });
                 }
                 Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
@@ -581,13 +581,14 @@ impl Txn<'_> {
                 let mut new: Vec<Flow> = ids
                     .iter()
                     .filter_map(|id| self.table.by_id.get(id))
-                    .map(|(o, m)| (Rule { actions: actions.clone(), ..o.clone() }, *m))
+                    .map(|f| Box::new((Rule { actions: actions.clone(), ..f.0.clone() }, f.1)))
                     .collect();
-                for (r, _) in &new {
-                    check_flow(r, &self.table.groups)?;
+                for f in &new {
+                    check_flow(&f.0, &self.table.groups)?;
                 }
-                admit_actions(new.iter().map(|(r, _)| r))?;
-                for (id, (r, m)) in ids.iter().zip(&mut new) {
+                admit_actions(new.iter().map(|f| &f.0))?;
+                for (id, f) in ids.iter().zip(&mut new) {
+                    let (r, m) = &mut **f;
                     self.remove(*id);
                     r.id = self.new_id();
                     // Kept: created, timeouts, flags, importance; the hard timeout restarts.
@@ -636,7 +637,7 @@ impl Txn<'_> {
     /// The change so far against the table as it was (module docs).
     pub fn net(&self) -> NetChange {
         // In id order, one walk along the end of the table (no lookup per flow).
-        let added: Vec<Rule> = self.table.by_id.range(RuleId(self.first)..).map(|(_, (r, _))| r.clone()).collect();
+        let added: Vec<Rule> = self.table.by_id.range(RuleId(self.first)..).map(|(_, f)| f.0.clone()).collect();
         let ids: BTreeSet<u32> =
             self.undo.iter().filter_map(|u| if let Undo::Group(id, _) = u { Some(*id) } else { None }).collect();
         let groups = ids.into_iter().map(|id| (id, self.table.groups.get(id).cloned())).collect();
@@ -659,7 +660,7 @@ impl Txn<'_> {
     /// another table added or removed, no group set or removed) — what [`Txn::net`] would say,
     /// without making it.
     pub fn net_shape(&self) -> (bool, bool) {
-        let added = self.table.by_id.range(RuleId(self.first)..).map(|(_, (r, _))| r);
+        let added = self.table.by_id.range(RuleId(self.first)..).map(|(_, f)| &f.0);
         let groups = self.undo.iter().any(|u| matches!(u, Undo::Group(..)));
         let empty = self.removed.is_empty() && !groups && added.clone().next().is_none();
         let table0 = !groups && self.removed.iter().chain(added).all(|r| r.table == 0);
@@ -701,17 +702,17 @@ impl Txn<'_> {
     fn insert(&mut self, f: Flow) -> Option<RuleId> {
         let id = f.0.id;
         let old = self.table.insert(f);
-        if let Some((o, _)) = &old {
-            self.forget(o.clone());
+        if let Some(o) = old.as_ref().map(|f| &f.0) {
+            self.forget(o);
         }
-        let replaced = old.as_ref().map(|(o, _)| o.id);
+        let replaced = old.as_ref().map(|f| f.0.id);
         self.undo.push(Undo::Inserted(id, old));
         replaced
     }
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.table.remove(id)?;
-        self.forget(f.0.clone());
+        self.forget(&f.0);
         self.undo.push(Undo::Removed(f.clone()));
         Some(f)
     }
@@ -719,7 +720,8 @@ impl Txn<'_> {
     /// Removes a flow for `reason` (a delete, an expiry); false when it is not there.
     fn delete(&mut self, id: RuleId, reason: Reason) -> bool {
         match self.remove(id) {
-            Some((r, m)) => {
+            Some(f) => {
+                let (r, m) = *f;
                 self.deleted.push((r, m, reason));
                 true
             }
@@ -728,9 +730,9 @@ impl Txn<'_> {
     }
 
     /// A flow left the table: net, it was added here (and is no more) or it existed before.
-    fn forget(&mut self, r: Rule) {
+    fn forget(&mut self, r: &Rule) {
         if r.id.0 < self.first {
-            self.removed.push(r);
+            self.removed.push(r.clone());
         }
     }
 }

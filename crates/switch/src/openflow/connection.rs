@@ -258,7 +258,7 @@ struct Connection {
 /// A run of FLOW_MODs in flight: its flow-mods (as [`FlowModRun::items`]) and their effects in
 /// the table of record, and the BARRIER_REQUESTs (whole messages) that came after it.
 struct PendingRun {
-    items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+    items: Vec<(u32, Quote, Result<bool, Refusal>)>,
     effects: Vec<Result<rqvs_ofproto::record::OpEffect, OpError>>,
     barriers: Vec<Vec<u8>>,
 }
@@ -522,7 +522,7 @@ impl Connection {
     fn report(
         &mut self,
         v: u8,
-        items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+        items: Vec<(u32, Quote, Result<bool, Refusal>)>,
         effects: Vec<Result<rqvs_ofproto::record::OpEffect, OpError>>,
     ) -> Result<(), End> {
         let mut results = effects.into_iter();
@@ -545,7 +545,7 @@ impl Connection {
                     crate::log_warn!("rqvs switch: openflow {}: flow_mod refused: {why}", self.name);
                 }
                 refusals += 1;
-                self.error(v, xid, e, &bytes)?;
+                self.error(v, xid, e, bytes.as_slice())?;
             }
         }
         if refusals > 1 {
@@ -1129,7 +1129,7 @@ type Refusal = (OfError, String);
 /// before the table).
 #[derive(Default)]
 struct FlowModRun {
-    items: Vec<(u32, Vec<u8>, Result<bool, Refusal>)>,
+    items: Vec<(u32, Quote, Result<bool, Refusal>)>,
     ops: Vec<FlowOp>,
 }
 
@@ -1168,7 +1168,28 @@ impl FlowModRun {
             }
             None => false,
         });
-        self.items.push((xid, msg.to_vec(), item));
+        self.items.push((xid, Quote::of(msg), item));
+    }
+}
+
+/// What an ERROR quotes of a flow-mod of a run: its first 64 bytes, all the spec asks
+/// ([`ErrorMsg::new`] keeps no more), held inline — a run holds thousands, and a copy of each
+/// whole message was an allocation per flow-mod.
+struct Quote {
+    bytes: [u8; 64],
+    len: u8,
+}
+
+impl Quote {
+    fn of(msg: &[u8]) -> Quote {
+        let len = msg.len().min(64);
+        let mut bytes = [0; 64];
+        bytes[..len].copy_from_slice(&msg[..len]);
+        Quote { bytes, len: len as u8 }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
     }
 }
 
