@@ -37,8 +37,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The allocator of the `rqvs` binary (ARCHITECTURE.md, cli): a flow-mod allocates on one
 /// switch thread and frees on another; glibc's malloc and free took 23% and 30% of those two
-/// threads' time
-/// (docs/openflow-bench.md, "The allocator").
+/// threads' time (docs/openflow-bench.md, "The allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
