@@ -1644,9 +1644,11 @@ fn a_bridge_gets_the_flows_ovs_gives_it() {
     ]);
     assert_eq!(n_flows(&env), 0, "the first controller flushes every flow: {}", flows(&env));
     eventually("standalone fails open", || ping(&h1, "10.88.0.2", 1));
+    // Printed, not asserted: pings under a loaded machine take seconds longer than the switch
+    // (a CI run failed at 10.06 s while the switch's own log said 3 s). The switch's figure is
+    // checked below.
     let failed_open = t.elapsed().as_secs_f64();
-    eprintln!("failed open {failed_open:.2} s after set-controller (inactivity_probe=1000)");
-    assert!(failed_open < 8.0, "three 1 s intervals, not three 5 s ones: {failed_open:.2} s");
+    eprintln!("pings through {failed_open:.2} s after set-controller (inactivity_probe=1000)");
     env.vsctl(&["del-controller", "br0"]);
     let f = flows(&env);
     assert!(
@@ -1658,6 +1660,15 @@ fn a_bridge_gets_the_flows_ovs_gives_it() {
     assert_eq!(n_flows(&env), 0, "secure without controllers: flushed: {}", flows(&env));
     let log = env.exit();
     assert_eq!(log.matches("failing open").count(), 1, "{log}");
+    // The switch's own wait before failing open: three 1 s intervals (3 s), not three of the
+    // default 5 s ones (15 s).
+    let waited: f64 = log
+        .split("no controller for ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no \"no controller for N s\" line: {log}"));
+    assert!((2.0..8.0).contains(&waited), "three 1 s intervals, not three 5 s ones: {waited} s: {log}");
 }
 
 /// Issue 37: `ssl:` and `pssl:` controller targets with `--ovsdb` take their key, certificate
