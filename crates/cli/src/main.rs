@@ -7,6 +7,7 @@
 //! `report::stdout`, which ends the process quietly with 0 when the reader has gone (`EPIPE`,
 //! `rqvs … | head`) and with a one-line error and 1 when stdout cannot be written (`ENOSPC`).
 
+mod alloc;
 mod args;
 mod bench;
 mod bench_openflow;
@@ -35,11 +36,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// The allocator of the `rqvs` binary (ARCHITECTURE.md, cli): a flow-mod allocates on one
-/// switch thread and frees on another; glibc's malloc and free took 23% and 30% of those two
-/// threads' time (docs/openflow-bench.md, "The allocator").
+/// The allocator of the `rqvs` binary: mimalloc for small blocks, the system's for large ones
+/// (`alloc.rs`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::Split = alloc::Split;
 
 /// rqvs: a userspace virtual-switch datapath whose classifier can be a learned index.
 ///
