@@ -93,16 +93,16 @@ mod tests {
             // SAFETY: non-zero sizes; each pointer is used only while live, with its layout.
             unsafe {
                 let p = Split.alloc(small);
-                assert!(!p.is_null() && p as usize % align == 0);
+                assert!(!p.is_null() && (p as usize).is_multiple_of(align));
                 for i in 0..small.size() {
                     *p.add(i) = (i % 251) as u8;
                 }
                 let q = Split.realloc(p, small, 3 * LARGE);
-                assert!(!q.is_null() && q as usize % align == 0);
+                assert!(!q.is_null() && (q as usize).is_multiple_of(align));
                 assert!((0..small.size()).all(|i| *q.add(i) == (i % 251) as u8));
                 let big = Layout::from_size_align(3 * LARGE, align).unwrap();
                 let r = Split.realloc(q, big, 100);
-                assert!(!r.is_null() && r as usize % align == 0);
+                assert!(!r.is_null() && (r as usize).is_multiple_of(align));
                 assert!((0..100).all(|i| *r.add(i) == (i % 251) as u8));
                 Split.dealloc(r, Layout::from_size_align(100, align).unwrap());
             }
