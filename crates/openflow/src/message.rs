@@ -289,9 +289,12 @@ pub struct ErrorMsg {
 }
 
 impl ErrorMsg {
-    /// An ERROR for `e` quoting (up to 64 bytes of) the offending message, as the spec asks.
+    /// How much of the offending message an ERROR quotes: its first 64 bytes, as the spec asks.
+    pub const QUOTED: usize = 64;
+
+    /// An ERROR for `e` quoting (up to [`ErrorMsg::QUOTED`] bytes of) the offending message.
     pub fn new(e: OfError, offending: &[u8]) -> ErrorMsg {
-        ErrorMsg { kind: e.kind, code: e.code, data: offending[..offending.len().min(64)].to_vec() }
+        ErrorMsg { kind: e.kind, code: e.code, data: offending[..offending.len().min(Self::QUOTED)].to_vec() }
     }
 
     /// The type and code.

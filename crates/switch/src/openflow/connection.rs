@@ -1172,18 +1172,18 @@ impl FlowModRun {
     }
 }
 
-/// What an ERROR quotes of a flow-mod of a run: its first 64 bytes, all the spec asks
-/// ([`ErrorMsg::new`] keeps no more), held inline — a run holds thousands, and a copy of each
-/// whole message was an allocation per flow-mod.
+/// What an ERROR quotes of a flow-mod of a run: its first [`ErrorMsg::QUOTED`] bytes, all
+/// [`ErrorMsg::new`] keeps, held inline — a run holds thousands, and a copy of each whole
+/// message was an allocation per flow-mod.
 struct Quote {
-    bytes: [u8; 64],
+    bytes: [u8; ErrorMsg::QUOTED],
     len: u8,
 }
 
 impl Quote {
     fn of(msg: &[u8]) -> Quote {
-        let len = msg.len().min(64);
-        let mut bytes = [0; 64];
+        let len = msg.len().min(ErrorMsg::QUOTED);
+        let mut bytes = [0; ErrorMsg::QUOTED];
         bytes[..len].copy_from_slice(&msg[..len]);
         Quote { bytes, len: len as u8 }
     }
