@@ -260,6 +260,10 @@ type Flow = Box<(Rule, FlowMeta)>;
 pub struct FlowTable {
     by_id: BTreeMap<RuleId, Flow>,
     index: HashMap<(u8, u32, Match), RuleId>,
+    /// The number of flows in each table (hidden ones too), kept with `by_id`: a strict
+    /// selection naming no table probes the index in the tables that have flows, and
+    /// [`FlowTable::active_per_table`] reads it, neither walking every flow.
+    per_table: Box<[u32; 256]>,
     /// The group table (copy on write: [`FlowTable::groups`] hands out the committed one).
     groups: Arc<GroupTable>,
     /// The flows with a timeout.
@@ -281,6 +285,7 @@ impl FlowTable {
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
             index: HashMap::with_capacity(rules.len()),
+            per_table: Box::new([0; 256]),
             groups: Arc::new(GroupTable::default()),
             timed: BTreeSet::new(),
             next_id,
@@ -291,8 +296,10 @@ impl FlowTable {
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
                 if let Some(o) = t.by_id.remove(&old).map(|f| f.0) {
                     crate::actions::release_rule(&o);
+                    t.per_table[usize::from(o.table)] -= 1;
                 }
             }
+            t.per_table[usize::from(r.table)] += 1;
             t.by_id.insert(r.id, Box::new((r, FlowMeta::default())));
         }
         t
@@ -353,11 +360,12 @@ impl FlowTable {
 
     /// The number of flows in each table that has any.
     pub fn active_per_table(&self) -> BTreeMap<u8, u32> {
-        let mut n = BTreeMap::new();
-        for r in self.by_id.values().map(|f| &f.0) {
-            *n.entry(r.table).or_insert(0) += 1;
-        }
-        n
+        self.tables_with_flows().map(|t| (t, self.per_table[usize::from(t)])).collect()
+    }
+
+    /// The tables that have flows, in order.
+    fn tables_with_flows(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..=u8::MAX).filter(|&t| self.per_table[usize::from(t)] > 0)
     }
 
     /// The ids of the flows `f` selects: through the index when `f` is strict with a match
@@ -367,7 +375,7 @@ impl FlowTable {
             (Some(m), Some(p)) => {
                 let tables: Vec<u8> = match f.table {
                     Some(t) => vec![t],
-                    None => self.active_per_table().into_keys().collect(),
+                    None => self.tables_with_flows().collect(),
                 };
                 tables
                     .into_iter()
@@ -428,10 +436,12 @@ impl FlowTable {
         if let Some(o) = old.as_ref().map(|f| &f.0) {
             crate::actions::release_rule(o);
             self.timed.remove(&o.id);
+            self.per_table[usize::from(o.table)] -= 1;
         }
         if expires {
             self.timed.insert(id);
         }
+        self.per_table[usize::from(f.0.table)] += 1;
         self.by_id.insert(id, f);
         old
     }
@@ -439,6 +449,7 @@ impl FlowTable {
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
         crate::actions::release_rule(&f.0);
+        self.per_table[usize::from(f.0.table)] -= 1;
         let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
             self.index.remove(&key);
@@ -941,6 +952,62 @@ mod tests {
                 assert_eq!(t.select(&f), scan);
             }
         }
+    }
+
+    /// The flows per table the table keeps ([`FlowTable::active_per_table`], and the tables a
+    /// strict selection naming none probes) against a count over every flow, through adds in
+    /// several tables, replacements, deletes, and a transaction taken back.
+    #[test]
+    fn flows_per_table_stay_counted() {
+        let walk = |t: &FlowTable| {
+            let mut n = BTreeMap::new();
+            for r in t.iter() {
+                *n.entry(r.table).or_insert(0u32) += 1;
+            }
+            n
+        };
+        let check = |t: &FlowTable| {
+            assert_eq!(t.active_per_table(), walk(t));
+            for r in t.iter() {
+                let f = FlowFilter { matches: Some(r.matches), strict: Some(r.priority), ..FlowFilter::all() };
+                let mut scan: Vec<RuleId> = t.iter().filter(|o| f.selects(o)).map(|o| o.id).collect();
+                let mut got = t.select(&f);
+                scan.sort();
+                got.sort();
+                assert_eq!(got, scan, "strict, every table: {r:?}");
+            }
+        };
+        let mut t = table();
+        check(&t);
+        let base = t.iter().next().unwrap().clone();
+        let in_table = |table: u8, port: u32| {
+            let mut r = base.clone();
+            r.table = table;
+            r.actions = Actions::output(port);
+            r
+        };
+        let mut x = t.txn(0);
+        for (table, port) in [(3, 1), (7, 1), (3, 2), (200, 4)] {
+            x.apply(&FlowOp::add(in_table(table, port))).unwrap();
+        }
+        x.keep();
+        check(&t);
+        assert_eq!(t.active_per_table().get(&3), Some(&1), "the second add in table 3 replaced the first");
+        // Strict, no table: the same (priority, match) in tables 0, 3, 7 and 200.
+        let every = FlowFilter { matches: Some(base.matches), strict: Some(base.priority), ..FlowFilter::all() };
+        assert_eq!(t.select(&every).len(), 4);
+        {
+            let mut x = t.txn(0);
+            x.apply(&FlowOp::Delete(every.clone())).unwrap();
+            check(&*x.table);
+        }
+        check(&t);
+        assert_eq!(t.select(&every).len(), 4, "the dropped transaction took its deletes back");
+        let mut x = t.txn(0);
+        assert_eq!(x.apply(&FlowOp::Delete(every.clone())).unwrap().removed, 4);
+        x.keep();
+        check(&t);
+        assert!(t.select(&every).is_empty());
     }
 
     fn strict(text: &str) -> FlowFilter {
