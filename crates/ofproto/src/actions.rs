@@ -854,17 +854,36 @@ pub fn release_actions(all: impl IntoIterator<Item = crate::DpAction>) {
 }
 
 /// Holds rule `r`'s list, interned if missing (whatever the limit: the rule was admitted) — a
-/// flow of the table of record.
-pub fn hold_rule(r: &Rule) {
+/// flow of the table of record. The id held (`None`: the rule's actions are no list the table
+/// holds), for [`release_held`]: the flow keeps it, so that its release is by id, not by a
+/// search for its list (the list stays in its slot while held).
+pub fn hold_rule(r: &Rule) -> Option<ActionsId> {
     let ops = rule_ops(r);
-    if is_listed(&ops) {
-        let t = table();
-        let mut inner = lock(t);
-        inner.collect_if_due(t);
-        if let Ok(i) = inner.get_or_insert(t, &ops, MAX_LISTS) {
-            inner.hold(i);
+    if !is_listed(&ops) {
+        return None;
+    }
+    let t = table();
+    let mut inner = lock(t);
+    inner.collect_if_due(t);
+    let i = inner.get_or_insert(t, &ops, MAX_LISTS).ok()?;
+    inner.hold(i);
+    Some(inner.id(i))
+}
+
+/// Releases a hold [`hold_rule`] took (its id; `None`: it held nothing) — [`release_rule`]
+/// without computing and looking up the rule's list again. A list no longer there is counted
+/// `unbalanced`, as there.
+pub fn release_held(held: Option<ActionsId>) {
+    let Some(id) = held else { return };
+    let t = table();
+    let mut inner = lock(t);
+    match inner.live(id) {
+        Some(i) => inner.release(t, i),
+        None => {
+            t.unbalanced.fetch_add(1, Ordering::Relaxed);
         }
     }
+    inner.collect_if_due(t);
 }
 
 /// Releases the hold [`hold_rule`] took for `r` (whose actions, cookie and table are

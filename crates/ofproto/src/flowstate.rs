@@ -110,6 +110,9 @@ pub struct FlowMeta {
     /// Packets and bytes of the flows it replaced (or was modified from), not counted at the
     /// PMDs under its own id.
     pub carried: FlowCount,
+    /// The action list the flow holds in the datapath's action table while it is in the table
+    /// of record ([`crate::actions::hold_rule`]; set there, released by it on the way out).
+    pub(crate) held: Option<crate::actions::ActionsId>,
 }
 
 impl FlowMeta {
@@ -125,6 +128,7 @@ impl FlowMeta {
             used_ns: now_ns,
             seen: 0,
             carried: FlowCount::default(),
+            held: None,
         }
     }
 

@@ -292,15 +292,15 @@ impl FlowTable {
             hidden: Vec::new(),
         };
         for r in rules {
-            crate::actions::hold_rule(&r);
+            let held = crate::actions::hold_rule(&r);
             if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
-                if let Some(o) = t.by_id.remove(&old).map(|f| f.0) {
-                    crate::actions::release_rule(&o);
-                    t.per_table[usize::from(o.table)] -= 1;
+                if let Some(o) = t.by_id.remove(&old) {
+                    crate::actions::release_held(o.1.held);
+                    t.per_table[usize::from(o.0.table)] -= 1;
                 }
             }
             t.per_table[usize::from(r.table)] += 1;
-            t.by_id.insert(r.id, Box::new((r, FlowMeta::default())));
+            t.by_id.insert(r.id, Box::new((r, FlowMeta { held, ..FlowMeta::default() })));
         }
         t
     }
@@ -429,14 +429,14 @@ impl FlowTable {
     /// Every change of the flows goes through here and [`FlowTable::remove`]: each flow holds
     /// its action list in the datapath's action table while it is in the table
     /// ([`crate::actions::hold_rule`]).
-    fn insert(&mut self, f: Flow) -> Option<Flow> {
+    fn insert(&mut self, mut f: Flow) -> Option<Flow> {
         let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
-        crate::actions::hold_rule(&f.0);
+        f.1.held = crate::actions::hold_rule(&f.0);
         let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
-        if let Some(o) = old.as_ref().map(|f| &f.0) {
-            crate::actions::release_rule(o);
-            self.timed.remove(&o.id);
-            self.per_table[usize::from(o.table)] -= 1;
+        if let Some(o) = old.as_deref() {
+            crate::actions::release_held(o.1.held);
+            self.timed.remove(&o.0.id);
+            self.per_table[usize::from(o.0.table)] -= 1;
         }
         if expires {
             self.timed.insert(id);
@@ -448,7 +448,7 @@ impl FlowTable {
 
     fn remove(&mut self, id: RuleId) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
-        crate::actions::release_rule(&f.0);
+        crate::actions::release_held(f.1.held);
         self.per_table[usize::from(f.0.table)] -= 1;
         let key = (f.0.table, f.0.priority, f.0.matches);
         if self.index.get(&key) == Some(&id) {
@@ -462,8 +462,8 @@ impl FlowTable {
 impl Drop for FlowTable {
     /// The flows release their action lists.
     fn drop(&mut self) {
-        for r in self.by_id.values().map(|f| &f.0) {
-            crate::actions::release_rule(r);
+        for f in self.by_id.values() {
+            crate::actions::release_held(f.1.held);
         }
     }
 }
