@@ -25,7 +25,7 @@
 //! lists freed and the reads of freed ones.
 //!
 //! **Freeing.** A list lives while something counts it — a **hold** ([`hold`], [`release`]):
-//! the flows of the switch's table of record ([`hold_rule`], [`release_rule`]: taken when a flow
+//! the flows of the switch's table of record ([`hold_rule`], [`release_held`]: taken when a flow
 //! enters the table, dropped when it leaves), the megaflows (`rqvs_datapath::dpcls::Dpcls`: at install
 //! and removal), the CFLOWS action tables each publication carries (while a PMD may read it),
 //! and a list that clones another (a group's bucket) holds that one. An id in transit has no
@@ -870,9 +870,9 @@ pub fn hold_rule(r: &Rule) -> Option<ActionsId> {
     Some(inner.id(i))
 }
 
-/// Releases a hold [`hold_rule`] took (its id; `None`: it held nothing) — [`release_rule`]
-/// without computing and looking up the rule's list again. A list no longer there is counted
-/// `unbalanced`, as there.
+/// Releases a hold [`hold_rule`] took, by the id it returned (`None`: it held nothing) — no
+/// list made from the rule and searched for again. An id whose list is gone is counted
+/// `unbalanced` (a release without a hold).
 pub fn release_held(held: Option<ActionsId>) {
     let Some(id) = held else { return };
     let t = table();
@@ -884,23 +884,6 @@ pub fn release_held(held: Option<ActionsId>) {
         }
     }
     inner.collect_if_due(t);
-}
-
-/// Releases the hold [`hold_rule`] took for `r` (whose actions, cookie and table are
-/// unchanged since).
-pub fn release_rule(r: &Rule) {
-    let ops = rule_ops(r);
-    if is_listed(&ops) {
-        let t = table();
-        let mut inner = lock(t);
-        match inner.index.get(&ops[..]) {
-            Some(&i) => inner.release(t, i),
-            None => {
-                t.unbalanced.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        inner.collect_if_due(t);
-    }
 }
 
 /// A thread that reads ids without holding them — a PMD, whose batch uses the actions of
