@@ -409,8 +409,14 @@ fn busy_interface_fails_cleanly_and_the_first_switch_keeps_forwarding() {
         for n in base..base + 50 {
             s1.send(&udp(53, n)).unwrap();
         }
-        let got = s2.drain(Duration::from_millis(300)).unwrap();
-        assert_eq!(got, (base..base + 50).map(|n| udp(53, n)).collect::<Vec<_>>(), "{what}: the first switch forwards");
+        // Every frame once; not in order: frames that meet the flow's megaflow can leave before
+        // earlier ones still at the upcall handler (README, "rqvs switch": as OVS's kernel
+        // datapath). A CI run under load saw 44–49 leave before 12–43.
+        let mut got = s2.drain(Duration::from_millis(300)).unwrap();
+        got.sort();
+        let mut want: Vec<_> = (base..base + 50).map(|n| udp(53, n)).collect();
+        want.sort();
+        assert_eq!(got, want, "{what}: the first switch forwards every frame once");
     };
     forwards("before", 0);
     // p3 first, so the busy p1 is opened second and p3 must be closed again.
