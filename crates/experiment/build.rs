@@ -65,18 +65,26 @@ fn from_git(manifest: &Path) -> Result<(String, bool), String> {
         return Err(format!("the enclosing git repository ({top}) is not rqvs's checkout"));
     }
     let rev = git(manifest, &["rev-parse", "--short=12", "HEAD"])?;
-    let status = git(&root, &["status", "--porcelain", "--untracked-files=no"])?;
-    // Rerun when HEAD moves, a branch moves, the index changes, or any source changes (the dirty
-    // flag): the git directory's files and the workspace's sources, never the target directory.
-    for p in ["HEAD", "index"] {
-        if let Ok(f) = git(manifest, &["rev-parse", "--git-path", p]) {
-            println!("cargo:rerun-if-changed={}", abs(manifest, &f).display());
-        }
-    }
+    // `--no-optional-locks`: a status refreshes the index's stat cache when it may, which would
+    // make the next cargo run see the index changed and build again.
+    let status = git(&root, &["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])?;
+    // Rerun when HEAD moves, a branch moves, or any source changes (the dirty flag): the git
+    // directory's files and the workspace's sources, never the target directory. Not the index:
+    // any `git status` may rewrite it (its stat cache) with nothing changed, and each rewrite
+    // rebuilt every crate above this one (a CI run's `cargo run` steps took minutes each);
+    // staging changes no source, and a commit moves the branch.
+    // Only files that exist: cargo takes a missing one as changed on every build (a checkout
+    // without `packed-refs` rebuilt everything above this crate on every `cargo run`). A branch
+    // whose loose ref goes into `packed-refs` deletes the watched file, which reruns this.
+    let mut refs = vec!["HEAD".to_string()];
     if let Ok(refname) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
-        for f in [refname.as_str(), "packed-refs"] {
-            if let Ok(f) = git(manifest, &["rev-parse", "--git-path", f]) {
-                println!("cargo:rerun-if-changed={}", abs(manifest, &f).display());
+        refs.extend([refname, "packed-refs".into()]);
+    }
+    for r in &refs {
+        if let Ok(f) = git(manifest, &["rev-parse", "--git-path", r]) {
+            let f = abs(manifest, &f);
+            if f.exists() {
+                println!("cargo:rerun-if-changed={}", f.display());
             }
         }
     }
