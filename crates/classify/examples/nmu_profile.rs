@@ -11,7 +11,10 @@
 //!
 //! Arguments: rule file (ofctl or ClassBench), packet file (pcap or ClassBench trace), the
 //! classifier to loop (`tm`, `nmu`, `both`: alternating rounds, reporting each; or `pairs`: one
-//! pass of each in turn, reporting the median ratio of the pairs' rates), seconds.
+//! pass of each in turn, reporting the median ratio of the pairs' rates), seconds. A mode ending
+//! in `1` (`tm1`, `nmu1`, `both1`, `pairs1`) looks the keys up one at a time
+//! (`Classifier::lookup_narrow`, as `rqvs bench classifiers`' one-key column) instead of in
+//! batches of 32.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +26,7 @@ use rqvs_flow::{FlowKey, RuleId};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 5 {
-        return Err("usage: nmu_profile RULES TRACE tm|nmu|both|pairs SECONDS".into());
+        return Err("usage: nmu_profile RULES TRACE tm|nmu|both|pairs[1] SECONDS".into());
     }
     let rules = rqvs_flow::formats::read_rules(std::path::Path::new(&args[1]))?;
     let mut reader = PacketReader::open(std::path::Path::new(&args[2]), 0)?;
@@ -59,14 +62,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut a = vec![None; keys.len()];
     let mut b = vec![None; keys.len()];
-    run(&tm, &keys, narrow.as_deref(), &mut a);
-    run(&nmu, &keys, narrow.as_deref(), &mut b);
+    run(&tm, &keys, narrow.as_deref(), &mut a, false);
+    run(&nmu, &keys, narrow.as_deref(), &mut b, false);
     let diff = a.iter().zip(&b).filter(|(x, y)| x != y).count();
-    println!("tm vs nmu: {diff} differences over {} packets", keys.len());
+    run(&nmu, &keys, narrow.as_deref(), &mut b, true);
+    let diff = diff + a.iter().zip(&b).filter(|(x, y)| x != y).count();
+    println!("tm vs nmu (nmu in batches and one key at a time): {diff} differences over {} packets", keys.len());
     if diff != 0 {
         return Err("the classifiers disagree".into());
     }
-    let which = args[3].as_str();
+    let (which, single) = match args[3].strip_suffix('1') {
+        Some(w) => (w, true),
+        None => (args[3].as_str(), false),
+    };
+    let how = if single { "one key at a time" } else { "in batches" };
     if which == "pairs" {
         // One pass of each in turn; the ratio of each pair's rates, so that the machine's
         // slower and faster moments cancel (TupleMerge is the yardstick).
@@ -76,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut took = [0.0; 2];
             for (i, c) in [&tm as &dyn Classifier, &nmu].into_iter().enumerate() {
                 let p = Instant::now();
-                run(c, &keys, narrow.as_deref(), &mut a);
+                run(c, &keys, narrow.as_deref(), &mut a, single);
                 took[i] = p.elapsed().as_secs_f64();
             }
             ratios.push(took[0] / took[1]);
@@ -84,7 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ratios.sort_by(f64::total_cmp);
         let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
         println!(
-            "nmu/tm in batches over {} pairs of passes: median {:.3} (quartiles {:.3}-{:.3})",
+            "nmu/tm {how} over {} pairs of passes: median {:.3} (quartiles {:.3}-{:.3})",
             ratios.len(),
             q(0.5),
             q(0.25),
@@ -102,18 +111,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = Instant::now();
             let mut passes = 0u64;
             while t.elapsed() < per || passes == 0 {
-                run(c, &keys, narrow.as_deref(), &mut a);
+                run(c, &keys, narrow.as_deref(), &mut a, single);
                 passes += 1;
             }
             let mpps = (passes * keys.len() as u64) as f64 / t.elapsed().as_secs_f64() / 1e6;
-            println!("round {r} {name}: {mpps:.3} Mpps in batches");
+            println!("round {r} {name}: {mpps:.3} Mpps {how}");
         }
     }
     Ok(())
 }
 
-fn run(c: &dyn Classifier, keys: &[FlowKey], narrow: Option<&[NarrowKey]>, out: &mut [Option<RuleId>]) {
+fn run(c: &dyn Classifier, keys: &[FlowKey], narrow: Option<&[NarrowKey]>, out: &mut [Option<RuleId>], single: bool) {
     match narrow {
+        Some(n) if single => {
+            for (k, o) in n.iter().zip(out.iter_mut()) {
+                *o = c.lookup_narrow(k);
+            }
+        }
+        None if single => {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = c.lookup(k);
+            }
+        }
         Some(n) => {
             for (k, o) in n.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
                 c.lookup_batch_narrow(k, o);

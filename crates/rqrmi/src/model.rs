@@ -301,6 +301,15 @@ impl<K: Key> RqRmi<K> {
         let (_, lo, hi) = self.predict(key);
         // The `his` line asked for with the `los` one the search reads first (see `batch_loop`).
         crate::prefetch::prefetch(&self.his[lo]);
+        // One key has no other key's misses to overlap with: a window of up to eight lines has
+        // all its `los` lines asked for at once, instead of one miss per step of the search.
+        let per_line = (64 / std::mem::size_of::<K>()).max(1);
+        if hi - lo < 8 * per_line {
+            for i in (lo..=hi).step_by(per_line) {
+                crate::prefetch::prefetch(&self.los[i]);
+            }
+            crate::prefetch::prefetch(&self.los[hi]);
+        }
         self.search(key, lo, hi)
     }
 

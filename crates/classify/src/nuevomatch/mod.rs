@@ -875,6 +875,14 @@ impl<R: Remainder> NuevoMatchUp<R> {
     fn scan_bucket<K: Key>(&self, s: &ISet, b: usize, key: &K, best: &mut Option<(u32, RuleId)>) {
         let (from, to) = s.span(b);
         if from < to {
+            // One key has no other key's misses to overlap with, and the slot its pre-filter
+            // group passes would be a second miss after the group's: the first group's slots
+            // (four lines; a bucket holds up to `l` = 8 rules) are asked for with the group.
+            let end = to.min(from + LANES);
+            for j in (from..end).step_by(64 / std::mem::size_of::<Slot>()) {
+                prefetch(&s.cands[j]);
+            }
+            prefetch(&s.cands[end - 1]); // `cands` is 32-byte aligned: the group may cross one more line
             let words = s.words(key);
             let first = s.pre.group(from, words.0, words.1);
             self.scan_span(s, from, to, first, words, key, best);
