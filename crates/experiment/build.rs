@@ -73,18 +73,21 @@ fn from_git(manifest: &Path) -> Result<(String, bool), String> {
     // any `git status` may rewrite it (its stat cache) with nothing changed, and each rewrite
     // rebuilt every crate above this one (a CI run's `cargo run` steps took minutes each);
     // staging changes no source, and a commit moves the branch.
-    // Only files that exist: cargo takes a missing one as changed on every build (a checkout
+    // Only paths that exist: cargo takes a missing one as changed on every build (a checkout
     // without `packed-refs` rebuilt everything above this crate on every `cargo run`). A branch
-    // whose loose ref goes into `packed-refs` deletes the watched file, which reruns this.
+    // whose loose ref goes into `packed-refs` deletes the watched file, which reruns this; a
+    // branch held only in `packed-refs` gets its loose ref back at the next commit, in the
+    // directory watched in its stead (`refs/heads`: cargo looks at every file under it).
     let mut refs = vec!["HEAD".to_string()];
     if let Ok(refname) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
         refs.extend([refname, "packed-refs".into()]);
     }
-    for r in &refs {
+    for (i, r) in refs.iter().enumerate() {
         if let Ok(f) = git(manifest, &["rev-parse", "--git-path", r]) {
             let f = abs(manifest, &f);
-            if f.exists() {
-                println!("cargo:rerun-if-changed={}", f.display());
+            let watched = if f.exists() || i != 1 { Some(f.as_path()) } else { f.parent() };
+            if let Some(w) = watched.filter(|w| w.exists()) {
+                println!("cargo:rerun-if-changed={}", w.display());
             }
         }
     }
