@@ -72,24 +72,24 @@ fn from_git(manifest: &Path) -> Result<(String, bool), String> {
     // directory's files and the workspace's sources, never the target directory. Not the index:
     // any `git status` may rewrite it (its stat cache) with nothing changed, and each rewrite
     // rebuilt every crate above this one (a CI run's `cargo run` steps took minutes each);
-    // staging changes no source, and a commit moves the branch.
-    // Only paths that exist: cargo takes a missing one as changed on every build (a checkout
-    // without `packed-refs` rebuilt everything above this crate on every `cargo run`). A branch
-    // whose loose ref goes into `packed-refs` deletes the watched file, which reruns this; a
-    // branch held only in `packed-refs` gets its loose ref back at the next commit, in the
-    // directory watched in its stead (`refs/heads`: cargo looks at every file under it).
-    let mut refs = vec!["HEAD".to_string()];
-    if let Ok(refname) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
-        refs.extend([refname, "packed-refs".into()]);
-    }
-    for (i, r) in refs.iter().enumerate() {
-        if let Ok(f) = git(manifest, &["rev-parse", "--git-path", r]) {
-            let f = abs(manifest, &f);
-            let watched = if f.exists() || i != 1 { Some(f.as_path()) } else { f.parent() };
-            if let Some(w) = watched.filter(|w| w.exists()) {
-                println!("cargo:rerun-if-changed={}", w.display());
-            }
+    // staging changes no source, and a commit moves the branch. Only paths that exist: cargo
+    // takes a missing one as changed on every build (a checkout without `packed-refs` rebuilt
+    // everything above this crate on every `cargo run`). A branch whose loose ref goes into
+    // `packed-refs` deletes the watched file, which reruns this; a branch held only in
+    // `packed-refs` gets its loose ref back at the next commit, in the directory watched in its
+    // stead (`refs/heads`: cargo looks at every file under it).
+    let watch = |name: &str, or_its_directory: bool| {
+        let Ok(f) = git(manifest, &["rev-parse", "--git-path", name]) else { return };
+        let f = abs(manifest, &f);
+        let watched = if f.exists() || !or_its_directory { Some(f.as_path()) } else { f.parent() };
+        if let Some(w) = watched.filter(|w| w.exists()) {
+            println!("cargo:rerun-if-changed={}", w.display());
         }
+    };
+    watch("HEAD", false);
+    if let Ok(refname) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
+        watch(&refname, true);
+        watch("packed-refs", false);
     }
     // What makes up the binaries: each crate's sources and manifest, the embedded data (a test
     // edited does not rerun this; the flag says whether what was built differs from the commit).
