@@ -44,6 +44,8 @@
 //! ([`NetChange::added`], [`NetChange::removed`], [`NetChange::groups`]): the translation
 //! (`crate::xlate`) walks the pipeline from table 0.
 
+mod index;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 // foldhash, not SipHash: a bundle of 125K flows hashes each match and id several times.
@@ -52,6 +54,7 @@ use std::fmt;
 
 use std::sync::Arc;
 
+use index::{FlowIndex, Identity};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
 use rqvs_openflow::flow_mod::{OFPFF_CHECK_OVERLAP, OFPFF_RESET_COUNTS};
@@ -249,6 +252,11 @@ pub fn covers(general: &Match, specific: &Match) -> bool {
         && range_within(specific.tp_dst_range(), general.tp_dst_range())
 }
 
+/// Do `a` and `b` have one identity (table, priority, match)?
+fn same_identity(a: &Rule, b: &Rule) -> bool {
+    a.table == b.table && a.priority == b.priority && a.matches == b.matches
+}
+
 fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> bool {
     outer.lo <= inner.lo && inner.hi <= outer.hi
 }
@@ -259,7 +267,7 @@ type Flow = Box<(Rule, FlowMeta)>;
 /// The table of record (module docs).
 pub struct FlowTable {
     by_id: BTreeMap<RuleId, Flow>,
-    index: HashMap<(u8, u32, Match), RuleId>,
+    index: FlowIndex,
     /// The number of flows in each table (hidden ones too), kept with `by_id`: a strict
     /// selection naming no table probes the index in the tables that have flows, and
     /// [`FlowTable::active_per_table`] reads it, neither walking every flow.
@@ -284,7 +292,7 @@ impl FlowTable {
         crate::actions::enable_freeing();
         let mut t = FlowTable {
             by_id: BTreeMap::new(),
-            index: HashMap::with_capacity(rules.len()),
+            index: FlowIndex::with_capacity(rules.len()),
             per_table: Box::new([0; 256]),
             groups: Arc::new(GroupTable::default()),
             timed: BTreeSet::new(),
@@ -293,7 +301,9 @@ impl FlowTable {
         };
         for r in rules {
             let held = crate::actions::hold_rule(&r);
-            if let Some(old) = t.index.insert((r.table, r.priority, r.matches), r.id) {
+            let h = t.index.hash(&(r.table, r.priority, r.matches));
+            let by_id = &t.by_id;
+            if let Some(old) = t.index.insert(h, r.id, |o| by_id.get(&o).is_some_and(|f| same_identity(&f.0, &r))) {
                 if let Some(o) = t.by_id.remove(&old) {
                     crate::actions::release_held(o.1.held);
                     t.per_table[usize::from(o.0.table)] -= 1;
@@ -363,6 +373,14 @@ impl FlowTable {
         self.tables_with_flows().map(|t| (t, self.per_table[usize::from(t)])).collect()
     }
 
+    /// The flow at identity `key` (table, priority, match), through the index.
+    fn find(&self, key: &Identity) -> Option<RuleId> {
+        let by_id = &self.by_id;
+        self.index.get(self.index.hash(key), |id| {
+            by_id.get(&id).is_some_and(|f| (f.0.table, f.0.priority, &f.0.matches) == (key.0, key.1, &key.2))
+        })
+    }
+
     /// The tables that have flows, in order.
     fn tables_with_flows(&self) -> impl Iterator<Item = u8> + '_ {
         (0..=u8::MAX).filter(|&t| self.per_table[usize::from(t)] > 0)
@@ -379,9 +397,8 @@ impl FlowTable {
                 };
                 tables
                     .into_iter()
-                    .filter_map(|t| self.index.get(&(t, p, *m)))
+                    .filter_map(|t| self.find(&(t, p, *m)))
                     .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
-                    .copied()
                     .collect()
             }
             _ => self.by_id.values().filter(|x| f.selects(&x.0) && !self.is_hidden(&x.0)).map(|x| x.0.id).collect(),
@@ -430,9 +447,14 @@ impl FlowTable {
     /// its action list in the datapath's action table while it is in the table
     /// ([`crate::actions::hold_rule`]).
     fn insert(&mut self, mut f: Flow) -> Option<Flow> {
-        let (id, key, expires) = (f.0.id, (f.0.table, f.0.priority, f.0.matches), f.1.expires());
+        let (id, expires) = (f.0.id, f.1.expires());
         f.1.held = crate::actions::hold_rule(&f.0);
-        let old = self.index.insert(key, id).and_then(|old| self.by_id.remove(&old));
+        let h = self.index.hash(&(f.0.table, f.0.priority, f.0.matches));
+        let by_id = &self.by_id;
+        let old = self
+            .index
+            .insert(h, id, |o| by_id.get(&o).is_some_and(|x| same_identity(&x.0, &f.0)))
+            .and_then(|old| self.by_id.remove(&old));
         if let Some(o) = old.as_deref() {
             crate::actions::release_held(o.1.held);
             self.timed.remove(&o.0.id);
@@ -450,10 +472,7 @@ impl FlowTable {
         let f = self.by_id.remove(&id)?;
         crate::actions::release_held(f.1.held);
         self.per_table[usize::from(f.0.table)] -= 1;
-        let key = (f.0.table, f.0.priority, f.0.matches);
-        if self.index.get(&key) == Some(&id) {
-            self.index.remove(&key);
-        }
+        self.index.remove(self.index.hash(&(f.0.table, f.0.priority, f.0.matches)), id);
         self.timed.remove(&id);
         Some(f)
     }
@@ -562,7 +581,7 @@ impl Txn<'_> {
             FlowOp::Add(r, spec) => {
                 check_flow(r, &self.table.groups)?;
                 admit_actions(std::slice::from_ref(r))?;
-                let replaces = self.table.index.get(&(r.table, r.priority, r.matches)).copied();
+                let replaces = self.table.find(&(r.table, r.priority, r.matches));
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
                     if let Some(o) = self.table.overlapping(r.table, r.priority, &r.matches) {
                         let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
@@ -1310,7 +1329,7 @@ mod tests {
                 // The index holds exactly the table.
                 proptest::prop_assert_eq!(t.index.len(), t.len());
                 for r in t.iter() {
-                    proptest::prop_assert_eq!(t.index.get(&(r.table, r.priority, r.matches)), Some(&r.id));
+                    proptest::prop_assert_eq!(t.find(&(r.table, r.priority, r.matches)), Some(r.id));
                 }
             } else {
                 drop(x);
