@@ -20,7 +20,12 @@
 //! **Reading them.** The management side asks every PMD between its batches
 //! ([`crate::pmd::PmdMsg::FlowStats`]) for the counts of a list of rules and sums them
 //! ([`FlowCount::add`]); a removed (or modified) flow's counts are *taken* — read and cleared —
-//! once the change is applied on every PMD, so no later packet can count for it. A PMD thread
+//! once the change is applied on every PMD, so no later packet can count for it. ORIG and
+//! CCACHE apply a run of flow-mods or an expiry without waiting for the PMDs' revalidation (a
+//! BARRIER waits for it: `Control::apply_each`), so there the counts are taken once every PMD
+//! has been told: a packet a stale megaflow forwards before its PMD has revalidated counts for
+//! no flow — as in Open vSwitch, whose FLOW_REMOVED carries what its revalidators had credited
+//! to the rule by then. A PMD thread
 //! that ends (its capture files are done) leaves its counters in [`Parting`], where the
 //! management side reads them from then on.
 //!

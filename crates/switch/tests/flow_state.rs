@@ -454,9 +454,21 @@ fn timeouts_with_traffic(design: DesignKind) {
     let to3 = by_port(&l.host[2].drain(Duration::from_millis(200)).unwrap());
     assert_eq!(to2.get(&1000), Some(&5), "{design:?}: A's frames while it lived");
     assert_eq!(to3.get(&1000), Some(&4), "{design:?}: A's frames after");
-    // B counted exactly the frames that went out through it; the rest met the catch-all.
-    assert_eq!(to2.get(&2000).copied().unwrap_or(0), b.packet_count, "{design:?}");
-    assert_eq!(to3.get(&2000).copied().unwrap_or(0), sent_b - b.packet_count, "{design:?}");
+    // B counted the frames that went out through it; the rest met the catch-all. ORIG and
+    // CCACHE take an expired flow's counts once the PMDs are told of its removal, not once they
+    // have revalidated (a BARRIER waits for that, not an expiry or a run of flow-mods): a frame
+    // that B's megaflow forwards in between goes out through B and counts for no flow, as in
+    // Open vSwitch, whose FLOW_REMOVED carries what its revalidators had credited to the rule.
+    // One such frame was seen once in a CI run on a loaded machine (B's frames are 100 ms
+    // apart); CFLOWS has no megaflows and counts every one.
+    let out_b = to2.get(&2000).copied().unwrap_or(0);
+    let late = if design == DesignKind::Cflows { 0 } else { 1 };
+    assert!(
+        (b.packet_count..=b.packet_count + late).contains(&out_b),
+        "{design:?}: {out_b} frames out through B, {} counted",
+        b.packet_count
+    );
+    assert_eq!(to3.get(&2000).copied().unwrap_or(0), sent_b - out_b, "{design:?}");
     let catch_all = l.c.flows().into_iter().find(|f| f.priority == 1).unwrap();
     assert_eq!(catch_all.packet_count, to3.values().sum::<u64>(), "{design:?}: the catch-all's count");
     // E expires once its traffic stops.
