@@ -252,9 +252,9 @@ pub fn covers(general: &Match, specific: &Match) -> bool {
         && range_within(specific.tp_dst_range(), general.tp_dst_range())
 }
 
-/// Do `a` and `b` have one identity (table, priority, match)?
-fn same_identity(a: &Rule, b: &Rule) -> bool {
-    a.table == b.table && a.priority == b.priority && a.matches == b.matches
+/// A rule's identity (table, priority, match), borrowed.
+fn identity(r: &Rule) -> Identity<'_> {
+    (r.table, r.priority, &r.matches)
 }
 
 fn range_within(inner: rqvs_flow::PortRange, outer: rqvs_flow::PortRange) -> bool {
@@ -301,9 +301,11 @@ impl FlowTable {
         };
         for r in rules {
             let held = crate::actions::hold_rule(&r);
-            let h = t.index.hash(&(r.table, r.priority, r.matches));
+            let h = t.index.hash(identity(&r));
             let by_id = &t.by_id;
-            if let Some(old) = t.index.insert(h, r.id, |o| by_id.get(&o).is_some_and(|f| same_identity(&f.0, &r))) {
+            if let Some(old) =
+                t.index.insert(h, r.id, |o| by_id.get(&o).is_some_and(|f| identity(&f.0) == identity(&r)))
+            {
                 if let Some(o) = t.by_id.remove(&old) {
                     crate::actions::release_held(o.1.held);
                     t.per_table[usize::from(o.0.table)] -= 1;
@@ -374,11 +376,9 @@ impl FlowTable {
     }
 
     /// The flow at identity `key` (table, priority, match), through the index.
-    fn find(&self, key: &Identity) -> Option<RuleId> {
+    fn find(&self, key: Identity<'_>) -> Option<RuleId> {
         let by_id = &self.by_id;
-        self.index.get(self.index.hash(key), |id| {
-            by_id.get(&id).is_some_and(|f| (f.0.table, f.0.priority, &f.0.matches) == (key.0, key.1, &key.2))
-        })
+        self.index.get(self.index.hash(key), |id| by_id.get(&id).is_some_and(|f| identity(&f.0) == key))
     }
 
     /// The tables that have flows, in order.
@@ -397,7 +397,7 @@ impl FlowTable {
                 };
                 tables
                     .into_iter()
-                    .filter_map(|t| self.find(&(t, p, *m)))
+                    .filter_map(|t| self.find((t, p, m)))
                     .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
                     .collect()
             }
@@ -449,11 +449,11 @@ impl FlowTable {
     fn insert(&mut self, mut f: Flow) -> Option<Flow> {
         let (id, expires) = (f.0.id, f.1.expires());
         f.1.held = crate::actions::hold_rule(&f.0);
-        let h = self.index.hash(&(f.0.table, f.0.priority, f.0.matches));
+        let h = self.index.hash(identity(&f.0));
         let by_id = &self.by_id;
         let old = self
             .index
-            .insert(h, id, |o| by_id.get(&o).is_some_and(|x| same_identity(&x.0, &f.0)))
+            .insert(h, id, |o| by_id.get(&o).is_some_and(|x| identity(&x.0) == identity(&f.0)))
             .and_then(|old| self.by_id.remove(&old));
         if let Some(o) = old.as_deref() {
             crate::actions::release_held(o.1.held);
@@ -472,7 +472,7 @@ impl FlowTable {
         let f = self.by_id.remove(&id)?;
         crate::actions::release_held(f.1.held);
         self.per_table[usize::from(f.0.table)] -= 1;
-        self.index.remove(self.index.hash(&(f.0.table, f.0.priority, f.0.matches)), id);
+        self.index.remove(self.index.hash(identity(&f.0)), id);
         self.timed.remove(&id);
         Some(f)
     }
@@ -581,7 +581,7 @@ impl Txn<'_> {
             FlowOp::Add(r, spec) => {
                 check_flow(r, &self.table.groups)?;
                 admit_actions(std::slice::from_ref(r))?;
-                let replaces = self.table.find(&(r.table, r.priority, r.matches));
+                let replaces = self.table.find(identity(r));
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
                     if let Some(o) = self.table.overlapping(r.table, r.priority, &r.matches) {
                         let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
@@ -1329,7 +1329,7 @@ mod tests {
                 // The index holds exactly the table.
                 proptest::prop_assert_eq!(t.index.len(), t.len());
                 for r in t.iter() {
-                    proptest::prop_assert_eq!(t.find(&(r.table, r.priority, r.matches)), Some(r.id));
+                    proptest::prop_assert_eq!(t.find(identity(r)), Some(r.id));
                 }
             } else {
                 drop(x);

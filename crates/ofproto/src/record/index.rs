@@ -17,8 +17,9 @@ use std::hash::BuildHasher;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use rqvs_flow::{Match, RuleId};
 
-/// A flow's identity in the table of record: (table, priority, match).
-pub(crate) type Identity = (u8, u32, Match);
+/// A flow's identity in the table of record: (table, priority, match), borrowed (a `Match`
+/// is ~250 bytes: hashed and compared where it is, not copied into a key).
+pub(crate) type Identity<'a> = (u8, u32, &'a Match);
 
 /// The index (module docs).
 #[derive(Clone, Default)]
@@ -34,7 +35,7 @@ impl FlowIndex {
 
     /// The hash every other call takes for `key`.
     #[inline]
-    pub(crate) fn hash(&self, key: &Identity) -> u64 {
+    pub(crate) fn hash(&self, key: Identity<'_>) -> u64 {
         self.hasher.hash_one(key)
     }
 
