@@ -130,6 +130,7 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    alloc::tune();
     let parsed = Cli::command().try_get_matches().and_then(|m| Ok((Cli::from_arg_matches(&m)?, args::Given::of(&m))));
     let (cli, given) = match parsed {
         Ok(p) => p,

@@ -1,0 +1,82 @@
+//! NuevoMatchUP's updates alone, as the CFLOWS manager makes them under a flow-mod stream:
+//! builds over a rule file with an eighth of its rules held out (a fixed pseudo-random choice),
+//! then in each round inserts the held-out rules and removes them again, and prints the time
+//! per update and the remainder's tables. With `openflow` the rules are first converted to
+//! OpenFlow flows as `rqvs bench openflow` does (port ranges expanded, each flow its own
+//! `mod_dl_dst`); the held-out rules go in a fixed shuffled order, or with `grouped` in the
+//! file's order (one ClassBench rule's flows one after another, as a controller pushes one ACL
+//! entry). What `rqvs bench openflow --design cflows` asks of the classifier, without the
+//! channel, the table of record or the twin (docs/openflow-bench.md).
+//!
+//! ```sh
+//! cargo run --release -p rqvs-classify --example nmu_churn -- RULES [ROUNDS=3] [openflow|classbench] [shuffled|grouped]
+//! ```
+
+use std::time::Instant;
+
+use rqvs_classify::{Classifier, NuevoMatchUp};
+use rqvs_flow::rule::{Action, Actions};
+use rqvs_flow::RuleId;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if !(2..=5).contains(&args.len()) {
+        return Err("usage: nmu_churn RULES [ROUNDS] [openflow|classbench] [shuffled|grouped]".into());
+    }
+    let mut rules = rqvs_flow::formats::read_rules(std::path::Path::new(&args[1]))?;
+    let rounds: usize = args.get(2).map_or(Ok(3), |s| s.parse())?;
+    if args.get(3).is_some_and(|a| a == "openflow") {
+        rules = rqvs_flow::convert::classbench_to_openflow(&rules, &Actions(Vec::new()))?.flows;
+        for (i, r) in rules.iter_mut().enumerate() {
+            r.id = RuleId(i as u32);
+            r.actions =
+                Actions(vec![Action::SetDlDst([2, 0, 0, (i >> 16) as u8, (i >> 8) as u8, i as u8]), Action::Output(2)]);
+        }
+    }
+    let (held, kept): (Vec<_>, Vec<_>) =
+        rules.into_iter().enumerate().partition(|(i, _)| (*i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60 < 2);
+    let mut held: Vec<_> = held.into_iter().map(|(_, r)| r).collect();
+    // In a fixed pseudo-random order, as the benchmark streams them (xorshift64), or in the
+    // file's order (`grouped`: a ClassBench rule's flows one after another, as a controller
+    // pushes one ACL entry).
+    if args.get(4).is_none_or(|a| a != "grouped") {
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        for i in (1..held.len()).rev() {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            held.swap(i, (s % (i as u64 + 1)) as usize);
+        }
+    }
+    let kept: Vec<_> = kept.into_iter().map(|(_, r)| r).collect();
+    let t = Instant::now();
+    let mut nmu = NuevoMatchUp::build(&kept)?;
+    println!(
+        "{} rules kept, {} held out; build {:.0} ms; coverage {:.4}; remainder {} rules in {} tables",
+        kept.len(),
+        held.len(),
+        t.elapsed().as_secs_f64() * 1e3,
+        nmu.coverage(),
+        nmu.remainder().len(),
+        nmu.remainder().tables()
+    );
+    for round in 1..=rounds {
+        let t = Instant::now();
+        for r in &held {
+            nmu.insert(r.clone())?;
+        }
+        let ins = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
+        let (tables_in, remainder_in) = (nmu.remainder().tables(), nmu.remainder().len());
+        let t = Instant::now();
+        for r in &held {
+            nmu.remove(r.id).ok_or("a held-out rule went missing")?;
+        }
+        let rem = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
+        println!(
+            "round {round}: insert {ins:.2} us, remove {rem:.2} us per rule; remainder {remainder_in} rules in \
+             {tables_in} tables after the inserts, {} tables after the removals",
+            nmu.remainder().tables()
+        );
+    }
+    Ok(())
+}
