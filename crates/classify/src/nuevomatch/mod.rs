@@ -218,7 +218,8 @@ struct ISet {
     index: Arc<dyn RangeIndex>,
     /// Bucket `b` is `cands[spans[b].0..spans[b].1]`, live rules in winner order among dead
     /// slots (removed rules, padding), a multiple of [`LANES`] long and starting at one. A bucket
-    /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead).
+    /// that outgrows its span by inserts moves to the end of `cands` (its old span stays dead
+    /// until the iSet is laid out again: [`ISet::compact`]).
     spans: Vec<(u32, u32)>,
     cands: Vec<Slot>,
     /// Parallel to `cands`: the check made before touching a 32-byte candidate. A candidate
@@ -278,6 +279,28 @@ impl ISet {
         }
         self.spans[b] = (at as u32, (at + len) as u32);
         (at, at + len)
+    }
+
+    /// Lays the buckets' spans out again one after another in a new array, with a reserve of a
+    /// quarter of them (and 64 groups) for buckets that outgrow their span: the spans that
+    /// buckets moved away from are gone. Each bucket keeps its span's length (its dead slots
+    /// are room for inserts). O(slots); called when the reserve is used up, so its cost per
+    /// relocation is bounded (each takes at least a group of the quarter made here).
+    fn compact(&mut self) {
+        let spanned: usize = self.spans.iter().map(|&(from, to)| (to - from) as usize).sum();
+        let capacity = spanned + spanned / 4 + 64 * LANES;
+        let mut cands = Vec::with_capacity(capacity);
+        let mut pre = Prefilter { groups: Vec::with_capacity(capacity.div_ceil(LANES)), len: 0 };
+        for span in &mut self.spans {
+            let at = cands.len();
+            for j in span.0 as usize..span.1 as usize {
+                cands.push(self.cands[j]);
+                pre.push(self.pre.get(j));
+            }
+            *span = (at as u32, cands.len() as u32);
+        }
+        self.cands = cands;
+        self.pre = pre;
     }
 
     /// Dead slot `d` before `p`: slots `d+1..p` move down one; returns the freed slot `p - 1`.
@@ -800,8 +823,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// A span's slots are sorted by winner rank, dead ones included (a removed rule's slot keeps
     /// its rank; padding ranks last), so the new rule's place is a binary search away and the
     /// slots between it and the nearest dead slot shift by one. A span without a dead slot moves
-    /// to the end of `cands` one group longer, while the reserve made at build time lasts (never a
-    /// reallocation of the whole array).
+    /// to the end of `cands` one group longer, into the reserve made at build time; once that is
+    /// used up (or in a clone, whose arrays have none) the iSet is laid out again with a new
+    /// reserve ([`ISet::compact`]: O(slots), on the thread that inserts — in the switch, the CFLOWS
+    /// manager on a copy no PMD reads). Before, inserts went to the remainder once the reserve
+    /// was gone: 40K of the 85K flows re-added by `nmu_churn … acl1_500k.xz 1 openflow`.
     /// Also tells whether the candidate gives the rule back whole (then no stored form is kept).
     fn insert_into_bucket(&mut self, rule: &Rule) -> Option<(At, bool)> {
         let slack = self.config.insert_slack?;
@@ -820,7 +846,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             if dead == 0 {
                 let grown = to - from + LANES;
                 if s.cands.len() + grown > s.cands.capacity() {
-                    continue;
+                    s.compact();
                 }
                 (from, to) = s.relocate(b, grown);
             }
@@ -1031,6 +1057,46 @@ mod tests {
         }
     }
 
+    /// Inserts into full buckets go on landing in buckets once the reserve is used up: in a
+    /// clone (no reserve at all) every one of 1,600 new /32s between 1,600 built ones whose
+    /// address lies in a bucket's range joins the iSet, which is laid out again (before, all went
+    /// to the remainder), and lookups agree with the reference.
+    #[test]
+    fn inserts_past_the_reserve_join_their_buckets() {
+        let line = |i: u32| {
+            format!(
+                "@10.{}.{}.{}/32\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t0x0000/0x0000\t\n",
+                i >> 16,
+                (i >> 8) & 255,
+                i & 255
+            )
+        };
+        let text: String = (0..1600).map(|i| line(i * 2)).collect();
+        let all = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        let (built, added): (Vec<Rule>, Vec<Rule>) = all.iter().cloned().partition(|r| r.id.0 % 2 == 0);
+        let nm = NuevoMatchUp::build_with(&built, NuevoMatchConfig::always_learned(), TupleMerge::build).unwrap();
+        assert_eq!(nm.coverage(), 1.0);
+        let mut nm = nm.clone();
+        assert_eq!(nm.isets[0].cands.capacity(), nm.isets[0].cands.len(), "a clone has no reserve");
+        let s = &nm.isets[0];
+        let in_range = |r: &Rule| {
+            let (lo, hi) = s.field.interval(&r.matches).unwrap();
+            s.index.find(lo).and_then(|b| s.index.range(b)).is_some_and(|(blo, bhi)| blo <= lo && hi <= bhi)
+        };
+        let joining = added.iter().filter(|r| in_range(r)).count();
+        assert!(joining > added.len() * 4 / 5, "{joining} of {} in a bucket's range", added.len());
+        for r in &added {
+            nm.insert(r.clone()).unwrap();
+        }
+        assert_eq!(nm.isets[0].live, built.len() + joining, "every insert in a bucket's range joined it");
+        assert!(nm.isets[0].cands.capacity() > nm.isets[0].cands.len(), "laid out again with a reserve");
+        let reference = crate::reference::Reference::build(&all).unwrap();
+        for i in 0..3200u32 {
+            let k = FlowKey::ipv4((10 << 24) | i, 1, 6, 1, 1);
+            assert_eq!(nm.lookup(&k), reference.lookup(&k), "key {i}");
+        }
+    }
+
     fn one_iset() -> NuevoMatchConfig {
         NuevoMatchConfig {
             isets: ISetConfig { bucket_size: 40, cluster_size: 40, max_isets: 1, min_coverage: 0.0, wide: true },
@@ -1220,6 +1286,15 @@ mod tests {
             };
             testing::check_differential(&case, |rules| {
                 Box::new(NuevoMatchUp::build_with(rules, small_buckets(), table_major).unwrap())
+            })?;
+        }
+
+        /// A clone's arrays have no reserve, so its first insert into a full bucket lays the
+        /// iSet out again ([`ISet::compact`]); lookups stay exact through it.
+        #[test]
+        fn differential_in_a_clone(case in testing::arb_case()) {
+            testing::check_differential(&case, |rules| {
+                Box::new(NuevoMatchUp::build_with(rules, small_buckets(), TupleMerge::build).unwrap().clone())
             })?;
         }
 
