@@ -21,9 +21,10 @@
 //!   fits it moves to that table (found or made). A bucket whose split found no longer tuple
 //!   notes its rules' shortest and longest lengths; inserts that leave both unchanged do not
 //!   try again (the split would find the same nothing), any other change forgets the note.
-//!   When no table accepts the rule, a new table is made with the rule's tuple *relaxed*: if one address is more than 4 bits longer than the
-//!   other, the shorter address is dropped; address lengths are shortened (32 → 28, 25..31 → −3,
-//!   17..24 → −2, 9..16 → −1; IPv6 addresses the same way, by an eighth: 128 → 112, 64 → 56);
+//!   When no table accepts the rule, a new table is made with the rule's tuple *relaxed*: if
+//!   one address is more than 4 bits longer than the other, the shorter address is dropped;
+//!   address lengths are shortened (32 → 28, 25..31 → −3, 17..24 → −2, 9..16 → −1; IPv6
+//!   addresses the same way, by an eighth: 128 → 112, 64 → 56);
 //!   and, unlike the authors' code, both ports are dropped — only splits bring ports into a
 //!   table's tuple (measured: fewer tables, faster lookups) — and so are the wide fields with
 //!   few values (`dl_type`, `nw_frag`, `nw_ttl`, `tcp_flags`). MACs, `in_port`, VLAN, ToS and
