@@ -87,6 +87,9 @@ enum Command {
     /// Send a capture's frames out of an interface, looping, as fast as one core can or at a set
     /// rate (an AF_PACKET TX ring): the traffic generator of the switch benchmarks.
     Send(send::Args),
+    /// Drop every frame arriving on an interface with an XDP program and count them: the far
+    /// end for measuring a sender (`rqvs send`, tcpreplay) on a veth.
+    Sink(send::SinkArgs),
     /// Talk to a running switch's management socket (pmd-stats-show, dump-flows, show,
     /// ofproto/trace, add-flows, del-flows, exit, ...).
     Ctl(switch::CtlArgs),
@@ -122,6 +125,7 @@ fn unused(command: &Command, given: &args::Given) -> Result<(), String> {
         Command::Ctl(a) => switch::check_ctl(a),
         Command::Train(_)
         | Command::Send(_)
+        | Command::Sink(_)
         | Command::Paper(_)
         | Command::Bench(_)
         | Command::Completions(_)
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
         Some(Command::Switch(args)) => switch::run(&args),
         Some(Command::Ctl(args)) => switch::run_ctl(&args),
         Some(Command::Send(args)) => send::run(&args),
+        Some(Command::Sink(args)) => send::run_sink(&args),
         Some(Command::Completions(args)) => docs::completions::<Cli>(&args),
         Some(Command::Man(args)) => docs::man::<Cli>(&args),
     };

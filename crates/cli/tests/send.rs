@@ -96,3 +96,48 @@ fn send_delivers_and_counts_every_frame() {
     let want: Vec<Vec<u8>> = frames.iter().cycle().take(150).cloned().collect();
     assert_eq!(got, want, "the capture three times over, in order, byte for byte");
 }
+
+#[test]
+fn sink_names_a_missing_interface() {
+    let o = rqvs(&["sink", "--iface", "nosuch-if0", "--duration", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("nosuch-if0"), "{}", stderr(&o));
+}
+
+/// `rqvs sink` on r0 counts what `rqvs send --engine xdp` sent from s0 (paced, so nothing is
+/// lost on the way), and reports it in its line and its JSON.
+#[test]
+fn sink_counts_what_the_xdp_engine_sends() {
+    if !testnet::available("sink_counts_what_the_xdp_engine_sends") {
+        return;
+    }
+    let dir = TempDir::new("sink-veth");
+    let pcap = capture(&dir, 50);
+    let a = Netns::new("sinkA").unwrap();
+    let b = Netns::new("sinkB").unwrap();
+    a.veth("s0", &b, "r0", 1).unwrap();
+    a.wait_running("s0", Duration::from_secs(3)).unwrap();
+    b.wait_running("r0", Duration::from_secs(3)).unwrap();
+    let json = dir.join("sink.json");
+    let sink = Command::new("ip")
+        .args(["netns", "exec", b.name(), env!("CARGO_BIN_EXE_rqvs"), "sink", "--iface", "r0", "--duration", "3"])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let o = Command::new("ip")
+        .args(["netns", "exec", a.name(), env!("CARGO_BIN_EXE_rqvs"), "send", "--iface", "s0", "--engine", "xdp"])
+        .args(["--pcap", pcap.to_str().unwrap(), "--count", "1500", "--pps", "50000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "no warning: a veth keeps the sender's program attached: {}", stderr(&o));
+    let s = sink.wait_with_output().unwrap();
+    assert!(s.status.success(), "{}", stderr(&s));
+    let line = String::from_utf8_lossy(&s.stdout).into_owned();
+    assert!(line.starts_with("r0: 1500 frames received in "), "{line}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!((report["command"].as_str(), report["frames"].as_u64()), (Some("sink"), Some(1500)));
+}

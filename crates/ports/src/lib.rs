@@ -79,6 +79,7 @@ mod sys;
 pub mod tap;
 pub mod testnet;
 pub mod xdp_sender;
+pub mod xdp_sink;
 
 pub use afpacket::{AfPacketConfig, RxMode};
 pub use afxdp::{AfXdpConfig, XdpMode};

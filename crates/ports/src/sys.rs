@@ -592,13 +592,15 @@ pub(crate) fn bpf_map_update(map: &OwnedFd, key: &[u8], value: &[u8]) -> io::Res
 pub(crate) fn bpf_xdp_live_frames(
     prog: &OwnedFd,
     data: &[u8],
+    meta: usize,
     ifindex: u32,
     repeat: u32,
     batch: u32,
 ) -> io::Result<()> {
     const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
-    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
-    let ctx: [u32; 6] = [0, data.len() as u32, 0, ifindex, 0, 0];
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex;
+    // the first `meta` bytes of `data` are the frames' metadata (data = its length).
+    let ctx: [u32; 6] = [meta as u32, data.len() as u32, 0, ifindex, 0, 0];
     let mut attr = BpfAttr::new();
     attr.u32(0, prog.as_raw_fd() as u32)
         .u32(8, data.len() as u32)
@@ -611,7 +613,9 @@ pub(crate) fn bpf_xdp_live_frames(
     bpf(BPF_PROG_TEST_RUN, &mut attr).map(drop)
 }
 
-/// `BPF_PROG_LOAD`; on failure the verifier's log is appended to the error message.
+/// `BPF_PROG_LOAD`; on failure the load is tried again with the verifier's log on, and the log is
+/// appended to the error message. (Loading with the log on from the start fails with `ENOSPC`
+/// whenever a successful verification's log outgrows the buffer.)
 pub(crate) fn bpf_prog_load(
     prog_type: u32,
     insns: &[BpfInsn],
@@ -619,28 +623,31 @@ pub(crate) fn bpf_prog_load(
     expected_attach_type: u32,
     name: &str,
 ) -> io::Result<OwnedFd> {
-    let mut log = vec![0u8; 4096];
-    let mut attr = BpfAttr::new();
-    attr.u32(0, prog_type)
-        .u32(4, insns.len() as u32)
-        .u64(8, insns.as_ptr() as u64)
-        .u64(16, license.as_ptr() as u64)
-        .u32(24, 1) // log_level
-        .u32(28, log.len() as u32)
-        .u64(32, log.as_mut_ptr() as u64)
-        .bytes(48, &name16(name))
-        .u32(68, expected_attach_type);
-    match bpf(BPF_PROG_LOAD, &mut attr) {
-        Ok(fd) => Ok(owned(fd)),
-        Err(e) => {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]).replace('\n', "; ");
-            if text.trim().is_empty() {
-                Err(e)
-            } else {
-                Err(io::Error::new(e.kind(), format!("{e} (verifier: {})", text.trim())))
-            }
+    let load = |log: &mut [u8]| {
+        let mut attr = BpfAttr::new();
+        attr.u32(0, prog_type)
+            .u32(4, insns.len() as u32)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64)
+            .bytes(48, &name16(name))
+            .u32(68, expected_attach_type);
+        if !log.is_empty() {
+            attr.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
         }
+        bpf(BPF_PROG_LOAD, &mut attr).map(owned)
+    };
+    let e = match load(&mut []) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    let mut log = vec![0u8; 1 << 16];
+    let _ = load(&mut log);
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]).replace('\n', "; ");
+    if text.trim().is_empty() {
+        Err(e)
+    } else {
+        Err(io::Error::new(e.kind(), format!("{e} (verifier: {})", text.trim())))
     }
 }
 

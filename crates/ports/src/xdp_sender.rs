@@ -11,6 +11,16 @@
 //! this mode sends the frame out of the interface the run is bound to. The frames go in the
 //! capture's order, looping, exactly as the TX ring engine ([`crate::sender`]) sends them.
 //!
+//! **Cheap calls.** The kernel puts a program into its XDP dispatcher for every such call and
+//! takes it out again afterwards, each time waiting for an RCU grace period — tens of
+//! milliseconds per call on a small VM — unless the dispatcher already holds it because it is
+//! attached to an interface. So [`XdpSender::open`] attaches the program to the sending
+//! interface itself, in generic mode, until the sender is dropped: the frames the engine makes
+//! carry 8 bytes of metadata ([`MAGIC`]) that the program checks and strips, and every frame
+//! the interface receives (no such metadata) is passed on untouched. An interface that already
+//! has an XDP program refuses it; the engine then still works, with slow calls
+//! ([`XdpSender::attached`] says which).
+//!
 //! **What the peer needs.** A frame sent this way is an `xdp_frame`, not an skb: a veth hands it
 //! to its peer's XDP ring, which exists only while the peer has an XDP program attached (as an
 //! `afxdp` port attaches one) or GRO enabled (`ethtool -K PEER gro on`); without either, the
@@ -42,10 +52,19 @@ const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
 const BPF_FUNC_XDP_GET_BUFF_LEN: i32 = 188;
 const BPF_FUNC_XDP_STORE_BYTES: i32 = 190;
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+const BPF_XDP: u32 = 37;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_DROP: i32 = 1;
+const XDP_PASS: i32 = 2;
 const XDP_TX: i32 = 3;
-/// Frames per live-frames batch inside the kernel (its default is 64).
-const KERNEL_BATCH: u32 = 256;
+/// The 8 bytes of metadata in front of every frame the engine makes ("rqvsSEND"): the program
+/// turns only such frames into the capture's, and passes everything else untouched.
+const MAGIC: u64 = u64::from_be_bytes(*b"rqvsSEND");
+/// Frames per live-frames batch inside the kernel (its default). A veth's peer takes at most 256
+/// frames between two of its NAPI polls, which run — unless the peer's NAPI is threaded — in
+/// this CPU's softirq, after a batch: batches of 256 lost 9 of 1,500 frames paced at 50 Kpps.
+const KERNEL_BATCH: u32 = 64;
 
 /// The program (module docs). `counter`, `frames`: the maps' descriptors; `n` frames, each
 /// value `8 + max_len` bytes (the length as a u32 at 0, the frame at 8).
@@ -71,8 +90,29 @@ fn program(counter: i32, frames: i32, n: u32, max_len: u32) -> Vec<BpfInsn> {
     let i = |code: u8, dst: u8, src: u8, off: i16, imm: i32| BpfInsn { code, regs: dst | src << 4, off, imm };
     // Jumps to `drop` are patched once its index is known.
     const DROP: i16 = i16::MIN;
+    const JNE_X: u8 = 0x5d;
+    const JGT_X: u8 = 0x2d;
+    // Jumps to `pass` likewise.
+    const PASS: i16 = i16::MIN + 1;
+    let magic = [i(LD_IMM64, 5, 0, 0, MAGIC as u32 as i32), i(0, 0, 0, 0, (MAGIC >> 32) as u32 as i32)];
     let mut p = vec![
         i(MOV64_X, 6, 1, 0, 0), // r6 = ctx
+        // Only the engine's own frames (MAGIC in 8 bytes of metadata) go on; the interface's
+        // received frames, while the program is attached to it (XdpSender::open), pass.
+        i(LDX_MEM_W, 2, 6, 8, 0), // r2 = data_meta
+        i(LDX_MEM_W, 3, 6, 0, 0), // r3 = data
+        i(MOV64_X, 4, 2, 0, 0),
+        i(ADD64_K, 4, 0, 0, 8),
+        i(JGT_X, 4, 3, PASS, 0), // less than 8 bytes of metadata
+        i(LDX_MEM_DW, 4, 2, 0, 0),
+        magic[0],
+        magic[1],
+        i(JNE_X, 4, 5, PASS, 0),
+        // bpf_xdp_adjust_meta(ctx, 8): the metadata goes before the frame is sent
+        i(MOV64_X, 1, 6, 0, 0),
+        i(MOV64_K, 2, 0, 0, 8),
+        i(CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META),
+        i(JNE_K, 0, 0, DROP, 0),
         // r0 = &counter[0]
         i(ST_MEM_W, 10, 0, -4, 0),
         i(MOV64_X, 2, 10, 0, 0),
@@ -124,9 +164,14 @@ fn program(counter: i32, frames: i32, n: u32, max_len: u32) -> Vec<BpfInsn> {
     let drop = p.len();
     p.push(i(MOV64_K, 0, 0, 0, XDP_DROP));
     p.push(i(EXIT, 0, 0, 0, 0));
+    let pass = p.len();
+    p.push(i(MOV64_K, 0, 0, 0, XDP_PASS));
+    p.push(i(EXIT, 0, 0, 0, 0));
     for (at, insn) in p.iter_mut().enumerate() {
         if insn.off == DROP {
             insn.off = (drop - at - 1) as i16;
+        } else if insn.off == PASS {
+            insn.off = (pass - at - 1) as i16;
         }
     }
     p
@@ -138,8 +183,12 @@ pub struct XdpSender {
     ifindex: u32,
     prog: OwnedFd,
     _maps: [OwnedFd; 2],
-    /// The template the kernel's page pool starts each frame from (the first frame).
+    /// The template the kernel's page pool starts each frame from: [`MAGIC`] as 8 bytes of
+    /// metadata, then the first frame.
     template: Vec<u8>,
+    /// The program attached to the interface in generic mode for as long as the sender lives
+    /// (`None` if the interface would not take it); see [`XdpSender::open`].
+    kept: Option<OwnedFd>,
     n: usize,
     /// Each frame's length, in order.
     lens: Vec<u32>,
@@ -193,43 +242,70 @@ impl XdpSender {
         }
         let insns = program(counter.as_raw_fd(), map.as_raw_fd(), frames.len() as u32, max_len as u32);
         let license = CString::new("GPL").expect("no NUL");
-        let prog = sys::bpf_prog_load(BPF_PROG_TYPE_XDP, &insns, &license, 0, "rqvs_send")
+        let prog = sys::bpf_prog_load(BPF_PROG_TYPE_XDP, &insns, &license, BPF_XDP, "rqvs_send")
             .map_err(err("loading the XDP sender program"))?;
+        // Each BPF_PROG_TEST_RUN call puts the program into the kernel's XDP dispatcher and takes
+        // it out again, two waits for an RCU grace period: 24-37 ms a call here, whatever its
+        // size, which held a paced run to ~9 Kpps. A program the dispatcher already holds (one
+        // attached to an interface) costs nothing there, so the program stays attached to the
+        // sending interface itself in generic mode while the sender lives; it passes every frame
+        // the interface receives (they carry no MAGIC). An interface with another program
+        // attached refuses it: the sender then runs with the slow calls.
+        let kept = sys::bpf_link_create(&prog, ifindex, BPF_XDP, XDP_FLAGS_SKB_MODE).ok();
+        let mut template = MAGIC.to_ne_bytes().to_vec();
+        template.extend_from_slice(&frames[0]);
         Ok(XdpSender {
             iface: iface.to_string(),
             ifindex,
             prog,
             _maps: [counter, map],
-            template: frames[0].clone(),
+            template,
+            kept,
             n: frames.len(),
             lens: frames.iter().map(|f| f.len() as u32).collect(),
         })
     }
 
+    /// Whether the program stayed attached to the interface, so that calls are cheap (see
+    /// [`XdpSender::open`]).
+    pub fn attached(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// Sends the frames in order, looping, until a limit of `opts` or `stop`.
+    ///
+    /// At top speed each system call asks for as many frames as take about [`CALL_TIME`], so that
+    /// even calls that wait for the dispatcher (module docs: an interface that would not keep
+    /// the program) spend most of their time making frames; a call never asks for more than the
+    /// duration has left at the rate measured so far. Paced runs call for at most 256 frames at
+    /// a time.
     pub fn run(&mut self, opts: &SendOptions, stop: &AtomicBool) -> Result<SendReport, PortError> {
-        const BURST: u64 = 1 << 14;
         let mut report = SendReport::default();
         let start = Instant::now();
         let limit = opts.count.unwrap_or(u64::MAX);
         let mut sent = 0u64;
+        let mut burst = FIRST_CALL;
         while sent < limit && !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
-            if opts.duration.is_some_and(|d| now.duration_since(start) >= d) {
+            let elapsed = now.duration_since(start);
+            if opts.duration.is_some_and(|d| elapsed >= d) {
                 break;
             }
             let budget = match opts.pps {
-                Some(pps) => ((now.duration_since(start).as_secs_f64() * pps) as u64 + 1).saturating_sub(sent).min(256),
-                None => BURST,
+                Some(pps) => ((elapsed.as_secs_f64() * pps) as u64 + 1).saturating_sub(sent).min(256),
+                None => call_size(burst, sent, elapsed, opts.duration),
             }
             .min(limit - sent);
             if budget == 0 {
                 std::thread::sleep(Duration::from_micros(50));
                 continue;
             }
-            sys::bpf_xdp_live_frames(&self.prog, &self.template, self.ifindex, budget as u32, KERNEL_BATCH)
+            sys::bpf_xdp_live_frames(&self.prog, &self.template, META, self.ifindex, budget as u32, KERNEL_BATCH)
                 .map_err(|e| PortError::os(&self.iface, "BPF_PROG_TEST_RUN (XDP live frames)", e))?;
             report.kicks += 1;
+            if budget == burst && now.elapsed() < CALL_TIME / 2 {
+                burst = (burst * 2).min(LAST_CALL);
+            }
             // The counter advances one per run: frame `sent + j mod n` went j-th.
             for j in 0..budget {
                 report.bytes += u64::from(self.lens[((sent + j) % self.n as u64) as usize]);
@@ -242,19 +318,57 @@ impl XdpSender {
     }
 }
 
+/// Bytes of metadata in front of the template (the kernel's limit is 32, a multiple of 4).
+const META: usize = 8;
+
+/// About how long one top-speed system call runs (see [`XdpSender::run`]).
+const CALL_TIME: Duration = Duration::from_millis(100);
+/// Frames in the first top-speed call; each call that ran under half of [`CALL_TIME`] doubles it.
+const FIRST_CALL: u64 = 1 << 14;
+/// The most frames one call asks for.
+const LAST_CALL: u64 = 1 << 24;
+
+/// Frames for the next top-speed call: `burst`, but no more than the rest of `duration` holds at
+/// the rate so far (`sent` frames in `elapsed`), and at least [`FIRST_CALL`].
+fn call_size(burst: u64, sent: u64, elapsed: Duration, duration: Option<Duration>) -> u64 {
+    let Some(d) = duration else { return burst };
+    let secs = elapsed.as_secs_f64();
+    if sent == 0 || secs <= 0.0 {
+        return burst;
+    }
+    let left = (d.saturating_sub(elapsed).as_secs_f64() * sent as f64 / secs) as u64;
+    burst.min(left.max(FIRST_CALL))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_jump_to_drop_lands_on_it() {
+    fn every_jump_lands_on_drop_or_pass() {
         let p = program(3, 4, 10, 64);
-        let drop = p.len() - 2;
+        let (drop, pass) = (p.len() - 4, p.len() - 2);
         assert_eq!((p[drop].code, p[drop].imm), (0xb7, XDP_DROP));
-        let jumps: Vec<usize> = (0..p.len()).filter(|&k| matches!(p[k].code, 0x15 | 0x55 | 0x25 | 0xa5)).collect();
-        assert_eq!(jumps.len(), 6);
-        for k in jumps {
-            assert_eq!(k as i64 + 1 + i64::from(p[k].off), drop as i64, "jump at {k}");
-        }
+        assert_eq!((p[pass].code, p[pass].imm), (0xb7, XDP_PASS));
+        let jumps: Vec<usize> =
+            (0..p.len()).filter(|&k| matches!(p[k].code, 0x15 | 0x55 | 0x25 | 0xa5 | 0x2d | 0x5d)).collect();
+        let to = |k: usize| (k as i64 + 1 + i64::from(p[k].off)) as usize;
+        let (to_drop, to_pass): (Vec<usize>, Vec<usize>) = jumps.iter().partition(|&&k| to(k) == drop);
+        assert_eq!(to_drop.len(), 7, "jumps to drop");
+        assert_eq!(to_pass.iter().map(|&k| to(k)).collect::<Vec<_>>(), [pass, pass], "the rest go to pass");
+    }
+
+    #[test]
+    fn a_call_never_outlasts_the_duration_by_much() {
+        let s = Duration::from_secs;
+        // No duration, or nothing measured yet: the burst as it stands.
+        assert_eq!(call_size(1 << 20, 0, s(0), Some(s(5))), 1 << 20);
+        assert_eq!(call_size(1 << 20, 5_000_000, s(1), None), 1 << 20);
+        // 4M frames in 1 s of a 5 s run: 16M would fit, the burst is the limit.
+        assert_eq!(call_size(1 << 20, 4_000_000, s(1), Some(s(5))), 1 << 20);
+        // 0.1 s left at 4 Mpps: 400K frames.
+        assert_eq!(call_size(1 << 22, 4_000_000, Duration::from_millis(900), Some(s(1))), 444_444);
+        // At the end, the smallest call.
+        assert_eq!(call_size(1 << 22, 4_000_000, s(1), Some(s(1))), FIRST_CALL);
     }
 }
