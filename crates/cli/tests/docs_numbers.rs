@@ -479,3 +479,49 @@ fn the_floor_table_is_its_json() {
         s2.push(ns2 / ts2);
     }
 }
+
+/// docs/switch-bench.md's table of the switch with the XDP sender is the JSON of its three
+/// invocations (`scripts/bench_switch.py --sender rqvs --sender-engine xdp`), cell by cell,
+/// ratios included.
+#[test]
+fn the_xdp_sender_switch_table_is_its_kept_json() {
+    let doc = repo_file("docs/switch-bench.md");
+    let rows = table_after(
+        &doc,
+        "### The XDP engine, its system calls made cheap: ≥ 2× tcpreplay met (session of 2026-12-03)",
+        "| switch | run | 1 rule |",
+    );
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let mut label = String::new();
+    for row in rows {
+        if !row[0].is_empty() {
+            label = row[0].clone();
+        }
+        let (switch, port) = match label.as_str() {
+            "OVS 3.1 afxdp (generic)" => ("ovs", "afxdp"),
+            "rqvs CFLOWS afxdp" => ("rqvs", "afxdp"),
+            "rqvs CFLOWS afpacket" => ("rqvs", "afpacket"),
+            other => panic!("a row this test does not know: {other}"),
+        };
+        let j: serde_json::Value =
+            serde_json::from_str(&repo_file(&format!("docs/switch-bench-xdp-sender-{}.json", row[1]))).unwrap();
+        let best = |rules: u64| -> Option<f64> {
+            let r =
+                j["rows"].as_array().unwrap().iter().find(|r| {
+                    r["switch"] == switch && r["port_type"] == port && r["rules"].as_u64().unwrap() == rules
+                })?;
+            assert_eq!(r["bound_by"], "switch", "{label} {} {rules}", row[1]);
+            Some(r["best_pps"].as_f64()? / 1e3)
+        };
+        for (cell, rules) in [(2, 1), (3, 99_597), (4, 497_820)] {
+            let text = row[cell].replace("**", "");
+            match best(rules) {
+                Some(k) => assert_eq!(text, format!("{k:.1}"), "{label} {} {rules}", row[1]),
+                None => assert!(text == "–" || text.starts_with('<'), "{label} {} {rules}: {text}", row[1]),
+            }
+        }
+        if let (Some(one), Some(big)) = (best(1), best(497_820)) {
+            assert_eq!(row[5].replace("**", ""), format!("{:.1}%", 100.0 * big / one), "{label} {}", row[1]);
+        }
+    }
+}
