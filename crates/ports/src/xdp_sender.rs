@@ -16,7 +16,7 @@
 //! milliseconds per call on a small VM — unless the dispatcher already holds it because it is
 //! attached to an interface. So [`XdpSender::open`] attaches the program to the sending
 //! interface itself, in generic mode, until the sender is dropped: the frames the engine makes
-//! carry 8 bytes of metadata ([`MAGIC`]) that the program checks and strips, and every frame
+//! carry 8 bytes of metadata ("rqvsSEND") that the program checks and strips, and every frame
 //! the interface receives (no such metadata) is passed on untouched. An interface that already
 //! has an XDP program refuses it; the engine then still works, with slow calls
 //! ([`XdpSender::attached`] says which).
@@ -274,7 +274,7 @@ impl XdpSender {
 
     /// Sends the frames in order, looping, until a limit of `opts` or `stop`.
     ///
-    /// At top speed each system call asks for as many frames as take about [`CALL_TIME`], so that
+    /// At top speed each system call asks for as many frames as take about 100 ms, so that
     /// even calls that wait for the dispatcher (module docs: an interface that would not keep
     /// the program) spend most of their time making frames; a call never asks for more than the
     /// duration has left at the rate measured so far. Paced runs call for at most 256 frames at
