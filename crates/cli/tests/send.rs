@@ -35,6 +35,16 @@ fn capture(dir: &TempDir, n: usize) -> std::path::PathBuf {
     path
 }
 
+/// Namespaces `TAGA` (veth `s0`) and `TAGB` (its peer `r0`), both ends running.
+fn pair(tag: &str) -> (Netns, Netns) {
+    let a = Netns::new(&format!("{tag}A")).unwrap();
+    let b = Netns::new(&format!("{tag}B")).unwrap();
+    a.veth("s0", &b, "r0", 1).unwrap();
+    a.wait_running("s0", Duration::from_secs(3)).unwrap();
+    b.wait_running("r0", Duration::from_secs(3)).unwrap();
+    (a, b)
+}
+
 #[test]
 fn send_refuses_bad_input_by_name() {
     let dir = TempDir::new("send-errors");
@@ -68,11 +78,7 @@ fn send_delivers_and_counts_every_frame() {
     }
     let dir = TempDir::new("send-veth");
     let pcap = capture(&dir, 50);
-    let a = Netns::new("sendA").unwrap();
-    let b = Netns::new("sendB").unwrap();
-    a.veth("s0", &b, "r0", 1).unwrap();
-    a.wait_running("s0", Duration::from_secs(3)).unwrap();
-    b.wait_running("r0", Duration::from_secs(3)).unwrap();
+    let (a, b) = pair("send");
     let r0 = b.run(|| RawSocket::open("r0")).unwrap().unwrap();
     let json = dir.join("send.json");
     let o = Command::new("ip")
@@ -113,11 +119,7 @@ fn sink_counts_what_the_xdp_engine_sends() {
     }
     let dir = TempDir::new("sink-veth");
     let pcap = capture(&dir, 50);
-    let a = Netns::new("sinkA").unwrap();
-    let b = Netns::new("sinkB").unwrap();
-    a.veth("s0", &b, "r0", 1).unwrap();
-    a.wait_running("s0", Duration::from_secs(3)).unwrap();
-    b.wait_running("r0", Duration::from_secs(3)).unwrap();
+    let (a, b) = pair("sink");
     let json = dir.join("sink.json");
     let sink = Command::new("ip")
         .args(["netns", "exec", b.name(), env!("CARGO_BIN_EXE_rqvs"), "sink", "--iface", "r0", "--duration", "3"])

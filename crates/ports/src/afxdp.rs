@@ -71,7 +71,7 @@ use crate::csum;
 use crate::error::PortError;
 use crate::ring::{Slot, Umem, XdpRing};
 use crate::stats::{bump, KernelCounter, LinkState, PortShared, QueueCounters};
-use crate::sys::{self, BpfInsn, Mmap};
+use crate::sys::{self, BpfInsn, Mmap, BPF_PROG_TYPE_XDP, BPF_XDP, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS};
 use crate::BATCH;
 
 /// Where the XDP program is attached.
@@ -119,12 +119,7 @@ impl Default for AfXdpConfig {
 }
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const XDP_PASS: i32 = 2;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 /// `offsetof(struct xdp_md, rx_queue_index)`.
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 

@@ -498,6 +498,16 @@ const BPF_MAP_CREATE: c_int = 0;
 const BPF_MAP_UPDATE_ELEM: c_int = 2;
 const BPF_PROG_LOAD: c_int = 5;
 const BPF_PROG_TEST_RUN: c_int = 10;
+
+/// The program type and attach type of an XDP program, the attach modes and the verdicts that
+/// this crate's programs (the AF_XDP port's, the XDP sender's, the sink's) use.
+pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
+pub(crate) const BPF_XDP: u32 = 37;
+pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+pub(crate) const XDP_DROP: i32 = 1;
+pub(crate) const XDP_PASS: i32 = 2;
+pub(crate) const XDP_TX: i32 = 3;
 const BPF_LINK_CREATE: c_int = 28;
 
 /// One eBPF instruction (`struct bpf_insn`).

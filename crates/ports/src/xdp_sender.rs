@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::PortError;
 use crate::sender::{SendOptions, SendReport};
-use crate::sys::{self, BpfInsn};
+use crate::sys::{self, BpfInsn, BPF_PROG_TYPE_XDP, BPF_XDP, XDP_DROP, XDP_FLAGS_SKB_MODE, XDP_PASS, XDP_TX};
 
 /// The longest frame the XDP engine sends.
 pub const MAX_FRAME: usize = 3000;
@@ -48,17 +48,11 @@ pub const MAX_FRAME: usize = 3000;
 pub const MAX_BYTES: usize = 512 << 20;
 
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
-const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_FUNC_XDP_ADJUST_TAIL: i32 = 65;
 const BPF_FUNC_XDP_GET_BUFF_LEN: i32 = 188;
 const BPF_FUNC_XDP_STORE_BYTES: i32 = 190;
 const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
-const BPF_XDP: u32 = 37;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_DROP: i32 = 1;
-const XDP_PASS: i32 = 2;
-const XDP_TX: i32 = 3;
 /// The 8 bytes of metadata in front of every frame the engine makes ("rqvsSEND"): the program
 /// turns only such frames into the capture's, and passes everything else untouched.
 const MAGIC: u64 = u64::from_be_bytes(*b"rqvsSEND");

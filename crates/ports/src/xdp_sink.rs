@@ -18,12 +18,7 @@ use std::ffi::CString;
 use std::os::fd::OwnedFd;
 
 use crate::error::PortError;
-use crate::sys::{self, BpfInsn};
-
-const BPF_PROG_TYPE_XDP: u32 = 6;
-const BPF_XDP: u32 = 37;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-const XDP_DROP: i32 = 1;
+use crate::sys::{self, BpfInsn, BPF_PROG_TYPE_XDP, BPF_XDP, XDP_DROP, XDP_FLAGS_DRV_MODE};
 
 /// An XDP_DROP program attached to one interface (module docs).
 #[derive(Debug)]
