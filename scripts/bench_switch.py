@@ -200,7 +200,7 @@ class Topology:
     # Attack mode: a fourth namespace whose veth is the switch's port 3.
     ATTACK_PAIR = ("atk", "atk0", "sw", "swp3")
 
-    def __init__(self, prefix, procs, cleanup, attack=False):
+    def __init__(self, prefix, procs, cleanup, attack=False, gro_on_receivers=False):
         self.PAIRS = list(self.PAIRS) + ([self.ATTACK_PAIR] if attack else [])
         self.attack = attack
         self.ns = {k: f"{prefix}-{k}" for k in ("src", "sw", "sink") + (("atk",) if attack else ())}
@@ -210,7 +210,7 @@ class Topology:
         self.remove_stale = False
         # GRO on the sender's peers (swp1, sink1): a veth hands XDP frames (`rqvs send --engine
         # xdp`) only to a peer with NAPI, which an XDP program in driver mode or GRO gives it.
-        self.gro_on_receivers = False
+        self.gro_on_receivers = gro_on_receivers
 
     def __enter__(self):
         clash = [n for n in self.ns.values() if n in netns_list()]
@@ -1360,9 +1360,8 @@ def main(argv=None):
             if args.attack and pcap_frames_to(pcap, ATTACK_DMAC):
                 raise SystemExit(f"{pcap} has frames to the attack's MAC {ATTACK_DMAC.hex(':')}: cannot tell them apart")
             log(f"  {n_rules} rules -> {n_flows} flows ({flows.name}), {frames} frames ({pcap.name})")
-            ceiling_topo = Topology(args.prefix, procs, cleanup)
+            ceiling_topo = Topology(args.prefix, procs, cleanup, gro_on_receivers=args.sender_engine == "xdp")
             ceiling_topo.remove_stale = args.remove_stale
-            ceiling_topo.gro_on_receivers = args.sender_engine == "xdp"
             with ceiling_topo as topo:
                 c = probe(topo, procs, args, pcap, None, int(args.probe_seconds), tx_dev="src1", rx_dev="sink1",
                           logdir=logroot)
@@ -1384,9 +1383,8 @@ def main(argv=None):
                     rows.append(row)
                     save()
                     continue
-                topo = Topology(args.prefix, procs, cleanup, attack=rate is not None)
-                topo.gro_on_receivers = args.sender_engine == "xdp"
-                with topo:
+                with Topology(args.prefix, procs, cleanup, attack=rate is not None,
+                              gro_on_receivers=args.sender_engine == "xdp") as topo:
                     vdir = tempfile.mkdtemp(prefix=f"{sw}-{pt}-{size}-", dir=logroot)
                     s = Ovs(pt, args, topo, procs, vdir) if sw == "ovs" else Rqvs(pt, design, args, topo, procs, vdir)
                     attack = None
