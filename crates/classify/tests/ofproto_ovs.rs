@@ -55,8 +55,8 @@ fn hand_packets(n: usize) -> Vec<FlowKey> {
     (0..n)
         .map(|_| {
             let mut k = FlowKey::ipv4(
-                ADDRS[rng.random_range(0..8)] ^ (rng.random::<u32>() >> rng.random_range(8..33)),
-                ADDRS[rng.random_range(0..8)] ^ (rng.random::<u32>() >> rng.random_range(8..33)),
+                ADDRS[rng.random_range(0..8)] ^ rng.random::<u32>().checked_shr(rng.random_range(8..33)).unwrap_or(0),
+                ADDRS[rng.random_range(0..8)] ^ rng.random::<u32>().checked_shr(rng.random_range(8..33)).unwrap_or(0),
                 [6, 6, 17, 17, 1, 132, 47][rng.random_range(0..7)],
                 ports[rng.random_range(0..ports.len())],
                 ports[rng.random_range(0..ports.len())],

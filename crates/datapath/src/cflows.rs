@@ -181,8 +181,13 @@ impl ActionTable {
         }
     }
 
-    pub(crate) fn insert(&mut self, id: u32, a: DpAction) {
-        rqvs_ofproto::actions::hold_action(a);
+    /// Sets rule `id`'s action, holding its list; false when that list is gone already (the
+    /// action is set all the same: the caller makes it again, [`CflowsPublisher`]'s
+    /// `change_acted`).
+    ///
+    /// [`CflowsPublisher`]: crate::CflowsPublisher
+    pub(crate) fn insert(&mut self, id: u32, a: DpAction) -> bool {
+        let held = rqvs_ofproto::actions::hold_action(a);
         let i = id as usize;
         let was = if i < self.dense.len() || i < self.dense_limit() {
             if i >= self.dense.len() {
@@ -196,6 +201,7 @@ impl ActionTable {
             rqvs_ofproto::actions::release_action(w);
         }
         self.len += usize::from(was.is_none());
+        held
     }
 
     pub(crate) fn remove(&mut self, id: u32) {

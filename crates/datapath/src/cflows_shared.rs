@@ -35,12 +35,12 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
-use rqvs_classify::nuevomatch::NuevoMatchUp;
+use rqvs_classify::nuevomatch::{KeptForm, NuevoMatchUp};
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
 use crate::cflows::{fast_path, report_of, report_with, with_gauges, ActionTable, CflowsConfig, RuleRef, Table};
-use crate::cflows_pipeline::{rule_action, Walker};
+use crate::cflows_pipeline::{continues, rule_action, Walker};
 use crate::counters::Counters;
 use crate::design::{CflowsReport, Design, DesignReport};
 use crate::emc::Emc;
@@ -98,10 +98,11 @@ struct Twin {
 pub const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// One change set as the master's classifier took it, for the twin: the rules removed from it,
-/// the rules inserted into it (instant policy; staged rules are not in it), and the actions.
+/// the rules inserted into it (instant policy; staged rules are not in it) with the stored form
+/// the master keeps of each (the twin keeps the same one), and the actions.
 struct Mirror {
     removed: Vec<RuleId>,
-    inserted: Vec<Arc<Rule>>,
+    inserted: Vec<(Arc<Rule>, Option<KeptForm>)>,
     actions: Vec<(u32, Option<DpAction>)>,
 }
 
@@ -113,8 +114,8 @@ impl Mirror {
         for &id in &self.removed {
             p.nm.remove_shared(id);
         }
-        for r in &self.inserted {
-            if p.nm.insert_shared(Arc::clone(r)).is_err() {
+        for (r, form) in &self.inserted {
+            if p.nm.insert_like(r, form.clone()).is_err() {
                 return false;
             }
         }
@@ -125,7 +126,10 @@ impl Mirror {
     fn apply_actions(&self, t: &mut ActionTable) {
         for &(id, a) in &self.actions {
             match a {
-                Some(a) => t.insert(id, a),
+                // Held by the master's table already ([`CflowsPublisher::change_acted`]).
+                Some(a) => {
+                    t.insert(id, a);
+                }
                 None => t.remove(id),
             }
         }
@@ -200,11 +204,27 @@ impl CflowsPublisher {
     /// one application of it before the PMDs see it; the publication it replaces takes it
     /// after ([`CflowsPublisher::catch_up`]) and becomes the master's model.
     pub fn change(&mut self, remove: &[RuleId], add: Vec<Rule>) -> Result<(), ClassifierError> {
+        let add = add
+            .into_iter()
+            .map(|r| {
+                let a = rule_action(&r);
+                (r, a)
+            })
+            .collect();
+        self.change_acted(remove, add)
+    }
+
+    /// [`CflowsPublisher::change`] with each added rule's datapath action already made
+    /// ([`DpAction::from_rule`]'s, or [`rule_action`]'s): the switch's table of record holds
+    /// every flow's action list and hands its id over (`NetChange::actions`), so the action
+    /// table is not searched again for it. A rule that continues the pipeline is `Pending`
+    /// whatever it is given.
+    pub fn change_acted(&mut self, remove: &[RuleId], add: Vec<(Rule, DpAction)>) -> Result<(), ClassifierError> {
         self.restore();
         // Ids first, before anything changes: an id held (and not removed here) or given twice.
         let mut ids = hashbrown::HashSet::with_capacity(add.len());
         let removing: hashbrown::HashSet<RuleId> = remove.iter().copied().collect();
-        for r in &add {
+        for (r, _) in &add {
             if !ids.insert(r.id) || (!removing.contains(&r.id) && self.nm.rule(r.id).is_some()) {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
@@ -229,19 +249,32 @@ impl CflowsPublisher {
         if add.is_empty() && mirror.removed.is_empty() {
             return Ok(());
         }
-        let add: Vec<Arc<Rule>> = add.into_iter().map(Arc::new).collect();
+        let add: Vec<(Arc<Rule>, DpAction)> = add
+            .into_iter()
+            .map(|(r, a)| {
+                let a = if continues(&r) { DpAction::Pending } else { a };
+                (Arc::new(r), a)
+            })
+            .collect();
         let mut added = Vec::with_capacity(add.len());
         let mut refused = None;
-        for r in &add {
-            let (id, action) = (r.id, rule_action(r));
+        for (r, action) in &add {
+            let (id, mut action) = (r.id, *action);
             if let Err(e) = self.nm.insert_shared(Arc::clone(r)) {
                 refused = Some(e);
                 break;
             }
-            self.actions.insert(id.0, action);
+            if !self.actions.insert(id.0, action) {
+                // The list handed over was freed: its flow left the table of record while this
+                // change set waited (more than the action table's grace period). Made again.
+                action = rule_action(r);
+                self.actions.insert(id.0, action);
+            }
+            // Held now, so the search finds that very list.
+            debug_assert_eq!(action, rule_action(r), "rule {}: the action handed over is the rule's", id.0);
             mirror.actions.push((id.0, Some(action)));
             if instant {
-                mirror.inserted.push(Arc::clone(r));
+                mirror.inserted.push((Arc::clone(r), self.nm.current().kept_form(id)));
             }
             added.push(id);
         }
@@ -705,6 +738,29 @@ mod tests {
     }
 
     /// Rules change only through the publisher.
+    /// An action handed over whose list is gone (in the switch: freed while its change set
+    /// waited; here an id never handed out) is made again from the rule, in the master's table
+    /// and in its twin's: every packet gets the rule's own action, before and after the twin
+    /// catches up.
+    #[test]
+    fn an_action_whose_list_is_gone_is_made_again() {
+        let all = rules(40);
+        let keys = keys(600, 2);
+        let mut publisher = CflowsPublisher::new(&all[..20], CflowsConfig::default()).unwrap();
+        let mut dp = publisher.reader(virtual_cfg(4));
+        let gone = DpAction::Apply(rqvs_ofproto::actions::ActionsId(u32::MAX));
+        let mut upto = 20;
+        for chunk in all[20..].chunks(10) {
+            publisher.change_acted(&[], chunk.iter().map(|r| (r.clone(), gone)).collect()).unwrap();
+            upto += chunk.len();
+            assert_eq!(run(&mut dp, &keys), expect(&all[..upto], &keys));
+            publisher.catch_up();
+            assert_eq!(run(&mut dp, &keys), expect(&all[..upto], &keys));
+        }
+        let last = all.last().unwrap();
+        assert_eq!(publisher.actions.get(last.id.0), Some(rule_action(last)));
+    }
+
     #[test]
     fn readers_refuse_rule_changes() {
         let publisher = CflowsPublisher::new(&rules(10), CflowsConfig::default()).unwrap();

@@ -116,6 +116,17 @@ impl DpAction {
         }
     }
 
+    /// [`DpAction::from_rule`] for a rule of the table of record, from the list the flow holds
+    /// (`held`, [`actions::hold_rule`]'s) — no list made and searched for. `None` held: the
+    /// rule's ops are no list the table holds (or could not be interned), made as `from_rule`
+    /// makes them.
+    pub(crate) fn of_held(r: &Rule, held: Option<ActionsId>) -> DpAction {
+        match held {
+            Some(id) => DpAction::Apply(id),
+            None => DpAction::from_rule(r),
+        }
+    }
+
     /// The action for a classification result.
     pub fn of_rule(rule: Option<&Rule>) -> DpAction {
         rule.map_or(DpAction::Drop, DpAction::from_rule)

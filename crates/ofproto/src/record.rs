@@ -54,6 +54,7 @@ use std::fmt;
 
 use std::sync::Arc;
 
+use crate::DpAction;
 use index::{FlowIndex, Identity};
 use rqvs_flow::group::Group;
 use rqvs_flow::{Action, Actions, Match, Rule, RuleId};
@@ -512,6 +513,9 @@ pub struct OpEffect {
 pub struct NetChange {
     /// Flows that exist after it and did not before (id order).
     pub added: Vec<Rule>,
+    /// The datapath action of each flow of `added`, in its order ([`DpAction::from_rule`]'s),
+    /// made from the list the flow holds in the action table — no search for it.
+    pub actions: Vec<DpAction>,
     /// Flows that existed before it and do not after.
     pub removed: Vec<Rule>,
     /// Flows it deleted or expired (that existed before it, or that it added), with their state
@@ -667,12 +671,18 @@ impl Txn<'_> {
     /// The change so far against the table as it was (module docs).
     pub fn net(&self) -> NetChange {
         // In id order, one walk along the end of the table (no lookup per flow).
-        let added: Vec<Rule> = self.table.by_id.range(RuleId(self.first)..).map(|(_, f)| f.0.clone()).collect();
+        let (added, actions): (Vec<Rule>, Vec<DpAction>) = self
+            .table
+            .by_id
+            .range(RuleId(self.first)..)
+            .map(|(_, f)| (f.0.clone(), DpAction::of_held(&f.0, f.1.held)))
+            .unzip();
         let ids: BTreeSet<u32> =
             self.undo.iter().filter_map(|u| if let Undo::Group(id, _) = u { Some(*id) } else { None }).collect();
         let groups = ids.into_iter().map(|id| (id, self.table.groups.get(id).cloned())).collect();
         NetChange {
             added,
+            actions,
             removed: self.removed.clone(),
             deleted: self.deleted.clone(),
             heir: self.heir.clone(),
@@ -702,13 +712,14 @@ impl Txn<'_> {
     pub fn keep_undoable_net(mut self) -> (NetChange, KeptTxn) {
         let mut net = NetChange {
             added: Vec::new(),
+            actions: Vec::new(),
             removed: std::mem::take(&mut self.removed),
             deleted: std::mem::take(&mut self.deleted),
             heir: std::mem::take(&mut self.heir),
             groups: Vec::new(),
         };
         let shell = self.net();
-        (net.added, net.groups) = (shell.added, shell.groups);
+        (net.added, net.actions, net.groups) = (shell.added, shell.actions, shell.groups);
         (net, self.keep_undoable())
     }
 
@@ -837,6 +848,7 @@ mod tests {
         );
         let net = NetChange {
             added: vec![rs[0].clone(), rs[1].clone()],
+            actions: vec![DpAction::Output(1), DpAction::Output(2)],
             removed: vec![rs[2].clone()],
             deleted: Vec::new(),
             heir: HashMap::default(),
@@ -946,6 +958,30 @@ mod tests {
         assert_eq!(t.len(), 3);
         assert_eq!(t.next_id, 6);
         assert_eq!(t.select(&strict("priority=10,tcp,tp_dst=80,actions=drop")), vec![RuleId(3)]);
+    }
+
+    /// The actions a net change hands over are those the rules make (the lists their flows hold
+    /// in the action table), also in the net change `keep_undoable_net` moves out.
+    #[test]
+    fn net_change_actions_are_the_rules_own() {
+        let mut t = table();
+        let mut x = t.txn(0);
+        for text in [
+            "priority=40,tcp,tp_dst=22,actions=output:1",
+            "priority=41,udp,actions=drop",
+            "priority=42,ip,nw_dst=10.1.0.0/16,actions=mod_dl_dst:00:00:00:00:00:07,output:2",
+            "priority=43,arp,actions=output:1,output:3",
+        ] {
+            x.apply(&FlowOp::add(rules(text).remove(0))).unwrap();
+        }
+        let net = x.net();
+        assert_eq!(net.actions.len(), 4);
+        assert!(matches!(net.actions[2], DpAction::Apply(_)) && matches!(net.actions[3], DpAction::Apply(_)));
+        for (r, a) in net.added.iter().zip(&net.actions) {
+            assert_eq!(*a, DpAction::from_rule(r), "flow {}", r.id.0);
+        }
+        let (moved, _kept) = x.keep_undoable_net();
+        assert_eq!(moved.actions, net.actions);
     }
 
     #[test]

@@ -48,6 +48,7 @@ use std::sync::mpsc;
 
 use rqvs_flow::{Rule, RuleId};
 use rqvs_ofproto::record::{FlowTable, KeptTxn, NetChange, OpEffect, OpError};
+use rqvs_ofproto::DpAction;
 use rqvs_openflow::flow_mod::OFPFF_SEND_FLOW_REM;
 
 use crate::events::Event;
@@ -148,6 +149,7 @@ impl Control {
         // The added flows go to the manager; a run settled later keeps them only for the flow
         // monitors (none watch when it stays in flight).
         let added: Vec<Rule> = if overlap { std::mem::take(&mut net.added) } else { net.added.clone() };
+        let added = added.into_iter().zip(std::mem::take(&mut net.actions)).collect();
         let removed: Vec<RuleId> = net.removed.iter().map(|r| r.id).collect();
         *self.trace_table.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let answer = self.send_change(added, removed);
@@ -218,7 +220,11 @@ impl Control {
 
     /// Sends a change set to the CFLOWS manager without waiting; its answer's receiver (`None`:
     /// no manager, or it is gone — nothing to wait for, as [`Control::apply_each`] treats it).
-    fn send_change(&self, add: Vec<Rule>, remove: Vec<RuleId>) -> Option<mpsc::Receiver<Result<(), String>>> {
+    fn send_change(
+        &self,
+        add: Vec<(Rule, DpAction)>,
+        remove: Vec<RuleId>,
+    ) -> Option<mpsc::Receiver<Result<(), String>>> {
         let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
         let m = manager.as_ref()?;
         let (answer, r) = mpsc::channel();

@@ -1185,9 +1185,14 @@ impl Control {
         // The learned classifier (CFLOWS, auto) holds table 0; the shared OpenFlow table holds
         // every table (ORIG, CCACHE, auto) or, for CFLOWS, the tables after 0 — and the groups.
         let learned = matches!(self.design, DesignKind::Cflows | DesignKind::Auto);
-        let (t0_added, t0_removed): (Vec<Rule>, Vec<RuleId>) = if learned {
+        let (t0_added, t0_removed): (Vec<(Rule, DpAction)>, Vec<RuleId>) = if learned {
             (
-                net.added.iter().filter(|r| r.table == 0).cloned().collect(),
+                net.added
+                    .iter()
+                    .zip(&net.actions)
+                    .filter(|(r, _)| r.table == 0)
+                    .map(|(r, a)| (r.clone(), *a))
+                    .collect(),
                 net.removed.iter().filter(|r| r.table == 0).map(|r| r.id).collect(),
             )
         } else {
@@ -1200,7 +1205,8 @@ impl Control {
         // The added flows' ids, to take them out again should the commit below fail; the rules
         // themselves go to the manager (moved, not copied: a flow-mod's rule is cloned once, by
         // the transaction's net change).
-        let t0_added_ids: Vec<RuleId> = if published { t0_added.iter().map(|r| r.id).collect() } else { Vec::new() };
+        let t0_added_ids: Vec<RuleId> =
+            if published { t0_added.iter().map(|(r, _)| r.id).collect() } else { Vec::new() };
         if published {
             self.publish(t0_added, t0_removed).map_err(|e| err(format!("{what}: {e}")))?;
         }
@@ -1212,7 +1218,12 @@ impl Control {
                 Ok((v, _)) => Some(v),
                 Err(e) => {
                     if published {
-                        let back: Vec<Rule> = net.removed.iter().filter(|r| r.table == 0).cloned().collect();
+                        let back: Vec<(Rule, DpAction)> = net
+                            .removed
+                            .iter()
+                            .filter(|r| r.table == 0)
+                            .map(|r| (r.clone(), DpAction::from_rule(r)))
+                            .collect();
                         if let Err(undo) = self.publish(back, t0_added_ids) {
                             crate::log_warn!("rqvs switch: {what}: undoing the learned classifier's change: {undo}");
                         }
@@ -1290,7 +1301,7 @@ impl Control {
 
     /// The learned classifier the CFLOWS (and auto) PMDs share takes a change: the manager
     /// applies and publishes it (all or none), and each PMD's next batch reads the publication.
-    fn publish(&self, added: Vec<Rule>, removed: Vec<RuleId>) -> Result<(), Error> {
+    fn publish(&self, added: Vec<(Rule, DpAction)>, removed: Vec<RuleId>) -> Result<(), Error> {
         let manager = self.manager.lock().unwrap_or_else(|e| e.into_inner());
         let Some(m) = manager.as_ref() else { return Ok(()) };
         // One change set: a replaced flow is never missing in between.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use rqvs_datapath::CflowsPublisher;
 use rqvs_flow::{Rule, RuleId};
+use rqvs_ofproto::DpAction;
 
 /// How often the manager looks for a finished training.
 const POLL: Duration = Duration::from_millis(10);
@@ -24,7 +25,8 @@ const POLL: Duration = Duration::from_millis(10);
 /// answered once published.
 pub struct ManagerMsg {
     pub remove: Vec<RuleId>,
-    pub add: Vec<Rule>,
+    /// Each flow added, with its datapath action (the table of record's, `NetChange::actions`).
+    pub add: Vec<(Rule, DpAction)>,
     pub answer: Sender<Result<(), String>>,
 }
 
@@ -57,11 +59,11 @@ fn serve(publisher: &mut CflowsPublisher, recv: &Receiver<ManagerMsg>) {
     let refuse: Option<u32> = std::env::var("RQVS_TEST_REFUSE_PRIORITY").ok().and_then(|v| v.parse().ok());
     loop {
         match recv.recv_timeout(POLL) {
-            Ok(m) if refuse.is_some_and(|p| m.add.iter().any(|r| r.priority == p)) => {
+            Ok(m) if refuse.is_some_and(|p| m.add.iter().any(|(r, _)| r.priority == p)) => {
                 let _ = m.answer.send(Err(format!("test hook: a flow of priority {} refused", refuse.unwrap_or(0))));
             }
             Ok(m) => {
-                let _ = m.answer.send(publisher.change(&m.remove, m.add).map_err(|e| e.to_string()));
+                let _ = m.answer.send(publisher.change_acted(&m.remove, m.add).map_err(|e| e.to_string()));
                 // The spare catches up after the answer, off the commit's path.
                 publisher.catch_up();
             }

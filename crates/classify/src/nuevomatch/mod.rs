@@ -348,6 +348,12 @@ impl ISet {
     }
 }
 
+/// The stored form a [`NuevoMatchUp`] keeps of a rule (its match as a minimatch, its actions,
+/// cookie and table), shared between copies of one classifier ([`NuevoMatchUp::kept_form`],
+/// [`NuevoMatchUp::insert_like`]).
+#[derive(Clone)]
+pub struct KeptForm(Arc<StoredRule>);
+
 /// A rule as the classifier gives it out without making it whole: its stored form, the iSet
 /// candidate that holds all of it, or what the remainder holds of it (a trainer's snapshot, a
 /// removed rule).
@@ -782,6 +788,28 @@ impl<R: Remainder> NuevoMatchUp<R> {
         Ok(at != At::REMAINDER)
     }
 
+    /// The stored form this classifier keeps of rule `id` (`None`: it keeps none — its slot or
+    /// the remainder gives the rule back — or holds no such rule), for a copy of it to keep the
+    /// same one ([`NuevoMatchUp::insert_like`]) instead of making its own.
+    pub fn kept_form(&self, id: RuleId) -> Option<KeptForm> {
+        self.rules.get(id).and_then(|k| k.stored.clone()).map(KeptForm)
+    }
+
+    /// [`NuevoMatchUp::insert_shared`] in a copy of a classifier that took `rule` already: keeps
+    /// that one's stored form of it ([`NuevoMatchUp::kept_form`]), when it needs one, rather than
+    /// making another — the two copies of a left-right pair (`rqvs_datapath`'s
+    /// `CflowsPublisher`) share one. A form of another rule (another id or priority) is not
+    /// kept: the rule's own is made instead.
+    pub fn insert_like(&mut self, rule: &Rule, form: Option<KeptForm>) -> Result<bool, ClassifierError> {
+        let stored = form.map(|f| f.0).filter(|s| s.id == rule.id && s.priority == rule.priority);
+        debug_assert!(
+            stored.as_ref().is_none_or(|s| s.to_rule() == *rule),
+            "rule {}: a form of the rule itself",
+            rule.id.0
+        );
+        self.insert_stored(rule, stored)
+    }
+
     /// [`Classifier::remove`] of a rule inserted with [`NuevoMatchUp::insert_shared`] (the same).
     pub fn remove_shared(&mut self, id: RuleId) -> Option<Rule> {
         self.remove_stored(id).map(|r| r.to_rule())
@@ -1095,6 +1123,47 @@ mod tests {
             let k = FlowKey::ipv4((10 << 24) | i, 1, 6, 1, 1);
             assert_eq!(nm.lookup(&k), reference.lookup(&k), "key {i}");
         }
+    }
+
+    /// A copy that takes the rules another took, with that one's stored forms
+    /// ([`NuevoMatchUp::insert_like`]), keeps the very same forms (one allocation for both), and
+    /// answers as the other; a form of another rule is not kept.
+    #[test]
+    fn a_copy_keeps_the_stored_forms_it_is_given() {
+        let line = |i: u32| {
+            format!("@10.0.{}.{}/32\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t0x0000/0x0000\t\n", i >> 8, i & 255)
+        };
+        let text: String = (0..800).map(|i| line(i * 2)).collect();
+        let mut all = rqvs_flow::formats::classbench::parse_rules("t", &text).unwrap();
+        for r in &mut all {
+            // Actions a slot cannot give back: every rule keeps a stored form.
+            r.actions = rqvs_flow::Actions(vec![rqvs_flow::Action::Output(r.id.0 % 7 + 1)]);
+        }
+        let (built, added): (Vec<Rule>, Vec<Rule>) = all.iter().cloned().partition(|r| r.id.0 % 2 == 0);
+        let mut a = NuevoMatchUp::build_with(&built, NuevoMatchConfig::always_learned(), TupleMerge::build).unwrap();
+        let mut b = a.clone();
+        let mut in_isets = Vec::new();
+        for r in &added {
+            a.insert(r.clone()).unwrap();
+            if b.insert_like(r, a.kept_form(r.id)).unwrap() {
+                in_isets.push(r);
+            }
+        }
+        assert!(in_isets.len() > added.len() / 2, "{} of {} into the iSets", in_isets.len(), added.len());
+        for r in in_isets {
+            let (fa, fb) = (a.kept_form(r.id).expect("kept"), b.kept_form(r.id).expect("kept"));
+            assert!(Arc::ptr_eq(&fa.0, &fb.0), "rule {}: one form for both copies", r.id.0);
+        }
+        for i in 0..1600u32 {
+            let k = FlowKey::ipv4((10 << 24) | i, 1, 6, 1, 80);
+            assert_eq!(a.lookup(&k), b.lookup(&k), "key {i}");
+        }
+        // Another rule's form: the copy makes the rule's own.
+        let (r, other) = (&added[0], &added[1]);
+        let mut c = NuevoMatchUp::build_with(&built, NuevoMatchConfig::always_learned(), TupleMerge::build).unwrap();
+        c.insert_like(r, a.kept_form(other.id)).unwrap();
+        assert_eq!(c.kept_form(r.id).expect("kept").0.to_rule(), *r);
+        assert_eq!(c.remove_shared(r.id).as_ref(), Some(r));
     }
 
     fn one_iset() -> NuevoMatchConfig {
