@@ -121,9 +121,16 @@ impl DpAction {
     /// rule's ops are no list the table holds (or could not be interned), made as `from_rule`
     /// makes them.
     pub(crate) fn of_held(r: &Rule, held: Option<ActionsId>) -> DpAction {
-        match held {
-            Some(id) => DpAction::Apply(id),
-            None => DpAction::from_rule(r),
+        if let Some(id) = held {
+            return DpAction::Apply(id);
+        }
+        // A flow holding no list has (nearly always) no op or one output: decided from the
+        // first two ops without making the list; anything longer is made as `from_rule` does.
+        let mut ops = r.actions.0.iter().filter_map(|a| Op::of_rule(a, r));
+        match (ops.next(), ops.next()) {
+            (None, _) => DpAction::Drop,
+            (Some(Op::Output(p)), None) => DpAction::Output(p),
+            _ => DpAction::from_rule(r),
         }
     }
 

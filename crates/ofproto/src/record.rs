@@ -985,6 +985,21 @@ mod tests {
     }
 
     #[test]
+    fn an_unheld_flows_action_is_the_rules_own() {
+        for text in [
+            "priority=1,actions=drop",
+            "priority=1,actions=output:4",
+            "priority=1,actions=output:1,output:3",
+            "priority=1,actions=mod_dl_dst:00:00:00:00:00:07,output:2",
+            "priority=1,actions=goto_table:1",
+            "priority=1,actions=output:2,goto_table:1",
+        ] {
+            let r = rules(text).remove(0);
+            assert_eq!(DpAction::of_held(&r, None), DpAction::from_rule(&r), "{text}");
+        }
+    }
+
+    #[test]
     fn a_refused_flow_mod_changes_nothing() {
         let mut t = table();
         let before = texts(&t);
