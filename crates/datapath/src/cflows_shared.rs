@@ -111,10 +111,12 @@ impl Mirror {
     /// when its classifier refuses a rule.
     #[must_use]
     fn apply(&self, p: &mut Published) -> bool {
-        for &id in &self.removed {
-            p.nm.remove_shared(id);
+        for (i, &id) in self.removed.iter().enumerate() {
+            p.nm.prefetch_removals(&self.removed, i);
+            p.nm.remove_id(id);
         }
-        for (r, form) in &self.inserted {
+        for (i, (r, form)) in self.inserted.iter().enumerate() {
+            p.nm.prefetch_inserts(&self.inserted, i, |(r, _)| r);
             if p.nm.insert_like(r, form.clone()).is_err() {
                 return false;
             }
@@ -224,8 +226,9 @@ impl CflowsPublisher {
         // Ids first, before anything changes: an id held (and not removed here) or given twice.
         let mut ids = hashbrown::HashSet::with_capacity(add.len());
         let removing: hashbrown::HashSet<RuleId> = remove.iter().copied().collect();
-        for (r, _) in &add {
-            if !ids.insert(r.id) || (!removing.contains(&r.id) && self.nm.rule(r.id).is_some()) {
+        for (i, (r, _)) in add.iter().enumerate() {
+            self.nm.current().prefetch_ids(&add, i, |(r, _)| r.id);
+            if !ids.insert(r.id) || (!removing.contains(&r.id) && self.nm.holds(r.id)) {
                 return Err(ClassifierError::DuplicateId(r.id));
             }
         }
@@ -237,7 +240,8 @@ impl CflowsPublisher {
         // policy they are in the current publication (the master's rules before this change
         // set) and are fetched from it only then; staged rules (delayed) are the master's alone.
         let mut removed: Vec<Rule> = Vec::new();
-        for &id in remove {
+        for (i, &id) in remove.iter().enumerate() {
+            self.nm.current().prefetch_removals(remove, i);
             let staged = if instant { None } else { self.nm.rule(id) };
             if self.nm.remove(id) {
                 self.actions.remove(id.0);
@@ -258,7 +262,8 @@ impl CflowsPublisher {
             .collect();
         let mut added = Vec::with_capacity(add.len());
         let mut refused = None;
-        for (r, action) in &add {
+        for (i, (r, action)) in add.iter().enumerate() {
+            self.nm.current().prefetch_inserts(&add, i, |(r, _)| r);
             let (id, mut action) = (r.id, *action);
             if let Err(e) = self.nm.insert_shared(Arc::clone(r)) {
                 refused = Some(e);

@@ -274,6 +274,12 @@ impl LiveNuevoMatch {
         self.staged.get(&id).map(|r| r.to_rule()).or_else(|| self.current.rule(id))
     }
 
+    /// Whether rule `id` is held, staged or in the current model ([`LiveNuevoMatch::rule`]
+    /// without making it).
+    pub fn holds(&self, id: RuleId) -> bool {
+        self.staged.contains_key(&id) || self.current.holds(id)
+    }
+
     /// The policy inserted rules follow.
     pub fn policy(&self) -> Policy {
         self.policy

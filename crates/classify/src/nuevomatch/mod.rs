@@ -29,6 +29,7 @@
 //! The range index is pluggable: [`index::LearnedRanges`] (the RQ-RMI model, default) or
 //! [`index::SortedRanges`] (binary search; classifier name `nmu-bs`), both exact.
 
+mod ahead;
 pub mod index;
 pub mod iset;
 pub mod live;
@@ -332,6 +333,15 @@ impl ISet {
         (from..to).find(|&j| self.cands[j].id == id && !self.pre.is_dead(j))
     }
 
+    /// The bucket whose range holds all of `rule`'s interval on the iSet's field, if any: the
+    /// only one an insert may put it in.
+    fn bucket_for(&self, rule: &Rule) -> Option<usize> {
+        let (lo, hi) = self.field.interval(&rule.matches)?;
+        let b = self.index.find(lo)?;
+        let (blo, bhi) = self.index.range(b)?;
+        (blo <= lo && hi <= bhi).then_some(b)
+    }
+
     /// Where rank `key` goes among the slots `from..to`, sorted by their rank (a removed rule's
     /// slot keeps its priority and id, padding ranks last: [`Slot::dead`]); the slots are fetched
     /// together first, so the search waits for memory once.
@@ -590,6 +600,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.rules.get(id).map(|k| self.kept(k).to_rule())
     }
 
+    /// Whether rule `id` is held ([`NuevoMatchUp::rule`] without making it).
+    pub fn holds(&self, id: RuleId) -> bool {
+        self.rules.contains(id)
+    }
+
     /// A rule of the map: its stored form, or a copy of its candidate.
     fn kept(&self, k: &Kept) -> KeptRule {
         match (&k.stored, k.at.get()) {
@@ -815,6 +830,11 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.remove_stored(id).map(|r| r.to_rule())
     }
 
+    /// [`Classifier::remove`] without making the removed rule whole: whether `id` was held.
+    pub fn remove_id(&mut self, id: RuleId) -> bool {
+        self.remove_stored(id).is_some()
+    }
+
     /// [`NuevoMatchUp::remove_shared`] giving back the stored form or the candidate (no whole
     /// rule made).
     pub(crate) fn remove_stored(&mut self, id: RuleId) -> Option<KeptRule> {
@@ -861,11 +881,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
         let slack = self.config.insert_slack?;
         let most = self.config.isets.bucket_size + slack;
         for (si, s) in self.isets.iter_mut().enumerate() {
-            let Some((lo, hi)) = s.field.interval(&rule.matches) else { continue };
-            let Some(b) = s.index.find(lo) else { continue };
-            if s.index.range(b).is_none_or(|(blo, bhi)| lo < blo || hi > bhi) {
-                continue;
-            }
+            let Some(b) = s.bucket_for(rule) else { continue };
             let (mut from, mut to) = s.span(b);
             let dead = (from..to).filter(|&j| s.pre.is_dead(j)).count();
             if to - from - dead >= most {
