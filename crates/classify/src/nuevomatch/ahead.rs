@@ -108,7 +108,7 @@ mod tests {
                 ..NuevoMatchConfig::always_learned()
             };
             let rules = testing::with_varied_rest(&case.rules);
-            let mut hinted = NuevoMatchUp::build_with(&rules, config.clone(), TupleMerge::build).unwrap();
+            let mut hinted = NuevoMatchUp::build_with(&rules, config, TupleMerge::build).unwrap();
             let mut plain = hinted.clone();
             // Every other rule removed (in an order of the seed's), with an absent id among them.
             let mut gone: Vec<Rule> = rules.iter().filter(|r| (u64::from(r.id.0) ^ seed) % 2 == 0).cloned().collect();
