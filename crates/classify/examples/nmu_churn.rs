@@ -6,10 +6,13 @@
 //! `mod_dl_dst`); the held-out rules go in a fixed shuffled order, or with `grouped` in the
 //! file's order (one ClassBench rule's flows one after another, as a controller pushes one ACL
 //! entry). What `rqvs bench openflow --design cflows` asks of the classifier, without the
-//! channel, the table of record or the twin (docs/openflow-bench.md).
+//! channel, the table of record or the twin (docs/openflow-bench.md). With `ahead` the updates
+//! go in runs of 670 (the manager's change sets at acl1_500k) asking for their memory ahead as
+//! the manager does (`NuevoMatchUp::prefetch_inserts`, `prefetch_removals`); with `both` the
+//! rounds alternate, plain first.
 //!
 //! ```sh
-//! cargo run --release -p rqvs-classify --example nmu_churn -- RULES [ROUNDS=3] [openflow|classbench] [shuffled|grouped]
+//! cargo run --release -p rqvs-classify --example nmu_churn -- RULES [ROUNDS=3] [openflow|classbench] [shuffled|grouped] [plain|ahead|both]
 //! ```
 
 use std::time::Instant;
@@ -20,8 +23,14 @@ use rqvs_flow::RuleId;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if !(2..=5).contains(&args.len()) {
-        return Err("usage: nmu_churn RULES [ROUNDS] [openflow|classbench] [shuffled|grouped]".into());
+    if !(2..=6).contains(&args.len()) {
+        return Err(
+            "usage: nmu_churn RULES [ROUNDS] [openflow|classbench] [shuffled|grouped] [plain|ahead|both]".into()
+        );
+    }
+    let mode = args.get(5).map_or("plain", String::as_str);
+    if !["plain", "ahead", "both"].contains(&mode) {
+        return Err(format!("nmu_churn: {mode}: expected plain, ahead or both").into());
     }
     let mut rules = rqvs_flow::formats::read_rules(std::path::Path::new(&args[1]))?;
     let rounds: usize = args.get(2).map_or(Ok(3), |s| s.parse())?;
@@ -60,23 +69,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nmu.remainder().len(),
         nmu.remainder().tables()
     );
+    let ids: Vec<RuleId> = held.iter().map(|r| r.id).collect();
     for round in 1..=rounds {
+        let ahead = mode == "ahead" || (mode == "both" && round % 2 == 0);
         let t = Instant::now();
-        for r in &held {
-            nmu.insert(r.clone())?;
+        for (run, rules) in held.chunks(RUN).enumerate() {
+            for i in 0..rules.len() {
+                if ahead {
+                    nmu.prefetch_inserts(rules, i, |r| r);
+                }
+                nmu.insert(held[run * RUN + i].clone())?;
+            }
         }
         let ins = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
-        let (tables_in, remainder_in) = (nmu.remainder().tables(), nmu.remainder().len());
+        let (remainder_in, tables_in) = (nmu.remainder().len(), nmu.remainder().tables());
         let t = Instant::now();
-        for r in &held {
-            nmu.remove(r.id).ok_or("a held-out rule went missing")?;
+        for ids in ids.chunks(RUN) {
+            for (i, &id) in ids.iter().enumerate() {
+                if ahead {
+                    nmu.prefetch_removals(ids, i);
+                }
+                if !nmu.remove_id(id) {
+                    return Err("a held-out rule went missing".into());
+                }
+            }
         }
         let rem = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
         println!(
-            "round {round}: insert {ins:.2} us, remove {rem:.2} us per rule; remainder {remainder_in} rules in \
+            "round {round} ({}): insert {ins:.2} us, remove {rem:.2} us per rule; remainder {remainder_in} rules in \
              {tables_in} tables after the inserts, {} tables after the removals",
+            if ahead { "ahead" } else { "plain" },
             nmu.remainder().tables()
         );
     }
     Ok(())
 }
+
+/// Updates in a run: the CFLOWS manager's change sets at acl1_500k average ~670 flows.
+const RUN: usize = 670;

@@ -18,7 +18,7 @@
 //! decided by making it back and comparing ([`Slot::holds_whole`]), never by looking at its fields.
 
 use rqvs_flow::prefix::mask_as_range;
-use rqvs_flow::{Actions, FlowKey, Match, PortRange, Rule, RuleId};
+use rqvs_flow::{Action, Actions, FlowKey, Match, PortRange, Rule, RuleId};
 
 use super::iset::Field;
 use crate::compact::{CompactMatch, Extras, Key};
@@ -197,6 +197,11 @@ impl Slot {
 
     /// True when `rule` is exactly what [`Slot::whole_rule`] gives back.
     pub(super) fn holds_whole(&self, entry: [u32; 4], pf: [Field; 2], rule: &Rule) -> bool {
+        // What a slot gives back drops, with no cookie or table: any other rule is told apart
+        // before the slot's rule is made (a flow-mod's flow always is).
+        if rule.cookie != 0 || rule.table != 0 || !matches!(rule.actions.0[..], [Action::Drop]) {
+            return false;
+        }
         self.whole_rule(entry, pf).as_ref() == Some(rule)
     }
 }
