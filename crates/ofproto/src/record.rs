@@ -392,15 +392,14 @@ impl FlowTable {
     pub fn select(&self, f: &FlowFilter) -> Vec<RuleId> {
         match (&f.matches, f.strict) {
             (Some(m), Some(p)) => {
-                let tables: Vec<u8> = match f.table {
-                    Some(t) => vec![t],
-                    None => self.tables_with_flows().collect(),
+                let found = |t: u8| {
+                    self.find((t, p, m))
+                        .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
                 };
-                tables
-                    .into_iter()
-                    .filter_map(|t| self.find((t, p, m)))
-                    .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
-                    .collect()
+                match f.table {
+                    Some(t) => found(t).into_iter().collect(),
+                    None => self.tables_with_flows().filter_map(found).collect(),
+                }
             }
             _ => self.by_id.values().filter(|x| f.selects(&x.0) && !self.is_hidden(&x.0)).map(|x| x.0.id).collect(),
         }
