@@ -7,7 +7,8 @@
 //! bucket lines of update `i + LINES_AHEAD` (whose rule-map slot the first hint brought in), so
 //! the update itself finds them in cache. Only hints: they read and change nothing the updates
 //! depend on (an update between the hint and its own may move what the hint asked for; it then
-//! misses as it would have), and the crate's differential tests run the updates with them.
+//! misses as it would have); the test below runs updates with them against the same updates
+//! without them and the brute force.
 
 use rqvs_flow::{Rule, RuleId};
 
