@@ -742,7 +742,6 @@ mod tests {
         }
     }
 
-    /// Rules change only through the publisher.
     /// An action handed over whose list is gone (in the switch: freed while its change set
     /// waited; here an id never handed out) is made again from the rule, in the master's table
     /// and in its twin's: every packet gets the rule's own action, before and after the twin
@@ -766,6 +765,7 @@ mod tests {
         assert_eq!(publisher.actions.get(last.id.0), Some(rule_action(last)));
     }
 
+    /// Rules change only through the publisher.
     #[test]
     fn readers_refuse_rule_changes() {
         let publisher = CflowsPublisher::new(&rules(10), CflowsConfig::default()).unwrap();

@@ -95,16 +95,22 @@ impl DpAction {
     /// docs). A rule's actions are [`DpAction::from_rule`]'s: its `controller` ops carry the
     /// rule's cookie.
     pub fn from_actions(a: &Actions) -> DpAction {
-        DpAction::of_ops(a.0.iter().filter_map(Op::of).collect())
+        DpAction::of_ops(a.0.iter().filter_map(Op::of))
     }
 
     /// The datapath action of rule `r` (see the type's docs).
     pub fn from_rule(r: &Rule) -> DpAction {
-        DpAction::of_ops(r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)).collect())
+        DpAction::of_ops(r.actions.0.iter().filter_map(|a| Op::of_rule(a, r)))
     }
 
-    fn of_ops(ops: Vec<Op>) -> DpAction {
-        DpAction::of_op_list(&ops)
+    /// [`DpAction::of_op_list`] of `ops`: no op or one output (most flows) decided from the
+    /// first two without making the list; a longer list made and interned.
+    fn of_ops(mut ops: impl Iterator<Item = Op>) -> DpAction {
+        match (ops.next(), ops.next()) {
+            (None, _) => DpAction::Drop,
+            (Some(Op::Output(p)), None) => DpAction::Output(p),
+            (first, second) => DpAction::of_op_list(&first.into_iter().chain(second).chain(ops).collect::<Vec<Op>>()),
+        }
     }
 
     /// The datapath action of an op list (the translation's, [`xlate::Xlate::action`]).
@@ -121,17 +127,7 @@ impl DpAction {
     /// rule's ops are no list the table holds (or could not be interned), made as `from_rule`
     /// makes them.
     pub(crate) fn of_held(r: &Rule, held: Option<ActionsId>) -> DpAction {
-        if let Some(id) = held {
-            return DpAction::Apply(id);
-        }
-        // A flow holding no list has (nearly always) no op or one output: decided from the
-        // first two ops without making the list; anything longer is made as `from_rule` does.
-        let mut ops = r.actions.0.iter().filter_map(|a| Op::of_rule(a, r));
-        match (ops.next(), ops.next()) {
-            (None, _) => DpAction::Drop,
-            (Some(Op::Output(p)), None) => DpAction::Output(p),
-            _ => DpAction::from_rule(r),
-        }
+        held.map_or_else(|| DpAction::from_rule(r), DpAction::Apply)
     }
 
     /// The action for a classification result.
