@@ -287,7 +287,7 @@ impl FlowTable {
     /// pair replaces the earlier one, as a sequence of adds would), added at time 0 with no
     /// timeouts or flags.
     pub fn new(rules: Vec<Rule>) -> FlowTable {
-        let next_id = rules.iter().map(|r| r.id.0 + 1).max().unwrap_or(0);
+        let next_id = rules.iter().map(|r| r.id.0.saturating_add(1)).max().unwrap_or(0);
         // The flows hold their lists, so the switch's action table frees the others (also
         // when it has no PMD to do it).
         crate::actions::enable_freeing();
@@ -596,6 +596,7 @@ impl Txn<'_> {
                         )));
                     }
                 }
+                self.ids_for(1)?;
                 let mut r = r.clone();
                 r.id = self.new_id();
                 let counts = if spec.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
@@ -620,6 +621,7 @@ impl Txn<'_> {
                     check_flow(&f.0, &self.table.groups)?;
                 }
                 admit_actions(new.iter().map(|f| &f.0))?;
+                self.ids_for(new.len())?;
                 for (id, f) in ids.iter().zip(&mut new) {
                     let (r, m) = &mut **f;
                     self.remove(*id);
@@ -732,8 +734,26 @@ impl Txn<'_> {
         KeptTxn { undo: std::mem::take(&mut self.undo), next_id: self.first }
     }
 
+    /// Ids are handed out in order and never reused (the transaction's added flows are those
+    /// from `first` on, and the datapath may still hold a removed flow's id), up to the
+    /// sentinel [`crate::NO_RULE`]: an add or modify that needs `n` more than are left is
+    /// refused before it changes anything, rather than wrapping to a live flow's id.
+    fn ids_for(&self, n: usize) -> Result<(), OpError> {
+        let left = crate::NO_RULE.0 - self.next_id;
+        if n > left as usize {
+            return Err(OpError::TableFull(format!(
+                "flow ids are used up: the table has handed out all {} (one per add and per modified \
+                 flow since the switch started; rqvs does not reuse them)",
+                crate::NO_RULE.0
+            )));
+        }
+        Ok(())
+    }
+
+    /// The next id; [`Txn::ids_for`] said there is one.
     fn new_id(&mut self) -> RuleId {
         let id = RuleId(self.next_id);
+        debug_assert!(id != crate::NO_RULE, "ids_for checked the limit");
         self.next_id += 1;
         id
     }
@@ -875,6 +895,38 @@ mod tests {
              priority=20,ip,nw_src=10.0.0.0/8,actions=output:3\n\
              cookie=0x5,priority=30,udp,actions=drop\n",
         ))
+    }
+
+    #[test]
+    fn an_add_or_modify_past_the_last_id_is_refused_and_changes_nothing() {
+        let mut t = table();
+        t.next_id = crate::NO_RULE.0 - 2;
+        let before = texts(&t);
+        let mut x = t.txn(0);
+        // A modify of two flows with two ids left takes them both.
+        let by_ip = FlowFilter { cookie: (0, u64::MAX), ..FlowFilter::all() };
+        assert_eq!(x.apply(&FlowOp::modify(by_ip.clone(), Actions(vec![Action::Output(4)]))).unwrap().added, 2);
+        // None left: an add is refused, and so is a modify, before either changes anything.
+        let after = format!("{:?}", x.net());
+        let add = FlowOp::add(rules("priority=5,arp,actions=output:1").remove(0));
+        let e = x.apply(&add).unwrap_err();
+        assert!(matches!(e, OpError::TableFull(_)) && e.to_string().contains("flow ids are used up"), "{e}");
+        assert!(matches!(
+            x.apply(&FlowOp::modify(by_ip, Actions(vec![Action::Output(5)]))),
+            Err(OpError::TableFull(_))
+        ));
+        assert_eq!(format!("{:?}", x.net()), after);
+        // A delete still works, and frees no id.
+        assert_eq!(x.apply(&FlowOp::Delete(FlowFilter::all())).unwrap().removed, 3);
+        assert!(matches!(x.apply(&add), Err(OpError::TableFull(_))));
+        drop(x);
+        assert_eq!(texts(&t), before);
+        assert_eq!(t.next_id, crate::NO_RULE.0 - 2);
+        // A table built from a flow holding the last id below the sentinel has none left either.
+        let mut last = rules("priority=5,arp,actions=output:1");
+        last[0].id = RuleId(crate::NO_RULE.0 - 1);
+        let mut t = FlowTable::new(last);
+        assert!(matches!(t.txn(0).apply(&add), Err(OpError::TableFull(_))));
     }
 
     #[test]
