@@ -319,6 +319,20 @@ impl Field {
 
     /// The field with this OXM class and field number.
     pub fn by_oxm(class: u16, field: u8) -> Option<&'static Field> {
+        if class == OFPXMC_OPENFLOW_BASIC {
+            // Every match TLV a FLOW_MOD carries asks: a table by code, not a walk of FIELDS.
+            static BASIC: std::sync::OnceLock<[Option<u16>; 256]> = std::sync::OnceLock::new();
+            let by_code = BASIC.get_or_init(|| {
+                let mut t = [None; 256];
+                for (i, f) in FIELDS.iter().enumerate() {
+                    if let Some((OFPXMC_OPENFLOW_BASIC, code)) = f.oxm {
+                        t[usize::from(code)].get_or_insert(u16::try_from(i).expect("fewer than 65536 fields"));
+                    }
+                }
+                t
+            });
+            return by_code[usize::from(field)].map(|i| &FIELDS[usize::from(i)]);
+        }
         FIELDS.iter().find(|f| f.oxm == Some((class, field)))
     }
 
@@ -391,22 +405,49 @@ pub fn unmet_prerequisite(value: &FlowKey, mask: &FlowKey) -> Option<&'static Fi
     // Which members carry which field depends on the protocol: judge each examined member by
     // the fields over it, and complain only when none of them is allowed. Members in the order
     // their first examined field comes in FIELDS, each judged once (a bit per member: this runs
-    // for every FLOW_MOD the channel decodes, without an allocation).
+    // for every FLOW_MOD the channel decodes, without an allocation). Each member is read
+    // once to know whether the mask examines it at all, and judged over its own fields
+    // ([`fields_by_member`]), not over the whole table.
+    let by_member = fields_by_member();
+    let mut examined = 0u64;
+    for (m, fields) in by_member.iter().enumerate() {
+        if let Some(&first) = fields.first() {
+            if FIELDS[usize::from(first)].member.get(mask) != 0 {
+                examined |= 1 << m;
+            }
+        }
+    }
     let mut judged = 0u64;
     for (i, f) in FIELDS.iter().enumerate() {
         let bit = 1u64 << (f.member as u32);
-        if judged & bit != 0 || f.get(mask) == 0 {
+        if examined & !judged & bit == 0 || f.get(mask) == 0 {
             continue;
         }
         judged |= bit;
         // `f` is the first field over its member the mask examines: the one named.
-        let allowed =
-            FIELDS[i..].iter().any(|g| g.member == f.member && g.get(mask) != 0 && g.prereq.satisfied(value, mask));
+        let allowed = by_member[f.member as usize].iter().map(|&j| usize::from(j)).filter(|&j| j >= i).any(|j| {
+            let g = &FIELDS[j];
+            g.get(mask) != 0 && g.prereq.satisfied(value, mask)
+        });
         if !allowed {
             return Some(f);
         }
     }
     None
+}
+
+/// Per [`Member`] (as its number), the indices in [`FIELDS`] of the fields over it, in order.
+fn fields_by_member() -> &'static [Vec<u16>] {
+    static BY_MEMBER: std::sync::OnceLock<Vec<Vec<u16>>> = std::sync::OnceLock::new();
+    BY_MEMBER.get_or_init(|| {
+        let members = FIELDS.iter().map(|f| f.member as usize + 1).max().unwrap_or(0);
+        assert!(members <= 64, "a member is a bit of a u64");
+        let mut v = vec![Vec::new(); members];
+        for (i, f) in FIELDS.iter().enumerate() {
+            v[f.member as usize].push(u16::try_from(i).expect("fewer than 65536 fields"));
+        }
+        v
+    })
 }
 
 #[cfg(test)]
@@ -457,6 +498,18 @@ mod tests {
         assert_eq!(k.nw_tos, 46 << 2 | 1);
         assert_eq!(Field::by_name("eth_src").unwrap().name, "dl_src");
         assert_eq!(Field::by_oxm(OFPXMC_OPENFLOW_BASIC, 31).unwrap().name, "nd_target");
+    }
+
+    /// The table of OXM basic codes gives the field the walk of FIELDS finds, for every code.
+    #[test]
+    fn by_oxm_is_the_first_field_of_the_code() {
+        for class in [OFPXMC_OPENFLOW_BASIC, NXM_OF, NXM_NX, 0xffff] {
+            for code in 0..=u8::MAX {
+                let walk = FIELDS.iter().find(|f| f.oxm == Some((class, code)));
+                assert_eq!(Field::by_oxm(class, code).map(|f| f.name), walk.map(|f| f.name), "{class:#x} {code}");
+            }
+        }
+        assert!(Field::by_oxm(OFPXMC_OPENFLOW_BASIC, 0).is_some(), "in_port");
     }
 
     /// The allocation-free check names the same field as judging member by member with lists

@@ -168,12 +168,30 @@ fn basic_field_name(f: u8) -> String {
 }
 
 /// One match TLV as read: the table's field, its value and mask (all ones over the field when
-/// the TLV had none), and the name it is called by on the wire (for errors).
+/// the TLV had none), and the class and code it came with (its name on the wire, for errors:
+/// [`MatchTlv::wire`], made only when one is reported).
 struct MatchTlv {
     field: &'static TField,
     value: u128,
     mask: u128,
-    wire: String,
+    class: u16,
+    code: u8,
+}
+
+impl MatchTlv {
+    /// The name the field is called by on the wire.
+    fn wire(&self) -> String {
+        tlv_name(self.class, self.code, self.field)
+    }
+}
+
+/// The name a TLV of this class and code, read as `f`, is called by in errors.
+fn tlv_name(class: u16, code: u8, f: &TField) -> String {
+    match class {
+        OFPXMC_EXPERIMENTER => "tcp_flags (ONF)".to_string(),
+        field::NXM_OF if code == NXM_OF_IP_TOS => "nw_tos (NXM_OF_IP_TOS)".to_string(),
+        _ => wire_name(class, code, f),
+    }
 }
 
 /// The OXM name of a table field for messages (`eth_src` rather than `dl_src`).
@@ -294,8 +312,13 @@ fn read_match_tlv(r: &mut Reader<'_>) -> Result<Option<MatchTlv>, DecodeError> {
         if tos & 3 != 0 {
             return reject(format!("NXM_OF_IP_TOS {tos:#x}: ECN bits set"), OfError::BAD_MATCH_BAD_VALUE);
         }
-        let wire = "nw_tos (NXM_OF_IP_TOS)".to_string();
-        return Ok(Some(MatchTlv { field: ip_dscp, value: u128::from(tos >> 2), mask: ip_dscp.all_ones(), wire }));
+        return Ok(Some(MatchTlv {
+            field: ip_dscp,
+            value: u128::from(tos >> 2),
+            mask: ip_dscp.all_ones(),
+            class,
+            code,
+        }));
     }
     let unsupported = |what: String| reject(what, OfError::BAD_MATCH_BAD_FIELD);
     let found = match class {
@@ -323,14 +346,14 @@ fn read_match_tlv(r: &mut Reader<'_>) -> Result<Option<MatchTlv>, DecodeError> {
             _ => format!("match field class {class:#06x} field {code} is not supported by rqvs"),
         });
     };
-    let wire = if class == OFPXMC_EXPERIMENTER { "tcp_flags (ONF)".to_string() } else { wire_name(class, code, f) };
+    let wire = || tlv_name(class, code, f);
     if has_mask && f.maskable == Maskable::No {
-        return reject(format!("{wire} cannot be masked"), OfError::BAD_MATCH_BAD_MASK);
+        return reject(format!("{} cannot be masked", wire()), OfError::BAD_MATCH_BAD_MASK);
     }
     let want = if has_mask { 2 * width } else { width };
     if payload.remaining() != want {
         return reject(
-            format!("{wire} has {} payload bytes, expected {want}", payload.remaining()),
+            format!("{} has {} payload bytes, expected {want}", wire(), payload.remaining()),
             OfError::BAD_MATCH_BAD_LEN,
         );
     }
@@ -338,21 +361,24 @@ fn read_match_tlv(r: &mut Reader<'_>) -> Result<Option<MatchTlv>, DecodeError> {
     let mask = if has_mask { be128(payload.take(width)?) } else { f.all_ones() };
     if f.member == Member::InPort && class == OFPXMC_OPENFLOW_BASIC {
         let Some(p) = port_from_of(value as u32) else {
-            return reject(format!("{wire}: port {value:#x} has no rqvs number"), OfError::BAD_MATCH_BAD_VALUE);
+            return reject(format!("{}: port {value:#x} has no rqvs number", wire()), OfError::BAD_MATCH_BAD_VALUE);
         };
         value = p.into();
     }
     if (value | mask) & !f.all_ones() != 0 {
         let limit = if f.member == Member::NwProto { " (rqvs keeps the ARP opcode in 8 bits)" } else { "" };
         return reject(
-            format!("{wire}: {value:#x}/{mask:#x} has bits above {:#x}{limit}", f.all_ones()),
+            format!("{}: {value:#x}/{mask:#x} has bits above {:#x}{limit}", wire(), f.all_ones()),
             OfError::BAD_MATCH_BAD_VALUE,
         );
     }
     if value & !mask != 0 {
-        return reject(format!("match field {wire} has value bits outside its mask"), OfError::BAD_MATCH_BAD_WILDCARDS);
+        return reject(
+            format!("match field {} has value bits outside its mask", wire()),
+            OfError::BAD_MATCH_BAD_WILDCARDS,
+        );
     }
-    Ok(Some(MatchTlv { field: f, value, mask, wire }))
+    Ok(Some(MatchTlv { field: f, value, mask, class, code }))
 }
 
 /// Decodes the `ofp_match` at `r` (header, TLVs and padding) into an rqvs [`Match`].
@@ -386,7 +412,7 @@ pub(crate) fn decode_tlvs(mut tlvs: Reader<'_>) -> Result<Match, DecodeError> {
         // A field twice, or two views of the same bits (tcp_src and udp_src, vlan_vid and
         // vlan_tci): OVS answers DUP_FIELD.
         if t.field.get(&m) & t.mask != 0 || read.iter().any(|x| x.field == t.field) {
-            return reject(format!("match field {} appears twice", t.wire), OfError::BAD_MATCH_DUP_FIELD);
+            return reject(format!("match field {} appears twice", t.wire()), OfError::BAD_MATCH_DUP_FIELD);
         }
         let mut mask = t.mask;
         if t.field.member == Member::NwFrag && t.value == 0 && mask == t.field.all_ones() {
@@ -405,7 +431,7 @@ pub(crate) fn decode_tlvs(mut tlvs: Reader<'_>) -> Result<Match, DecodeError> {
     for t in &read {
         if !t.field.prereq.satisfied(&v, &m) {
             return reject(
-                format!("match field {} needs {}", t.wire, t.field.prereq.describe()),
+                format!("match field {} needs {}", t.wire(), t.field.prereq.describe()),
                 OfError::BAD_MATCH_BAD_PREREQ,
             );
         }
@@ -620,12 +646,12 @@ pub(crate) fn read_set_field(r: &mut Reader<'_>) -> Result<(&'static TField, u12
     };
     if t.mask != t.field.all_ones() {
         return reject(
-            format!("set_field of {} with a mask (OpenFlow 1.5)", t.wire),
+            format!("set_field of {} with a mask (OpenFlow 1.5)", t.wire()),
             OfError::BAD_ACTION_BAD_SET_ARGUMENT,
         );
     }
     if !field_is_writable(t.field) {
-        return reject(format!("set_field of {}: the field is read-only", t.wire), OfError::BAD_ACTION_BAD_SET_TYPE);
+        return reject(format!("set_field of {}: the field is read-only", t.wire()), OfError::BAD_ACTION_BAD_SET_TYPE);
     }
     Ok((t.field, t.value))
 }
@@ -830,7 +856,7 @@ mod tests {
             }
             w.zeros(payload);
             let t = read_match_tlv(&mut Reader::new(&w.bytes, "t")).unwrap().expect("a field");
-            assert_eq!(oxm_bytes(t.field), width, "{}", t.wire);
+            assert_eq!(oxm_bytes(t.field), width, "{}", t.wire());
             n += 1;
         }
         assert_eq!(n, rqvs_flow::field::FIELDS.len());

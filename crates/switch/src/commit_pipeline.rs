@@ -240,7 +240,7 @@ fn record<'a>(
     now_ns: u64,
 ) -> (rqvs_ofproto::record::Txn<'a>, Vec<Result<OpEffect, OpError>>) {
     let mut txn = rules.txn(now_ns);
-    let effects = ops.iter().map(|op| txn.apply(op)).collect();
+    let effects = (0..ops.len()).map(|i| txn.apply_ahead(ops, i)).collect();
     (txn, effects)
 }
 

@@ -1164,8 +1164,8 @@ impl Control {
         let now_ns = self.clock_ns();
         let mut txn = rules.txn(now_ns);
         let mut effects = Vec::with_capacity(ops.len());
-        for op in ops {
-            let e = txn.apply(op);
+        for i in 0..ops.len() {
+            let e = txn.apply_ahead(ops, i);
             if atomic {
                 if let Err(e) = e {
                     return Err(err(format!("{what}: {e}")));
