@@ -4,7 +4,7 @@
 //! net change, as the connection keeps a run). Prints the time per flow-mod of each round.
 //! docs/openflow-bench.md, "The table of record's index by hash" and "The table of record's
 //! index asked for ahead". MODE: `ahead` (default) applies each run as the switch does
-//! ([`Txn::apply_ahead`](rqvs_ofproto::record::Txn::apply_ahead)), `plain` with
+//! ([`Txn::apply_run`](rqvs_ofproto::record::Txn::apply_run)), `plain` with
 //! [`Txn::apply`](rqvs_ofproto::record::Txn::apply) alone, `both` alternates pairs of rounds.
 //!
 //!     cargo run --release -p rqvs-ofproto --example record_churn -- RULES [FLOW_MODS] [ROUNDS] [MODE]
@@ -60,9 +60,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut applied = 0usize;
         for run in ops.chunks(256) {
             let mut x = t.txn(0);
-            for i in 0..run.len() {
-                let e = if ahead { x.apply_ahead(run, i) } else { x.apply(&run[i]) };
-                applied += usize::from(e.is_ok());
+            if ahead {
+                x.apply_run(run, |e| {
+                    applied += usize::from(e.is_ok());
+                    true
+                });
+            } else {
+                for op in run {
+                    applied += usize::from(x.apply(op).is_ok());
+                }
             }
             std::hint::black_box(x.keep_undoable_net());
         }

@@ -389,10 +389,12 @@ impl FlowTable {
         self.tables_with_flows().map(|t| (t, self.per_table[usize::from(t)])).collect()
     }
 
-    /// The flow at identity `key` (table, priority, match), through the index.
-    fn find(&self, key: Identity<'_>) -> Option<RuleId> {
+    /// The flow at identity `key` (table, priority, match), through the index; `h` is the
+    /// key's hash when the caller has it.
+    fn find(&self, key: Identity<'_>, h: Option<u64>) -> Option<RuleId> {
         let by_id = &self.by_id;
-        self.index.get(self.index.hash(key), |id| by_id.get(&id).is_some_and(|f| identity(&f.0) == key))
+        let h = h.unwrap_or_else(|| self.index.hash(key));
+        self.index.get(h, |id| by_id.get(&id).is_some_and(|f| identity(&f.0) == key))
     }
 
     /// The tables that have flows, in order.
@@ -403,10 +405,16 @@ impl FlowTable {
     /// The ids of the flows `f` selects: through the index when `f` is strict with a match
     /// (in its table, or in each table when it names none). Never a hidden flow.
     pub fn select(&self, f: &FlowFilter) -> Vec<RuleId> {
+        self.select_hashed(f, None)
+    }
+
+    /// [`FlowTable::select`]; `h`, when given, is the hash of the one identity `f` names
+    /// ([`op_identity`]).
+    fn select_hashed(&self, f: &FlowFilter, h: Option<u64>) -> Vec<RuleId> {
         match (&f.matches, f.strict) {
             (Some(m), Some(p)) => {
                 let found = |t: u8| {
-                    self.find((t, p, m))
+                    self.find((t, p, m), h.filter(|_| f.table.is_some()))
                         .filter(|id| self.by_id.get(id).is_some_and(|x| f.selects(&x.0) && !self.is_hidden(&x.0)))
                 };
                 match f.table {
@@ -459,10 +467,12 @@ impl FlowTable {
     /// Every change of the flows goes through here and [`FlowTable::remove`]: each flow holds
     /// its action list in the datapath's action table while it is in the table
     /// ([`crate::actions::hold_rule`]).
-    fn insert(&mut self, mut f: Flow) -> Option<Flow> {
+    /// `h`, when given, is the hash of `f`'s identity.
+    fn insert(&mut self, mut f: Flow, h: Option<u64>) -> Option<Flow> {
         let (id, expires) = (f.0.id, f.1.expires());
         f.1.held = crate::actions::hold_rule(&f.0);
-        let h = self.index.hash(identity(&f.0));
+        debug_assert!(h.is_none_or(|h| h == self.index.hash(identity(&f.0))), "the hash given is the flow's");
+        let h = h.unwrap_or_else(|| self.index.hash(identity(&f.0)));
         let by_id = &self.by_id;
         let old = self
             .index
@@ -481,11 +491,13 @@ impl FlowTable {
         old
     }
 
-    fn remove(&mut self, id: RuleId) -> Option<Flow> {
+    /// `h`, when given, is the hash of the flow's identity.
+    fn remove(&mut self, id: RuleId, h: Option<u64>) -> Option<Flow> {
         let f = self.by_id.remove(&id)?;
         crate::actions::release_held(f.1.held);
         self.per_table[usize::from(f.0.table)] -= 1;
-        self.index.remove(self.index.hash(identity(&f.0)), id);
+        debug_assert!(h.is_none_or(|h| h == self.index.hash(identity(&f.0))), "the hash given is the flow's");
+        self.index.remove(h.unwrap_or_else(|| self.index.hash(identity(&f.0))), id);
         self.timed.remove(&id);
         Some(f)
     }
@@ -590,31 +602,56 @@ pub struct Txn<'a> {
     deleted: Vec<(Rule, FlowMeta, Reason)>,
 }
 
-/// How many flow-mods ahead [`Txn::apply_ahead`] asks for the index line a flow-mod will
+/// How many flow-mods ahead [`Txn::apply_run`] asks for the index line a flow-mod will
 /// probe: far enough for a miss to arrive while the flow-mods before it are applied (each
 /// takes a few microseconds), near enough for the line to still be there.
 pub const INDEX_AHEAD: usize = 8;
 
 impl Txn<'_> {
-    /// [`Txn::apply`] of `ops[i]` in a run of flow-mods applied in order, asking first for the
-    /// index line `ops[i + INDEX_AHEAD]` will probe (its identity's slot: an add's, a strict
-    /// delete's or modify's in the table it names), so that the run's index misses overlap
-    /// with the work of the flow-mods before them instead of following it. Only a hint: the
-    /// effect is [`Txn::apply`]'s.
-    pub fn apply_ahead(&mut self, ops: &[FlowOp], i: usize) -> Result<OpEffect, OpError> {
-        if let Some(key) = ops.get(i + INDEX_AHEAD).and_then(op_identity) {
-            self.table.index.prefetch(self.table.index.hash(key));
+    /// [`Txn::apply`] of each of `ops` in order, handing `each` the op's effect (it returns
+    /// false to stop the run there). Each op's identity (an add's, a strict
+    /// delete's or modify's in the table it names) is hashed once, [`INDEX_AHEAD`] ops before
+    /// it is applied, and the index line it will probe asked for then: the run's index misses
+    /// overlap with the work of the ops before them instead of following it, and the op's
+    /// lookups and its insert or removal share the one hash. The effects are [`Txn::apply`]'s.
+    pub fn apply_run(&mut self, ops: &[FlowOp], mut each: impl FnMut(Result<OpEffect, OpError>) -> bool) {
+        const RING: usize = INDEX_AHEAD.next_power_of_two() * 2;
+        let mut ring = [None; RING];
+        let ask = |t: &FlowTable, ring: &mut [Option<u64>; RING], j: usize| {
+            ring[j % RING] = ops.get(j).and_then(op_identity).map(|key| {
+                let h = t.index.hash(key);
+                t.index.prefetch(h);
+                h
+            });
+        };
+        for j in 0..INDEX_AHEAD.min(ops.len()) {
+            ask(self.table, &mut ring, j);
         }
-        self.apply(&ops[i])
+        for (i, op) in ops.iter().enumerate() {
+            ask(self.table, &mut ring, i + INDEX_AHEAD);
+            let e = self.apply_hashed(op, ring[i % RING]);
+            if !each(e) {
+                return;
+            }
+        }
     }
 
     /// Applies one flow-mod: checked first (an error changes nothing), then applied.
     pub fn apply(&mut self, op: &FlowOp) -> Result<OpEffect, OpError> {
+        self.apply_hashed(op, None)
+    }
+
+    /// [`Txn::apply`]; `h`, when given, is the hash of `op`'s identity ([`op_identity`]): the
+    /// index calls take it instead of hashing again. Every flow it inserts or removes with it
+    /// has that identity (an add's flow and the one it replaces; the flows a strict
+    /// selection in a named table finds).
+    fn apply_hashed(&mut self, op: &FlowOp, h: Option<u64>) -> Result<OpEffect, OpError> {
+        debug_assert!(h.is_none() || op_identity(op).is_some());
         match op {
             FlowOp::Add(r, spec) => {
                 check_flow(r, &self.table.groups)?;
                 admit_actions(std::slice::from_ref(r))?;
-                let replaces = self.table.find(identity(r));
+                let replaces = self.table.find(identity(r), h);
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
                     if let Some(o) = self.table.overlapping(r.table, r.priority, &r.matches) {
                         let text = |r: &Rule| rqvs_flow::formats::ofctl::format_match(&r.matches).unwrap_or_default();
@@ -635,13 +672,13 @@ impl Txn<'_> {
                 let meta =
                     old.map_or_else(|| FlowMeta::new(spec, self.now_ns), |o| o.heir(Some(spec), counts, self.now_ns));
                 let id = r.id;
-                if let (Some(from), Some(o)) = (self.insert(Box::new((r, meta))), old) {
+                if let (Some(from), Some(o)) = (self.insert(Box::new((r, meta)), h), old) {
                     self.heir.insert(from, Heir { to: id, counts, seen: o.seen });
                 }
                 Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
             }
             FlowOp::Modify(f, actions, counts) => {
-                let ids = self.table.select(f);
+                let ids = self.table.select_hashed(f, h);
                 let mut new: Vec<Flow> = ids
                     .iter()
                     .filter_map(|id| self.table.by_id.get(id))
@@ -654,7 +691,7 @@ impl Txn<'_> {
                 self.ids_for(new.len())?;
                 for (id, f) in ids.iter().zip(&mut new) {
                     let (r, m) = &mut **f;
-                    self.remove(*id);
+                    self.remove(*id, h);
                     r.id = self.new_id();
                     // Kept: created, timeouts, flags, importance; the hard timeout restarts.
                     self.heir.insert(*id, Heir { to: r.id, counts: *counts, seen: m.seen });
@@ -662,19 +699,19 @@ impl Txn<'_> {
                 }
                 let n = new.len();
                 for f in new {
-                    self.insert(f);
+                    self.insert(f, h);
                 }
                 Ok(OpEffect { added: n, removed: n })
             }
             FlowOp::Delete(f) => {
-                let ids = self.table.select(f);
+                let ids = self.table.select_hashed(f, h);
                 for id in &ids {
-                    self.delete(*id, Reason::Delete);
+                    self.delete(*id, Reason::Delete, h);
                 }
                 Ok(OpEffect { added: 0, removed: ids.len() })
             }
             FlowOp::Expire(id, reason) => {
-                let gone = self.delete(*id, *reason);
+                let gone = self.delete(*id, *reason, None);
                 Ok(OpEffect { added: 0, removed: usize::from(gone) })
             }
             FlowOp::Group(command, g) => {
@@ -689,7 +726,7 @@ impl Txn<'_> {
                 for id in gone {
                     let f = FlowFilter { out_group: Some(id), ..FlowFilter::all() };
                     for fid in self.table.select(&f) {
-                        removed += usize::from(self.delete(fid, Reason::GroupDelete));
+                        removed += usize::from(self.delete(fid, Reason::GroupDelete, None));
                     }
                     let old = Arc::make_mut(&mut self.table.groups).remove(id);
                     self.undo.push(Undo::Group(id, old));
@@ -788,10 +825,11 @@ impl Txn<'_> {
         id
     }
 
-    /// Inserts `f`; the id of the flow it replaced, if any.
-    fn insert(&mut self, f: Flow) -> Option<RuleId> {
+    /// Inserts `f` (`h`, when given: the hash of its identity); the id of the flow it
+    /// replaced, if any.
+    fn insert(&mut self, f: Flow, h: Option<u64>) -> Option<RuleId> {
         let id = f.0.id;
-        let old = self.table.insert(f);
+        let old = self.table.insert(f, h);
         if let Some(o) = old.as_ref().map(|f| &f.0) {
             self.forget(o);
         }
@@ -800,16 +838,17 @@ impl Txn<'_> {
         replaced
     }
 
-    fn remove(&mut self, id: RuleId) -> Option<Flow> {
-        let f = self.table.remove(id)?;
+    /// Removes flow `id` (`h`, when given: the hash of its identity).
+    fn remove(&mut self, id: RuleId, h: Option<u64>) -> Option<Flow> {
+        let f = self.table.remove(id, h)?;
         self.forget(&f.0);
         self.undo.push(Undo::Removed(f.clone()));
         Some(f)
     }
 
     /// Removes a flow for `reason` (a delete, an expiry); false when it is not there.
-    fn delete(&mut self, id: RuleId, reason: Reason) -> bool {
-        match self.remove(id) {
+    fn delete(&mut self, id: RuleId, reason: Reason, h: Option<u64>) -> bool {
+        match self.remove(id, h) {
             Some(f) => {
                 let (r, m) = *f;
                 self.deleted.push((r, m, reason));
@@ -854,13 +893,13 @@ impl FlowTable {
         for u in undo.drain(..).rev() {
             match u {
                 Undo::Inserted(id, old) => {
-                    self.remove(id);
+                    self.remove(id, None);
                     if let Some(o) = old {
-                        self.insert(o);
+                        self.insert(o, None);
                     }
                 }
                 Undo::Removed(r) => {
-                    self.insert(r);
+                    self.insert(r, None);
                 }
                 Undo::Group(id, old) => Arc::make_mut(&mut self.groups).restore(id, old),
             }
@@ -1442,10 +1481,18 @@ mod tests {
             let before = contents(t.iter());
             let ops: Vec<FlowOp> = ops.iter().map(|&((k, p, m, c, o), s, a, t)| op_of(k, p, m, c, o, s, a, t)).collect();
             let mut x = t.txn(0);
-            for (i, op) in ops.iter().enumerate() {
-                // As a run (the switch's way) when kept, one by one when not: the same effects.
-                if keep { x.apply_ahead(&ops, i).unwrap() } else { x.apply(op).unwrap() };
+            // One by one when not kept, as a run (the switch's way) when kept: the same effects.
+            for op in &ops {
+                if !keep {
+                    x.apply(op).unwrap();
+                }
                 naive(&mut list, op);
+            }
+            if keep {
+                x.apply_run(&ops, |e| {
+                    e.unwrap();
+                    true
+                });
             }
             let net = x.net();
             if keep {
@@ -1464,7 +1511,7 @@ mod tests {
                 // The index holds exactly the table.
                 proptest::prop_assert_eq!(t.index.len(), t.len());
                 for r in t.iter() {
-                    proptest::prop_assert_eq!(t.find(identity(r)), Some(r.id));
+                    proptest::prop_assert_eq!(t.find(identity(r), None), Some(r.id));
                 }
             } else {
                 drop(x);

@@ -240,7 +240,11 @@ fn record<'a>(
     now_ns: u64,
 ) -> (rqvs_ofproto::record::Txn<'a>, Vec<Result<OpEffect, OpError>>) {
     let mut txn = rules.txn(now_ns);
-    let effects = (0..ops.len()).map(|i| txn.apply_ahead(ops, i)).collect();
+    let mut effects = Vec::with_capacity(ops.len());
+    txn.apply_run(ops, |e| {
+        effects.push(e);
+        true
+    });
     (txn, effects)
 }
 

@@ -1164,14 +1164,19 @@ impl Control {
         let now_ns = self.clock_ns();
         let mut txn = rules.txn(now_ns);
         let mut effects = Vec::with_capacity(ops.len());
-        for i in 0..ops.len() {
-            let e = txn.apply_ahead(ops, i);
-            if atomic {
-                if let Err(e) = e {
-                    return Err(err(format!("{what}: {e}")));
-                }
+        let mut refused = None;
+        txn.apply_run(ops, |e| match e {
+            Err(e) if atomic => {
+                refused = Some(e);
+                false
             }
-            effects.push(e);
+            e => {
+                effects.push(e);
+                true
+            }
+        });
+        if let Some(e) = refused {
+            return Err(err(format!("{what}: {e}")));
         }
         let net = txn.net();
         if net.is_empty() {
