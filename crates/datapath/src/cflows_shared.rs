@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use rqvs_classify::nuevomatch::live::{LiveNuevoMatch, Policy};
-use rqvs_classify::nuevomatch::{KeptForm, NuevoMatchUp};
+use rqvs_classify::nuevomatch::{KeptForm, NuevoMatchUp, Placement};
 use rqvs_classify::{Classifier, ClassifierError};
 use rqvs_flow::{FlowKey, Rule, RuleId};
 
@@ -99,10 +99,11 @@ pub const SPARE_WAIT: std::time::Duration = std::time::Duration::from_millis(20)
 
 /// One change set as the master's classifier took it, for the twin: the rules removed from it,
 /// the rules inserted into it (instant policy; staged rules are not in it) with the stored form
-/// the master keeps of each (the twin keeps the same one), and the actions.
+/// the master keeps of each (the twin keeps the same one) and where the master placed it (the
+/// twin places it alike, without running the model: the two share it), and the actions.
 struct Mirror {
     removed: Vec<RuleId>,
-    inserted: Vec<(Arc<Rule>, Option<KeptForm>)>,
+    inserted: Vec<(Arc<Rule>, Option<KeptForm>, Option<Placement>)>,
     actions: Vec<(u32, Option<DpAction>)>,
 }
 
@@ -115,9 +116,9 @@ impl Mirror {
             p.nm.prefetch_removals(&self.removed, i);
             p.nm.remove_id(id);
         }
-        for (i, (r, form)) in self.inserted.iter().enumerate() {
-            p.nm.prefetch_inserts(&self.inserted, i, |(r, _)| r);
-            if p.nm.insert_like(r, form.clone()).is_err() {
+        for (i, (r, form, placed)) in self.inserted.iter().enumerate() {
+            p.nm.prefetch_placed(&self.inserted, i, |(r, ..)| r, |&(_, _, placed)| placed);
+            if p.nm.insert_placed(r, form.clone(), *placed).is_err() {
                 return false;
             }
         }
@@ -279,7 +280,8 @@ impl CflowsPublisher {
             debug_assert_eq!(action, rule_action(r), "rule {}: the action handed over is the rule's", id.0);
             mirror.actions.push((id.0, Some(action)));
             if instant {
-                mirror.inserted.push((Arc::clone(r), self.nm.current().kept_form(id)));
+                let master = self.nm.current();
+                mirror.inserted.push((Arc::clone(r), master.kept_form(id), master.placement(id)));
             }
             added.push(id);
         }

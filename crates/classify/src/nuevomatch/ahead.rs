@@ -13,7 +13,7 @@
 use rqvs_flow::{Rule, RuleId};
 
 use super::rulemap::Location;
-use super::{ISet, NuevoMatchUp, LANES};
+use super::{ISet, NuevoMatchUp, Placement, LANES};
 use crate::classifier::Remainder;
 use crate::prefetch::prefetch;
 
@@ -77,6 +77,26 @@ impl<R: Remainder> NuevoMatchUp<R> {
         }
     }
 
+    /// [`NuevoMatchUp::prefetch_inserts`] for a run of [`NuevoMatchUp::insert_placed`]: the
+    /// bucket asked for is the one `placement` names (no model run for the hint either).
+    pub fn prefetch_placed<T>(
+        &self,
+        items: &[T],
+        i: usize,
+        rule: impl Fn(&T) -> &Rule,
+        placement: impl Fn(&T) -> Option<Placement>,
+    ) {
+        if let Some(t) = items.get(i + MAP_AHEAD) {
+            self.rules.prefetch(rule(t).id);
+        }
+        let Some(t) = items.get(i + LINES_AHEAD) else { return };
+        if let Some(Placement(Location::ISet { iset, bucket })) = placement(t) {
+            if let Some(s) = self.isets.get(iset) {
+                s.prefetch_bucket(bucket, true);
+            }
+        }
+    }
+
     /// Hints for a run of searches of the rule map ([`NuevoMatchUp::holds`]), called before
     /// searching for `ids[i]`.
     pub fn prefetch_ids<T>(&self, items: &[T], i: usize, id: impl Fn(&T) -> RuleId) {
@@ -101,7 +121,9 @@ mod tests {
         /// Runs of removals and inserts with the hints give the classifier the updates alone
         /// give (the same rules, the brute force's answers), through removals of absent ids,
         /// inserts that relocate and re-lay out buckets (buckets of 2: the reserve runs out), and
-        /// hints for updates past the run's end. Fails when a hint reads out of bounds.
+        /// hints for updates past the run's end. Fails when a hint reads out of bounds. A copy
+        /// inserting as the first placed each rule (`insert_placed`, the twin's way) ends with
+        /// every rule where the first put it; one handed wrong placements still answers right.
         #[test]
         fn updates_with_hints_are_the_updates(case in testing::arb_case(), seed in any::<u64>()) {
             let config = NuevoMatchConfig {
@@ -123,12 +145,28 @@ mod tests {
             }
             let kept: Vec<Rule> = rules.iter().filter(|r| !gone.contains(r)).cloned().collect();
             testing::check_all(&hinted, &kept, &case.keys, "removed")?;
+            // A copy that takes each insert as `hinted` placed it (the twin's way), and one
+            // that is handed a wrong placement (another rule's) for every insert.
+            let mut placed = hinted.clone();
+            let mut misplaced = hinted.clone();
+            let mut placements = Vec::new();
             for (i, r) in gone.iter().enumerate() {
                 hinted.prefetch_inserts(&gone, i, |r| r);
                 prop_assert_eq!(hinted.insert(r.clone()).is_ok(), plain.insert(r.clone()).is_ok());
+                placements.push((r.clone(), hinted.placement(r.id)));
+            }
+            for (i, (r, at)) in placements.iter().enumerate() {
+                placed.prefetch_placed(&placements, i, |(r, _)| r, |&(_, at)| at);
+                prop_assert!(placed.insert_placed(r, None, *at).is_ok());
+                prop_assert_eq!(placed.placement(r.id), *at, "placed where the master placed it");
+                let other = placements[(i + 1 + seed as usize) % placements.len()].1;
+                prop_assert!(misplaced.insert_placed(r, None, other).is_ok());
             }
             testing::check_all(&hinted, &rules, &case.keys, "re-inserted")?;
+            testing::check_all(&placed, &rules, &case.keys, "re-inserted as placed")?;
+            testing::check_all(&misplaced, &rules, &case.keys, "re-inserted with wrong placements")?;
             prop_assert_eq!(testing::by_id(hinted.rules()), testing::by_id(plain.rules()));
+            prop_assert_eq!(testing::by_id(placed.rules()), testing::by_id(plain.rules()));
         }
     }
 }

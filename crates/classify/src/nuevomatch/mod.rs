@@ -342,6 +342,17 @@ impl ISet {
         (blo <= lo && hi <= bhi).then_some(b)
     }
 
+    /// [`ISet::bucket_for`] when bucket `b` is named: `b` itself when its range holds the
+    /// rule's interval (then it is the bucket the model names: the ranges are disjoint), with
+    /// no inference; otherwise the model's answer.
+    fn bucket_named(&self, rule: &Rule, b: usize) -> Option<usize> {
+        let (lo, hi) = self.field.interval(&rule.matches)?;
+        match self.index.range(b) {
+            Some((blo, bhi)) if blo <= lo && hi <= bhi => Some(b),
+            _ => self.bucket_for(rule),
+        }
+    }
+
     /// Where rank `key` goes among the slots `from..to`, sorted by their rank (a removed rule's
     /// slot keeps its priority and id, padding ranks last: [`Slot::dead`]); the slots are fetched
     /// together first, so the search waits for memory once.
@@ -363,6 +374,13 @@ impl ISet {
 /// [`NuevoMatchUp::insert_like`]).
 #[derive(Clone)]
 pub struct KeptForm(Arc<StoredRule>);
+
+/// Where a classifier placed a rule — an iSet's bucket or the remainder
+/// ([`NuevoMatchUp::placement`]) — for a copy of it to place the rule alike
+/// ([`NuevoMatchUp::insert_placed`]) without running the model again. A placement the copy
+/// cannot take (the bucket's range does not hold the rule: another model) is looked up anew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement(Location);
 
 /// A rule as the classifier gives it out without making it whole: its stored form, the iSet
 /// candidate that holds all of it, or what the remainder holds of it (a trainer's snapshot, a
@@ -786,10 +804,21 @@ impl<R: Remainder> NuevoMatchUp<R> {
         rule: &Rule,
         stored: Option<Arc<StoredRule>>,
     ) -> Result<bool, ClassifierError> {
+        self.insert_stored_at(rule, stored, None)
+    }
+
+    /// [`NuevoMatchUp::insert_stored`] placed as `named` says, when given
+    /// ([`NuevoMatchUp::insert_placed`]).
+    fn insert_stored_at(
+        &mut self,
+        rule: &Rule,
+        stored: Option<Arc<StoredRule>>,
+        named: Option<Location>,
+    ) -> Result<bool, ClassifierError> {
         if self.rules.contains(rule.id) {
             return Err(ClassifierError::DuplicateId(rule.id));
         }
-        let (at, whole) = match self.insert_into_bucket(rule) {
+        let (at, whole) = match self.insert_into_bucket(rule, named) {
             Some(placed) => placed,
             None => {
                 self.remainder.insert(rule.clone())?;
@@ -810,19 +839,38 @@ impl<R: Remainder> NuevoMatchUp<R> {
         self.rules.get(id).and_then(|k| k.stored.clone()).map(KeptForm)
     }
 
+    /// Where rule `id` is ([`Placement`]).
+    pub fn placement(&self, id: RuleId) -> Option<Placement> {
+        self.rules.get(id).map(|k| Placement(k.at.get()))
+    }
+
     /// [`NuevoMatchUp::insert_shared`] in a copy of a classifier that took `rule` already: keeps
     /// that one's stored form of it ([`NuevoMatchUp::kept_form`]), when it needs one, rather than
     /// making another — the two copies of a left-right pair (`rqvs_datapath`'s
     /// `CflowsPublisher`) share one. A form of another rule (another id or priority) is not
     /// kept: the rule's own is made instead.
     pub fn insert_like(&mut self, rule: &Rule, form: Option<KeptForm>) -> Result<bool, ClassifierError> {
+        self.insert_placed(rule, form, None)
+    }
+
+    /// [`NuevoMatchUp::insert_like`] where the classifier it copies placed the rule
+    /// ([`NuevoMatchUp::placement`]): into that bucket when its range holds the rule (the model
+    /// is not run), into the remainder when that one did; the iSets before the named one are
+    /// not tried (that one found no room there). Any bucket whose range holds a rule answers
+    /// lookups alike, so a placement changes where a rule is kept, never an answer.
+    pub fn insert_placed(
+        &mut self,
+        rule: &Rule,
+        form: Option<KeptForm>,
+        placement: Option<Placement>,
+    ) -> Result<bool, ClassifierError> {
         let stored = form.map(|f| f.0).filter(|s| s.id == rule.id && s.priority == rule.priority);
         debug_assert!(
             stored.as_ref().is_none_or(|s| s.to_rule() == *rule),
             "rule {}: a form of the rule itself",
             rule.id.0
         );
-        self.insert_stored(rule, stored)
+        self.insert_stored_at(rule, stored, placement.map(|p| p.0))
     }
 
     /// [`Classifier::remove`] of a rule inserted with [`NuevoMatchUp::insert_shared`] (the same).
@@ -877,11 +925,18 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// manager on a copy no PMD reads). Before, inserts went to the remainder once the reserve
     /// was gone: 40K of the 85K flows re-added by `nmu_churn … acl1_500k.xz 1 openflow`.
     /// Also tells whether the candidate gives the rule back whole (then no stored form is kept).
-    fn insert_into_bucket(&mut self, rule: &Rule) -> Option<(At, bool)> {
+    fn insert_into_bucket(&mut self, rule: &Rule, named: Option<Location>) -> Option<(At, bool)> {
         let slack = self.config.insert_slack?;
         let most = self.config.isets.bucket_size + slack;
         for (si, s) in self.isets.iter_mut().enumerate() {
-            let Some(b) = s.bucket_for(rule) else { continue };
+            let b = match named {
+                None => s.bucket_for(rule),
+                Some(Location::Remainder) => return None,
+                Some(Location::ISet { iset, bucket }) if iset == si => s.bucket_named(rule, bucket),
+                Some(Location::ISet { iset, .. }) if si < iset => continue,
+                Some(Location::ISet { .. }) => s.bucket_for(rule),
+            };
+            let Some(b) = b else { continue };
             let (mut from, mut to) = s.span(b);
             let dead = (from..to).filter(|&j| s.pre.is_dead(j)).count();
             if to - from - dead >= most {
