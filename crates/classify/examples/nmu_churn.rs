@@ -9,10 +9,13 @@
 //! channel, the table of record or the twin (docs/openflow-bench.md). With `ahead` the updates
 //! go in runs of 670 (the manager's change sets at acl1_500k) asking for their memory ahead as
 //! the manager does (`NuevoMatchUp::prefetch_inserts`, `prefetch_removals`); with `both` the
-//! rounds alternate, plain first.
+//! rounds alternate, plain first. With `twin` the updates go ahead and a copy (the CFLOWS
+//! manager's twin) then takes each round's inserts too, timed: in alternate rounds placed where
+//! the first put them (`insert_placed` with `placement`, `prefetch_placed`: the twin's way) and
+//! looked up by the model (`insert_placed` with none, `prefetch_inserts`), model first.
 //!
 //! ```sh
-//! cargo run --release -p rqvs-classify --example nmu_churn -- RULES [ROUNDS=3] [openflow|classbench] [shuffled|grouped] [plain|ahead|both]
+//! cargo run --release -p rqvs-classify --example nmu_churn -- RULES [ROUNDS=3] [openflow|classbench] [shuffled|grouped] [plain|ahead|both|twin]
 //! ```
 
 use std::time::Instant;
@@ -25,12 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if !(2..=6).contains(&args.len()) {
         return Err(
-            "usage: nmu_churn RULES [ROUNDS] [openflow|classbench] [shuffled|grouped] [plain|ahead|both]".into()
+            "usage: nmu_churn RULES [ROUNDS] [openflow|classbench] [shuffled|grouped] [plain|ahead|both|twin]".into()
         );
     }
     let mode = args.get(5).map_or("plain", String::as_str);
-    if !["plain", "ahead", "both"].contains(&mode) {
-        return Err(format!("nmu_churn: {mode}: expected plain, ahead or both").into());
+    if !["plain", "ahead", "both", "twin"].contains(&mode) {
+        return Err(format!("nmu_churn: {mode}: expected plain, ahead, both or twin").into());
     }
     let mut rules = rqvs_flow::formats::read_rules(std::path::Path::new(&args[1]))?;
     let rounds: usize = args.get(2).map_or(Ok(3), |s| s.parse())?;
@@ -70,8 +73,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nmu.remainder().tables()
     );
     let ids: Vec<RuleId> = held.iter().map(|r| r.id).collect();
+    let mut twin = (mode == "twin").then(|| nmu.clone());
     for round in 1..=rounds {
-        let ahead = mode == "ahead" || (mode == "both" && round % 2 == 0);
+        let ahead = mode == "ahead" || mode == "twin" || (mode == "both" && round % 2 == 0);
         let t = Instant::now();
         for (run, rules) in held.chunks(RUN).enumerate() {
             for i in 0..rules.len() {
@@ -83,6 +87,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let ins = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
         let (remainder_in, tables_in) = (nmu.remainder().len(), nmu.remainder().tables());
+        if let Some(twin) = twin.as_mut() {
+            let placed = round % 2 == 0;
+            let items: Vec<_> = held.iter().map(|r| (r, nmu.placement(r.id).filter(|_| placed))).collect();
+            let t = Instant::now();
+            for run in items.chunks(RUN) {
+                for (i, &(r, at)) in run.iter().enumerate() {
+                    if placed {
+                        twin.prefetch_placed(run, i, |(r, _)| r, |&(_, at)| at);
+                    } else {
+                        twin.prefetch_inserts(run, i, |(r, _)| r);
+                    }
+                    twin.insert_placed(r, None, at)?;
+                }
+            }
+            let us = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
+            println!("round {round}: the twin's inserts ({}): {us:.2} us per rule", if placed { "placed" } else { "model" });
+            for &id in &ids {
+                twin.remove_id(id);
+            }
+        }
         let t = Instant::now();
         for ids in ids.chunks(RUN) {
             for (i, &id) in ids.iter().enumerate() {
