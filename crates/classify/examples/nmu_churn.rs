@@ -102,7 +102,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             let us = t.elapsed().as_secs_f64() * 1e6 / held.len() as f64;
-            println!("round {round}: the twin's inserts ({}): {us:.2} us per rule", if placed { "placed" } else { "model" });
+            println!(
+                "round {round}: the twin's inserts ({}): {us:.2} us per rule",
+                if placed { "placed" } else { "model" }
+            );
             for &id in &ids {
                 twin.remove_id(id);
             }
