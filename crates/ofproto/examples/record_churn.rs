@@ -2,8 +2,8 @@
 //! a ClassBench set with a tenth of its rules held out, then adds of held-out rules and strict
 //! deletes of present ones in turn, in runs of 256 flow-mods a transaction (each kept with its
 //! net change, as the connection keeps a run). Prints the time per flow-mod of each round.
-//! docs/openflow-bench.md, "The table of record's index by hash" and "The table of record's
-//! index asked for ahead". MODE: `ahead` (default) applies each run as the switch does
+//! docs/openflow-bench.md, "The table of record's index by hash" and "The connection's share".
+//! MODE: `ahead` (default) applies each run as the switch does
 //! ([`Txn::apply_run`](rqvs_ofproto::record::Txn::apply_run)), `plain` with
 //! [`Txn::apply`](rqvs_ofproto::record::Txn::apply) alone, `both` alternates pairs of rounds.
 //!

@@ -336,21 +336,19 @@ impl ISet {
     /// The bucket whose range holds all of `rule`'s interval on the iSet's field, if any: the
     /// only one an insert may put it in.
     fn bucket_for(&self, rule: &Rule) -> Option<usize> {
-        let (lo, hi) = self.field.interval(&rule.matches)?;
-        let b = self.index.find(lo)?;
-        let (blo, bhi) = self.index.range(b)?;
-        (blo <= lo && hi <= bhi).then_some(b)
+        self.bucket_named(rule, None)
     }
 
-    /// [`ISet::bucket_for`] when bucket `b` is named: `b` itself when its range holds the
-    /// rule's interval (then it is the bucket the model names: the ranges are disjoint), with
-    /// no inference; otherwise the model's answer.
-    fn bucket_named(&self, rule: &Rule, b: usize) -> Option<usize> {
+    /// [`ISet::bucket_for`], trying bucket `named` first: when its range holds the rule's
+    /// interval it is the bucket the model would name (the ranges are disjoint), found with no
+    /// inference; otherwise the model's answer.
+    fn bucket_named(&self, rule: &Rule, named: Option<usize>) -> Option<usize> {
         let (lo, hi) = self.field.interval(&rule.matches)?;
-        match self.index.range(b) {
-            Some((blo, bhi)) if blo <= lo && hi <= bhi => Some(b),
-            _ => self.bucket_for(rule),
+        let holds = |b: usize| self.index.range(b).is_some_and(|(blo, bhi)| blo <= lo && hi <= bhi);
+        if let Some(b) = named.filter(|&b| holds(b)) {
+            return Some(b);
         }
+        self.index.find(lo).filter(|&b| holds(b))
     }
 
     /// Where rank `key` goes among the slots `from..to`, sorted by their rank (a removed rule's
@@ -856,7 +854,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
     /// [`NuevoMatchUp::insert_like`] where the classifier it copies placed the rule
     /// ([`NuevoMatchUp::placement`]): into that bucket when its range holds the rule (the model
     /// is not run), into the remainder when that one did; the iSets before the named one are
-    /// not tried (that one found no room there). Any bucket whose range holds a rule answers
+    /// not tried (that one took the rule in none of them). Any bucket whose range holds a rule answers
     /// lookups alike, so a placement changes where a rule is kept, never an answer.
     pub fn insert_placed(
         &mut self,
@@ -932,7 +930,7 @@ impl<R: Remainder> NuevoMatchUp<R> {
             let b = match named {
                 None => s.bucket_for(rule),
                 Some(Location::Remainder) => return None,
-                Some(Location::ISet { iset, bucket }) if iset == si => s.bucket_named(rule, bucket),
+                Some(Location::ISet { iset, bucket }) if iset == si => s.bucket_named(rule, Some(bucket)),
                 Some(Location::ISet { iset, .. }) if si < iset => continue,
                 Some(Location::ISet { .. }) => s.bucket_for(rule),
             };

@@ -13,8 +13,8 @@
 //! shifting the entries after back, so no tombstones), not hashbrown's: a run of flow-mods
 //! asks for the line each one will probe ([`FlowIndex::prefetch`]) several flow-mods ahead,
 //! which needs the slot to be a function of the hash. At 500K flows the table is 8 MB and
-//! every probe was a miss, taken one after another (docs/openflow-bench.md, "The table of
-//! record's index asked for ahead").
+//! every probe was a miss, taken one after another (docs/openflow-bench.md, "The connection's
+//! share").
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -27,7 +27,7 @@ use rqvs_flow::{Match, RuleId};
 pub(crate) type Identity<'a> = (u8, u32, &'a Match);
 
 /// An entry: the hash's low 32 bits (its slot is their low bits) and the flow's id.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[derive(Clone, Copy)]
 struct Entry {
     lo: u32,
     id: u32,
@@ -121,7 +121,7 @@ impl FlowIndex {
             Err(mut i) => {
                 if (self.len + 1) * 2 > self.slots.len() {
                     self.grow();
-                    i = self.probe(h, |_| false).expect_err("only free slots end a probe that picks nothing");
+                    i = self.free_slot(h);
                 }
                 self.slots[i] = Entry { lo: h as u32, id: id.0 };
                 self.len += 1;
@@ -161,9 +161,14 @@ impl FlowIndex {
         let doubled = vec![EMPTY; self.slots.len() * 2].into_boxed_slice();
         let old = std::mem::replace(&mut self.slots, doubled);
         for e in old.iter().filter(|e| e.id != FREE) {
-            let i = self.probe(u64::from(e.lo), |_| false).expect_err("only free slots end a probe that picks nothing");
+            let i = self.free_slot(u64::from(e.lo));
             self.slots[i] = *e;
         }
+    }
+
+    /// The free slot a probe for hash `h` ends at.
+    fn free_slot(&self, h: u64) -> usize {
+        self.probe(h, |_| false).expect_err("only free slots end a probe that picks nothing")
     }
 
     #[cfg(test)]
