@@ -2,8 +2,10 @@
 # CPU time per flow-mod of the switch's two update threads — the OpenFlow connection (`of1`)
 # and the CFLOWS manager (`cflows-manager`) — in one `rqvs bench openflow` run of CFLOWS at
 # acl1_500k (--flux 0.1 --flow-mods 500000), for docs/openflow-bench.md ("The allocator"):
-# perf samples each thread at 999 Hz; a sample is 1/999 s of that thread's CPU. The manager's
-# samples in dropping the publisher (the switch's teardown, after the stream) are left out.
+# perf samples each thread at 999 Hz; a sample is 1/999 s of that thread's CPU. Only samples
+# between the connection's first and last are counted: the manager's after that are the
+# switch's teardown (dropping the publisher), which before 2026-12-03 (fifth session) were
+# counted whenever the call chain did not name it — ~0.5-1 µs of the manager's figure.
 # Wall-clock rates on a shared machine swing ×1.5 between runs of one binary; this splits
 # them into what each thread spent.
 #
@@ -25,23 +27,40 @@ line=$(perf record -q -F 999 -g -o "$data" "$bin" bench openflow --rules "$D/rul
   --trace "$D/traces/acl1_500k_trace.xz" --design cflows --flux 0.1 --flow-mods 500000 --bundle 0 2>&1 | grep "flow-mods/s")
 echo "$line"
 mods=$(echo "$line" | awk '{print $2}')
-perf script -i "$data" -F comm,ip,sym 2>/dev/null | python3 -c '
+perf script -i "$data" -F comm,time,ip,sym 2>/dev/null | python3 -c '
 import sys
 mods = int(sys.argv[1])
-count, comm, frames = {}, None, []
+samples, comm, t, frames = [], None, 0.0, []
 def sample():
-    teardown = any("drop_in_place" in f and "CflowsPublisher>" in f for f in frames)
-    if comm in ("of1", "cflows-manager") and not teardown:
-        count[comm] = count.get(comm, 0) + 1
+    if comm in ("of1", "cflows-manager"):
+        samples.append((comm, t, any("drop_in_place" in f and "CflowsPublisher>" in f for f in frames)))
 for line in sys.stdin:
     if not line.strip():
         sample()
         comm, frames = None, []
     elif not line.startswith(("\t", " " * 8)):
-        comm, frames = line.split()[0], []
+        head = line.split()
+        comm, t, frames = head[0], float(head[1].rstrip(":")), []
     else:
         frames.append(line.strip())
 sample()
+# The stream: the connection'"'"'s longest stretch of samples without a gap of 0.1 s (its stray
+# samples of the handshake and the close are outside). The manager'"'"'s samples after it are the
+# switch'"'"'s teardown (dropping the publisher, ~0.4 s), which a frame-pointer call chain does not
+# always name.
+of1 = sorted(t for c, t, _ in samples if c == "of1")
+stretches, first = [], 0
+for i in range(1, len(of1) + 1):
+    if i == len(of1) or of1[i] - of1[i - 1] > 0.1:
+        stretches.append((i - first, of1[first], of1[i - 1]))
+        first = i
+_, lo, hi = max(stretches)
+count = {}
+for c, t, teardown in samples:
+    if lo <= t <= hi and not teardown:
+        count[c] = count.get(c, 0) + 1
 us = {k: v / 999 / mods * 1e6 for k, v in count.items()}
-print(" ".join(f"{k} {v:.2f} us" for k, v in sorted(us.items())), f"total {sum(us.values()):.2f} us per flow-mod")
+share = sum(count.values()) / 999 / (hi - lo)
+print(" ".join(f"{k} {v:.2f} us" for k, v in sorted(us.items())), f"total {sum(us.values()):.2f} us per flow-mod;",
+      f"both threads {share:.2f} cores over the {hi - lo:.2f} s stream")
 ' "$mods"

@@ -580,6 +580,9 @@ enum Undo {
     /// A flow was inserted (and replaced this one, if any).
     Inserted(RuleId, Option<Flow>),
     Removed(Flow),
+    /// A flow was deleted: it is the last of the transaction's `deleted` not yet taken back
+    /// (held there once, not copied for the log as well).
+    Deleted,
     /// A group was set or removed; this was there before.
     Group(u32, Option<GroupEntry>),
 }
@@ -617,6 +620,8 @@ impl Txn<'_> {
     pub fn apply_run(&mut self, ops: &[FlowOp], mut each: impl FnMut(Result<OpEffect, OpError>) -> bool) {
         const RING: usize = INDEX_AHEAD.next_power_of_two() * 2;
         let mut ring = [None; RING];
+        // At most one entry per flow-mod for most runs (adds, strict deletes).
+        self.undo.reserve(ops.len());
         let ask = |t: &FlowTable, ring: &mut [Option<u64>; RING], j: usize| {
             ring[j % RING] = ops.get(j).and_then(op_identity).map(|key| {
                 let h = t.index.hash(key);
@@ -691,7 +696,9 @@ impl Txn<'_> {
                 self.ids_for(new.len())?;
                 for (id, f) in ids.iter().zip(&mut new) {
                     let (r, m) = &mut **f;
-                    self.remove(*id, h);
+                    if let Some(old) = self.take_out(*id, h) {
+                        self.undo.push(Undo::Removed(old));
+                    }
                     r.id = self.new_id();
                     // Kept: created, timeouts, flags, importance; the hard timeout restarts.
                     self.heir.insert(*id, Heir { to: r.id, counts: *counts, seen: m.seen });
@@ -775,8 +782,13 @@ impl Txn<'_> {
         (empty, table0)
     }
 
-    /// [`Txn::keep_undoable`], handing over the net change ([`Txn::net`]) — moved out of the
-    /// transaction, not copied (the added flows are, from the table).
+    /// Keeps the changes but not for good, handing over the net change ([`Txn::net`]) — moved
+    /// out of the transaction, not copied (the added flows are, from the table): the commit
+    /// downstream is still under way (a pipelined run, `rqvs_switch::Control::apply_each_pipelined`).
+    /// [`FlowTable::undo`] with the returned log and that net change takes the transaction
+    /// back — valid only while no other transaction has been kept on the table since (the
+    /// caller's to ensure); a later transaction left unkept (dropped) undoes itself first, so
+    /// it does not count.
     pub fn keep_undoable_net(mut self) -> (NetChange, KeptTxn) {
         let mut net = NetChange {
             added: Vec::new(),
@@ -788,17 +800,8 @@ impl Txn<'_> {
         };
         let shell = self.net();
         (net.added, net.actions, net.groups) = (shell.added, shell.actions, shell.groups);
-        (net, self.keep_undoable())
-    }
-
-    /// Keeps the changes but not for good: the commit downstream is still under way (a
-    /// pipelined run, `rqvs_switch::Control::apply_each_pipelined`). [`FlowTable::undo`] with
-    /// the returned log takes the transaction back — valid only while no other transaction has
-    /// been kept on the table since (the caller's to ensure); a later transaction left unkept
-    /// (dropped) undoes itself first, so it does not count.
-    pub fn keep_undoable(mut self) -> KeptTxn {
         self.table.next_id = self.next_id;
-        KeptTxn { undo: std::mem::take(&mut self.undo), next_id: self.first }
+        (net, KeptTxn { undo: std::mem::take(&mut self.undo), next_id: self.first })
     }
 
     /// Ids are handed out in order and never reused (the transaction's added flows are those
@@ -838,20 +841,22 @@ impl Txn<'_> {
         replaced
     }
 
-    /// Removes flow `id` (`h`, when given: the hash of its identity).
-    fn remove(&mut self, id: RuleId, h: Option<u64>) -> Option<Flow> {
+    /// Takes flow `id` out of the table (`h`, when given: the hash of its identity); the
+    /// caller logs how to put it back.
+    fn take_out(&mut self, id: RuleId, h: Option<u64>) -> Option<Flow> {
         let f = self.table.remove(id, h)?;
         self.forget(&f.0);
-        self.undo.push(Undo::Removed(f.clone()));
         Some(f)
     }
 
-    /// Removes a flow for `reason` (a delete, an expiry); false when it is not there.
+    /// Removes a flow for `reason` (a delete, an expiry); false when it is not there. The flow
+    /// goes to `deleted`, where the undo log finds it ([`Undo::Deleted`]).
     fn delete(&mut self, id: RuleId, reason: Reason, h: Option<u64>) -> bool {
-        match self.remove(id, h) {
+        match self.take_out(id, h) {
             Some(f) => {
                 let (r, m) = *f;
                 self.deleted.push((r, m, reason));
+                self.undo.push(Undo::Deleted);
                 true
             }
             None => false,
@@ -868,12 +873,13 @@ impl Txn<'_> {
 
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
-        self.table.roll_back(std::mem::take(&mut self.undo));
+        let Txn { table, undo, deleted, .. } = self;
+        table.roll_back(std::mem::take(undo), deleted);
     }
 }
 
-/// A transaction kept with [`Txn::keep_undoable`]: what [`FlowTable::undo`] needs to take it
-/// back.
+/// A transaction kept with [`Txn::keep_undoable_net`]: with its net change, what
+/// [`FlowTable::undo`] needs to take it back.
 pub struct KeptTxn {
     undo: Vec<Undo>,
     /// The table's next id before the transaction (ids it handed out are handed out again).
@@ -881,15 +887,21 @@ pub struct KeptTxn {
 }
 
 impl FlowTable {
-    /// Takes back a transaction kept with [`Txn::keep_undoable`]: the table is again what it
-    /// was before it, its next id too (so the flows of a transaction redone after it get the
-    /// ids they would have got). Only valid while no other transaction has been kept since.
-    pub fn undo(&mut self, kept: KeptTxn) {
-        self.roll_back(kept.undo);
+    /// Takes back a transaction kept with [`Txn::keep_undoable_net`], given the net change it
+    /// handed over (its deleted flows are the ones put back: the log does not copy them): the
+    /// table is again what it was before it, its next id too (so the flows of a transaction
+    /// redone after it get the ids they would have got). Only valid while no other transaction
+    /// has been kept since.
+    pub fn undo(&mut self, kept: KeptTxn, net: NetChange) {
+        let mut deleted = net.deleted;
+        self.roll_back(kept.undo, &mut deleted);
+        debug_assert!(deleted.is_empty(), "the net change is the transaction's own");
         self.next_id = kept.next_id;
     }
 
-    fn roll_back(&mut self, mut undo: Vec<Undo>) {
+    /// Undoes `undo` (last first); `deleted`: the transaction's deleted flows, those its
+    /// [`Undo::Deleted`] entries put back (taken from the end).
+    fn roll_back(&mut self, mut undo: Vec<Undo>, deleted: &mut Vec<(Rule, FlowMeta, Reason)>) {
         for u in undo.drain(..).rev() {
             match u {
                 Undo::Inserted(id, old) => {
@@ -900,6 +912,10 @@ impl FlowTable {
                 }
                 Undo::Removed(r) => {
                     self.insert(r, None);
+                }
+                Undo::Deleted => {
+                    let (r, m, _) = deleted.pop().expect("each deleted flow is logged once");
+                    self.insert(Box::new((r, m)), None);
                 }
                 Undo::Group(id, old) => Arc::make_mut(&mut self.groups).restore(id, old),
             }
@@ -1040,7 +1056,7 @@ mod tests {
             assert_eq!(y.net_shape(), (false, false));
         }
         assert_eq!(texts(&t), after_first);
-        t.undo(kept);
+        t.undo(kept, net);
         assert_eq!(texts(&t), before);
         assert_eq!(t.index, index_before);
         assert_eq!(t.next_id, 3);

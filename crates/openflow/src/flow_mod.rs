@@ -198,10 +198,15 @@ impl FlowMod {
 
     /// The rule this flow-mod adds, with id `id`.
     pub fn to_rule(&self, id: u32) -> Rule {
+        self.clone().into_rule(id)
+    }
+
+    /// [`FlowMod::to_rule`], the flow-mod's actions moved into the rule.
+    pub fn into_rule(self, id: u32) -> Rule {
         Rule {
             cookie: self.cookie,
             table: self.table_id,
-            ..Rule::new(id, u32::from(self.priority), self.matches, self.actions.clone())
+            ..Rule::new(id, u32::from(self.priority), self.matches, self.actions)
         }
     }
 

@@ -6,7 +6,7 @@
 //! set and answers; the connection's thread (decoding, the table-of-record transaction) and the
 //! manager's (the learned classifier's inserts and removals) take turns. Here a run is *in
 //! flight* once its change set is sent: the record keeps its transaction with an undo log
-//! ([`rqvs_ofproto::record::Txn::keep_undoable`]) and the caller goes on. The caller's next run
+//! ([`rqvs_ofproto::record::Txn::keep_undoable_net`]) and the caller goes on. The caller's next run
 //! ([`Control::apply_each_pipelined`]) is recorded on top of it, **then** waits for the
 //! manager's answer to the one in flight, and only then is sent to the manager:
 //!
@@ -124,7 +124,7 @@ impl Control {
                 Err(e) => {
                     // Refused: this run goes, the refused one is taken back, this run again.
                     drop(txn);
-                    rules.undo(p.kept);
+                    rules.undo(p.kept, p.net);
                     before = Some(Err(e));
                     (txn, effects) = record(&mut rules, ops, now_ns);
                 }
@@ -167,7 +167,7 @@ impl Control {
             Some(answer) => match wait(&answer) {
                 Ok(()) => events.extend(self.settle_counts(&mut rules, &net, now_ns)),
                 Err(e) => {
-                    rules.undo(kept);
+                    rules.undo(kept, net);
                     effects = ops.iter().map(|_| Err(OpError::Invalid(e.clone()))).collect();
                 }
             },
@@ -212,7 +212,7 @@ impl Control {
         match wait(&r.answer) {
             Ok(()) => (Ok(()), self.settle_counts(rules, &r.net, r.now_ns)),
             Err(e) => {
-                rules.undo(r.kept);
+                rules.undo(r.kept, r.net);
                 (Err(e), Vec::new())
             }
         }

@@ -714,7 +714,7 @@ impl Connection {
             Message::MultipartRequest(req) => return self.multipart(v, xid, req.flags, req.body, bytes),
             Message::FlowMod(fm) => {
                 let mut run = FlowModRun::default();
-                run.push(xid, bytes, flow_op(&fm, self.hub.control.meters()));
+                run.push(xid, bytes, flow_op(fm, self.hub.control.meters()));
                 return self.flush(&mut run);
             }
             Message::GroupMod(gm) => {
@@ -1070,7 +1070,7 @@ impl Connection {
             return self.error(v, xid, OfError::BUNDLE_FAILED_MSG_TOO_MANY, bytes);
         }
         let op = match ba.inner() {
-            Ok((_, Message::FlowMod(fm))) => flow_op(&fm, self.hub.control.meters()),
+            Ok((_, Message::FlowMod(fm))) => flow_op(fm, self.hub.control.meters()),
             Ok((_, Message::GroupMod(gm))) => Ok(Some(FlowOp::Group(gm.command, gm.group))),
             Ok((_, Message::PortMod(pm))) => {
                 b.ops.push(Bundled::PortMod(pm));
@@ -1149,14 +1149,14 @@ impl FlowModRun {
             let Ok(d) = rqvs_openflow::of10::decode(msg, table_id_ext) else { return false };
             let rqvs_openflow::of10::Request::Msg(m) = d.request else { return false };
             let Message::FlowMod(fm) = *m else { return false };
-            self.push(d.header.xid, msg, flow_op(&fm, meters));
+            self.push(d.header.xid, msg, flow_op(fm, meters));
             return true;
         }
         if version != Some(msg[0]) || msg[1] != kind::FLOW_MOD {
             return false;
         }
         let Ok((h, Message::FlowMod(fm))) = decode(msg) else { return false };
-        self.push(h.xid, msg, flow_op(&fm, meters));
+        self.push(h.xid, msg, flow_op(fm, meters));
         true
     }
 
@@ -1202,11 +1202,11 @@ struct Bundle {
 
 /// What a FLOW_MOD asks of the table (`None`: nothing, e.g. a delete by group), or the error it
 /// is refused with (an add or modify naming a meter not in `meters`: INVALID_METER).
-fn flow_op(fm: &FlowMod, meters: &MeterTable) -> Result<Option<FlowOp>, (OfError, String)> {
+fn flow_op(fm: FlowMod, meters: &MeterTable) -> Result<Option<FlowOp>, (OfError, String)> {
     flow_op_unmetered(fm).and_then(|op| super::meters::check_op(op, meters))
 }
 
-fn flow_op_unmetered(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
+fn flow_op_unmetered(fm: FlowMod) -> Result<Option<FlowOp>, (OfError, String)> {
     let is_add = matches!(fm.command, FlowModCommand::Add);
     let is_modify = matches!(fm.command, FlowModCommand::Modify | FlowModCommand::ModifyStrict);
     // 0xff: every table (modify, delete), or "the switch chooses" (add: OVS takes the first
@@ -1229,20 +1229,21 @@ fn flow_op_unmetered(fm: &FlowMod) -> Result<Option<FlowOp>, (OfError, String)> 
         out_group: (fm.out_group != OFPG_ANY).then_some(fm.out_group),
     };
     Ok(match fm.command {
-        FlowModCommand::Add => Some(FlowOp::Add(
-            Rule { table: table.unwrap_or(0), ..fm.to_rule(0) },
-            FlowSpec {
+        FlowModCommand::Add => {
+            let spec = FlowSpec {
                 idle_timeout: fm.idle_timeout,
                 hard_timeout: fm.hard_timeout,
                 flags: fm.flags,
                 importance: fm.importance,
-            },
-        )),
+            };
+            // The flow-mod's actions move into the rule (no copy).
+            Some(FlowOp::Add(Rule { table: table.unwrap_or(0), ..fm.into_rule(0) }, spec))
+        }
         // out_port and out_group filter deletes only (OpenFlow 1.3 §A.3.4.1). A modify keeps
         // the flows' timeouts and flags (OVS); of its flags only RESET_COUNTS counts.
         FlowModCommand::Modify | FlowModCommand::ModifyStrict => {
             let counts = if fm.flags & OFPFF_RESET_COUNTS != 0 { Counts::Reset } else { Counts::Keep };
-            Some(FlowOp::Modify(FlowFilter { out_port: None, out_group: None, ..filter }, fm.actions.clone(), counts))
+            Some(FlowOp::Modify(FlowFilter { out_port: None, out_group: None, ..filter }, fm.actions, counts))
         }
         FlowModCommand::Delete | FlowModCommand::DeleteStrict => Some(FlowOp::Delete(filter)),
     })
