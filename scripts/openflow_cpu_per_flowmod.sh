@@ -44,14 +44,14 @@ for line in sys.stdin:
     else:
         frames.append(line.strip())
 sample()
-# The stream: the connection'"'"'s longest stretch of samples without a gap of 0.1 s (its stray
-# samples of the handshake and the close are outside). The manager'"'"'s samples after it are the
+# The stream: the connection'"'"'s longest stretch of samples without a gap of 0.3 s (its stray
+# samples of the handshake, ~1 s before, and the close, ~0.5 s after, are outside). The manager'"'"'s samples after it are the
 # switch'"'"'s teardown (dropping the publisher, ~0.4 s), which a frame-pointer call chain does not
 # always name.
 of1 = sorted(t for c, t, _ in samples if c == "of1")
 stretches, first = [], 0
 for i in range(1, len(of1) + 1):
-    if i == len(of1) or of1[i] - of1[i - 1] > 0.1:
+    if i == len(of1) or of1[i] - of1[i - 1] > 0.3:
         stretches.append((i - first, of1[first], of1[i - 1]))
         first = i
 _, lo, hi = max(stretches)
