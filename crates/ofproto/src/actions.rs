@@ -761,12 +761,13 @@ fn intern_within(ops: &[Op], limit: usize) -> Result<ActionsId, TableFull> {
 /// Admits rule `r`'s actions: interns the list [`crate::DpAction::from_rule`] makes of them, if
 /// it is one the table holds (two ops or more, or one that is not an `output`); refused when
 /// the list is new and the table full.
-pub fn admit_rule(r: &Rule) -> Result<(), TableFull> {
+/// Its id (`None`: the actions are no such list) is for [`hold_admitted`].
+pub fn admit_rule(r: &Rule) -> Result<Option<ActionsId>, TableFull> {
     let ops = rule_ops(r);
     if is_listed(&ops) {
-        try_intern(&ops)?;
+        return try_intern(&ops).map(Some);
     }
-    Ok(())
+    Ok(None)
 }
 
 fn rule_ops(r: &Rule) -> Vec<Op> {
@@ -868,6 +869,26 @@ pub fn hold_rule(r: &Rule) -> Option<ActionsId> {
     let i = inner.get_or_insert(t, &ops, MAX_LISTS).ok()?;
     inner.hold(i);
     Some(inner.id(i))
+}
+
+/// [`hold_rule`] for a rule [`admit_rule`] just admitted, given the id it returned: held by that
+/// id — no list made from the rule and searched for again — while its slot still holds that
+/// list (within the grace period it does); else as [`hold_rule`].
+pub fn hold_admitted(r: &Rule, admitted: Option<ActionsId>) -> Option<ActionsId> {
+    // Not a list: the rule holds none (what `hold_rule` finds too).
+    let id = admitted?;
+    let t = table();
+    let mut inner = lock(t);
+    match inner.live(id) {
+        Some(i) => {
+            inner.hold(i);
+            Some(id)
+        }
+        None => {
+            drop(inner);
+            hold_rule(r)
+        }
+    }
 }
 
 /// Releases a hold [`hold_rule`] took, by the id it returned (`None`: it held nothing) — no
@@ -1020,6 +1041,38 @@ mod tests {
         // Which lists a rule admits: one output and drop are not lists.
         assert!(!is_listed(&[]) && !is_listed(&[Op::Output(3)]));
         assert!(is_listed(&[Op::Flood]) && is_listed(&[Op::Output(1), Op::Output(2)]));
+    }
+
+    /// A rule held by the id admitting it gave is held as [`hold_rule`] holds it: the same id,
+    /// one hold more (each released by [`release_held`]); an id no longer live falls back to
+    /// the rule's list; a rule whose actions are no list holds none.
+    #[test]
+    fn holding_by_the_admitted_id_is_holding_the_rule() {
+        use rqvs_flow::{Action, Actions};
+        let count = |id: Option<ActionsId>| {
+            let inner = lock(table());
+            inner.live(id.unwrap()).map(|i| inner.meta[i as usize].count)
+        };
+        let acts = vec![Action::SetNwTos(44), Action::Output(9), Action::Output(u32::MAX - 11)];
+        let r = Rule::new(1, 5, Match::ANY, Actions(acts));
+        let admitted = admit_rule(&r).unwrap();
+        assert!(admitted.is_some());
+        assert_eq!(count(admitted), Some(0), "admitted, not held");
+        let held = hold_admitted(&r, admitted);
+        assert_eq!(held, admitted);
+        assert_eq!(count(held), Some(1));
+        assert_eq!(hold_rule(&r), held);
+        assert_eq!(count(held), Some(2));
+        // An id that is not live: the rule's own list is held.
+        assert_eq!(hold_admitted(&r, Some(ActionsId(u32::MAX - 1))), held);
+        assert_eq!(count(held), Some(3));
+        for _ in 0..3 {
+            release_held(held);
+        }
+        assert_eq!(count(held), Some(0));
+        let one = Rule::new(2, 5, Match::ANY, Actions(vec![Action::Output(2)]));
+        assert_eq!(admit_rule(&one).unwrap(), None);
+        assert_eq!(hold_admitted(&one, None), None);
     }
 
     fn index_has(ops: &[Op]) -> bool {

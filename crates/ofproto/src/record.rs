@@ -190,9 +190,14 @@ impl fmt::Display for OpError {
 /// [`crate::actions`]). Lists admitted for a flow-mod that is refused later stay.
 fn admit_actions<'a>(rules: impl IntoIterator<Item = &'a Rule>) -> Result<(), OpError> {
     for r in rules {
-        crate::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))?;
+        admit_one(r)?;
     }
     Ok(())
+}
+
+/// [`admit_actions`] of one rule; the id of its list, for [`crate::actions::hold_admitted`].
+fn admit_one(r: &Rule) -> Result<Option<crate::actions::ActionsId>, OpError> {
+    crate::actions::admit_rule(r).map_err(|e| OpError::TableFull(e.to_string()))
 }
 
 /// Which flows an OpenFlow modify, delete or flow-stats request selects.
@@ -468,9 +473,15 @@ impl FlowTable {
     /// its action list in the datapath's action table while it is in the table
     /// ([`crate::actions::hold_rule`]).
     /// `h`, when given, is the hash of `f`'s identity.
-    fn insert(&mut self, mut f: Flow, h: Option<u64>) -> Option<Flow> {
+    fn insert(&mut self, f: Flow, h: Option<u64>) -> Option<Flow> {
+        let held = crate::actions::hold_rule(&f.0);
+        self.insert_held(f, h, held)
+    }
+
+    /// [`FlowTable::insert`] of a flow whose list the caller has held already (`held`).
+    fn insert_held(&mut self, mut f: Flow, h: Option<u64>, held: Option<crate::actions::ActionsId>) -> Option<Flow> {
         let (id, expires) = (f.0.id, f.1.expires());
-        f.1.held = crate::actions::hold_rule(&f.0);
+        f.1.held = held;
         debug_assert!(h.is_none_or(|h| h == self.index.hash(identity(&f.0))), "the hash given is the flow's");
         let h = h.unwrap_or_else(|| self.index.hash(identity(&f.0)));
         let by_id = &self.by_id;
@@ -655,7 +666,7 @@ impl Txn<'_> {
         match op {
             FlowOp::Add(r, spec) => {
                 check_flow(r, &self.table.groups)?;
-                admit_actions(std::slice::from_ref(r))?;
+                let admitted = admit_one(r)?;
                 let replaces = self.table.find(identity(r), h);
                 if replaces.is_none() && spec.flags & OFPFF_CHECK_OVERLAP != 0 {
                     if let Some(o) = self.table.overlapping(r.table, r.priority, &r.matches) {
@@ -677,7 +688,8 @@ impl Txn<'_> {
                 let meta =
                     old.map_or_else(|| FlowMeta::new(spec, self.now_ns), |o| o.heir(Some(spec), counts, self.now_ns));
                 let id = r.id;
-                if let (Some(from), Some(o)) = (self.insert(Box::new((r, meta)), h), old) {
+                let held = crate::actions::hold_admitted(&r, admitted);
+                if let (Some(from), Some(o)) = (self.insert_held(Box::new((r, meta)), h, held), old) {
                     self.heir.insert(from, Heir { to: id, counts, seen: o.seen });
                 }
                 Ok(OpEffect { added: 1, removed: usize::from(replaces.is_some()) })
@@ -833,8 +845,14 @@ impl Txn<'_> {
     /// Inserts `f` (`h`, when given: the hash of its identity); the id of the flow it
     /// replaced, if any.
     fn insert(&mut self, f: Flow, h: Option<u64>) -> Option<RuleId> {
+        let held = crate::actions::hold_rule(&f.0);
+        self.insert_held(f, h, held)
+    }
+
+    /// [`Txn::insert`] of a flow whose list is held already (`held`: [`crate::actions::hold_admitted`]).
+    fn insert_held(&mut self, f: Flow, h: Option<u64>, held: Option<crate::actions::ActionsId>) -> Option<RuleId> {
         let id = f.0.id;
-        let old = self.table.insert(f, h);
+        let old = self.table.insert_held(f, h, held);
         if let Some(o) = old.as_ref().map(|f| &f.0) {
             self.forget(o);
         }
