@@ -76,7 +76,8 @@ pub const LAST_TABLE: u8 = 254;
 pub const EXECUTED_ACTIONS: &str = "output:N, LOCAL, in_port, all, flood, NORMAL, drop, controller, mod_dl_src, mod_dl_dst, mod_vlan_vid, strip_vlan, mod_nw_tos, dec_ttl, push_vlan, set_field/mod_nw_*/mod_tp_* on the MACs, VLAN VID/PCP, IPv4 addresses/DSCP/ECN/TTL, TCP/UDP/SCTP ports, IPv6 addresses/flow label, ICMP type/code, ARP and ND fields, metadata, in_port, and the pipeline: goto_table, resubmit, group, meter, write_actions, clear_actions, write_metadata";
 
 /// Refuses rules the switch cannot run as written (another table, an action it does not
-/// execute), naming the rule.
+/// execute, the id [`crate::NO_RULE`] that the datapath reads as "no rule" and the table of
+/// record's index cannot hold), naming the rule.
 pub fn check_rules(rules: &[Rule]) -> Result<(), String> {
     // The rule's text only when it is refused (formatting every rule would cost more than
     // checking it).
@@ -84,16 +85,23 @@ pub fn check_rules(rules: &[Rule]) -> Result<(), String> {
         ofctl::format_flows(r).ok().and_then(|v| v.into_iter().next()).unwrap_or_else(|| format!("rule {}", r.id))
     };
     for r in rules {
+        // Numbered from 1 in messages (a rule's position in its file), in u64: id u32::MAX is
+        // refused below, not wrapped to 0.
+        let n = u64::from(r.id.0) + 1;
+        if r.id == crate::NO_RULE {
+            return Err(format!(
+                "flow {n}: id {} is the datapath's mark for \"no rule\" — a table holds at most {} flows",
+                r.id.0,
+                crate::NO_RULE.0
+            ));
+        }
         if r.table > LAST_TABLE {
             let flow = text(r);
-            return Err(format!("flow {} ({flow}): table {} — tables are 0..=254", r.id.0 + 1, r.table));
+            return Err(format!("flow {n} ({flow}): table {} — tables are 0..=254", r.table));
         }
         if let Some(a) = r.actions.0.iter().find(|a| !a.is_executable()) {
             let flow = text(r);
-            return Err(format!(
-                "flow {} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})",
-                r.id.0 + 1
-            ));
+            return Err(format!("flow {n} ({flow}): action '{a}' is not one the switch executes ({EXECUTED_ACTIONS})"));
         }
     }
     Ok(())
@@ -957,6 +965,20 @@ mod tests {
         let mut v: Vec<String> = t.iter().flat_map(|r| ofctl::format_flows(r).unwrap()).collect();
         v.sort();
         v
+    }
+
+    /// A rule numbered `NO_RULE` (u32::MAX) is refused with an error naming it, not formatted
+    /// as flow 0 (its number wrapped) nor handed to the index (which cannot hold it).
+    #[test]
+    fn the_no_rule_id_is_refused_by_name() {
+        let mut r = rules("priority=1,actions=output:1").remove(0);
+        r.id = crate::NO_RULE;
+        let e = check_rules(&[r.clone()]).unwrap_err();
+        assert!(e.starts_with("flow 4294967296: id 4294967295 is the datapath's mark"), "{e}");
+        r.id = RuleId(crate::NO_RULE.0 - 1);
+        r.table = 255;
+        let e = check_rules(&[r]).unwrap_err();
+        assert!(e.starts_with("flow 4294967295 ("), "{e}");
     }
 
     /// The record's net change as the shared table's change set: removals, then adds, then the
