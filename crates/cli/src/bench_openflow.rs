@@ -99,7 +99,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         let r = bench::run(&setup, &mut |s| rqvs_switch::diag!("rqvs bench openflow: {}: {s}", design.name()))
             .map_err(|e| Failure(e.to_string()))?;
         out.line(format!(
-            "{:<6} {} flow-mods over {} held-out flows in {:.2} s: {:.0} flow-mods/s ({} errors), traffic {:.3} Mpps meanwhile, coverage after {}; frames checked {} exact + {} during updates: {} mismatches ({} dropped)",
+            "{:<6} {} flow-mods over {} held-out flows in {:.2} s: {:.0} flow-mods/s ({} errors), traffic {:.3} Mpps meanwhile, coverage after {}; frames checked {} exact + {} during updates: {} mismatches ({} dropped){}",
             r.design,
             r.flow_mods,
             r.held_out,
@@ -112,6 +112,7 @@ pub fn run(a: &Args) -> Result<(), Failure> {
             r.frames_during,
             r.mismatches,
             r.dropped,
+            cpu_split(r.connection_cpu_us, r.manager_cpu_us),
         ));
         if let Some(b) = &r.bundle {
             out.line(format!(
@@ -143,4 +144,17 @@ pub fn run(a: &Args) -> Result<(), Failure> {
         return Err(Failure(format!("{mismatches} mismatches (frames checked against the reference)")));
     }
     Ok(())
+}
+
+/// "; CPU per flow-mod: connection X µs, manager Y µs", as much of it as was measured.
+fn cpu_split(connection: Option<f64>, manager: Option<f64>) -> String {
+    let parts: Vec<String> = [("connection", connection), ("manager", manager)]
+        .into_iter()
+        .filter_map(|(who, us)| us.map(|us| format!("{who} {us:.2} µs")))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; CPU per flow-mod: {}", parts.join(", "))
+    }
 }

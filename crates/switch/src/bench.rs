@@ -89,6 +89,13 @@ pub struct BenchReport {
     pub pps_during_stream: f64,
     /// CFLOWS/CCACHE coverage at the end of the stream (after it settled), when the design has one.
     pub coverage_after_stream: Option<f64>,
+    /// CPU time per flow-mod of the switch's update threads over the stream, in µs: the
+    /// OpenFlow connections' (`ofN`) and the CFLOWS manager's (`None` without one, or where
+    /// `/proc` does not tell: [`threads_cpu_s`]). The rate is bounded by the two when they share
+    /// a core (a busy-polling PMD on the other), and they do not swing with the host's load as
+    /// the rate does.
+    pub connection_cpu_us: Option<f64>,
+    pub manager_cpu_us: Option<f64>,
     pub bundle: Option<BundleReport>,
 }
 
@@ -299,9 +306,11 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
         progress(&format!("streaming {sent} flow-mods"));
         let before = frames_out(&control);
         oracle.window.store(DURING, Ordering::Relaxed);
+        let cpu0 = threads_cpu_s();
         let t = Instant::now();
         let errors = c.send_and_wait(&msgs, barriers)?;
         let stream_s = t.elapsed().as_secs_f64();
+        let cpu = cpu0.zip(threads_cpu_s()).map(|(a, b)| (b.0 - a.0, b.1 - a.1));
         let pps = (frames_out(&control) - before) as f64 / stream_s;
         std::thread::sleep(Duration::from_millis(100));
         oracle.window.store(EXACT_STABLE, Ordering::Relaxed);
@@ -375,12 +384,13 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
                 coverage_after: coverage(&control),
             })
         };
-        Ok((sent, stream_s, pps, errors, coverage_after_stream, bundle))
+        Ok((sent, stream_s, pps, errors, coverage_after_stream, bundle, cpu))
     })();
     control.request_stop();
     channel.join();
     let fin = switch.stop()?;
-    let (flow_mods, stream_s, pps, errors, coverage_after_stream, bundle) = result?;
+    let (flow_mods, stream_s, pps, errors, coverage_after_stream, bundle, cpu) = result?;
+    let per_mod = |s: f64| s / flow_mods.max(1) as f64 * 1e6;
     let dropped = fin.total.dropped;
     Ok(BenchReport {
         design: setup.design.name(),
@@ -397,8 +407,43 @@ pub fn run(setup: &BenchSetup, progress: &mut dyn FnMut(&str)) -> Result<BenchRe
         dropped,
         pps_during_stream: pps,
         coverage_after_stream,
+        connection_cpu_us: cpu.map(|c| per_mod(c.0)),
+        manager_cpu_us: cpu.filter(|c| c.1 > 0.0).map(|c| per_mod(c.1)),
         bundle,
     })
+}
+
+/// CPU seconds (user and system) used so far by this process's OpenFlow connection threads
+/// (`of1`, `of2`, …) and by its CFLOWS manager (`cflows-manager`), from
+/// `/proc/self/task/*/stat` (in the kernel's 1/100 s ticks: ±0.01 s per thread); `None` where
+/// there is no such file to read (not Linux). A thread that ended is no longer counted, so
+/// a difference is meant for threads that live across it (the benchmark's one connection).
+pub fn threads_cpu_s() -> Option<(f64, f64)> {
+    let mut sums = (0u64, 0u64);
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let Some((name, ticks)) = thread_ticks(&stat) else { continue };
+        let connection =
+            name.strip_prefix("of").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if connection {
+            sums.0 += ticks;
+        } else if name == "cflows-manager" {
+            sums.1 += ticks;
+        }
+    }
+    Some((sums.0 as f64 / 100.0, sums.1 as f64 / 100.0))
+}
+
+/// A thread's name and its user + system time in ticks, from its `stat` line (`pid (name) state
+/// ppid …`: fields 14 and 15; the name may hold spaces and parentheses, so it ends at the
+/// last `)`).
+fn thread_ticks(stat: &str) -> Option<(&str, u64)> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let name = stat.get(open + 1..close)?;
+    let mut rest = stat.get(close + 1..)?.split_ascii_whitespace();
+    let utime: u64 = rest.nth(11)?.parse().ok()?;
+    let stime: u64 = rest.next()?.parse().ok()?;
+    Some((name, utime + stime))
 }
 
 /// Frames the PMDs have forwarded so far.
@@ -484,5 +529,42 @@ impl Client {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_gives_its_name_and_ticks() {
+        let stat = "4242 (of (1) x) S 1 4242 4242 0 -1 4194368 120 0 0 0 731 58 0 0 20 0 9 0 77 0 0";
+        assert_eq!(thread_ticks(stat), Some(("of (1) x", 789)));
+        assert_eq!(thread_ticks("4242 (of1) S 1"), None, "cut short: no figure, no panic");
+        assert_eq!(thread_ticks("no parentheses"), None);
+    }
+
+    /// A thread named as a connection is counted, and only as one: its CPU shows in the first
+    /// sum (it spins until it does, or 20 s pass), the manager's stays as it was.
+    #[test]
+    fn a_connection_threads_cpu_is_counted() {
+        let (c0, m0) = threads_cpu_s().expect("Linux: /proc/self/task");
+        let spin = std::thread::Builder::new()
+            .name("of97".into())
+            .spawn(move || {
+                let t = Instant::now();
+                let mut x = 0u64;
+                while threads_cpu_s().unwrap().0 < c0 + 0.05 && t.elapsed() < Duration::from_secs(20) {
+                    for i in 0..100_000u64 {
+                        x = x.wrapping_mul(31).wrapping_add(i);
+                    }
+                    std::hint::black_box(x);
+                }
+                threads_cpu_s().unwrap()
+            })
+            .unwrap();
+        let (c1, m1) = spin.join().unwrap();
+        assert!(c1 >= c0 + 0.05, "{c0} -> {c1}");
+        assert_eq!(m1, m0);
     }
 }
